@@ -1,0 +1,36 @@
+"""The ``relgrade`` command line: a thin face over the library.
+
+Each subcommand lives in its own module and is registered here. Library errors become
+``Error: ...`` on stderr and exit status 1 (click's ``ClickException``).
+"""
+
+from __future__ import annotations
+
+import functools
+
+import click
+
+from relgrade import __version__
+from relgrade.errors import RelgradeError
+
+
+def handle_errors(fn):
+    """Turn a :class:`RelgradeError` into a ``click.ClickException`` (exit 1)."""
+
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        try:
+            return fn(*args, **kwargs)
+        except RelgradeError as e:
+            raise click.ClickException(str(e)) from None
+
+    return wrapper
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="relgrade")
+def main():
+    """relgrade: blind pooled relevance grading, audited agreement, a frozen key, metrics."""
+
+
+# Subcommands register below, one module each.

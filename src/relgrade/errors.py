@@ -1,0 +1,81 @@
+"""relgrade's exceptions.
+
+Every error that a user's input can cause is a :class:`RelgradeError`; its message names
+the file, the line or id, the rule that was broken and what was found, and where it can,
+how to fix it. The CLI and the stage scripts print it as ``Error: ...`` and exit 1.
+"""
+
+from __future__ import annotations
+
+
+class RelgradeError(Exception):
+    """Base class of every error relgrade raises on purpose."""
+
+
+class InputError(RelgradeError):
+    """Bad input: a file, a row or a parameter breaks one of relgrade's rules.
+
+    Parameters
+    ----------
+    rule : str
+        The rule that was broken, in plain words ("duplicate chunk in one ranked list").
+    path : str or os.PathLike, optional
+        The file the bad input came from.
+    line : int, optional
+        1-based line number within ``path``.
+    item : str, optional
+        The id (query id, chunk id, pair, grader) the error is about.
+    found : str, optional
+        What was found instead.
+    fix : str, optional
+        How to fix it.
+
+    Examples
+    --------
+    >>> str(InputError("grade outside the scale 0-2", path="g.jsonl", line=3, found="3"))
+    'g.jsonl:3: grade outside the scale 0-2 (found 3)'
+    """
+
+    def __init__(self, rule, *, path=None, line=None, item=None, found=None, fix=None):
+        self.rule = rule
+        self.path = None if path is None else str(path)
+        self.line = line
+        self.item = item
+        self.found = found
+        self.fix = fix
+        super().__init__(self._message())
+
+    def _message(self) -> str:
+        where = ""
+        if self.path is not None:
+            where = self.path
+            if self.line is not None:
+                where += f":{self.line}"
+            where += ": "
+        elif self.line is not None:
+            where = f"line {self.line}: "
+        msg = where
+        if self.item is not None:
+            msg += f"{self.item}: "
+        msg += self.rule
+        if self.found is not None:
+            msg += f" (found {self.found})"
+        if self.fix:
+            msg += f". {self.fix}"
+        return msg
+
+
+class ProtocolError(RelgradeError):
+    """A protocol step was attempted out of order or against a rule of the protocol.
+
+    Examples: packets before the intent table is reviewed, a key after a failed gate,
+    a grade changed after metrics were seen for the same pool, rubric and round (void).
+    """
+
+
+class GateFailed(RelgradeError):
+    """The agreement gate failed; ``lines`` holds one line per failing measure."""
+
+    def __init__(self, lines):
+        self.lines = list(lines)
+        super().__init__("agreement gate failed:\n" + "\n".join(self.lines))

@@ -1,0 +1,254 @@
+"""Reading and writing files: the only module of the library that touches the disk.
+
+Text inputs accept a UTF-8 byte-order mark and CRLF line ends; invalid UTF-8 is rejected
+with the line it is on. Writes are atomic (a temporary file in the same folder, fsync, then
+``os.replace``), so a failed stage leaves no half-written output.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Iterable, Iterator
+
+import pandas as pd
+
+from relgrade.errors import InputError
+
+BOM = b"\xef\xbb\xbf"
+
+
+# --- hashing -------------------------------------------------------------------------
+
+def sha256_bytes(data: bytes) -> str:
+    """Hex sha256 of ``data`` (64 lowercase hex characters)."""
+    return hashlib.sha256(data).hexdigest()
+
+
+def sha256_file(path) -> str:
+    """Hex sha256 of a file's bytes, read in 1 MiB blocks."""
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def canonical_json(obj) -> str:
+    """One-line JSON with no spaces, keys in the order given, non-ASCII kept as UTF-8.
+
+    This is the byte form relgrade hashes: ``json.dumps(obj, separators=(",", ":"),
+    ensure_ascii=False)``, encoded as UTF-8.
+    """
+    return json.dumps(obj, separators=(",", ":"), ensure_ascii=False)
+
+
+# --- reading text --------------------------------------------------------------------
+
+def read_lines(path) -> list[str]:
+    """Lines of a UTF-8 text file, without line ends.
+
+    A leading BOM is dropped and CRLF/CR line ends are accepted.
+
+    Raises
+    ------
+    InputError
+        The file is missing, or a line is not valid UTF-8 (the error names that line).
+    """
+    path = Path(path)
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        raise InputError("file not found", path=path) from None
+    if data.startswith(BOM):
+        data = data[len(BOM):]
+    raw_lines = data.split(b"\n")
+    if raw_lines and raw_lines[-1] == b"":
+        raw_lines.pop()
+    lines = []
+    for i, raw in enumerate(raw_lines, start=1):
+        if raw.endswith(b"\r"):
+            raw = raw[:-1]
+        try:
+            lines.append(raw.decode("utf-8"))
+        except UnicodeDecodeError as e:
+            raise InputError("not valid UTF-8", path=path, line=i,
+                             found=f"byte 0x{raw[e.start]:02x} at column {e.start + 1}") from None
+    return lines
+
+
+def iter_jsonl(path) -> Iterator[tuple[int, dict]]:
+    """Yield ``(line_number, object)`` for each non-blank line of a JSON Lines file.
+
+    Objects keep their key order (so callers can check it). Line numbers are 1-based.
+
+    Raises
+    ------
+    InputError
+        A line is not valid JSON, or is JSON but not an object.
+    """
+    for i, line in enumerate(read_lines(path), start=1):
+        if not line.strip():
+            continue
+        try:
+            obj = json.loads(line)
+        except json.JSONDecodeError as e:
+            raise InputError("not valid JSON", path=path, line=i, found=e.msg) from None
+        if not isinstance(obj, dict):
+            raise InputError("each line must be a JSON object", path=path, line=i,
+                             found=type(obj).__name__)
+        yield i, obj
+
+
+def read_jsonl(path) -> list[dict]:
+    """All objects of a JSON Lines file (see :func:`iter_jsonl`)."""
+    return [obj for _, obj in iter_jsonl(path)]
+
+
+def read_tsv(path, *, columns: list[str] | None = None) -> pd.DataFrame:
+    """A tab-separated file with a header row, every column as ``str``.
+
+    Raises
+    ------
+    InputError
+        A row has a different number of fields than the header, or a required column
+        in ``columns`` is missing.
+    """
+    lines = read_lines(path)
+    if not lines:
+        raise InputError("empty file (a header row is required)", path=path)
+    header = lines[0].split("\t")
+    rows = []
+    for i, line in enumerate(lines[1:], start=2):
+        if not line.strip():
+            continue
+        fields = line.split("\t")
+        if len(fields) != len(header):
+            raise InputError(f"expected {len(header)} tab-separated fields", path=path,
+                             line=i, found=len(fields))
+        rows.append(fields)
+    df = pd.DataFrame(rows, columns=header, dtype=object)
+    _require_columns(df, columns, path)
+    return df
+
+
+def read_table(path, *, columns: list[str] | None = None) -> pd.DataFrame:
+    """Read a table from ``.parquet``, ``.jsonl``/``.ndjson`` or ``.tsv``, by extension.
+
+    Raises
+    ------
+    InputError
+        Unknown extension, unreadable file, or a column of ``columns`` missing.
+    """
+    path = Path(path)
+    suffix = path.suffix.lower()
+    if suffix == ".parquet":
+        if not path.exists():
+            raise InputError("file not found", path=path)
+        try:
+            df = pd.read_parquet(path)
+        except Exception as e:  # pyarrow raises several types for a corrupt file
+            raise InputError("not a readable Parquet file", path=path, found=str(e)) from None
+    elif suffix in (".jsonl", ".ndjson"):
+        df = pd.DataFrame(read_jsonl(path))
+    elif suffix in (".tsv", ".tab"):
+        df = read_tsv(path)
+    else:
+        raise InputError("unknown table format (use .parquet, .jsonl or .tsv)", path=path,
+                         found=suffix or "no extension")
+    _require_columns(df, columns, path)
+    return df
+
+
+def _require_columns(df: pd.DataFrame, columns, path) -> None:
+    if not columns:
+        return
+    missing = [c for c in columns if c not in df.columns]
+    if missing:
+        raise InputError(f"missing column(s) {', '.join(missing)}", path=path,
+                         found="columns " + ", ".join(map(str, df.columns)))
+
+
+def read_yaml(path) -> dict:
+    """A YAML mapping from ``path`` (empty file → ``{}``)."""
+    import yaml
+
+    try:
+        text = "\n".join(read_lines(path))
+        obj = yaml.safe_load(text)
+    except yaml.YAMLError as e:
+        raise InputError("not valid YAML", path=path, found=str(e).splitlines()[0]) from None
+    return obj or {}
+
+
+def read_json(path):
+    """A JSON document from ``path``."""
+    try:
+        return json.loads("\n".join(read_lines(path)))
+    except json.JSONDecodeError as e:
+        raise InputError("not valid JSON", path=path, line=e.lineno, found=e.msg) from None
+
+
+# --- atomic writing ------------------------------------------------------------------
+
+@contextlib.contextmanager
+def atomic_path(path) -> Iterator[Path]:
+    """Yield a temporary path beside ``path``; on success it replaces ``path`` atomically.
+
+    On an exception the temporary file is removed and ``path`` is left as it was.
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    os.close(fd)
+    tmp = Path(tmp)
+    try:
+        yield tmp
+        with open(tmp, "rb+") as f:
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    finally:
+        if tmp.exists():
+            tmp.unlink()
+
+
+def write_bytes(path, data: bytes) -> None:
+    """Write ``data`` to ``path`` atomically."""
+    with atomic_path(path) as tmp:
+        tmp.write_bytes(data)
+
+
+def write_text(path, text: str) -> None:
+    """Write UTF-8 ``text`` to ``path`` atomically (LF line ends as given)."""
+    write_bytes(path, text.encode("utf-8"))
+
+
+def write_json(path, obj, *, indent: int | None = 2) -> None:
+    """Write ``obj`` as JSON (UTF-8, sorted as given, trailing newline) atomically."""
+    write_text(path, json.dumps(obj, indent=indent, ensure_ascii=False) + "\n")
+
+
+def jsonl_bytes(rows: Iterable[dict]) -> bytes:
+    """Canonical JSON Lines bytes of ``rows`` (see :func:`canonical_json`), LF-terminated."""
+    return "".join(canonical_json(r) + "\n" for r in rows).encode("utf-8")
+
+
+def write_jsonl(path, rows: Iterable[dict]) -> None:
+    """Write ``rows`` as canonical JSON Lines atomically."""
+    write_bytes(path, jsonl_bytes(rows))
+
+
+def write_parquet(path, df: pd.DataFrame) -> None:
+    """Write ``df`` to Parquet atomically, without the pandas index."""
+    with atomic_path(path) as tmp:
+        df.to_parquet(tmp, index=False)
+
+
+def write_tsv(path, df: pd.DataFrame) -> None:
+    """Write ``df`` as tab-separated text with a header row, atomically."""
+    with atomic_path(path) as tmp:
+        df.to_csv(tmp, sep="\t", index=False, lineterminator="\n")
