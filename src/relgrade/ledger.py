@@ -1,0 +1,140 @@
+"""The void ledger: which keys have already been used for arm metrics.
+
+Once metrics have been seen for a (pool version, rubric version, round), the key they were
+computed from is the decision key. A key that differs for the same triple would let grades be
+changed after seeing which arm they favour, so the run is void: the key stage refuses unless
+params declare a new ``grading.round`` (a full blind regrade from fresh orders) or mark the run
+``key.post_hoc: true``, in which case every number built on it is labelled post-hoc.
+
+The ledger itself is a git-tracked JSON Lines file (params ``paths.ledger``), one entry per key
+used for metrics: ``{"pool_version", "rubric_version", "round", "key_sha256", "used_at"}``.
+These functions work on its entries as a list of dicts; the stages read and write the file.
+"""
+
+from __future__ import annotations
+
+from typing import Iterable, Mapping
+
+from relgrade.errors import ProtocolError
+
+LEDGER_KEYS = ("pool_version", "rubric_version", "round", "key_sha256", "used_at")
+
+FRESH = "fresh"
+SAME = "same"
+POST_HOC = "post-hoc"
+
+
+def _triple(pool_version, rubric_version, round) -> tuple[str, str, int]:
+    return str(pool_version), str(rubric_version), int(round)
+
+
+def _entry_triple(entry: Mapping) -> tuple[str, str, int]:
+    return _triple(entry["pool_version"], entry["rubric_version"], entry["round"])
+
+
+def add_use(
+    entries: Iterable[Mapping],
+    *,
+    pool_version: str,
+    rubric_version: str,
+    round: int,
+    key_sha256: str,
+    used_at: str,
+) -> list[dict]:
+    """The ledger with one more key used for metrics (idempotent).
+
+    Parameters
+    ----------
+    entries : iterable of dict
+        The ledger's entries, oldest first (not modified).
+    pool_version, rubric_version : str
+        The pool version (``p-`` + 12 hex digits) and rubric version the key was graded on.
+    round : int
+        The grading round (params ``grading.round``).
+    key_sha256 : str
+        The key's hash (64 hex digits).
+    used_at : str
+        When metrics were computed from it (UTC, ISO 8601).
+
+    Returns
+    -------
+    list of dict
+        A new list: ``entries`` unchanged when the same (pool_version, rubric_version, round,
+        key_sha256) is already there (its first ``used_at`` is kept), else ``entries`` plus
+        one entry with the keys of :data:`LEDGER_KEYS`, in that order.
+    """
+    out = [dict(e) for e in entries]
+    triple = _triple(pool_version, rubric_version, round)
+    for e in out:
+        if _entry_triple(e) == triple and e["key_sha256"] == key_sha256:
+            return out
+    out.append({
+        "pool_version": str(pool_version),
+        "rubric_version": str(rubric_version),
+        "round": int(round),
+        "key_sha256": str(key_sha256),
+        "used_at": str(used_at),
+    })
+    return out
+
+
+def check_void(
+    entries: Iterable[Mapping],
+    *,
+    pool_version: str,
+    rubric_version: str,
+    round: int,
+    key_sha256: str,
+    post_hoc: bool,
+) -> str:
+    """Whether a key may be used, given the keys already used for metrics.
+
+    Parameters
+    ----------
+    entries : iterable of dict
+        The ledger's entries (see :func:`add_use`).
+    pool_version, rubric_version : str
+        The pool and rubric versions of the new key.
+    round : int
+        Its grading round.
+    key_sha256 : str
+        Its hash.
+    post_hoc : bool
+        Params ``key.post_hoc``: a changed key is allowed, labelled post-hoc.
+
+    Returns
+    -------
+    {"fresh", "same", "post-hoc"}
+        ``"fresh"``: no key has been used for metrics for this pool, rubric and round;
+        ``"same"``: this exact key was used before; ``"post-hoc"``: a different key was used
+        before and ``post_hoc`` allows this one, labelled post-hoc.
+
+    Raises
+    ------
+    ProtocolError
+        ``void: ...`` when a different key was already used for metrics for the same pool,
+        rubric and round and ``post_hoc`` is false. The message names the old and new hash,
+        the pool, rubric and round, and the two ways forward.
+
+    Notes
+    -----
+    The protocol's rule: a grade changed after arm metrics have been seen voids the run; a
+    corrected table may be reported beside it as post-hoc, but the decision stays with the
+    frozen key or with a full blind regrade (a new round).
+    """
+    triple = _triple(pool_version, rubric_version, round)
+    used = [e for e in entries if _entry_triple(e) == triple]
+    if not used:
+        return FRESH
+    if any(e["key_sha256"] == key_sha256 for e in used):
+        return SAME
+    if post_hoc:
+        return POST_HOC
+    old = used[0]["key_sha256"]
+    raise ProtocolError(
+        f"void: key {old} was already used for metrics on pool {triple[0]}, rubric "
+        f"{triple[1]}, round {triple[2]} (at {used[0].get('used_at', '?')}); this key differs "
+        f"({key_sha256}). Either declare a new round (raise `grading.round` in params.yaml and "
+        "regrade the whole pool blind from fresh orders) or set `key.post_hoc: true` "
+        "(every number is then labelled post-hoc)"
+    )
