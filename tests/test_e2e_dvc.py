@@ -1,0 +1,131 @@
+"""End to end: `dvc repro` of a small experiment in a temporary git repository.
+
+Checks the protocol's order on the real pipeline: a failed gate stops everything before
+metrics; a passed gate gives a frozen key and one metrics file per arm; a second repro is a
+no-op; changing one grade after metrics were seen voids the run unless declared post-hoc.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pandas as pd
+import pytest
+import yaml
+
+from tests.e2e import tiny
+
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("e2e")]
+
+
+def _setup(root):
+    tiny.write_inputs(root)
+    tiny.git(root, "init", "-q")
+    tiny.run(root, "dvc", "init", "-q")
+    tiny.run(root, "dvc", "config", "core.analytics", "false")
+    tiny.run(root, "relgrade", "intents", "review", "--reviewer", "auditor-b")
+    tiny.run(root, "dvc", "repro", "packets")
+    pool = pd.read_parquet(root / "data/pool/pool.parquet")
+    audit = [json.loads(l)["query_id"] for l in (root / "data/audit/audit.jsonl").read_text().splitlines()]
+    pairs = set(zip(pool.query_id, pool.chunk_id))
+    audit_pairs = {p for p in pairs if p[0] in audit}
+    return pairs, audit_pairs
+
+
+@pytest.fixture(scope="module")
+def passed(tmp_path_factory):
+    root = tmp_path_factory.mktemp("exp")
+    pairs, audit_pairs = _setup(root)
+    tiny.write_grades(root, "grader-a", tiny.grade_rows(pairs))
+    # The auditor differs from the grader by one step on exactly one pair.
+    one = sorted(p for p in audit_pairs if tiny.truth(p[1]) == 2)[0]
+    tiny.write_grades(root, "auditor-b", tiny.grade_rows(audit_pairs, flip={one}))
+    proc = tiny.run(root, "dvc", "repro")
+    return root, pairs, audit_pairs, proc
+
+
+def test_full_repro_runs_every_stage_and_writes_one_metrics_file_per_arm(passed):
+    root, pairs, audit_pairs, _ = passed
+    for arm in tiny.ARMS:
+        m = json.loads((root / f"metrics/arms/{arm}.json").read_text())
+        record = json.loads((root / "data/key/record.json").read_text())
+        assert m["key_sha256"] == record["key_sha256"]
+        assert m["pool_version"] == record["pool_version"]
+        assert m["post_hoc"] is False
+        assert 0.0 <= m["nDCG(dcg='exp-log2')@10"] <= 1.0
+    assert (root / "data/publish").is_dir()
+
+
+def test_agreement_on_the_audit_sample_matches_the_single_planted_disagreement(passed):
+    root, _, audit_pairs, _ = passed
+    agreement = json.loads((root / "metrics/agreement.json").read_text())
+    assert agreement["pairs"] == len(audit_pairs)
+    assert agreement["disagreement"] == pytest.approx(1 / len(audit_pairs))
+    assert agreement["two_step_disagreement"] == 0.0
+
+
+def test_key_holds_the_grader_grades_sorted_and_hashed(passed):
+    import hashlib
+
+    root, pairs, _, _ = passed
+    data = (root / "data/key/key.jsonl").read_bytes()
+    record = json.loads((root / "data/key/record.json").read_text())
+    assert hashlib.sha256(data).hexdigest() == record["key_sha256"]
+    rows = [json.loads(l) for l in data.decode().splitlines()]
+    assert [(r["query_id"], r["chunk_id"]) for r in rows] == sorted(pairs)
+    assert all(r["grade"] == tiny.truth(r["chunk_id"]) for r in rows)
+
+
+def test_dvc_metrics_show_prints_agreement_and_every_arm(passed):
+    root = passed[0]
+    out = tiny.run(root, "dvc", "metrics", "show").stdout
+    assert "weighted_kappa" in out
+    for arm in tiny.ARMS:
+        assert f"metrics/arms/{arm}.json" in out
+
+
+def test_second_repro_changes_nothing(passed):
+    root = passed[0]
+    lock = (root / "dvc.lock").read_text()
+    out = tiny.run(root, "dvc", "repro").stdout
+    assert "up to date" in out.lower()
+    assert (root / "dvc.lock").read_text() == lock
+
+
+def test_failed_gate_stops_the_pipeline_before_any_metric(tmp_path):
+    pairs, audit_pairs = _setup(tmp_path)
+    tiny.write_grades(tmp_path, "grader-a", tiny.grade_rows(pairs))
+    # The auditor swaps every answer and near miss: two-step disagreements everywhere.
+    rows = tiny.grade_rows(audit_pairs)
+    for r in rows:
+        r["grade"] = 2 - r["grade"]
+    tiny.write_grades(tmp_path, "auditor-b", rows)
+    proc = tiny.run(tmp_path, "dvc", "repro", check=False)
+    assert proc.returncode != 0
+    assert "two_step" in proc.stderr + proc.stdout
+    assert not (tmp_path / "data/key/key.jsonl").exists()
+    assert not list((tmp_path / "metrics").glob("arms/*.json"))
+
+
+def test_changing_a_grade_after_metrics_voids_the_run_unless_post_hoc(passed):
+    root, pairs, audit_pairs, _ = passed
+    before = {arm: (root / f"metrics/arms/{arm}.json").read_text() for arm in tiny.ARMS}
+    ledger = (root / "data/ledger.jsonl").read_text()
+    assert len(ledger.splitlines()) == 1
+    path = root / "data/grades/grader-a/round-1.jsonl"
+    rows = [json.loads(l) for l in path.read_text().splitlines()]
+    changed = next(r for r in rows if (r["query_id"], r["chunk_id"]) not in audit_pairs
+                   and r["grade"] == 0)
+    changed["grade"] = 1
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    proc = tiny.run(root, "dvc", "repro", check=False)
+    assert proc.returncode != 0
+    assert "void" in proc.stderr.lower()
+    assert {arm: (root / f"metrics/arms/{arm}.json").read_text() for arm in tiny.ARMS} == before
+
+    params = yaml.safe_load((root / "params.yaml").read_text())
+    params["key"]["post_hoc"] = True
+    (root / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+    tiny.run(root, "dvc", "repro")
+    for arm in tiny.ARMS:
+        assert json.loads((root / f"metrics/arms/{arm}.json").read_text())["post_hoc"] is True

@@ -1,0 +1,117 @@
+"""Reading and writing files: encodings, line ends, line numbers in errors, atomic writes."""
+
+from __future__ import annotations
+
+import hashlib
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from relgrade import io
+from relgrade.errors import InputError
+
+
+def test_bom_and_crlf_are_accepted(tmp_path):
+    p = tmp_path / "q.tsv"
+    p.write_bytes(b"\xef\xbb\xbfquery_id\tquery\tgroup\r\nq1\tcache eviction\tkeyword\r\n")
+    df = io.read_tsv(p, columns=["query_id", "query", "group"])
+    assert list(df.columns) == ["query_id", "query", "group"]
+    assert df.loc[0, "group"] == "keyword"
+
+
+def test_invalid_utf8_is_rejected_with_its_line(tmp_path):
+    p = tmp_path / "g.jsonl"
+    p.write_bytes(b'{"a": 1}\n{"a": "\xff"}\n')
+    with pytest.raises(InputError) as e:
+        io.read_jsonl(p)
+    assert str(e.value) == f"{p}:2: not valid UTF-8 (found byte 0xff at column 8)"
+
+
+def test_jsonl_keeps_key_order_and_reports_bad_json_line(tmp_path):
+    p = tmp_path / "g.jsonl"
+    p.write_text('{"reason": "x", "grade": 1}\n\n{"grade": 1,\n')
+    with pytest.raises(InputError) as e:
+        io.read_jsonl(p)
+    assert f"{p}:3: not valid JSON" in str(e.value)
+    p.write_text('{"reason": "x", "grade": 1}\n')
+    (line, obj), = io.iter_jsonl(p)
+    assert line == 1 and list(obj) == ["reason", "grade"]
+
+
+def test_jsonl_line_that_is_not_an_object_is_rejected(tmp_path):
+    p = tmp_path / "g.jsonl"
+    p.write_text('[1, 2]\n')
+    with pytest.raises(InputError, match="each line must be a JSON object"):
+        io.read_jsonl(p)
+
+
+def test_tsv_row_with_wrong_field_count_names_the_line(tmp_path):
+    p = tmp_path / "q.tsv"
+    p.write_text("query_id\tquery\tgroup\nq1\tonly two\n")
+    with pytest.raises(InputError) as e:
+        io.read_tsv(p)
+    assert str(e.value) == f"{p}:2: expected 3 tab-separated fields (found 2)"
+
+
+def test_missing_column_is_named(tmp_path):
+    p = tmp_path / "q.tsv"
+    p.write_text("query_id\tquery\nq1\tx\n")
+    with pytest.raises(InputError, match="missing column\\(s\\) group"):
+        io.read_table(p, columns=["query_id", "query", "group"])
+
+
+def test_unknown_table_extension_is_rejected(tmp_path):
+    with pytest.raises(InputError, match="unknown table format"):
+        io.read_table(tmp_path / "x.csv")
+
+
+def test_atomic_write_leaves_the_old_file_when_the_writer_fails(tmp_path):
+    p = tmp_path / "out.txt"
+    p.write_text("old")
+    with pytest.raises(RuntimeError):
+        with io.atomic_path(p) as tmp:
+            tmp.write_text("half")
+            raise RuntimeError("crash")
+    assert p.read_text() == "old"
+    assert [f.name for f in tmp_path.iterdir()] == ["out.txt"]
+
+
+def test_canonical_json_has_no_spaces_and_keeps_utf8():
+    assert io.canonical_json({"query_id": "q1", "chunk_id": "é", "grade": 2}) == \
+        '{"query_id":"q1","chunk_id":"é","grade":2}'
+
+
+def test_sha256_file_equals_hashlib_of_the_bytes(tmp_path):
+    p = tmp_path / "b"
+    p.write_bytes(b"abc")
+    assert io.sha256_file(p) == hashlib.sha256(b"abc").hexdigest() == \
+        "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
+
+
+rows = st.lists(st.fixed_dictionaries({
+    "query_id": st.text(min_size=1, max_size=8),
+    "chunk_id": st.text(min_size=1, max_size=8),
+    "grade": st.integers(0, 3)}), max_size=20)
+
+
+@settings(max_examples=60, deadline=None)
+@given(rows)
+def test_jsonl_round_trips(tmp_path_factory, data):
+    p = tmp_path_factory.mktemp("rt") / "x.jsonl"
+    io.write_jsonl(p, data)
+    assert io.read_jsonl(p) == data
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.tuples(st.text(alphabet=st.characters(blacklist_categories=("Cc", "Cs", "Zl", "Zp")), min_size=1, max_size=10),
+                          st.integers(0, 2)), min_size=1, max_size=10))
+def test_parquet_round_trips(tmp_path_factory, data):
+    import pandas as pd
+
+    df = pd.DataFrame(data, columns=["chunk_id", "grade"])
+    p = tmp_path_factory.mktemp("rt") / "x.parquet"
+    io.write_parquet(p, df)
+    back = io.read_table(p)
+    assert back["chunk_id"].tolist() == df["chunk_id"].tolist()
+    assert back["grade"].tolist() == df["grade"].tolist()

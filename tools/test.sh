@@ -1,0 +1,11 @@
+#!/usr/bin/env bash
+# The whole test suite: installs what it needs (Python packages; Debian's chromium for the
+# browser tests when run as root with apt), then runs pytest on both cores.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash tools/bootstrap.sh
+if [ ! -x /usr/bin/chromium ] && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver >/dev/null
+fi
+export PATH="$PWD/.venv/bin:$PATH"
+exec .venv/bin/python -m pytest -n 2 --dist loadgroup "$@"
