@@ -106,14 +106,16 @@ def check_void(
     -------
     {"fresh", "same", "post-hoc"}
         ``"fresh"``: no key has been used for metrics for this pool, rubric and round;
-        ``"same"``: this exact key was used before; ``"post-hoc"``: a different key was used
-        before and ``post_hoc`` allows this one, labelled post-hoc.
+        ``"same"``: this exact key was used before, as the first (decision) key of this pool,
+        rubric and round; ``"post-hoc"``: a different key was used first and ``post_hoc``
+        allows this one, labelled post-hoc. A post-hoc key used again stays post-hoc: it
+        never becomes the decision key.
 
     Raises
     ------
     ProtocolError
-        ``void: ...`` when a different key was already used for metrics for the same pool,
-        rubric and round and ``post_hoc`` is false. The message names the old and new hash,
+        ``void: ...`` when a different key was already used first for metrics for the same
+        pool, rubric and round and ``post_hoc`` is false. The message names the old and new hash,
         the pool, rubric and round, and the two ways forward.
 
     Notes
@@ -126,7 +128,7 @@ def check_void(
     used = [e for e in entries if _entry_triple(e) == triple]
     if not used:
         return FRESH
-    if any(e["key_sha256"] == key_sha256 for e in used):
+    if used[0]["key_sha256"] == key_sha256:
         return SAME
     if post_hoc:
         return POST_HOC

@@ -1,0 +1,82 @@
+"""The void ledger: fresh, same, changed (void) and post-hoc keys."""
+
+from __future__ import annotations
+
+import pytest
+
+from relgrade import ledger
+from relgrade.errors import ProtocolError
+
+OLD, NEW, NEWER = "a" * 64, "b" * 64, "c" * 64
+AT = dict(pool_version="p-0123456789ab", rubric_version="v1", round=1)
+
+
+def _used(*hashes):
+    entries = []
+    for i, h in enumerate(hashes):
+        entries = ledger.add_use(entries, key_sha256=h, used_at=f"2026-01-0{i + 1}T00:00:00+00:00",
+                                 **AT)
+    return entries
+
+
+def test_no_metrics_yet_is_fresh():
+    assert ledger.check_void([], key_sha256=NEW, post_hoc=False, **AT) == "fresh"
+
+
+def test_other_pool_rubric_or_round_is_fresh():
+    entries = _used(OLD)
+    for change in ({"pool_version": "p-ffffffffffff"}, {"rubric_version": "v2"}, {"round": 2}):
+        assert ledger.check_void(entries, key_sha256=NEW, post_hoc=False,
+                                 **(AT | change)) == "fresh"
+
+
+def test_the_key_already_used_is_same():
+    assert ledger.check_void(_used(OLD), key_sha256=OLD, post_hoc=False, **AT) == "same"
+
+
+def test_round_read_back_from_json_as_int_matches():
+    entries = [{"pool_version": "p-0123456789ab", "rubric_version": "v1", "round": 1,
+                "key_sha256": OLD, "used_at": "t"}]
+    assert ledger.check_void(entries, key_sha256=OLD, post_hoc=False,
+                             **(AT | {"round": "1"})) == "same"
+
+
+def test_changed_key_after_metrics_is_void_and_names_both_hashes_and_ways_forward():
+    with pytest.raises(ProtocolError) as e:
+        ledger.check_void(_used(OLD), key_sha256=NEW, post_hoc=False, **AT)
+    assert str(e.value) == (
+        f"void: key {OLD} was already used for metrics on pool p-0123456789ab, rubric v1, "
+        f"round 1 (at 2026-01-01T00:00:00+00:00); this key differs ({NEW}). Either declare a "
+        "new round (raise `grading.round` in params.yaml and regrade the whole pool blind from "
+        "fresh orders) or set `key.post_hoc: true` (every number is then labelled post-hoc)")
+
+
+def test_changed_key_is_allowed_as_post_hoc():
+    assert ledger.check_void(_used(OLD), key_sha256=NEW, post_hoc=True, **AT) == "post-hoc"
+
+
+def test_a_post_hoc_key_stays_post_hoc_when_used_again():
+    # OLD is the decision key; NEW was used post hoc. NEW again is still post-hoc, and
+    # without the flag it is void: the decision stays with the first frozen key.
+    entries = _used(OLD, NEW)
+    assert ledger.check_void(entries, key_sha256=NEW, post_hoc=True, **AT) == "post-hoc"
+    with pytest.raises(ProtocolError, match=f"^void: key {OLD} "):
+        ledger.check_void(entries, key_sha256=NEW, post_hoc=False, **AT)
+    assert ledger.check_void(entries, key_sha256=OLD, post_hoc=False, **AT) == "same"
+
+
+def test_add_use_is_idempotent_and_does_not_mutate():
+    first = _used(OLD)
+    again = ledger.add_use(first, key_sha256=OLD, used_at="later", **AT)
+    assert again == first and again is not first
+    assert again[0]["used_at"] == "2026-01-01T00:00:00+00:00"
+    more = ledger.add_use(first, key_sha256=NEWER, used_at="later", **AT)
+    assert len(first) == 1 and len(more) == 2
+    assert list(more[1]) == ["pool_version", "rubric_version", "round", "key_sha256", "used_at"]
+    assert more[1] == {"pool_version": "p-0123456789ab", "rubric_version": "v1", "round": 1,
+                       "key_sha256": NEWER, "used_at": "later"}
+
+
+def test_same_hash_in_another_round_is_a_new_entry():
+    entries = ledger.add_use(_used(OLD), key_sha256=OLD, used_at="t", **(AT | {"round": 2}))
+    assert [e["round"] for e in entries] == [1, 2]
