@@ -34,3 +34,7 @@ def main():
 
 
 # Subcommands register below, one module each.
+from relgrade.cli.intents import intents_cmd  # noqa: E402
+main.add_command(intents_cmd, "intents")
+from relgrade.cli.packets import packets_cmd  # noqa: E402
+main.add_command(packets_cmd, "packets")

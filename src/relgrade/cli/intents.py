@@ -1,0 +1,54 @@
+"""``relgrade intents review``: validate the intent table, show what to check, sign the review."""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+from pathlib import Path
+
+import click
+
+from relgrade import intents, queries
+from relgrade.cli import handle_errors
+from relgrade.io import read_lines, read_table, write_json
+from relgrade.stage import load_params, section
+
+
+def _read_with_lines(path: Path, columns):
+    """A text or Parquet table and the file line of each row (None for Parquet)."""
+    table = read_table(path, columns=columns)
+    if path.suffix.lower() == ".parquet":
+        return table, None
+    return table, queries.row_lines(read_lines(path), header=path.suffix.lower() in (".tsv", ".tab"))
+
+
+@click.group("intents")
+def intents_cmd():
+    """The intent table: one locked line per query, reviewed before any packet exists."""
+
+
+@intents_cmd.command("review")
+@click.option("--reviewer", required=True, help="Who reviewed the intent table (the auditor).")
+@click.option("--params", "params_path", default="params.yaml", show_default=True,
+              type=click.Path(dir_okay=False), help="The experiment's params file.")
+@handle_errors
+def review_cmd(reviewer, params_path):
+    """Validate the intent table against the queries, list intents that offer alternative
+    readings, and write the review record (params `intents.review`) signing the table's
+    sha256. Run it again after any change to the table."""
+    params = load_params(params_path)
+    base = Path(params_path).parent
+    qcfg, icfg = section(params, "queries"), section(params, "intents")
+    qsrc, isrc = base / qcfg["input"], base / icfg["input"]
+    qtable, qlines = _read_with_lines(qsrc, queries.REQUIRED_COLUMNS)
+    query_set = queries.validate_queries(qtable, groups=qcfg["groups"], path=qsrc, lines=qlines)
+    itable, ilines = _read_with_lines(isrc, intents.INTENT_COLUMNS)
+    table = intents.validate_intents(itable, queries=query_set, path=isrc, lines=ilines)
+
+    flagged = intents.flag_alternatives(table)
+    now = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    record = intents.review_record(table, reviewer=reviewer, reviewed_at=now)
+    for qid, text, why in zip(flagged["query_id"], flagged["intent"], flagged["why"]):
+        click.echo(f"flagged {qid} ({why!r}: one reading, never an alternative): {text}")
+    write_json(base / icfg["review"], record)
+    click.echo(f"Reviewed {len(table)} intents as {record['reviewer']}: sha256 "
+               f"{record['table_sha256'][:12]}, {len(flagged)} flagged; wrote {icfg['review']}")

@@ -1,0 +1,43 @@
+"""``relgrade packets export``: one role's packets as a single file for a grader."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from relgrade import packets
+from relgrade.cli import handle_errors
+from relgrade.errors import InputError
+from relgrade.io import read_json, write_bytes
+from relgrade.stage import load_params, path_of
+
+
+@click.group("packets")
+def packets_cmd():
+    """Grading packets: what a grader sees for each query, and nothing else."""
+
+
+@packets_cmd.command("export")
+@click.option("--role", required=True, type=click.Choice(packets.ROLES),
+              help="Whose packets: every query (grader) or the audit sample (auditor).")
+@click.option("--out", "out", required=True, type=click.Path(dir_okay=False),
+              help="The file to write.")
+@click.option("--format", "fmt", default="jsonl", show_default=True,
+              type=click.Choice(sorted(packets.EXPORT_FORMATS)),
+              help="jsonl: one packet per line.")
+@click.option("--params", "params_path", default="params.yaml", show_default=True,
+              type=click.Path(dir_okay=False), help="The experiment's params file.")
+@handle_errors
+def export_cmd(role, out, fmt, params_path):
+    """Write the packets of ROLE (built by `dvc repro packets`) to one file, by query id."""
+    params = load_params(params_path)
+    folder = Path(params_path).parent / path_of(params, "packets") / role
+    files = sorted(folder.glob("*.json")) if folder.is_dir() else []
+    if not files:
+        raise InputError(f"no {role} packets found", path=folder,
+                         fix="Run: dvc repro packets")
+    built = [packets.check_packet(read_json(f), path=f) for f in files]
+    built.sort(key=lambda p: p["query_id"])
+    write_bytes(out, packets.EXPORT_FORMATS[fmt](built))
+    click.echo(f"Wrote {len(built)} {role} packets to {out}")

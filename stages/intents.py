@@ -1,0 +1,28 @@
+"""Stage `intents`: the intent table + its review record → the frozen intent table and manifest.
+
+Refuses (ProtocolError) unless the review record signs exactly this table's sha256.
+"""
+
+from pathlib import Path
+
+from relgrade import intents, queries
+from relgrade.io import read_json, read_lines, read_table, write_json, write_parquet
+from relgrade.stage import path_of, run_stage, section
+
+
+def main(params):
+    cfg = section(params, "intents")
+    src, review = Path(cfg["input"]), Path(cfg["review"])
+    table = read_table(src, columns=intents.INTENT_COLUMNS)
+    lines = None if src.suffix.lower() == ".parquet" else queries.row_lines(
+        read_lines(src), header=src.suffix.lower() in (".tsv", ".tab"))
+    frozen = intents.validate_intents(table, queries=read_table(path_of(params, "queries")),
+                                      path=src, lines=lines)
+    record = read_json(review) if review.exists() else None
+    manifest = intents.check_review(frozen, record, path=review)
+    write_parquet(path_of(params, "intents"), frozen)
+    write_json(path_of(params, "intents_manifest"), manifest)
+
+
+if __name__ == "__main__":
+    run_stage(main)

@@ -1,0 +1,23 @@
+"""Stage `queries`: the query file → the validated queries table and its manifest (sha256)."""
+
+from pathlib import Path
+
+from relgrade import queries
+from relgrade.io import read_lines, read_table, write_json, write_parquet
+from relgrade.stage import path_of, run_stage, section
+
+
+def main(params):
+    cfg = section(params, "queries")
+    src = Path(cfg["input"])
+    table = read_table(src, columns=queries.REQUIRED_COLUMNS)
+    lines = None if src.suffix.lower() == ".parquet" else queries.row_lines(
+        read_lines(src), header=src.suffix.lower() in (".tsv", ".tab"))
+    validated = queries.validate_queries(table, groups=cfg["groups"], path=src, lines=lines)
+    manifest = queries.queries_manifest(validated, groups=cfg["groups"])
+    write_parquet(path_of(params, "queries"), validated)
+    write_json(path_of(params, "queries_manifest"), manifest)
+
+
+if __name__ == "__main__":
+    run_stage(main)
