@@ -1,0 +1,252 @@
+"""Retrieval arms: each turns the chunks and the queries into a run.
+
+Arm kinds (params ``arms.NAME.kind``):
+
+- ``bm25``: :class:`relgrade.retrieve.bm25.BM25Scorer` (optional ``k1``, ``b``);
+- ``tfidf``: :class:`relgrade.retrieve.tfidf.TfidfScorer`;
+- ``rrf``: :func:`relgrade.retrieve.fusion.rrf` of the arms listed in ``fuse``, computed
+  here from the same chunks and queries (optional ``k``, default 60; optional
+  ``fuse_depth``, else each fused arm's own ``depth``);
+- ``embed``: :class:`relgrade.retrieve.embed.EmbedScorer` (the optional ``embed`` extra);
+- ``file``: an external run at ``source``, checked and rewritten by :func:`external_run`.
+
+Every arm's run is in canonical order (score descending, ties by chunk id descending, as
+trec_eval reads a run), ranks 1..n per query with n ≤ ``depth``. A query that no chunk
+matches (all of its terms unknown to the corpus) is absent from the lexical arms' runs;
+metrics score it 0 for that arm.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from relgrade.errors import InputError
+from relgrade.runs import top_k, validate_run
+
+KINDS = ("bm25", "tfidf", "rrf", "embed", "file")
+#: kinds computed in-process (the ones ``rrf`` can fuse)
+SCORED = ("bm25", "tfidf", "embed")
+
+RUN_COLUMNS = ["query_id", "chunk_id", "rank", "score"]
+
+
+def run_arm(name: str, arms: dict, *, chunks: pd.DataFrame, queries: pd.DataFrame,
+            params_path="params.yaml") -> pd.DataFrame:
+    """Compute the run of a computed arm (every kind but ``file``).
+
+    Parameters
+    ----------
+    name : str
+        The arm, a key of ``arms``.
+    arms : dict
+        The params ``arms`` section: arm name → its settings (``kind``, ``depth``, ...).
+    chunks : pandas.DataFrame
+        The chunks table (``chunk_id``, ``header``, ``text``, ...), shape (n_chunks, ...).
+    queries : pandas.DataFrame
+        The queries table (``query_id``, ``query``, ...), shape (n_queries, ...).
+    params_path : str, default "params.yaml"
+        Named in errors about the arm's settings.
+
+    Returns
+    -------
+    pandas.DataFrame
+        The run: ``query_id`` (str), ``chunk_id`` (str), ``rank`` (int64), ``score``
+        (float64), canonical order, at most ``depth`` rows per query.
+
+    Raises
+    ------
+    InputError
+        The arm is not in ``arms``; its kind is unknown or ``file``; ``depth`` is not a
+        positive integer; an ``rrf`` arm fuses nothing, fuses an unknown arm or one that is
+        not computed in-process; the ``embed`` extra is missing.
+    """
+    config = _config(name, arms, params_path)
+    kind = config["kind"]
+    depth = _depth(name, config, params_path)
+    if kind == "file":
+        raise InputError("a `file` arm is read from its source, not computed",
+                         path=params_path, item=f"arms.{name}")
+    if kind == "rrf":
+        fuse = config.get("fuse")
+        if not isinstance(fuse, list) or not fuse:
+            raise InputError("an rrf arm needs a non-empty list `fuse` of arm names",
+                             path=params_path, item=f"arms.{name}", found=repr(fuse))
+        components = {}
+        for other in fuse:
+            other_config = _config(str(other), arms, params_path)
+            if other_config["kind"] not in SCORED:
+                raise InputError(f"an rrf arm fuses arms of kind {', '.join(SCORED)}",
+                                 path=params_path, item=f"arms.{name}.fuse",
+                                 found=f"{other} of kind {other_config['kind']}")
+            sub_depth = config.get("fuse_depth", _depth(str(other), other_config, params_path))
+            components[str(other)] = search(_scorer(other_config, chunks), chunks=chunks,
+                                            queries=queries, depth=int(sub_depth),
+                                            positive_only=other_config["kind"] != "embed")
+        from relgrade.retrieve.fusion import K, rrf
+
+        k = config.get("k", K)
+        if isinstance(k, bool) or not isinstance(k, (int, float)) or k < 0:
+            raise InputError("the rrf constant `k` must be a non-negative number",
+                             path=params_path, item=f"arms.{name}.k", found=repr(k))
+        return rrf(components, k=k, depth=depth)
+    return search(_scorer(config, chunks), chunks=chunks, queries=queries, depth=depth,
+                  positive_only=kind != "embed")
+
+
+def external_run(run: pd.DataFrame, *, depth: int, ties: str = "score", path=None,
+                 queries=None, chunks=None) -> pd.DataFrame:
+    """Check an external run and return its canonical top ``depth`` per query.
+
+    Parameters
+    ----------
+    run : pandas.DataFrame
+        As read by :func:`relgrade.runs.read_run`. Not modified.
+    depth : int
+        Rows kept per query.
+    ties : {"score", "rank"}, default "score"
+        The canonical ranking's tie rule (params ``runs.ties``).
+    path : str or Path, optional
+        The run file, named in errors.
+    queries, chunks : iterable of str, optional
+        Known query ids and chunk ids.
+
+    Returns
+    -------
+    pandas.DataFrame
+        Columns ``query_id``, ``chunk_id``, ``rank`` (1..n), ``score``, canonical order.
+
+    Raises
+    ------
+    InputError
+        As :func:`relgrade.runs.validate_run` (empty run, duplicate chunk for a query,
+        non-finite score, unknown query or chunk id).
+    """
+    if isinstance(depth, bool) or not isinstance(depth, int) or depth < 1:
+        raise InputError("`depth` must be a positive integer", found=repr(depth))
+    validate_run(run, path=path, queries=queries, chunks=chunks)
+    return top_k(run[RUN_COLUMNS], depth, ties=ties)
+
+
+def search(scorer, *, chunks: pd.DataFrame, queries: pd.DataFrame, depth: int,
+           positive_only: bool = True) -> pd.DataFrame:
+    """Rank the chunks for every query by a scorer's scores; keep the top ``depth``.
+
+    Parameters
+    ----------
+    scorer : object
+        Has ``scores(query: str) -> ndarray of float64, shape (n_chunks,)``, aligned with
+        the rows of ``chunks``.
+    chunks : pandas.DataFrame
+        Column ``chunk_id``, shape (n_chunks, ...).
+    queries : pandas.DataFrame
+        Columns ``query_id`` and ``query``.
+    depth : int
+        At most this many chunks per query.
+    positive_only : bool, default True
+        Leave out chunks scoring 0 or less (for lexical scores: no query term in common).
+
+    Returns
+    -------
+    pandas.DataFrame
+        The run, canonical order (score descending, chunk id descending on ties), ranks
+        1..n per query; queries in the order of their ids.
+    """
+    ids = chunks["chunk_id"].astype("str").to_numpy()
+    rows_q, rows_c, rows_s = [], [], []
+    for qid, text in zip(queries["query_id"].astype("str"), queries["query"].astype("str")):
+        s = np.asarray(scorer.scores(text), dtype=np.float64)
+        keep = np.flatnonzero(s > 0) if positive_only else np.arange(len(s))
+        if len(keep) > depth:  # every chunk tied with the depth-th score stays a candidate
+            cut = np.partition(s[keep], len(keep) - depth)[len(keep) - depth]
+            keep = keep[s[keep] >= cut]
+        rows_q.append(np.full(len(keep), qid, dtype=object))
+        rows_c.append(ids[keep])
+        rows_s.append(s[keep])
+    run = pd.DataFrame({
+        "query_id": pd.Series(np.concatenate(rows_q) if rows_q else [], dtype="str"),
+        "chunk_id": pd.Series(np.concatenate(rows_c) if rows_c else [], dtype="str"),
+        "rank": np.int64(0),
+        "score": np.concatenate(rows_s) if rows_s else np.zeros(0),
+    })
+    run["rank"] = run["rank"].astype("int64")
+    if len(run) == 0:
+        return run
+    return top_k(run, int(depth), ties="score")
+
+
+def chunk_texts(chunks: pd.DataFrame) -> list[str]:
+    """What the arms index for each chunk: its header, a newline, its text."""
+    return (chunks["header"].astype("str") + "\n" + chunks["text"].astype("str")).tolist()
+
+
+def _scorer(config: dict, chunks: pd.DataFrame):
+    docs = chunk_texts(chunks)
+    kind = config["kind"]
+    if kind == "bm25":
+        from relgrade.retrieve.bm25 import B, K1, BM25Scorer
+
+        return BM25Scorer(docs, k1=float(config.get("k1", K1)), b=float(config.get("b", B)))
+    if kind == "tfidf":
+        from relgrade.retrieve.tfidf import TfidfScorer
+
+        return TfidfScorer(docs)
+    from relgrade.retrieve.embed import EmbedScorer
+
+    return EmbedScorer(docs)
+
+
+def arm_config(name: str, arms: dict, params_path="params.yaml") -> dict:
+    """An arm's settings, checked.
+
+    Parameters
+    ----------
+    name : str
+        The arm.
+    arms : dict
+        The params ``arms`` section.
+    params_path : str, default "params.yaml"
+        Named in errors.
+
+    Returns
+    -------
+    dict
+        The arm's settings as given (not copied): ``kind`` one of :data:`KINDS`, ``depth`` a
+        positive integer, and for ``file`` arms ``source`` a non-empty string.
+
+    Raises
+    ------
+    InputError
+        The arm is missing, or one of those settings is.
+    """
+    config = _config(name, arms, params_path)
+    _depth(name, config, params_path)
+    if config["kind"] == "file":
+        source = config.get("source")
+        if not isinstance(source, str) or not source.strip():
+            raise InputError("a `file` arm needs `source`, the path of its run",
+                             path=params_path, item=f"arms.{name}.source", found=repr(source))
+    return config
+
+
+def _config(name: str, arms, params_path) -> dict:
+    if not isinstance(arms, dict) or name not in arms:
+        raise InputError("no such arm in params `arms`", path=params_path, item=name,
+                         found=", ".join(sorted(arms)) if isinstance(arms, dict) else None)
+    config = arms[name]
+    if not isinstance(config, dict) or config.get("kind") not in KINDS:
+        kind = config.get("kind") if isinstance(config, dict) else config
+        raise InputError(f"unknown arm kind (use {', '.join(KINDS)})", path=params_path,
+                         item=f"arms.{name}.kind", found=repr(kind))
+    return config
+
+
+def _depth(name: str, config: dict, params_path) -> int:
+    depth = config.get("depth")
+    if isinstance(depth, bool) or not isinstance(depth, int) or depth < 1:
+        raise InputError("`depth` must be a positive integer", path=params_path,
+                         item=f"arms.{name}.depth", found=repr(depth))
+    return depth
+
+
+__all__ = ["KINDS", "arm_config", "run_arm", "external_run", "search", "chunk_texts"]

@@ -1,0 +1,37 @@
+"""Stage `retrieve ARM`: one arm's run over the chunks and queries → data/runs/ARM.trec.
+
+Computed arms (bm25, tfidf, rrf, embed) rank the chunks themselves; a `file` arm's run is
+read from its `source`, checked against the corpus and queries, and rewritten in canonical
+order. Either way the file holds ranks 1..n ≤ depth per query, tagged with the arm's name.
+"""
+
+import sys
+
+from relgrade import retrieve
+from relgrade.errors import InputError
+from relgrade.io import read_table
+from relgrade.runs import read_run
+from relgrade.stage import path_of, run_stage, section
+from relgrade.trec import write_trec_run
+
+
+def main(params):
+    if len(sys.argv) != 2:
+        raise InputError("usage: python stages/retrieve.py ARM")
+    arm, arms = sys.argv[1], section(params, "arms")
+    ties = params.get("runs", {}).get("ties", "score")
+    chunks = read_table(path_of(params, "chunks"), columns=["chunk_id", "header", "text"])
+    queries = read_table(path_of(params, "queries"), columns=["query_id", "query"])
+    config = retrieve.arm_config(arm, arms)
+    if config["kind"] == "file":
+        source = config["source"]
+        run = retrieve.external_run(read_run(source), depth=config["depth"], ties=ties,
+                                    path=source, queries=queries["query_id"].astype("str"),
+                                    chunks=chunks["chunk_id"].astype("str"))
+    else:
+        run = retrieve.run_arm(arm, arms, chunks=chunks, queries=queries)
+    write_trec_run(path_of(params, "runs") / f"{arm}.trec", run, tag=arm)
+
+
+if __name__ == "__main__":
+    run_stage(main)
