@@ -1,0 +1,206 @@
+"""Publish: the bundle's files, and the private-text scan (query, intent, chunk, reason)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import yaml
+
+from relgrade import publish
+from relgrade.errors import ProtocolError
+
+REPO = Path(__file__).resolve().parents[1]
+HASH = "ab" * 32
+
+KEY = pd.DataFrame({"query_id": ["kw01", "kw01", "qu01"],
+                    "chunk_id": ["src/cache.py:evict", "docs/cache.md:intro", "src/http.py:TIMEOUT"],
+                    "grade": [2, 0, 1]})
+RECORD = {"key_sha256": HASH, "frozen_at": "2026-01-01T00:00:00+00:00", "rubric_version": "v1",
+          "round": 1, "grader_setup": {"grader-a": {"family": "f"}},
+          "pool_version": "p-0123456789ab", "input_sha256": {}, "dropped_queries": ["kw02"],
+          "post_hoc": False}
+METRICS = {"bm25": {"arm": "bm25", "key_sha256": HASH, "pool_version": "p-0123456789ab",
+                    "post_hoc": False, "queries": 2, "nDCG(dcg='exp-log2')@10": 0.75},
+           "dense": {"arm": "dense", "key_sha256": HASH, "pool_version": "p-0123456789ab",
+                     "post_hoc": False, "queries": 2, "nDCG(dcg='exp-log2')@10": 0.5}}
+
+CHUNK_TEXT = ("def evict(self):\n    \"\"\"Drop the least recently used entry once the cache "
+              "holds more than max_size items.\"\"\"\n    self._data.popitem(last=False)\n")
+PRIVATE = {
+    "query": [("kw01", "cache eviction"), ("qu01", "Where is the HTTP timeout set?"),
+              ("kw07", "bm25")],
+    "intent": [("kw01", "Where is the cache eviction policy defined?"),
+               ("qu01", "Where is the default HTTP timeout configured, and to what value?")],
+    "chunk": [("src/cache.py:evict", CHUNK_TEXT), ("src/http.py:TIMEOUT", "TIMEOUT = 30"),
+              ("docs/cache.md:intro", "Caching overview")],
+    "reason": [("grader-a kw01 src/cache.py:evict", "Implements LRU eviction on overflow."),
+               ("grader-a qu01 src/http.py:TIMEOUT", "Sets the default timeout constant.")],
+}
+ALLOWED = [*KEY["query_id"], *KEY["chunk_id"], "kw02", *METRICS]
+
+
+def _files(metrics=METRICS):
+    return publish.bundle_files(KEY, RECORD, metrics)
+
+
+def _plant(value, field="note"):
+    m = json.loads(json.dumps(METRICS))
+    m["bm25"][field] = value
+    return _files(m)
+
+
+def test_bundle_holds_qrels_public_record_and_metrics_only():
+    files = _files()
+    assert sorted(files) == ["README.txt", "key.qrels", "metrics.json", "record.json"]
+    assert files["key.qrels"] == (b"kw01 0 docs/cache.md:intro 0\nkw01 0 src/cache.py:evict 2\n"
+                                  b"qu01 0 src/http.py:TIMEOUT 1\n")
+    record = json.loads(files["record.json"])
+    assert record == {"key_sha256": HASH, "pool_version": "p-0123456789ab",
+                      "rubric_version": "v1", "round": 1,
+                      "frozen_at": "2026-01-01T00:00:00+00:00", "dropped_queries": ["kw02"],
+                      "post_hoc": False}
+    assert list(json.loads(files["metrics.json"])) == ["bm25", "dense"]
+
+
+def test_clean_bundle_passes_the_scan():
+    assert publish.find_private(_files(), PRIVATE, allowed=ALLOWED) == []
+    assert publish.scan_private(_files(), PRIVATE, allowed=ALLOWED) == []
+
+
+def test_metrics_from_another_key_are_refused():
+    m = json.loads(json.dumps(METRICS))
+    m["dense"]["key_sha256"] = "cd" * 32
+    with pytest.raises(ProtocolError, match="metrics of arm dense were computed from key cdcd"):
+        _files(m)
+
+
+def test_planted_query_text_is_caught():
+    leaks = publish.find_private(_plant({"kw01": "cache eviction"}), PRIVATE, allowed=ALLOWED)
+    assert [(l.kind, l.id, l.file) for l in leaks] == [("query", "kw01", "metrics.json")]
+
+
+def test_planted_intent_is_caught_even_in_part():
+    part = "policy: Where is the default HTTP timeout configured, and to"
+    leaks = publish.find_private(_plant(part), PRIVATE, allowed=ALLOWED)
+    assert [(l.kind, l.id) for l in leaks] == [("intent", "qu01")]
+    assert leaks[0].text == "Where is the default HTTP timeout configured, and to"
+
+
+def test_planted_chunk_text_is_caught_by_a_forty_character_run_reflowed():
+    # 40+ characters of the chunk, with its line breaks and indentation changed
+    planted = "Drop the least recently used entry   once the\ncache"
+    leaks = publish.find_private(_plant(planted), PRIVATE, allowed=ALLOWED)
+    assert [(l.kind, l.id) for l in leaks] == [("chunk", "src/cache.py:evict")]
+
+
+def test_a_short_run_of_a_chunk_is_not_a_leak():
+    planted = "least recently used"  # 19 characters of a long chunk
+    assert publish.find_private(_plant(planted), PRIVATE, allowed=ALLOWED) == []
+
+
+def test_short_chunk_text_is_caught_whole():
+    leaks = publish.find_private(_plant("value TIMEOUT = 30 here"), PRIVATE, allowed=ALLOWED)
+    assert [(l.kind, l.id) for l in leaks] == [("chunk", "src/http.py:TIMEOUT")]
+
+
+def test_planted_reason_is_caught_and_the_scan_refuses():
+    files = _plant("Implements LRU eviction on overflow.")
+    with pytest.raises(ProtocolError) as e:
+        publish.scan_private(files, PRIVATE, allowed=ALLOWED)
+    assert str(e.value) == (
+        "private text in the publish bundle (1 found): reason grader-a kw01 src/cache.py:evict "
+        "in metrics.json: 'Implements LRU eviction on overflow.'. Nothing was published")
+
+
+def test_text_in_a_raw_bundle_with_json_escapes_is_caught():
+    raw = json.dumps({"x": "Where is the HTTP timeout set?"}, ensure_ascii=True).encode()
+    leaks = publish.find_private(raw + b"\n\x00not json", PRIVATE)
+    assert [(l.kind, l.id) for l in leaks] == [("query", "qu01")]
+
+
+def test_a_one_word_query_equal_to_an_arm_name_is_allowed_but_a_field_is_not():
+    # "bm25" is both the arm's name (public) and query kw07's text
+    assert publish.find_private(_files(), PRIVATE, allowed=ALLOWED) == []
+    leaks = publish.find_private(_files(), PRIVATE, allowed=[a for a in ALLOWED if a != "bm25"])
+    assert [(l.kind, l.id) for l in leaks] == [("query", "kw07")]
+
+
+def test_the_error_lists_at_most_limit_leaks():
+    files = _plant(["cache eviction", "Implements LRU eviction on overflow.",
+                    "Sets the default timeout constant."])
+    with pytest.raises(ProtocolError) as e:
+        publish.scan_private(files, PRIVATE, allowed=ALLOWED, limit=2)
+    msg = str(e.value)
+    assert msg.startswith("private text in the publish bundle (3 found): query kw01")
+    assert "; and 1 more. Nothing was published" in msg
+
+
+# --- the stage -----------------------------------------------------------------------------
+
+def _stage_dir(root, metrics=METRICS):
+    params = yaml.safe_load((REPO / "params.yaml").read_text())
+    (root / "params.yaml").write_text(yaml.safe_dump(params))
+    p = params["paths"]
+
+    def put(name, obj, suffix=""):
+        path = root / (p[name] + suffix)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if isinstance(obj, pd.DataFrame):
+            obj.to_parquet(path, index=False)
+        else:
+            path.write_text(json.dumps(obj))
+
+    (root / p["key"]).parent.mkdir(parents=True, exist_ok=True)
+    (root / p["key"]).write_text("".join(json.dumps(r) + "\n"
+                                         for r in KEY.to_dict(orient="records")))
+    put("record", RECORD)
+    for arm, m in metrics.items():
+        put("metrics", m, suffix=f"/{arm}.json")
+    put("queries", pd.DataFrame({"query_id": ["kw01", "qu01"], "group": ["keyword", "question"],
+                                 "query": [q for _, q in PRIVATE["query"][:2]]}))
+    put("intents", pd.DataFrame({"query_id": ["kw01", "qu01"], "query": ["a", "b"],
+                                 "intent": [t for _, t in PRIVATE["intent"]]}))
+    put("chunks", pd.DataFrame({"chunk_id": [c for c, _ in PRIVATE["chunk"]],
+                                "header": ["h"] * 3, "text": [t for _, t in PRIVATE["chunk"]],
+                                "source": ["s"] * 3}))
+    put("grades", pd.DataFrame({"query_id": ["kw01", "qu01"],
+                                "chunk_id": ["src/cache.py:evict", "src/http.py:TIMEOUT"],
+                                "grader": ["grader-a"] * 2, "role": ["grader"] * 2,
+                                "round": [1, 1], "grade": [2, 1],
+                                "reason": [t for _, t in PRIVATE["reason"]]}))
+    return root / p["publish"]
+
+
+def _run(root):
+    return subprocess.run([sys.executable, str(REPO / "stages/publish.py")], cwd=root,
+                          capture_output=True, text=True,
+                          env={"PYTHONPATH": str(REPO / "src"), "PATH": "/usr/bin:/bin"})
+
+
+def test_stage_writes_the_bundle_when_clean(tmp_path):
+    out = _stage_dir(tmp_path)
+    proc = _run(tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert sorted(p.name for p in out.iterdir()) == ["README.txt", "key.qrels", "metrics.json",
+                                                     "record.json"]
+    assert (out / "key.qrels").read_bytes() == _files()["key.qrels"]
+    assert [p.name for p in out.parent.iterdir() if out.name in p.name] == [out.name]
+
+
+def test_stage_refuses_a_metrics_file_with_a_planted_reason_and_writes_nothing(tmp_path):
+    m = json.loads(json.dumps(METRICS))
+    m["dense"]["note"] = "Sets the default timeout constant."
+    out = _stage_dir(tmp_path, metrics=m)
+    proc = _run(tmp_path)
+    assert proc.returncode == 1
+    assert proc.stderr == (
+        "Error: private text in the publish bundle (1 found): reason grader-a qu01 "
+        "src/http.py:TIMEOUT in metrics.json: 'Sets the default timeout constant.'. "
+        "Nothing was published\n")
+    assert not out.exists()
+    assert [p.name for p in out.parent.iterdir() if out.name in p.name] == []
