@@ -38,3 +38,5 @@ from relgrade.cli.intents import intents_cmd  # noqa: E402
 main.add_command(intents_cmd, "intents")
 from relgrade.cli.packets import packets_cmd  # noqa: E402
 main.add_command(packets_cmd, "packets")
+from relgrade.cli.agreement import agreement_cmd  # noqa: E402
+main.add_command(agreement_cmd, "agreement")

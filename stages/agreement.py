@@ -1,0 +1,35 @@
+"""Stage `agreement`: the key grader against the auditor on the audit sample.
+
+Writes the agreement metrics, the confusion pairs for dvc's confusion plot and the private
+disagreement report. It always reports, however poor the agreement; the gate stage decides.
+"""
+
+from relgrade import agreement, io
+from relgrade.stage import path_of, run_stage, section
+
+
+def main(params):
+    grading, scale = section(params, "grading"), section(params, "scale")
+    orders = path_of(params, "orders")
+    report = agreement.audit_agreement(
+        io.read_table(path_of(params, "grades"),
+                      columns=["query_id", "chunk_id", "grader", "round", "grade"]),
+        audit_ids=[str(r["query_id"]) for r in io.read_jsonl(path_of(params, "audit"))],
+        queries=io.read_table(path_of(params, "queries"), columns=["query_id", "group"]),
+        grader=str(grading["key_grader"]), auditor=str(grading["auditor"]),
+        round=int(grading["round"]), scale=scale["grades"],
+        relevant_min=int(scale["relevant_min"]),
+        positions=io.read_table(orders) if orders.exists() else None)
+    io.write_json(path_of(params, "agreement"), report.metrics)
+    with io.atomic_path(path_of(params, "confusion")) as tmp:
+        report.confusion.to_csv(tmp, index=False, lineterminator="\n")
+    io.write_jsonl(path_of(params, "disagreements"), report.disagreements.to_dict("records"))
+    m = report.metrics
+    print(f"agreement: {m['pairs']} pairs, {m['missing']} missing, weighted_kappa "
+          f"{m['weighted_kappa']}, binary_kappa {m['binary_kappa']}")
+    for note in m["notes"]:
+        print(f"note: {note}")
+
+
+if __name__ == "__main__":
+    run_stage(main)

@@ -1,0 +1,21 @@
+"""Stage `gate`: the agreement metrics against params `gates`; a fail stops the pipeline."""
+
+from relgrade import io
+from relgrade.errors import GateFailed
+from relgrade.gate import check_gates
+from relgrade.stage import path_of, run_stage, section
+
+
+def main(params):
+    measures = io.read_json(path_of(params, "agreement"))
+    result = check_gates(measures, section(params, "gates"))
+    out = path_of(params, "gate")
+    if not result.passed:
+        out.unlink(missing_ok=True)  # a stale pass record must not outlive a failed gate
+        raise GateFailed(list(result.lines) + [f"advice: {a}" for a in result.advice])
+    io.write_json(out, result.record(round=measures.get("round")))
+    print("gate passed: " + ", ".join(f"{k} {v}" for k, v in result.measures.items()))
+
+
+if __name__ == "__main__":
+    run_stage(main)
