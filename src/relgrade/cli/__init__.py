@@ -40,3 +40,5 @@ from relgrade.cli.packets import packets_cmd  # noqa: E402
 main.add_command(packets_cmd, "packets")
 from relgrade.cli.agreement import agreement_cmd  # noqa: E402
 main.add_command(agreement_cmd, "agreement")
+from relgrade.cli.grade import grade_cmd  # noqa: E402
+main.add_command(grade_cmd, "grade")

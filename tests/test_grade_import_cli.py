@@ -1,0 +1,155 @@
+"""`relgrade grade import`: validated like the grades stage, appended atomically, never replacing."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import yaml
+from click.testing import CliRunner
+
+from relgrade.cli import main
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture
+def exp(tmp_path, monkeypatch):
+    params = yaml.safe_load((REPO / "params.yaml").read_text())
+    params["graders"]["legacy"] = {"role": "grader", "kind": "import", "family": "trec",
+                                   "person": "assessor"}
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump(params))
+    p = params["paths"]
+    pool = tmp_path / p["pool"]
+    pool.parent.mkdir(parents=True)
+    pd.DataFrame({"query_id": ["q1", "q1", "q2", "q3"], "chunk_id": ["a", "b", "c", "d"],
+                  "inclusion_prob": [1.0] * 4}).to_parquet(pool, index=False)
+    audit = tmp_path / p["audit"]
+    audit.parent.mkdir(parents=True)
+    audit.write_text('{"query_id": "q2", "group": "keyword", "unique_share": 0.5, "reason": "x"}\n')
+    monkeypatch.chdir(tmp_path)
+    return tmp_path
+
+
+def _row(q, c, g, reason="Shows where the loader lives."):
+    return {"query_id": q, "chunk_id": c, "reason": reason, "grade": g}
+
+
+def _write(path, rows):
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return path
+
+
+def _import(*args):
+    return CliRunner().invoke(main, ["grade", "import", *args])
+
+
+TARGET = Path("data/grades/grader-a/round-1.jsonl")
+
+
+def test_import_into_an_empty_grader_writes_canonical_rows(exp):
+    src = _write(exp / "new.jsonl", [_row("q1", "b", 1), _row("q1", "a", 2)])
+    res = _import(str(src), "--grader", "grader-a")
+    assert res.exit_code == 0, res.output
+    assert res.output == ("imported 2 grades for grader-a (round 1) into "
+                          "data/grades/grader-a/round-1.jsonl: 2 rows\n")
+    assert (exp / TARGET).read_bytes() == (
+        b'{"query_id":"q1","chunk_id":"b","reason":"Shows where the loader lives.","grade":1}\n'
+        b'{"query_id":"q1","chunk_id":"a","reason":"Shows where the loader lives.","grade":2}\n')
+
+
+def test_import_appends_and_keeps_recorded_bytes(exp):
+    (exp / TARGET).parent.mkdir(parents=True)
+    recorded = b'{"query_id": "q1", "chunk_id": "a", "reason": "Defines it.", "grade": 2}'
+    (exp / TARGET).write_bytes(recorded)  # no final newline
+    src = _write(exp / "new.jsonl", [_row("q2", "c", 0)])
+    res = _import(str(src), "--grader", "grader-a")
+    assert res.exit_code == 0, res.output
+    data = (exp / TARGET).read_bytes()
+    assert data.startswith(recorded + b"\n")
+    assert data.count(b"\n") == 2
+    assert res.output.endswith(": 2 rows\n")
+
+
+def test_already_graded_pairs_are_refused_by_name_and_the_file_is_unchanged(exp):
+    (exp / TARGET).parent.mkdir(parents=True)
+    _write(exp / TARGET, [_row("q1", "a", 2), _row("q2", "c", 0)])
+    before = (exp / TARGET).read_bytes()
+    src = _write(exp / "new.jsonl", [_row("q1", "b", 1), _row("q1", "a", 0)])
+    res = _import(str(src), "--grader", "grader-a")
+    assert res.exit_code == 1
+    assert res.output == (
+        f"Error: {src.as_posix()}: 1 pairs already graded by grader-a in round 1 (found (q1, a))."
+        " Remove them from new.jsonl; recorded grades are never replaced (a changed grade "
+        "needs a new round)\n")
+    assert (exp / TARGET).read_bytes() == before
+
+
+@pytest.mark.parametrize("bad, message", [
+    (_row("q1", "b", 3), "new.jsonl:2: grader-a: pair (q1, b): grade outside the scale 0-2 (found 3)"),
+    (_row("q9", "z", 1), "new.jsonl:2: grader-a: pair (q9, z): pair not in the pool"),
+    (_row("q1", "b", 1, reason=""), "new.jsonl:2: grader-a: pair (q1, b): reason required"),
+])
+def test_a_bad_file_leaves_the_existing_grades_file_byte_identical(exp, bad, message):
+    (exp / TARGET).parent.mkdir(parents=True)
+    _write(exp / TARGET, [_row("q2", "c", 0)])
+    before = (exp / TARGET).read_bytes()
+    src = _write(exp / "new.jsonl", [_row("q1", "a", 2), bad])
+    res = _import(str(src), "--grader", "grader-a")
+    assert res.exit_code == 1
+    assert res.output.startswith(f"Error: {exp.as_posix()}/{message}")
+    assert (exp / TARGET).read_bytes() == before
+    assert sorted(p.name for p in (exp / TARGET).parent.iterdir()) == ["round-1.jsonl"]
+
+
+def test_qrels_import_for_a_grader_of_kind_import(exp):
+    src = exp / "old.qrels"
+    src.write_text("q1 0 a 2\nq3 0 d 0\n")
+    res = _import(str(src), "--grader", "legacy")
+    assert res.exit_code == 0, res.output
+    rows = [json.loads(l) for l in (exp / "data/grades/legacy/round-1.jsonl").read_text().splitlines()]
+    assert rows == [{"query_id": "q1", "chunk_id": "a", "reason": "", "grade": 2},
+                    {"query_id": "q3", "chunk_id": "d", "reason": "", "grade": 0}]
+
+
+def test_qrels_import_for_a_model_grader_is_refused(exp):
+    src = exp / "old.txt"
+    src.write_text("q1 0 a 2\n")
+    res = _import(str(src), "--grader", "grader-a", "--format", "qrels")
+    assert res.exit_code == 1
+    assert res.output == (
+        f"Error: {src.as_posix()}: grader-a: TREC qrels carry no reasons: only a grader of kind "
+        "`import` takes them (found kind model). Declare a grader with `kind: import` for these "
+        "judgments\n")
+    assert not (exp / "data/grades/grader-a").exists()
+
+
+def test_auditor_import_outside_the_audit_queries_is_refused(exp):
+    src = _write(exp / "b.jsonl", [_row("q2", "c", 1), _row("q1", "a", 1)])
+    res = _import(str(src), "--grader", "auditor-b")
+    assert res.exit_code == 1
+    assert "b.jsonl:2: auditor-b: query q1: the auditor grades only the audit queries" in res.output
+
+
+def test_unknown_grader_and_explicit_round(exp):
+    src = _write(exp / "new.jsonl", [_row("q1", "a", 2)])
+    res = _import(str(src), "--grader", "nobody")
+    assert res.exit_code == 1 and "nobody: grader not declared in params `graders`" in res.output
+    res = _import(str(src), "--grader", "grader-a", "--round", "2")
+    assert res.exit_code == 0, res.output
+    assert (exp / "data/grades/grader-a/round-2.jsonl").exists()
+
+
+def test_sidecar_of_other_intents_refuses_the_import(exp):
+    (exp / TARGET).parent.mkdir(parents=True)
+    (exp / TARGET.with_name("round-1.meta.json")).write_text(
+        json.dumps({"intents_sha256": "x" * 64, "rubric_version": "v1"}))
+    manifest = exp / "data/intents/manifest.json"
+    manifest.parent.mkdir(parents=True)
+    manifest.write_text(json.dumps({"sha256": "y" * 64}))
+    res = _import(str(_write(exp / "new.jsonl", [_row("q1", "a", 2)])), "--grader", "grader-a")
+    assert res.exit_code == 1
+    assert "grades were made from packets with other intents" in res.output
+    assert not (exp / TARGET).exists()
