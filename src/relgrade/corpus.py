@@ -291,7 +291,7 @@ def validate_chunks(df: pd.DataFrame, *, path=None, lines=None) -> pd.DataFrame:
             value = row[name]
             if not isinstance(value, str):
                 raise InputError(f"`{name}` must be a string", **ref, item=cid,
-                                 found=repr(value))
+                                 found=_describe(value))
             clean[name] = value
         for name in OPTIONAL_INT:
             if name in row:
@@ -308,6 +308,12 @@ def validate_chunks(df: pd.DataFrame, *, path=None, lines=None) -> pd.DataFrame:
         if name in table.columns:
             table[name] = table[name].astype("int64")
     return table
+
+
+def _describe(value) -> str:
+    if value is None or (isinstance(value, float) and value != value):
+        return "a missing value"
+    return repr(value)
 
 
 def corpus_from_table(df: pd.DataFrame, *, sha256: str, path=None,
