@@ -101,7 +101,7 @@ def _number(value) -> float | None:
 
 def _shown(value: float, other: float) -> str:
     """``value`` with enough digits that it never prints equal to ``other``."""
-    for digits in (2, 3, 4, 6, 10):
+    for digits in (3, 4, 6, 10):
         text = f"{value:.{digits}f}".rstrip("0").rstrip(".")
         if text != f"{other:.{digits}f}".rstrip("0").rstrip("."):
             return text

@@ -1,0 +1,129 @@
+"""`relgrade agreement A B`: exact numbers for JSONL and TREC qrels inputs, errors."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from click.testing import CliRunner
+
+from relgrade.cli import main
+
+A = [0, 1, 2, 2, 1, 0, 2, 1]
+B = [0, 1, 1, 1, 1, 0, 1, 0]
+
+
+def jsonl(path, grades, *, query="q1", skip=()):
+    path.write_text("".join(
+        json.dumps({"query_id": query, "chunk_id": 4400 + i, "reason": f"r{i}", "grade": g})
+        + "\n" for i, g in enumerate(grades) if i not in skip))
+    return path
+
+
+def qrels(path, grades, *, query="q1", skip=()):
+    path.write_text("".join(f"{query} 0 {4400 + i} {g}\n"
+                            for i, g in enumerate(grades) if i not in skip))
+    return path
+
+
+def run(*args):
+    return CliRunner().invoke(main, ["agreement", *map(str, args)])
+
+
+EXPECTED_TABLE = """\
+pairs                  8
+missing                0
+weighted_kappa         0.5429
+binary_kappa           0.7143
+kappa                  0.2558
+raw_agreement          0.5000
+disagreement           0.5000
+two_step_disagreement  0.0000
+relevant_split_share   0.7500
+
+confusion (rows: grade in A, columns: grade in B)
+     B=0  B=1  B=2
+A=0    2    0    0
+A=1    1    2    0
+A=2    0    3    0
+"""
+
+
+def test_jsonl_pair_prints_every_measure_and_the_confusion_matrix(tmp_path):
+    a, b = jsonl(tmp_path / "a.jsonl", A), jsonl(tmp_path / "b.jsonl", B)
+    res = run(a, b)
+    assert res.exit_code == 0, res.output
+    # weighted kappa = 38/70, binary kappa = 20/28, kappa = 11/43 (see test_agreement.py).
+    assert res.output == f"A = {a}\nB = {b}\n" + EXPECTED_TABLE
+
+
+def test_trec_qrels_pair_gives_the_same_numbers(tmp_path):
+    a, b = qrels(tmp_path / "a.qrels", A), qrels(tmp_path / "b.qrels", B)
+    res = run(a, b)
+    assert res.exit_code == 0, res.output
+    assert res.output == f"A = {a}\nB = {b}\n" + EXPECTED_TABLE
+
+
+def test_json_output_with_missing_pairs_dropped_and_counted(tmp_path):
+    # A lacks chunk 4407, B lacks chunk 4400: six pairs left, two missing.
+    a = jsonl(tmp_path / "a.jsonl", A, skip=(7,))
+    b = qrels(tmp_path / "b.qrels", B, skip=(0,))
+    res = run(a, b, "--json")
+    assert res.exit_code == 0, res.output
+    out = json.loads(res.output)
+    assert (out["pairs"], out["missing"]) == (6, 2)
+    # Remaining pairs: A = [1,2,2,1,0,2], B = [1,1,1,1,0,1]: p_o = 3/6;
+    # marginals A (1, 2, 3), B (1, 5, 0): p_e = (1*1 + 2*5 + 3*0)/36 = 11/36.
+    assert out["kappa"] == pytest.approx((3 / 6 - 11 / 36) / (1 - 11 / 36))
+    assert out["confusion"] == [[1, 0, 0], [0, 2, 0], [0, 3, 0]]
+    assert out["scale"] == [0, 1, 2] and out["relevant_min"] == 1
+
+
+def test_single_category_prints_undefined_and_the_reason(tmp_path):
+    a, b = jsonl(tmp_path / "a.jsonl", [1] * 5), jsonl(tmp_path / "b.jsonl", [1] * 5)
+    res = run(a, b)
+    assert res.exit_code == 0, res.output
+    assert "weighted_kappa         undefined\n" in res.output
+    assert "raw_agreement          1.0000\n" in res.output
+    assert ("note: weighted_kappa is undefined: both raters gave every pair grade 1, so "
+            "chance agreement is 1 and kappa is 0/0\n") in res.output
+
+
+def test_wider_scale_and_relevant_min(tmp_path):
+    a = qrels(tmp_path / "a.qrels", [0, 1, 3, 3, 1, 0, 3, 1])
+    b = qrels(tmp_path / "b.qrels", [0, 1, 1, 3, 1, 0, 1, 0])
+    res = run(a, b, "--scale", "0,1,2,3", "--relevant-min", "2", "--json")
+    assert res.exit_code == 0, res.output
+    out = json.loads(res.output)
+    assert out["weighted_kappa"] == pytest.approx(13 / 22)  # hand value, test_agreement.py
+    # relevant = grade >= 2: A = [0,0,1,1,0,0,1,0], B = [0,0,0,1,0,0,0,0]: p_o = 6/8,
+    # p_e = (5*7 + 3*1)/64 = 38/64.
+    assert out["binary_kappa"] == pytest.approx((6 / 8 - 38 / 64) / (1 - 38 / 64))
+
+
+def test_grade_outside_the_scale_names_file_line_and_pair(tmp_path):
+    a = jsonl(tmp_path / "a.jsonl", A)
+    b = jsonl(tmp_path / "b.jsonl", [0, 1, 3])
+    res = run(a, b)
+    assert res.exit_code == 1
+    assert res.output == (f"Error: {b}:3: pair (q1, 4402): grade outside the scale 0,1,2 "
+                          "(found 3). Pass the file's scale with --scale\n")
+
+
+def test_duplicate_pair_and_bad_scale_are_errors(tmp_path):
+    a = jsonl(tmp_path / "a.jsonl", A)
+    b = tmp_path / "b.jsonl"
+    row = json.dumps({"query_id": "q1", "chunk_id": 1, "reason": "", "grade": 1})
+    b.write_text(row + "\n" + row + "\n")
+    res = run(a, b)
+    assert res.exit_code == 1
+    assert "b.jsonl:2: pair (q1, 1): second grade for one pair (first on line 1)" in res.output
+    res = run(a, a, "--scale", "0,one,2")
+    assert res.exit_code == 1
+    assert "--scale lists integer grades separated by commas" in res.output
+
+
+def test_help_describes_the_command():
+    res = CliRunner().invoke(main, ["agreement", "--help"])
+    assert res.exit_code == 0
+    assert "TREC qrels" in res.output and "--relevant-min" in res.output

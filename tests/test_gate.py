@@ -1,0 +1,168 @@
+"""The agreement gate: one line per failing measure, undefined kappa fails, the partial
+regrade advice in its case only, the pass record, and the gate stage's exit status."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from relgrade import agreement as ag
+from relgrade.errors import InputError, ProtocolError
+from relgrade.gate import GENERAL_ADVICE, check_gates
+
+REPO = Path(__file__).resolve().parents[1]
+GATES = {"weighted_kappa_min": 0.75, "binary_kappa_min": 0.80, "disagreement_max": 0.10,
+         "two_step_max": 0.02}
+GOOD = {"pairs": 120, "missing": 0, "weighted_kappa": 0.86, "binary_kappa": 0.91,
+        "disagreement": 0.06, "two_step_disagreement": 0.0, "relevant_split_share": 0.5,
+        "notes": []}
+
+
+def with_(**changes):
+    return {**GOOD, **changes}
+
+
+def test_passing_measures_pass_with_no_lines():
+    r = check_gates(GOOD, GATES)
+    assert r.passed and r.lines == () and r.advice == ()
+
+
+@pytest.mark.parametrize("change, line", [
+    ({"weighted_kappa": 0.71}, "weighted_kappa 0.71 < 0.75"),
+    ({"binary_kappa": 0.79}, "binary_kappa 0.79 < 0.8"),
+    ({"disagreement": 0.125}, "disagreement 0.125 > 0.1"),
+    ({"two_step_disagreement": 0.03}, "two_step_disagreement 0.03 > 0.02"),
+])
+def test_each_gate_failing_alone_gives_exactly_its_line(change, line):
+    r = check_gates(with_(**change), GATES)
+    assert not r.passed
+    assert r.lines == (line,)
+
+
+def test_a_value_on_the_threshold_passes():
+    r = check_gates(with_(weighted_kappa=0.75, binary_kappa=0.8, disagreement=0.1,
+                          two_step_disagreement=0.02), GATES)
+    assert r.passed
+
+
+def test_a_value_just_below_the_threshold_is_printed_with_enough_digits():
+    r = check_gates(with_(weighted_kappa=0.7499), GATES)
+    assert r.lines == ("weighted_kappa 0.7499 < 0.75",)
+
+
+def test_undefined_kappa_fails_with_a_line_saying_why():
+    # Both raters give grade 1 to all five pairs: raw agreement 1.0, kappa undefined.
+    m = ag.agreement([1] * 5, [1] * 5, scale=[0, 1, 2], relevant_min=1)
+    assert m["raw_agreement"] == 1.0
+    r = check_gates(m, GATES)
+    assert not r.passed
+    assert r.lines == (
+        "weighted_kappa undefined: both raters gave every pair grade 1, so chance agreement "
+        "is 1 and kappa is 0/0 (gate >= 0.75)",
+        "binary_kappa undefined: both raters gave every pair a relevant grade (>= 1), so "
+        "chance agreement is 1 and kappa is 0/0 (gate >= 0.8)",
+    )
+
+
+def test_no_pairs_fails_every_gate_as_undefined():
+    m = ag.agreement([], [], scale=[0, 1, 2], relevant_min=1)
+    r = check_gates(m, GATES)
+    assert len(r.lines) == 4
+    assert r.lines[2] == ("disagreement undefined: no pair has grades from both raters "
+                          "(gate <= 0.1)")
+
+
+def test_partial_regrade_advice_when_binary_passes_and_weighted_fails_on_one_two_splits():
+    # 20 pairs: 12 agree on 0, 2 agree on 1, 2 agree on 2, four 1-versus-2 splits.
+    a = [0] * 12 + [1, 1, 2, 2] + [1, 2, 1, 2]
+    b = [0] * 12 + [1, 1, 2, 2] + [2, 1, 2, 1]
+    m = ag.agreement(a, b, scale=[0, 1, 2], relevant_min=1)
+    assert m["binary_kappa"] == 1.0 and m["relevant_split_share"] == 1.0
+    # Quadratic weights: observed 4/20; marginals a = b = (12, 4, 4) over 0,1,2, expected
+    # (2*12*4*1 + 2*12*4*4 + 2*4*4*1) / 400 = 512/400 -> kappa_w = 1 - 0.2/1.28 = 0.84375;
+    # so use a stricter gate to make weighted kappa fail while binary passes.
+    assert m["weighted_kappa"] == pytest.approx(1 - (4 / 20) / (512 / 400))
+    r = check_gates(m, {**GATES, "weighted_kappa_min": 0.9, "disagreement_max": 0.25})
+    assert r.lines == ("weighted_kappa 0.844 < 0.9",)
+    (advice,) = r.advice
+    assert advice == (
+        "binary_kappa passes and 100% of the disagreements are splits between two relevant "
+        "grades (1 versus 2): tighten the query-form rules of the rubric, log the revision, "
+        "and regrade only the chunks graded 1 or 2 in a new grading.round (a partial regrade)")
+
+
+@pytest.mark.parametrize("change", [
+    {"weighted_kappa": 0.70, "binary_kappa": 0.79, "relevant_split_share": 0.9},  # binary fails
+    {"weighted_kappa": 0.70, "relevant_split_share": 0.5},  # not mostly 1-vs-2
+    {"disagreement": 0.2, "relevant_split_share": 0.9},  # weighted kappa passes
+    {"weighted_kappa": 0.70, "binary_kappa": None, "relevant_split_share": 0.9},
+])
+def test_general_advice_otherwise(change):
+    r = check_gates(with_(**change), GATES)
+    assert not r.passed
+    assert r.advice == (GENERAL_ADVICE,)
+    assert "graded 1 or 2" not in r.advice[0]
+
+
+def test_pass_record_carries_measures_thresholds_and_round():
+    r = check_gates(GOOD, GATES)
+    assert r.record(round=2) == {
+        "passed": True,
+        "measures": {"weighted_kappa": 0.86, "binary_kappa": 0.91, "disagreement": 0.06,
+                     "two_step_disagreement": 0.0, "pairs": 120, "missing": 0},
+        "thresholds": GATES, "round": 2}
+    with pytest.raises(ProtocolError):
+        check_gates(with_(weighted_kappa=0.1), GATES).record(round=2)
+
+
+def test_bad_gates_and_missing_measures_are_input_errors():
+    with pytest.raises(InputError) as e:
+        check_gates(GOOD, {**GATES, "weighted_kapa_min": 0.7})
+    assert str(e.value).startswith("params.yaml: weighted_kapa_min: unknown gate")
+    gates = dict(GATES)
+    del gates["two_step_max"]
+    with pytest.raises(InputError, match="two_step_max: params `gates` lacks a gate"):
+        check_gates(GOOD, gates)
+    with pytest.raises(InputError, match="must be a number"):
+        check_gates(GOOD, {**GATES, "disagreement_max": "ten percent"})
+    measures = dict(GOOD)
+    del measures["binary_kappa"]
+    with pytest.raises(InputError, match="binary_kappa: the agreement metrics lack"):
+        check_gates(measures, GATES)
+
+
+# --- the stage ----------------------------------------------------------------------
+
+def stage(tmp_path, measures):
+    params = yaml.safe_load((REPO / "params.yaml").read_text())
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump(params))
+    p = params["paths"]
+    (tmp_path / p["agreement"]).parent.mkdir(parents=True, exist_ok=True)
+    (tmp_path / p["agreement"]).write_text(json.dumps(measures))
+    done = subprocess.run([sys.executable, str(REPO / "stages" / "gate.py")], cwd=tmp_path,
+                          capture_output=True, text=True)
+    return done, tmp_path / p["gate"], params["gates"]
+
+
+def test_gate_stage_writes_the_pass_record(tmp_path):
+    done, out, gates = stage(tmp_path, {**GOOD, "round": 1})
+    assert done.returncode == 0, done.stderr
+    rec = json.loads(out.read_text())
+    assert rec["passed"] is True and rec["round"] == 1 and rec["thresholds"] == gates
+    assert rec["measures"]["weighted_kappa"] == 0.86
+
+
+def test_gate_stage_fails_with_one_line_per_measure_and_leaves_no_pass_record(tmp_path):
+    done, out, _ = stage(tmp_path, {**GOOD, "round": 1})
+    assert out.exists()
+    done, out, _ = stage(tmp_path, {**GOOD, "round": 1, "weighted_kappa": 0.71})
+    assert done.returncode == 1
+    lines = done.stderr.splitlines()
+    assert lines[0] == "Gate failed: weighted_kappa 0.71 < 0.75"
+    assert lines[1].startswith("Gate failed: advice: read the disagreements")
+    assert not out.exists()
