@@ -1,4 +1,4 @@
-"""Stage `publish`: the public bundle (key, record, metrics), written only if no private text is in it."""
+"""Stage `publish`: the public bundle (key, record, metrics), written only if it holds no private text."""
 
 import shutil
 import tempfile
@@ -9,11 +9,10 @@ from relgrade.stage import path_of, run_stage
 
 
 def main(params):
-    key = io.read_table(path_of(params, "key"))
+    read = lambda name: io.read_table(path_of(params, name))  # noqa: E731
     metrics = {p.stem: io.read_json(p) for p in sorted(path_of(params, "metrics").glob("*.json"))}
-    files = publish.bundle_files(key, io.read_json(path_of(params, "record")), metrics)
-    queries, intents = io.read_table(path_of(params, "queries")), io.read_table(path_of(params, "intents"))
-    chunks, grades = io.read_table(path_of(params, "chunks")), io.read_table(path_of(params, "grades"))
+    files = publish.bundle_files(read("key"), io.read_json(path_of(params, "record")), metrics)
+    queries, intents, chunks, grades = read("queries"), read("intents"), read("chunks"), read("grades")
     publish.scan_private(files, {
         "query": zip(queries["query_id"], queries["query"]),
         "intent": zip(intents["query_id"], intents["intent"]),
@@ -23,8 +22,9 @@ def main(params):
     }, allowed=[*queries["query_id"], *chunks["chunk_id"], *metrics])
     out = path_of(params, "publish")
     out.parent.mkdir(parents=True, exist_ok=True)
-    tmp, old = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent)), out.with_name(f".{out.name}.old")
-    try:
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
+    old = out.with_name(f".{out.name}.old")
+    try:  # build the folder beside the old one, then swap it in
         for name, data in files.items():
             io.write_bytes(tmp / name, data)
         shutil.rmtree(old, ignore_errors=True)

@@ -212,7 +212,7 @@ def test_long_table_has_one_row_per_pair_and_grader_sorted():
     assert b["missing"] == {"q2": ["c5"]} and b["person"] == "editor"
     assert manifest["pool_pairs"] == 5
     assert grades.coverage_lines(manifest) == [
-        "auditor-b: 1 pool pairs lack a grade, in 1 queries: q2 (1)",
+        "auditor-b: 1 pool pair lacks a grade, in 1 query: q2 (1)",
         "grader-a: 2 pool pairs lack a grade, in 2 queries: q1 (1), q2 (1)"]
 
 

@@ -673,7 +673,9 @@ def coverage_lines(manifest: Mapping, *, limit: int = 10) -> list[str]:
             continue
         parts = [f"{q} ({len(c)})" for q, c in list(e["missing"].items())[:limit]]
         more = len(e["missing"]) - limit
-        out.append(f"{name}: {e['pairs_missing']} pool pairs lack a grade, in "
-                   f"{len(e['missing'])} queries: {', '.join(parts)}"
+        pairs = "1 pool pair lacks" if e["pairs_missing"] == 1 else \
+            f"{e['pairs_missing']} pool pairs lack"
+        queries = "1 query" if len(e["missing"]) == 1 else f"{len(e['missing'])} queries"
+        out.append(f"{name}: {pairs} a grade, in {queries}: {', '.join(parts)}"
                    + (f" and {more} more" if more > 0 else ""))
     return out

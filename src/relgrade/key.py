@@ -20,6 +20,7 @@ those bytes. The key file (params ``paths.key``) is written in exactly this form
 from __future__ import annotations
 
 import hashlib
+import json
 from typing import Iterable, Mapping
 
 import pandas as pd
@@ -181,12 +182,10 @@ def require_gate(gate: Mapping | None, *, source) -> None:
     if gate is None:
         raise ProtocolError(f"no key before the gate passes: {source} does not exist; run the "
                             "agreement and gate stages first")
-    if gate.get("passed") is not True:
-        failing = ", ".join(sorted(gate.get("failed", []) or [])) if isinstance(gate, Mapping) else ""
+    passed = gate.get("passed") if isinstance(gate, Mapping) else None
+    if passed is not True:
         raise ProtocolError(f"no key before the gate passes: {source} records passed="
-                            f"{str(gate.get('passed')).lower()}"
-                            + (f" ({failing})" if failing else "")
-                            + "; revise the rubric or intents and regrade")
+                            f"{json.dumps(passed)}; revise the rubric or intents and regrade")
 
 
 def grader_setup(grades_manifest: Mapping) -> dict:

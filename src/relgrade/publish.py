@@ -102,7 +102,9 @@ def bundle_files(key: pd.DataFrame, record: Mapping, metrics: Mapping[str, Mappi
                                 f"{m.get('key_sha256')}, not the frozen key "
                                 f"{record.get('key_sha256')}; rerun the metrics stage")
     public = {k: record[k] for k in PUBLIC_RECORD_KEYS if k in record}
-    dumps = lambda obj: (json.dumps(obj, indent=2, ensure_ascii=False) + "\n").encode()  # noqa: E731
+    def dumps(obj) -> bytes:
+        return (json.dumps(obj, indent=2, ensure_ascii=False) + "\n").encode("utf-8")
+
     readme = (
         "relgrade public bundle\n\n"
         "key.qrels     the frozen key as TREC qrels: query_id 0 chunk_id grade\n"

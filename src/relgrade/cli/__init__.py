@@ -42,3 +42,5 @@ from relgrade.cli.agreement import agreement_cmd  # noqa: E402
 main.add_command(agreement_cmd, "agreement")
 from relgrade.cli.grade import grade_cmd  # noqa: E402
 main.add_command(grade_cmd, "grade")
+from relgrade.cli.status import status_cmd  # noqa: E402
+main.add_command(status_cmd, "status")

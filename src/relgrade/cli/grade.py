@@ -1,4 +1,8 @@
-"""``relgrade grade ...``: record grades. ``grade import`` adds existing judgments to a grader's file."""
+"""``relgrade grade ...``: record grades.
+
+``grade import`` adds existing judgments to a grader's round file, validated as the grades
+stage validates it.
+"""
 
 from __future__ import annotations
 
@@ -57,8 +61,8 @@ def import_cmd(file, grader, round_, fmt, params_path):
                  max_reason_words=int(grading["max_reason_words"]),
                  audit_query_ids=([r["query_id"] for r in io.read_jsonl(audit_path)]
                                   if audit_path.exists() else None),
-                 pool_pairs=grades.pool_pairs_of(
-                     io.read_table(base / path_of(params, "pool"), columns=["query_id", "chunk_id"])))
+                 pool_pairs=grades.pool_pairs_of(io.read_table(
+                     base / path_of(params, "pool"), columns=["query_id", "chunk_id"])))
     rows = (grades.qrels_rows(io.read_lines(file), source=file.as_posix()) if fmt == "qrels"
             else io.iter_jsonl(file))
     new = grades.validate_grader_file(rows, source=file.as_posix(), **check)
