@@ -11,6 +11,8 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
 
 from relgrade.errors import InputError
 from relgrade.io import iter_jsonl
@@ -223,10 +225,67 @@ def _id_index(known) -> pd.Index:
 
 # --- the canonical ranking -----------------------------------------------------------
 
+def sorted_codes(values) -> tuple[np.ndarray, pd.Index]:
+    """Integer codes of string ids whose order is the ids' byte order.
+
+    Parameters
+    ----------
+    values : array-like of str, shape (n_rows,)
+        Ids (str, object or categorical dtype).
+
+    Returns
+    -------
+    codes : ndarray of int64, shape (n_rows,)
+        ``codes[i] < codes[j]`` exactly when ``values[i] < values[j]`` as byte strings.
+    uniques : pandas.Index of str
+        The distinct ids in byte order; ``uniques[codes[i]] == values[i]``.
+
+    Notes
+    -----
+    The rows are hashed once (``pandas.factorize``) and only the distinct ids are sorted.
+    For valid UTF-8, byte order equals Python's code point order of ``str``.
+    """
+    codes, uniques = pd.factorize(values)
+    uniques = pd.Index(uniques).astype("str")
+    order = uniques.argsort()
+    if np.all(order[1:] > order[:-1]):
+        return codes.astype(np.int64, copy=False), uniques
+    position = np.empty(len(order), dtype=np.int64)
+    position[order] = np.arange(len(order))
+    return position[codes], uniques.take(order)
+
+
+def arrow_ids(values) -> pa.ChunkedArray:
+    """Ids as an Arrow ``large_string`` array (zero-copy for pandas' Arrow-backed ``str``).
+
+    Parameters
+    ----------
+    values : pandas.Series, pyarrow array or array-like of str, shape (n_rows,)
+
+    Returns
+    -------
+    pyarrow.ChunkedArray of large_string, shape (n_rows,)
+    """
+    if isinstance(values, pd.Series) and not isinstance(values.dtype, (pd.StringDtype,
+                                                                       pd.CategoricalDtype)):
+        values = values.astype("str")
+    arr = values if isinstance(values, (pa.Array, pa.ChunkedArray)) else pa.array(values)
+    if isinstance(arr, pa.Array):
+        arr = pa.chunked_array([arr])
+    if not pa.types.is_large_string(arr.type):
+        arr = arr.cast(pa.large_string())
+    return arr
+
+
+def take_ids(values, rows: np.ndarray) -> np.ndarray:
+    """The ids at positions ``rows`` as an object ndarray of str."""
+    if isinstance(values, (pa.Array, pa.ChunkedArray)):
+        return values.take(pa.array(rows)).to_numpy(zero_copy_only=False)
+    return pd.Series(values).take(rows).to_numpy(dtype=object)
+
+
 def _sorted_codes(values) -> np.ndarray:
-    """Integer codes whose order is the byte order of the strings (UTF-8 = code point order)."""
-    codes, _ = pd.factorize(values, sort=True)
-    return codes.astype(np.int64, copy=False)
+    return sorted_codes(values)[0]
 
 
 def canonical_order(group: np.ndarray, score: np.ndarray, chunk_id, *,
@@ -240,7 +299,7 @@ def canonical_order(group: np.ndarray, score: np.ndarray, chunk_id, *,
         ascending code order.
     score : ndarray of float64, shape (n_rows,)
         The run's scores.
-    chunk_id : array-like of str, shape (n_rows,)
+    chunk_id : pandas.Series, pyarrow array or ndarray of str, shape (n_rows,)
         The chunk ids; read only for rows whose sort keys tie.
     rank : ndarray of int, shape (n_rows,), optional
         The run's rank column; required when ``ties="rank"``.
@@ -294,10 +353,11 @@ def canonical_order(group: np.ndarray, score: np.ndarray, chunk_id, *,
         seg_start = np.ones(len(pos), dtype=bool)
         seg_start[1:] = ~same[pos[1:] - 1]
         segment = np.cumsum(seg_start)
-        chunk_values = pd.Series(chunk_id).take(order[pos]).to_numpy()
-        ccode = _sorted_codes(chunk_values)
-        within = np.lexsort((-ccode, segment))
-        order[pos] = order[pos][within]
+        tied_ids = arrow_ids(chunk_id).take(pa.array(order[pos]))
+        within = pc.sort_indices(pa.table({"segment": segment, "chunk_id": tied_ids}),
+                                 sort_keys=[("segment", "ascending"),
+                                            ("chunk_id", "descending")])
+        order[pos] = order[pos][within.to_numpy()]
     return order
 
 

@@ -32,6 +32,8 @@ RUN_COLUMNS = ["query_id", "chunk_id", "rank", "score"]
 QRELS_COLUMNS = ["query_id", "chunk_id", "grade"]
 
 _INT = re.compile(r"[+-]?[0-9]+\Z")
+_ASCII_SPACE = " \t\r\x0b\x0c"  # C's isspace(), as trec_eval splits its lines
+_WHITESPACE = re.compile(r"[ \t\r\x0b\x0c]+")
 
 # name, Arrow type (None: read and dropped) for each field of a line
 _RUN_FIELDS = [("query_id", pa.string()), ("q0", None), ("chunk_id", pa.string()),
@@ -57,7 +59,14 @@ def _fast_table(data: bytes, fields) -> pa.Table | None:
     if not body.strip():
         return None
     first = body[: body.find(b"\n")] if b"\n" in body else body
-    delimiter = "\t" if b"\t" in first else " "
+    delim = b"\t" if b"\t" in first else b" "
+    other = b" " if delim == b"\t" else b"\t"
+    # anything but one separator between fields (a doubled or leading separator, the other
+    # separator, vertical tab, form feed) is left to the exact reader
+    if (delim * 2 in body or body.startswith(delim) or b"\n" + delim in body
+            or other in body or b"\x0b" in body or b"\x0c" in body):
+        return None
+    delimiter = delim.decode()
     names = [name for name, _ in fields]
     kept = [name for name, typ in fields if typ is not None]
     types = {name: (typ if typ is not None else pa.string()) for name, typ in fields}
@@ -75,18 +84,14 @@ def _fast_table(data: bytes, fields) -> pa.Table | None:
         )
     except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError):
         return None
-    for name in ("query_id", "chunk_id"):
-        # an empty id means a doubled separator: let the exact reader say where
-        if pc.any(pc.equal(pc.utf8_length(table[name]), 0)).as_py():
-            return None
     return table
 
 
 def _exact_rows(path: Path, n_fields: int, layout: str):
     """Split every non-blank line on whitespace; yield (line number, fields)."""
     for i, line in enumerate(read_lines(path), start=1):
-        fields = line.split()
-        if not fields:
+        fields = _WHITESPACE.split(line.strip(_ASCII_SPACE))
+        if fields == [""]:
             continue
         if len(fields) != n_fields:
             raise InputError(f"expected {n_fields} whitespace-separated fields ({layout})",
@@ -102,6 +107,8 @@ def _parse_int(text: str, what: str, path: Path, line: int) -> int:
 
 def _parse_score(text: str, path: Path, line: int) -> float:
     try:
+        if "_" in text:  # Python's float() accepts digit separators; TREC tools do not
+            raise ValueError(text)
         value = float(text)
     except ValueError:
         raise InputError("score must be a number", path=path, line=line,
