@@ -44,3 +44,6 @@ from relgrade.cli.grade import grade_cmd  # noqa: E402
 main.add_command(grade_cmd, "grade")
 from relgrade.cli.status import status_cmd  # noqa: E402
 main.add_command(status_cmd, "status")
+from relgrade.cli import graderun as _graderun  # noqa: E402,F401  (adds `grade run`)
+from relgrade.cli.serve import serve_cmd  # noqa: E402
+main.add_command(serve_cmd, "serve")

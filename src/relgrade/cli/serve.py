@@ -1,0 +1,153 @@
+"""``relgrade serve``: the grading web page for people (see :mod:`relgrade.web.app`)."""
+
+from __future__ import annotations
+
+import os
+import secrets
+from pathlib import Path
+
+import click
+
+from relgrade.cli import handle_errors
+from relgrade.cli.graderun import (base_dir, ensure_meta, grader_files, load_packets,
+                                   load_rubric)
+from relgrade.errors import InputError
+from relgrade.gradestore import GradeStore, SingleWriter
+from relgrade.grades import grader_spec
+from relgrade.graderun import packet_meta
+from relgrade.io import read_jsonl, read_yaml, write_text
+from relgrade.stage import load_params, path_of, section
+
+
+def resolve_tokens(names, *, graders: dict, tokens_path=None) -> dict:
+    """A login token per grader: from the tokens file, else params, else a new random one.
+
+    Parameters
+    ----------
+    names : list of str
+        The graders to serve.
+    graders : dict
+        Params ``graders`` (an entry may hold ``token``).
+    tokens_path : path, optional
+        A YAML/JSON file ``grader: token``. Graders missing from it get a new token and the
+        file is rewritten (readable by its owner only), so login links survive a restart.
+
+    Raises
+    ------
+    InputError
+        The tokens file is not a mapping of strings, or two graders share a token.
+    """
+    from_file = {}
+    if tokens_path is not None and Path(tokens_path).exists():
+        from_file = read_yaml(tokens_path)
+        if not isinstance(from_file, dict) or not all(
+                isinstance(v, str) and v for v in from_file.values()):
+            raise InputError("tokens file must map each grader to a non-empty string",
+                             path=tokens_path)
+    out, new = {}, False
+    for name in names:
+        token = from_file.get(name) or (graders.get(name) or {}).get("token")
+        if not token:
+            token, new = secrets.token_urlsafe(24), True
+        out[name] = str(token)
+    if len(set(out.values())) != len(out):
+        raise InputError("two graders share a login token", path=tokens_path or "params.yaml")
+    if tokens_path is not None and (new or any(from_file.get(n) != t for n, t in out.items())):
+        merged = {**from_file, **out}
+        write_text(tokens_path, "".join(f"{k}: {v}\n" for k, v in merged.items()))
+        os.chmod(tokens_path, 0o600)
+    return out
+
+
+def build_site(params_path="params.yaml", *, graders=None, tokens_path=None):
+    """The :class:`~relgrade.web.app.Site` for ``relgrade serve``, with its stores open.
+
+    Parameters
+    ----------
+    params_path : path
+        The params file; its folder is where relative paths start.
+    graders : list of str, optional
+        Graders to serve; default: every grader of kind ``human``.
+    tokens_path : path, optional
+        See :func:`resolve_tokens`.
+
+    Returns
+    -------
+    site : Site
+    stores : list of GradeStore
+        Open stores, to close when the server stops (``site.writer`` too).
+
+    Raises
+    ------
+    InputError
+        No grader to serve, an unknown grader, missing packets, or a grade file's sidecar
+        that records other intents or another rubric.
+    ProtocolError
+        A grader's grade file is held by another process (e.g. ``relgrade grade run``).
+    """
+    from relgrade.web.app import Site, site_graders
+
+    params = load_params(params_path)
+    base = base_dir(params_path)
+    all_graders = section(params, "graders")
+    names = list(graders) if graders else [n for n, g in all_graders.items()
+                                           if isinstance(g, dict) and g.get("kind") == "human"]
+    if not names:
+        raise InputError("no grader to serve: params has no grader of kind human",
+                         path=params_path, fix="Pass --grader NAME")
+    specs = {n: grader_spec(all_graders, n, params_path=params_path) for n in names}
+    grading = section(params, "grading")
+    roles = {s["role"] for s in specs.values()}
+    packets_by_role = {r: load_packets(params, base, r) for r in roles}
+    audit_ids = None
+    audit_path = base / path_of(params, "audit")
+    if "auditor" in roles and audit_path.exists():
+        audit_ids = [r["query_id"] for r in read_jsonl(audit_path)]
+    tokens = resolve_tokens(names, graders=all_graders, tokens_path=tokens_path)
+    stores = {}
+    try:
+        for n in names:
+            files = grader_files(params, base, n)
+            ensure_meta(files["meta"], packet_meta(packets_by_role[specs[n]["role"]]))
+            stores[n] = GradeStore(files["grades"]).open()
+    except BaseException:
+        for st in stores.values():
+            st.close()
+        raise
+    site = Site(graders=site_graders(specs, packets_by_role=packets_by_role, tokens=tokens,
+                                     stores=stores, audit_ids=audit_ids),
+                rubric=load_rubric(params, base), scale=list(section(params, "scale")["grades"]),
+                max_reason_words=int(grading["max_reason_words"]), writer=SingleWriter(),
+                round=int(grading["round"]))
+    return site, list(stores.values())
+
+
+@click.command("serve")
+@click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
+@click.option("--port", default=8765, show_default=True, type=click.IntRange(0, 65535),
+              help="Port to listen on.")
+@click.option("--params", "params_path", default="params.yaml", show_default=True,
+              type=click.Path(dir_okay=False), help="The experiment's params file.")
+@click.option("--grader", "graders", multiple=True,
+              help="A grader to serve (repeatable; default: every grader of kind human).")
+@click.option("--tokens", "tokens_path", type=click.Path(dir_okay=False), default=None,
+              help="YAML file grader: token; created or completed with new tokens.")
+@handle_errors
+def serve_cmd(host, port, params_path, graders, tokens_path):
+    """Serve the grading web page: each grader logs in with the link printed here and grades
+    their queue one batch of at most five chunks at a time; saved batches go to
+    paths.grades_in/GRADER/round-N.jsonl."""
+    import uvicorn
+
+    from relgrade.web.app import create_app
+
+    site, stores = build_site(params_path, graders=graders, tokens_path=tokens_path)
+    try:
+        for g in site.graders.values():
+            click.echo(f"{g.name} ({g.role}, {len(g.packets)} queries): "
+                       f"http://{host}:{port}/login?token={g.token}")
+        uvicorn.run(create_app(site), host=host, port=port, log_level="warning")
+    finally:
+        site.writer.close()
+        for st in stores:
+            st.close()

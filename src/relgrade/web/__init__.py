@@ -1,0 +1,1 @@
+"""relgrade's grading web page (``relgrade serve``); see :mod:`relgrade.web.app`."""

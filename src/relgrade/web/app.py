@@ -1,0 +1,435 @@
+"""The grading web page: server-rendered pages for people who grade, one batch at a time.
+
+``relgrade serve`` builds a :class:`Site` from the params and the packets and serves
+:func:`create_app`. Each grader logs in with a personal link (``/login?token=...``; the
+token then lives in an HTTP-only cookie) and sees:
+
+* a queue of their queries with progress (``/g/NAME/``); an auditor's queue holds only the
+  audit queries, with the chunks in the auditor's own display order (their packets);
+* a batch page per query and batch (``/g/NAME/q/QUERY_ID/B``): the query, the intent line,
+  at most five chunks (header, and text as highlighted code, always HTML-escaped), each with
+  a reason box (live word count) before the grade choice, and the rubric in a side panel;
+* keyboard use: ``0``/``1``/``2`` grade the current chunk, ``n``/``p`` move between chunks,
+  ``r`` goes to the reason box and ``Esc`` or ``Enter`` leaves it, ``Enter`` saves the batch.
+
+A batch is saved whole through the single writer (:class:`relgrade.gradestore.SingleWriter`)
+after :func:`relgrade.grades.validate_grade_rows` accepts every row of it; a refused form is
+shown again with the error and nothing saved. A saved batch is final. Everything the page
+shows comes from the grader's own packets and own grades: no arm, rank, score, provenance
+or other grader's grade reaches any page, JSON or URL.
+
+Access: no or an unknown token → 401; a valid token on another grader's pages → 403.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import hmac
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Mapping
+from urllib.parse import quote
+
+from fastapi import FastAPI, Request
+from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
+from fastapi.staticfiles import StaticFiles
+from fastapi.templating import Jinja2Templates
+from markdown_it import MarkdownIt
+from pygments import highlight
+from pygments.formatters import HtmlFormatter
+from pygments.lexers import TextLexer, get_lexer_for_filename
+from pygments.util import ClassNotFound
+
+from relgrade.errors import InputError
+from relgrade.grades import reason_required, scale_text, validate_grade_rows
+from relgrade.gradestore import GradeStore, SingleWriter
+
+HERE = Path(__file__).parent
+COOKIE = "relgrade_token"
+_INT = re.compile(r"^-?\d+$")
+_FILENAME = re.compile(r"[\w./-]+\.[A-Za-z0-9]+")
+
+#: Response headers on every page: no inline script may run, nothing is framed or cached.
+SECURITY_HEADERS = {
+    "Content-Security-Policy": ("default-src 'none'; script-src 'self'; style-src 'self'; "
+                                "img-src 'self'; form-action 'self'; base-uri 'none'; "
+                                "frame-ancestors 'none'"),
+    "X-Content-Type-Options": "nosniff",
+    "Referrer-Policy": "no-referrer",
+    "Cache-Control": "no-store",
+}
+
+
+@dataclass
+class WebGrader:
+    """One grader served by the page.
+
+    Attributes
+    ----------
+    name, role, kind : str
+        From params ``graders.NAME``.
+    token : str
+        The grader's login token.
+    packets : dict
+        query id → packet, in queue order (the grader's own packets only).
+    store : GradeStore
+        The grader's open grade file for the round.
+    """
+
+    name: str
+    role: str
+    kind: str
+    token: str
+    packets: dict
+    store: GradeStore
+
+
+@dataclass
+class Site:
+    """Everything the app serves.
+
+    Attributes
+    ----------
+    graders : dict
+        name → :class:`WebGrader`.
+    rubric : str
+        The rubric (Markdown), rendered once into the side panel.
+    scale : list of int
+    max_reason_words : int
+    writer : SingleWriter
+        The one thread that appends saved batches.
+    round : int
+        The grading round (shown).
+    """
+
+    graders: dict
+    rubric: str
+    scale: list
+    max_reason_words: int
+    writer: SingleWriter
+    round: int = 1
+    rubric_html: str = field(default="", init=False)
+    _code_cache: dict = field(default_factory=dict, init=False, repr=False)
+
+    def __post_init__(self):
+        md = MarkdownIt("commonmark", {"html": False}).enable("table")
+        self.rubric_html = md.render(self.rubric)
+
+    def code_html(self, header: str, text: str) -> str:
+        """The chunk text as highlighted, escaped HTML (cached per header and text)."""
+        key = hashlib.sha256(f"{header}\0{text}".encode("utf-8", "surrogatepass")).hexdigest()
+        html = self._code_cache.get(key)
+        if html is None:
+            html = highlight(text, _lexer_for(header), HtmlFormatter(cssclass="code"))
+            if len(self._code_cache) > 4096:
+                self._code_cache.clear()
+            self._code_cache[key] = html
+        return html
+
+
+def _lexer_for(header: str):
+    """A Pygments lexer from the first file name in the chunk's header, else plain text."""
+    for name in _FILENAME.findall(header or ""):
+        try:
+            return get_lexer_for_filename(name, stripnl=False, ensurenl=False)
+        except ClassNotFound:
+            continue
+    return TextLexer(stripnl=False, ensurenl=False)
+
+
+def pygments_css() -> str:
+    """The highlighting style sheet (class ``code``)."""
+    return HtmlFormatter(cssclass="code", style="friendly").get_style_defs(".code")
+
+
+# --- progress ------------------------------------------------------------------------
+
+def _pairs(packet) -> list[str]:
+    return [str(c["chunk_id"]) for batch in packet["batches"] for c in batch]
+
+
+def _saved(g: WebGrader, qid: str, chunk_id: str) -> bool:
+    return (qid, chunk_id) in g.store
+
+
+def batch_done(g: WebGrader, qid: str, b: int) -> bool:
+    """Whether every chunk of batch ``b`` of query ``qid`` has a saved grade."""
+    return all(_saved(g, qid, str(c["chunk_id"])) for c in g.packets[qid]["batches"][b])
+
+
+def query_progress(g: WebGrader, qid: str) -> tuple[int, int]:
+    """(saved pairs, pairs) of one query."""
+    ids = _pairs(g.packets[qid])
+    return sum(_saved(g, qid, c) for c in ids), len(ids)
+
+
+def next_batch(g: WebGrader, after: tuple[str, int] | None = None):
+    """The first unsaved (query id, batch) in queue order, starting after ``after``."""
+    items = [(q, b) for q, p in g.packets.items() for b in range(len(p["batches"]))]
+    if after is not None and after in items:
+        i = items.index(after)
+        items = items[i + 1:] + items[:i + 1]
+    for q, b in items:
+        if not batch_done(g, q, b):
+            return q, b
+    return None
+
+
+# --- the app -------------------------------------------------------------------------
+
+class _Denied(Exception):
+    def __init__(self, status: int, message: str):
+        self.status, self.message = status, message
+
+
+def create_app(site: Site) -> FastAPI:
+    """The FastAPI app serving ``site`` (see the module docstring for the pages)."""
+    app = FastAPI(title="relgrade", docs_url=None, redoc_url=None, openapi_url=None)
+    templates = Jinja2Templates(directory=str(HERE / "templates"))
+    app.mount("/static", StaticFiles(directory=str(HERE / "static")), name="static")
+    by_token = {g.token: g for g in site.graders.values()}
+    css = pygments_css()
+
+    @app.middleware("http")
+    async def _headers(request: Request, call_next):
+        response = await call_next(request)
+        for k, v in SECURITY_HEADERS.items():
+            response.headers.setdefault(k, v)
+        return response
+
+    @app.exception_handler(_Denied)
+    async def _denied(request: Request, exc: _Denied):
+        return templates.TemplateResponse(request, "denied.html",
+                                          {"message": exc.message, "status": exc.status},
+                                          status_code=exc.status)
+
+    def token_of(request: Request) -> str | None:
+        auth = request.headers.get("authorization", "")
+        if auth.lower().startswith("bearer "):
+            return auth[7:].strip()
+        return request.cookies.get(COOKIE)
+
+    def who(request: Request) -> WebGrader:
+        token = token_of(request)
+        if token:
+            for known, g in by_token.items():
+                if hmac.compare_digest(known.encode(), token.encode()):
+                    return g
+        raise _Denied(401, "Log in with the link relgrade serve printed for you.")
+
+    def grader_for(request: Request, name: str) -> WebGrader:
+        g = who(request)
+        if name != g.name:
+            raise _Denied(403, "These pages belong to another grader.")
+        return g
+
+    def packet_for(g: WebGrader, qid: str, b: int | None = None):
+        p = g.packets.get(qid)
+        if p is None or (b is not None and not 0 <= b < len(p["batches"])):
+            raise _Denied(404, "No such query or batch in your queue.")
+        return p
+
+    def url(g: WebGrader, qid: str | None = None, b: int | None = None) -> str:
+        base = f"/g/{quote(g.name, safe='')}/"
+        if qid is None:
+            return base
+        return base + f"q/{quote(qid, safe='')}/{b}"
+
+    def base_context(g: WebGrader) -> dict:
+        done = sum(query_progress(g, q)[0] for q in g.packets)
+        total = sum(query_progress(g, q)[1] for q in g.packets)
+        return {"grader": g, "done": done, "total": total, "round": site.round,
+                "queue_url": url(g), "audit": g.role == "auditor"}
+
+    @app.get("/", response_class=HTMLResponse)
+    def home(request: Request):
+        g = who(request)
+        return RedirectResponse(url(g), status_code=303)
+
+    @app.get("/login")
+    def login(request: Request, token: str = ""):
+        g = by_token.get(token)
+        if g is None:
+            raise _Denied(401, "This login link is not valid.")
+        response = RedirectResponse(url(g), status_code=303)
+        response.set_cookie(COOKIE, token, httponly=True, samesite="strict",
+                            max_age=30 * 24 * 3600, path="/")
+        return response
+
+    @app.get("/logout")
+    def logout():
+        response = RedirectResponse("/bye", status_code=303)
+        response.delete_cookie(COOKIE, path="/")
+        return response
+
+    @app.get("/bye", response_class=HTMLResponse)
+    def bye(request: Request):
+        raise _Denied(401, "You are logged out. Use your login link to come back.")
+
+    @app.get("/pygments.css")
+    def pygments_sheet():
+        return Response(css, media_type="text/css")
+
+    @app.get("/g/{name}/", response_class=HTMLResponse)
+    def queue(request: Request, name: str):
+        g = grader_for(request, name)
+        rows = []
+        for qid, p in g.packets.items():
+            done, total = query_progress(g, qid)
+            first = next((b for b in range(len(p["batches"])) if not batch_done(g, qid, b)), 0)
+            rows.append({"query_id": qid, "query": p["query"], "done": done, "total": total,
+                         "url": url(g, qid, first)})
+        nxt = next_batch(g)
+        return templates.TemplateResponse(request, "queue.html", {
+            **base_context(g), "rows": rows, "next_url": url(g, *nxt) if nxt else None})
+
+    @app.get("/g/{name}/progress.json")
+    def progress(request: Request, name: str):
+        g = grader_for(request, name)
+        queries = []
+        for qid in g.packets:
+            done, total = query_progress(g, qid)
+            queries.append({"query_id": qid, "graded": done, "pairs": total})
+        return JSONResponse({"grader": g.name, "role": g.role,
+                             "graded": sum(q["graded"] for q in queries),
+                             "pairs": sum(q["pairs"] for q in queries), "queries": queries})
+
+    @app.get("/g/{name}/next")
+    def goto_next(request: Request, name: str):
+        g = grader_for(request, name)
+        nxt = next_batch(g)
+        return RedirectResponse(url(g, *nxt) if nxt else url(g), status_code=303)
+
+    def render_batch(request, g, qid, b, *, values=None, error=None, error_index=None,
+                     status=200):
+        p = packet_for(g, qid, b)
+        saved = {str(r["chunk_id"]): r for _, r in g.store.rows if str(r["query_id"]) == qid}
+        chunks = []
+        for i, c in enumerate(p["batches"][b]):
+            cid = str(c["chunk_id"])
+            row = saved.get(cid)
+            v = (values or {}).get(i, {})
+            chunks.append({
+                "index": i, "chunk_id": cid, "header": c["header"],
+                "code": site.code_html(c["header"], c["text"]),
+                "saved": row is not None,
+                "reason": row["reason"] if row is not None else v.get("reason", ""),
+                "grade": str(row["grade"]) if row is not None else v.get("grade", ""),
+                "error": error if error_index == i else None,
+            })
+        qids = list(g.packets)
+        done, total = query_progress(g, qid)
+        nb = len(p["batches"])
+        return templates.TemplateResponse(request, "batch.html", {
+            **base_context(g), "packet": p, "query_id": qid, "batch": b, "batches": nb,
+            "chunks": chunks, "all_saved": all(c["saved"] for c in chunks),
+            "form_error": error if error_index is None else None, "has_error": error is not None,
+            "scale": site.scale, "max_words": site.max_reason_words,
+            "rubric_html": site.rubric_html, "query_pos": qids.index(qid) + 1,
+            "query_count": len(qids), "query_done": done, "query_total": total,
+            "prev_url": url(g, qid, b - 1) if b > 0 else None,
+            "next_url": url(g, qid, b + 1) if b + 1 < nb else None,
+            "action": url(g, qid, b), "draft_key": f"{g.name}|{qid}|{b}",
+            "reason_optional_zero": not reason_required(g.kind, g.role, 0),
+        }, status_code=status)
+
+    @app.get("/g/{name}/q/{qid}", response_class=HTMLResponse)
+    def query_page(request: Request, name: str, qid: str):
+        g = grader_for(request, name)
+        p = packet_for(g, qid)
+        first = next((b for b in range(len(p["batches"])) if not batch_done(g, qid, b)), 0)
+        return RedirectResponse(url(g, qid, first), status_code=303)
+
+    @app.get("/g/{name}/q/{qid}/{b}", response_class=HTMLResponse)
+    def batch_page(request: Request, name: str, qid: str, b: int):
+        g = grader_for(request, name)
+        return render_batch(request, g, qid, b)
+
+    @app.post("/g/{name}/q/{qid}/{b}", response_class=HTMLResponse)
+    async def save_batch(request: Request, name: str, qid: str, b: int):
+        g = grader_for(request, name)
+        p = packet_for(g, qid, b)
+        form = await request.form()
+        batch = p["batches"][b]
+        values, rows = {}, []
+        missing = None
+        for i, c in enumerate(batch):
+            cid = str(c["chunk_id"])
+            reason = str(form.get(f"reason-{i}", ""))
+            raw = str(form.get(f"grade-{i}", "")).strip()
+            values[i] = {"reason": reason, "grade": raw}
+            if _saved(g, qid, cid):
+                continue
+            if raw == "" and missing is None:
+                missing = i
+            grade = int(raw) if _INT.match(raw) else raw
+            rows.append((i + 1, {"query_id": qid, "chunk_id": cid, "reason": reason.strip(),
+                                 "grade": grade}))
+        if missing is not None:
+            return render_batch(request, g, qid, b, values=values, status=400,
+                                error=f"Choose a grade ({scale_text(site.scale)}) for this "
+                                      "chunk before saving.", error_index=missing)
+        try:
+            df = validate_grade_rows(
+                rows, pool_pairs={(qid, str(c["chunk_id"])) for c in batch}, scale=site.scale,
+                max_reason_words=site.max_reason_words,
+                require_reason=lambda gr: reason_required(g.kind, g.role, gr),
+                source=f"form {qid} batch {b}", grader=g.name)
+        except InputError as e:
+            index = (e.line - 1) if e.line else None
+            return render_batch(request, g, qid, b, values=values, status=400,
+                                error=_form_message(e), error_index=index)
+        records = [{"query_id": r.query_id, "chunk_id": r.chunk_id, "reason": r.reason,
+                    "grade": int(r.grade)} for r in df.itertuples(index=False)]
+        if records:
+            try:
+                await asyncio.wrap_future(site.writer.submit(g.store, records))
+            except InputError:
+                return render_batch(request, g, qid, b, status=409,
+                                    error="This batch was already saved (in another tab?). "
+                                          "Saved grades are final.")
+        nxt = next_batch(g, after=(qid, b))
+        return RedirectResponse(url(g, *nxt) if nxt else url(g), status_code=303)
+
+    return app
+
+
+def _form_message(e: InputError) -> str:
+    """An error for the form: the rule and what was found, without file and line."""
+    msg = e.rule[0].upper() + e.rule[1:]
+    if e.found is not None:
+        msg += f" (found {e.found})"
+    if e.fix:
+        msg += f". {e.fix}"
+    return msg + ". Nothing was saved."
+
+
+def site_graders(graders: Mapping, *, packets_by_role: Mapping, tokens: Mapping,
+                 stores: Mapping, audit_ids=None) -> dict:
+    """:class:`WebGrader` objects for the graders to serve.
+
+    Parameters
+    ----------
+    graders : dict
+        name → params entry (``role``, ``kind``), for the graders to serve.
+    packets_by_role : dict
+        role → (query id → packet).
+    tokens : dict
+        name → token.
+    stores : dict
+        name → open :class:`GradeStore`.
+    audit_ids : iterable of str, optional
+        The audit queries; an auditor's queue keeps only these.
+    """
+    out = {}
+    audit = None if audit_ids is None else {str(q) for q in audit_ids}
+    for name, spec in graders.items():
+        role = spec["role"]
+        packets = dict(packets_by_role[role])
+        if role == "auditor" and audit is not None:
+            packets = {q: p for q, p in packets.items() if q in audit}
+        out[name] = WebGrader(name=name, role=role, kind=spec.get("kind", "human"),
+                              token=tokens[name], packets=packets, store=stores[name])
+    return out
