@@ -204,3 +204,23 @@ def test_stage_refuses_a_metrics_file_with_a_planted_reason_and_writes_nothing(t
         "Nothing was published\n")
     assert not out.exists()
     assert [p.name for p in out.parent.iterdir() if out.name in p.name] == []
+
+
+def test_short_texts_are_not_matched_against_the_readme_wording():
+    private = {"query": [("kw09", "version"), ("kw10", "chunk text")]}
+    assert "version" in _files()["README.txt"].decode()
+    assert publish.find_private(_files(), private, allowed=ALLOWED) == []
+
+
+def test_long_text_planted_in_the_readme_is_caught():
+    files = dict(_files())
+    files["README.txt"] += ("note: " + PRIVATE["intent"][1][1] + "\n").encode()
+    leaks = publish.find_private(files, PRIVATE, allowed=ALLOWED)
+    assert [(l.kind, l.id, l.file) for l in leaks] == [("intent", "qu01", "README.txt")]
+
+
+def test_single_word_inside_a_longer_json_string_is_not_a_leak():
+    private = {"query": [("kw11", "evict")]}
+    assert publish.find_private(_plant("see evict docs"), private, allowed=ALLOWED) == []
+    leaks = publish.find_private(_plant("evict"), private, allowed=ALLOWED)
+    assert [(l.kind, l.id) for l in leaks] == [("query", "kw11")]

@@ -118,7 +118,7 @@ def test_frozen_key_metrics_and_a_pool_that_grew_since(exp):
     _put(root, p["metrics"] + "/tfidf.json", {"arm": "tfidf", "key_sha256": "00" * 32})
     lines = _status(root).splitlines()
     assert lines[-6:] == [
-        "gate: passed (weighted_kappa 0.9, binary_kappa 1.0)",
+        "gate: passed (weighted_kappa 0.900, binary_kappa 1.000)",
         f"key: frozen, sha256 {KEY_HASH}, 5 pairs over 2 queries; dropped queries: q3",
         "key: frozen for pool p-111111111111, but the pool is now p-222222222222: grade the "
         "new pairs, then freeze a new key",

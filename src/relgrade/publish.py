@@ -8,6 +8,7 @@ the bundle for any of them before anything is written.
 
 from __future__ import annotations
 
+import bisect
 import json
 import re
 from dataclasses import dataclass
@@ -125,38 +126,50 @@ def bundle_files(key: pd.DataFrame, record: Mapping, metrics: Mapping[str, Mappi
     }
 
 
-def _segments(name: str, data: bytes, allowed: set[str]) -> list[str]:
-    """The searchable strings of one bundle file, without the public ids in ``allowed``."""
+#: Bundle files written from relgrade's own fixed wording: only long texts are searched there,
+#: since a short query ("version", "chunk text") could match the template's own words.
+PROSE_FILES = ("README.txt",)
+
+
+def _segments(name: str, data: bytes, allowed: set[str]) -> list[tuple[str, str]]:
+    """The searchable strings of one bundle file, without the public ids in ``allowed``.
+
+    Returns ``(text, mode)`` pairs: ``json`` for a JSON string (keys included), ``line`` for
+    a line of a text file with its allowed fields removed, ``prose`` for a line of a file in
+    :data:`PROSE_FILES`.
+    """
     text = data.decode("utf-8", errors="replace")
+    if name in PROSE_FILES:
+        return [(_norm(line), "prose") for line in text.splitlines()]
     try:
         doc = json.loads(text)
     except ValueError:
         doc = None
-    out: list[str] = []
-    if doc is not None and not isinstance(doc, (str, int, float, bool)):
-        def walk(obj):
-            if isinstance(obj, str):
-                if obj not in allowed:
-                    out.append(_norm(obj))
-            elif isinstance(obj, Mapping):
-                for k, v in obj.items():
-                    walk(k)
-                    walk(v)
-            elif isinstance(obj, (list, tuple)):
-                for v in obj:
-                    walk(v)
+    out: list[tuple[str, str]] = []
+
+    def walk(obj):
+        if isinstance(obj, str):
+            if obj not in allowed:
+                out.append((_norm(obj), "json"))
+        elif isinstance(obj, Mapping):
+            for k, v in obj.items():
+                walk(k)
+                walk(v)
+        elif isinstance(obj, (list, tuple)):
+            for v in obj:
+                walk(v)
+
+    if isinstance(doc, (Mapping, list)):
         walk(doc)
         return out
     for line in text.splitlines():
         # JSON strings inside a text line are searched unescaped as well
         for lit in _JSON_STRING.findall(line):
             try:
-                value = json.loads(lit)
+                walk(json.loads(lit))
             except ValueError:
                 continue
-            if value not in allowed:
-                out.append(_norm(value))
-        out.append(" ".join(f for f in line.split() if f not in allowed))
+        out.append((" ".join(f for f in line.split() if f not in allowed), "line"))
     return out
 
 
@@ -166,55 +179,49 @@ def find_private(bundle: bytes | Mapping[str, bytes],
     """Every private text that appears in the bundle (see :func:`scan_private`)."""
     files = {"bundle": bundle} if isinstance(bundle, (bytes, bytearray)) else dict(bundle)
     allowed = {str(a) for a in allowed}
-    hay_parts, owners = [], []
+    segs: list[tuple[str, str, str]] = []  # (text, mode, file)
     for name in sorted(files):
-        for seg in _segments(name, bytes(files[name]), allowed):
-            if seg:
-                hay_parts.append(seg)
-                owners.append(name)
-    starts, pos = [], 0
-    for seg in hay_parts:
-        starts.append(pos)
-        pos += len(seg) + 1
-    hay = _SEP.join(hay_parts)
+        segs += [(t, mode, name) for t, mode in _segments(name, bytes(files[name]), allowed) if t]
 
-    def file_at(i: int) -> str:
-        lo, hi = 0, len(starts) - 1
-        while lo < hi:
-            mid = (lo + hi + 1) // 2
-            if starts[mid] <= i:
-                lo = mid
-            else:
-                hi = mid - 1
-        return owners[lo] if owners else "bundle"
+    def joined(parts):
+        """The parts joined by a separator no text holds, and each part's start offset."""
+        starts, pos = [], 0
+        for t, _, _ in parts:
+            starts.append(pos)
+            pos += len(t) + 1
+        return _SEP.join(t for t, _, _ in parts), starts
 
-    seg_set = set(hay_parts)
-    field_set = {f for seg in hay_parts for f in seg.split(" ")}
+    def owner(parts, starts, i):
+        return parts[bisect.bisect_right(starts, i) - 1][2]
+
+    hay, hay_starts = joined(segs)
+    short_segs = [s for s in segs if s[1] != "prose"]
+    short_hay, short_starts = joined(short_segs)
+    whole = {}  # a single word matches a whole JSON string or a field of a text line
+    for t, mode, name in short_segs:
+        for w in ([t] if mode == "json" else t.split(" ")):
+            whole.setdefault(w, name)
+
     leaks: dict[tuple[str, str], Leak] = {}
     blocks: dict[str, list[tuple[str, str, str, int]]] = {}
     for kind, items in private_texts.items():
         for ident, raw in items:
-            if raw is None or (isinstance(raw, float) and raw != raw):
+            if not isinstance(raw, str):
                 continue
-            text = _norm(raw)
+            ident, text = str(ident), _norm(raw)
             if len(text) < MIN_SHORT or not any(ch.isalpha() for ch in text):
                 continue
             if len(text) >= MIN_SHARED:
                 for s in range(0, len(text) - _BLOCK + 1, _BLOCK):
-                    blocks.setdefault(text[s:s + _BLOCK], []).append((kind, str(ident), text, s))
-                continue
-            # short texts: whole; a single word only as a whole string or field
-            if " " not in text:
-                if text in seg_set or text in field_set:
-                    i = next(i for i, seg in enumerate(hay_parts)
-                             if seg == text or text in seg.split(" "))
-                    leaks.setdefault((kind, str(ident)),
-                                     Leak(kind, str(ident), owners[i], text))
-            elif text in hay:
-                m = re.search(r"(?<!\w)" + re.escape(text) + r"(?!\w)", hay)
+                    blocks.setdefault(text[s:s + _BLOCK], []).append((kind, ident, text, s))
+            elif " " not in text:
+                if text in whole:
+                    leaks.setdefault((kind, ident), Leak(kind, ident, whole[text], text))
+            elif text in short_hay:
+                m = re.search(r"(?<!\w)" + re.escape(text) + r"(?!\w)", short_hay)
                 if m is not None:
-                    leaks.setdefault((kind, str(ident)),
-                                     Leak(kind, str(ident), file_at(m.start()), text))
+                    leaks.setdefault((kind, ident), Leak(
+                        kind, ident, owner(short_segs, short_starts, m.start()), text))
     if blocks:
         for i in range(len(hay) - _BLOCK + 1):
             cands = blocks.get(hay[i:i + _BLOCK])
@@ -233,8 +240,9 @@ def find_private(bundle: bytes | Mapping[str, bytes],
                     right += 1
                 shared = text[s - left:s + right]
                 if len(shared) >= MIN_SHARED and sum(ch.isalnum() for ch in shared) >= MIN_ALNUM:
-                    leaks[(kind, ident)] = Leak(kind, ident, file_at(i), _cut(shared))
-    return sorted(leaks.values(), key=lambda l: (l.kind, l.id))
+                    leaks[(kind, ident)] = Leak(kind, ident, owner(segs, hay_starts, i),
+                                                _cut(shared))
+    return sorted(leaks.values(), key=lambda leak: (leak.kind, leak.id))
 
 
 def scan_private(bundle: bytes | Mapping[str, bytes],
@@ -275,12 +283,13 @@ def scan_private(bundle: bytes | Mapping[str, bytes],
     ``MIN_SHARED // 2``-character blocks (any shared run of ``MIN_SHARED`` characters covers
     one) and extending every block hit in both directions. A shorter text leaks when it
     appears whole: a several-word text anywhere between word boundaries, a single word only
-    as a whole JSON string or whitespace-separated field (ids and measure names are made of
-    such words).
+    as a whole JSON string or a whitespace-separated field of a text line (a keyword query
+    such as ``echo`` must not match inside a measure name or a chunk id). Short texts are not
+    searched in :data:`PROSE_FILES`, relgrade's own fixed wording; long ones are.
     """
     leaks = find_private(bundle, private_texts, allowed=allowed)
     if leaks:
-        shown = "; ".join(str(l) for l in leaks[:limit])
+        shown = "; ".join(str(leak) for leak in leaks[:limit])
         more = f"; and {len(leaks) - limit} more" if len(leaks) > limit else ""
         raise ProtocolError(f"private text in the publish bundle ({len(leaks)} found): "
                             f"{shown}{more}. Nothing was published")

@@ -281,8 +281,8 @@ def status_lines(st: Mapping) -> list[str]:
 
     gt = st["gate"]
     if gt["state"] == "passed":
-        ms = ", ".join(f"{k} {v}" for k, v in gt["measures"].items() if k not in ("pairs",
-                                                                              "missing"))
+        ms = ", ".join(f"{k} {v:.3f}" if isinstance(v, float) else f"{k} {v}"
+                       for k, v in gt["measures"].items() if k not in ("pairs", "missing"))
         out.append(f"gate: passed ({ms})" if ms else "gate: passed")
     elif gt["state"] == "failed":
         out.append("gate: failed: " + "; ".join(gt["lines"]))
