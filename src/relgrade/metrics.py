@@ -29,7 +29,8 @@ import pyarrow.compute as pc
 
 from relgrade.errors import InputError
 from relgrade.measures import Measure, parse_measure
-from relgrade.runs import RUN_COLUMNS, TIES, arrow_ids, canonical_order, ranks_in_sorted
+from relgrade.runs import (ID_SEPARATOR, RUN_COLUMNS, TIES, arrow_ids, canonical_order,
+                           pair_keys, ranks_in_sorted)
 
 ON_MISSING = ("zero", "skip")
 QRELS_COLUMNS = ("query_id", "chunk_id", "grade")
@@ -37,12 +38,8 @@ QRELS_COLUMNS = ("query_id", "chunk_id", "grade")
 
 # --- the qrels, indexed once ---------------------------------------------------------
 
-_SEP = "\x1f"  # joins query and chunk ids into one pair key; TREC ids cannot hold it
-
-
-def _pair_keys(query_ids: pa.ChunkedArray, chunk_ids: pa.ChunkedArray) -> pa.ChunkedArray:
-    return pc.binary_join_element_wise(query_ids, chunk_ids,
-                                       pa.scalar(_SEP, pa.large_string()))
+_SEP = ID_SEPARATOR
+_pair_keys = pair_keys
 
 
 @dataclass(frozen=True)

@@ -195,32 +195,57 @@ def validate_run(run: pd.DataFrame, *, path=None, queries=None, chunks=None) -> 
         row = int(np.flatnonzero(bad)[0])
         raise InputError("score must be a finite number", path=path, item=_row_item(run, row),
                          found=repr(float(score[row])))
-    keys = _group_columns(run) + ["chunk_id"]
-    dup = run.duplicated(keys, keep=False).to_numpy()
-    if dup.any():
-        rows = np.flatnonzero(dup)
-        first = int(rows[0])
-        same = rows[np.all([run[c].to_numpy()[rows] == run[c].iat[first] for c in keys], axis=0)]
-        ranks = run["rank"].to_numpy()[same]
+    keys = pair_keys(*[arrow_ids(run[c]) for c in _group_columns(run) + ["chunk_id"]])
+    counts = pc.value_counts(keys)
+    repeated = pc.filter(counts.field("values"), pc.greater(counts.field("counts"), 1))
+    if len(repeated):
+        rows = np.flatnonzero(pc.equal(keys, repeated[0]).to_numpy(zero_copy_only=False))
+        ranks = run["rank"].to_numpy()[rows]
         raise InputError("a chunk is listed twice for one query", path=path,
-                         item=_row_item(run, first),
+                         item=_row_item(run, int(rows[0])),
                          found=f"at ranks {int(ranks[0])} and {int(ranks[1])}",
                          fix="List each chunk at most once per query")
     for col, known, what in (("query_id", queries, "query"), ("chunk_id", chunks, "chunk")):
         if known is None:
             continue
-        unknown = ~run[col].isin(_id_index(known)).to_numpy()
+        unknown = ~pc.is_in(arrow_ids(run[col]), value_set=_id_set(known)).to_numpy(
+            zero_copy_only=False)
         if unknown.any():
             row = int(np.flatnonzero(unknown)[0])
             raise InputError(f"unknown {what} id", path=path, item=_row_item(run, row),
-                             found=f"{int(unknown.sum())} row(s) name {what}s that are not in "
-                                   f"the {'query set' if what == 'query' else 'corpus'}")
+                             found=f"{int(unknown.sum())} row(s) with a {what} id not in the "
+                                   f"{'query set' if what == 'query' else 'corpus'}")
 
 
-def _id_index(known) -> pd.Index:
-    if not isinstance(known, (pd.Series, pd.Index, np.ndarray, list, tuple)):
-        known = list(known)
-    return pd.Index(pd.Series(known, dtype=object).astype("str"))
+ID_SEPARATOR = "\x1f"  # joins ids into one key; whitespace-free TREC ids cannot hold it
+
+
+def pair_keys(*ids: pa.ChunkedArray) -> pa.ChunkedArray:
+    """One string key per row: the given id columns joined by U+001F.
+
+    Parameters
+    ----------
+    *ids : pyarrow.ChunkedArray of large_string, each shape (n_rows,)
+        e.g. query ids and chunk ids.
+
+    Returns
+    -------
+    pyarrow.ChunkedArray of large_string, shape (n_rows,)
+    """
+    return pc.binary_join_element_wise(*ids, pa.scalar(ID_SEPARATOR, pa.large_string()))
+
+
+def _id_set(known) -> pa.Array:
+    if isinstance(known, (pd.Series, pd.Index, np.ndarray, list, tuple, pa.Array,
+                          pa.ChunkedArray)):
+        values = known
+    else:
+        values = list(known)
+    if isinstance(values, pd.Index):
+        values = values.to_series()
+    if not isinstance(values, (pd.Series, pa.Array, pa.ChunkedArray)):
+        values = pd.Series(values, dtype=object).astype("str")
+    return pc.unique(arrow_ids(values).combine_chunks())
 
 
 # --- the canonical ranking -----------------------------------------------------------
@@ -245,14 +270,16 @@ def sorted_codes(values) -> tuple[np.ndarray, pd.Index]:
     The rows are hashed once (``pandas.factorize``) and only the distinct ids are sorted.
     For valid UTF-8, byte order equals Python's code point order of ``str``.
     """
-    codes, uniques = pd.factorize(values)
-    uniques = pd.Index(uniques).astype("str")
-    order = uniques.argsort()
-    if np.all(order[1:] > order[:-1]):
-        return codes.astype(np.int64, copy=False), uniques
+    arr = arrow_ids(values)
+    if arr.null_count:
+        raise InputError("an id is missing", found=f"{arr.null_count} empty value(s)")
+    encoded = pc.dictionary_encode(arr.combine_chunks())
+    dictionary = encoded.dictionary
+    order = pc.array_sort_indices(dictionary).to_numpy()
     position = np.empty(len(order), dtype=np.int64)
     position[order] = np.arange(len(order))
-    return position[codes], uniques.take(order)
+    codes = position[encoded.indices.to_numpy()]
+    return codes, pd.Index(pd.Series(dictionary.take(pa.array(order)), dtype="str"))
 
 
 def arrow_ids(values) -> pa.ChunkedArray:
@@ -275,13 +302,6 @@ def arrow_ids(values) -> pa.ChunkedArray:
     if not pa.types.is_large_string(arr.type):
         arr = arr.cast(pa.large_string())
     return arr
-
-
-def take_ids(values, rows: np.ndarray) -> np.ndarray:
-    """The ids at positions ``rows`` as an object ndarray of str."""
-    if isinstance(values, (pa.Array, pa.ChunkedArray)):
-        return values.take(pa.array(rows)).to_numpy(zero_copy_only=False)
-    return pd.Series(values).take(rows).to_numpy(dtype=object)
 
 
 def _sorted_codes(values) -> np.ndarray:

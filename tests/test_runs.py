@@ -1,0 +1,179 @@
+"""Runs: reading every accepted format, validation errors, and the canonical ranking."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from relgrade.errors import InputError
+from relgrade.runs import canonical_ranking, read_run, top_k, validate_run
+
+
+def _run(rows, arm=None):
+    df = pd.DataFrame(rows, columns=["query_id", "chunk_id", "rank", "score"])
+    if arm is not None:
+        df["arm"] = arm
+    return df
+
+
+# --- reading -------------------------------------------------------------------------
+
+def test_trec_jsonl_and_parquet_give_the_same_run(tmp_path):
+    (tmp_path / "r.run").write_text("1 Q0 4411 1 2.5 x\n1 Q0 b 2 1 x\n")
+    (tmp_path / "r.jsonl").write_text(
+        '{"query_id": 1, "chunk_id": 4411, "rank": 1, "score": 2.5}\n'
+        '{"query_id": "1", "chunk_id": "b", "rank": 2, "score": 1}\n')
+    pd.DataFrame({"query_id": [1, 1], "chunk_id": ["4411", "b"], "rank": [1, 2],
+                  "score": [2.5, 1.0]}).to_parquet(tmp_path / "r.parquet")
+    trec = read_run(tmp_path / "r.run")
+    for other in ("r.jsonl", "r.parquet"):
+        got = read_run(tmp_path / other)
+        assert got["query_id"].tolist() == ["1", "1"]  # numbers become their text
+        assert got["chunk_id"].tolist() == ["4411", "b"]
+        pd.testing.assert_frame_equal(got, trec, check_dtype=False)
+        assert got["rank"].dtype == np.int64 and got["score"].dtype == np.float64
+
+
+def test_jsonl_run_errors_name_the_line(tmp_path):
+    p = tmp_path / "r.jsonl"
+    p.write_text('{"query_id": "q", "chunk_id": "a", "rank": 1, "score": 1}\n'
+                 '{"query_id": "q", "chunk_id": "b", "rank": 2, "score": "high"}\n')
+    with pytest.raises(InputError) as e:
+        read_run(p)
+    assert str(e.value) == f"{p}:2: score must be a number (found 'high')"
+    p.write_text('{"query_id": "q", "chunk_id": "a", "rank": 1}\n')
+    with pytest.raises(InputError, match=r":1: a run row needs the keys .* \(found no score\)"):
+        read_run(p)
+
+
+def test_parquet_run_missing_a_column_is_named(tmp_path):
+    pd.DataFrame({"query_id": ["q"], "chunk_id": ["a"], "score": [1.0]}).to_parquet(
+        tmp_path / "r.parquet")
+    with pytest.raises(InputError, match=r"found no rank"):
+        read_run(tmp_path / "r.parquet")
+
+
+# --- validation ----------------------------------------------------------------------
+
+def test_chunk_listed_twice_names_query_chunk_and_ranks():
+    run = _run([("q1", "a", 1, 3.0), ("q1", "b", 2, 2.0), ("q1", "a", 3, 1.0)])
+    with pytest.raises(InputError) as e:
+        validate_run(run, path="runs/bm25.trec")
+    assert str(e.value) == ("runs/bm25.trec: query q1, chunk a: a chunk is listed twice for "
+                            "one query (found at ranks 1 and 3). List each chunk at most "
+                            "once per query")
+
+
+def test_same_chunk_for_two_queries_or_two_arms_is_fine():
+    validate_run(_run([("q1", "a", 1, 1.0), ("q2", "a", 1, 1.0)]))
+    validate_run(_run([("q1", "a", 1, 1.0), ("q1", "a", 1, 1.0)], arm=["x", "y"]))
+
+
+@pytest.mark.parametrize("bad", [np.nan, np.inf, -np.inf])
+def test_non_finite_score_is_rejected_naming_query_and_chunk(bad):
+    run = _run([("q1", "a", 1, 1.0), ("q1", "b", 2, bad)])
+    with pytest.raises(InputError) as e:
+        validate_run(run, path="r.trec")
+    assert str(e.value) == f"r.trec: query q1, chunk b: score must be a finite number (found {bad!r})"
+
+
+def test_unknown_query_and_chunk_ids_are_rejected():
+    run = _run([("q1", "a", 1, 1.0), ("q9", "zz", 2, 0.5)])
+    with pytest.raises(InputError) as e:
+        validate_run(run, path="r.trec", queries=["q1", "q2"])
+    assert str(e.value) == ("r.trec: query q9, chunk zz: unknown query id (found 1 row(s) "
+                            "with a query id not in the query set)")
+    with pytest.raises(InputError, match="query q9, chunk zz: unknown chunk id"):
+        validate_run(run, queries={"q1", "q9"}, chunks=pd.Series(["a", "b"]))
+    validate_run(run, queries=["q1", "q9"], chunks=["a", "zz"])
+
+
+def test_empty_run_is_rejected():
+    with pytest.raises(InputError, match="the run is empty"):
+        validate_run(_run([]), path="r.trec")
+
+
+# --- canonical ranking ---------------------------------------------------------------
+
+def test_ties_follow_trec_eval_score_then_chunk_id_descending():
+    run = _run([("q1", "d1", 1, 1.0), ("q1", "d2", 2, 1.0), ("q1", "d3", 3, 1.0),
+                ("q2", "d9", 1, 0.5), ("q2", "d10", 2, 0.5)])
+    ranked = canonical_ranking(run)
+    assert ranked["chunk_id"].tolist() == ["d3", "d2", "d1", "d9", "d10"]
+    assert ranked["rank"].tolist() == [1, 2, 3, 1, 2]
+
+
+def test_ties_by_rank_keep_the_run_order():
+    run = _run([("q1", "d1", 1, 1.0), ("q1", "d2", 2, 1.0), ("q1", "d3", 3, 1.0),
+                ("q2", "d9", 1, 0.5), ("q2", "d10", 2, 0.5)])
+    assert canonical_ranking(run, ties="rank")["chunk_id"].tolist() == [
+        "d1", "d2", "d3", "d9", "d10"]
+
+
+def test_input_rank_is_ignored_under_score_ties():
+    run = _run([("q", "a", 1, 0.1), ("q", "b", 2, 0.9)])
+    assert canonical_ranking(run)["chunk_id"].tolist() == ["b", "a"]
+    assert canonical_ranking(run, ties="rank")["chunk_id"].tolist() == ["a", "b"]
+
+
+def test_chunk_ids_compare_as_bytes_not_as_numbers():
+    # byte order: "10" < "9" and "Z" < "a" < "é"; ties therefore rank é, a, Z, 9, 10
+    run = _run([(q, c, 1, 2.0) for q, c in [("q", "10"), ("q", "9"), ("q", "a"), ("q", "Z"),
+                                           ("q", "é")]])
+    assert canonical_ranking(run)["chunk_id"].tolist() == ["é", "a", "Z", "9", "10"]
+
+
+def test_queries_sorted_by_id_and_input_not_modified():
+    run = _run([("q2", "a", 1, 1.0), ("q10", "b", 1, 1.0), ("q1", "c", 1, 1.0)])
+    before = run.copy()
+    assert canonical_ranking(run)["query_id"].tolist() == ["q1", "q10", "q2"]
+    pd.testing.assert_frame_equal(run, before)
+
+
+def test_each_arm_ranks_its_own_lists():
+    run = _run([("q", "a", 1, 1.0), ("q", "b", 2, 2.0), ("q", "a", 1, 5.0),
+                ("q", "c", 2, 0.0)], arm=["x", "x", "y", "y"])
+    ranked = canonical_ranking(run)
+    assert ranked[["arm", "chunk_id", "rank"]].values.tolist() == [
+        ["x", "b", 1], ["x", "a", 2], ["y", "a", 1], ["y", "c", 2]]
+
+
+def test_top_k_keeps_the_first_k_of_the_canonical_ranking():
+    run = _run([("q", c, i + 1, s) for i, (c, s) in
+                enumerate([("a", 1.0), ("b", 3.0), ("c", 3.0), ("d", 2.0)])])
+    assert top_k(run, 2)["chunk_id"].tolist() == ["c", "b"]
+    with pytest.raises(InputError, match="at least 1"):
+        top_k(run, 0)
+
+
+def test_unknown_tie_rule_is_an_input_error():
+    with pytest.raises(InputError, match="ties must be"):
+        canonical_ranking(_run([("q", "a", 1, 1.0)]), ties="random")
+
+
+@settings(max_examples=80, deadline=None)
+@given(rows=st.lists(st.tuples(st.sampled_from(["1", "2", "10", "q"]),
+                               st.text(alphabet="ab9Z0é", min_size=1, max_size=3),
+                               st.integers(1, 5),
+                               st.sampled_from([0.0, 0.5, 1.0, -2.0, 1e-9])),
+                     min_size=1, max_size=40, unique_by=lambda r: (r[0], r[1])),
+       ties=st.sampled_from(["score", "rank"]), seed=st.integers(0, 2**32 - 1))
+def test_canonical_ranking_equals_a_python_sort_whatever_the_row_order(rows, ties, seed):
+    run = _run(rows)
+    shuffled = run.sample(frac=1.0, random_state=np.random.default_rng(seed))
+
+    def key(r):  # the rule, written as Python: bytes descending via a negated code point list
+        neg = [-ord(ch) for ch in r[1]] + [1]  # shorter string sorts after its extensions
+        primary = (-r[3],) if ties == "score" else (r[2], -r[3])
+        return (r[0], *primary, neg)
+
+    expected = sorted(rows, key=key)
+    got = canonical_ranking(shuffled, ties=ties)
+    assert list(zip(got["query_id"], got["chunk_id"])) == [(r[0], r[1]) for r in expected]
+    ranks = got.groupby("query_id", sort=False).cumcount() + 1
+    assert got["rank"].tolist() == ranks.tolist()
