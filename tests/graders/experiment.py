@@ -56,6 +56,7 @@ def build(root: Path, *, queries: int = 4, chunks: int = 7, audit: int = 2,
     Returns the grader packets (query id → packet).
     """
     root = Path(root)
+    root.mkdir(parents=True, exist_ok=True)
     qids = [f"q{i:02d}" for i in range(1, queries + 1)]
     params = {
         "seed": 7,

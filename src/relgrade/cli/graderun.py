@@ -129,7 +129,7 @@ def summary_lines(s: graderun.RunSummary, grader: str) -> list[str]:
         f"{s.remaining} of {s.total_pairs} pairs still lack a grade "
         f"({s.already} were recorded before this run)",
     ]
-    for f in s.failures:
+    for f in sorted(s.failures, key=lambda f: (f.query_id, f.batch, f.sample)):
         lines.append(f"failed: query {f.query_id} batch {f.batch}"
                      + (f" sample {f.sample}" if f.sample else "") + f": {f.error}")
     if s.interrupted:
