@@ -122,38 +122,38 @@ def parse_measure(name, *, relevant_min: int = 1) -> Measure:
     try:
         node = ast.parse(text, mode="eval").body
     except SyntaxError:
-        raise InputError("not a measure name", item=repr(text), fix=_FIX) from None
+        raise InputError("not a measure name", item=text, fix=_FIX) from None
     cutoff = None
     if isinstance(node, ast.BinOp) and isinstance(node.op, ast.MatMult):
         cutoff = _literal(node.right, text)
         if isinstance(cutoff, bool) or not isinstance(cutoff, int) or cutoff < 1:
-            raise InputError("a measure's cutoff must be a positive integer", item=repr(text),
+            raise InputError("a measure's cutoff must be a positive integer", item=text,
                              found=repr(cutoff))
         node = node.left
     kwargs = {}
     if isinstance(node, ast.Call):
         if node.args:
             raise InputError("measure parameters are given by name, e.g. R(rel=2)@10",
-                             item=repr(text))
+                             item=text)
         kwargs = {kw.arg: _literal(kw.value, text) for kw in node.keywords}
         node = node.func
     if not isinstance(node, ast.Name) or node.id not in _ALIASES:
         found = node.id if isinstance(node, ast.Name) else None
-        raise InputError("unknown measure", item=repr(text), found=found,
+        raise InputError("unknown measure", item=text, found=found,
                          fix="Known measures: nDCG, R, RR, P, Judged. " + _FIX)
     measure = _ALIASES[node.id]
     allowed = _PARAMS[measure]
     for key in kwargs:
         if key not in allowed:
-            raise InputError(f"{measure} takes no parameter `{key}`", item=repr(text),
+            raise InputError(f"{measure} takes no parameter `{key}`", item=text,
                              fix=f"{measure} accepts: {', '.join(allowed) or 'no parameters'}")
     dcg = kwargs.get("dcg", "log2")
     if dcg not in DCG_FORMS:
-        raise InputError("nDCG's dcg must be 'log2' or 'exp-log2'", item=repr(text),
+        raise InputError("nDCG's dcg must be 'log2' or 'exp-log2'", item=text,
                          found=repr(dcg))
     rel = kwargs.get("rel", relevant_min)
     if isinstance(rel, bool) or not isinstance(rel, int):
-        raise InputError("rel must be an integer grade", item=repr(text), found=repr(rel))
+        raise InputError("rel must be an integer grade", item=text, found=repr(rel))
     if measure not in ("R", "RR", "P"):
         rel = 1
     return Measure(name=measure, cutoff=cutoff, rel=int(rel), dcg=dcg)
