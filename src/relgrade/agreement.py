@@ -202,9 +202,8 @@ def pair_grades(grades: pd.DataFrame, *, rater_a: str, rater_b: str, round: int 
         g = g[g["query_id"].isin(wanted)]
     a = _one_grader(g, str(rater_a))
     b = _one_grader(g, str(rater_b))
-    merged = a.merge(b, on=PAIR, how="outer", suffixes=("_a", "_b"), indicator=True)
-    both = merged[merged["_merge"] == "both"]
-    missing = int((merged["_merge"] != "both").sum())
+    both = a.merge(b, on=PAIR, how="inner", suffixes=("_a", "_b"))
+    missing = len(a) + len(b) - 2 * len(both)
     paired = pd.DataFrame({
         "query_id": both["query_id"].astype(str),
         "chunk_id": both["chunk_id"].astype(str),
@@ -213,9 +212,7 @@ def pair_grades(grades: pd.DataFrame, *, rater_a: str, rater_b: str, round: int 
         "reason_a": both["reason_a"].astype(str),
         "reason_b": both["reason_b"].astype(str),
     })
-    order = sorted(range(len(paired)),
-                   key=lambda i: (paired["query_id"].iat[i], paired["chunk_id"].iat[i]))
-    paired = paired.iloc[order].reset_index(drop=True)
+    paired = paired.sort_values(PAIR, kind="stable").reset_index(drop=True)
     return paired[PAIRED_COLUMNS], missing
 
 
