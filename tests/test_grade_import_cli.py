@@ -153,3 +153,29 @@ def test_sidecar_of_other_intents_refuses_the_import(exp):
     assert res.exit_code == 1
     assert "grades were made from packets with other intents" in res.output
     assert not (exp / TARGET).exists()
+
+
+def test_import_refuses_while_a_grading_run_holds_the_file(exp):
+    from relgrade.gradestore import GradeStore
+
+    (exp / TARGET).parent.mkdir(parents=True)
+    _write(exp / TARGET, [_row("q1", "a", 2)])
+    before = (exp / TARGET).read_bytes()
+    src = _write(exp / "new.jsonl", [_row("q1", "b", 1)])
+    with GradeStore(exp / TARGET).open():
+        res = _import(str(src), "--grader", "grader-a")
+    assert res.exit_code == 1
+    assert res.output == (f"Error: {TARGET.as_posix()}: another relgrade process is "
+                          "writing this grade file; import when it has finished\n")
+    assert (exp / TARGET).read_bytes() == before
+    assert _import(str(src), "--grader", "grader-a").exit_code == 0
+
+
+def test_refused_import_into_a_new_grader_leaves_no_file_or_folder(exp):
+    src = _write(exp / "new.jsonl", [_row("q1", "b", 1)])
+    target = exp / "data/grades/grader-a/round-1.jsonl"
+    target.parent.mkdir(parents=True)
+    target.with_name(".round-1.jsonl.inflight").write_bytes(b"relgrade-inflight 1 2\n")
+    res = _import(str(src), "--grader", "grader-a")
+    assert res.exit_code == 1 and "a grading batch was interrupted" in res.output
+    assert not target.exists()

@@ -6,19 +6,59 @@ stage validates it.
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
+import os
 from pathlib import Path
 
 import click
 
 from relgrade import grades, io
 from relgrade.cli import handle_errors
-from relgrade.errors import InputError
+from relgrade.errors import InputError, ProtocolError
 from relgrade.stage import load_params, path_of
 
 
 @click.group("grade")
 def grade_cmd():
     """Record grades for the pool, only ever adding to what is already recorded."""
+
+
+@contextlib.contextmanager
+def _sole_writer(target: Path):
+    """Hold the grade file's writer lock (the one :mod:`relgrade.gradestore` takes).
+
+    A grading run that holds the file makes the import refuse rather than race it. When the
+    file does not exist yet it is created empty to be locked, and removed again (with a folder
+    created for it) if the import fails.
+    """
+    made_dir = not target.parent.exists()
+    target.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        fd, made = os.open(target, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644), True
+    except FileExistsError:
+        fd, made = os.open(target, os.O_RDWR), False
+    done = False
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise ProtocolError(f"{target.as_posix()}: another relgrade process is writing "
+                                "this grade file; import when it has finished") from None
+        inflight = target.with_name(f".{target.name}.inflight")
+        if inflight.exists() and inflight.read_bytes().startswith(b"relgrade-inflight"):
+            raise ProtocolError(f"{target.as_posix()}: a grading batch was interrupted and "
+                                "is not recovered yet; rerun `relgrade grade run` for this "
+                                "grader first, then import")
+        yield
+        done = True
+    finally:
+        if not done and made and target.exists() and target.stat().st_size == 0:
+            target.unlink()
+            if made_dir:
+                with contextlib.suppress(OSError):
+                    target.parent.rmdir()
+        os.close(fd)
 
 
 def _existing(target: Path, **kw):
@@ -76,16 +116,18 @@ def import_cmd(file, grader, round_, fmt, params_path):
                           rubric_version=str(grading["rubric_version"]),
                           intents_sha256=io.read_json(manifest).get("sha256")
                           if manifest.exists() else None)
-    before, done = _existing(target, **check)
-    again = [p for p in zip(new["query_id"], new["chunk_id"]) if p in done]
-    if again:
-        shown = ", ".join(f"({q}, {c})" for q, c in again[:10])
-        raise InputError(f"{len(again)} pairs already graded by {grader} in round {rnd}",
-                         path=file, found=shown + (" ..." if len(again) > 10 else ""),
-                         fix=f"Remove them from {file.name}; recorded grades are never "
-                             "replaced (a changed grade needs a new round)")
-    if before and not before.endswith(b"\n"):
-        before += b"\n"
-    io.write_bytes(target, before + io.jsonl_bytes(new[grades.ROW_COLUMNS].to_dict("records")))
+    with _sole_writer(target):
+        before, done = _existing(target, **check)
+        again = [p for p in zip(new["query_id"], new["chunk_id"]) if p in done]
+        if again:
+            shown = ", ".join(f"({q}, {c})" for q, c in again[:10])
+            raise InputError(f"{len(again)} pairs already graded by {grader} in round {rnd}",
+                             path=file, found=shown + (" ..." if len(again) > 10 else ""),
+                             fix=f"Remove them from {file.name}; recorded grades are never "
+                                 "replaced (a changed grade needs a new round)")
+        if before and not before.endswith(b"\n"):
+            before += b"\n"
+        rows = new[grades.ROW_COLUMNS].to_dict("records")
+        io.write_bytes(target, before + io.jsonl_bytes(rows))
     click.echo(f"imported {len(new)} grades for {grader} (round {rnd}) into "
                f"{target.as_posix()}: {len(done) + len(new)} rows")
