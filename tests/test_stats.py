@@ -237,3 +237,11 @@ def test_power_is_undefined_not_zero_when_the_standard_error_or_reference_is_zer
     assert q.n_needed is None and "reference mean is 0" in q.notes[0]
     with pytest.raises(InputError):
         stats.power_analysis(se=0.01, n=10, reference=0.5, power=1.2)
+
+
+def test_differences_equal_up_to_rounding_count_as_a_constant_shift():
+    d = (A + 0.05) - A                                   # 0.05 give or take one ulp
+    assert d.max() != d.min()
+    t = stats.paired_t_test(A + 0.05, A)
+    assert t.infinite and t.t is None
+    assert stats.cohens_dz(d) is None

@@ -42,6 +42,9 @@ EXACT_MAX_N = 20
 #: Relative tolerance under which a permuted statistic counts as tied with the observed one.
 TIE_RTOL = 1e-9
 
+#: Differences whose spread is at most this share of their size count as constant.
+RTOL_CONSTANT = 1e-12
+
 
 # --- generators ----------------------------------------------------------------------
 
@@ -569,6 +572,11 @@ class TTest:
                 "notes": list(self.notes)}
 
 
+def _constant(d: np.ndarray) -> bool:
+    """True when the values are equal up to floating-point rounding of their size."""
+    return float(d.max() - d.min()) <= RTOL_CONSTANT * float(np.abs(d).max())
+
+
 def paired_t_test(a, b) -> TTest:
     """Paired two-sided t test of ``mean(a - b) = 0`` (scipy.stats.ttest_rel).
 
@@ -582,7 +590,9 @@ def paired_t_test(a, b) -> TTest:
     TTest
         Zero variance is handled before scipy: all differences 0 gives ``t = 0, p = 1``;
         a constant non-zero difference gives ``infinite=True`` with ``t`` and ``p`` set to
-        None and a note, because no finite t or meaningful p exists.
+        None and a note, because no finite t or meaningful p exists. Differences whose
+        spread is within rounding (``max - min <= 1e-12 * max|d|``, as in ``(a + 0.05) -
+        a``) count as constant.
 
     Raises
     ------
@@ -603,13 +613,13 @@ def paired_t_test(a, b) -> TTest:
     n = d.size
     if n < 2:
         return TTest(None, 0, None, False, ("t test needs at least 2 queries",))
-    if d.min() == d.max():
-        if d[0] == 0.0:
+    if _constant(d):
+        if not d.any():
             return TTest(0.0, n - 1, 1.0, False, ("no difference on any query",))
         return TTest(None, n - 1, None, True,
-                     (f"t statistic infinite: every query differs by exactly {d[0]:g}, so the "
-                      "differences have no variance and the t test does not apply; rely on "
-                      "the randomization test",))
+                     (f"t statistic infinite: every query differs by {float(d.mean()):g}, so "
+                      "the differences have no variance and the t test does not apply; rely "
+                      "on the randomization test",))
     res = sps.ttest_rel(a, b)
     return TTest(float(res.statistic), n - 1, float(res.pvalue))
 
@@ -625,7 +635,7 @@ def cohens_dz(differences) -> float | None:
     -------
     float or None
         0.0 when every difference is 0; None when the differences are constant and non-zero
-        (the ratio is infinite) or there is a single query.
+        (the ratio is infinite; constant up to rounding counts) or there is a single query.
 
     Notes
     -----
@@ -635,11 +645,9 @@ def cohens_dz(differences) -> float | None:
     d = _as_values(differences, "paired differences")
     if d.size < 2:
         return None
-    sd = float(d.std(ddof=1))
-    mean = float(d.mean())
-    if sd == 0.0:
-        return 0.0 if mean == 0.0 else None
-    return mean / sd
+    if _constant(d):
+        return 0.0 if not d.any() else None
+    return float(d.mean()) / float(d.std(ddof=1))
 
 
 def holm(p_values) -> np.ndarray:

@@ -1,0 +1,264 @@
+"""The comparison of arms: traps, Holm over the family, determinism, segments, renderers."""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import replace
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from relgrade import compare, stats
+from relgrade.compare import Settings, compare_arms
+from relgrade.errors import InputError
+from relgrade.noise import LabelNoise
+
+A = [0.5, 0.25, 0.75, 0.125, 0.375]
+STEP = [0.0625, 0.125, 0.0625, 0.125, 0.0625]
+M = "nDCG(dcg='exp-log2')@10"
+
+
+def table(arms: dict, measure=M, groups=None) -> pd.DataFrame:
+    rows = []
+    for arm, values in arms.items():
+        for i, v in enumerate(values):
+            rows.append({"arm": arm, "query_id": f"q{i:03d}",
+                         "group": groups[i] if groups else "all", "measure": measure,
+                         "value": float(v)})
+    return pd.DataFrame(rows)
+
+
+def settings(**kw) -> Settings:
+    base = dict(seed=20261130, n_resamples=2000, n_permutations=2000, baseline="bm25")
+    base.update(kw)
+    return Settings(**base)
+
+
+def test_an_arm_against_its_copy_reports_no_difference_without_nan():
+    c = compare_arms(table({"bm25": A, "copy": A}), settings=settings())
+    (p,) = c.pairs
+    assert (p.delta.estimate, p.delta.low, p.delta.high) == (0.0, 0.0, 0.0)
+    assert (p.randomization.p, p.p_holm, p.ttest.p) == (1.0, 1.0, 1.0)
+    assert p.verdict().startswith(f"no detectable difference on {M} between copy and bm25")
+    json.loads(c.to_json())                         # allow_nan=False: no NaN anywhere
+
+
+def test_a_constant_shift_flags_an_infinite_t_and_gives_the_exact_floor():
+    c = compare_arms(table({"bm25": A, "up": np.add(A, 0.0625)}), settings=settings())
+    (p,) = c.pairs
+    assert p.ttest.infinite and p.ttest.t is None
+    assert p.randomization.method == "exact" and p.randomization.p == 0.0625
+    d = p.to_dict()
+    assert d["t_test"]["infinite"] is True and d["t_test"]["t"] is None
+    assert any("infinite" in n for n in d["t_test"]["notes"])
+    assert d["low"] == d["high"] == 0.0625                # every query moved the same
+
+
+def test_an_uneven_step_matches_the_t_test_by_hand():
+    c = compare_arms(table({"bm25": A, "up": np.add(A, STEP)}), settings=settings())
+    (p,) = c.pairs
+    assert p.ttest.t == pytest.approx(5.7155, abs=5e-5)
+    assert p.ttest.df == 4 and p.ttest.p == pytest.approx(0.00464, abs=5e-6)
+    assert p.delta.estimate == pytest.approx(0.0875)
+    assert p.randomization.p == 2 / 32                    # all five differences positive
+
+
+def test_an_arm_scoring_one_everywhere_gets_a_degenerate_interval_with_a_note():
+    c = compare_arms(table({"bm25": np.linspace(0.1, 1.0, 10), "perfect": np.ones(10)}),
+                     settings=settings())
+    ci = c.intervals[("perfect", M)]
+    assert (ci.low, ci.high, ci.se, ci.method) == (1.0, 1.0, 0.0, "degenerate")
+    entry = c.to_dict()["arms"]["perfect"][M]
+    assert "degenerate" in entry["notes"][0]
+    assert entry["power"]["n_needed"] is None
+
+
+def test_holm_runs_over_every_comparison_made():
+    g = np.random.default_rng(1)
+    base = g.random(40)
+    arms = {"bm25": base, "b": base + g.normal(0.05, 0.1, 40), "c": base + g.normal(0, 0.1, 40)}
+    c = compare_arms(table(arms), settings=settings())
+    raw = [p.randomization.p for p in c.pairs]
+    assert [p.p_holm for p in c.pairs] == pytest.approx(stats.holm(raw).tolist())
+    assert [p.significant for p in c.pairs] == [h <= 0.05 for h in stats.holm(raw)]
+
+
+def test_numbers_do_not_depend_on_the_other_comparisons_or_their_order():
+    g = np.random.default_rng(2)
+    base = g.random(60)
+    arms = {"bm25": base, "b": base + g.normal(0.02, 0.1, 60), "c": base + g.normal(0, 0.1, 60)}
+    both = compare_arms(table(arms), settings=settings(pairs="all"), pairs=[("c", "bm25"), ("b", "bm25")])
+    alone = compare_arms(table(arms), settings=settings(), pairs=[("b", "bm25")])
+    x = both.pair("b", "bm25", M)
+    y = alone.pair("b", "bm25", M)
+    assert x.delta == y.delta and x.randomization == y.randomization
+    assert both.intervals[("b", M)] == alone.intervals[("b", M)]
+
+
+def test_bit_identical_across_runs_and_worker_counts():
+    g = np.random.default_rng(3)
+    base = g.random(300)
+    arms = {"bm25": base, "b": base + g.normal(0.01, 0.1, 300), "c": base + g.normal(0, 0.1, 300)}
+    groups = ["head" if i % 3 else "tail" for i in range(300)]
+    df = table(arms, groups=groups)
+    one = compare_arms(df, settings=settings(pairs="all"), workers=1).to_json()
+    again = compare_arms(df, settings=settings(pairs="all"), workers=1).to_json()
+    two = compare_arms(df, settings=settings(pairs="all"), workers=2).to_json()
+    assert one == again == two
+    shuffled = df.sample(frac=1.0, random_state=0)       # row order of the input is irrelevant
+    assert compare_arms(shuffled, settings=settings(pairs="all"), workers=1).to_json() == one
+
+
+def test_a_different_seed_changes_the_resamples():
+    g = np.random.default_rng(4)
+    base = g.random(50)
+    arms = {"bm25": base, "b": base + g.normal(0.02, 0.1, 50)}
+    a = compare_arms(table(arms), settings=settings()).pairs[0].delta
+    b = compare_arms(table(arms), settings=settings(seed=1)).pairs[0].delta
+    assert a.estimate == b.estimate and (a.low, a.high) != (b.low, b.high)
+
+
+def test_segment_cancellation_is_flagged_when_groups_disagree_in_sign():
+    n = 60
+    g = np.random.default_rng(5)
+    base = g.random(n) * 0.5
+    groups = ["keyword"] * 30 + ["question"] * 30
+    shift = np.r_[np.full(30, 0.3), np.full(30, -0.3)] + g.normal(0, 0.02, n)
+    c = compare_arms(table({"bm25": base, "hybrid": base + shift}, groups=groups),
+                     settings=settings())
+    (p,) = c.pairs
+    segs = {s.group: s for s in p.segments}
+    assert segs["keyword"].delta.low > 0 and segs["question"].delta.high < 0
+    assert segs["keyword"].delta.n == 30
+    assert p.cancellation
+    assert "segment cancellation" in p.verdict()
+    assert p.to_dict()["segment_cancellation"] is True
+
+
+def test_no_cancellation_when_groups_agree():
+    n = 40
+    base = np.linspace(0, 0.5, n)
+    groups = ["keyword", "question"] * 20
+    c = compare_arms(table({"bm25": base, "hybrid": base + 0.1 + 0.01 * np.sin(np.arange(n))},
+                           groups=groups), settings=settings())
+    assert not c.pairs[0].cancellation
+
+
+def test_verdict_of_a_clear_win_reads_as_the_protocol_sentence():
+    g = np.random.default_rng(6)
+    base = g.random(200) * 0.6
+    c = compare_arms(table({"bm25": base, "hybrid": base + g.normal(0.03, 0.05, 200)}),
+                     settings=settings())
+    (p,) = c.pairs
+    assert p.significant
+    pattern = (r"hybrid better than bm25 on nDCG\(dcg='exp-log2'\)@10 by 0\.\d{3} "
+               r"\[0\.\d{3}, 0\.\d{3}\], p=[0-9.e-]+ after Holm$")
+    assert re.match(pattern, p.verdict()), p.verdict()
+    # the loser named first reads the same comparison the other way round
+    mirrored = c.pair("bm25", "hybrid", M)
+    assert mirrored.delta.estimate == -p.delta.estimate
+    assert (mirrored.delta.low, mirrored.delta.high) == (-p.delta.high, -p.delta.low)
+    assert mirrored.verdict().startswith("hybrid better than bm25")
+
+
+def test_a_win_inside_the_label_noise_band_is_not_a_measured_improvement():
+    g = np.random.default_rng(7)
+    base = g.random(100)
+    c = compare_arms(table({"bm25": base, "hybrid": base + 0.02 + g.normal(0, 0.01, 100)}),
+                     settings=settings())
+    p = replace(c.pairs[0], noise=LabelNoise(10, 0.02, -0.03, 0.05, 0.015, True))
+    assert p.significant
+    assert p.verdict().endswith("not measured an improvement")
+    assert p.to_dict()["label_noise"]["within_band"] is True
+
+
+def test_a_weak_difference_reports_the_queries_needed():
+    g = np.random.default_rng(8)
+    base = g.random(30)
+    c = compare_arms(table({"bm25": base, "b": base + g.normal(0, 0.1, 30)}), settings=settings())
+    (p,) = c.pairs
+    se, mean_b = p.delta.se, float(np.mean(base))
+    z = stats.special.ndtri(0.975) + stats.special.ndtri(0.8)
+    assert p.power.n_needed == int(np.ceil(30 * (z * se / (0.02 * mean_b)) ** 2 - 1e-9))
+    assert f"about {p.power.n_needed} queries would detect a 2% change" in p.verdict()
+
+
+def test_traffic_weights_make_weighted_means():
+    c = compare_arms(table({"bm25": [1.0, 0.0], "b": [0.0, 0.0]}), settings=settings(),
+                     weights={"q000": 3.0, "q001": 1.0})
+    assert c.intervals[("bm25", M)].estimate == pytest.approx(0.75)
+    assert c.pairs[0].delta.estimate == pytest.approx(-0.75)
+
+
+def test_judged_measures_are_reported_but_not_compared():
+    df = pd.concat([table({"bm25": A, "b": STEP}), table({"bm25": A, "b": A}, measure="Judged@10")])
+    c = compare_arms(df, settings=settings())
+    assert c.measures == [M]
+
+
+def test_missing_values_and_bad_settings_are_input_errors():
+    df = table({"bm25": A, "b": A}).iloc[:-1]
+    with pytest.raises(InputError, match=r"arm b, query q004, measure nDCG"):
+        compare_arms(df, settings=settings())
+    with pytest.raises(InputError, match="baseline is not one of the arms"):
+        compare_arms(table({"x": A, "y": A}), settings=settings())
+    with pytest.raises(InputError, match="metrics.level"):
+        settings(level=95)
+    bad = table({"bm25": A, "b": A})
+    bad.loc[0, "value"] = np.nan
+    with pytest.raises(InputError, match="finite"):
+        compare_arms(bad, settings=settings())
+
+
+def test_settings_come_from_the_params_file():
+    import yaml
+
+    params = yaml.safe_load(open("params.yaml"))
+    s = Settings.from_params(params)
+    m = params["metrics"]
+    assert (s.seed, s.n_resamples, s.level, s.baseline) == (
+        params["seed"], m["bootstrap"], m["level"], m["baseline"])
+    assert (s.alpha, s.power, s.min_relative_change) == (m["alpha"], m["power"],
+                                                         m["min_relative_change"])
+
+
+def test_renderers_show_the_same_numbers():
+    g = np.random.default_rng(9)
+    base = g.random(50)
+    c = compare_arms(table({"bm25": base, "hybrid": base + 0.05}, groups=["k", "q"] * 25),
+                     settings=settings())
+    d = json.loads(c.to_json())
+    p = d["comparisons"][0]
+    assert p["delta"] == pytest.approx(0.05)
+    assert d["verdicts"] == c.verdicts()
+    md = c.to_markdown()
+    assert "| hybrid | bm25 | nDCG(dcg='exp-log2')@10 | +0.0500 |" in md
+    assert "## Segments" in md and c.verdicts()[0] in md
+    from rich.console import Console
+
+    console = Console(record=True, width=200)
+    for t in c.rich_tables(measure=M, pair=("hybrid", "bm25")):
+        console.print(t)
+    text = console.export_text()
+    assert "hybrid − bm25" in text and "+0.0500" in text
+
+
+def test_plot_tables():
+    c = compare_arms(table({"bm25": [0.5, 0.5, 0.5], "b": [0.75, 0.25, 0.5]}), settings=settings())
+    arms = c.arms_plot()
+    assert arms.columns.tolist() == ["arm", "measure", "mean", "low", "high"]
+    assert arms.set_index("arm").loc["bm25", "mean"] == 0.5
+    deltas = c.deltas_plot()
+    assert deltas["delta"].tolist() == [0.25, 0.0, -0.25]      # largest first
+    assert deltas["rank"].tolist() == [1, 2, 3]
+    assert deltas["query_id"].tolist() == ["q000", "q002", "q001"]
+    assert set(deltas["arm"]) == {"b"} and set(deltas["baseline"]) == {"bm25"}
+
+
+def test_design_pairs():
+    assert compare.design_pairs(["c", "a", "b"], baseline="b", mode="baseline") == [
+        ("a", "b"), ("c", "b")]
+    assert compare.design_pairs(["c", "a", "b"], baseline=None, mode="all") == [
+        ("a", "b"), ("a", "c"), ("b", "c")]
