@@ -50,8 +50,8 @@ def test_provenance_records_arm_rank_score_and_source():
     assert prov.columns.tolist() == ["query_id", "chunk_id", "arm", "rank", "score", "source"]
     rows = [tuple(r) for r in prov.itertuples(index=False)]
     assert rows == [("q1", "c1", "a", 1, 3.0, "depth"),
-                    ("q1", "c2", "b", 1, 9.0, "depth"),
                     ("q1", "c2", "a", 2, 2.0, "depth"),
+                    ("q1", "c2", "b", 1, 9.0, "depth"),
                     ("q1", "c4", "b", 2, 8.0, "depth"),
                     ("q2", "d1", "a", 1, 1.0, "depth"),
                     ("q2", "d1", "b", 2, 4.0, "depth"),
@@ -233,7 +233,7 @@ def test_pool_equals_duckdb_window_function(seed):
         SELECT query_id, chunk_id, arm, rn FROM (
           SELECT *, row_number() OVER (PARTITION BY arm, query_id
                                        ORDER BY score DESC, chunk_id DESC) AS rn FROM runs)
-        WHERE rn <= 10 ORDER BY query_id, chunk_id, rn, arm""").fetchall()
+        WHERE rn <= 10 ORDER BY query_id, chunk_id, arm""").fetchall()
     assert [tuple(r) for r in prov[["query_id", "chunk_id", "arm", "rank"]].itertuples(
         index=False)] == ref_prov
 

@@ -106,3 +106,34 @@ def test_other_role_or_round_gives_another_order_for_more_than_three_chunks(ids,
     assert auditor != later
     assert display_order(list(reversed(ids)), seed=seed, query_id=qid, role="grader",
                          round=rnd)[0] == grader
+
+
+@st.composite
+def unsorted_runs(draw):
+    """Stacked runs with coarse scores, arbitrary rank columns and arbitrary row order."""
+    runs = draw(stacked_runs())
+    perm = draw(st.permutations(range(len(runs))))
+    ranks = draw(st.lists(st.integers(1, 5), min_size=len(runs), max_size=len(runs)))
+    return runs.iloc[list(perm)].assign(rank=ranks).reset_index(drop=True)
+
+
+@settings(max_examples=200, deadline=None)
+@given(run=st.one_of(stacked_runs(), unsorted_runs()), depth=st.integers(1, 8),
+       ties=st.sampled_from(["score", "rank"]))
+def test_top_candidates_keep_every_canonical_rank_up_to_depth(run, depth, ties):
+    full = R.canonical_ranking(run, ties=ties)
+    cut = R.canonical_ranking(P.top_candidates(run, depth, ties=ties), ties=ties)
+    want = full[full["rank"] <= depth].reset_index(drop=True)
+    got = cut[cut["rank"] <= depth].reset_index(drop=True)
+    pd.testing.assert_frame_equal(got, want)
+
+
+@settings(max_examples=200, deadline=None)
+@given(pairs=st.lists(st.tuples(st.text(min_size=1, max_size=6), st.text(min_size=1, max_size=6)),
+                      min_size=1, max_size=20, unique=True))
+def test_pool_bytes_equal_canonical_jsonl_for_any_ids(pairs):
+    from relgrade.io import jsonl_bytes
+
+    pool = pd.DataFrame(pairs, columns=["query_id", "chunk_id"])
+    expected = jsonl_bytes({"query_id": q, "chunk_id": c} for q, c in sorted(pairs))
+    assert P.pool_bytes(pool) == expected

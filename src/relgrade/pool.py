@@ -25,6 +25,8 @@ from itertools import combinations
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
 
 from relgrade.errors import InputError
 from relgrade.io import canonical_json, sha256_bytes
@@ -46,10 +48,111 @@ def _int_param(value, name: str, *, minimum: int) -> int:
     return int(value)
 
 
-def _codes(values, *, sort: bool = True) -> tuple[np.ndarray, np.ndarray]:
-    """Integer codes and uniques of ``values``; with ``sort`` the codes follow string order."""
-    codes, uniques = pd.factorize(values, sort=sort)
-    return codes.astype(np.int64, copy=False), np.asarray(uniques, dtype=object)
+def _arrow_strings(values) -> pa.Array:
+    """``values`` (a pandas Series, array or Arrow array of ids) as one Arrow string array."""
+    arr = values if isinstance(values, (pa.Array, pa.ChunkedArray)) else pa.array(values)
+    if isinstance(arr, pa.ChunkedArray):
+        arr = arr.combine_chunks()
+    if not (pa.types.is_string(arr.type) or pa.types.is_large_string(arr.type)):
+        arr = pc.cast(arr, pa.large_string())
+    return arr
+
+
+def _codes(values) -> tuple[np.ndarray, pa.Array]:
+    """Integer codes of ``values`` whose order is the ids' code-point order, and the ids.
+
+    Arrow's dictionary encoding and string sort (by UTF-8 bytes, which is code-point order)
+    do the work; ``uniques.take(codes)`` gives the values back.
+    """
+    encoded = pc.dictionary_encode(_arrow_strings(values))
+    dictionary = encoded.dictionary
+    order = pc.array_sort_indices(dictionary).to_numpy()
+    rank = np.empty(len(order), dtype=np.int64)
+    rank[order] = np.arange(len(order), dtype=np.int64)
+    codes = rank[encoded.indices.to_numpy(zero_copy_only=False)]
+    return codes, dictionary.take(pa.array(order, type=pa.int64()))
+
+
+def _strings(uniques: pa.Array, codes: np.ndarray) -> pd.Series:
+    """The ids ``uniques[codes]`` as a pandas Series of dtype ``str``."""
+    return uniques.take(pa.array(codes, type=pa.int64())).to_pandas()
+
+
+def top_candidates(run: pd.DataFrame, depth: int, *, ties: str = "score") -> pd.DataFrame:
+    """The rows of each ranked list that can reach its canonical top ``depth``.
+
+    A cheap cut before :func:`relgrade.runs.canonical_ranking`, so a deep run is not sorted
+    in full just to pool its first ranks.
+
+    Parameters
+    ----------
+    run : pandas.DataFrame of shape (n_rows, >= 4)
+        A validated run: ``query_id``, ``chunk_id``, ``rank``, ``score`` (and ``arm`` when
+        stacked; each (arm, query) is then its own ranked list). Not modified.
+    depth : int
+        The deepest canonical rank needed (``pool.depth``, or ``pool.tail_depth`` with a
+        tail sample).
+    ties : {"score", "rank"}, default "score"
+        The tie rule the run will be ranked with (params ``runs.ties``).
+
+    Returns
+    -------
+    pandas.DataFrame
+        The rows of ``run`` (same columns, original row order and index) whose sort key is
+        at least as good as the ``depth``-th best key of their ranked list: score at least
+        the ``depth``-th highest score (``ties="score"``), or rank at most the ``depth``-th
+        lowest rank (``ties="rank"``). Lists shorter than ``depth`` are kept whole.
+
+    Raises
+    ------
+    InputError
+        ``ties`` is neither ``"score"`` nor ``"rank"``; ``depth`` is not a positive integer.
+
+    Notes
+    -----
+    The canonical order sorts each list by that key first (score descending, or rank
+    ascending) and only then breaks ties, so the kept rows are exactly a prefix of the
+    canonical order, ties at the cut included. Ranking the kept rows therefore gives every
+    row the same canonical rank as ranking the whole run, for all ranks up to ``depth``.
+    A run already in canonical order (as TREC runs usually are) is cut in linear time;
+    otherwise one ``numpy.lexsort`` over numeric keys does it.
+    """
+    if ties not in ("score", "rank"):
+        raise InputError("runs.ties must be `score` or `rank`", path="params.yaml",
+                         item="runs.ties", found=repr(ties))
+    depth = _int_param(depth, "pool depth", minimum=1)
+    n = len(run)
+    if n == 0:
+        return run
+    group = pc.dictionary_encode(_arrow_strings(run["query_id"])).indices.to_numpy(
+        zero_copy_only=False).astype(np.int64)
+    if "arm" in run.columns:
+        arm = pc.dictionary_encode(_arrow_strings(run["arm"])).indices.to_numpy(
+            zero_copy_only=False).astype(np.int64)
+        group = arm * (int(group.max()) + 1) + group
+    if ties == "score":
+        key = -run["score"].to_numpy(dtype=np.float64)
+    else:
+        key = run["rank"].to_numpy().astype(np.float64)
+
+    # Rows already grouped by list and ordered by key: no sort needed.
+    same = group[1:] == group[:-1]
+    starts = np.flatnonzero(np.r_[True, ~same])
+    presorted = (np.all(key[1:][same] >= key[:-1][same])
+                 and len(np.unique(group[starts])) == len(starts))
+    order = np.arange(n) if presorted else np.lexsort((key, group))
+    g_sorted, k_sorted = group[order], key[order]
+    if not presorted:
+        starts = np.flatnonzero(np.r_[True, g_sorted[1:] != g_sorted[:-1]])
+    lengths = np.diff(np.r_[starts, n])
+    # the depth-th best key of each list (lists shorter than depth keep every row)
+    cut = np.full(len(starts), np.inf)
+    long_enough = lengths >= depth
+    cut[long_enough] = k_sorted[starts[long_enough] + depth - 1]
+    keep_sorted = k_sorted <= np.repeat(cut, lengths)
+    keep = np.zeros(n, dtype=bool)
+    keep[order[keep_sorted]] = True
+    return run[keep]
 
 
 def build_pool(runs: pd.DataFrame, *, depth: int, tail_sample: int = 0,
@@ -83,7 +186,7 @@ def build_pool(runs: pd.DataFrame, *, depth: int, tail_sample: int = 0,
         Private. ``query_id``, ``chunk_id``, ``arm``, ``rank`` (int64), ``score``
         (float64), ``source`` (``"depth"`` or ``"tail"``): one row per arm that ranked a
         pooled chunk within ``depth`` (source ``depth``) or, for a sampled tail chunk,
-        within ``tail_depth`` (source ``tail``). Sorted by (query_id, chunk_id, rank, arm).
+        within ``tail_depth`` (source ``tail``). Sorted by (query_id, chunk_id, arm).
     stats : dict
         ``pairs``, ``queries``, ``arms``, ``tail_pairs``, ``size`` (``min``/``mean``/``max``
         pooled chunks per query), ``overlap`` (``{arm_a: {arm_b: mean Jaccard}}`` for every
@@ -140,69 +243,84 @@ def build_pool(runs: pd.DataFrame, *, depth: int, tail_sample: int = 0,
     rank_all = runs["rank"].to_numpy()
     sub = runs.loc[rank_all <= deepest, RUN_COLUMNS]
     rank = sub["rank"].to_numpy(dtype=np.int64)
-    qc, qu = _codes(sub["query_id"].to_numpy())
-    cc, cu = _codes(sub["chunk_id"].to_numpy())
-    ac, au = _codes(sub["arm"].to_numpy())
+    qc, qu = _codes(sub["query_id"])
+    cc, cu = _codes(sub["chunk_id"])
+    ac, au = _codes(sub["arm"])
     n_q, n_c, n_a = len(qu), max(len(cu), 1), max(len(au), 1)
-    pair = qc * n_c + cc                     # sorted pair key: (query_id, chunk_id) order
+    pair = qc * n_c + cc                     # pair key in (query_id, chunk_id) order
     top = rank <= depth
 
-    # One arm listing a chunk twice for a query would double its vote and its statistics.
-    triple = pair[top] * n_a + ac[top]
-    order = np.argsort(triple, kind="stable")
-    dup = np.flatnonzero(triple[order][1:] == triple[order][:-1])
+    # One sort of the rows by (pair, arm) serves the duplicate check, the deduplication
+    # and the provenance's order.
+    order = np.argsort(pair * n_a + ac, kind="stable")
+    sorted_key = (pair * n_a + ac)[order]
+    dup = np.flatnonzero(sorted_key[1:] == sorted_key[:-1])
     if dup.size:
-        i = np.flatnonzero(top)[order[dup[0] + 1]]
+        # One arm listing a chunk twice for a query would double its vote in the stats.
+        i = order[dup[0] + 1]
         raise InputError("chunk listed twice in one ranked list",
-                         item=f"arm {au[ac[i]]}, query {qu[qc[i]]}, chunk {cu[cc[i]]}",
+                         item=f"arm {au[int(ac[i])]}, query {qu[int(qc[i])]}, "
+                              f"chunk {cu[int(cc[i])]}",
                          fix="Validate and canonically rank the run before pooling")
-
-    depth_keys, depth_counts = np.unique(pair[top], return_counts=True)
+    top_sorted = order[top[order]]
+    depth_keys, depth_counts = _runs_of(pair[top_sorted])
 
     # Tail sample: candidates ranked depth+1..tail_depth by any arm, not already pooled.
     tail_keys = np.empty(0, dtype=np.int64)
     tail_prob = np.empty(0, dtype=np.float64)
     if tail_sample > 0:
-        cand = np.unique(pair[~top])
+        cand, _ = _runs_of(pair[order[~top[order]]])
         cand = cand[~np.isin(cand, depth_keys, assume_unique=True)]
         cand_q = cand // n_c
         n_per_q = np.bincount(cand_q, minlength=n_q)
-        keys = rng.random(cand.size)
+        keys = rng.random(cand.size)         # one key per candidate, in (query, chunk) order
         by = np.lexsort((keys, cand_q))      # within each query, by random key
         starts = np.concatenate(([0], np.cumsum(n_per_q)[:-1]))
         pos = np.arange(cand.size) - starts[cand_q[by]]
-        keep = by[pos < tail_sample]
-        tail_keys = np.sort(cand[keep])
+        tail_keys = np.sort(cand[by[pos < tail_sample]])
         n_tail = n_per_q[tail_keys // n_c]
         tail_prob = np.minimum(tail_sample, n_tail) / n_tail
 
-    all_keys = np.concatenate([depth_keys, tail_keys])
-    all_prob = np.concatenate([np.ones(depth_keys.size), tail_prob])
-    order = np.argsort(all_keys, kind="stable")
-    all_keys, all_prob = all_keys[order], all_prob[order]
+    all_keys, all_prob = depth_keys, np.ones(depth_keys.size)
+    if tail_keys.size:
+        all_keys = np.concatenate([depth_keys, tail_keys])
+        all_prob = np.concatenate([all_prob, tail_prob])
+        merged = np.argsort(all_keys, kind="stable")
+        all_keys, all_prob = all_keys[merged], all_prob[merged]
     pool = pd.DataFrame({
-        "query_id": pd.array(qu[all_keys // n_c], dtype="str"),
-        "chunk_id": pd.array(cu[all_keys % n_c], dtype="str"),
+        "query_id": _strings(qu, all_keys // n_c),
+        "chunk_id": _strings(cu, all_keys % n_c),
         "inclusion_prob": all_prob.astype(np.float64),
     })
 
     # Provenance: every arm's row for a pooled pair (top-depth rows, sampled tail rows).
-    in_tail = np.isin(pair, tail_keys) & ~top if tail_keys.size else np.zeros(len(pair), bool)
-    prov_rows = np.flatnonzero(top | in_tail)
-    prov_rows = prov_rows[np.lexsort((ac[prov_rows], rank[prov_rows], pair[prov_rows]))]
+    chosen = top.copy()
+    if tail_keys.size:
+        chosen |= np.isin(pair, tail_keys)
+    rows = order[chosen[order]]
     provenance = pd.DataFrame({
-        "query_id": pd.array(qu[qc[prov_rows]], dtype="str"),
-        "chunk_id": pd.array(cu[cc[prov_rows]], dtype="str"),
-        "arm": pd.array(au[ac[prov_rows]], dtype="str"),
-        "rank": rank[prov_rows],
-        "score": sub["score"].to_numpy(dtype=np.float64)[prov_rows],
-        "source": pd.array(np.where(top[prov_rows], "depth", "tail"), dtype="str"),
+        "query_id": _strings(qu, qc[rows]),
+        "chunk_id": _strings(cu, cc[rows]),
+        "arm": _strings(au, ac[rows]),
+        "rank": rank[rows],
+        "score": sub["score"].to_numpy(dtype=np.float64)[rows],
+        "source": pd.Series(np.where(top[rows], "depth", "tail"), dtype="str"),
     })
 
     stats = _stats(pool_keys=all_keys, n_c=n_c, depth_keys=depth_keys,
                    depth_counts=depth_counts, top_pair=pair[top], top_arm=ac[top],
-                   top_query=qc[top], arms=au, n_q=n_q, tail_pairs=int(tail_keys.size))
+                   top_query=qc[top], arms=au.to_pylist(), n_q=n_q,
+                   tail_pairs=int(tail_keys.size))
     return pool, provenance, stats
+
+
+def _runs_of(sorted_keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Distinct values of a sorted int array and how often each occurs (``np.unique``
+    without its sort)."""
+    if sorted_keys.size == 0:
+        return sorted_keys, np.empty(0, dtype=np.int64)
+    first = np.flatnonzero(np.r_[True, sorted_keys[1:] != sorted_keys[:-1]])
+    return sorted_keys[first], np.diff(np.r_[first, sorted_keys.size])
 
 
 def _stats(*, pool_keys, n_c, depth_keys, depth_counts, top_pair, top_arm, top_query, arms,
@@ -271,15 +389,47 @@ def pool_bytes(pool: pd.DataFrame) -> bytes:
     """
     if len(pool) == 0:
         return b""
-    qc, qu = _codes(pool["query_id"].astype("str").to_numpy())
-    cc, cu = _codes(pool["chunk_id"].astype("str").to_numpy())
+    qc, qu = _codes(pool["query_id"].astype("str"))
+    cc, cu = _codes(pool["chunk_id"].astype("str"))
     order = np.lexsort((cc, qc))
-    # JSON-encode each distinct id once, then assemble lines from the encoded pieces.
-    qj = [canonical_json(str(q)) for q in qu]
-    cj = [canonical_json(str(c)) for c in cu]
-    text = "".join([f'{{"query_id":{qj[q]},"chunk_id":{cj[c]}}}\n'
-                    for q, c in zip(qc[order].tolist(), cc[order].tolist())])
-    return text.encode("utf-8")
+    lines = _join('{"query_id":', _json_strings(qu).take(pa.array(qc[order])),
+                  ',"chunk_id":', _json_strings(cu).take(pa.array(cc[order])), "}\n")
+    return _concatenated(lines)
+
+
+def _join(*parts) -> pa.Array:
+    """Element-wise concatenation of Arrow string arrays and Python string constants."""
+    args = [pa.scalar(p, pa.large_string()) if isinstance(p, str)
+            else pc.cast(p, pa.large_string()) for p in parts]
+    return pc.binary_join_element_wise(*args, pa.scalar("", pa.large_string()))
+
+
+# What json.dumps escapes when ensure_ascii=False: '"', '\\' and control characters.
+_NEEDS_ESCAPE = r'["\\\x00-\x1f]'
+
+
+def _json_strings(values: pa.Array) -> pa.Array:
+    """Each string as a JSON string literal, exactly as :func:`relgrade.io.canonical_json`
+    writes it: quoted, and only ids that hold a quote, backslash or control character go
+    through ``json.dumps``."""
+    quoted = _join('"', values, '"')
+    special = np.flatnonzero(pc.match_substring_regex(values, _NEEDS_ESCAPE).to_numpy(
+        zero_copy_only=False))
+    if special.size == 0:
+        return quoted
+    fixed = quoted.to_pylist()
+    for i in special.tolist():
+        fixed[i] = canonical_json(fixed[i][1:-1])
+    return pa.array(fixed, type=quoted.type)
+
+
+def _concatenated(strings: pa.Array) -> bytes:
+    """The bytes of every string of an Arrow string array, end to end."""
+    strings = pc.cast(strings, pa.large_string())
+    offsets = np.frombuffer(strings.buffers()[1], dtype=np.int64)[
+        strings.offset:strings.offset + len(strings) + 1]
+    data = strings.buffers()[2]
+    return data.to_pybytes()[int(offsets[0]):int(offsets[-1])]
 
 
 def pool_version(pool: pd.DataFrame) -> str:
