@@ -171,7 +171,7 @@ def test_import_refuses_while_a_grading_run_holds_the_file(exp):
     assert _import(str(src), "--grader", "grader-a").exit_code == 0
 
 
-def test_refused_import_into_a_new_grader_leaves_no_file_or_folder(exp):
+def test_import_refused_before_writing_leaves_no_new_grade_file(exp):
     src = _write(exp / "new.jsonl", [_row("q1", "b", 1)])
     target = exp / "data/grades/grader-a/round-1.jsonl"
     target.parent.mkdir(parents=True)
