@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
+import subprocess
+import sys
+from pathlib import Path
 
 import pandas as pd
 import pytest
+import yaml
 
 from relgrade import grades
 from relgrade.errors import InputError
@@ -268,3 +273,58 @@ def test_unknown_grader_kind_in_params_is_refused():
         grades.grader_spec(bad, "grader-a")
     assert str(e.value) == ("params.yaml: grader-a: grader kind must be one of model, human, "
                             "import (found robot)")
+
+
+# --- the stage script ------------------------------------------------------------------------
+
+def _stage_dir(root):
+    repo = Path(__file__).resolve().parents[1]
+    params = yaml.safe_load((repo / "params.yaml").read_text())
+    (root / "params.yaml").write_text(yaml.safe_dump(params))
+    p = params["paths"]
+    (root / p["pool"]).parent.mkdir(parents=True)
+    POOL_DF.to_parquet(root / p["pool"], index=False)
+    (root / p["audit"]).parent.mkdir(parents=True)
+    (root / p["audit"]).write_text('{"query_id": "q2"}\n')
+    (root / p["intents_manifest"]).parent.mkdir(parents=True)
+    (root / p["intents_manifest"]).write_text(json.dumps({"sha256": "i" * 64}))
+    folder = root / p["grades_in"] / "grader-a"
+    folder.mkdir(parents=True)
+    (folder / "round-1.jsonl").write_text("".join(
+        json.dumps(_row("q1", c, 1)) + "\n" for c in ("c1", "c2", "c3")))
+    return repo, p
+
+
+def _run_stage(repo, root):
+    return subprocess.run([sys.executable, str(repo / "stages/grades.py")], cwd=root,
+                          capture_output=True, text=True,
+                          env={"PYTHONPATH": str(repo / "src"), "PATH": "/usr/bin:/bin"})
+
+
+def test_stage_writes_the_long_table_and_manifest_and_reports_gaps(tmp_path):
+    repo, p = _stage_dir(tmp_path)
+    proc = _run_stage(repo, tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == "auditor-b: 2 pool pairs lack a grade, in 1 query: q2 (2)\n"
+    table = pd.read_parquet(tmp_path / p["grades"])
+    assert table[["query_id", "chunk_id", "grader", "round", "grade"]].values.tolist() == [
+        ["q1", "c1", "grader-a", 1, 1], ["q1", "c2", "grader-a", 1, 1],
+        ["q1", "c3", "grader-a", 1, 1]]
+    manifest = json.loads((tmp_path / p["grades_manifest"]).read_text())
+    a = manifest["graders"]["grader-a"]
+    assert a["file"] == "data/grades/grader-a/round-1.jsonl"
+    assert a["sha256"] == hashlib.sha256(
+        (tmp_path / a["file"]).read_bytes()).hexdigest()
+    assert (a["rows"], a["queries"], a["pairs_missing"]) == (3, 1, 0)
+
+
+def test_stage_refuses_a_bad_file_and_writes_nothing(tmp_path):
+    repo, p = _stage_dir(tmp_path)
+    path = tmp_path / p["grades_in"] / "grader-a/round-1.jsonl"
+    path.write_text(path.read_text() + json.dumps(_row("q2", "c4", 3)) + "\n")
+    proc = _run_stage(repo, tmp_path)
+    assert proc.returncode == 1
+    assert proc.stderr == ("Error: data/grades/grader-a/round-1.jsonl:4: grader-a: pair (q2, c4): "
+                           "grade outside the scale 0-2 (found 3)\n")
+    assert not (tmp_path / p["grades"]).exists()
+    assert not (tmp_path / p["grades_manifest"]).exists()
