@@ -323,18 +323,30 @@ def test_multi_rater_measures_are_undefined_when_every_rating_is_the_same():
 # --- diagnostics --------------------------------------------------------------------
 
 def test_position_bias_is_the_mean_grade_by_display_position():
+    g = long([("q1", "c1", "ga", 2), ("q1", "c2", "ga", 0), ("q1", "c3", "ga", 1),
+              ("q2", "c4", "ga", 1), ("q2", "c5", "ga", 1), ("q2", "c6", "ga", 2)])
+    pos = pd.DataFrame({"query_id": ["q1"] * 3 + ["q2"] * 3,
+                        "chunk_id": ["c1", "c2", "c3", "c4", "c5", "c6"],
+                        "position": [0, 1, 2, 0, 1, 2]})
+    table = ag.position_bias(g, pos)
+    assert table.values.tolist() == [["ga", 0, 2, 1.5], ["ga", 1, 2, 0.5], ["ga", 2, 2, 1.5]]
+    diag = ag.grading_diagnostics(g, pos)
+    # Least-squares slope of grade on position: x = (0,1,2,0,1,2), y = (2,0,1,1,1,2);
+    # x mean 1, y mean 7/6; sum dx*dy = -(2 - 7/6) + (1 - 7/6) - (1 - 7/6) + (2 - 7/6) = 0.
+    assert diag["ga"]["position_slope"] == pytest.approx(0.0, abs=1e-12)
+    # Three chunks per query: position p of 3 falls in third floor(3p/3) = p.
+    assert diag["ga"]["mean_by_third"] == {"first": 1.5, "middle": 0.5, "last": 1.5}
+    assert diag["notes"] == ["leniency drift not computed: the grades table has no "
+                             "`sequence` column recording the order of grading"]
+
+
+def test_position_slope_reads_a_falling_grade():
     g = long([("q1", "c1", "ga", 2), ("q1", "c2", "ga", 0), ("q2", "c3", "ga", 1),
               ("q2", "c4", "ga", 1)])
     pos = pd.DataFrame({"query_id": ["q1", "q1", "q2", "q2"],
                         "chunk_id": ["c1", "c2", "c3", "c4"], "position": [0, 1, 0, 1]})
-    table = ag.position_bias(g, pos)
-    assert table.values.tolist() == [["ga", 0, 2, 1.5], ["ga", 1, 2, 0.5]]
-    diag = ag.grading_diagnostics(g, pos)
-    # Least-squares slope of grade on position: x = (0,1,0,1), y = (2,0,1,1) -> -1.
-    assert diag["ga"]["position_slope"] == pytest.approx(-1.0)
-    assert diag["ga"]["mean_by_position"] == {"0": 1.5, "1": 0.5}
-    assert diag["notes"] == ["leniency drift not computed: the grades table has no "
-                             "`sequence` column recording the order of grading"]
+    # x = (0,1,0,1), y = (2,0,1,1): sum dx*dy = -0.5*1 + 0.5*(-1) + 0 + 0 = -1; sum dx^2 = 1.
+    assert ag.grading_diagnostics(g, pos)["ga"]["position_slope"] == pytest.approx(-1.0)
 
 
 def test_position_join_uses_role_and_round_when_both_tables_have_them():
@@ -453,7 +465,7 @@ def test_agreement_stage_writes_metrics_confusion_and_private_disagreements(tmp_
     assert set(m) >= {"pairs", "weighted_kappa", "binary_kappa", "disagreement",
                       "two_step_disagreement", "missing", "raw_agreement", "notes", "groups",
                       "diagnostics"}
-    assert "mean_by_position" in m["diagnostics"]["grader-a"]
+    assert set(m["diagnostics"]["grader-a"]["mean_by_third"]) <= {"first", "middle", "last"}
     lines = (tmp_path / p["confusion"]).read_text().splitlines()
     assert lines[0] == "grader,auditor" and len(lines) == 10 and lines[1] == "0,0"
     rows = [json.loads(x) for x in (tmp_path / p["disagreements"]).read_text().splitlines()]

@@ -1039,16 +1039,21 @@ def grading_diagnostics(grades: pd.DataFrame, positions: pd.DataFrame | None = N
     Returns
     -------
     dict
-        grader → ``{"grades": n, "position_slope": float or None, "mean_by_position":
-        {"0": mean, ...}, "drift_slope": float or None, "mean_by_stretch": {"1": mean, ...}}``
-        (only the parts whose input is there), plus ``"notes"`` (list of str) saying what
-        could not be computed.
+        grader → ``{"grades": n, "position_slope": float or None, "mean_by_third":
+        {"first": mean, "middle": mean, "last": mean}, "drift_slope": float or None,
+        "mean_by_stretch": {"1": mean, ...}}`` (only the parts whose input is there), plus
+        ``"notes"`` (list of str) saying what could not be computed. The full table by
+        display position is :func:`position_bias`; this summary stays small enough for
+        ``dvc metrics show``.
 
     Notes
     -----
-    ``position_slope`` is the least-squares change in grade per display position;
-    ``drift_slope`` the least-squares change in grade from the first grade of the sequence
-    (0) to the last (1), i.e. how much more generous the grader was at the end.
+    ``position_slope`` is the least-squares change in grade per display position.
+    ``mean_by_third`` cuts each query's display order (per role and round) into thirds: a
+    chunk at 0-based position ``p`` of ``n`` is in third ``floor(3 p / n)``; a lower mean in
+    the middle third is the lost-in-the-middle footprint. ``drift_slope`` is the
+    least-squares change in grade from the first grade of the sequence (0) to the last (1),
+    i.e. how much more generous the grader was at the end.
     """
     g = _normalised(grades)
     g = g[g["grade"].notna()]
@@ -1058,13 +1063,23 @@ def grading_diagnostics(grades: pd.DataFrame, positions: pd.DataFrame | None = N
         out[grader] = {"grades": int((g["grader"] == grader).sum())}
     if positions is not None:
         joined = _with_positions(g, positions)
-        table = position_bias(g, positions)
+        shown = [c for c in ("query_id", "role", "round") if c in joined.columns
+                 and (c == "query_id" or c in positions.columns)]
+        sizes = positions.assign(query_id=positions["query_id"].astype(str))
+        if "role" in shown:
+            sizes = sizes.assign(role=sizes["role"].astype(str))
+        if "round" in shown:
+            sizes = sizes.assign(round=sizes["round"].astype(np.int64))
+        sizes = sizes.groupby(shown).size().rename("_n").reset_index()
+        joined = joined.merge(sizes, on=shown, how="left")
+        third = (3 * joined["position"] // joined["_n"]).clip(0, 2)
+        joined["_third"] = third.map({0: "first", 1: "middle", 2: "last"})
         for grader, part in joined.groupby("grader", sort=True):
-            rows = table[table["grader"] == grader]
             out[grader]["position_slope"] = _slope(part["position"].to_numpy(float),
                                                    part["grade"].to_numpy(float))
-            out[grader]["mean_by_position"] = {str(int(p)): float(m) for p, m in
-                                               zip(rows["position"], rows["mean_grade"])}
+            means = part.groupby("_third")["grade"].mean()
+            out[grader]["mean_by_third"] = {t: float(means[t]) for t in
+                                            ("first", "middle", "last") if t in means.index}
     else:
         notes.append("position bias not computed: no display positions were given")
     if order in g.columns:
