@@ -172,6 +172,7 @@ class PairResult:
     p_holm: float | None = None
     significant: bool | None = None
     alpha: float = 0.05
+    family: int = 1
     noise: LabelNoise | None = None
     notes: tuple = ()
 
@@ -216,22 +217,32 @@ class PairResult:
                 win, lose, est, lo, hi = self.arm_a, self.arm_b, d.estimate, d.low, d.high
             else:
                 win, lose, est, lo, hi = self.arm_b, self.arm_a, -d.estimate, -d.high, -d.low
-            text = (f"{win} better than {lose} on {self.measure} by {est:.3f} "
-                    f"[{lo:.3f}, {hi:.3f}], p={p} after Holm")
+            text = (f"{win} better than {lose} on {self.measure} by {_f(est, '', 3)} "
+                    f"[{_f(lo, '', 3)}, {_f(hi, '', 3)}], p={p} after Holm")
             if self.noise is not None and self.noise.within:
                 text += (f"; but relabelling the audit queries moves the difference by "
                          f"{self.noise.band:.3f}, at least as much as the difference itself: "
                          "not measured an improvement")
         else:
             text = (f"no detectable difference on {self.measure} between {self.arm_a} and "
-                    f"{self.arm_b}: {d.estimate:+.3f} [{d.low:+.3f}, {d.high:+.3f}], "
+                    f"{self.arm_b}: {_f(d.estimate, '+', 3)} [{_f(d.low, '+', 3)}, "
+                    f"{_f(d.high, '+', 3)}], "
                     f"p={p} after Holm")
-            if self.power.n_needed is not None:
-                text += (f"; about {self.power.n_needed} queries would detect a "
-                         f"{self.power.relative_change:.0%} change with power "
-                         f"{self.power.power:.0%}")
+            if d.method == "degenerate" and d.estimate == 0:
+                text += "; the two arms score the same on every query"
+            if d.excludes_zero() and self.family > 1:
+                text += (f"; the interval excludes 0 only before correcting for the "
+                         f"{self.family} comparisons made")
+            pw = self.power
+            if pw.n_needed is not None and pw.n_needed > pw.n:
+                text += (f"; about {pw.n_needed} queries would detect a "
+                         f"{pw.relative_change:.0%} change with power {pw.power:.0%} "
+                         f"(this set has {pw.n})")
+            elif pw.n_needed is not None:
+                text += (f"; {pw.n} queries detect a {pw.relative_change:.0%} change with "
+                         f"power {pw.power:.0%} or more, so a real difference is likely smaller")
         if self.cancellation:
-            parts = ", ".join(f"{s.group} {s.delta.estimate:+.3f}" for s in self.segments
+            parts = ", ".join(f"{s.group} {_f(s.delta.estimate, '+', 3)}" for s in self.segments
                               if s.significant)
             text += f"; segment cancellation: groups disagree in sign ({parts})"
         return text
@@ -248,7 +259,7 @@ class PairResult:
             "randomization": self.randomization.to_dict(), "t_test": self.ttest.to_dict(),
             "d_z": self.d_z, "power": self.power.to_dict(),
             "segments": [s.to_dict() for s in self.segments],
-            "segment_cancellation": self.cancellation,
+            "segment_cancellation": self.cancellation, "holm_family": self.family,
             "label_noise": None if self.noise is None else self.noise.to_dict(),
             "notes": list(d.notes) + list(self.notes),
             "verdict": self.verdict(),
@@ -257,6 +268,11 @@ class PairResult:
 
 def _fmt_p(p: float) -> str:
     return f"{p:.2g}"
+
+
+def _f(x: float, sign: str = "", digits: int = 4) -> str:
+    """A number to ``digits`` decimals, never printed as -0.0000."""
+    return f"{round(float(x), digits) + 0.0:{sign}.{digits}f}"
 
 
 @dataclass
@@ -280,6 +296,9 @@ class Comparison:
         Tables from :mod:`relgrade.poolbias` (see :func:`full_report`).
     noise : dict or None
         Summary from :mod:`relgrade.noise` (rank correlations per measure).
+    record : dict or None
+        What the numbers rest on: ``key_sha256``, ``pool_version``, ``post_hoc`` from the
+        key's record, written at the top of every rendering.
     values : dict
         ``measure -> (query_ids, groups, matrix of shape (n_arms, n_queries))``; not rendered.
     """
@@ -292,6 +311,7 @@ class Comparison:
     pairs: list
     pool_bias: dict | None = None
     noise: dict | None = None
+    record: dict | None = None
     values: dict = field(default_factory=dict, repr=False)
 
     def pair(self, arm_a: str, arm_b: str, measure: str) -> PairResult:
@@ -326,7 +346,8 @@ class Comparison:
                     entry = self.intervals[(arm, m)].to_dict()
                     entry["power"] = self.arm_power[(arm, m)].to_dict()
                     arms[arm][m] = entry
-        return {"settings": self.settings.to_dict(), "measures": list(self.measures),
+        return {**(self.record or {}), "settings": self.settings.to_dict(),
+                "measures": list(self.measures),
                 "arms": arms, "comparisons": [p.to_dict() for p in self.pairs],
                 "pool_bias": self.pool_bias, "label_noise": self.noise,
                 "verdicts": self.verdicts()}
@@ -339,17 +360,21 @@ class Comparison:
     def to_markdown(self) -> str:
         """A Markdown report: arms, comparisons, segments, pool bias, label noise, verdicts."""
         lv = f"{self.settings.level:.0%}"
-        out = ["# relgrade comparison", "",
+        rec = self.record or {}
+        head = [f"{k} `{v}`" for k, v in rec.items() if v not in (None, False)]
+        if rec.get("post_hoc"):
+            head.append("**post-hoc**: the key changed after metrics were seen")
+        out = ["# relgrade comparison", ""] + (["; ".join(head), ""] if head else []) + [
                f"Seed {self.settings.seed}; {self.settings.n_resamples} bootstrap resamples "
                f"({self.settings.method}), {self.settings.n_permutations} sign-flip "
-               f"permutations; Holm over {len(self.pairs)} comparisons at alpha "
+               f"permutations; Holm over {max([p.family for p in self.pairs] or [0])} comparisons at alpha "
                f"{self.settings.alpha:g}.", "", "## Arms", "",
                f"| arm | measure | mean | {lv} CI | SE | queries for a "
                f"{self.settings.min_relative_change:.0%} change |", "|---|---|---|---|---|---|"]
         for (arm, m), ci in self.intervals.items():
             n_needed = self.arm_power[(arm, m)].n_needed
-            out.append(f"| {arm} | {m} | {ci.estimate:.4f} | [{ci.low:.4f}, {ci.high:.4f}] | "
-                       f"{ci.se:.4f} | {'—' if n_needed is None else n_needed} |")
+            out.append(f"| {arm} | {m} | {_f(ci.estimate)} | [{_f(ci.low)}, {_f(ci.high)}] | "
+                       f"{_f(ci.se)} | {'—' if n_needed is None else n_needed} |")
         out += ["", "## Comparisons", "",
                 "| A | B | measure | Δ (A−B) | CI | p (randomization) | p (Holm) | t | d_z | "
                 "queries needed |", "|---|---|---|---|---|---|---|---|---|---|"]
@@ -357,8 +382,8 @@ class Comparison:
             d = p.delta
             t = "∞" if p.ttest.infinite else ("—" if p.ttest.t is None else f"{p.ttest.t:.3f}")
             out.append(
-                f"| {p.arm_a} | {p.arm_b} | {p.measure} | {d.estimate:+.4f} | "
-                f"[{d.low:+.4f}, {d.high:+.4f}] | {_fmt_p(p.randomization.p)} | "
+                f"| {p.arm_a} | {p.arm_b} | {p.measure} | {_f(d.estimate, '+')} | "
+                f"[{_f(d.low, '+')}, {_f(d.high, '+')}] | {_fmt_p(p.randomization.p)} | "
                 f"{'—' if p.p_holm is None else _fmt_p(p.p_holm)} | {t} | "
                 f"{'—' if p.d_z is None else f'{p.d_z:.3f}'} | "
                 f"{'—' if p.power.n_needed is None else p.power.n_needed} |")
@@ -370,7 +395,7 @@ class Comparison:
             for p, s in seg_rows:
                 flag = "cancellation" if p.cancellation and s.significant else ""
                 out.append(f"| {p.arm_a} | {p.arm_b} | {p.measure} | {s.group} | {s.delta.n} | "
-                           f"{s.delta.estimate:+.4f} | [{s.delta.low:+.4f}, {s.delta.high:+.4f}]"
+                           f"{_f(s.delta.estimate, '+')} | [{_f(s.delta.low, '+')}, {_f(s.delta.high, '+')}]"
                            f" | {flag} |")
         if self.pool_bias:
             out += ["", "## Pool bias", ""] + _markdown_tables(self.pool_bias)
@@ -387,7 +412,7 @@ class Comparison:
         return "\n".join(out) + "\n"
 
     def rich_tables(self, *, measure: str | None = None, pair: tuple | None = None) -> list:
-        """rich Tables for a terminal: arms and the selected comparisons.
+        """rich Tables for a terminal: arms, paired comparisons and, with groups, segments.
 
         Parameters
         ----------
@@ -404,31 +429,75 @@ class Comparison:
         t1 = Table(title="Arms")
         for col in ("arm", "measure", "mean", f"{lv} CI", "SE",
                     f"queries for {self.settings.min_relative_change:.0%}"):
-            t1.add_column(col, justify="left" if col in ("arm", "measure") else "right")
+            t1.add_column(col, justify="left" if col in ("arm", "measure") else "right",
+                          no_wrap=True)
         for arm in arms:
             for m in measures:
                 ci = self.intervals.get((arm, m))
                 if ci is None:
                     continue
                 nn = self.arm_power[(arm, m)].n_needed
-                t1.add_row(arm, m, f"{ci.estimate:.4f}", f"[{ci.low:.4f}, {ci.high:.4f}]",
-                           f"{ci.se:.4f}", "—" if nn is None else str(nn))
-        t2 = Table(title="Paired comparisons")
-        for col in ("A − B", "measure", "Δ", f"{lv} CI", "p rand.", "p Holm", "t", "d_z",
-                    "segments"):
-            t2.add_column(col, justify="left" if col in ("A − B", "measure", "segments")
-                          else "right")
-        for p in self.selected(measure=measure, pair=pair):
+                t1.add_row(arm, m, _f(ci.estimate), f"[{_f(ci.low)}, {_f(ci.high)}]",
+                           _f(ci.se), "—" if nn is None else str(nn))
+        chosen = self.selected(measure=measure, pair=pair)
+        title = "Paired comparisons" + (f": {pair[0]} − {pair[1]}" if pair else "")
+        t2 = Table(title=title)
+        cols = ([] if pair else ["A − B"]) + ["measure", "Δ", f"{lv} CI", "p rand.", "p Holm",
+                                              "t", "d_z", "queries needed"]
+        for col in cols:
+            t2.add_column(col, justify="left" if col in ("A − B", "measure") else "right",
+                          no_wrap=True)
+        for p in chosen:
             d = p.delta
             t = "∞" if p.ttest.infinite else ("—" if p.ttest.t is None else f"{p.ttest.t:.3f}")
-            segs = ", ".join(f"{s.group} {s.delta.estimate:+.3f}" for s in p.segments)
-            if p.cancellation:
-                segs = "CANCELLATION: " + segs
-            t2.add_row(f"{p.arm_a} − {p.arm_b}", p.measure, f"{d.estimate:+.4f}",
-                       f"[{d.low:+.4f}, {d.high:+.4f}]", _fmt_p(p.randomization.p),
-                       "—" if p.p_holm is None else _fmt_p(p.p_holm), t,
-                       "—" if p.d_z is None else f"{p.d_z:.3f}", segs)
-        return [t1, t2]
+            row = ([] if pair else [f"{p.arm_a} − {p.arm_b}"]) + [
+                p.measure, _f(d.estimate, "+"), f"[{_f(d.low, '+')}, {_f(d.high, '+')}]",
+                _fmt_p(p.randomization.p), "—" if p.p_holm is None else _fmt_p(p.p_holm), t,
+                "—" if p.d_z is None else f"{p.d_z:.3f}",
+                "—" if p.power.n_needed is None else str(p.power.n_needed)]
+            t2.add_row(*row)
+        tables = [t1, t2]
+        if any(len(p.segments) > 1 for p in chosen):
+            t3 = Table(title="Per query group")
+            for col in ([] if pair else ["A − B"]) + ["measure", "group", "n", "Δ",
+                                                       f"{lv} CI", "flag"]:
+                t3.add_column(col, justify="right" if col in ("n", "Δ", f"{lv} CI") else "left",
+                              no_wrap=True)
+            for p in chosen:
+                for sg in p.segments:
+                    flag = "segment cancellation" if p.cancellation and sg.significant else ""
+                    t3.add_row(*([] if pair else [f"{p.arm_a} − {p.arm_b}"]), p.measure,
+                               sg.group, str(sg.delta.n), _f(sg.delta.estimate, "+"),
+                               f"[{_f(sg.delta.low, '+')}, {_f(sg.delta.high, '+')}]", flag)
+            tables.append(t3)
+        return tables
+
+    def subset(self, *, pair: tuple[str, str], measure: str | None = None) -> "Comparison":
+        """The comparisons between the two arms of ``pair``, read as pair[0] against pair[1].
+
+        Holm-adjusted p-values stay those of the whole family this result was built over.
+
+        Raises
+        ------
+        InputError
+            The pair was not compared, or ``measure`` is not one of the measures.
+        """
+        if measure is not None and measure not in self.measures:
+            raise InputError("measure not compared", item=measure,
+                             fix="use one of " + ", ".join(self.measures))
+        chosen = self.selected(measure=measure, pair=pair)
+        if not chosen:
+            raise InputError("comparison not made", item=f"{pair[0]} vs {pair[1]}")
+        measures = [m for m in self.measures if any(p.measure == m for p in chosen)]
+        keep = {(a, m) for a in pair for m in measures}
+        return Comparison(self.settings, [a for a in self.arms if a in pair], measures,
+                          {k: v for k, v in self.intervals.items() if k in keep},
+                          {k: v for k, v in self.arm_power.items() if k in keep}, chosen,
+                          pool_bias=None, noise=None if self.noise is None else {
+                              **self.noise, "orderings": [o for o in self.noise.get("orderings", [])
+                                                          if o["measure"] in measures]},
+                          record=self.record,
+                          values={m: self.values[m] for m in measures})
 
     def selected(self, *, measure: str | None = None, pair: tuple | None = None) -> list:
         """The comparisons on ``measure`` (all if None) between ``pair`` (all if None)."""
@@ -763,7 +832,8 @@ def compare_arms(per_query: pd.DataFrame, *, settings: Settings,
     pair_results = list(results[len(jobs):])
     if pair_results:
         adjusted = stats.holm([p.randomization.p for p in pair_results])
-        pair_results = [replace(p, p_holm=float(h), significant=bool(h <= settings.alpha))
+        pair_results = [replace(p, p_holm=float(h), significant=bool(h <= settings.alpha),
+                                family=len(pair_results))
                         for p, h in zip(pair_results, adjusted)]
     return Comparison(settings, arms, list(measures), intervals, arm_power, pair_results,
                       values=values)
@@ -776,7 +846,8 @@ def full_report(per_query: pd.DataFrame, *, settings: Settings, qrels: pd.DataFr
                 auditor: str | None = None, round: int = 1,  # noqa: A002
                 ties: str = "score", relevant_min: int = 1, weights=None,
                 pairs: Iterable[tuple[str, str]] | None = None,
-                measures: Sequence[str] | None = None, workers: int | None = None) -> Comparison:
+                measures: Sequence[str] | None = None, workers: int | None = None,
+                record: dict | None = None) -> Comparison:
     """:func:`compare_arms`, plus the pool-bias checks and the label-noise band.
 
     Parameters
@@ -807,6 +878,8 @@ def full_report(per_query: pd.DataFrame, *, settings: Settings, qrels: pd.DataFr
         Run tie rule (params ``runs.ties``).
     relevant_min : int, default 1
         Lowest relevant grade (params ``scale.relevant_min``).
+    record : dict, optional
+        ``key_sha256``, ``pool_version``, ``post_hoc`` of the key the values come from.
 
     Returns
     -------
@@ -823,6 +896,7 @@ def full_report(per_query: pd.DataFrame, *, settings: Settings, qrels: pd.DataFr
 
     result = compare_arms(per_query, settings=settings, pairs=pairs, measures=measures,
                           weights=weights, workers=workers)
+    result.record = record
     if qrels is not None and runs is not None and provenance is not None and depth is not None:
         result.pool_bias = poolbias.pool_bias_report(
             qrels=qrels, runs=runs, provenance=provenance, depth=int(depth),

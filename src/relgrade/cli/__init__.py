@@ -47,5 +47,7 @@ main.add_command(status_cmd, "status")
 from relgrade.cli import graderun as _graderun  # noqa: E402,F401  (adds `grade run`)
 from relgrade.cli.serve import serve_cmd  # noqa: E402
 main.add_command(serve_cmd, "serve")
+from relgrade.cli.compare import compare_cmd  # noqa: E402
+main.add_command(compare_cmd, "compare")
 from relgrade.cli.evaluate import evaluate_cmd  # noqa: E402
 main.add_command(evaluate_cmd, "evaluate")
