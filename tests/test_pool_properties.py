@@ -35,7 +35,7 @@ pool_args = dict(depth=st.integers(1, 6), tail_sample=st.integers(0, 4),
                  extra=st.integers(1, 6), seed=st.integers(0, 2**32 - 1))
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=80, deadline=None)
 @given(runs=stacked_runs(), **pool_args)
 def test_every_arms_top_depth_is_in_the_pool(runs, depth, tail_sample, extra, seed):
     pool, _, _ = P.build_pool(runs, depth=depth, tail_sample=tail_sample,
@@ -45,7 +45,7 @@ def test_every_arms_top_depth_is_in_the_pool(runs, depth, tail_sample, extra, se
     assert (pool[pool.inclusion_prob < 1].shape[0] == 0) or tail_sample > 0
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=80, deadline=None)
 @given(runs=stacked_runs(), **pool_args)
 def test_pool_has_no_duplicate_pair_and_is_sorted(runs, depth, tail_sample, extra, seed):
     pool, _, _ = P.build_pool(runs, depth=depth, tail_sample=tail_sample,
@@ -55,7 +55,7 @@ def test_pool_has_no_duplicate_pair_and_is_sorted(runs, depth, tail_sample, extr
     assert pairs == sorted(pairs)
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=80, deadline=None)
 @given(runs=stacked_runs(), **pool_args)
 def test_inclusion_probabilities_are_in_zero_one_and_match_the_sample(runs, depth, tail_sample,
                                                                     extra, seed):
@@ -93,7 +93,7 @@ def test_display_order_is_a_permutation_of_the_pool_and_reproducible(runs, depth
     pd.testing.assert_frame_equal(orders, again)
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=120, deadline=None)
 @given(ids=st.lists(st.sampled_from(CHUNKS), unique=True, min_size=4),
        seed=st.integers(0, 2**63 - 1), qid=st.text(min_size=1, max_size=8),
        rnd=st.integers(1, 4))
@@ -117,7 +117,7 @@ def unsorted_runs(draw):
     return runs.iloc[list(perm)].assign(rank=ranks).reset_index(drop=True)
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=120, deadline=None)
 @given(run=st.one_of(stacked_runs(), unsorted_runs()), depth=st.integers(1, 8),
        ties=st.sampled_from(["score", "rank"]))
 def test_top_candidates_keep_every_canonical_rank_up_to_depth(run, depth, ties):
@@ -128,7 +128,7 @@ def test_top_candidates_keep_every_canonical_rank_up_to_depth(run, depth, ties):
     pd.testing.assert_frame_equal(got, want)
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=120, deadline=None)
 @given(pairs=st.lists(st.tuples(st.text(min_size=1, max_size=6), st.text(min_size=1, max_size=6)),
                       min_size=1, max_size=20, unique=True))
 def test_pool_bytes_equal_canonical_jsonl_for_any_ids(pairs):

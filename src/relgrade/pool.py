@@ -389,12 +389,22 @@ def pool_bytes(pool: pd.DataFrame) -> bytes:
     """
     if len(pool) == 0:
         return b""
-    qc, qu = _codes(pool["query_id"].astype("str"))
-    cc, cu = _codes(pool["chunk_id"].astype("str"))
-    order = np.lexsort((cc, qc))
-    lines = _join('{"query_id":', _json_strings(qu).take(pa.array(qc[order])),
-                  ',"chunk_id":', _json_strings(cu).take(pa.array(cc[order])), "}\n")
+    q, c = _arrow_strings(pool["query_id"]), _arrow_strings(pool["chunk_id"])
+    if not _is_sorted(q, c):                 # a pool from build_pool is sorted already
+        order = pa.array(np.lexsort((_codes(c)[0], _codes(q)[0])), type=pa.int64())
+        q, c = q.take(order), c.take(order)
+    lines = _join('{"query_id":', _json_strings(q), ',"chunk_id":', _json_strings(c), "}\n")
     return _concatenated(lines)
+
+
+def _is_sorted(q: pa.Array, c: pa.Array) -> bool:
+    """Whether the pairs (q[i], c[i]) are strictly increasing (UTF-8 byte order)."""
+    n = len(q)
+    if n < 2:
+        return True
+    qa, qb, ca, cb = q.slice(0, n - 1), q.slice(1), c.slice(0, n - 1), c.slice(1)
+    ok = pc.or_(pc.less(qa, qb), pc.and_(pc.equal(qa, qb), pc.less(ca, cb)))
+    return bool(pc.all(ok).as_py())
 
 
 def _join(*parts) -> pa.Array:
