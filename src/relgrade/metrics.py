@@ -443,3 +443,59 @@ def mean(per_query: pd.DataFrame, *, weights=None) -> pd.Series:
     result = sums["wv"] / sums["w"]
     result.name = "value"
     return result.astype(np.float64)
+
+
+def evaluate_arm(*, key: pd.DataFrame, run: pd.DataFrame, cutoffs, relevant_min: int = 1,
+                 ties: str = "score", groups: pd.DataFrame | None = None):
+    """The protocol's measures for one arm: their means and the per-query table.
+
+    Parameters
+    ----------
+    key : pandas.DataFrame
+        The frozen key (qrels): ``query_id``, ``chunk_id``, ``grade``.
+    run : pandas.DataFrame
+        The arm's run (``query_id``, ``chunk_id``, ``rank``, ``score``).
+    cutoffs : iterable of int
+        params ``metrics.cutoffs``; nDCG (gain 2^g - 1), R, RR and Judged at each.
+    relevant_min : int, default 1
+        params ``scale.relevant_min``.
+    ties : {"score", "rank"}, default "score"
+        params ``runs.ties``.
+    groups : pandas.DataFrame, optional
+        The queries table (``query_id``, ``group``); when given, the per-query table gets
+        each query's group.
+
+    Returns
+    -------
+    summary : dict
+        ``{"queries": n, MEASURE: mean, ...}`` in measure order, where n is the number of
+        key queries the relevance measures average over (every key query with something
+        relevant; a query missing from the run counts, with 0). A mean over no query is None.
+    table : pandas.DataFrame
+        ``query_id``, (``group``,) ``measure``, ``value``: :func:`per_query` with
+        ``on_missing_query="zero"``.
+
+    Raises
+    ------
+    InputError
+        As :func:`per_query`; or a key query has no group in ``groups``.
+    """
+    from relgrade.measures import protocol_measures
+
+    measures = protocol_measures(cutoffs, relevant_min=relevant_min)
+    names = [str(m) for m in measures]
+    table = per_query(qrels=key, run=run, measures=measures, on_missing_query="zero",
+                      ties=ties)
+    means = mean(table).reindex(names)
+    counted = table.loc[table["measure"] == names[0], "query_id"].nunique() if names else 0
+    summary = {"queries": int(counted)}
+    summary.update({m: (None if v != v else float(v)) for m, v in means.items()})
+    if groups is not None:
+        lookup = pd.Series(groups["group"].astype("str").to_numpy(),
+                           index=groups["query_id"].astype("str").to_numpy())
+        group = table["query_id"].map(lookup)
+        if group.isna().any():
+            q = table["query_id"][group.isna()].iloc[0]
+            raise InputError("a key query is not in the queries table", item=f"query {q}")
+        table.insert(1, "group", group.astype("str"))
+    return summary, table
