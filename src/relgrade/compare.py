@@ -633,12 +633,13 @@ def _matrix(df: pd.DataFrame, measure: str, arms: list[str]):
         raise InputError("per-query values missing", item=f"arm {a}, query {q}, measure {measure}",
                          fix="every arm needs a value for every query of a measure; the "
                              "metrics stage scores a query missing from a run as 0")
-    groups = sub.drop_duplicates("query_id").set_index("query_id")["group"]
-    per_q = sub.groupby("query_id")["group"].nunique()
-    if (per_q > 1).any():
-        raise InputError("a query belongs to two groups", item=f"query {per_q[per_q > 1].index[0]}")
-    qids = list(wide.index)
-    return qids, [str(groups[q]) for q in qids], wide.to_numpy(dtype=np.float64).T.copy()
+    pairs = sub[["query_id", "group"]].drop_duplicates()
+    if pairs["query_id"].duplicated().any():
+        q = pairs.loc[pairs["query_id"].duplicated(), "query_id"].iloc[0]
+        raise InputError("a query belongs to two groups", item=f"query {q}")
+    qids = [str(q) for q in wide.index]
+    groups = pairs.set_index("query_id")["group"].reindex(wide.index).astype(str).tolist()
+    return qids, groups, wide.to_numpy(dtype=np.float64).T.copy()
 
 
 def _align_weights(weights, qids: list[str]):
@@ -782,7 +783,7 @@ def compare_arms(per_query: pd.DataFrame, *, settings: Settings,
     arms = sorted(df["arm"].unique())
     if not arms:
         raise InputError("per-query table is empty", fix="run the metrics stage first")
-    all_measures = list(dict.fromkeys(df["measure"]))
+    all_measures = [str(m) for m in pd.unique(df["measure"])]
     if measures is None:
         measures = [m for m in all_measures if not m.startswith(NOT_COMPARED)]
     else:

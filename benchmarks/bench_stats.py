@@ -1,0 +1,148 @@
+"""Comparison speed, side by side: relgrade's paired statistics against ranx's ``compare``.
+
+    python benchmarks/generate.py --seed 7 --only metrics
+    python benchmarks/bench_stats.py [--data benchmarks/data/metrics] [--workers 1 2] [--ranx]
+
+Workload: the metrics workload of ``generate.py`` (10,000 queries x 10 arms x depth 100,
+qrels with 20 graded chunks per query). Per-query values of three measures,
+``nDCG(dcg='exp-log2')@10``, ``R@10`` and ``RR@10``, come from ``relgrade.metrics.per_query``
+(timed apart: scoring is not part of the comparison). Without the workload on disk the
+script falls back to seeded synthetic per-query values of the same shape (``--synthetic``).
+
+relgrade: ``compare.compare_arms`` with every pair of arms (45 pairs x 3 measures = 135
+comparisons), each with 10,000 paired bootstrap resamples (BCa) and 10,000 sign-flip
+permutations, plus the 30 per-arm intervals, Holm over the 135. It runs twice per worker
+count; the sha256 of the JSON report must be the same for every run and worker count, or the
+script stops.
+
+ranx: ``ranx.compare`` on the same qrels and runs with ``stat_test="fisher"`` and 1,000
+permutations (its evaluation included; its metrics ``ndcg_burges@10``, ``recall@10``,
+``mrr@10`` are the same three measures, which the script checks against relgrade's values).
+ranx runs the test for each ordered pair, 90 per measure.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import os
+import platform
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from relgrade import compare, metrics
+
+MEASURES = ["nDCG(dcg='exp-log2')@10", "R@10", "RR@10"]
+RANX = {"nDCG(dcg='exp-log2')@10": "ndcg_burges@10", "R@10": "recall@10", "RR@10": "mrr@10"}
+
+
+def per_query_from_workload(data: Path):
+    qrels = pd.read_parquet(data / "qrels.parquet")
+    runs = {p.stem: pd.read_parquet(p) for p in sorted((data / "runs").glob("*.parquet"))}
+    t = time.perf_counter()
+    stacked = pd.concat([r.assign(arm=a) for a, r in runs.items()], ignore_index=True)
+    pq = metrics.per_query(qrels=qrels, run=stacked, measures=MEASURES)
+    return pq, time.perf_counter() - t, qrels, runs
+
+
+def synthetic_per_query(seed: int, n_queries=10_000, n_arms=10) -> pd.DataFrame:
+    rng = np.random.default_rng(seed)
+    base = rng.beta(2, 3, size=n_queries)
+    rows = []
+    for a in range(n_arms):
+        for i, m in enumerate(MEASURES):
+            v = np.clip(base + 0.01 * a + rng.normal(0, 0.15, n_queries) + 0.05 * i, 0, 1)
+            rows.append(pd.DataFrame({"arm": f"arm{a + 1:02d}", "query_id": np.arange(n_queries)
+                                      .astype(str), "measure": m, "value": v}))
+    return pd.concat(rows, ignore_index=True)
+
+
+def run_relgrade(pq: pd.DataFrame, workers: int, seed: int, resamples: int, perms: int):
+    s = compare.Settings(seed=seed, n_resamples=resamples, n_permutations=perms, pairs="all")
+    t = time.perf_counter()
+    result = compare.compare_arms(pq, settings=s, workers=workers)
+    elapsed = time.perf_counter() - t
+    digest = hashlib.sha256(result.to_json().encode()).hexdigest()
+    return elapsed, digest, result
+
+
+def run_ranx(qrels: pd.DataFrame, runs: dict, perms: int):
+    from ranx import Qrels, Run, compare as ranx_compare, evaluate
+
+    q = Qrels.from_df(qrels.astype({"grade": int}), q_id_col="query_id", doc_id_col="chunk_id",
+                      score_col="grade")
+    rs = []
+    for name, r in runs.items():
+        run = Run.from_df(r, q_id_col="query_id", doc_id_col="chunk_id", score_col="score")
+        run.name = name
+        rs.append(run)
+    names = list(RANX.values())
+    evaluate(q, rs[0], names)                            # numba compilation, not timed
+    t = time.perf_counter()
+    report = ranx_compare(q, rs, metrics=names, stat_test="fisher", n_permutations=perms,
+                          max_p=0.05)
+    elapsed = time.perf_counter() - t
+    return elapsed, report, q, rs
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--data", type=Path, default=Path("benchmarks/data/metrics"))
+    ap.add_argument("--synthetic", action="store_true", help="seeded per-query values instead")
+    ap.add_argument("--workers", type=int, nargs="+", default=[1, os.cpu_count() or 1])
+    ap.add_argument("--seed", type=int, default=20261130)
+    ap.add_argument("--resamples", type=int, default=10_000)
+    ap.add_argument("--permutations", type=int, default=10_000)
+    ap.add_argument("--ranx", action="store_true", help="also time ranx.compare (1,000 perms)")
+    ap.add_argument("--ranx-permutations", type=int, default=1_000)
+    args = ap.parse_args(argv)
+    print(f"# {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, "
+          f"Python {platform.python_version()}, numpy {np.__version__}")
+    qrels = runs = None
+    if args.synthetic or not (args.data / "qrels.parquet").exists():
+        pq = synthetic_per_query(args.seed)
+        print("per-query values: synthetic (seeded)")
+    else:
+        pq, t_pq, qrels, runs = per_query_from_workload(args.data)
+        print(f"per-query values: relgrade.metrics.per_query, 3 measures x 10 arms x "
+              f"10,000 queries in {t_pq:.1f} s")
+    n_arms = pq["arm"].nunique()
+    n_comp = n_arms * (n_arms - 1) // 2 * len(MEASURES)
+    digests = set()
+    result = None
+    for w in args.workers:
+        for attempt in (1, 2):
+            elapsed, digest, result = run_relgrade(pq, w, args.seed, args.resamples,
+                                                   args.permutations)
+            digests.add(digest)
+            print(f"relgrade compare_arms: {n_comp} comparisons + {n_arms * len(MEASURES)} "
+                  f"arm intervals, {args.resamples} resamples + {args.permutations} sign "
+                  f"flips each, workers={w}, run {attempt}: {elapsed:.1f} s, "
+                  f"sha256 {digest[:16]}")
+    if len(digests) != 1:
+        print("ERROR: reports differ between runs or worker counts", file=sys.stderr)
+        return 1
+    print("reports identical across runs and worker counts")
+    if args.ranx:
+        if runs is None:
+            print("ranx needs the generated workload (qrels and runs); skipped")
+            return 0
+        elapsed, report, _, _ = run_ranx(qrels, runs, args.ranx_permutations)
+        print(f"ranx.compare, fisher, {args.ranx_permutations} permutations, 90 ordered "
+              f"pairs x 3 measures (evaluation included): {elapsed:.1f} s")
+        # the same measures: ranx's means equal relgrade's per-arm estimates
+        worst = 0.0
+        for m, rname in RANX.items():
+            for arm in sorted(pq["arm"].unique()):
+                ours = result.intervals[(arm, m)].estimate
+                worst = max(worst, abs(ours - report.results[arm][rname]))
+        print(f"largest |relgrade mean - ranx mean| over 30 arm x measure: {worst:.2e}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
