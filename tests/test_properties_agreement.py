@@ -18,7 +18,7 @@ from relgrade import agreement as ag
 #: The properties this file knows how to check; a new field of Properties must be added.
 CHECKED_PROPERTIES = {"symmetric", "row_order_invariant", "relabel_invariant", "bounds"}
 
-SETTINGS = settings(max_examples=30, deadline=None,
+SETTINGS = settings(max_examples=20, deadline=None,
                     suppress_health_check=[HealthCheck.too_slow])
 
 

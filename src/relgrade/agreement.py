@@ -133,21 +133,6 @@ def _require(df: pd.DataFrame, columns: Sequence[str], what: str) -> None:
 
 # --- pairing ---------------------------------------------------------------------------
 
-def _one_grader(grades: pd.DataFrame, rater: str) -> pd.DataFrame:
-    rows = grades[grades["grader"] == rater]
-    rows = rows[rows["grade"].notna()]
-    dup = rows.duplicated(PAIR, keep=False)
-    if dup.any():
-        first = rows[dup].iloc[0]
-        raise InputError("a grader has two grades for one pair",
-                         item=f"{rater}: pair ({first['query_id']}, {first['chunk_id']})",
-                         fix="Pass round= to compare one grading round, or keep one grade per "
-                             "pair and grader")
-    reason = rows["reason"] if "reason" in rows.columns else pd.Series("", index=rows.index)
-    return pd.DataFrame({"query_id": rows["query_id"], "chunk_id": rows["chunk_id"],
-                         "grade": rows["grade"], "reason": reason.fillna("").astype(str)})
-
-
 def _normalised(grades: pd.DataFrame) -> pd.DataFrame:
     _require(grades, ["query_id", "chunk_id", "grader", "grade"], "the grades table")
     g = grades.copy()
@@ -193,26 +178,45 @@ def pair_grades(grades: pd.DataFrame, *, rater_a: str, rater_b: str, round: int 
     """
     if str(rater_a) == str(rater_b):
         raise InputError("agreement needs two different graders", item=str(rater_a))
-    g = _normalised(grades)
+    _require(grades, ["query_id", "chunk_id", "grader", "grade"], "the grades table")
+    names = (str(rater_a), str(rater_b))
+    who = grades["grader"].astype(str).to_numpy()
+    keep = np.isin(who, names) & grades["grade"].notna().to_numpy()
     if round is not None:
-        _require(g, ["round"], "the grades table")
-        g = g[pd.to_numeric(g["round"], errors="coerce") == int(round)]
+        _require(grades, ["round"], "the grades table")
+        keep &= (pd.to_numeric(grades["round"], errors="coerce") == int(round)).to_numpy()
+    qids = grades["query_id"].astype(str).to_numpy()
     if queries is not None:
-        wanted = {str(q) for q in queries}
-        g = g[g["query_id"].isin(wanted)]
-    a = _one_grader(g, str(rater_a))
-    b = _one_grader(g, str(rater_b))
-    both = a.merge(b, on=PAIR, how="inner", suffixes=("_a", "_b"))
+        keep &= np.isin(qids, [str(q) for q in queries])
+    cids = grades["chunk_id"].astype(str).to_numpy()
+    values = grades["grade"].to_numpy()
+    reasons = (grades["reason"].to_numpy() if "reason" in grades.columns
+               else np.full(len(grades), "", dtype=object))
+    sides: dict[str, dict] = {names[0]: {}, names[1]: {}}
+    for i in np.flatnonzero(keep):
+        side, key = sides[who[i]], (qids[i], cids[i])
+        if key in side:
+            raise InputError("a grader has two grades for one pair",
+                             item=f"{who[i]}: pair ({key[0]}, {key[1]})",
+                             fix="Pass round= to compare one grading round, or keep one grade "
+                                 "per pair and grader")
+        grade = values[i]
+        if isinstance(grade, (bool, np.bool_)) or float(grade) != int(grade):
+            raise InputError("grades must be integers", item=f"{who[i]}: pair ({key[0]}, "
+                             f"{key[1]})", found=repr(grade))
+        reason = reasons[i]
+        side[key] = (int(grade), reason if isinstance(reason, str) else "")
+    a, b = sides[names[0]], sides[names[1]]
+    both = sorted(a.keys() & b.keys())
     missing = len(a) + len(b) - 2 * len(both)
     paired = pd.DataFrame({
-        "query_id": both["query_id"].astype(str),
-        "chunk_id": both["chunk_id"].astype(str),
-        "grade_a": both["grade_a"].astype(np.int64),
-        "grade_b": both["grade_b"].astype(np.int64),
-        "reason_a": both["reason_a"].astype(str),
-        "reason_b": both["reason_b"].astype(str),
+        "query_id": pd.Series([k[0] for k in both], dtype=str),
+        "chunk_id": pd.Series([k[1] for k in both], dtype=str),
+        "grade_a": pd.Series([a[k][0] for k in both], dtype=np.int64),
+        "grade_b": pd.Series([b[k][0] for k in both], dtype=np.int64),
+        "reason_a": pd.Series([a[k][1] for k in both], dtype=str),
+        "reason_b": pd.Series([b[k][1] for k in both], dtype=str),
     })
-    paired = paired.sort_values(PAIR, kind="stable").reset_index(drop=True)
     return paired[PAIRED_COLUMNS], missing
 
 
