@@ -1,0 +1,88 @@
+"""`kill -9` of `relgrade grade run` at seeded random moments loses nothing recorded.
+
+After every kill the grade file holds whole batches only and no pair twice; after the last
+kill a plain rerun finishes, and the final grades equal those of an uninterrupted run.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from relgrade.gradestore import GradeStore
+from tests.graders import experiment as ex
+
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("killnine")]
+
+ROOT = Path(__file__).resolve().parents[1]
+ENV = dict(os.environ, PYTHONPATH=f"{ROOT / 'src'}{os.pathsep}{ROOT}")
+KILLS = 22
+
+
+def build(root, mode, workers):
+    return ex.build(root, queries=120, chunks=25, graders={
+        "grader-a": {"role": "grader", "kind": "model", "family": "test",
+                     "command": ex.command(mode), "timeout": 30, "retries": 0,
+                     "workers": workers}})
+
+
+def command(root):
+    return [sys.executable, "-c", "from relgrade.cli import main; main()", "grade", "run",
+            "--grader", "grader-a", "--params", str(root / "params.yaml"), "--no-progress"]
+
+
+def grades(root):
+    return root / "data/grades/grader-a/round-1.jsonl"
+
+
+def check_whole_batches(root, packets):
+    """Open the store as the next run would; every batch is all there or all absent."""
+    with GradeStore(grades(root)).open() as store:
+        pairs = [(r["query_id"], r["chunk_id"]) for _, r in store.rows]
+    assert len(pairs) == len(set(pairs)), "a pair was recorded twice"
+    have = set(pairs)
+    for q, p in packets.items():
+        for batch in p["batches"]:
+            inside = [(q, c["chunk_id"]) in have for c in batch]
+            assert all(inside) or not any(inside), f"half of a batch of {q} was recorded"
+    return len(pairs)
+
+
+def test_kill_9_at_random_moments_then_resume_equals_an_uninterrupted_run(tmp_path):
+    rng = np.random.default_rng(20261130)
+    ref, work = tmp_path / "ref", tmp_path / "work"
+    build(ref, "ok", 8)
+    done = subprocess.run(command(ref), env=ENV, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    packets = build(work, "sleep:0.05", 3)
+
+    kills, counts = 0, []
+    while kills < KILLS:
+        proc = subprocess.Popen(command(work), env=ENV, stdout=subprocess.DEVNULL,
+                                stderr=subprocess.PIPE, text=True)
+        try:
+            proc.wait(timeout=float(rng.uniform(0.5, 3.5)))
+            pytest.fail(f"the run finished after only {kills} kills: give it more work "
+                        f"({proc.stderr.read()})")
+        except subprocess.TimeoutExpired:
+            os.kill(proc.pid, signal.SIGKILL)
+            proc.wait()
+            proc.stderr.close()
+            kills += 1
+        counts.append(check_whole_batches(work, packets))
+    assert counts == sorted(counts), "a kill lost rows already recorded"
+    # most kills landed while grading, not while starting up
+    assert len(set(counts)) >= KILLS // 2, counts
+    print("rows recorded after each kill:", counts)
+
+    final = subprocess.run(command(work), env=ENV, capture_output=True, text=True, timeout=600)
+    assert final.returncode == 0, final.stderr
+    check_whole_batches(work, packets)
+    key = lambda r: (r["query_id"], r["chunk_id"])  # noqa: E731
+    assert sorted(ex.read_rows(grades(work)), key=key) == sorted(ex.read_rows(grades(ref)), key=key)
