@@ -9,7 +9,6 @@ import sys
 import warnings
 from pathlib import Path
 
-import numpy as np
 import pandas as pd
 import pytest
 import yaml
@@ -215,6 +214,13 @@ def test_pair_grades_filters_round_and_queries_and_normalises_ids():
         ag.pair_grades(g, rater_a="ga", rater_b="ga")
 
 
+def test_a_fractional_grade_is_rejected_not_truncated():
+    g = long([("q1", "c1", "ga", 1.5), ("q1", "c1", "au", 1)])
+    with pytest.raises(InputError) as e:
+        ag.pair_grades(g, rater_a="ga", rater_b="au")
+    assert str(e.value) == "ga: pair (q1, c1): grades must be integers (found 1.5)"
+
+
 def test_disagreements_list_two_step_splits_first_with_both_reasons():
     g = long([("q1", "c1", "ga", 1, "helps"), ("q1", "c1", "au", 2, "answers"),
               ("q2", "c9", "ga", 0, "off topic"), ("q2", "c9", "au", 2, "the definition"),
@@ -385,9 +391,11 @@ def audit_inputs():
 
 def test_audit_agreement_compares_grader_and_auditor_on_the_audit_queries():
     grades, queries = audit_inputs()
+    before = grades.copy()
     rep = ag.audit_agreement(grades, audit_ids=["k1", "w1"], queries=queries,
                              grader="grader-a", auditor="auditor-b", round=1, scale=SCALE,
                              relevant_min=1)
+    pd.testing.assert_frame_equal(grades, before)  # the input is never modified
     m = rep.metrics
     assert (m["pairs"], m["missing"], m["queries"], m["round"]) == (9, 0, 2, 1)
     a = [0, 0, 1, 2, 2, 0, 1, 2, 0]

@@ -174,7 +174,12 @@ def pair_grades(grades: pd.DataFrame, *, rater_a: str, rater_b: str, round: int 
     InputError
         A column is missing; the two names are the same grader; ``round`` is given but the
         table has no ``round`` column; one grader has two grades for the same pair (within
-        the selected round).
+        the selected round); a grade is not a whole number.
+
+    Notes
+    -----
+    Pairing is pairwise deletion: a pair counts only when both graders graded it, so a
+    grade that one side left out can never look like agreement or disagreement.
     """
     if str(rater_a) == str(rater_b):
         raise InputError("agreement needs two different graders", item=str(rater_a))
@@ -203,7 +208,7 @@ def pair_grades(grades: pd.DataFrame, *, rater_a: str, rater_b: str, round: int 
         grade = values[i]
         if isinstance(grade, (bool, np.bool_)) or float(grade) != int(grade):
             raise InputError("grades must be integers", item=f"{who[i]}: pair ({key[0]}, "
-                             f"{key[1]})", found=repr(grade))
+                             f"{key[1]})", found=str(grade.item() if hasattr(grade, "item") else grade))
         reason = reasons[i]
         side[key] = (int(grade), reason if isinstance(reason, str) else "")
     a, b = sides[names[0]], sides[names[1]]
