@@ -115,7 +115,7 @@ class Site:
 
     def __post_init__(self):
         md = MarkdownIt("commonmark", {"html": False}).enable("table")
-        self.rubric_html = md.render(self.rubric)
+        self.rubric_html = md.render(_strip_version_line(self.rubric))
 
     def code_html(self, header: str, text: str) -> str:
         """The chunk text as highlighted, escaped HTML (cached per header and text)."""
@@ -127,6 +127,15 @@ class Site:
                 self._code_cache.clear()
             self._code_cache[key] = html
         return html
+
+
+def _strip_version_line(text: str) -> str:
+    """The rubric without its leading ``version: ...`` line (the panel shows the version)."""
+    lines = text.splitlines()
+    first = next((i for i, line in enumerate(lines) if line.strip()), None)
+    if first is not None and lines[first].lower().startswith("version:"):
+        lines = lines[first + 1:]
+    return "\n".join(lines) + "\n"
 
 
 def _lexer_for(header: str):

@@ -1,0 +1,145 @@
+"""A person grades a small pool in headless Chromium, with the keyboard, through `relgrade serve`.
+
+Needs Debian's chromium at /usr/bin/chromium (tools/test.sh installs it); skipped otherwise.
+Saves screenshots under test-artifacts/.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from tests.graders import experiment as ex
+
+pytestmark = [pytest.mark.slow, pytest.mark.browser]
+
+ROOT = Path(__file__).resolve().parents[1]
+CHROMIUM = "/usr/bin/chromium"
+ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
+        "--disable-component-update", "--disable-sync", "--no-first-run"]
+ARTIFACTS = ROOT / "test-artifacts"
+
+CODE = '''def resolve_command(ctx, args):
+    """Find the subcommand named by the first argument and return it with the rest."""
+    cmd_name = make_str(args[0])
+    original_cmd_name = cmd_name
+    # {kind}: look the name up, then try the normalised form
+    cmd = self.get_command(ctx, cmd_name)
+    if cmd is None and ctx.token_normalize_func is not None:
+        cmd_name = ctx.token_normalize_func(cmd_name)
+        cmd = self.get_command(ctx, cmd_name)
+    if cmd is None and not ctx.resilient_parsing:
+        if split_opt(cmd_name)[0]:
+            self.parse_args(ctx, ctx.args)
+        ctx.fail(f"No such command {{original_cmd_name!r}}.")
+    return cmd_name if cmd else None, cmd, args[1:]
+'''
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def code_for(c):
+    j = int(c["chunk_id"].rsplit("-c", 1)[1])
+    return CODE.format(kind=("ANSWER", "POINTER", "plain")[j % 3])
+
+
+@pytest.fixture
+def server(tmp_path):
+    if not Path(CHROMIUM).exists():
+        pytest.skip("Debian's chromium is not installed at /usr/bin/chromium "
+                    "(apt-get install -y chromium chromium-driver)")
+    rubric = (ROOT / "rubric/v1.md").read_text() if (ROOT / "rubric/v1.md").exists() else None
+    packets = ex.build(tmp_path, queries=2, chunks=7, rubric=rubric, text_of=code_for,
+                       graders={"alice": {"role": "grader", "kind": "human", "family": "person"}})
+    (tmp_path / "tokens.yaml").write_text("alice: alice-browser-token-0123456789\n")
+    port = free_port()
+    env = dict(os.environ, PYTHONPATH=f"{ROOT / 'src'}{os.pathsep}{ROOT}")
+    proc = subprocess.Popen(
+        [sys.executable, "-c", "from relgrade.cli import main; main()", "serve", "--host",
+         "127.0.0.1", "--port", str(port), "--params", str(tmp_path / "params.yaml"),
+         "--tokens", str(tmp_path / "tokens.yaml")],
+        env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    base = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            urllib.request.urlopen(base + "/static/style.css", timeout=1)
+            break
+        except OSError:
+            if proc.poll() is not None or time.monotonic() > deadline:
+                proc.kill()
+                pytest.fail(f"relgrade serve did not start: {proc.stderr.read()}")
+            time.sleep(0.2)
+    yield base, tmp_path, packets
+    proc.terminate()
+    try:
+        proc.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+
+
+def grade_chunk(page, reason, grade):
+    page.keyboard.press("r")
+    page.keyboard.type(reason)
+    page.keyboard.press("Enter")  # leave the reason box
+    page.keyboard.press(str(grade))
+    page.keyboard.press("n")
+
+
+def test_a_person_grades_a_small_pool_with_the_keyboard_across_a_reload(server):
+    from playwright.sync_api import sync_playwright
+
+    base, root, packets = server
+    ARTIFACTS.mkdir(exist_ok=True)
+    order = [(q, b, [c["chunk_id"] for c in batch]) for q, p in packets.items()
+             for b, batch in enumerate(p["batches"])]
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=CHROMIUM, args=ARGS, headless=True)
+        page = browser.new_page(viewport={"width": 1440, "height": 1000})
+        page.goto(f"{base}/login?token=alice-browser-token-0123456789")
+        assert page.url.endswith("/g/alice/")
+        page.click("#continue")
+        for n, (q, b, ids) in enumerate(order):
+            assert page.url.endswith(f"/g/alice/q/{q}/{b}")
+            for k, cid in enumerate(ids):
+                if n == 1 and k == 1:
+                    # close to a break: reload mid-batch; the typed draft survives the reload
+                    page.reload()
+                    assert page.input_value("#reason-0") == f"says {ids[0]} is grade {ex.truth(ids[0])}"
+                    assert page.is_checked(f'input[name="grade-0"][value="{ex.truth(ids[0])}"]')
+                    page.keyboard.press("n")
+                grade_chunk(page, f"says {cid} is grade {ex.truth(cid)}", ex.truth(cid))
+                if n == 0 and k == 2:
+                    page.evaluate("window.scrollTo(0, 0)")
+                    page.screenshot(path=str(ARTIFACTS / "grading-page.png"))
+            counter = page.text_content("#counter-0")
+            assert counter.strip() == "5 / 15 words"
+            with page.expect_navigation():
+                page.keyboard.press("Enter")  # save the batch
+        assert page.url.endswith("/g/alice/")
+        assert "Every pair in your queue is graded" in page.text_content("main")
+        page.screenshot(path=str(ARTIFACTS / "queue-done.png"), full_page=True)
+
+        # a saved batch is final: its boxes are read-only when revisited
+        page.goto(f"{base}/g/alice/q/q01/0")
+        assert page.is_disabled("#reason-0")
+        browser.close()
+
+    rows = ex.read_rows(root / "data/grades/alice/round-1.jsonl")
+    expected = [{"query_id": q, "chunk_id": cid, "reason": f"says {cid} is grade {ex.truth(cid)}",
+                 "grade": ex.truth(cid)} for q, b, ids in order for cid in ids]
+    assert rows == expected
+    assert (ARTIFACTS / "grading-page.png").stat().st_size > 10_000
+    shutil.copy(root / "data/grades/alice/round-1.jsonl", ARTIFACTS / "browser-grades.jsonl")
