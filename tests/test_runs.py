@@ -177,3 +177,22 @@ def test_canonical_ranking_equals_a_python_sort_whatever_the_row_order(rows, tie
     assert list(zip(got["query_id"], got["chunk_id"])) == [(r[0], r[1]) for r in expected]
     ranks = got.groupby("query_id", sort=False).cumcount() + 1
     assert got["rank"].tolist() == ranks.tolist()
+
+
+@settings(max_examples=60, deadline=None)
+@given(scores=st.lists(st.sampled_from([0.0, 1.0, 2.0]), min_size=1, max_size=30),
+       depth=st.integers(1, 6), seed=st.integers(0, 2**32 - 1))
+def test_order_limited_to_a_depth_is_exact_down_to_that_depth(scores, depth, seed):
+    from relgrade.runs import canonical_order, ranks_in_sorted
+
+    rng = np.random.default_rng(seed)
+    n = len(scores)
+    group = rng.integers(0, 3, size=n)
+    chunk = np.array([f"c{i}" for i in rng.permutation(n)], dtype=object)
+    score = np.array(scores)
+    full = canonical_order(group, score, chunk)
+    limited = canonical_order(group, score, chunk, depth=depth)
+    top_full = full[ranks_in_sorted(group[full]) <= depth]
+    top_limited = limited[ranks_in_sorted(group[limited]) <= depth]
+    assert top_full.tolist() == top_limited.tolist()
+    assert sorted(limited.tolist()) == list(range(n))

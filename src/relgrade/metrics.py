@@ -134,11 +134,11 @@ def index_qrels(qrels) -> KeyIndex:
                     ideal_grade=grade[ideal])
 
 
-def _checked_ids(values, name: str) -> pa.ChunkedArray:
+def _checked_ids(values, name: str, *, separator: bool = True) -> pa.ChunkedArray:
     arr = arrow_ids(values)
     if arr.null_count:
         raise InputError(f"{name} is missing in a row")
-    if pc.any(pc.match_substring(arr, _SEP)).as_py():
+    if separator and pc.any(pc.match_substring(arr, _SEP)).as_py():
         raise InputError(f"{name} holds the control character U+001F")
     return arr
 
@@ -157,8 +157,8 @@ def _score_run(key: KeyIndex, run: pd.DataFrame, measures: list[Measure], on_mis
     if missing:
         raise InputError("a run needs the columns query_id, chunk_id, rank, score",
                          found="no " + ", ".join(missing))
-    run_qids = _checked_ids(run["query_id"], "query_id")
-    chunk_ids = _checked_ids(run["chunk_id"], "chunk_id")
+    run_qids = _checked_ids(run["query_id"], "query_id", separator=False)
+    chunk_ids = _checked_ids(run["chunk_id"], "chunk_id", separator=False)
     rq = _codes_in(run_qids, key.query_ids)
     score = run["score"].to_numpy(dtype=np.float64, na_value=np.nan)
     rank = run["rank"].to_numpy() if ties == "rank" else None
@@ -176,18 +176,20 @@ def _score_run(key: KeyIndex, run: pd.DataFrame, measures: list[Measure], on_mis
                          item=f"query {run_qids[row]}, chunk {chunk_ids[row]}",
                          found=repr(float(score[row])))
 
-    order = canonical_order(rq, score, chunk_ids, rank=rank, ties=ties)
+    cutoffs = [m.cutoff for m in measures]
+    depth = None if None in cutoffs else max(cutoffs)
+    order = canonical_order(rq, score, chunk_ids, rank=rank, ties=ties, depth=depth)
     qs = rq[order]
     pos = ranks_in_sorted(qs)
     nq = key.n_queries
     n_ret = np.bincount(qs, minlength=nq)
     # only the rows some measure reads: the top max-cutoff of each list
-    cutoffs = [m.cutoff for m in measures]
-    if len(pos) and None not in cutoffs and max(cutoffs) < pos.max():
+    if len(pos) and depth is not None and depth < pos.max():
         top = np.flatnonzero(pos <= max(cutoffs))
         order, qs, pos = order[top], qs[top], pos[top]
     rows = pa.array(order)
-    top_pairs = _pair_keys(run_qids.take(rows), chunk_ids.take(rows))
+    top_chunks = _checked_ids(chunk_ids.take(rows), "chunk_id")  # no U+001F in a pair key
+    top_pairs = _pair_keys(run_qids.take(rows), top_chunks)
     _check_no_duplicates(top_pairs)
     at = _codes_in(top_pairs, key.pairs)  # the qrels row of each ranked chunk
     judged = at >= 0

@@ -309,7 +309,8 @@ def _sorted_codes(values) -> np.ndarray:
 
 
 def canonical_order(group: np.ndarray, score: np.ndarray, chunk_id, *,
-                    rank: np.ndarray | None = None, ties: str = "score") -> np.ndarray:
+                    rank: np.ndarray | None = None, ties: str = "score",
+                    depth: int | None = None) -> np.ndarray:
     """The permutation that puts run rows in canonical order.
 
     Parameters
@@ -326,6 +327,10 @@ def canonical_order(group: np.ndarray, score: np.ndarray, chunk_id, *,
     ties : {"score", "rank"}
         ``"score"``: score descending, then chunk_id descending as byte strings (trec_eval);
         ``"rank"``: rank ascending, then score descending, then chunk_id descending.
+    depth : int, optional
+        Only the first ``depth`` positions of each list must be in canonical order (a
+        caller that reads the top ``depth`` only): rows tied below that keep their input
+        order. None: every position.
 
     Returns
     -------
@@ -373,6 +378,11 @@ def canonical_order(group: np.ndarray, score: np.ndarray, chunk_id, *,
         seg_start = np.ones(len(pos), dtype=bool)
         seg_start[1:] = ~same[pos[1:] - 1]
         segment = np.cumsum(seg_start)
+        if depth is not None:
+            # keep only tie segments that begin within the first `depth` of their list
+            begins = ranks_in_sorted(g_sorted)[pos[seg_start]] <= depth
+            inside = begins[segment - 1]
+            pos, segment = pos[inside], segment[inside]
         tied_ids = arrow_ids(chunk_id).take(pa.array(order[pos]))
         within = pc.sort_indices(pa.table({"segment": segment, "chunk_id": tied_ids}),
                                  sort_keys=[("segment", "ascending"),

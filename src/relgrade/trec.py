@@ -14,8 +14,10 @@ mark and CRLF line ends are accepted; invalid UTF-8 is rejected with its line nu
 
 from __future__ import annotations
 
-import io
+import contextlib
 import math
+import mmap
+import os
 import re
 from pathlib import Path
 
@@ -44,27 +46,46 @@ _QRELS_FIELDS = [("query_id", pa.string()), ("iter", None), ("chunk_id", pa.stri
 
 # --- reading -------------------------------------------------------------------------
 
-def _read_bytes(path: Path) -> bytes:
+@contextlib.contextmanager
+def _mapped(path: Path):
+    """The file's bytes, memory-mapped (no copy); ``b""`` for an empty file."""
     try:
-        return path.read_bytes()
+        f = open(path, "rb")
     except FileNotFoundError:
         raise InputError("file not found", path=path) from None
     except IsADirectoryError:
         raise InputError("is a folder, not a file", path=path) from None
+    with f:
+        if os.fstat(f.fileno()).st_size == 0:
+            yield b""
+            return
+        mm = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+        try:
+            yield mm
+        finally:
+            try:
+                mm.close()
+            except BufferError:  # Arrow still holds a view; the map closes when it is freed
+                pass
 
 
-def _fast_table(data: bytes, fields) -> pa.Table | None:
-    """Arrow's CSV reader over single-tab or single-space separated lines; None if it fails."""
-    body = data[len(BOM):] if data.startswith(BOM) else data
-    if not body.strip():
+def _fast_table(data, fields) -> pa.Table | None:
+    """Arrow's CSV reader over single-tab or single-space separated lines; None if it fails.
+
+    ``data`` is bytes or a read-only memory map of the whole file.
+    """
+    start = len(BOM) if data[: len(BOM)] == BOM else 0
+    if len(data) <= start:
         return None
-    first = body[: body.find(b"\n")] if b"\n" in body else body
+    newline = data.find(b"\n", start)
+    first = data[start: newline if newline >= 0 else len(data)]
     delim = b"\t" if b"\t" in first else b" "
     other = b" " if delim == b"\t" else b"\t"
     # anything but one separator between fields (a doubled or leading separator, the other
     # separator, vertical tab, form feed) is left to the exact reader
-    if (delim * 2 in body or body.startswith(delim) or b"\n" + delim in body
-            or other in body or b"\x0b" in body or b"\x0c" in body):
+    if data[start: start + 1] == delim or any(
+            data.find(bad, start) >= 0
+            for bad in (delim * 2, b"\n" + delim, other, b"\x0b", b"\x0c")):
         return None
     delimiter = delim.decode()
     names = [name for name, _ in fields]
@@ -72,8 +93,8 @@ def _fast_table(data: bytes, fields) -> pa.Table | None:
     types = {name: (typ if typ is not None else pa.string()) for name, typ in fields}
     try:
         table = pacsv.read_csv(
-            io.BytesIO(data),
-            read_options=pacsv.ReadOptions(column_names=names, block_size=1 << 24),
+            pa.BufferReader(pa.py_buffer(data)),
+            read_options=pacsv.ReadOptions(column_names=names, block_size=1 << 22),
             parse_options=pacsv.ParseOptions(delimiter=delimiter, quote_char=False,
                                              double_quote=False, escape_char=False,
                                              ignore_empty_lines=False),
@@ -128,8 +149,8 @@ def _ids_frame(columns: dict) -> pd.DataFrame:
 
 def _read_run_table(path: Path) -> tuple[pd.DataFrame, np.ndarray | None]:
     """The run and, when some lines were skipped, the line number of each row."""
-    data = _read_bytes(path)
-    table = _fast_table(data, _RUN_FIELDS)
+    with _mapped(path) as data:
+        table = _fast_table(data, _RUN_FIELDS)
     if table is not None:
         scores = table["score"].to_numpy()
         if np.isfinite(scores).all():
@@ -205,8 +226,8 @@ def read_trec_qrels(path) -> pd.DataFrame:
         both lines when one (query, chunk) pair is graded twice.
     """
     path = Path(path)
-    data = _read_bytes(path)
-    table = _fast_table(data, _QRELS_FIELDS)
+    with _mapped(path) as data:
+        table = _fast_table(data, _QRELS_FIELDS)
     if table is not None:
         df = table.select(QRELS_COLUMNS).to_pandas()
         lines = None
@@ -221,13 +242,15 @@ def read_trec_qrels(path) -> pd.DataFrame:
                          "chunk_id": pd.Series(dids, dtype="str"),
                          "grade": np.asarray(grades, dtype=np.int64)})
         lines = np.asarray(line_list, dtype=np.int64)
-    dup = df.duplicated(["query_id", "chunk_id"], keep=False).to_numpy()
-    if dup.any():
-        rows = np.flatnonzero(dup)
-        first = rows[0]
-        q, c = df["query_id"].iat[first], df["chunk_id"].iat[first]
-        same = rows[(df["query_id"].to_numpy()[rows] == q) & (df["chunk_id"].to_numpy()[rows] == c)]
-        line_no = (lines[same] if lines is not None else same + 1)
+    pairs = pc.binary_join_element_wise(
+        pa.array(df["query_id"]).cast(pa.large_string()),
+        pa.array(df["chunk_id"]).cast(pa.large_string()), pa.scalar("\x1f", pa.large_string()))
+    counts = pc.value_counts(pairs)
+    repeated = pc.filter(counts.field("values"), pc.greater(counts.field("counts"), 1))
+    if len(repeated):
+        same = np.flatnonzero(pc.equal(pairs, repeated[0]).to_numpy(zero_copy_only=False))
+        q, c = repeated[0].as_py().split("\x1f", 1)
+        line_no = lines[same] if lines is not None else same + 1
         raise InputError("one (query, chunk) pair is graded twice", path=path,
                          line=int(line_no[1]), item=f"query {q}, chunk {c}",
                          found=f"lines {int(line_no[0])} and {int(line_no[1])}",

@@ -1,0 +1,228 @@
+"""Per-query metrics for 10 arms x 10,000 queries x depth 100, end to end, side by side.
+
+    python benchmarks/generate.py --seed 7 --out benchmarks/data --only metrics
+    python benchmarks/bench_metrics.py --data benchmarks/data/metrics --repeat 3
+
+Each contender runs in its own Python process, one after another (repeats interleaved), so
+its peak resident memory is its own (``resource.getrusage(RUSAGE_SELF).ru_maxrss``). The
+timed span starts before the qrels are read and ends when every arm's per-query values
+exist: loading is included, interpreter start-up and imports are not (the process wall
+time, which includes them, is reported too). Arms are processed one at a time and dropped.
+
+Contenders and what each computes per arm, at cutoffs 3, 5 and 10:
+
+* ``relgrade-trec`` / ``relgrade-parquet``: read the run (TREC text / Parquet) and
+  :func:`relgrade.metrics.per_query` for nDCG (gain 2^g - 1), R, RR and Judged;
+* ``relgrade-trec-validated``: the same plus :func:`relgrade.runs.validate_run` on every
+  run (the full duplicate check ``relgrade evaluate`` makes);
+* ``pytrec_eval``: ``pytrec_eval.parse_qrel``/``parse_run`` and ``RelevanceEvaluator`` for
+  ``ndcg_cut``, ``recall``, ``P`` and ``recip_rank`` (trec_eval has no RR@k or exp gain);
+* ``ir_measures``: ``read_trec_qrels``/``read_trec_run`` and ``iter_calc`` for nDCG, R, RR
+  and Judged at each cutoff (linear nDCG: its exp-gain provider is an external script);
+* ``ranx``: ``Qrels``/``Run.from_file`` and ``evaluate`` for ``ndcg_burges``, ``recall``
+  and ``mrr`` at each cutoff (numba-compiled; compiled code is cached after the first run).
+
+Every contender reports the mean R@10 per arm over the queries the run answers; the parent
+checks they agree (relgrade is run with ``on_missing_query="skip"`` for that reason).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+CUTOFFS = (3, 5, 10)
+TOOLS = ("relgrade-trec", "relgrade-parquet", "relgrade-trec-validated", "pytrec_eval",
+         "ir_measures", "ranx")
+
+
+def _arms(data: Path, ext: str) -> list[Path]:
+    return sorted((data / "runs").glob(f"*.{ext}"))
+
+
+# --- contenders (each runs in a child process) ---------------------------------------
+
+def _relgrade(data: Path, ext: str, validate: bool):
+    from relgrade.measures import protocol_measures
+    from relgrade.metrics import index_qrels, per_query
+    from relgrade.runs import read_run, validate_run
+    from relgrade.trec import read_trec_qrels
+
+    measures = protocol_measures(CUTOFFS)
+    start = time.perf_counter()
+    if ext == "parquet":
+        import pandas as pd
+
+        key = index_qrels(pd.read_parquet(data / "qrels.parquet"))
+    else:
+        key = index_qrels(read_trec_qrels(data / "qrels.trec"))
+    check = []
+    for path in _arms(data, ext):
+        run = read_run(path)
+        if validate:
+            validate_run(run, path=path)
+        pq = per_query(qrels=key, run=run, measures=measures, on_missing_query="skip")
+        check.append(float(pq.loc[pq["measure"] == "R@10", "value"].mean()))
+        del run, pq
+    return time.perf_counter() - start, check
+
+
+def _pytrec_eval(data: Path):
+    import pytrec_eval
+
+    ks = ",".join(map(str, CUTOFFS))
+    start = time.perf_counter()
+    with open(data / "qrels.trec") as f:
+        qrels = pytrec_eval.parse_qrel(f)
+    evaluator = pytrec_eval.RelevanceEvaluator(
+        qrels, {f"ndcg_cut.{ks}", f"recall.{ks}", f"P.{ks}", "recip_rank"})
+    check = []
+    for path in _arms(data, "trec"):
+        with open(path) as f:
+            run = pytrec_eval.parse_run(f)
+        result = evaluator.evaluate(run)
+        values = [v["recall_10"] for q, v in result.items()
+                  if any(g >= 1 for g in qrels[q].values())]
+        check.append(sum(values) / len(values))
+        del run, result
+    return time.perf_counter() - start, check
+
+
+def _ir_measures(data: Path):
+    import ir_measures
+
+    measures = [ir_measures.parse_measure(f"{m}@{k}") for k in CUTOFFS
+                for m in ("nDCG", "R", "RR", "Judged")]
+    start = time.perf_counter()
+    qrels = list(ir_measures.read_trec_qrels(str(data / "qrels.trec")))
+    relevant = {q.query_id for q in qrels if q.relevance >= 1}
+    evaluator = ir_measures.evaluator(measures, qrels)
+    check = []
+    for path in _arms(data, "trec"):
+        run = list(ir_measures.read_trec_run(str(path)))
+        answered = {d.query_id for d in run}
+        values = [m.value for m in evaluator.iter_calc(run)
+                  if str(m.measure) == "R@10" and m.query_id in answered
+                  and m.query_id in relevant]
+        check.append(sum(values) / len(values))
+        del run
+    return time.perf_counter() - start, check
+
+
+def _ranx(data: Path):
+    from ranx import Qrels, Run, evaluate
+
+    metrics = [f"{m}@{k}" for k in CUTOFFS for m in ("ndcg_burges", "recall", "mrr")]
+    start = time.perf_counter()
+    qrels = Qrels.from_file(str(data / "qrels.trec"), kind="trec")
+    relevant = {q for q, docs in qrels.qrels.items() if any(g >= 1 for g in docs.values())}
+    check = []
+    for path in _arms(data, "trec"):
+        run = Run.from_file(str(path), kind="trec")
+        answered = set(run.keys())
+        # ranx needs the run and the qrels to hold the same queries (make_comparable)
+        evaluate(qrels, run, metrics, return_mean=False, make_comparable=True)
+        values = [v for q, v in run.scores["recall@10"].items()
+                  if q in answered and q in relevant]
+        check.append(float(sum(values) / len(values)))
+        del run
+    return time.perf_counter() - start, check
+
+
+def _worker(tool: str, data: Path) -> dict:
+    if tool == "relgrade-trec":
+        seconds, check = _relgrade(data, "trec", validate=False)
+    elif tool == "relgrade-parquet":
+        seconds, check = _relgrade(data, "parquet", validate=False)
+    elif tool == "relgrade-trec-validated":
+        seconds, check = _relgrade(data, "trec", validate=True)
+    elif tool == "pytrec_eval":
+        seconds, check = _pytrec_eval(data)
+    elif tool == "ir_measures":
+        seconds, check = _ir_measures(data)
+    elif tool == "ranx":
+        seconds, check = _ranx(data)
+    else:
+        raise SystemExit(f"unknown tool {tool}")
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
+    return {"tool": tool, "seconds": seconds, "peak_rss_mib": peak, "check": check}
+
+
+# --- the parent: run each contender in a fresh process -------------------------------
+
+def _run_child(tool: str, data: Path, timeout: float) -> dict:
+    start = time.perf_counter()
+    proc = subprocess.run([sys.executable, __file__, "--worker", tool, "--data", str(data)],
+                          capture_output=True, text=True, timeout=timeout,
+                          env={**os.environ, "PYTHONWARNINGS": "ignore"})
+    wall = time.perf_counter() - start
+    if proc.returncode != 0:
+        return {"tool": tool, "error": proc.stderr.strip().splitlines()[-1:]}
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    out["process_wall"] = wall
+    return out
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--data", type=Path, default=Path("benchmarks/data/metrics"))
+    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--tools", default=",".join(TOOLS))
+    ap.add_argument("--timeout", type=float, default=900)
+    ap.add_argument("--out", type=Path, default=Path("benchmarks/out/metrics.json"))
+    ap.add_argument("--worker", default=None, help=argparse.SUPPRESS)
+    args = ap.parse_args(argv)
+    if args.worker:
+        print(json.dumps(_worker(args.worker, args.data)))
+        return 0
+    tools = args.tools.split(",")
+    results = {t: [] for t in tools}
+    for r in range(args.repeat):
+        for tool in tools:
+            res = _run_child(tool, args.data, args.timeout)
+            results[tool].append(res)
+            shown = (f"{res['seconds']:.2f} s, {res['peak_rss_mib']:.0f} MiB"
+                     if "seconds" in res else f"failed: {res['error']}")
+            print(f"[{r + 1}/{args.repeat}] {tool}: {shown}", file=sys.stderr)
+    summary = {}
+    for tool, runs in results.items():
+        ok = [x for x in runs if "seconds" in x]
+        if not ok:
+            summary[tool] = {"error": runs[-1].get("error")}
+            continue
+        summary[tool] = {
+            "seconds_median": statistics.median(x["seconds"] for x in ok),
+            "seconds_min": min(x["seconds"] for x in ok),
+            "process_wall_median": statistics.median(x["process_wall"] for x in ok),
+            "peak_rss_mib_max": max(x["peak_rss_mib"] for x in ok),
+            "runs": len(ok),
+            "check": ok[0]["check"],
+        }
+    ref = next((s["check"] for s in summary.values() if "check" in s), None)
+    for tool, s in summary.items():
+        if "check" in s and ref is not None:
+            s["check_max_diff"] = max(abs(a - b) for a, b in zip(s["check"], ref))
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps({"cpus": os.cpu_count(), "summary": summary,
+                                    "raw": results}, indent=2) + "\n")
+    print("| contender | median s (min) | process wall s | peak RSS MiB | R@10 check |")
+    print("|---|---|---|---|---|")
+    for tool, s in summary.items():
+        if "error" in s:
+            print(f"| {tool} | failed: {s['error']} | | | |")
+            continue
+        print(f"| {tool} | {s['seconds_median']:.2f} ({s['seconds_min']:.2f}) | "
+              f"{s['process_wall_median']:.2f} | {s['peak_rss_mib_max']:.0f} | "
+              f"max diff {s['check_max_diff']:.1e} |")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
