@@ -204,3 +204,20 @@ def test_rows_appended_in_batches_read_back_identically(tmp_path_factory, batche
     with GradeStore(path).open() as store:
         assert [r for _, r in store.rows] == written
     os.remove(path)
+
+
+def test_a_group_commit_writes_the_good_batches_together_and_refuses_only_the_bad_one(tmp_path):
+    path = tmp_path / "round-1.jsonl"
+    with GradeStore(path).open() as store:
+        store.append([row("q0", "a")])
+        results = store.append_many([
+            [row("q1", "a"), row("q1", "b")],
+            [row("q0", "a")],                 # already recorded
+            [row("q2", "a"), row("q1", "b")],  # repeats a pair of the first batch
+            [row("q3", "a")],
+        ])
+        assert results[0] == 2 and results[3] == 1
+        assert isinstance(results[1], InputError) and isinstance(results[2], InputError)
+        assert "(q0, a)" not in str(results[1]) and "q0, a" in str(results[1])
+    assert [(r["query_id"], r["chunk_id"]) for r in map(json.loads, path.read_text().splitlines())] \
+        == [("q0", "a"), ("q1", "a"), ("q1", "b"), ("q3", "a")]

@@ -440,8 +440,9 @@ class _Run:
             for k, v in inc.items():
                 setattr(self.summary, k, getattr(self.summary, k) + v)
 
-    def attempt_batch(self, task: QueryTask, bt: BatchTask, sample: int, chunks) -> pd.DataFrame | None:
-        """Grade ``chunks`` once (with retries); the validated rows, or None."""
+    def attempt_batch(self, task: QueryTask, bt: BatchTask, sample: int, chunks) -> list | None:
+        """Grade ``chunks`` once (with retries): the validated rows in the chunks' order, or
+        None (refused on every attempt, or stopped)."""
         s = self.setup
         source = f"{s.name} command, {task.query_id} batch {bt.batch}"
         if s.samples > 1:
@@ -475,8 +476,11 @@ class _Run:
             except InputError as e:
                 error = str(e)
                 continue
-            order = {str(c["chunk_id"]): i for i, c in enumerate(chunks)}
-            return df.sort_values("chunk_id", key=lambda col: col.map(order), kind="stable")
+            by_chunk = {c: (q, c, r, int(g)) for q, c, r, g in zip(
+                df["query_id"].tolist(), df["chunk_id"].tolist(), df["reason"].tolist(),
+                df["grade"].tolist())}
+            return [dict(zip(("query_id", "chunk_id", "reason", "grade"),
+                             by_chunk[str(c["chunk_id"])])) for c in chunks]
         with self.lock:
             self.summary.failures.append(Failure(task.query_id, bt.batch, sample, error))
         return None
@@ -487,20 +491,19 @@ class _Run:
             if self.runner.stopping.is_set():
                 return
             if s.samples == 1:
-                df = self.attempt_batch(task, bt, 0, bt.chunks)
-                if df is None:
+                rows = self.attempt_batch(task, bt, 0, bt.chunks)
+                if rows is None:
                     continue
-                rows = df.to_dict("records")
             else:
                 ok = True
                 for sample, chunks in bt.todo:
-                    df = self.attempt_batch(task, bt, sample, chunks)
-                    if df is None:
+                    got = self.attempt_batch(task, bt, sample, chunks)
+                    if got is None:
                         ok = False
                         break
                     srows = [{"query_id": r["query_id"], "chunk_id": r["chunk_id"],
-                              "sample": sample, "reason": r["reason"], "grade": int(r["grade"])}
-                             for r in df.to_dict("records")]
+                              "sample": sample, "reason": r["reason"], "grade": r["grade"]}
+                             for r in got]
                     self.writer.submit(self.sample_store, srows).result()
                     with self.lock:
                         for r in srows:

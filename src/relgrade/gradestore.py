@@ -17,6 +17,10 @@ Appending a batch is three steps:
 3. the marker is cleared (not synced: a stale marker whose ``end`` equals the file size
    describes a complete batch).
 
+Batches that wait for the writer while a write is in progress are written together, under
+one marker and one ``fsync`` (a group commit): each batch is still recorded whole or not at
+all, and no submitter hears "saved" before its rows are on disk.
+
 Opening the store recovers from whatever was interrupted:
 
 * a marker whose ``end`` lies beyond the file's size means step 2 was cut short (a process
@@ -261,21 +265,61 @@ class GradeStore:
             A row's key is already recorded, or appears twice in the batch (nothing is
             written).
         """
-        rows = [dict(r) for r in rows]
-        if not rows:
-            return 0
+        result = self.append_many([rows])[0]
+        if isinstance(result, Exception):
+            raise result
+        return result
+
+    def append_many(self, batches: Sequence[Iterable[dict]]) -> list:
+        """Append several batches with one marker and one ``fsync`` (a group commit).
+
+        Each batch is checked on its own: a batch with a key already recorded (or recorded
+        by an earlier batch of the group, or repeated within itself) is left out and gets an
+        :class:`~relgrade.errors.InputError`; the others are written together. A crash
+        during the write loses the whole group and nothing before it.
+
+        Parameters
+        ----------
+        batches : sequence of iterable of dict
+            The batches, in the order to write them.
+
+        Returns
+        -------
+        list
+            Per batch, the number of rows written or the ``InputError`` that refused it.
+
+        Raises
+        ------
+        ProtocolError
+            The store is not open.
+        """
+        batches = [[dict(r) for r in rows] for rows in batches]
+        results: list = []
+        accepted = []
         with self._lock:
             if self._fd is None:
                 raise ProtocolError(f"{self.path}: the grade store is not open")
-            keys = [self._key(r) for r in rows]
-            seen = set()
-            for k in keys:
-                if k in self._keys or k in seen:
-                    raise InputError("pair already recorded for this grader", path=self.path,
-                                     item=", ".join(k),
-                                     fix="A saved grade is final; nothing was written")
-                seen.add(k)
-            data = jsonl_bytes(rows)
+            taken: set = set()
+            for rows in batches:
+                keys = [self._key(r) for r in rows]
+                seen: set = set()
+                bad = None
+                for k in keys:
+                    if k in self._keys or k in taken or k in seen:
+                        bad = k
+                        break
+                    seen.add(k)
+                if bad is not None:
+                    results.append(InputError(
+                        "pair already recorded for this grader", path=self.path,
+                        item=", ".join(bad), fix="A saved grade is final; nothing was written"))
+                    continue
+                taken |= seen
+                accepted.append((rows, keys))
+                results.append(len(rows))
+            if not taken:
+                return results
+            data = b"".join(jsonl_bytes(rows) for rows, _ in accepted)
             offset, end = self._size, self._size + len(data)
             record = (b"relgrade-inflight %020d %020d" % (offset, end))
             os.pwrite(self._marker_fd, record.ljust(_MARKER_SIZE - 1) + b"\n", 0)
@@ -286,12 +330,14 @@ class GradeStore:
                 view = view[n:]
             os.fsync(self._fd)
             os.pwrite(self._marker_fd, _IDLE, 0)
-            first = (self.rows[-1][0] + 1) if self.rows else 1
-            for j, (k, r) in enumerate(zip(keys, rows)):
-                self._keys.add(k)
-                self.rows.append((first + j, r))
+            line = (self.rows[-1][0] + 1) if self.rows else 1
+            for rows, keys in accepted:
+                for k, r in zip(keys, rows):
+                    self._keys.add(k)
+                    self.rows.append((line, r))
+                    line += 1
             self._size = end
-            return len(rows)
+        return results
 
     def close(self) -> None:
         """Release the lock and remove the (idle) marker; safe to call twice."""
@@ -320,8 +366,11 @@ class SingleWriter:
     """The one thread that appends batches to grade stores.
 
     Workers (grading threads, web requests, an import) call :meth:`submit` and may wait on
-    the returned future; batches are written one at a time in submission order, so rows of
-    two batches never interleave, whichever stores they go to.
+    the returned future, which resolves once the batch is on disk (after its ``fsync``).
+    Batches are written in submission order, each as one contiguous block, so rows of two
+    batches never interleave, whichever stores they go to. Batches that queue up while a
+    write is in progress are written together with one ``fsync`` (a group commit, see
+    :meth:`GradeStore.append_many`).
 
     Examples
     --------
@@ -335,39 +384,64 @@ class SingleWriter:
 
     _STOP = object()
 
+    #: The most batches written with one ``fsync``.
+    max_group = 64
+
     def __init__(self):
         self._queue: queue.Queue = queue.Queue()
+        self._gate = threading.Lock()
         self._thread = threading.Thread(target=self._loop, name="relgrade-writer", daemon=True)
         self._closed = False
         self._thread.start()
 
     def _loop(self) -> None:
         while True:
-            item = self._queue.get()
-            if item is self._STOP:
+            items = [self._queue.get()]
+            # Group commit: take whatever else is already waiting, up to a bound.
+            while len(items) < self.max_group:
+                try:
+                    items.append(self._queue.get_nowait())
+                except queue.Empty:
+                    break
+            stop = any(it is self._STOP for it in items)
+            work = [it for it in items if it is not self._STOP]
+            by_store: dict[int, list] = {}
+            for store, rows, future in work:
+                if future.set_running_or_notify_cancel():
+                    by_store.setdefault(id(store), []).append((store, rows, future))
+            for group in by_store.values():
+                store = group[0][0]
+                try:
+                    results = store.append_many([rows for _, rows, _ in group])
+                except BaseException as e:  # handed back to every submitter
+                    for _, _, future in group:
+                        future.set_exception(e)
+                    continue
+                for (_, _, future), result in zip(group, results):
+                    if isinstance(result, BaseException):
+                        future.set_exception(result)
+                    else:
+                        future.set_result(result)
+            if stop:
                 return
-            store, rows, future = item
-            if not future.set_running_or_notify_cancel():
-                continue
-            try:
-                future.set_result(store.append(rows))
-            except BaseException as e:  # handed back to the submitter
-                future.set_exception(e)
 
     def submit(self, store: GradeStore, rows: Sequence[dict]) -> concurrent.futures.Future:
         """Queue one batch for ``store``; the future gives the row count or the error."""
-        if self._closed:
-            raise ProtocolError("the grade writer is closed")
         future: concurrent.futures.Future = concurrent.futures.Future()
-        self._queue.put((store, list(rows), future))
+        with self._gate:
+            if self._closed:
+                raise ProtocolError("the grade writer is closed")
+            self._queue.put((store, list(rows), future))
         return future
 
     def close(self) -> None:
         """Write every batch already queued, then stop the thread."""
-        if not self._closed:
+        with self._gate:
+            if self._closed:
+                return
             self._closed = True
             self._queue.put(self._STOP)
-            self._thread.join()
+        self._thread.join()
 
     def __enter__(self) -> "SingleWriter":
         return self
