@@ -1,9 +1,10 @@
 """Per-query and mean evaluation measures of a run against qrels (the frozen key).
 
 Every value is computed with numpy over the run's canonical ranking
-(:func:`relgrade.runs.canonical_order`): ids become integer codes once, each (query, chunk)
-finds its grade by a binary search over the qrels' sorted integer keys, and per-query sums
-are ``numpy.bincount`` calls. No Python loop runs per query or per row.
+(:func:`relgrade.runs.canonical_order`): query ids become integer codes through one Arrow
+hash lookup, only the rows some measure reads (the top max-cutoff of each list) look up
+their grade (one hash lookup of "query, chunk" keys in the qrels), and per-query sums are
+``numpy.bincount`` calls. No Python loop runs per query or per row.
 
 The rules, each pinned by a test:
 
@@ -38,11 +39,7 @@ QRELS_COLUMNS = ("query_id", "chunk_id", "grade")
 
 # --- the qrels, indexed once ---------------------------------------------------------
 
-_SEP = ID_SEPARATOR
-_pair_keys = pair_keys
-
-
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class KeyIndex:
     """Qrels prepared for scoring: query codes in byte order, pair keys, grades.
 
@@ -121,11 +118,11 @@ def index_qrels(qrels) -> KeyIndex:
     query_ids = pc.unique(qids)
     query_ids = query_ids.take(pc.array_sort_indices(query_ids))
     q = _codes_in(qids, pa.chunked_array([query_ids]))
-    pairs = _pair_keys(qids, cids)
+    pairs = pair_keys(qids, cids)
     counts = pc.value_counts(pairs)
     repeated = pc.filter(counts.field("values"), pc.greater(counts.field("counts"), 1))
     if len(repeated):
-        qid, cid = repeated[0].as_py().split(_SEP, 1)
+        qid, cid = repeated[0].as_py().split(ID_SEPARATOR, 1)
         raise InputError("one (query, chunk) pair is graded twice in the qrels",
                          item=f"query {qid}, chunk {cid}", fix="Keep one grade per pair")
     ideal = np.lexsort((-grade, q))
@@ -138,7 +135,7 @@ def _checked_ids(values, name: str, *, separator: bool = True) -> pa.ChunkedArra
     arr = arrow_ids(values)
     if arr.null_count:
         raise InputError(f"{name} is missing in a row")
-    if separator and pc.any(pc.match_substring(arr, _SEP)).as_py():
+    if separator and pc.any(pc.match_substring(arr, ID_SEPARATOR)).as_py():
         raise InputError(f"{name} holds the control character U+001F")
     return arr
 
@@ -189,7 +186,7 @@ def _score_run(key: KeyIndex, run: pd.DataFrame, measures: list[Measure], on_mis
         order, qs, pos = order[top], qs[top], pos[top]
     rows = pa.array(order)
     top_chunks = _checked_ids(chunk_ids.take(rows), "chunk_id")  # no U+001F in a pair key
-    top_pairs = _pair_keys(run_qids.take(rows), top_chunks)
+    top_pairs = pair_keys(run_qids.take(rows), top_chunks)
     _check_no_duplicates(top_pairs)
     at = _codes_in(top_pairs, key.pairs)  # the qrels row of each ranked chunk
     judged = at >= 0
@@ -244,7 +241,7 @@ def _check_no_duplicates(pairs: pa.ChunkedArray) -> None:
     counts = pc.value_counts(pairs)
     repeated = pc.filter(counts.field("values"), pc.greater(counts.field("counts"), 1))
     if len(repeated):
-        qid, cid = repeated[0].as_py().split(_SEP, 1)
+        qid, cid = repeated[0].as_py().split(ID_SEPARATOR, 1)
         raise InputError("a chunk is listed twice for one query",
                          item=f"query {qid}, chunk {cid}",
                          fix="List each chunk at most once per query")
@@ -272,9 +269,10 @@ def per_query(*, qrels: pd.DataFrame, run: pd.DataFrame, measures,
 
     Parameters
     ----------
-    qrels : pandas.DataFrame
+    qrels : pandas.DataFrame or KeyIndex
         The key: columns ``query_id``, ``chunk_id``, ``grade`` (int), one row per graded
-        pair, shape (n_pairs, 3). Not modified.
+        pair, shape (n_pairs, 3); or :func:`index_qrels` of it, to score many runs against
+        one key without indexing it again. Not modified.
     run : pandas.DataFrame
         Columns ``query_id``, ``chunk_id``, ``rank``, ``score`` (str or categorical ids),
         shape (n_rows, 4); with an ``arm`` column each arm is scored on its own. Not modified.
@@ -301,8 +299,10 @@ def per_query(*, qrels: pd.DataFrame, run: pd.DataFrame, measures,
     ------
     InputError
         A column is missing; a grade is not an integer; one (query, chunk) pair is graded
-        twice; a chunk is listed twice for one query (naming both); a score is not finite;
-        a measure name does not parse; ``on_missing_query`` or ``ties`` is unknown.
+        twice; a chunk is listed twice within the rows the measures read (naming the query
+        and the chunk; :func:`relgrade.runs.validate_run` checks whole lists); a score is
+        not finite; a measure name does not parse; ``on_missing_query`` or ``ties`` is
+        unknown.
 
     Notes
     -----
