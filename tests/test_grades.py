@@ -203,7 +203,9 @@ def test_long_table_has_one_row_per_pair_and_grader_sorted():
     }
     table, manifest = _collect(files)
     assert list(table.columns) == ["query_id", "chunk_id", "grader", "role", "round", "grade",
-                                   "reason"]
+                                   "reason", "sequence"]
+    # sequence is each grader's file order: grader-a wrote q2/c4 first, then q1/c1, q1/c2.
+    assert table["sequence"].tolist() == [1, 2, 0, 0]
     assert table[["query_id", "chunk_id", "grader", "grade"]].values.tolist() == [
         ["q1", "c1", "grader-a", 2], ["q1", "c2", "grader-a", 0],
         ["q2", "c4", "auditor-b", 0], ["q2", "c4", "grader-a", 1]]

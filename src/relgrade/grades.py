@@ -17,6 +17,7 @@ import json
 from dataclasses import dataclass
 from typing import Callable, Iterable, Mapping
 
+import numpy as np
 import pandas as pd
 
 from relgrade.errors import InputError
@@ -28,7 +29,8 @@ GRADE_KEYS = ("query_id", "chunk_id", "reason", "grade")
 ROW_COLUMNS = ["query_id", "chunk_id", "reason", "grade"]
 
 #: Columns of the long grades table (params ``paths.grades``).
-GRADES_COLUMNS = ["query_id", "chunk_id", "grader", "role", "round", "grade", "reason"]
+GRADES_COLUMNS = ["query_id", "chunk_id", "grader", "role", "round", "grade", "reason",
+                  "sequence"]
 
 ROLES = ("grader", "auditor")
 KINDS = ("model", "human", "import")
@@ -475,10 +477,12 @@ def long_table(tables: Mapping[str, pd.DataFrame], *, roles: Mapping[str, str],
 
     Returns
     -------
-    pandas.DataFrame of shape (n_rows, 7)
+    pandas.DataFrame of shape (n_rows, 8)
         Columns :data:`GRADES_COLUMNS`: ``query_id``, ``chunk_id``, ``grader``, ``role``
-        (str), ``round`` (int64), ``grade`` (int64), ``reason`` (str); one row per (pair,
-        grader, round), sorted by (query_id, chunk_id, grader) in Python string order.
+        (str), ``round`` (int64), ``grade`` (int64), ``reason`` (str), ``sequence`` (int64,
+        0-based position of the row in its grader's file, i.e. the order of grading, which
+        the leniency-drift diagnostic reads); one row per (pair, grader, round), sorted by
+        (query_id, chunk_id, grader) in Python string order.
     """
     parts = []
     for name, df in tables.items():
@@ -488,13 +492,15 @@ def long_table(tables: Mapping[str, pd.DataFrame], *, roles: Mapping[str, str],
         part["round"] = int(round)
         part["grade"] = df["grade"].astype("int64")
         part["reason"] = df["reason"]
+        part["sequence"] = np.arange(len(df), dtype="int64")
         parts.append(part)
     if not parts:
         out = pd.DataFrame({c: pd.Series([], dtype="str") for c in GRADES_COLUMNS})
     else:
         out = pd.concat(parts, ignore_index=True)
     out = out.astype({"query_id": "str", "chunk_id": "str", "grader": "str", "role": "str",
-                      "round": "int64", "grade": "int64", "reason": "str"})
+                      "round": "int64", "grade": "int64", "reason": "str",
+                      "sequence": "int64"})
     order = sorted(range(len(out)), key=lambda i: (out["query_id"].iat[i],
                                                    out["chunk_id"].iat[i],
                                                    out["grader"].iat[i]))
