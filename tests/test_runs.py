@@ -84,8 +84,8 @@ def test_unknown_query_and_chunk_ids_are_rejected():
     run = _run([("q1", "a", 1, 1.0), ("q9", "zz", 2, 0.5)])
     with pytest.raises(InputError) as e:
         validate_run(run, path="r.trec", queries=["q1", "q2"])
-    assert str(e.value) == ("r.trec: query q9, chunk zz: unknown query id (found 1 row(s) "
-                            "with a query id not in the query set)")
+    assert str(e.value) == ("r.trec: query q9, chunk zz: unknown query id (found 1 row(s) name "
+                            "queries that are not in the query set)")
     with pytest.raises(InputError, match="query q9, chunk zz: unknown chunk id"):
         validate_run(run, queries={"q1", "q9"}, chunks=pd.Series(["a", "b"]))
     validate_run(run, queries=["q1", "q9"], chunks=["a", "zz"])

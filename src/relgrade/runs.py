@@ -213,8 +213,9 @@ def validate_run(run: pd.DataFrame, *, path=None, queries=None, chunks=None) -> 
         if unknown.any():
             row = int(np.flatnonzero(unknown)[0])
             raise InputError(f"unknown {what} id", path=path, item=_row_item(run, row),
-                             found=f"{int(unknown.sum())} row(s) with a {what} id not in the "
-                                   f"{'query set' if what == 'query' else 'corpus'}")
+                             found=f"{int(unknown.sum())} row(s) name "
+                                   f"{'queries' if what == 'query' else 'chunks'} that are not "
+                                   f"in the {'query set' if what == 'query' else 'corpus'}")
 
 
 ID_SEPARATOR = "\x1f"  # joins ids into one key; whitespace-free TREC ids cannot hold it
