@@ -73,11 +73,13 @@ def run_relgrade(pq: pd.DataFrame, workers: int, seed: int, resamples: int, perm
 def run_ranx(qrels: pd.DataFrame, runs: dict, perms: int):
     from ranx import Qrels, Run, compare as ranx_compare, evaluate
 
-    q = Qrels.from_df(qrels.astype({"grade": int}), q_id_col="query_id", doc_id_col="chunk_id",
-                      score_col="grade")
+    ids = {"query_id": object, "chunk_id": object}
+    q = Qrels.from_df(qrels.astype({**ids, "grade": int}), q_id_col="query_id",
+                      doc_id_col="chunk_id", score_col="grade")
     rs = []
     for name, r in runs.items():
-        run = Run.from_df(r, q_id_col="query_id", doc_id_col="chunk_id", score_col="score")
+        run = Run.from_df(r.astype(ids), q_id_col="query_id", doc_id_col="chunk_id",
+                          score_col="score")
         run.name = name
         rs.append(run)
     names = list(RANX.values())

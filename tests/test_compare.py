@@ -262,3 +262,173 @@ def test_design_pairs():
         ("a", "b"), ("c", "b")]
     assert compare.design_pairs(["c", "a", "b"], baseline=None, mode="all") == [
         ("a", "b"), ("a", "c"), ("b", "c")]
+
+
+def test_an_ample_query_set_says_a_real_difference_is_likely_smaller():
+    g = np.random.default_rng(10)
+    base = g.random(3000) * 0.5 + 0.25
+    c = compare_arms(table({"bm25": base, "b": base + g.normal(0, 0.02, 3000)}),
+                     settings=settings())
+    (p,) = c.pairs
+    assert not p.significant and p.power.n_needed < 3000
+    assert "3000 queries detect a 2% change with power 80% or more" in p.verdict()
+
+
+def test_an_interval_clear_of_zero_before_holm_is_said_to_be_so():
+    g = np.random.default_rng(13)          # a seed where b's raw interval clears 0
+    base = g.random(25)
+    arms = {"bm25": base, "b": base + 0.04 + g.normal(0, 0.09, 25)}
+    for k in range(6):
+        arms[f"x{k}"] = base + g.normal(0, 0.1, 25)
+    c = compare_arms(table(arms), settings=settings())
+    p = c.pair("b", "bm25", M)
+    assert p.delta.excludes_zero() and not p.significant, (p.delta, p.p_holm)
+    assert "excludes 0 only before correcting for the 7 comparisons made" in p.verdict()
+
+
+# --- the stage and the command line --------------------------------------------------
+
+def _experiment(root):
+    """A complete small experiment on disk: 24 queries, arms bm25 and hybrid."""
+    import yaml
+
+    from relgrade import io, key as keymod, measures, metrics, pool as poolmod
+    from relgrade.trec import write_trec_run
+
+    params = yaml.safe_load(open("params.yaml"))
+    qids = [f"q{i:02d}" for i in range(1, 25)]
+    groups = {q: ("keyword" if i % 2 else "question") for i, q in enumerate(qids)}
+    truth = lambda c: {"0": 2, "1": 1}.get(c.rsplit("-", 1)[1], 0)  # noqa: E731
+    g = np.random.default_rng(12)
+    runs = {}
+    for arm, quality in (("bm25", 0.8), ("hybrid", 2.0)):
+        rows = []
+        for q in qids:
+            chunks = [f"{q}-{i}" for i in range(8)]
+            scores = [quality * truth(c) + g.normal() for c in chunks]
+            rows += [{"query_id": q, "chunk_id": c, "rank": 0, "score": round(s, 4)}
+                     for c, s in zip(chunks, scores)]
+        run = pd.DataFrame(rows)
+        runs[arm] = run
+        write_trec_run(root / "data/runs" / f"{arm}.trec", run, tag=arm)
+    from relgrade.runs import canonical_ranking
+
+    stacked = canonical_ranking(pd.concat([r.assign(arm=a) for a, r in runs.items()],
+                                          ignore_index=True))
+    pool, prov, _ = poolmod.build_pool(stacked, depth=5)
+    key = pool[["query_id", "chunk_id"]].assign(grade=[truth(c) for c in pool["chunk_id"]])
+    (root / "data/key").mkdir(parents=True)
+    (root / "data/key/key.jsonl").write_bytes(keymod.key_bytes(key))
+    io.write_json(root / "data/key/record.json",
+                  {"key_sha256": keymod.key_sha256(key), "pool_version": "p-test",
+                   "post_hoc": False})
+    io.write_parquet(root / "data/private/provenance.parquet", prov)
+    audit = qids[:4]
+    io.write_jsonl(root / "data/audit/audit.jsonl", [{"query_id": q} for q in audit])
+    aud = key[key["query_id"].isin(audit)].copy()
+    aud.loc[aud.index[0], "grade"] = 1 if aud["grade"].iloc[0] != 1 else 2
+    grades = pd.concat([key.assign(grader="grader-a", role="grader"),
+                        aud.assign(grader="auditor-b", role="auditor")], ignore_index=True)
+    io.write_parquet(root / "data/graded/grades.parquet",
+                     grades.assign(round=1, reason=""))
+    ms = measures.protocol_measures([3, 5, 10])
+    for arm, run in runs.items():
+        pq = metrics.per_query(qrels=key, run=run, measures=ms)
+        pq["group"] = pq["query_id"].map(groups)
+        io.write_parquet(root / "data/metrics" / f"{arm}.parquet",
+                         pq[["query_id", "group", "measure", "value"]])
+    params["arms"] = {"bm25": {"kind": "file", "depth": 8, "source": "x"},
+                      "hybrid": {"kind": "file", "depth": 8, "source": "x"}}
+    params["pool"]["depth"] = 5
+    params["metrics"].update(bootstrap=500, permutations=500, baseline="bm25")
+    (root / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+    return params
+
+
+@pytest.fixture(scope="module")
+def experiment(tmp_path_factory):
+    root = tmp_path_factory.mktemp("exp")
+    params = _experiment(root)
+    return root, params
+
+
+def _stage_main():
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / "stages" / "compare.py"
+    spec = importlib.util.spec_from_file_location("compare_stage", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod.main
+
+
+def test_the_stage_writes_the_report_and_both_plot_tables(experiment, monkeypatch, capsys):
+    root, params = experiment
+    monkeypatch.chdir(root)
+    _stage_main()(params)
+    report = json.loads((root / "metrics/comparisons.json").read_text())
+    record = json.loads((root / "data/key/record.json").read_text())
+    assert report["key_sha256"] == record["key_sha256"]
+    assert report["pool_version"] == "p-test" and report["post_hoc"] is False
+    assert {(c["arm_a"], c["arm_b"]) for c in report["comparisons"]} == {("hybrid", "bm25")}
+    ndcg = next(c for c in report["comparisons"] if c["measure"] == "nDCG(dcg='exp-log2')@10")
+    assert ndcg["significant"] and ndcg["verdict"].startswith("hybrid better than bm25")
+    assert ndcg["label_noise"]["queries"] == 4
+    assert {r["arm"] for r in report["pool_bias"]["leave_one_arm_out"]} == {"bm25", "hybrid"}
+    assert report["label_noise"]["changed"] == 1
+    arms = pd.read_csv(root / "metrics/plots/arms.csv")
+    assert arms.columns.tolist() == ["arm", "measure", "mean", "low", "high"]
+    deltas = pd.read_csv(root / "metrics/plots/deltas.csv")
+    assert set(deltas["measure"]) == {"nDCG(dcg='exp-log2')@10"} and len(deltas) == 24
+    assert ndcg["verdict"] in capsys.readouterr().out
+
+
+def test_the_command_line_prints_the_stage_numbers(experiment, monkeypatch):
+    from click.testing import CliRunner
+
+    from relgrade.cli import main
+
+    root, params = experiment
+    monkeypatch.chdir(root)
+    _stage_main()(params)
+    stage = json.loads((root / "metrics/comparisons.json").read_text())
+    runner = CliRunner()
+    res = runner.invoke(main, ["compare", "hybrid", "bm25", "--json", "-m", M])
+    assert res.exit_code == 0, res.output
+    cli = json.loads(res.output)
+    (one,) = cli["comparisons"]
+    ref = next(c for c in stage["comparisons"] if c["measure"] == M)
+    for k in ("delta", "low", "high", "p_randomization", "p_holm", "verdict"):
+        assert one[k] == ref[k]
+    # read the other way round: mirrored numbers, same p-values
+    res = runner.invoke(main, ["compare", "bm25", "hybrid", "-m", M])
+    assert res.exit_code == 0, res.output
+    assert res.output.rstrip().splitlines()[-1] == ref["verdict"]
+    assert "Paired comparisons: bm25 − hybrid" in res.output
+    md = runner.invoke(main, ["compare", "hybrid", "bm25", "--markdown"]).output
+    assert md.startswith("# relgrade comparison") and ref["verdict"] in md
+
+
+def test_the_command_line_names_an_unknown_arm(experiment, monkeypatch):
+    from click.testing import CliRunner
+
+    from relgrade.cli import main
+
+    root, _ = experiment
+    monkeypatch.chdir(root)
+    res = CliRunner().invoke(main, ["compare", "hybrid", "nope"])
+    assert res.exit_code == 1
+    assert "Error: nope: unknown arm. Arms: bm25, hybrid" in res.output
+
+
+def test_a_key_changed_after_freezing_is_refused(tmp_path, monkeypatch):
+    from relgrade.errors import ProtocolError
+
+    params = _experiment(tmp_path)
+    monkeypatch.chdir(tmp_path)
+    with open(tmp_path / "data/key/key.jsonl", "ab") as f:
+        f.write(b'{"query_id":"q99","chunk_id":"x","grade":2}\n')
+    with pytest.raises(ProtocolError, match="differs from the record"):
+        _stage_main()(params)
+    assert not (tmp_path / "metrics/comparisons.json").exists()
