@@ -396,6 +396,8 @@ class RunSummary:
         Grader processes started.
     retried : int
         Attempts beyond the first.
+    command_seconds : float
+        Time spent inside grader processes, start to exit, summed over all of them.
     failures : list of Failure
     seconds : float
     interrupted : bool
@@ -407,6 +409,7 @@ class RunSummary:
     batches: int = 0
     commands: int = 0
     retried: int = 0
+    command_seconds: float = 0.0
     failures: list = field(default_factory=list)
     seconds: float = 0.0
     interrupted: bool = False
@@ -461,6 +464,7 @@ class _Run:
                 req["prompt"] = render_prompt(self.template, req)
             self.count(commands=1)
             res = self.runner.run(s.argv, encode_request(req, mode=s.input), timeout=s.timeout)
+            self.count(command_seconds=res.seconds)
             if res.killed:
                 return None
             try:

@@ -124,7 +124,8 @@ def summary_lines(s: graderun.RunSummary, grader: str) -> list[str]:
     rate = s.graded / s.seconds if s.seconds > 0 else 0.0
     lines = [
         f"{grader}: graded {s.graded} pairs in {s.batches} batches "
-        f"({s.seconds:.1f} s, {rate:.1f} pairs/s, {s.commands} processes)",
+        f"({s.seconds:.1f} s, {rate:.1f} pairs/s, {s.commands} processes, "
+        f"{s.command_seconds:.1f} s inside them)",
         f"retried {s.retried} attempts; failed {len(s.failures)} batches; "
         f"{s.remaining} of {s.total_pairs} pairs still lack a grade "
         f"({s.already} were recorded before this run)",
