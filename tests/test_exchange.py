@@ -74,6 +74,14 @@ def test_the_prompt_holds_rubric_query_intent_chunks_and_the_previous_error():
     assert "refused" not in render_prompt(prompt_template(), request())
 
 
+def test_chunk_text_holding_backticks_gets_a_longer_fence_in_the_prompt():
+    p = packet()
+    chunk = {"chunk_id": "md", "header": "README.md", "text": "Run:\n```sh\npip install x\n```"}
+    req = batch_request(p, 0, [chunk], grader="g", rubric="", scale=[0, 1, 2], max_reason_words=15)
+    prompt = render_prompt(prompt_template(), req)
+    assert "````\nRun:\n```sh\npip install x\n```\n````" in prompt
+
+
 def test_prompt_mode_puts_only_the_prompt_on_stdin():
     req = dict(request(), prompt="PROMPT ÄÖ")
     assert encode_request(req, mode="prompt") == "PROMPT ÄÖ".encode()

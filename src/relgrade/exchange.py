@@ -32,6 +32,7 @@ built from the packet alone.
 from __future__ import annotations
 
 import json
+import re
 import shlex
 from typing import Mapping, Sequence
 
@@ -168,6 +169,20 @@ def render_prompt(template, request: Mapping) -> str:
     str
     """
     return template.render(**request)
+
+
+def code_fence(text: str) -> str:
+    """A Markdown code fence longer than any run of backticks in ``text`` (at least three).
+
+    Examples
+    --------
+    >>> code_fence("x = 1")
+    '```'
+    >>> code_fence("see ```python blocks")
+    '````'
+    """
+    longest = max((len(run) for run in re.findall(r"`+", text or "")), default=0)
+    return "`" * max(3, longest + 1)
 
 
 def encode_request(request: Mapping, *, mode: str = "json") -> bytes:

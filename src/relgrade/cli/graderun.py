@@ -15,6 +15,7 @@ import click
 import jinja2
 
 from relgrade import graderun, packets as packets_mod
+from relgrade.exchange import code_fence
 from relgrade.cli import handle_errors
 from relgrade.cli.grade import grade_cmd
 from relgrade.errors import InputError
@@ -63,6 +64,7 @@ def prompt_template() -> jinja2.Template:
     text = (resources.files("relgrade") / "prompts" / "grader.md").read_text("utf-8")
     env = jinja2.Environment(undefined=jinja2.StrictUndefined, keep_trailing_newline=True,
                              autoescape=False)
+    env.filters["code_fence"] = code_fence
     return env.from_string(text)
 
 
