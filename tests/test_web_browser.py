@@ -50,9 +50,13 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+XSS = '<script>window.__relgradeXss = 1</script><img src=x onerror="window.__relgradeXss = 2">'
+
+
 def code_for(c):
     j = int(c["chunk_id"].rsplit("-c", 1)[1])
-    return CODE.format(kind=("ANSWER", "POINTER", "plain")[j % 3])
+    text = CODE.format(kind=("ANSWER", "POINTER", "plain")[j % 3])
+    return text + f"# {XSS}\n" if j == 6 else text
 
 
 @pytest.fixture
@@ -108,6 +112,8 @@ def test_a_person_grades_a_small_pool_with_the_keyboard_across_a_reload(server):
     with sync_playwright() as pw:
         browser = pw.chromium.launch(executable_path=CHROMIUM, args=ARGS, headless=True)
         page = browser.new_page(viewport={"width": 1440, "height": 1000})
+        dialogs = []
+        page.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
         page.goto(f"{base}/login?token=alice-browser-token-0123456789")
         assert page.url.endswith("/g/alice/")
         page.click("#continue")
@@ -126,9 +132,14 @@ def test_a_person_grades_a_small_pool_with_the_keyboard_across_a_reload(server):
                     page.screenshot(path=str(ARTIFACTS / "grading-page.png"))
             counter = page.text_content("#counter-0")
             assert counter.strip() == "5 / 15 words"
+            if any(cid.endswith("-c6") for cid in ids):
+                # the chunk holding markup shows it as text and runs none of it
+                assert XSS in page.text_content(f"#chunk-{ids.index(q + '-c6')} .chunk-text")
+                assert page.evaluate("window.__relgradeXss") is None
             with page.expect_navigation():
                 page.keyboard.press("Enter")  # save the batch
         assert page.url.endswith("/g/alice/")
+        assert dialogs == []
         assert "Every pair in your queue is graded" in page.text_content("main")
         page.screenshot(path=str(ARTIFACTS / "queue-done.png"), full_page=True)
 

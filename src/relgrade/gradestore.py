@@ -103,9 +103,9 @@ class GradeStore:
     >>> import tempfile, os
     >>> d = tempfile.mkdtemp()
     >>> with GradeStore(os.path.join(d, "round-1.jsonl")).open() as store:
-    ...     store.append([{"query_id": "q1", "chunk_id": "c1", "reason": "defines it", "grade": 2}])
-    ...     len(store)
-    1
+    ...     n = store.append([{"query_id": "q1", "chunk_id": "c1", "reason": "defines it", "grade": 2}])
+    ...     (n, len(store), ("q1", "c1") in store)
+    (1, 1, True)
     """
 
     path: Path
