@@ -21,7 +21,7 @@ The rules, each pinned by a test:
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
@@ -54,6 +54,7 @@ class KeyIndex:
     ideal_q: np.ndarray         # query codes of the rows sorted by (query, grade desc)
     ideal_pos: np.ndarray       # 1-based position of each of those rows within its query
     ideal_grade: np.ndarray     # their grades
+    memo: dict = field(default_factory=dict, repr=False)  # per-key sums, computed once
 
     @property
     def n_queries(self) -> int:
@@ -61,15 +62,22 @@ class KeyIndex:
 
     def num_relevant(self, rel: int) -> np.ndarray:
         """Per query code: how many graded chunks have grade >= rel (float64)."""
-        return np.bincount(self.q, weights=self.grade >= rel, minlength=self.n_queries)
+        if ("nrel", rel) not in self.memo:
+            self.memo[("nrel", rel)] = np.bincount(self.q, weights=self.grade >= rel,
+                                                   minlength=self.n_queries)
+        return self.memo[("nrel", rel)]
 
     def ideal_dcg(self, cutoff: int | None, dcg: str) -> np.ndarray:
         """Per query code: DCG of all its graded chunks sorted by grade, cut at ``cutoff``."""
+        if ("idcg", cutoff, dcg) in self.memo:
+            return self.memo[("idcg", cutoff, dcg)]
         gain = _gain(self.ideal_grade, dcg)
         if cutoff is not None:
             gain = np.where(self.ideal_pos <= cutoff, gain, 0.0)
-        return np.bincount(self.ideal_q, weights=gain / np.log2(self.ideal_pos + 1.0),
-                           minlength=self.n_queries)
+        ideal = np.bincount(self.ideal_q, weights=gain / np.log2(self.ideal_pos + 1.0),
+                            minlength=self.n_queries)
+        self.memo[("idcg", cutoff, dcg)] = ideal
+        return ideal
 
 
 def _codes_in(values: pa.ChunkedArray, value_set: pa.ChunkedArray) -> np.ndarray:
@@ -187,22 +195,22 @@ def _score_run(key: KeyIndex, run: pd.DataFrame, measures: list[Measure], on_mis
     rows = pa.array(order)
     top_chunks = _checked_ids(chunk_ids.take(rows), "chunk_id")  # no U+001F in a pair key
     top_pairs = pair_keys(run_qids.take(rows), top_chunks)
-    _check_no_duplicates(top_pairs)
-    at = _codes_in(top_pairs, key.pairs)  # the qrels row of each ranked chunk
-    judged = at >= 0
-    grade = np.where(judged, key.grade[np.maximum(at, 0)], 0)
+    # one hash pass over the key's pairs followed by the ranked ones: a ranked pair's code
+    # below len(key.pairs) is its qrels row (the key's pairs are distinct), and a code seen
+    # twice among the ranked pairs is a chunk listed twice for one query
+    encoded = pc.dictionary_encode(pa.chunked_array(key.pairs.chunks + top_pairs.chunks))
+    codes = np.concatenate([c.indices.to_numpy() for c in encoded.chunks])[len(key.pairs):]
+    _check_no_duplicates(codes, encoded.chunks[-1].dictionary)
+    judged = codes < len(key.pairs)
+    grade = np.where(judged, key.grade[np.minimum(codes, len(key.pairs) - 1)], 0)
 
     answered = n_ret > 0
     discount = 1.0 / np.log2(pos + 1.0)
-    cache = {}
     out = {}
     for m in measures:
         within = pos <= m.cutoff if m.cutoff is not None else np.ones(len(pos), dtype=bool)
         if m.name == "nDCG":
-            ck = ("idcg", m.cutoff, m.dcg)
-            if ck not in cache:
-                cache[ck] = key.ideal_dcg(m.cutoff, m.dcg)
-            idcg = cache[ck]
+            idcg = key.ideal_dcg(m.cutoff, m.dcg)
             dcg = np.bincount(qs, weights=np.where(within, _gain(grade, m.dcg) * discount, 0.0),
                               minlength=nq)
             defined = idcg > 0
@@ -213,10 +221,7 @@ def _score_run(key: KeyIndex, run: pd.DataFrame, measures: list[Measure], on_mis
             defined = np.ones(nq, dtype=bool)
             value = np.divide(hits, denom, out=np.zeros(nq), where=denom > 0)
         else:
-            ck = ("nrel", m.rel)
-            if ck not in cache:
-                cache[ck] = key.num_relevant(m.rel)
-            num_rel = cache[ck]
+            num_rel = key.num_relevant(m.rel)
             defined = num_rel > 0
             relevant = judged & (grade >= m.rel) & within
             if m.name == "R":
@@ -237,11 +242,12 @@ def _score_run(key: KeyIndex, run: pd.DataFrame, measures: list[Measure], on_mis
     return out
 
 
-def _check_no_duplicates(pairs: pa.ChunkedArray) -> None:
-    counts = pc.value_counts(pairs)
-    repeated = pc.filter(counts.field("values"), pc.greater(counts.field("counts"), 1))
-    if len(repeated):
-        qid, cid = repeated[0].as_py().split(ID_SEPARATOR, 1)
+def _check_no_duplicates(codes: np.ndarray, dictionary: pa.Array) -> None:
+    """Raise on the first pair code that occurs twice (codes of "query\x1fchunk" keys)."""
+    seen = np.bincount(codes, minlength=len(dictionary))
+    if seen.max(initial=0) > 1:
+        first = codes[np.flatnonzero(seen[codes] > 1)[0]]
+        qid, cid = dictionary[int(first)].as_py().split(ID_SEPARATOR, 1)
         raise InputError("a chunk is listed twice for one query",
                          item=f"query {qid}, chunk {cid}",
                          fix="List each chunk at most once per query")
@@ -351,16 +357,19 @@ def per_query(*, qrels: pd.DataFrame, run: pd.DataFrame, measures,
 
 
 def _table(key: KeyIndex, scored: dict) -> pd.DataFrame:
-    queries, names, values = [], [], []
-    for name, (value, counted) in scored.items():
-        sel = np.flatnonzero(counted)
-        queries.append(sel)
-        names.append(np.full(len(sel), name, dtype=object))
-        values.append(value[sel])
-    sel = np.concatenate(queries) if queries else np.zeros(0, dtype=np.int64)
+    sel, which, values = [], [], []
+    for i, (value, counted) in enumerate(scored.values()):
+        rows = np.flatnonzero(counted)
+        sel.append(rows)
+        which.append(np.full(len(rows), i, dtype=np.int32))
+        values.append(value[rows])
+    sel = np.concatenate(sel) if sel else np.zeros(0, dtype=np.int64)
+    names = pa.DictionaryArray.from_arrays(
+        pa.array(np.concatenate(which) if which else np.zeros(0, dtype=np.int32)),
+        pa.array(list(scored), type=pa.large_string()))
     return pd.DataFrame({
         "query_id": pd.Series(key.query_ids.take(pa.array(sel)), dtype="str"),
-        "measure": pd.Series(np.concatenate(names) if names else [], dtype="str"),
+        "measure": pd.Series(names.cast(pa.large_string()), dtype="str"),
         "value": np.concatenate(values) if values else np.zeros(0),
     })
 

@@ -381,7 +381,10 @@ def canonical_order(group: np.ndarray, score: np.ndarray, chunk_id, *,
         segment = np.cumsum(seg_start)
         if depth is not None:
             # keep only tie segments that begin within the first `depth` of their list
-            begins = ranks_in_sorted(g_sorted)[pos[seg_start]] <= depth
+            list_starts = np.flatnonzero(np.r_[True, g_sorted[1:] != g_sorted[:-1]])
+            first_rows = pos[seg_start]
+            list_of = np.searchsorted(list_starts, first_rows, side="right") - 1
+            begins = first_rows - list_starts[list_of] + 1 <= depth
             inside = begins[segment - 1]
             pos, segment = pos[inside], segment[inside]
         tied_ids = arrow_ids(chunk_id).take(pa.array(order[pos]))

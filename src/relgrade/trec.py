@@ -81,31 +81,36 @@ def _fast_table(data, fields) -> pa.Table | None:
     first = data[start: newline if newline >= 0 else len(data)]
     delim = b"\t" if b"\t" in first else b" "
     other = b" " if delim == b"\t" else b"\t"
-    # anything but one separator between fields (a doubled or leading separator, the other
-    # separator, vertical tab, form feed) is left to the exact reader
-    if data[start: start + 1] == delim or any(
-            data.find(bad, start) >= 0
-            for bad in (delim * 2, b"\n" + delim, other, b"\x0b", b"\x0c")):
+    # the other separator, vertical tab or form feed: the exact reader splits on them all
+    if any(data.find(bad, start) >= 0 for bad in (other, b"\x0b", b"\x0c")):
         return None
-    delimiter = delim.decode()
     names = [name for name, _ in fields]
-    kept = [name for name, typ in fields if typ is not None]
-    types = {name: (typ if typ is not None else pa.string()) for name, typ in fields}
+    # fields relgrade drops are still read, dictionary-encoded (a few bytes a row), so that
+    # an empty one (a doubled or leading separator) can be seen
+    dropped = pa.dictionary(pa.int32(), pa.string())
+    types = {name: (typ if typ is not None else dropped) for name, typ in fields}
     try:
         table = pacsv.read_csv(
             pa.BufferReader(pa.py_buffer(data)),
             read_options=pacsv.ReadOptions(column_names=names, block_size=1 << 22),
-            parse_options=pacsv.ParseOptions(delimiter=delimiter, quote_char=False,
+            parse_options=pacsv.ParseOptions(delimiter=delim.decode(), quote_char=False,
                                              double_quote=False, escape_char=False,
                                              ignore_empty_lines=False),
             convert_options=pacsv.ConvertOptions(column_types=types, null_values=[],
                                                  true_values=[], false_values=[],
-                                                 strings_can_be_null=False,
-                                                 include_columns=kept),
+                                                 strings_can_be_null=False),
         )
     except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError):
         return None
-    return table
+    for name, typ in fields:
+        col = table[name]
+        if typ is None:
+            if any(len(c.dictionary) and pc.min(pc.utf8_length(c.dictionary)).as_py() == 0
+                   for c in col.chunks):
+                return None
+        elif pa.types.is_string(typ) and len(col) and pc.min(pc.utf8_length(col)).as_py() == 0:
+            return None
+    return table.select([name for name, typ in fields if typ is not None])
 
 
 def _exact_rows(path: Path, n_fields: int, layout: str):
