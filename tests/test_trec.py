@@ -57,6 +57,10 @@ def test_invalid_utf8_is_rejected_with_its_line(tmp_path):
                       "(found 5 fields)"),
     (b"q1 Q0 d2 2 1 t x", "expected 6 whitespace-separated fields (qid Q0 docid rank score "
                           "tag) (found 7 fields)"),
+    (b"q1  d2 2 1 t", "expected 6 whitespace-separated fields (qid Q0 docid rank score tag) "
+                      "(found 5 fields)"),
+    (b"q1 Q0 d2 2 1 ", "expected 6 whitespace-separated fields (qid Q0 docid rank score tag) "
+                       "(found 5 fields)"),
     (b"q1 Q0 d2 2 high t", "score must be a number (found 'high')"),
     (b"q1 Q0 d2 2 nan t", "score must be a finite number (found 'nan')"),
     (b"q1 Q0 d2 2 NaN t", "score must be a finite number (found 'NaN')"),
