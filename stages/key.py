@@ -19,7 +19,7 @@ def main(params):
     status = ledger.check_void(used, pool_version=pool_version,
                                rubric_version=str(grading["rubric_version"]),
                                round=int(grading["round"]), key_sha256=key.key_sha256(table),
-                               post_hoc=bool(params.get("key", {}).get("post_hoc", False)))
+                               post_hoc=bool(params["grading"].get("post_hoc", False)))
     inputs = {name: io.read_json(path_of(params, f"{name}_manifest")).get("sha256")
               for name in ("corpus", "queries", "intents")}
     inputs["pool"] = io.sha256_file(path_of(params, "pool"))

@@ -124,7 +124,7 @@ def test_changing_a_grade_after_metrics_voids_the_run_unless_post_hoc(passed):
     assert {arm: (root / f"metrics/arms/{arm}.json").read_text() for arm in tiny.ARMS} == before
 
     params = yaml.safe_load((root / "params.yaml").read_text())
-    params["key"]["post_hoc"] = True
+    params["grading"]["post_hoc"] = True
     (root / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
     tiny.run(root, "dvc", "repro")
     for arm in tiny.ARMS:

@@ -180,7 +180,7 @@ def test_qrels_text_is_trec_layout_in_key_order():
 
 def _stage_dir(tmp_path, *, gate=True, ledger_rows=None, post_hoc=False):
     params = yaml.safe_load((REPO / "params.yaml").read_text())
-    params["key"] = {"post_hoc": post_hoc}
+    params["grading"]["post_hoc"] = post_hoc
     (tmp_path / "params.yaml").write_text(yaml.safe_dump(params))
     p = params["paths"]
 

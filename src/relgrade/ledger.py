@@ -4,7 +4,7 @@ Once metrics have been seen for a (pool version, rubric version, round), the key
 computed from is the decision key. A key that differs for the same triple would let grades be
 changed after seeing which arm they favour, so the run is void: the key stage refuses unless
 params declare a new ``grading.round`` (a full blind regrade from fresh orders) or mark the run
-``key.post_hoc: true``, in which case every number built on it is labelled post-hoc.
+``grading.post_hoc: true``, in which case every number built on it is labelled post-hoc.
 
 The ledger itself is a git-tracked JSON Lines file (params ``paths.ledger``), one entry per key
 used for metrics: ``{"pool_version", "rubric_version", "round", "key_sha256", "used_at"}``.
@@ -100,7 +100,7 @@ def check_void(
     key_sha256 : str
         Its hash.
     post_hoc : bool
-        Params ``key.post_hoc``: a changed key is allowed, labelled post-hoc.
+        Params ``grading.post_hoc``: a changed key is allowed, labelled post-hoc.
 
     Returns
     -------
@@ -137,6 +137,6 @@ def check_void(
         f"void: key {old} was already used for metrics on pool {triple[0]}, rubric "
         f"{triple[1]}, round {triple[2]} (at {used[0].get('used_at', '?')}); this key differs "
         f"({key_sha256}). Either declare a new round (raise `grading.round` in params.yaml and "
-        "regrade the whole pool blind from fresh orders) or set `key.post_hoc: true` "
+        "regrade the whole pool blind from fresh orders) or set `grading.post_hoc: true` "
         "(every number is then labelled post-hoc)"
     )
