@@ -1,5 +1,8 @@
 #!/usr/bin/env bash
-# Create .venv (Python 3.11+) and install relgrade with its test extra, once per pyproject change.
+# Create .venv (Python 3.11+) and install relgrade with its test extra, once per change of
+# pyproject.toml or tools/constraints.txt. The constraints pin every package to the versions
+# the default experiment was graded with: a different BM25 or TF-IDF release could rank
+# differently, change the pool, and leave pairs without grades.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
@@ -7,9 +10,9 @@ if [ ! -x .venv/bin/python ]; then
   "$PY" -m venv .venv
 fi
 stamp=.venv/.relgrade-installed
-want=$(sha256sum pyproject.toml | cut -d' ' -f1)
+want=$(cat pyproject.toml tools/constraints.txt | sha256sum | cut -d' ' -f1)
 if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
   .venv/bin/python -m pip install --quiet --upgrade pip
-  .venv/bin/python -m pip install --quiet -e '.[test]'
+  .venv/bin/python -m pip install --quiet -c tools/constraints.txt -e '.[test]'
   echo "$want" > "$stamp"
 fi
