@@ -353,7 +353,9 @@ def per_query(*, qrels: pd.DataFrame, run: pd.DataFrame, measures,
             return pd.DataFrame({"arm": pd.Series([], dtype="str"),
                                  **_table(key, {}).to_dict("series")})
         return pd.concat(tables, ignore_index=True)
-    return _table(key, _score_run(key, run, parsed, on_missing_query, ties))
+    table = _table(key, _score_run(key, run, parsed, on_missing_query, ties))
+    pa.default_memory_pool().release_unused()  # scoring's Arrow temporaries are garbage
+    return table
 
 
 def _table(key: KeyIndex, scored: dict) -> pd.DataFrame:

@@ -138,6 +138,7 @@ def read_run(path) -> pd.DataFrame:
             df = pd.read_parquet(path)
         except Exception as e:  # pyarrow raises several types for a corrupt file
             raise InputError("not a readable Parquet file", path=path, found=str(e)) from None
+        pa.default_memory_pool().release_unused()  # the decoder's buffers are garbage now
         return _coerce(df, path)
     return read_trec_run(path)
 

@@ -160,6 +160,10 @@ def _read_run_table(path: Path) -> tuple[pd.DataFrame, np.ndarray | None]:
         scores = table["score"].to_numpy()
         if np.isfinite(scores).all():
             df = table.select(RUN_COLUMNS).to_pandas()
+            del table
+            # the parser's block buffers are garbage now: hand them back to the system
+            # rather than let them sit beside the arrays that scoring allocates next
+            pa.default_memory_pool().release_unused()
             return df, None
     del table
     qids, dids, ranks, scores, lines = [], [], [], [], []
