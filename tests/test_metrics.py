@@ -358,3 +358,81 @@ def test_measures_stay_in_bounds_and_ignore_row_order_and_id_names(seed):
     renamed = per_query(qrels=q.assign(query_id=q["query_id"].map(rename)),
                         run=r.assign(query_id=r["query_id"].map(rename)), measures=ALL)
     assert renamed["value"].tolist() == base["value"].tolist()
+
+
+# --- the metrics stage ---------------------------------------------------------------
+
+def _stage_experiment(tmp_path):
+    import hashlib
+    import json
+
+    from relgrade.io import write_jsonl
+
+    key_rows = [{"query_id": "q1", "chunk_id": "a", "grade": 2},
+                {"query_id": "q1", "chunk_id": "b", "grade": 0},
+                {"query_id": "q2", "chunk_id": "c", "grade": 1}]
+    paths = {"key": "key.jsonl", "record": "record.json", "runs": "runs",
+             "queries": "queries.parquet", "ledger": "ledger.jsonl", "metrics": "m",
+             "per_query": "pq"}
+    paths = {k: str(tmp_path / v) for k, v in paths.items()}
+    write_jsonl(paths["key"], key_rows)
+    sha = hashlib.sha256((tmp_path / "key.jsonl").read_bytes()).hexdigest()
+    (tmp_path / "record.json").write_text(json.dumps(
+        {"key_sha256": sha, "pool_version": "p-000000000001", "rubric_version": "v1",
+         "round": 1, "post_hoc": False}))
+    (tmp_path / "runs").mkdir()
+    (tmp_path / "runs" / "bm25.trec").write_text("q1 Q0 b 1 2 bm25\nq1 Q0 a 2 1 bm25\n")
+    pd.DataFrame({"query_id": ["q1", "q2"], "query": ["x", "y"],
+                  "group": ["keyword", "question"]}).to_parquet(paths["queries"])
+    params = {"paths": paths, "arms": {"bm25": {}}, "runs": {"ties": "score"},
+              "scale": {"relevant_min": 1}, "metrics": {"cutoffs": [1, 10]}}
+    return params, sha
+
+
+def _stage_main():
+    import importlib.util
+    from pathlib import Path
+
+    spec = importlib.util.spec_from_file_location(
+        "metrics_stage", Path(__file__).resolve().parents[1] / "stages" / "metrics.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.main
+
+
+def test_stage_writes_means_per_query_rows_and_one_ledger_entry(tmp_path, monkeypatch):
+    import json
+
+    params, sha = _stage_experiment(tmp_path)
+    monkeypatch.setattr("sys.argv", ["stages/metrics.py", "bm25"])
+    main = _stage_main()
+    main(params)
+    out = json.loads((tmp_path / "m" / "bm25.json").read_text())
+    # q1: b (0) then a (2): RR 1/2, nDCG@10 = (3/log2(3)) / 3; q2 missing from the run: 0
+    assert out.pop("nDCG(dcg='exp-log2')@10") == pytest.approx((3 / np.log2(3) / 3 + 0) / 2,
+                                                               abs=1e-15)
+    assert out == {"arm": "bm25", "key_sha256": sha, "pool_version": "p-000000000001",
+                   "post_hoc": False, "queries": 2,
+                   "nDCG(dcg='exp-log2')@1": 0.0, "R@1": 0.0, "RR@1": 0.0,
+                   "Judged@1": 0.5, "R@10": 0.5, "RR@10": 0.25, "Judged@10": 0.5}
+    table = pd.read_parquet(tmp_path / "pq" / "bm25.parquet")
+    assert list(table.columns) == ["query_id", "group", "measure", "value"]
+    assert table[table["measure"] == "RR@10"].values.tolist() == [
+        ["q1", "keyword", "RR@10", 0.5], ["q2", "question", "RR@10", 0.0]]
+    ledger = [json.loads(line) for line in (tmp_path / "ledger.jsonl").read_text().splitlines()]
+    assert [(e["pool_version"], e["rubric_version"], e["round"], e["key_sha256"])
+            for e in ledger] == [("p-000000000001", "v1", 1, sha)]
+    main(params)  # the same key used again: still one entry
+    assert len((tmp_path / "ledger.jsonl").read_text().splitlines()) == 1
+
+
+def test_stage_refuses_a_key_whose_hash_is_not_the_record_s(tmp_path, monkeypatch):
+    from relgrade.errors import ProtocolError
+
+    params, sha = _stage_experiment(tmp_path)
+    with open(params["paths"]["key"], "a") as f:
+        f.write('{"query_id":"q2","chunk_id":"d","grade":2}\n')
+    monkeypatch.setattr("sys.argv", ["stages/metrics.py", "bm25"])
+    with pytest.raises(ProtocolError, match=f"is not the frozen {sha} of its record"):
+        _stage_main()(params)
+    assert not (tmp_path / "m").exists() and not (tmp_path / "ledger.jsonl").exists()
