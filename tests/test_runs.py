@@ -194,3 +194,9 @@ def test_order_limited_to_a_depth_is_exact_down_to_that_depth(scores, depth, see
     top_limited = limited[ranks_in_sorted(group[limited]) <= depth]
     assert top_full.tolist() == top_limited.tolist()
     assert sorted(limited.tolist()) == list(range(n))
+
+
+def test_ids_that_only_look_alike_through_the_key_separator_are_refused_not_merged():
+    run = _run([("q\x1fa", "b", 1, 1.0), ("q", "a\x1fb", 1, 1.0)])
+    with pytest.raises(InputError, match="holds the control character U\\+001F"):
+        validate_run(run)

@@ -201,6 +201,10 @@ def validate_run(run: pd.DataFrame, *, path=None, queries=None, chunks=None) -> 
     repeated = pc.filter(counts.field("values"), pc.greater(counts.field("counts"), 1))
     if len(repeated):
         rows = np.flatnonzero(pc.equal(keys, repeated[0]).to_numpy(zero_copy_only=False))
+        for c in _group_columns(run) + ["chunk_id"]:
+            if run[c].iat[rows[0]] != run[c].iat[rows[1]]:  # the key is ambiguous
+                raise InputError(f"{c} holds the control character U+001F", path=path,
+                                 item=_row_item(run, int(rows[0])))
         ranks = run["rank"].to_numpy()[rows]
         raise InputError("a chunk is listed twice for one query", path=path,
                          item=_row_item(run, int(rows[0])),
