@@ -16,9 +16,11 @@ One result, several renderers: :meth:`Comparison.to_dict` / :meth:`~Comparison.t
 and the two plot tables :meth:`~Comparison.arms_plot` and :meth:`~Comparison.deltas_plot`.
 
 Reproducibility: each comparison draws from its own generator, derived from (params
-``seed``, arm A, arm B, measure) by :func:`relgrade.stats.comparison_rng`; per-arm
-intervals from (seed, measure); segments from (seed, arm A, arm B, measure, group). Work
-may be spread over processes, and the numbers are bit-identical for any worker count.
+``seed``, arm A, arm B, measure) by :func:`relgrade.stats.comparison_rng` (its bootstrap
+resamples first, then its sign-flip patterns); per-arm intervals from (seed, measure), with
+every arm resampled on the same query indices; segments from (seed, arm A, arm B, measure,
+group). So no number depends on which other comparisons are made or in what order, and
+work spread over threads gives bit-identical results for any worker count.
 """
 
 from __future__ import annotations
@@ -39,8 +41,8 @@ from relgrade.noise import LabelNoise
 #: Measures that describe the pool rather than the ranking; reported, never compared.
 NOT_COMPARED = ("Judged",)
 
-#: Below this many (query x resample) draws in total the work stays in one process.
-PARALLEL_MIN_WORK = 50_000_000
+#: Below this many (query x resample) draws in total the work stays in one thread.
+PARALLEL_MIN_WORK = 10_000_000
 
 PER_QUERY_COLUMNS = ["arm", "query_id", "group", "measure", "value"]
 
@@ -653,7 +655,7 @@ def _align_weights(weights, qids: list[str]):
     return w.reindex(qids).to_numpy()
 
 
-# --- the work units (module level so worker processes can run them) -------------------
+# --- the work units ------------------------------------------------------------------
 
 def _arm_task(measure, arms, matrix, weights, s: Settings):
     """Intervals and power of every arm on one measure, all resampled together."""
@@ -668,7 +670,7 @@ def _arm_task(measure, arms, matrix, weights, s: Settings):
     out = []
     for i, arm in enumerate(arms):
         if flat[i]:
-            ci = stats._degenerate(float(matrix[i, 0]), n, s.level)
+            ci = stats.degenerate_interval(float(matrix[i, 0]), n, s.level)
         else:
             ci = stats.interval_from_resamples(boot[:, i], float(means[i]), level=s.level,
                                                method=s.method, jackknife=jk[i], n=n)
@@ -688,7 +690,7 @@ def _pair_task(arm_a, arm_b, measure, va, vb, weights, groups, s: Settings) -> P
     est = float(stats.weighted_mean(d, weights))
     notes = []
     if d.min() == d.max():
-        ci = stats._degenerate(float(d[0]), n, s.level)
+        ci = stats.degenerate_interval(float(d[0]), n, s.level)
         p_boot = 1.0 if d[0] == 0 else 1.0 / (s.n_resamples + 1)
     else:
         boot = stats.bootstrap_means(d, rng=rng, n_resamples=s.n_resamples, weights=weights)
@@ -722,13 +724,16 @@ def _pair_task(arm_a, arm_b, measure, va, vb, weights, groups, s: Settings) -> P
 
 
 def _run(fn_args: list, workers: int) -> list:
+    """Run the work units, in threads when ``workers > 1``; results in submission order.
+
+    numpy draws, gathers and sums without holding the GIL, so threads run the units side by
+    side; each unit owns its generator, so the order they finish in changes nothing.
+    """
     if workers <= 1 or len(fn_args) <= 1:
         return [fn(*args) for fn, args in fn_args]
-    import multiprocessing
-    from concurrent.futures import ProcessPoolExecutor
+    from concurrent.futures import ThreadPoolExecutor
 
-    ctx = multiprocessing.get_context("spawn")
-    with ProcessPoolExecutor(max_workers=workers, mp_context=ctx) as ex:
+    with ThreadPoolExecutor(max_workers=workers) as ex:
         futures = [ex.submit(fn, *args) for fn, args in fn_args]
         return [f.result() for f in futures]
 
@@ -757,8 +762,8 @@ def compare_arms(per_query: pd.DataFrame, *, settings: Settings,
         Traffic weight per query id; every mean, resample and sign-flip sum is then
         weighted.
     workers : int, optional
-        Processes to spread the comparisons over; default 1 for small work, else up to the
-        CPU count. Results are identical for any value.
+        Threads to spread the comparisons over; default 1 for small work, else the CPU
+        count (at most 8). Results are identical for any value.
 
     Returns
     -------

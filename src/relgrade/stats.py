@@ -341,7 +341,8 @@ def interval_from_resamples(boot, estimate: float, *, level: float = 0.95,
                     int(n), int(boot.size), tuple(notes))
 
 
-def _degenerate(value: float, n: int, level: float) -> Interval:
+def degenerate_interval(value: float, n: int, level: float) -> Interval:
+    """The interval of ``n`` queries that all have ``value``: ``[value, value]``, SE 0, a note."""
     return Interval(float(value), float(value), float(value), 0.0, float(level),
                     "degenerate", int(n), 0,
                     (f"degenerate: all {n} queries have the same value {value:g}, so every "
@@ -394,7 +395,7 @@ def bootstrap_ci(values, *, rng: np.random.Generator, n_resamples: int = 10_000,
     w = _as_weights(weights, v.size)
     est = float(weighted_mean(v, w))
     if v.min() == v.max():
-        return _degenerate(float(v[0]), v.size, level)
+        return degenerate_interval(float(v[0]), v.size, level)
     boot = bootstrap_means(v, rng=rng, n_resamples=n_resamples, weights=w)
     return interval_from_resamples(boot, est, level=level, method=method,
                                    jackknife=jackknife_means(v, w))

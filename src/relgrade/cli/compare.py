@@ -112,7 +112,7 @@ def load_experiment(params: dict, *, base: Path = Path("."), full: bool = True) 
 @click.option("--params", "params_path", default="params.yaml", show_default=True,
               type=click.Path(dir_okay=False, path_type=Path), help="The experiment's params.")
 @click.option("--workers", type=int, default=None,
-              help="Processes to use (default: chosen by the amount of work). Never changes "
+              help="Threads to use (default: chosen by the amount of work). Never changes "
                    "a number.")
 @handle_errors
 def compare_cmd(arm_a, arm_b, measure, fmt, params_path, workers):
