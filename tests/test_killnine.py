@@ -26,7 +26,7 @@ KILLS = 22
 
 
 def build(root, mode, workers):
-    return ex.build(root, queries=120, chunks=25, graders={
+    return ex.build(root, queries=300, chunks=25, graders={
         "grader-a": {"role": "grader", "kind": "model", "family": "test",
                      "command": ex.command(mode), "timeout": 30, "retries": 0,
                      "workers": workers}})
@@ -60,7 +60,8 @@ def test_kill_9_at_random_moments_then_resume_equals_an_uninterrupted_run(tmp_pa
     build(ref, "ok", 8)
     done = subprocess.run(command(ref), env=ENV, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
-    packets = build(work, "sleep:0.05", 3)
+    # A slow grader while killing (so the work never runs out before the last kill) ...
+    packets = build(work, "sleep:0.1", 2)
 
     kills, counts = 0, []
     while kills < KILLS:
@@ -81,6 +82,8 @@ def test_kill_9_at_random_moments_then_resume_equals_an_uninterrupted_run(tmp_pa
     assert len(set(counts)) >= KILLS // 2, counts
     print("rows recorded after each kill:", counts)
 
+    # ... and the fast one to finish: both give every pair its true grade.
+    build(work, "ok", 8)
     final = subprocess.run(command(work), env=ENV, capture_output=True, text=True, timeout=600)
     assert final.returncode == 0, final.stderr
     check_whole_batches(work, packets)

@@ -94,6 +94,11 @@ def server(tmp_path):
         proc.kill()
 
 
+def ready(page):
+    """Wait until the page's script has set up the keys (it marks the body when done)."""
+    page.wait_for_selector("body[data-ready]", state="attached")
+
+
 def grade_chunk(page, reason, grade):
     page.keyboard.press("r")
     page.keyboard.type(reason)
@@ -118,11 +123,13 @@ def test_a_person_grades_a_small_pool_with_the_keyboard_across_a_reload(server):
         assert page.url.endswith("/g/alice/")
         page.click("#continue")
         for n, (q, b, ids) in enumerate(order):
-            assert page.url.endswith(f"/g/alice/q/{q}/{b}")
+            page.wait_for_url(f"**/g/alice/q/{q}/{b}")
+            ready(page)
             for k, cid in enumerate(ids):
                 if n == 1 and k == 1:
                     # close to a break: reload mid-batch; the typed draft survives the reload
                     page.reload()
+                    ready(page)
                     assert page.input_value("#reason-0") == f"says {ids[0]} is grade {ex.truth(ids[0])}"
                     assert page.is_checked(f'input[name="grade-0"][value="{ex.truth(ids[0])}"]')
                     page.keyboard.press("n")

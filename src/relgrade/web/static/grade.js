@@ -117,4 +117,5 @@
     });
   }
   setCurrent(start < 0 ? 0 : start, start > 0);
+  document.body.setAttribute("data-ready", "1");
 })();
