@@ -81,9 +81,12 @@ class KeyIndex:
 
 
 def _codes_in(values: pa.ChunkedArray, value_set: pa.ChunkedArray) -> np.ndarray:
-    """Position of each value in ``value_set`` (distinct values), -1 when absent."""
-    found = pc.index_in(values, value_set=value_set.combine_chunks())
-    return found.fill_null(-1).to_numpy().astype(np.int64)
+    """Position of each value in ``value_set`` (distinct values), -1 when absent (int32)."""
+    found = pc.index_in(values, value_set=value_set.combine_chunks()).fill_null(-1)
+    if isinstance(found, pa.ChunkedArray):
+        return np.concatenate([c.to_numpy() for c in found.chunks]) if found.num_chunks \
+            else np.zeros(0, dtype=np.int32)
+    return found.to_numpy()
 
 
 def index_qrels(qrels) -> KeyIndex:

@@ -14,10 +14,7 @@ mark and CRLF line ends are accepted; invalid UTF-8 is rejected with its line nu
 
 from __future__ import annotations
 
-import contextlib
 import math
-import mmap
-import os
 import re
 from pathlib import Path
 
@@ -46,52 +43,55 @@ _QRELS_FIELDS = [("query_id", pa.string()), ("iter", None), ("chunk_id", pa.stri
 
 # --- reading -------------------------------------------------------------------------
 
-@contextlib.contextmanager
-def _mapped(path: Path):
-    """The file's bytes, memory-mapped (no copy); ``b""`` for an empty file."""
+def _head(path: Path, size: int = 1 << 16) -> bytes:
+    """The first ``size`` bytes of the file."""
     try:
-        f = open(path, "rb")
+        with open(path, "rb") as f:
+            return f.read(size)
     except FileNotFoundError:
         raise InputError("file not found", path=path) from None
     except IsADirectoryError:
         raise InputError("is a folder, not a file", path=path) from None
-    with f:
-        if os.fstat(f.fileno()).st_size == 0:
-            yield b""
-            return
-        mm = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
-        try:
-            yield mm
-        finally:
-            try:
-                mm.close()
-            except BufferError:  # Arrow still holds a view; the map closes when it is freed
-                pass
 
 
-def _fast_table(data, fields) -> pa.Table | None:
+def _holds(col: pa.ChunkedArray, needles: tuple[bytes, ...]) -> bool:
+    """True when a value of a string column is empty or holds one of ``needles``."""
+    for chunk in col.chunks:
+        if len(chunk) == 0:
+            continue
+        offsets = np.frombuffer(chunk.buffers()[1], dtype=np.int32)[
+            chunk.offset: chunk.offset + len(chunk) + 1]
+        if np.any(offsets[1:] == offsets[:-1]):
+            return True
+        text = memoryview(chunk.buffers()[2])[offsets[0]: offsets[-1]].tobytes()
+        if any(n in text for n in needles):
+            return True
+    return False
+
+
+def _fast_table(path: Path, fields) -> pa.Table | None:
     """Arrow's CSV reader over single-tab or single-space separated lines; None if it fails.
 
-    ``data`` is bytes or a read-only memory map of the whole file.
+    Arrow streams the file in blocks; anything the exact reader would split differently
+    (an empty field from a doubled or leading separator, the other separator, a vertical
+    tab or form feed inside a field) makes this return None.
     """
-    start = len(BOM) if data[: len(BOM)] == BOM else 0
-    if len(data) <= start:
+    head = _head(path)
+    start = len(BOM) if head.startswith(BOM) else 0
+    if len(head) <= start:
         return None
-    newline = data.find(b"\n", start)
-    first = data[start: newline if newline >= 0 else len(data)]
+    newline = head.find(b"\n", start)
+    first = head[start: newline if newline >= 0 else len(head)]
     delim = b"\t" if b"\t" in first else b" "
-    other = b" " if delim == b"\t" else b"\t"
-    # the other separator, vertical tab or form feed: the exact reader splits on them all
-    if any(data.find(bad, start) >= 0 for bad in (other, b"\x0b", b"\x0c")):
-        return None
+    needles = (b" " if delim == b"\t" else b"\t", b"\x0b", b"\x0c")
     names = [name for name, _ in fields]
     # fields relgrade drops are still read, dictionary-encoded (a few bytes a row), so that
-    # an empty one (a doubled or leading separator) can be seen
+    # an empty or odd one can be seen
     dropped = pa.dictionary(pa.int32(), pa.string())
     types = {name: (typ if typ is not None else dropped) for name, typ in fields}
     try:
         table = pacsv.read_csv(
-            pa.BufferReader(pa.py_buffer(data)),
+            str(path),
             read_options=pacsv.ReadOptions(column_names=names, block_size=1 << 22),
             parse_options=pacsv.ParseOptions(delimiter=delim.decode(), quote_char=False,
                                              double_quote=False, escape_char=False,
@@ -105,10 +105,8 @@ def _fast_table(data, fields) -> pa.Table | None:
     for name, typ in fields:
         col = table[name]
         if typ is None:
-            if any(len(c.dictionary) and pc.min(pc.utf8_length(c.dictionary)).as_py() == 0
-                   for c in col.chunks):
-                return None
-        elif pa.types.is_string(typ) and len(col) and pc.min(pc.utf8_length(col)).as_py() == 0:
+            col = pa.chunked_array([c.dictionary for c in col.chunks], type=pa.string())
+        if (typ is None or pa.types.is_string(typ)) and _holds(col, needles):
             return None
     return table.select([name for name, typ in fields if typ is not None])
 
@@ -154,8 +152,7 @@ def _ids_frame(columns: dict) -> pd.DataFrame:
 
 def _read_run_table(path: Path) -> tuple[pd.DataFrame, np.ndarray | None]:
     """The run and, when some lines were skipped, the line number of each row."""
-    with _mapped(path) as data:
-        table = _fast_table(data, _RUN_FIELDS)
+    table = _fast_table(path, _RUN_FIELDS)
     if table is not None:
         scores = table["score"].to_numpy()
         if np.isfinite(scores).all():
@@ -235,8 +232,7 @@ def read_trec_qrels(path) -> pd.DataFrame:
         both lines when one (query, chunk) pair is graded twice.
     """
     path = Path(path)
-    with _mapped(path) as data:
-        table = _fast_table(data, _QRELS_FIELDS)
+    table = _fast_table(path, _QRELS_FIELDS)
     if table is not None:
         df = table.select(QRELS_COLUMNS).to_pandas()
         lines = None
