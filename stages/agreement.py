@@ -20,7 +20,11 @@ def main(params):
         round=int(grading["round"]), scale=scale["grades"],
         relevant_min=int(scale["relevant_min"]),
         positions=io.read_table(orders) if orders.exists() else None)
-    io.write_json(path_of(params, "agreement"), report.metrics)
+    # Diagnostics are per-grader tables: kept beside the gate's measures, not among them, so
+    # `dvc metrics show` stays a readable table.
+    metrics = dict(report.metrics)
+    io.write_json(path_of(params, "diagnostics"), metrics.pop("diagnostics", {}))
+    io.write_json(path_of(params, "agreement"), metrics)
     with io.atomic_path(path_of(params, "confusion")) as tmp:
         report.confusion.to_csv(tmp, index=False, lineterminator="\n")
     io.write_jsonl(path_of(params, "disagreements"), report.disagreements.to_dict("records"))

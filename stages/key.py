@@ -3,6 +3,7 @@
 from datetime import datetime, timezone
 
 from relgrade import io, key, ledger
+from relgrade.trec import write_trec_qrels
 from relgrade.stage import path_of, run_stage
 
 
@@ -29,15 +30,10 @@ def main(params):
         rubric_version=grading["rubric_version"], round=grading["round"],
         grades_manifest=manifest, pool_version=pool_version, input_sha256=inputs,
         dropped_queries=dropped, post_hoc=status == ledger.POST_HOC)
-    try:
-        from relgrade.trec import write_trec_qrels
-    except ImportError:
-        write_trec_qrels = None
+    # Departures from the protocol travel with the key, so every number built on it has them.
+    record["deviations"] = [str(d) for d in grading.get("deviations", [])]
     io.write_bytes(path_of(params, "key"), key.key_bytes(table))
-    if write_trec_qrels is not None:
-        write_trec_qrels(path_of(params, "qrels"), key.qrels_frame(table))
-    else:
-        io.write_text(path_of(params, "qrels"), key.qrels_text(table))
+    write_trec_qrels(path_of(params, "qrels"), key.qrels_frame(table))
     io.write_json(path_of(params, "record"), record)
     print(f"key {record['key_sha256']} ({status}): {record['pairs']} pairs, "
           f"{record['queries']} queries, dropped {', '.join(dropped) or 'none'}")

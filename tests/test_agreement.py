@@ -471,9 +471,11 @@ def test_agreement_stage_writes_metrics_confusion_and_private_disagreements(tmp_
     m = json.loads((tmp_path / p["agreement"]).read_text())
     assert m["pairs"] == 9 and m["missing"] == 0
     assert set(m) >= {"pairs", "weighted_kappa", "binary_kappa", "disagreement",
-                      "two_step_disagreement", "missing", "raw_agreement", "notes", "groups",
-                      "diagnostics"}
-    assert set(m["diagnostics"]["grader-a"]["mean_by_third"]) <= {"first", "middle", "last"}
+                      "two_step_disagreement", "missing", "raw_agreement", "notes", "groups"}
+    # Diagnostics sit in their own file, outside the gate's measures.
+    assert "diagnostics" not in m
+    diag = json.loads((tmp_path / p["diagnostics"]).read_text())
+    assert set(diag["grader-a"]["mean_by_third"]) <= {"first", "middle", "last"}
     lines = (tmp_path / p["confusion"]).read_text().splitlines()
     assert lines[0] == "grader,auditor" and len(lines) == 10 and lines[1] == "0,0"
     rows = [json.loads(x) for x in (tmp_path / p["disagreements"]).read_text().splitlines()]
