@@ -63,11 +63,11 @@ def synthetic_per_query(seed: int, n_queries=10_000, n_arms=10) -> pd.DataFrame:
 
 def run_relgrade(pq: pd.DataFrame, workers: int, seed: int, resamples: int, perms: int):
     s = compare.Settings(seed=seed, n_resamples=resamples, n_permutations=perms, pairs="all")
-    t = time.perf_counter()
+    t, cpu = time.perf_counter(), time.process_time()
     result = compare.compare_arms(pq, settings=s, workers=workers)
-    elapsed = time.perf_counter() - t
+    elapsed, cpu = time.perf_counter() - t, time.process_time() - cpu
     digest = hashlib.sha256(result.to_json().encode()).hexdigest()
-    return elapsed, digest, result
+    return elapsed, cpu, digest, result
 
 
 def run_ranx(qrels: pd.DataFrame, runs: dict, perms: int):
@@ -119,13 +119,14 @@ def main(argv=None) -> int:
     digests = set()
     for w in ([] if args.no_relgrade else args.workers):
         for attempt in (1, 2):
-            elapsed, digest, _ = run_relgrade(pq, w, args.seed, args.resamples,
-                                              args.permutations)
+            load = os.getloadavg()[0]
+            elapsed, cpu, digest, _ = run_relgrade(pq, w, args.seed, args.resamples,
+                                                   args.permutations)
             digests.add(digest)
             print(f"relgrade compare_arms: {n_comp} comparisons + {n_arms * len(MEASURES)} "
                   f"arm intervals, {args.resamples} resamples + {args.permutations} sign "
-                  f"flips each, workers={w}, run {attempt}: {elapsed:.1f} s, "
-                  f"sha256 {digest[:16]}")
+                  f"flips each, workers={w}, run {attempt}: {elapsed:.1f} s wall, "
+                  f"{cpu:.1f} s CPU, load average before {load:.1f}, sha256 {digest[:16]}")
     if len(digests) > 1:
         print("ERROR: reports differ between runs or worker counts", file=sys.stderr)
         return 1
@@ -135,9 +136,13 @@ def main(argv=None) -> int:
         if runs is None:
             print("ranx needs the generated workload (qrels and runs); skipped")
             return 0
+        load, cpu = os.getloadavg()[0], time.process_time()
         elapsed, report, _, _ = run_ranx(qrels, runs, args.ranx_permutations)
+        cpu = time.process_time() - cpu
         print(f"ranx.compare, fisher, {args.ranx_permutations} permutations, 90 ordered "
-              f"pairs x 3 measures (evaluation included): {elapsed:.1f} s")
+              f"pairs x 3 measures (evaluation included): {elapsed:.1f} s wall, {cpu:.1f} s "
+              f"CPU (numba threads; Run/Qrels building included), load average before "
+              f"{load:.1f}")
         # the same measures: ranx's means equal relgrade's per-arm means
         ours = pq.groupby(["arm", "measure"])["value"].mean()
         worst = max(abs(ours[(arm, m)] - report.results[arm][rname])

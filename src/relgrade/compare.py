@@ -15,6 +15,20 @@ One result, several renderers: :meth:`Comparison.to_dict` / :meth:`~Comparison.t
 :meth:`~Comparison.rich_tables` (the CLI), :meth:`~Comparison.verdicts` (plain sentences),
 and the two plot tables :meth:`~Comparison.arms_plot` and :meth:`~Comparison.deltas_plot`.
 
+The JSON report (``metrics/comparisons.json``) holds, in this order: ``key_sha256``,
+``pool_version``, ``post_hoc`` (from the key's record); ``settings``; ``measures``;
+``arms`` (``{arm: {measure: {estimate, low, high, se, level, method, n, n_resamples,
+notes, power}}}``); ``comparisons`` (one object per comparison: ``arm_a``, ``arm_b``,
+``measure``, ``n``, ``mean_a``, ``mean_b``, ``delta``, ``low``, ``high``, ``se``,
+``interval``, ``relative``, ``p_randomization``, ``p_holm``, ``significant``,
+``p_bootstrap``, ``randomization``, ``t_test``, ``d_z``, ``power``, ``segments``,
+``segment_cancellation``, ``holm_family``, ``label_noise``, ``notes``, ``verdict``);
+``pool_bias`` (``depth``, ``unique_pairs``, ``judged``, ``leave_one_arm_out``,
+``condensed``); ``label_noise`` (``auditor``, ``round``, ``queries``, ``pairs``,
+``replaced``, ``kept``, ``changed``, ``orderings``); ``verdicts``. A value that does not
+exist (an infinite t, an undefined power) is ``null`` with a note saying why; the file
+never holds NaN.
+
 Reproducibility: each comparison draws from its own generator, derived from (params
 ``seed``, arm A, arm B, measure) by :func:`relgrade.stats.comparison_rng` (its bootstrap
 resamples first, then its sign-flip patterns); per-arm intervals from (seed, measure), with
