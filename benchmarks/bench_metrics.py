@@ -205,6 +205,14 @@ def main(argv=None) -> int:
             "runs": len(ok),
             "check": ok[0]["check"],
         }
+    # speed-up over pytrec_eval, taken round by round (each round runs every contender
+    # back to back, so a busy machine slows both sides of one ratio alike)
+    base = results.get("pytrec_eval", [])
+    for tool, s in summary.items():
+        pairs = [b["seconds"] / x["seconds"] for x, b in zip(results[tool], base)
+                 if "seconds" in x and "seconds" in b]
+        if pairs and tool != "pytrec_eval":
+            s["speedup_vs_pytrec_eval_median"] = statistics.median(pairs)
     ref = next((s["check"] for s in summary.values() if "check" in s), None)
     for tool, s in summary.items():
         if "check" in s and ref is not None:
@@ -212,13 +220,16 @@ def main(argv=None) -> int:
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps({"cpus": os.cpu_count(), "summary": summary,
                                     "raw": results}, indent=2) + "\n")
-    print("| contender | median s (min) | process wall s | peak RSS MiB | R@10 check |")
-    print("|---|---|---|---|---|")
+    print("| contender | median s (min) | × faster than pytrec_eval | process wall s "
+          "| peak RSS MiB | R@10 check |")
+    print("|---|---|---|---|---|---|")
     for tool, s in summary.items():
         if "error" in s:
             print(f"| {tool} | failed: {s['error']} | | | |")
             continue
+        speedup = s.get("speedup_vs_pytrec_eval_median")
         print(f"| {tool} | {s['seconds_median']:.2f} ({s['seconds_min']:.2f}) | "
+              f"{'' if speedup is None else f'{speedup:.1f}'} | "
               f"{s['process_wall_median']:.2f} | {s['peak_rss_mib_max']:.0f} | "
               f"max diff {s['check_max_diff']:.1e} |")
     return 0
