@@ -135,3 +135,16 @@ def test_help_names_every_option():
     assert result.exit_code == 0
     for option in ("--measure", "--per-query", "--json", "--ties", "--missing"):
         assert option in result.output
+
+
+def test_jsonl_key_without_extension_and_missing_qrels(tmp_path):
+    (tmp_path / "key").write_text('\ufeff{"query_id":"q1","chunk_id":"a","grade":1}\n')
+    (tmp_path / "r.trec").write_text("q1 Q0 a 1 1 t\n")
+    result = CliRunner().invoke(main, ["evaluate", str(tmp_path / "key"),
+                                       str(tmp_path / "r.trec"), "--json", "-m", "RR"])
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.output)["runs"] == {"r": {"RR": 1.0}}
+    result = CliRunner().invoke(main, ["evaluate", str(tmp_path / "absent.qrels"),
+                                       str(tmp_path / "r.trec")])
+    assert result.exit_code == 1
+    assert result.output.strip() == f"Error: {tmp_path / 'absent.qrels'}: file not found"

@@ -11,7 +11,7 @@ import pandas as pd
 from relgrade import metrics
 from relgrade.cli import handle_errors
 from relgrade.errors import InputError
-from relgrade.io import iter_jsonl, read_lines
+from relgrade.io import BOM, iter_jsonl, read_table
 from relgrade.measures import parse_measure
 from relgrade.runs import read_run, validate_run
 from relgrade.trec import read_trec_qrels
@@ -28,13 +28,9 @@ def read_qrels(path) -> pd.DataFrame:
     path = Path(path)
     suffix = path.suffix.lower()
     if suffix == ".parquet":
-        from relgrade.io import read_table
-
         df = read_table(path, columns=["query_id", "chunk_id", "grade"])
         return df[["query_id", "chunk_id", "grade"]]
-    first = "" if suffix in (".jsonl", ".ndjson") else next(
-        (ln for ln in read_lines(path) if ln.strip()), "")
-    if suffix in (".jsonl", ".ndjson") or first.lstrip().startswith("{"):
+    if suffix in (".jsonl", ".ndjson") or _starts_with_object(path):
         rows = []
         for line, obj in iter_jsonl(path):
             try:
@@ -49,6 +45,17 @@ def read_qrels(path) -> pd.DataFrame:
         return pd.DataFrame(rows, columns=["query_id", "chunk_id", "grade"]).astype(
             {"query_id": "str", "chunk_id": "str", "grade": "int64"})
     return read_trec_qrels(path)
+
+
+def _starts_with_object(path: Path) -> bool:
+    try:
+        with open(path, "rb") as f:
+            head = f.read(1 << 12)
+    except FileNotFoundError:
+        raise InputError("file not found", path=path) from None
+    except IsADirectoryError:
+        raise InputError("is a folder, not a file", path=path) from None
+    return head.removeprefix(BOM).lstrip().startswith(b"{")
 
 
 def _run_names(paths: list[Path]) -> list[str]:
