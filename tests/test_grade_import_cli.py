@@ -179,3 +179,34 @@ def test_import_refused_before_writing_leaves_no_new_grade_file(exp):
     res = _import(str(src), "--grader", "grader-a")
     assert res.exit_code == 1 and "a grading batch was interrupted" in res.output
     assert not target.exists()
+
+
+def _label_studio_export(pairs_grades):
+    """A Label Studio JSON export: one annotated task per (query, chunk, grade)."""
+    return [{"id": i, "data": {"query_id": q, "chunk_id": c, "header": "h", "text": "t"},
+             "annotations": [{"id": 100 + i, "completed_by": 7, "was_cancelled": False,
+                              "result": [
+                                  {"from_name": "reason", "to_name": "chunk",
+                                   "type": "textarea", "value": {"text": ["Defines it."]}},
+                                  {"from_name": "grade", "to_name": "chunk",
+                                   "type": "choices", "value": {"choices": [str(g)]}}]}]}
+            for i, (q, c, g) in enumerate(pairs_grades, start=1)]
+
+
+def test_label_studio_export_is_imported_like_jsonl(exp):
+    src = exp / "export.json"
+    src.write_text(json.dumps(_label_studio_export([("q1", "a", 2), ("q1", "b", 0)])))
+    res = _import(str(src), "--grader", "grader-a", "--format", "label-studio")
+    assert res.exit_code == 0, res.output
+    assert (exp / TARGET).read_bytes() == (
+        b'{"query_id":"q1","chunk_id":"a","reason":"Defines it.","grade":2}\n'
+        b'{"query_id":"q1","chunk_id":"b","reason":"Defines it.","grade":0}\n')
+
+
+def test_label_studio_grade_outside_the_scale_is_refused_and_nothing_written(exp):
+    src = exp / "export.json"
+    src.write_text(json.dumps(_label_studio_export([("q1", "a", 2), ("q1", "b", 3)])))
+    res = _import(str(src), "--grader", "grader-a", "--format", "label-studio")
+    assert res.exit_code == 1
+    assert "grade" in res.output and "scale" in res.output
+    assert not (exp / TARGET).exists()

@@ -222,3 +222,11 @@ def test_export_command_writes_the_roles_packets(tmp_path, monkeypatch):
     res = runner.invoke(cli, ["packets", "export", "--role", "grader", "--out", "g.x",
                               "--format", "csv"])
     assert res.exit_code == 2 and "Invalid value for '--format'" in res.output
+    # A Label Studio task file: one task per chunk, in each packet's display order.
+    res = runner.invoke(cli, ["packets", "export", "--role", "grader", "--out", "ls.json",
+                              "--format", "label-studio"])
+    assert res.exit_code == 0, res.output
+    tasks = json.loads((tmp_path / "ls.json").read_text())
+    expected = [(p["query_id"], c["chunk_id"]) for p in sorted(out["grader"],
+                key=lambda p: p["query_id"]) for b in p["batches"] for c in b]
+    assert [(t["data"]["query_id"], t["data"]["chunk_id"]) for t in tasks] == expected

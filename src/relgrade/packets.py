@@ -22,6 +22,7 @@ from typing import Iterable, Sequence
 import numpy as np
 import pandas as pd
 
+from relgrade import labelstudio
 from relgrade.errors import InputError
 from relgrade.io import canonical_json
 from relgrade.seeds import order_seed, rng_for
@@ -300,4 +301,4 @@ def packets_jsonl(packets: Iterable[dict]) -> bytes:
 
 #: Export formats: name → function(list of packets) → file bytes. Another format (for
 #: example a labelling tool's task file) is one more function and one more entry here.
-EXPORT_FORMATS = {"jsonl": packets_jsonl}
+EXPORT_FORMATS = {"jsonl": packets_jsonl, "label-studio": labelstudio.label_studio_tasks_json}

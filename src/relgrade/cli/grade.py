@@ -13,7 +13,7 @@ from pathlib import Path
 
 import click
 
-from relgrade import grades, io
+from relgrade import grades, io, labelstudio
 from relgrade.cli import handle_errors
 from relgrade.errors import InputError, ProtocolError
 from relgrade.stage import load_params, path_of
@@ -73,9 +73,11 @@ def _existing(target: Path, **kw):
 @click.option("--grader", required=True, help="The grader (a key of params `graders`).")
 @click.option("--round", "round_", type=int, default=None,
               help="Grading round (default: params grading.round).")
-@click.option("--format", "fmt", type=click.Choice(["jsonl", "qrels"]), default=None,
-              help="jsonl grade rows, or TREC qrels (graders of kind import only). "
-                   "Default: qrels for a .qrels file, else jsonl.")
+@click.option("--format", "fmt", type=click.Choice(["jsonl", "qrels", "label-studio"]),
+              default=None,
+              help="jsonl grade rows, TREC qrels (graders of kind import only), or a Label "
+                   "Studio JSON export of tasks from `relgrade packets export --format "
+                   "label-studio`. Default: qrels for a .qrels file, else jsonl.")
 @click.option("--params", "params_path", default="params.yaml", show_default=True,
               type=click.Path(dir_okay=False, path_type=Path), help="The experiment's params.")
 @handle_errors
@@ -103,8 +105,12 @@ def import_cmd(file, grader, round_, fmt, params_path):
                                   if audit_path.exists() else None),
                  pool_pairs=grades.pool_pairs_of(io.read_table(
                      base / path_of(params, "pool"), columns=["query_id", "chunk_id"])))
-    rows = (grades.qrels_rows(io.read_lines(file), source=file.as_posix()) if fmt == "qrels"
-            else io.iter_jsonl(file))
+    if fmt == "qrels":
+        rows = grades.qrels_rows(io.read_lines(file), source=file.as_posix())
+    elif fmt == "label-studio":
+        rows, _ = labelstudio.annotation_rows(io.read_json(file), source=file.as_posix())
+    else:
+        rows = io.iter_jsonl(file)
     new = grades.validate_grader_file(rows, source=file.as_posix(), **check)
     if new.empty:
         raise InputError("no grade rows to import", path=file)

@@ -25,7 +25,9 @@ def packets_cmd():
               help="The file to write.")
 @click.option("--format", "fmt", default="jsonl", show_default=True,
               type=click.Choice(sorted(packets.EXPORT_FORMATS)),
-              help="jsonl: one packet per line.")
+              help="jsonl: one packet per line; label-studio: a Label Studio task file, one "
+                   "task per chunk in display order (import the annotations back with "
+                   "`relgrade grade import --format label-studio`).")
 @click.option("--params", "params_path", default="params.yaml", show_default=True,
               type=click.Path(dir_okay=False), help="The experiment's params file.")
 @handle_errors
