@@ -24,6 +24,17 @@ def main(params):
     # `dvc metrics show` stays a readable table.
     metrics = dict(report.metrics)
     io.write_json(path_of(params, "diagnostics"), metrics.pop("diagnostics", {}))
+    # A model grader run with `samples: N` reports how well it agrees with itself; that
+    # figure belongs beside the audit's.
+    consistency = {}
+    for name in (str(grading["key_grader"]), str(grading["auditor"])):
+        f = path_of(params, "grades_in") / name / f"round-{int(grading['round'])}.consistency.json"
+        if f.exists():
+            c = io.read_json(f)
+            consistency[name] = {k: c.get(k) for k in ("samples", "pairs", "fleiss_kappa",
+                                                       "unanimous_share")}
+    if consistency:
+        metrics["self_consistency"] = consistency
     io.write_json(path_of(params, "agreement"), metrics)
     with io.atomic_path(path_of(params, "confusion")) as tmp:
         report.confusion.to_csv(tmp, index=False, lineterminator="\n")

@@ -493,3 +493,27 @@ def test_agreement_stage_reports_even_before_the_auditor_has_graded(tmp_path):
     assert m["pairs"] == 0 and m["weighted_kappa"] is None
     assert "auditor-b has no grades in round 1 yet" in done.stdout
     assert (tmp_path / p["confusion"]).read_text() == "grader,auditor\n"
+
+
+def test_agreement_stage_reports_a_sampled_graders_self_consistency_beside_the_audit(tmp_path):
+    grades, queries = audit_inputs()
+    p = write_experiment(tmp_path, grades, queries, ["k1", "w1"])
+    folder = tmp_path / p["grades_in"] / "grader-a"
+    folder.mkdir(parents=True)
+    (folder / "round-1.consistency.json").write_text(json.dumps({
+        "samples": 3, "pairs": 10, "incomplete_pairs": 0, "fleiss_kappa": 0.5,
+        "unanimous_share": 0.7, "mean_pairwise_agreement": 0.8, "ties": 1,
+        "tie_rule": "median", "notes": []}))
+    done = run_stage_script("agreement", tmp_path)
+    assert done.returncode == 0, done.stderr
+    m = json.loads((tmp_path / p["agreement"]).read_text())
+    assert m["self_consistency"] == {"grader-a": {"samples": 3, "pairs": 10,
+                                                  "fleiss_kappa": 0.5, "unanimous_share": 0.7}}
+
+
+def test_agreement_stage_without_sampling_reports_no_self_consistency(tmp_path):
+    grades, queries = audit_inputs()
+    p = write_experiment(tmp_path, grades, queries, ["k1", "w1"])
+    done = run_stage_script("agreement", tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert "self_consistency" not in json.loads((tmp_path / p["agreement"]).read_text())
