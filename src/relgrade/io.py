@@ -147,12 +147,7 @@ def read_table(path, *, columns: list[str] | None = None) -> pd.DataFrame:
     path = Path(path)
     suffix = path.suffix.lower()
     if suffix == ".parquet":
-        if not path.exists():
-            raise InputError("file not found", path=path)
-        try:
-            df = pd.read_parquet(path)
-        except Exception as e:  # pyarrow raises several types for a corrupt file
-            raise InputError("not a readable Parquet file", path=path, found=str(e)) from None
+        df = read_parquet(path)
     elif suffix in (".jsonl", ".ndjson"):
         df = pd.DataFrame(read_jsonl(path))
     elif suffix in (".tsv", ".tab"):
@@ -162,6 +157,23 @@ def read_table(path, *, columns: list[str] | None = None) -> pd.DataFrame:
                          found=suffix or "no extension")
     _require_columns(df, columns, path)
     return df
+
+
+def read_parquet(path) -> pd.DataFrame:
+    """A Parquet file as a DataFrame.
+
+    Raises
+    ------
+    InputError
+        The file is missing or is not readable Parquet.
+    """
+    path = Path(path)
+    if not path.exists():
+        raise InputError("file not found", path=path)
+    try:
+        return pd.read_parquet(path)
+    except Exception as e:  # pyarrow raises several types for a corrupt file
+        raise InputError("not a readable Parquet file", path=path, found=str(e)) from None
 
 
 def _require_columns(df: pd.DataFrame, columns, path) -> None:

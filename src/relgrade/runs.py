@@ -15,7 +15,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from relgrade.errors import InputError
-from relgrade.io import iter_jsonl
+from relgrade.io import iter_jsonl, read_parquet
 from relgrade.trec import RUN_COLUMNS, read_trec_run
 
 TIES = ("score", "rank")
@@ -132,12 +132,7 @@ def read_run(path) -> pd.DataFrame:
     if suffix in (".jsonl", ".ndjson"):
         return _read_jsonl_run(path)
     if suffix == ".parquet":
-        if not path.exists():
-            raise InputError("file not found", path=path)
-        try:
-            df = pd.read_parquet(path)
-        except Exception as e:  # pyarrow raises several types for a corrupt file
-            raise InputError("not a readable Parquet file", path=path, found=str(e)) from None
+        df = read_parquet(path)
         pa.default_memory_pool().release_unused()  # the decoder's buffers are garbage now
         return _coerce(df, path)
     return read_trec_run(path)
