@@ -36,10 +36,10 @@ reports them. Shares are compared as exact fractions of their decimal form (0.3 
 Query ids
 ---------
 ``"q"`` followed by the first 12 hex digits of the sha256 of the normalised query's UTF-8
-bytes (for example ``qf4a20f191853`` for "python tutorial"): the same query gets the same id in every sample, under every
-seed, so a refreshed slice of the set keeps the ids of the queries it keeps. Should two
-sampled queries share a prefix, every id of that sample is lengthened by one hex digit
-until all differ.
+bytes ("python tutorial" is ``qf4a20f191853``): the same query gets the same id in every
+sample, under every seed, so a refreshed slice of the set keeps the ids of the queries it
+keeps. Should two sampled queries share a prefix, every id of that sample is lengthened by
+one hex digit until all differ.
 """
 
 from __future__ import annotations
@@ -283,7 +283,7 @@ def strata(log: pd.DataFrame, *, head_share: float = 0.5, torso_share: float = 0
                                         "torso" if mid < torso_cut else "tail")
         before += traffic
     table["count"] = table["count"].astype(np.int64)
-    table["stratum"] = table["count"].map(stratum_of_level).astype(object)
+    table["stratum"] = table["count"].map(stratum_of_level).astype("str")
     return table[STRATA_COLUMNS]
 
 
@@ -547,8 +547,8 @@ def sample_queries(counts: pd.DataFrame, *, n: int, allocation="equal",
     --------
     >>> table = strata(pd.DataFrame({"query": list("aaaaaabbbc")}))
     >>> s = sample_queries(table, n=3, rng=np.random.default_rng(0))
-    >>> s[["query", "group", "weight", "count"]].to_dict("list")
-    {'query': ['a', 'b', 'c'], 'group': ['head', 'torso', 'tail'], 'weight': [6.0, 3.0, 1.0], 'count': [6, 3, 1]}
+    >>> s["group"].tolist(), s["weight"].tolist()
+    (['head', 'torso', 'tail'], [6.0, 3.0, 1.0])
     """
     if not isinstance(rng, np.random.Generator):
         raise TypeError("rng must be a numpy.random.Generator")
@@ -567,19 +567,17 @@ def sample_queries(counts: pd.DataFrame, *, n: int, allocation="equal",
         rows.append(members[chosen])
         weights.append(w)
     rows, weights = np.concatenate(rows), np.concatenate(weights)
-    out = pd.DataFrame({
-        "query": counts["query"].to_numpy(dtype=object)[rows],
+    texts = counts["query"].to_numpy(dtype=object)
+    order = sorted(range(len(rows)), key=lambda i: (STRATA.index(stratum[rows[i]]),
+                                                    -c[rows[i]], texts[rows[i]]))
+    rows, weights = rows[order], weights[order]
+    return pd.DataFrame({
+        "query_id": _ids(texts[rows].tolist()),
+        "query": texts[rows],
         "group": stratum[rows],
-        "weight": weights,
-        "count": c[rows],
-    })
-    out["query_id"] = _ids(out["query"].tolist())
-    out["rank"] = out["group"].map(STRATA.index)
-    out = out.sort_values(["rank", "count", "query"], ascending=[True, False, True],
-                          kind="stable", ignore_index=True)
-    out["weight"] = out["weight"].astype(np.float64)
-    out["count"] = out["count"].astype(np.int64)
-    return out[SAMPLE_COLUMNS]
+        "weight": weights.astype(np.float64),
+        "count": c[rows].astype(np.int64),
+    }, columns=SAMPLE_COLUMNS)
 
 
 def _ids(queries: list[str], hex_digits: int = ID_HEX) -> list[str]:

@@ -51,3 +51,5 @@ from relgrade.cli.compare import compare_cmd  # noqa: E402
 main.add_command(compare_cmd, "compare")
 from relgrade.cli.evaluate import evaluate_cmd  # noqa: E402
 main.add_command(evaluate_cmd, "evaluate")
+from relgrade.cli.queries import queries_cmd  # noqa: E402
+main.add_command(queries_cmd, "queries")

@@ -1,0 +1,149 @@
+"""``relgrade queries sample LOG``: a stratified, traffic-weighted query set from a query log."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import click
+import numpy as np
+import pandas as pd
+
+from relgrade import querylog
+from relgrade.cli import handle_errors
+from relgrade.errors import InputError
+from relgrade.io import read_lines, read_tsv, read_yaml, write_text
+from relgrade.queries import row_lines
+from relgrade.seeds import derive_seed
+
+#: What the query sample's generator is seeded for (see :mod:`relgrade.seeds`).
+SEED_PURPOSE = "queries-sample"
+
+
+def read_log(path: Path) -> tuple[pd.DataFrame, list[int]]:
+    """A query log and the file line of each row.
+
+    ``.tsv``/``.tab``: a header row with ``query`` and ``count`` columns. Anything else: one
+    issued query per line, blank lines skipped.
+    """
+    if path.suffix.lower() in (".tsv", ".tab"):
+        try:
+            table = read_tsv(path, columns=["query", "count"])
+        except InputError as e:
+            if e.rule.startswith("missing column"):
+                raise InputError(e.rule, path=path, found=e.found,
+                                 fix="A .tsv log needs a header row with query and count; "
+                                     "give a log of one query per line another extension "
+                                     "(.txt)") from None
+            raise
+        return table, row_lines(read_lines(path), header=True)
+    lines = read_lines(path)
+    numbers = [i + 1 for i, text in enumerate(lines) if text.strip()]
+    return pd.DataFrame({"query": [lines[i - 1] for i in numbers]}, dtype=object), numbers
+
+
+def parse_allocation(text: str):
+    """``equal``, ``proportional`` or ``head=A,torso=B,tail=C`` (relative shares)."""
+    if text in ("equal", "proportional"):
+        return text
+    shares = {}
+    for part in text.split(","):
+        name, sep, value = part.partition("=")
+        try:
+            number = float(value)
+        except ValueError:
+            number = math.nan
+        if not sep or not math.isfinite(number):
+            raise InputError("--allocation must be equal, proportional or "
+                             "head=A,torso=B,tail=C with numbers A, B, C", found=repr(text))
+        shares[name.strip()] = number
+    return shares
+
+
+def _seed(seed, params_path: Path) -> int:
+    if seed is not None:
+        return seed
+    if params_path.exists():
+        value = read_yaml(params_path).get("seed")
+        if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+            return value
+    raise InputError("no seed: give --seed, or run where the params file has a `seed`",
+                     path=params_path)
+
+
+def tsv_text(sample: pd.DataFrame) -> str:
+    """The sample as a queries TSV: header, then one row per query (weights in full precision)."""
+    rows = ["\t".join(querylog.SAMPLE_COLUMNS)]
+    for qid, text, group, weight, count in sample[querylog.SAMPLE_COLUMNS].itertuples(
+            index=False):
+        rows.append(f"{qid}\t{text}\t{group}\t{float(weight)!r}\t{int(count)}")
+    return "\n".join(rows) + "\n"
+
+
+def _table(header: list[str], rows: list[list[str]]) -> str:
+    widths = [max(len(r[i]) for r in [header] + rows) for i in range(len(header))]
+    return "\n".join("  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip()
+                     for row in [header] + rows)
+
+
+@click.group("queries")
+def queries_cmd():
+    """Query sets: sample one from a query log."""
+
+
+@queries_cmd.command("sample")
+@click.argument("log_path", metavar="LOG", type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--n", "n", type=int, required=True,
+              help="How many distinct queries to sample (at most the distinct queries in LOG).")
+@click.option("--allocation", default="equal", show_default=True,
+              help="How --n is split over head, torso and tail: equal, proportional (to "
+                   "traffic) or head=A,torso=B,tail=C (relative shares).")
+@click.option("--seed", type=click.IntRange(min=0), default=None,
+              help="Seed of the sample. Default: the `seed` of the params file.")
+@click.option("--params", "params_path", default="params.yaml", show_default=True,
+              type=click.Path(dir_okay=False, path_type=Path),
+              help="Params file whose `seed` is used when --seed is not given.")
+@click.option("--head-share", type=float, default=0.5, show_default=True,
+              help="Share of the traffic the head's queries make together.")
+@click.option("--torso-share", type=float, default=0.3, show_default=True,
+              help="Share of the traffic the torso's queries make together; the tail has "
+                   "the rest.")
+@click.option("--out", "out_path", required=True,
+              type=click.Path(dir_okay=False, path_type=Path),
+              help="The queries TSV to write (query_id, query, group, weight, count).")
+@handle_errors
+def sample_cmd(log_path, n, allocation, seed, params_path, head_share, torso_share, out_path):
+    """Sample a query set from a query log, stratified into head, torso and tail by traffic.
+
+    LOG is one issued query per line, or a .tsv with `query` and `count` columns. Queries are
+    counted after folding case and whitespace; each stratum is sampled without replacement
+    with probability proportional to count, and each sampled query gets the traffic weight
+    it stands for. Prints the strata with their traffic shares and writes a queries table
+    the pipeline reads (groups head, torso, tail).
+    """
+    shares = parse_allocation(allocation)
+    querylog.check_shares(head_share, torso_share)
+    seed = _seed(seed, params_path)
+    log, lines = read_log(log_path)
+    counts = querylog.strata(log, head_share=head_share, torso_share=torso_share,
+                             path=log_path, lines=lines)
+    rng = np.random.default_rng(derive_seed(seed, SEED_PURPOSE))
+    sample = querylog.sample_queries(counts, n=n, allocation=shares, rng=rng)
+    write_text(out_path, tsv_text(sample))
+
+    table = querylog.summary(counts, sample)
+    total = int(table["traffic"].sum())
+    click.echo(f"{log_path}: {total} issued queries, {len(counts)} distinct")
+    rows = [[r.stratum, str(r.queries), str(r.traffic), f"{100 * r.share:.1f}%",
+             str(r.sampled), "-" if r.sampled == 0 else f"{r.weight:.6g}"]
+            for r in table.reset_index().itertuples(index=False)]
+    click.echo(_table(["stratum", "queries", "traffic", "share", "sampled", "weight"], rows))
+    for r in table.reset_index().itertuples(index=False):
+        if r.queries > 0 and r.sampled == 0:
+            click.echo(f"note: the {r.stratum} ({r.queries} queries, {100 * r.share:.1f}% of the "
+                       "traffic) is not sampled; weighted means cover the other strata only")
+    n_eff = querylog.effective_size(sample["weight"])
+    click.echo(f"sampled {len(sample)} queries (allocation {allocation}, seed {seed}); "
+               f"effective size under the traffic weights {n_eff:.1f}")
+    click.echo(f"wrote {out_path}; to use it set queries.groups: [head, torso, tail] "
+               "(and metrics.weighted: true for traffic-weighted means) in params.yaml")
