@@ -287,7 +287,8 @@ def strata(log: pd.DataFrame, *, head_share: float = 0.5, torso_share: float = 0
     return table[STRATA_COLUMNS]
 
 
-def _check_counts_table(counts: pd.DataFrame) -> None:
+def _counts_arrays(counts: pd.DataFrame):
+    """The strata table's columns as arrays, checked: (query, count, stratum)."""
     missing = [c for c in STRATA_COLUMNS if c not in counts.columns]
     if missing:
         raise InputError(f"counts table is missing column(s) {', '.join(missing)}",
@@ -295,15 +296,18 @@ def _check_counts_table(counts: pd.DataFrame) -> None:
                          fix="Pass the table strata() returns")
     if len(counts) == 0:
         raise InputError("query log is empty", fix="Give a log with at least one query")
-    unknown = sorted(set(counts["stratum"]) - set(STRATA))
+    texts = counts["query"].to_numpy(dtype=object)
+    stratum = counts["stratum"].to_numpy(dtype=object)
+    c = counts["count"].to_numpy()
+    unknown = sorted(set(stratum.tolist()) - set(STRATA), key=str)
     if unknown:
         raise InputError(f"stratum is not one of {', '.join(STRATA)}", found=repr(unknown[0]))
-    if counts["query"].duplicated().any():
-        dup = counts["query"][counts["query"].duplicated()].iat[0]
-        raise InputError("query appears twice in the counts table", item=repr(dup))
-    c = counts["count"].to_numpy()
-    if not pd.api.types.is_integer_dtype(c) or (c < 1).any():
+    if len(set(texts.tolist())) != len(texts):
+        raise InputError("a query appears twice in the counts table",
+                         fix="Pass the table strata() returns")
+    if not pd.api.types.is_integer_dtype(c.dtype) or (c < 1).any():
         raise InputError("count must be a positive integer", fix="Pass the table strata() returns")
+    return texts, c.astype(np.int64), stratum
 
 
 def _shares(allocation, sizes: dict, traffic: dict) -> dict:
@@ -552,9 +556,7 @@ def sample_queries(counts: pd.DataFrame, *, n: int, allocation="equal",
     """
     if not isinstance(rng, np.random.Generator):
         raise TypeError("rng must be a numpy.random.Generator")
-    _check_counts_table(counts)
-    c = counts["count"].to_numpy(dtype=np.int64)
-    stratum = counts["stratum"].to_numpy(dtype=object)
+    texts, c, stratum = _counts_arrays(counts)
     sizes = {s: int((stratum == s).sum()) for s in STRATA}
     traffic = {s: int(c[stratum == s].sum()) for s in STRATA}
     alloc = allocate(sizes, _shares(allocation, sizes, traffic), n=n)
@@ -567,7 +569,6 @@ def sample_queries(counts: pd.DataFrame, *, n: int, allocation="equal",
         rows.append(members[chosen])
         weights.append(w)
     rows, weights = np.concatenate(rows), np.concatenate(weights)
-    texts = counts["query"].to_numpy(dtype=object)
     order = sorted(range(len(rows)), key=lambda i: (STRATA.index(stratum[rows[i]]),
                                                     -c[rows[i]], texts[rows[i]]))
     rows, weights = rows[order], weights[order]
