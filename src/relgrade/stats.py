@@ -460,7 +460,10 @@ def _sign_tables(x: np.ndarray) -> np.ndarray:
     blocks = padded.reshape(-1, 8)                       # (P, 8): byte p holds queries 8p..8p+7
     bits = np.unpackbits(np.arange(256, dtype=np.uint8)[:, None], axis=1, bitorder="little")
     signs = 1.0 - 2.0 * bits                             # (256, 8): bit set means flipped
-    return blocks @ signs.T                              # (P, 256)
+    table = np.zeros((blocks.shape[0], 256))
+    for k in range(8):                                   # no BLAS: no helper threads spinning
+        table += blocks[:, k:k + 1] * signs[None, :, k]
+    return table                                         # (P, 256)
 
 
 def sign_flip_test(differences, *, rng: np.random.Generator, n_permutations: int = 10_000,
