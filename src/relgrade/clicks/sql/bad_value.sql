@@ -1,0 +1,8 @@
+-- The first row (in the log's own order) whose column breaks its rule, with the value
+-- as stored, for the error message.
+SELECT CAST(session_id AS VARCHAR) AS session_id,
+       CAST(position AS VARCHAR) AS position,
+       CAST({column} AS VARCHAR) AS found
+FROM relgrade_clicks_raw
+WHERE ({expression}) IS NULL
+LIMIT 1

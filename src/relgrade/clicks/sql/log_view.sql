@@ -1,0 +1,14 @@
+-- The impression log with relgrade's column types, over the caller's relation
+-- (registered as relgrade_clicks_raw). Each brace-named slot is a typed expression chosen by
+-- relgrade.clicks for the column's stored type; a value that breaks the log's rules
+-- becomes NULL here, and check_rows.sql counts those NULLs.
+CREATE OR REPLACE TEMP VIEW relgrade_clicks_log AS
+SELECT
+    {session_id} AS session_id,
+    {query_id} AS query_id,
+    {chunk_id} AS chunk_id,
+    {position} AS position,
+    {clicked} AS clicked,
+    {ranker} AS ranker,
+    {randomized} AS randomized
+FROM relgrade_clicks_raw
