@@ -89,7 +89,8 @@ def test_numbers_do_not_depend_on_the_other_comparisons_or_their_order():
     g = np.random.default_rng(2)
     base = g.random(60)
     arms = {"bm25": base, "b": base + g.normal(0.02, 0.1, 60), "c": base + g.normal(0, 0.1, 60)}
-    both = compare_arms(table(arms), settings=settings(pairs="all"), pairs=[("c", "bm25"), ("b", "bm25")])
+    both = compare_arms(table(arms), settings=settings(pairs="all"),
+                        pairs=[("c", "bm25"), ("b", "bm25")])
     alone = compare_arms(table(arms), settings=settings(), pairs=[("b", "bm25")])
     x = both.pair("b", "bm25", M)
     y = alone.pair("b", "bm25", M)

@@ -209,7 +209,8 @@ def test_holm_by_hand():
 
 def test_comparison_generators_come_from_the_documented_sha256_string():
     g = stats.comparison_rng(20261130, "compare", "hybrid", "bm25", "R@10")
-    same = np.random.default_rng(derive_seed(20261130, "stats", "compare", "hybrid", "bm25", "R@10"))
+    same = np.random.default_rng(
+        derive_seed(20261130, "stats", "compare", "hybrid", "bm25", "R@10"))
     assert g.integers(0, 2 ** 62) == same.integers(0, 2 ** 62)
     draws = {parts: stats.comparison_rng(1, "compare", *parts).integers(0, 2 ** 62)
              for parts in [("a", "b", "m"), ("b", "a", "m"), ("a", "b", "n"), ("a b", "", "m")]}
@@ -245,3 +246,26 @@ def test_differences_equal_up_to_rounding_count_as_a_constant_shift():
     t = stats.paired_t_test(A + 0.05, A)
     assert t.infinite and t.t is None
     assert stats.cohens_dz(d) is None
+
+
+# --- properties ----------------------------------------------------------------------
+
+from hypothesis import given, settings as hsettings, strategies as st  # noqa: E402
+
+
+@given(st.lists(st.floats(0.0, 1.0), min_size=1, max_size=30))
+def test_holm_never_lowers_a_p_value_and_keeps_their_order(p):
+    adj = stats.holm(p)
+    assert (adj >= np.asarray(p)).all() and (adj <= 1.0).all()
+    order = np.argsort(p, kind="stable")
+    assert (np.diff(adj[order]) >= 0).all()
+
+
+@hsettings(max_examples=50, deadline=None)
+@given(st.lists(st.integers(-8, 8), min_size=1, max_size=40))
+def test_sign_flip_p_lies_in_zero_one_and_ignores_the_sign_of_every_difference(ints):
+    d = np.asarray(ints, dtype=float) / 8
+    p = stats.sign_flip_test(d, rng=rng(1), n_permutations=200).p
+    assert 0.0 < p <= 1.0
+    # the test is two-sided: mirroring every difference changes nothing
+    assert stats.sign_flip_test(-d, rng=rng(1), n_permutations=200).p == p

@@ -376,6 +376,7 @@ class Comparison:
     def to_markdown(self) -> str:
         """A Markdown report: arms, comparisons, segments, pool bias, label noise, verdicts."""
         lv = f"{self.settings.level:.0%}"
+        family = max([p.family for p in self.pairs] or [0])
         rec = self.record or {}
         head = [f"{k} `{v}`" for k, v in rec.items() if v not in (None, False)]
         if rec.get("post_hoc"):
@@ -383,7 +384,7 @@ class Comparison:
         out = ["# relgrade comparison", ""] + (["; ".join(head), ""] if head else []) + [
                f"Seed {self.settings.seed}; {self.settings.n_resamples} bootstrap resamples "
                f"({self.settings.method}), {self.settings.n_permutations} sign-flip "
-               f"permutations; Holm over {max([p.family for p in self.pairs] or [0])} comparisons at alpha "
+               f"permutations; Holm over {family} comparisons at alpha "
                f"{self.settings.alpha:g}.", "", "## Arms", "",
                f"| arm | measure | mean | {lv} CI | SE | queries for a "
                f"{self.settings.min_relative_change:.0%} change |", "|---|---|---|---|---|---|"]
@@ -411,7 +412,8 @@ class Comparison:
             for p, s in seg_rows:
                 flag = "cancellation" if p.cancellation and s.significant else ""
                 out.append(f"| {p.arm_a} | {p.arm_b} | {p.measure} | {s.group} | {s.delta.n} | "
-                           f"{_f(s.delta.estimate, '+')} | [{_f(s.delta.low, '+')}, {_f(s.delta.high, '+')}]"
+                           f"{_f(s.delta.estimate, '+')} | "
+                           f"[{_f(s.delta.low, '+')}, {_f(s.delta.high, '+')}]"
                            f" | {flag} |")
         if self.pool_bias:
             out += ["", "## Pool bias", ""] + _markdown_tables(self.pool_bias)

@@ -94,8 +94,9 @@ def auditor_key(*, key: pd.DataFrame, grades: pd.DataFrame, audit_queries: Itera
     InputError
         A column is missing, or the auditor graded no pair of the audit queries in the key.
     """
-    for name, df, cols in (("key", key, ["query_id", "chunk_id", "grade"]),
-                           ("grades", grades, ["query_id", "chunk_id", "grader", "round", "grade"])):
+    needs = (("key", key, ["query_id", "chunk_id", "grade"]),
+             ("grades", grades, ["query_id", "chunk_id", "grader", "round", "grade"]))
+    for name, df, cols in needs:
         missing = [c for c in cols if c not in df.columns]
         if missing:
             raise InputError(f"{name} lacks column(s) {', '.join(missing)}")

@@ -78,7 +78,8 @@ def load_experiment(params: dict, *, base: Path = Path("."), full: bool = True) 
     kwargs = {"per_query": pd.concat(tables, ignore_index=True), "settings": settings,
               "ties": str((params.get("runs") or {}).get("ties", "score")),
               "relevant_min": int(scale.get("relevant_min", 1)),
-              "cutoffs": list(metrics_cfg.get("cutoffs", [])), "round": int(grading.get("round", 1)),
+              "cutoffs": list(metrics_cfg.get("cutoffs", [])),
+              "round": int(grading.get("round", 1)),
               "auditor": grading.get("auditor")}
     if metrics_cfg.get("weighted"):
         q = io.read_table(base / path_of(params, "queries"), columns=["query_id", "weight"])
@@ -91,8 +92,9 @@ def load_experiment(params: dict, *, base: Path = Path("."), full: bool = True) 
             kwargs["runs"] = pd.concat([read_run(run_dir / f"{a}.trec").assign(arm=a)
                                         for a in arms], ignore_index=True)
     if have("grades") and have("audit"):
-        kwargs["grades"] = io.read_table(base / path_of(params, "grades"),
-                                         columns=["query_id", "chunk_id", "grader", "round", "grade"])
+        kwargs["grades"] = io.read_table(
+            base / path_of(params, "grades"),
+            columns=["query_id", "chunk_id", "grader", "round", "grade"])
         kwargs["audit_queries"] = [str(r["query_id"])
                                    for r in io.read_jsonl(base / path_of(params, "audit"))]
     if full:
