@@ -169,7 +169,8 @@ def _where(path, lines, row: int) -> dict:
 
 
 def _counts(values: pd.Series, *, path, lines) -> np.ndarray:
-    if pd.api.types.is_integer_dtype(values.dtype) and not pd.api.types.is_bool_dtype(values):
+    if pd.api.types.is_integer_dtype(values.dtype) and not pd.api.types.is_bool_dtype(values) \
+            and not values.isna().any():
         out = values.to_numpy(dtype=np.int64)
         bad = np.flatnonzero(out < 1)
         if len(bad):
@@ -374,7 +375,7 @@ def allocate(sizes: Mapping[str, int], shares: Mapping[str, float], *, n: int) -
     queries; the others then get :math:`\\lfloor q_s \\rfloor` and the queries left go one
     each to the largest fractional parts (Hamilton's largest-remainder method), ties to
     the more frequent stratum. This is proportional allocation under bounds
-    (Cochran, *Sampling Techniques*, 3rd ed., 1977, §5.5).
+    (Cochran, *Sampling Techniques*, 3rd ed., 1977, ch. 5).
 
     Examples
     --------
@@ -443,7 +444,7 @@ def inclusion_probabilities(counts, m: int) -> np.ndarray:
     :math:`\\pi_i = m c_i / T` can exceed 1 for a very frequent query. Such queries are
     taken with certainty (:math:`\\pi_i = 1`) and the rule is applied again to the rest,
     with :math:`m'` the places left and :math:`T'` their traffic, until no probability
-    exceeds 1 (Tillé, *Sampling Algorithms*, Springer 2006, §5.4). The comparisons are on
+    exceeds 1 (Tillé, *Sampling Algorithms*, Springer 2006). The comparisons are on
     integers (:math:`m' c_i \\ge T'`), so no rounding decides a certainty.
 
     Examples
