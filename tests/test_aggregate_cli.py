@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import yaml
 from click.testing import CliRunner
 
 from relgrade.cli import main
@@ -274,3 +276,30 @@ def test_a_wider_scale_is_read_from_scale(tmp_path):
     assert json.loads(res.output)["scale"] == [0, 1, 2, 3]
     res = run("--grades", grades)
     assert res.exit_code == 1 and "grade outside the scale 0, 1, 2 (found 3)" in res.output
+
+
+def test_the_aggregate_imports_as_a_grader_of_kind_import(tmp_path, monkeypatch):
+    # The documented route into the key: aggregate to TREC qrels, then `relgrade grade import`
+    # into a grader declared with kind `import`, which the grades and key stages then read.
+    repo = Path(__file__).resolve().parents[1]
+    params = yaml.safe_load((repo / "params.yaml").read_text())
+    params["graders"]["raters"] = {"role": "grader", "kind": "import", "family": "crowd",
+                                   "person": "three raters, aggregated"}
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump(params))
+    pool = tmp_path / params["paths"]["pool"]
+    pool.parent.mkdir(parents=True)
+    pd.DataFrame({"query_id": "q1", "chunk_id": CHUNKS, "inclusion_prob": 1.0}).to_parquet(
+        pool, index=False)
+    monkeypatch.chdir(tmp_path)
+    grades = write_jsonl(tmp_path / "grades.jsonl", rows())
+    res = run("--grades", grades, "--gold", gold_file(tmp_path), "--min-gold", 3,
+              "--out", "agg.qrels")
+    assert res.exit_code == 0, res.output
+    res = CliRunner().invoke(main, ["grade", "import", "agg.qrels", "--grader", "raters",
+                                    "--format", "qrels"])
+    assert res.exit_code == 0, res.output
+    recorded = [json.loads(line) for line in
+                (tmp_path / "data/grades/raters/round-1.jsonl").read_text().splitlines()]
+    assert [(r["chunk_id"], r["grade"]) for r in recorded] == list(
+        zip(CHUNKS, [1, 0, 0, 0, 1, 1, 1, 1, 1, 2, 2, 2]))
+    assert {r["reason"] for r in recorded} == {""}
