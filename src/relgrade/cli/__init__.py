@@ -55,3 +55,5 @@ from relgrade.cli.queries import queries_cmd  # noqa: E402
 main.add_command(queries_cmd, "queries")
 from relgrade.cli.aggregate import aggregate_cmd  # noqa: E402
 main.add_command(aggregate_cmd, "aggregate")
+from relgrade.cli.clicks import clicks_cmd  # noqa: E402
+main.add_command(clicks_cmd, "clicks")

@@ -1,0 +1,164 @@
+"""``relgrade clicks ...``: position propensities and IPS-weighted pairs from a click log.
+
+``clicks propensity LOG`` prints the propensity curve with bootstrap intervals (and writes
+it as JSON); ``clicks pairs LOG --propensity FILE`` writes the skip-above training pairs.
+The log is read by DuckDB where it lies, so it need not fit in memory.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+import duckdb
+import numpy as np
+
+from relgrade import io
+from relgrade.cli import handle_errors
+from relgrade.clicks import ClickLog
+from relgrade.clicks import pairs as P
+from relgrade.clicks import propensity as PR
+from relgrade.errors import InputError
+from relgrade.seeds import derive_seed
+
+
+def _relation(con: duckdb.DuckDBPyConnection, path: Path) -> duckdb.DuckDBPyRelation:
+    name = path.name.lower()
+    if path.is_dir():
+        files = sorted(str(p) for p in path.glob("*.parquet"))
+        if not files:
+            raise InputError("folder holds no .parquet file", path=path)
+        return con.read_parquet(files)
+    if not path.exists():
+        raise InputError("file not found", path=path)
+    if name.endswith(".parquet"):
+        return con.read_parquet(str(path))
+    if name.endswith((".csv", ".csv.gz")):
+        return con.read_csv(str(path), header=True, all_varchar=True, delimiter=",")
+    raise InputError("unknown log format (use .parquet, a folder of .parquet files, or .csv)",
+                     path=path, found=path.suffix or "no extension")
+
+
+def _open_log(path: Path) -> ClickLog:
+    con = duckdb.connect()
+    try:
+        return ClickLog.from_relation(con, _relation(con, path), source=path.as_posix())
+    except (duckdb.IOException, duckdb.InvalidInputException, duckdb.ConversionException) as e:
+        raise InputError("DuckDB could not read the log", path=path,
+                         found=str(e).strip().splitlines()[0]) from None
+
+
+def _fmt(x, digits=4) -> str:
+    return "-" if x is None or x != x else f"{x:.{digits}f}"
+
+
+def _table(header, rows) -> str:
+    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
+    return "\n".join("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip()
+                     for r in [header, *rows])
+
+
+@click.group("clicks")
+def clicks_cmd():
+    """Click logs: position propensities and IPS-weighted skip-above training pairs."""
+
+
+@clicks_cmd.command("propensity")
+@click.argument("log_path", metavar="LOG", type=click.Path(path_type=Path))
+@click.option("--method", type=click.Choice(list(PR.METHODS)), default="randomization",
+              show_default=True,
+              help="randomization: the randomized slice's adjacent swaps; harvesting: the "
+                   "same chunk at neighbouring positions under different rankers.")
+@click.option("--max-position", type=int, default=10, show_default=True,
+              help="Last position to estimate (at least 2).")
+@click.option("--seed", type=int, default=0, show_default=True,
+              help="Seed of the bootstrap resampling.")
+@click.option("--bootstrap", "n_boot", type=int, default=1000, show_default=True,
+              help="Bootstrap resamples (of sessions for randomization, of queries for "
+                   "harvesting).")
+@click.option("--level", type=float, default=0.95, show_default=True,
+              help="Confidence level of the intervals.")
+@click.option("--out", "out_path", type=click.Path(dir_okay=False, path_type=Path),
+              default=None, help="Also write the curve as JSON (the input of `clicks pairs`).")
+@handle_errors
+def propensity_cmd(log_path, method, max_position, seed, n_boot, level, out_path):
+    """Estimate the position propensity curve p(k)/p(1) of LOG, with bootstrap intervals.
+
+    LOG is an impression log: a Parquet file, a folder of Parquet files, or a CSV file with
+    a header row (columns session_id, query_id, chunk_id, position, clicked, ranker,
+    randomized; see docs/clicks.md). The curve is printed; --out writes it as JSON.
+    """
+    if seed < 0:
+        raise InputError("--seed must be a non-negative integer", found=str(seed))
+    log = _open_log(log_path)
+    rng = np.random.default_rng(derive_seed(seed, "clicks", "propensity", method))
+    curve = PR.estimate(log, method=method, rng=rng, max_position=max_position,
+                        n_boot=n_boot, level=level)
+    units = "sessions in the randomized slice" if method == "randomization" else \
+        "queries with an interventional pair"
+    click.echo(f"propensity by {method}: {log.rows:,} impressions, {curve.n_units:,} {units}; "
+               f"{int(round(level * 100))}% percentile intervals from {n_boot:,} resamples "
+               f"of {'queries' if curve.unit == 'query' else curve.unit + 's'} (seed {seed})")
+    rows = [[str(int(r.position)), _fmt(r.propensity), _fmt(r.ci_low), _fmt(r.ci_high),
+             "-" if r.position == 1 else f"{int(r.support):,}"]
+            for r in curve.table.itertuples(index=False)]
+    click.echo(_table(["position", "propensity", "ci_low", "ci_high", "support"], rows))
+    for note in curve.notes:
+        click.echo(f"Note: {note}")
+    if out_path is not None:
+        doc = {"log": log_path.as_posix(), "log_rows": log.rows, "log_sessions": log.sessions,
+               "seed": seed, **curve.to_dict()}
+        io.write_json(out_path, doc)
+        click.echo(f"wrote {out_path.as_posix()}")
+
+
+@clicks_cmd.command("pairs")
+@click.argument("log_path", metavar="LOG", type=click.Path(path_type=Path))
+@click.option("--propensity", "propensity_path", required=True,
+              type=click.Path(dir_okay=False, path_type=Path),
+              help="The curve from `relgrade clicks propensity --out FILE.json`.")
+@click.option("--clip", type=float, default=P.DEFAULT_CLIP, show_default=True,
+              help="Largest IPS weight: 1/p(k) above it becomes the clip.")
+@click.option("--out", "out_path", required=True,
+              type=click.Path(dir_okay=False, path_type=Path),
+              help="Parquet file for the pairs (query_id, preferred_chunk_id, "
+                   "other_chunk_id, weight, session_id).")
+@handle_errors
+def pairs_cmd(log_path, propensity_path, clip, out_path):
+    """Write LOG's skip-above preference pairs, weighted by inverse propensity, to --out.
+
+    In each session the chunk clicked at position k is preferred to every unclicked chunk
+    above it, with weight min(1/p(k), clip). LOG is read as by `clicks propensity`; a click
+    at a position the curve does not cover gives no pair and is counted in the summary.
+    """
+    curve = PR.PropensityCurve.from_dict(io.read_json(propensity_path),
+                                         source=propensity_path.as_posix())
+    weights = P.weights_from_curve(curve, clip=clip)
+    log = _open_log(log_path)
+    try:
+        with io.atomic_path(out_path) as tmp:
+            P.skip_above(log, weights).write_parquet(str(tmp))
+            n_pairs = log.con.execute(
+                "SELECT count(*) FROM read_parquet($path)", {"path": str(tmp)}).fetchall()[0][0]
+    except duckdb.OutOfMemoryException as e:
+        raise InputError("DuckDB ran out of memory writing the pairs", path=log_path,
+                         found=str(e).strip().splitlines()[0],
+                         fix="Free memory or give DuckDB a temp folder on a larger disk") \
+            from None
+    summary = P.click_summary(log, weights)
+    click.echo(f"wrote {n_pairs:,} pairs to {out_path.as_posix()} from "
+               f"{summary['clicks_weighted']:,} clicks in {log.sessions:,} sessions "
+               f"({log.rows:,} impressions)")
+    if summary["clicks_without_propensity"]:
+        click.echo(f"Note: {summary['clicks_without_propensity']:,} click(s) at position(s) "
+                   f"{_positions(summary['positions_without_propensity'])} have no propensity "
+                   f"in {propensity_path.as_posix()} and give no pair")
+    if summary["clicks_clipped"]:
+        click.echo(f"Note: {summary['clicks_clipped']:,} click(s) at position(s) "
+                   f"{_positions(summary['positions_clipped'])} have weight 1/p(k) > "
+                   f"{clip:g}, clipped to {clip:g}")
+
+
+def _positions(ks: list[int]) -> str:
+    shown = ", ".join(map(str, ks[:10]))
+    return shown + (", ..." if len(ks) > 10 else "")
