@@ -12,7 +12,8 @@ from relgrade.gold import (ACCURACY_COLUMNS, DECISION_COLUMNS, QUEUE_COLUMNS, ch
 
 
 def pool_of(n, query="q1", prefix="c"):
-    return pd.DataFrame({"query_id": [query] * n, "chunk_id": [f"{prefix}{i:02d}" for i in range(n)]})
+    return pd.DataFrame({"query_id": [query] * n,
+                         "chunk_id": [f"{prefix}{i:02d}" for i in range(n)]})
 
 
 def gold_of(n, query="g1"):

@@ -463,8 +463,10 @@ def flag_high_variance(grades: pd.DataFrame, *, threshold: float,
     -----
     The variance is the population variance of the pair's :math:`n` grades,
     :math:`\\frac1n \\sum_j (g_j - \\bar g)^2` (numpy's ``var`` with ``ddof=0``): 1 for
-    grades 0 and 2, 8/9 for 0, 0, 2, 2/3 for 0, 1, 2, 1/4 for 1, 2. Flagged pairs keep their
-    aggregate grade until an expert's grade replaces it.
+    grades 0 and 2, 8/9 for 0, 0, 2, 2/3 for 0, 1, 2, 1/4 for 1, 2. It is compared with the
+    threshold less ``1e-12``, so a variance equal to it in exact arithmetic (0.5 for 0, 1, 1,
+    2) is flagged despite rounding. Flagged pairs keep their aggregate grade until an
+    expert's grade replaces it.
 
     Examples
     --------
