@@ -210,3 +210,19 @@ def test_label_studio_grade_outside_the_scale_is_refused_and_nothing_written(exp
     assert res.exit_code == 1
     assert "grade" in res.output and "scale" in res.output
     assert not (exp / TARGET).exists()
+
+
+def test_import_records_the_intents_and_rubric_it_was_graded_under(exp):
+    manifest = exp / "data/intents/manifest.json"
+    manifest.parent.mkdir(parents=True, exist_ok=True)
+    manifest.write_text(json.dumps({"sha256": "a" * 64, "reviewer": "r"}))
+    src = _write(exp / "new.jsonl", [_row("q1", "a", 2)])
+    assert _import(str(src), "--grader", "grader-a").exit_code == 0
+    meta = exp / TARGET.with_name("round-1.meta.json")
+    assert json.loads(meta.read_text()) == {"intents_sha256": "a" * 64, "rubric_version": "v1"}
+    # The intents change after grading: a further import for that round is refused.
+    manifest.write_text(json.dumps({"sha256": "b" * 64, "reviewer": "r"}))
+    before = (exp / TARGET).read_bytes()
+    res = _import(str(_write(exp / "more.jsonl", [_row("q1", "b", 0)])), "--grader", "grader-a")
+    assert res.exit_code == 1 and "grades were made from packets with other intents" in res.output
+    assert (exp / TARGET).read_bytes() == before

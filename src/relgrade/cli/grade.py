@@ -116,12 +116,12 @@ def import_cmd(file, grader, round_, fmt, params_path):
         raise InputError("no grade rows to import", path=file)
     target = base / path_of(params, "grades_in") / grader / f"round-{rnd}.jsonl"
     meta = target.with_name(f"round-{rnd}.meta.json")
+    manifest = base / path_of(params, "intents_manifest")
+    intents_sha256 = io.read_json(manifest).get("sha256") if manifest.exists() else None
     if meta.exists() and rnd == int(grading["round"]):
-        manifest = base / path_of(params, "intents_manifest")
         grades.check_meta(io.read_json(meta), source=meta.as_posix(),
                           rubric_version=str(grading["rubric_version"]),
-                          intents_sha256=io.read_json(manifest).get("sha256")
-                          if manifest.exists() else None)
+                          intents_sha256=intents_sha256)
     with _sole_writer(target):
         before, done = _existing(target, **check)
         again = [p for p in zip(new["query_id"], new["chunk_id"]) if p in done]
@@ -135,5 +135,10 @@ def import_cmd(file, grader, round_, fmt, params_path):
             before += b"\n"
         rows = new[grades.ROW_COLUMNS].to_dict("records")
         io.write_bytes(target, before + io.jsonl_bytes(rows))
+        # Imported grades were made against the packets of this round: record which intents
+        # and rubric those were, so a later change of either is refused, not silently mixed.
+        if not meta.exists() and rnd == int(grading["round"]) and intents_sha256:
+            io.write_json(meta, {"intents_sha256": intents_sha256,
+                                 "rubric_version": str(grading["rubric_version"])})
     click.echo(f"imported {len(new)} grades for {grader} (round {rnd}) into "
                f"{target.as_posix()}: {len(done) + len(new)} rows")
