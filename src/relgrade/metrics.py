@@ -186,11 +186,21 @@ def _score_run(key: KeyIndex, run: pd.DataFrame, measures: list[Measure], on_mis
 
     cutoffs = [m.cutoff for m in measures]
     depth = None if None in cutoffs else max(cutoffs)
+    n_ret = np.bincount(rq, minlength=key.n_queries)
+    if depth is not None:
+        # only rows that can reach the top `depth` of their list are ranked: a prefix of the
+        # canonical order, ties at the cut included, so their ranks are the full run's
+        cut = _top_rows(rq, score if ties == "score" else rank, depth, ties)
+        if cut is not None:
+            rq, score = rq[cut], score[cut]
+            rank = rank[cut] if rank is not None else None
+            rows = pa.array(cut)
+            chunk_ids, run_qids = chunk_ids.take(rows), run_qids.take(rows)
+            del rows
     order = canonical_order(rq, score, chunk_ids, rank=rank, ties=ties, depth=depth)
     qs = rq[order]
     pos = ranks_in_sorted(qs)
     nq = key.n_queries
-    n_ret = np.bincount(qs, minlength=nq)
     # only the rows some measure reads: the top max-cutoff of each list
     if len(pos) and depth is not None and depth < pos.max():
         top = np.flatnonzero(pos <= max(cutoffs))
@@ -198,14 +208,21 @@ def _score_run(key: KeyIndex, run: pd.DataFrame, measures: list[Measure], on_mis
     rows = pa.array(order)
     top_chunks = _checked_ids(chunk_ids.take(rows), "chunk_id")  # no U+001F in a pair key
     top_pairs = pair_keys(run_qids.take(rows), top_chunks)
-    # one hash pass over the key's pairs followed by the ranked ones: a ranked pair's code
-    # below len(key.pairs) is its qrels row (the key's pairs are distinct), and a code seen
-    # twice among the ranked pairs is a chunk listed twice for one query
-    encoded = pc.dictionary_encode(pa.chunked_array(key.pairs.chunks + top_pairs.chunks))
-    codes = np.concatenate([c.indices.to_numpy() for c in encoded.chunks])[len(key.pairs):]
-    _check_no_duplicates(codes, encoded.chunks[-1].dictionary)
-    judged = codes < len(key.pairs)
-    grade = np.where(judged, key.grade[np.minimum(codes, len(key.pairs) - 1)], 0)
+    del rows, top_chunks, chunk_ids, run_qids, rq, score, rank
+    # a ranked pair seen twice is a chunk listed twice for one query
+    encoded = pc.dictionary_encode(top_pairs.combine_chunks())
+    if len(encoded.dictionary) < len(encoded):
+        _check_no_duplicates(encoded.indices.to_numpy(), encoded.dictionary)
+    del encoded
+    # the ranked pairs are distinct and so are the key's: look each key pair up among the
+    # ranked ones (hashing the shorter side), and give its grade to the ranked row it names
+    at = _codes_in(key.pairs, top_pairs)
+    hit = np.flatnonzero(at >= 0)
+    judged = np.zeros(len(pos), dtype=bool)
+    judged[at[hit]] = True
+    grade = np.zeros(len(pos), dtype=key.grade.dtype)
+    grade[at[hit]] = key.grade[hit]
+    del at, hit, top_pairs
 
     answered = n_ret > 0
     discount = 1.0 / np.log2(pos + 1.0)
@@ -243,6 +260,46 @@ def _score_run(key: KeyIndex, run: pd.DataFrame, measures: list[Measure], on_mis
         counted = defined & answered if on_missing == "skip" else defined
         out[str(m)] = (value, counted)
     return out
+
+
+def _top_rows(group: np.ndarray, sort_key: np.ndarray, depth: int,
+              ties: str) -> np.ndarray | None:
+    """Rows that can reach the top ``depth`` of their ranked list, or None to keep all.
+
+    ``sort_key`` is the score (higher first, ``ties="score"``) or the rank (lower first).
+    When every list is one contiguous block already ordered by that key (as run files are
+    written), the rows kept are each list's first ``depth`` and those after them that tie
+    with the ``depth``-th: exactly a prefix of the canonical order, so ranking them gives
+    every row the rank it has in the whole run, down to ``depth``. Otherwise None.
+    """
+    n = len(group)
+    if n == 0:
+        return None
+    same = group[1:] == group[:-1]
+    if ties == "score":
+        ordered = sort_key[1:] <= sort_key[:-1]
+    else:
+        ordered = sort_key[1:] >= sort_key[:-1]
+    ordered |= ~same
+    if not ordered.all():
+        return None
+    del ordered
+    starts = np.flatnonzero(np.r_[True, ~same])
+    del same
+    lengths = np.diff(np.r_[starts, n])
+    if lengths.max() <= depth:
+        return None  # nothing to cut
+    if len(np.unique(group[starts])) != len(starts):
+        return None  # a list is split over several blocks
+    long_enough = np.flatnonzero(lengths > depth)
+    cut_key = np.zeros(len(starts), dtype=sort_key.dtype)
+    cut_key[long_enough] = sort_key[starts[long_enough] + depth - 1]
+    below = np.arange(n, dtype=np.int64)
+    below -= np.repeat(starts, lengths)
+    below = below >= depth
+    # below the depth-th row, a sorted list can only tie with it or be worse
+    below &= sort_key != np.repeat(cut_key, lengths)
+    return np.flatnonzero(~below)
 
 
 def _check_no_duplicates(codes: np.ndarray, dictionary: pa.Array) -> None:
