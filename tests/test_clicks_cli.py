@@ -220,3 +220,28 @@ def test_a_bad_row_leaves_an_earlier_output_untouched(tmp_path):
                           "rule\n")
     assert out.read_bytes() == b"earlier pairs"
     assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []
+
+
+def test_memory_limit_is_passed_to_duckdb_and_running_out_is_a_clean_error(tmp_path):
+    from tests.test_clicks_propensity import SEED, simulate_log
+
+    log = tmp_path / "log.parquet"
+    simulate_log(SEED, sessions=3000, randomized_share=0.2)[0].to_parquet(log, index=False)
+    prop = write_propensity(tmp_path / "p.json", {k: 1.0 / k for k in range(1, 11)})
+    free, limited = tmp_path / "free.parquet", tmp_path / "limited.parquet"
+    assert run("pairs", log, "--propensity", prop, "--out", free).exit_code == 0
+    res = run("pairs", log, "--propensity", prop, "--out", limited, "--memory-limit", "64MB")
+    assert res.exit_code == 0, res.output
+    assert pd.read_parquet(limited).equals(pd.read_parquet(free))
+    res = run("pairs", log, "--propensity", prop, "--out", tmp_path / "none.parquet",
+              "--memory-limit", "100KB")
+    assert res.exit_code == 1
+    assert res.output.startswith(f"Error: {log.as_posix()}: DuckDB ran out of memory (found ")
+    assert res.output.rstrip().endswith("Raise --memory-limit, or run where DuckDB's temporary "
+                                        "folder (.tmp in the working directory) has room to "
+                                        "spill")
+    assert not (tmp_path / "none.parquet").exists()
+    res = run("propensity", log, "--memory-limit", "lots")
+    assert res.exit_code == 1
+    assert res.output.startswith("Error: not a memory limit DuckDB accepts (e.g. 4GB, 500MB) "
+                                 "(found lots)")

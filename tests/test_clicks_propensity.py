@@ -377,6 +377,32 @@ def test_a_log_breaking_a_rule_is_refused_naming_the_session_and_the_rule(rows, 
     assert str(e.value) == message
 
 
+def test_positions_beyond_64_are_checked_for_repeats_too():
+    fine = [("s1", "q", "a", 1, 0, "r", False), ("s1", "q", "b", 64, 0, "r", False),
+            ("s1", "q", "c", 65, 1, "r", False), ("s1", "q", "d", 130, 0, "r", False)]
+    assert ClickLog.from_frame(frame(fine)).rows == 4
+    with pytest.raises(InputError, match=r"session s1: a session shows one chunk per position "
+                                         r"\(found position 65 holds c, e\)"):
+        ClickLog.from_frame(frame(fine + [("s1", "q", "e", 65, 0, "r", False)]))
+
+
+def test_a_chunk_hash_collision_is_confirmed_on_the_ids_before_it_is_reported():
+    from relgrade.clicks import _confirm_repeated_chunk
+
+    rows = [("s1", "q", "a", 1, 0, "r", False), ("s1", "q", "b", 2, 0, "r", False),
+            ("s2", "q", "c", 1, 0, "r", False), ("s2", "q", "d", 2, 0, "r", False)]
+    log = ClickLog.from_frame(frame(rows))
+    # As if the hashes of a and b had collided: s1 holds no repeat, and no session does.
+    assert _confirm_repeated_chunk(log.con, "s1") is None
+    # With a session that does repeat a chunk in the view, the exact pass finds it.
+    repeat = rows + [("s3", "q", "c", 1, 0, "r", False), ("s3", "q", "c", 2, 0, "r", False)]
+    log.con.register("with_repeat", frame(repeat))
+    log.con.execute("CREATE OR REPLACE TEMP VIEW relgrade_clicks_log AS "
+                    "SELECT * FROM with_repeat")
+    assert _confirm_repeated_chunk(log.con, "s1") == "s3"
+    assert _confirm_repeated_chunk(log.con, "s3") == "s3"
+
+
 def test_a_missing_column_is_refused_with_the_columns_found():
     df = frame([("s1", "q", "a", 1, 1, "r", False)]).drop(columns=["ranker"])
     with pytest.raises(InputError) as e:

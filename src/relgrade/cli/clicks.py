@@ -7,6 +7,7 @@ The log is read by DuckDB where it lies, so it need not fit in memory.
 
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
 
 import click
@@ -15,6 +16,7 @@ import numpy as np
 
 from relgrade import io
 from relgrade.cli import handle_errors
+from relgrade import clicks
 from relgrade.clicks import ClickLog
 from relgrade.clicks import pairs as P
 from relgrade.clicks import propensity as PR
@@ -39,10 +41,21 @@ def _relation(con: duckdb.DuckDBPyConnection, path: Path) -> duckdb.DuckDBPyRela
                      path=path, found=path.suffix or "no extension")
 
 
-def _open_log(path: Path) -> ClickLog:
-    con = duckdb.connect()
+def _open_log(path: Path, memory_limit: str | None) -> ClickLog:
+    con = clicks.connect(memory_limit=memory_limit)
+    return ClickLog.from_relation(con, _relation(con, path), source=path.as_posix())
+
+
+@contextlib.contextmanager
+def _duckdb_errors(path: Path):
+    """DuckDB's errors about the log or about memory, as relgrade errors naming the log."""
     try:
-        return ClickLog.from_relation(con, _relation(con, path), source=path.as_posix())
+        yield
+    except duckdb.OutOfMemoryException as e:
+        raise InputError("DuckDB ran out of memory", path=path,
+                         found=str(e).strip().splitlines()[0],
+                         fix="Raise --memory-limit, or run where DuckDB's temporary folder "
+                             "(.tmp in the working directory) has room to spill") from None
     except (duckdb.IOException, duckdb.InvalidInputException, duckdb.ConversionException) as e:
         raise InputError("DuckDB could not read the log", path=path,
                          found=str(e).strip().splitlines()[0]) from None
@@ -80,8 +93,12 @@ def clicks_cmd():
               help="Confidence level of the intervals.")
 @click.option("--out", "out_path", type=click.Path(dir_okay=False, path_type=Path),
               default=None, help="Also write the curve as JSON (the input of `clicks pairs`).")
+@click.option("--memory-limit", default=None,
+              help="DuckDB's memory limit, e.g. 4GB (default: DuckDB's, 80% of RAM); beyond "
+                   "it DuckDB spills to its temporary folder.")
 @handle_errors
-def propensity_cmd(log_path, method, max_position, seed, n_boot, level, out_path):
+def propensity_cmd(log_path, method, max_position, seed, n_boot, level, out_path,
+                   memory_limit):
     """Estimate the position propensity curve p(k)/p(1) of LOG, with bootstrap intervals.
 
     LOG is an impression log: a Parquet file, a folder of Parquet files, or a CSV file with
@@ -90,10 +107,11 @@ def propensity_cmd(log_path, method, max_position, seed, n_boot, level, out_path
     """
     if seed < 0:
         raise InputError("--seed must be a non-negative integer", found=str(seed))
-    log = _open_log(log_path)
     rng = np.random.default_rng(derive_seed(seed, "clicks", "propensity", method))
-    curve = PR.estimate(log, method=method, rng=rng, max_position=max_position,
-                        n_boot=n_boot, level=level)
+    with _duckdb_errors(log_path):
+        log = _open_log(log_path, memory_limit)
+        curve = PR.estimate(log, method=method, rng=rng, max_position=max_position,
+                            n_boot=n_boot, level=level)
     units = "sessions in the randomized slice" if method == "randomization" else \
         "queries with an interventional pair"
     click.echo(f"propensity by {method}: {log.rows:,} impressions, {curve.n_units:,} {units}; "
@@ -123,8 +141,11 @@ def propensity_cmd(log_path, method, max_position, seed, n_boot, level, out_path
               type=click.Path(dir_okay=False, path_type=Path),
               help="Parquet file for the pairs (query_id, preferred_chunk_id, "
                    "other_chunk_id, weight, session_id).")
+@click.option("--memory-limit", default=None,
+              help="DuckDB's memory limit, e.g. 4GB (default: DuckDB's, 80% of RAM); beyond "
+                   "it DuckDB spills to its temporary folder.")
 @handle_errors
-def pairs_cmd(log_path, propensity_path, clip, out_path):
+def pairs_cmd(log_path, propensity_path, clip, out_path, memory_limit):
     """Write LOG's skip-above preference pairs, weighted by inverse propensity, to --out.
 
     In each session the chunk clicked at position k is preferred to every unclicked chunk
@@ -134,18 +155,13 @@ def pairs_cmd(log_path, propensity_path, clip, out_path):
     curve = PR.PropensityCurve.from_dict(io.read_json(propensity_path),
                                          source=propensity_path.as_posix())
     weights = P.weights_from_curve(curve, clip=clip)
-    log = _open_log(log_path)
-    try:
+    with _duckdb_errors(log_path):
+        log = _open_log(log_path, memory_limit)
         with io.atomic_path(out_path) as tmp:
             P.skip_above(log, weights).write_parquet(str(tmp))
-            n_pairs = log.con.execute(
-                "SELECT count(*) FROM read_parquet($path)", {"path": str(tmp)}).fetchall()[0][0]
-    except duckdb.OutOfMemoryException as e:
-        raise InputError("DuckDB ran out of memory writing the pairs", path=log_path,
-                         found=str(e).strip().splitlines()[0],
-                         fix="Free memory or give DuckDB a temp folder on a larger disk") \
-            from None
-    summary = P.click_summary(log, weights)
+            n_pairs = log.con.execute("SELECT count(*) FROM read_parquet($path)",
+                                      {"path": str(tmp)}).fetchall()[0][0]
+        summary = P.click_summary(log, weights)
     click.echo(f"wrote {n_pairs:,} pairs to {out_path.as_posix()} from "
                f"{summary['clicks_weighted']:,} clicks in {log.sessions:,} sessions "
                f"({log.rows:,} impressions)")
