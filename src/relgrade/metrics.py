@@ -136,6 +136,8 @@ def index_qrels(qrels) -> KeyIndex:
         qid, cid = repeated[0].as_py().split(ID_SEPARATOR, 1)
         raise InputError("one (query, chunk) pair is graded twice in the qrels",
                          item=f"query {qid}, chunk {cid}", fix="Keep one grade per pair")
+    del counts, repeated
+    pa.default_memory_pool().release_unused()  # the duplicate check's hash tables
     ideal = np.lexsort((-grade, q))
     return KeyIndex(query_ids=pa.chunked_array([query_ids]), q=q, grade=grade, pairs=pairs,
                     ideal_q=q[ideal], ideal_pos=ranks_in_sorted(q[ideal]),

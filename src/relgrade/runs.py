@@ -132,6 +132,7 @@ def read_run(path) -> pd.DataFrame:
     if suffix in (".jsonl", ".ndjson"):
         return _read_jsonl_run(path)
     if suffix == ".parquet":
+        pa.default_memory_pool().release_unused()  # e.g. a previous run the caller dropped
         df = read_parquet(path)
         pa.default_memory_pool().release_unused()  # the decoder's buffers are garbage now
         return _coerce(df, path)

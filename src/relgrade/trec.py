@@ -35,10 +35,11 @@ _ASCII_SPACE = " \t\r\x0b\x0c"  # C's isspace(), as trec_eval splits its lines
 _WHITESPACE = re.compile(r"[ \t\r\x0b\x0c]+")
 
 # name, Arrow type (None: read and dropped) for each field of a line
-_RUN_FIELDS = [("query_id", pa.string()), ("q0", None), ("chunk_id", pa.string()),
+# (ids are read as large_string, the type pandas keeps them in: no conversion afterwards)
+_RUN_FIELDS = [("query_id", pa.large_string()), ("q0", None), ("chunk_id", pa.large_string()),
                ("rank", pa.int64()), ("score", pa.float64()), ("tag", None)]
-_QRELS_FIELDS = [("query_id", pa.string()), ("iter", None), ("chunk_id", pa.string()),
-                 ("grade", pa.int64())]
+_QRELS_FIELDS = [("query_id", pa.large_string()), ("iter", None),
+                 ("chunk_id", pa.large_string()), ("grade", pa.int64())]
 
 
 # --- reading -------------------------------------------------------------------------
@@ -56,10 +57,11 @@ def _head(path: Path, size: int = 1 << 16) -> bytes:
 
 def _holds(col: pa.ChunkedArray, needles: tuple[bytes, ...]) -> bool:
     """True when a value of a string column is empty or holds one of ``needles``."""
+    width = np.int64 if pa.types.is_large_string(col.type) else np.int32
     for chunk in col.chunks:
         if len(chunk) == 0:
             continue
-        offsets = np.frombuffer(chunk.buffers()[1], dtype=np.int32)[
+        offsets = np.frombuffer(chunk.buffers()[1], dtype=width)[
             chunk.offset: chunk.offset + len(chunk) + 1]
         if np.any(offsets[1:] == offsets[:-1]):
             return True
@@ -106,7 +108,7 @@ def _fast_table(path: Path, fields) -> pa.Table | None:
         col = table[name]
         if typ is None:
             col = pa.chunked_array([c.dictionary for c in col.chunks], type=pa.string())
-        if (typ is None or pa.types.is_string(typ)) and _holds(col, needles):
+        if (typ is None or pa.types.is_large_string(typ)) and _holds(col, needles):
             return None
     return table.select([name for name, typ in fields if typ is not None])
 
@@ -152,6 +154,9 @@ def _ids_frame(columns: dict) -> pd.DataFrame:
 
 def _read_run_table(path: Path) -> tuple[pd.DataFrame, np.ndarray | None]:
     """The run and, when some lines were skipped, the line number of each row."""
+    # Arrow buffers freed since the last call (a previous run dropped by the caller) go back
+    # to the system before the parser allocates, so they do not add to its peak
+    pa.default_memory_pool().release_unused()
     table = _fast_table(path, _RUN_FIELDS)
     if table is not None:
         scores = table["score"].to_numpy()
@@ -260,6 +265,8 @@ def read_trec_qrels(path) -> pd.DataFrame:
                          line=int(line_no[1]), item=f"query {q}, chunk {c}",
                          found=f"lines {int(line_no[0])} and {int(line_no[1])}",
                          fix="Keep one grade per pair")
+    del pairs, counts, repeated
+    pa.default_memory_pool().release_unused()  # the check's hash tables are garbage now
     return df
 
 
