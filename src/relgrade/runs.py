@@ -52,14 +52,17 @@ def _coerce(df: pd.DataFrame, path) -> pd.DataFrame:
             raise InputError("rank must be an integer", path=path, item=f"row {row + 1}",
                              found=repr(rank.iloc[row]))
         rank = as_num
-    out["rank"] = rank.to_numpy().astype(np.int64)
-    score = pd.to_numeric(df["score"], errors="coerce")
-    bad = score.isna() & df["score"].notna()
-    if bad.any():
-        row = int(np.flatnonzero(bad.to_numpy())[0])
-        raise InputError("score must be a number", path=path, item=f"row {row + 1}",
-                         found=repr(df["score"].iloc[row]))
-    out["score"] = score.to_numpy(dtype=np.float64, na_value=np.nan)
+    out["rank"] = rank.to_numpy().astype(np.int64, copy=False)
+    if df["score"].dtype == np.float64:  # already numbers: no conversion, no copy
+        out["score"] = df["score"].to_numpy()
+    else:
+        score = pd.to_numeric(df["score"], errors="coerce")
+        bad = score.isna() & df["score"].notna()
+        if bad.any():
+            row = int(np.flatnonzero(bad.to_numpy())[0])
+            raise InputError("score must be a number", path=path, item=f"row {row + 1}",
+                             found=repr(df["score"].iloc[row]))
+        out["score"] = score.to_numpy(dtype=np.float64, na_value=np.nan)
     if "arm" in df.columns:
         out["arm"] = _as_ids(df["arm"], "arm", path)
     return out

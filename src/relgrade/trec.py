@@ -91,8 +91,12 @@ def _fast_table(path: Path, fields) -> pa.Table | None:
     # an empty or odd one can be seen
     dropped = pa.dictionary(pa.int32(), pa.string())
     types = {name: (typ if typ is not None else dropped) for name, typ in fields}
+    kept = [name for name, typ in fields if typ is not None]
+    batches = []
     try:
-        table = pacsv.read_csv(
+        # block by block: each block's dropped fields are checked and freed as it is read,
+        # so the whole file's parse is never held at once
+        reader = pacsv.open_csv(
             str(path),
             read_options=pacsv.ReadOptions(column_names=names, block_size=1 << 22),
             parse_options=pacsv.ParseOptions(delimiter=delim.decode(), quote_char=False,
@@ -102,16 +106,19 @@ def _fast_table(path: Path, fields) -> pa.Table | None:
                                                  true_values=[], false_values=[],
                                                  strings_can_be_null=False),
         )
+        schema = pa.schema([reader.schema.field(name) for name in kept])
+        for batch in reader:
+            for name, typ in fields:
+                col = batch.column(name)
+                if typ is None:
+                    col = col.dictionary
+                if (typ is None or pa.types.is_large_string(typ)) and _holds(
+                        pa.chunked_array([col], type=col.type), needles):
+                    return None
+            batches.append(batch.select(kept))
     except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError):
         return None
-    for name, typ in fields:
-        col = table[name]
-        if typ is None:
-            col = pa.chunked_array([c.dictionary for c in col.chunks], type=pa.string())
-        if (typ is None or pa.types.is_large_string(typ)) and _holds(col, needles):
-            return None
-    return table.select([name for name, typ in fields if typ is not None])
-
+    return pa.Table.from_batches(batches, schema=schema)
 
 def _exact_rows(path: Path, n_fields: int, layout: str):
     """Split every non-blank line on whitespace; yield (line number, fields)."""
