@@ -107,7 +107,10 @@ def skip_above(log: ClickLog, weights: pd.DataFrame) -> duckdb.DuckDBPyRelation:
     Returns
     -------
     duckdb.DuckDBPyRelation
-        Lazy; columns :data:`PAIR_COLUMNS`: ``query_id``, ``preferred_chunk_id`` (clicked
+        Lazy, over a temporary table of the log's weighted clicks that this call creates
+        (``relgrade_clicks_clicked``: one pass over the log, one row per click; DuckDB keeps
+        it in memory and spills it when needed). Columns :data:`PAIR_COLUMNS`:
+        ``query_id``, ``preferred_chunk_id`` (clicked
         at position k), ``other_chunk_id`` (shown above k and not clicked), ``weight``
         (``weights`` at k) and ``session_id``; ordered by session id, then the clicked
         position, then the skipped one. Write it with ``relation.write_parquet(path)``.
@@ -134,6 +137,7 @@ def skip_above(log: ClickLog, weights: pd.DataFrame) -> duckdb.DuckDBPyRelation:
     [('q', 'b', 'a', 2.0, 's1')]
     """
     _register(log, weights)
+    log.con.execute(sql("clicked"))
     return log.con.sql(sql("skip_above"))
 
 
