@@ -287,21 +287,25 @@ def _top_rows(group: np.ndarray, sort_key: np.ndarray, depth: int,
         return None
     del ordered
     starts = np.flatnonzero(np.r_[True, ~same])
-    del same
     lengths = np.diff(np.r_[starts, n])
     if lengths.max() <= depth:
         return None  # nothing to cut
     if len(np.unique(group[starts])) != len(starts):
         return None  # a list is split over several blocks
+    # a run of equal keys starts at each list's first row and wherever the key changes;
+    # run ids grow down the file, so a row is kept when its id is at most that of its
+    # list's depth-th row (4-byte ids: no row-sized float or int64 temporaries)
+    change = np.empty(n, dtype=bool)
+    change[0] = True
+    np.not_equal(sort_key[1:], sort_key[:-1], out=change[1:])
+    change[1:] |= ~same
+    del same
+    run_id = np.cumsum(change, dtype=np.int32 if n < 2**31 else np.int64)
+    del change
     long_enough = np.flatnonzero(lengths > depth)
-    cut_key = np.zeros(len(starts), dtype=sort_key.dtype)
-    cut_key[long_enough] = sort_key[starts[long_enough] + depth - 1]
-    below = np.arange(n, dtype=np.int64)
-    below -= np.repeat(starts, lengths)
-    below = below >= depth
-    # below the depth-th row, a sorted list can only tie with it or be worse
-    below &= sort_key != np.repeat(cut_key, lengths)
-    return np.flatnonzero(~below)
+    last = np.full(len(starts), np.iinfo(run_id.dtype).max, dtype=run_id.dtype)
+    last[long_enough] = run_id[starts[long_enough] + depth - 1]
+    return np.flatnonzero(run_id <= np.repeat(last, lengths))
 
 
 def _check_no_duplicates(codes: np.ndarray, dictionary: pa.Array) -> None:

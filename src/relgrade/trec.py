@@ -166,9 +166,11 @@ def _read_run_table(path: Path) -> tuple[pd.DataFrame, np.ndarray | None]:
     pa.default_memory_pool().release_unused()
     table = _fast_table(path, _RUN_FIELDS)
     if table is not None:
-        scores = table["score"].to_numpy()
-        if np.isfinite(scores).all():
-            df = table.select(RUN_COLUMNS).to_pandas()
+        # chunk by chunk, zero-copy
+        if all(np.isfinite(c.to_numpy()).all() for c in table["score"].chunks):
+            table = table.select(RUN_COLUMNS)
+            # each column's Arrow buffers are let go as soon as pandas has it
+            df = table.to_pandas(split_blocks=True, self_destruct=True)
             del table
             # the parser's block buffers are garbage now: hand them back to the system
             # rather than let them sit beside the arrays that scoring allocates next
