@@ -56,7 +56,7 @@ def _relgrade(data: Path, ext: str, validate: bool):
     from relgrade.trec import read_trec_qrels
 
     measures = protocol_measures(CUTOFFS)
-    start = time.perf_counter()
+    start, cpu_start = time.perf_counter(), time.process_time()
     if ext == "parquet":
         import pandas as pd
 
@@ -71,14 +71,14 @@ def _relgrade(data: Path, ext: str, validate: bool):
         pq = per_query(qrels=key, run=run, measures=measures, on_missing_query="skip")
         check.append(float(pq.loc[pq["measure"] == "R@10", "value"].mean()))
         del run, pq
-    return time.perf_counter() - start, check
+    return time.perf_counter() - start, time.process_time() - cpu_start, check
 
 
 def _pytrec_eval(data: Path):
     import pytrec_eval
 
     ks = ",".join(map(str, CUTOFFS))
-    start = time.perf_counter()
+    start, cpu_start = time.perf_counter(), time.process_time()
     with open(data / "qrels.trec") as f:
         qrels = pytrec_eval.parse_qrel(f)
     evaluator = pytrec_eval.RelevanceEvaluator(
@@ -92,7 +92,7 @@ def _pytrec_eval(data: Path):
                   if any(g >= 1 for g in qrels[q].values())]
         check.append(sum(values) / len(values))
         del run, result
-    return time.perf_counter() - start, check
+    return time.perf_counter() - start, time.process_time() - cpu_start, check
 
 
 def _ir_measures(data: Path):
@@ -100,7 +100,7 @@ def _ir_measures(data: Path):
 
     measures = [ir_measures.parse_measure(f"{m}@{k}") for k in CUTOFFS
                 for m in ("nDCG", "R", "RR", "Judged")]
-    start = time.perf_counter()
+    start, cpu_start = time.perf_counter(), time.process_time()
     qrels = list(ir_measures.read_trec_qrels(str(data / "qrels.trec")))
     relevant = {q.query_id for q in qrels if q.relevance >= 1}
     evaluator = ir_measures.evaluator(measures, qrels)
@@ -113,14 +113,14 @@ def _ir_measures(data: Path):
                   and m.query_id in relevant]
         check.append(sum(values) / len(values))
         del run
-    return time.perf_counter() - start, check
+    return time.perf_counter() - start, time.process_time() - cpu_start, check
 
 
 def _ranx(data: Path):
     from ranx import Qrels, Run, evaluate
 
     metrics = [f"{m}@{k}" for k in CUTOFFS for m in ("ndcg_burges", "recall", "mrr")]
-    start = time.perf_counter()
+    start, cpu_start = time.perf_counter(), time.process_time()
     qrels = Qrels.from_file(str(data / "qrels.trec"), kind="trec")
     relevant = {q for q, docs in qrels.qrels.items() if any(g >= 1 for g in docs.values())}
     check = []
@@ -133,26 +133,28 @@ def _ranx(data: Path):
                   if q in answered and q in relevant]
         check.append(float(sum(values) / len(values)))
         del run
-    return time.perf_counter() - start, check
+    return time.perf_counter() - start, time.process_time() - cpu_start, check
 
 
 def _worker(tool: str, data: Path) -> dict:
     if tool == "relgrade-trec":
-        seconds, check = _relgrade(data, "trec", validate=False)
+        seconds, cpu, check = _relgrade(data, "trec", validate=False)
     elif tool == "relgrade-parquet":
-        seconds, check = _relgrade(data, "parquet", validate=False)
+        seconds, cpu, check = _relgrade(data, "parquet", validate=False)
     elif tool == "relgrade-trec-validated":
-        seconds, check = _relgrade(data, "trec", validate=True)
+        seconds, cpu, check = _relgrade(data, "trec", validate=True)
     elif tool == "pytrec_eval":
-        seconds, check = _pytrec_eval(data)
+        seconds, cpu, check = _pytrec_eval(data)
     elif tool == "ir_measures":
-        seconds, check = _ir_measures(data)
+        seconds, cpu, check = _ir_measures(data)
     elif tool == "ranx":
-        seconds, check = _ranx(data)
+        seconds, cpu, check = _ranx(data)
     else:
         raise SystemExit(f"unknown tool {tool}")
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
-    return {"tool": tool, "seconds": seconds, "peak_rss_mib": peak, "check": check}
+    # CPU seconds of the timed span, all threads: steadier than wall time on a shared machine
+    return {"tool": tool, "seconds": seconds, "cpu_seconds": cpu, "peak_rss_mib": peak,
+            "check": check}
 
 
 # --- the parent: run each contender in a fresh process -------------------------------
@@ -200,6 +202,7 @@ def main(argv=None) -> int:
         summary[tool] = {
             "seconds_median": statistics.median(x["seconds"] for x in ok),
             "seconds_min": min(x["seconds"] for x in ok),
+            "cpu_seconds_median": statistics.median(x["cpu_seconds"] for x in ok),
             "process_wall_median": statistics.median(x["process_wall"] for x in ok),
             "peak_rss_mib_max": max(x["peak_rss_mib"] for x in ok),
             "runs": len(ok),
@@ -220,17 +223,17 @@ def main(argv=None) -> int:
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps({"cpus": os.cpu_count(), "summary": summary,
                                     "raw": results}, indent=2) + "\n")
-    print("| contender | median s (min) | × faster than pytrec_eval | process wall s "
+    print("| contender | median s (min) | × faster than pytrec_eval | CPU s | process wall s "
           "| peak RSS MiB | R@10 check |")
-    print("|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|")
     for tool, s in summary.items():
         if "error" in s:
-            print(f"| {tool} | failed: {s['error']} | | | |")
+            print(f"| {tool} | failed: {s['error']} | | | | | |")
             continue
         speedup = s.get("speedup_vs_pytrec_eval_median")
         print(f"| {tool} | {s['seconds_median']:.2f} ({s['seconds_min']:.2f}) | "
               f"{'' if speedup is None else f'{speedup:.1f}'} | "
-              f"{s['process_wall_median']:.2f} | {s['peak_rss_mib_max']:.0f} | "
+              f"{s['cpu_seconds_median']:.2f} | {s['process_wall_median']:.2f} | {s['peak_rss_mib_max']:.0f} | "
               f"max diff {s['check_max_diff']:.1e} |")
     return 0
 
