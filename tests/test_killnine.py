@@ -16,6 +16,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from relgrade.errors import ProtocolError
 from relgrade.gradestore import GradeStore
 from tests.graders import experiment as ex
 
@@ -42,9 +43,28 @@ def grades(root):
     return root / "data/grades/grader-a/round-1.jsonl"
 
 
+def open_store(path, wait=10.0):
+    """Open the store as the next run would.
+
+    A grader process that the killed run was forking at the moment of the kill holds a copy
+    of the run's file descriptors, and with them its lock, until it reaches exec (which
+    closes them): a few milliseconds, longer on a loaded machine. So the lock may still be
+    held just after the kill; wait for it briefly, as a user's rerun would succeed a moment
+    later.
+    """
+    deadline = time.monotonic() + wait
+    while True:
+        try:
+            return GradeStore(path).open()
+        except ProtocolError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.05)
+
+
 def check_whole_batches(root, packets):
     """Open the store as the next run would; every batch is all there or all absent."""
-    with GradeStore(grades(root)).open() as store:
+    with open_store(grades(root)) as store:
         pairs = [(r["query_id"], r["chunk_id"]) for _, r in store.rows]
     assert len(pairs) == len(set(pairs)), "a pair was recorded twice"
     have = set(pairs)
