@@ -412,6 +412,13 @@ def test_a_missing_column_is_refused_with_the_columns_found():
                                    "randomized). An impression log needs the columns")
 
 
+def test_an_empty_log_is_refused():
+    with pytest.raises(InputError, match="^log.parquet: the log has no rows$"):
+        ClickLog.from_frame(frame([]).astype({
+            "session_id": "str", "query_id": "str", "chunk_id": "str", "position": "int64",
+            "clicked": "int64", "ranker": "str", "randomized": "bool"}), source="log.parquet")
+
+
 def test_integer_ids_are_read_as_strings_and_text_columns_are_parsed():
     df = pd.DataFrame({"session_id": [7, 7], "query_id": [4411, 4411], "chunk_id": [1, 2],
                        "position": ["1", "2"], "clicked": ["false", "1"],

@@ -30,7 +30,7 @@ def _relation(con: duckdb.DuckDBPyConnection, path: Path) -> duckdb.DuckDBPyRela
         files = sorted(str(p) for p in path.glob("*.parquet"))
         if not files:
             raise InputError("folder holds no .parquet file", path=path)
-        return con.read_parquet(files)
+        return con.read_parquet(files, union_by_name=True)
     if not path.exists():
         raise InputError("file not found", path=path)
     if name.endswith(".parquet"):

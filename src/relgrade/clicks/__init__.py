@@ -218,7 +218,8 @@ class ClickLog:
         Raises
         ------
         InputError
-            A column is missing or has a type that cannot hold its values; a value breaks
+            The log has no rows; a column is missing or has a type that cannot hold its
+            values; a value breaks
             its column's rule (a missing or empty id, a position below 1 or not whole,
             clicked not 0/1, randomized not a boolean), naming the first such row by session
             and position; a session shows two chunks at one position, one chunk twice, or
@@ -254,6 +255,8 @@ class ClickLog:
         counts = con.execute(sql("check_rows")).fetchall()[0]
         names = ["rows", *LOG_COLUMNS]
         counts = dict(zip(names, counts))
+        if counts["rows"] == 0:
+            raise InputError("the log has no rows", path=source)
         for column in LOG_COLUMNS:
             if counts[column]:
                 session, position, found = con.execute(sql("bad_value").format(

@@ -1,0 +1,429 @@
+"""Click training set at scale: propensities and IPS-weighted pairs from 20M impressions.
+
+    python benchmarks/bench_clicks.py --generate            # writes benchmarks/data/clicks/
+    python benchmarks/bench_clicks.py --repeat 2            # writes benchmarks/out/clicks.json
+
+The log is simulated under the position-based model and written as one Parquet file:
+2,000,000 sessions x 10 positions (20M impressions), 20,000 queries with 20 candidate chunks
+each (relevance ~ U(0.05, 0.9)), three rankers (r0 a random order of each query's
+candidates, r1 and r2 the same with each adjacent pair swapped with probability 0.3), a
+session's query and ranker drawn uniformly, 5% of sessions in a FairPairs randomized slice,
+and clicks with probability p(k) * r, p(k) = 1 / k. Ids are strings (``s00000001``,
+``q00001``, ``d0000001``), as in a real log.
+
+Each contender runs in its own Python process, one after another (rounds interleaved), so
+its peak resident memory is its own (``ru_maxrss``; DuckDB runs inside the process, so its
+memory counts). The timed span starts after imports and ends when the output exists; the
+process wall time includes interpreter start-up and imports.
+
+Contenders:
+
+* ``relgrade propensity randomization`` / ``harvesting``: ``relgrade clicks propensity LOG
+  --method ... --out FILE.json`` run through the CLI's entry point (log validation, DuckDB
+  SQL over the Parquet file, 1,000 bootstrap resamples);
+* ``relgrade pairs``: ``relgrade clicks pairs LOG --propensity FILE.json --out PAIRS.parquet``;
+* ``relgrade ... -1gb``: the same three commands with ``--memory-limit 1GB``, so that
+  DuckDB must spill the joins and the sort to disk (its ``.tmp`` folder);
+* ``pandas propensity randomization`` / ``harvesting`` / ``pairs``: the same computations
+  written the plain way: ``read_parquet`` of the needed columns, ``groupby``, ``merge``,
+  ``sort_values``, ``to_parquet``; the same bootstrap (session or query resampling, numpy).
+  The pandas contenders do not validate the log (relgrade does, in two passes of DuckDB).
+
+The parent checks that relgrade and pandas agree: the same propensities (to 1e-9) and the
+same pairs in the same order (count and an order-sensitive checksum of every row).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import resource
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+SESSIONS = 2_000_000
+POSITIONS = 10
+QUERIES = 20_000
+CANDIDATES = 20
+RANKERS = 3
+RANDOMIZED_SHARE = 0.05
+BLOCK = 250_000
+N_BOOT = 1000
+SEED = 7
+
+TASKS = ("relgrade-randomization", "pandas-randomization", "relgrade-harvesting",
+         "pandas-harvesting", "relgrade-pairs", "pandas-pairs",
+         "relgrade-randomization-1gb", "relgrade-harvesting-1gb", "relgrade-pairs-1gb")
+
+
+# --- data ----------------------------------------------------------------------------
+
+def _ids(prefix: str, values, width: int):
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    text = pc.utf8_lpad(pc.cast(pa.array(values), pa.string()), width=width, padding="0")
+    return pc.binary_join_element_wise(pa.scalar(prefix), text, "")
+
+
+def generate(out: Path, *, seed: int = SEED, sessions: int = SESSIONS) -> Path:
+    """Write the simulated log to ``out/log.parquet`` in blocks of 250,000 sessions."""
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    rng = np.random.default_rng(seed)
+    p = 1.0 / np.arange(1, POSITIONS + 1)
+    relevance = rng.uniform(0.05, 0.9, size=(QUERIES, CANDIDATES))
+    base = np.argsort(rng.random((QUERIES, CANDIDATES)), axis=1)[:, :POSITIONS]
+    lists = np.empty((QUERIES, RANKERS, POSITIONS), dtype=np.int64)
+    for r in range(RANKERS):
+        lst = base.copy()
+        if r:
+            for j in range(POSITIONS - 1):
+                swap = rng.random(QUERIES) < 0.3
+                upper, lower = lst[swap, j].copy(), lst[swap, j + 1].copy()
+                lst[swap, j], lst[swap, j + 1] = lower, upper
+        lists[:, r] = lst
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / "log.parquet"
+    schema = pa.schema([("session_id", pa.string()), ("query_id", pa.string()),
+                        ("chunk_id", pa.string()), ("position", pa.int64()),
+                        ("clicked", pa.int8()), ("ranker", pa.string()),
+                        ("randomized", pa.bool_())])
+    with pq.ParquetWriter(path, schema) as writer:
+        for start in range(0, sessions, BLOCK):
+            n = min(BLOCK, sessions - start)
+            q = rng.integers(0, QUERIES, n)
+            rk = rng.integers(0, RANKERS, n)
+            shown = lists[q, rk].copy()
+            flagged = np.zeros((n, POSITIONS), dtype=bool)
+            in_slice = rng.random(n) < RANDOMIZED_SHARE
+            offset = rng.integers(0, 2, n)
+            for j in range(POSITIONS // 2 + 1):
+                a = offset + 2 * j
+                rows = np.flatnonzero(in_slice & (a + 1 < POSITIONS))
+                flagged[rows, a[rows]] = True
+                flagged[rows, a[rows] + 1] = True
+                coin = rows[rng.random(len(rows)) < 0.5]
+                upper, lower = shown[coin, a[coin]].copy(), shown[coin, a[coin] + 1].copy()
+                shown[coin, a[coin]], shown[coin, a[coin] + 1] = lower, upper
+            clicked = rng.random((n, POSITIONS)) < p[None, :] * relevance[q[:, None], shown]
+            session = np.repeat(np.arange(start, start + n), POSITIONS)
+            query = np.repeat(q, POSITIONS)
+            table = pa.table({
+                "session_id": _ids("s", session, 8),
+                "query_id": _ids("q", query, 5),
+                "chunk_id": _ids("d", query * CANDIDATES + shown.ravel(), 7),
+                "position": np.tile(np.arange(1, POSITIONS + 1), n),
+                "clicked": clicked.ravel().astype(np.int8),
+                "ranker": _ids("r", np.repeat(rk, POSITIONS), 1),
+                "randomized": flagged.ravel(),
+            }, schema=schema)
+            writer.write_table(table, row_group_size=1 << 20)
+    return path
+
+
+# --- pandas contenders -----------------------------------------------------------------
+
+def _bootstrap(evidence, rng, n_boot):
+    """Resample units with replacement; the same estimator relgrade uses."""
+    import numpy as np
+
+    from relgrade.clicks.propensity import chain
+
+    n = evidence.shape[0]
+    flat = evidence.reshape(n, -1)
+    reps = []
+    block = max(1, (1 << 22) // n)
+    for start in range(0, n_boot, block):
+        b = min(block, n_boot - start)
+        w = rng.multinomial(n, np.full(n, 1.0 / n), size=b).astype(np.float64)
+        reps.append(chain((w @ flat).reshape(b, -1, 2)))
+    reps = np.concatenate(reps)
+    return chain(evidence.sum(axis=0)), np.nanquantile(reps, [0.025, 0.975], axis=0)
+
+
+def pandas_randomization(log: Path, out: Path, max_position: int = POSITIONS) -> dict:
+    import numpy as np
+    import pandas as pd
+
+    df = pd.read_parquet(log, columns=["session_id", "position", "clicked", "randomized"],
+                         filters=[("randomized", "==", True)])
+    df = df.sort_values(["session_id", "position"], ignore_index=True)
+    df["pair"] = df.groupby("session_id").cumcount() // 2
+    pairs = df.groupby(["session_id", "pair"], sort=False).agg(
+        upper=("position", "first"), lower=("position", "last"),
+        click_upper=("clicked", "first"), click_lower=("clicked", "last")).reset_index()
+    if ((pairs["lower"] - pairs["upper"]) != 1).any():
+        raise SystemExit("randomized rows do not pair up")
+    pairs = pairs[pairs["lower"] <= max_position]
+    codes, _ = pd.factorize(pairs["session_id"])
+    evidence = np.zeros((codes.max() + 1, max_position - 1, 2))
+    np.add.at(evidence, (codes, pairs["upper"].to_numpy() - 1, 0), pairs["click_upper"])
+    np.add.at(evidence, (codes, pairs["upper"].to_numpy() - 1, 1), pairs["click_lower"])
+    point, ci = _bootstrap(evidence, np.random.default_rng(0), N_BOOT)
+    doc = {"positions": [{"position": k + 1, "propensity": float(point[k]),
+                          "ci_low": float(ci[0, k]), "ci_high": float(ci[1, k])}
+                         for k in range(max_position)]}
+    out.write_text(json.dumps(doc, indent=2))
+    return {"propensity": [float(x) for x in point]}
+
+
+def pandas_harvesting(log: Path, out: Path, max_position: int = POSITIONS) -> dict:
+    import numpy as np
+    import pandas as pd
+
+    df = pd.read_parquet(log, columns=["session_id", "query_id", "chunk_id", "position",
+                                       "clicked", "ranker", "randomized"])
+    randomized = df.loc[df["randomized"], "session_id"].unique()
+    df = df[~df["session_id"].isin(randomized) & (df["position"] <= max_position)]
+    cells = df.groupby(["query_id", "chunk_id", "ranker", "position"], observed=True).agg(
+        shown=("clicked", "size"), clicks=("clicked", "sum")).reset_index()
+    del df
+    rates = cells.groupby(["query_id", "chunk_id", "position"]).agg(
+        shown=("shown", "sum"), clicks=("clicks", "sum")).reset_index()
+    rates["ctr"] = rates["clicks"] / rates["shown"]
+    below = cells.assign(position=cells["position"] - 1)
+    links = cells.merge(below, on=["query_id", "chunk_id", "position"], suffixes=("", "_b"))
+    links = links[links["ranker"] != links["ranker_b"]]
+    links = links[["query_id", "chunk_id", "position"]].drop_duplicates()
+    links = links.merge(rates[["query_id", "chunk_id", "position", "ctr"]],
+                        on=["query_id", "chunk_id", "position"])
+    lower = rates.assign(position=rates["position"] - 1)[
+        ["query_id", "chunk_id", "position", "ctr"]]
+    links = links.merge(lower, on=["query_id", "chunk_id", "position"],
+                        suffixes=("_upper", "_lower"))
+    per_query = links.groupby(["query_id", "position"]).agg(
+        upper=("ctr_upper", "sum"), lower=("ctr_lower", "sum")).reset_index()
+    codes, _ = pd.factorize(per_query["query_id"], sort=True)
+    evidence = np.zeros((codes.max() + 1, max_position - 1, 2))
+    evidence[codes, per_query["position"].to_numpy() - 1, 0] = per_query["upper"]
+    evidence[codes, per_query["position"].to_numpy() - 1, 1] = per_query["lower"]
+    point, ci = _bootstrap(evidence, np.random.default_rng(0), N_BOOT)
+    doc = {"positions": [{"position": k + 1, "propensity": float(point[k]),
+                          "ci_low": float(ci[0, k]), "ci_high": float(ci[1, k])}
+                         for k in range(max_position)]}
+    out.write_text(json.dumps(doc, indent=2))
+    return {"propensity": [float(x) for x in point]}
+
+
+def pandas_pairs(log: Path, propensity: Path, out: Path, clip: float = 10.0) -> None:
+    import pandas as pd
+
+    curve = json.loads(propensity.read_text())["positions"]
+    weight = {p["position"]: min(1.0 / p["propensity"], clip) for p in curve
+              if p["propensity"]}
+    df = pd.read_parquet(log, columns=["session_id", "query_id", "chunk_id", "position",
+                                       "clicked"])
+    clicked = df[df["clicked"] == 1]
+    clicked = clicked[clicked["position"].isin(list(weight))]
+    skipped = df.loc[df["clicked"] == 0, ["session_id", "chunk_id", "position"]]
+    del df
+    pairs = clicked.merge(skipped, on="session_id", suffixes=("", "_other"))
+    pairs = pairs[pairs["position_other"] < pairs["position"]]
+    pairs = pairs.sort_values(["session_id", "position", "position_other"], ignore_index=True)
+    result = pd.DataFrame({"query_id": pairs["query_id"],
+                           "preferred_chunk_id": pairs["chunk_id"],
+                           "other_chunk_id": pairs["chunk_id_other"],
+                           "weight": pairs["position"].map(weight).astype("float64"),
+                           "session_id": pairs["session_id"]})
+    result.to_parquet(out, index=False)
+
+
+# --- relgrade contenders --------------------------------------------------------------
+
+def relgrade_cli(args: list[str]) -> None:
+    from relgrade.cli import main
+
+    main(args, standalone_mode=False)
+
+
+def _pairs_digest(path: Path) -> dict:
+    """Count, total weight and an order-sensitive checksum of a pairs file (DuckDB)."""
+    import duckdb
+
+    with duckdb.connect() as con:
+        n, total, checksum = con.execute(
+            "SELECT count(*), sum(weight), CAST(sum(hash(file_row_number, query_id, "
+            "preferred_chunk_id, other_chunk_id, weight, session_id)) AS VARCHAR) "
+            "FROM read_parquet($path, file_row_number = true)", {"path": str(path)}).fetchall()[0]
+    return {"pairs": n, "weight_sum": total, "checksum": checksum}
+
+
+def relgrade_steps(log: Path, out: Path) -> dict[str, float]:
+    """Seconds per step of the relgrade path, in this process, for the breakdown."""
+    import numpy as np
+
+    from relgrade import clicks, io
+    from relgrade.clicks import ClickLog, sql
+    from relgrade.clicks import pairs as P
+    from relgrade.clicks import propensity as PR
+
+    steps = {}
+    t = time.perf_counter()
+    con = clicks.connect()
+    ClickLog.from_relation(con, con.read_parquet(str(log)), source=str(log))
+    steps["open + validate the log (2 passes)"] = time.perf_counter() - t
+    t = time.perf_counter()
+    con.execute(sql("check_rows")).fetchall()
+    steps["  of which: row rules"] = time.perf_counter() - t
+    t = time.perf_counter()
+    con.execute(sql("check_sessions")).fetchall()
+    steps["  of which: session rules"] = time.perf_counter() - t
+    log_ = ClickLog(con=con, source=str(log), rows=0, sessions=0)
+    t = time.perf_counter()
+    curve = PR.randomization(log_, rng=np.random.default_rng(0), n_boot=N_BOOT)
+    steps["randomization (SQL + 1,000 resamples)"] = time.perf_counter() - t
+    t = time.perf_counter()
+    PR.harvesting(log_, rng=np.random.default_rng(0), n_boot=N_BOOT)
+    steps["harvesting (SQL + 1,000 resamples)"] = time.perf_counter() - t
+    weights = P.ips_weights(curve)
+    t = time.perf_counter()
+    rel = P.skip_above(log_, weights)
+    steps["pairs: table of weighted clicks"] = time.perf_counter() - t
+    t = time.perf_counter()
+    with io.atomic_path(out / "steps-pairs.parquet") as tmp:
+        rel.write_parquet(str(tmp))
+    steps["pairs: join, sort, write Parquet"] = time.perf_counter() - t
+    t = time.perf_counter()
+    P.click_summary(log_, weights)
+    steps["pairs: click summary"] = time.perf_counter() - t
+    return steps
+
+
+# --- harness ---------------------------------------------------------------------------
+
+def worker(task: str, data: Path, out: Path) -> dict:
+    log = data / "log.parquet"
+    out.mkdir(parents=True, exist_ok=True)
+    rel_json = out / "relgrade-randomization.json"
+    limit = ["--memory-limit", "1GB"] if task.endswith("-1gb") else []
+    start = time.perf_counter()
+    if task.startswith(("relgrade-randomization", "relgrade-harvesting")):
+        method = task.split("-")[1]
+        target = out / f"{task}.json"
+        relgrade_cli(["clicks", "propensity", str(log), "--method", method,
+                      "--bootstrap", str(N_BOOT), "--out", str(target), *limit])
+        seconds = time.perf_counter() - start
+        doc = json.loads(target.read_text())
+        result = {"propensity": [p["propensity"] for p in doc["positions"]]}
+    elif task.startswith("relgrade-pairs"):
+        target = out / f"{task}.parquet"
+        relgrade_cli(["clicks", "pairs", str(log), "--propensity", str(rel_json),
+                      "--out", str(target), *limit])
+        seconds = time.perf_counter() - start
+        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+        result = _pairs_digest(target)
+    elif task == "pandas-randomization":
+        result = pandas_randomization(log, out / "pandas-randomization.json")
+        seconds = time.perf_counter() - start
+    elif task == "pandas-harvesting":
+        result = pandas_harvesting(log, out / "pandas-harvesting.json")
+        seconds = time.perf_counter() - start
+    elif task == "pandas-pairs":
+        pandas_pairs(log, rel_json, out / "pandas-pairs.parquet")
+        seconds = time.perf_counter() - start
+        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+        result = _pairs_digest(out / "pandas-pairs.parquet")
+    else:
+        raise SystemExit(f"unknown task {task}")
+    if not task.endswith("pairs") and not task.endswith("pairs-1gb"):
+        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
+    return {"task": task, "seconds": seconds, "peak_rss_mib": peak, "result": result}
+
+
+def run_child(task: str, data: Path, out: Path) -> dict:
+    t = time.perf_counter()
+    proc = subprocess.run([sys.executable, __file__, "--worker", task, "--data", str(data),
+                           "--out", str(out)], capture_output=True, text=True)
+    wall = time.perf_counter() - t
+    if proc.returncode != 0:
+        raise SystemExit(f"{task} failed:\n{proc.stderr[-3000:]}")
+    doc = json.loads(proc.stdout.strip().splitlines()[-1])
+    doc["process_wall"] = wall
+    return doc
+
+
+def _agree(a: dict, b: dict, what: str) -> None:
+    if "propensity" in a:
+        for x, y in zip(a["propensity"], b["propensity"]):
+            if x is None or y is None or abs(x - y) > 1e-9:
+                raise SystemExit(f"{what}: propensities differ: {a} vs {b}")
+    else:
+        same = a["pairs"] == b["pairs"] and a["checksum"] == b["checksum"]
+        if not same:
+            raise SystemExit(f"{what}: pairs differ: {a} vs {b}")
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--data", type=Path, default=Path("benchmarks/data/clicks"))
+    ap.add_argument("--out", type=Path, default=Path("benchmarks/out/clicks"))
+    ap.add_argument("--generate", action="store_true", help="Write the simulated log and stop.")
+    ap.add_argument("--sessions", type=int, default=SESSIONS,
+                    help="Sessions to simulate with --generate (10 impressions each).")
+    ap.add_argument("--repeat", type=int, default=2)
+    ap.add_argument("--only", nargs="*", choices=TASKS, default=None)
+    ap.add_argument("--steps", action="store_true",
+                    help="Print relgrade's time per step (one round, this process) and stop.")
+    ap.add_argument("--worker", choices=TASKS, help=argparse.SUPPRESS)
+    args = ap.parse_args(argv)
+    if args.worker:
+        print(json.dumps(worker(args.worker, args.data, args.out)))
+        return 0
+    if args.generate:
+        t = time.perf_counter()
+        path = generate(args.data, sessions=args.sessions)
+        print(f"wrote {path} ({path.stat().st_size / 2**20:.0f} MiB) in "
+              f"{time.perf_counter() - t:.1f} s")
+        return 0
+    if not (args.data / "log.parquet").exists():
+        print("no log: run benchmarks/bench_clicks.py --generate first", file=sys.stderr)
+        return 1
+    if args.steps:
+        args.out.mkdir(parents=True, exist_ok=True)
+        for step, seconds in relgrade_steps(args.data / "log.parquet", args.out).items():
+            print(f"{step:42} {seconds:6.2f} s")
+        return 0
+    tasks = args.only or list(TASKS)
+    runs: dict[str, list[dict]] = {t: [] for t in tasks}
+    for _ in range(args.repeat):
+        for task in tasks:
+            runs[task].append(run_child(task, args.data, args.out))
+            last = runs[task][-1]
+            print(f"  {task:28} {last['seconds']:8.1f} s  {last['process_wall']:8.1f} s wall  "
+                  f"{last['peak_rss_mib']:8.0f} MiB", flush=True)
+    for pair in (("relgrade-randomization", "pandas-randomization"),
+                 ("relgrade-harvesting", "pandas-harvesting"),
+                 ("relgrade-pairs", "pandas-pairs"),
+                 ("relgrade-randomization", "relgrade-randomization-1gb"),
+                 ("relgrade-harvesting", "relgrade-harvesting-1gb"),
+                 ("relgrade-pairs", "relgrade-pairs-1gb")):
+        if all(p in runs for p in pair):
+            _agree(runs[pair[0]][0]["result"], runs[pair[1]][0]["result"], " vs ".join(pair))
+    summary = {
+        "machine": {"cpus": os.cpu_count(), "python": platform.python_version(),
+                    "load_average": os.getloadavg()},
+        "tasks": {t: {"median_s": statistics.median(r["seconds"] for r in rs),
+                      "min_s": min(r["seconds"] for r in rs),
+                      "process_wall_s": statistics.median(r["process_wall"] for r in rs),
+                      "peak_rss_mib": max(r["peak_rss_mib"] for r in rs),
+                      "result": rs[0]["result"]} for t, rs in runs.items()},
+    }
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out.parent / "clicks.json").write_text(json.dumps(summary, indent=2))
+    print(f"{'contender':28} {'median s':>9} {'min s':>7} {'wall s':>7} {'peak MiB':>9}")
+    for t, s in summary["tasks"].items():
+        print(f"{t:28} {s['median_s']:9.1f} {s['min_s']:7.1f} {s['process_wall_s']:7.1f} "
+              f"{s['peak_rss_mib']:9.0f}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
