@@ -200,6 +200,30 @@ def test_identical_sessions_give_an_interval_of_zero_width():
     assert curve.table.loc[1, ["propensity", "ci_low", "ci_high"]].tolist() == [1.0, 1.0, 1.0]
 
 
+def test_resamples_that_leave_a_link_without_clicks_are_left_out_of_the_interval_with_a_note():
+    # Link (1, 2): one session of the thirty has a click at 1 (and at 2). A resample of 30
+    # sessions misses it with probability (29/30)^30 = 0.362, and then p(2) and p(3) are
+    # undefined. Link (2, 3): ten sessions, clicks (1, i % 2).
+    rows = [("s00", "q", "a", 1, 1, "r", True), ("s00", "q", "b", 2, 1, "r", True)]
+    for i in range(1, 20):
+        rows += [(f"s{i:02d}", "q", "a", 1, 0, "r", True),
+                 (f"s{i:02d}", "q", "b", 2, 0, "r", True)]
+    for i in range(20, 30):
+        rows += [(f"s{i:02d}", "q", "c", 2, 1, "r", True),
+                 (f"s{i:02d}", "q", "d", 3, i % 2, "r", True)]
+    curve = PR.randomization(ClickLog.from_frame(frame(rows)), rng=rng(4), max_position=3,
+                             n_boot=1000)
+    t = curve.table
+    assert t["propensity"].tolist() == [1.0, 1.0, 0.5]  # 1/1, then 1 * 5/10
+    (note,) = curve.notes
+    assert note.startswith("positions 2-3: ")
+    left_out = int(note.split(": ")[1].split(" ")[0])
+    assert 300 < left_out < 420  # about 362 of 1000
+    assert note.endswith("resamples had no click at the upper position of a link above; each "
+                         "interval is over the others")
+    assert t["ci_low"].notna().all()
+
+
 def test_chain_multiplies_adjacent_ratios_from_position_one():
     evidence = np.array([[[10.0, 5.0], [6.0, 3.0], [4.0, 1.0]],
                          [[0.0, 5.0], [6.0, 3.0], [4.0, 1.0]]])

@@ -279,19 +279,23 @@ def _curve(method, unit, evidence, counts, support, *, max_position, rng, n_boot
     if len(counts):
         reps = bootstrap_chain(evidence, counts, rng=rng, n_boot=n_boot)
         alpha = (1 - level) / 2
+        partial = []  # (position, resamples that leave it undefined)
         for k in range(max_position):
             if not np.isfinite(point[k]):
                 continue
             col = reps[:, k]
             ok = np.isfinite(col)
-            if not ok.any():
-                notes.append(f"position {k + 1}: no resample defines it; no interval")
-                continue
             if not ok.all():
-                notes.append(f"position {k + 1}: {int((~ok).sum())} of {n_boot} resamples "
-                             "had no clicks at an upper position of the chain; the interval "
-                             "is over the others")
-            low[k], high[k] = np.quantile(col[ok], [alpha, 1 - alpha])
+                partial.append((k + 1, int((~ok).sum())))
+            if ok.any():
+                low[k], high[k] = np.quantile(col[ok], [alpha, 1 - alpha])
+        if partial:
+            # Undefined resamples carry down the chain, so the last position has the most.
+            notes.append(f"positions {partial[0][0]}-{partial[-1][0]}: {partial[0][1]} to "
+                         f"{partial[-1][1]} of {n_boot} resamples had no click at the upper "
+                         "position of a link above; each interval is over the others"
+                         + ("" if partial[-1][1] < n_boot else
+                            " (none left at some positions: no interval there)"))
     for j in range(max_position - 1):
         if totals[j, 0] == 0:
             why = ("no randomized pair" if support[j] == 0 and method == "randomization"
