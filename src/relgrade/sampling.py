@@ -173,8 +173,9 @@ def fleiss_kappa(counts) -> float | None:
     References
     ----------
     J. L. Fleiss, "Measuring nominal scale agreement among many raters", Psychological
-    Bulletin 76(5), 378-382, 1971. Cross-checked against
-    ``statsmodels.stats.inter_rater.fleiss_kappa``.
+    Bulletin 76(5), 378-382, 1971. Computed by
+    ``statsmodels.stats.inter_rater.fleiss_kappa``; this function adds the input checks and
+    the undefined case.
 
     Examples
     --------
@@ -194,14 +195,14 @@ def fleiss_kappa(counts) -> float | None:
     n = int(n[0])
     if n < 2:
         raise ValueError("Fleiss' kappa needs at least two ratings per item")
-    n_items = table.shape[0]
-    p_j = table.sum(axis=0) / (n_items * n)
-    p_i = ((table ** 2).sum(axis=1) - n) / (n * (n - 1))
-    p_bar = p_i.mean()
-    p_e = float((p_j ** 2).sum())
-    if np.isclose(p_e, 1.0):
+    # Chance agreement of 1 (every rating in one category) leaves kappa undefined; statsmodels
+    # would divide by zero there, so that case is answered here.
+    p_j = table.sum(axis=0) / table.sum()
+    if np.isclose(float((p_j ** 2).sum()), 1.0):
         return None
-    return float((p_bar - p_e) / (1.0 - p_e))
+    from statsmodels.stats.inter_rater import fleiss_kappa as sm_fleiss_kappa
+
+    return float(sm_fleiss_kappa(table, method="fleiss"))
 
 
 def self_consistency(samples: pd.DataFrame, *, scale: Iterable[int], n_samples: int) -> dict:
