@@ -77,19 +77,13 @@ def generate(out: Path, *, seed: int = SEED, sessions: int = SESSIONS) -> Path:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
+    from relgrade.clicks import simulate
+
     rng = np.random.default_rng(seed)
     p = 1.0 / np.arange(1, POSITIONS + 1)
     relevance = rng.uniform(0.05, 0.9, size=(QUERIES, CANDIDATES))
-    base = np.argsort(rng.random((QUERIES, CANDIDATES)), axis=1)[:, :POSITIONS]
-    lists = np.empty((QUERIES, RANKERS, POSITIONS), dtype=np.int64)
-    for r in range(RANKERS):
-        lst = base.copy()
-        if r:
-            for j in range(POSITIONS - 1):
-                swap = rng.random(QUERIES) < 0.3
-                upper, lower = lst[swap, j].copy(), lst[swap, j + 1].copy()
-                lst[swap, j], lst[swap, j + 1] = lower, upper
-        lists[:, r] = lst
+    lists = simulate.ranker_lists(rng, queries=QUERIES, chunks=CANDIDATES, positions=POSITIONS,
+                                  rankers=RANKERS)
     out.mkdir(parents=True, exist_ok=True)
     path = out / "log.parquet"
     schema = pa.schema([("session_id", pa.string()), ("query_id", pa.string()),
@@ -101,18 +95,7 @@ def generate(out: Path, *, seed: int = SEED, sessions: int = SESSIONS) -> Path:
             n = min(BLOCK, sessions - start)
             q = rng.integers(0, QUERIES, n)
             rk = rng.integers(0, RANKERS, n)
-            shown = lists[q, rk].copy()
-            flagged = np.zeros((n, POSITIONS), dtype=bool)
-            in_slice = rng.random(n) < RANDOMIZED_SHARE
-            offset = rng.integers(0, 2, n)
-            for j in range(POSITIONS // 2 + 1):
-                a = offset + 2 * j
-                rows = np.flatnonzero(in_slice & (a + 1 < POSITIONS))
-                flagged[rows, a[rows]] = True
-                flagged[rows, a[rows] + 1] = True
-                coin = rows[rng.random(len(rows)) < 0.5]
-                upper, lower = shown[coin, a[coin]].copy(), shown[coin, a[coin] + 1].copy()
-                shown[coin, a[coin]], shown[coin, a[coin] + 1] = lower, upper
+            shown, flagged = simulate.fair_pairs(lists[q, rk], rng, share=RANDOMIZED_SHARE)
             clicked = rng.random((n, POSITIONS)) < p[None, :] * relevance[q[:, None], shown]
             session = np.repeat(np.arange(start, start + n), POSITIONS)
             query = np.repeat(q, POSITIONS)
@@ -167,6 +150,13 @@ def pandas_randomization(log: Path, out: Path, max_position: int = POSITIONS) ->
     evidence = np.zeros((codes.max() + 1, max_position - 1, 2))
     np.add.at(evidence, (codes, pairs["upper"].to_numpy() - 1, 0), pairs["click_upper"])
     np.add.at(evidence, (codes, pairs["upper"].to_numpy() - 1, 1), pairs["click_lower"])
+    return _write_curve(evidence, out, max_position)
+
+
+def _write_curve(evidence, out: Path, max_position: int) -> dict:
+    """Bootstrap the evidence into a curve, write it as JSON, return the point estimates."""
+    import numpy as np
+
     point, ci = _bootstrap(evidence, np.random.default_rng(0), N_BOOT)
     doc = {"positions": [{"position": k + 1, "propensity": float(point[k]),
                           "ci_low": float(ci[0, k]), "ci_high": float(ci[1, k])}
@@ -205,12 +195,7 @@ def pandas_harvesting(log: Path, out: Path, max_position: int = POSITIONS) -> di
     evidence = np.zeros((codes.max() + 1, max_position - 1, 2))
     evidence[codes, per_query["position"].to_numpy() - 1, 0] = per_query["upper"]
     evidence[codes, per_query["position"].to_numpy() - 1, 1] = per_query["lower"]
-    point, ci = _bootstrap(evidence, np.random.default_rng(0), N_BOOT)
-    doc = {"positions": [{"position": k + 1, "propensity": float(point[k]),
-                          "ci_low": float(ci[0, k]), "ci_high": float(ci[1, k])}
-                         for k in range(max_position)]}
-    out.write_text(json.dumps(doc, indent=2))
-    return {"propensity": [float(x) for x in point]}
+    return _write_curve(evidence, out, max_position)
 
 
 def pandas_pairs(log: Path, propensity: Path, out: Path, clip: float = 10.0) -> None:

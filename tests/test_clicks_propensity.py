@@ -14,6 +14,7 @@ from hypothesis import given, settings, strategies as st
 
 from relgrade.clicks import LOG_COLUMNS, ClickLog
 from relgrade.clicks import propensity as PR
+from relgrade.clicks import simulate
 from relgrade.errors import InputError
 
 SEED = 20261130
@@ -37,30 +38,11 @@ def simulate_log(seed, *, sessions=5000, queries=50, positions=10, chunks=14, ra
     rng = np.random.default_rng(seed)
     p = 1.0 / np.arange(1, positions + 1) if propensity is None else np.asarray(propensity)
     relevance = rng.uniform(0.1, 0.9, size=(queries, chunks))
-    base = np.argsort(rng.random((queries, chunks)), axis=1)[:, :positions]
-    lists = np.empty((queries, rankers, positions), dtype=np.int64)
-    for r in range(rankers):
-        lst = base.copy()
-        if r:
-            for j in range(positions - 1):
-                swap = rng.random(queries) < 0.3
-                upper, lower = lst[swap, j].copy(), lst[swap, j + 1].copy()
-                lst[swap, j], lst[swap, j + 1] = lower, upper
-        lists[:, r] = lst
+    lists = simulate.ranker_lists(rng, queries=queries, chunks=chunks, positions=positions,
+                                  rankers=rankers)
     q = rng.integers(0, queries, sessions)
     rk = rng.integers(0, rankers, sessions)
-    shown = lists[q, rk].copy()
-    flagged = np.zeros((sessions, positions), dtype=bool)
-    in_slice = rng.random(sessions) < randomized_share
-    offset = rng.integers(0, 2, sessions)
-    for j in range(positions // 2 + 1):
-        a = offset + 2 * j
-        rows = np.flatnonzero(in_slice & (a + 1 < positions))
-        flagged[rows, a[rows]] = True
-        flagged[rows, a[rows] + 1] = True
-        coin = rows[rng.random(len(rows)) < 0.5]
-        upper, lower = shown[coin, a[coin]].copy(), shown[coin, a[coin] + 1].copy()
-        shown[coin, a[coin]], shown[coin, a[coin] + 1] = lower, upper
+    shown, flagged = simulate.fair_pairs(lists[q, rk], rng, share=randomized_share)
     clicked = rng.random((sessions, positions)) < p[None, :] * relevance[q[:, None], shown]
     qid = np.array([f"q{x:03d}" for x in range(queries)])
     log = pd.DataFrame({
