@@ -245,10 +245,11 @@ def relgrade_steps(log: Path, out: Path) -> dict[str, float]:
     """Seconds per step of the relgrade path, in this process, for the breakdown."""
     import numpy as np
 
-    from relgrade import clicks, io
+    from relgrade import clicks
     from relgrade.clicks import ClickLog, sql
     from relgrade.clicks import pairs as P
     from relgrade.clicks import propensity as PR
+    from relgrade.io import files as io
 
     steps = {}
     t = time.perf_counter()

@@ -36,9 +36,9 @@ import tempfile
 import time
 from pathlib import Path
 
-from relgrade import graderun
 from relgrade.cli.graderun import prompt_template
-from relgrade.gradestore import GradeStore, SingleWriter
+from relgrade.graders import command as graderun
+from relgrade.graders.store import GradeStore, SingleWriter
 
 INSTANT = r'''
 import json, sys
@@ -115,7 +115,7 @@ def timed_run(pk, argv, workers, folder: Path, *, in_process=False) -> float:
 def grader_alone(argv, pk, repeat=200) -> float:
     """Seconds per invocation of the grader command alone, serially."""
     p = next(iter(pk.values()))
-    from relgrade.exchange import batch_request, encode_request, render_prompt
+    from relgrade.graders.exchange import batch_request, encode_request, render_prompt
     req = batch_request(p, 0, p["batches"][0], grader="bench", rubric=RUBRIC, scale=[0, 1, 2],
                         max_reason_words=15)
     req["prompt"] = render_prompt(prompt_template(), req)

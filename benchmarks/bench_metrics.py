@@ -12,8 +12,8 @@ time, which includes them, is reported too). Arms are processed one at a time an
 Contenders and what each computes per arm, at cutoffs 3, 5 and 10:
 
 * ``relgrade-trec`` / ``relgrade-parquet``: read the run (TREC text / Parquet) and
-  :func:`relgrade.metrics.per_query` for nDCG (gain 2^g - 1), R, RR and Judged;
-* ``relgrade-trec-validated``: the same plus :func:`relgrade.runs.validate_run` on every
+  :func:`relgrade.evaluation.metrics.per_query` for nDCG (gain 2^g - 1), R, RR and Judged;
+* ``relgrade-trec-validated``: the same plus :func:`relgrade.ranking.validate_run` on every
   run (the full duplicate check ``relgrade evaluate`` makes);
 * ``pytrec_eval``: ``pytrec_eval.parse_qrel``/``parse_run`` and ``RelevanceEvaluator`` for
   ``ndcg_cut``, ``recall``, ``P`` and ``recip_rank`` (trec_eval has no RR@k or exp gain);
@@ -50,10 +50,10 @@ def _arms(data: Path, ext: str) -> list[Path]:
 # --- contenders (each runs in a child process) ---------------------------------------
 
 def _relgrade(data: Path, ext: str, validate: bool):
-    from relgrade.measures import protocol_measures
-    from relgrade.metrics import index_qrels, per_query
-    from relgrade.runs import read_run, validate_run
-    from relgrade.trec import read_trec_qrels
+    from relgrade.evaluation.measures import protocol_measures
+    from relgrade.evaluation.metrics import index_qrels, per_query
+    from relgrade.io.trec import read_trec_qrels
+    from relgrade.ranking import read_run, validate_run
 
     measures = protocol_measures(CUTOFFS)
     start, cpu_start = time.perf_counter(), time.process_time()

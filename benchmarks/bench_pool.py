@@ -36,7 +36,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from relgrade import pool, runs
+from relgrade import ranking as runs
+from relgrade.protocol import pool
 
 
 def relgrade_pool(folder: Path, arms: list[str], suffix: str, depth: int, *,

@@ -5,7 +5,7 @@
 
 Workload: the metrics workload of ``generate.py`` (10,000 queries x 10 arms x depth 100,
 qrels with 20 graded chunks per query). Per-query values of three measures,
-``nDCG(dcg='exp-log2')@10``, ``R@10`` and ``RR@10``, come from ``relgrade.metrics.per_query``
+``nDCG(dcg='exp-log2')@10``, ``R@10`` and ``RR@10``, come from ``relgrade.evaluation.metrics.per_query``
 (timed apart: scoring is not part of the comparison). Without the workload on disk the
 script falls back to seeded synthetic per-query values of the same shape (``--synthetic``).
 
@@ -34,7 +34,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from relgrade import compare, metrics
+from relgrade.evaluation import compare, metrics
 
 MEASURES = ["nDCG(dcg='exp-log2')@10", "R@10", "RR@10"]
 RANX = {"nDCG(dcg='exp-log2')@10": "ndcg_burges@10", "R@10": "recall@10", "RR@10": "mrr@10"}
@@ -71,7 +71,8 @@ def run_relgrade(pq: pd.DataFrame, workers: int, seed: int, resamples: int, perm
 
 
 def run_ranx(qrels: pd.DataFrame, runs: dict, perms: int):
-    from ranx import Qrels, Run, compare as ranx_compare, evaluate
+    from ranx import Qrels, Run, evaluate
+    from ranx import compare as ranx_compare
 
     ids = {"query_id": object, "chunk_id": object}
     q = Qrels.from_df(qrels.astype({**ids, "grade": int}), q_id_col="query_id",
@@ -112,7 +113,7 @@ def main(argv=None) -> int:
         print("per-query values: synthetic (seeded)")
     else:
         pq, t_pq, qrels, runs = per_query_from_workload(args.data)
-        print(f"per-query values: relgrade.metrics.per_query, 3 measures x 10 arms x "
+        print(f"per-query values: relgrade.evaluation.metrics.per_query, 3 measures x 10 arms x "
               f"10,000 queries in {t_pq:.1f} s")
     n_arms = pq["arm"].nunique()
     n_comp = n_arms * (n_arms - 1) // 2 * len(MEASURES)

@@ -25,8 +25,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from relgrade.io import write_parquet
-from relgrade.trec import write_trec_qrels, write_trec_run
+from relgrade.io.files import write_parquet
+from relgrade.io.trec import write_trec_qrels, write_trec_run
 
 CORPUS_BITS = 21
 CANDIDATES = 400

@@ -4,8 +4,9 @@ Writes the agreement metrics, the confusion pairs for dvc's confusion plot and t
 disagreement report. It always reports, however poor the agreement; the gate stage decides.
 """
 
-from relgrade import agreement, io
-from relgrade.stage import path_of, run_stage, section
+from relgrade.experiment.stage import path_of, run_stage, section
+from relgrade.io import files as io
+from relgrade.protocol import agreement
 
 
 def main(params):

@@ -1,9 +1,9 @@
 """Stage `audit`: pool provenance + queries → the audit queries and why each was chosen."""
 
-from relgrade import audit
-from relgrade.io import read_table, write_jsonl
-from relgrade.seeds import stage_rng
-from relgrade.stage import path_of, run_stage, section
+from relgrade.experiment.stage import path_of, run_stage, section
+from relgrade.io.files import read_table, write_jsonl
+from relgrade.protocol import audit
+from relgrade.rng import stage_rng
 
 
 def main(params):

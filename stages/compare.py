@@ -4,9 +4,10 @@ Writes the comparison report (per-arm intervals, paired tests with Holm, power, 
 pool bias, label-noise band, verdicts) and the two plot tables; prints the verdicts.
 """
 
-from relgrade import compare, io
 from relgrade.cli.compare import load_experiment
-from relgrade.stage import path_of, run_stage
+from relgrade.evaluation import compare
+from relgrade.experiment.stage import path_of, run_stage
+from relgrade.io import files as io
 
 
 def _csv(path, df):

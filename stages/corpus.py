@@ -12,10 +12,17 @@ from pathlib import Path
 
 import pandas as pd
 
-from relgrade import corpus
 from relgrade.errors import InputError
-from relgrade.io import iter_jsonl, read_table, read_yaml, sha256_file, write_json, write_parquet
-from relgrade.stage import path_of, run_stage, section
+from relgrade.experiment.stage import path_of, run_stage, section
+from relgrade.io.files import (
+    iter_jsonl,
+    read_table,
+    read_yaml,
+    sha256_file,
+    write_json,
+    write_parquet,
+)
+from relgrade.protocol import corpus
 
 
 def fetch_sdist(spec: dict, spec_path: Path) -> bytes:

@@ -1,9 +1,9 @@
 """Stage `gate`: the agreement metrics against params `gates`; a fail stops the pipeline."""
 
-from relgrade import io
 from relgrade.errors import GateFailed
-from relgrade.gate import check_gates
-from relgrade.stage import path_of, run_stage, section
+from relgrade.experiment.stage import path_of, run_stage, section
+from relgrade.io import files as io
+from relgrade.protocol.gate import check_gates
 
 
 def main(params):

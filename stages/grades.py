@@ -1,7 +1,8 @@
 """Stage `grades`: validate every grader's committed file for this round into one long table."""
 
-from relgrade import grades, io
-from relgrade.stage import path_of, run_stage
+from relgrade.experiment.stage import path_of, run_stage
+from relgrade.io import files as io
+from relgrade.protocol import grades
 
 
 def main(params):

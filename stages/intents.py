@@ -5,9 +5,15 @@ Refuses (ProtocolError) unless the review record signs exactly this table's sha2
 
 from pathlib import Path
 
-from relgrade import intents, queries
-from relgrade.io import read_json, read_lines, read_table, write_json, write_parquet
-from relgrade.stage import path_of, run_stage, section
+from relgrade.experiment.stage import path_of, run_stage, section
+from relgrade.io.files import (
+    read_json,
+    read_lines,
+    read_table,
+    write_json,
+    write_parquet,
+)
+from relgrade.protocol import intents, queries
 
 
 def main(params):

@@ -2,9 +2,10 @@
 
 from datetime import datetime, timezone
 
-from relgrade import io, key, ledger
-from relgrade.trec import write_trec_qrels
-from relgrade.stage import path_of, run_stage
+from relgrade.experiment.stage import path_of, run_stage
+from relgrade.io import files as io
+from relgrade.io.trec import write_trec_qrels
+from relgrade.protocol import key, ledger
 
 
 def main(params):

@@ -11,12 +11,20 @@ from datetime import datetime, timezone
 
 import pandas as pd
 
-from relgrade import ledger, metrics
 from relgrade.errors import InputError, ProtocolError
-from relgrade.io import (read_json, read_jsonl, read_table, sha256_file, write_json,
-                         write_jsonl, write_parquet)
-from relgrade.runs import read_run, validate_run
-from relgrade.stage import path_of, run_stage, section
+from relgrade.evaluation import metrics
+from relgrade.experiment.stage import path_of, run_stage, section
+from relgrade.io.files import (
+    read_json,
+    read_jsonl,
+    read_table,
+    sha256_file,
+    write_json,
+    write_jsonl,
+    write_parquet,
+)
+from relgrade.protocol import ledger
+from relgrade.ranking import read_run, validate_run
 
 
 def main(params):

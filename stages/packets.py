@@ -10,9 +10,15 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from relgrade import intents, packets
-from relgrade.io import read_json, read_jsonl, read_table, write_json, write_parquet
-from relgrade.stage import path_of, run_stage, section
+from relgrade.experiment.stage import path_of, run_stage, section
+from relgrade.io.files import (
+    read_json,
+    read_jsonl,
+    read_table,
+    write_json,
+    write_parquet,
+)
+from relgrade.protocol import intents, packets
 
 
 def write_packet_folder(root: Path, built: dict) -> None:

@@ -9,10 +9,11 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pandas as pd
 
-from relgrade import pool, runs
-from relgrade.io import read_table, write_json, write_parquet
-from relgrade.seeds import stage_rng
-from relgrade.stage import path_of, run_stage, section
+from relgrade import ranking as runs
+from relgrade.experiment.stage import path_of, run_stage, section
+from relgrade.io.files import read_table, write_json, write_parquet
+from relgrade.protocol import pool
+from relgrade.rng import stage_rng
 
 
 def main(params):

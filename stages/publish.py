@@ -4,8 +4,9 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from relgrade import io, publish
-from relgrade.stage import path_of, run_stage
+from relgrade.experiment.stage import path_of, run_stage
+from relgrade.io import files as io
+from relgrade.protocol import publish
 
 
 def main(params):

@@ -2,9 +2,9 @@
 
 from pathlib import Path
 
-from relgrade import queries
-from relgrade.io import read_lines, read_table, write_json, write_parquet
-from relgrade.stage import path_of, run_stage, section
+from relgrade.experiment.stage import path_of, run_stage, section
+from relgrade.io.files import read_lines, read_table, write_json, write_parquet
+from relgrade.protocol import queries
 
 
 def main(params):

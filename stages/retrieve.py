@@ -9,10 +9,10 @@ import sys
 
 from relgrade import retrieve
 from relgrade.errors import InputError
-from relgrade.io import read_table
-from relgrade.runs import read_run
-from relgrade.stage import path_of, run_stage, section
-from relgrade.trec import write_trec_run
+from relgrade.experiment.stage import path_of, run_stage, section
+from relgrade.io.files import read_table
+from relgrade.io.trec import write_trec_run
+from relgrade.ranking import read_run
 
 
 def main(params):

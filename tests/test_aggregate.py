@@ -6,10 +6,17 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from relgrade.aggregate import (DS_COLUMNS, FLAG_COLUMNS, MAJORITY_COLUMNS, check_ratings,
-                                dawid_skene, flag_high_variance, majority)
 from relgrade.errors import InputError
-from relgrade.sampling import majority_grade
+from relgrade.graders.self_consistency import majority_grade
+from relgrade.raters.aggregate import (
+    DS_COLUMNS,
+    FLAG_COLUMNS,
+    MAJORITY_COLUMNS,
+    check_ratings,
+    dawid_skene,
+    flag_high_variance,
+    majority,
+)
 
 S = [0, 1, 2]
 

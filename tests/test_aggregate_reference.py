@@ -14,7 +14,7 @@ import pandas as pd
 import pytest
 from crowdkit.aggregation import DawidSkene, MajorityVote
 
-from relgrade.aggregate import dawid_skene, majority
+from relgrade.raters.aggregate import dawid_skene, majority
 
 S = [0, 1, 2]
 

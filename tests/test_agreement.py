@@ -14,8 +14,8 @@ import pytest
 import yaml
 from sklearn.metrics import cohen_kappa_score
 
-from relgrade import agreement as ag
 from relgrade.errors import InputError
+from relgrade.protocol import agreement as ag
 
 REPO = Path(__file__).resolve().parents[1]
 SCALE = [0, 1, 2]

@@ -10,9 +10,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from relgrade import audit as A
 from relgrade.errors import InputError
-from relgrade.seeds import stage_rng
+from relgrade.protocol import audit as A
+from relgrade.rng import stage_rng
 
 REPO = Path(__file__).resolve().parents[1]
 

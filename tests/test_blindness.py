@@ -19,9 +19,9 @@ import pandas as pd
 import pytest
 from scipy.stats import kendalltau
 
-from relgrade import intents as I
-from relgrade import packets as K
-from relgrade import pool as P
+from relgrade.protocol import intents as I
+from relgrade.protocol import packets as K
+from relgrade.protocol import pool as P
 
 REPO = Path(__file__).resolve().parents[1]
 ARMS = ["ARM_ZEPHYR_7731", "ARM_QUOKKA_2209", "ARM_NARWHAL_5518"]

@@ -8,8 +8,8 @@ import textwrap
 import pandas as pd
 import pytest
 
-from relgrade import chunking
-from relgrade.corpus import table_sha256
+from relgrade.protocol import chunking
+from relgrade.protocol.corpus import table_sha256
 
 
 def rows_of(path, text):

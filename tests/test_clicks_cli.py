@@ -13,7 +13,7 @@ from click.testing import CliRunner
 from relgrade.cli import main
 from relgrade.clicks import LOG_COLUMNS, ClickLog
 from relgrade.clicks import propensity as PR
-from relgrade.seeds import derive_seed
+from relgrade.rng import derive_seed
 from tests.test_clicks_pairs import HAND, HAND_PAIRS, HAND_PROPENSITY
 from tests.test_clicks_propensity import HAND_HARVEST, HAND_RANDOMIZED
 

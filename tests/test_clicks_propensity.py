@@ -10,11 +10,11 @@ import duckdb
 import numpy as np
 import pandas as pd
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from relgrade.clicks import LOG_COLUMNS, ClickLog
+from relgrade.clicks import LOG_COLUMNS, ClickLog, simulate
 from relgrade.clicks import propensity as PR
-from relgrade.clicks import simulate
 from relgrade.errors import InputError
 
 SEED = 20261130

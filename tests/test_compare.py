@@ -10,10 +10,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from relgrade import compare, stats
-from relgrade.compare import Settings, compare_arms
 from relgrade.errors import InputError
-from relgrade.noise import LabelNoise
+from relgrade.evaluation import compare, stats
+from relgrade.evaluation.compare import Settings, compare_arms
+from relgrade.evaluation.noise import LabelNoise
 
 A = [0.5, 0.25, 0.75, 0.125, 0.375]
 STEP = [0.0625, 0.125, 0.0625, 0.125, 0.0625]
@@ -293,8 +293,11 @@ def _experiment(root):
     """A complete small experiment on disk: 24 queries, arms bm25 and hybrid."""
     import yaml
 
-    from relgrade import io, key as keymod, measures, metrics, pool as poolmod
-    from relgrade.trec import write_trec_run
+    from relgrade.evaluation import measures, metrics
+    from relgrade.io import files as io
+    from relgrade.io.trec import write_trec_run
+    from relgrade.protocol import key as keymod
+    from relgrade.protocol import pool as poolmod
 
     params = yaml.safe_load(open("params.yaml"))
     qids = [f"q{i:02d}" for i in range(1, 25)]
@@ -312,7 +315,7 @@ def _experiment(root):
         run = pd.DataFrame(rows)
         runs[arm] = run
         write_trec_run(root / "data/runs" / f"{arm}.trec", run, tag=arm)
-    from relgrade.runs import canonical_ranking
+    from relgrade.ranking import canonical_ranking
 
     stacked = canonical_ranking(pd.concat([r.assign(arm=a) for a, r in runs.items()],
                                           ignore_index=True))

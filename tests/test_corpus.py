@@ -9,8 +9,8 @@ import tarfile
 import pandas as pd
 import pytest
 
-from relgrade import corpus
 from relgrade.errors import InputError
+from relgrade.protocol import corpus
 
 HASH = "ed53c9d8990d83c2a27deae68e4ee337473f6330c040a31d4225c9574d16096a"
 

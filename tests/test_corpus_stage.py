@@ -15,7 +15,7 @@ import pandas as pd
 import pytest
 import yaml
 
-from relgrade.corpus import table_sha256
+from relgrade.protocol.corpus import table_sha256
 
 REPO = Path(__file__).resolve().parents[1]
 STAGE = REPO / "stages" / "corpus.py"

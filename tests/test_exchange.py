@@ -7,10 +7,16 @@ import json
 import jinja2
 import pytest
 
-from relgrade.errors import InputError
-from relgrade.exchange import (EXCHANGE_VERSION, batch_request, encode_request, parse_command,
-                               parse_response, render_prompt)
 from relgrade.cli.graderun import prompt_template
+from relgrade.errors import InputError
+from relgrade.graders.exchange import (
+    EXCHANGE_VERSION,
+    batch_request,
+    encode_request,
+    parse_command,
+    parse_response,
+    render_prompt,
+)
 from tests.graders import experiment as ex
 
 REQUEST_KEYS = ["exchange", "grader", "query_id", "query", "intent", "rubric_version", "rubric",

@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from relgrade import agreement as ag
 from relgrade.errors import InputError, ProtocolError
-from relgrade.gate import GENERAL_ADVICE, check_gates
+from relgrade.protocol import agreement as ag
+from relgrade.protocol.gate import GENERAL_ADVICE, check_gates
 
 REPO = Path(__file__).resolve().parents[1]
 GATES = {"weighted_kappa_min": 0.75, "binary_kappa_min": 0.80, "disagreement_max": 0.10,

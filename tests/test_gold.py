@@ -7,8 +7,15 @@ import pandas as pd
 import pytest
 
 from relgrade.errors import InputError
-from relgrade.gold import (ACCURACY_COLUMNS, DECISION_COLUMNS, QUEUE_COLUMNS, check_gold,
-                           gold_accuracy, remove_raters, seed_gold)
+from relgrade.raters.gold import (
+    ACCURACY_COLUMNS,
+    DECISION_COLUMNS,
+    QUEUE_COLUMNS,
+    check_gold,
+    gold_accuracy,
+    remove_raters,
+    seed_gold,
+)
 
 
 def pool_of(n, query="q1", prefix="c"):

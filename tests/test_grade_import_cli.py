@@ -156,7 +156,7 @@ def test_sidecar_of_other_intents_refuses_the_import(exp):
 
 
 def test_import_refuses_while_a_grading_run_holds_the_file(exp):
-    from relgrade.gradestore import GradeStore
+    from relgrade.graders.store import GradeStore
 
     (exp / TARGET).parent.mkdir(parents=True)
     _write(exp / TARGET, [_row("q1", "a", 2)])

@@ -17,10 +17,10 @@ import pytest
 import yaml
 from click.testing import CliRunner
 
-from relgrade import graderun
 from relgrade.cli import main
 from relgrade.errors import InputError
-from relgrade.gradestore import GradeStore
+from relgrade.graders import command as graderun
+from relgrade.graders.store import GradeStore
 from tests.graders import experiment as ex
 
 SRC = Path(__file__).resolve().parents[1] / "src"

@@ -12,10 +12,10 @@ import pandas as pd
 import pytest
 import yaml
 
-from relgrade import grades
 from relgrade.errors import InputError
-from relgrade.grades import reason_required, validate_grade_rows
-from relgrade.io import iter_jsonl
+from relgrade.io.files import iter_jsonl
+from relgrade.protocol import grades
+from relgrade.protocol.grades import reason_required, validate_grade_rows
 
 POOL = {("q1", "4411"), ("q1", "c2"), ("q2", "c3")}
 GOOD = {"query_id": "q1", "chunk_id": "c2", "reason": "Defines the loader.", "grade": 2}

@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from relgrade.errors import InputError, ProtocolError
-from relgrade.gradestore import GradeStore, SingleWriter, marker_path
+from relgrade.graders.store import GradeStore, SingleWriter, marker_path
 
 
 def row(q, c, grade=1, reason="shows where it lives"):

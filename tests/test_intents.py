@@ -13,9 +13,9 @@ import pytest
 import yaml
 from click.testing import CliRunner
 
-from relgrade import intents as I
 from relgrade.cli import main as cli
 from relgrade.errors import InputError, ProtocolError
+from relgrade.protocol import intents as I
 
 REPO = Path(__file__).resolve().parents[1]
 

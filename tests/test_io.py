@@ -8,8 +8,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from relgrade import io
 from relgrade.errors import InputError
+from relgrade.io import files as io
 
 
 def test_bom_and_crlf_are_accepted(tmp_path):

@@ -13,8 +13,8 @@ import pandas as pd
 import pytest
 import yaml
 
-from relgrade import key
 from relgrade.errors import InputError, ProtocolError
+from relgrade.protocol import key
 
 REPO = Path(__file__).resolve().parents[1]
 

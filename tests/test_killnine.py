@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 from relgrade.errors import ProtocolError
-from relgrade.gradestore import GradeStore
+from relgrade.graders.store import GradeStore
 from tests.graders import experiment as ex
 
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("killnine")]

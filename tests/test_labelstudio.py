@@ -8,9 +8,14 @@ import xml.etree.ElementTree as ET
 import pytest
 
 from relgrade.errors import InputError
-from relgrade.graderun import packet_pairs
-from relgrade.labelstudio import (annotation_rows, import_label_studio, label_studio_config,
-                                  label_studio_tasks, label_studio_tasks_json)
+from relgrade.graders.command import packet_pairs
+from relgrade.graders.labelstudio import (
+    annotation_rows,
+    import_label_studio,
+    label_studio_config,
+    label_studio_tasks,
+    label_studio_tasks_json,
+)
 from tests.graders import experiment as ex
 
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from relgrade import ledger
 from relgrade.errors import ProtocolError
+from relgrade.protocol import ledger
 
 OLD, NEW, NEWER = "a" * 64, "b" * 64, "c" * 64
 AT = dict(pool_version="p-0123456789ab", rubric_version="v1", round=1)

@@ -7,8 +7,8 @@ import pandas as pd
 import pytest
 
 from relgrade.errors import InputError
-from relgrade.measures import Measure, parse_measure, protocol_measures
-from relgrade.metrics import excluded_queries, index_qrels, mean, per_query
+from relgrade.evaluation.measures import Measure, parse_measure, protocol_measures
+from relgrade.evaluation.metrics import excluded_queries, index_qrels, mean, per_query
 
 EXP10 = "nDCG(dcg='exp-log2')@10"
 
@@ -319,7 +319,7 @@ ALL = ["nDCG@3", "nDCG(dcg='exp-log2')@5", "nDCG", "R@3", "R(rel=2)@10", "RR@3",
 
 
 def test_every_measure_family_is_classified():
-    from relgrade.measures import _ALIASES
+    from relgrade.evaluation.measures import _ALIASES
 
     assert set(_ALIASES.values()) == set(PROPERTIES)
     assert {parse_measure(m).name for m in ALL} == set(PROPERTIES)
@@ -366,7 +366,7 @@ def _stage_experiment(tmp_path):
     import hashlib
     import json
 
-    from relgrade.io import write_jsonl
+    from relgrade.io.files import write_jsonl
 
     key_rows = [{"query_id": "q1", "chunk_id": "a", "grade": 2},
                 {"query_id": "q1", "chunk_id": "b", "grade": 0},

@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from relgrade.metrics import excluded_queries, per_query
+from relgrade.evaluation.metrics import excluded_queries, per_query
 
 CUTOFFS = (3, 5, 10)
 N_QUERIES = 50

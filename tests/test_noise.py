@@ -6,9 +6,8 @@ import pandas as pd
 import pytest
 from scipy import stats as sps
 
-from relgrade import noise
 from relgrade.errors import InputError
-
+from relgrade.evaluation import noise
 
 # --- tau-ap by hand ------------------------------------------------------------------
 

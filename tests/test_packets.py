@@ -15,10 +15,10 @@ import pytest
 import yaml
 from click.testing import CliRunner
 
-from relgrade import packets as K
-from relgrade import seeds
+from relgrade import rng as seeds
 from relgrade.cli import main as cli
 from relgrade.errors import InputError
+from relgrade.protocol import packets as K
 
 POOL = pd.DataFrame({"query_id": ["q1"] * 7 + ["q2"] * 3,
                      "chunk_id": [f"c{i}" for i in range(7)] + ["d0", "d1", "d2"],
@@ -39,7 +39,7 @@ def test_order_seed_is_sha256_of_the_documented_bytes():
 
 
 def test_order_seed_is_the_same_in_another_process_with_another_hash_salt():
-    code = "from relgrade.seeds import order_seed; print(order_seed(7, 'q1', 'auditor', 2))"
+    code = "from relgrade.rng import order_seed; print(order_seed(7, 'q1', 'auditor', 2))"
     env = dict(os.environ, PYTHONHASHSEED="12345")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
                          check=True).stdout

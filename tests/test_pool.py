@@ -13,10 +13,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from relgrade import pool as P
-from relgrade import runs as R
+from relgrade import ranking as R
 from relgrade.errors import InputError
-from relgrade.io import jsonl_bytes
+from relgrade.io.files import jsonl_bytes
+from relgrade.protocol import pool as P
 
 REPO = Path(__file__).resolve().parents[1]
 

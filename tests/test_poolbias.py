@@ -6,8 +6,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from relgrade import poolbias
 from relgrade.errors import InputError
+from relgrade.evaluation import poolbias
 
 NDCG = "nDCG(dcg='exp-log2')@2"
 L3 = np.log2(3)

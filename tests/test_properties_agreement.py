@@ -13,7 +13,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from relgrade import agreement as ag
+from relgrade.protocol import agreement as ag
 
 #: The properties this file knows how to check; a new field of Properties must be added.
 CHECKED_PROPERTIES = {"symmetric", "row_order_invariant", "relabel_invariant", "bounds"}

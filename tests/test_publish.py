@@ -11,8 +11,8 @@ import pandas as pd
 import pytest
 import yaml
 
-from relgrade import publish
 from relgrade.errors import ProtocolError
+from relgrade.protocol import publish
 
 REPO = Path(__file__).resolve().parents[1]
 HASH = "ab" * 32

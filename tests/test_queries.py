@@ -10,9 +10,9 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from relgrade import queries
 from relgrade.errors import InputError
-from relgrade.io import read_lines, read_table
+from relgrade.io.files import read_lines, read_table
+from relgrade.protocol import queries
 
 REPO = Path(__file__).resolve().parents[1]
 GROUPS = ["keyword", "question"]

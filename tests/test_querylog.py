@@ -10,11 +10,17 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from relgrade import querylog
+from relgrade import query_sampling as querylog
 from relgrade.errors import InputError
-from relgrade.queries import validate_queries
-from relgrade.querylog import (STRATA, allocate, inclusion_probabilities, normalize_query,
-                               sample_queries, strata)
+from relgrade.protocol.queries import validate_queries
+from relgrade.query_sampling import (
+    STRATA,
+    allocate,
+    inclusion_probabilities,
+    normalize_query,
+    sample_queries,
+    strata,
+)
 
 # A 10-query log as issued, 37 rows, with case and whitespace variants of the same query.
 TEN_QUERY_COUNTS = {

@@ -8,10 +8,10 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from relgrade import queries
 from relgrade.cli import main
-from relgrade.io import read_lines, read_table
-from relgrade.querylog import STRATA
+from relgrade.io.files import read_lines, read_table
+from relgrade.protocol import queries
+from relgrade.query_sampling import STRATA
 
 # The 10-query log of test_querylog as issued: 37 lines, with spelling variants and a blank line.
 COUNTS = [("python tutorial", 12), ("pandas merge", 6), ("numpy array", 5),

@@ -17,11 +17,11 @@ import yaml
 
 from relgrade import retrieve
 from relgrade.errors import InputError
+from relgrade.io.trec import read_trec_run
 from relgrade.retrieve.bm25 import BM25Scorer
 from relgrade.retrieve.fusion import rrf
 from relgrade.retrieve.tfidf import TfidfScorer
 from relgrade.retrieve.tokenize import camel_parts, tokenize
-from relgrade.trec import read_trec_run
 
 REPO = Path(__file__).resolve().parents[1]
 STAGE = REPO / "stages" / "retrieve.py"

@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from relgrade.errors import InputError
-from relgrade.runs import canonical_ranking, read_run, top_k, validate_run
+from relgrade.ranking import canonical_ranking, read_run, top_k, validate_run
 
 
 def _run(rows, arm=None):
@@ -181,7 +181,7 @@ def test_canonical_ranking_equals_a_python_sort_whatever_the_row_order(rows, tie
 @given(scores=st.lists(st.sampled_from([0.0, 1.0, 2.0]), min_size=1, max_size=30),
        depth=st.integers(1, 6), seed=st.integers(0, 2**32 - 1))
 def test_order_limited_to_a_depth_is_exact_down_to_that_depth(scores, depth, seed):
-    from relgrade.runs import canonical_order, ranks_in_sorted
+    from relgrade.ranking import canonical_order, ranks_in_sorted
 
     rng = np.random.default_rng(seed)
     n = len(scores)

@@ -8,7 +8,12 @@ import pytest
 from statsmodels.stats.inter_rater import fleiss_kappa as sm_fleiss_kappa
 
 from relgrade.errors import InputError
-from relgrade.sampling import aggregate_samples, fleiss_kappa, majority_grade, self_consistency
+from relgrade.graders.self_consistency import (
+    aggregate_samples,
+    fleiss_kappa,
+    majority_grade,
+    self_consistency,
+)
 
 S = [0, 1, 2]
 

@@ -1,4 +1,4 @@
-"""Behaviour of relgrade.stats on hand-computed cases and on the known traps."""
+"""Behaviour of relgrade.evaluation.stats on hand-computed cases and on the known traps."""
 
 from __future__ import annotations
 
@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 from scipy import special
 
-from relgrade import stats
 from relgrade.errors import InputError
-from relgrade.seeds import derive_seed
+from relgrade.evaluation import stats
+from relgrade.rng import derive_seed
 
 A = np.array([0.5, 0.25, 0.75, 0.125, 0.375])
 STEP = np.array([0.0625, 0.125, 0.0625, 0.125, 0.0625])
@@ -250,7 +250,9 @@ def test_differences_equal_up_to_rounding_count_as_a_constant_shift():
 
 # --- properties ----------------------------------------------------------------------
 
-from hypothesis import given, settings as hsettings, strategies as st  # noqa: E402
+from hypothesis import given  # noqa: E402
+from hypothesis import settings as hsettings
+from hypothesis import strategies as st
 
 
 @given(st.lists(st.floats(0.0, 1.0), min_size=1, max_size=30))

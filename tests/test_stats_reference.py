@@ -1,4 +1,4 @@
-"""relgrade.stats checked against slow reference loops and independent implementations.
+"""relgrade.evaluation.stats checked against slow reference loops and independent implementations.
 
 The loops below redo each computation one resample (or one sign pattern) at a time with the
 standard library's NormalDist, from the same seeded generator and the draw layout the module
@@ -17,7 +17,7 @@ import pytest
 from scipy import stats as sps
 from statsmodels.stats.multitest import multipletests
 
-from relgrade import stats
+from relgrade.evaluation import stats
 
 N01 = NormalDist()
 

@@ -11,7 +11,7 @@ import yaml
 from click.testing import CliRunner
 
 from relgrade.cli import main
-from relgrade.status import experiment_status, status_lines
+from relgrade.experiment.status import experiment_status, status_lines
 
 REPO = Path(__file__).resolve().parents[1]
 KEY_HASH = "9f" * 32

@@ -10,7 +10,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from relgrade.errors import InputError
-from relgrade.trec import read_trec_qrels, read_trec_run, write_trec_qrels, write_trec_run
+from relgrade.io.trec import (
+    read_trec_qrels,
+    read_trec_run,
+    write_trec_qrels,
+    write_trec_run,
+)
 
 
 def _write(tmp_path, name, data: bytes):

@@ -12,7 +12,7 @@ from fastapi.testclient import TestClient
 
 from relgrade.cli.serve import build_site, resolve_tokens
 from relgrade.errors import InputError
-from relgrade.gradestore import GradeStore
+from relgrade.graders.store import GradeStore
 from relgrade.web.app import create_app
 from tests.graders import experiment as ex
 

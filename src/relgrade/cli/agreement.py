@@ -8,10 +8,10 @@ from pathlib import Path
 import click
 import pandas as pd
 
-from relgrade import agreement as ag
 from relgrade.cli import handle_errors
 from relgrade.errors import InputError
-from relgrade.io import iter_jsonl, read_lines
+from relgrade.io.files import iter_jsonl, read_lines
+from relgrade.protocol import agreement as ag
 
 
 def _id(value, name: str, path: Path, line: int) -> str:
@@ -46,7 +46,7 @@ def _read_jsonl_grades(path: Path, scale: list[int]) -> pd.DataFrame:
 
 
 def _read_qrels_grades(path: Path, scale: list[int]) -> pd.DataFrame:
-    from relgrade.trec import read_trec_qrels
+    from relgrade.io.trec import read_trec_qrels
 
     df = read_trec_qrels(path)
     for q, c, g in zip(df["query_id"], df["chunk_id"], df["grade"]):

@@ -14,14 +14,14 @@ import click
 import duckdb
 import numpy as np
 
-from relgrade import io
-from relgrade.cli import handle_errors
 from relgrade import clicks
+from relgrade.cli import handle_errors
 from relgrade.clicks import ClickLog
 from relgrade.clicks import pairs as P
 from relgrade.clicks import propensity as PR
 from relgrade.errors import InputError
-from relgrade.seeds import derive_seed
+from relgrade.io import files as io
+from relgrade.rng import derive_seed
 
 
 def _relation(con: duckdb.DuckDBPyConnection, path: Path) -> duckdb.DuckDBPyRelation:

@@ -12,12 +12,12 @@ from pathlib import Path
 import click
 import pandas as pd
 
-from relgrade import compare as cmp
-from relgrade import io
 from relgrade.cli import handle_errors
 from relgrade.errors import InputError, ProtocolError
-from relgrade.runs import read_run
-from relgrade.stage import load_params, path_of
+from relgrade.evaluation import compare as cmp
+from relgrade.experiment.stage import load_params, path_of
+from relgrade.io import files as io
+from relgrade.ranking import read_run
 
 
 def _read_key(params: dict, base: Path) -> tuple[pd.DataFrame, dict]:
@@ -35,7 +35,7 @@ def _read_key(params: dict, base: Path) -> tuple[pd.DataFrame, dict]:
 
 
 def load_experiment(params: dict, *, base: Path = Path("."), full: bool = True) -> dict:
-    """Everything :func:`relgrade.compare.full_report` needs, read from the experiment's files.
+    """Everything :func:`relgrade.evaluation.compare.full_report` needs, read from the experiment's files.
 
     Parameters
     ----------
@@ -51,7 +51,7 @@ def load_experiment(params: dict, *, base: Path = Path("."), full: bool = True) 
     Returns
     -------
     dict
-        Keyword arguments for :func:`relgrade.compare.full_report`.
+        Keyword arguments for :func:`relgrade.evaluation.compare.full_report`.
 
     Raises
     ------

@@ -8,13 +8,13 @@ from pathlib import Path
 import click
 import pandas as pd
 
-from relgrade import metrics
 from relgrade.cli import handle_errors
 from relgrade.errors import InputError
-from relgrade.io import BOM, iter_jsonl, read_table
-from relgrade.measures import parse_measure
-from relgrade.runs import read_run, validate_run
-from relgrade.trec import read_trec_qrels
+from relgrade.evaluation import metrics
+from relgrade.evaluation.measures import parse_measure
+from relgrade.io.files import BOM, iter_jsonl, read_table
+from relgrade.io.trec import read_trec_qrels
+from relgrade.ranking import read_run, validate_run
 
 DEFAULT_MEASURES = ("nDCG(dcg='exp-log2')@10", "R@10", "RR@10", "Judged@10")
 

@@ -13,10 +13,12 @@ from pathlib import Path
 
 import click
 
-from relgrade import grades, io, labelstudio
 from relgrade.cli import handle_errors
 from relgrade.errors import InputError, ProtocolError
-from relgrade.stage import load_params, path_of
+from relgrade.experiment.stage import load_params, path_of
+from relgrade.graders import labelstudio
+from relgrade.io import files as io
+from relgrade.protocol import grades
 
 
 @click.group("grade")
@@ -26,7 +28,7 @@ def grade_cmd():
 
 @contextlib.contextmanager
 def _sole_writer(target: Path):
-    """Hold the grade file's writer lock (the one :mod:`relgrade.gradestore` takes).
+    """Hold the grade file's writer lock (the one :mod:`relgrade.graders.store` takes).
 
     A grading run that holds the file makes the import refuse rather than race it. When the
     file does not exist yet it is created empty to be locked, and removed again (with a folder

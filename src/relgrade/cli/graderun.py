@@ -14,17 +14,17 @@ from pathlib import Path
 import click
 import jinja2
 
-from relgrade import graderun, packets as packets_mod
-from relgrade.exchange import code_fence
 from relgrade.cli import handle_errors
 from relgrade.cli.grade import grade_cmd
 from relgrade.errors import InputError
-from relgrade.gradestore import GradeStore
-from relgrade.grades import check_meta
-from relgrade.io import read_json, read_lines, write_json
-from relgrade.sampling import self_consistency
-from relgrade.stage import load_params, path_of, section
-
+from relgrade.experiment.stage import load_params, path_of, section
+from relgrade.graders import command as graderun
+from relgrade.graders.exchange import code_fence
+from relgrade.graders.self_consistency import self_consistency
+from relgrade.graders.store import GradeStore
+from relgrade.io.files import read_json, read_lines, write_json
+from relgrade.protocol import packets as packets_mod
+from relgrade.protocol.grades import check_meta
 
 # --- files, relative to the params file's folder -----------------------------------------
 
@@ -39,7 +39,7 @@ def load_packets(params: dict, base: Path, role: str) -> dict:
     Raises
     ------
     InputError
-        No packets for the role, or a packet that :func:`relgrade.packets.check_packet`
+        No packets for the role, or a packet that :func:`relgrade.protocol.packets.check_packet`
         refuses.
     """
     folder = base / path_of(params, "packets") / role
@@ -105,8 +105,15 @@ def ensure_meta(path: Path, meta: dict) -> None:
 
 def _progress_bar(enabled):
     from rich.console import Console
-    from rich.progress import (BarColumn, MofNCompleteColumn, Progress, ProgressColumn,
-                               TextColumn, TimeElapsedColumn, TimeRemainingColumn)
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        ProgressColumn,
+        TextColumn,
+        TimeElapsedColumn,
+        TimeRemainingColumn,
+    )
     from rich.text import Text
 
     class Rate(ProgressColumn):

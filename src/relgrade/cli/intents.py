@@ -7,10 +7,10 @@ from pathlib import Path
 
 import click
 
-from relgrade import intents, queries
 from relgrade.cli import handle_errors
-from relgrade.io import read_lines, read_table, write_json
-from relgrade.stage import load_params, section
+from relgrade.experiment.stage import load_params, section
+from relgrade.io.files import read_lines, read_table, write_json
+from relgrade.protocol import intents, queries
 
 
 def _read_with_lines(path: Path, columns):

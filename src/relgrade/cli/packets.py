@@ -6,11 +6,11 @@ from pathlib import Path
 
 import click
 
-from relgrade import packets
 from relgrade.cli import handle_errors
 from relgrade.errors import InputError
-from relgrade.io import read_json, write_bytes
-from relgrade.stage import load_params, path_of
+from relgrade.experiment.stage import load_params, path_of
+from relgrade.io.files import read_json, write_bytes
+from relgrade.protocol import packets
 
 
 @click.group("packets")

@@ -9,14 +9,14 @@ import click
 import numpy as np
 import pandas as pd
 
-from relgrade import querylog
+from relgrade import query_sampling as querylog
 from relgrade.cli import handle_errors
 from relgrade.errors import InputError
-from relgrade.io import read_lines, read_tsv, read_yaml, write_text
-from relgrade.queries import row_lines
-from relgrade.seeds import derive_seed
+from relgrade.io.files import read_lines, read_tsv, read_yaml, write_text
+from relgrade.protocol.queries import row_lines
+from relgrade.rng import derive_seed
 
-#: What the query sample's generator is seeded for (see :mod:`relgrade.seeds`).
+#: What the query sample's generator is seeded for (see :mod:`relgrade.rng`).
 SEED_PURPOSE = "queries-sample"
 
 

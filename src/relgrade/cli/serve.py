@@ -9,14 +9,19 @@ from pathlib import Path
 import click
 
 from relgrade.cli import handle_errors
-from relgrade.cli.graderun import (base_dir, ensure_meta, grader_files, load_packets,
-                                   load_rubric)
+from relgrade.cli.graderun import (
+    base_dir,
+    ensure_meta,
+    grader_files,
+    load_packets,
+    load_rubric,
+)
 from relgrade.errors import InputError
-from relgrade.gradestore import GradeStore, SingleWriter
-from relgrade.grades import grader_spec
-from relgrade.graderun import packet_meta
-from relgrade.io import read_jsonl, read_yaml, write_text
-from relgrade.stage import load_params, path_of, section
+from relgrade.experiment.stage import load_params, path_of, section
+from relgrade.graders.command import packet_meta
+from relgrade.graders.store import GradeStore, SingleWriter
+from relgrade.io.files import read_jsonl, read_yaml, write_text
+from relgrade.protocol.grades import grader_spec
 
 
 def resolve_tokens(names, *, graders: dict, tokens_path=None) -> dict:

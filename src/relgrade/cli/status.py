@@ -7,11 +7,12 @@ from pathlib import Path
 
 import click
 
-from relgrade import grades, io
 from relgrade.cli import handle_errors
 from relgrade.errors import RelgradeError
-from relgrade.stage import load_params, path_of
-from relgrade.status import experiment_status, status_lines
+from relgrade.experiment.stage import load_params, path_of
+from relgrade.experiment.status import experiment_status, status_lines
+from relgrade.io import files as io
+from relgrade.protocol import grades
 
 
 @click.command("status")

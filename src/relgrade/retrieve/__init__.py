@@ -22,7 +22,7 @@ import numpy as np
 import pandas as pd
 
 from relgrade.errors import InputError
-from relgrade.runs import top_k, validate_run
+from relgrade.ranking import top_k, validate_run
 
 KINDS = ("bm25", "tfidf", "rrf", "embed", "file")
 #: kinds computed in-process (the ones ``rrf`` can fuse)
@@ -101,7 +101,7 @@ def external_run(run: pd.DataFrame, *, depth: int, ties: str = "score", path=Non
     Parameters
     ----------
     run : pandas.DataFrame
-        As read by :func:`relgrade.runs.read_run`. Not modified.
+        As read by :func:`relgrade.ranking.read_run`. Not modified.
     depth : int
         Rows kept per query.
     ties : {"score", "rank"}, default "score"
@@ -119,7 +119,7 @@ def external_run(run: pd.DataFrame, *, depth: int, ties: str = "score", path=Non
     Raises
     ------
     InputError
-        As :func:`relgrade.runs.validate_run` (empty run, duplicate chunk for a query,
+        As :func:`relgrade.ranking.validate_run` (empty run, duplicate chunk for a query,
         non-finite score, unknown query or chunk id).
     """
     if isinstance(depth, bool) or not isinstance(depth, int) or depth < 1:
@@ -184,7 +184,7 @@ def _scorer(config: dict, chunks: pd.DataFrame):
     docs = chunk_texts(chunks)
     kind = config["kind"]
     if kind == "bm25":
-        from relgrade.retrieve.bm25 import B, K1, BM25Scorer
+        from relgrade.retrieve.bm25 import K1, B, BM25Scorer
 
         return BM25Scorer(docs, k1=float(config.get("k1", K1)), b=float(config.get("b", B)))
     if kind == "tfidf":

@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 
 from relgrade.errors import InputError
-from relgrade.runs import canonical_ranking, top_k
+from relgrade.ranking import canonical_ranking, top_k
 
 #: the constant of Cormack, Clarke & Büttcher (2009)
 K = 60
@@ -22,7 +22,7 @@ def rrf(runs: Mapping[str, pd.DataFrame], *, k: float = K, depth: int,
     ----------
     runs : mapping of str to pandas.DataFrame
         Arm name → run (columns ``query_id``, ``chunk_id``, ``rank``, ``score``). Each is
-        read in its canonical ranking (:func:`relgrade.runs.canonical_ranking` with
+        read in its canonical ranking (:func:`relgrade.ranking.canonical_ranking` with
         ``ties``), so its ``rank`` column is 1..n per query whatever the file said.
         Not modified.
     k : float, default 60

@@ -12,8 +12,8 @@ token then lives in an HTTP-only cookie) and sees:
 * keyboard use: ``0``/``1``/``2`` grade the current chunk, ``n``/``p`` move between chunks,
   ``r`` goes to the reason box and ``Esc`` or ``Enter`` leaves it, ``Enter`` saves the batch.
 
-A batch is saved whole through the single writer (:class:`relgrade.gradestore.SingleWriter`)
-after :func:`relgrade.grades.validate_grade_rows` accepts every row of it; a refused form is
+A batch is saved whole through the single writer (:class:`relgrade.graders.store.SingleWriter`)
+after :func:`relgrade.protocol.grades.validate_grade_rows` accepts every row of it; a refused form is
 shown again with the error and nothing saved. A saved batch is final. Everything the page
 shows comes from the grader's own packets and own grades: no arm, rank, score, provenance
 or other grader's grade reaches any page, JSON or URL.
@@ -43,8 +43,8 @@ from pygments.lexers import TextLexer, get_lexer_for_filename
 from pygments.util import ClassNotFound
 
 from relgrade.errors import InputError
-from relgrade.grades import reason_required, scale_text, validate_grade_rows
-from relgrade.gradestore import GradeStore, SingleWriter
+from relgrade.graders.store import GradeStore, SingleWriter
+from relgrade.protocol.grades import reason_required, scale_text, validate_grade_rows
 
 HERE = Path(__file__).parent
 COOKIE = "relgrade_token"

@@ -1,0 +1,1 @@
+"""relgrade.evaluation."""

@@ -1,0 +1,587 @@
+"""Per-query and mean evaluation measures of a run against qrels (the frozen key).
+
+Every value is computed with numpy over the run's canonical ranking
+(:func:`relgrade.ranking.canonical_order`): query ids become integer codes through one Arrow
+hash lookup, only the rows some measure reads (the top max-cutoff of each list) look up
+their grade (one hash lookup of "query, chunk" keys in the qrels), and per-query sums are
+``numpy.bincount`` calls. No Python loop runs per query or per row.
+
+The rules, each pinned by a test:
+
+* the ideal DCG comes from every graded chunk of the query in the qrels, retrieved or not;
+* a chunk without a grade has gain 0 and is not relevant (it counts against Judged@k);
+* a query in the qrels that the run does not answer scores 0 (``on_missing_query="zero"``,
+  the protocol's rule) or is left out (``"skip"``, trec_eval's behaviour);
+* a query in the run but not in the qrels is ignored;
+* a query with nothing relevant in the qrels is undefined for nDCG, R, RR and P: it has no
+  row in the per-query table, so it never enters a mean, and :func:`excluded_queries` lists
+  it;
+* a cutoff cuts: RR@10 is 0 when the first relevant chunk is at rank 11.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from relgrade.errors import InputError
+from relgrade.evaluation.measures import Measure, parse_measure
+from relgrade.ranking import (
+    ID_SEPARATOR,
+    RUN_COLUMNS,
+    TIES,
+    arrow_ids,
+    canonical_order,
+    pair_keys,
+    ranks_in_sorted,
+)
+
+ON_MISSING = ("zero", "skip")
+QRELS_COLUMNS = ("query_id", "chunk_id", "grade")
+
+
+# --- the qrels, indexed once ---------------------------------------------------------
+
+@dataclass(frozen=True, eq=False)
+class KeyIndex:
+    """Qrels prepared for scoring: query codes in byte order, pair keys, grades.
+
+    Build it with :func:`index_qrels` and pass it as ``qrels=`` to :func:`per_query` to
+    score many runs against one key without indexing the key again.
+    """
+
+    query_ids: pa.ChunkedArray  # distinct query ids, sorted; position = query code
+    q: np.ndarray               # query code of each qrels row, int64
+    grade: np.ndarray           # grade of each qrels row, int64
+    pairs: pa.ChunkedArray      # "query\x1fchunk" of each qrels row
+    ideal_q: np.ndarray         # query codes of the rows sorted by (query, grade desc)
+    ideal_pos: np.ndarray       # 1-based position of each of those rows within its query
+    ideal_grade: np.ndarray     # their grades
+    memo: dict = field(default_factory=dict, repr=False)  # per-key sums, computed once
+
+    @property
+    def n_queries(self) -> int:
+        return len(self.query_ids)
+
+    def num_relevant(self, rel: int) -> np.ndarray:
+        """Per query code: how many graded chunks have grade >= rel (float64)."""
+        if ("nrel", rel) not in self.memo:
+            self.memo[("nrel", rel)] = np.bincount(self.q, weights=self.grade >= rel,
+                                                   minlength=self.n_queries)
+        return self.memo[("nrel", rel)]
+
+    def ideal_dcg(self, cutoff: int | None, dcg: str) -> np.ndarray:
+        """Per query code: DCG of all its graded chunks sorted by grade, cut at ``cutoff``."""
+        if ("idcg", cutoff, dcg) in self.memo:
+            return self.memo[("idcg", cutoff, dcg)]
+        gain = _gain(self.ideal_grade, dcg)
+        if cutoff is not None:
+            gain = np.where(self.ideal_pos <= cutoff, gain, 0.0)
+        ideal = np.bincount(self.ideal_q, weights=gain / np.log2(self.ideal_pos + 1.0),
+                            minlength=self.n_queries)
+        self.memo[("idcg", cutoff, dcg)] = ideal
+        return ideal
+
+
+def _codes_in(values: pa.ChunkedArray, value_set: pa.ChunkedArray) -> np.ndarray:
+    """Position of each value in ``value_set`` (distinct values), -1 when absent (int32)."""
+    found = pc.index_in(values, value_set=value_set.combine_chunks()).fill_null(-1)
+    if isinstance(found, pa.ChunkedArray):
+        return np.concatenate([c.to_numpy() for c in found.chunks]) if found.num_chunks \
+            else np.zeros(0, dtype=np.int32)
+    return found.to_numpy()
+
+
+def index_qrels(qrels) -> KeyIndex:
+    """Check qrels and index them for :func:`per_query`.
+
+    Parameters
+    ----------
+    qrels : pandas.DataFrame or KeyIndex
+        Columns ``query_id``, ``chunk_id``, ``grade`` (integer), shape (n_pairs, 3). A
+        KeyIndex is returned as it is.
+
+    Returns
+    -------
+    KeyIndex
+
+    Raises
+    ------
+    InputError
+        A column is missing, a grade is not an integer, an id is missing or holds the
+        unit-separator character U+001F, or one (query, chunk) pair is graded twice (naming
+        the query and the chunk).
+    """
+    if isinstance(qrels, KeyIndex):
+        return qrels
+    missing = [c for c in QRELS_COLUMNS if c not in qrels.columns]
+    if missing:
+        raise InputError("qrels need the columns query_id, chunk_id, grade",
+                         found="no " + ", ".join(missing))
+    grade = pd.to_numeric(qrels["grade"], errors="coerce")
+    bad = (grade.isna() | (grade != np.round(grade))).to_numpy()
+    if bad.any():
+        row = int(np.flatnonzero(bad)[0])
+        raise InputError("a grade must be an integer",
+                         item=f"query {qrels['query_id'].iat[row]}, "
+                              f"chunk {qrels['chunk_id'].iat[row]}",
+                         found=repr(qrels["grade"].iat[row]))
+    grade = grade.to_numpy().astype(np.int64)
+    qids = _checked_ids(qrels["query_id"], "query_id")
+    cids = _checked_ids(qrels["chunk_id"], "chunk_id")
+    query_ids = pc.unique(qids)
+    query_ids = query_ids.take(pc.array_sort_indices(query_ids))
+    q = _codes_in(qids, pa.chunked_array([query_ids]))
+    pairs = pair_keys(qids, cids)
+    counts = pc.value_counts(pairs)
+    repeated = pc.filter(counts.field("values"), pc.greater(counts.field("counts"), 1))
+    if len(repeated):
+        qid, cid = repeated[0].as_py().split(ID_SEPARATOR, 1)
+        raise InputError("one (query, chunk) pair is graded twice in the qrels",
+                         item=f"query {qid}, chunk {cid}", fix="Keep one grade per pair")
+    del counts, repeated
+    pa.default_memory_pool().release_unused()  # the duplicate check's hash tables
+    ideal = np.lexsort((-grade, q))
+    return KeyIndex(query_ids=pa.chunked_array([query_ids]), q=q, grade=grade, pairs=pairs,
+                    ideal_q=q[ideal], ideal_pos=ranks_in_sorted(q[ideal]),
+                    ideal_grade=grade[ideal])
+
+
+def _checked_ids(values, name: str, *, separator: bool = True) -> pa.ChunkedArray:
+    arr = arrow_ids(values)
+    if arr.null_count:
+        raise InputError(f"{name} is missing in a row")
+    if separator and pc.any(pc.match_substring(arr, ID_SEPARATOR)).as_py():
+        raise InputError(f"{name} holds the control character U+001F")
+    return arr
+
+
+def _gain(grade: np.ndarray, dcg: str) -> np.ndarray:
+    g = np.maximum(grade, 0).astype(np.float64)
+    return np.exp2(g) - 1.0 if dcg == "exp-log2" else g
+
+
+# --- one run -------------------------------------------------------------------------
+
+def _score_run(key: KeyIndex, run: pd.DataFrame, measures: list[Measure], on_missing: str,
+               ties: str):
+    """Per measure: (values, counted) arrays over the key's queries."""
+    missing = [c for c in RUN_COLUMNS if c not in run.columns]
+    if missing:
+        raise InputError("a run needs the columns query_id, chunk_id, rank, score",
+                         found="no " + ", ".join(missing))
+    run_qids = _checked_ids(run["query_id"], "query_id", separator=False)
+    chunk_ids = _checked_ids(run["chunk_id"], "chunk_id", separator=False)
+    rq = _codes_in(run_qids, key.query_ids)
+    score = run["score"].to_numpy(dtype=np.float64, na_value=np.nan)
+    rank = run["rank"].to_numpy() if ties == "rank" else None
+    keep = rq >= 0  # queries outside the qrels are ignored
+    if not keep.all():
+        rows = np.flatnonzero(keep)
+        rq, score = rq[rows], score[rows]
+        chunk_ids = chunk_ids.take(pa.array(rows))
+        run_qids = run_qids.take(pa.array(rows))
+        rank = rank[rows] if rank is not None else None
+    bad = ~np.isfinite(score)
+    if bad.any():
+        row = int(np.flatnonzero(bad)[0])
+        raise InputError("score must be a finite number",
+                         item=f"query {run_qids[row]}, chunk {chunk_ids[row]}",
+                         found=repr(float(score[row])))
+
+    cutoffs = [m.cutoff for m in measures]
+    depth = None if None in cutoffs else max(cutoffs)
+    n_ret = np.bincount(rq, minlength=key.n_queries)
+    if depth is not None:
+        # only rows that can reach the top `depth` of their list are ranked: a prefix of the
+        # canonical order, ties at the cut included, so their ranks are the full run's
+        cut = _top_rows(rq, score if ties == "score" else rank, depth, ties)
+        if cut is not None:
+            rq, score = rq[cut], score[cut]
+            rank = rank[cut] if rank is not None else None
+            rows = pa.array(cut)
+            chunk_ids, run_qids = chunk_ids.take(rows), run_qids.take(rows)
+            del rows
+    order = canonical_order(rq, score, chunk_ids, rank=rank, ties=ties, depth=depth)
+    qs = rq[order]
+    pos = ranks_in_sorted(qs)
+    nq = key.n_queries
+    # only the rows some measure reads: the top max-cutoff of each list
+    if len(pos) and depth is not None and depth < pos.max():
+        top = np.flatnonzero(pos <= max(cutoffs))
+        order, qs, pos = order[top], qs[top], pos[top]
+    rows = pa.array(order)
+    top_chunks = _checked_ids(chunk_ids.take(rows), "chunk_id")  # no U+001F in a pair key
+    top_pairs = pair_keys(run_qids.take(rows), top_chunks)
+    del rows, top_chunks, chunk_ids, run_qids, rq, score, rank
+    # a ranked pair seen twice is a chunk listed twice for one query
+    encoded = pc.dictionary_encode(top_pairs.combine_chunks())
+    if len(encoded.dictionary) < len(encoded):
+        _check_no_duplicates(encoded.indices.to_numpy(), encoded.dictionary)
+    del encoded
+    # the ranked pairs are distinct and so are the key's: look each key pair up among the
+    # ranked ones (hashing the shorter side), and give its grade to the ranked row it names
+    at = _codes_in(key.pairs, top_pairs)
+    hit = np.flatnonzero(at >= 0)
+    judged = np.zeros(len(pos), dtype=bool)
+    judged[at[hit]] = True
+    grade = np.zeros(len(pos), dtype=key.grade.dtype)
+    grade[at[hit]] = key.grade[hit]
+    del at, hit, top_pairs
+
+    answered = n_ret > 0
+    discount = 1.0 / np.log2(pos + 1.0)
+    out = {}
+    for m in measures:
+        within = pos <= m.cutoff if m.cutoff is not None else np.ones(len(pos), dtype=bool)
+        if m.name == "nDCG":
+            idcg = key.ideal_dcg(m.cutoff, m.dcg)
+            dcg = np.bincount(qs, weights=np.where(within, _gain(grade, m.dcg) * discount, 0.0),
+                              minlength=nq)
+            defined = idcg > 0
+            value = np.divide(dcg, idcg, out=np.zeros(nq), where=defined)
+        elif m.name == "Judged":
+            hits = np.bincount(qs, weights=judged & within, minlength=nq)
+            denom = np.minimum(n_ret, m.cutoff) if m.cutoff is not None else n_ret
+            defined = np.ones(nq, dtype=bool)
+            value = np.divide(hits, denom, out=np.zeros(nq), where=denom > 0)
+        else:
+            num_rel = key.num_relevant(m.rel)
+            defined = num_rel > 0
+            relevant = judged & (grade >= m.rel) & within
+            if m.name == "R":
+                hits = np.bincount(qs, weights=relevant, minlength=nq)
+                value = np.divide(hits, num_rel, out=np.zeros(nq), where=defined)
+            elif m.name == "P":
+                hits = np.bincount(qs, weights=relevant, minlength=nq)
+                denom = np.full(nq, float(m.cutoff)) if m.cutoff is not None else n_ret
+                value = np.divide(hits, denom, out=np.zeros(nq), where=denom > 0)
+            else:  # RR: rows are in canonical order, so a query's first relevant row is its best
+                q_rel = qs[relevant]
+                first = np.ones(len(q_rel), dtype=bool)
+                first[1:] = q_rel[1:] != q_rel[:-1]
+                value = np.zeros(nq)
+                value[q_rel[first]] = 1.0 / pos[relevant][first]
+        counted = defined & answered if on_missing == "skip" else defined
+        out[str(m)] = (value, counted)
+    return out
+
+
+def _top_rows(group: np.ndarray, sort_key: np.ndarray, depth: int,
+              ties: str) -> np.ndarray | None:
+    """Rows that can reach the top ``depth`` of their ranked list, or None to keep all.
+
+    ``sort_key`` is the score (higher first, ``ties="score"``) or the rank (lower first).
+    When every list is one contiguous block already ordered by that key (as run files are
+    written), the rows kept are each list's first ``depth`` and those after them that tie
+    with the ``depth``-th: exactly a prefix of the canonical order, so ranking them gives
+    every row the rank it has in the whole run, down to ``depth``. Otherwise None.
+    """
+    n = len(group)
+    if n == 0:
+        return None
+    same = group[1:] == group[:-1]
+    if ties == "score":
+        ordered = sort_key[1:] <= sort_key[:-1]
+    else:
+        ordered = sort_key[1:] >= sort_key[:-1]
+    ordered |= ~same
+    if not ordered.all():
+        return None
+    del ordered
+    starts = np.flatnonzero(np.r_[True, ~same])
+    lengths = np.diff(np.r_[starts, n])
+    if lengths.max() <= depth:
+        return None  # nothing to cut
+    if len(np.unique(group[starts])) != len(starts):
+        return None  # a list is split over several blocks
+    # a run of equal keys starts at each list's first row and wherever the key changes;
+    # run ids grow down the file, so a row is kept when its id is at most that of its
+    # list's depth-th row (4-byte ids: no row-sized float or int64 temporaries)
+    change = np.empty(n, dtype=bool)
+    change[0] = True
+    np.not_equal(sort_key[1:], sort_key[:-1], out=change[1:])
+    change[1:] |= ~same
+    del same
+    run_id = np.cumsum(change, dtype=np.int32 if n < 2**31 else np.int64)
+    del change
+    long_enough = np.flatnonzero(lengths > depth)
+    last = np.full(len(starts), np.iinfo(run_id.dtype).max, dtype=run_id.dtype)
+    last[long_enough] = run_id[starts[long_enough] + depth - 1]
+    return np.flatnonzero(run_id <= np.repeat(last, lengths))
+
+
+def _check_no_duplicates(codes: np.ndarray, dictionary: pa.Array) -> None:
+    """Raise on the first pair code that occurs twice (codes of "query\x1fchunk" keys)."""
+    seen = np.bincount(codes, minlength=len(dictionary))
+    if seen.max(initial=0) > 1:
+        first = codes[np.flatnonzero(seen[codes] > 1)[0]]
+        qid, cid = dictionary[int(first)].as_py().split(ID_SEPARATOR, 1)
+        raise InputError("a chunk is listed twice for one query",
+                         item=f"query {qid}, chunk {cid}",
+                         fix="List each chunk at most once per query")
+
+
+# --- public API ----------------------------------------------------------------------
+
+def _parse_all(measures, relevant_min: int) -> list[Measure]:
+    if isinstance(measures, (str, Measure)):
+        measures = [measures]
+    parsed = [parse_measure(m, relevant_min=relevant_min) for m in measures]
+    if not parsed:
+        raise InputError("no measure given", fix="Name at least one, e.g. nDCG(dcg='exp-log2')@10")
+    seen = []
+    for m in parsed:
+        if m not in seen:
+            seen.append(m)
+    return seen
+
+
+def per_query(*, qrels: pd.DataFrame, run: pd.DataFrame, measures,
+              on_missing_query: str = "zero", ties: str = "score",
+              relevant_min: int = 1) -> pd.DataFrame:
+    """Each measure's value for each query of the qrels.
+
+    Parameters
+    ----------
+    qrels : pandas.DataFrame or KeyIndex
+        The key: columns ``query_id``, ``chunk_id``, ``grade`` (int), one row per graded
+        pair, shape (n_pairs, 3); or :func:`index_qrels` of it, to score many runs against
+        one key without indexing it again. Not modified.
+    run : pandas.DataFrame
+        Columns ``query_id``, ``chunk_id``, ``rank``, ``score`` (str or categorical ids),
+        shape (n_rows, 4); with an ``arm`` column each arm is scored on its own. Not modified.
+    measures : str, Measure, or sequence of them
+        Measure names such as ``"nDCG(dcg='exp-log2')@10"``, ``"R@10"``, ``"RR@10"``,
+        ``"Judged@10"`` (see :mod:`relgrade.evaluation.measures`).
+    on_missing_query : {"zero", "skip"}, default "zero"
+        A query of the qrels that the run does not answer scores 0 (``"zero"``, the
+        protocol's rule), or has no row (``"skip"``, as trec_eval).
+    ties : {"score", "rank"}, default "score"
+        How the run is ranked (see :func:`relgrade.ranking.canonical_ranking`).
+    relevant_min : int, default 1
+        ``rel`` of measure names that do not set it (params ``scale.relevant_min``).
+
+    Returns
+    -------
+    pandas.DataFrame
+        Columns ``query_id`` (str), ``measure`` (str, canonical name), ``value`` (float64 in
+        [0, 1]); with a stacked run, ``arm`` first. Rows by measure in the order given, then
+        by query id. A query undefined for a measure (nothing relevant in the qrels) has no
+        row for it.
+
+    Raises
+    ------
+    InputError
+        A column is missing; a grade is not an integer; one (query, chunk) pair is graded
+        twice; a chunk is listed twice within the rows the measures read (naming the query
+        and the chunk; :func:`relgrade.ranking.validate_run` checks whole lists); a score is
+        not finite; a measure name does not parse; ``on_missing_query`` or ``ties`` is
+        unknown.
+
+    Notes
+    -----
+    With r_i the canonical rank of chunk i in the top k of query q, g_i its grade (0 when
+    ungraded) and R_q = {graded chunks of q with grade >= rel}:
+
+    * nDCG@k = DCG@k / IDCG@k, DCG@k = sum_i gain(g_i) / log2(r_i + 1), gain(g) = g
+      (``dcg='log2'``, trec_eval's ``ndcg_cut``) or 2^g - 1 (``dcg='exp-log2'``, Burges et
+      al. 2005, "Learning to rank using gradient descent"); IDCG@k is the DCG@k of q's graded
+      chunks sorted by grade, descending (Jarvelin & Kekalainen 2002);
+    * R@k = |top k ∩ R_q| / |R_q| (trec_eval ``recall_k``);
+    * RR@k = 1 / min{r_i : i in R_q, r_i <= k}, 0 if there is none (trec_eval
+      ``recip_rank`` on the run cut at k);
+    * P@k = |top k ∩ R_q| / k (trec_eval ``P_k``);
+    * Judged@k = graded chunks in the top k / min(k, chunks retrieved) (ir_measures).
+
+    Examples
+    --------
+    >>> qrels = pd.DataFrame({"query_id": ["q1", "q1"], "chunk_id": ["a", "b"],
+    ...                       "grade": [2, 1]})
+    >>> run = pd.DataFrame({"query_id": ["q1", "q1"], "chunk_id": ["x", "b"],
+    ...                     "rank": [1, 2], "score": [2.0, 1.0]})
+    >>> per_query(qrels=qrels, run=run, measures=["RR@10"])["value"].tolist()
+    [0.5]
+    """
+    if on_missing_query not in ON_MISSING:
+        raise InputError("on_missing_query must be `zero` or `skip`",
+                         found=repr(on_missing_query))
+    if ties not in TIES:
+        raise InputError("ties must be `score` or `rank`", found=repr(ties))
+    parsed = _parse_all(measures, relevant_min)
+    key = index_qrels(qrels)
+    if "arm" in run.columns:
+        codes, arms = pd.factorize(run["arm"].astype("str"), sort=True)
+        tables = []
+        for i, arm in enumerate(arms):
+            rows = np.flatnonzero(codes == i)
+            table = _table(key, _score_run(key, run.take(rows), parsed, on_missing_query, ties))
+            table.insert(0, "arm", pd.Series([arm] * len(table), dtype="str"))
+            tables.append(table)
+        if not tables:
+            return pd.DataFrame({"arm": pd.Series([], dtype="str"),
+                                 **_table(key, {}).to_dict("series")})
+        return pd.concat(tables, ignore_index=True)
+    table = _table(key, _score_run(key, run, parsed, on_missing_query, ties))
+    pa.default_memory_pool().release_unused()  # scoring's Arrow temporaries are garbage
+    return table
+
+
+def _table(key: KeyIndex, scored: dict) -> pd.DataFrame:
+    sel, which, values = [], [], []
+    for i, (value, counted) in enumerate(scored.values()):
+        rows = np.flatnonzero(counted)
+        sel.append(rows)
+        which.append(np.full(len(rows), i, dtype=np.int32))
+        values.append(value[rows])
+    sel = np.concatenate(sel) if sel else np.zeros(0, dtype=np.int64)
+    names = pa.DictionaryArray.from_arrays(
+        pa.array(np.concatenate(which) if which else np.zeros(0, dtype=np.int32)),
+        pa.array(list(scored), type=pa.large_string()))
+    return pd.DataFrame({
+        "query_id": pd.Series(key.query_ids.take(pa.array(sel)), dtype="str"),
+        "measure": pd.Series(names.cast(pa.large_string()), dtype="str"),
+        "value": np.concatenate(values) if values else np.zeros(0),
+    })
+
+
+def excluded_queries(qrels: pd.DataFrame, measures, *, relevant_min: int = 1) -> dict:
+    """The queries of the qrels on which each measure is undefined.
+
+    Parameters
+    ----------
+    qrels : pandas.DataFrame
+        Columns ``query_id``, ``chunk_id``, ``grade``.
+    measures : str, Measure, or sequence of them
+        As for :func:`per_query`.
+    relevant_min : int, default 1
+        ``rel`` of measure names that do not set it.
+
+    Returns
+    -------
+    dict
+        Canonical measure name → sorted list of query ids with nothing relevant in the
+        qrels (for nDCG: no positive grade; for R, RR, P: no grade >= rel). Judged@k is
+        defined everywhere, so its list is empty.
+
+    Raises
+    ------
+    InputError
+        As :func:`per_query` for bad qrels or a bad measure name.
+    """
+    parsed = _parse_all(measures, relevant_min)
+    key = index_qrels(qrels)
+    out = {}
+    for m in parsed:
+        if not m.needs_relevant:
+            out[str(m)] = []
+            continue
+        rel = 1 if m.name == "nDCG" else m.rel
+        none = key.num_relevant(rel) == 0
+        out[str(m)] = key.query_ids.filter(pa.array(none)).to_pylist()
+    return out
+
+
+def mean(per_query: pd.DataFrame, *, weights=None) -> pd.Series:
+    """Mean of each measure over its queries (MRR is the mean of RR).
+
+    Parameters
+    ----------
+    per_query : pandas.DataFrame
+        The table :func:`per_query` returns (``query_id``, ``measure``, ``value``; optional
+        ``arm``).
+    weights : mapping or pandas.Series, optional
+        Traffic weight per query id (params queries' ``weight``); None: every query 1.
+
+    Returns
+    -------
+    pandas.Series
+        float64, indexed by measure in the order the table lists them (by (arm, measure)
+        when the table has an ``arm`` column): sum_q w_q v_q / sum_q w_q.
+
+    Raises
+    ------
+    InputError
+        A query has no weight, or a weight is negative or not finite.
+    """
+    keys = ["arm", "measure"] if "arm" in per_query.columns else ["measure"]
+    values = per_query["value"].to_numpy(dtype=np.float64)
+    if weights is None:
+        w = np.ones(len(values))
+    else:
+        weights = pd.Series(weights, dtype=np.float64)
+        weights.index = weights.index.astype("str")
+        w = per_query["query_id"].astype("str").map(weights).to_numpy(dtype=np.float64,
+                                                                       na_value=np.nan)
+        if np.isnan(w).any():
+            row = int(np.flatnonzero(np.isnan(w))[0])
+            raise InputError("a query has no weight", item=f"query {per_query['query_id'].iat[row]}")
+        if (~np.isfinite(w) | (w < 0)).any():
+            raise InputError("weights must be finite and not negative")
+    frame = pd.DataFrame({k: per_query[k] for k in keys})
+    frame["wv"] = w * values
+    frame["w"] = w
+    sums = frame.groupby(keys, sort=False)[["wv", "w"]].sum()
+    result = sums["wv"] / sums["w"]
+    result.name = "value"
+    return result.astype(np.float64)
+
+
+def evaluate_arm(*, key: pd.DataFrame, run: pd.DataFrame, cutoffs, relevant_min: int = 1,
+                 ties: str = "score", groups: pd.DataFrame | None = None):
+    """The protocol's measures for one arm: their means and the per-query table.
+
+    Parameters
+    ----------
+    key : pandas.DataFrame
+        The frozen key (qrels): ``query_id``, ``chunk_id``, ``grade``.
+    run : pandas.DataFrame
+        The arm's run (``query_id``, ``chunk_id``, ``rank``, ``score``).
+    cutoffs : iterable of int
+        params ``metrics.cutoffs``; nDCG (gain 2^g - 1), R, RR and Judged at each.
+    relevant_min : int, default 1
+        params ``scale.relevant_min``.
+    ties : {"score", "rank"}, default "score"
+        params ``runs.ties``.
+    groups : pandas.DataFrame, optional
+        The queries table (``query_id``, ``group``); when given, the per-query table gets
+        each query's group.
+
+    Returns
+    -------
+    summary : dict
+        ``{"queries": n, MEASURE: mean, ...}`` in measure order, where n is the number of
+        key queries the relevance measures average over (every key query with something
+        relevant; a query missing from the run counts, with 0). A mean over no query is None.
+    table : pandas.DataFrame
+        ``query_id``, (``group``,) ``measure``, ``value``: :func:`per_query` with
+        ``on_missing_query="zero"``.
+
+    Raises
+    ------
+    InputError
+        As :func:`per_query`; or a key query has no group in ``groups``.
+    """
+    from relgrade.evaluation.measures import protocol_measures
+
+    measures = protocol_measures(cutoffs, relevant_min=relevant_min)
+    names = [str(m) for m in measures]
+    table = per_query(qrels=key, run=run, measures=measures, on_missing_query="zero",
+                      ties=ties)
+    means = mean(table).reindex(names)
+    counted = table.loc[table["measure"] == names[0], "query_id"].nunique() if names else 0
+    summary = {"queries": int(counted)}
+    summary.update({m: (None if v != v else float(v)) for m, v in means.items()})
+    if groups is not None:
+        lookup = pd.Series(groups["group"].astype("str").to_numpy(),
+                           index=groups["query_id"].astype("str").to_numpy())
+        group = table["query_id"].map(lookup)
+        if group.isna().any():
+            q = table["query_id"][group.isna()].iloc[0]
+            raise InputError("a key query is not in the queries table", item=f"query {q}")
+        table.insert(1, "group", group.astype("str"))
+    return summary, table

@@ -1,0 +1,320 @@
+"""Where an experiment stands, in plain words, from whatever files exist.
+
+:func:`experiment_status` takes the artifacts that have been read (any may be missing) and
+returns one JSON-ready dict; :func:`status_lines` renders it as lines such as::
+
+    pool: 540 pairs over 36 queries, version p-0123456789ab, arms bm25, hybrid, tfidf
+    grading: 312 of 540 pool pairs graded by grader-a (round 1)
+      kw07: 2 of 9 pairs lack grades: c10, c11
+    audit: 0 of 180 pairs graded by auditor-b (round 1)
+
+When the pool grows (a new arm, a deeper pool), the grades already recorded stay; the status
+names exactly the pairs that lack a grade, grouped by query, so only those get graded.
+"""
+
+from __future__ import annotations
+
+from typing import Iterable, Mapping
+
+import pandas as pd
+
+from relgrade.protocol.gate import check_gates
+
+_STEPS = ("corpus", "queries", "pool", "intents", "audit", "gate", "key")
+
+
+def _n(count: int, word: str) -> str:
+    """``1 query``, ``2 queries``, ``1 pair``, ``3 pairs``."""
+    if count == 1:
+        return f"1 {word}"
+    return f"{count} {word[:-1] + 'ies' if word.endswith('y') else word + 's'}"
+
+
+def _short(sha) -> str:
+    return str(sha)[:12] if sha else "?"
+
+
+def _grader_progress(rows: pd.DataFrame | str | None, *, spec: Mapping,
+                     pool: pd.DataFrame | None, audit: list[str] | None) -> dict:
+    out = {"role": spec.get("role"), "kind": spec.get("kind")}
+    if isinstance(rows, str):
+        return out | {"state": "invalid", "error": rows}
+    if rows is None:
+        rows = pd.DataFrame({"query_id": pd.Series([], dtype="str"),
+                             "chunk_id": pd.Series([], dtype="str")})
+    have = set(zip(rows["query_id"].astype(str), rows["chunk_id"].astype(str)))
+    out["state"] = "graded" if have else "not started"
+    if pool is None:
+        return out | {"graded": len(have), "of": None}
+    auditor = spec.get("role") == "auditor"
+    if auditor and audit is None:
+        return out | {"graded": len(have), "of": None, "waiting": "audit sample"}
+    scope = set(audit) if auditor else None
+    by_query: dict[str, list[str]] = {}
+    for q, c in sorted(zip(pool["query_id"].astype(str), pool["chunk_id"].astype(str))):
+        if scope is None or q in scope:
+            by_query.setdefault(q, []).append(c)
+    total = sum(len(v) for v in by_query.values())
+    graded = sum(1 for q, cs in by_query.items() for c in cs if (q, c) in have)
+    partial, not_started = {}, []
+    for q, cs in by_query.items():
+        missing = [c for c in cs if (q, c) not in have]
+        if len(missing) == len(cs):
+            not_started.append(q)
+        elif missing:
+            partial[q] = {"missing": missing, "pool": len(cs)}
+    if total and graded == total:
+        out["state"] = "complete"
+    return out | {"graded": graded, "of": total, "partial": partial,
+                  "not_started": not_started}
+
+
+def experiment_status(
+    *,
+    params: Mapping,
+    corpus_manifest: Mapping | None = None,
+    queries_manifest: Mapping | None = None,
+    pool: pd.DataFrame | None = None,
+    pool_manifest: Mapping | None = None,
+    intents_manifest: Mapping | None = None,
+    audit_query_ids: Iterable[str] | None = None,
+    grader_rows: Mapping[str, pd.DataFrame | str] | None = None,
+    agreement: Mapping | None = None,
+    gate: Mapping | None = None,
+    record: Mapping | None = None,
+    metrics: Mapping[str, Mapping] | None = None,
+    problems: Mapping[str, str] | None = None,
+) -> dict:
+    """The experiment's state, one entry per protocol step.
+
+    Parameters
+    ----------
+    params : mapping
+        The experiment's params (``graders``, ``grading``, ``gates``, ``arms`` are read).
+    corpus_manifest, queries_manifest, pool_manifest, intents_manifest : mapping, optional
+        The stages' manifests, when they exist.
+    pool : pandas.DataFrame, optional
+        Columns ``query_id``, ``chunk_id``: the pool.
+    audit_query_ids : iterable of str, optional
+        The audit sample, when chosen.
+    grader_rows : mapping of str to pandas.DataFrame or str, optional
+        grader → its validated rows for the current round (columns ``query_id``,
+        ``chunk_id``), or the error message when its file is invalid. Graders of params
+        without an entry have graded nothing.
+    agreement : mapping, optional
+        The agreement metrics.
+    gate : mapping, optional
+        The gate's pass record.
+    record : mapping, optional
+        The key's record.
+    metrics : mapping of str to mapping, optional
+        arm → its metrics JSON.
+    problems : mapping of str to str, optional
+        step → why its file could not be read.
+
+    Returns
+    -------
+    dict
+        Keys ``corpus``, ``queries``, ``pool``, ``intents``, ``audit``, ``grading``
+        (grader → progress), ``gate``, ``key``, ``metrics`` (arm → state), ``round``; each
+        step has a ``state`` (e.g. ``frozen``, ``missing``, ``passed``, ``failed``,
+        ``stale``, ``unreadable``).
+    """
+    problems = dict(problems or {})
+    grading = params.get("grading") or {}
+    rnd = int(grading.get("round", 1))
+    st: dict = {"round": rnd}
+
+    def missing_or_problem(step):
+        return ({"state": "unreadable", "error": problems[step]} if step in problems
+                else {"state": "missing"})
+
+    st["corpus"] = ({"state": "frozen", "chunks": corpus_manifest.get("chunks"),
+                     "sha256": corpus_manifest.get("sha256"),
+                     "source": corpus_manifest.get("source")}
+                    if corpus_manifest else missing_or_problem("corpus"))
+    st["queries"] = ({"state": "frozen", "queries": queries_manifest.get("queries"),
+                      "groups": queries_manifest.get("groups"),
+                      "sha256": queries_manifest.get("sha256")}
+                     if queries_manifest else missing_or_problem("queries"))
+    if pool is not None:
+        st["pool"] = {"state": "built", "pairs": int(len(pool)),
+                      "queries": int(pool["query_id"].nunique()),
+                      "version": (pool_manifest or {}).get("pool_version"),
+                      "arms": list((pool_manifest or {}).get("arms", []))}
+    else:
+        st["pool"] = missing_or_problem("pool")
+    st["intents"] = ({"state": "reviewed", "reviewer": intents_manifest.get("reviewer"),
+                      "reviewed_at": intents_manifest.get("reviewed_at"),
+                      "sha256": intents_manifest.get("sha256"),
+                      "flagged": list(intents_manifest.get("flagged") or [])}
+                     if intents_manifest else missing_or_problem("intents"))
+    audit = None if audit_query_ids is None else sorted(str(q) for q in audit_query_ids)
+    st["audit"] = ({"state": "chosen", "queries": audit} if audit is not None
+                   else missing_or_problem("audit"))
+
+    graders = params.get("graders") or {}
+    rows = dict(grader_rows or {})
+    st["grading"] = {name: _grader_progress(rows.get(name), spec=graders[name], pool=pool,
+                                            audit=audit) | {"round": rnd}
+                     for name in sorted(graders, key=lambda n: (
+                         (graders[n] or {}).get("role") != "grader", n))}
+
+    if gate is not None and gate.get("passed") is True:
+        st["gate"] = {"state": "passed", "measures": dict(gate.get("measures") or {})}
+    elif agreement is not None:
+        try:
+            result = check_gates(agreement, params.get("gates") or {})
+        except Exception as e:  # an unreadable gate setup is itself worth reporting
+            st["gate"] = {"state": "unreadable", "error": str(e)}
+        else:
+            st["gate"] = ({"state": "failed", "lines": list(result.lines)} if not result.passed
+                          else {"state": "not run", "would_pass": True})
+    else:
+        st["gate"] = missing_or_problem("gate") if "gate" in problems else {"state": "not run"}
+
+    if record:
+        key = {"state": "frozen", "sha256": record.get("key_sha256"),
+               "pairs": record.get("pairs"), "queries": record.get("queries"),
+               "dropped": list(record.get("dropped_queries") or []),
+               "post_hoc": bool(record.get("post_hoc")),
+               "pool_version": record.get("pool_version"),
+               "frozen_at": record.get("frozen_at")}
+        now = (st["pool"].get("version") if st["pool"]["state"] == "built" else None)
+        if now and record.get("pool_version") and now != record.get("pool_version"):
+            key["state"] = "stale"
+            key["pool_now"] = now
+        st["key"] = key
+    else:
+        st["key"] = missing_or_problem("key")
+
+    metrics = dict(metrics or {})
+    frozen = (record or {}).get("key_sha256")
+    st["metrics"] = {}
+    for arm in sorted(set(params.get("arms") or {}) | set(metrics)):
+        m = metrics.get(arm)
+        if m is None:
+            st["metrics"][arm] = {"state": "missing"}
+        elif frozen and m.get("key_sha256") != frozen:
+            st["metrics"][arm] = {"state": "stale", "key_sha256": m.get("key_sha256")}
+        else:
+            st["metrics"][arm] = {"state": "present", "key_sha256": m.get("key_sha256"),
+                                  "post_hoc": bool(m.get("post_hoc"))}
+    st["other_problems"] = {k: v for k, v in problems.items() if k not in _STEPS}
+    return st
+
+
+def status_lines(st: Mapping) -> list[str]:
+    """The status as plain-words lines (see the module docstring).
+
+    Parameters
+    ----------
+    st : mapping
+        As returned by :func:`experiment_status`.
+
+    Returns
+    -------
+    list of str
+        One line per step; under each grader, one indented line per query whose pool is
+        partly graded (the chunk ids that lack a grade) and one for queries not started.
+    """
+    out: list[str] = []
+
+    def unreadable(name, s):
+        return f"{name}: cannot be read: {s['error']}"
+
+    c = st["corpus"]
+    out.append(f"corpus: frozen, {c['chunks']} chunks, sha256 {_short(c['sha256'])}"
+               if c["state"] == "frozen" else unreadable("corpus", c)
+               if c["state"] == "unreadable" else "corpus: not built yet")
+    q = st["queries"]
+    if q["state"] == "frozen":
+        groups = q.get("groups") or {}
+        g = (" (" + ", ".join(f"{k} {v}" for k, v in groups.items()) + ")"
+             if isinstance(groups, Mapping) and groups else "")
+        out.append(f"queries: frozen, {_n(q['queries'], 'query')}{g}, sha256 {_short(q['sha256'])}")
+    else:
+        out.append(unreadable("queries", q) if q["state"] == "unreadable"
+                   else "queries: not frozen yet")
+    p = st["pool"]
+    if p["state"] == "built":
+        arms = f", arms {', '.join(p['arms'])}" if p.get("arms") else ""
+        out.append(f"pool: {_n(p['pairs'], 'pair')} over {_n(p['queries'], 'query')}, version "
+                   f"{p.get('version') or '?'}{arms}")
+    else:
+        out.append(unreadable("pool", p) if p["state"] == "unreadable"
+                   else "pool: not built yet")
+    i = st["intents"]
+    if i["state"] == "reviewed":
+        flagged = f"; flagged for a second look: {', '.join(i['flagged'])}" if i["flagged"] else ""
+        out.append(f"intents: frozen, reviewed by {i['reviewer']} at {i['reviewed_at']}, "
+                   f"sha256 {_short(i['sha256'])}{flagged}")
+    else:
+        out.append(unreadable("intents", i) if i["state"] == "unreadable"
+                   else "intents: not reviewed yet (no packets before the review)")
+    a = st["audit"]
+    out.append(f"audit sample: {_n(len(a['queries']), 'query')} chosen ({', '.join(a['queries'])})"
+               if a["state"] == "chosen" else unreadable("audit sample", a)
+               if a["state"] == "unreadable" else "audit sample: not chosen yet")
+
+    for name, g in st["grading"].items():
+        step = "audit" if g["role"] == "auditor" else "grading"
+        what = "pairs" if g["role"] == "auditor" else "pool pairs"
+        if g["state"] == "invalid":
+            out.append(f"{step}: {name}'s round {g['round']} file is invalid: {g['error']}")
+            continue
+        if g.get("of") is None:
+            wait = g.get("waiting", "pool")
+            out.append(f"{step}: {g['graded']} pairs graded by {name} (round {g['round']}); "
+                       f"waiting for the {wait}")
+            continue
+        out.append(f"{step}: {g['graded']} of {g['of']} {what} graded by {name} "
+                   f"(round {g['round']})")
+        for qid, info in g["partial"].items():
+            out.append(f"  {qid}: {len(info['missing'])} of {_n(info['pool'], 'pair')} "
+                       "lack grades: "
+                       f"{', '.join(info['missing'])}")
+        if g["not_started"] and g["graded"]:
+            out.append(f"  not started: {_n(len(g['not_started']), 'query')}: "
+                       f"{', '.join(g['not_started'])}")
+
+    gt = st["gate"]
+    if gt["state"] == "passed":
+        ms = ", ".join(f"{k} {v:.3f}" if isinstance(v, float) else f"{k} {v}"
+                       for k, v in gt["measures"].items() if k not in ("pairs", "missing"))
+        out.append(f"gate: passed ({ms})" if ms else "gate: passed")
+    elif gt["state"] == "failed":
+        out.append("gate: failed: " + "; ".join(gt["lines"]))
+    elif gt["state"] == "unreadable":
+        out.append(unreadable("gate", gt))
+    elif gt.get("would_pass"):
+        out.append("gate: not run yet; the agreement metrics pass the gates")
+    else:
+        out.append("gate: not run yet (no agreement metrics)")
+
+    k = st["key"]
+    if k["state"] in ("frozen", "stale"):
+        dropped = ", ".join(k["dropped"]) or "none"
+        size = (f", {_n(k['pairs'], 'pair')} over {_n(k['queries'], 'query')}"
+                if k.get("pairs") else "")
+        label = " (post-hoc)" if k["post_hoc"] else ""
+        out.append(f"key: frozen{label}, sha256 {k['sha256']}{size}; dropped queries: {dropped}")
+        if k["state"] == "stale":
+            out.append(f"key: frozen for pool {k['pool_version']}, but the pool is now "
+                       f"{k['pool_now']}: grade the new pairs, then freeze a new key")
+    else:
+        out.append(unreadable("key", k) if k["state"] == "unreadable"
+                   else "key: not frozen yet")
+
+    for arm, m in st["metrics"].items():
+        if m["state"] == "present":
+            label = ", post-hoc" if m.get("post_hoc") else ""
+            out.append(f"metrics {arm}: present (key {_short(m['key_sha256'])}{label})")
+        elif m["state"] == "stale":
+            out.append(f"metrics {arm}: stale (computed from key {_short(m['key_sha256'])}, "
+                       "not the frozen key)")
+        else:
+            out.append(f"metrics {arm}: missing")
+    for step, error in st.get("other_problems", {}).items():
+        out.append(f"{step}: cannot be read: {error}")
+    return out

@@ -1,0 +1,679 @@
+"""Running command graders over a pool: fresh processes, parallel workers, one writer.
+
+``relgrade grade run --grader NAME`` grades every pool pair that still lacks a valid grade
+from that grader:
+
+* the work is planned from the grader's packets and the rows already recorded, so a rerun
+  resumes where the last run stopped, and an arm added later costs only its new pairs;
+* every batch (at most five chunks of one query) goes to a **fresh process** of the grader's
+  command, described in :mod:`relgrade.graders.exchange`: no process sees two queries or two batches;
+* the answer is validated as it arrives with :func:`relgrade.graders.exchange.parse_response` (the
+  same rules as every other way grades come in); a refused answer is retried with the error
+  in the request, up to ``retries`` times, then reported, and nothing of it is recorded;
+* ``workers`` threads each drive one process at a time; a query's batches stay on one worker
+  and run in display order;
+* accepted batches are handed to the single writer (:class:`relgrade.graders.store.SingleWriter`)
+  that appends them durably, batch by batch;
+* with ``samples: N`` every batch is answered N times, each sample by its own fresh process;
+  the samples are recorded in their own store and the majority (see :mod:`relgrade.graders.self_consistency`)
+  is recorded as the grade once all N are in.
+
+Ctrl-C (or SIGTERM) stops the run: running commands are killed, batches already accepted are
+written, and the summary says the run was interrupted. ``kill -9`` loses at most the batches
+in flight, never half of one (see :mod:`relgrade.graders.store`).
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import os
+import shutil
+import signal
+import subprocess
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Callable, Mapping, Sequence
+
+import pandas as pd
+
+from relgrade.errors import InputError, ProtocolError
+from relgrade.graders.exchange import (
+    INPUT_MODES,
+    batch_request,
+    encode_request,
+    parse_command,
+    parse_response,
+    render_prompt,
+)
+from relgrade.graders.self_consistency import aggregate_samples
+from relgrade.graders.store import GradeStore, SingleWriter
+from relgrade.protocol.grades import grader_spec, reason_required, validate_grade_rows
+
+#: Defaults of the command settings of a grader in params ``graders.NAME``.
+DEFAULTS = {"timeout": 600.0, "retries": 2, "workers": 1, "samples": 1, "input": "json"}
+
+#: The most chunks a batch may hold, whatever ``grading.batch_size`` says (the protocol's cap).
+MAX_BATCH = 5
+
+
+@dataclass(frozen=True)
+class GraderSetup:
+    """A command grader's settings, from params ``graders.NAME``.
+
+    Attributes
+    ----------
+    name, role, kind : str
+        The grader's name, role (``grader`` or ``auditor``) and kind.
+    argv : tuple of str
+        The command (``command``), run without a shell.
+    timeout : float
+        Seconds a process may run before it is killed and the attempt fails.
+    retries : int
+        Extra attempts for a refused batch.
+    workers : int
+        Processes run at once.
+    samples : int
+        Times each pair is graded (majority recorded).
+    input : {"json", "prompt"}
+        What goes on standard input (see :mod:`relgrade.graders.exchange`).
+    """
+
+    name: str
+    role: str
+    kind: str
+    argv: tuple
+    timeout: float = DEFAULTS["timeout"]
+    retries: int = DEFAULTS["retries"]
+    workers: int = DEFAULTS["workers"]
+    samples: int = DEFAULTS["samples"]
+    input: str = DEFAULTS["input"]
+
+
+def _int_param(value, name, grader, path, minimum):
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise InputError(f"graders.{grader}.{name} must be an integer >= {minimum}", path=path,
+                         item=grader, found=repr(value))
+    return value
+
+
+def grader_setup(graders: Mapping, name: str, *, path="params.yaml",
+                 workers: int | None = None) -> GraderSetup:
+    """Read and check one command grader's settings.
+
+    Parameters
+    ----------
+    graders : dict
+        Params ``graders`` (grader name → settings).
+    name : str
+        The grader to run.
+    path : str, default "params.yaml"
+        The params file, for error messages.
+    workers : int, optional
+        Overrides ``graders.NAME.workers`` (the ``--workers`` option).
+
+    Returns
+    -------
+    GraderSetup
+
+    Raises
+    ------
+    InputError
+        Unknown grader, or a role or kind relgrade does not know
+        (:func:`relgrade.protocol.grades.grader_spec`); no ``command``; a
+        ``timeout``, ``retries``, ``workers`` or ``samples`` that is not a valid number; an
+        ``input`` mode other than ``json`` or ``prompt``.
+    """
+    g = grader_spec(graders, name, params_path=path)
+    role, kind = g["role"], g["kind"]
+    if g.get("command") is None:
+        raise InputError("grader has no command to run", path=path, item=name,
+                         fix=f"Set graders.{name}.command (see docs/graders.md)")
+    argv = tuple(parse_command(g["command"], grader=name, path=path))
+    timeout = g.get("timeout", DEFAULTS["timeout"])
+    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not timeout > 0:
+        raise InputError(f"graders.{name}.timeout must be a number of seconds > 0", path=path,
+                         item=name, found=repr(timeout))
+    retries = _int_param(g.get("retries", DEFAULTS["retries"]), "retries", name, path, 0)
+    n_workers = _int_param(g.get("workers", DEFAULTS["workers"]) if workers is None else workers,
+                           "workers", name, path, 1)
+    samples = _int_param(g.get("samples", DEFAULTS["samples"]), "samples", name, path, 1)
+    mode = g.get("input", DEFAULTS["input"])
+    if mode not in INPUT_MODES:
+        raise InputError(f"graders.{name}.input must be one of {', '.join(INPUT_MODES)}",
+                         path=path, item=name, found=repr(mode))
+    return GraderSetup(name=name, role=role, kind=kind, argv=argv, timeout=float(timeout),
+                       retries=retries, workers=n_workers, samples=samples, input=mode)
+
+
+def check_packets(packets: Mapping[str, Mapping], *, batch_size: int, source="packets") -> None:
+    """Refuse packets a grader must not be given.
+
+    Raises
+    ------
+    InputError
+        A packet lacks a field, its ``query_id`` differs from its name, a batch is empty or
+        holds more than ``min(batch_size, 5)`` chunks, or a chunk appears twice in a packet.
+    """
+    cap = min(int(batch_size), MAX_BATCH)
+    for qid, p in packets.items():
+        where = f"{source}/{qid}.json"
+        for k in ("query_id", "query", "intent", "batches"):
+            if k not in p:
+                raise InputError(f"packet lacks `{k}`", path=where, item=qid)
+        if str(p["query_id"]) != str(qid):
+            raise InputError("packet's query_id differs from its file name", path=where,
+                             item=qid, found=str(p["query_id"]))
+        seen = set()
+        for b, batch in enumerate(p["batches"]):
+            if not batch or len(batch) > cap:
+                raise InputError(f"a batch holds 1 to {cap} chunks", path=where,
+                                 item=f"{qid} batch {b}", found=f"{len(batch)} chunks")
+            for c in batch:
+                cid = str(c["chunk_id"])
+                if cid in seen:
+                    raise InputError("chunk listed twice in one packet", path=where,
+                                     item=f"pair ({qid}, {cid})")
+                seen.add(cid)
+
+
+def packet_pairs(packets: Mapping[str, Mapping]) -> set[tuple[str, str]]:
+    """Every ``(query_id, chunk_id)`` pair the packets ask for."""
+    return {(str(q), str(c["chunk_id"])) for q, p in packets.items()
+            for batch in p["batches"] for c in batch}
+
+
+def recorded_pairs(rows, *, packets, scale, max_reason_words, kind, role, source,
+                   grader=None) -> set[tuple[str, str]]:
+    """Validate rows already recorded and return their pairs.
+
+    Parameters
+    ----------
+    rows : list of (int, dict)
+        The store's rows (:attr:`GradeStore.rows`).
+
+    Raises
+    ------
+    InputError
+        A recorded row breaks a rule of :func:`~relgrade.protocol.grades.validate_grade_rows`, or
+        names a pair the packets do not hold (e.g. packets rebuilt for another pool).
+    """
+    df = validate_grade_rows(rows, pool_pairs=packet_pairs(packets), scale=scale,
+                             max_reason_words=max_reason_words,
+                             require_reason=lambda g: reason_required(kind, role, g),
+                             source=source, grader=grader)
+    return set(zip(df["query_id"], df["chunk_id"]))
+
+
+def recorded_samples(rows, *, packets, scale, max_reason_words, kind, role, source,
+                     grader=None) -> pd.DataFrame:
+    """Validate recorded sample rows; the samples table (see :mod:`relgrade.graders.self_consistency`).
+
+    Sample rows are grade rows with a ``sample`` number between ``chunk_id`` and ``reason``.
+    """
+    by_sample: dict[int, list] = {}
+    for line, row in rows:
+        s = row.get("sample")
+        if isinstance(s, bool) or not isinstance(s, int) or s < 0:
+            raise InputError("sample must be an integer >= 0", path=source, line=line,
+                             found=repr(s))
+        grade_row = {k: v for k, v in row.items() if k != "sample"}
+        by_sample.setdefault(s, []).append((line, grade_row))
+    frames = []
+    for s, srows in sorted(by_sample.items()):
+        df = validate_grade_rows(srows, pool_pairs=packet_pairs(packets), scale=scale,
+                                 max_reason_words=max_reason_words,
+                                 require_reason=lambda g: reason_required(kind, role, g),
+                                 source=source, grader=grader)
+        df.insert(2, "sample", s)
+        frames.append(df)
+    if not frames:
+        return pd.DataFrame({"query_id": pd.Series(dtype="str"),
+                             "chunk_id": pd.Series(dtype="str"),
+                             "sample": pd.Series(dtype="int64"),
+                             "reason": pd.Series(dtype="str"),
+                             "grade": pd.Series(dtype="int64")})
+    return pd.concat(frames, ignore_index=True)
+
+
+# --- planning ------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class BatchTask:
+    """One batch still to grade: its index, the chunks still lacking a grade, and per
+    sample number the chunks still lacking that sample."""
+
+    batch: int
+    chunks: tuple
+    todo: tuple  # ((sample, (chunk, ...)), ...)
+
+
+@dataclass(frozen=True)
+class QueryTask:
+    """One query's pending batches, in display order."""
+
+    query_id: str
+    packet: Mapping
+    batches: tuple
+
+    @property
+    def pairs(self) -> int:
+        return sum(len(b.chunks) for b in self.batches)
+
+
+def plan(packets: Mapping[str, Mapping], *, recorded: set, samples: int = 1,
+         sampled: Mapping | None = None) -> list[QueryTask]:
+    """The work left: per query, the batches with pairs that lack a recorded grade.
+
+    Parameters
+    ----------
+    packets : dict
+        query id → packet, in the order to grade them.
+    recorded : set of (str, str)
+        Pairs that already have a valid grade row from this grader.
+    samples : int, default 1
+        Samples per pair.
+    sampled : dict, optional
+        ``(query_id, chunk_id)`` → set of sample numbers already recorded.
+
+    Returns
+    -------
+    list of QueryTask
+        Queries with nothing left are omitted. A batch with some pairs already graded keeps
+        only the rest; its other chunks are never shown again.
+    """
+    sampled = sampled or {}
+    tasks = []
+    for qid, p in packets.items():
+        qid = str(qid)
+        batches = []
+        for b, batch in enumerate(p["batches"]):
+            pending = tuple(c for c in batch if (qid, str(c["chunk_id"])) not in recorded)
+            if not pending:
+                continue
+            todo = []
+            for s in range(samples):
+                need = tuple(c for c in pending
+                             if s not in sampled.get((qid, str(c["chunk_id"])), ()))
+                if need:
+                    todo.append((s, need))
+            batches.append(BatchTask(batch=b, chunks=pending, todo=tuple(todo)))
+        if batches:
+            tasks.append(QueryTask(query_id=qid, packet=p, batches=tuple(batches)))
+    return tasks
+
+
+# --- running -------------------------------------------------------------------------
+
+@dataclass
+class CommandResult:
+    """What one grader process did."""
+
+    returncode: int | None
+    stdout: str
+    stderr: str
+    seconds: float
+    timed_out: bool = False
+    killed: bool = False
+
+
+class ProcessRunner:
+    """Starts grader processes and can kill every running one (on Ctrl-C).
+
+    Each process gets its own session, so a timeout kills the command together with
+    whatever it started.
+    """
+
+    def __init__(self):
+        self._active: set[subprocess.Popen] = set()
+        self._lock = threading.Lock()
+        self.stopping = threading.Event()
+
+    def run(self, argv: Sequence[str], data: bytes, *, timeout: float) -> CommandResult:
+        """Run ``argv`` with ``data`` on stdin; kill its process group after ``timeout`` s."""
+        t0 = time.perf_counter()
+        with self._lock:
+            if self.stopping.is_set():
+                return CommandResult(None, "", "", 0.0, killed=True)
+            proc = subprocess.Popen(list(argv), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                    stderr=subprocess.PIPE, start_new_session=True)
+            self._active.add(proc)
+        timed_out = False
+        try:
+            try:
+                out, err = proc.communicate(data, timeout=timeout)
+            except subprocess.TimeoutExpired:
+                timed_out = True
+                _kill_group(proc)
+                out, err = proc.communicate()
+        finally:
+            with self._lock:
+                self._active.discard(proc)
+        return CommandResult(proc.returncode, out.decode("utf-8", "replace"),
+                             err.decode("utf-8", "replace"), time.perf_counter() - t0,
+                             timed_out=timed_out, killed=self.stopping.is_set())
+
+    def stop(self) -> None:
+        """Refuse new processes and kill the running ones."""
+        with self._lock:
+            self.stopping.set()
+            procs = list(self._active)
+        for p in procs:
+            _kill_group(p)
+
+
+def _kill_group(proc: subprocess.Popen) -> None:
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def _tail(text: str, n: int = 300) -> str:
+    text = " ".join(text.strip().split())
+    return text if len(text) <= n else "..." + text[-n:]
+
+
+@dataclass
+class Failure:
+    """A batch that was refused on every attempt (nothing of it recorded)."""
+
+    query_id: str
+    batch: int
+    sample: int
+    error: str
+
+
+@dataclass
+class RunSummary:
+    """What a run did.
+
+    Attributes
+    ----------
+    total_pairs : int
+        Pairs the packets hold.
+    already : int
+        Pairs recorded before the run started.
+    graded : int
+        Pairs recorded by this run.
+    batches : int
+        Batches recorded by this run.
+    commands : int
+        Grader processes started.
+    retried : int
+        Attempts beyond the first.
+    command_seconds : float
+        Time spent inside grader processes, start to exit, summed over all of them.
+    failures : list of Failure
+    seconds : float
+    interrupted : bool
+    """
+
+    total_pairs: int = 0
+    already: int = 0
+    graded: int = 0
+    batches: int = 0
+    commands: int = 0
+    retried: int = 0
+    command_seconds: float = 0.0
+    failures: list = field(default_factory=list)
+    seconds: float = 0.0
+    interrupted: bool = False
+
+    @property
+    def remaining(self) -> int:
+        return self.total_pairs - self.already - self.graded
+
+
+class _Run:
+    """The state one :func:`run_grader` call shares between its worker threads."""
+
+    def __init__(self, setup, *, store, sample_store, writer, rubric, scale, max_reason_words,
+                 template, runner, progress, summary, sampled_rows):
+        self.setup = setup
+        self.store = store
+        self.sample_store = sample_store
+        self.writer = writer
+        self.rubric = rubric
+        self.scale = list(scale)
+        self.max_reason_words = max_reason_words
+        self.template = template
+        self.runner = runner
+        self.progress = progress
+        self.summary = summary
+        self.sampled_rows = sampled_rows  # (q, c) -> {sample: (reason, grade)}
+        self.lock = threading.Lock()
+
+    def count(self, **inc) -> None:
+        with self.lock:
+            for k, v in inc.items():
+                setattr(self.summary, k, getattr(self.summary, k) + v)
+
+    def attempt_batch(self, task: QueryTask, bt: BatchTask, sample: int, chunks) -> list | None:
+        """Grade ``chunks`` once (with retries): the validated rows in the chunks' order, or
+        None (refused on every attempt, or stopped)."""
+        s = self.setup
+        source = f"{s.name} command, {task.query_id} batch {bt.batch}"
+        if s.samples > 1:
+            source += f" sample {sample}"
+        error = None
+        for attempt in range(1, s.retries + 2):
+            if self.runner.stopping.is_set():
+                return None
+            if attempt > 1:
+                self.count(retried=1)
+            req = batch_request(task.packet, bt.batch, chunks, grader=s.name, rubric=self.rubric,
+                                scale=self.scale, max_reason_words=self.max_reason_words,
+                                reason_is_required=reason_required(s.kind, s.role, 0),
+                                sample=sample, attempt=attempt, previous_error=error)
+            if self.template is not None:
+                req["prompt"] = render_prompt(self.template, req)
+            self.count(commands=1)
+            res = self.runner.run(s.argv, encode_request(req, mode=s.input), timeout=s.timeout)
+            self.count(command_seconds=res.seconds)
+            if res.killed:
+                return None
+            try:
+                if res.timed_out:
+                    raise InputError(f"grader command timed out after {s.timeout:g} s",
+                                     path=source, found=_tail(res.stderr) or None)
+                if res.returncode != 0:
+                    raise InputError(f"grader command exited with status {res.returncode}",
+                                     path=source, found=_tail(res.stderr) or None)
+                df = parse_response(res.stdout, query_id=task.query_id, chunks=chunks,
+                                    scale=self.scale, max_reason_words=self.max_reason_words,
+                                    kind=s.kind, role=s.role, source=source, grader=s.name)
+            except InputError as e:
+                error = str(e)
+                continue
+            by_chunk = {c: (q, c, r, int(g)) for q, c, r, g in zip(
+                df["query_id"].tolist(), df["chunk_id"].tolist(), df["reason"].tolist(),
+                df["grade"].tolist())}
+            return [dict(zip(("query_id", "chunk_id", "reason", "grade"),
+                             by_chunk[str(c["chunk_id"])])) for c in chunks]
+        with self.lock:
+            self.summary.failures.append(Failure(task.query_id, bt.batch, sample, error))
+        return None
+
+    def grade_query(self, task: QueryTask) -> None:
+        s = self.setup
+        for bt in task.batches:
+            if self.runner.stopping.is_set():
+                return
+            if s.samples == 1:
+                rows = self.attempt_batch(task, bt, 0, bt.chunks)
+                if rows is None:
+                    continue
+            else:
+                ok = True
+                for sample, chunks in bt.todo:
+                    got = self.attempt_batch(task, bt, sample, chunks)
+                    if got is None:
+                        ok = False
+                        break
+                    srows = [{"query_id": r["query_id"], "chunk_id": r["chunk_id"],
+                              "sample": sample, "reason": r["reason"], "grade": r["grade"]}
+                             for r in got]
+                    self.writer.submit(self.sample_store, srows).result()
+                    with self.lock:
+                        for r in srows:
+                            self.sampled_rows.setdefault((r["query_id"], r["chunk_id"]), {})[
+                                sample] = (r["reason"], r["grade"])
+                if not ok:
+                    continue
+                table = []
+                with self.lock:
+                    for c in bt.chunks:
+                        key = (task.query_id, str(c["chunk_id"]))
+                        for sample, (reason, grade) in sorted(self.sampled_rows[key].items()):
+                            if sample < s.samples:
+                                table.append((key[0], key[1], sample, reason, grade))
+                agg = aggregate_samples(pd.DataFrame(table, columns=["query_id", "chunk_id",
+                                                                     "sample", "reason", "grade"]),
+                                        scale=self.scale)
+                rows = agg.to_dict("records")
+            rows = [{"query_id": str(r["query_id"]), "chunk_id": str(r["chunk_id"]),
+                     "reason": str(r["reason"]), "grade": int(r["grade"])} for r in rows]
+            self.writer.submit(self.store, rows).result()
+            self.count(graded=len(rows), batches=1)
+            if self.progress is not None:
+                self.progress(len(rows))
+
+
+def run_grader(
+    packets: Mapping[str, Mapping],
+    *,
+    setup: GraderSetup,
+    store: GradeStore,
+    rubric: str,
+    scale: Sequence[int],
+    max_reason_words: int,
+    template=None,
+    sample_store: GradeStore | None = None,
+    progress: Callable[[int], None] | None = None,
+    on_plan: Callable[[RunSummary], None] | None = None,
+) -> RunSummary:
+    """Grade every pair of ``packets`` that ``store`` does not hold yet.
+
+    Parameters
+    ----------
+    packets : dict
+        query id → packet (see docs/formats.md), in the order to grade; checked with
+        :func:`check_packets` by the caller.
+    setup : GraderSetup
+        The grader's command settings.
+    store : GradeStore
+        The grader's open grade file for this round.
+    rubric : str
+        The rubric text given to the command.
+    scale : sequence of int
+        Allowed grades.
+    max_reason_words : int
+        Longest reason allowed.
+    template : jinja2.Template, optional
+        The prompt template; required for ``input: prompt``, and when given the ``prompt``
+        field is filled in JSON requests too.
+    sample_store : GradeStore, optional
+        Where samples are recorded; required when ``setup.samples > 1`` (keyed by
+        ``query_id, chunk_id, sample``).
+    progress : callable, optional
+        Called with the number of pairs each time a batch is recorded.
+    on_plan : callable, optional
+        Called once with the summary (``total_pairs`` and ``already`` set) before grading.
+
+    Returns
+    -------
+    RunSummary
+
+    Raises
+    ------
+    InputError
+        A recorded row is invalid, or the command cannot be found.
+    ProtocolError
+        ``samples > 1`` without a sample store, or ``input: prompt`` without a template.
+
+    Notes
+    -----
+    A batch is recorded only when every chunk it asked for has exactly one valid row; the
+    rows are written in the batch's display order. When the run is interrupted
+    (``KeyboardInterrupt`` in the calling thread), running commands are killed, batches
+    already accepted are written, and ``interrupted`` is set in the returned summary.
+    """
+    s = setup
+    if s.samples > 1 and sample_store is None:
+        raise ProtocolError("samples > 1 needs a sample store")
+    if s.input == "prompt" and template is None:
+        raise ProtocolError("input: prompt needs the prompt template")
+    exe = s.argv[0]
+    if shutil.which(exe) is None and not (os.sep in exe and os.access(exe, os.X_OK)):
+        raise InputError("grader command not found or not executable", item=s.name, found=exe,
+                         fix=f"Check graders.{s.name}.command")
+    t0 = time.perf_counter()
+    common = dict(packets=packets, scale=scale, max_reason_words=max_reason_words, kind=s.kind,
+                  role=s.role, grader=s.name)
+    recorded = recorded_pairs(store.rows, source=store.path, **common)
+    sampled_rows: dict = {}
+    if s.samples > 1:
+        sdf = recorded_samples(sample_store.rows, source=sample_store.path, **common)
+        for q, c, smp, r, g in sdf.itertuples(index=False, name=None):
+            sampled_rows.setdefault((q, c), {})[int(smp)] = (r, int(g))
+    sampled = {k: set(v) for k, v in sampled_rows.items()}
+    tasks = plan(packets, recorded=recorded, samples=s.samples, sampled=sampled)
+    summary = RunSummary(total_pairs=len(packet_pairs(packets)), already=len(recorded))
+    if on_plan is not None:
+        on_plan(summary)
+    runner = ProcessRunner()
+    writer = SingleWriter()
+    run = _Run(s, store=store, sample_store=sample_store, writer=writer, rubric=rubric,
+               scale=scale, max_reason_words=max_reason_words, template=template, runner=runner,
+               progress=progress, summary=summary, sampled_rows=sampled_rows)
+    pool = concurrent.futures.ThreadPoolExecutor(max_workers=s.workers,
+                                                 thread_name_prefix="relgrade-grader")
+    futures = [pool.submit(run.grade_query, t) for t in tasks]
+    try:
+        pending = set(futures)
+        while pending:
+            done, pending = concurrent.futures.wait(pending, timeout=0.2)
+            for f in done:
+                f.result()
+    except KeyboardInterrupt:
+        summary.interrupted = True
+        runner.stop()
+        for f in futures:
+            f.cancel()
+    except BaseException:
+        runner.stop()
+        for f in futures:
+            f.cancel()
+        pool.shutdown(wait=True)
+        writer.close()
+        raise
+    pool.shutdown(wait=True)
+    writer.close()
+    summary.seconds = time.perf_counter() - t0
+    return summary
+
+
+def packet_meta(packets: Mapping[str, Mapping], *, source="packets") -> dict:
+    """The ``{"intents_sha256", "rubric_version"}`` every packet shares.
+
+    This is what the grade file's sidecar ``round-N.meta.json`` records, so the grades stage
+    can refuse grades made from packets with other intents or another rubric
+    (:func:`relgrade.protocol.grades.check_meta`).
+
+    Raises
+    ------
+    InputError
+        No packets, or packets that disagree on either value (packets from two builds).
+    """
+    if not packets:
+        raise InputError("no packets to grade", path=source, fix="Run: dvc repro packets")
+    meta = {}
+    for key in ("intents_sha256", "rubric_version"):
+        values = {p.get(key) for p in packets.values()}
+        if len(values) != 1:
+            raise InputError(f"packets disagree on {key}", path=source,
+                             found=", ".join(sorted(map(str, values))),
+                             fix="Rebuild the packets: dvc repro packets")
+        meta[key] = values.pop()
+    return meta

@@ -1,0 +1,450 @@
+"""The grade store: one append-only JSON Lines file per grader and round, one writer.
+
+Grading is slow and expensive (hours of people, thousands of model calls), so a recorded row
+must survive Ctrl-C, ``kill -9`` and a crash, and a rerun must pick up exactly where the last
+run stopped. :class:`GradeStore` owns one file (``paths.grades_in/GRADER/round-N.jsonl``) and
+appends whole batches to it; :class:`SingleWriter` is the one thread that calls
+:meth:`GradeStore.append`, so worker threads, web requests and imports hand their batches to
+it and never write themselves.
+
+Durability, batch by batch
+--------------------------
+Appending a batch is three steps:
+
+1. an *in-flight marker* (``.round-N.jsonl.inflight`` beside the file, a fixed-size record
+   ``offset end``) is overwritten in place and ``fdatasync``-ed;
+2. the batch's rows are appended in one ``write`` and the file is ``fsync``-ed;
+3. the marker is cleared (not synced: a stale marker whose ``end`` equals the file size
+   describes a complete batch).
+
+Batches that wait for the writer while a write is in progress are written together, under
+one marker and one ``fsync`` (a group commit): each batch is still recorded whole or not at
+all, and no submitter hears "saved" before its rows are on disk.
+
+Opening the store recovers from whatever was interrupted:
+
+* a marker whose ``end`` lies beyond the file's size means step 2 was cut short (a process
+  killed mid-``write`` can leave part of a batch, even whole lines of it): the file is
+  truncated back to the marker's ``offset``, so a batch is recorded whole or not at all;
+* a last line without its line end (a torn write with no marker, e.g. a file written by
+  another tool) is truncated away;
+* every other line must be a JSON object, else the store refuses to open, naming the line:
+  it never drops a complete recorded row.
+
+A second process opening the same file while the first holds it gets a
+:class:`~relgrade.errors.ProtocolError` (an exclusive ``flock``), so two ``relgrade grade run``
+for one grader cannot interleave rows.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import fcntl
+import json
+import os
+import queue
+import re
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Iterable, Sequence
+
+from relgrade.errors import InputError, ProtocolError
+from relgrade.io.files import jsonl_bytes
+
+#: Size in bytes of the in-flight marker record.
+_MARKER_SIZE = 64
+_MARKER_RE = re.compile(rb"^relgrade-inflight (\d{20}) (\d{20}) *\n$")
+_IDLE = b"relgrade-idle".ljust(_MARKER_SIZE - 1) + b"\n"
+
+
+def marker_path(path) -> Path:
+    """The in-flight marker of the store file ``path``: ``.NAME.inflight`` beside it."""
+    path = Path(path)
+    return path.with_name(f".{path.name}.inflight")
+
+
+@dataclass
+class Recovery:
+    """What :meth:`GradeStore.open` repaired.
+
+    Attributes
+    ----------
+    truncated_bytes : int
+        Bytes cut from the end of the file (0 when nothing was torn).
+    reason : str
+        ``""``, ``"interrupted batch"`` (marker-guided) or ``"torn last line"``.
+    """
+
+    truncated_bytes: int = 0
+    reason: str = ""
+
+
+@dataclass
+class GradeStore:
+    """An append-only JSON Lines file of rows, opened by one writer at a time.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        The file (created with its folder when missing).
+    key_fields : sequence of str, default ("query_id", "chunk_id")
+        The fields that identify a row; a second row with the same key is refused.
+
+    Attributes
+    ----------
+    rows : list of (int, dict)
+        ``(line_number, row)`` of every recorded row, in file order, key order kept.
+    recovery : Recovery
+        What opening the file repaired.
+
+    Examples
+    --------
+    >>> import tempfile, os
+    >>> d = tempfile.mkdtemp()
+    >>> with GradeStore(os.path.join(d, "round-1.jsonl")).open() as store:
+    ...     n = store.append([{"query_id": "q1", "chunk_id": "c1", "reason": "defines it", "grade": 2}])
+    ...     (n, len(store), ("q1", "c1") in store)
+    (1, 1, True)
+    """
+
+    path: Path
+    key_fields: Sequence[str] = ("query_id", "chunk_id")
+    rows: list = field(default_factory=list, init=False)
+    recovery: Recovery = field(default_factory=Recovery, init=False)
+    _fd: int | None = field(default=None, init=False, repr=False)
+    _marker_fd: int | None = field(default=None, init=False, repr=False)
+    _keys: set = field(default_factory=set, init=False, repr=False)
+    _size: int = field(default=0, init=False, repr=False)
+    _lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
+
+    def __post_init__(self):
+        self.path = Path(self.path)
+        self.key_fields = tuple(self.key_fields)
+
+    # --- opening and recovery ----------------------------------------------------------
+
+    def open(self) -> "GradeStore":
+        """Lock the file, repair an interrupted append, and read the recorded rows.
+
+        Returns
+        -------
+        GradeStore
+            ``self``, usable as a context manager (closing on exit).
+
+        Raises
+        ------
+        ProtocolError
+            Another process (or another open store in this one) holds the file.
+        InputError
+            A complete line of the file is not a JSON object, or two rows share a key.
+        """
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        created = not self.path.exists()
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
+        if created:  # make the new file's name durable too
+            dfd = os.open(self.path.parent, os.O_RDONLY)
+            try:
+                os.fsync(dfd)
+            finally:
+                os.close(dfd)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            raise ProtocolError(
+                f"{self.path}: another relgrade process is writing this grade file; "
+                "wait for it to finish (one writer per grader and round)") from None
+        self._fd = fd
+        try:
+            self._recover()
+            self._read()
+            self._marker_fd = os.open(marker_path(self.path), os.O_RDWR | os.O_CREAT, 0o644)
+        except BaseException:
+            self.close()
+            raise
+        return self
+
+    def _recover(self) -> None:
+        size = os.fstat(self._fd).st_size
+        mpath = marker_path(self.path)
+        target = size
+        reason = ""
+        if mpath.exists():
+            m = _MARKER_RE.match(mpath.read_bytes()[:_MARKER_SIZE])
+            if m:
+                offset, end = int(m.group(1)), int(m.group(2))
+                # end > size: the append was cut short; keep only what came before it.
+                if offset <= size < end:
+                    target, reason = offset, "interrupted batch"
+        if target == size and size > 0:
+            # A last line without its LF is torn, whatever wrote it.
+            with open(self.path, "rb") as f:
+                f.seek(max(0, size - 65536))
+                tail = f.read()
+            if not tail.endswith(b"\n"):
+                cut = tail.rfind(b"\n")
+                if cut >= 0:
+                    target = size - len(tail) + cut + 1
+                elif size <= 65536:
+                    target = 0
+                else:  # one enormous line: scan the whole file for the last LF
+                    data = self.path.read_bytes()
+                    target = data.rfind(b"\n") + 1
+                reason = "torn last line"
+        if target < size:
+            os.ftruncate(self._fd, target)
+            os.fsync(self._fd)
+            self.recovery = Recovery(truncated_bytes=size - target, reason=reason)
+        if mpath.exists():
+            mpath.unlink()
+
+    def _read(self) -> None:
+        data = self.path.read_bytes()
+        self._size = len(data)
+        self.rows = []
+        self._keys = set()
+        for i, raw in enumerate(data.split(b"\n")[:-1] if data else [], start=1):
+            if not raw.strip():
+                continue
+            try:
+                row = json.loads(raw.decode("utf-8"))
+            except (UnicodeDecodeError, json.JSONDecodeError) as e:
+                raise InputError("a recorded grade line is not valid JSON", path=self.path,
+                                 line=i, found=str(e),
+                                 fix="Repair or remove that line by hand; relgrade never "
+                                     "drops a complete recorded line") from None
+            if not isinstance(row, dict):
+                raise InputError("each line must be a JSON object", path=self.path, line=i,
+                                 found=type(row).__name__)
+            key = self._key(row)
+            if key in self._keys:
+                raise InputError("second row for one pair", path=self.path, line=i,
+                                 item=str(key))
+            self._keys.add(key)
+            self.rows.append((i, row))
+
+    # --- state -------------------------------------------------------------------------
+
+    def _key(self, row) -> tuple:
+        return tuple(str(row.get(k)) for k in self.key_fields)
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    def __contains__(self, key) -> bool:
+        return tuple(str(k) for k in key) in self._keys
+
+    @property
+    def keys(self) -> frozenset:
+        """The keys (tuples of ``key_fields`` values, as str) of every recorded row."""
+        with self._lock:
+            return frozenset(self._keys)
+
+    # --- appending ---------------------------------------------------------------------
+
+    def append(self, rows: Iterable[dict]) -> int:
+        """Append one batch of rows durably, all or nothing.
+
+        Parameters
+        ----------
+        rows : iterable of dict
+            The batch, already validated by the caller; written as canonical JSON lines in
+            the given key order.
+
+        Returns
+        -------
+        int
+            The number of rows appended.
+
+        Raises
+        ------
+        ProtocolError
+            The store is not open.
+        InputError
+            A row's key is already recorded, or appears twice in the batch (nothing is
+            written).
+        """
+        result = self.append_many([rows])[0]
+        if isinstance(result, Exception):
+            raise result
+        return result
+
+    def append_many(self, batches: Sequence[Iterable[dict]]) -> list:
+        """Append several batches with one marker and one ``fsync`` (a group commit).
+
+        Each batch is checked on its own: a batch with a key already recorded (or recorded
+        by an earlier batch of the group, or repeated within itself) is left out and gets an
+        :class:`~relgrade.errors.InputError`; the others are written together. A crash
+        during the write loses the whole group and nothing before it.
+
+        Parameters
+        ----------
+        batches : sequence of iterable of dict
+            The batches, in the order to write them.
+
+        Returns
+        -------
+        list
+            Per batch, the number of rows written or the ``InputError`` that refused it.
+
+        Raises
+        ------
+        ProtocolError
+            The store is not open.
+        """
+        batches = [[dict(r) for r in rows] for rows in batches]
+        results: list = []
+        accepted = []
+        with self._lock:
+            if self._fd is None:
+                raise ProtocolError(f"{self.path}: the grade store is not open")
+            taken: set = set()
+            for rows in batches:
+                keys = [self._key(r) for r in rows]
+                seen: set = set()
+                bad = None
+                for k in keys:
+                    if k in self._keys or k in taken or k in seen:
+                        bad = k
+                        break
+                    seen.add(k)
+                if bad is not None:
+                    results.append(InputError(
+                        "pair already recorded for this grader", path=self.path,
+                        item=", ".join(bad), fix="A saved grade is final; nothing was written"))
+                    continue
+                taken |= seen
+                accepted.append((rows, keys))
+                results.append(len(rows))
+            if not taken:
+                return results
+            data = b"".join(jsonl_bytes(rows) for rows, _ in accepted)
+            offset, end = self._size, self._size + len(data)
+            record = (b"relgrade-inflight %020d %020d" % (offset, end))
+            os.pwrite(self._marker_fd, record.ljust(_MARKER_SIZE - 1) + b"\n", 0)
+            os.fdatasync(self._marker_fd)
+            view = memoryview(data)
+            while view:
+                n = os.write(self._fd, view)
+                view = view[n:]
+            os.fsync(self._fd)
+            os.pwrite(self._marker_fd, _IDLE, 0)
+            line = (self.rows[-1][0] + 1) if self.rows else 1
+            for rows, keys in accepted:
+                for k, r in zip(keys, rows):
+                    self._keys.add(k)
+                    self.rows.append((line, r))
+                    line += 1
+            self._size = end
+        return results
+
+    def close(self) -> None:
+        """Release the lock and remove the (idle) marker; safe to call twice."""
+        with self._lock:
+            if self._marker_fd is not None:
+                os.close(self._marker_fd)
+                self._marker_fd = None
+                mpath = marker_path(self.path)
+                if mpath.exists():
+                    mpath.unlink()
+            if self._fd is not None:
+                try:
+                    fcntl.flock(self._fd, fcntl.LOCK_UN)
+                finally:
+                    os.close(self._fd)
+                    self._fd = None
+
+    def __enter__(self) -> "GradeStore":
+        return self if self._fd is not None else self.open()
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+class SingleWriter:
+    """The one thread that appends batches to grade stores.
+
+    Workers (grading threads, web requests, an import) call :meth:`submit` and may wait on
+    the returned future, which resolves once the batch is on disk (after its ``fsync``).
+    Batches are written in submission order, each as one contiguous block, so rows of two
+    batches never interleave, whichever stores they go to. Batches that queue up while a
+    write is in progress are written together with one ``fsync`` (a group commit, see
+    :meth:`GradeStore.append_many`).
+
+    Examples
+    --------
+    >>> import tempfile, os
+    >>> store = GradeStore(os.path.join(tempfile.mkdtemp(), "r.jsonl")).open()
+    >>> with SingleWriter() as writer:
+    ...     writer.submit(store, [{"query_id": "q", "chunk_id": "c", "reason": "", "grade": 0}]).result()
+    1
+    >>> store.close()
+    """
+
+    _STOP = object()
+
+    #: The most batches written with one ``fsync``.
+    max_group = 64
+
+    def __init__(self):
+        self._queue: queue.Queue = queue.Queue()
+        self._gate = threading.Lock()
+        self._thread = threading.Thread(target=self._loop, name="relgrade-writer", daemon=True)
+        self._closed = False
+        self._thread.start()
+
+    def _loop(self) -> None:
+        while True:
+            items = [self._queue.get()]
+            # Group commit: take whatever else is already waiting, up to a bound.
+            while len(items) < self.max_group:
+                try:
+                    items.append(self._queue.get_nowait())
+                except queue.Empty:
+                    break
+            stop = any(it is self._STOP for it in items)
+            work = [it for it in items if it is not self._STOP]
+            by_store: dict[int, list] = {}
+            for store, rows, future in work:
+                if future.set_running_or_notify_cancel():
+                    by_store.setdefault(id(store), []).append((store, rows, future))
+            for group in by_store.values():
+                store = group[0][0]
+                try:
+                    results = store.append_many([rows for _, rows, _ in group])
+                except BaseException as e:  # handed back to every submitter
+                    for _, _, future in group:
+                        future.set_exception(e)
+                    continue
+                for (_, _, future), result in zip(group, results):
+                    if isinstance(result, BaseException):
+                        future.set_exception(result)
+                    else:
+                        future.set_result(result)
+            if stop:
+                return
+
+    def submit(self, store: GradeStore, rows: Sequence[dict]) -> concurrent.futures.Future:
+        """Queue one batch for ``store``; the future gives the row count or the error."""
+        future: concurrent.futures.Future = concurrent.futures.Future()
+        with self._gate:
+            if self._closed:
+                raise ProtocolError("the grade writer is closed")
+            self._queue.put((store, list(rows), future))
+        return future
+
+    def close(self) -> None:
+        """Write every batch already queued, then stop the thread."""
+        with self._gate:
+            if self._closed:
+                return
+            self._closed = True
+            self._queue.put(self._STOP)
+        self._thread.join()
+
+    def __enter__(self) -> "SingleWriter":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()

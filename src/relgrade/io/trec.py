@@ -1,0 +1,379 @@
+"""TREC run and qrels files: reading and writing.
+
+A TREC run has one line per retrieved chunk, ``qid Q0 docid rank score tag``; TREC qrels one
+line per judged pair, ``qid iter docid rel``. Fields are separated by whitespace. relgrade
+reads both into its long tables (see ``docs/formats.md``): ids become strings, ``rank`` and
+``grade`` int64, ``score`` float64.
+
+Files whose fields are separated by single spaces or by tabs are parsed by Arrow's CSV reader
+(multi-threaded C++). Anything else (runs of several spaces, mixed separators, blank lines) and
+any file the fast reader rejects is read again line by line, which accepts every whitespace
+layout and, when the file is bad, names the line and the rule it breaks. A UTF-8 byte-order
+mark and CRLF line ends are accepted; invalid UTF-8 is rejected with its line number.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.csv as pacsv
+
+from relgrade.errors import InputError
+from relgrade.io.files import BOM, atomic_path, read_lines
+
+RUN_COLUMNS = ["query_id", "chunk_id", "rank", "score"]
+QRELS_COLUMNS = ["query_id", "chunk_id", "grade"]
+
+_INT = re.compile(r"[+-]?[0-9]+\Z")
+_ASCII_SPACE = " \t\r\x0b\x0c"  # C's isspace(), as trec_eval splits its lines
+_WHITESPACE = re.compile(r"[ \t\r\x0b\x0c]+")
+
+# name, Arrow type (None: read and dropped) for each field of a line
+# (ids are read as large_string, the type pandas keeps them in: no conversion afterwards)
+_RUN_FIELDS = [("query_id", pa.large_string()), ("q0", None), ("chunk_id", pa.large_string()),
+               ("rank", pa.int64()), ("score", pa.float64()), ("tag", None)]
+_QRELS_FIELDS = [("query_id", pa.large_string()), ("iter", None),
+                 ("chunk_id", pa.large_string()), ("grade", pa.int64())]
+
+
+# --- reading -------------------------------------------------------------------------
+
+def _head(path: Path, size: int = 1 << 16) -> bytes:
+    """The first ``size`` bytes of the file."""
+    try:
+        with open(path, "rb") as f:
+            return f.read(size)
+    except FileNotFoundError:
+        raise InputError("file not found", path=path) from None
+    except IsADirectoryError:
+        raise InputError("is a folder, not a file", path=path) from None
+
+
+def _holds(col: pa.ChunkedArray, needles: tuple[bytes, ...]) -> bool:
+    """True when a value of a string column is empty or holds one of ``needles``."""
+    width = np.int64 if pa.types.is_large_string(col.type) else np.int32
+    for chunk in col.chunks:
+        if len(chunk) == 0:
+            continue
+        offsets = np.frombuffer(chunk.buffers()[1], dtype=width)[
+            chunk.offset: chunk.offset + len(chunk) + 1]
+        if np.any(offsets[1:] == offsets[:-1]):
+            return True
+        text = memoryview(chunk.buffers()[2])[offsets[0]: offsets[-1]].tobytes()
+        if any(n in text for n in needles):
+            return True
+    return False
+
+
+def _fast_table(path: Path, fields) -> pa.Table | None:
+    """Arrow's CSV reader over single-tab or single-space separated lines; None if it fails.
+
+    Arrow streams the file in blocks; anything the exact reader would split differently
+    (an empty field from a doubled or leading separator, the other separator, a vertical
+    tab or form feed inside a field) makes this return None.
+    """
+    head = _head(path)
+    start = len(BOM) if head.startswith(BOM) else 0
+    if len(head) <= start:
+        return None
+    newline = head.find(b"\n", start)
+    first = head[start: newline if newline >= 0 else len(head)]
+    delim = b"\t" if b"\t" in first else b" "
+    needles = (b" " if delim == b"\t" else b"\t", b"\x0b", b"\x0c")
+    names = [name for name, _ in fields]
+    # fields relgrade drops are still read, dictionary-encoded (a few bytes a row), so that
+    # an empty or odd one can be seen
+    dropped = pa.dictionary(pa.int32(), pa.string())
+    types = {name: (typ if typ is not None else dropped) for name, typ in fields}
+    kept = [name for name, typ in fields if typ is not None]
+    batches = []
+    try:
+        # block by block: each block's dropped fields are checked and freed as it is read,
+        # so the whole file's parse is never held at once
+        reader = pacsv.open_csv(
+            str(path),
+            read_options=pacsv.ReadOptions(column_names=names, block_size=1 << 22),
+            parse_options=pacsv.ParseOptions(delimiter=delim.decode(), quote_char=False,
+                                             double_quote=False, escape_char=False,
+                                             ignore_empty_lines=False),
+            convert_options=pacsv.ConvertOptions(column_types=types, null_values=[],
+                                                 true_values=[], false_values=[],
+                                                 strings_can_be_null=False),
+        )
+        schema = pa.schema([reader.schema.field(name) for name in kept])
+        for batch in reader:
+            for name, typ in fields:
+                col = batch.column(name)
+                if typ is None:
+                    col = col.dictionary
+                if (typ is None or pa.types.is_large_string(typ)) and _holds(
+                        pa.chunked_array([col], type=col.type), needles):
+                    return None
+            batches.append(batch.select(kept))
+    except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError):
+        return None
+    return pa.Table.from_batches(batches, schema=schema)
+
+def _exact_rows(path: Path, n_fields: int, layout: str):
+    """Split every non-blank line on whitespace; yield (line number, fields)."""
+    for i, line in enumerate(read_lines(path), start=1):
+        fields = _WHITESPACE.split(line.strip(_ASCII_SPACE))
+        if fields == [""]:
+            continue
+        if len(fields) != n_fields:
+            raise InputError(f"expected {n_fields} whitespace-separated fields ({layout})",
+                             path=path, line=i, found=f"{len(fields)} fields")
+        yield i, fields
+
+
+def _parse_int(text: str, what: str, path: Path, line: int) -> int:
+    if not _INT.match(text):
+        raise InputError(f"{what} must be an integer", path=path, line=line, found=repr(text))
+    return int(text)
+
+
+def _parse_score(text: str, path: Path, line: int) -> float:
+    try:
+        if "_" in text:  # Python's float() accepts digit separators; TREC tools do not
+            raise ValueError(text)
+        value = float(text)
+    except ValueError:
+        raise InputError("score must be a number", path=path, line=line,
+                         found=repr(text)) from None
+    if not math.isfinite(value):
+        raise InputError("score must be a finite number", path=path, line=line,
+                         found=repr(text))
+    return value
+
+
+def _ids_frame(columns: dict) -> pd.DataFrame:
+    df = pd.DataFrame(columns)
+    for name in ("query_id", "chunk_id"):
+        df[name] = df[name].astype("str")
+    return df
+
+
+def _read_run_table(path: Path) -> tuple[pd.DataFrame, np.ndarray | None]:
+    """The run and, when some lines were skipped, the line number of each row."""
+    # Arrow buffers freed since the last call (a previous run dropped by the caller) go back
+    # to the system before the parser allocates, so they do not add to its peak
+    pa.default_memory_pool().release_unused()
+    table = _fast_table(path, _RUN_FIELDS)
+    if table is not None:
+        # chunk by chunk, zero-copy
+        if all(np.isfinite(c.to_numpy()).all() for c in table["score"].chunks):
+            table = table.select(RUN_COLUMNS)
+            # each column's Arrow buffers are let go as soon as pandas has it
+            df = table.to_pandas(split_blocks=True, self_destruct=True)
+            del table
+            # the parser's block buffers are garbage now: hand them back to the system
+            # rather than let them sit beside the arrays that scoring allocates next
+            pa.default_memory_pool().release_unused()
+            return df, None
+    del table
+    qids, dids, ranks, scores, lines = [], [], [], [], []
+    layout = "qid Q0 docid rank score tag"
+    for i, f in _exact_rows(path, 6, layout):
+        qids.append(f[0])
+        dids.append(f[2])
+        ranks.append(_parse_int(f[3], "rank", path, i))
+        scores.append(_parse_score(f[4], path, i))
+        lines.append(i)
+    df = _ids_frame({"query_id": pd.Series(qids, dtype="str"),
+                     "chunk_id": pd.Series(dids, dtype="str"),
+                     "rank": np.asarray(ranks, dtype=np.int64),
+                     "score": np.asarray(scores, dtype=np.float64)})
+    return df, np.asarray(lines, dtype=np.int64)
+
+
+def read_trec_run(path) -> pd.DataFrame:
+    """Read a TREC run file.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        A text file with one line per retrieved chunk: ``qid Q0 docid rank score tag``,
+        fields separated by whitespace. The ``Q0`` and ``tag`` fields are read and dropped.
+
+    Returns
+    -------
+    pandas.DataFrame
+        Columns ``query_id`` (str), ``chunk_id`` (str), ``rank`` (int64), ``score``
+        (float64), one row per line, in file order. Nothing is sorted or checked for
+        duplicates here: see :func:`relgrade.ranking.validate_run` and
+        :func:`relgrade.ranking.canonical_ranking`.
+
+    Raises
+    ------
+    InputError
+        Naming the file and line: the file is missing, a line is not valid UTF-8, a line does
+        not have exactly six fields, a rank is not an integer, a score is not a number or is
+        not finite (NaN, inf).
+
+    Notes
+    -----
+    The layout is trec_eval's results format. Blank lines are skipped. Ids keep their exact
+    text: ``007`` stays ``"007"``.
+    """
+    return _read_run_table(Path(path))[0]
+
+
+def read_trec_qrels(path) -> pd.DataFrame:
+    """Read TREC qrels.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        A text file with one line per judged pair, ``qid iter docid rel``; the ``iter`` field
+        is read and dropped, ``rel`` is an integer grade.
+
+    Returns
+    -------
+    pandas.DataFrame
+        Columns ``query_id`` (str), ``chunk_id`` (str), ``grade`` (int64), in file order.
+
+    Raises
+    ------
+    InputError
+        Naming the file and line: the file is missing, a line is not valid UTF-8, a line does
+        not have four fields, a grade is not an integer; or naming the query, the chunk and
+        both lines when one (query, chunk) pair is graded twice.
+    """
+    path = Path(path)
+    table = _fast_table(path, _QRELS_FIELDS)
+    if table is not None:
+        df = table.select(QRELS_COLUMNS).to_pandas()
+        lines = None
+    else:
+        qids, dids, grades, line_list = [], [], [], []
+        for i, f in _exact_rows(path, 4, "qid iter docid rel"):
+            qids.append(f[0])
+            dids.append(f[2])
+            grades.append(_parse_int(f[3], "grade", path, i))
+            line_list.append(i)
+        df = _ids_frame({"query_id": pd.Series(qids, dtype="str"),
+                         "chunk_id": pd.Series(dids, dtype="str"),
+                         "grade": np.asarray(grades, dtype=np.int64)})
+        lines = np.asarray(line_list, dtype=np.int64)
+    pairs = pc.binary_join_element_wise(
+        pa.array(df["query_id"]).cast(pa.large_string()),
+        pa.array(df["chunk_id"]).cast(pa.large_string()), pa.scalar("\x1f", pa.large_string()))
+    counts = pc.value_counts(pairs)
+    repeated = pc.filter(counts.field("values"), pc.greater(counts.field("counts"), 1))
+    if len(repeated):
+        same = np.flatnonzero(pc.equal(pairs, repeated[0]).to_numpy(zero_copy_only=False))
+        q, c = repeated[0].as_py().split("\x1f", 1)
+        line_no = lines[same] if lines is not None else same + 1
+        raise InputError("one (query, chunk) pair is graded twice", path=path,
+                         line=int(line_no[1]), item=f"query {q}, chunk {c}",
+                         found=f"lines {int(line_no[0])} and {int(line_no[1])}",
+                         fix="Keep one grade per pair")
+    del pairs, counts, repeated
+    pa.default_memory_pool().release_unused()  # the check's hash tables are garbage now
+    return df
+
+
+# --- writing -------------------------------------------------------------------------
+
+def _check_ids(col: pa.ChunkedArray, what: str, path) -> None:
+    bad = pc.match_substring_regex(col, r"(^$)|\s")
+    if pc.any(bad).as_py():
+        idx = pc.index(bad, True).as_py()
+        raise InputError(f"a {what} cannot be written to a TREC file: it is empty or holds "
+                         "whitespace", path=path, found=repr(col[idx].as_py()))
+
+
+def _join_lines(parts: list, path) -> None:
+    """Write the space-joined fields of each row as one LF-terminated line."""
+    parts = [p.cast(pa.large_string()) for p in parts]
+    line = pc.binary_join_element_wise(*parts, pa.scalar(" ", pa.large_string()))
+    # each line ends in LF
+    line = pc.binary_join_element_wise(line, pa.scalar("", pa.large_string()),
+                                       pa.scalar("\n", pa.large_string()))
+    chunks = line.chunks if isinstance(line, pa.ChunkedArray) else [line]
+    with atomic_path(path) as tmp, open(tmp, "wb") as f:
+        for chunk in chunks:
+            if len(chunk) == 0:
+                continue
+            offsets = np.frombuffer(chunk.buffers()[1], dtype=np.int64)[
+                chunk.offset: chunk.offset + len(chunk) + 1]
+            f.write(memoryview(chunk.buffers()[2])[offsets[0]: offsets[-1]])
+
+
+def write_trec_run(path, run: pd.DataFrame, tag: str) -> None:
+    """Write a run as a TREC run file, atomically, rows in the order given.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        Where to write.
+    run : pandas.DataFrame
+        Columns ``query_id``, ``chunk_id``, ``rank`` (int), ``score`` (float). Pass
+        ``relgrade.ranking.canonical_ranking(run)`` to write the canonical ranking.
+    tag : str
+        The run tag written in the last field (usually the arm's name).
+
+    Raises
+    ------
+    InputError
+        An id or the tag is empty or holds whitespace, or a score is not finite.
+
+    Notes
+    -----
+    Scores are written in the shortest form that reads back to the same float64, so
+    ``read_trec_run(write_trec_run(run))`` returns ``run`` exactly.
+    """
+    if not tag or re.search(r"\s", tag):
+        raise InputError("a run tag cannot be empty or hold whitespace", path=path,
+                         found=repr(tag))
+    table = pa.Table.from_pandas(run[RUN_COLUMNS].astype({"query_id": "str", "chunk_id": "str"}),
+                                 preserve_index=False)
+    _check_ids(table["query_id"], "query id", path)
+    _check_ids(table["chunk_id"], "chunk id", path)
+    score = table["score"].cast(pa.float64())
+    if not np.isfinite(score.to_numpy()).all():
+        raise InputError("a score is not a finite number", path=path)
+    if table.num_rows == 0:
+        _write_empty(path)
+        return
+    # Arrow writes the shortest text that reads back to the same float64
+    _join_lines([table["query_id"], pa.scalar("Q0"), table["chunk_id"],
+                 table["rank"].cast(pa.int64()).cast(pa.string()), score.cast(pa.string()),
+                 pa.scalar(tag)], path)
+
+
+def write_trec_qrels(path, qrels: pd.DataFrame) -> None:
+    """Write qrels as TREC qrels (``qid 0 docid grade``), atomically, rows in the order given.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        Where to write.
+    qrels : pandas.DataFrame
+        Columns ``query_id``, ``chunk_id``, ``grade`` (int).
+
+    Raises
+    ------
+    InputError
+        An id is empty or holds whitespace.
+    """
+    table = pa.Table.from_pandas(
+        qrels[QRELS_COLUMNS].astype({"query_id": "str", "chunk_id": "str"}), preserve_index=False)
+    _check_ids(table["query_id"], "query id", path)
+    _check_ids(table["chunk_id"], "chunk id", path)
+    if table.num_rows == 0:
+        _write_empty(path)
+        return
+    _join_lines([table["query_id"], pa.scalar("0"), table["chunk_id"],
+                 table["grade"].cast(pa.int64()).cast(pa.string())], path)
+
+
+def _write_empty(path) -> None:
+    with atomic_path(path) as tmp:
+        tmp.write_bytes(b"")

@@ -1,0 +1,1311 @@
+"""Agreement between graders: the audit that comes before any arm metric.
+
+On the audit sample the key grader and the auditor grade the same pairs blind. This module
+pairs their grades and measures how far they agree, over the full grade scale and over the
+relevant / not-relevant line that recall and MRR read:
+
+* quadratic weighted Cohen's kappa over the full scale (a 0-versus-2 split costs four times
+  a one-step split);
+* binary Cohen's kappa, 0 against ``>= relevant_min``;
+* unweighted Cohen's kappa, raw agreement, the share of pairs that disagree, the share that
+  disagree by two steps or more, and the share of disagreements that fall between two
+  relevant grades (1 versus 2 on the 0-2 scale);
+* with more than two graders per pair, Fleiss' kappa and Krippendorff's alpha.
+
+Missing grades are dropped pairwise and counted, never turned into a category. A kappa whose
+chance agreement is 1 (both raters used one and the same grade for every pair) is undefined:
+it is reported as ``None`` with a note that says why, never as 0 or NaN.
+
+Every statistic is registered in :data:`STATISTICS` together with the properties it is
+expected to have (symmetric in the raters, invariant to row order and to relabelling of the
+ids, bounds); the test-suite checks each declared property and fails on an unclassified
+statistic.
+"""
+
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass
+from types import MappingProxyType
+from typing import Callable, Iterable, Mapping, Sequence
+
+import numpy as np
+import pandas as pd
+
+from relgrade.errors import InputError
+
+PAIR = ["query_id", "chunk_id"]
+
+#: Columns of the table returned by :func:`pair_grades`.
+PAIRED_COLUMNS = ["query_id", "chunk_id", "grade_a", "grade_b", "reason_a", "reason_b"]
+
+#: Columns of the table returned by :func:`disagreements`.
+DISAGREEMENT_COLUMNS = ["query_id", "chunk_id", "step", "grade_a", "grade_b",
+                        "reason_a", "reason_b"]
+
+#: The two-rater measures :func:`agreement` reports, in report order.
+MEASURES = ("weighted_kappa", "binary_kappa", "kappa", "raw_agreement", "disagreement",
+            "two_step_disagreement", "relevant_split_share")
+
+#: The multi-rater measures :func:`multi_rater_agreement` reports.
+MULTI_MEASURES = ("fleiss_kappa", "krippendorff_alpha_nominal", "krippendorff_alpha_ordinal",
+                  "krippendorff_alpha_interval")
+
+KRIPPENDORFF_LEVELS = ("nominal", "ordinal", "interval")
+
+
+# --- checking inputs -------------------------------------------------------------------
+
+def check_scale(scale: Iterable[int], relevant_min: int | None = None) -> list[int]:
+    """The grade scale as a sorted list of distinct ints, checked.
+
+    Parameters
+    ----------
+    scale : iterable of int
+        The grades of the scale (params ``scale.grades``), e.g. ``[0, 1, 2]``.
+    relevant_min : int, optional
+        The lowest grade that counts as relevant (params ``scale.relevant_min``).
+
+    Returns
+    -------
+    list of int
+        The scale, ascending.
+
+    Raises
+    ------
+    InputError
+        The scale has fewer than two grades, a grade that is not an integer or a repeated
+        grade; ``relevant_min`` is not a grade of the scale above its lowest grade.
+    """
+    values = list(scale)
+    for g in values:
+        if isinstance(g, bool) or not isinstance(g, (int, np.integer)):
+            raise InputError("the grade scale lists integers only", item="scale.grades",
+                             found=repr(g))
+    ints = [int(g) for g in values]
+    if len(set(ints)) != len(ints) or len(ints) < 2:
+        raise InputError("the grade scale needs at least two distinct grades",
+                         item="scale.grades", found=str(ints))
+    ints.sort()
+    if relevant_min is not None:
+        if isinstance(relevant_min, bool) or not isinstance(relevant_min, (int, np.integer)) \
+                or int(relevant_min) not in ints or int(relevant_min) == ints[0]:
+            raise InputError("relevant_min must be a grade of the scale above its lowest grade",
+                             item="scale.relevant_min", found=repr(relevant_min),
+                             fix=f"Use one of {', '.join(map(str, ints[1:]))}")
+    return ints
+
+
+def _grade_array(values, scale: list[int], who: str) -> np.ndarray:
+    arr = np.asarray(values)
+    if arr.ndim != 1:
+        raise InputError("grades must be a one-dimensional sequence", item=who,
+                         found=f"shape {arr.shape}")
+    if arr.size == 0:
+        return np.zeros(0, dtype=np.int64)
+    if arr.dtype.kind == "b":
+        raise InputError("grades must be integers", item=who, found="booleans")
+    if arr.dtype.kind == "f":
+        if not np.all(np.isfinite(arr)) or not np.all(arr == np.round(arr)):
+            bad = arr[~(np.isfinite(arr) & (arr == np.round(arr)))][0]
+            raise InputError("grades must be integers", item=who, found=repr(float(bad)))
+        arr = arr.astype(np.int64)
+    elif arr.dtype.kind not in "iu":
+        try:
+            arr = arr.astype(np.int64)
+        except (TypeError, ValueError):
+            raise InputError("grades must be integers", item=who,
+                             found=repr(arr.tolist()[:3])) from None
+    arr = arr.astype(np.int64)
+    outside = ~np.isin(arr, scale)
+    if outside.any():
+        raise InputError(f"grade outside the scale {', '.join(map(str, scale))}", item=who,
+                         found=int(arr[outside][0]))
+    return arr
+
+
+def _require(df: pd.DataFrame, columns: Sequence[str], what: str) -> None:
+    missing = [c for c in columns if c not in df.columns]
+    if missing:
+        raise InputError(f"{what} lacks column(s) {', '.join(missing)}",
+                         found="columns " + ", ".join(map(str, df.columns)))
+
+
+# --- pairing ---------------------------------------------------------------------------
+
+def _normalised(grades: pd.DataFrame) -> pd.DataFrame:
+    _require(grades, ["query_id", "chunk_id", "grader", "grade"], "the grades table")
+    g = grades.copy()
+    for col in ("query_id", "chunk_id", "grader"):
+        g[col] = g[col].astype(str)
+    return g
+
+
+def pair_grades(grades: pd.DataFrame, *, rater_a: str, rater_b: str, round: int | None = None,
+                queries: Iterable[str] | None = None) -> tuple[pd.DataFrame, int]:
+    """Line up two graders' grades pair by pair.
+
+    Parameters
+    ----------
+    grades : pandas.DataFrame of shape (n_rows, >= 4)
+        The long grades table: ``query_id``, ``chunk_id``, ``grader``, ``grade`` and, where
+        used, ``round`` (int) and ``reason`` (str). A row whose grade is null counts as
+        not graded.
+    rater_a, rater_b : str
+        The two graders' names (``grader`` column); ``rater_a`` is the first rater (the key
+        grader in the audit), ``rater_b`` the second (the auditor).
+    round : int, optional
+        Keep only rows of this grading round.
+    queries : iterable of str, optional
+        Keep only these query ids (the audit sample).
+
+    Returns
+    -------
+    paired : pandas.DataFrame of shape (n_pairs, 6)
+        Columns :data:`PAIRED_COLUMNS`: ``query_id``, ``chunk_id`` (str), ``grade_a``,
+        ``grade_b`` (int64), ``reason_a``, ``reason_b`` (str, empty when absent); one row per
+        pair graded by both, sorted by (query_id, chunk_id).
+    missing : int
+        Pairs graded by only one of the two: dropped pairwise and counted, never made into
+        a category of their own.
+
+    Raises
+    ------
+    InputError
+        A column is missing; the two names are the same grader; ``round`` is given but the
+        table has no ``round`` column; one grader has two grades for the same pair (within
+        the selected round); a grade is not a whole number.
+
+    Notes
+    -----
+    Pairing is pairwise deletion: a pair counts only when both graders graded it, so a
+    grade that one side left out can never look like agreement or disagreement.
+    """
+    if str(rater_a) == str(rater_b):
+        raise InputError("agreement needs two different graders", item=str(rater_a))
+    _require(grades, ["query_id", "chunk_id", "grader", "grade"], "the grades table")
+    names = (str(rater_a), str(rater_b))
+    who = grades["grader"].astype(str).to_numpy()
+    keep = np.isin(who, names) & grades["grade"].notna().to_numpy()
+    if round is not None:
+        _require(grades, ["round"], "the grades table")
+        keep &= (pd.to_numeric(grades["round"], errors="coerce") == int(round)).to_numpy()
+    qids = grades["query_id"].astype(str).to_numpy()
+    if queries is not None:
+        keep &= np.isin(qids, [str(q) for q in queries])
+    cids = grades["chunk_id"].astype(str).to_numpy()
+    values = grades["grade"].to_numpy()
+    reasons = (grades["reason"].to_numpy() if "reason" in grades.columns
+               else np.full(len(grades), "", dtype=object))
+    sides: dict[str, dict] = {names[0]: {}, names[1]: {}}
+    for i in np.flatnonzero(keep):
+        side, key = sides[who[i]], (qids[i], cids[i])
+        if key in side:
+            raise InputError("a grader has two grades for one pair",
+                             item=f"{who[i]}: pair ({key[0]}, {key[1]})",
+                             fix="Pass round= to compare one grading round, or keep one grade "
+                                 "per pair and grader")
+        grade = values[i]
+        if isinstance(grade, (bool, np.bool_)) or float(grade) != int(grade):
+            raise InputError("grades must be integers", item=f"{who[i]}: pair ({key[0]}, "
+                             f"{key[1]})", found=str(grade.item() if hasattr(grade, "item") else grade))
+        reason = reasons[i]
+        side[key] = (int(grade), reason if isinstance(reason, str) else "")
+    a, b = sides[names[0]], sides[names[1]]
+    both = sorted(a.keys() & b.keys())
+    missing = len(a) + len(b) - 2 * len(both)
+    paired = pd.DataFrame({
+        "query_id": pd.Series([k[0] for k in both], dtype=str),
+        "chunk_id": pd.Series([k[1] for k in both], dtype=str),
+        "grade_a": pd.Series([a[k][0] for k in both], dtype=np.int64),
+        "grade_b": pd.Series([b[k][0] for k in both], dtype=np.int64),
+        "reason_a": pd.Series([a[k][1] for k in both], dtype=str),
+        "reason_b": pd.Series([b[k][1] for k in both], dtype=str),
+    })
+    return paired[PAIRED_COLUMNS], missing
+
+
+# --- two-rater statistics --------------------------------------------------------------
+
+def confusion_matrix(a, b, *, scale: Iterable[int]) -> np.ndarray:
+    """Counts of (grade of a, grade of b) over the full scale.
+
+    Parameters
+    ----------
+    a, b : array-like of int, shape (n_pairs,)
+        The two raters' grades, aligned pair by pair.
+    scale : iterable of int
+        The grade scale; every grade of it gets a row and a column, used or not.
+
+    Returns
+    -------
+    numpy.ndarray of int64, shape (n_grades, n_grades)
+        Entry ``[i, j]`` counts pairs graded ``scale[i]`` by a and ``scale[j]`` by b.
+
+    Raises
+    ------
+    InputError
+        The arrays differ in length, or hold a grade outside the scale.
+    """
+    labels = check_scale(scale)
+    x, y = _pair_arrays(a, b, labels)
+    index = {g: i for i, g in enumerate(labels)}
+    m = np.zeros((len(labels), len(labels)), dtype=np.int64)
+    np.add.at(m, (np.array([index[v] for v in x.tolist()], dtype=np.int64),
+                  np.array([index[v] for v in y.tolist()], dtype=np.int64)), 1)
+    return m
+
+
+def _pair_arrays(a, b, labels: list[int]) -> tuple[np.ndarray, np.ndarray]:
+    x = _grade_array(a, labels, "first rater")
+    y = _grade_array(b, labels, "second rater")
+    if x.shape != y.shape:
+        raise InputError("the two raters' grades must be aligned pair by pair",
+                         found=f"{x.size} and {y.size} grades")
+    return x, y
+
+
+def _kappa(x: np.ndarray, y: np.ndarray, labels: list[int], weights: str | None,
+           describe: Callable[[int], str]) -> tuple[float | None, str | None]:
+    """Cohen's kappa via scikit-learn, or (None, why) when it is undefined."""
+    from sklearn.metrics import cohen_kappa_score
+
+    if x.size == 0:
+        return None, "no pair has grades from both raters"
+    used_x, used_y = np.unique(x), np.unique(y)
+    if used_x.size == 1 and used_y.size == 1 and used_x[0] == used_y[0]:
+        return None, (f"both raters gave every pair {describe(int(used_x[0]))}, so chance "
+                      "agreement is 1 and kappa is 0/0")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        with np.errstate(all="ignore"):
+            value = float(cohen_kappa_score(x, y, labels=labels, weights=weights))
+    if not np.isfinite(value):  # excluded above; guards against a NaN ever leaking out
+        return None, "chance agreement is 1"
+    return value, None
+
+
+def _describe_grade(g: int) -> str:
+    return f"grade {g}"
+
+
+def _describe_binary(relevant_min: int) -> Callable[[int], str]:
+    def describe(v: int) -> str:
+        return (f"a relevant grade (>= {relevant_min})" if v == 1
+                else f"a grade below {relevant_min} (not relevant)")
+    return describe
+
+
+def weighted_kappa(a, b, *, scale: Iterable[int]) -> float | None:
+    """Quadratic weighted Cohen's kappa over the full grade scale.
+
+    Parameters
+    ----------
+    a, b : array-like of int, shape (n_pairs,)
+        The two raters' grades, aligned pair by pair, each a grade of ``scale``.
+    scale : iterable of int
+        The full grade scale. It is always passed to scikit-learn as ``labels``: without it
+        the weights are built from the grades that happen to occur, and a grade neither
+        rater used would silently shrink the distance between its neighbours.
+
+    Returns
+    -------
+    float in [-1, 1] or None
+        ``None`` when kappa is undefined (no pairs, or both raters used one and the same
+        grade for every pair); see :func:`agreement` for the note that says why.
+
+    Raises
+    ------
+    InputError
+        The arrays differ in length or hold a grade outside the scale.
+
+    Notes
+    -----
+    With ``O`` the observed proportions of (grade of a, grade of b), ``E`` the product of
+    the two raters' marginal proportions and weights ``w_ij = (i - j)**2`` over the scale's
+    positions ``i, j``:
+
+    .. math:: \\kappa_w = 1 - \\frac{\\sum_{ij} w_{ij} O_{ij}}{\\sum_{ij} w_{ij} E_{ij}}
+
+    (Cohen 1968). Computed with ``sklearn.metrics.cohen_kappa_score(a, b, labels=scale,
+    weights="quadratic")``.
+
+    References
+    ----------
+    J. Cohen, "Weighted kappa: nominal scale agreement with provision for scaled
+    disagreement or partial credit", Psychological Bulletin 70(4), 1968.
+
+    Examples
+    --------
+    >>> round(weighted_kappa([0, 1, 2, 2, 1, 0, 2, 1], [0, 1, 1, 1, 1, 0, 1, 0],
+    ...                      scale=[0, 1, 2]), 4)
+    0.5429
+    """
+    labels = check_scale(scale)
+    x, y = _pair_arrays(a, b, labels)
+    return _kappa(x, y, labels, "quadratic", _describe_grade)[0]
+
+
+def cohen_kappa(a, b, *, scale: Iterable[int]) -> float | None:
+    """Unweighted Cohen's kappa over the grade scale.
+
+    Parameters
+    ----------
+    a, b : array-like of int, shape (n_pairs,)
+        The two raters' grades, aligned pair by pair.
+    scale : iterable of int
+        The grade scale (passed to scikit-learn as ``labels``).
+
+    Returns
+    -------
+    float in [-1, 1] or None
+        ``None`` when undefined (no pairs, or chance agreement 1).
+
+    Raises
+    ------
+    InputError
+        The arrays differ in length or hold a grade outside the scale.
+
+    Notes
+    -----
+    :math:`\\kappa = (p_o - p_e) / (1 - p_e)` with :math:`p_o` the share of pairs with
+    equal grades and :math:`p_e = \\sum_k p_{a,k} p_{b,k}` the agreement expected from the
+    marginals (Cohen 1960).
+
+    References
+    ----------
+    J. Cohen, "A coefficient of agreement for nominal scales", Educational and
+    Psychological Measurement 20(1), 1960.
+    """
+    labels = check_scale(scale)
+    x, y = _pair_arrays(a, b, labels)
+    return _kappa(x, y, labels, None, _describe_grade)[0]
+
+
+def binary_kappa(a, b, *, scale: Iterable[int], relevant_min: int) -> float | None:
+    """Cohen's kappa on the relevance line: grade 0 against grade ``>= relevant_min``.
+
+    Parameters
+    ----------
+    a, b : array-like of int, shape (n_pairs,)
+        The two raters' grades, aligned pair by pair.
+    scale : iterable of int
+        The grade scale.
+    relevant_min : int
+        The lowest relevant grade (params ``scale.relevant_min``); this is the line that
+        recall@k and MRR read.
+
+    Returns
+    -------
+    float in [-1, 1] or None
+        ``None`` when undefined (no pairs, or both raters put every pair on the same side).
+
+    Raises
+    ------
+    InputError
+        As :func:`cohen_kappa`, or ``relevant_min`` is not a grade above the lowest.
+
+    Notes
+    -----
+    Unweighted Cohen's kappa (Cohen 1960) of the indicators ``a >= relevant_min`` and
+    ``b >= relevant_min``, with ``labels=[0, 1]``.
+    """
+    labels = check_scale(scale, relevant_min)
+    x, y = _pair_arrays(a, b, labels)
+    return _kappa((x >= relevant_min).astype(np.int64), (y >= relevant_min).astype(np.int64),
+                  [0, 1], None, _describe_binary(int(relevant_min)))[0]
+
+
+def raw_agreement(a, b) -> float | None:
+    """Share of pairs with equal grades, or None without pairs.
+
+    Parameters
+    ----------
+    a, b : array-like of int, shape (n_pairs,)
+        The two raters' grades, aligned pair by pair.
+
+    Returns
+    -------
+    float in [0, 1] or None
+
+    Notes
+    -----
+    :math:`p_o = \\frac{1}{n}\\sum_i [a_i = b_i]`. Pools are mostly zeros, so raw agreement
+    flatters; it is a sanity check beside the kappas, not a gate on its own.
+    """
+    x, y = np.asarray(a), np.asarray(b)
+    if x.shape != y.shape:
+        raise InputError("the two raters' grades must be aligned pair by pair",
+                         found=f"{x.size} and {y.size} grades")
+    return None if x.size == 0 else float(np.mean(x == y))
+
+
+def disagreement(a, b) -> float | None:
+    """Share of pairs whose grades differ (``1 - raw_agreement``), or None without pairs.
+
+    Parameters
+    ----------
+    a, b : array-like of int, shape (n_pairs,)
+
+    Returns
+    -------
+    float in [0, 1] or None
+    """
+    p = raw_agreement(a, b)
+    return None if p is None else float(np.mean(np.asarray(a) != np.asarray(b)))
+
+
+def two_step_disagreement(a, b) -> float | None:
+    """Share of pairs whose grades differ by two steps or more (0 against 2 on 0-2).
+
+    Parameters
+    ----------
+    a, b : array-like of int, shape (n_pairs,)
+
+    Returns
+    -------
+    float in [0, 1] or None
+        ``None`` without pairs.
+
+    Notes
+    -----
+    :math:`\\frac{1}{n}\\sum_i [|a_i - b_i| \\ge 2]`.
+    """
+    if raw_agreement(a, b) is None:
+        return None
+    x, y = np.asarray(a, dtype=np.int64), np.asarray(b, dtype=np.int64)
+    return float(np.mean(np.abs(x - y) >= 2))
+
+
+def relevant_split_share(a, b, *, relevant_min: int) -> float | None:
+    """Share of the disagreeing pairs in which both grades are relevant (1 versus 2).
+
+    Parameters
+    ----------
+    a, b : array-like of int, shape (n_pairs,)
+    relevant_min : int
+        The lowest relevant grade.
+
+    Returns
+    -------
+    float in [0, 1] or None
+        ``None`` when no pair disagrees.
+
+    Notes
+    -----
+    When binary kappa passes and weighted kappa fails mostly on these splits, the protocol
+    tightens the query-form rules and regrades only the chunks graded relevant (a partial
+    regrade, see :mod:`relgrade.protocol.gate`).
+    """
+    x, y = np.asarray(a, dtype=np.int64), np.asarray(b, dtype=np.int64)
+    if x.shape != y.shape:
+        raise InputError("the two raters' grades must be aligned pair by pair",
+                         found=f"{x.size} and {y.size} grades")
+    differ = x != y
+    if not differ.any():
+        return None
+    inside = differ & (x >= relevant_min) & (y >= relevant_min)
+    return float(inside.sum() / differ.sum())
+
+
+def agreement(a, b, *, scale: Iterable[int], relevant_min: int,
+              raters: tuple[str, str] = ("a", "b")) -> dict:
+    """Every two-rater agreement measure, with notes on any that is undefined.
+
+    Parameters
+    ----------
+    a, b : array-like of int, shape (n_pairs,)
+        The two raters' grades, aligned pair by pair (see :func:`pair_grades`).
+    scale : iterable of int
+        The full grade scale, e.g. ``[0, 1, 2]``.
+    relevant_min : int
+        The lowest relevant grade, e.g. ``1``.
+    raters : tuple of (str, str), default ("a", "b")
+        Names of the two raters, used in the notes.
+
+    Returns
+    -------
+    dict
+        ``pairs`` (int); ``weighted_kappa``, ``binary_kappa``, ``kappa`` (float in [-1, 1]
+        or None); ``raw_agreement``, ``disagreement``, ``two_step_disagreement``,
+        ``relevant_split_share`` (float in [0, 1] or None); ``confusion`` (list of lists of
+        int, rows = a's grade, columns = b's grade, over the full scale); ``scale`` (list of
+        int); ``relevant_min`` (int); ``notes`` (list of str, one per undefined or
+        degenerate measure, each starting with the measure's name).
+
+    Raises
+    ------
+    InputError
+        The arrays differ in length, a grade is outside the scale, or the scale or
+        ``relevant_min`` is malformed.
+
+    Notes
+    -----
+    See :func:`weighted_kappa`, :func:`cohen_kappa`, :func:`binary_kappa`. A kappa is
+    undefined exactly when its chance agreement is 1, i.e. both raters used one and the same
+    category for every pair; it is then ``None`` and a note says so. When only one rater
+    used a single category, kappa is defined and equals 0 (observed agreement equals chance
+    agreement); a note points that out too.
+
+    Examples
+    --------
+    >>> out = agreement([1, 1, 1, 1, 1], [1, 1, 1, 1, 1], scale=[0, 1, 2], relevant_min=1)
+    >>> out["weighted_kappa"] is None, out["raw_agreement"]
+    (True, 1.0)
+    """
+    labels = check_scale(scale, relevant_min)
+    x, y = _pair_arrays(a, b, labels)
+    rel = int(relevant_min)
+    notes: list[str] = []
+
+    def kappa_with_note(name, xs, ys, labs, weights, describe):
+        value, why = _kappa(xs, ys, labs, weights, describe)
+        if why is not None:
+            notes.append(f"{name} is undefined: {why}")
+        elif xs.size:
+            for who, mine, other in ((raters[0], xs, ys), (raters[1], ys, xs)):
+                used = np.unique(mine)
+                if used.size == 1 and np.unique(other).size > 1:
+                    notes.append(f"{name} is 0 by construction: {who} gave every pair "
+                                 f"{describe(int(used[0]))}, so observed agreement equals "
+                                 "chance agreement")
+        return value
+
+    wk = kappa_with_note("weighted_kappa", x, y, labels, "quadratic", _describe_grade)
+    xb, yb = (x >= rel).astype(np.int64), (y >= rel).astype(np.int64)
+    bk = kappa_with_note("binary_kappa", xb, yb, [0, 1], None, _describe_binary(rel))
+    k = kappa_with_note("kappa", x, y, labels, None, _describe_grade)
+    if not x.size:
+        notes.append("pairs is 0: no pair has grades from both raters, so every measure is "
+                     "undefined")
+    return {
+        "pairs": int(x.size),
+        "weighted_kappa": wk,
+        "binary_kappa": bk,
+        "kappa": k,
+        "raw_agreement": raw_agreement(x, y),
+        "disagreement": disagreement(x, y),
+        "two_step_disagreement": two_step_disagreement(x, y),
+        "relevant_split_share": relevant_split_share(x, y, relevant_min=rel),
+        "confusion": confusion_matrix(x, y, scale=labels).tolist(),
+        "scale": labels,
+        "relevant_min": rel,
+        "notes": notes,
+    }
+
+
+def group_agreement(paired: pd.DataFrame, groups: pd.DataFrame, *, scale: Iterable[int],
+                    relevant_min: int, raters: tuple[str, str] = ("a", "b")) -> dict:
+    """Agreement per query group, to catch a group where the raters part ways.
+
+    Parameters
+    ----------
+    paired : pandas.DataFrame of shape (n_pairs, 6)
+        As returned by :func:`pair_grades`.
+    groups : pandas.DataFrame of shape (n_queries, >= 2)
+        ``query_id`` and ``group`` of every query the report covers (e.g. the audit
+        queries' rows of the queries table). Every group listed appears in the result, with
+        ``pairs`` 0 when none of its pairs was graded by both.
+    scale : iterable of int
+    relevant_min : int
+    raters : tuple of (str, str)
+
+    Returns
+    -------
+    dict of str to dict
+        group → the output of :func:`agreement` without ``confusion``, ``scale`` and
+        ``relevant_min``, groups in sorted order.
+
+    Raises
+    ------
+    InputError
+        ``groups`` lacks a column or lists one query twice, or a paired query has no group.
+    """
+    _require(groups, ["query_id", "group"], "the query groups table")
+    g = pd.DataFrame({"query_id": groups["query_id"].astype(str),
+                      "group": groups["group"].astype(str)})
+    dup = g["query_id"].duplicated(keep=False)
+    if dup.any():
+        raise InputError("a query is listed twice in the query groups table",
+                         item=str(g.loc[dup, "query_id"].iloc[0]))
+    mapping = dict(zip(g["query_id"], g["group"]))
+    unknown = sorted(set(paired["query_id"].astype(str)) - set(mapping))
+    if unknown:
+        raise InputError("an audited query is not in the queries table", item=unknown[0],
+                         fix="Rebuild the audit sample from the current queries table")
+    of_pair = paired["query_id"].astype(str).map(mapping)
+    out = {}
+    for name in sorted(set(mapping.values())):
+        part = paired[of_pair == name]
+        res = agreement(part["grade_a"].to_numpy(), part["grade_b"].to_numpy(), scale=scale,
+                        relevant_min=relevant_min, raters=raters)
+        for key in ("confusion", "scale", "relevant_min"):
+            res.pop(key)
+        out[name] = res
+    return out
+
+
+def disagreements(paired: pd.DataFrame) -> pd.DataFrame:
+    """Every pair on which the two raters disagree, the widest splits first.
+
+    Parameters
+    ----------
+    paired : pandas.DataFrame of shape (n_pairs, 6)
+        As returned by :func:`pair_grades`.
+
+    Returns
+    -------
+    pandas.DataFrame of shape (n_disagreements, 7)
+        Columns :data:`DISAGREEMENT_COLUMNS`: ``query_id``, ``chunk_id``, ``step``
+        (``|grade_a - grade_b|``, int64), both grades and both reasons; sorted by step
+        descending (two-step splits first), then query_id, chunk_id. Private: reasons quote
+        the corpus.
+    """
+    _require(paired, PAIRED_COLUMNS, "the paired grades table")
+    d = paired[paired["grade_a"] != paired["grade_b"]].copy()
+    d["step"] = (d["grade_a"].astype(np.int64) - d["grade_b"].astype(np.int64)).abs()
+    order = sorted(range(len(d)), key=lambda i: (-int(d["step"].iat[i]), d["query_id"].iat[i],
+                                                  d["chunk_id"].iat[i]))
+    return d.iloc[order].reset_index(drop=True)[DISAGREEMENT_COLUMNS]
+
+
+# --- several raters --------------------------------------------------------------------
+
+def _rater_matrix(grades: pd.DataFrame, scale: list[int], raters: Sequence[str] | None
+                  ) -> pd.DataFrame:
+    """Pairs × raters, each cell a grade or NaN; rows sorted by pair, columns by rater."""
+    g = _normalised(grades)
+    g = g[g["grade"].notna()]
+    if raters is not None:
+        g = g[g["grader"].isin([str(r) for r in raters])]
+    dup = g.duplicated(PAIR + ["grader"], keep=False)
+    if dup.any():
+        first = g[dup].iloc[0]
+        raise InputError("a grader has two grades for one pair",
+                         item=f"{first['grader']}: pair ({first['query_id']}, "
+                              f"{first['chunk_id']})",
+                         fix="Select one grading round first")
+    _grade_array(g["grade"].to_numpy(), scale, "grades table")
+    wide = g.pivot(index=PAIR, columns="grader", values="grade")
+    wide = wide.reindex(sorted(wide.columns, key=str), axis=1)
+    return wide.sort_index().astype(float)
+
+
+def rating_counts(grades: pd.DataFrame, *, scale: Iterable[int],
+                  raters: Sequence[str] | None = None) -> tuple[pd.DataFrame, int]:
+    """Per pair, how many raters gave each grade: the table Fleiss' kappa reads.
+
+    Parameters
+    ----------
+    grades : pandas.DataFrame
+        The long grades table (``query_id``, ``chunk_id``, ``grader``, ``grade``), any
+        number of graders, one grade per pair and grader.
+    scale : iterable of int
+        The grade scale: one column per grade.
+    raters : sequence of str, optional
+        Only these graders (default: every grader in the table).
+
+    Returns
+    -------
+    counts : pandas.DataFrame of shape (n_pairs, n_grades)
+        Indexed by (query_id, chunk_id); only pairs graded by the largest number of raters
+        any pair has (Fleiss' kappa needs the same number of ratings per pair).
+    dropped : int
+        Pairs with fewer ratings, left out and counted.
+
+    Raises
+    ------
+    InputError
+        A column is missing, a grade is off the scale, or a grader grades a pair twice.
+    """
+    labels = check_scale(scale)
+    wide = _rater_matrix(grades, labels, raters)
+    counts = pd.DataFrame({g: (wide == g).sum(axis=1) for g in labels}, index=wide.index)
+    counts = counts.astype(np.int64)
+    n = counts.sum(axis=1)
+    full = n == (n.max() if len(n) else 0)
+    return counts[full], int((~full).sum())
+
+
+def fleiss_kappa(grades: pd.DataFrame, *, scale: Iterable[int],
+                 raters: Sequence[str] | None = None) -> float | None:
+    """Fleiss' kappa over pairs graded by the same number of raters.
+
+    Parameters
+    ----------
+    grades : pandas.DataFrame
+        The long grades table (see :func:`rating_counts`).
+    scale : iterable of int
+        The grade scale.
+    raters : sequence of str, optional
+        Only these graders.
+
+    Returns
+    -------
+    float or None
+        At most 1; ``None`` when undefined: fewer than two ratings per pair, no pair, or
+        every rating in one category (chance agreement 1).
+
+    Raises
+    ------
+    InputError
+        As :func:`rating_counts`.
+
+    Notes
+    -----
+    With ``N`` pairs, ``n`` ratings per pair and ``n_ij`` the raters giving pair ``i``
+    grade ``j``: :math:`P_i = (\\sum_j n_{ij}^2 - n) / (n(n-1))`, :math:`\\bar P` their
+    mean, :math:`p_j = \\sum_i n_{ij} / (Nn)`, :math:`\\bar P_e = \\sum_j p_j^2` and
+    :math:`\\kappa = (\\bar P - \\bar P_e) / (1 - \\bar P_e)` (Fleiss 1971). Computed with
+    ``statsmodels.stats.inter_rater.fleiss_kappa``. Pairs with fewer ratings than the most
+    any pair has are left out (see :func:`rating_counts`).
+
+    References
+    ----------
+    J. L. Fleiss, "Measuring nominal scale agreement among many raters", Psychological
+    Bulletin 76(5), 1971.
+    """
+    return _fleiss(grades, scale=scale, raters=raters)[0]
+
+
+def _fleiss(grades, *, scale, raters) -> tuple[float | None, str | None, int, int]:
+    from statsmodels.stats.inter_rater import fleiss_kappa as sm_fleiss_kappa
+
+    counts, dropped = rating_counts(grades, scale=scale, raters=raters)
+    table = counts.to_numpy(dtype=float)
+    n = int(table.sum(axis=1)[0]) if len(table) else 0
+    if len(table) == 0 or n < 2:
+        return None, "no pair has grades from two or more raters", len(table), dropped
+    p = table.sum(axis=0) / table.sum()
+    if np.isclose(float((p * p).sum()), 1.0):
+        return None, ("every rating is one and the same grade, so chance agreement is 1 and "
+                      "kappa is 0/0"), len(table), dropped
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        with np.errstate(all="ignore"):
+            value = float(sm_fleiss_kappa(table, method="fleiss"))
+    if not np.isfinite(value):
+        return None, "chance agreement is 1", len(table), dropped
+    return value, None, len(table), dropped
+
+
+def krippendorff_alpha(grades: pd.DataFrame, *, scale: Iterable[int], level: str = "ordinal",
+                       raters: Sequence[str] | None = None) -> float | None:
+    """Krippendorff's alpha over any number of raters, missing ratings allowed.
+
+    Parameters
+    ----------
+    grades : pandas.DataFrame
+        The long grades table (``query_id``, ``chunk_id``, ``grader``, ``grade``).
+    scale : iterable of int
+        The grade scale (the value domain).
+    level : {"ordinal", "interval", "nominal"}, default "ordinal"
+        The level of measurement, i.e. the distance between two grades.
+    raters : sequence of str, optional
+        Only these graders.
+
+    Returns
+    -------
+    float or None
+        At most 1; ``None`` when undefined: fewer than two pairable ratings (a pair needs
+        two ratings to count), or every pairable rating the same grade.
+
+    Raises
+    ------
+    InputError
+        Unknown ``level``, or as :func:`rating_counts`.
+
+    Notes
+    -----
+    :math:`\\alpha = 1 - D_o / D_e`, observed over expected disagreement, both computed
+    from the coincidence matrix of pairable values with the level's distance metric
+    (Krippendorff 2011). Computed with the ``krippendorff`` package (Castro), pairs as
+    units and graders as coders, ``value_domain=scale``.
+
+    References
+    ----------
+    K. Krippendorff, "Computing Krippendorff's Alpha-Reliability", Annenberg School for
+    Communication, University of Pennsylvania, 2011.
+    """
+    return _alpha(grades, scale=scale, level=level, raters=raters)[0]
+
+
+def _alpha(grades, *, scale, level, raters) -> tuple[float | None, str | None]:
+    import krippendorff
+
+    if level not in KRIPPENDORFF_LEVELS:
+        raise InputError("unknown level of measurement for Krippendorff's alpha",
+                         found=repr(level), fix=f"Use one of {', '.join(KRIPPENDORFF_LEVELS)}")
+    labels = check_scale(scale)
+    wide = _rater_matrix(grades, labels, raters)
+    data = wide.to_numpy(dtype=float)
+    pairable = data[(~np.isnan(data)).sum(axis=1) >= 2]
+    values = pairable[~np.isnan(pairable)]
+    if values.size < 2:
+        return None, "no pair has grades from two or more raters"
+    if np.unique(values).size == 1:
+        return None, (f"every pairable rating is grade {int(values[0])}, so expected "
+                      "disagreement is 0 and alpha is 0/0")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        with np.errstate(all="ignore"):
+            value = float(krippendorff.alpha(reliability_data=data.T,
+                                             value_domain=np.asarray(labels, dtype=float),
+                                             level_of_measurement=level))
+    if not np.isfinite(value):
+        return None, "expected disagreement is 0"
+    return value, None
+
+
+def multi_rater_agreement(grades: pd.DataFrame, *, scale: Iterable[int],
+                          raters: Sequence[str] | None = None) -> dict:
+    """Fleiss' kappa and Krippendorff's alpha (three levels) for any number of raters.
+
+    Parameters
+    ----------
+    grades : pandas.DataFrame
+        The long grades table, one round, any number of graders per pair.
+    scale : iterable of int
+        The grade scale.
+    raters : sequence of str, optional
+        Only these graders.
+
+    Returns
+    -------
+    dict
+        ``raters`` (int), ``pairs`` (pairs with the full number of ratings, read by Fleiss'
+        kappa), ``dropped`` (pairs left out of Fleiss' kappa), ``fleiss_kappa``,
+        ``krippendorff_alpha_nominal``, ``krippendorff_alpha_ordinal``,
+        ``krippendorff_alpha_interval`` (float or None), ``notes`` (list of str).
+
+    Raises
+    ------
+    InputError
+        As :func:`rating_counts`.
+    """
+    notes: list[str] = []
+    fk, why, pairs, dropped = _fleiss(grades, scale=scale, raters=raters)
+    if why:
+        notes.append(f"fleiss_kappa is undefined: {why}")
+    if dropped:
+        notes.append(f"fleiss_kappa leaves out {dropped} pair(s) with fewer ratings than the "
+                     "others")
+    out = {"raters": int(_rater_matrix(grades, check_scale(scale), raters).shape[1]),
+           "pairs": pairs, "dropped": dropped, "fleiss_kappa": fk}
+    for level in KRIPPENDORFF_LEVELS:
+        value, why = _alpha(grades, scale=scale, level=level, raters=raters)
+        name = f"krippendorff_alpha_{level}"
+        if why:
+            notes.append(f"{name} is undefined: {why}")
+        out[name] = value
+    out["notes"] = notes
+    return out
+
+
+# --- grading diagnostics ---------------------------------------------------------------
+
+def _slope(x: np.ndarray, y: np.ndarray) -> float | None:
+    """Least-squares slope of y on x, or None when x does not vary."""
+    if x.size < 2:
+        return None
+    dx = x - x.mean()
+    var = float((dx * dx).sum())
+    if var == 0.0:
+        return None
+    return float((dx * (y - y.mean())).sum() / var)
+
+
+def position_bias(grades: pd.DataFrame, positions: pd.DataFrame) -> pd.DataFrame:
+    """Mean grade by displayed position, per grader.
+
+    Parameters
+    ----------
+    grades : pandas.DataFrame
+        The long grades table (``query_id``, ``chunk_id``, ``grader``, ``grade``; ``role``
+        and ``round`` are used for the join when ``positions`` has them too).
+    positions : pandas.DataFrame
+        ``query_id``, ``chunk_id``, ``position`` (0-based display order), optionally
+        ``role`` and ``round`` (the orders table: each role sees its own order).
+
+    Returns
+    -------
+    pandas.DataFrame
+        Columns ``grader`` (str), ``position`` (int64), ``grades`` (int64, how many grades
+        were shown there), ``mean_grade`` (float64); sorted by grader, position. Grades
+        without a known position are left out.
+
+    Raises
+    ------
+    InputError
+        A column is missing, or ``positions`` lists one pair twice for the same role and
+        round.
+
+    Notes
+    -----
+    A mean grade that falls (or rises) with the position at which a chunk was shown is the
+    footprint of position bias or fatigue (lost in the middle); the display order is a
+    seeded shuffle, so without bias the expected mean grade is the same at every position.
+    """
+    joined = _with_positions(grades, positions)
+    out = (joined.groupby(["grader", "position"], sort=True)["grade"]
+           .agg(grades="size", mean_grade="mean").reset_index())
+    return out.astype({"grader": str, "position": np.int64, "grades": np.int64,
+                       "mean_grade": np.float64})
+
+
+def _with_positions(grades: pd.DataFrame, positions: pd.DataFrame) -> pd.DataFrame:
+    g = _normalised(grades)
+    g = g[g["grade"].notna()]
+    _require(positions, ["query_id", "chunk_id", "position"], "the position table")
+    p = positions.copy()
+    p["query_id"] = p["query_id"].astype(str)
+    p["chunk_id"] = p["chunk_id"].astype(str)
+    keys = list(PAIR)
+    for col in ("role", "round"):
+        if col in p.columns and col in g.columns:
+            keys.append(col)
+            if col == "round":
+                p[col] = p[col].astype(np.int64)
+                g[col] = g[col].astype(np.int64)
+            else:
+                p[col] = p[col].astype(str)
+                g[col] = g[col].astype(str)
+    p = p[keys + ["position"]]
+    dup = p.duplicated(keys, keep=False)
+    if dup.any():
+        first = p[dup].iloc[0]
+        raise InputError("the position table lists one pair twice",
+                         item=f"pair ({first['query_id']}, {first['chunk_id']})")
+    joined = g.merge(p, on=keys, how="inner")
+    joined["grade"] = joined["grade"].astype(np.int64)
+    joined["position"] = joined["position"].astype(np.int64)
+    return joined
+
+
+def leniency_drift(grades: pd.DataFrame, *, order: str = "sequence", bins: int = 5
+                   ) -> pd.DataFrame:
+    """Mean grade by stretch of a grader's grading sequence, to show drift over time.
+
+    Parameters
+    ----------
+    grades : pandas.DataFrame
+        The long grades table with a column named by ``order`` that numbers each grader's
+        grades in the order they were given.
+    order : str, default "sequence"
+        The column holding the order of grading within a grader.
+    bins : int, default 5
+        How many consecutive, equally long stretches each grader's sequence is cut into.
+
+    Returns
+    -------
+    pandas.DataFrame
+        Columns ``grader`` (str), ``bin`` (int64, 1 = first stretch), ``grades`` (int64),
+        ``mean_grade`` (float64); sorted by grader, bin.
+
+    Raises
+    ------
+    InputError
+        ``order`` is not a column, or ``bins`` is not a positive integer.
+
+    Notes
+    -----
+    Grade ``r`` (0-based rank in the grader's sequence of ``n``) falls in bin
+    ``floor(r * bins / n) + 1``. A mean grade that climbs or sinks across the bins is
+    leniency drift: over a long pool a grader grows generous or harsh.
+    """
+    if not isinstance(bins, (int, np.integer)) or isinstance(bins, bool) or bins < 1:
+        raise InputError("bins must be a positive integer", found=repr(bins))
+    g = _normalised(grades)
+    _require(g, [order], "the grades table")
+    g = g[g["grade"].notna()].copy()
+    g["_rank"] = g.groupby("grader")[order].rank(method="first") - 1
+    n = g.groupby("grader")["grade"].transform("size")
+    g["bin"] = (g["_rank"] * bins // n).astype(np.int64) + 1
+    g["grade"] = g["grade"].astype(np.int64)
+    out = (g.groupby(["grader", "bin"], sort=True)["grade"]
+           .agg(grades="size", mean_grade="mean").reset_index())
+    return out.astype({"grader": str, "bin": np.int64, "grades": np.int64,
+                       "mean_grade": np.float64})
+
+
+def grading_diagnostics(grades: pd.DataFrame, positions: pd.DataFrame | None = None, *,
+                        order: str = "sequence", bins: int = 5) -> dict:
+    """Position bias and leniency drift per grader, as a small JSON-ready dict.
+
+    Parameters
+    ----------
+    grades : pandas.DataFrame
+        The long grades table.
+    positions : pandas.DataFrame, optional
+        The display positions (see :func:`position_bias`); without it position bias is
+        not computed.
+    order : str, default "sequence"
+        The grades table's order-of-grading column (see :func:`leniency_drift`); when it is
+        absent drift is not computed.
+    bins : int, default 5
+        Stretches of the grading sequence for the drift table.
+
+    Returns
+    -------
+    dict
+        grader → ``{"grades": n, "position_slope": float or None, "mean_by_third":
+        {"first": mean, "middle": mean, "last": mean}, "drift_slope": float or None,
+        "mean_by_stretch": {"1": mean, ...}}`` (only the parts whose input is there), plus
+        ``"notes"`` (list of str) saying what could not be computed. The full table by
+        display position is :func:`position_bias`; this summary stays small enough for
+        ``dvc metrics show``.
+
+    Notes
+    -----
+    ``position_slope`` is the least-squares change in grade per display position.
+    ``mean_by_third`` cuts each query's display order (per role and round) into thirds: a
+    chunk at 0-based position ``p`` of ``n`` is in third ``floor(3 p / n)``; a lower mean in
+    the middle third is the lost-in-the-middle footprint. ``drift_slope`` is the
+    least-squares change in grade from the first grade of the sequence (0) to the last (1),
+    i.e. how much more generous the grader was at the end.
+    """
+    g = _normalised(grades)
+    g = g[g["grade"].notna()]
+    out: dict = {}
+    notes: list[str] = []
+    for grader in sorted(g["grader"].unique()):
+        out[grader] = {"grades": int((g["grader"] == grader).sum())}
+    if positions is not None:
+        joined = _with_positions(g, positions)
+        shown = [c for c in ("query_id", "role", "round") if c in joined.columns
+                 and (c == "query_id" or c in positions.columns)]
+        sizes = positions.assign(query_id=positions["query_id"].astype(str))
+        if "role" in shown:
+            sizes = sizes.assign(role=sizes["role"].astype(str))
+        if "round" in shown:
+            sizes = sizes.assign(round=sizes["round"].astype(np.int64))
+        sizes = sizes.groupby(shown).size().rename("_n").reset_index()
+        joined = joined.merge(sizes, on=shown, how="left")
+        third = (3 * joined["position"] // joined["_n"]).clip(0, 2)
+        joined["_third"] = third.map({0: "first", 1: "middle", 2: "last"})
+        for grader, part in joined.groupby("grader", sort=True):
+            out[grader]["position_slope"] = _slope(part["position"].to_numpy(float),
+                                                   part["grade"].to_numpy(float))
+            means = part.groupby("_third")["grade"].mean()
+            out[grader]["mean_by_third"] = {t: float(means[t]) for t in
+                                            ("first", "middle", "last") if t in means.index}
+    else:
+        notes.append("position bias not computed: no display positions were given")
+    if order in g.columns:
+        table = leniency_drift(g, order=order, bins=bins)
+        for grader, part in g.groupby("grader", sort=True):
+            rank = part[order].rank(method="first").to_numpy(float) - 1
+            span = rank / (len(rank) - 1) if len(rank) > 1 else rank
+            out[grader]["drift_slope"] = _slope(span, part["grade"].to_numpy(float))
+            rows = table[table["grader"] == grader]
+            out[grader]["mean_by_stretch"] = {str(int(b)): float(m) for b, m in
+                                              zip(rows["bin"], rows["mean_grade"])}
+    else:
+        notes.append(f"leniency drift not computed: the grades table has no `{order}` column "
+                     "recording the order of grading")
+    out["notes"] = notes
+    return out
+
+
+# --- the audit report ------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class AuditReport:
+    """What the agreement stage writes.
+
+    Attributes
+    ----------
+    metrics : dict
+        The dvc metrics (see :func:`audit_agreement`).
+    confusion : pandas.DataFrame
+        Columns ``grader``, ``auditor`` (int64): one row per audited pair, the input of dvc's
+        confusion plot.
+    disagreements : pandas.DataFrame
+        One row per disagreeing pair with both grades and both reasons (private).
+    """
+
+    metrics: dict
+    confusion: pd.DataFrame
+    disagreements: pd.DataFrame
+
+
+def audit_agreement(grades: pd.DataFrame, *, audit_ids: Iterable[str], queries: pd.DataFrame,
+                    grader: str, auditor: str, round: int, scale: Iterable[int],
+                    relevant_min: int, positions: pd.DataFrame | None = None) -> AuditReport:
+    """Agreement of the key grader and the auditor on the audit sample, ready to write.
+
+    Parameters
+    ----------
+    grades : pandas.DataFrame
+        The long grades table (``query_id``, ``chunk_id``, ``grader``, ``role``, ``round``,
+        ``grade``, ``reason``).
+    audit_ids : iterable of str
+        The audit sample's query ids.
+    queries : pandas.DataFrame
+        The queries table (``query_id``, ``group``).
+    grader, auditor : str
+        The key grader and the auditor (params ``grading.key_grader``, ``grading.auditor``).
+    round : int
+        The grading round (params ``grading.round``).
+    scale : iterable of int
+    relevant_min : int
+    positions : pandas.DataFrame, optional
+        Display positions (the orders table) for the grading diagnostics.
+
+    Returns
+    -------
+    AuditReport
+        ``metrics``: ``round``, ``grader``, ``auditor``, ``queries`` (audit queries),
+        ``pairs``, ``missing``, every measure of :func:`agreement` except the confusion
+        matrix, ``notes``, ``groups`` (see :func:`group_agreement`) and ``diagnostics``
+        (see :func:`grading_diagnostics`, over the two graders' grades of the round on the
+        whole pool). Always produced, however poor the agreement; when the auditor has not
+        graded yet, ``pairs`` is 0 and a note says so.
+
+    Raises
+    ------
+    InputError
+        An audit query is missing from the queries table, a grader grades one pair twice,
+        a grade is off the scale, or a table lacks a column.
+    """
+    labels = check_scale(scale, relevant_min)
+    ids = [str(q) for q in audit_ids]
+    _require(queries, ["query_id", "group"], "the queries table")
+    qt = pd.DataFrame({"query_id": queries["query_id"].astype(str),
+                       "group": queries["group"].astype(str)})
+    unknown = sorted(set(ids) - set(qt["query_id"]))
+    if unknown:
+        raise InputError("an audit query is not in the queries table", item=unknown[0],
+                         fix="Rebuild the audit sample from the current queries table")
+    paired, missing = pair_grades(grades, rater_a=grader, rater_b=auditor, round=round,
+                                  queries=ids)
+    res = agreement(paired["grade_a"].to_numpy(), paired["grade_b"].to_numpy(), scale=labels,
+                    relevant_min=relevant_min, raters=(str(grader), str(auditor)))
+    g = _normalised(grades)
+    if "round" in g.columns:
+        g = g[pd.to_numeric(g["round"], errors="coerce") == int(round)]
+    notes = list(res["notes"])
+    for who in (str(grader), str(auditor)):
+        if not (g["grader"] == who).any():
+            notes.insert(0, f"{who} has no grades in round {int(round)} yet: the measures are "
+                            "undefined and the gate fails")
+    audited = set(paired["query_id"])
+    without = [q for q in ids if q not in audited]
+    if without and res["pairs"]:
+        notes.append(f"{len(without)} audit quer{'y has' if len(without) == 1 else 'ies have'}"
+                     f" no pair graded by both: {', '.join(without[:10])}")
+    if missing:
+        notes.append(f"missing is {missing}: pairs of the audit queries graded by only one of "
+                     f"{grader} and {auditor}, dropped pairwise")
+    metrics = {"round": int(round), "grader": str(grader), "auditor": str(auditor),
+               "queries": len(ids), "pairs": res["pairs"], "missing": missing}
+    for name in MEASURES:
+        metrics[name] = res[name]
+    metrics["scale"] = labels
+    metrics["relevant_min"] = int(relevant_min)
+    metrics["notes"] = notes
+    metrics["groups"] = group_agreement(paired, qt[qt["query_id"].isin(set(ids))],
+                                        scale=labels, relevant_min=relevant_min,
+                                        raters=(str(grader), str(auditor)))
+    two = g[g["grader"].isin([str(grader), str(auditor)])]
+    metrics["diagnostics"] = grading_diagnostics(two, positions)
+    confusion = pd.DataFrame({"grader": paired["grade_a"].astype(np.int64),
+                              "auditor": paired["grade_b"].astype(np.int64)})
+    d = disagreements(paired)
+    group_of = dict(zip(qt["query_id"], qt["group"]))
+    report = pd.DataFrame({
+        "query_id": d["query_id"], "chunk_id": d["chunk_id"],
+        "group": d["query_id"].map(group_of).astype(str), "step": d["step"],
+        "grader": str(grader), "grader_grade": d["grade_a"], "grader_reason": d["reason_a"],
+        "auditor": str(auditor), "auditor_grade": d["grade_b"],
+        "auditor_reason": d["reason_b"],
+    })
+    return AuditReport(metrics=metrics, confusion=confusion, disagreements=report)
+
+
+# --- the property registry -------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Properties:
+    """What a statistic promises; every field must be set.
+
+    Attributes
+    ----------
+    symmetric : bool
+        Swapping the raters (or, for several raters, permuting and renaming them) leaves
+        the value unchanged.
+    row_order_invariant : bool
+        Shuffling the rows of the grades table leaves the value unchanged.
+    relabel_invariant : bool
+        Renaming query and chunk ids one-to-one leaves the value unchanged.
+    bounds : tuple of (float, float)
+        Every defined value lies in ``[low, high]``.
+    """
+
+    symmetric: bool
+    row_order_invariant: bool
+    relabel_invariant: bool
+    bounds: tuple[float, float]
+
+
+@dataclass(frozen=True)
+class Statistic:
+    """One registered agreement statistic.
+
+    Attributes
+    ----------
+    name : str
+        Its key in relgrade's agreement outputs.
+    raters : {"two", "many"}
+        Whether it compares exactly two raters or any number.
+    compute : callable
+        ``compute(grades, *, raters, scale, relevant_min) -> float or None`` over the long
+        grades table.
+    properties : Properties
+    """
+
+    name: str
+    raters: str
+    compute: Callable[..., float | None]
+    properties: Properties
+
+
+def _on_pairs(fn: Callable[..., float | None], *, needs: tuple[str, ...] = ()):
+    def compute(grades, *, raters, scale, relevant_min):
+        paired, _ = pair_grades(grades, rater_a=raters[0], rater_b=raters[1])
+        kwargs = {"scale": scale, "relevant_min": relevant_min}
+        return fn(paired["grade_a"].to_numpy(), paired["grade_b"].to_numpy(),
+                  **{k: kwargs[k] for k in needs})
+    return compute
+
+
+def _on_table(fn: Callable[..., float | None], **fixed):
+    def compute(grades, *, raters, scale, relevant_min):
+        return fn(grades, scale=scale, raters=raters, **fixed)
+    return compute
+
+
+_KAPPA = Properties(symmetric=True, row_order_invariant=True, relabel_invariant=True,
+                    bounds=(-1.0, 1.0))
+_SHARE = Properties(symmetric=True, row_order_invariant=True, relabel_invariant=True,
+                    bounds=(0.0, 1.0))
+
+#: Every agreement statistic relgrade reports, with the properties it declares.
+STATISTICS: Mapping[str, Statistic] = MappingProxyType({s.name: s for s in (
+    Statistic("weighted_kappa", "two", _on_pairs(weighted_kappa, needs=("scale",)), _KAPPA),
+    Statistic("binary_kappa", "two",
+              _on_pairs(binary_kappa, needs=("scale", "relevant_min")), _KAPPA),
+    Statistic("kappa", "two", _on_pairs(cohen_kappa, needs=("scale",)), _KAPPA),
+    Statistic("raw_agreement", "two", _on_pairs(raw_agreement), _SHARE),
+    Statistic("disagreement", "two", _on_pairs(disagreement), _SHARE),
+    Statistic("two_step_disagreement", "two", _on_pairs(two_step_disagreement), _SHARE),
+    Statistic("relevant_split_share", "two",
+              _on_pairs(relevant_split_share, needs=("relevant_min",)), _SHARE),
+    Statistic("fleiss_kappa", "many", _on_table(fleiss_kappa), _KAPPA),
+    Statistic("krippendorff_alpha_nominal", "many",
+              _on_table(krippendorff_alpha, level="nominal"), _KAPPA),
+    Statistic("krippendorff_alpha_ordinal", "many",
+              _on_table(krippendorff_alpha, level="ordinal"), _KAPPA),
+    Statistic("krippendorff_alpha_interval", "many",
+              _on_table(krippendorff_alpha, level="interval"), _KAPPA),
+)})

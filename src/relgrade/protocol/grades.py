@@ -1,0 +1,687 @@
+"""Grade rows: validation of a grader's output and the long grades table.
+
+A grade row is one JSON object per (query, chunk) pair, with exactly the keys
+``query_id``, ``chunk_id``, ``reason``, ``grade`` in that order: the reason comes before the
+grade so that a model grader states its evidence before it commits to a grade. Validation is
+all-or-nothing: the first bad row rejects the whole file or batch, and the error names the
+file, the line, the pair and the rule that row breaks.
+
+The long grades table has one row per (query, chunk, grader, round), so any number of graders
+(grader, auditor, several raters, gold questions) fits the same columns:
+``query_id``, ``chunk_id``, ``grader``, ``role``, ``round``, ``grade``, ``reason``.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Callable, Iterable, Mapping
+
+import numpy as np
+import pandas as pd
+
+from relgrade.errors import InputError
+
+#: The keys of a grade row, in the order a row must list them.
+GRADE_KEYS = ("query_id", "chunk_id", "reason", "grade")
+
+#: Columns of the validated rows of one grader (see :func:`validate_grade_rows`).
+ROW_COLUMNS = ["query_id", "chunk_id", "reason", "grade"]
+
+#: Columns of the long grades table (params ``paths.grades``).
+GRADES_COLUMNS = ["query_id", "chunk_id", "grader", "role", "round", "grade", "reason",
+                  "sequence"]
+
+ROLES = ("grader", "auditor")
+KINDS = ("model", "human", "import")
+
+
+def reason_required(kind: str, role: str, grade: int) -> bool:
+    """Whether a grade row from this grader must carry a non-empty reason.
+
+    Parameters
+    ----------
+    kind : {"model", "human", "import"}
+        How the grader grades: a model run as a command, a person on the web page, or an
+        import of existing judgments (TREC qrels have no reasons).
+    role : {"grader", "auditor"}
+        The grader's role in the protocol.
+    grade : int
+        The grade of the row.
+
+    Returns
+    -------
+    bool
+        ``True`` for every row of a model grader and of a human grader; ``False`` for a
+        human auditor's 0s and for imported judgments.
+
+    Notes
+    -----
+    The protocol asks a model grader for a reason on every grade, 0s included: a short
+    reason on a 0 exposes skimming and misread intents. A human auditor may leave a 0
+    without one. Imported judgments (TREC qrels) carry none.
+
+    Examples
+    --------
+    >>> reason_required("model", "auditor", 0)
+    True
+    >>> reason_required("human", "auditor", 0)
+    False
+    >>> reason_required("human", "auditor", 1)
+    True
+    """
+    if kind == "import":
+        return False
+    if kind == "human" and role == "auditor" and grade == 0:
+        return False
+    return True
+
+
+def scale_text(scale: Iterable[int]) -> str:
+    """The scale as people write it: ``0-2`` when contiguous, else ``0, 1, 3``."""
+    values = sorted(int(g) for g in scale)
+    if values and values == list(range(values[0], values[-1] + 1)) and len(values) > 1:
+        return f"{values[0]}-{values[-1]}"
+    return ", ".join(str(v) for v in values)
+
+
+def _shown(value) -> str:
+    """A JSON value as it appears in the file (``true``, ``1.0``, ``"2"``)."""
+    try:
+        return json.dumps(value, ensure_ascii=False)
+    except (TypeError, ValueError):
+        return repr(value)
+
+
+def _norm_id(value, name: str, *, source, line, item) -> str:
+    """An id as ``str``: a JSON string or integer (never a bool, float or empty string)."""
+    if isinstance(value, bool) or not isinstance(value, (str, int)):
+        raise InputError(f"{name} must be a string or an integer", path=source, line=line,
+                         item=item, found=_shown(value))
+    text = str(value)
+    if not text.strip():
+        raise InputError(f"{name} is empty", path=source, line=line, item=item)
+    return text
+
+
+def _pair_item(query_id, chunk_id) -> str:
+    return f"pair ({query_id}, {chunk_id})"
+
+
+def validate_grade_rows(
+    rows: Iterable[tuple[int, Mapping]],
+    *,
+    pool_pairs: set[tuple[str, str]] | None,
+    scale: Iterable[int],
+    max_reason_words: int,
+    require_reason: bool | Callable[[int], bool],
+    source,
+    grader: str | None = None,
+) -> pd.DataFrame:
+    """Validate a grader's rows and return them as a table, or reject them all.
+
+    Parameters
+    ----------
+    rows : iterable of (int, dict)
+        ``(line_number, row)`` pairs, as yielded by :func:`relgrade.io.files.iter_jsonl`; the
+        dicts keep the key order of the file.
+    pool_pairs : set of (str, str) or None
+        The pool's ``(query_id, chunk_id)`` pairs; ``None`` skips the pool check.
+    scale : iterable of int
+        The allowed grades (params ``scale.grades``), e.g. ``[0, 1, 2]``.
+    max_reason_words : int
+        The longest reason allowed, in whitespace-separated words
+        (params ``grading.max_reason_words``).
+    require_reason : bool or callable
+        Whether a reason must be non-empty; a callable is asked per row with the row's grade
+        (e.g. ``lambda g: reason_required(kind, role, g)``).
+    source : str or os.PathLike
+        The file (or batch) name used in error messages.
+    grader : str, optional
+        The grader's name, added to error messages when given.
+
+    Returns
+    -------
+    pandas.DataFrame of shape (n_rows, 4)
+        Columns ``query_id`` (str), ``chunk_id`` (str), ``reason`` (str), ``grade``
+        (int64), in file order.
+
+    Raises
+    ------
+    InputError
+        On the first row that breaks a rule, naming ``source``, the line, the pair and the
+        rule: keys not exactly ``query_id, chunk_id, reason, grade`` in that order; an id
+        that is not a non-empty string or integer; a grade that is not an integer on the
+        scale (``true``, ``1.0`` and ``"2"`` are not); a reason that is not a string, is
+        longer than ``max_reason_words`` words, or is empty when required; a pair outside the
+        pool; a second row for a pair (naming both lines).
+
+    Notes
+    -----
+    Words are counted as ``len(reason.split())`` (runs of whitespace separate words). Chunk
+    ids written as JSON integers are normalised to strings (``4411`` and ``"4411"`` are the
+    same chunk). The rules follow the protocol's output schema: grade on the fixed scale,
+    reason of at most 15 words stated before the grade.
+    """
+    scale_values = {int(g) for g in scale}
+    scale_str = scale_text(scale_values)
+    seen: dict[tuple[str, str], int] = {}
+    out = {c: [] for c in ROW_COLUMNS}
+    who = f"{grader}: " if grader else ""
+
+    for line, row in rows:
+        keys = tuple(row.keys())
+        qid_raw, cid_raw = row.get("query_id"), row.get("chunk_id")
+        item = None
+        if qid_raw is not None and cid_raw is not None:
+            item = who + _pair_item(qid_raw, cid_raw)
+        elif grader:
+            item = grader
+        if keys != GRADE_KEYS:
+            if set(keys) == set(GRADE_KEYS):
+                rule = "keys out of order: a grade row lists query_id, chunk_id, reason, grade"
+                fix = "Write the reason before the grade"
+            else:
+                rule = "a grade row has exactly the keys query_id, chunk_id, reason, grade"
+                missing = [k for k in GRADE_KEYS if k not in row]
+                extra = [k for k in keys if k not in GRADE_KEYS]
+                parts = []
+                if missing:
+                    parts.append("missing " + ", ".join(missing))
+                if extra:
+                    parts.append("unexpected " + ", ".join(extra))
+                fix = "; ".join(parts).capitalize()
+            raise InputError(rule, path=source, line=line, item=item,
+                             found=", ".join(keys) or "no keys", fix=fix)
+
+        query_id = _norm_id(qid_raw, "query_id", source=source, line=line, item=item)
+        chunk_id = _norm_id(cid_raw, "chunk_id", source=source, line=line, item=item)
+        item = who + _pair_item(query_id, chunk_id)
+
+        grade = row["grade"]
+        if isinstance(grade, bool) or not isinstance(grade, int):
+            raise InputError(f"grade must be an integer on the scale {scale_str}", path=source,
+                             line=line, item=item, found=_shown(grade))
+        if grade not in scale_values:
+            raise InputError(f"grade outside the scale {scale_str}", path=source, line=line,
+                             item=item, found=grade)
+
+        reason = row["reason"]
+        if not isinstance(reason, str):
+            raise InputError("reason must be a string", path=source, line=line, item=item,
+                             found=_shown(reason))
+        n_words = len(reason.split())
+        if n_words > max_reason_words:
+            raise InputError(f"reason longer than {max_reason_words} words", path=source,
+                             line=line, item=item, found=f"{n_words} words",
+                             fix="Say what the chunk says about the target, in fewer words")
+        needed = require_reason(grade) if callable(require_reason) else bool(require_reason)
+        if needed and n_words == 0:
+            raise InputError("reason required for every grade from this grader", path=source,
+                             line=line, item=item, found="an empty reason",
+                             fix="State what the chunk says about the target before the grade")
+
+        pair = (query_id, chunk_id)
+        if pool_pairs is not None and pair not in pool_pairs:
+            raise InputError("pair not in the pool", path=source, line=line, item=item,
+                             fix="Grade only the pool's pairs (see the packets)")
+        if pair in seen:
+            raise InputError(f"second row for one pair (first on line {seen[pair]})",
+                             path=source, line=line, item=item,
+                             fix="Keep one grade per pair and grader")
+        seen[pair] = line
+
+        out["query_id"].append(query_id)
+        out["chunk_id"].append(chunk_id)
+        out["reason"].append(reason)
+        out["grade"].append(grade)
+
+    return pd.DataFrame({
+        "query_id": pd.Series(out["query_id"], dtype="str"),
+        "chunk_id": pd.Series(out["chunk_id"], dtype="str"),
+        "reason": pd.Series(out["reason"], dtype="str"),
+        "grade": pd.Series(out["grade"], dtype="int64"),
+    })
+
+
+# --- a grader's file, as the grades stage and `relgrade grade import` both check it ------
+
+def grader_spec(graders: Mapping, name: str, *, params_path="params.yaml") -> dict:
+    """The params entry of grader ``name``, checked.
+
+    Parameters
+    ----------
+    graders : mapping
+        Params ``graders``: name → ``{role, kind, family, model | person}``.
+    name : str
+        The grader's name (its folder under params ``paths.grades_in``).
+    params_path : str, optional
+        The params file, for error messages.
+
+    Returns
+    -------
+    dict
+        The entry, with ``role`` and ``kind`` known values.
+
+    Raises
+    ------
+    InputError
+        ``name`` is not a key of ``graders``, or its role or kind is not one relgrade knows.
+    """
+    spec = graders.get(name) if isinstance(graders, Mapping) else None
+    if not isinstance(spec, Mapping):
+        known = ", ".join(sorted(graders)) if isinstance(graders, Mapping) else "none"
+        raise InputError("grader not declared in params `graders`", path=params_path,
+                         item=name, found=f"graders {known}",
+                         fix=f"Add `{name}` with role, kind and family under `graders`")
+    if spec.get("role") not in ROLES:
+        raise InputError(f"grader role must be one of {', '.join(ROLES)}", path=params_path,
+                         item=name, found=spec.get("role"))
+    if spec.get("kind") not in KINDS:
+        raise InputError(f"grader kind must be one of {', '.join(KINDS)}", path=params_path,
+                         item=name, found=spec.get("kind"))
+    return dict(spec)
+
+
+def check_meta(meta: Mapping | None, *, intents_sha256: str | None, rubric_version: str,
+               source) -> None:
+    """Refuse grades made from packets with other intents or another rubric.
+
+    Parameters
+    ----------
+    meta : mapping or None
+        The grade file's sidecar ``round-N.meta.json``: ``{"intents_sha256",
+        "rubric_version"}`` copied from the packets it was graded from; ``None`` when the file
+        has no sidecar (nothing to check).
+    intents_sha256 : str or None
+        The frozen intent table's hash (params ``paths.intents_manifest``, key ``sha256``).
+    rubric_version : str
+        Params ``grading.rubric_version``.
+    source : str or os.PathLike
+        The sidecar's path, for error messages.
+
+    Raises
+    ------
+    InputError
+        The sidecar is not an object, or either value differs from the current one.
+    """
+    if meta is None:
+        return
+    if not isinstance(meta, Mapping):
+        raise InputError("a grade file's sidecar must be a JSON object", path=source,
+                         found=type(meta).__name__)
+    got = meta.get("intents_sha256")
+    if intents_sha256 is not None and got != intents_sha256:
+        raise InputError("grades were made from packets with other intents", path=source,
+                         found=f"intents_sha256 {got}, frozen intents {intents_sha256}",
+                         fix="Regrade from the current packets (a new round)")
+    got = meta.get("rubric_version")
+    if got != rubric_version:
+        raise InputError("grades were made under another rubric version", path=source,
+                         found=f"rubric_version {got}, params grading.rubric_version "
+                               f"{rubric_version}",
+                         fix="Regrade from the current packets (a new round)")
+
+
+def validate_grader_file(
+    rows: Iterable[tuple[int, Mapping]],
+    *,
+    name: str,
+    spec: Mapping,
+    pool_pairs: set[tuple[str, str]],
+    audit_query_ids: Iterable[str] | None,
+    scale: Iterable[int],
+    max_reason_words: int,
+    source,
+) -> pd.DataFrame:
+    """Validate one grader's file for one round: rows, reasons by grader kind, audit scope.
+
+    Parameters
+    ----------
+    rows : iterable of (int, dict)
+        As yielded by :func:`relgrade.io.files.iter_jsonl` (or :func:`qrels_rows`).
+    name : str
+        The grader.
+    spec : mapping
+        Its params entry (see :func:`grader_spec`).
+    pool_pairs : set of (str, str)
+        The pool's pairs.
+    audit_query_ids : iterable of str or None
+        The audit queries; an auditor may grade only these. ``None`` skips that check.
+    scale : iterable of int
+        The allowed grades.
+    max_reason_words : int
+        The longest reason allowed.
+    source : str or os.PathLike
+        The file name used in errors.
+
+    Returns
+    -------
+    pandas.DataFrame of shape (n_rows, 4)
+        As :func:`validate_grade_rows`.
+
+    Raises
+    ------
+    InputError
+        Any rule of :func:`validate_grade_rows` (a reason is required as
+        :func:`reason_required` says for the grader's kind and role), or an auditor's row for
+        a query outside the audit sample (naming the line).
+    """
+    lines: list[int] = []
+
+    def tracked():
+        for line, row in rows:
+            lines.append(line)
+            yield line, row
+
+    kind, role = spec["kind"], spec["role"]
+    df = validate_grade_rows(
+        tracked(), pool_pairs=pool_pairs, scale=scale, max_reason_words=max_reason_words,
+        require_reason=lambda g: reason_required(kind, role, g), source=source, grader=name)
+    if role == "auditor" and audit_query_ids is not None:
+        audit = set(audit_query_ids)
+        outside = ~df["query_id"].isin(audit).to_numpy()
+        if outside.any():
+            i = int(outside.argmax())
+            raise InputError("the auditor grades only the audit queries", path=source,
+                             line=lines[i], item=f"{name}: query {df['query_id'].iat[i]}",
+                             fix="Remove the rows of queries outside the audit sample")
+    return df
+
+
+def qrels_rows(lines: Iterable[str], *, source) -> Iterable[tuple[int, dict]]:
+    """Grade rows from TREC qrels lines (``qid iter docid grade``), with an empty reason.
+
+    Parameters
+    ----------
+    lines : iterable of str
+        The file's lines (see :func:`relgrade.io.files.read_lines`); blank lines are skipped.
+    source : str or os.PathLike
+        The file name used in errors.
+
+    Yields
+    ------
+    (int, dict)
+        ``(line_number, {"query_id", "chunk_id", "reason": "", "grade"})``, ready for
+        :func:`validate_grade_rows`.
+
+    Raises
+    ------
+    InputError
+        A line without four whitespace-separated fields, or a grade that is not an integer.
+    """
+    for i, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        fields = line.split()
+        if len(fields) != 4:
+            raise InputError("a qrels line has 4 fields: qid iter docid grade", path=source,
+                             line=i, found=f"{len(fields)} fields")
+        try:
+            grade = int(fields[3])
+        except ValueError:
+            raise InputError("grade must be an integer", path=source, line=i,
+                             item=_pair_item(fields[0], fields[2]),
+                             found=fields[3]) from None
+        yield i, {"query_id": fields[0], "chunk_id": fields[2], "reason": "", "grade": grade}
+
+
+# --- the long grades table and its manifest ---------------------------------------------
+
+def pool_pairs_of(pool: pd.DataFrame) -> set[tuple[str, str]]:
+    """The pool's ``(query_id, chunk_id)`` pairs as a set of string tuples."""
+    return set(zip(pool["query_id"].astype(str), pool["chunk_id"].astype(str)))
+
+
+def missing_pairs(graded: pd.DataFrame, pool: pd.DataFrame, *,
+                  queries: Iterable[str] | None = None) -> dict[str, list[str]]:
+    """Pool pairs without a grade, grouped by query.
+
+    Parameters
+    ----------
+    graded : pandas.DataFrame
+        Columns ``query_id``, ``chunk_id`` (str): the pairs one grader has graded.
+    pool : pandas.DataFrame
+        Columns ``query_id``, ``chunk_id`` (str).
+    queries : iterable of str, optional
+        The queries to check; by default every query ``graded`` touches (a grader must cover
+        the whole pool of each query it has started).
+
+    Returns
+    -------
+    dict of str to list of str
+        query_id → the chunk ids of its pool that lack a grade; queries in Python string
+        order, chunk ids sorted the same way; queries with nothing missing left out.
+    """
+    have = set(zip(graded["query_id"].astype(str), graded["chunk_id"].astype(str)))
+    wanted = set(graded["query_id"].astype(str)) if queries is None else set(queries)
+    out: dict[str, list[str]] = {}
+    for q, c in sorted(pool_pairs_of(pool)):
+        if q in wanted and (q, c) not in have:
+            out.setdefault(q, []).append(c)
+    return out
+
+
+def long_table(tables: Mapping[str, pd.DataFrame], *, roles: Mapping[str, str],
+               round: int) -> pd.DataFrame:
+    """Stack validated per-grader tables into the long grades table.
+
+    Parameters
+    ----------
+    tables : mapping of str to pandas.DataFrame
+        grader → its validated rows (see :func:`validate_grade_rows`).
+    roles : mapping of str to str
+        grader → role (``grader`` or ``auditor``).
+    round : int
+        The grading round these rows belong to.
+
+    Returns
+    -------
+    pandas.DataFrame of shape (n_rows, 8)
+        Columns :data:`GRADES_COLUMNS`: ``query_id``, ``chunk_id``, ``grader``, ``role``
+        (str), ``round`` (int64), ``grade`` (int64), ``reason`` (str), ``sequence`` (int64,
+        0-based position of the row in its grader's file, i.e. the order of grading, which
+        the leniency-drift diagnostic reads); one row per (pair, grader, round), sorted by
+        (query_id, chunk_id, grader) in Python string order.
+    """
+    parts = []
+    for name, df in tables.items():
+        part = df[["query_id", "chunk_id"]].copy()
+        part["grader"] = name
+        part["role"] = roles[name]
+        part["round"] = int(round)
+        part["grade"] = df["grade"].astype("int64")
+        part["reason"] = df["reason"]
+        part["sequence"] = np.arange(len(df), dtype="int64")
+        parts.append(part)
+    if not parts:
+        out = pd.DataFrame({c: pd.Series([], dtype="str") for c in GRADES_COLUMNS})
+    else:
+        out = pd.concat(parts, ignore_index=True)
+    out = out.astype({"query_id": "str", "chunk_id": "str", "grader": "str", "role": "str",
+                      "round": "int64", "grade": "int64", "reason": "str",
+                      "sequence": "int64"})
+    order = sorted(range(len(out)), key=lambda i: (out["query_id"].iat[i],
+                                                   out["chunk_id"].iat[i],
+                                                   out["grader"].iat[i]))
+    return out.iloc[order].reset_index(drop=True)[GRADES_COLUMNS]
+
+
+def grader_entry(name: str, spec: Mapping, *, graded: pd.DataFrame, pool: pd.DataFrame,
+                 audit_query_ids: Iterable[str], rubric_version: str, round: int,
+                 file: str | None, sha256: str | None) -> dict:
+    """One grader's entry of the grades manifest: its setup and its coverage.
+
+    Parameters
+    ----------
+    name : str
+        The grader.
+    spec : mapping
+        Its params entry.
+    graded : pandas.DataFrame
+        Its validated rows (columns ``query_id``, ``chunk_id``).
+    pool : pandas.DataFrame
+        The pool (columns ``query_id``, ``chunk_id``).
+    audit_query_ids : iterable of str
+        The audit queries (the pool an auditor must cover).
+    rubric_version : str
+        Params ``grading.rubric_version``.
+    round : int
+        Params ``grading.round``.
+    file, sha256 : str or None
+        The grade file and its hash; ``None`` when the grader has no file for this round.
+
+    Returns
+    -------
+    dict
+        ``kind``, ``family``, ``model`` or ``person``, ``role``, ``rubric_version``,
+        ``round``, ``file``, ``sha256``, ``rows``, ``queries`` (queries with a grade),
+        ``pairs_missing`` (count) and ``missing`` (query → chunk ids). A grader-role grader
+        must cover the pool of every query it graded; an auditor the audit queries' pools.
+    """
+    queries = None if spec["role"] == "grader" else list(audit_query_ids)
+    missing = missing_pairs(graded, pool, queries=queries)
+    entry = {"kind": spec["kind"], "family": spec.get("family")}
+    for k in ("model", "person"):
+        if k in spec:
+            entry[k] = spec[k]
+    entry.update({
+        "role": spec["role"], "rubric_version": rubric_version, "round": int(round),
+        "file": file, "sha256": sha256, "rows": int(len(graded)),
+        "queries": int(graded["query_id"].nunique()),
+        "pairs_missing": sum(len(v) for v in missing.values()), "missing": missing,
+    })
+    return entry
+
+
+@dataclass
+class GraderFile:
+    """One grader's committed file for the current round, as read by the grades stage.
+
+    Attributes
+    ----------
+    rows : iterable of (int, dict)
+        Its rows, as yielded by :func:`relgrade.io.files.iter_jsonl`.
+    source : str
+        Its path (for error messages and the manifest).
+    sha256 : str
+        The hex sha256 of its bytes.
+    meta : dict or None
+        Its sidecar ``round-N.meta.json``, if it has one.
+    meta_source : str or None
+        The sidecar's path.
+    """
+
+    rows: Iterable[tuple[int, Mapping]]
+    source: str
+    sha256: str
+    meta: Mapping | None = None
+    meta_source: str | None = None
+
+
+def collect_grades(
+    files: Mapping[str, GraderFile],
+    *,
+    graders: Mapping,
+    pool: pd.DataFrame,
+    audit_query_ids: Iterable[str],
+    scale: Iterable[int],
+    max_reason_words: int,
+    rubric_version: str,
+    round: int,
+    intents_sha256: str | None,
+) -> tuple[pd.DataFrame, dict]:
+    """Validate every grader's file for one round; build the long table and the manifest.
+
+    Parameters
+    ----------
+    files : mapping of str to GraderFile
+        grader → its file for round ``round`` (graders without a file are left out).
+    graders : mapping
+        Params ``graders``.
+    pool : pandas.DataFrame
+        Columns ``query_id``, ``chunk_id`` (str): the pool.
+    audit_query_ids : iterable of str
+        The audit sample.
+    scale : iterable of int
+        Params ``scale.grades``.
+    max_reason_words : int
+        Params ``grading.max_reason_words``.
+    rubric_version : str
+        Params ``grading.rubric_version``.
+    round : int
+        Params ``grading.round``.
+    intents_sha256 : str or None
+        The frozen intent table's hash, checked against each file's sidecar.
+
+    Returns
+    -------
+    grades : pandas.DataFrame
+        The long table (see :func:`long_table`).
+    manifest : dict
+        ``{"rubric_version", "round", "intents_sha256", "pool_pairs", "graders": {name:
+        entry}}`` with one entry per grader of params (see :func:`grader_entry`).
+
+    Raises
+    ------
+    InputError
+        A file of a grader not in params; a sidecar that does not match (see
+        :func:`check_meta`); any row rule of :func:`validate_grader_file`. Nothing is
+        returned unless every file is valid.
+    """
+    for name in files:
+        grader_spec(graders, name)
+    pairs = pool_pairs_of(pool)
+    audit = sorted(set(audit_query_ids))
+    tables, roles, entries = {}, {}, {}
+    for name in sorted(graders):
+        spec = grader_spec(graders, name)
+        roles[name] = spec["role"]
+        f = files.get(name)
+        if f is None:
+            df = validate_grade_rows([], pool_pairs=None, scale=scale, max_reason_words=1,
+                                     require_reason=False, source="")
+        else:
+            check_meta(f.meta, intents_sha256=intents_sha256, rubric_version=rubric_version,
+                       source=f.meta_source)
+            df = validate_grader_file(f.rows, name=name, spec=spec, pool_pairs=pairs,
+                                      audit_query_ids=audit, scale=scale,
+                                      max_reason_words=max_reason_words, source=f.source)
+            tables[name] = df
+        entries[name] = grader_entry(
+            name, spec, graded=df, pool=pool, audit_query_ids=audit,
+            rubric_version=rubric_version, round=round,
+            file=None if f is None else f.source, sha256=None if f is None else f.sha256)
+    manifest = {"rubric_version": rubric_version, "round": int(round),
+                "intents_sha256": intents_sha256, "pool_pairs": len(pairs),
+                "graders": entries}
+    return long_table(tables, roles=roles, round=round), manifest
+
+
+def coverage_lines(manifest: Mapping, *, limit: int = 10) -> list[str]:
+    """Plain-words coverage report of a grades manifest: one line per grader with gaps.
+
+    Parameters
+    ----------
+    manifest : mapping
+        As returned by :func:`collect_grades`.
+    limit : int, optional
+        At most this many queries are named per grader.
+
+    Returns
+    -------
+    list of str
+        e.g. ``"grader-a: 3 pool pairs lack a grade, in 2 queries: q1 (2), q4 (1)"``.
+    """
+    out = []
+    for name, e in manifest["graders"].items():
+        if not e["pairs_missing"]:
+            continue
+        parts = [f"{q} ({len(c)})" for q, c in list(e["missing"].items())[:limit]]
+        more = len(e["missing"]) - limit
+        pairs = "1 pool pair lacks" if e["pairs_missing"] == 1 else \
+            f"{e['pairs_missing']} pool pairs lack"
+        queries = "1 query" if len(e["missing"]) == 1 else f"{len(e['missing'])} queries"
+        out.append(f"{name}: {pairs} a grade, in {queries}: {', '.join(parts)}"
+                   + (f" and {more} more" if more > 0 else ""))
+    return out

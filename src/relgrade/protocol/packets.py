@@ -1,0 +1,304 @@
+"""Packets: exactly what a grader sees for one query, and the shuffled order it sees it in.
+
+A packet holds the query, its locked intent, the rubric version, the hash of the reviewed
+intent table, the grading round and the pooled chunks (``chunk_id``, ``header``, ``text``)
+in batches of at most ``batch_size``. Nothing else: no arm, rank, score, number of arms or
+inclusion probability (protocol invariant 1).
+
+The display order of a query's chunks is a shuffle seeded per (query, role, round) with
+:func:`relgrade.rng.order_seed`, applied to the chunk ids sorted in code-point order, so
+it depends on nothing but the pool's set of chunks and the recorded seed (invariant 2). The
+auditor's order and every new round's order are fresh shuffles, never a repeat of an earlier
+one (see :func:`display_order`). The orders live in their own table (params ``paths.orders``)
+outside the packets.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+from typing import Iterable, Sequence
+
+import numpy as np
+import pandas as pd
+
+from relgrade.errors import InputError
+from relgrade.graders import labelstudio
+from relgrade.io.files import canonical_json
+from relgrade.rng import order_seed, rng_for
+
+#: Grading roles, in the order their display orders are drawn within a round.
+ROLES = ("grader", "auditor")
+
+#: The keys of a packet, in order; nothing else may appear in one.
+PACKET_KEYS = ("query_id", "query", "intent", "rubric_version", "intents_sha256", "round",
+               "batches")
+
+#: The keys of one chunk inside a packet's batch, in order.
+CHUNK_KEYS = ("chunk_id", "header", "text")
+
+#: Columns of the orders table (params ``paths.orders``).
+ORDER_COLUMNS = ["query_id", "chunk_id", "role", "round", "position", "batch", "order_seed"]
+
+
+def _check_int(value, name: str, *, minimum: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < minimum:
+        raise InputError(f"{name} must be an integer >= {minimum}", path="params.yaml",
+                         item=name, found=repr(value))
+    return int(value)
+
+
+def _check_role(role: str) -> str:
+    if role not in ROLES:
+        raise InputError(f"role must be one of {', '.join(ROLES)}", item="role",
+                         found=repr(role))
+    return role
+
+
+def display_order(chunk_ids: Iterable[str], *, seed: int, query_id: str, role: str,
+                  round: int) -> tuple[list[str], int]:  # noqa: A002
+    """The order one query's chunks are shown in, for one role and grading round.
+
+    Parameters
+    ----------
+    chunk_ids : iterable of str
+        The query's pooled chunk ids, in any order (duplicates are ignored).
+    seed : int
+        The experiment seed (params ``seed``).
+    query_id : str
+        The query.
+    role : {"grader", "auditor"}
+        Whose order.
+    round : int
+        The grading round, >= 1 (params ``grading.round``).
+
+    Returns
+    -------
+    order : list of str
+        The chunk ids in display order.
+    order_seed : int
+        :func:`relgrade.rng.order_seed` of (seed, query_id, role, round): the seed of the
+        generator that drew this order, as the orders table records it.
+
+    Notes
+    -----
+    The ids are sorted (code-point order) and permuted by
+    ``rng_for(seed, query_id, role, round).permutation(n)``. Orders are drawn in a fixed
+    sequence of slots, (grader, 1), (auditor, 1), (grader, 2), (auditor, 2), ...; a slot's
+    generator keeps drawing permutations until it gives one that differs from the orders of
+    the earlier slots (the most recent ``n! - 1`` of them when there are fewer possible
+    orders than earlier slots). So for more than one chunk the auditor never sees the
+    grader's order, and a new round never repeats an old one, while every order is still
+    rebuilt exactly from the seed.
+
+    Examples
+    --------
+    >>> a, _ = display_order(["c1", "c2", "c3", "c4"], seed=1, query_id="q", role="grader", round=1)
+    >>> b, _ = display_order(["c1", "c2", "c3", "c4"], seed=1, query_id="q", role="auditor", round=1)
+    >>> sorted(a) == sorted(b) and a != b
+    True
+    """
+    _check_role(role)
+    round = _check_int(round, "grading.round", minimum=1)
+    ids = sorted({str(c) for c in chunk_ids})
+    n = len(ids)
+    distinct = math.factorial(min(n, 20))        # more than any number of rounds
+    earlier: list[tuple[int, ...]] = []
+    for r in range(1, round + 1):
+        for slot_role in ROLES:
+            rng = rng_for(seed, query_id, slot_role, r)
+            avoid = set(earlier[len(earlier) - min(len(earlier), distinct - 1):])
+            perm = tuple(rng.permutation(n).tolist())
+            while perm in avoid:
+                perm = tuple(rng.permutation(n).tolist())
+            if r == round and slot_role == role:
+                return [ids[i] for i in perm], order_seed(seed, query_id, role, round)
+            earlier.append(perm)
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
+def build_orders(pool: pd.DataFrame, *, seed: int, round: int, batch_size: int,  # noqa: A002
+                 audit_ids: Sequence[str] = ()) -> pd.DataFrame:
+    """Display orders for every pooled query (grader) and every audit query (auditor).
+
+    Parameters
+    ----------
+    pool : pandas.DataFrame of shape (n_pairs, >= 2)
+        The pool: ``query_id``, ``chunk_id`` (other columns are ignored and never read).
+    seed : int
+        The experiment seed (params ``seed``).
+    round : int
+        The grading round (params ``grading.round``).
+    batch_size : int
+        Most chunks in one batch (params ``grading.batch_size``).
+    audit_ids : sequence of str
+        The audit queries (params ``paths.audit``); each must be in the pool.
+
+    Returns
+    -------
+    pandas.DataFrame of shape (n_pairs + n_audit_pairs, 7)
+        ``query_id``, ``chunk_id``, ``role``, ``round`` (int64), ``position`` (0-based,
+        int64), ``batch`` (``position // batch_size``, int64), ``order_seed`` (int64),
+        sorted by role (grader first), query_id and position.
+
+    Raises
+    ------
+    InputError
+        ``round`` or ``batch_size`` is not a positive integer; an audit query has no pooled
+        chunk.
+    """
+    round = _check_int(round, "grading.round", minimum=1)
+    batch_size = _check_int(batch_size, "grading.batch_size", minimum=1)
+    by_query = {str(q): g["chunk_id"].astype(str).tolist()
+                for q, g in pool[["query_id", "chunk_id"]].groupby("query_id", sort=True)}
+    audit_ids = [str(q) for q in audit_ids]
+    absent = [q for q in audit_ids if q not in by_query]
+    if absent:
+        raise InputError("audit query has no pooled chunk", item=absent[0],
+                         fix="Rebuild the audit sample from the current pool (dvc repro audit)")
+    columns = {c: [] for c in ORDER_COLUMNS}
+    for role, qids in (("grader", list(by_query)), ("auditor", sorted(set(audit_ids)))):
+        for qid in qids:
+            order, oseed = display_order(by_query[qid], seed=seed, query_id=qid, role=role,
+                                         round=round)
+            n = len(order)
+            columns["query_id"] += [qid] * n
+            columns["chunk_id"] += order
+            columns["role"] += [role] * n
+            columns["round"] += [round] * n
+            columns["position"] += range(n)
+            columns["batch"] += [p // batch_size for p in range(n)]
+            columns["order_seed"] += [oseed] * n
+    out = pd.DataFrame(columns)
+    for c in ("round", "position", "batch", "order_seed"):
+        out[c] = out[c].astype(np.int64)
+    return out
+
+
+def build_packets(orders: pd.DataFrame, *, chunks: pd.DataFrame, intents: pd.DataFrame,
+                  rubric_version: str, intents_sha256: str) -> dict[str, list[dict]]:
+    """The packets of every role: what each grader sees, in the recorded display order.
+
+    Parameters
+    ----------
+    orders : pandas.DataFrame
+        Display orders (:func:`build_orders`).
+    chunks : pandas.DataFrame
+        The corpus: ``chunk_id``, ``header``, ``text``.
+    intents : pandas.DataFrame
+        The frozen intent table: ``query_id``, ``query``, ``intent``.
+    rubric_version : str
+        Params ``grading.rubric_version``.
+    intents_sha256 : str
+        The reviewed intent table's hash (:func:`relgrade.protocol.intents.check_frozen`).
+
+    Returns
+    -------
+    dict of str to list of dict
+        Role → its packets sorted by ``query_id``. Each packet has exactly the keys
+        :data:`PACKET_KEYS` in that order; ``batches`` is a list of lists of
+        ``{"chunk_id", "header", "text"}``, each of at most ``batch_size`` chunks.
+
+    Raises
+    ------
+    InputError
+        A chunk in the orders is not in the corpus; a query has no frozen intent.
+    """
+    chunk_index = chunks.assign(chunk_id=chunks["chunk_id"].astype(str)).set_index("chunk_id")
+    intent_of = {str(q): (str(t), str(i)) for q, t, i in
+                 zip(intents["query_id"], intents["query"], intents["intent"])}
+    out: dict[str, list[dict]] = {}
+    ordered = orders.sort_values(["role", "query_id", "position"], kind="stable")
+    missing = ~ordered["chunk_id"].isin(chunk_index.index)
+    if missing.any():
+        row = ordered[missing].iloc[0]
+        raise InputError("pooled chunk is not in the corpus", item=str(row["chunk_id"]),
+                         found=f"in the pool of query {row['query_id']}")
+    for (role, qid), g in ordered.groupby(["role", "query_id"], sort=True):
+        if qid not in intent_of:
+            raise InputError("pooled query has no frozen intent", item=str(qid),
+                             fix="Add its intent, review the table and rerun dvc repro intents")
+        query, intent = intent_of[qid]
+        rounds = g["round"].unique()
+        if len(rounds) != 1:
+            raise InputError("orders hold more than one round for one query and role",
+                             item=str(qid))
+        rows = chunk_index.loc[g["chunk_id"].tolist(), ["header", "text"]]
+        batches: list[list[dict]] = []
+        for cid, batch, header, text in zip(g["chunk_id"], g["batch"], rows["header"],
+                                            rows["text"]):
+            while len(batches) <= int(batch):
+                batches.append([])
+            batches[int(batch)].append({"chunk_id": str(cid), "header": _text(header),
+                                        "text": _text(text)})
+        out.setdefault(str(role), []).append({
+            "query_id": str(qid),
+            "query": query,
+            "intent": intent,
+            "rubric_version": str(rubric_version),
+            "intents_sha256": str(intents_sha256),
+            "round": int(rounds[0]),
+            "batches": [b for b in batches if b],
+        })
+    return out
+
+
+def _text(value) -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return ""
+    return str(value)
+
+
+def packet_filename(query_id: str) -> str:
+    """The file name of a query's packet: ``QUERY_ID.json``.
+
+    Raises
+    ------
+    InputError
+        The id cannot be a file name (empty, ``.``/``..``, or holds ``/``, ``\\`` or NUL).
+    """
+    qid = str(query_id)
+    if qid in ("", ".", "..") or any(ch in qid for ch in "/\\\0"):
+        raise InputError("query id cannot name a packet file", item=repr(qid),
+                         fix="Use query ids without /, \\ or NUL")
+    return f"{qid}.json"
+
+
+def check_packet(packet: dict, *, path=None) -> dict:
+    """Refuse a packet whose keys are not exactly :data:`PACKET_KEYS` and :data:`CHUNK_KEYS`.
+
+    Raises
+    ------
+    InputError
+        A key is missing, extra or out of order, in the packet or in one of its chunks.
+    """
+    if not isinstance(packet, dict) or tuple(packet) != PACKET_KEYS:
+        raise InputError(f"packet keys must be exactly {', '.join(PACKET_KEYS)}", path=path,
+                         found=", ".join(packet) if isinstance(packet, dict) else type(packet).__name__)
+    for batch in packet["batches"]:
+        for chunk in batch:
+            if not isinstance(chunk, dict) or tuple(chunk) != CHUNK_KEYS:
+                raise InputError(f"packet chunk keys must be exactly {', '.join(CHUNK_KEYS)}",
+                                 path=path, item=str(packet["query_id"]))
+    return packet
+
+
+def packets_jsonl(packets: Iterable[dict]) -> bytes:
+    """Packets as JSON Lines: one packet per line, canonical JSON (keys in packet order).
+
+    Parameters
+    ----------
+    packets : iterable of dict
+        Packets as :func:`build_packets` makes them, in the order to write.
+
+    Returns
+    -------
+    bytes
+        UTF-8, one line per packet, each ending in LF.
+    """
+    return "".join(canonical_json(check_packet(p)) + "\n" for p in packets).encode("utf-8")
+
+
+#: Export formats: name → function(list of packets) → file bytes. Another format (for
+#: example a labelling tool's task file) is one more function and one more entry here.
+EXPORT_FORMATS = {"jsonl": packets_jsonl, "label-studio": labelstudio.label_studio_tasks_json}

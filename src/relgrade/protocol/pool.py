@@ -1,0 +1,478 @@
+"""Pooling: the chunks every arm ranks highly, per query, stripped of where they came from.
+
+The pool of a query is the deduplicated union of every arm's top-``depth`` chunks (TREC-style
+pooling, Spärck Jones & van Rijsbergen 1975; Voorhees & Harman 2005), optionally with a
+seeded uniform random sample of ``tail_sample`` further chunks drawn from those ranked
+``depth+1 .. tail_depth`` by any arm, so the grades also say something about what every arm
+ranks low. Each pooled pair records its ``inclusion_prob``: 1.0 for the top-depth pool and
+``min(k, n) / n`` for a tail chunk (``k`` = ``tail_sample``, ``n`` = the query's tail
+candidates), which is what a sampled-pool estimator (inverse-probability weighting, as in
+infAP, Yilmaz & Aslam 2006) divides by.
+
+Which arm found which chunk at which rank (the *provenance*) is kept in a separate private
+table: the pool itself holds only ``query_id``, ``chunk_id`` and ``inclusion_prob``, sorted
+by (query_id, chunk_id), so nothing in it reveals an arm, a rank, a score or how many arms
+found a chunk.
+
+The work is vectorised: ids are factorised once into sorted integer codes and every step
+(deduplication, sampling, statistics) runs on integer arrays, with no Python loop per query.
+"""
+
+from __future__ import annotations
+
+import numbers
+from itertools import combinations
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from relgrade.errors import InputError
+from relgrade.io.files import canonical_json, sha256_bytes
+
+#: Columns of the pool table (params ``paths.pool``).
+POOL_COLUMNS = ["query_id", "chunk_id", "inclusion_prob"]
+
+#: Columns of the private provenance table (params ``paths.provenance``).
+PROVENANCE_COLUMNS = ["query_id", "chunk_id", "arm", "rank", "score", "source"]
+
+#: Columns a stacked, canonically ranked run table must have.
+RUN_COLUMNS = ["arm", "query_id", "chunk_id", "rank", "score"]
+
+
+def _int_param(value, name: str, *, minimum: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < minimum:
+        raise InputError(f"{name} must be an integer >= {minimum}", path="params.yaml",
+                         item=name, found=repr(value))
+    return int(value)
+
+
+def _arrow_strings(values) -> pa.Array:
+    """``values`` (a pandas Series, array or Arrow array of ids) as one Arrow string array."""
+    arr = values if isinstance(values, (pa.Array, pa.ChunkedArray)) else pa.array(values)
+    if isinstance(arr, pa.ChunkedArray):
+        arr = arr.combine_chunks()
+    if not (pa.types.is_string(arr.type) or pa.types.is_large_string(arr.type)):
+        arr = pc.cast(arr, pa.large_string())
+    return arr
+
+
+def _codes(values) -> tuple[np.ndarray, pa.Array]:
+    """Integer codes of ``values`` whose order is the ids' code-point order, and the ids.
+
+    Arrow's dictionary encoding and string sort (by UTF-8 bytes, which is code-point order)
+    do the work; ``uniques.take(codes)`` gives the values back.
+    """
+    encoded = pc.dictionary_encode(_arrow_strings(values))
+    dictionary = encoded.dictionary
+    order = pc.array_sort_indices(dictionary).to_numpy()
+    rank = np.empty(len(order), dtype=np.int64)
+    rank[order] = np.arange(len(order), dtype=np.int64)
+    codes = rank[encoded.indices.to_numpy(zero_copy_only=False)]
+    return codes, dictionary.take(pa.array(order, type=pa.int64()))
+
+
+def _strings(uniques: pa.Array, codes: np.ndarray) -> pd.Series:
+    """The ids ``uniques[codes]`` as a pandas Series of dtype ``str``."""
+    return uniques.take(pa.array(codes, type=pa.int64())).to_pandas()
+
+
+def top_candidates(run: pd.DataFrame, depth: int, *, ties: str = "score") -> pd.DataFrame:
+    """The rows of each ranked list that can reach its canonical top ``depth``.
+
+    A cheap cut before :func:`relgrade.ranking.canonical_ranking`, so a deep run is not sorted
+    in full just to pool its first ranks.
+
+    Parameters
+    ----------
+    run : pandas.DataFrame of shape (n_rows, >= 4)
+        A validated run: ``query_id``, ``chunk_id``, ``rank``, ``score`` (and ``arm`` when
+        stacked; each (arm, query) is then its own ranked list). Not modified.
+    depth : int
+        The deepest canonical rank needed (``pool.depth``, or ``pool.tail_depth`` with a
+        tail sample).
+    ties : {"score", "rank"}, default "score"
+        The tie rule the run will be ranked with (params ``runs.ties``).
+
+    Returns
+    -------
+    pandas.DataFrame
+        The rows of ``run`` (same columns, original row order and index) whose sort key is
+        at least as good as the ``depth``-th best key of their ranked list: score at least
+        the ``depth``-th highest score (``ties="score"``), or rank at most the ``depth``-th
+        lowest rank (``ties="rank"``). Lists shorter than ``depth`` are kept whole.
+
+    Raises
+    ------
+    InputError
+        ``ties`` is neither ``"score"`` nor ``"rank"``; ``depth`` is not a positive integer.
+
+    Notes
+    -----
+    The canonical order sorts each list by that key first (score descending, or rank
+    ascending) and only then breaks ties, so the kept rows are exactly a prefix of the
+    canonical order, ties at the cut included. Ranking the kept rows therefore gives every
+    row the same canonical rank as ranking the whole run, for all ranks up to ``depth``.
+    A run already in canonical order (as TREC runs usually are) is cut in linear time;
+    otherwise one ``numpy.lexsort`` over numeric keys does it.
+    """
+    if ties not in ("score", "rank"):
+        raise InputError("runs.ties must be `score` or `rank`", path="params.yaml",
+                         item="runs.ties", found=repr(ties))
+    depth = _int_param(depth, "pool depth", minimum=1)
+    n = len(run)
+    if n == 0:
+        return run
+    group = pc.dictionary_encode(_arrow_strings(run["query_id"])).indices.to_numpy(
+        zero_copy_only=False).astype(np.int64)
+    if "arm" in run.columns:
+        arm = pc.dictionary_encode(_arrow_strings(run["arm"])).indices.to_numpy(
+            zero_copy_only=False).astype(np.int64)
+        group = arm * (int(group.max()) + 1) + group
+    if ties == "score":
+        key = -run["score"].to_numpy(dtype=np.float64)
+    else:
+        key = run["rank"].to_numpy().astype(np.float64)
+
+    # Rows already grouped by list and ordered by key: no sort needed.
+    same = group[1:] == group[:-1]
+    starts = np.flatnonzero(np.r_[True, ~same])
+    presorted = (np.all(key[1:][same] >= key[:-1][same])
+                 and len(np.unique(group[starts])) == len(starts))
+    order = np.arange(n) if presorted else np.lexsort((key, group))
+    g_sorted, k_sorted = group[order], key[order]
+    if not presorted:
+        starts = np.flatnonzero(np.r_[True, g_sorted[1:] != g_sorted[:-1]])
+    lengths = np.diff(np.r_[starts, n])
+    # the depth-th best key of each list (lists shorter than depth keep every row)
+    cut = np.full(len(starts), np.inf)
+    long_enough = lengths >= depth
+    cut[long_enough] = k_sorted[starts[long_enough] + depth - 1]
+    keep_sorted = k_sorted <= np.repeat(cut, lengths)
+    keep = np.zeros(n, dtype=bool)
+    keep[order[keep_sorted]] = True
+    return run[keep]
+
+
+def build_pool(runs: pd.DataFrame, *, depth: int, tail_sample: int = 0,
+               tail_depth: int | None = None,
+               rng: np.random.Generator | None = None) -> tuple[pd.DataFrame, pd.DataFrame, dict]:
+    """Pool every arm's top-``depth`` chunks per query, plus an optional random tail sample.
+
+    Parameters
+    ----------
+    runs : pandas.DataFrame of shape (n_rows, >= 5)
+        Stacked runs with columns ``arm`` (str), ``query_id`` (str), ``chunk_id`` (str),
+        ``rank`` (int, canonical, 1..n within each (arm, query), as
+        :func:`relgrade.ranking.canonical_ranking` returns them) and ``score`` (float). Not
+        modified.
+    depth : int
+        Pool depth: every chunk an arm ranks ``<= depth`` is pooled (params ``pool.depth``).
+    tail_sample : int, default 0
+        Chunks sampled per query from the tail (params ``pool.tail_sample``); 0 for none.
+    tail_depth : int, optional
+        Deepest rank the tail is drawn from (params ``pool.tail_depth``); required and
+        ``> depth`` when ``tail_sample > 0``.
+    rng : numpy.random.Generator, optional
+        Source of the tail sample; required when ``tail_sample > 0``.
+
+    Returns
+    -------
+    pool : pandas.DataFrame of shape (n_pairs, 3)
+        ``query_id``, ``chunk_id``, ``inclusion_prob`` (float64 in (0, 1]), one row per
+        pooled pair, sorted by (query_id, chunk_id) in code-point order.
+    provenance : pandas.DataFrame of shape (n_found, 6)
+        Private. ``query_id``, ``chunk_id``, ``arm``, ``rank`` (int64), ``score``
+        (float64), ``source`` (``"depth"`` or ``"tail"``): one row per arm that ranked a
+        pooled chunk within ``depth`` (source ``depth``) or, for a sampled tail chunk,
+        within ``tail_depth`` (source ``tail``). Sorted by (query_id, chunk_id, arm).
+    stats : dict
+        ``pairs``, ``queries``, ``arms``, ``tail_pairs``, ``size`` (``min``/``mean``/``max``
+        pooled chunks per query), ``overlap`` (``{arm_a: {arm_b: mean Jaccard}}`` for every
+        pair of arms, ``arm_a < arm_b``), ``found_by_one`` and ``found_by_two`` (share of
+        the top-depth pool found by exactly one / two arms) and ``unique`` (``{arm: number
+        of pooled pairs only that arm found}``). See Notes.
+
+    Raises
+    ------
+    InputError
+        A column is missing; ``depth``, ``tail_sample`` or ``tail_depth`` is out of range;
+        one arm lists the same chunk twice for one query within the pooled ranks.
+    ValueError
+        ``tail_sample > 0`` without a Generator.
+
+    Notes
+    -----
+    Tail sampling draws, per query, ``k = tail_sample`` chunks uniformly without
+    replacement from the ``n`` candidate chunks (ranked ``depth+1 .. tail_depth`` by at
+    least one arm, not already in the top-depth pool): each candidate gets an independent
+    ``rng.random()`` key, drawn in (query_id, chunk_id) order, and the ``k`` smallest keys
+    per query are kept. Every candidate's inclusion probability is then ``min(k, n) / n``.
+    Drawing in id order makes the sample independent of the input's row order.
+
+    Overlap between arms ``a`` and ``b`` is the mean over queries of the Jaccard index
+    ``|A ∩ B| / |A ∪ B|`` of their top-depth chunk sets, over the queries where at least
+    one of the two returned a chunk. ``found_by_one`` / ``found_by_two`` and ``unique``
+    count arms over the top-depth pool only (tail chunks are found below the depth).
+
+    Examples
+    --------
+    >>> runs = pd.DataFrame({"arm": ["a", "a", "b"], "query_id": ["q", "q", "q"],
+    ...                      "chunk_id": ["c1", "c2", "c2"], "rank": [1, 2, 1],
+    ...                      "score": [2.0, 1.0, 5.0]})
+    >>> pool, prov, stats = build_pool(runs, depth=1)
+    >>> pool.chunk_id.tolist(), stats["found_by_one"]
+    (['c1', 'c2'], 1.0)
+    """
+    missing = [c for c in RUN_COLUMNS if c not in runs.columns]
+    if missing:
+        raise InputError(f"runs table is missing column(s) {', '.join(missing)}",
+                         found="columns " + ", ".join(map(str, runs.columns)))
+    depth = _int_param(depth, "pool.depth", minimum=1)
+    tail_sample = _int_param(tail_sample, "pool.tail_sample", minimum=0)
+    if tail_sample > 0:
+        if tail_depth is None:
+            raise InputError("pool.tail_depth is required when pool.tail_sample > 0",
+                             path="params.yaml", item="pool.tail_depth")
+        tail_depth = _int_param(tail_depth, "pool.tail_depth", minimum=depth + 1)
+        if rng is None:
+            raise ValueError("a numpy.random.Generator is required when tail_sample > 0")
+    deepest = tail_depth if tail_sample > 0 else depth
+
+    rank_all = runs["rank"].to_numpy()
+    sub = runs.loc[rank_all <= deepest, RUN_COLUMNS]
+    rank = sub["rank"].to_numpy(dtype=np.int64)
+    qc, qu = _codes(sub["query_id"])
+    cc, cu = _codes(sub["chunk_id"])
+    ac, au = _codes(sub["arm"])
+    n_q, n_c, n_a = len(qu), max(len(cu), 1), max(len(au), 1)
+    pair = qc * n_c + cc                     # pair key in (query_id, chunk_id) order
+    top = rank <= depth
+
+    # One sort of the rows by (pair, arm) serves the duplicate check, the deduplication
+    # and the provenance's order.
+    order = np.argsort(pair * n_a + ac, kind="stable")
+    sorted_key = (pair * n_a + ac)[order]
+    dup = np.flatnonzero(sorted_key[1:] == sorted_key[:-1])
+    if dup.size:
+        # One arm listing a chunk twice for a query would double its vote in the stats.
+        i = order[dup[0] + 1]
+        raise InputError("chunk listed twice in one ranked list",
+                         item=f"arm {au[int(ac[i])]}, query {qu[int(qc[i])]}, "
+                              f"chunk {cu[int(cc[i])]}",
+                         fix="Validate and canonically rank the run before pooling")
+    top_sorted = order[top[order]]
+    depth_keys, depth_counts = _runs_of(pair[top_sorted])
+
+    # Tail sample: candidates ranked depth+1..tail_depth by any arm, not already pooled.
+    tail_keys = np.empty(0, dtype=np.int64)
+    tail_prob = np.empty(0, dtype=np.float64)
+    if tail_sample > 0:
+        cand, _ = _runs_of(pair[order[~top[order]]])
+        cand = cand[~np.isin(cand, depth_keys, assume_unique=True)]
+        cand_q = cand // n_c
+        n_per_q = np.bincount(cand_q, minlength=n_q)
+        keys = rng.random(cand.size)         # one key per candidate, in (query, chunk) order
+        by = np.lexsort((keys, cand_q))      # within each query, by random key
+        starts = np.concatenate(([0], np.cumsum(n_per_q)[:-1]))
+        pos = np.arange(cand.size) - starts[cand_q[by]]
+        tail_keys = np.sort(cand[by[pos < tail_sample]])
+        n_tail = n_per_q[tail_keys // n_c]
+        tail_prob = np.minimum(tail_sample, n_tail) / n_tail
+
+    all_keys, all_prob = depth_keys, np.ones(depth_keys.size)
+    if tail_keys.size:
+        all_keys = np.concatenate([depth_keys, tail_keys])
+        all_prob = np.concatenate([all_prob, tail_prob])
+        merged = np.argsort(all_keys, kind="stable")
+        all_keys, all_prob = all_keys[merged], all_prob[merged]
+    pool = pd.DataFrame({
+        "query_id": _strings(qu, all_keys // n_c),
+        "chunk_id": _strings(cu, all_keys % n_c),
+        "inclusion_prob": all_prob.astype(np.float64),
+    })
+
+    # Provenance: every arm's row for a pooled pair (top-depth rows, sampled tail rows).
+    chosen = top.copy()
+    if tail_keys.size:
+        chosen |= np.isin(pair, tail_keys)
+    rows = order[chosen[order]]
+    provenance = pd.DataFrame({
+        "query_id": _strings(qu, qc[rows]),
+        "chunk_id": _strings(cu, cc[rows]),
+        "arm": _strings(au, ac[rows]),
+        "rank": rank[rows],
+        "score": sub["score"].to_numpy(dtype=np.float64)[rows],
+        "source": pd.Series(np.where(top[rows], "depth", "tail"), dtype="str"),
+    })
+
+    stats = _stats(pool_keys=all_keys, n_c=n_c, depth_keys=depth_keys,
+                   depth_counts=depth_counts, top_pair=pair[top], top_arm=ac[top],
+                   top_query=qc[top], arms=au.to_pylist(), n_q=n_q,
+                   tail_pairs=int(tail_keys.size))
+    return pool, provenance, stats
+
+
+def _runs_of(sorted_keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Distinct values of a sorted int array and how often each occurs (``np.unique``
+    without its sort)."""
+    if sorted_keys.size == 0:
+        return sorted_keys, np.empty(0, dtype=np.int64)
+    first = np.flatnonzero(np.r_[True, sorted_keys[1:] != sorted_keys[:-1]])
+    return sorted_keys[first], np.diff(np.r_[first, sorted_keys.size])
+
+
+def _stats(*, pool_keys, n_c, depth_keys, depth_counts, top_pair, top_arm, top_query, arms,
+           n_q, tail_pairs) -> dict:
+    """Pool statistics on integer codes (see :func:`build_pool`)."""
+    sizes = np.bincount(pool_keys // n_c, minlength=n_q)
+    sizes = sizes[sizes > 0]
+    n_depth = depth_keys.size
+    arms = [str(a) for a in arms]
+    n_a = len(arms)
+
+    # Arms that found each top-depth pair; pairs only one arm found, credited to that arm.
+    pair_idx = np.searchsorted(depth_keys, top_pair)
+    found_by = depth_counts[pair_idx]
+    unique = np.bincount(top_arm[found_by == 1], minlength=n_a)
+
+    # Jaccard of two arms' top-depth sets per query, via a pair-by-arm incidence matrix.
+    incidence = np.zeros((n_depth, n_a), dtype=bool)
+    incidence[pair_idx, top_arm] = True
+    pair_query = depth_keys // n_c
+    set_size = np.bincount(top_query * n_a + top_arm, minlength=n_q * n_a).reshape(n_q, n_a)
+    overlap: dict[str, dict[str, float]] = {}
+    for a, b in combinations(range(n_a), 2):
+        inter = np.bincount(pair_query, weights=incidence[:, a] & incidence[:, b],
+                            minlength=n_q)
+        union = set_size[:, a] + set_size[:, b] - inter
+        seen = union > 0
+        value = float(np.mean(inter[seen] / union[seen])) if seen.any() else None
+        overlap.setdefault(arms[a], {})[arms[b]] = _round(value)
+
+    return {
+        "pairs": int(pool_keys.size),
+        "queries": int(sizes.size),
+        "arms": n_a,
+        "tail_pairs": tail_pairs,
+        "size": {
+            "min": int(sizes.min()) if sizes.size else 0,
+            "mean": _round(float(sizes.mean())) if sizes.size else 0.0,
+            "max": int(sizes.max()) if sizes.size else 0,
+        },
+        "overlap": overlap,
+        "found_by_one": _round(float(np.mean(depth_counts == 1))) if n_depth else 0.0,
+        "found_by_two": _round(float(np.mean(depth_counts == 2))) if n_depth else 0.0,
+        "unique": {arm: int(u) for arm, u in zip(arms, unique)},
+    }
+
+
+def _round(value):
+    return None if value is None else round(value, 6)
+
+
+def pool_bytes(pool: pd.DataFrame) -> bytes:
+    """The pool's canonical JSON Lines bytes, from which its version is hashed.
+
+    Parameters
+    ----------
+    pool : pandas.DataFrame
+        Columns ``query_id`` and ``chunk_id`` (other columns are ignored).
+
+    Returns
+    -------
+    bytes
+        One line ``{"query_id":"...","chunk_id":"..."}`` per pair, sorted by (query_id,
+        chunk_id) in code-point order, written as :func:`relgrade.io.files.jsonl_bytes` writes
+        them (no spaces, non-ASCII as UTF-8), each ending in LF.
+    """
+    if len(pool) == 0:
+        return b""
+    q, c = _arrow_strings(pool["query_id"]), _arrow_strings(pool["chunk_id"])
+    if not _is_sorted(q, c):                 # a pool from build_pool is sorted already
+        order = pa.array(np.lexsort((_codes(c)[0], _codes(q)[0])), type=pa.int64())
+        q, c = q.take(order), c.take(order)
+    lines = _join('{"query_id":', _json_strings(q), ',"chunk_id":', _json_strings(c), "}\n")
+    return _concatenated(lines)
+
+
+def _is_sorted(q: pa.Array, c: pa.Array) -> bool:
+    """Whether the pairs (q[i], c[i]) are strictly increasing (UTF-8 byte order)."""
+    n = len(q)
+    if n < 2:
+        return True
+    qa, qb, ca, cb = q.slice(0, n - 1), q.slice(1), c.slice(0, n - 1), c.slice(1)
+    ok = pc.or_(pc.less(qa, qb), pc.and_(pc.equal(qa, qb), pc.less(ca, cb)))
+    return bool(pc.all(ok).as_py())
+
+
+def _join(*parts) -> pa.Array:
+    """Element-wise concatenation of Arrow string arrays and Python string constants."""
+    args = [pa.scalar(p, pa.large_string()) if isinstance(p, str)
+            else pc.cast(p, pa.large_string()) for p in parts]
+    return pc.binary_join_element_wise(*args, pa.scalar("", pa.large_string()))
+
+
+# What json.dumps escapes when ensure_ascii=False: '"', '\\' and control characters.
+_NEEDS_ESCAPE = r'["\\\x00-\x1f]'
+
+
+def _json_strings(values: pa.Array) -> pa.Array:
+    """Each string as a JSON string literal, exactly as :func:`relgrade.io.files.canonical_json`
+    writes it: quoted, and only ids that hold a quote, backslash or control character go
+    through ``json.dumps``."""
+    quoted = _join('"', values, '"')
+    special = np.flatnonzero(pc.match_substring_regex(values, _NEEDS_ESCAPE).to_numpy(
+        zero_copy_only=False))
+    if special.size == 0:
+        return quoted
+    fixed = quoted.to_pylist()
+    for i in special.tolist():
+        fixed[i] = canonical_json(fixed[i][1:-1])
+    return pa.array(fixed, type=quoted.type)
+
+
+def _concatenated(strings: pa.Array) -> bytes:
+    """The bytes of every string of an Arrow string array, end to end."""
+    strings = pc.cast(strings, pa.large_string())
+    offsets = np.frombuffer(strings.buffers()[1], dtype=np.int64)[
+        strings.offset:strings.offset + len(strings) + 1]
+    data = strings.buffers()[2]
+    return data.to_pybytes()[int(offsets[0]):int(offsets[-1])]
+
+
+def pool_version(pool: pd.DataFrame) -> str:
+    """The pool's version: ``"p-"`` + the first 12 hex digits of sha256(:func:`pool_bytes`).
+
+    Two pools with the same pairs have the same version, whatever their row order or
+    inclusion probabilities; absolute metric values are comparable only within one version.
+
+    Examples
+    --------
+    >>> pool_version(pd.DataFrame({"query_id": ["q"], "chunk_id": ["c"]}))[:2]
+    'p-'
+    """
+    return "p-" + sha256_bytes(pool_bytes(pool))[:12]
+
+
+def pool_manifest(pool: pd.DataFrame, *, seed: int, depth: int, tail_sample: int,
+                  tail_depth: int | None, arms) -> dict:
+    """The pool manifest (params ``paths.pool_manifest``).
+
+    Returns
+    -------
+    dict
+        ``{"pool_version", "seed", "depth", "tail_sample", "tail_depth", "pairs",
+        "queries", "arms"}``; ``arms`` is the sorted list of arm names pooled.
+    """
+    return {
+        "pool_version": pool_version(pool),
+        "seed": int(seed),
+        "depth": int(depth),
+        "tail_sample": int(tail_sample),
+        "tail_depth": None if tail_depth is None else int(tail_depth),
+        "pairs": int(len(pool)),
+        "queries": int(pool["query_id"].nunique()),
+        "arms": sorted(str(a) for a in arms),
+    }

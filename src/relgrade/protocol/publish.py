@@ -1,0 +1,296 @@
+"""The public bundle: ids, grades, the key's hash and the metrics, and nothing private.
+
+What may be published is the key (query ids, chunk ids, grades), its hash, the pool version,
+rubric version and dropped query ids, and the per-arm metrics. Query text, intents, chunk text
+and graders' reasons stay private (reasons quote the corpus). :func:`scan_private` searches
+the bundle for any of them before anything is written.
+"""
+
+from __future__ import annotations
+
+import bisect
+import json
+import re
+from dataclasses import dataclass
+from typing import Iterable, Mapping
+
+import pandas as pd
+
+from relgrade.errors import ProtocolError
+from relgrade.protocol.key import qrels_text
+
+#: Record fields copied into the bundle.
+PUBLIC_RECORD_KEYS = ("key_sha256", "pool_version", "rubric_version", "round", "frozen_at",
+                      "dropped_queries", "post_hoc")
+
+#: A long private text leaks when the bundle shares a run of this many characters with it.
+MIN_SHARED = 40
+#: ... and that run holds at least this many letters or digits (runs of spaces, dashes or
+#: brackets say nothing private).
+MIN_ALNUM = 12
+#: Texts shorter than this (after collapsing whitespace), or with no letter, are not scanned.
+MIN_SHORT = 4
+
+_BLOCK = MIN_SHARED // 2
+_SEP = "\x00"
+_JSON_STRING = re.compile(r'"(?:[^"\\\n]|\\.)*"')
+
+
+@dataclass(frozen=True)
+class Leak:
+    """One private text found in the bundle.
+
+    Attributes
+    ----------
+    kind : str
+        ``query``, ``intent``, ``chunk`` or ``reason``.
+    id : str
+        Whose text it is (a query id, a chunk id, or ``grader query_id chunk_id``).
+    file : str
+        The bundle file it was found in.
+    text : str
+        The shared text, cut to 60 characters.
+    """
+
+    kind: str
+    id: str
+    file: str
+    text: str
+
+    def __str__(self) -> str:
+        return f"{self.kind} {self.id} in {self.file}: {self.text!r}"
+
+
+def _norm(text: str) -> str:
+    return " ".join(str(text).split())
+
+
+def _cut(text: str, n: int = 60) -> str:
+    return text if len(text) <= n else text[: n - 1] + "…"
+
+
+def bundle_files(key: pd.DataFrame, record: Mapping, metrics: Mapping[str, Mapping]) -> dict:
+    """The public bundle's files.
+
+    Parameters
+    ----------
+    key : pandas.DataFrame
+        Columns ``query_id``, ``chunk_id``, ``grade``: the frozen key.
+    record : mapping
+        The key's record (params ``paths.record``).
+    metrics : mapping of str to mapping
+        arm → its metrics JSON (params ``paths.metrics``/ARM.json).
+
+    Returns
+    -------
+    dict of str to bytes
+        ``key.qrels`` (TREC qrels, canonical order), ``record.json`` (the fields of
+        :data:`PUBLIC_RECORD_KEYS`), ``metrics.json`` (arm → metrics, arms sorted) and
+        ``README.txt`` (what the bundle holds).
+
+    Raises
+    ------
+    ProtocolError
+        A metrics file was computed from another key than the record's (its ``key_sha256``
+        differs), or there are no metrics.
+    """
+    if not metrics:
+        raise ProtocolError("nothing to publish: no arm has metrics yet; run the metrics "
+                            "stage after the key is frozen")
+    for arm, m in sorted(metrics.items()):
+        if m.get("key_sha256") != record.get("key_sha256"):
+            raise ProtocolError(f"metrics of arm {arm} were computed from key "
+                                f"{m.get('key_sha256')}, not the frozen key "
+                                f"{record.get('key_sha256')}; rerun the metrics stage")
+    public = {k: record[k] for k in PUBLIC_RECORD_KEYS if k in record}
+    def dumps(obj) -> bytes:
+        return (json.dumps(obj, indent=2, ensure_ascii=False) + "\n").encode("utf-8")
+
+    readme = (
+        "relgrade public bundle\n\n"
+        "key.qrels     the frozen key as TREC qrels: query_id 0 chunk_id grade\n"
+        "record.json   the key's sha256, pool version, rubric version, round, freeze time,\n"
+        "              dropped query ids and whether the numbers are post-hoc\n"
+        "metrics.json  per-arm metrics computed from that key, keyed by arm\n\n"
+        f"key sha256: {record.get('key_sha256')}\n"
+        f"pool version: {record.get('pool_version')}\n"
+        f"arms: {len(metrics)}; graded pairs: {len(key)}\n\n"
+        "The key's hash is the sha256 of its canonical JSON Lines form (see relgrade's\n"
+        "docs/formats.md). Query text, intents, chunk text and reasons are not included.\n"
+    )
+    return {
+        "key.qrels": qrels_text(key).encode("utf-8"),
+        "record.json": dumps(public),
+        "metrics.json": dumps({arm: dict(metrics[arm]) for arm in sorted(metrics)}),
+        "README.txt": readme.encode("utf-8"),
+    }
+
+
+#: Bundle files written from relgrade's own fixed wording: only long texts are searched there,
+#: since a short query ("version", "chunk text") could match the template's own words.
+PROSE_FILES = ("README.txt",)
+
+
+def _segments(name: str, data: bytes, allowed: set[str]) -> list[tuple[str, str]]:
+    """The searchable strings of one bundle file, without the public ids in ``allowed``.
+
+    Returns ``(text, mode)`` pairs: ``json`` for a JSON string (keys included), ``line`` for
+    a line of a text file with its allowed fields removed, ``prose`` for a line of a file in
+    :data:`PROSE_FILES`.
+    """
+    text = data.decode("utf-8", errors="replace")
+    if name in PROSE_FILES:
+        return [(_norm(line), "prose") for line in text.splitlines()]
+    try:
+        doc = json.loads(text)
+    except ValueError:
+        doc = None
+    out: list[tuple[str, str]] = []
+
+    def walk(obj):
+        if isinstance(obj, str):
+            if obj not in allowed:
+                out.append((_norm(obj), "json"))
+        elif isinstance(obj, Mapping):
+            for k, v in obj.items():
+                walk(k)
+                walk(v)
+        elif isinstance(obj, (list, tuple)):
+            for v in obj:
+                walk(v)
+
+    if isinstance(doc, (Mapping, list)):
+        walk(doc)
+        return out
+    for line in text.splitlines():
+        # JSON strings inside a text line are searched unescaped as well
+        for lit in _JSON_STRING.findall(line):
+            try:
+                walk(json.loads(lit))
+            except ValueError:
+                continue
+        out.append((" ".join(f for f in line.split() if f not in allowed), "line"))
+    return out
+
+
+def find_private(bundle: bytes | Mapping[str, bytes],
+                 private_texts: Mapping[str, Iterable[tuple[str, str]]], *,
+                 allowed: Iterable[str] = ()) -> list[Leak]:
+    """Every private text that appears in the bundle (see :func:`scan_private`)."""
+    files = {"bundle": bundle} if isinstance(bundle, (bytes, bytearray)) else dict(bundle)
+    allowed = {str(a) for a in allowed}
+    segs: list[tuple[str, str, str]] = []  # (text, mode, file)
+    for name in sorted(files):
+        segs += [(t, mode, name) for t, mode in _segments(name, bytes(files[name]), allowed) if t]
+
+    def joined(parts):
+        """The parts joined by a separator no text holds, and each part's start offset."""
+        starts, pos = [], 0
+        for t, _, _ in parts:
+            starts.append(pos)
+            pos += len(t) + 1
+        return _SEP.join(t for t, _, _ in parts), starts
+
+    def owner(parts, starts, i):
+        return parts[bisect.bisect_right(starts, i) - 1][2]
+
+    hay, hay_starts = joined(segs)
+    short_segs = [s for s in segs if s[1] != "prose"]
+    short_hay, short_starts = joined(short_segs)
+    whole = {}  # a single word matches a whole JSON string or a field of a text line
+    for t, mode, name in short_segs:
+        for w in ([t] if mode == "json" else t.split(" ")):
+            whole.setdefault(w, name)
+
+    leaks: dict[tuple[str, str], Leak] = {}
+    blocks: dict[str, list[tuple[str, str, str, int]]] = {}
+    for kind, items in private_texts.items():
+        for ident, raw in items:
+            if not isinstance(raw, str):
+                continue
+            ident, text = str(ident), _norm(raw)
+            if len(text) < MIN_SHORT or not any(ch.isalpha() for ch in text):
+                continue
+            if len(text) >= MIN_SHARED:
+                for s in range(0, len(text) - _BLOCK + 1, _BLOCK):
+                    blocks.setdefault(text[s:s + _BLOCK], []).append((kind, ident, text, s))
+            elif " " not in text:
+                if text in whole:
+                    leaks.setdefault((kind, ident), Leak(kind, ident, whole[text], text))
+            elif text in short_hay:
+                m = re.search(r"(?<!\w)" + re.escape(text) + r"(?!\w)", short_hay)
+                if m is not None:
+                    leaks.setdefault((kind, ident), Leak(
+                        kind, ident, owner(short_segs, short_starts, m.start()), text))
+    if blocks:
+        for i in range(len(hay) - _BLOCK + 1):
+            cands = blocks.get(hay[i:i + _BLOCK])
+            if not cands:
+                continue
+            for kind, ident, text, s in cands:
+                if (kind, ident) in leaks:
+                    continue
+                left = 0
+                while (i - left - 1 >= 0 and s - left - 1 >= 0
+                       and hay[i - left - 1] == text[s - left - 1]):
+                    left += 1
+                right = _BLOCK
+                while (i + right < len(hay) and s + right < len(text)
+                       and hay[i + right] == text[s + right]):
+                    right += 1
+                shared = text[s - left:s + right]
+                if len(shared) >= MIN_SHARED and sum(ch.isalnum() for ch in shared) >= MIN_ALNUM:
+                    leaks[(kind, ident)] = Leak(kind, ident, owner(segs, hay_starts, i),
+                                                _cut(shared))
+    return sorted(leaks.values(), key=lambda leak: (leak.kind, leak.id))
+
+
+def scan_private(bundle: bytes | Mapping[str, bytes],
+                 private_texts: Mapping[str, Iterable[tuple[str, str]]], *,
+                 allowed: Iterable[str] = (), limit: int = 10) -> list[Leak]:
+    """Refuse a bundle that holds any private text.
+
+    Parameters
+    ----------
+    bundle : bytes or mapping of str to bytes
+        The bundle, whole or as file name → bytes (see :func:`bundle_files`).
+    private_texts : mapping of str to iterable of (str, str)
+        kind → ``(id, text)`` pairs: ``query`` (query text), ``intent``, ``chunk`` (chunk
+        text), ``reason`` (graders' reasons).
+    allowed : iterable of str, optional
+        Public strings (query ids, chunk ids, arm names): a JSON string or a whitespace field
+        equal to one of them is not searched.
+    limit : int, optional
+        At most this many leaks are listed in the error.
+
+    Returns
+    -------
+    list of Leak
+        Empty: the bundle is clean.
+
+    Raises
+    ------
+    ProtocolError
+        Any private text is in the bundle; the message lists the leaks (kind, id, file and
+        the shared text cut to 60 characters), at most ``limit`` of them.
+
+    Notes
+    -----
+    Whitespace is collapsed on both sides and JSON strings are searched unescaped. A text of
+    at least :data:`MIN_SHARED` characters leaks when the bundle shares any run of
+    :data:`MIN_SHARED` characters with it holding at least :data:`MIN_ALNUM` letters or
+    digits, so a chunk quoted in part is caught. Found by indexing each text's aligned
+    ``MIN_SHARED // 2``-character blocks (any shared run of ``MIN_SHARED`` characters covers
+    one) and extending every block hit in both directions. A shorter text leaks when it
+    appears whole: a several-word text anywhere between word boundaries, a single word only
+    as a whole JSON string or a whitespace-separated field of a text line (a keyword query
+    such as ``echo`` must not match inside a measure name or a chunk id). Short texts are not
+    searched in :data:`PROSE_FILES`, relgrade's own fixed wording; long ones are.
+    """
+    leaks = find_private(bundle, private_texts, allowed=allowed)
+    if leaks:
+        shown = "; ".join(str(leak) for leak in leaks[:limit])
+        more = f"; and {len(leaks) - limit} more" if len(leaks) > limit else ""
+        raise ProtocolError(f"private text in the publish bundle ({len(leaks)} found): "
+                            f"{shown}{more}. Nothing was published")
+    return []
