@@ -80,3 +80,32 @@ def test_add_use_is_idempotent_and_does_not_mutate():
 def test_same_hash_in_another_round_is_a_new_entry():
     entries = ledger.add_use(_used(OLD), key_sha256=OLD, used_at="t", **(AT | {"round": 2}))
     assert [e["round"] for e in entries] == [1, 2]
+
+
+def _witness(h, source="metrics/arms/bm25.json", **extra):
+    return {"key_sha256": h, "pool_version": AT["pool_version"], "source": source, **extra}
+
+
+def test_a_use_the_ledger_records_is_not_missing():
+    assert ledger.missing_uses(_used(OLD), [_witness(OLD, rubric_version="v1", round=1)]) == []
+
+
+def test_a_use_shown_by_metrics_but_absent_from_the_ledger_is_missing():
+    # Ledger deleted (no entries) and ledger edited (only NEW): OLD is witnessed by a metrics file.
+    assert ledger.missing_uses([], [_witness(OLD)]) == [_witness(OLD)]
+    assert ledger.missing_uses(_used(NEW), [_witness(OLD), _witness(NEW)]) == [_witness(OLD)]
+
+
+def test_a_use_on_another_round_does_not_cover_the_witnessed_one():
+    assert ledger.missing_uses(_used(OLD), [_witness(OLD, round=2)]) == [_witness(OLD, round=2)]
+
+
+def test_an_incomplete_ledger_is_refused_with_the_fix():
+    with pytest.raises(ProtocolError) as e:
+        ledger.require_complete([], [_witness(OLD), _witness(NEW, source="metrics/arms/tfidf.json")],
+                                ledger_path="data/ledger.jsonl")
+    assert str(e.value) == (
+        f"ledger: data/ledger.jsonl has no entry for key {OLD} on pool p-0123456789ab, which "
+        "metrics/arms/bm25.json shows was used for metrics (and 1 more); the ledger was deleted, "
+        "truncated or edited. Restore it (`git checkout -- data/ledger.jsonl`) before freezing or "
+        "scoring a key")

@@ -140,3 +140,58 @@ def check_void(
         "regrade the whole pool blind from fresh orders) or set `grading.post_hoc: true` "
         "(every number is then labelled post-hoc)"
     )
+
+
+def missing_uses(entries: Iterable[Mapping], used: Iterable[Mapping]) -> list[dict]:
+    """The uses of a key for metrics that other files show but the ledger lacks.
+
+    The ledger is one git-tracked file; deleting, truncating or editing it would make a
+    changed key look fresh. The metrics files of every arm (and the frozen key's record)
+    carry the key hash and pool version they were computed on, so they witness each use.
+
+    Parameters
+    ----------
+    entries : iterable of dict
+        The ledger's entries (see :func:`add_use`).
+    used : iterable of dict
+        Witnessed uses, each with ``key_sha256``, ``pool_version`` and ``source`` (the file
+        that shows it, for the message); ``rubric_version`` and ``round`` when known.
+
+    Returns
+    -------
+    list of dict
+        The witnessed uses with no ledger entry of the same key hash and pool version (and
+        rubric version and round, where the witness gives them), in the order given.
+    """
+    entries = [dict(e) for e in entries]
+    out = []
+    for use in used:
+        def matches(e, use=use):
+            if e["key_sha256"] != use["key_sha256"] or str(e["pool_version"]) != str(use["pool_version"]):
+                return False
+            if use.get("rubric_version") is not None and str(e["rubric_version"]) != str(use["rubric_version"]):
+                return False
+            return use.get("round") is None or int(e["round"]) == int(use["round"])
+        if not any(matches(e) for e in entries):
+            out.append(dict(use))
+    return out
+
+
+def require_complete(entries: Iterable[Mapping], used: Iterable[Mapping], *, ledger_path) -> None:
+    """Refuse a ledger that lacks a use of a key that metrics files show.
+
+    Raises
+    ------
+    ProtocolError
+        ``ledger: ...`` naming the ledger file, the first missing key hash, its pool version and
+        the file that shows its use, with the fix (restore the ledger from git).
+    """
+    missing = missing_uses(entries, used)
+    if missing:
+        first = missing[0]
+        more = f" (and {len(missing) - 1} more)" if len(missing) > 1 else ""
+        raise ProtocolError(
+            f"ledger: {ledger_path} has no entry for key {first['key_sha256']} on pool "
+            f"{first['pool_version']}, which {first['source']} shows was used for metrics{more}; "
+            f"the ledger was deleted, truncated or edited. Restore it (`git checkout -- "
+            f"{ledger_path}`) before freezing or scoring a key")
