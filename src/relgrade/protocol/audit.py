@@ -168,3 +168,159 @@ def choose_audit(provenance: pd.DataFrame, queries: pd.DataFrame, *, fraction: f
                           "order set by the seed"
             chosen.append((qid, group, float(value), reason))
     return pd.DataFrame(chosen, columns=AUDIT_COLUMNS)
+
+
+#: Keys of an audit lock, in the order they are written and hashed (``sha256`` last).
+LOCK_KEYS = ("round", "pool_version", "queries")
+
+
+def lock_sha256(lock: dict) -> str:
+    """The sha256 of an audit lock's content: canonical JSON of :data:`LOCK_KEYS`.
+
+    Returns
+    -------
+    str
+        64 lowercase hex digits over ``json.dumps({k: lock[k] for k in LOCK_KEYS},
+        sort_keys=True, separators=(",", ":"), ensure_ascii=False)`` encoded as UTF-8.
+    """
+    import hashlib
+    import json
+
+    body = {k: lock[k] for k in LOCK_KEYS}
+    text = json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def lock_audit(chosen: pd.DataFrame, *, round: int, pool_version: str) -> dict:
+    """The audit lock of a round: the chosen queries, why, and the pool they were drawn from.
+
+    The protocol draws the audit sample once, before grading; a later pool change (an arm
+    added, a deeper pool) adds pairs to the audited queries but never re-draws them. The lock
+    is what makes that so across reruns: it is committed, and the audit stage uses it as long
+    as the round is the same.
+
+    Parameters
+    ----------
+    chosen : pandas.DataFrame
+        :func:`choose_audit`'s table (:data:`AUDIT_COLUMNS`).
+    round : int
+        The grading round the sample is drawn for (>= 1).
+    pool_version : str
+        The pool version whose provenance it was drawn from.
+
+    Returns
+    -------
+    dict
+        ``{"round", "pool_version", "queries": [row, ...], "sha256"}``; ``sha256`` is
+        :func:`lock_sha256` of the rest.
+
+    Examples
+    --------
+    >>> chosen = pd.DataFrame([("q1", "kw", 0.5, "why")], columns=AUDIT_COLUMNS)
+    >>> lock = lock_audit(chosen, round=1, pool_version="p-000000000000")
+    >>> [q["query_id"] for q in lock["queries"]], lock["sha256"] == lock_sha256(lock)
+    (['q1'], True)
+    """
+    rows = [{"query_id": str(r.query_id), "group": str(r.group),
+             "unique_share": float(r.unique_share), "reason": str(r.reason)}
+            for r in chosen[AUDIT_COLUMNS].itertuples(index=False)]
+    lock = {"round": int(round), "pool_version": str(pool_version), "queries": rows}
+    lock["sha256"] = lock_sha256(lock)
+    return lock
+
+
+def check_lock(lock, *, path=None) -> pd.DataFrame:
+    """The audit table of a committed lock, after checking its form and its hash.
+
+    Parameters
+    ----------
+    lock : object
+        The lock as read from JSON.
+    path : str or Path, optional
+        The lock file, for messages.
+
+    Returns
+    -------
+    pandas.DataFrame of shape (n_audit, 4)
+        :data:`AUDIT_COLUMNS`, in the lock's order.
+
+    Raises
+    ------
+    InputError
+        The lock is not an object with ``round``, ``pool_version``, ``queries`` and
+        ``sha256``; a query row lacks a column or repeats a query id; or ``sha256`` is not
+        the hash of the content (the lock was edited by hand). The message gives the fix:
+        restore the lock from git, or draw a new sample with ``relgrade audit redraw``.
+    """
+    fix = ("Restore the lock from git (`git checkout -- FILE`), or draw a new sample for the "
+           "round with `relgrade audit redraw`").replace("FILE", str(path) if path else "the lock")
+    keys = (*LOCK_KEYS, "sha256")
+    if not isinstance(lock, dict) or any(k not in lock for k in keys):
+        raise InputError(f"an audit lock is an object with {', '.join(keys)}", path=path,
+                         fix=fix)
+    if not isinstance(lock["queries"], list) or not all(
+            isinstance(q, dict) and all(c in q for c in AUDIT_COLUMNS) for q in lock["queries"]):
+        raise InputError(f"each audit lock query needs {', '.join(AUDIT_COLUMNS)}", path=path,
+                         fix=fix)
+    ids = [str(q["query_id"]) for q in lock["queries"]]
+    if len(set(ids)) != len(ids):
+        raise InputError("an audit lock lists a query twice", path=path,
+                         item=next(i for i in ids if ids.count(i) > 1), fix=fix)
+    if lock_sha256(lock) != lock["sha256"]:
+        raise InputError("the audit lock's content does not match its sha256 (edited by hand?)",
+                         path=path, found=lock_sha256(lock), fix=fix)
+    return pd.DataFrame(lock["queries"], columns=AUDIT_COLUMNS)
+
+
+def audit_coverage(pool: pd.DataFrame, grades: pd.DataFrame, *, audit_ids, key_grader: str,
+                   auditor: str) -> dict:
+    """How much of the audit sample both graders have graded.
+
+    The gate needs every pair of every audited query graded by both the key grader and the
+    auditor; agreement on a part of the sample says nothing about the rest.
+
+    Parameters
+    ----------
+    pool : pandas.DataFrame of shape (n_pairs, >= 2)
+        The current pool: ``query_id``, ``chunk_id``.
+    grades : pandas.DataFrame of shape (n_grades, >= 3)
+        The grades that count (current ones, of the round): ``query_id``, ``chunk_id``,
+        ``grader``.
+    audit_ids : iterable of str
+        The audited query ids.
+    key_grader, auditor : str
+        The two graders compared.
+
+    Returns
+    -------
+    dict
+        ``pairs`` (pool pairs of audited queries, int), ``both`` (graded by both),
+        ``key_grader_missing`` and ``auditor_missing`` (pairs each still owes),
+        ``coverage`` (``both / pairs``, float, or None when the audited queries have no
+        pooled pair) and ``queries_incomplete`` (sorted ids of audited queries with a pair
+        missing a grade).
+
+    Examples
+    --------
+    >>> pool = pd.DataFrame({"query_id": ["q", "q", "r"], "chunk_id": ["a", "b", "c"]})
+    >>> grades = pd.DataFrame({"query_id": ["q", "q", "q"], "chunk_id": ["a", "b", "a"],
+    ...                        "grader": ["g", "g", "x"]})
+    >>> c = audit_coverage(pool, grades, audit_ids=["q"], key_grader="g", auditor="x")
+    >>> c["pairs"], c["both"], c["auditor_missing"], c["coverage"]
+    (2, 1, 1, 0.5)
+    """
+    ids = {str(q) for q in audit_ids}
+    wanted = pool.loc[pool["query_id"].astype(str).isin(ids), ["query_id", "chunk_id"]]
+    wanted = set(zip(wanted["query_id"].astype(str), wanted["chunk_id"].astype(str)))
+
+    def graded_by(name):
+        g = grades.loc[grades["grader"].astype(str) == name]
+        return set(zip(g["query_id"].astype(str), g["chunk_id"].astype(str))) & wanted
+
+    by_key, by_auditor = graded_by(key_grader), graded_by(auditor)
+    both = by_key & by_auditor
+    incomplete = sorted({q for q, _ in wanted - both})
+    return {"pairs": len(wanted), "both": len(both),
+            "key_grader_missing": len(wanted - by_key), "auditor_missing": len(wanted - by_auditor),
+            "coverage": (len(both) / len(wanted)) if wanted else None,
+            "queries_incomplete": incomplete}

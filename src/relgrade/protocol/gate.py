@@ -229,3 +229,87 @@ def _relevant_grades(measures: Mapping) -> list[int]:
         if len(grades) >= 2:
             return grades
     return [1, 2]
+
+
+#: The protocol's own thresholds: a gate set looser than these is reported on every record.
+PROTOCOL_GATES: Mapping[str, float] = {
+    "weighted_kappa_min": 0.75,
+    "binary_kappa_min": 0.80,
+    "disagreement_max": 0.10,
+    "two_step_max": 0.02,
+    "audit_coverage_min": 1.0,
+}
+
+
+def looser_than_protocol(thresholds: Mapping) -> list[str]:
+    """One warning line per gate set looser than the protocol's threshold.
+
+    Parameters
+    ----------
+    thresholds : mapping
+        Gate name (a key of :data:`PROTOCOL_GATES`) to its number; other keys are ignored.
+
+    Returns
+    -------
+    list of str
+        E.g. ``"gates.weighted_kappa_min 0.6 is looser than the protocol's 0.75"``, in the
+        order of :data:`PROTOCOL_GATES`; empty when every gate is at least as strict.
+
+    Examples
+    --------
+    >>> looser_than_protocol({"weighted_kappa_min": 0.6, "disagreement_max": 0.1})
+    ["gates.weighted_kappa_min 0.6 is looser than the protocol's 0.75"]
+    """
+    lines = []
+    for name, strict in PROTOCOL_GATES.items():
+        value = _number(thresholds.get(name))
+        if value is None:
+            continue
+        looser = value < strict if name.endswith("_min") else value > strict
+        if looser:
+            lines.append(f"gates.{name} {value:g} is looser than the protocol's {strict:g}")
+    return lines
+
+
+def family_warnings(*, key_grader: str, auditor: str, graders: Mapping[str, str | None],
+                    arms: Mapping[str, str | None]) -> list[str]:
+    """Lines naming where the protocol's model-family rule is broken.
+
+    The auditor should come from another model family than the graders (so their errors are
+    not the same errors), and a model grader from another family than the arms it grades
+    (so it does not favour its own family's retrieval). Undeclared families are not compared.
+
+    Parameters
+    ----------
+    key_grader, auditor : str
+        The grader whose grades make the key, and the auditor.
+    graders : mapping of str to (str or None)
+        Every grader's declared ``family``.
+    arms : mapping of str to (str or None)
+        Every arm's declared ``family``.
+
+    Returns
+    -------
+    list of str
+        One line per broken rule, e.g. ``"auditor auditor-b is of the same family as grader
+        grader-a (claude)"``; empty when the rule holds.
+
+    Examples
+    --------
+    >>> family_warnings(key_grader="g", auditor="a", graders={"g": "x", "a": "x"},
+    ...                 arms={"bm25": None, "dense": "x"})
+    ['auditor a is of the same family as grader g (x)', 'grader g is of the same family as arm dense (x)']
+    """
+    lines = []
+    fam = {name: (str(f) if f else None) for name, f in graders.items()}
+    audit_family = fam.get(auditor)
+    for name in sorted(fam):
+        if name != auditor and audit_family and fam[name] == audit_family:
+            lines.append(f"auditor {auditor} is of the same family as grader {name} ({audit_family})")
+    for name in [key_grader] + sorted(n for n in fam if n not in (key_grader, auditor)):
+        if not fam.get(name):
+            continue
+        for arm, f in sorted(arms.items()):
+            if f and str(f) == fam[name]:
+                lines.append(f"grader {name} is of the same family as arm {arm} ({fam[name]})")
+    return lines
