@@ -77,11 +77,6 @@ def test_atomic_write_leaves_the_old_file_when_the_writer_fails(tmp_path):
     assert [f.name for f in tmp_path.iterdir()] == ["out.txt"]
 
 
-def test_canonical_json_has_no_spaces_and_keeps_utf8():
-    assert io.canonical_json({"query_id": "q1", "chunk_id": "é", "grade": 2}) == \
-        '{"query_id":"q1","chunk_id":"é","grade":2}'
-
-
 def test_sha256_file_equals_hashlib_of_the_bytes(tmp_path):
     p = tmp_path / "b"
     p.write_bytes(b"abc")

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import click
 
+from relgrade.canonical import jsonl_bytes
 from relgrade.cli import handle_errors
 from relgrade.errors import InputError, ProtocolError
 from relgrade.experiment.stage import load_params, path_of
@@ -136,7 +137,7 @@ def import_cmd(file, grader, round_, fmt, params_path):
         if before and not before.endswith(b"\n"):
             before += b"\n"
         rows = new[grades.ROW_COLUMNS].to_dict("records")
-        io.write_bytes(target, before + io.jsonl_bytes(rows))
+        io.write_bytes(target, before + jsonl_bytes(rows))
         # Imported grades were made against the packets of this round: record which intents
         # and rubric those were, so a later change of either is refused, not silently mixed.
         if not meta.exists() and rnd == int(grading["round"]) and intents_sha256:

@@ -50,7 +50,7 @@ from pathlib import Path
 from typing import Iterable, Sequence
 
 from relgrade.errors import InputError, ProtocolError
-from relgrade.io.files import jsonl_bytes
+from relgrade.canonical import jsonl_bytes
 
 #: Size in bytes of the in-flight marker record.
 _MARKER_SIZE = 64

@@ -17,17 +17,13 @@ from typing import Iterable, Iterator
 
 import pandas as pd
 
+from relgrade.canonical import jsonl_bytes
 from relgrade.errors import InputError
 
 BOM = b"\xef\xbb\xbf"
 
 
-# --- hashing -------------------------------------------------------------------------
-
-def sha256_bytes(data: bytes) -> str:
-    """Hex sha256 of ``data`` (64 lowercase hex characters)."""
-    return hashlib.sha256(data).hexdigest()
-
+# --- hashing files ----------------------------------------------------------------------
 
 def sha256_file(path) -> str:
     """Hex sha256 of a file's bytes, read in 1 MiB blocks."""
@@ -36,15 +32,6 @@ def sha256_file(path) -> str:
         for block in iter(lambda: f.read(1 << 20), b""):
             h.update(block)
     return h.hexdigest()
-
-
-def canonical_json(obj) -> str:
-    """One-line JSON with no spaces, keys in the order given, non-ASCII kept as UTF-8.
-
-    This is the byte form relgrade hashes: ``json.dumps(obj, separators=(",", ":"),
-    ensure_ascii=False)``, encoded as UTF-8.
-    """
-    return json.dumps(obj, separators=(",", ":"), ensure_ascii=False)
 
 
 # --- reading text --------------------------------------------------------------------
@@ -248,13 +235,8 @@ def write_json(path, obj, *, indent: int | None = 2) -> None:
     write_text(path, json.dumps(obj, indent=indent, ensure_ascii=False) + "\n")
 
 
-def jsonl_bytes(rows: Iterable[dict]) -> bytes:
-    """Canonical JSON Lines bytes of ``rows`` (see :func:`canonical_json`), LF-terminated."""
-    return "".join(canonical_json(r) + "\n" for r in rows).encode("utf-8")
-
-
 def write_jsonl(path, rows: Iterable[dict]) -> None:
-    """Write ``rows`` as canonical JSON Lines atomically."""
+    """Write ``rows`` as canonical JSON Lines atomically (see :mod:`relgrade.canonical`)."""
     write_bytes(path, jsonl_bytes(rows))
 
 

@@ -17,7 +17,7 @@ from typing import Sequence
 import pandas as pd
 
 from relgrade.errors import InputError, ProtocolError
-from relgrade.io.files import jsonl_bytes, sha256_bytes
+from relgrade.canonical import jsonl_bytes, sha256_bytes
 from relgrade.protocol.queries import as_id, is_missing
 
 #: Columns of the intents table (input and frozen, params ``paths.intents``).
@@ -122,7 +122,7 @@ def intents_bytes(table: pd.DataFrame) -> bytes:
     """The intent table's canonical bytes: JSON Lines ``{"query_id","query","intent"}``.
 
     Rows are sorted by ``query_id`` (code-point order) and written as
-    :func:`relgrade.io.files.jsonl_bytes` writes them: no spaces, non-ASCII as UTF-8, LF ends.
+    :func:`relgrade.canonical.jsonl_bytes` writes them: no spaces, non-ASCII as UTF-8, LF ends.
     """
     ordered = table.sort_values("query_id", kind="stable")
     return jsonl_bytes({"query_id": str(q), "query": str(t), "intent": str(i)}

@@ -26,7 +26,7 @@ from typing import Iterable, Mapping
 import pandas as pd
 
 from relgrade.errors import InputError, ProtocolError
-from relgrade.io.files import canonical_json
+from relgrade.canonical import canonical_json
 
 KEY_COLUMNS = ["query_id", "chunk_id", "grade"]
 

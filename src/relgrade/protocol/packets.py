@@ -24,7 +24,7 @@ import pandas as pd
 
 from relgrade.errors import InputError
 from relgrade.graders import labelstudio
-from relgrade.io.files import canonical_json
+from relgrade.canonical import canonical_json
 from relgrade.rng import order_seed, rng_for
 
 #: Grading roles, in the order their display orders are drawn within a round.

@@ -29,7 +29,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from relgrade.errors import InputError
-from relgrade.io.files import canonical_json, sha256_bytes
+from relgrade.canonical import canonical_json, sha256_bytes
 
 #: Columns of the pool table (params ``paths.pool``).
 POOL_COLUMNS = ["query_id", "chunk_id", "inclusion_prob"]
@@ -384,7 +384,7 @@ def pool_bytes(pool: pd.DataFrame) -> bytes:
     -------
     bytes
         One line ``{"query_id":"...","chunk_id":"..."}`` per pair, sorted by (query_id,
-        chunk_id) in code-point order, written as :func:`relgrade.io.files.jsonl_bytes` writes
+        chunk_id) in code-point order, written as :func:`relgrade.canonical.jsonl_bytes` writes
         them (no spaces, non-ASCII as UTF-8), each ending in LF.
     """
     if len(pool) == 0:
@@ -419,7 +419,7 @@ _NEEDS_ESCAPE = r'["\\\x00-\x1f]'
 
 
 def _json_strings(values: pa.Array) -> pa.Array:
-    """Each string as a JSON string literal, exactly as :func:`relgrade.io.files.canonical_json`
+    """Each string as a JSON string literal, exactly as :func:`relgrade.canonical.canonical_json`
     writes it: quoted, and only ids that hold a quote, backslash or control character go
     through ``json.dumps``."""
     quoted = _join('"', values, '"')

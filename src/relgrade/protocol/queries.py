@@ -17,7 +17,7 @@ import numpy as np
 import pandas as pd
 
 from relgrade.errors import InputError
-from relgrade.io.files import jsonl_bytes, sha256_bytes
+from relgrade.canonical import jsonl_bytes, sha256_bytes
 
 #: Columns of the validated queries table (params ``paths.queries``).
 QUERY_COLUMNS = ["query_id", "query", "group", "weight"]
@@ -192,7 +192,7 @@ def queries_sha256(queries: pd.DataFrame) -> str:
     Returns
     -------
     str
-        64 hex digits: sha256 of canonical JSON Lines (:func:`relgrade.io.files.jsonl_bytes`) of
+        64 hex digits: sha256 of canonical JSON Lines (:func:`relgrade.canonical.jsonl_bytes`) of
         rows ``{"query_id", "query", "group", "weight"}``, sorted by ``query_id``.
 
     Notes
