@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 
 from relgrade.errors import InputError
-from relgrade.graders.self_consistency import majority_grade
+from relgrade.raters.aggregate import majority_grade
 from relgrade.raters.aggregate import (
     DS_COLUMNS,
     FLAG_COLUMNS,

@@ -16,6 +16,7 @@ from sklearn.metrics import cohen_kappa_score
 
 from relgrade.errors import InputError
 from relgrade.protocol import agreement as ag
+from relgrade.schema import check_scale
 
 REPO = Path(__file__).resolve().parents[1]
 SCALE = [0, 1, 2]
@@ -177,7 +178,7 @@ def test_relevant_min_must_be_a_grade_above_the_lowest():
         ag.agreement([0], [0], scale=SCALE, relevant_min=0)
     assert "relevant_min must be a grade of the scale above its lowest grade" in str(e.value)
     with pytest.raises(InputError, match="at least two distinct grades"):
-        ag.check_scale([1, 1])
+        check_scale([1, 1])
 
 
 # --- pairing ------------------------------------------------------------------------
