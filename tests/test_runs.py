@@ -9,7 +9,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from relgrade.errors import InputError
-from relgrade.ranking import canonical_ranking, read_run, top_k, validate_run
+from relgrade.io.runs import read_run
+from relgrade.ranking import canonical_ranking, top_k, validate_run
 
 
 def _run(rows, arm=None):

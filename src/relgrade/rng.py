@@ -6,8 +6,9 @@ a documented byte string, never with Python's ``hash()``, which is salted per pr
 recorded child seed (for example the ``order_seed`` of a display order) lets anyone rebuild
 the same draws on any machine, in any process, with any worker count.
 
-The byte string is the canonical JSON (see :func:`relgrade.canonical.canonical_json`) of a list whose
-first element names the purpose and version, followed by the experiment seed and the parts::
+The byte string is the canonical JSON (see :func:`relgrade.canonical.canonical_json`) of a
+list whose first element names the purpose and version, followed by the experiment seed and
+the parts::
 
     ["relgrade-seed-v1", <seed>, <part>, <part>, ...]
 

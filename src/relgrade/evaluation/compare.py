@@ -60,8 +60,6 @@ NOT_COMPARED = ("Judged",)
 #: Below this many (query x resample) draws in total the work stays in one thread.
 PARALLEL_MIN_WORK = 10_000_000
 
-PER_QUERY_COLUMNS = ["arm", "query_id", "group", "measure", "value"]
-
 
 # --- settings ------------------------------------------------------------------------
 

@@ -146,6 +146,43 @@ def read_table(path, *, columns: list[str] | None = None) -> pd.DataFrame:
     return df
 
 
+def read_rows(path, columns: list[str] | None = None) -> tuple[pd.DataFrame, list[int] | None]:
+    """A table (see :func:`read_table`) and the file line each of its rows is on.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        A ``.parquet``, ``.jsonl``/``.ndjson`` or ``.tsv``/``.tab`` file.
+    columns : list of str, optional
+        Columns the table must have.
+
+    Returns
+    -------
+    table : pandas.DataFrame
+        As :func:`read_table` returns it.
+    lines : list of int of length n_rows, or None
+        The 1-based file line of each row, in row order: text readers skip blank lines (and
+        a TSV's header row), so row ``i`` sits on ``lines[i]``. ``None`` for Parquet, which
+        has no lines.
+
+    Raises
+    ------
+    InputError
+        As :func:`read_table`.
+    """
+    path = Path(path)
+    table = read_table(path, columns=columns)
+    if path.suffix.lower() == ".parquet":
+        return table, None
+    return table, _row_lines(read_lines(path), header=path.suffix.lower() in (".tsv", ".tab"))
+
+
+def _row_lines(lines: list[str], *, header: bool) -> list[int]:
+    """1-based line numbers of the non-blank data lines (after the header, if any)."""
+    start = 1 if header else 0
+    return [i + 1 for i in range(start, len(lines)) if lines[i].strip()]
+
+
 def read_parquet(path) -> pd.DataFrame:
     """A Parquet file as a DataFrame.
 

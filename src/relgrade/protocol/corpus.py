@@ -202,7 +202,7 @@ def corpus_from_sdist(data: bytes, *, spec: dict, path=None) -> tuple[pd.DataFra
     Returns
     -------
     chunks : pandas.DataFrame
-        The chunks table (:data:`relgrade.protocol.chunking.COLUMNS`).
+        The chunks table (:data:`relgrade.schema.CHUNKS`).
     manifest : dict
         ``{"source", "sha256", "chunks", "table_sha256", "files", "lines", "skipped"}``:
         the source label, the archive's sha256, the chunk count, :func:`table_sha256`,

@@ -28,8 +28,6 @@ import pandas as pd
 from relgrade.errors import InputError, ProtocolError
 from relgrade.canonical import canonical_json
 
-KEY_COLUMNS = ["query_id", "chunk_id", "grade"]
-
 
 def _sorted_rows(key: pd.DataFrame) -> list[tuple[str, str, int]]:
     rows = sorted(zip(key["query_id"].astype(str), key["chunk_id"].astype(str),
