@@ -23,8 +23,8 @@ from pathlib import PurePosixPath
 
 import pandas as pd
 
-from relgrade.errors import InputError
 from relgrade.canonical import jsonl_bytes, sha256_bytes
+from relgrade.errors import InputError
 from relgrade.protocol import chunking
 
 SPEC_KINDS = ("pypi-sdist", "sdist-file")

@@ -16,8 +16,8 @@ from typing import Sequence
 
 import pandas as pd
 
-from relgrade.errors import InputError, ProtocolError
 from relgrade.canonical import jsonl_bytes, sha256_bytes
+from relgrade.errors import InputError, ProtocolError
 from relgrade.schema import INTENTS, as_id, is_missing
 
 #: What the review record must contain (params ``intents.review``).

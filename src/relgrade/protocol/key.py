@@ -25,8 +25,8 @@ from typing import Iterable, Mapping
 
 import pandas as pd
 
-from relgrade.errors import InputError, ProtocolError
 from relgrade.canonical import canonical_json
+from relgrade.errors import InputError, ProtocolError
 
 
 def _sorted_rows(key: pd.DataFrame) -> list[tuple[str, str, int]]:

@@ -22,9 +22,9 @@ from typing import Iterable, Sequence
 import numpy as np
 import pandas as pd
 
+from relgrade.canonical import canonical_json
 from relgrade.errors import InputError
 from relgrade.graders import labelstudio
-from relgrade.canonical import canonical_json
 from relgrade.rng import order_seed, rng_for
 from relgrade.schema import ORDERS, ROLES
 
