@@ -52,8 +52,9 @@ def _arms(data: Path, ext: str) -> list[Path]:
 def _relgrade(data: Path, ext: str, validate: bool):
     from relgrade.evaluation.measures import protocol_measures
     from relgrade.evaluation.metrics import index_qrels, per_query
+    from relgrade.io.runs import read_run
     from relgrade.io.trec import read_trec_qrels
-    from relgrade.ranking import read_run, validate_run
+    from relgrade.ranking import validate_run
 
     measures = protocol_measures(CUTOFFS)
     start, cpu_start = time.perf_counter(), time.process_time()

@@ -12,7 +12,7 @@ Contenders (wall clock, best of ``--repeat`` rounds; the rounds interleave the c
 a busy machine slows them alike):
 
 * relgrade, Parquet: what ``stages/pool.py`` does after reading the id tables: per arm (in
-  threads) ``runs.read_run`` and ``pool.top_candidates``; then ``runs.canonical_ranking`` of
+  threads) ``read_run`` and ``pool.top_candidates``; then ``runs.canonical_ranking`` of
   the stacked candidates and ``pool.build_pool`` (pool, provenance and statistics);
 * relgrade, Parquet + validation: the same with ``runs.validate_run`` on every full run
   (duplicates and non-finite scores; the stage also checks ids against queries and chunks);
@@ -37,13 +37,14 @@ import numpy as np
 import pandas as pd
 
 from relgrade import ranking as runs
+from relgrade.io.runs import read_run
 from relgrade.protocol import pool
 
 
 def relgrade_pool(folder: Path, arms: list[str], suffix: str, depth: int, *,
                   validate: bool) -> pd.DataFrame:
     def load(arm):
-        run = runs.read_run(folder / f"{arm}{suffix}")
+        run = read_run(folder / f"{arm}{suffix}")
         if validate:
             runs.validate_run(run, path=folder / f"{arm}{suffix}")
         return pool.top_candidates(run, depth).assign(arm=arm)
@@ -58,7 +59,7 @@ def relgrade_steps(folder: Path, arms: list[str], depth: int) -> dict[str, float
     """Seconds per step of the Parquet path, single-threaded, for the breakdown."""
     out = {}
     t = time.perf_counter()
-    read = [runs.read_run(folder / f"{a}.parquet") for a in arms]
+    read = [read_run(folder / f"{a}.parquet") for a in arms]
     out["read_run (10 Parquet files)"] = time.perf_counter() - t
     t = time.perf_counter()
     for r in read:

@@ -8,20 +8,19 @@ from pathlib import Path
 from relgrade.experiment.stage import path_of, run_stage, section
 from relgrade.io.files import (
     read_json,
-    read_lines,
+    read_rows,
     read_table,
     write_json,
     write_parquet,
 )
-from relgrade.protocol import intents, queries
+from relgrade.protocol import intents
+from relgrade.schema import INTENTS
 
 
 def main(params):
     cfg = section(params, "intents")
     src, review = Path(cfg["input"]), Path(cfg["review"])
-    table = read_table(src, columns=intents.INTENT_COLUMNS)
-    lines = None if src.suffix.lower() == ".parquet" else queries.row_lines(
-        read_lines(src), header=src.suffix.lower() in (".tsv", ".tab"))
+    table, lines = read_rows(src, INTENTS)
     frozen = intents.validate_intents(table, queries=read_table(path_of(params, "queries")),
                                       path=src, lines=lines)
     record = read_json(review) if review.exists() else None

@@ -23,8 +23,9 @@ from relgrade.io.files import (
     write_jsonl,
     write_parquet,
 )
+from relgrade.io.runs import read_run
 from relgrade.protocol import ledger
-from relgrade.ranking import read_run, validate_run
+from relgrade.ranking import validate_run
 
 
 def main(params):

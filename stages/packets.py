@@ -19,6 +19,7 @@ from relgrade.io.files import (
     write_parquet,
 )
 from relgrade.protocol import intents, packets
+from relgrade.schema import ROLES
 
 
 def write_packet_folder(root: Path, built: dict) -> None:
@@ -26,7 +27,7 @@ def write_packet_folder(root: Path, built: dict) -> None:
     tmp = Path(tempfile.mkdtemp(prefix=f".{root.name}.", suffix=".tmp", dir=root.parent))
     old = root.with_name(f".{root.name}.{os.getpid()}.old")
     try:
-        for role in packets.ROLES:
+        for role in ROLES:
             (tmp / role).mkdir()
             for packet in built.get(role, []):
                 write_json(tmp / role / packets.packet_filename(packet["query_id"]), packet)

@@ -12,6 +12,7 @@ import pandas as pd
 from relgrade import ranking as runs
 from relgrade.experiment.stage import path_of, run_stage, section
 from relgrade.io.files import read_table, write_json, write_parquet
+from relgrade.io.runs import read_run
 from relgrade.protocol import pool
 from relgrade.rng import stage_rng
 
@@ -24,7 +25,7 @@ def main(params):
 
     def load(arm):
         path = path_of(params, "runs") / f"{arm}.trec"
-        run = runs.read_run(path)
+        run = read_run(path)
         runs.validate_run(run, path=path, queries=queries, chunks=chunks)
         return pool.top_candidates(run, deepest, ties=ties).assign(arm=str(arm))
 

@@ -3,16 +3,14 @@
 from pathlib import Path
 
 from relgrade.experiment.stage import path_of, run_stage, section
-from relgrade.io.files import read_lines, read_table, write_json, write_parquet
+from relgrade.io.files import read_rows, write_json, write_parquet
 from relgrade.protocol import queries
 
 
 def main(params):
     cfg = section(params, "queries")
     src = Path(cfg["input"])
-    table = read_table(src, columns=queries.REQUIRED_COLUMNS)
-    lines = None if src.suffix.lower() == ".parquet" else queries.row_lines(
-        read_lines(src), header=src.suffix.lower() in (".tsv", ".tab"))
+    table, lines = read_rows(src, queries.REQUIRED_COLUMNS)
     validated = queries.validate_queries(table, groups=cfg["groups"], path=src, lines=lines)
     manifest = queries.queries_manifest(validated, groups=cfg["groups"])
     write_parquet(path_of(params, "queries"), validated)

@@ -11,8 +11,8 @@ from relgrade import retrieve
 from relgrade.errors import InputError
 from relgrade.experiment.stage import path_of, run_stage, section
 from relgrade.io.files import read_table
+from relgrade.io.runs import read_run
 from relgrade.io.trec import write_trec_run
-from relgrade.ranking import read_run
 
 
 def main(params):

@@ -7,7 +7,6 @@ import pandas as pd
 import pytest
 
 from relgrade.errors import InputError
-from relgrade.graders.self_consistency import majority_grade
 from relgrade.raters.aggregate import (
     DS_COLUMNS,
     FLAG_COLUMNS,
@@ -16,6 +15,7 @@ from relgrade.raters.aggregate import (
     dawid_skene,
     flag_high_variance,
     majority,
+    majority_grade,
 )
 
 S = [0, 1, 2]

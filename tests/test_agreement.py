@@ -16,6 +16,7 @@ from sklearn.metrics import cohen_kappa_score
 
 from relgrade.errors import InputError
 from relgrade.protocol import agreement as ag
+from relgrade.schema import check_scale
 
 REPO = Path(__file__).resolve().parents[1]
 SCALE = [0, 1, 2]
@@ -177,7 +178,7 @@ def test_relevant_min_must_be_a_grade_above_the_lowest():
         ag.agreement([0], [0], scale=SCALE, relevant_min=0)
     assert "relevant_min must be a grade of the scale above its lowest grade" in str(e.value)
     with pytest.raises(InputError, match="at least two distinct grades"):
-        ag.check_scale([1, 1])
+        check_scale([1, 1])
 
 
 # --- pairing ------------------------------------------------------------------------
@@ -324,55 +325,6 @@ def test_multi_rater_measures_are_undefined_when_every_rating_is_the_same():
                for n in out["notes"])
     with pytest.raises(InputError, match="unknown level"):
         ag.krippendorff_alpha(g, scale=SCALE, level="ratio-ish")
-
-
-# --- diagnostics --------------------------------------------------------------------
-
-def test_position_bias_is_the_mean_grade_by_display_position():
-    g = long([("q1", "c1", "ga", 2), ("q1", "c2", "ga", 0), ("q1", "c3", "ga", 1),
-              ("q2", "c4", "ga", 1), ("q2", "c5", "ga", 1), ("q2", "c6", "ga", 2)])
-    pos = pd.DataFrame({"query_id": ["q1"] * 3 + ["q2"] * 3,
-                        "chunk_id": ["c1", "c2", "c3", "c4", "c5", "c6"],
-                        "position": [0, 1, 2, 0, 1, 2]})
-    table = ag.position_bias(g, pos)
-    assert table.values.tolist() == [["ga", 0, 2, 1.5], ["ga", 1, 2, 0.5], ["ga", 2, 2, 1.5]]
-    diag = ag.grading_diagnostics(g, pos)
-    # Least-squares slope of grade on position: x = (0,1,2,0,1,2), y = (2,0,1,1,1,2);
-    # x mean 1, y mean 7/6; sum dx*dy = -(2 - 7/6) + (1 - 7/6) - (1 - 7/6) + (2 - 7/6) = 0.
-    assert diag["ga"]["position_slope"] == pytest.approx(0.0, abs=1e-12)
-    # Three chunks per query: position p of 3 falls in third floor(3p/3) = p.
-    assert diag["ga"]["mean_by_third"] == {"first": 1.5, "middle": 0.5, "last": 1.5}
-    assert diag["notes"] == ["leniency drift not computed: the grades table has no "
-                             "`sequence` column recording the order of grading"]
-
-
-def test_position_slope_reads_a_falling_grade():
-    g = long([("q1", "c1", "ga", 2), ("q1", "c2", "ga", 0), ("q2", "c3", "ga", 1),
-              ("q2", "c4", "ga", 1)])
-    pos = pd.DataFrame({"query_id": ["q1", "q1", "q2", "q2"],
-                        "chunk_id": ["c1", "c2", "c3", "c4"], "position": [0, 1, 0, 1]})
-    # x = (0,1,0,1), y = (2,0,1,1): sum dx*dy = -0.5*1 + 0.5*(-1) + 0 + 0 = -1; sum dx^2 = 1.
-    assert ag.grading_diagnostics(g, pos)["ga"]["position_slope"] == pytest.approx(-1.0)
-
-
-def test_position_join_uses_role_and_round_when_both_tables_have_them():
-    g = long([("q1", "c1", "ga", 2)])
-    g.loc[0, "role"] = "auditor"
-    pos = pd.DataFrame({"query_id": ["q1", "q1"], "chunk_id": ["c1", "c1"],
-                        "role": ["grader", "auditor"], "round": [1, 1], "position": [0, 4]})
-    assert ag.position_bias(g, pos).values.tolist() == [["ga", 4, 1, 2.0]]
-
-
-def test_leniency_drift_is_the_mean_grade_by_stretch_of_the_grading_sequence():
-    g = long([("q", f"c{i}", "ga", grade) for i, grade in enumerate([0, 0, 1, 1, 2, 2])])
-    g["sequence"] = range(6)
-    table = ag.leniency_drift(g, bins=3)
-    assert table.values.tolist() == [["ga", 1, 2, 0.0], ["ga", 2, 2, 1.0], ["ga", 3, 2, 2.0]]
-    diag = ag.grading_diagnostics(g, bins=3)
-    # Least-squares slope of grade on relative order x = 0, 0.2, ..., 1 (mean 0.5), y mean 1:
-    # sum dx*dy = 0.5 + 0.3 + 0 + 0 + 0.3 + 0.5 = 1.6; sum dx^2 = 2 * (0.25 + 0.09 + 0.01) = 0.7.
-    assert diag["ga"]["drift_slope"] == pytest.approx(1.6 / 0.7)
-    assert diag["ga"]["mean_by_stretch"] == {"1": 0.0, "2": 1.0, "3": 2.0}
 
 
 # --- the audit report ---------------------------------------------------------------

@@ -19,9 +19,9 @@ import pandas as pd
 import pytest
 from scipy.stats import kendalltau
 
+from relgrade import schema
 from relgrade.protocol import intents as I
 from relgrade.protocol import packets as K
-from relgrade.protocol import pool as P
 
 REPO = Path(__file__).resolve().parents[1]
 ARMS = ["ARM_ZEPHYR_7731", "ARM_QUOKKA_2209", "ARM_NARWHAL_5518"]
@@ -144,8 +144,8 @@ def test_no_provenance_reaches_the_pool_or_orders_files(experiment):
         assert not [s for s in scores if s in data]
     pool = pd.read_parquet(root / "data/pool.parquet")
     orders = pd.read_parquet(root / "data/orders.parquet")
-    assert pool.columns.tolist() == P.POOL_COLUMNS
-    assert orders.columns.tolist() == K.ORDER_COLUMNS
+    assert pool.columns.tolist() == schema.POOL
+    assert orders.columns.tolist() == schema.ORDERS
     # the pool file is sorted by id, not by any arm's rank
     assert list(zip(pool.query_id, pool.chunk_id)) == sorted(zip(pool.query_id, pool.chunk_id))
     # the provenance did reach its private file, so the scan above looked for real values
@@ -157,7 +157,7 @@ def test_no_provenance_reaches_the_pool_or_orders_files(experiment):
 def test_packets_hold_exactly_the_allowed_keys_and_file_names(experiment):
     root, _ = experiment
     pool = pd.read_parquet(root / "data/pool.parquet")
-    for role in K.ROLES:
+    for role in schema.ROLES:
         for f in sorted((root / "data/packets" / role).iterdir()):
             packet = json.loads(f.read_text())
             assert tuple(packet) == K.PACKET_KEYS

@@ -8,6 +8,7 @@ import textwrap
 import pandas as pd
 import pytest
 
+from relgrade import schema
 from relgrade.protocol import chunking
 from relgrade.protocol.corpus import table_sha256
 
@@ -259,7 +260,7 @@ def test_binary_empty_and_generated_files_are_skipped_with_a_reason():
     ]
     assert report["files"] == 1
     assert report["lines"] == 22
-    assert list(table.columns) == chunking.COLUMNS
+    assert list(table.columns) == schema.CHUNKS
     assert table["line_start"].dtype == "int64"
     assert set(table["source"]) == {"src/p/mod.py"}
 

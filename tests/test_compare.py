@@ -9,6 +9,7 @@ from dataclasses import replace
 import numpy as np
 import pandas as pd
 import pytest
+from statsmodels.stats.multitest import multipletests
 
 from relgrade.errors import InputError
 from relgrade.evaluation import compare, stats
@@ -81,8 +82,9 @@ def test_holm_runs_over_every_comparison_made():
     arms = {"bm25": base, "b": base + g.normal(0.05, 0.1, 40), "c": base + g.normal(0, 0.1, 40)}
     c = compare_arms(table(arms), settings=settings())
     raw = [p.randomization.p for p in c.pairs]
-    assert [p.p_holm for p in c.pairs] == pytest.approx(stats.holm(raw).tolist())
-    assert [p.significant for p in c.pairs] == [h <= 0.05 for h in stats.holm(raw)]
+    _, holm, _, _ = multipletests(raw, method="holm")
+    assert [p.p_holm for p in c.pairs] == holm.tolist()
+    assert [p.significant for p in c.pairs] == [h <= 0.05 for h in holm]
 
 
 def test_numbers_do_not_depend_on_the_other_comparisons_or_their_order():

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 
+import pandas as pd
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -77,11 +78,6 @@ def test_atomic_write_leaves_the_old_file_when_the_writer_fails(tmp_path):
     assert [f.name for f in tmp_path.iterdir()] == ["out.txt"]
 
 
-def test_canonical_json_has_no_spaces_and_keeps_utf8():
-    assert io.canonical_json({"query_id": "q1", "chunk_id": "é", "grade": 2}) == \
-        '{"query_id":"q1","chunk_id":"é","grade":2}'
-
-
 def test_sha256_file_equals_hashlib_of_the_bytes(tmp_path):
     p = tmp_path / "b"
     p.write_bytes(b"abc")
@@ -115,3 +111,34 @@ def test_parquet_round_trips(tmp_path_factory, data):
     back = io.read_table(p)
     assert back["chunk_id"].tolist() == df["chunk_id"].tolist()
     assert back["grade"].tolist() == df["grade"].tolist()
+
+
+def test_read_rows_gives_the_file_line_of_each_tsv_row_past_header_and_blank_lines(tmp_path):
+    p = tmp_path / "q.tsv"
+    p.write_text("query_id\tquery\tgroup\nq1\ta\tkeyword\n\nq2\tb\tquestion\n", encoding="utf-8")
+    table, lines = io.read_rows(p, ["query_id", "query"])
+    assert table["query_id"].tolist() == ["q1", "q2"]
+    assert lines == [2, 4]
+
+
+def test_read_rows_counts_jsonl_lines_from_one_and_skips_blank_ones(tmp_path):
+    p = tmp_path / "q.jsonl"
+    p.write_text('\n{"query_id": "q1"}\n  \n{"query_id": "q2"}\n', encoding="utf-8")
+    table, lines = io.read_rows(p)
+    assert table["query_id"].tolist() == ["q1", "q2"]
+    assert lines == [2, 4]
+
+
+def test_read_rows_of_parquet_has_no_lines(tmp_path):
+    p = tmp_path / "q.parquet"
+    io.write_parquet(p, pd.DataFrame({"query_id": ["q1", "q2"]}))
+    table, lines = io.read_rows(p, ["query_id"])
+    assert table["query_id"].tolist() == ["q1", "q2"] and lines is None
+
+
+def test_read_rows_refuses_a_missing_column_naming_the_file(tmp_path):
+    p = tmp_path / "q.tsv"
+    p.write_text("query_id\nq1\n", encoding="utf-8")
+    with pytest.raises(InputError) as e:
+        io.read_rows(p, ["query_id", "group"])
+    assert e.value.rule == "missing column(s) group" and e.value.path == str(p)

@@ -16,6 +16,7 @@ import yaml
 from click.testing import CliRunner
 
 from relgrade import rng as seeds
+from relgrade import schema
 from relgrade.cli import main as cli
 from relgrade.errors import InputError
 from relgrade.protocol import packets as K
@@ -99,7 +100,7 @@ def test_unknown_role_and_bad_round_are_refused():
 
 def test_orders_cover_every_pooled_query_for_graders_and_audit_queries_for_auditors():
     orders = K.build_orders(POOL, seed=3, round=1, batch_size=3, audit_ids=["q2"])
-    assert orders.columns.tolist() == K.ORDER_COLUMNS
+    assert orders.columns.tolist() == schema.ORDERS
     grader = orders[orders.role == "grader"]
     auditor = orders[orders.role == "auditor"]
     assert sorted(grader.query_id.unique()) == ["q1", "q2"]

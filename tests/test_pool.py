@@ -14,8 +14,8 @@ import pandas as pd
 import pytest
 
 from relgrade import ranking as R
+from relgrade.canonical import jsonl_bytes
 from relgrade.errors import InputError
-from relgrade.io.files import jsonl_bytes
 from relgrade.protocol import pool as P
 
 REPO = Path(__file__).resolve().parents[1]

@@ -132,7 +132,7 @@ def test_top_candidates_keep_every_canonical_rank_up_to_depth(run, depth, ties):
 @given(pairs=st.lists(st.tuples(st.text(min_size=1, max_size=6), st.text(min_size=1, max_size=6)),
                       min_size=1, max_size=20, unique=True))
 def test_pool_bytes_equal_canonical_jsonl_for_any_ids(pairs):
-    from relgrade.io.files import jsonl_bytes
+    from relgrade.canonical import jsonl_bytes
 
     pool = pd.DataFrame(pairs, columns=["query_id", "chunk_id"])
     expected = jsonl_bytes({"query_id": q, "chunk_id": c} for q, c in sorted(pairs))

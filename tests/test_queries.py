@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 
 from relgrade.errors import InputError
-from relgrade.io.files import read_lines, read_table
+from relgrade.io.files import read_rows
 from relgrade.protocol import queries
 
 REPO = Path(__file__).resolve().parents[1]
@@ -27,8 +27,7 @@ def load_stage(name):
 
 def read(path: Path):
     """What the queries stage does: the table and the line of each row."""
-    table = read_table(path, columns=queries.REQUIRED_COLUMNS)
-    lines = queries.row_lines(read_lines(path), header=path.suffix == ".tsv")
+    table, lines = read_rows(path, queries.REQUIRED_COLUMNS)
     return queries.validate_queries(table, groups=GROUPS, path=path, lines=lines)
 
 
@@ -112,9 +111,8 @@ def test_integer_ids_from_jsonl_become_strings(tmp_path):
     p = tmp_path / "queries.jsonl"
     p.write_text('{"query_id": 7, "query": "cache", "group": "keyword"}\n'
                  '{"query_id": "007", "query": "pages", "group": "question"}\n')
-    table = read_table(p)
-    out = queries.validate_queries(table, groups=GROUPS, path=p,
-                                   lines=queries.row_lines(read_lines(p), header=False))
+    table, lines = read_rows(p)
+    out = queries.validate_queries(table, groups=GROUPS, path=p, lines=lines)
     assert out["query_id"].tolist() == ["007", "7"]
 
 

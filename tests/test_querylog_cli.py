@@ -9,7 +9,7 @@ import pytest
 from click.testing import CliRunner
 
 from relgrade.cli import main
-from relgrade.io.files import read_lines, read_table
+from relgrade.io.files import read_lines, read_rows
 from relgrade.protocol import queries
 from relgrade.query_sampling import STRATA
 
@@ -33,8 +33,7 @@ def run(*args):
 
 def read_queries(path: Path):
     """What the queries stage does with a .tsv input, groups head/torso/tail."""
-    table = read_table(path, columns=queries.REQUIRED_COLUMNS)
-    lines = queries.row_lines(read_lines(path), header=True)
+    table, lines = read_rows(path, queries.REQUIRED_COLUMNS)
     return queries.validate_queries(table, groups=list(STRATA), path=path, lines=lines)
 
 

@@ -9,7 +9,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from relgrade.errors import InputError
-from relgrade.ranking import canonical_ranking, read_run, top_k, validate_run
+from relgrade.io.runs import read_run
+from relgrade.ranking import canonical_ranking, top_k, validate_run
 
 
 def _run(rows, arm=None):
@@ -200,3 +201,55 @@ def test_ids_that_only_look_alike_through_the_key_separator_are_refused_not_merg
     run = _run([("q\x1fa", "b", 1, 1.0), ("q", "a\x1fb", 1, 1.0)])
     with pytest.raises(InputError, match="holds the control character U\\+001F"):
         validate_run(run)
+
+
+# --- id codes ------------------------------------------------------------------------
+
+def test_id_codes_follow_code_point_order_and_give_the_ids_back():
+    from relgrade.ranking import id_codes, ids_at
+
+    # "Z" (U+005A) < "a" (U+0061) < "é" (U+00E9) < "𝔞" (U+1D51E): code-point order, which
+    # UTF-8 byte order equals; "10" < "9" as text.
+    values = pd.Series(["é", "a", "10", "𝔞", "Z", "9", "a"], dtype="str")
+    codes, uniques = id_codes(values)
+    assert uniques.to_pylist() == ["10", "9", "Z", "a", "é", "𝔞"]
+    assert codes.tolist() == [4, 3, 0, 5, 2, 1, 3]
+    assert codes.dtype == np.int64
+    assert ids_at(uniques, codes).tolist() == values.tolist()
+
+
+def test_id_codes_read_object_arrays_and_arrow_arrays_alike():
+    import pyarrow as pa
+
+    from relgrade.ranking import id_codes
+
+    a = id_codes(np.array(["b", "a", "b"], dtype=object))
+    b = id_codes(pa.array(["b", "a", "b"]))
+    assert a[0].tolist() == b[0].tolist() == [1, 0, 1]
+    assert a[1].to_pylist() == b[1].to_pylist() == ["a", "b"]
+
+
+def test_id_codes_refuse_a_missing_id():
+    from relgrade.ranking import id_codes
+
+    with pytest.raises(InputError, match="an id is missing"):
+        id_codes(pd.Series(["a", None], dtype="str"))
+
+
+def test_sorted_codes_are_id_codes_with_the_ids_as_a_pandas_index():
+    from relgrade.ranking import id_codes, sorted_codes
+
+    codes, index = sorted_codes(["q2", "q1", "q2"])
+    assert codes.tolist() == id_codes(["q2", "q1", "q2"])[0].tolist() == [1, 0, 1]
+    assert index.tolist() == ["q1", "q2"]
+
+
+def test_codes_in_gives_each_ids_place_in_the_set_and_minus_one_when_absent():
+    import pyarrow as pa
+
+    from relgrade.ranking import arrow_ids, codes_in
+
+    values = pa.chunked_array([pa.array(["b", "x"], pa.large_string()),
+                               pa.array(["a"], pa.large_string())])
+    assert codes_in(values, arrow_ids(["a", "b"])).tolist() == [1, -1, 0]
+    assert codes_in(arrow_ids(pd.Series([], dtype="str")), arrow_ids(["a"])).tolist() == []

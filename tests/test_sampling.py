@@ -8,12 +8,13 @@ import pytest
 from statsmodels.stats.inter_rater import fleiss_kappa as sm_fleiss_kappa
 
 from relgrade.errors import InputError
-from relgrade.graders.self_consistency import (
-    aggregate_samples,
-    fleiss_kappa,
-    majority_grade,
-    self_consistency,
-)
+from relgrade.graders.self_consistency import aggregate_samples, self_consistency
+from relgrade.protocol.agreement import fleiss_from_counts
+from relgrade.raters.aggregate import majority_grade
+
+
+def fleiss_kappa(counts):
+    return fleiss_from_counts(counts)[0]
 
 S = [0, 1, 2]
 
@@ -103,15 +104,25 @@ def test_fleiss_kappa_agrees_with_statsmodels_on_random_tables():
 
 
 def test_fleiss_kappa_is_undefined_when_every_rating_is_one_category():
-    assert fleiss_kappa([[3, 0, 0], [3, 0, 0]]) is None
+    kappa, note = fleiss_from_counts([[3, 0, 0], [3, 0, 0]])
+    assert kappa is None and "chance agreement is 1" in note
     assert fleiss_kappa(np.zeros((0, 3))) is None
 
 
-def test_fleiss_kappa_refuses_uneven_rows_and_single_raters():
-    with pytest.raises(ValueError, match="same number"):
-        fleiss_kappa([[2, 0], [1, 0]])
-    with pytest.raises(ValueError, match="at least two"):
-        fleiss_kappa([[1, 0], [0, 1]])
+def test_fleiss_kappa_is_undefined_with_one_rating_per_item():
+    assert fleiss_from_counts([[1, 0], [0, 1]]) == \
+        (None, "no pair has grades from two or more raters")
+
+
+def test_self_consistency_reports_the_fleiss_kappa_of_its_sample_counts():
+    # two pairs, three samples each: counts [[3, 0, 0], [1, 2, 0]] over grades 0, 1, 2
+    # p = (4/6, 2/6, 0): P_e = 20/36; P_i = (1, 1/3): P-bar = 2/3; kappa = (2/3 - 5/9) / (4/9)
+    samples = pd.DataFrame({"query_id": ["q"] * 6, "chunk_id": ["a"] * 3 + ["b"] * 3,
+                            "sample": [0, 1, 2] * 2, "reason": ["r"] * 6,
+                            "grade": [0, 0, 0, 0, 1, 1]})
+    out = self_consistency(samples, scale=S, n_samples=3)
+    assert out["fleiss_kappa"] == pytest.approx(0.25, abs=1e-12)
+    assert out["fleiss_kappa"] == fleiss_kappa([[3, 0, 0], [1, 2, 0]])
 
 
 def test_self_consistency_by_hand():

@@ -1,13 +1,14 @@
-"""Runs: reading them in any accepted format, checking them, and their canonical ranking.
+"""Runs: checking them, their canonical ranking, and the integer coding of their ids.
 
 A run is a long table ``query_id`` (str), ``chunk_id`` (str), ``rank`` (int64), ``score``
-(float64), plus ``arm`` (str) when several arms' runs are stacked. Pooling and every metric
-read a run through :func:`canonical_ranking`, so they all see one and the same order.
+(float64), plus ``arm`` (str) when several arms' runs are stacked (:data:`relgrade.schema.RUN`,
+:data:`relgrade.schema.RUNS`). Pooling and every metric read a run through
+:func:`canonical_ranking`, so they all see one and the same order; they code ids as integers
+through :func:`id_codes`, :func:`sorted_codes` and :func:`codes_in`, so the id order is
+defined once. Files of runs are read by :mod:`relgrade.io.runs`.
 """
 
 from __future__ import annotations
-
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -15,131 +16,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from relgrade.errors import InputError
-from relgrade.io.files import iter_jsonl, read_parquet
-from relgrade.io.trec import RUN_COLUMNS, read_trec_run
+from relgrade.schema import RUN
 
 TIES = ("score", "rank")
-
-
-# --- reading -------------------------------------------------------------------------
-
-def _as_ids(values: pd.Series, name: str, path) -> pd.Series:
-    if values.isna().any():
-        row = int(np.flatnonzero(values.isna().to_numpy())[0])
-        raise InputError(f"{name} is missing", path=path, item=f"row {row + 1}")
-    if pd.api.types.is_float_dtype(values):
-        raise InputError(f"{name} must be a string or an integer", path=path,
-                         found=f"floats such as {values.iloc[0]!r}")
-    return values.astype("str")
-
-
-def _coerce(df: pd.DataFrame, path) -> pd.DataFrame:
-    """Columns of the run contract with relgrade's dtypes; extra columns other than arm dropped."""
-    missing = [c for c in RUN_COLUMNS if c not in df.columns]
-    if missing:
-        raise InputError(f"a run needs the columns {', '.join(RUN_COLUMNS)}", path=path,
-                         found="no " + ", ".join(missing))
-    out = pd.DataFrame({
-        "query_id": _as_ids(df["query_id"], "query_id", path),
-        "chunk_id": _as_ids(df["chunk_id"], "chunk_id", path),
-    })
-    rank = df["rank"]
-    if not pd.api.types.is_integer_dtype(rank):
-        as_num = pd.to_numeric(rank, errors="coerce")
-        bad = as_num.isna() | (as_num != np.round(as_num))
-        if bad.any():
-            row = int(np.flatnonzero(bad.to_numpy())[0])
-            raise InputError("rank must be an integer", path=path, item=f"row {row + 1}",
-                             found=repr(rank.iloc[row]))
-        rank = as_num
-    out["rank"] = rank.to_numpy().astype(np.int64, copy=False)
-    if df["score"].dtype == np.float64:  # already numbers: no conversion, no copy
-        out["score"] = df["score"].to_numpy()
-    else:
-        score = pd.to_numeric(df["score"], errors="coerce")
-        bad = score.isna() & df["score"].notna()
-        if bad.any():
-            row = int(np.flatnonzero(bad.to_numpy())[0])
-            raise InputError("score must be a number", path=path, item=f"row {row + 1}",
-                             found=repr(df["score"].iloc[row]))
-        out["score"] = score.to_numpy(dtype=np.float64, na_value=np.nan)
-    if "arm" in df.columns:
-        out["arm"] = _as_ids(df["arm"], "arm", path)
-    return out
-
-
-def _read_jsonl_run(path: Path) -> pd.DataFrame:
-    cols = {c: [] for c in RUN_COLUMNS}
-    arms = []
-    for line, obj in iter_jsonl(path):
-        for c in RUN_COLUMNS:
-            if c not in obj:
-                raise InputError(f"a run row needs the keys {', '.join(RUN_COLUMNS)}",
-                                 path=path, line=line, found=f"no {c}")
-        for c in ("query_id", "chunk_id"):
-            v = obj[c]
-            if isinstance(v, bool) or not isinstance(v, (str, int)):
-                raise InputError(f"{c} must be a string or an integer", path=path, line=line,
-                                 found=repr(v))
-            cols[c].append(str(v))
-        r = obj["rank"]
-        if isinstance(r, bool) or not isinstance(r, int):
-            raise InputError("rank must be an integer", path=path, line=line, found=repr(r))
-        cols["rank"].append(r)
-        s = obj["score"]
-        if isinstance(s, bool) or not isinstance(s, (int, float)):
-            raise InputError("score must be a number", path=path, line=line, found=repr(s))
-        if not np.isfinite(s):
-            raise InputError("score must be a finite number", path=path, line=line,
-                             found=repr(s))
-        cols["score"].append(float(s))
-        if "arm" in obj:
-            arms.append(str(obj["arm"]))
-    df = pd.DataFrame({
-        "query_id": pd.Series(cols["query_id"], dtype="str"),
-        "chunk_id": pd.Series(cols["chunk_id"], dtype="str"),
-        "rank": np.asarray(cols["rank"], dtype=np.int64),
-        "score": np.asarray(cols["score"], dtype=np.float64),
-    })
-    if arms and len(arms) == len(df):
-        df["arm"] = pd.Series(arms, dtype="str")
-    return df
-
-
-def read_run(path) -> pd.DataFrame:
-    """Read a run from a file, choosing the format by its extension.
-
-    Parameters
-    ----------
-    path : str or os.PathLike
-        ``.jsonl``/``.ndjson`` (one object per row with keys ``query_id``, ``chunk_id``,
-        ``rank``, ``score``), ``.parquet`` (those columns), or anything else: a TREC run
-        (``.trec``, ``.run``, ``.txt``, ...), read by :func:`relgrade.io.trec.read_trec_run`.
-
-    Returns
-    -------
-    pandas.DataFrame
-        Columns ``query_id`` (str), ``chunk_id`` (str), ``rank`` (int64), ``score``
-        (float64), and ``arm`` (str) when the file has it; rows in file order. Numeric ids
-        become their decimal text (JSON ``4411`` is chunk ``"4411"``).
-
-    Raises
-    ------
-    InputError
-        The file is missing or unreadable, a column or key is missing, an id is not a
-        string or integer, a rank is not an integer, a score is not a number. TREC and JSONL
-        errors name the line.
-    """
-    path = Path(path)
-    suffix = path.suffix.lower()
-    if suffix in (".jsonl", ".ndjson"):
-        return _read_jsonl_run(path)
-    if suffix == ".parquet":
-        pa.default_memory_pool().release_unused()  # e.g. a previous run the caller dropped
-        df = read_parquet(path)
-        pa.default_memory_pool().release_unused()  # the decoder's buffers are garbage now
-        return _coerce(df, path)
-    return read_trec_run(path)
 
 
 # --- checking ------------------------------------------------------------------------
@@ -162,7 +41,7 @@ def validate_run(run: pd.DataFrame, *, path=None, queries=None, chunks=None) -> 
     ----------
     run : pandas.DataFrame
         Columns ``query_id``, ``chunk_id``, ``rank``, ``score`` (and ``arm`` when stacked),
-        as returned by :func:`read_run`. Not modified.
+        as returned by :func:`relgrade.io.runs.read_run`. Not modified.
     path : str or os.PathLike, optional
         The file the run came from, named in the error.
     queries : iterable of str, optional
@@ -182,9 +61,9 @@ def validate_run(run: pd.DataFrame, *, path=None, queries=None, chunks=None) -> 
         both ranks); a query id or chunk id is not in ``queries`` / ``chunks`` (naming the
         first one and how many rows are affected).
     """
-    missing = [c for c in RUN_COLUMNS if c not in run.columns]
+    missing = [c for c in RUN if c not in run.columns]
     if missing:
-        raise InputError(f"a run needs the columns {', '.join(RUN_COLUMNS)}", path=path,
+        raise InputError(f"a run needs the columns {', '.join(RUN)}", path=path,
                          found="no " + ", ".join(missing))
     if len(run) == 0:
         raise InputError("the run is empty", path=path,
@@ -253,7 +132,52 @@ def _id_set(known) -> pa.Array:
     return pc.unique(arrow_ids(values).combine_chunks())
 
 
-# --- the canonical ranking -----------------------------------------------------------
+# --- id codes: the one id order pooling, metrics and retrieval share ------------------
+
+def id_codes(values) -> tuple[np.ndarray, pa.Array]:
+    """Integer codes of string ids whose order is the ids' byte order, and the distinct ids.
+
+    Parameters
+    ----------
+    values : pandas.Series, pyarrow array or array-like of str, shape (n_rows,)
+        Ids (str, object or categorical dtype).
+
+    Returns
+    -------
+    codes : ndarray of int64, shape (n_rows,)
+        ``codes[i] < codes[j]`` exactly when ``values[i] < values[j]`` as byte strings.
+    uniques : pyarrow.Array of large_string, shape (n_distinct,)
+        The distinct ids in byte order; ``uniques[codes[i]] == values[i]`` (see
+        :func:`ids_at`).
+
+    Raises
+    ------
+    InputError
+        An id is missing (null).
+
+    Notes
+    -----
+    Arrow's dictionary encoding hashes the rows once and only the distinct ids are sorted
+    (Arrow sorts strings by their UTF-8 bytes, which for valid UTF-8 is Python's code point
+    order of ``str``).
+
+    Examples
+    --------
+    >>> codes, uniques = id_codes(["b", "a", "b"])
+    >>> codes.tolist(), uniques.to_pylist()
+    ([1, 0, 1], ['a', 'b'])
+    """
+    arr = arrow_ids(values)
+    if arr.null_count:
+        raise InputError("an id is missing", found=f"{arr.null_count} empty value(s)")
+    encoded = pc.dictionary_encode(arr.combine_chunks())
+    dictionary = encoded.dictionary
+    order = pc.array_sort_indices(dictionary).to_numpy()
+    position = np.empty(len(order), dtype=np.int64)
+    position[order] = np.arange(len(order))
+    codes = position[encoded.indices.to_numpy()]
+    return codes, dictionary.take(pa.array(order))
+
 
 def sorted_codes(values) -> tuple[np.ndarray, pd.Index]:
     """Integer codes of string ids whose order is the ids' byte order.
@@ -266,25 +190,68 @@ def sorted_codes(values) -> tuple[np.ndarray, pd.Index]:
     Returns
     -------
     codes : ndarray of int64, shape (n_rows,)
-        ``codes[i] < codes[j]`` exactly when ``values[i] < values[j]`` as byte strings.
+        As :func:`id_codes`.
     uniques : pandas.Index of str
         The distinct ids in byte order; ``uniques[codes[i]] == values[i]``.
 
-    Notes
-    -----
-    The rows are hashed once (``pandas.factorize``) and only the distinct ids are sorted.
-    For valid UTF-8, byte order equals Python's code point order of ``str``.
+    Raises
+    ------
+    InputError
+        An id is missing (null).
     """
-    arr = arrow_ids(values)
-    if arr.null_count:
-        raise InputError("an id is missing", found=f"{arr.null_count} empty value(s)")
-    encoded = pc.dictionary_encode(arr.combine_chunks())
-    dictionary = encoded.dictionary
-    order = pc.array_sort_indices(dictionary).to_numpy()
-    position = np.empty(len(order), dtype=np.int64)
-    position[order] = np.arange(len(order))
-    codes = position[encoded.indices.to_numpy()]
-    return codes, pd.Index(pd.Series(dictionary.take(pa.array(order)), dtype="str"))
+    codes, uniques = id_codes(values)
+    return codes, pd.Index(pd.Series(uniques, dtype="str"))
+
+
+def ids_at(uniques: pa.Array, codes: np.ndarray) -> pd.Series:
+    """The ids ``uniques[codes]`` as a pandas Series of dtype ``str``.
+
+    Parameters
+    ----------
+    uniques : pyarrow.Array of str, shape (n_distinct,)
+        Distinct ids, as :func:`id_codes` returns them.
+    codes : ndarray of int, shape (n_rows,)
+        Positions in ``uniques``.
+
+    Returns
+    -------
+    pandas.Series of str, shape (n_rows,)
+        With a fresh 0..n_rows-1 index.
+
+    Examples
+    --------
+    >>> codes, uniques = id_codes(["b", "a"])
+    >>> ids_at(uniques, codes[::-1]).tolist()
+    ['a', 'b']
+    """
+    return uniques.take(pa.array(codes, type=pa.int64())).to_pandas()
+
+
+def codes_in(values: pa.ChunkedArray, value_set: pa.ChunkedArray) -> np.ndarray:
+    """Position of each value in ``value_set`` (distinct values), -1 when absent.
+
+    Parameters
+    ----------
+    values : pyarrow.ChunkedArray of large_string, shape (n_rows,)
+        Ids, as :func:`arrow_ids` returns them.
+    value_set : pyarrow.ChunkedArray of large_string, shape (n_distinct,)
+        Distinct ids.
+
+    Returns
+    -------
+    ndarray of int32, shape (n_rows,)
+        ``value_set[out[i]] == values[i]``, or -1 where ``values[i]`` is not in the set.
+
+    Examples
+    --------
+    >>> codes_in(arrow_ids(["b", "x"]), arrow_ids(["a", "b"])).tolist()
+    [1, -1]
+    """
+    found = pc.index_in(values, value_set=value_set.combine_chunks()).fill_null(-1)
+    if isinstance(found, pa.ChunkedArray):
+        return np.concatenate([c.to_numpy() for c in found.chunks]) if found.num_chunks \
+            else np.zeros(0, dtype=np.int32)
+    return found.to_numpy()
 
 
 def arrow_ids(values) -> pa.ChunkedArray:
@@ -308,6 +275,8 @@ def arrow_ids(values) -> pa.ChunkedArray:
         arr = arr.cast(pa.large_string())
     return arr
 
+
+# --- the canonical ranking -----------------------------------------------------------
 
 def _sorted_codes(values) -> np.ndarray:
     return sorted_codes(values)[0]

@@ -6,8 +6,9 @@ a documented byte string, never with Python's ``hash()``, which is salted per pr
 recorded child seed (for example the ``order_seed`` of a display order) lets anyone rebuild
 the same draws on any machine, in any process, with any worker count.
 
-The byte string is the canonical JSON (see :func:`relgrade.io.files.canonical_json`) of a list whose
-first element names the purpose and version, followed by the experiment seed and the parts::
+The byte string is the canonical JSON (see :func:`relgrade.canonical.canonical_json`) of a
+list whose first element names the purpose and version, followed by the experiment seed and
+the parts::
 
     ["relgrade-seed-v1", <seed>, <part>, <part>, ...]
 
@@ -24,7 +25,7 @@ import numbers
 
 import numpy as np
 
-from relgrade.io.files import canonical_json
+from relgrade.canonical import canonical_json
 
 #: The first element of every seed byte string; change it only with a new version.
 SEED_TAG = "relgrade-seed-v1"
@@ -147,3 +148,39 @@ def stage_rng(seed: int, purpose: str) -> np.random.Generator:
     numbers one stage draws never shifts another stage's choices.
     """
     return np.random.default_rng(derive_seed(seed, purpose))
+
+
+def comparison_rng(seed: int, purpose: str, *parts: str) -> np.random.Generator:
+    """A generator for one statistical purpose, independent of call order and worker count.
+
+    Parameters
+    ----------
+    seed : int
+        The experiment seed (params ``seed``), non-negative.
+    purpose : str
+        What the draws are for: ``"compare"`` (paired bootstrap and sign-flip test of one
+        comparison), ``"arm-ci"`` (the per-arm intervals of one measure), ``"segment"``.
+    *parts : str
+        The arms, the measure and, for a segment, the query group, e.g.
+        ``("hybrid", "bm25", "nDCG(dcg='exp-log2')@10")``.
+
+    Returns
+    -------
+    numpy.random.Generator
+        ``numpy.random.default_rng(derive_seed(seed, "stats", purpose, *parts))``.
+
+    Notes
+    -----
+    The child seed is the first 8 bytes (big-endian, top bit cleared) of the sha256 of the
+    UTF-8 canonical JSON ``["relgrade-seed-v1", seed, "stats", purpose, *parts]`` (see
+    :func:`derive_seed`). JSON quoting keeps the parts apart, so ``("a b", "c")`` and
+    ``("a", "b c")`` give different seeds.
+
+    Examples
+    --------
+    >>> a = comparison_rng(7, "compare", "hybrid", "bm25", "R@10").integers(0, 100, 3)
+    >>> b = comparison_rng(7, "compare", "hybrid", "bm25", "R@10").integers(0, 100, 3)
+    >>> bool((a == b).all())
+    True
+    """
+    return np.random.default_rng(derive_seed(seed, "stats", purpose, *map(str, parts)))

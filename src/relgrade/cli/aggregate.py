@@ -18,14 +18,11 @@ import pandas as pd
 from relgrade.cli import handle_errors
 from relgrade.errors import InputError
 from relgrade.io.files import iter_jsonl, read_parquet, write_bytes
-from relgrade.protocol.agreement import (
-    KRIPPENDORFF_LEVELS,
-    check_scale,
-    multi_rater_agreement,
-)
+from relgrade.protocol.agreement import KRIPPENDORFF_LEVELS, multi_rater_agreement
 from relgrade.protocol.key import key_bytes, qrels_text
 from relgrade.raters import aggregate as agg
 from relgrade.raters import gold as gd
+from relgrade.schema import check_scale
 
 AGREEMENT_ROWS = ("fleiss_kappa",) + tuple(f"krippendorff_alpha_{lv}" for lv in
                                            KRIPPENDORFF_LEVELS)

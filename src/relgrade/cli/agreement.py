@@ -12,6 +12,7 @@ from relgrade.cli import handle_errors
 from relgrade.errors import InputError
 from relgrade.io.files import iter_jsonl, read_lines
 from relgrade.protocol import agreement as ag
+from relgrade.schema import check_scale
 
 
 def _id(value, name: str, path: Path, line: int) -> str:
@@ -83,7 +84,7 @@ def _parse_scale(text: str) -> list[int]:
     except ValueError:
         raise InputError("--scale lists integer grades separated by commas",
                          found=repr(text), fix="For example --scale 0,1,2") from None
-    return ag.check_scale(values)
+    return check_scale(values)
 
 
 def _fmt(value) -> str:
@@ -113,7 +114,7 @@ def agreement_cmd(a, b, scale_text, relevant_min, as_json):
     graded in only one file (missing, dropped pairwise).
     """
     scale = _parse_scale(scale_text)
-    ag.check_scale(scale, relevant_min)
+    check_scale(scale, relevant_min)
     ga, gb = read_grade_file(a, scale), read_grade_file(b, scale)
     ga["grader"], gb["grader"] = "A", "B"
     paired, missing = ag.pair_grades(pd.concat([ga, gb], ignore_index=True),

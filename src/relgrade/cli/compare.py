@@ -17,7 +17,7 @@ from relgrade.errors import InputError, ProtocolError
 from relgrade.evaluation import compare as cmp
 from relgrade.experiment.stage import load_params, path_of
 from relgrade.io import files as io
-from relgrade.ranking import read_run
+from relgrade.io.runs import read_run
 
 
 def _read_key(params: dict, base: Path) -> tuple[pd.DataFrame, dict]:

@@ -13,8 +13,9 @@ from relgrade.errors import InputError
 from relgrade.evaluation import metrics
 from relgrade.evaluation.measures import parse_measure
 from relgrade.io.files import BOM, iter_jsonl, read_table
+from relgrade.io.runs import read_run
 from relgrade.io.trec import read_trec_qrels
-from relgrade.ranking import read_run, validate_run
+from relgrade.ranking import validate_run
 
 DEFAULT_MEASURES = ("nDCG(dcg='exp-log2')@10", "R@10", "RR@10", "Judged@10")
 

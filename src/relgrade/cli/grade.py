@@ -13,12 +13,14 @@ from pathlib import Path
 
 import click
 
+from relgrade.canonical import jsonl_bytes
 from relgrade.cli import handle_errors
 from relgrade.errors import InputError, ProtocolError
 from relgrade.experiment.stage import load_params, path_of
 from relgrade.graders import labelstudio
 from relgrade.io import files as io
 from relgrade.protocol import grades
+from relgrade.schema import ROW_COLUMNS
 
 
 @click.group("grade")
@@ -135,8 +137,8 @@ def import_cmd(file, grader, round_, fmt, params_path):
                                  "replaced (a changed grade needs a new round)")
         if before and not before.endswith(b"\n"):
             before += b"\n"
-        rows = new[grades.ROW_COLUMNS].to_dict("records")
-        io.write_bytes(target, before + io.jsonl_bytes(rows))
+        rows = new[ROW_COLUMNS].to_dict("records")
+        io.write_bytes(target, before + jsonl_bytes(rows))
         # Imported grades were made against the packets of this round: record which intents
         # and rubric those were, so a later change of either is refused, not silently mixed.
         if not meta.exists() and rnd == int(grading["round"]) and intents_sha256:

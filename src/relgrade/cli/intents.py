@@ -9,16 +9,9 @@ import click
 
 from relgrade.cli import handle_errors
 from relgrade.experiment.stage import load_params, section
-from relgrade.io.files import read_lines, read_table, write_json
+from relgrade.io.files import read_rows, write_json
 from relgrade.protocol import intents, queries
-
-
-def _read_with_lines(path: Path, columns):
-    """A text or Parquet table and the file line of each row (None for Parquet)."""
-    table = read_table(path, columns=columns)
-    if path.suffix.lower() == ".parquet":
-        return table, None
-    return table, queries.row_lines(read_lines(path), header=path.suffix.lower() in (".tsv", ".tab"))
+from relgrade.schema import INTENTS
 
 
 @click.group("intents")
@@ -39,9 +32,9 @@ def review_cmd(reviewer, params_path):
     base = Path(params_path).parent
     qcfg, icfg = section(params, "queries"), section(params, "intents")
     qsrc, isrc = base / qcfg["input"], base / icfg["input"]
-    qtable, qlines = _read_with_lines(qsrc, queries.REQUIRED_COLUMNS)
+    qtable, qlines = read_rows(qsrc, queries.REQUIRED_COLUMNS)
     query_set = queries.validate_queries(qtable, groups=qcfg["groups"], path=qsrc, lines=qlines)
-    itable, ilines = _read_with_lines(isrc, intents.INTENT_COLUMNS)
+    itable, ilines = read_rows(isrc, INTENTS)
     table = intents.validate_intents(itable, queries=query_set, path=isrc, lines=ilines)
 
     flagged = intents.flag_alternatives(table)

@@ -11,6 +11,7 @@ from relgrade.errors import InputError
 from relgrade.experiment.stage import load_params, path_of
 from relgrade.io.files import read_json, write_bytes
 from relgrade.protocol import packets
+from relgrade.schema import ROLES
 
 
 @click.group("packets")
@@ -19,7 +20,7 @@ def packets_cmd():
 
 
 @packets_cmd.command("export")
-@click.option("--role", required=True, type=click.Choice(packets.ROLES),
+@click.option("--role", required=True, type=click.Choice(ROLES),
               help="Whose packets: every query (grader) or the audit sample (auditor).")
 @click.option("--out", "out", required=True, type=click.Path(dir_okay=False),
               help="The file to write.")

@@ -12,8 +12,7 @@ import pandas as pd
 from relgrade import query_sampling as querylog
 from relgrade.cli import handle_errors
 from relgrade.errors import InputError
-from relgrade.io.files import read_lines, read_tsv, read_yaml, write_text
-from relgrade.protocol.queries import row_lines
+from relgrade.io.files import read_lines, read_rows, read_yaml, write_text
 from relgrade.rng import derive_seed
 
 #: What the query sample's generator is seeded for (see :mod:`relgrade.rng`).
@@ -28,7 +27,7 @@ def read_log(path: Path) -> tuple[pd.DataFrame, list[int]]:
     """
     if path.suffix.lower() in (".tsv", ".tab"):
         try:
-            table = read_tsv(path, columns=["query", "count"])
+            return read_rows(path, ["query", "count"])
         except InputError as e:
             if e.rule.startswith("missing column"):
                 raise InputError(e.rule, path=path, found=e.found,
@@ -36,7 +35,6 @@ def read_log(path: Path) -> tuple[pd.DataFrame, list[int]]:
                                      "give a log of one query per line another extension "
                                      "(.txt)") from None
             raise
-        return table, row_lines(read_lines(path), header=True)
     lines = read_lines(path)
     numbers = [i + 1 for i, text in enumerate(lines) if text.strip()]
     return pd.DataFrame({"query": [lines[i - 1] for i in numbers]}, dtype=object), numbers

@@ -30,7 +30,7 @@ exist (an infinite t, an undefined power) is ``null`` with a note saying why; th
 never holds NaN.
 
 Reproducibility: each comparison draws from its own generator, derived from (params
-``seed``, arm A, arm B, measure) by :func:`relgrade.evaluation.stats.comparison_rng` (its bootstrap
+``seed``, arm A, arm B, measure) by :func:`relgrade.rng.comparison_rng` (its bootstrap
 resamples first, then its sign-flip patterns); per-arm intervals from (seed, measure), with
 every arm resampled on the same query indices; segments from (seed, arm A, arm B, measure,
 group). So no number depends on which other comparisons are made or in what order, and
@@ -47,18 +47,18 @@ from typing import Iterable, Sequence
 
 import numpy as np
 import pandas as pd
+from statsmodels.stats.multitest import multipletests
 
 from relgrade.errors import InputError
 from relgrade.evaluation import stats
 from relgrade.evaluation.noise import LabelNoise
+from relgrade.rng import comparison_rng
 
 #: Measures that describe the pool rather than the ranking; reported, never compared.
 NOT_COMPARED = ("Judged",)
 
 #: Below this many (query x resample) draws in total the work stays in one thread.
 PARALLEL_MIN_WORK = 10_000_000
-
-PER_QUERY_COLUMNS = ["arm", "query_id", "group", "measure", "value"]
 
 
 # --- settings ------------------------------------------------------------------------
@@ -680,7 +680,7 @@ def _arm_task(measure, arms, matrix, weights, s: Settings):
     flat = matrix.min(axis=1) == matrix.max(axis=1)
     boot = None
     if not flat.all():
-        rng = stats.comparison_rng(s.seed, "arm-ci", measure)
+        rng = comparison_rng(s.seed, "arm-ci", measure)
         boot = stats.bootstrap_means(matrix, rng=rng, n_resamples=s.n_resamples, weights=weights)
     jk = stats.jackknife_means(matrix, weights)
     out = []
@@ -702,7 +702,7 @@ def _arm_task(measure, arms, matrix, weights, s: Settings):
 def _pair_task(arm_a, arm_b, measure, va, vb, weights, groups, s: Settings) -> PairResult:
     d = va - vb
     n = d.size
-    rng = stats.comparison_rng(s.seed, "compare", arm_a, arm_b, measure)
+    rng = comparison_rng(s.seed, "compare", arm_a, arm_b, measure)
     est = float(stats.weighted_mean(d, weights))
     notes = []
     if d.min() == d.max():
@@ -729,7 +729,7 @@ def _pair_task(arm_a, arm_b, measure, va, vb, weights, groups, s: Settings) -> P
         for label in labels:
             sel = g == label
             w = None if weights is None else weights[sel]
-            seg = stats.bootstrap_ci(d[sel], rng=stats.comparison_rng(
+            seg = stats.bootstrap_ci(d[sel], rng=comparison_rng(
                 s.seed, "segment", arm_a, arm_b, measure, label),
                 n_resamples=s.n_resamples, level=s.level, method=s.method, weights=w)
             segments.append(Segment(label, seg))
@@ -794,7 +794,7 @@ def compare_arms(per_query: pd.DataFrame, *, settings: Settings,
 
     Notes
     -----
-    Holm's adjustment (:func:`relgrade.evaluation.stats.holm`) runs over the randomization-test
+    Holm's adjustment (``statsmodels.stats.multitest.multipletests``) runs over the randomization-test
     p-values of every comparison made here (all pairs x all measures), and a comparison is
     significant when its adjusted p-value is at most ``settings.alpha``. Segment
     cancellation is flagged when one query group's difference interval lies wholly above 0
@@ -853,7 +853,8 @@ def compare_arms(per_query: pd.DataFrame, *, settings: Settings,
                     arm_power[(arm, m)] = pw
     pair_results = list(results[len(jobs):])
     if pair_results:
-        adjusted = stats.holm([p.randomization.p for p in pair_results])
+        _, adjusted, _, _ = multipletests([p.randomization.p for p in pair_results],
+                                          method="holm")
         pair_results = [replace(p, p_holm=float(h), significant=bool(h <= settings.alpha),
                                 family=len(pair_results))
                         for p, h in zip(pair_results, adjusted)]

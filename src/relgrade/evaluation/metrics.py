@@ -32,16 +32,16 @@ from relgrade.errors import InputError
 from relgrade.evaluation.measures import Measure, parse_measure
 from relgrade.ranking import (
     ID_SEPARATOR,
-    RUN_COLUMNS,
     TIES,
     arrow_ids,
     canonical_order,
+    codes_in,
     pair_keys,
     ranks_in_sorted,
 )
+from relgrade.schema import QRELS, RUN
 
 ON_MISSING = ("zero", "skip")
-QRELS_COLUMNS = ("query_id", "chunk_id", "grade")
 
 
 # --- the qrels, indexed once ---------------------------------------------------------
@@ -87,15 +87,6 @@ class KeyIndex:
         return ideal
 
 
-def _codes_in(values: pa.ChunkedArray, value_set: pa.ChunkedArray) -> np.ndarray:
-    """Position of each value in ``value_set`` (distinct values), -1 when absent (int32)."""
-    found = pc.index_in(values, value_set=value_set.combine_chunks()).fill_null(-1)
-    if isinstance(found, pa.ChunkedArray):
-        return np.concatenate([c.to_numpy() for c in found.chunks]) if found.num_chunks \
-            else np.zeros(0, dtype=np.int32)
-    return found.to_numpy()
-
-
 def index_qrels(qrels) -> KeyIndex:
     """Check qrels and index them for :func:`per_query`.
 
@@ -118,7 +109,7 @@ def index_qrels(qrels) -> KeyIndex:
     """
     if isinstance(qrels, KeyIndex):
         return qrels
-    missing = [c for c in QRELS_COLUMNS if c not in qrels.columns]
+    missing = [c for c in QRELS if c not in qrels.columns]
     if missing:
         raise InputError("qrels need the columns query_id, chunk_id, grade",
                          found="no " + ", ".join(missing))
@@ -135,7 +126,7 @@ def index_qrels(qrels) -> KeyIndex:
     cids = _checked_ids(qrels["chunk_id"], "chunk_id")
     query_ids = pc.unique(qids)
     query_ids = query_ids.take(pc.array_sort_indices(query_ids))
-    q = _codes_in(qids, pa.chunked_array([query_ids]))
+    q = codes_in(qids, pa.chunked_array([query_ids]))
     pairs = pair_keys(qids, cids)
     counts = pc.value_counts(pairs)
     repeated = pc.filter(counts.field("values"), pc.greater(counts.field("counts"), 1))
@@ -170,13 +161,13 @@ def _gain(grade: np.ndarray, dcg: str) -> np.ndarray:
 def _score_run(key: KeyIndex, run: pd.DataFrame, measures: list[Measure], on_missing: str,
                ties: str):
     """Per measure: (values, counted) arrays over the key's queries."""
-    missing = [c for c in RUN_COLUMNS if c not in run.columns]
+    missing = [c for c in RUN if c not in run.columns]
     if missing:
         raise InputError("a run needs the columns query_id, chunk_id, rank, score",
                          found="no " + ", ".join(missing))
     run_qids = _checked_ids(run["query_id"], "query_id", separator=False)
     chunk_ids = _checked_ids(run["chunk_id"], "chunk_id", separator=False)
-    rq = _codes_in(run_qids, key.query_ids)
+    rq = codes_in(run_qids, key.query_ids)
     score = run["score"].to_numpy(dtype=np.float64, na_value=np.nan)
     rank = run["rank"].to_numpy() if ties == "rank" else None
     keep = rq >= 0  # queries outside the qrels are ignored
@@ -225,7 +216,7 @@ def _score_run(key: KeyIndex, run: pd.DataFrame, measures: list[Measure], on_mis
     del encoded
     # the ranked pairs are distinct and so are the key's: look each key pair up among the
     # ranked ones (hashing the shorter side), and give its grade to the ranked row it names
-    at = _codes_in(key.pairs, top_pairs)
+    at = codes_in(key.pairs, top_pairs)
     hit = np.flatnonzero(at >= 0)
     judged = np.zeros(len(pos), dtype=bool)
     judged[at[hit]] = True

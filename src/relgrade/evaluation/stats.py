@@ -1,4 +1,4 @@
-"""Statistics over queries: bootstrap intervals, paired tests, Holm, effect size and power.
+"""Statistics over queries: bootstrap intervals, paired tests, effect size and power.
 
 Every function here takes per-query values as numpy arrays: shape ``(n_queries,)`` for one
 arm or one paired difference, ``(n_arms, n_queries)`` for several arms resampled together.
@@ -7,9 +7,10 @@ The query is the unit of resampling throughout (Efron & Tibshirani 1993; Sakai 2
 Randomness
 ----------
 Every random draw comes from a :class:`numpy.random.Generator` passed in by the caller. The
-callers in :mod:`relgrade.evaluation.compare` build one generator per purpose from params ``seed`` with
-:func:`comparison_rng`, whose sha256 byte string names the purpose, the arms and the measure,
-so a number never depends on the order calls are made in or on how many workers make them.
+callers in :mod:`relgrade.evaluation.compare` build one generator per purpose from params
+``seed`` with :func:`relgrade.rng.comparison_rng`, whose sha256 byte string names the
+purpose, the arms and the measure, so a number never depends on the order calls are made in
+or on how many workers make them.
 
 How draws are laid out (a test pins this, so a change here is a change of the results):
 
@@ -32,7 +33,6 @@ from scipy import special
 from scipy import stats as sps
 
 from relgrade.errors import InputError
-from relgrade.rng import derive_seed
 
 #: Elements (resamples x queries) drawn per block: 2**18 indices and their values take
 #: 4 MB, small enough to stay in cache between drawing and gathering.
@@ -46,44 +46,6 @@ TIE_RTOL = 1e-9
 
 #: Differences whose spread is at most this share of their size count as constant.
 RTOL_CONSTANT = 1e-12
-
-
-# --- generators ----------------------------------------------------------------------
-
-def comparison_rng(seed: int, purpose: str, *parts: str) -> np.random.Generator:
-    """A generator for one statistical purpose, independent of call order and worker count.
-
-    Parameters
-    ----------
-    seed : int
-        The experiment seed (params ``seed``), non-negative.
-    purpose : str
-        What the draws are for: ``"compare"`` (paired bootstrap and sign-flip test of one
-        comparison), ``"arm-ci"`` (the per-arm intervals of one measure), ``"segment"``.
-    *parts : str
-        The arms, the measure and, for a segment, the query group, e.g.
-        ``("hybrid", "bm25", "nDCG(dcg='exp-log2')@10")``.
-
-    Returns
-    -------
-    numpy.random.Generator
-        ``numpy.random.default_rng(derive_seed(seed, "stats", purpose, *parts))``.
-
-    Notes
-    -----
-    The child seed is the first 8 bytes (big-endian, top bit cleared) of the sha256 of the
-    UTF-8 canonical JSON ``["relgrade-seed-v1", seed, "stats", purpose, *parts]`` (see
-    :mod:`relgrade.rng`). JSON quoting keeps the parts apart, so ``("a b", "c")`` and
-    ``("a", "b c")`` give different seeds.
-
-    Examples
-    --------
-    >>> a = comparison_rng(7, "compare", "hybrid", "bm25", "R@10").integers(0, 100, 3)
-    >>> b = comparison_rng(7, "compare", "hybrid", "bm25", "R@10").integers(0, 100, 3)
-    >>> bool((a == b).all())
-    True
-    """
-    return np.random.default_rng(derive_seed(seed, "stats", purpose, *map(str, parts)))
 
 
 # --- input checks --------------------------------------------------------------------
@@ -547,7 +509,7 @@ def sign_flip_test(differences, *, rng: np.random.Generator, n_permutations: int
     return SignFlip((b + 1) / (int(n_permutations) + 1), "monte-carlo", int(n_permutations), b)
 
 
-# --- t test, effect size, Holm -------------------------------------------------------
+# --- t test, effect size ------------------------------------------------------------
 
 @dataclass(frozen=True)
 class TTest:
@@ -654,50 +616,6 @@ def cohens_dz(differences) -> float | None:
     if _constant(d):
         return 0.0 if not d.any() else None
     return float(d.mean()) / float(d.std(ddof=1))
-
-
-def holm(p_values) -> np.ndarray:
-    """Holm's step-down adjustment of p-values for a family of comparisons.
-
-    Parameters
-    ----------
-    p_values : array-like of shape (m,), float in [0, 1]
-
-    Returns
-    -------
-    numpy.ndarray of shape (m,), float64
-        Adjusted p-values in the input order, each in [p_i, 1].
-
-    Raises
-    ------
-    InputError
-        A p-value outside [0, 1] or not finite.
-
-    Notes
-    -----
-    Sort ``p_(1) <= ... <= p_(m)``; ``adj_(i) = max_{j <= i} min(1, (m - j + 1) p_(j))``
-    (Holm 1979, Scand. J. Statistics 6:65-70). It controls the family-wise error rate like
-    Bonferroni and rejects at least as often. Ties keep their input order.
-
-    Examples
-    --------
-    >>> holm([0.01, 0.04, 0.03]).tolist()
-    [0.03, 0.06, 0.06]
-    """
-    p = np.asarray(p_values, dtype=np.float64)
-    if p.ndim != 1:
-        raise InputError("p-values must be a flat list", found=f"shape {p.shape}")
-    if p.size == 0:
-        return p.copy()
-    if not (np.isfinite(p).all() and (p >= 0).all() and (p <= 1).all()):
-        raise InputError("p-values must lie in [0, 1]", found=str(p[~((p >= 0) & (p <= 1))][:1]))
-    m = p.size
-    order = np.argsort(p, kind="stable")
-    scaled = np.minimum(1.0, (m - np.arange(m)) * p[order])
-    adjusted = np.maximum.accumulate(scaled)
-    out = np.empty(m)
-    out[order] = adjusted
-    return out
 
 
 # --- power ---------------------------------------------------------------------------

@@ -39,7 +39,8 @@ from typing import Mapping, Sequence
 import pandas as pd
 
 from relgrade.errors import InputError
-from relgrade.protocol.grades import GRADE_KEYS, reason_required, validate_grade_rows
+from relgrade.protocol.grades import reason_required, validate_grade_rows
+from relgrade.schema import GRADE_KEYS
 
 #: The ``exchange`` value of every request; a new major version changes it.
 EXCHANGE_VERSION = "relgrade-grader/1"

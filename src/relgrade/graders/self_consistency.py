@@ -20,74 +20,17 @@ carries a reason some sample actually gave.
 
 from __future__ import annotations
 
-from typing import Iterable, Sequence
+from typing import Iterable
 
 import numpy as np
 import pandas as pd
 
 from relgrade.errors import InputError
+from relgrade.protocol.agreement import fleiss_from_counts
+from relgrade.raters.aggregate import TIE_RULE, majority_grade
 
 #: Columns of a samples table.
 SAMPLE_COLUMNS = ["query_id", "chunk_id", "sample", "reason", "grade"]
-
-#: The tie rule, as written into the self-consistency report.
-TIE_RULE = "median of the tied modal grades, rounded down to a grade on the scale"
-
-
-def majority_grade(grades: Sequence[int], scale: Iterable[int]) -> int:
-    """The majority of one pair's sampled grades, with relgrade's tie rule.
-
-    Parameters
-    ----------
-    grades : sequence of int, length n_samples >= 1
-        The grades the samples gave, each on ``scale``.
-    scale : iterable of int
-        The allowed grades (params ``scale.grades``).
-
-    Returns
-    -------
-    int
-        The most frequent grade; on a tie, the median of the tied grades rounded down to the
-        largest grade on ``scale`` that is not above it.
-
-    Raises
-    ------
-    ValueError
-        ``grades`` is empty or holds a grade outside ``scale``.
-
-    Notes
-    -----
-    With modal grades :math:`m_1 < \\dots < m_t` (all with the highest count), the result is
-    :math:`\\max\\{g \\in S : g \\le \\operatorname{median}(m_1, \\dots, m_t)\\}`. For
-    :math:`t = 1` this is plain plurality voting (the majority vote of crowd-sourcing
-    aggregation, e.g. crowd-kit's ``MajorityVote``), with a deterministic tie rule in
-    place of a random draw.
-
-    Examples
-    --------
-    >>> majority_grade([2, 2, 1], [0, 1, 2])
-    2
-    >>> majority_grade([0, 2], [0, 1, 2])
-    1
-    >>> majority_grade([0, 1], [0, 1, 2])
-    0
-    >>> majority_grade([0, 1, 2], [0, 1, 2])
-    1
-    """
-    values = sorted(int(g) for g in scale)
-    grades = [int(g) for g in grades]
-    if not grades:
-        raise ValueError("no sampled grades")
-    bad = [g for g in grades if g not in values]
-    if bad:
-        raise ValueError(f"grade {bad[0]} is not on the scale {values}")
-    counts = {g: grades.count(g) for g in set(grades)}
-    top = max(counts.values())
-    modes = sorted(g for g, c in counts.items() if c == top)
-    if len(modes) == 1:
-        return modes[0]
-    median = float(np.median(modes))
-    return max(g for g in values if g <= median)
 
 
 def _pick_reason(samples: list[tuple[int, str, int]], grade: int) -> str:
@@ -112,7 +55,7 @@ def aggregate_samples(samples: pd.DataFrame, *, scale: Iterable[int]) -> pd.Data
     pandas.DataFrame of shape (n_pairs, 4)
         Columns ``query_id``, ``chunk_id``, ``reason``, ``grade`` (the grade row's key
         order), one row per pair in order of the pair's first sample row. ``grade`` is
-        :func:`majority_grade` of the pair's samples; ``reason`` follows the rule in the
+        :func:`relgrade.raters.aggregate.majority_grade` of the pair's samples; ``reason`` follows the rule in the
         module docstring.
 
     Raises
@@ -143,68 +86,6 @@ def aggregate_samples(samples: pd.DataFrame, *, scale: Iterable[int]) -> pd.Data
     })
 
 
-def fleiss_kappa(counts) -> float | None:
-    """Fleiss' kappa of items each rated by the same number of raters.
-
-    Parameters
-    ----------
-    counts : array-like of shape (n_items, n_categories), int
-        ``counts[i, j]`` = how many raters put item ``i`` in category ``j``; every row sums
-        to the same number of raters ``n >= 2``.
-
-    Returns
-    -------
-    float or None
-        Kappa in [-1, 1]; ``None`` when it is undefined (no items, or every rating falls
-        in one category so chance agreement is 1).
-
-    Raises
-    ------
-    ValueError
-        Rows with different sums, fewer than two raters, or negative counts.
-
-    Notes
-    -----
-    With :math:`N` items, :math:`n` raters and :math:`n_{ij}` ratings of item :math:`i` in
-    category :math:`j`: :math:`p_j = \\sum_i n_{ij} / (N n)`,
-    :math:`P_i = (\\sum_j n_{ij}^2 - n) / (n (n - 1))`, :math:`\\bar P = \\frac1N \\sum_i P_i`,
-    :math:`\\bar P_e = \\sum_j p_j^2` and :math:`\\kappa = (\\bar P - \\bar P_e) / (1 - \\bar P_e)`.
-
-    References
-    ----------
-    J. L. Fleiss, "Measuring nominal scale agreement among many raters", Psychological
-    Bulletin 76(5), 378-382, 1971. Computed by
-    ``statsmodels.stats.inter_rater.fleiss_kappa``; this function adds the input checks and
-    the undefined case.
-
-    Examples
-    --------
-    >>> fleiss_kappa([[2, 0], [0, 2]])
-    1.0
-    >>> fleiss_kappa([[2, 0], [2, 0]]) is None
-    True
-    """
-    table = np.asarray(counts, dtype=np.int64)
-    if table.size == 0 or table.shape[0] == 0:
-        return None
-    if table.ndim != 2 or (table < 0).any():
-        raise ValueError("counts must be a 2-d table of non-negative counts")
-    n = table.sum(axis=1)
-    if (n != n[0]).any():
-        raise ValueError("every item needs the same number of ratings")
-    n = int(n[0])
-    if n < 2:
-        raise ValueError("Fleiss' kappa needs at least two ratings per item")
-    # Chance agreement of 1 (every rating in one category) leaves kappa undefined; statsmodels
-    # would divide by zero there, so that case is answered here.
-    p_j = table.sum(axis=0) / table.sum()
-    if np.isclose(float((p_j ** 2).sum()), 1.0):
-        return None
-    from statsmodels.stats.inter_rater import fleiss_kappa as sm_fleiss_kappa
-
-    return float(sm_fleiss_kappa(table, method="fleiss"))
-
-
 def self_consistency(samples: pd.DataFrame, *, scale: Iterable[int], n_samples: int) -> dict:
     """How well a model grader agrees with itself over repeated samples.
 
@@ -229,7 +110,8 @@ def self_consistency(samples: pd.DataFrame, *, scale: Iterable[int], n_samples: 
 
     Notes
     -----
-    Fleiss' kappa (Fleiss 1971; see :func:`fleiss_kappa`) treats the n samples of a pair as
+    Fleiss' kappa (Fleiss 1971; see :func:`relgrade.protocol.agreement.fleiss_from_counts`)
+    treats the n samples of a pair as
     n raters, over the scale's grades as nominal categories.
     """
     values = sorted(int(g) for g in scale)
@@ -266,7 +148,7 @@ def self_consistency(samples: pd.DataFrame, *, scale: Iterable[int], n_samples: 
         return out
     out["mean_pairwise_agreement"] = float(
         (((table ** 2).sum(axis=1) - n_samples) / (n_samples * (n_samples - 1))).mean())
-    kappa = fleiss_kappa(table)
+    kappa, _ = fleiss_from_counts(table)
     out["fleiss_kappa"] = kappa
     if kappa is None:
         notes.append("Fleiss' kappa is undefined: every sample gave the same grade, "

@@ -49,8 +49,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, Sequence
 
+from relgrade.canonical import jsonl_bytes
 from relgrade.errors import InputError, ProtocolError
-from relgrade.io.files import jsonl_bytes
 
 #: Size in bytes of the in-flight marker record.
 _MARKER_SIZE = 64

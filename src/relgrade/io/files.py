@@ -17,17 +17,13 @@ from typing import Iterable, Iterator
 
 import pandas as pd
 
+from relgrade.canonical import jsonl_bytes
 from relgrade.errors import InputError
 
 BOM = b"\xef\xbb\xbf"
 
 
-# --- hashing -------------------------------------------------------------------------
-
-def sha256_bytes(data: bytes) -> str:
-    """Hex sha256 of ``data`` (64 lowercase hex characters)."""
-    return hashlib.sha256(data).hexdigest()
-
+# --- hashing files ----------------------------------------------------------------------
 
 def sha256_file(path) -> str:
     """Hex sha256 of a file's bytes, read in 1 MiB blocks."""
@@ -36,15 +32,6 @@ def sha256_file(path) -> str:
         for block in iter(lambda: f.read(1 << 20), b""):
             h.update(block)
     return h.hexdigest()
-
-
-def canonical_json(obj) -> str:
-    """One-line JSON with no spaces, keys in the order given, non-ASCII kept as UTF-8.
-
-    This is the byte form relgrade hashes: ``json.dumps(obj, separators=(",", ":"),
-    ensure_ascii=False)``, encoded as UTF-8.
-    """
-    return json.dumps(obj, separators=(",", ":"), ensure_ascii=False)
 
 
 # --- reading text --------------------------------------------------------------------
@@ -159,6 +146,43 @@ def read_table(path, *, columns: list[str] | None = None) -> pd.DataFrame:
     return df
 
 
+def read_rows(path, columns: list[str] | None = None) -> tuple[pd.DataFrame, list[int] | None]:
+    """A table (see :func:`read_table`) and the file line each of its rows is on.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        A ``.parquet``, ``.jsonl``/``.ndjson`` or ``.tsv``/``.tab`` file.
+    columns : list of str, optional
+        Columns the table must have.
+
+    Returns
+    -------
+    table : pandas.DataFrame
+        As :func:`read_table` returns it.
+    lines : list of int of length n_rows, or None
+        The 1-based file line of each row, in row order: text readers skip blank lines (and
+        a TSV's header row), so row ``i`` sits on ``lines[i]``. ``None`` for Parquet, which
+        has no lines.
+
+    Raises
+    ------
+    InputError
+        As :func:`read_table`.
+    """
+    path = Path(path)
+    table = read_table(path, columns=columns)
+    if path.suffix.lower() == ".parquet":
+        return table, None
+    return table, _row_lines(read_lines(path), header=path.suffix.lower() in (".tsv", ".tab"))
+
+
+def _row_lines(lines: list[str], *, header: bool) -> list[int]:
+    """1-based line numbers of the non-blank data lines (after the header, if any)."""
+    start = 1 if header else 0
+    return [i + 1 for i in range(start, len(lines)) if lines[i].strip()]
+
+
 def read_parquet(path) -> pd.DataFrame:
     """A Parquet file as a DataFrame.
 
@@ -248,13 +272,8 @@ def write_json(path, obj, *, indent: int | None = 2) -> None:
     write_text(path, json.dumps(obj, indent=indent, ensure_ascii=False) + "\n")
 
 
-def jsonl_bytes(rows: Iterable[dict]) -> bytes:
-    """Canonical JSON Lines bytes of ``rows`` (see :func:`canonical_json`), LF-terminated."""
-    return "".join(canonical_json(r) + "\n" for r in rows).encode("utf-8")
-
-
 def write_jsonl(path, rows: Iterable[dict]) -> None:
-    """Write ``rows`` as canonical JSON Lines atomically."""
+    """Write ``rows`` as canonical JSON Lines atomically (see :mod:`relgrade.canonical`)."""
     write_bytes(path, jsonl_bytes(rows))
 
 

@@ -26,9 +26,7 @@ import pyarrow.csv as pacsv
 
 from relgrade.errors import InputError
 from relgrade.io.files import BOM, atomic_path, read_lines
-
-RUN_COLUMNS = ["query_id", "chunk_id", "rank", "score"]
-QRELS_COLUMNS = ["query_id", "chunk_id", "grade"]
+from relgrade.schema import QRELS, RUN
 
 _INT = re.compile(r"[+-]?[0-9]+\Z")
 _ASCII_SPACE = " \t\r\x0b\x0c"  # C's isspace(), as trec_eval splits its lines
@@ -168,7 +166,7 @@ def _read_run_table(path: Path) -> tuple[pd.DataFrame, np.ndarray | None]:
     if table is not None:
         # chunk by chunk, zero-copy
         if all(np.isfinite(c.to_numpy()).all() for c in table["score"].chunks):
-            table = table.select(RUN_COLUMNS)
+            table = table.select(RUN)
             # each column's Arrow buffers are let go as soon as pandas has it
             df = table.to_pandas(split_blocks=True, self_destruct=True)
             del table
@@ -248,7 +246,7 @@ def read_trec_qrels(path) -> pd.DataFrame:
     path = Path(path)
     table = _fast_table(path, _QRELS_FIELDS)
     if table is not None:
-        df = table.select(QRELS_COLUMNS).to_pandas()
+        df = table.select(QRELS).to_pandas()
         lines = None
     else:
         qids, dids, grades, line_list = [], [], [], []
@@ -332,7 +330,7 @@ def write_trec_run(path, run: pd.DataFrame, tag: str) -> None:
     if not tag or re.search(r"\s", tag):
         raise InputError("a run tag cannot be empty or hold whitespace", path=path,
                          found=repr(tag))
-    table = pa.Table.from_pandas(run[RUN_COLUMNS].astype({"query_id": "str", "chunk_id": "str"}),
+    table = pa.Table.from_pandas(run[RUN].astype({"query_id": "str", "chunk_id": "str"}),
                                  preserve_index=False)
     _check_ids(table["query_id"], "query id", path)
     _check_ids(table["chunk_id"], "chunk id", path)
@@ -364,7 +362,7 @@ def write_trec_qrels(path, qrels: pd.DataFrame) -> None:
         An id is empty or holds whitespace.
     """
     table = pa.Table.from_pandas(
-        qrels[QRELS_COLUMNS].astype({"query_id": "str", "chunk_id": "str"}), preserve_index=False)
+        qrels[QRELS].astype({"query_id": "str", "chunk_id": "str"}), preserve_index=False)
     _check_ids(table["query_id"], "query id", path)
     _check_ids(table["chunk_id"], "chunk id", path)
     if table.num_rows == 0:

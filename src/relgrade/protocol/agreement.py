@@ -33,8 +33,8 @@ import numpy as np
 import pandas as pd
 
 from relgrade.errors import InputError
-
-PAIR = ["query_id", "chunk_id"]
+from relgrade.protocol.diagnostics import grading_diagnostics
+from relgrade.schema import PAIR, RATINGS, check_scale, normalised_grades, require
 
 #: Columns of the table returned by :func:`pair_grades`.
 PAIRED_COLUMNS = ["query_id", "chunk_id", "grade_a", "grade_b", "reason_a", "reason_b"]
@@ -55,46 +55,6 @@ KRIPPENDORFF_LEVELS = ("nominal", "ordinal", "interval")
 
 
 # --- checking inputs -------------------------------------------------------------------
-
-def check_scale(scale: Iterable[int], relevant_min: int | None = None) -> list[int]:
-    """The grade scale as a sorted list of distinct ints, checked.
-
-    Parameters
-    ----------
-    scale : iterable of int
-        The grades of the scale (params ``scale.grades``), e.g. ``[0, 1, 2]``.
-    relevant_min : int, optional
-        The lowest grade that counts as relevant (params ``scale.relevant_min``).
-
-    Returns
-    -------
-    list of int
-        The scale, ascending.
-
-    Raises
-    ------
-    InputError
-        The scale has fewer than two grades, a grade that is not an integer or a repeated
-        grade; ``relevant_min`` is not a grade of the scale above its lowest grade.
-    """
-    values = list(scale)
-    for g in values:
-        if isinstance(g, bool) or not isinstance(g, (int, np.integer)):
-            raise InputError("the grade scale lists integers only", item="scale.grades",
-                             found=repr(g))
-    ints = [int(g) for g in values]
-    if len(set(ints)) != len(ints) or len(ints) < 2:
-        raise InputError("the grade scale needs at least two distinct grades",
-                         item="scale.grades", found=str(ints))
-    ints.sort()
-    if relevant_min is not None:
-        if isinstance(relevant_min, bool) or not isinstance(relevant_min, (int, np.integer)) \
-                or int(relevant_min) not in ints or int(relevant_min) == ints[0]:
-            raise InputError("relevant_min must be a grade of the scale above its lowest grade",
-                             item="scale.relevant_min", found=repr(relevant_min),
-                             fix=f"Use one of {', '.join(map(str, ints[1:]))}")
-    return ints
-
 
 def _grade_array(values, scale: list[int], who: str) -> np.ndarray:
     arr = np.asarray(values)
@@ -124,22 +84,7 @@ def _grade_array(values, scale: list[int], who: str) -> np.ndarray:
     return arr
 
 
-def _require(df: pd.DataFrame, columns: Sequence[str], what: str) -> None:
-    missing = [c for c in columns if c not in df.columns]
-    if missing:
-        raise InputError(f"{what} lacks column(s) {', '.join(missing)}",
-                         found="columns " + ", ".join(map(str, df.columns)))
-
-
 # --- pairing ---------------------------------------------------------------------------
-
-def _normalised(grades: pd.DataFrame) -> pd.DataFrame:
-    _require(grades, ["query_id", "chunk_id", "grader", "grade"], "the grades table")
-    g = grades.copy()
-    for col in ("query_id", "chunk_id", "grader"):
-        g[col] = g[col].astype(str)
-    return g
-
 
 def pair_grades(grades: pd.DataFrame, *, rater_a: str, rater_b: str, round: int | None = None,
                 queries: Iterable[str] | None = None) -> tuple[pd.DataFrame, int]:
@@ -183,12 +128,12 @@ def pair_grades(grades: pd.DataFrame, *, rater_a: str, rater_b: str, round: int 
     """
     if str(rater_a) == str(rater_b):
         raise InputError("agreement needs two different graders", item=str(rater_a))
-    _require(grades, ["query_id", "chunk_id", "grader", "grade"], "the grades table")
+    require(grades, RATINGS, what="the grades table")
     names = (str(rater_a), str(rater_b))
     who = grades["grader"].astype(str).to_numpy()
     keep = np.isin(who, names) & grades["grade"].notna().to_numpy()
     if round is not None:
-        _require(grades, ["round"], "the grades table")
+        require(grades, ["round"], what="the grades table")
         keep &= (pd.to_numeric(grades["round"], errors="coerce") == int(round)).to_numpy()
     qids = grades["query_id"].astype(str).to_numpy()
     if queries is not None:
@@ -621,7 +566,7 @@ def group_agreement(paired: pd.DataFrame, groups: pd.DataFrame, *, scale: Iterab
     InputError
         ``groups`` lacks a column or lists one query twice, or a paired query has no group.
     """
-    _require(groups, ["query_id", "group"], "the query groups table")
+    require(groups, ["query_id", "group"], what="the query groups table")
     g = pd.DataFrame({"query_id": groups["query_id"].astype(str),
                       "group": groups["group"].astype(str)})
     dup = g["query_id"].duplicated(keep=False)
@@ -661,7 +606,7 @@ def disagreements(paired: pd.DataFrame) -> pd.DataFrame:
         descending (two-step splits first), then query_id, chunk_id. Private: reasons quote
         the corpus.
     """
-    _require(paired, PAIRED_COLUMNS, "the paired grades table")
+    require(paired, PAIRED_COLUMNS, what="the paired grades table")
     d = paired[paired["grade_a"] != paired["grade_b"]].copy()
     d["step"] = (d["grade_a"].astype(np.int64) - d["grade_b"].astype(np.int64)).abs()
     order = sorted(range(len(d)), key=lambda i: (-int(d["step"].iat[i]), d["query_id"].iat[i],
@@ -674,7 +619,7 @@ def disagreements(paired: pd.DataFrame) -> pd.DataFrame:
 def _rater_matrix(grades: pd.DataFrame, scale: list[int], raters: Sequence[str] | None
                   ) -> pd.DataFrame:
     """Pairs × raters, each cell a grade or NaN; rows sorted by pair, columns by rater."""
-    g = _normalised(grades)
+    g = normalised_grades(grades)
     g = g[g["grade"].notna()]
     if raters is not None:
         g = g[g["grader"].isin([str(r) for r in raters])]
@@ -768,25 +713,61 @@ def fleiss_kappa(grades: pd.DataFrame, *, scale: Iterable[int],
     return _fleiss(grades, scale=scale, raters=raters)[0]
 
 
-def _fleiss(grades, *, scale, raters) -> tuple[float | None, str | None, int, int]:
+def fleiss_from_counts(counts) -> tuple[float | None, str | None]:
+    """Fleiss' kappa of a table of rating counts, or why it is undefined.
+
+    The one wrapper of ``statsmodels.stats.inter_rater.fleiss_kappa`` in relgrade: the
+    multi-rater agreement (:func:`fleiss_kappa`) and a model grader's self-consistency
+    over repeated samples both call it.
+
+    Parameters
+    ----------
+    counts : array-like of shape (n_items, n_categories), int
+        ``counts[i, j]`` = how many raters put item ``i`` in category ``j``; every row sums
+        to the same number of ratings ``n`` (the caller keeps only such items).
+
+    Returns
+    -------
+    kappa : float or None
+        Kappa, at most 1; ``None`` when undefined.
+    note : str or None
+        Why kappa is undefined: no item, fewer than two ratings per item, or every rating
+        in one category (chance agreement 1, so kappa is 0/0); ``None`` when defined.
+
+    Notes
+    -----
+    The formula is that of :func:`fleiss_kappa` (Fleiss 1971).
+
+    Examples
+    --------
+    >>> fleiss_from_counts([[2, 0], [0, 2]])
+    (1.0, None)
+    >>> fleiss_from_counts([[2, 0], [2, 0]])[0] is None
+    True
+    """
     from statsmodels.stats.inter_rater import fleiss_kappa as sm_fleiss_kappa
 
-    counts, dropped = rating_counts(grades, scale=scale, raters=raters)
-    table = counts.to_numpy(dtype=float)
+    table = np.asarray(counts, dtype=float)
     n = int(table.sum(axis=1)[0]) if len(table) else 0
     if len(table) == 0 or n < 2:
-        return None, "no pair has grades from two or more raters", len(table), dropped
+        return None, "no pair has grades from two or more raters"
     p = table.sum(axis=0) / table.sum()
     if np.isclose(float((p * p).sum()), 1.0):
         return None, ("every rating is one and the same grade, so chance agreement is 1 and "
-                      "kappa is 0/0"), len(table), dropped
+                      "kappa is 0/0")
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         with np.errstate(all="ignore"):
             value = float(sm_fleiss_kappa(table, method="fleiss"))
     if not np.isfinite(value):
-        return None, "chance agreement is 1", len(table), dropped
-    return value, None, len(table), dropped
+        return None, "chance agreement is 1"
+    return value, None
+
+
+def _fleiss(grades, *, scale, raters) -> tuple[float | None, str | None, int, int]:
+    counts, dropped = rating_counts(grades, scale=scale, raters=raters)
+    value, note = fleiss_from_counts(counts.to_numpy(dtype=float))
+    return value, note, len(counts), dropped
 
 
 def krippendorff_alpha(grades: pd.DataFrame, *, scale: Iterable[int], level: str = "ordinal",
@@ -902,211 +883,6 @@ def multi_rater_agreement(grades: pd.DataFrame, *, scale: Iterable[int],
     return out
 
 
-# --- grading diagnostics ---------------------------------------------------------------
-
-def _slope(x: np.ndarray, y: np.ndarray) -> float | None:
-    """Least-squares slope of y on x, or None when x does not vary."""
-    if x.size < 2:
-        return None
-    dx = x - x.mean()
-    var = float((dx * dx).sum())
-    if var == 0.0:
-        return None
-    return float((dx * (y - y.mean())).sum() / var)
-
-
-def position_bias(grades: pd.DataFrame, positions: pd.DataFrame) -> pd.DataFrame:
-    """Mean grade by displayed position, per grader.
-
-    Parameters
-    ----------
-    grades : pandas.DataFrame
-        The long grades table (``query_id``, ``chunk_id``, ``grader``, ``grade``; ``role``
-        and ``round`` are used for the join when ``positions`` has them too).
-    positions : pandas.DataFrame
-        ``query_id``, ``chunk_id``, ``position`` (0-based display order), optionally
-        ``role`` and ``round`` (the orders table: each role sees its own order).
-
-    Returns
-    -------
-    pandas.DataFrame
-        Columns ``grader`` (str), ``position`` (int64), ``grades`` (int64, how many grades
-        were shown there), ``mean_grade`` (float64); sorted by grader, position. Grades
-        without a known position are left out.
-
-    Raises
-    ------
-    InputError
-        A column is missing, or ``positions`` lists one pair twice for the same role and
-        round.
-
-    Notes
-    -----
-    A mean grade that falls (or rises) with the position at which a chunk was shown is the
-    footprint of position bias or fatigue (lost in the middle); the display order is a
-    seeded shuffle, so without bias the expected mean grade is the same at every position.
-    """
-    joined = _with_positions(grades, positions)
-    out = (joined.groupby(["grader", "position"], sort=True)["grade"]
-           .agg(grades="size", mean_grade="mean").reset_index())
-    return out.astype({"grader": str, "position": np.int64, "grades": np.int64,
-                       "mean_grade": np.float64})
-
-
-def _with_positions(grades: pd.DataFrame, positions: pd.DataFrame) -> pd.DataFrame:
-    g = _normalised(grades)
-    g = g[g["grade"].notna()]
-    _require(positions, ["query_id", "chunk_id", "position"], "the position table")
-    p = positions.copy()
-    p["query_id"] = p["query_id"].astype(str)
-    p["chunk_id"] = p["chunk_id"].astype(str)
-    keys = list(PAIR)
-    for col in ("role", "round"):
-        if col in p.columns and col in g.columns:
-            keys.append(col)
-            if col == "round":
-                p[col] = p[col].astype(np.int64)
-                g[col] = g[col].astype(np.int64)
-            else:
-                p[col] = p[col].astype(str)
-                g[col] = g[col].astype(str)
-    p = p[keys + ["position"]]
-    dup = p.duplicated(keys, keep=False)
-    if dup.any():
-        first = p[dup].iloc[0]
-        raise InputError("the position table lists one pair twice",
-                         item=f"pair ({first['query_id']}, {first['chunk_id']})")
-    joined = g.merge(p, on=keys, how="inner")
-    joined["grade"] = joined["grade"].astype(np.int64)
-    joined["position"] = joined["position"].astype(np.int64)
-    return joined
-
-
-def leniency_drift(grades: pd.DataFrame, *, order: str = "sequence", bins: int = 5
-                   ) -> pd.DataFrame:
-    """Mean grade by stretch of a grader's grading sequence, to show drift over time.
-
-    Parameters
-    ----------
-    grades : pandas.DataFrame
-        The long grades table with a column named by ``order`` that numbers each grader's
-        grades in the order they were given.
-    order : str, default "sequence"
-        The column holding the order of grading within a grader.
-    bins : int, default 5
-        How many consecutive, equally long stretches each grader's sequence is cut into.
-
-    Returns
-    -------
-    pandas.DataFrame
-        Columns ``grader`` (str), ``bin`` (int64, 1 = first stretch), ``grades`` (int64),
-        ``mean_grade`` (float64); sorted by grader, bin.
-
-    Raises
-    ------
-    InputError
-        ``order`` is not a column, or ``bins`` is not a positive integer.
-
-    Notes
-    -----
-    Grade ``r`` (0-based rank in the grader's sequence of ``n``) falls in bin
-    ``floor(r * bins / n) + 1``. A mean grade that climbs or sinks across the bins is
-    leniency drift: over a long pool a grader grows generous or harsh.
-    """
-    if not isinstance(bins, (int, np.integer)) or isinstance(bins, bool) or bins < 1:
-        raise InputError("bins must be a positive integer", found=repr(bins))
-    g = _normalised(grades)
-    _require(g, [order], "the grades table")
-    g = g[g["grade"].notna()].copy()
-    g["_rank"] = g.groupby("grader")[order].rank(method="first") - 1
-    n = g.groupby("grader")["grade"].transform("size")
-    g["bin"] = (g["_rank"] * bins // n).astype(np.int64) + 1
-    g["grade"] = g["grade"].astype(np.int64)
-    out = (g.groupby(["grader", "bin"], sort=True)["grade"]
-           .agg(grades="size", mean_grade="mean").reset_index())
-    return out.astype({"grader": str, "bin": np.int64, "grades": np.int64,
-                       "mean_grade": np.float64})
-
-
-def grading_diagnostics(grades: pd.DataFrame, positions: pd.DataFrame | None = None, *,
-                        order: str = "sequence", bins: int = 5) -> dict:
-    """Position bias and leniency drift per grader, as a small JSON-ready dict.
-
-    Parameters
-    ----------
-    grades : pandas.DataFrame
-        The long grades table.
-    positions : pandas.DataFrame, optional
-        The display positions (see :func:`position_bias`); without it position bias is
-        not computed.
-    order : str, default "sequence"
-        The grades table's order-of-grading column (see :func:`leniency_drift`); when it is
-        absent drift is not computed.
-    bins : int, default 5
-        Stretches of the grading sequence for the drift table.
-
-    Returns
-    -------
-    dict
-        grader → ``{"grades": n, "position_slope": float or None, "mean_by_third":
-        {"first": mean, "middle": mean, "last": mean}, "drift_slope": float or None,
-        "mean_by_stretch": {"1": mean, ...}}`` (only the parts whose input is there), plus
-        ``"notes"`` (list of str) saying what could not be computed. The full table by
-        display position is :func:`position_bias`; this summary stays small enough for
-        ``dvc metrics show``.
-
-    Notes
-    -----
-    ``position_slope`` is the least-squares change in grade per display position.
-    ``mean_by_third`` cuts each query's display order (per role and round) into thirds: a
-    chunk at 0-based position ``p`` of ``n`` is in third ``floor(3 p / n)``; a lower mean in
-    the middle third is the lost-in-the-middle footprint. ``drift_slope`` is the
-    least-squares change in grade from the first grade of the sequence (0) to the last (1),
-    i.e. how much more generous the grader was at the end.
-    """
-    g = _normalised(grades)
-    g = g[g["grade"].notna()]
-    out: dict = {}
-    notes: list[str] = []
-    for grader in sorted(g["grader"].unique()):
-        out[grader] = {"grades": int((g["grader"] == grader).sum())}
-    if positions is not None:
-        joined = _with_positions(g, positions)
-        shown = [c for c in ("query_id", "role", "round") if c in joined.columns
-                 and (c == "query_id" or c in positions.columns)]
-        sizes = positions.assign(query_id=positions["query_id"].astype(str))
-        if "role" in shown:
-            sizes = sizes.assign(role=sizes["role"].astype(str))
-        if "round" in shown:
-            sizes = sizes.assign(round=sizes["round"].astype(np.int64))
-        sizes = sizes.groupby(shown).size().rename("_n").reset_index()
-        joined = joined.merge(sizes, on=shown, how="left")
-        third = (3 * joined["position"] // joined["_n"]).clip(0, 2)
-        joined["_third"] = third.map({0: "first", 1: "middle", 2: "last"})
-        for grader, part in joined.groupby("grader", sort=True):
-            out[grader]["position_slope"] = _slope(part["position"].to_numpy(float),
-                                                   part["grade"].to_numpy(float))
-            means = part.groupby("_third")["grade"].mean()
-            out[grader]["mean_by_third"] = {t: float(means[t]) for t in
-                                            ("first", "middle", "last") if t in means.index}
-    else:
-        notes.append("position bias not computed: no display positions were given")
-    if order in g.columns:
-        table = leniency_drift(g, order=order, bins=bins)
-        for grader, part in g.groupby("grader", sort=True):
-            rank = part[order].rank(method="first").to_numpy(float) - 1
-            span = rank / (len(rank) - 1) if len(rank) > 1 else rank
-            out[grader]["drift_slope"] = _slope(span, part["grade"].to_numpy(float))
-            rows = table[table["grader"] == grader]
-            out[grader]["mean_by_stretch"] = {str(int(b)): float(m) for b, m in
-                                              zip(rows["bin"], rows["mean_grade"])}
-    else:
-        notes.append(f"leniency drift not computed: the grades table has no `{order}` column "
-                     "recording the order of grading")
-    out["notes"] = notes
-    return out
-
-
 # --- the audit report ------------------------------------------------------------------
 
 @dataclass(frozen=True)
@@ -1158,7 +934,7 @@ def audit_agreement(grades: pd.DataFrame, *, audit_ids: Iterable[str], queries: 
         ``metrics``: ``round``, ``grader``, ``auditor``, ``queries`` (audit queries),
         ``pairs``, ``missing``, every measure of :func:`agreement` except the confusion
         matrix, ``notes``, ``groups`` (see :func:`group_agreement`) and ``diagnostics``
-        (see :func:`grading_diagnostics`, over the two graders' grades of the round on the
+        (see :func:`relgrade.protocol.diagnostics.grading_diagnostics`, over the two graders' grades of the round on the
         whole pool). Always produced, however poor the agreement; when the auditor has not
         graded yet, ``pairs`` is 0 and a note says so.
 
@@ -1170,7 +946,7 @@ def audit_agreement(grades: pd.DataFrame, *, audit_ids: Iterable[str], queries: 
     """
     labels = check_scale(scale, relevant_min)
     ids = [str(q) for q in audit_ids]
-    _require(queries, ["query_id", "group"], "the queries table")
+    require(queries, ["query_id", "group"], what="the queries table")
     qt = pd.DataFrame({"query_id": queries["query_id"].astype(str),
                        "group": queries["group"].astype(str)})
     unknown = sorted(set(ids) - set(qt["query_id"]))
@@ -1181,7 +957,7 @@ def audit_agreement(grades: pd.DataFrame, *, audit_ids: Iterable[str], queries: 
                                   queries=ids)
     res = agreement(paired["grade_a"].to_numpy(), paired["grade_b"].to_numpy(), scale=labels,
                     relevant_min=relevant_min, raters=(str(grader), str(auditor)))
-    g = _normalised(grades)
+    g = normalised_grades(grades)
     if "round" in g.columns:
         g = g[pd.to_numeric(g["round"], errors="coerce") == int(round)]
     notes = list(res["notes"])

@@ -23,8 +23,8 @@ from pathlib import PurePosixPath
 
 import pandas as pd
 
+from relgrade.canonical import jsonl_bytes, sha256_bytes
 from relgrade.errors import InputError
-from relgrade.io.files import jsonl_bytes, sha256_bytes
 from relgrade.protocol import chunking
 
 SPEC_KINDS = ("pypi-sdist", "sdist-file")
@@ -202,7 +202,7 @@ def corpus_from_sdist(data: bytes, *, spec: dict, path=None) -> tuple[pd.DataFra
     Returns
     -------
     chunks : pandas.DataFrame
-        The chunks table (:data:`relgrade.protocol.chunking.COLUMNS`).
+        The chunks table (:data:`relgrade.schema.CHUNKS`).
     manifest : dict
         ``{"source", "sha256", "chunks", "table_sha256", "files", "lines", "skipped"}``:
         the source label, the archive's sha256, the chunk count, :func:`table_sha256`,
@@ -371,7 +371,7 @@ def table_sha256(chunks: pd.DataFrame) -> str:
     -----
     The canonical form is one JSON object per row, in table order, with the keys
     ``chunk_id, header, text, source[, line_start, line_end]`` in that order, written by
-    :func:`relgrade.io.files.jsonl_bytes` (no spaces, UTF-8, LF after each row). It does not
+    :func:`relgrade.canonical.jsonl_bytes` (no spaces, UTF-8, LF after each row). It does not
     depend on the Parquet writer's version, so equal tables give equal hashes.
     """
     cols = REQUIRED + [c for c in OPTIONAL_INT if c in chunks.columns]

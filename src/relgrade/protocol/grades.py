@@ -21,19 +21,7 @@ import numpy as np
 import pandas as pd
 
 from relgrade.errors import InputError
-
-#: The keys of a grade row, in the order a row must list them.
-GRADE_KEYS = ("query_id", "chunk_id", "reason", "grade")
-
-#: Columns of the validated rows of one grader (see :func:`validate_grade_rows`).
-ROW_COLUMNS = ["query_id", "chunk_id", "reason", "grade"]
-
-#: Columns of the long grades table (params ``paths.grades``).
-GRADES_COLUMNS = ["query_id", "chunk_id", "grader", "role", "round", "grade", "reason",
-                  "sequence"]
-
-ROLES = ("grader", "auditor")
-KINDS = ("model", "human", "import")
+from relgrade.schema import GRADE_KEYS, GRADES, KINDS, ROLES, ROW_COLUMNS
 
 
 def reason_required(kind: str, role: str, grade: int) -> bool:
@@ -478,7 +466,7 @@ def long_table(tables: Mapping[str, pd.DataFrame], *, roles: Mapping[str, str],
     Returns
     -------
     pandas.DataFrame of shape (n_rows, 8)
-        Columns :data:`GRADES_COLUMNS`: ``query_id``, ``chunk_id``, ``grader``, ``role``
+        Columns :data:`relgrade.schema.GRADES`: ``query_id``, ``chunk_id``, ``grader``, ``role``
         (str), ``round`` (int64), ``grade`` (int64), ``reason`` (str), ``sequence`` (int64,
         0-based position of the row in its grader's file, i.e. the order of grading, which
         the leniency-drift diagnostic reads); one row per (pair, grader, round), sorted by
@@ -495,7 +483,7 @@ def long_table(tables: Mapping[str, pd.DataFrame], *, roles: Mapping[str, str],
         part["sequence"] = np.arange(len(df), dtype="int64")
         parts.append(part)
     if not parts:
-        out = pd.DataFrame({c: pd.Series([], dtype="str") for c in GRADES_COLUMNS})
+        out = pd.DataFrame({c: pd.Series([], dtype="str") for c in GRADES})
     else:
         out = pd.concat(parts, ignore_index=True)
     out = out.astype({"query_id": "str", "chunk_id": "str", "grader": "str", "role": "str",
@@ -504,7 +492,7 @@ def long_table(tables: Mapping[str, pd.DataFrame], *, roles: Mapping[str, str],
     order = sorted(range(len(out)), key=lambda i: (out["query_id"].iat[i],
                                                    out["chunk_id"].iat[i],
                                                    out["grader"].iat[i]))
-    return out.iloc[order].reset_index(drop=True)[GRADES_COLUMNS]
+    return out.iloc[order].reset_index(drop=True)[GRADES]
 
 
 def grader_entry(name: str, spec: Mapping, *, graded: pd.DataFrame, pool: pd.DataFrame,

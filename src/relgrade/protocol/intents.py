@@ -16,12 +16,9 @@ from typing import Sequence
 
 import pandas as pd
 
+from relgrade.canonical import jsonl_bytes, sha256_bytes
 from relgrade.errors import InputError, ProtocolError
-from relgrade.io.files import jsonl_bytes, sha256_bytes
-from relgrade.protocol.queries import as_id, is_missing
-
-#: Columns of the intents table (input and frozen, params ``paths.intents``).
-INTENT_COLUMNS = ["query_id", "query", "intent"]
+from relgrade.schema import INTENTS, as_id, is_missing
 
 #: What the review record must contain (params ``intents.review``).
 REVIEW_KEYS = ("reviewer", "table_sha256", "reviewed_at", "flagged")
@@ -57,7 +54,7 @@ def validate_intents(table: pd.DataFrame, *, queries: pd.DataFrame, path=None,
     path : str or os.PathLike, optional
         The intent file, named in errors.
     lines : sequence of int of length n_rows, optional
-        The file line of each row (:func:`relgrade.protocol.queries.row_lines`); by default the
+        The file line of each row (:func:`relgrade.io.files.read_rows`); by default the
         1-based row number.
 
     Returns
@@ -75,7 +72,7 @@ def validate_intents(table: pd.DataFrame, *, queries: pd.DataFrame, path=None,
         query set; its query text differs from the query set's; an intent is empty; a
         query has no intent (the error lists the ids).
     """
-    missing = [c for c in INTENT_COLUMNS if c not in table.columns]
+    missing = [c for c in INTENTS if c not in table.columns]
     if missing:
         raise InputError(f"intent table is missing column(s) {', '.join(missing)}", path=path,
                          found="columns " + ", ".join(map(str, table.columns)))
@@ -114,7 +111,7 @@ def validate_intents(table: pd.DataFrame, *, queries: pd.DataFrame, path=None,
         raise InputError(f"{len(lacking)} quer{'y has' if len(lacking) == 1 else 'ies have'} "
                          "no intent", path=path, item=_count_text(len(lacking), lacking),
                          fix="Add one intent line for each")
-    out = pd.DataFrame(rows, columns=INTENT_COLUMNS)
+    out = pd.DataFrame(rows, columns=INTENTS)
     return out.sort_values("query_id", kind="stable").reset_index(drop=True)
 
 
@@ -122,7 +119,7 @@ def intents_bytes(table: pd.DataFrame) -> bytes:
     """The intent table's canonical bytes: JSON Lines ``{"query_id","query","intent"}``.
 
     Rows are sorted by ``query_id`` (code-point order) and written as
-    :func:`relgrade.io.files.jsonl_bytes` writes them: no spaces, non-ASCII as UTF-8, LF ends.
+    :func:`relgrade.canonical.jsonl_bytes` writes them: no spaces, non-ASCII as UTF-8, LF ends.
     """
     ordered = table.sort_values("query_id", kind="stable")
     return jsonl_bytes({"query_id": str(q), "query": str(t), "intent": str(i)}

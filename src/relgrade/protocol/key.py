@@ -25,10 +25,8 @@ from typing import Iterable, Mapping
 
 import pandas as pd
 
+from relgrade.canonical import canonical_json
 from relgrade.errors import InputError, ProtocolError
-from relgrade.io.files import canonical_json
-
-KEY_COLUMNS = ["query_id", "chunk_id", "grade"]
 
 
 def _sorted_rows(key: pd.DataFrame) -> list[tuple[str, str, int]]:

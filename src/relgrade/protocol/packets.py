@@ -22,13 +22,11 @@ from typing import Iterable, Sequence
 import numpy as np
 import pandas as pd
 
+from relgrade.canonical import canonical_json
 from relgrade.errors import InputError
 from relgrade.graders import labelstudio
-from relgrade.io.files import canonical_json
 from relgrade.rng import order_seed, rng_for
-
-#: Grading roles, in the order their display orders are drawn within a round.
-ROLES = ("grader", "auditor")
+from relgrade.schema import ORDERS, ROLES
 
 #: The keys of a packet, in order; nothing else may appear in one.
 PACKET_KEYS = ("query_id", "query", "intent", "rubric_version", "intents_sha256", "round",
@@ -36,9 +34,6 @@ PACKET_KEYS = ("query_id", "query", "intent", "rubric_version", "intents_sha256"
 
 #: The keys of one chunk inside a packet's batch, in order.
 CHUNK_KEYS = ("chunk_id", "header", "text")
-
-#: Columns of the orders table (params ``paths.orders``).
-ORDER_COLUMNS = ["query_id", "chunk_id", "role", "round", "position", "batch", "order_seed"]
 
 
 def _check_int(value, name: str, *, minimum: int) -> int:
@@ -156,7 +151,7 @@ def build_orders(pool: pd.DataFrame, *, seed: int, round: int, batch_size: int, 
     if absent:
         raise InputError("audit query has no pooled chunk", item=absent[0],
                          fix="Rebuild the audit sample from the current pool (dvc repro audit)")
-    columns = {c: [] for c in ORDER_COLUMNS}
+    columns = {c: [] for c in ORDERS}
     for role, qids in (("grader", list(by_query)), ("auditor", sorted(set(audit_ids)))):
         for qid in qids:
             order, oseed = display_order(by_query[qid], seed=seed, query_id=qid, role=role,

@@ -28,17 +28,10 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from relgrade.canonical import canonical_json, sha256_bytes
 from relgrade.errors import InputError
-from relgrade.io.files import canonical_json, sha256_bytes
-
-#: Columns of the pool table (params ``paths.pool``).
-POOL_COLUMNS = ["query_id", "chunk_id", "inclusion_prob"]
-
-#: Columns of the private provenance table (params ``paths.provenance``).
-PROVENANCE_COLUMNS = ["query_id", "chunk_id", "arm", "rank", "score", "source"]
-
-#: Columns a stacked, canonically ranked run table must have.
-RUN_COLUMNS = ["arm", "query_id", "chunk_id", "rank", "score"]
+from relgrade.ranking import arrow_ids, id_codes, ids_at
+from relgrade.schema import RUNS
 
 
 def _int_param(value, name: str, *, minimum: int) -> int:
@@ -46,36 +39,6 @@ def _int_param(value, name: str, *, minimum: int) -> int:
         raise InputError(f"{name} must be an integer >= {minimum}", path="params.yaml",
                          item=name, found=repr(value))
     return int(value)
-
-
-def _arrow_strings(values) -> pa.Array:
-    """``values`` (a pandas Series, array or Arrow array of ids) as one Arrow string array."""
-    arr = values if isinstance(values, (pa.Array, pa.ChunkedArray)) else pa.array(values)
-    if isinstance(arr, pa.ChunkedArray):
-        arr = arr.combine_chunks()
-    if not (pa.types.is_string(arr.type) or pa.types.is_large_string(arr.type)):
-        arr = pc.cast(arr, pa.large_string())
-    return arr
-
-
-def _codes(values) -> tuple[np.ndarray, pa.Array]:
-    """Integer codes of ``values`` whose order is the ids' code-point order, and the ids.
-
-    Arrow's dictionary encoding and string sort (by UTF-8 bytes, which is code-point order)
-    do the work; ``uniques.take(codes)`` gives the values back.
-    """
-    encoded = pc.dictionary_encode(_arrow_strings(values))
-    dictionary = encoded.dictionary
-    order = pc.array_sort_indices(dictionary).to_numpy()
-    rank = np.empty(len(order), dtype=np.int64)
-    rank[order] = np.arange(len(order), dtype=np.int64)
-    codes = rank[encoded.indices.to_numpy(zero_copy_only=False)]
-    return codes, dictionary.take(pa.array(order, type=pa.int64()))
-
-
-def _strings(uniques: pa.Array, codes: np.ndarray) -> pd.Series:
-    """The ids ``uniques[codes]`` as a pandas Series of dtype ``str``."""
-    return uniques.take(pa.array(codes, type=pa.int64())).to_pandas()
 
 
 def top_candidates(run: pd.DataFrame, depth: int, *, ties: str = "score") -> pd.DataFrame:
@@ -124,10 +87,10 @@ def top_candidates(run: pd.DataFrame, depth: int, *, ties: str = "score") -> pd.
     n = len(run)
     if n == 0:
         return run
-    group = pc.dictionary_encode(_arrow_strings(run["query_id"])).indices.to_numpy(
+    group = pc.dictionary_encode(arrow_ids(run["query_id"]).combine_chunks()).indices.to_numpy(
         zero_copy_only=False).astype(np.int64)
     if "arm" in run.columns:
-        arm = pc.dictionary_encode(_arrow_strings(run["arm"])).indices.to_numpy(
+        arm = pc.dictionary_encode(arrow_ids(run["arm"]).combine_chunks()).indices.to_numpy(
             zero_copy_only=False).astype(np.int64)
         group = arm * (int(group.max()) + 1) + group
     if ties == "score":
@@ -225,7 +188,7 @@ def build_pool(runs: pd.DataFrame, *, depth: int, tail_sample: int = 0,
     >>> pool.chunk_id.tolist(), stats["found_by_one"]
     (['c1', 'c2'], 1.0)
     """
-    missing = [c for c in RUN_COLUMNS if c not in runs.columns]
+    missing = [c for c in RUNS if c not in runs.columns]
     if missing:
         raise InputError(f"runs table is missing column(s) {', '.join(missing)}",
                          found="columns " + ", ".join(map(str, runs.columns)))
@@ -241,11 +204,11 @@ def build_pool(runs: pd.DataFrame, *, depth: int, tail_sample: int = 0,
     deepest = tail_depth if tail_sample > 0 else depth
 
     rank_all = runs["rank"].to_numpy()
-    sub = runs.loc[rank_all <= deepest, RUN_COLUMNS]
+    sub = runs.loc[rank_all <= deepest, RUNS]
     rank = sub["rank"].to_numpy(dtype=np.int64)
-    qc, qu = _codes(sub["query_id"])
-    cc, cu = _codes(sub["chunk_id"])
-    ac, au = _codes(sub["arm"])
+    qc, qu = id_codes(sub["query_id"])
+    cc, cu = id_codes(sub["chunk_id"])
+    ac, au = id_codes(sub["arm"])
     n_q, n_c, n_a = len(qu), max(len(cu), 1), max(len(au), 1)
     pair = qc * n_c + cc                     # pair key in (query_id, chunk_id) order
     top = rank <= depth
@@ -288,8 +251,8 @@ def build_pool(runs: pd.DataFrame, *, depth: int, tail_sample: int = 0,
         merged = np.argsort(all_keys, kind="stable")
         all_keys, all_prob = all_keys[merged], all_prob[merged]
     pool = pd.DataFrame({
-        "query_id": _strings(qu, all_keys // n_c),
-        "chunk_id": _strings(cu, all_keys % n_c),
+        "query_id": ids_at(qu, all_keys // n_c),
+        "chunk_id": ids_at(cu, all_keys % n_c),
         "inclusion_prob": all_prob.astype(np.float64),
     })
 
@@ -299,9 +262,9 @@ def build_pool(runs: pd.DataFrame, *, depth: int, tail_sample: int = 0,
         chosen |= np.isin(pair, tail_keys)
     rows = order[chosen[order]]
     provenance = pd.DataFrame({
-        "query_id": _strings(qu, qc[rows]),
-        "chunk_id": _strings(cu, cc[rows]),
-        "arm": _strings(au, ac[rows]),
+        "query_id": ids_at(qu, qc[rows]),
+        "chunk_id": ids_at(cu, cc[rows]),
+        "arm": ids_at(au, ac[rows]),
         "rank": rank[rows],
         "score": sub["score"].to_numpy(dtype=np.float64)[rows],
         "source": pd.Series(np.where(top[rows], "depth", "tail"), dtype="str"),
@@ -384,14 +347,15 @@ def pool_bytes(pool: pd.DataFrame) -> bytes:
     -------
     bytes
         One line ``{"query_id":"...","chunk_id":"..."}`` per pair, sorted by (query_id,
-        chunk_id) in code-point order, written as :func:`relgrade.io.files.jsonl_bytes` writes
+        chunk_id) in code-point order, written as :func:`relgrade.canonical.jsonl_bytes` writes
         them (no spaces, non-ASCII as UTF-8), each ending in LF.
     """
     if len(pool) == 0:
         return b""
-    q, c = _arrow_strings(pool["query_id"]), _arrow_strings(pool["chunk_id"])
+    q = arrow_ids(pool["query_id"]).combine_chunks()
+    c = arrow_ids(pool["chunk_id"]).combine_chunks()
     if not _is_sorted(q, c):                 # a pool from build_pool is sorted already
-        order = pa.array(np.lexsort((_codes(c)[0], _codes(q)[0])), type=pa.int64())
+        order = pa.array(np.lexsort((id_codes(c)[0], id_codes(q)[0])), type=pa.int64())
         q, c = q.take(order), c.take(order)
     lines = _join('{"query_id":', _json_strings(q), ',"chunk_id":', _json_strings(c), "}\n")
     return _concatenated(lines)
@@ -419,7 +383,7 @@ _NEEDS_ESCAPE = r'["\\\x00-\x1f]'
 
 
 def _json_strings(values: pa.Array) -> pa.Array:
-    """Each string as a JSON string literal, exactly as :func:`relgrade.io.files.canonical_json`
+    """Each string as a JSON string literal, exactly as :func:`relgrade.canonical.canonical_json`
     writes it: quoted, and only ids that hold a quote, backslash or control character go
     through ``json.dumps``."""
     quoted = _join('"', values, '"')

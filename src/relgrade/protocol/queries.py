@@ -10,84 +10,17 @@ Lines form so that the same queries give the same hash from any input format.
 from __future__ import annotations
 
 import math
-import numbers
 from typing import Sequence
 
 import numpy as np
 import pandas as pd
 
+from relgrade.canonical import jsonl_bytes, sha256_bytes
 from relgrade.errors import InputError
-from relgrade.io.files import jsonl_bytes, sha256_bytes
-
-#: Columns of the validated queries table (params ``paths.queries``).
-QUERY_COLUMNS = ["query_id", "query", "group", "weight"]
+from relgrade.schema import QUERIES, as_id, is_missing, shown
 
 #: Columns an input must have (``weight`` is optional).
 REQUIRED_COLUMNS = ["query_id", "query", "group"]
-
-
-def row_lines(lines: Sequence[str], *, header: bool) -> list[int]:
-    """1-based file line numbers of a text table's rows, skipping blank lines.
-
-    The readers in :mod:`relgrade.io.files` skip blank lines (and a TSV's header row), so row ``i``
-    of the table they return sits on ``row_lines(...)[i]`` of the file.
-
-    Parameters
-    ----------
-    lines : sequence of str
-        The file's lines as :func:`relgrade.io.files.read_lines` returns them.
-    header : bool
-        ``True`` for a TSV (its first line is the header), ``False`` for JSON Lines.
-
-    Returns
-    -------
-    list of int
-        One line number per non-blank data line, in file order.
-
-    Examples
-    --------
-    >>> row_lines(["query_id\\tquery\\tgroup", "q1\\ta\\tkeyword", "", "q2\\tb\\tquestion"], header=True)
-    [2, 4]
-    """
-    start = 1 if header else 0
-    return [i + 1 for i in range(start, len(lines)) if lines[i].strip()]
-
-
-def _shown(value) -> str:
-    return repr(value) if not isinstance(value, str) else f'"{value}"'
-
-
-def is_missing(value) -> bool:
-    """Whether a table cell holds no value (``None``, NaN, ``pd.NA``)."""
-    if value is None or value is pd.NA:
-        return True
-    return isinstance(value, float) and math.isnan(value)
-
-
-def as_id(value, name: str, *, path=None, line=None) -> str:
-    """An id cell as ``str``: a string or an integer (JSON ``4411`` is ``"4411"``).
-
-    Raises
-    ------
-    InputError
-        The cell is missing, empty, a bool, or a number that is not an integer.
-    """
-    if is_missing(value):
-        raise InputError(f"{name} is missing", path=path, line=line)
-    if isinstance(value, (bool, np.bool_)):
-        raise InputError(f"{name} must be a string or an integer", path=path, line=line,
-                         found=_shown(value))
-    if isinstance(value, numbers.Integral):
-        return str(int(value))
-    if isinstance(value, float) and value.is_integer():
-        # Parquet and pandas turn an integer column with gaps into floats.
-        return str(int(value))
-    if not isinstance(value, str):
-        raise InputError(f"{name} must be a string or an integer", path=path, line=line,
-                         found=_shown(value))
-    if not value.strip():
-        raise InputError(f"{name} is empty", path=path, line=line)
-    return value
 
 
 def _weight(value, *, path, line, item) -> float:
@@ -95,15 +28,15 @@ def _weight(value, *, path, line, item) -> float:
         return 1.0
     if isinstance(value, (bool, np.bool_)):
         raise InputError("weight must be a positive number", path=path, line=line, item=item,
-                         found=_shown(value))
+                         found=shown(value))
     try:
         w = float(value)
     except (TypeError, ValueError):
         raise InputError("weight must be a positive number", path=path, line=line, item=item,
-                         found=_shown(value)) from None
+                         found=shown(value)) from None
     if not math.isfinite(w) or w <= 0:
         raise InputError("weight must be a positive finite number", path=path, line=line,
-                         item=item, found=_shown(value))
+                         item=item, found=shown(value))
     return w
 
 
@@ -121,8 +54,8 @@ def validate_queries(table: pd.DataFrame, *, groups: Sequence[str], path=None,
     path : str or os.PathLike, optional
         The input file, named in errors.
     lines : sequence of int of length n_queries, optional
-        The file line of each row (see :func:`row_lines`); by default the 1-based row
-        number, which is the line for a header-less file without blank lines.
+        The file line of each row (see :func:`relgrade.io.files.read_rows`); by default the
+        1-based row number, which is the line for a header-less file without blank lines.
 
     Returns
     -------
@@ -168,15 +101,15 @@ def validate_queries(table: pd.DataFrame, *, groups: Sequence[str], path=None,
         seen[qid] = line
         if is_missing(text) or not isinstance(text, str) or not text.strip():
             raise InputError("query text is empty", path=path, line=line, item=qid,
-                             found=None if is_missing(text) else _shown(text))
+                             found=None if is_missing(text) else shown(text))
         group = "" if is_missing(group) else str(group)
         if group not in allowed_set:
             raise InputError(f"group is not one of the query groups ({', '.join(allowed)})",
-                             path=path, line=line, item=qid, found=_shown(group),
+                             path=path, line=line, item=qid, found=shown(group),
                              fix="Correct the group, or add it to queries.groups in params.yaml")
         rows.append((qid, text, group, _weight(weight, path=path, line=line, item=qid)))
 
-    out = pd.DataFrame(rows, columns=QUERY_COLUMNS)
+    out = pd.DataFrame(rows, columns=QUERIES)
     out["weight"] = out["weight"].astype("float64")
     return out.sort_values("query_id", kind="stable").reset_index(drop=True)
 
@@ -192,7 +125,7 @@ def queries_sha256(queries: pd.DataFrame) -> str:
     Returns
     -------
     str
-        64 hex digits: sha256 of canonical JSON Lines (:func:`relgrade.io.files.jsonl_bytes`) of
+        64 hex digits: sha256 of canonical JSON Lines (:func:`relgrade.canonical.jsonl_bytes`) of
         rows ``{"query_id", "query", "group", "weight"}``, sorted by ``query_id``.
 
     Notes

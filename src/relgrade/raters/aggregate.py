@@ -6,7 +6,8 @@ are offered, both over the long grades table (``query_id``, ``chunk_id``, ``grad
 (:mod:`relgrade.raters.gold`):
 
 * :func:`majority`: the most frequent grade, with relgrade's tie rule (the median of the
-  tied grades, rounded down to a grade on the scale: the rule of :mod:`relgrade.graders.self_consistency`);
+  tied grades, rounded down to a grade on the scale: :func:`majority_grade`, also the rule
+  that records a model grader's repeated samples);
 * :func:`dawid_skene`: the maximum-likelihood grade under Dawid and Skene's model, in which
   every rater has their own confusion matrix; it learns who is reliable, who is lenient and
   who reverses the scale, and weighs each rater's grade accordingly.
@@ -23,18 +24,13 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Iterable
+from typing import Iterable, Sequence
 
 import numpy as np
 import pandas as pd
 
 from relgrade.errors import InputError
-from relgrade.graders.self_consistency import TIE_RULE, majority_grade
-
-PAIR = ["query_id", "chunk_id"]
-
-#: Columns of a checked ratings table (see :func:`check_ratings`).
-RATING_COLUMNS = ["query_id", "chunk_id", "grader", "grade"]
+from relgrade.schema import PAIR, RATINGS, check_scale, require
 
 #: Columns of :func:`majority`'s result.
 MAJORITY_COLUMNS = ["query_id", "chunk_id", "grade", "votes", "agreement"]
@@ -45,6 +41,9 @@ DS_COLUMNS = ["query_id", "chunk_id", "grade", "posterior"]
 #: Columns of :func:`flag_high_variance`'s result.
 FLAG_COLUMNS = ["query_id", "chunk_id", "votes", "grades", "mean", "variance", "spread",
                 "reason"]
+
+#: relgrade's tie rule (:func:`majority_grade`), as written into reports.
+TIE_RULE = "median of the tied modal grades, rounded down to a grade on the scale"
 
 #: Tie rules of :func:`majority`, and what each records.
 TIES = {
@@ -84,13 +83,10 @@ def check_ratings(grades: pd.DataFrame, *, scale: Iterable[int] | None = None) -
         or is off the scale; a grader has two grades for one pair (select one round first).
         Each error names the grader and the pair.
     """
-    missing = [c for c in RATING_COLUMNS if c not in grades.columns]
-    if missing:
-        raise InputError(f"the grades table lacks column(s) {', '.join(missing)}",
-                         found="columns " + ", ".join(map(str, grades.columns)))
+    require(grades, RATINGS, what="the grades table")
     g = grades[grades["grade"].notna().to_numpy()]
-    out = pd.DataFrame({c: g[c].astype(str).to_numpy() for c in RATING_COLUMNS[:3]})
-    for col in RATING_COLUMNS[:3]:
+    out = pd.DataFrame({c: g[c].astype(str).to_numpy() for c in RATINGS[:3]})
+    for col in RATINGS[:3]:
         empty = out[col].str.strip() == ""
         if empty.any():
             i = int(np.flatnonzero(empty.to_numpy())[0])
@@ -112,12 +108,12 @@ def check_ratings(grades: pd.DataFrame, *, scale: Iterable[int] | None = None) -
             i = int(np.flatnonzero(off)[0])
             raise InputError(f"grade outside the scale {', '.join(map(str, labels))}",
                              item=_who(out, i), found=int(out.at[i, "grade"]))
-    dup = out.duplicated(RATING_COLUMNS[:3], keep=False)
+    dup = out.duplicated(RATINGS[:3], keep=False)
     if dup.any():
         i = int(np.flatnonzero(dup.to_numpy())[0])
         raise InputError("a grader has two grades for one pair", item=_who(out, i),
                          fix="Select one grading round first")
-    return out.sort_values(RATING_COLUMNS[:3], kind="stable").reset_index(drop=True)
+    return out.sort_values(RATINGS[:3], kind="stable").reset_index(drop=True)
 
 
 def _who(ratings: pd.DataFrame, i: int) -> str:
@@ -126,8 +122,6 @@ def _who(ratings: pd.DataFrame, i: int) -> str:
 
 
 def _labels(scale: Iterable[int]) -> list[int]:
-    from relgrade.protocol.agreement import check_scale
-
     return check_scale(scale)
 
 
@@ -159,6 +153,62 @@ def _coded(grades: pd.DataFrame, scale: Iterable[int]) -> _Coded:
 
 # --- majority vote ---------------------------------------------------------------------
 
+def majority_grade(grades: Sequence[int], scale: Iterable[int]) -> int:
+    """The majority of one pair's sampled grades, with relgrade's tie rule.
+
+    Parameters
+    ----------
+    grades : sequence of int, length n_samples >= 1
+        The grades the samples gave, each on ``scale``.
+    scale : iterable of int
+        The allowed grades (params ``scale.grades``).
+
+    Returns
+    -------
+    int
+        The most frequent grade; on a tie, the median of the tied grades rounded down to the
+        largest grade on ``scale`` that is not above it.
+
+    Raises
+    ------
+    ValueError
+        ``grades`` is empty or holds a grade outside ``scale``.
+
+    Notes
+    -----
+    With modal grades :math:`m_1 < \\dots < m_t` (all with the highest count), the result is
+    :math:`\\max\\{g \\in S : g \\le \\operatorname{median}(m_1, \\dots, m_t)\\}`. For
+    :math:`t = 1` this is plain plurality voting (the majority vote of crowd-sourcing
+    aggregation, e.g. crowd-kit's ``MajorityVote``), with a deterministic tie rule in
+    place of a random draw.
+
+    Examples
+    --------
+    >>> majority_grade([2, 2, 1], [0, 1, 2])
+    2
+    >>> majority_grade([0, 2], [0, 1, 2])
+    1
+    >>> majority_grade([0, 1], [0, 1, 2])
+    0
+    >>> majority_grade([0, 1, 2], [0, 1, 2])
+    1
+    """
+    values = sorted(int(g) for g in scale)
+    grades = [int(g) for g in grades]
+    if not grades:
+        raise ValueError("no sampled grades")
+    bad = [g for g in grades if g not in values]
+    if bad:
+        raise ValueError(f"grade {bad[0]} is not on the scale {values}")
+    counts = {g: grades.count(g) for g in set(grades)}
+    top = max(counts.values())
+    modes = sorted(g for g, c in counts.items() if c == top)
+    if len(modes) == 1:
+        return modes[0]
+    median = float(np.median(modes))
+    return max(g for g in values if g <= median)
+
+
 def majority(grades: pd.DataFrame, *, scale: Iterable[int],
              tie: str = "median-low") -> pd.DataFrame:
     """One grade per pair: the grade most of its raters gave.
@@ -173,8 +223,7 @@ def majority(grades: pd.DataFrame, *, scale: Iterable[int],
     tie : {"median-low", "low", "high"}, default "median-low"
         What a tie between two or more most frequent grades records: ``"median-low"`` the
         median of the tied grades rounded down to a grade on the scale (relgrade's rule,
-        :func:`relgrade.graders.self_consistency.majority_grade`); ``"low"`` / ``"high"`` the lowest /
-        highest tied grade.
+        :func:`majority_grade`); ``"low"`` / ``"high"`` the lowest / highest tied grade.
 
     Returns
     -------

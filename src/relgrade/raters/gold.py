@@ -24,11 +24,7 @@ import pandas as pd
 
 from relgrade.errors import InputError
 from relgrade.raters.aggregate import check_ratings
-
-PAIR = ["query_id", "chunk_id"]
-
-#: Columns of a gold table.
-GOLD_COLUMNS = ["query_id", "chunk_id", "grade"]
+from relgrade.schema import PAIR, QRELS
 
 #: Columns of the queue built by :func:`seed_gold` (``grader`` only for per-rater queues).
 QUEUE_COLUMNS = ["grader", "query_id", "chunk_id", "position", "gold"]
@@ -60,7 +56,7 @@ def check_gold(gold: pd.DataFrame) -> pd.DataFrame:
         A column is missing, an id is empty, a grade is missing or not a whole number, or a
         pair is listed twice (the error names the pair).
     """
-    missing = [c for c in GOLD_COLUMNS if c not in gold.columns]
+    missing = [c for c in QRELS if c not in gold.columns]
     if missing:
         raise InputError(f"the gold table lacks column(s) {', '.join(missing)}",
                          found="columns " + ", ".join(map(str, gold.columns)))

@@ -23,12 +23,11 @@ import pandas as pd
 
 from relgrade.errors import InputError
 from relgrade.ranking import top_k, validate_run
+from relgrade.schema import RUN
 
 KINDS = ("bm25", "tfidf", "rrf", "embed", "file")
 #: kinds computed in-process (the ones ``rrf`` can fuse)
 SCORED = ("bm25", "tfidf", "embed")
-
-RUN_COLUMNS = ["query_id", "chunk_id", "rank", "score"]
 
 
 def run_arm(name: str, arms: dict, *, chunks: pd.DataFrame, queries: pd.DataFrame,
@@ -101,7 +100,7 @@ def external_run(run: pd.DataFrame, *, depth: int, ties: str = "score", path=Non
     Parameters
     ----------
     run : pandas.DataFrame
-        As read by :func:`relgrade.ranking.read_run`. Not modified.
+        As read by :func:`relgrade.io.runs.read_run`. Not modified.
     depth : int
         Rows kept per query.
     ties : {"score", "rank"}, default "score"
@@ -125,7 +124,7 @@ def external_run(run: pd.DataFrame, *, depth: int, ties: str = "score", path=Non
     if isinstance(depth, bool) or not isinstance(depth, int) or depth < 1:
         raise InputError("`depth` must be a positive integer", found=repr(depth))
     validate_run(run, path=path, queries=queries, chunks=chunks)
-    return top_k(run[RUN_COLUMNS], depth, ties=ties)
+    return top_k(run[RUN], depth, ties=ties)
 
 
 def search(scorer, *, chunks: pd.DataFrame, queries: pd.DataFrame, depth: int,

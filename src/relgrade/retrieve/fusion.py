@@ -9,6 +9,7 @@ import pandas as pd
 
 from relgrade.errors import InputError
 from relgrade.ranking import canonical_ranking, top_k
+from relgrade.schema import PAIR, RUN
 
 #: the constant of Cormack, Clarke & Büttcher (2009)
 K = 60
@@ -71,7 +72,7 @@ def rrf(runs: Mapping[str, pd.DataFrame], *, k: float = K, depth: int,
         raise InputError("depth must be at least 1", found=depth)
     parts = []
     for name in sorted(runs):
-        ranked = canonical_ranking(runs[name][["query_id", "chunk_id", "rank", "score"]],
+        ranked = canonical_ranking(runs[name][RUN],
                                    ties=ties)
         parts.append(pd.DataFrame({
             "query_id": ranked["query_id"].astype("str"),
@@ -79,10 +80,10 @@ def rrf(runs: Mapping[str, pd.DataFrame], *, k: float = K, depth: int,
             "score": 1.0 / (k + ranked["rank"].to_numpy(dtype=np.float64)),
         }))
     stacked = pd.concat(parts, ignore_index=True)
-    fused = (stacked.groupby(["query_id", "chunk_id"], sort=True, as_index=False)["score"]
+    fused = (stacked.groupby(PAIR, sort=True, as_index=False)["score"]
              .sum())
     fused["rank"] = np.int64(0)
-    fused = fused[["query_id", "chunk_id", "rank", "score"]]
+    fused = fused[RUN]
     if len(fused) == 0:
         return fused.astype({"rank": "int64", "score": "float64"})
     return top_k(fused, int(depth), ties="score")
