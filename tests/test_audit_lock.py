@@ -9,18 +9,19 @@ import pytest
 
 from relgrade.errors import InputError
 from relgrade.protocol import audit, gate
+from relgrade.schema import AUDIT
 
 CHOSEN = pd.DataFrame([("kw02", "keyword", 0.5, "group keyword, rank 1"),
                        ("qu05", "question", 0.25, "group question, rank 1")],
-                      columns=audit.AUDIT_COLUMNS)
+                      columns=AUDIT)
 
 
 def test_lock_hash_is_sha256_of_the_documented_canonical_json():
     lock = audit.lock_audit(CHOSEN, round=1, pool_version="p-0123456789ab")
-    text = ('{"pool_version":"p-0123456789ab","queries":['
-            '{"group":"keyword","query_id":"kw02","reason":"group keyword, rank 1","unique_share":0.5},'
-            '{"group":"question","query_id":"qu05","reason":"group question, rank 1","unique_share":0.25}'
-            '],"round":1}')
+    text = ('{"round":1,"pool_version":"p-0123456789ab","queries":['
+            '{"query_id":"kw02","group":"keyword","unique_share":0.5,"reason":"group keyword, rank 1"},'
+            '{"query_id":"qu05","group":"question","unique_share":0.25,"reason":"group question, rank 1"}'
+            ']}')
     assert lock["sha256"] == hashlib.sha256(text.encode()).hexdigest()
 
 

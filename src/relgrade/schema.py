@@ -128,6 +128,18 @@ PER_QUERY = ["arm", "query_id", "group", "measure", "value"]
 CLICK_LOG = ("session_id", "query_id", "chunk_id", "position", "clicked", "ranker",
              "randomized")
 
+#: What a grade was made on, beside the grade row: the judgment bank's currency rule.
+MADE_ON = ["content_sha256", "intent_sha256", "rubric_version", "rubric_sha256"]
+
+#: The judgment bank: one row per recorded grade, with what it was made on.
+BANK = ["query_id", "chunk_id", "grader", "round", "grade", "reason", *MADE_ON, "graded_at"]
+
+#: The audit sample: one row per audited query and why it was chosen (params ``paths.audit``).
+AUDIT = ["query_id", "group", "unique_share", "reason"]
+
+#: Pending work: a pool pair a grader still owes, and why (new, stale or audit).
+PENDING = ["grader", "query_id", "chunk_id", "why"]
+
 #: Grading roles, in the order their display orders are drawn within a round.
 ROLES = ("grader", "auditor")
 

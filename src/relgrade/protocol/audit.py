@@ -15,10 +15,9 @@ import numbers
 import numpy as np
 import pandas as pd
 
+from relgrade.canonical import canonical_json, sha256_bytes
 from relgrade.errors import InputError
-
-#: Columns of the audit table (one JSON Lines row per audit query, params ``paths.audit``).
-AUDIT_COLUMNS = ["query_id", "group", "unique_share", "reason"]
+from relgrade.schema import AUDIT
 
 
 def unique_share(provenance: pd.DataFrame) -> pd.Series:
@@ -167,7 +166,7 @@ def choose_audit(provenance: pd.DataFrame, queries: pd.DataFrame, *, fraction: f
                 reason += f"; tied with {ties} other quer{'y' if ties == 1 else 'ies'}, " \
                           "order set by the seed"
             chosen.append((qid, group, float(value), reason))
-    return pd.DataFrame(chosen, columns=AUDIT_COLUMNS)
+    return pd.DataFrame(chosen, columns=AUDIT)
 
 
 #: Keys of an audit lock, in the order they are written and hashed (``sha256`` last).
@@ -175,20 +174,18 @@ LOCK_KEYS = ("round", "pool_version", "queries")
 
 
 def lock_sha256(lock: dict) -> str:
-    """The sha256 of an audit lock's content: canonical JSON of :data:`LOCK_KEYS`.
+    """The sha256 of an audit lock's content.
 
     Returns
     -------
     str
-        64 lowercase hex digits over ``json.dumps({k: lock[k] for k in LOCK_KEYS},
-        sort_keys=True, separators=(",", ":"), ensure_ascii=False)`` encoded as UTF-8.
+        64 lowercase hex digits over the UTF-8 bytes of relgrade's canonical JSON
+        (:func:`relgrade.canonical.canonical_json`) of ``{"round", "pool_version",
+        "queries"}`` in that order, each query row in :data:`AUDIT` order.
     """
-    import hashlib
-    import json
-
-    body = {k: lock[k] for k in LOCK_KEYS}
-    text = json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+    body = {"round": int(lock["round"]), "pool_version": str(lock["pool_version"]),
+            "queries": [{c: q.get(c) for c in AUDIT} for q in lock["queries"]]}
+    return sha256_bytes(canonical_json(body).encode("utf-8"))
 
 
 def lock_audit(chosen: pd.DataFrame, *, round: int, pool_version: str) -> dict:
@@ -202,7 +199,7 @@ def lock_audit(chosen: pd.DataFrame, *, round: int, pool_version: str) -> dict:
     Parameters
     ----------
     chosen : pandas.DataFrame
-        :func:`choose_audit`'s table (:data:`AUDIT_COLUMNS`).
+        :func:`choose_audit`'s table (:data:`AUDIT`).
     round : int
         The grading round the sample is drawn for (>= 1).
     pool_version : str
@@ -216,14 +213,14 @@ def lock_audit(chosen: pd.DataFrame, *, round: int, pool_version: str) -> dict:
 
     Examples
     --------
-    >>> chosen = pd.DataFrame([("q1", "kw", 0.5, "why")], columns=AUDIT_COLUMNS)
+    >>> chosen = pd.DataFrame([("q1", "kw", 0.5, "why")], columns=AUDIT)
     >>> lock = lock_audit(chosen, round=1, pool_version="p-000000000000")
     >>> [q["query_id"] for q in lock["queries"]], lock["sha256"] == lock_sha256(lock)
     (['q1'], True)
     """
     rows = [{"query_id": str(r.query_id), "group": str(r.group),
              "unique_share": float(r.unique_share), "reason": str(r.reason)}
-            for r in chosen[AUDIT_COLUMNS].itertuples(index=False)]
+            for r in chosen[AUDIT].itertuples(index=False)]
     lock = {"round": int(round), "pool_version": str(pool_version), "queries": rows}
     lock["sha256"] = lock_sha256(lock)
     return lock
@@ -242,7 +239,7 @@ def check_lock(lock, *, path=None) -> pd.DataFrame:
     Returns
     -------
     pandas.DataFrame of shape (n_audit, 4)
-        :data:`AUDIT_COLUMNS`, in the lock's order.
+        :data:`AUDIT`, in the lock's order.
 
     Raises
     ------
@@ -259,8 +256,8 @@ def check_lock(lock, *, path=None) -> pd.DataFrame:
         raise InputError(f"an audit lock is an object with {', '.join(keys)}", path=path,
                          fix=fix)
     if not isinstance(lock["queries"], list) or not all(
-            isinstance(q, dict) and all(c in q for c in AUDIT_COLUMNS) for q in lock["queries"]):
-        raise InputError(f"each audit lock query needs {', '.join(AUDIT_COLUMNS)}", path=path,
+            isinstance(q, dict) and all(c in q for c in AUDIT) for q in lock["queries"]):
+        raise InputError(f"each audit lock query needs {', '.join(AUDIT)}", path=path,
                          fix=fix)
     ids = [str(q["query_id"]) for q in lock["queries"]]
     if len(set(ids)) != len(ids):
@@ -269,7 +266,7 @@ def check_lock(lock, *, path=None) -> pd.DataFrame:
     if lock_sha256(lock) != lock["sha256"]:
         raise InputError("the audit lock's content does not match its sha256 (edited by hand?)",
                          path=path, found=lock_sha256(lock), fix=fix)
-    return pd.DataFrame(lock["queries"], columns=AUDIT_COLUMNS)
+    return pd.DataFrame(lock["queries"], columns=AUDIT)
 
 
 def audit_coverage(pool: pd.DataFrame, grades: pd.DataFrame, *, audit_ids, key_grader: str,

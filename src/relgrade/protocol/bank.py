@@ -1,0 +1,262 @@
+"""The judgment bank: what every grade was made on, which grades are current, what is pending.
+
+A grade is evidence about one chunk's text, read against one intent line under one rubric.
+The bank keeps every grade ever recorded together with what it was made on:
+
+- ``content_sha256``: the chunk as shown to the grader (:func:`content_sha256`);
+- ``intent_sha256``: the query's intent line (:func:`intent_sha256`);
+- ``rubric_version`` and ``rubric_sha256``: the guideline and the bytes of its file;
+- ``grader``, ``round`` and ``graded_at``.
+
+A grade is **current** for a pool when the chunk, the intent line and the rubric are still
+the ones it was made on; only current grades can enter a key. A pool change (an arm added, a
+deeper pool, an edited chunk or intent) never deletes a grade: a pair that leaves the pool
+stays in the bank and is current again if it comes back unchanged. What the pool needs and
+the bank lacks is **pending work**, named per grader: ``new`` pairs (never graded), ``stale``
+pairs (graded, but the content, intent or rubric has changed since) and, for the auditor,
+the pairs of the audited queries.
+
+Everything here works on tables; reading and writing the bank is :mod:`relgrade.graders`'.
+"""
+
+from __future__ import annotations
+
+from typing import Iterable, Mapping
+
+import pandas as pd
+
+from relgrade.canonical import canonical_json, sha256_bytes
+from relgrade.schema import PENDING, require
+
+#: Why a pool pair is pending for a grader.
+NEW, STALE, AUDIT = "new", "stale", "audit"
+
+
+def content_sha256(chunks: pd.DataFrame) -> pd.Series:
+    """The sha256 of each chunk as a grader sees it.
+
+    Parameters
+    ----------
+    chunks : pandas.DataFrame of shape (n_chunks, >= 3)
+        ``chunk_id``, ``header``, ``text``.
+
+    Returns
+    -------
+    pandas.Series of str, indexed by chunk_id (in the table's order)
+        64 hex digits: sha256 of the UTF-8 bytes of ``{"header":H,"text":T}`` in relgrade's
+        canonical JSON (:func:`relgrade.canonical.canonical_json`: that key order, no spaces,
+        non-ASCII kept). Only what a packet shows is hashed, so a change of ``source`` or of
+        any column a grader never sees does not make a grade stale.
+
+    Examples
+    --------
+    >>> t = pd.DataFrame({"chunk_id": ["c1"], "header": ["a.py › f"], "text": ["def f(): ..."]})
+    >>> content_sha256(t)["c1"][:12]
+    'c50f412f09b9'
+    """
+    values = [sha256_bytes(canonical_json({"header": str(h), "text": str(t)}).encode("utf-8"))
+              for h, t in zip(chunks["header"], chunks["text"])]
+    return pd.Series(values, index=chunks["chunk_id"].astype(str).to_numpy(), dtype=object,
+                     name="content_sha256")
+
+
+def intent_sha256(intents: pd.DataFrame) -> pd.Series:
+    """The sha256 of each query's intent line.
+
+    Parameters
+    ----------
+    intents : pandas.DataFrame of shape (n_queries, >= 2)
+        The frozen intent table: ``query_id``, ``intent``.
+
+    Returns
+    -------
+    pandas.Series of str, indexed by query_id
+        sha256 of ``{"query_id":Q,"intent":I}`` in canonical JSON: an edit of one query's
+        intent makes only that query's grades stale.
+    """
+    values = [sha256_bytes(canonical_json({"query_id": str(q), "intent": str(i)}).encode("utf-8"))
+              for q, i in zip(intents["query_id"], intents["intent"])]
+    return pd.Series(values, index=intents["query_id"].astype(str).to_numpy(), dtype=object,
+                     name="intent_sha256")
+
+
+def currency(bank: pd.DataFrame, *, content: pd.Series, intents: pd.Series,
+             rubric_sha256: str) -> pd.Series:
+    """Whether each bank grade is current, and if not, what moved.
+
+    Parameters
+    ----------
+    bank : pandas.DataFrame of shape (n_grades, >= 5)
+        ``query_id``, ``chunk_id``, ``content_sha256``, ``intent_sha256``, ``rubric_sha256``.
+    content : pandas.Series of str, indexed by chunk_id
+        The corpus as it is now (:func:`content_sha256`).
+    intents : pandas.Series of str, indexed by query_id
+        The intent table as it is now (:func:`intent_sha256`).
+    rubric_sha256 : str
+        The current rubric file's sha256.
+
+    Returns
+    -------
+    pandas.Series of str, aligned with ``bank``
+        ``"current"``; else the first of ``"chunk gone"`` (no such chunk now), ``"content"``,
+        ``"intent"``, ``"rubric"`` that differs.
+
+    Raises
+    ------
+    InputError
+        A column is missing.
+
+    Examples
+    --------
+    >>> bank = pd.DataFrame({"query_id": ["q", "q"], "chunk_id": ["a", "b"],
+    ...                      "content_sha256": ["h1", "old"], "intent_sha256": ["i", "i"],
+    ...                      "rubric_sha256": ["r", "r"]})
+    >>> currency(bank, content=pd.Series({"a": "h1", "b": "h2"}),
+    ...          intents=pd.Series({"q": "i"}), rubric_sha256="r").tolist()
+    ['current', 'content']
+    """
+    require(bank, ["query_id", "chunk_id", "content_sha256", "intent_sha256", "rubric_sha256"],
+            what="the judgment bank")
+    now_content = bank["chunk_id"].astype(str).map(content)
+    now_intent = bank["query_id"].astype(str).map(intents)
+    status = pd.Series("current", index=bank.index, dtype=object)
+    status[bank["rubric_sha256"].astype(str) != str(rubric_sha256)] = "rubric"
+    status[bank["intent_sha256"].astype(str) != now_intent] = "intent"
+    status[bank["content_sha256"].astype(str) != now_content] = "content"
+    status[now_content.isna()] = "chunk gone"
+    return status
+
+
+def current_grades(bank: pd.DataFrame, *, content: pd.Series, intents: pd.Series,
+                   rubric_sha256: str) -> pd.DataFrame:
+    """The bank's current grades, latest per (grader, query_id, chunk_id).
+
+    Returns
+    -------
+    pandas.DataFrame
+        The rows of ``bank`` whose :func:`currency` is ``"current"``; where a grader has
+        more than one current grade of a pair (a later round regraded it), the one of the
+        highest ``round`` is kept, and within a round the last recorded.
+    """
+    ok = bank[currency(bank, content=content, intents=intents, rubric_sha256=rubric_sha256)
+              .eq("current")]
+    if "round" in ok.columns:
+        ok = ok.sort_values("round", kind="stable")
+    return ok.drop_duplicates(["grader", "query_id", "chunk_id"], keep="last")
+
+
+def pending_work(pool: pd.DataFrame, bank: pd.DataFrame, *, key_grader: str, auditor: str,
+                 audit_ids: Iterable[str], content: pd.Series, intents: pd.Series,
+                 rubric_sha256: str) -> pd.DataFrame:
+    """The pairs each grader still owes for the current pool.
+
+    Parameters
+    ----------
+    pool : pandas.DataFrame of shape (n_pairs, >= 2)
+        The current pool: ``query_id``, ``chunk_id``.
+    bank : pandas.DataFrame
+        Every recorded grade (:data:`relgrade.schema.BANK`; at least ``grader`` and the columns of
+        :func:`currency`).
+    key_grader, auditor : str
+        The grader who owes every pool pair, and the one who owes the audited queries' pairs.
+    audit_ids : iterable of str
+        The locked audit sample.
+    content, intents, rubric_sha256
+        As for :func:`currency`.
+
+    Returns
+    -------
+    pandas.DataFrame of shape (n_pending, 4)
+        :data:`relgrade.schema.PENDING`, sorted by grader, query_id, chunk_id. ``why`` is ``"stale"``
+        when the grader has a grade of the pair that is no longer current, else ``"new"`` for
+        the key grader and ``"audit"`` for the auditor.
+
+    Examples
+    --------
+    >>> pool = pd.DataFrame({"query_id": ["q", "q", "r"], "chunk_id": ["a", "b", "c"]})
+    >>> bank = pd.DataFrame({"query_id": ["q", "q"], "chunk_id": ["a", "b"], "grader": ["g", "g"],
+    ...                      "content_sha256": ["A", "old"], "intent_sha256": ["i", "i"],
+    ...                      "rubric_sha256": ["r", "r"]})
+    >>> pending_work(pool, bank, key_grader="g", auditor="x", audit_ids=["r"],
+    ...              content=pd.Series({"a": "A", "b": "B", "c": "C"}),
+    ...              intents=pd.Series({"q": "i", "r": "i"}), rubric_sha256="r")
+      grader query_id chunk_id    why
+    0      g        q        b  stale
+    1      g        r        c    new
+    2      x        r        c  audit
+    """
+    require(bank, ["grader"], what="the judgment bank")
+    pairs = pool[["query_id", "chunk_id"]].astype(str).drop_duplicates()
+    status = currency(bank, content=content, intents=intents, rubric_sha256=rubric_sha256)
+    ids = {str(q) for q in audit_ids}
+    owed = {key_grader: (pairs, NEW),
+            auditor: (pairs[pairs["query_id"].isin(ids)], AUDIT)}
+    frames = []
+    for grader, (wanted, why) in owed.items():
+        mine = bank["grader"].astype(str) == grader
+        keys = bank.loc[mine, ["query_id", "chunk_id"]].astype(str)
+        current = set(zip(keys["query_id"][status[mine].eq("current")],
+                          keys["chunk_id"][status[mine].eq("current")]))
+        graded = set(zip(keys["query_id"], keys["chunk_id"]))
+        rows = [(grader, q, c, STALE if (q, c) in graded else why)
+                for q, c in zip(wanted["query_id"], wanted["chunk_id"]) if (q, c) not in current]
+        frames.append(pd.DataFrame(rows, columns=PENDING))
+    out = pd.concat(frames, ignore_index=True)
+    return out.sort_values(["grader", "query_id", "chunk_id"], kind="stable").reset_index(drop=True)
+
+
+def pending_counts(pending: pd.DataFrame, graders: Iterable[str]) -> dict[str, dict[str, int]]:
+    """Per grader, how many pairs are pending and why.
+
+    Returns
+    -------
+    dict
+        ``{grader: {"pending_new": int, "pending_stale": int, "pending_audit": int}}`` for
+        every grader named (zeros included), in the order given.
+    """
+    out = {}
+    for g in graders:
+        mine = pending.loc[pending["grader"] == g, "why"]
+        out[g] = {f"pending_{why}": int((mine == why).sum()) for why in (NEW, STALE, AUDIT)}
+    return out
+
+
+def pending_message(pending: pd.DataFrame, *, how: Mapping[str, str] | None = None) -> str:
+    """One line saying who owes what, and how to do it.
+
+    Parameters
+    ----------
+    pending : pandas.DataFrame
+        :func:`pending_work`'s table (not empty).
+    how : mapping of str to str, optional
+        Per grader, the command that grades its pending pairs; by default
+        ``relgrade grade run --grader NAME``, and ``relgrade serve`` is named as the other way.
+
+    Returns
+    -------
+    str
+        E.g. ``"grading: 41 pairs need grader-a (38 new, 3 stale), 7 need auditor-b (audit
+        queries kw02, qu05); run `relgrade grade run --grader grader-a` or `relgrade serve`"``.
+
+    Examples
+    --------
+    >>> p = pd.DataFrame([("g", "q", "a", "new"), ("g", "q", "b", "stale"),
+    ...                   ("x", "r", "c", "audit")], columns=PENDING)
+    >>> pending_message(p)
+    'grading: 2 pairs need g (1 new, 1 stale), 1 needs x (audit query r); run `relgrade grade run --grader g` or `relgrade serve`'
+    """
+    parts, first = [], None
+    for grader, rows in pending.groupby("grader", sort=False):
+        first = first or grader
+        n = len(rows)
+        counts = rows["why"].value_counts()
+        detail = [f"{int(counts[w])} {w}" for w in (NEW, STALE) if w in counts]
+        if AUDIT in counts:
+            qids = sorted(rows.loc[rows["why"] == AUDIT, "query_id"].unique())
+            detail.append("audit quer" + ("y " if len(qids) == 1 else "ies ") + ", ".join(qids))
+        verb = "needs" if n == 1 else "need"
+        if not parts:  # "41 pairs need grader-a ..., 7 need auditor-b ..."
+            verb = "pair needs" if n == 1 else "pairs need"
+        parts.append(f"{n} {verb} {grader} ({', '.join(detail)})")
+    command = (how or {}).get(first, f"relgrade grade run --grader {first}")
+    return f"grading: {', '.join(parts)}; run `{command}` or `relgrade serve`"

@@ -1,0 +1,3 @@
+"""Test collection: the grader scripts under tests/graders/ run as subprocesses, never imported."""
+
+collect_ignore = ["graders/grader.py"]
