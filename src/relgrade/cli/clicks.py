@@ -15,7 +15,7 @@ import duckdb
 import numpy as np
 
 from relgrade import clicks
-from relgrade.cli import handle_errors
+from relgrade.cli.render import handle_errors
 from relgrade.clicks import ClickLog
 from relgrade.clicks import pairs as P
 from relgrade.clicks import propensity as PR

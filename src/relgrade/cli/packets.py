@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from relgrade.cli import handle_errors
+from relgrade.cli.render import handle_errors
 from relgrade.errors import InputError
 from relgrade.experiment.stage import load_params, path_of
 from relgrade.graders.labelstudio import label_studio_tasks_json

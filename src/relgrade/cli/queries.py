@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 
 from relgrade import query_sampling as querylog
-from relgrade.cli import handle_errors
+from relgrade.cli.render import handle_errors
 from relgrade.errors import InputError
 from relgrade.io.files import read_lines, read_tsv, read_yaml, write_text
 from relgrade.protocol.queries import row_lines

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import click
 
-from relgrade.cli import handle_errors
+from relgrade.cli.render import handle_errors
 from relgrade.cli.graderun import (
     base_dir,
     ensure_meta,
