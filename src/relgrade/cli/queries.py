@@ -10,6 +10,7 @@ import numpy as np
 import pandas as pd
 
 from relgrade import query_sampling as querylog
+from relgrade.cli import render
 from relgrade.cli.render import handle_errors
 from relgrade.errors import InputError
 from relgrade.io.files import read_lines, read_tsv, read_yaml, write_text
@@ -80,12 +81,6 @@ def tsv_text(sample: pd.DataFrame) -> str:
     return "\n".join(rows) + "\n"
 
 
-def _table(header: list[str], rows: list[list[str]]) -> str:
-    widths = [max(len(r[i]) for r in [header] + rows) for i in range(len(header))]
-    return "\n".join("  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip()
-                     for row in [header] + rows)
-
-
 @click.group("queries")
 def queries_cmd():
     """Query sets: sample one from a query log."""
@@ -137,7 +132,8 @@ def sample_cmd(log_path, n, allocation, seed, params_path, head_share, torso_sha
     rows = [[r.stratum, str(r.queries), str(r.traffic), f"{100 * r.share:.1f}%",
              str(r.sampled), "-" if r.sampled == 0 else f"{r.weight:.6g}"]
             for r in table.reset_index().itertuples(index=False)]
-    click.echo(_table(["stratum", "queries", "traffic", "share", "sampled", "weight"], rows))
+    click.echo("\n".join(render.table(["stratum", "queries", "traffic", "share", "sampled",
+                                         "weight"], rows)))
     for r in table.reset_index().itertuples(index=False):
         if r.queries > 0 and r.sampled == 0:
             click.echo(f"note: the {r.stratum} ({r.queries} queries, {100 * r.share:.1f}% of the "
