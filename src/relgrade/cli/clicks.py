@@ -15,6 +15,7 @@ import duckdb
 import numpy as np
 
 from relgrade import clicks
+from relgrade.cli.options import seed_option
 from relgrade.cli.render import handle_errors, number, table
 from relgrade.clicks import ClickLog
 from relgrade.clicks import pairs as P
@@ -74,8 +75,7 @@ def clicks_cmd():
                    "same chunk at neighbouring positions under different rankers.")
 @click.option("--max-position", type=int, default=10, show_default=True,
               help="Last position to estimate (at least 2).")
-@click.option("--seed", type=int, default=0, show_default=True,
-              help="Seed of the bootstrap resampling.")
+@seed_option(default=0, help="Seed of the bootstrap resampling.")
 @click.option("--bootstrap", "n_boot", type=int, default=1000, show_default=True,
               help="Bootstrap resamples (of sessions for randomization, of queries for "
                    "harvesting).")

@@ -11,6 +11,7 @@ import pandas as pd
 
 from relgrade import query_sampling as querylog
 from relgrade.cli import render
+from relgrade.cli.options import seed_option
 from relgrade.cli.render import handle_errors
 from relgrade.errors import InputError
 from relgrade.io.files import read_lines, read_tsv, read_yaml, write_text
@@ -93,8 +94,7 @@ def queries_cmd():
 @click.option("--allocation", default="equal", show_default=True,
               help="How --n is split over head, torso and tail: equal, proportional (to "
                    "traffic) or head=A,torso=B,tail=C (relative shares).")
-@click.option("--seed", type=click.IntRange(min=0), default=None,
-              help="Seed of the sample. Default: the `seed` of the params file.")
+@seed_option(default=None, help="Seed of the sample. Default: the `seed` of the params file.")
 @click.option("--params", "params_path", default="params.yaml", show_default=True,
               type=click.Path(dir_okay=False, path_type=Path),
               help="Params file whose `seed` is used when --seed is not given.")
