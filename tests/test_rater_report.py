@@ -46,6 +46,13 @@ def test_without_gold_every_rater_stays_and_pairs_two_apart_are_flagged():
     assert "wrote 3 rows to agg.jsonl" in report.written_to("agg.jsonl").lines()
 
 
+def test_a_report_without_file_names_says_what_it_read():
+    lines = aggregate_raters(GRADES, scale=[0, 1, 2], gold=GOLD, min_gold=2).lines()
+    assert lines[:2] == ["grades: 9 grades from 3 raters on 3 pairs",
+                         "gold: 2 pairs; a rater with at least 2 gold answers is removed "
+                         "below accuracy 0.7"]
+
+
 def test_every_rater_below_the_threshold_leaves_nothing_to_aggregate():
     with pytest.raises(InputError) as e:
         aggregate_raters(GRADES[GRADES["grader"] == "z"], scale=[0, 1, 2], gold=GOLD,

@@ -210,12 +210,14 @@ class RaterReport:
     def lines(self) -> list[str]:
         """The report as text lines: input, raters table, aggregation, agreement, flags."""
         report = self.to_dict()
-        lines = [f"grades: {report['grades']}: {self.n_ratings} grades from "
+        source = "" if report["grades"] is None else f"{report['grades']}: "
+        lines = [f"grades: {source}{self.n_ratings} grades from "
                  f"{len(report['raters'])} raters on {self.n_pairs_in} pairs"]
-        if report["gold"] is None:
+        if report["gold_pairs"] is None:
             lines.append("gold: none given, so no rater is removed")
         else:
-            lines.append(f"gold: {report['gold']}: {report['gold_pairs']} pairs; a rater with "
+            gold = "" if report["gold"] is None else f"{report['gold']}: "
+            lines.append(f"gold: {gold}{report['gold_pairs']} pairs; a rater with "
                          f"at least {report['min_gold']} gold answers is removed below "
                          f"accuracy {report['threshold']:g}")
         lines.append("")
