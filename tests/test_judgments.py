@@ -13,6 +13,8 @@ import pandas as pd
 import pytest
 import yaml
 from click.testing import CliRunner
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from relgrade.cli import main
 from relgrade.errors import InputError
@@ -256,3 +258,38 @@ def test_an_empty_qrels_file_is_an_error_for_evaluate(tmp_path):
     assert res.exit_code == 1
     assert res.output == (f"Error: {qrels}: no judgments in the file. A judgment file holds at "
                           "least one (query, chunk, grade) row\n")
+
+
+# --- round trips: what relgrade writes, the reader reads back unchanged ---------------
+
+_ID = st.text(alphabet=st.characters(blacklist_categories=("Cs", "Zs", "Zl", "Zp", "Cc")),
+              min_size=1, max_size=6).filter(lambda s: not s.startswith("#"))
+_JUDGMENTS = st.lists(st.tuples(_ID, _ID, st.integers(0, 3)), min_size=1, max_size=20,
+                      unique_by=lambda t: (t[0], t[1]))
+
+
+@settings(max_examples=60, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(judgments=_JUDGMENTS)
+def test_key_qrels_and_parquet_written_by_relgrade_read_back_unchanged(tmp_path, judgments):
+    from relgrade.io.trec import write_trec_qrels
+    from relgrade.protocol.key import key_bytes
+
+    df = pd.DataFrame(judgments, columns=["query_id", "chunk_id", "grade"])
+    expected = sorted(judgments)
+    (tmp_path / "key.jsonl").write_bytes(key_bytes(df))
+    write_trec_qrels(tmp_path / "key.qrels", df)
+    df.to_parquet(tmp_path / "key.parquet", index=False)
+    for name in ("key.jsonl", "key.qrels", "key.parquet"):
+        got = read_judgments(tmp_path / name, scale=[0, 1, 2, 3])
+        assert sorted(zip(got["query_id"], got["chunk_id"], got["grade"])) == expected, name
+
+
+def test_an_id_with_a_unicode_space_is_refused_in_qrels_and_jsonl_alike(tmp_path):
+    qrels = _text(tmp_path, "k.qrels", "q1 0 a 1\nq\u00a01 0 b 1\n")
+    assert _error(qrels) == f"{qrels}:2: query_id is empty or holds whitespace (found 'q\\xa01')"
+    jsonl = _text(tmp_path, "k.jsonl", '{"query_id": "q1", "chunk_id": "a", "grade": 1}\n'
+                                       '{"query_id": "q\\u00a01", "chunk_id": "b", "grade": 1}\n')
+    assert _error(jsonl) == f"{jsonl}:2: query_id is empty or holds whitespace (found 'q\\xa01')"
+    fine = _text(tmp_path, "ok.qrels", "q\u00e91 0 \u00e9 1\n")
+    assert read_judgments(fine)["query_id"].tolist() == ["q\u00e91"]

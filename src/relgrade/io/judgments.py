@@ -24,7 +24,8 @@ The rules, the same for every format and every command that reads judgments
    character is ``#`` is refused rather than guessed at (in TREC qrels, a query id starting
    with ``#``; in JSON Lines, a line that is not JSON).
 4. **Ids.** ``query_id`` and ``chunk_id`` (and ``grader``) are non-empty and hold no
-   whitespace (no TREC file could carry them); in JSON they are strings or integers
+   whitespace, Unicode spaces such as the no-break space included (no TREC file could
+   carry them); in JSON they are strings or integers
    (``4411`` and ``"4411"`` are the same chunk), never ``true``, ``1.5`` or ``null``.
    Ids are returned as ``str``.
 5. **Grades.** An integer: in JSON a number without fraction or exponent (not ``true``,
@@ -47,6 +48,8 @@ from typing import Iterable, Iterator
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
 
 from relgrade.errors import InputError
 from relgrade.io.files import BOM, read_lines, read_parquet
@@ -259,7 +262,7 @@ def _read(path: Path, *, scale, fmt, lines_needed: bool):
                              line=int(lines[i]), found=repr(df["query_id"].iat[i]),
                              fix="Delete the line")
         df["reason"] = ""
-        if lines_needed or _off_scale(df, scale).any():
+        if lines_needed:
             lines = _nonblank_lines(path)
     elif kind == "parquet":
         df = read_parquet(path)
@@ -274,9 +277,8 @@ def _read(path: Path, *, scale, fmt, lines_needed: bool):
         df = out
     else:
         df, lines = _jsonl_table(path, ids=("query_id", "chunk_id"), reason=True)
-    # TREC ids cannot be empty or hold whitespace: the fields are split on it
     _check(df, path=path, lines=lines, key=["query_id", "chunk_id"], scale=scale,
-           where="line" if kind != "parquet" else "row", ids=kind != "qrels")
+           where="line" if kind != "parquet" else "row")
     return df[JUDGMENT_COLUMNS].astype({"reason": "str"}), lines
 
 
@@ -393,8 +395,12 @@ def _off_scale(df: pd.DataFrame, scale) -> np.ndarray:
 
 
 def _check(df: pd.DataFrame, *, path: Path, lines, key: list[str], scale,
-           who: str | None = None, where: str = "line", ids: bool = True) -> None:
-    """Empty file, ids, scale and repeated pairs: the rules every format shares."""
+           who: str | None = None, where: str = "line") -> None:
+    """Empty file, ids, scale and repeated pairs: the rules every format shares.
+
+    ``lines`` holds each row's line (or row) number; ``None`` for TREC qrels, whose line
+    numbers are counted only when an error needs one.
+    """
     if df.empty:
         raise InputError("no judgments in the file", path=path,
                          fix="A judgment file holds at least one (query, chunk, grade) row")
@@ -403,41 +409,57 @@ def _check(df: pd.DataFrame, *, path: Path, lines, key: list[str], scale,
         pair = f"pair ({df['query_id'].iat[i]}, {df['chunk_id'].iat[i]})"
         return f"{df[who].iat[i]}: {pair}" if who else pair
 
-    def at(i: int) -> dict:
-        n = int(lines[i])
-        return {"line": n} if where == "line" else {"found": f"row {n}"}
+    numbers = lines
 
-    for name in [c for c in ("query_id", "chunk_id", who) if c and ids]:
-        bad = df[name].str.contains(r"\s|^$", regex=True).to_numpy(dtype=bool)
+    def number_of(i: int) -> int:
+        nonlocal numbers
+        if numbers is None:  # TREC qrels: count the lines only now that an error needs one
+            numbers = _nonblank_lines(path)
+        return int(numbers[i])
+
+    def refuse(rule: str, i: int, found: str, **kw):
+        if where == "line":
+            return InputError(rule, path=path, line=number_of(i), found=found, **kw)
+        return InputError(rule, path=path, found=f"row {number_of(i)}: {found}", **kw)
+
+    for name in [c for c in ("query_id", "chunk_id", who) if c]:
+        bad = _blank_or_spaced(df[name])
         if bad.any():
             i = int(bad.argmax())
-            where_found = at(i)
-            found = repr(df[name].iat[i])
-            if "found" in where_found:
-                found = f"{where_found.pop('found')}: {found}"
-            raise InputError(f"{name} is empty or holds whitespace", path=path, **where_found,
-                             found=found)
+            raise refuse(f"{name} is empty or holds whitespace", i, repr(df[name].iat[i]))
     off = _off_scale(df, scale)
     if off.any():
         i = int(off.argmax())
         shown = ",".join(str(g) for g in sorted({int(g) for g in scale}))
-        where_found = at(i)
-        found = str(int(df["grade"].iat[i]))
-        if "found" in where_found:
-            found = f"{where_found.pop('found')}: {found}"
-        raise InputError(f"grade outside the scale {shown}", path=path, **where_found,
-                         item=item(i), found=found)
+        raise refuse(f"grade outside the scale {shown}", i, str(int(df["grade"].iat[i])),
+                     item=item(i))
     repeated = df.duplicated(key, keep=False).to_numpy(dtype=bool)
     if repeated.any():
         group = df.groupby(key, dropna=False, sort=False).ngroup().to_numpy()
         first = int(repeated.argmax())
         second = int(np.flatnonzero(group == group[first])[1])
-        a, b = int(lines[first]), int(lines[second])
+        a, b = number_of(first), number_of(second)
         rule = ("one grader grades one (query, chunk) pair twice" if who
                 else "one (query, chunk) pair is graded twice")
         extra = {"line": b} if where == "line" else {}
         raise InputError(rule, path=path, **extra, item=item(second),
                          found=f"{where}s {a} and {b}", fix="Keep one grade per pair")
+
+
+def _blank_or_spaced(col: pd.Series) -> np.ndarray:
+    """True where an id is empty or holds a character ``str.isspace`` calls whitespace.
+
+    Arrow's regex engine finds the few ids with a character outside printable ASCII; only
+    those are looked at in Python (TREC fields are already split on ASCII whitespace, but
+    may hold a no-break space or another Unicode space).
+    """
+    arr = pa.array(col, type=pa.large_string())
+    bad = pc.equal(arr, "").to_numpy(zero_copy_only=False).astype(bool)
+    odd = np.flatnonzero(pc.match_substring_regex(arr, r"[^\x21-\x7e]")
+                         .to_numpy(zero_copy_only=False))
+    for i in odd:
+        bad[i] = any(ch.isspace() for ch in col.iat[i])
+    return bad
 
 
 def _nonblank_lines(path: Path) -> np.ndarray:
