@@ -234,14 +234,15 @@ def test_bad_rows_name_the_file_and_line(tmp_path):
     items = rows() + [rows()[0]]
     grades = write_jsonl(tmp_path / "twice.jsonl", items)
     res = run("--grades", grades)
-    assert res.output == (f"Error: {grades}:37: accurate: pair (q1, c00): a grader has two "
-                          "grades for one pair (first on line 1). Keep one grade per pair\n")
+    assert res.output == (f"Error: {grades}:37: accurate: pair (q1, c00): one grader grades "
+                          "one (query, chunk) pair twice (found lines 1 and 37). Keep one "
+                          "grade per pair\n")
     items = rows()
     items[0] = {**items[0], "grade": 3}
     grades = write_jsonl(tmp_path / "scale.jsonl", items)
     res = run("--grades", grades)
-    assert res.output == (f"Error: {grades}: accurate: pair (q1, c00): grade outside the scale "
-                          "0, 1, 2 (found 3)\n")
+    assert res.output == (f"Error: {grades}:1: accurate: pair (q1, c00): grade outside the "
+                          "scale 0,1,2 (found 3)\n")
 
 
 def test_bad_gold_scale_and_output_format_are_refused(tmp_path):
@@ -249,7 +250,7 @@ def test_bad_gold_scale_and_output_format_are_refused(tmp_path):
     gold = gold_file(tmp_path, {"c01": 3})
     res = run("--grades", grades, "--gold", gold)
     assert res.exit_code == 1
-    assert res.output == (f"Error: {gold}: pair (q1, c01): gold grade outside the scale 0,1,2 "
+    assert res.output == (f"Error: {gold}:1: pair (q1, c01): grade outside the scale 0,1,2 "
                           "(found 3)\n")
     out = tmp_path / "agg.csv"
     res = run("--grades", grades, "--out", out)
@@ -275,7 +276,7 @@ def test_a_wider_scale_is_read_from_scale(tmp_path):
     assert out.read_text() == key_lines([3, 0, 2])
     assert json.loads(res.output)["scale"] == [0, 1, 2, 3]
     res = run("--grades", grades)
-    assert res.exit_code == 1 and "grade outside the scale 0, 1, 2 (found 3)" in res.output
+    assert res.exit_code == 1 and "grade outside the scale 0,1,2 (found 3)" in res.output
 
 
 def test_the_aggregate_imports_as_a_grader_of_kind_import(tmp_path, monkeypatch):

@@ -107,7 +107,7 @@ def test_grade_outside_the_scale_names_file_line_and_pair(tmp_path):
     res = run(a, b)
     assert res.exit_code == 1
     assert res.output == (f"Error: {b}:3: pair (q1, 4402): grade outside the scale 0,1,2 "
-                          "(found 3). Pass the file's scale with --scale\n")
+                          "(found 3)\n")
 
 
 def test_duplicate_pair_and_bad_scale_are_errors(tmp_path):
@@ -117,7 +117,8 @@ def test_duplicate_pair_and_bad_scale_are_errors(tmp_path):
     b.write_text(row + "\n" + row + "\n")
     res = run(a, b)
     assert res.exit_code == 1
-    assert "b.jsonl:2: pair (q1, 1): second grade for one pair (first on line 1)" in res.output
+    assert ("b.jsonl:2: pair (q1, 1): one (query, chunk) pair is graded twice (found lines 1 "
+            "and 2)") in res.output
     res = run(a, a, "--scale", "0,one,2")
     assert res.exit_code == 1
     assert "--scale lists integer grades separated by commas" in res.output

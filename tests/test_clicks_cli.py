@@ -114,7 +114,7 @@ def test_harvesting_method_from_the_command_line(tmp_path):
         "95% percentile intervals from 1,000 resamples of queries")
     assert table_rows(res.output) == [["1", "1.0000", "1.0000", "1.0000", "-"],
                                       ["2", "0.6000", "0.6000", "0.6000", "2"],  # 3/5
-                                      ["3", "-", "-", "-", "0"]]
+                                      ["3", "undefined", "undefined", "undefined", "0"]]
     assert ("Note: positions 2-3: no interventional pair; p(3) and every position below it "
             "are undefined") in res.output
 

@@ -393,7 +393,7 @@ def test_positions_beyond_64_are_checked_for_repeats_too():
 
 
 def test_a_chunk_hash_collision_is_confirmed_on_the_ids_before_it_is_reported():
-    from relgrade.clicks import _confirm_repeated_chunk
+    from relgrade.clicks.log import _confirm_repeated_chunk
 
     rows = [("s1", "q", "a", 1, 0, "r", False), ("s1", "q", "b", 2, 0, "r", False),
             ("s2", "q", "c", 1, 0, "r", False), ("s2", "q", "d", 2, 0, "r", False)]

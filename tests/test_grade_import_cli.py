@@ -81,7 +81,8 @@ def test_already_graded_pairs_are_refused_by_name_and_the_file_is_unchanged(exp)
     res = _import(str(src), "--grader", "grader-a")
     assert res.exit_code == 1
     assert res.output == (
-        f"Error: {src.as_posix()}: 1 pairs already graded by grader-a in round 1 (found (q1, a))."
+        f"Error: {src.as_posix()}: 1 pairs already recorded in "
+        "data/grades/grader-a/round-1.jsonl (found (q1, a))."
         " Remove them from new.jsonl; recorded grades are never replaced (a changed grade "
         "needs a new round)\n")
     assert (exp / TARGET).read_bytes() == before

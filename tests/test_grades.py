@@ -161,14 +161,6 @@ def test_scale_text_names_gaps():
     assert grades.scale_text([0, 1, 3]) == "0, 1, 3"
 
 
-def test_qrels_rows_carry_an_empty_reason_and_integer_grades():
-    rows = list(grades.qrels_rows(["q1 0 4411 2", "", "q2 Q0 c3 0"], source="a.qrels"))
-    assert rows == [(1, {"query_id": "q1", "chunk_id": "4411", "reason": "", "grade": 2}),
-                    (3, {"query_id": "q2", "chunk_id": "c3", "reason": "", "grade": 0})]
-    with pytest.raises(InputError, match=r"^a.qrels:1: a qrels line has 4 fields"):
-        list(grades.qrels_rows(["q1 4411 2"], source="a.qrels"))
-
-
 # --- the stage's library call ------------------------------------------------------------
 
 GRADERS = {

@@ -15,7 +15,8 @@ import duckdb
 import numpy as np
 
 from relgrade import clicks
-from relgrade.cli import handle_errors
+from relgrade.cli.options import seed_option
+from relgrade.cli.render import handle_errors, number, table
 from relgrade.clicks import ClickLog
 from relgrade.clicks import pairs as P
 from relgrade.clicks import propensity as PR
@@ -61,16 +62,6 @@ def _duckdb_errors(path: Path):
                          found=str(e).strip().splitlines()[0]) from None
 
 
-def _fmt(x, digits=4) -> str:
-    return "-" if x is None or x != x else f"{x:.{digits}f}"
-
-
-def _table(header, rows) -> str:
-    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
-    return "\n".join("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip()
-                     for r in [header, *rows])
-
-
 @click.group("clicks")
 def clicks_cmd():
     """Click logs: position propensities and IPS-weighted skip-above training pairs."""
@@ -84,8 +75,7 @@ def clicks_cmd():
                    "same chunk at neighbouring positions under different rankers.")
 @click.option("--max-position", type=int, default=10, show_default=True,
               help="Last position to estimate (at least 2).")
-@click.option("--seed", type=int, default=0, show_default=True,
-              help="Seed of the bootstrap resampling.")
+@seed_option(default=0, help="Seed of the bootstrap resampling.")
 @click.option("--bootstrap", "n_boot", type=int, default=1000, show_default=True,
               help="Bootstrap resamples (of sessions for randomization, of queries for "
                    "harvesting).")
@@ -117,10 +107,11 @@ def propensity_cmd(log_path, method, max_position, seed, n_boot, level, out_path
     click.echo(f"propensity by {method}: {log.rows:,} impressions, {curve.n_units:,} {units}; "
                f"{int(round(level * 100))}% percentile intervals from {n_boot:,} resamples "
                f"of {'queries' if curve.unit == 'query' else curve.unit + 's'} (seed {seed})")
-    rows = [[str(int(r.position)), _fmt(r.propensity), _fmt(r.ci_low), _fmt(r.ci_high),
+    rows = [[str(int(r.position)), number(r.propensity), number(r.ci_low), number(r.ci_high),
              "-" if r.position == 1 else f"{int(r.support):,}"]
             for r in curve.table.itertuples(index=False)]
-    click.echo(_table(["position", "propensity", "ci_low", "ci_high", "support"], rows))
+    click.echo("\n".join(table(["position", "propensity", "ci_low", "ci_high", "support"],
+                                 rows)))
     for note in curve.notes:
         click.echo(f"Note: {note}")
     if out_path is not None:

@@ -12,7 +12,7 @@ from pathlib import Path
 import click
 import pandas as pd
 
-from relgrade.cli import handle_errors
+from relgrade.cli.render import handle_errors
 from relgrade.errors import InputError, ProtocolError
 from relgrade.evaluation import compare as cmp
 from relgrade.experiment.stage import load_params, path_of

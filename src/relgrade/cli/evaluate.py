@@ -8,71 +8,20 @@ from pathlib import Path
 import click
 import pandas as pd
 
-from relgrade.cli import handle_errors
-from relgrade.errors import InputError
+from relgrade.cli.options import format_option, parse_scale, scale_option
+from relgrade.cli.render import handle_errors, number, table
 from relgrade.evaluation import metrics
 from relgrade.evaluation.measures import parse_measure
-from relgrade.io.files import BOM, iter_jsonl, read_table
+from relgrade.io.judgments import read_judgments
 from relgrade.io.runs import read_run
-from relgrade.io.trec import read_trec_qrels
 from relgrade.ranking import validate_run
 
 DEFAULT_MEASURES = ("nDCG(dcg='exp-log2')@10", "R@10", "RR@10", "Judged@10")
 
 
-def read_qrels(path) -> pd.DataFrame:
-    """Qrels from TREC qrels, a JSONL key (``query_id``, ``chunk_id``, ``grade``) or Parquet.
-
-    JSON Lines is recognised by a ``.jsonl``/``.ndjson`` extension or a first line that is
-    a JSON object; ``.parquet`` by its extension; anything else is TREC qrels.
-    """
-    path = Path(path)
-    suffix = path.suffix.lower()
-    if suffix == ".parquet":
-        df = read_table(path, columns=["query_id", "chunk_id", "grade"])
-        return df[["query_id", "chunk_id", "grade"]]
-    if suffix in (".jsonl", ".ndjson") or _starts_with_object(path):
-        rows = []
-        for line, obj in iter_jsonl(path):
-            try:
-                q, c, g = obj["query_id"], obj["chunk_id"], obj["grade"]
-            except KeyError as e:
-                raise InputError("a key row needs query_id, chunk_id and grade", path=path,
-                                 line=line, found=f"no {e.args[0]}") from None
-            if isinstance(g, bool) or not isinstance(g, int):
-                raise InputError("grade must be an integer", path=path, line=line,
-                                 found=json.dumps(g))
-            rows.append((str(q), str(c), g))
-        return pd.DataFrame(rows, columns=["query_id", "chunk_id", "grade"]).astype(
-            {"query_id": "str", "chunk_id": "str", "grade": "int64"})
-    return read_trec_qrels(path)
-
-
-def _starts_with_object(path: Path) -> bool:
-    try:
-        with open(path, "rb") as f:
-            head = f.read(1 << 12)
-    except FileNotFoundError:
-        raise InputError("file not found", path=path) from None
-    except IsADirectoryError:
-        raise InputError("is a folder, not a file", path=path) from None
-    return head.removeprefix(BOM).lstrip().startswith(b"{")
-
-
 def _run_names(paths: list[Path]) -> list[str]:
     stems = [p.stem for p in paths]
     return [p.as_posix() if stems.count(p.stem) > 1 else p.stem for p in paths]
-
-
-def _number(value) -> str:
-    return "undefined" if value is None or value != value else repr(float(value))
-
-
-def _table(header: list[str], rows: list[list[str]]) -> str:
-    widths = [max(len(r[i]) for r in [header] + rows) for i in range(len(header))]
-    lines = ["  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip()
-             for row in [header] + rows]
-    return "\n".join(lines)
 
 
 @click.command("evaluate")
@@ -85,7 +34,7 @@ def _table(header: list[str], rows: list[list[str]]) -> str:
                    "nDCG@10, R@100, RR@10, P@5, Judged@10, R(rel=2)@10. Repeatable. "
                    f"Default: {', '.join(DEFAULT_MEASURES)}.")
 @click.option("--per-query", is_flag=True, help="Also print each query's value.")
-@click.option("--json", "as_json", is_flag=True, help="Print one JSON document instead.")
+@format_option(json_help="Print one JSON document instead.")
 @click.option("--ties", type=click.Choice(["score", "rank"]), default="score",
               show_default=True,
               help="score: trec_eval's order (score descending, then chunk id descending); "
@@ -96,12 +45,16 @@ def _table(header: list[str], rows: list[list[str]]) -> str:
                    "left out as trec_eval does (skip).")
 @click.option("--relevant-min", type=int, default=1, show_default=True,
               help="Lowest grade that counts as relevant for measures that do not say rel=.")
+@scale_option(default=None,
+              help="The grade scale, comma-separated (e.g. 0,1,2): a qrels grade off it is an "
+                   "error. Default: any integer grade.")
 @handle_errors
 def evaluate_cmd(qrels_path, run_paths, measure_names, per_query, as_json, ties, missing,
-                 relevant_min):
+                 relevant_min, scale):
     """Score each RUN against QRELS: one row per run, one column per measure.
 
-    QRELS is TREC qrels (qid iter docid grade), a JSONL key or Parquet; each RUN is a TREC
+    QRELS is TREC qrels (qid iter docid grade), a JSONL key or Parquet, read by the rules of
+    every judgment file (docs/formats.md): an empty file is an error; each RUN is a TREC
     run, JSONL or Parquet, named by its file name without extension. Values are printed in
     full precision. A query whose qrels hold nothing relevant is left out of nDCG, R, RR
     and P, and the output says how many were.
@@ -109,7 +62,8 @@ def evaluate_cmd(qrels_path, run_paths, measure_names, per_query, as_json, ties,
     measures = [parse_measure(m, relevant_min=relevant_min)
                 for m in (measure_names or DEFAULT_MEASURES)]
     names = [str(m) for m in measures]
-    qrels = read_qrels(qrels_path)
+    qrels = read_judgments(qrels_path, scale=parse_scale(scale))[["query_id", "chunk_id",
+                                                                  "grade"]]
     key = metrics.index_qrels(qrels)
     excluded = metrics.excluded_queries(qrels, measures)
     n_queries = key.n_queries
@@ -138,12 +92,12 @@ def evaluate_cmd(qrels_path, run_paths, measure_names, per_query, as_json, ties,
         click.echo(json.dumps(doc, indent=2, ensure_ascii=False))
         return
     if per_query:
-        rows = [[r, q, m, _number(v)] for r, q, m, v in
+        rows = [[r, q, m, number(v, digits=None)] for r, q, m, v in
                 pd.concat(tables)[["run", "query_id", "measure", "value"]].itertuples(index=False)]
-        click.echo(_table(["run", "query_id", "measure", "value"], rows))
+        click.echo("\n".join(table(["run", "query_id", "measure", "value"], rows)))
         click.echo()
-    rows = [[name] + [_number(results[name][m]) for m in names] for name in results]
-    click.echo(_table(["run"] + names, rows))
+    rows = [[name] + [number(results[name][m], digits=None) for m in names] for name in results]
+    click.echo("\n".join(table(["run"] + names, rows)))
     for note in notes:
         click.echo(note)
 

@@ -6,19 +6,17 @@ stage validates it.
 
 from __future__ import annotations
 
-import contextlib
-import fcntl
-import os
 from pathlib import Path
 
 import click
 
-from relgrade.canonical import jsonl_bytes
-from relgrade.cli import handle_errors
-from relgrade.errors import InputError, ProtocolError
+from relgrade.cli.render import handle_errors
+from relgrade.errors import InputError
 from relgrade.experiment.stage import load_params, path_of
 from relgrade.graders import labelstudio
+from relgrade.graders.store import GradeStore
 from relgrade.io import files as io
+from relgrade.io.judgments import judgment_objects, judgment_rows
 from relgrade.protocol import grades
 from relgrade.schema import ROW_COLUMNS
 
@@ -26,50 +24,6 @@ from relgrade.schema import ROW_COLUMNS
 @click.group("grade")
 def grade_cmd():
     """Record grades for the pool, only ever adding to what is already recorded."""
-
-
-@contextlib.contextmanager
-def _sole_writer(target: Path):
-    """Hold the grade file's writer lock (the one :mod:`relgrade.graders.store` takes).
-
-    A grading run that holds the file makes the import refuse rather than race it. When the
-    file does not exist yet it is created empty to be locked, and removed again (with a folder
-    created for it) if the import fails.
-    """
-    made_dir = not target.parent.exists()
-    target.parent.mkdir(parents=True, exist_ok=True)
-    try:
-        fd, made = os.open(target, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644), True
-    except FileExistsError:
-        fd, made = os.open(target, os.O_RDWR), False
-    done = False
-    try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            raise ProtocolError(f"{target.as_posix()}: another relgrade process is writing "
-                                "this grade file; import when it has finished") from None
-        inflight = target.with_name(f".{target.name}.inflight")
-        if inflight.exists() and inflight.read_bytes().startswith(b"relgrade-inflight"):
-            raise ProtocolError(f"{target.as_posix()}: a grading batch was interrupted and "
-                                "is not recovered yet; rerun `relgrade grade run` for this "
-                                "grader first, then import")
-        yield
-        done = True
-    finally:
-        if not done and made and target.exists() and target.stat().st_size == 0:
-            target.unlink()
-            if made_dir:
-                with contextlib.suppress(OSError):
-                    target.parent.rmdir()
-        os.close(fd)
-
-
-def _existing(target: Path, **kw):
-    if not target.exists():
-        return b"", set()
-    df = grades.validate_grader_file(io.iter_jsonl(target), source=target.as_posix(), **kw)
-    return target.read_bytes(), set(zip(df["query_id"], df["chunk_id"]))
 
 
 @grade_cmd.command("import")
@@ -110,11 +64,11 @@ def import_cmd(file, grader, round_, fmt, params_path):
                  pool_pairs=grades.pool_pairs_of(io.read_table(
                      base / path_of(params, "pool"), columns=["query_id", "chunk_id"])))
     if fmt == "qrels":
-        rows = grades.qrels_rows(io.read_lines(file), source=file.as_posix())
+        rows = judgment_rows(file, fmt="qrels", scale=check["scale"])
     elif fmt == "label-studio":
         rows, _ = labelstudio.annotation_rows(io.read_json(file), source=file.as_posix())
     else:
-        rows = io.iter_jsonl(file)
+        rows = judgment_objects(file)
     new = grades.validate_grader_file(rows, source=file.as_posix(), **check)
     if new.empty:
         raise InputError("no grade rows to import", path=file)
@@ -126,23 +80,15 @@ def import_cmd(file, grader, round_, fmt, params_path):
         grades.check_meta(io.read_json(meta), source=meta.as_posix(),
                           rubric_version=str(grading["rubric_version"]),
                           intents_sha256=intents_sha256)
-    with _sole_writer(target):
-        before, done = _existing(target, **check)
-        again = [p for p in zip(new["query_id"], new["chunk_id"]) if p in done]
-        if again:
-            shown = ", ".join(f"({q}, {c})" for q, c in again[:10])
-            raise InputError(f"{len(again)} pairs already graded by {grader} in round {rnd}",
-                             path=file, found=shown + (" ..." if len(again) > 10 else ""),
-                             fix=f"Remove them from {file.name}; recorded grades are never "
-                                 "replaced (a changed grade needs a new round)")
-        if before and not before.endswith(b"\n"):
-            before += b"\n"
-        rows = new[ROW_COLUMNS].to_dict("records")
-        io.write_bytes(target, before + jsonl_bytes(rows))
-        # Imported grades were made against the packets of this round: record which intents
-        # and rubric those were, so a later change of either is refused, not silently mixed.
-        if not meta.exists() and rnd == int(grading["round"]) and intents_sha256:
-            io.write_json(meta, {"intents_sha256": intents_sha256,
-                                 "rubric_version": str(grading["rubric_version"])})
+    rows = new[ROW_COLUMNS].to_dict("records")
+    total = GradeStore(target).import_rows(
+        rows, source=file,
+        check=lambda recorded: grades.validate_grader_file(recorded, source=target.as_posix(),
+                                                           **check))
+    # Imported grades were made against the packets of this round: record which intents
+    # and rubric those were, so a later change of either is refused, not silently mixed.
+    if not meta.exists() and rnd == int(grading["round"]) and intents_sha256:
+        io.write_json(meta, {"intents_sha256": intents_sha256,
+                             "rubric_version": str(grading["rubric_version"])})
     click.echo(f"imported {len(new)} grades for {grader} (round {rnd}) into "
-               f"{target.as_posix()}: {len(done) + len(new)} rows")
+               f"{target.as_posix()}: {total} rows")

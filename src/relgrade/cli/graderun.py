@@ -14,8 +14,7 @@ from pathlib import Path
 import click
 import jinja2
 
-from relgrade.cli import handle_errors
-from relgrade.cli.grade import grade_cmd
+from relgrade.cli.render import handle_errors
 from relgrade.errors import InputError
 from relgrade.experiment.stage import load_params, path_of, section
 from relgrade.graders import command as graderun
@@ -234,5 +233,3 @@ def run_cmd(grader, workers, params_path, progress):
     if summary.failures:
         sys.exit(1)
 
-
-grade_cmd.add_command(run_cmd, "run")

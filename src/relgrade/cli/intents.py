@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from relgrade.cli import handle_errors
+from relgrade.cli.render import handle_errors
 from relgrade.experiment.stage import load_params, section
 from relgrade.io.files import read_rows, write_json
 from relgrade.protocol import intents, queries

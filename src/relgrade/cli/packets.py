@@ -6,12 +6,17 @@ from pathlib import Path
 
 import click
 
-from relgrade.cli import handle_errors
+from relgrade.cli.render import handle_errors
 from relgrade.errors import InputError
 from relgrade.experiment.stage import load_params, path_of
+from relgrade.graders.labelstudio import label_studio_tasks_json
 from relgrade.io.files import read_json, write_bytes
 from relgrade.protocol import packets
 from relgrade.schema import ROLES
+
+#: Export formats: name → function(list of packets) → file bytes. Another format (for
+#: example a labelling tool's task file) is one more function and one more entry here.
+EXPORT_FORMATS = {"jsonl": packets.packets_jsonl, "label-studio": label_studio_tasks_json}
 
 
 @click.group("packets")
@@ -25,7 +30,7 @@ def packets_cmd():
 @click.option("--out", "out", required=True, type=click.Path(dir_okay=False),
               help="The file to write.")
 @click.option("--format", "fmt", default="jsonl", show_default=True,
-              type=click.Choice(sorted(packets.EXPORT_FORMATS)),
+              type=click.Choice(sorted(EXPORT_FORMATS)),
               help="jsonl: one packet per line; label-studio: a Label Studio task file, one "
                    "task per chunk in display order (import the annotations back with "
                    "`relgrade grade import --format label-studio`).")
@@ -42,5 +47,5 @@ def export_cmd(role, out, fmt, params_path):
                          fix="Run: dvc repro packets")
     built = [packets.check_packet(read_json(f), path=f) for f in files]
     built.sort(key=lambda p: p["query_id"])
-    write_bytes(out, packets.EXPORT_FORMATS[fmt](built))
+    write_bytes(out, EXPORT_FORMATS[fmt](built))
     click.echo(f"Wrote {len(built)} {role} packets to {out}")

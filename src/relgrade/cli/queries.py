@@ -10,7 +10,9 @@ import numpy as np
 import pandas as pd
 
 from relgrade import query_sampling as querylog
-from relgrade.cli import handle_errors
+from relgrade.cli import render
+from relgrade.cli.options import seed_option
+from relgrade.cli.render import handle_errors
 from relgrade.errors import InputError
 from relgrade.io.files import read_lines, read_rows, read_yaml, write_text
 from relgrade.rng import derive_seed
@@ -78,12 +80,6 @@ def tsv_text(sample: pd.DataFrame) -> str:
     return "\n".join(rows) + "\n"
 
 
-def _table(header: list[str], rows: list[list[str]]) -> str:
-    widths = [max(len(r[i]) for r in [header] + rows) for i in range(len(header))]
-    return "\n".join("  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip()
-                     for row in [header] + rows)
-
-
 @click.group("queries")
 def queries_cmd():
     """Query sets: sample one from a query log."""
@@ -96,8 +92,7 @@ def queries_cmd():
 @click.option("--allocation", default="equal", show_default=True,
               help="How --n is split over head, torso and tail: equal, proportional (to "
                    "traffic) or head=A,torso=B,tail=C (relative shares).")
-@click.option("--seed", type=click.IntRange(min=0), default=None,
-              help="Seed of the sample. Default: the `seed` of the params file.")
+@seed_option(default=None, help="Seed of the sample. Default: the `seed` of the params file.")
 @click.option("--params", "params_path", default="params.yaml", show_default=True,
               type=click.Path(dir_okay=False, path_type=Path),
               help="Params file whose `seed` is used when --seed is not given.")
@@ -135,7 +130,8 @@ def sample_cmd(log_path, n, allocation, seed, params_path, head_share, torso_sha
     rows = [[r.stratum, str(r.queries), str(r.traffic), f"{100 * r.share:.1f}%",
              str(r.sampled), "-" if r.sampled == 0 else f"{r.weight:.6g}"]
             for r in table.reset_index().itertuples(index=False)]
-    click.echo(_table(["stratum", "queries", "traffic", "share", "sampled", "weight"], rows))
+    click.echo("\n".join(render.table(["stratum", "queries", "traffic", "share", "sampled",
+                                         "weight"], rows)))
     for r in table.reset_index().itertuples(index=False):
         if r.queries > 0 and r.sampled == 0:
             click.echo(f"note: the {r.stratum} ({r.queries} queries, {100 * r.share:.1f}% of the "

@@ -8,7 +8,6 @@ from pathlib import Path
 
 import click
 
-from relgrade.cli import handle_errors
 from relgrade.cli.graderun import (
     base_dir,
     ensure_meta,
@@ -16,6 +15,7 @@ from relgrade.cli.graderun import (
     load_packets,
     load_rubric,
 )
+from relgrade.cli.render import handle_errors
 from relgrade.errors import InputError
 from relgrade.experiment.stage import load_params, path_of, section
 from relgrade.graders.command import packet_meta

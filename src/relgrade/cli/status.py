@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from relgrade.cli import handle_errors
+from relgrade.cli.render import handle_errors
 from relgrade.errors import RelgradeError
 from relgrade.experiment.stage import load_params, path_of
 from relgrade.experiment.status import experiment_status, status_lines

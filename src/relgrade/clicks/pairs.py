@@ -21,7 +21,7 @@ from collections.abc import Mapping
 import duckdb
 import pandas as pd
 
-from relgrade.clicks import ClickLog, sql
+from relgrade.clicks.log import ClickLog, sql
 from relgrade.clicks.propensity import PropensityCurve
 from relgrade.errors import InputError
 

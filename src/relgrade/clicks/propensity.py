@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from relgrade.clicks import ClickLog, sql
+from relgrade.clicks.log import ClickLog, sql
 from relgrade.errors import InputError
 
 #: Methods :func:`estimate` knows.

@@ -62,7 +62,8 @@ def label_studio_tasks(packets: Iterable[Mapping]) -> list[dict]:
 def label_studio_tasks_json(packets: Iterable[Mapping]) -> bytes:
     """:func:`label_studio_tasks` as the bytes of a JSON task file (UTF-8, LF-terminated).
 
-    Same signature as the packet export formats of :mod:`relgrade.protocol.packets`.
+    Same signature as the packet export formats of ``relgrade packets export``
+    (``relgrade.cli.packets.EXPORT_FORMATS``).
     """
     return (json.dumps(label_studio_tasks(packets), ensure_ascii=False, indent=1) + "\n").encode()
 

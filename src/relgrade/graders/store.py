@@ -355,6 +355,93 @@ class GradeStore:
                     os.close(self._fd)
                     self._fd = None
 
+    # --- importing -------------------------------------------------------------------
+
+    def import_rows(self, rows: Sequence[dict], *, check=None, source=None) -> int:
+        """Add a file's worth of already-validated rows, all or nothing, under the lock.
+
+        The import holds the writer lock that :meth:`open` takes for its whole run, so it
+        refuses rather than race a grading run; it refuses while an interrupted batch is not
+        recovered yet (the next :meth:`open` repairs it); it refuses every row whose key is
+        already recorded. The recorded bytes are kept as they are and the new rows are
+        written after them, the whole file replaced atomically. A file that did not exist is
+        not left behind (nor a folder made for it) when the import is refused.
+
+        Parameters
+        ----------
+        rows : sequence of dict
+            The rows to add, in order, each with the keys to write (written as canonical
+            JSON lines in that key order).
+        check : callable, optional
+            Called with the recorded rows, ``[(line, row), ...]``, before anything is
+            compared, e.g. to validate them as the grades stage would; it raises to refuse.
+        source : str or os.PathLike, optional
+            The file the rows come from, named in the refusal of already recorded keys.
+
+        Returns
+        -------
+        int
+            The number of rows recorded afterwards (before + added).
+
+        Raises
+        ------
+        ProtocolError
+            Another process holds the file, or an interrupted batch is not recovered.
+        InputError
+            A recorded line is not a JSON object; ``check`` refuses the recorded rows; a
+            row's key is already recorded (naming up to ten of them; nothing is written).
+        """
+        import contextlib
+
+        from relgrade.io.files import iter_jsonl, write_bytes
+
+        target = self.path
+        made_dir = not target.parent.exists()
+        target.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            fd, made = os.open(target, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644), True
+        except FileExistsError:
+            fd, made = os.open(target, os.O_RDWR), False
+        done = False
+        try:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                raise ProtocolError(f"{target.as_posix()}: another relgrade process is "
+                                    "writing this grade file; import when it has "
+                                    "finished") from None
+            inflight = marker_path(target)
+            if inflight.exists() and inflight.read_bytes().startswith(b"relgrade-inflight"):
+                raise ProtocolError(f"{target.as_posix()}: a grading batch was interrupted "
+                                    "and is not recovered yet; rerun `relgrade grade run` for "
+                                    "this grader first, then import")
+            recorded = list(iter_jsonl(target)) if target.stat().st_size else []
+            if check is not None:
+                check(recorded)
+            done_keys = {self._key(row) for _, row in recorded}
+            again = [self._key(r) for r in rows if self._key(r) in done_keys]
+            if again:
+                shown = ", ".join(f"({', '.join(k)})" for k in again[:10])
+                name = Path(source).name if source is not None else "the imported file"
+                raise InputError(f"{len(again)} pairs already recorded in "
+                                 f"{target.as_posix()}", path=source,
+                                 found=shown + (" ..." if len(again) > 10 else ""),
+                                 fix=f"Remove them from {name}; recorded grades are never "
+                                     "replaced (a changed grade needs a new round)")
+            before = target.read_bytes()
+            if before and not before.endswith(b"\n"):
+                before += b"\n"
+            write_bytes(target, before + jsonl_bytes(rows))
+            done = True
+            return len(recorded) + len(rows)
+        finally:
+            if not done and made and target.exists() and target.stat().st_size == 0:
+                target.unlink()
+                if made_dir:
+                    with contextlib.suppress(OSError):
+                        target.parent.rmdir()
+            os.close(fd)
+
     def __enter__(self) -> "GradeStore":
         return self if self._fd is not None else self.open()
 

@@ -327,7 +327,8 @@ def validate_grader_file(
     Parameters
     ----------
     rows : iterable of (int, dict)
-        As yielded by :func:`relgrade.io.files.iter_jsonl` (or :func:`qrels_rows`).
+        As yielded by :func:`relgrade.io.judgments.judgment_rows` (or
+        :func:`relgrade.io.files.iter_jsonl`).
     name : str
         The grader.
     spec : mapping
@@ -375,43 +376,6 @@ def validate_grader_file(
                              line=lines[i], item=f"{name}: query {df['query_id'].iat[i]}",
                              fix="Remove the rows of queries outside the audit sample")
     return df
-
-
-def qrels_rows(lines: Iterable[str], *, source) -> Iterable[tuple[int, dict]]:
-    """Grade rows from TREC qrels lines (``qid iter docid grade``), with an empty reason.
-
-    Parameters
-    ----------
-    lines : iterable of str
-        The file's lines (see :func:`relgrade.io.files.read_lines`); blank lines are skipped.
-    source : str or os.PathLike
-        The file name used in errors.
-
-    Yields
-    ------
-    (int, dict)
-        ``(line_number, {"query_id", "chunk_id", "reason": "", "grade"})``, ready for
-        :func:`validate_grade_rows`.
-
-    Raises
-    ------
-    InputError
-        A line without four whitespace-separated fields, or a grade that is not an integer.
-    """
-    for i, line in enumerate(lines, start=1):
-        if not line.strip():
-            continue
-        fields = line.split()
-        if len(fields) != 4:
-            raise InputError("a qrels line has 4 fields: qid iter docid grade", path=source,
-                             line=i, found=f"{len(fields)} fields")
-        try:
-            grade = int(fields[3])
-        except ValueError:
-            raise InputError("grade must be an integer", path=source, line=i,
-                             item=_pair_item(fields[0], fields[2]),
-                             found=fields[3]) from None
-        yield i, {"query_id": fields[0], "chunk_id": fields[2], "reason": "", "grade": grade}
 
 
 # --- the long grades table and its manifest ---------------------------------------------

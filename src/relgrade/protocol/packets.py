@@ -24,7 +24,6 @@ import pandas as pd
 
 from relgrade.canonical import canonical_json
 from relgrade.errors import InputError
-from relgrade.graders import labelstudio
 from relgrade.rng import order_seed, rng_for
 from relgrade.schema import ORDERS, ROLES
 
@@ -292,8 +291,3 @@ def packets_jsonl(packets: Iterable[dict]) -> bytes:
         UTF-8, one line per packet, each ending in LF.
     """
     return "".join(canonical_json(check_packet(p)) + "\n" for p in packets).encode("utf-8")
-
-
-#: Export formats: name → function(list of packets) → file bytes. Another format (for
-#: example a labelling tool's task file) is one more function and one more entry here.
-EXPORT_FORMATS = {"jsonl": packets_jsonl, "label-studio": labelstudio.label_studio_tasks_json}

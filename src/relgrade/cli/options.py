@@ -1,0 +1,100 @@
+"""Options several commands share, bundled as decorators.
+
+Each function returns a decorator that adds one option (or a pair of them) to a click
+command, with the same name, type, default and help wherever it appears, so a command says
+``@scale_option()`` instead of repeating the option's spelling.
+"""
+
+from __future__ import annotations
+
+import click
+
+from relgrade.errors import InputError
+from relgrade.schema import check_scale
+
+
+def parse_scale(text: str | None) -> list[int] | None:
+    """The grades of a ``--scale`` value (``"0,1,2"``), checked; ``None`` stays ``None``.
+
+    Parameters
+    ----------
+    text : str or None
+        Integer grades separated by commas.
+
+    Returns
+    -------
+    list of int or None
+        The scale, ascending (see :func:`relgrade.schema.check_scale`).
+
+    Raises
+    ------
+    InputError
+        A value is not an integer, or the scale has fewer than two distinct grades.
+
+    Examples
+    --------
+    >>> parse_scale("2,0,1")
+    [0, 1, 2]
+    """
+    if text is None:
+        return None
+    try:
+        values = [int(v) for v in text.split(",") if v.strip() != ""]
+    except ValueError:
+        raise InputError("--scale lists integer grades separated by commas",
+                         found=repr(text), fix="For example --scale 0,1,2") from None
+    return check_scale(values)
+
+
+def format_option(*, markdown: bool = False, json_help: str = "Print one JSON document."):
+    """``--json`` (parameter ``as_json``) and, with ``markdown=True``, ``--markdown``.
+
+    Parameters
+    ----------
+    markdown : bool, default False
+        Also add ``--markdown`` (parameter ``as_markdown``).
+    json_help : str
+        The help text of ``--json``.
+    """
+
+    def decorator(fn):
+        if markdown:
+            fn = click.option("--markdown", "as_markdown", is_flag=True,
+                              help="Print Markdown tables instead.")(fn)
+        return click.option("--json", "as_json", is_flag=True, help=json_help)(fn)
+
+    return decorator
+
+
+def scale_option(*, default: str | None = "0,1,2",
+                 help: str = "The grade scale, comma-separated."):
+    """``--scale`` (parameter ``scale``): the grade scale, parsed by :func:`parse_scale`.
+
+    A bad value is an ``Error:`` line (exit 1) when the command runs, as every other bad
+    input is.
+
+    Parameters
+    ----------
+    default : str or None, default "0,1,2"
+        The scale when the option is not given; ``None`` leaves ``scale`` as ``None``.
+    help : str
+        The option's help text.
+    """
+    return click.option("--scale", "scale", default=default, show_default=default is not None,
+                        help=help)
+
+
+def seed_option(*, default: int | None = 0, help: str = "Seed of the random choices."):
+    """``--seed`` (parameter ``seed``): an integer seed, shown with its default.
+
+    Parameters
+    ----------
+    default : int or None, default 0
+        The seed when the option is not given (``None``: the command decides, e.g. from
+        params).
+    help : str
+        The option's help text.
+    """
+    if default is None:
+        return click.option("--seed", type=click.IntRange(min=0), default=None, help=help)
+    return click.option("--seed", type=int, default=default, show_default=True, help=help)

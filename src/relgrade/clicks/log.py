@@ -1,0 +1,303 @@
+"""The impression log on a DuckDB connection: :class:`ClickLog`, :func:`connect`, :func:`sql`.
+
+:func:`connect` opens DuckDB with relgrade's settings; :class:`ClickLog` checks the caller's
+relation against the impression log's rules (see :mod:`relgrade.clicks`) and registers the
+typed view every query of the package reads; :func:`sql` reads the package's SQL files.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from importlib import resources
+
+import duckdb
+import pandas as pd
+
+from relgrade.errors import InputError
+
+#: The columns every impression log must have, in the documented order.
+LOG_COLUMNS = ("session_id", "query_id", "chunk_id", "position", "clicked", "ranker",
+               "randomized")
+
+#: The name of the view relgrade registers over the caller's relation.
+RAW_VIEW = "relgrade_clicks_raw"
+
+#: The name of the typed, validated view every query of this package reads.
+LOG_VIEW = "relgrade_clicks_log"
+
+_INTEGER_TYPES = {"TINYINT", "SMALLINT", "INTEGER", "BIGINT", "HUGEINT", "UTINYINT",
+                  "USMALLINT", "UINTEGER", "UBIGINT", "UHUGEINT"}
+_FLOAT_TYPES = {"FLOAT", "DOUBLE"}
+
+_RULES = {
+    "session_id": "session_id must be a non-empty string or an integer",
+    "query_id": "query_id must be a non-empty string or an integer",
+    "chunk_id": "chunk_id must be a non-empty string or an integer",
+    "ranker": "ranker must be a non-empty string or an integer",
+    "position": "position must be a whole number of at least 1",
+    "clicked": "clicked must be 0 or 1 (or true / false)",
+    "randomized": "randomized must be true or false (or 1 / 0)",
+}
+
+
+def sql(name: str) -> str:
+    """The text of ``relgrade/clicks/sql/NAME.sql``, read from the installed package.
+
+    Parameters
+    ----------
+    name : str
+        The file's name without ``.sql``, e.g. ``"skip_above"``.
+
+    Returns
+    -------
+    str
+        The SQL text (UTF-8).
+    """
+    return resources.files(__package__).joinpath("sql", f"{name}.sql").read_text("utf-8")
+
+
+def connect(*, memory_limit: str | None = None) -> duckdb.DuckDBPyConnection:
+    """An in-memory DuckDB connection set up for logs larger than memory.
+
+    Parameters
+    ----------
+    memory_limit : str, optional
+        DuckDB's memory limit, e.g. ``"4GB"``; DuckDB's default (80% of RAM) when None.
+
+    Returns
+    -------
+    duckdb.DuckDBPyConnection
+        With ``preserve_insertion_order`` off: every query of this package whose order
+        matters says ``ORDER BY``, and without the insertion-order guarantee DuckDB can spill
+        the pairs' join and sort to its temporary folder instead of failing at the limit.
+
+    Raises
+    ------
+    InputError
+        DuckDB does not accept ``memory_limit``.
+    """
+    con = duckdb.connect(config={"preserve_insertion_order": False})
+    if memory_limit is not None:
+        try:
+            con.execute("SET memory_limit = $limit", {"limit": str(memory_limit)})
+        except duckdb.Error as e:
+            raise InputError("not a memory limit DuckDB accepts (e.g. 4GB, 500MB)",
+                             found=str(memory_limit),
+                             fix=str(e).strip().splitlines()[0]) from None
+    return con
+
+
+def _family(duck_type) -> str:
+    text = str(duck_type).upper()
+    if text in _INTEGER_TYPES:
+        return "integer"
+    if text in _FLOAT_TYPES or text.startswith("DECIMAL"):
+        return "float"
+    if text == "BOOLEAN":
+        return "boolean"
+    if text == "VARCHAR" or text.startswith("ENUM"):
+        return "string"
+    return text
+
+
+def _expression(column: str, family: str) -> str | None:
+    """The typed SQL expression for one log column stored as ``family`` (None: refuse)."""
+    c = f'"{column}"'
+    if column in ("session_id", "query_id", "chunk_id", "ranker"):
+        return {"string": f"NULLIF(CAST({c} AS VARCHAR), '')",
+                "integer": f"CAST({c} AS VARCHAR)"}.get(family)
+    if column == "position":
+        return {
+            "integer": f"CASE WHEN {c} >= 1 THEN CAST({c} AS BIGINT) END",
+            "float": f"CASE WHEN {c} >= 1 AND {c} = floor({c}) AND {c} < 9e18 "
+                     f"THEN CAST({c} AS BIGINT) END",
+            "string": f"CASE WHEN regexp_full_match(trim(CAST({c} AS VARCHAR)), '[0-9]{{1,18}}') "
+                      f"AND CAST(trim(CAST({c} AS VARCHAR)) AS BIGINT) >= 1 "
+                      f"THEN CAST(trim(CAST({c} AS VARCHAR)) AS BIGINT) END",
+        }.get(family)
+    if column == "clicked":
+        return {
+            "boolean": f"CAST({c} AS INTEGER)",
+            "integer": f"CASE WHEN {c} IN (0, 1) THEN CAST({c} AS INTEGER) END",
+            "float": f"CASE WHEN {c} IN (0, 1) THEN CAST({c} AS INTEGER) END",
+            "string": f"CASE lower(trim(CAST({c} AS VARCHAR))) WHEN '1' THEN 1 WHEN '0' THEN 0 "
+                      f"WHEN 'true' THEN 1 WHEN 'false' THEN 0 END",
+        }.get(family)
+    if column == "randomized":
+        return {
+            "boolean": c,
+            "integer": f"CASE WHEN {c} IN (0, 1) THEN {c} = 1 END",
+            "float": f"CASE WHEN {c} IN (0, 1) THEN {c} = 1 END",
+            "string": f"CASE lower(trim(CAST({c} AS VARCHAR))) WHEN 'true' THEN true "
+                      f"WHEN 'false' THEN false WHEN '1' THEN true WHEN '0' THEN false END",
+        }.get(family)
+    raise ValueError(column)
+
+
+@dataclass(frozen=True)
+class ClickLog:
+    """A validated impression log, open on a DuckDB connection as the view ``LOG_VIEW``.
+
+    Build it with :meth:`from_relation` (a file the caller opened) or :meth:`from_frame`.
+    The view reads the caller's relation lazily: every estimator is one or two passes of
+    DuckDB over it, never a copy in Python.
+
+    Attributes
+    ----------
+    con : duckdb.DuckDBPyConnection
+        The connection the views live on (the caller's; relgrade adds temporary views
+        named ``relgrade_clicks_*`` to it).
+    source : str
+        What the log was read from, used in every error message (a path).
+    rows : int
+        Impressions (rows) in the log.
+    sessions : int
+        Distinct sessions.
+    """
+
+    con: duckdb.DuckDBPyConnection
+    source: str
+    rows: int
+    sessions: int
+
+    @classmethod
+    def from_relation(cls, con: duckdb.DuckDBPyConnection, relation: duckdb.DuckDBPyRelation,
+                      *, source: str) -> "ClickLog":
+        """Validate ``relation`` as an impression log and open it as ``LOG_VIEW`` on ``con``.
+
+        Parameters
+        ----------
+        con : duckdb.DuckDBPyConnection
+            The connection ``relation`` belongs to.
+        relation : duckdb.DuckDBPyRelation
+            The log, with at least the columns of :data:`LOG_COLUMNS` (others are ignored).
+            Ids may be stored as strings or integers; ``position`` as an integer, a whole
+            float or a string of digits; ``clicked`` and ``randomized`` as booleans, 0 / 1
+            or the strings ``true`` / ``false`` / ``1`` / ``0`` (a CSV read as text).
+        source : str
+            The file the log came from, for error messages.
+
+        Returns
+        -------
+        ClickLog
+
+        Raises
+        ------
+        InputError
+            The log has no rows; a column is missing or has a type that cannot hold its
+            values; a value breaks
+            its column's rule (a missing or empty id, a position below 1 or not whole,
+            clicked not 0/1, randomized not a boolean), naming the first such row by session
+            and position; a session shows two chunks at one position, one chunk twice, or
+            answers several queries or comes from several rankers, naming the session.
+
+        Notes
+        -----
+        Two passes over the log: one for the row rules (``check_rows.sql``), one grouped by
+        session for the session rules (``check_sessions.sql``, whose per-session state is a
+        position bit mask and a list of 64-bit chunk hashes: on 2M sessions the process peaks
+        near 1 GB, and DuckDB spills to disk under a lower memory limit). The randomized slice's
+        pairing is checked by the randomization estimator, which is its only reader.
+        """
+        columns = list(relation.columns)
+        missing = [c for c in LOG_COLUMNS if c not in columns]
+        if missing:
+            raise InputError(f"missing column(s) {', '.join(missing)}", path=source,
+                             found="columns " + ", ".join(columns),
+                             fix="An impression log needs the columns "
+                                 + ", ".join(LOG_COLUMNS) + " (see docs/clicks.md)")
+        types = dict(zip(columns, relation.types))
+        expressions = {}
+        for column in LOG_COLUMNS:
+            family = _family(types[column])
+            expression = _expression(column, family)
+            if expression is None:
+                raise InputError(f"column {column} cannot be stored as {str(types[column])}",
+                                 path=source, fix=_RULES[column])
+            expressions[column] = expression
+        relation.create_view(RAW_VIEW, replace=True)
+        con.execute(sql("log_view").format(**expressions))
+
+        counts = con.execute(sql("check_rows")).fetchall()[0]
+        names = ["rows", *LOG_COLUMNS]
+        counts = dict(zip(names, counts))
+        if counts["rows"] == 0:
+            raise InputError("the log has no rows", path=source)
+        for column in LOG_COLUMNS:
+            if counts[column]:
+                session, position, found = con.execute(sql("bad_value").format(
+                    column=f'"{column}"', expression=expressions[column])).fetchall()[0]
+                where = f"session {session}" if session not in (None, "") else "a row"
+                if column != "position" and position is not None:
+                    where += f", position {position}"
+                raise InputError(_RULES[column], path=source, item=where,
+                                 found="an empty value" if found in (None, "") else found,
+                                 fix=f"{counts[column]:,} row(s) break this rule")
+        sessions, *firsts = con.execute(sql("check_sessions")).fetchall()[0]
+        rules = ("repeated_position", "repeated_chunk", "several_queries", "several_rankers")
+        for rule, session in zip(rules, firsts):
+            if session is not None and rule == "repeated_chunk":
+                session = _confirm_repeated_chunk(con, session)
+            if session is not None:
+                raise _session_error(con, source, rule, session)
+        return cls(con=con, source=str(source), rows=int(counts["rows"]),
+                   sessions=int(sessions))
+
+    @classmethod
+    def from_frame(cls, frame: pd.DataFrame, *, source: str = "<DataFrame>",
+                   con: duckdb.DuckDBPyConnection | None = None) -> "ClickLog":
+        """Open an impression log held in a DataFrame (tests, small logs).
+
+        Parameters
+        ----------
+        frame : pandas.DataFrame
+            The log with the columns of :data:`LOG_COLUMNS`; not modified.
+        source : str, default "<DataFrame>"
+            A name for error messages.
+        con : duckdb.DuckDBPyConnection, optional
+            The connection to use; a new in-memory one by default.
+
+        Returns
+        -------
+        ClickLog
+
+        Raises
+        ------
+        InputError
+            As :meth:`from_relation`.
+        """
+        con = duckdb.connect() if con is None else con
+        return cls.from_relation(con, con.from_df(frame), source=source)
+
+
+def _confirm_repeated_chunk(con, session: str) -> str | None:
+    """The first session that really repeats a chunk, given one whose chunk hashes repeat."""
+    rows = con.execute(sql("session_rows"), {"session_id": session}).df()
+    if rows["chunk_id"].duplicated().any():
+        return session
+    return con.execute(sql("repeated_chunk_exact")).fetchall()[0][0]
+
+
+def _session_error(con, source: str, rule: str, session: str) -> InputError:
+    rows = con.execute(sql("session_rows"), {"session_id": session}).df()
+    if rule == "repeated_position":
+        counts = rows["position"].value_counts()
+        position = int(counts[counts > 1].index.min())
+        shown = rows.loc[rows["position"] == position, "chunk_id"].astype(str).tolist()
+        return InputError("a session shows one chunk per position", path=source,
+                          item=f"session {session}",
+                          found=f"position {position} holds {', '.join(shown)}")
+    if rule == "repeated_chunk":
+        counts = rows["chunk_id"].value_counts()
+        chunk = sorted(counts[counts > 1].index)[0]
+        positions = rows.loc[rows["chunk_id"] == chunk, "position"].astype(str).tolist()
+        return InputError("a session shows each chunk at most once", path=source,
+                          item=f"session {session}",
+                          found=f"chunk {chunk} at positions {', '.join(positions)}")
+    column = "query_id" if rule == "several_queries" else "ranker"
+    values = sorted(rows[column].astype(str).unique())
+    what = "queries" if column == "query_id" else "rankers"
+    return InputError("a session answers one query from one ranker", path=source,
+                      item=f"session {session}",
+                      found=f"{what} {', '.join(values)}",
+                      fix="Give each result list shown its own session_id")

@@ -1,0 +1,470 @@
+"""The comparison of arms as a result: frozen result classes with their renderers beside them.
+
+:func:`relgrade.evaluation.compare.compare_arms` computes; the classes here hold what it
+found and render it, one result with several renderers: :meth:`Comparison.to_dict` /
+:meth:`~Comparison.to_json` (``metrics/comparisons.json``), :meth:`~Comparison.to_markdown`,
+:meth:`~Comparison.rich_tables` (the CLI), :meth:`~Comparison.verdicts` (plain sentences),
+and the two plot tables :meth:`~Comparison.arms_plot` and :meth:`~Comparison.deltas_plot`.
+The JSON report's layout is described in :mod:`relgrade.evaluation.compare`.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING
+
+import numpy as np
+import pandas as pd
+
+from relgrade.errors import InputError
+from relgrade.evaluation import stats
+from relgrade.evaluation.noise import LabelNoise
+
+if TYPE_CHECKING:
+    from relgrade.evaluation.settings import Settings
+
+
+# --- results -------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Segment:
+    """The paired difference on one query group."""
+
+    group: str
+    delta: stats.Interval
+
+    @property
+    def significant(self) -> bool:
+        return self.delta.excludes_zero()
+
+    def to_dict(self) -> dict:
+        d = self.delta
+        return {"group": self.group, "n": d.n, "delta": d.estimate, "low": d.low,
+                "high": d.high, "se": d.se, "significant": self.significant,
+                "notes": list(d.notes)}
+
+
+@dataclass(frozen=True)
+class PairResult:
+    """One paired comparison of arm A against arm B on one measure.
+
+    ``delta`` is the interval of mean(A - B); ``p_holm`` and ``significant`` are set once
+    the whole family of comparisons is known (None before).
+    """
+
+    arm_a: str
+    arm_b: str
+    measure: str
+    mean_a: float
+    mean_b: float
+    delta: stats.Interval
+    p_bootstrap: float
+    randomization: stats.SignFlip
+    ttest: stats.TTest
+    d_z: float | None
+    power: stats.Power
+    segments: tuple = ()
+    cancellation: bool = False
+    p_holm: float | None = None
+    significant: bool | None = None
+    alpha: float = 0.05
+    family: int = 1
+    noise: LabelNoise | None = None
+    notes: tuple = ()
+
+    @property
+    def key(self) -> tuple[str, str, str]:
+        return (self.arm_a, self.arm_b, self.measure)
+
+    @property
+    def relative(self) -> float | None:
+        """Difference as a share of arm B's mean; None when that mean is 0."""
+        return None if self.mean_b == 0 else self.delta.estimate / self.mean_b
+
+    def mirrored(self) -> "PairResult":
+        """The same comparison read as B against A (signs flipped, same p-values)."""
+        d = self.delta
+        flipped = replace(d, estimate=-d.estimate, low=-d.high, high=-d.low)
+        t = self.ttest
+        tt = replace(t, t=None if t.t is None else -t.t)
+        segs = tuple(replace(s, delta=replace(s.delta, estimate=-s.delta.estimate,
+                                               low=-s.delta.high, high=-s.delta.low))
+                     for s in self.segments)
+        noise = None
+        if self.noise is not None:
+            n = self.noise
+            noise = replace(n, delta_grader=-n.delta_grader, delta_auditor=-n.delta_auditor,
+                            delta_swapped=-n.delta_swapped)
+        power = replace(self.power, reference=self.mean_a,
+                        target=self.power.relative_change * abs(self.mean_a))
+        return replace(self, arm_a=self.arm_b, arm_b=self.arm_a, mean_a=self.mean_b,
+                       mean_b=self.mean_a, delta=flipped, ttest=tt,
+                       d_z=None if self.d_z is None else -self.d_z, segments=segs,
+                       noise=noise, power=power,
+                       notes=self.notes + ("read in reverse: computed as "
+                                           f"{self.arm_a} against {self.arm_b}",))
+
+    def verdict(self) -> str:
+        """One plain sentence: who is better on what, by how much, and how sure."""
+        d = self.delta
+        p = "n/a" if self.p_holm is None else _fmt_p(self.p_holm)
+        if self.significant:
+            if d.estimate > 0:
+                win, lose, est, lo, hi = self.arm_a, self.arm_b, d.estimate, d.low, d.high
+            else:
+                win, lose, est, lo, hi = self.arm_b, self.arm_a, -d.estimate, -d.high, -d.low
+            text = (f"{win} better than {lose} on {self.measure} by {_f(est, '', 3)} "
+                    f"[{_f(lo, '', 3)}, {_f(hi, '', 3)}], p={p} after Holm")
+            if self.noise is not None and self.noise.within:
+                text += (f"; but relabelling the audit queries moves the difference by "
+                         f"{self.noise.band:.3f}, at least as much as the difference itself: "
+                         "not measured an improvement")
+        else:
+            text = (f"no detectable difference on {self.measure} between {self.arm_a} and "
+                    f"{self.arm_b}: {_f(d.estimate, '+', 3)} [{_f(d.low, '+', 3)}, "
+                    f"{_f(d.high, '+', 3)}], "
+                    f"p={p} after Holm")
+            if d.method == "degenerate" and d.estimate == 0:
+                text += "; the two arms score the same on every query"
+            if d.excludes_zero() and self.family > 1:
+                text += (f"; the interval excludes 0 only before correcting for the "
+                         f"{self.family} comparisons made")
+            pw = self.power
+            if pw.n_needed is not None and pw.n_needed > pw.n:
+                text += (f"; about {pw.n_needed} queries would detect a "
+                         f"{pw.relative_change:.0%} change with power {pw.power:.0%} "
+                         f"(this set has {pw.n})")
+            elif pw.n_needed is not None:
+                text += (f"; {pw.n} queries detect a {pw.relative_change:.0%} change with "
+                         f"power {pw.power:.0%} or more, so a real difference is likely smaller")
+        if self.cancellation:
+            parts = ", ".join(f"{s.group} {_f(s.delta.estimate, '+', 3)}" for s in self.segments
+                              if s.significant)
+            text += f"; segment cancellation: groups disagree in sign ({parts})"
+        return text
+
+    def to_dict(self) -> dict:
+        d = self.delta
+        return {
+            "arm_a": self.arm_a, "arm_b": self.arm_b, "measure": self.measure,
+            "n": d.n, "mean_a": self.mean_a, "mean_b": self.mean_b,
+            "delta": d.estimate, "low": d.low, "high": d.high, "se": d.se,
+            "interval": d.method, "relative": self.relative,
+            "p_randomization": self.randomization.p, "p_holm": self.p_holm,
+            "significant": self.significant, "p_bootstrap": self.p_bootstrap,
+            "randomization": self.randomization.to_dict(), "t_test": self.ttest.to_dict(),
+            "d_z": self.d_z, "power": self.power.to_dict(),
+            "segments": [s.to_dict() for s in self.segments],
+            "segment_cancellation": self.cancellation, "holm_family": self.family,
+            "label_noise": None if self.noise is None else self.noise.to_dict(),
+            "notes": list(d.notes) + list(self.notes),
+            "verdict": self.verdict(),
+        }
+
+
+def _fmt_p(p: float) -> str:
+    return f"{p:.2g}"
+
+
+def _f(x: float, sign: str = "", digits: int = 4) -> str:
+    """A number to ``digits`` decimals, never printed as -0.0000."""
+    return f"{round(float(x), digits) + 0.0:{sign}.{digits}f}"
+
+
+@dataclass
+class Comparison:
+    """Everything relgrade says about the arms: build with :func:`compare_arms`.
+
+    Attributes
+    ----------
+    settings : Settings
+    arms : list of str
+        Sorted.
+    measures : list of str
+        Measures compared, in the order of the per-query table.
+    intervals : dict
+        ``(arm, measure) -> stats.Interval`` of the arm's mean.
+    arm_power : dict
+        ``(arm, measure) -> stats.Power`` from the arm's own standard error.
+    pairs : list of PairResult
+        In the order they were asked for (by measure, then pair).
+    pool_bias : dict or None
+        Tables from :mod:`relgrade.evaluation.poolbias` (see :func:`full_report`).
+    noise : dict or None
+        Summary from :mod:`relgrade.evaluation.noise` (rank correlations per measure).
+    record : dict or None
+        What the numbers rest on: ``key_sha256``, ``pool_version``, ``post_hoc`` from the
+        key's record, written at the top of every rendering.
+    values : dict
+        ``measure -> (query_ids, groups, matrix of shape (n_arms, n_queries))``; not rendered.
+    """
+
+    settings: Settings
+    arms: list
+    measures: list
+    intervals: dict
+    arm_power: dict
+    pairs: list
+    pool_bias: dict | None = None
+    noise: dict | None = None
+    record: dict | None = None
+    values: dict = field(default_factory=dict, repr=False)
+
+    def pair(self, arm_a: str, arm_b: str, measure: str) -> PairResult:
+        """The comparison of ``arm_a`` against ``arm_b`` on ``measure`` (mirrored if needed).
+
+        Raises
+        ------
+        InputError
+            That comparison was not made.
+        """
+        for p in self.pairs:
+            if p.key == (arm_a, arm_b, measure):
+                return p
+            if p.key == (arm_b, arm_a, measure):
+                return p.mirrored()
+        raise InputError("comparison not made", item=f"{arm_a} vs {arm_b} on {measure}",
+                         fix="compare arms that have per-query values for that measure")
+
+    def verdicts(self) -> list[str]:
+        """One sentence per comparison."""
+        return [p.verdict() for p in self.pairs]
+
+    # -- renderers --------------------------------------------------------------------
+
+    def to_dict(self) -> dict:
+        """JSON-ready dict: settings, arms, comparisons, pool bias, label noise, verdicts."""
+        arms = {}
+        for arm in self.arms:
+            arms[arm] = {}
+            for m in self.measures:
+                if (arm, m) in self.intervals:
+                    entry = self.intervals[(arm, m)].to_dict()
+                    entry["power"] = self.arm_power[(arm, m)].to_dict()
+                    arms[arm][m] = entry
+        return {**(self.record or {}), "settings": self.settings.to_dict(),
+                "measures": list(self.measures),
+                "arms": arms, "comparisons": [p.to_dict() for p in self.pairs],
+                "pool_bias": self.pool_bias, "label_noise": self.noise,
+                "verdicts": self.verdicts()}
+
+    def to_json(self) -> str:
+        """:meth:`to_dict` as indented JSON; refuses NaN and infinity (never written)."""
+        return json.dumps(_plain(self.to_dict()), indent=2, ensure_ascii=False,
+                          allow_nan=False) + "\n"
+
+    def to_markdown(self) -> str:
+        """A Markdown report: arms, comparisons, segments, pool bias, label noise, verdicts."""
+        lv = f"{self.settings.level:.0%}"
+        family = max([p.family for p in self.pairs] or [0])
+        rec = self.record or {}
+        head = [f"{k} `{v}`" for k, v in rec.items() if v not in (None, False)]
+        if rec.get("post_hoc"):
+            head.append("**post-hoc**: the key changed after metrics were seen")
+        out = ["# relgrade comparison", ""] + (["; ".join(head), ""] if head else []) + [
+               f"Seed {self.settings.seed}; {self.settings.n_resamples} bootstrap resamples "
+               f"({self.settings.method}), {self.settings.n_permutations} sign-flip "
+               f"permutations; Holm over {family} comparisons at alpha "
+               f"{self.settings.alpha:g}.", "", "## Arms", "",
+               f"| arm | measure | mean | {lv} CI | SE | queries for a "
+               f"{self.settings.min_relative_change:.0%} change |", "|---|---|---|---|---|---|"]
+        for (arm, m), ci in self.intervals.items():
+            n_needed = self.arm_power[(arm, m)].n_needed
+            out.append(f"| {arm} | {m} | {_f(ci.estimate)} | [{_f(ci.low)}, {_f(ci.high)}] | "
+                       f"{_f(ci.se)} | {'—' if n_needed is None else n_needed} |")
+        out += ["", "## Comparisons", "",
+                "| A | B | measure | Δ (A−B) | CI | p (randomization) | p (Holm) | t | d_z | "
+                "queries needed |", "|---|---|---|---|---|---|---|---|---|---|"]
+        for p in self.pairs:
+            d = p.delta
+            t = "∞" if p.ttest.infinite else ("—" if p.ttest.t is None else f"{p.ttest.t:.3f}")
+            out.append(
+                f"| {p.arm_a} | {p.arm_b} | {p.measure} | {_f(d.estimate, '+')} | "
+                f"[{_f(d.low, '+')}, {_f(d.high, '+')}] | {_fmt_p(p.randomization.p)} | "
+                f"{'—' if p.p_holm is None else _fmt_p(p.p_holm)} | {t} | "
+                f"{'—' if p.d_z is None else f'{p.d_z:.3f}'} | "
+                f"{'—' if p.power.n_needed is None else p.power.n_needed} |")
+        seg_rows = [(p, s) for p in self.pairs for s in p.segments] if any(
+            len(p.segments) > 1 for p in self.pairs) else []
+        if seg_rows:
+            out += ["", "## Segments", "", "| A | B | measure | group | n | Δ | CI | flag |",
+                    "|---|---|---|---|---|---|---|---|"]
+            for p, s in seg_rows:
+                flag = "cancellation" if p.cancellation and s.significant else ""
+                out.append(f"| {p.arm_a} | {p.arm_b} | {p.measure} | {s.group} | {s.delta.n} | "
+                           f"{_f(s.delta.estimate, '+')} | "
+                           f"[{_f(s.delta.low, '+')}, {_f(s.delta.high, '+')}]"
+                           f" | {flag} |")
+        if self.pool_bias:
+            out += ["", "## Pool bias", ""] + _markdown_tables(self.pool_bias)
+        if self.noise:
+            out += ["", "## Label noise", ""] + _markdown_tables(
+                {k: v for k, v in self.noise.items() if isinstance(v, list)})
+            for p in self.pairs:
+                if p.noise is not None:
+                    n = p.noise
+                    out.append(f"- {p.arm_a} vs {p.arm_b} on {p.measure}: band {n.band:.4f} "
+                               f"over {n.queries} audit queries"
+                               + (" — within the band" if n.within else ""))
+        out += ["", "## Verdicts", ""] + [f"- {v}" for v in self.verdicts()]
+        return "\n".join(out) + "\n"
+
+    def rich_tables(self, *, measure: str | None = None, pair: tuple | None = None) -> list:
+        """rich Tables for a terminal: arms, paired comparisons and, with groups, segments.
+
+        Parameters
+        ----------
+        measure : str, optional
+            Only this measure.
+        pair : (str, str), optional
+            Only these two arms, read as A against B.
+        """
+        from rich.table import Table
+
+        measures = [measure] if measure else list(self.measures)
+        arms = list(pair) if pair else list(self.arms)
+        lv = f"{self.settings.level:.0%}"
+        t1 = Table(title="Arms")
+        for col in ("arm", "measure", "mean", f"{lv} CI", "SE",
+                    f"queries for {self.settings.min_relative_change:.0%}"):
+            t1.add_column(col, justify="left" if col in ("arm", "measure") else "right",
+                          no_wrap=True)
+        for arm in arms:
+            for m in measures:
+                ci = self.intervals.get((arm, m))
+                if ci is None:
+                    continue
+                nn = self.arm_power[(arm, m)].n_needed
+                t1.add_row(arm, m, _f(ci.estimate), f"[{_f(ci.low)}, {_f(ci.high)}]",
+                           _f(ci.se), "—" if nn is None else str(nn))
+        chosen = self.selected(measure=measure, pair=pair)
+        title = "Paired comparisons" + (f": {pair[0]} − {pair[1]}" if pair else "")
+        t2 = Table(title=title)
+        cols = ([] if pair else ["A − B"]) + ["measure", "Δ", f"{lv} CI", "p rand.", "p Holm",
+                                              "t", "d_z", "queries needed"]
+        for col in cols:
+            t2.add_column(col, justify="left" if col in ("A − B", "measure") else "right",
+                          no_wrap=True)
+        for p in chosen:
+            d = p.delta
+            t = "∞" if p.ttest.infinite else ("—" if p.ttest.t is None else f"{p.ttest.t:.3f}")
+            row = ([] if pair else [f"{p.arm_a} − {p.arm_b}"]) + [
+                p.measure, _f(d.estimate, "+"), f"[{_f(d.low, '+')}, {_f(d.high, '+')}]",
+                _fmt_p(p.randomization.p), "—" if p.p_holm is None else _fmt_p(p.p_holm), t,
+                "—" if p.d_z is None else f"{p.d_z:.3f}",
+                "—" if p.power.n_needed is None else str(p.power.n_needed)]
+            t2.add_row(*row)
+        tables = [t1, t2]
+        if any(len(p.segments) > 1 for p in chosen):
+            t3 = Table(title="Per query group")
+            for col in ([] if pair else ["A − B"]) + ["measure", "group", "n", "Δ",
+                                                       f"{lv} CI", "flag"]:
+                t3.add_column(col, justify="right" if col in ("n", "Δ", f"{lv} CI") else "left",
+                              no_wrap=True)
+            for p in chosen:
+                for sg in p.segments:
+                    flag = "segment cancellation" if p.cancellation and sg.significant else ""
+                    t3.add_row(*([] if pair else [f"{p.arm_a} − {p.arm_b}"]), p.measure,
+                               sg.group, str(sg.delta.n), _f(sg.delta.estimate, "+"),
+                               f"[{_f(sg.delta.low, '+')}, {_f(sg.delta.high, '+')}]", flag)
+            tables.append(t3)
+        return tables
+
+    def subset(self, *, pair: tuple[str, str], measure: str | None = None) -> "Comparison":
+        """The comparisons between the two arms of ``pair``, read as pair[0] against pair[1].
+
+        Holm-adjusted p-values stay those of the whole family this result was built over.
+
+        Raises
+        ------
+        InputError
+            The pair was not compared, or ``measure`` is not one of the measures.
+        """
+        if measure is not None and measure not in self.measures:
+            raise InputError("measure not compared", item=measure,
+                             fix="use one of " + ", ".join(self.measures))
+        chosen = self.selected(measure=measure, pair=pair)
+        if not chosen:
+            raise InputError("comparison not made", item=f"{pair[0]} vs {pair[1]}")
+        measures = [m for m in self.measures if any(p.measure == m for p in chosen)]
+        keep = {(a, m) for a in pair for m in measures}
+        return Comparison(self.settings, [a for a in self.arms if a in pair], measures,
+                          {k: v for k, v in self.intervals.items() if k in keep},
+                          {k: v for k, v in self.arm_power.items() if k in keep}, chosen,
+                          pool_bias=None, noise=None if self.noise is None else {
+                              **self.noise, "orderings": [o for o in self.noise.get("orderings", [])
+                                                          if o["measure"] in measures]},
+                          record=self.record,
+                          values={m: self.values[m] for m in measures})
+
+    def selected(self, *, measure: str | None = None, pair: tuple | None = None) -> list:
+        """The comparisons on ``measure`` (all if None) between ``pair`` (all if None)."""
+        measures = [measure] if measure else list(self.measures)
+        if pair is None:
+            return [p for p in self.pairs if p.measure in measures]
+        return [self.pair(pair[0], pair[1], m) for m in measures
+                if any(p.measure == m and {p.arm_a, p.arm_b} == set(pair) for p in self.pairs)]
+
+    def arms_plot(self) -> pd.DataFrame:
+        """Per arm and measure: mean and interval bounds (``metrics/plots/arms.csv``)."""
+        rows = [{"arm": arm, "measure": m, "mean": ci.estimate, "low": ci.low, "high": ci.high}
+                for (arm, m), ci in self.intervals.items()]
+        return pd.DataFrame(rows, columns=["arm", "measure", "mean", "low", "high"])
+
+    def deltas_plot(self, measure: str | None = None) -> pd.DataFrame:
+        """Per-query differences, each arm minus the baseline (``metrics/plots/deltas.csv``).
+
+        Rows per (arm, measure) sorted by difference, largest first, with its 1-based
+        ``rank``, so a line per arm shows how many queries gain and lose and by how much.
+        Without a baseline the first arm is the reference.
+        """
+        base = self.settings.baseline or self.arms[0]
+        frames = []
+        for m in ([measure] if measure else self.measures):
+            qids, groups, mat = self.values[m]
+            ib = self.arms.index(base)
+            for i, arm in enumerate(self.arms):
+                if arm == base:
+                    continue
+                d = mat[i] - mat[ib]
+                order = np.lexsort((np.asarray(qids), -d))
+                frames.append(pd.DataFrame({
+                    "arm": arm, "baseline": base, "measure": m,
+                    "rank": np.arange(1, len(d) + 1), "query_id": np.asarray(qids)[order],
+                    "group": np.asarray(groups)[order], "delta": d[order]}))
+        cols = ["arm", "baseline", "measure", "rank", "query_id", "group", "delta"]
+        return pd.concat(frames, ignore_index=True)[cols] if frames else pd.DataFrame(columns=cols)
+
+
+def _plain(obj):
+    """numpy scalars → Python; tuples → lists (for json)."""
+    if isinstance(obj, dict):
+        return {str(k): _plain(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_plain(v) for v in obj]
+    if isinstance(obj, np.generic):
+        return obj.item()
+    return obj
+
+
+def _markdown_tables(tables: dict) -> list[str]:
+    out = []
+    for name, rows in tables.items():
+        if not isinstance(rows, list) or not rows:
+            continue
+        cols = list(rows[0])
+        out += [f"### {name.replace('_', ' ')}", "", "| " + " | ".join(cols) + " |",
+                "|" + "---|" * len(cols)]
+        for r in rows:
+            out.append("| " + " | ".join(_cell(r[c]) for c in cols) + " |")
+        out.append("")
+    return out
+
+
+def _cell(v) -> str:
+    if v is None:
+        return "—"
+    if isinstance(v, float):
+        return f"{v:.4f}"
+    return str(v)

@@ -1,0 +1,481 @@
+"""Judgment files: grade rows, key JSONL, TREC qrels and Parquet grades, read by one rule set.
+
+A judgment says how relevant one chunk is to one query: ``(query_id, chunk_id, grade)``.
+relgrade meets judgments in four files, and reads them all here:
+
+* **JSON Lines** (``.jsonl``, ``.ndjson``): one object per line with ``query_id``,
+  ``chunk_id`` and ``grade`` (grade rows add ``reason``, the long grades table ``grader`` and
+  ``round``; other keys are ignored). The key (``data/key/key.jsonl``) is such a file.
+* **TREC qrels** (``.qrels``): ``qid iter docid grade`` per line, parsed by
+  :func:`relgrade.io.trec.read_trec_qrels`, the one TREC qrels line parser.
+* **Parquet** (``.parquet``): columns as in JSON Lines.
+* A file of another extension is JSON Lines when its first non-blank character is ``{``,
+  else TREC qrels.
+
+The rules, the same for every format and every command that reads judgments
+(``relgrade evaluate``, ``agreement``, ``aggregate``, ``grade import``):
+
+1. **Encoding.** UTF-8; a leading byte-order mark and CRLF line ends are accepted; a line
+   that is not valid UTF-8 is refused, naming it.
+2. **Whitespace and blank lines.** Blank lines (nothing but whitespace) are skipped anywhere.
+   TREC fields are separated by runs of ASCII whitespace (spaces, tabs), as trec_eval splits
+   them; leading and trailing whitespace is ignored.
+3. **No comments.** No judgment format has a comment syntax: a line whose first non-blank
+   character is ``#`` is refused rather than guessed at (in TREC qrels, a query id starting
+   with ``#``; in JSON Lines, a line that is not JSON).
+4. **Ids.** ``query_id`` and ``chunk_id`` (and ``grader``) are non-empty and hold no
+   whitespace, Unicode spaces such as the no-break space included (no TREC file could
+   carry them); in JSON they are strings or integers
+   (``4411`` and ``"4411"`` are the same chunk), never ``true``, ``1.5`` or ``null``.
+   Ids are returned as ``str``.
+5. **Grades.** An integer: in JSON a number without fraction or exponent (not ``true``,
+   ``1.0`` or ``"1"``); in TREC qrels an optionally signed run of ASCII digits; in Parquet
+   an integer column. When a scale is given, every grade must be on it.
+6. **One grade per pair.** A second row for the same (query, chunk) pair (per grader and
+   round in the long grades table) is refused, naming both lines.
+7. **Not empty.** A file without a single judgment is refused: an empty key or qrels file
+   would otherwise score every run as undefined.
+
+Every refusal is an :class:`~relgrade.errors.InputError` naming the file, the line (the
+row for Parquet) and the pair.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Iterable, Iterator
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from relgrade.errors import InputError
+from relgrade.io.files import BOM, read_lines, read_parquet
+from relgrade.io.trec import read_trec_qrels
+
+#: The formats :func:`read_judgments` reads.
+FORMATS = ("jsonl", "qrels", "parquet")
+
+#: The columns of a judgments table (see :func:`read_judgments`).
+JUDGMENT_COLUMNS = ["query_id", "chunk_id", "grade", "reason"]
+
+_JSONL_SUFFIXES = (".jsonl", ".ndjson")
+
+
+# --- which format --------------------------------------------------------------------
+
+def judgment_format(path, fmt: str | None = None) -> str:
+    """The format of a judgment file: ``fmt`` when given, else told from the file.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        The file.
+    fmt : {"jsonl", "qrels", "parquet"}, optional
+        The format, when the caller knows it.
+
+    Returns
+    -------
+    str
+        One of :data:`FORMATS`: by extension (``.parquet``, ``.jsonl``/``.ndjson``,
+        ``.qrels``), else ``"jsonl"`` when the first non-blank character (after a byte-order
+        mark) is ``{``, else ``"qrels"``.
+
+    Raises
+    ------
+    InputError
+        ``fmt`` is not a known format, or (when the file must be looked at) the file is
+        missing or is a folder.
+    """
+    if fmt is not None:
+        if fmt not in FORMATS:
+            raise InputError("unknown judgment format", path=path, found=fmt,
+                             fix="Use one of " + ", ".join(FORMATS))
+        return fmt
+    path = Path(path)
+    suffix = path.suffix.lower()
+    if suffix == ".parquet":
+        return "parquet"
+    if suffix in _JSONL_SUFFIXES:
+        return "jsonl"
+    if suffix == ".qrels":
+        return "qrels"
+    try:
+        with open(path, "rb") as f:
+            head = f.read(1 << 12)
+    except FileNotFoundError:
+        raise InputError("file not found", path=path) from None
+    except IsADirectoryError:
+        raise InputError("is a folder, not a file", path=path) from None
+    return "jsonl" if head.removeprefix(BOM).lstrip().startswith(b"{") else "qrels"
+
+
+# --- reading -------------------------------------------------------------------------
+
+def read_judgments(path, *, scale: Iterable[int] | None = None,
+                   fmt: str | None = None) -> pd.DataFrame:
+    """Read a judgment file (JSON Lines grade rows or key, TREC qrels, Parquet).
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        The file.
+    scale : iterable of int, optional
+        The allowed grades; ``None`` accepts every integer.
+    fmt : {"jsonl", "qrels", "parquet"}, optional
+        The format; by default told from the file (see :func:`judgment_format`).
+
+    Returns
+    -------
+    pandas.DataFrame of shape (n_judgments, 4)
+        Columns ``query_id`` (str), ``chunk_id`` (str), ``grade`` (int64), ``reason`` (str,
+        ``""`` where the file has none), in file order.
+
+    Raises
+    ------
+    InputError
+        Any rule of the module (see its docstring), naming the file, the line and the pair.
+
+    Examples
+    --------
+    >>> import os, tempfile
+    >>> path = os.path.join(tempfile.mkdtemp(), "key.qrels")
+    >>> _ = open(path, "w").write("q1 0 c7 2\\n\\nq1 0 c9 0\\n")
+    >>> read_judgments(path, scale=[0, 1, 2]).to_dict("records")[0]
+    {'query_id': 'q1', 'chunk_id': 'c7', 'grade': 2, 'reason': ''}
+    """
+    return _read(Path(path), scale=scale, fmt=fmt, lines_needed=False)[0]
+
+
+def judgment_rows(path, *, scale: Iterable[int] | None = None,
+                  fmt: str | None = None) -> list[tuple[int, dict]]:
+    """Judgments as grade rows with their line numbers, for a grade-row validator.
+
+    Parameters
+    ----------
+    path, scale, fmt
+        As :func:`read_judgments`.
+
+    Returns
+    -------
+    list of (int, dict)
+        ``(line, {"query_id", "chunk_id", "reason", "grade"})`` per judgment, in file order
+        and in the grade row's key order (see
+        :func:`relgrade.protocol.grades.validate_grade_rows`); the line is the row number
+        for Parquet.
+
+    Raises
+    ------
+    InputError
+        As :func:`read_judgments`.
+    """
+    df, lines = _read(Path(path), scale=scale, fmt=fmt, lines_needed=True)
+    return [(int(line), {"query_id": q, "chunk_id": c, "reason": r, "grade": int(g)})
+            for line, q, c, r, g in zip(lines, df["query_id"], df["chunk_id"], df["reason"],
+                                        df["grade"])]
+
+
+def judgment_objects(path) -> list[tuple[int, dict]]:
+    """The objects of a JSON Lines grade-row file, unchecked, for a validator of grade rows.
+
+    Rules 1–3 of the module apply (encoding, blank lines, no comments); every line must be
+    a JSON object. The objects keep the file's key order, so that
+    :func:`relgrade.protocol.grades.validate_grade_rows` can check it and the rest.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        The file.
+
+    Returns
+    -------
+    list of (int, dict)
+        ``(line, object)`` per non-blank line.
+
+    Raises
+    ------
+    InputError
+        The file is missing, a line is not valid UTF-8, is a comment, is not JSON or is not
+        a JSON object.
+    """
+    return list(_objects(Path(path)))
+
+
+def read_grades_table(path, *, scale: Iterable[int] | None = None) -> pd.DataFrame:
+    """The long grades table (several graders per pair) from Parquet or JSON Lines.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        ``.parquet`` (the grades stage's output) or ``.jsonl``/``.ndjson`` rows with
+        ``query_id``, ``chunk_id``, ``grader``, ``grade`` and optional ``round``.
+    scale : iterable of int, optional
+        The allowed grades; ``None`` accepts every integer.
+
+    Returns
+    -------
+    pandas.DataFrame of shape (n_grades, n_columns)
+        ``query_id``, ``chunk_id``, ``grader`` (str) and ``grade`` (int64), plus ``round``
+        when any row has one (float64 with NaN for JSON rows without one, as read from
+        Parquet otherwise) and every other column of a Parquet file, in file order.
+
+    Raises
+    ------
+    InputError
+        Any rule of the module, applied per grader and round; an unknown extension; a round
+        that is not an integer.
+    """
+    path = Path(path)
+    suffix = path.suffix.lower()
+    if suffix == ".parquet":
+        df = read_parquet(path)
+        _require(df, ["query_id", "chunk_id", "grader", "grade"], path)
+        df = df.copy()
+        lines = np.arange(1, len(df) + 1)
+        for name in ("query_id", "chunk_id", "grader"):
+            df[name] = _id_column(df[name], name, path, lines)
+        df["grade"] = _grade_column(df, path, lines)
+    elif suffix in _JSONL_SUFFIXES:
+        df, lines = _jsonl_table(path, ids=("query_id", "chunk_id", "grader"), round_=True)
+    else:
+        raise InputError("unknown grades format (use .parquet or .jsonl)", path=path,
+                         found=suffix or "no extension")
+    key = ["grader", "query_id", "chunk_id"] + (["round"] if "round" in df.columns else [])
+    _check(df, path=path, lines=lines, key=key, scale=scale, who="grader")
+    if "round" in df.columns and suffix != ".parquet" and df["round"].isna().all():
+        df = df.drop(columns="round")
+    return df
+
+
+def _read(path: Path, *, scale, fmt, lines_needed: bool):
+    kind = judgment_format(path, fmt)
+    if kind == "qrels":
+        df = read_trec_qrels(path)
+        lines = None
+        hashed = df["query_id"].str.startswith("#").to_numpy(dtype=bool)
+        if hashed.any():
+            lines = _nonblank_lines(path)
+            i = int(hashed.argmax())
+            raise InputError("a comment line: no judgment format has comments", path=path,
+                             line=int(lines[i]), found=repr(df["query_id"].iat[i]),
+                             fix="Delete the line")
+        df["reason"] = ""
+        if lines_needed:
+            lines = _nonblank_lines(path)
+    elif kind == "parquet":
+        df = read_parquet(path)
+        _require(df, ["query_id", "chunk_id", "grade"], path)
+        lines = np.arange(1, len(df) + 1)
+        reason = (df["reason"].where(df["reason"].map(lambda r: isinstance(r, str)), "")
+                  if "reason" in df.columns else "")
+        out = pd.DataFrame({"query_id": _id_column(df["query_id"], "query_id", path, lines),
+                            "chunk_id": _id_column(df["chunk_id"], "chunk_id", path, lines)})
+        out["grade"] = _grade_column(df, path, lines)
+        out["reason"] = reason
+        df = out
+    else:
+        df, lines = _jsonl_table(path, ids=("query_id", "chunk_id"), reason=True)
+    _check(df, path=path, lines=lines, key=["query_id", "chunk_id"], scale=scale,
+           where="line" if kind != "parquet" else "row")
+    return df[JUDGMENT_COLUMNS].astype({"reason": "str"}), lines
+
+
+# --- JSON Lines ----------------------------------------------------------------------
+
+def _objects(path: Path) -> Iterator[tuple[int, dict]]:
+    """``(line, object)`` per non-blank line; a comment or a non-object line is refused."""
+    for i, line in enumerate(read_lines(path), start=1):
+        text = line.strip()
+        if not text:
+            continue
+        if text.startswith("#"):
+            raise InputError("a comment line: no judgment format has comments", path=path,
+                             line=i, fix="Delete the line")
+        try:
+            obj = json.loads(text)
+        except json.JSONDecodeError as e:
+            raise InputError("not valid JSON", path=path, line=i, found=e.msg) from None
+        if not isinstance(obj, dict):
+            raise InputError("each line must be a JSON object", path=path, line=i,
+                             found=type(obj).__name__)
+        yield i, obj
+
+
+def _json_id(value, name: str, path: Path, line: int) -> str:
+    if isinstance(value, bool) or not isinstance(value, (str, int)):
+        raise InputError(f"{name} must be a string or an integer", path=path, line=line,
+                         found=_shown(value))
+    return str(value)
+
+
+def _jsonl_table(path: Path, *, ids: tuple[str, ...], reason: bool = False,
+                 round_: bool = False) -> tuple[pd.DataFrame, np.ndarray]:
+    required = (*ids, "grade")
+    cols: dict[str, list] = {name: [] for name in required}
+    reasons, rounds, lines = [], [], []
+    for line, obj in _objects(path):
+        missing = [k for k in required if k not in obj]
+        if missing:
+            raise InputError(f"a row needs {', '.join(required)}", path=path, line=line,
+                             found="no " + ", ".join(missing))
+        for name in ids:
+            cols[name].append(_json_id(obj[name], name, path, line))
+        g = obj["grade"]
+        if isinstance(g, bool) or not isinstance(g, int):
+            raise InputError("grade must be an integer", path=path, line=line,
+                             item=_item(obj, ids), found=_shown(g))
+        cols["grade"].append(g)
+        if reason:
+            r = obj.get("reason")
+            reasons.append(r if isinstance(r, str) else "")
+        if round_:
+            rnd = obj.get("round")
+            if rnd is not None and (isinstance(rnd, bool) or not isinstance(rnd, int)):
+                raise InputError("round must be an integer", path=path, line=line,
+                                 item=_item(obj, ids), found=_shown(rnd))
+            rounds.append(np.nan if rnd is None else float(rnd))
+        lines.append(line)
+    df = pd.DataFrame({name: pd.Series(cols[name], dtype="str") for name in ids})
+    df["grade"] = pd.Series(cols["grade"], dtype="int64")
+    if reason:
+        df["reason"] = pd.Series(reasons, dtype="str")
+    if round_:
+        df["round"] = pd.Series(rounds, dtype="float64")
+    return df, np.asarray(lines, dtype=np.int64)
+
+
+# --- Parquet -------------------------------------------------------------------------
+
+def _require(df: pd.DataFrame, columns: list[str], path: Path) -> None:
+    missing = [c for c in columns if c not in df.columns]
+    if missing:
+        raise InputError(f"a judgment table needs the columns {', '.join(columns)}",
+                         path=path, found="no " + ", ".join(missing))
+
+
+def _id_column(col: pd.Series, name: str, path: Path, rows: np.ndarray) -> pd.Series:
+    if pd.api.types.is_integer_dtype(col.dtype) and not col.isna().any():
+        return col.astype("int64").astype("str")
+    bad = col.map(lambda v: isinstance(v, bool) or not isinstance(v, (str, int, np.integer)))
+    if bad.any():
+        i = int(np.flatnonzero(bad.to_numpy())[0])
+        raise InputError(f"{name} must be a string or an integer", path=path,
+                         found=f"row {int(rows[i])}: {_shown(col.iat[i])}")
+    return col.map(str).astype("str")
+
+
+def _grade_column(df: pd.DataFrame, path: Path, rows: np.ndarray) -> pd.Series:
+    col = df["grade"]
+    if pd.api.types.is_bool_dtype(col.dtype):
+        ok = np.zeros(len(col), dtype=bool)
+    elif pd.api.types.is_integer_dtype(col.dtype):
+        ok = ~col.isna().to_numpy(dtype=bool)
+    elif col.dtype == object:
+        ok = col.map(lambda v: isinstance(v, (int, np.integer))
+                     and not isinstance(v, bool)).to_numpy(dtype=bool)
+    else:  # floats, strings: not an integer column, whatever the values
+        ok = np.zeros(len(col), dtype=bool)
+    if not ok.all():
+        i = int(np.flatnonzero(~ok)[0])
+        raise InputError("grade must be an integer", path=path,
+                         item=f"pair ({df['query_id'].iat[i]}, {df['chunk_id'].iat[i]})",
+                         found=f"row {int(rows[i])}: {_shown(col.iat[i])}",
+                         fix="Store grades in an integer column")
+    return col.astype("int64")
+
+
+# --- the rules every format shares ---------------------------------------------------
+
+def _off_scale(df: pd.DataFrame, scale) -> np.ndarray:
+    if scale is None:
+        return np.zeros(len(df), dtype=bool)
+    return ~df["grade"].isin([int(g) for g in scale]).to_numpy(dtype=bool)
+
+
+def _check(df: pd.DataFrame, *, path: Path, lines, key: list[str], scale,
+           who: str | None = None, where: str = "line") -> None:
+    """Empty file, ids, scale and repeated pairs: the rules every format shares.
+
+    ``lines`` holds each row's line (or row) number; ``None`` for TREC qrels, whose line
+    numbers are counted only when an error needs one.
+    """
+    if df.empty:
+        raise InputError("no judgments in the file", path=path,
+                         fix="A judgment file holds at least one (query, chunk, grade) row")
+
+    def item(i: int) -> str:
+        pair = f"pair ({df['query_id'].iat[i]}, {df['chunk_id'].iat[i]})"
+        return f"{df[who].iat[i]}: {pair}" if who else pair
+
+    numbers = lines
+
+    def number_of(i: int) -> int:
+        nonlocal numbers
+        if numbers is None:  # TREC qrels: count the lines only now that an error needs one
+            numbers = _nonblank_lines(path)
+        return int(numbers[i])
+
+    def refuse(rule: str, i: int, found: str, **kw):
+        if where == "line":
+            return InputError(rule, path=path, line=number_of(i), found=found, **kw)
+        return InputError(rule, path=path, found=f"row {number_of(i)}: {found}", **kw)
+
+    for name in [c for c in ("query_id", "chunk_id", who) if c]:
+        bad = _blank_or_spaced(df[name])
+        if bad.any():
+            i = int(bad.argmax())
+            raise refuse(f"{name} is empty or holds whitespace", i, repr(df[name].iat[i]))
+    off = _off_scale(df, scale)
+    if off.any():
+        i = int(off.argmax())
+        shown = ",".join(str(g) for g in sorted({int(g) for g in scale}))
+        raise refuse(f"grade outside the scale {shown}", i, str(int(df["grade"].iat[i])),
+                     item=item(i))
+    repeated = df.duplicated(key, keep=False).to_numpy(dtype=bool)
+    if repeated.any():
+        group = df.groupby(key, dropna=False, sort=False).ngroup().to_numpy()
+        first = int(repeated.argmax())
+        second = int(np.flatnonzero(group == group[first])[1])
+        a, b = number_of(first), number_of(second)
+        rule = ("one grader grades one (query, chunk) pair twice" if who
+                else "one (query, chunk) pair is graded twice")
+        extra = {"line": b} if where == "line" else {}
+        raise InputError(rule, path=path, **extra, item=item(second),
+                         found=f"{where}s {a} and {b}", fix="Keep one grade per pair")
+
+
+def _blank_or_spaced(col: pd.Series) -> np.ndarray:
+    """True where an id is empty or holds a character ``str.isspace`` calls whitespace.
+
+    Arrow's regex engine finds the few ids with a character outside printable ASCII; only
+    those are looked at in Python (TREC fields are already split on ASCII whitespace, but
+    may hold a no-break space or another Unicode space).
+    """
+    arr = pa.array(col, type=pa.large_string())
+    bad = pc.equal(arr, "").to_numpy(zero_copy_only=False).astype(bool)
+    odd = np.flatnonzero(pc.match_substring_regex(arr, r"[^\x21-\x7e]")
+                         .to_numpy(zero_copy_only=False))
+    for i in odd:
+        bad[i] = any(ch.isspace() for ch in col.iat[i])
+    return bad
+
+
+def _nonblank_lines(path: Path) -> np.ndarray:
+    """The 1-based numbers of the file's non-blank lines (one per TREC qrels row)."""
+    return np.asarray([i for i, line in enumerate(read_lines(path), start=1)
+                       if line.strip(" \t\r\x0b\x0c")], dtype=np.int64)
+
+
+def _item(obj: dict, ids: tuple[str, ...]) -> str:
+    pair = f"pair ({obj.get('query_id')}, {obj.get('chunk_id')})"
+    return f"{obj['grader']}: {pair}" if "grader" in ids else pair
+
+
+def _shown(value) -> str:
+    """A value as it appears in a JSON file (``true``, ``1.0``, ``"2"``)."""
+    try:
+        return json.dumps(value, ensure_ascii=False)
+    except (TypeError, ValueError):
+        return repr(value)

@@ -1,0 +1,409 @@
+"""The rater workflow in one call: gold → removal → aggregation → agreement → flags.
+
+:func:`aggregate_raters` takes the long grades table of several raters (and, optionally, a
+gold table of pairs with known grades) and returns a :class:`RaterReport`: each rater's gold
+accuracy and what happened to them, one grade per pair, Fleiss' kappa and Krippendorff's
+alpha before and after removal, and the high-variance pairs an expert should adjudicate.
+The report renders itself as a JSON-ready dict (:meth:`RaterReport.to_dict`) and as text
+lines (:meth:`RaterReport.lines`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import math
+from dataclasses import dataclass
+from typing import Iterable
+
+import pandas as pd
+
+from relgrade.errors import InputError
+from relgrade.protocol.agreement import KRIPPENDORFF_LEVELS, multi_rater_agreement
+from relgrade.raters import aggregate as agg
+from relgrade.raters import gold as gd
+
+#: Aggregation methods: name → how the report names it.
+METHODS = {"majority": "majority vote", "dawid-skene": "Dawid-Skene"}
+
+#: The agreement statistics the report shows, before and after removal.
+AGREEMENT_ROWS = ("fleiss_kappa",) + tuple(f"krippendorff_alpha_{lv}" for lv in
+                                           KRIPPENDORFF_LEVELS)
+
+
+@contextlib.contextmanager
+def _about(path):
+    """Name ``path`` in a library error that names no file."""
+    try:
+        yield
+    except InputError as e:
+        if e.path is not None or path is None:
+            raise
+        raise InputError(e.rule, path=path, line=e.line, item=e.item, found=e.found,
+                         fix=e.fix) from None
+
+
+def select_grades(grades: pd.DataFrame, *, round_: int | None = None,
+                  exclude: Iterable[str] = (), source=None) -> pd.DataFrame:
+    """The grades of one round, without the excluded graders.
+
+    Parameters
+    ----------
+    grades : pandas.DataFrame
+        The long grades table: ``query_id``, ``chunk_id``, ``grader``, ``grade`` and, when
+        it holds several rounds, ``round``.
+    round_ : int, optional
+        Keep this round only. Required when the table holds several rounds.
+    exclude : iterable of str, optional
+        Graders to leave out (e.g. an earlier aggregate imported as a grader).
+    source : str or os.PathLike, optional
+        The file named in errors.
+
+    Returns
+    -------
+    pandas.DataFrame
+        The selected rows, columns unchanged.
+
+    Raises
+    ------
+    InputError
+        ``round_`` given but the table has no ``round`` column; several rounds and no
+        ``round_``; ``exclude`` names a grader the table does not have.
+    """
+    exclude = tuple(exclude)
+    if round_ is not None:
+        if "round" not in grades.columns:
+            raise InputError("--round given but the grades have no round column", path=source)
+        grades = grades[pd.to_numeric(grades["round"], errors="coerce") == round_]
+    elif "round" in grades.columns:
+        rounds = sorted({int(r) for r in grades["round"].dropna()})
+        if len(rounds) > 1:
+            raise InputError("the grades hold several rounds", path=source,
+                             found="rounds " + ", ".join(map(str, rounds)),
+                             fix="Pass --round N to aggregate one round")
+    if exclude:
+        names = set(grades["grader"].astype(str)) if "grader" in grades.columns else set()
+        unknown = [n for n in exclude if n not in names]
+        if unknown:
+            raise InputError("--exclude names a grader the grades do not have", path=source,
+                             item=unknown[0])
+        grades = grades[~grades["grader"].astype(str).isin(exclude)]
+    return grades
+
+
+def _plain(value):
+    """JSON-ready value: NaN becomes null, numpy scalars become Python ones."""
+    if hasattr(value, "item"):
+        value = value.item()
+    if isinstance(value, float) and math.isnan(value):
+        return None
+    return value
+
+
+def _rater_rows(ratings, accuracy, decisions) -> list[dict]:
+    counts = ratings.groupby("grader")["grade"].size()
+    acc = {} if accuracy is None else accuracy.set_index("grader").to_dict("index")
+    dec = decisions.set_index("grader").to_dict("index")
+    rows = []
+    for name in sorted(counts.index):
+        a = acc.get(name, {})
+        d = dec.get(name)
+        rows.append({
+            "grader": name,
+            "grades": int(counts[name]),
+            "gold_pairs": _plain(a["gold_pairs"]) if a else None,
+            "correct": _plain(a["correct"]) if a else None,
+            "accuracy": _plain(a["accuracy"]) if a else None,
+            "within_one": _plain(a["within_one"]) if a else None,
+            "removed": bool(d["removed"]) if d else False,
+            "flagged": bool(d is not None and not d["removed"]),
+            "decision": d["reason"] if d else ("kept" if accuracy is not None
+                                               else "kept (no gold table)"),
+        })
+    return rows
+
+
+@dataclass(frozen=True, eq=False)
+class RaterReport:
+    """What :func:`aggregate_raters` found, ready to print or to write.
+
+    Attributes
+    ----------
+    labels : pandas.DataFrame of shape (n_pairs, 3)
+        The aggregate: ``query_id``, ``chunk_id`` (str), ``grade`` (int64), one row per
+        pair, sorted by (query_id, chunk_id).
+    raters : list of dict
+        Per rater (by name): ``grader``, ``grades``, ``gold_pairs``, ``correct``,
+        ``accuracy``, ``within_one`` (``None`` without gold), ``removed``, ``flagged``,
+        ``decision``.
+    agreement : dict
+        ``{"all": ..., "kept": ...}``: :func:`~relgrade.protocol.agreement.multi_rater_agreement`
+        over every rater and over the kept raters.
+    high_variance : list of dict
+        The pairs flagged for adjudication (:func:`relgrade.raters.aggregate.flag_high_variance`)
+        with their aggregate ``grade``.
+    method_detail : dict
+        ``{"tie_rule": ...}`` for majority, ``{"dawid_skene": {...}}`` for Dawid-Skene.
+    n_ratings, n_pairs_in : int
+        Grades and distinct pairs of the selected input, before removal.
+    grades, gold, out : str or None
+        The names of the grades table, the gold table and the written aggregate, as shown.
+    Other attributes echo the settings.
+    """
+
+    labels: pd.DataFrame
+    raters: list
+    kept_raters: list
+    agreement: dict
+    high_variance: list
+    method_detail: dict
+    method: str
+    scale: list
+    threshold: float
+    min_gold: int
+    flag_variance: float
+    round: int | None
+    gold_pairs: int | None
+    n_ratings: int
+    n_pairs_in: int
+    grades: str | None = None
+    gold: str | None = None
+    out: str | None = None
+
+    def written_to(self, out) -> "RaterReport":
+        """The same report, saying the aggregate was written to ``out``."""
+        return dataclasses.replace(self, out=None if out is None else str(out))
+
+    def to_dict(self) -> dict:
+        """The report as one JSON-ready document (what ``relgrade aggregate --json`` prints).
+
+        Returns
+        -------
+        dict
+            Keys ``grades``, ``gold``, ``gold_pairs``, ``method``, ``scale``, ``threshold``,
+            ``min_gold``, ``round``, ``pairs``, ``raters``, ``removed``, ``flagged_raters``,
+            ``kept_raters``, ``agreement``, ``flag_variance``, ``high_variance``, ``out``, then
+            ``tie_rule`` (majority) or ``dawid_skene`` (its iterations, convergence,
+            log-likelihood, class priors and each kept rater's confusion matrix).
+        """
+        return {
+            "grades": self.grades,
+            "gold": self.gold,
+            "gold_pairs": self.gold_pairs,
+            "method": self.method,
+            "scale": self.scale,
+            "threshold": self.threshold,
+            "min_gold": self.min_gold,
+            "round": self.round,
+            "pairs": int(len(self.labels)),
+            "raters": self.raters,
+            "removed": [r["grader"] for r in self.raters if r["removed"]],
+            "flagged_raters": [r["grader"] for r in self.raters if r["flagged"]],
+            "kept_raters": self.kept_raters,
+            "agreement": self.agreement,
+            "flag_variance": self.flag_variance,
+            "high_variance": self.high_variance,
+            "out": self.out,
+            **self.method_detail,
+        }
+
+    def lines(self) -> list[str]:
+        """The report as text lines: input, raters table, aggregation, agreement, flags."""
+        report = self.to_dict()
+        source = "" if report["grades"] is None else f"{report['grades']}: "
+        lines = [f"grades: {source}{self.n_ratings} grades from "
+                 f"{len(report['raters'])} raters on {self.n_pairs_in} pairs"]
+        if report["gold_pairs"] is None:
+            lines.append("gold: none given, so no rater is removed")
+        else:
+            gold = "" if report["gold"] is None else f"{report['gold']}: "
+            lines.append(f"gold: {gold}{report['gold_pairs']} pairs; a rater with "
+                         f"at least {report['min_gold']} gold answers is removed below "
+                         f"accuracy {report['threshold']:g}")
+        lines.append("")
+        header = ["rater", "grades", "gold", "correct", "accuracy", "within_one", "decision"]
+        rows = [[r["grader"], str(r["grades"]),
+                 "-" if r["gold_pairs"] is None else str(r["gold_pairs"]),
+                 "-" if r["correct"] is None else str(r["correct"]),
+                 "-" if r["gold_pairs"] is None else _num(r["accuracy"]),
+                 "-" if r["gold_pairs"] is None else _num(r["within_one"]),
+                 r["decision"]] for r in report["raters"]]
+        lines += _table(header, rows, right={1, 2, 3, 4, 5})
+        lines.append("")
+        n_kept = len(report["kept_raters"])
+        how = METHODS[report["method"]]
+        if report["method"] == "majority":
+            lines.append(f"aggregated {report['pairs']} pairs from {n_kept} raters by {how} "
+                         f"(ties: {report['tie_rule']})")
+        else:
+            ds = report["dawid_skene"]
+            state = (f"converged after {ds['iterations']} iterations" if ds["converged"]
+                     else f"stopped at {ds['iterations']} iterations without converging")
+            priors = ", ".join(f"{g}: {p:.4f}" for g, p in ds["priors"].items())
+            lines.append(f"aggregated {report['pairs']} pairs from {n_kept} raters by {how} "
+                         f"({state}; class priors {priors})")
+        if report["out"] is not None:
+            lines.append(f"wrote {report['pairs']} rows to {report['out']}")
+        else:
+            lines.append("nothing written (pass --out FILE to write the aggregate)")
+        lines.append("")
+        a, k = report["agreement"]["all"], report["agreement"]["kept"]
+        rows = [[name, _num(a[name]), _num(k[name])] for name in AGREEMENT_ROWS]
+        lines += _table(["agreement", "all raters", "kept raters"], rows, right={1, 2})
+        for note in k["notes"]:
+            lines.append(f"note (kept raters): {note}")
+        for note in a["notes"]:
+            if note not in k["notes"]:
+                lines.append(f"note (all raters): {note}")
+        lines.append("")
+        flags = report["high_variance"]
+        rule = f"variance >= {report['flag_variance']:g}, or grades 2 or more apart"
+        if not flags:
+            lines.append(f"high-variance pairs for expert adjudication: none ({rule})")
+            return lines
+        lines.append(f"high-variance pairs for expert adjudication: {len(flags)} ({rule})")
+        header = ["query_id", "chunk_id", "grade", "grades", "variance", "reason"]
+        rows = [[f["query_id"], f["chunk_id"], str(f["grade"]), f["grades"],
+                 _num(f["variance"]), f["reason"]] for f in flags]
+        lines += _table(header, rows, right={2, 4})
+        return lines
+
+
+def _num(value, digits: int = 4) -> str:
+    """A number as the report prints it: ``undefined`` for None and NaN."""
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "undefined"
+    if isinstance(value, float):
+        return f"{value:.{digits}f}"
+    return str(value)
+
+
+def _table(header: list[str], rows: list[list[str]], right: set[int]) -> list[str]:
+    widths = [max(len(t) for t in col) for col in zip(header, *rows)]
+    out = []
+    for r in [header, *rows]:
+        cells = [t.rjust(w) if i in right else t.ljust(w)
+                 for i, (t, w) in enumerate(zip(r, widths))]
+        out.append("  ".join(cells).rstrip())
+    return out
+
+
+def aggregate_raters(grades: pd.DataFrame, *, scale: Iterable[int],
+                     gold: pd.DataFrame | None = None, method: str = "majority",
+                     threshold: float = 0.7, min_gold: int = 5, flag_variance: float = 0.5,
+                     round_: int | None = None, exclude: Iterable[str] = (),
+                     grades_source=None, gold_source=None) -> RaterReport:
+    """Several raters' grades → one grade per pair, with who was removed and why.
+
+    The steps, in order: select the round and drop excluded graders
+    (:func:`select_grades`); check the ratings; with gold, measure each rater's accuracy
+    on it and remove those below ``threshold`` measured on at least ``min_gold`` gold
+    answers (:func:`relgrade.raters.gold.remove_raters`); aggregate the kept raters by
+    majority vote or Dawid-Skene; measure agreement over all raters and over the kept ones;
+    flag high-variance pairs for adjudication.
+
+    Parameters
+    ----------
+    grades : pandas.DataFrame
+        The long grades table: ``query_id``, ``chunk_id``, ``grader``, ``grade`` (and
+        ``round``), one row per rater and pair.
+    scale : iterable of int
+        The grade scale.
+    gold : pandas.DataFrame, optional
+        Pairs with known grades: ``query_id``, ``chunk_id``, ``grade``. Without it no rater
+        is removed.
+    method : {"majority", "dawid-skene"}, default "majority"
+        How the kept raters' grades become one grade (majority ties: the median of the
+        tied grades, rounded down).
+    threshold : float, default 0.7
+        Lowest gold accuracy a rater may have and stay, in [0, 1].
+    min_gold : int, default 5
+        Fewest gold answers on which a rater can be removed; one with fewer is kept and
+        flagged.
+    flag_variance : float, default 0.5
+        Flag a pair when its grades' variance is at least this (grades two or more apart
+        are always flagged).
+    round_, exclude
+        As :func:`select_grades`.
+    grades_source, gold_source : str or os.PathLike, optional
+        The names of the two tables: shown in the report and named in errors.
+
+    Returns
+    -------
+    RaterReport
+
+    Raises
+    ------
+    InputError
+        A setting is out of range; a rule of :func:`select_grades`,
+        :func:`relgrade.raters.aggregate.check_ratings` or
+        :func:`relgrade.raters.gold.check_gold` is broken; a gold grade is off the scale;
+        nothing is left to aggregate (no grades, or every rater removed).
+    """
+    if method not in METHODS:
+        raise InputError("unknown aggregation method", found=method,
+                         fix="Use one of " + ", ".join(METHODS))
+    if not (0.0 <= threshold <= 1.0):
+        raise InputError("--threshold is a gold accuracy between 0 and 1",
+                         found=repr(threshold))
+    scale = list(scale)
+    grades = select_grades(grades, round_=round_, exclude=exclude, source=grades_source)
+    with _about(grades_source):
+        ratings = agg.check_ratings(grades, scale=scale)
+    if ratings.empty:
+        raise InputError("no grades to aggregate", path=grades_source)
+
+    accuracy, known, kept = None, None, ratings
+    decisions = pd.DataFrame({c: pd.Series(dtype=object) for c in gd.DECISION_COLUMNS})
+    if gold is not None:
+        with _about(gold_source):
+            known = gd.check_gold(gold)
+        off = known[~known["grade"].isin(scale)]
+        if len(off):
+            raise InputError(f"gold grade outside the scale {','.join(map(str, scale))}",
+                             path=gold_source,
+                             item=f"pair ({off.iloc[0]['query_id']}, {off.iloc[0]['chunk_id']})",
+                             found=int(off.iloc[0]["grade"]))
+        accuracy = gd.gold_accuracy(ratings, known)
+        kept, decisions = gd.remove_raters(ratings, accuracy, threshold=threshold,
+                                           min_gold=min_gold)
+        if kept.empty:
+            raise InputError("every rater fell below the gold threshold: nothing is left to "
+                             "aggregate", path=grades_source,
+                             fix="Check the gold table's grades, or lower --threshold")
+
+    if method == "majority":
+        labels = agg.majority(kept, scale=scale)
+        detail = {"tie_rule": agg.TIES["median-low"]}
+    else:
+        ds = agg.dawid_skene(kept, scale=scale)
+        labels = ds.labels
+    kept_raters = sorted(kept["grader"].unique())
+    if method != "majority":
+        detail = {"dawid_skene": {
+            "iterations": ds.iterations, "converged": ds.converged,
+            "log_likelihood": ds.log_likelihood,
+            "priors": {str(g): float(p) for g, p in ds.priors.items()},
+            "confusion": {name: ds.confusion.loc[name].to_numpy().tolist()
+                          for name in kept_raters},
+        }}
+    flags = agg.flag_high_variance(kept, threshold=flag_variance)
+    flags = flags.merge(labels[["query_id", "chunk_id", "grade"]], on=["query_id", "chunk_id"],
+                        how="left")
+    return RaterReport(
+        labels=labels[["query_id", "chunk_id", "grade"]],
+        raters=_rater_rows(ratings, accuracy, decisions),
+        kept_raters=kept_raters,
+        agreement={"all": multi_rater_agreement(ratings, scale=scale),
+                   "kept": multi_rater_agreement(kept, scale=scale)},
+        high_variance=[{k: _plain(v) for k, v in row.items()}
+                       for row in flags.to_dict("records")],
+        method_detail=detail,
+        method=method, scale=scale, threshold=threshold, min_gold=min_gold,
+        flag_variance=flag_variance, round=round_,
+        gold_pairs=None if known is None else int(len(known)),
+        n_ratings=int(len(ratings)),
+        n_pairs_in=int(ratings[["query_id", "chunk_id"]].drop_duplicates().shape[0]),
+        grades=None if grades_source is None else str(grades_source),
+        gold=None if gold_source is None else str(gold_source),
+    )
