@@ -32,7 +32,8 @@ GRADE_KEYS, ROW_COLUMNS
 GRADES
     The long grades table, one row per (query, chunk, grader, round): ``query_id``,
     ``chunk_id``, ``grader``, ``role`` (one of ROLES), ``round`` (int64 >= 1), ``grade``
-    (int64), ``reason`` (str), ``sequence`` (int64, the row's place in its grader's file).
+    (int64), ``reason`` (str), ``sequence`` (int64, 0-based place of the row in its
+    grader's file: the order of grading).
 RATINGS
     The columns every rater-level computation needs from GRADES: ``query_id``,
     ``chunk_id``, ``grader`` (str), ``grade`` (int).
@@ -44,7 +45,8 @@ PROVENANCE
     ``rank`` (int64), ``score`` (float64), ``source`` (str).
 ORDERS
     The display order of every packet: ``query_id``, ``chunk_id``, ``role`` (str),
-    ``round``, ``position``, ``batch`` (int64), ``order_seed`` (int64 in [0, 2**63)).
+    ``round``, ``position`` (0-based), ``batch`` (int64), ``order_seed`` (int64 in
+    [0, 2**63)).
 PER_QUERY
     Per-query metric values of several arms: ``arm``, ``query_id``, ``group``, ``measure``
     (str), ``value`` (float64).

@@ -430,8 +430,8 @@ def long_table(tables: Mapping[str, pd.DataFrame], *, roles: Mapping[str, str],
     Returns
     -------
     pandas.DataFrame of shape (n_rows, 8)
-        Columns :data:`relgrade.schema.GRADES`: ``query_id``, ``chunk_id``, ``grader``, ``role``
-        (str), ``round`` (int64), ``grade`` (int64), ``reason`` (str), ``sequence`` (int64,
+        Columns :data:`relgrade.schema.GRADES`: ``query_id``, ``chunk_id``, ``grader``,
+        ``role`` (str), ``round`` (int64), ``grade`` (int64), ``reason`` (str), ``sequence`` (int64,
         0-based position of the row in its grader's file, i.e. the order of grading, which
         the leniency-drift diagnostic reads); one row per (pair, grader, round), sorted by
         (query_id, chunk_id, grader) in Python string order.
