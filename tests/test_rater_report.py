@@ -5,6 +5,7 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
+from relgrade.cli.aggregate import report_lines
 from relgrade.errors import InputError
 from relgrade.raters.report import aggregate_raters, select_grades
 
@@ -31,7 +32,7 @@ def test_gold_removes_the_reverser_and_the_rest_agree_perfectly():
     assert doc["agreement"]["kept"]["fleiss_kappa"] == pytest.approx(1.0)
     assert doc["high_variance"] == [] and doc["gold_pairs"] == 2
     assert doc["tie_rule"] and doc["out"] is None
-    assert report.lines()[:2] == [
+    assert report_lines(report)[:2] == [
         "grades: g.jsonl: 9 grades from 3 raters on 3 pairs",
         "gold: gold.jsonl: 2 pairs; a rater with at least 2 gold answers is removed below "
         "accuracy 0.7"]
@@ -43,11 +44,11 @@ def test_without_gold_every_rater_stays_and_pairs_two_apart_are_flagged():
     assert doc["removed"] == [] and doc["kept_raters"] == ["x", "y", "z"]
     assert [(f["chunk_id"], f["grade"]) for f in doc["high_variance"]] == [("a", 2), ("b", 0)]
     assert report.written_to("agg.jsonl").to_dict()["out"] == "agg.jsonl"
-    assert "wrote 3 rows to agg.jsonl" in report.written_to("agg.jsonl").lines()
+    assert "wrote 3 rows to agg.jsonl" in report_lines(report.written_to("agg.jsonl"))
 
 
 def test_a_report_without_file_names_says_what_it_read():
-    lines = aggregate_raters(GRADES, scale=[0, 1, 2], gold=GOLD, min_gold=2).lines()
+    lines = report_lines(aggregate_raters(GRADES, scale=[0, 1, 2], gold=GOLD, min_gold=2))
     assert lines[:2] == ["grades: 9 grades from 3 raters on 3 pairs",
                          "gold: 2 pairs; a rater with at least 2 gold answers is removed "
                          "below accuracy 0.7"]

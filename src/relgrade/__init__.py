@@ -1,3 +1,43 @@
-"""relgrade: blind pooled relevance grading and IR evaluation as a DVC pipeline."""
+"""relgrade: blind pooled relevance grading and IR evaluation as a DVC pipeline.
+
+Where each step of the protocol lives (one module per concept, packages by layer):
+
+====================  ==========================================================
+protocol step         module
+====================  ==========================================================
+corpus                relgrade.protocol.corpus, relgrade.protocol.chunking
+queries               relgrade.protocol.queries; sampling: relgrade.query_sampling
+retrieve (arms)       relgrade.retrieve
+pool, provenance      relgrade.protocol.pool (canonical ranking: relgrade.ranking)
+intents               relgrade.protocol.intents
+audit sample          relgrade.protocol.audit
+packets, orders       relgrade.protocol.packets
+grades                relgrade.protocol.grades; channels: relgrade.graders
+agreement             relgrade.protocol.agreement, relgrade.protocol.diagnostics
+gate                  relgrade.protocol.gate
+key, void ledger      relgrade.protocol.key, relgrade.protocol.ledger
+metrics               relgrade.evaluation.measures, relgrade.evaluation.metrics
+comparisons           relgrade.evaluation.compare, .stats, .poolbias, .noise, .report
+publish               relgrade.protocol.publish
+several raters        relgrade.raters (gold, aggregate, report)
+click training set    relgrade.clicks (log, propensity, pairs)
+====================  ==========================================================
+
+Layers, top to bottom (each imports only from below; checked by import-linter):
+
+- ``relgrade.cli/`` — the ``relgrade`` command, thin: options, one library call, rendering;
+- ``relgrade.web/`` — the grading page (FastAPI + Jinja2);
+- ``relgrade.experiment/`` — the experiment on disk: typed params, paths, stage runner, status;
+- ``relgrade.graders/`` — how grades arrive: command graders, the grade store, exchange
+  formats, Label Studio, self-consistency;
+- ``relgrade.raters/`` — several raters per pair: gold questions, aggregation, their report;
+- ``relgrade.protocol/``, ``relgrade.evaluation/``, ``relgrade.retrieve/``,
+  ``relgrade.clicks/``, ``relgrade.query_sampling``, ``relgrade.io/`` — the library proper,
+  independent of each other (``io/`` is the only package that reads and writes data files);
+- ``relgrade.ranking``, ``relgrade.rng`` — the canonical ranking and id coding; seeded
+  generators;
+- ``relgrade.schema``, ``relgrade.canonical``, ``relgrade.errors`` — table columns, hashed
+  byte forms, error classes.
+"""
 
 __version__ = "0.1.0"

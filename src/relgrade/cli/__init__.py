@@ -32,14 +32,12 @@ def main():
 
 grade_cmd.add_command(run_cmd, "run")
 
-main.add_command(intents_cmd, "intents")
-main.add_command(packets_cmd, "packets")
-main.add_command(agreement_cmd, "agreement")
-main.add_command(grade_cmd, "grade")
-main.add_command(status_cmd, "status")
-main.add_command(serve_cmd, "serve")
-main.add_command(compare_cmd, "compare")
-main.add_command(evaluate_cmd, "evaluate")
-main.add_command(queries_cmd, "queries")
-main.add_command(aggregate_cmd, "aggregate")
-main.add_command(clicks_cmd, "clicks")
+#: Every top-level command, by the name it is called with.
+COMMANDS = {
+    "intents": intents_cmd, "packets": packets_cmd, "agreement": agreement_cmd,
+    "grade": grade_cmd, "status": status_cmd, "serve": serve_cmd, "compare": compare_cmd,
+    "evaluate": evaluate_cmd, "queries": queries_cmd, "aggregate": aggregate_cmd,
+    "clicks": clicks_cmd,
+}
+for name, command in COMMANDS.items():
+    main.add_command(command, name)

@@ -14,12 +14,17 @@ from pathlib import Path
 import click
 
 from relgrade.cli.options import format_option, parse_scale, scale_option
-from relgrade.cli.render import handle_errors
+from relgrade.cli.render import handle_errors, number, table
 from relgrade.errors import InputError
 from relgrade.io.files import write_bytes
 from relgrade.io.judgments import read_grades_table, read_judgments
 from relgrade.protocol.key import key_bytes, qrels_text
-from relgrade.raters.report import METHODS, aggregate_raters
+from relgrade.raters.report import (
+    AGREEMENT_ROWS,
+    METHODS,
+    RaterReport,
+    aggregate_raters,
+)
 
 
 @click.command("aggregate")
@@ -81,5 +86,67 @@ def aggregate_cmd(grades_path, gold_path, method, threshold, min_gold, out_path,
     if as_json:
         click.echo(json.dumps(report.to_dict(), indent=2))
         return
-    for line in report.lines():
+    for line in report_lines(report):
         click.echo(line)
+
+
+def report_lines(result: RaterReport) -> list[str]:
+    """The rater report as text lines: input, raters table, aggregation, agreement, flags."""
+    report = result.to_dict()
+    source = "" if report["grades"] is None else f"{report['grades']}: "
+    lines = [f"grades: {source}{result.n_ratings} grades from "
+             f"{len(report['raters'])} raters on {result.n_pairs_in} pairs"]
+    if report["gold_pairs"] is None:
+        lines.append("gold: none given, so no rater is removed")
+    else:
+        gold = "" if report["gold"] is None else f"{report['gold']}: "
+        lines.append(f"gold: {gold}{report['gold_pairs']} pairs; a rater with "
+                     f"at least {report['min_gold']} gold answers is removed below "
+                     f"accuracy {report['threshold']:g}")
+    lines.append("")
+    header = ["rater", "grades", "gold", "correct", "accuracy", "within_one", "decision"]
+    rows = [[r["grader"], str(r["grades"]),
+             "-" if r["gold_pairs"] is None else str(r["gold_pairs"]),
+             "-" if r["correct"] is None else str(r["correct"]),
+             "-" if r["gold_pairs"] is None else number(r["accuracy"]),
+             "-" if r["gold_pairs"] is None else number(r["within_one"]),
+             r["decision"]] for r in report["raters"]]
+    lines += table(header, rows, right={1, 2, 3, 4, 5})
+    lines.append("")
+    n_kept = len(report["kept_raters"])
+    how = METHODS[report["method"]]
+    if report["method"] == "majority":
+        lines.append(f"aggregated {report['pairs']} pairs from {n_kept} raters by {how} "
+                     f"(ties: {report['tie_rule']})")
+    else:
+        ds = report["dawid_skene"]
+        state = (f"converged after {ds['iterations']} iterations" if ds["converged"]
+                 else f"stopped at {ds['iterations']} iterations without converging")
+        priors = ", ".join(f"{g}: {p:.4f}" for g, p in ds["priors"].items())
+        lines.append(f"aggregated {report['pairs']} pairs from {n_kept} raters by {how} "
+                     f"({state}; class priors {priors})")
+    if report["out"] is not None:
+        lines.append(f"wrote {report['pairs']} rows to {report['out']}")
+    else:
+        lines.append("nothing written (pass --out FILE to write the aggregate)")
+    lines.append("")
+    a, k = report["agreement"]["all"], report["agreement"]["kept"]
+    rows = [[name, number(a[name]), number(k[name])] for name in AGREEMENT_ROWS]
+    lines += table(["agreement", "all raters", "kept raters"], rows, right={1, 2})
+    for note in k["notes"]:
+        lines.append(f"note (kept raters): {note}")
+    for note in a["notes"]:
+        if note not in k["notes"]:
+            lines.append(f"note (all raters): {note}")
+    lines.append("")
+    flags = report["high_variance"]
+    rule = f"variance >= {report['flag_variance']:g}, or grades 2 or more apart"
+    if not flags:
+        lines.append(f"high-variance pairs for expert adjudication: none ({rule})")
+        return lines
+    lines.append(f"high-variance pairs for expert adjudication: {len(flags)} ({rule})")
+    header = ["query_id", "chunk_id", "grade", "grades", "variance", "reason"]
+    rows = [[f["query_id"], f["chunk_id"], str(f["grade"]), f["grades"],
+             number(f["variance"]), f["reason"]] for f in flags]
+    lines += table(header, rows, right={2, 4})
+    return lines

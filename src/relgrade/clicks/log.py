@@ -14,10 +14,10 @@ import duckdb
 import pandas as pd
 
 from relgrade.errors import InputError
+from relgrade.schema import CLICK_LOG
 
 #: The columns every impression log must have, in the documented order.
-LOG_COLUMNS = ("session_id", "query_id", "chunk_id", "position", "clicked", "ranker",
-               "randomized")
+LOG_COLUMNS = CLICK_LOG
 
 #: The name of the view relgrade registers over the caller's relation.
 RAW_VIEW = "relgrade_clicks_raw"

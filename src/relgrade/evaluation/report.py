@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pandas as pd
 
+from relgrade.canonical import json_ready
 from relgrade.errors import InputError
 from relgrade.evaluation import stats
 from relgrade.evaluation.noise import LabelNoise
@@ -251,7 +252,7 @@ class Comparison:
 
     def to_json(self) -> str:
         """:meth:`to_dict` as indented JSON; refuses NaN and infinity (never written)."""
-        return json.dumps(_plain(self.to_dict()), indent=2, ensure_ascii=False,
+        return json.dumps(json_ready(self.to_dict()), indent=2, ensure_ascii=False,
                           allow_nan=False) + "\n"
 
     def to_markdown(self) -> str:
@@ -435,17 +436,6 @@ class Comparison:
                     "group": np.asarray(groups)[order], "delta": d[order]}))
         cols = ["arm", "baseline", "measure", "rank", "query_id", "group", "delta"]
         return pd.concat(frames, ignore_index=True)[cols] if frames else pd.DataFrame(columns=cols)
-
-
-def _plain(obj):
-    """numpy scalars → Python; tuples → lists (for json)."""
-    if isinstance(obj, dict):
-        return {str(k): _plain(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [_plain(v) for v in obj]
-    if isinstance(obj, np.generic):
-        return obj.item()
-    return obj
 
 
 def _markdown_tables(tables: dict) -> list[str]:

@@ -68,10 +68,12 @@ def read_lines(path) -> list[str]:
     return lines
 
 
-def iter_jsonl(path) -> Iterator[tuple[int, dict]]:
+def iter_jsonl(path, *, comments: str = "json") -> Iterator[tuple[int, dict]]:
     """Yield ``(line_number, object)`` for each non-blank line of a JSON Lines file.
 
     Objects keep their key order (so callers can check it). Line numbers are 1-based.
+    ``comments="refuse"`` refuses a line starting with ``#`` by name (judgment files have no
+    comments) instead of reporting it as invalid JSON.
 
     Raises
     ------
@@ -81,6 +83,9 @@ def iter_jsonl(path) -> Iterator[tuple[int, dict]]:
     for i, line in enumerate(read_lines(path), start=1):
         if not line.strip():
             continue
+        if comments == "refuse" and line.lstrip().startswith("#"):
+            raise InputError("a comment line: no judgment format has comments", path=path,
+                             line=i, fix="Delete the line")
         try:
             obj = json.loads(line)
         except json.JSONDecodeError as e:

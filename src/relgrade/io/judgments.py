@@ -52,7 +52,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from relgrade.errors import InputError
-from relgrade.io.files import BOM, read_lines, read_parquet
+from relgrade.io.files import BOM, iter_jsonl, read_lines, read_parquet
 from relgrade.io.trec import read_trec_qrels
 
 #: The formats :func:`read_judgments` reads.
@@ -286,21 +286,7 @@ def _read(path: Path, *, scale, fmt, lines_needed: bool):
 
 def _objects(path: Path) -> Iterator[tuple[int, dict]]:
     """``(line, object)`` per non-blank line; a comment or a non-object line is refused."""
-    for i, line in enumerate(read_lines(path), start=1):
-        text = line.strip()
-        if not text:
-            continue
-        if text.startswith("#"):
-            raise InputError("a comment line: no judgment format has comments", path=path,
-                             line=i, fix="Delete the line")
-        try:
-            obj = json.loads(text)
-        except json.JSONDecodeError as e:
-            raise InputError("not valid JSON", path=path, line=i, found=e.msg) from None
-        if not isinstance(obj, dict):
-            raise InputError("each line must be a JSON object", path=path, line=i,
-                             found=type(obj).__name__)
-        yield i, obj
+    return iter_jsonl(path, comments="refuse")
 
 
 def _json_id(value, name: str, path: Path, line: int) -> str:

@@ -12,12 +12,12 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import math
 from dataclasses import dataclass
 from typing import Iterable
 
 import pandas as pd
 
+from relgrade.canonical import json_ready
 from relgrade.errors import InputError
 from relgrade.protocol.agreement import KRIPPENDORFF_LEVELS, multi_rater_agreement
 from relgrade.raters import aggregate as agg
@@ -91,15 +91,6 @@ def select_grades(grades: pd.DataFrame, *, round_: int | None = None,
     return grades
 
 
-def _plain(value):
-    """JSON-ready value: NaN becomes null, numpy scalars become Python ones."""
-    if hasattr(value, "item"):
-        value = value.item()
-    if isinstance(value, float) and math.isnan(value):
-        return None
-    return value
-
-
 def _rater_rows(ratings, accuracy, decisions) -> list[dict]:
     counts = ratings.groupby("grader")["grade"].size()
     acc = {} if accuracy is None else accuracy.set_index("grader").to_dict("index")
@@ -111,10 +102,10 @@ def _rater_rows(ratings, accuracy, decisions) -> list[dict]:
         rows.append({
             "grader": name,
             "grades": int(counts[name]),
-            "gold_pairs": _plain(a["gold_pairs"]) if a else None,
-            "correct": _plain(a["correct"]) if a else None,
-            "accuracy": _plain(a["accuracy"]) if a else None,
-            "within_one": _plain(a["within_one"]) if a else None,
+            "gold_pairs": json_ready(a["gold_pairs"], nan_as_null=True) if a else None,
+            "correct": json_ready(a["correct"], nan_as_null=True) if a else None,
+            "accuracy": json_ready(a["accuracy"], nan_as_null=True) if a else None,
+            "within_one": json_ready(a["within_one"], nan_as_null=True) if a else None,
             "removed": bool(d["removed"]) if d else False,
             "flagged": bool(d is not None and not d["removed"]),
             "decision": d["reason"] if d else ("kept" if accuracy is not None
@@ -206,86 +197,6 @@ class RaterReport:
             "out": self.out,
             **self.method_detail,
         }
-
-    def lines(self) -> list[str]:
-        """The report as text lines: input, raters table, aggregation, agreement, flags."""
-        report = self.to_dict()
-        source = "" if report["grades"] is None else f"{report['grades']}: "
-        lines = [f"grades: {source}{self.n_ratings} grades from "
-                 f"{len(report['raters'])} raters on {self.n_pairs_in} pairs"]
-        if report["gold_pairs"] is None:
-            lines.append("gold: none given, so no rater is removed")
-        else:
-            gold = "" if report["gold"] is None else f"{report['gold']}: "
-            lines.append(f"gold: {gold}{report['gold_pairs']} pairs; a rater with "
-                         f"at least {report['min_gold']} gold answers is removed below "
-                         f"accuracy {report['threshold']:g}")
-        lines.append("")
-        header = ["rater", "grades", "gold", "correct", "accuracy", "within_one", "decision"]
-        rows = [[r["grader"], str(r["grades"]),
-                 "-" if r["gold_pairs"] is None else str(r["gold_pairs"]),
-                 "-" if r["correct"] is None else str(r["correct"]),
-                 "-" if r["gold_pairs"] is None else _num(r["accuracy"]),
-                 "-" if r["gold_pairs"] is None else _num(r["within_one"]),
-                 r["decision"]] for r in report["raters"]]
-        lines += _table(header, rows, right={1, 2, 3, 4, 5})
-        lines.append("")
-        n_kept = len(report["kept_raters"])
-        how = METHODS[report["method"]]
-        if report["method"] == "majority":
-            lines.append(f"aggregated {report['pairs']} pairs from {n_kept} raters by {how} "
-                         f"(ties: {report['tie_rule']})")
-        else:
-            ds = report["dawid_skene"]
-            state = (f"converged after {ds['iterations']} iterations" if ds["converged"]
-                     else f"stopped at {ds['iterations']} iterations without converging")
-            priors = ", ".join(f"{g}: {p:.4f}" for g, p in ds["priors"].items())
-            lines.append(f"aggregated {report['pairs']} pairs from {n_kept} raters by {how} "
-                         f"({state}; class priors {priors})")
-        if report["out"] is not None:
-            lines.append(f"wrote {report['pairs']} rows to {report['out']}")
-        else:
-            lines.append("nothing written (pass --out FILE to write the aggregate)")
-        lines.append("")
-        a, k = report["agreement"]["all"], report["agreement"]["kept"]
-        rows = [[name, _num(a[name]), _num(k[name])] for name in AGREEMENT_ROWS]
-        lines += _table(["agreement", "all raters", "kept raters"], rows, right={1, 2})
-        for note in k["notes"]:
-            lines.append(f"note (kept raters): {note}")
-        for note in a["notes"]:
-            if note not in k["notes"]:
-                lines.append(f"note (all raters): {note}")
-        lines.append("")
-        flags = report["high_variance"]
-        rule = f"variance >= {report['flag_variance']:g}, or grades 2 or more apart"
-        if not flags:
-            lines.append(f"high-variance pairs for expert adjudication: none ({rule})")
-            return lines
-        lines.append(f"high-variance pairs for expert adjudication: {len(flags)} ({rule})")
-        header = ["query_id", "chunk_id", "grade", "grades", "variance", "reason"]
-        rows = [[f["query_id"], f["chunk_id"], str(f["grade"]), f["grades"],
-                 _num(f["variance"]), f["reason"]] for f in flags]
-        lines += _table(header, rows, right={2, 4})
-        return lines
-
-
-def _num(value, digits: int = 4) -> str:
-    """A number as the report prints it: ``undefined`` for None and NaN."""
-    if value is None or (isinstance(value, float) and math.isnan(value)):
-        return "undefined"
-    if isinstance(value, float):
-        return f"{value:.{digits}f}"
-    return str(value)
-
-
-def _table(header: list[str], rows: list[list[str]], right: set[int]) -> list[str]:
-    widths = [max(len(t) for t in col) for col in zip(header, *rows)]
-    out = []
-    for r in [header, *rows]:
-        cells = [t.rjust(w) if i in right else t.ljust(w)
-                 for i, (t, w) in enumerate(zip(r, widths))]
-        out.append("  ".join(cells).rstrip())
-    return out
 
 
 def aggregate_raters(grades: pd.DataFrame, *, scale: Iterable[int],
@@ -396,7 +307,7 @@ def aggregate_raters(grades: pd.DataFrame, *, scale: Iterable[int],
         kept_raters=kept_raters,
         agreement={"all": multi_rater_agreement(ratings, scale=scale),
                    "kept": multi_rater_agreement(kept, scale=scale)},
-        high_variance=[{k: _plain(v) for k, v in row.items()}
+        high_variance=[{k: json_ready(v, nan_as_null=True) for k, v in row.items()}
                        for row in flags.to_dict("records")],
         method_detail=detail,
         method=method, scale=scale, threshold=threshold, min_gold=min_gold,
