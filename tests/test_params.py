@@ -85,6 +85,9 @@ BAD = {
     "grader_kind_unknown": (_set("graders.grader-a.kind", "robot"),
                             "graders.grader-a.kind: must be one of model, human or import "
                             "(found 'robot')"),
+    "grader_role_unknown": (_set("graders.auditor-b.role", "judge"),
+                            "graders.auditor-b.role: must be one of grader or auditor "
+                            "(found 'judge')"),
     "fused_arm_unknown": (_set("arms.hybrid.fuse", ["bm25", "nope"]),
                           "arms.hybrid.fuse names nope, which is not an arm"),
     "pool_depth_missing": (_drop("pool.depth"), "pool.depth: is required"),

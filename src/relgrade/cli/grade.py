@@ -91,7 +91,7 @@ def import_cmd(file, grader, round_, fmt, params_path):
     file is written atomically.
     """
     ex = Experiment.load(params_path)
-    spec = grades.grader_spec(ex.params.graders_dict(), grader, params_path=params_path)
+    spec = ex.params.grader(grader)
     fmt = fmt or ("qrels" if file.suffix.lower() == ".qrels" else "jsonl")
     if fmt == "qrels" and spec["kind"] != "import":
         raise InputError("TREC qrels carry no reasons: only a grader of kind `import` takes "

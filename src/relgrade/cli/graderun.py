@@ -87,7 +87,7 @@ def run_cmd(grader, workers, params_path, progress):
     or a crash loses at most the batches in flight; run the command again to resume.
     """
     ex = Experiment.load(params_path, resolve=True)
-    setup = graderun.grader_setup(ex.params.graders_dict(), grader, path=params_path,
+    setup = graderun.grader_setup(ex.params.grader(grader), grader, path=params_path,
                                   workers=workers)
     grading = ex.params.grading
     scale = ex.params.need("scale").grades

@@ -95,12 +95,7 @@ def build_site(params_path=PARAMS_FILE, *, graders=None, tokens_path=None):
     if not names:
         raise InputError("no grader to serve: params has no grader of kind human",
                          path=params_path, fix="Pass --grader NAME")
-    for n in names:
-        if n not in all_graders:
-            raise InputError("grader not declared in params `graders`", path=params_path,
-                             item=n, found=f"graders {', '.join(sorted(all_graders)) or 'none'}",
-                             fix=f"Add `{n}` with role, kind and family under `graders`")
-    specs = {n: all_graders[n] for n in names}
+    specs = {n: ex.params.grader(n) for n in names}
     grading = ex.params.grading
     roles = {s["role"] for s in specs.values()}
     packets_by_role = {r: ex.packets(r) for r in roles}

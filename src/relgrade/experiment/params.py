@@ -356,6 +356,21 @@ class Params(BaseModel):
         """``arms`` as plain mappings (arm name → its settings as written)."""
         return {name: arm.as_dict() for name, arm in self.need("arms").items()}
 
+    def grader(self, name: str) -> dict:
+        """Grader ``name``'s entry as written (its ``role`` and ``kind`` already checked).
+
+        Raises
+        ------
+        InputError
+            ``name`` is not declared under ``graders``.
+        """
+        if name not in self.graders:
+            raise InputError("grader not declared in params `graders`", path=self.source,
+                             item=name,
+                             found=f"graders {', '.join(sorted(self.graders)) or 'none'}",
+                             fix=f"Add `{name}` with role, kind and family under `graders`")
+        return self.graders[name].as_dict()
+
     def graders_dict(self) -> dict[str, dict]:
         """``graders`` as plain mappings (grader name → its entry as written)."""
         return {name: g.as_dict() for name, g in self.graders.items()}

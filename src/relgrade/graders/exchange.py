@@ -48,7 +48,7 @@ EXCHANGE_VERSION = "relgrade-grader/1"
 INPUT_MODES = ("json", "prompt")
 
 
-def parse_command(value, *, grader: str, path="params.yaml") -> list[str]:
+def parse_command(value, *, grader: str, path=None) -> list[str]:
     """A grader's ``command`` param as an argv list.
 
     Parameters
