@@ -252,3 +252,19 @@ def test_stage_scripts_import_neither_the_cli_nor_the_web_page():
                   if isinstance(n, ast.ImportFrom) and n.module]
         bad = [m for m in names if m.split(".")[:2] in (["relgrade", "cli"], ["relgrade", "web"])]
         assert bad == [], f"{script.name} imports {bad}"
+
+
+def test_only_the_experiment_package_names_the_params_file():
+    src = REPO / "src" / "relgrade"
+    literal = 'path="params.yaml"'
+    found = [p.relative_to(src).as_posix() for p in sorted(src.rglob("*.py"))
+             if literal in p.read_text() and p.relative_to(src).parts[0] != "experiment"]
+    assert found == []
+
+
+def test_the_grader_file_layout_is_spelled_in_one_place():
+    src = REPO / "src" / "relgrade"
+    spelled = [p.relative_to(REPO).as_posix()
+               for p in sorted([*src.rglob("*.py"), *(REPO / "stages").glob("*.py")])
+               if 'f"round-{' in p.read_text()]
+    assert spelled == ["src/relgrade/experiment/files.py"]
