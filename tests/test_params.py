@@ -268,3 +268,15 @@ def test_the_grader_file_layout_is_spelled_in_one_place():
                for p in sorted([*src.rglob("*.py"), *(REPO / "stages").glob("*.py")])
                if 'f"round-{' in p.read_text()]
     assert spelled == ["src/relgrade/experiment/files.py"]
+
+
+def test_an_error_found_after_loading_names_the_params_file_given(tmp_path):
+    p = copy.deepcopy(DEFAULT)
+    del p["metrics"]
+    path = tmp_path / "other.yaml"
+    path.write_text(yaml.safe_dump(p, sort_keys=False))
+    res = CliRunner().invoke(cli, ["compare", "bm25", "tfidf", "--params", str(path)])
+    assert res.exit_code == 1
+    assert res.output == (f"Error: {path}: metrics: is required here but not set. "
+                          "Set `metrics` in the params file\n")
+    assert [f.name for f in tmp_path.iterdir()] == ["other.yaml"]

@@ -419,11 +419,9 @@ def _as_input_error(err: ValidationError, path: Path) -> InputError:
     elif kind == "missing":
         rule = "is required"
     elif kind in ("union_tag_invalid", "union_tag_not_found"):
-        loc = loc + ["kind"] if kind == "union_tag_not_found" else loc
+        loc = loc + ["kind"]
         rule = f"unknown arm kind; must be one of {', '.join(ARM_KINDS)}"
         found = _found(ctx.get("tag")) if kind == "union_tag_invalid" else None
-        if kind == "union_tag_invalid":
-            loc = loc + ["kind"]
     elif kind == "literal_error":
         rule = f"must be one of {ctx.get('expected', '')}".replace("'", "")
     elif kind in ("model_type", "dict_type", "model_attributes_type"):
