@@ -34,7 +34,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from relgrade.evaluation import compare, metrics
+from relgrade.evaluation import compare, metrics, settings
 
 MEASURES = ["nDCG(dcg='exp-log2')@10", "R@10", "RR@10"]
 RANX = {"nDCG(dcg='exp-log2')@10": "ndcg_burges@10", "R@10": "recall@10", "RR@10": "mrr@10"}
@@ -62,7 +62,7 @@ def synthetic_per_query(seed: int, n_queries=10_000, n_arms=10) -> pd.DataFrame:
 
 
 def run_relgrade(pq: pd.DataFrame, workers: int, seed: int, resamples: int, perms: int):
-    s = compare.Settings(seed=seed, n_resamples=resamples, n_permutations=perms, pairs="all")
+    s = settings.Settings(seed=seed, n_resamples=resamples, n_permutations=perms, pairs="all")
     t, cpu = time.perf_counter(), time.process_time()
     result = compare.compare_arms(pq, settings=s, workers=workers)
     elapsed, cpu = time.perf_counter() - t, time.process_time() - cpu

@@ -13,7 +13,7 @@ from pathlib import Path
 import pandas as pd
 
 from relgrade.errors import InputError
-from relgrade.experiment.stage import path_of, run_stage, section
+from relgrade.experiment.stage import run_stage
 from relgrade.io.files import (
     iter_jsonl,
     read_table,
@@ -54,8 +54,8 @@ def fetch_sdist(spec: dict, spec_path: Path) -> bytes:
         return got.read_bytes()
 
 
-def main(params):
-    src = Path(section(params, "corpus")["input"])
+def main(ex):
+    src = ex.file(ex.params.need("corpus").input)
     if src.suffix.lower() in (".yaml", ".yml"):
         spec = corpus.parse_source_spec(read_yaml(src), path=src)
         chunks, manifest = corpus.corpus_from_sdist(fetch_sdist(spec, src), spec=spec, path=src)
@@ -67,8 +67,8 @@ def main(params):
             table, lines = read_table(src), None
         chunks, manifest = corpus.corpus_from_table(table, sha256=sha256_file(src), path=src,
                                                     lines=lines)
-    write_parquet(path_of(params, "chunks"), chunks)
-    write_json(path_of(params, "corpus_manifest"), manifest)
+    write_parquet(ex.path("chunks"), chunks)
+    write_json(ex.path("corpus_manifest"), manifest)
 
 
 if __name__ == "__main__":

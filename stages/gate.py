@@ -1,15 +1,15 @@
 """Stage `gate`: the agreement metrics against params `gates`; a fail stops the pipeline."""
 
 from relgrade.errors import GateFailed
-from relgrade.experiment.stage import path_of, run_stage, section
+from relgrade.experiment.stage import run_stage
 from relgrade.io import files as io
 from relgrade.protocol.gate import check_gates
 
 
-def main(params):
-    measures = io.read_json(path_of(params, "agreement"))
-    result = check_gates(measures, section(params, "gates"))
-    out = path_of(params, "gate")
+def main(ex):
+    measures = io.read_json(ex.path("agreement"))
+    result = check_gates(measures, ex.params.need("gates").as_dict())
+    out = ex.path("gate")
     if not result.passed:
         out.unlink(missing_ok=True)  # a stale pass record must not outlive a failed gate
         raise GateFailed(list(result.lines) + [f"advice: {a}" for a in result.advice])

@@ -3,9 +3,7 @@
 Refuses (ProtocolError) unless the review record signs exactly this table's sha256.
 """
 
-from pathlib import Path
-
-from relgrade.experiment.stage import path_of, run_stage, section
+from relgrade.experiment.stage import run_stage
 from relgrade.io.files import (
     read_json,
     read_rows,
@@ -17,16 +15,16 @@ from relgrade.protocol import intents
 from relgrade.schema import INTENTS
 
 
-def main(params):
-    cfg = section(params, "intents")
-    src, review = Path(cfg["input"]), Path(cfg["review"])
+def main(ex):
+    cfg = ex.params.need("intents")
+    src, review = ex.file(cfg.input), ex.file(cfg.review)
     table, lines = read_rows(src, INTENTS)
-    frozen = intents.validate_intents(table, queries=read_table(path_of(params, "queries")),
+    frozen = intents.validate_intents(table, queries=read_table(ex.path("queries")),
                                       path=src, lines=lines)
     record = read_json(review) if review.exists() else None
     manifest = intents.check_review(frozen, record, path=review)
-    write_parquet(path_of(params, "intents"), frozen)
-    write_json(path_of(params, "intents_manifest"), manifest)
+    write_parquet(ex.path("intents"), frozen)
+    write_json(ex.path("intents_manifest"), manifest)
 
 
 if __name__ == "__main__":

@@ -9,16 +9,12 @@ first, so no metric exists without the key's use being recorded.
 import sys
 from datetime import datetime, timezone
 
-import pandas as pd
-
-from relgrade.errors import InputError, ProtocolError
+from relgrade.errors import InputError
 from relgrade.evaluation import metrics
-from relgrade.experiment.stage import path_of, run_stage, section
+from relgrade.experiment.stage import run_stage
 from relgrade.io.files import (
-    read_json,
     read_jsonl,
     read_table,
-    sha256_file,
     write_json,
     write_jsonl,
     write_parquet,
@@ -28,34 +24,30 @@ from relgrade.protocol import ledger
 from relgrade.ranking import validate_run
 
 
-def main(params):
+def main(ex):
     arm = sys.argv[1] if len(sys.argv) > 1 else None
-    if arm not in section(params, "arms"):
+    if arm not in ex.params.need("arms"):
         raise InputError("unknown arm", item=str(arm), fix="Name an arm of params `arms`")
-    key_path, record = path_of(params, "key"), read_json(path_of(params, "record"))
-    key_sha = sha256_file(key_path)
-    if key_sha != record["key_sha256"]:
-        raise ProtocolError(f"{key_path}: the key's sha256 {key_sha} is not the frozen "
-                            f"{record['key_sha256']} of its record; rerun the key stage")
-    key = pd.DataFrame(read_jsonl(key_path), columns=["query_id", "chunk_id", "grade"])
-    queries = read_table(path_of(params, "queries"), columns=["query_id", "group"])
-    run_path = path_of(params, "runs") / f"{arm}.trec"
+    key, record = ex.read_key()
+    key_sha = record["key_sha256"]
+    queries = read_table(ex.path("queries"), columns=["query_id", "group"])
+    run_path = ex.path("runs") / f"{arm}.trec"
     run = read_run(run_path)
     validate_run(run, path=run_path, queries=queries["query_id"])
     summary, table = metrics.evaluate_arm(
-        key=key, run=run, cutoffs=section(params, "metrics")["cutoffs"],
-        relevant_min=section(params, "scale")["relevant_min"],
-        ties=section(params, "runs")["ties"], groups=queries)
-    ledger_path = path_of(params, "ledger")
+        key=key, run=run, cutoffs=ex.params.need("metrics").cutoffs,
+        relevant_min=ex.params.need("scale").relevant_min, ties=ex.params.runs.ties,
+        groups=queries)
+    ledger_path = ex.path("ledger")
     write_jsonl(ledger_path, ledger.add_use(
         read_jsonl(ledger_path) if ledger_path.exists() else [],
         pool_version=record["pool_version"], rubric_version=record["rubric_version"],
         round=record["round"], key_sha256=key_sha,
         used_at=datetime.now(timezone.utc).isoformat(timespec="seconds")))
-    write_json(path_of(params, "metrics") / f"{arm}.json",
+    write_json(ex.path("metrics") / f"{arm}.json",
                {"arm": arm, "key_sha256": key_sha, "pool_version": record["pool_version"],
                 "post_hoc": bool(record.get("post_hoc", False)), **summary})
-    write_parquet(path_of(params, "per_query") / f"{arm}.parquet", table)
+    write_parquet(ex.path("per_query") / f"{arm}.parquet", table)
 
 
 if __name__ == "__main__":

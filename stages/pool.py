@@ -10,37 +10,38 @@ from concurrent.futures import ThreadPoolExecutor
 import pandas as pd
 
 from relgrade import ranking as runs
-from relgrade.experiment.stage import path_of, run_stage, section
+from relgrade.experiment.stage import run_stage
 from relgrade.io.files import read_table, write_json, write_parquet
 from relgrade.io.runs import read_run
 from relgrade.protocol import pool
 from relgrade.rng import stage_rng
 
 
-def main(params):
-    cfg, ties = section(params, "pool"), section(params, "runs")["ties"]
-    deepest = (cfg.get("tail_depth") or cfg["depth"]) if cfg.get("tail_sample", 0) else cfg["depth"]
-    queries = read_table(path_of(params, "queries"), columns=["query_id"])["query_id"]
-    chunks = read_table(path_of(params, "chunks"), columns=["chunk_id"])["chunk_id"]
+def main(ex):
+    cfg, ties, seed = ex.params.need("pool"), ex.params.runs.ties, ex.params.need("seed")
+    arms = ex.params.need("arms")
+    deepest = (cfg.tail_depth or cfg.depth) if cfg.tail_sample else cfg.depth
+    queries = read_table(ex.path("queries"), columns=["query_id"])["query_id"]
+    chunks = read_table(ex.path("chunks"), columns=["chunk_id"])["chunk_id"]
 
     def load(arm):
-        path = path_of(params, "runs") / f"{arm}.trec"
+        path = ex.path("runs") / f"{arm}.trec"
         run = read_run(path)
         runs.validate_run(run, path=path, queries=queries, chunks=chunks)
         return pool.top_candidates(run, deepest, ties=ties).assign(arm=str(arm))
 
     with ThreadPoolExecutor() as workers:
-        stacked = list(workers.map(load, section(params, "arms")))
+        stacked = list(workers.map(load, arms))
     table, provenance, stats = pool.build_pool(
         runs.canonical_ranking(pd.concat(stacked, ignore_index=True), ties=ties),
-        depth=cfg["depth"], tail_sample=cfg.get("tail_sample", 0),
-        tail_depth=cfg.get("tail_depth"), rng=stage_rng(params["seed"], "pool"))
-    write_parquet(path_of(params, "pool"), table)
-    write_parquet(path_of(params, "provenance"), provenance)
-    write_json(path_of(params, "pool_manifest"), pool.pool_manifest(
-        table, seed=params["seed"], depth=cfg["depth"], tail_sample=cfg.get("tail_sample", 0),
-        tail_depth=cfg.get("tail_depth"), arms=params["arms"]))
-    write_json(path_of(params, "pool_stats"), stats)
+        depth=cfg.depth, tail_sample=cfg.tail_sample, tail_depth=cfg.tail_depth,
+        rng=stage_rng(seed, "pool"))
+    write_parquet(ex.path("pool"), table)
+    write_parquet(ex.path("provenance"), provenance)
+    write_json(ex.path("pool_manifest"), pool.pool_manifest(
+        table, seed=seed, depth=cfg.depth, tail_sample=cfg.tail_sample,
+        tail_depth=cfg.tail_depth, arms=list(arms)))
+    write_json(ex.path("pool_stats"), stats)
 
 
 if __name__ == "__main__":

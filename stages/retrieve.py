@@ -9,28 +9,28 @@ import sys
 
 from relgrade import retrieve
 from relgrade.errors import InputError
-from relgrade.experiment.stage import path_of, run_stage, section
+from relgrade.experiment.stage import run_stage
 from relgrade.io.files import read_table
 from relgrade.io.runs import read_run
 from relgrade.io.trec import write_trec_run
 
 
-def main(params):
+def main(ex):
     if len(sys.argv) != 2:
         raise InputError("usage: python stages/retrieve.py ARM")
-    arm, arms = sys.argv[1], section(params, "arms")
-    ties = params.get("runs", {}).get("ties", "score")
-    chunks = read_table(path_of(params, "chunks"), columns=["chunk_id", "header", "text"])
-    queries = read_table(path_of(params, "queries"), columns=["query_id", "query"])
-    config = retrieve.arm_config(arm, arms)
+    arm, arms, ties = sys.argv[1], ex.params.arms_dict(), ex.params.runs.ties
+    chunks = read_table(ex.path("chunks"), columns=["chunk_id", "header", "text"])
+    queries = read_table(ex.path("queries"), columns=["query_id", "query"])
+    config = retrieve.arm_config(arm, arms, params_path=ex.params.source)
     if config["kind"] == "file":
-        source = config["source"]
+        source = ex.file(config["source"])
         run = retrieve.external_run(read_run(source), depth=config["depth"], ties=ties,
                                     path=source, queries=queries["query_id"].astype("str"),
                                     chunks=chunks["chunk_id"].astype("str"))
     else:
-        run = retrieve.run_arm(arm, arms, chunks=chunks, queries=queries)
-    write_trec_run(path_of(params, "runs") / f"{arm}.trec", run, tag=arm)
+        run = retrieve.run_arm(arm, arms, chunks=chunks, queries=queries,
+                               params_path=ex.params.source)
+    write_trec_run(ex.path("runs") / f"{arm}.trec", run, tag=arm)
 
 
 if __name__ == "__main__":

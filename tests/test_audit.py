@@ -11,6 +11,7 @@ import pandas as pd
 import pytest
 
 from relgrade.errors import InputError
+from relgrade.experiment.files import Experiment
 from relgrade.protocol import audit as A
 from relgrade.rng import stage_rng
 
@@ -162,7 +163,7 @@ def test_audit_stage_writes_one_json_line_per_query(tmp_path, monkeypatch):
     spec = importlib.util.spec_from_file_location("stage_audit", REPO / "stages/audit.py")
     stage = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(stage)
-    stage.main(params)
+    stage.main(Experiment.from_mapping(params))
     rows = [json.loads(line) for line in (tmp_path / "out/audit.jsonl").read_text().splitlines()]
     assert [list(r) for r in rows] == [["query_id", "group", "unique_share", "reason"]] * 4
     assert [r["query_id"] for r in rows][:3] == ["k3", "k2", "u2"]

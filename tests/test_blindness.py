@@ -20,6 +20,7 @@ import pytest
 from scipy.stats import kendalltau
 
 from relgrade import schema
+from relgrade.experiment.files import Experiment
 from relgrade.protocol import intents as I
 from relgrade.protocol import packets as K
 
@@ -46,7 +47,7 @@ def params(tail_sample: int, arms) -> dict:
                   "intents": "data/intents.parquet", "intents_manifest": "data/intents.json",
                   "audit": "data/audit.jsonl", "packets": "data/packets",
                   "orders": "data/orders.parquet"},
-        "arms": {a: {"kind": "file"} for a in arms},
+        "arms": {a: {"kind": "file", "depth": 100, "source": f"runs/{a}.trec"} for a in arms},
         "runs": {"ties": "score"},
         "pool": {"depth": DEPTH, "tail_sample": tail_sample, "tail_depth": PER_QUERY},
         "audit": {"fraction": 0.1, "min_queries": 6},
@@ -107,7 +108,7 @@ def experiment(tmp_path_factory):
     os.chdir(root)
     try:
         for stage in ("pool", "audit", "packets"):
-            load_stage(stage).main(p)
+            load_stage(stage).main(Experiment.from_mapping(p))
     finally:
         os.chdir(cwd)
     return root, runs
@@ -202,12 +203,12 @@ def run_stages(root: Path, runs: dict, *, tail_sample: int, depth: int, audit: b
     monkeypatch.chdir(root)
     p = setup(root, runs, tail_sample=tail_sample)
     p["pool"]["depth"] = depth
-    load_stage("pool").main(p)
+    load_stage("pool").main(Experiment.from_mapping(p))
     if audit is None:
-        load_stage("audit").main(p)
+        load_stage("audit").main(Experiment.from_mapping(p))
     else:
         (root / p["paths"]["audit"]).write_bytes(audit)
-    load_stage("packets").main(p)
+    load_stage("packets").main(Experiment.from_mapping(p))
 
 
 def test_same_pool_from_other_arms_ranks_and_scores_gives_identical_packets(tmp_path,

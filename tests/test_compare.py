@@ -12,9 +12,11 @@ import pytest
 from statsmodels.stats.multitest import multipletests
 
 from relgrade.errors import InputError
-from relgrade.evaluation import compare, stats
-from relgrade.evaluation.compare import Settings, compare_arms
+from relgrade.evaluation import stats
+from relgrade.evaluation.compare import compare_arms
 from relgrade.evaluation.noise import LabelNoise
+from relgrade.evaluation.settings import Settings, design_pairs
+from relgrade.experiment.files import Experiment
 
 A = [0.5, 0.25, 0.75, 0.125, 0.375]
 STEP = [0.0625, 0.125, 0.0625, 0.125, 0.0625]
@@ -218,8 +220,10 @@ def test_missing_values_and_bad_settings_are_input_errors():
 def test_settings_come_from_the_params_file():
     import yaml
 
+    from relgrade.experiment.params import load_params
+
     params = yaml.safe_load(open("params.yaml"))
-    s = Settings.from_params(params)
+    s = load_params("params.yaml").compare_settings()
     m = params["metrics"]
     assert (s.seed, s.n_resamples, s.level, s.baseline) == (
         params["seed"], m["bootstrap"], m["level"], m["baseline"])
@@ -261,9 +265,9 @@ def test_plot_tables():
 
 
 def test_design_pairs():
-    assert compare.design_pairs(["c", "a", "b"], baseline="b", mode="baseline") == [
+    assert design_pairs(["c", "a", "b"], baseline="b", mode="baseline") == [
         ("a", "b"), ("c", "b")]
-    assert compare.design_pairs(["c", "a", "b"], baseline=None, mode="all") == [
+    assert design_pairs(["c", "a", "b"], baseline=None, mode="all") == [
         ("a", "b"), ("a", "c"), ("b", "c")]
 
 
@@ -346,7 +350,7 @@ def _experiment(root):
     params["arms"] = {"bm25": {"kind": "file", "depth": 8, "source": "x"},
                       "hybrid": {"kind": "file", "depth": 8, "source": "x"}}
     params["pool"]["depth"] = 5
-    params["metrics"].update(bootstrap=500, permutations=500, baseline="bm25")
+    params["metrics"].update(bootstrap=1000, permutations=1000, baseline="bm25")
     (root / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
     return params
 
@@ -372,7 +376,7 @@ def _stage_main():
 def test_the_stage_writes_the_report_and_both_plot_tables(experiment, monkeypatch, capsys):
     root, params = experiment
     monkeypatch.chdir(root)
-    _stage_main()(params)
+    _stage_main()(Experiment.from_mapping(params))
     report = json.loads((root / "metrics/comparisons.json").read_text())
     record = json.loads((root / "data/key/record.json").read_text())
     assert report["key_sha256"] == record["key_sha256"]
@@ -397,7 +401,7 @@ def test_the_command_line_prints_the_stage_numbers(experiment, monkeypatch):
 
     root, params = experiment
     monkeypatch.chdir(root)
-    _stage_main()(params)
+    _stage_main()(Experiment.from_mapping(params))
     stage = json.loads((root / "metrics/comparisons.json").read_text())
     runner = CliRunner()
     res = runner.invoke(main, ["compare", "hybrid", "bm25", "--json", "-m", M])
@@ -435,6 +439,6 @@ def test_a_key_changed_after_freezing_is_refused(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     with open(tmp_path / "data/key/key.jsonl", "ab") as f:
         f.write(b'{"query_id":"q99","chunk_id":"x","grade":2}\n')
-    with pytest.raises(ProtocolError, match="differs from the record"):
-        _stage_main()(params)
+    with pytest.raises(ProtocolError, match="is not the frozen .* of its record: the key changed after it was frozen"):
+        _stage_main()(Experiment.from_mapping(params))
     assert not (tmp_path / "metrics/comparisons.json").exists()

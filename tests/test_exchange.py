@@ -7,7 +7,6 @@ import json
 import jinja2
 import pytest
 
-from relgrade.cli.graderun import prompt_template
 from relgrade.errors import InputError
 from relgrade.graders.exchange import (
     EXCHANGE_VERSION,
@@ -15,6 +14,7 @@ from relgrade.graders.exchange import (
     encode_request,
     parse_command,
     parse_response,
+    prompt_template,
     render_prompt,
 )
 from tests.graders import experiment as ex

@@ -123,7 +123,7 @@ def test_pass_record_carries_measures_thresholds_and_round():
 def test_bad_gates_and_missing_measures_are_input_errors():
     with pytest.raises(InputError) as e:
         check_gates(GOOD, {**GATES, "weighted_kapa_min": 0.7})
-    assert str(e.value).startswith("params.yaml: weighted_kapa_min: unknown gate")
+    assert str(e.value).startswith("weighted_kapa_min: unknown gate")
     gates = dict(GATES)
     del gates["two_step_max"]
     with pytest.raises(InputError, match="two_step_max: params `gates` lacks a gate"):

@@ -60,21 +60,23 @@ def recorded(root, name="grader-a"):
     ({"role": "grader", "kind": "model", "command": "x", "retries": -1}, "retries must be"),
     ({"role": "grader", "kind": "model", "command": "x", "samples": 1.5}, "samples must be"),
     ({"role": "grader", "kind": "model", "command": "x", "input": "xml"}, "input must be one of"),
-    ({"role": "judge", "kind": "model", "command": "x"}, "grader role must be one of"),
 ])
 def test_grader_settings_are_checked(entry, rule):
     with pytest.raises(InputError, match=rule):
-        graderun.grader_setup({"g": entry}, "g")
+        graderun.grader_setup(entry, "g")
 
 
-def test_an_unknown_grader_is_named_with_the_known_ones():
-    with pytest.raises(InputError) as e:
-        graderun.grader_setup({"grader-a": {"role": "grader", "kind": "model"}}, "grader-b")
-    assert "grader-b: grader not declared" in str(e.value) and "grader-a" in str(e.value)
+def test_grader_run_names_an_undeclared_grader_and_the_params_file(tmp_path):
+    ex.build(tmp_path)
+    res = run(tmp_path, grader_name="grader-b")
+    assert res.exit_code == 1
+    assert res.output == (f"Error: {tmp_path / 'params.yaml'}: grader-b: grader not declared "
+                          "in params `graders` (found graders grader-a). Add `grader-b` with "
+                          "role, kind and family under `graders`\n")
 
 
 def test_settings_defaults_and_the_workers_override():
-    s = graderun.grader_setup({"g": {"role": "auditor", "kind": "model", "command": "a b"}},
+    s = graderun.grader_setup({"role": "auditor", "kind": "model", "command": "a b"},
                               "g", workers=6)
     assert (s.argv, s.timeout, s.retries, s.workers, s.samples, s.input) == \
         (("a", "b"), 600.0, 2, 6, 1, "json")

@@ -159,9 +159,12 @@ def test_record_carries_hash_setup_and_drops():
                                          "role": "grader", "rubric_version": "v1", "round": 1,
                                          "file": "x", "sha256": "s", "rows": 1,
                                          "missing": {}, "pairs_missing": 0}}}
+    manifests = {"grades": manifest, "pool": {"pool_version": "p-000000000000"},
+                 "corpus": {"sha256": "c"}, "queries": {"sha256": "q"}, "intents": {}}
     rec = key.build_record(k, frozen_at="2026-01-01T00:00:00+00:00", rubric_version="v1",
-                           round=1, grades_manifest=manifest, pool_version="p-000000000000",
-                           input_sha256={"pool": "x"}, dropped_queries=["q9"], post_hoc=False)
+                           round=1, manifests=manifests, pool_sha256="x",
+                           dropped_queries=["q9"], post_hoc=False,
+                           deviations=["one auditor only"])
     assert rec["key_sha256"] == hashlib.sha256(
         b'{"query_id":"q1","chunk_id":"a","grade":2}\n').hexdigest()
     assert rec["grader_setup"] == {"grader-a": {"kind": "model", "family": "f", "model": "m",
@@ -169,6 +172,15 @@ def test_record_carries_hash_setup_and_drops():
                                                 "round": 1, "file": "x", "sha256": "s",
                                                 "rows": 1}}
     assert rec["dropped_queries"] == ["q9"] and rec["post_hoc"] is False
+    assert rec["pool_version"] == "p-000000000000"
+    # corpus, queries, intents from their manifests (intents has none), then the pool file,
+    # then each grade file's hash by grader
+    assert rec["input_sha256"] == {"corpus": "c", "queries": "q", "intents": None, "pool": "x",
+                                   "grades": {"grader-a": "s"}}
+    assert rec["deviations"] == ["one auditor only"]
+    assert list(rec) == ["key_sha256", "frozen_at", "rubric_version", "round", "grader_setup",
+                         "pool_version", "input_sha256", "dropped_queries", "post_hoc",
+                         "pairs", "queries", "deviations"]
 
 
 def test_qrels_text_is_trec_layout_in_key_order():

@@ -9,6 +9,7 @@ import pytest
 from relgrade.errors import InputError
 from relgrade.evaluation.measures import Measure, parse_measure, protocol_measures
 from relgrade.evaluation.metrics import excluded_queries, index_qrels, mean, per_query
+from relgrade.experiment.files import Experiment
 
 EXP10 = "nDCG(dcg='exp-log2')@10"
 
@@ -384,8 +385,8 @@ def _stage_experiment(tmp_path):
     (tmp_path / "runs" / "bm25.trec").write_text("q1 Q0 b 1 2 bm25\nq1 Q0 a 2 1 bm25\n")
     pd.DataFrame({"query_id": ["q1", "q2"], "query": ["x", "y"],
                   "group": ["keyword", "question"]}).to_parquet(paths["queries"])
-    params = {"paths": paths, "arms": {"bm25": {}}, "runs": {"ties": "score"},
-              "scale": {"relevant_min": 1}, "metrics": {"cutoffs": [1, 10]}}
+    params = {"paths": paths, "arms": {"bm25": {"kind": "bm25", "depth": 10}},
+              "runs": {"ties": "score"}, "scale": {"grades": [0, 1, 2], "relevant_min": 1}, "metrics": {"cutoffs": [1, 10]}}
     return params, sha
 
 
@@ -406,7 +407,7 @@ def test_stage_writes_means_per_query_rows_and_one_ledger_entry(tmp_path, monkey
     params, sha = _stage_experiment(tmp_path)
     monkeypatch.setattr("sys.argv", ["stages/metrics.py", "bm25"])
     main = _stage_main()
-    main(params)
+    main(Experiment.from_mapping(params))
     out = json.loads((tmp_path / "m" / "bm25.json").read_text())
     # q1: b (0) then a (2): RR 1/2, nDCG@10 = (3/log2(3)) / 3; q2 missing from the run: 0
     assert out.pop("nDCG(dcg='exp-log2')@10") == pytest.approx((3 / np.log2(3) / 3 + 0) / 2,
@@ -422,7 +423,7 @@ def test_stage_writes_means_per_query_rows_and_one_ledger_entry(tmp_path, monkey
     ledger = [json.loads(line) for line in (tmp_path / "ledger.jsonl").read_text().splitlines()]
     assert [(e["pool_version"], e["rubric_version"], e["round"], e["key_sha256"])
             for e in ledger] == [("p-000000000001", "v1", 1, sha)]
-    main(params)  # the same key used again: still one entry
+    main(Experiment.from_mapping(params))  # the same key used again: still one entry
     assert len((tmp_path / "ledger.jsonl").read_text().splitlines()) == 1
 
 
@@ -434,5 +435,5 @@ def test_stage_refuses_a_key_whose_hash_is_not_the_record_s(tmp_path, monkeypatc
         f.write('{"query_id":"q2","chunk_id":"d","grade":2}\n')
     monkeypatch.setattr("sys.argv", ["stages/metrics.py", "bm25"])
     with pytest.raises(ProtocolError, match=f"is not the frozen {sha} of its record"):
-        _stage_main()(params)
+        _stage_main()(Experiment.from_mapping(params))
     assert not (tmp_path / "m").exists() and not (tmp_path / "ledger.jsonl").exists()

@@ -16,6 +16,7 @@ import pytest
 from relgrade import ranking as R
 from relgrade.canonical import jsonl_bytes
 from relgrade.errors import InputError
+from relgrade.experiment.files import Experiment
 from relgrade.protocol import pool as P
 
 REPO = Path(__file__).resolve().parents[1]
@@ -282,7 +283,8 @@ def stage_setup(root: Path, runs: dict[str, str]) -> dict:
             "paths": {"queries": "queries.parquet", "chunks": "chunks.parquet", "runs": "runs",
                       "pool": "out/pool.parquet", "provenance": "private/prov.parquet",
                       "pool_manifest": "out/manifest.json", "pool_stats": "out/stats.json"},
-            "arms": {arm: {"kind": "file"} for arm in runs},
+            "arms": {arm: {"kind": "file", "depth": 10, "source": f"runs/{arm}.trec"}
+                     for arm in runs},
             "runs": {"ties": "score"},
             "pool": {"depth": 2, "tail_sample": 0, "tail_depth": 10}}
 
@@ -292,7 +294,7 @@ def test_pool_stage_writes_pool_provenance_manifest_and_stats(tmp_path, monkeypa
     params = stage_setup(tmp_path, {
         "x": "q1 Q0 c1 1 3.0 x\nq1 Q0 c2 2 2.0 x\nq1 Q0 c3 3 1.0 x\n",
         "y": "q1 Q0 c3 1 5.0 y\nq1 Q0 c1 2 4.0 y\nq2 Q0 c4 1 1.0 y\n"})
-    load_stage("pool").main(params)
+    load_stage("pool").main(Experiment.from_mapping(params))
     pool = pd.read_parquet(tmp_path / "out/pool.parquet")
     assert list(zip(pool.query_id, pool.chunk_id)) == [("q1", "c1"), ("q1", "c2"), ("q1", "c3"),
                                                         ("q2", "c4")]
@@ -310,7 +312,7 @@ def test_pool_stage_names_file_query_and_unknown_chunk_and_writes_nothing(tmp_pa
     params = stage_setup(tmp_path, {"x": "q1 Q0 c1 1 3.0 x\n",
                                     "y": "q1 Q0 c1 1 3.0 y\nq2 Q0 nope 2 1.0 y\n"})
     with pytest.raises(InputError) as e:
-        load_stage("pool").main(params)
+        load_stage("pool").main(Experiment.from_mapping(params))
     msg = str(e.value)
     assert "runs/y.trec" in msg and "query q2, chunk nope" in msg and "unknown chunk id" in msg
     assert not (tmp_path / "out").exists() and not (tmp_path / "private").exists()

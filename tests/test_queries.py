@@ -11,6 +11,7 @@ import pandas as pd
 import pytest
 
 from relgrade.errors import InputError
+from relgrade.experiment.files import Experiment
 from relgrade.io.files import read_rows
 from relgrade.protocol import queries
 
@@ -158,10 +159,10 @@ def test_stage_writes_table_and_manifest_and_nothing_on_error(tmp_path, monkeypa
               "queries": {"input": "queries.tsv", "groups": GROUPS}}
     write_tsv(tmp_path, "q1\tcache\tkeyword\nq1\tpages\tquestion\n")
     with pytest.raises(InputError):
-        stage.main(params)
+        stage.main(Experiment.from_mapping(params))
     assert not (tmp_path / "out").exists()
     write_tsv(tmp_path, "q1\tcache\tkeyword\nq2\tpages\tquestion\n")
-    stage.main(params)
+    stage.main(Experiment.from_mapping(params))
     table = pd.read_parquet(tmp_path / "out/queries.parquet")
     manifest = json.loads((tmp_path / "out/manifest.json").read_text())
     assert table["query_id"].tolist() == ["q1", "q2"]

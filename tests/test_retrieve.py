@@ -179,16 +179,16 @@ def test_hybrid_arm_is_rrf_of_its_fused_arms_computed_in_process():
 
 
 @pytest.mark.parametrize("arms, name, message", [
-    ({"a": {"kind": "lucene", "depth": 5}}, "a", "params.yaml: arms.a.kind: unknown arm kind"),
+    ({"a": {"kind": "lucene", "depth": 5}}, "a", "arms.a.kind: unknown arm kind"),
     ({"a": {"kind": "bm25", "depth": 0}}, "a",
-     "params.yaml: arms.a.depth: `depth` must be a positive integer (found 0)"),
-    ({"a": {"kind": "bm25", "depth": 5}}, "b", "params.yaml: b: no such arm in params `arms`"),
-    ({"h": {"kind": "rrf", "depth": 5, "fuse": ["x"]}}, "h", "params.yaml: x: no such arm"),
+     "arms.a.depth: `depth` must be a positive integer (found 0)"),
+    ({"a": {"kind": "bm25", "depth": 5}}, "b", "b: no such arm in params `arms`"),
+    ({"h": {"kind": "rrf", "depth": 5, "fuse": ["x"]}}, "h", "x: no such arm"),
     ({"h": {"kind": "rrf", "depth": 5, "fuse": []}}, "h",
-     "params.yaml: arms.h: an rrf arm needs a non-empty list `fuse`"),
+     "arms.h: an rrf arm needs a non-empty list `fuse`"),
     ({"f": {"kind": "file", "depth": 5, "source": "r.trec"},
       "h": {"kind": "rrf", "depth": 5, "fuse": ["f"]}}, "h",
-     "params.yaml: arms.h.fuse: an rrf arm fuses arms of kind bm25, tfidf, embed"),
+     "arms.h.fuse: an rrf arm fuses arms of kind bm25, tfidf, embed"),
 ])
 def test_bad_arm_settings_are_refused_naming_the_param(arms, name, message):
     with pytest.raises(InputError) as e:

@@ -11,6 +11,7 @@ import yaml
 from click.testing import CliRunner
 
 from relgrade.cli import main
+from relgrade.experiment.params import parse_params
 from relgrade.experiment.status import experiment_status, status_lines
 
 REPO = Path(__file__).resolve().parents[1]
@@ -139,7 +140,7 @@ def test_invalid_grade_file_is_reported_not_raised(exp):
 
 def test_empty_directory_says_nothing_is_built():
     params = yaml.safe_load((REPO / "params.yaml").read_text())
-    st = experiment_status(params=params)
+    st = experiment_status(params=parse_params(params))
     assert status_lines(st)[:5] == ["corpus: not built yet", "queries: not frozen yet",
                                     "pool: not built yet",
                                     "intents: not reviewed yet (no packets before the review)",
@@ -149,7 +150,8 @@ def test_empty_directory_says_nothing_is_built():
 
 
 def test_complete_grading_has_no_missing_lines():
-    params = {"graders": {"g": {"role": "grader", "kind": "model"}}, "grading": {"round": 2}}
+    params = parse_params({"paths": {}, "graders": {"g": {"role": "grader", "kind": "model"}},
+                           "grading": {"round": 2}})
     pool = pd.DataFrame({"query_id": ["q1", "q2"], "chunk_id": ["a", "b"]})
     rows = {"g": pool.copy()}
     st = experiment_status(params=params, pool=pool, grader_rows=rows)

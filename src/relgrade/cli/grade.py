@@ -12,7 +12,7 @@ import click
 
 from relgrade.cli.render import handle_errors
 from relgrade.errors import InputError
-from relgrade.experiment.stage import load_params, path_of
+from relgrade.experiment.files import Experiment
 from relgrade.graders import labelstudio
 from relgrade.graders.store import GradeStore
 from relgrade.io import files as io
@@ -46,23 +46,22 @@ def import_cmd(file, grader, round_, fmt, params_path):
     already graded in that round are refused, so nothing recorded is replaced; the merged
     file is written atomically.
     """
-    params = load_params(params_path)
-    base = params_path.parent
-    spec = grades.grader_spec(params.get("graders") or {}, grader, params_path=params_path)
+    ex = Experiment.load(params_path)
+    spec = ex.params.grader(grader)
     fmt = fmt or ("qrels" if file.suffix.lower() == ".qrels" else "jsonl")
     if fmt == "qrels" and spec["kind"] != "import":
         raise InputError("TREC qrels carry no reasons: only a grader of kind `import` takes "
                          "them", path=file, item=grader, found=f"kind {spec['kind']}",
                          fix="Declare a grader with `kind: import` for these judgments")
-    grading = params["grading"]
-    rnd = int(grading["round"]) if round_ is None else round_
-    audit_path = base / path_of(params, "audit")
-    check = dict(name=grader, spec=spec, scale=params["scale"]["grades"],
-                 max_reason_words=int(grading["max_reason_words"]),
+    grading = ex.params.grading
+    rnd = grading.round if round_ is None else round_
+    audit_path = ex.path("audit")
+    check = dict(name=grader, spec=spec, scale=ex.params.need("scale").grades,
+                 max_reason_words=ex.params.need("grading.max_reason_words"),
                  audit_query_ids=([r["query_id"] for r in io.read_jsonl(audit_path)]
                                   if audit_path.exists() else None),
                  pool_pairs=grades.pool_pairs_of(io.read_table(
-                     base / path_of(params, "pool"), columns=["query_id", "chunk_id"])))
+                     ex.path("pool"), columns=["query_id", "chunk_id"])))
     if fmt == "qrels":
         rows = judgment_rows(file, fmt="qrels", scale=check["scale"])
     elif fmt == "label-studio":
@@ -72,13 +71,12 @@ def import_cmd(file, grader, round_, fmt, params_path):
     new = grades.validate_grader_file(rows, source=file.as_posix(), **check)
     if new.empty:
         raise InputError("no grade rows to import", path=file)
-    target = base / path_of(params, "grades_in") / grader / f"round-{rnd}.jsonl"
-    meta = target.with_name(f"round-{rnd}.meta.json")
-    manifest = base / path_of(params, "intents_manifest")
+    target, meta = ex.grader_files(grader, rnd).grades, ex.grader_files(grader, rnd).meta
+    manifest = ex.path("intents_manifest")
     intents_sha256 = io.read_json(manifest).get("sha256") if manifest.exists() else None
-    if meta.exists() and rnd == int(grading["round"]):
+    if meta.exists() and rnd == grading.round:
         grades.check_meta(io.read_json(meta), source=meta.as_posix(),
-                          rubric_version=str(grading["rubric_version"]),
+                          rubric_version=str(grading.rubric_version),
                           intents_sha256=intents_sha256)
     rows = new[ROW_COLUMNS].to_dict("records")
     total = GradeStore(target).import_rows(
@@ -87,8 +85,8 @@ def import_cmd(file, grader, round_, fmt, params_path):
                                                            **check))
     # Imported grades were made against the packets of this round: record which intents
     # and rubric those were, so a later change of either is refused, not silently mixed.
-    if not meta.exists() and rnd == int(grading["round"]) and intents_sha256:
+    if not meta.exists() and rnd == grading.round and intents_sha256:
         io.write_json(meta, {"intents_sha256": intents_sha256,
-                             "rubric_version": str(grading["rubric_version"])})
+                             "rubric_version": str(grading.rubric_version)})
     click.echo(f"imported {len(new)} grades for {grader} (round {rnd}) into "
                f"{target.as_posix()}: {total} rows")

@@ -1,104 +1,25 @@
 """``relgrade grade run``: grade a pool with a command grader, in parallel, resumably.
 
-Also the file helpers ``relgrade serve`` and the Label Studio import share: where a grader's
-packets, grade file, samples and sidecars live, relative to the params file's folder.
+Where a grader's packets, grade file, samples and sidecars live is the
+:class:`~relgrade.experiment.files.Experiment`'s business, relative to the params file's
+folder.
 """
 
 from __future__ import annotations
 
 import signal
 import sys
-from importlib import resources
-from pathlib import Path
 
 import click
-import jinja2
 
+from relgrade.cli.options import params_option
 from relgrade.cli.render import handle_errors
-from relgrade.errors import InputError
-from relgrade.experiment.stage import load_params, path_of, section
+from relgrade.experiment.files import Experiment
 from relgrade.graders import command as graderun
-from relgrade.graders.exchange import code_fence
+from relgrade.graders.exchange import prompt_template
 from relgrade.graders.self_consistency import self_consistency
 from relgrade.graders.store import GradeStore
-from relgrade.io.files import read_json, read_lines, write_json
-from relgrade.protocol import packets as packets_mod
-from relgrade.protocol.grades import check_meta
-
-# --- files, relative to the params file's folder -----------------------------------------
-
-def base_dir(params_path) -> Path:
-    """The folder the params file's relative paths start from."""
-    return Path(params_path).resolve().parent
-
-
-def load_packets(params: dict, base: Path, role: str) -> dict:
-    """One role's packets, query id → packet, sorted by query id.
-
-    Raises
-    ------
-    InputError
-        No packets for the role, or a packet that :func:`relgrade.protocol.packets.check_packet`
-        refuses.
-    """
-    folder = base / path_of(params, "packets") / role
-    files = sorted(folder.glob("*.json")) if folder.is_dir() else []
-    if not files:
-        raise InputError(f"no {role} packets found", path=folder, fix="Run: dvc repro packets")
-    out = {}
-    for f in files:
-        p = packets_mod.check_packet(read_json(f), path=f)
-        out[str(p["query_id"])] = p
-    return dict(sorted(out.items()))
-
-
-def load_rubric(params: dict, base: Path) -> str:
-    """The rubric text (params ``grading.rubric``)."""
-    grading = section(params, "grading")
-    return "\n".join(read_lines(base / grading["rubric"])) + "\n"
-
-
-def prompt_template() -> jinja2.Template:
-    """The grader prompt template shipped with relgrade (``relgrade/prompts/grader.md``)."""
-    text = (resources.files("relgrade") / "prompts" / "grader.md").read_text("utf-8")
-    env = jinja2.Environment(undefined=jinja2.StrictUndefined, keep_trailing_newline=True,
-                             autoescape=False)
-    env.filters["code_fence"] = code_fence
-    return env.from_string(text)
-
-
-def grader_files(params: dict, base: Path, grader: str) -> dict:
-    """Paths of a grader's files for the current round (params ``grading.round``).
-
-    Returns
-    -------
-    dict
-        ``grades`` (``round-N.jsonl``), ``meta`` (``round-N.meta.json``), ``samples``
-        (``samples/round-N.jsonl``) and ``consistency`` (``round-N.consistency.json``), all
-        under ``paths.grades_in/GRADER/``.
-    """
-    rnd = int(section(params, "grading")["round"])
-    folder = base / path_of(params, "grades_in") / grader
-    return {"grades": folder / f"round-{rnd}.jsonl",
-            "meta": folder / f"round-{rnd}.meta.json",
-            "samples": folder / "samples" / f"round-{rnd}.jsonl",
-            "consistency": folder / f"round-{rnd}.consistency.json"}
-
-
-def ensure_meta(path: Path, meta: dict) -> None:
-    """Write the grade file's sidecar, or check the one already there against ``meta``.
-
-    Raises
-    ------
-    InputError
-        The sidecar records other intents or another rubric version than the packets.
-    """
-    if path.exists():
-        check_meta(read_json(path), intents_sha256=meta["intents_sha256"],
-                   rubric_version=meta["rubric_version"], source=path)
-    else:
-        write_json(path, meta)
-
+from relgrade.io.files import write_json
 
 # --- the command ---------------------------------------------------------------------
 
@@ -151,8 +72,7 @@ def summary_lines(s: graderun.RunSummary, grader: str) -> list[str]:
 @click.option("--grader", "grader", required=True, help="The grader (params `graders`) to run.")
 @click.option("--workers", type=click.IntRange(min=1), default=None,
               help="Processes at once (default: graders.NAME.workers, else 1).")
-@click.option("--params", "params_path", default="params.yaml", show_default=True,
-              type=click.Path(dir_okay=False), help="The experiment's params file.")
+@params_option
 @click.option("--progress/--no-progress", default=None,
               help="Show a progress bar (default: when stderr is a terminal).")
 @handle_errors
@@ -165,19 +85,19 @@ def run_cmd(grader, workers, params_path, progress):
     batches are appended durably to paths.grades_in/GRADER/round-N.jsonl. Stopping (Ctrl-C)
     or a crash loses at most the batches in flight; run the command again to resume.
     """
-    params = load_params(params_path)
-    base = base_dir(params_path)
-    setup = graderun.grader_setup(section(params, "graders"), grader, path=params_path,
+    ex = Experiment.load(params_path, resolve=True)
+    setup = graderun.grader_setup(ex.params.grader(grader), grader, path=params_path,
                                   workers=workers)
-    grading = section(params, "grading")
-    scale = section(params, "scale")["grades"]
-    packets = load_packets(params, base, setup.role)
-    graderun.check_packets(packets, batch_size=int(grading["batch_size"]),
-                           source=str(base / path_of(params, "packets") / setup.role))
-    rubric = load_rubric(params, base)
-    files = grader_files(params, base, grader)
-    ensure_meta(files["meta"], graderun.packet_meta(packets))
-    store = GradeStore(files["grades"]).open()
+    grading = ex.params.grading
+    scale = ex.params.need("scale").grades
+    max_reason_words = ex.params.need("grading.max_reason_words")
+    packets = ex.packets(setup.role)
+    graderun.check_packets(packets, batch_size=grading.batch_size,
+                           source=str(ex.packets_folder(setup.role)))
+    rubric = ex.rubric()
+    files = ex.grader_files(grader)
+    ex.ensure_meta(files, graderun.packet_meta(packets))
+    store = GradeStore(files.grades).open()
     sample_store = None
     previous = signal.getsignal(signal.SIGTERM)
 
@@ -186,7 +106,7 @@ def run_cmd(grader, workers, params_path, progress):
 
     try:
         if setup.samples > 1:
-            sample_store = GradeStore(files["samples"],
+            sample_store = GradeStore(files.samples,
                                       key_fields=("query_id", "chunk_id", "sample")).open()
         for st in (store, sample_store):
             if st is not None and st.recovery.truncated_bytes:
@@ -202,18 +122,17 @@ def run_cmd(grader, workers, params_path, progress):
 
             summary = graderun.run_grader(
                 packets, setup=setup, store=store, rubric=rubric, scale=scale,
-                max_reason_words=int(grading["max_reason_words"]), template=prompt_template(),
+                max_reason_words=max_reason_words, template=prompt_template(),
                 sample_store=sample_store, progress=lambda n: bar.advance(task, n),
                 on_plan=on_plan)
         if setup.samples > 1:
             report = self_consistency(
                 graderun.recorded_samples(sample_store.rows, packets=packets, scale=scale,
-                                          max_reason_words=int(grading["max_reason_words"]),
+                                          max_reason_words=max_reason_words,
                                           kind=setup.kind, role=setup.role,
                                           source=sample_store.path, grader=grader),
                 scale=scale, n_samples=setup.samples)
-            write_json(files["consistency"], {"grader": grader, "round": int(grading["round"]),
-                                              **report})
+            write_json(files.consistency, {"grader": grader, "round": grading.round, **report})
     finally:
         signal.signal(signal.SIGTERM, previous)
         store.close()
@@ -227,7 +146,7 @@ def run_cmd(grader, workers, params_path, progress):
         unanimous = "undefined" if u is None else f"{u:.1%}"
         click.echo(f"self-consistency over {setup.samples} samples: Fleiss' kappa {kappa}, "
                    f"unanimous {unanimous} of {report['pairs']} pairs "
-                   f"(written to {files['consistency']})")
+                   f"(written to {files.consistency})")
     if summary.interrupted:
         sys.exit(130)
     if summary.failures:

@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 from datetime import datetime, timezone
-from pathlib import Path
 
 import click
 
 from relgrade.cli.render import handle_errors
-from relgrade.experiment.stage import load_params, section
+from relgrade.experiment.files import Experiment
 from relgrade.io.files import read_rows, write_json
 from relgrade.protocol import intents, queries
 from relgrade.schema import INTENTS
@@ -28,12 +27,11 @@ def review_cmd(reviewer, params_path):
     """Validate the intent table against the queries, list intents that offer alternative
     readings, and write the review record (params `intents.review`) signing the table's
     sha256. Run it again after any change to the table."""
-    params = load_params(params_path)
-    base = Path(params_path).parent
-    qcfg, icfg = section(params, "queries"), section(params, "intents")
-    qsrc, isrc = base / qcfg["input"], base / icfg["input"]
+    ex = Experiment.load(params_path)
+    qcfg, icfg = ex.params.need("queries"), ex.params.need("intents")
+    qsrc, isrc = ex.file(qcfg.input), ex.file(icfg.input)
     qtable, qlines = read_rows(qsrc, queries.REQUIRED_COLUMNS)
-    query_set = queries.validate_queries(qtable, groups=qcfg["groups"], path=qsrc, lines=qlines)
+    query_set = queries.validate_queries(qtable, groups=qcfg.groups, path=qsrc, lines=qlines)
     itable, ilines = read_rows(isrc, INTENTS)
     table = intents.validate_intents(itable, queries=query_set, path=isrc, lines=ilines)
 
@@ -42,6 +40,6 @@ def review_cmd(reviewer, params_path):
     record = intents.review_record(table, reviewer=reviewer, reviewed_at=now)
     for qid, text, why in zip(flagged["query_id"], flagged["intent"], flagged["why"]):
         click.echo(f"flagged {qid} ({why!r}: one reading, never an alternative): {text}")
-    write_json(base / icfg["review"], record)
+    write_json(ex.file(icfg.review), record)
     click.echo(f"Reviewed {len(table)} intents as {record['reviewer']}: sha256 "
-               f"{record['table_sha256'][:12]}, {len(flagged)} flagged; wrote {icfg['review']}")
+               f"{record['table_sha256'][:12]}, {len(flagged)} flagged; wrote {icfg.review}")

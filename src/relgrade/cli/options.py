@@ -2,14 +2,17 @@
 
 Each function returns a decorator that adds one option (or a pair of them) to a click
 command, with the same name, type, default and help wherever it appears, so a command says
-``@scale_option()`` instead of repeating the option's spelling.
+``@scale_option()`` or ``@params_option`` instead of repeating the option's spelling.
 """
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import click
 
 from relgrade.errors import InputError
+from relgrade.experiment.params import PARAMS_FILE
 from relgrade.schema import check_scale
 
 
@@ -98,3 +101,14 @@ def seed_option(*, default: int | None = 0, help: str = "Seed of the random choi
     if default is None:
         return click.option("--seed", type=click.IntRange(min=0), default=None, help=help)
     return click.option("--seed", type=int, default=default, show_default=True, help=help)
+
+
+def params_option(fn):
+    """``--params FILE``: the experiment's params file (default ``params.yaml``).
+
+    The file is not checked by click: a missing or invalid file is reported by
+    :func:`relgrade.experiment.params.load_params` as one ``Error:`` line naming it.
+    """
+    return click.option("--params", "params_path", default=str(PARAMS_FILE), show_default=True,
+                        type=click.Path(dir_okay=False, path_type=Path),
+                        help="The experiment's params file.")(fn)

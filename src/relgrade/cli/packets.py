@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import click
 
 from relgrade.cli.render import handle_errors
 from relgrade.errors import InputError
-from relgrade.experiment.stage import load_params, path_of
+from relgrade.experiment.files import Experiment
 from relgrade.graders.labelstudio import label_studio_tasks_json
 from relgrade.io.files import read_json, write_bytes
 from relgrade.protocol import packets
@@ -39,8 +37,7 @@ def packets_cmd():
 @handle_errors
 def export_cmd(role, out, fmt, params_path):
     """Write the packets of ROLE (built by `dvc repro packets`) to one file, by query id."""
-    params = load_params(params_path)
-    folder = Path(params_path).parent / path_of(params, "packets") / role
+    folder = Experiment.load(params_path).packets_folder(role)
     files = sorted(folder.glob("*.json")) if folder.is_dir() else []
     if not files:
         raise InputError(f"no {role} packets found", path=folder,

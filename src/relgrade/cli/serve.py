@@ -8,20 +8,14 @@ from pathlib import Path
 
 import click
 
-from relgrade.cli.graderun import (
-    base_dir,
-    ensure_meta,
-    grader_files,
-    load_packets,
-    load_rubric,
-)
+from relgrade.cli.options import params_option
 from relgrade.cli.render import handle_errors
 from relgrade.errors import InputError
-from relgrade.experiment.stage import load_params, path_of, section
+from relgrade.experiment.files import Experiment
+from relgrade.experiment.params import PARAMS_FILE
 from relgrade.graders.command import packet_meta
 from relgrade.graders.store import GradeStore, SingleWriter
 from relgrade.io.files import read_jsonl, read_yaml, write_text
-from relgrade.protocol.grades import grader_spec
 
 
 def resolve_tokens(names, *, graders: dict, tokens_path=None) -> dict:
@@ -56,7 +50,9 @@ def resolve_tokens(names, *, graders: dict, tokens_path=None) -> dict:
             token, new = secrets.token_urlsafe(24), True
         out[name] = str(token)
     if len(set(out.values())) != len(out):
-        raise InputError("two graders share a login token", path=tokens_path or "params.yaml")
+        raise InputError("two graders share a login token", path=tokens_path,
+                         item=", ".join(sorted(n for n, t in out.items()
+                                               if list(out.values()).count(t) > 1)))
     if tokens_path is not None and (new or any(from_file.get(n) != t for n, t in out.items())):
         merged = {**from_file, **out}
         write_text(tokens_path, "".join(f"{k}: {v}\n" for k, v in merged.items()))
@@ -64,7 +60,7 @@ def resolve_tokens(names, *, graders: dict, tokens_path=None) -> dict:
     return out
 
 
-def build_site(params_path="params.yaml", *, graders=None, tokens_path=None):
+def build_site(params_path=PARAMS_FILE, *, graders=None, tokens_path=None):
     """The :class:`~relgrade.web.app.Site` for ``relgrade serve``, with its stores open.
 
     Parameters
@@ -92,38 +88,37 @@ def build_site(params_path="params.yaml", *, graders=None, tokens_path=None):
     """
     from relgrade.web.app import Site, site_graders
 
-    params = load_params(params_path)
-    base = base_dir(params_path)
-    all_graders = section(params, "graders")
+    ex = Experiment.load(params_path, resolve=True)
+    all_graders = ex.params.graders_dict()
     names = list(graders) if graders else [n for n, g in all_graders.items()
-                                           if isinstance(g, dict) and g.get("kind") == "human"]
+                                           if g["kind"] == "human"]
     if not names:
         raise InputError("no grader to serve: params has no grader of kind human",
                          path=params_path, fix="Pass --grader NAME")
-    specs = {n: grader_spec(all_graders, n, params_path=params_path) for n in names}
-    grading = section(params, "grading")
+    specs = {n: ex.params.grader(n) for n in names}
+    grading = ex.params.grading
     roles = {s["role"] for s in specs.values()}
-    packets_by_role = {r: load_packets(params, base, r) for r in roles}
+    packets_by_role = {r: ex.packets(r) for r in roles}
     audit_ids = None
-    audit_path = base / path_of(params, "audit")
+    audit_path = ex.path("audit")
     if "auditor" in roles and audit_path.exists():
         audit_ids = [r["query_id"] for r in read_jsonl(audit_path)]
     tokens = resolve_tokens(names, graders=all_graders, tokens_path=tokens_path)
     stores = {}
     try:
         for n in names:
-            files = grader_files(params, base, n)
-            ensure_meta(files["meta"], packet_meta(packets_by_role[specs[n]["role"]]))
-            stores[n] = GradeStore(files["grades"]).open()
+            files = ex.grader_files(n)
+            ex.ensure_meta(files, packet_meta(packets_by_role[specs[n]["role"]]))
+            stores[n] = GradeStore(files.grades).open()
     except BaseException:
         for st in stores.values():
             st.close()
         raise
     site = Site(graders=site_graders(specs, packets_by_role=packets_by_role, tokens=tokens,
                                      stores=stores, audit_ids=audit_ids),
-                rubric=load_rubric(params, base), scale=list(section(params, "scale")["grades"]),
-                max_reason_words=int(grading["max_reason_words"]), writer=SingleWriter(),
-                round=int(grading["round"]))
+                rubric=ex.rubric(), scale=list(ex.params.need("scale").grades),
+                max_reason_words=ex.params.need("grading.max_reason_words"),
+                writer=SingleWriter(), round=grading.round)
     return site, list(stores.values())
 
 
@@ -131,8 +126,7 @@ def build_site(params_path="params.yaml", *, graders=None, tokens_path=None):
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
 @click.option("--port", default=8765, show_default=True, type=click.IntRange(0, 65535),
               help="Port to listen on.")
-@click.option("--params", "params_path", default="params.yaml", show_default=True,
-              type=click.Path(dir_okay=False), help="The experiment's params file.")
+@params_option
 @click.option("--grader", "graders", multiple=True,
               help="A grader to serve (repeatable; default: every grader of kind human).")
 @click.option("--tokens", "tokens_path", type=click.Path(dir_okay=False), default=None,

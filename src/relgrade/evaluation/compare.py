@@ -40,7 +40,7 @@ work spread over threads gives bit-identical results for any worker count.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Iterable, Sequence
 
 import numpy as np
@@ -50,6 +50,7 @@ from statsmodels.stats.multitest import multipletests
 from relgrade.errors import InputError
 from relgrade.evaluation import stats
 from relgrade.evaluation.report import Comparison, PairResult, Segment
+from relgrade.evaluation.settings import Settings, design_pairs
 from relgrade.rng import comparison_rng
 
 #: Measures that describe the pool rather than the ranking; reported, never compared.
@@ -59,116 +60,9 @@ NOT_COMPARED = ("Judged",)
 PARALLEL_MIN_WORK = 10_000_000
 
 
-# --- settings ------------------------------------------------------------------------
-
-@dataclass(frozen=True)
-class Settings:
-    """How the comparison is run (params ``seed`` and ``metrics``).
-
-    Attributes
-    ----------
-    seed : int
-        Experiment seed.
-    n_resamples : int
-        Bootstrap resamples (``metrics.bootstrap``).
-    n_permutations : int
-        Sign-flip patterns of the Monte Carlo randomization test (``metrics.permutations``).
-    level : float
-        Confidence level (``metrics.level``).
-    method : {"bca", "percentile"}
-        Interval method (``metrics.interval``).
-    alpha : float
-        Two-sided significance level applied to Holm-adjusted p-values (``metrics.alpha``).
-    power : float
-        Power for the query-count estimate (``metrics.power``).
-    min_relative_change : float
-        Relative change the power estimate targets (``metrics.min_relative_change``).
-    baseline : str or None
-        Reference arm (``metrics.baseline``).
-    pairs : {"baseline", "all"}
-        Each arm against the baseline, or every pair (``metrics.pairs``).
-    """
-
-    seed: int
-    n_resamples: int = 10_000
-    n_permutations: int = 10_000
-    level: float = 0.95
-    method: str = "bca"
-    alpha: float = 0.05
-    power: float = 0.8
-    min_relative_change: float = 0.02
-    baseline: str | None = None
-    pairs: str = "baseline"
-
-    def __post_init__(self):
-        def bad(key, rule, value):
-            raise InputError(f"metrics.{key} {rule}", path="params.yaml", found=repr(value))
-        for key in ("n_resamples", "n_permutations"):
-            v = getattr(self, key)
-            if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1:
-                bad({"n_resamples": "bootstrap", "n_permutations": "permutations"}[key],
-                    "must be a positive integer", v)
-        for key in ("level", "alpha", "power"):
-            v = getattr(self, key)
-            if not isinstance(v, (int, float)) or not 0 < v < 1:
-                bad(key, "must lie between 0 and 1", v)
-        if not isinstance(self.min_relative_change, (int, float)) or self.min_relative_change <= 0:
-            bad("min_relative_change", "must be greater than 0", self.min_relative_change)
-        if self.method not in ("bca", "percentile"):
-            bad("interval", "must be bca or percentile", self.method)
-        if self.pairs not in ("baseline", "all"):
-            bad("pairs", "must be baseline or all", self.pairs)
-        if self.pairs == "baseline" and not self.baseline:
-            bad("baseline", "must name an arm when metrics.pairs is baseline", self.baseline)
-
-    @classmethod
-    def from_params(cls, params: dict) -> "Settings":
-        """Settings from the params dict (``seed`` and the ``metrics`` section)."""
-        m = params.get("metrics") or {}
-        n_resamples = m.get("bootstrap", 10_000)
-        return cls(seed=params.get("seed"), n_resamples=n_resamples,
-                   n_permutations=m.get("permutations", n_resamples),
-                   level=m.get("level", 0.95), method=m.get("interval", "bca"),
-                   alpha=m.get("alpha", 0.05), power=m.get("power", 0.8),
-                   min_relative_change=m.get("min_relative_change", 0.02),
-                   baseline=None if m.get("baseline") in (None, "") else str(m["baseline"]),
-                   pairs=m.get("pairs", "baseline" if m.get("baseline") else "all"))
-
-    def to_dict(self) -> dict:
-        return {"seed": self.seed, "bootstrap": self.n_resamples,
-                "permutations": self.n_permutations, "level": self.level,
-                "interval": self.method, "alpha": self.alpha, "power": self.power,
-                "min_relative_change": self.min_relative_change, "baseline": self.baseline,
-                "pairs": self.pairs}
 
 
 # --- building ------------------------------------------------------------------------
-
-def design_pairs(arms: Sequence[str], *, baseline: str | None, mode: str) -> list[tuple[str, str]]:
-    """The comparisons the experiment makes, as (A, B) pairs read "A against B".
-
-    Parameters
-    ----------
-    arms : sequence of str
-    baseline : str or None
-        Reference arm (params ``metrics.baseline``).
-    mode : {"baseline", "all"}
-        ``"baseline"``: every other arm against the baseline, ``(arm, baseline)``, arms
-        sorted; ``"all"``: every pair of sorted arms ``(a, b)`` with ``a < b``.
-
-    Raises
-    ------
-    InputError
-        The baseline is not one of the arms.
-    """
-    arms = sorted(set(arms))
-    if mode == "baseline":
-        if baseline not in arms:
-            raise InputError("metrics.baseline is not one of the arms", path="params.yaml",
-                             found=repr(baseline), fix=f"use one of {', '.join(arms)}")
-        return [(a, baseline) for a in arms if a != baseline]
-    return [(a, b) for i, a in enumerate(arms) for b in arms[i + 1:]]
-
 
 def _check_per_query(per_query: pd.DataFrame) -> pd.DataFrame:
     missing = [c for c in ("arm", "query_id", "measure", "value") if c not in per_query.columns]
@@ -322,7 +216,7 @@ def compare_arms(per_query: pd.DataFrame, *, settings: Settings,
         modified.
     settings : Settings
         Seed, resamples, permutations, level, alpha, power, baseline (see
-        :meth:`Settings.from_params`).
+        :meth:`relgrade.experiment.params.Params.compare_settings`).
     pairs : iterable of (str, str), optional
         Comparisons to make, "A against B"; default :func:`design_pairs` from the settings.
     measures : sequence of str, optional

@@ -72,7 +72,7 @@ def unique_contributions(provenance: pd.DataFrame, *, depth: int) -> pd.DataFram
     """
     _need(provenance, ["query_id", "chunk_id", "arm", "rank", "source"], "provenance")
     if isinstance(depth, bool) or not isinstance(depth, (int, np.integer)) or depth < 1:
-        raise InputError("pool.depth must be a positive integer", path="params.yaml",
+        raise InputError("pool.depth must be a positive integer",
                          found=repr(depth))
     p = provenance[["query_id", "chunk_id", "arm", "rank", "source"]].astype(
         {"query_id": str, "chunk_id": str, "arm": str})

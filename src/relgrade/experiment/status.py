@@ -14,10 +14,15 @@ names exactly the pairs that lack a grade, grouped by query, so only those get g
 
 from __future__ import annotations
 
-from typing import Iterable, Mapping
+from collections.abc import Iterable, Mapping
 
 import pandas as pd
 
+from relgrade.errors import RelgradeError
+from relgrade.experiment.files import Experiment
+from relgrade.experiment.params import Params
+from relgrade.io import files as io
+from relgrade.protocol import grades
 from relgrade.protocol.gate import check_gates
 
 _STEPS = ("corpus", "queries", "pool", "intents", "audit", "gate", "key")
@@ -71,7 +76,7 @@ def _grader_progress(rows: pd.DataFrame | str | None, *, spec: Mapping,
 
 def experiment_status(
     *,
-    params: Mapping,
+    params: Params,
     corpus_manifest: Mapping | None = None,
     queries_manifest: Mapping | None = None,
     pool: pd.DataFrame | None = None,
@@ -89,7 +94,7 @@ def experiment_status(
 
     Parameters
     ----------
-    params : mapping
+    params : Params
         The experiment's params (``graders``, ``grading``, ``gates``, ``arms`` are read).
     corpus_manifest, queries_manifest, pool_manifest, intents_manifest : mapping, optional
         The stages' manifests, when they exist.
@@ -121,8 +126,7 @@ def experiment_status(
         ``stale``, ``unreadable``).
     """
     problems = dict(problems or {})
-    grading = params.get("grading") or {}
-    rnd = int(grading.get("round", 1))
+    rnd = params.grading.round
     st: dict = {"round": rnd}
 
     def missing_or_problem(step):
@@ -153,18 +157,18 @@ def experiment_status(
     st["audit"] = ({"state": "chosen", "queries": audit} if audit is not None
                    else missing_or_problem("audit"))
 
-    graders = params.get("graders") or {}
+    graders = params.graders_dict()
     rows = dict(grader_rows or {})
     st["grading"] = {name: _grader_progress(rows.get(name), spec=graders[name], pool=pool,
                                             audit=audit) | {"round": rnd}
                      for name in sorted(graders, key=lambda n: (
-                         (graders[n] or {}).get("role") != "grader", n))}
+                         graders[n]["role"] != "grader", n))}
 
     if gate is not None and gate.get("passed") is True:
         st["gate"] = {"state": "passed", "measures": dict(gate.get("measures") or {})}
     elif agreement is not None:
         try:
-            result = check_gates(agreement, params.get("gates") or {})
+            result = check_gates(agreement, params.gates.as_dict() if params.gates else {})
         except Exception as e:  # an unreadable gate setup is itself worth reporting
             st["gate"] = {"state": "unreadable", "error": str(e)}
         else:
@@ -191,7 +195,7 @@ def experiment_status(
     metrics = dict(metrics or {})
     frozen = (record or {}).get("key_sha256")
     st["metrics"] = {}
-    for arm in sorted(set(params.get("arms") or {}) | set(metrics)):
+    for arm in sorted(set(params.arms or {}) | set(metrics)):
         m = metrics.get(arm)
         if m is None:
             st["metrics"][arm] = {"state": "missing"}
@@ -202,6 +206,74 @@ def experiment_status(
                                   "post_hoc": bool(m.get("post_hoc"))}
     st["other_problems"] = {k: v for k, v in problems.items() if k not in _STEPS}
     return st
+
+
+def read_status(ex: Experiment) -> dict:
+    """The experiment's state (see :func:`experiment_status`), read from whatever files exist.
+
+    A file that exists but cannot be read is reported as that step's problem; a grader's
+    file for the current round that breaks a rule is reported as that grader's error.
+
+    Parameters
+    ----------
+    ex : Experiment
+        The experiment.
+
+    Returns
+    -------
+    dict
+        As :func:`experiment_status`.
+
+    Raises
+    ------
+    InputError
+        A ``paths`` entry the status reads is not declared.
+    """
+    problems: dict[str, str] = {}
+
+    def load(step, name, reader):
+        path = ex.path(name)
+        if not path.exists():
+            return None
+        try:
+            return reader(path)
+        except RelgradeError as e:
+            problems[step] = str(e)
+            return None
+
+    params = ex.params
+    pool = load("pool", "pool", lambda p: io.read_table(p, columns=["query_id", "chunk_id"]))
+    audit = load("audit", "audit", lambda p: [str(r["query_id"]) for r in io.read_jsonl(p)])
+    rows = {}
+    for name, spec in params.graders_dict().items():
+        path = ex.grader_files(name).grades
+        if not path.exists():
+            continue
+        try:
+            rows[name] = grades.validate_grader_file(
+                io.iter_jsonl(path), name=name, spec=spec,
+                pool_pairs=None if pool is None else grades.pool_pairs_of(pool),
+                audit_query_ids=audit, scale=params.need("scale").grades,
+                max_reason_words=params.need("grading.max_reason_words"),
+                source=path.as_posix())
+        except RelgradeError as e:
+            rows[name] = str(e)
+    metrics_dir = ex.path("metrics")
+    metrics = {}
+    for p in sorted(metrics_dir.glob("*.json")) if metrics_dir.is_dir() else []:
+        try:
+            metrics[p.stem] = io.read_json(p)
+        except RelgradeError as e:
+            problems[f"metrics {p.stem}"] = str(e)
+    return experiment_status(
+        params=params, pool=pool, audit_query_ids=audit, grader_rows=rows, metrics=metrics,
+        corpus_manifest=load("corpus", "corpus_manifest", io.read_json),
+        queries_manifest=load("queries", "queries_manifest", io.read_json),
+        pool_manifest=load("pool", "pool_manifest", io.read_json),
+        intents_manifest=load("intents", "intents_manifest", io.read_json),
+        agreement=load("gate", "agreement", io.read_json),
+        gate=load("gate", "gate", io.read_json),
+        record=load("key", "record", io.read_json), problems=problems)
 
 
 def status_lines(st: Mapping) -> list[str]:

@@ -48,7 +48,7 @@ from relgrade.graders.exchange import (
 )
 from relgrade.graders.self_consistency import aggregate_samples
 from relgrade.graders.store import GradeStore, SingleWriter
-from relgrade.protocol.grades import grader_spec, reason_required, validate_grade_rows
+from relgrade.protocol.grades import reason_required, validate_grade_rows
 
 #: Defaults of the command settings of a grader in params ``graders.NAME``.
 DEFAULTS = {"timeout": 600.0, "retries": 2, "workers": 1, "samples": 1, "input": "json"}
@@ -97,17 +97,18 @@ def _int_param(value, name, grader, path, minimum):
     return value
 
 
-def grader_setup(graders: Mapping, name: str, *, path="params.yaml",
+def grader_setup(spec: Mapping, name: str, *, path=None,
                  workers: int | None = None) -> GraderSetup:
     """Read and check one command grader's settings.
 
     Parameters
     ----------
-    graders : dict
-        Params ``graders`` (grader name → settings).
+    spec : mapping
+        The grader's params entry ``graders.NAME`` (``role`` and ``kind`` already checked,
+        see :meth:`relgrade.experiment.params.Params.grader`).
     name : str
         The grader to run.
-    path : str, default "params.yaml"
+    path : str, optional
         The params file, for error messages.
     workers : int, optional
         Overrides ``graders.NAME.workers`` (the ``--workers`` option).
@@ -119,12 +120,11 @@ def grader_setup(graders: Mapping, name: str, *, path="params.yaml",
     Raises
     ------
     InputError
-        Unknown grader, or a role or kind relgrade does not know
-        (:func:`relgrade.protocol.grades.grader_spec`); no ``command``; a
+        No ``command``; a
         ``timeout``, ``retries``, ``workers`` or ``samples`` that is not a valid number; an
         ``input`` mode other than ``json`` or ``prompt``.
     """
-    g = grader_spec(graders, name, params_path=path)
+    g = spec
     role, kind = g["role"], g["kind"]
     if g.get("command") is None:
         raise InputError("grader has no command to run", path=path, item=name,

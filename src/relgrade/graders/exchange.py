@@ -49,7 +49,7 @@ EXCHANGE_VERSION = "relgrade-grader/1"
 INPUT_MODES = ("json", "prompt")
 
 
-def parse_command(value, *, grader: str, path="params.yaml") -> list[str]:
+def parse_command(value, *, grader: str, path=None) -> list[str]:
     """A grader's ``command`` param as an argv list.
 
     Parameters
@@ -273,3 +273,23 @@ def parse_response(
                          item="missing " + ", ".join(missing),
                          found=f"{len(got)} of {len(wanted)} rows")
     return df
+
+
+def prompt_template():
+    """The grader prompt template shipped with relgrade (``relgrade/prompts/grader.md``).
+
+    Returns
+    -------
+    jinja2.Template
+        Strict (an undefined variable is an error), with the ``code_fence`` filter
+        (:func:`code_fence`); rendered by :func:`render_prompt`.
+    """
+    from importlib import resources
+
+    import jinja2
+
+    text = (resources.files("relgrade") / "prompts" / "grader.md").read_text("utf-8")
+    env = jinja2.Environment(undefined=jinja2.StrictUndefined, keep_trailing_newline=True,
+                             autoescape=False)
+    env.filters["code_fence"] = code_fence
+    return env.from_string(text)

@@ -292,3 +292,49 @@ def write_tsv(path, df: pd.DataFrame) -> None:
     """Write ``df`` as tab-separated text with a header row, atomically."""
     with atomic_path(path) as tmp:
         df.to_csv(tmp, sep="\t", index=False, lineterminator="\n")
+
+
+# --- atomic folders ------------------------------------------------------------------
+
+@contextlib.contextmanager
+def atomic_dir(path) -> Iterator[Path]:
+    """Yield an empty folder beside ``path``; on success it replaces the folder ``path``.
+
+    The new folder is filled completely before it is swapped in, so a failure (an exception
+    inside the ``with`` block) leaves the previous folder untouched and no temporary folder
+    behind.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        The folder to replace (its parent is created when missing).
+
+    Yields
+    ------
+    pathlib.Path
+        The temporary folder to write into.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> out = Path(tempfile.mkdtemp()) / "bundle"
+    >>> with atomic_dir(out) as tmp:
+    ...     _ = (tmp / "a.txt").write_text("a")
+    >>> sorted(p.name for p in out.iterdir())
+    ['a.txt']
+    """
+    import shutil
+
+    root = Path(path)
+    root.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{root.name}.", suffix=".tmp", dir=root.parent))
+    old = root.with_name(f".{root.name}.{os.getpid()}.old")
+    try:
+        yield tmp
+        if root.exists():
+            os.replace(root, old)
+        os.replace(tmp, root)
+    finally:
+        for leftover in (tmp, old):
+            if leftover.exists():
+                shutil.rmtree(leftover)

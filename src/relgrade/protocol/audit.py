@@ -57,7 +57,7 @@ def _check(value, name, *, minimum, integer):
     if not ok or not math.isfinite(value) or value < minimum or (not integer and value > 1):
         rng = f">= {minimum}" if integer else "between 0 and 1"
         raise InputError(f"{name} must be {'an integer' if integer else 'a number'} {rng}",
-                         path="params.yaml", item=name, found=repr(value))
+                         item=name, found=repr(value))
 
 
 def audit_size(n_queries: int, n_groups: int, *, fraction: float, min_queries: int) -> tuple[int, int]:

@@ -162,20 +162,20 @@ def check_gates(measures: Mapping, gates: Mapping) -> GateResult:
     (False, ('weighted_kappa 0.71 < 0.75',))
     """
     if not isinstance(gates, Mapping):
-        raise InputError("params `gates` must be a mapping", path="params.yaml",
+        raise InputError("params `gates` must be a mapping",
                          found=type(gates).__name__)
     unknown = sorted(set(gates) - set(GATES))
     if unknown:
-        raise InputError("unknown gate in params `gates`", path="params.yaml", item=unknown[0],
+        raise InputError("unknown gate in params `gates`", item=unknown[0],
                          fix=f"Use {', '.join(GATES)}")
     thresholds = {}
     for key in GATES:
         if key not in gates:
-            raise InputError("params `gates` lacks a gate", path="params.yaml", item=key,
+            raise InputError("params `gates` lacks a gate", item=key,
                              fix=f"Set all of {', '.join(GATES)}")
         t = _number(gates[key])
         if t is None:
-            raise InputError("a gate threshold must be a number", path="params.yaml",
+            raise InputError("a gate threshold must be a number",
                              item=key, found=repr(gates[key]))
         thresholds[key] = gates[key]
 

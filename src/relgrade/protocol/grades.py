@@ -21,7 +21,7 @@ import numpy as np
 import pandas as pd
 
 from relgrade.errors import InputError
-from relgrade.schema import GRADE_KEYS, GRADES, KINDS, ROLES, ROW_COLUMNS
+from relgrade.schema import GRADE_KEYS, GRADES, ROW_COLUMNS
 
 
 def reason_required(kind: str, role: str, grade: int) -> bool:
@@ -234,43 +234,6 @@ def validate_grade_rows(
 
 # --- a grader's file, as the grades stage and `relgrade grade import` both check it ------
 
-def grader_spec(graders: Mapping, name: str, *, params_path="params.yaml") -> dict:
-    """The params entry of grader ``name``, checked.
-
-    Parameters
-    ----------
-    graders : mapping
-        Params ``graders``: name → ``{role, kind, family, model | person}``.
-    name : str
-        The grader's name (its folder under params ``paths.grades_in``).
-    params_path : str, optional
-        The params file, for error messages.
-
-    Returns
-    -------
-    dict
-        The entry, with ``role`` and ``kind`` known values.
-
-    Raises
-    ------
-    InputError
-        ``name`` is not a key of ``graders``, or its role or kind is not one relgrade knows.
-    """
-    spec = graders.get(name) if isinstance(graders, Mapping) else None
-    if not isinstance(spec, Mapping):
-        known = ", ".join(sorted(graders)) if isinstance(graders, Mapping) else "none"
-        raise InputError("grader not declared in params `graders`", path=params_path,
-                         item=name, found=f"graders {known}",
-                         fix=f"Add `{name}` with role, kind and family under `graders`")
-    if spec.get("role") not in ROLES:
-        raise InputError(f"grader role must be one of {', '.join(ROLES)}", path=params_path,
-                         item=name, found=spec.get("role"))
-    if spec.get("kind") not in KINDS:
-        raise InputError(f"grader kind must be one of {', '.join(KINDS)}", path=params_path,
-                         item=name, found=spec.get("kind"))
-    return dict(spec)
-
-
 def check_meta(meta: Mapping | None, *, intents_sha256: str | None, rubric_version: str,
                source) -> None:
     """Refuse grades made from packets with other intents or another rubric.
@@ -332,7 +295,7 @@ def validate_grader_file(
     name : str
         The grader.
     spec : mapping
-        Its params entry (see :func:`grader_spec`).
+        Its params entry (``graders.NAME``: ``role``, ``kind``, ``family``, ...).
     pool_pairs : set of (str, str)
         The pool's pairs.
     audit_query_ids : iterable of str or None
@@ -550,7 +513,8 @@ def collect_grades(
     files : mapping of str to GraderFile
         grader → its file for round ``round`` (graders without a file are left out).
     graders : mapping
-        Params ``graders``.
+        Params ``graders``: grader name → its entry (``role`` one of :data:`ROLES`,
+        ``kind`` one of :data:`KINDS`, as :mod:`relgrade.experiment.params` checks them).
     pool : pandas.DataFrame
         Columns ``query_id``, ``chunk_id`` (str): the pool.
     audit_query_ids : iterable of str
@@ -582,12 +546,15 @@ def collect_grades(
         returned unless every file is valid.
     """
     for name in files:
-        grader_spec(graders, name)
+        if name not in graders:
+            raise InputError("grader not declared in params `graders`", item=name,
+                             found=f"graders {', '.join(sorted(graders)) or 'none'}",
+                             fix=f"Add `{name}` with role, kind and family under `graders`")
     pairs = pool_pairs_of(pool)
     audit = sorted(set(audit_query_ids))
     tables, roles, entries = {}, {}, {}
     for name in sorted(graders):
-        spec = grader_spec(graders, name)
+        spec = graders[name]
         roles[name] = spec["role"]
         f = files.get(name)
         if f is None:

@@ -200,13 +200,13 @@ def build_record(
     frozen_at: str,
     rubric_version: str,
     round: int,
-    grades_manifest: Mapping,
-    pool_version: str,
-    input_sha256: Mapping[str, object],
+    manifests: Mapping[str, Mapping],
+    pool_sha256: str,
     dropped_queries: Iterable[str],
     post_hoc: bool,
+    deviations: Iterable[str] = (),
 ) -> dict:
-    """The key's record: what it is, when it was frozen, and from what.
+    """The key's record: what it is, when it was frozen, from what, and how it departs.
 
     Parameters
     ----------
@@ -218,36 +218,50 @@ def build_record(
         Params ``grading.rubric_version``.
     round : int
         Params ``grading.round``.
-    grades_manifest : mapping
-        The grades stage's manifest (the grader setup is taken from it).
-    pool_version : str
-        From the pool manifest.
-    input_sha256 : mapping
-        Hashes of the inputs (corpus, queries, intents, pool, grade files).
+    manifests : mapping of str to mapping
+        The stages' manifests the key was built from: ``corpus``, ``queries`` and
+        ``intents`` (their ``sha256`` is recorded), ``pool`` (its ``pool_version``) and
+        ``grades`` (the grader setup and each grade file's ``sha256``).
+    pool_sha256 : str
+        The pool table's file hash.
     dropped_queries : iterable of str
         Queries left out of the key (see :func:`build_key`).
     post_hoc : bool
         Whether the key is a post-hoc correction of one already used for metrics.
+    deviations : iterable of str, optional
+        Departures from the protocol (params ``grading.deviations``), carried with the key
+        so every number built on it has them.
 
     Returns
     -------
     dict
         ``key_sha256``, ``frozen_at``, ``rubric_version``, ``round``, ``grader_setup``,
-        ``pool_version``, ``input_sha256``, ``dropped_queries``, ``post_hoc``, plus
-        ``pairs`` and ``queries`` in the key.
+        ``pool_version``, ``input_sha256`` (``corpus``, ``queries``, ``intents``, ``pool``,
+        ``grades``: grader → file hash), ``dropped_queries``, ``post_hoc``, ``pairs`` and
+        ``queries`` in the key, ``deviations``; in that order.
+
+    Raises
+    ------
+    KeyError
+        A manifest named above is missing from ``manifests``.
     """
+    grades = manifests["grades"]
+    inputs = {name: manifests[name].get("sha256") for name in ("corpus", "queries", "intents")}
+    inputs["pool"] = pool_sha256
+    inputs["grades"] = {g: e["sha256"] for g, e in grades["graders"].items() if e["sha256"]}
     return {
         "key_sha256": key_sha256(key),
         "frozen_at": frozen_at,
         "rubric_version": str(rubric_version),
         "round": int(round),
-        "grader_setup": grader_setup(grades_manifest),
-        "pool_version": pool_version,
-        "input_sha256": dict(input_sha256),
+        "grader_setup": grader_setup(grades),
+        "pool_version": manifests["pool"]["pool_version"],
+        "input_sha256": inputs,
         "dropped_queries": sorted(dropped_queries),
         "post_hoc": bool(post_hoc),
         "pairs": int(len(key)),
         "queries": int(key["query_id"].nunique()),
+        "deviations": [str(d) for d in deviations],
     }
 
 

@@ -37,7 +37,7 @@ CHUNK_KEYS = ("chunk_id", "header", "text")
 
 def _check_int(value, name: str, *, minimum: int) -> int:
     if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < minimum:
-        raise InputError(f"{name} must be an integer >= {minimum}", path="params.yaml",
+        raise InputError(f"{name} must be an integer >= {minimum}",
                          item=name, found=repr(value))
     return int(value)
 

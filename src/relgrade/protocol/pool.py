@@ -36,7 +36,7 @@ from relgrade.schema import RUNS
 
 def _int_param(value, name: str, *, minimum: int) -> int:
     if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < minimum:
-        raise InputError(f"{name} must be an integer >= {minimum}", path="params.yaml",
+        raise InputError(f"{name} must be an integer >= {minimum}",
                          item=name, found=repr(value))
     return int(value)
 
@@ -81,7 +81,7 @@ def top_candidates(run: pd.DataFrame, depth: int, *, ties: str = "score") -> pd.
     otherwise one ``numpy.lexsort`` over numeric keys does it.
     """
     if ties not in ("score", "rank"):
-        raise InputError("runs.ties must be `score` or `rank`", path="params.yaml",
+        raise InputError("runs.ties must be `score` or `rank`",
                          item="runs.ties", found=repr(ties))
     depth = _int_param(depth, "pool depth", minimum=1)
     n = len(run)
@@ -197,7 +197,7 @@ def build_pool(runs: pd.DataFrame, *, depth: int, tail_sample: int = 0,
     if tail_sample > 0:
         if tail_depth is None:
             raise InputError("pool.tail_depth is required when pool.tail_sample > 0",
-                             path="params.yaml", item="pool.tail_depth")
+                             item="pool.tail_depth")
         tail_depth = _int_param(tail_depth, "pool.tail_depth", minimum=depth + 1)
         if rng is None:
             raise ValueError("a numpy.random.Generator is required when tail_sample > 0")

@@ -31,7 +31,7 @@ SCORED = ("bm25", "tfidf", "embed")
 
 
 def run_arm(name: str, arms: dict, *, chunks: pd.DataFrame, queries: pd.DataFrame,
-            params_path="params.yaml") -> pd.DataFrame:
+            params_path=None) -> pd.DataFrame:
     """Compute the run of a computed arm (every kind but ``file``).
 
     Parameters
@@ -44,7 +44,7 @@ def run_arm(name: str, arms: dict, *, chunks: pd.DataFrame, queries: pd.DataFram
         The chunks table (``chunk_id``, ``header``, ``text``, ...), shape (n_chunks, ...).
     queries : pandas.DataFrame
         The queries table (``query_id``, ``query``, ...), shape (n_queries, ...).
-    params_path : str, default "params.yaml"
+    params_path : str, optional
         Named in errors about the arm's settings.
 
     Returns
@@ -195,7 +195,7 @@ def _scorer(config: dict, chunks: pd.DataFrame):
     return EmbedScorer(docs)
 
 
-def arm_config(name: str, arms: dict, params_path="params.yaml") -> dict:
+def arm_config(name: str, arms: dict, params_path=None) -> dict:
     """An arm's settings, checked.
 
     Parameters
@@ -204,7 +204,7 @@ def arm_config(name: str, arms: dict, params_path="params.yaml") -> dict:
         The arm.
     arms : dict
         The params ``arms`` section.
-    params_path : str, default "params.yaml"
+    params_path : str, optional
         Named in errors.
 
     Returns

@@ -1,0 +1,303 @@
+"""The experiment on disk: where every file of one experiment lives, and how it is read.
+
+An :class:`Experiment` pairs the folder the params' relative paths start from with the
+typed :class:`~relgrade.experiment.params.Params`. It is the one place that knows the data
+layout: each ``paths`` entry (:meth:`Experiment.path`), a grader's files for a round
+(``paths.grades_in/GRADER/round-N.jsonl`` and its sidecars, :meth:`Experiment.grader_files`),
+the packets of a role, the rubric, the frozen key checked against its record, and what a
+comparison of arms reads (:meth:`Experiment.compare_inputs`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+
+from relgrade.errors import InputError, ProtocolError
+from relgrade.experiment.params import PARAMS_FILE, Params, load_params, parse_params
+from relgrade.io import files as io
+from relgrade.io.runs import read_run
+from relgrade.protocol import packets as packets_mod
+from relgrade.protocol.grades import check_meta
+
+#: Columns of the frozen key, as the key stage writes them.
+KEY_COLUMNS = ["query_id", "chunk_id", "grade"]
+
+
+@dataclass(frozen=True)
+class GraderFiles:
+    """One grader's files for one round, all under ``paths.grades_in/GRADER/``.
+
+    Attributes
+    ----------
+    grader : str
+        The grader (a key of params ``graders``).
+    round : int
+        The grading round.
+    grades : pathlib.Path
+        ``round-N.jsonl``: the grade rows.
+    meta : pathlib.Path
+        ``round-N.meta.json``: the packets' intents hash and rubric version.
+    samples : pathlib.Path
+        ``samples/round-N.jsonl``: every sample of a grader run with ``samples > 1``.
+    consistency : pathlib.Path
+        ``round-N.consistency.json``: that grader's agreement with itself.
+    """
+
+    grader: str
+    round: int
+    grades: Path
+    meta: Path
+    samples: Path
+    consistency: Path
+
+
+class Experiment:
+    """One experiment: its params and the folder its relative paths start from.
+
+    Parameters
+    ----------
+    root : str or os.PathLike
+        The folder of the params file (``.`` for a stage run by dvc).
+    params : Params
+        The experiment's params.
+    """
+
+    def __init__(self, root, params: Params):
+        self.root = Path(root)
+        self.params = params
+
+    @classmethod
+    def load(cls, params_path, *, resolve: bool = False) -> Experiment:
+        """The experiment whose params file is ``params_path``.
+
+        Parameters
+        ----------
+        params_path : str or os.PathLike
+            The params file; its folder is the experiment's root.
+        resolve : bool, default False
+            Make the root an absolute path.
+
+        Raises
+        ------
+        InputError
+            The params file is missing or invalid (see
+            :func:`~relgrade.experiment.params.load_params`).
+        """
+        params = load_params(params_path)
+        root = Path(params_path).parent
+        return cls(root.resolve() if resolve else root, params)
+
+    @classmethod
+    def from_mapping(cls, raw: dict, root=".") -> Experiment:
+        """An experiment from params already read as a mapping (checked as a file is)."""
+        return cls(root, parse_params(raw, source=Path(root) / PARAMS_FILE))
+
+    # --- paths -----------------------------------------------------------------------
+
+    def path(self, name: str) -> Path:
+        """The path of params ``paths.NAME``, under the experiment's root.
+
+        Raises
+        ------
+        InputError
+            ``paths`` has no entry ``name``.
+        """
+        value = getattr(self.params.paths, name, None)
+        if value is None:
+            raise InputError(f"params `paths` has no entry `{name}`", path=self.params.source,
+                             item=f"paths.{name}", fix=f"Add `{name}:` under `paths`")
+        return self.root / value
+
+    def file(self, relative) -> Path:
+        """A file named in params (``corpus.input``, ``intents.review``, ...), under the root."""
+        return self.root / relative
+
+    def grader_files(self, grader: str, round: int | None = None) -> GraderFiles:
+        """Where grader ``grader``'s files for ``round`` (default params ``grading.round``) live."""
+        rnd = self.params.grading.round if round is None else int(round)
+        folder = self.path("grades_in") / grader
+        return GraderFiles(grader=grader, round=rnd, grades=folder / f"round-{rnd}.jsonl",
+                           meta=folder / f"round-{rnd}.meta.json",
+                           samples=folder / "samples" / f"round-{rnd}.jsonl",
+                           consistency=folder / f"round-{rnd}.consistency.json")
+
+    def grader_round_files(self, round: int | None = None) -> dict[str, GraderFiles]:
+        """Every grader folder under ``paths.grades_in`` that holds a grade file for ``round``.
+
+        Returns
+        -------
+        dict of str to GraderFiles
+            Folder name → its files, sorted by name; hidden folders are skipped.
+        """
+        root = self.path("grades_in")
+        folders = sorted(p for p in root.glob("*") if p.is_dir() and not p.name.startswith("."))
+        out = {}
+        for folder in folders:
+            files = self.grader_files(folder.name, round)
+            if files.grades.exists():
+                out[folder.name] = files
+        return out
+
+    def consistency(self, grader: str, round: int | None = None) -> dict | None:
+        """A grader's self-consistency for ``round`` (``samples``, ``pairs``,
+        ``fleiss_kappa``, ``unanimous_share``), or None when it was run once per pair."""
+        f = self.grader_files(grader, round).consistency
+        if not f.exists():
+            return None
+        c = io.read_json(f)
+        return {k: c.get(k) for k in ("samples", "pairs", "fleiss_kappa", "unanimous_share")}
+
+    def ensure_meta(self, files: GraderFiles, meta: dict) -> None:
+        """Write the grade file's sidecar, or check the one already there against ``meta``.
+
+        Raises
+        ------
+        InputError
+            The sidecar records other intents or another rubric version than the packets.
+        """
+        if files.meta.exists():
+            check_meta(io.read_json(files.meta), intents_sha256=meta["intents_sha256"],
+                       rubric_version=meta["rubric_version"], source=files.meta)
+        else:
+            io.write_json(files.meta, meta)
+
+    # --- what graders are given --------------------------------------------------------
+
+    def packets_folder(self, role: str) -> Path:
+        """The folder of one role's packets (``paths.packets/ROLE``)."""
+        return self.path("packets") / role
+
+    def packets(self, role: str) -> dict:
+        """One role's packets, query id → packet, sorted by query id.
+
+        Raises
+        ------
+        InputError
+            No packets for the role, or a packet that
+            :func:`relgrade.protocol.packets.check_packet` refuses.
+        """
+        folder = self.packets_folder(role)
+        files = sorted(folder.glob("*.json")) if folder.is_dir() else []
+        if not files:
+            raise InputError(f"no {role} packets found", path=folder,
+                             fix="Run: dvc repro packets")
+        out = {}
+        for f in files:
+            p = packets_mod.check_packet(io.read_json(f), path=f)
+            out[str(p["query_id"])] = p
+        return dict(sorted(out.items()))
+
+    def rubric(self) -> str:
+        """The rubric text (params ``grading.rubric``).
+
+        Raises
+        ------
+        InputError
+            ``grading.rubric`` is not set, or the file cannot be read.
+        """
+        rubric = self.params.grading.rubric
+        if rubric is None:
+            raise InputError("params has no rubric", path=self.params.source,
+                             item="grading.rubric", fix="Set grading.rubric to its file")
+        return "\n".join(io.read_lines(self.root / rubric)) + "\n"
+
+    # --- the frozen key ----------------------------------------------------------------
+
+    def read_key(self) -> tuple[pd.DataFrame, dict]:
+        """The frozen key and its record, the key's bytes checked against the record's hash.
+
+        Returns
+        -------
+        key : pandas.DataFrame
+            Columns ``query_id``, ``chunk_id``, ``grade``, one row per graded pair.
+        record : dict
+            The key's record (``key_sha256``, ``pool_version``, ``rubric_version``,
+            ``round``, ``post_hoc``, ...).
+
+        Raises
+        ------
+        InputError
+            The key or its record is missing or unreadable.
+        ProtocolError
+            The key file's sha256 differs from the one its record froze.
+        """
+        key_path = self.path("key")
+        record = io.read_json(self.path("record"))
+        digest = io.sha256_file(key_path)
+        if digest != record.get("key_sha256"):
+            raise ProtocolError(f"{key_path}: the key's sha256 {digest} is not the frozen "
+                                f"{record.get('key_sha256')} of its record: the key changed "
+                                "after it was frozen. Rerun the key stage (dvc repro key)")
+        return pd.DataFrame(io.read_jsonl(key_path), columns=KEY_COLUMNS), record
+
+    # --- comparing arms --------------------------------------------------------------
+
+    def compare_inputs(self, *, full: bool = True) -> dict:
+        """Everything :func:`relgrade.evaluation.compare.full_report` needs, read from the files.
+
+        Parameters
+        ----------
+        full : bool, default True
+            True (the stage): every input must exist. False (the CLI): only the per-query
+            files are required; the key, runs, grades and audit are used when present, the
+            pool-bias inputs never.
+
+        Returns
+        -------
+        dict
+            Keyword arguments for :func:`relgrade.evaluation.compare.full_report`.
+
+        Raises
+        ------
+        InputError
+            A required file is missing or malformed, or a params entry is missing.
+        ProtocolError
+            The key's hash differs from its record.
+        """
+        p = self.params
+        settings = p.compare_settings()
+        metrics = p.need("metrics")
+        arms = sorted(map(str, p.arms or {}))
+        pq_dir = self.path("per_query")
+        tables = []
+        for arm in arms:
+            path = pq_dir / f"{arm}.parquet"
+            if not path.exists():
+                raise InputError("per-query values missing", path=path, item=f"arm {arm}",
+                                 fix="Run the metrics stage first (dvc repro metrics)")
+            t = io.read_table(path, columns=["query_id", "measure", "value"])
+            tables.append(t.assign(arm=arm))
+        if not tables:
+            raise InputError("params lists no arms", path=p.source, item="arms")
+        kwargs = {"per_query": pd.concat(tables, ignore_index=True), "settings": settings,
+                  "ties": p.runs.ties,
+                  "relevant_min": p.scale.relevant_min if p.scale is not None else 1,
+                  "cutoffs": list(metrics.cutoffs),
+                  "round": p.grading.round,
+                  "auditor": p.grading.auditor}
+        if metrics.weighted:
+            q = io.read_table(self.path("queries"), columns=["query_id", "weight"])
+            kwargs["weights"] = dict(zip(q["query_id"].astype(str), q["weight"].astype(float)))
+        have = (lambda name: True) if full else (lambda name: self.path(name).exists())
+        if have("key") and have("record"):
+            key, record = self.read_key()
+            kwargs["qrels"] = key
+            kwargs["record"] = {"key_sha256": record.get("key_sha256"),
+                                "pool_version": record.get("pool_version"),
+                                "post_hoc": bool(record.get("post_hoc", False))}
+            run_dir = self.path("runs")
+            if full or all((run_dir / f"{a}.trec").exists() for a in arms):
+                kwargs["runs"] = pd.concat([read_run(run_dir / f"{a}.trec").assign(arm=a)
+                                            for a in arms], ignore_index=True)
+        if have("grades") and have("audit"):
+            kwargs["grades"] = io.read_table(
+                self.path("grades"), columns=["query_id", "chunk_id", "grader", "round", "grade"])
+            kwargs["audit_queries"] = [str(r["query_id"])
+                                       for r in io.read_jsonl(self.path("audit"))]
+        if full:
+            kwargs["provenance"] = io.read_table(self.path("provenance"))
+            kwargs["depth"] = p.need("pool").depth
+        return kwargs

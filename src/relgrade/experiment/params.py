@@ -1,0 +1,532 @@
+"""The experiment's params (``params.yaml``), typed and checked once, when they are read.
+
+:func:`load_params` reads the file and returns a :class:`Params`: one pydantic model per
+section (``seed``, ``paths``, ``scale``, ``corpus``, ``queries``, ``arms``, ``runs``,
+``pool``, ``intents``, ``audit``, ``grading``, ``graders``, ``gates``, ``metrics``). Every
+value is checked against its allowed range before any stage or command does work, and a
+bad one is one :class:`~relgrade.errors.InputError` naming the params file that was read,
+the key path (``grading.batch_size``), what was found and what is allowed::
+
+    params.yaml: seed: must be an integer >= 0 (found -1)
+
+An unknown key (a typo such as ``gate:`` for ``gates:``) is refused in the top level and in
+every section whose keys relgrade knows. Sections are optional in the file (a command reads
+only the ones it needs); :meth:`Params.need` refuses a missing one by name.
+
+This module is the only code that reads params; library functions take the typed values.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    PlainValidator,
+    PrivateAttr,
+    ValidationError,
+    model_validator,
+)
+from pydantic_core import PydanticCustomError
+
+from relgrade.errors import InputError
+from relgrade.evaluation.settings import Settings
+from relgrade.io.files import read_yaml
+
+#: The params file a stage script or command reads unless told otherwise.
+PARAMS_FILE = Path("params.yaml")
+
+
+# --- value types ---------------------------------------------------------------------
+
+
+def _number(*, integer: bool, ge=None, gt=None, le=None, lt=None, what: str | None = None):
+    """A number type with its allowed range; the value is kept exactly as written."""
+    bounds = [f">= {ge}" if ge is not None else None, f"> {gt}" if gt is not None else None,
+              f"<= {le}" if le is not None else None, f"< {lt}" if lt is not None else None]
+    text = " and ".join(b for b in bounds if b)
+    if what is None:
+        what = f"{'an integer' if integer else 'a number'} {text}".strip()
+
+    def check(value):
+        ok = not isinstance(value, bool) and isinstance(value, int if integer else (int, float))
+        ok = ok and (integer or math.isfinite(value))
+        ok = ok and (ge is None or value >= ge) and (gt is None or value > gt)
+        ok = ok and (le is None or value <= le) and (lt is None or value < lt)
+        if not ok:
+            raise PydanticCustomError("relgrade_value", "must be {allowed}", {"allowed": what})
+        return value
+
+    return PlainValidator(check, json_schema_input_type=int if integer else float)
+
+
+def _flag(value):
+    if not isinstance(value, bool):
+        raise PydanticCustomError("relgrade_value", "must be {allowed}",
+                                  {"allowed": "true or false"})
+    return value
+
+
+Seed = Annotated[int, _number(integer=True, ge=0)]
+Positive = Annotated[int, _number(integer=True, ge=1)]
+NonNegative = Annotated[int, _number(integer=True, ge=0)]
+Share = Annotated[float, _number(integer=False, ge=0, le=1, what="a number in [0, 1]")]
+Probability = Annotated[float, _number(integer=False, gt=0, lt=1, what="a number in (0, 1)")]
+Flag = Annotated[bool, PlainValidator(_flag, json_schema_input_type=bool)]
+
+
+class _Section(BaseModel):
+    """A params section: unknown keys refused, values kept as written."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    def as_dict(self) -> dict:
+        """The section as the plain mapping it was written as (keys not given are left out)."""
+        return self.model_dump(exclude_unset=True)
+
+
+# --- sections ------------------------------------------------------------------------
+
+
+class Paths(_Section):
+    """``paths``: where every stage reads and writes, relative to the params file's folder."""
+
+    chunks: str | None = None
+    corpus_manifest: str | None = None
+    queries: str | None = None
+    queries_manifest: str | None = None
+    runs: str | None = None
+    pool: str | None = None
+    pool_manifest: str | None = None
+    provenance: str | None = None
+    pool_stats: str | None = None
+    intents: str | None = None
+    intents_manifest: str | None = None
+    audit: str | None = None
+    packets: str | None = None
+    orders: str | None = None
+    grades_in: str | None = None
+    grades: str | None = None
+    grades_manifest: str | None = None
+    agreement: str | None = None
+    confusion: str | None = None
+    diagnostics: str | None = None
+    disagreements: str | None = None
+    gate: str | None = None
+    key: str | None = None
+    qrels: str | None = None
+    record: str | None = None
+    ledger: str | None = None
+    metrics: str | None = None
+    per_query: str | None = None
+    comparisons: str | None = None
+    arms_plot: str | None = None
+    deltas_plot: str | None = None
+    publish: str | None = None
+
+
+class Scale(_Section):
+    """``scale``: the grades allowed and the smallest grade read as relevant."""
+
+    grades: list[Annotated[int, _number(integer=True, ge=0)]] = Field(min_length=2)
+    relevant_min: NonNegative = 1
+
+
+class Corpus(_Section):
+    """``corpus``: the source spec or chunks file; whether an empty corpus is allowed."""
+
+    input: str
+    allow_empty: Flag = False
+
+
+class Queries(_Section):
+    """``queries``: the query file and the query groups it may use."""
+
+    input: str
+    groups: list[str] = Field(min_length=1)
+
+
+class _Arm(_Section):
+    depth: Positive
+    source: str | None = None
+
+
+class Bm25Arm(_Arm):
+    """An arm ranked by BM25 (``k1``, ``b`` optional)."""
+
+    kind: Literal["bm25"]
+    k1: Annotated[float, _number(integer=False, ge=0)] | None = None
+    b: Share | None = None
+
+
+class TfidfArm(_Arm):
+    """An arm ranked by TF-IDF cosine similarity."""
+
+    kind: Literal["tfidf"]
+
+
+class EmbedArm(_Arm):
+    """An arm ranked by sentence embeddings (the ``embed`` extra)."""
+
+    kind: Literal["embed"]
+
+
+class RrfArm(_Arm):
+    """Reciprocal rank fusion of the computed arms in ``fuse``."""
+
+    kind: Literal["rrf"]
+    fuse: list[str] = Field(min_length=1)
+    k: Annotated[float, _number(integer=False, ge=0)] = 60
+    fuse_depth: Positive | None = None
+
+
+class FileArm(_Arm):
+    """An external run read from ``source``."""
+
+    kind: Literal["file"]
+    source: str = Field(min_length=1)
+
+
+Arm = Annotated[Bm25Arm | TfidfArm | RrfArm | FileArm | EmbedArm, Field(discriminator="kind")]
+ARM_KINDS = ("bm25", "tfidf", "rrf", "file", "embed")
+
+
+class Runs(_Section):
+    """``runs``: how ties in a run are broken."""
+
+    ties: Literal["score", "rank"] = "score"
+
+
+class Pool(_Section):
+    """``pool``: depth per arm and the optional random tail sample."""
+
+    depth: Positive
+    tail_sample: NonNegative = 0
+    tail_depth: Positive | None = None
+
+
+class Intents(_Section):
+    """``intents``: the intent table and its review record."""
+
+    input: str
+    review: str
+
+
+class Audit(_Section):
+    """``audit``: the share and the least number of queries double graded."""
+
+    fraction: Annotated[float, _number(integer=False, gt=0, le=1, what="a number in (0, 1]")]
+    min_queries: Positive
+
+
+class Grading(_Section):
+    """``grading``: rubric, round, batch size, reason length, key grader and auditor."""
+
+    rubric: str | None = None
+    rubric_version: str | None = None
+    round: Positive = 1
+    batch_size: Annotated[int, _number(integer=True, ge=1, le=5, what="an integer from 1 to 5")] = 5
+    max_reason_words: Positive | None = None
+    max_reason_chars: Positive = 300
+    key_grader: str | None = None
+    auditor: str | None = None
+    post_hoc: Flag = False
+    deviations: list[str] = Field(default_factory=list)
+
+
+class Grader(BaseModel):
+    """``graders.NAME``: one grader's setup.
+
+    ``role`` and ``kind`` are checked here; further settings (``family``, ``model``,
+    ``person``, ``command``, ``timeout``, ``retries``, ``workers``, ``samples``, ``input``,
+    ``token``) are kept as written and checked by the code that uses them.
+    """
+
+    model_config = ConfigDict(extra="allow", frozen=True)
+
+    role: Literal["grader", "auditor"]
+    kind: Literal["model", "human", "import"]
+
+    def as_dict(self) -> dict:
+        """The grader's entry as the plain mapping it was written as."""
+        return self.model_dump(exclude_unset=True)
+
+
+class Gates(_Section):
+    """``gates``: the agreement thresholds, each in [0, 1]."""
+
+    weighted_kappa_min: Share
+    binary_kappa_min: Share
+    disagreement_max: Share
+    two_step_max: Share
+
+
+class Metrics(_Section):
+    """``metrics``: cutoffs, resampling, confidence and test levels, baseline, design."""
+
+    cutoffs: list[Positive] = Field(min_length=1)
+    bootstrap: Annotated[int, _number(integer=True, ge=1000)] = 10_000
+    permutations: Annotated[int, _number(integer=True, ge=1000)] | None = None
+    level: Probability = 0.95
+    baseline: str | None = None
+    min_relative_change: Annotated[float, _number(integer=False, gt=0)] = 0.02
+    power: Probability = 0.8
+    alpha: Probability = 0.05
+    interval: Literal["bca", "percentile"] = "bca"
+    pairs: Literal["baseline", "all"] | None = None
+    weighted: Flag = False
+    primary: str | None = None
+
+
+_SECTIONS: dict[str, type[BaseModel]] = {
+    "paths": Paths, "scale": Scale, "corpus": Corpus, "queries": Queries, "runs": Runs,
+    "pool": Pool, "intents": Intents, "audit": Audit, "grading": Grading, "gates": Gates,
+    "metrics": Metrics}
+
+
+# --- the whole file ------------------------------------------------------------------
+
+
+class Params(BaseModel):
+    """The experiment's params, every section typed.
+
+    Attributes
+    ----------
+    source : pathlib.Path
+        The params file that was read (named in every error about it).
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    seed: Seed | None = None
+    paths: Paths
+    scale: Scale | None = None
+    corpus: Corpus | None = None
+    queries: Queries | None = None
+    arms: dict[str, Arm] | None = None
+    runs: Runs = Field(default_factory=Runs)
+    pool: Pool | None = None
+    intents: Intents | None = None
+    audit: Audit | None = None
+    grading: Grading = Field(default_factory=Grading)
+    graders: dict[str, Grader] = Field(default_factory=dict)
+    gates: Gates | None = None
+    metrics: Metrics | None = None
+
+    _source: Path = PrivateAttr(default=PARAMS_FILE)
+
+    @model_validator(mode="after")
+    def _fused_arms_exist(self):
+        for name, arm in (self.arms or {}).items():
+            if isinstance(arm, RrfArm):
+                for other in arm.fuse:
+                    if other not in self.arms:
+                        raise PydanticCustomError(
+                            "relgrade_arm", "arms.{name}.fuse names {other}, which is not an "
+                            "arm", {"name": name, "other": other})
+        return self
+
+    @property
+    def source(self) -> Path:
+        return self._source
+
+    def need(self, name: str):
+        """The value at ``name`` (a section, or a dotted key such as ``grading.auditor``).
+
+        Raises
+        ------
+        InputError
+            The params file does not set ``name``: it names the file and the key.
+        """
+        value = self
+        for part in name.split("."):
+            value = getattr(value, part, None)
+            if value is None:
+                break
+        if value is None or value == {}:
+            raise InputError("is required here but not set", path=self.source, item=name,
+                             fix=f"Set `{name}` in the params file")
+        return value
+
+    def arms_dict(self) -> dict[str, dict]:
+        """``arms`` as plain mappings (arm name → its settings as written)."""
+        return {name: arm.as_dict() for name, arm in self.need("arms").items()}
+
+    def grader(self, name: str) -> dict:
+        """Grader ``name``'s entry as written (its ``role`` and ``kind`` already checked).
+
+        Raises
+        ------
+        InputError
+            ``name`` is not declared under ``graders``.
+        """
+        if name not in self.graders:
+            raise InputError("grader not declared in params `graders`", path=self.source,
+                             item=name,
+                             found=f"graders {', '.join(sorted(self.graders)) or 'none'}",
+                             fix=f"Add `{name}` with role, kind and family under `graders`")
+        return self.graders[name].as_dict()
+
+    def graders_dict(self) -> dict[str, dict]:
+        """``graders`` as plain mappings (grader name → its entry as written)."""
+        return {name: g.as_dict() for name, g in self.graders.items()}
+
+    def compare_settings(self) -> Settings:
+        """How comparisons are run: ``seed`` and the ``metrics`` section.
+
+        Raises
+        ------
+        InputError
+            ``seed`` or ``metrics`` is absent, or ``metrics.pairs`` is ``baseline`` (the
+            default when ``metrics.baseline`` is set) without a baseline.
+        """
+        m = self.need("metrics")
+        seed = self.need("seed")
+        pairs = m.pairs or ("baseline" if m.baseline else "all")
+        if pairs == "baseline" and not m.baseline:
+            raise InputError("must name an arm when metrics.pairs is baseline",
+                             path=self.source, item="metrics.baseline", found=repr(m.baseline))
+        return Settings(seed=seed, n_resamples=m.bootstrap,
+                        n_permutations=m.bootstrap if m.permutations is None else m.permutations,
+                        level=m.level, method=m.interval, alpha=m.alpha, power=m.power,
+                        min_relative_change=m.min_relative_change,
+                        baseline=None if m.baseline in (None, "") else str(m.baseline),
+                        pairs=pairs)
+
+
+def _found(value: Any) -> str:
+    return repr(value) if isinstance(value, str) else str(value)
+
+
+def _as_input_error(err: ValidationError, path: Path) -> InputError:
+    """The first problem pydantic found, as one :class:`InputError` about ``path``."""
+    problems = err.errors(include_url=False)
+    e = problems[0]
+    loc = [f"[{p}]" if isinstance(p, int) else str(p) for p in e["loc"]]
+    kind, ctx = e["type"], e.get("ctx") or {}
+    found = None if kind in ("missing", "extra_forbidden") else _found(e.get("input"))
+    fix = None
+    if kind == "relgrade_value":
+        rule = f"must be {ctx['allowed']}"
+    elif kind == "extra_forbidden":
+        rule = "unknown key"
+        known = _known_keys(loc[:-1])
+        fix = f"Known keys here: {', '.join(known)}" if known else None
+    elif kind == "missing":
+        rule = "is required"
+    elif kind in ("union_tag_invalid", "union_tag_not_found"):
+        loc = loc + ["kind"]
+        rule = f"unknown arm kind; must be one of {', '.join(ARM_KINDS)}"
+        found = _found(ctx.get("tag")) if kind == "union_tag_invalid" else None
+    elif kind == "literal_error":
+        rule = f"must be one of {ctx.get('expected', '')}".replace("'", "")
+    elif kind in ("model_type", "dict_type", "model_attributes_type"):
+        rule = "must be a mapping"
+    elif kind == "list_type":
+        rule = "must be a list"
+    elif kind in ("string_type",):
+        rule = "must be a string"
+    elif kind == "too_short":
+        rule = f"must hold at least {ctx.get('min_length')} item(s)"
+    elif kind.startswith("relgrade_"):
+        rule, loc, found = e["msg"], [], None
+    else:
+        rule = e["msg"][0].lower() + e["msg"][1:]
+    # inside a discriminated union pydantic adds the tag to the location: drop it
+    loc = [p for i, p in enumerate(loc)
+           if not (i > 0 and loc[i - 1] in _arm_names(e) and p in ARM_KINDS)]
+    if len(problems) > 1:
+        more = len(problems) - 1
+        fix = (fix + ". " if fix else "") + (f"{more} more problem{'s' if more > 1 else ''} "
+                                             "in this file")
+    return InputError(rule, path=path, item=".".join(loc).replace(".[", "[") or None,
+                      found=found, fix=fix)
+
+
+def _known_keys(parent: list[str]) -> list[str]:
+    """The keys allowed at ``parent`` (a top-level section, or the top level)."""
+    model = Params
+    if parent:
+        model = _SECTIONS.get(parent[0]) if len(parent) == 1 else None
+    return list(model.model_fields) if model is not None else []
+
+
+def _arm_names(e) -> set[str]:
+    loc = [str(p) for p in e["loc"]]
+    return {loc[1]} if len(loc) > 1 and loc[0] == "arms" else set()
+
+
+def load_params(path) -> Params:
+    """Read and check the params file at ``path``.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        The params file (``params.yaml``, or the one given with ``--params``).
+
+    Returns
+    -------
+    Params
+        Every section typed; ``Params.source`` is ``path``.
+
+    Raises
+    ------
+    InputError
+        The file is missing, is not YAML, is not a mapping, has an unknown top-level key
+        or section key, lacks ``paths``, or holds a value outside its allowed range: the
+        message names ``path``, the key path, what was found and what is allowed.
+
+    Examples
+    --------
+    >>> import tempfile, pathlib
+    >>> f = pathlib.Path(tempfile.mkdtemp()) / "other.yaml"
+    >>> _ = f.write_text("seed: -1\\npaths: {}\\n")
+    >>> try:
+    ...     load_params(f)
+    ... except InputError as e:
+    ...     print(str(e).replace(str(f), "other.yaml"))
+    other.yaml: seed: must be an integer >= 0 (found -1)
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise InputError("params file not found", path=path,
+                         fix="Give the experiment's params file with --params")
+    return parse_params(read_yaml(path), source=path)
+
+
+def parse_params(raw, *, source=PARAMS_FILE) -> Params:
+    """Check params already read (a mapping of sections) as :func:`load_params` does.
+
+    Parameters
+    ----------
+    raw : object
+        The parsed YAML document.
+    source : str or os.PathLike, default "params.yaml"
+        The file ``raw`` came from, named in errors.
+
+    Returns
+    -------
+    Params
+
+    Raises
+    ------
+    InputError
+        As :func:`load_params`, except for a missing or unreadable file.
+    """
+    source = Path(source)
+    if not isinstance(raw, dict):
+        raise InputError("params file must be a mapping of sections", path=source,
+                         found=type(raw).__name__)
+    if "paths" not in raw:
+        raise InputError("params file has no `paths` section", path=source,
+                         fix="Add `paths:` naming where every stage reads and writes")
+    try:
+        params = Params.model_validate(raw)
+    except ValidationError as e:
+        raise _as_input_error(e, source) from None
+    params._source = source
+    return params
