@@ -21,7 +21,7 @@ def main(ex):
     arm, arms, ties = sys.argv[1], ex.params.arms_dict(), ex.params.runs.ties
     chunks = read_table(ex.path("chunks"), columns=["chunk_id", "header", "text"])
     queries = read_table(ex.path("queries"), columns=["query_id", "query"])
-    config = retrieve.arm_config(arm, arms, params_path=ex.params.source)
+    config = retrieve.arm_config(arm, arms, source=ex.params.source)
     if config["kind"] == "file":
         source = ex.file(config["source"])
         run = retrieve.external_run(read_run(source), depth=config["depth"], ties=ties,
@@ -29,7 +29,7 @@ def main(ex):
                                     chunks=chunks["chunk_id"].astype("str"))
     else:
         run = retrieve.run_arm(arm, arms, chunks=chunks, queries=queries,
-                               params_path=ex.params.source)
+                               source=ex.params.source)
     write_trec_run(ex.path("runs") / f"{arm}.trec", run, tag=arm)
 
 

@@ -47,7 +47,7 @@ def test_changed_key_after_metrics_is_void_and_names_both_hashes_and_ways_forwar
     assert str(e.value) == (
         f"void: key {OLD} was already used for metrics on pool p-0123456789ab, rubric v1, "
         f"round 1 (at 2026-01-01T00:00:00+00:00); this key differs ({NEW}). Either declare a "
-        "new round (raise `grading.round` in params.yaml and regrade the whole pool blind from "
+        "new round (raise `grading.round` in the params file and regrade the whole pool blind from "
         "fresh orders) or set `grading.post_hoc: true` (every number is then labelled post-hoc)")
 
 

@@ -68,7 +68,7 @@ def test_unknown_group_names_line_id_and_allowed_groups(tmp_path):
         read(p)
     assert str(e.value) == (f'{p}:2: q1: group is not one of the query groups (keyword, '
                             f'question) (found "headword"). Correct the group, or add it to '
-                            f"queries.groups in params.yaml")
+                            f"queries.groups in the params file")
 
 
 @pytest.mark.parametrize("weight", ["abc", "-1", "0", "inf", "nan"])

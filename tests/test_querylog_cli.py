@@ -49,7 +49,7 @@ def expected_output(log: Path, out: Path, seed=7) -> str:
             f"sampled 6 queries (allocation equal, seed {seed}); effective size under the "
             "traffic weights 5.0\n"
             f"wrote {out}; to use it set queries.groups: [head, torso, tail] (and "
-            "metrics.weighted: true for traffic-weighted means) in params.yaml\n")
+            "metrics.weighted: true for traffic-weighted means) in the params file\n")
 
 
 @pytest.fixture

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The whole test suite: installs what it needs (Python packages; Debian's chromium for the
-# browser tests when run as root with apt), then runs pytest on both cores.
+# browser tests when run as root with apt), checks the import layers, then runs pytest
+# (tests and the library's doctests) on both cores.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash tools/bootstrap.sh
@@ -8,4 +9,6 @@ if [ ! -x /usr/bin/chromium ] && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/
   apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver >/dev/null
 fi
 export PATH="$PWD/.venv/bin:$PATH"
+# The house's import rules (pyproject.toml [tool.importlinter]) before any test.
+lint-imports --no-cache
 exec .venv/bin/python -m pytest -n 2 --dist loadgroup "$@"

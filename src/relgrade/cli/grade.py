@@ -10,6 +10,7 @@ from pathlib import Path
 
 import click
 
+from relgrade.cli.options import params_option
 from relgrade.cli.render import handle_errors
 from relgrade.errors import InputError
 from relgrade.experiment.files import Experiment
@@ -36,8 +37,7 @@ def grade_cmd():
               help="jsonl grade rows, TREC qrels (graders of kind import only), or a Label "
                    "Studio JSON export of tasks from `relgrade packets export --format "
                    "label-studio`. Default: qrels for a .qrels file, else jsonl.")
-@click.option("--params", "params_path", default="params.yaml", show_default=True,
-              type=click.Path(dir_okay=False, path_type=Path), help="The experiment's params.")
+@params_option
 @handle_errors
 def import_cmd(file, grader, round_, fmt, params_path):
     """Validate FILE against the pool and append its grades to the grader's round file.

@@ -6,6 +6,7 @@ from datetime import datetime, timezone
 
 import click
 
+from relgrade.cli.options import params_option
 from relgrade.cli.render import handle_errors
 from relgrade.experiment.files import Experiment
 from relgrade.io.files import read_rows, write_json
@@ -20,8 +21,7 @@ def intents_cmd():
 
 @intents_cmd.command("review")
 @click.option("--reviewer", required=True, help="Who reviewed the intent table (the auditor).")
-@click.option("--params", "params_path", default="params.yaml", show_default=True,
-              type=click.Path(dir_okay=False), help="The experiment's params file.")
+@params_option
 @handle_errors
 def review_cmd(reviewer, params_path):
     """Validate the intent table against the queries, list intents that offer alternative

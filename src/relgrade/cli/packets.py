@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import click
 
+from relgrade.cli.options import params_option
 from relgrade.cli.render import handle_errors
 from relgrade.errors import InputError
 from relgrade.experiment.files import Experiment
@@ -32,8 +33,7 @@ def packets_cmd():
               help="jsonl: one packet per line; label-studio: a Label Studio task file, one "
                    "task per chunk in display order (import the annotations back with "
                    "`relgrade grade import --format label-studio`).")
-@click.option("--params", "params_path", default="params.yaml", show_default=True,
-              type=click.Path(dir_okay=False), help="The experiment's params file.")
+@params_option
 @handle_errors
 def export_cmd(role, out, fmt, params_path):
     """Write the packets of ROLE (built by `dvc repro packets`) to one file, by query id."""

@@ -11,7 +11,7 @@ import pandas as pd
 
 from relgrade import query_sampling as querylog
 from relgrade.cli import render
-from relgrade.cli.options import seed_option
+from relgrade.cli.options import params_option, seed_option
 from relgrade.cli.render import handle_errors
 from relgrade.errors import InputError
 from relgrade.io.files import read_lines, read_rows, read_yaml, write_text
@@ -93,9 +93,7 @@ def queries_cmd():
               help="How --n is split over head, torso and tail: equal, proportional (to "
                    "traffic) or head=A,torso=B,tail=C (relative shares).")
 @seed_option(default=None, help="Seed of the sample. Default: the `seed` of the params file.")
-@click.option("--params", "params_path", default="params.yaml", show_default=True,
-              type=click.Path(dir_okay=False, path_type=Path),
-              help="Params file whose `seed` is used when --seed is not given.")
+@params_option
 @click.option("--head-share", type=float, default=0.5, show_default=True,
               help="Share of the traffic the head's queries make together.")
 @click.option("--torso-share", type=float, default=0.3, show_default=True,
@@ -140,4 +138,4 @@ def sample_cmd(log_path, n, allocation, seed, params_path, head_share, torso_sha
     click.echo(f"sampled {len(sample)} queries (allocation {allocation}, seed {seed}); "
                f"effective size under the traffic weights {n_eff:.1f}")
     click.echo(f"wrote {out_path}; to use it set queries.groups: [head, torso, tail] "
-               "(and metrics.weighted: true for traffic-weighted means) in params.yaml")
+               "(and metrics.weighted: true for traffic-weighted means) in the params file")

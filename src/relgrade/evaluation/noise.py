@@ -113,7 +113,7 @@ def auditor_key(*, key: pd.DataFrame, grades: pd.DataFrame, audit_queries: Itera
     replace = in_audit & ~np.isnan(new)
     if in_audit.any() and not replace.any():
         raise InputError("the auditor graded none of the audit queries' pairs", item=str(auditor),
-                         fix="check grading.auditor and grading.round in params.yaml")
+                         fix="check grading.auditor and grading.round in the params file")
     old = out["grade"].to_numpy().astype(np.int64)
     grade = np.where(replace, np.nan_to_num(new).astype(np.int64), old)
     out = out.assign(grade=grade)

@@ -136,7 +136,7 @@ def check_void(
     raise ProtocolError(
         f"void: key {old} was already used for metrics on pool {triple[0]}, rubric "
         f"{triple[1]}, round {triple[2]} (at {used[0].get('used_at', '?')}); this key differs "
-        f"({key_sha256}). Either declare a new round (raise `grading.round` in params.yaml and "
+        f"({key_sha256}). Either declare a new round (raise `grading.round` in the params file and "
         "regrade the whole pool blind from fresh orders) or set `grading.post_hoc: true` "
         "(every number is then labelled post-hoc)"
     )

@@ -106,7 +106,7 @@ def validate_queries(table: pd.DataFrame, *, groups: Sequence[str], path=None,
         if group not in allowed_set:
             raise InputError(f"group is not one of the query groups ({', '.join(allowed)})",
                              path=path, line=line, item=qid, found=shown(group),
-                             fix="Correct the group, or add it to queries.groups in params.yaml")
+                             fix="Correct the group, or add it to queries.groups in the params file")
         rows.append((qid, text, group, _weight(weight, path=path, line=line, item=qid)))
 
     out = pd.DataFrame(rows, columns=QUERIES)

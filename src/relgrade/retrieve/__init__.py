@@ -31,7 +31,7 @@ SCORED = ("bm25", "tfidf", "embed")
 
 
 def run_arm(name: str, arms: dict, *, chunks: pd.DataFrame, queries: pd.DataFrame,
-            params_path=None) -> pd.DataFrame:
+            source=None) -> pd.DataFrame:
     """Compute the run of a computed arm (every kind but ``file``).
 
     Parameters
@@ -44,8 +44,8 @@ def run_arm(name: str, arms: dict, *, chunks: pd.DataFrame, queries: pd.DataFram
         The chunks table (``chunk_id``, ``header``, ``text``, ...), shape (n_chunks, ...).
     queries : pandas.DataFrame
         The queries table (``query_id``, ``query``, ...), shape (n_queries, ...).
-    params_path : str, optional
-        Named in errors about the arm's settings.
+    source : str or Path, optional
+        The file the arm's settings came from, named in errors about them.
 
     Returns
     -------
@@ -60,25 +60,25 @@ def run_arm(name: str, arms: dict, *, chunks: pd.DataFrame, queries: pd.DataFram
         positive integer; an ``rrf`` arm fuses nothing, fuses an unknown arm or one that is
         not computed in-process; the ``embed`` extra is missing.
     """
-    config = _config(name, arms, params_path)
+    config = _config(name, arms, source)
     kind = config["kind"]
-    depth = _depth(name, config, params_path)
+    depth = _depth(name, config, source)
     if kind == "file":
         raise InputError("a `file` arm is read from its source, not computed",
-                         path=params_path, item=f"arms.{name}")
+                         path=source, item=f"arms.{name}")
     if kind == "rrf":
         fuse = config.get("fuse")
         if not isinstance(fuse, list) or not fuse:
             raise InputError("an rrf arm needs a non-empty list `fuse` of arm names",
-                             path=params_path, item=f"arms.{name}", found=repr(fuse))
+                             path=source, item=f"arms.{name}", found=repr(fuse))
         components = {}
         for other in fuse:
-            other_config = _config(str(other), arms, params_path)
+            other_config = _config(str(other), arms, source)
             if other_config["kind"] not in SCORED:
                 raise InputError(f"an rrf arm fuses arms of kind {', '.join(SCORED)}",
-                                 path=params_path, item=f"arms.{name}.fuse",
+                                 path=source, item=f"arms.{name}.fuse",
                                  found=f"{other} of kind {other_config['kind']}")
-            sub_depth = config.get("fuse_depth", _depth(str(other), other_config, params_path))
+            sub_depth = config.get("fuse_depth", _depth(str(other), other_config, source))
             components[str(other)] = search(_scorer(other_config, chunks), chunks=chunks,
                                             queries=queries, depth=int(sub_depth),
                                             positive_only=other_config["kind"] != "embed")
@@ -87,7 +87,7 @@ def run_arm(name: str, arms: dict, *, chunks: pd.DataFrame, queries: pd.DataFram
         k = config.get("k", K)
         if isinstance(k, bool) or not isinstance(k, (int, float)) or k < 0:
             raise InputError("the rrf constant `k` must be a non-negative number",
-                             path=params_path, item=f"arms.{name}.k", found=repr(k))
+                             path=source, item=f"arms.{name}.k", found=repr(k))
         return rrf(components, k=k, depth=depth)
     return search(_scorer(config, chunks), chunks=chunks, queries=queries, depth=depth,
                   positive_only=kind != "embed")
@@ -195,7 +195,7 @@ def _scorer(config: dict, chunks: pd.DataFrame):
     return EmbedScorer(docs)
 
 
-def arm_config(name: str, arms: dict, params_path=None) -> dict:
+def arm_config(name: str, arms: dict, source=None) -> dict:
     """An arm's settings, checked.
 
     Parameters
@@ -204,7 +204,7 @@ def arm_config(name: str, arms: dict, params_path=None) -> dict:
         The arm.
     arms : dict
         The params ``arms`` section.
-    params_path : str, optional
+    source : str or Path, optional
         Named in errors.
 
     Returns
@@ -218,32 +218,32 @@ def arm_config(name: str, arms: dict, params_path=None) -> dict:
     InputError
         The arm is missing, or one of those settings is.
     """
-    config = _config(name, arms, params_path)
-    _depth(name, config, params_path)
+    config = _config(name, arms, source)
+    _depth(name, config, source)
     if config["kind"] == "file":
         source = config.get("source")
         if not isinstance(source, str) or not source.strip():
             raise InputError("a `file` arm needs `source`, the path of its run",
-                             path=params_path, item=f"arms.{name}.source", found=repr(source))
+                             path=source, item=f"arms.{name}.source", found=repr(source))
     return config
 
 
-def _config(name: str, arms, params_path) -> dict:
+def _config(name: str, arms, source) -> dict:
     if not isinstance(arms, dict) or name not in arms:
-        raise InputError("no such arm in params `arms`", path=params_path, item=name,
+        raise InputError("no such arm in params `arms`", path=source, item=name,
                          found=", ".join(sorted(arms)) if isinstance(arms, dict) else None)
     config = arms[name]
     if not isinstance(config, dict) or config.get("kind") not in KINDS:
         kind = config.get("kind") if isinstance(config, dict) else config
-        raise InputError(f"unknown arm kind (use {', '.join(KINDS)})", path=params_path,
+        raise InputError(f"unknown arm kind (use {', '.join(KINDS)})", path=source,
                          item=f"arms.{name}.kind", found=repr(kind))
     return config
 
 
-def _depth(name: str, config: dict, params_path) -> int:
+def _depth(name: str, config: dict, source) -> int:
     depth = config.get("depth")
     if isinstance(depth, bool) or not isinstance(depth, int) or depth < 1:
-        raise InputError("`depth` must be a positive integer", path=params_path,
+        raise InputError("`depth` must be a positive integer", path=source,
                          item=f"arms.{name}.depth", found=repr(depth))
     return depth
 
