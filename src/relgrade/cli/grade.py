@@ -7,8 +7,6 @@ stage validates it.
 from __future__ import annotations
 
 import contextlib
-import fcntl
-import os
 from pathlib import Path
 
 import click
@@ -17,6 +15,7 @@ from relgrade.cli import handle_errors
 from relgrade.errors import InputError, ProtocolError
 from relgrade.experiment.stage import load_params, path_of
 from relgrade.graders import labelstudio
+from relgrade.graders.store import writer_lock
 from relgrade.io import files as io
 from relgrade.protocol import grades
 
@@ -28,39 +27,18 @@ def grade_cmd():
 
 @contextlib.contextmanager
 def _sole_writer(target: Path):
-    """Hold the grade file's writer lock (the one :mod:`relgrade.graders.store` takes).
+    """Hold the grade file's writer lock (:func:`relgrade.graders.store.writer_lock`).
 
-    A grading run that holds the file makes the import refuse rather than race it. When the
-    file does not exist yet it is created empty to be locked, and removed again (with a folder
-    created for it) if the import fails.
+    A grading run or page that holds the file makes the import refuse rather than race it;
+    the grade file is not created to be locked, so a failed import leaves nothing behind.
     """
-    made_dir = not target.parent.exists()
-    target.parent.mkdir(parents=True, exist_ok=True)
-    try:
-        fd, made = os.open(target, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644), True
-    except FileExistsError:
-        fd, made = os.open(target, os.O_RDWR), False
-    done = False
-    try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            raise ProtocolError(f"{target.as_posix()}: another relgrade process is writing "
-                                "this grade file; import when it has finished") from None
+    with writer_lock(target, advice="import when it has finished"):
         inflight = target.with_name(f".{target.name}.inflight")
         if inflight.exists() and inflight.read_bytes().startswith(b"relgrade-inflight"):
             raise ProtocolError(f"{target.as_posix()}: a grading batch was interrupted and "
                                 "is not recovered yet; rerun `relgrade grade run` for this "
                                 "grader first, then import")
         yield
-        done = True
-    finally:
-        if not done and made and target.exists() and target.stat().st_size == 0:
-            target.unlink()
-            if made_dir:
-                with contextlib.suppress(OSError):
-                    target.parent.rmdir()
-        os.close(fd)
 
 
 def _existing(target: Path, **kw):
