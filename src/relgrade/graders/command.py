@@ -184,7 +184,7 @@ def packet_pairs(packets: Mapping[str, Mapping]) -> set[tuple[str, str]]:
 
 
 def recorded_pairs(rows, *, packets, scale, max_reason_words, kind, role, source,
-                   grader=None) -> set[tuple[str, str]]:
+                   grader=None, max_reason_chars=300) -> set[tuple[str, str]]:
     """Validate rows already recorded and return their pairs.
 
     Parameters
@@ -201,12 +201,12 @@ def recorded_pairs(rows, *, packets, scale, max_reason_words, kind, role, source
     df = validate_grade_rows(rows, pool_pairs=packet_pairs(packets), scale=scale,
                              max_reason_words=max_reason_words,
                              require_reason=lambda g: reason_required(kind, role, g),
-                             source=source, grader=grader)
+                             source=source, grader=grader, max_reason_chars=max_reason_chars)
     return set(zip(df["query_id"], df["chunk_id"]))
 
 
 def recorded_samples(rows, *, packets, scale, max_reason_words, kind, role, source,
-                     grader=None) -> pd.DataFrame:
+                     grader=None, max_reason_chars=300) -> pd.DataFrame:
     """Validate recorded sample rows; the samples table (see :mod:`relgrade.graders.self_consistency`).
 
     Sample rows are grade rows with a ``sample`` number between ``chunk_id`` and ``reason``.
@@ -224,7 +224,7 @@ def recorded_samples(rows, *, packets, scale, max_reason_words, kind, role, sour
         df = validate_grade_rows(srows, pool_pairs=packet_pairs(packets), scale=scale,
                                  max_reason_words=max_reason_words,
                                  require_reason=lambda g: reason_required(kind, role, g),
-                                 source=source, grader=grader)
+                                 source=source, grader=grader, max_reason_chars=max_reason_chars)
         df.insert(2, "sample", s)
         frames.append(df)
     if not frames:
@@ -429,7 +429,7 @@ class _Run:
     """The state one :func:`run_grader` call shares between its worker threads."""
 
     def __init__(self, setup, *, store, sample_store, writer, rubric, scale, max_reason_words,
-                 template, runner, progress, summary, sampled_rows):
+                 template, runner, progress, summary, sampled_rows, max_reason_chars=300):
         self.setup = setup
         self.store = store
         self.sample_store = sample_store
@@ -437,6 +437,7 @@ class _Run:
         self.rubric = rubric
         self.scale = list(scale)
         self.max_reason_words = max_reason_words
+        self.max_reason_chars = max_reason_chars
         self.template = template
         self.runner = runner
         self.progress = progress
@@ -482,7 +483,8 @@ class _Run:
                                      path=source, found=_tail(res.stderr) or None)
                 df = parse_response(res.stdout, query_id=task.query_id, chunks=chunks,
                                     scale=self.scale, max_reason_words=self.max_reason_words,
-                                    kind=s.kind, role=s.role, source=source, grader=s.name)
+                                    kind=s.kind, role=s.role, source=source, grader=s.name,
+                                    max_reason_chars=self.max_reason_chars)
             except InputError as e:
                 error = str(e)
                 continue
@@ -552,6 +554,7 @@ def run_grader(
     sample_store: GradeStore | None = None,
     progress: Callable[[int], None] | None = None,
     on_plan: Callable[[RunSummary], None] | None = None,
+    max_reason_chars: int = 300,
 ) -> RunSummary:
     """Grade every pair of ``packets`` that ``store`` does not hold yet.
 
@@ -569,7 +572,7 @@ def run_grader(
     scale : sequence of int
         Allowed grades.
     max_reason_words : int
-        Longest reason allowed.
+        Longest reason allowed, in words.
     template : jinja2.Template, optional
         The prompt template; required for ``input: prompt``, and when given the ``prompt``
         field is filled in JSON requests too.
@@ -580,6 +583,8 @@ def run_grader(
         Called with the number of pairs each time a batch is recorded.
     on_plan : callable, optional
         Called once with the summary (``total_pairs`` and ``already`` set) before grading.
+    max_reason_chars : int, default 300
+        Longest reason allowed, in characters (params ``grading.max_reason_chars``).
 
     Returns
     -------
@@ -610,7 +615,7 @@ def run_grader(
                          fix=f"Check graders.{s.name}.command")
     t0 = time.perf_counter()
     common = dict(packets=packets, scale=scale, max_reason_words=max_reason_words, kind=s.kind,
-                  role=s.role, grader=s.name)
+                  role=s.role, grader=s.name, max_reason_chars=max_reason_chars)
     recorded = recorded_pairs(store.rows, source=store.path, **common)
     sampled_rows: dict = {}
     if s.samples > 1:
@@ -626,7 +631,8 @@ def run_grader(
     writer = SingleWriter()
     run = _Run(s, store=store, sample_store=sample_store, writer=writer, rubric=rubric,
                scale=scale, max_reason_words=max_reason_words, template=template, runner=runner,
-               progress=progress, summary=summary, sampled_rows=sampled_rows)
+               progress=progress, summary=summary, sampled_rows=sampled_rows,
+               max_reason_chars=max_reason_chars)
     pool = concurrent.futures.ThreadPoolExecutor(max_workers=s.workers,
                                                  thread_name_prefix="relgrade-grader")
     futures = [pool.submit(run.grade_query, t) for t in tasks]

@@ -48,7 +48,7 @@ from relgrade.protocol.grades import reason_required, scale_text, validate_grade
 
 HERE = Path(__file__).parent
 COOKIE = "relgrade_token"
-_INT = re.compile(r"^-?\d+$")
+_INT = re.compile(r"^-?[0-9]+$")  # ASCII digits only: int() also reads "２"
 _FILENAME = re.compile(r"[\w./-]+\.[A-Za-z0-9]+")
 
 #: Response headers on every page: no inline script may run, nothing is framed or cached.
@@ -102,6 +102,8 @@ class Site:
         The one thread that appends saved batches.
     round : int
         The grading round (shown).
+    max_reason_chars : int, default 300
+        The longest reason allowed, in characters.
     """
 
     graders: dict
@@ -110,6 +112,7 @@ class Site:
     max_reason_words: int
     writer: SingleWriter
     round: int = 1
+    max_reason_chars: int = 300
     rubric_html: str = field(default="", init=False)
     _code_cache: dict = field(default_factory=dict, init=False, repr=False)
 
@@ -385,7 +388,8 @@ def create_app(site: Site) -> FastAPI:
                 rows, pool_pairs={(qid, str(c["chunk_id"])) for c in batch}, scale=site.scale,
                 max_reason_words=site.max_reason_words,
                 require_reason=lambda gr: reason_required(g.kind, g.role, gr),
-                source=f"form {qid} batch {b}", grader=g.name)
+                source=f"form {qid} batch {b}", grader=g.name,
+                max_reason_chars=site.max_reason_chars)
         except InputError as e:
             index = (e.line - 1) if e.line else None
             return render_batch(request, g, qid, b, values=values, status=400,
