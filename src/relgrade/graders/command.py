@@ -21,11 +21,24 @@ from that grader:
 Ctrl-C (or SIGTERM) stops the run: running commands are killed, batches already accepted are
 written, and the summary says the run was interrupted. ``kill -9`` loses at most the batches
 in flight, never half of one (see :mod:`relgrade.graders.store`).
+
+Grader processes die with the run
+---------------------------------
+Each grader process runs in its own session (a timeout or Ctrl-C kills its whole process
+group), so a terminal's signals do not reach it directly. So that none outlives a run killed
+with ``kill -9`` (a paid model command would go on unobserved), every process is started with
+the Linux parent-death signal set to ``SIGKILL`` (``prctl(PR_SET_PDEATHSIG)``), and carries
+the environment variable :data:`RUN_MARKER` naming the grade file. Whatever still carries it
+when the next run for that file starts (e.g. a process the grader command started itself) is
+killed first: see :func:`kill_stragglers`.
 """
 
 from __future__ import annotations
 
 import concurrent.futures
+import ctypes
+import ctypes.util
+import logging
 import os
 import shutil
 import signal
@@ -33,6 +46,7 @@ import subprocess
 import threading
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Callable, Mapping, Sequence
 
 import pandas as pd
@@ -55,6 +69,11 @@ DEFAULTS = {"timeout": 600.0, "retries": 2, "workers": 1, "samples": 1, "input":
 
 #: The most chunks a batch may hold, whatever ``grading.batch_size`` says (the protocol's cap).
 MAX_BATCH = 5
+
+#: Environment variable set in every grader process: the grade file it grades for.
+RUN_MARKER = "RELGRADE_GRADER_RUN"
+
+_PR_SET_PDEATHSIG = 1
 
 
 @dataclass(frozen=True)
@@ -317,17 +336,91 @@ class CommandResult:
     killed: bool = False
 
 
+def _die_with_parent():
+    """A ``preexec_fn``: ask Linux to ``SIGKILL`` this child when its parent dies.
+
+    Returns None off Linux (no ``prctl``). The function it returns runs in the child between
+    ``fork`` and ``exec``; it also exits at once if the parent died before the request
+    took effect.
+    """
+    if not os.uname().sysname == "Linux":
+        return None
+    try:
+        prctl = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True).prctl
+    except (OSError, AttributeError):
+        return None
+    parent = os.getpid()
+
+    def preexec():
+        prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        if os.getppid() != parent:  # the parent died before prctl: don't outlive it
+            os._exit(1)
+
+    return preexec
+
+
+def kill_stragglers(marker: str, *, proc_root="/proc") -> list[int]:
+    """Kill processes left by an earlier run for the same grade file.
+
+    Parameters
+    ----------
+    marker : str
+        The value of :data:`RUN_MARKER` the earlier run's grader processes carry (the grade
+        file's absolute path).
+    proc_root : str, default "/proc"
+        Where to look (Linux's process table; nothing is done where it does not exist).
+
+    Returns
+    -------
+    list of int
+        The process ids sent ``SIGKILL``. Only processes of this user whose environment
+        holds ``RELGRADE_GRADER_RUN=marker`` are touched; call it while holding the grade
+        file's lock, so no live run for that file owns them.
+    """
+    needle = f"{RUN_MARKER}={marker}".encode("utf-8", "surrogateescape") + b"\0"
+    killed = []
+    me = os.getpid()
+    try:
+        entries = os.listdir(proc_root)
+    except OSError:
+        return killed
+    for name in entries:
+        if not name.isdigit() or int(name) == me:
+            continue
+        try:
+            with open(os.path.join(proc_root, name, "environ"), "rb") as f:
+                env = f.read() + b"\0"
+        except OSError:  # gone, or another user's
+            continue
+        if b"\0" + needle in b"\0" + env:
+            try:
+                os.kill(int(name), signal.SIGKILL)
+                killed.append(int(name))
+            except (ProcessLookupError, PermissionError):
+                pass
+    return killed
+
+
 class ProcessRunner:
     """Starts grader processes and can kill every running one (on Ctrl-C).
 
     Each process gets its own session, so a timeout kills the command together with
-    whatever it started.
+    whatever it started; on Linux it is also killed when this process dies, even by
+    ``kill -9`` (see the module docstring).
+
+    Parameters
+    ----------
+    marker : str, optional
+        Set as :data:`RUN_MARKER` in every process's environment (see
+        :func:`kill_stragglers`).
     """
 
-    def __init__(self):
+    def __init__(self, marker: str | None = None):
         self._active: set[subprocess.Popen] = set()
         self._lock = threading.Lock()
         self.stopping = threading.Event()
+        self._preexec = _die_with_parent()
+        self._env = None if marker is None else {**os.environ, RUN_MARKER: marker}
 
     def run(self, argv: Sequence[str], data: bytes, *, timeout: float) -> CommandResult:
         """Run ``argv`` with ``data`` on stdin; kill its process group after ``timeout`` s."""
@@ -336,7 +429,8 @@ class ProcessRunner:
             if self.stopping.is_set():
                 return CommandResult(None, "", "", 0.0, killed=True)
             proc = subprocess.Popen(list(argv), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                    stderr=subprocess.PIPE, start_new_session=True)
+                                    stderr=subprocess.PIPE, start_new_session=True,
+                                    preexec_fn=self._preexec, env=self._env)
             self._active.add(proc)
         timed_out = False
         try:
@@ -627,7 +721,13 @@ def run_grader(
     summary = RunSummary(total_pairs=len(packet_pairs(packets)), already=len(recorded))
     if on_plan is not None:
         on_plan(summary)
-    runner = ProcessRunner()
+    marker = str(Path(store.path).resolve())
+    stragglers = kill_stragglers(marker)
+    if stragglers:
+        logging.getLogger("relgrade").warning(
+            f"{store.path}: killed {len(stragglers)} grader processes left running by an "
+            "earlier run that was killed")
+    runner = ProcessRunner(marker)
     writer = SingleWriter()
     run = _Run(s, store=store, sample_store=sample_store, writer=writer, rubric=rubric,
                scale=scale, max_reason_words=max_reason_words, template=template, runner=runner,
