@@ -220,3 +220,31 @@ def _form_token(html):
 
     m = re.search(r'name="csrf" value="([^"]+)"', html)
     return m.group(1) if m else ""
+
+
+def test_a_file_replaced_between_the_open_and_the_lock_is_the_one_held(tmp_path, monkeypatch):
+    # A grade import landing between a store's open() of the file and its flock: the store
+    # must end up holding, reading and appending to the file now at the path.
+    import fcntl as real_fcntl
+
+    from relgrade.graders import store as store_mod
+
+    path = tmp_path / "round-1.jsonl"
+    path.write_text(json.dumps(row("q1", "c1")) + "\n")
+    calls = []
+    original = real_fcntl.flock
+
+    def flock(fd, op):
+        if op & real_fcntl.LOCK_EX and not calls and os.fstat(fd).st_ino == os.stat(path).st_ino:
+            calls.append(fd)
+            new = tmp_path / "imported.jsonl"
+            new.write_text(json.dumps(row("q1", "c1")) + "\n" + json.dumps(row("q9", "c9")) + "\n")
+            os.replace(new, path)
+        return original(fd, op)
+
+    monkeypatch.setattr(store_mod.fcntl, "flock", flock)
+    with GradeStore(path).open() as store:
+        assert calls, "the replacement was not staged"
+        assert ("q9", "c9") in store
+        store.append([row("q1", "c2")])
+    assert pairs_at(path) == {("q1", "c1"), ("q9", "c9"), ("q1", "c2")}

@@ -106,6 +106,18 @@ def _same_file(fd: int, path: Path) -> bool:
     return (st.st_dev, st.st_ino) == (fs.st_dev, fs.st_ino)
 
 
+def _pread_all(fd: int, start: int, end: int) -> bytes:
+    """Bytes ``start:end`` of the open file ``fd`` (without moving its offset)."""
+    parts = []
+    while start < end:
+        chunk = os.pread(fd, min(end - start, 1 << 30), start)
+        if not chunk:
+            break
+        parts.append(chunk)
+        start += len(chunk)
+    return b"".join(parts)
+
+
 def _is_object(raw: bytes) -> bool:
     """Whether ``raw`` is one whole JSON object (a complete row)."""
     try:
@@ -365,9 +377,7 @@ class GradeStore:
                     target, reason = offset, "interrupted batch"
         if target == size and size > 0:
             # A last line without its LF is torn, whatever wrote it.
-            with open(self.path, "rb") as f:
-                f.seek(max(0, size - 65536))
-                tail = f.read()
+            tail = _pread_all(self._fd, max(0, size - 65536), size)
             if not tail.endswith(b"\n") and _is_object(tail[tail.rfind(b"\n") + 1:]):
                 # A complete row without its line end (an editor's save): keep it, end it.
                 os.write(self._fd, b"\n")
@@ -379,7 +389,7 @@ class GradeStore:
                 elif size <= 65536:
                     target = 0
                 else:  # one enormous line: scan the whole file for the last LF
-                    data = self.path.read_bytes()
+                    data = _pread_all(self._fd, 0, size)
                     target = data.rfind(b"\n") + 1
                 reason = "torn last line"
         if target < size:
@@ -390,10 +400,9 @@ class GradeStore:
             mpath.unlink()
 
     def _read(self) -> None:
-        data = self.path.read_bytes()
-        self._size = len(data)
-        self.rows = []
-        self._keys = set()
+        # through the descriptor held, never the path: the path may name another file by now
+        data = _pread_all(self._fd, 0, os.fstat(self._fd).st_size)
+        rows, keys = [], set()
         for i, raw in enumerate(data.split(b"\n")[:-1] if data else [], start=1):
             if not raw.strip():
                 continue
@@ -408,11 +417,13 @@ class GradeStore:
                 raise InputError("each line must be a JSON object", path=self.path, line=i,
                                  found=type(row).__name__)
             key = self._key(row)
-            if key in self._keys:
+            if key in keys:
                 raise InputError("second row for one pair", path=self.path, line=i,
                                  item=str(key))
-            self._keys.add(key)
-            self.rows.append((i, row))
+            keys.add(key)
+            rows.append((i, row))
+        # swapped in whole: a reader on another thread never sees half of a re-read
+        self.rows, self._keys, self._size = rows, keys, len(data)
 
     # --- state -------------------------------------------------------------------------
 
