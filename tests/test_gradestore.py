@@ -222,3 +222,15 @@ def test_a_group_commit_writes_the_good_batches_together_and_refuses_only_the_ba
         assert "(q0, a)" not in str(results[1]) and "q0, a" in str(results[1])
     assert [(r["query_id"], r["chunk_id"]) for r in map(json.loads, path.read_text().splitlines())] \
         == [("q0", "a"), ("q1", "a"), ("q1", "b"), ("q3", "a")]
+
+
+def test_a_batch_with_unencodable_text_is_refused_whole_and_the_others_are_written(tmp_path):
+    path = tmp_path / "round-1.jsonl"
+    with GradeStore(path).open() as store:
+        results = store.append_many([[row("q1", "a")], [row("q2", "b", reason="half \ud83d")],
+                                     [row("q3", "c")]])
+        assert results[0] == 1 and results[2] == 1
+        assert isinstance(results[1], InputError)
+        assert "cannot be written as UTF-8 (found \\ud83d)" in str(results[1])
+        assert ("q2", "b") not in store
+    assert [r["query_id"] for r in map(json.loads, path.read_text().splitlines())] == ["q1", "q3"]

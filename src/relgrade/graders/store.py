@@ -463,8 +463,8 @@ class GradeStore:
         ProtocolError
             The store is not open.
         InputError
-            A row's key is already recorded, or appears twice in the batch (nothing is
-            written).
+            A row's key is already recorded, or appears twice in the batch, or a row holds
+            text that cannot be written as UTF-8 (nothing is written).
         """
         result = self.append_many([rows])[0]
         if isinstance(result, Exception):
@@ -516,6 +516,14 @@ class GradeStore:
                     results.append(InputError(
                         "pair already recorded for this grader", path=self.path,
                         item=", ".join(bad), fix="A saved grade is final; nothing was written"))
+                    continue
+                try:
+                    jsonl_bytes(rows)
+                except UnicodeEncodeError as e:  # e.g. a lone surrogate that skipped validation
+                    results.append(InputError(
+                        "a row holds text that cannot be written as UTF-8", path=self.path,
+                        found=e.object[e.start:e.end].encode("utf-8", "backslashreplace")
+                        .decode("ascii"), fix="Nothing of this batch was written"))
                     continue
                 taken |= seen
                 accepted.append((rows, keys))
