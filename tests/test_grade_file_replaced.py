@@ -248,3 +248,49 @@ def test_a_file_replaced_between_the_open_and_the_lock_is_the_one_held(tmp_path,
         assert ("q9", "c9") in store
         store.append([row("q1", "c2")])
     assert pairs_at(path) == {("q1", "c1"), ("q9", "c9"), ("q1", "c2")}
+
+
+def test_a_replacement_with_a_broken_line_is_reported_on_the_page_and_nothing_is_acknowledged(tmp_path):
+    from relgrade.cli.serve import build_site
+    from relgrade.web.app import create_app
+
+    graders = {"alice": {"role": "grader", "kind": "human", "family": "person"}}
+    packets = ex.build(tmp_path, queries=2, chunks=5, audit=1, graders=graders)
+    site, stores = build_site(str(tmp_path / "params.yaml"), graders=["alice"])
+    try:
+        client = TestClient(create_app(site))
+        client.get(f"/login?token={site.graders['alice'].token}", follow_redirects=False)
+        path = tmp_path / "data/grades/alice/round-1.jsonl"
+
+        def save(qid):
+            data = {"csrf": _form_token(client.get(f"/g/alice/q/{qid}/0").text)}
+            for i in range(5):
+                data[f"grade-{i}"] = "1"
+                data[f"reason-{i}"] = "helps a little"
+            return client.post(f"/g/alice/q/{qid}/0", data=data, follow_redirects=False,
+                               headers={"origin": "http://testserver"})
+
+        assert save("q01").status_code == 303
+        good = path.read_bytes()
+        broken = tmp_path / "broken.jsonl"
+        broken.write_bytes(good + b"<<<<<<< Updated upstream\n")  # a merge conflict marker
+        os.replace(broken, path)
+        r = save("q02")
+        assert r.status_code == 409
+        assert "A recorded grade line is not valid JSON" in r.text
+        assert "Nothing was saved" in r.text or "never drops" in r.text
+        assert pairs_at_lines(path) == good.count(b"\n")  # nothing of q02 was acknowledged
+        fixed = tmp_path / "fixed.jsonl"
+        fixed.write_bytes(good)
+        os.replace(fixed, path)
+        assert save("q02").status_code == 303
+        want = {(q, c["chunk_id"]) for q in packets for c in packets[q]["batches"][0]}
+        assert pairs_at(path) == want
+    finally:
+        site.writer.close()
+        for s in stores:
+            s.close()
+
+
+def pairs_at_lines(path):
+    return sum(1 for line in path.read_bytes().split(b"\n") if line.startswith(b"{"))

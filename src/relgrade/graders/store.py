@@ -174,8 +174,8 @@ def writer_lock(path, *, advice: str = "wait for it to finish"):
 
     For writers that replace the whole file (``relgrade grade import``): while the lock is
     held no store has the file open, and leftovers of an interrupted writer are cleaned.
-    ``advice`` ends the message of the refusal. The grade file is not created, and a folder made for the lock is removed again when it
-    stays empty.
+    ``advice`` ends the message of the refusal. The grade file is not created, and a folder
+    made for the lock is removed again when it stays empty.
 
     Raises
     ------
@@ -277,6 +277,7 @@ class GradeStore:
     _fd: int | None = field(default=None, init=False, repr=False)
     _marker_fd: int | None = field(default=None, init=False, repr=False)
     _lock_fd: int | None = field(default=None, init=False, repr=False)
+    _stale: bool = field(default=False, init=False, repr=False)
     _keys: set = field(default_factory=set, init=False, repr=False)
     _size: int = field(default=0, init=False, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
@@ -303,6 +304,7 @@ class GradeStore:
             A complete line of the file is not a JSON object, or two rows share a key.
         """
         self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._stale = False
         self._lock_fd = _take_writer_lock(self.path)
         try:
             clean_litter(self.path)
@@ -343,7 +345,7 @@ class GradeStore:
             os.close(fd)  # replaced between open and lock: take the new one
 
     def _is_current(self) -> bool:
-        return _same_file(self._fd, self.path)
+        return not self._stale and self._fd is not None and _same_file(self._fd, self.path)
 
     def _reopen(self, when: str) -> None:
         """The file at the path is not the one held: say so, then hold and re-read the new one."""
@@ -353,8 +355,10 @@ class GradeStore:
                    "it is in that file")
         self.replacements.append(message)
         logging.getLogger("relgrade").warning(message)
-        os.close(self._fd)
-        self._fd = None
+        self._stale = True  # until the new file is held and read: a failure here is retried
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
         if self._marker_fd is not None:
             os.close(self._marker_fd)
             self._marker_fd = None
@@ -362,6 +366,7 @@ class GradeStore:
         self._recover()
         self._read()
         self._marker_fd = os.open(marker_path(self.path), os.O_RDWR | os.O_CREAT, 0o644)
+        self._stale = False
 
     def _recover(self) -> None:
         size = os.fstat(self._fd).st_size
@@ -498,7 +503,7 @@ class GradeStore:
         results: list = []
         accepted = []
         with self._lock:
-            if self._fd is None:
+            if self._fd is None and not self._stale:
                 raise ProtocolError(f"{self.path}: the grade store is not open")
             if not self._is_current():
                 self._reopen("found before writing a batch")

@@ -55,7 +55,7 @@ from pygments.formatters import HtmlFormatter
 from pygments.lexers import TextLexer, get_lexer_for_filename
 from pygments.util import ClassNotFound
 
-from relgrade.errors import InputError
+from relgrade.errors import InputError, ProtocolError
 from relgrade.graders.store import GradeStore, SingleWriter
 from relgrade.protocol.grades import reason_required, scale_text, validate_grade_rows
 
@@ -481,10 +481,16 @@ def create_app(site: Site) -> FastAPI:
         if records:
             try:
                 await asyncio.wrap_future(site.writer.submit(g.store, records))
-            except InputError:
+            except InputError as e:
+                if e.rule != "pair already recorded for this grader":
+                    return render_batch(request, g, qid, b, values=values, status=409,
+                                        error=_form_message(e))
                 return render_batch(request, g, qid, b, status=409,
                                     error="This batch was already saved (in another tab?). "
                                           "Saved grades are final.")
+            except ProtocolError as e:  # the grade file could not be held: say so, save nothing
+                return render_batch(request, g, qid, b, values=values, status=503,
+                                    error=f"{e}. Nothing was saved; try again in a moment.")
         nxt = next_batch(g, after=(qid, b))
         return RedirectResponse(url(g, *nxt) if nxt else url(g), status_code=303)
 
