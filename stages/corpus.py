@@ -55,10 +55,12 @@ def fetch_sdist(spec: dict, spec_path: Path) -> bytes:
 
 
 def main(ex):
-    src = ex.file(ex.params.need("corpus").input)
+    cfg = ex.params.need("corpus")
+    src = ex.file(cfg.input)
     if src.suffix.lower() in (".yaml", ".yml"):
         spec = corpus.parse_source_spec(read_yaml(src), path=src)
-        chunks, manifest = corpus.corpus_from_sdist(fetch_sdist(spec, src), spec=spec, path=src)
+        chunks, manifest = corpus.corpus_from_sdist(fetch_sdist(spec, src), spec=spec, path=src,
+                                                    allow_empty=cfg.allow_empty)
     else:
         if src.suffix.lower() == ".jsonl":
             rows = list(iter_jsonl(src))
@@ -66,7 +68,7 @@ def main(ex):
         else:
             table, lines = read_table(src), None
         chunks, manifest = corpus.corpus_from_table(table, sha256=sha256_file(src), path=src,
-                                                    lines=lines)
+                                                    lines=lines, allow_empty=cfg.allow_empty)
     write_parquet(ex.path("chunks"), chunks)
     write_json(ex.path("corpus_manifest"), manifest)
 

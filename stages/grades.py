@@ -18,6 +18,7 @@ def main(ex):
         pool=io.read_table(ex.path("pool"), columns=["query_id", "chunk_id"]),
         audit_query_ids=[r["query_id"] for r in io.read_jsonl(ex.path("audit"))],
         scale=ex.params.need("scale").grades, max_reason_words=grading.max_reason_words,
+        max_reason_chars=grading.max_reason_chars,
         rubric_version=grading.rubric_version, round=grading.round,
         intents_sha256=io.read_json(ex.path("intents_manifest")).get("sha256"))
     io.write_parquet(ex.path("grades"), table)

@@ -168,3 +168,41 @@ def test_chunks_file_missing_a_column_or_empty_is_refused():
         corpus.validate_chunks(_table().iloc[:0], path="c.parquet")
     with pytest.raises(InputError, match="`line_start` must be a non-negative integer"):
         corpus.validate_chunks(_table(line_start=[1, -2, 3]), path="c.parquet")
+
+
+# --- empty chunk text ------------------------------------------------------------------
+
+@pytest.mark.parametrize("text", ["", "   ", "\n\t\n"], ids=["empty", "spaces", "blank-lines"])
+def test_an_empty_chunk_text_is_refused_naming_the_chunk_and_line(text):
+    with pytest.raises(InputError) as e:
+        corpus.corpus_from_table(_table(text=["t", text, text]), sha256=HASH, path="c.jsonl",
+                                 lines=[1, 2, 3])
+    assert str(e.value) == (
+        "c.jsonl:2: b: chunk text is empty (found 2 chunks with empty or blank text). Remove "
+        "those chunks, or set corpus.allow_empty: true to keep them (they are then counted "
+        "in the corpus manifest)")
+
+
+def test_empty_chunk_texts_allowed_are_counted_in_the_manifest():
+    chunks, manifest = corpus.corpus_from_table(_table(text=["t", "", " "]), sha256=HASH,
+                                                path="c.jsonl", allow_empty=True)
+    assert chunks["text"].tolist() == ["t", "", " "]
+    assert manifest["empty_chunks"] == 2
+
+
+def test_the_manifest_says_nothing_of_empty_chunks_unless_they_are_allowed():
+    _, manifest = corpus.corpus_from_table(_table(), sha256=HASH, path="c.jsonl")
+    assert list(manifest) == ["source", "sha256", "chunks", "table_sha256", "files"]
+    _, allowed = corpus.corpus_from_table(_table(), sha256=HASH, path="c.jsonl",
+                                          allow_empty=True)
+    assert allowed == {**manifest, "empty_chunks": 0}
+
+
+def test_an_archive_manifest_counts_empty_chunks_only_when_allowed():
+    data = make_targz({"pkg-1.0/src/pkg/a.py": b"def f():\n    return 1\n"})
+    spec = {"kind": "sdist-file", "path": "pkg-1.0.tar.gz",
+            "sha256": hashlib.sha256(data).hexdigest()}
+    _, manifest = corpus.corpus_from_sdist(data, spec=spec, path="s.yaml")
+    assert "empty_chunks" not in manifest
+    _, allowed = corpus.corpus_from_sdist(data, spec=spec, path="s.yaml", allow_empty=True)
+    assert allowed["empty_chunks"] == 0

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import threading
 
 import pytest
@@ -44,12 +43,13 @@ def test_a_torn_last_line_is_cut_and_complete_rows_are_kept(tmp_path):
     assert path.read_text() == good
 
 
-def test_a_torn_first_and_only_line_leaves_an_empty_file(tmp_path):
+def test_a_torn_first_and_only_line_leaves_no_file_behind(tmp_path):
     path = tmp_path / "round-1.jsonl"
     path.write_text('{"query_id":"q1"')
     with GradeStore(path).open() as store:
         assert len(store) == 0
-    assert path.read_bytes() == b""
+        assert path.read_bytes() == b""
+    assert not path.exists()
 
 
 def test_an_interrupted_batch_is_removed_whole_even_when_its_lines_are_complete(tmp_path):
@@ -203,7 +203,7 @@ def test_rows_appended_in_batches_read_back_identically(tmp_path_factory, batche
             written.extend(rows)
     with GradeStore(path).open() as store:
         assert [r for _, r in store.rows] == written
-    os.remove(path)
+    assert path.exists() == bool(written)
 
 
 def test_a_group_commit_writes_the_good_batches_together_and_refuses_only_the_bad_one(tmp_path):
@@ -221,3 +221,15 @@ def test_a_group_commit_writes_the_good_batches_together_and_refuses_only_the_ba
         assert "(q0, a)" not in str(results[1]) and "q0, a" in str(results[1])
     assert [(r["query_id"], r["chunk_id"]) for r in map(json.loads, path.read_text().splitlines())] \
         == [("q0", "a"), ("q1", "a"), ("q1", "b"), ("q3", "a")]
+
+
+def test_a_batch_with_unencodable_text_is_refused_whole_and_the_others_are_written(tmp_path):
+    path = tmp_path / "round-1.jsonl"
+    with GradeStore(path).open() as store:
+        results = store.append_many([[row("q1", "a")], [row("q2", "b", reason="half \ud83d")],
+                                     [row("q3", "c")]])
+        assert results[0] == 1 and results[2] == 1
+        assert isinstance(results[1], InputError)
+        assert "cannot be written as UTF-8 (found \\ud83d)" in str(results[1])
+        assert ("q2", "b") not in store
+    assert [r["query_id"] for r in map(json.loads, path.read_text().splitlines())] == ["q1", "q3"]

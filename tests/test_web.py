@@ -66,7 +66,7 @@ def web(tmp_path):
     responses = []
 
     def client(name=None):
-        c = TestClient(app)
+        c = Tab(app)
         c.hooks = {}
         if name:
             r = c.get(f"/login?token={site.graders[name].token}", follow_redirects=False)
@@ -82,6 +82,25 @@ def web(tmp_path):
     site.writer.close()
     for s in stores:
         s.close()
+
+
+ORIGIN = {"origin": "http://testserver"}
+
+
+def page_token(html):
+    """The form token a page carries (its logout form has one on every grader page)."""
+    m = re.search(r'name="csrf" value="([^"]*)"', html)
+    return m.group(1) if m else ""
+
+
+class Tab(TestClient):
+    """A browser tab: posts carry the page's Origin and the form token it was served."""
+
+    def post(self, url, *args, data=None, headers=None, **kw):
+        data = dict(data or {})
+        if "csrf" not in data:
+            data["csrf"] = page_token(self.get("/", follow_redirects=True).text)
+        return super().post(url, *args, data=data, headers={**ORIGIN, **(headers or {})}, **kw)
 
 
 def scan(r, *, extra=()):
@@ -221,7 +240,9 @@ def test_a_saved_batch_is_final_and_a_second_save_from_another_tab_is_refused(we
     tab1, tab2 = web.client("alice"), web.client("alice")
     assert tab1.post("/g/alice/q/q02/0", data=form(5), follow_redirects=False).status_code == 303
     r = tab2.post("/g/alice/q/q02/0", data=form(5, grade="0"), follow_redirects=False)
-    assert r.status_code == 303  # every chunk already saved: nothing left to record
+    assert r.status_code == 409  # refused where the grader sees it, never silently dropped
+    assert "was already saved (in another tab?)" in r.text
+    assert "Saved grades are final" in r.text
     rows = ex.read_rows(file_of(web, "alice"))
     assert len(rows) == 5 and {row["grade"] for row in rows} == {2}
     page = tab2.get("/g/alice/q/q02/0")

@@ -13,6 +13,7 @@ few         leave out the last chunk of the batch
 flaky       answer "nonjson" on the first attempt, correctly on a retry
 samples     grade differs by sample number (for majority tests, see below)
 sleep:S     sleep S seconds, then answer correctly
+surrogate   for query q01, a reason ending in half an emoji (a lone surrogate); else "ok"
 
 With RELGRADE_TEST_LOG set to a folder, every request is saved there (one file per process).
 """
@@ -77,6 +78,11 @@ elif mode == "samples":
             return 0 if s == 0 else 2
         return 0 if s == 2 else truth(c["text"])
     emit(rows(chunks, g))
+elif mode == "surrogate":
+    rs = rows(chunks)
+    if req["query_id"] == "q01":
+        rs[0]["reason"] = "cut in half \ud83d"
+    emit(rs)
 elif mode.startswith("sleep:"):
     time.sleep(float(mode.split(":", 1)[1]))
     emit(rows(chunks))

@@ -58,6 +58,7 @@ def import_cmd(file, grader, round_, fmt, params_path):
     audit_path = ex.path("audit")
     check = dict(name=grader, spec=spec, scale=ex.params.need("scale").grades,
                  max_reason_words=ex.params.need("grading.max_reason_words"),
+                 max_reason_chars=grading.max_reason_chars,
                  audit_query_ids=([r["query_id"] for r in io.read_jsonl(audit_path)]
                                   if audit_path.exists() else None),
                  pool_pairs=grades.pool_pairs_of(io.read_table(

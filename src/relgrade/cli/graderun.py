@@ -91,6 +91,7 @@ def run_cmd(grader, workers, params_path, progress):
     grading = ex.params.grading
     scale = ex.params.need("scale").grades
     max_reason_words = ex.params.need("grading.max_reason_words")
+    max_reason_chars = ex.params.grading.max_reason_chars
     packets = ex.packets(setup.role)
     graderun.check_packets(packets, batch_size=grading.batch_size,
                            source=str(ex.packets_folder(setup.role)))
@@ -122,13 +123,15 @@ def run_cmd(grader, workers, params_path, progress):
 
             summary = graderun.run_grader(
                 packets, setup=setup, store=store, rubric=rubric, scale=scale,
-                max_reason_words=max_reason_words, template=prompt_template(),
+                max_reason_words=max_reason_words, max_reason_chars=max_reason_chars,
+                template=prompt_template(),
                 sample_store=sample_store, progress=lambda n: bar.advance(task, n),
                 on_plan=on_plan)
         if setup.samples > 1:
             report = self_consistency(
                 graderun.recorded_samples(sample_store.rows, packets=packets, scale=scale,
                                           max_reason_words=max_reason_words,
+                                          max_reason_chars=max_reason_chars,
                                           kind=setup.kind, role=setup.role,
                                           source=sample_store.path, grader=grader),
                 scale=scale, n_samples=setup.samples)

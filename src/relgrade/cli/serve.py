@@ -118,6 +118,7 @@ def build_site(params_path=PARAMS_FILE, *, graders=None, tokens_path=None):
                                      stores=stores, audit_ids=audit_ids),
                 rubric=ex.rubric(), scale=list(ex.params.need("scale").grades),
                 max_reason_words=ex.params.need("grading.max_reason_words"),
+                max_reason_chars=grading.max_reason_chars,
                 writer=SingleWriter(), round=grading.round)
     return site, list(stores.values())
 

@@ -255,6 +255,7 @@ def read_status(ex: Experiment) -> dict:
                 pool_pairs=None if pool is None else grades.pool_pairs_of(pool),
                 audit_query_ids=audit, scale=params.need("scale").grades,
                 max_reason_words=params.need("grading.max_reason_words"),
+                max_reason_chars=params.grading.max_reason_chars,
                 source=path.as_posix())
         except RelgradeError as e:
             rows[name] = str(e)

@@ -21,11 +21,24 @@ from that grader:
 Ctrl-C (or SIGTERM) stops the run: running commands are killed, batches already accepted are
 written, and the summary says the run was interrupted. ``kill -9`` loses at most the batches
 in flight, never half of one (see :mod:`relgrade.graders.store`).
+
+Grader processes die with the run
+---------------------------------
+Each grader process runs in its own session (a timeout or Ctrl-C kills its whole process
+group), so a terminal's signals do not reach it directly. So that none outlives a run killed
+with ``kill -9`` (a paid model command would go on unobserved), every process is started with
+the Linux parent-death signal set to ``SIGKILL`` (``prctl(PR_SET_PDEATHSIG)``), and carries
+the environment variable :data:`RUN_MARKER` naming the grade file. Whatever still carries it
+when the next run for that file starts (e.g. a process the grader command started itself) is
+killed first: see :func:`kill_stragglers`.
 """
 
 from __future__ import annotations
 
 import concurrent.futures
+import ctypes
+import ctypes.util
+import logging
 import os
 import shutil
 import signal
@@ -33,6 +46,7 @@ import subprocess
 import threading
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Callable, Mapping, Sequence
 
 import pandas as pd
@@ -55,6 +69,11 @@ DEFAULTS = {"timeout": 600.0, "retries": 2, "workers": 1, "samples": 1, "input":
 
 #: The most chunks a batch may hold, whatever ``grading.batch_size`` says (the protocol's cap).
 MAX_BATCH = 5
+
+#: Environment variable set in every grader process: the grade file it grades for.
+RUN_MARKER = "RELGRADE_GRADER_RUN"
+
+_PR_SET_PDEATHSIG = 1
 
 
 @dataclass(frozen=True)
@@ -184,7 +203,7 @@ def packet_pairs(packets: Mapping[str, Mapping]) -> set[tuple[str, str]]:
 
 
 def recorded_pairs(rows, *, packets, scale, max_reason_words, kind, role, source,
-                   grader=None) -> set[tuple[str, str]]:
+                   grader=None, max_reason_chars=300) -> set[tuple[str, str]]:
     """Validate rows already recorded and return their pairs.
 
     Parameters
@@ -201,12 +220,12 @@ def recorded_pairs(rows, *, packets, scale, max_reason_words, kind, role, source
     df = validate_grade_rows(rows, pool_pairs=packet_pairs(packets), scale=scale,
                              max_reason_words=max_reason_words,
                              require_reason=lambda g: reason_required(kind, role, g),
-                             source=source, grader=grader)
+                             source=source, grader=grader, max_reason_chars=max_reason_chars)
     return set(zip(df["query_id"], df["chunk_id"]))
 
 
 def recorded_samples(rows, *, packets, scale, max_reason_words, kind, role, source,
-                     grader=None) -> pd.DataFrame:
+                     grader=None, max_reason_chars=300) -> pd.DataFrame:
     """Validate recorded sample rows; the samples table (see :mod:`relgrade.graders.self_consistency`).
 
     Sample rows are grade rows with a ``sample`` number between ``chunk_id`` and ``reason``.
@@ -224,7 +243,7 @@ def recorded_samples(rows, *, packets, scale, max_reason_words, kind, role, sour
         df = validate_grade_rows(srows, pool_pairs=packet_pairs(packets), scale=scale,
                                  max_reason_words=max_reason_words,
                                  require_reason=lambda g: reason_required(kind, role, g),
-                                 source=source, grader=grader)
+                                 source=source, grader=grader, max_reason_chars=max_reason_chars)
         df.insert(2, "sample", s)
         frames.append(df)
     if not frames:
@@ -317,17 +336,91 @@ class CommandResult:
     killed: bool = False
 
 
+def _die_with_parent():
+    """A ``preexec_fn``: ask Linux to ``SIGKILL`` this child when its parent dies.
+
+    Returns None off Linux (no ``prctl``). The function it returns runs in the child between
+    ``fork`` and ``exec``; it also exits at once if the parent died before the request
+    took effect.
+    """
+    if not os.uname().sysname == "Linux":
+        return None
+    try:
+        prctl = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True).prctl
+    except (OSError, AttributeError):
+        return None
+    parent = os.getpid()
+
+    def preexec():
+        prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        if os.getppid() != parent:  # the parent died before prctl: don't outlive it
+            os._exit(1)
+
+    return preexec
+
+
+def kill_stragglers(marker: str, *, proc_root="/proc") -> list[int]:
+    """Kill processes left by an earlier run for the same grade file.
+
+    Parameters
+    ----------
+    marker : str
+        The value of :data:`RUN_MARKER` the earlier run's grader processes carry (the grade
+        file's absolute path).
+    proc_root : str, default "/proc"
+        Where to look (Linux's process table; nothing is done where it does not exist).
+
+    Returns
+    -------
+    list of int
+        The process ids sent ``SIGKILL``. Only processes of this user whose environment
+        holds ``RELGRADE_GRADER_RUN=marker`` are touched; call it while holding the grade
+        file's lock, so no live run for that file owns them.
+    """
+    needle = f"{RUN_MARKER}={marker}".encode("utf-8", "surrogateescape") + b"\0"
+    killed = []
+    me = os.getpid()
+    try:
+        entries = os.listdir(proc_root)
+    except OSError:
+        return killed
+    for name in entries:
+        if not name.isdigit() or int(name) == me:
+            continue
+        try:
+            with open(os.path.join(proc_root, name, "environ"), "rb") as f:
+                env = f.read() + b"\0"
+        except OSError:  # gone, or another user's
+            continue
+        if b"\0" + needle in b"\0" + env:
+            try:
+                os.kill(int(name), signal.SIGKILL)
+                killed.append(int(name))
+            except (ProcessLookupError, PermissionError):
+                pass
+    return killed
+
+
 class ProcessRunner:
     """Starts grader processes and can kill every running one (on Ctrl-C).
 
     Each process gets its own session, so a timeout kills the command together with
-    whatever it started.
+    whatever it started; on Linux it is also killed when this process dies, even by
+    ``kill -9`` (see the module docstring).
+
+    Parameters
+    ----------
+    marker : str, optional
+        Set as :data:`RUN_MARKER` in every process's environment (see
+        :func:`kill_stragglers`).
     """
 
-    def __init__(self):
+    def __init__(self, marker: str | None = None):
         self._active: set[subprocess.Popen] = set()
         self._lock = threading.Lock()
         self.stopping = threading.Event()
+        self._preexec = _die_with_parent()
+        self._env = None if marker is None else {**os.environ, RUN_MARKER: marker}
 
     def run(self, argv: Sequence[str], data: bytes, *, timeout: float) -> CommandResult:
         """Run ``argv`` with ``data`` on stdin; kill its process group after ``timeout`` s."""
@@ -336,7 +429,8 @@ class ProcessRunner:
             if self.stopping.is_set():
                 return CommandResult(None, "", "", 0.0, killed=True)
             proc = subprocess.Popen(list(argv), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                    stderr=subprocess.PIPE, start_new_session=True)
+                                    stderr=subprocess.PIPE, start_new_session=True,
+                                    preexec_fn=self._preexec, env=self._env)
             self._active.add(proc)
         timed_out = False
         try:
@@ -429,7 +523,7 @@ class _Run:
     """The state one :func:`run_grader` call shares between its worker threads."""
 
     def __init__(self, setup, *, store, sample_store, writer, rubric, scale, max_reason_words,
-                 template, runner, progress, summary, sampled_rows):
+                 template, runner, progress, summary, sampled_rows, max_reason_chars=300):
         self.setup = setup
         self.store = store
         self.sample_store = sample_store
@@ -437,6 +531,7 @@ class _Run:
         self.rubric = rubric
         self.scale = list(scale)
         self.max_reason_words = max_reason_words
+        self.max_reason_chars = max_reason_chars
         self.template = template
         self.runner = runner
         self.progress = progress
@@ -482,7 +577,8 @@ class _Run:
                                      path=source, found=_tail(res.stderr) or None)
                 df = parse_response(res.stdout, query_id=task.query_id, chunks=chunks,
                                     scale=self.scale, max_reason_words=self.max_reason_words,
-                                    kind=s.kind, role=s.role, source=source, grader=s.name)
+                                    kind=s.kind, role=s.role, source=source, grader=s.name,
+                                    max_reason_chars=self.max_reason_chars)
             except InputError as e:
                 error = str(e)
                 continue
@@ -552,6 +648,7 @@ def run_grader(
     sample_store: GradeStore | None = None,
     progress: Callable[[int], None] | None = None,
     on_plan: Callable[[RunSummary], None] | None = None,
+    max_reason_chars: int = 300,
 ) -> RunSummary:
     """Grade every pair of ``packets`` that ``store`` does not hold yet.
 
@@ -569,7 +666,7 @@ def run_grader(
     scale : sequence of int
         Allowed grades.
     max_reason_words : int
-        Longest reason allowed.
+        Longest reason allowed, in words.
     template : jinja2.Template, optional
         The prompt template; required for ``input: prompt``, and when given the ``prompt``
         field is filled in JSON requests too.
@@ -580,6 +677,8 @@ def run_grader(
         Called with the number of pairs each time a batch is recorded.
     on_plan : callable, optional
         Called once with the summary (``total_pairs`` and ``already`` set) before grading.
+    max_reason_chars : int, default 300
+        Longest reason allowed, in characters (params ``grading.max_reason_chars``).
 
     Returns
     -------
@@ -610,7 +709,7 @@ def run_grader(
                          fix=f"Check graders.{s.name}.command")
     t0 = time.perf_counter()
     common = dict(packets=packets, scale=scale, max_reason_words=max_reason_words, kind=s.kind,
-                  role=s.role, grader=s.name)
+                  role=s.role, grader=s.name, max_reason_chars=max_reason_chars)
     recorded = recorded_pairs(store.rows, source=store.path, **common)
     sampled_rows: dict = {}
     if s.samples > 1:
@@ -622,11 +721,18 @@ def run_grader(
     summary = RunSummary(total_pairs=len(packet_pairs(packets)), already=len(recorded))
     if on_plan is not None:
         on_plan(summary)
-    runner = ProcessRunner()
+    marker = str(Path(store.path).resolve())
+    stragglers = kill_stragglers(marker)
+    if stragglers:
+        logging.getLogger("relgrade").warning(
+            f"{store.path}: killed {len(stragglers)} grader processes left running by an "
+            "earlier run that was killed")
+    runner = ProcessRunner(marker)
     writer = SingleWriter()
     run = _Run(s, store=store, sample_store=sample_store, writer=writer, rubric=rubric,
                scale=scale, max_reason_words=max_reason_words, template=template, runner=runner,
-               progress=progress, summary=summary, sampled_rows=sampled_rows)
+               progress=progress, summary=summary, sampled_rows=sampled_rows,
+               max_reason_chars=max_reason_chars)
     pool = concurrent.futures.ThreadPoolExecutor(max_workers=s.workers,
                                                  thread_name_prefix="relgrade-grader")
     futures = [pool.submit(run.grade_query, t) for t in tasks]

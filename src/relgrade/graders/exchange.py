@@ -209,6 +209,7 @@ def parse_response(
     role: str,
     source: str,
     grader: str | None = None,
+    max_reason_chars: int = 300,
 ) -> pd.DataFrame:
     """Validate a grader command's answer to one batch, all or nothing.
 
@@ -220,7 +221,7 @@ def parse_response(
         The batch's query.
     chunks : sequence of dict
         The chunks the request asked for (``chunk_id`` used).
-    scale, max_reason_words :
+    scale, max_reason_words, max_reason_chars :
         As in :func:`relgrade.protocol.grades.validate_grade_rows`.
     kind, role : str
         The grader's kind and role (decide whether a reason is required).
@@ -265,7 +266,8 @@ def parse_response(
         rows.append((i, obj))
     df = validate_grade_rows(
         rows, pool_pairs=batch_pairs, scale=scale, max_reason_words=max_reason_words,
-        require_reason=lambda g: reason_required(kind, role, g), source=source, grader=grader)
+        require_reason=lambda g: reason_required(kind, role, g), source=source, grader=grader,
+        max_reason_chars=max_reason_chars)
     got = set(df["chunk_id"])
     missing = [c for c in wanted if c not in got]
     if missing:

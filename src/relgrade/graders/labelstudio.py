@@ -30,7 +30,7 @@ from relgrade.protocol.grades import reason_required, validate_grade_rows
 GRADE_CONTROL = "grade"
 REASON_CONTROL = "reason"
 
-_INT = re.compile(r"^-?\d+$")
+_INT = re.compile(r"^-?[0-9]+$")  # ASCII digits only: int() also reads "２"
 
 
 def label_studio_tasks(packets: Iterable[Mapping]) -> list[dict]:

@@ -27,30 +27,53 @@ Opening the store recovers from whatever was interrupted:
   killed mid-``write`` can leave part of a batch, even whole lines of it): the file is
   truncated back to the marker's ``offset``, so a batch is recorded whole or not at all;
 * a last line without its line end (a torn write with no marker, e.g. a file written by
-  another tool) is truncated away;
+  another tool) is truncated away, unless it is a whole JSON object (a file saved by an
+  editor without a final line end): then the line end is added;
 * every other line must be a JSON object, else the store refuses to open, naming the line:
   it never drops a complete recorded row.
 
-A second process opening the same file while the first holds it gets a
-:class:`~relgrade.errors.ProtocolError` (an exclusive ``flock``), so two ``relgrade grade run``
-for one grader cannot interleave rows.
+Holding the file by path and identity
+-------------------------------------
+The writer's lock is an exclusive ``flock`` on a separate lock file
+(``.round-N.jsonl.lock`` beside the grade file, holding the writer's process id, removed on
+close), taken before the grade file is opened: a second process opening the store while the
+first holds it gets a :class:`~relgrade.errors.ProtocolError`, so two ``relgrade grade run``
+for one grader cannot interleave rows, even when the grade file itself is replaced. The grade
+file is also ``flock``-ed, so an importer that locks the file itself is kept out too.
+
+The grade file can be replaced on disk while a store holds it (``git stash && git stash
+pop``, ``git checkout``, an editor's save-by-rename, a ``grade import``): the store's
+descriptor then points at the old, unlinked file. So the store compares the device and inode
+of its descriptor with those of the path before every append and again after every append,
+before any batch is acknowledged. On a mismatch it stops, says what happened (a warning on
+the ``relgrade`` logger, and :attr:`GradeStore.replacements`), re-opens the file now at the
+path, re-reads it (rows already in it count as recorded) and appends what is missing there.
+No batch is acknowledged that is not in the file at the path.
+
+Leftovers of interrupted commands are cleaned when the store opens: temporary files of an
+atomic write beside the grade file (``.round-N.*.tmp``), and a grade file left empty is
+removed when the store closes (an empty file records nothing).
 """
 
 from __future__ import annotations
 
 import concurrent.futures
+import contextlib
 import fcntl
 import json
+import logging
 import os
 import queue
 import re
 import threading
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, Sequence
 
 from relgrade.canonical import jsonl_bytes
 from relgrade.errors import InputError, ProtocolError
+from relgrade.io.files import iter_jsonl, write_bytes
 
 #: Size in bytes of the in-flight marker record.
 _MARKER_SIZE = 64
@@ -58,10 +81,147 @@ _MARKER_RE = re.compile(rb"^relgrade-inflight (\d{20}) (\d{20}) *\n$")
 _IDLE = b"relgrade-idle".ljust(_MARKER_SIZE - 1) + b"\n"
 
 
+#: Re-opens of a replaced file tolerated within one append before giving up.
+_MAX_REOPENS = 20
+
+
 def marker_path(path) -> Path:
     """The in-flight marker of the store file ``path``: ``.NAME.inflight`` beside it."""
     path = Path(path)
     return path.with_name(f".{path.name}.inflight")
+
+
+def lock_path(path) -> Path:
+    """The writer's lock file of the store file ``path``: ``.NAME.lock`` beside it."""
+    path = Path(path)
+    return path.with_name(f".{path.name}.lock")
+
+
+def _same_file(fd: int, path: Path) -> bool:
+    """Whether the open descriptor ``fd`` is the file now at ``path`` (device and inode)."""
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        return False
+    fs = os.fstat(fd)
+    return (st.st_dev, st.st_ino) == (fs.st_dev, fs.st_ino)
+
+
+def _pread_all(fd: int, start: int, end: int) -> bytes:
+    """Bytes ``start:end`` of the open file ``fd`` (without moving its offset)."""
+    parts = []
+    while start < end:
+        chunk = os.pread(fd, min(end - start, 1 << 30), start)
+        if not chunk:
+            break
+        parts.append(chunk)
+        start += len(chunk)
+    return b"".join(parts)
+
+
+def _is_object(raw: bytes) -> bool:
+    """Whether ``raw`` is one whole JSON object (a complete row)."""
+    try:
+        return isinstance(json.loads(raw.decode("utf-8")), dict)
+    except (UnicodeDecodeError, json.JSONDecodeError):
+        return False
+
+
+def _fsync_dir(folder: Path) -> None:
+    dfd = os.open(folder, os.O_RDONLY)
+    try:
+        os.fsync(dfd)
+    finally:
+        os.close(dfd)
+
+
+def _take_writer_lock(path: Path, *,
+                      advice: str = "wait for it to finish (one writer per grader and round)"
+                      ) -> int:
+    """Lock ``path``'s lock file; the descriptor holding the lock.
+
+    Raises
+    ------
+    ProtocolError
+        Another process (or another open store in this one) holds the lock.
+    """
+    lpath = lock_path(path)
+    while True:
+        fd = os.open(lpath, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            raise ProtocolError(f"{path.as_posix()}: another relgrade process is writing this "
+                                f"grade file; {advice}") from None
+        if _same_file(fd, lpath):  # not a lock file its last holder unlinked meanwhile
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+            return fd
+        os.close(fd)
+
+
+def _release_writer_lock(fd: int, path: Path) -> None:
+    lpath = lock_path(path)
+    with contextlib.suppress(OSError):
+        if _same_file(fd, lpath):
+            lpath.unlink()
+    os.close(fd)
+
+
+@contextlib.contextmanager
+def writer_lock(path, *, advice: str = "wait for it to finish"):
+    """Hold the writer's lock of the grade file ``path`` (the one :class:`GradeStore` takes).
+
+    For writers that replace the whole file (``relgrade grade import``): while the lock is
+    held no store has the file open, and leftovers of an interrupted writer are cleaned.
+    ``advice`` ends the message of the refusal. The grade file is not created, and a folder
+    made for the lock is removed again when it stays empty.
+
+    Raises
+    ------
+    ProtocolError
+        A store (``grade run``, ``serve``) or another import holds the file.
+    """
+    path = Path(path)
+    made_dir = not path.parent.exists()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        fd = _take_writer_lock(path, advice=advice)
+        try:
+            clean_litter(path)
+            yield
+        finally:
+            _release_writer_lock(fd, path)
+    finally:
+        if made_dir:  # a folder made for nothing is left out too
+            with contextlib.suppress(OSError):
+                path.parent.rmdir()
+
+
+def clean_litter(path) -> list[Path]:
+    """Remove what interrupted writers left beside the grade file ``path``.
+
+    Removed: temporary files of atomic writes of this round's files (``.round-N.*.tmp``), and
+    the grade file itself when it is empty. Call only while holding the writer's lock.
+
+    Returns
+    -------
+    list of Path
+        The files removed.
+    """
+    path = Path(path)
+    stem = path.name.split(".", 1)[0]
+    gone = []
+    for tmp in sorted(path.parent.glob(f".{stem}.*.tmp")):
+        with contextlib.suppress(FileNotFoundError):
+            tmp.unlink()
+            gone.append(tmp)
+    with contextlib.suppress(FileNotFoundError):
+        if path.stat().st_size == 0:
+            path.unlink()
+            gone.append(path)
+    return gone
 
 
 @dataclass
@@ -97,6 +257,8 @@ class GradeStore:
         ``(line_number, row)`` of every recorded row, in file order, key order kept.
     recovery : Recovery
         What opening the file repaired.
+    replacements : list of str
+        One message per time the file was found replaced on disk and re-opened.
 
     Examples
     --------
@@ -112,8 +274,11 @@ class GradeStore:
     key_fields: Sequence[str] = ("query_id", "chunk_id")
     rows: list = field(default_factory=list, init=False)
     recovery: Recovery = field(default_factory=Recovery, init=False)
+    replacements: list = field(default_factory=list, init=False)
     _fd: int | None = field(default=None, init=False, repr=False)
     _marker_fd: int | None = field(default=None, init=False, repr=False)
+    _lock_fd: int | None = field(default=None, init=False, repr=False)
+    _stale: bool = field(default=False, init=False, repr=False)
     _keys: set = field(default_factory=set, init=False, repr=False)
     _size: int = field(default=0, init=False, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
@@ -140,23 +305,11 @@ class GradeStore:
             A complete line of the file is not a JSON object, or two rows share a key.
         """
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        created = not self.path.exists()
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
-        if created:  # make the new file's name durable too
-            dfd = os.open(self.path.parent, os.O_RDONLY)
-            try:
-                os.fsync(dfd)
-            finally:
-                os.close(dfd)
+        self._stale = False
+        self._lock_fd = _take_writer_lock(self.path)
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            os.close(fd)
-            raise ProtocolError(
-                f"{self.path}: another relgrade process is writing this grade file; "
-                "wait for it to finish (one writer per grader and round)") from None
-        self._fd = fd
-        try:
+            clean_litter(self.path)
+            self._open_data(wait=0.0)
             self._recover()
             self._read()
             self._marker_fd = os.open(marker_path(self.path), os.O_RDWR | os.O_CREAT, 0o644)
@@ -164,6 +317,57 @@ class GradeStore:
             self.close()
             raise
         return self
+
+    def _open_data(self, *, wait: float) -> None:
+        """Open and ``flock`` the file now at the path (created when missing).
+
+        Retries when the file is replaced between the open and the lock; waits up to ``wait``
+        seconds for an importer that holds the file itself.
+        """
+        deadline = time.monotonic() + wait
+        while True:
+            created = not self.path.exists()
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
+            if created:  # make the new file's name durable too
+                _fsync_dir(self.path.parent)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                os.close(fd)
+                if time.monotonic() >= deadline:
+                    raise ProtocolError(
+                        f"{self.path}: another relgrade process is writing this grade file; "
+                        "wait for it to finish (one writer per grader and round)") from None
+                time.sleep(0.05)
+                continue
+            if _same_file(fd, self.path):
+                self._fd = fd
+                return
+            os.close(fd)  # replaced between open and lock: take the new one
+
+    def _is_current(self) -> bool:
+        return not self._stale and self._fd is not None and _same_file(self._fd, self.path)
+
+    def _reopen(self, when: str) -> None:
+        """The file at the path is not the one held: say so, then hold and re-read the new one."""
+        message = (f"{self.path}: the grade file was replaced on disk while relgrade held it "
+                   f"({when}); re-reading the file now at that path, and appending there: "
+                   "grades already in it count as recorded, a batch is acknowledged only once "
+                   "it is in that file")
+        self.replacements.append(message)
+        logging.getLogger("relgrade").warning(message)
+        self._stale = True  # until the new file is held and read: a failure here is retried
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+        if self._marker_fd is not None:
+            os.close(self._marker_fd)
+            self._marker_fd = None
+        self._open_data(wait=30.0)
+        self._recover()
+        self._read()
+        self._marker_fd = os.open(marker_path(self.path), os.O_RDWR | os.O_CREAT, 0o644)
+        self._stale = False
 
     def _recover(self) -> None:
         size = os.fstat(self._fd).st_size
@@ -179,17 +383,19 @@ class GradeStore:
                     target, reason = offset, "interrupted batch"
         if target == size and size > 0:
             # A last line without its LF is torn, whatever wrote it.
-            with open(self.path, "rb") as f:
-                f.seek(max(0, size - 65536))
-                tail = f.read()
-            if not tail.endswith(b"\n"):
+            tail = _pread_all(self._fd, max(0, size - 65536), size)
+            if not tail.endswith(b"\n") and _is_object(tail[tail.rfind(b"\n") + 1:]):
+                # A complete row without its line end (an editor's save): keep it, end it.
+                os.write(self._fd, b"\n")
+                os.fsync(self._fd)
+            elif not tail.endswith(b"\n"):
                 cut = tail.rfind(b"\n")
                 if cut >= 0:
                     target = size - len(tail) + cut + 1
                 elif size <= 65536:
                     target = 0
                 else:  # one enormous line: scan the whole file for the last LF
-                    data = self.path.read_bytes()
+                    data = _pread_all(self._fd, 0, size)
                     target = data.rfind(b"\n") + 1
                 reason = "torn last line"
         if target < size:
@@ -200,10 +406,9 @@ class GradeStore:
             mpath.unlink()
 
     def _read(self) -> None:
-        data = self.path.read_bytes()
-        self._size = len(data)
-        self.rows = []
-        self._keys = set()
+        # through the descriptor held, never the path: the path may name another file by now
+        data = _pread_all(self._fd, 0, os.fstat(self._fd).st_size)
+        rows, keys = [], set()
         for i, raw in enumerate(data.split(b"\n")[:-1] if data else [], start=1):
             if not raw.strip():
                 continue
@@ -218,11 +423,13 @@ class GradeStore:
                 raise InputError("each line must be a JSON object", path=self.path, line=i,
                                  found=type(row).__name__)
             key = self._key(row)
-            if key in self._keys:
+            if key in keys:
                 raise InputError("second row for one pair", path=self.path, line=i,
                                  item=str(key))
-            self._keys.add(key)
-            self.rows.append((i, row))
+            keys.add(key)
+            rows.append((i, row))
+        # swapped in whole: a reader on another thread never sees half of a re-read
+        self.rows, self._keys, self._size = rows, keys, len(data)
 
     # --- state -------------------------------------------------------------------------
 
@@ -262,8 +469,8 @@ class GradeStore:
         ProtocolError
             The store is not open.
         InputError
-            A row's key is already recorded, or appears twice in the batch (nothing is
-            written).
+            A row's key is already recorded, or appears twice in the batch, or a row holds
+            text that cannot be written as UTF-8 (nothing is written).
         """
         result = self.append_many([rows])[0]
         if isinstance(result, Exception):
@@ -297,8 +504,10 @@ class GradeStore:
         results: list = []
         accepted = []
         with self._lock:
-            if self._fd is None:
+            if self._fd is None and not self._stale:
                 raise ProtocolError(f"{self.path}: the grade store is not open")
+            if not self._is_current():
+                self._reopen("found before writing a batch")
             taken: set = set()
             for rows in batches:
                 keys = [self._key(r) for r in rows]
@@ -314,33 +523,56 @@ class GradeStore:
                         "pair already recorded for this grader", path=self.path,
                         item=", ".join(bad), fix="A saved grade is final; nothing was written"))
                     continue
+                try:
+                    jsonl_bytes(rows)
+                except UnicodeEncodeError as e:  # e.g. a lone surrogate that skipped validation
+                    results.append(InputError(
+                        "a row holds text that cannot be written as UTF-8", path=self.path,
+                        found=e.object[e.start:e.end].encode("utf-8", "backslashreplace")
+                        .decode("ascii"), fix="Nothing of this batch was written"))
+                    continue
                 taken |= seen
                 accepted.append((rows, keys))
                 results.append(len(rows))
             if not taken:
                 return results
-            data = b"".join(jsonl_bytes(rows) for rows, _ in accepted)
-            offset, end = self._size, self._size + len(data)
-            record = (b"relgrade-inflight %020d %020d" % (offset, end))
-            os.pwrite(self._marker_fd, record.ljust(_MARKER_SIZE - 1) + b"\n", 0)
-            os.fdatasync(self._marker_fd)
-            view = memoryview(data)
-            while view:
-                n = os.write(self._fd, view)
-                view = view[n:]
-            os.fsync(self._fd)
-            os.pwrite(self._marker_fd, _IDLE, 0)
+            pending = [(k, r) for rows, keys in accepted for k, r in zip(keys, rows)]
+            for _ in range(_MAX_REOPENS):
+                # Rows already in the file at the path (a re-read after a replacement) count.
+                todo = [(k, r) for k, r in pending if k not in self._keys]
+                if todo:
+                    self._write_block([r for _, r in todo])
+                if self._is_current():
+                    break
+                self._reopen("found after appending a batch; it went to the old file")
+            else:
+                raise ProtocolError(f"{self.path}: the grade file keeps being replaced on disk; "
+                                    "nothing more is acknowledged. Stop whatever rewrites it "
+                                    "and run relgrade again")
             line = (self.rows[-1][0] + 1) if self.rows else 1
-            for rows, keys in accepted:
-                for k, r in zip(keys, rows):
-                    self._keys.add(k)
-                    self.rows.append((line, r))
-                    line += 1
-            self._size = end
+            for k, r in todo:
+                self._keys.add(k)
+                self.rows.append((line, r))
+                line += 1
         return results
 
+    def _write_block(self, rows: list) -> None:
+        """Append ``rows`` under the in-flight marker, then ``fsync``."""
+        data = jsonl_bytes(rows)
+        offset, end = self._size, self._size + len(data)
+        record = (b"relgrade-inflight %020d %020d" % (offset, end))
+        os.pwrite(self._marker_fd, record.ljust(_MARKER_SIZE - 1) + b"\n", 0)
+        os.fdatasync(self._marker_fd)
+        view = memoryview(data)
+        while view:
+            n = os.write(self._fd, view)
+            view = view[n:]
+        os.fsync(self._fd)
+        os.pwrite(self._marker_fd, _IDLE, 0)
+        self._size = end
+
     def close(self) -> None:
-        """Release the lock and remove the (idle) marker; safe to call twice."""
+        """Release the lock and remove the (idle) marker and an empty file; safe to call twice."""
         with self._lock:
             if self._marker_fd is not None:
                 os.close(self._marker_fd)
@@ -350,17 +582,22 @@ class GradeStore:
                     mpath.unlink()
             if self._fd is not None:
                 try:
+                    if self._is_current() and os.fstat(self._fd).st_size == 0:
+                        self.path.unlink()  # an empty grade file records nothing
                     fcntl.flock(self._fd, fcntl.LOCK_UN)
                 finally:
                     os.close(self._fd)
                     self._fd = None
+            if self._lock_fd is not None:
+                _release_writer_lock(self._lock_fd, self.path)
+                self._lock_fd = None
 
     # --- importing -------------------------------------------------------------------
 
     def import_rows(self, rows: Sequence[dict], *, check=None, source=None) -> int:
         """Add a file's worth of already-validated rows, all or nothing, under the lock.
 
-        The import holds the writer lock that :meth:`open` takes for its whole run, so it
+        The import holds the writer lock that :meth:`open` takes (:func:`writer_lock`), so it
         refuses rather than race a grading run; it refuses while an interrupted batch is not
         recovered yet (the next :meth:`open` repairs it); it refuses every row whose key is
         already recorded. The recorded bytes are kept as they are and the new rows are
@@ -391,31 +628,15 @@ class GradeStore:
             A recorded line is not a JSON object; ``check`` refuses the recorded rows; a
             row's key is already recorded (naming up to ten of them; nothing is written).
         """
-        import contextlib
-
-        from relgrade.io.files import iter_jsonl, write_bytes
-
         target = self.path
-        made_dir = not target.parent.exists()
-        target.parent.mkdir(parents=True, exist_ok=True)
-        try:
-            fd, made = os.open(target, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644), True
-        except FileExistsError:
-            fd, made = os.open(target, os.O_RDWR), False
-        done = False
-        try:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                raise ProtocolError(f"{target.as_posix()}: another relgrade process is "
-                                    "writing this grade file; import when it has "
-                                    "finished") from None
+        with writer_lock(target, advice="import when it has finished"):
             inflight = marker_path(target)
             if inflight.exists() and inflight.read_bytes().startswith(b"relgrade-inflight"):
                 raise ProtocolError(f"{target.as_posix()}: a grading batch was interrupted "
                                     "and is not recovered yet; rerun `relgrade grade run` for "
                                     "this grader first, then import")
-            recorded = list(iter_jsonl(target)) if target.stat().st_size else []
+            before = target.read_bytes() if target.exists() else b""
+            recorded = list(iter_jsonl(target)) if before else []
             if check is not None:
                 check(recorded)
             done_keys = {self._key(row) for _, row in recorded}
@@ -428,19 +649,10 @@ class GradeStore:
                                  found=shown + (" ..." if len(again) > 10 else ""),
                                  fix=f"Remove them from {name}; recorded grades are never "
                                      "replaced (a changed grade needs a new round)")
-            before = target.read_bytes()
             if before and not before.endswith(b"\n"):
                 before += b"\n"
             write_bytes(target, before + jsonl_bytes(rows))
-            done = True
             return len(recorded) + len(rows)
-        finally:
-            if not done and made and target.exists() and target.stat().st_size == 0:
-                target.unlink()
-                if made_dir:
-                    with contextlib.suppress(OSError):
-                        target.parent.rmdir()
-            os.close(fd)
 
     def __enter__(self) -> "GradeStore":
         return self if self._fd is not None else self.open()

@@ -187,7 +187,8 @@ def read_sdist(data: bytes, *, path=None) -> list[tuple[str, bytes]]:
 
 # --- building the corpus -------------------------------------------------------------
 
-def corpus_from_sdist(data: bytes, *, spec: dict, path=None) -> tuple[pd.DataFrame, dict]:
+def corpus_from_sdist(data: bytes, *, spec: dict, path=None,
+                      allow_empty: bool = False) -> tuple[pd.DataFrame, dict]:
     """Verify, read and chunk a source archive.
 
     Parameters
@@ -198,6 +199,9 @@ def corpus_from_sdist(data: bytes, *, spec: dict, path=None) -> tuple[pd.DataFra
         A parsed source spec (:func:`parse_source_spec`).
     path : str or Path, optional
         The spec file, named in errors.
+    allow_empty : bool, default False
+        Accept chunks whose text is empty or blank (params ``corpus.allow_empty``); they are
+        then counted in the manifest's ``empty_chunks``.
 
     Returns
     -------
@@ -206,13 +210,14 @@ def corpus_from_sdist(data: bytes, *, spec: dict, path=None) -> tuple[pd.DataFra
     manifest : dict
         ``{"source", "sha256", "chunks", "table_sha256", "files", "lines", "skipped"}``:
         the source label, the archive's sha256, the chunk count, :func:`table_sha256`,
-        the number of chunked files, their total line count, and each skipped file with why.
+        the number of chunked files, their total line count, and each skipped file with why;
+        plus ``empty_chunks`` when ``allow_empty``.
 
     Raises
     ------
     InputError
         The archive's sha256 differs from the spec, or it cannot be read
-        (:func:`read_sdist`).
+        (:func:`read_sdist`); a chunk's text is empty or blank (see :func:`check_empty`).
     """
     name = spec.get("filename") or spec.get("path")
     digest = check_sha256(data, spec["sha256"], path=path, item=name)
@@ -227,7 +232,57 @@ def corpus_from_sdist(data: bytes, *, spec: dict, path=None) -> tuple[pd.DataFra
         "lines": report["lines"],
         "skipped": report["skipped"],
     }
+    empty = check_empty(chunks, allow_empty=allow_empty, path=name)
+    if allow_empty:
+        manifest["empty_chunks"] = empty
     return chunks, manifest
+
+
+def check_empty(chunks: pd.DataFrame, *, allow_empty: bool = False, path=None,
+                lines=None) -> int:
+    """Refuse chunks with no text, unless allowed; the number of such chunks.
+
+    A chunk whose text is empty or only whitespace gives a grader nothing to judge, and an
+    empty text in a key is usually a broken export, so it is refused by default.
+
+    Parameters
+    ----------
+    chunks : pandas.DataFrame
+        Columns ``chunk_id`` (str) and ``text`` (str), shape (n_chunks, >= 2).
+    allow_empty : bool, default False
+        Accept them (params ``corpus.allow_empty``); they are only counted.
+    path : str or Path, optional
+        The file they came from, named in errors.
+    lines : sequence of int, optional, length ``len(chunks)``
+        The file line of each row, named in errors.
+
+    Returns
+    -------
+    int
+        How many chunks have an empty or blank text.
+
+    Raises
+    ------
+    InputError
+        A chunk's text is empty or blank and ``allow_empty`` is false, naming the first such
+        chunk id (and line) and how many there are.
+
+    Examples
+    --------
+    >>> df = pd.DataFrame({"chunk_id": ["a", "b"], "text": ["x = 1", " "]})
+    >>> check_empty(df, allow_empty=True)
+    1
+    """
+    blank = [i for i, t in enumerate(chunks["text"].tolist()) if not str(t).strip()]
+    if blank and not allow_empty:
+        i = blank[0]
+        line = None if lines is None else list(lines)[i]
+        raise InputError("chunk text is empty", path=path, line=line,
+                         item=str(chunks["chunk_id"].iat[i]),
+                         found=f"{len(blank)} chunks with empty or blank text",
+                         fix="Remove those chunks, or set corpus.allow_empty: true to keep "
+                             "them (they are then counted in the corpus manifest)")
+    return len(blank)
 
 
 def validate_chunks(df: pd.DataFrame, *, path=None, lines=None) -> pd.DataFrame:
@@ -317,7 +372,7 @@ def _describe(value) -> str:
 
 
 def corpus_from_table(df: pd.DataFrame, *, sha256: str, path=None,
-                      lines=None) -> tuple[pd.DataFrame, dict]:
+                      lines=None, allow_empty: bool = False) -> tuple[pd.DataFrame, dict]:
     """Validate a chunks file's table and describe it (see :func:`validate_chunks`).
 
     Parameters
@@ -330,20 +385,25 @@ def corpus_from_table(df: pd.DataFrame, *, sha256: str, path=None,
         The chunks file, used as the manifest's ``source`` and in errors.
     lines : sequence of int, optional
         File line per row.
+    allow_empty : bool, default False
+        Accept chunks whose text is empty or blank (params ``corpus.allow_empty``); they are
+        then counted in the manifest's ``empty_chunks``.
 
     Returns
     -------
     chunks : pandas.DataFrame
     manifest : dict
         ``{"source", "sha256", "chunks", "table_sha256", "files"}`` with ``files`` the
-        number of distinct ``source`` values.
+        number of distinct ``source`` values; plus ``empty_chunks`` when ``allow_empty``.
 
     Raises
     ------
     InputError
-        As :func:`validate_chunks`.
+        As :func:`validate_chunks`; a chunk's text is empty or blank (see
+        :func:`check_empty`).
     """
     chunks = validate_chunks(df, path=path, lines=lines)
+    empty = check_empty(chunks, allow_empty=allow_empty, path=path, lines=lines)
     manifest = {
         "source": f"chunks-file:{path}",
         "sha256": sha256,
@@ -351,6 +411,8 @@ def corpus_from_table(df: pd.DataFrame, *, sha256: str, path=None,
         "table_sha256": table_sha256(chunks),
         "files": int(chunks["source"].nunique()),
     }
+    if allow_empty:
+        manifest["empty_chunks"] = empty
     return chunks, manifest
 
 

@@ -81,19 +81,60 @@ def _shown(value) -> str:
         return repr(value)
 
 
+def _utf8(text: str) -> bool:
+    """Whether ``text`` can be written as UTF-8 (no lone surrogate such as ``"\\ud83d"``)."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def _printable(value) -> str:
+    """``value`` as text safe to print: unencodable characters as ``\\udXXX`` escapes."""
+    text = str(value)
+    return text if _utf8(text) else text.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
+def _unencodable(text: str) -> str:
+    """Where ``text`` stops being UTF-8: the first bad character and its position."""
+    for i, ch in enumerate(text):
+        if not _utf8(ch):
+            return f"{_printable(ch)} at character {i + 1}"
+    return ""
+
+
 def _norm_id(value, name: str, *, source, line, item) -> str:
     """An id as ``str``: a JSON string or integer (never a bool, float or empty string)."""
     if isinstance(value, bool) or not isinstance(value, (str, int)):
         raise InputError(f"{name} must be a string or an integer", path=source, line=line,
-                         item=item, found=_shown(value))
+                         item=item, found=_printable(_shown(value)))
     text = str(value)
     if not text.strip():
         raise InputError(f"{name} is empty", path=source, line=line, item=item)
+    if not _utf8(text):
+        raise InputError(f"{name} is not valid Unicode text (it cannot be written as UTF-8)",
+                         path=source, line=line, item=item, found=_unencodable(text))
     return text
 
 
 def _pair_item(query_id, chunk_id) -> str:
-    return f"pair ({query_id}, {chunk_id})"
+    return f"pair ({_printable(query_id)}, {_printable(chunk_id)})"
+
+
+def is_ascii_grade(text: str) -> bool:
+    """Whether ``text`` spells a grade: ASCII digits 0-9 only, optionally after a minus.
+
+    ``int()`` also reads fullwidth and other Unicode digits (``int("２") == 2``); a grade
+    typed or exported as text must be refused unless it is plain ASCII.
+
+    Examples
+    --------
+    >>> [is_ascii_grade(t) for t in ("2", "-1", "２", "2.0", "", " 2", "true")]
+    [True, True, False, False, False, False, False]
+    """
+    digits = text[1:] if text.startswith("-") else text
+    return bool(digits) and all("0" <= ch <= "9" for ch in digits)
 
 
 def validate_grade_rows(
@@ -105,6 +146,7 @@ def validate_grade_rows(
     require_reason: bool | Callable[[int], bool],
     source,
     grader: str | None = None,
+    max_reason_chars: int = 300,
 ) -> pd.DataFrame:
     """Validate a grader's rows and return them as a table, or reject them all.
 
@@ -127,6 +169,9 @@ def validate_grade_rows(
         The file (or batch) name used in error messages.
     grader : str, optional
         The grader's name, added to error messages when given.
+    max_reason_chars : int, default 300
+        The longest reason allowed, in characters (params ``grading.max_reason_chars``): a
+        one-word reason of megabytes is refused too.
 
     Returns
     -------
@@ -141,7 +186,9 @@ def validate_grade_rows(
         rule: keys not exactly ``query_id, chunk_id, reason, grade`` in that order; an id
         that is not a non-empty string or integer; a grade that is not an integer on the
         scale (``true``, ``1.0`` and ``"2"`` are not); a reason that is not a string, is
-        longer than ``max_reason_words`` words, or is empty when required; a pair outside the
+        longer than ``max_reason_words`` words or ``max_reason_chars`` characters, or is
+        empty when required; an id or reason that cannot be written as UTF-8 (a lone
+        surrogate such as ``"\\ud83d"``, e.g. an emoji cut in half); a pair outside the
         pool; a second row for a pair (naming both lines).
 
     Notes
@@ -189,7 +236,7 @@ def validate_grade_rows(
         grade = row["grade"]
         if isinstance(grade, bool) or not isinstance(grade, int):
             raise InputError(f"grade must be an integer on the scale {scale_str}", path=source,
-                             line=line, item=item, found=_shown(grade))
+                             line=line, item=item, found=_printable(_shown(grade)))
         if grade not in scale_values:
             raise InputError(f"grade outside the scale {scale_str}", path=source, line=line,
                              item=item, found=grade)
@@ -197,7 +244,15 @@ def validate_grade_rows(
         reason = row["reason"]
         if not isinstance(reason, str):
             raise InputError("reason must be a string", path=source, line=line, item=item,
-                             found=_shown(reason))
+                             found=_printable(_shown(reason)))
+        if not _utf8(reason):
+            raise InputError("reason is not valid Unicode text (it cannot be written as UTF-8)",
+                             path=source, line=line, item=item, found=_unencodable(reason),
+                             fix="Write the reason again as plain text")
+        if len(reason) > max_reason_chars:
+            raise InputError(f"reason longer than {max_reason_chars} characters", path=source,
+                             line=line, item=item, found=f"{len(reason)} characters",
+                             fix="Say what the chunk says about the target, in fewer words")
         n_words = len(reason.split())
         if n_words > max_reason_words:
             raise InputError(f"reason longer than {max_reason_words} words", path=source,
@@ -284,6 +339,7 @@ def validate_grader_file(
     scale: Iterable[int],
     max_reason_words: int,
     source,
+    max_reason_chars: int = 300,
 ) -> pd.DataFrame:
     """Validate one grader's file for one round: rows, reasons by grader kind, audit scope.
 
@@ -306,6 +362,8 @@ def validate_grader_file(
         The longest reason allowed.
     source : str or os.PathLike
         The file name used in errors.
+    max_reason_chars : int, default 300
+        The longest reason allowed, in characters.
 
     Returns
     -------
@@ -329,7 +387,8 @@ def validate_grader_file(
     kind, role = spec["kind"], spec["role"]
     df = validate_grade_rows(
         tracked(), pool_pairs=pool_pairs, scale=scale, max_reason_words=max_reason_words,
-        require_reason=lambda g: reason_required(kind, role, g), source=source, grader=name)
+        require_reason=lambda g: reason_required(kind, role, g), source=source, grader=name,
+        max_reason_chars=max_reason_chars)
     if role == "auditor" and audit_query_ids is not None:
         audit = set(audit_query_ids)
         outside = ~df["query_id"].isin(audit).to_numpy()
@@ -505,6 +564,7 @@ def collect_grades(
     rubric_version: str,
     round: int,
     intents_sha256: str | None,
+    max_reason_chars: int = 300,
 ) -> tuple[pd.DataFrame, dict]:
     """Validate every grader's file for one round; build the long table and the manifest.
 
@@ -529,6 +589,8 @@ def collect_grades(
         Params ``grading.round``.
     intents_sha256 : str or None
         The frozen intent table's hash, checked against each file's sidecar.
+    max_reason_chars : int, default 300
+        Params ``grading.max_reason_chars``.
 
     Returns
     -------
@@ -565,7 +627,8 @@ def collect_grades(
                        source=f.meta_source)
             df = validate_grader_file(f.rows, name=name, spec=spec, pool_pairs=pairs,
                                       audit_query_ids=audit, scale=scale,
-                                      max_reason_words=max_reason_words, source=f.source)
+                                      max_reason_words=max_reason_words, source=f.source,
+                                      max_reason_chars=max_reason_chars)
             tables[name] = df
         entries[name] = grader_entry(
             name, spec, graded=df, pool=pool, audit_query_ids=audit,

@@ -4,6 +4,18 @@ What may be published is the key (query ids, chunk ids, grades), its hash, the p
 rubric version and dropped query ids, and the per-arm metrics. Query text, intents, chunk text
 and graders' reasons stay private (reasons quote the corpus). :func:`scan_private` searches
 the bundle for any of them before anything is written.
+
+Both sides are normalised before they are compared (:func:`normalise`): Unicode NFKC (so
+fullwidth letters and NFD-decomposed accents match their plain forms), case-folded, invisible
+format characters removed (zero-width space U+200B, non-joiner U+200C, joiner U+200D, word
+joiner U+2060, byte order mark U+FEFF, soft hyphen and the rest of Unicode's ``Cf``), and
+whitespace collapsed, across line breaks too: a text file's lines and a JSON file's strings
+are searched as one run of text, so a private text split over two lines or two fields is
+still found.
+
+Fields that hold versions or ids (:data:`ID_FIELDS`) must look like one: a value with
+spaces or longer than :data:`MAX_ID_CHARS` characters is refused before any scan, so prose
+(a query typed as ``rubric_version``) cannot ride along in a field meant for an id.
 """
 
 from __future__ import annotations
@@ -11,6 +23,7 @@ from __future__ import annotations
 import bisect
 import json
 import re
+import unicodedata
 from dataclasses import dataclass
 from typing import Iterable, Mapping
 
@@ -28,8 +41,16 @@ MIN_SHARED = 40
 #: ... and that run holds at least this many letters or digits (runs of spaces, dashes or
 #: brackets say nothing private).
 MIN_ALNUM = 12
-#: Texts shorter than this (after collapsing whitespace), or with no letter, are not scanned.
+#: Texts shorter than this (after normalising) are matched only as whole fields; texts with
+#: no letter are not scanned.
 MIN_SHORT = 4
+
+#: Record and metrics fields that hold a version, hash, time or id, never text.
+ID_FIELDS = ("key_sha256", "pool_version", "rubric_version", "frozen_at", "arm",
+             "dropped_queries")
+#: The longest value an id field may hold.
+MAX_ID_CHARS = 64
+_ID_VALUE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:+/@=-]*")
 
 _BLOCK = MIN_SHARED // 2
 _SEP = "\x00"
@@ -61,8 +82,23 @@ class Leak:
         return f"{self.kind} {self.id} in {self.file}: {self.text!r}"
 
 
-def _norm(text: str) -> str:
-    return " ".join(str(text).split())
+def normalise(text: str) -> str:
+    r"""``text`` as the scan compares it: NFKC, case-folded, no format characters, one space.
+
+    Examples
+    --------
+    >>> normalise("Ｗhere is\u200b the\nHTTP  Timeout")
+    'where is the http timeout'
+    >>> normalise("cafe\u0301") == normalise("CAFÉ")
+    True
+    """
+    text = unicodedata.normalize("NFKC", str(text))
+    text = "".join(ch for ch in text if unicodedata.category(ch) != "Cf")
+    text = unicodedata.normalize("NFKC", text.casefold())
+    return " ".join(text.split())
+
+
+_norm = normalise
 
 
 def _cut(text: str, n: int = 60) -> str:
@@ -92,7 +128,8 @@ def bundle_files(key: pd.DataFrame, record: Mapping, metrics: Mapping[str, Mappi
     ------
     ProtocolError
         A metrics file was computed from another key than the record's (its ``key_sha256``
-        differs), or there are no metrics.
+        differs), there are no metrics, or a field of :data:`ID_FIELDS` holds text (see
+        :func:`check_id_fields`).
     """
     if not metrics:
         raise ProtocolError("nothing to publish: no arm has metrics yet; run the metrics "
@@ -103,6 +140,11 @@ def bundle_files(key: pd.DataFrame, record: Mapping, metrics: Mapping[str, Mappi
                                 f"{m.get('key_sha256')}, not the frozen key "
                                 f"{record.get('key_sha256')}; rerun the metrics stage")
     public = {k: record[k] for k in PUBLIC_RECORD_KEYS if k in record}
+    check_id_fields(public, source="record")
+    for arm in sorted(metrics):
+        check_id_fields({"arm": arm}, source="metrics")  # the arm's name, a key of the bundle
+        check_id_fields(metrics[arm], source=f"metrics of arm {arm}")
+
     def dumps(obj) -> bytes:
         return (json.dumps(obj, indent=2, ensure_ascii=False) + "\n").encode("utf-8")
 
@@ -126,6 +168,35 @@ def bundle_files(key: pd.DataFrame, record: Mapping, metrics: Mapping[str, Mappi
     }
 
 
+def check_id_fields(doc: Mapping, *, source: str) -> None:
+    """Refuse text in the fields of ``doc`` that hold versions, hashes, times or ids.
+
+    A value of a field in :data:`ID_FIELDS` (each item, for a list) must be a string of at
+    most :data:`MAX_ID_CHARS` characters of ASCII letters, digits and ``. _ : + / @ = -``,
+    starting with a letter or digit: no spaces, no prose.
+
+    Raises
+    ------
+    ProtocolError
+        Naming ``source``, the field and the value found (cut to 60 characters).
+    """
+    for name in ID_FIELDS:
+        if name not in doc:
+            continue
+        value = doc[name]
+        values = value if isinstance(value, (list, tuple)) else [value]
+        for v in values:
+            ok = (isinstance(v, str) and len(v) <= MAX_ID_CHARS
+                  and _ID_VALUE.fullmatch(v) is not None)
+            if not ok:
+                shown = _cut(v if isinstance(v, str) else repr(v))
+                raise ProtocolError(
+                    f"{source}: field {name} must hold a version or id (at most "
+                    f"{MAX_ID_CHARS} characters of letters, digits and . _ : + / @ = -, no "
+                    f"spaces), not text (found {shown!r}). Nothing was published; set it to "
+                    "an id (e.g. params grading.rubric_version: v2)")
+
+
 #: Bundle files written from relgrade's own fixed wording: only long texts are searched there,
 #: since a short query ("version", "chunk text") could match the template's own words.
 PROSE_FILES = ("README.txt",)
@@ -134,26 +205,27 @@ PROSE_FILES = ("README.txt",)
 def _segments(name: str, data: bytes, allowed: set[str]) -> list[tuple[str, str]]:
     """The searchable strings of one bundle file, without the public ids in ``allowed``.
 
-    Returns ``(text, mode)`` pairs: ``json`` for a JSON string (keys included), ``line`` for
-    a line of a text file with its allowed fields removed, ``prose`` for a line of a file in
-    :data:`PROSE_FILES`.
+    Returns normalised ``(text, mode)`` pairs: ``json`` for a JSON string value, ``key`` for a
+    JSON object key, ``line`` for a line of a text file with its allowed fields removed,
+    ``run`` for all of a file's strings or lines joined by spaces (found across line breaks),
+    ``prose`` for the whole of a file in :data:`PROSE_FILES`.
     """
     text = data.decode("utf-8", errors="replace")
     if name in PROSE_FILES:
-        return [(_norm(line), "prose") for line in text.splitlines()]
+        return [(_norm(text), "prose")]
     try:
         doc = json.loads(text)
     except ValueError:
         doc = None
     out: list[tuple[str, str]] = []
 
-    def walk(obj):
+    def walk(obj, mode="json"):
         if isinstance(obj, str):
             if obj not in allowed:
-                out.append((_norm(obj), "json"))
+                out.append((_norm(obj), mode))
         elif isinstance(obj, Mapping):
             for k, v in obj.items():
-                walk(k)
+                walk(k, "key")
                 walk(v)
         elif isinstance(obj, (list, tuple)):
             for v in obj:
@@ -161,7 +233,10 @@ def _segments(name: str, data: bytes, allowed: set[str]) -> list[tuple[str, str]
 
     if isinstance(doc, (Mapping, list)):
         walk(doc)
+        # the file's strings in order, as one run: a text split over two fields is found too
+        out.append((" ".join(t for t, _ in out if t), "run"))
         return out
+    lines = []
     for line in text.splitlines():
         # JSON strings inside a text line are searched unescaped as well
         for lit in _JSON_STRING.findall(line):
@@ -169,7 +244,11 @@ def _segments(name: str, data: bytes, allowed: set[str]) -> list[tuple[str, str]
                 walk(json.loads(lit))
             except ValueError:
                 continue
-        out.append((" ".join(f for f in line.split() if f not in allowed), "line"))
+        fields = " ".join(f for f in line.split() if f not in allowed)
+        out.append((_norm(fields), "line"))
+        lines.append(fields)
+    # the lines as one run: a text split across a line break is found too
+    out.append((_norm(" ".join(lines)), "run"))
     return out
 
 
@@ -194,40 +273,54 @@ def find_private(bundle: bytes | Mapping[str, bytes],
     def owner(parts, starts, i):
         return parts[bisect.bisect_right(starts, i) - 1][2]
 
-    hay, hay_starts = joined(segs)
-    short_segs = [s for s in segs if s[1] != "prose"]
+    runs = [s for s in segs if s[1] in ("run", "prose")]
+    hay, hay_starts = joined(runs)
+    short_segs = [s for s in segs if s[1] == "run"]
     short_hay, short_starts = joined(short_segs)
     whole = {}  # a single word matches a whole JSON string or a field of a text line
-    for t, mode, name in short_segs:
-        for w in ([t] if mode == "json" else t.split(" ")):
-            whole.setdefault(w, name)
+    values = {}  # ... and a tiny text only a whole JSON value or a field, never a key
+    for t, mode, name in segs:
+        if mode in ("json", "key"):
+            whole.setdefault(t, name)
+            if mode == "json":
+                values.setdefault(t, name)
+        elif mode == "line":
+            for w in t.split(" "):
+                whole.setdefault(w, name)
+                values.setdefault(w, name)
 
     leaks: dict[tuple[str, str], Leak] = {}
-    blocks: dict[str, list[tuple[str, str, str, int]]] = {}
+    blocks: dict[str, list[tuple[str, str, str, int, str]]] = {}
     for kind, items in private_texts.items():
         for ident, raw in items:
             if not isinstance(raw, str):
                 continue
             ident, text = str(ident), _norm(raw)
-            if len(text) < MIN_SHORT or not any(ch.isalpha() for ch in text):
+            plain = " ".join(raw.split())  # shown in messages, as the private text has it
+            if not any(ch.isalpha() for ch in text):
+                continue
+            if len(text) < MIN_SHORT:
+                if text in values:
+                    leaks.setdefault((kind, ident), Leak(kind, ident, values[text], plain))
                 continue
             if len(text) >= MIN_SHARED:
                 for s in range(0, len(text) - _BLOCK + 1, _BLOCK):
-                    blocks.setdefault(text[s:s + _BLOCK], []).append((kind, ident, text, s))
+                    blocks.setdefault(text[s:s + _BLOCK], []).append(
+                        (kind, ident, text, s, plain))
             elif " " not in text:
                 if text in whole:
-                    leaks.setdefault((kind, ident), Leak(kind, ident, whole[text], text))
+                    leaks.setdefault((kind, ident), Leak(kind, ident, whole[text], plain))
             elif text in short_hay:
                 m = re.search(r"(?<!\w)" + re.escape(text) + r"(?!\w)", short_hay)
                 if m is not None:
                     leaks.setdefault((kind, ident), Leak(
-                        kind, ident, owner(short_segs, short_starts, m.start()), text))
+                        kind, ident, owner(short_segs, short_starts, m.start()), plain))
     if blocks:
         for i in range(len(hay) - _BLOCK + 1):
             cands = blocks.get(hay[i:i + _BLOCK])
             if not cands:
                 continue
-            for kind, ident, text, s in cands:
+            for kind, ident, text, s, plain in cands:
                 if (kind, ident) in leaks:
                     continue
                 left = 0
@@ -240,8 +333,11 @@ def find_private(bundle: bytes | Mapping[str, bytes],
                     right += 1
                 shared = text[s - left:s + right]
                 if len(shared) >= MIN_SHARED and sum(ch.isalnum() for ch in shared) >= MIN_ALNUM:
-                    leaks[(kind, ident)] = Leak(kind, ident, owner(segs, hay_starts, i),
-                                                _cut(shared))
+                    # the private text's own letters when normalising kept every offset
+                    if len(plain) == len(text):
+                        shared = plain[s - left:s + right]
+                    leaks[(kind, ident)] = Leak(kind, ident, owner(runs, hay_starts, i),
+                                                _cut(shared.strip()))
     return sorted(leaks.values(), key=lambda leak: (leak.kind, leak.id))
 
 
@@ -276,7 +372,10 @@ def scan_private(bundle: bytes | Mapping[str, bytes],
 
     Notes
     -----
-    Whitespace is collapsed on both sides and JSON strings are searched unescaped. A text of
+    Both sides are normalised with :func:`normalise` (NFKC, case-folded, format characters
+    such as zero-width spaces removed, whitespace collapsed) and JSON strings are searched
+    unescaped; each file is also searched as one run of its lines (or strings), so a text
+    split across a line break is found. A text of
     at least :data:`MIN_SHARED` characters leaks when the bundle shares any run of
     :data:`MIN_SHARED` characters with it holding at least :data:`MIN_ALNUM` letters or
     digits, so a chunk quoted in part is caught. Found by indexing each text's aligned
@@ -286,6 +385,11 @@ def scan_private(bundle: bytes | Mapping[str, bytes],
     as a whole JSON string or a whitespace-separated field of a text line (a keyword query
     such as ``echo`` must not match inside a measure name or a chunk id). Short texts are not
     searched in :data:`PROSE_FILES`, relgrade's own fixed wording; long ones are.
+
+    A text shorter than :data:`MIN_SHORT` characters (with at least one letter) leaks only
+    where it is a whole field: a whole JSON string value (not an object key, which is
+    relgrade's own wording) or a whole whitespace-separated field of a text line. Inside a
+    longer string it would match by chance (``db`` inside ``nDCG@10``'s neighbours).
     """
     leaks = find_private(bundle, private_texts, allowed=allowed)
     if leaks:

@@ -19,6 +19,18 @@ shows comes from the grader's own packets and own grades: no arm, rank, score, p
 or other grader's grade reaches any page, JSON or URL.
 
 Access: no or an unknown token → 401; a valid token on another grader's pages → 403.
+
+Cross-site requests: every state-changing request (``POST``: saving a batch, ``/logout``)
+must come from the page itself. Its ``Origin`` header (else its ``Referer``) must name the
+server's own scheme, host and port (a page on another port of the same host is another
+origin), and its form must carry the session's form token (``csrf``, an HMAC of the login
+token under a key drawn when the app starts), else → 403 and nothing is saved. A request
+authenticated by an ``Authorization: Bearer`` header carries no ambient credential a browser
+could send for another site, so it needs neither.
+
+A form posted for a batch whose chunks another tab has saved meanwhile is refused whole with
+409 and a message on the page: saved grades are final, never silently overwritten, and the
+other grades of that form are not silently dropped either.
 """
 
 from __future__ import annotations
@@ -27,10 +39,11 @@ import asyncio
 import hashlib
 import hmac
 import re
+import secrets
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Mapping
-from urllib.parse import quote
+from urllib.parse import quote, urlsplit
 
 from fastapi import FastAPI, Request
 from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
@@ -42,13 +55,15 @@ from pygments.formatters import HtmlFormatter
 from pygments.lexers import TextLexer, get_lexer_for_filename
 from pygments.util import ClassNotFound
 
-from relgrade.errors import InputError
+from relgrade.errors import InputError, ProtocolError
 from relgrade.graders.store import GradeStore, SingleWriter
 from relgrade.protocol.grades import reason_required, scale_text, validate_grade_rows
 
 HERE = Path(__file__).parent
 COOKIE = "relgrade_token"
-_INT = re.compile(r"^-?\d+$")
+#: The form field holding the session's form token.
+CSRF_FIELD = "csrf"
+_INT = re.compile(r"^-?[0-9]+$")  # ASCII digits only: int() also reads "２"
 _FILENAME = re.compile(r"[\w./-]+\.[A-Za-z0-9]+")
 
 #: Response headers on every page: no inline script may run, nothing is framed or cached.
@@ -57,7 +72,9 @@ SECURITY_HEADERS = {
                                 "img-src 'self'; form-action 'self'; base-uri 'none'; "
                                 "frame-ancestors 'none'"),
     "X-Content-Type-Options": "nosniff",
-    "Referrer-Policy": "no-referrer",
+    # same-origin, not no-referrer: under no-referrer a browser sends `Origin: null` even on
+    # the page's own posts, and the origin check below could not tell them from a forgery.
+    "Referrer-Policy": "same-origin",
     "Cache-Control": "no-store",
 }
 
@@ -102,6 +119,8 @@ class Site:
         The one thread that appends saved batches.
     round : int
         The grading round (shown).
+    max_reason_chars : int, default 300
+        The longest reason allowed, in characters.
     """
 
     graders: dict
@@ -110,6 +129,7 @@ class Site:
     max_reason_words: int
     writer: SingleWriter
     round: int = 1
+    max_reason_chars: int = 300
     rubric_html: str = field(default="", init=False)
     _code_cache: dict = field(default_factory=dict, init=False, repr=False)
 
@@ -193,6 +213,33 @@ class _Denied(Exception):
         self.status, self.message = status, message
 
 
+def _origin_of(url: str) -> tuple[str, str, int] | None:
+    """(scheme, host, port) of an absolute URL, the port made explicit; None if unparsable."""
+    try:
+        parts = urlsplit(url)
+        port = parts.port
+    except ValueError:
+        return None
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        return None
+    return parts.scheme, parts.hostname.lower(), port or (443 if parts.scheme == "https" else 80)
+
+
+def same_origin(request: Request) -> bool:
+    """Whether a request comes from this server's own pages (same scheme, host and port).
+
+    The ``Origin`` header decides when present (``null`` never matches); else the
+    ``Referer``; a request with neither is not trusted.
+    """
+    own = _origin_of(str(request.base_url))
+    claimed = request.headers.get("origin")
+    if claimed is None:
+        claimed = request.headers.get("referer")
+    if not claimed or own is None:
+        return False
+    return _origin_of(claimed) == own
+
+
 def create_app(site: Site) -> FastAPI:
     """The FastAPI app serving ``site`` (see the module docstring for the pages)."""
     app = FastAPI(title="relgrade", docs_url=None, redoc_url=None, openapi_url=None)
@@ -200,6 +247,30 @@ def create_app(site: Site) -> FastAPI:
     app.mount("/static", StaticFiles(directory=str(HERE / "static")), name="static")
     by_token = {g.token: g for g in site.graders.values()}
     css = pygments_css()
+    form_key = secrets.token_bytes(32)  # drawn per app: a restart expires open forms
+
+    def form_token(token: str) -> str:
+        """The session's form token: an HMAC of the login token under ``form_key``."""
+        return hmac.new(form_key, token.encode("utf-8", "surrogatepass"),
+                        hashlib.sha256).hexdigest()
+
+    def bearer(request: Request) -> bool:
+        return request.headers.get("authorization", "").lower().startswith("bearer ")
+
+    async def check_cross_site(request: Request) -> None:
+        """Refuse a state-changing request that does not come from this server's pages."""
+        if bearer(request):
+            return
+        if not same_origin(request):
+            raise _Denied(403, "This request did not come from this site's own page "
+                               "(its Origin is another site or port). Nothing was saved.")
+        token = request.cookies.get(COOKIE) or ""
+        sent = str((await request.form()).get(CSRF_FIELD, ""))
+        if not token or not hmac.compare_digest(sent.encode("utf-8", "surrogatepass"),
+                                                form_token(token).encode()):
+            raise _Denied(403, "This form has expired or did not come from this site "
+                               "(no valid form token). Reload the page and save again; "
+                               "nothing was saved.")
 
     @app.middleware("http")
     async def _headers(request: Request, call_next):
@@ -246,11 +317,12 @@ def create_app(site: Site) -> FastAPI:
             return base
         return base + f"q/{quote(qid, safe='')}/{b}"
 
-    def base_context(g: WebGrader) -> dict:
+    def base_context(request: Request, g: WebGrader) -> dict:
         done = sum(query_progress(g, q)[0] for q in g.packets)
         total = sum(query_progress(g, q)[1] for q in g.packets)
         return {"grader": g, "done": done, "total": total, "round": site.round,
-                "queue_url": url(g), "audit": g.role == "auditor"}
+                "queue_url": url(g), "audit": g.role == "auditor",
+                "csrf": form_token(token_of(request) or "")}
 
     @app.get("/", response_class=HTMLResponse)
     def home(request: Request):
@@ -267,8 +339,9 @@ def create_app(site: Site) -> FastAPI:
                             max_age=30 * 24 * 3600, path="/")
         return response
 
-    @app.get("/logout")
-    def logout():
+    @app.post("/logout")
+    async def logout(request: Request):
+        await check_cross_site(request)
         response = RedirectResponse("/bye", status_code=303)
         response.delete_cookie(COOKIE, path="/")
         return response
@@ -292,7 +365,7 @@ def create_app(site: Site) -> FastAPI:
                          "url": url(g, qid, first)})
         nxt = next_batch(g)
         return templates.TemplateResponse(request, "queue.html", {
-            **base_context(g), "rows": rows, "next_url": url(g, *nxt) if nxt else None})
+            **base_context(request, g), "rows": rows, "next_url": url(g, *nxt) if nxt else None})
 
     @app.get("/g/{name}/progress.json")
     def progress(request: Request, name: str):
@@ -332,7 +405,7 @@ def create_app(site: Site) -> FastAPI:
         done, total = query_progress(g, qid)
         nb = len(p["batches"])
         return templates.TemplateResponse(request, "batch.html", {
-            **base_context(g), "packet": p, "query_id": qid, "batch": b, "batches": nb,
+            **base_context(request, g), "packet": p, "query_id": qid, "batch": b, "batches": nb,
             "chunks": chunks, "all_saved": all(c["saved"] for c in chunks),
             "form_error": error if error_index is None else None, "has_error": error is not None,
             "scale": site.scale, "max_words": site.max_reason_words,
@@ -360,22 +433,34 @@ def create_app(site: Site) -> FastAPI:
     async def save_batch(request: Request, name: str, qid: str, b: int):
         g = grader_for(request, name)
         p = packet_for(g, qid, b)
+        await check_cross_site(request)
         form = await request.form()
         batch = p["batches"][b]
         values, rows = {}, []
         missing = None
+        stale = []
         for i, c in enumerate(batch):
             cid = str(c["chunk_id"])
             reason = str(form.get(f"reason-{i}", ""))
             raw = str(form.get(f"grade-{i}", "")).strip()
             values[i] = {"reason": reason, "grade": raw}
             if _saved(g, qid, cid):
+                # The page never submits a saved chunk (its fields are disabled): a value
+                # for one comes from a page shown before another tab saved it.
+                if f"grade-{i}" in form:
+                    stale.append(i + 1)
                 continue
             if raw == "" and missing is None:
                 missing = i
             grade = int(raw) if _INT.match(raw) else raw
             rows.append((i + 1, {"query_id": qid, "chunk_id": cid, "reason": reason.strip(),
                                  "grade": grade}))
+        if stale:
+            return render_batch(request, g, qid, b, values=values, status=409, error=(
+                f"Chunk {', '.join(map(str, stale))} of this batch was already saved (in "
+                "another tab?). Saved grades are final: yours for it were not saved, and "
+                "nothing else of this form was saved either. Check the batch and save "
+                "again."))
         if missing is not None:
             return render_batch(request, g, qid, b, values=values, status=400,
                                 error=f"Choose a grade ({scale_text(site.scale)}) for this "
@@ -385,7 +470,8 @@ def create_app(site: Site) -> FastAPI:
                 rows, pool_pairs={(qid, str(c["chunk_id"])) for c in batch}, scale=site.scale,
                 max_reason_words=site.max_reason_words,
                 require_reason=lambda gr: reason_required(g.kind, g.role, gr),
-                source=f"form {qid} batch {b}", grader=g.name)
+                source=f"form {qid} batch {b}", grader=g.name,
+                max_reason_chars=site.max_reason_chars)
         except InputError as e:
             index = (e.line - 1) if e.line else None
             return render_batch(request, g, qid, b, values=values, status=400,
@@ -395,10 +481,16 @@ def create_app(site: Site) -> FastAPI:
         if records:
             try:
                 await asyncio.wrap_future(site.writer.submit(g.store, records))
-            except InputError:
+            except InputError as e:
+                if e.rule != "pair already recorded for this grader":
+                    return render_batch(request, g, qid, b, values=values, status=409,
+                                        error=_form_message(e))
                 return render_batch(request, g, qid, b, status=409,
                                     error="This batch was already saved (in another tab?). "
                                           "Saved grades are final.")
+            except ProtocolError as e:  # the grade file could not be held: say so, save nothing
+                return render_batch(request, g, qid, b, values=values, status=503,
+                                    error=f"{e}. Nothing was saved; try again in a moment.")
         nxt = next_batch(g, after=(qid, b))
         return RedirectResponse(url(g, *nxt) if nxt else url(g), status_code=303)
 
