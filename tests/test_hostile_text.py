@@ -12,7 +12,8 @@ from relgrade.cli import main
 from relgrade.errors import InputError
 from relgrade.graders.command import packet_pairs
 from relgrade.graders.labelstudio import import_label_studio, label_studio_tasks
-from relgrade.protocol.grades import is_ascii_grade, qrels_rows, validate_grade_rows
+from relgrade.io.judgments import read_judgments
+from relgrade.protocol.grades import is_ascii_grade, validate_grade_rows
 from tests.graders import experiment as ex
 from tests.test_grade_import_cli import TARGET, _import, _row, _write, exp  # noqa: F401
 from tests.test_labelstudio import annotated
@@ -68,9 +69,12 @@ def test_only_ascii_digits_spell_a_grade(text, ok):
     assert is_ascii_grade(text) is ok
 
 
-def test_a_fullwidth_digit_in_qrels_is_refused():
-    with pytest.raises(InputError, match=r"grade must be an integer \(ASCII digits 0-9\)"):
-        list(qrels_rows(["q1 0 c1 \uff12"], source="x.qrels"))
+def test_a_fullwidth_digit_in_qrels_is_refused(tmp_path):
+    path = tmp_path / "x.qrels"
+    path.write_text("q1 0 c1 \uff12\n", encoding="utf-8")
+    with pytest.raises(InputError, match="grade must be an integer") as e:
+        read_judgments(path)
+    assert "x.qrels:1" in str(e.value)
 
 
 def test_a_fullwidth_digit_chosen_in_label_studio_is_refused():
