@@ -203,6 +203,8 @@ BAD = {
     "empty": "",
     "only-blank-lines": "\n \n",
     "invalid-utf8": b"q1 0 a\xff 1\n",
+    "hex-grade": "q1 0 a 0x1\nq1 0 b 1\n",
+    "fullwidth-grade": "q1 0 a \uff12\n",
 }
 
 

@@ -15,6 +15,7 @@ mark and CRLF line ends are accepted; invalid UTF-8 is rejected with its line nu
 from __future__ import annotations
 
 import math
+import mmap
 import re
 from pathlib import Path
 
@@ -69,6 +70,19 @@ def _holds(col: pa.ChunkedArray, needles: tuple[bytes, ...]) -> bool:
     return False
 
 
+def _has_hex_prefix(path: Path) -> bool:
+    """Whether ``0x`` or ``0X`` occurs anywhere in the file.
+
+    Arrow's integer parser reads ``0x1`` as 1, which the exact reader refuses; a file that
+    holds the prefix anywhere goes to the exact reader, so both read the same lines alike.
+    """
+    with open(path, "rb") as f:
+        if f.seek(0, 2) == 0:
+            return False
+        with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as data:
+            return data.find(b"0x") >= 0 or data.find(b"0X") >= 0
+
+
 def _fast_table(path: Path, fields) -> pa.Table | None:
     """Arrow's CSV reader over single-tab or single-space separated lines; None if it fails.
 
@@ -78,7 +92,7 @@ def _fast_table(path: Path, fields) -> pa.Table | None:
     """
     head = _head(path)
     start = len(BOM) if head.startswith(BOM) else 0
-    if len(head) <= start:
+    if len(head) <= start or _has_hex_prefix(path):
         return None
     newline = head.find(b"\n", start)
     first = head[start: newline if newline >= 0 else len(head)]
