@@ -405,6 +405,8 @@ def _found(value: Any) -> str:
 def _as_input_error(err: ValidationError, path: Path) -> InputError:
     """The first problem pydantic found, as one :class:`InputError` about ``path``."""
     problems = err.errors(include_url=False)
+    # a typo'd key is the cause of the "is required" pydantic reports beside it: name it first
+    problems.sort(key=lambda p: p["type"] != "extra_forbidden")
     e = problems[0]
     loc = [f"[{p}]" if isinstance(p, int) else str(p) for p in e["loc"]]
     kind, ctx = e["type"], e.get("ctx") or {}
