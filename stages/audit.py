@@ -12,32 +12,16 @@ it before the stage reruns after a pool change, so the stage can read it). A loc
 by ``relgrade audit redraw`` is a changed output, and the next ``dvc repro`` reruns this stage.
 """
 
+from relgrade.experiment.audit import locked_audit
 from relgrade.experiment.stage import run_stage
-from relgrade.io import files as io
-from relgrade.protocol import audit
-from relgrade.rng import stage_rng
+from relgrade.io.files import write_jsonl
 
 
 def main(ex):
-    cfg, rnd = ex.params.need("audit"), ex.params.grading.round
-    lock_path = ex.path("audit_lock")
-
-    def draw():
-        return audit.choose_audit(
-            io.read_table(ex.path("provenance")),
-            io.read_table(ex.path("queries"), columns=["query_id", "group"]),
-            fraction=cfg.fraction, min_queries=cfg.min_queries,
-            rng=stage_rng(ex.params.need("seed"), "audit"))
-
-    table, lock, drawn = audit.audit_for_round(
-        io.read_json(lock_path) if lock_path.exists() else None, draw, round=rnd,
-        pool_version=io.read_json(ex.path("pool_manifest")).get("pool_version"),
-        path=lock_path)
-    if drawn:
-        io.write_json(lock_path, lock)
-    io.write_jsonl(ex.path("audit"), table.to_dict(orient="records"))
+    table, lock, drawn = locked_audit(ex)
+    write_jsonl(ex.path("audit"), table.to_dict(orient="records"))
     how = "drawn now" if drawn else "locked"
-    print(f"audit: {len(table)} queries for round {rnd}, {how} (from pool "
+    print(f"audit: {len(table)} queries for round {lock['round']}, {how} (from pool "
           f"{lock['pool_version']}, lock sha256 {lock['sha256'][:12]})")
 
 

@@ -70,3 +70,59 @@ def test_a_hand_edited_lock_stops_the_stage_with_the_fix(tmp_path):
     assert "does not match its sha256" in str(e.value)
     assert "relgrade audit redraw" in str(e.value)
 
+
+
+def _redraw(root, *args):
+    from click.testing import CliRunner
+
+    from relgrade.cli import main
+
+    params = {"seed": 1, "audit": {"fraction": 0.25, "min_queries": 4},
+              "grading": {"round": 1, "auditor": "auditor-b"},
+              "graders": {"auditor-b": {"role": "auditor", "kind": "human"}},
+              "paths": {"provenance": "prov.parquet", "queries": "queries.parquet",
+                        "pool_manifest": "pool.json", "audit": "audit.jsonl",
+                        "audit_lock": "lock.json", "grades_in": "grades"}}
+    (root / "params.yaml").write_text(json.dumps(params))  # JSON is YAML
+    return CliRunner().invoke(main, ["audit", "redraw", "--params", str(root / "params.yaml"),
+                                     *args])
+
+
+def test_redraw_draws_the_round_again_from_the_current_pool(tmp_path):
+    _run(tmp_path)
+    _deeper_pool().to_parquet(tmp_path / "prov.parquet")
+    (tmp_path / "pool.json").write_text(json.dumps({"pool_version": "p-000000000002"}))
+    res = _redraw(tmp_path)
+    assert res.exit_code == 0, res.output
+    lock = json.loads((tmp_path / "lock.json").read_text())
+    assert [q["query_id"] for q in lock["queries"]][:2] == ["k3", "k1"]
+    assert (lock["round"], lock["pool_version"]) == (1, "p-000000000002")
+    assert "redrawn from pool p-000000000002: k3, k1" in res.output
+    assert "(was: k3, k2" in res.output
+
+
+def test_redraw_is_refused_once_the_auditor_has_grades_of_the_round_unless_forced(tmp_path):
+    _run(tmp_path)
+    before = (tmp_path / "lock.json").read_bytes()
+    graded = tmp_path / "grades/auditor-b/round-1.jsonl"
+    graded.parent.mkdir(parents=True)
+    graded.write_text('{"query_id": "k3", "chunk_id": "a", "reason": "r", "grade": 1}\n')
+    _deeper_pool().to_parquet(tmp_path / "prov.parquet")
+    res = _redraw(tmp_path)
+    assert res.exit_code == 1
+    assert "auditor-b already has grades for round 1" in res.output and "--force" in res.output
+    assert (tmp_path / "lock.json").read_bytes() == before
+    res = _redraw(tmp_path, "--force")
+    assert res.exit_code == 0, res.output
+    assert [q["query_id"] for q in json.loads((tmp_path / "lock.json").read_text())["queries"]][:2] \
+        == ["k3", "k1"]
+
+
+def test_redraw_replaces_a_hand_edited_lock(tmp_path):
+    _run(tmp_path)
+    lock = tmp_path / "lock.json"
+    lock.write_text(lock.read_text().replace('"k2"', '"k1"'))
+    res = _redraw(tmp_path)
+    assert res.exit_code == 0, res.output
+    assert "(was: no readable lock)" in res.output
+    assert _run(tmp_path)[:2] == ["k3", "k2"]  # the stage accepts the new lock
