@@ -99,3 +99,94 @@ def test_coverage_line_names_one_query_in_the_singular():
     c = PARTIAL | {"queries_incomplete": ["kw02"]}
     assert coverage_line(c, key_grader="g", auditor="a") == (
         "a has graded 5 of 95 audit pairs, g 95 of 95 (query kw02 incomplete)")
+
+
+def _params(gates_extra=None, arm_extra=None):
+    from pathlib import Path
+
+    import yaml
+
+    from relgrade.experiment.params import parse_params
+
+    raw = yaml.safe_load((Path(__file__).resolve().parents[1] / "params.yaml").read_text())
+    raw["gates"] |= gates_extra or {}
+    raw["arms"]["bm25"] |= arm_extra or {}
+    return parse_params(raw)
+
+
+def test_the_audit_gates_default_to_the_protocol_and_reach_the_gate_stage():
+    raw = _params()
+    assert raw.gates.thresholds() == PROTOCOL | {"audit_coverage_min": 1.0,
+                                                 "require_distinct_families": False}
+
+
+@pytest.mark.parametrize("extra, item", [({"audit_coverage_min": 1.2}, "gates.audit_coverage_min"),
+                                         ({"require_distinct_families": "yes"},
+                                          "gates.require_distinct_families")])
+def test_bad_audit_gates_in_params_are_refused_by_key(extra, item):
+    with pytest.raises(InputError, match=item.replace(".", r"\.")):
+        _params(extra)
+
+
+def test_an_arm_may_declare_its_family():
+    assert _params(arm_extra={"family": "okapi"}).arms["bm25"].family == "okapi"
+
+
+def _gate_stage(root, *, gates, graders, arms=None):
+    import importlib.util
+    import json
+    from pathlib import Path
+
+    import pandas as pd
+
+    from relgrade.experiment.files import Experiment
+
+    repo = Path(__file__).resolve().parents[1]
+    (root / "agreement.json").write_text(json.dumps(GOOD | {"round": 1}))
+    pd.DataFrame({"query_id": ["q1", "q1", "q2"], "chunk_id": ["a", "b", "c"]}).to_parquet(
+        root / "pool.parquet")
+    pd.DataFrame({"query_id": ["q1", "q1", "q2", "q1", "q1"],
+                  "chunk_id": ["a", "b", "c", "a", "b"],
+                  "grader": ["grader-a"] * 3 + ["auditor-b"] * 2,
+                  "round": [1] * 5, "grade": [2, 0, 1, 2, 0]}).to_parquet(root / "grades.parquet")
+    (root / "audit.jsonl").write_text('{"query_id": "q1"}\n')
+    params = {"paths": {"agreement": "agreement.json", "pool": "pool.parquet",
+                        "grades": "grades.parquet", "audit": "audit.jsonl", "gate": "gate.json"},
+              "grading": {"round": 1, "key_grader": "grader-a", "auditor": "auditor-b"},
+              "graders": graders, "gates": gates,
+              "arms": arms or {"bm25": {"kind": "bm25", "depth": 10}}}
+    spec = importlib.util.spec_from_file_location("stage_gate", repo / "stages/gate.py")
+    stage = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(stage)
+    stage.main(Experiment.from_mapping(params, root=root))
+    return json.loads((root / "gate.json").read_text())
+
+
+CLAUDE = {"grader-a": {"role": "grader", "kind": "model", "family": "claude"},
+          "auditor-b": {"role": "auditor", "kind": "model", "family": "claude"}}
+
+
+def test_the_gate_stage_records_relaxed_gates_coverage_and_family_warnings(tmp_path, capsys):
+    rec = _gate_stage(tmp_path, gates=PROTOCOL | {"disagreement_max": 0.2}, graders=CLAUDE,
+                      arms={"dense": {"kind": "embed", "depth": 10, "family": "claude"}})
+    assert rec["relaxed_gates"] == ["gates.disagreement_max 0.2 is looser than the protocol's 0.1"]
+    assert rec["family_warnings"] == [
+        "auditor auditor-b is of the same family as grader grader-a (claude)",
+        "grader grader-a is of the same family as arm dense (claude)"]
+    assert (rec["coverage"]["pairs"], rec["coverage"]["both"]) == (2, 2)
+    assert rec["thresholds"]["disagreement_max"] == 0.2
+    out = capsys.readouterr().out
+    assert out.startswith("gate passed under relaxed gates: ")
+    assert "warning: gates.disagreement_max 0.2 is looser than the protocol's 0.1" in out
+
+
+def test_the_gate_stage_fails_on_a_family_clash_when_distinct_families_are_required(tmp_path):
+    from relgrade.errors import GateFailed
+
+    (tmp_path / "gate.json").write_text("{}")   # a stale pass record
+    with pytest.raises(GateFailed) as e:
+        _gate_stage(tmp_path, gates=PROTOCOL | {"require_distinct_families": True},
+                    graders=CLAUDE)
+    assert e.value.lines[0] == ("family rule: auditor auditor-b is of the same family as "
+                                "grader grader-a (claude)")
+    assert not (tmp_path / "gate.json").exists()
