@@ -157,9 +157,11 @@ def test_audit_stage_writes_one_json_line_per_query(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     provenance().to_parquet(tmp_path / "prov.parquet")
     queries().to_parquet(tmp_path / "queries.parquet")
+    (tmp_path / "pool.json").write_text('{"pool_version": "p-000000000001"}')
     params = {"seed": 1, "audit": {"fraction": 0.25, "min_queries": 4},
               "paths": {"provenance": "prov.parquet", "queries": "queries.parquet",
-                        "audit": "out/audit.jsonl"}}
+                        "pool_manifest": "pool.json", "audit": "out/audit.jsonl",
+                        "audit_lock": "out/lock.json"}}
     spec = importlib.util.spec_from_file_location("stage_audit", REPO / "stages/audit.py")
     stage = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(stage)

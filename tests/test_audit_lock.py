@@ -97,3 +97,42 @@ def test_family_rule_names_auditor_and_arm_clashes_and_ignores_undeclared_famili
     assert lines == ["auditor auditor-b is of the same family as grader grader-a (anthropic-claude)"]
     assert gate.family_warnings(key_grader="g", auditor="a", graders={"g": "x", "a": "y"},
                                 arms={"dense": "z"}) == []
+
+
+OTHER = pd.DataFrame([("kw04", "keyword", 0.6, "group keyword, rank 1"),
+                      ("qu01", "question", 0.3, "group question, rank 1")], columns=AUDIT)
+
+
+def _never():
+    raise AssertionError("a locked round must not be re-drawn")
+
+
+def test_a_lock_of_the_current_round_is_kept_whatever_the_pool_has_become():
+    lock = audit.lock_audit(CHOSEN, round=1, pool_version="p-0123456789ab")
+    table, kept, drawn = audit.audit_for_round(lock, _never, round=1,
+                                               pool_version="p-ffffffffffff")
+    assert drawn is False and kept is lock
+    assert list(table["query_id"]) == ["kw02", "qu05"]
+
+
+def test_a_new_round_draws_a_new_lock_from_the_current_pool():
+    lock = audit.lock_audit(CHOSEN, round=1, pool_version="p-0123456789ab")
+    table, new, drawn = audit.audit_for_round(lock, lambda: OTHER, round=2,
+                                              pool_version="p-ffffffffffff")
+    assert drawn is True
+    assert (new["round"], new["pool_version"]) == (2, "p-ffffffffffff")
+    assert list(table["query_id"]) == ["kw04", "qu01"]
+    assert new["sha256"] == audit.lock_sha256(new)
+
+
+def test_no_lock_draws_one():
+    table, new, drawn = audit.audit_for_round(None, lambda: CHOSEN, round=1, pool_version="p-1")
+    assert drawn and list(table["query_id"]) == ["kw02", "qu05"] and new["round"] == 1
+
+
+def test_a_hand_edited_lock_is_refused_even_in_a_new_round():
+    lock = audit.lock_audit(CHOSEN, round=1, pool_version="p-0123456789ab")
+    lock["queries"][0]["unique_share"] = 0.9
+    with pytest.raises(InputError, match="does not match its sha256"):
+        audit.audit_for_round(lock, lambda: OTHER, round=2, pool_version="p-1",
+                              path="data/audit/lock.json")

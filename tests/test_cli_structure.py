@@ -47,7 +47,7 @@ def test_only_the_package_registers_commands():
         if path.name != "__init__.py":
             assert ".add_command(" not in path.read_text(), path.name
     assert main.commands["grade"].commands.keys() == {"import", "run"}
-    assert set(main.commands) == {"aggregate", "agreement", "clicks", "compare", "evaluate",
+    assert set(main.commands) == {"aggregate", "agreement", "audit", "clicks", "compare", "evaluate",
                                   "grade", "intents", "packets", "queries", "serve",
                                   "status"}
 

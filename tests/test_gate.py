@@ -8,6 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pandas as pd
 import pytest
 import yaml
 
@@ -144,6 +145,15 @@ def stage(tmp_path, measures):
     p = params["paths"]
     (tmp_path / p["agreement"]).parent.mkdir(parents=True, exist_ok=True)
     (tmp_path / p["agreement"]).write_text(json.dumps(measures))
+    # A complete audit of one query (pairs a, b), so only the agreement decides.
+    for name, table in (("pool", {"query_id": ["q1", "q1"], "chunk_id": ["a", "b"]}),
+                        ("grades", {"query_id": ["q1"] * 4, "chunk_id": ["a", "b"] * 2,
+                                    "grader": ["grader-a"] * 2 + ["auditor-b"] * 2,
+                                    "round": [1] * 4, "grade": [1, 0, 1, 0]})):
+        (tmp_path / p[name]).parent.mkdir(parents=True, exist_ok=True)
+        pd.DataFrame(table).to_parquet(tmp_path / p[name])
+    (tmp_path / p["audit"]).parent.mkdir(parents=True, exist_ok=True)
+    (tmp_path / p["audit"]).write_text('{"query_id": "q1"}\n')
     done = subprocess.run([sys.executable, str(REPO / "stages" / "gate.py")], cwd=tmp_path,
                           capture_output=True, text=True)
     return done, tmp_path / p["gate"], params["gates"]

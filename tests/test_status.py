@@ -98,13 +98,64 @@ def test_json_status_lists_the_missing_pairs_by_query(exp):
     assert st["pool"]["version"] == "p-222222222222"
 
 
+AGREEMENT = {"pairs": 2, "missing": 0, "weighted_kappa": 0.5, "binary_kappa": 0.9,
+             "disagreement": 0.05, "two_step_disagreement": 0.0}
+
+
 def test_failed_gate_says_why(exp):
     root, p = exp
-    _put(root, p["agreement"], {"pairs": 2, "missing": 0, "weighted_kappa": 0.5,
-                                "binary_kappa": 0.9, "disagreement": 0.05,
-                                "two_step_disagreement": 0.0})
+    _put(root, p["grades_in"] + "/auditor-b/round-1.jsonl", [_row("q2", "c"), _row("q2", "d")])
+    _put(root, p["agreement"], AGREEMENT)
     lines = _status(root).splitlines()
     assert "gate: failed: weighted_kappa 0.5 < 0.75" in lines
+
+
+def test_an_incomplete_audit_fails_the_gate_in_status_with_the_counts(exp):
+    root, p = exp
+    # q2 is audited (pairs c, d): grader-a has both, auditor-b only c.
+    _put(root, p["grades_in"] + "/auditor-b/round-1.jsonl", [_row("q2", "c")])
+    _put(root, p["agreement"], AGREEMENT | {"weighted_kappa": 0.9})
+    lines = _status(root).splitlines()
+    assert ("gate: failed: audit coverage 1 of 2 pairs (0.5) < 1: auditor-b has graded 1 of 2 "
+            "audit pairs, grader-a 2 of 2 (query q2 incomplete)") in lines
+
+
+PASSED = {"passed": True, "measures": {"weighted_kappa": 0.7, "binary_kappa": 0.9},
+          "thresholds": {"weighted_kappa_min": 0.6, "binary_kappa_min": 0.8,
+                         "disagreement_max": 0.1, "two_step_max": 0.02,
+                         "audit_coverage_min": 1.0, "require_distinct_families": False},
+          "round": 1,
+          "coverage": {"pairs": 2, "both": 2, "key_grader_missing": 0, "auditor_missing": 0,
+                       "coverage": 1.0, "queries_incomplete": []},
+          "relaxed_gates": ["gates.weighted_kappa_min 0.6 is looser than the protocol's 0.75"],
+          "family_warnings": ["auditor auditor-b is of the same family as grader grader-a (x)"]}
+
+
+def test_a_gate_passed_under_relaxed_gates_says_so_and_lists_them(exp):
+    root, p = exp
+    _put(root, p["gate"], PASSED)
+    lines = _status(root).splitlines()
+    i = lines.index("gate: passed under relaxed gates (weighted_kappa 0.700, binary_kappa "
+                    "0.900; audit coverage 2 of 2 pairs)")
+    assert lines[i + 1:i + 3] == [
+        "  relaxed: gates.weighted_kappa_min 0.6 is looser than the protocol's 0.75",
+        "  warning: auditor auditor-b is of the same family as grader grader-a (x)"]
+    assert not any(line.startswith("gate: passed (") for line in lines)
+    st = json.loads(_status(root, "--json"))["gate"]
+    assert st["thresholds"]["weighted_kappa_min"] == 0.6
+    assert st["relaxed"] == PASSED["relaxed_gates"]
+    assert st["family_warnings"] == PASSED["family_warnings"]
+
+
+def test_an_older_pass_record_is_read_against_the_params_gates(exp):
+    root, p = exp
+    params = yaml.safe_load((root / "params.yaml").read_text())
+    params["gates"]["disagreement_max"] = 0.2
+    (root / "params.yaml").write_text(yaml.safe_dump(params))
+    _put(root, p["gate"], {"passed": True, "measures": {"weighted_kappa": 0.9}})
+    lines = _status(root).splitlines()
+    assert "gate: passed under relaxed gates (weighted_kappa 0.900)" in lines
+    assert "  relaxed: gates.disagreement_max 0.2 is looser than the protocol's 0.1" in lines
 
 
 def test_frozen_key_metrics_and_a_pool_that_grew_since(exp):

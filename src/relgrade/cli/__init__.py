@@ -12,6 +12,7 @@ import click
 from relgrade import __version__
 from relgrade.cli.aggregate import aggregate_cmd
 from relgrade.cli.agreement import agreement_cmd
+from relgrade.cli.audit import audit_cmd
 from relgrade.cli.clicks import clicks_cmd
 from relgrade.cli.compare import compare_cmd
 from relgrade.cli.evaluate import evaluate_cmd
@@ -37,7 +38,7 @@ COMMANDS = {
     "intents": intents_cmd, "packets": packets_cmd, "agreement": agreement_cmd,
     "grade": grade_cmd, "status": status_cmd, "serve": serve_cmd, "compare": compare_cmd,
     "evaluate": evaluate_cmd, "queries": queries_cmd, "aggregate": aggregate_cmd,
-    "clicks": clicks_cmd,
+    "clicks": clicks_cmd, "audit": audit_cmd,
 }
 for name, command in COMMANDS.items():
     main.add_command(command, name)

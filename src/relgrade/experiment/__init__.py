@@ -5,5 +5,7 @@
 - :mod:`relgrade.experiment.files`: :class:`~relgrade.experiment.files.Experiment`, where
   every file of an experiment lives and how it is read.
 - :mod:`relgrade.experiment.stage`: ``run_stage(main)``, what every stage script shares.
+- :mod:`relgrade.experiment.audit`: the audit sample drawn from the experiment's files, locked
+  per round, redrawn on request.
 - :mod:`relgrade.experiment.status`: where the experiment stands, from whatever files exist.
 """

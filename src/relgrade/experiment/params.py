@@ -107,6 +107,7 @@ class Paths(_Section):
     intents: str | None = None
     intents_manifest: str | None = None
     audit: str | None = None
+    audit_lock: str | None = None
     packets: str | None = None
     orders: str | None = None
     grades_in: str | None = None
@@ -153,6 +154,7 @@ class Queries(_Section):
 class _Arm(_Section):
     depth: Positive
     source: str | None = None
+    family: str | None = None
 
 
 class Bm25Arm(_Arm):
@@ -257,12 +259,24 @@ class Grader(BaseModel):
 
 
 class Gates(_Section):
-    """``gates``: the agreement thresholds, each in [0, 1]."""
+    """``gates``: the agreement thresholds, each in [0, 1]; the audit's coverage; the family rule.
+
+    ``audit_coverage_min`` is the least share of the audited queries' pool pairs graded by
+    both the key grader and the auditor (the protocol asks for all of them: 1.0).
+    ``require_distinct_families`` makes the model-family rule (auditor of another family
+    than the graders, graders of another family than the arms) a failure, not a warning.
+    """
 
     weighted_kappa_min: Share
     binary_kappa_min: Share
     disagreement_max: Share
     two_step_max: Share
+    audit_coverage_min: Share = 1.0
+    require_distinct_families: Flag = False
+
+    def thresholds(self) -> dict:
+        """Every gate with its value in force (defaults included), for the gate stage."""
+        return self.model_dump()
 
 
 class Metrics(_Section):

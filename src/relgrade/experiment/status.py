@@ -23,7 +23,14 @@ from relgrade.experiment.files import Experiment
 from relgrade.experiment.params import Params
 from relgrade.io import files as io
 from relgrade.protocol import grades
-from relgrade.protocol.gate import check_gates
+from relgrade.protocol.audit import audit_coverage
+from relgrade.protocol.gate import (
+    AUDIT_GATES,
+    GateResult,
+    check_audit_gates,
+    check_gates,
+    looser_than_protocol,
+)
 
 _STEPS = ("corpus", "queries", "pool", "intents", "audit", "gate", "key")
 
@@ -72,6 +79,45 @@ def _grader_progress(rows: pd.DataFrame | str | None, *, spec: Mapping,
         out["state"] = "complete"
     return out | {"graded": graded, "of": total, "partial": partial,
                   "not_started": not_started}
+
+
+def _passed_gate(gate: Mapping, params: Params) -> dict:
+    """A pass record as status reports it: what passed, under which gates, with what warnings.
+
+    The thresholds are the record's (those the gate stage used); a record without them
+    (written before they were recorded) is read against the params' gates.
+    """
+    thresholds = dict(gate.get("thresholds") or
+                      (params.gates.thresholds() if params.gates else {}))
+    relaxed = gate.get("relaxed_gates")
+    return {"state": "passed", "measures": dict(gate.get("measures") or {}),
+            "thresholds": thresholds,
+            "relaxed": list(relaxed if relaxed is not None else looser_than_protocol(thresholds)),
+            "family_warnings": list(gate.get("family_warnings") or []),
+            "coverage": gate.get("coverage")}
+
+
+def _would_gate(params: Params, agreement: Mapping, *, pool, audit, rows) -> GateResult:
+    """The gate on the files as they are, before the gate stage has run.
+
+    With the pool, the audit sample and both graders' rows at hand the audit's coverage is
+    checked too (a grader without a file has graded nothing); otherwise agreement alone.
+    """
+    gates = params.gates.thresholds() if params.gates else {}
+    key_grader, auditor = params.grading.key_grader, params.grading.auditor
+    both = [rows.get(name) for name in (key_grader, auditor)]
+    if pool is None or audit is None or not key_grader or not auditor or \
+            any(isinstance(r, str) for r in both):
+        return check_gates(agreement, {k: v for k, v in gates.items() if k not in AUDIT_GATES})
+    graded = pd.concat([pd.DataFrame({"query_id": r["query_id"].astype(str),
+                                      "chunk_id": r["chunk_id"].astype(str), "grader": name})
+                        for name, r in zip((key_grader, auditor), both) if r is not None]
+                       + [pd.DataFrame(columns=["query_id", "chunk_id", "grader"])],
+                       ignore_index=True)
+    coverage = audit_coverage(pool, graded, audit_ids=audit, key_grader=key_grader,
+                              auditor=auditor)
+    return check_audit_gates(agreement, gates, coverage=coverage, key_grader=key_grader,
+                             auditor=auditor)
 
 
 def experiment_status(
@@ -165,10 +211,10 @@ def experiment_status(
                          graders[n]["role"] != "grader", n))}
 
     if gate is not None and gate.get("passed") is True:
-        st["gate"] = {"state": "passed", "measures": dict(gate.get("measures") or {})}
+        st["gate"] = _passed_gate(gate, params)
     elif agreement is not None:
         try:
-            result = check_gates(agreement, params.gates.as_dict() if params.gates else {})
+            result = _would_gate(params, agreement, pool=pool, audit=audit, rows=rows)
         except Exception as e:  # an unreadable gate setup is itself worth reporting
             st["gate"] = {"state": "unreadable", "error": str(e)}
         else:
@@ -355,7 +401,13 @@ def status_lines(st: Mapping) -> list[str]:
     if gt["state"] == "passed":
         ms = ", ".join(f"{k} {v:.3f}" if isinstance(v, float) else f"{k} {v}"
                        for k, v in gt["measures"].items() if k not in ("pairs", "missing"))
-        out.append(f"gate: passed ({ms})" if ms else "gate: passed")
+        cov = gt.get("coverage")
+        if isinstance(cov, Mapping) and "pairs" in cov:
+            ms = (f"{ms}; " if ms else "") + f"audit coverage {cov.get('both')} of {cov['pairs']} pairs"
+        how = "passed under relaxed gates" if gt.get("relaxed") else "passed"
+        out.append(f"gate: {how} ({ms})" if ms else f"gate: {how}")
+        out += [f"  relaxed: {line}" for line in gt.get("relaxed") or []]
+        out += [f"  warning: {line}" for line in gt.get("family_warnings") or []]
     elif gt["state"] == "failed":
         out.append("gate: failed: " + "; ".join(gt["lines"]))
     elif gt["state"] == "unreadable":

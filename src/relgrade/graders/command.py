@@ -63,12 +63,10 @@ from relgrade.graders.exchange import (
 from relgrade.graders.self_consistency import aggregate_samples
 from relgrade.graders.store import GradeStore, SingleWriter
 from relgrade.protocol.grades import reason_required, validate_grade_rows
+from relgrade.protocol.packets import MAX_BATCH, check_batch
 
 #: Defaults of the command settings of a grader in params ``graders.NAME``.
 DEFAULTS = {"timeout": 600.0, "retries": 2, "workers": 1, "samples": 1, "input": "json"}
-
-#: The most chunks a batch may hold, whatever ``grading.batch_size`` says (the protocol's cap).
-MAX_BATCH = 5
 
 #: Environment variable set in every grader process: the grade file it grades for.
 RUN_MARKER = "RELGRADE_GRADER_RUN"
@@ -307,6 +305,7 @@ def plan(packets: Mapping[str, Mapping], *, recorded: set, samples: int = 1,
         qid = str(qid)
         batches = []
         for b, batch in enumerate(p["batches"]):
+            check_batch(batch, item=f"{qid} batch {b}")  # never more than 5 to a process
             pending = tuple(c for c in batch if (qid, str(c["chunk_id"])) not in recorded)
             if not pending:
                 continue

@@ -25,6 +25,7 @@ import pandas as pd
 
 from relgrade.errors import InputError
 from relgrade.protocol.grades import reason_required, validate_grade_rows
+from relgrade.protocol.packets import check_batch
 
 #: The control names the labeling configuration uses and the import reads.
 GRADE_CONTROL = "grade"
@@ -50,6 +51,7 @@ def label_studio_tasks(packets: Iterable[Mapping]) -> list[dict]:
     tasks = []
     for p in packets:
         for b, batch in enumerate(p["batches"]):
+            check_batch(batch, item=f"{p['query_id']} batch {b}")
             for c in batch:
                 tasks.append({"data": {
                     "query_id": str(p["query_id"]), "chunk_id": str(c["chunk_id"]),

@@ -321,3 +321,58 @@ def audit_coverage(pool: pd.DataFrame, grades: pd.DataFrame, *, audit_ids, key_g
             "key_grader_missing": len(wanted - by_key), "auditor_missing": len(wanted - by_auditor),
             "coverage": (len(both) / len(wanted)) if wanted else None,
             "queries_incomplete": incomplete}
+
+
+def audit_for_round(lock, draw, *, round: int, pool_version: str, path=None
+                    ) -> tuple[pd.DataFrame, dict, bool]:
+    """The audit sample of ``round``: the committed lock's when it is this round's, else a draw.
+
+    The sample is drawn once per round and then locked: while the lock's round equals the
+    params' ``grading.round`` it is used as it is, whatever the pool has become since (the
+    audited queries keep their places; their new pairs join the auditor's work). A lock of
+    another round, or no lock, means a new draw and a new lock.
+
+    Parameters
+    ----------
+    lock : object or None
+        The committed lock as read from JSON, or None when there is none.
+    draw : callable
+        ``draw() -> pandas.DataFrame`` (:func:`choose_audit` with its inputs bound); called
+        only when a new sample is needed.
+    round : int
+        params ``grading.round``.
+    pool_version : str
+        The current pool's version, recorded in a new lock.
+    path : str or Path, optional
+        The lock file, for messages.
+
+    Returns
+    -------
+    (table, lock, drawn) : tuple
+        The audit table (:data:`AUDIT`), the lock in force, and whether it was drawn now
+        (so the caller writes the lock only then, leaving a locked file untouched).
+
+    Raises
+    ------
+    InputError
+        The lock fails :func:`check_lock` (edited by hand, malformed), whatever its round:
+        a broken lock is never silently replaced.
+
+    Examples
+    --------
+    >>> chosen = pd.DataFrame([("q1", "kw", 0.5, "why")], columns=AUDIT)
+    >>> old = lock_audit(chosen, round=1, pool_version="p-1")
+    >>> other = pd.DataFrame([("q2", "kw", 0.4, "why")], columns=AUDIT)
+    >>> t, lock, drawn = audit_for_round(old, lambda: other, round=1, pool_version="p-2")
+    >>> list(t["query_id"]), lock["pool_version"], drawn
+    (['q1'], 'p-1', False)
+    >>> t, lock, drawn = audit_for_round(old, lambda: other, round=2, pool_version="p-2")
+    >>> list(t["query_id"]), lock["round"], drawn
+    (['q2'], 2, True)
+    """
+    if lock is not None:
+        table = check_lock(lock, path=path)
+        if int(lock["round"]) == int(round):
+            return table, lock, False
+    new = lock_audit(draw(), round=round, pool_version=pool_version)
+    return check_lock(new, path=path), new, True

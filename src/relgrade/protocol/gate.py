@@ -29,6 +29,9 @@ GATES: Mapping[str, tuple[str, str]] = {
     "two_step_max": ("two_step_disagreement", "max"),
 }
 
+#: params ``gates`` keys about the audit rather than agreement (see :func:`audit_gate`).
+AUDIT_GATES = ("audit_coverage_min", "require_distinct_families")
+
 #: Above this share of disagreements between relevant grades, weighted kappa is said to
 #: fail "mostly on 1-versus-2 splits".
 RELEVANT_SPLIT_MAJORITY = 0.5
@@ -55,7 +58,15 @@ class GateResult:
     measures : dict
         The gated measures with ``pairs`` and ``missing``, as read.
     thresholds : dict
-        The gates, as given.
+        The gates, as given (with :func:`check_audit_gates`: every gate in force, the audit
+        gates included).
+    coverage : dict
+        The audit's coverage (:func:`relgrade.protocol.audit.audit_coverage`); empty when
+        only agreement was checked.
+    relaxed : tuple of str
+        :func:`looser_than_protocol` of ``thresholds``: one line per relaxed gate.
+    families : tuple of str
+        :func:`family_warnings`: one line per break of the model-family rule.
     """
 
     passed: bool
@@ -63,6 +74,9 @@ class GateResult:
     advice: tuple[str, ...] = ()
     measures: dict = field(default_factory=dict)
     thresholds: dict = field(default_factory=dict)
+    coverage: dict = field(default_factory=dict)
+    relaxed: tuple[str, ...] = ()
+    families: tuple[str, ...] = ()
 
     def record(self, round: int | None = None) -> dict:
         """The pass record the gate stage writes (``paths.gate``).
@@ -75,7 +89,9 @@ class GateResult:
         Returns
         -------
         dict
-            ``{"passed": True, "measures": {...}, "thresholds": {...}, "round": round}``.
+            ``{"passed": True, "measures": {...}, "thresholds": {...}, "round": round}``,
+            followed, when :func:`check_audit_gates` made the result, by ``coverage``,
+            ``relaxed_gates`` (lines, possibly empty) and ``family_warnings`` (lines).
 
         Raises
         ------
@@ -86,8 +102,12 @@ class GateResult:
 
         if not self.passed:
             raise ProtocolError("the agreement gate failed; there is no pass record to write")
-        return {"passed": True, "measures": dict(self.measures),
-                "thresholds": dict(self.thresholds), "round": round}
+        out = {"passed": True, "measures": dict(self.measures),
+               "thresholds": dict(self.thresholds), "round": round}
+        if self.coverage:
+            out |= {"coverage": dict(self.coverage), "relaxed_gates": list(self.relaxed),
+                    "family_warnings": list(self.families)}
+        return out
 
 
 def _number(value) -> float | None:
@@ -164,10 +184,10 @@ def check_gates(measures: Mapping, gates: Mapping) -> GateResult:
     if not isinstance(gates, Mapping):
         raise InputError("params `gates` must be a mapping",
                          found=type(gates).__name__)
-    unknown = sorted(set(gates) - set(GATES))
+    unknown = sorted(set(gates) - set(GATES) - set(AUDIT_GATES))
     if unknown:
         raise InputError("unknown gate in params `gates`", item=unknown[0],
-                         fix=f"Use {', '.join(GATES)}")
+                         fix=f"Use {', '.join((*GATES, *AUDIT_GATES))}")
     thresholds = {}
     for key in GATES:
         if key not in gates:
@@ -313,3 +333,137 @@ def family_warnings(*, key_grader: str, auditor: str, graders: Mapping[str, str 
             if f and str(f) == fam[name]:
                 lines.append(f"grader {name} is of the same family as arm {arm} ({fam[name]})")
     return lines
+
+
+def coverage_line(coverage: Mapping, *, key_grader: str, auditor: str) -> str:
+    """The audit's coverage in words: what each grader has graded and which queries lack grades.
+
+    Parameters
+    ----------
+    coverage : mapping
+        :func:`relgrade.protocol.audit.audit_coverage`'s result.
+    key_grader, auditor : str
+        The two graders compared.
+
+    Returns
+    -------
+    str
+        E.g. ``"auditor-b has graded 5 of 95 audit pairs, grader-a 95 of 95 (queries kw02,
+        qu05 incomplete)"``.
+
+    Examples
+    --------
+    >>> coverage_line({"pairs": 4, "both": 2, "key_grader_missing": 0, "auditor_missing": 2,
+    ...                "coverage": 0.5, "queries_incomplete": ["q2"]},
+    ...               key_grader="g", auditor="a")
+    'a has graded 2 of 4 audit pairs, g 4 of 4 (query q2 incomplete)'
+    """
+    pairs = int(coverage["pairs"])
+    text = (f"{auditor} has graded {pairs - int(coverage['auditor_missing'])} of {pairs} audit "
+            f"pairs, {key_grader} {pairs - int(coverage['key_grader_missing'])} of {pairs}")
+    queries = list(coverage.get("queries_incomplete") or [])
+    if queries:
+        text += (f" (quer{'y' if len(queries) == 1 else 'ies'} {', '.join(queries)} "
+                 "incomplete)")
+    return text
+
+
+def _coverage_fails(coverage: Mapping, minimum: float, *, key_grader: str,
+                    auditor: str) -> tuple[str, str] | None:
+    value = _number(coverage.get("coverage"))
+    if value is not None and value >= minimum:
+        return None
+    owing = [name for name, k in ((auditor, "auditor_missing"), (key_grader, "key_grader_missing"))
+             if coverage.get(k)]
+    if value is None:
+        line = "audit coverage undefined: the audited queries have no pooled pair"
+        advice = "rerun the pool and audit stages (dvc repro audit)"
+    else:
+        line = (f"audit coverage {coverage['both']} of {coverage['pairs']} pairs "
+                f"({_shown(value, minimum)}) < {minimum:g}: "
+                + coverage_line(coverage, key_grader=key_grader, auditor=auditor))
+        runs = " or ".join(f"`relgrade grade run --grader {name}`" for name in owing)
+        advice = ("finish the audit before reading agreement: every pair of every audited "
+                  f"query needs grades from both {key_grader} and {auditor}; grade the "
+                  f"missing pairs ({runs or 'none owed'}, or `relgrade serve`), then "
+                  "`dvc repro`")
+    return line, advice
+
+
+def check_audit_gates(measures: Mapping, gates: Mapping, *, coverage: Mapping,
+                      key_grader: str, auditor: str,
+                      families: list[str] | tuple[str, ...] = ()) -> GateResult:
+    """The whole gate: agreement (:func:`check_gates`), a complete audit, the family rule.
+
+    Parameters
+    ----------
+    measures : mapping
+        The agreement metrics (see :func:`check_gates`).
+    gates : mapping
+        params ``gates``: the four agreement gates, and optionally ``audit_coverage_min``
+        (number in [0, 1], default 1.0) and ``require_distinct_families`` (bool, default
+        False).
+    coverage : mapping
+        :func:`relgrade.protocol.audit.audit_coverage` of the current pool, the audit sample
+        and the round's grades.
+    key_grader, auditor : str
+        The two graders compared (named in the coverage line and its advice).
+    families : sequence of str, default ()
+        :func:`family_warnings`' lines.
+
+    Returns
+    -------
+    GateResult
+        ``passed`` when every agreement gate holds, ``coverage["coverage"] >=
+        audit_coverage_min`` and, with ``require_distinct_families``, ``families`` is
+        empty. ``thresholds`` holds all six gates in force; ``relaxed`` the gates looser
+        than :data:`PROTOCOL_GATES`; ``families`` the family lines (kept, as warnings, when
+        they do not fail the gate). A coverage failure comes first among ``lines`` and its
+        advice (finish the audit) replaces the regrade advice: agreement on part of the
+        sample says nothing about the rest.
+
+    Raises
+    ------
+    InputError
+        As :func:`check_gates`; ``audit_coverage_min`` is not a number in [0, 1] or
+        ``require_distinct_families`` is not a bool.
+
+    Examples
+    --------
+    >>> m = {"weighted_kappa": 0.9, "binary_kappa": 0.9, "disagreement": 0.05,
+    ...      "two_step_disagreement": 0.0}
+    >>> g = {"weighted_kappa_min": 0.75, "binary_kappa_min": 0.8, "disagreement_max": 0.1,
+    ...      "two_step_max": 0.02}
+    >>> c = {"pairs": 4, "both": 2, "key_grader_missing": 0, "auditor_missing": 2,
+    ...      "coverage": 0.5, "queries_incomplete": ["q2"]}
+    >>> r = check_audit_gates(m, g, coverage=c, key_grader="g", auditor="a")
+    >>> r.passed, r.lines
+    (False, ('audit coverage 2 of 4 pairs (0.5) < 1: a has graded 2 of 4 audit pairs, g 4 of 4 (query q2 incomplete)',))
+    """
+    agreement_gates = {k: v for k, v in gates.items() if k not in AUDIT_GATES}
+    result = check_gates(measures, agreement_gates)
+    minimum = gates.get("audit_coverage_min", PROTOCOL_GATES["audit_coverage_min"])
+    m = _number(minimum)
+    if m is None or not 0 <= m <= 1:
+        raise InputError("gates.audit_coverage_min must be a number in [0, 1]",
+                         item="gates.audit_coverage_min", found=repr(minimum))
+    require = gates.get("require_distinct_families", False)
+    if not isinstance(require, bool):
+        raise InputError("gates.require_distinct_families must be true or false",
+                         item="gates.require_distinct_families", found=repr(require))
+    lines, advice = list(result.lines), list(result.advice)
+    failed = _coverage_fails(coverage, m, key_grader=key_grader, auditor=auditor)
+    if failed is not None:
+        lines.insert(0, failed[0])
+        advice = [failed[1]]
+    families = tuple(families)
+    if require and families:
+        lines += [f"family rule: {line}" for line in families]
+        advice.append("the family rule is required (gates.require_distinct_families): grade "
+                      "with an auditor of another model family than the graders, and graders "
+                      "of another family than the arms")
+    thresholds = dict(result.thresholds) | {"audit_coverage_min": minimum,
+                                            "require_distinct_families": require}
+    return GateResult(not lines, tuple(lines), tuple(advice), dict(result.measures),
+                      thresholds, coverage=dict(coverage),
+                      relaxed=tuple(looser_than_protocol(thresholds)), families=families)

@@ -34,6 +34,45 @@ PACKET_KEYS = ("query_id", "query", "intent", "rubric_version", "intents_sha256"
 #: The keys of one chunk inside a packet's batch, in order.
 CHUNK_KEYS = ("chunk_id", "header", "text")
 
+#: The most chunks a batch may hold, whatever ``grading.batch_size`` says: the protocol shows
+#: a grader at most five chunks at a time, on every route (packets, the web page, exports,
+#: command graders).
+MAX_BATCH = 5
+
+
+def check_batch(batch, *, cap: int = MAX_BATCH, path=None, item=None) -> None:
+    """Refuse a batch of more than ``min(cap, MAX_BATCH)`` chunks.
+
+    Parameters
+    ----------
+    batch : sequence
+        The chunks of one batch.
+    cap : int, default MAX_BATCH
+        The batch size in force (``grading.batch_size``); never above :data:`MAX_BATCH`.
+    path, item : optional
+        The file and the packet/batch, for the message.
+
+    Raises
+    ------
+    InputError
+        ``batch`` holds more than ``min(cap, MAX_BATCH)`` chunks.
+
+    Examples
+    --------
+    >>> check_batch(["a"] * 5)
+    >>> try:
+    ...     check_batch(["a"] * 6, item="kw01 batch 0")
+    ... except InputError as e:
+    ...     print(e)
+    kw01 batch 0: a batch holds at most 5 chunks (found 6 chunks). Rebuild the packets with grading.batch_size from 1 to 5 (dvc repro packets)
+    """
+    limit = min(int(cap), MAX_BATCH)
+    if len(batch) > limit:
+        raise InputError(f"a batch holds at most {limit} chunks", path=path, item=item,
+                         found=f"{len(batch)} chunks",
+                         fix="Rebuild the packets with grading.batch_size from 1 to "
+                             f"{MAX_BATCH} (dvc repro packets)")
+
 
 def _check_int(value, name: str, *, minimum: int) -> int:
     if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < minimum:
@@ -138,11 +177,15 @@ def build_orders(pool: pd.DataFrame, *, seed: int, round: int, batch_size: int, 
     Raises
     ------
     InputError
-        ``round`` or ``batch_size`` is not a positive integer; an audit query has no pooled
-        chunk.
+        ``round`` or ``batch_size`` is not a positive integer, or ``batch_size`` is above
+        :data:`MAX_BATCH`; an audit query has no pooled chunk.
     """
     round = _check_int(round, "grading.round", minimum=1)
     batch_size = _check_int(batch_size, "grading.batch_size", minimum=1)
+    if batch_size > MAX_BATCH:
+        raise InputError(f"grading.batch_size must be an integer from 1 to {MAX_BATCH}: the "
+                         f"protocol shows a grader at most {MAX_BATCH} chunks at a time",
+                         item="grading.batch_size", found=repr(batch_size))
     by_query = {str(q): g["chunk_id"].astype(str).tolist()
                 for q, g in pool[["query_id", "chunk_id"]].groupby("query_id", sort=True)}
     audit_ids = [str(q) for q in audit_ids]
@@ -196,7 +239,8 @@ def build_packets(orders: pd.DataFrame, *, chunks: pd.DataFrame, intents: pd.Dat
     Raises
     ------
     InputError
-        A chunk in the orders is not in the corpus; a query has no frozen intent.
+        A chunk in the orders is not in the corpus; a query has no frozen intent; the
+        orders put more than :data:`MAX_BATCH` chunks in one batch.
     """
     chunk_index = chunks.assign(chunk_id=chunks["chunk_id"].astype(str)).set_index("chunk_id")
     intent_of = {str(q): (str(t), str(i)) for q, t, i in
@@ -225,6 +269,8 @@ def build_packets(orders: pd.DataFrame, *, chunks: pd.DataFrame, intents: pd.Dat
                 batches.append([])
             batches[int(batch)].append({"chunk_id": str(cid), "header": _text(header),
                                         "text": _text(text)})
+        for b, chunks_of in enumerate(batches):
+            check_batch(chunks_of, item=f"{qid} batch {b} ({role})")
         out.setdefault(str(role), []).append({
             "query_id": str(qid),
             "query": query,
@@ -264,12 +310,14 @@ def check_packet(packet: dict, *, path=None) -> dict:
     Raises
     ------
     InputError
-        A key is missing, extra or out of order, in the packet or in one of its chunks.
+        A key is missing, extra or out of order, in the packet or in one of its chunks; a
+        batch holds more than :data:`MAX_BATCH` chunks.
     """
     if not isinstance(packet, dict) or tuple(packet) != PACKET_KEYS:
         raise InputError(f"packet keys must be exactly {', '.join(PACKET_KEYS)}", path=path,
                          found=", ".join(packet) if isinstance(packet, dict) else type(packet).__name__)
-    for batch in packet["batches"]:
+    for b, batch in enumerate(packet["batches"]):
+        check_batch(batch, path=path, item=f"{packet['query_id']} batch {b}")
         for chunk in batch:
             if not isinstance(chunk, dict) or tuple(chunk) != CHUNK_KEYS:
                 raise InputError(f"packet chunk keys must be exactly {', '.join(CHUNK_KEYS)}",

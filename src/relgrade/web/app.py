@@ -58,6 +58,7 @@ from pygments.util import ClassNotFound
 from relgrade.errors import InputError, ProtocolError
 from relgrade.graders.store import GradeStore, SingleWriter
 from relgrade.protocol.grades import reason_required, scale_text, validate_grade_rows
+from relgrade.protocol.packets import check_batch
 
 HERE = Path(__file__).parent
 COOKIE = "relgrade_token"
@@ -93,6 +94,11 @@ class WebGrader:
         query id → packet, in queue order (the grader's own packets only).
     store : GradeStore
         The grader's open grade file for the round.
+
+    Raises
+    ------
+    InputError
+        A packet has a batch of more than five chunks (the page never shows more at once).
     """
 
     name: str
@@ -101,6 +107,11 @@ class WebGrader:
     token: str
     packets: dict
     store: GradeStore
+
+    def __post_init__(self):
+        for qid, p in self.packets.items():
+            for b, batch in enumerate(p["batches"]):
+                check_batch(batch, item=f"{qid} batch {b}")
 
 
 @dataclass
@@ -309,6 +320,8 @@ def create_app(site: Site) -> FastAPI:
         p = g.packets.get(qid)
         if p is None or (b is not None and not 0 <= b < len(p["batches"])):
             raise _Denied(404, "No such query or batch in your queue.")
+        if b is not None:
+            check_batch(p["batches"][b], item=f"{qid} batch {b}")  # at most 5 served, ever
         return p
 
     def url(g: WebGrader, qid: str | None = None, b: int | None = None) -> str:

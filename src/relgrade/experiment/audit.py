@@ -1,0 +1,113 @@
+"""The audit sample of an experiment: drawn from its files, locked per round, redrawn on request.
+
+The audit stage and ``relgrade audit redraw`` share these: :func:`draw_audit` reads the
+provenance and queries and draws with the params' seed; :func:`locked_audit` is the stage's
+rule (keep the lock of the current round, else draw); :func:`redraw_audit` writes a new lock
+for the current round, refusing while the auditor has grades of the round.
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from relgrade.errors import InputError, ProtocolError
+from relgrade.experiment.files import Experiment
+from relgrade.io import files as io
+from relgrade.protocol import audit
+from relgrade.rng import stage_rng
+
+
+def draw_audit(ex: Experiment) -> pd.DataFrame:
+    """A fresh draw of the audit sample from the current provenance (params ``audit``, ``seed``).
+
+    Returns
+    -------
+    pandas.DataFrame
+        :func:`relgrade.protocol.audit.choose_audit`'s table.
+    """
+    cfg = ex.params.need("audit")
+    return audit.choose_audit(
+        io.read_table(ex.path("provenance")),
+        io.read_table(ex.path("queries"), columns=["query_id", "group"]),
+        fraction=cfg.fraction, min_queries=cfg.min_queries,
+        rng=stage_rng(ex.params.need("seed"), "audit"))
+
+
+def _pool_version(ex: Experiment) -> str:
+    return str(io.read_json(ex.path("pool_manifest")).get("pool_version"))
+
+
+def locked_audit(ex: Experiment) -> tuple[pd.DataFrame, dict, bool]:
+    """The audit sample for ``grading.round``: the committed lock's, or a new draw (then locked).
+
+    Returns
+    -------
+    (table, lock, drawn)
+        As :func:`relgrade.protocol.audit.audit_for_round`; when ``drawn`` the new lock has
+        been written to ``paths.audit_lock``, otherwise the lock file is left untouched.
+
+    Raises
+    ------
+    InputError
+        The lock was edited by hand or is malformed (with the fix); an input is missing.
+    """
+    path = ex.path("audit_lock")
+    table, lock, drawn = audit.audit_for_round(
+        io.read_json(path) if path.exists() else None, lambda: draw_audit(ex),
+        round=ex.params.grading.round, pool_version=_pool_version(ex), path=path)
+    if drawn:
+        io.write_json(path, lock)
+    return table, lock, drawn
+
+
+def auditor_has_grades(ex: Experiment) -> bool:
+    """Whether the auditor (``grading.auditor``) has any grade row in the current round's file."""
+    auditor = ex.params.grading.auditor
+    if not auditor:
+        return False
+    f = ex.grader_files(auditor).grades
+    return f.exists() and any(line.strip() for line in io.read_lines(f))
+
+
+def redraw_audit(ex: Experiment, *, force: bool = False) -> tuple[dict, dict | None]:
+    """Draw the audit sample of ``grading.round`` again from the current pool and lock it.
+
+    Parameters
+    ----------
+    ex : Experiment
+    force : bool, default False
+        Redraw even though the auditor has grades of this round.
+
+    Returns
+    -------
+    (new, old) : tuple
+        The new lock, and the one it replaced (None when there was none or it was
+        unreadable).
+
+    Raises
+    ------
+    ProtocolError
+        The auditor already has grades of this round and ``force`` is False: the protocol
+        draws the sample before grading, so a sample redrawn after the auditor has seen some
+        of its queries is no longer blind to that grading; and grades of queries that leave
+        the sample stop counting toward the audit.
+    """
+    auditor = ex.params.grading.auditor
+    if auditor_has_grades(ex) and not force:
+        raise ProtocolError(
+            f"{ex.grader_files(auditor).grades}: {auditor} already has grades for round "
+            f"{ex.params.grading.round}; the audit sample is drawn before grading, and a "
+            "redraw now would choose queries after the audit has begun. Start a new "
+            "grading.round (which draws a new sample), or pass --force to redraw anyway "
+            "(grades of queries that leave the sample no longer count toward the audit)")
+    path = ex.path("audit_lock")
+    try:
+        old = io.read_json(path) if path.exists() else None
+        if old is not None:
+            audit.check_lock(old, path=path)
+    except InputError:
+        old = None
+    new = audit.lock_audit(draw_audit(ex), round=ex.params.grading.round,
+                           pool_version=_pool_version(ex))
+    io.write_json(path, new)
+    return new, old
