@@ -357,7 +357,8 @@ class Experiment:
         root = self.root.resolve()
         for folder in (root, *root.parents):
             if (folder / ".dvc").is_dir():
-                return self.root / "dvc.lock", folder / ".dvc" / "tmp" / "rwlock"
+                top = self.root if folder == root else folder  # as given when it is the root
+                return self.root / "dvc.lock", top / ".dvc" / "tmp" / "rwlock"
         return self.root / "dvc.lock", None
 
     # --- comparing arms --------------------------------------------------------------
