@@ -2,6 +2,8 @@
 
 Writes the comparison report (per-arm intervals, paired tests with Holm, power, segments,
 pool bias, label-noise band, verdicts) and the two plot tables; prints the verdicts.
+Decisions are made on the frozen key only (read with its qrels and record checked to have
+been written together); a post-hoc key beside it never enters a comparison.
 """
 
 from relgrade.evaluation import compare

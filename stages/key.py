@@ -1,25 +1,103 @@
-"""Stage `key`: after a passed gate, freeze the key grader's grades as the hashed key."""
+"""Stage `key`: after a passed gate, freeze the key grader's grades as the hashed key.
+
+Refuses (nothing written) when the gate has not passed, when the ledger lacks a use of a
+key that metrics files show (deleted, truncated or edited ledger), when a round-N grade
+file is a copy of round N-1, and when the key is void (a different key was already used
+for metrics on the same pool, rubric and round, and params neither raise the round nor
+allow a post-hoc key).
+
+Writes the key, its qrels and its record as one unit: the record last, holding the sha256
+of the other two, so a process killed between the writes leaves files every reader
+refuses, never a silent mix. A post-hoc key (``grading.post_hoc: true`` and a changed key)
+is written beside the frozen one, in ``paths.key_post_hoc`` (one folder swap); the frozen
+key, its metrics and the decision stay in place.
+"""
 
 from datetime import datetime, timezone
+from importlib import resources
+from pathlib import Path
 
 from relgrade.experiment.stage import run_stage
 from relgrade.io import files as io
 from relgrade.io.trec import write_trec_qrels
 from relgrade.protocol import key, ledger
 
+#: What the post-hoc folder holds while no post-hoc key stands beside the frozen one.
+NO_POST_HOC = ("No post-hoc key: the frozen key ({frozen}) is the only key of pool {pool}, "
+               "rubric {rubric}, round {round}.\n")
+
+
+def _check_rounds(ex, grades_manifest, rnd):
+    """Refuse a round-N grade file copied from the same grader's round N-1."""
+    if rnd < 2:
+        return
+    for name, entry in sorted(grades_manifest.get("graders", {}).items()):
+        now, before = ex.grader_files(name, rnd), ex.grader_files(name, rnd - 1)
+        if not entry.get("file") or not now.grades.exists() or not before.grades.exists():
+            continue
+        ledger.check_fresh_round(
+            io.read_jsonl(now.grades), io.read_jsonl(before.grades), round=rnd,
+            identical=io.sha256_file(now.grades) == io.sha256_file(before.grades),
+            meta=io.read_json(now.meta) if now.meta.exists() else None, grader=name,
+            source=now.grades.as_posix(), previous_source=before.grades.as_posix())
+
+
+def _provenance(ex, gate, qrels_sha256):
+    rubric = ex.params.grading.rubric
+    rubric_path = ex.file(rubric) if rubric else None
+    prompt = Path(str(resources.files("relgrade") / "prompts" / "grader.md"))
+    lock = getattr(ex.params.paths, "audit_lock", None)
+    lock_path = ex.file(lock) if lock else None
+    return key.record_provenance(
+        qrels_sha256=qrels_sha256,
+        rubric_sha256=io.sha256_file(rubric_path) if rubric_path and rubric_path.exists() else None,
+        prompt_template_sha256=io.sha256_file(prompt) if prompt.exists() else None,
+        graders=ex.params.graders_dict(), gate=gate,
+        audit_lock_sha256=io.sha256_file(lock_path) if lock_path and lock_path.exists() else None)
+
+
+def _write(files, table, record, gate, ex):
+    """Key, then qrels, then the record holding both hashes (written last)."""
+    io.write_bytes(files.key, key.key_bytes(table))
+    write_trec_qrels(files.qrels, key.qrels_frame(table))
+    record |= _provenance(ex, gate, io.sha256_file(files.qrels))
+    io.write_json(files.record, record)
+    return record
+
+
+def _clear_post_hoc(ex, record):
+    """Leave a note in the post-hoc folder unless it holds a post-hoc key of this frozen key's
+    pool, rubric and round (a post-hoc key of an earlier one no longer stands beside it)."""
+    if not getattr(ex.params.paths, "key_post_hoc", None):
+        return
+    folder = ex.path("key_post_hoc")
+    files = ex.key_files(post_hoc=True)
+    if files.record.exists():
+        old = io.read_json(files.record)
+        if all(str(old.get(k)) == str(record[k])
+               for k in ("pool_version", "rubric_version", "round")):
+            return
+    elif (folder / "README.md").exists():
+        return
+    with io.atomic_dir(folder) as tmp:
+        io.write_text(tmp / "README.md", NO_POST_HOC.format(
+            frozen=record["key_sha256"], pool=record["pool_version"],
+            rubric=record["rubric_version"], round=record["round"]))
+
 
 def main(ex):
     gate_path, grading = ex.path("gate"), ex.params.grading
     rubric_version = ex.params.need("grading.rubric_version")
-    key.require_gate(io.read_json(gate_path) if gate_path.exists() else None, source=gate_path)
+    gate = io.read_json(gate_path) if gate_path.exists() else None
+    key.require_gate(gate, source=gate_path)
     manifests = {name: io.read_json(ex.path(f"{name}_manifest"))
                  for name in ("corpus", "queries", "intents", "pool", "grades")}
     table, dropped = key.build_key(
         io.read_table(ex.path("grades")), key_grader=ex.params.need("grading.key_grader"),
         round=grading.round, pool=io.read_table(ex.path("pool")),
         relevant_min=ex.params.need("scale").relevant_min)
-    ledger_path = ex.path("ledger")
-    used = io.read_jsonl(ledger_path) if ledger_path.exists() else []
+    used = ex.ledger()
+    _check_rounds(ex, manifests["grades"], grading.round)
     status = ledger.check_void(used, pool_version=manifests["pool"]["pool_version"],
                                rubric_version=rubric_version, round=grading.round,
                                key_sha256=key.key_sha256(table), post_hoc=grading.post_hoc)
@@ -28,10 +106,19 @@ def main(ex):
         rubric_version=rubric_version, round=grading.round, manifests=manifests,
         pool_sha256=io.sha256_file(ex.path("pool")), dropped_queries=dropped,
         post_hoc=status == ledger.POST_HOC, deviations=grading.deviations)
-    io.write_bytes(ex.path("key"), key.key_bytes(table))
-    write_trec_qrels(ex.path("qrels"), key.qrels_frame(table))
-    io.write_json(ex.path("record"), record)
-    print(f"key {record['key_sha256']} ({status}): {record['pairs']} pairs, "
+    if status == ledger.POST_HOC:
+        folder = ex.path("key_post_hoc")
+        with io.atomic_dir(folder) as tmp:  # the three files swapped in as one folder
+            names = ex.key_files(post_hoc=True)
+            record = _write(type(names)(key=tmp / names.key.name, qrels=tmp / names.qrels.name,
+                                        record=tmp / names.record.name),
+                            table, record, gate, ex)
+        where = f"beside the frozen key, in {folder.as_posix()}"
+    else:
+        record = _write(ex.key_files(), table, record, gate, ex)
+        _clear_post_hoc(ex, record)
+        where = f"in {ex.path('key').as_posix()}"
+    print(f"key {record['key_sha256']} ({status}) {where}: {record['pairs']} pairs, "
           f"{record['queries']} queries, dropped {', '.join(dropped) or 'none'}")
 
 

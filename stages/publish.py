@@ -1,4 +1,9 @@
-"""Stage `publish`: the public bundle (key, record, metrics), written only if it holds no private text."""
+"""Stage `publish`: the public bundle (key, record, metrics), written only if it holds no private text.
+
+Publishes the frozen key only, read with its qrels and record checked to have been written
+together; post-hoc keys and their metrics stay out of the bundle (the decision is the frozen
+key's).
+"""
 
 from relgrade.experiment.stage import run_stage
 from relgrade.io import files as io
@@ -8,7 +13,8 @@ from relgrade.protocol import publish
 def main(ex):
     read = lambda name: io.read_table(ex.path(name))  # noqa: E731
     metrics = {p.stem: io.read_json(p) for p in sorted(ex.path("metrics").glob("*.json"))}
-    files = publish.bundle_files(read("key"), io.read_json(ex.path("record")), metrics)
+    key, record = ex.read_key()
+    files = publish.bundle_files(key, record, metrics)
     queries, intents, chunks, grades = read("queries"), read("intents"), read("chunks"), read("grades")
     publish.scan_private(files, {
         "query": zip(queries["query_id"], queries["query"]),

@@ -439,6 +439,6 @@ def test_a_key_changed_after_freezing_is_refused(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     with open(tmp_path / "data/key/key.jsonl", "ab") as f:
         f.write(b'{"query_id":"q99","chunk_id":"x","grade":2}\n')
-    with pytest.raises(ProtocolError, match="is not the frozen .* of its record: the key changed after it was frozen"):
+    with pytest.raises(ProtocolError, match="is not the .* of its record .*: the key stage was interrupted between its writes, or a file was edited"):
         _stage_main()(Experiment.from_mapping(params))
     assert not (tmp_path / "metrics/comparisons.json").exists()

@@ -2,7 +2,8 @@
 
 Checks the protocol's order on the real pipeline: a failed gate stops everything before
 metrics; a passed gate gives a frozen key and one metrics file per arm; a second repro is a
-no-op; changing one grade after metrics were seen voids the run unless declared post-hoc.
+no-op; changing one grade after metrics were seen voids the run unless declared post-hoc
+(then the post-hoc key and its metrics stand beside the frozen ones).
 """
 
 from __future__ import annotations
@@ -127,5 +128,8 @@ def test_changing_a_grade_after_metrics_voids_the_run_unless_post_hoc(passed):
     params["grading"]["post_hoc"] = True
     (root / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
     tiny.run(root, "dvc", "repro")
+    # post-hoc stands beside the frozen key: the decision's metrics stay as they were
+    assert {arm: (root / f"metrics/arms/{arm}.json").read_text() for arm in tiny.ARMS} == before
     for arm in tiny.ARMS:
-        assert json.loads((root / f"metrics/arms/{arm}.json").read_text())["post_hoc"] is True
+        m = json.loads((root / f"metrics/post-hoc/{arm}/metrics.json").read_text())
+        assert m["post_hoc"] is True

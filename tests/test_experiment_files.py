@@ -81,9 +81,11 @@ def test_a_key_changed_after_it_was_frozen_is_refused_with_one_message(tmp_path)
     sha = _freeze(tmp_path, b'{"query_id":"q1","chunk_id":"a","grade":1}\n', recorded="0" * 64)
     with pytest.raises(ProtocolError) as e:
         _experiment(tmp_path).read_key()
-    assert str(e.value) == (f"{tmp_path / 'k/key.jsonl'}: the key's sha256 {sha} is not the "
-                            f"frozen {'0' * 64} of its record: the key changed after it was "
-                            "frozen. Rerun the key stage (dvc repro key)")
+    assert str(e.value) == (
+        f"{tmp_path / 'k/key.jsonl'}: the key's sha256 {sha} is not the {'0' * 64} of its "
+        f"record {tmp_path / 'k/record.json'}: the key stage was interrupted between its "
+        "writes, or a file was edited or swapped by hand. Rerun the key stage (`dvc repro "
+        "key`) to write the three files again")
 
 
 def test_an_empty_key_keeps_its_columns(tmp_path):

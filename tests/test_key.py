@@ -263,4 +263,5 @@ def test_stage_refuses_a_changed_key_after_metrics_and_allows_it_post_hoc(tmp_pa
     assert not (tmp_path / p["key"]).exists()
     _stage_dir(tmp_path, ledger_rows=used, post_hoc=True)
     assert _run_stage(tmp_path).returncode == 0
-    assert json.loads((tmp_path / p["record"]).read_text())["post_hoc"] is True
+    assert not (tmp_path / p["record"]).exists()  # post-hoc stands beside, never instead
+    assert json.loads((tmp_path / p["key_post_hoc"] / "record.json").read_text())["post_hoc"] is True

@@ -434,6 +434,6 @@ def test_stage_refuses_a_key_whose_hash_is_not_the_record_s(tmp_path, monkeypatc
     with open(params["paths"]["key"], "a") as f:
         f.write('{"query_id":"q2","chunk_id":"d","grade":2}\n')
     monkeypatch.setattr("sys.argv", ["stages/metrics.py", "bm25"])
-    with pytest.raises(ProtocolError, match=f"is not the frozen {sha} of its record"):
+    with pytest.raises(ProtocolError, match=f"is not the {sha} of its record"):
         _stage_main()(Experiment.from_mapping(params))
     assert not (tmp_path / "m").exists() and not (tmp_path / "ledger.jsonl").exists()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import subprocess
 import sys
@@ -158,9 +159,12 @@ def _stage_dir(root, metrics=METRICS):
     (root / p["key"]).parent.mkdir(parents=True, exist_ok=True)
     (root / p["key"]).write_text("".join(json.dumps(r) + "\n"
                                          for r in KEY.to_dict(orient="records")))
-    put("record", RECORD)
+    # the stage reads the key checked against its record: the record holds the file's hash
+    sha = hashlib.sha256((root / p["key"]).read_bytes()).hexdigest()
+    put("record", RECORD | {"key_sha256": sha})
     for arm, m in metrics.items():
-        put("metrics", m, suffix=f"/{arm}.json")
+        put("metrics", m | {"key_sha256": sha} if m.get("key_sha256") == HASH else m,
+            suffix=f"/{arm}.json")
     put("queries", pd.DataFrame({"query_id": ["kw01", "qu01"], "group": ["keyword", "question"],
                                  "query": [q for _, q in PRIVATE["query"][:2]]}))
     put("intents", pd.DataFrame({"query_id": ["kw01", "qu01"], "query": ["a", "b"],

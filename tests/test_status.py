@@ -166,8 +166,12 @@ def test_frozen_key_metrics_and_a_pool_that_grew_since(exp):
                              "pairs": 5, "queries": 2, "dropped_queries": ["q3"],
                              "post_hoc": False})
     _put(root, p["metrics"] + "/bm25.json", {"arm": "bm25", "key_sha256": KEY_HASH,
+                                             "pool_version": "p-111111111111",
                                              "post_hoc": False})
-    _put(root, p["metrics"] + "/tfidf.json", {"arm": "tfidf", "key_sha256": "00" * 32})
+    _put(root, p["metrics"] + "/tfidf.json", {"arm": "tfidf", "key_sha256": "00" * 32,
+                                              "pool_version": "p-000000000000"})
+    _put(root, p["ledger"], [_use("p-000000000000", "00" * 32),
+                             _use("p-111111111111", KEY_HASH)])
     lines = _status(root).splitlines()
     assert lines[-6:] == [
         "gate: passed (weighted_kappa 0.900, binary_kappa 1.000)",
@@ -178,6 +182,11 @@ def test_frozen_key_metrics_and_a_pool_that_grew_since(exp):
         "metrics hybrid: missing",
         "metrics tfidf: stale (computed from key 000000000000, not the frozen key)",
     ]
+
+
+def _use(pool, sha):
+    return {"pool_version": pool, "rubric_version": "v1", "round": 1, "key_sha256": sha,
+            "used_at": "2026-01-01T00:00:00+00:00"}
 
 
 def test_invalid_grade_file_is_reported_not_raised(exp):
@@ -209,3 +218,82 @@ def test_complete_grading_has_no_missing_lines():
     assert st["grading"]["g"]["state"] == "complete"
     assert [l for l in status_lines(st) if l.startswith("grading")] == [
         "grading: 2 of 2 pool pairs graded by g (round 2)"]
+
+
+# --- what must be fixed before anything runs: DVC's files, the ledger, a torn key -------------
+
+def _failed_status(root):
+    res = CliRunner().invoke(main, ["status", "--params", str(root / "params.yaml")])
+    assert res.exit_code == 1, res.output
+    return res.output.splitlines()
+
+
+@pytest.mark.parametrize("text, problem", [
+    ("schema: '2.0'\nstages:\n  corpus:\n    cmd: \"python st", "is not valid YAML"),
+    ("", "has no `stages`"),
+    ("schema: '2.0'\n", "has no `stages`"),
+    ("schema: '2.0'\nstages:\n  corpus:\n", "has a stage without its `cmd`")])
+def test_a_truncated_dvc_lock_is_named_with_its_fix(exp, text, problem):
+    root, _ = exp
+    (root / ".dvc").mkdir()
+    (root / "dvc.lock").write_text(text)
+    lines = _failed_status(root)
+    lock = (root / "dvc.lock").as_posix()
+    assert lines[0] == (f"dvc: {lock} {problem} (truncated by an interrupted dvc command?); "
+                        f"fix: git checkout {lock}")
+
+
+def test_an_empty_dvc_rwlock_is_named_with_its_fix(exp):
+    root, _ = exp
+    (root / ".dvc/tmp").mkdir(parents=True)
+    (root / ".dvc/tmp/rwlock").write_text("")
+    (root / "dvc.lock").write_text("schema: '2.0'\nstages: {}\n")
+    rwlock = (root / ".dvc/tmp/rwlock").as_posix()
+    assert _failed_status(root)[0] == (f"dvc: {rwlock} is empty or not JSON (left by a killed "
+                                       f"dvc command); fix: rm {rwlock}")
+
+
+def test_sound_dvc_files_say_nothing_and_exit_0(exp):
+    root, _ = exp
+    (root / ".dvc/tmp").mkdir(parents=True)
+    (root / ".dvc/tmp/rwlock").write_text('{"read": {}, "write": {}}')
+    (root / "dvc.lock").write_text("schema: '2.0'\nstages: {}\n")
+    assert not [line for line in _status(root).splitlines() if line.startswith("dvc:")]
+
+
+def test_a_deleted_ledger_while_metrics_exist_is_named_with_its_fix(exp):
+    root, p = exp
+    _put(root, p["metrics"] + "/bm25.json", {"arm": "bm25", "key_sha256": KEY_HASH,
+                                             "pool_version": "p-111111111111"})
+    lines = _failed_status(root)
+    ledger = root / p["ledger"]
+    assert lines[-1] == (
+        f"ledger: refused: ledger: {ledger} has no entry for key {KEY_HASH} on pool "
+        f"p-111111111111, which {(root / p['metrics'] / 'bm25.json').as_posix()} shows was "
+        "used for metrics; the ledger was deleted, truncated or edited. Restore it "
+        f"(`git checkout -- {ledger}`) before freezing or scoring a key")
+
+
+def test_a_torn_key_and_a_post_hoc_key_beside_it_are_reported(exp):
+    import hashlib
+
+    root, p = exp
+    key = b'{"query_id":"q1","chunk_id":"a","grade":2}\n'
+    sha = hashlib.sha256(key).hexdigest()
+    (root / p["key"]).parent.mkdir(parents=True, exist_ok=True)
+    (root / p["key"]).write_bytes(key)
+    _put(root, p["record"], {"key_sha256": "00" * 32, "pool_version": "p-222222222222"})
+    lines = _status(root).splitlines()
+    assert [l for l in lines if l.startswith("key:")] == [
+        f"key: cannot be read: {(root / p['key']).as_posix()}: the key's sha256 {sha} is not "
+        f"the {'00' * 32} of its record {(root / p['record']).as_posix()}: the key stage was "
+        "interrupted between its writes, or a file was edited or swapped by hand. Rerun the key "
+        "stage (`dvc repro key`) to write the three files again"]
+    _put(root, p["record"], {"key_sha256": sha, "pool_version": "p-222222222222"})
+    (root / p["key_post_hoc"]).mkdir(parents=True)
+    (root / p["key_post_hoc"] / "key.jsonl").write_bytes(b"")
+    _put(root, p["key_post_hoc"] + "/record.json",
+         {"key_sha256": hashlib.sha256(b"").hexdigest(), "post_hoc": True})
+    lines = _status(root).splitlines()
+    assert (f"key: a post-hoc key {hashlib.sha256(b'').hexdigest()} stands beside the frozen one "
+            "(its metrics are labelled post-hoc; the decision stays with the frozen key)") in lines

@@ -9,7 +9,7 @@ import click
 from relgrade.cli.options import params_option
 from relgrade.cli.render import handle_errors
 from relgrade.experiment.files import Experiment
-from relgrade.experiment.status import read_status, status_lines
+from relgrade.experiment.status import read_status, status_failed, status_lines
 
 
 @click.command("status")
@@ -21,6 +21,8 @@ def status_cmd(params_path, as_json):
 
     For each grader it counts the pool pairs graded in the current round and names, query by
     query, the pairs that still lack a grade (after the pool grew, only those need grading).
+    Exits 1, naming the exact fix, when DVC's own files are broken (a truncated dvc.lock,
+    an empty .dvc/tmp/rwlock) or the ledger lacks a use of a key that metrics files show.
     """
     st = read_status(Experiment.load(params_path))
     if as_json:
@@ -28,3 +30,5 @@ def status_cmd(params_path, as_json):
     else:
         for line in status_lines(st):
             click.echo(line)
+    if status_failed(st):
+        raise click.exceptions.Exit(1)

@@ -20,7 +20,9 @@ from relgrade.experiment.params import PARAMS_FILE, Params, load_params, parse_p
 from relgrade.io import files as io
 from relgrade.io.runs import read_run
 from relgrade.protocol import packets as packets_mod
+from relgrade.protocol import ledger as ledger_mod
 from relgrade.protocol.grades import check_meta
+from relgrade.protocol.key import check_whole
 
 #: Columns of the frozen key, as the key stage writes them.
 KEY_COLUMNS = ["query_id", "chunk_id", "grade"]
@@ -52,6 +54,25 @@ class GraderFiles:
     meta: Path
     samples: Path
     consistency: Path
+
+
+@dataclass(frozen=True)
+class KeyFiles:
+    """A key's three files, written as one unit: the key, its qrels, and its record last.
+
+    Attributes
+    ----------
+    key : pathlib.Path
+        The key in its canonical byte form (JSON Lines).
+    qrels : pathlib.Path or None
+        The same key as TREC qrels (None: params declare no ``paths.qrels``).
+    record : pathlib.Path
+        The record, holding the sha256 of the other two.
+    """
+
+    key: Path
+    qrels: Path | None
+    record: Path
 
 
 class Experiment:
@@ -206,32 +227,139 @@ class Experiment:
 
     # --- the frozen key ----------------------------------------------------------------
 
-    def read_key(self) -> tuple[pd.DataFrame, dict]:
-        """The frozen key and its record, the key's bytes checked against the record's hash.
+    def key_files(self, *, post_hoc: bool = False) -> KeyFiles:
+        """Where the frozen key, its qrels and record live, or the post-hoc ones.
+
+        The frozen key is ``paths.key``, ``paths.qrels`` and ``paths.record``. A post-hoc
+        key (a changed key after metrics were seen, allowed by ``grading.post_hoc``) stands
+        beside it, never instead of it: ``key.jsonl``, ``key.qrels`` and ``record.json`` in
+        the folder ``paths.key_post_hoc``.
+        """
+        if post_hoc:
+            folder = self.path("key_post_hoc")
+            return KeyFiles(key=folder / "key.jsonl", qrels=folder / "key.qrels",
+                            record=folder / "record.json")
+        qrels = self.path("qrels") if getattr(self.params.paths, "qrels", None) else None
+        return KeyFiles(key=self.path("key"), qrels=qrels, record=self.path("record"))
+
+    def post_hoc_metrics_folder(self, arm: str) -> Path:
+        """One arm's post-hoc metrics: ``paths.metrics_post_hoc/ARM/`` (``metrics.json``,
+        ``per_query.parquet``)."""
+        return self.path("metrics_post_hoc") / arm
+
+    def read_key(self, *, post_hoc: bool = False) -> tuple[pd.DataFrame, dict]:
+        """The frozen (or post-hoc) key and its record, checked to have been written together.
+
+        Parameters
+        ----------
+        post_hoc : bool, default False
+            Read the post-hoc key beside the frozen one (see :meth:`key_files`).
 
         Returns
         -------
         key : pandas.DataFrame
             Columns ``query_id``, ``chunk_id``, ``grade``, one row per graded pair.
         record : dict
-            The key's record (``key_sha256``, ``pool_version``, ``rubric_version``,
-            ``round``, ``post_hoc``, ...).
+            The key's record (``key_sha256``, ``qrels_sha256``, ``pool_version``,
+            ``rubric_version``, ``round``, ``post_hoc``, ...).
 
         Raises
         ------
         InputError
             The key or its record is missing or unreadable.
         ProtocolError
-            The key file's sha256 differs from the one its record froze.
+            The key file's sha256 differs from the one its record froze, or the qrels file's
+            differs from the record's ``qrels_sha256`` (see
+            :func:`relgrade.protocol.key.check_whole`).
         """
-        key_path = self.path("key")
-        record = io.read_json(self.path("record"))
-        digest = io.sha256_file(key_path)
-        if digest != record.get("key_sha256"):
-            raise ProtocolError(f"{key_path}: the key's sha256 {digest} is not the frozen "
-                                f"{record.get('key_sha256')} of its record: the key changed "
-                                "after it was frozen. Rerun the key stage (dvc repro key)")
-        return pd.DataFrame(io.read_jsonl(key_path), columns=KEY_COLUMNS), record
+        files = self.key_files(post_hoc=post_hoc)
+        record = io.read_json(files.record)
+        check_whole(record, key_sha256=io.sha256_file(files.key),
+                    qrels_sha256=(io.sha256_file(files.qrels)
+                                  if files.qrels is not None and files.qrels.exists() else None),
+                    record_source=files.record, key_source=files.key, qrels_source=files.qrels)
+        return pd.DataFrame(io.read_jsonl(files.key), columns=KEY_COLUMNS), record
+
+    # --- the void ledger ---------------------------------------------------------------
+
+    def metrics_files(self) -> dict[str, dict]:
+        """Every arm metrics file there is, frozen (``paths.metrics/*.json``) and post-hoc
+        (``paths.metrics_post_hoc/*/metrics.json``): path → content.
+
+        Raises
+        ------
+        InputError
+            A metrics file is not valid JSON.
+        """
+        found = []
+        frozen = self.path("metrics")
+        if frozen.is_dir():
+            found += sorted(frozen.glob("*.json"))
+        if getattr(self.params.paths, "metrics_post_hoc", None):
+            folder = self.path("metrics_post_hoc")
+            if folder.is_dir():
+                found += sorted(folder.glob("*/metrics.json"))
+        return {p.as_posix(): io.read_json(p) for p in found}
+
+    def ledger(self) -> list[dict]:
+        """The ledger's entries, refused when metrics files show a use it does not record.
+
+        The witnesses are every metrics file (:meth:`metrics_files`: the key hash and pool
+        version it was computed on), completed with the rubric version and round of the
+        frozen and post-hoc records at hand.
+
+        Returns
+        -------
+        list of dict
+            The entries (empty when there is no ledger file and nothing was scored yet).
+
+        Raises
+        ------
+        ProtocolError
+            The ledger is unreadable (truncated in the middle of a line), an entry lacks a
+            key, or a witnessed use is missing (see
+            :func:`relgrade.protocol.ledger.require_complete`): the fix is to restore it
+            from git.
+        """
+        path = self.path("ledger")
+        try:
+            entries = io.read_jsonl(path) if path.exists() else []
+        except InputError as e:
+            raise ProtocolError(f"ledger: {e}; the ledger was truncated or edited. Restore "
+                                f"it (`git checkout -- {path}`) before freezing or scoring "
+                                "a key") from None
+        entries = ledger_mod.check_entries(entries, ledger_path=path)
+        records = []
+        for post_hoc in (False, True):
+            if post_hoc and not getattr(self.params.paths, "key_post_hoc", None):
+                continue
+            rec = self.key_files(post_hoc=post_hoc).record
+            if rec.exists():
+                try:
+                    records.append(io.read_json(rec))
+                except InputError:
+                    pass
+        ledger_mod.require_complete(
+            entries, ledger_mod.witnesses(self.metrics_files(), records), ledger_path=path)
+        return entries
+
+    def dvc_files(self) -> tuple[Path, Path | None]:
+        """The experiment's ``dvc.lock`` and the DVC repository's ``.dvc/tmp/rwlock``.
+
+        Returns
+        -------
+        lock : pathlib.Path
+            ``dvc.lock`` beside the params file.
+        rwlock : pathlib.Path or None
+            ``.dvc/tmp/rwlock`` of the nearest folder at or above the root holding ``.dvc``;
+            None outside a DVC repository.
+        """
+        root = self.root.resolve()
+        for folder in (root, *root.parents):
+            if (folder / ".dvc").is_dir():
+                top = self.root if folder == root else folder  # as given when it is the root
+                return self.root / "dvc.lock", top / ".dvc" / "tmp" / "rwlock"
+        return self.root / "dvc.lock", None
 
     # --- comparing arms --------------------------------------------------------------
 

@@ -121,9 +121,11 @@ class Paths(_Section):
     key: str | None = None
     qrels: str | None = None
     record: str | None = None
+    key_post_hoc: str | None = None
     ledger: str | None = None
     metrics: str | None = None
     per_query: str | None = None
+    metrics_post_hoc: str | None = None
     comparisons: str | None = None
     arms_plot: str | None = None
     deltas_plot: str | None = None

@@ -14,6 +14,7 @@ names exactly the pairs that lack a grade, grouped by query, so only those get g
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Mapping
 
 import pandas as pd
@@ -135,6 +136,9 @@ def experiment_status(
     record: Mapping | None = None,
     metrics: Mapping[str, Mapping] | None = None,
     problems: Mapping[str, str] | None = None,
+    post_hoc_record: Mapping | None = None,
+    ledger: Mapping | None = None,
+    dvc: Iterable[Mapping] | None = None,
 ) -> dict:
     """The experiment's state, one entry per protocol step.
 
@@ -162,14 +166,22 @@ def experiment_status(
         arm → its metrics JSON.
     problems : mapping of str to str, optional
         step → why its file could not be read.
+    post_hoc_record : mapping, optional
+        The record of a post-hoc key standing beside the frozen one.
+    ledger : mapping, optional
+        ``{"state": "complete", "entries": n}`` or ``{"state": "refused", "error": ...}``
+        (see :meth:`~relgrade.experiment.files.Experiment.ledger`).
+    dvc : iterable of mapping, optional
+        DVC's own files that are broken (see :func:`dvc_health`).
 
     Returns
     -------
     dict
         Keys ``corpus``, ``queries``, ``pool``, ``intents``, ``audit``, ``grading``
-        (grader → progress), ``gate``, ``key``, ``metrics`` (arm → state), ``round``; each
-        step has a ``state`` (e.g. ``frozen``, ``missing``, ``passed``, ``failed``,
-        ``stale``, ``unreadable``).
+        (grader → progress), ``gate``, ``key``, ``metrics`` (arm → state), ``round``,
+        ``ledger``, ``dvc`` (list of problems, empty when healthy); each step has a
+        ``state`` (e.g. ``frozen``, ``missing``, ``passed``, ``failed``, ``stale``,
+        ``unreadable``); ``key`` has ``post_hoc_key`` when a post-hoc key stands beside it.
     """
     problems = dict(problems or {})
     rnd = params.grading.round
@@ -237,6 +249,11 @@ def experiment_status(
         st["key"] = key
     else:
         st["key"] = missing_or_problem("key")
+    if post_hoc_record and post_hoc_record.get("key_sha256"):
+        st["key"]["post_hoc_key"] = {"sha256": post_hoc_record["key_sha256"],
+                                     "frozen_at": post_hoc_record.get("frozen_at")}
+    st["ledger"] = dict(ledger) if ledger is not None else {"state": "not read"}
+    st["dvc"] = [dict(d) for d in dvc or ()]
 
     metrics = dict(metrics or {})
     frozen = (record or {}).get("key_sha256")
@@ -252,6 +269,56 @@ def experiment_status(
                                   "post_hoc": bool(m.get("post_hoc"))}
     st["other_problems"] = {k: v for k, v in problems.items() if k not in _STEPS}
     return st
+
+
+def dvc_health(lock, rwlock) -> list[dict]:
+    """DVC's own files left broken by a killed ``dvc`` command, each with the exact fix.
+
+    A ``dvc repro`` killed while writing can leave ``dvc.lock`` truncated (not YAML, or
+    without its ``stages``) or ``.dvc/tmp/rwlock`` empty, after which every DVC command
+    fails with a message that does not say what to do.
+
+    Parameters
+    ----------
+    lock : pathlib.Path
+        The experiment's ``dvc.lock`` (absent: never run, which is fine).
+    rwlock : pathlib.Path or None
+        DVC's ``.dvc/tmp/rwlock`` (absent: no DVC command holds or held a lock).
+
+    Returns
+    -------
+    list of dict
+        One ``{"file", "problem", "fix"}`` per broken file, in that order; empty when both
+        are sound.
+    """
+    out = []
+    if lock.exists():
+        try:
+            doc = io.read_yaml(lock)
+        except RelgradeError:
+            doc = None
+            problem = "is not valid YAML (truncated by an interrupted dvc command?)"
+        else:
+            problem = "has no `stages` (truncated by an interrupted dvc command?)"
+        stages = doc.get("stages") if isinstance(doc, Mapping) else None
+        if doc is not None and isinstance(stages, Mapping) and not all(
+                isinstance(v, Mapping) and "cmd" in v for v in stages.values()):
+            problem, stages = "has a stage without its `cmd` (truncated by an interrupted dvc " \
+                              "command?)", None
+        if not isinstance(stages, Mapping):
+            out.append({"file": lock.as_posix(), "problem": problem,
+                        "fix": f"git checkout {lock.as_posix()}"})
+    if rwlock is not None and rwlock.exists():
+        text = "\n".join(io.read_lines(rwlock)).strip()
+        try:
+            sound = bool(text) and isinstance(json.loads(text), dict)
+        except json.JSONDecodeError:
+            sound = False
+        if not sound:
+            out.append({"file": rwlock.as_posix(),
+                        "problem": "is empty or not JSON (left by a killed dvc command)",
+                        "fix": f"rm {rwlock.as_posix()}"})
+    return out
 
 
 def read_status(ex: Experiment) -> dict:
@@ -305,6 +372,23 @@ def read_status(ex: Experiment) -> dict:
                 source=path.as_posix())
         except RelgradeError as e:
             rows[name] = str(e)
+    try:
+        ledger = {"state": "complete", "entries": len(ex.ledger())}
+    except RelgradeError as e:
+        ledger = {"state": "refused", "error": str(e)}
+    record = load("key", "record", io.read_json)
+    if record is not None and ex.path("key").exists():
+        try:
+            ex.read_key()
+        except RelgradeError as e:
+            problems["key"], record = str(e), None
+    post_hoc = None
+    if getattr(ex.params.paths, "key_post_hoc", None):
+        if ex.key_files(post_hoc=True).record.exists():
+            try:
+                post_hoc = ex.read_key(post_hoc=True)[1]
+            except RelgradeError as e:
+                problems["post-hoc key"] = str(e)
     metrics_dir = ex.path("metrics")
     metrics = {}
     for p in sorted(metrics_dir.glob("*.json")) if metrics_dir.is_dir() else []:
@@ -320,7 +404,8 @@ def read_status(ex: Experiment) -> dict:
         intents_manifest=load("intents", "intents_manifest", io.read_json),
         agreement=load("gate", "agreement", io.read_json),
         gate=load("gate", "gate", io.read_json),
-        record=load("key", "record", io.read_json), problems=problems)
+        record=record, problems=problems, post_hoc_record=post_hoc, ledger=ledger,
+        dvc=dvc_health(*ex.dvc_files()))
 
 
 def status_lines(st: Mapping) -> list[str]:
@@ -337,7 +422,8 @@ def status_lines(st: Mapping) -> list[str]:
         One line per step; under each grader, one indented line per query whose pool is
         partly graded (the chunk ids that lack a grade) and one for queries not started.
     """
-    out: list[str] = []
+    out: list[str] = [f"dvc: {d['file']} {d['problem']}; fix: {d['fix']}"
+                      for d in st.get("dvc", [])]
 
     def unreadable(name, s):
         return f"{name}: cannot be read: {s['error']}"
@@ -430,6 +516,9 @@ def status_lines(st: Mapping) -> list[str]:
     else:
         out.append(unreadable("key", k) if k["state"] == "unreadable"
                    else "key: not frozen yet")
+    if k.get("post_hoc_key"):
+        out.append(f"key: a post-hoc key {k['post_hoc_key']['sha256']} stands beside the frozen "
+                   "one (its metrics are labelled post-hoc; the decision stays with the frozen key)")
 
     for arm, m in st["metrics"].items():
         if m["state"] == "present":
@@ -442,4 +531,12 @@ def status_lines(st: Mapping) -> list[str]:
             out.append(f"metrics {arm}: missing")
     for step, error in st.get("other_problems", {}).items():
         out.append(f"{step}: cannot be read: {error}")
+    if st.get("ledger", {}).get("state") == "refused":
+        out.append(f"ledger: refused: {st['ledger']['error']}")
     return out
+
+
+def status_failed(st: Mapping) -> bool:
+    """Whether the status shows something that must be fixed before any stage can run:
+    a broken DVC file or a ledger that lacks a witnessed use."""
+    return bool(st.get("dvc")) or st.get("ledger", {}).get("state") == "refused"

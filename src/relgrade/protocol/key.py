@@ -205,6 +205,7 @@ def build_record(
     dropped_queries: Iterable[str],
     post_hoc: bool,
     deviations: Iterable[str] = (),
+    provenance: Mapping | None = None,
 ) -> dict:
     """The key's record: what it is, when it was frozen, from what, and how it departs.
 
@@ -231,6 +232,9 @@ def build_record(
     deviations : iterable of str, optional
         Departures from the protocol (params ``grading.deviations``), carried with the key
         so every number built on it has them.
+    provenance : mapping, optional
+        What else the key was made with (see :func:`record_provenance`), appended after
+        ``deviations``.
 
     Returns
     -------
@@ -238,7 +242,8 @@ def build_record(
         ``key_sha256``, ``frozen_at``, ``rubric_version``, ``round``, ``grader_setup``,
         ``pool_version``, ``input_sha256`` (``corpus``, ``queries``, ``intents``, ``pool``,
         ``grades``: grader → file hash), ``dropped_queries``, ``post_hoc``, ``pairs`` and
-        ``queries`` in the key, ``deviations``; in that order.
+        ``queries`` in the key, ``deviations``; in that order; then the entries of
+        ``provenance``.
 
     Raises
     ------
@@ -262,9 +267,112 @@ def build_record(
         "pairs": int(len(key)),
         "queries": int(key["query_id"].nunique()),
         "deviations": [str(d) for d in deviations],
+    } | dict(provenance or {})
+
+
+def record_provenance(
+    *,
+    qrels_sha256: str,
+    rubric_sha256: str | None,
+    prompt_template_sha256: str | None,
+    graders: Mapping[str, Mapping],
+    gate: Mapping,
+    audit_lock_sha256: str | None = None,
+) -> dict:
+    """The record's integrity fields: what the key was made with, beyond its inputs.
+
+    Parameters
+    ----------
+    qrels_sha256 : str
+        The qrels file's hash as written (the record is written last and holds it, so a
+        key, qrels and record that were not written together are refused when read; see
+        :func:`check_whole`).
+    rubric_sha256 : str or None
+        The rubric file's hash (params ``grading.rubric``).
+    prompt_template_sha256 : str or None
+        The hash of the grader prompt template model graders were given.
+    graders : mapping of str to mapping
+        Params ``graders``: each grader's ``command`` is recorded (None for graders
+        without one: people and imports).
+    gate : mapping
+        The gate's pass record: its ``thresholds`` (the gates used) and ``measures`` (the
+        agreement they were checked on); its ``warnings`` when it has any.
+    audit_lock_sha256 : str, optional
+        The audit lock's hash, when the experiment has one.
+
+    Returns
+    -------
+    dict
+        ``qrels_sha256``, ``rubric_sha256``, ``prompt_template_sha256``, ``grader_commands``
+        (grader → command, sorted by grader), ``gates``, ``agreement``, then
+        ``gate_warnings`` and ``audit_lock_sha256`` when given.
+
+    Examples
+    --------
+    >>> record_provenance(qrels_sha256="q", rubric_sha256="r", prompt_template_sha256="t",
+    ...                   graders={"b": {"role": "auditor"}, "a": {"command": "grade.sh"}},
+    ...                   gate={"thresholds": {"binary_kappa_min": 0.8},
+    ...                         "measures": {"binary_kappa": 0.9}})
+    ... # doctest: +NORMALIZE_WHITESPACE
+    {'qrels_sha256': 'q', 'rubric_sha256': 'r', 'prompt_template_sha256': 't',
+     'grader_commands': {'a': 'grade.sh', 'b': None}, 'gates': {'binary_kappa_min': 0.8},
+     'agreement': {'binary_kappa': 0.9}}
+    """
+    out = {
+        "qrels_sha256": qrels_sha256,
+        "rubric_sha256": rubric_sha256,
+        "prompt_template_sha256": prompt_template_sha256,
+        "grader_commands": {name: graders[name].get("command") for name in sorted(graders)},
+        "gates": dict(gate.get("thresholds") or {}),
+        "agreement": dict(gate.get("measures") or {}),
     }
+    if gate.get("warnings"):
+        out["gate_warnings"] = list(gate["warnings"])
+    if audit_lock_sha256:
+        out["audit_lock_sha256"] = audit_lock_sha256
+    return out
 
 
 def qrels_text(key: pd.DataFrame) -> str:
     """The key as TREC qrels text, ``query_id 0 chunk_id grade`` per line, canonical order."""
     return "".join(f"{q} 0 {c} {g}\n" for q, c, g in _sorted_rows(key))
+
+
+def check_whole(record: Mapping, *, key_sha256: str, qrels_sha256: str | None,
+                record_source, key_source, qrels_source) -> None:
+    """Refuse a key, qrels and record that were not written together.
+
+    The key stage writes the key file, then the qrels file, then the record last; the
+    record holds the sha256 of both. A process killed between those writes, or a file
+    edited or swapped by hand, leaves hashes that disagree, and nothing may be scored on
+    them.
+
+    Parameters
+    ----------
+    record : mapping
+        The key's record (``key_sha256``, and ``qrels_sha256`` for records written since
+        the qrels hash was recorded; an older record without it checks the key only).
+    key_sha256, qrels_sha256 : str or None
+        The hex sha256 of the key file and of the qrels file as they are on disk
+        (``qrels_sha256`` None: no qrels file).
+    record_source, key_source, qrels_source : str or os.PathLike
+        The three files, named in the message.
+
+    Raises
+    ------
+    ProtocolError
+        The key file's hash is not the record's ``key_sha256``, or the record has a
+        ``qrels_sha256`` and the qrels file is missing or hashes otherwise. The message names
+        the file, both hashes and the fix (rerun the key stage).
+    """
+    fix = ("the key stage was interrupted between its writes, or a file was edited or "
+           "swapped by hand. Rerun the key stage (`dvc repro key`) to write the three "
+           "files again")
+    if key_sha256 != record.get("key_sha256"):
+        raise ProtocolError(f"{key_source}: the key's sha256 {key_sha256} is not the "
+                            f"{record.get('key_sha256')} of its record {record_source}: {fix}")
+    want = record.get("qrels_sha256")
+    if want is not None and qrels_sha256 != want:
+        found = "missing" if qrels_sha256 is None else f"sha256 {qrels_sha256}"
+        raise ProtocolError(f"{qrels_source}: the qrels file ({found}) is not the one its "
+                            f"record {record_source} froze (sha256 {want}): {fix}")

@@ -195,3 +195,163 @@ def require_complete(entries: Iterable[Mapping], used: Iterable[Mapping], *, led
             f"{first['pool_version']}, which {first['source']} shows was used for metrics{more}; "
             f"the ledger was deleted, truncated or edited. Restore it (`git checkout -- "
             f"{ledger_path}`) before freezing or scoring a key")
+
+
+def check_entries(entries: Iterable, *, ledger_path) -> list[dict]:
+    """The ledger's entries, each checked to hold every key of :data:`LEDGER_KEYS`.
+
+    Parameters
+    ----------
+    entries : iterable of dict
+        The ledger's entries as read from the file, oldest first.
+    ledger_path : str or os.PathLike
+        The ledger file, named in the error.
+
+    Returns
+    -------
+    list of dict
+        The entries, unchanged.
+
+    Raises
+    ------
+    ProtocolError
+        ``ledger: ...`` when an entry is not an object, lacks a key of :data:`LEDGER_KEYS`
+        or has a round that is not an integer: the ledger was edited by hand. The message
+        names the entry (1-based) and the fix (restore it from git).
+    """
+    out = []
+    for i, e in enumerate(entries, start=1):
+        lacking = ([k for k in LEDGER_KEYS if k not in e] if isinstance(e, Mapping)
+                   else list(LEDGER_KEYS))
+        if not lacking:
+            try:
+                int(e["round"])
+            except (TypeError, ValueError):
+                lacking = ["round (an integer)"]
+        if lacking:
+            raise ProtocolError(
+                f"ledger: {ledger_path} entry {i} lacks {', '.join(lacking)}: the ledger was "
+                f"edited. Restore it (`git checkout -- {ledger_path}`) before freezing or "
+                "scoring a key")
+        out.append(dict(e))
+    return out
+
+
+def witnesses(metrics: Mapping[str, Mapping], records: Iterable[Mapping]) -> list[dict]:
+    """The uses of keys for metrics that metrics files show, completed from the key records.
+
+    Parameters
+    ----------
+    metrics : mapping of str to dict
+        Each metrics file's path → its content (``key_sha256``, ``pool_version``). Files
+        without a ``key_sha256`` witness nothing.
+    records : iterable of dict
+        The key records at hand (the frozen key's and the post-hoc key's): a metrics file
+        computed on a record's key takes that record's ``rubric_version`` and ``round``.
+
+    Returns
+    -------
+    list of dict
+        One use per metrics file, in the order given: ``key_sha256``, ``pool_version``,
+        ``source`` and, when a record of that key is at hand, ``rubric_version`` and
+        ``round`` (input for :func:`missing_uses` and :func:`require_complete`).
+
+    Examples
+    --------
+    >>> witnesses({"metrics/arms/bm25.json": {"key_sha256": "k1", "pool_version": "p-1"}},
+    ...           [{"key_sha256": "k1", "pool_version": "p-1", "rubric_version": "v1",
+    ...             "round": 1}])
+    [{'key_sha256': 'k1', 'pool_version': 'p-1', 'source': 'metrics/arms/bm25.json', 'rubric_version': 'v1', 'round': 1}]
+    """
+    known = {}
+    for r in records:
+        if r and r.get("key_sha256"):
+            known.setdefault((r["key_sha256"], str(r.get("pool_version"))), r)
+    out = []
+    for source, m in metrics.items():
+        if not isinstance(m, Mapping) or not m.get("key_sha256"):
+            continue
+        use = {"key_sha256": m["key_sha256"], "pool_version": m.get("pool_version"),
+               "source": str(source)}
+        r = known.get((m["key_sha256"], str(m.get("pool_version"))))
+        if r is not None:
+            use |= {"rubric_version": r.get("rubric_version"), "round": r.get("round")}
+        out.append(use)
+    return out
+
+
+#: A round-N grade file is a copy of round N-1 when at least this share of its rows repeat
+#: the previous round's reason for the same pair (see :func:`check_fresh_round`).
+CARRIED_SHARE = 0.5
+
+
+def check_fresh_round(
+    rows: Iterable[Mapping],
+    previous: Iterable[Mapping],
+    *,
+    round: int,
+    identical: bool,
+    meta: Mapping | None,
+    grader: str,
+    source,
+    previous_source,
+) -> None:
+    """Refuse a round-N grade file that was copied from round N-1 instead of regraded.
+
+    A new round is the void rule's way out: a full blind regrade from fresh orders. A copy
+    of the previous round's file (with a grade or two changed) is not one, and would turn a
+    void key into a "fresh" one. The rule: a round-N file (N >= 2) is refused when it is
+    byte-identical to the same grader's round-(N-1) file, or when at least
+    :data:`CARRIED_SHARE` of its rows repeat the previous round's reason for the same pair
+    (a fresh grader writes its own reasons), unless its sidecar (the ``.meta.json`` beside
+    it) records ``"round": N`` (the grades came from the packets of round N).
+
+    Parameters
+    ----------
+    rows, previous : iterable of dict
+        The round-N and round-(N-1) grade rows of one grader (``query_id``, ``chunk_id``,
+        ``reason``).
+    round : int
+        N, the round of ``rows``.
+    identical : bool
+        Whether the two files are byte-identical.
+    meta : mapping or None
+        The round-N file's sidecar, if it has one.
+    grader : str
+        The grader, named in the message.
+    source, previous_source : str or os.PathLike
+        The two files, named in the message.
+
+    Raises
+    ------
+    ProtocolError
+        ``round N: ...`` naming both files, how many rows were carried over, and the fix.
+
+    Examples
+    --------
+    >>> a = [{"query_id": "q1", "chunk_id": "c1", "reason": "Defines it.", "grade": 2}]
+    >>> check_fresh_round(a, [{**a[0], "grade": 1}], round=2, identical=False,
+    ...                   meta={"round": 2}, grader="g", source="r2", previous_source="r1")
+    """
+    if int(round) < 2 or (isinstance(meta, Mapping) and meta.get("round") == int(round)):
+        return
+    before = {(str(r.get("query_id")), str(r.get("chunk_id"))): r.get("reason")
+              for r in previous}
+    rows = list(rows)
+    carried = sum(1 for r in rows
+                  if before.get((str(r.get("query_id")), str(r.get("chunk_id")))) == r.get("reason")
+                  and r.get("reason") is not None)
+    if identical:
+        found = "byte-identical to"
+    elif rows and carried >= CARRIED_SHARE * len(rows):
+        found = f"{carried} of its {len(rows)} rows repeat the reason of"
+    else:
+        return
+    n = int(round)
+    raise ProtocolError(
+        f"round {n}: {source} ({grader}) is {found} {previous_source}: grades of round {n} "
+        f"must come from a blind regrade of the packets of round {n}, not a copy of the "
+        f"previous round. Regrade the pool from the new packets (`relgrade grade run "
+        f"--grader {grader}` or `relgrade serve`); if these rows did come from the packets "
+        f"of round {n}, record it in the grade file's sidecar (\"round\": {n} in the "
+        ".meta.json beside it)")
