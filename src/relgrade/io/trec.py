@@ -77,7 +77,11 @@ def _has_hex_prefix(path: Path) -> bool:
     that holds the prefix anywhere goes to the exact reader, so a grade is read one way only.
     (Run files skip this scan: their rank column is ignored by default and they are large.)
     """
-    with open(path, "rb") as f:
+    try:
+        f = open(path, "rb")
+    except OSError:
+        return False  # the reader itself names a missing or unreadable file
+    with f:
         if f.seek(0, 2) == 0:
             return False
         with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as data:
