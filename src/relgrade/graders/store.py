@@ -50,6 +50,18 @@ the ``relgrade`` logger, and :attr:`GradeStore.replacements`), re-opens the file
 path, re-reads it (rows already in it count as recorded) and appends what is missing there.
 No batch is acknowledged that is not in the file at the path.
 
+What each grade was made on
+---------------------------
+A store given ``made_on`` (a function of a grade row returning
+:data:`relgrade.schema.MADE_ON`: the chunk's content hash as the packet showed it, the intent
+line's hash, the rubric version and the rubric file's sha256) keeps the judgment bank's record
+of every row it writes in ``round-N.bank.jsonl`` beside the grade file (:func:`bank_path`), one
+line per grade row: ``{"query_id", "chunk_id", "content_sha256", "intent_sha256",
+"rubric_version", "rubric_sha256", "graded_at"}``. A batch's bank lines are appended and
+``fsync``-ed *before* its grade rows, so a grade row never exists without its record; a bank
+line whose grade row was lost with an interrupted batch is ignored by :func:`read_bank`'s
+readers (they join on the grade rows).
+
 Leftovers of interrupted commands are cleaned when the store opens: temporary files of an
 atomic write beside the grade file (``.round-N.*.tmp``), and a grade file left empty is
 removed when the store closes (an empty file records nothing).
@@ -69,11 +81,15 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterable, Sequence
+from typing import Callable, Iterable, Sequence
 
 from relgrade.canonical import jsonl_bytes
 from relgrade.errors import InputError, ProtocolError
 from relgrade.io.files import iter_jsonl, write_bytes
+from relgrade.schema import MADE_ON
+
+#: The fields of one line of a grade file's bank sidecar, in order.
+BANK_FIELDS = ("query_id", "chunk_id", *MADE_ON, "graded_at")
 
 #: Size in bytes of the in-flight marker record.
 _MARKER_SIZE = 64
@@ -83,6 +99,105 @@ _IDLE = b"relgrade-idle".ljust(_MARKER_SIZE - 1) + b"\n"
 
 #: Re-opens of a replaced file tolerated within one append before giving up.
 _MAX_REOPENS = 20
+
+
+def bank_path(path) -> Path:
+    """The bank sidecar of the grade file ``path``: ``round-N.bank.jsonl`` beside it."""
+    path = Path(path)
+    return path.with_name(path.name.removesuffix(".jsonl") + ".bank.jsonl")
+
+
+def now_utc() -> str:
+    """The time now, UTC, to the second: ``2026-12-01T12:00:00Z``."""
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+
+
+def bank_rows(rows: Iterable[dict], made_on, *, graded_at: str) -> list[dict]:
+    """The bank sidecar lines of grade rows: the pair, what it was made on, and when.
+
+    Parameters
+    ----------
+    rows : iterable of dict
+        Grade rows (``query_id``, ``chunk_id``, ...).
+    made_on : callable
+        Grade row → mapping with the keys of :data:`relgrade.schema.MADE_ON`.
+    graded_at : str
+        The time of recording (:func:`now_utc`).
+
+    Returns
+    -------
+    list of dict
+        One ``{BANK_FIELDS}`` dict per row, keys in :data:`BANK_FIELDS` order.
+
+    Raises
+    ------
+    InputError
+        ``made_on`` knows nothing of a row's pair (a pair that no packet showed).
+    """
+    out = []
+    for r in rows:
+        m = made_on(r)
+        if m is None:
+            raise InputError("no packet shows this pair, so what its grade is made on is "
+                             "unknown", item=f"pair ({r.get('query_id')}, {r.get('chunk_id')})",
+                             fix="Grade only the pairs of the current packets")
+        out.append({"query_id": str(r["query_id"]), "chunk_id": str(r["chunk_id"]),
+                    **{k: m[k] for k in MADE_ON}, "graded_at": graded_at})
+    return out
+
+
+def append_bank(path, rows: list[dict]) -> None:
+    """Append bank lines to the bank sidecar of grade file ``path`` and ``fsync`` them.
+
+    A last line cut short by an earlier crash (no line end) is cut away first: it belonged
+    to a batch that was never acknowledged.
+    """
+    if not rows:
+        return
+    target = bank_path(path)
+    fd = os.open(target, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
+    try:
+        size = os.fstat(fd).st_size
+        if size:
+            raw = _pread_all(fd, 0, size)
+            if not raw.endswith(b"\n"):
+                os.ftruncate(fd, raw.rfind(b"\n") + 1)
+        view = memoryview(jsonl_bytes(rows))
+        while view:
+            n = os.write(fd, view)
+            view = view[n:]
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def read_bank(path) -> list[tuple[int, dict]] | None:
+    """The bank sidecar lines of grade file ``path``, or None when it has no sidecar.
+
+    Returns
+    -------
+    list of (int, dict) or None
+        ``(line_number, row)`` in file order; a last line without its line end (a write cut
+        short by a crash) is left out.
+
+    Raises
+    ------
+    InputError
+        A complete line is not a JSON object.
+    """
+    target = bank_path(path)
+    if not target.exists():
+        return None
+    out = []
+    lines = target.read_bytes().split(b"\n")
+    for i, raw in enumerate(lines[:-1], start=1):
+        if not raw.strip():
+            continue
+        if not _is_object(raw):
+            raise InputError("a bank line is not a JSON object", path=target, line=i,
+                             fix="Restore the file from git; relgrade writes it, never edit it")
+        out.append((i, json.loads(raw)))
+    return out
 
 
 def marker_path(path) -> Path:
@@ -250,6 +365,9 @@ class GradeStore:
         The file (created with its folder when missing).
     key_fields : sequence of str, default ("query_id", "chunk_id")
         The fields that identify a row; a second row with the same key is refused.
+    made_on : callable, optional
+        Grade row → what it is made on (:data:`relgrade.schema.MADE_ON`); when given, every
+        row written is first recorded in the bank sidecar (:func:`bank_path`).
 
     Attributes
     ----------
@@ -272,6 +390,7 @@ class GradeStore:
 
     path: Path
     key_fields: Sequence[str] = ("query_id", "chunk_id")
+    made_on: Callable[[dict], dict | None] | None = None
     rows: list = field(default_factory=list, init=False)
     recovery: Recovery = field(default_factory=Recovery, init=False)
     replacements: list = field(default_factory=list, init=False)
@@ -559,6 +678,8 @@ class GradeStore:
     def _write_block(self, rows: list) -> None:
         """Append ``rows`` under the in-flight marker, then ``fsync``."""
         data = jsonl_bytes(rows)
+        if self.made_on is not None:
+            append_bank(self.path, bank_rows(rows, self.made_on, graded_at=now_utc()))
         offset, end = self._size, self._size + len(data)
         record = (b"relgrade-inflight %020d %020d" % (offset, end))
         os.pwrite(self._marker_fd, record.ljust(_MARKER_SIZE - 1) + b"\n", 0)
@@ -651,7 +772,10 @@ class GradeStore:
                                      "replaced (a changed grade needs a new round)")
             if before and not before.endswith(b"\n"):
                 before += b"\n"
-            write_bytes(target, before + jsonl_bytes(rows))
+            data = jsonl_bytes(rows)
+            if self.made_on is not None:
+                append_bank(target, bank_rows(rows, self.made_on, graded_at=now_utc()))
+            write_bytes(target, before + data)
             return len(recorded) + len(rows)
 
     def __enter__(self) -> "GradeStore":

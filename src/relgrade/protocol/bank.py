@@ -260,3 +260,50 @@ def pending_message(pending: pd.DataFrame, *, how: Mapping[str, str] | None = No
         parts.append(f"{n} {verb} {grader} ({', '.join(detail)})")
     command = (how or {}).get(first, f"relgrade grade run --grader {first}")
     return f"grading: {', '.join(parts)}; run `{command}` or `relgrade serve`"
+
+
+def packet_made_on(packets: Mapping[str, Mapping], *,
+                   rubric_sha256: str) -> dict[tuple[str, str], dict]:
+    """What a grade of each packet pair is made on: the chunk and intent as the packet shows them.
+
+    Parameters
+    ----------
+    packets : mapping of str to mapping
+        query_id → packet (``query_id``, ``intent``, ``rubric_version``, ``batches`` of
+        ``{"chunk_id", "header", "text"}``), as :func:`relgrade.protocol.packets.build_packets`
+        makes them.
+    rubric_sha256 : str
+        The sha256 of the rubric file the grader reads.
+
+    Returns
+    -------
+    dict
+        ``(query_id, chunk_id)`` → ``{"content_sha256", "intent_sha256", "rubric_version",
+        "rubric_sha256"}`` (:data:`relgrade.schema.MADE_ON`, in that order), hashed exactly as
+        :func:`content_sha256` and :func:`intent_sha256` hash the chunks and intent tables,
+        so a grade made from a packet is current while the corpus and intents are unchanged.
+
+    Examples
+    --------
+    >>> p = {"q": {"query_id": "q", "intent": "find f", "rubric_version": "v1",
+    ...            "batches": [[{"chunk_id": "c1", "header": "a.py › f", "text": "def f(): ..."}]]}}
+    >>> m = packet_made_on(p, rubric_sha256="r")[("q", "c1")]
+    >>> m["content_sha256"][:12], m["rubric_version"], m["rubric_sha256"]
+    ('c50f412f09b9', 'v1', 'r')
+    """
+    out: dict[tuple[str, str], dict] = {}
+    for packet in packets.values():
+        qid = str(packet["query_id"])
+        intent = intent_sha256(pd.DataFrame({"query_id": [qid],
+                                             "intent": [str(packet["intent"])]})).iat[0]
+        chunks = [c for batch in packet["batches"] for c in batch]
+        if not chunks:
+            continue
+        table = pd.DataFrame({"chunk_id": [str(c["chunk_id"]) for c in chunks],
+                              "header": [c["header"] for c in chunks],
+                              "text": [c["text"] for c in chunks]})
+        for cid, digest in content_sha256(table).items():
+            out[(qid, cid)] = {"content_sha256": digest, "intent_sha256": intent,
+                               "rubric_version": str(packet["rubric_version"]),
+                               "rubric_sha256": str(rubric_sha256)}
+    return out
