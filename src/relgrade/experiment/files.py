@@ -17,7 +17,7 @@ import pandas as pd
 
 from relgrade.errors import InputError, ProtocolError
 from relgrade.experiment.params import PARAMS_FILE, Params, load_params, parse_params
-from relgrade.graders.store import bank_path
+from relgrade.graders.store import bank_path, read_bank
 from relgrade.io import files as io
 from relgrade.io.runs import read_run
 from relgrade.protocol import packets as packets_mod
@@ -147,6 +147,10 @@ class Experiment:
             if files.grades.exists():
                 out[folder.name] = files
         return out
+
+    def read_bank(self, files: GraderFiles) -> list | None:
+        """A grade file's bank sidecar lines, ``[(line, row), ...]``, or None without one."""
+        return read_bank(files.grades)
 
     def consistency(self, grader: str, round: int | None = None) -> dict | None:
         """A grader's self-consistency for ``round`` (``samples``, ``pairs``,
