@@ -401,6 +401,7 @@ class GradeStore:
     _keys: set = field(default_factory=set, init=False, repr=False)
     _size: int = field(default=0, init=False, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
+    _made: dict = field(default_factory=dict, init=False, repr=False)
 
     def __post_init__(self):
         self.path = Path(self.path)
@@ -431,6 +432,7 @@ class GradeStore:
             self._open_data(wait=0.0)
             self._recover()
             self._read()
+            self._read_made()
             self._marker_fd = os.open(marker_path(self.path), os.O_RDWR | os.O_CREAT, 0o644)
         except BaseException:
             self.close()
@@ -542,7 +544,9 @@ class GradeStore:
                 raise InputError("each line must be a JSON object", path=self.path, line=i,
                                  found=type(row).__name__)
             key = self._key(row)
-            if key in keys:
+            if key in keys and self.made_on is None:
+                # with a bank, a later row of a pair is a stale pair graded again (the
+                # grades stage checks that the two were made on different content)
                 raise InputError("second row for one pair", path=self.path, line=i,
                                  item=str(key))
             keys.add(key)
@@ -551,6 +555,38 @@ class GradeStore:
         self.rows, self._keys, self._size = rows, keys, len(data)
 
     # --- state -------------------------------------------------------------------------
+
+    def _read_made(self) -> None:
+        """What each recorded pair's latest grade was made on (its last bank line)."""
+        self._made = {}
+        if self.made_on is None:
+            return
+        for _, line in read_bank(self.path) or []:
+            self._made[self._key(line)] = tuple(line.get(k) for k in MADE_ON)
+
+    def _made_now(self, row) -> tuple | None:
+        m = self.made_on(row)
+        return None if m is None else tuple(m.get(k) for k in MADE_ON)
+
+    def _outdated(self, key, row) -> bool:
+        """Whether recorded ``key`` was graded on other content, intent or rubric than
+        ``row`` would be now: then a new grade of it is taken (the old one stays)."""
+        if self.made_on is None or key not in self._made:
+            return False
+        now = self._made_now(row)
+        return now is not None and now != self._made[key]
+
+    def current_keys(self) -> frozenset:
+        """Recorded keys whose latest grade was made on what the packets show now.
+
+        Without ``made_on``, every recorded key; a key without a bank line counts as
+        recorded too (never graded twice here: the grades stage refuses such a file).
+        """
+        with self._lock:
+            if self.made_on is None:
+                return frozenset(self._keys)
+            return frozenset(k for k in self._keys if k not in self._made
+                             or self._made_now(dict(zip(self.key_fields, k))) == self._made[k])
 
     def _key(self, row) -> tuple:
         return tuple(str(row.get(k)) for k in self.key_fields)
@@ -632,8 +668,8 @@ class GradeStore:
                 keys = [self._key(r) for r in rows]
                 seen: set = set()
                 bad = None
-                for k in keys:
-                    if k in self._keys or k in taken or k in seen:
+                for k, r in zip(keys, rows):
+                    if (k in self._keys and not self._outdated(k, r)) or k in taken or k in seen:
                         bad = k
                         break
                     seen.add(k)
@@ -658,7 +694,8 @@ class GradeStore:
             pending = [(k, r) for rows, keys in accepted for k, r in zip(keys, rows)]
             for _ in range(_MAX_REOPENS):
                 # Rows already in the file at the path (a re-read after a replacement) count.
-                todo = [(k, r) for k, r in pending if k not in self._keys]
+                todo = [(k, r) for k, r in pending
+                        if k not in self._keys or self._outdated(k, r)]
                 if todo:
                     self._write_block([r for _, r in todo])
                 if self._is_current():
@@ -671,6 +708,8 @@ class GradeStore:
             line = (self.rows[-1][0] + 1) if self.rows else 1
             for k, r in todo:
                 self._keys.add(k)
+                if self.made_on is not None:
+                    self._made[k] = self._made_now(r)
                 self.rows.append((line, r))
                 line += 1
         return results

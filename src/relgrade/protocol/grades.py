@@ -148,6 +148,7 @@ def validate_grade_rows(
     source,
     grader: str | None = None,
     max_reason_chars: int = 300,
+    allow_repeats: bool = False,
 ) -> pd.DataFrame:
     """Validate a grader's rows and return them as a table, or reject them all.
 
@@ -173,6 +174,9 @@ def validate_grade_rows(
     max_reason_chars : int, default 300
         The longest reason allowed, in characters (params ``grading.max_reason_chars``): a
         one-word reason of megabytes is refused too.
+    allow_repeats : bool, default False
+        Accept a later row for a pair already graded in the file (a stale pair regraded; the
+        judgment bank tells the two apart by what each was made on).
 
     Returns
     -------
@@ -269,7 +273,7 @@ def validate_grade_rows(
         if pool_pairs is not None and pair not in pool_pairs:
             raise InputError("pair not in the pool", path=source, line=line, item=item,
                              fix="Grade only the pool's pairs (see the packets)")
-        if pair in seen:
+        if pair in seen and not allow_repeats:
             raise InputError(f"second row for one pair (first on line {seen[pair]})",
                              path=source, line=line, item=item,
                              fix="Keep one grade per pair and grader")
@@ -341,6 +345,7 @@ def validate_grader_file(
     max_reason_words: int,
     source,
     max_reason_chars: int = 300,
+    allow_repeats: bool = False,
 ) -> pd.DataFrame:
     """Validate one grader's file for one round: rows, reasons by grader kind, audit scope.
 
@@ -365,6 +370,8 @@ def validate_grader_file(
         The file name used in errors.
     max_reason_chars : int, default 300
         The longest reason allowed, in characters.
+    allow_repeats : bool, default False
+        As for :func:`validate_grade_rows`.
 
     Returns
     -------
@@ -389,7 +396,7 @@ def validate_grader_file(
     df = validate_grade_rows(
         tracked(), pool_pairs=pool_pairs, scale=scale, max_reason_words=max_reason_words,
         require_reason=lambda g: reason_required(kind, role, g), source=source, grader=name,
-        max_reason_chars=max_reason_chars)
+        max_reason_chars=max_reason_chars, allow_repeats=allow_repeats)
     if role == "auditor" and audit_query_ids is not None:
         audit = set(audit_query_ids)
         outside = ~df["query_id"].isin(audit).to_numpy()
@@ -690,7 +697,7 @@ def bank_of_file(f: GraderFile, *, name: str, spec: Mapping, scale: Iterable[int
     df = validate_grader_file(f.rows, name=name, spec=spec, pool_pairs=None,
                               audit_query_ids=None, scale=scale,
                               max_reason_words=max_reason_words, source=f.source,
-                              max_reason_chars=max_reason_chars)
+                              max_reason_chars=max_reason_chars, allow_repeats=True)
     if f.bank is None:
         raise InputError("a grade file without its bank sidecar: what its grades were made "
                          "on (chunk content, intent line, rubric) is unknown", path=f.source,
@@ -698,14 +705,27 @@ def bank_of_file(f: GraderFile, *, name: str, spec: Mapping, scale: Iterable[int
                          fix="Record grades through `relgrade grade import`, `relgrade grade "
                              "run` or `relgrade serve`, which write the sidecar; or restore "
                              "it from git")
-    made: dict[tuple[str, str], tuple[int, Mapping]] = {}
+    # The k-th grade row of a pair was made on the k-th bank line of that pair (bank lines
+    # are written before their rows; a line whose row a crash lost can only trail).
+    made: dict[tuple[str, str], list[tuple[int, Mapping]]] = {}
     for line, row in f.bank:
         if not isinstance(row, Mapping):
             raise InputError("a bank line is not a JSON object", path=f.bank_source, line=line)
-        made[(str(row.get("query_id")), str(row.get("chunk_id")))] = (line, row)
+        made.setdefault((str(row.get("query_id")), str(row.get("chunk_id"))), []).append(
+            (line, row))
     cols: dict[str, list] = {c: [] for c in (*MADE_ON, "graded_at")}
+    used: dict[tuple[str, str], list[tuple]] = {}
     for q, c in zip(df["query_id"], df["chunk_id"]):
-        hit = made.get((q, c))
+        before = used.setdefault((q, c), [])
+        lines = made.get((q, c), [])
+        hit = lines[len(before)] if len(before) < len(lines) else None
+        if hit is not None:
+            now = tuple(hit[1].get(k) for k in MADE_ON)
+            if now in before:
+                raise InputError("second row for one pair, made on the same content, intent "
+                                 "and rubric", path=f.source, item=f"{name}: {_pair_item(q, c)}",
+                                 fix="Keep one grade per pair and grader")
+            before.append(now)
         if hit is None:
             raise InputError("grade row without its bank line (what it was made on)",
                              path=f.bank_source, item=f"{name}: {_pair_item(q, c)}",
