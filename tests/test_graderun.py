@@ -353,3 +353,18 @@ def test_a_run_grades_again_only_the_pair_whose_chunk_changed_and_keeps_the_old_
     # a third run finds nothing to do: nothing is added
     assert run(tmp_path).exit_code == 0
     assert len(ex.read_rows(grades_file(tmp_path))) == 4
+
+
+def test_packets_export_for_a_grader_holds_only_the_pairs_it_still_owes(tmp_path):
+    ex.build(tmp_path, queries=2, chunks=3, graders=grader("ok"))
+    assert run(tmp_path).exit_code == 0
+    ex.build(tmp_path, queries=2, chunks=3, graders=grader("ok"),
+             text_of=lambda c: "edited" if c["chunk_id"] == "q02-c2" else None)
+    out = tmp_path / "owed.jsonl"
+    res = CliRunner().invoke(main, ["packets", "export", "--role", "grader", "--out", str(out),
+                                    "--grader", "grader-a",
+                                    "--params", str(tmp_path / "params.yaml")])
+    assert res.exit_code == 0, res.output
+    owed = ex.read_rows(out)
+    assert [(p["query_id"], [c["chunk_id"] for b in p["batches"] for c in b])
+            for p in owed] == [("q02", ["q02-c2"])]

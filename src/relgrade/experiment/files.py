@@ -215,6 +215,43 @@ class Experiment:
                              item="grading.rubric", fix="Set grading.rubric to its file")
         return "\n".join(io.read_lines(self.root / rubric)) + "\n"
 
+    def pending_packets(self, grader: str, packets: dict) -> dict:
+        """``packets`` cut down to the pairs ``grader`` still owes in this round.
+
+        A pair is owed unless the grader's round file holds a grade of it whose bank line was
+        made on what the packet shows now (a row without a bank line counts as graded: the
+        grades stage refuses such a file anyway). Batches keep their order; emptied batches
+        and queries are left out.
+
+        Returns
+        -------
+        dict
+            query id → packet with only the owed chunks.
+        """
+        files = self.grader_files(grader)
+        made_now = self.made_on(packets)
+        graded = ({(str(r.get("query_id")), str(r.get("chunk_id")))
+                   for _, r in io.iter_jsonl(files.grades)} if files.grades.exists() else set())
+        latest = {(str(r.get("query_id")), str(r.get("chunk_id"))): r
+                  for _, r in (read_bank(files.grades) or [])}
+
+        def owed(qid, chunk):
+            pair = (str(qid), str(chunk["chunk_id"]))
+            if pair not in graded:
+                return True
+            line = latest.get(pair)
+            now = made_now({"query_id": pair[0], "chunk_id": pair[1]})
+            return line is not None and now is not None and any(
+                line.get(k) != now[k] for k in now)
+
+        out = {}
+        for qid, packet in packets.items():
+            batches = [[c for c in batch if owed(qid, c)] for batch in packet["batches"]]
+            batches = [b for b in batches if b]
+            if batches:
+                out[qid] = {**packet, "batches": batches}
+        return out
+
     def rubric_sha256(self) -> str:
         """The sha256 of the rubric file's bytes (params ``grading.rubric``).
 
