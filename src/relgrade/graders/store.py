@@ -576,6 +576,19 @@ class GradeStore:
         now = self._made_now(row)
         return now is not None and now != self._made[key]
 
+    def is_current(self, key) -> bool:
+        """Whether ``key`` is recorded with a grade made on what the packets show now.
+
+        Without ``made_on``, whether it is recorded at all (as ``key in store``).
+        """
+        k = tuple(str(x) for x in key)
+        with self._lock:
+            if k not in self._keys:
+                return False
+            if self.made_on is None or k not in self._made:
+                return True
+            return self._made_now(dict(zip(self.key_fields, k))) == self._made[k]
+
     def current_keys(self) -> frozenset:
         """Recorded keys whose latest grade was made on what the packets show now.
 
