@@ -111,19 +111,28 @@ def test_editing_a_graded_chunk_makes_exactly_that_pair_pending_for_both_graders
             c["text"] = "This page intentionally left blank."
     path.write_text("".join(json.dumps(c) + "\n" for c in chunks))
 
+    pool = pd.read_parquet(root / "data/pool/pool.parquet")
+    pairs = pool[pool.chunk_id == cid]  # the chunk may be pooled for other queries too
+    n_a, n_b = len(pairs), int(pairs.query_id.isin(audit).sum())
+    key_before = (root / "data/key/key.jsonl").read_bytes()
+
     proc = tiny.run(root, "dvc", "repro", check=False)
     assert proc.returncode != 0
     line, = _pending_line(proc)
-    assert line.endswith("grading: 1 pair needs grader-a (1 stale), 1 needs auditor-b (1 stale); "
+    a = "1 pair needs" if n_a == 1 else f"{n_a} pairs need"
+    assert line.endswith(f"grading: {a} grader-a ({n_a} stale), {n_b} "
+                         f"need{'s' if n_b == 1 else ''} auditor-b ({n_b} stale); "
                          "run `relgrade grade run --grader grader-a` or `relgrade serve`")
-    # the stale grade of 2 never reached the grades table
-    assert (pd.read_parquet(root / "data/graded/grades.parquet")
-            .query("chunk_id == @cid")["grade"].tolist() == [2, 2])
+    # the stale grades reach no key: the frozen key is as it was
+    assert (root / "data/key/key.jsonl").read_bytes() == key_before
 
     _grade(root)
     tiny.run(root, "dvc", "repro", "grades")
     grades = pd.read_parquet(root / "data/graded/grades.parquet")
-    assert grades.loc[grades.chunk_id == cid, "grade"].tolist() == [0, 0]
+    mine = grades[(grades.chunk_id == cid) & (grades.query_id == qid)]
+    assert sorted(mine["grader"]) == ["auditor-b", "grader-a"]
+    assert mine["grade"].tolist() == [0, 0]  # the regrades; the stale 2s never enter
     # both grades of the pair stay recorded, each beside what it was made on
     for g in ("grader-a", "auditor-b"):
-        assert [r["grade"] for r in _rows(root, g) if r["chunk_id"] == cid] == [2, 0]
+        assert [r["grade"] for r in _rows(root, g)
+                if (r["query_id"], r["chunk_id"]) == (qid, cid)] == [2, 0]
