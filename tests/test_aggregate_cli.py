@@ -291,6 +291,16 @@ def test_the_aggregate_imports_as_a_grader_of_kind_import(tmp_path, monkeypatch)
     pool.parent.mkdir(parents=True)
     pd.DataFrame({"query_id": "q1", "chunk_id": CHUNKS, "inclusion_prob": 1.0}).to_parquet(
         pool, index=False)
+    # what an imported grade is made on: the chunks, frozen intents and rubric of today
+    p = params["paths"]
+    (tmp_path / p["chunks"]).parent.mkdir(parents=True)
+    pd.DataFrame({"chunk_id": CHUNKS, "header": "h", "text": "t", "source": "s"}).to_parquet(
+        tmp_path / p["chunks"], index=False)
+    (tmp_path / p["intents"]).parent.mkdir(parents=True)
+    pd.DataFrame({"query_id": ["q1"], "query": ["q"], "intent": ["i"]}).to_parquet(
+        tmp_path / p["intents"], index=False)
+    (tmp_path / params["grading"]["rubric"]).parent.mkdir(parents=True)
+    (tmp_path / params["grading"]["rubric"]).write_text("# rubric\n")
     monkeypatch.chdir(tmp_path)
     grades = write_jsonl(tmp_path / "grades.jsonl", rows())
     res = run("--grades", grades, "--gold", gold_file(tmp_path), "--min-gold", 3,

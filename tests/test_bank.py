@@ -48,17 +48,17 @@ def test_adding_an_arm_makes_only_the_new_pairs_pending():
     graded = _bank([("grader-a", "q1", "a"), ("grader-a", "q2", "c"), ("auditor-b", "q2", "c")])
     # The new arm brings (q1, b) and (q2, d) into the pool.
     p = _pending([("q1", "a"), ("q1", "b"), ("q2", "c"), ("q2", "d")], graded)
-    assert p.values.tolist() == [["auditor-b", "q2", "d", "audit"],
-                                 ["grader-a", "q1", "b", "new"],
-                                 ["grader-a", "q2", "d", "new"]]
+    assert p.values.tolist() == [["grader-a", "q1", "b", "new"],
+                                 ["grader-a", "q2", "d", "new"],
+                                 ["auditor-b", "q2", "d", "audit"]]
 
 
 def test_an_edited_chunk_is_stale_for_every_grader_who_graded_it():
     graded = _bank([("grader-a", "q2", "c"), ("auditor-b", "q2", "c"), ("grader-a", "q1", "a")])
     edited = CHUNKS.assign(text=CHUNKS["text"].where(CHUNKS["chunk_id"] != "c", "Blank page"))
     p = _pending([("q1", "a"), ("q2", "c")], graded, chunks=edited)
-    assert p.values.tolist() == [["auditor-b", "q2", "c", "stale"],
-                                 ["grader-a", "q2", "c", "stale"]]
+    assert p.values.tolist() == [["grader-a", "q2", "c", "stale"],
+                                 ["auditor-b", "q2", "c", "stale"]]
 
 
 def test_an_edited_intent_makes_only_its_query_stale():

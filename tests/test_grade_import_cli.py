@@ -29,8 +29,24 @@ def exp(tmp_path, monkeypatch):
     audit = tmp_path / p["audit"]
     audit.parent.mkdir(parents=True)
     audit.write_text('{"query_id": "q2", "group": "keyword", "unique_share": 0.5, "reason": "x"}\n')
+    _write_made_on_inputs(tmp_path, p, params)
     monkeypatch.chdir(tmp_path)
     return tmp_path
+
+
+def _write_made_on_inputs(root, p, params):
+    """The chunks, frozen intents and rubric an import records its grades as made on."""
+    chunks = root / p["chunks"]
+    chunks.parent.mkdir(parents=True, exist_ok=True)
+    pd.DataFrame({"chunk_id": list("abcd"), "header": list("ABCD"), "text": list("wxyz"),
+                  "source": ["s"] * 4}).to_parquet(chunks, index=False)
+    intents = root / p["intents"]
+    intents.parent.mkdir(parents=True, exist_ok=True)
+    pd.DataFrame({"query_id": ["q1", "q2", "q3"], "query": ["x"] * 3,
+                  "intent": ["i1", "i2", "i3"]}).to_parquet(intents, index=False)
+    rubric = root / params["grading"]["rubric"]
+    rubric.parent.mkdir(parents=True, exist_ok=True)
+    rubric.write_text("# rubric\n")
 
 
 def _row(q, c, g, reason="Shows where the loader lives."):
@@ -148,7 +164,7 @@ def test_sidecar_of_other_intents_refuses_the_import(exp):
     (exp / TARGET.with_name("round-1.meta.json")).write_text(
         json.dumps({"intents_sha256": "x" * 64, "rubric_version": "v1"}))
     manifest = exp / "data/intents/manifest.json"
-    manifest.parent.mkdir(parents=True)
+    manifest.parent.mkdir(parents=True, exist_ok=True)
     manifest.write_text(json.dumps({"sha256": "y" * 64}))
     res = _import(str(_write(exp / "new.jsonl", [_row("q1", "a", 2)])), "--grader", "grader-a")
     assert res.exit_code == 1
@@ -227,3 +243,24 @@ def test_import_records_the_intents_and_rubric_it_was_graded_under(exp):
     res = _import(str(_write(exp / "more.jsonl", [_row("q1", "b", 0)])), "--grader", "grader-a")
     assert res.exit_code == 1 and "grades were made from packets with other intents" in res.output
     assert (exp / TARGET).read_bytes() == before
+
+
+def test_import_records_what_each_grade_was_made_on_in_the_bank_sidecar(exp):
+    import hashlib
+
+    src = _write(exp / "new.jsonl", [_row("q1", "b", 1), _row("q1", "a", 2)])
+    assert _import(str(src), "--grader", "grader-a").exit_code == 0
+    lines = [json.loads(x) for x in
+             (exp / TARGET.with_name("round-1.bank.jsonl")).read_text().splitlines()]
+    sha = lambda text: hashlib.sha256(text.encode()).hexdigest()  # noqa: E731
+    assert [(r["query_id"], r["chunk_id"]) for r in lines] == [("q1", "b"), ("q1", "a")]
+    assert lines[0]["content_sha256"] == sha('{"header":"B","text":"x"}')
+    assert lines[1]["content_sha256"] == sha('{"header":"A","text":"w"}')
+    assert lines[0]["intent_sha256"] == sha('{"query_id":"q1","intent":"i1"}')
+    assert lines[0]["rubric_version"] == "v1"
+    assert lines[0]["rubric_sha256"] == sha("# rubric\n")
+    assert list(lines[0]) == ["query_id", "chunk_id", "content_sha256", "intent_sha256",
+                              "rubric_version", "rubric_sha256", "graded_at"]
+    # the grade rows themselves keep their four keys, in order
+    rows = [json.loads(x) for x in (exp / TARGET).read_text().splitlines()]
+    assert list(rows[0]) == ["query_id", "chunk_id", "reason", "grade"]

@@ -330,3 +330,41 @@ def test_samples_already_recorded_are_not_asked_again(tmp_path, monkeypatch):
     assert run(tmp_path).exit_code == 0
     assert sorted(json.loads(f.read_text())["sample"] for f in log.iterdir()) == [1, 2]
     assert recorded(tmp_path) == truth_rows(packets)
+
+
+def test_a_run_grades_again_only_the_pair_whose_chunk_changed_and_keeps_the_old_grade(tmp_path):
+    ex.build(tmp_path, queries=1, chunks=3, graders=grader("ok"))
+    assert run(tmp_path).exit_code == 0
+    # q01-c1 (a POINTER, truth 1) is edited into an answer; the packets are rebuilt
+    ex.build(tmp_path, queries=1, chunks=3, graders=grader("ok"),
+             text_of=lambda c: "def f():\n    # ANSWER now\n" if c["chunk_id"] == "q01-c1"
+             else None)
+    result = run(tmp_path)
+    assert result.exit_code == 0, result.output
+    assert "graded 1 pairs in 1 batches" in result.output
+    rows = ex.read_rows(grades_file(tmp_path))
+    assert [(r["chunk_id"], r["grade"]) for r in rows] == [
+        (rows[0]["chunk_id"], rows[0]["grade"]), (rows[1]["chunk_id"], rows[1]["grade"]),
+        (rows[2]["chunk_id"], rows[2]["grade"]), ("q01-c1", 2)]
+    assert sorted(r["chunk_id"] for r in rows[:3]) == ["q01-c0", "q01-c1", "q01-c2"]
+    bank = ex.read_rows(grades_file(tmp_path).with_name("round-1.bank.jsonl"))
+    c1 = [b["content_sha256"] for b in bank if b["chunk_id"] == "q01-c1"]
+    assert len(bank) == 4 and len(c1) == 2 and c1[0] != c1[1]
+    # a third run finds nothing to do: nothing is added
+    assert run(tmp_path).exit_code == 0
+    assert len(ex.read_rows(grades_file(tmp_path))) == 4
+
+
+def test_packets_export_for_a_grader_holds_only_the_pairs_it_still_owes(tmp_path):
+    ex.build(tmp_path, queries=2, chunks=3, graders=grader("ok"))
+    assert run(tmp_path).exit_code == 0
+    ex.build(tmp_path, queries=2, chunks=3, graders=grader("ok"),
+             text_of=lambda c: "edited" if c["chunk_id"] == "q02-c2" else None)
+    out = tmp_path / "owed.jsonl"
+    res = CliRunner().invoke(main, ["packets", "export", "--role", "grader", "--out", str(out),
+                                    "--grader", "grader-a",
+                                    "--params", str(tmp_path / "params.yaml")])
+    assert res.exit_code == 0, res.output
+    owed = ex.read_rows(out)
+    assert [(p["query_id"], [c["chunk_id"] for b in p["batches"] for c in b])
+            for p in owed] == [("q02", ["q02-c2"])]

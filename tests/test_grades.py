@@ -264,6 +264,8 @@ def test_model_grader_missing_reason_is_refused_in_the_stage_call():
 # --- the stage script ------------------------------------------------------------------------
 
 def _stage_dir(root):
+    """The grades stage's inputs: a 5-pair pool over q1 (c1-c3) and q2 (c4, c5, audited),
+    with grader-a's grades of q1 (and their bank sidecar) committed."""
     repo = Path(__file__).resolve().parents[1]
     params = yaml.safe_load((repo / "params.yaml").read_text())
     (root / "params.yaml").write_text(yaml.safe_dump(params))
@@ -274,11 +276,36 @@ def _stage_dir(root):
     (root / p["audit"]).write_text('{"query_id": "q2"}\n')
     (root / p["intents_manifest"]).parent.mkdir(parents=True)
     (root / p["intents_manifest"]).write_text(json.dumps({"sha256": "i" * 64}))
-    folder = root / p["grades_in"] / "grader-a"
-    folder.mkdir(parents=True)
-    (folder / "round-1.jsonl").write_text("".join(
-        json.dumps(_row("q1", c, 1)) + "\n" for c in ("c1", "c2", "c3")))
+    _write_made_on_inputs(root, p, params)
+    _stage_grades(root, p, "grader-a", [_row("q1", c, 1) for c in ("c1", "c2", "c3")])
     return repo, p
+
+
+def _write_made_on_inputs(root, p, params):
+    chunks = [f"c{i}" for i in range(1, 6)]
+    (root / p["chunks"]).parent.mkdir(parents=True, exist_ok=True)
+    pd.DataFrame({"chunk_id": chunks, "header": chunks, "text": [c.upper() for c in chunks],
+                  "source": ["s"] * 5}).to_parquet(root / p["chunks"], index=False)
+    (root / p["intents"]).parent.mkdir(parents=True, exist_ok=True)
+    pd.DataFrame({"query_id": ["q1", "q2"], "query": ["x", "y"],
+                  "intent": ["i1", "i2"]}).to_parquet(root / p["intents"], index=False)
+    rubric = root / params["grading"]["rubric"]
+    rubric.parent.mkdir(parents=True, exist_ok=True)
+    rubric.write_text("# rubric\n")
+
+
+def _stage_grades(root, p, grader, rows, *, bank=True):
+    """A grader's round-1 file, recorded as the grade store records it."""
+    from relgrade.experiment.files import Experiment
+    from relgrade.graders.store import bank_path, bank_rows
+
+    folder = root / p["grades_in"] / grader
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "round-1.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    if bank:
+        made_on = Experiment.load(root / "params.yaml").made_on_now()
+        bank_path(folder / "round-1.jsonl").write_text("".join(
+            json.dumps(r) + "\n" for r in bank_rows(rows, made_on, graded_at="t")))
 
 
 def _run_stage(repo, root):
@@ -287,21 +314,51 @@ def _run_stage(repo, root):
                           env={"PYTHONPATH": str(repo / "src"), "PATH": "/usr/bin:/bin"})
 
 
-def test_stage_writes_the_long_table_and_manifest_and_reports_gaps(tmp_path):
+def test_stage_stops_with_the_pending_work_and_writes_nothing(tmp_path):
     repo, p = _stage_dir(tmp_path)
     proc = _run_stage(repo, tmp_path)
+    assert proc.returncode == 1
+    assert proc.stderr == ("Error: grading: 2 pairs need grader-a (2 new), 2 need auditor-b "
+                           "(audit query q2); run `relgrade grade run --grader grader-a` or "
+                           "`relgrade serve`\n")
+    assert not (tmp_path / p["grades"]).exists()
+    assert not (tmp_path / p["grades_manifest"]).exists()
+
+
+def test_stage_writes_the_long_table_and_manifest_once_nothing_is_pending(tmp_path):
+    repo, p = _stage_dir(tmp_path)
+    _stage_grades(tmp_path, p, "grader-a", [_row("q1", c, 1) for c in ("c1", "c2", "c3")]
+                  + [_row("q2", "c4", 2), _row("q2", "c5", 0), _row("q1", "c4", 2)])
+    _stage_grades(tmp_path, p, "auditor-b", [_row("q2", "c5", 0), _row("q2", "c4", 1)])
+    proc = _run_stage(repo, tmp_path)
     assert proc.returncode == 0, proc.stderr
-    assert proc.stdout == "auditor-b: 2 pool pairs lack a grade, in 1 query: q2 (2)\n"
     table = pd.read_parquet(tmp_path / p["grades"])
-    assert table[["query_id", "chunk_id", "grader", "round", "grade"]].values.tolist() == [
-        ["q1", "c1", "grader-a", 1, 1], ["q1", "c2", "grader-a", 1, 1],
-        ["q1", "c3", "grader-a", 1, 1]]
+    assert table[["query_id", "chunk_id", "grader", "round", "grade", "sequence"]] \
+        .values.tolist() == [
+        ["q1", "c1", "grader-a", 1, 1, 0], ["q1", "c2", "grader-a", 1, 1, 1],
+        ["q1", "c3", "grader-a", 1, 1, 2], ["q2", "c4", "auditor-b", 1, 1, 1],
+        ["q2", "c4", "grader-a", 1, 2, 3], ["q2", "c5", "auditor-b", 1, 0, 0],
+        ["q2", "c5", "grader-a", 1, 0, 4]]
     manifest = json.loads((tmp_path / p["grades_manifest"]).read_text())
     a = manifest["graders"]["grader-a"]
     assert a["file"] == "data/grades/grader-a/round-1.jsonl"
     assert a["sha256"] == hashlib.sha256(
         (tmp_path / a["file"]).read_bytes()).hexdigest()
-    assert (a["rows"], a["queries"], a["pairs_missing"]) == (3, 1, 0)
+    # (q1, c4) is not in the pool: kept in the bank, unused, no error
+    assert (a["rows"], a["queries"], a["pairs_missing"], a["bank_rows"], a["unused"]) == \
+        (5, 2, 0, 6, 1)
+    assert manifest["rubric_sha256"] == hashlib.sha256(b"# rubric\n").hexdigest()
+    assert manifest["rounds"] == [1]
+
+
+def test_stage_refuses_a_hand_placed_grade_file_without_its_bank_sidecar(tmp_path):
+    repo, p = _stage_dir(tmp_path)
+    _stage_grades(tmp_path, p, "auditor-b", [_row("q2", "c5", 0)], bank=False)
+    proc = _run_stage(repo, tmp_path)
+    assert proc.returncode == 1
+    assert proc.stderr.startswith("Error: data/grades/auditor-b/round-1.jsonl: auditor-b: a "
+                                  "grade file without its bank sidecar")
+    assert not (tmp_path / p["grades"]).exists()
 
 
 def test_stage_refuses_a_bad_file_and_writes_nothing(tmp_path):

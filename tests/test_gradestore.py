@@ -233,3 +233,35 @@ def test_a_batch_with_unencodable_text_is_refused_whole_and_the_others_are_writt
         assert "cannot be written as UTF-8 (found \\ud83d)" in str(results[1])
         assert ("q2", "b") not in store
     assert [r["query_id"] for r in map(json.loads, path.read_text().splitlines())] == ["q1", "q3"]
+
+
+def test_a_store_with_made_on_records_each_row_in_the_bank_sidecar_before_the_row(tmp_path):
+    from relgrade.graders.store import bank_path, read_bank
+
+    path = tmp_path / "round-1.jsonl"
+    made_on = {("q1", "c1"): {"content_sha256": "C1", "intent_sha256": "I1",
+                              "rubric_version": "v1", "rubric_sha256": "R"}}
+    with GradeStore(path, made_on=lambda r: made_on.get((r["query_id"], r["chunk_id"]))) as st:
+        st.append([{"query_id": "q1", "chunk_id": "c1", "reason": "defines it", "grade": 2}])
+        # a pair no packet showed: refused, nothing written to either file
+        with pytest.raises(InputError, match="no packet shows this pair"):
+            st.append([{"query_id": "q9", "chunk_id": "c9", "reason": "x", "grade": 0}])
+    assert bank_path(path) == tmp_path / "round-1.bank.jsonl"
+    (line, row), = read_bank(path)
+    assert line == 1
+    assert list(row) == ["query_id", "chunk_id", "content_sha256", "intent_sha256",
+                         "rubric_version", "rubric_sha256", "graded_at"]
+    assert (row["query_id"], row["chunk_id"], row["content_sha256"], row["intent_sha256"],
+            row["rubric_sha256"]) == ("q1", "c1", "C1", "I1", "R")
+    assert len(path.read_text().splitlines()) == 1
+
+
+def test_a_bank_line_cut_short_by_a_crash_is_left_out_and_cut_before_the_next_append(tmp_path):
+    from relgrade.graders.store import append_bank, bank_path, read_bank
+
+    path = tmp_path / "round-1.jsonl"
+    bank_path(path).write_text('{"query_id":"q1","chunk_id":"a"}\n{"query_id":"q1","chu')
+    assert [r["chunk_id"] for _, r in read_bank(path)] == ["a"]
+    append_bank(path, [{"query_id": "q1", "chunk_id": "b"}])
+    assert bank_path(path).read_text() == ('{"query_id":"q1","chunk_id":"a"}\n'
+                                           '{"query_id":"q1","chunk_id":"b"}\n')

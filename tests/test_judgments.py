@@ -25,6 +25,7 @@ from relgrade.io.judgments import (
     read_grades_table,
     read_judgments,
 )
+from tests.test_grade_import_cli import _write_made_on_inputs
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -220,6 +221,7 @@ def exp(tmp_path, monkeypatch):
     pd.DataFrame({"query_id": ["q1", "q1", "q2", "q3"], "chunk_id": ["a", "b", "c", "d"],
                   "inclusion_prob": [1.0] * 4}).to_parquet(pool, index=False)
     (tmp_path / "run.trec").write_text("q1 Q0 a 1 2.0 t\nq1 Q0 b 2 1.0 t\n")
+    _write_made_on_inputs(tmp_path, params["paths"], params)
     monkeypatch.chdir(tmp_path)
     return tmp_path
 

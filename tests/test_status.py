@@ -297,3 +297,14 @@ def test_a_torn_key_and_a_post_hoc_key_beside_it_are_reported(exp):
     lines = _status(root).splitlines()
     assert (f"key: a post-hoc key {hashlib.sha256(b'').hexdigest()} stands beside the frozen one "
             "(its metrics are labelled post-hoc; the decision stays with the frozen key)") in lines
+def test_status_json_counts_per_grader_the_current_grades_and_the_pending_work(tmp_path):
+    from relgrade.experiment.files import Experiment
+    from relgrade.experiment.status import read_status
+    from tests.test_grades import _row, _stage_dir, _stage_grades
+
+    _, p = _stage_dir(tmp_path)  # grader-a graded q1's three pairs; q2 (audited) has two
+    _stage_grades(tmp_path, p, "auditor-b", [_row("q2", "c5", 0)])
+    pending = read_status(Experiment.load(tmp_path / "params.yaml"))["pending"]
+    assert pending == {"pool_version": None, "graders": {
+        "grader-a": {"current": 3, "pending_new": 2, "pending_stale": 0, "pending_audit": 0},
+        "auditor-b": {"current": 1, "pending_new": 0, "pending_stale": 0, "pending_audit": 1}}}

@@ -366,3 +366,29 @@ def test_no_human_grader_to_serve_is_a_clear_error(tmp_path):
     ex.build(tmp_path)
     with pytest.raises(InputError, match="no grader to serve"):
         build_site(str(tmp_path / "params.yaml"))
+
+
+def test_the_page_offers_again_only_a_pair_whose_chunk_changed_since_it_was_saved(tmp_path):
+    from relgrade.web.app import next_batch, query_progress
+
+    graders = {"alice": {"role": "grader", "kind": "human", "family": "person"}}
+    ex.build(tmp_path, queries=1, chunks=3, audit=0, graders=graders)
+    site, stores = build_site(str(tmp_path / "params.yaml"), graders=["alice"])
+    try:
+        stores[0].append([{"query_id": "q01", "chunk_id": f"q01-c{j}", "reason": "read it",
+                           "grade": 0} for j in range(3)])
+        assert next_batch(site.graders["alice"]) is None
+    finally:
+        for st in stores:
+            st.close()
+        site.writer.close()
+    ex.build(tmp_path, queries=1, chunks=3, audit=0, graders=graders,
+             text_of=lambda c: "edited" if c["chunk_id"] == "q01-c1" else None)
+    site, stores = build_site(str(tmp_path / "params.yaml"), graders=["alice"])
+    try:
+        assert next_batch(site.graders["alice"]) == ("q01", 0)
+        assert query_progress(site.graders["alice"], "q01") == (2, 3)
+    finally:
+        for st in stores:
+            st.close()
+        site.writer.close()

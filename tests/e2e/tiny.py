@@ -167,8 +167,39 @@ def grade_rows(pairs, *, flip: set | None = None) -> list[dict]:
     return rows
 
 
-def write_grades(root: Path, grader: str, rows: list[dict], round_: int = 1) -> Path:
+def made_on(root: Path, *, text_of=None) -> dict:
+    """What a grade of each (query, chunk) of the fixture is made on, as relgrade records it.
+
+    ``text_of`` maps a chunk id to an edited text (the corpus as it was when graded).
+    """
+    import hashlib
+
+    import pandas as pd
+
+    from relgrade.protocol.bank import content_sha256, intent_sha256
+
+    table = pd.DataFrame(chunks())
+    if text_of:
+        table["text"] = [text_of.get(c, t) for c, t in zip(table["chunk_id"], table["text"])]
+    content = content_sha256(table)
+    intents = intent_sha256(pd.DataFrame({"query_id": [t[0] for t in TOPICS],
+                                          "intent": [t[3] for t in TOPICS]}))
+    rubric = hashlib.sha256((root / "rubric" / "v1.md").read_bytes()).hexdigest()
+    return {(q, c): {"content_sha256": content[c], "intent_sha256": intents[q],
+                     "rubric_version": "v1", "rubric_sha256": rubric}
+            for q in intents.index for c in content.index}
+
+
+def write_grades(root: Path, grader: str, rows: list[dict], round_: int = 1, *,
+                 bank: bool = True) -> Path:
+    """A grader's round file, with its bank sidecar (made on today's fixture) unless not ``bank``."""
     path = root / "data" / "grades" / grader / f"round-{round_}.jsonl"
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    if bank:
+        made = made_on(root)
+        path.with_name(f"round-{round_}.bank.jsonl").write_text("".join(
+            json.dumps({"query_id": r["query_id"], "chunk_id": r["chunk_id"],
+                        **made[(r["query_id"], r["chunk_id"])],
+                        "graded_at": "2026-01-01T00:00:00Z"}) + "\n" for r in rows))
     return path

@@ -80,7 +80,10 @@ def import_cmd(file, grader, round_, fmt, params_path):
                           rubric_version=str(grading.rubric_version),
                           intents_sha256=intents_sha256)
     rows = new[ROW_COLUMNS].to_dict("records")
-    total = GradeStore(target).import_rows(
+    # The bank records what each imported grade is made on: the chunk and intent line as the
+    # pool shows them now, and the rubric file as it is now.
+    made_on = ex.made_on_now()
+    total = GradeStore(target, made_on=made_on).import_rows(
         rows, source=file,
         check=lambda recorded: grades.validate_grader_file(recorded, source=target.as_posix(),
                                                            **check))

@@ -98,7 +98,7 @@ def run_cmd(grader, workers, params_path, progress):
     rubric = ex.rubric()
     files = ex.grader_files(grader)
     ex.ensure_meta(files, graderun.packet_meta(packets))
-    store = GradeStore(files.grades).open()
+    store = GradeStore(files.grades, made_on=ex.made_on(packets)).open()
     sample_store = None
     previous = signal.getsignal(signal.SIGTERM)
 

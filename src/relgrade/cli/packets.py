@@ -33,16 +33,23 @@ def packets_cmd():
               help="jsonl: one packet per line; label-studio: a Label Studio task file, one "
                    "task per chunk in display order (import the annotations back with "
                    "`relgrade grade import --format label-studio`).")
+@click.option("--grader", default=None,
+              help="Only the pairs this grader still owes (new, stale or audit): what it has "
+                   "a current grade of is left out.")
 @params_option
 @handle_errors
-def export_cmd(role, out, fmt, params_path):
+def export_cmd(role, out, fmt, grader, params_path):
     """Write the packets of ROLE (built by `dvc repro packets`) to one file, by query id."""
-    folder = Experiment.load(params_path).packets_folder(role)
+    ex = Experiment.load(params_path)
+    folder = ex.packets_folder(role)
     files = sorted(folder.glob("*.json")) if folder.is_dir() else []
     if not files:
         raise InputError(f"no {role} packets found", path=folder,
                          fix="Run: dvc repro packets")
     built = [packets.check_packet(read_json(f), path=f) for f in files]
     built.sort(key=lambda p: p["query_id"])
+    if grader is not None:
+        owed = ex.pending_packets(grader, {str(p["query_id"]): p for p in built})
+        built = list(owed.values())
     write_bytes(out, EXPORT_FORMATS[fmt](built))
     click.echo(f"Wrote {len(built)} {role} packets to {out}")

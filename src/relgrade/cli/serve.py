@@ -109,7 +109,8 @@ def build_site(params_path=PARAMS_FILE, *, graders=None, tokens_path=None):
         for n in names:
             files = ex.grader_files(n)
             ex.ensure_meta(files, packet_meta(packets_by_role[specs[n]["role"]]))
-            stores[n] = GradeStore(files.grades).open()
+            stores[n] = GradeStore(files.grades, made_on=ex.made_on(
+                packets_by_role[specs[n]["role"]])).open()
     except BaseException:
         for st in stores.values():
             st.close()

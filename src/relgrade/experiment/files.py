@@ -17,10 +17,12 @@ import pandas as pd
 
 from relgrade.errors import InputError, ProtocolError
 from relgrade.experiment.params import PARAMS_FILE, Params, load_params, parse_params
+from relgrade.graders.store import bank_path, read_bank
 from relgrade.io import files as io
 from relgrade.io.runs import read_run
-from relgrade.protocol import packets as packets_mod
 from relgrade.protocol import ledger as ledger_mod
+from relgrade.protocol import packets as packets_mod
+from relgrade.protocol.bank import packet_made_on
 from relgrade.protocol.grades import check_meta
 from relgrade.protocol.key import check_whole
 
@@ -42,6 +44,9 @@ class GraderFiles:
         ``round-N.jsonl``: the grade rows.
     meta : pathlib.Path
         ``round-N.meta.json``: the packets' intents hash and rubric version.
+    bank : pathlib.Path
+        ``round-N.bank.jsonl``: what each grade row was made on (the judgment bank's record,
+        see :mod:`relgrade.graders.store`).
     samples : pathlib.Path
         ``samples/round-N.jsonl``: every sample of a grader run with ``samples > 1``.
     consistency : pathlib.Path
@@ -52,6 +57,7 @@ class GraderFiles:
     round: int
     grades: Path
     meta: Path
+    bank: Path
     samples: Path
     consistency: Path
 
@@ -142,6 +148,7 @@ class Experiment:
         folder = self.path("grades_in") / grader
         return GraderFiles(grader=grader, round=rnd, grades=folder / f"round-{rnd}.jsonl",
                            meta=folder / f"round-{rnd}.meta.json",
+                           bank=bank_path(folder / f"round-{rnd}.jsonl"),
                            samples=folder / "samples" / f"round-{rnd}.jsonl",
                            consistency=folder / f"round-{rnd}.consistency.json")
 
@@ -161,6 +168,10 @@ class Experiment:
             if files.grades.exists():
                 out[folder.name] = files
         return out
+
+    def read_bank(self, files: GraderFiles) -> list | None:
+        """A grade file's bank sidecar lines, ``[(line, row), ...]``, or None without one."""
+        return read_bank(files.grades)
 
     def consistency(self, grader: str, round: int | None = None) -> dict | None:
         """A grader's self-consistency for ``round`` (``samples``, ``pairs``,
@@ -224,6 +235,110 @@ class Experiment:
             raise InputError("params has no rubric", path=self.params.source,
                              item="grading.rubric", fix="Set grading.rubric to its file")
         return "\n".join(io.read_lines(self.root / rubric)) + "\n"
+
+    def pending_packets(self, grader: str, packets: dict) -> dict:
+        """``packets`` cut down to the pairs ``grader`` still owes in this round.
+
+        A pair is owed unless the grader's round file holds a grade of it whose bank line was
+        made on what the packet shows now (a row without a bank line counts as graded: the
+        grades stage refuses such a file anyway). Batches keep their order; emptied batches
+        and queries are left out.
+
+        Returns
+        -------
+        dict
+            query id → packet with only the owed chunks.
+        """
+        files = self.grader_files(grader)
+        made_now = self.made_on(packets)
+        graded = ({(str(r.get("query_id")), str(r.get("chunk_id")))
+                   for _, r in io.iter_jsonl(files.grades)} if files.grades.exists() else set())
+        latest = {(str(r.get("query_id")), str(r.get("chunk_id"))): r
+                  for _, r in (read_bank(files.grades) or [])}
+
+        def owed(qid, chunk):
+            pair = (str(qid), str(chunk["chunk_id"]))
+            if pair not in graded:
+                return True
+            line = latest.get(pair)
+            now = made_now({"query_id": pair[0], "chunk_id": pair[1]})
+            return line is not None and now is not None and any(
+                line.get(k) != now[k] for k in now)
+
+        out = {}
+        for qid, packet in packets.items():
+            batches = [[c for c in batch if owed(qid, c)] for batch in packet["batches"]]
+            batches = [b for b in batches if b]
+            if batches:
+                out[qid] = {**packet, "batches": batches}
+        return out
+
+    def rubric_sha256(self) -> str:
+        """The sha256 of the rubric file's bytes (params ``grading.rubric``).
+
+        Raises
+        ------
+        InputError
+            ``grading.rubric`` is not set, or the file does not exist.
+        """
+        rubric = self.params.grading.rubric
+        if rubric is None:
+            raise InputError("params has no rubric", path=self.params.source,
+                             item="grading.rubric", fix="Set grading.rubric to its file")
+        path = self.root / rubric
+        if not path.exists():
+            raise InputError("rubric file not found", path=path, item="grading.rubric")
+        return io.sha256_file(path)
+
+    def made_on(self, packets: dict):
+        """What a grade of each pair of ``packets`` is made on, as a function of a grade row.
+
+        Returns
+        -------
+        callable
+            Grade row → ``{"content_sha256", "intent_sha256", "rubric_version",
+            "rubric_sha256"}`` of its pair as the packet shows it (with the rubric file's
+            sha256 now), or None for a pair no packet holds; for
+            :class:`relgrade.graders.store.GradeStore`'s ``made_on``.
+        """
+        table = packet_made_on(packets, rubric_sha256=self.rubric_sha256())
+        return lambda row: table.get((str(row["query_id"]), str(row["chunk_id"])))
+
+    def made_on_now(self):
+        """What a grade of any pair is made on today: the chunks and frozen intents tables.
+
+        Returns
+        -------
+        callable
+            Grade row → ``{"content_sha256", "intent_sha256", "rubric_version",
+            "rubric_sha256"}`` from ``paths.chunks``, ``paths.intents`` and the rubric file,
+            or None for a chunk or query they lack.
+
+        Raises
+        ------
+        InputError
+            A table or the rubric file is missing.
+        """
+        from relgrade.protocol.bank import content_sha256, intent_sha256
+
+        for name in ("chunks", "intents"):
+            if not self.path(name).exists():
+                raise InputError(f"the {name} table is missing, so what a grade is made on "
+                                 "cannot be recorded", path=self.path(name),
+                                 fix="Run: dvc repro " + {"chunks": "corpus"}.get(name, name))
+        content = content_sha256(io.read_table(self.path("chunks"),
+                                               columns=["chunk_id", "header", "text"]))
+        intents = intent_sha256(io.read_table(self.path("intents"),
+                                              columns=["query_id", "intent"]))
+        rubric = {"rubric_version": str(self.params.grading.rubric_version),
+                  "rubric_sha256": self.rubric_sha256()}
+
+        def made_on(row):
+            c, q = content.get(str(row["chunk_id"])), intents.get(str(row["query_id"]))
+            if c is None or q is None:
+                return None
+            return {"content_sha256": c, "intent_sha256": q, **rubric}
+        return made_on
 
     # --- the frozen key ----------------------------------------------------------------
 

@@ -19,11 +19,11 @@ from collections.abc import Iterable, Mapping
 
 import pandas as pd
 
-from relgrade.errors import RelgradeError
+from relgrade.errors import InputError, RelgradeError
 from relgrade.experiment.files import Experiment
 from relgrade.experiment.params import Params
 from relgrade.io import files as io
-from relgrade.protocol import grades
+from relgrade.protocol import bank, grades
 from relgrade.protocol.audit import audit_coverage
 from relgrade.protocol.gate import (
     AUDIT_GATES,
@@ -396,7 +396,7 @@ def read_status(ex: Experiment) -> dict:
             metrics[p.stem] = io.read_json(p)
         except RelgradeError as e:
             problems[f"metrics {p.stem}"] = str(e)
-    return experiment_status(
+    st = experiment_status(
         params=params, pool=pool, audit_query_ids=audit, grader_rows=rows, metrics=metrics,
         corpus_manifest=load("corpus", "corpus_manifest", io.read_json),
         queries_manifest=load("queries", "queries_manifest", io.read_json),
@@ -406,6 +406,68 @@ def read_status(ex: Experiment) -> dict:
         gate=load("gate", "gate", io.read_json),
         record=record, problems=problems, post_hoc_record=post_hoc, ledger=ledger,
         dvc=dvc_health(*ex.dvc_files()))
+    if pool is not None and audit is not None:
+        try:
+            st["pending"] = pending_status(ex, pool=pool, audit_ids=audit)
+        except RelgradeError as e:
+            st["pending"] = {"error": str(e)}
+    return st
+
+
+def pending_status(ex: Experiment, *, pool: pd.DataFrame, audit_ids: list[str]) -> dict:
+    """Per grader, its current grades of the pool and the pairs it still owes.
+
+    Parameters
+    ----------
+    ex : Experiment
+        The experiment (its grade files and bank sidecars, chunks, intents, rubric).
+    pool : pandas.DataFrame
+        The current pool (``query_id``, ``chunk_id``).
+    audit_ids : list of str
+        The audit sample.
+
+    Returns
+    -------
+    dict
+        ``{"pool_version": str or None, "graders": {name: {"current", "pending_new",
+        "pending_stale", "pending_audit"}}}`` for the key grader and the auditor.
+
+    Raises
+    ------
+    InputError
+        A grade file breaks a rule of the judgment bank
+        (:func:`relgrade.protocol.grades.judgment_bank`), or a table is missing.
+    """
+    params, grading = ex.params, ex.params.grading
+    files = {name: [grades.GraderFile(
+        rows=io.iter_jsonl(f.grades), source=f.grades.as_posix(), sha256="", round=f.round,
+        bank=ex.read_bank(f), bank_source=f.bank.as_posix())]
+        for name, f in ex.grader_round_files().items()}
+    judged = grades.judgment_bank(files, graders=params.graders_dict(),
+                                  scale=params.need("scale").grades,
+                                  max_reason_words=grading.max_reason_words,
+                                  max_reason_chars=grading.max_reason_chars)
+    for name in ("chunks", "intents"):
+        if not ex.path(name).exists():
+            raise InputError(f"the {name} table is missing", path=ex.path(name),
+                             fix="Run: dvc repro " + {"chunks": "corpus"}.get(name, name))
+    now = dict(content=bank.content_sha256(io.read_table(ex.path("chunks"),
+                                                         columns=["chunk_id", "header", "text"])),
+               intents=bank.intent_sha256(io.read_table(ex.path("intents"),
+                                                        columns=["query_id", "intent"])),
+               rubric_sha256=ex.rubric_sha256(), rubric_version=grading.rubric_version)
+    key_grader, auditor = params.need("grading.key_grader"), params.need("grading.auditor")
+    pending = bank.pending_work(pool, judged, key_grader=key_grader, auditor=auditor,
+                                audit_ids=audit_ids, **now)
+    counts = bank.pending_counts(pending, [key_grader, auditor])
+    table, _ = grades.current_table(judged, graders=params.graders_dict(), pool=pool,
+                                    audit_query_ids=audit_ids, round=grading.round,
+                                    intents_sha256=None, **now)
+    manifest = ex.path("pool_manifest")
+    version = io.read_json(manifest).get("pool_version") if manifest.exists() else None
+    return {"pool_version": version,
+            "graders": {g: {"current": int((table["grader"] == g).sum()), **counts[g]}
+                        for g in (key_grader, auditor)}}
 
 
 def status_lines(st: Mapping) -> list[str]:

@@ -209,17 +209,23 @@ def recorded_pairs(rows, *, packets, scale, max_reason_words, kind, role, source
     rows : list of (int, dict)
         The store's rows (:attr:`GradeStore.rows`).
 
+    Returns
+    -------
+    set of (str, str)
+        The recorded pairs the packets hold (a recorded pair that left the pool is kept in
+        the file, not counted).
+
     Raises
     ------
     InputError
-        A recorded row breaks a rule of :func:`~relgrade.protocol.grades.validate_grade_rows`, or
-        names a pair the packets do not hold (e.g. packets rebuilt for another pool).
+        A recorded row breaks a rule of :func:`~relgrade.protocol.grades.validate_grade_rows`.
     """
-    df = validate_grade_rows(rows, pool_pairs=packet_pairs(packets), scale=scale,
+    df = validate_grade_rows(rows, pool_pairs=None, scale=scale,
                              max_reason_words=max_reason_words,
                              require_reason=lambda g: reason_required(kind, role, g),
-                             source=source, grader=grader, max_reason_chars=max_reason_chars)
-    return set(zip(df["query_id"], df["chunk_id"]))
+                             source=source, grader=grader, max_reason_chars=max_reason_chars,
+                             allow_repeats=True)
+    return set(zip(df["query_id"], df["chunk_id"])) & packet_pairs(packets)
 
 
 def recorded_samples(rows, *, packets, scale, max_reason_words, kind, role, source,
@@ -710,6 +716,9 @@ def run_grader(
     common = dict(packets=packets, scale=scale, max_reason_words=max_reason_words, kind=s.kind,
                   role=s.role, grader=s.name, max_reason_chars=max_reason_chars)
     recorded = recorded_pairs(store.rows, source=store.path, **common)
+    if getattr(store, "made_on", None) is not None:
+        # only grades made on what the packets show now count: a stale pair is graded again
+        recorded &= set(store.current_keys())
     sampled_rows: dict = {}
     if s.samples > 1:
         sdf = recorded_samples(sample_store.rows, source=sample_store.path, **common)

@@ -50,6 +50,18 @@ the ``relgrade`` logger, and :attr:`GradeStore.replacements`), re-opens the file
 path, re-reads it (rows already in it count as recorded) and appends what is missing there.
 No batch is acknowledged that is not in the file at the path.
 
+What each grade was made on
+---------------------------
+A store given ``made_on`` (a function of a grade row returning
+:data:`relgrade.schema.MADE_ON`: the chunk's content hash as the packet showed it, the intent
+line's hash, the rubric version and the rubric file's sha256) keeps the judgment bank's record
+of every row it writes in ``round-N.bank.jsonl`` beside the grade file (:func:`bank_path`), one
+line per grade row: ``{"query_id", "chunk_id", "content_sha256", "intent_sha256",
+"rubric_version", "rubric_sha256", "graded_at"}``. A batch's bank lines are appended and
+``fsync``-ed *before* its grade rows, so a grade row never exists without its record; a bank
+line whose grade row was lost with an interrupted batch is ignored by :func:`read_bank`'s
+readers (they join on the grade rows).
+
 Leftovers of interrupted commands are cleaned when the store opens: temporary files of an
 atomic write beside the grade file (``.round-N.*.tmp``), and a grade file left empty is
 removed when the store closes (an empty file records nothing).
@@ -69,11 +81,15 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterable, Sequence
+from typing import Callable, Iterable, Sequence
 
 from relgrade.canonical import jsonl_bytes
 from relgrade.errors import InputError, ProtocolError
 from relgrade.io.files import iter_jsonl, write_bytes
+from relgrade.schema import MADE_ON
+
+#: The fields of one line of a grade file's bank sidecar, in order.
+BANK_FIELDS = ("query_id", "chunk_id", *MADE_ON, "graded_at")
 
 #: Size in bytes of the in-flight marker record.
 _MARKER_SIZE = 64
@@ -83,6 +99,105 @@ _IDLE = b"relgrade-idle".ljust(_MARKER_SIZE - 1) + b"\n"
 
 #: Re-opens of a replaced file tolerated within one append before giving up.
 _MAX_REOPENS = 20
+
+
+def bank_path(path) -> Path:
+    """The bank sidecar of the grade file ``path``: ``round-N.bank.jsonl`` beside it."""
+    path = Path(path)
+    return path.with_name(path.name.removesuffix(".jsonl") + ".bank.jsonl")
+
+
+def now_utc() -> str:
+    """The time now, UTC, to the second: ``2026-12-01T12:00:00Z``."""
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+
+
+def bank_rows(rows: Iterable[dict], made_on, *, graded_at: str) -> list[dict]:
+    """The bank sidecar lines of grade rows: the pair, what it was made on, and when.
+
+    Parameters
+    ----------
+    rows : iterable of dict
+        Grade rows (``query_id``, ``chunk_id``, ...).
+    made_on : callable
+        Grade row → mapping with the keys of :data:`relgrade.schema.MADE_ON`.
+    graded_at : str
+        The time of recording (:func:`now_utc`).
+
+    Returns
+    -------
+    list of dict
+        One ``{BANK_FIELDS}`` dict per row, keys in :data:`BANK_FIELDS` order.
+
+    Raises
+    ------
+    InputError
+        ``made_on`` knows nothing of a row's pair (a pair that no packet showed).
+    """
+    out = []
+    for r in rows:
+        m = made_on(r)
+        if m is None:
+            raise InputError("no packet shows this pair, so what its grade is made on is "
+                             "unknown", item=f"pair ({r.get('query_id')}, {r.get('chunk_id')})",
+                             fix="Grade only the pairs of the current packets")
+        out.append({"query_id": str(r["query_id"]), "chunk_id": str(r["chunk_id"]),
+                    **{k: m[k] for k in MADE_ON}, "graded_at": graded_at})
+    return out
+
+
+def append_bank(path, rows: list[dict]) -> None:
+    """Append bank lines to the bank sidecar of grade file ``path`` and ``fsync`` them.
+
+    A last line cut short by an earlier crash (no line end) is cut away first: it belonged
+    to a batch that was never acknowledged.
+    """
+    if not rows:
+        return
+    target = bank_path(path)
+    fd = os.open(target, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
+    try:
+        size = os.fstat(fd).st_size
+        if size:
+            raw = _pread_all(fd, 0, size)
+            if not raw.endswith(b"\n"):
+                os.ftruncate(fd, raw.rfind(b"\n") + 1)
+        view = memoryview(jsonl_bytes(rows))
+        while view:
+            n = os.write(fd, view)
+            view = view[n:]
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def read_bank(path) -> list[tuple[int, dict]] | None:
+    """The bank sidecar lines of grade file ``path``, or None when it has no sidecar.
+
+    Returns
+    -------
+    list of (int, dict) or None
+        ``(line_number, row)`` in file order; a last line without its line end (a write cut
+        short by a crash) is left out.
+
+    Raises
+    ------
+    InputError
+        A complete line is not a JSON object.
+    """
+    target = bank_path(path)
+    if not target.exists():
+        return None
+    out = []
+    lines = target.read_bytes().split(b"\n")
+    for i, raw in enumerate(lines[:-1], start=1):
+        if not raw.strip():
+            continue
+        if not _is_object(raw):
+            raise InputError("a bank line is not a JSON object", path=target, line=i,
+                             fix="Restore the file from git; relgrade writes it, never edit it")
+        out.append((i, json.loads(raw)))
+    return out
 
 
 def marker_path(path) -> Path:
@@ -250,6 +365,9 @@ class GradeStore:
         The file (created with its folder when missing).
     key_fields : sequence of str, default ("query_id", "chunk_id")
         The fields that identify a row; a second row with the same key is refused.
+    made_on : callable, optional
+        Grade row → what it is made on (:data:`relgrade.schema.MADE_ON`); when given, every
+        row written is first recorded in the bank sidecar (:func:`bank_path`).
 
     Attributes
     ----------
@@ -272,6 +390,7 @@ class GradeStore:
 
     path: Path
     key_fields: Sequence[str] = ("query_id", "chunk_id")
+    made_on: Callable[[dict], dict | None] | None = None
     rows: list = field(default_factory=list, init=False)
     recovery: Recovery = field(default_factory=Recovery, init=False)
     replacements: list = field(default_factory=list, init=False)
@@ -282,6 +401,7 @@ class GradeStore:
     _keys: set = field(default_factory=set, init=False, repr=False)
     _size: int = field(default=0, init=False, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
+    _made: dict = field(default_factory=dict, init=False, repr=False)
 
     def __post_init__(self):
         self.path = Path(self.path)
@@ -312,6 +432,7 @@ class GradeStore:
             self._open_data(wait=0.0)
             self._recover()
             self._read()
+            self._read_made()
             self._marker_fd = os.open(marker_path(self.path), os.O_RDWR | os.O_CREAT, 0o644)
         except BaseException:
             self.close()
@@ -423,7 +544,9 @@ class GradeStore:
                 raise InputError("each line must be a JSON object", path=self.path, line=i,
                                  found=type(row).__name__)
             key = self._key(row)
-            if key in keys:
+            if key in keys and self.made_on is None:
+                # with a bank, a later row of a pair is a stale pair graded again (the
+                # grades stage checks that the two were made on different content)
                 raise InputError("second row for one pair", path=self.path, line=i,
                                  item=str(key))
             keys.add(key)
@@ -432,6 +555,51 @@ class GradeStore:
         self.rows, self._keys, self._size = rows, keys, len(data)
 
     # --- state -------------------------------------------------------------------------
+
+    def _read_made(self) -> None:
+        """What each recorded pair's latest grade was made on (its last bank line)."""
+        self._made = {}
+        if self.made_on is None:
+            return
+        for _, line in read_bank(self.path) or []:
+            self._made[self._key(line)] = tuple(line.get(k) for k in MADE_ON)
+
+    def _made_now(self, row) -> tuple | None:
+        m = self.made_on(row)
+        return None if m is None else tuple(m.get(k) for k in MADE_ON)
+
+    def _outdated(self, key, row) -> bool:
+        """Whether recorded ``key`` was graded on other content, intent or rubric than
+        ``row`` would be now: then a new grade of it is taken (the old one stays)."""
+        if self.made_on is None or key not in self._made:
+            return False
+        now = self._made_now(row)
+        return now is not None and now != self._made[key]
+
+    def is_current(self, key) -> bool:
+        """Whether ``key`` is recorded with a grade made on what the packets show now.
+
+        Without ``made_on``, whether it is recorded at all (as ``key in store``).
+        """
+        k = tuple(str(x) for x in key)
+        with self._lock:
+            if k not in self._keys:
+                return False
+            if self.made_on is None or k not in self._made:
+                return True
+            return self._made_now(dict(zip(self.key_fields, k))) == self._made[k]
+
+    def current_keys(self) -> frozenset:
+        """Recorded keys whose latest grade was made on what the packets show now.
+
+        Without ``made_on``, every recorded key; a key without a bank line counts as
+        recorded too (never graded twice here: the grades stage refuses such a file).
+        """
+        with self._lock:
+            if self.made_on is None:
+                return frozenset(self._keys)
+            return frozenset(k for k in self._keys if k not in self._made
+                             or self._made_now(dict(zip(self.key_fields, k))) == self._made[k])
 
     def _key(self, row) -> tuple:
         return tuple(str(row.get(k)) for k in self.key_fields)
@@ -513,8 +681,8 @@ class GradeStore:
                 keys = [self._key(r) for r in rows]
                 seen: set = set()
                 bad = None
-                for k in keys:
-                    if k in self._keys or k in taken or k in seen:
+                for k, r in zip(keys, rows):
+                    if (k in self._keys and not self._outdated(k, r)) or k in taken or k in seen:
                         bad = k
                         break
                     seen.add(k)
@@ -539,7 +707,8 @@ class GradeStore:
             pending = [(k, r) for rows, keys in accepted for k, r in zip(keys, rows)]
             for _ in range(_MAX_REOPENS):
                 # Rows already in the file at the path (a re-read after a replacement) count.
-                todo = [(k, r) for k, r in pending if k not in self._keys]
+                todo = [(k, r) for k, r in pending
+                        if k not in self._keys or self._outdated(k, r)]
                 if todo:
                     self._write_block([r for _, r in todo])
                 if self._is_current():
@@ -552,6 +721,8 @@ class GradeStore:
             line = (self.rows[-1][0] + 1) if self.rows else 1
             for k, r in todo:
                 self._keys.add(k)
+                if self.made_on is not None:
+                    self._made[k] = self._made_now(r)
                 self.rows.append((line, r))
                 line += 1
         return results
@@ -559,6 +730,8 @@ class GradeStore:
     def _write_block(self, rows: list) -> None:
         """Append ``rows`` under the in-flight marker, then ``fsync``."""
         data = jsonl_bytes(rows)
+        if self.made_on is not None:
+            append_bank(self.path, bank_rows(rows, self.made_on, graded_at=now_utc()))
         offset, end = self._size, self._size + len(data)
         record = (b"relgrade-inflight %020d %020d" % (offset, end))
         os.pwrite(self._marker_fd, record.ljust(_MARKER_SIZE - 1) + b"\n", 0)
@@ -651,7 +824,10 @@ class GradeStore:
                                      "replaced (a changed grade needs a new round)")
             if before and not before.endswith(b"\n"):
                 before += b"\n"
-            write_bytes(target, before + jsonl_bytes(rows))
+            data = jsonl_bytes(rows)
+            if self.made_on is not None:
+                append_bank(target, bank_rows(rows, self.made_on, graded_at=now_utc()))
+            write_bytes(target, before + data)
             return len(recorded) + len(rows)
 
     def __enter__(self) -> "GradeStore":

@@ -26,6 +26,7 @@ from typing import Iterable, Mapping
 import pandas as pd
 
 from relgrade.canonical import canonical_json, sha256_bytes
+from relgrade.errors import ProtocolError
 from relgrade.schema import PENDING, require
 
 #: Why a pool pair is pending for a grader.
@@ -81,7 +82,7 @@ def intent_sha256(intents: pd.DataFrame) -> pd.Series:
 
 
 def currency(bank: pd.DataFrame, *, content: pd.Series, intents: pd.Series,
-             rubric_sha256: str) -> pd.Series:
+             rubric_sha256: str, rubric_version: str | None = None) -> pd.Series:
     """Whether each bank grade is current, and if not, what moved.
 
     Parameters
@@ -94,6 +95,9 @@ def currency(bank: pd.DataFrame, *, content: pd.Series, intents: pd.Series,
         The intent table as it is now (:func:`intent_sha256`).
     rubric_sha256 : str
         The current rubric file's sha256.
+    rubric_version : str, optional
+        The current rubric version (params ``grading.rubric_version``); when given, a grade
+        recorded under another version (column ``rubric_version``) is ``"rubric"`` too.
 
     Returns
     -------
@@ -121,6 +125,8 @@ def currency(bank: pd.DataFrame, *, content: pd.Series, intents: pd.Series,
     now_intent = bank["query_id"].astype(str).map(intents)
     status = pd.Series("current", index=bank.index, dtype=object)
     status[bank["rubric_sha256"].astype(str) != str(rubric_sha256)] = "rubric"
+    if rubric_version is not None and "rubric_version" in bank.columns:
+        status[bank["rubric_version"].astype(str) != str(rubric_version)] = "rubric"
     status[bank["intent_sha256"].astype(str) != now_intent] = "intent"
     status[bank["content_sha256"].astype(str) != now_content] = "content"
     status[now_content.isna()] = "chunk gone"
@@ -128,7 +134,7 @@ def currency(bank: pd.DataFrame, *, content: pd.Series, intents: pd.Series,
 
 
 def current_grades(bank: pd.DataFrame, *, content: pd.Series, intents: pd.Series,
-                   rubric_sha256: str) -> pd.DataFrame:
+                   rubric_sha256: str, rubric_version: str | None = None) -> pd.DataFrame:
     """The bank's current grades, latest per (grader, query_id, chunk_id).
 
     Returns
@@ -138,8 +144,8 @@ def current_grades(bank: pd.DataFrame, *, content: pd.Series, intents: pd.Series
         more than one current grade of a pair (a later round regraded it), the one of the
         highest ``round`` is kept, and within a round the last recorded.
     """
-    ok = bank[currency(bank, content=content, intents=intents, rubric_sha256=rubric_sha256)
-              .eq("current")]
+    ok = bank[currency(bank, content=content, intents=intents, rubric_sha256=rubric_sha256,
+                       rubric_version=rubric_version).eq("current")]
     if "round" in ok.columns:
         ok = ok.sort_values("round", kind="stable")
     return ok.drop_duplicates(["grader", "query_id", "chunk_id"], keep="last")
@@ -147,7 +153,7 @@ def current_grades(bank: pd.DataFrame, *, content: pd.Series, intents: pd.Series
 
 def pending_work(pool: pd.DataFrame, bank: pd.DataFrame, *, key_grader: str, auditor: str,
                  audit_ids: Iterable[str], content: pd.Series, intents: pd.Series,
-                 rubric_sha256: str) -> pd.DataFrame:
+                 rubric_sha256: str, rubric_version: str | None = None) -> pd.DataFrame:
     """The pairs each grader still owes for the current pool.
 
     Parameters
@@ -161,13 +167,14 @@ def pending_work(pool: pd.DataFrame, bank: pd.DataFrame, *, key_grader: str, aud
         The grader who owes every pool pair, and the one who owes the audited queries' pairs.
     audit_ids : iterable of str
         The locked audit sample.
-    content, intents, rubric_sha256
+    content, intents, rubric_sha256, rubric_version
         As for :func:`currency`.
 
     Returns
     -------
     pandas.DataFrame of shape (n_pending, 4)
-        :data:`relgrade.schema.PENDING`, sorted by grader, query_id, chunk_id. ``why`` is ``"stale"``
+        :data:`relgrade.schema.PENDING`: the key grader's pairs first, then the auditor's,
+        each sorted by query_id, chunk_id. ``why`` is ``"stale"``
         when the grader has a grade of the pair that is no longer current, else ``"new"`` for
         the key grader and ``"audit"`` for the auditor.
 
@@ -187,7 +194,8 @@ def pending_work(pool: pd.DataFrame, bank: pd.DataFrame, *, key_grader: str, aud
     """
     require(bank, ["grader"], what="the judgment bank")
     pairs = pool[["query_id", "chunk_id"]].astype(str).drop_duplicates()
-    status = currency(bank, content=content, intents=intents, rubric_sha256=rubric_sha256)
+    status = currency(bank, content=content, intents=intents, rubric_sha256=rubric_sha256,
+                      rubric_version=rubric_version)
     ids = {str(q) for q in audit_ids}
     owed = {key_grader: (pairs, NEW),
             auditor: (pairs[pairs["query_id"].isin(ids)], AUDIT)}
@@ -201,8 +209,10 @@ def pending_work(pool: pd.DataFrame, bank: pd.DataFrame, *, key_grader: str, aud
         rows = [(grader, q, c, STALE if (q, c) in graded else why)
                 for q, c in zip(wanted["query_id"], wanted["chunk_id"]) if (q, c) not in current]
         frames.append(pd.DataFrame(rows, columns=PENDING))
-    out = pd.concat(frames, ignore_index=True)
-    return out.sort_values(["grader", "query_id", "chunk_id"], kind="stable").reset_index(drop=True)
+    out = pd.concat(frames, ignore_index=True)  # the key grader first, then the auditor
+    return out.sort_values(["query_id", "chunk_id"], kind="stable") \
+        .sort_values("grader", key=lambda g: g.ne(key_grader), kind="stable") \
+        .reset_index(drop=True)
 
 
 def pending_counts(pending: pd.DataFrame, graders: Iterable[str]) -> dict[str, dict[str, int]]:
@@ -260,3 +270,63 @@ def pending_message(pending: pd.DataFrame, *, how: Mapping[str, str] | None = No
         parts.append(f"{n} {verb} {grader} ({', '.join(detail)})")
     command = (how or {}).get(first, f"relgrade grade run --grader {first}")
     return f"grading: {', '.join(parts)}; run `{command}` or `relgrade serve`"
+
+
+def packet_made_on(packets: Mapping[str, Mapping], *,
+                   rubric_sha256: str) -> dict[tuple[str, str], dict]:
+    """What a grade of each packet pair is made on: the chunk and intent as the packet shows them.
+
+    Parameters
+    ----------
+    packets : mapping of str to mapping
+        query_id → packet (``query_id``, ``intent``, ``rubric_version``, ``batches`` of
+        ``{"chunk_id", "header", "text"}``), as :func:`relgrade.protocol.packets.build_packets`
+        makes them.
+    rubric_sha256 : str
+        The sha256 of the rubric file the grader reads.
+
+    Returns
+    -------
+    dict
+        ``(query_id, chunk_id)`` → ``{"content_sha256", "intent_sha256", "rubric_version",
+        "rubric_sha256"}`` (:data:`relgrade.schema.MADE_ON`, in that order), hashed exactly as
+        :func:`content_sha256` and :func:`intent_sha256` hash the chunks and intent tables,
+        so a grade made from a packet is current while the corpus and intents are unchanged.
+
+    Examples
+    --------
+    >>> p = {"q": {"query_id": "q", "intent": "find f", "rubric_version": "v1",
+    ...            "batches": [[{"chunk_id": "c1", "header": "a.py › f", "text": "def f(): ..."}]]}}
+    >>> m = packet_made_on(p, rubric_sha256="r")[("q", "c1")]
+    >>> m["content_sha256"][:12], m["rubric_version"], m["rubric_sha256"]
+    ('c50f412f09b9', 'v1', 'r')
+    """
+    out: dict[tuple[str, str], dict] = {}
+    for packet in packets.values():
+        qid = str(packet["query_id"])
+        intent = intent_sha256(pd.DataFrame({"query_id": [qid],
+                                             "intent": [str(packet["intent"])]})).iat[0]
+        chunks = [c for batch in packet["batches"] for c in batch]
+        if not chunks:
+            continue
+        table = pd.DataFrame({"chunk_id": [str(c["chunk_id"]) for c in chunks],
+                              "header": [c["header"] for c in chunks],
+                              "text": [c["text"] for c in chunks]})
+        for cid, digest in content_sha256(table).items():
+            out[(qid, cid)] = {"content_sha256": digest, "intent_sha256": intent,
+                               "rubric_version": str(packet["rubric_version"]),
+                               "rubric_sha256": str(rubric_sha256)}
+    return out
+
+
+def require_no_pending(pending: pd.DataFrame, *, how: Mapping[str, str] | None = None) -> None:
+    """Stop when any grader still owes pairs: pending work, named, is not an error of the data.
+
+    Raises
+    ------
+    ProtocolError
+        ``pending`` is not empty; the message is :func:`pending_message` (one line naming
+        per grader the counts and the command that does the work). Nothing is written.
+    """
+    if len(pending):
+        raise ProtocolError(pending_message(pending, how=how))

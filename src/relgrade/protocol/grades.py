@@ -21,7 +21,8 @@ import numpy as np
 import pandas as pd
 
 from relgrade.errors import InputError
-from relgrade.schema import GRADE_KEYS, GRADES, ROW_COLUMNS
+from relgrade.protocol.bank import current_grades
+from relgrade.schema import BANK, GRADE_KEYS, GRADES, MADE_ON, ROW_COLUMNS
 
 
 def reason_required(kind: str, role: str, grade: int) -> bool:
@@ -147,6 +148,7 @@ def validate_grade_rows(
     source,
     grader: str | None = None,
     max_reason_chars: int = 300,
+    allow_repeats: bool = False,
 ) -> pd.DataFrame:
     """Validate a grader's rows and return them as a table, or reject them all.
 
@@ -172,6 +174,9 @@ def validate_grade_rows(
     max_reason_chars : int, default 300
         The longest reason allowed, in characters (params ``grading.max_reason_chars``): a
         one-word reason of megabytes is refused too.
+    allow_repeats : bool, default False
+        Accept a later row for a pair already graded in the file (a stale pair regraded; the
+        judgment bank tells the two apart by what each was made on).
 
     Returns
     -------
@@ -268,7 +273,7 @@ def validate_grade_rows(
         if pool_pairs is not None and pair not in pool_pairs:
             raise InputError("pair not in the pool", path=source, line=line, item=item,
                              fix="Grade only the pool's pairs (see the packets)")
-        if pair in seen:
+        if pair in seen and not allow_repeats:
             raise InputError(f"second row for one pair (first on line {seen[pair]})",
                              path=source, line=line, item=item,
                              fix="Keep one grade per pair and grader")
@@ -340,6 +345,7 @@ def validate_grader_file(
     max_reason_words: int,
     source,
     max_reason_chars: int = 300,
+    allow_repeats: bool = False,
 ) -> pd.DataFrame:
     """Validate one grader's file for one round: rows, reasons by grader kind, audit scope.
 
@@ -364,6 +370,8 @@ def validate_grader_file(
         The file name used in errors.
     max_reason_chars : int, default 300
         The longest reason allowed, in characters.
+    allow_repeats : bool, default False
+        As for :func:`validate_grade_rows`.
 
     Returns
     -------
@@ -388,7 +396,7 @@ def validate_grader_file(
     df = validate_grade_rows(
         tracked(), pool_pairs=pool_pairs, scale=scale, max_reason_words=max_reason_words,
         require_reason=lambda g: reason_required(kind, role, g), source=source, grader=name,
-        max_reason_chars=max_reason_chars)
+        max_reason_chars=max_reason_chars, allow_repeats=allow_repeats)
     if role == "auditor" and audit_query_ids is not None:
         audit = set(audit_query_ids)
         outside = ~df["query_id"].isin(audit).to_numpy()
@@ -455,7 +463,8 @@ def long_table(tables: Mapping[str, pd.DataFrame], *, roles: Mapping[str, str],
         Columns :data:`relgrade.schema.GRADES`: ``query_id``, ``chunk_id``, ``grader``,
         ``role`` (str), ``round`` (int64), ``grade`` (int64), ``reason`` (str), ``sequence`` (int64,
         0-based position of the row in its grader's file, i.e. the order of grading, which
-        the leniency-drift diagnostic reads); one row per (pair, grader, round), sorted by
+        the leniency-drift diagnostic reads: a ``sequence`` column of the input when it has
+        one, else the row's position in it); one row per (pair, grader, round), sorted by
         (query_id, chunk_id, grader) in Python string order.
     """
     parts = []
@@ -466,7 +475,8 @@ def long_table(tables: Mapping[str, pd.DataFrame], *, roles: Mapping[str, str],
         part["round"] = int(round)
         part["grade"] = df["grade"].astype("int64")
         part["reason"] = df["reason"]
-        part["sequence"] = np.arange(len(df), dtype="int64")
+        part["sequence"] = (df["sequence"].to_numpy(dtype="int64") if "sequence" in df.columns
+                            else np.arange(len(df), dtype="int64"))
         parts.append(part)
     if not parts:
         out = pd.DataFrame({c: pd.Series([], dtype="str") for c in GRADES})
@@ -544,6 +554,13 @@ class GraderFile:
         Its sidecar ``round-N.meta.json``, if it has one.
     meta_source : str or None
         The sidecar's path.
+    round : int or None
+        The round the file belongs to (``round-N``).
+    bank : list of (int, dict) or None
+        Its bank sidecar ``round-N.bank.jsonl`` (what each row was made on), None when it
+        has none.
+    bank_source : str or None
+        The bank sidecar's path.
     """
 
     rows: Iterable[tuple[int, Mapping]]
@@ -551,6 +568,9 @@ class GraderFile:
     sha256: str
     meta: Mapping | None = None
     meta_source: str | None = None
+    round: int | None = None
+    bank: list | None = None
+    bank_source: str | None = None
 
 
 def collect_grades(
@@ -635,6 +655,200 @@ def collect_grades(
             rubric_version=rubric_version, round=round,
             file=None if f is None else f.source, sha256=None if f is None else f.sha256)
     manifest = {"rubric_version": rubric_version, "round": int(round),
+                "intents_sha256": intents_sha256, "pool_pairs": len(pairs),
+                "graders": entries}
+    return long_table(tables, roles=roles, round=round), manifest
+
+
+# --- the judgment bank: every grader's files, with what each grade was made on ----------
+
+def bank_of_file(f: GraderFile, *, name: str, spec: Mapping, scale: Iterable[int],
+                 max_reason_words: int, max_reason_chars: int = 300) -> pd.DataFrame:
+    """One grade file and its bank sidecar as judgment-bank rows.
+
+    The rows are validated as a grader's rows are (keys, ids, scale, reasons, one row per
+    pair) but not against the pool or the audit sample: a pair that left the pool, or an
+    auditor's query that is no longer audited, stays in the bank, unused.
+
+    Parameters
+    ----------
+    f : GraderFile
+        The file, its round and its bank sidecar.
+    name : str
+        The grader.
+    spec : mapping
+        Its params entry (``role``, ``kind``).
+    scale, max_reason_words, max_reason_chars
+        As for :func:`validate_grade_rows`.
+
+    Returns
+    -------
+    pandas.DataFrame of shape (n_rows, 13)
+        :data:`relgrade.schema.BANK` plus ``sequence`` (the row's 0-based position in its
+        file), one row per grade row, in file order.
+
+    Raises
+    ------
+    InputError
+        A row rule of :func:`validate_grade_rows`; the file has no bank sidecar (what its
+        grades were made on is unknown: refused, never assumed); a grade row without its
+        bank line; a bank line without a value of :data:`relgrade.schema.MADE_ON`.
+    """
+    df = validate_grader_file(f.rows, name=name, spec=spec, pool_pairs=None,
+                              audit_query_ids=None, scale=scale,
+                              max_reason_words=max_reason_words, source=f.source,
+                              max_reason_chars=max_reason_chars, allow_repeats=True)
+    if f.bank is None:
+        raise InputError("a grade file without its bank sidecar: what its grades were made "
+                         "on (chunk content, intent line, rubric) is unknown", path=f.source,
+                         item=name, found=f"no {f.bank_source}",
+                         fix="Record grades through `relgrade grade import`, `relgrade grade "
+                             "run` or `relgrade serve`, which write the sidecar; or restore "
+                             "it from git")
+    # The k-th grade row of a pair was made on the k-th bank line of that pair (bank lines
+    # are written before their rows; a line whose row a crash lost can only trail).
+    made: dict[tuple[str, str], list[tuple[int, Mapping]]] = {}
+    for line, row in f.bank:
+        if not isinstance(row, Mapping):
+            raise InputError("a bank line is not a JSON object", path=f.bank_source, line=line)
+        made.setdefault((str(row.get("query_id")), str(row.get("chunk_id"))), []).append(
+            (line, row))
+    cols: dict[str, list] = {c: [] for c in (*MADE_ON, "graded_at")}
+    used: dict[tuple[str, str], list[tuple]] = {}
+    for q, c in zip(df["query_id"], df["chunk_id"]):
+        before = used.setdefault((q, c), [])
+        lines = made.get((q, c), [])
+        hit = lines[len(before)] if len(before) < len(lines) else None
+        if hit is not None:
+            now = tuple(hit[1].get(k) for k in MADE_ON)
+            if now in before:
+                raise InputError("second row for one pair, made on the same content, intent "
+                                 "and rubric", path=f.source, item=f"{name}: {_pair_item(q, c)}",
+                                 fix="Keep one grade per pair and grader")
+            before.append(now)
+        if hit is None:
+            raise InputError("grade row without its bank line (what it was made on)",
+                             path=f.bank_source, item=f"{name}: {_pair_item(q, c)}",
+                             fix="Restore the bank sidecar from git, or regrade the pair")
+        line, row = hit
+        for k in cols:
+            value = row.get(k)
+            if k != "graded_at" and (not isinstance(value, str) or not value):
+                raise InputError(f"bank line without {k}", path=f.bank_source, line=line,
+                                 item=f"{name}: {_pair_item(q, c)}",
+                                 fix="Restore the bank sidecar from git")
+            cols[k].append("" if value is None else str(value))
+    out = pd.DataFrame({"query_id": df["query_id"], "chunk_id": df["chunk_id"],
+                        "grader": name, "round": int(f.round or 0), "grade": df["grade"],
+                        "reason": df["reason"], **cols})
+    out["sequence"] = np.arange(len(out), dtype="int64")
+    return out[[*BANK, "sequence"]]
+
+
+def judgment_bank(files: Mapping[str, Iterable[GraderFile]], *, graders: Mapping,
+                  scale: Iterable[int], max_reason_words: int,
+                  max_reason_chars: int = 300) -> pd.DataFrame:
+    """Every recorded grade of every grader and round, with what it was made on.
+
+    Parameters
+    ----------
+    files : mapping of str to iterable of GraderFile
+        grader → its grade files (any rounds).
+    graders : mapping
+        Params ``graders``.
+    scale, max_reason_words, max_reason_chars
+        As for :func:`validate_grade_rows`.
+
+    Returns
+    -------
+    pandas.DataFrame
+        :data:`relgrade.schema.BANK` plus ``sequence``; graders in name order, each one's
+        rounds in the order given.
+
+    Raises
+    ------
+    InputError
+        A file of a grader not in params, or any rule of :func:`bank_of_file`.
+    """
+    for name in files:
+        if name not in graders:
+            raise InputError("grader not declared in params `graders`", item=name,
+                             found=f"graders {', '.join(sorted(graders)) or 'none'}",
+                             fix=f"Add `{name}` with role, kind and family under `graders`")
+    parts = [bank_of_file(f, name=name, spec=graders[name], scale=scale,
+                          max_reason_words=max_reason_words, max_reason_chars=max_reason_chars)
+             for name in sorted(files) for f in files[name]]
+    if not parts:
+        return pd.DataFrame({c: pd.Series([], dtype="int64" if c in ("round", "grade",
+                                                                     "sequence") else "str")
+                             for c in [*BANK, "sequence"]})
+    return pd.concat(parts, ignore_index=True)
+
+
+def current_table(bank: pd.DataFrame, *, graders: Mapping, pool: pd.DataFrame,
+                  audit_query_ids: Iterable[str], content: pd.Series, intents: pd.Series,
+                  rubric_sha256: str, rubric_version: str, round: int,
+                  intents_sha256: str | None,
+                  files: Mapping[str, GraderFile] | None = None) -> tuple[pd.DataFrame, dict]:
+    """The grades table of the current pool: current grades only, and its manifest.
+
+    Parameters
+    ----------
+    bank : pandas.DataFrame
+        :func:`judgment_bank`'s table, limited to the rounds this round uses.
+    graders : mapping
+        Params ``graders``.
+    pool : pandas.DataFrame
+        The current pool (``query_id``, ``chunk_id``).
+    audit_query_ids : iterable of str
+        The audit sample: an auditor's grades count only on these queries.
+    content, intents, rubric_sha256, rubric_version
+        What the pool shows now (see :func:`relgrade.protocol.bank.currency`).
+    round : int
+        Params ``grading.round``: the round every row of the table serves in.
+    intents_sha256 : str or None
+        The frozen intent table's hash, copied to the manifest.
+    files : mapping of str to GraderFile, optional
+        grader → its file of this round, named (with its sha256) in the manifest.
+
+    Returns
+    -------
+    grades : pandas.DataFrame
+        :data:`relgrade.schema.GRADES`: per grader, its current grade of each pool pair (an
+        auditor's on the audited queries only); a stale grade, or one of a pair outside the
+        pool, is never in it.
+    manifest : dict
+        As :func:`collect_grades`' manifest, plus ``rubric_sha256``, ``rounds`` (the rounds
+        whose grades were used) and per grader ``bank_rows`` (its grades in the bank) and
+        ``unused`` (those not in the table: stale, or of pairs outside the pool or audit).
+    """
+    files = files or {}
+    audit = sorted({str(q) for q in audit_query_ids})
+    pairs = pool_pairs_of(pool)
+    now = current_grades(bank, content=content, intents=intents, rubric_sha256=rubric_sha256,
+                         rubric_version=rubric_version)
+    in_pool = [(q, c) in pairs for q, c in zip(now["query_id"], now["chunk_id"])]
+    now = now[pd.Series(in_pool, index=now.index, dtype=bool)]
+    tables, roles, entries = {}, {}, {}
+    for name in sorted(graders):
+        spec = graders[name]
+        roles[name] = spec["role"]
+        mine = now[now["grader"] == name]
+        if spec["role"] == "auditor":
+            mine = mine[mine["query_id"].isin(audit)]
+        mine = mine.sort_values("sequence", kind="stable")
+        if len(mine):
+            tables[name] = mine[["query_id", "chunk_id", "reason", "grade", "sequence"]]
+        f = files.get(name)
+        entry = grader_entry(name, spec, graded=mine, pool=pool, audit_query_ids=audit,
+                             rubric_version=rubric_version, round=round,
+                             file=None if f is None else f.source,
+                             sha256=None if f is None else f.sha256)
+        n_bank = int((bank["grader"] == name).sum())
+        entry.update({"bank_rows": n_bank, "unused": n_bank - int(len(mine))})
+        entries[name] = entry
+    manifest = {"rubric_version": rubric_version, "rubric_sha256": rubric_sha256,
+                "round": int(round), "rounds": sorted({int(r) for r in bank["round"]}),
                 "intents_sha256": intents_sha256, "pool_pairs": len(pairs),
                 "graders": entries}
     return long_table(tables, roles=roles, round=round), manifest

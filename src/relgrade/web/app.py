@@ -191,7 +191,8 @@ def _pairs(packet) -> list[str]:
 
 
 def _saved(g: WebGrader, qid: str, chunk_id: str) -> bool:
-    return (qid, chunk_id) in g.store
+    # a grade made on other content (a stale pair) does not count: the pair is offered again
+    return g.store.is_current((qid, chunk_id))
 
 
 def batch_done(g: WebGrader, qid: str, b: int) -> bool:
@@ -400,7 +401,8 @@ def create_app(site: Site) -> FastAPI:
     def render_batch(request, g, qid, b, *, values=None, error=None, error_index=None,
                      status=200):
         p = packet_for(g, qid, b)
-        saved = {str(r["chunk_id"]): r for _, r in g.store.rows if str(r["query_id"]) == qid}
+        saved = {str(r["chunk_id"]): r for _, r in g.store.rows if str(r["query_id"]) == qid
+                 and _saved(g, qid, str(r["chunk_id"]))}
         chunks = []
         for i, c in enumerate(p["batches"][b]):
             cid = str(c["chunk_id"])

@@ -1,0 +1,15 @@
+#!/usr/bin/env python3
+"""A command grader for the tiny end-to-end experiment (tests/e2e/tiny.py).
+
+It grades by the chunk text as the packet shows it: an implementation → 2, a test that
+checks one case → 1, anything else → 0 — the fixture's truth table, read from the text.
+"""
+import json
+import sys
+
+req = json.loads(sys.stdin.read())
+for c in req["chunks"]:
+    text = c["text"]
+    grade = 2 if "implementation of" in text else 1 if "checks one case" in text else 0
+    print(json.dumps({"query_id": req["query_id"], "chunk_id": c["chunk_id"],
+                      "reason": f"the text reads as grade {grade}", "grade": grade}))

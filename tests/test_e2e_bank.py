@@ -1,0 +1,138 @@
+"""End to end, in a temporary git repository: a pool change creates pending work, never an error.
+
+A key is frozen from grades made by a command grader; then an arm is added (only the new
+pairs are pending, grading them completes ``dvc repro``, every earlier grade is reused) and
+a graded chunk is edited (exactly that pair is pending for the grader and the auditor, it
+never enters the grades table stale, and regrading it completes the grades stage).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import yaml
+
+from tests.e2e import tiny
+
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("e2e")]
+
+GRADER = Path(__file__).with_name("graders") / "tiny_grader.py"
+
+
+def _params(root, change):
+    params = yaml.safe_load((root / "params.yaml").read_text())
+    change(params)
+    (root / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+
+
+def _commands(params):
+    for name in ("grader-a", "auditor-b"):
+        params["graders"][name].update(command=[sys.executable, str(GRADER)], timeout=60,
+                                       retries=1)
+
+
+def _grade(root):
+    for name in ("grader-a", "auditor-b"):
+        tiny.run(root, "relgrade", "grade", "run", "--grader", name, "--no-progress")
+
+
+def _rows(root, grader):
+    path = root / "data/grades" / grader / "round-1.jsonl"
+    return [json.loads(x) for x in path.read_text().splitlines()]
+
+
+def _pending_line(proc):
+    lines = [x for x in (proc.stderr + proc.stdout).splitlines() if "grading:" in x]
+    return lines
+
+
+@pytest.fixture(scope="module")
+def frozen(tmp_path_factory):
+    root = tmp_path_factory.mktemp("bank")
+    tiny.write_inputs(root)
+    _params(root, _commands)
+    tiny.git(root, "init", "-q")
+    tiny.run(root, "dvc", "init", "-q")
+    tiny.run(root, "dvc", "config", "core.analytics", "false")
+    tiny.run(root, "relgrade", "intents", "review", "--reviewer", "auditor-b")
+    tiny.run(root, "dvc", "repro", "packets")
+    _grade(root)
+    tiny.run(root, "dvc", "repro")
+    return root
+
+
+def test_adding_an_arm_makes_only_the_new_pairs_pending_and_grading_them_completes(frozen):
+    root = frozen
+    key_before = (root / "data/key/key.jsonl").read_text()
+    pool = pd.read_parquet(root / "data/pool/pool.parquet")
+    ids = sorted(c["chunk_id"] for c in tiny.chunks())
+    have = set(zip(pool.query_id, pool.chunk_id))
+    new = [(q, next(c for c in ids if (q, c) not in have)) for q, *_ in tiny.TOPICS]
+    (root / "data/input/runs/extra.trec").write_text("".join(
+        f"{q} Q0 {c} 1 1.0 extra\n" for q, c in new))
+    _params(root, lambda p: p["arms"].update(
+        extra={"kind": "file", "depth": 8, "source": "data/input/runs/extra.trec"}))
+    before = {g: _rows(root, g) for g in ("grader-a", "auditor-b")}
+
+    proc = tiny.run(root, "dvc", "repro", check=False)
+    assert proc.returncode != 0
+    line, = _pending_line(proc)
+    assert "grading: 12 pairs need grader-a (12 new)" in line
+    assert "Traceback" not in proc.stderr
+    assert (root / "data/key/key.jsonl").read_text() == key_before
+
+    tiny.run(root, "relgrade", "grade", "run", "--grader", "grader-a", "--no-progress")
+    after = _rows(root, "grader-a")
+    assert after[:len(before["grader-a"])] == before["grader-a"]  # every earlier grade kept
+    assert {(r["query_id"], r["chunk_id"]) for r in after[len(before["grader-a"]):]} == set(new)
+    tiny.run(root, "relgrade", "grade", "run", "--grader", "auditor-b", "--no-progress")
+    assert _rows(root, "auditor-b")[:len(before["auditor-b"])] == before["auditor-b"]
+    tiny.run(root, "dvc", "repro")
+    key = [json.loads(x) for x in (root / "data/key/key.jsonl").read_text().splitlines()]
+    assert set(new) <= {(r["query_id"], r["chunk_id"]) for r in key}
+
+
+def test_editing_a_graded_chunk_makes_exactly_that_pair_pending_for_both_graders(frozen):
+    root = frozen
+    audit = [json.loads(x)["query_id"]
+             for x in (root / "data/audit/audit.jsonl").read_text().splitlines()]
+    qid = audit[0]
+    cid = f"{qid}-answer"
+    grades = pd.read_parquet(root / "data/graded/grades.parquet")
+    assert set(grades.loc[grades.chunk_id == cid, "grader"]) == {"grader-a", "auditor-b"}
+    path = root / "data/input/chunks.jsonl"
+    chunks = [json.loads(x) for x in path.read_text().splitlines()]
+    for c in chunks:
+        if c["chunk_id"] == cid:
+            c["text"] = "This page intentionally left blank."
+    path.write_text("".join(json.dumps(c) + "\n" for c in chunks))
+
+    pool = pd.read_parquet(root / "data/pool/pool.parquet")
+    pairs = pool[pool.chunk_id == cid]  # the chunk may be pooled for other queries too
+    n_a, n_b = len(pairs), int(pairs.query_id.isin(audit).sum())
+    key_before = (root / "data/key/key.jsonl").read_bytes()
+
+    proc = tiny.run(root, "dvc", "repro", check=False)
+    assert proc.returncode != 0
+    line, = _pending_line(proc)
+    a = "1 pair needs" if n_a == 1 else f"{n_a} pairs need"
+    assert line.endswith(f"grading: {a} grader-a ({n_a} stale), {n_b} "
+                         f"need{'s' if n_b == 1 else ''} auditor-b ({n_b} stale); "
+                         "run `relgrade grade run --grader grader-a` or `relgrade serve`")
+    # the stale grades reach no key: the frozen key is as it was
+    assert (root / "data/key/key.jsonl").read_bytes() == key_before
+
+    _grade(root)
+    tiny.run(root, "dvc", "repro", "grades")
+    grades = pd.read_parquet(root / "data/graded/grades.parquet")
+    mine = grades[(grades.chunk_id == cid) & (grades.query_id == qid)]
+    assert sorted(mine["grader"]) == ["auditor-b", "grader-a"]
+    assert mine["grade"].tolist() == [0, 0]  # the regrades; the stale 2s never enter
+    # both grades of the pair stay recorded, each beside what it was made on
+    for g in ("grader-a", "auditor-b"):
+        assert [r["grade"] for r in _rows(root, g)
+                if (r["query_id"], r["chunk_id"]) == (qid, cid)] == [2, 0]
