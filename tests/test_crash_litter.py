@@ -87,7 +87,8 @@ def test_kill_9_of_grade_run_leaves_no_grader_process_and_no_litter(tmp_path):
     assert with_arg(marker) == []
     assert litter(tmp_path) == []
     folder = tmp_path / "data/grades/grader-a"
-    assert sorted(p.name for p in folder.iterdir()) == ["round-1.jsonl", "round-1.meta.json"]
+    assert sorted(p.name for p in folder.iterdir()) == ["round-1.bank.jsonl", "round-1.jsonl",
+                                                           "round-1.meta.json"]
     assert len(ex.read_rows(folder / "round-1.jsonl")) == sum(
         len(b) for p in packets.values() for b in p["batches"])
 

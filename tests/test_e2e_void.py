@@ -129,7 +129,8 @@ def test_a_round_two_file_copied_from_round_one_is_refused(frozen):
     (root / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
     for grader in ("grader-a", "auditor-b"):
         folder = root / "data/grades" / grader
-        shutil.copy(folder / "round-1.jsonl", folder / "round-2.jsonl")
+        for suffix in ("jsonl", "bank.jsonl"):  # the grades and what they were made on
+            shutil.copy(folder / f"round-1.{suffix}", folder / f"round-2.{suffix}")
     before = _snapshot(root)
     proc = tiny.run(root, "dvc", "repro", check=False)
     assert proc.returncode != 0

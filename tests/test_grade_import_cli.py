@@ -236,7 +236,8 @@ def test_import_records_the_intents_and_rubric_it_was_graded_under(exp):
     src = _write(exp / "new.jsonl", [_row("q1", "a", 2)])
     assert _import(str(src), "--grader", "grader-a").exit_code == 0
     meta = exp / TARGET.with_name("round-1.meta.json")
-    assert json.loads(meta.read_text()) == {"intents_sha256": "a" * 64, "rubric_version": "v1"}
+    assert json.loads(meta.read_text()) == {"intents_sha256": "a" * 64, "rubric_version": "v1",
+                                             "round": 1}
     # The intents change after grading: a further import for that round is refused.
     manifest.write_text(json.dumps({"sha256": "b" * 64, "reviewer": "r"}))
     before = (exp / TARGET).read_bytes()

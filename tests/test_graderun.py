@@ -111,7 +111,7 @@ def test_a_run_grades_every_pair_in_display_order_and_writes_the_sidecar(tmp_pat
         shown = [c["chunk_id"] for b in p["batches"] for c in b]
         assert [r["chunk_id"] for r in rows if r["query_id"] == q] == shown
     assert json.loads((grades_file(tmp_path).with_name("round-1.meta.json")).read_text()) == \
-        {"intents_sha256": ex.INTENTS_SHA, "rubric_version": "v1"}
+        {"intents_sha256": ex.INTENTS_SHA, "rubric_version": "v1", "round": 1}
     assert "graded 21 pairs in 6 batches" in result.output
     assert "0 of 21 pairs still lack a grade" in result.output
 

@@ -91,6 +91,6 @@ def import_cmd(file, grader, round_, fmt, params_path):
     # and rubric those were, so a later change of either is refused, not silently mixed.
     if not meta.exists() and rnd == grading.round and intents_sha256:
         io.write_json(meta, {"intents_sha256": intents_sha256,
-                             "rubric_version": str(grading.rubric_version)})
+                             "rubric_version": str(grading.rubric_version), "round": rnd})
     click.echo(f"imported {len(new)} grades for {grader} (round {rnd}) into "
                f"{target.as_posix()}: {total} rows")

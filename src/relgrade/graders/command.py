@@ -769,7 +769,7 @@ def run_grader(
 
 
 def packet_meta(packets: Mapping[str, Mapping], *, source="packets") -> dict:
-    """The ``{"intents_sha256", "rubric_version"}`` every packet shares.
+    """The ``{"intents_sha256", "rubric_version", "round"}`` every packet shares.
 
     This is what the grade file's sidecar ``round-N.meta.json`` records, so the grades stage
     can refuse grades made from packets with other intents or another rubric
@@ -783,7 +783,8 @@ def packet_meta(packets: Mapping[str, Mapping], *, source="packets") -> dict:
     if not packets:
         raise InputError("no packets to grade", path=source, fix="Run: dvc repro packets")
     meta = {}
-    for key in ("intents_sha256", "rubric_version"):
+    # the round says the grades came from this round's packets (a new round is no copy)
+    for key in ("intents_sha256", "rubric_version", "round"):
         values = {p.get(key) for p in packets.values()}
         if len(values) != 1:
             raise InputError(f"packets disagree on {key}", path=source,
