@@ -222,6 +222,20 @@ class Experiment:
             out[str(p["query_id"])] = p
         return dict(sorted(out.items()))
 
+    def rubric_path(self) -> Path:
+        """The rubric file (params ``grading.rubric``), relative to the experiment's root.
+
+        Raises
+        ------
+        InputError
+            ``grading.rubric`` is not set.
+        """
+        rubric = self.params.grading.rubric
+        if rubric is None:
+            raise InputError("params has no rubric", path=self.params.source,
+                             item="grading.rubric", fix="Set grading.rubric to its file")
+        return self.root / rubric
+
     def rubric(self) -> str:
         """The rubric text (params ``grading.rubric``).
 
@@ -230,11 +244,7 @@ class Experiment:
         InputError
             ``grading.rubric`` is not set, or the file cannot be read.
         """
-        rubric = self.params.grading.rubric
-        if rubric is None:
-            raise InputError("params has no rubric", path=self.params.source,
-                             item="grading.rubric", fix="Set grading.rubric to its file")
-        return "\n".join(io.read_lines(self.root / rubric)) + "\n"
+        return "\n".join(io.read_lines(self.rubric_path())) + "\n"
 
     def pending_packets(self, grader: str, packets: dict) -> dict:
         """``packets`` cut down to the pairs ``grader`` still owes in this round.
@@ -281,11 +291,7 @@ class Experiment:
         InputError
             ``grading.rubric`` is not set, or the file does not exist.
         """
-        rubric = self.params.grading.rubric
-        if rubric is None:
-            raise InputError("params has no rubric", path=self.params.source,
-                             item="grading.rubric", fix="Set grading.rubric to its file")
-        path = self.root / rubric
+        path = self.rubric_path()
         if not path.exists():
             raise InputError("rubric file not found", path=path, item="grading.rubric")
         return io.sha256_file(path)
