@@ -4,7 +4,9 @@ Refuses (nothing written) when the gate has not passed, when the ledger lacks a 
 key that metrics files show (deleted, truncated or edited ledger), when a round-N grade
 file is a copy of round N-1, and when the key is void (a different key was already used
 for metrics on the same pool, rubric and round, and params neither raise the round nor
-allow a post-hoc key).
+allow a post-hoc key). A key that differs from the frozen one only on pairs whose chunk,
+intent line or rubric changed since is a revision: frozen in its place, its record naming
+the pairs regraded and the content they were regraded on.
 
 Writes the key, its qrels and its record as one unit: the record last, holding the sha256
 of the other two, so a process killed between the writes leaves files every reader
@@ -17,10 +19,13 @@ from datetime import datetime, timezone
 from importlib import resources
 from pathlib import Path
 
+import pandas as pd
+
 from relgrade.experiment.stage import run_stage
 from relgrade.io import files as io
 from relgrade.io.trec import write_trec_qrels
 from relgrade.protocol import key, ledger
+from relgrade.schema import MADE_ON
 
 #: What the post-hoc folder holds while no post-hoc key stands beside the frozen one.
 NO_POST_HOC = ("No post-hoc key: the frozen key ({frozen}) is the only key of pool {pool}, "
@@ -56,13 +61,43 @@ def _provenance(ex, gate, qrels_sha256):
         audit_lock_sha256=io.sha256_file(lock_path) if lock_path and lock_path.exists() else None)
 
 
-def _write(files, table, record, gate, ex):
-    """Key, then qrels, then the record holding both hashes (written last)."""
+def _write(files, table, record, gate, ex, made_on):
+    """Key, qrels and made-on table, then the record holding their hashes (written last)."""
     io.write_bytes(files.key, key.key_bytes(table))
     write_trec_qrels(files.qrels, key.qrels_frame(table))
     record |= _provenance(ex, gate, io.sha256_file(files.qrels))
+    if files.made_on is not None:
+        io.write_bytes(files.made_on, key.made_on_bytes(table, made_on))
+        record["made_on_sha256"] = io.sha256_file(files.made_on)
     io.write_json(files.record, record)
     return record
+
+
+def _made_on(ex, table):
+    """What each key pair's grade was made on: the grades stage let only current grades
+    through, so that is the chunk, intent line and rubric as they are now."""
+    now = ex.made_on_now()
+    rows = []
+    for q, c in zip(table["query_id"], table["chunk_id"]):
+        made = now({"query_id": q, "chunk_id": c})
+        rows.append({"query_id": q, "chunk_id": c, **(made or {})})
+    return pd.DataFrame(rows, columns=["query_id", "chunk_id", *MADE_ON])
+
+
+def _revision(ex, table, made_on):
+    """The frozen key's hash when ``table`` differs from it only on pairs graded on changed
+    content (a revision), with the pairs; else (None, None)."""
+    files = ex.key_files()
+    if not files.record.exists() or not files.key.exists():
+        return None, None
+    old_made_on = ex.read_key_made_on()
+    if old_made_on is None:
+        return None, None
+    old, record = ex.read_key()
+    diff = key.content_revision(old, old_made_on, table, made_on)
+    if diff["changed"] or diff["added"] or diff["removed"] or not diff["regraded"]:
+        return None, None
+    return record["key_sha256"], diff["regraded"]
 
 
 def _clear_post_hoc(ex, record):
@@ -98,24 +133,31 @@ def main(ex):
         relevant_min=ex.params.need("scale").relevant_min)
     used = ex.ledger()
     _check_rounds(ex, manifests["grades"], grading.round)
+    made_on = _made_on(ex, table)
+    revises, regraded = _revision(ex, table, made_on)
     status = ledger.check_void(used, pool_version=manifests["pool"]["pool_version"],
                                rubric_version=rubric_version, round=grading.round,
-                               key_sha256=key.key_sha256(table), post_hoc=grading.post_hoc)
+                               key_sha256=key.key_sha256(table), post_hoc=grading.post_hoc,
+                               revises=revises)
     record = key.build_record(
         table, frozen_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
         rubric_version=rubric_version, round=grading.round, manifests=manifests,
         pool_sha256=io.sha256_file(ex.path("pool")), dropped_queries=dropped,
         post_hoc=status == ledger.POST_HOC, deviations=grading.deviations)
+    if status == ledger.REVISED:
+        # the pairs regraded because what they show changed, with the content now graded
+        record |= {"revises": revises, "regraded": regraded}
     if status == ledger.POST_HOC:
         folder = ex.path("key_post_hoc")
         with io.atomic_dir(folder) as tmp:  # the three files swapped in as one folder
             names = ex.key_files(post_hoc=True)
             record = _write(type(names)(key=tmp / names.key.name, qrels=tmp / names.qrels.name,
-                                        record=tmp / names.record.name),
-                            table, record, gate, ex)
+                                        record=tmp / names.record.name,
+                                        made_on=tmp / names.made_on.name),
+                            table, record, gate, ex, made_on)
         where = f"beside the frozen key, in {folder.as_posix()}"
     else:
-        record = _write(ex.key_files(), table, record, gate, ex)
+        record = _write(ex.key_files(), table, record, gate, ex, made_on)
         _clear_post_hoc(ex, record)
         where = f"in {ex.path('key').as_posix()}"
     print(f"key {record['key_sha256']} ({status}) {where}: {record['pairs']} pairs, "

@@ -45,9 +45,14 @@ def _post_hoc_key(ex, record):
 def _use(entries, record, *, post_hoc):
     """Check the void rule for ``record``'s key; the ledger with its use added."""
     at = {k: record[k] for k in TRIPLE}
-    status = ledger.check_void(entries, key_sha256=record["key_sha256"], post_hoc=post_hoc, **at)
+    # A key that revises the decision key (pairs regraded because their chunk, intent or
+    # rubric changed) says so in its record; the key stage checked it pair by pair.
+    revises = None if post_hoc else record.get("revises")
+    status = ledger.check_void(entries, key_sha256=record["key_sha256"], post_hoc=post_hoc,
+                               revises=revises, **at)
     now = datetime.now(timezone.utc).isoformat(timespec="seconds")
-    return status, ledger.add_use(entries, key_sha256=record["key_sha256"], used_at=now, **at)
+    return status, ledger.add_use(entries, key_sha256=record["key_sha256"], used_at=now,
+                                  revises=revises if status == ledger.REVISED else None, **at)
 
 
 def main(ex):

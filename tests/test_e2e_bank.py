@@ -8,6 +8,7 @@ never enters the grades table stale, and regrading it completes the grades stage
 
 from __future__ import annotations
 
+import hashlib
 import json
 import sys
 from pathlib import Path
@@ -136,3 +137,27 @@ def test_editing_a_graded_chunk_makes_exactly_that_pair_pending_for_both_graders
     for g in ("grader-a", "auditor-b"):
         assert [r["grade"] for r in _rows(root, g)
                 if (r["query_id"], r["chunk_id"]) == (qid, cid)] == [2, 0]
+
+    # The key that was used for metrics changes only where the text changed: a revision,
+    # not a void run. The record names the pair and the content it was regraded on.
+    old_hash = json.loads((root / "data/key/record.json").read_text())["key_sha256"]
+    tiny.run(root, "dvc", "repro")
+    record = json.loads((root / "data/key/record.json").read_text())
+    new_text = {"header": next(c["header"] for c in chunks if c["chunk_id"] == cid),
+                "text": "This page intentionally left blank."}
+    digest = hashlib.sha256(json.dumps(new_text, separators=(",", ":"), ensure_ascii=False)
+                            .encode()).hexdigest()
+    assert record["revises"] == old_hash != record["key_sha256"]
+    # the command grader reads the text: every pool pair of the chunk was a 2, now a 0
+    assert record["regraded"] == [{"query_id": q, "chunk_id": cid, "content_sha256": digest,
+                                   "grade_before": 2, "grade": 0}
+                                  for q in sorted(pairs.query_id)]
+    made = [json.loads(x) for x in (root / "data/key/made_on.jsonl").read_text().splitlines()]
+    assert {m["content_sha256"] for m in made if m["chunk_id"] == cid} == {digest}
+    assert record["made_on_sha256"] == hashlib.sha256(
+        (root / "data/key/made_on.jsonl").read_bytes()).hexdigest()
+    ledger = [json.loads(x) for x in (root / "data/ledger.jsonl").read_text().splitlines()]
+    assert ledger[-1]["key_sha256"] == record["key_sha256"]
+    assert ledger[-1]["revises"] == old_hash
+    arm = json.loads(next((root / "metrics/arms").glob("*.json")).read_text())
+    assert arm["key_sha256"] == record["key_sha256"] and arm["post_hoc"] is False

@@ -214,6 +214,13 @@ def _stage_dir(tmp_path, *, gate=True, ledger_rows=None, post_hoc=False):
     put("pool_manifest", {"pool_version": "p-0123456789ab"})
     for name in ("corpus_manifest", "queries_manifest", "intents_manifest"):
         put(name, {"sha256": name[0] * 64})
+    # what each key row is made on: the chunks, the intents and the rubric as they are now
+    put("chunks", pd.DataFrame({"chunk_id": ["a", "b", "c"], "header": ["h", "h", "h"],
+                                "text": ["A", "B", "C"]}))
+    put("intents", pd.DataFrame({"query_id": ["q1", "q2"], "intent": ["i1", "i2"]}))
+    rubric = tmp_path / params["grading"]["rubric"]
+    rubric.parent.mkdir(parents=True, exist_ok=True)
+    rubric.write_text("0/1/2\n")
     if gate is not None:
         put("gate", {"passed": gate})
     if ledger_rows is not None:
@@ -243,6 +250,16 @@ def test_stage_writes_key_qrels_and_record(tmp_path):
     assert rec["input_sha256"]["grades"] == {"grader-a": "g" * 64}
     assert rec["post_hoc"] is False and rec["round"] == 1 and rec["rubric_version"] == "v1"
     assert rec["frozen_at"].endswith("+00:00")
+    # every key row beside what its grade was made on, hashed into the record
+    sha = lambda b: hashlib.sha256(b).hexdigest()  # noqa: E731
+    made_on = (tmp_path / p["key_made_on"]).read_bytes()
+    rubric, intent = sha(b"0/1/2\n"), sha(b'{"query_id":"q1","intent":"i1"}')
+    assert made_on == b"".join(
+        b'{"query_id":"q1","chunk_id":"%s","content_sha256":"%s","intent_sha256":"%s",'
+        b'"rubric_sha256":"%s"}\n' % (c.encode(), sha(b'{"header":"h","text":"%s"}' % t).encode(),
+                                     intent.encode(), rubric.encode())
+        for c, t in (("a", b"A"), ("b", b"B")))
+    assert rec["made_on_sha256"] == sha(made_on)
 
 
 @pytest.mark.parametrize("gate", [None, False])
@@ -265,3 +282,42 @@ def test_stage_refuses_a_changed_key_after_metrics_and_allows_it_post_hoc(tmp_pa
     assert _run_stage(tmp_path).returncode == 0
     assert not (tmp_path / p["record"]).exists()  # post-hoc stands beside, never instead
     assert json.loads((tmp_path / p["key_post_hoc"] / "record.json").read_text())["post_hoc"] is True
+
+
+def _made_on(rows):
+    return pd.DataFrame(rows, columns=["query_id", "chunk_id", "content_sha256",
+                                       "intent_sha256", "rubric_sha256"])
+
+
+def test_content_revision_separates_regraded_pairs_from_changed_grades_on_the_same_text():
+    old = pd.DataFrame({"query_id": ["q", "q", "q"], "chunk_id": ["a", "b", "c"],
+                        "grade": [2, 1, 0]})
+    new = pd.DataFrame({"query_id": ["q", "q", "q"], "chunk_id": ["a", "b", "c"],
+                        "grade": [0, 2, 0]})
+    before = _made_on([("q", "a", "A", "i", "r"), ("q", "b", "B", "i", "r"),
+                       ("q", "c", "C", "i", "r")])
+    # a's text changed (regraded 2 -> 0); b's grade changed on the same text; c unchanged
+    after = _made_on([("q", "a", "A2", "i", "r"), ("q", "b", "B", "i", "r"),
+                      ("q", "c", "C", "i", "r")])
+    diff = key.content_revision(old, before, new, after)
+    assert diff["regraded"] == [{"query_id": "q", "chunk_id": "a", "content_sha256": "A2",
+                                 "grade_before": 2, "grade": 0}]
+    assert diff["changed"] == [("q", "b")]
+    assert diff["added"] == [] and diff["removed"] == []
+
+
+def test_an_intent_edit_counts_as_changed_evidence_for_every_pair_of_the_query():
+    k = pd.DataFrame({"query_id": ["q", "q"], "chunk_id": ["a", "b"], "grade": [1, 0]})
+    k2 = k.assign(grade=[0, 1])
+    before = _made_on([("q", "a", "A", "i", "r"), ("q", "b", "B", "i", "r")])
+    after = _made_on([("q", "a", "A", "i2", "r"), ("q", "b", "B", "i2", "r")])
+    diff = key.content_revision(k, before, k2, after)
+    assert [(d["chunk_id"], d["grade_before"], d["grade"]) for d in diff["regraded"]] == \
+        [("a", 1, 0), ("b", 0, 1)]
+    assert diff["changed"] == []
+
+
+def test_made_on_bytes_refuses_a_key_pair_without_its_made_on_row():
+    k = pd.DataFrame({"query_id": ["q"], "chunk_id": ["a"], "grade": [1]})
+    with pytest.raises(InputError, match=r"pair \(q, a\)"):
+        key.made_on_bytes(k, _made_on([]))

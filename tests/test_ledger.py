@@ -109,3 +109,37 @@ def test_an_incomplete_ledger_is_refused_with_the_fix():
         "metrics/arms/bm25.json shows was used for metrics (and 1 more); the ledger was deleted, "
         "truncated or edited. Restore it (`git checkout -- data/ledger.jsonl`) before freezing or "
         "scoring a key")
+
+
+def _entry(key, **extra):
+    return {"pool_version": "p-1", "rubric_version": "v1", "round": 1, "key_sha256": key,
+            "used_at": "2026-12-01T00:00:00+00:00", **extra}
+
+
+def test_a_key_revising_the_decision_key_for_changed_content_is_revised_not_void():
+    entries = [_entry("k1")]
+    at = dict(pool_version="p-1", rubric_version="v1", round=1)
+    assert ledger.check_void(entries, key_sha256="k2", post_hoc=False, revises="k1",
+                             **at) == "revised"
+    entries = ledger.add_use(entries, key_sha256="k2", used_at="t", revises="k1", **at)
+    assert entries[-1]["revises"] == "k1"
+    # the revision is now the decision key: used again it is "same", and the first key is not
+    assert ledger.check_void(entries, key_sha256="k2", post_hoc=False, **at) == "same"
+    with pytest.raises(ProtocolError, match="void: key k2"):
+        ledger.check_void(entries, key_sha256="k1", post_hoc=False, **at)
+
+
+def test_a_revision_of_a_key_that_is_not_the_decision_key_is_void():
+    entries = [_entry("k1"), _entry("k2", revises="k1")]
+    with pytest.raises(ProtocolError, match="void"):
+        ledger.check_void(entries, pool_version="p-1", rubric_version="v1", round=1,
+                          key_sha256="k3", post_hoc=False, revises="k1")
+
+
+def test_the_decision_key_follows_the_chain_of_revisions_and_skips_post_hoc_keys():
+    entries = [_entry("k1"), _entry("ph"), _entry("k2", revises="k1"),
+               _entry("k3", revises="k2"), _entry("k9", revises="k1")]
+    assert ledger.decision_key(entries, pool_version="p-1", rubric_version="v1",
+                               round=1) == "k3"
+    assert ledger.decision_key(entries, pool_version="p-2", rubric_version="v1",
+                               round=1) is None

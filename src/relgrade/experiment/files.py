@@ -24,7 +24,7 @@ from relgrade.protocol import ledger as ledger_mod
 from relgrade.protocol import packets as packets_mod
 from relgrade.protocol.bank import packet_made_on
 from relgrade.protocol.grades import check_meta
-from relgrade.protocol.key import check_whole
+from relgrade.protocol.key import MADE_ON_COLUMNS, check_whole
 
 #: Columns of the frozen key, as the key stage writes them.
 KEY_COLUMNS = ["query_id", "chunk_id", "grade"]
@@ -73,12 +73,17 @@ class KeyFiles:
     qrels : pathlib.Path or None
         The same key as TREC qrels (None: params declare no ``paths.qrels``).
     record : pathlib.Path
-        The record, holding the sha256 of the other two.
+        The record, holding the sha256 of the others.
+    made_on : pathlib.Path or None
+        What each key row's grade was made on (chunk content, intent line and rubric
+        hashes; see :func:`relgrade.protocol.key.made_on_bytes`), or None when params
+        declare no ``paths.key_made_on``.
     """
 
     key: Path
     qrels: Path | None
     record: Path
+    made_on: Path | None = None
 
 
 class Experiment:
@@ -359,9 +364,32 @@ class Experiment:
         if post_hoc:
             folder = self.path("key_post_hoc")
             return KeyFiles(key=folder / "key.jsonl", qrels=folder / "key.qrels",
-                            record=folder / "record.json")
+                            record=folder / "record.json", made_on=folder / "made_on.jsonl")
         qrels = self.path("qrels") if getattr(self.params.paths, "qrels", None) else None
-        return KeyFiles(key=self.path("key"), qrels=qrels, record=self.path("record"))
+        made_on = self.path("key_made_on") if self.params.paths.key_made_on else None
+        return KeyFiles(key=self.path("key"), qrels=qrels, record=self.path("record"),
+                        made_on=made_on)
+
+    def read_key_made_on(self) -> pd.DataFrame | None:
+        """What each frozen key row's grade was made on, or None when there is no such file
+        (a key frozen before relgrade wrote one).
+
+        Raises
+        ------
+        ProtocolError
+            The file's sha256 is not the record's ``made_on_sha256``.
+        """
+        files = self.key_files()
+        if files.made_on is None or not files.made_on.exists() or not files.record.exists():
+            return None
+        want = io.read_json(files.record).get("made_on_sha256")
+        if want is None:
+            return None
+        got = io.sha256_file(files.made_on)
+        if got != want:
+            raise ProtocolError(f"{files.made_on}: sha256 {got} is not the {want} its record "
+                                f"{files.record} froze; restore both from git")
+        return pd.DataFrame(io.read_jsonl(files.made_on), columns=list(MADE_ON_COLUMNS))
 
     def post_hoc_metrics_folder(self, arm: str) -> Path:
         """One arm's post-hoc metrics: ``paths.metrics_post_hoc/ARM/`` (``metrics.json``,

@@ -119,6 +119,7 @@ class Paths(_Section):
     disagreements: str | None = None
     gate: str | None = None
     key: str | None = None
+    key_made_on: str | None = None
     qrels: str | None = None
     record: str | None = None
     key_post_hoc: str | None = None
@@ -239,6 +240,9 @@ class Grading(_Section):
     key_grader: str | None = None
     auditor: str | None = None
     post_hoc: Flag = False
+    #: ``all``: the round regrades the whole pool blind; ``relevant``: only the pairs graded
+    #: >= 1 in the previous round (the protocol's partial regrade), merged with its 0s.
+    regrade: Literal["all", "relevant"] = "all"
     deviations: list[str] = Field(default_factory=list)
 
 

@@ -159,6 +159,115 @@ def key_sha256(key: pd.DataFrame) -> str:
     return hashlib.sha256(key_bytes(key)).hexdigest()
 
 
+#: Columns of a key's made-on table: what each key row's grade was made on.
+MADE_ON_COLUMNS = ("query_id", "chunk_id", "content_sha256", "intent_sha256", "rubric_sha256")
+
+
+def made_on_bytes(key: pd.DataFrame, made_on: pd.DataFrame) -> bytes:
+    """What every key row's grade was made on, in canonical byte form.
+
+    The key's own bytes (and so its hash) hold only ``(query_id, chunk_id, grade)``; this
+    table, written beside it and hashed into its record (``made_on_sha256``), says on which
+    chunk content, intent line and rubric file each grade was made.
+
+    Parameters
+    ----------
+    key : pandas.DataFrame
+        The key (``query_id``, ``chunk_id``, ``grade``).
+    made_on : pandas.DataFrame
+        ``query_id``, ``chunk_id``, ``content_sha256``, ``intent_sha256``, ``rubric_sha256``
+        for at least every key pair (more rows are ignored).
+
+    Returns
+    -------
+    bytes
+        One LF-terminated canonical JSON line per key row (keys in the order of
+        :data:`MADE_ON_COLUMNS`), rows in the key's (query_id, chunk_id) order.
+
+    Raises
+    ------
+    InputError
+        A key pair has no made-on row.
+
+    Examples
+    --------
+    >>> k = pd.DataFrame({"query_id": ["q"], "chunk_id": ["c"], "grade": [2]})
+    >>> m = pd.DataFrame({"query_id": ["q"], "chunk_id": ["c"], "content_sha256": ["h"],
+    ...                   "intent_sha256": ["i"], "rubric_sha256": ["r"]})
+    >>> made_on_bytes(k, m)
+    b'{"query_id":"q","chunk_id":"c","content_sha256":"h","intent_sha256":"i","rubric_sha256":"r"}\\n'
+    """
+    table = {(str(r.query_id), str(r.chunk_id)): r for r in made_on.itertuples(index=False)}
+    lines = []
+    for q, c, _ in _sorted_rows(key):
+        r = table.get((q, c))
+        if r is None:
+            raise InputError("a key pair without what its grade was made on",
+                             item=f"pair ({q}, {c})")
+        lines.append(canonical_json({"query_id": q, "chunk_id": c,
+                                     "content_sha256": str(r.content_sha256),
+                                     "intent_sha256": str(r.intent_sha256),
+                                     "rubric_sha256": str(r.rubric_sha256)}) + "\n")
+    return "".join(lines).encode("utf-8")
+
+
+def content_revision(old_key: pd.DataFrame, old_made_on: pd.DataFrame,
+                     new_key: pd.DataFrame, new_made_on: pd.DataFrame) -> dict:
+    """How a new key differs from the frozen one, pair by pair, and whether content explains it.
+
+    A key used for metrics may not change afterwards (the void rule), except where what was
+    graded changed: a pair whose chunk text, intent line or rubric changed was regraded on
+    something new, which is pending work, not a second look at the same evidence.
+
+    Parameters
+    ----------
+    old_key, new_key : pandas.DataFrame
+        The frozen key and the new one (``query_id``, ``chunk_id``, ``grade``).
+    old_made_on, new_made_on : pandas.DataFrame
+        Their made-on tables (see :func:`made_on_bytes`).
+
+    Returns
+    -------
+    dict
+        ``regraded``: pairs of both keys whose made-on row differs (content, intent or rubric
+        changed), as ``[{"query_id", "chunk_id", "content_sha256", "grade_before", "grade"}]``
+        with the new content hash; ``changed``: pairs whose grade differs although they were
+        graded on the same content, intent and rubric, ``[(query_id, chunk_id), ...]``;
+        ``added`` and ``removed``: pairs in only one of the keys. A new key is a revision by
+        content alone when ``changed``, ``added`` and ``removed`` are all empty.
+
+    Examples
+    --------
+    >>> old = pd.DataFrame({"query_id": ["q", "q"], "chunk_id": ["a", "b"], "grade": [2, 0]})
+    >>> new = pd.DataFrame({"query_id": ["q", "q"], "chunk_id": ["a", "b"], "grade": [0, 0]})
+    >>> m = lambda h: pd.DataFrame({"query_id": ["q", "q"], "chunk_id": ["a", "b"],
+    ...                             "content_sha256": [h, "B"], "intent_sha256": ["i", "i"],
+    ...                             "rubric_sha256": ["r", "r"]})
+    >>> r = content_revision(old, m("A"), new, m("A2"))
+    >>> r["regraded"], r["changed"]
+    ([{'query_id': 'q', 'chunk_id': 'a', 'content_sha256': 'A2', 'grade_before': 2, 'grade': 0}], [])
+    """
+    def table(key, made_on):
+        made = {(str(r.query_id), str(r.chunk_id)): (str(r.content_sha256),
+                                                      str(r.intent_sha256),
+                                                      str(r.rubric_sha256))
+                for r in made_on.itertuples(index=False)}
+        return {(q, c): (g, made.get((q, c))) for q, c, g in _sorted_rows(key)}
+
+    old, new = table(old_key, old_made_on), table(new_key, new_made_on)
+    regraded, changed = [], []
+    for pair in sorted(old.keys() & new.keys()):
+        (g0, m0), (g1, m1) = old[pair], new[pair]
+        if m0 != m1:
+            regraded.append({"query_id": pair[0], "chunk_id": pair[1],
+                             "content_sha256": None if m1 is None else m1[0],
+                             "grade_before": g0, "grade": g1})
+        elif g0 != g1:
+            changed.append(pair)
+    return {"regraded": regraded, "changed": changed,
+            "added": sorted(new.keys() - old.keys()), "removed": sorted(old.keys() - new.keys())}
+
+
 def qrels_frame(key: pd.DataFrame) -> pd.DataFrame:
     """The key in canonical order as a qrels table (``query_id``, ``chunk_id``, ``grade``)."""
     rows = _sorted_rows(key)

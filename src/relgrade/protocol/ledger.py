@@ -6,8 +6,15 @@ changed after seeing which arm they favour, so the run is void: the key stage re
 params declare a new ``grading.round`` (a full blind regrade from fresh orders) or mark the run
 ``grading.post_hoc: true``, in which case every number built on it is labelled post-hoc.
 
+One change is not a second look: when the text of a chunk, an intent line or the rubric
+changes, the pairs that show it are regraded on something new. A key that differs from the
+decision key only on such pairs is a **revision** (its record names the pairs and the content
+they were regraded on); it becomes the decision key, and its ledger entry says which key it
+``revises``. A grade that changes on unchanged content is still void.
+
 The ledger itself is a git-tracked JSON Lines file (params ``paths.ledger``), one entry per key
-used for metrics: ``{"pool_version", "rubric_version", "round", "key_sha256", "used_at"}``.
+used for metrics: ``{"pool_version", "rubric_version", "round", "key_sha256", "used_at"}``
+and, for a revision, ``"revises"``.
 These functions work on its entries as a list of dicts; the stages read and write the file.
 """
 
@@ -21,6 +28,7 @@ LEDGER_KEYS = ("pool_version", "rubric_version", "round", "key_sha256", "used_at
 
 FRESH = "fresh"
 SAME = "same"
+REVISED = "revised"
 POST_HOC = "post-hoc"
 
 
@@ -40,6 +48,7 @@ def add_use(
     round: int,
     key_sha256: str,
     used_at: str,
+    revises: str | None = None,
 ) -> list[dict]:
     """The ledger with one more key used for metrics (idempotent).
 
@@ -55,6 +64,9 @@ def add_use(
         The key's hash (64 hex digits).
     used_at : str
         When metrics were computed from it (UTC, ISO 8601).
+    revises : str, optional
+        The hash of the decision key this key revises because what some pairs were graded on
+        changed (see :func:`check_void`); recorded as the entry's ``revises``.
 
     Returns
     -------
@@ -68,14 +80,47 @@ def add_use(
     for e in out:
         if _entry_triple(e) == triple and e["key_sha256"] == key_sha256:
             return out
-    out.append({
+    entry = {
         "pool_version": str(pool_version),
         "rubric_version": str(rubric_version),
         "round": int(round),
         "key_sha256": str(key_sha256),
         "used_at": str(used_at),
-    })
+    }
+    if revises:
+        entry["revises"] = str(revises)
+    out.append(entry)
     return out
+
+
+def decision_key(entries: Iterable[Mapping], *, pool_version: str, rubric_version: str,
+                 round: int) -> str | None:
+    """The decision key of a pool, rubric and round: the first key used for metrics, or the
+    last revision of it (an entry whose ``revises`` names the decision key so far).
+
+    Returns
+    -------
+    str or None
+        Its hash; None when no key has been used for metrics on that triple.
+
+    Examples
+    --------
+    >>> e = [{"pool_version": "p", "rubric_version": "v", "round": 1, "key_sha256": "k1"},
+    ...      {"pool_version": "p", "rubric_version": "v", "round": 1, "key_sha256": "k9"},
+    ...      {"pool_version": "p", "rubric_version": "v", "round": 1, "key_sha256": "k2",
+    ...       "revises": "k1"}]
+    >>> decision_key(e, pool_version="p", rubric_version="v", round=1)
+    'k2'
+    """
+    triple = _triple(pool_version, rubric_version, round)
+    used = [e for e in entries if _entry_triple(e) == triple]
+    if not used:
+        return None
+    decision = used[0]["key_sha256"]
+    for e in used[1:]:
+        if e.get("revises") == decision:
+            decision = e["key_sha256"]
+    return decision
 
 
 def check_void(
@@ -86,6 +131,7 @@ def check_void(
     round: int,
     key_sha256: str,
     post_hoc: bool,
+    revises: str | None = None,
 ) -> str:
     """Whether a key may be used, given the keys already used for metrics.
 
@@ -101,13 +147,19 @@ def check_void(
         Its hash.
     post_hoc : bool
         Params ``grading.post_hoc``: a changed key is allowed, labelled post-hoc.
+    revises : str, optional
+        The hash of the decision key this key differs from only on pairs whose chunk
+        content, intent line or rubric changed since (the caller compares the two keys'
+        made-on tables, :func:`relgrade.protocol.key.content_revision`). Such pairs were
+        regraded on something new, so the change is a revision, not a second look.
 
     Returns
     -------
-    {"fresh", "same", "post-hoc"}
+    {"fresh", "same", "revised", "post-hoc"}
         ``"fresh"``: no key has been used for metrics for this pool, rubric and round;
         ``"same"``: this exact key was used before, as the first (decision) key of this pool,
-        rubric and round; ``"post-hoc"``: a different key was used first and ``post_hoc``
+        rubric and round (or its latest revision); ``"revised"``: ``revises`` names the
+        decision key, which this key replaces as the decision key; ``"post-hoc"``: a different key was used first and ``post_hoc``
         allows this one, labelled post-hoc. A post-hoc key used again stays post-hoc: it
         never becomes the decision key.
 
@@ -126,13 +178,17 @@ def check_void(
     """
     triple = _triple(pool_version, rubric_version, round)
     used = [e for e in entries if _entry_triple(e) == triple]
-    if not used:
+    decision = decision_key(entries, pool_version=pool_version, rubric_version=rubric_version,
+                            round=round)
+    if decision is None:
         return FRESH
-    if used[0]["key_sha256"] == key_sha256:
+    if decision == key_sha256:
         return SAME
+    if revises is not None and revises == decision:
+        return REVISED
     if post_hoc:
         return POST_HOC
-    old = used[0]["key_sha256"]
+    old = decision
     raise ProtocolError(
         f"void: key {old} was already used for metrics on pool {triple[0]}, rubric "
         f"{triple[1]}, round {triple[2]} (at {used[0].get('used_at', '?')}); this key differs "
