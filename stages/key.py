@@ -144,6 +144,8 @@ def main(ex):
         rubric_version=rubric_version, round=grading.round, manifests=manifests,
         pool_sha256=io.sha256_file(ex.path("pool")), dropped_queries=dropped,
         post_hoc=status == ledger.POST_HOC, deviations=grading.deviations)
+    if manifests["grades"].get("regrade"):  # a partial regrade: the rounds merged
+        record["regrade"] = manifests["grades"]["regrade"]
     if status == ledger.REVISED:
         # the pairs regraded because what they show changed, with the content now graded
         record |= {"revises": revises, "regraded": regraded}

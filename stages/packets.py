@@ -1,10 +1,14 @@
 """Stage `packets`: pool + chunks + frozen, reviewed intents → one packet per query and role.
 
+A partial regrade round (``grading.regrade: relevant``) holds only the pairs graded
+relevant in the round before, plus any pair still owed.
+
 Refuses (ProtocolError) unless the intents manifest names a reviewer and its sha256 matches
 the frozen intent table. The packet folder is written complete beside its target and then
 swapped in, so a failure leaves the previous packets untouched.
 """
 
+from relgrade.experiment.judgments import judgments
 from relgrade.experiment.stage import run_stage
 from relgrade.io.files import (
     atomic_dir,
@@ -23,10 +27,15 @@ def main(ex):
     manifest = read_json(manifest_path) if manifest_path.exists() else None
     frozen = read_table(ex.path("intents")) if manifest is not None else None
     sha = intents.check_frozen(frozen, manifest, path=manifest_path)
+    pool = read_table(ex.path("pool"), columns=["query_id", "chunk_id"])
+    audit_ids = [str(row["query_id"]) for row in read_jsonl(ex.path("audit"))]
+    if grading.regrade == "relevant" and grading.round > 1:
+        # a partial regrade: only the pairs graded relevant in the round before (and any
+        # still owed), in fresh orders of this round
+        pool = judgments(ex, pool, audit_ids).round_pairs
     orders = packets.build_orders(
-        read_table(ex.path("pool"), columns=["query_id", "chunk_id"]),
-        seed=ex.params.need("seed"), round=grading.round, batch_size=grading.batch_size,
-        audit_ids=[row["query_id"] for row in read_jsonl(ex.path("audit"))])
+        pool, seed=ex.params.need("seed"), round=grading.round, batch_size=grading.batch_size,
+        audit_ids=audit_ids)
     built = packets.build_packets(orders, chunks=read_table(ex.path("chunks")),
                                   intents=frozen,
                                   rubric_version=ex.params.need("grading.rubric_version"),

@@ -95,8 +95,10 @@ def test_pending_counts_give_zeros_for_a_grader_who_owes_nothing():
     p = pd.DataFrame([("grader-a", "q1", "b", "new"), ("grader-a", "q2", "c", "stale")],
                      columns=PENDING)
     assert bank.pending_counts(p, ["grader-a", "auditor-b"]) == {
-        "grader-a": {"pending_new": 1, "pending_stale": 1, "pending_audit": 0},
-        "auditor-b": {"pending_new": 0, "pending_stale": 0, "pending_audit": 0}}
+        "grader-a": {"pending_new": 1, "pending_stale": 1, "pending_audit": 0,
+                     "pending_regrade": 0},
+        "auditor-b": {"pending_new": 0, "pending_stale": 0, "pending_audit": 0,
+                      "pending_regrade": 0}}
 
 
 def test_pending_message_names_counts_audit_queries_and_the_command():

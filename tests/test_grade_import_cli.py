@@ -159,17 +159,19 @@ def test_unknown_grader_and_explicit_round(exp):
     assert (exp / "data/grades/grader-a/round-2.jsonl").exists()
 
 
-def test_sidecar_of_other_intents_refuses_the_import(exp):
+def test_an_import_after_an_intent_edit_brings_the_sidecar_up_to_the_frozen_intents(exp):
     (exp / TARGET).parent.mkdir(parents=True)
     (exp / TARGET.with_name("round-1.meta.json")).write_text(
-        json.dumps({"intents_sha256": "x" * 64, "rubric_version": "v1"}))
+        json.dumps({"intents_sha256": "x" * 64, "rubric_version": "v1", "round": 1}))
     manifest = exp / "data/intents/manifest.json"
     manifest.parent.mkdir(parents=True, exist_ok=True)
     manifest.write_text(json.dumps({"sha256": "y" * 64}))
     res = _import(str(_write(exp / "new.jsonl", [_row("q1", "a", 2)])), "--grader", "grader-a")
-    assert res.exit_code == 1
-    assert "grades were made from packets with other intents" in res.output
-    assert not (exp / TARGET).exists()
+    # each grade's bank line says what it was made on; the sidecar names the intents now
+    assert res.exit_code == 0, res.output
+    assert json.loads((exp / TARGET.with_name("round-1.meta.json")).read_text()) == {
+        "intents_sha256": "y" * 64, "rubric_version": "v1", "round": 1, "regrade": "all"}
+    assert [json.loads(x)["chunk_id"] for x in (exp / TARGET).read_text().splitlines()] == ["a"]
 
 
 def test_import_refuses_while_a_grading_run_holds_the_file(exp):
@@ -237,13 +239,15 @@ def test_import_records_the_intents_and_rubric_it_was_graded_under(exp):
     assert _import(str(src), "--grader", "grader-a").exit_code == 0
     meta = exp / TARGET.with_name("round-1.meta.json")
     assert json.loads(meta.read_text()) == {"intents_sha256": "a" * 64, "rubric_version": "v1",
-                                             "round": 1}
-    # The intents change after grading: a further import for that round is refused.
+                                             "round": 1, "regrade": "all"}
+    # The intents change after grading: a further import is recorded (each grade's bank
+    # line says what it was made on) and the sidecar follows the intents graded from now.
     manifest.write_text(json.dumps({"sha256": "b" * 64, "reviewer": "r"}))
-    before = (exp / TARGET).read_bytes()
     res = _import(str(_write(exp / "more.jsonl", [_row("q1", "b", 0)])), "--grader", "grader-a")
-    assert res.exit_code == 1 and "grades were made from packets with other intents" in res.output
-    assert (exp / TARGET).read_bytes() == before
+    assert res.exit_code == 0, res.output
+    assert json.loads(meta.read_text())["intents_sha256"] == "b" * 64
+    assert [json.loads(x)["chunk_id"] for x in (exp / TARGET).read_text().splitlines()] == \
+        ["a", "b"]
 
 
 def test_import_records_what_each_grade_was_made_on_in_the_bank_sidecar(exp):

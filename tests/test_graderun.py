@@ -111,7 +111,7 @@ def test_a_run_grades_every_pair_in_display_order_and_writes_the_sidecar(tmp_pat
         shown = [c["chunk_id"] for b in p["batches"] for c in b]
         assert [r["chunk_id"] for r in rows if r["query_id"] == q] == shown
     assert json.loads((grades_file(tmp_path).with_name("round-1.meta.json")).read_text()) == \
-        {"intents_sha256": ex.INTENTS_SHA, "rubric_version": "v1", "round": 1}
+        {"intents_sha256": ex.INTENTS_SHA, "rubric_version": "v1", "round": 1, "regrade": "all"}
     assert "graded 21 pairs in 6 batches" in result.output
     assert "0 of 21 pairs still lack a grade" in result.output
 
@@ -233,14 +233,30 @@ def test_an_invalid_recorded_row_stops_the_run_before_any_grading(tmp_path):
     assert f.read_text().count("\n") == 1
 
 
-def test_grades_from_packets_with_other_intents_are_not_extended(tmp_path):
-    ex.build(tmp_path, queries=1, chunks=2, graders=grader("ok"))
+def test_grades_made_on_an_edited_intent_are_offered_again_and_the_sidecar_follows(tmp_path):
+    from relgrade.experiment.files import Experiment
+
+    packets = ex.build(tmp_path, queries=1, chunks=2, graders=grader("ok"))
+    experiment = Experiment.load(tmp_path / "params.yaml")
+    now = experiment.made_on(experiment.packets("grader"))
+    pre = [{"query_id": "q01", "chunk_id": "q01-c0", "reason": "read on the old intent",
+            "grade": 0}]
+    # a grade made while the intent line read otherwise: its bank line holds another hash
+    with GradeStore(grades_file(tmp_path),
+                    made_on=lambda row: {**now(row), "intent_sha256": "b" * 64}).open() as store:
+        store.append(pre)
     meta = grades_file(tmp_path).with_name("round-1.meta.json")
-    meta.parent.mkdir(parents=True)
-    meta.write_text(json.dumps({"intents_sha256": "b" * 64, "rubric_version": "v1"}))
+    meta.write_text(json.dumps({"intents_sha256": "b" * 64, "rubric_version": "v1",
+                                "round": 1}))
     result = run(tmp_path)
-    assert result.exit_code == 1
-    assert "grades were made from packets with other intents" in result.output
+    assert result.exit_code == 0, result.output
+    assert "graded 2 pairs in 1 batch" in result.output  # the stale one and the new one
+    rows = ex.read_rows(grades_file(tmp_path))
+    assert rows[0] == pre[0]  # the old grade stays recorded, beside what it was made on
+    assert sorted(r["chunk_id"] for r in rows[1:]) == ["q01-c0", "q01-c1"]
+    sidecar = json.loads(meta.read_text())
+    assert sidecar["intents_sha256"] == next(iter(packets.values()))["intents_sha256"]
+    assert sidecar["round"] == 1 and sidecar["regrade"] == "all"
 
 
 def test_an_auditor_grades_its_own_packets_only(tmp_path):

@@ -97,7 +97,8 @@ BAD = {
     "section_key_typo": (_set("grading.batch_szie", 3),
                          "grading.batch_szie: unknown key. Known keys here: rubric, "
                          "rubric_version, round, batch_size, max_reason_words, "
-                         "max_reason_chars, key_grader, auditor, post_hoc, deviations"),
+                         "max_reason_chars, key_grader, auditor, post_hoc, regrade, "
+                         "deviations"),
 }
 
 

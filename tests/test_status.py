@@ -54,10 +54,25 @@ def exp(tmp_path):
                                            "flagged": []})
     _put(tmp_path, p["audit"], [{"query_id": "q2", "group": "keyword", "unique_share": 0.5,
                                  "reason": "r"}])
+    # what grades are made on: the chunks, the frozen intents and the rubric file
+    _put(tmp_path, p["chunks"], pd.DataFrame({"chunk_id": list("abcdef") + ["n1"],
+                                              "header": ["h"] * 7, "text": list("ABCDEF") + ["N"]}))
+    _put(tmp_path, p["intents"], pd.DataFrame({"query_id": ["q1", "q2", "q3"],
+                                               "intent": ["i1", "i2", "i3"]}))
+    rubric = tmp_path / params["grading"]["rubric"]
+    rubric.parent.mkdir(parents=True, exist_ok=True)
+    rubric.write_text("0/1/2\n")
     # grader-a graded q1 before the pool grew (n1 is new) and all of q2; q3 not started
-    _put(tmp_path, p["grades_in"] + "/grader-a/round-1.jsonl",
-         [_row("q1", "a", 2), _row("q1", "b", 0), _row("q2", "c"), _row("q2", "d")])
+    _grades(tmp_path, p, "grader-a",
+            [_row("q1", "a", 2), _row("q1", "b", 0), _row("q2", "c"), _row("q2", "d")])
     return tmp_path, p
+
+
+def _grades(root, p, grader, rows):
+    """A grader's round-1 file with its bank sidecar, as the grade store records them."""
+    from tests.test_grades import _stage_grades
+
+    _stage_grades(root, p, grader, rows)
 
 
 def _status(root, *args):
@@ -104,7 +119,7 @@ AGREEMENT = {"pairs": 2, "missing": 0, "weighted_kappa": 0.5, "binary_kappa": 0.
 
 def test_failed_gate_says_why(exp):
     root, p = exp
-    _put(root, p["grades_in"] + "/auditor-b/round-1.jsonl", [_row("q2", "c"), _row("q2", "d")])
+    _grades(root, p, "auditor-b", [_row("q2", "c"), _row("q2", "d")])
     _put(root, p["agreement"], AGREEMENT)
     lines = _status(root).splitlines()
     assert "gate: failed: weighted_kappa 0.5 < 0.75" in lines
@@ -113,7 +128,7 @@ def test_failed_gate_says_why(exp):
 def test_an_incomplete_audit_fails_the_gate_in_status_with_the_counts(exp):
     root, p = exp
     # q2 is audited (pairs c, d): grader-a has both, auditor-b only c.
-    _put(root, p["grades_in"] + "/auditor-b/round-1.jsonl", [_row("q2", "c")])
+    _grades(root, p, "auditor-b", [_row("q2", "c")])
     _put(root, p["agreement"], AGREEMENT | {"weighted_kappa": 0.9})
     lines = _status(root).splitlines()
     assert ("gate: failed: audit coverage 1 of 2 pairs (0.5) < 1: auditor-b has graded 1 of 2 "
@@ -191,7 +206,7 @@ def _use(pool, sha):
 
 def test_invalid_grade_file_is_reported_not_raised(exp):
     root, p = exp
-    _put(root, p["grades_in"] + "/auditor-b/round-1.jsonl", [_row("q2", "c", 5)])
+    _grades(root, p, "auditor-b", [_row("q2", "c", 5)])
     lines = _status(root).splitlines()
     path = (root / p["grades_in"] / "auditor-b/round-1.jsonl").as_posix()
     assert (f"audit: auditor-b's round 1 file is invalid: {path}:1: auditor-b: pair (q2, c): "
@@ -305,6 +320,22 @@ def test_status_json_counts_per_grader_the_current_grades_and_the_pending_work(t
     _, p = _stage_dir(tmp_path)  # grader-a graded q1's three pairs; q2 (audited) has two
     _stage_grades(tmp_path, p, "auditor-b", [_row("q2", "c5", 0)])
     pending = read_status(Experiment.load(tmp_path / "params.yaml"))["pending"]
-    assert pending == {"pool_version": None, "graders": {
-        "grader-a": {"current": 3, "pending_new": 2, "pending_stale": 0, "pending_audit": 0},
-        "auditor-b": {"current": 1, "pending_new": 0, "pending_stale": 0, "pending_audit": 1}}}
+    assert pending == {"pool_version": None, "rounds": [1], "graders": {
+        "grader-a": {"current": 3, "pending_new": 2, "pending_stale": 0, "pending_audit": 0,
+                     "pending_regrade": 0},
+        "auditor-b": {"current": 1, "pending_new": 0, "pending_stale": 0, "pending_audit": 1,
+                      "pending_regrade": 0}}}
+
+
+def test_a_grade_of_a_pair_that_left_the_pool_stays_in_the_bank_and_status_counts_the_rest(exp):
+    root, p = exp
+    # q1-c was graded when an arm since removed still pooled it: kept, unused, no error
+    _grades(root, p, "grader-a", [_row("q1", "a", 2), _row("q1", "b", 0), _row("q1", "c", 1),
+                                  _row("q2", "c"), _row("q2", "d")])
+    lines = _status(root).splitlines()
+    assert "grading: 4 of 7 pool pairs graded by grader-a (round 1)" in lines
+    assert not [x for x in lines if "invalid" in x]
+    st = json.loads(_status(root, "--json"))
+    assert st["pending"]["graders"]["grader-a"] == {
+        "current": 4, "pending_new": 3, "pending_stale": 0, "pending_audit": 0,
+        "pending_regrade": 0}

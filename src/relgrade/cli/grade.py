@@ -72,13 +72,9 @@ def import_cmd(file, grader, round_, fmt, params_path):
     new = grades.validate_grader_file(rows, source=file.as_posix(), **check)
     if new.empty:
         raise InputError("no grade rows to import", path=file)
-    target, meta = ex.grader_files(grader, rnd).grades, ex.grader_files(grader, rnd).meta
+    target = ex.grader_files(grader, rnd).grades
     manifest = ex.path("intents_manifest")
     intents_sha256 = io.read_json(manifest).get("sha256") if manifest.exists() else None
-    if meta.exists() and rnd == grading.round:
-        grades.check_meta(io.read_json(meta), source=meta.as_posix(),
-                          rubric_version=str(grading.rubric_version),
-                          intents_sha256=intents_sha256)
     rows = new[ROW_COLUMNS].to_dict("records")
     # The bank records what each imported grade is made on: the chunk and intent line as the
     # pool shows them now, and the rubric file as it is now.
@@ -87,10 +83,11 @@ def import_cmd(file, grader, round_, fmt, params_path):
         rows, source=file,
         check=lambda recorded: grades.validate_grader_file(recorded, source=target.as_posix(),
                                                            **check))
-    # Imported grades were made against the packets of this round: record which intents
-    # and rubric those were, so a later change of either is refused, not silently mixed.
-    if not meta.exists() and rnd == grading.round and intents_sha256:
-        io.write_json(meta, {"intents_sha256": intents_sha256,
-                             "rubric_version": str(grading.rubric_version), "round": rnd})
+    # The round's sidecar names the intents and rubric graded from now; each grade's own
+    # made-on line (in the bank) is what decides whether it is current.
+    if rnd == grading.round and intents_sha256:
+        ex.ensure_meta(ex.grader_files(grader, rnd),
+                       {"intents_sha256": intents_sha256,
+                        "rubric_version": str(grading.rubric_version), "round": rnd})
     click.echo(f"imported {len(new)} grades for {grader} (round {rnd}) into "
                f"{target.as_posix()}: {total} rows")

@@ -23,7 +23,6 @@ from relgrade.io.runs import read_run
 from relgrade.protocol import ledger as ledger_mod
 from relgrade.protocol import packets as packets_mod
 from relgrade.protocol.bank import packet_made_on
-from relgrade.protocol.grades import check_meta
 from relgrade.protocol.key import MADE_ON_COLUMNS, check_whole
 
 #: Columns of the frozen key, as the key stage writes them.
@@ -188,18 +187,32 @@ class Experiment:
         return {k: c.get(k) for k in ("samples", "pairs", "fleiss_kappa", "unanimous_share")}
 
     def ensure_meta(self, files: GraderFiles, meta: dict) -> None:
-        """Write the grade file's sidecar, or check the one already there against ``meta``.
+        """Write the grade file's sidecar: the packets' intents hash, rubric version and
+        round, and the round's regrade mode (params ``grading.regrade``).
+
+        An intent or rubric edit since the sidecar was written is not an error: each grade's
+        bank line records what it was made on, so earlier grades of edited pairs are stale
+        and owed again, and the sidecar is brought up to the packets now graded from.
 
         Raises
         ------
         InputError
-            The sidecar records other intents or another rubric version than the packets.
+            The sidecar is not a JSON object, or names another round than the packets.
         """
+        meta = {**meta, "regrade": self.params.grading.regrade}
         if files.meta.exists():
-            check_meta(io.read_json(files.meta), intents_sha256=meta["intents_sha256"],
-                       rubric_version=meta["rubric_version"], source=files.meta)
-        else:
-            io.write_json(files.meta, meta)
+            old = io.read_json(files.meta)
+            if not isinstance(old, dict):
+                raise InputError("a grade file's sidecar must be a JSON object",
+                                 path=files.meta, found=type(old).__name__)
+            if "round" in old and "round" in meta and int(old["round"]) != int(meta["round"]):
+                raise InputError("the sidecar names another round than the packets",
+                                 path=files.meta, found=f"round {old['round']}, packets "
+                                 f"round {meta['round']}", fix="Rebuild the packets: dvc "
+                                 "repro packets")
+            if all(old.get(k) == v for k, v in meta.items()):
+                return
+        io.write_json(files.meta, meta)
 
     # --- what graders are given --------------------------------------------------------
 

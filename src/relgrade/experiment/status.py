@@ -19,8 +19,9 @@ from collections.abc import Iterable, Mapping
 
 import pandas as pd
 
-from relgrade.errors import InputError, RelgradeError
+from relgrade.errors import RelgradeError
 from relgrade.experiment.files import Experiment
+from relgrade.experiment.judgments import Judgments, judgments
 from relgrade.experiment.params import Params
 from relgrade.io import files as io
 from relgrade.protocol import bank, grades
@@ -357,21 +358,23 @@ def read_status(ex: Experiment) -> dict:
     params = ex.params
     pool = load("pool", "pool", lambda p: io.read_table(p, columns=["query_id", "chunk_id"]))
     audit = load("audit", "audit", lambda p: [str(r["query_id"]) for r in io.read_jsonl(p)])
-    rows = {}
-    for name, spec in params.graders_dict().items():
-        path = ex.grader_files(name).grades
-        if not path.exists():
-            continue
+    # Each grader's current grades of the pool, read through the judgment bank: a grade of a
+    # pair that left the pool, or a stale one, is kept in the bank and simply not counted.
+    rows: dict = {}
+    pending = None
+    if pool is not None and audit is not None:
         try:
-            rows[name] = grades.validate_grader_file(
-                io.iter_jsonl(path), name=name, spec=spec,
-                pool_pairs=None if pool is None else grades.pool_pairs_of(pool),
-                audit_query_ids=audit, scale=params.need("scale").grades,
-                max_reason_words=params.need("grading.max_reason_words"),
-                max_reason_chars=params.grading.max_reason_chars,
-                source=path.as_posix())
+            held = judgments(ex, pool, audit)
+            table, _ = grades.current_table(held.bank, graders=params.graders_dict(), pool=pool,
+                                            audit_query_ids=audit, round=params.grading.round,
+                                            intents_sha256=None, **held.now)
+            for name in held.files:
+                rows[name] = table[table["grader"] == name]
+            pending = pending_status(ex, held=held, table=table)
         except RelgradeError as e:
-            rows[name] = str(e)
+            for name in ex.grader_round_files():
+                rows[name] = str(e)
+            pending = {"error": str(e)}
     try:
         ledger = {"state": "complete", "entries": len(ex.ledger())}
     except RelgradeError as e:
@@ -406,66 +409,37 @@ def read_status(ex: Experiment) -> dict:
         gate=load("gate", "gate", io.read_json),
         record=record, problems=problems, post_hoc_record=post_hoc, ledger=ledger,
         dvc=dvc_health(*ex.dvc_files()))
-    if pool is not None and audit is not None:
-        try:
-            st["pending"] = pending_status(ex, pool=pool, audit_ids=audit)
-        except RelgradeError as e:
-            st["pending"] = {"error": str(e)}
+    if pending is not None:
+        st["pending"] = pending
     return st
 
 
-def pending_status(ex: Experiment, *, pool: pd.DataFrame, audit_ids: list[str]) -> dict:
+def pending_status(ex: Experiment, *, held: Judgments, table: pd.DataFrame) -> dict:
     """Per grader, its current grades of the pool and the pairs it still owes.
 
     Parameters
     ----------
     ex : Experiment
-        The experiment (its grade files and bank sidecars, chunks, intents, rubric).
-    pool : pandas.DataFrame
-        The current pool (``query_id``, ``chunk_id``).
-    audit_ids : list of str
-        The audit sample.
+        The experiment (for the pool version and the grader names).
+    held : Judgments
+        The round's judgments (:func:`relgrade.experiment.judgments.judgments`).
+    table : pandas.DataFrame
+        The current grades table built from ``held`` (:data:`relgrade.schema.GRADES`).
 
     Returns
     -------
     dict
-        ``{"pool_version": str or None, "graders": {name: {"current", "pending_new",
-        "pending_stale", "pending_audit"}}}`` for the key grader and the auditor.
-
-    Raises
-    ------
-    InputError
-        A grade file breaks a rule of the judgment bank
-        (:func:`relgrade.protocol.grades.judgment_bank`), or a table is missing.
+        ``{"pool_version": str or None, "rounds": [int, ...], "graders": {name: {"current",
+        "pending_new", "pending_stale", "pending_audit", "pending_regrade"}}}`` for the key
+        grader and the auditor; ``rounds`` lists the rounds merged (more than one in a
+        partial regrade).
     """
-    params, grading = ex.params, ex.params.grading
-    files = {name: [grades.GraderFile(
-        rows=io.iter_jsonl(f.grades), source=f.grades.as_posix(), sha256="", round=f.round,
-        bank=ex.read_bank(f), bank_source=f.bank.as_posix())]
-        for name, f in ex.grader_round_files().items()}
-    judged = grades.judgment_bank(files, graders=params.graders_dict(),
-                                  scale=params.need("scale").grades,
-                                  max_reason_words=grading.max_reason_words,
-                                  max_reason_chars=grading.max_reason_chars)
-    for name in ("chunks", "intents"):
-        if not ex.path(name).exists():
-            raise InputError(f"the {name} table is missing", path=ex.path(name),
-                             fix="Run: dvc repro " + {"chunks": "corpus"}.get(name, name))
-    now = dict(content=bank.content_sha256(io.read_table(ex.path("chunks"),
-                                                         columns=["chunk_id", "header", "text"])),
-               intents=bank.intent_sha256(io.read_table(ex.path("intents"),
-                                                        columns=["query_id", "intent"])),
-               rubric_sha256=ex.rubric_sha256(), rubric_version=grading.rubric_version)
-    key_grader, auditor = params.need("grading.key_grader"), params.need("grading.auditor")
-    pending = bank.pending_work(pool, judged, key_grader=key_grader, auditor=auditor,
-                                audit_ids=audit_ids, **now)
-    counts = bank.pending_counts(pending, [key_grader, auditor])
-    table, _ = grades.current_table(judged, graders=params.graders_dict(), pool=pool,
-                                    audit_query_ids=audit_ids, round=grading.round,
-                                    intents_sha256=None, **now)
+    key_grader = ex.params.need("grading.key_grader")
+    auditor = ex.params.need("grading.auditor")
+    counts = bank.pending_counts(held.pending, [key_grader, auditor])
     manifest = ex.path("pool_manifest")
     version = io.read_json(manifest).get("pool_version") if manifest.exists() else None
-    return {"pool_version": version,
+    return {"pool_version": version, "rounds": list(held.rounds),
             "graders": {g: {"current": int((table["grader"] == g).sum()), **counts[g]}
                         for g in (key_grader, auditor)}}
 

@@ -30,7 +30,7 @@ from relgrade.errors import ProtocolError
 from relgrade.schema import PENDING, require
 
 #: Why a pool pair is pending for a grader.
-NEW, STALE, AUDIT = "new", "stale", "audit"
+NEW, STALE, AUDIT, REGRADE = "new", "stale", "audit", "regrade"
 
 
 def content_sha256(chunks: pd.DataFrame) -> pd.Series:
@@ -153,7 +153,8 @@ def current_grades(bank: pd.DataFrame, *, content: pd.Series, intents: pd.Series
 
 def pending_work(pool: pd.DataFrame, bank: pd.DataFrame, *, key_grader: str, auditor: str,
                  audit_ids: Iterable[str], content: pd.Series, intents: pd.Series,
-                 rubric_sha256: str, rubric_version: str | None = None) -> pd.DataFrame:
+                 rubric_sha256: str, rubric_version: str | None = None,
+                 regrade: pd.DataFrame | None = None) -> pd.DataFrame:
     """The pairs each grader still owes for the current pool.
 
     Parameters
@@ -169,14 +170,17 @@ def pending_work(pool: pd.DataFrame, bank: pd.DataFrame, *, key_grader: str, aud
         The locked audit sample.
     content, intents, rubric_sha256, rubric_version
         As for :func:`currency`.
+    regrade : pandas.DataFrame, optional
+        The pairs a partial round regrades (``query_id``, ``chunk_id``; see
+        :mod:`relgrade.protocol.regrade`); ``bank`` must already lack their earlier grades.
 
     Returns
     -------
     pandas.DataFrame of shape (n_pending, 4)
         :data:`relgrade.schema.PENDING`: the key grader's pairs first, then the auditor's,
-        each sorted by query_id, chunk_id. ``why`` is ``"stale"``
-        when the grader has a grade of the pair that is no longer current, else ``"new"`` for
-        the key grader and ``"audit"`` for the auditor.
+        each sorted by query_id, chunk_id. ``why`` is ``"regrade"`` for a pair of
+        ``regrade``, else ``"stale"`` when the grader has a grade of the pair that is no
+        longer current, else ``"new"`` for the key grader and ``"audit"`` for the auditor.
 
     Examples
     --------
@@ -197,6 +201,8 @@ def pending_work(pool: pd.DataFrame, bank: pd.DataFrame, *, key_grader: str, aud
     status = currency(bank, content=content, intents=intents, rubric_sha256=rubric_sha256,
                       rubric_version=rubric_version)
     ids = {str(q) for q in audit_ids}
+    again = (set() if regrade is None else
+             set(zip(regrade["query_id"].astype(str), regrade["chunk_id"].astype(str))))
     owed = {key_grader: (pairs, NEW),
             auditor: (pairs[pairs["query_id"].isin(ids)], AUDIT)}
     frames = []
@@ -206,7 +212,7 @@ def pending_work(pool: pd.DataFrame, bank: pd.DataFrame, *, key_grader: str, aud
         current = set(zip(keys["query_id"][status[mine].eq("current")],
                           keys["chunk_id"][status[mine].eq("current")]))
         graded = set(zip(keys["query_id"], keys["chunk_id"]))
-        rows = [(grader, q, c, STALE if (q, c) in graded else why)
+        rows = [(grader, q, c, REGRADE if (q, c) in again else STALE if (q, c) in graded else why)
                 for q, c in zip(wanted["query_id"], wanted["chunk_id"]) if (q, c) not in current]
         frames.append(pd.DataFrame(rows, columns=PENDING))
     out = pd.concat(frames, ignore_index=True)  # the key grader first, then the auditor
@@ -221,13 +227,15 @@ def pending_counts(pending: pd.DataFrame, graders: Iterable[str]) -> dict[str, d
     Returns
     -------
     dict
-        ``{grader: {"pending_new": int, "pending_stale": int, "pending_audit": int}}`` for
-        every grader named (zeros included), in the order given.
+        ``{grader: {"pending_new": int, "pending_stale": int, "pending_audit": int,
+        "pending_regrade": int}}`` for every grader named (zeros included), in the order
+        given.
     """
     out = {}
     for g in graders:
         mine = pending.loc[pending["grader"] == g, "why"]
-        out[g] = {f"pending_{why}": int((mine == why).sum()) for why in (NEW, STALE, AUDIT)}
+        out[g] = {f"pending_{why}": int((mine == why).sum())
+                  for why in (NEW, STALE, AUDIT, REGRADE)}
     return out
 
 
@@ -260,7 +268,7 @@ def pending_message(pending: pd.DataFrame, *, how: Mapping[str, str] | None = No
         first = first or grader
         n = len(rows)
         counts = rows["why"].value_counts()
-        detail = [f"{int(counts[w])} {w}" for w in (NEW, STALE) if w in counts]
+        detail = [f"{int(counts[w])} {w}" for w in (NEW, STALE, REGRADE) if w in counts]
         if AUDIT in counts:
             qids = sorted(rows.loc[rows["why"] == AUDIT, "query_id"].unique())
             detail.append("audit quer" + ("y " if len(qids) == 1 else "ies ") + ", ".join(qids))

@@ -1,0 +1,149 @@
+"""The judgment bank as the experiment holds it: every round's grade files, what is current,
+what a partial regrade owes.
+
+The grades stage, the packets stage and ``relgrade status`` all need the same answer to
+"which grades count for this round, and what is still owed"; it is computed here, once, from
+the experiment's files, with the table rules of :mod:`relgrade.protocol.bank`,
+:mod:`relgrade.protocol.grades` and :mod:`relgrade.protocol.regrade`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pandas as pd
+
+from relgrade.io import files as io
+from relgrade.protocol import bank, grades, regrade
+
+
+@dataclass
+class Judgments:
+    """The bank of the current round's chain and what it owes.
+
+    Attributes
+    ----------
+    bank : pandas.DataFrame
+        :data:`relgrade.schema.BANK` plus ``sequence``: every grade of the rounds in
+        ``rounds``, less the earlier rounds' grades of pairs this round regrades.
+    files : dict of str to GraderFile
+        Each grader's file of the current round (for the grades manifest).
+    rounds : list of int
+        The chain of rounds merged (:func:`relgrade.protocol.regrade.round_chain`).
+    scope : pandas.DataFrame or None
+        The pairs a partial round regrades (``query_id``, ``chunk_id``); None for a full round.
+    now : dict
+        What a grade must be made on to be current: ``content``, ``intents`` (Series of
+        sha256), ``rubric_sha256``, ``rubric_version``.
+    pending : pandas.DataFrame
+        :data:`relgrade.schema.PENDING`: who owes which pool pair, and why.
+    round_pairs : pandas.DataFrame
+        The pairs the round's packets hold (``query_id``, ``chunk_id``): the whole pool for a
+        full round; for a partial one, the scope and whatever the earlier rounds left owed.
+        It depends on earlier rounds only, so it stays fixed while the round is graded.
+    """
+
+    bank: pd.DataFrame
+    files: dict
+    rounds: list
+    scope: pd.DataFrame | None
+    now: dict
+    pending: pd.DataFrame
+    round_pairs: pd.DataFrame
+
+
+def grader_file(ex, files) -> grades.GraderFile:
+    """One grader's round files as the bank reads them (rows streamed, sidecars loaded)."""
+    return grades.GraderFile(
+        rows=io.iter_jsonl(files.grades), source=files.grades.as_posix(),
+        sha256=io.sha256_file(files.grades), round=files.round,
+        meta=io.read_json(files.meta) if files.meta.exists() else None,
+        meta_source=files.meta.as_posix(), bank=ex.read_bank(files),
+        bank_source=files.bank.as_posix())
+
+
+def round_modes(ex, rounds) -> dict[int, str]:
+    """Each round's regrade mode: params for the current round, the grade files' sidecars
+    (``regrade``, written when the round was graded) for earlier ones; ``"all"`` when unknown."""
+    current = int(ex.params.grading.round)
+    modes = {current: ex.params.grading.regrade}
+    for r in rounds:
+        if r == current:
+            continue
+        for files in ex.grader_round_files(r).values():
+            if files.meta.exists():
+                mode = io.read_json(files.meta).get("regrade")
+                if mode in (regrade.ALL, regrade.RELEVANT):
+                    modes[r] = mode
+                    break
+    return modes
+
+
+def current_now(ex) -> dict:
+    """What a grade must be made on today: the chunks, intents and rubric as they are."""
+    return dict(
+        content=bank.content_sha256(io.read_table(ex.path("chunks"),
+                                                  columns=["chunk_id", "header", "text"])),
+        intents=bank.intent_sha256(io.read_table(ex.path("intents"),
+                                                 columns=["query_id", "intent"])),
+        rubric_sha256=ex.rubric_sha256(), rubric_version=ex.params.grading.rubric_version)
+
+
+def judgments(ex, pool: pd.DataFrame, audit_ids) -> Judgments:
+    """The current round's judgments for ``pool``: merged bank, partial scope, pending work.
+
+    Parameters
+    ----------
+    ex : relgrade.experiment.files.Experiment
+        The experiment.
+    pool : pandas.DataFrame
+        The current pool (``query_id``, ``chunk_id``).
+    audit_ids : iterable of str
+        The locked audit sample.
+
+    Returns
+    -------
+    Judgments
+
+    Raises
+    ------
+    InputError
+        A grade file or its sidecar breaks a rule of
+        :func:`relgrade.protocol.grades.judgment_bank`.
+    """
+    grading = ex.params.grading
+    current = int(grading.round)
+    chain = regrade.round_chain(current, round_modes(ex, range(1, current + 1)))
+    by_grader: dict[str, list] = {}
+    files = {}
+    for r in chain:
+        for name, f in ex.grader_round_files(r).items():
+            gf = grader_file(ex, f)
+            by_grader.setdefault(name, []).append(gf)
+            if r == current:
+                files[name] = gf
+    judged = grades.judgment_bank(by_grader, graders=ex.params.graders_dict(),
+                                  scale=ex.params.need("scale").grades,
+                                  max_reason_words=grading.max_reason_words,
+                                  max_reason_chars=grading.max_reason_chars)
+    now = current_now(ex)
+    key_grader = ex.params.need("grading.key_grader")
+    auditor = ex.params.need("grading.auditor")
+    scope = None
+    round_pairs = pool[["query_id", "chunk_id"]].astype(str)
+    if len(chain) > 1:
+        before = bank.current_grades(judged[judged["round"] < current], **now)
+        scope = regrade.scope(before, pool, graders=[key_grader, auditor],
+                              relevant_min=ex.params.need("scale").relevant_min)
+        judged = judged[~regrade.superseded(judged, scope, round=current)]
+        owed = bank.pending_work(pool, judged[judged["round"] < current],
+                                 key_grader=key_grader, auditor=auditor,
+                                 audit_ids=audit_ids, **now)
+        wanted = set(zip(owed["query_id"], owed["chunk_id"]))
+        keep = [(q, c) in wanted for q, c in zip(round_pairs["query_id"],
+                                                   round_pairs["chunk_id"])]
+        round_pairs = round_pairs[pd.Series(keep, index=round_pairs.index, dtype=bool)]
+    pending = bank.pending_work(pool, judged, key_grader=key_grader, auditor=auditor,
+                                audit_ids=audit_ids, regrade=scope, **now)
+    return Judgments(bank=judged, files=files, rounds=chain, scope=scope, now=now,
+                     pending=pending, round_pairs=round_pairs)
