@@ -77,7 +77,10 @@ def main(ex):
             groups=queries)
 
     def labelled(rec, summary, post_hoc):
+        # the rubric version and round say which ledger entry witnesses this use, even after
+        # the same key is frozen again in a later round
         return {"arm": arm, "key_sha256": rec["key_sha256"], "pool_version": rec["pool_version"],
+                "rubric_version": rec.get("rubric_version"), "round": rec.get("round"),
                 "post_hoc": post_hoc, **summary}
 
     summary, table = score(key)

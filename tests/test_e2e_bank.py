@@ -161,3 +161,43 @@ def test_editing_a_graded_chunk_makes_exactly_that_pair_pending_for_both_graders
     assert ledger[-1]["revises"] == old_hash
     arm = json.loads(next((root / "metrics/arms").glob("*.json")).read_text())
     assert arm["key_sha256"] == record["key_sha256"] and arm["post_hoc"] is False
+
+
+def test_a_partial_regrade_round_regrades_only_the_relevant_pairs_and_merges_the_zeros(frozen):
+    root = frozen
+    before = pd.read_parquet(root / "data/graded/grades.parquet")
+    relevant = set(zip(before.loc[before.grade >= 1, "query_id"],
+                       before.loc[before.grade >= 1, "chunk_id"]))
+    audit = {json.loads(x)["query_id"]
+             for x in (root / "data/audit/audit.jsonl").read_text().splitlines()}
+
+    def round_two(params):
+        params["grading"].update(round=2, regrade="relevant")
+        for name in ("grader-a", "auditor-b"):  # a fresh grader, in its own words
+            params["graders"][name]["command"] = [sys.executable, str(GRADER), "second", "look"]
+    _params(root, round_two)
+    tiny.run(root, "dvc", "repro", "packets")
+    shown = {role: {(p["query_id"], c["chunk_id"])
+                    for f in (root / "data/packets" / role).glob("*.json")
+                    for p in [json.loads(f.read_text())] for b in p["batches"] for c in b}
+             for role in ("grader", "auditor")}
+    assert shown["grader"] == relevant  # only the pairs graded 1 or 2 by either grader
+    assert shown["auditor"] == {pair for pair in relevant if pair[0] in audit}
+
+    proc = tiny.run(root, "dvc", "repro", check=False)
+    line, = _pending_line(proc)
+    assert f"grading: {len(relevant)} pairs need grader-a ({len(relevant)} regrade)" in line
+    _grade(root)
+    tiny.run(root, "dvc", "repro")
+    rows = [json.loads(x) for x in
+            (root / "data/grades/grader-a/round-2.jsonl").read_text().splitlines()]
+    assert {(r["query_id"], r["chunk_id"]) for r in rows} == relevant
+    merged = pd.read_parquet(root / "data/graded/grades.parquet")
+    assert len(merged) == len(before)  # the round-1 zeros stand beside the regrades
+    manifest = json.loads((root / "data/graded/manifest.json").read_text())
+    assert manifest["regrade"] == {"mode": "relevant", "rounds": [1, 2], "pairs": len(relevant)}
+    agreement = json.loads((root / "metrics/agreement.json").read_text())
+    audited = int(before.query_id.isin(audit).sum()) // 2  # two graders per audited pair
+    assert agreement["pairs"] == audited and agreement["missing"] == 0
+    record = json.loads((root / "data/key/record.json").read_text())
+    assert record["round"] == 2 and record["regrade"]["rounds"] == [1, 2]

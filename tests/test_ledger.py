@@ -143,3 +143,14 @@ def test_the_decision_key_follows_the_chain_of_revisions_and_skips_post_hoc_keys
                                round=1) == "k3"
     assert ledger.decision_key(entries, pool_version="p-2", rubric_version="v1",
                                round=1) is None
+
+
+def test_a_metrics_file_witnesses_the_round_it_was_computed_for_not_the_records():
+    # the same key frozen again in round 2: the round-1 metrics file still names round 1
+    metrics = {"metrics/arms/bm25.json": {"key_sha256": "k1", "pool_version": "p-1",
+                                          "rubric_version": "v1", "round": 1}}
+    record = {"key_sha256": "k1", "pool_version": "p-1", "rubric_version": "v1", "round": 2}
+    used = ledger.witnesses(metrics, [record])
+    assert used == [{"key_sha256": "k1", "pool_version": "p-1",
+                     "source": "metrics/arms/bm25.json", "rubric_version": "v1", "round": 1}]
+    assert ledger.missing_uses([_entry("k1")], used) == []

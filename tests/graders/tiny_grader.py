@@ -11,5 +11,7 @@ req = json.loads(sys.stdin.read())
 for c in req["chunks"]:
     text = c["text"]
     grade = 2 if "implementation of" in text else 1 if "checks one case" in text else 0
+    # extra arguments are said in the reason (a second round's grader words it its own way)
+    said = " ".join(["the text reads as grade", str(grade), *sys.argv[1:]])
     print(json.dumps({"query_id": req["query_id"], "chunk_id": c["chunk_id"],
-                      "reason": f"the text reads as grade {grade}", "grade": grade}))
+                      "reason": said, "grade": grade}))

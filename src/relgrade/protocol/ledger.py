@@ -299,11 +299,13 @@ def witnesses(metrics: Mapping[str, Mapping], records: Iterable[Mapping]) -> lis
     Parameters
     ----------
     metrics : mapping of str to dict
-        Each metrics file's path → its content (``key_sha256``, ``pool_version``). Files
+        Each metrics file's path → its content (``key_sha256``, ``pool_version``, and
+        ``rubric_version`` and ``round`` in files written since relgrade records them). Files
         without a ``key_sha256`` witness nothing.
     records : iterable of dict
         The key records at hand (the frozen key's and the post-hoc key's): a metrics file
-        computed on a record's key takes that record's ``rubric_version`` and ``round``.
+        without its own round, computed on a record's key, takes that record's
+        ``rubric_version`` and ``round``.
 
     Returns
     -------
@@ -330,7 +332,9 @@ def witnesses(metrics: Mapping[str, Mapping], records: Iterable[Mapping]) -> lis
         use = {"key_sha256": m["key_sha256"], "pool_version": m.get("pool_version"),
                "source": str(source)}
         r = known.get((m["key_sha256"], str(m.get("pool_version"))))
-        if r is not None:
+        if m.get("round") is not None:  # the file says which round it was computed for
+            use |= {"rubric_version": m.get("rubric_version"), "round": m.get("round")}
+        elif r is not None:
             use |= {"rubric_version": r.get("rubric_version"), "round": r.get("round")}
         out.append(use)
     return out
