@@ -14,10 +14,11 @@ from relgrade.io import files as io
 
 
 def main(ex):
-    report = io.read_json(ex.path("comparisons"))
+    source = ex.path("comparisons")
+    report = io.read_json(source)
     primary = ex.params.need("metrics").primary
-    result = decision.build_decision(report, primary=primary)
-    summaries = decision.arm_summaries(report, primary=result.primary)
+    result = decision.build_decision(report, primary=primary, source=source)
+    summaries = decision.arm_summaries(report, primary=result.primary, source=source)
     markdown, html = decision.to_markdown(result), decision.to_html(result)
     with io.atomic_dir(ex.path("decision")) as tmp:
         for arm, row in summaries.items():

@@ -97,9 +97,9 @@ def _cutoff(measure: str) -> int | None:
     return parse_measure(measure).cutoff
 
 
-def _need(report: dict, key: str):
+def _need(report: dict, key: str, source=None):
     if key not in report:
-        raise InputError("comparison report lacks a section", item=key,
+        raise InputError("comparison report lacks a section", path=source, item=key,
                          fix="rerun the compare stage (dvc repro compare)")
     return report[key]
 
@@ -154,14 +154,14 @@ def verdicts(report: dict) -> list[tuple[str, str]]:
     return out
 
 
-def _primary(report: dict, primary: str | None) -> str:
-    measures = list(_need(report, "measures"))
+def _primary(report: dict, primary: str | None, source=None) -> str:
+    measures = list(_need(report, "measures", source))
     if not measures:
-        raise InputError("comparison report has no measures", item="measures")
+        raise InputError("comparison report has no measures", path=source, item="measures")
     if primary is None:
         return measures[0]
     if primary not in measures:
-        raise InputError("primary measure not compared", item=primary,
+        raise InputError("primary measure not compared", path=source, item=primary,
                          fix="set metrics.primary to one of " + ", ".join(measures))
     return primary
 
@@ -179,7 +179,7 @@ def _against(report: dict, arm: str, base: str, measure: str) -> dict | None:
     return None
 
 
-def arm_summaries(report: dict, *, primary: str | None = None) -> dict[str, dict]:
+def arm_summaries(report: dict, *, primary: str | None = None, source=None) -> dict[str, dict]:
     """Per arm, the handful of numbers kept as ``dvc metrics`` (arms as rows).
 
     Parameters
@@ -188,6 +188,8 @@ def arm_summaries(report: dict, *, primary: str | None = None) -> dict[str, dict
         The comparison report (JSON layout).
     primary : str, optional
         The measure summarised (default: the first compared).
+    source : str or os.PathLike, optional
+        Where the report was read from, named in errors.
 
     Returns
     -------
@@ -203,13 +205,13 @@ def arm_summaries(report: dict, *, primary: str | None = None) -> dict[str, dict
     InputError
         ``primary`` was not compared, or the report lacks ``arms``/``measures``.
     """
-    measure = _primary(report, primary)
+    measure = _primary(report, primary, source)
     k = _cutoff(measure)
     judged = {(r["arm"], int(r["k"])): r["judged"]
               for r in ((report.get("pool_bias") or {}).get("judged") or [])}
     base = (report.get("settings") or {}).get("baseline")
     out = {}
-    for arm, per_measure in _need(report, "arms").items():
+    for arm, per_measure in _need(report, "arms", source).items():
         ci = per_measure.get(measure)
         if ci is None:
             continue
@@ -224,7 +226,7 @@ def arm_summaries(report: dict, *, primary: str | None = None) -> dict[str, dict
     return out
 
 
-def build_decision(report: dict, *, primary: str | None = None) -> Decision:
+def build_decision(report: dict, *, primary: str | None = None, source=None) -> Decision:
     """Read the comparison report into the decision report's formatted cells and charts.
 
     Parameters
@@ -233,6 +235,8 @@ def build_decision(report: dict, *, primary: str | None = None) -> Decision:
         The comparison report (JSON layout of ``metrics/comparisons.json``).
     primary : str, optional
         The measure the verdicts and charts lead with (default: the first compared).
+    source : str or os.PathLike, optional
+        Where the report was read from, named in errors.
 
     Returns
     -------
@@ -243,10 +247,12 @@ def build_decision(report: dict, *, primary: str | None = None) -> Decision:
     InputError
         A section the report must have is missing, or ``primary`` was not compared.
     """
-    measure = _primary(report, primary)
+    for section in ("measures", "arms", "comparisons"):
+        _need(report, section, source)
+    measure = _primary(report, primary, source)
     settings = report.get("settings") or {}
     bias = report.get("pool_bias") or {}
-    comparisons = _need(report, "comparisons")
+    comparisons = report["comparisons"]
     family = max([c.get("holm_family") or 0 for c in comparisons] or [0])
     header = [("key sha256", str(report.get("key_sha256") or UNDEFINED)),
               ("pool version", str(report.get("pool_version") or UNDEFINED)),
@@ -330,7 +336,7 @@ def build_decision(report: dict, *, primary: str | None = None) -> Decision:
                                     c["high"], emphasis=bool(c.get("significant"))))
         for s in c.get("segments") or []:
             if len(c["segments"]) > 1:
-                diff_rows.append(charts.Row(f"  {s['group']}", s["delta"], s["low"],
+                diff_rows.append(charts.Row(f"↳ {s['group']}", s["delta"], s["low"],
                                             s["high"]))
     svgs = []
     if arm_rows:
