@@ -190,3 +190,10 @@ def test_the_report_dict_is_not_changed():
     decision.to_html(decision.build_decision(r, primary=P))
     decision.arm_summaries(r, primary=P)
     assert r == before
+
+
+def test_renderings_are_byte_for_byte_the_same_on_a_second_run():
+    one = decision.build_decision(report(), primary=P)
+    two = decision.build_decision(copy.deepcopy(report()), primary=P)
+    assert decision.to_html(one) == decision.to_html(two)
+    assert decision.to_markdown(one) == decision.to_markdown(two)

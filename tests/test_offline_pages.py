@@ -77,6 +77,14 @@ def test_the_decision_report_draws_its_charts_with_the_network_refused(offline, 
     assert all(d["marks"] > 0 for d in charts)
 
 
+def test_the_committed_report_of_the_repository_draws_offline(offline):
+    drawn, attempted, errors = offline(ROOT / "metrics" / "report.html", "svg.chart",
+                                       "decision-report-repository.png")
+    assert attempted == [] and errors == []
+    charts = [d for d in drawn if d["tag"] == "svg"]
+    assert len(charts) == 2 and all(d["width"] > 0 and d["height"] > 0 for d in charts)
+
+
 def test_dvc_plots_show_draws_the_repository_plots_with_the_network_refused(offline, tmp_path):
     out = tmp_path / "plots"
     done = subprocess.run([sys.executable, "-m", "dvc", "plots", "show", "-o", str(out)],
