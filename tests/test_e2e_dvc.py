@@ -77,12 +77,40 @@ def test_key_holds_the_grader_grades_sorted_and_hashed(passed):
     assert all(r["grade"] == tiny.truth(r["chunk_id"]) for r in rows)
 
 
-def test_dvc_metrics_show_prints_agreement_and_every_arm(passed):
+def test_dvc_metrics_show_prints_one_narrow_row_per_arm(passed):
     root = passed[0]
     out = tiny.run(root, "dvc", "metrics", "show").stdout
-    assert "weighted_kappa" in out
+    rows = out.strip().splitlines()
+    assert rows[0].split() == ["Path", "baseline", "delta", "high", "judged", "low", "mean",
+                               "measure", "p_holm"]
+    assert [r.split()[0] for r in rows[1:]] == [f"metrics/decision/{arm}.json"
+                                                for arm in sorted(tiny.ARMS)]
+    assert max(len(r) for r in rows) <= 130
+    assert "weighted_kappa" in tiny.run(root, "dvc", "metrics", "show",
+                                        "metrics/agreement.json").stdout
+    arms = tiny.run(root, "dvc", "metrics", "show", "metrics/arms").stdout
+    assert all(f"metrics/arms/{arm}.json" in arms for arm in tiny.ARMS)
+
+
+def test_the_report_flags_verdicts_deeper_than_the_pool_and_agrees_with_the_arm_files(passed):
+    root = passed[0]
+    # the tiny pool has depth 5 and the measures cutoffs 3, 5 and 10
+    md = (root / "metrics/report.md").read_text()
+    record = json.loads((root / "data/key/record.json").read_text())
+    assert f"- key sha256: `{record['key_sha256']}`" in md
+    assert f"- pool version: `{record['pool_version']}`" in md
+    deep = [ln for ln in md.splitlines() if ln.startswith("- ") and "R@10" in ln]
+    assert deep and all("at cutoff 10, deeper than the pool depth 5, ungraded chunks count "
+                        "as not relevant (Judged@10: " in ln for ln in deep)
+    assert not any("deeper than the pool" in ln for ln in md.splitlines()
+                   if ln.startswith("- ") and "@5" in ln)
+    html = (root / "metrics/report.html").read_text()
+    assert html.count("<svg") == 2 and "<script" not in html
     for arm in tiny.ARMS:
-        assert f"metrics/arms/{arm}.json" in out
+        summary = json.loads((root / f"metrics/decision/{arm}.json").read_text())
+        full = json.loads((root / f"metrics/arms/{arm}.json").read_text())
+        assert summary["mean"] == pytest.approx(full[summary["measure"]], abs=1e-12)
+        assert summary["judged"] == pytest.approx(full["Judged@10"], abs=1e-12)
 
 
 def test_second_repro_changes_nothing(passed):

@@ -18,6 +18,7 @@ gate                  relgrade.protocol.gate
 key, void ledger      relgrade.protocol.key, relgrade.protocol.ledger
 metrics               relgrade.evaluation.measures, relgrade.evaluation.metrics
 comparisons           relgrade.evaluation.compare, .stats, .poolbias, .noise, .report
+decision report       relgrade.evaluation.decision (SVG charts: relgrade.evaluation.charts)
 publish               relgrade.protocol.publish
 several raters        relgrade.raters (gold, aggregate, report)
 click training set    relgrade.clicks (log, propensity, pairs)

@@ -130,6 +130,9 @@ class Paths(_Section):
     comparisons: str | None = None
     arms_plot: str | None = None
     deltas_plot: str | None = None
+    report_md: str | None = None
+    report_html: str | None = None
+    decision: str | None = None
     publish: str | None = None
 
 

@@ -1,0 +1,391 @@
+"""The decision report: what the comparison found, as ``report.md`` and an offline ``report.html``.
+
+Input is the comparison report in its JSON layout (``metrics/comparisons.json``, written by
+:meth:`relgrade.evaluation.report.Comparison.to_dict`; described in
+:mod:`relgrade.evaluation.compare`). :func:`build_decision` reads it into a
+:class:`Decision` whose cells are already formatted, and two renderers lay the same cells out:
+:func:`to_markdown` and :func:`to_html` (Jinja2 templates in ``evaluation/templates/``; the
+HTML page has its styles inlined and its charts as static SVG from
+:mod:`relgrade.evaluation.charts`, so it opens without network). :func:`arm_summaries` gives
+the few numbers per arm kept as ``dvc metrics`` (one small file per arm).
+
+Judged@k caveat: an arm is scored with every chunk that has no grade counted as not
+relevant (trec_eval's rule). Below the pool depth every retrieved chunk of a pooled arm was
+graded, so the rule costs nothing; at a cutoff deeper than the pool depth part of each ranked
+list was never graded, and the arm's numbers there are lower bounds that favour the arms the
+pool was built from (Buckley & Voorhees 2004, "Retrieval evaluation with incomplete
+information"). Every verdict at such a cutoff says so, with the arms' Judged@k.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import jinja2
+from markupsafe import Markup
+
+from relgrade.errors import InputError
+from relgrade.evaluation import charts
+from relgrade.evaluation.measures import parse_measure
+
+UNDEFINED = "—"
+
+
+def _num(x, digits: int = 4, sign: str = "") -> str:
+    """``x`` to ``digits`` decimals ("—" when undefined), never printed as -0.0000."""
+    if x is None or (isinstance(x, float) and not math.isfinite(x)):
+        return UNDEFINED
+    return f"{round(float(x), digits) + 0.0:{sign}.{digits}f}"
+
+
+def _p(p) -> str:
+    return UNDEFINED if p is None else f"{p:.2g}"
+
+
+def _int(n) -> str:
+    return UNDEFINED if n is None else str(n)
+
+
+@dataclass(frozen=True)
+class Decision:
+    """The decision report's content, every cell a formatted string.
+
+    Attributes
+    ----------
+    header : list of (str, str)
+        What the numbers rest on: key sha256, pool version, post-hoc flag, seed, resamples,
+        Holm family, level, pool depth.
+    primary : str
+        The measure the verdicts lead with (params ``metrics.primary``).
+    verdicts : list of str
+        One sentence per comparison on ``primary``, with its judged@k caveat if any.
+    other_verdicts : list of str
+        The same for every other measure.
+    caveats : list of str
+        One line per cutoff deeper than the pool depth, with each arm's Judged@k; a single
+        line saying none is when every cutoff lies within the pool depth.
+    arms, pairs, segments, judged, leave_one_out, condensed, orderings, noise_bands : list of dict
+        Table rows, keys as in the templates.
+    noise : list of (str, str)
+        The label-noise audit's summary (auditor, round, queries, pairs, grades changed).
+    charts : list of str
+        SVG elements (HTML only): the arms on ``primary`` and the paired differences on it.
+    """
+
+    header: list
+    primary: str
+    verdicts: list
+    other_verdicts: list
+    caveats: list
+    arms: list
+    pairs: list
+    segments: list
+    judged: list
+    unique_pairs: list
+    leave_one_out: list
+    condensed: list
+    noise: list
+    orderings: list
+    noise_bands: list
+    level: str
+    min_change: str
+    charts: list = field(default_factory=list)
+
+
+def _cutoff(measure: str) -> int | None:
+    return parse_measure(measure).cutoff
+
+
+def _need(report: dict, key: str, source=None):
+    if key not in report:
+        raise InputError("comparison report lacks a section", path=source, item=key,
+                         fix="rerun the compare stage (dvc repro compare)")
+    return report[key]
+
+
+def judged_caveats(report: dict) -> dict[int, str]:
+    """Per cutoff deeper than the pool depth, the caveat its verdicts carry.
+
+    Parameters
+    ----------
+    report : dict
+        The comparison report (JSON layout); reads ``measures`` and ``pool_bias``
+        (``depth``, ``judged``: rows ``{arm, k, judged}``).
+
+    Returns
+    -------
+    dict
+        ``k -> sentence`` for every cutoff k of the compared measures with k > depth, e.g.
+        ``"at cutoff 20, deeper than the pool depth 10, ungraded chunks count as not
+        relevant (Judged@20: bm25 0.62, tfidf 0.55)"``; empty without pool-bias tables.
+    """
+    bias = report.get("pool_bias") or {}
+    depth = bias.get("depth")
+    if depth is None:
+        return {}
+    judged = {}
+    for row in bias.get("judged") or []:
+        judged.setdefault(int(row["k"]), []).append(f"{row['arm']} {_num(row['judged'], 2)}")
+    cutoffs = sorted({k for m in _need(report, "measures") if (k := _cutoff(m)) is not None})
+    out = {}
+    for k in cutoffs:
+        if k > depth:
+            share = "; ".join(judged.get(k, [])) or "not measured"
+            out[k] = (f"at cutoff {k}, deeper than the pool depth {depth}, ungraded chunks "
+                      f"count as not relevant (Judged@{k}: {share})")
+    return out
+
+
+def verdicts(report: dict) -> list[tuple[str, str]]:
+    """Every comparison's verdict with its judged@k caveat, as ``(measure, sentence)``.
+
+    A post-hoc report prefixes each sentence with ``post-hoc:``.
+    """
+    caveats = judged_caveats(report)
+    prefix = "post-hoc: " if report.get("post_hoc") else ""
+    out = []
+    for c in _need(report, "comparisons"):
+        text = prefix + c["verdict"]
+        k = _cutoff(c["measure"])
+        if k in caveats:
+            text += "; " + caveats[k]
+        out.append((c["measure"], text))
+    return out
+
+
+def _primary(report: dict, primary: str | None, source=None) -> str:
+    measures = list(_need(report, "measures", source))
+    if not measures:
+        raise InputError("comparison report has no measures", path=source, item="measures")
+    if primary is None:
+        return measures[0]
+    if primary not in measures:
+        raise InputError("primary measure not compared", path=source, item=primary,
+                         fix="set metrics.primary to one of " + ", ".join(measures))
+    return primary
+
+
+def _against(report: dict, arm: str, base: str, measure: str) -> dict | None:
+    """The comparison of ``arm`` against ``base`` on ``measure``, read as arm − base."""
+    for c in report["comparisons"]:
+        if c["measure"] != measure:
+            continue
+        if (c["arm_a"], c["arm_b"]) == (arm, base):
+            return {"delta": c["delta"], "p_holm": c["p_holm"], "significant": c["significant"]}
+        if (c["arm_a"], c["arm_b"]) == (base, arm):
+            return {"delta": -c["delta"], "p_holm": c["p_holm"],
+                    "significant": c["significant"]}
+    return None
+
+
+def arm_summaries(report: dict, *, primary: str | None = None, source=None) -> dict[str, dict]:
+    """Per arm, the handful of numbers kept as ``dvc metrics`` (arms as rows).
+
+    Parameters
+    ----------
+    report : dict
+        The comparison report (JSON layout).
+    primary : str, optional
+        The measure summarised (default: the first compared).
+    source : str or os.PathLike, optional
+        Where the report was read from, named in errors.
+
+    Returns
+    -------
+    dict
+        ``arm -> {"measure", "mean", "low", "high", "judged", "baseline", "delta",
+        "p_holm"}``: the arm's mean of ``primary`` with its interval, its Judged@k at the
+        measure's cutoff (absent without pool-bias tables or cutoff), and, for an arm other
+        than the baseline that was compared with it, the difference arm − baseline and its
+        Holm-adjusted p-value. Values are the report's, unrounded.
+
+    Raises
+    ------
+    InputError
+        ``primary`` was not compared, or the report lacks ``arms``/``measures``.
+    """
+    measure = _primary(report, primary, source)
+    k = _cutoff(measure)
+    judged = {(r["arm"], int(r["k"])): r["judged"]
+              for r in ((report.get("pool_bias") or {}).get("judged") or [])}
+    base = (report.get("settings") or {}).get("baseline")
+    out = {}
+    for arm, per_measure in _need(report, "arms", source).items():
+        ci = per_measure.get(measure)
+        if ci is None:
+            continue
+        row = {"measure": measure, "mean": ci["estimate"], "low": ci["low"], "high": ci["high"]}
+        if (arm, k) in judged:
+            row["judged"] = judged[(arm, k)]
+        if base and arm != base:
+            vs = _against(report, arm, base, measure)
+            if vs is not None:
+                row.update(baseline=base, delta=vs["delta"], p_holm=vs["p_holm"])
+        out[arm] = row
+    return out
+
+
+def build_decision(report: dict, *, primary: str | None = None, source=None) -> Decision:
+    """Read the comparison report into the decision report's formatted cells and charts.
+
+    Parameters
+    ----------
+    report : dict
+        The comparison report (JSON layout of ``metrics/comparisons.json``).
+    primary : str, optional
+        The measure the verdicts and charts lead with (default: the first compared).
+    source : str or os.PathLike, optional
+        Where the report was read from, named in errors.
+
+    Returns
+    -------
+    Decision
+
+    Raises
+    ------
+    InputError
+        A section the report must have is missing, or ``primary`` was not compared.
+    """
+    for section in ("measures", "arms", "comparisons"):
+        _need(report, section, source)
+    measure = _primary(report, primary, source)
+    settings = report.get("settings") or {}
+    bias = report.get("pool_bias") or {}
+    comparisons = report["comparisons"]
+    family = max([c.get("holm_family") or 0 for c in comparisons] or [0])
+    header = [("key sha256", str(report.get("key_sha256") or UNDEFINED)),
+              ("pool version", str(report.get("pool_version") or UNDEFINED)),
+              ("post-hoc", "yes: the key changed after metrics were seen"
+               if report.get("post_hoc") else "no"),
+              ("pool depth", _int(bias.get("depth"))),
+              ("seed", _int(settings.get("seed"))),
+              ("bootstrap", f"{_int(settings.get('bootstrap'))} resamples "
+                            f"({settings.get('interval', UNDEFINED)})"),
+              ("randomization", f"{_int(settings.get('permutations'))} sign-flip patterns"),
+              ("Holm", f"{family} comparisons at alpha {settings.get('alpha', UNDEFINED)}"),
+              ("baseline", str(settings.get("baseline") or "none"))]
+    level = f"{settings.get('level', 0.95):.0%}"
+    change = f"{settings.get('min_relative_change', 0.02):.0%}"
+
+    caveats = judged_caveats(report)
+    lines = verdicts(report)
+    arms = []
+    for arm, per_measure in _need(report, "arms").items():
+        for m, ci in per_measure.items():
+            pw = ci.get("power") or {}
+            arms.append({"arm": arm, "measure": m, "mean": _num(ci["estimate"]),
+                         "ci": f"[{_num(ci['low'])}, {_num(ci['high'])}]", "se": _num(ci["se"]),
+                         "n": _int(ci.get("n")), "needed": _int(pw.get("n_needed"))})
+    pairs, segments = [], []
+    for c in comparisons:
+        pw = c.get("power") or {}
+        pairs.append({"a": c["arm_a"], "b": c["arm_b"], "measure": c["measure"],
+                      "delta": _num(c["delta"], sign="+"),
+                      "ci": f"[{_num(c['low'], sign='+')}, {_num(c['high'], sign='+')}]",
+                      "p_rand": _p(c.get("p_randomization")), "p_holm": _p(c.get("p_holm")),
+                      "significant": "yes" if c.get("significant") else "no",
+                      "power_now": _num(pw.get("power_now"), 2),
+                      "needed": _int(pw.get("n_needed")),
+                      "deeper": "yes" if _cutoff(c["measure"]) in caveats else ""})
+        for s in c.get("segments") or []:
+            segments.append({"a": c["arm_a"], "b": c["arm_b"], "measure": c["measure"],
+                             "group": s["group"], "n": _int(s.get("n")),
+                             "delta": _num(s["delta"], sign="+"),
+                             "ci": f"[{_num(s['low'], sign='+')}, {_num(s['high'], sign='+')}]",
+                             "flag": "segment cancellation"
+                             if c.get("segment_cancellation") and s.get("significant") else ""})
+    depth = bias.get("depth")
+    judged = [{"arm": r["arm"], "k": _int(r["k"]), "judged": _num(r["judged"], 3),
+               "deeper": "yes" if depth is not None and int(r["k"]) > depth else ""}
+              for r in bias.get("judged") or []]
+    loo = [{"arm": r["arm"], "measure": r["measure"], "full": _num(r["full"]),
+            "reduced": _num(r["reduced"]), "change": _num(r["change"], sign="+"),
+            "rank": f"{r['rank_full']} → {r['rank_reduced']}",
+            "removed": f"{r['removed_pairs']} ({r['removed_relevant']} relevant)"}
+           for r in bias.get("leave_one_arm_out") or []]
+    condensed = [{"arm": r["arm"], "measure": r["measure"], "standard": _num(r["standard"]),
+                  "condensed": _num(r["condensed"]), "difference": _num(r["difference"],
+                                                                       sign="+")}
+                 for r in bias.get("condensed") or []]
+    unique = [{"arm": a, "pairs": _int(n)} for a, n in (bias.get("unique_pairs") or {}).items()]
+    ln = report.get("label_noise") or {}
+    noise = [(k, _int(ln.get(k))) for k in ("auditor", "round", "queries", "pairs", "changed")
+             if k in ln]
+    orderings = [{"measure": o["measure"], "queries": _int(o.get("queries")),
+                  "grader": o.get("order_grader", UNDEFINED),
+                  "auditor": o.get("order_auditor", UNDEFINED),
+                  "tau": _num(o.get("kendall_tau"), 3), "tau_ap": _num(o.get("tau_ap"), 3)}
+                 for o in ln.get("orderings") or []]
+    bands = []
+    for c in comparisons:
+        n = c.get("label_noise")
+        if n:
+            bands.append({"a": c["arm_a"], "b": c["arm_b"], "measure": c["measure"],
+                          "delta": _num(c["delta"], sign="+"), "band": _num(n.get("band")),
+                          "within": "yes" if n.get("within_band") else "no"})
+
+    arm_rows = [charts.Row(arm, per[measure]["estimate"], per[measure]["low"],
+                           per[measure]["high"], emphasis=arm == settings.get("baseline"))
+                for arm, per in report["arms"].items() if measure in per]
+    diff_rows = []
+    for c in comparisons:
+        if c["measure"] != measure:
+            continue
+        diff_rows.append(charts.Row(f"{c['arm_a']} − {c['arm_b']}", c["delta"], c["low"],
+                                    c["high"], emphasis=bool(c.get("significant"))))
+        for s in c.get("segments") or []:
+            if len(c["segments"]) > 1:
+                diff_rows.append(charts.Row(f"↳ {s['group']}", s["delta"], s["low"],
+                                            s["high"]))
+    svgs = []
+    if arm_rows:
+        svgs.append(charts.interval_chart(
+            arm_rows, title=f"Mean {measure} per arm, {level} interval"))
+    if diff_rows:
+        svgs.append(charts.interval_chart(
+            diff_rows, zero_line=True,
+            title=f"Paired difference on {measure} (A − B), {level} interval, by group"))
+    return Decision(
+        header=header, primary=measure,
+        verdicts=[t for m, t in lines if m == measure],
+        other_verdicts=[t for m, t in lines if m != measure],
+        caveats=list(caveats.values()) or [
+            f"every cutoff lies within the pool depth {depth}: all retrieved chunks of the "
+            "pooled arms were graded" if depth is not None else "no pool depth recorded"],
+        arms=arms, pairs=pairs, segments=segments, judged=judged, unique_pairs=unique,
+        leave_one_out=loo, condensed=condensed, noise=noise, orderings=orderings,
+        noise_bands=bands, level=level, min_change=change, charts=svgs)
+
+
+def _environment(*, html: bool) -> jinja2.Environment:
+    # The templates ship inside the package; autoescape only for HTML, where every cell
+    # (arm names, query groups) is text from params or data files.
+    return jinja2.Environment(loader=jinja2.PackageLoader("relgrade.evaluation", "templates"),
+                              autoescape=html, undefined=jinja2.StrictUndefined,
+                              keep_trailing_newline=True, trim_blocks=True,
+                              lstrip_blocks=True)
+
+
+def _md_cell(text: str) -> str:
+    return str(text).replace("|", "\\|").replace("\n", " ")
+
+
+def to_markdown(decision: Decision) -> str:
+    """``report.md``: the decision report as GitHub-flavoured Markdown (no charts).
+
+    Table cells have ``|`` escaped so a name holding one cannot break a row.
+    """
+    env = _environment(html=False)
+    env.filters["cell"] = _md_cell
+    return env.get_template("decision.md.j2").render(d=decision)
+
+
+def to_html(decision: Decision) -> str:
+    """``report.html``: one self-contained page (inline styles, inline SVG charts, no script).
+
+    Every text cell is HTML-escaped; the SVG charts are inserted as they are (their own
+    text is XML-escaped by :mod:`relgrade.evaluation.charts`).
+    """
+    return _environment(html=True).get_template("decision.html.j2").render(
+        d=decision, charts=[Markup(s) for s in decision.charts])

@@ -1,0 +1,62 @@
+"""tools/verdicts.sh, the main job's last step: each experiment's verdicts from its report.md."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import yaml
+
+from relgrade.evaluation import decision
+from tests.test_decision import CAVEAT, DEEP, P, report
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _experiment(root: Path, report_md: str | None, primary=P, write=True):
+    root.mkdir(parents=True, exist_ok=True)
+    paths = {"comparisons": "metrics/comparisons.json"}
+    if report_md:
+        paths["report_md"] = report_md
+    (root / "params.yaml").write_text(yaml.safe_dump({"paths": paths}))
+    if report_md and write:
+        (root / report_md).parent.mkdir(parents=True, exist_ok=True)
+        (root / report_md).write_text(
+            decision.to_markdown(decision.build_decision(report(), primary=primary)))
+
+
+def _run(repo: Path) -> subprocess.CompletedProcess:
+    env = dict(os.environ, PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")
+    return subprocess.run(["bash", str(ROOT / "tools" / "verdicts.sh"), str(repo)],
+                          capture_output=True, text=True, env=env)
+
+
+def test_prints_every_experiments_verdicts_on_its_primary_measure(tmp_path):
+    _experiment(tmp_path, "metrics/report.md")
+    _experiment(tmp_path / "experiments" / "deep", "out/report.md", primary=DEEP)
+    _experiment(tmp_path / "experiments" / "fresh", "metrics/report.md", write=False)
+    _experiment(tmp_path / "experiments" / "old", None)
+    done = _run(tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == (
+        "\nVerdicts of . (metrics/report.md):\n"
+        "  - dense better than bm25 on P\n"
+        "\nVerdicts of experiments/deep (experiments/deep/out/report.md):\n"
+        f"  - no detectable difference on R@10; {CAVEAT}\n"
+        "\nVerdicts of experiments/fresh: no report (params paths.report_md unset or the "
+        "report stage has not run)\n"
+        "\nVerdicts of experiments/old: no report (params paths.report_md unset or the "
+        "report stage has not run)\n")
+
+
+def test_the_repository_report_gives_its_verdict_lines():
+    done = _run(ROOT)
+    assert done.returncode == 0, done.stderr
+    md = (ROOT / "metrics" / "report.md").read_text()
+    # the top-level experiment's block: its heading, then its lines up to the next blank line
+    head, *rest = done.stdout.split("\n\n")[0].strip("\n").splitlines()
+    assert head == "Verdicts of . (metrics/report.md):"
+    assert rest and all(f"\n{ln.strip()}\n" in md for ln in rest)
+    assert all(ln.startswith("  - ") and "nDCG(dcg='exp-log2')@10" in ln for ln in rest)

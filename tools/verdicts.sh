@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Print each experiment's verdicts on its primary measure: the "Verdicts" section of its
+# report.md (written by the `report` stage). Experiments: the repository's own (params.yaml
+# at the top) and every experiments/NAME/params.yaml. Usage: tools/verdicts.sh [REPOSITORY]
+# (default: the repository this script is in). Needs python with PyYAML on PATH.
+set -euo pipefail
+cd "${1:-$(dirname "$0")/..}"
+for params in params.yaml experiments/*/params.yaml; do
+  [ -f "$params" ] || continue
+  dir=$(dirname "$params")
+  report=$(python - "$params" <<'PY'
+import sys
+from pathlib import Path
+
+import yaml
+
+params = Path(sys.argv[1])
+paths = (yaml.safe_load(params.read_text(encoding="utf-8")) or {}).get("paths") or {}
+print(params.parent / paths["report_md"] if paths.get("report_md") else "")
+PY
+)
+  echo
+  if [ -z "$report" ] || [ ! -f "$report" ]; then
+    echo "Verdicts of $dir: no report (params paths.report_md unset or the report stage has not run)"
+    continue
+  fi
+  echo "Verdicts of $dir ($report):"
+  awk '/^## Verdicts$/ {on = 1; next} /^## / {on = 0} on && /^- / {print "  " $0}' "$report"
+done
