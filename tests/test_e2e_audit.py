@@ -73,3 +73,22 @@ def test_an_auditor_at_half_its_pairs_stops_the_pipeline_naming_the_counts(tmp_p
     assert not list((tmp_path / "metrics").glob("arms/*.json"))
     status = tiny.run(tmp_path, "relgrade", "status").stdout
     assert "key: not frozen yet" in status
+
+
+def test_with_a_relaxed_audit_coverage_an_auditor_at_half_fails_the_gate_naming_the_counts(
+        tmp_path):
+    pairs, audit_pairs = _setup(tmp_path)
+    params = yaml.safe_load((tmp_path / "params.yaml").read_text())
+    params["gates"]["audit_coverage_min"] = 0.9
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+    tiny.write_grades(tmp_path, "grader-a", tiny.grade_rows(pairs))
+    half = sorted(audit_pairs)[: len(audit_pairs) // 2]
+    tiny.write_grades(tmp_path, "auditor-b", tiny.grade_rows(half))
+    proc = tiny.run(tmp_path, "dvc", "repro", check=False)
+    assert proc.returncode != 0
+    n, m = len(half), len(audit_pairs)
+    assert f"note: {m - n} audit pairs not graded by auditor-b" in proc.stdout
+    assert not (tmp_path / "data/gate/gate.json").exists()  # no pass record of a failed gate
+    assert f"audit coverage {n} of {m} pairs (" in proc.stderr + proc.stdout
+    assert f") < 0.9: auditor-b has graded {n} of {m} audit pairs" in proc.stderr + proc.stdout
+    assert not (tmp_path / "data/key/key.jsonl").exists()
