@@ -10,21 +10,20 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
 from relgrade.cli.options import format_option, parse_scale, scale_option
 from relgrade.cli.render import handle_errors, number, table
 from relgrade.errors import InputError
-from relgrade.io.files import write_bytes
-from relgrade.io.judgments import read_grades_table, read_judgments
-from relgrade.protocol.key import key_bytes, qrels_text
-from relgrade.raters.report import (
-    AGREEMENT_ROWS,
-    METHODS,
-    RaterReport,
-    aggregate_raters,
-)
+
+if TYPE_CHECKING:
+    from relgrade.raters.report import RaterReport
+
+#: The aggregation methods, as relgrade.raters.report.METHODS names them (a test checks it);
+#: spelled here so that loading the command imports no pandas.
+METHOD_NAMES = ("majority", "dawid-skene")
 
 
 @click.command("aggregate")
@@ -36,7 +35,7 @@ from relgrade.raters.report import (
               default=None,
               help="Gold pairs with their known grade: JSONL (query_id, chunk_id, grade), "
                    "TREC qrels or Parquet.")
-@click.option("--method", type=click.Choice(list(METHODS)), default="majority",
+@click.option("--method", type=click.Choice(METHOD_NAMES), default="majority",
               show_default=True, help="How the kept raters' grades become one grade.")
 @click.option("--threshold", type=float, default=0.7, show_default=True,
               help="Lowest gold accuracy a rater may have and stay.")
@@ -68,6 +67,11 @@ def aggregate_cmd(grades_path, gold_path, method, threshold, min_gold, out_path,
     and Krippendorff's alpha before and after removal, and the high-variance pairs an expert
     should adjudicate. With --out, writes the aggregate sorted by (query_id, chunk_id).
     """
+    from relgrade.io.files import write_bytes
+    from relgrade.io.judgments import read_grades_table, read_judgments
+    from relgrade.protocol.key import key_bytes, qrels_text
+    from relgrade.raters.report import aggregate_raters
+
     scale = parse_scale(scale)
     if out_path is not None and out_path.suffix.lower() not in (".jsonl", ".qrels"):
         raise InputError("unknown output format (use .jsonl or .qrels)", path=out_path,
@@ -92,6 +96,8 @@ def aggregate_cmd(grades_path, gold_path, method, threshold, min_gold, out_path,
 
 def report_lines(result: RaterReport) -> list[str]:
     """The rater report as text lines: input, raters table, aggregation, agreement, flags."""
+    from relgrade.raters.report import AGREEMENT_ROWS, METHODS
+
     report = result.to_dict()
     source = "" if report["grades"] is None else f"{report['grades']}: "
     lines = [f"grades: {source}{result.n_ratings} grades from "

@@ -6,13 +6,9 @@ import json
 from pathlib import Path
 
 import click
-import pandas as pd
 
 from relgrade.cli.options import format_option, parse_scale, scale_option
 from relgrade.cli.render import handle_errors, number
-from relgrade.io.judgments import read_judgments
-from relgrade.protocol import agreement as ag
-from relgrade.schema import check_scale
 
 
 @click.command("agreement")
@@ -33,6 +29,12 @@ def agreement_cmd(a, b, scale, relevant_min, as_json):
     disagreement, the confusion matrix (rows A, columns B), the pairs compared and the pairs
     graded in only one file (missing, dropped pairwise).
     """
+    import pandas as pd
+
+    from relgrade.io.judgments import read_judgments
+    from relgrade.protocol import agreement as ag
+    from relgrade.schema import check_scale
+
     scale = parse_scale(scale)
     check_scale(scale, relevant_min)
     ga, gb = read_judgments(a, scale=scale), read_judgments(b, scale=scale)
