@@ -88,10 +88,13 @@ def test_unknown_command_is_a_usage_error():
 def test_choices_spelled_in_command_modules_equal_the_librarys():
     from relgrade.cli import aggregate, clicks, packets
     from relgrade.clicks import pairs, propensity
+    from relgrade.raters.aggregate import MAX_ITER, TOL
     from relgrade.raters.report import METHODS
     from relgrade.schema import ROLES
 
     assert tuple(aggregate.METHOD_NAMES) == tuple(METHODS)
+    defaults = {p.name: p.default for p in aggregate.aggregate_cmd.params}
+    assert (defaults["tol"], defaults["max_iter"]) == (TOL, MAX_ITER)
     assert tuple(packets.ROLE_NAMES) == tuple(ROLES)
     assert tuple(clicks.PROPENSITY_METHODS) == tuple(propensity.METHODS)
     assert clicks.DEFAULT_CLIP == pairs.DEFAULT_CLIP

@@ -54,10 +54,16 @@ METHOD_NAMES = ("majority", "dawid-skene")
 @click.option("--exclude", multiple=True,
               help="Leave this grader out (e.g. an earlier aggregate imported as a grader); "
                    "repeatable.")
+@click.option("--tol", type=click.FloatRange(min=0), default=1e-7, show_default=True,
+              help="Dawid-Skene: converged when no class prior and no confusion entry moves "
+                   "by more than this in one iteration.")
+@click.option("--max-iter", type=click.IntRange(min=1), default=2000, show_default=True,
+              help="Dawid-Skene: at most this many EM iterations (the report says when it "
+                   "stopped without converging).")
 @format_option(json_help="Print the report as one JSON document.")
 @handle_errors
 def aggregate_cmd(grades_path, gold_path, method, threshold, min_gold, out_path, scale,
-                  flag_variance, round_, exclude, as_json):
+                  flag_variance, round_, exclude, tol, max_iter, as_json):
     """Aggregate several raters' grades into one grade per pair.
 
     Raters whose accuracy on the gold pairs (--gold) is below --threshold, measured on at
@@ -81,7 +87,8 @@ def aggregate_cmd(grades_path, gold_path, method, threshold, min_gold, out_path,
     report = aggregate_raters(grades, scale=scale, gold=gold, method=method,
                               threshold=threshold, min_gold=min_gold,
                               flag_variance=flag_variance, round_=round_, exclude=exclude,
-                              grades_source=grades_path, gold_source=gold_path)
+                              grades_source=grades_path, gold_source=gold_path, tol=tol,
+                              max_iter=max_iter)
     if out_path is not None:
         data = (key_bytes(report.labels) if out_path.suffix.lower() == ".jsonl"
                 else qrels_text(report.labels).encode("utf-8"))
@@ -126,8 +133,10 @@ def report_lines(result: RaterReport) -> list[str]:
                      f"(ties: {report['tie_rule']})")
     else:
         ds = report["dawid_skene"]
-        state = (f"converged after {ds['iterations']} iterations" if ds["converged"]
-                 else f"stopped at {ds['iterations']} iterations without converging")
+        state = (f"converged after {ds['iterations']} iterations (tol {ds['tol']:g})"
+                 if ds["converged"] else
+                 f"stopped at --max-iter {ds['iterations']} without converging to tol "
+                 f"{ds['tol']:g}")
         priors = ", ".join(f"{g}: {p:.4f}" for g, p in ds["priors"].items())
         lines.append(f"aggregated {report['pairs']} pairs from {n_kept} raters by {how} "
                      f"({state}; class priors {priors})")

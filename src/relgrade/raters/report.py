@@ -203,7 +203,8 @@ def aggregate_raters(grades: pd.DataFrame, *, scale: Iterable[int],
                      gold: pd.DataFrame | None = None, method: str = "majority",
                      threshold: float = 0.7, min_gold: int = 5, flag_variance: float = 0.5,
                      round_: int | None = None, exclude: Iterable[str] = (),
-                     grades_source=None, gold_source=None) -> RaterReport:
+                     grades_source=None, gold_source=None, tol: float = agg.TOL,
+                     max_iter: int = agg.MAX_ITER) -> RaterReport:
     """Several raters' grades → one grade per pair, with who was removed and why.
 
     The steps, in order: select the round and drop excluded graders
@@ -238,6 +239,9 @@ def aggregate_raters(grades: pd.DataFrame, *, scale: Iterable[int],
         As :func:`select_grades`.
     grades_source, gold_source : str or os.PathLike, optional
         The names of the two tables: shown in the report and named in errors.
+    tol, max_iter
+        Dawid-Skene's convergence tolerance on its parameters and its iteration cap (see
+        :func:`relgrade.raters.aggregate.dawid_skene`); unused by majority vote.
 
     Returns
     -------
@@ -287,12 +291,13 @@ def aggregate_raters(grades: pd.DataFrame, *, scale: Iterable[int],
         labels = agg.majority(kept, scale=scale)
         detail = {"tie_rule": agg.TIES["median-low"]}
     else:
-        ds = agg.dawid_skene(kept, scale=scale)
+        ds = agg.dawid_skene(kept, scale=scale, tol=tol, max_iter=max_iter)
         labels = ds.labels
     kept_raters = sorted(kept["grader"].unique())
     if method != "majority":
         detail = {"dawid_skene": {
-            "iterations": ds.iterations, "converged": ds.converged,
+            "iterations": ds.iterations, "converged": ds.converged, "tol": tol,
+            "max_iter": max_iter,
             "log_likelihood": ds.log_likelihood,
             "priors": {str(g): float(p) for g, p in ds.priors.items()},
             "confusion": {name: ds.confusion.loc[name].to_numpy().tolist()
