@@ -27,8 +27,8 @@ from relgrade.raters import gold as gd
 METHODS = {"majority": "majority vote", "dawid-skene": "Dawid-Skene"}
 
 #: The agreement statistics the report shows, before and after removal.
-AGREEMENT_ROWS = ("fleiss_kappa",) + tuple(f"krippendorff_alpha_{lv}" for lv in
-                                           KRIPPENDORFF_LEVELS)
+AGREEMENT_ROWS = ("fleiss_kappa", "fleiss_p_bar", "fleiss_p_e") + tuple(
+    f"krippendorff_alpha_{lv}" for lv in KRIPPENDORFF_LEVELS)
 
 
 @contextlib.contextmanager
