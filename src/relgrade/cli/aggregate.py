@@ -60,10 +60,13 @@ METHOD_NAMES = ("majority", "dawid-skene")
 @click.option("--max-iter", type=click.IntRange(min=1), default=2000, show_default=True,
               help="Dawid-Skene: at most this many EM iterations (the report says when it "
                    "stopped without converging).")
+@click.option("--per-pair", is_flag=True,
+              help="Also print each pair's aggregate grade with its majority share (the "
+                   "share of its raters who gave it) or its Dawid-Skene posteriors.")
 @format_option(json_help="Print the report as one JSON document.")
 @handle_errors
 def aggregate_cmd(grades_path, gold_path, method, threshold, min_gold, out_path, scale,
-                  flag_variance, round_, exclude, tol, max_iter, as_json):
+                  flag_variance, round_, exclude, tol, max_iter, per_pair, as_json):
     """Aggregate several raters' grades into one grade per pair.
 
     Raters whose accuracy on the gold pairs (--gold) is below --threshold, measured on at
@@ -97,12 +100,13 @@ def aggregate_cmd(grades_path, gold_path, method, threshold, min_gold, out_path,
     if as_json:
         click.echo(json.dumps(report.to_dict(), indent=2))
         return
-    for line in report_lines(report):
+    for line in report_lines(report, per_pair=per_pair):
         click.echo(line)
 
 
-def report_lines(result: RaterReport) -> list[str]:
-    """The rater report as text lines: input, raters table, aggregation, agreement, flags."""
+def report_lines(result: RaterReport, *, per_pair: bool = False) -> list[str]:
+    """The rater report as text lines: input, raters table, aggregation (with ``per_pair``,
+    each pair's grade and its majority share or Dawid-Skene posteriors), agreement, flags."""
     from relgrade.raters.report import AGREEMENT_ROWS, METHODS
 
     report = result.to_dict()
@@ -140,6 +144,8 @@ def report_lines(result: RaterReport) -> list[str]:
         priors = ", ".join(f"{g}: {p:.4f}" for g, p in ds["priors"].items())
         lines.append(f"aggregated {report['pairs']} pairs from {n_kept} raters by {how} "
                      f"({state}; class priors {priors})")
+    if per_pair:
+        lines += [""] + _pair_lines(report)
     if report["out"] is not None:
         lines.append(f"wrote {report['pairs']} rows to {report['out']}")
     else:
@@ -165,3 +171,17 @@ def report_lines(result: RaterReport) -> list[str]:
              number(f["variance"]), f["reason"]] for f in flags]
     lines += table(header, rows, right={2, 4})
     return lines
+
+
+def _pair_lines(report: dict) -> list[str]:
+    if report["method"] == "majority":
+        rows = [[p["query_id"], p["chunk_id"], str(p["grade"]), str(p["votes"]),
+                 number(p["share"])] for p in report["shares"]]
+        return table(["query_id", "chunk_id", "grade", "votes", "share"], rows,
+                     right={2, 3, 4})
+    posts = report["dawid_skene"]["posteriors"]
+    grades = list(posts[0]["posterior"]) if posts else []
+    rows = [[p["query_id"], p["chunk_id"], str(p["grade"])]
+            + [number(p["posterior"][g]) for g in grades] for p in posts]
+    return table(["query_id", "chunk_id", "grade"] + [f"P({g})" for g in grades], rows,
+                 right=set(range(2, 3 + len(grades))))

@@ -174,8 +174,11 @@ class RaterReport:
             Keys ``grades``, ``gold``, ``gold_pairs``, ``method``, ``scale``, ``threshold``,
             ``min_gold``, ``round``, ``pairs``, ``raters``, ``removed``, ``flagged_raters``,
             ``kept_raters``, ``agreement``, ``flag_variance``, ``high_variance``, ``out``, then
-            ``tie_rule`` (majority) or ``dawid_skene`` (its iterations, convergence,
-            log-likelihood, class priors and each kept rater's confusion matrix).
+            ``tie_rule`` and ``shares`` (majority: per pair its grade, its raters and the
+            share of them who gave that grade) or ``dawid_skene`` (its iterations,
+            convergence, tol, max_iter, log-likelihood, class priors, each kept rater's
+            confusion matrix and ``posteriors``: per pair its grade and the posterior
+            probability of every grade).
         """
         return {
             "grades": self.grades,
@@ -289,7 +292,11 @@ def aggregate_raters(grades: pd.DataFrame, *, scale: Iterable[int],
 
     if method == "majority":
         labels = agg.majority(kept, scale=scale)
-        detail = {"tie_rule": agg.TIES["median-low"]}
+        detail = {"tie_rule": agg.TIES["median-low"],
+                  "shares": [{"query_id": q, "chunk_id": c, "grade": int(g), "votes": int(v),
+                              "share": float(a)}
+                             for q, c, g, v, a in labels[agg.MAJORITY_COLUMNS].itertuples(
+                                 index=False)]}
     else:
         ds = agg.dawid_skene(kept, scale=scale, tol=tol, max_iter=max_iter)
         labels = ds.labels
@@ -302,6 +309,10 @@ def aggregate_raters(grades: pd.DataFrame, *, scale: Iterable[int],
             "priors": {str(g): float(p) for g, p in ds.priors.items()},
             "confusion": {name: ds.confusion.loc[name].to_numpy().tolist()
                           for name in kept_raters},
+            "posteriors": [{"query_id": str(q), "chunk_id": str(c), "grade": int(g),
+                            "posterior": {str(k): float(p) for k, p in row.items()}}
+                           for ((q, c), row), g in zip(ds.posteriors.iterrows(),
+                                                       ds.labels["grade"])],
         }}
     flags = agg.flag_high_variance(kept, threshold=flag_variance)
     flags = flags.merge(labels[["query_id", "chunk_id", "grade"]], on=["query_id", "chunk_id"],
