@@ -15,6 +15,12 @@ permutations, plus the 30 per-arm intervals, Holm over the 135. It runs twice pe
 count; the sha256 of the JSON report must be the same for every run and worker count, or the
 script stops.
 
+Whole process (``--cli``): the same comparison as the command a user runs,
+``relgrade compare --per-query FILE --all-pairs --json`` on the per-query values written to a
+Parquet file, timed as a subprocess (interpreter start, imports, reading and printing
+included; CPU from the child's rusage), ``--rounds`` times per worker count; the table gives
+medians. Its arms and comparisons must equal the in-process report's, or the script stops.
+
 ranx: ``ranx.compare`` on the same qrels and runs with ``stat_test="fisher"`` and 1,000
 permutations (its evaluation included; its metrics ``ndcg_burges@10``, ``recall@10``,
 ``mrr@10`` are the same three measures, which the script checks against relgrade's values).
@@ -25,9 +31,14 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import json
 import os
 import platform
+import resource
+import statistics
+import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -70,6 +81,35 @@ def run_relgrade(pq: pd.DataFrame, workers: int, seed: int, resamples: int, perm
     return elapsed, cpu, digest, result
 
 
+def _core_digest(report_json: str) -> str:
+    """sha256 of the arms and comparisons of a JSON report (the numbers, not the inputs)."""
+    doc = json.loads(report_json)
+    core = json.dumps({"arms": doc["arms"], "comparisons": doc["comparisons"]}, sort_keys=True)
+    return hashlib.sha256(core.encode()).hexdigest()
+
+
+def run_cli(pq: pd.DataFrame, workers: int, seed: int, resamples: int, perms: int,
+            rounds: int):
+    """Wall and CPU seconds of ``relgrade compare --per-query`` as a subprocess, per round."""
+    walls, cpus, digests = [], [], set()
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "per_query.parquet"
+        pq[["arm", "query_id", "measure", "value"]].to_parquet(path)
+        cmd = [sys.executable, "-c", "from relgrade.cli import main; main()", "compare",
+               "--per-query", str(path), "--all-pairs", "--json", "--workers", str(workers),
+               "--seed", str(seed), "--bootstrap", str(resamples),
+               "--permutations", str(perms)]
+        for _ in range(rounds):
+            before = resource.getrusage(resource.RUSAGE_CHILDREN)
+            t = time.perf_counter()
+            out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
+            walls.append(time.perf_counter() - t)
+            after = resource.getrusage(resource.RUSAGE_CHILDREN)
+            cpus.append(after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime)
+            digests.add(_core_digest(out))
+    return walls, cpus, digests
+
+
 def run_ranx(qrels: pd.DataFrame, runs: dict, perms: int):
     from ranx import Qrels, Run, evaluate
     from ranx import compare as ranx_compare
@@ -104,6 +144,9 @@ def main(argv=None) -> int:
     ap.add_argument("--ranx", action="store_true", help="also time ranx.compare (1,000 perms)")
     ap.add_argument("--ranx-permutations", type=int, default=1_000)
     ap.add_argument("--no-relgrade", action="store_true", help="time ranx only")
+    ap.add_argument("--cli", action="store_true",
+                    help="also time the whole `relgrade compare --per-query` process")
+    ap.add_argument("--rounds", type=int, default=3, help="whole-process runs per worker count")
     args = ap.parse_args(argv)
     print(f"# {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, "
           f"Python {platform.python_version()}, numpy {np.__version__}")
@@ -117,13 +160,14 @@ def main(argv=None) -> int:
               f"10,000 queries in {t_pq:.1f} s")
     n_arms = pq["arm"].nunique()
     n_comp = n_arms * (n_arms - 1) // 2 * len(MEASURES)
-    digests = set()
+    digests, cores = set(), set()
     for w in ([] if args.no_relgrade else args.workers):
         for attempt in (1, 2):
             load = os.getloadavg()[0]
-            elapsed, cpu, digest, _ = run_relgrade(pq, w, args.seed, args.resamples,
-                                                   args.permutations)
+            elapsed, cpu, digest, result = run_relgrade(pq, w, args.seed, args.resamples,
+                                                        args.permutations)
             digests.add(digest)
+            cores.add(_core_digest(result.to_json()))
             print(f"relgrade compare_arms: {n_comp} comparisons + {n_arms * len(MEASURES)} "
                   f"arm intervals, {args.resamples} resamples + {args.permutations} sign "
                   f"flips each, workers={w}, run {attempt}: {elapsed:.1f} s wall, "
@@ -133,6 +177,21 @@ def main(argv=None) -> int:
         return 1
     if digests:
         print("reports identical across runs and worker counts")
+    if args.cli:
+        for w in args.workers:
+            load = os.getloadavg()[0]
+            walls, cpus, cli_digests = run_cli(pq, w, args.seed, args.resamples,
+                                               args.permutations, args.rounds)
+            if cores and cli_digests != cores or len(cli_digests) > 1:
+                print("ERROR: the command's numbers differ from compare_arms' or between "
+                      "rounds", file=sys.stderr)
+                return 1
+            print(f"relgrade compare --per-query (whole process), workers={w}, "
+                  f"{args.rounds} rounds: median {statistics.median(walls):.1f} s wall "
+                  f"(runs {', '.join(f'{x:.1f}' for x in walls)}), median "
+                  f"{statistics.median(cpus):.1f} s CPU, load average before {load:.1f}; "
+                  + ("numbers identical to compare_arms'" if cores else
+                     "identical across rounds (compare_arms not run: --no-relgrade)"))
     if args.ranx:
         if runs is None:
             print("ranx needs the generated workload (qrels and runs); skipped")

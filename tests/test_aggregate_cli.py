@@ -54,13 +54,18 @@ def key_lines(grades):
 # expected 2 * (11*13 + 13*12 + 11*12*4) = 1654, alpha = 1 - 35 * 62 / 1654 = -516/1654;
 # ordinal: d01 = 12^2, d12 = 12.5^2, d02 = 24.5^2, observed 7 * 1200.5 + 900.5 = 9304,
 # expected 248400, alpha = 1 - 35 * 9304 / 248400 = -77240/248400.
+# ratio: delta^2 = ((c - k) / (c + k))^2 is 1 for 0-1 and 0-2, 1/9 for 1-2; observed
+# 7 * 2 + 1 + 1 + 1/9 = 145/9, expected 2 * (11*13 + 13*12/9 + 11*12) = 1754/3,
+# alpha = 1 - 35 * (145/9) / (1754/3) = 561/15786.
 ALL = {"fleiss": 250 / 862, "nominal": 267 / 862, "ordinal": -77240 / 248400,
-       "interval": -516 / 1654}
+       "interval": -516 / 1654, "ratio": 561 / 15786, "p_bar": 19 / 36, "p_e": 434 / 1296}
 # accurate and noisy only: 9 of 12 pairs agree; n0 = 7, n1 = 9, n2 = 8 of 24.
 # Fleiss: (9/12 - 194/576) / (1 - 194/576) = 238/382; nominal 1 - 23 * 6 / 382 = 244/382;
 # interval 1 - 23 * 18 / 718 = 304/718; ordinal 1 - 23 * 1217 / 48960 = 20969/48960.
+# P-bar = 9/12, P_e = 194/576; ratio: the disagreeing pairs are 0-2, 0-2 and 0-1, observed
+# 2 * 3 = 6, expected 2 * (7*9 + 9*8/9 + 7*8) = 254, alpha = 1 - 23 * 6 / 254 = 116/254.
 KEPT = {"fleiss": 238 / 382, "nominal": 244 / 382, "ordinal": 20969 / 48960,
-        "interval": 304 / 718}
+        "interval": 304 / 718, "ratio": 116 / 254, "p_bar": 9 / 12, "p_e": 194 / 576}
 
 
 def test_majority_report_and_key_file_exactly(tmp_path):
@@ -69,6 +74,7 @@ def test_majority_report_and_key_file_exactly(tmp_path):
     res = run("--grades", grades, "--out", out)
     assert res.exit_code == 0, res.output
     assert f"{ALL['fleiss']:.4f}" == "0.2900" and f"{ALL['ordinal']:.4f}" == "-0.3110"
+    assert [f"{ALL[k]:.4f}" for k in ("p_bar", "p_e", "ratio")] == ["0.5278", "0.3349", "0.0355"]
     assert res.output == f"""\
 grades: {grades}: 36 grades from 3 raters on 12 pairs
 gold: none given, so no rater is removed
@@ -84,9 +90,12 @@ wrote 12 rows to {out}
 
 agreement                    all raters  kept raters
 fleiss_kappa                     0.2900       0.2900
+fleiss_p_bar                     0.5278       0.5278
+fleiss_p_e                       0.3349       0.3349
 krippendorff_alpha_nominal       0.3097       0.3097
 krippendorff_alpha_ordinal      -0.3110      -0.3110
 krippendorff_alpha_interval     -0.3120      -0.3120
+krippendorff_alpha_ratio         0.0355       0.0355
 
 high-variance pairs for expert adjudication: 8 (variance >= 0.5, or grades 2 or more apart)
 query_id  chunk_id  grade  grades  variance  reason
@@ -113,6 +122,7 @@ def test_gold_removes_the_flipper_and_the_rest_are_aggregated(tmp_path):
     assert res.exit_code == 0, res.output
     assert [f"{KEPT[k]:.4f}" for k in ("fleiss", "nominal", "ordinal", "interval")] == \
         ["0.6230", "0.6387", "0.4283", "0.4234"]
+    assert [f"{KEPT[k]:.4f}" for k in ("p_bar", "p_e", "ratio")] == ["0.7500", "0.3368", "0.4567"]
     assert res.output == f"""\
 grades: {grades}: 36 grades from 3 raters on 12 pairs
 gold: {gold}: 4 pairs; a rater with at least 3 gold answers is removed below accuracy 0.7
@@ -129,9 +139,12 @@ wrote 12 rows to {out}
 
 agreement                    all raters  kept raters
 fleiss_kappa                     0.2900       0.6230
+fleiss_p_bar                     0.5278       0.7500
+fleiss_p_e                       0.3349       0.3368
 krippendorff_alpha_nominal       0.3097       0.6387
 krippendorff_alpha_ordinal      -0.3110       0.4283
 krippendorff_alpha_interval     -0.3120       0.4234
+krippendorff_alpha_ratio         0.0355       0.4567
 
 high-variance pairs for expert adjudication: 2 (variance >= 0.5, or grades 2 or more apart)
 query_id  chunk_id  grade  grades  variance  reason
@@ -161,6 +174,9 @@ def test_dawid_skene_from_the_cli_recovers_the_truth(tmp_path):
     assert report["agreement"]["all"]["fleiss_kappa"] == report["agreement"]["kept"][
         "fleiss_kappa"]
     assert abs(report["agreement"]["all"]["fleiss_kappa"] - ALL["fleiss"]) < 1e-12
+    for key, name in (("p_bar", "fleiss_p_bar"), ("p_e", "fleiss_p_e"),
+                      ("ratio", "krippendorff_alpha_ratio")):
+        assert abs(report["agreement"]["all"][name] - ALL[key]) < 1e-12, name
 
 
 def test_a_rater_with_too_few_gold_answers_is_kept_and_flagged(tmp_path):

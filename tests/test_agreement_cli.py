@@ -34,6 +34,7 @@ EXPECTED_TABLE = """\
 pairs                  8
 missing                0
 weighted_kappa         0.5429
+linear_weighted_kappa  0.3846
 binary_kappa           0.7143
 kappa                  0.2558
 raw_agreement          0.5000
@@ -84,6 +85,7 @@ def test_single_category_prints_undefined_and_the_reason(tmp_path):
     res = run(a, b)
     assert res.exit_code == 0, res.output
     assert "weighted_kappa         undefined\n" in res.output
+    assert "linear_weighted_kappa  undefined\n" in res.output
     assert "raw_agreement          1.0000\n" in res.output
     assert ("note: weighted_kappa is undefined: both raters gave every pair grade 1, so "
             "chance agreement is 1 and kappa is 0/0\n") in res.output

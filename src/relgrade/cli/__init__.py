@@ -1,44 +1,119 @@
 """The ``relgrade`` command line: a thin face over the library.
 
-Each subcommand lives in its own module and is registered here, explicitly; no module
-registers a command by being imported. Library errors become ``Error: ...`` on stderr and
-exit status 1 (:func:`relgrade.cli.render.handle_errors`).
+Each subcommand lives in its own module and is registered here, explicitly, by name in
+:data:`COMMANDS`; no module registers a command by being imported. A command's module is
+imported only when that command is looked up (to run it or print its help), so
+``relgrade --help`` and ``relgrade --version`` import neither pandas nor numpy nor scipy,
+and each command module keeps its heavy imports inside the function that runs it. Library
+errors become ``Error: ...`` on stderr and exit status 1
+(:func:`relgrade.cli.render.handle_errors`).
 """
 
 from __future__ import annotations
 
+import importlib
+from collections.abc import Mapping
+
 import click
 
 from relgrade import __version__
-from relgrade.cli.aggregate import aggregate_cmd
-from relgrade.cli.agreement import agreement_cmd
-from relgrade.cli.audit import audit_cmd
-from relgrade.cli.clicks import clicks_cmd
-from relgrade.cli.compare import compare_cmd
-from relgrade.cli.evaluate import evaluate_cmd
-from relgrade.cli.grade import grade_cmd
-from relgrade.cli.graderun import run_cmd
-from relgrade.cli.intents import intents_cmd
-from relgrade.cli.packets import packets_cmd
-from relgrade.cli.queries import queries_cmd
-from relgrade.cli.serve import serve_cmd
-from relgrade.cli.status import status_cmd
+
+#: Every top-level command: the name it is called with -> "module:attribute" of its click
+#: command.
+COMMANDS = {
+    "aggregate": "relgrade.cli.aggregate:aggregate_cmd",
+    "agreement": "relgrade.cli.agreement:agreement_cmd",
+    "audit": "relgrade.cli.audit:audit_cmd",
+    "clicks": "relgrade.cli.clicks:clicks_cmd",
+    "compare": "relgrade.cli.compare:compare_cmd",
+    "evaluate": "relgrade.cli.evaluate:evaluate_cmd",
+    "grade": "relgrade.cli.grade:grade_cmd",
+    "intents": "relgrade.cli.intents:intents_cmd",
+    "packets": "relgrade.cli.packets:packets_cmd",
+    "queries": "relgrade.cli.queries:queries_cmd",
+    "serve": "relgrade.cli.serve:serve_cmd",
+    "status": "relgrade.cli.status:status_cmd",
+}
+
+#: Subcommands added to a command group from another module: group -> {name: "module:attr"}.
+SUBCOMMANDS = {"grade": {"run": "relgrade.cli.graderun:run_cmd"}}
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+def _load(spec: str) -> click.Command:
+    module, _, attr = spec.partition(":")
+    return getattr(importlib.import_module(module), attr)
+
+
+class _Commands(Mapping):
+    """Name -> command, importing a command's module the first time it is asked for."""
+
+    def __init__(self, specs: Mapping[str, str], subcommands: Mapping[str, Mapping[str, str]]):
+        self._specs = dict(specs)
+        self._subcommands = {k: dict(v) for k, v in subcommands.items()}
+        self._loaded: dict[str, click.Command] = {}
+
+    def __getitem__(self, name: str) -> click.Command:
+        if name not in self._loaded:
+            command = _load(self._specs[name])  # KeyError for an unknown name, as a dict
+            for sub, spec in self._subcommands.get(name, {}).items():
+                command.add_command(_load(spec), sub)
+            self._loaded[name] = command
+        return self._loaded[name]
+
+    def __iter__(self):
+        return iter(self._specs)
+
+    def __len__(self) -> int:
+        return len(self._specs)
+
+
+class LazyGroup(click.Group):
+    """A click group whose commands are imported on demand from ``"module:attr"`` specs.
+
+    ``commands`` behaves as click's dict of commands (``get``, ``items``, ``in``), but a
+    command's module is imported only when that command is looked up, so listing the
+    commands in ``--help`` costs one import per command only for the short help it shows.
+    """
+
+    def __init__(self, *args, lazy: Mapping[str, str], subcommands=None, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.commands = _Commands(lazy, subcommands or {})
+
+    def list_commands(self, ctx):
+        return sorted(self.commands)
+
+    def format_commands(self, ctx, formatter):
+        # The short help of each command comes from COMMAND_HELP, not from its module, so
+        # `relgrade --help` imports no command module.
+        rows = [(name, COMMAND_HELP[name]) for name in self.list_commands(ctx)]
+        if rows:
+            with formatter.section("Commands"):
+                formatter.write_dl(rows)
+
+
+#: The one-line help of each command, shown by ``relgrade --help`` without importing the
+#: command's module; each is the start of that command's own help (a test checks it).
+COMMAND_HELP = {
+    "aggregate": "Aggregate several raters' grades into one grade per pair.",
+    "agreement": "Agreement between two grade files A and B over the pairs both graded.",
+    "audit": "The audit sample: drawn once per round, locked, redrawn only on request.",
+    "clicks": "Click logs: position propensities and IPS-weighted skip-above training pairs.",
+    "compare": "Paired statistics between arms of the experiment, or between runs on plain "
+               "files.",
+    "evaluate": "Score each RUN against QRELS: one row per run, one column per measure.",
+    "grade": "Record grades for the pool, only ever adding to what is already recorded.",
+    "intents": "The intent table: one locked line per query, reviewed before any packet "
+               "exists.",
+    "packets": "Grading packets: what a grader sees for each query, and nothing else.",
+    "queries": "Query sets: sample one from a query log.",
+    "serve": "Serve the grading web page.",
+    "status": "Say where the experiment stands: frozen inputs, pool, intents, grading, gate, "
+              "key, metrics.",
+}
+
+
+@click.group(cls=LazyGroup, lazy=COMMANDS, subcommands=SUBCOMMANDS,
+             context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="relgrade")
 def main():
     """relgrade: blind pooled relevance grading, audited agreement, a frozen key, metrics."""
-
-
-grade_cmd.add_command(run_cmd, "run")
-
-#: Every top-level command, by the name it is called with.
-COMMANDS = {
-    "intents": intents_cmd, "packets": packets_cmd, "agreement": agreement_cmd,
-    "grade": grade_cmd, "status": status_cmd, "serve": serve_cmd, "compare": compare_cmd,
-    "evaluate": evaluate_cmd, "queries": queries_cmd, "aggregate": aggregate_cmd,
-    "clicks": clicks_cmd, "audit": audit_cmd,
-}
-for name, command in COMMANDS.items():
-    main.add_command(command, name)

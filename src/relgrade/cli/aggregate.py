@@ -10,21 +10,20 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
 from relgrade.cli.options import format_option, parse_scale, scale_option
 from relgrade.cli.render import handle_errors, number, table
 from relgrade.errors import InputError
-from relgrade.io.files import write_bytes
-from relgrade.io.judgments import read_grades_table, read_judgments
-from relgrade.protocol.key import key_bytes, qrels_text
-from relgrade.raters.report import (
-    AGREEMENT_ROWS,
-    METHODS,
-    RaterReport,
-    aggregate_raters,
-)
+
+if TYPE_CHECKING:
+    from relgrade.raters.report import RaterReport
+
+#: The aggregation methods, as relgrade.raters.report.METHODS names them (a test checks it);
+#: spelled here so that loading the command imports no pandas.
+METHOD_NAMES = ("majority", "dawid-skene")
 
 
 @click.command("aggregate")
@@ -36,7 +35,7 @@ from relgrade.raters.report import (
               default=None,
               help="Gold pairs with their known grade: JSONL (query_id, chunk_id, grade), "
                    "TREC qrels or Parquet.")
-@click.option("--method", type=click.Choice(list(METHODS)), default="majority",
+@click.option("--method", type=click.Choice(METHOD_NAMES), default="majority",
               show_default=True, help="How the kept raters' grades become one grade.")
 @click.option("--threshold", type=float, default=0.7, show_default=True,
               help="Lowest gold accuracy a rater may have and stay.")
@@ -55,10 +54,19 @@ from relgrade.raters.report import (
 @click.option("--exclude", multiple=True,
               help="Leave this grader out (e.g. an earlier aggregate imported as a grader); "
                    "repeatable.")
+@click.option("--tol", type=click.FloatRange(min=0), default=1e-7, show_default=True,
+              help="Dawid-Skene: converged when no class prior and no confusion entry moves "
+                   "by more than this in one iteration.")
+@click.option("--max-iter", type=click.IntRange(min=1), default=2000, show_default=True,
+              help="Dawid-Skene: at most this many EM iterations (the report says when it "
+                   "stopped without converging).")
+@click.option("--per-pair", is_flag=True,
+              help="Also print each pair's aggregate grade with its majority share (the "
+                   "share of its raters who gave it) or its Dawid-Skene posteriors.")
 @format_option(json_help="Print the report as one JSON document.")
 @handle_errors
 def aggregate_cmd(grades_path, gold_path, method, threshold, min_gold, out_path, scale,
-                  flag_variance, round_, exclude, as_json):
+                  flag_variance, round_, exclude, tol, max_iter, per_pair, as_json):
     """Aggregate several raters' grades into one grade per pair.
 
     Raters whose accuracy on the gold pairs (--gold) is below --threshold, measured on at
@@ -68,6 +76,11 @@ def aggregate_cmd(grades_path, gold_path, method, threshold, min_gold, out_path,
     and Krippendorff's alpha before and after removal, and the high-variance pairs an expert
     should adjudicate. With --out, writes the aggregate sorted by (query_id, chunk_id).
     """
+    from relgrade.io.files import write_bytes
+    from relgrade.io.judgments import read_grades_table, read_judgments
+    from relgrade.protocol.key import key_bytes, qrels_text
+    from relgrade.raters.report import aggregate_raters
+
     scale = parse_scale(scale)
     if out_path is not None and out_path.suffix.lower() not in (".jsonl", ".qrels"):
         raise InputError("unknown output format (use .jsonl or .qrels)", path=out_path,
@@ -77,7 +90,8 @@ def aggregate_cmd(grades_path, gold_path, method, threshold, min_gold, out_path,
     report = aggregate_raters(grades, scale=scale, gold=gold, method=method,
                               threshold=threshold, min_gold=min_gold,
                               flag_variance=flag_variance, round_=round_, exclude=exclude,
-                              grades_source=grades_path, gold_source=gold_path)
+                              grades_source=grades_path, gold_source=gold_path, tol=tol,
+                              max_iter=max_iter)
     if out_path is not None:
         data = (key_bytes(report.labels) if out_path.suffix.lower() == ".jsonl"
                 else qrels_text(report.labels).encode("utf-8"))
@@ -86,12 +100,15 @@ def aggregate_cmd(grades_path, gold_path, method, threshold, min_gold, out_path,
     if as_json:
         click.echo(json.dumps(report.to_dict(), indent=2))
         return
-    for line in report_lines(report):
+    for line in report_lines(report, per_pair=per_pair):
         click.echo(line)
 
 
-def report_lines(result: RaterReport) -> list[str]:
-    """The rater report as text lines: input, raters table, aggregation, agreement, flags."""
+def report_lines(result: RaterReport, *, per_pair: bool = False) -> list[str]:
+    """The rater report as text lines: input, raters table, aggregation (with ``per_pair``,
+    each pair's grade and its majority share or Dawid-Skene posteriors), agreement, flags."""
+    from relgrade.raters.report import AGREEMENT_ROWS, METHODS
+
     report = result.to_dict()
     source = "" if report["grades"] is None else f"{report['grades']}: "
     lines = [f"grades: {source}{result.n_ratings} grades from "
@@ -120,11 +137,15 @@ def report_lines(result: RaterReport) -> list[str]:
                      f"(ties: {report['tie_rule']})")
     else:
         ds = report["dawid_skene"]
-        state = (f"converged after {ds['iterations']} iterations" if ds["converged"]
-                 else f"stopped at {ds['iterations']} iterations without converging")
+        state = (f"converged after {ds['iterations']} iterations (tol {ds['tol']:g})"
+                 if ds["converged"] else
+                 f"stopped at --max-iter {ds['iterations']} without converging to tol "
+                 f"{ds['tol']:g}")
         priors = ", ".join(f"{g}: {p:.4f}" for g, p in ds["priors"].items())
         lines.append(f"aggregated {report['pairs']} pairs from {n_kept} raters by {how} "
                      f"({state}; class priors {priors})")
+    if per_pair:
+        lines += [""] + _pair_lines(report)
     if report["out"] is not None:
         lines.append(f"wrote {report['pairs']} rows to {report['out']}")
     else:
@@ -150,3 +171,17 @@ def report_lines(result: RaterReport) -> list[str]:
              number(f["variance"]), f["reason"]] for f in flags]
     lines += table(header, rows, right={2, 4})
     return lines
+
+
+def _pair_lines(report: dict) -> list[str]:
+    if report["method"] == "majority":
+        rows = [[p["query_id"], p["chunk_id"], str(p["grade"]), str(p["votes"]),
+                 number(p["share"])] for p in report["shares"]]
+        return table(["query_id", "chunk_id", "grade", "votes", "share"], rows,
+                     right={2, 3, 4})
+    posts = report["dawid_skene"]["posteriors"]
+    grades = list(posts[0]["posterior"]) if posts else []
+    rows = [[p["query_id"], p["chunk_id"], str(p["grade"])]
+            + [number(p["posterior"][g]) for g in grades] for p in posts]
+    return table(["query_id", "chunk_id", "grade"] + [f"P({g})" for g in grades], rows,
+                 right=set(range(2, 3 + len(grades))))

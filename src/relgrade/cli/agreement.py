@@ -6,13 +6,9 @@ import json
 from pathlib import Path
 
 import click
-import pandas as pd
 
 from relgrade.cli.options import format_option, parse_scale, scale_option
 from relgrade.cli.render import handle_errors, number
-from relgrade.io.judgments import read_judgments
-from relgrade.protocol import agreement as ag
-from relgrade.schema import check_scale
 
 
 @click.command("agreement")
@@ -28,11 +24,17 @@ def agreement_cmd(a, b, scale, relevant_min, as_json):
 
     Each file holds JSON Lines grade rows (query_id, chunk_id, reason, grade), TREC qrels
     (qid 0 docid grade) or Parquet, read by the rules of every judgment file
-    (docs/formats.md). Prints quadratic weighted kappa over the full scale, binary kappa
-    (0 against >= --relevant-min), unweighted kappa, raw agreement, disagreement, two-step
-    disagreement, the confusion matrix (rows A, columns B), the pairs compared and the pairs
+    (docs/formats.md). Prints quadratic and linear weighted kappa over the full scale,
+    binary kappa (0 against >= --relevant-min), unweighted kappa, raw agreement,
+    disagreement, two-step disagreement, the confusion matrix (rows A, columns B), the pairs compared and the pairs
     graded in only one file (missing, dropped pairwise).
     """
+    import pandas as pd
+
+    from relgrade.io.judgments import read_judgments
+    from relgrade.protocol import agreement as ag
+    from relgrade.schema import check_scale
+
     scale = parse_scale(scale)
     check_scale(scale, relevant_min)
     ga, gb = read_judgments(a, scale=scale), read_judgments(b, scale=scale)
@@ -42,14 +44,19 @@ def agreement_cmd(a, b, scale, relevant_min, as_json):
     res = ag.agreement(paired["grade_a"].to_numpy(), paired["grade_b"].to_numpy(),
                        scale=scale, relevant_min=relevant_min, raters=(str(a), str(b)))
     out = {"a": str(a), "b": str(b), "pairs": res["pairs"], "missing": missing}
-    out.update({name: res[name] for name in ag.MEASURES})
+    for name in ag.MEASURES:
+        out[name] = res[name]
+        if name == "weighted_kappa":
+            out["linear_weighted_kappa"] = ag.linear_weighted_kappa(
+                paired["grade_a"].to_numpy(), paired["grade_b"].to_numpy(), scale=scale)
     out.update({"scale": scale, "relevant_min": relevant_min, "confusion": res["confusion"],
                 "notes": res["notes"]})
     if as_json:
         click.echo(json.dumps(out, indent=2))
         return
     rows = [("pairs", out["pairs"]), ("missing", out["missing"])]
-    rows += [(name, out[name]) for name in ag.MEASURES]
+    rows += [(name, out[name]) for name in ag.MEASURES[:1] + ("linear_weighted_kappa",)
+             + ag.MEASURES[1:]]
     width = max(len(name) for name, _ in rows)
     click.echo(f"A = {a}")
     click.echo(f"B = {b}")

@@ -6,8 +6,6 @@ import click
 
 from relgrade.cli.options import params_option
 from relgrade.cli.render import handle_errors
-from relgrade.experiment.audit import redraw_audit
-from relgrade.experiment.files import Experiment
 
 
 @click.group("audit")
@@ -25,6 +23,9 @@ def redraw_cmd(force, params_path):
     provenance, and write it to the audit lock (paths.audit_lock). Refused once the auditor
     has grades of the round (the sample is chosen before grading) unless --force. Commit the
     lock, then run `dvc repro` to rebuild the audit table and the packets."""
+    from relgrade.experiment.audit import redraw_audit
+    from relgrade.experiment.files import Experiment
+
     ex = Experiment.load(params_path)
     new, old = redraw_audit(ex, force=force)
     ids = [q["query_id"] for q in new["queries"]]

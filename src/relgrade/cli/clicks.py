@@ -9,20 +9,24 @@ from __future__ import annotations
 
 import contextlib
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
-import duckdb
-import numpy as np
 
-from relgrade import clicks
 from relgrade.cli.options import seed_option
 from relgrade.cli.render import handle_errors, number, table
-from relgrade.clicks import ClickLog
-from relgrade.clicks import pairs as P
-from relgrade.clicks import propensity as PR
 from relgrade.errors import InputError
-from relgrade.io import files as io
-from relgrade.rng import derive_seed
+
+if TYPE_CHECKING:
+    import duckdb
+
+    from relgrade.clicks import ClickLog
+
+#: Propensity estimators and the default IPS clip, as relgrade.clicks.propensity.METHODS and
+#: relgrade.clicks.pairs.DEFAULT_CLIP give them (a test checks both); spelled here so that
+#: loading the command imports neither duckdb nor numpy.
+PROPENSITY_METHODS = ("randomization", "harvesting")
+DEFAULT_CLIP = 10.0
 
 
 def _relation(con: duckdb.DuckDBPyConnection, path: Path) -> duckdb.DuckDBPyRelation:
@@ -43,6 +47,9 @@ def _relation(con: duckdb.DuckDBPyConnection, path: Path) -> duckdb.DuckDBPyRela
 
 
 def _open_log(path: Path, memory_limit: str | None) -> ClickLog:
+    from relgrade import clicks
+    from relgrade.clicks import ClickLog
+
     con = clicks.connect(memory_limit=memory_limit)
     return ClickLog.from_relation(con, _relation(con, path), source=path.as_posix())
 
@@ -50,6 +57,8 @@ def _open_log(path: Path, memory_limit: str | None) -> ClickLog:
 @contextlib.contextmanager
 def _duckdb_errors(path: Path):
     """DuckDB's errors about the log or about memory, as relgrade errors naming the log."""
+    import duckdb
+
     try:
         yield
     except duckdb.OutOfMemoryException as e:
@@ -69,7 +78,7 @@ def clicks_cmd():
 
 @clicks_cmd.command("propensity")
 @click.argument("log_path", metavar="LOG", type=click.Path(path_type=Path))
-@click.option("--method", type=click.Choice(list(PR.METHODS)), default="randomization",
+@click.option("--method", type=click.Choice(PROPENSITY_METHODS), default="randomization",
               show_default=True,
               help="randomization: the randomized slice's adjacent swaps; harvesting: the "
                    "same chunk at neighbouring positions under different rankers.")
@@ -95,6 +104,12 @@ def propensity_cmd(log_path, method, max_position, seed, n_boot, level, out_path
     a header row (columns session_id, query_id, chunk_id, position, clicked, ranker,
     randomized; see docs/clicks.md). The curve is printed; --out writes it as JSON.
     """
+    import numpy as np
+
+    from relgrade.clicks import propensity as PR
+    from relgrade.io import files as io
+    from relgrade.rng import derive_seed
+
     if seed < 0:
         raise InputError("--seed must be a non-negative integer", found=str(seed))
     rng = np.random.default_rng(derive_seed(seed, "clicks", "propensity", method))
@@ -126,7 +141,7 @@ def propensity_cmd(log_path, method, max_position, seed, n_boot, level, out_path
 @click.option("--propensity", "propensity_path", required=True,
               type=click.Path(dir_okay=False, path_type=Path),
               help="The curve from `relgrade clicks propensity --out FILE.json`.")
-@click.option("--clip", type=float, default=P.DEFAULT_CLIP, show_default=True,
+@click.option("--clip", type=float, default=DEFAULT_CLIP, show_default=True,
               help="Largest IPS weight: 1/p(k) above it becomes the clip.")
 @click.option("--out", "out_path", required=True,
               type=click.Path(dir_okay=False, path_type=Path),
@@ -143,6 +158,10 @@ def pairs_cmd(log_path, propensity_path, clip, out_path, memory_limit):
     above it, with weight min(1/p(k), clip). LOG is read as by `clicks propensity`; a click
     at a position the curve does not cover gives no pair and is counted in the summary.
     """
+    from relgrade.clicks import pairs as P
+    from relgrade.clicks import propensity as PR
+    from relgrade.io import files as io
+
     curve = PR.PropensityCurve.from_dict(io.read_json(propensity_path),
                                          source=propensity_path.as_posix())
     weights = P.weights_from_curve(curve, clip=clip)

@@ -13,13 +13,6 @@ import click
 from relgrade.cli.options import params_option
 from relgrade.cli.render import handle_errors
 from relgrade.errors import InputError
-from relgrade.experiment.files import Experiment
-from relgrade.graders import labelstudio
-from relgrade.graders.store import GradeStore
-from relgrade.io import files as io
-from relgrade.io.judgments import judgment_objects, judgment_rows
-from relgrade.protocol import grades
-from relgrade.schema import ROW_COLUMNS
 
 
 @click.group("grade")
@@ -46,6 +39,14 @@ def import_cmd(file, grader, round_, fmt, params_path):
     already graded in that round are refused, so nothing recorded is replaced; the merged
     file is written atomically.
     """
+    from relgrade.experiment.files import Experiment
+    from relgrade.graders import labelstudio
+    from relgrade.graders.store import GradeStore
+    from relgrade.io import files as io
+    from relgrade.io.judgments import judgment_objects, judgment_rows
+    from relgrade.protocol import grades
+    from relgrade.schema import ROW_COLUMNS
+
     ex = Experiment.load(params_path)
     spec = ex.params.grader(grader)
     fmt = fmt or ("qrels" if file.suffix.lower() == ".qrels" else "jsonl")

@@ -9,17 +9,15 @@ from __future__ import annotations
 
 import signal
 import sys
+from typing import TYPE_CHECKING
 
 import click
 
 from relgrade.cli.options import params_option
 from relgrade.cli.render import handle_errors
-from relgrade.experiment.files import Experiment
-from relgrade.graders import command as graderun
-from relgrade.graders.exchange import prompt_template
-from relgrade.graders.self_consistency import self_consistency
-from relgrade.graders.store import GradeStore
-from relgrade.io.files import write_json
+
+if TYPE_CHECKING:
+    from relgrade.graders import command as graderun
 
 # --- the command ---------------------------------------------------------------------
 
@@ -85,6 +83,13 @@ def run_cmd(grader, workers, params_path, progress):
     batches are appended durably to paths.grades_in/GRADER/round-N.jsonl. Stopping (Ctrl-C)
     or a crash loses at most the batches in flight; run the command again to resume.
     """
+    from relgrade.experiment.files import Experiment
+    from relgrade.graders import command as graderun
+    from relgrade.graders.exchange import prompt_template
+    from relgrade.graders.self_consistency import self_consistency
+    from relgrade.graders.store import GradeStore
+    from relgrade.io.files import write_json
+
     ex = Experiment.load(params_path, resolve=True)
     setup = graderun.grader_setup(ex.params.grader(grader), grader, path=params_path,
                                   workers=workers)

@@ -8,10 +8,6 @@ import click
 
 from relgrade.cli.options import params_option
 from relgrade.cli.render import handle_errors
-from relgrade.experiment.files import Experiment
-from relgrade.io.files import read_rows, write_json
-from relgrade.protocol import intents, queries
-from relgrade.schema import INTENTS
 
 
 @click.group("intents")
@@ -27,6 +23,11 @@ def review_cmd(reviewer, params_path):
     """Validate the intent table against the queries, list intents that offer alternative
     readings, and write the review record (params `intents.review`) signing the table's
     sha256. Run it again after any change to the table."""
+    from relgrade.experiment.files import Experiment
+    from relgrade.io.files import read_rows, write_json
+    from relgrade.protocol import intents, queries
+    from relgrade.schema import INTENTS
+
     ex = Experiment.load(params_path)
     qcfg, icfg = ex.params.need("queries"), ex.params.need("intents")
     qsrc, isrc = ex.file(qcfg.input), ex.file(icfg.input)

@@ -12,8 +12,6 @@ from pathlib import Path
 import click
 
 from relgrade.errors import InputError
-from relgrade.experiment.params import PARAMS_FILE
-from relgrade.schema import check_scale
 
 
 def parse_scale(text: str | None) -> list[int] | None:
@@ -39,6 +37,8 @@ def parse_scale(text: str | None) -> list[int] | None:
     >>> parse_scale("2,0,1")
     [0, 1, 2]
     """
+    from relgrade.schema import check_scale
+
     if text is None:
         return None
     try:
@@ -103,12 +103,23 @@ def seed_option(*, default: int | None = 0, help: str = "Seed of the random choi
     return click.option("--seed", type=int, default=default, show_default=True, help=help)
 
 
+def _params_file() -> Path:
+    # imported when a command runs, not when it is loaded: the params module needs pydantic
+    from relgrade.experiment.params import PARAMS_FILE
+
+    return PARAMS_FILE
+
+
 def params_option(fn):
-    """``--params FILE``: the experiment's params file (default ``params.yaml``).
+    """``--params FILE``: the experiment's params file (default
+    :data:`relgrade.experiment.params.PARAMS_FILE`, in the current folder).
 
     The file is not checked by click: a missing or invalid file is reported by
-    :func:`relgrade.experiment.params.load_params` as one ``Error:`` line naming it.
+    :func:`relgrade.experiment.params.load_params` as one ``Error:`` line naming it. The
+    default is looked up when the command runs, so loading a command (for ``--help``)
+    imports no params machinery.
     """
-    return click.option("--params", "params_path", default=str(PARAMS_FILE), show_default=True,
+    return click.option("--params", "params_path", default=_params_file, show_default=False,
                         type=click.Path(dir_okay=False, path_type=Path),
-                        help="The experiment's params file.")(fn)
+                        help="The experiment's params file (default: the experiment's, in "
+                             "the current folder).")(fn)

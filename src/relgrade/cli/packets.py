@@ -2,20 +2,23 @@
 
 from __future__ import annotations
 
+import importlib
+
 import click
 
 from relgrade.cli.options import params_option
 from relgrade.cli.render import handle_errors
 from relgrade.errors import InputError
-from relgrade.experiment.files import Experiment
-from relgrade.graders.labelstudio import label_studio_tasks_json
-from relgrade.io.files import read_json, write_bytes
-from relgrade.protocol import packets
-from relgrade.schema import ROLES
 
-#: Export formats: name → function(list of packets) → file bytes. Another format (for
-#: example a labelling tool's task file) is one more function and one more entry here.
-EXPORT_FORMATS = {"jsonl": packets.packets_jsonl, "label-studio": label_studio_tasks_json}
+#: Export formats: name → "module:function", a function(list of packets) → file bytes,
+#: imported when used. Another format (for example a labelling tool's task file) is one more
+#: function and one more entry here.
+EXPORT_FORMATS = {"jsonl": "relgrade.protocol.packets:packets_jsonl",
+                  "label-studio": "relgrade.graders.labelstudio:label_studio_tasks_json"}
+
+#: Whose packets, as relgrade.schema.ROLES lists them (a test checks it); spelled here so
+#: that loading the command imports no pandas.
+ROLE_NAMES = ("grader", "auditor")
 
 
 @click.group("packets")
@@ -24,7 +27,7 @@ def packets_cmd():
 
 
 @packets_cmd.command("export")
-@click.option("--role", required=True, type=click.Choice(ROLES),
+@click.option("--role", required=True, type=click.Choice(ROLE_NAMES),
               help="Whose packets: every query (grader) or the audit sample (auditor).")
 @click.option("--out", "out", required=True, type=click.Path(dir_okay=False),
               help="The file to write.")
@@ -40,6 +43,10 @@ def packets_cmd():
 @handle_errors
 def export_cmd(role, out, fmt, grader, params_path):
     """Write the packets of ROLE (built by `dvc repro packets`) to one file, by query id."""
+    from relgrade.experiment.files import Experiment
+    from relgrade.io.files import read_json, write_bytes
+    from relgrade.protocol import packets
+
     ex = Experiment.load(params_path)
     folder = ex.packets_folder(role)
     files = sorted(folder.glob("*.json")) if folder.is_dir() else []
@@ -51,5 +58,6 @@ def export_cmd(role, out, fmt, grader, params_path):
     if grader is not None:
         owed = ex.pending_packets(grader, {str(p["query_id"]): p for p in built})
         built = list(owed.values())
-    write_bytes(out, EXPORT_FORMATS[fmt](built))
+    module, _, name = EXPORT_FORMATS[fmt].partition(":")
+    write_bytes(out, getattr(importlib.import_module(module), name)(built))
     click.echo(f"Wrote {len(built)} {role} packets to {out}")

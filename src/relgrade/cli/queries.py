@@ -4,18 +4,16 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
-import numpy as np
-import pandas as pd
 
-from relgrade import query_sampling as querylog
-from relgrade.cli import render
 from relgrade.cli.options import params_option, seed_option
 from relgrade.cli.render import handle_errors
 from relgrade.errors import InputError
-from relgrade.io.files import read_lines, read_rows, read_yaml, write_text
-from relgrade.rng import derive_seed
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 #: What the query sample's generator is seeded for (see :mod:`relgrade.rng`).
 SEED_PURPOSE = "queries-sample"
@@ -27,6 +25,10 @@ def read_log(path: Path) -> tuple[pd.DataFrame, list[int]]:
     ``.tsv``/``.tab``: a header row with ``query`` and ``count`` columns. Anything else: one
     issued query per line, blank lines skipped.
     """
+    import pandas as pd
+
+    from relgrade.io.files import read_lines, read_rows
+
     if path.suffix.lower() in (".tsv", ".tab"):
         try:
             return read_rows(path, ["query", "count"])
@@ -61,6 +63,8 @@ def parse_allocation(text: str):
 
 
 def _seed(seed, params_path: Path) -> int:
+    from relgrade.io.files import read_yaml
+
     if seed is not None:
         return seed
     if params_path.exists():
@@ -73,6 +77,8 @@ def _seed(seed, params_path: Path) -> int:
 
 def tsv_text(sample: pd.DataFrame) -> str:
     """The sample as a queries TSV: header, then one row per query (weights in full precision)."""
+    from relgrade import query_sampling as querylog
+
     rows = ["\t".join(querylog.SAMPLE_COLUMNS)]
     for qid, text, group, weight, count in sample[querylog.SAMPLE_COLUMNS].itertuples(
             index=False):
@@ -112,6 +118,13 @@ def sample_cmd(log_path, n, allocation, seed, params_path, head_share, torso_sha
     it stands for. Prints the strata with their traffic shares and writes a queries table
     the pipeline reads (groups head, torso, tail).
     """
+    import numpy as np
+
+    from relgrade import query_sampling as querylog
+    from relgrade.cli import render
+    from relgrade.io.files import write_text
+    from relgrade.rng import derive_seed
+
     shares = parse_allocation(allocation)
     querylog.check_shares(head_share, torso_share)
     seed = _seed(seed, params_path)

@@ -11,11 +11,6 @@ import click
 from relgrade.cli.options import params_option
 from relgrade.cli.render import handle_errors
 from relgrade.errors import InputError
-from relgrade.experiment.files import Experiment
-from relgrade.experiment.params import PARAMS_FILE
-from relgrade.graders.command import packet_meta
-from relgrade.graders.store import GradeStore, SingleWriter
-from relgrade.io.files import read_jsonl, read_yaml, write_text
 
 
 def resolve_tokens(names, *, graders: dict, tokens_path=None) -> dict:
@@ -36,6 +31,8 @@ def resolve_tokens(names, *, graders: dict, tokens_path=None) -> dict:
     InputError
         The tokens file is not a mapping of strings, or two graders share a token.
     """
+    from relgrade.io.files import read_yaml, write_text
+
     from_file = {}
     if tokens_path is not None and Path(tokens_path).exists():
         from_file = read_yaml(tokens_path)
@@ -60,13 +57,14 @@ def resolve_tokens(names, *, graders: dict, tokens_path=None) -> dict:
     return out
 
 
-def build_site(params_path=PARAMS_FILE, *, graders=None, tokens_path=None):
+def build_site(params_path=None, *, graders=None, tokens_path=None):
     """The :class:`~relgrade.web.app.Site` for ``relgrade serve``, with its stores open.
 
     Parameters
     ----------
-    params_path : path
-        The params file; its folder is where relative paths start.
+    params_path : path, optional
+        The params file (default :data:`relgrade.experiment.params.PARAMS_FILE`); its folder
+        is where relative paths start.
     graders : list of str, optional
         Graders to serve; default: every grader of kind ``human``.
     tokens_path : path, optional
@@ -86,7 +84,15 @@ def build_site(params_path=PARAMS_FILE, *, graders=None, tokens_path=None):
     ProtocolError
         A grader's grade file is held by another process (e.g. ``relgrade grade run``).
     """
+    from relgrade.experiment.files import Experiment
+    from relgrade.experiment.params import PARAMS_FILE
+    from relgrade.graders.command import packet_meta
+    from relgrade.graders.store import GradeStore, SingleWriter
+    from relgrade.io.files import read_jsonl
     from relgrade.web.app import Site, site_graders
+
+    if params_path is None:
+        params_path = PARAMS_FILE
 
     ex = Experiment.load(params_path, resolve=True)
     all_graders = ex.params.graders_dict()

@@ -8,8 +8,6 @@ import click
 
 from relgrade.cli.options import params_option
 from relgrade.cli.render import handle_errors
-from relgrade.experiment.files import Experiment
-from relgrade.experiment.status import read_status, status_failed, status_lines
 
 
 @click.command("status")
@@ -24,6 +22,9 @@ def status_cmd(params_path, as_json):
     Exits 1, naming the exact fix, when DVC's own files are broken (a truncated dvc.lock,
     an empty .dvc/tmp/rwlock) or the ledger lacks a use of a key that metrics files show.
     """
+    from relgrade.experiment.files import Experiment
+    from relgrade.experiment.status import read_status, status_failed, status_lines
+
     st = read_status(Experiment.load(params_path))
     if as_json:
         click.echo(json.dumps(st, indent=2, ensure_ascii=False))

@@ -311,6 +311,73 @@ class Comparison:
         out += ["", "## Verdicts", ""] + [f"- {v}" for v in self.verdicts()]
         return "\n".join(out) + "\n"
 
+    def to_latex(self, *, caption: str | None = None, label: str | None = None,
+                 digits: int = 4) -> str:
+        """A LaTeX table (booktabs): one row per arm, one column per measure, with the tests.
+
+        Each arm gets a letter (a, b, c, ... in the order of :attr:`arms`); a cell holds the
+        arm's mean and, as a superscript, the letters of the arms it beats significantly on
+        that measure: the comparison was made, its difference is positive and its
+        Holm-adjusted randomization p-value is at most ``settings.alpha``. The best mean of
+        each column is bold. The layout follows the comparison tables of ranx
+        (``Report.to_latex``), so a paper's table needs no reshaping.
+
+        Parameters
+        ----------
+        caption : str, optional
+            The caption; default: a sentence stating the test, its permutations, the Holm
+            family and alpha.
+        label : str, optional
+            A ``\\label`` for the table.
+        digits : int, default 4
+            Decimal places of the means.
+
+        Returns
+        -------
+        str
+            A ``table`` environment; it needs ``\\usepackage{booktabs}``. Arm and measure
+            names are escaped (``_``, ``%``, ``&``, ``#``, ``$``, ``{``, ``}``, ``~``, ``^``,
+            ``\\``).
+        """
+        letters = {arm: _letter(i) for i, arm in enumerate(self.arms)}
+        beats: dict = {}
+        for p in self.pairs:
+            if not p.significant or p.delta.estimate == 0:
+                continue
+            winner, loser = (p.arm_a, p.arm_b) if p.delta.estimate > 0 else (p.arm_b, p.arm_a)
+            beats.setdefault((winner, p.measure), set()).add(letters[loser])
+        best = {}
+        for m in self.measures:
+            means = [self.intervals[(a, m)].estimate for a in self.arms if (a, m) in self.intervals]
+            best[m] = max(means) if means else None
+        family = max([p.family for p in self.pairs] or [0])
+        if caption is None:
+            caption = (f"Mean over the queries. A superscript marks a significant improvement "
+                       f"over the run with that letter: paired sign-flip randomization test, "
+                       f"{self.settings.n_permutations} permutations, Holm-adjusted over "
+                       f"{family} comparisons, alpha {self.settings.alpha:g}. Best in bold.")
+        out = ["\\begin{table}[t]", "\\centering", f"\\caption{{{_latex_escape(caption)}}}"]
+        if label:
+            out.append(f"\\label{{{label}}}")
+        out += ["\\begin{tabular}{cl" + "r" * len(self.measures) + "}", "\\toprule",
+                " & ".join(["\\#", "Run"] + [_latex_escape(m) for m in self.measures])
+                + " \\\\", "\\midrule"]
+        for arm in self.arms:
+            cells = [letters[arm], _latex_escape(arm)]
+            for m in self.measures:
+                ci = self.intervals.get((arm, m))
+                if ci is None:
+                    cells.append("--")
+                    continue
+                text = f"{ci.estimate:.{digits}f}"
+                if ci.estimate == best[m]:
+                    text = f"\\textbf{{{text}}}"
+                sup = "".join(sorted(beats.get((arm, m), ())))
+                cells.append(text + (f"$^{{{sup}}}$" if sup else ""))
+            out.append(" & ".join(cells) + " \\\\")
+        out += ["\\bottomrule", "\\end{tabular}", "\\end{table}"]
+        return "\n".join(out) + "\n"
+
     def rich_tables(self, *, measure: str | None = None, pair: tuple | None = None) -> list:
         """rich Tables for a terminal: arms, paired comparisons and, with groups, segments.
 
@@ -436,6 +503,26 @@ class Comparison:
                     "group": np.asarray(groups)[order], "delta": d[order]}))
         cols = ["arm", "baseline", "measure", "rank", "query_id", "group", "delta"]
         return pd.concat(frames, ignore_index=True)[cols] if frames else pd.DataFrame(columns=cols)
+
+
+def _letter(i: int) -> str:
+    """a, b, ..., z, aa, ab, ...: the label of the i-th arm (0-based) in a LaTeX table."""
+    out = ""
+    i += 1
+    while i:
+        i, r = divmod(i - 1, 26)
+        out = chr(ord("a") + r) + out
+    return out
+
+
+#: LaTeX's special characters and how to print each literally.
+_LATEX_SPECIAL = {"\\": "\\textbackslash{}", "&": "\\&", "%": "\\%", "$": "\\$",
+                  "#": "\\#", "_": "\\_", "{": "\\{", "}": "\\}",
+                  "~": "\\textasciitilde{}", "^": "\\textasciicircum{}"}
+
+
+def _latex_escape(text: str) -> str:
+    return "".join(_LATEX_SPECIAL.get(c, c) for c in str(text))
 
 
 def _markdown_tables(tables: dict) -> list[str]:

@@ -48,10 +48,11 @@ MEASURES = ("weighted_kappa", "binary_kappa", "kappa", "raw_agreement", "disagre
             "two_step_disagreement", "relevant_split_share")
 
 #: The multi-rater measures :func:`multi_rater_agreement` reports.
-MULTI_MEASURES = ("fleiss_kappa", "krippendorff_alpha_nominal", "krippendorff_alpha_ordinal",
-                  "krippendorff_alpha_interval")
+MULTI_MEASURES = ("fleiss_kappa", "fleiss_p_bar", "fleiss_p_e", "krippendorff_alpha_nominal",
+                  "krippendorff_alpha_ordinal", "krippendorff_alpha_interval",
+                  "krippendorff_alpha_ratio")
 
-KRIPPENDORFF_LEVELS = ("nominal", "ordinal", "interval")
+KRIPPENDORFF_LEVELS = ("nominal", "ordinal", "interval", "ratio")
 
 
 # --- checking inputs -------------------------------------------------------------------
@@ -289,6 +290,32 @@ def weighted_kappa(a, b, *, scale: Iterable[int]) -> float | None:
     labels = check_scale(scale)
     x, y = _pair_arrays(a, b, labels)
     return _kappa(x, y, labels, "quadratic", _describe_grade)[0]
+
+
+def linear_weighted_kappa(a, b, *, scale: Iterable[int]) -> float | None:
+    """Linear weighted Cohen's kappa over the full grade scale.
+
+    Parameters, returns and errors as :func:`weighted_kappa`; the weights are
+    ``w_ij = |i - j|`` over the scale's positions, so a disagreement by two grades costs
+    twice one by a single grade (the quadratic weights charge it four times).
+
+    Notes
+    -----
+    :math:`\\kappa_w = 1 - \\sum_{ij} w_{ij} O_{ij} / \\sum_{ij} w_{ij} E_{ij}` (Cohen
+    1968), computed with ``sklearn.metrics.cohen_kappa_score(a, b, labels=scale,
+    weights="linear")``.
+
+    Examples
+    --------
+    Observed weighted disagreement 4/8, expected 52/64, so kappa = 1 - (1/2)/(13/16) = 5/13:
+
+    >>> round(linear_weighted_kappa([0, 1, 2, 2, 1, 0, 2, 1], [0, 1, 1, 1, 1, 0, 1, 0],
+    ...                             scale=[0, 1, 2]), 4)
+    0.3846
+    """
+    labels = check_scale(scale)
+    x, y = _pair_arrays(a, b, labels)
+    return _kappa(x, y, labels, "linear", _describe_grade)[0]
 
 
 def cohen_kappa(a, b, *, scale: Iterable[int]) -> float | None:
@@ -764,6 +791,66 @@ def fleiss_from_counts(counts) -> tuple[float | None, str | None]:
     return value, None
 
 
+def fleiss_components(counts) -> tuple[float | None, float | None]:
+    """Fleiss' observed agreement P̄ and chance agreement P_e of a table of rating counts.
+
+    Parameters
+    ----------
+    counts : array-like of shape (n_items, n_categories), int
+        As for :func:`fleiss_from_counts`: every row sums to the same ``n >= 2``.
+
+    Returns
+    -------
+    p_bar : float in [0, 1] or None
+        The mean over items of ``P_i = (sum_j n_ij**2 - n) / (n (n - 1))``, the share of
+        agreeing ordered rater pairs on item ``i``; ``None`` without items or with ``n < 2``.
+    p_e : float in (0, 1] or None
+        ``sum_j p_j**2`` with ``p_j`` the share of all ratings in category ``j``.
+
+    Notes
+    -----
+    Fleiss' kappa is ``(p_bar - p_e) / (1 - p_e)`` (Fleiss 1971, eqs. 2-9); both parts are
+    reported beside it so a kappa near 0 can be read as low agreement or high chance
+    agreement.
+
+    Examples
+    --------
+    >>> fleiss_components([[3, 0], [1, 2]])
+    (0.6666666666666666, 0.5555555555555556)
+    """
+    table = np.asarray(counts, dtype=float)
+    if len(table) == 0:
+        return None, None
+    n = float(table.sum(axis=1)[0])
+    if n < 2:
+        return None, None
+    p_i = ((table * table).sum(axis=1) - n) / (n * (n - 1))
+    p = table.sum(axis=0) / table.sum()
+    return float(p_i.mean()), float((p * p).sum())
+
+
+def fleiss_p_bar(grades: pd.DataFrame, *, scale: Iterable[int],
+                 raters: Sequence[str] | None = None) -> float | None:
+    """Fleiss' observed agreement P̄ over the pairs :func:`fleiss_kappa` reads.
+
+    Parameters, errors and the pairs used as :func:`fleiss_kappa`; the value as
+    :func:`fleiss_components`.
+    """
+    counts, _ = rating_counts(grades, scale=scale, raters=raters)
+    return fleiss_components(counts.to_numpy(dtype=float))[0]
+
+
+def fleiss_p_e(grades: pd.DataFrame, *, scale: Iterable[int],
+               raters: Sequence[str] | None = None) -> float | None:
+    """Fleiss' chance agreement P_e over the pairs :func:`fleiss_kappa` reads.
+
+    Parameters, errors and the pairs used as :func:`fleiss_kappa`; the value as
+    :func:`fleiss_components`.
+    """
+    counts, _ = rating_counts(grades, scale=scale, raters=raters)
+    return fleiss_components(counts.to_numpy(dtype=float))[1]
+
+
 def _fleiss(grades, *, scale, raters) -> tuple[float | None, str | None, int, int]:
     counts, dropped = rating_counts(grades, scale=scale, raters=raters)
     value, note = fleiss_from_counts(counts.to_numpy(dtype=float))
@@ -780,7 +867,7 @@ def krippendorff_alpha(grades: pd.DataFrame, *, scale: Iterable[int], level: str
         The long grades table (``query_id``, ``chunk_id``, ``grader``, ``grade``).
     scale : iterable of int
         The grade scale (the value domain).
-    level : {"ordinal", "interval", "nominal"}, default "ordinal"
+    level : {"ordinal", "interval", "ratio", "nominal"}, default "ordinal"
         The level of measurement, i.e. the distance between two grades.
     raters : sequence of str, optional
         Only these graders.
@@ -840,7 +927,7 @@ def _alpha(grades, *, scale, level, raters) -> tuple[float | None, str | None]:
 
 def multi_rater_agreement(grades: pd.DataFrame, *, scale: Iterable[int],
                           raters: Sequence[str] | None = None) -> dict:
-    """Fleiss' kappa and Krippendorff's alpha (three levels) for any number of raters.
+    """Fleiss' kappa (with P̄ and P_e) and Krippendorff's alpha (four levels), any raters.
 
     Parameters
     ----------
@@ -856,8 +943,10 @@ def multi_rater_agreement(grades: pd.DataFrame, *, scale: Iterable[int],
     dict
         ``raters`` (int), ``pairs`` (pairs with the full number of ratings, read by Fleiss'
         kappa), ``dropped`` (pairs left out of Fleiss' kappa), ``fleiss_kappa``,
+        ``fleiss_p_bar`` and ``fleiss_p_e`` (:func:`fleiss_components`),
         ``krippendorff_alpha_nominal``, ``krippendorff_alpha_ordinal``,
-        ``krippendorff_alpha_interval`` (float or None), ``notes`` (list of str).
+        ``krippendorff_alpha_interval``, ``krippendorff_alpha_ratio`` (float or None),
+        ``notes`` (list of str).
 
     Raises
     ------
@@ -871,8 +960,11 @@ def multi_rater_agreement(grades: pd.DataFrame, *, scale: Iterable[int],
     if dropped:
         notes.append(f"fleiss_kappa leaves out {dropped} pair(s) with fewer ratings than the "
                      "others")
+    counts, _ = rating_counts(grades, scale=scale, raters=raters)
+    p_bar, p_e = fleiss_components(counts.to_numpy(dtype=float))
     out = {"raters": int(_rater_matrix(grades, check_scale(scale), raters).shape[1]),
-           "pairs": pairs, "dropped": dropped, "fleiss_kappa": fk}
+           "pairs": pairs, "dropped": dropped, "fleiss_kappa": fk, "fleiss_p_bar": p_bar,
+           "fleiss_p_e": p_e}
     for level in KRIPPENDORFF_LEVELS:
         value, why = _alpha(grades, scale=scale, level=level, raters=raters)
         name = f"krippendorff_alpha_{level}"
@@ -1072,16 +1164,22 @@ STATISTICS: Mapping[str, Statistic] = MappingProxyType({s.name: s for s in (
     Statistic("binary_kappa", "two",
               _on_pairs(binary_kappa, needs=("scale", "relevant_min")), _KAPPA),
     Statistic("kappa", "two", _on_pairs(cohen_kappa, needs=("scale",)), _KAPPA),
+    Statistic("linear_weighted_kappa", "two",
+              _on_pairs(linear_weighted_kappa, needs=("scale",)), _KAPPA),
     Statistic("raw_agreement", "two", _on_pairs(raw_agreement), _SHARE),
     Statistic("disagreement", "two", _on_pairs(disagreement), _SHARE),
     Statistic("two_step_disagreement", "two", _on_pairs(two_step_disagreement), _SHARE),
     Statistic("relevant_split_share", "two",
               _on_pairs(relevant_split_share, needs=("relevant_min",)), _SHARE),
     Statistic("fleiss_kappa", "many", _on_table(fleiss_kappa), _KAPPA),
+    Statistic("fleiss_p_bar", "many", _on_table(fleiss_p_bar), _SHARE),
+    Statistic("fleiss_p_e", "many", _on_table(fleiss_p_e), _SHARE),
     Statistic("krippendorff_alpha_nominal", "many",
               _on_table(krippendorff_alpha, level="nominal"), _KAPPA),
     Statistic("krippendorff_alpha_ordinal", "many",
               _on_table(krippendorff_alpha, level="ordinal"), _KAPPA),
     Statistic("krippendorff_alpha_interval", "many",
               _on_table(krippendorff_alpha, level="interval"), _KAPPA),
+    Statistic("krippendorff_alpha_ratio", "many",
+              _on_table(krippendorff_alpha, level="ratio"), _KAPPA),
 )})

@@ -55,6 +55,11 @@ TIES = {
 #: Floor on probabilities inside Dawid-Skene (keeps every log finite).
 EPS = 1e-10
 
+#: Dawid-Skene's defaults: at most this many EM iterations, and convergence when no prior
+#: and no confusion entry moves by more than TOL in one iteration.
+MAX_ITER = 2000
+TOL = 1e-7
+
 
 # --- the ratings table -----------------------------------------------------------------
 
@@ -355,8 +360,8 @@ def _e_step(c: _Coded, priors: np.ndarray, conf: np.ndarray) -> tuple[np.ndarray
     return weight / total, float((top[:, 0] + np.log(total[:, 0])).sum())
 
 
-def dawid_skene(grades: pd.DataFrame, *, scale: Iterable[int], max_iter: int = 100,
-                tol: float = 1e-6, init: str = "majority") -> DawidSkeneResult:
+def dawid_skene(grades: pd.DataFrame, *, scale: Iterable[int], max_iter: int = MAX_ITER,
+                tol: float = TOL, init: str = "majority") -> DawidSkeneResult:
     """True grades and per-rater confusion matrices by Dawid and Skene's EM algorithm.
 
     Parameters
@@ -366,10 +371,11 @@ def dawid_skene(grades: pd.DataFrame, *, scale: Iterable[int], max_iter: int = 1
         per pair and rater; raters need not grade the same pairs. Not modified.
     scale : iterable of int
         The grade scale: the true grades and the grades a rater can give.
-    max_iter : int >= 1, default 100
-        At most this many EM iterations.
-    tol : float >= 0, default 1e-6
-        Stop when the mean log-likelihood per grade rises by less than this.
+    max_iter : int >= 1, default MAX_ITER (2000)
+        At most this many EM iterations; reaching it leaves ``converged`` False.
+    tol : float >= 0, default TOL (1e-7)
+        Stop (converged) when no class prior and no confusion entry moves by more than this
+        in one iteration.
     init : {"majority"}, default "majority"
         Start from each pair's vote shares (the soft majority vote), as crowd-kit does.
 
@@ -401,8 +407,13 @@ def dawid_skene(grades: pd.DataFrame, *, scale: Iterable[int], max_iter: int = 1
     starting from :math:`T` = vote shares followed by an M-step. Confusion entries are
     floored at ``1e-10`` before normalising, so a grade a rater never gave keeps a finite
     log. The log-likelihood :math:`\\sum_i \\log \\sum_k p_k \\prod_j \\pi^{(j)}_{k\\,y_{ij}}`
-    never decreases under EM; iterations stop when its mean per grade rises by less than
-    ``tol``. The label is the most probable true grade, the lower grade on an exact tie.
+    never decreases under EM (its mean per grade is reported); iterations stop when the
+    largest change of a prior or a confusion entry is at most ``tol``. A rule on the
+    likelihood instead (crowd-kit's: stop when the mean log-likelihood rises by less than
+    ``tol``) stops early where the optimum is flat: EM converges linearly, and there a
+    likelihood gain of 1e-6 per grade goes with priors that still move by 1e-3 per step and
+    lie several hundredths from the fixed point. The label is the most probable true grade,
+    the lower grade on an exact tie.
 
     Because each rater has a full confusion matrix, a rater who reverses the scale (gives 2
     for 0 and 0 for 2) is as informative as an accurate one once EM has learnt it, where a
@@ -442,15 +453,20 @@ def dawid_skene(grades: pd.DataFrame, *, scale: Iterable[int], max_iter: int = 1
     n_ratings = len(c.item)
     post = c.counts / c.counts.sum(axis=1, keepdims=True)
     priors, conf = _m_step(c, post)
-    previous, converged, iterations, mean_ll = -np.inf, False, 0, -np.inf
+    converged, iterations, mean_ll, change = False, 0, -np.inf, np.inf
     for iterations in range(1, int(max_iter) + 1):
         post, total = _e_step(c, priors, conf)
-        priors, conf = _m_step(c, post)
+        new_priors, new_conf = _m_step(c, post)
         mean_ll = total / n_ratings
-        if mean_ll - previous < tol:
+        # Convergence is judged on the parameters, not on the likelihood: near a flat
+        # optimum the mean log-likelihood moves by less than 1e-6 per iteration while the
+        # priors still move by 1e-3, so a likelihood rule stops far from the fixed point.
+        change = max(float(np.abs(new_priors - priors).max()),
+                     float(np.abs(new_conf - conf).max()))
+        priors, conf = new_priors, new_conf
+        if change <= tol:
             converged = True
             break
-        previous = mean_ll
     labels = np.asarray(c.labels, dtype=np.int64)
     best = np.argmax(post, axis=1)
     index = pd.MultiIndex.from_frame(c.pairs)

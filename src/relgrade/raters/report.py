@@ -27,8 +27,8 @@ from relgrade.raters import gold as gd
 METHODS = {"majority": "majority vote", "dawid-skene": "Dawid-Skene"}
 
 #: The agreement statistics the report shows, before and after removal.
-AGREEMENT_ROWS = ("fleiss_kappa",) + tuple(f"krippendorff_alpha_{lv}" for lv in
-                                           KRIPPENDORFF_LEVELS)
+AGREEMENT_ROWS = ("fleiss_kappa", "fleiss_p_bar", "fleiss_p_e") + tuple(
+    f"krippendorff_alpha_{lv}" for lv in KRIPPENDORFF_LEVELS)
 
 
 @contextlib.contextmanager
@@ -174,8 +174,11 @@ class RaterReport:
             Keys ``grades``, ``gold``, ``gold_pairs``, ``method``, ``scale``, ``threshold``,
             ``min_gold``, ``round``, ``pairs``, ``raters``, ``removed``, ``flagged_raters``,
             ``kept_raters``, ``agreement``, ``flag_variance``, ``high_variance``, ``out``, then
-            ``tie_rule`` (majority) or ``dawid_skene`` (its iterations, convergence,
-            log-likelihood, class priors and each kept rater's confusion matrix).
+            ``tie_rule`` and ``shares`` (majority: per pair its grade, its raters and the
+            share of them who gave that grade) or ``dawid_skene`` (its iterations,
+            convergence, tol, max_iter, log-likelihood, class priors, each kept rater's
+            confusion matrix and ``posteriors``: per pair its grade and the posterior
+            probability of every grade).
         """
         return {
             "grades": self.grades,
@@ -203,7 +206,8 @@ def aggregate_raters(grades: pd.DataFrame, *, scale: Iterable[int],
                      gold: pd.DataFrame | None = None, method: str = "majority",
                      threshold: float = 0.7, min_gold: int = 5, flag_variance: float = 0.5,
                      round_: int | None = None, exclude: Iterable[str] = (),
-                     grades_source=None, gold_source=None) -> RaterReport:
+                     grades_source=None, gold_source=None, tol: float = agg.TOL,
+                     max_iter: int = agg.MAX_ITER) -> RaterReport:
     """Several raters' grades → one grade per pair, with who was removed and why.
 
     The steps, in order: select the round and drop excluded graders
@@ -238,6 +242,9 @@ def aggregate_raters(grades: pd.DataFrame, *, scale: Iterable[int],
         As :func:`select_grades`.
     grades_source, gold_source : str or os.PathLike, optional
         The names of the two tables: shown in the report and named in errors.
+    tol, max_iter
+        Dawid-Skene's convergence tolerance on its parameters and its iteration cap (see
+        :func:`relgrade.raters.aggregate.dawid_skene`); unused by majority vote.
 
     Returns
     -------
@@ -285,18 +292,27 @@ def aggregate_raters(grades: pd.DataFrame, *, scale: Iterable[int],
 
     if method == "majority":
         labels = agg.majority(kept, scale=scale)
-        detail = {"tie_rule": agg.TIES["median-low"]}
+        detail = {"tie_rule": agg.TIES["median-low"],
+                  "shares": [{"query_id": q, "chunk_id": c, "grade": int(g), "votes": int(v),
+                              "share": float(a)}
+                             for q, c, g, v, a in labels[agg.MAJORITY_COLUMNS].itertuples(
+                                 index=False)]}
     else:
-        ds = agg.dawid_skene(kept, scale=scale)
+        ds = agg.dawid_skene(kept, scale=scale, tol=tol, max_iter=max_iter)
         labels = ds.labels
     kept_raters = sorted(kept["grader"].unique())
     if method != "majority":
         detail = {"dawid_skene": {
-            "iterations": ds.iterations, "converged": ds.converged,
+            "iterations": ds.iterations, "converged": ds.converged, "tol": tol,
+            "max_iter": max_iter,
             "log_likelihood": ds.log_likelihood,
             "priors": {str(g): float(p) for g, p in ds.priors.items()},
             "confusion": {name: ds.confusion.loc[name].to_numpy().tolist()
                           for name in kept_raters},
+            "posteriors": [{"query_id": str(q), "chunk_id": str(c), "grade": int(g),
+                            "posterior": {str(k): float(p) for k, p in row.items()}}
+                           for ((q, c), row), g in zip(ds.posteriors.iterrows(),
+                                                       ds.labels["grade"])],
         }}
     flags = agg.flag_high_variance(kept, threshold=flag_variance)
     flags = flags.merge(labels[["query_id", "chunk_id", "grade"]], on=["query_id", "chunk_id"],

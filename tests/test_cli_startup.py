@@ -1,0 +1,103 @@
+"""The command line starts without the heavy libraries: commands are imported on demand."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import click
+import pytest
+from click.testing import CliRunner
+
+from relgrade import __version__
+from relgrade.cli import COMMAND_HELP, COMMANDS, main
+
+HEAVY = ("pandas", "numpy", "scipy", "pyarrow", "pydantic", "duckdb", "statsmodels")
+
+
+def _heavy_after(code: str) -> list[str]:
+    probe = (f"import sys\n{code}\n"
+             f"print('HEAVY:' + ','.join(m for m in {HEAVY!r} if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                         check=True)
+    line = next(x for x in out.stdout.splitlines() if x.startswith("HEAVY:"))
+    return [m for m in line.removeprefix("HEAVY:").split(",") if m]
+
+
+def _all_commands(group: click.Group, prefix=()):
+    for name in sorted(group.commands):
+        cmd = group.commands[name]
+        yield (*prefix, name), cmd
+        if isinstance(cmd, click.Group):
+            yield from _all_commands(cmd, (*prefix, name))
+
+
+def test_importing_the_cli_imports_neither_pandas_nor_scipy_nor_numpy():
+    assert _heavy_after("import relgrade.cli") == []
+
+
+def test_version_and_top_level_help_import_no_command_module():
+    code = ("from relgrade.cli import main\n"
+            "for args in (['--version'], ['--help']):\n"
+            "    try:\n        main(args)\n    except SystemExit:\n        pass\n"
+            "assert not [m for m in sys.modules if m.startswith('relgrade.cli.')\n"
+            "            and m.split('.')[2] not in ('options', 'render')], sys.modules")
+    assert _heavy_after(code) == []
+
+
+@pytest.mark.parametrize("name", sorted(set(COMMANDS) - {"evaluate"}))
+def test_a_commands_help_imports_no_heavy_library(name):
+    code = ("from relgrade.cli import main\n"
+            f"try:\n    main([{name!r}, '--help'])\nexcept SystemExit:\n    pass")
+    assert _heavy_after(code) == []
+
+
+def test_every_command_and_subcommand_has_working_help():
+    runner = CliRunner()
+    seen = []
+    for path, cmd in _all_commands(main):
+        result = runner.invoke(main, [*path, "--help"])
+        assert result.exit_code == 0, (path, result.output)
+        assert "Usage: " in result.output and (cmd.help or "").strip(), path
+        seen.append(" ".join(path))
+    assert {"compare", "grade run", "grade import", "clicks pairs", "packets export"} <= set(seen)
+
+
+def test_top_level_help_lists_each_command_with_the_start_of_its_own_help():
+    assert set(COMMAND_HELP) == set(COMMANDS)
+    for name, line in COMMAND_HELP.items():
+        own = " ".join(main.commands[name].help.split())
+        assert own.startswith(line.rstrip(".")), name
+    out = CliRunner().invoke(main, ["--help"]).output
+    for name in COMMANDS:
+        assert f"  {name} " in out
+
+
+def test_version_prints_the_package_version():
+    result = CliRunner().invoke(main, ["--version"])
+    assert result.exit_code == 0
+    assert result.output == f"relgrade, version {__version__}\n"
+
+
+def test_unknown_command_is_a_usage_error():
+    result = CliRunner().invoke(main, ["evalute"])
+    assert result.exit_code == 2
+    assert "No such command 'evalute'" in result.output
+
+
+def test_choices_spelled_in_command_modules_equal_the_librarys():
+    from relgrade.cli import aggregate, clicks, packets
+    from relgrade.clicks import pairs, propensity
+    from relgrade.raters.aggregate import MAX_ITER, TOL
+    from relgrade.raters.report import METHODS
+    from relgrade.schema import ROLES
+
+    assert tuple(aggregate.METHOD_NAMES) == tuple(METHODS)
+    defaults = {p.name: p.default for p in aggregate.aggregate_cmd.params}
+    assert (defaults["tol"], defaults["max_iter"]) == (TOL, MAX_ITER)
+    assert tuple(packets.ROLE_NAMES) == tuple(ROLES)
+    assert tuple(clicks.PROPENSITY_METHODS) == tuple(propensity.METHODS)
+    assert clicks.DEFAULT_CLIP == pairs.DEFAULT_CLIP
+    for spec in packets.EXPORT_FORMATS.values():
+        module, _, attr = spec.partition(":")
+        assert callable(getattr(__import__(module, fromlist=[attr]), attr))
