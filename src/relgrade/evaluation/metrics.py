@@ -29,7 +29,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from relgrade.errors import InputError
-from relgrade.evaluation.measures import Measure, parse_measure
+from relgrade.evaluation.measures import SPECS, Measure, parse_measure
 from relgrade.ranking import (
     ID_SEPARATOR,
     TIES,
@@ -42,6 +42,7 @@ from relgrade.ranking import (
 from relgrade.schema import QRELS, RUN
 
 ON_MISSING = ("zero", "skip")
+NO_RELEVANT = ("exclude", "zero")
 
 
 # --- the qrels, indexed once ---------------------------------------------------------
@@ -74,16 +75,37 @@ class KeyIndex:
                                                    minlength=self.n_queries)
         return self.memo[("nrel", rel)]
 
-    def ideal_dcg(self, cutoff: int | None, dcg: str) -> np.ndarray:
-        """Per query code: DCG of all its graded chunks sorted by grade, cut at ``cutoff``."""
-        if ("idcg", cutoff, dcg) in self.memo:
-            return self.memo[("idcg", cutoff, dcg)]
-        gain = _gain(self.ideal_grade, dcg)
+    def num_nonrelevant(self, rel: int) -> np.ndarray:
+        """Per query code: how many chunks are judged non-relevant, 0 <= grade < rel (float64)."""
+        if ("nnonrel", rel) not in self.memo:
+            self.memo[("nnonrel", rel)] = np.bincount(
+                self.q, weights=(self.grade >= 0) & (self.grade < rel), minlength=self.n_queries)
+        return self.memo[("nnonrel", rel)]
+
+    def max_grade(self) -> np.ndarray:
+        """Per query code: its highest grade in the qrels, at least 0 (float64)."""
+        if "maxgrade" not in self.memo:
+            top = np.zeros(self.n_queries)
+            np.maximum.at(top, self.q, np.maximum(self.grade, 0).astype(np.float64))
+            self.memo["maxgrade"] = top
+        return self.memo["maxgrade"]
+
+    def ideal_dcg(self, cutoff: int | None, dcg: str, gains=None) -> np.ndarray:
+        """Per query code: DCG of all its graded chunks sorted by gain, cut at ``cutoff``."""
+        if ("idcg", cutoff, dcg, gains) in self.memo:
+            return self.memo[("idcg", cutoff, dcg, gains)]
+        if gains is None:
+            gain, q, ideal_pos = _gain(self.ideal_grade, dcg), self.ideal_q, self.ideal_pos
+        else:  # an explicit gain map need not grow with the grade: sort by gain
+            gain = _gain(self.grade, dcg, gains)
+            order = np.lexsort((-gain, self.q))
+            gain, q = gain[order], self.q[order]
+            ideal_pos = ranks_in_sorted(q)
         if cutoff is not None:
-            gain = np.where(self.ideal_pos <= cutoff, gain, 0.0)
-        ideal = np.bincount(self.ideal_q, weights=gain / np.log2(self.ideal_pos + 1.0),
+            gain = np.where(ideal_pos <= cutoff, gain, 0.0)
+        ideal = np.bincount(q, weights=np.maximum(gain, 0.0) / np.log2(ideal_pos + 1.0),
                             minlength=self.n_queries)
-        self.memo[("idcg", cutoff, dcg)] = ideal
+        self.memo[("idcg", cutoff, dcg, gains)] = ideal
         return ideal
 
 
@@ -151,15 +173,17 @@ def _checked_ids(values, name: str, *, separator: bool = True) -> pa.ChunkedArra
     return arr
 
 
-def _gain(grade: np.ndarray, dcg: str) -> np.ndarray:
+def _gain(grade: np.ndarray, dcg: str, gains=None) -> np.ndarray:
+    """Gain of each grade: the grade or 2^grade - 1, an explicit map first; negative grades 0."""
     g = np.maximum(grade, 0).astype(np.float64)
-    return np.exp2(g) - 1.0 if dcg == "exp-log2" else g
+    g = np.exp2(g) - 1.0 if dcg == "exp-log2" else g
+    for level, value in gains or ():
+        g[grade == level] = value
+    return g
 
-
-# --- one run -------------------------------------------------------------------------
 
 def _score_run(key: KeyIndex, run: pd.DataFrame, measures: list[Measure], on_missing: str,
-               ties: str):
+               ties: str, no_relevant: str = "exclude"):
     """Per measure: (values, counted) arrays over the key's queries."""
     missing = [c for c in RUN if c not in run.columns]
     if missing:
@@ -184,8 +208,8 @@ def _score_run(key: KeyIndex, run: pd.DataFrame, measures: list[Measure], on_mis
                          item=f"query {run_qids[row]}, chunk {chunk_ids[row]}",
                          found=repr(float(score[row])))
 
-    cutoffs = [m.cutoff for m in measures]
-    depth = None if None in cutoffs else max(cutoffs)
+    depths = [_depth(m) for m in measures]
+    depth = None if None in depths else max(depths)
     n_ret = np.bincount(rq, minlength=key.n_queries)
     if depth is not None:
         # only rows that can reach the top `depth` of their list are ranked: a prefix of the
@@ -200,10 +224,9 @@ def _score_run(key: KeyIndex, run: pd.DataFrame, measures: list[Measure], on_mis
     order = canonical_order(rq, score, chunk_ids, rank=rank, ties=ties, depth=depth)
     qs = rq[order]
     pos = ranks_in_sorted(qs)
-    nq = key.n_queries
     # only the rows some measure reads: the top max-cutoff of each list
     if len(pos) and depth is not None and depth < pos.max():
-        top = np.flatnonzero(pos <= max(cutoffs))
+        top = np.flatnonzero(pos <= depth)
         order, qs, pos = order[top], qs[top], pos[top]
     rows = pa.array(order)
     top_chunks = _checked_ids(chunk_ids.take(rows), "chunk_id")  # no U+001F in a pair key
@@ -224,39 +247,15 @@ def _score_run(key: KeyIndex, run: pd.DataFrame, measures: list[Measure], on_mis
     grade[at[hit]] = key.grade[hit]
     del at, hit, top_pairs
 
+    rows = _Rows(key=key, qs=qs, pos=pos, grade=grade, judged=judged, n_ret=n_ret)
     answered = n_ret > 0
-    discount = 1.0 / np.log2(pos + 1.0)
     out = {}
     for m in measures:
-        within = pos <= m.cutoff if m.cutoff is not None else np.ones(len(pos), dtype=bool)
-        if m.name == "nDCG":
-            idcg = key.ideal_dcg(m.cutoff, m.dcg)
-            dcg = np.bincount(qs, weights=np.where(within, _gain(grade, m.dcg) * discount, 0.0),
-                              minlength=nq)
-            defined = idcg > 0
-            value = np.divide(dcg, idcg, out=np.zeros(nq), where=defined)
-        elif m.name == "Judged":
-            hits = np.bincount(qs, weights=judged & within, minlength=nq)
-            denom = np.minimum(n_ret, m.cutoff) if m.cutoff is not None else n_ret
-            defined = np.ones(nq, dtype=bool)
-            value = np.divide(hits, denom, out=np.zeros(nq), where=denom > 0)
+        value = _COMPUTE[m.name](rows, m)
+        if m.needs_relevant and no_relevant == "exclude":
+            defined = key.num_relevant(m.level) > 0
         else:
-            num_rel = key.num_relevant(m.rel)
-            defined = num_rel > 0
-            relevant = judged & (grade >= m.rel) & within
-            if m.name == "R":
-                hits = np.bincount(qs, weights=relevant, minlength=nq)
-                value = np.divide(hits, num_rel, out=np.zeros(nq), where=defined)
-            elif m.name == "P":
-                hits = np.bincount(qs, weights=relevant, minlength=nq)
-                denom = np.full(nq, float(m.cutoff)) if m.cutoff is not None else n_ret
-                value = np.divide(hits, denom, out=np.zeros(nq), where=denom > 0)
-            else:  # RR: rows are in canonical order, so a query's first relevant row is its best
-                q_rel = qs[relevant]
-                first = np.ones(len(q_rel), dtype=bool)
-                first[1:] = q_rel[1:] != q_rel[:-1]
-                value = np.zeros(nq)
-                value[q_rel[first]] = 1.0 / pos[relevant][first]
+            defined = np.ones(key.n_queries, dtype=bool)
         counted = defined & answered if on_missing == "skip" else defined
         out[str(m)] = (value, counted)
     return out
@@ -317,6 +316,211 @@ def _check_no_duplicates(codes: np.ndarray, dictionary: pa.Array) -> None:
                          fix="List each chunk at most once per query")
 
 
+# --- the measures, each over the ranked rows of one run ------------------------------
+
+INFAP_EPSILON = 1e-5  # trec_eval's guard against 0/0 in infAP (trec_eval.h)
+
+
+@dataclass(frozen=True, eq=False)
+class _Rows:
+    """The ranked rows a run's measures read, in canonical order (query code, then rank)."""
+
+    key: KeyIndex
+    qs: np.ndarray      # query code of each row
+    pos: np.ndarray     # 1-based canonical rank within the query
+    grade: np.ndarray   # the qrels grade, 0 when the pair is not in the qrels
+    judged: np.ndarray  # the pair is in the qrels (any grade), bool
+    n_ret: np.ndarray   # per query code: rows the run retrieved (the whole list)
+
+    @property
+    def nq(self) -> int:
+        return self.key.n_queries
+
+    def sum(self, weights) -> np.ndarray:
+        """Per query code: the sum of a per-row quantity (float64)."""
+        return np.bincount(self.qs, weights=weights, minlength=self.nq)
+
+    def within(self, m: Measure) -> np.ndarray:
+        return self.pos <= m.cutoff if m.cutoff is not None else np.ones(len(self.pos), bool)
+
+    def relevant(self, rel: int) -> np.ndarray:
+        return self.judged & (self.grade >= rel)
+
+    def condensed(self) -> _Rows:
+        """The rows of judged chunks only (grade >= 0), re-ranked 1..n (Sakai 2007)."""
+        keep = self.judged & (self.grade >= 0)
+        qs = self.qs[keep]
+        return _Rows(key=self.key, qs=qs, pos=ranks_in_sorted(qs), grade=self.grade[keep],
+                     judged=self.judged[keep], n_ret=np.bincount(qs, minlength=self.nq))
+
+
+def _cum(qs: np.ndarray, x: np.ndarray) -> np.ndarray:
+    """Within each query's rows (adjacent), the running sum of x up to and including the row."""
+    c = np.cumsum(x, dtype=np.float64)
+    if not len(c):
+        return c
+    starts = np.flatnonzero(np.r_[True, qs[1:] != qs[:-1]])
+    base = (c - x)[starts]
+    return c - np.repeat(base, np.diff(np.r_[starts, len(qs)]))
+
+
+def _divide(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    return np.divide(a, b, out=np.zeros(len(a)), where=b > 0)
+
+
+def _depth(m: Measure) -> int | None:
+    """How deep into each ranked list the measure reads; None: the whole list."""
+    if SPECS[m.name]["at"] in ("cutoff", "required") and not m.judged_only:
+        return m.cutoff
+    return None
+
+
+def _ndcg(r: _Rows, m: Measure) -> np.ndarray:
+    rows = r.condensed() if m.judged_only else r
+    gain = np.where(rows.within(m), _gain(rows.grade, m.dcg, m.gains), 0.0)
+    dcg = rows.sum(gain / np.log2(rows.pos + 1.0))
+    return _divide(dcg, r.key.ideal_dcg(m.cutoff, m.dcg, m.gains))
+
+
+def _ap(r: _Rows, m: Measure) -> np.ndarray:
+    rows = r.condensed() if m.judged_only else r
+    relevant = rows.relevant(m.rel) & rows.within(m)
+    precision = _cum(rows.qs, relevant) / rows.pos
+    return _divide(rows.sum(np.where(relevant, precision, 0.0)), r.key.num_relevant(m.rel))
+
+
+def _precision(r: _Rows, m: Measure) -> np.ndarray:
+    hits = r.sum(r.relevant(m.rel) & r.within(m))
+    denom = np.full(r.nq, float(m.cutoff)) if m.cutoff is not None else r.n_ret
+    return _divide(hits, denom.astype(np.float64))
+
+
+def _recall(r: _Rows, m: Measure) -> np.ndarray:
+    return _divide(r.sum(r.relevant(m.rel) & r.within(m)), r.key.num_relevant(m.rel))
+
+
+def _rr(r: _Rows, m: Measure) -> np.ndarray:
+    # rows are in canonical order, so a query's first relevant row is its best
+    relevant = r.relevant(m.rel) & r.within(m)
+    q_rel = r.qs[relevant]
+    first = np.ones(len(q_rel), dtype=bool)
+    first[1:] = q_rel[1:] != q_rel[:-1]
+    value = np.zeros(r.nq)
+    value[q_rel[first]] = 1.0 / r.pos[relevant][first]
+    return value
+
+
+def _rprec(r: _Rows, m: Measure) -> np.ndarray:
+    n_rel = r.key.num_relevant(m.rel)
+    return _divide(r.sum(r.relevant(m.rel) & (r.pos <= n_rel[r.qs])), n_rel)
+
+
+def _success(r: _Rows, m: Measure) -> np.ndarray:
+    return (r.sum(r.relevant(m.rel) & r.within(m)) > 0).astype(np.float64)
+
+
+def _bpref(r: _Rows, m: Measure) -> np.ndarray:
+    relevant = r.relevant(m.rel)
+    nonrel = r.judged & (r.grade >= 0) & (r.grade < m.rel)
+    n_rel = r.key.num_relevant(m.rel)
+    n_nonrel = r.key.num_nonrelevant(m.rel)
+    above = _cum(r.qs, nonrel)  # a relevant row is never counted in its own `above`
+    cap = n_rel[r.qs]
+    frac = _divide(np.minimum(above, cap), np.minimum(n_nonrel, n_rel)[r.qs])
+    term = np.where(above > 0, 1.0 - frac, 1.0)
+    return _divide(r.sum(np.where(relevant, term, 0.0)), n_rel)
+
+
+def _infap(r: _Rows, m: Measure) -> np.ndarray:
+    relevant = r.relevant(m.rel)
+    nonrel = r.judged & (r.grade >= 0) & (r.grade < m.rel)
+    pooled = r.judged & (r.grade < 0)  # in the pool, not in the judged sample
+    rel_above = _cum(r.qs, relevant) - relevant
+    non_above = _cum(r.qs, nonrel)
+    pool_above = _cum(r.qs, pooled)
+    j = r.pos - 1.0
+    safe_j = np.maximum(j, 1.0)
+    term = 1.0 / r.pos + (j / r.pos) * ((rel_above + non_above + pool_above) / safe_j) * (
+        (rel_above + INFAP_EPSILON) / (rel_above + non_above + 2 * INFAP_EPSILON))
+    term = np.where(j == 0, 1.0, term)
+    return _divide(r.sum(np.where(relevant, term, 0.0)), r.key.num_relevant(m.rel))
+
+
+def _err(r: _Rows, m: Measure) -> np.ndarray:
+    g = np.clip(np.where(r.judged, r.grade, 0), 0, m.max_grade).astype(np.float64)
+    stop = np.where(r.within(m), (np.exp2(g) - 1.0) / 2.0 ** m.max_grade, 0.0)
+    go_on = np.log1p(-stop)  # stop < 1: (2^g - 1) / 2^g_max < 1 for g <= g_max
+    reach = np.exp(_cum(r.qs, go_on) - go_on)  # probability of reaching each rank
+    return r.sum(reach * stop / r.pos)
+
+
+def _rbp_gain(r: _Rows, m: Measure) -> np.ndarray:
+    if m.rel is not None:
+        return r.relevant(m.rel).astype(np.float64)
+    # graded: gain = grade / the query's top grade when that is above 1 (trec_eval's rbp)
+    top = np.maximum(r.key.max_grade(), 1.0)
+    return np.where(r.judged, np.maximum(r.grade, 0), 0) / top[r.qs]
+
+
+def _rbp(r: _Rows, m: Measure) -> np.ndarray:
+    weight = (1.0 - m.p) * np.power(m.p, r.pos - 1.0)
+    return r.sum(np.where(r.within(m), _rbp_gain(r, m) * weight, 0.0))
+
+
+def _rbp_resid(r: _Rows, m: Measure) -> np.ndarray:
+    unjudged = ~r.judged | (r.grade < 0)
+    weight = (1.0 - m.p) * np.power(m.p, r.pos - 1.0)
+    resid = r.sum(np.where(unjudged, weight, 0.0)) + np.power(m.p, r.n_ret.astype(np.float64))
+    # as trec_eval: a list that holds no unjudged chunk has no residual (its tail p^n is
+    # not counted either)
+    return np.where(r.sum(unjudged) > 0, resid, 0.0)
+
+
+def _num_ret(r: _Rows, m: Measure) -> np.ndarray:
+    if m.rel is None:
+        return r.n_ret.astype(np.float64)
+    return r.sum(r.relevant(m.rel))
+
+
+def _num_rel(r: _Rows, m: Measure) -> np.ndarray:
+    return r.key.num_relevant(m.rel).copy()
+
+
+def _judged(r: _Rows, m: Measure) -> np.ndarray:
+    denom = np.minimum(r.n_ret, m.cutoff) if m.cutoff is not None else r.n_ret
+    return _divide(r.sum(r.judged & r.within(m)), denom.astype(np.float64))
+
+
+def _unjudged(r: _Rows, m: Measure) -> np.ndarray:
+    unjudged = (~r.judged | (r.grade < 0)) & r.within(m)
+    return r.sum(unjudged) / float(m.cutoff)
+
+
+def _iprec(r: _Rows, m: Measure) -> np.ndarray:
+    relevant = r.relevant(m.rel)
+    qs = r.qs[relevant]
+    found = _cum(qs, np.ones(len(qs)))  # 1, 2, ... within each query
+    precision = found / r.pos[relevant]
+    # interpolated: the best precision at this relevant row or any later one of its query
+    # (values in [0, 1], so subtracting 2 * query code keeps queries apart in one pass)
+    best = np.maximum.accumulate((precision - 2.0 * qs)[::-1])[::-1] + 2.0 * qs
+    n_found = np.bincount(qs, minlength=r.nq)
+    # trec_eval: the level's rank in relevant chunks is round(level * R), half away from 0
+    need = np.floor(m.cutoff * r.key.num_relevant(m.rel) + 0.5).astype(np.int64)
+    need = np.maximum(need, 1)
+    starts = np.r_[0, np.cumsum(n_found)[:-1]]
+    ok = need <= n_found
+    value = np.zeros(r.nq)
+    value[ok] = best[(starts + need - 1)[ok]]
+    return value
+
+
+_COMPUTE = {"nDCG": _ndcg, "AP": _ap, "P": _precision, "R": _recall, "RR": _rr,
+            "Rprec": _rprec, "Success": _success, "Bpref": _bpref, "infAP": _infap,
+            "ERR": _err, "RBP": _rbp, "RBPResid": _rbp_resid, "NumRet": _num_ret,
+            "NumRel": _num_rel, "Judged": _judged, "Unjudged": _unjudged, "IPrec": _iprec}
+
+
 # --- public API ----------------------------------------------------------------------
 
 def _parse_all(measures, relevant_min: int) -> list[Measure]:
@@ -334,7 +538,7 @@ def _parse_all(measures, relevant_min: int) -> list[Measure]:
 
 def per_query(*, qrels: pd.DataFrame, run: pd.DataFrame, measures,
               on_missing_query: str = "zero", ties: str = "score",
-              relevant_min: int = 1) -> pd.DataFrame:
+              relevant_min: int = 1, no_relevant: str = "exclude") -> pd.DataFrame:
     """Each measure's value for each query of the qrels.
 
     Parameters
@@ -356,14 +560,18 @@ def per_query(*, qrels: pd.DataFrame, run: pd.DataFrame, measures,
         How the run is ranked (see :func:`relgrade.ranking.canonical_ranking`).
     relevant_min : int, default 1
         ``rel`` of measure names that do not set it (params ``scale.relevant_min``).
+    no_relevant : {"exclude", "zero"}, default "exclude"
+        A query with nothing relevant in the qrels is undefined for the measures that need
+        something relevant and has no row for them (``"exclude"``), or is scored like any
+        other query, which gives 0 (``"zero"``, trec_eval's convention).
 
     Returns
     -------
     pandas.DataFrame
-        Columns ``query_id`` (str), ``measure`` (str, canonical name), ``value`` (float64 in
-        [0, 1]); with a stacked run, ``arm`` first. Rows by measure in the order given, then
-        by query id. A query undefined for a measure (nothing relevant in the qrels) has no
-        row for it.
+        Columns ``query_id`` (str), ``measure`` (str, canonical name), ``value`` (float64;
+        in [0, 1] but for NumRet and NumRel, which are counts); with a stacked run, ``arm``
+        first. Rows by measure in the order given, then by query id. A query undefined for
+        a measure (nothing relevant in the qrels, ``no_relevant="exclude"``) has no row.
 
     Raises
     ------
@@ -403,6 +611,8 @@ def per_query(*, qrels: pd.DataFrame, run: pd.DataFrame, measures,
                          found=repr(on_missing_query))
     if ties not in TIES:
         raise InputError("ties must be `score` or `rank`", found=repr(ties))
+    if no_relevant not in NO_RELEVANT:
+        raise InputError("no_relevant must be `exclude` or `zero`", found=repr(no_relevant))
     parsed = _parse_all(measures, relevant_min)
     key = index_qrels(qrels)
     if "arm" in run.columns:
@@ -410,14 +620,15 @@ def per_query(*, qrels: pd.DataFrame, run: pd.DataFrame, measures,
         tables = []
         for i, arm in enumerate(arms):
             rows = np.flatnonzero(codes == i)
-            table = _table(key, _score_run(key, run.take(rows), parsed, on_missing_query, ties))
+            table = _table(key, _score_run(key, run.take(rows), parsed, on_missing_query, ties,
+                                              no_relevant))
             table.insert(0, "arm", pd.Series([arm] * len(table), dtype="str"))
             tables.append(table)
         if not tables:
             return pd.DataFrame({"arm": pd.Series([], dtype="str"),
                                  **_table(key, {}).to_dict("series")})
         return pd.concat(tables, ignore_index=True)
-    table = _table(key, _score_run(key, run, parsed, on_missing_query, ties))
+    table = _table(key, _score_run(key, run, parsed, on_missing_query, ties, no_relevant))
     pa.default_memory_pool().release_unused()  # scoring's Arrow temporaries are garbage
     return table
 
@@ -471,8 +682,7 @@ def excluded_queries(qrels: pd.DataFrame, measures, *, relevant_min: int = 1) ->
         if not m.needs_relevant:
             out[str(m)] = []
             continue
-        rel = 1 if m.name == "nDCG" else m.rel
-        none = key.num_relevant(rel) == 0
+        none = key.num_relevant(m.level) == 0
         out[str(m)] = key.query_ids.filter(pa.array(none)).to_pylist()
     return out
 
