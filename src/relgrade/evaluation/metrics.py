@@ -687,6 +687,32 @@ def excluded_queries(qrels: pd.DataFrame, measures, *, relevant_min: int = 1) ->
     return out
 
 
+def query_coverage(qrels, run: pd.DataFrame) -> tuple[int, tuple[int, str | None]]:
+    """How many qrels queries a run answers, and which run queries the qrels lack.
+
+    Parameters
+    ----------
+    qrels : pandas.DataFrame or KeyIndex
+        As for :func:`per_query`.
+    run : pandas.DataFrame
+        A run with a ``query_id`` column.
+
+    Returns
+    -------
+    answered : int
+        Queries of the qrels with at least one run row.
+    unknown : (int, str or None)
+        How many distinct run queries are not in the qrels, and the first of them in byte
+        order (None when there is none).
+    """
+    key = index_qrels(qrels)
+    ids = pc.unique(_checked_ids(run["query_id"], "query_id", separator=False).combine_chunks())
+    inside = codes_in(pa.chunked_array([ids]), key.query_ids) >= 0
+    outside = ids.filter(pa.array(~inside))
+    first = min(outside.to_pylist()) if len(outside) else None
+    return int(inside.sum()), (len(outside), first)
+
+
 def mean(per_query: pd.DataFrame, *, weights=None) -> pd.Series:
     """Mean of each measure over its queries (MRR is the mean of RR).
 
