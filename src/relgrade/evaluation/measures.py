@@ -412,7 +412,7 @@ def parse_measures(names, *, relevant_min: int = 1) -> list[Measure]:
     Returns
     -------
     list of Measure
-        In the order given, each measure once.
+        In the order given (a name given twice gives its measure twice).
 
     Raises
     ------
@@ -423,9 +423,7 @@ def parse_measures(names, *, relevant_min: int = 1) -> list[Measure]:
     for name in names:
         text = str(name).strip()
         found = _trec_names(text, relevant_min)
-        for m in found if found is not None else [parse_measure(text, relevant_min=relevant_min)]:
-            if m not in out:
-                out.append(m)
+        out += found if found is not None else [parse_measure(text, relevant_min=relevant_min)]
     return out
 
 
