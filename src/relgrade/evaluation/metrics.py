@@ -501,11 +501,15 @@ def _iprec(r: _Rows, m: Measure) -> np.ndarray:
     qs = r.qs[relevant]
     found = _cum(qs, np.ones(len(qs)))  # 1, 2, ... within each query
     precision = found / r.pos[relevant]
-    # interpolated: the best precision at this relevant row or any later one of its query
-    # (values in [0, 1], so subtracting 2 * query code keeps queries apart in one pass)
-    best = np.maximum.accumulate((precision - 2.0 * qs)[::-1])[::-1] + 2.0 * qs
+    # interpolated: the best precision at this relevant row or any later one of its query;
+    # on integer ranks of the values, offset per query so one pass keeps queries apart
+    uniques, ranked = np.unique(precision, return_inverse=True)
+    span = len(uniques) + 1
+    best_rank = np.maximum.accumulate((ranked - qs.astype(np.int64) * span)[::-1])[::-1]
+    best = uniques[best_rank + qs.astype(np.int64) * span] if len(qs) else precision
     n_found = np.bincount(qs, minlength=r.nq)
-    # trec_eval: the level's rank in relevant chunks is round(level * R), half away from 0
+    # trec_eval (since 9.0.8): the level's rank among relevant chunks is round(level * R),
+    # half away from 0 (older versions, as bundled by pytrec_eval, took int(level * R + 0.9))
     need = np.floor(m.cutoff * r.key.num_relevant(m.rel) + 0.5).astype(np.int64)
     need = np.maximum(need, 1)
     starts = np.r_[0, np.cumsum(n_found)[:-1]]
