@@ -226,6 +226,9 @@ def parse_measure(name, *, relevant_min: int = 1) -> Measure:
     try:
         node = ast.parse(text, mode="eval").body
     except SyntaxError:
+        lead = re.match(r"[A-Za-z_][A-Za-z0-9_]*", text)
+        if lead and lead.group(0) not in _ALIASES and lead.group(0) not in _TREC:
+            raise _unknown(text, lead.group(0)) from None  # e.g. a misspelt trec_eval name
         raise InputError("not a measure name", item=text, fix=_FIX) from None
     at = None
     if isinstance(node, ast.BinOp) and isinstance(node.op, ast.MatMult):
