@@ -149,15 +149,18 @@ def index_qrels(qrels) -> KeyIndex:
     query_ids = pc.unique(qids)
     query_ids = query_ids.take(pc.array_sort_indices(query_ids))
     q = codes_in(qids, pa.chunked_array([query_ids]))
-    pairs = pair_keys(qids, cids)
-    counts = pc.value_counts(pairs)
-    repeated = pc.filter(counts.field("values"), pc.greater(counts.field("counts"), 1))
-    if len(repeated):
-        qid, cid = repeated[0].as_py().split(ID_SEPARATOR, 1)
+    # one int64 code per (query, chunk): a hash of integers finds a pair graded twice
+    chunk_codes = pc.dictionary_encode(cids.combine_chunks())
+    pair_code = q.astype(np.int64) * max(len(chunk_codes.dictionary), 1) + \
+        chunk_codes.indices.to_numpy(zero_copy_only=False)
+    codes = pd.Index(pair_code)
+    if not codes.is_unique:
+        row = int(np.flatnonzero(codes.duplicated())[0])
         raise InputError("one (query, chunk) pair is graded twice in the qrels",
-                         item=f"query {qid}, chunk {cid}", fix="Keep one grade per pair")
-    del counts, repeated
-    pa.default_memory_pool().release_unused()  # the duplicate check's hash tables
+                         item=f"query {qids[row].as_py()}, chunk {cids[row].as_py()}",
+                         fix="Keep one grade per pair")
+    del chunk_codes, pair_code, codes
+    pairs = pair_keys(qids, cids)
     ideal = np.lexsort((-grade, q))
     return KeyIndex(query_ids=pa.chunked_array([query_ids]), q=q, grade=grade, pairs=pairs,
                     ideal_q=q[ideal], ideal_pos=ranks_in_sorted(q[ideal]),
