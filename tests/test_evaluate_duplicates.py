@@ -71,3 +71,23 @@ def test_a_repeat_within_one_arm_is_an_error_naming_both_ranks():
     assert str(e.value) == ("runs.jsonl: arm dense, query q1, chunk a: a chunk is listed "
                             "twice for one query (found at ranks 1 and 7). List each chunk "
                             "at most once per query")
+
+
+def test_scoring_joins_on_the_text_when_pair_hashes_tie(monkeypatch):
+    from relgrade.evaluation import metrics
+
+    qrels = pd.DataFrame({"query_id": ["q1", "q1", "q2"], "chunk_id": ["a", "b", "a"],
+                          "grade": [2, 1, 1]})
+    run = _run([("q1", "b", 1, 3.0), ("q1", "x", 2, 2.0), ("q1", "a", 3, 1.0),
+                ("q2", "a", 1, 1.0)])
+    measures = ["nDCG@2", "AP", "RR"]
+    hashed = metrics.per_query(qrels=qrels, run=run, measures=measures)
+    monkeypatch.setattr(metrics, "pair_hashes", lambda codes, ids: np.zeros(len(ids),
+                                                                            np.uint64))
+    by_text = metrics.per_query(qrels=qrels, run=run, measures=measures)
+    pd.testing.assert_frame_equal(hashed, by_text)
+    # AP of q1: b at 1 and a at 3 of 2 relevant
+    assert hashed["value"].tolist()[2] == pytest.approx((1 / 1 + 2 / 3) / 2)
+    with pytest.raises(InputError, match="query q1, chunk b: a chunk is listed twice"):
+        metrics.per_query(qrels=qrels, run=pd.concat([run, run.iloc[[0]]]),
+                          measures=measures)

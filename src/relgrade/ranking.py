@@ -76,8 +76,8 @@ def validate_run(run: pd.DataFrame, *, path=None, queries=None, chunks=None) -> 
                          found=repr(float(score[row])))
     for c in _group_columns(run) + ["chunk_id"]:
         # relgrade joins ids with U+001F into pair keys: an id holding it is refused here
-        held = pc.match_substring(arrow_ids(run[c]), ID_SEPARATOR)
-        if pc.any(held).as_py():
+        if holds_separator(arrow_ids(run[c])):
+            held = pc.match_substring(arrow_ids(run[c]), ID_SEPARATOR)
             row = int(np.flatnonzero(held.to_numpy(zero_copy_only=False))[0])
             raise InputError(f"{c} holds the control character U+001F", path=path,
                              item=_row_item(run, row))
@@ -117,12 +117,13 @@ def _repeated_rows(run: pd.DataFrame, columns: list[str]) -> np.ndarray | None:
         group = group * np.uint64(max(len(encoded.dictionary), 1)) + \
             encoded.indices.to_numpy(zero_copy_only=False).astype(np.uint64)
     chunk = arrow_ids(run[last])
-    h = _mix(_text_hash(chunk) ^ _mix(group + np.uint64(0x9E3779B97F4A7C15)))
-    order = np.argsort(h)
+    h = pair_hashes(group, chunk)
+    sorted_h = np.sort(h)
+    if not (sorted_h[1:] == sorted_h[:-1]).any():
+        return None  # the usual case, told by one sort of the hashes
+    order = np.argsort(h, kind="stable")
     sorted_h = h[order]
     tie = np.flatnonzero(sorted_h[1:] == sorted_h[:-1])
-    if not len(tie):
-        return None
     # each block of equal hashes (a few rows) is split by the real ids, compared as text
     best = None
     for start in tie[np.r_[True, np.diff(tie) > 1]]:
@@ -149,6 +150,26 @@ def _mix(x: np.ndarray) -> np.ndarray:
         x = (x ^ (x >> np.uint64(30))) * _MIX1
         x = (x ^ (x >> np.uint64(27))) * _MIX2
     return x ^ (x >> np.uint64(31))
+
+
+def pair_hashes(codes: np.ndarray, ids: pa.ChunkedArray) -> np.ndarray:
+    """A 64-bit hash of each (integer code, string id) pair, e.g. (query code, chunk id).
+
+    Parameters
+    ----------
+    codes : ndarray of int, shape (n_rows,)
+        Non-negative codes (a query's position in a sorted id list).
+    ids : pyarrow.ChunkedArray of large_string, shape (n_rows,)
+        As :func:`arrow_ids` returns.
+
+    Returns
+    -------
+    ndarray of uint64, shape (n_rows,)
+        Equal pairs hash alike; unequal pairs collide with probability about 2^-64, so a
+        caller compares the real ids wherever two hashes tie.
+    """
+    with np.errstate(over="ignore"):
+        return _text_hash(ids) ^ (np.asarray(codes).astype(np.uint64) * _MIX2)
 
 
 def _text_hash(ids: pa.ChunkedArray) -> np.ndarray:
@@ -180,6 +201,28 @@ def _text_hash(ids: pa.ChunkedArray) -> np.ndarray:
 
 
 ID_SEPARATOR = "\x1f"  # joins ids into one key; whitespace-free TREC ids cannot hold it
+
+
+def holds_separator(ids: pa.ChunkedArray) -> bool:
+    """Whether any id holds U+001F, found by one byte search of each chunk's string data.
+
+    Parameters
+    ----------
+    ids : pyarrow.ChunkedArray of large_string, as :func:`arrow_ids` returns.
+
+    Returns
+    -------
+    bool
+    """
+    for chunk in ids.chunks:
+        if len(chunk) == 0 or chunk.buffers()[2] is None:
+            continue
+        offsets = np.frombuffer(chunk.buffers()[1], dtype=np.int64)[
+            chunk.offset: chunk.offset + len(chunk) + 1]
+        # U+001F is the one byte 0x1f in UTF-8, never part of another character's bytes
+        if memoryview(chunk.buffers()[2])[offsets[0]: offsets[-1]].tobytes().find(b"\x1f") >= 0:
+            return True
+    return False
 
 
 def pair_keys(*ids: pa.ChunkedArray) -> pa.ChunkedArray:

@@ -36,6 +36,8 @@ from relgrade.ranking import (
     arrow_ids,
     canonical_order,
     codes_in,
+    holds_separator,
+    pair_hashes,
     pair_keys,
     ranks_in_sorted,
 )
@@ -59,6 +61,8 @@ class KeyIndex:
     q: np.ndarray               # query code of each qrels row, int64
     grade: np.ndarray           # grade of each qrels row, int64
     pairs: pa.ChunkedArray      # "query\x1fchunk" of each qrels row
+    chunk_ids: pa.ChunkedArray  # chunk id of each qrels row
+    pair_hash: np.ndarray       # ranking.pair_hashes(q, chunk_ids), uint64
     ideal_q: np.ndarray         # query codes of the rows sorted by (query, grade desc)
     ideal_pos: np.ndarray       # 1-based position of each of those rows within its query
     ideal_grade: np.ndarray     # their grades
@@ -163,6 +167,7 @@ def index_qrels(qrels) -> KeyIndex:
     pairs = pair_keys(qids, cids)
     ideal = np.lexsort((-grade, q))
     return KeyIndex(query_ids=pa.chunked_array([query_ids]), q=q, grade=grade, pairs=pairs,
+                    chunk_ids=cids, pair_hash=pair_hashes(q, cids),
                     ideal_q=q[ideal], ideal_pos=ranks_in_sorted(q[ideal]),
                     ideal_grade=grade[ideal])
 
@@ -171,7 +176,7 @@ def _checked_ids(values, name: str, *, separator: bool = True) -> pa.ChunkedArra
     arr = arrow_ids(values)
     if arr.null_count:
         raise InputError(f"{name} is missing in a row")
-    if separator and pc.any(pc.match_substring(arr, ID_SEPARATOR)).as_py():
+    if separator and holds_separator(arr):
         raise InputError(f"{name} holds the control character U+001F")
     return arr
 
@@ -233,22 +238,25 @@ def _score_run(key: KeyIndex, run: pd.DataFrame, measures: list[Measure], on_mis
         order, qs, pos = order[top], qs[top], pos[top]
     rows = pa.array(order)
     top_chunks = _checked_ids(chunk_ids.take(rows), "chunk_id")  # no U+001F in a pair key
-    top_pairs = pair_keys(run_qids.take(rows), top_chunks)
+    at = _grade_rows(key, qs, top_chunks)
+    if at is None:  # two ranked pairs hash alike: look the pairs up as text
+        top_pairs = pair_keys(run_qids.take(rows), top_chunks)
+        # a ranked pair seen twice is a chunk listed twice for one query
+        encoded = pc.dictionary_encode(top_pairs.combine_chunks())
+        if len(encoded.dictionary) < len(encoded):
+            _check_no_duplicates(encoded.indices.to_numpy(), encoded.dictionary)
+        del encoded
+        # the ranked pairs are distinct and so are the key's: look each key pair up among
+        # the ranked ones (hashing the shorter side), and give its grade to the row it names
+        at = codes_in(key.pairs, top_pairs)
+        del top_pairs
     del rows, top_chunks, chunk_ids, run_qids, rq, score, rank
-    # a ranked pair seen twice is a chunk listed twice for one query
-    encoded = pc.dictionary_encode(top_pairs.combine_chunks())
-    if len(encoded.dictionary) < len(encoded):
-        _check_no_duplicates(encoded.indices.to_numpy(), encoded.dictionary)
-    del encoded
-    # the ranked pairs are distinct and so are the key's: look each key pair up among the
-    # ranked ones (hashing the shorter side), and give its grade to the ranked row it names
-    at = codes_in(key.pairs, top_pairs)
     hit = np.flatnonzero(at >= 0)
     judged = np.zeros(len(pos), dtype=bool)
     judged[at[hit]] = True
     grade = np.zeros(len(pos), dtype=key.grade.dtype)
     grade[at[hit]] = key.grade[hit]
-    del at, hit, top_pairs
+    del at, hit
 
     rows = _Rows(key=key, qs=qs, pos=pos, grade=grade, judged=judged, n_ret=n_ret)
     answered = n_ret > 0
@@ -262,6 +270,26 @@ def _score_run(key: KeyIndex, run: pd.DataFrame, measures: list[Measure], on_mis
         counted = defined & answered if on_missing == "skip" else defined
         out[str(m)] = (value, counted)
     return out
+
+
+def _grade_rows(key: KeyIndex, qs: np.ndarray, chunks: pa.ChunkedArray) -> np.ndarray | None:
+    """For each qrels row, the ranked row of the same (query, chunk), -1 when none.
+
+    The join runs on 64-bit pair hashes (no per-row string is built); every matched pair is
+    then compared as text. None when two ranked rows hash alike or a match is false: the
+    caller then joins on the text itself (and finds any chunk listed twice).
+    """
+    ranked = pd.Index(pair_hashes(qs, chunks))
+    if not ranked.is_unique:
+        return None
+    at = ranked.get_indexer(key.pair_hash)
+    hit = np.flatnonzero(at >= 0)
+    rows = pa.array(at[hit])
+    same = (key.q[hit] == qs[at[hit]]) & pc.equal(
+        key.chunk_ids.take(pa.array(hit)), chunks.take(rows)).to_numpy(zero_copy_only=False)
+    if not same.all():
+        return None
+    return at
 
 
 def _top_rows(group: np.ndarray, sort_key: np.ndarray, depth: int,
