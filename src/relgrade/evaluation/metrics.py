@@ -614,23 +614,44 @@ def per_query(*, qrels: pd.DataFrame, run: pd.DataFrame, measures,
         A column is missing; a grade is not an integer; one (query, chunk) pair is graded
         twice; a chunk is listed twice within the rows the measures read (naming the query
         and the chunk; :func:`relgrade.ranking.validate_run` checks whole lists); a score is
-        not finite; a measure name does not parse; ``on_missing_query`` or ``ties`` is
-        unknown.
+        not finite; a measure name does not parse; ``on_missing_query``, ``ties`` or
+        ``no_relevant`` is unknown.
 
     Notes
     -----
     With r_i the canonical rank of chunk i in the top k of query q, g_i its grade (0 when
-    ungraded) and R_q = {graded chunks of q with grade >= rel}:
+    ungraded), R_q = {graded chunks of q with grade >= rel}, N_q = {chunks of q with
+    0 <= grade < rel} (judged non-relevant) and n the number of chunks retrieved; a negative
+    grade marks a chunk pooled but not judged (trec_eval's convention):
 
     * nDCG@k = DCG@k / IDCG@k, DCG@k = sum_i gain(g_i) / log2(r_i + 1), gain(g) = g
       (``dcg='log2'``, trec_eval's ``ndcg_cut``) or 2^g - 1 (``dcg='exp-log2'``, Burges et
-      al. 2005, "Learning to rank using gradient descent"); IDCG@k is the DCG@k of q's graded
-      chunks sorted by grade, descending (Jarvelin & Kekalainen 2002);
+      al. 2005, "Learning to rank using gradient descent"), or ``gains[g]``; IDCG@k is the
+      DCG@k of q's graded chunks sorted by gain, descending (Jarvelin & Kekalainen 2002);
+      ``judged_only``: ranks r_i counted among chunks with a grade >= 0 only (Sakai 2007);
+    * AP@k = sum_{i in R_q, r_i <= k} P@r_i / |R_q| (trec_eval ``map``, ``map_cut``);
     * R@k = |top k ∩ R_q| / |R_q| (trec_eval ``recall_k``);
     * RR@k = 1 / min{r_i : i in R_q, r_i <= k}, 0 if there is none (trec_eval
       ``recip_rank`` on the run cut at k);
-    * P@k = |top k ∩ R_q| / k (trec_eval ``P_k``);
-    * Judged@k = graded chunks in the top k / min(k, chunks retrieved) (ir_measures).
+    * P@k = |top k ∩ R_q| / k (trec_eval ``P_k``); P without k: |R_q retrieved| / n;
+    * Rprec = P@|R_q|; Success@k = 1 if top k ∩ R_q is not empty;
+    * Bpref = sum_{i in R_q retrieved} (1 - min(|N_q above i|, |R_q|) / min(|N_q|, |R_q|))
+      / |R_q| (Buckley & Voorhees 2004, as trec_eval ``bpref``);
+    * infAP: trec_eval's ``infAP`` (Yilmaz & Aslam 2006, "Estimating average precision with
+      incomplete and imperfect judgments"), the expected precision above each relevant chunk
+      from the judged ones, pooled-but-unjudged chunks in proportion;
+    * ERR@k = sum_r (1/r) R_r prod_{j<r} (1 - R_j), R = (2^g - 1) / 2^max_grade (Chapelle et
+      al. 2009; max_grade 4 as gdeval);
+    * RBP(p)@k = (1 - p) sum_{r_i <= k} gain_i p^(r_i - 1), gain binary (with ``rel``) or
+      g / the query's top grade (trec_eval ``rbp``; Moffat & Zobel 2008); RBPResid = p^n
+      + (1 - p) sum over unjudged retrieved chunks of p^(r_i - 1), 0 when none is unjudged
+      (trec_eval ``rbp_resid``);
+    * IPrec@x = max of P@r_i over relevant i at or below the round(x |R_q|)-th relevant
+      chunk (trec_eval 9.0.8 ``iprec_at_recall``);
+    * NumRet = n (with ``rel``: |R_q retrieved|); NumRel = |R_q|;
+    * Judged@k = graded chunks in the top k / min(k, n) (ir_measures);
+      Unjudged@k = chunks in the top k that are ungraded or graded < 0, over k (trec_eval
+      ``unj``).
 
     Examples
     --------
