@@ -408,8 +408,9 @@ def _depth(m: Measure) -> int | None:
 
 def _ndcg(r: _Rows, m: Measure) -> np.ndarray:
     rows = r.condensed() if m.judged_only else r
-    gain = np.where(rows.within(m), _gain(rows.grade, m.dcg, m.gains), 0.0)
-    dcg = rows.sum(gain / np.log2(rows.pos + 1.0))
+    # gain times 1 / log2(rank + 1), in that order, as the protocol's stored values were made
+    discount = 1.0 / np.log2(rows.pos + 1.0)
+    dcg = rows.sum(np.where(rows.within(m), _gain(rows.grade, m.dcg, m.gains) * discount, 0.0))
     return _divide(dcg, r.key.ideal_dcg(m.cutoff, m.dcg, m.gains))
 
 
