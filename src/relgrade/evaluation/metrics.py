@@ -21,6 +21,7 @@ The rules, each pinned by a test:
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -369,7 +370,20 @@ class _Rows:
 
     def sum(self, weights) -> np.ndarray:
         """Per query code: the sum of a per-row quantity (float64)."""
+        if weights.dtype == bool:  # a count: bincount of the rows that hold, no weights
+            return np.bincount(self.qs[weights], minlength=self.nq).astype(np.float64)
         return np.bincount(self.qs, weights=weights, minlength=self.nq)
+
+    @functools.cached_property
+    def lists(self) -> tuple[np.ndarray, np.ndarray]:
+        """First row and length of each query's block of rows."""
+        starts = np.flatnonzero(np.r_[True, self.qs[1:] != self.qs[:-1]]) if len(self.qs) \
+            else np.zeros(0, dtype=np.int64)
+        return starts, np.diff(np.r_[starts, len(self.qs)])
+
+    def cum(self, x: np.ndarray) -> np.ndarray:
+        """Within each query's rows, the running sum of x up to and including the row."""
+        return _cum(self.qs, x, self.lists)
 
     def within(self, m: Measure) -> np.ndarray:
         return self.pos <= m.cutoff if m.cutoff is not None else np.ones(len(self.pos), bool)
@@ -385,14 +399,20 @@ class _Rows:
                      judged=self.judged[keep], n_ret=np.bincount(qs, minlength=self.nq))
 
 
-def _cum(qs: np.ndarray, x: np.ndarray) -> np.ndarray:
-    """Within each query's rows (adjacent), the running sum of x up to and including the row."""
+def _cum(qs: np.ndarray, x: np.ndarray, lists=None) -> np.ndarray:
+    """Within each query's rows (adjacent), the running sum of x up to and including the row.
+
+    ``lists``: (first row, length) of each query's block, when the caller has them.
+    """
     c = np.cumsum(x, dtype=np.float64)
     if not len(c):
         return c
-    starts = np.flatnonzero(np.r_[True, qs[1:] != qs[:-1]])
-    base = (c - x)[starts]
-    return c - np.repeat(base, np.diff(np.r_[starts, len(qs)]))
+    if lists is None:
+        starts = np.flatnonzero(np.r_[True, qs[1:] != qs[:-1]])
+        lists = starts, np.diff(np.r_[starts, len(qs)])
+    starts, lengths = lists
+    base = c[starts] - x[starts]
+    return c - np.repeat(base, lengths)
 
 
 def _divide(a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -417,7 +437,7 @@ def _ndcg(r: _Rows, m: Measure) -> np.ndarray:
 def _ap(r: _Rows, m: Measure) -> np.ndarray:
     rows = r.condensed() if m.judged_only else r
     relevant = rows.relevant(m.rel) & rows.within(m)
-    precision = _cum(rows.qs, relevant) / rows.pos
+    precision = rows.cum(relevant) / rows.pos
     return _divide(rows.sum(np.where(relevant, precision, 0.0)), r.key.num_relevant(m.rel))
 
 
@@ -456,7 +476,7 @@ def _bpref(r: _Rows, m: Measure) -> np.ndarray:
     nonrel = r.judged & (r.grade >= 0) & (r.grade < m.rel)
     n_rel = r.key.num_relevant(m.rel)
     n_nonrel = r.key.num_nonrelevant(m.rel)
-    above = _cum(r.qs, nonrel)  # a relevant row is never counted in its own `above`
+    above = r.cum(nonrel)  # a relevant row is never counted in its own `above`
     cap = n_rel[r.qs]
     frac = _divide(np.minimum(above, cap), np.minimum(n_nonrel, n_rel)[r.qs])
     term = np.where(above > 0, 1.0 - frac, 1.0)
@@ -467,9 +487,9 @@ def _infap(r: _Rows, m: Measure) -> np.ndarray:
     relevant = r.relevant(m.rel)
     nonrel = r.judged & (r.grade >= 0) & (r.grade < m.rel)
     pooled = r.judged & (r.grade < 0)  # in the pool, not in the judged sample
-    rel_above = _cum(r.qs, relevant) - relevant
-    non_above = _cum(r.qs, nonrel)
-    pool_above = _cum(r.qs, pooled)
+    rel_above = r.cum(relevant) - relevant
+    non_above = r.cum(nonrel)
+    pool_above = r.cum(pooled)
     j = r.pos - 1.0
     safe_j = np.maximum(j, 1.0)
     term = 1.0 / r.pos + (j / r.pos) * ((rel_above + non_above + pool_above) / safe_j) * (
@@ -482,7 +502,7 @@ def _err(r: _Rows, m: Measure) -> np.ndarray:
     g = np.clip(np.where(r.judged, r.grade, 0), 0, m.max_grade).astype(np.float64)
     stop = np.where(r.within(m), (np.exp2(g) - 1.0) / 2.0 ** m.max_grade, 0.0)
     go_on = np.log1p(-stop)  # stop < 1: (2^g - 1) / 2^g_max < 1 for g <= g_max
-    reach = np.exp(_cum(r.qs, go_on) - go_on)  # probability of reaching each rank
+    reach = np.exp(r.cum(go_on) - go_on)  # probability of reaching each rank
     return r.sum(reach * stop / r.pos)
 
 
