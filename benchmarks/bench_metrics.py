@@ -20,7 +20,15 @@ Contenders and what each computes per arm, at cutoffs 3, 5 and 10:
 * ``ir_measures``: ``read_trec_qrels``/``read_trec_run`` and ``iter_calc`` for nDCG, R, RR
   and Judged at each cutoff (linear nDCG: its exp-gain provider is an external script);
 * ``ranx``: ``Qrels``/``Run.from_file`` and ``evaluate`` for ``ndcg_burges``, ``recall``
-  and ``mrr`` at each cutoff (numba-compiled; compiled code is cached after the first run).
+  and ``mrr`` at each cutoff (numba-compiled; compiled code is cached after the first run);
+* ``relgrade-evaluate``: the ``relgrade evaluate`` command itself (``relgrade.cli.main``,
+  as the console script runs it) on the TREC files, ``--json --missing skip`` and
+  nDCG (linear gain, as trec_eval's ``ndcg_cut``), R and RR at each cutoff: reading, the
+  whole-list duplicate check, scoring and printing;
+* ``relgrade-evaluate-full``: the same command with the full measure set,
+  :data:`FULL_MEASURES`, most of which read the whole ranked list.
+
+The whole-process column (``process wall``) includes interpreter start-up and imports.
 
 Every contender reports the mean R@10 per arm over the queries the run answers; the parent
 checks they agree (relgrade is run with ``on_missing_query="skip"`` for that reason).
@@ -40,7 +48,14 @@ from pathlib import Path
 
 CUTOFFS = (3, 5, 10)
 TOOLS = ("relgrade-trec", "relgrade-parquet", "relgrade-trec-validated", "pytrec_eval",
-         "ir_measures", "ranx")
+         "ir_measures", "ranx", "relgrade-evaluate", "relgrade-evaluate-full")
+# relgrade evaluate's measures: nDCG, R, RR at each cutoff ...
+EVALUATE_MEASURES = [f"{m}@{k}" for k in CUTOFFS for m in ("nDCG", "R", "RR")]
+# ... and every measure relgrade has, trec_eval's default parameters where it has them
+FULL_MEASURES = EVALUATE_MEASURES + [
+    "AP", "AP@10", "P@10", "Rprec", "Bpref", "Success@10", "infAP", "ERR@10", "RBP(p=0.9)",
+    "RBPResid(p=0.9)", "NumRet", "NumRel", "NumRelRet", "Judged@10", "Unjudged@10",
+    "IPrec@0.5", "nDCG", "nDCG(dcg='exp-log2')@10", "nDCG(judged_only=True)@10"]
 
 
 def _arms(data: Path, ext: str) -> list[Path]:
@@ -137,6 +152,25 @@ def _ranx(data: Path):
     return time.perf_counter() - start, time.process_time() - cpu_start, check
 
 
+def _evaluate(data: Path, measures: list[str]):
+    import contextlib
+    import io
+
+    from relgrade.cli import main
+
+    args = ["evaluate", str(data / "qrels.trec"), *map(str, _arms(data, "trec")), "--json",
+            "--missing", "skip"]
+    for m in measures:
+        args += ["-m", m]
+    out = io.StringIO()
+    start, cpu_start = time.perf_counter(), time.process_time()
+    with contextlib.redirect_stdout(out):
+        main(args, standalone_mode=False)
+    seconds, cpu = time.perf_counter() - start, time.process_time() - cpu_start
+    doc = json.loads(out.getvalue())
+    return seconds, cpu, [doc["runs"][p.stem]["R@10"] for p in _arms(data, "trec")]
+
+
 def _worker(tool: str, data: Path) -> dict:
     if tool == "relgrade-trec":
         seconds, cpu, check = _relgrade(data, "trec", validate=False)
@@ -150,6 +184,10 @@ def _worker(tool: str, data: Path) -> dict:
         seconds, cpu, check = _ir_measures(data)
     elif tool == "ranx":
         seconds, cpu, check = _ranx(data)
+    elif tool == "relgrade-evaluate":
+        seconds, cpu, check = _evaluate(data, EVALUATE_MEASURES)
+    elif tool == "relgrade-evaluate-full":
+        seconds, cpu, check = _evaluate(data, FULL_MEASURES)
     else:
         raise SystemExit(f"unknown tool {tool}")
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
@@ -217,6 +255,19 @@ def main(argv=None) -> int:
                  if "seconds" in x and "seconds" in b]
         if pairs and tool != "pytrec_eval":
             s["speedup_vs_pytrec_eval_median"] = statistics.median(pairs)
+        # the same, whole process: interpreter start-up and imports included
+        walls = [b["process_wall"] / x["process_wall"] for x, b in zip(results[tool], base)
+                 if "process_wall" in x and "process_wall" in b]
+        if walls and tool != "pytrec_eval":
+            s["process_speedup_vs_pytrec_eval_median"] = statistics.median(walls)
+    # the full measure set against nDCG/R/RR alone, round by round
+    if "relgrade-evaluate" in results and "relgrade-evaluate-full" in summary:
+        pairs = [f["process_wall"] / e["process_wall"]
+                 for e, f in zip(results["relgrade-evaluate"], results["relgrade-evaluate-full"])
+                 if "process_wall" in e and "process_wall" in f]
+        if pairs:
+            summary["relgrade-evaluate-full"]["process_ratio_to_evaluate_median"] = \
+                statistics.median(pairs)
     ref = next((s["check"] for s in summary.values() if "check" in s), None)
     for tool, s in summary.items():
         if "check" in s and ref is not None:
@@ -225,17 +276,23 @@ def main(argv=None) -> int:
     args.out.write_text(json.dumps({"cpus": os.cpu_count(), "summary": summary,
                                     "raw": results}, indent=2) + "\n")
     print("| contender | median s (min) | × faster than pytrec_eval | CPU s | process wall s "
-          "| peak RSS MiB | R@10 check |")
-    print("|---|---|---|---|---|---|---|")
+          "| × faster, whole process | peak RSS MiB | R@10 check |")
+    print("|---|---|---|---|---|---|---|---|")
     for tool, s in summary.items():
         if "error" in s:
             print(f"| {tool} | failed: {s['error']} | | | | | |")
             continue
         speedup = s.get("speedup_vs_pytrec_eval_median")
+        whole = s.get("process_speedup_vs_pytrec_eval_median")
         print(f"| {tool} | {s['seconds_median']:.2f} ({s['seconds_min']:.2f}) | "
               f"{'' if speedup is None else f'{speedup:.1f}'} | "
-              f"{s['cpu_seconds_median']:.2f} | {s['process_wall_median']:.2f} | {s['peak_rss_mib_max']:.0f} | "
+              f"{s['cpu_seconds_median']:.2f} | {s['process_wall_median']:.2f} | "
+              f"{'' if whole is None else f'{whole:.1f}'} | {s['peak_rss_mib_max']:.0f} | "
               f"max diff {s['check_max_diff']:.1e} |")
+    full = summary.get("relgrade-evaluate-full", {}).get("process_ratio_to_evaluate_median")
+    if full is not None:
+        print(f"full measure set / nDCG, R, RR alone (whole process, median per round): "
+              f"{full:.2f}")
     return 0
 
 

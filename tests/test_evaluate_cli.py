@@ -125,9 +125,10 @@ def test_bad_run_is_an_error_naming_the_file(tmp_path):
 
 def test_bad_measure_name_is_an_error(tmp_path):
     _files(tmp_path)
-    result = _invoke(tmp_path, str(tmp_path / "bm25.trec"), "-m", "MAP")
+    result = _invoke(tmp_path, str(tmp_path / "bm25.trec"), "-m", "nDGC@10")
     assert result.exit_code == 1
-    assert result.output.startswith("Error: MAP: unknown measure (found MAP).")
+    assert result.output.startswith("Error: nDGC@10: unknown measure (found nDGC). "
+                                    "Did you mean nDCG?")
 
 
 def test_help_names_every_option():

@@ -63,7 +63,7 @@ def test_relevant_min_sets_the_default_rel_and_shows_in_the_name():
 
 
 @pytest.mark.parametrize("name, message", [
-    ("MAP@10", "MAP@10: unknown measure (found MAP)"),
+    ("NAP@10", "NAP@10: unknown measure (found NAP)"),
     ("nDCG@0", "nDCG@0: a measure's cutoff must be a positive integer (found 0)"),
     ("nDCG@ten", "nDCG@ten: measure parameters must be literal values"),
     ("nDCG(rel=2)@10", "nDCG(rel=2)@10: nDCG takes no parameter `rel`"),
@@ -314,9 +314,24 @@ PROPERTIES = {
     "RR": {"bounds": (0.0, 1.0), "needs_relevant": True},
     "P": {"bounds": (0.0, 1.0), "needs_relevant": True},
     "Judged": {"bounds": (0.0, 1.0), "needs_relevant": False},
+    "AP": {"bounds": (0.0, 1.0), "needs_relevant": True},
+    "Rprec": {"bounds": (0.0, 1.0), "needs_relevant": True},
+    "Bpref": {"bounds": (0.0, 1.0), "needs_relevant": True},
+    "Success": {"bounds": (0.0, 1.0), "needs_relevant": True},
+    "infAP": {"bounds": (0.0, 1.0), "needs_relevant": True},
+    "ERR": {"bounds": (0.0, 1.0), "needs_relevant": True},
+    "IPrec": {"bounds": (0.0, 1.0), "needs_relevant": True},
+    "RBP": {"bounds": (0.0, 1.0), "needs_relevant": False},
+    "RBPResid": {"bounds": (0.0, 1.0), "needs_relevant": False},
+    "Unjudged": {"bounds": (0.0, 1.0), "needs_relevant": False},
+    "NumRet": {"bounds": (0.0, np.inf), "needs_relevant": False},
+    "NumRel": {"bounds": (0.0, np.inf), "needs_relevant": False},
 }
-ALL = ["nDCG@3", "nDCG(dcg='exp-log2')@5", "nDCG", "R@3", "R(rel=2)@10", "RR@3", "RR",
-       "P@3", "P(rel=2)@5", "Judged@3", "Judged"]
+ALL = ["nDCG@3", "nDCG(dcg='exp-log2')@5", "nDCG", "nDCG(gains={1:5})@5",
+       "nDCG(judged_only=True)@3", "R@3", "R(rel=2)@10", "RR@3", "RR", "P@3", "P(rel=2)@5",
+       "Judged@3", "Judged", "AP", "AP@5", "AP(judged_only=True)", "Rprec", "Bpref",
+       "Success@3", "infAP", "ERR@5", "IPrec@0.5", "IPrec@0.0", "RBP(p=0.9)", "RBP(rel=2)@5",
+       "RBPResid(p=0.9)", "Unjudged@5", "NumRet", "NumRelRet", "NumRel(rel=2)"]
 
 
 def test_every_measure_family_is_classified():
@@ -324,8 +339,9 @@ def test_every_measure_family_is_classified():
 
     assert set(_ALIASES.values()) == set(PROPERTIES)
     assert {parse_measure(m).name for m in ALL} == set(PROPERTIES)
-    for name, props in PROPERTIES.items():
-        assert parse_measure(name).needs_relevant is props["needs_relevant"]
+    for m in ALL:
+        assert parse_measure(m).needs_relevant is PROPERTIES[parse_measure(m).name][
+            "needs_relevant"]
 
 
 def _random_case(rng):

@@ -74,15 +74,15 @@ def validate_run(run: pd.DataFrame, *, path=None, queries=None, chunks=None) -> 
         row = int(np.flatnonzero(bad)[0])
         raise InputError("score must be a finite number", path=path, item=_row_item(run, row),
                          found=repr(float(score[row])))
-    keys = pair_keys(*[arrow_ids(run[c]) for c in _group_columns(run) + ["chunk_id"]])
-    counts = pc.value_counts(keys)
-    repeated = pc.filter(counts.field("values"), pc.greater(counts.field("counts"), 1))
-    if len(repeated):
-        rows = np.flatnonzero(pc.equal(keys, repeated[0]).to_numpy(zero_copy_only=False))
-        for c in _group_columns(run) + ["chunk_id"]:
-            if run[c].iat[rows[0]] != run[c].iat[rows[1]]:  # the key is ambiguous
-                raise InputError(f"{c} holds the control character U+001F", path=path,
-                                 item=_row_item(run, int(rows[0])))
+    for c in _group_columns(run) + ["chunk_id"]:
+        # relgrade joins ids with U+001F into pair keys: an id holding it is refused here
+        if holds_separator(arrow_ids(run[c])):
+            held = pc.match_substring(arrow_ids(run[c]), ID_SEPARATOR)
+            row = int(np.flatnonzero(held.to_numpy(zero_copy_only=False))[0])
+            raise InputError(f"{c} holds the control character U+001F", path=path,
+                             item=_row_item(run, row))
+    rows = _repeated_rows(run, _group_columns(run) + ["chunk_id"])
+    if rows is not None:
         ranks = run["rank"].to_numpy()[rows]
         raise InputError("a chunk is listed twice for one query", path=path,
                          item=_row_item(run, int(rows[0])),
@@ -101,7 +101,128 @@ def validate_run(run: pd.DataFrame, *, path=None, queries=None, chunks=None) -> 
                                    f"in the {'query set' if what == 'query' else 'corpus'}")
 
 
+def _repeated_rows(run: pd.DataFrame, columns: list[str]) -> np.ndarray | None:
+    """The first two rows (in row order) that agree on every column, or None.
+
+    The list columns (arm, query) are few distinct values and are dictionary-encoded; the
+    chunk ids, nearly all distinct, are hashed to 64 bits straight from Arrow's buffers
+    (hashing a million strings into a table costs more than reading the file). Rows are
+    sorted by (list code, hash) and only rows whose hashes tie are compared as text, so a
+    hash collision cannot make a false duplicate.
+    """
+    *lists, last = columns
+    group = np.zeros(len(run), dtype=np.uint64)
+    for c in lists:
+        encoded = pc.dictionary_encode(arrow_ids(run[c]).combine_chunks())
+        group = group * np.uint64(max(len(encoded.dictionary), 1)) + \
+            encoded.indices.to_numpy(zero_copy_only=False).astype(np.uint64)
+    chunk = arrow_ids(run[last])
+    h = pair_hashes(group, chunk)
+    sorted_h = np.sort(h)
+    if not (sorted_h[1:] == sorted_h[:-1]).any():
+        return None  # the usual case, told by one sort of the hashes
+    order = np.argsort(h, kind="stable")
+    sorted_h = h[order]
+    tie = np.flatnonzero(sorted_h[1:] == sorted_h[:-1])
+    # each block of equal hashes (a few rows) is split by the real ids, compared as text
+    best = None
+    for start in tie[np.r_[True, np.diff(tie) > 1]]:
+        stop = start + 1
+        while stop < len(order) and sorted_h[stop] == sorted_h[start]:
+            stop += 1
+        seen: dict = {}
+        for row in sorted(int(r) for r in order[start:stop]):
+            seen.setdefault((int(group[row]), chunk[row].as_py()), []).append(row)
+        for rows in seen.values():
+            if len(rows) > 1 and (best is None or rows[0] < best[0]):
+                best = rows[:2]
+    return None if best is None else np.asarray(best, dtype=np.int64)
+
+
+_MIX1 = np.uint64(0xBF58476D1CE4E5B9)
+_MIX2 = np.uint64(0x94D049BB133111EB)
+_MASKS = np.array([(1 << (8 * i)) - 1 for i in range(9)], dtype=np.uint64)  # low i bytes
+
+
+def _mix(x: np.ndarray) -> np.ndarray:
+    """splitmix64's finaliser: a bijection of uint64 that spreads every input bit."""
+    with np.errstate(over="ignore"):
+        x = (x ^ (x >> np.uint64(30))) * _MIX1
+        x = (x ^ (x >> np.uint64(27))) * _MIX2
+    return x ^ (x >> np.uint64(31))
+
+
+def pair_hashes(codes: np.ndarray, ids: pa.ChunkedArray) -> np.ndarray:
+    """A 64-bit hash of each (integer code, string id) pair, e.g. (query code, chunk id).
+
+    Parameters
+    ----------
+    codes : ndarray of int, shape (n_rows,)
+        Non-negative codes (a query's position in a sorted id list).
+    ids : pyarrow.ChunkedArray of large_string, shape (n_rows,)
+        As :func:`arrow_ids` returns.
+
+    Returns
+    -------
+    ndarray of uint64, shape (n_rows,)
+        Equal pairs hash alike; unequal pairs collide with probability about 2^-64, so a
+        caller compares the real ids wherever two hashes tie.
+    """
+    with np.errstate(over="ignore"):
+        return _text_hash(ids) ^ (np.asarray(codes).astype(np.uint64) * _MIX2)
+
+
+def _text_hash(ids: pa.ChunkedArray) -> np.ndarray:
+    """A 64-bit hash of each string's UTF-8 bytes, read 8 bytes at a time (uint64)."""
+    out = []
+    for chunk in ids.chunks:
+        n = len(chunk)
+        if n == 0:
+            continue
+        offsets = np.frombuffer(chunk.buffers()[1], dtype=np.int64)[
+            chunk.offset: chunk.offset + n + 1]
+        raw = chunk.buffers()[2]
+        data = np.frombuffer(raw, dtype=np.uint8) if raw is not None else np.zeros(0, np.uint8)
+        data = np.concatenate([data[offsets[0]: offsets[-1]], np.zeros(8, np.uint8)])
+        starts = offsets[:-1] - offsets[0]
+        lengths = np.diff(offsets)
+        # every 8-byte window of the bytes, unaligned (x86 and ARM read these)
+        windows = np.ndarray(shape=(len(data) - 7,), dtype="<u8", buffer=data, strides=(1,))
+        h = lengths.astype(np.uint64)
+        with np.errstate(over="ignore"):
+            for w in range(int(-(-lengths.max() // 8))):
+                at = starts + 8 * w
+                word = windows[np.minimum(at, len(windows) - 1)]
+                # keep only the string's own bytes of the window
+                word &= _MASKS[np.clip(lengths - 8 * w, 0, 8)]
+                h = (h ^ word) * _MIX1
+        out.append(_mix(h))
+    return np.concatenate(out) if out else np.zeros(0, dtype=np.uint64)
+
+
 ID_SEPARATOR = "\x1f"  # joins ids into one key; whitespace-free TREC ids cannot hold it
+
+
+def holds_separator(ids: pa.ChunkedArray) -> bool:
+    """Whether any id holds U+001F, found by one byte search of each chunk's string data.
+
+    Parameters
+    ----------
+    ids : pyarrow.ChunkedArray of large_string, as :func:`arrow_ids` returns.
+
+    Returns
+    -------
+    bool
+    """
+    for chunk in ids.chunks:
+        if len(chunk) == 0 or chunk.buffers()[2] is None:
+            continue
+        offsets = np.frombuffer(chunk.buffers()[1], dtype=np.int64)[
+            chunk.offset: chunk.offset + len(chunk) + 1]
+        # U+001F is the one byte 0x1f in UTF-8, never part of another character's bytes
+        if memoryview(chunk.buffers()[2])[offsets[0]: offsets[-1]].tobytes().find(b"\x1f") >= 0:
+            return True
+    return False
 
 
 def pair_keys(*ids: pa.ChunkedArray) -> pa.ChunkedArray:

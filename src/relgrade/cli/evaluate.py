@@ -6,15 +6,9 @@ import json
 from pathlib import Path
 
 import click
-import pandas as pd
 
 from relgrade.cli.options import format_option, parse_scale, scale_option
 from relgrade.cli.render import handle_errors, number, table
-from relgrade.evaluation import metrics
-from relgrade.evaluation.measures import parse_measure
-from relgrade.io.judgments import read_judgments
-from relgrade.io.runs import read_run
-from relgrade.ranking import validate_run
 
 DEFAULT_MEASURES = ("nDCG(dcg='exp-log2')@10", "R@10", "RR@10", "Judged@10")
 
@@ -31,69 +25,100 @@ def _run_names(paths: list[Path]) -> list[str]:
                 type=click.Path(dir_okay=False, path_type=Path))
 @click.option("-m", "--measure", "measure_names", multiple=True,
               help="A measure in ir_measures' notation, e.g. \"nDCG(dcg='exp-log2')@10\", "
-                   "nDCG@10, R@100, RR@10, P@5, Judged@10, R(rel=2)@10. Repeatable. "
+                   "nDCG@10, AP, R@100, RR@10, P@5, Rprec, Bpref, Success@5, RBP(p=0.9), "
+                   "IPrec@0.5, Judged@10, R(rel=2)@10; or trec_eval's: map, P.5,10, "
+                   "ndcg_cut.10, recip_rank, num_rel_ret, unj.5. Repeatable. "
                    f"Default: {', '.join(DEFAULT_MEASURES)}.")
 @click.option("--per-query", is_flag=True, help="Also print each query's value.")
 @format_option(json_help="Print one JSON document instead.")
+@click.option("--trec-eval-output", "trec_output", is_flag=True,
+              help="Print trec_eval's `measure  query  value` lines instead of a table "
+                   "(with --per-query, each query's lines before `all`); notes go to stderr.")
 @click.option("--ties", type=click.Choice(["score", "rank"]), default="score",
               show_default=True,
               help="score: trec_eval's order (score descending, then chunk id descending); "
                    "rank: the run's rank column.")
 @click.option("--missing", type=click.Choice(["zero", "skip"]), default="zero",
               show_default=True,
-              help="A query of the qrels that a run does not answer: scores 0 (zero) or is "
-                   "left out as trec_eval does (skip).")
+              help="A query of the qrels that a run does not answer: scores 0 (zero, "
+                   "trec_eval -c) or is left out (skip, trec_eval without -c).")
+@click.option("--no-relevant", "no_relevant", type=click.Choice(["exclude", "zero"]),
+              default="exclude", show_default=True,
+              help="A query with nothing relevant in the qrels: left out of the measures "
+                   "that need something relevant (exclude, reported in a note) or scored 0 "
+                   "as trec_eval does (zero).")
 @click.option("--relevant-min", type=int, default=1, show_default=True,
-              help="Lowest grade that counts as relevant for measures that do not say rel=.")
+              help="Lowest grade that counts as relevant for measures that do not say rel= "
+                   "(trec_eval -l).")
 @scale_option(default=None,
               help="The grade scale, comma-separated (e.g. 0,1,2): a qrels grade off it is an "
                    "error. Default: any integer grade.")
 @handle_errors
-def evaluate_cmd(qrels_path, run_paths, measure_names, per_query, as_json, ties, missing,
-                 relevant_min, scale):
+def evaluate_cmd(qrels_path, run_paths, measure_names, per_query, as_json, trec_output, ties,
+                 missing, no_relevant, relevant_min, scale):
     """Score each RUN against QRELS: one row per run, one column per measure.
 
     QRELS is TREC qrels (qid iter docid grade), a JSONL key or Parquet, read by the rules of
     every judgment file (docs/formats.md): an empty file is an error; each RUN is a TREC
-    run, JSONL or Parquet, named by its file name without extension. Values are printed in
-    full precision. A query whose qrels hold nothing relevant is left out of nDCG, R, RR
-    and P, and the output says how many were.
+    run, JSONL or Parquet, named by its file name without extension. Fields after the sixth
+    on a run line are ignored, as trec_eval ignores them. Values are printed in full
+    precision. A query whose qrels hold nothing relevant is left out of the measures that
+    need something relevant, and the output says how many were (--no-relevant zero scores
+    it 0 instead).
     """
-    measures = [parse_measure(m, relevant_min=relevant_min)
-                for m in (measure_names or DEFAULT_MEASURES)]
+    # heavy libraries are imported here, so `relgrade --help` does not pay for them
+    from relgrade.evaluation import metrics
+    from relgrade.evaluation.measures import parse_measures
+    from relgrade.io.judgments import read_judgments
+    from relgrade.io.runs import read_run
+    from relgrade.io.trec import EXTRA_FIELDS
+    from relgrade.ranking import validate_run
+
+    if as_json and trec_output:
+        raise click.UsageError("--json and --trec-eval-output exclude each other")
+    measures = parse_measures(measure_names or DEFAULT_MEASURES, relevant_min=relevant_min)
     names = [str(m) for m in measures]
     qrels = read_judgments(qrels_path, scale=parse_scale(scale))[["query_id", "chunk_id",
                                                                   "grade"]]
     key = metrics.index_qrels(qrels)
-    excluded = metrics.excluded_queries(qrels, measures)
+    del qrels
+    excluded = metrics.excluded_queries(key, measures) if no_relevant == "exclude" else {}
     n_queries = key.n_queries
-    known = set(key.query_ids.to_pylist())
-    results, tables, answered = {}, [], {}
+    results, tables, answered, unknown, extra = {}, {}, {}, {}, {}
     for name, path in zip(_run_names(list(run_paths)), run_paths):
         run = read_run(path)
         validate_run(run, path=path)
+        if EXTRA_FIELDS in run.attrs:
+            extra[str(path)] = run.attrs[EXTRA_FIELDS]
         pq = metrics.per_query(qrels=key, run=run, measures=measures,
-                               on_missing_query=missing, ties=ties)
+                               on_missing_query=missing, ties=ties, no_relevant=no_relevant)
         means = metrics.mean(pq).reindex(names)
         results[name] = {m: (None if v != v else float(v)) for m, v in means.items()}
-        answered[name] = len(known.intersection(run["query_id"].astype("str").unique()))
-        if per_query:
-            tables.append(pq.assign(run=name))
-    notes = _notes(excluded, n_queries, answered, missing)
+        answered[name], unknown[name] = metrics.query_coverage(key, run)
+        del run
+        if per_query or trec_output:
+            tables[name] = pq
+    notes = _notes(excluded, n_queries, answered, unknown, extra, missing)
+    if trec_output:
+        for name in results:
+            click.echo("\n".join(_trec_lines(name, tables[name], measures, per_query)))
+        for note in notes:
+            click.echo(note, err=True)
+        return
     if as_json:
         doc = {"measures": names, "queries": n_queries, "ties": ties, "missing": missing,
-               "runs": results,
+               "no_relevant": no_relevant, "runs": results,
                "excluded": {m: q for m, q in excluded.items() if q}}
         if per_query:
             doc["per_query"] = [
                 {"run": r, "query_id": q, "measure": m, "value": float(v)}
-                for r, q, m, v in pd.concat(tables)[["run", "query_id", "measure", "value"]]
-                .itertuples(index=False)]
+                for r, pq in tables.items()
+                for q, m, v in pq[["query_id", "measure", "value"]].itertuples(index=False)]
         click.echo(json.dumps(doc, indent=2, ensure_ascii=False))
         return
     if per_query:
-        rows = [[r, q, m, number(v, digits=None)] for r, q, m, v in
-                pd.concat(tables)[["run", "query_id", "measure", "value"]].itertuples(index=False)]
+        rows = [[r, q, m, number(v, digits=None)] for r, pq in tables.items() for q, m, v in
+                pq[["query_id", "measure", "value"]].itertuples(index=False)]
         click.echo("\n".join(table(["run", "query_id", "measure", "value"], rows)))
         click.echo()
     rows = [[name] + [number(results[name][m], digits=None) for m in names] for name in results]
@@ -102,7 +127,37 @@ def evaluate_cmd(qrels_path, run_paths, measure_names, per_query, as_json, ties,
         click.echo(note)
 
 
-def _notes(excluded: dict, n_queries: int, answered: dict, missing: str) -> list[str]:
+def _trec_lines(run_name: str, pq, measures, per_query: bool) -> list[str]:
+    """trec_eval's output lines for one run: ``name<TAB>query<TAB>value``, name padded."""
+    from relgrade.evaluation.measures import trec_eval_name
+
+    printed = {str(m): trec_eval_name(m) or str(m) for m in measures}
+    counts = {str(m) for m in measures if m.name in ("NumRet", "NumRel")}
+
+    def line(measure: str, qid: str, value: float, total: bool = False) -> str:
+        text = f"{value:.0f}" if measure in counts else f"{value:.4f}"
+        return f"{printed[measure]:<22}\t{qid}\t{text}"
+
+    out = []
+    if per_query:
+        order = {name: i for i, name in enumerate(printed)}
+        rows = sorted(pq[["query_id", "measure", "value"]].itertuples(index=False),
+                      key=lambda r: (r[0], order[r[1]]))
+        out += [line(m, q, v) for q, m, v in rows]
+    out.append(f"{'runid':<22}\tall\t{run_name}")
+    out.append(f"{'num_q':<22}\tall\t{pq['query_id'].nunique()}")
+    for measure in printed:
+        values = pq.loc[pq["measure"] == measure, "value"]
+        if not len(values):
+            continue
+        # trec_eval sums the counts over queries and averages everything else
+        out.append(line(measure, "all",
+                        values.sum() if measure in counts else values.mean()))
+    return out
+
+
+def _notes(excluded: dict, n_queries: int, answered: dict, unknown: dict, extra: dict,
+           missing: str) -> list[str]:
     notes = []
     groups: dict[tuple, list[str]] = {}
     for m, queries in excluded.items():
@@ -117,4 +172,12 @@ def _notes(excluded: dict, n_queries: int, answered: dict, missing: str) -> list
             what = "score 0" if missing == "zero" else "are left out"
             notes.append(f"Note: run {name} answers {n} of {n_queries} queries; "
                          f"the other {n_queries - n} {what}.")
+    for name, (count, first) in unknown.items():
+        if count:
+            notes.append(f"Note: run {name} answers {count} "
+                         f"{'query' if count == 1 else 'queries'} that the qrels do not hold "
+                         f"(e.g. {first}); they are ignored.")
+    for path, info in extra.items():
+        notes.append(f"Note: {path}: {info['lines']} line(s) have fields after the sixth "
+                     f"(first: line {info['first']}); they were ignored.")
     return notes

@@ -3,37 +3,83 @@
 A name is ``NAME``, ``NAME@k`` or ``NAME(param=value, ...)@k``, read with Python's own
 ``ast`` parser the way ir_measures reads it. ``str(measure)`` gives the canonical spelling,
 parameters at their default left out, so the string is the measure's identity and the key
-under which its value is stored.
+under which its value is stored. trec_eval's names (``map``, ``P.5,10``, ``ndcg_cut.10``,
+``recip_rank``, and the printed forms ``P_5``, ``ndcg_cut_10``) are read as aliases by
+:func:`parse_measures`.
 
-=========  ==================================================  ===============
-name       what it is                                          parameters
-=========  ==================================================  ===============
-``nDCG``   normalised discounted cumulative gain               ``dcg``: ``'log2'`` (default, gain =
-                                                               grade, as trec_eval) or ``'exp-log2'``
-                                                               (gain 2^g - 1)
-``R``      recall: relevant chunks retrieved / relevant        ``rel`` (default 1)
-``RR``     reciprocal rank of the first relevant chunk         ``rel``
-``P``      precision: relevant chunks in the top k / k         ``rel``
-``Judged`` share of the top k that has a grade                 --
-=========  ==================================================  ===============
+Every measure is declared once, in :data:`SPECS`: its parameters and their defaults, what
+its ``@`` part means (a rank cutoff, a recall level, or nothing), whether it reads the
+relevance level ``rel``, and whether it is undefined on a query with nothing relevant.
 
-A chunk is relevant when its grade is at least ``rel``. Aliases ``NDCG``, ``MRR``,
-``Recall`` and ``Precision`` are accepted and printed under the primary name.
+==============  ====================================================  =====================
+name            what it is                                            parameters
+==============  ====================================================  =====================
+``nDCG``        normalised discounted cumulative gain                 ``dcg``, ``gains``,
+                                                                      ``judged_only``
+``AP``          average precision (its mean is MAP)                   ``rel``, ``judged_only``
+``P``           precision: relevant chunks in the top k / k           ``rel``
+``R``           recall: relevant chunks retrieved / relevant          ``rel``
+``RR``          reciprocal rank of the first relevant chunk           ``rel``
+``Rprec``       precision after R retrieved (R = number relevant)     ``rel``
+``Bpref``       binary preference (Buckley & Voorhees 2004)           ``rel``
+``Success``     1 when a relevant chunk is in the top k, else 0       ``rel`` (cutoff needed)
+``infAP``       inferred AP over a sampled pool (Yilmaz & Aslam 2006) ``rel``
+``ERR``         expected reciprocal rank (Chapelle et al. 2009)       ``max_grade``
+``RBP``         rank-biased precision (Moffat & Zobel 2008)           ``p``, ``rel``
+``RBPResid``    RBP's residual: what unjudged chunks could add        ``p``
+``NumRet``      chunks retrieved (with ``rel``: relevant retrieved)   ``rel``
+``NumRel``      relevant chunks in the qrels                          ``rel``
+``Judged``      graded share of the top min(k, retrieved) (ir_measures)  --
+``Unjudged``    ungraded share of the top k, over k (trec_eval unj)   --
+``IPrec``       interpolated precision at a recall level (``@0.5``)   ``rel``
+==============  ====================================================  =====================
+
+A chunk is relevant when its grade is at least ``rel``. A negative grade in the qrels marks
+a chunk that was pooled but not judged (trec_eval's convention, used by infAP's sampled
+pools): it is neither relevant nor judged non-relevant.
 """
 
 from __future__ import annotations
 
 import ast
+import difflib
+import re
 from dataclasses import dataclass
 
 from relgrade.errors import InputError
 
-_ALIASES = {"nDCG": "nDCG", "NDCG": "nDCG", "R": "R", "Recall": "R", "RR": "RR", "MRR": "RR",
-            "P": "P", "Precision": "P", "Judged": "Judged"}
-_PARAMS = {"nDCG": ("dcg",), "R": ("rel",), "RR": ("rel",), "P": ("rel",), "Judged": ()}
+#: Each measure: its parameters and their defaults (``rel`` defaults to the relevance level
+#: of the call, see :func:`parse_measure`; None: not given), what ``@`` means
+#: ("cutoff", "required" cutoff, "recall" level, or None), and whether a query with nothing
+#: relevant in the qrels leaves it undefined.
+SPECS = {
+    "nDCG": {"params": {"dcg": "log2", "gains": None, "judged_only": False},
+             "at": "cutoff", "needs_relevant": True},
+    "AP": {"params": {"rel": 1, "judged_only": False}, "at": "cutoff", "needs_relevant": True},
+    "P": {"params": {"rel": 1}, "at": "cutoff", "needs_relevant": True},
+    "R": {"params": {"rel": 1}, "at": "cutoff", "needs_relevant": True},
+    "RR": {"params": {"rel": 1}, "at": "cutoff", "needs_relevant": True},
+    "Rprec": {"params": {"rel": 1}, "at": None, "needs_relevant": True},
+    "Bpref": {"params": {"rel": 1}, "at": None, "needs_relevant": True},
+    "Success": {"params": {"rel": 1}, "at": "required", "needs_relevant": True},
+    "infAP": {"params": {"rel": 1}, "at": None, "needs_relevant": True},
+    "ERR": {"params": {"max_grade": 4}, "at": "cutoff", "needs_relevant": True},
+    "RBP": {"params": {"p": 0.8, "rel": None}, "at": "cutoff", "needs_relevant": False},
+    "RBPResid": {"params": {"p": 0.8}, "at": None, "needs_relevant": False},
+    "NumRet": {"params": {"rel": None}, "at": None, "needs_relevant": False},
+    "NumRel": {"params": {"rel": 1}, "at": None, "needs_relevant": False},
+    "Judged": {"params": {}, "at": "cutoff", "needs_relevant": False},
+    "Unjudged": {"params": {}, "at": "required", "needs_relevant": False},
+    "IPrec": {"params": {"rel": 1}, "at": "recall", "needs_relevant": True},
+}
+
+_ALIASES = {name: name for name in SPECS}
+_ALIASES.update({"NDCG": "nDCG", "Recall": "R", "MRR": "RR", "Precision": "P", "MAP": "AP",
+                 "BPref": "Bpref", "NumRelRet": "NumRet"})
 DCG_FORMS = ("log2", "exp-log2")
-_FIX = ("Use ir_measures' names: nDCG(dcg='exp-log2')@10, nDCG@10, R@10, R(rel=2)@10, "
-        "RR@10, P@5, Judged@10")
+_FIX = ("Use ir_measures' names, e.g. nDCG@10, nDCG(dcg='exp-log2')@10, AP, R(rel=2)@100, "
+        "P@5, RR@10, Rprec, Bpref, Success@5, RBP(p=0.9), IPrec@0.5, Judged@10, or "
+        "trec_eval's: map, P.5,10, ndcg_cut.10, recip_rank")
 
 
 @dataclass(frozen=True)
@@ -42,39 +88,74 @@ class Measure:
 
     Parameters
     ----------
-    name : {"nDCG", "R", "RR", "P", "Judged"}
-        The measure.
-    cutoff : int or None
-        Only the top ``cutoff`` chunks of each ranked list count; None: the whole list.
-    rel : int
-        The lowest grade that counts as relevant (R, RR, P; nDCG reads grades as gains).
+    name : str
+        A key of :data:`SPECS` ("nDCG", "AP", "P", "R", "RR", ...).
+    cutoff : int, float or None
+        A rank cutoff k (only the top k chunks of each ranked list count), the recall level
+        of IPrec, or None (the whole list).
+    rel : int or None
+        The lowest grade that counts as relevant; None for RBP and NumRet means graded
+        gain (RBP) or every retrieved chunk (NumRet). Measures that do not read it keep 1.
     dcg : {"log2", "exp-log2"}
-        nDCG's gain: the grade itself (trec_eval's ``ndcg_cut``) or 2^grade - 1
+        nDCG's gain: the grade itself (trec_eval's ``ndcg`` and ``ndcg_cut``) or 2^grade - 1
         (Burges et al. 2005); the discount is 1 / log2(rank + 1) in both.
+    gains : tuple of (int, float) pairs or None
+        nDCG's explicit gain of some grades (others keep their grade, as trec_eval's
+        ``ndcg.1=3,2=9``); pairs that map a grade to itself are dropped.
+    judged_only : bool
+        nDCG and AP on the condensed list: ungraded chunks removed before ranking
+        (Sakai 2007).
+    p : float or None
+        RBP's persistence, in (0, 1).
+    max_grade : int
+        ERR's top grade g_max (the stopping probability of grade g is (2^g - 1) / 2^g_max).
     """
 
     name: str
-    cutoff: int | None = None
-    rel: int = 1
+    cutoff: int | float | None = None
+    rel: int | None = 1
     dcg: str = "log2"
+    gains: tuple | None = None
+    judged_only: bool = False
+    p: float | None = None
+    max_grade: int = 4
 
     def __str__(self) -> str:
+        spec = SPECS[self.name]["params"]
         params = []
-        if self.name == "nDCG" and self.dcg != "log2":
+        if "dcg" in spec and self.dcg != "log2":
             params.append(f"dcg={self.dcg!r}")
-        if self.name in ("R", "RR", "P") and self.rel != 1:
+        if "gains" in spec and self.gains:
+            params.append("gains={" + ",".join(f"{g}:{_num(v)}" for g, v in self.gains) + "}")
+        if "judged_only" in spec and self.judged_only:
+            params.append("judged_only=True")
+        if "max_grade" in spec and self.max_grade != 4:
+            params.append(f"max_grade={self.max_grade}")
+        if "p" in spec and self.p != spec["p"]:
+            params.append(f"p={_num(self.p)}")
+        if "rel" in spec and self.rel != spec["rel"]:
             params.append(f"rel={self.rel}")
         text = self.name
         if params:
             text += "(" + ",".join(params) + ")"
         if self.cutoff is not None:
-            text += f"@{self.cutoff}"
+            text += f"@{_num(self.cutoff)}"
         return text
 
     @property
     def needs_relevant(self) -> bool:
         """True when the measure is undefined for a query with nothing relevant graded."""
-        return self.name != "Judged"
+        return SPECS[self.name]["needs_relevant"]
+
+    @property
+    def level(self) -> int:
+        """The grade a chunk needs to count as relevant for definedness (1 for graded gain)."""
+        return self.rel if isinstance(self.rel, int) and "rel" in SPECS[self.name]["params"] \
+            else 1
+
+
+def _num(value) -> str:
+    return repr(value) if isinstance(value, float) else str(value)
 
 
 def _literal(node, text):
@@ -85,29 +166,44 @@ def _literal(node, text):
                          fix=_FIX) from None
 
 
+def _is_int(value) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _unknown(text: str, found) -> InputError:
+    near = difflib.get_close_matches(str(found), list(_ALIASES) + list(_TREC), n=1)
+    fix = (f"Did you mean {near[0]}? " if near else "") + "Known measures: " + \
+        ", ".join(SPECS) + ". " + _FIX
+    return InputError("unknown measure", item=text, found=found, fix=fix)
+
+
 def parse_measure(name, *, relevant_min: int = 1) -> Measure:
-    """Parse an ir_measures-style measure name.
+    """Parse one ir_measures-style measure name.
 
     Parameters
     ----------
     name : str or Measure
-        e.g. ``"nDCG(dcg='exp-log2')@10"``, ``"R(rel=2)@10"``, ``"RR"``; a Measure is
-        returned as it is.
+        e.g. ``"nDCG(dcg='exp-log2')@10"``, ``"R(rel=2)@10"``, ``"AP"``, ``"IPrec@0.5"``,
+        ``"RBP(p=0.9)"``; a single trec_eval name (``"map"``, ``"P_5"``, ``"ndcg_cut.10"``)
+        is accepted too. A Measure is returned as it is.
     relevant_min : int, default 1
-        The ``rel`` of R, RR and P when the name does not set it (params
-        ``scale.relevant_min``).
+        The ``rel`` of measures that read it when the name does not set it (params
+        ``scale.relevant_min``; trec_eval's ``-l``).
 
     Returns
     -------
     Measure
         ``str()`` of it is the canonical name: parameters at ir_measures' defaults
-        (``dcg='log2'``, ``rel=1``) are dropped.
+        (``dcg='log2'``, ``rel=1``, RBP's ``p=0.8``) are dropped.
 
     Raises
     ------
     InputError
-        The name does not parse, names an unknown measure or parameter, or has a cutoff
-        that is not a positive integer.
+        The name does not parse; names an unknown measure (the nearest known name is
+        suggested) or parameter; has a cutoff that is not a positive integer (IPrec: a
+        recall level outside [0, 1]); lacks a cutoff the measure needs (Success, Unjudged);
+        has ``p`` outside (0, 1), a ``dcg`` other than log2 / exp-log2, gains that are not
+        numbers keyed by integer grades, or a ``rel`` that is not an integer.
 
     Examples
     --------
@@ -115,20 +211,28 @@ def parse_measure(name, *, relevant_min: int = 1) -> Measure:
     "nDCG(dcg='exp-log2')@10"
     >>> str(parse_measure("R@10", relevant_min=2))
     'R(rel=2)@10'
+    >>> str(parse_measure("map_cut.10"))
+    'AP@10'
     """
     if isinstance(name, Measure):
         return name
     text = str(name).strip()
+    trec = _trec_names(text, relevant_min)
+    if trec is not None:
+        if len(trec) != 1:
+            raise InputError("this trec_eval name stands for several measures", item=text,
+                             fix="Give them to -m, which expands them")
+        return trec[0]
     try:
         node = ast.parse(text, mode="eval").body
     except SyntaxError:
+        lead = re.match(r"[A-Za-z_][A-Za-z0-9_]*", text)
+        if lead and lead.group(0) not in _ALIASES and lead.group(0) not in _TREC:
+            raise _unknown(text, lead.group(0)) from None  # e.g. a misspelt trec_eval name
         raise InputError("not a measure name", item=text, fix=_FIX) from None
-    cutoff = None
+    at = None
     if isinstance(node, ast.BinOp) and isinstance(node.op, ast.MatMult):
-        cutoff = _literal(node.right, text)
-        if isinstance(cutoff, bool) or not isinstance(cutoff, int) or cutoff < 1:
-            raise InputError("a measure's cutoff must be a positive integer", item=text,
-                             found=repr(cutoff))
+        at = _literal(node.right, text)
         node = node.left
     kwargs = {}
     if isinstance(node, ast.Call):
@@ -138,25 +242,234 @@ def parse_measure(name, *, relevant_min: int = 1) -> Measure:
         kwargs = {kw.arg: _literal(kw.value, text) for kw in node.keywords}
         node = node.func
     if not isinstance(node, ast.Name) or node.id not in _ALIASES:
-        found = node.id if isinstance(node, ast.Name) else None
-        raise InputError("unknown measure", item=text, found=found,
-                         fix="Known measures: nDCG, R, RR, P, Judged. " + _FIX)
+        raise _unknown(text, node.id if isinstance(node, ast.Name) else text)
     measure = _ALIASES[node.id]
-    allowed = _PARAMS[measure]
+    if node.id == "NumRelRet" and "rel" not in kwargs:
+        kwargs["rel"] = relevant_min
+    return _build(measure, at, kwargs, text, relevant_min)
+
+
+def _build(measure: str, at, kwargs: dict, text: str, relevant_min: int) -> Measure:
+    spec = SPECS[measure]
+    allowed = spec["params"]
     for key in kwargs:
         if key not in allowed:
             raise InputError(f"{measure} takes no parameter `{key}`", item=text,
                              fix=f"{measure} accepts: {', '.join(allowed) or 'no parameters'}")
+    kind = spec["at"]
+    if at is None and kind == "required":
+        raise InputError(f"{measure} needs a cutoff", item=text, fix=f"e.g. {measure}@10")
+    if at is not None:
+        if kind is None:
+            raise InputError(f"{measure} takes no cutoff", item=text, found=f"@{at}")
+        if kind == "recall":
+            if isinstance(at, bool) or not isinstance(at, (int, float)) or not 0 <= at <= 1:
+                raise InputError("IPrec's recall level must be a number in [0, 1]", item=text,
+                                 found=repr(at))
+            at = float(at)
+        elif not _is_int(at) or at < 1:
+            raise InputError("a measure's cutoff must be a positive integer", item=text,
+                             found=repr(at))
+    elif kind == "recall":
+        raise InputError("IPrec needs a recall level", item=text, fix="e.g. IPrec@0.5")
     dcg = kwargs.get("dcg", "log2")
     if dcg not in DCG_FORMS:
-        raise InputError("nDCG's dcg must be 'log2' or 'exp-log2'", item=text,
-                         found=repr(dcg))
-    rel = kwargs.get("rel", relevant_min)
-    if isinstance(rel, bool) or not isinstance(rel, int):
+        raise InputError("nDCG's dcg must be 'log2' or 'exp-log2'", item=text, found=repr(dcg))
+    default_rel = spec["params"].get("rel", 1)
+    rel = kwargs.get("rel", relevant_min if default_rel is not None else None)
+    if rel is not None and not _is_int(rel):
         raise InputError("rel must be an integer grade", item=text, found=repr(rel))
-    if measure not in ("R", "RR", "P"):
+    if "rel" not in allowed:
         rel = 1
-    return Measure(name=measure, cutoff=cutoff, rel=int(rel), dcg=dcg)
+    gains = kwargs.get("gains")
+    if gains is not None:
+        if not isinstance(gains, dict) or not all(
+                _is_int(g) and isinstance(v, (int, float)) and not isinstance(v, bool)
+                for g, v in gains.items()):
+            raise InputError("gains must map integer grades to numbers, e.g. "
+                             "gains={0:0,1:1,2:3}", item=text, found=repr(gains))
+        gains = tuple(sorted((g, v) for g, v in gains.items() if v != g)) or None
+    judged_only = kwargs.get("judged_only", False)
+    if not isinstance(judged_only, bool):
+        raise InputError("judged_only must be True or False", item=text,
+                         found=repr(judged_only))
+    p = None
+    if "p" in allowed:
+        p = kwargs.get("p", spec["params"]["p"])
+        if isinstance(p, bool) or not isinstance(p, (int, float)) or not 0 < p < 1:
+            raise InputError(f"{measure}'s persistence p must be in (0, 1)", item=text,
+                             found=repr(p))
+        p = float(p)
+    max_grade = kwargs.get("max_grade", 4)
+    if not _is_int(max_grade) or max_grade < 1:
+        raise InputError("ERR's max_grade must be a positive integer", item=text,
+                         found=repr(max_grade))
+    return Measure(name=measure, cutoff=at, rel=rel, dcg=dcg, gains=gains,
+                   judged_only=judged_only, p=p, max_grade=max_grade)
+
+
+# --- trec_eval's names ---------------------------------------------------------------
+
+#: trec_eval measure -> (relgrade measure, what trec_eval's parameters are): "cutoffs"
+#: (``P.5,10``), "recall" levels (``iprec_at_recall.0.1,0.5``), "gains"
+#: (``ndcg.1=3,2=9``), "p" (``rbp.p=0.9``) or None. The default cutoffs are trec_eval's.
+_TREC = {
+    "map": ("AP", None), "map_cut": ("AP", "cutoffs"), "P": ("P", "cutoffs"),
+    "recall": ("R", "cutoffs"), "recip_rank": ("RR", None), "Rprec": ("Rprec", None),
+    "bpref": ("Bpref", None), "success": ("Success", "cutoffs"), "infAP": ("infAP", None),
+    "ndcg": ("nDCG", "gains"), "ndcg_cut": ("nDCG", "cutoffs"),
+    "num_ret": ("NumRet", None), "num_rel": ("NumRel", None),
+    "num_rel_ret": ("NumRet", "rel"), "iprec_at_recall": ("IPrec", "recall"),
+    "rbp": ("RBP", "p"), "rbp_resid": ("RBPResid", "p"), "unj": ("Unjudged", "cutoffs"),
+    "set_P": ("P", None), "set_recall": ("R", None),
+}
+_TREC_DEFAULT_CUTOFFS = {"P": (5, 10, 15, 20, 30, 100, 200, 500, 1000),
+                         "recall": (5, 10, 15, 20, 30, 100, 200, 500, 1000),
+                         "map_cut": (5, 10, 15, 20, 30, 100, 200, 500, 1000),
+                         "ndcg_cut": (5, 10, 15, 20, 30, 100, 200, 500, 1000),
+                         "success": (1, 5, 10), "unj": (5, 10, 20)}
+_TREC_RECALLS = (0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0)
+# trec_eval prints a measure with one parameter as NAME_PARAM (P_5, iprec_at_recall_0.10)
+_PRINTED = re.compile(r"(map_cut|P|recall|success|ndcg_cut|unj|iprec_at_recall)_([0-9.]+)\Z")
+
+
+def _trec_names(text: str, relevant_min: int) -> list[Measure] | None:
+    """The measures a trec_eval name stands for, or None when it is not one."""
+    printed = _PRINTED.match(text)
+    if printed:
+        base, params = printed.group(1), printed.group(2)
+    else:
+        base, _, params = text.partition(".")
+    if base not in _TREC or base == "P" and not (printed or "." in text):
+        # "P" alone is ir_measures' precision over the whole list
+        return None
+    measure, kind = _TREC[base]
+    rel = {"rel": relevant_min} if "rel" in SPECS[measure]["params"] else {}
+    if measure in ("RBP", "NumRet"):
+        rel = {}
+    if kind == "rel":
+        return [_build(measure, None, {"rel": relevant_min}, text, relevant_min)]
+    if kind == "cutoffs":
+        values = params.split(",") if params else _TREC_DEFAULT_CUTOFFS[base]
+        out = []
+        for v in values:
+            try:
+                k = int(v)
+            except ValueError:
+                raise InputError("a trec_eval cutoff must be a positive integer", item=text,
+                                 found=repr(v)) from None
+            out.append(_build(measure, k, dict(rel), text, relevant_min))
+        return out
+    if kind == "recall":
+        values = params.split(",") if params else _TREC_RECALLS
+        out = []
+        for v in values:
+            try:
+                x = float(v)
+            except ValueError:
+                raise InputError("a recall level must be a number in [0, 1]", item=text,
+                                 found=repr(v)) from None
+            out.append(_build(measure, x, dict(rel), text, relevant_min))
+        return out
+    kwargs = dict(rel)
+    if kind == "p":
+        # trec_eval's RBP: p = 0.9 by default and graded gains
+        kwargs["p"] = 0.9
+        for pair in filter(None, params.split(",")):
+            key, _, value = pair.partition("=")
+            if key != "p":
+                raise InputError(f"{base} takes the parameter p", item=text, found=key)
+            try:
+                kwargs["p"] = float(value)
+            except ValueError:
+                raise InputError("p must be a number in (0, 1)", item=text,
+                                 found=repr(value)) from None
+    elif kind == "gains":
+        gains = {}
+        for pair in filter(None, params.split(",")):
+            grade, _, gain = pair.partition("=")
+            try:
+                gains[int(grade)] = float(gain)
+            except ValueError:
+                raise InputError("ndcg's gains are GRADE=GAIN pairs, e.g. ndcg.1=3,2=9",
+                                 item=text, found=repr(pair)) from None
+        if gains:
+            kwargs["gains"] = gains
+    elif params:
+        raise InputError(f"trec_eval's {base} takes no parameters", item=text)
+    return [_build(measure, None, kwargs, text, relevant_min)]
+
+
+def parse_measures(names, *, relevant_min: int = 1) -> list[Measure]:
+    """Parse measure names as ``relgrade evaluate -m`` takes them, trec_eval's included.
+
+    Parameters
+    ----------
+    names : iterable of str
+        ir_measures names (``"nDCG@10"``, ``"AP"``) and trec_eval names, one of which may
+        stand for several measures: ``"P.5,10"`` is P@5 and P@10, ``"ndcg_cut"`` is nDCG at
+        trec_eval's default cutoffs 5, 10, 15, 20, 30, 100, 200, 500, 1000.
+    relevant_min : int, default 1
+        As for :func:`parse_measure`.
+
+    Returns
+    -------
+    list of Measure
+        In the order given (a name given twice gives its measure twice).
+
+    Raises
+    ------
+    InputError
+        As :func:`parse_measure`, naming the first bad name.
+    """
+    out: list[Measure] = []
+    for name in names:
+        text = str(name).strip()
+        found = _trec_names(text, relevant_min)
+        out += found if found is not None else [parse_measure(text, relevant_min=relevant_min)]
+    return out
+
+
+def trec_eval_name(measure: Measure) -> str | None:
+    """The name trec_eval prints for a measure, or None when trec_eval has no such measure.
+
+    Parameters
+    ----------
+    measure : Measure
+
+    Returns
+    -------
+    str or None
+        e.g. ``map``, ``map_cut_10``, ``P_5``, ``ndcg_cut_10``, ``recip_rank``,
+        ``iprec_at_recall_0.10``, ``rbp`` (p = 0.9 with graded gain), ``unj_5``. trec_eval's
+        relevance level is one per run (``-l``), so ``rel`` is not part of the name.
+    """
+    m, k = measure, measure.cutoff
+    if m.name == "nDCG":
+        if m.dcg != "log2" or m.judged_only or (m.gains and k is not None):
+            return None
+        return "ndcg" if k is None else f"ndcg_cut_{k}"
+    if m.name in ("AP", "P", "R", "Success"):
+        if m.name == "AP" and m.judged_only:
+            return None
+        if k is None:
+            return {"AP": "map", "P": "set_P", "R": "set_recall", "Success": None}[m.name]
+        return {"AP": "map_cut", "P": "P", "R": "recall", "Success": "success"}[m.name] + \
+            f"_{k}"
+    if m.name == "RR":
+        return "recip_rank" if k is None else None
+    if m.name == "IPrec":
+        return f"iprec_at_recall_{k:.2f}"
+    if m.name == "Unjudged":
+        return f"unj_{k}"
+    if m.name in ("RBP", "RBPResid"):
+        if m.p != 0.9 or k is not None or (m.name == "RBP" and m.rel is not None):
+            return None
+        return "rbp" if m.name == "RBP" else "rbp_resid"
+    if m.name == "NumRet":
+        return "num_ret" if m.rel is None else "num_rel_ret"
+    return {"Rprec": "Rprec", "Bpref": "bpref", "infAP": "infAP",
+            "NumRel": "num_rel"}.get(m.name)
 
 
 def protocol_measures(cutoffs, *, relevant_min: int = 1) -> list[Measure]:

@@ -21,6 +21,7 @@ The rules, each pinned by a test:
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -29,19 +30,22 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from relgrade.errors import InputError
-from relgrade.evaluation.measures import Measure, parse_measure
+from relgrade.evaluation.measures import SPECS, Measure, parse_measure
 from relgrade.ranking import (
     ID_SEPARATOR,
     TIES,
     arrow_ids,
     canonical_order,
     codes_in,
+    holds_separator,
+    pair_hashes,
     pair_keys,
     ranks_in_sorted,
 )
 from relgrade.schema import QRELS, RUN
 
 ON_MISSING = ("zero", "skip")
+NO_RELEVANT = ("exclude", "zero")
 
 
 # --- the qrels, indexed once ---------------------------------------------------------
@@ -58,6 +62,8 @@ class KeyIndex:
     q: np.ndarray               # query code of each qrels row, int64
     grade: np.ndarray           # grade of each qrels row, int64
     pairs: pa.ChunkedArray      # "query\x1fchunk" of each qrels row
+    chunk_ids: pa.ChunkedArray  # chunk id of each qrels row
+    pair_hash: np.ndarray       # ranking.pair_hashes(q, chunk_ids), uint64
     ideal_q: np.ndarray         # query codes of the rows sorted by (query, grade desc)
     ideal_pos: np.ndarray       # 1-based position of each of those rows within its query
     ideal_grade: np.ndarray     # their grades
@@ -74,16 +80,37 @@ class KeyIndex:
                                                    minlength=self.n_queries)
         return self.memo[("nrel", rel)]
 
-    def ideal_dcg(self, cutoff: int | None, dcg: str) -> np.ndarray:
-        """Per query code: DCG of all its graded chunks sorted by grade, cut at ``cutoff``."""
-        if ("idcg", cutoff, dcg) in self.memo:
-            return self.memo[("idcg", cutoff, dcg)]
-        gain = _gain(self.ideal_grade, dcg)
+    def num_nonrelevant(self, rel: int) -> np.ndarray:
+        """Per query code: how many chunks are judged non-relevant, 0 <= grade < rel (float64)."""
+        if ("nnonrel", rel) not in self.memo:
+            self.memo[("nnonrel", rel)] = np.bincount(
+                self.q, weights=(self.grade >= 0) & (self.grade < rel), minlength=self.n_queries)
+        return self.memo[("nnonrel", rel)]
+
+    def max_grade(self) -> np.ndarray:
+        """Per query code: its highest grade in the qrels, at least 0 (float64)."""
+        if "maxgrade" not in self.memo:
+            top = np.zeros(self.n_queries)
+            np.maximum.at(top, self.q, np.maximum(self.grade, 0).astype(np.float64))
+            self.memo["maxgrade"] = top
+        return self.memo["maxgrade"]
+
+    def ideal_dcg(self, cutoff: int | None, dcg: str, gains=None) -> np.ndarray:
+        """Per query code: DCG of all its graded chunks sorted by gain, cut at ``cutoff``."""
+        if ("idcg", cutoff, dcg, gains) in self.memo:
+            return self.memo[("idcg", cutoff, dcg, gains)]
+        if gains is None:
+            gain, q, ideal_pos = _gain(self.ideal_grade, dcg), self.ideal_q, self.ideal_pos
+        else:  # an explicit gain map need not grow with the grade: sort by gain
+            gain = _gain(self.grade, dcg, gains)
+            order = np.lexsort((-gain, self.q))
+            gain, q = gain[order], self.q[order]
+            ideal_pos = ranks_in_sorted(q)
         if cutoff is not None:
-            gain = np.where(self.ideal_pos <= cutoff, gain, 0.0)
-        ideal = np.bincount(self.ideal_q, weights=gain / np.log2(self.ideal_pos + 1.0),
+            gain = np.where(ideal_pos <= cutoff, gain, 0.0)
+        ideal = np.bincount(q, weights=np.maximum(gain, 0.0) / np.log2(ideal_pos + 1.0),
                             minlength=self.n_queries)
-        self.memo[("idcg", cutoff, dcg)] = ideal
+        self.memo[("idcg", cutoff, dcg, gains)] = ideal
         return ideal
 
 
@@ -127,17 +154,21 @@ def index_qrels(qrels) -> KeyIndex:
     query_ids = pc.unique(qids)
     query_ids = query_ids.take(pc.array_sort_indices(query_ids))
     q = codes_in(qids, pa.chunked_array([query_ids]))
-    pairs = pair_keys(qids, cids)
-    counts = pc.value_counts(pairs)
-    repeated = pc.filter(counts.field("values"), pc.greater(counts.field("counts"), 1))
-    if len(repeated):
-        qid, cid = repeated[0].as_py().split(ID_SEPARATOR, 1)
+    # one int64 code per (query, chunk): a hash of integers finds a pair graded twice
+    chunk_codes = pc.dictionary_encode(cids.combine_chunks())
+    pair_code = q.astype(np.int64) * max(len(chunk_codes.dictionary), 1) + \
+        chunk_codes.indices.to_numpy(zero_copy_only=False)
+    codes = pd.Index(pair_code)
+    if not codes.is_unique:
+        row = int(np.flatnonzero(codes.duplicated())[0])
         raise InputError("one (query, chunk) pair is graded twice in the qrels",
-                         item=f"query {qid}, chunk {cid}", fix="Keep one grade per pair")
-    del counts, repeated
-    pa.default_memory_pool().release_unused()  # the duplicate check's hash tables
+                         item=f"query {qids[row].as_py()}, chunk {cids[row].as_py()}",
+                         fix="Keep one grade per pair")
+    del chunk_codes, pair_code, codes
+    pairs = pair_keys(qids, cids)
     ideal = np.lexsort((-grade, q))
     return KeyIndex(query_ids=pa.chunked_array([query_ids]), q=q, grade=grade, pairs=pairs,
+                    chunk_ids=cids, pair_hash=pair_hashes(q, cids),
                     ideal_q=q[ideal], ideal_pos=ranks_in_sorted(q[ideal]),
                     ideal_grade=grade[ideal])
 
@@ -146,20 +177,22 @@ def _checked_ids(values, name: str, *, separator: bool = True) -> pa.ChunkedArra
     arr = arrow_ids(values)
     if arr.null_count:
         raise InputError(f"{name} is missing in a row")
-    if separator and pc.any(pc.match_substring(arr, ID_SEPARATOR)).as_py():
+    if separator and holds_separator(arr):
         raise InputError(f"{name} holds the control character U+001F")
     return arr
 
 
-def _gain(grade: np.ndarray, dcg: str) -> np.ndarray:
+def _gain(grade: np.ndarray, dcg: str, gains=None) -> np.ndarray:
+    """Gain of each grade: the grade or 2^grade - 1, an explicit map first; negative grades 0."""
     g = np.maximum(grade, 0).astype(np.float64)
-    return np.exp2(g) - 1.0 if dcg == "exp-log2" else g
+    g = np.exp2(g) - 1.0 if dcg == "exp-log2" else g
+    for level, value in gains or ():
+        g[grade == level] = value
+    return g
 
-
-# --- one run -------------------------------------------------------------------------
 
 def _score_run(key: KeyIndex, run: pd.DataFrame, measures: list[Measure], on_missing: str,
-               ties: str):
+               ties: str, no_relevant: str = "exclude"):
     """Per measure: (values, counted) arrays over the key's queries."""
     missing = [c for c in RUN if c not in run.columns]
     if missing:
@@ -184,8 +217,8 @@ def _score_run(key: KeyIndex, run: pd.DataFrame, measures: list[Measure], on_mis
                          item=f"query {run_qids[row]}, chunk {chunk_ids[row]}",
                          found=repr(float(score[row])))
 
-    cutoffs = [m.cutoff for m in measures]
-    depth = None if None in cutoffs else max(cutoffs)
+    depths = [_depth(m) for m in measures]
+    depth = None if None in depths else max(depths)
     n_ret = np.bincount(rq, minlength=key.n_queries)
     if depth is not None:
         # only rows that can reach the top `depth` of their list are ranked: a prefix of the
@@ -200,66 +233,64 @@ def _score_run(key: KeyIndex, run: pd.DataFrame, measures: list[Measure], on_mis
     order = canonical_order(rq, score, chunk_ids, rank=rank, ties=ties, depth=depth)
     qs = rq[order]
     pos = ranks_in_sorted(qs)
-    nq = key.n_queries
     # only the rows some measure reads: the top max-cutoff of each list
     if len(pos) and depth is not None and depth < pos.max():
-        top = np.flatnonzero(pos <= max(cutoffs))
+        top = np.flatnonzero(pos <= depth)
         order, qs, pos = order[top], qs[top], pos[top]
     rows = pa.array(order)
     top_chunks = _checked_ids(chunk_ids.take(rows), "chunk_id")  # no U+001F in a pair key
-    top_pairs = pair_keys(run_qids.take(rows), top_chunks)
+    at = _grade_rows(key, qs, top_chunks)
+    if at is None:  # two ranked pairs hash alike: look the pairs up as text
+        top_pairs = pair_keys(run_qids.take(rows), top_chunks)
+        # a ranked pair seen twice is a chunk listed twice for one query
+        encoded = pc.dictionary_encode(top_pairs.combine_chunks())
+        if len(encoded.dictionary) < len(encoded):
+            _check_no_duplicates(encoded.indices.to_numpy(), encoded.dictionary)
+        del encoded
+        # the ranked pairs are distinct and so are the key's: look each key pair up among
+        # the ranked ones (hashing the shorter side), and give its grade to the row it names
+        at = codes_in(key.pairs, top_pairs)
+        del top_pairs
     del rows, top_chunks, chunk_ids, run_qids, rq, score, rank
-    # a ranked pair seen twice is a chunk listed twice for one query
-    encoded = pc.dictionary_encode(top_pairs.combine_chunks())
-    if len(encoded.dictionary) < len(encoded):
-        _check_no_duplicates(encoded.indices.to_numpy(), encoded.dictionary)
-    del encoded
-    # the ranked pairs are distinct and so are the key's: look each key pair up among the
-    # ranked ones (hashing the shorter side), and give its grade to the ranked row it names
-    at = codes_in(key.pairs, top_pairs)
     hit = np.flatnonzero(at >= 0)
     judged = np.zeros(len(pos), dtype=bool)
     judged[at[hit]] = True
     grade = np.zeros(len(pos), dtype=key.grade.dtype)
     grade[at[hit]] = key.grade[hit]
-    del at, hit, top_pairs
+    del at, hit
 
+    rows = _Rows(key=key, qs=qs, pos=pos, grade=grade, judged=judged, n_ret=n_ret)
     answered = n_ret > 0
-    discount = 1.0 / np.log2(pos + 1.0)
     out = {}
     for m in measures:
-        within = pos <= m.cutoff if m.cutoff is not None else np.ones(len(pos), dtype=bool)
-        if m.name == "nDCG":
-            idcg = key.ideal_dcg(m.cutoff, m.dcg)
-            dcg = np.bincount(qs, weights=np.where(within, _gain(grade, m.dcg) * discount, 0.0),
-                              minlength=nq)
-            defined = idcg > 0
-            value = np.divide(dcg, idcg, out=np.zeros(nq), where=defined)
-        elif m.name == "Judged":
-            hits = np.bincount(qs, weights=judged & within, minlength=nq)
-            denom = np.minimum(n_ret, m.cutoff) if m.cutoff is not None else n_ret
-            defined = np.ones(nq, dtype=bool)
-            value = np.divide(hits, denom, out=np.zeros(nq), where=denom > 0)
+        value = _COMPUTE[m.name](rows, m)
+        if m.needs_relevant and no_relevant == "exclude":
+            defined = key.num_relevant(m.level) > 0
         else:
-            num_rel = key.num_relevant(m.rel)
-            defined = num_rel > 0
-            relevant = judged & (grade >= m.rel) & within
-            if m.name == "R":
-                hits = np.bincount(qs, weights=relevant, minlength=nq)
-                value = np.divide(hits, num_rel, out=np.zeros(nq), where=defined)
-            elif m.name == "P":
-                hits = np.bincount(qs, weights=relevant, minlength=nq)
-                denom = np.full(nq, float(m.cutoff)) if m.cutoff is not None else n_ret
-                value = np.divide(hits, denom, out=np.zeros(nq), where=denom > 0)
-            else:  # RR: rows are in canonical order, so a query's first relevant row is its best
-                q_rel = qs[relevant]
-                first = np.ones(len(q_rel), dtype=bool)
-                first[1:] = q_rel[1:] != q_rel[:-1]
-                value = np.zeros(nq)
-                value[q_rel[first]] = 1.0 / pos[relevant][first]
+            defined = np.ones(key.n_queries, dtype=bool)
         counted = defined & answered if on_missing == "skip" else defined
         out[str(m)] = (value, counted)
     return out
+
+
+def _grade_rows(key: KeyIndex, qs: np.ndarray, chunks: pa.ChunkedArray) -> np.ndarray | None:
+    """For each qrels row, the ranked row of the same (query, chunk), -1 when none.
+
+    The join runs on 64-bit pair hashes (no per-row string is built); every matched pair is
+    then compared as text. None when two ranked rows hash alike or a match is false: the
+    caller then joins on the text itself (and finds any chunk listed twice).
+    """
+    ranked = pd.Index(pair_hashes(qs, chunks))
+    if not ranked.is_unique:
+        return None
+    at = ranked.get_indexer(key.pair_hash)
+    hit = np.flatnonzero(at >= 0)
+    rows = pa.array(at[hit])
+    same = (key.q[hit] == qs[at[hit]]) & pc.equal(
+        key.chunk_ids.take(pa.array(hit)), chunks.take(rows)).to_numpy(zero_copy_only=False)
+    if not same.all():
+        return None
+    return at
 
 
 def _top_rows(group: np.ndarray, sort_key: np.ndarray, depth: int,
@@ -317,6 +348,235 @@ def _check_no_duplicates(codes: np.ndarray, dictionary: pa.Array) -> None:
                          fix="List each chunk at most once per query")
 
 
+# --- the measures, each over the ranked rows of one run ------------------------------
+
+INFAP_EPSILON = 1e-5  # trec_eval's guard against 0/0 in infAP (trec_eval.h)
+
+
+@dataclass(frozen=True, eq=False)
+class _Rows:
+    """The ranked rows a run's measures read, in canonical order (query code, then rank)."""
+
+    key: KeyIndex
+    qs: np.ndarray      # query code of each row
+    pos: np.ndarray     # 1-based canonical rank within the query
+    grade: np.ndarray   # the qrels grade, 0 when the pair is not in the qrels
+    judged: np.ndarray  # the pair is in the qrels (any grade), bool
+    n_ret: np.ndarray   # per query code: rows the run retrieved (the whole list)
+
+    @property
+    def nq(self) -> int:
+        return self.key.n_queries
+
+    def sum(self, weights) -> np.ndarray:
+        """Per query code: the sum of a per-row quantity (float64)."""
+        if weights.dtype == bool:  # a count: bincount of the rows that hold, no weights
+            return np.bincount(self.qs[weights], minlength=self.nq).astype(np.float64)
+        return np.bincount(self.qs, weights=weights, minlength=self.nq)
+
+    @functools.cached_property
+    def lists(self) -> tuple[np.ndarray, np.ndarray]:
+        """First row and length of each query's block of rows."""
+        starts = np.flatnonzero(np.r_[True, self.qs[1:] != self.qs[:-1]]) if len(self.qs) \
+            else np.zeros(0, dtype=np.int64)
+        return starts, np.diff(np.r_[starts, len(self.qs)])
+
+    def cum(self, x: np.ndarray) -> np.ndarray:
+        """Within each query's rows, the running sum of x up to and including the row."""
+        return _cum(self.qs, x, self.lists)
+
+    def within(self, m: Measure) -> np.ndarray:
+        return self.pos <= m.cutoff if m.cutoff is not None else np.ones(len(self.pos), bool)
+
+    def relevant(self, rel: int) -> np.ndarray:
+        return self.judged & (self.grade >= rel)
+
+    def condensed(self) -> _Rows:
+        """The rows of judged chunks only (grade >= 0), re-ranked 1..n (Sakai 2007)."""
+        keep = self.judged & (self.grade >= 0)
+        qs = self.qs[keep]
+        return _Rows(key=self.key, qs=qs, pos=ranks_in_sorted(qs), grade=self.grade[keep],
+                     judged=self.judged[keep], n_ret=np.bincount(qs, minlength=self.nq))
+
+
+def _cum(qs: np.ndarray, x: np.ndarray, lists=None) -> np.ndarray:
+    """Within each query's rows (adjacent), the running sum of x up to and including the row.
+
+    ``lists``: (first row, length) of each query's block, when the caller has them.
+    """
+    c = np.cumsum(x, dtype=np.float64)
+    if not len(c):
+        return c
+    if lists is None:
+        starts = np.flatnonzero(np.r_[True, qs[1:] != qs[:-1]])
+        lists = starts, np.diff(np.r_[starts, len(qs)])
+    starts, lengths = lists
+    base = c[starts] - x[starts]
+    return c - np.repeat(base, lengths)
+
+
+def _divide(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    return np.divide(a, b, out=np.zeros(len(a)), where=b > 0)
+
+
+def _depth(m: Measure) -> int | None:
+    """How deep into each ranked list the measure reads; None: the whole list."""
+    if SPECS[m.name]["at"] in ("cutoff", "required") and not m.judged_only:
+        return m.cutoff
+    return None
+
+
+def _ndcg(r: _Rows, m: Measure) -> np.ndarray:
+    rows = r.condensed() if m.judged_only else r
+    # gain times 1 / log2(rank + 1), in that order, as the protocol's stored values were made
+    discount = 1.0 / np.log2(rows.pos + 1.0)
+    dcg = rows.sum(np.where(rows.within(m), _gain(rows.grade, m.dcg, m.gains) * discount, 0.0))
+    return _divide(dcg, r.key.ideal_dcg(m.cutoff, m.dcg, m.gains))
+
+
+def _ap(r: _Rows, m: Measure) -> np.ndarray:
+    rows = r.condensed() if m.judged_only else r
+    relevant = rows.relevant(m.rel) & rows.within(m)
+    precision = rows.cum(relevant) / rows.pos
+    return _divide(rows.sum(np.where(relevant, precision, 0.0)), r.key.num_relevant(m.rel))
+
+
+def _precision(r: _Rows, m: Measure) -> np.ndarray:
+    hits = r.sum(r.relevant(m.rel) & r.within(m))
+    denom = np.full(r.nq, float(m.cutoff)) if m.cutoff is not None else r.n_ret
+    return _divide(hits, denom.astype(np.float64))
+
+
+def _recall(r: _Rows, m: Measure) -> np.ndarray:
+    return _divide(r.sum(r.relevant(m.rel) & r.within(m)), r.key.num_relevant(m.rel))
+
+
+def _rr(r: _Rows, m: Measure) -> np.ndarray:
+    # rows are in canonical order, so a query's first relevant row is its best
+    relevant = r.relevant(m.rel) & r.within(m)
+    q_rel = r.qs[relevant]
+    first = np.ones(len(q_rel), dtype=bool)
+    first[1:] = q_rel[1:] != q_rel[:-1]
+    value = np.zeros(r.nq)
+    value[q_rel[first]] = 1.0 / r.pos[relevant][first]
+    return value
+
+
+def _rprec(r: _Rows, m: Measure) -> np.ndarray:
+    n_rel = r.key.num_relevant(m.rel)
+    return _divide(r.sum(r.relevant(m.rel) & (r.pos <= n_rel[r.qs])), n_rel)
+
+
+def _success(r: _Rows, m: Measure) -> np.ndarray:
+    return (r.sum(r.relevant(m.rel) & r.within(m)) > 0).astype(np.float64)
+
+
+def _bpref(r: _Rows, m: Measure) -> np.ndarray:
+    relevant = r.relevant(m.rel)
+    nonrel = r.judged & (r.grade >= 0) & (r.grade < m.rel)
+    n_rel = r.key.num_relevant(m.rel)
+    n_nonrel = r.key.num_nonrelevant(m.rel)
+    above = r.cum(nonrel)  # a relevant row is never counted in its own `above`
+    cap = n_rel[r.qs]
+    frac = _divide(np.minimum(above, cap), np.minimum(n_nonrel, n_rel)[r.qs])
+    term = np.where(above > 0, 1.0 - frac, 1.0)
+    return _divide(r.sum(np.where(relevant, term, 0.0)), n_rel)
+
+
+def _infap(r: _Rows, m: Measure) -> np.ndarray:
+    relevant = r.relevant(m.rel)
+    nonrel = r.judged & (r.grade >= 0) & (r.grade < m.rel)
+    pooled = r.judged & (r.grade < 0)  # in the pool, not in the judged sample
+    rel_above = r.cum(relevant) - relevant
+    non_above = r.cum(nonrel)
+    pool_above = r.cum(pooled)
+    j = r.pos - 1.0
+    safe_j = np.maximum(j, 1.0)
+    term = 1.0 / r.pos + (j / r.pos) * ((rel_above + non_above + pool_above) / safe_j) * (
+        (rel_above + INFAP_EPSILON) / (rel_above + non_above + 2 * INFAP_EPSILON))
+    term = np.where(j == 0, 1.0, term)
+    return _divide(r.sum(np.where(relevant, term, 0.0)), r.key.num_relevant(m.rel))
+
+
+def _err(r: _Rows, m: Measure) -> np.ndarray:
+    g = np.clip(np.where(r.judged, r.grade, 0), 0, m.max_grade).astype(np.float64)
+    stop = np.where(r.within(m), (np.exp2(g) - 1.0) / 2.0 ** m.max_grade, 0.0)
+    go_on = np.log1p(-stop)  # stop < 1: (2^g - 1) / 2^g_max < 1 for g <= g_max
+    reach = np.exp(r.cum(go_on) - go_on)  # probability of reaching each rank
+    return r.sum(reach * stop / r.pos)
+
+
+def _rbp_gain(r: _Rows, m: Measure) -> np.ndarray:
+    if m.rel is not None:
+        return r.relevant(m.rel).astype(np.float64)
+    # graded: gain = grade / the query's top grade when that is above 1 (trec_eval's rbp)
+    top = np.maximum(r.key.max_grade(), 1.0)
+    return np.where(r.judged, np.maximum(r.grade, 0), 0) / top[r.qs]
+
+
+def _rbp(r: _Rows, m: Measure) -> np.ndarray:
+    weight = (1.0 - m.p) * np.power(m.p, r.pos - 1.0)
+    return r.sum(np.where(r.within(m), _rbp_gain(r, m) * weight, 0.0))
+
+
+def _rbp_resid(r: _Rows, m: Measure) -> np.ndarray:
+    unjudged = ~r.judged | (r.grade < 0)
+    weight = (1.0 - m.p) * np.power(m.p, r.pos - 1.0)
+    resid = r.sum(np.where(unjudged, weight, 0.0)) + np.power(m.p, r.n_ret.astype(np.float64))
+    # as trec_eval: a list that holds no unjudged chunk has no residual (its tail p^n is
+    # not counted either)
+    return np.where(r.sum(unjudged) > 0, resid, 0.0)
+
+
+def _num_ret(r: _Rows, m: Measure) -> np.ndarray:
+    if m.rel is None:
+        return r.n_ret.astype(np.float64)
+    return r.sum(r.relevant(m.rel))
+
+
+def _num_rel(r: _Rows, m: Measure) -> np.ndarray:
+    return r.key.num_relevant(m.rel).copy()
+
+
+def _judged(r: _Rows, m: Measure) -> np.ndarray:
+    denom = np.minimum(r.n_ret, m.cutoff) if m.cutoff is not None else r.n_ret
+    return _divide(r.sum(r.judged & r.within(m)), denom.astype(np.float64))
+
+
+def _unjudged(r: _Rows, m: Measure) -> np.ndarray:
+    unjudged = (~r.judged | (r.grade < 0)) & r.within(m)
+    return r.sum(unjudged) / float(m.cutoff)
+
+
+def _iprec(r: _Rows, m: Measure) -> np.ndarray:
+    relevant = r.relevant(m.rel)
+    qs = r.qs[relevant]
+    found = _cum(qs, np.ones(len(qs)))  # 1, 2, ... within each query
+    precision = found / r.pos[relevant]
+    # interpolated: the best precision at this relevant row or any later one of its query;
+    # on integer ranks of the values, offset per query so one pass keeps queries apart
+    uniques, ranked = np.unique(precision, return_inverse=True)
+    span = len(uniques) + 1
+    best_rank = np.maximum.accumulate((ranked - qs.astype(np.int64) * span)[::-1])[::-1]
+    best = uniques[best_rank + qs.astype(np.int64) * span] if len(qs) else precision
+    n_found = np.bincount(qs, minlength=r.nq)
+    # trec_eval (since 9.0.8): the level's rank among relevant chunks is round(level * R),
+    # half away from 0 (older versions, as bundled by pytrec_eval, took int(level * R + 0.9))
+    need = np.floor(m.cutoff * r.key.num_relevant(m.rel) + 0.5).astype(np.int64)
+    need = np.maximum(need, 1)
+    starts = np.r_[0, np.cumsum(n_found)[:-1]]
+    ok = need <= n_found
+    value = np.zeros(r.nq)
+    value[ok] = best[(starts + need - 1)[ok]]
+    return value
+
+
+_COMPUTE = {"nDCG": _ndcg, "AP": _ap, "P": _precision, "R": _recall, "RR": _rr,
+            "Rprec": _rprec, "Success": _success, "Bpref": _bpref, "infAP": _infap,
+            "ERR": _err, "RBP": _rbp, "RBPResid": _rbp_resid, "NumRet": _num_ret,
+            "NumRel": _num_rel, "Judged": _judged, "Unjudged": _unjudged, "IPrec": _iprec}
+
+
 # --- public API ----------------------------------------------------------------------
 
 def _parse_all(measures, relevant_min: int) -> list[Measure]:
@@ -334,7 +594,7 @@ def _parse_all(measures, relevant_min: int) -> list[Measure]:
 
 def per_query(*, qrels: pd.DataFrame, run: pd.DataFrame, measures,
               on_missing_query: str = "zero", ties: str = "score",
-              relevant_min: int = 1) -> pd.DataFrame:
+              relevant_min: int = 1, no_relevant: str = "exclude") -> pd.DataFrame:
     """Each measure's value for each query of the qrels.
 
     Parameters
@@ -356,14 +616,18 @@ def per_query(*, qrels: pd.DataFrame, run: pd.DataFrame, measures,
         How the run is ranked (see :func:`relgrade.ranking.canonical_ranking`).
     relevant_min : int, default 1
         ``rel`` of measure names that do not set it (params ``scale.relevant_min``).
+    no_relevant : {"exclude", "zero"}, default "exclude"
+        A query with nothing relevant in the qrels is undefined for the measures that need
+        something relevant and has no row for them (``"exclude"``), or is scored like any
+        other query, which gives 0 (``"zero"``, trec_eval's convention).
 
     Returns
     -------
     pandas.DataFrame
-        Columns ``query_id`` (str), ``measure`` (str, canonical name), ``value`` (float64 in
-        [0, 1]); with a stacked run, ``arm`` first. Rows by measure in the order given, then
-        by query id. A query undefined for a measure (nothing relevant in the qrels) has no
-        row for it.
+        Columns ``query_id`` (str), ``measure`` (str, canonical name), ``value`` (float64;
+        in [0, 1] but for NumRet and NumRel, which are counts); with a stacked run, ``arm``
+        first. Rows by measure in the order given, then by query id. A query undefined for
+        a measure (nothing relevant in the qrels, ``no_relevant="exclude"``) has no row.
 
     Raises
     ------
@@ -371,23 +635,44 @@ def per_query(*, qrels: pd.DataFrame, run: pd.DataFrame, measures,
         A column is missing; a grade is not an integer; one (query, chunk) pair is graded
         twice; a chunk is listed twice within the rows the measures read (naming the query
         and the chunk; :func:`relgrade.ranking.validate_run` checks whole lists); a score is
-        not finite; a measure name does not parse; ``on_missing_query`` or ``ties`` is
-        unknown.
+        not finite; a measure name does not parse; ``on_missing_query``, ``ties`` or
+        ``no_relevant`` is unknown.
 
     Notes
     -----
     With r_i the canonical rank of chunk i in the top k of query q, g_i its grade (0 when
-    ungraded) and R_q = {graded chunks of q with grade >= rel}:
+    ungraded), R_q = {graded chunks of q with grade >= rel}, N_q = {chunks of q with
+    0 <= grade < rel} (judged non-relevant) and n the number of chunks retrieved; a negative
+    grade marks a chunk pooled but not judged (trec_eval's convention):
 
     * nDCG@k = DCG@k / IDCG@k, DCG@k = sum_i gain(g_i) / log2(r_i + 1), gain(g) = g
       (``dcg='log2'``, trec_eval's ``ndcg_cut``) or 2^g - 1 (``dcg='exp-log2'``, Burges et
-      al. 2005, "Learning to rank using gradient descent"); IDCG@k is the DCG@k of q's graded
-      chunks sorted by grade, descending (Jarvelin & Kekalainen 2002);
+      al. 2005, "Learning to rank using gradient descent"), or ``gains[g]``; IDCG@k is the
+      DCG@k of q's graded chunks sorted by gain, descending (Jarvelin & Kekalainen 2002);
+      ``judged_only``: ranks r_i counted among chunks with a grade >= 0 only (Sakai 2007);
+    * AP@k = sum_{i in R_q, r_i <= k} P@r_i / |R_q| (trec_eval ``map``, ``map_cut``);
     * R@k = |top k ∩ R_q| / |R_q| (trec_eval ``recall_k``);
     * RR@k = 1 / min{r_i : i in R_q, r_i <= k}, 0 if there is none (trec_eval
       ``recip_rank`` on the run cut at k);
-    * P@k = |top k ∩ R_q| / k (trec_eval ``P_k``);
-    * Judged@k = graded chunks in the top k / min(k, chunks retrieved) (ir_measures).
+    * P@k = |top k ∩ R_q| / k (trec_eval ``P_k``); P without k: |R_q retrieved| / n;
+    * Rprec = P@|R_q|; Success@k = 1 if top k ∩ R_q is not empty;
+    * Bpref = sum_{i in R_q retrieved} (1 - min(|N_q above i|, |R_q|) / min(|N_q|, |R_q|))
+      / |R_q| (Buckley & Voorhees 2004, as trec_eval ``bpref``);
+    * infAP: trec_eval's ``infAP`` (Yilmaz & Aslam 2006, "Estimating average precision with
+      incomplete and imperfect judgments"), the expected precision above each relevant chunk
+      from the judged ones, pooled-but-unjudged chunks in proportion;
+    * ERR@k = sum_r (1/r) R_r prod_{j<r} (1 - R_j), R = (2^g - 1) / 2^max_grade (Chapelle et
+      al. 2009; max_grade 4 as gdeval);
+    * RBP(p)@k = (1 - p) sum_{r_i <= k} gain_i p^(r_i - 1), gain binary (with ``rel``) or
+      g / the query's top grade (trec_eval ``rbp``; Moffat & Zobel 2008); RBPResid = p^n
+      + (1 - p) sum over unjudged retrieved chunks of p^(r_i - 1), 0 when none is unjudged
+      (trec_eval ``rbp_resid``);
+    * IPrec@x = max of P@r_i over relevant i at or below the round(x |R_q|)-th relevant
+      chunk (trec_eval 9.0.8 ``iprec_at_recall``);
+    * NumRet = n (with ``rel``: |R_q retrieved|); NumRel = |R_q|;
+    * Judged@k = graded chunks in the top k / min(k, n) (ir_measures);
+      Unjudged@k = chunks in the top k that are ungraded or graded < 0, over k (trec_eval
+      ``unj``).
 
     Examples
     --------
@@ -403,6 +688,8 @@ def per_query(*, qrels: pd.DataFrame, run: pd.DataFrame, measures,
                          found=repr(on_missing_query))
     if ties not in TIES:
         raise InputError("ties must be `score` or `rank`", found=repr(ties))
+    if no_relevant not in NO_RELEVANT:
+        raise InputError("no_relevant must be `exclude` or `zero`", found=repr(no_relevant))
     parsed = _parse_all(measures, relevant_min)
     key = index_qrels(qrels)
     if "arm" in run.columns:
@@ -410,14 +697,15 @@ def per_query(*, qrels: pd.DataFrame, run: pd.DataFrame, measures,
         tables = []
         for i, arm in enumerate(arms):
             rows = np.flatnonzero(codes == i)
-            table = _table(key, _score_run(key, run.take(rows), parsed, on_missing_query, ties))
+            table = _table(key, _score_run(key, run.take(rows), parsed, on_missing_query, ties,
+                                              no_relevant))
             table.insert(0, "arm", pd.Series([arm] * len(table), dtype="str"))
             tables.append(table)
         if not tables:
             return pd.DataFrame({"arm": pd.Series([], dtype="str"),
                                  **_table(key, {}).to_dict("series")})
         return pd.concat(tables, ignore_index=True)
-    table = _table(key, _score_run(key, run, parsed, on_missing_query, ties))
+    table = _table(key, _score_run(key, run, parsed, on_missing_query, ties, no_relevant))
     pa.default_memory_pool().release_unused()  # scoring's Arrow temporaries are garbage
     return table
 
@@ -471,10 +759,35 @@ def excluded_queries(qrels: pd.DataFrame, measures, *, relevant_min: int = 1) ->
         if not m.needs_relevant:
             out[str(m)] = []
             continue
-        rel = 1 if m.name == "nDCG" else m.rel
-        none = key.num_relevant(rel) == 0
+        none = key.num_relevant(m.level) == 0
         out[str(m)] = key.query_ids.filter(pa.array(none)).to_pylist()
     return out
+
+
+def query_coverage(qrels, run: pd.DataFrame) -> tuple[int, tuple[int, str | None]]:
+    """How many qrels queries a run answers, and which run queries the qrels lack.
+
+    Parameters
+    ----------
+    qrels : pandas.DataFrame or KeyIndex
+        As for :func:`per_query`.
+    run : pandas.DataFrame
+        A run with a ``query_id`` column.
+
+    Returns
+    -------
+    answered : int
+        Queries of the qrels with at least one run row.
+    unknown : (int, str or None)
+        How many distinct run queries are not in the qrels, and the first of them in byte
+        order (None when there is none).
+    """
+    key = index_qrels(qrels)
+    ids = pc.unique(_checked_ids(run["query_id"], "query_id", separator=False).combine_chunks())
+    inside = codes_in(pa.chunked_array([ids]), key.query_ids) >= 0
+    outside = ids.filter(pa.array(~inside))
+    first = min(outside.to_pylist()) if len(outside) else None
+    return int(inside.sum()), (len(outside), first)
 
 
 def mean(per_query: pd.DataFrame, *, weights=None) -> pd.Series:

@@ -277,8 +277,9 @@ def _read(path: Path, *, scale, fmt, lines_needed: bool):
         df = out
     else:
         df, lines = _jsonl_table(path, ids=("query_id", "chunk_id"), reason=True)
+    # read_trec_qrels has refused a pair graded twice already, naming both lines
     _check(df, path=path, lines=lines, key=["query_id", "chunk_id"], scale=scale,
-           where="line" if kind != "parquet" else "row")
+           where="line" if kind != "parquet" else "row", pairs_checked=kind == "qrels")
     return df[JUDGMENT_COLUMNS].astype({"reason": "str"}), lines
 
 
@@ -381,11 +382,12 @@ def _off_scale(df: pd.DataFrame, scale) -> np.ndarray:
 
 
 def _check(df: pd.DataFrame, *, path: Path, lines, key: list[str], scale,
-           who: str | None = None, where: str = "line") -> None:
+           who: str | None = None, where: str = "line", pairs_checked: bool = False) -> None:
     """Empty file, ids, scale and repeated pairs: the rules every format shares.
 
     ``lines`` holds each row's line (or row) number; ``None`` for TREC qrels, whose line
-    numbers are counted only when an error needs one.
+    numbers are counted only when an error needs one. ``pairs_checked``: the reader has
+    refused repeated pairs already (TREC qrels), so they are not looked for again.
     """
     if df.empty:
         raise InputError("no judgments in the file", path=path,
@@ -419,6 +421,8 @@ def _check(df: pd.DataFrame, *, path: Path, lines, key: list[str], scale,
         shown = ",".join(str(g) for g in sorted({int(g) for g in scale}))
         raise refuse(f"grade outside the scale {shown}", i, str(int(df["grade"].iat[i])),
                      item=item(i))
+    if pairs_checked:
+        return
     repeated = df.duplicated(key, keep=False).to_numpy(dtype=bool)
     if repeated.any():
         group = df.groupby(key, dropna=False, sort=False).ngroup().to_numpy()

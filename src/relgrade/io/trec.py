@@ -37,6 +37,10 @@ _WHITESPACE = re.compile(r"[ \t\r\x0b\x0c]+")
 # (ids are read as large_string, the type pandas keeps them in: no conversion afterwards)
 _RUN_FIELDS = [("query_id", pa.large_string()), ("q0", None), ("chunk_id", pa.large_string()),
                ("rank", pa.int64()), ("score", pa.float64()), ("tag", None)]
+#: Key of ``DataFrame.attrs`` under which :func:`read_trec_run` reports lines whose fields
+#: after the sixth were ignored: ``{"lines": count, "first": first line number}``.
+EXTRA_FIELDS = "extra_fields"
+
 _QRELS_FIELDS = [("query_id", pa.large_string()), ("iter", None),
                  ("chunk_id", pa.large_string()), ("grade", pa.int64())]
 
@@ -137,14 +141,22 @@ def _fast_table(path: Path, fields) -> pa.Table | None:
         return None
     return pa.Table.from_batches(batches, schema=schema)
 
-def _exact_rows(path: Path, n_fields: int, layout: str):
-    """Split every non-blank line on whitespace; yield (line number, fields)."""
+def _exact_rows(path: Path, n_fields: int, layout: str, extra: list | None = None):
+    """Split every non-blank line on whitespace; yield (line number, fields).
+
+    With ``extra`` (a list), a line with more than ``n_fields`` fields is accepted, its
+    trailing fields dropped, and its number appended to ``extra``; otherwise it is an error.
+    """
     for i, line in enumerate(read_lines(path), start=1):
         fields = _WHITESPACE.split(line.strip(_ASCII_SPACE))
         if fields == [""]:
             continue
+        if len(fields) > n_fields and extra is not None:
+            extra.append(i)
+            fields = fields[:n_fields]
         if len(fields) != n_fields:
-            raise InputError(f"expected {n_fields} whitespace-separated fields ({layout})",
+            expected = f"at least {n_fields}" if extra is not None else str(n_fields)
+            raise InputError(f"expected {expected} whitespace-separated fields ({layout})",
                              path=path, line=i, found=f"{len(fields)} fields")
         yield i, fields
 
@@ -194,9 +206,9 @@ def _read_run_table(path: Path) -> tuple[pd.DataFrame, np.ndarray | None]:
             pa.default_memory_pool().release_unused()
             return df, None
     del table
-    qids, dids, ranks, scores, lines = [], [], [], [], []
+    qids, dids, ranks, scores, lines, extra = [], [], [], [], [], []
     layout = "qid Q0 docid rank score tag"
-    for i, f in _exact_rows(path, 6, layout):
+    for i, f in _exact_rows(path, 6, layout, extra):
         qids.append(f[0])
         dids.append(f[2])
         ranks.append(_parse_int(f[3], "rank", path, i))
@@ -206,6 +218,8 @@ def _read_run_table(path: Path) -> tuple[pd.DataFrame, np.ndarray | None]:
                      "chunk_id": pd.Series(dids, dtype="str"),
                      "rank": np.asarray(ranks, dtype=np.int64),
                      "score": np.asarray(scores, dtype=np.float64)})
+    if extra:
+        df.attrs[EXTRA_FIELDS] = {"lines": len(extra), "first": extra[0]}
     return df, np.asarray(lines, dtype=np.int64)
 
 
@@ -229,14 +243,16 @@ def read_trec_run(path) -> pd.DataFrame:
     Raises
     ------
     InputError
-        Naming the file and line: the file is missing, a line is not valid UTF-8, a line does
-        not have exactly six fields, a rank is not an integer, a score is not a number or is
-        not finite (NaN, inf).
+        Naming the file and line: the file is missing, a line is not valid UTF-8, a line has
+        fewer than six fields, a rank is not an integer, a score is not a number or is not
+        finite (NaN, inf).
 
     Notes
     -----
     The layout is trec_eval's results format. Blank lines are skipped. Ids keep their exact
-    text: ``007`` stays ``"007"``.
+    text: ``007`` stays ``"007"``. As trec_eval does, fields after the sixth are ignored;
+    the returned frame's ``attrs[EXTRA_FIELDS]`` then says on how many lines, and the
+    first.
     """
     return _read_run_table(Path(path))[0]
 
