@@ -429,6 +429,7 @@ def test_stage_writes_means_per_query_rows_and_one_ledger_entry(tmp_path, monkey
     assert out.pop("nDCG(dcg='exp-log2')@10") == pytest.approx((3 / np.log2(3) / 3 + 0) / 2,
                                                                abs=1e-15)
     assert out == {"arm": "bm25", "key_sha256": sha, "pool_version": "p-000000000001",
+                   "rubric_version": "v1", "round": 1,
                    "post_hoc": False, "queries": 2,
                    "nDCG(dcg='exp-log2')@1": 0.0, "R@1": 0.0, "RR@1": 0.0,
                    "Judged@1": 0.5, "R@10": 0.5, "RR@10": 0.25, "Judged@10": 0.5}
