@@ -14,7 +14,13 @@ from typing import TYPE_CHECKING
 
 import click
 
-from relgrade.cli.options import format_option, parse_scale, scale_option
+from relgrade.cli.options import (
+    format_option,
+    labels_option,
+    parse_labels,
+    parse_scale,
+    scale_option,
+)
 from relgrade.cli.render import handle_errors, number, table
 from relgrade.errors import InputError
 
@@ -46,6 +52,7 @@ METHOD_NAMES = ("majority", "dawid-skene")
               default=None,
               help="Write one row per pair: .jsonl in the key's canonical form, or .qrels.")
 @scale_option()
+@labels_option()
 @click.option("--flag-variance", type=float, default=0.5, show_default=True,
               help="Flag a pair for adjudication when its grades' variance is at least this "
                    "(pairs with grades two or more apart are always flagged).")
@@ -65,7 +72,7 @@ METHOD_NAMES = ("majority", "dawid-skene")
                    "share of its raters who gave it) or its Dawid-Skene posteriors.")
 @format_option(json_help="Print the report as one JSON document.")
 @handle_errors
-def aggregate_cmd(grades_path, gold_path, method, threshold, min_gold, out_path, scale,
+def aggregate_cmd(grades_path, gold_path, method, threshold, min_gold, out_path, scale, labels,
                   flag_variance, round_, exclude, tol, max_iter, per_pair, as_json):
     """Aggregate several raters' grades into one grade per pair.
 
@@ -81,12 +88,13 @@ def aggregate_cmd(grades_path, gold_path, method, threshold, min_gold, out_path,
     from relgrade.protocol.key import key_bytes, qrels_text
     from relgrade.raters.report import aggregate_raters
 
-    scale = parse_scale(scale)
+    labels = parse_labels(labels)
+    scale = list(range(len(labels))) if labels else parse_scale(scale)
     if out_path is not None and out_path.suffix.lower() not in (".jsonl", ".qrels"):
         raise InputError("unknown output format (use .jsonl or .qrels)", path=out_path,
                          found=out_path.suffix or "no extension")
-    grades = read_grades_table(grades_path, scale=scale)
-    gold = None if gold_path is None else read_judgments(gold_path, scale=scale)
+    grades = read_grades_table(grades_path, scale=scale, labels=labels)
+    gold = None if gold_path is None else read_judgments(gold_path, scale=scale, labels=labels)
     report = aggregate_raters(grades, scale=scale, gold=gold, method=method,
                               threshold=threshold, min_gold=min_gold,
                               flag_variance=flag_variance, round_=round_, exclude=exclude,

@@ -7,7 +7,13 @@ from pathlib import Path
 
 import click
 
-from relgrade.cli.options import format_option, parse_scale, scale_option
+from relgrade.cli.options import (
+    format_option,
+    labels_option,
+    parse_labels,
+    parse_scale,
+    scale_option,
+)
 from relgrade.cli.render import handle_errors, number
 
 
@@ -15,11 +21,12 @@ from relgrade.cli.render import handle_errors, number
 @click.argument("a", type=click.Path(dir_okay=False, path_type=Path))
 @click.argument("b", type=click.Path(dir_okay=False, path_type=Path))
 @scale_option()
+@labels_option()
 @click.option("--relevant-min", default=1, show_default=True, type=int,
               help="The lowest grade that counts as relevant (for binary kappa).")
 @format_option(json_help="Print the measures as JSON.")
 @handle_errors
-def agreement_cmd(a, b, scale, relevant_min, as_json):
+def agreement_cmd(a, b, scale, labels, relevant_min, as_json):
     """Agreement between two grade files A and B over the pairs both graded.
 
     Each file holds JSON Lines grade rows (query_id, chunk_id, reason, grade), TREC qrels
@@ -35,9 +42,11 @@ def agreement_cmd(a, b, scale, relevant_min, as_json):
     from relgrade.protocol import agreement as ag
     from relgrade.schema import check_scale
 
-    scale = parse_scale(scale)
+    labels = parse_labels(labels)
+    scale = list(range(len(labels))) if labels else parse_scale(scale)
     check_scale(scale, relevant_min)
-    ga, gb = read_judgments(a, scale=scale), read_judgments(b, scale=scale)
+    ga = read_judgments(a, scale=scale, labels=labels)
+    gb = read_judgments(b, scale=scale, labels=labels)
     ga["grader"], gb["grader"] = "A", "B"
     paired, missing = ag.pair_grades(pd.concat([ga, gb], ignore_index=True),
                                      rater_a="A", rater_b="B")
@@ -49,6 +58,8 @@ def agreement_cmd(a, b, scale, relevant_min, as_json):
         if name == "weighted_kappa":
             out["linear_weighted_kappa"] = ag.linear_weighted_kappa(
                 paired["grade_a"].to_numpy(), paired["grade_b"].to_numpy(), scale=scale)
+    if labels:
+        out["labels"] = labels
     out.update({"scale": scale, "relevant_min": relevant_min, "confusion": res["confusion"],
                 "notes": res["notes"]})
     if as_json:

@@ -87,6 +87,46 @@ def scale_option(*, default: str | None = "0,1,2",
                         help=help)
 
 
+def labels_option():
+    """``--labels`` (parameter ``labels``): text grades in order, lowest first.
+
+    ``--labels bad,fair,good`` reads a grade written ``"fair"`` as 1; the scale is then
+    0..n-1 (n labels) whatever ``--scale`` says.
+    """
+    return click.option("--labels", "labels", default=None,
+                        help="Text grades in order, lowest first (e.g. bad,fair,good: read "
+                             "as 0, 1, 2); the scale is then 0..n-1.")
+
+
+def parse_labels(text: str | None) -> list[str] | None:
+    """The labels of a ``--labels`` value (``"bad,fair,good"``), checked.
+
+    Returns
+    -------
+    list of str or None
+        The labels in the order given; ``None`` when the option was not given.
+
+    Raises
+    ------
+    InputError
+        Fewer than two labels, an empty label, or a label named twice.
+
+    Examples
+    --------
+    >>> parse_labels("bad, fair ,good")
+    ['bad', 'fair', 'good']
+    """
+    from relgrade.errors import InputError
+
+    if text is None:
+        return None
+    labels = [x.strip() for x in text.split(",")]
+    if len(labels) < 2 or not all(labels) or len(set(labels)) != len(labels):
+        raise InputError("--labels needs two or more distinct, non-empty labels, lowest "
+                         "first", item="--labels", found=repr(text))
+    return labels
+
+
 def seed_option(*, default: int | None = 0, help: str = "Seed of the random choices."):
     """``--seed`` (parameter ``seed``): an integer seed, shown with its default.
 

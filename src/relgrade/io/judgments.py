@@ -30,7 +30,9 @@ The rules, the same for every format and every command that reads judgments
    Ids are returned as ``str``.
 5. **Grades.** An integer: in JSON a number without fraction or exponent (not ``true``,
    ``1.0`` or ``"1"``); in TREC qrels an optionally signed run of ASCII digits; in Parquet
-   an integer column. When a scale is given, every grade must be on it.
+   an integer column. When a scale is given, every grade must be on it. Text grades
+   (``"good"``) are read only with their order declared (``labels``, lowest first; the
+   CLI's ``--labels``), as their position: 0, 1, 2, ...
 6. **One grade per pair.** A second row for the same (query, chunk) pair (per grader and
    round in the long grades table) is refused, naming both lines.
 7. **Not empty.** A file without a single judgment is refused: an empty key or qrels file
@@ -44,7 +46,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Iterable, Iterator
+from typing import Iterable, Iterator, Sequence
 
 import numpy as np
 import pandas as pd
@@ -115,7 +117,7 @@ def judgment_format(path, fmt: str | None = None) -> str:
 # --- reading -------------------------------------------------------------------------
 
 def read_judgments(path, *, scale: Iterable[int] | None = None,
-                   fmt: str | None = None) -> pd.DataFrame:
+                   fmt: str | None = None, labels: Sequence[str] | None = None) -> pd.DataFrame:
     """Read a judgment file (JSON Lines grade rows or key, TREC qrels, Parquet).
 
     Parameters
@@ -126,6 +128,11 @@ def read_judgments(path, *, scale: Iterable[int] | None = None,
         The allowed grades; ``None`` accepts every integer.
     fmt : {"jsonl", "qrels", "parquet"}, optional
         The format; by default told from the file (see :func:`judgment_format`).
+    labels : sequence of str, optional
+        Text grades in order, lowest first (``["bad", "fair", "good"]``): a grade written as
+        the k-th label reads as the integer k. Without it text grades are refused; with it,
+        every grade of a JSON Lines or Parquet file must be one of the labels (TREC qrels
+        hold numbers only).
 
     Returns
     -------
@@ -146,7 +153,7 @@ def read_judgments(path, *, scale: Iterable[int] | None = None,
     >>> read_judgments(path, scale=[0, 1, 2]).to_dict("records")[0]
     {'query_id': 'q1', 'chunk_id': 'c7', 'grade': 2, 'reason': ''}
     """
-    return _read(Path(path), scale=scale, fmt=fmt, lines_needed=False)[0]
+    return _read(Path(path), scale=scale, fmt=fmt, lines_needed=False, labels=labels)[0]
 
 
 def judgment_rows(path, *, scale: Iterable[int] | None = None,
@@ -203,7 +210,8 @@ def judgment_objects(path) -> list[tuple[int, dict]]:
     return list(_objects(Path(path)))
 
 
-def read_grades_table(path, *, scale: Iterable[int] | None = None) -> pd.DataFrame:
+def read_grades_table(path, *, scale: Iterable[int] | None = None,
+                      labels: Sequence[str] | None = None) -> pd.DataFrame:
     """The long grades table (several graders per pair) from Parquet or JSON Lines.
 
     Parameters
@@ -213,6 +221,8 @@ def read_grades_table(path, *, scale: Iterable[int] | None = None) -> pd.DataFra
         ``query_id``, ``chunk_id``, ``grader``, ``grade`` and optional ``round``.
     scale : iterable of int, optional
         The allowed grades; ``None`` accepts every integer.
+    labels : sequence of str, optional
+        Text grades in order, lowest first (see :func:`read_judgments`).
 
     Returns
     -------
@@ -236,9 +246,10 @@ def read_grades_table(path, *, scale: Iterable[int] | None = None) -> pd.DataFra
         lines = np.arange(1, len(df) + 1)
         for name in ("query_id", "chunk_id", "grader"):
             df[name] = _id_column(df[name], name, path, lines)
-        df["grade"] = _grade_column(df, path, lines)
+        df["grade"] = _grade_column(df, path, lines, labels=labels)
     elif suffix in _JSONL_SUFFIXES:
-        df, lines = _jsonl_table(path, ids=("query_id", "chunk_id", "grader"), round_=True)
+        df, lines = _jsonl_table(path, ids=("query_id", "chunk_id", "grader"), round_=True,
+                                 labels=labels)
     else:
         raise InputError("unknown grades format (use .parquet or .jsonl)", path=path,
                          found=suffix or "no extension")
@@ -249,7 +260,7 @@ def read_grades_table(path, *, scale: Iterable[int] | None = None) -> pd.DataFra
     return df
 
 
-def _read(path: Path, *, scale, fmt, lines_needed: bool):
+def _read(path: Path, *, scale, fmt, lines_needed: bool, labels=None):
     kind = judgment_format(path, fmt)
     if kind == "qrels":
         df = read_trec_qrels(path)
@@ -272,11 +283,12 @@ def _read(path: Path, *, scale, fmt, lines_needed: bool):
                   if "reason" in df.columns else "")
         out = pd.DataFrame({"query_id": _id_column(df["query_id"], "query_id", path, lines),
                             "chunk_id": _id_column(df["chunk_id"], "chunk_id", path, lines)})
-        out["grade"] = _grade_column(df, path, lines)
+        out["grade"] = _grade_column(df, path, lines, labels=labels)
         out["reason"] = reason
         df = out
     else:
-        df, lines = _jsonl_table(path, ids=("query_id", "chunk_id"), reason=True)
+        df, lines = _jsonl_table(path, ids=("query_id", "chunk_id"), reason=True,
+                                 labels=labels)
     # read_trec_qrels has refused a pair graded twice already, naming both lines
     _check(df, path=path, lines=lines, key=["query_id", "chunk_id"], scale=scale,
            where="line" if kind != "parquet" else "row", pairs_checked=kind == "qrels")
@@ -298,7 +310,8 @@ def _json_id(value, name: str, path: Path, line: int) -> str:
 
 
 def _jsonl_table(path: Path, *, ids: tuple[str, ...], reason: bool = False,
-                 round_: bool = False) -> tuple[pd.DataFrame, np.ndarray]:
+                 round_: bool = False,
+                 labels: Sequence[str] | None = None) -> tuple[pd.DataFrame, np.ndarray]:
     required = (*ids, "grade")
     cols: dict[str, list] = {name: [] for name in required}
     reasons, rounds, lines = [], [], []
@@ -310,9 +323,11 @@ def _jsonl_table(path: Path, *, ids: tuple[str, ...], reason: bool = False,
         for name in ids:
             cols[name].append(_json_id(obj[name], name, path, line))
         g = obj["grade"]
-        if isinstance(g, bool) or not isinstance(g, int):
+        if labels is not None:
+            g = _label_code(g, labels, path=path, line=line, item=_item(obj, ids))
+        elif isinstance(g, bool) or not isinstance(g, int):
             raise InputError("grade must be an integer", path=path, line=line,
-                             item=_item(obj, ids), found=_shown(g))
+                             item=_item(obj, ids), found=_shown(g), **_text_fix(g))
         cols["grade"].append(g)
         if reason:
             r = obj.get("reason")
@@ -353,8 +368,31 @@ def _id_column(col: pd.Series, name: str, path: Path, rows: np.ndarray) -> pd.Se
     return col.map(str).astype("str")
 
 
-def _grade_column(df: pd.DataFrame, path: Path, rows: np.ndarray) -> pd.Series:
+def _text_fix(value) -> dict:
+    """The way forward for a grade written as text: declare the labels' order."""
+    if isinstance(value, str) and not value.strip().lstrip("+-").isdigit():
+        return {"fix": "Text grades need their order: --labels LOWEST,...,HIGHEST "
+                       "(e.g. --labels bad,fair,good reads them as 0, 1, 2)"}
+    return {}
+
+
+def _label_code(value, labels: Sequence[str], *, path: Path, line: int, item: str) -> int:
+    """The position of a text grade among ``labels`` (lowest first)."""
+    if isinstance(value, str) and value in labels:
+        return list(labels).index(value)
+    raise InputError("grade is not one of the declared labels", path=path, line=line,
+                     item=item, found=_shown(value),
+                     fix="Use one of " + ", ".join(labels) + " (from --labels)")
+
+
+def _grade_column(df: pd.DataFrame, path: Path, rows: np.ndarray,
+                  labels: Sequence[str] | None = None) -> pd.Series:
     col = df["grade"]
+    if labels is not None:
+        codes = [(_label_code(v, labels, path=path, line=int(r),
+                              item=f"pair ({q}, {c})"))
+                 for v, r, q, c in zip(col, rows, df["query_id"], df["chunk_id"])]
+        return pd.Series(codes, index=df.index, dtype="int64")
     if pd.api.types.is_bool_dtype(col.dtype):
         ok = np.zeros(len(col), dtype=bool)
     elif pd.api.types.is_integer_dtype(col.dtype):
@@ -366,10 +404,10 @@ def _grade_column(df: pd.DataFrame, path: Path, rows: np.ndarray) -> pd.Series:
         ok = np.zeros(len(col), dtype=bool)
     if not ok.all():
         i = int(np.flatnonzero(~ok)[0])
+        fix = _text_fix(col.iat[i]).get("fix", "Store grades in an integer column")
         raise InputError("grade must be an integer", path=path,
                          item=f"pair ({df['query_id'].iat[i]}, {df['chunk_id'].iat[i]})",
-                         found=f"row {int(rows[i])}: {_shown(col.iat[i])}",
-                         fix="Store grades in an integer column")
+                         found=f"row {int(rows[i])}: {_shown(col.iat[i])}", fix=fix)
     return col.astype("int64")
 
 
