@@ -349,26 +349,20 @@ def _trec_names(text: str, relevant_min: int) -> list[Measure] | None:
         rel = {}
     if kind == "rel":
         return [_build(measure, None, {"rel": relevant_min}, text, relevant_min)]
-    if kind == "cutoffs":
-        values = params.split(",") if params else _TREC_DEFAULT_CUTOFFS[base]
+    if kind in ("cutoffs", "recall"):
+        # one measure per listed value: P.5,10 is P@5 and P@10; iprec_at_recall.0.5 one level
+        if kind == "cutoffs":
+            values, parse = (params.split(",") if params else _TREC_DEFAULT_CUTOFFS[base]), int
+            rule = "a trec_eval cutoff must be a positive integer"
+        else:
+            values, parse = (params.split(",") if params else _TREC_RECALLS), float
+            rule = "a recall level must be a number in [0, 1]"
         out = []
         for v in values:
             try:
-                k = int(v)
+                x = parse(v)
             except ValueError:
-                raise InputError("a trec_eval cutoff must be a positive integer", item=text,
-                                 found=repr(v)) from None
-            out.append(_build(measure, k, dict(rel), text, relevant_min))
-        return out
-    if kind == "recall":
-        values = params.split(",") if params else _TREC_RECALLS
-        out = []
-        for v in values:
-            try:
-                x = float(v)
-            except ValueError:
-                raise InputError("a recall level must be a number in [0, 1]", item=text,
-                                 found=repr(v)) from None
+                raise InputError(rule, item=text, found=repr(v)) from None
             out.append(_build(measure, x, dict(rel), text, relevant_min))
         return out
     kwargs = dict(rel)
