@@ -21,6 +21,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from relgrade.errors import ProtocolError
 from relgrade.experiment.stage import run_stage
 from relgrade.io import files as io
 from relgrade.io.trec import write_trec_qrels
@@ -90,10 +91,15 @@ def _revision(ex, table, made_on):
     files = ex.key_files()
     if not files.record.exists() or not files.key.exists():
         return None, None
-    old_made_on = ex.read_key_made_on()
-    if old_made_on is None:
+    try:
+        old_made_on = ex.read_key_made_on()
+        if old_made_on is None:
+            return None, None
+        old, record = ex.read_key()
+    except ProtocolError:
+        # a torn frozen key (killed between its writes) is rewritten by this stage; it cannot
+        # vouch for a revision, so the ledger alone decides
         return None, None
-    old, record = ex.read_key()
     diff = key.content_revision(old, old_made_on, table, made_on)
     if diff["changed"] or diff["added"] or diff["removed"] or not diff["regraded"]:
         return None, None

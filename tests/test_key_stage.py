@@ -94,7 +94,8 @@ def test_a_post_hoc_key_is_written_beside_the_frozen_one(tmp_path):
     assert "(post-hoc) beside the frozen key" in proc.stdout
     assert {n: (tmp_path / p[n]).read_bytes() for n in ("key", "qrels", "record")} == frozen
     folder = tmp_path / p["key_post_hoc"]
-    assert sorted(x.name for x in folder.iterdir()) == ["key.jsonl", "key.qrels", "record.json"]
+    assert sorted(x.name for x in folder.iterdir()) == ["key.jsonl", "key.qrels",
+                                                         "made_on.jsonl", "record.json"]
     new = (b'{"query_id":"q1","chunk_id":"a","grade":2}\n'
            b'{"query_id":"q1","chunk_id":"b","grade":1}\n')
     assert (folder / "key.jsonl").read_bytes() == new
@@ -119,7 +120,7 @@ def test_the_record_holds_the_qrels_rubric_prompt_commands_gates_and_agreement(t
     gate = {"passed": True, "measures": {"binary_kappa": 0.9, "pairs": 3},
             "thresholds": {"binary_kappa_min": 0.8}}
     (tmp_path / p["gate"]).write_text(json.dumps(gate))
-    (tmp_path / "rubric").mkdir()
+    (tmp_path / "rubric").mkdir(exist_ok=True)
     (tmp_path / "rubric/v1.md").write_bytes(b"grade 2 when it answers\n")
     assert _run_stage(tmp_path).returncode == 0
     rec = json.loads((tmp_path / p["record"]).read_text())
