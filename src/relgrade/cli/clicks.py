@@ -14,10 +14,9 @@ import click
 import duckdb
 import numpy as np
 
-from relgrade import clicks
 from relgrade.cli.options import seed_option
 from relgrade.cli.render import handle_errors, number, table
-from relgrade.clicks import ClickLog
+from relgrade.clicks import ClickLog, engine
 from relgrade.clicks import pairs as P
 from relgrade.clicks import propensity as PR
 from relgrade.errors import InputError
@@ -25,26 +24,8 @@ from relgrade.io import files as io
 from relgrade.rng import derive_seed
 
 
-def _relation(con: duckdb.DuckDBPyConnection, path: Path) -> duckdb.DuckDBPyRelation:
-    name = path.name.lower()
-    if path.is_dir():
-        files = sorted(str(p) for p in path.glob("*.parquet"))
-        if not files:
-            raise InputError("folder holds no .parquet file", path=path)
-        return con.read_parquet(files, union_by_name=True)
-    if not path.exists():
-        raise InputError("file not found", path=path)
-    if name.endswith(".parquet"):
-        return con.read_parquet(str(path))
-    if name.endswith((".csv", ".csv.gz")):
-        return con.read_csv(str(path), header=True, all_varchar=True, delimiter=",")
-    raise InputError("unknown log format (use .parquet, a folder of .parquet files, or .csv)",
-                     path=path, found=path.suffix or "no extension")
-
-
 def _open_log(path: Path, memory_limit: str | None) -> ClickLog:
-    con = clicks.connect(memory_limit=memory_limit)
-    return ClickLog.from_relation(con, _relation(con, path), source=path.as_posix())
+    return engine.open_log(path, memory_limit=memory_limit)
 
 
 @contextlib.contextmanager
