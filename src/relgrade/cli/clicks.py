@@ -7,7 +7,6 @@ The log is read by DuckDB where it lies, so it need not fit in memory.
 
 from __future__ import annotations
 
-import contextlib
 from pathlib import Path
 
 import click
@@ -28,19 +27,8 @@ def _open_log(path: Path, memory_limit: str | None) -> ClickLog:
     return engine.open_log(path, memory_limit=memory_limit)
 
 
-@contextlib.contextmanager
 def _duckdb_errors(path: Path):
-    """DuckDB's errors about the log or about memory, as relgrade errors naming the log."""
-    try:
-        yield
-    except duckdb.OutOfMemoryException as e:
-        raise InputError("DuckDB ran out of memory", path=path,
-                         found=str(e).strip().splitlines()[0],
-                         fix="Raise --memory-limit, or run where DuckDB's temporary folder "
-                             "(.tmp in the working directory) has room to spill") from None
-    except (duckdb.IOException, duckdb.InvalidInputException, duckdb.ConversionException) as e:
-        raise InputError("DuckDB could not read the log", path=path,
-                         found=str(e).strip().splitlines()[0]) from None
+    return engine.duckdb_errors(path)
 
 
 @click.group("clicks")

@@ -9,6 +9,7 @@ reach it; relgrade never opens the log in Python.
 
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
 
 import duckdb
@@ -80,3 +81,24 @@ def open_log(path, *, memory_limit: str | None = None) -> ClickLog:
     """
     con = connect(memory_limit=memory_limit)
     return ClickLog.from_relation(con, duckdb_relation(con, path), source=Path(path).as_posix())
+
+
+@contextlib.contextmanager
+def duckdb_errors(path):
+    """DuckDB's errors about the log or about memory, as relgrade errors naming the log.
+
+    Raises
+    ------
+    InputError
+        In place of DuckDB's out-of-memory, I/O, invalid-input and conversion errors.
+    """
+    try:
+        yield
+    except duckdb.OutOfMemoryException as e:
+        raise InputError("DuckDB ran out of memory", path=path,
+                         found=str(e).strip().splitlines()[0],
+                         fix="Raise the memory limit (--memory-limit; clicks.memory_limit in params), or run where DuckDB's temporary folder "
+                             "(.tmp in the working directory) has room to spill") from None
+    except (duckdb.IOException, duckdb.InvalidInputException, duckdb.ConversionException) as e:
+        raise InputError("DuckDB could not read the log", path=path,
+                         found=str(e).strip().splitlines()[0]) from None

@@ -27,8 +27,10 @@ logged sessions ``i`` with clicked chunks ``c``:
   its variance does not grow with the weights' spread as fast as IPS's does.
 
 Both come with percentile bootstrap intervals over sessions, one multinomial draw per
-resample shared by every arm (so arms are compared on the same resamples); the propensity
-curve is held fixed, so the intervals leave out its own estimation error.
+resample shared by every arm (so arms are compared on the same resamples). When the curve
+was estimated by randomization on the same log, each resample re-estimates it from its own
+randomized sessions (``resample_propensity``), so the intervals carry the propensities'
+error too; otherwise the curve is held fixed and the result says so.
 
 Clipping (``clip``) caps the weights: it lowers the variance and biases IPS downward by the
 clipped share of click mass (Strehl, Langford, Li & Kakade 2010, NeurIPS; Joachims et al.
@@ -42,9 +44,11 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
+from scipy import sparse
 
 from relgrade.clicks.log import ClickLog, sql
-from relgrade.clicks.pairs import DEFAULT_CLIP, WEIGHTS_VIEW, weights_from_curve
+from relgrade.clicks.pairs import DEFAULT_CLIP, weights_from_curve
+from relgrade.clicks.propensity import PropensityCurve, chain
 from relgrade.errors import InputError
 
 #: The view of the arms' examinations the SQL joins on.
@@ -57,7 +61,7 @@ RANKING_COLUMNS = ("arm", "query_id", "chunk_id", "rank")
 TABLE_COLUMNS = ("arm", "ips", "ips_low", "ips_high", "snips", "snips_low", "snips_high",
                  "ranked", "ranked_not_in_log", "queries_not_in_log")
 
-#: Weight-matrix elements (resamples x session patterns) per bootstrap block.
+#: Draw-matrix elements (resamples x session patterns) per bootstrap block.
 _BLOCK_ELEMENTS = 1 << 22
 
 
@@ -87,6 +91,8 @@ class IpsResult:
         Bootstrap resamples of sessions.
     level : float
         Confidence level of the intervals.
+    propensity_resampled : bool
+        Whether each resample re-estimated the propensity curve.
     notes : list of str
         The clipping bias note, clicks left out, chunks and queries absent from the log.
     """
@@ -99,6 +105,7 @@ class IpsResult:
     clip: float
     n_boot: int
     level: float
+    propensity_resampled: bool = False
     notes: list = field(default_factory=list)
 
     def to_dict(self) -> dict:
@@ -112,6 +119,7 @@ class IpsResult:
                 "clicks_weighted": self.clicks_weighted,
                 "clicks_clipped": self.clicks_clipped, "clip": self.clip,
                 "n_boot": self.n_boot, "level": self.level, "unit": "session",
+                "propensity_resampled": self.propensity_resampled,
                 "arms": arms, "notes": list(self.notes)}
 
 
@@ -136,8 +144,9 @@ def examinations(rankings: pd.DataFrame, weights: pd.DataFrame, *,
     Returns
     -------
     pandas.DataFrame
-        ``arm``, ``query_id``, ``chunk_id`` (strings), ``examination`` (float64: p(rank)
-        relative to p(1); 0 for a rank without a propensity, i.e. below the curve).
+        ``arm``, ``query_id``, ``chunk_id`` (strings), ``rank`` (int64), ``examination``
+        (float64: p(rank) relative to p(1); 0 for a rank without a propensity, i.e. below
+        the curve).
 
     Raises
     ------
@@ -168,59 +177,99 @@ def examinations(rankings: pd.DataFrame, weights: pd.DataFrame, *,
     r["rank"] = rank.astype(np.int64)
     p = dict(zip(weights["position"].astype(int), weights["propensity"].astype(float)))
     r["examination"] = r["rank"].map(p).fillna(0.0).astype(np.float64)
-    return r[["arm", "query_id", "chunk_id", "examination"]].reset_index(drop=True)
+    return r[["arm", "query_id", "chunk_id", "rank", "examination"]].reset_index(drop=True)
 
 
-def session_evidence(log: ClickLog, weights: pd.DataFrame,
-                     exams: pd.DataFrame) -> tuple[list[str], np.ndarray, np.ndarray]:
-    """Every session's IPS evidence, compressed to distinct patterns with their counts.
+def session_patterns(log: ClickLog, exams: pd.DataFrame, *, max_position: int,
+                     joint: bool) -> tuple[list[str], np.ndarray, np.ndarray]:
+    """Every session's IPS evidence as click counts, compressed to distinct patterns.
 
     Parameters
     ----------
     log : ClickLog
         The impression log.
-    weights : pandas.DataFrame
-        ``position``, ``weight`` (from :func:`relgrade.clicks.pairs.ips_weights`).
     exams : pandas.DataFrame
-        From :func:`examinations`.
+        ``arm``, ``query_id``, ``chunk_id``, ``rank`` (from :func:`examinations`).
+    max_position : int
+        ``K``: clicks and ranks below it are left out.
+    joint : bool
+        Also count each session's randomized-pair clicks (the randomization estimator's
+        evidence), so a resample can re-estimate the propensities.
 
     Returns
     -------
     arms : list of str
-        The arms, sorted; column ``1 + j`` of ``patterns`` is arm ``j``'s numerator.
-    patterns : numpy.ndarray of float64, shape (m, 1 + len(arms))
-        Distinct session rows ``[sum_c w(k_c), sum_c w(k_c) e_arm(d_c) ...]``; sessions
-        without a weighted click are the all-zero row.
+        The arms, sorted (arm ``a`` is block ``a`` of the layout below).
+    patterns : scipy.sparse.csr_array of float64, shape (m, K + A K^2 + 2 (K - 1))
+        Distinct session vectors (layout in ``sql/ips_patterns.sql``): clicks per position,
+        clicks per (arm, position, arm's rank), randomized-pair clicks per link (zeros
+        unless ``joint``). The last row is all zero (sessions without a counted click).
     counts : numpy.ndarray of int64, shape (m,)
-        Sessions per pattern; they sum to ``log.sessions``.
+        Sessions per pattern, summing to ``log.sessions``.
     """
-    log.con.register(WEIGHTS_VIEW, weights[["position", "weight"]].copy())
-    log.con.register(RANKINGS_VIEW, exams)
     arms = sorted(exams["arm"].unique().tolist())
-    rows = log.con.execute(sql("ips_sessions")).df()
-    sessions = pd.Index(rows["session_id"].unique())
-    matrix = np.zeros((len(sessions), 1 + len(arms)))
-    if len(rows):
-        s_code = sessions.get_indexer(rows["session_id"])
-        matrix[s_code, 0] = rows["den"].to_numpy(dtype=np.float64)
-        has_arm = rows["arm"].notna().to_numpy()
-        a_code = pd.Index(arms).get_indexer(rows.loc[has_arm, "arm"])
-        matrix[s_code[has_arm], 1 + a_code] = rows.loc[has_arm, "num"].to_numpy(np.float64)
-    zero = log.sessions - len(sessions)
-    if zero:
-        matrix = np.vstack([matrix, np.zeros((1, 1 + len(arms)))])
-    patterns, inverse = np.unique(matrix, axis=0, return_inverse=True)
-    counts = np.bincount(inverse.ravel(), minlength=len(patterns)).astype(np.int64)
-    if zero:
-        # The all-zero row stands for every session without a weighted click.
-        counts[inverse.ravel()[-1]] += zero - 1
+    codes = {a: i for i, a in enumerate(arms)}
+    view = exams[["arm", "query_id", "chunk_id", "rank"]].copy()
+    view["arm_code"] = exams["arm"].map(codes).astype(np.int64)
+    log.con.register(RANKINGS_VIEW, view)
+    log.con.execute(sql("randomized_pairs"))
+    k = int(max_position)
+    evidence = k + len(arms) * k * k
+    rows = log.con.execute(sql("ips_patterns"), {"max_position": k, "evidence": evidence,
+                                                 "joint": bool(joint)}).fetchall()
+    lengths = np.array([len(cols) for cols, _, _ in rows], dtype=np.int64)
+    indptr = np.concatenate([[0], np.cumsum(lengths), [lengths.sum()]])
+    indices = np.fromiter((c for cols, _, _ in rows for c in cols), dtype=np.int64,
+                          count=int(lengths.sum()))
+    data = np.fromiter((x for _, ns, _ in rows for x in ns), dtype=np.float64,
+                       count=int(lengths.sum()))
+    patterns = sparse.csr_array((data, indices, indptr),
+                                shape=(len(rows) + 1, evidence + 2 * (k - 1)))
+    counts = np.array([n for _, _, n in rows] + [0], dtype=np.int64)
+    counts[-1] = log.sessions - counts[:-1].sum()
     return arms, patterns, counts
 
 
-def _estimates(totals: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
-    """(IPS, SNIPS) per arm from summed patterns ``[den, num_arm...]`` over ``n`` sessions."""
-    den = totals[..., :1]
-    num = totals[..., 1:]
+def rewards(totals: np.ndarray, n: int, *, propensity: np.ndarray | None, n_arms: int,
+            max_position: int, clip: float) -> tuple[np.ndarray, np.ndarray]:
+    """IPS and self-normalised IPS of every arm from summed session patterns.
+
+    Parameters
+    ----------
+    totals : numpy.ndarray of float, shape (..., K + A K^2 + 2 (K - 1))
+        Summed patterns of :func:`session_patterns` (one row per resample, or one row).
+    n : int
+        Sessions behind each row.
+    propensity : numpy.ndarray of float, shape (K,), or None
+        p(k) relative to p(1) (NaN where undefined); None: re-estimated from each row's
+        randomized-pair clicks with :func:`relgrade.clicks.propensity.chain`.
+    n_arms, max_position : int
+        ``A`` and ``K``.
+    clip : float
+        Largest click weight.
+
+    Returns
+    -------
+    ips, snips : numpy.ndarray of float64, shape (..., A)
+        ``sum_{k,j} N[a,k,j] w(k) p(j) / n`` and the same over ``sum_k C[k] w(k)`` (NaN
+        when no click has a weight), with ``w(k) = min(1 / p(k), clip)``; a position where
+        p is undefined has weight 0 and examination 0.
+    """
+    k = max_position
+    totals = np.asarray(totals, dtype=np.float64)
+    if propensity is None:
+        p = chain(totals[..., k + n_arms * k * k:].reshape(*totals.shape[:-1], k - 1, 2))
+    else:
+        p = np.broadcast_to(np.asarray(propensity, dtype=np.float64),
+                            totals.shape[:-1] + (k,))
+    ok = np.isfinite(p) & (p > 0)
+    safe = np.where(ok, p, 1.0)
+    w = np.where(ok, np.minimum(1.0 / safe, clip), 0.0)
+    e = np.where(ok, p, 0.0)
+    clicks = totals[..., :k]
+    per = totals[..., k:k + n_arms * k * k].reshape(*totals.shape[:-1], n_arms, k, k)
+    num = np.einsum("...akj,...k,...j->...a", per, w, e)
+    den = (clicks * w).sum(axis=-1)[..., None]
     with np.errstate(divide="ignore", invalid="ignore"):
         snips = np.where(den > 0, num / np.where(den > 0, den, 1.0), np.nan)
     return num / n, snips
@@ -228,7 +277,8 @@ def _estimates(totals: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
 
 def arm_estimates(log: ClickLog, propensity, rankings: pd.DataFrame, *,
                   rng: np.random.Generator, clip: float = DEFAULT_CLIP, n_boot: int = 1000,
-                  level: float = 0.95, source: str = "<rankings>") -> IpsResult:
+                  level: float = 0.95, resample_propensity: bool = False,
+                  source: str = "<rankings>") -> IpsResult:
     """IPS and self-normalised IPS estimates of each arm's click reward, with intervals.
 
     Parameters
@@ -237,7 +287,8 @@ def arm_estimates(log: ClickLog, propensity, rankings: pd.DataFrame, *,
         The logged impressions.
     propensity : PropensityCurve or mapping of int to float
         p(k) relative to p(1) per position (as :func:`relgrade.clicks.pairs.ips_weights`
-        takes it); it gives both the click weights and the arms' examinations.
+        takes it); it gives both the click weights and the arms' examinations, over
+        positions 1..K (K its last position).
     rankings : pandas.DataFrame
         Columns :data:`RANKING_COLUMNS`, one row per ranked chunk of each arm.
     rng : numpy.random.Generator
@@ -249,6 +300,11 @@ def arm_estimates(log: ClickLog, propensity, rankings: pd.DataFrame, *,
         Bootstrap resamples of sessions (≥ 1).
     level : float, default 0.95
         Confidence level of the percentile intervals, in (0, 1).
+    resample_propensity : bool, default False
+        Re-estimate the curve by randomization in every resample, from the same resampled
+        sessions, so the intervals carry the propensities' own error. Use it when the curve
+        came from this log's randomized slice (``method: randomization``); otherwise the
+        curve is held fixed and the intervals leave its error out.
     source : str
         Where the rankings came from, for error messages.
 
@@ -260,13 +316,15 @@ def arm_estimates(log: ClickLog, propensity, rankings: pd.DataFrame, *,
     ------
     InputError
         Bad settings; a rankings table that breaks :func:`examinations`' rules; a curve
-        that defines no position.
+        that defines no position; with ``resample_propensity``, randomized rows that do not
+        form adjacent pairs.
 
     Notes
     -----
     A ranked chunk the log never shows, or a query it never answers, earns nothing: IPS
     can only credit what users were shown (the selection bias the seed warns of). Such
-    chunks are counted per arm and named in the notes, never an error.
+    chunks are counted per arm and named in the notes, never an error. The point estimates
+    use ``propensity`` as given; the resamples only set the intervals.
 
     Examples
     --------
@@ -287,27 +345,40 @@ def arm_estimates(log: ClickLog, propensity, rankings: pd.DataFrame, *,
     if not (isinstance(level, (float, int)) and 0 < level < 1):
         raise InputError("the confidence level must be between 0 and 1", found=repr(level))
     weights = weights_from_curve(propensity, clip=clip)
+    if isinstance(propensity, PropensityCurve):
+        k_max = int(propensity.table["position"].max())
+    else:
+        k_max = int(max(propensity))
+    k_max = max(k_max, 2)
+    p_point = np.full(k_max, np.nan)
+    p_point[weights["position"].to_numpy() - 1] = weights["propensity"].to_numpy()
     exams = examinations(rankings, weights, source=source)
-    arms, patterns, counts = session_evidence(log, weights, exams)
+    if resample_propensity:
+        _check_pairs(log)
+    arms, patterns, counts = session_patterns(log, exams, max_position=k_max,
+                                              joint=resample_propensity)
     n = int(counts.sum())
-    ips, snips = _estimates((patterns * counts[:, None]).sum(axis=0), n)
+    settings = {"n_arms": len(arms), "max_position": k_max, "clip": float(clip)}
+    ips, snips = rewards(counts @ patterns, n, propensity=p_point, **settings)
     reps_ips = np.empty((n_boot, len(arms)))
     reps_snips = np.empty((n_boot, len(arms)))
-    block = max(1, min(n_boot, _BLOCK_ELEMENTS // max(len(patterns), 1)))
+    block = max(1, min(n_boot, _BLOCK_ELEMENTS // max(patterns.shape[0], 1)))
     done = 0
     while done < n_boot:
         b = min(block, n_boot - done)
         draws = rng.multinomial(n, counts / n, size=b).astype(np.float64)
-        reps_ips[done:done + b], reps_snips[done:done + b] = _estimates(draws @ patterns, n)
+        reps_ips[done:done + b], reps_snips[done:done + b] = rewards(
+            np.asarray(patterns.T @ draws.T).T, n, propensity=None if resample_propensity else p_point,
+            **settings)
         done += b
     alpha = (1 - level) / 2
     absent = log.con.execute(sql("ips_absent")).df().set_index("arm")
     ranked = exams.groupby("arm").size()
     table = pd.DataFrame({
-        "arm": arms, "ips": ips, "ips_low": np.quantile(reps_ips, alpha, axis=0),
-        "ips_high": np.quantile(reps_ips, 1 - alpha, axis=0), "snips": snips,
-        "snips_low": _nan_quantile(reps_snips, alpha), "snips_high":
-        _nan_quantile(reps_snips, 1 - alpha),
+        "arm": arms, "ips": ips, "ips_low": _nan_quantile(reps_ips, alpha),
+        "ips_high": _nan_quantile(reps_ips, 1 - alpha), "snips": snips,
+        "snips_low": _nan_quantile(reps_snips, alpha),
+        "snips_high": _nan_quantile(reps_snips, 1 - alpha),
         "ranked": [int(ranked[a]) for a in arms],
         "ranked_not_in_log": [int(absent.loc[a, "chunks"]) for a in arms],
         "queries_not_in_log": [int(absent.loc[a, "queries"]) for a in arms]})
@@ -315,12 +386,30 @@ def arm_estimates(log: ClickLog, propensity, rankings: pd.DataFrame, *,
         weights, on="position", how="left")
     weighted = by_position["weight"].notna()
     clipped = by_position["clipped"].fillna(False).astype(bool)
-    clip = float(clip)
-    notes = _notes(table, by_position, weighted, clipped, clip)
+    notes = _notes(table, by_position, weighted, clipped, float(clip))
+    if not resample_propensity:
+        notes.append("the propensity curve was held fixed: the intervals leave out its "
+                     "own estimation error")
+    undefined = int((~np.isfinite(reps_ips)).any(axis=1).sum())
+    if undefined:
+        notes.append(f"{undefined} of {n_boot} resamples left a propensity undefined; each "
+                     "interval is over the others")
     return IpsResult(table=table, sessions=n, clicks=int(by_position["clicks"].sum()),
                      clicks_weighted=int(by_position.loc[weighted, "clicks"].sum()),
                      clicks_clipped=int(by_position.loc[clipped, "clicks"].sum()),
-                     clip=clip, n_boot=int(n_boot), level=float(level), notes=notes)
+                     clip=float(clip), n_boot=int(n_boot), level=float(level),
+                     propensity_resampled=bool(resample_propensity), notes=notes)
+
+
+def _check_pairs(log: ClickLog) -> None:
+    log.con.execute(sql("randomized_pairs"))
+    bad = log.con.execute(sql("randomized_check")).fetchall()
+    if bad:
+        session, rows, upper, lower = bad[0]
+        found = (f"a lone flagged row at position {upper}" if rows == 1
+                 else f"positions {upper} and {lower} taken together")
+        raise InputError("rows flagged randomized must come in adjacent pairs (k, k + 1)",
+                         path=log.source, item=f"session {session}", found=found)
 
 
 def _nan_quantile(reps: np.ndarray, q: float) -> np.ndarray:
