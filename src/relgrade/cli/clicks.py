@@ -10,7 +10,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import click
-import duckdb
 import numpy as np
 
 from relgrade.cli.options import seed_option
