@@ -2,7 +2,8 @@
 
 Reads the propensity curve (``paths.click_propensity``) and writes the pairs as Parquet
 (``paths.click_pairs``: query_id, preferred_chunk_id, other_chunk_id, weight, session_id),
-with weights min(1/p(k), ``clicks.clip``).
+with weights min(1/p(k), ``clicks.clip``). With ``clicks.engine: spark`` the pairs are a folder
+of Parquet part files at that path (read by pandas, DuckDB or Spark as one table).
 """
 
 from relgrade.clicks import engine
@@ -19,13 +20,14 @@ def main(ex):
     weights = P.weights_from_curve(curve, clip=c.clip)
     log_path = ex.file(c.log)
     out = ex.path("click_pairs")
-    with engine.duckdb_errors(log_path):
-        log = engine.open_log(log_path, memory_limit=c.memory_limit)
-        with io.atomic_path(out) as tmp:
-            P.skip_above(log, weights).write_parquet(str(tmp))
-            n = log.con.execute("SELECT count(*) FROM read_parquet($p)",
-                                {"p": str(tmp)}).fetchall()[0][0]
-        summary = P.click_summary(log, weights)
+    runner = engine.get(c.engine, memory_limit=c.memory_limit, spark_master=c.spark_master)
+    with runner.errors(log_path):
+        log = runner.open_log(log_path)
+        atomic = io.atomic_path if runner.pairs_layout == "file" else io.atomic_dir
+        with atomic(out) as tmp:
+            n = runner.write_pairs(log, weights, tmp)
+        summary = P.summary_from_positions(runner.clicks_by_position(log), weights,
+                                           sessions=log.sessions)
     print(f"wrote {n:,} pairs from {summary['clicks_weighted']:,} clicks "
           f"({summary['clicks_clipped']:,} clipped at {c.clip:g})")
 

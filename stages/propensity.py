@@ -5,13 +5,12 @@ JSON: the log, the method, the seed and every position) and as a plot table
 (``paths.click_propensity_plot``, CSV: position, propensity, ci_low, ci_high). A log whose
 curve defines no position below the first (``method: randomization`` on a log without
 randomised traffic, or harvesting without interventions) is an error: nothing downstream
-could be weighted.
+could be weighted. ``clicks.engine`` picks DuckDB (default) or Spark (``clicks.spark_master``).
 """
 
 import numpy as np
 
 from relgrade.clicks import engine
-from relgrade.clicks import propensity as PR
 from relgrade.errors import InputError
 from relgrade.experiment.stage import run_stage
 from relgrade.io import files as io
@@ -23,10 +22,11 @@ def main(ex):
     seed = ex.params.need("seed")
     log_path = ex.file(c.log)
     rng = np.random.default_rng(derive_seed(seed, "clicks", "propensity", c.method))
-    with engine.duckdb_errors(log_path):
-        log = engine.open_log(log_path, memory_limit=c.memory_limit)
-        curve = PR.estimate(log, method=c.method, rng=rng, max_position=c.max_position,
-                            n_boot=c.bootstrap, level=c.level)
+    runner = engine.get(c.engine, memory_limit=c.memory_limit, spark_master=c.spark_master)
+    with runner.errors(log_path):
+        log = runner.open_log(log_path)
+        curve = runner.propensity(log, method=c.method, rng=rng, max_position=c.max_position,
+                                  n_boot=c.bootstrap, level=c.level)
     if len(curve.propensities()) < 2:
         raise InputError(f"the log gives no propensity below position 1 by {c.method}",
                          path=log_path, found="; ".join(curve.notes) or "no evidence",

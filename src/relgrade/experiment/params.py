@@ -329,6 +329,8 @@ class Clicks(_Section):
     key: str | None = None
     exclude_eval_queries: Flag = True
     memory_limit: str | None = None
+    engine: Literal["duckdb", "spark"] = "duckdb"
+    spark_master: str | None = None
     simulate: ClickSimulation | None = None
 
 
