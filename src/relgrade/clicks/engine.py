@@ -104,7 +104,7 @@ def duckdb_errors(path):
     except duckdb.OutOfMemoryException as e:
         raise InputError("DuckDB ran out of memory", path=path,
                          found=str(e).strip().splitlines()[0],
-                         fix="Raise the memory limit (--memory-limit; clicks.memory_limit in params), or run where DuckDB's temporary folder "
+                         fix="Raise --memory-limit, or run where DuckDB's temporary folder "
                              "(.tmp in the working directory) has room to spill") from None
     except (duckdb.IOException, duckdb.InvalidInputException, duckdb.ConversionException) as e:
         raise InputError("DuckDB could not read the log", path=path,
