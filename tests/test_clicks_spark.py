@@ -121,3 +121,26 @@ def test_a_spark_that_cannot_start_is_one_error_and_writes_nothing(tmp_path):
         "Error: Spark could not start (master local[2]):")
     assert "JAVA_HOME" in proc.stderr
     assert sorted(p.name for p in tmp_path.iterdir()) == ["log.parquet", "params.yaml"]
+
+
+def test_the_command_line_prints_the_same_curve_with_engine_spark(logs, tmp_path):
+    from click.testing import CliRunner
+
+    from relgrade.cli import main
+
+    path = logs[0]
+    out = {}
+    for name in ("duckdb", "spark"):
+        res = CliRunner().invoke(main, ["clicks", "propensity", str(path), "--max-position", "6",
+                                        "--bootstrap", "100", "--engine", name, "--out",
+                                        str(tmp_path / f"{name}.json")])
+        assert res.exit_code == 0, res.output
+        out[name] = res.output.replace(str(tmp_path / name), "OUT")
+    assert out["duckdb"] == out["spark"]
+    res = CliRunner().invoke(main, ["clicks", "pairs", str(path), "--propensity",
+                                    str(tmp_path / "spark.json"), "--engine", "spark",
+                                    "--out", str(tmp_path / "pairs")])
+    assert res.exit_code == 0, res.output
+    assert (tmp_path / "pairs").is_dir()
+    assert len(pd.read_parquet(tmp_path / "pairs")) == int(
+        res.output.split("wrote ")[1].split(" pairs")[0].replace(",", ""))

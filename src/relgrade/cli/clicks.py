@@ -2,7 +2,8 @@
 
 ``clicks propensity LOG`` prints the propensity curve with bootstrap intervals (and writes
 it as JSON); ``clicks pairs LOG --propensity FILE`` writes the skip-above training pairs.
-The log is read by DuckDB where it lies, so it need not fit in memory.
+The log is read where it lies by DuckDB (default) or Spark (``--engine spark``), so it need not
+fit in memory.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import numpy as np
 
 from relgrade.cli.options import seed_option
 from relgrade.cli.render import handle_errors, number, table
-from relgrade.clicks import ClickLog, engine
+from relgrade.clicks import engine
 from relgrade.clicks import pairs as P
 from relgrade.clicks import propensity as PR
 from relgrade.errors import InputError
@@ -22,12 +23,14 @@ from relgrade.io import files as io
 from relgrade.rng import derive_seed
 
 
-def _open_log(path: Path, memory_limit: str | None) -> ClickLog:
-    return engine.open_log(path, memory_limit=memory_limit)
-
-
-def _duckdb_errors(path: Path):
-    return engine.duckdb_errors(path)
+def _engine_options(fn):
+    fn = click.option("--spark-master", default=None,
+                      help="Spark's master URL with --engine spark (default: local[2]); the "
+                           "log must be where every executor can read it.")(fn)
+    return click.option("--engine", "engine_name", type=click.Choice(list(engine.ENGINES)),
+                        default="duckdb", show_default=True,
+                        help="Where the click SQL runs: embedded DuckDB, or Apache Spark "
+                             "(needs the spark extra and Java 17+).")(fn)
 
 
 @click.group("clicks")
@@ -54,9 +57,10 @@ def clicks_cmd():
 @click.option("--memory-limit", default=None,
               help="DuckDB's memory limit, e.g. 4GB (default: DuckDB's, 80% of RAM); beyond "
                    "it DuckDB spills to its temporary folder.")
+@_engine_options
 @handle_errors
 def propensity_cmd(log_path, method, max_position, seed, n_boot, level, out_path,
-                   memory_limit):
+                   memory_limit, engine_name, spark_master):
     """Estimate the position propensity curve p(k)/p(1) of LOG, with bootstrap intervals.
 
     LOG is an impression log: a Parquet file, a folder of Parquet files, or a CSV file with
@@ -66,10 +70,11 @@ def propensity_cmd(log_path, method, max_position, seed, n_boot, level, out_path
     if seed < 0:
         raise InputError("--seed must be a non-negative integer", found=str(seed))
     rng = np.random.default_rng(derive_seed(seed, "clicks", "propensity", method))
-    with _duckdb_errors(log_path):
-        log = _open_log(log_path, memory_limit)
-        curve = PR.estimate(log, method=method, rng=rng, max_position=max_position,
-                            n_boot=n_boot, level=level)
+    runner = engine.get(engine_name, memory_limit=memory_limit, spark_master=spark_master)
+    with runner.errors(log_path):
+        log = runner.open_log(log_path)
+        curve = runner.propensity(log, method=method, rng=rng, max_position=max_position,
+                                  n_boot=n_boot, level=level)
     units = "sessions in the randomized slice" if method == "randomization" else \
         "queries with an interventional pair"
     click.echo(f"propensity by {method}: {log.rows:,} impressions, {curve.n_units:,} {units}; "
@@ -96,15 +101,17 @@ def propensity_cmd(log_path, method, max_position, seed, n_boot, level, out_path
               help="The curve from `relgrade clicks propensity --out FILE.json`.")
 @click.option("--clip", type=float, default=P.DEFAULT_CLIP, show_default=True,
               help="Largest IPS weight: 1/p(k) above it becomes the clip.")
-@click.option("--out", "out_path", required=True,
-              type=click.Path(dir_okay=False, path_type=Path),
+@click.option("--out", "out_path", required=True, type=click.Path(path_type=Path),
               help="Parquet file for the pairs (query_id, preferred_chunk_id, "
-                   "other_chunk_id, weight, session_id).")
+                   "other_chunk_id, weight, session_id); with --engine spark, a folder of "
+                   "Parquet part files.")
 @click.option("--memory-limit", default=None,
               help="DuckDB's memory limit, e.g. 4GB (default: DuckDB's, 80% of RAM); beyond "
                    "it DuckDB spills to its temporary folder.")
+@_engine_options
 @handle_errors
-def pairs_cmd(log_path, propensity_path, clip, out_path, memory_limit):
+def pairs_cmd(log_path, propensity_path, clip, out_path, memory_limit, engine_name,
+              spark_master):
     """Write LOG's skip-above preference pairs, weighted by inverse propensity, to --out.
 
     In each session the chunk clicked at position k is preferred to every unclicked chunk
@@ -114,13 +121,14 @@ def pairs_cmd(log_path, propensity_path, clip, out_path, memory_limit):
     curve = PR.PropensityCurve.from_dict(io.read_json(propensity_path),
                                          source=propensity_path.as_posix())
     weights = P.weights_from_curve(curve, clip=clip)
-    with _duckdb_errors(log_path):
-        log = _open_log(log_path, memory_limit)
-        with io.atomic_path(out_path) as tmp:
-            P.skip_above(log, weights).write_parquet(str(tmp))
-            n_pairs = log.con.execute("SELECT count(*) FROM read_parquet($path)",
-                                      {"path": str(tmp)}).fetchall()[0][0]
-        summary = P.click_summary(log, weights)
+    runner = engine.get(engine_name, memory_limit=memory_limit, spark_master=spark_master)
+    with runner.errors(log_path):
+        log = runner.open_log(log_path)
+        atomic = io.atomic_path if runner.pairs_layout == "file" else io.atomic_dir
+        with atomic(out_path) as tmp:
+            n_pairs = runner.write_pairs(log, weights, tmp)
+        summary = P.summary_from_positions(runner.clicks_by_position(log), weights,
+                                           sessions=log.sessions)
     click.echo(f"wrote {n_pairs:,} pairs to {out_path.as_posix()} from "
                f"{summary['clicks_weighted']:,} clicks in {log.sessions:,} sessions "
                f"({log.rows:,} impressions)")
