@@ -20,7 +20,7 @@ metrics               relgrade.evaluation.measures, relgrade.evaluation.metrics
 comparisons           relgrade.evaluation.compare, .stats, .poolbias, .noise, .report
 publish               relgrade.protocol.publish
 several raters        relgrade.raters (gold, aggregate, report)
-click training set    relgrade.clicks (log, propensity, pairs)
+click training set    relgrade.clicks (log, propensity, pairs, ips, training, engine, spark)
 ====================  ==========================================================
 
 Layers, top to bottom (each imports only from below; checked by import-linter):
