@@ -24,13 +24,16 @@ Contenders:
 * ``relgrade pairs``: ``relgrade clicks pairs LOG --propensity FILE.json --out PAIRS.parquet``;
 * ``relgrade ... -1gb``: the same three commands with ``--memory-limit 1GB``, so that
   DuckDB must spill the joins and the sort to disk (its ``.tmp`` folder);
+* ``spark ...``: the same three commands with ``--engine spark`` (PySpark in local mode on two
+  cores, session start-up included in the timed span; the JVM's peak memory is added to the
+  Python process's);
 * ``pandas propensity randomization`` / ``harvesting`` / ``pairs``: the same computations
   written the plain way: ``read_parquet`` of the needed columns, ``groupby``, ``merge``,
   ``sort_values``, ``to_parquet``; the same bootstrap (session or query resampling, numpy).
   The pandas contenders do not validate the log (relgrade does, in two passes of DuckDB).
 
-The parent checks that relgrade and pandas agree: the same propensities (to 1e-9) and the
-same pairs in the same order (count and an order-sensitive checksum of every row).
+The parent checks that relgrade, Spark and pandas agree: the same propensities (to 1e-9) and
+the same pairs in the same order (count and an order-sensitive checksum of every row).
 """
 
 from __future__ import annotations
@@ -58,7 +61,8 @@ SEED = 7
 
 TASKS = ("relgrade-randomization", "pandas-randomization", "relgrade-harvesting",
          "pandas-harvesting", "relgrade-pairs", "pandas-pairs",
-         "relgrade-randomization-1gb", "relgrade-harvesting-1gb", "relgrade-pairs-1gb")
+         "relgrade-randomization-1gb", "relgrade-harvesting-1gb", "relgrade-pairs-1gb",
+         "spark-randomization", "spark-harvesting", "spark-pairs")
 
 
 # --- data ----------------------------------------------------------------------------
@@ -230,15 +234,33 @@ def relgrade_cli(args: list[str]) -> None:
 
 
 def _pairs_digest(path: Path) -> dict:
-    """Count, total weight and an order-sensitive checksum of a pairs file (DuckDB)."""
+    """Count, total weight and an order-sensitive checksum of a pairs file or folder of part
+    files (DuckDB; rows numbered in file-name order, then within each file)."""
     import duckdb
 
+    files = str(path / "*.parquet") if path.is_dir() else str(path)
     with duckdb.connect() as con:
         n, total, checksum = con.execute(
-            "SELECT count(*), sum(weight), CAST(sum(hash(file_row_number, query_id, "
-            "preferred_chunk_id, other_chunk_id, weight, session_id)) AS VARCHAR) "
-            "FROM read_parquet($path, file_row_number = true)", {"path": str(path)}).fetchall()[0]
+            "SELECT count(*), sum(weight), CAST(sum(hash(rn, query_id, preferred_chunk_id, "
+            "other_chunk_id, weight, session_id)) AS VARCHAR) FROM (SELECT *, row_number() "
+            "OVER (ORDER BY filename, file_row_number) AS rn FROM read_parquet($path, "
+            "filename = true, file_row_number = true))", {"path": files}).fetchall()[0]
     return {"pairs": n, "weight_sum": total, "checksum": checksum}
+
+
+def _jvm_peak_mib() -> float:
+    """Peak resident memory (VmHWM) of this process's child processes (Spark's JVM), MiB."""
+    import psutil
+
+    peak = 0.0
+    for child in psutil.Process().children(recursive=True):
+        try:
+            for line in Path(f"/proc/{child.pid}/status").read_text().splitlines():
+                if line.startswith("VmHWM:"):
+                    peak += int(line.split()[1]) / 1024
+        except OSError:
+            pass
+    return peak
 
 
 def relgrade_steps(log: Path, out: Path) -> dict[str, float]:
@@ -291,18 +313,20 @@ def worker(task: str, data: Path, out: Path) -> dict:
     rel_json = out / "relgrade-randomization.json"
     limit = ["--memory-limit", "1GB"] if task.endswith("-1gb") else []
     start = time.perf_counter()
-    if task.startswith(("relgrade-randomization", "relgrade-harvesting")):
+    spark = ["--engine", "spark"] if task.startswith("spark-") else []
+    if task.startswith(("relgrade-randomization", "relgrade-harvesting", "spark-randomization",
+                        "spark-harvesting")):
         method = task.split("-")[1]
         target = out / f"{task}.json"
         relgrade_cli(["clicks", "propensity", str(log), "--method", method,
-                      "--bootstrap", str(N_BOOT), "--out", str(target), *limit])
+                      "--bootstrap", str(N_BOOT), "--out", str(target), *limit, *spark])
         seconds = time.perf_counter() - start
         doc = json.loads(target.read_text())
         result = {"propensity": [p["propensity"] for p in doc["positions"]]}
-    elif task.startswith("relgrade-pairs"):
-        target = out / f"{task}.parquet"
+    elif task.startswith(("relgrade-pairs", "spark-pairs")):
+        target = out / (task if spark else f"{task}.parquet")
         relgrade_cli(["clicks", "pairs", str(log), "--propensity", str(rel_json),
-                      "--out", str(target), *limit])
+                      "--out", str(target), *limit, *spark])
         seconds = time.perf_counter() - start
         peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
         result = _pairs_digest(target)
@@ -321,6 +345,9 @@ def worker(task: str, data: Path, out: Path) -> dict:
         raise SystemExit(f"unknown task {task}")
     if not task.endswith("pairs") and not task.endswith("pairs-1gb"):
         peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
+    if spark:
+        # Spark's work happens in its JVM, a child process: its peak counts too.
+        peak += _jvm_peak_mib()
     return {"task": task, "seconds": seconds, "peak_rss_mib": peak, "result": result}
 
 
@@ -390,7 +417,10 @@ def main(argv=None) -> int:
                  ("relgrade-pairs", "pandas-pairs"),
                  ("relgrade-randomization", "relgrade-randomization-1gb"),
                  ("relgrade-harvesting", "relgrade-harvesting-1gb"),
-                 ("relgrade-pairs", "relgrade-pairs-1gb")):
+                 ("relgrade-pairs", "relgrade-pairs-1gb"),
+                 ("relgrade-randomization", "spark-randomization"),
+                 ("relgrade-harvesting", "spark-harvesting"),
+                 ("relgrade-pairs", "spark-pairs")):
         if all(p in runs for p in pair):
             _agree(runs[pair[0]][0]["result"], runs[pair[1]][0]["result"], " vs ".join(pair))
     summary = {

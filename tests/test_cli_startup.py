@@ -98,6 +98,9 @@ def test_choices_spelled_in_command_modules_equal_the_librarys():
     assert tuple(packets.ROLE_NAMES) == tuple(ROLES)
     assert tuple(clicks.PROPENSITY_METHODS) == tuple(propensity.METHODS)
     assert clicks.DEFAULT_CLIP == pairs.DEFAULT_CLIP
+    from relgrade.clicks import engine
+
+    assert tuple(clicks.ENGINES) == tuple(engine.ENGINES)
     for spec in packets.EXPORT_FORMATS.values():
         module, _, attr = spec.partition(":")
         assert callable(getattr(__import__(module, fromlist=[attr]), attr))

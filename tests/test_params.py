@@ -93,7 +93,7 @@ BAD = {
     "pool_depth_missing": (_drop("pool.depth"), "pool.depth: is required"),
     "gate_typo": (lambda p: p.update(gate=p.pop("gates")),
                   "gate: unknown key. Known keys here: seed, paths, scale, corpus, queries, "
-                  "arms, runs, pool, intents, audit, grading, graders, gates, metrics"),
+                  "arms, runs, pool, intents, audit, grading, graders, gates, metrics, clicks"),
     "section_key_typo": (_set("grading.batch_szie", 3),
                          "grading.batch_szie: unknown key. Known keys here: rubric, "
                          "rubric_version, round, batch_size, max_reason_words, "

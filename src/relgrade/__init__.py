@@ -21,7 +21,7 @@ comparisons           relgrade.evaluation.compare, .stats, .poolbias, .noise, .r
 decision report       relgrade.evaluation.decision (SVG charts: relgrade.evaluation.charts)
 publish               relgrade.protocol.publish
 several raters        relgrade.raters (gold, aggregate, report)
-click training set    relgrade.clicks (log, propensity, pairs)
+click training set    relgrade.clicks (log, propensity, pairs, ips, training, engine, spark)
 ====================  ==========================================================
 
 Layers, top to bottom (each imports only from below; checked by import-linter):

@@ -2,14 +2,13 @@
 
 ``clicks propensity LOG`` prints the propensity curve with bootstrap intervals (and writes
 it as JSON); ``clicks pairs LOG --propensity FILE`` writes the skip-above training pairs.
-The log is read by DuckDB where it lies, so it need not fit in memory.
+The log is read where it lies by DuckDB (default) or Spark (``--engine spark``), so it need not
+fit in memory.
 """
 
 from __future__ import annotations
 
-import contextlib
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import click
 
@@ -17,58 +16,23 @@ from relgrade.cli.options import seed_option
 from relgrade.cli.render import handle_errors, number, table
 from relgrade.errors import InputError
 
-if TYPE_CHECKING:
-    import duckdb
-
-    from relgrade.clicks import ClickLog
-
-#: Propensity estimators and the default IPS clip, as relgrade.clicks.propensity.METHODS and
-#: relgrade.clicks.pairs.DEFAULT_CLIP give them (a test checks both); spelled here so that
-#: loading the command imports neither duckdb nor numpy.
+#: Propensity estimators, engines and the default IPS clip, as relgrade.clicks.propensity.
+#: METHODS, relgrade.clicks.engine.ENGINES and relgrade.clicks.pairs.DEFAULT_CLIP give them
+#: (a test checks all three); spelled here so that loading the command imports neither
+#: duckdb nor numpy.
 PROPENSITY_METHODS = ("randomization", "harvesting")
+ENGINES = ("duckdb", "spark")
 DEFAULT_CLIP = 10.0
 
 
-def _relation(con: duckdb.DuckDBPyConnection, path: Path) -> duckdb.DuckDBPyRelation:
-    name = path.name.lower()
-    if path.is_dir():
-        files = sorted(str(p) for p in path.glob("*.parquet"))
-        if not files:
-            raise InputError("folder holds no .parquet file", path=path)
-        return con.read_parquet(files, union_by_name=True)
-    if not path.exists():
-        raise InputError("file not found", path=path)
-    if name.endswith(".parquet"):
-        return con.read_parquet(str(path))
-    if name.endswith((".csv", ".csv.gz")):
-        return con.read_csv(str(path), header=True, all_varchar=True, delimiter=",")
-    raise InputError("unknown log format (use .parquet, a folder of .parquet files, or .csv)",
-                     path=path, found=path.suffix or "no extension")
-
-
-def _open_log(path: Path, memory_limit: str | None) -> ClickLog:
-    from relgrade import clicks
-    from relgrade.clicks import ClickLog
-
-    con = clicks.connect(memory_limit=memory_limit)
-    return ClickLog.from_relation(con, _relation(con, path), source=path.as_posix())
-
-
-@contextlib.contextmanager
-def _duckdb_errors(path: Path):
-    """DuckDB's errors about the log or about memory, as relgrade errors naming the log."""
-    import duckdb
-
-    try:
-        yield
-    except duckdb.OutOfMemoryException as e:
-        raise InputError("DuckDB ran out of memory", path=path,
-                         found=str(e).strip().splitlines()[0],
-                         fix="Raise --memory-limit, or run where DuckDB's temporary folder "
-                             "(.tmp in the working directory) has room to spill") from None
-    except (duckdb.IOException, duckdb.InvalidInputException, duckdb.ConversionException) as e:
-        raise InputError("DuckDB could not read the log", path=path,
-                         found=str(e).strip().splitlines()[0]) from None
+def _engine_options(fn):
+    fn = click.option("--spark-master", default=None,
+                      help="Spark's master URL with --engine spark (default: local[2]); the "
+                           "log must be where every executor can read it.")(fn)
+    return click.option("--engine", "engine_name", type=click.Choice(list(ENGINES)),
+                        default="duckdb", show_default=True,
+                        help="Where the click SQL runs: embedded DuckDB, or Apache Spark "
+                             "(needs the spark extra and Java 17+).")(fn)
 
 
 @click.group("clicks")
@@ -78,7 +42,7 @@ def clicks_cmd():
 
 @clicks_cmd.command("propensity")
 @click.argument("log_path", metavar="LOG", type=click.Path(path_type=Path))
-@click.option("--method", type=click.Choice(PROPENSITY_METHODS), default="randomization",
+@click.option("--method", type=click.Choice(list(PROPENSITY_METHODS)), default="randomization",
               show_default=True,
               help="randomization: the randomized slice's adjacent swaps; harvesting: the "
                    "same chunk at neighbouring positions under different rankers.")
@@ -95,9 +59,10 @@ def clicks_cmd():
 @click.option("--memory-limit", default=None,
               help="DuckDB's memory limit, e.g. 4GB (default: DuckDB's, 80% of RAM); beyond "
                    "it DuckDB spills to its temporary folder.")
+@_engine_options
 @handle_errors
 def propensity_cmd(log_path, method, max_position, seed, n_boot, level, out_path,
-                   memory_limit):
+                   memory_limit, engine_name, spark_master):
     """Estimate the position propensity curve p(k)/p(1) of LOG, with bootstrap intervals.
 
     LOG is an impression log: a Parquet file, a folder of Parquet files, or a CSV file with
@@ -106,17 +71,18 @@ def propensity_cmd(log_path, method, max_position, seed, n_boot, level, out_path
     """
     import numpy as np
 
-    from relgrade.clicks import propensity as PR
+    from relgrade.clicks import engine
     from relgrade.io import files as io
     from relgrade.rng import derive_seed
 
     if seed < 0:
         raise InputError("--seed must be a non-negative integer", found=str(seed))
     rng = np.random.default_rng(derive_seed(seed, "clicks", "propensity", method))
-    with _duckdb_errors(log_path):
-        log = _open_log(log_path, memory_limit)
-        curve = PR.estimate(log, method=method, rng=rng, max_position=max_position,
-                            n_boot=n_boot, level=level)
+    runner = engine.get(engine_name, memory_limit=memory_limit, spark_master=spark_master)
+    with runner.errors(log_path):
+        log = runner.open_log(log_path)
+        curve = runner.propensity(log, method=method, rng=rng, max_position=max_position,
+                                  n_boot=n_boot, level=level)
     units = "sessions in the randomized slice" if method == "randomization" else \
         "queries with an interventional pair"
     click.echo(f"propensity by {method}: {log.rows:,} impressions, {curve.n_units:,} {units}; "
@@ -143,21 +109,24 @@ def propensity_cmd(log_path, method, max_position, seed, n_boot, level, out_path
               help="The curve from `relgrade clicks propensity --out FILE.json`.")
 @click.option("--clip", type=float, default=DEFAULT_CLIP, show_default=True,
               help="Largest IPS weight: 1/p(k) above it becomes the clip.")
-@click.option("--out", "out_path", required=True,
-              type=click.Path(dir_okay=False, path_type=Path),
+@click.option("--out", "out_path", required=True, type=click.Path(path_type=Path),
               help="Parquet file for the pairs (query_id, preferred_chunk_id, "
-                   "other_chunk_id, weight, session_id).")
+                   "other_chunk_id, weight, session_id); with --engine spark, a folder of "
+                   "Parquet part files.")
 @click.option("--memory-limit", default=None,
               help="DuckDB's memory limit, e.g. 4GB (default: DuckDB's, 80% of RAM); beyond "
                    "it DuckDB spills to its temporary folder.")
+@_engine_options
 @handle_errors
-def pairs_cmd(log_path, propensity_path, clip, out_path, memory_limit):
+def pairs_cmd(log_path, propensity_path, clip, out_path, memory_limit, engine_name,
+              spark_master):
     """Write LOG's skip-above preference pairs, weighted by inverse propensity, to --out.
 
     In each session the chunk clicked at position k is preferred to every unclicked chunk
     above it, with weight min(1/p(k), clip). LOG is read as by `clicks propensity`; a click
     at a position the curve does not cover gives no pair and is counted in the summary.
     """
+    from relgrade.clicks import engine
     from relgrade.clicks import pairs as P
     from relgrade.clicks import propensity as PR
     from relgrade.io import files as io
@@ -165,13 +134,14 @@ def pairs_cmd(log_path, propensity_path, clip, out_path, memory_limit):
     curve = PR.PropensityCurve.from_dict(io.read_json(propensity_path),
                                          source=propensity_path.as_posix())
     weights = P.weights_from_curve(curve, clip=clip)
-    with _duckdb_errors(log_path):
-        log = _open_log(log_path, memory_limit)
-        with io.atomic_path(out_path) as tmp:
-            P.skip_above(log, weights).write_parquet(str(tmp))
-            n_pairs = log.con.execute("SELECT count(*) FROM read_parquet($path)",
-                                      {"path": str(tmp)}).fetchall()[0][0]
-        summary = P.click_summary(log, weights)
+    runner = engine.get(engine_name, memory_limit=memory_limit, spark_master=spark_master)
+    with runner.errors(log_path):
+        log = runner.open_log(log_path)
+        atomic = io.atomic_path if runner.pairs_layout == "file" else io.atomic_dir
+        with atomic(out_path) as tmp:
+            n_pairs = runner.write_pairs(log, weights, tmp)
+        summary = P.summary_from_positions(runner.clicks_by_position(log), weights,
+                                           sessions=log.sessions)
     click.echo(f"wrote {n_pairs:,} pairs to {out_path.as_posix()} from "
                f"{summary['clicks_weighted']:,} clicks in {log.sessions:,} sessions "
                f"({log.rows:,} impressions)")

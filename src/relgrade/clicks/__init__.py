@@ -9,7 +9,15 @@ This package turns an impression log into
   variation between rankers that already ran side by side
   (:func:`relgrade.clicks.propensity.harvesting`), each with a bootstrap interval; and
 * skip-above preference pairs weighted by the inverse propensity of the clicked position
-  (:func:`relgrade.clicks.pairs.skip_above`).
+  (:func:`relgrade.clicks.pairs.skip_above`);
+* IPS and self-normalised IPS estimates of any ranking's click reward from the log
+  (:func:`relgrade.clicks.ips.arm_estimates`); and
+* a learning-to-rank training set of the key's grades and the click pairs
+  (:func:`relgrade.clicks.training.training_set`).
+
+The SQL runs on DuckDB or, with the same results, on Apache Spark
+(:mod:`relgrade.clicks.engine`, :mod:`relgrade.clicks.spark`); :mod:`relgrade.clicks.simulate`
+draws seeded logs with known propensities and relevances to check all of it against.
 
 Every pass over the log runs in DuckDB, from the SQL files in ``relgrade/clicks/sql/``, so
 the log never has to fit in memory: Python receives only small aggregates (one row per

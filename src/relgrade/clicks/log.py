@@ -239,7 +239,8 @@ class ClickLog:
             if session is not None and rule == "repeated_chunk":
                 session = _confirm_repeated_chunk(con, session)
             if session is not None:
-                raise _session_error(con, source, rule, session)
+                rows = con.execute(sql("session_rows"), {"session_id": session}).df()
+                raise session_error(rows, source, rule, session)
         return cls(con=con, source=str(source), rows=int(counts["rows"]),
                    sessions=int(sessions))
 
@@ -278,8 +279,26 @@ def _confirm_repeated_chunk(con, session: str) -> str | None:
     return con.execute(sql("repeated_chunk_exact")).fetchall()[0][0]
 
 
-def _session_error(con, source: str, rule: str, session: str) -> InputError:
-    rows = con.execute(sql("session_rows"), {"session_id": session}).df()
+def session_error(rows: pd.DataFrame, source: str, rule: str, session: str) -> InputError:
+    """The error for a session that breaks a session rule, from that session's rows.
+
+    Parameters
+    ----------
+    rows : pandas.DataFrame
+        The session's rows: ``position``, ``chunk_id``, ``query_id``, ``ranker``.
+    source : str
+        The log's path.
+    rule : {"repeated_position", "repeated_chunk", "several_queries", "several_rankers"}
+        The rule broken.
+    session : str
+        The session's id.
+
+    Returns
+    -------
+    InputError
+        Naming the session and what it holds (the position shown twice, the chunk shown
+        twice, or the queries or rankers it mixes).
+    """
     if rule == "repeated_position":
         counts = rows["position"].value_counts()
         position = int(counts[counts > 1].index.min())

@@ -159,14 +159,35 @@ def click_summary(log: ClickLog, weights: pd.DataFrame) -> dict:
         with clicks but no weight), ``clicks_clipped`` and ``positions_clipped`` (clicks at
         positions whose weight was clipped), ``impressions``, ``sessions``.
     """
-    by_position = log.con.execute(sql("clicks_by_position")).df()
+    return summary_from_positions(log.con.execute(sql("clicks_by_position")).df(), weights,
+                                  sessions=log.sessions)
+
+
+def summary_from_positions(by_position: pd.DataFrame, weights: pd.DataFrame, *,
+                           sessions: int) -> dict:
+    """:func:`click_summary` from impressions and clicks per position (any engine).
+
+    Parameters
+    ----------
+    by_position : pandas.DataFrame
+        ``position``, ``shown``, ``clicks`` (as ``sql/clicks_by_position.sql`` returns).
+    weights : pandas.DataFrame
+        From :func:`ips_weights`.
+    sessions : int
+        Sessions in the log.
+
+    Returns
+    -------
+    dict
+        As :func:`click_summary`.
+    """
     merged = by_position.merge(weights, on="position", how="left")
     has_weight = merged["weight"].notna()
     clipped = merged["clipped"].fillna(False).astype(bool)
     clicked = merged["clicks"] > 0
     return {
         "impressions": int(merged["shown"].sum()),
-        "sessions": log.sessions,
+        "sessions": int(sessions),
         "clicks": int(merged["clicks"].sum()),
         "clicks_weighted": int(merged.loc[has_weight, "clicks"].sum()),
         "clicks_without_propensity": int(merged.loc[~has_weight, "clicks"].sum()),

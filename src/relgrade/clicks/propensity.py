@@ -389,6 +389,30 @@ def randomization(log: ClickLog, *, rng: np.random.Generator, max_position: int 
                          path=log.source, item=f"session {session}", found=found,
                          fix="Flag exactly the two rows of each swapped pair")
     patterns = con.execute(sql("randomization"), {"max_position": int(max_position)}).fetchall()
+    return from_patterns(patterns, rng=rng, max_position=max_position, n_boot=n_boot,
+                         level=level)
+
+
+def from_patterns(patterns, *, rng: np.random.Generator, max_position: int, n_boot: int,
+                  level: float) -> PropensityCurve:
+    """The randomization curve from the randomized slice's session patterns (any engine).
+
+    Parameters
+    ----------
+    patterns : sequence of (links, clicks_upper, clicks_lower, sessions)
+        One entry per distinct session pattern, ordered as ``sql/randomization.sql`` orders
+        them: ``links`` the upper positions k of the session's randomized pairs within
+        ``max_position`` (ascending), the clicks at k and at k + 1 of each, and the number of
+        sessions with that pattern.
+    rng, max_position, n_boot, level
+        As :func:`randomization`.
+
+    Returns
+    -------
+    PropensityCurve
+        As :func:`randomization`.
+    """
+    _check_settings(max_position, n_boot, level)
     links = max_position - 1
     evidence = np.zeros((len(patterns), links, 2))
     counts = np.zeros(len(patterns), dtype=np.int64)
@@ -455,6 +479,28 @@ def harvesting(log: ClickLog, *, rng: np.random.Generator, max_position: int = 1
     """
     _check_settings(max_position, n_boot, level)
     rows = log.con.execute(sql("harvesting"), {"max_position": int(max_position)}).df()
+    return from_links(rows, rng=rng, max_position=max_position, n_boot=n_boot, level=level)
+
+
+def from_links(rows: pd.DataFrame, *, rng: np.random.Generator, max_position: int,
+               n_boot: int, level: float) -> PropensityCurve:
+    """The harvesting curve from per-(query, link) click-through sums (any engine).
+
+    Parameters
+    ----------
+    rows : pandas.DataFrame
+        As ``sql/harvesting.sql`` returns them, ordered by query then k: ``query_id``,
+        ``k``, ``chunks`` (the link's interventional (query, chunk) pairs), ``ctr_upper``
+        and ``ctr_lower`` (their summed click-through rates at k and k + 1).
+    rng, max_position, n_boot, level
+        As :func:`harvesting`.
+
+    Returns
+    -------
+    PropensityCurve
+        As :func:`harvesting`.
+    """
+    _check_settings(max_position, n_boot, level)
     links = max_position - 1
     queries, codes = np.unique(rows["query_id"].astype(str).to_numpy(), return_inverse=True)
     evidence = np.zeros((len(queries), links, 2))

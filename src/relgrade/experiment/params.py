@@ -2,7 +2,8 @@
 
 :func:`load_params` reads the file and returns a :class:`Params`: one pydantic model per
 section (``seed``, ``paths``, ``scale``, ``corpus``, ``queries``, ``arms``, ``runs``,
-``pool``, ``intents``, ``audit``, ``grading``, ``graders``, ``gates``, ``metrics``). Every
+``pool``, ``intents``, ``audit``, ``grading``, ``graders``, ``gates``, ``metrics``,
+``clicks``). Every
 value is checked against its allowed range before any stage or command does work, and a
 bad one is one :class:`~relgrade.errors.InputError` naming the params file that was read,
 the key path (``grading.batch_size``), what was found and what is allowed::
@@ -134,6 +135,11 @@ class Paths(_Section):
     report_html: str | None = None
     decision: str | None = None
     publish: str | None = None
+    click_propensity: str | None = None
+    click_propensity_plot: str | None = None
+    click_ips: str | None = None
+    click_pairs: str | None = None
+    training_set: str | None = None
 
 
 class Scale(_Section):
@@ -305,10 +311,40 @@ class Metrics(_Section):
     primary: str | None = None
 
 
+class ClickSimulation(_Section):
+    """``clicks.simulate``: the seeded position-based simulation that writes a labelled
+    simulated log, its true p(k) = 1/k and relevances (see :mod:`relgrade.clicks.simulate`)."""
+
+    sessions: Positive
+    queries: Positive
+    positions: Annotated[int, _number(integer=True, ge=2)]
+    rankers: Positive = 3
+    randomized_share: Share = 0.0
+
+
+class Clicks(_Section):
+    """``clicks``: the click log and how its propensities, IPS estimates, pairs and training
+    set are made (see docs/clicks.md)."""
+
+    log: str
+    method: Literal["randomization", "harvesting"] = "randomization"
+    max_position: Annotated[int, _number(integer=True, ge=2)] = 10
+    bootstrap: Positive = 1000
+    level: Probability = 0.95
+    clip: Annotated[float, _number(integer=False, ge=1)] = 10.0
+    rankings: str | None = None
+    key: str | None = None
+    exclude_eval_queries: Flag = True
+    memory_limit: str | None = None
+    engine: Literal["duckdb", "spark"] = "duckdb"
+    spark_master: str | None = None
+    simulate: ClickSimulation | None = None
+
+
 _SECTIONS: dict[str, type[BaseModel]] = {
     "paths": Paths, "scale": Scale, "corpus": Corpus, "queries": Queries, "runs": Runs,
     "pool": Pool, "intents": Intents, "audit": Audit, "grading": Grading, "gates": Gates,
-    "metrics": Metrics}
+    "metrics": Metrics, "clicks": Clicks}
 
 
 # --- the whole file ------------------------------------------------------------------
@@ -339,6 +375,7 @@ class Params(BaseModel):
     graders: dict[str, Grader] = Field(default_factory=dict)
     gates: Gates | None = None
     metrics: Metrics | None = None
+    clicks: Clicks | None = None
 
     _source: Path = PrivateAttr(default=PARAMS_FILE)
 
