@@ -302,5 +302,5 @@ def test_stage_rewrites_a_file_arm_and_refuses_unknown_chunks_on_one_line(tmp_pa
     assert proc.returncode == 1
     assert proc.stderr.strip().splitlines() == [
         "Error: bad.trec: query k1, chunk nope: unknown chunk id (found 1 row(s) name chunks "
-        "that are not in the corpus)"]
+        "that are not in the corpus, first nope)"]
     assert not (tmp_path / "data/runs/bad.trec").exists()
