@@ -17,6 +17,7 @@ from relgrade.cli.clicks import clicks_cmd
 from relgrade.cli.compare import compare_cmd
 from relgrade.cli.evaluate import evaluate_cmd
 from relgrade.cli.grade import grade_cmd
+from relgrade.cli.init import init_cmd
 from relgrade.cli.graderun import run_cmd
 from relgrade.cli.intents import intents_cmd
 from relgrade.cli.packets import packets_cmd
@@ -38,7 +39,7 @@ COMMANDS = {
     "intents": intents_cmd, "packets": packets_cmd, "agreement": agreement_cmd,
     "grade": grade_cmd, "status": status_cmd, "serve": serve_cmd, "compare": compare_cmd,
     "evaluate": evaluate_cmd, "queries": queries_cmd, "aggregate": aggregate_cmd,
-    "clicks": clicks_cmd, "audit": audit_cmd,
+    "clicks": clicks_cmd, "audit": audit_cmd, "init": init_cmd,
 }
 for name, command in COMMANDS.items():
     main.add_command(command, name)
