@@ -15,12 +15,15 @@ from relgrade.cli.agreement import agreement_cmd
 from relgrade.cli.audit import audit_cmd
 from relgrade.cli.clicks import clicks_cmd
 from relgrade.cli.compare import compare_cmd
+from relgrade.cli.corpus import corpus_cmd
+from relgrade.cli.design import design_cmd
 from relgrade.cli.evaluate import evaluate_cmd
 from relgrade.cli.grade import grade_cmd
 from relgrade.cli.init import init_cmd
 from relgrade.cli.graderun import run_cmd
 from relgrade.cli.intents import intents_cmd
 from relgrade.cli.packets import packets_cmd
+from relgrade.cli.pool import pool_cmd
 from relgrade.cli.queries import queries_cmd
 from relgrade.cli.serve import serve_cmd
 from relgrade.cli.status import status_cmd
@@ -40,6 +43,7 @@ COMMANDS = {
     "grade": grade_cmd, "status": status_cmd, "serve": serve_cmd, "compare": compare_cmd,
     "evaluate": evaluate_cmd, "queries": queries_cmd, "aggregate": aggregate_cmd,
     "clicks": clicks_cmd, "audit": audit_cmd, "init": init_cmd,
+    "design": design_cmd, "corpus": corpus_cmd, "pool": pool_cmd,
 }
 for name, command in COMMANDS.items():
     main.add_command(command, name)
