@@ -169,7 +169,8 @@ def write_design(ex, name: str | None = None) -> Path:
     ex : relgrade.experiment.files.Experiment
         The experiment.
     name : str, optional
-        Its name (default: the name of its folder, resolved).
+        Its name (default: ``default`` for the repository's top folder, else the name of
+        its folder).
 
     Returns
     -------
@@ -190,8 +191,11 @@ def write_design(ex, name: str | None = None) -> Path:
     review = read_json(review_path) if review_path.is_file() else None
     manifest_path = ex.path("corpus_manifest")
     manifest = read_json(manifest_path) if manifest_path.is_file() else None
+    if name is None:
+        # the repository's own experiment is its top folder, whatever the clone is called
+        name = "default" if (ex.root / "stages").is_dir() else ex.root.resolve().name
     context = design_context(
-        name=name or ex.root.resolve().name, params=ex.params, record=record, review=review,
+        name=name, params=ex.params, record=record, review=review,
         corpus_sha256=(manifest or {}).get("sha256"),
         record_path=ex.params.paths.record)
     write_text(path, render_design(context, blocks))
