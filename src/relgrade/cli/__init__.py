@@ -19,8 +19,8 @@ from relgrade.cli.corpus import corpus_cmd
 from relgrade.cli.design import design_cmd
 from relgrade.cli.evaluate import evaluate_cmd
 from relgrade.cli.grade import grade_cmd
-from relgrade.cli.init import init_cmd
 from relgrade.cli.graderun import run_cmd
+from relgrade.cli.init import init_cmd
 from relgrade.cli.intents import intents_cmd
 from relgrade.cli.packets import packets_cmd
 from relgrade.cli.pool import pool_cmd
