@@ -246,3 +246,51 @@ def test_command_graders_are_declared_as_model_graders(repo):
         "grader-a": {"role": "grader", "kind": "model", "command": "python g.py"},
         "aud": {"role": "auditor", "kind": "model", "command": "python a.py"}}
     assert params["grading"]["auditor"] == "aud"
+
+
+def test_a_pypi_source_spec_is_copied_and_runs_are_checked_against_queries_only(repo):
+    shutil.copy(REPO / "data/input/corpus.source.yaml", repo / "in/corpus.source.yaml")
+    (repo / "in/runs/later.trec").write_text("kw01 Q0 chunk-known-later 1 1.0 x\n")
+    res = CliRunner().invoke(cli, ["init", "experiments/click2", "--corpus",
+                                   "in/corpus.source.yaml", "--queries", "in/queries.tsv",
+                                   "--intents", "in/intents.tsv", "--run",
+                                   "later=in/runs/later.trec"])
+    assert res.exit_code == 0, res.output
+    ex = repo / "experiments/click2"
+    assert (ex / "data/input/corpus.source.yaml").read_bytes() == (
+        REPO / "data/input/corpus.source.yaml").read_bytes()
+    assert yaml.safe_load((ex / "params.yaml").read_text())["corpus"] == {
+        "input": "data/input/corpus.source.yaml"}
+    (repo / "in/runs/q.trec").write_text("zz99 Q0 c 1 1.0 x\n")
+    res = CliRunner().invoke(cli, ["init", "experiments/click3", "--corpus",
+                                   "in/corpus.source.yaml", "--queries", "in/queries.tsv",
+                                   "--intents", "in/intents.tsv", "--run", "q=in/runs/q.trec"])
+    assert res.exit_code == 1
+    assert res.output == ("Error: in/runs/q.trec: query zz99, chunk c: unknown query id (found "
+                          "1 row(s) name queries that are not in the query set, first zz99)\n")
+
+
+def test_a_local_sdist_spec_brings_its_archive_along(repo):
+    (repo / "in/pkg-1.0.tar.gz").write_bytes(b"not really an archive")
+    (repo / "in/local.yaml").write_text(
+        "kind: sdist-file\npath: pkg-1.0.tar.gz\nsha256: '" + "a" * 64 + "'\n")
+    res = CliRunner().invoke(cli, ["init", "experiments/local", "--corpus", "in/local.yaml",
+                                   "--queries", "in/queries.tsv", "--intents",
+                                   "in/intents.tsv", "--arm", "bm25=bm25"])
+    assert res.exit_code == 0, res.output
+    inp = repo / "experiments/local/data/input"
+    assert (inp / "pkg-1.0.tar.gz").read_bytes() == b"not really an archive"
+    assert yaml.safe_load((inp / "corpus.source.yaml").read_text()) == {
+        "kind": "sdist-file", "path": "pkg-1.0.tar.gz", "sha256": "a" * 64}
+
+
+def test_a_parquet_chunks_corpus_is_copied_and_checked(repo):
+    import pandas as pd
+
+    pd.DataFrame(tiny.chunks()).to_parquet(repo / "in/chunks.parquet", index=False)
+    res = CliRunner().invoke(cli, ["init", "experiments/pq", "--corpus", "in/chunks.parquet",
+                                   "--queries", "in/queries.tsv", "--intents",
+                                   "in/intents.tsv", "--run", "ext=in/runs/ext.trec"])
+    assert res.exit_code == 0, res.output
+    assert (repo / "experiments/pq/data/input/chunks.parquet").read_bytes() == (
+        repo / "in/chunks.parquet").read_bytes()
