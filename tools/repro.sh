@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The main job: install relgrade, run every experiment's DVC pipeline end to end (the
 # repository's own, dvc.yaml at the top, and each experiments/NAME/dvc.yaml: `dvc repro
-# --all-pipelines`), then print each experiment's per-arm table, status and design record
-# state and, last, its verdicts on the primary measure (tools/verdicts.sh: the "Verdicts"
+# --all-pipelines`), then print the per-arm tables, write each experiment's DESIGN.md again
+# (relgrade design) and print its status and, last, its verdicts on the primary measure (tools/verdicts.sh: the "Verdicts"
 # section of its report.md; report.html beside it has the whole report).
 # With arguments, they are passed to `dvc repro` instead (e.g. one experiment's dvc.yaml).
 set -euo pipefail
@@ -20,6 +20,8 @@ for params in params.yaml experiments/*/params.yaml; do
   dir=$(dirname "$params")
   echo
   echo "Status of $dir:"
+  # the design record takes in the frozen key's facts; person-written parts are kept
+  relgrade design --experiment "$dir" > /dev/null
   relgrade status --experiment "$dir"
 done
 bash tools/verdicts.sh
