@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # The main job: install relgrade, run every experiment's DVC pipeline end to end (the
 # repository's own, dvc.yaml at the top, and each experiments/NAME/dvc.yaml: `dvc repro
-# --all-pipelines`), then print the per-arm tables, write each experiment's DESIGN.md again
-# (relgrade design) and print its status and, last, its verdicts on the primary measure (tools/verdicts.sh: the "Verdicts"
-# section of its report.md; report.html beside it has the whole report).
-# With arguments, they are passed to `dvc repro` instead (e.g. one experiment's dvc.yaml).
+# --all-pipelines`), then print the per-arm tables; for each experiment write its DESIGN.md
+# again (relgrade design) and print its status; last, each one's verdicts on the primary
+# measure (tools/verdicts.sh: the "Verdicts" section of its report.md; report.html beside it
+# has the whole report). With arguments, they are passed to `dvc repro` instead (e.g. one
+# experiment's dvc.yaml).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash tools/bootstrap.sh
