@@ -294,3 +294,12 @@ def test_a_parquet_chunks_corpus_is_copied_and_checked(repo):
     assert res.exit_code == 0, res.output
     assert (repo / "experiments/pq/data/input/chunks.parquet").read_bytes() == (
         repo / "in/chunks.parquet").read_bytes()
+
+
+def test_another_experiment_with_sections_unknown_here_is_read_for_its_paths_only(repo):
+    other = repo / "experiments/clicks-sim"
+    other.mkdir(parents=True)
+    (other / "params.yaml").write_text(yaml.safe_dump(
+        {"clicks": {"sessions": 1000}, "paths": {"out": "data/out"}}))
+    res = init("--arm", "bm25=bm25")
+    assert res.exit_code == 0, res.output

@@ -16,7 +16,7 @@ else
   dvc repro --all-pipelines
 fi
 dvc metrics show
-for params in params.yaml experiments/*/params.yaml; do
+for params in params.yaml $(find experiments -name params.yaml 2>/dev/null | sort); do
   [ -f "$params" ] || continue
   dir=$(dirname "$params")
   echo

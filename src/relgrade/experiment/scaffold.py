@@ -207,6 +207,11 @@ def pipeline(repo_dvc: dict, root_rel: str, *, file_runs: bool) -> dict:
     return {"stages": stages, **{k: v for k, v in repo_dvc.items() if k != "stages"}}
 
 
+def _paths_of(params_file: Path) -> dict:
+    paths = (read_yaml(params_file) or {}).get("paths")
+    return {k: v for k, v in paths.items() if isinstance(v, str)} if isinstance(paths, dict) else {}
+
+
 def _template(name: str) -> str:
     return resources.files("relgrade.experiment").joinpath("templates", name).read_text(
         encoding="utf-8")
@@ -276,7 +281,9 @@ def init_experiment(plan: Plan) -> Experiment:
             graders=yaml.safe_dump({"graders": graders_section(plan)}, sort_keys=False))
         write_text(tmp / PARAMS_FILE, text)
         params = load_params(tmp / PARAMS_FILE)
-        claims = {f: claimed_paths(f, load_params(f / PARAMS_FILE).paths.as_dict())
+        # other experiments' `paths` as written: their params may use sections this
+        # version does not know, and only the paths matter here
+        claims = {f: claimed_paths(f, _paths_of(f / PARAMS_FILE))
                   for f in experiment_folders(repo) if f.resolve() != target}
         claims[target] = claimed_paths(target, params.paths.as_dict())
         check_disjoint(claims)
