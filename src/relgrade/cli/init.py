@@ -66,4 +66,5 @@ def init_cmd(folder, corpus, queries, intents, arms, runs, baseline, pool_depth,
     click.echo(f"  1. add corpus examples to {where}/rubric/v1.md (section 8) and fill in "
                f"{where}/DESIGN.md")
     click.echo(f"  2. relgrade intents review --experiment {where} --reviewer {plan.auditor}")
-    click.echo(f"  3. dvc repro {where}/dvc.yaml   (to the packets; then grade)")
+    click.echo(f"  3. dvc repro {where}/dvc.yaml:packets, grade (relgrade grade run or relgrade "
+               f"serve, with --experiment {where}), then dvc repro {where}/dvc.yaml")
