@@ -2,7 +2,8 @@
 
 Computed arms (bm25, tfidf, rrf, embed) rank the chunks themselves; a `file` arm's run is
 read from its `source`, checked against the corpus and queries, and rewritten in canonical
-order. Either way the file holds ranks 1..n ≤ depth per query, tagged with the arm's name.
+order; an `rrf` arm may fuse `file` arms, whose runs are read the same way. Either way the
+file holds ranks 1..n ≤ depth per query, tagged with the arm's name.
 """
 
 import sys
@@ -28,8 +29,18 @@ def main(ex):
                                     path=source, queries=queries["query_id"].astype("str"),
                                     chunks=chunks["chunk_id"].astype("str"))
     else:
+        # the external runs an rrf arm fuses, read and checked as a file arm's own run is
+        external = {}
+        for other in config.get("fuse") or []:
+            other_config = retrieve.arm_config(str(other), arms, source=ex.params.source)
+            if other_config["kind"] == "file":
+                path = ex.file(other_config["source"])
+                external[str(other)] = retrieve.external_run(
+                    read_run(path), depth=other_config["depth"], ties=ties, path=path,
+                    queries=queries["query_id"].astype("str"),
+                    chunks=chunks["chunk_id"].astype("str"))
         run = retrieve.run_arm(arm, arms, chunks=chunks, queries=queries,
-                               source=ex.params.source)
+                               source=ex.params.source, external=external, ties=ties)
     write_trec_run(ex.path("runs") / f"{arm}.trec", run, tag=arm)
 
 

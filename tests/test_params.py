@@ -93,7 +93,8 @@ BAD = {
     "pool_depth_missing": (_drop("pool.depth"), "pool.depth: is required"),
     "gate_typo": (lambda p: p.update(gate=p.pop("gates")),
                   "gate: unknown key. Known keys here: seed, paths, scale, corpus, queries, "
-                  "arms, runs, pool, intents, audit, grading, graders, gates, metrics, clicks"),
+                  "arms, runs, pool, intents, audit, grading, graders, gates, metrics, clicks, "
+                  "cost"),
     "section_key_typo": (_set("grading.batch_szie", 3),
                          "grading.batch_szie: unknown key. Known keys here: rubric, "
                          "rubric_version, round, batch_size, max_reason_words, "
@@ -158,15 +159,41 @@ def test_a_missing_params_file_is_named(tmp_path):
     res = CliRunner().invoke(cli, ["status", "--params", str(tmp_path / "missing.yaml")])
     assert res.exit_code == 1
     assert res.output == (f"Error: {tmp_path / 'missing.yaml'}: params file not found. "
-                          "Give the experiment's params file with --params\n")
+                          "Give the experiment's folder with --experiment or its params file "
+                          "with --params\n")
     assert list(tmp_path.iterdir()) == []
+
+
+def test_experiment_option_reads_the_params_file_in_that_folder(tmp_path):
+    res = CliRunner().invoke(cli, ["status", "--experiment", str(tmp_path / "exp")])
+    assert res.exit_code == 1
+    assert res.output == (f"Error: {tmp_path / 'exp' / 'params.yaml'}: params file not found. "
+                          "Give the experiment's folder with --experiment or its params file "
+                          "with --params\n")
+
+
+def test_experiment_and_params_options_together_are_refused(tmp_path):
+    res = CliRunner().invoke(cli, ["status", "--experiment", "a", "--params", "b.yaml"])
+    assert res.exit_code == 2
+    assert "give --experiment or --params, not both" in res.output
+
+
+def test_cost_defaults_to_30_seconds_and_refuses_a_non_positive_value():
+    from relgrade.experiment.params import parse_params
+
+    assert parse_params({"paths": {}}).cost.seconds_per_judgment == 30
+    assert parse_params({"paths": {}, "cost": {"seconds_per_judgment": 12.5}}).cost \
+        .seconds_per_judgment == 12.5
+    with pytest.raises(InputError) as e:
+        parse_params({"paths": {}, "cost": {"seconds_per_judgment": 0}})
+    assert "cost.seconds_per_judgment" in str(e.value)
 
 
 def test_a_missing_default_params_file_stops_a_stage(tmp_path):
     proc = _stage(tmp_path, "audit")
     assert proc.returncode == 1
     assert proc.stderr == ("Error: params.yaml: params file not found. Give the experiment's "
-                           "params file with --params\n")
+                           "folder with --experiment or its params file with --params\n")
     assert list(tmp_path.iterdir()) == []
 
 

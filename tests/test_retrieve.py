@@ -188,12 +188,47 @@ def test_hybrid_arm_is_rrf_of_its_fused_arms_computed_in_process():
      "arms.h: an rrf arm needs a non-empty list `fuse`"),
     ({"f": {"kind": "file", "depth": 5, "source": "r.trec"},
       "h": {"kind": "rrf", "depth": 5, "fuse": ["f"]}}, "h",
-     "arms.h.fuse: an rrf arm fuses arms of kind bm25, tfidf, embed"),
+     "arms.h.fuse: the run of a fused file arm was not given (found f)"),
+    ({"a": {"kind": "bm25", "depth": 5}, "g": {"kind": "rrf", "depth": 5, "fuse": ["a"]},
+      "h": {"kind": "rrf", "depth": 5, "fuse": ["g"]}}, "h",
+     "arms.h.fuse: an rrf arm fuses arms of kind bm25, tfidf, embed, file (found g of kind rrf)"),
 ])
 def test_bad_arm_settings_are_refused_naming_the_param(arms, name, message):
     with pytest.raises(InputError) as e:
         retrieve.run_arm(name, arms, chunks=chunks_of(DOCS), queries=queries_of(q="cache"))
     assert str(e.value).startswith(message)
+
+
+def test_rrf_arm_fuses_a_file_arm_cut_to_its_depth_by_reciprocal_rank():
+    # The file arm's run ranks x, y, z; cut to depth 2 it is x (rank 1), y (rank 2). With
+    # k = 0 the fused scores are 1/1 = 1.0 and 1/2 = 0.5, and z (rank 3) is not fused.
+    arms = {"f": {"kind": "file", "depth": 2, "source": "f.trec"},
+            "h": {"kind": "rrf", "depth": 5, "k": 0, "fuse": ["f"]}}
+    ext = pd.DataFrame({"query_id": ["q"] * 3, "chunk_id": ["z", "x", "y"], "rank": [3, 1, 2],
+                        "score": [1.0, 3.0, 2.0]})
+    fused = retrieve.run_arm("h", arms, chunks=chunks_of(DOCS), queries=queries_of(q="cache"),
+                             external={"f": ext})
+    assert fused["chunk_id"].tolist() == ["x", "y"]
+    assert fused["rank"].tolist() == [1, 2]
+    np.testing.assert_allclose(fused["score"], [1.0, 0.5])
+
+
+def test_rrf_arm_fuses_a_computed_arm_with_a_file_arm():
+    arms = {"bm25": {"kind": "bm25", "depth": 3}, "f": {"kind": "file", "depth": 3, "source": "f"},
+            "h": {"kind": "rrf", "depth": 4, "k": 60, "fuse": ["bm25", "f"]}}
+    chunks, queries = chunks_of(DOCS), queries_of(q1="cache eviction")
+    ids = chunks["chunk_id"].tolist()
+    ext = pd.DataFrame({"query_id": ["q1"] * 2, "chunk_id": [ids[-1], ids[0]], "rank": [1, 2],
+                        "score": [2.0, 1.0]})
+    bm25 = retrieve.run_arm("bm25", arms, chunks=chunks, queries=queries)
+    fused = retrieve.run_arm("h", arms, chunks=chunks, queries=queries, external={"f": ext})
+    # each chunk's fused score, summed by hand over the two runs' ranks
+    expected = {}
+    for run in (bm25, ext):
+        for cid, rank in zip(run["chunk_id"], run["rank"]):
+            expected[cid] = expected.get(cid, 0.0) + 1.0 / (60 + rank)
+    assert dict(zip(fused["chunk_id"], fused["score"])) == pytest.approx(
+        dict(sorted(expected.items(), key=lambda t: (t[1], t[0]), reverse=True)[:4]))
 
 
 # --- external runs -------------------------------------------------------------------
@@ -289,6 +324,18 @@ def test_stage_writes_canonical_trec_runs_identically_twice(tmp_path):
     assert bm25[bm25.query_id == "k1"]["chunk_id"].iloc[0] == "c00"
 
 
+def test_stage_fuses_a_file_arm_read_from_its_source(tmp_path):
+    arms = {"ext": {"kind": "file", "depth": 2, "source": "ext.trec"},
+            "mix": {"kind": "rrf", "depth": 3, "k": 0, "fuse": ["ext"]}}
+    stage_setup(tmp_path, arms)
+    (tmp_path / "ext.trec").write_text("k1 Q0 c01 1 0.5 x\nk1 Q0 c02 2 0.4 x\nk1 Q0 c00 3 0.9 x\n")
+    proc = run_retrieve(tmp_path, "mix")
+    assert proc.returncode == 0, proc.stderr
+    # canonical top 2 of ext by score: c00 (0.9), c01 (0.5); k = 0 gives 1/1 and 1/2
+    assert (tmp_path / "data/runs/mix.trec").read_text() == (
+        "k1 Q0 c00 1 1 mix\nk1 Q0 c01 2 0.5 mix\n")
+
+
 def test_stage_rewrites_a_file_arm_and_refuses_unknown_chunks_on_one_line(tmp_path):
     arms = {"ext": {"kind": "file", "depth": 2, "source": "ext.trec"},
             "bad": {"kind": "file", "depth": 2, "source": "bad.trec"}}
@@ -302,5 +349,5 @@ def test_stage_rewrites_a_file_arm_and_refuses_unknown_chunks_on_one_line(tmp_pa
     assert proc.returncode == 1
     assert proc.stderr.strip().splitlines() == [
         "Error: bad.trec: query k1, chunk nope: unknown chunk id (found 1 row(s) name chunks "
-        "that are not in the corpus)"]
+        "that are not in the corpus, first nope)"]
     assert not (tmp_path / "data/runs/bad.trec").exists()

@@ -86,7 +86,7 @@ def test_unknown_query_and_chunk_ids_are_rejected():
     with pytest.raises(InputError) as e:
         validate_run(run, path="r.trec", queries=["q1", "q2"])
     assert str(e.value) == ("r.trec: query q9, chunk zz: unknown query id (found 1 row(s) name "
-                            "queries that are not in the query set)")
+                            "queries that are not in the query set, first q9)")
     with pytest.raises(InputError, match="query q9, chunk zz: unknown chunk id"):
         validate_run(run, queries={"q1", "q9"}, chunks=pd.Series(["a", "b"]))
     validate_run(run, queries=["q1", "q9"], chunks=["a", "zz"])
@@ -253,3 +253,13 @@ def test_codes_in_gives_each_ids_place_in_the_set_and_minus_one_when_absent():
                                pa.array(["a"], pa.large_string())])
     assert codes_in(values, arrow_ids(["a", "b"])).tolist() == [1, -1, 0]
     assert codes_in(arrow_ids(pd.Series([], dtype="str")), arrow_ids(["a"])).tolist() == []
+
+
+def test_unknown_chunk_ids_are_named_first_few_distinct_in_file_order():
+    # 7 rows with unknown chunks, 6 distinct ids: the error names the first five distinct.
+    rows = [("q1", "a", 1, 1.0)] + [("q1", f"x{i}", i + 2, 0.5) for i in range(6)] + [
+        ("q2", "x0", 1, 1.0)]
+    with pytest.raises(InputError) as e:
+        validate_run(_run(rows), path="r.trec", chunks=["a"])
+    assert str(e.value) == ("r.trec: query q1, chunk x0: unknown chunk id (found 7 row(s) name "
+                            "chunks that are not in the corpus, first x0, x1, x2, x3, x4)")

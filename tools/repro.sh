@@ -1,13 +1,28 @@
 #!/usr/bin/env bash
-# The main job: install relgrade, run the DVC pipeline end to end (`dvc repro`), then print
-# each experiment's per-arm table and, last, its verdicts on the primary measure
-# (tools/verdicts.sh: the "Verdicts" section of its report.md; report.html beside it has the
-# whole report).
+# The main job: install relgrade, run every experiment's DVC pipeline end to end (the
+# repository's own, dvc.yaml at the top, and each experiments/NAME/dvc.yaml: `dvc repro
+# --all-pipelines`), then print the per-arm tables; for each experiment write its DESIGN.md
+# again (relgrade design) and print its status; last, each one's verdicts on the primary
+# measure (tools/verdicts.sh: the "Verdicts" section of its report.md; report.html beside it
+# has the whole report). With arguments, they are passed to `dvc repro` instead (e.g. one
+# experiment's dvc.yaml).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash tools/bootstrap.sh
 export PATH="$PWD/.venv/bin:$PATH"
-dvc repro "$@"
+if [ "$#" -gt 0 ]; then
+  dvc repro "$@"
+else
+  dvc repro --all-pipelines
+fi
 dvc metrics show
-relgrade status
+for params in params.yaml $(find experiments -name params.yaml 2>/dev/null | sort); do
+  [ -f "$params" ] || continue
+  dir=$(dirname "$params")
+  echo
+  echo "Status of $dir:"
+  # the design record takes in the frozen key's facts; person-written parts are kept
+  relgrade design --experiment "$dir" > /dev/null
+  relgrade status --experiment "$dir"
+done
 bash tools/verdicts.sh

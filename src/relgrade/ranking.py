@@ -95,10 +95,13 @@ def validate_run(run: pd.DataFrame, *, path=None, queries=None, chunks=None) -> 
             zero_copy_only=False)
         if unknown.any():
             row = int(np.flatnonzero(unknown)[0])
+            # the first few distinct unknown ids, in file order: enough to see the pattern
+            first = list(dict.fromkeys(run[col].to_numpy()[unknown].astype(str)))[:5]
             raise InputError(f"unknown {what} id", path=path, item=_row_item(run, row),
                              found=f"{int(unknown.sum())} row(s) name "
                                    f"{'queries' if what == 'query' else 'chunks'} that are not "
-                                   f"in the {'query set' if what == 'query' else 'corpus'}")
+                                   f"in the {'query set' if what == 'query' else 'corpus'}, "
+                                   f"first {', '.join(first)}")
 
 
 def _repeated_rows(run: pd.DataFrame, columns: list[str]) -> np.ndarray | None:

@@ -26,10 +26,14 @@ COMMANDS = {
     "audit": "relgrade.cli.audit:audit_cmd",
     "clicks": "relgrade.cli.clicks:clicks_cmd",
     "compare": "relgrade.cli.compare:compare_cmd",
+    "corpus": "relgrade.cli.corpus:corpus_cmd",
+    "design": "relgrade.cli.design:design_cmd",
     "evaluate": "relgrade.cli.evaluate:evaluate_cmd",
     "grade": "relgrade.cli.grade:grade_cmd",
+    "init": "relgrade.cli.init:init_cmd",
     "intents": "relgrade.cli.intents:intents_cmd",
     "packets": "relgrade.cli.packets:packets_cmd",
+    "pool": "relgrade.cli.pool:pool_cmd",
     "queries": "relgrade.cli.queries:queries_cmd",
     "serve": "relgrade.cli.serve:serve_cmd",
     "status": "relgrade.cli.status:status_cmd",
@@ -100,11 +104,16 @@ COMMAND_HELP = {
     "clicks": "Click logs: position propensities and IPS-weighted skip-above training pairs.",
     "compare": "Paired statistics between arms of the experiment, or between runs on plain "
                "files.",
+    "corpus": "The experiment's corpus: its chunks, as the corpus stage built them.",
+    "design": "Write DESIGN.md from params and, once the key is frozen, its record.",
     "evaluate": "Score each RUN against QRELS: one row per run, one column per measure.",
     "grade": "Record grades for the pool, only ever adding to what is already recorded.",
+    "init": "Create an experiment in FOLDER (e.g. experiments/NAME).",
     "intents": "The intent table: one locked line per query, reviewed before any packet "
                "exists.",
     "packets": "Grading packets: what a grader sees for each query, and nothing else.",
+    "pool": "Say what pooling the arms' runs at --depth would make, and what grading it would "
+            "cost.",
     "queries": "Query sets: sample one from a query log.",
     "serve": "Serve the grading web page.",
     "status": "Say where the experiment stands: frozen inputs, pool, intents, grading, gate, "

@@ -7,6 +7,7 @@ command, with the same name, type, default and help wherever it appears, so a co
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 
 import click
@@ -143,23 +144,63 @@ def seed_option(*, default: int | None = 0, help: str = "Seed of the random choi
     return click.option("--seed", type=int, default=default, show_default=True, help=help)
 
 
-def _params_file() -> Path:
+def params_path_of(experiment: Path | None, params_path: Path | None) -> Path:
+    """The params file a command reads, from ``--experiment`` and ``--params``.
+
+    Parameters
+    ----------
+    experiment : pathlib.Path or None
+        The experiment's folder (``--experiment``): its ``params.yaml`` is read.
+    params_path : pathlib.Path or None
+        The params file itself (``--params``).
+
+    Returns
+    -------
+    pathlib.Path
+        ``EXPERIMENT/params.yaml``, else ``params_path``, else ``params.yaml`` in the
+        folder the command runs in.
+
+    Raises
+    ------
+    click.UsageError
+        Both options are given.
+
+    Examples
+    --------
+    >>> params_path_of(Path("experiments/httpx"), None).as_posix()
+    'experiments/httpx/params.yaml'
+    >>> params_path_of(None, None).as_posix()
+    'params.yaml'
+    """
     # imported when a command runs, not when it is loaded: the params module needs pydantic
     from relgrade.experiment.params import PARAMS_FILE
 
-    return PARAMS_FILE
+    if experiment is not None and params_path is not None:
+        raise click.UsageError("give --experiment or --params, not both")
+    if experiment is not None:
+        return Path(experiment) / PARAMS_FILE
+    return Path(params_path) if params_path is not None else PARAMS_FILE
 
 
 def params_option(fn):
-    """``--params FILE``: the experiment's params file (default
-    :data:`relgrade.experiment.params.PARAMS_FILE`, in the current folder).
+    """``--experiment DIR`` and ``--params FILE``: which experiment the command reads.
 
-    The file is not checked by click: a missing or invalid file is reported by
-    :func:`relgrade.experiment.params.load_params` as one ``Error:`` line naming it. The
-    default is looked up when the command runs, so loading a command (for ``--help``)
-    imports no params machinery.
+    The command receives one parameter, ``params_path``: ``DIR/params.yaml`` with
+    ``--experiment``, the file given with ``--params``, else ``params.yaml`` in the folder
+    the command runs in (the repository's own experiment when run at its top). The file is
+    not checked by click: a missing or invalid file is reported by
+    :func:`relgrade.experiment.params.load_params` as one ``Error:`` line naming it.
     """
-    return click.option("--params", "params_path", default=_params_file, show_default=False,
-                        type=click.Path(dir_okay=False, path_type=Path),
-                        help="The experiment's params file (default: the experiment's, in "
-                             "the current folder).")(fn)
+
+    @functools.wraps(fn)
+    def command(*args, experiment=None, params_path=None, **kwargs):
+        return fn(*args, params_path=params_path_of(experiment, params_path), **kwargs)
+
+    # functools.wraps shares fn's option list; the two options are added to it here.
+    command = click.option("--params", "params_path", default=None,
+                           type=click.Path(dir_okay=False, path_type=Path),
+                           help="The experiment's params file (default: params.yaml here).")(command)
+    return click.option("--experiment", "experiment", default=None,
+                        type=click.Path(file_okay=False, path_type=Path),
+                        help="The experiment's folder, e.g. experiments/NAME (default: the "
+                             "folder the command runs in).")(command)

@@ -341,10 +341,20 @@ class Clicks(_Section):
     simulate: ClickSimulation | None = None
 
 
+class Cost(_Section):
+    """``cost``: what one judgment costs a grader, in seconds (the protocol's ≈ 30 s).
+
+    A grader may override it with ``graders.NAME.seconds_per_judgment``
+    (see :mod:`relgrade.experiment.cost`).
+    """
+
+    seconds_per_judgment: Annotated[float, _number(integer=False, gt=0)] = 30
+
+
 _SECTIONS: dict[str, type[BaseModel]] = {
     "paths": Paths, "scale": Scale, "corpus": Corpus, "queries": Queries, "runs": Runs,
     "pool": Pool, "intents": Intents, "audit": Audit, "grading": Grading, "gates": Gates,
-    "metrics": Metrics, "clicks": Clicks}
+    "metrics": Metrics, "clicks": Clicks, "cost": Cost}
 
 
 # --- the whole file ------------------------------------------------------------------
@@ -376,6 +386,7 @@ class Params(BaseModel):
     gates: Gates | None = None
     metrics: Metrics | None = None
     clicks: Clicks | None = None
+    cost: Cost = Field(default_factory=Cost)
 
     _source: Path = PrivateAttr(default=PARAMS_FILE)
 
@@ -556,7 +567,7 @@ def load_params(path) -> Params:
     path = Path(path)
     if not path.is_file():
         raise InputError("params file not found", path=path,
-                         fix="Give the experiment's params file with --params")
+                         fix="Give the experiment's folder with --experiment or its params file with --params")
     return parse_params(read_yaml(path), source=path)
 
 

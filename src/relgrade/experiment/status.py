@@ -20,6 +20,8 @@ from collections.abc import Iterable, Mapping
 import pandas as pd
 
 from relgrade.errors import RelgradeError
+from relgrade.experiment.cost import cost_lines, status_cost
+from relgrade.experiment.design import unfilled_parts
 from relgrade.experiment.files import Experiment
 from relgrade.experiment.judgments import Judgments, judgments
 from relgrade.experiment.params import Params
@@ -411,6 +413,11 @@ def read_status(ex: Experiment) -> dict:
         dvc=dvc_health(*ex.dvc_files()))
     if pending is not None:
         st["pending"] = pending
+        try:
+            st["cost"] = status_cost(params, pending)
+        except RelgradeError as e:
+            st.setdefault("other_problems", {})["cost"] = str(e)
+    st["design"] = {"unfilled": unfilled_parts(ex)}
     return st
 
 
@@ -565,6 +572,10 @@ def status_lines(st: Mapping) -> list[str]:
                        "not the frozen key)")
         else:
             out.append(f"metrics {arm}: missing")
+    if st.get("cost"):
+        out += cost_lines(st["cost"])
+    if st.get("design", {}).get("unfilled"):
+        out.append("design: unfilled: " + "; ".join(st["design"]["unfilled"]))
     for step, error in st.get("other_problems", {}).items():
         out.append(f"{step}: cannot be read: {error}")
     if st.get("ledger", {}).get("state") == "refused":

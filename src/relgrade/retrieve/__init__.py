@@ -5,7 +5,7 @@ Arm kinds (params ``arms.NAME.kind``):
 - ``bm25``: :class:`relgrade.retrieve.bm25.BM25Scorer` (optional ``k1``, ``b``);
 - ``tfidf``: :class:`relgrade.retrieve.tfidf.TfidfScorer`;
 - ``rrf``: :func:`relgrade.retrieve.fusion.rrf` of the arms listed in ``fuse``, computed
-  here from the same chunks and queries (optional ``k``, default 60; optional
+  here from the same chunks and queries (a ``file`` arm's run is passed in, as read) (optional ``k``, default 60; optional
   ``fuse_depth``, else each fused arm's own ``depth``);
 - ``embed``: :class:`relgrade.retrieve.embed.EmbedScorer` (the optional ``embed`` extra);
 - ``file``: an external run at ``source``, checked and rewritten by :func:`external_run`.
@@ -26,12 +26,14 @@ from relgrade.ranking import top_k, validate_run
 from relgrade.schema import RUN
 
 KINDS = ("bm25", "tfidf", "rrf", "embed", "file")
-#: kinds computed in-process (the ones ``rrf`` can fuse)
+#: kinds computed in-process
 SCORED = ("bm25", "tfidf", "embed")
+#: kinds an ``rrf`` arm can fuse: the computed ones and external runs
+FUSABLE = (*SCORED, "file")
 
 
 def run_arm(name: str, arms: dict, *, chunks: pd.DataFrame, queries: pd.DataFrame,
-            source=None) -> pd.DataFrame:
+            source=None, external: dict | None = None, ties: str = "score") -> pd.DataFrame:
     """Compute the run of a computed arm (every kind but ``file``).
 
     Parameters
@@ -46,6 +48,12 @@ def run_arm(name: str, arms: dict, *, chunks: pd.DataFrame, queries: pd.DataFram
         The queries table (``query_id``, ``query``, ...), shape (n_queries, ...).
     source : str or Path, optional
         The file the arm's settings came from, named in errors about them.
+    external : dict of str to pandas.DataFrame, optional
+        The runs of the ``file`` arms an ``rrf`` arm fuses, by arm name, as read (already
+        checked against the corpus and queries, see :func:`external_run`); each is cut to
+        its canonical top ``fuse_depth`` (else the file arm's ``depth``) before fusion.
+    ties : {"score", "rank"}, default "score"
+        How an external run is ordered before it is cut (params ``runs.ties``).
 
     Returns
     -------
@@ -57,8 +65,9 @@ def run_arm(name: str, arms: dict, *, chunks: pd.DataFrame, queries: pd.DataFram
     ------
     InputError
         The arm is not in ``arms``; its kind is unknown or ``file``; ``depth`` is not a
-        positive integer; an ``rrf`` arm fuses nothing, fuses an unknown arm or one that is
-        not computed in-process; the ``embed`` extra is missing.
+        positive integer; an ``rrf`` arm fuses nothing, fuses an unknown arm or another
+        ``rrf`` arm, or fuses a ``file`` arm whose run is not in ``external``; the ``embed``
+        extra is missing.
     """
     config = _config(name, arms, source)
     kind = config["kind"]
@@ -74,11 +83,18 @@ def run_arm(name: str, arms: dict, *, chunks: pd.DataFrame, queries: pd.DataFram
         components = {}
         for other in fuse:
             other_config = _config(str(other), arms, source)
-            if other_config["kind"] not in SCORED:
-                raise InputError(f"an rrf arm fuses arms of kind {', '.join(SCORED)}",
+            if other_config["kind"] not in FUSABLE:
+                raise InputError(f"an rrf arm fuses arms of kind {', '.join(FUSABLE)}",
                                  path=source, item=f"arms.{name}.fuse",
                                  found=f"{other} of kind {other_config['kind']}")
             sub_depth = config.get("fuse_depth", _depth(str(other), other_config, source))
+            if other_config["kind"] == "file":
+                if not external or str(other) not in external:
+                    raise InputError("the run of a fused file arm was not given",
+                                     path=source, item=f"arms.{name}.fuse", found=str(other))
+                components[str(other)] = top_k(external[str(other)][RUN], int(sub_depth),
+                                               ties=ties)
+                continue
             components[str(other)] = search(_scorer(other_config, chunks), chunks=chunks,
                                             queries=queries, depth=int(sub_depth),
                                             positive_only=other_config["kind"] != "embed")
@@ -88,7 +104,7 @@ def run_arm(name: str, arms: dict, *, chunks: pd.DataFrame, queries: pd.DataFram
         if isinstance(k, bool) or not isinstance(k, (int, float)) or k < 0:
             raise InputError("the rrf constant `k` must be a non-negative number",
                              path=source, item=f"arms.{name}.k", found=repr(k))
-        return rrf(components, k=k, depth=depth)
+        return rrf(components, k=k, depth=depth, ties=ties)
     return search(_scorer(config, chunks), chunks=chunks, queries=queries, depth=depth,
                   positive_only=kind != "embed")
 

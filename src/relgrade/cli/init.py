@@ -1,0 +1,70 @@
+"""``relgrade init``: a new experiment in its own folder, ready for ``dvc repro``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from relgrade.cli.render import handle_errors
+
+_PATH = click.Path(dir_okay=False, path_type=Path)
+
+
+@click.command("init")
+@click.argument("folder", type=click.Path(path_type=Path))
+@click.option("--corpus", required=True, type=_PATH,
+              help="A source spec (.yaml, like data/input/corpus.source.yaml), a chunks file "
+                   "(.jsonl/.parquet: chunk_id, header, text, source) or a BEIR corpus.jsonl "
+                   "(_id, title, text).")
+@click.option("--queries", required=True, type=_PATH,
+              help="A TSV or JSONL (query_id, query, group) or a BEIR queries.jsonl (_id, text).")
+@click.option("--intents", required=True, type=_PATH,
+              help="The intent table: a TSV or JSONL (query_id, query, intent), one per query.")
+@click.option("--arm", "arms", multiple=True, metavar="NAME=KIND",
+              help="A built-in arm: bm25, tfidf, embed, rrf (fuses every other arm) or "
+                   "rrf:A,B (fuses arms A and B, external runs included). Repeatable.")
+@click.option("--run", "runs", multiple=True, metavar="NAME=FILE",
+              help="An external run (TREC, JSONL or Parquet) as an arm. Repeatable.")
+@click.option("--baseline", default=None, help="The arm others are compared with "
+                                               "(default: the first arm).")
+@click.option("--pool-depth", type=click.IntRange(min=1), default=10, show_default=True,
+              help="Chunks pooled per arm and query.")
+@click.option("--audit-min", type=click.IntRange(min=1), default=10, show_default=True,
+              help="The least number of queries the auditor grades.")
+@click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True,
+              help="The experiment's seed (params `seed`).")
+@click.option("--grader", "key_grader", default="grader-a", show_default=True,
+              help="The key grader's name.")
+@click.option("--auditor", default="auditor-b", show_default=True, help="The auditor's name.")
+@click.option("--grader-command", default=None,
+              help="Make the key grader a command grader running this command "
+                   "(default: a person grading on the web page).")
+@click.option("--auditor-command", default=None,
+              help="Make the auditor a command grader running this command.")
+@click.option("--force", is_flag=True, help="Replace a folder that is not empty.")
+@handle_errors
+def init_cmd(folder, corpus, queries, intents, arms, runs, baseline, pool_depth, audit_min,
+             seed, key_grader, auditor, grader_command, auditor_command, force):
+    """Create an experiment in FOLDER (e.g. experiments/NAME): params.yaml, a dvc.yaml running
+    the repository's stages there, a generic rubric, the inputs under data/input/, and
+    DESIGN.md. FOLDER's last segment is the experiment's name: letters, digits, '.', '_', '-'.
+    Refuses a folder that is not empty (unless --force) and leaves nothing behind on error."""
+    from relgrade.experiment.scaffold import Plan, init_experiment, parse_pairs
+
+    plan = Plan(folder=folder, corpus=corpus, queries=queries, intents=intents,
+                runs={k: Path(v) for k, v in parse_pairs(runs, option="--run").items()},
+                arms=parse_pairs(arms, option="--arm"), baseline=baseline,
+                pool_depth=pool_depth, audit_min=audit_min, seed=seed, key_grader=key_grader,
+                auditor=auditor, grader_command=grader_command,
+                auditor_command=auditor_command, force=force)
+    ex = init_experiment(plan)
+    where = folder.as_posix()
+    arms_made = ", ".join(f"{a} ({c['kind']})" for a, c in ex.params.arms_dict().items())
+    click.echo(f"Created experiment {ex.root.name} in {where}: arms {arms_made}.")
+    click.echo("Next:")
+    click.echo(f"  1. add corpus examples to {where}/rubric/v1.md (section 8) and fill in "
+               f"{where}/DESIGN.md")
+    click.echo(f"  2. relgrade intents review --experiment {where} --reviewer {plan.auditor}")
+    click.echo(f"  3. dvc repro {where}/dvc.yaml:packets, grade (relgrade grade run or relgrade "
+               f"serve, with --experiment {where}), then dvc repro {where}/dvc.yaml")

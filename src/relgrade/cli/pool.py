@@ -1,0 +1,43 @@
+"""``relgrade pool plan``: price a re-pool before it is made."""
+
+from __future__ import annotations
+
+import json
+
+import click
+
+from relgrade.cli.options import params_option
+from relgrade.cli.render import handle_errors
+
+
+@click.group("pool")
+def pool_cmd():
+    """The pool of the experiment's arms."""
+
+
+@pool_cmd.command("plan")
+@click.option("--depth", type=int, required=True, help="The pool depth to price.")
+@click.option("--json", "as_json", is_flag=True, help="Print the plan as JSON.")
+@params_option
+@handle_errors
+def plan_cmd(depth, as_json, params_path):
+    """Say what pooling the arms' runs at --depth would make, and what grading it would cost:
+    the pool version it would create, its pairs, the pairs new to the pool, and the judgments
+    the key grader and the auditor would owe, in annotator-hours (params
+    cost.seconds_per_judgment, or a grader's own). Writes nothing."""
+    from relgrade.experiment.cost import plan_pool
+    from relgrade.experiment.files import Experiment
+
+    plan = plan_pool(Experiment.load(params_path), depth)
+    if as_json:
+        click.echo(json.dumps(plan, indent=2))
+        return
+    click.echo(f"pool at depth {plan['depth']}: {plan['pairs']} pairs, version "
+               f"{plan['pool_version']} (now {plan['pairs_now']} pairs, version "
+               f"{plan['pool_version_now'] or 'none'}); {plan['new_pairs']} pairs new to the pool")
+    cost = plan["cost"]
+    click.echo(f"grading it: {cost['pending']} judgments owed, {cost['pending_hours']:.2f} "
+               "annotator-hours")
+    for name, g in cost["graders"].items():
+        click.echo(f"  {name}: {g['pending']} at {g['seconds_per_judgment']:g} s "
+                   f"({g['pending_hours']:.2f} h)")

@@ -1,0 +1,201 @@
+"""Judging as a program with a cost: judgments spent and pending, in annotator-hours.
+
+One judgment (one grade of one pair by one grader) costs params
+``cost.seconds_per_judgment`` seconds (default 30, the protocol's estimate), or the
+grader's own ``graders.NAME.seconds_per_judgment``. Hours are judgments × seconds / 3600.
+A re-pool is priced before it is made (:func:`plan_pool`): the pool the runs on disk give
+at another depth, its version, and the pairs it would leave owed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from relgrade.errors import InputError
+
+SECONDS_PER_HOUR = 3600.0
+
+
+def seconds_per_judgment(params, grader: str) -> float:
+    """Seconds one judgment of ``grader`` costs.
+
+    Parameters
+    ----------
+    params : relgrade.experiment.params.Params
+        The experiment's params.
+    grader : str
+        A grader's name (need not be declared: then the default applies).
+
+    Returns
+    -------
+    float
+        ``graders.GRADER.seconds_per_judgment`` when set, else ``cost.seconds_per_judgment``.
+
+    Raises
+    ------
+    InputError
+        The grader's override is not a positive number.
+    """
+    spec = params.graders.get(grader)
+    value = spec.as_dict().get("seconds_per_judgment") if spec is not None else None
+    if value is None:
+        return float(params.cost.seconds_per_judgment)
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
+        raise InputError("must be a positive number of seconds", path=params.source,
+                         item=f"graders.{grader}.seconds_per_judgment", found=repr(value))
+    return float(value)
+
+
+def judging_cost(counts: Mapping[str, Mapping[str, int]],
+                 seconds: Mapping[str, float]) -> dict:
+    """Judgments spent and pending per grader, and what they cost in annotator-hours.
+
+    Parameters
+    ----------
+    counts : mapping
+        Grader → ``{"spent": int, "pending": int}`` (judgments made and still owed).
+    seconds : mapping
+        Grader → seconds per judgment.
+
+    Returns
+    -------
+    dict
+        ``{"graders": {name: {"spent", "pending", "seconds_per_judgment", "spent_hours",
+        "pending_hours"}}, "spent": int, "pending": int, "spent_hours": float,
+        "pending_hours": float}``; hours are judgments × seconds / 3600, unrounded.
+
+    Examples
+    --------
+    >>> c = judging_cost({"a": {"spent": 120, "pending": 60}}, {"a": 30.0})
+    >>> c["spent_hours"], c["pending_hours"]
+    (1.0, 0.5)
+    """
+    out = {}
+    for name, n in counts.items():
+        s = float(seconds[name])
+        out[name] = {"spent": int(n["spent"]), "pending": int(n["pending"]),
+                     "seconds_per_judgment": s,
+                     "spent_hours": int(n["spent"]) * s / SECONDS_PER_HOUR,
+                     "pending_hours": int(n["pending"]) * s / SECONDS_PER_HOUR}
+    return {"graders": out,
+            "spent": sum(g["spent"] for g in out.values()),
+            "pending": sum(g["pending"] for g in out.values()),
+            "spent_hours": sum(g["spent_hours"] for g in out.values()),
+            "pending_hours": sum(g["pending_hours"] for g in out.values())}
+
+
+def status_cost(params, pending: Mapping) -> dict | None:
+    """The judging cost of the status's pending work (see
+    :func:`relgrade.experiment.status.pending_status`).
+
+    Parameters
+    ----------
+    params : relgrade.experiment.params.Params
+        The experiment's params.
+    pending : mapping
+        ``{"graders": {name: {"current", "pending_new", "pending_stale", "pending_audit",
+        "pending_regrade"}}}``; a mapping with ``error`` instead gives None.
+
+    Returns
+    -------
+    dict or None
+        As :func:`judging_cost`; ``spent`` is the grader's current grades of the pool,
+        ``pending`` the sum of what it owes for every reason.
+    """
+    if not pending or "graders" not in pending:
+        return None
+    counts = {g: {"spent": c["current"],
+                  "pending": sum(v for k, v in c.items() if k.startswith("pending_"))}
+              for g, c in pending["graders"].items()}
+    return judging_cost(counts, {g: seconds_per_judgment(params, g) for g in counts})
+
+
+def cost_lines(cost: Mapping) -> list[str]:
+    """Plain-words lines of :func:`judging_cost`'s result: one total, one per grader."""
+    out = [f"judging cost: {cost['spent']} judgments spent ({cost['spent_hours']:.2f} h), "
+           f"{cost['pending']} pending ({cost['pending_hours']:.2f} h)"]
+    for name, g in cost["graders"].items():
+        out.append(f"  {name}: {g['spent']} spent, {g['pending']} pending at "
+                   f"{g['seconds_per_judgment']:g} s each ({g['pending_hours']:.2f} h to go)")
+    return out
+
+
+def plan_pool(ex, depth: int) -> dict:
+    """What re-pooling at ``depth`` would make and cost, computed without writing anything.
+
+    The runs in params ``paths.runs`` are pooled as the pool stage pools them (same seed,
+    ties, tail sample), at ``depth``; the judgment bank then says which of the new pool's
+    pairs already hold a current grade and which the key grader and the auditor would owe.
+
+    Parameters
+    ----------
+    ex : relgrade.experiment.files.Experiment
+        The experiment; its chunks, queries, runs, intents and audit sample must exist.
+    depth : int
+        The pool depth to price, >= 1.
+
+    Returns
+    -------
+    dict
+        ``{"depth", "pool_version" (the version the pool would have), "pool_version_now",
+        "pairs", "pairs_now", "new_pairs" (pairs not in today's pool), "cost"
+        (:func:`judging_cost` of the judgments owed)}``.
+
+    Raises
+    ------
+    InputError
+        ``depth`` below 1; a run, the chunks, the queries or the audit sample is missing or
+        invalid.
+    """
+    import pandas as pd
+
+    from relgrade import ranking
+    from relgrade.experiment.judgments import judgments
+    from relgrade.io.files import read_json, read_jsonl, read_table
+    from relgrade.io.runs import read_run
+    from relgrade.protocol import bank
+    from relgrade.protocol import pool as pool_mod
+    from relgrade.rng import stage_rng
+
+    if isinstance(depth, bool) or not isinstance(depth, int) or depth < 1:
+        raise InputError("the pool depth must be an integer >= 1", item="--depth",
+                         found=repr(depth))
+    cfg, ties, seed = ex.params.need("pool"), ex.params.runs.ties, ex.params.need("seed")
+    arms = ex.params.need("arms")
+    for name in ("chunks", "queries", "audit"):
+        if not ex.path(name).exists():
+            raise InputError("is needed to plan a pool; run `dvc repro` up to the pool first",
+                             path=ex.path(name), item=f"paths.{name}")
+    queries = read_table(ex.path("queries"), columns=["query_id"])["query_id"]
+    chunks = read_table(ex.path("chunks"), columns=["chunk_id"])["chunk_id"]
+    deepest = max(cfg.tail_depth or depth, depth) if cfg.tail_sample else depth
+    stacked = []
+    for arm in arms:
+        path = ex.path("runs") / f"{arm}.trec"
+        run = read_run(path)
+        ranking.validate_run(run, path=path, queries=queries, chunks=chunks)
+        stacked.append(pool_mod.top_candidates(run, deepest, ties=ties).assign(arm=str(arm)))
+    table, _, _ = pool_mod.build_pool(
+        ranking.canonical_ranking(pd.concat(stacked, ignore_index=True), ties=ties),
+        depth=depth, tail_sample=cfg.tail_sample, tail_depth=cfg.tail_depth,
+        rng=stage_rng(seed, "pool"))
+    version = pool_mod.pool_manifest(table, seed=seed, depth=depth, tail_sample=cfg.tail_sample,
+                                     tail_depth=cfg.tail_depth, arms=list(arms))["pool_version"]
+    now_path, manifest_path = ex.path("pool"), ex.path("pool_manifest")
+    now = (read_table(now_path, columns=["query_id", "chunk_id"]) if now_path.exists()
+           else table.iloc[0:0])
+    have = set(zip(now["query_id"].astype(str), now["chunk_id"].astype(str)))
+    new_pairs = sum((q, c) not in have
+                    for q, c in zip(table["query_id"].astype(str), table["chunk_id"].astype(str)))
+    audit = [str(r["query_id"]) for r in read_jsonl(ex.path("audit"))]
+    held = judgments(ex, table, audit)
+    key_grader = ex.params.need("grading.key_grader")
+    auditor = ex.params.need("grading.auditor")
+    owed = bank.pending_counts(held.pending, [key_grader, auditor])
+    counts = {g: {"spent": 0, "pending": sum(owed[g].values())} for g in owed}
+    seconds = {g: seconds_per_judgment(ex.params, g) for g in counts}
+    return {"depth": depth, "pool_version": version,
+            "pool_version_now": (read_json(manifest_path).get("pool_version")
+                                 if manifest_path.exists() else None),
+            "pairs": int(len(table)), "pairs_now": len(have), "new_pairs": int(new_pairs),
+            "cost": judging_cost(counts, seconds)}

@@ -1,0 +1,171 @@
+"""Where the experiments of one repository live, and the rules their folders follow.
+
+The repository's own experiment is its top folder (``params.yaml``, ``dvc.yaml``, ``data/``,
+``metrics/``); every further experiment is a folder below ``experiments/`` with the same
+shape. An experiment's name is the last segment of its folder: one path segment of letters,
+digits, ``.``, ``_`` and ``-``, starting with a letter or digit (``experiments/httpx`` is
+named ``httpx``; ``experiments/2026/httpx`` is a folder path whose name is ``httpx``). No two
+experiments may write to the same file or folder: each ``paths`` entry, resolved from its
+experiment's folder, must lie outside every other experiment's entries.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from relgrade.errors import InputError
+from relgrade.experiment.params import PARAMS_FILE
+
+#: The folder, under the repository, that holds every experiment but the default one.
+EXPERIMENTS_DIR = "experiments"
+#: One path segment: what an experiment's name may be.
+NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+
+
+def check_name(name: str, *, path=None) -> str:
+    """An experiment name, checked: one path segment (see :data:`NAME_PATTERN`).
+
+    Parameters
+    ----------
+    name : str
+        The name (the last segment of the experiment's folder).
+    path : str or Path, optional
+        The folder it came from, named in the error.
+
+    Returns
+    -------
+    str
+        ``name`` unchanged.
+
+    Raises
+    ------
+    InputError
+        ``name`` holds a path separator (``/`` or ``\\``), is ``.`` or ``..``, is empty, or
+        holds a character other than letters, digits, ``.``, ``_``, ``-``.
+
+    Examples
+    --------
+    >>> check_name("httpx-bm25")
+    'httpx-bm25'
+    """
+    if "/" in name or "\\" in name:
+        raise InputError("an experiment name is one path segment; it holds a path separator",
+                         path=path, found=repr(name),
+                         fix="Give the experiment's folder, e.g. experiments/NAME")
+    if not NAME_PATTERN.match(name) or set(name) == {"."}:
+        raise InputError("an experiment name starts with a letter or digit and holds only "
+                         "letters, digits, '.', '_' and '-'", path=path, found=repr(name))
+    return name
+
+
+def find_repository(start) -> Path:
+    """The relgrade repository holding ``start``: the nearest folder with ``stages/`` and
+    ``dvc.yaml``, from ``start`` upward.
+
+    Parameters
+    ----------
+    start : str or os.PathLike
+        A folder, which need not exist yet (its nearest existing parent is searched from).
+
+    Returns
+    -------
+    pathlib.Path
+        The repository's folder, absolute.
+
+    Raises
+    ------
+    InputError
+        No folder from ``start`` upward holds both.
+    """
+    here = Path(start).resolve()
+    for folder in (here, *here.parents):
+        if (folder / "stages").is_dir() and (folder / "dvc.yaml").is_file():
+            return folder
+    raise InputError("not inside a relgrade repository (no folder upward holds stages/ and "
+                     "dvc.yaml)", path=start,
+                     fix="Run it in a clone of the relgrade repository")
+
+
+def experiment_folders(repo) -> list[Path]:
+    """Every experiment of the repository: its top folder when it has ``params.yaml``, then
+    each folder under ``experiments/`` holding a ``params.yaml``, sorted.
+
+    Parameters
+    ----------
+    repo : str or os.PathLike
+        The repository's folder.
+
+    Returns
+    -------
+    list of pathlib.Path
+        The experiments' folders (the top one first), as ``repo / relative``.
+    """
+    repo = Path(repo)
+    out = [repo] if (repo / PARAMS_FILE).is_file() else []
+    under = repo / EXPERIMENTS_DIR
+    if under.is_dir():
+        out += sorted(p.parent for p in under.rglob(str(PARAMS_FILE))
+                      if not any(part.startswith(".") for part in p.relative_to(under).parts))
+    return out
+
+
+def claimed_paths(folder, paths: dict) -> dict[Path, str]:
+    """The files and folders an experiment writes, resolved from its folder.
+
+    Parameters
+    ----------
+    folder : str or os.PathLike
+        The experiment's folder.
+    paths : dict
+        Its params ``paths`` section (entry name → path relative to the folder).
+
+    Returns
+    -------
+    dict of pathlib.Path to str
+        Absolute, normalised path → the ``paths`` entry that names it.
+    """
+    root = Path(folder).resolve()
+    return {Path(_normalise(root / value)): name for name, value in paths.items()
+            if value is not None}
+
+
+def _normalise(path: Path) -> str:
+    # resolve() would follow symlinks of folders that may not exist yet; collapse ".." only.
+    parts: list[str] = []
+    for part in path.parts:
+        if part == "..":
+            if len(parts) > 1:
+                parts.pop()
+        elif part != ".":
+            parts.append(part)
+    return str(Path(*parts))
+
+
+def check_disjoint(claims: dict[Path, dict[Path, str]]) -> None:
+    """Refuse two experiments that write to the same file or folder.
+
+    Parameters
+    ----------
+    claims : dict
+        Experiment folder → :func:`claimed_paths` of it.
+
+    Raises
+    ------
+    InputError
+        A path of one experiment equals, or lies inside or around, a path of another: names
+        both experiments, both ``paths`` entries and the path.
+    """
+    seen: list[tuple[Path, Path, str]] = []
+    for folder in sorted(claims):
+        for path, entry in sorted(claims[folder].items()):
+            for other_folder, other, other_entry in seen:
+                if other_folder == folder:
+                    continue
+                if path == other or path in other.parents or other in path.parents:
+                    raise InputError(
+                        "two experiments claim the same output folder",
+                        path=folder / PARAMS_FILE, item=f"paths.{entry}",
+                        found=f"{path} (also paths.{other_entry} of {other_folder})",
+                        fix="Keep every path of an experiment inside its own folder")
+            seen.append((folder, path, entry))

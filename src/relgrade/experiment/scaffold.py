@@ -1,0 +1,306 @@
+"""A new experiment's folder, written in one piece by ``relgrade init``.
+
+``experiments/NAME/`` gets ``params.yaml`` (from ``templates/params.yaml.j2``), ``dvc.yaml``
+(the repository's pipeline with every repository file it names — stage scripts and library
+folders — written relative to the experiment's folder, so each stage runs there and reads
+that folder's ``params.yaml``), ``rubric/v1.md`` (the generic rubric) and its changelog,
+``data/input/`` with the inputs checked and copied or converted (see
+:mod:`relgrade.experiment.inputs`), an empty ``data/grades/`` and ``DESIGN.md``. The folder
+is filled beside its place and moved there only when everything succeeded.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+
+import jinja2
+import yaml
+
+from relgrade.errors import InputError
+from relgrade.experiment import inputs
+from relgrade.experiment.design import write_design
+from relgrade.experiment.files import Experiment
+from relgrade.experiment.layout import (
+    check_disjoint,
+    check_name,
+    claimed_paths,
+    experiment_folders,
+    find_repository,
+)
+from relgrade.experiment.params import PARAMS_FILE, load_params
+from relgrade.io.files import atomic_dir, read_yaml, write_text
+
+#: Built-in arm kinds ``--arm NAME=KIND`` accepts, and the library file each is computed by.
+BUILT_IN = {"bm25": "src/relgrade/retrieve/bm25.py", "tfidf": "src/relgrade/retrieve/tfidf.py",
+            "rrf": "src/relgrade/retrieve/fusion.py", "embed": "src/relgrade/retrieve/embed.py"}
+#: Depth of every arm's run.
+ARM_DEPTH = 100
+
+
+@dataclass
+class Plan:
+    """What ``relgrade init`` is asked to make.
+
+    Attributes
+    ----------
+    folder : pathlib.Path
+        The experiment's folder (need not exist; if it does, it must be empty unless
+        ``force``).
+    corpus, queries, intents : pathlib.Path
+        The input files (see :mod:`relgrade.experiment.inputs`).
+    runs : dict of str to pathlib.Path
+        External runs, arm name → file.
+    arms : dict of str to str
+        Built-in arms, arm name → ``bm25``, ``tfidf``, ``embed``, ``rrf`` (fuses every
+        other arm) or ``rrf:A,B`` (fuses arms A and B).
+    """
+
+    folder: Path
+    corpus: Path
+    queries: Path
+    intents: Path
+    runs: dict = field(default_factory=dict)
+    arms: dict = field(default_factory=dict)
+    baseline: str | None = None
+    pool_depth: int = 10
+    audit_min: int = 10
+    seed: int = 0
+    key_grader: str = "grader-a"
+    auditor: str = "auditor-b"
+    grader_command: str | None = None
+    auditor_command: str | None = None
+    force: bool = False
+
+
+def parse_pairs(values, *, option: str) -> dict[str, str]:
+    """``NAME=VALUE`` option values as a mapping, in the order given.
+
+    Raises
+    ------
+    InputError
+        A value without ``=``, an empty or repeated name, or a name that is not one
+        path segment of letters, digits, ``.``, ``_``, ``-``.
+
+    Examples
+    --------
+    >>> parse_pairs(["bm25=bm25", "mine=runs/a.trec"], option="--arm")
+    {'bm25': 'bm25', 'mine': 'runs/a.trec'}
+    """
+    out: dict[str, str] = {}
+    for value in values:
+        name, sep, rest = value.partition("=")
+        if not sep or not name or not rest:
+            raise InputError(f"{option} takes NAME=VALUE", found=repr(value))
+        try:
+            check_name(name)
+        except InputError:
+            raise InputError("an arm name starts with a letter or digit and holds only letters, "
+                             "digits, '.', '_' and '-'", item=option, found=repr(name)) from None
+        if name in out:
+            raise InputError("the same arm is named twice", item=option, found=name)
+        out[name] = rest
+    return out
+
+
+def arms_section(plan: Plan, run_files: dict[str, str], root_rel: str) -> dict:
+    """The params ``arms`` section: built-in arms first, then file arms.
+
+    Parameters
+    ----------
+    plan : Plan
+        The arms asked for.
+    run_files : dict of str to str
+        File arm → its run's path under ``data/input/``.
+    root_rel : str
+        The repository's folder relative to the experiment's (``../..``).
+
+    Raises
+    ------
+    InputError
+        An unknown kind; an arm named both as built-in and as a run; an rrf arm fusing an
+        unknown arm or itself, or nothing.
+    """
+    both = sorted(set(plan.arms) & set(plan.runs))
+    if both:
+        raise InputError("an arm is named both by --arm and by --run", found=", ".join(both))
+    if not plan.arms and not plan.runs:
+        raise InputError("an experiment needs at least one arm",
+                         fix="Add --arm NAME=KIND or --run NAME=FILE")
+    names = [*plan.arms, *plan.runs]
+    out = {}
+    for name, spec in plan.arms.items():
+        kind, _, fuse = spec.partition(":")
+        if kind not in BUILT_IN:
+            raise InputError(f"unknown built-in arm kind (use {', '.join(BUILT_IN)}, or "
+                             "--run NAME=FILE for an external run)", item=f"--arm {name}",
+                             found=repr(spec))
+        arm = {"kind": kind, "depth": ARM_DEPTH}
+        if kind == "rrf":
+            fused = [f for f in fuse.split(",") if f] if fuse else [n for n in names
+                                                                    if n != name]
+            bad = [f for f in fused if f not in names or f == name]
+            if bad or not fused:
+                raise InputError("an rrf arm fuses other arms of this experiment",
+                                 item=f"--arm {name}", found=", ".join(bad) or "nothing")
+            arm |= {"k": 60, "fuse": fused}
+        arm["source"] = f"{root_rel}/{BUILT_IN[kind]}"
+        out[name] = arm
+    for name in plan.runs:
+        out[name] = {"kind": "file", "depth": ARM_DEPTH, "source": f"data/input/{run_files[name]}"}
+    return out
+
+
+def graders_section(plan: Plan) -> dict:
+    """The params ``graders`` section: the key grader and the auditor, each a command grader
+    (kind ``model``) when given a command, else a person grading on the web page."""
+    out = {}
+    for name, role, command in ((plan.key_grader, "grader", plan.grader_command),
+                                (plan.auditor, "auditor", plan.auditor_command)):
+        if command:
+            out[name] = {"role": role, "kind": "model", "command": command}
+        else:
+            out[name] = {"role": role, "kind": "human", "family": "human"}
+    return out
+
+
+def pipeline(repo_dvc: dict, root_rel: str, *, file_runs: bool) -> dict:
+    """The experiment's ``dvc.yaml``: the repository's, with repository files re-rooted.
+
+    Parameters
+    ----------
+    repo_dvc : dict
+        The repository's ``dvc.yaml`` as read.
+    root_rel : str
+        The repository's folder relative to the experiment's (``../..``).
+    file_runs : bool
+        The experiment has external runs: each ``retrieve`` stage then also depends on
+        ``data/input/runs`` (an rrf arm may read any of them).
+
+    Returns
+    -------
+    dict
+        The same stages; each ``cmd`` ``python stages/X.py ...`` becomes
+        ``python ROOT/stages/X.py ...`` and each dep that is not a ``${...}`` params path
+        becomes ``ROOT/dep``. Outputs, params, metrics and plots are params paths and stay.
+    """
+    def rebase(dep):
+        if isinstance(dep, str) and not dep.startswith("${"):
+            return f"{root_rel}/{dep}"
+        return dep
+
+    stages = {}
+    for name, stage in repo_dvc["stages"].items():
+        stage = dict(stage)
+        body = dict(stage["do"]) if "do" in stage else stage
+        cmd = body["cmd"]
+        if cmd.startswith("python stages/"):
+            body["cmd"] = f"python {root_rel}/{cmd[len('python '):]}"
+        body["deps"] = [rebase(d) for d in body.get("deps", [])]
+        if name == "retrieve" and file_runs:
+            body["deps"].append("data/input/runs")
+        if "do" in stage:
+            stage["do"] = body
+        stages[name] = stage
+    return {"stages": stages, **{k: v for k, v in repo_dvc.items() if k != "stages"}}
+
+
+def _paths_of(params_file: Path) -> dict:
+    paths = (read_yaml(params_file) or {}).get("paths")
+    return {k: v for k, v in paths.items() if isinstance(v, str)} if isinstance(paths, dict) else {}
+
+
+def _template(name: str) -> str:
+    return resources.files("relgrade.experiment").joinpath("templates", name).read_text(
+        encoding="utf-8")
+
+
+def init_experiment(plan: Plan) -> Experiment:
+    """Write the experiment ``plan`` asks for, in one piece.
+
+    Parameters
+    ----------
+    plan : Plan
+        What to make.
+
+    Returns
+    -------
+    Experiment
+        The new experiment, loaded from its ``params.yaml``.
+
+    Raises
+    ------
+    InputError
+        The folder's name is not one path segment (:func:`check_name`); the folder is not
+        inside a relgrade repository, is the repository itself, or is not empty (without
+        ``force``); an input is missing or invalid (see :mod:`relgrade.experiment.inputs`);
+        an external run names a query, or a chunk of a chunks-file corpus, that is not there;
+        the arms are invalid (:func:`arms_section`); the new experiment's paths would overlap
+        another experiment's (:func:`check_disjoint`). Nothing is written then.
+    """
+    folder = Path(plan.folder)
+    name = check_name(folder.resolve().name if folder.name in ("", ".") else folder.name,
+                      path=folder)
+    repo = find_repository(folder)
+    target = folder.resolve()
+    if target == repo:
+        raise InputError("the repository's own experiment is its top folder; a new one goes "
+                         "in a folder of its own", path=folder,
+                         fix="Use experiments/NAME")
+    if target.exists() and (not target.is_dir() or any(target.iterdir())) and not plan.force:
+        raise InputError("the folder is not empty", path=folder,
+                         fix="Choose a new folder, or pass --force to replace it")
+    for path in (plan.corpus, plan.queries, plan.intents, *plan.runs.values()):
+        if not Path(path).is_file():
+            raise InputError("input file not found", path=path)
+    root_rel = Path(os.path.relpath(repo, target)).as_posix()
+    repo_dvc = read_yaml(repo / "dvc.yaml")
+    with atomic_dir(target) as tmp:
+        data = tmp / "data" / "input"
+        data.mkdir(parents=True)
+        corpus_name, chunk_ids = inputs.corpus_input(plan.corpus, data)
+        queries_name, queries, groups = inputs.queries_input(plan.queries, data)
+        intents_name = inputs.intents_input(plan.intents, data, queries=queries)
+        run_files = {arm: inputs.run_input(arm, src, data, queries=queries, chunk_ids=chunk_ids)
+                     for arm, src in plan.runs.items()}
+        arms = arms_section(plan, run_files, root_rel)
+        baseline = plan.baseline or next(iter(arms))
+        if baseline not in arms:
+            raise InputError("the baseline is not an arm of the experiment", item="--baseline",
+                             found=baseline)
+        env = jinja2.Environment(undefined=jinja2.StrictUndefined, keep_trailing_newline=True,
+                                 autoescape=False)
+        text = env.from_string(_template("params.yaml.j2")).render(
+            name=name, seed=plan.seed, corpus=corpus_name, queries=queries_name,
+            groups=groups, intents=intents_name, pool_depth=plan.pool_depth,
+            audit_min=plan.audit_min, key_grader=plan.key_grader, auditor=plan.auditor,
+            baseline=baseline,
+            arms=yaml.safe_dump({"arms": arms}, sort_keys=False),
+            graders=yaml.safe_dump({"graders": graders_section(plan)}, sort_keys=False))
+        write_text(tmp / PARAMS_FILE, text)
+        params = load_params(tmp / PARAMS_FILE)
+        # other experiments' `paths` as written: their params may use sections this
+        # version does not know, and only the paths matter here
+        claims = {f: claimed_paths(f, _paths_of(f / PARAMS_FILE))
+                  for f in experiment_folders(repo) if f.resolve() != target}
+        claims[target] = claimed_paths(target, params.paths.as_dict())
+        check_disjoint(claims)
+        header = (f"# The pipeline of experiment {name}, written by `relgrade init` from the "
+                  "repository's dvc.yaml.\n# Each stage runs in this folder (dvc's default "
+                  "wdir) and reads params.yaml here;\n# the stage scripts and library folders "
+                  f"are the repository's, at {root_rel}/.\n")
+        write_text(tmp / "dvc.yaml", header + yaml.safe_dump(
+            pipeline(repo_dvc, root_rel, file_runs=bool(run_files)), sort_keys=False,
+            width=100))
+        (tmp / "rubric").mkdir()
+        write_text(tmp / "rubric" / "v1.md", _template("rubric.md"))
+        write_text(tmp / "rubric" / "CHANGELOG.md",
+                   "# Rubric changelog\n\n- v1: the generic rubric written by `relgrade init`; "
+                   "corpus examples to be added in section 8 before grading.\n")
+        (tmp / "data" / "grades").mkdir()
+        write_text(tmp / "data" / "grades" / ".gitkeep", "")
+        write_design(Experiment(tmp, params), name=name)
+    return Experiment.load(target / PARAMS_FILE)
+

@@ -1,0 +1,128 @@
+"""Judging cost (seconds per judgment, annotator-hours) and the design record's blocks."""
+
+from __future__ import annotations
+
+import pytest
+
+from relgrade.errors import InputError
+from relgrade.experiment.cost import (
+    cost_lines,
+    judging_cost,
+    seconds_per_judgment,
+    status_cost,
+)
+from relgrade.experiment.design import (
+    FILL_IN,
+    design_context,
+    person_blocks,
+    render_design,
+    unfilled,
+)
+from relgrade.experiment.params import parse_params
+
+BASE = {
+    "seed": 5, "paths": {"record": "data/key/record.json"},
+    "scale": {"grades": [0, 1, 2], "relevant_min": 1},
+    "corpus": {"input": "data/input/chunks.jsonl"},
+    "queries": {"input": "data/input/queries.tsv", "groups": ["a", "b"]},
+    "arms": {"bm25": {"kind": "bm25", "depth": 100},
+             "ext": {"kind": "file", "depth": 50, "source": "data/input/runs/ext.trec"},
+             "mix": {"kind": "rrf", "depth": 100, "fuse": ["bm25", "ext"]}},
+    "pool": {"depth": 10},
+    "intents": {"input": "data/input/intents.tsv", "review": "data/input/review.json"},
+    "audit": {"fraction": 0.25, "min_queries": 4},
+    "grading": {"rubric": "rubric/v1.md", "rubric_version": "v1", "key_grader": "g",
+                "auditor": "h", "max_reason_words": 15, "deviations": ["one deviation"]},
+    "graders": {"g": {"role": "grader", "kind": "human", "seconds_per_judgment": 45},
+                "h": {"role": "auditor", "kind": "model", "family": "fam"}},
+    "gates": {"weighted_kappa_min": 0.75, "binary_kappa_min": 0.8, "disagreement_max": 0.1,
+              "two_step_max": 0.02},
+    "cost": {"seconds_per_judgment": 20},
+}
+
+
+def test_a_grader_override_beats_the_cost_default():
+    params = parse_params(BASE)
+    assert seconds_per_judgment(params, "g") == 45.0
+    assert seconds_per_judgment(params, "h") == 20.0
+    assert seconds_per_judgment(params, "undeclared") == 20.0
+
+
+def test_a_bad_grader_override_names_the_key():
+    raw = {**BASE, "graders": {"g": {"role": "grader", "kind": "human",
+                                     "seconds_per_judgment": -1}}}
+    with pytest.raises(InputError) as e:
+        seconds_per_judgment(parse_params(raw), "g")
+    assert str(e.value) == ("params.yaml: graders.g.seconds_per_judgment: must be a positive "
+                            "number of seconds (found -1)")
+
+
+def test_judging_cost_in_annotator_hours():
+    # g: 240 spent × 45 s = 3 h, 80 pending × 45 s = 1 h; h: 90 × 20 s = 0.5 h, 0 pending
+    cost = judging_cost({"g": {"spent": 240, "pending": 80}, "h": {"spent": 90, "pending": 0}},
+                        {"g": 45.0, "h": 20.0})
+    assert cost["graders"]["g"] == {"spent": 240, "pending": 80, "seconds_per_judgment": 45.0,
+                                    "spent_hours": 3.0, "pending_hours": 1.0}
+    assert (cost["spent"], cost["pending"]) == (330, 80)
+    assert cost["spent_hours"] == pytest.approx(3.5)
+    assert cost["pending_hours"] == pytest.approx(1.0)
+    assert cost_lines(cost) == [
+        "judging cost: 330 judgments spent (3.50 h), 80 pending (1.00 h)",
+        "  g: 240 spent, 80 pending at 45 s each (1.00 h to go)",
+        "  h: 90 spent, 0 pending at 20 s each (0.00 h to go)"]
+
+
+def test_status_cost_sums_every_reason_a_pair_is_pending():
+    pending = {"graders": {"g": {"current": 100, "pending_new": 10, "pending_stale": 2,
+                                 "pending_audit": 0, "pending_regrade": 4},
+                           "h": {"current": 36, "pending_new": 0, "pending_stale": 0,
+                                 "pending_audit": 9, "pending_regrade": 0}}}
+    cost = status_cost(parse_params(BASE), pending)
+    assert cost["graders"]["g"]["pending"] == 16
+    assert cost["graders"]["h"]["pending"] == 9
+    # 16 × 45 + 9 × 20 = 900 s = 0.25 h
+    assert cost["pending_hours"] == pytest.approx(0.25)
+    assert status_cost(parse_params(BASE), {"error": "bad file"}) is None
+
+
+def _record():
+    return {"key_sha256": "ab" * 32, "pool_version": "p-123456789abc", "rubric_version": "v1",
+            "round": 2, "pairs": 140, "queries": 20, "post_hoc": False,
+            "dropped_queries": ["q7", "q9"], "deviations": ["from the record"],
+            "agreement": {"pairs": 40, "weighted_kappa": 0.8123, "binary_kappa": 0.85,
+                          "disagreement": 0.075, "two_step_disagreement": 0.0}}
+
+
+def test_design_before_the_freeze_fills_params_and_marks_person_parts():
+    text = render_design(design_context(name="x", params=parse_params(BASE)))
+    assert text.startswith("# Design record: x\n")
+    assert unfilled(text) == ["question", "corpus", "graders", "deviations"]
+    assert "- `mix`: rrf, depth 100, fusing bm25, ext" in text
+    assert "- `ext`: file, depth 50, from `data/input/runs/ext.trec`" in text
+    assert "| g | grader | human | not declared | 45 |" in text
+    assert "| h | auditor | model | fam | 20 |" in text
+    assert "at least 25% of the queries and at least 4" in text
+    assert "Not frozen yet" in text
+    assert "1. one deviation" in text
+    assert "not reviewed yet" in text
+
+
+def test_design_after_the_freeze_reads_the_record_and_keeps_written_blocks():
+    first = render_design(design_context(name="x", params=parse_params(BASE)))
+    written = first.replace(f"{FILL_IN} What decision", "We pick the arm for search.\n"
+                            "Two lines. What decision").replace(
+        "<!-- relgrade: end question -->", "<!-- relgrade: end question -->", 1)
+    blocks = person_blocks(written)
+    assert blocks["question"].startswith("We pick the arm for search.\nTwo lines.")
+    context = design_context(name="x", params=parse_params(BASE), record=_record(),
+                             review={"reviewer": "h", "table_sha256": "cd" * 32, "flagged": []})
+    again = render_design(context, blocks)
+    assert person_blocks(again)["question"] == blocks["question"]
+    assert unfilled(again) == ["corpus", "graders", "deviations"]
+    assert (f"The key is frozen: sha256 `{'ab' * 32}`, pool version `p-123456789abc`, rubric "
+            "v1, round 2, 140 pairs over 20 queries.") in again
+    assert "Dropped queries (no chunk graded relevant): q7, q9." in again
+    assert ("Agreement reached (round 2, 40 audited pairs): weighted kappa 0.812, binary kappa "
+            "0.850, disagreement 0.075, two-step 0.000.") in again
+    assert "1. from the record" in again
+    assert f"reviewed by h, table sha256 `{'cd' * 32}`." in again

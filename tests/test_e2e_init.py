@@ -1,0 +1,179 @@
+"""End to end: a second experiment made by `relgrade init`, graded and run to its report.
+
+In a temporary git + dvc repository holding the tiny experiment at the top, `relgrade init
+experiments/second` makes an experiment over the tiny chunks with two built-in arms (bm25,
+tfidf) and one external TREC run; `dvc repro experiments/second/dvc.yaml` takes it to the
+packets, a command grader that reads the chunk text grades it, and a second repro runs it to
+the decision report. The top-level experiment is never run.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import yaml
+
+from tests.e2e import tiny
+
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("e2e")]
+
+GRADER = Path(__file__).with_name("graders") / "tiny_grader.py"
+EXP = "experiments/second"
+
+
+def _snapshot(folder: Path) -> dict:
+    return {p.relative_to(folder).as_posix(): (p.stat().st_mtime_ns, p.stat().st_size)
+            for p in folder.rglob("*") if p.is_file()}
+
+
+@pytest.fixture(scope="module")
+def second(tmp_path_factory):
+    root = tmp_path_factory.mktemp("init")
+    tiny.write_inputs(root)
+    tiny.git(root, "init", "-q")
+    tiny.run(root, "dvc", "init", "-q")
+    tiny.run(root, "dvc", "config", "core.analytics", "false")
+    command = f"{sys.executable} {GRADER}"
+    made = tiny.run(root, "relgrade", "init", EXP, "--corpus", "data/input/chunks.jsonl",
+                    "--queries", "data/input/queries.tsv", "--intents", "data/input/intents.tsv",
+                    "--arm", "bm25=bm25", "--arm", "tfidf=tfidf",
+                    "--run", "ext=data/input/runs/mixed.trec", "--pool-depth", "3",
+                    "--audit-min", "4", "--grader-command", command,
+                    "--auditor-command", command)
+    tiny.run(root, "relgrade", "intents", "review", "--experiment", EXP, "--reviewer",
+             "auditor-b")
+    tiny.run(root, "dvc", "repro", f"{EXP}/dvc.yaml:packets")
+    packets = sorted(p.name for p in (root / EXP / "data/packets/grader").iterdir())
+    for name in ("grader-a", "auditor-b"):
+        tiny.run(root, "relgrade", "grade", "run", "--experiment", EXP, "--grader", name,
+                 "--no-progress")
+    tiny.run(root, "dvc", "repro", f"{EXP}/dvc.yaml")
+    return root, made, packets
+
+
+def test_init_prints_the_arms_and_the_next_steps(second):
+    _, made, _ = second
+    assert made.stdout.splitlines()[0] == (
+        "Created experiment second in experiments/second: arms bm25 (bm25), tfidf (tfidf), "
+        "ext (file).")
+
+
+def test_repro_to_the_packets_gives_one_packet_per_query(second):
+    _, _, packets = second
+    assert packets == sorted(f"{q}.json" for q, *_ in tiny.TOPICS)
+
+
+def test_the_key_holds_the_truth_of_every_pooled_pair_and_its_record_matches(second):
+    import hashlib
+
+    root, _, _ = second
+    ex = root / EXP
+    data = (ex / "data/key/key.jsonl").read_bytes()
+    record = json.loads((ex / "data/key/record.json").read_text())
+    assert hashlib.sha256(data).hexdigest() == record["key_sha256"]
+    rows = [json.loads(x) for x in data.decode().splitlines()]
+    pool = pd.read_parquet(ex / "data/pool/pool.parquet")
+    assert sorted((r["query_id"], r["chunk_id"]) for r in rows) == sorted(
+        zip(pool.query_id, pool.chunk_id))
+    assert all(r["grade"] == tiny.truth(r["chunk_id"]) for r in rows)
+    # the top-level experiment never ran
+    assert not (root / "data/key/key.jsonl").exists()
+
+
+def test_report_has_one_verdict_per_arm_against_the_baseline(second):
+    root, _, _ = second
+    report = (root / EXP / "metrics/report.md").read_text().splitlines()
+    start = report.index("## Verdicts")
+    end = next(i for i in range(start + 1, len(report)) if report[i].startswith("## "))
+    verdicts = [x for x in report[start:end] if x.startswith("- ")]
+    assert len(verdicts) == 2
+    assert any(" ext " in v and "bm25" in v for v in verdicts)
+    assert any(" tfidf " in v and "bm25" in v for v in verdicts)
+    record = json.loads((root / EXP / "data/key/record.json").read_text())
+    assert f"- key sha256: `{record['key_sha256']}`" in report
+
+
+def test_status_of_the_experiment_gives_the_key_cost_and_unfilled_design(second):
+    root, _, _ = second
+    ex = root / EXP
+    proc = tiny.run(root, "relgrade", "status", "--experiment", EXP, "--json")
+    st = json.loads(proc.stdout)
+    record = json.loads((ex / "data/key/record.json").read_text())
+    assert st["key"]["sha256"] == record["key_sha256"]
+    pool = pd.read_parquet(ex / "data/pool/pool.parquet")
+    audit = [json.loads(x)["query_id"] for x in (ex / "data/audit/audit.jsonl").read_text()
+             .splitlines()]
+    audited = int(pool.query_id.isin(audit).sum())
+    cost = st["cost"]
+    assert cost["graders"]["grader-a"]["spent"] == len(pool)
+    assert cost["graders"]["auditor-b"]["spent"] == audited
+    assert cost["pending"] == 0
+    assert cost["spent_hours"] == pytest.approx((len(pool) + audited) * 30 / 3600)
+    assert st["design"]["unfilled"] == [
+        "DESIGN.md: question", "DESIGN.md: corpus", "DESIGN.md: graders",
+        "DESIGN.md: deviations", "rubric/v1.md: corpus examples"]
+    text = tiny.run(root, "relgrade", "status", "--experiment", EXP).stdout
+    assert f"key: frozen, sha256 {record['key_sha256']}" in text
+
+
+def _pool_by_hand(ex: Path, depth: int) -> set:
+    """Every arm's canonical top ``depth`` per query (score desc, chunk id desc), united."""
+    out = set()
+    for arm in ("bm25", "tfidf", "ext"):
+        run = pd.read_csv(ex / f"data/runs/{arm}.trec", sep=" ", header=None,
+                          names=["query_id", "q0", "chunk_id", "rank", "score", "tag"],
+                          dtype={"query_id": str, "chunk_id": str})
+        run = run.sort_values(["query_id", "score", "chunk_id"], ascending=[True, False, False])
+        out |= set(run.groupby("query_id").head(depth)[["query_id", "chunk_id"]]
+                   .itertuples(index=False, name=None))
+    return out
+
+
+def test_pool_plan_prices_a_deeper_pool_without_writing(second):
+    root, _, _ = second
+    ex = root / EXP
+    before = _snapshot(ex)
+    plan = json.loads(tiny.run(root, "relgrade", "pool", "plan", "--experiment", EXP,
+                               "--depth", "5", "--json").stdout)
+    assert _snapshot(ex) == before
+    now = pd.read_parquet(ex / "data/pool/pool.parquet")
+    have = set(zip(now.query_id, now.chunk_id))
+    deeper = _pool_by_hand(ex, 5)
+    assert _pool_by_hand(ex, 3) == have
+    new = deeper - have
+    audit = {json.loads(x)["query_id"] for x in (ex / "data/audit/audit.jsonl").read_text()
+             .splitlines()}
+    assert plan["pairs"] == len(deeper) and plan["new_pairs"] == len(new) > 0
+    assert plan["pool_version"] != plan["pool_version_now"]
+    owed_a = len(new)
+    owed_b = sum(q in audit for q, _ in new)
+    assert plan["cost"]["graders"]["grader-a"]["pending"] == owed_a
+    assert plan["cost"]["graders"]["auditor-b"]["pending"] == owed_b
+    assert plan["cost"]["pending_hours"] == pytest.approx((owed_a + owed_b) * 30 / 3600)
+
+
+def test_corpus_export_writes_the_chunk_table_an_external_run_can_use(second):
+    root, _, _ = second
+    tiny.run(root, "relgrade", "corpus", "export", "--experiment", EXP, "--out", "chunks.jsonl")
+    rows = [json.loads(x) for x in (root / "chunks.jsonl").read_text().splitlines()]
+    assert [r["chunk_id"] for r in rows] == [c["chunk_id"] for c in tiny.chunks()]
+    assert {"chunk_id", "header", "text", "source"} <= set(rows[0])
+
+
+def test_dvc_sees_both_pipelines_and_the_experiment_is_up_to_date(second):
+    root, _, _ = second
+    listed = tiny.run(root, "dvc", "stage", "list", "--all").stdout
+    assert f"{EXP}/dvc.yaml:pool" in listed and "\npool " in f"\n{listed}"
+    assert tiny.run(root, "dvc", "status", f"{EXP}/dvc.yaml").stdout.strip() == (
+        "Data and pipelines are up to date.")
+    # the top level has never run; the experiment's stages are not among the changed ones
+    everything = tiny.run(root, "dvc", "status").stdout
+    assert everything.startswith("corpus:") and f"{EXP}/dvc.yaml" not in everything
+    params = yaml.safe_load((root / EXP / "params.yaml").read_text())
+    assert params["arms"]["ext"]["source"] == "data/input/runs/ext.trec"
+    assert os.path.exists(root / EXP / "data/input/runs/ext.trec")

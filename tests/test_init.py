@@ -1,0 +1,305 @@
+"""`relgrade init`: a new experiment's folder, its inputs, and the bad input it refuses."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+import yaml
+from click.testing import CliRunner
+
+from relgrade.cli import main as cli
+from relgrade.errors import InputError
+from relgrade.experiment.design import FILL_IN, unfilled
+from relgrade.experiment.inputs import beir_corpus, beir_queries
+from relgrade.experiment.layout import check_disjoint, check_name, claimed_paths
+from tests.e2e import tiny
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture
+def repo(tmp_path, monkeypatch):
+    """A repository with the pipeline and stage folder, and the tiny experiment's inputs."""
+    shutil.copy(REPO / "dvc.yaml", tmp_path / "dvc.yaml")
+    (tmp_path / "stages").mkdir()
+    inp = tmp_path / "in"
+    (inp / "runs").mkdir(parents=True)
+    (inp / "chunks.jsonl").write_text("".join(json.dumps(c) + "\n" for c in tiny.chunks()))
+    (inp / "queries.tsv").write_text("query_id\tquery\tgroup\n" + "".join(
+        f"{q}\t{text}\t{g}\n" for q, g, text, _ in tiny.TOPICS))
+    (inp / "intents.tsv").write_text("query_id\tquery\tintent\n" + "".join(
+        f"{q}\t{text}\t{intent}\n" for q, _, text, intent in tiny.TOPICS))
+    (inp / "runs" / "ext.trec").write_text("".join(
+        f"{q} Q0 {c} {r} {s} x\n" for r, (q, c, s) in enumerate(tiny.runs()["lexical"], 1)))
+    monkeypatch.chdir(tmp_path)
+    return tmp_path
+
+
+def init(*args, folder="experiments/second"):
+    base = ["init", folder, "--corpus", "in/chunks.jsonl", "--queries", "in/queries.tsv",
+            "--intents", "in/intents.tsv"]
+    return CliRunner().invoke(cli, [*base, *args])
+
+
+def test_init_writes_params_pipeline_rubric_inputs_and_design(repo):
+    res = init("--arm", "bm25=bm25", "--arm", "hyb=rrf:bm25,ext", "--run", "ext=in/runs/ext.trec",
+               "--pool-depth", "3", "--audit-min", "4")
+    assert res.exit_code == 0, res.output
+    ex = repo / "experiments/second"
+    assert sorted(p.relative_to(ex).as_posix() for p in ex.rglob("*") if p.is_file()) == [
+        "DESIGN.md", "data/grades/.gitkeep", "data/input/chunks.jsonl",
+        "data/input/intents.tsv", "data/input/queries.tsv", "data/input/runs/ext.trec",
+        "dvc.yaml", "params.yaml", "rubric/CHANGELOG.md", "rubric/v1.md"]
+    params = yaml.safe_load((ex / "params.yaml").read_text())
+    assert params["arms"] == {
+        "bm25": {"kind": "bm25", "depth": 100, "source": "../../src/relgrade/retrieve/bm25.py"},
+        "hyb": {"kind": "rrf", "depth": 100, "k": 60, "fuse": ["bm25", "ext"],
+                "source": "../../src/relgrade/retrieve/fusion.py"},
+        "ext": {"kind": "file", "depth": 100, "source": "data/input/runs/ext.trec"}}
+    assert params["queries"] == {"input": "data/input/queries.tsv",
+                                 "groups": ["keyword", "question"]}
+    assert params["pool"]["depth"] == 3 and params["audit"]["min_queries"] == 4
+    assert params["metrics"]["baseline"] == "bm25"
+    assert params["cost"] == {"seconds_per_judgment": 30}
+    assert params["graders"] == {
+        "grader-a": {"role": "grader", "kind": "human", "family": "human"},
+        "auditor-b": {"role": "auditor", "kind": "human", "family": "human"}}
+    pipeline = yaml.safe_load((ex / "dvc.yaml").read_text())
+    pool = pipeline["stages"]["pool"]
+    assert pool["cmd"] == "python ../../stages/pool.py"
+    assert pool["deps"][:2] == ["../../stages/pool.py", "../../src/relgrade/experiment"]
+    assert "${paths.runs}" in pool["deps"]
+    assert pipeline["stages"]["retrieve"]["do"]["cmd"] == "python ../../stages/retrieve.py ${key}"
+    assert pipeline["stages"]["retrieve"]["do"]["deps"][-1] == "data/input/runs"
+    assert set(pipeline["stages"]) == set(yaml.safe_load((REPO / "dvc.yaml").read_text())["stages"])
+    rubric = (ex / "rubric/v1.md").read_text()
+    assert "click" not in rubric.lower()
+    assert rubric.startswith("Version: v1\n") and FILL_IN in rubric
+    design = (ex / "DESIGN.md").read_text()
+    assert design.startswith("# Design record: second\n")
+    assert unfilled(design) == ["question", "corpus", "graders", "deviations"]
+    assert "- `ext`: file, depth 100, from `data/input/runs/ext.trec`" in design
+
+
+def test_init_refuses_a_folder_that_is_not_empty_unless_forced(repo):
+    (repo / "experiments/second").mkdir(parents=True)
+    (repo / "experiments/second/notes.txt").write_text("mine")
+    res = init("--arm", "bm25=bm25")
+    assert res.exit_code == 1
+    assert res.output == ("Error: experiments/second: the folder is not empty. Choose a new "
+                          "folder, or pass --force to replace it\n")
+    assert (repo / "experiments/second/notes.txt").read_text() == "mine"
+    res = init("--arm", "bm25=bm25", "--force")
+    assert res.exit_code == 0, res.output
+    assert not (repo / "experiments/second/notes.txt").exists()
+    assert (repo / "experiments/second/params.yaml").is_file()
+
+
+@pytest.mark.parametrize("name", ["a\\b", "..", "-lead", "sp ace"])
+def test_experiment_name_must_be_one_plain_path_segment(name):
+    with pytest.raises(InputError):
+        check_name(name)
+
+
+def test_experiment_name_with_a_path_separator_is_refused_naming_it():
+    with pytest.raises(InputError) as e:
+        check_name("a/b")
+    assert str(e.value) == ("an experiment name is one path segment; it holds a path separator "
+                            "(found 'a/b'). Give the experiment's folder, e.g. experiments/NAME")
+    assert check_name("httpx_2.0-bm25") == "httpx_2.0-bm25"
+
+
+def test_init_takes_a_nested_folder_whose_last_segment_is_the_name(repo):
+    res = init("--arm", "bm25=bm25", folder="experiments/2026/httpx")
+    assert res.exit_code == 0, res.output
+    assert (repo / "experiments/2026/httpx/DESIGN.md").read_text().startswith(
+        "# Design record: httpx\n")
+    pipeline = yaml.safe_load((repo / "experiments/2026/httpx/dvc.yaml").read_text())
+    assert pipeline["stages"]["pool"]["cmd"] == "python ../../../stages/pool.py"
+
+
+def test_init_refuses_a_folder_name_with_a_backslash_and_writes_nothing(repo):
+    res = init("--arm", "bm25=bm25", folder="experiments/a\\b")
+    assert res.exit_code == 1
+    assert "an experiment name is one path segment; it holds a path separator" in res.output
+    assert not (repo / "experiments").exists()
+
+
+def test_arm_name_with_a_path_separator_is_refused(repo):
+    res = init("--run", "a/b=in/runs/ext.trec")
+    assert res.exit_code == 1
+    assert res.output.startswith("Error: --run: an arm name starts with a letter or digit")
+
+
+def test_run_with_chunks_not_in_the_corpus_names_the_first_few_and_writes_nothing(repo):
+    (repo / "in/runs/bad.trec").write_text(
+        "kw01 Q0 kw01-answer 1 3.0 x\nkw01 Q0 nope-1 2 2.0 x\nkw01 Q0 nope-2 3 1.0 x\n"
+        "kw02 Q0 nope-1 1 1.0 x\n")
+    res = init("--run", "bad=in/runs/bad.trec")
+    assert res.exit_code == 1
+    assert res.output == ("Error: in/runs/bad.trec: query kw01, chunk nope-1: unknown chunk id "
+                          "(found 3 row(s) name chunks that are not in the corpus, first "
+                          "nope-1, nope-2)\n")
+    assert not (repo / "experiments").exists() or not any((repo / "experiments").iterdir())
+
+
+def test_beir_corpus_and_queries_are_converted(repo):
+    (repo / "in/corpus.jsonl").write_text("".join(
+        json.dumps({"_id": c["chunk_id"], "title": c["header"], "text": c["text"]}) + "\n"
+        for c in tiny.chunks()))
+    (repo / "in/queries.jsonl").write_text("".join(
+        json.dumps({"_id": q, "text": text, "metadata": {"group": g}}) + "\n"
+        for q, g, text, _ in tiny.TOPICS))
+    res = CliRunner().invoke(cli, ["init", "experiments/beir", "--corpus", "in/corpus.jsonl",
+                                   "--queries", "in/queries.jsonl", "--intents",
+                                   "in/intents.tsv", "--arm", "bm25=bm25"])
+    assert res.exit_code == 0, res.output
+    rows = [json.loads(x) for x in
+            (repo / "experiments/beir/data/input/chunks.jsonl").read_text().splitlines()]
+    first = tiny.chunks()[0]
+    assert rows[0] == {"chunk_id": first["chunk_id"], "header": first["header"],
+                       "text": first["text"], "source": "corpus.jsonl"}
+    assert len(rows) == 48
+    tsv = (repo / "experiments/beir/data/input/queries.tsv").read_text().splitlines()
+    assert tsv[0] == "query_id\tquery\tgroup"
+    assert tsv[1] == "kw01\tcache eviction\tkeyword"
+
+
+def test_beir_corpus_line_without_id_is_refused_naming_the_line(repo):
+    (repo / "in/corpus.jsonl").write_text(
+        json.dumps({"_id": "d1", "title": "", "text": "a"}) + "\n"
+        + json.dumps({"title": "t", "text": "b"}) + "\n")
+    res = CliRunner().invoke(cli, ["init", "experiments/beir", "--corpus", "in/corpus.jsonl",
+                                   "--queries", "in/queries.tsv", "--intents",
+                                   "in/intents.tsv", "--arm", "bm25=bm25"])
+    assert res.exit_code == 1
+    assert res.output == ("Error: in/corpus.jsonl:2: a BEIR corpus line needs `_id` "
+                          "(found text, title)\n")
+    assert not (repo / "experiments/beir").exists()
+
+
+def test_beir_queries_without_group_fall_in_group_all():
+    table = beir_queries([(1, {"_id": 7, "text": "why x"}), (2, {"_id": "b", "text": "y"})])
+    assert table.values.tolist() == [["7", "why x", "all"], ["b", "y", "all"]]
+    with pytest.raises(InputError, match="q.jsonl:1: a BEIR queries line needs `text`"):
+        beir_queries([(1, {"_id": "a"})], path="q.jsonl")
+
+
+def test_beir_corpus_without_title_gets_an_empty_header():
+    table = beir_corpus([(1, {"_id": "d1", "text": "body"})], path="c.jsonl")
+    assert table.to_dict("records") == [{"chunk_id": "d1", "header": "", "text": "body",
+                                         "source": "c.jsonl"}]
+
+
+def test_two_experiments_claiming_the_same_output_folder_are_refused(repo):
+    assert init("--arm", "bm25=bm25", folder="experiments/a").exit_code == 0
+    params_a = repo / "experiments/a/params.yaml"
+    text = params_a.read_text().replace("  key: data/key/key.jsonl",
+                                        "  key: ../b/data/key/key.jsonl")
+    params_a.write_text(text)
+    res = init("--arm", "bm25=bm25", folder="experiments/b")
+    assert res.exit_code == 1
+    b_key = (repo / "experiments/b/data/key/key.jsonl").resolve()
+    assert res.output == (
+        f"Error: {(repo / 'experiments/b').resolve() / 'params.yaml'}: paths.key: two "
+        f"experiments claim the same output folder (found {b_key} (also paths.key of "
+        f"{(repo / 'experiments/a').resolve()})). Keep every path of an experiment inside its "
+        "own folder\n")
+    assert not (repo / "experiments/b").exists()
+
+
+def test_claims_inside_each_other_overlap_and_sibling_folders_do_not(tmp_path):
+    a = claimed_paths(tmp_path / "a", {"publish": "data/publish", "key": "data/key/key.jsonl"})
+    b = claimed_paths(tmp_path / "b", {"publish": "data/publish"})
+    check_disjoint({tmp_path / "a": a, tmp_path / "b": b})
+    inside = claimed_paths(tmp_path / "b", {"grades": "../a/data/publish/x.parquet"})
+    with pytest.raises(InputError, match="paths.grades: two experiments claim the same output"):
+        check_disjoint({tmp_path / "a": a, tmp_path / "b": inside})
+
+
+def test_init_outside_a_repository_is_refused(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    res = CliRunner().invoke(cli, ["init", "experiments/x", "--corpus", "c.jsonl", "--queries",
+                                   "q.tsv", "--intents", "i.tsv"])
+    assert res.exit_code == 1
+    assert "not inside a relgrade repository" in res.output
+
+
+def test_rrf_arm_without_a_list_fuses_every_other_arm(repo):
+    res = init("--arm", "bm25=bm25", "--arm", "tfidf=tfidf", "--arm", "all=rrf",
+               "--run", "ext=in/runs/ext.trec", "--baseline", "tfidf")
+    assert res.exit_code == 0, res.output
+    params = yaml.safe_load((repo / "experiments/second/params.yaml").read_text())
+    assert params["arms"]["all"]["fuse"] == ["bm25", "tfidf", "ext"]
+    assert params["metrics"]["baseline"] == "tfidf"
+
+
+def test_command_graders_are_declared_as_model_graders(repo):
+    res = init("--arm", "bm25=bm25", "--grader-command", "python g.py", "--auditor", "aud",
+               "--auditor-command", "python a.py")
+    assert res.exit_code == 0, res.output
+    params = yaml.safe_load((repo / "experiments/second/params.yaml").read_text())
+    assert params["graders"] == {
+        "grader-a": {"role": "grader", "kind": "model", "command": "python g.py"},
+        "aud": {"role": "auditor", "kind": "model", "command": "python a.py"}}
+    assert params["grading"]["auditor"] == "aud"
+
+
+def test_a_pypi_source_spec_is_copied_and_runs_are_checked_against_queries_only(repo):
+    shutil.copy(REPO / "data/input/corpus.source.yaml", repo / "in/corpus.source.yaml")
+    (repo / "in/runs/later.trec").write_text("kw01 Q0 chunk-known-later 1 1.0 x\n")
+    res = CliRunner().invoke(cli, ["init", "experiments/click2", "--corpus",
+                                   "in/corpus.source.yaml", "--queries", "in/queries.tsv",
+                                   "--intents", "in/intents.tsv", "--run",
+                                   "later=in/runs/later.trec"])
+    assert res.exit_code == 0, res.output
+    ex = repo / "experiments/click2"
+    assert (ex / "data/input/corpus.source.yaml").read_bytes() == (
+        REPO / "data/input/corpus.source.yaml").read_bytes()
+    assert yaml.safe_load((ex / "params.yaml").read_text())["corpus"] == {
+        "input": "data/input/corpus.source.yaml"}
+    (repo / "in/runs/q.trec").write_text("zz99 Q0 c 1 1.0 x\n")
+    res = CliRunner().invoke(cli, ["init", "experiments/click3", "--corpus",
+                                   "in/corpus.source.yaml", "--queries", "in/queries.tsv",
+                                   "--intents", "in/intents.tsv", "--run", "q=in/runs/q.trec"])
+    assert res.exit_code == 1
+    assert res.output == ("Error: in/runs/q.trec: query zz99, chunk c: unknown query id (found "
+                          "1 row(s) name queries that are not in the query set, first zz99)\n")
+
+
+def test_a_local_sdist_spec_brings_its_archive_along(repo):
+    (repo / "in/pkg-1.0.tar.gz").write_bytes(b"not really an archive")
+    (repo / "in/local.yaml").write_text(
+        "kind: sdist-file\npath: pkg-1.0.tar.gz\nsha256: '" + "a" * 64 + "'\n")
+    res = CliRunner().invoke(cli, ["init", "experiments/local", "--corpus", "in/local.yaml",
+                                   "--queries", "in/queries.tsv", "--intents",
+                                   "in/intents.tsv", "--arm", "bm25=bm25"])
+    assert res.exit_code == 0, res.output
+    inp = repo / "experiments/local/data/input"
+    assert (inp / "pkg-1.0.tar.gz").read_bytes() == b"not really an archive"
+    assert yaml.safe_load((inp / "corpus.source.yaml").read_text()) == {
+        "kind": "sdist-file", "path": "pkg-1.0.tar.gz", "sha256": "a" * 64}
+
+
+def test_a_parquet_chunks_corpus_is_copied_and_checked(repo):
+    import pandas as pd
+
+    pd.DataFrame(tiny.chunks()).to_parquet(repo / "in/chunks.parquet", index=False)
+    res = CliRunner().invoke(cli, ["init", "experiments/pq", "--corpus", "in/chunks.parquet",
+                                   "--queries", "in/queries.tsv", "--intents",
+                                   "in/intents.tsv", "--run", "ext=in/runs/ext.trec"])
+    assert res.exit_code == 0, res.output
+    assert (repo / "experiments/pq/data/input/chunks.parquet").read_bytes() == (
+        repo / "in/chunks.parquet").read_bytes()
+
+
+def test_another_experiment_with_sections_unknown_here_is_read_for_its_paths_only(repo):
+    other = repo / "experiments/clicks-sim"
+    other.mkdir(parents=True)
+    (other / "params.yaml").write_text(yaml.safe_dump(
+        {"clicks": {"sessions": 1000}, "paths": {"out": "data/out"}}))
+    res = init("--arm", "bm25=bm25")
+    assert res.exit_code == 0, res.output
