@@ -112,8 +112,7 @@ COMMAND_HELP = {
     "intents": "The intent table: one locked line per query, reviewed before any packet "
                "exists.",
     "packets": "Grading packets: what a grader sees for each query, and nothing else.",
-    "pool": "Say what pooling the arms' runs at --depth would make, and what grading it would "
-            "cost.",
+    "pool": "The pool of the experiment's arms.",
     "queries": "Query sets: sample one from a query log.",
     "serve": "Serve the grading web page.",
     "status": "Say where the experiment stands: frozen inputs, pool, intents, grading, gate, "
