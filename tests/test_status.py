@@ -345,3 +345,28 @@ def test_a_grade_of_a_pair_that_left_the_pool_stays_in_the_bank_and_status_count
     assert st["pending"]["graders"]["grader-a"] == {
         "current": 4, "pending_new": 3, "pending_stale": 0, "pending_audit": 0,
         "pending_regrade": 0}
+
+
+def test_status_of_a_click_experiment_lists_its_outputs_and_what_is_not_built(tmp_path):
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump({
+        "seed": 1, "paths": {"click_propensity": "metrics/propensity.json",
+                             "click_ips": "metrics/ips.json"},
+        "clicks": {"log": "data/log.parquet"}}))
+    _put(tmp_path, "metrics/propensity.json", {"curve": []})
+    res = CliRunner().invoke(main, ["status", "--experiment", str(tmp_path)])
+    assert res.exit_code == 0, res.output
+    assert res.output.splitlines() == [
+        "click experiment: log data/log.parquet (no pool, grading or key)",
+        f"click propensity: {(tmp_path / 'metrics/propensity.json').as_posix()}",
+        "click ips: not built yet (dvc repro)"]
+
+
+def test_design_leaves_a_click_experiments_hand_written_record_alone(tmp_path):
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump({
+        "seed": 1, "paths": {"click_ips": "metrics/ips.json"},
+        "clicks": {"log": "data/log.parquet"}}))
+    (tmp_path / "DESIGN.md").write_text("# Simulated clicks\n")
+    res = CliRunner().invoke(main, ["design", "--experiment", str(tmp_path)])
+    assert res.exit_code == 0, res.output
+    assert "written by hand" in res.output
+    assert (tmp_path / "DESIGN.md").read_text() == "# Simulated clicks\n"

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The main job: install relgrade, run every experiment's DVC pipeline end to end (the
 # repository's own, dvc.yaml at the top, and each experiments/NAME/dvc.yaml: `dvc repro
-# --all-pipelines`), then print the per-arm tables; for each experiment write its DESIGN.md
+# --all-pipelines`), then print the per-arm table; for each experiment write its DESIGN.md
 # again (relgrade design) and print its status; last, each one's verdicts on the primary
 # measure (tools/verdicts.sh: the "Verdicts" section of its report.md; report.html beside it
 # has the whole report). With arguments, they are passed to `dvc repro` instead (e.g. one
@@ -15,7 +15,9 @@ if [ "$#" -gt 0 ]; then
 else
   dvc repro --all-pipelines
 fi
-dvc metrics show
+# one row per arm of the top-level experiment (every experiment's full metrics: dvc metrics
+# show; a click experiment's IPS estimates: dvc metrics show experiments/NAME/metrics)
+dvc metrics show metrics/decision
 for params in params.yaml $(find experiments -name params.yaml 2>/dev/null | sort); do
   [ -f "$params" ] || continue
   dir=$(dirname "$params")

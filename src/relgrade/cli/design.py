@@ -19,6 +19,11 @@ def design_cmd(params_path):
     from relgrade.experiment.files import Experiment
 
     ex = Experiment.load(params_path)
+    if ex.params.clicks is not None and not ex.params.paths.pool:
+        # a click experiment has no grading protocol to record: its DESIGN.md is written by hand
+        click.echo(f"{(ex.root / 'DESIGN.md').as_posix()}: a click experiment's design record "
+                   "is written by hand (no pool, graders or key to fill it from); left as it is")
+        return
     path = write_design(ex)
     click.echo(f"Wrote {path.as_posix()}")
     for part in unfilled_parts(ex):

@@ -23,9 +23,20 @@ def status_cmd(params_path, as_json):
     an empty .dvc/tmp/rwlock) or the ledger lacks a use of a key that metrics files show.
     """
     from relgrade.experiment.files import Experiment
-    from relgrade.experiment.status import read_status, status_failed, status_lines
+    from relgrade.experiment.status import (
+        click_status_lines,
+        read_status,
+        status_failed,
+        status_lines,
+    )
 
-    st = read_status(Experiment.load(params_path))
+    ex = Experiment.load(params_path)
+    if ex.params.clicks is not None and not ex.params.paths.pool:
+        # a click experiment: propensities, IPS estimates and training pairs, no judgments
+        lines = click_status_lines(ex)
+        click.echo(json.dumps({"clicks": lines}, indent=2) if as_json else "\n".join(lines))
+        return
+    st = read_status(ex)
     if as_json:
         click.echo(json.dumps(st, indent=2, ensure_ascii=False))
     else:

@@ -587,3 +587,22 @@ def status_failed(st: Mapping) -> bool:
     """Whether the status shows something that must be fixed before any stage can run:
     a broken DVC file or a ledger that lacks a witnessed use."""
     return bool(st.get("dvc")) or st.get("ledger", {}).get("state") == "refused"
+
+
+def click_status_lines(ex: Experiment) -> list[str]:
+    """Where a click experiment stands (params with ``clicks`` and no pool to grade).
+
+    Returns
+    -------
+    list of str
+        One line saying it is a click experiment, then one line per click output declared in
+        ``paths`` (``click_propensity``, ``click_ips``, ``click_pairs``, ``training_set``):
+        ``NAME: PATH`` when it exists, ``NAME: not built yet (dvc repro)`` otherwise.
+    """
+    lines = [f"click experiment: log {ex.params.clicks.log} (no pool, grading or key)"]
+    for name in ("click_propensity", "click_ips", "click_pairs", "training_set"):
+        if getattr(ex.params.paths, name, None):
+            path = ex.path(name)
+            state = path.as_posix() if path.exists() else "not built yet (dvc repro)"
+            lines.append(f"{name.replace('_', ' ')}: {state}")
+    return lines
