@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from relgrade.errors import ProtocolError
+from relgrade.errors import InputError, ProtocolError
 from relgrade.experiment.stage import run_stage
 from relgrade.io import files as io
 from relgrade.io.trec import write_trec_qrels
@@ -72,6 +72,20 @@ def _write(files, table, record, gate, ex, made_on):
         record["made_on_sha256"] = io.sha256_file(files.made_on)
     io.write_json(files.record, record)
     return record
+
+
+def _frozen_at(ex, key_sha256, *, post_hoc):
+    """When this key was first frozen: the standing record's time when it holds the same
+    key (a rerun re-freezes nothing), else now."""
+    files = ex.key_files(post_hoc=post_hoc)
+    if files.record.exists():
+        try:
+            old = io.read_json(files.record)
+        except InputError:
+            old = None
+        if isinstance(old, dict) and old.get("key_sha256") == key_sha256 and old.get("frozen_at"):
+            return str(old["frozen_at"])
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
 
 
 def _made_on(ex, table):
@@ -146,7 +160,7 @@ def main(ex):
                                key_sha256=key.key_sha256(table), post_hoc=grading.post_hoc,
                                revises=revises)
     record = key.build_record(
-        table, frozen_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        table, frozen_at=_frozen_at(ex, key.key_sha256(table), post_hoc=status == ledger.POST_HOC),
         rubric_version=rubric_version, round=grading.round, manifests=manifests,
         pool_sha256=io.sha256_file(ex.path("pool")), dropped_queries=dropped,
         post_hoc=status == ledger.POST_HOC, deviations=grading.deviations)

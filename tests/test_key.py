@@ -321,3 +321,15 @@ def test_made_on_bytes_refuses_a_key_pair_without_its_made_on_row():
     k = pd.DataFrame({"query_id": ["q"], "chunk_id": ["a"], "grade": [1]})
     with pytest.raises(InputError, match=r"pair \(q, a\)"):
         key.made_on_bytes(k, _made_on([]))
+
+
+def test_rerunning_the_key_stage_on_the_same_key_keeps_when_it_was_first_frozen(tmp_path):
+    p = _stage_dir(tmp_path)
+    assert _run_stage(tmp_path).returncode == 0
+    rec = json.loads((tmp_path / p["record"]).read_text())
+    rec["frozen_at"] = "2026-01-02T03:04:05+00:00"  # as if frozen long ago
+    (tmp_path / p["record"]).write_text(json.dumps(rec))
+    assert _run_stage(tmp_path).returncode == 0
+    again = json.loads((tmp_path / p["record"]).read_text())
+    assert again["frozen_at"] == "2026-01-02T03:04:05+00:00"
+    assert again["key_sha256"] == rec["key_sha256"]
