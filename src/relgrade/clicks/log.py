@@ -29,7 +29,8 @@ _INTEGER_TYPES = {"TINYINT", "SMALLINT", "INTEGER", "BIGINT", "HUGEINT", "UTINYI
                   "USMALLINT", "UINTEGER", "UBIGINT", "UHUGEINT"}
 _FLOAT_TYPES = {"FLOAT", "DOUBLE"}
 
-_RULES = {
+#: What each log column must hold, as every engine words its refusal.
+LOG_RULES = {
     "session_id": "session_id must be a non-empty string or an integer",
     "query_id": "query_id must be a non-empty string or an integer",
     "chunk_id": "chunk_id must be a non-empty string or an integer",
@@ -213,7 +214,7 @@ class ClickLog:
             expression = _expression(column, family)
             if expression is None:
                 raise InputError(f"column {column} cannot be stored as {str(types[column])}",
-                                 path=source, fix=_RULES[column])
+                                 path=source, fix=LOG_RULES[column])
             expressions[column] = expression
         relation.create_view(RAW_VIEW, replace=True)
         con.execute(sql("log_view").format(**expressions))
@@ -230,7 +231,7 @@ class ClickLog:
                 where = f"session {session}" if session not in (None, "") else "a row"
                 if column != "position" and position is not None:
                     where += f", position {position}"
-                raise InputError(_RULES[column], path=source, item=where,
+                raise InputError(LOG_RULES[column], path=source, item=where,
                                  found="an empty value" if found in (None, "") else found,
                                  fix=f"{counts[column]:,} row(s) break this rule")
         sessions, *firsts = con.execute(sql("check_sessions")).fetchall()[0]

@@ -20,23 +20,13 @@ from importlib import resources
 import numpy as np
 import pandas as pd
 
-from relgrade.clicks.log import LOG_COLUMNS, session_error
+from relgrade.clicks.log import LOG_COLUMNS, LOG_RULES, session_error
 from relgrade.clicks.pairs import WEIGHTS_VIEW
 from relgrade.clicks.propensity import PropensityCurve, from_links, from_patterns
 from relgrade.errors import InputError, RelgradeError
 
 #: The master a session uses unless told otherwise: local mode on two cores.
 DEFAULT_MASTER = "local[2]"
-
-_RULES = {
-    "session_id": "session_id must be a non-empty string or an integer",
-    "query_id": "query_id must be a non-empty string or an integer",
-    "chunk_id": "chunk_id must be a non-empty string or an integer",
-    "ranker": "ranker must be a non-empty string or an integer",
-    "position": "position must be a whole number of at least 1",
-    "clicked": "clicked must be 0 or 1 (or true / false)",
-    "randomized": "randomized must be true or false (or 1 / 0)",
-}
 
 
 def sql(name: str) -> str:
@@ -181,7 +171,7 @@ class SparkLog:
             expression = _expression(column, types[column])
             if expression is None:
                 raise InputError(f"column {column} cannot be stored as {types[column]}",
-                                 path=source, fix=_RULES[column])
+                                 path=source, fix=LOG_RULES[column])
             expressions[column] = expression
         frame.createOrReplaceTempView("relgrade_clicks_raw")
         spark.sql(sql("log_view").format(**expressions))
@@ -197,7 +187,7 @@ class SparkLog:
                 if column != "position" and row["position"] is not None:
                     where += f", position {row['position']}"
                 found = row["found"]
-                raise InputError(_RULES[column], path=source, item=where,
+                raise InputError(LOG_RULES[column], path=source, item=where,
                                  found="an empty value" if found in (None, "") else found,
                                  fix=f"{counts[column]:,} row(s) break this rule")
         first = spark.sql(sql("check_sessions")).collect()[0].asDict()
