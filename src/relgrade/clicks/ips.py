@@ -368,8 +368,8 @@ def arm_estimates(log: ClickLog, propensity, rankings: pd.DataFrame, *,
         b = min(block, n_boot - done)
         draws = rng.multinomial(n, counts / n, size=b).astype(np.float64)
         reps_ips[done:done + b], reps_snips[done:done + b] = rewards(
-            np.asarray(patterns.T @ draws.T).T, n, propensity=None if resample_propensity else p_point,
-            **settings)
+            np.asarray(patterns.T @ draws.T).T, n,
+            propensity=None if resample_propensity else p_point, **settings)
         done += b
     alpha = (1 - level) / 2
     absent = log.con.execute(sql("ips_absent")).df().set_index("arm")

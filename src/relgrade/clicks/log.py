@@ -201,12 +201,7 @@ class ClickLog:
         pairing is checked by the randomization estimator, which is its only reader.
         """
         columns = list(relation.columns)
-        missing = [c for c in LOG_COLUMNS if c not in columns]
-        if missing:
-            raise InputError(f"missing column(s) {', '.join(missing)}", path=source,
-                             found="columns " + ", ".join(columns),
-                             fix="An impression log needs the columns "
-                                 + ", ".join(LOG_COLUMNS) + " (see docs/clicks.md)")
+        require_columns(columns, source)
         types = dict(zip(columns, relation.types))
         expressions = {}
         for column in LOG_COLUMNS:
@@ -278,6 +273,22 @@ def _confirm_repeated_chunk(con, session: str) -> str | None:
     if rows["chunk_id"].duplicated().any():
         return session
     return con.execute(sql("repeated_chunk_exact")).fetchall()[0][0]
+
+
+def require_columns(columns: list[str], source: str) -> None:
+    """Refuse a log that lacks a column of :data:`LOG_COLUMNS` (every engine's check).
+
+    Raises
+    ------
+    InputError
+        Naming the missing columns, the columns found and the ones a log needs.
+    """
+    missing = [c for c in LOG_COLUMNS if c not in columns]
+    if missing:
+        raise InputError(f"missing column(s) {', '.join(missing)}", path=source,
+                         found="columns " + ", ".join(columns),
+                         fix="An impression log needs the columns "
+                             + ", ".join(LOG_COLUMNS) + " (see docs/clicks.md)")
 
 
 def session_error(rows: pd.DataFrame, source: str, rule: str, session: str) -> InputError:

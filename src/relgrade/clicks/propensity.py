@@ -318,6 +318,25 @@ def _curve(method, unit, evidence, counts, support, *, max_position, rng, n_boot
                            table=table, notes=notes)
 
 
+def unpaired_randomized_error(row: tuple, *, source: str) -> InputError:
+    """The error for flagged rows that are not one adjacent swapped pair (every engine's).
+
+    Parameters
+    ----------
+    row : tuple
+        ``(session_id, rows, upper, lower)``: the first offending session of
+        ``randomized_check.sql``, its number of flagged rows and their positions.
+    source : str
+        The log's path.
+    """
+    session, rows, upper, lower = row
+    found = (f"a lone flagged row at position {upper}" if rows == 1
+             else f"positions {upper} and {lower} taken together")
+    return InputError("rows flagged randomized must come in adjacent pairs (k, k + 1)",
+                      path=source, item=f"session {session}", found=found,
+                      fix="Flag exactly the two rows of each swapped pair")
+
+
 def randomization(log: ClickLog, *, rng: np.random.Generator, max_position: int = 10,
                   n_boot: int = 1000, level: float = 0.95) -> PropensityCurve:
     """Propensities from the randomized slice, where adjacent pairs were swapped at random.
@@ -382,12 +401,7 @@ def randomization(log: ClickLog, *, rng: np.random.Generator, max_position: int 
     con.execute(sql("randomized_pairs"))
     bad = con.execute(sql("randomized_check")).fetchall()
     if bad:
-        session, rows, upper, lower = bad[0]
-        found = (f"a lone flagged row at position {upper}" if rows == 1
-                 else f"positions {upper} and {lower} taken together")
-        raise InputError("rows flagged randomized must come in adjacent pairs (k, k + 1)",
-                         path=log.source, item=f"session {session}", found=found,
-                         fix="Flag exactly the two rows of each swapped pair")
+        raise unpaired_randomized_error(bad[0], source=log.source)
     patterns = con.execute(sql("randomization"), {"max_position": int(max_position)}).fetchall()
     return from_patterns(patterns, rng=rng, max_position=max_position, n_boot=n_boot,
                          level=level)

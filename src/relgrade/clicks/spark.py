@@ -20,9 +20,14 @@ from importlib import resources
 import numpy as np
 import pandas as pd
 
-from relgrade.clicks.log import LOG_COLUMNS, LOG_RULES, session_error
+from relgrade.clicks.log import LOG_COLUMNS, LOG_RULES, require_columns, session_error
 from relgrade.clicks.pairs import WEIGHTS_VIEW
-from relgrade.clicks.propensity import PropensityCurve, from_links, from_patterns
+from relgrade.clicks.propensity import (
+    PropensityCurve,
+    from_links,
+    from_patterns,
+    unpaired_randomized_error,
+)
 from relgrade.errors import InputError, RelgradeError
 
 #: The master a session uses unless told otherwise: local mode on two cores.
@@ -159,12 +164,7 @@ class SparkLog:
             :meth:`relgrade.clicks.ClickLog.from_relation`.
         """
         columns = list(frame.columns)
-        missing = [c for c in LOG_COLUMNS if c not in columns]
-        if missing:
-            raise InputError(f"missing column(s) {', '.join(missing)}", path=source,
-                             found="columns " + ", ".join(columns),
-                             fix="An impression log needs the columns "
-                                 + ", ".join(LOG_COLUMNS) + " (see docs/clicks.md)")
+        require_columns(columns, source)
         types = dict(frame.dtypes)
         expressions = {}
         for column in LOG_COLUMNS:
@@ -242,12 +242,7 @@ def randomization(log: SparkLog, *, rng: np.random.Generator, max_position: int 
     spark.sql(sql("randomized_pairs"))
     bad = spark.sql(sql("randomized_check")).collect()
     if bad:
-        session_id, rows, upper, lower = bad[0]
-        found = (f"a lone flagged row at position {upper}" if rows == 1
-                 else f"positions {upper} and {lower} taken together")
-        raise InputError("rows flagged randomized must come in adjacent pairs (k, k + 1)",
-                         path=log.source, item=f"session {session_id}", found=found,
-                         fix="Flag exactly the two rows of each swapped pair")
+        raise unpaired_randomized_error(tuple(bad[0]), source=log.source)
     rows = spark.sql(sql("randomization"), args={"max_position": int(max_position)}).collect()
     # DuckDB's order: lists compared element by element, a prefix first.
     patterns = sorted(((list(r[0]), list(r[1]), list(r[2]), int(r[3])) for r in rows),
