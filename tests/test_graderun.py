@@ -207,7 +207,7 @@ def test_a_missing_command_is_refused_before_anything_runs(tmp_path):
 
 
 def test_a_run_resumes_and_grades_only_what_is_missing_even_inside_a_batch(tmp_path):
-    packets = ex.build(tmp_path, queries=2, chunks=7, graders=grader("ok"))
+    ex.build(tmp_path, queries=2, chunks=7, graders=grader("ok"))
     pre = [{"query_id": "q01", "chunk_id": c, "reason": "graded earlier by hand", "grade": 0}
            for c in ("q01-c0", "q01-c1", "q01-c2", "q01-c3", "q01-c4", "q01-c6")]
     with GradeStore(grades_file(tmp_path)).open() as store:
