@@ -1,4 +1,5 @@
-"""``relgrade corpus export``: the chunk table, for retrieval systems outside relgrade."""
+"""``relgrade corpus``: pin a PyPI package's source as a corpus, and export the chunk table
+for retrieval systems outside relgrade."""
 
 from __future__ import annotations
 
@@ -9,42 +10,90 @@ import click
 from relgrade.cli.options import params_option
 from relgrade.cli.render import handle_errors
 
+_FILE = click.Path(dir_okay=False, path_type=Path)
+
 
 @click.group("corpus")
 def corpus_cmd():
-    """The experiment's corpus: its chunks, as the corpus stage built them."""
+    """The corpus: pin a source archive (spec), or write the chunk table (export)."""
+
+
+@corpus_cmd.command("spec")
+@click.argument("requirement")
+@click.option("--out", "out", required=True, type=_FILE,
+              help="The source spec to write (.yaml); refused if it exists.")
+@handle_errors
+def spec_cmd(requirement, out):
+    """Download REQUIREMENT's source distribution from the package index (e.g.
+    "itsdangerous==2.2.0"; pip download, never installed or run) and write a source spec
+    pinning it by file name and sha256: the file `relgrade init --corpus` takes."""
+    import yaml
+
+    from relgrade.canonical import sha256_bytes
+    from relgrade.errors import InputError
+    from relgrade.io.files import write_text
+    from relgrade.io.sdist import download_sdist
+
+    if "==" not in requirement:
+        raise InputError("a corpus is pinned to one version", item="REQUIREMENT",
+                         found=repr(requirement), fix="Write NAME==VERSION, e.g. attrs==24.2.0")
+    if out.suffix.lower() not in (".yaml", ".yml"):
+        raise InputError("a source spec is a .yaml file", path=out, found=repr(out.suffix))
+    if out.exists():
+        raise InputError("the file exists; relgrade does not overwrite a source spec", path=out,
+                         fix="Choose another --out, or delete the file first")
+    filename, data = download_sdist(requirement)
+    spec = {"kind": "pypi-sdist", "requirement": requirement, "filename": filename,
+            "sha256": sha256_bytes(data)}
+    write_text(out, f"# {requirement}'s source distribution, pinned by its sha256.\n"
+               + yaml.safe_dump(spec, sort_keys=False))
+    click.echo(f"Wrote {out.as_posix()}: {filename}, {len(data):,} bytes, sha256 "
+               f"{spec['sha256']}")
 
 
 @corpus_cmd.command("export")
-@click.option("--out", "out", required=True, type=click.Path(dir_okay=False, path_type=Path),
+@click.option("--out", "out", required=True, type=_FILE,
               help="The file to write: .jsonl or .parquet.")
 @click.option("--beir", is_flag=True,
               help="Write BEIR's corpus.jsonl form (_id, title, text) instead.")
+@click.option("--corpus", "corpus_input", type=_FILE, default=None,
+              help="Build the chunks from this corpus input (a source spec or a chunks file) "
+                   "instead of an experiment's: for a run made before `relgrade init`.")
 @params_option
 @handle_errors
-def export_cmd(out, beir, params_path):
+def export_cmd(out, beir, corpus_input, params_path):
     """Write the chunk table (chunk_id, header, text, source, line numbers) so an external
-    system can index it and return a run over the same chunk ids. Run `dvc repro` up to the
-    corpus stage first (`dvc repro corpus`, or `dvc repro experiments/NAME/dvc.yaml:corpus`)."""
+    system can index it and return a run over the same chunk ids. Reads the experiment's
+    built chunks when its corpus stage has run, else builds them in memory from its corpus
+    input (or from --corpus), exactly as the corpus stage would."""
     from relgrade.errors import InputError
+    from relgrade.experiment.corpus import build_corpus
     from relgrade.experiment.files import Experiment
     from relgrade.io.files import read_table, write_jsonl, write_parquet
 
-    ex = Experiment.load(params_path)
-    src = ex.path("chunks")
-    if not src.exists():
-        raise InputError("the corpus is not built yet", path=src,
-                         fix="Run the corpus stage first (dvc repro ... corpus)")
-    chunks = read_table(src)
+    suffix = out.suffix.lower()
+    if not (suffix == ".jsonl" or (suffix == ".parquet" and not beir)):
+        raise InputError("the export is written as .jsonl (or .parquet without --beir)",
+                         path=out, found=repr(out.suffix))
+    if corpus_input is not None:
+        if not corpus_input.is_file():
+            raise InputError("corpus input not found", path=corpus_input)
+        chunks, _ = build_corpus(corpus_input)
+        built = f"built from {corpus_input.as_posix()}"
+    else:
+        ex = Experiment.load(params_path)
+        src = ex.path("chunks")
+        if src.exists():
+            chunks, built = read_table(src), f"from {src.as_posix()}"
+        else:
+            cfg = ex.params.need("corpus")
+            chunks, _ = build_corpus(ex.file(cfg.input), allow_empty=cfg.allow_empty)
+            built = f"built from {ex.file(cfg.input).as_posix()} (the corpus stage has not run)"
     if beir:
         chunks = chunks.rename(columns={"chunk_id": "_id", "header": "title"})[
             ["_id", "title", "text"]]
-    suffix = out.suffix.lower()
     if suffix == ".jsonl":
         write_jsonl(out, chunks.to_dict("records"))
-    elif suffix == ".parquet" and not beir:
-        write_parquet(out, chunks)
     else:
-        raise InputError("the export is written as .jsonl (or .parquet without --beir)",
-                         path=out, found=repr(out.suffix))
-    click.echo(f"Wrote {len(chunks)} chunks to {out.as_posix()}")
+        write_parquet(out, chunks)
+    click.echo(f"Wrote {len(chunks)} chunks to {out.as_posix()}, {built}")

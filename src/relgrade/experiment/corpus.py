@@ -1,0 +1,57 @@
+"""An experiment's corpus input, built into the chunk table.
+
+The corpus stage writes what :func:`build_corpus` returns; ``relgrade corpus export`` and
+``relgrade init`` call it too, so a chunk table (and its ids, for an external run) is at
+hand before any stage has run.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+
+from relgrade.io.files import iter_jsonl, read_table, read_yaml, sha256_file
+from relgrade.io.sdist import fetch_sdist
+from relgrade.protocol import corpus
+
+
+def build_corpus(src, *, allow_empty: bool = False) -> tuple[pd.DataFrame, dict]:
+    """The chunks of a corpus input and the manifest describing them.
+
+    Parameters
+    ----------
+    src : str or os.PathLike
+        A source spec (``.yaml``/``.yml``: a PyPI sdist or a local archive, pinned by
+        sha256), or a chunks file (``.jsonl``, ``.parquet``).
+    allow_empty : bool
+        Accept a corpus with no chunks.
+
+    Returns
+    -------
+    chunks : pandas.DataFrame
+        The CHUNKS table (:data:`relgrade.schema.CHUNKS`), sorted by ``chunk_id``.
+    manifest : dict
+        The corpus manifest (source, sha256, counts).
+
+    Raises
+    ------
+    InputError
+        A file :func:`relgrade.io.files.read_table` cannot read; a bad spec, a failed
+        download or a sha256 mismatch (see :func:`relgrade.io.sdist.fetch_sdist`,
+        :func:`relgrade.protocol.corpus.check_sha256`);
+        a chunks table that fails :func:`relgrade.protocol.corpus.validate_chunks`.
+    """
+    src = Path(src)
+    suffix = src.suffix.lower()
+    if suffix in (".yaml", ".yml"):
+        spec = corpus.parse_source_spec(read_yaml(src), path=src)
+        return corpus.corpus_from_sdist(fetch_sdist(spec, src), spec=spec, path=src,
+                                        allow_empty=allow_empty)
+    if suffix in (".jsonl", ".ndjson"):
+        rows = list(iter_jsonl(src))
+        table, lines = pd.DataFrame([r for _, r in rows]), [n for n, _ in rows]
+    else:
+        table, lines = read_table(src), None
+    return corpus.corpus_from_table(table, sha256=sha256_file(src), path=src, lines=lines,
+                                    allow_empty=allow_empty)
