@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 import sys
 from pathlib import Path
 
@@ -31,6 +32,10 @@ def _snapshot(folder: Path) -> dict:
             for p in folder.rglob("*") if p.is_file()}
 
 
+def _ignores(folder: Path) -> dict:
+    return {p.relative_to(folder).as_posix(): p.read_text() for p in folder.rglob(".gitignore")}
+
+
 @pytest.fixture(scope="module")
 def second(tmp_path_factory):
     root = tmp_path_factory.mktemp("init")
@@ -45,6 +50,7 @@ def second(tmp_path_factory):
                     "--run", "ext=data/input/runs/mixed.trec", "--pool-depth", "3",
                     "--audit-min", "4", "--grader-command", command,
                     "--auditor-command", command)
+    ignores = _ignores(root / EXP)
     tiny.run(root, "relgrade", "intents", "review", "--experiment", EXP, "--reviewer",
              "auditor-b")
     tiny.run(root, "dvc", "repro", f"{EXP}/dvc.yaml:packets")
@@ -53,25 +59,25 @@ def second(tmp_path_factory):
         tiny.run(root, "relgrade", "grade", "run", "--experiment", EXP, "--grader", name,
                  "--no-progress")
     tiny.run(root, "dvc", "repro", f"{EXP}/dvc.yaml")
-    return root, made, packets
+    return root, made, packets, ignores
 
 
 def test_init_prints_the_arms_and_the_next_steps(second):
-    _, made, _ = second
+    _, made, _, _ = second
     assert made.stdout.splitlines()[0] == (
         "Created experiment second in experiments/second: arms bm25 (bm25), tfidf (tfidf), "
         "ext (file).")
 
 
 def test_repro_to_the_packets_gives_one_packet_per_query(second):
-    _, _, packets = second
+    _, _, packets, _ = second
     assert packets == sorted(f"{q}.json" for q, *_ in tiny.TOPICS)
 
 
 def test_the_key_holds_the_truth_of_every_pooled_pair_and_its_record_matches(second):
     import hashlib
 
-    root, _, _ = second
+    root, *_ = second
     ex = root / EXP
     data = (ex / "data/key/key.jsonl").read_bytes()
     record = json.loads((ex / "data/key/record.json").read_text())
@@ -86,7 +92,7 @@ def test_the_key_holds_the_truth_of_every_pooled_pair_and_its_record_matches(sec
 
 
 def test_report_has_one_verdict_per_arm_against_the_baseline(second):
-    root, _, _ = second
+    root, *_ = second
     report = (root / EXP / "metrics/report.md").read_text().splitlines()
     start = report.index("## Verdicts")
     end = next(i for i in range(start + 1, len(report)) if report[i].startswith("## "))
@@ -99,7 +105,7 @@ def test_report_has_one_verdict_per_arm_against_the_baseline(second):
 
 
 def test_status_of_the_experiment_gives_the_key_cost_and_unfilled_design(second):
-    root, _, _ = second
+    root, *_ = second
     ex = root / EXP
     proc = tiny.run(root, "relgrade", "status", "--experiment", EXP, "--json")
     st = json.loads(proc.stdout)
@@ -135,7 +141,7 @@ def _pool_by_hand(ex: Path, depth: int) -> set:
 
 
 def test_pool_plan_prices_a_deeper_pool_without_writing(second):
-    root, _, _ = second
+    root, *_ = second
     ex = root / EXP
     before = _snapshot(ex)
     plan = json.loads(tiny.run(root, "relgrade", "pool", "plan", "--experiment", EXP,
@@ -158,7 +164,7 @@ def test_pool_plan_prices_a_deeper_pool_without_writing(second):
 
 
 def test_corpus_export_writes_the_chunk_table_an_external_run_can_use(second):
-    root, _, _ = second
+    root, *_ = second
     tiny.run(root, "relgrade", "corpus", "export", "--experiment", EXP, "--out", "chunks.jsonl")
     rows = [json.loads(x) for x in (root / "chunks.jsonl").read_text().splitlines()]
     assert [r["chunk_id"] for r in rows] == [c["chunk_id"] for c in tiny.chunks()]
@@ -166,7 +172,7 @@ def test_corpus_export_writes_the_chunk_table_an_external_run_can_use(second):
 
 
 def test_dvc_sees_both_pipelines_and_the_experiment_is_up_to_date(second):
-    root, _, _ = second
+    root, *_ = second
     listed = tiny.run(root, "dvc", "stage", "list", "--all").stdout
     assert f"{EXP}/dvc.yaml:pool" in listed and "\npool " in f"\n{listed}"
     assert tiny.run(root, "dvc", "status", f"{EXP}/dvc.yaml").stdout.strip() == (
@@ -177,3 +183,19 @@ def test_dvc_sees_both_pipelines_and_the_experiment_is_up_to_date(second):
     params = yaml.safe_load((root / EXP / "params.yaml").read_text())
     assert params["arms"]["ext"]["source"] == "data/input/runs/ext.trec"
     assert os.path.exists(root / EXP / "data/input/runs/ext.trec")
+
+
+def test_init_ignores_every_cached_output_up_front_exactly_as_dvc_does(second):
+    # dvc adds an output's .gitignore entry only when its stage succeeds; init writes them
+    # all first, so a folder committed after a failed run never has git track a cached
+    # output. After the full run dvc has added nothing: the entries were the ones it needs.
+    root, _, _, ignores = second
+    assert ignores["data/corpus/.gitignore"] == "/chunks.parquet\n"
+    assert ignores["data/runs/.gitignore"] == "/bm25.trec\n/tfidf.trec\n/ext.trec\n"
+    assert ignores["data/private/.gitignore"] == "/provenance.parquet\n/disagreements.jsonl\n"
+    assert _ignores(root / EXP) == ignores
+    tracked = subprocess.run(["git", "status", "--porcelain", "--untracked-files=all", EXP],
+                             cwd=root, check=True, capture_output=True, text=True).stdout
+    outputs = [line for line in tracked.splitlines()
+               if line.endswith((".parquet", ".trec")) and "data/input/" not in line]
+    assert outputs == []

@@ -49,10 +49,17 @@ def test_init_writes_params_pipeline_rubric_inputs_and_design(repo):
                "--pool-depth", "3", "--audit-min", "4")
     assert res.exit_code == 0, res.output
     ex = repo / "experiments/second"
-    assert sorted(p.relative_to(ex).as_posix() for p in ex.rglob("*") if p.is_file()) == [
+    files = sorted(p.relative_to(ex).as_posix() for p in ex.rglob("*") if p.is_file())
+    assert [f for f in files if not f.endswith("/.gitignore")] == [
         "DESIGN.md", "data/grades/.gitkeep", "data/input/chunks.jsonl",
         "data/input/intents.tsv", "data/input/queries.tsv", "data/input/runs/ext.trec",
         "dvc.yaml", "params.yaml", "rubric/CHANGELOG.md", "rubric/v1.md"]
+    # each cached output is ignored from the start (tests/test_e2e_init.py checks dvc agrees)
+    assert [f for f in files if f.endswith("/.gitignore")] == [
+        "data/.gitignore", *[f"data/{d}/.gitignore" for d in (
+        "corpus", "graded", "intents", "metrics", "orders", "pool", "private", "queries",
+        "runs")]]
+    assert (ex / "data/metrics/.gitignore").read_text() == "/bm25.parquet\n/hyb.parquet\n/ext.parquet\n"
     params = yaml.safe_load((ex / "params.yaml").read_text())
     assert params["arms"] == {
         "bm25": {"kind": "bm25", "depth": 100, "source": "../../src/relgrade/retrieve/bm25.py"},
@@ -248,26 +255,48 @@ def test_command_graders_are_declared_as_model_graders(repo):
     assert params["grading"]["auditor"] == "aud"
 
 
-def test_a_pypi_source_spec_is_copied_and_runs_are_checked_against_queries_only(repo):
+def test_a_pypi_source_spec_is_copied(repo):
     shutil.copy(REPO / "data/input/corpus.source.yaml", repo / "in/corpus.source.yaml")
-    (repo / "in/runs/later.trec").write_text("kw01 Q0 chunk-known-later 1 1.0 x\n")
     res = CliRunner().invoke(cli, ["init", "experiments/click2", "--corpus",
                                    "in/corpus.source.yaml", "--queries", "in/queries.tsv",
-                                   "--intents", "in/intents.tsv", "--run",
-                                   "later=in/runs/later.trec"])
+                                   "--intents", "in/intents.tsv", "--arm", "bm25=bm25"])
     assert res.exit_code == 0, res.output
     ex = repo / "experiments/click2"
     assert (ex / "data/input/corpus.source.yaml").read_bytes() == (
         REPO / "data/input/corpus.source.yaml").read_bytes()
     assert yaml.safe_load((ex / "params.yaml").read_text())["corpus"] == {
         "input": "data/input/corpus.source.yaml"}
-    (repo / "in/runs/q.trec").write_text("zz99 Q0 c 1 1.0 x\n")
-    res = CliRunner().invoke(cli, ["init", "experiments/click3", "--corpus",
-                                   "in/corpus.source.yaml", "--queries", "in/queries.tsv",
-                                   "--intents", "in/intents.tsv", "--run", "q=in/runs/q.trec"])
+
+
+def test_a_run_over_a_source_spec_is_checked_against_the_corpus_built_in_memory(repo):
+    from relgrade.experiment.corpus import build_corpus
+    from tests.test_corpus_cli import _sdist
+
+    spec = _sdist(repo / "in")
+    known = build_corpus(spec)[0]["chunk_id"].iat[0]
+    (repo / "in/runs/good.trec").write_text(f"kw01 Q0 {known} 1 1.0 x\n")
+    (repo / "in/runs/bad.trec").write_text(f"kw01 Q0 {known} 1 1.0 x\nkw01 Q0 nope 2 0.5 x\n")
+    base = ["init", "--corpus", "in/pkg.source.yaml", "--queries", "in/queries.tsv",
+            "--intents", "in/intents.tsv"]
+    res = CliRunner().invoke(cli, [base[0], "experiments/bad", *base[1:],
+                                   "--run", "mine=in/runs/bad.trec"])
     assert res.exit_code == 1
-    assert res.output == ("Error: in/runs/q.trec: query zz99, chunk c: unknown query id (found "
-                          "1 row(s) name queries that are not in the query set, first zz99)\n")
+    assert "unknown chunk id" in res.output and "nope" in res.output
+    assert not (repo / "experiments/bad").exists()
+    res = CliRunner().invoke(cli, [base[0], "experiments/good", *base[1:],
+                                   "--run", "mine=in/runs/good.trec"])
+    assert res.exit_code == 0, res.output
+
+
+def test_fewer_queries_than_the_audit_minimum_audit_every_query_as_a_recorded_deviation(repo):
+    res = init("--arm", "bm25=bm25", "--audit-min", "20")
+    assert res.exit_code == 0, res.output
+    params = yaml.safe_load((repo / "experiments/second/params.yaml").read_text())
+    line = ("audit.min_queries is 12, every query: the experiment has 12 queries, fewer "
+            "than the 20 the audit asks for")
+    assert params["audit"]["min_queries"] == 12
+    assert params["grading"]["deviations"] == [line]
+    assert f"Note (recorded in params grading.deviations): {line}\n" in res.output
 
 
 def test_a_local_sdist_spec_brings_its_archive_along(repo):

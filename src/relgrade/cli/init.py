@@ -62,6 +62,8 @@ def init_cmd(folder, corpus, queries, intents, arms, runs, baseline, pool_depth,
     where = folder.as_posix()
     arms_made = ", ".join(f"{a} ({c['kind']})" for a, c in ex.params.arms_dict().items())
     click.echo(f"Created experiment {ex.root.name} in {where}: arms {arms_made}.")
+    for line in ex.params.grading.deviations:
+        click.echo(f"Note (recorded in params grading.deviations): {line}")
     click.echo("Next:")
     click.echo(f"  1. add corpus examples to {where}/rubric/v1.md (section 8) and fill in "
                f"{where}/DESIGN.md")

@@ -21,6 +21,7 @@ import yaml
 
 from relgrade.errors import InputError
 from relgrade.experiment import inputs
+from relgrade.experiment.corpus import build_corpus
 from relgrade.experiment.design import write_design
 from relgrade.experiment.files import Experiment
 from relgrade.experiment.layout import (
@@ -207,6 +208,62 @@ def pipeline(repo_dvc: dict, root_rel: str, *, file_runs: bool) -> dict:
     return {"stages": stages, **{k: v for k, v in repo_dvc.items() if k != "stages"}}
 
 
+def cached_outputs(pipeline: dict, paths: dict, arms) -> list[str]:
+    """The files of ``pipeline`` that dvc caches (and git must ignore), in stage order.
+
+    Parameters
+    ----------
+    pipeline : dict
+        A ``dvc.yaml`` as :func:`pipeline` returns it.
+    paths : dict of str to str
+        The params ``paths`` section: ``${paths.NAME}`` is read from it.
+    arms : iterable of str
+        The arms a ``foreach: ${arms}`` stage runs over (``${key}``).
+
+    Returns
+    -------
+    list of str
+        Output paths relative to the experiment's folder: every ``outs``, ``metrics`` and
+        ``plots`` entry of a stage that is not ``cache: false``.
+
+    Examples
+    --------
+    >>> p = {"stages": {"retrieve": {"foreach": "${arms}", "do": {"outs": [
+    ...     "${paths.runs}/${key}.trec"]}}, "pool": {"outs": ["${paths.pool}",
+    ...     {"${paths.pool_manifest}": {"cache": False}}]}}}
+    >>> cached_outputs(p, {"runs": "data/runs", "pool": "data/pool/pool.parquet",
+    ...                    "pool_manifest": "data/pool/manifest.json"}, ["bm25", "mine"])
+    ['data/runs/bm25.trec', 'data/runs/mine.trec', 'data/pool/pool.parquet']
+    """
+    def resolve(text: str, key=None) -> str:
+        for name, value in paths.items():
+            text = text.replace("${paths." + name + "}", str(value))
+        return text.replace("${key}", key) if key is not None else text
+
+    out = []
+    for stage in pipeline["stages"].values():
+        body = stage.get("do", stage)
+        keys = list(arms) if "foreach" in stage else [None]
+        for entry in (*body.get("outs", []), *body.get("metrics", []), *body.get("plots", [])):
+            name, opts = (entry, {}) if isinstance(entry, str) else next(iter(entry.items()))
+            if (opts or {}).get("cache", True):
+                out.extend(resolve(name, key) for key in keys)
+    return out
+
+
+def write_gitignores(folder: Path, outputs) -> None:
+    """Write a ``.gitignore`` beside each cached output, as ``dvc repro`` would once its stage
+    succeeds: done up front so that an experiment committed after a failed or partial run
+    never has a cached output tracked by git (dvc then refuses to reproduce it)."""
+    by_folder: dict[Path, list[str]] = {}
+    for out in outputs:
+        path = Path(out)
+        by_folder.setdefault(path.parent, []).append("/" + path.name)
+    for parent, names in by_folder.items():
+        (folder / parent).mkdir(parents=True, exist_ok=True)
+        write_text(folder / parent / ".gitignore", "".join(f"{n}\n" for n in names))
+
+
 def _paths_of(params_file: Path) -> dict:
     paths = (read_yaml(params_file) or {}).get("paths")
     return {k: v for k, v in paths.items() if isinstance(v, str)} if isinstance(paths, dict) else {}
@@ -262,6 +319,10 @@ def init_experiment(plan: Plan) -> Experiment:
         data.mkdir(parents=True)
         corpus_name, chunk_ids = inputs.corpus_input(plan.corpus, data)
         queries_name, queries, groups = inputs.queries_input(plan.queries, data)
+        if chunk_ids is None and plan.runs:
+            # a source spec: build its chunks now, so a run's unknown chunk ids are refused
+            # here rather than by the retrieve stage
+            chunk_ids = build_corpus(plan.corpus)[0]["chunk_id"].astype(str)
         intents_name = inputs.intents_input(plan.intents, data, queries=queries)
         run_files = {arm: inputs.run_input(arm, src, data, queries=queries, chunk_ids=chunk_ids)
                      for arm, src in plan.runs.items()}
@@ -270,12 +331,20 @@ def init_experiment(plan: Plan) -> Experiment:
         if baseline not in arms:
             raise InputError("the baseline is not an arm of the experiment", item="--baseline",
                              found=baseline)
+        audit_min = plan.audit_min
+        deviations = []
+        if len(queries) < audit_min:
+            audit_min = len(queries)
+            deviations.append(f"audit.min_queries is {audit_min}, every query: the experiment "
+                              f"has {audit_min} queries, fewer than the {plan.audit_min} the "
+                              "audit asks for")
         env = jinja2.Environment(undefined=jinja2.StrictUndefined, keep_trailing_newline=True,
                                  autoescape=False)
         text = env.from_string(_template("params.yaml.j2")).render(
             name=name, seed=plan.seed, corpus=corpus_name, queries=queries_name,
             groups=groups, intents=intents_name, pool_depth=plan.pool_depth,
-            audit_min=plan.audit_min, key_grader=plan.key_grader, auditor=plan.auditor,
+            audit_min=audit_min, deviations=deviations, key_grader=plan.key_grader,
+            auditor=plan.auditor,
             baseline=baseline,
             arms=yaml.safe_dump({"arms": arms}, sort_keys=False),
             graders=yaml.safe_dump({"graders": graders_section(plan)}, sort_keys=False))
@@ -291,9 +360,10 @@ def init_experiment(plan: Plan) -> Experiment:
                   "repository's dvc.yaml.\n# Each stage runs in this folder (dvc's default "
                   "wdir) and reads params.yaml here;\n# the stage scripts and library folders "
                   f"are the repository's, at {root_rel}/.\n")
-        write_text(tmp / "dvc.yaml", header + yaml.safe_dump(
-            pipeline(repo_dvc, root_rel, file_runs=bool(run_files)), sort_keys=False,
-            width=100))
+        stages = pipeline(repo_dvc, root_rel, file_runs=bool(run_files))
+        write_text(tmp / "dvc.yaml", header + yaml.safe_dump(stages, sort_keys=False,
+                                                             width=100))
+        write_gitignores(tmp, cached_outputs(stages, params.paths.as_dict(), arms))
         (tmp / "rubric").mkdir()
         write_text(tmp / "rubric" / "v1.md", _template("rubric.md"))
         write_text(tmp / "rubric" / "CHANGELOG.md",
