@@ -8,6 +8,7 @@ stops with one line naming them, writing nothing.
 """
 
 from relgrade.experiment.judgments import judgments
+from relgrade.experiment.layout import grade_commands
 from relgrade.experiment.stage import run_stage
 from relgrade.io import files as io
 from relgrade.protocol import bank, grades
@@ -28,7 +29,7 @@ def main(ex):
             print(f"note: {int(owed.sum())} audit pairs not graded by {auditor}; the gate "
                   "checks gates.audit_coverage_min")
         pending = pending[~owed]
-    bank.require_no_pending(pending)
+    bank.require_no_pending(pending, how=grade_commands(ex))
     table, manifest = grades.current_table(
         held.bank, graders=ex.params.graders_dict(), pool=pool, audit_query_ids=audit_ids,
         round=grading.round,

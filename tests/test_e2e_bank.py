@@ -123,7 +123,8 @@ def test_editing_a_graded_chunk_makes_exactly_that_pair_pending_for_both_graders
     a = "1 pair needs" if n_a == 1 else f"{n_a} pairs need"
     assert line.endswith(f"grading: {a} grader-a ({n_a} stale), {n_b} "
                          f"need{'s' if n_b == 1 else ''} auditor-b ({n_b} stale); "
-                         "run `relgrade grade run --grader grader-a` or `relgrade serve`")
+                         "run `relgrade grade run --grader grader-a` and "
+                         "`relgrade grade run --grader auditor-b`")
     # the stale grades reach no key: the frozen key is as it was
     assert (root / "data/key/key.jsonl").read_bytes() == key_before
 

@@ -319,8 +319,8 @@ def test_stage_stops_with_the_pending_work_and_writes_nothing(tmp_path):
     proc = _run_stage(repo, tmp_path)
     assert proc.returncode == 1
     assert proc.stderr == ("Error: grading: 2 pairs need grader-a (2 new), 2 need auditor-b "
-                           "(audit query q2); run `relgrade grade run --grader grader-a` or "
-                           "`relgrade serve`\n")
+                           "(audit query q2); run `relgrade grade import --grader grader-a FILE` "
+                           "and `relgrade grade import --grader auditor-b FILE`\n")
     assert not (tmp_path / p["grades"]).exists()
     assert not (tmp_path / p["grades_manifest"]).exists()
 

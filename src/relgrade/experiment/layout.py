@@ -169,3 +169,37 @@ def check_disjoint(claims: dict[Path, dict[Path, str]]) -> None:
                         found=f"{path} (also paths.{other_entry} of {other_folder})",
                         fix="Keep every path of an experiment inside its own folder")
             seen.append((folder, path, entry))
+
+
+def grade_commands(ex) -> dict[str, str]:
+    """Per grader, the command a user types (at the repository's top) to do its grading.
+
+    Parameters
+    ----------
+    ex : relgrade.experiment.files.Experiment
+        The experiment.
+
+    Returns
+    -------
+    dict of str to str
+        Grader name → ``relgrade grade run --grader NAME`` for a grader with a ``command``,
+        ``relgrade serve`` for a person (kind ``human``: grades in the browser), else
+        ``relgrade grade import --grader NAME FILE`` (grades made elsewhere); each with
+        ``--experiment PATH`` when the experiment is not the repository's top one (``PATH``
+        relative to the repository). An experiment outside any repository gets no suffix.
+    """
+    root = Path(ex.root).resolve()
+    try:
+        repo = find_repository(root)
+    except InputError:
+        repo = root
+    where = "" if repo == root else f" --experiment {root.relative_to(repo).as_posix()}"
+    out = {}
+    for name, grader in ex.params.graders_dict().items():
+        if grader.get("command"):
+            out[name] = f"relgrade grade run --grader {name}{where}"
+        elif grader.get("kind") == "human":
+            out[name] = f"relgrade serve{where}"
+        else:
+            out[name] = f"relgrade grade import --grader {name}{where} FILE"
+    return out

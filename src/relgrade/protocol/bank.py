@@ -247,8 +247,9 @@ def pending_message(pending: pd.DataFrame, *, how: Mapping[str, str] | None = No
     pending : pandas.DataFrame
         :func:`pending_work`'s table (not empty).
     how : mapping of str to str, optional
-        Per grader, the command that grades its pending pairs; by default
-        ``relgrade grade run --grader NAME``, and ``relgrade serve`` is named as the other way.
+        Per grader, the command that grades its pending pairs (each owing grader's is named
+        once, in order). Without it: ``relgrade grade run --grader NAME`` for the first owing
+        grader, and ``relgrade serve`` as the other way.
 
     Returns
     -------
@@ -262,6 +263,8 @@ def pending_message(pending: pd.DataFrame, *, how: Mapping[str, str] | None = No
     ...                   ("x", "r", "c", "audit")], columns=PENDING)
     >>> pending_message(p)
     'grading: 2 pairs need g (1 new, 1 stale), 1 needs x (audit query r); run `relgrade grade run --grader g` or `relgrade serve`'
+    >>> pending_message(p, how={"g": "relgrade grade run --grader g", "x": "relgrade serve"})
+    'grading: 2 pairs need g (1 new, 1 stale), 1 needs x (audit query r); run `relgrade grade run --grader g` and `relgrade serve`'
     """
     parts, first = [], None
     for grader, rows in pending.groupby("grader", sort=False):
@@ -276,8 +279,12 @@ def pending_message(pending: pd.DataFrame, *, how: Mapping[str, str] | None = No
         if not parts:  # "41 pairs need grader-a ..., 7 need auditor-b ..."
             verb = "pair needs" if n == 1 else "pairs need"
         parts.append(f"{n} {verb} {grader} ({', '.join(detail)})")
-    command = (how or {}).get(first, f"relgrade grade run --grader {first}")
-    return f"grading: {', '.join(parts)}; run `{command}` or `relgrade serve`"
+    if how is None:
+        return (f"grading: {', '.join(parts)}; run `relgrade grade run --grader {first}` or "
+                "`relgrade serve`")
+    commands = list(dict.fromkeys(how.get(g, f"relgrade grade run --grader {g}")
+                                  for g in pending["grader"].drop_duplicates()))
+    return f"grading: {', '.join(parts)}; run " + " and ".join(f"`{c}`" for c in commands)
 
 
 def packet_made_on(packets: Mapping[str, Mapping], *,
