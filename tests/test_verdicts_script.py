@@ -15,12 +15,15 @@ from tests.test_decision import CAVEAT, DEEP, P, report
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def _experiment(root: Path, report_md: str | None, primary=P, write=True):
+def _experiment(root: Path, report_md: str | None, primary=P, write=True, clicks=False):
     root.mkdir(parents=True, exist_ok=True)
     paths = {"comparisons": "metrics/comparisons.json"}
     if report_md:
         paths["report_md"] = report_md
-    (root / "params.yaml").write_text(yaml.safe_dump({"paths": paths}))
+    raw = {"paths": paths}
+    if clicks:  # a click-log experiment: IPS estimates, no graded key and no report
+        raw = {"paths": {"click_ips": "metrics/ips.json"}, "clicks": {"log": "data/log"}}
+    (root / "params.yaml").write_text(yaml.safe_dump(raw))
     if report_md and write:
         (root / report_md).parent.mkdir(parents=True, exist_ok=True)
         (root / report_md).write_text(
@@ -38,6 +41,7 @@ def test_prints_every_experiments_verdicts_on_its_primary_measure(tmp_path):
     _experiment(tmp_path / "experiments" / "deep", "out/report.md", primary=DEEP)
     _experiment(tmp_path / "experiments" / "fresh", "metrics/report.md", write=False)
     _experiment(tmp_path / "experiments" / "old", None)
+    _experiment(tmp_path / "experiments" / "sim", None, clicks=True)
     done = _run(tmp_path)
     assert done.returncode == 0, done.stderr
     assert done.stdout == (
@@ -45,10 +49,11 @@ def test_prints_every_experiments_verdicts_on_its_primary_measure(tmp_path):
         "  - dense better than bm25 on P\n"
         "\nVerdicts of experiments/deep (experiments/deep/out/report.md):\n"
         f"  - no detectable difference on R@10; {CAVEAT}\n"
-        "\nVerdicts of experiments/fresh: no report (params paths.report_md unset or the "
-        "report stage has not run)\n"
-        "\nVerdicts of experiments/old: no report (params paths.report_md unset or the "
-        "report stage has not run)\n")
+        "\nVerdicts of experiments/fresh: no report yet (the report stage has not run: "
+        "dvc repro experiments/fresh/dvc.yaml)\n"
+        "\nVerdicts of experiments/old: no report (params paths.report_md unset)\n"
+        "\nVerdicts of experiments/sim: a click-log experiment, no graded key; its IPS "
+        "estimates per arm:\n  dvc metrics show experiments/sim/metrics/ips.json\n")
 
 
 def test_the_repository_report_gives_its_verdict_lines():

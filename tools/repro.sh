@@ -15,9 +15,16 @@ if [ "$#" -gt 0 ]; then
 else
   dvc repro --all-pipelines
 fi
-# one row per arm of the top-level experiment (every experiment's full metrics: dvc metrics
-# show; a click experiment's IPS estimates: dvc metrics show experiments/NAME/metrics)
-dvc metrics show metrics/decision
+# one row per arm and experiment: the primary measure with its interval, judged@k and the
+# difference from the baseline (every metric: dvc metrics show; a click experiment's IPS
+# estimates: dvc metrics show experiments/NAME/metrics)
+decisions=metrics/decision
+for dir in $(find experiments -mindepth 2 -maxdepth 3 -type d -path '*/metrics/decision' \
+             2>/dev/null | sort); do
+  decisions="$decisions $dir"
+done
+# shellcheck disable=SC2086
+dvc metrics show $decisions
 for params in params.yaml $(find experiments -name params.yaml 2>/dev/null | sort); do
   [ -f "$params" ] || continue
   dir=$(dirname "$params")

@@ -15,13 +15,28 @@ from pathlib import Path
 import yaml
 
 params = Path(sys.argv[1])
-paths = (yaml.safe_load(params.read_text(encoding="utf-8")) or {}).get("paths") or {}
-print(params.parent / paths["report_md"] if paths.get("report_md") else "")
+raw = yaml.safe_load(params.read_text(encoding="utf-8")) or {}
+paths = raw.get("paths") or {}
+if paths.get("report_md"):
+    print(params.parent / paths["report_md"])
+elif raw.get("clicks") and paths.get("click_ips"):
+    print("clicks:" + str(params.parent / paths["click_ips"]))
+else:
+    print("unset:")
 PY
 )
   echo
-  if [ -z "$report" ] || [ ! -f "$report" ]; then
-    echo "Verdicts of $dir: no report (params paths.report_md unset or the report stage has not run)"
+  if [ "${report#clicks:}" != "$report" ]; then
+    echo "Verdicts of $dir: a click-log experiment, no graded key; its IPS estimates per arm:"
+    echo "  dvc metrics show ${report#clicks:}"
+    continue
+  fi
+  if [ "$report" = "unset:" ]; then
+    echo "Verdicts of $dir: no report (params paths.report_md unset)"
+    continue
+  fi
+  if [ ! -f "$report" ]; then
+    echo "Verdicts of $dir: no report yet (the report stage has not run: dvc repro $dir/dvc.yaml)"
     continue
   fi
   echo "Verdicts of $dir ($report):"

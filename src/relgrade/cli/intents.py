@@ -44,3 +44,9 @@ def review_cmd(reviewer, params_path):
     write_json(ex.file(icfg.review), record)
     click.echo(f"Reviewed {len(table)} intents as {record['reviewer']}: sha256 "
                f"{record['table_sha256'][:12]}, {len(flagged)} flagged; wrote {icfg.review}")
+    if len(flagged):
+        # advisory: the signature stands; the reviewer either meant one reading or edits the
+        # intent and signs again (a signed table that changes is re-reviewed)
+        click.echo("A flagged intent may offer a choice of readings, and an intent names one: "
+                   "if it names one, nothing more to do; if not, edit its line in "
+                   f"{icfg.input} and run this command again.")
