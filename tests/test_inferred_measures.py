@@ -304,3 +304,8 @@ def test_evaluate_inclusion_adds_the_inferred_measures_and_refuses_a_bad_file(tm
     assert res.exit_code == 1
     assert "pool.prels:2: expected 6 whitespace-separated fields" in res.output
     assert "xinfAP" not in res.output  # no partial table
+    # a given inclusion file is checked even when no inferred measure is asked for
+    res = CliRunner().invoke(main, args + ["--inclusion", str(tmp_path / "pool.prels"),
+                                           "-m", "AP"])
+    assert res.exit_code == 1
+    assert "pool.prels:2: expected 6 whitespace-separated fields" in res.output

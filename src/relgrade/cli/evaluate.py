@@ -93,11 +93,11 @@ def evaluate_cmd(qrels_path, run_paths, measure_names, inclusion_path, per_query
     del qrels
     key_prob = None
     inferred = [str(m) for m in measures if m.needs_inclusion]
-    if inferred:
+    if inferred or inclusion_path is not None:
         # indexed once, before any run is read: a bad table is refused before any output
         inclusion = read_inclusion(inclusion_path) if inclusion_path is not None else None
         key_prob = metrics.inclusion_at(key, inclusion, path=inclusion_path,
-                                        measure=inferred[0])
+                                        measure=(inferred or ["xinfAP"])[0])
         del inclusion
     excluded = metrics.excluded_queries(key, measures) if no_relevant == "exclude" else {}
     n_queries = key.n_queries
