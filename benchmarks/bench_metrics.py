@@ -28,7 +28,9 @@ Contenders and what each computes per arm, at cutoffs 3, 5 and 10:
 * ``relgrade-evaluate-full``: the same command with the full measure set,
   :data:`FULL_MEASURES`, most of which read the whole ranked list.
 
-The whole-process column (``process wall``) includes interpreter start-up and imports.
+The whole-process columns (``process wall`` and ``process CPU``, user + system seconds of
+every thread) include interpreter start-up and imports; the load average is recorded at the
+start and the end.
 
 Every contender reports the mean R@10 per arm over the queries the run answers; the parent
 checks they agree (relgrade is run with ``on_missing_query="skip"`` for that reason).
@@ -199,15 +201,21 @@ def _worker(tool: str, data: Path) -> dict:
 # --- the parent: run each contender in a fresh process -------------------------------
 
 def _run_child(tool: str, data: Path, timeout: float) -> dict:
+    # children run one at a time, so the change in the children's rusage is this child's
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
     proc = subprocess.run([sys.executable, __file__, "--worker", tool, "--data", str(data)],
                           capture_output=True, text=True, timeout=timeout,
                           env={**os.environ, "PYTHONWARNINGS": "ignore"})
     wall = time.perf_counter() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if proc.returncode != 0:
         return {"tool": tool, "error": proc.stderr.strip().splitlines()[-1:]}
     out = json.loads(proc.stdout.strip().splitlines()[-1])
     out["process_wall"] = wall
+    # whole process, all threads, user + system: what the tool costs on a shared machine
+    out["process_cpu"] = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    out["load_after"] = os.getloadavg()[0]
     return out
 
 
@@ -225,6 +233,7 @@ def main(argv=None) -> int:
         return 0
     tools = args.tools.split(",")
     results = {t: [] for t in tools}
+    load_start = os.getloadavg()
     for r in range(args.repeat):
         for tool in tools:
             res = _run_child(tool, args.data, args.timeout)
@@ -243,6 +252,7 @@ def main(argv=None) -> int:
             "seconds_min": min(x["seconds"] for x in ok),
             "cpu_seconds_median": statistics.median(x["cpu_seconds"] for x in ok),
             "process_wall_median": statistics.median(x["process_wall"] for x in ok),
+            "process_cpu_median": statistics.median(x["process_cpu"] for x in ok),
             "peak_rss_mib_max": max(x["peak_rss_mib"] for x in ok),
             "runs": len(ok),
             "check": ok[0]["check"],
@@ -260,6 +270,10 @@ def main(argv=None) -> int:
                  if "process_wall" in x and "process_wall" in b]
         if walls and tool != "pytrec_eval":
             s["process_speedup_vs_pytrec_eval_median"] = statistics.median(walls)
+        cpus = [b["process_cpu"] / x["process_cpu"] for x, b in zip(results[tool], base)
+                if "process_cpu" in x and "process_cpu" in b]
+        if cpus and tool != "pytrec_eval":
+            s["process_cpu_speedup_vs_pytrec_eval_median"] = statistics.median(cpus)
     # the full measure set against nDCG/R/RR alone, round by round
     if "relgrade-evaluate" in results and "relgrade-evaluate-full" in summary:
         pairs = [f["process_wall"] / e["process_wall"]
@@ -273,22 +287,28 @@ def main(argv=None) -> int:
         if "check" in s and ref is not None:
             s["check_max_diff"] = max(abs(a - b) for a, b in zip(s["check"], ref))
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps({"cpus": os.cpu_count(), "summary": summary,
+    load_end = os.getloadavg()
+    args.out.write_text(json.dumps({"cpus": os.cpu_count(), "load_start": load_start,
+                                    "load_end": load_end, "summary": summary,
                                     "raw": results}, indent=2) + "\n")
+    print(f"load average (1, 5, 15 min): {load_start} at the start, {load_end} at the end")
     print("| contender | median s (min) | × faster than pytrec_eval | CPU s | process wall s "
-          "| × faster, whole process | peak RSS MiB | R@10 check |")
-    print("|---|---|---|---|---|---|---|---|")
+          "| × faster, whole process | process CPU s | × less CPU, whole process "
+          "| peak RSS MiB | R@10 check |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     for tool, s in summary.items():
         if "error" in s:
             print(f"| {tool} | failed: {s['error']} | | | | | |")
             continue
         speedup = s.get("speedup_vs_pytrec_eval_median")
         whole = s.get("process_speedup_vs_pytrec_eval_median")
+        whole_cpu = s.get("process_cpu_speedup_vs_pytrec_eval_median")
         print(f"| {tool} | {s['seconds_median']:.2f} ({s['seconds_min']:.2f}) | "
               f"{'' if speedup is None else f'{speedup:.1f}'} | "
               f"{s['cpu_seconds_median']:.2f} | {s['process_wall_median']:.2f} | "
-              f"{'' if whole is None else f'{whole:.1f}'} | {s['peak_rss_mib_max']:.0f} | "
-              f"max diff {s['check_max_diff']:.1e} |")
+              f"{'' if whole is None else f'{whole:.1f}'} | {s['process_cpu_median']:.2f} | "
+              f"{'' if whole_cpu is None else f'{whole_cpu:.1f}'} | "
+              f"{s['peak_rss_mib_max']:.0f} | max diff {s['check_max_diff']:.1e} |")
     full = summary.get("relgrade-evaluate-full", {}).get("process_ratio_to_evaluate_median")
     if full is not None:
         print(f"full measure set / nDCG, R, RR alone (whole process, median per round): "

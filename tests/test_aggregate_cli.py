@@ -252,7 +252,8 @@ def test_bad_rows_name_the_file_and_line(tmp_path):
     res = run("--grades", grades)
     assert res.output == (f"Error: {grades}:37: accurate: pair (q1, c00): one grader grades "
                           "one (query, chunk) pair twice (found lines 1 and 37). Keep one "
-                          "grade per pair\n")
+                          "grade per pair and rater, or pass --repeats allowed to count each "
+                          "repeated grade\n")
     items = rows()
     items[0] = {**items[0], "grade": 3}
     grades = write_jsonl(tmp_path / "scale.jsonl", items)

@@ -97,3 +97,18 @@ def test_majority_equals_crowdkit_majority_vote_wherever_there_is_no_tie(seed):
     # the recorded grade's share of votes is crowd-kit's probability of that grade
     picked = shares.to_numpy()[np.arange(len(shares)), ours["grade"].to_numpy()]
     np.testing.assert_allclose(ours["agreement"].to_numpy(), picked)
+
+
+@pytest.mark.filterwarnings("ignore")  # crowd-kit's own pandas deprecation warnings
+def test_with_repeats_each_label_counts_as_crowd_kit_counts_it():
+    # Dawid & Skene's 1979 patients (tests/test_aggregate_repeats.py), observer 1 rating
+    # each patient three times: crowd-kit takes every row as one label
+    from tests.test_aggregate_repeats import patients
+
+    grades = patients()
+    ours = dawid_skene(grades, scale=[1, 2, 3, 4], repeats=True)
+    table = pd.DataFrame({"task": grades["query_id"], "worker": grades["grader"],
+                          "label": grades["grade"]})
+    ref = DawidSkene(n_iter=20, tol=0.0).fit(table)
+    assert np.abs(ref.priors_.reindex([1, 2, 3, 4]).to_numpy()
+                  - ours.priors.to_numpy()).max() < 1e-3

@@ -326,7 +326,12 @@ PROPERTIES = {
     "Unjudged": {"bounds": (0.0, 1.0), "needs_relevant": False},
     "NumRet": {"bounds": (0.0, np.inf), "needs_relevant": False},
     "NumRel": {"bounds": (0.0, np.inf), "needs_relevant": False},
+    # estimates from a sampled pool: 1/pi weights can carry them above 1
+    "xinfAP": {"bounds": (0.0, np.inf), "needs_relevant": True},
+    "infNDCG": {"bounds": (0.0, np.inf), "needs_relevant": True},
 }
+# measures that read inclusion probabilities; their own tests are in test_inferred_measures
+INFERRED = ["xinfAP", "xinfAP@5", "infNDCG", "infNDCG(dcg='exp-log2')@3"]
 ALL = ["nDCG@3", "nDCG(dcg='exp-log2')@5", "nDCG", "nDCG(gains={1:5})@5",
        "nDCG(judged_only=True)@3", "R@3", "R(rel=2)@10", "RR@3", "RR", "P@3", "P(rel=2)@5",
        "Judged@3", "Judged", "AP", "AP@5", "AP(judged_only=True)", "Rprec", "Bpref",
@@ -335,11 +340,13 @@ ALL = ["nDCG@3", "nDCG(dcg='exp-log2')@5", "nDCG", "nDCG(gains={1:5})@5",
 
 
 def test_every_measure_family_is_classified():
-    from relgrade.evaluation.measures import _ALIASES
+    from relgrade.evaluation.measures import _ALIASES, SPECS
 
     assert set(_ALIASES.values()) == set(PROPERTIES)
-    assert {parse_measure(m).name for m in ALL} == set(PROPERTIES)
-    for m in ALL:
+    assert {parse_measure(m).name for m in ALL + INFERRED} == set(PROPERTIES)
+    assert {parse_measure(m).name for m in INFERRED} == {
+        n for n, spec in SPECS.items() if spec.get("inclusion")}
+    for m in ALL + INFERRED:
         assert parse_measure(m).needs_relevant is PROPERTIES[parse_measure(m).name][
             "needs_relevant"]
 
@@ -362,18 +369,23 @@ def _random_case(rng):
 def test_measures_stay_in_bounds_and_ignore_row_order_and_id_names(seed):
     rng = np.random.default_rng(seed)
     q, r = _random_case(rng)
-    base = per_query(qrels=q, run=r, measures=ALL)
-    for m in ALL:
+    pool = q[["query_id", "chunk_id"]].assign(inclusion_prob=np.where(
+        np.arange(len(q)) % 3 == 0, 0.5, 1.0))
+    base = per_query(qrels=q, run=r, measures=ALL + INFERRED, inclusion=pool)
+    for m in ALL + INFERRED:
         lo, hi = PROPERTIES[parse_measure(m).name]["bounds"]
         v = base.loc[base["measure"] == str(parse_measure(m)), "value"]
         assert ((v >= lo) & (v <= hi)).all()
     shuffled = per_query(qrels=q.sample(frac=1, random_state=seed),
-                         run=r.sample(frac=1, random_state=seed), measures=ALL)
+                         run=r.sample(frac=1, random_state=seed), measures=ALL + INFERRED,
+                         inclusion=pool.sample(frac=1, random_state=seed))
     pd.testing.assert_frame_equal(base, shuffled)
     # renaming queries (order-preserving) changes no value
     rename = {f"q{i}": f"query-q{i}" for i in range(12)}
     renamed = per_query(qrels=q.assign(query_id=q["query_id"].map(rename)),
-                        run=r.assign(query_id=r["query_id"].map(rename)), measures=ALL)
+                        run=r.assign(query_id=r["query_id"].map(rename)),
+                        measures=ALL + INFERRED,
+                        inclusion=pool.assign(query_id=pool["query_id"].map(rename)))
     assert renamed["value"].tolist() == base["value"].tolist()
 
 

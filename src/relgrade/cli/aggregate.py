@@ -30,6 +30,8 @@ if TYPE_CHECKING:
 #: The aggregation methods, as relgrade.raters.report.METHODS names them (a test checks it);
 #: spelled here so that loading the command imports no pandas.
 METHOD_NAMES = ("majority", "dawid-skene")
+#: The reader's rule for one grader's two grades of one pair (io.judgments).
+REPEAT_RULE = "one grader grades one (query, chunk) pair twice"
 
 
 @click.command("aggregate")
@@ -67,13 +69,18 @@ METHOD_NAMES = ("majority", "dawid-skene")
 @click.option("--max-iter", type=click.IntRange(min=1), default=2000, show_default=True,
               help="Dawid-Skene: at most this many EM iterations (the report says when it "
                    "stopped without converging).")
+@click.option("--repeats", type=click.Choice(["refused", "allowed"]), default="refused",
+              show_default=True,
+              help="A rater's repeated grades of one pair (Dawid & Skene's 1979 data has "
+                   "them): refused, naming the rater, the pair and the lines; or allowed, "
+                   "each counted as a vote and in Dawid-Skene's likelihood.")
 @click.option("--per-pair", is_flag=True,
               help="Also print each pair's aggregate grade with its majority share (the "
                    "share of its raters who gave it) or its Dawid-Skene posteriors.")
 @format_option(json_help="Print the report as one JSON document.")
 @handle_errors
 def aggregate_cmd(grades_path, gold_path, method, threshold, min_gold, out_path, scale, labels,
-                  flag_variance, round_, exclude, tol, max_iter, per_pair, as_json):
+                  flag_variance, round_, exclude, tol, max_iter, repeats, per_pair, as_json):
     """Aggregate several raters' grades into one grade per pair.
 
     Raters whose accuracy on the gold pairs (--gold) is below --threshold, measured on at
@@ -93,13 +100,21 @@ def aggregate_cmd(grades_path, gold_path, method, threshold, min_gold, out_path,
     if out_path is not None and out_path.suffix.lower() not in (".jsonl", ".qrels"):
         raise InputError("unknown output format (use .jsonl or .qrels)", path=out_path,
                          found=out_path.suffix or "no extension")
-    grades = read_grades_table(grades_path, scale=scale, labels=labels)
+    allowed = repeats == "allowed"
+    try:
+        grades = read_grades_table(grades_path, scale=scale, labels=labels, repeats=allowed)
+    except InputError as e:
+        if e.rule != REPEAT_RULE:
+            raise
+        raise InputError(e.rule, path=e.path, line=e.line, item=e.item, found=e.found,
+                         fix="Keep one grade per pair and rater, or pass --repeats allowed "
+                             "to count each repeated grade") from None
     gold = None if gold_path is None else read_judgments(gold_path, scale=scale, labels=labels)
     report = aggregate_raters(grades, scale=scale, gold=gold, method=method,
                               threshold=threshold, min_gold=min_gold,
                               flag_variance=flag_variance, round_=round_, exclude=exclude,
                               grades_source=grades_path, gold_source=gold_path, tol=tol,
-                              max_iter=max_iter)
+                              max_iter=max_iter, repeats=allowed)
     if out_path is not None:
         data = (key_bytes(report.labels) if out_path.suffix.lower() == ".jsonl"
                 else qrels_text(report.labels).encode("utf-8"))

@@ -11,6 +11,7 @@ from relgrade.cli.options import format_option, parse_scale, scale_option
 from relgrade.cli.render import handle_errors, number, table
 
 DEFAULT_MEASURES = ("nDCG(dcg='exp-log2')@10", "R@10", "RR@10", "Judged@10")
+INFERRED_MEASURES = ("xinfAP", "infNDCG")
 
 
 def _run_names(paths: list[Path]) -> list[str]:
@@ -29,6 +30,13 @@ def _run_names(paths: list[Path]) -> list[str]:
                    "IPrec@0.5, Judged@10, R(rel=2)@10; or trec_eval's: map, P.5,10, "
                    "ndcg_cut.10, recip_rank, num_rel_ret, unj.5. Repeatable. "
                    f"Default: {', '.join(DEFAULT_MEASURES)}.")
+@click.option("--inclusion", "inclusion_path", metavar="FILE",
+              type=click.Path(dir_okay=False, path_type=Path),
+              help="A sampled pool's inclusion probabilities, for xinfAP and infNDCG: "
+                   "sample_eval.pl's qrels lines `qid iter docid stratum rel`, optionally "
+                   "followed by the pair's probability, or a Parquet table with query_id, "
+                   "chunk_id, inclusion_prob (relgrade's pool). Without -m, xinfAP and "
+                   "infNDCG are added to the default measures.")
 @click.option("--per-query", is_flag=True, help="Also print each query's value.")
 @format_option(json_help="Print one JSON document instead.")
 @click.option("--trec-eval-output", "trec_output", is_flag=True,
@@ -54,8 +62,8 @@ def _run_names(paths: list[Path]) -> list[str]:
               help="The grade scale, comma-separated (e.g. 0,1,2): a qrels grade off it is an "
                    "error. Default: any integer grade.")
 @handle_errors
-def evaluate_cmd(qrels_path, run_paths, measure_names, per_query, as_json, trec_output, ties,
-                 missing, no_relevant, relevant_min, scale):
+def evaluate_cmd(qrels_path, run_paths, measure_names, inclusion_path, per_query, as_json,
+                 trec_output, ties, missing, no_relevant, relevant_min, scale):
     """Score each RUN against QRELS: one row per run, one column per measure.
 
     QRELS is TREC qrels (qid iter docid grade), a JSONL key or Parquet, read by the rules of
@@ -71,17 +79,26 @@ def evaluate_cmd(qrels_path, run_paths, measure_names, per_query, as_json, trec_
     from relgrade.evaluation.measures import parse_measures
     from relgrade.io.judgments import read_judgments
     from relgrade.io.runs import read_run
-    from relgrade.io.trec import EXTRA_FIELDS
+    from relgrade.io.trec import EXTRA_FIELDS, read_inclusion
     from relgrade.ranking import validate_run
 
     if as_json and trec_output:
         raise click.UsageError("--json and --trec-eval-output exclude each other")
-    measures = parse_measures(measure_names or DEFAULT_MEASURES, relevant_min=relevant_min)
+    defaults = DEFAULT_MEASURES + (INFERRED_MEASURES if inclusion_path else ())
+    measures = parse_measures(measure_names or defaults, relevant_min=relevant_min)
     names = [str(m) for m in measures]
     qrels = read_judgments(qrels_path, scale=parse_scale(scale))[["query_id", "chunk_id",
                                                                   "grade"]]
     key = metrics.index_qrels(qrels)
     del qrels
+    key_prob = None
+    inferred = [str(m) for m in measures if m.needs_inclusion]
+    if inferred or inclusion_path is not None:
+        # indexed once, before any run is read: a bad table is refused before any output
+        inclusion = read_inclusion(inclusion_path) if inclusion_path is not None else None
+        key_prob = metrics.inclusion_at(key, inclusion, path=inclusion_path,
+                                        measure=(inferred or ["xinfAP"])[0])
+        del inclusion
     excluded = metrics.excluded_queries(key, measures) if no_relevant == "exclude" else {}
     n_queries = key.n_queries
     results, tables, answered, unknown, extra = {}, {}, {}, {}, {}
@@ -91,7 +108,8 @@ def evaluate_cmd(qrels_path, run_paths, measure_names, per_query, as_json, trec_
         if EXTRA_FIELDS in run.attrs:
             extra[str(path)] = run.attrs[EXTRA_FIELDS]
         pq = metrics.per_query(qrels=key, run=run, measures=measures,
-                               on_missing_query=missing, ties=ties, no_relevant=no_relevant)
+                               on_missing_query=missing, ties=ties, no_relevant=no_relevant,
+                               inclusion=key_prob)
         means = metrics.mean(pq).reindex(names)
         results[name] = {m: (None if v != v else float(v)) for m, v in means.items()}
         answered[name], unknown[name] = metrics.query_coverage(key, run)

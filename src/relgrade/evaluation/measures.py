@@ -24,6 +24,9 @@ name            what it is                                            parameters
 ``Bpref``       binary preference (Buckley & Voorhees 2004)           ``rel``
 ``Success``     1 when a relevant chunk is in the top k, else 0       ``rel`` (cutoff needed)
 ``infAP``       inferred AP over a sampled pool (Yilmaz & Aslam 2006) ``rel``
+``xinfAP``      inferred AP from inclusion probabilities (Yilmaz,     ``rel``
+                Kanoulas & Aslam 2008; sample_eval.pl's infAP)
+``infNDCG``     inferred nDCG from inclusion probabilities (idem)     ``dcg``
 ``ERR``         expected reciprocal rank (Chapelle et al. 2009)       ``max_grade``
 ``RBP``         rank-biased precision (Moffat & Zobel 2008)           ``p``, ``rel``
 ``RBPResid``    RBP's residual: what unjudged chunks could add        ``p``
@@ -36,7 +39,9 @@ name            what it is                                            parameters
 
 A chunk is relevant when its grade is at least ``rel``. A negative grade in the qrels marks
 a chunk that was pooled but not judged (trec_eval's convention, used by infAP's sampled
-pools): it is neither relevant nor judged non-relevant.
+pools): it is neither relevant nor judged non-relevant. ``xinfAP`` and ``infNDCG`` need
+each judged pair's inclusion probability in the sampled pool (``relgrade evaluate
+--inclusion``).
 """
 
 from __future__ import annotations
@@ -63,6 +68,10 @@ SPECS = {
     "Bpref": {"params": {"rel": 1}, "at": None, "needs_relevant": True},
     "Success": {"params": {"rel": 1}, "at": "required", "needs_relevant": True},
     "infAP": {"params": {"rel": 1}, "at": None, "needs_relevant": True},
+    "xinfAP": {"params": {"rel": 1}, "at": "cutoff", "needs_relevant": True,
+               "inclusion": True},
+    "infNDCG": {"params": {"dcg": "log2"}, "at": "cutoff", "needs_relevant": True,
+                "inclusion": True},
     "ERR": {"params": {"max_grade": 4}, "at": "cutoff", "needs_relevant": True},
     "RBP": {"params": {"p": 0.8, "rel": None}, "at": "cutoff", "needs_relevant": False},
     "RBPResid": {"params": {"p": 0.8}, "at": None, "needs_relevant": False},
@@ -75,7 +84,8 @@ SPECS = {
 
 _ALIASES = {name: name for name in SPECS}
 _ALIASES.update({"NDCG": "nDCG", "Recall": "R", "MRR": "RR", "Precision": "P", "MAP": "AP",
-                 "BPref": "Bpref", "NumRelRet": "NumRet"})
+                 "BPref": "Bpref", "NumRelRet": "NumRet", "infNDCG": "infNDCG",
+                 "xinfAP": "xinfAP"})
 DCG_FORMS = ("log2", "exp-log2")
 _FIX = ("Use ir_measures' names, e.g. nDCG@10, nDCG(dcg='exp-log2')@10, AP, R(rel=2)@100, "
         "P@5, RR@10, Rprec, Bpref, Success@5, RBP(p=0.9), IPrec@0.5, Judged@10, or "
@@ -146,6 +156,11 @@ class Measure:
     def needs_relevant(self) -> bool:
         """True when the measure is undefined for a query with nothing relevant graded."""
         return SPECS[self.name]["needs_relevant"]
+
+    @property
+    def needs_inclusion(self) -> bool:
+        """True when the measure reads the judged pairs' inclusion probabilities."""
+        return SPECS[self.name].get("inclusion", False)
 
     @property
     def level(self) -> int:
@@ -274,7 +289,7 @@ def _build(measure: str, at, kwargs: dict, text: str, relevant_min: int) -> Meas
         raise InputError("IPrec needs a recall level", item=text, fix="e.g. IPrec@0.5")
     dcg = kwargs.get("dcg", "log2")
     if dcg not in DCG_FORMS:
-        raise InputError("nDCG's dcg must be 'log2' or 'exp-log2'", item=text, found=repr(dcg))
+        raise InputError(f"{measure}'s dcg must be 'log2' or 'exp-log2'", item=text, found=repr(dcg))
     default_rel = spec["params"].get("rel", 1)
     rel = kwargs.get("rel", relevant_min if default_rel is not None else None)
     if rel is not None and not _is_int(rel):

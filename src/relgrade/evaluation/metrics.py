@@ -191,9 +191,27 @@ def _gain(grade: np.ndarray, dcg: str, gains=None) -> np.ndarray:
     return g
 
 
+@dataclass(frozen=True, eq=False)
+class Inclusion:
+    """Each qrels row's place in a sampled pool: :func:`inclusion_at` builds it.
+
+    Arrays of shape (n_qrels_rows,), aligned with the KeyIndex's rows; rows graded below 0
+    (pooled, not judged) hold NaN, -1 and NaN.
+    """
+
+    prob: np.ndarray     # inclusion probability pi, float64
+    stratum: np.ndarray  # stratum code, int64 (one code per query and stratum)
+    same: np.ndarray     # 1 / pi of another judged chunk of the same stratum, given this one
+    #                      was drawn: (k/pi - 1) / (k - 1), k the stratum's judged chunks
+
+
 def _score_run(key: KeyIndex, run: pd.DataFrame, measures: list[Measure], on_missing: str,
-               ties: str, no_relevant: str = "exclude"):
-    """Per measure: (values, counted) arrays over the key's queries."""
+               ties: str, no_relevant: str = "exclude", incl: Inclusion | None = None):
+    """Per measure: (values, counted) arrays over the key's queries.
+
+    ``incl``: the qrels rows' inclusion probabilities (:func:`inclusion_at`), for the
+    inferred measures.
+    """
     missing = [c for c in RUN if c not in run.columns]
     if missing:
         raise InputError("a run needs the columns query_id, chunk_id, rank, score",
@@ -257,9 +275,16 @@ def _score_run(key: KeyIndex, run: pd.DataFrame, measures: list[Measure], on_mis
     judged[at[hit]] = True
     grade = np.zeros(len(pos), dtype=key.grade.dtype)
     grade[at[hit]] = key.grade[hit]
+    sampled = None
+    if incl is not None:  # the ranked rows' place in the sample: (pi, stratum, same)
+        sampled = (np.ones(len(pos)), np.full(len(pos), -1, dtype=np.int64),
+                   np.ones(len(pos)))
+        for mine, theirs in zip(sampled, (incl.prob, incl.stratum, incl.same)):
+            mine[at[hit]] = theirs[hit]
     del at, hit
 
-    rows = _Rows(key=key, qs=qs, pos=pos, grade=grade, judged=judged, n_ret=n_ret)
+    rows = _Rows(key=key, qs=qs, pos=pos, grade=grade, judged=judged, n_ret=n_ret,
+                 sampled=sampled, incl=incl)
     answered = n_ret > 0
     out = {}
     for m in measures:
@@ -363,6 +388,8 @@ class _Rows:
     grade: np.ndarray   # the qrels grade, 0 when the pair is not in the qrels
     judged: np.ndarray  # the pair is in the qrels (any grade), bool
     n_ret: np.ndarray   # per query code: rows the run retrieved (the whole list)
+    sampled: tuple | None = None     # per row: Inclusion's (prob, stratum, same) or 1, -1, 1
+    incl: Inclusion | None = None    # the qrels rows' inclusion probabilities
 
     @property
     def nq(self) -> int:
@@ -498,6 +525,66 @@ def _infap(r: _Rows, m: Measure) -> np.ndarray:
     return _divide(r.sum(np.where(relevant, term, 0.0)), r.key.num_relevant(m.rel))
 
 
+def _weights(r: _Rows) -> tuple[np.ndarray, np.ndarray]:
+    """1 / inclusion probability of each ranked row and each qrels row (0 when unjudged)."""
+    judged = r.judged & (r.grade >= 0)
+    row_w = np.where(judged, 1.0 / r.sampled[0], 0.0)
+    key_judged = r.key.grade >= 0
+    key_w = np.where(key_judged, 1.0 / np.where(key_judged, r.incl.prob, 1.0), 0.0)
+    return row_w, key_w
+
+
+def _xinfap(r: _Rows, m: Measure) -> np.ndarray:
+    row_w, key_w = _weights(r)
+    relevant = r.relevant(m.rel)
+    rel_w = np.where(relevant, row_w, 0.0)
+    # estimated relevant chunks above each row: a judged one stands for 1/pi chunks of its
+    # stratum, or, in the row's own stratum (drawn without replacement, one draw taken by
+    # the row itself), for (k/pi - 1) / (k - 1)
+    above = r.cum(rel_w) - rel_w
+    extra = np.where(relevant, r.sampled[2] - row_w, 0.0)
+    by = np.argsort(r.sampled[1], kind="stable")  # rank order kept within each stratum
+    same = np.empty(len(extra))
+    same[by] = _cum(r.sampled[1][by], extra[by]) - extra[by]
+    precision = (1.0 + above + np.where(r.sampled[1] >= 0, same, 0.0)) / r.pos
+    found = r.sum(np.where(relevant & r.within(m), precision * rel_w, 0.0))
+    n_rel = np.bincount(r.key.q, weights=np.where(r.key.grade >= m.rel, key_w, 0.0),
+                        minlength=r.nq)
+    return _divide(found, n_rel)
+
+
+def _infndcg(r: _Rows, m: Measure) -> np.ndarray:
+    row_w, key_w = _weights(r)
+    discount = 1.0 / np.log2(r.pos + 1.0)
+    dcg = r.sum(np.where(r.within(m), _gain(r.grade, m.dcg) * row_w * discount, 0.0))
+    return _divide(dcg, _inferred_ideal_dcg(r.key, key_w, m))
+
+
+def _inferred_ideal_dcg(key: KeyIndex, key_w: np.ndarray, m: Measure) -> np.ndarray:
+    """Per query: the DCG of the estimated number of chunks of each grade, best first.
+
+    As sample_eval.pl: the estimate of each positive grade (sum of 1/pi over its judged
+    chunks) is rounded half up to a whole number of chunks.
+    """
+    positive = key.grade > 0
+    codes = key.q[positive].astype(np.int64) * (int(key.grade.max(initial=0)) + 1) + \
+        key.grade[positive]
+    uniq, inverse = np.unique(codes, return_inverse=True)
+    count = np.floor(np.bincount(inverse, weights=key_w[positive]) + 0.5).astype(np.int64)
+    grade_of = uniq % (int(key.grade.max(initial=0)) + 1)
+    q_of = uniq // (int(key.grade.max(initial=0)) + 1)
+    order = np.lexsort((-grade_of, q_of))  # best grade first within each query
+    q_of, grade_of, count = q_of[order], grade_of[order], count[order]
+    end = _cum(q_of, count.astype(np.float64)).astype(np.int64)
+    start = end - count
+    if m.cutoff is not None:
+        start, end = np.minimum(start, m.cutoff), np.minimum(end, m.cutoff)
+    # sum of 1 / log2(r + 1) for r in start+1 .. end, from one running table
+    table = np.r_[0.0, np.cumsum(1.0 / np.log2(np.arange(2, end.max(initial=0) + 2.0)))]
+    gain = _gain(grade_of, m.dcg)
+    return np.bincount(q_of, weights=gain * (table[end] - table[start]), minlength=key.n_queries)
+
+
 def _err(r: _Rows, m: Measure) -> np.ndarray:
     g = np.clip(np.where(r.judged, r.grade, 0), 0, m.max_grade).astype(np.float64)
     stop = np.where(r.within(m), (np.exp2(g) - 1.0) / 2.0 ** m.max_grade, 0.0)
@@ -574,7 +661,8 @@ def _iprec(r: _Rows, m: Measure) -> np.ndarray:
 _COMPUTE = {"nDCG": _ndcg, "AP": _ap, "P": _precision, "R": _recall, "RR": _rr,
             "Rprec": _rprec, "Success": _success, "Bpref": _bpref, "infAP": _infap,
             "ERR": _err, "RBP": _rbp, "RBPResid": _rbp_resid, "NumRet": _num_ret,
-            "NumRel": _num_rel, "Judged": _judged, "Unjudged": _unjudged, "IPrec": _iprec}
+            "NumRel": _num_rel, "Judged": _judged, "Unjudged": _unjudged, "IPrec": _iprec,
+            "xinfAP": _xinfap, "infNDCG": _infndcg}
 
 
 # --- public API ----------------------------------------------------------------------
@@ -594,7 +682,8 @@ def _parse_all(measures, relevant_min: int) -> list[Measure]:
 
 def per_query(*, qrels: pd.DataFrame, run: pd.DataFrame, measures,
               on_missing_query: str = "zero", ties: str = "score",
-              relevant_min: int = 1, no_relevant: str = "exclude") -> pd.DataFrame:
+              relevant_min: int = 1, no_relevant: str = "exclude",
+              inclusion: pd.DataFrame | None = None) -> pd.DataFrame:
     """Each measure's value for each query of the qrels.
 
     Parameters
@@ -620,6 +709,12 @@ def per_query(*, qrels: pd.DataFrame, run: pd.DataFrame, measures,
         A query with nothing relevant in the qrels is undefined for the measures that need
         something relevant and has no row for them (``"exclude"``), or is scored like any
         other query, which gives 0 (``"zero"``, trec_eval's convention).
+    inclusion : pandas.DataFrame or Inclusion, optional
+        For xinfAP and infNDCG (or :func:`inclusion_at` of the same KeyIndex): ``query_id``, ``chunk_id``, ``inclusion_prob`` (float in
+        (0, 1]), the probability with which each pooled pair was drawn into the judged
+        sample (the pool table's column; :func:`relgrade.io.trec.read_trec_inclusion`). Every
+        qrels pair with a grade >= 0 needs one; rows for pairs the qrels do not grade are
+        ignored. Not modified.
 
     Returns
     -------
@@ -636,7 +731,9 @@ def per_query(*, qrels: pd.DataFrame, run: pd.DataFrame, measures,
         twice; a chunk is listed twice within the rows the measures read (naming the query
         and the chunk; :func:`relgrade.ranking.validate_run` checks whole lists); a score is
         not finite; a measure name does not parse; ``on_missing_query``, ``ties`` or
-        ``no_relevant`` is unknown.
+        ``no_relevant`` is unknown; xinfAP or infNDCG is asked for without ``inclusion``;
+        an inclusion probability is not in (0, 1], a pair has two, or a judged pair has
+        none (naming the query and the chunk).
 
     Notes
     -----
@@ -661,6 +758,16 @@ def per_query(*, qrels: pd.DataFrame, run: pd.DataFrame, measures,
     * infAP: trec_eval's ``infAP`` (Yilmaz & Aslam 2006, "Estimating average precision with
       incomplete and imperfect judgments"), the expected precision above each relevant chunk
       from the judged ones, pooled-but-unjudged chunks in proportion;
+    * xinfAP@k = sum_{i in R_q sampled, r_i <= k} (1 / pi_i) P^_i / R^_q, with
+      P^_i = (1 + sum_{j in R_q sampled, r_j < r_i} 1 / pi_j) / r_i and
+      R^_q = sum_{i in R_q sampled} 1 / pi_i: the estimator of Yilmaz, Kanoulas & Aslam
+      2008 ("A simple and efficient sampling method for estimating AP and NDCG", SIGIR;
+      NIST's sample_eval.pl ``infAP``), each judged chunk standing for 1 / pi_i chunks of
+      its stratum. With pi = 1 everywhere it is AP;
+    * infNDCG@k = sum_{i sampled, r_i <= k} gain(g_i) / (pi_i log2(r_i + 1)) / IDCG^@k,
+      IDCG^ the DCG of round(sum_{i sampled, g_i = g} 1 / pi_i) chunks of each grade
+      g > 0, best first (Yilmaz, Kanoulas & Aslam 2008; sample_eval.pl ``infNDCG``, which
+      also caps the ideal list at 1000 ranks). With pi = 1 everywhere it is nDCG;
     * ERR@k = sum_r (1/r) R_r prod_{j<r} (1 - R_j), R = (2^g - 1) / 2^max_grade (Chapelle et
       al. 2009; max_grade 4 as gdeval);
     * RBP(p)@k = (1 - p) sum_{r_i <= k} gain_i p^(r_i - 1), gain binary (with ``rel``) or
@@ -692,22 +799,124 @@ def per_query(*, qrels: pd.DataFrame, run: pd.DataFrame, measures,
         raise InputError("no_relevant must be `exclude` or `zero`", found=repr(no_relevant))
     parsed = _parse_all(measures, relevant_min)
     key = index_qrels(qrels)
+    incl = None
+    inferred = [str(m) for m in parsed if m.needs_inclusion]
+    if inferred:
+        if isinstance(inclusion, Inclusion):
+            if inclusion.prob.shape != key.q.shape:
+                raise InputError("inclusion probabilities were indexed for other qrels",
+                                 fix="Pass inclusion_at(key, table) of the same KeyIndex")
+            incl = inclusion
+        else:
+            incl = inclusion_at(key, inclusion, measure=inferred[0])
     if "arm" in run.columns:
         codes, arms = pd.factorize(run["arm"].astype("str"), sort=True)
         tables = []
         for i, arm in enumerate(arms):
             rows = np.flatnonzero(codes == i)
             table = _table(key, _score_run(key, run.take(rows), parsed, on_missing_query, ties,
-                                              no_relevant))
+                                           no_relevant, incl))
             table.insert(0, "arm", pd.Series([arm] * len(table), dtype="str"))
             tables.append(table)
         if not tables:
             return pd.DataFrame({"arm": pd.Series([], dtype="str"),
                                  **_table(key, {}).to_dict("series")})
         return pd.concat(tables, ignore_index=True)
-    table = _table(key, _score_run(key, run, parsed, on_missing_query, ties, no_relevant))
+    table = _table(key, _score_run(key, run, parsed, on_missing_query, ties, no_relevant,
+                                   incl))
     pa.default_memory_pool().release_unused()  # scoring's Arrow temporaries are garbage
     return table
+
+
+def _no_inclusion(name: str) -> InputError:
+    return InputError(f"{name} needs the judged pairs' inclusion probabilities",
+                      fix="Give the sampled pool's probabilities (relgrade evaluate "
+                          "--inclusion FILE)")
+
+
+def inclusion_at(key, inclusion: pd.DataFrame | None, *, path=None,
+                 measure: str = "xinfAP") -> Inclusion:
+    """Each qrels row's inclusion probability in the sampled pool, for xinfAP and infNDCG.
+
+    Parameters
+    ----------
+    key : KeyIndex or pandas.DataFrame
+        The qrels, as for :func:`per_query`.
+    inclusion : pandas.DataFrame or None
+        ``query_id``, ``chunk_id``, ``inclusion_prob`` (float in (0, 1]), optionally
+        ``stratum``, one row per pooled pair; rows for pairs the qrels do not grade are
+        ignored. Without ``stratum``, the judged pairs of one query with one probability
+        are one stratum. None raises.
+    path : str or os.PathLike, optional
+        The file the table came from, named in errors.
+    measure : str, default "xinfAP"
+        The measure named when ``inclusion`` is None.
+
+    Returns
+    -------
+    Inclusion
+        Aligned with the KeyIndex's rows: pass it as ``inclusion=`` to :func:`per_query`
+        with the same KeyIndex. Each stratum's judged count k and probability pi give its
+        size k / pi; the strata are taken to be drawn without replacement (as relgrade's
+        pool and TREC's stratified pools are).
+
+    Raises
+    ------
+    InputError
+        ``inclusion`` is None; a column is missing; a probability is not in (0, 1]; a pair
+        has two probabilities; a pair the qrels grade >= 0 has none (naming the query and the
+        chunk, and ``path``).
+    """
+    key = index_qrels(key)
+    if inclusion is None:
+        raise _no_inclusion(measure)
+    missing = [c for c in ("query_id", "chunk_id", "inclusion_prob")
+               if c not in inclusion.columns]
+    if missing:
+        raise InputError("inclusion probabilities need the columns query_id, chunk_id, "
+                         "inclusion_prob", path=path, found="no " + ", ".join(missing))
+    prob = pd.to_numeric(inclusion["inclusion_prob"], errors="coerce").to_numpy(
+        dtype=np.float64, na_value=np.nan)
+    qids = _checked_ids(inclusion["query_id"], "query_id")
+    cids = _checked_ids(inclusion["chunk_id"], "chunk_id")
+    bad = ~((prob > 0) & (prob <= 1))  # NaN fails both
+    if bad.any():
+        row = int(np.flatnonzero(bad)[0])
+        raise InputError("an inclusion probability must be in (0, 1]", path=path,
+                         item=f"query {qids[row]}, chunk {cids[row]}",
+                         found=str(inclusion["inclusion_prob"].iat[row]))
+    at = codes_in(pair_keys(qids, cids), key.pairs)
+    hit = np.flatnonzero(at >= 0)
+    key_prob = np.full(len(key.q), np.nan)
+    key_prob[at[hit]] = prob[hit]
+    twice = np.bincount(at[hit], minlength=len(key.q)) > 1
+    if twice.any():
+        row = int(np.flatnonzero(twice)[0])
+        raise InputError("a pair has two inclusion probabilities", path=path,
+                         item=f"query {key.query_ids[int(key.q[row])]}, "
+                              f"chunk {key.chunk_ids[row]}", fix="Give each pair one")
+    lacking = (key.grade >= 0) & np.isnan(key_prob)
+    if lacking.any():
+        row = int(np.flatnonzero(lacking)[0])
+        raise InputError("a judged pair has no inclusion probability", path=path,
+                         item=f"query {key.query_ids[int(key.q[row])]}, "
+                              f"chunk {key.chunk_ids[row]}",
+                         fix="List every judged pair of the qrels in the inclusion table")
+    judged = np.flatnonzero(key.grade >= 0)
+    if "stratum" in inclusion.columns:
+        named = np.full(len(key.q), None, dtype=object)
+        named[at[hit]] = inclusion["stratum"].astype("str").to_numpy()[hit]
+        label = pd.Series(named[judged]).to_numpy()
+    else:
+        label = key_prob[judged]
+    codes = pd.MultiIndex.from_arrays([key.q[judged], label]).factorize()[0]
+    stratum = np.full(len(key.q), -1, dtype=np.int64)
+    stratum[judged] = codes
+    k = np.bincount(codes, minlength=codes.max(initial=-1) + 1)[codes].astype(np.float64)
+    pi = key_prob[judged]
+    same = np.full(len(key.q), np.nan)
+    same[judged] = np.where(k > 1, (k / pi - 1.0) / np.maximum(k - 1.0, 1.0), 1.0 / pi)
+    return Inclusion(prob=key_prob, stratum=stratum, same=same)
 
 
 def _table(key: KeyIndex, scored: dict) -> pd.DataFrame:

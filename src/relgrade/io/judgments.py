@@ -211,7 +211,8 @@ def judgment_objects(path) -> list[tuple[int, dict]]:
 
 
 def read_grades_table(path, *, scale: Iterable[int] | None = None,
-                      labels: Sequence[str] | None = None) -> pd.DataFrame:
+                      labels: Sequence[str] | None = None,
+                      repeats: bool = False) -> pd.DataFrame:
     """The long grades table (several graders per pair) from Parquet or JSON Lines.
 
     Parameters
@@ -223,6 +224,9 @@ def read_grades_table(path, *, scale: Iterable[int] | None = None,
         The allowed grades; ``None`` accepts every integer.
     labels : sequence of str, optional
         Text grades in order, lowest first (see :func:`read_judgments`).
+    repeats : bool, default False
+        Accept several grades by one grader on one pair in one round (repeated labels);
+        False refuses them, naming the grader, the pair and both lines.
 
     Returns
     -------
@@ -254,7 +258,8 @@ def read_grades_table(path, *, scale: Iterable[int] | None = None,
         raise InputError("unknown grades format (use .parquet or .jsonl)", path=path,
                          found=suffix or "no extension")
     key = ["grader", "query_id", "chunk_id"] + (["round"] if "round" in df.columns else [])
-    _check(df, path=path, lines=lines, key=key, scale=scale, who="grader")
+    _check(df, path=path, lines=lines, key=key, scale=scale, who="grader",
+           pairs_checked=repeats)
     if "round" in df.columns and suffix != ".parquet" and df["round"].isna().all():
         df = df.drop(columns="round")
     return df

@@ -63,7 +63,8 @@ TOL = 1e-7
 
 # --- the ratings table -----------------------------------------------------------------
 
-def check_ratings(grades: pd.DataFrame, *, scale: Iterable[int] | None = None) -> pd.DataFrame:
+def check_ratings(grades: pd.DataFrame, *, scale: Iterable[int] | None = None,
+                  repeats: bool = False) -> pd.DataFrame:
     """The long grades table reduced to checked ratings, in a fixed order.
 
     Parameters
@@ -74,19 +75,23 @@ def check_ratings(grades: pd.DataFrame, *, scale: Iterable[int] | None = None) -
         modified.
     scale : iterable of int, optional
         The allowed grades; when given, a grade off the scale is an error.
+    repeats : bool, default False
+        Accept several grades by one grader on one pair (repeated labels, as in Dawid &
+        Skene 1979, where one clinician rated every patient three times); each is kept.
 
     Returns
     -------
     pandas.DataFrame of shape (n_ratings, 4)
         Columns ``query_id``, ``chunk_id``, ``grader`` (str) and ``grade`` (int64), sorted
-        by (query_id, chunk_id, grader), index 0..n-1.
+        by (query_id, chunk_id, grader), index 0..n-1 (a grader's repeated grades of one
+        pair in their input order).
 
     Raises
     ------
     InputError
         A column is missing; an id or grader name is empty; a grade is not a whole number
-        or is off the scale; a grader has two grades for one pair (select one round first).
-        Each error names the grader and the pair.
+        or is off the scale; a grader has two grades for one pair (select one round first)
+        and ``repeats`` is False. Each error names the grader and the pair.
     """
     require(grades, RATINGS, what="the grades table")
     g = grades[grades["grade"].notna().to_numpy()]
@@ -114,7 +119,7 @@ def check_ratings(grades: pd.DataFrame, *, scale: Iterable[int] | None = None) -
             raise InputError(f"grade outside the scale {', '.join(map(str, labels))}",
                              item=_who(out, i), found=int(out.at[i, "grade"]))
     dup = out.duplicated(RATINGS[:3], keep=False)
-    if dup.any():
+    if dup.any() and not repeats:
         i = int(np.flatnonzero(dup.to_numpy())[0])
         raise InputError("a grader has two grades for one pair", item=_who(out, i),
                          fix="Select one grading round first")
@@ -143,9 +148,9 @@ class _Coded:
     counts: np.ndarray      # (n_pairs, n_grades) votes per grade
 
 
-def _coded(grades: pd.DataFrame, scale: Iterable[int]) -> _Coded:
+def _coded(grades: pd.DataFrame, scale: Iterable[int], repeats: bool = False) -> _Coded:
     labels = _labels(scale)
-    r = check_ratings(grades, scale=labels)
+    r = check_ratings(grades, scale=labels, repeats=repeats)
     item = r.groupby(PAIR, sort=True).ngroup().to_numpy(dtype=np.int64)
     pairs = r[PAIR].drop_duplicates().reset_index(drop=True)
     raters = sorted(r["grader"].unique())
@@ -215,7 +220,7 @@ def majority_grade(grades: Sequence[int], scale: Iterable[int]) -> int:
 
 
 def majority(grades: pd.DataFrame, *, scale: Iterable[int],
-             tie: str = "median-low") -> pd.DataFrame:
+             tie: str = "median-low", repeats: bool = False) -> pd.DataFrame:
     """One grade per pair: the grade most of its raters gave.
 
     Parameters
@@ -229,6 +234,8 @@ def majority(grades: pd.DataFrame, *, scale: Iterable[int],
         What a tie between two or more most frequent grades records: ``"median-low"`` the
         median of the tied grades rounded down to a grade on the scale (relgrade's rule,
         :func:`majority_grade`); ``"low"`` / ``"high"`` the lowest / highest tied grade.
+    repeats : bool, default False
+        Accept a rater's repeated grades of one pair, each a vote (:func:`check_ratings`).
 
     Returns
     -------
@@ -263,7 +270,7 @@ def majority(grades: pd.DataFrame, *, scale: Iterable[int],
     if tie not in TIES:
         raise InputError("unknown tie rule", item="tie", found=repr(tie),
                          fix=f"Use one of {', '.join(TIES)}")
-    c = _coded(grades, scale)
+    c = _coded(grades, scale, repeats)
     counts = c.counts
     labels = np.asarray(c.labels, dtype=np.int64)
     top = counts.max(axis=1, initial=0)
@@ -361,7 +368,8 @@ def _e_step(c: _Coded, priors: np.ndarray, conf: np.ndarray) -> tuple[np.ndarray
 
 
 def dawid_skene(grades: pd.DataFrame, *, scale: Iterable[int], max_iter: int = MAX_ITER,
-                tol: float = TOL, init: str = "majority") -> DawidSkeneResult:
+                tol: float = TOL, init: str = "majority",
+                repeats: bool = False) -> DawidSkeneResult:
     """True grades and per-rater confusion matrices by Dawid and Skene's EM algorithm.
 
     Parameters
@@ -378,6 +386,10 @@ def dawid_skene(grades: pd.DataFrame, *, scale: Iterable[int], max_iter: int = M
         in one iteration.
     init : {"majority"}, default "majority"
         Start from each pair's vote shares (the soft majority vote), as crowd-kit does.
+    repeats : bool, default False
+        Accept a rater's repeated grades of one pair (:func:`check_ratings`); each counts
+        in the likelihood, as in Dawid & Skene (1979), whose counts n_il^(k) are how often
+        observer k gave grade l to patient i.
 
     Returns
     -------
@@ -446,7 +458,7 @@ def dawid_skene(grades: pd.DataFrame, *, scale: Iterable[int], max_iter: int = M
     if init != "majority":
         raise InputError("unknown start for Dawid-Skene", item="init", found=repr(init),
                          fix="Use init='majority'")
-    c = _coded(grades, scale)
+    c = _coded(grades, scale, repeats)
     if len(c.item) == 0:
         raise InputError("no grades to aggregate",
                          fix="Dawid-Skene needs at least one grade")
@@ -495,7 +507,7 @@ def dawid_skene(grades: pd.DataFrame, *, scale: Iterable[int], max_iter: int = M
 # --- adjudication ----------------------------------------------------------------------
 
 def flag_high_variance(grades: pd.DataFrame, *, threshold: float,
-                       min_spread: int | None = 2) -> pd.DataFrame:
+                       min_spread: int | None = 2, repeats: bool = False) -> pd.DataFrame:
     """Pairs whose raters disagree too widely, for an expert to adjudicate.
 
     Parameters
@@ -508,6 +520,8 @@ def flag_high_variance(grades: pd.DataFrame, *, threshold: float,
     min_spread : int >= 1 or None, default 2
         A pair is also flagged when its highest and lowest grade are at least this far
         apart (2 on the 0-2 scale: one rater said 0 and another 2); None turns this off.
+    repeats : bool, default False
+        Accept a rater's repeated grades of one pair, each counted (:func:`check_ratings`).
 
     Returns
     -------
@@ -550,7 +564,7 @@ def flag_high_variance(grades: pd.DataFrame, *, threshold: float,
                                    or min_spread < 1):
         raise InputError("min_spread must be a whole number of at least 1 or None",
                          item="min_spread", found=repr(min_spread))
-    r = check_ratings(grades).sort_values(PAIR + ["grade"], kind="stable")
+    r = check_ratings(grades, repeats=repeats).sort_values(PAIR + ["grade"], kind="stable")
     by = r.groupby(PAIR, sort=True)["grade"]
     stats = pd.DataFrame({"votes": by.size(), "mean": by.mean().astype(float),
                           "variance": by.var(ddof=0).astype(float),

@@ -221,7 +221,8 @@ def seed_gold(pool: pd.DataFrame, gold: pd.DataFrame, *, share: float = 0.10,
     return pd.concat(parts, ignore_index=True)[columns]
 
 
-def gold_accuracy(grades: pd.DataFrame, gold: pd.DataFrame) -> pd.DataFrame:
+def gold_accuracy(grades: pd.DataFrame, gold: pd.DataFrame, *,
+                  repeats: bool = False) -> pd.DataFrame:
     """Each rater's accuracy on the gold pairs they graded.
 
     Parameters
@@ -232,6 +233,9 @@ def gold_accuracy(grades: pd.DataFrame, gold: pd.DataFrame) -> pd.DataFrame:
         Not modified.
     gold : pandas.DataFrame of shape (n_gold, 3)
         The gold table (see :func:`check_gold`).
+    repeats : bool, default False
+        Accept a rater's repeated grades of one pair, each an answer on the gold pair
+        (:func:`relgrade.raters.aggregate.check_ratings`).
 
     Returns
     -------
@@ -261,7 +265,7 @@ def gold_accuracy(grades: pd.DataFrame, gold: pd.DataFrame) -> pd.DataFrame:
     >>> gold_accuracy(g, gold)[["grader", "correct", "accuracy", "within_one"]].values.tolist()
     [['r1', 2, 1.0, 1.0], ['r2', 0, 0.0, 0.5]]
     """
-    rated = check_ratings(grades)
+    rated = check_ratings(grades, repeats=repeats)
     known = check_gold(gold).rename(columns={"grade": "gold_grade"})
     joined = rated.merge(known, on=PAIR, how="inner")
     diff = (joined["grade"] - joined["gold_grade"]).abs()

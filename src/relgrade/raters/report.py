@@ -207,7 +207,7 @@ def aggregate_raters(grades: pd.DataFrame, *, scale: Iterable[int],
                      threshold: float = 0.7, min_gold: int = 5, flag_variance: float = 0.5,
                      round_: int | None = None, exclude: Iterable[str] = (),
                      grades_source=None, gold_source=None, tol: float = agg.TOL,
-                     max_iter: int = agg.MAX_ITER) -> RaterReport:
+                     max_iter: int = agg.MAX_ITER, repeats: bool = False) -> RaterReport:
     """Several raters' grades → one grade per pair, with who was removed and why.
 
     The steps, in order: select the round and drop excluded graders
@@ -245,6 +245,11 @@ def aggregate_raters(grades: pd.DataFrame, *, scale: Iterable[int],
     tol, max_iter
         Dawid-Skene's convergence tolerance on its parameters and its iteration cap (see
         :func:`relgrade.raters.aggregate.dawid_skene`); unused by majority vote.
+    repeats : bool, default False
+        Accept a rater's repeated grades of one pair (Dawid & Skene's 1979 data has them):
+        each counts as a vote, a gold answer and a term of the likelihood; agreement takes
+        each repeat as one more rating of the pair (the k-th repeat of rater r is scored as
+        rater ``r#k``). False refuses them, naming the rater and the pair.
 
     Returns
     -------
@@ -267,7 +272,7 @@ def aggregate_raters(grades: pd.DataFrame, *, scale: Iterable[int],
     scale = list(scale)
     grades = select_grades(grades, round_=round_, exclude=exclude, source=grades_source)
     with _about(grades_source):
-        ratings = agg.check_ratings(grades, scale=scale)
+        ratings = agg.check_ratings(grades, scale=scale, repeats=repeats)
     if ratings.empty:
         raise InputError("no grades to aggregate", path=grades_source)
 
@@ -282,7 +287,7 @@ def aggregate_raters(grades: pd.DataFrame, *, scale: Iterable[int],
                              path=gold_source,
                              item=f"pair ({off.iloc[0]['query_id']}, {off.iloc[0]['chunk_id']})",
                              found=int(off.iloc[0]["grade"]))
-        accuracy = gd.gold_accuracy(ratings, known)
+        accuracy = gd.gold_accuracy(ratings, known, repeats=repeats)
         kept, decisions = gd.remove_raters(ratings, accuracy, threshold=threshold,
                                            min_gold=min_gold)
         if kept.empty:
@@ -291,14 +296,14 @@ def aggregate_raters(grades: pd.DataFrame, *, scale: Iterable[int],
                              fix="Check the gold table's grades, or lower --threshold")
 
     if method == "majority":
-        labels = agg.majority(kept, scale=scale)
+        labels = agg.majority(kept, scale=scale, repeats=repeats)
         detail = {"tie_rule": agg.TIES["median-low"],
                   "shares": [{"query_id": q, "chunk_id": c, "grade": int(g), "votes": int(v),
                               "share": float(a)}
                              for q, c, g, v, a in labels[agg.MAJORITY_COLUMNS].itertuples(
                                  index=False)]}
     else:
-        ds = agg.dawid_skene(kept, scale=scale, tol=tol, max_iter=max_iter)
+        ds = agg.dawid_skene(kept, scale=scale, tol=tol, max_iter=max_iter, repeats=repeats)
         labels = ds.labels
     kept_raters = sorted(kept["grader"].unique())
     if method != "majority":
@@ -314,15 +319,15 @@ def aggregate_raters(grades: pd.DataFrame, *, scale: Iterable[int],
                            for ((q, c), row), g in zip(ds.posteriors.iterrows(),
                                                        ds.labels["grade"])],
         }}
-    flags = agg.flag_high_variance(kept, threshold=flag_variance)
+    flags = agg.flag_high_variance(kept, threshold=flag_variance, repeats=repeats)
     flags = flags.merge(labels[["query_id", "chunk_id", "grade"]], on=["query_id", "chunk_id"],
                         how="left")
     return RaterReport(
         labels=labels[["query_id", "chunk_id", "grade"]],
         raters=_rater_rows(ratings, accuracy, decisions),
         kept_raters=kept_raters,
-        agreement={"all": multi_rater_agreement(ratings, scale=scale),
-                   "kept": multi_rater_agreement(kept, scale=scale)},
+        agreement={"all": multi_rater_agreement(_one_per_rater(ratings, repeats), scale=scale),
+                   "kept": multi_rater_agreement(_one_per_rater(kept, repeats), scale=scale)},
         high_variance=[{k: json_ready(v, nan_as_null=True) for k, v in row.items()}
                        for row in flags.to_dict("records")],
         method_detail=detail,
@@ -334,3 +339,12 @@ def aggregate_raters(grades: pd.DataFrame, *, scale: Iterable[int],
         grades=None if grades_source is None else str(grades_source),
         gold=None if gold_source is None else str(gold_source),
     )
+
+
+def _one_per_rater(ratings: pd.DataFrame, repeats: bool) -> pd.DataFrame:
+    """With repeats, a rater's k-th grade of a pair (k >= 2) as rater ``NAME#k``."""
+    if not repeats:
+        return ratings
+    k = ratings.groupby(["query_id", "chunk_id", "grader"], sort=False).cumcount() + 1
+    name = ratings["grader"].where(k == 1, ratings["grader"] + "#" + k.astype(str))
+    return ratings.assign(grader=name)
