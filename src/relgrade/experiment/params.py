@@ -311,6 +311,17 @@ class Metrics(_Section):
     primary: str | None = None
 
 
+class Agreement(_Section):
+    """``agreement``: the bootstrap intervals of the agreement statistics.
+
+    Resamples of judged pairs (``bootstrap``) and the confidence ``level``; the seed is
+    derived from the experiment's ``seed`` and recorded in ``metrics/agreement.json``.
+    """
+
+    bootstrap: Annotated[int, _number(integer=True, ge=1000)] = 2000
+    level: Probability = 0.95
+
+
 class ClickSimulation(_Section):
     """``clicks.simulate``: the seeded position-based simulation that writes a labelled
     simulated log, its true p(k) = 1/k and relevances (see :mod:`relgrade.clicks.simulate`)."""
@@ -354,7 +365,7 @@ class Cost(_Section):
 _SECTIONS: dict[str, type[BaseModel]] = {
     "paths": Paths, "scale": Scale, "corpus": Corpus, "queries": Queries, "runs": Runs,
     "pool": Pool, "intents": Intents, "audit": Audit, "grading": Grading, "gates": Gates,
-    "metrics": Metrics, "clicks": Clicks, "cost": Cost}
+    "metrics": Metrics, "clicks": Clicks, "cost": Cost, "agreement": Agreement}
 
 
 # --- the whole file ------------------------------------------------------------------
@@ -387,6 +398,7 @@ class Params(BaseModel):
     metrics: Metrics | None = None
     clicks: Clicks | None = None
     cost: Cost = Field(default_factory=Cost)
+    agreement: Agreement = Field(default_factory=Agreement)
 
     _source: Path = PrivateAttr(default=PARAMS_FILE)
 
