@@ -16,6 +16,7 @@ from sklearn.metrics import cohen_kappa_score
 
 from relgrade.errors import InputError
 from relgrade.protocol import agreement as ag
+from relgrade.rng import derive_seed
 from relgrade.schema import check_scale
 
 REPO = Path(__file__).resolve().parents[1]
@@ -424,6 +425,13 @@ def test_agreement_stage_writes_metrics_confusion_and_private_disagreements(tmp_
     assert m["pairs"] == 9 and m["missing"] == 0
     assert set(m) >= {"pairs", "weighted_kappa", "binary_kappa", "disagreement",
                       "two_step_disagreement", "missing", "raw_agreement", "notes", "groups"}
+    # The kappas' intervals and bands, with the seed derived from params and recorded.
+    params = yaml.safe_load((tmp_path / "params.yaml").read_text())
+    assert m["bootstrap"]["seed"] == derive_seed(params["seed"], "agreement", 1)
+    assert m["bootstrap"]["resamples"] == params["agreement"]["bootstrap"]
+    assert m["intervals"]["weighted_kappa"]["low"] <= m["weighted_kappa"] \
+        <= m["intervals"]["weighted_kappa"]["high"]
+    assert set(m["bands"]) == {"weighted_kappa", "binary_kappa"}
     # Diagnostics sit in their own file, outside the gate's measures.
     assert "diagnostics" not in m
     diag = json.loads((tmp_path / p["diagnostics"]).read_text())
