@@ -247,3 +247,21 @@ def test_audit_intervals_resample_the_audited_pairs_for_each_kappa():
     assert out["binary_kappa"] == binary.to_dict()
     wk = cohen_kappa_score(a, b, weights="quadratic")
     assert out["weighted_kappa"]["low"] < wk < out["weighted_kappa"]["high"]
+
+
+def test_audit_with_three_graders_adds_many_rater_agreement_over_all_of_them():
+    data = simulated_ratings(4, 12, 3)
+    grades = long(data, raters=["grader-a", "auditor-b", "rater-c"]).assign(round=1)
+    queries = pd.DataFrame({"query_id": ["q0", "q1"], "group": ["keyword", "question"]})
+    spec = Resampling(seed=8, resamples=200, level=0.9)
+    m = ag.audit_agreement(grades, audit_ids=["q0", "q1"], queries=queries,
+                           grader="grader-a", auditor="auditor-b", round=1,
+                           scale=[0, 1, 2, 3], relevant_min=1, resampling=spec).metrics
+    assert m["many_raters"] == ag.many_rater_agreement(grades, [0, 1, 2, 3], seed=8,
+                                                       resamples=200, level=0.9)
+    assert m["many_raters"]["raters"] == 3 and m["many_raters"]["pairs"] == 12
+    two = ag.audit_agreement(grades[grades["grader"] != "rater-c"], audit_ids=["q0", "q1"],
+                             queries=queries, grader="grader-a", auditor="auditor-b",
+                             round=1, scale=[0, 1, 2, 3], relevant_min=1,
+                             resampling=spec).metrics
+    assert "many_raters" not in two and two["bootstrap"]["seed"] == 8

@@ -1165,7 +1165,9 @@ def audit_agreement(grades: pd.DataFrame, *, audit_ids: Iterable[str], queries: 
         matrix, ``notes``, ``groups`` (see :func:`group_agreement`), with ``resampling``
         also ``intervals`` (:func:`audit_intervals`), ``bootstrap`` (what
         :meth:`Resampling.to_dict` records) and ``bands`` (weighted and binary kappa, each
-        :func:`relgrade.protocol.bands.verdict`), and ``diagnostics``
+        :func:`relgrade.protocol.bands.verdict`), and, when three or more graders graded
+        in the round, ``many_raters`` (:func:`many_rater_agreement` over all of them on
+        the whole pool); ``diagnostics``
         (see :func:`relgrade.protocol.diagnostics.grading_diagnostics`, over the two graders' grades of the round on the
         whole pool). Always produced, however poor the agreement; when the auditor has not
         graded yet, ``pairs`` is 0 and a note says so.
@@ -1222,6 +1224,11 @@ def audit_agreement(grades: pd.DataFrame, *, audit_ids: Iterable[str], queries: 
         metrics["bootstrap"] = resampling.to_dict()
         metrics["bands"] = {k: bands.verdict(k, metrics[k], iv[k]["low"], iv[k]["high"])
                             for k in ("weighted_kappa", "binary_kappa")}
+        # Three or more graders in the round (raters): agreement among all of them too.
+        if g["grader"].nunique() >= 3:
+            metrics["many_raters"] = many_rater_agreement(
+                g, labels, seed=resampling.seed, resamples=resampling.resamples,
+                level=resampling.level)
     two = g[g["grader"].isin([str(grader), str(auditor)])]
     metrics["diagnostics"] = grading_diagnostics(two, positions)
     confusion = pd.DataFrame({"grader": paired["grade_a"].astype(np.int64),
