@@ -26,7 +26,8 @@ def main(ex):
         queries=io.read_table(ex.path("queries"), columns=["query_id", "group"]),
         grader=grader, auditor=auditor, round=grading.round, scale=scale.grades,
         relevant_min=scale.relevant_min,
-        positions=io.read_table(orders) if orders.exists() else None, resampling=resampling)
+        positions=io.read_table(orders) if orders.exists() else None, resampling=resampling,
+        graders=sorted(ex.params.graders))
     # Diagnostics are per-grader tables: kept beside the gate's measures, not among them, so
     # `dvc metrics show` stays a readable table.
     metrics = dict(report.metrics)

@@ -363,7 +363,7 @@ def test_audit_agreement_compares_grader_and_auditor_on_the_audit_queries():
     first = rep.disagreements.iloc[0]
     assert (first["query_id"], first["step"], first["grader_grade"], first["auditor_grade"],
             first["group"]) == ("w1", 2, 0, 2, "question")
-    assert m["diagnostics"]["grader-a"]["grades"] == 10
+    assert m["diagnostics"]["graders"]["grader-a"]["grades"] == 10
 
 
 def test_audit_agreement_reports_pairs_zero_before_the_auditor_has_graded():
@@ -435,7 +435,7 @@ def test_agreement_stage_writes_metrics_confusion_and_private_disagreements(tmp_
     # Diagnostics sit in their own file, outside the gate's measures.
     assert "diagnostics" not in m
     diag = json.loads((tmp_path / p["diagnostics"]).read_text())
-    assert set(diag["grader-a"]["mean_by_third"]) <= {"first", "middle", "last"}
+    assert set(diag["graders"]["grader-a"]["mean_by_third"]) <= {"first", "middle", "last"}
     lines = (tmp_path / p["confusion"]).read_text().splitlines()
     assert lines[0] == "grader,auditor" and len(lines) == 10 and lines[1] == "0,0"
     rows = [json.loads(x) for x in (tmp_path / p["disagreements"]).read_text().splitlines()]

@@ -1133,7 +1133,8 @@ class AuditReport:
 def audit_agreement(grades: pd.DataFrame, *, audit_ids: Iterable[str], queries: pd.DataFrame,
                     grader: str, auditor: str, round: int, scale: Iterable[int],
                     relevant_min: int, positions: pd.DataFrame | None = None,
-                    resampling: Resampling | None = None) -> AuditReport:
+                    resampling: Resampling | None = None,
+                    graders: Sequence[str] | None = None) -> AuditReport:
     """Agreement of the key grader and the auditor on the audit sample, ready to write.
 
     Parameters
@@ -1156,6 +1157,9 @@ def audit_agreement(grades: pd.DataFrame, *, audit_ids: Iterable[str], queries: 
     resampling : Resampling, optional
         Seed, resamples and level of the kappas' bootstrap intervals; without it no
         interval is computed.
+    graders : sequence of str, optional
+        Every declared grader (params ``graders``): the diagnostics list each one, with or
+        without grades.
 
     Returns
     -------
@@ -1168,8 +1172,8 @@ def audit_agreement(grades: pd.DataFrame, *, audit_ids: Iterable[str], queries: 
         :func:`relgrade.protocol.bands.verdict`), and, when three or more graders graded
         in the round, ``many_raters`` (:func:`many_rater_agreement` over all of them on
         the whole pool); ``diagnostics``
-        (see :func:`relgrade.protocol.diagnostics.grading_diagnostics`, over the two graders' grades of the round on the
-        whole pool). Always produced, however poor the agreement; when the auditor has not
+        (see :func:`relgrade.protocol.diagnostics.grading_diagnostics`, over every grader's
+        grades of the round on the whole pool, at the resampling's level or 0.95). Always produced, however poor the agreement; when the auditor has not
         graded yet, ``pairs`` is 0 and a note says so.
 
     Raises
@@ -1229,8 +1233,10 @@ def audit_agreement(grades: pd.DataFrame, *, audit_ids: Iterable[str], queries: 
             metrics["many_raters"] = many_rater_agreement(
                 g, labels, seed=resampling.seed, resamples=resampling.resamples,
                 level=resampling.level)
-    two = g[g["grader"].isin([str(grader), str(auditor)])]
-    metrics["diagnostics"] = grading_diagnostics(two, positions)
+    # Every grader of the round, in its own grading order (the `sequence` column).
+    metrics["diagnostics"] = grading_diagnostics(
+        g, positions, graders=graders,
+        level=resampling.level if resampling is not None else 0.95)
     confusion = pd.DataFrame({"grader": paired["grade_a"].astype(np.int64),
                               "auditor": paired["grade_b"].astype(np.int64)})
     d = disagreements(paired)
