@@ -40,9 +40,11 @@ def read_query_log(path) -> tuple[pd.DataFrame, list[int] | None]:
             return read_rows(path, ["query", "count"])
         except InputError as e:
             if e.rule.startswith("missing column"):
+                what = ("a header row with query and count"
+                        if path.suffix.lower() in (".tsv", ".tab") else "query and count columns")
                 raise InputError(e.rule, path=path, found=e.found,
-                                 fix="A table log needs query and count columns; give a log "
-                                     "of one query per line another extension (.txt)") from None
+                                 fix=f"A {path.suffix.lower()} log needs {what}; give a log of "
+                                     "one query per line another extension (.txt)") from None
             raise
     lines = read_lines(path)
     numbers = [i + 1 for i, text in enumerate(lines) if text.strip()]
