@@ -183,3 +183,27 @@ def test_changing_the_log_or_the_sample_params_reruns_sample_and_queries(tmp_pat
     third = repro()
     assert f"Running stage '{exp}/dvc.yaml:sample'" in third
     assert len(pd.read_parquet(root / exp / "data/queries/queries.parquet")) == 5
+
+
+@pytest.mark.parametrize("section, value, message", [
+    ("sample", {"n": 0}, "sample.n: must be an integer >= 1 (found 0)"),
+    ("sample", {"n": 5, "allocation": "random"}, "sample.allocation"),
+    ("agreement", {"bootstrap": 999}, "agreement.bootstrap: must be an integer >= 1000 "
+                                      "(found 999)"),
+    ("agreement", {"level": 1.0}, "agreement.level: must be a number in (0, 1) (found 1.0)"),
+])
+def test_sample_and_agreement_params_are_checked_when_read(section, value, message):
+    from relgrade.errors import InputError
+    from relgrade.experiment.params import parse_params
+
+    with pytest.raises(InputError) as e:
+        parse_params({"paths": {}, section: value})
+    assert message in str(e.value)
+
+
+def test_sample_and_agreement_params_default_to_equal_allocation_and_2000_resamples():
+    from relgrade.experiment.params import parse_params
+
+    p = parse_params({"paths": {}, "sample": {"n": 3}})
+    assert (p.sample.allocation, p.sample.head_share, p.sample.torso_share) == ("equal", 0.5, 0.3)
+    assert (p.agreement.bootstrap, p.agreement.level) == (2000, 0.95)
