@@ -1173,8 +1173,9 @@ def audit_agreement(grades: pd.DataFrame, *, audit_ids: Iterable[str], queries: 
         in the round, ``many_raters`` (:func:`many_rater_agreement` over all of them on
         the whole pool); ``diagnostics``
         (see :func:`relgrade.protocol.diagnostics.grading_diagnostics`, over every grader's
-        grades of the round on the whole pool, at the resampling's level or 0.95). Always produced, however poor the agreement; when the auditor has not
-        graded yet, ``pairs`` is 0 and a note says so.
+        grades of the round on the whole pool, at the resampling's level or 0.95). Always
+        produced, however poor the agreement; when the auditor has not graded yet,
+        ``pairs`` is 0 and a note says so.
 
     Raises
     ------
