@@ -7,12 +7,18 @@ disagreement report. It always reports, however poor the agreement; the gate sta
 from relgrade.experiment.stage import run_stage
 from relgrade.io import files as io
 from relgrade.protocol import agreement
+from relgrade.protocol.reliability import Resampling
+from relgrade.rng import derive_seed
 
 
 def main(ex):
     grading, scale = ex.params.grading, ex.params.need("scale")
     grader, auditor = ex.params.need("grading.key_grader"), ex.params.need("grading.auditor")
     orders = ex.path("orders")
+    # The intervals' seed is a child of the experiment seed, recorded in agreement.json.
+    boot = ex.params.agreement
+    resampling = Resampling(seed=derive_seed(ex.params.need("seed"), "agreement", grading.round),
+                            resamples=boot.bootstrap, level=boot.level)
     report = agreement.audit_agreement(
         io.read_table(ex.path("grades"),
                       columns=["query_id", "chunk_id", "grader", "round", "grade"]),
@@ -20,7 +26,8 @@ def main(ex):
         queries=io.read_table(ex.path("queries"), columns=["query_id", "group"]),
         grader=grader, auditor=auditor, round=grading.round, scale=scale.grades,
         relevant_min=scale.relevant_min,
-        positions=io.read_table(orders) if orders.exists() else None)
+        positions=io.read_table(orders) if orders.exists() else None, resampling=resampling,
+        graders=sorted(ex.params.graders))
     # Diagnostics are per-grader tables: kept beside the gate's measures, not among them, so
     # `dvc metrics show` stays a readable table.
     metrics = dict(report.metrics)

@@ -18,7 +18,7 @@ import sys
 from datetime import datetime, timezone
 
 from relgrade.errors import InputError
-from relgrade.evaluation import metrics
+from relgrade.evaluation import metrics, weighting
 from relgrade.experiment.stage import run_stage
 from relgrade.io import files as io
 from relgrade.io.runs import read_run
@@ -86,8 +86,14 @@ def main(ex):
     summary, table = score(key)
     io.write_jsonl(ex.path("ledger"), entries)
     frozen_json = ex.path("metrics") / f"{arm}.json"
-    io.write_json(frozen_json, labelled(record, summary, bool(record.get("post_hoc", False))
-                                        or status == ledger.POST_HOC))
+    out = labelled(record, summary, bool(record.get("post_hoc", False))
+                   or status == ledger.POST_HOC)
+    if ex.params.need("metrics").weighted:
+        # traffic-weighted means beside the unweighted ones (metrics.weighted)
+        q = io.read_table(ex.path("queries"), columns=["query_id", "weight"])
+        out["traffic_weighted"] = weighting.weighted_means(
+            table, dict(zip(q["query_id"].astype(str), q["weight"].astype(float))))
+    io.write_json(frozen_json, out)
     io.write_parquet(ex.path("per_query") / f"{arm}.parquet", table)
     if not getattr(ex.params.paths, "metrics_post_hoc", None):
         return

@@ -16,6 +16,7 @@ from sklearn.metrics import cohen_kappa_score
 
 from relgrade.errors import InputError
 from relgrade.protocol import agreement as ag
+from relgrade.rng import derive_seed
 from relgrade.schema import check_scale
 
 REPO = Path(__file__).resolve().parents[1]
@@ -362,7 +363,7 @@ def test_audit_agreement_compares_grader_and_auditor_on_the_audit_queries():
     first = rep.disagreements.iloc[0]
     assert (first["query_id"], first["step"], first["grader_grade"], first["auditor_grade"],
             first["group"]) == ("w1", 2, 0, 2, "question")
-    assert m["diagnostics"]["grader-a"]["grades"] == 10
+    assert m["diagnostics"]["graders"]["grader-a"]["grades"] == 10
 
 
 def test_audit_agreement_reports_pairs_zero_before_the_auditor_has_graded():
@@ -424,10 +425,17 @@ def test_agreement_stage_writes_metrics_confusion_and_private_disagreements(tmp_
     assert m["pairs"] == 9 and m["missing"] == 0
     assert set(m) >= {"pairs", "weighted_kappa", "binary_kappa", "disagreement",
                       "two_step_disagreement", "missing", "raw_agreement", "notes", "groups"}
+    # The kappas' intervals and bands, with the seed derived from params and recorded.
+    params = yaml.safe_load((tmp_path / "params.yaml").read_text())
+    assert m["bootstrap"]["seed"] == derive_seed(params["seed"], "agreement", 1)
+    assert m["bootstrap"]["resamples"] == params["agreement"]["bootstrap"]
+    assert m["intervals"]["weighted_kappa"]["low"] <= m["weighted_kappa"] \
+        <= m["intervals"]["weighted_kappa"]["high"]
+    assert set(m["bands"]) == {"weighted_kappa", "binary_kappa"}
     # Diagnostics sit in their own file, outside the gate's measures.
     assert "diagnostics" not in m
     diag = json.loads((tmp_path / p["diagnostics"]).read_text())
-    assert set(diag["grader-a"]["mean_by_third"]) <= {"first", "middle", "last"}
+    assert set(diag["graders"]["grader-a"]["mean_by_third"]) <= {"first", "middle", "last"}
     lines = (tmp_path / p["confusion"]).read_text().splitlines()
     assert lines[0] == "grader,auditor" and len(lines) == 10 and lines[1] == "0,0"
     rows = [json.loads(x) for x in (tmp_path / p["disagreements"]).read_text().splitlines()]

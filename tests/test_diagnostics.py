@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -27,9 +28,9 @@ def test_position_bias_is_the_mean_grade_by_display_position():
     diag = dg.grading_diagnostics(g, pos)
     # Least-squares slope of grade on position: x = (0,1,2,0,1,2), y = (2,0,1,1,1,2);
     # x mean 1, y mean 7/6; sum dx*dy = -(2 - 7/6) + (1 - 7/6) - (1 - 7/6) + (2 - 7/6) = 0.
-    assert diag["ga"]["position_slope"] == pytest.approx(0.0, abs=1e-12)
+    assert diag["graders"]["ga"]["position_slope"] == pytest.approx(0.0, abs=1e-12)
     # Three chunks per query: position p of 3 falls in third floor(3p/3) = p.
-    assert diag["ga"]["mean_by_third"] == {"first": 1.5, "middle": 0.5, "last": 1.5}
+    assert diag["graders"]["ga"]["mean_by_third"] == {"first": 1.5, "middle": 0.5, "last": 1.5}
     assert diag["notes"] == ["leniency drift not computed: the grades table has no "
                              "`sequence` column recording the order of grading"]
 
@@ -40,7 +41,7 @@ def test_position_slope_reads_a_falling_grade():
     pos = pd.DataFrame({"query_id": ["q1", "q1", "q2", "q2"],
                         "chunk_id": ["c1", "c2", "c3", "c4"], "position": [0, 1, 0, 1]})
     # x = (0,1,0,1), y = (2,0,1,1): sum dx*dy = -0.5*1 + 0.5*(-1) + 0 + 0 = -1; sum dx^2 = 1.
-    assert dg.grading_diagnostics(g, pos)["ga"]["position_slope"] == pytest.approx(-1.0)
+    assert dg.grading_diagnostics(g, pos)["graders"]["ga"]["position_slope"] == pytest.approx(-1.0)
 
 
 def test_position_join_uses_role_and_round_when_both_tables_have_them():
@@ -59,8 +60,8 @@ def test_leniency_drift_is_the_mean_grade_by_stretch_of_the_grading_sequence():
     diag = dg.grading_diagnostics(g, bins=3)
     # Least-squares slope of grade on relative order x = 0, 0.2, ..., 1 (mean 0.5), y mean 1:
     # sum dx*dy = 0.5 + 0.3 + 0 + 0 + 0.3 + 0.5 = 1.6; sum dx^2 = 2 * (0.25 + 0.09 + 0.01) = 0.7.
-    assert diag["ga"]["drift_slope"] == pytest.approx(1.6 / 0.7)
-    assert diag["ga"]["mean_by_stretch"] == {"1": 0.0, "2": 1.0, "3": 2.0}
+    assert diag["graders"]["ga"]["drift_slope"] == pytest.approx(1.6 / 0.7)
+    assert diag["graders"]["ga"]["mean_by_stretch"] == {"1": 0.0, "2": 1.0, "3": 2.0}
 
 
 def test_leniency_drift_refuses_a_bins_count_that_is_not_a_positive_integer():
@@ -78,7 +79,101 @@ def test_position_table_listing_a_pair_twice_is_refused():
 
 def test_diagnostics_without_positions_or_sequence_say_what_was_not_computed():
     out = dg.grading_diagnostics(long([("q1", "c1", "ga", 2), ("q1", "c2", "gb", 0)]))
-    assert out == {"ga": {"grades": 1}, "gb": {"grades": 1},
-                   "notes": ["position bias not computed: no display positions were given",
+    assert out["graders"] == {"ga": {"role": "grader", "grades": 1},
+                              "gb": {"role": "grader", "grades": 1}}
+    assert out["flags"] == []
+    assert out["notes"] == ["position bias not computed: no display positions were given",
                              "leniency drift not computed: the grades table has no "
-                             "`sequence` column recording the order of grading"]}
+                             "`sequence` column recording the order of grading"]
+
+
+# --- intervals, flags, every grader, grading order -------------------------------------
+
+def test_slope_interval_equals_statsmodels_cluster_robust_ols():
+    import statsmodels.api as sm
+
+    rng = np.random.default_rng(4)
+    x = rng.random(80)
+    q = rng.integers(0, 9, 80)
+    y = 0.5 * x + 0.2 * q + rng.normal(size=80)
+    for intercept in (True, False):
+        design = sm.add_constant(x) if intercept else x[:, None]
+        fit = sm.OLS(y, design).fit(cov_type="cluster", cov_kwds={"groups": q}, use_t=True)
+        ours = dg.slope_interval(x, y, q, level=0.9, intercept=intercept)
+        assert ours["slope"] == pytest.approx(fit.params[-1], abs=1e-12)
+        assert [ours["low"], ours["high"]] == pytest.approx(list(fit.conf_int(0.1)[-1]),
+                                                           abs=1e-10)
+
+
+def test_slope_interval_by_hand_on_two_queries():
+    # y = x exactly on two queries: slope 1 and zero residuals, so the interval is [1, 1].
+    out = dg.slope_interval([0, 1, 0, 1], [0, 1, 0, 1], ["a", "a", "b", "b"])
+    assert out == {"slope": 1.0, "low": 1.0, "high": 1.0, "excludes_zero": True}
+    # One query: a slope, but no interval (a cluster interval needs two clusters).
+    one = dg.slope_interval([0, 1, 2], [2, 1, 1], ["a", "a", "a"])
+    assert one["slope"] == pytest.approx(-0.5) and one["low"] is None
+    # x constant: no slope.
+    assert dg.slope_interval([1, 1], [0, 2], ["a", "b"])["slope"] is None
+
+
+def test_position_slope_is_read_within_each_display_not_across_pool_sizes():
+    # q1 has 2 chunks, both grade 2; q2 has 4 chunks, all grade 0. Pooled, later positions
+    # (2, 3) exist only in q2 and would read as a falling grade; within each display the
+    # grade does not move with position, so the slope is 0.
+    g = long([("q1", "a", "ga", 2), ("q1", "b", "ga", 2)]
+             + [("q2", f"c{i}", "ga", 0) for i in range(4)])
+    pos = pd.DataFrame({"query_id": ["q1", "q1"] + ["q2"] * 4,
+                        "chunk_id": ["a", "b", "c0", "c1", "c2", "c3"],
+                        "position": [0, 1, 0, 1, 2, 3]})
+    d = dg.grading_diagnostics(g, pos)["graders"]["ga"]
+    assert d["position_slope"] == pytest.approx(0.0, abs=1e-12)
+    assert d["position_flag"] is False
+
+
+def test_drift_is_read_in_grading_order_not_in_table_order():
+    # The table is sorted by pair (c0..c5) but the grader graded c5 first and c0 last:
+    # sequence 5, 4, ..., 0. Grades by pair are 0, 0, 1, 1, 2, 2, so in grading order they
+    # fall: 2, 2, 1, 1, 0, 0; the slope is -1.6 / 0.7 (see the rising case above).
+    g = long([(f"q{i % 3}", f"c{i}", "ga", grade)
+              for i, grade in enumerate([0, 0, 1, 1, 2, 2])])
+    g["sequence"] = [5, 4, 3, 2, 1, 0]
+    d = dg.grading_diagnostics(g, bins=3)["graders"]["ga"]
+    assert d["drift_slope"] == pytest.approx(-1.6 / 0.7)
+    assert d["mean_by_stretch"] == {"1": 2.0, "2": 1.0, "3": 0.0}
+
+
+def test_a_drifting_grader_is_flagged_and_a_steady_one_is_not():
+    # 20 queries of 10 pairs each, graded in order. "drifter" grows generous: grade 0 for
+    # the first half of its sequence, 2 for the second. "steady" grades 2 at places 1, 2, 7
+    # and 8 of every query (mean place 4.5, the mean of 0..9), 0 elsewhere: every query alike
+    # and no trend inside one, so its slope is 0. The drifter's interval excludes 0.
+    rows, seq = [], []
+    for q in range(20):
+        for c in range(10):
+            i = q * 10 + c
+            rows.append((f"q{q:02d}", f"c{c}", "drifter", 0 if i < 100 else 2))
+            rows.append((f"q{q:02d}", f"c{c}", "steady", 2 if c in (1, 2, 7, 8) else 0))
+            seq += [i, i]
+    g = long(rows).assign(sequence=seq)
+    out = dg.grading_diagnostics(g, graders=["drifter", "steady", "idle"])
+    assert out["graders"]["drifter"]["drift_flag"] is True
+    assert out["graders"]["steady"]["drift_flag"] is False
+    assert out["graders"]["steady"]["drift_slope"] == pytest.approx(0.0, abs=1e-12)
+    assert out["flags"] == [
+        "drifter: leniency drift: slope {:+.3f} per whole sequence, interval [{:+.3f}, {:+.3f}]"
+        " excludes 0".format(out["graders"]["drifter"]["drift_slope"],
+                             *out["graders"]["drifter"]["drift_interval"])]
+    # A grader declared in params without grades is listed, with a note.
+    assert out["graders"]["idle"] == {"grades": 0}
+    assert "idle has no grades: nothing to diagnose" in out["notes"]
+    assert out["level"] == 0.95
+
+
+def test_every_grader_of_the_round_is_diagnosed_with_its_role():
+    rows = [("q1", "c1", "ga", 1), ("q1", "c1", "gb", 1), ("q1", "c1", "r1", 0)]
+    g = long(rows)
+    g.loc[g["grader"] == "r1", "role"] = "rater"
+    out = dg.grading_diagnostics(g.assign(sequence=[0, 0, 0]))
+    assert {k: v["role"] for k, v in out["graders"].items()} == {"ga": "grader",
+                                                                "gb": "grader",
+                                                                "r1": "rater"}

@@ -6,18 +6,18 @@ Where each step of the protocol lives (one module per concept, packages by layer
 protocol step         module
 ====================  ==========================================================
 corpus                relgrade.protocol.corpus, relgrade.protocol.chunking
-queries               relgrade.protocol.queries; sampling: relgrade.query_sampling
+queries               relgrade.protocol.queries; sampling: relgrade.query_sampling, stage sample
 retrieve (arms)       relgrade.retrieve
 pool, provenance      relgrade.protocol.pool (canonical ranking: relgrade.ranking)
 intents               relgrade.protocol.intents
 audit sample          relgrade.protocol.audit
 packets, orders       relgrade.protocol.packets
 grades                relgrade.protocol.grades; channels: relgrade.graders
-agreement             relgrade.protocol.agreement, relgrade.protocol.diagnostics
+agreement             relgrade.protocol.agreement, .reliability, .bands, .diagnostics
 gate                  relgrade.protocol.gate
 key, void ledger      relgrade.protocol.key, relgrade.protocol.ledger
 metrics               relgrade.evaluation.measures, relgrade.evaluation.metrics
-comparisons           relgrade.evaluation.compare, .stats, .poolbias, .noise, .report
+comparisons           relgrade.evaluation.compare, .stats, .poolbias, .noise, .report, .weighting
 decision report       relgrade.evaluation.decision (SVG charts: relgrade.evaluation.charts)
 publish               relgrade.protocol.publish
 several raters        relgrade.raters (gold, aggregate, report)

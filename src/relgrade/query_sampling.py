@@ -69,6 +69,10 @@ SAMPLE_COLUMNS = ["query_id", "query", "group", "weight", "count"]
 #: Hex digits of the sha256 in a query id (more only when two sampled ids would collide).
 ID_HEX = 12
 
+#: What the sample's generator is seeded for: ``derive_seed(seed, SEED_PURPOSE)`` (see
+#: :mod:`relgrade.rng`), the same for ``relgrade queries sample`` and the ``sample`` stage.
+SEED_PURPOSE = "queries-sample"
+
 _WHITESPACE = re.compile(r"\s+")
 _DIGITS = re.compile(r"\s*\d+\s*")
 
@@ -643,3 +647,63 @@ def effective_size(weights) -> float:
     """
     w = np.asarray(weights, dtype=np.float64)
     return float(w.sum() ** 2 / (w ** 2).sum())
+
+
+def queries_tsv(sample: pd.DataFrame) -> str:
+    """The sample as a queries TSV: header, then one row per query.
+
+    Parameters
+    ----------
+    sample : pandas.DataFrame
+        :func:`sample_queries`' table (:data:`SAMPLE_COLUMNS`).
+
+    Returns
+    -------
+    str
+        Tab-separated, ``\\n``-terminated lines; weights written with ``repr`` so they read
+        back exactly.
+    """
+    rows = ["\t".join(SAMPLE_COLUMNS)]
+    for qid, text, group, weight, count in sample[SAMPLE_COLUMNS].itertuples(index=False):
+        rows.append(f"{qid}\t{text}\t{group}\t{float(weight)!r}\t{int(count)}")
+    return "\n".join(rows) + "\n"
+
+
+def sample_manifest(counts: pd.DataFrame, sample: pd.DataFrame, *, seed: int, child_seed: int,
+                    n: int, allocation, head_share: float, torso_share: float) -> dict:
+    """What a drawn query set was drawn from and how: the ``sample`` stage's manifest.
+
+    Parameters
+    ----------
+    counts : pandas.DataFrame
+        :func:`strata`' table of the log.
+    sample : pandas.DataFrame
+        :func:`sample_queries`' table drawn from it.
+    seed : int
+        The experiment seed (params ``seed``).
+    child_seed : int
+        ``derive_seed(seed, SEED_PURPOSE)``, the generator's seed.
+    n, allocation, head_share, torso_share
+        The sample's params, as given.
+
+    Returns
+    -------
+    dict
+        JSON-ready: ``seed``, ``seed_purpose``, ``child_seed``, ``n``, ``allocation``,
+        ``head_share``, ``torso_share``, ``issued`` (total traffic), ``distinct``,
+        ``strata`` (stratum → ``{"queries", "traffic", "share", "sampled", "weight"}``),
+        ``weight_sum`` (equal to the traffic of the sampled strata) and ``effective_size``.
+    """
+    table = summary(counts, sample)
+    strata_out = {}
+    for r in table.reset_index().itertuples(index=False):
+        strata_out[str(r.stratum)] = {
+            "queries": int(r.queries), "traffic": int(r.traffic), "share": float(r.share),
+            "sampled": int(r.sampled),
+            "weight": None if int(r.sampled) == 0 else float(r.weight)}
+    return {"seed": int(seed), "seed_purpose": SEED_PURPOSE, "child_seed": int(child_seed),
+            "n": int(n), "allocation": allocation, "head_share": float(head_share),
+            "torso_share": float(torso_share), "issued": int(table["traffic"].sum()),
+            "distinct": int(len(counts)), "strata": strata_out,
+            "weight_sum": float(sample["weight"].sum()),
+            "effective_size": float(effective_size(sample["weight"]))}

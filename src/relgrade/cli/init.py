@@ -17,10 +17,19 @@ _PATH = click.Path(dir_okay=False, path_type=Path)
               help="A source spec (.yaml, like data/input/corpus.source.yaml), a chunks file "
                    "(.jsonl/.parquet: chunk_id, header, text, source) or a BEIR corpus.jsonl "
                    "(_id, title, text).")
-@click.option("--queries", required=True, type=_PATH,
+@click.option("--queries", default=None, type=_PATH,
               help="A TSV or JSONL (query_id, query, group) or a BEIR queries.jsonl (_id, text).")
-@click.option("--intents", required=True, type=_PATH,
+@click.option("--intents", default=None, type=_PATH,
               help="The intent table: a TSV or JSONL (query_id, query, intent), one per query.")
+@click.option("--query-log", default=None, type=_PATH,
+              help="Instead of --queries and --intents: a query log (TSV/Parquet/JSONL with "
+                   "query and count, or one query per line); a sample stage draws the query "
+                   "set from it, and the intents are written for the sampled queries.")
+@click.option("--sample-n", type=click.IntRange(min=1), default=None,
+              help="With --query-log: how many distinct queries the sample stage draws.")
+@click.option("--allocation", type=click.Choice(["equal", "proportional"]), default="equal",
+              show_default=True,
+              help="With --query-log: how the sample is split over head, torso and tail.")
 @click.option("--arm", "arms", multiple=True, metavar="NAME=KIND",
               help="A built-in arm: bm25, tfidf, embed, rrf (fuses every other arm) or "
                    "rrf:A,B (fuses arms A and B, external runs included). Repeatable.")
@@ -44,8 +53,9 @@ _PATH = click.Path(dir_okay=False, path_type=Path)
               help="Make the auditor a command grader running this command.")
 @click.option("--force", is_flag=True, help="Replace a folder that is not empty.")
 @handle_errors
-def init_cmd(folder, corpus, queries, intents, arms, runs, baseline, pool_depth, audit_min,
-             seed, key_grader, auditor, grader_command, auditor_command, force):
+def init_cmd(folder, corpus, queries, intents, query_log, sample_n, allocation, arms, runs,
+             baseline, pool_depth, audit_min, seed, key_grader, auditor, grader_command,
+             auditor_command, force):
     """Create an experiment in FOLDER (e.g. experiments/NAME): params.yaml, a dvc.yaml running
     the repository's stages there, a generic rubric, the inputs under data/input/, and
     DESIGN.md. FOLDER's last segment is the experiment's name: letters, digits, '.', '_', '-'.
@@ -57,7 +67,8 @@ def init_cmd(folder, corpus, queries, intents, arms, runs, baseline, pool_depth,
                 arms=parse_pairs(arms, option="--arm"), baseline=baseline,
                 pool_depth=pool_depth, audit_min=audit_min, seed=seed, key_grader=key_grader,
                 auditor=auditor, grader_command=grader_command,
-                auditor_command=auditor_command, force=force)
+                auditor_command=auditor_command, force=force, query_log=query_log,
+                sample_n=sample_n, allocation=allocation)
     ex = init_experiment(plan)
     where = folder.as_posix()
     arms_made = ", ".join(f"{a} ({c['kind']})" for a, c in ex.params.arms_dict().items())
@@ -65,6 +76,10 @@ def init_cmd(folder, corpus, queries, intents, arms, runs, baseline, pool_depth,
     for line in ex.params.grading.deviations:
         click.echo(f"Note (recorded in params grading.deviations): {line}")
     click.echo("Next:")
+    if query_log is not None:
+        click.echo(f"  0. dvc repro {where}/dvc.yaml:sample draws the queries into "
+                   f"{where}/data/input/queries.sampled.tsv; write one intent per sampled "
+                   f"query in {where}/data/input/intents.tsv (query_id, query, intent)")
     click.echo(f"  1. add corpus examples to {where}/rubric/v1.md (section 8) and fill in "
                f"{where}/DESIGN.md")
     click.echo(f"  2. relgrade intents review --experiment {where} --reviewer {plan.auditor}")

@@ -4,44 +4,12 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import click
 
 from relgrade.cli.options import params_option, seed_option
 from relgrade.cli.render import handle_errors
 from relgrade.errors import InputError
-
-if TYPE_CHECKING:
-    import pandas as pd
-
-#: What the query sample's generator is seeded for (see :mod:`relgrade.rng`).
-SEED_PURPOSE = "queries-sample"
-
-
-def read_log(path: Path) -> tuple[pd.DataFrame, list[int]]:
-    """A query log and the file line of each row.
-
-    ``.tsv``/``.tab``: a header row with ``query`` and ``count`` columns. Anything else: one
-    issued query per line, blank lines skipped.
-    """
-    import pandas as pd
-
-    from relgrade.io.files import read_lines, read_rows
-
-    if path.suffix.lower() in (".tsv", ".tab"):
-        try:
-            return read_rows(path, ["query", "count"])
-        except InputError as e:
-            if e.rule.startswith("missing column"):
-                raise InputError(e.rule, path=path, found=e.found,
-                                 fix="A .tsv log needs a header row with query and count; "
-                                     "give a log of one query per line another extension "
-                                     "(.txt)") from None
-            raise
-    lines = read_lines(path)
-    numbers = [i + 1 for i, text in enumerate(lines) if text.strip()]
-    return pd.DataFrame({"query": [lines[i - 1] for i in numbers]}, dtype=object), numbers
 
 
 def parse_allocation(text: str):
@@ -75,17 +43,6 @@ def _seed(seed, params_path: Path) -> int:
                      path=params_path)
 
 
-def tsv_text(sample: pd.DataFrame) -> str:
-    """The sample as a queries TSV: header, then one row per query (weights in full precision)."""
-    from relgrade import query_sampling as querylog
-
-    rows = ["\t".join(querylog.SAMPLE_COLUMNS)]
-    for qid, text, group, weight, count in sample[querylog.SAMPLE_COLUMNS].itertuples(
-            index=False):
-        rows.append(f"{qid}\t{text}\t{group}\t{float(weight)!r}\t{int(count)}")
-    return "\n".join(rows) + "\n"
-
-
 @click.group("queries")
 def queries_cmd():
     """Query sets: sample one from a query log."""
@@ -112,7 +69,7 @@ def queries_cmd():
 def sample_cmd(log_path, n, allocation, seed, params_path, head_share, torso_share, out_path):
     """Sample a query set from a query log, stratified into head, torso and tail by traffic.
 
-    LOG is one issued query per line, or a .tsv with `query` and `count` columns. Queries are
+    LOG is one issued query per line, or a .tsv, .parquet or .jsonl with `query` and `count` columns. Queries are
     counted after folding case and whitespace; each stratum is sampled without replacement
     with probability proportional to count, and each sampled query gets the traffic weight
     it stands for. Prints the strata with their traffic shares and writes a queries table
@@ -123,17 +80,18 @@ def sample_cmd(log_path, n, allocation, seed, params_path, head_share, torso_sha
     from relgrade import query_sampling as querylog
     from relgrade.cli import render
     from relgrade.io.files import write_text
+    from relgrade.io.querylog import read_query_log
     from relgrade.rng import derive_seed
 
     shares = parse_allocation(allocation)
     querylog.check_shares(head_share, torso_share)
     seed = _seed(seed, params_path)
-    log, lines = read_log(log_path)
+    log, lines = read_query_log(log_path)
     counts = querylog.strata(log, head_share=head_share, torso_share=torso_share,
                              path=log_path, lines=lines)
-    rng = np.random.default_rng(derive_seed(seed, SEED_PURPOSE))
+    rng = np.random.default_rng(derive_seed(seed, querylog.SEED_PURPOSE))
     sample = querylog.sample_queries(counts, n=n, allocation=shares, rng=rng)
-    write_text(out_path, tsv_text(sample))
+    write_text(out_path, querylog.queries_tsv(sample))
 
     table = querylog.summary(counts, sample)
     total = int(table["traffic"].sum())

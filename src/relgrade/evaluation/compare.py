@@ -306,7 +306,9 @@ def compare_arms(per_query: pd.DataFrame, *, settings: Settings,
                                 family=len(pair_results))
                         for p, h in zip(pair_results, adjusted)]
     return Comparison(settings, arms, list(measures), intervals, arm_power, pair_results,
-                      values=values)
+                      values=values, unweighted=None if weights is None else {
+                          (arm, m): float(values[m][2][i].mean())
+                          for m in measures for i, arm in enumerate(arms)})
 
 
 def full_report(per_query: pd.DataFrame, *, settings: Settings, qrels: pd.DataFrame | None = None,

@@ -194,8 +194,10 @@ def arm_summaries(report: dict, *, primary: str | None = None, source=None) -> d
     Returns
     -------
     dict
-        ``arm -> {"measure", "mean", "low", "high", "judged", "baseline", "delta",
-        "p_holm"}``: the arm's mean of ``primary`` with its interval, its Judged@k at the
+        ``arm -> {"measure", "mean", "low", "high", ("weighted", "unweighted_mean"),
+        "judged", "baseline", "delta", "p_holm"}``: the arm's mean of ``primary`` with its
+        interval (traffic-weighted when the report is, then with ``weighted: true`` and the
+        unweighted mean beside it), its Judged@k at the
         measure's cutoff (absent without pool-bias tables or cutoff), and, for an arm other
         than the baseline that was compared with it, the difference arm − baseline and its
         Holm-adjusted p-value. Values are the report's, unrounded.
@@ -216,6 +218,9 @@ def arm_summaries(report: dict, *, primary: str | None = None, source=None) -> d
         if ci is None:
             continue
         row = {"measure": measure, "mean": ci["estimate"], "low": ci["low"], "high": ci["high"]}
+        if report.get("weighted"):
+            # the mean and interval are traffic-weighted; the plain mean stands beside them
+            row.update(weighted=True, unweighted_mean=ci.get("unweighted_mean"))
         if (arm, k) in judged:
             row["judged"] = judged[(arm, k)]
         if base and arm != base:
@@ -265,6 +270,8 @@ def build_decision(report: dict, *, primary: str | None = None, source=None) -> 
               ("randomization", f"{_int(settings.get('permutations'))} sign-flip patterns"),
               ("Holm", f"{family} comparisons at alpha {settings.get('alpha', UNDEFINED)}"),
               ("baseline", str(settings.get("baseline") or "none"))]
+    if report.get("weighted"):
+        header.append(("query weights", str(report.get("weighting") or "traffic-weighted")))
     level = f"{settings.get('level', 0.95):.0%}"
     change = f"{settings.get('min_relative_change', 0.02):.0%}"
 
@@ -274,7 +281,10 @@ def build_decision(report: dict, *, primary: str | None = None, source=None) -> 
     for arm, per_measure in _need(report, "arms").items():
         for m, ci in per_measure.items():
             pw = ci.get("power") or {}
-            arms.append({"arm": arm, "measure": m, "mean": _num(ci["estimate"]),
+            mean = _num(ci["estimate"])
+            if ci.get("unweighted_mean") is not None:
+                mean += f" (unweighted {_num(ci['unweighted_mean'])})"
+            arms.append({"arm": arm, "measure": m, "mean": mean,
                          "ci": f"[{_num(ci['low'])}, {_num(ci['high'])}]", "se": _num(ci["se"]),
                          "n": _int(ci.get("n")), "needed": _int(pw.get("n_needed"))})
     pairs, segments = [], []

@@ -173,6 +173,12 @@ def _f(x: float, sign: str = "", digits: int = 4) -> str:
     return f"{round(float(x), digits) + 0.0:{sign}.{digits}f}"
 
 
+#: What a weighted comparison report says about its statistics.
+WEIGHTING_NOTE = ("means, bootstrap intervals and randomization tests are traffic-weighted by "
+                  "the queries' `weight`; each arm's `unweighted_mean` is beside its estimate; "
+                  "the t test and d_z are unweighted")
+
+
 @dataclass
 class Comparison:
     """Everything relgrade says about the arms: build with :func:`compare_arms`.
@@ -199,6 +205,10 @@ class Comparison:
         key's record, written at the top of every rendering.
     values : dict
         ``measure -> (query_ids, groups, matrix of shape (n_arms, n_queries))``; not rendered.
+    unweighted : dict or None
+        ``(arm, measure) -> unweighted mean`` when the means are traffic-weighted
+        (``metrics.weighted``): the JSON then says so and gives each arm's unweighted mean
+        beside its weighted one; ``None`` when the means are unweighted.
     """
 
     settings: Settings
@@ -211,6 +221,7 @@ class Comparison:
     noise: dict | None = None
     record: dict | None = None
     values: dict = field(default_factory=dict, repr=False)
+    unweighted: dict | None = None
 
     def pair(self, arm_a: str, arm_b: str, measure: str) -> PairResult:
         """The comparison of ``arm_a`` against ``arm_b`` on ``measure`` (mirrored if needed).
@@ -243,8 +254,12 @@ class Comparison:
                 if (arm, m) in self.intervals:
                     entry = self.intervals[(arm, m)].to_dict()
                     entry["power"] = self.arm_power[(arm, m)].to_dict()
+                    if self.unweighted is not None and (arm, m) in self.unweighted:
+                        entry["unweighted_mean"] = self.unweighted[(arm, m)]
                     arms[arm][m] = entry
-        return {**(self.record or {}), "settings": self.settings.to_dict(),
+        weighting = ({"weighted": True, "weighting": WEIGHTING_NOTE}
+                     if self.unweighted is not None else {})
+        return {**(self.record or {}), "settings": self.settings.to_dict(), **weighting,
                 "measures": list(self.measures),
                 "arms": arms, "comparisons": [p.to_dict() for p in self.pairs],
                 "pool_bias": self.pool_bias, "label_noise": self.noise,
@@ -464,7 +479,8 @@ class Comparison:
                               **self.noise, "orderings": [o for o in self.noise.get("orderings", [])
                                                           if o["measure"] in measures]},
                           record=self.record,
-                          values={m: self.values[m] for m in measures})
+                          values={m: self.values[m] for m in measures},
+                          unweighted=self.unweighted)
 
     def selected(self, *, measure: str | None = None, pair: tuple | None = None) -> list:
         """The comparisons on ``measure`` (all if None) between ``pair`` (all if None)."""

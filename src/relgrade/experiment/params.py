@@ -100,6 +100,7 @@ class Paths(_Section):
     corpus_manifest: str | None = None
     queries: str | None = None
     queries_manifest: str | None = None
+    sample_manifest: str | None = None
     runs: str | None = None
     pool: str | None = None
     pool_manifest: str | None = None
@@ -157,10 +158,33 @@ class Corpus(_Section):
 
 
 class Queries(_Section):
-    """``queries``: the query file and the query groups it may use."""
+    """``queries``: the query file and the query groups it may use.
+
+    With ``log`` (a query log: TSV, Parquet or JSONL with ``query`` and ``count``, or one
+    query per line), the ``sample`` stage draws the query set from it into ``input``.
+    """
 
     input: str
     groups: list[str] = Field(min_length=1)
+    log: str | None = None
+
+
+class Sample(_Section):
+    """``sample``: how the query set is drawn from ``queries.log`` (stage ``sample``).
+
+    ``n`` distinct queries, split over head, torso and tail by ``allocation`` (``equal``,
+    ``proportional`` or a mapping ``{head: a, torso: b, tail: c}`` of relative shares); the
+    strata cut the traffic at ``head_share`` and ``head_share + torso_share``. The seed is
+    derived from the experiment's ``seed`` (see :mod:`relgrade.query_sampling`).
+    """
+
+    n: Positive
+    allocation: Literal["equal", "proportional"] | dict[str, Annotated[
+        float, _number(integer=False, ge=0, what="a number >= 0")]] = "equal"
+    head_share: Annotated[float, _number(integer=False, gt=0, lt=1,
+                                         what="a number in (0, 1)")] = 0.5
+    torso_share: Annotated[float, _number(integer=False, gt=0, lt=1,
+                                          what="a number in (0, 1)")] = 0.3
 
 
 class _Arm(_Section):
@@ -311,6 +335,17 @@ class Metrics(_Section):
     primary: str | None = None
 
 
+class Agreement(_Section):
+    """``agreement``: the bootstrap intervals of the agreement statistics.
+
+    Resamples of judged pairs (``bootstrap``) and the confidence ``level``; the seed is
+    derived from the experiment's ``seed`` and recorded in ``metrics/agreement.json``.
+    """
+
+    bootstrap: Annotated[int, _number(integer=True, ge=1000)] = 2000
+    level: Probability = 0.95
+
+
 class ClickSimulation(_Section):
     """``clicks.simulate``: the seeded position-based simulation that writes a labelled
     simulated log, its true p(k) = 1/k and relevances (see :mod:`relgrade.clicks.simulate`)."""
@@ -354,7 +389,8 @@ class Cost(_Section):
 _SECTIONS: dict[str, type[BaseModel]] = {
     "paths": Paths, "scale": Scale, "corpus": Corpus, "queries": Queries, "runs": Runs,
     "pool": Pool, "intents": Intents, "audit": Audit, "grading": Grading, "gates": Gates,
-    "metrics": Metrics, "clicks": Clicks, "cost": Cost}
+    "metrics": Metrics, "clicks": Clicks, "cost": Cost, "agreement": Agreement,
+    "sample": Sample}
 
 
 # --- the whole file ------------------------------------------------------------------
@@ -387,6 +423,8 @@ class Params(BaseModel):
     metrics: Metrics | None = None
     clicks: Clicks | None = None
     cost: Cost = Field(default_factory=Cost)
+    agreement: Agreement = Field(default_factory=Agreement)
+    sample: Sample | None = None
 
     _source: Path = PrivateAttr(default=PARAMS_FILE)
 

@@ -12,6 +12,7 @@ is filled beside its place and moved there only when everything succeeded.
 from __future__ import annotations
 
 import os
+import shutil
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
@@ -61,8 +62,8 @@ class Plan:
 
     folder: Path
     corpus: Path
-    queries: Path
-    intents: Path
+    queries: Path | None
+    intents: Path | None
     runs: dict = field(default_factory=dict)
     arms: dict = field(default_factory=dict)
     baseline: str | None = None
@@ -74,6 +75,28 @@ class Plan:
     grader_command: str | None = None
     auditor_command: str | None = None
     force: bool = False
+    #: A query log: the ``sample`` stage draws the query set from it (``queries`` and
+    #: ``intents`` are then not given: the intents are written for the sampled queries).
+    query_log: Path | None = None
+    sample_n: int | None = None
+    allocation: str = "equal"
+
+
+#: The ``sample`` stage, written only into the ``dvc.yaml`` of an experiment with a query log:
+#: DVC has no conditional stages, and this one depends on the log. It writes the queries
+#: input, so the ``queries`` stage and everything after it rerun when the log or the sample
+#: params change. Repository paths as in the repository's ``dvc.yaml`` (re-rooted by
+#: :func:`pipeline`).
+SAMPLE_STAGE = {
+    "cmd": "python stages/sample.py",
+    "deps": ["stages/sample.py", "src/relgrade/experiment", "src/relgrade/io",
+             "src/relgrade/query_sampling.py", "src/relgrade/rng.py",
+             "src/relgrade/schema.py", "src/relgrade/canonical.py", "${queries.log}"],
+    "params": ["seed", "queries.log", "sample.n", "sample.allocation", "sample.head_share",
+               "sample.torso_share"],
+    "outs": [{"${queries.input}": {"cache": False}},
+             {"${paths.sample_manifest}": {"cache": False}}],
+}
 
 
 def parse_pairs(values, *, option: str) -> dict[str, str]:
@@ -167,7 +190,7 @@ def graders_section(plan: Plan) -> dict:
     return out
 
 
-def pipeline(repo_dvc: dict, root_rel: str, *, file_runs: bool) -> dict:
+def pipeline(repo_dvc: dict, root_rel: str, *, file_runs: bool, sample: bool = False) -> dict:
     """The experiment's ``dvc.yaml``: the repository's, with repository files re-rooted.
 
     Parameters
@@ -179,6 +202,8 @@ def pipeline(repo_dvc: dict, root_rel: str, *, file_runs: bool) -> dict:
     file_runs : bool
         The experiment has external runs: each ``retrieve`` stage then also depends on
         ``data/input/runs`` (an rrf arm may read any of them).
+    sample : bool, default False
+        The experiment draws its queries from a query log: :data:`SAMPLE_STAGE` comes first.
 
     Returns
     -------
@@ -193,7 +218,10 @@ def pipeline(repo_dvc: dict, root_rel: str, *, file_runs: bool) -> dict:
         return dep
 
     stages = {}
-    for name, stage in repo_dvc["stages"].items():
+    source = dict(repo_dvc["stages"])
+    if sample:
+        source = {"sample": SAMPLE_STAGE, **source}
+    for name, stage in source.items():
         stage = dict(stage)
         body = dict(stage["do"]) if "do" in stage else stage
         cmd = body["cmd"]
@@ -309,8 +337,22 @@ def init_experiment(plan: Plan) -> Experiment:
     if target.exists() and (not target.is_dir() or any(target.iterdir())) and not plan.force:
         raise InputError("the folder is not empty", path=folder,
                          fix="Choose a new folder, or pass --force to replace it")
-    for path in (plan.corpus, plan.queries, plan.intents, *plan.runs.values()):
-        if not Path(path).is_file():
+    if plan.query_log is not None:
+        for given, option in ((plan.queries, "--queries"), (plan.intents, "--intents"),
+                              (plan.runs or None, "--run")):
+            if given:
+                raise InputError(f"{option} cannot be given with a query log: the query set is "
+                                 "drawn by the sample stage", item=option,
+                                 fix="Run `dvc repro` up to the sample stage, then write the "
+                                     "intents (and any runs) for the sampled queries")
+        if plan.sample_n is None or plan.sample_n < 1:
+            raise InputError("a query log needs the number of queries to sample",
+                             item="--sample-n", found=repr(plan.sample_n))
+    elif plan.queries is None or plan.intents is None:
+        raise InputError("give the queries and intents, or a query log to sample them from",
+                         item="--queries/--intents/--query-log")
+    for path in (plan.corpus, plan.queries, plan.intents, plan.query_log, *plan.runs.values()):
+        if path is not None and not Path(path).is_file():
             raise InputError("input file not found", path=path)
     root_rel = Path(os.path.relpath(repo, target)).as_posix()
     repo_dvc = read_yaml(repo / "dvc.yaml")
@@ -318,12 +360,23 @@ def init_experiment(plan: Plan) -> Experiment:
         data = tmp / "data" / "input"
         data.mkdir(parents=True)
         corpus_name, chunk_ids = inputs.corpus_input(plan.corpus, data)
-        queries_name, queries, groups = inputs.queries_input(plan.queries, data)
-        if chunk_ids is None and plan.runs:
-            # a source spec: build its chunks now, so a run's unknown chunk ids are refused
-            # here rather than by the retrieve stage
-            chunk_ids = build_corpus(plan.corpus)[0]["chunk_id"].astype(str)
-        intents_name = inputs.intents_input(plan.intents, data, queries=queries)
+        if plan.query_log is None:
+            queries_name, queries, groups = inputs.queries_input(plan.queries, data)
+            if chunk_ids is None and plan.runs:
+                # a source spec: build its chunks now, so a run's unknown chunk ids are
+                # refused here rather than by the retrieve stage
+                chunk_ids = build_corpus(plan.corpus)[0]["chunk_id"].astype(str)
+            intents_name = inputs.intents_input(plan.intents, data, queries=queries)
+            log_name = None
+        else:
+            # The sample stage writes queries.sampled.tsv; the intents are written for its
+            # queries afterwards (the intents stage refuses a query without one).
+            log_name = "query-log" + "".join(Path(plan.query_log).suffixes[-1:])
+            shutil.copyfile(plan.query_log, data / log_name)
+            queries_name, groups = "queries.sampled.tsv", ["head", "torso", "tail"]
+            intents_name = "intents.tsv"
+            write_text(data / intents_name, "query_id\tquery\tintent\n")
+            queries = None
         run_files = {arm: inputs.run_input(arm, src, data, queries=queries, chunk_ids=chunk_ids)
                      for arm, src in plan.runs.items()}
         arms = arms_section(plan, run_files, root_rel)
@@ -333,8 +386,9 @@ def init_experiment(plan: Plan) -> Experiment:
                              found=baseline)
         audit_min = plan.audit_min
         deviations = []
-        if len(queries) < audit_min:
-            audit_min = len(queries)
+        n_queries = len(queries) if queries is not None else plan.sample_n
+        if n_queries is not None and n_queries < audit_min:
+            audit_min = n_queries
             deviations.append(f"audit.min_queries is {audit_min}, every query: the experiment "
                               f"has {audit_min} queries, fewer than the {plan.audit_min} the "
                               "audit asks for")
@@ -344,8 +398,8 @@ def init_experiment(plan: Plan) -> Experiment:
             name=name, seed=plan.seed, corpus=corpus_name, queries=queries_name,
             groups=groups, intents=intents_name, pool_depth=plan.pool_depth,
             audit_min=audit_min, deviations=deviations, key_grader=plan.key_grader,
-            auditor=plan.auditor,
-            baseline=baseline,
+            auditor=plan.auditor, baseline=baseline, query_log=log_name,
+            sample_n=plan.sample_n, allocation=plan.allocation,
             arms=yaml.safe_dump({"arms": arms}, sort_keys=False),
             graders=yaml.safe_dump({"graders": graders_section(plan)}, sort_keys=False))
         write_text(tmp / PARAMS_FILE, text)
@@ -360,7 +414,8 @@ def init_experiment(plan: Plan) -> Experiment:
                   "repository's dvc.yaml.\n# Each stage runs in this folder (dvc's default "
                   "wdir) and reads params.yaml here;\n# the stage scripts and library folders "
                   f"are the repository's, at {root_rel}/.\n")
-        stages = pipeline(repo_dvc, root_rel, file_runs=bool(run_files))
+        stages = pipeline(repo_dvc, root_rel, file_runs=bool(run_files),
+                          sample=log_name is not None)
         write_text(tmp / "dvc.yaml", header + yaml.safe_dump(stages, sort_keys=False,
                                                              width=100))
         write_gitignores(tmp, cached_outputs(stages, params.paths.as_dict(), arms))

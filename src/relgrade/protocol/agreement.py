@@ -33,7 +33,9 @@ import numpy as np
 import pandas as pd
 
 from relgrade.errors import InputError
+from relgrade.protocol import bands, reliability
 from relgrade.protocol.diagnostics import grading_diagnostics
+from relgrade.protocol.reliability import Resampling
 from relgrade.schema import PAIR, RATINGS, check_scale, normalised_grades, require
 
 #: Columns of the table returned by :func:`pair_grades`.
@@ -975,6 +977,137 @@ def multi_rater_agreement(grades: pd.DataFrame, *, scale: Iterable[int],
     return out
 
 
+def many_rater_agreement(ratings: pd.DataFrame, scale: Iterable[int], *, seed: int,
+                         resamples: int, level: float,
+                         raters: Sequence[str] | None = None) -> dict:
+    """Fleiss' kappa and ordinal Krippendorff's alpha with intervals and band verdicts.
+
+    The entry point for several raters per pair: every measure of
+    :func:`multi_rater_agreement`, plus a percentile bootstrap interval over judged pairs
+    for Fleiss' kappa and for Krippendorff's alpha at the ordinal level over the declared
+    scale, and the band of each (see :mod:`relgrade.protocol.bands`).
+
+    Parameters
+    ----------
+    ratings : pandas.DataFrame
+        The long grades table: ``query_id``, ``chunk_id``, ``grader`` (str), ``grade``
+        (int on ``scale``); one round, one grade per pair and rater, any number of raters
+        per pair (gold answers and removed raters already taken out by the caller).
+    scale : iterable of int
+        The declared grade scale, e.g. ``[0, 1, 2]``; it is alpha's value domain, so a
+        grade nobody used still counts in the ordinal distances.
+    seed : int
+        Seed of the resamples (``numpy.random.default_rng(seed)`` per statistic); recorded
+        in the result. A stage derives it from params ``seed``.
+    resamples : int
+        Bootstrap resamples, >= 1.
+    level : float
+        Confidence level in (0, 1).
+    raters : sequence of str, optional
+        Only these raters (default: every grader in the table).
+
+    Returns
+    -------
+    dict
+        JSON-ready:
+
+        * ``raters`` (int), ``pairs`` (int, pairs with the full number of ratings, read by
+          Fleiss' kappa), ``dropped`` (int, pairs left out of Fleiss' kappa);
+        * ``fleiss_kappa``, ``fleiss_p_bar``, ``fleiss_p_e`` and
+          ``krippendorff_alpha_{nominal,ordinal,interval,ratio}`` (float or None), as
+          :func:`multi_rater_agreement`;
+        * ``intervals``: ``{"fleiss_kappa": {"low", "high", "undefined_resamples"},
+          "krippendorff_alpha_ordinal": {...}}`` (floats or None, int);
+        * ``bands``: the same two keys, each :func:`relgrade.protocol.bands.verdict`'s
+          ``{"band", "meaning", "settled", "verdict"}``;
+        * ``bootstrap``: ``{"seed", "resamples", "level", "method": "percentile", "unit"}``;
+        * ``notes`` (list of str).
+
+    Raises
+    ------
+    InputError
+        A column is missing, a grade is off the scale, a rater grades a pair twice, or
+        ``seed``, ``resamples`` or ``level`` is out of range.
+
+    Notes
+    -----
+    Fleiss' kappa resamples the fully rated pairs, alpha the pairs with two or more
+    ratings (Efron & Tibshirani 1993, percentile interval). Point values come from
+    statsmodels and the ``krippendorff`` package; the resamples from
+    :mod:`relgrade.protocol.reliability`, whose kernels give the same point values.
+
+    Examples
+    --------
+    >>> t = pd.DataFrame({"query_id": ["q"] * 6, "chunk_id": ["a", "a", "a", "b", "b", "b"],
+    ...                   "grader": ["r1", "r2", "r3"] * 2, "grade": [2, 2, 2, 0, 0, 1]})
+    >>> out = many_rater_agreement(t, [0, 1, 2], seed=1, resamples=200, level=0.9)
+    >>> round(out["fleiss_kappa"], 4), out["bands"]["fleiss_kappa"]["band"]
+    (0.4545, 'training')
+    """
+    spec = Resampling(seed=seed, resamples=resamples, level=level)
+    labels = check_scale(scale)
+    out = multi_rater_agreement(ratings, scale=labels, raters=raters)
+    counts, _ = rating_counts(ratings, scale=labels, raters=raters)
+    wide = _rater_matrix(ratings, labels, raters)
+    fk = reliability.fleiss_kappa_interval(
+        counts.to_numpy(dtype=float) if len(counts) else np.zeros((0, len(labels))),
+        rng=spec.rng(), resamples=spec.resamples, level=spec.level)
+    ka = reliability.krippendorff_alpha_interval(
+        wide.to_numpy(dtype=float), values=labels, level="ordinal", rng=spec.rng(),
+        resamples=spec.resamples, confidence=spec.level)
+    intervals = {"fleiss_kappa": fk, "krippendorff_alpha_ordinal": ka}
+    out["intervals"] = {k: v.to_dict() for k, v in intervals.items()}
+    out["bands"] = {k: bands.verdict(k, out[k], v.low, v.high) for k, v in intervals.items()}
+    out["bootstrap"] = spec.to_dict()
+    for k, v in intervals.items():
+        if v.undefined and out[k] is not None:
+            out["notes"].append(f"{k}'s interval leaves out {v.undefined} of {v.resamples} "
+                                "resamples on which it is undefined")
+    return out
+
+
+def audit_intervals(a, b, *, scale: Iterable[int], relevant_min: int,
+                    resampling: Resampling) -> dict:
+    """Bootstrap intervals of the audit's kappas, resampling the audited pairs.
+
+    Parameters
+    ----------
+    a, b : array-like of shape (n_pairs,), int
+        The key grader's and the auditor's grades, aligned pair by pair.
+    scale : iterable of int
+    relevant_min : int
+        Binary kappa reads grades ``>= relevant_min`` as relevant.
+    resampling : Resampling
+        Seed, resamples and level.
+
+    Returns
+    -------
+    dict
+        ``weighted_kappa`` (quadratic), ``binary_kappa`` and ``kappa`` (unweighted), each
+        ``{"low", "high", "undefined_resamples"}`` (see
+        :class:`relgrade.protocol.reliability.Interval`); every statistic is computed on
+        the same resamples of pairs.
+
+    Raises
+    ------
+    InputError
+        As :func:`agreement`.
+    """
+    labels = check_scale(scale, relevant_min)
+    x, y = _pair_arrays(a, b, labels)
+    rel = int(relevant_min)
+    xb, yb = (x >= rel).astype(np.int64), (y >= rel).astype(np.int64)
+    common = {"rng": None, "resamples": resampling.resamples, "level": resampling.level}
+    out = {}
+    for name, xs, ys, labs, weights in (("weighted_kappa", x, y, labels, "quadratic"),
+                                        ("binary_kappa", xb, yb, [0, 1], None),
+                                        ("kappa", x, y, labels, None)):
+        common["rng"] = resampling.rng()
+        out[name] = reliability.cohen_kappa_interval(xs, ys, labels=labs, weights=weights,
+                                                     **common).to_dict()
+    return out
+
+
 # --- the audit report ------------------------------------------------------------------
 
 @dataclass(frozen=True)
@@ -999,7 +1132,9 @@ class AuditReport:
 
 def audit_agreement(grades: pd.DataFrame, *, audit_ids: Iterable[str], queries: pd.DataFrame,
                     grader: str, auditor: str, round: int, scale: Iterable[int],
-                    relevant_min: int, positions: pd.DataFrame | None = None) -> AuditReport:
+                    relevant_min: int, positions: pd.DataFrame | None = None,
+                    resampling: Resampling | None = None,
+                    graders: Sequence[str] | None = None) -> AuditReport:
     """Agreement of the key grader and the auditor on the audit sample, ready to write.
 
     Parameters
@@ -1019,16 +1154,28 @@ def audit_agreement(grades: pd.DataFrame, *, audit_ids: Iterable[str], queries: 
     relevant_min : int
     positions : pandas.DataFrame, optional
         Display positions (the orders table) for the grading diagnostics.
+    resampling : Resampling, optional
+        Seed, resamples and level of the kappas' bootstrap intervals; without it no
+        interval is computed.
+    graders : sequence of str, optional
+        Every declared grader (params ``graders``): the diagnostics list each one, with or
+        without grades.
 
     Returns
     -------
     AuditReport
         ``metrics``: ``round``, ``grader``, ``auditor``, ``queries`` (audit queries),
         ``pairs``, ``missing``, every measure of :func:`agreement` except the confusion
-        matrix, ``notes``, ``groups`` (see :func:`group_agreement`) and ``diagnostics``
-        (see :func:`relgrade.protocol.diagnostics.grading_diagnostics`, over the two graders' grades of the round on the
-        whole pool). Always produced, however poor the agreement; when the auditor has not
-        graded yet, ``pairs`` is 0 and a note says so.
+        matrix, ``notes``, ``groups`` (see :func:`group_agreement`), with ``resampling``
+        also ``intervals`` (:func:`audit_intervals`), ``bootstrap`` (what
+        :meth:`Resampling.to_dict` records) and ``bands`` (weighted and binary kappa, each
+        :func:`relgrade.protocol.bands.verdict`), and, when three or more graders graded
+        in the round, ``many_raters`` (:func:`many_rater_agreement` over all of them on
+        the whole pool); ``diagnostics``
+        (see :func:`relgrade.protocol.diagnostics.grading_diagnostics`, over every grader's
+        grades of the round on the whole pool, at the resampling's level or 0.95). Always
+        produced, however poor the agreement; when the auditor has not graded yet,
+        ``pairs`` is 0 and a note says so.
 
     Raises
     ------
@@ -1075,8 +1222,22 @@ def audit_agreement(grades: pd.DataFrame, *, audit_ids: Iterable[str], queries: 
     metrics["groups"] = group_agreement(paired, qt[qt["query_id"].isin(set(ids))],
                                         scale=labels, relevant_min=relevant_min,
                                         raters=(str(grader), str(auditor)))
-    two = g[g["grader"].isin([str(grader), str(auditor)])]
-    metrics["diagnostics"] = grading_diagnostics(two, positions)
+    if resampling is not None:
+        iv = audit_intervals(paired["grade_a"].to_numpy(), paired["grade_b"].to_numpy(),
+                             scale=labels, relevant_min=relevant_min, resampling=resampling)
+        metrics["intervals"] = iv
+        metrics["bootstrap"] = resampling.to_dict()
+        metrics["bands"] = {k: bands.verdict(k, metrics[k], iv[k]["low"], iv[k]["high"])
+                            for k in ("weighted_kappa", "binary_kappa")}
+        # Three or more graders in the round (raters): agreement among all of them too.
+        if g["grader"].nunique() >= 3:
+            metrics["many_raters"] = many_rater_agreement(
+                g, labels, seed=resampling.seed, resamples=resampling.resamples,
+                level=resampling.level)
+    # Every grader of the round, in its own grading order (the `sequence` column).
+    metrics["diagnostics"] = grading_diagnostics(
+        g, positions, graders=graders,
+        level=resampling.level if resampling is not None else 0.95)
     confusion = pd.DataFrame({"grader": paired["grade_a"].astype(np.int64),
                               "auditor": paired["grade_b"].astype(np.int64)})
     d = disagreements(paired)

@@ -9,7 +9,13 @@ Agreement (:mod:`relgrade.protocol.agreement`) says whether two graders agree; t
 * :func:`leniency_drift`: the mean grade over consecutive stretches of a grader's sequence
   of grades; a climb or a sink is a grader growing generous or harsh over a long pool.
 * :func:`grading_diagnostics`: both summarised per grader in a small JSON-ready dict, as
-  the agreement stage writes it.
+  the agreement stage writes it, each slope with a confidence interval clustered by query
+  (:func:`slope_interval`) and a flag when the interval excludes 0.
+
+Grading order is the order in which a grader gave its grades: the ``sequence`` column of
+the grades table, which is the row's line in the grader's file (``relgrade grade run``,
+``relgrade serve`` and ``relgrade grade import`` append each saved batch in turn), never the
+table's own row order, which is sorted by pair.
 
 Every function takes the long grades table (:data:`relgrade.schema.GRADES`) and, for
 position bias, the display positions (:data:`relgrade.schema.ORDERS`); none modifies its
@@ -18,6 +24,8 @@ inputs.
 
 from __future__ import annotations
 
+from typing import Sequence
+
 import numpy as np
 import pandas as pd
 
@@ -25,15 +33,79 @@ from relgrade.errors import InputError
 from relgrade.schema import PAIR, normalised_grades, require
 
 
-def _slope(x: np.ndarray, y: np.ndarray) -> float | None:
-    """Least-squares slope of y on x, or None when x does not vary."""
-    if x.size < 2:
-        return None
-    dx = x - x.mean()
-    var = float((dx * dx).sum())
-    if var == 0.0:
-        return None
-    return float((dx * (y - y.mean())).sum() / var)
+def slope_interval(x, y, groups, *, level: float = 0.95, intercept: bool = True) -> dict:
+    """Least-squares slope of ``y`` on ``x`` with a confidence interval clustered by group.
+
+    Parameters
+    ----------
+    x, y : array-like of shape (n,), float
+        Regressor (display position, or place in the grading sequence) and grade.
+    groups : array-like of shape (n,)
+        Cluster of each observation (the query): grades of one query are not independent.
+    level : float, default 0.95
+        Confidence level in (0, 1).
+    intercept : bool, default True
+        Fit ``y = a + b x``; ``False`` fits ``y = b x`` (for data already centred per
+        query, the within-query slope).
+
+    Returns
+    -------
+    dict
+        ``slope`` (float or None: ``x`` does not vary), ``low``, ``high`` (float or None:
+        fewer than two clusters), ``excludes_zero`` (bool or None).
+
+    Raises
+    ------
+    InputError
+        ``level`` outside (0, 1) or arrays of unequal length.
+
+    Notes
+    -----
+    The variance is the cluster-robust sandwich ``c (X'X)^-1 (sum_g X_g' e_g e_g' X_g)
+    (X'X)^-1`` with ``c = G/(G-1) * (n-1)/(n-k)`` and a t quantile with ``G - 1`` degrees
+    of freedom (Liang & Zeger 1986; Cameron & Miller 2015): the same as statsmodels' OLS
+    with ``cov_type="cluster"`` and ``use_t=True``.
+
+    References
+    ----------
+    K.-Y. Liang and S. L. Zeger, "Longitudinal data analysis using generalized linear
+    models", Biometrika 73(1), 1986. A. C. Cameron and D. L. Miller, "A practitioner's guide
+    to cluster-robust inference", Journal of Human Resources 50(2), 2015.
+    """
+    from scipy.stats import t as t_dist
+
+    if not (isinstance(level, (int, float)) and 0 < level < 1):
+        raise InputError("the confidence level must lie in (0, 1)", found=repr(level))
+    x = np.asarray(x, dtype=float)
+    y = np.asarray(y, dtype=float)
+    g = np.asarray(groups)
+    if not (x.shape == y.shape == g.shape):
+        raise InputError("slope inputs must have one value per grade",
+                         found=f"{x.size}, {y.size} and {g.size} values")
+    none = {"slope": None, "low": None, "high": None, "excludes_zero": None}
+    X = np.column_stack([np.ones_like(x), x]) if intercept else x[:, None]
+    k = X.shape[1]
+    if x.size <= k:
+        return none
+    xtx = X.T @ X
+    if abs(np.linalg.det(xtx)) < 1e-12 * max(1.0, float(np.abs(xtx).max())) ** k:
+        return none
+    bread = np.linalg.inv(xtx)
+    beta = bread @ X.T @ y
+    slope = float(beta[-1])
+    _, codes = np.unique(g, return_inverse=True)
+    n_groups = int(codes.max()) + 1
+    if n_groups < 2:
+        return {**none, "slope": slope}
+    score = np.zeros((n_groups, k))
+    np.add.at(score, codes, X * (y - X @ beta)[:, None])
+    n = x.size
+    c = n_groups / (n_groups - 1) * (n - 1) / (n - k)
+    var = c * (bread @ (score.T @ score) @ bread)[-1, -1]
+    half = float(t_dist.ppf((1 + level) / 2, n_groups - 1) * np.sqrt(max(var, 0.0)))
+    low, high = slope - half, slope + half
+    return {"slope": slope, "low": low, "high": high,
+            "excludes_zero": bool(low > 0 or high < 0)}
 
 
 def position_bias(grades: pd.DataFrame, positions: pd.DataFrame) -> pd.DataFrame:
@@ -149,14 +221,22 @@ def leniency_drift(grades: pd.DataFrame, *, order: str = "sequence", bins: int =
                        "mean_grade": np.float64})
 
 
+def _within(values: pd.Series, keys: list[pd.Series]) -> np.ndarray:
+    """Values centred on their display's mean (one display = query, role, round)."""
+    return (values - values.groupby(keys).transform("mean")).to_numpy(float)
+
+
 def grading_diagnostics(grades: pd.DataFrame, positions: pd.DataFrame | None = None, *,
-                        order: str = "sequence", bins: int = 5) -> dict:
-    """Position bias and leniency drift per grader, as a small JSON-ready dict.
+                        order: str = "sequence", bins: int = 5, level: float = 0.95,
+                        graders: Sequence[str] | None = None) -> dict:
+    """Position bias and leniency drift of every grader, slopes with intervals and flags.
 
     Parameters
     ----------
     grades : pandas.DataFrame
-        The long grades table.
+        The long grades table (``query_id``, ``chunk_id``, ``grader``, ``grade``; ``role``,
+        ``round`` and ``order`` when present), any number of graders (key grader, auditor,
+        raters).
     positions : pandas.DataFrame, optional
         The display positions (see :func:`position_bias`); without it position bias is
         not computed.
@@ -165,32 +245,69 @@ def grading_diagnostics(grades: pd.DataFrame, positions: pd.DataFrame | None = N
         absent drift is not computed.
     bins : int, default 5
         Stretches of the grading sequence for the drift table.
+    level : float, default 0.95
+        Confidence level of the slopes' intervals.
+    graders : sequence of str, optional
+        Graders to list even without a grade (params ``graders``): each gets
+        ``{"grades": 0}`` and a note.
 
     Returns
     -------
     dict
-        grader → ``{"grades": n, "position_slope": float or None, "mean_by_third":
-        {"first": mean, "middle": mean, "last": mean}, "drift_slope": float or None,
-        "mean_by_stretch": {"1": mean, ...}}`` (only the parts whose input is there), plus
-        ``"notes"`` (list of str) saying what could not be computed. The full table by
-        display position is :func:`position_bias`; this summary stays small enough for
-        ``dvc metrics show``.
+        ``graders``: grader → ``{"role": str (when the table has roles), "grades": n,
+        "position_slope", "position_interval": [low, high], "position_flag",
+        "mean_by_third": {"first", "middle", "last"}, "drift_slope", "drift_interval",
+        "drift_flag", "mean_by_stretch": {"1": mean, ...}}`` (only the parts whose input is
+        there; slopes and interval ends float or None, flags bool or None);
+        ``level`` (float); ``interval`` (str, how the intervals are made); ``flags`` (list
+        of str, one per slope whose interval excludes 0); ``notes`` (list of str, what could
+        not be computed). The full table by display position is :func:`position_bias`.
+
+    Raises
+    ------
+    InputError
+        As :func:`position_bias` and :func:`leniency_drift`, or ``level`` outside (0, 1).
 
     Notes
     -----
-    ``position_slope`` is the least-squares change in grade per display position.
-    ``mean_by_third`` cuts each query's display order (per role and round) into thirds: a
-    chunk at 0-based position ``p`` of ``n`` is in third ``floor(3 p / n)``; a lower mean in
-    the middle third is the lost-in-the-middle footprint. ``drift_slope`` is the
-    least-squares change in grade from the first grade of the sequence (0) to the last (1),
-    i.e. how much more generous the grader was at the end.
+    ``position_slope`` is the within-display least-squares change in grade per display
+    position: grade and position are centred on each display's mean (one display = one
+    query for one role and round) before fitting, so a query whose larger pool puts chunks
+    at later positions does not pass its overall grade level off as position bias.
+    ``mean_by_third`` cuts each display into thirds: a chunk at 0-based position ``p`` of
+    ``n`` is in third ``floor(3 p / n)``; a lower middle third is the lost-in-the-middle
+    footprint. ``drift_slope`` is the least-squares change in grade from a grader's first
+    grade (0) to its last (1), in grading order (``order``); queries are graded one after
+    another, so a drift interval is as wide as the spread between queries allows. Both
+    intervals are clustered by query (:func:`slope_interval`); a flag is raised when the
+    interval excludes 0.
     """
     g = normalised_grades(grades)
     g = g[g["grade"].notna()]
     out: dict = {}
     notes: list[str] = []
-    for grader in sorted(g["grader"].unique()):
-        out[grader] = {"grades": int((g["grader"] == grader).sum())}
+    flags: list[str] = []
+    for grader in sorted(set(g["grader"].unique()) | {str(x) for x in (graders or [])}):
+        mine = g[g["grader"] == grader]
+        out[grader] = {}
+        if "role" in g.columns and len(mine):
+            out[grader]["role"] = str(mine["role"].iat[0])
+        out[grader]["grades"] = int(len(mine))
+        if not len(mine):
+            notes.append(f"{grader} has no grades: nothing to diagnose")
+    g = g.assign(grade=g["grade"].astype(float))
+
+    def record(grader, what, fit):
+        out[grader][f"{what}_slope"] = fit["slope"]
+        out[grader][f"{what}_interval"] = ([fit["low"], fit["high"]]
+                                           if fit["low"] is not None else None)
+        out[grader][f"{what}_flag"] = fit["excludes_zero"]
+        if fit["excludes_zero"]:
+            word = "position bias" if what == "position" else "leniency drift"
+            flags.append(f"{grader}: {word}: slope {fit['slope']:+.3f} per "
+                         f"{'display position' if what == 'position' else 'whole sequence'}"
+                         f", interval [{fit['low']:+.3f}, {fit['high']:+.3f}] excludes 0")
+
     if positions is not None:
         joined = _with_positions(g, positions)
         shown = [c for c in ("query_id", "role", "round") if c in joined.columns
@@ -205,8 +322,11 @@ def grading_diagnostics(grades: pd.DataFrame, positions: pd.DataFrame | None = N
         third = (3 * joined["position"] // joined["_n"]).clip(0, 2)
         joined["_third"] = third.map({0: "first", 1: "middle", 2: "last"})
         for grader, part in joined.groupby("grader", sort=True):
-            out[grader]["position_slope"] = _slope(part["position"].to_numpy(float),
-                                                   part["grade"].to_numpy(float))
+            keys = [part[c] for c in shown]
+            fit = slope_interval(_within(part["position"].astype(float), keys),
+                                 _within(part["grade"].astype(float), keys),
+                                 part["query_id"].to_numpy(), level=level, intercept=False)
+            record(grader, "position", fit)
             means = part.groupby("_third")["grade"].mean()
             out[grader]["mean_by_third"] = {t: float(means[t]) for t in
                                             ("first", "middle", "last") if t in means.index}
@@ -215,14 +335,22 @@ def grading_diagnostics(grades: pd.DataFrame, positions: pd.DataFrame | None = N
     if order in g.columns:
         table = leniency_drift(g, order=order, bins=bins)
         for grader, part in g.groupby("grader", sort=True):
-            rank = part[order].rank(method="first").to_numpy(float) - 1
+            if part[order].duplicated().any():
+                notes.append(f"{grader}: its `{order}` values repeat (grades of two files "
+                             "merged in one round): ties are read in table order")
+            part = part.sort_values(order, kind="stable")
+            rank = np.arange(len(part), dtype=float)
             span = rank / (len(rank) - 1) if len(rank) > 1 else rank
-            out[grader]["drift_slope"] = _slope(span, part["grade"].to_numpy(float))
+            fit = slope_interval(span, part["grade"].to_numpy(float),
+                                 part["query_id"].to_numpy(), level=level)
+            record(grader, "drift", fit)
             rows = table[table["grader"] == grader]
             out[grader]["mean_by_stretch"] = {str(int(b)): float(m) for b, m in
                                               zip(rows["bin"], rows["mean_grade"])}
     else:
         notes.append(f"leniency drift not computed: the grades table has no `{order}` column "
                      "recording the order of grading")
-    out["notes"] = notes
-    return out
+    return {"graders": out, "level": float(level),
+            "interval": "least-squares slope, cluster-robust by query (CR1), t with "
+                        "queries - 1 degrees of freedom",
+            "flags": flags, "notes": notes}

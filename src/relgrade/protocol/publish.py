@@ -160,6 +160,10 @@ def bundle_files(key: pd.DataFrame, record: Mapping, metrics: Mapping[str, Mappi
         "The key's hash is the sha256 of its canonical JSON Lines form (see relgrade's\n"
         "docs/formats.md). Query text, intents, chunk text and reasons are not included.\n"
     )
+    if any("traffic_weighted" in m for m in metrics.values()):
+        readme += ("\nEach arm's `traffic_weighted` block holds means weighted by the traffic each\n"
+                   "query stands for (its weight in the query sample); every other mean is\n"
+                   "unweighted.\n")
     return {
         "key.qrels": qrels_text(key).encode("utf-8"),
         "record.json": dumps(public),

@@ -1,0 +1,469 @@
+"""Bootstrap confidence intervals for agreement statistics, resampling judged pairs.
+
+A kappa computed on 173 audited pairs is an estimate; how far it could move with another
+sample of pairs decides whether it clears a band (see :mod:`relgrade.protocol.bands`).
+Each function here resamples the items a statistic reads (judged pairs), with replacement,
+``resamples`` times from a seeded :class:`numpy.random.Generator`, recomputes the statistic
+on every resample and returns the percentile interval (Efron & Tibshirani 1993, ch. 13).
+
+The statistics are recomputed from per-item sufficient tables, so one resample is a
+weighted sum, not a new pass over the grades:
+
+* Cohen's kappa (unweighted, linear or quadratic weights) from the per-pair cell of the
+  two raters' confusion matrix;
+* Fleiss' kappa from the per-pair rating counts;
+* Krippendorff's alpha from the per-pair coincidence matrices (any level of measurement).
+
+A resample on which the statistic is undefined (chance agreement 1, no disagreement
+expected) is counted and left out of the percentiles, never read as 0.
+
+References
+----------
+B. Efron and R. J. Tibshirani, *An Introduction to the Bootstrap*, Chapman & Hall, 1993.
+J. Cohen, "Weighted kappa", Psychological Bulletin 70(4), 1968.
+J. L. Fleiss, "Measuring nominal scale agreement among many raters", Psychological
+Bulletin 76(5), 1971.
+K. Krippendorff, "Computing Krippendorff's Alpha-Reliability", University of Pennsylvania,
+2011.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from relgrade.errors import InputError
+
+#: How many resamples are drawn at once (bounds memory at ``block * n_items`` integers).
+_BLOCK = 256
+
+#: Levels of measurement of Krippendorff's alpha this module computes.
+LEVELS = ("nominal", "ordinal", "interval", "ratio")
+
+
+@dataclass(frozen=True)
+class Interval:
+    """A percentile bootstrap interval of one statistic.
+
+    Attributes
+    ----------
+    low, high : float or None
+        The ``(1 - level) / 2`` and ``(1 + level) / 2`` quantiles of the defined resample
+        values; ``None`` when no resample is defined.
+    resamples : int
+        Resamples drawn.
+    undefined : int
+        Resamples on which the statistic is undefined, left out of the quantiles.
+    """
+
+    low: float | None
+    high: float | None
+    resamples: int
+    undefined: int
+
+    def to_dict(self) -> dict:
+        """``{"low", "high", "undefined_resamples"}``, JSON-ready."""
+        return {"low": self.low, "high": self.high, "undefined_resamples": self.undefined}
+
+
+@dataclass(frozen=True)
+class Resampling:
+    """How agreement intervals are drawn: the seed, the resample count and the level.
+
+    Attributes
+    ----------
+    seed : int
+        The seed of every interval's generator, ``numpy.random.default_rng(seed)``: each
+        statistic is resampled from a fresh generator with this seed, so statistics over
+        the same items see the same resamples. A stage derives it from params ``seed``
+        (see :func:`relgrade.rng.derive_seed`) and records it.
+    resamples : int
+        Bootstrap resamples, >= 1 (params ``agreement.bootstrap``).
+    level : float
+        Confidence level in (0, 1) (params ``agreement.level``).
+    """
+
+    seed: int
+    resamples: int
+    level: float
+
+    def __post_init__(self):
+        if isinstance(self.seed, bool) or not isinstance(self.seed, (int, np.integer)) \
+                or self.seed < 0:
+            raise InputError("the bootstrap seed must be a non-negative integer",
+                             found=repr(self.seed))
+        _check(self.resamples, self.level)
+
+    def rng(self) -> np.random.Generator:
+        """A fresh generator for one statistic's resamples."""
+        return np.random.default_rng(int(self.seed))
+
+    def to_dict(self) -> dict:
+        """What to record beside the intervals: seed, resamples, level, method, unit."""
+        return {"seed": int(self.seed), "resamples": int(self.resamples),
+                "level": float(self.level), "method": "percentile",
+                "unit": "judged pair (query_id, chunk_id), resampled with replacement"}
+
+
+def _check(resamples: int, level: float) -> None:
+    if isinstance(resamples, bool) or not isinstance(resamples, (int, np.integer)) \
+            or resamples < 1:
+        raise InputError("the number of bootstrap resamples must be a positive integer",
+                         found=repr(resamples))
+    if not (isinstance(level, (int, float)) and 0 < level < 1):
+        raise InputError("the confidence level must lie in (0, 1)", found=repr(level))
+
+
+def _weights(n_items: int, rng: np.random.Generator, size: int) -> np.ndarray:
+    """Multiplicities of each item in ``size`` resamples: shape (size, n_items), int64."""
+    idx = rng.integers(0, n_items, size=(size, n_items))
+    flat = idx + (np.arange(size) * n_items)[:, None]
+    return np.bincount(flat.ravel(), minlength=size * n_items).reshape(size, n_items)
+
+
+def _bootstrap(per_item: np.ndarray, stat, *, rng: np.random.Generator, resamples: int,
+               level: float) -> Interval:
+    """Percentile interval of ``stat(sums)`` where ``sums = weights @ per_item``."""
+    _check(resamples, level)
+    n = per_item.shape[0]
+    if n == 0:
+        return Interval(None, None, int(resamples), int(resamples))
+    values = []
+    done = 0
+    while done < resamples:
+        size = min(_BLOCK, resamples - done)
+        w = _weights(n, rng, size).astype(float)
+        values.append(stat(w @ per_item))
+        done += size
+    v = np.concatenate(values)
+    ok = v[np.isfinite(v)]
+    undefined = int(v.size - ok.size)
+    if ok.size == 0:
+        return Interval(None, None, int(resamples), undefined)
+    low, high = np.quantile(ok, [(1 - level) / 2, (1 + level) / 2])
+    return Interval(float(low), float(high), int(resamples), undefined)
+
+
+# --- Cohen's kappa ---------------------------------------------------------------------
+
+def _disagreement_weights(k: int, weights: str | None) -> np.ndarray:
+    i, j = np.meshgrid(np.arange(k), np.arange(k), indexing="ij")
+    if weights is None:
+        return (i != j).astype(float)
+    if weights == "linear":
+        return np.abs(i - j).astype(float)
+    if weights == "quadratic":
+        return ((i - j) ** 2).astype(float)
+    raise InputError("unknown kappa weights", found=repr(weights),
+                     fix="Use None, 'linear' or 'quadratic'")
+
+
+def _kappa_of_tables(tables: np.ndarray, w: np.ndarray) -> np.ndarray:
+    """Cohen's kappa of each flattened k×k table in ``tables`` (shape (B, k*k))."""
+    k = w.shape[0]
+    t = tables.reshape(-1, k, k)
+    n = t.sum(axis=(1, 2))
+    with np.errstate(all="ignore"):
+        o = t / n[:, None, None]
+        e = o.sum(axis=2)[:, :, None] * o.sum(axis=1)[:, None, :]
+        num = (w * o).sum(axis=(1, 2))
+        den = (w * e).sum(axis=(1, 2))
+        out = 1.0 - num / den
+    out[~(den > 0)] = np.nan
+    return out
+
+
+def _cell_table(a: np.ndarray, b: np.ndarray, labels: list[int]) -> np.ndarray:
+    code = {g: i for i, g in enumerate(labels)}
+    k = len(labels)
+    cells = np.array([code[int(x)] * k + code[int(y)] for x, y in zip(a, b)], dtype=np.int64)
+    onehot = np.zeros((len(cells), k * k))
+    onehot[np.arange(len(cells)), cells] = 1.0
+    return onehot
+
+
+def cohen_kappa_point(a, b, *, labels, weights: str | None = None) -> float | None:
+    """Cohen's kappa of two raters' grades, from the same kernel as its interval.
+
+    Parameters
+    ----------
+    a, b : array-like of shape (n_pairs,), int
+        The two raters' grades of the same pairs, each in ``labels``.
+    labels : sequence of int
+        The grade scale, in order.
+    weights : {None, "linear", "quadratic"}
+        Disagreement weights ``|i - j|**p`` over the scale's positions (``None``: 0/1).
+
+    Returns
+    -------
+    float or None
+        ``1 - sum(w * O) / sum(w * E)`` with ``O`` the observed and ``E`` the chance
+        proportions (Cohen 1968), as scikit-learn's ``cohen_kappa_score``; ``None`` when
+        chance disagreement is 0 or there is no pair.
+    """
+    labels = [int(x) for x in labels]
+    w = _disagreement_weights(len(labels), weights)
+    a, b = np.asarray(a), np.asarray(b)
+    if a.size == 0:
+        return None
+    value = _kappa_of_tables(_cell_table(a, b, labels).sum(axis=0)[None, :], w)[0]
+    return float(value) if np.isfinite(value) else None
+
+
+def cohen_kappa_interval(a, b, *, labels, weights: str | None = None,
+                         rng: np.random.Generator, resamples: int, level: float) -> Interval:
+    """Percentile bootstrap interval of Cohen's kappa, resampling pairs.
+
+    Parameters
+    ----------
+    a, b : array-like of shape (n_pairs,), int
+        The two raters' grades of the same pairs, each in ``labels``.
+    labels : sequence of int
+        The grade scale (for binary kappa: ``[0, 1]`` after mapping grades to relevant).
+    weights : {None, "linear", "quadratic"}
+        As :func:`cohen_kappa_point`.
+    rng : numpy.random.Generator
+        The source of the resamples (seeded by the caller, who records the seed).
+    resamples : int
+        How many resamples, >= 1.
+    level : float
+        Confidence level in (0, 1).
+
+    Returns
+    -------
+    Interval
+
+    Raises
+    ------
+    InputError
+        ``resamples`` or ``level`` out of range, or unknown ``weights``.
+    """
+    labels = [int(x) for x in labels]
+    w = _disagreement_weights(len(labels), weights)
+    a, b = np.asarray(a), np.asarray(b)
+    per_item = _cell_table(a, b, labels) if a.size else np.zeros((0, len(labels) ** 2))
+    return _bootstrap(per_item, lambda t: _kappa_of_tables(t, w), rng=rng,
+                      resamples=resamples, level=level)
+
+
+# --- Fleiss' kappa ---------------------------------------------------------------------
+
+def _fleiss_per_item(counts: np.ndarray) -> np.ndarray:
+    """Per item: its k rating counts, its P_i and a 1 (the item count once summed)."""
+    n = counts.sum(axis=1)
+    with np.errstate(all="ignore"):
+        p_i = ((counts * counts).sum(axis=1) - n) / (n * (n - 1))
+    return np.column_stack([counts, p_i, np.ones(len(counts))])
+
+
+def _fleiss_of_sums(sums: np.ndarray) -> np.ndarray:
+    """Fleiss' kappa from weighted sums of :func:`_fleiss_per_item` rows, shape (B, k + 2)."""
+    counts, p_sum, items = sums[:, :-2], sums[:, -2], sums[:, -1]
+    with np.errstate(all="ignore"):
+        p = counts / counts.sum(axis=1)[:, None]
+        p_e = (p * p).sum(axis=1)
+        out = (p_sum / items - p_e) / (1 - p_e)
+    out[np.isclose(p_e, 1.0)] = np.nan
+    return out
+
+
+def _counts_array(counts) -> np.ndarray:
+    table = np.asarray(counts, dtype=float)
+    if table.ndim != 2:
+        raise InputError("rating counts must be a table of shape (n_items, n_grades)",
+                         found=f"{table.ndim} dimension(s)")
+    if len(table):
+        n = table.sum(axis=1)
+        if not np.all(n == n[0]) or n[0] < 2:
+            raise InputError("Fleiss' kappa needs the same number (at least 2) of ratings "
+                             "on every item", found=f"ratings per item from {int(n.min())} "
+                             f"to {int(n.max())}", fix="Keep only the fully rated items "
+                             "(relgrade.protocol.agreement.rating_counts does)")
+    return table
+
+
+def fleiss_kappa_point(counts) -> float | None:
+    """Fleiss' kappa of a table of rating counts, from the same kernel as its interval.
+
+    Parameters
+    ----------
+    counts : array-like of shape (n_items, n_grades), int
+        ``counts[i, j]`` = raters who gave item ``i`` grade ``j``; every row sums to the
+        same ``n >= 2``.
+
+    Returns
+    -------
+    float or None
+        ``(P̄ - P_e) / (1 - P_e)`` (Fleiss 1971); ``None`` without items or when every
+        rating is one grade (``P_e = 1``).
+
+    Raises
+    ------
+    InputError
+        Rows of unequal sums or fewer than two ratings per item.
+    """
+    table = _counts_array(counts)
+    if len(table) == 0:
+        return None
+    value = _fleiss_of_sums(_fleiss_per_item(table).sum(axis=0)[None, :])[0]
+    return float(value) if np.isfinite(value) else None
+
+
+def fleiss_kappa_interval(counts, *, rng: np.random.Generator, resamples: int,
+                          level: float) -> Interval:
+    """Percentile bootstrap interval of Fleiss' kappa, resampling items (rows of ``counts``).
+
+    Parameters
+    ----------
+    counts : array-like of shape (n_items, n_grades), int
+        As :func:`fleiss_kappa_point`.
+    rng : numpy.random.Generator
+        The source of the resamples.
+    resamples : int
+        How many resamples, >= 1.
+    level : float
+        Confidence level in (0, 1).
+
+    Returns
+    -------
+    Interval
+
+    Raises
+    ------
+    InputError
+        As :func:`fleiss_kappa_point`, or ``resamples`` / ``level`` out of range.
+    """
+    table = _counts_array(counts)
+    per_item = _fleiss_per_item(table) if len(table) else np.zeros((0, table.shape[1] + 2))
+    return _bootstrap(per_item, _fleiss_of_sums, rng=rng, resamples=resamples, level=level)
+
+
+# --- Krippendorff's alpha --------------------------------------------------------------
+
+def _coincidences(data: np.ndarray, values: np.ndarray) -> np.ndarray:
+    """Per unit (row of ``data``, raters in columns, NaN = missing) with at least two values,
+    its flattened k×k coincidence matrix ``(n_uc n_uk - [c = k] n_uc) / (m_u - 1)``."""
+    k = len(values)
+    n_uc = np.stack([(data == v).sum(axis=1) for v in values], axis=1).astype(float)
+    m_u = n_uc.sum(axis=1)
+    keep = m_u >= 2
+    n_uc, m_u = n_uc[keep], m_u[keep]
+    o = n_uc[:, :, None] * n_uc[:, None, :]
+    o[:, np.arange(k), np.arange(k)] -= n_uc
+    return (o / (m_u - 1)[:, None, None]).reshape(len(n_uc), k * k)
+
+
+def _delta2(level: str, values: np.ndarray, n_c: np.ndarray) -> np.ndarray:
+    """Squared distances between the scale's values, shape (B, k, k) (Krippendorff 2011)."""
+    v = values.astype(float)
+    b, k = n_c.shape
+    if level == "nominal":
+        return np.broadcast_to((v[:, None] != v[None, :]).astype(float), (b, k, k))
+    if level == "interval":
+        return np.broadcast_to((v[:, None] - v[None, :]) ** 2, (b, k, k))
+    if level == "ratio":
+        s = v[:, None] + v[None, :]
+        with np.errstate(all="ignore"):
+            d = np.where(s == 0, 0.0, ((v[:, None] - v[None, :]) / s) ** 2)
+        return np.broadcast_to(d, (b, k, k))
+    # ordinal: (sum of n_g for g from c to k) - (n_c + n_k) / 2, squared.
+    cum = np.concatenate([np.zeros((b, 1)), np.cumsum(n_c, axis=1)], axis=1)
+    lo = np.minimum.outer(np.arange(k), np.arange(k))
+    hi = np.maximum.outer(np.arange(k), np.arange(k))
+    between = cum[:, hi + 1] - cum[:, lo]
+    return (between - (n_c[:, :, None] + n_c[:, None, :]) / 2) ** 2
+
+
+def _alpha_of_sums(sums: np.ndarray, level: str, values: np.ndarray) -> np.ndarray:
+    k = len(values)
+    o = sums.reshape(-1, k, k)
+    n_c = o.sum(axis=2)
+    n = n_c.sum(axis=1)
+    d2 = _delta2(level, values, n_c)
+    with np.errstate(all="ignore"):
+        d_o = (o * d2).sum(axis=(1, 2))
+        d_e = (n_c[:, :, None] * n_c[:, None, :] * d2).sum(axis=(1, 2)) / (n - 1)
+        out = 1.0 - d_o / d_e
+    out[~(d_e > 0)] = np.nan
+    return out
+
+
+def _alpha_input(data, values, level: str) -> tuple[np.ndarray, np.ndarray]:
+    if level not in LEVELS:
+        raise InputError("unknown level of measurement for Krippendorff's alpha",
+                         found=repr(level), fix=f"Use one of {', '.join(LEVELS)}")
+    d = np.asarray(data, dtype=float)
+    if d.ndim != 2:
+        raise InputError("ratings must be a table of shape (n_items, n_raters)",
+                         found=f"{d.ndim} dimension(s)")
+    v = np.asarray(sorted(float(x) for x in values))
+    seen = d[~np.isnan(d)]
+    off = seen[~np.isin(seen, v)]
+    if off.size:
+        raise InputError("a rating is off the scale", found=repr(float(off[0])),
+                         fix=f"Use grades in {[int(x) for x in v]}")
+    return d, v
+
+
+def krippendorff_alpha_point(data, *, values, level: str = "ordinal") -> float | None:
+    """Krippendorff's alpha of an items × raters table, from the kernel of its interval.
+
+    Parameters
+    ----------
+    data : array-like of shape (n_items, n_raters), float
+        One row per judged pair, one column per rater; NaN where a rater did not grade.
+    values : sequence of int
+        The value domain (the grade scale); its order gives the ordinal ranks.
+    level : {"nominal", "ordinal", "interval", "ratio"}, default "ordinal"
+
+    Returns
+    -------
+    float or None
+        ``1 - (n - 1) * sum(o_ck d_ck) / sum(n_c n_k d_ck)`` over the coincidence matrix
+        of the items with two or more ratings (Krippendorff 2011), as the ``krippendorff``
+        package with ``value_domain=values``; ``None`` when expected disagreement is 0.
+
+    Raises
+    ------
+    InputError
+        Unknown ``level``, a table that is not 2-D, or a rating off the scale.
+    """
+    d, v = _alpha_input(data, values, level)
+    per_item = _coincidences(d, v)
+    if len(per_item) == 0:
+        return None
+    value = _alpha_of_sums(per_item.sum(axis=0)[None, :], level, v)[0]
+    return float(value) if np.isfinite(value) else None
+
+
+def krippendorff_alpha_interval(data, *, values, level: str = "ordinal",
+                                rng: np.random.Generator, resamples: int,
+                                confidence: float) -> Interval:
+    """Percentile bootstrap interval of Krippendorff's alpha, resampling items.
+
+    Parameters
+    ----------
+    data, values, level
+        As :func:`krippendorff_alpha_point`. Only items with two or more ratings are
+        resampled (the others add nothing to the coincidence matrix).
+    rng : numpy.random.Generator
+        The source of the resamples.
+    resamples : int
+        How many resamples, >= 1.
+    confidence : float
+        Confidence level in (0, 1).
+
+    Returns
+    -------
+    Interval
+
+    Raises
+    ------
+    InputError
+        As :func:`krippendorff_alpha_point`, or ``resamples`` / ``confidence`` out of range.
+    """
+    d, v = _alpha_input(data, values, level)
+    per_item = _coincidences(d, v)
+    return _bootstrap(per_item, lambda s: _alpha_of_sums(s, level, v), rng=rng,
+                      resamples=resamples, level=confidence)

@@ -1,0 +1,267 @@
+"""Agreement intervals and bands (relgrade.protocol.reliability, .bands, agreement.many_rater_agreement)."""
+
+from __future__ import annotations
+
+import krippendorff
+import numpy as np
+import pandas as pd
+import pytest
+from sklearn.metrics import cohen_kappa_score
+from statsmodels.stats.inter_rater import fleiss_kappa as sm_fleiss_kappa
+
+from relgrade.errors import InputError
+from relgrade.protocol import agreement as ag
+from relgrade.protocol import bands
+from relgrade.protocol import reliability as rl
+from relgrade.protocol.reliability import Resampling
+
+
+def long(table, raters=None):
+    """Long grades table from an items × raters array (NaN = not graded)."""
+    rows = []
+    for i, row in enumerate(np.asarray(table, dtype=float)):
+        for j, g in enumerate(row):
+            if not np.isnan(g):
+                rows.append({"query_id": f"q{i // 10}", "chunk_id": f"c{i}",
+                             "grader": (raters or [f"r{k}" for k in range(len(row))])[j],
+                             "grade": int(g)})
+    return pd.DataFrame(rows)
+
+
+# --- point values: hand-computed and against independent implementations ---------------
+
+def test_fleiss_kernel_gives_the_hand_computed_value():
+    # Item a: 3 raters all grade 2 -> P_a = (9 - 3) / 6 = 1; item b: two 0s and one 1 ->
+    # P_b = (4 + 1 - 3) / 6 = 1/3. P̄ = 2/3; p = (2, 1, 3) / 6, P_e = 14/36;
+    # kappa = (2/3 - 14/36) / (1 - 14/36) = (10/36) / (22/36) = 5/11.
+    assert rl.fleiss_kappa_point([[0, 0, 3], [2, 1, 0]]) == pytest.approx(5 / 11)
+
+
+def test_cohen_kernel_gives_the_hand_computed_quadratic_kappa():
+    # a = (0, 1, 2, 2), b = (0, 2, 2, 1): observed quadratic disagreement (0 + 1 + 0 + 1)/4
+    # = 0.5; marginals a (1, 1, 2)/4, b (1, 1, 2)/4; chance = sum_ij p_i q_j (i - j)^2
+    # = [1*1*0 + 1*1*1 + 1*2*4 + 1*1*1 + 1*1*0 + 1*2*1 + 2*1*4 + 2*1*1 + 2*2*0] / 16 = 22/16.
+    # kappa = 1 - 0.5 / (22/16) = 1 - 8/22 = 7/11.
+    assert rl.cohen_kappa_point([0, 1, 2, 2], [0, 2, 2, 1], labels=[0, 1, 2],
+                                weights="quadratic") == pytest.approx(7 / 11)
+
+
+def test_ordinal_alpha_kernel_gives_the_hand_computed_value():
+    # Two units, two raters: (0, 0) and (0, 2), scale 0..2. Coincidences: o_00 = 2 + 0,
+    # o_02 = o_20 = 1; n_0 = 3, n_1 = 0, n_2 = 1, n = 4. Ordinal delta(0, 2) =
+    # (n_0 + n_1 + n_2 - (n_0 + n_2)/2)^2 = (4 - 2)^2 = 4. D_o part = 2 * 1 * 4 = 8;
+    # expected part = 2 * n_0 n_2 * 4 = 24; alpha = 1 - (n - 1) * 8 / 24 = 1 - 3 * 8 / 24 = 0.
+    assert rl.krippendorff_alpha_point([[0, 0], [0, 2]], values=[0, 1, 2]) \
+        == pytest.approx(0.0, abs=1e-12)
+
+
+def simulated_ratings(seed, items, raters, scale=4, agree=0.7, missing=0.0):
+    rng = np.random.default_rng(seed)
+    truth = rng.integers(0, scale, items)
+    data = np.where(rng.random((items, raters)) < agree, truth[:, None],
+                    rng.integers(0, scale, (items, raters))).astype(float)
+    if missing:
+        data[rng.random((items, raters)) < missing] = np.nan
+    return data
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_kernels_equal_statsmodels_sklearn_and_krippendorff(seed):
+    data = simulated_ratings(seed, 60, 4, missing=0.2)
+    for level in rl.LEVELS:
+        ours = rl.krippendorff_alpha_point(data, values=[0, 1, 2, 3], level=level)
+        ref = krippendorff.alpha(reliability_data=data.T, value_domain=[0, 1, 2, 3],
+                                 level_of_measurement=level)
+        assert ours == pytest.approx(ref, abs=1e-12)
+    full = simulated_ratings(seed, 60, 5)
+    counts = np.stack([(full == g).sum(axis=1) for g in range(4)], axis=1)
+    assert rl.fleiss_kappa_point(counts) == pytest.approx(sm_fleiss_kappa(counts), abs=1e-12)
+    a, b = full[:, 0].astype(int), full[:, 1].astype(int)
+    for weights in (None, "linear", "quadratic"):
+        assert rl.cohen_kappa_point(a, b, labels=[0, 1, 2, 3], weights=weights) == \
+            pytest.approx(cohen_kappa_score(a, b, labels=[0, 1, 2, 3], weights=weights),
+                          abs=1e-12)
+
+
+# --- intervals ------------------------------------------------------------------------
+
+def test_resamples_on_which_kappa_is_undefined_are_counted_not_read_as_zero():
+    # One item whose three ratings share a grade: every resample has chance agreement 1.
+    iv = rl.fleiss_kappa_interval([[3, 0]], rng=np.random.default_rng(0), resamples=50,
+                                  level=0.9)
+    assert (iv.low, iv.high, iv.undefined) == (None, None, 50)
+    # Two items, (3, 0) and (0, 3): a resample drawing one item twice is undefined, one
+    # drawing both has kappa 1. Each of the 50 is one or the other.
+    iv = rl.fleiss_kappa_interval([[3, 0], [0, 3]], rng=np.random.default_rng(0),
+                                  resamples=50, level=0.9)
+    assert (iv.low, iv.high) == (1.0, 1.0) and 0 < iv.undefined < 50
+
+
+def test_interval_is_reproducible_from_its_seed_and_moves_with_it():
+    data = simulated_ratings(5, 80, 3)
+    counts = np.stack([(data == g).sum(axis=1) for g in range(4)], axis=1)
+    one = rl.fleiss_kappa_interval(counts, rng=np.random.default_rng(11), resamples=500,
+                                   level=0.95)
+    two = rl.fleiss_kappa_interval(counts, rng=np.random.default_rng(11), resamples=500,
+                                   level=0.95)
+    other = rl.fleiss_kappa_interval(counts, rng=np.random.default_rng(12), resamples=500,
+                                     level=0.95)
+    assert one == two and one != other
+    point = rl.fleiss_kappa_point(counts)
+    assert one.low < point < one.high
+
+
+def test_interval_equals_percentiles_of_explicit_resamples():
+    # The vectorised resampling against the plain loop: same generator, same draws.
+    a = np.array([0, 1, 2, 2, 1, 0, 0, 2, 1, 1])
+    b = np.array([0, 1, 1, 2, 1, 0, 2, 2, 0, 1])
+    iv = rl.cohen_kappa_interval(a, b, labels=[0, 1, 2], weights="quadratic",
+                                 rng=np.random.default_rng(3), resamples=100, level=0.8)
+    rng = np.random.default_rng(3)
+    idx = rng.integers(0, 10, size=(100, 10))
+    vals = []
+    for row in idx:
+        x, y = a[row], b[row]
+        vals.append(cohen_kappa_score(x, y, labels=[0, 1, 2], weights="quadratic")
+                    if len(set(x) | set(y)) > 1 else np.nan)
+    vals = np.array(vals)
+    vals = vals[np.isfinite(vals)]
+    assert (iv.low, iv.high) == pytest.approx(tuple(np.quantile(vals, [0.1, 0.9])))
+
+
+@pytest.mark.parametrize("statistic", ["fleiss", "alpha"])
+def test_bootstrap_interval_covers_the_population_value_about_95_percent(statistic):
+    # Items whose 3 raters copy the item's true grade with probability 0.6, else guess
+    # uniformly over 0..3. The population value is the statistic on 400,000 items; 200
+    # seeded samples of 60 items each should cover it about 95% of the time.
+    def counts_of(data):
+        return np.stack([(data == g).sum(axis=1) for g in range(4)], axis=1)
+
+    if statistic == "fleiss":
+        def value(data):
+            return rl.fleiss_kappa_point(counts_of(data))
+
+        def interval(data, rng):
+            return rl.fleiss_kappa_interval(counts_of(data), rng=rng, resamples=400,
+                                            level=0.95)
+    else:
+        def value(data):
+            return rl.krippendorff_alpha_point(data, values=[0, 1, 2, 3])
+
+        def interval(data, rng):
+            return rl.krippendorff_alpha_interval(data, values=[0, 1, 2, 3], rng=rng,
+                                                  resamples=400, confidence=0.95)
+    truth = value(simulated_ratings(10_000, 400_000, 3, agree=0.6))
+    covered = 0
+    for seed in range(200):
+        iv = interval(simulated_ratings(seed, 60, 3, agree=0.6), np.random.default_rng(seed))
+        covered += iv.low <= truth <= iv.high
+    assert 0.88 <= covered / 200 <= 0.99
+
+
+def test_bad_resampling_settings_are_refused():
+    with pytest.raises(InputError, match="positive integer"):
+        Resampling(seed=1, resamples=0, level=0.95)
+    with pytest.raises(InputError, match=r"level must lie in \(0, 1\)"):
+        Resampling(seed=1, resamples=10, level=1.0)
+    with pytest.raises(InputError, match="seed must be a non-negative integer"):
+        Resampling(seed=-1, resamples=10, level=0.5)
+    with pytest.raises(InputError, match="same number"):
+        rl.fleiss_kappa_point([[2, 0], [1, 2]])
+    with pytest.raises(InputError, match="off the scale"):
+        rl.krippendorff_alpha_point([[0, 5]], values=[0, 1, 2])
+
+
+# --- bands ----------------------------------------------------------------------------
+
+def test_bands_split_at_0_4_and_0_6_with_both_boundaries_in_the_middle_band():
+    assert [bands.band(v) for v in (-0.2, 0.399, 0.4, 0.5, 0.6, 0.601, 1.0, None)] == [
+        "fix-guideline", "fix-guideline", "training", "training", "training", "evaluation",
+        "evaluation", None]
+
+
+def test_verdict_says_whether_the_interval_stays_in_the_band():
+    v = bands.verdict("fleiss_kappa", 0.65, 0.62, 0.70)
+    assert (v["band"], v["settled"]) == ("evaluation", True)
+    assert v["verdict"] == ("fleiss_kappa 0.650: above 0.6: consistent enough for a frozen "
+                            "evaluation set; the interval [0.620, 0.700] stays in this band")
+    v = bands.verdict("weighted_kappa", 0.45, 0.35, 0.62)
+    assert (v["band"], v["settled"]) == ("training", False)
+    assert v["verdict"].endswith("reaches into evaluation and fix-guideline, so the band is "
+                                 "not settled")
+    assert bands.verdict("fleiss_kappa", None)["band"] is None
+
+
+# --- many_rater_agreement -------------------------------------------------------------
+
+def test_many_rater_agreement_reports_points_intervals_bands_and_the_seed():
+    data = simulated_ratings(7, 50, 4)
+    out = ag.many_rater_agreement(long(data), [0, 1, 2, 3], seed=99, resamples=300,
+                                  level=0.9)
+    counts = np.stack([(data == g).sum(axis=1) for g in range(4)], axis=1)
+    assert out["fleiss_kappa"] == pytest.approx(sm_fleiss_kappa(counts))
+    assert out["krippendorff_alpha_ordinal"] == pytest.approx(krippendorff.alpha(
+        reliability_data=data.T, value_domain=[0, 1, 2, 3], level_of_measurement="ordinal"))
+    assert out["bootstrap"] == {"seed": 99, "resamples": 300, "level": 0.9,
+                                "method": "percentile", "unit": "judged pair (query_id, "
+                                "chunk_id), resampled with replacement"}
+    iv = rl.fleiss_kappa_interval(counts, rng=np.random.default_rng(99), resamples=300,
+                                  level=0.9)
+    assert out["intervals"]["fleiss_kappa"] == iv.to_dict()
+    for name in ("fleiss_kappa", "krippendorff_alpha_ordinal"):
+        lo, hi = out["intervals"][name]["low"], out["intervals"][name]["high"]
+        assert lo < out[name] < hi
+        assert out["bands"][name] == bands.verdict(name, out[name], lo, hi)
+    # Same inputs, same output: the seed is the only source of randomness.
+    assert ag.many_rater_agreement(long(data), [0, 1, 2, 3], seed=99, resamples=300,
+                                   level=0.9) == out
+
+
+def test_many_rater_agreement_refuses_a_rater_twice_on_one_pair():
+    t = long([[1, 1, 2]])
+    t = pd.concat([t, t.iloc[[0]]], ignore_index=True)
+    with pytest.raises(InputError, match="a grader has two grades for one pair"):
+        ag.many_rater_agreement(t, [0, 1, 2], seed=1, resamples=10, level=0.9)
+
+
+def test_many_rater_agreement_of_one_shared_grade_is_undefined_with_no_band():
+    out = ag.many_rater_agreement(long([[1, 1, 1], [1, 1, 1]]), [0, 1, 2], seed=1,
+                                  resamples=20, level=0.9)
+    assert out["fleiss_kappa"] is None
+    assert out["intervals"]["fleiss_kappa"] == {"low": None, "high": None,
+                                                "undefined_resamples": 20}
+    assert out["bands"]["fleiss_kappa"]["band"] is None
+
+
+# --- the audit ------------------------------------------------------------------------
+
+def test_audit_intervals_resample_the_audited_pairs_for_each_kappa():
+    a = [0, 0, 1, 2, 2, 0, 1, 2, 0, 1]
+    b = [0, 0, 1, 2, 1, 0, 1, 2, 2, 1]
+    spec = Resampling(seed=5, resamples=400, level=0.9)
+    out = ag.audit_intervals(a, b, scale=[0, 1, 2], relevant_min=1, resampling=spec)
+    assert set(out) == {"weighted_kappa", "binary_kappa", "kappa"}
+    binary = rl.cohen_kappa_interval([int(x >= 1) for x in a], [int(x >= 1) for x in b],
+                                     labels=[0, 1], rng=np.random.default_rng(5),
+                                     resamples=400, level=0.9)
+    assert out["binary_kappa"] == binary.to_dict()
+    wk = cohen_kappa_score(a, b, weights="quadratic")
+    assert out["weighted_kappa"]["low"] < wk < out["weighted_kappa"]["high"]
+
+
+def test_audit_with_three_graders_adds_many_rater_agreement_over_all_of_them():
+    data = simulated_ratings(4, 12, 3)
+    grades = long(data, raters=["grader-a", "auditor-b", "rater-c"]).assign(round=1)
+    queries = pd.DataFrame({"query_id": ["q0", "q1"], "group": ["keyword", "question"]})
+    spec = Resampling(seed=8, resamples=200, level=0.9)
+    m = ag.audit_agreement(grades, audit_ids=["q0", "q1"], queries=queries,
+                           grader="grader-a", auditor="auditor-b", round=1,
+                           scale=[0, 1, 2, 3], relevant_min=1, resampling=spec).metrics
+    assert m["many_raters"] == ag.many_rater_agreement(grades, [0, 1, 2, 3], seed=8,
+                                                       resamples=200, level=0.9)
+    assert m["many_raters"]["raters"] == 3 and m["many_raters"]["pairs"] == 12
+    two = ag.audit_agreement(grades[grades["grader"] != "rater-c"], audit_ids=["q0", "q1"],
+                             queries=queries, grader="grader-a", auditor="auditor-b",
+                             round=1, scale=[0, 1, 2, 3], relevant_min=1,
+                             resampling=spec).metrics
+    assert "many_raters" not in two and two["bootstrap"]["seed"] == 8
