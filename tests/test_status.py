@@ -130,6 +130,18 @@ def test_failed_gate_says_why(exp):
     assert "gate: failed: weighted_kappa 0.5 < 0.75" in lines
 
 
+def test_agreement_of_an_earlier_round_is_not_read_as_this_rounds_gate(exp):
+    root, p = exp
+    _grades(root, p, "auditor-b", [_row("q2", "c"), _row("q2", "d")])
+    _put(root, p["agreement"], {**AGREEMENT, "round": 1})
+    assert "gate: failed: weighted_kappa 0.5 < 0.75" in _status(root).splitlines()
+    params = yaml.safe_load((root / "params.yaml").read_text())
+    params["grading"]["round"] = 2
+    (root / "params.yaml").write_text(yaml.safe_dump(params))
+    gate = [line for line in _status(root).splitlines() if line.startswith("gate:")]
+    assert gate == ["gate: not run yet for round 2 (the agreement metrics are round 1's)"]
+
+
 def test_an_incomplete_audit_fails_the_gate_in_status_with_the_counts(exp):
     root, p = exp
     # q2 is audited (pairs c, d): grader-a has both, auditor-b only c.

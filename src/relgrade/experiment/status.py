@@ -225,6 +225,10 @@ def experiment_status(
                      for name in sorted(graders, key=lambda n: (
                          graders[n]["role"] != "grader", n))}
 
+    stale_round = None
+    if agreement is not None and agreement.get("round") not in (None, rnd):
+        # agreement of an earlier round: its numbers say nothing about this round's gate
+        stale_round, agreement = agreement.get("round"), None
     if gate is not None and gate.get("passed") is True:
         st["gate"] = _passed_gate(gate, params)
     elif agreement is not None:
@@ -235,6 +239,8 @@ def experiment_status(
         else:
             st["gate"] = ({"state": "failed", "lines": list(result.lines)} if not result.passed
                           else {"state": "not run", "would_pass": True})
+    elif stale_round is not None:
+        st["gate"] = {"state": "not run", "agreement_round": stale_round}
     else:
         st["gate"] = missing_or_problem("gate") if "gate" in problems else {"state": "not run"}
 
@@ -543,6 +549,9 @@ def status_lines(st: Mapping) -> list[str]:
         out.append(unreadable("gate", gt))
     elif gt.get("would_pass"):
         out.append("gate: not run yet; the agreement metrics pass the gates")
+    elif gt.get("agreement_round") is not None:
+        out.append(f"gate: not run yet for round {st['round']} (the agreement metrics are "
+                   f"round {gt['agreement_round']}'s)")
     else:
         out.append("gate: not run yet (no agreement metrics)")
 
