@@ -117,8 +117,10 @@ def test_a_person_grades_a_small_pool_with_the_keyboard_across_a_reload(server):
     with sync_playwright() as pw:
         browser = pw.chromium.launch(executable_path=CHROMIUM, args=ARGS, headless=True)
         page = browser.new_page(viewport={"width": 1440, "height": 1000})
-        dialogs = []
+        dialogs, failed = [], []
         page.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
+        # every request the pages make is answered: no favicon 404, no missing asset
+        page.on("response", lambda r: failed.append(r.url) if r.status >= 400 else None)
         page.goto(f"{base}/login?token=alice-browser-token-0123456789")
         assert page.url.endswith("/g/alice/")
         page.click("#continue")
@@ -146,7 +148,7 @@ def test_a_person_grades_a_small_pool_with_the_keyboard_across_a_reload(server):
             with page.expect_navigation():
                 page.keyboard.press("Enter")  # save the batch
         assert page.url.endswith("/g/alice/")
-        assert dialogs == []
+        assert dialogs == [] and failed == []
         assert "Every pair in your queue is graded" in page.text_content("main")
         page.screenshot(path=str(ARTIFACTS / "queue-done.png"), full_page=True)
 
