@@ -154,6 +154,10 @@ TRIAGE_KEY = ["query_id", "chunk_id", "grade", "source", "grader"]
 #: Grading roles, in the order their display orders are drawn within a round.
 ROLES = ("grader", "auditor")
 
+#: The role of the model grader that grades every pool pair in triage mode
+#: (``grading.mode: triage``); its packets and orders sit beside the ROLES' ones.
+TRIAGE_ROLE = "triage"
+
 #: Kinds of grader.
 KINDS = ("model", "human", "import")
 

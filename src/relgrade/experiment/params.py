@@ -140,6 +140,8 @@ class Paths(_Section):
     click_ips: str | None = None
     click_pairs: str | None = None
     training_set: str | None = None
+    triage_queue: str | None = None
+    triage_key: str | None = None
 
 
 class Scale(_Section):
@@ -446,6 +448,10 @@ class Params(BaseModel):
             raise PydanticCustomError(
                 "relgrade_triage", "triage.grader {name} must be a grader with role triage "
                 "(found {found})", {"name": name, "found": found})
+        if self.grading.regrade != "all":
+            raise PydanticCustomError(
+                "relgrade_triage", "grading.regrade relevant cannot be combined with "
+                "grading.mode triage: a triage round regrades through the model", {})
         if self.grading.key_grader == name:
             raise PydanticCustomError(
                 "relgrade_triage", "grading.key_grader {name} is the triage grader: people "

@@ -209,6 +209,56 @@ def select_for_people(model: pd.DataFrame, *, relevant_min: int, zero_sample: fl
     return out[TRIAGE_QUEUE]
 
 
+def typed_queue(table: pd.DataFrame, *, path=None) -> pd.DataFrame:
+    """A triage queue read back from text (every column a string), with its dtypes restored.
+
+    Parameters
+    ----------
+    table : pandas.DataFrame
+        :data:`relgrade.schema.TRIAGE_QUEUE` columns, as strings (a TSV file's cells) or
+        already typed.
+    path : optional
+        The file it came from, for the message.
+
+    Returns
+    -------
+    pandas.DataFrame
+        The same rows: ids str, ``model_grade`` int64, ``selected`` bool,
+        ``inclusion_probability`` float64.
+
+    Raises
+    ------
+    InputError
+        A column is missing; ``selected`` is not True/False, ``stratum`` not relevant/zero,
+        ``model_grade`` not an integer or ``inclusion_probability`` not in [0, 1] (the line
+        is named, counting the header as line 1).
+    """
+    require(table, TRIAGE_QUEUE, what="triage queue", path=path)
+    rows = {c: [] for c in TRIAGE_QUEUE}
+    for i, r in enumerate(table[TRIAGE_QUEUE].itertuples(index=False), start=2):
+        sel, stratum = str(r.selected), str(r.stratum)
+        try:
+            grade, prob = int(str(r.model_grade)), float(str(r.inclusion_probability))
+        except ValueError:
+            grade, prob = None, float("nan")
+        if sel not in ("True", "False") or stratum not in (RELEVANT, ZERO) or grade is None \
+                or not 0 <= prob <= 1:
+            raise InputError("triage queue row is not (ids, integer grade, relevant|zero, "
+                             "True|False, probability in [0, 1])", path=path, line=i,
+                             found=f"{r.model_grade}, {stratum}, {sel}, "
+                                   f"{r.inclusion_probability}",
+                             fix="Rebuild it with dvc repro packets")
+        rows["query_id"].append(str(r.query_id))
+        rows["chunk_id"].append(str(r.chunk_id))
+        rows["model_grade"].append(grade)
+        rows["stratum"].append(stratum)
+        rows["selected"].append(sel == "True")
+        rows["inclusion_probability"].append(prob)
+    return pd.DataFrame(rows).astype({"query_id": object, "chunk_id": object,
+                                      "model_grade": np.int64, "stratum": object,
+                                      "selected": bool, "inclusion_probability": np.float64})
+
+
 def people_queue(queue: pd.DataFrame) -> pd.DataFrame:
     """The pairs people owe: the selected rows of ``queue`` (``query_id``, ``chunk_id``)."""
     require(queue, TRIAGE_QUEUE, what="triage queue")
