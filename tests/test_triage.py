@@ -294,3 +294,60 @@ def test_triage_mode_without_a_triage_grader_is_refused():
                            "ann": {"role": "grader", "kind": "human"}})
     with pytest.raises(InputError, match=r"several graders have role triage \(a, b\)"):
         parse_params(two)
+
+
+# --- the queue file, pending work and the report -------------------------------------------
+
+
+def test_a_queue_read_back_as_text_gets_its_dtypes_and_a_bad_row_is_named():
+    q = _queue()
+    text = q.astype(str)
+    back = triage.typed_queue(text, path="data/triage/queue.tsv")
+    pd.testing.assert_frame_equal(back, q)
+    bad = text.copy()
+    bad.loc[2, "selected"] = "yes"
+    with pytest.raises(InputError) as e:
+        triage.typed_queue(bad, path="data/triage/queue.tsv")
+    assert str(e.value).startswith("data/triage/queue.tsv:4: triage queue row is not")
+
+
+def test_pending_work_in_triage_mode_owes_the_pool_to_the_model_and_the_queue_to_people():
+    from relgrade.protocol.bank import pending_work
+
+    pool = pd.DataFrame({"query_id": ["q", "q", "q", "r"], "chunk_id": ["a", "b", "c", "d"]})
+    # the model graded a and b; people's queue is a and d; r is audited
+    bank = pd.DataFrame({"query_id": ["q", "q"], "chunk_id": ["a", "b"],
+                         "grader": ["llm", "llm"], "content_sha256": ["A", "B"],
+                         "intent_sha256": ["i", "i"], "rubric_sha256": ["r", "r"]})
+    queue = pd.DataFrame({"query_id": ["q", "r"], "chunk_id": ["a", "d"]})
+    owed = pending_work(pool, bank, key_grader="ann", auditor="bob", audit_ids=["r"],
+                        content=pd.Series({"a": "A", "b": "B", "c": "C", "d": "D"}),
+                        intents=pd.Series({"q": "i", "r": "i"}), rubric_sha256="r",
+                        triage_grader="llm", key_pairs=queue)
+    assert owed.values.tolist() == [["ann", "q", "a", "new"], ["ann", "r", "d", "new"],
+                                    ["llm", "q", "c", "new"], ["bob", "r", "d", "audit"],
+                                    ["llm", "r", "d", "new"]]
+
+
+def test_the_decision_report_puts_the_miss_rate_and_note_after_the_verdicts_only_in_triage():
+    from relgrade.evaluation import decision
+    from tests.test_decision import P, report
+
+    plain = decision.to_markdown(decision.build_decision(report(), primary=P))
+    assert "Triage key" not in plain and "miss rate" not in plain
+    q = _queue()
+    sampled = q[(q["stratum"] == "zero") & q["selected"]]["chunk_id"].tolist()
+    rate = triage.miss_rate(q, _people_for(q, {c: 0 for c in q["chunk_id"]} | {sampled[0]: 1}),
+                            relevant_min=1)
+    design = triage.design_record(model_grader="llm", people_grader="ann", zero_sample=0.5,
+                                  seed=7, round=1, rate=rate)
+    # 1 of 2 sampled 0s missed: Wilson 95% (0.0945, 0.9055) as statsmodels gives it
+    lo, hi = proportion_confint(1, 2, method="wilson")
+    md = decision.to_markdown(decision.build_decision(report() | {"triage": design},
+                                                      primary=P))
+    line = (f"- Model miss rate on its 0s: 0.500 (95% Wilson interval {lo:.3f} to {hi:.3f}): "
+            "1 of 2 sampled 0s graded relevant by people; 2 unsampled 0s are model-judged.")
+    assert line in md and f"- {triage.MODEL_JUDGED_NOTE}" in md
+    assert md.index("## Verdicts") < md.index(line) < md.index("## Judged@k")
+    html = decision.to_html(decision.build_decision(report() | {"triage": design}, primary=P))
+    assert '<p id="triage">Triage key:</p>' in html

@@ -254,9 +254,14 @@ def typed_queue(table: pd.DataFrame, *, path=None) -> pd.DataFrame:
         rows["stratum"].append(stratum)
         rows["selected"].append(sel == "True")
         rows["inclusion_probability"].append(prob)
-    return pd.DataFrame(rows).astype({"query_id": object, "chunk_id": object,
-                                      "model_grade": np.int64, "stratum": object,
-                                      "selected": bool, "inclusion_probability": np.float64})
+    # the same column construction as select_for_people, so both give equal frames
+    return pd.DataFrame({
+        "query_id": pd.Series(rows["query_id"], dtype=object),
+        "chunk_id": pd.Series(rows["chunk_id"], dtype=object),
+        "model_grade": np.asarray(rows["model_grade"], dtype=np.int64),
+        "stratum": np.asarray(rows["stratum"], dtype=object),
+        "selected": np.asarray(rows["selected"], dtype=bool),
+        "inclusion_probability": np.asarray(rows["inclusion_probability"], dtype=np.float64)})
 
 
 def people_queue(queue: pd.DataFrame) -> pd.DataFrame:
