@@ -351,3 +351,12 @@ def test_the_decision_report_puts_the_miss_rate_and_note_after_the_verdicts_only
     assert md.index("## Verdicts") < md.index(line) < md.index("## Judged@k")
     html = decision.to_html(decision.build_decision(report() | {"triage": design}, primary=P))
     assert '<p id="triage">Triage key:</p>' in html
+
+
+def test_triage_refuses_the_model_as_key_grader_and_a_partial_regrade():
+    with pytest.raises(InputError, match="grading.key_grader llm is the triage grader"):
+        parse_params(_params(grading={"mode": "triage", "key_grader": "llm"}))
+    with pytest.raises(InputError, match="grading.regrade relevant cannot be combined with "
+                                         "grading.mode triage"):
+        parse_params(_params(grading={"mode": "triage", "key_grader": "ann",
+                                      "regrade": "relevant"}))
