@@ -5,11 +5,13 @@ of the audited queries graded by both the key grader and the auditor in this rou
 ``gates.audit_coverage_min``; the model families of graders and arms give warnings, or a
 failure with ``gates.require_distinct_families``. The pass record carries the thresholds in
 force, the agreement, the coverage, and a line for every gate looser than the protocol's.
+In triage mode the audit's pairs are the people's triage queue on the audited queries.
 """
 
 from relgrade.errors import GateFailed
 from relgrade.experiment.stage import run_stage
 from relgrade.io import files as io
+from relgrade.protocol import triage
 from relgrade.protocol.audit import audit_coverage
 from relgrade.protocol.gate import check_audit_gates, family_warnings
 
@@ -19,8 +21,13 @@ def main(ex):
     key_grader, auditor = p.need("grading.key_grader"), p.need("grading.auditor")
     measures = io.read_json(ex.path("agreement"))
     grades = io.read_table(ex.path("grades"), columns=["query_id", "chunk_id", "grader", "round"])
+    pool = io.read_table(ex.path("pool"), columns=["query_id", "chunk_id"])
+    if grading.mode == "triage":
+        # the audit covers what people grade: the triage queue's pairs of the audited queries
+        path = ex.path("triage_queue")
+        pool = triage.people_queue(triage.typed_queue(io.read_table(path), path=path))
     coverage = audit_coverage(
-        io.read_table(ex.path("pool"), columns=["query_id", "chunk_id"]),
+        pool,
         grades[grades["round"] == grading.round],
         audit_ids=[str(r["query_id"]) for r in io.read_jsonl(ex.path("audit"))],
         key_grader=key_grader, auditor=auditor)

@@ -5,13 +5,19 @@ read with their bank sidecars (what each grade was made on). Grades of pairs out
 pool stay in the bank, unused; a grade whose chunk, intent line or rubric changed since is
 stale and left out. When a grader still owes pairs (new, stale, audit or regrade) the stage
 stops with one line naming them, writing nothing.
+
+In triage mode the triage model grader owes every pool pair, and the key grader (and on
+audited queries the auditor) owe the people's triage queue; a person's grade of a pool pair
+outside that queue is refused.
 """
+
+import pandas as pd
 
 from relgrade.experiment.judgments import judgments
 from relgrade.experiment.layout import grade_commands
 from relgrade.experiment.stage import run_stage
 from relgrade.io import files as io
-from relgrade.protocol import bank, grades
+from relgrade.protocol import bank, grades, triage
 
 
 def main(ex):
@@ -29,12 +35,19 @@ def main(ex):
             print(f"note: {int(owed.sum())} audit pairs not graded by {auditor}; the gate "
                   "checks gates.audit_coverage_min")
         pending = pending[~owed]
+    if held.triage_grader is not None and held.triage_queue is None:
+        print(f"note: the people's triage queue is built once {held.triage_grader} has graded "
+              "every pool pair (dvc repro builds their packets)")
     bank.require_no_pending(pending, how=grade_commands(ex))
+    key_pairs = None
+    if held.triage_queue is not None:
+        key_pairs = triage.people_queue(held.triage_queue)
+        _people_in_queue(ex, held, pool)
     table, manifest = grades.current_table(
         held.bank, graders=ex.params.graders_dict(), pool=pool, audit_query_ids=audit_ids,
         round=grading.round,
         intents_sha256=io.read_json(ex.path("intents_manifest")).get("sha256"),
-        files=held.files, **held.now)
+        files=held.files, key_pairs=key_pairs, **held.now)
     if held.scope is not None:  # a partial regrade: which rounds merged, how many pairs again
         manifest["regrade"] = {"mode": grading.regrade, "rounds": held.rounds,
                                "pairs": len(held.scope)}
@@ -42,6 +55,20 @@ def main(ex):
     io.write_json(ex.path("grades_manifest"), manifest)
     for line in grades.coverage_lines(manifest):
         print(line)
+
+
+def _people_in_queue(ex, held, pool):
+    """Refuse a key grader's or auditor's current grade of a pool pair outside the queue."""
+    now = bank.current_grades(held.bank, **held.now)
+    pairs = grades.pool_pairs_of(pool)
+    for name in (ex.params.need("grading.key_grader"), ex.params.need("grading.auditor")):
+        mine = now[now["grader"].astype(str) == name]
+        keep = [(str(q), str(c)) in pairs for q, c in zip(mine["query_id"], mine["chunk_id"])]
+        mine = mine[pd.Series(keep, index=mine.index, dtype=bool)]
+        f = held.files.get(name)
+        triage.check_people_grades(mine[["query_id", "chunk_id", "grade"]],
+                                   held.triage_queue, grader=name,
+                                   path=None if f is None else f.source)
 
 
 if __name__ == "__main__":

@@ -13,6 +13,11 @@ of the other two, so a process killed between the writes leaves files every read
 refuses, never a silent mix. A post-hoc key (``grading.post_hoc: true`` and a changed key)
 is written beside the frozen one, in ``paths.key_post_hoc`` (one folder swap); the frozen
 key, its metrics and the decision stay in place.
+
+In triage mode (``grading.mode: triage``) the key is the people's grade of every pair in
+their triage queue and the model's 0 everywhere else; the record holds the triage design,
+its counts and the model's miss rate on 0s with its interval, and ``paths.triage_key`` says
+who graded each pair and with which inclusion probability.
 """
 
 from datetime import datetime, timezone
@@ -25,7 +30,7 @@ from relgrade.errors import InputError, ProtocolError
 from relgrade.experiment.stage import run_stage
 from relgrade.io import files as io
 from relgrade.io.trec import write_trec_qrels
-from relgrade.protocol import key, ledger
+from relgrade.protocol import key, ledger, triage
 from relgrade.schema import MADE_ON
 
 #: What the post-hoc folder holds while no post-hoc key stands beside the frozen one.
@@ -140,6 +145,29 @@ def _clear_post_hoc(ex, record):
             rubric=record["rubric_version"], round=record["round"]))
 
 
+def _triage(ex, grades_table):
+    """Triage mode: the people's grades merged with the model's unsampled 0s (as the key
+    grader's rows, which build_key reads), the design with the miss rate, and who graded
+    each pair with its inclusion probability."""
+    p, grading = ex.params, ex.params.grading
+    people_name, model_name = p.need("grading.key_grader"), p.triage_grader_name()
+    path = ex.path("triage_queue")
+    queue = triage.typed_queue(io.read_table(path), path=path)
+    now = grades_table[grades_table["round"].astype("int64") == int(grading.round)]
+    people = now[now["grader"].astype(str) == people_name][["query_id", "chunk_id", "grade"]]
+    merged = triage.merge_key(queue, people, model_grader=model_name, people_grader=people_name)
+    rate = triage.miss_rate(queue, people, relevant_min=p.need("scale").relevant_min,
+                            level=p.need("triage").level)
+    design = triage.design_record(model_grader=model_name, people_grader=people_name,
+                                  zero_sample=p.need("triage").zero_sample,
+                                  seed=p.need("seed"), round=grading.round, rate=rate)
+    rows = merged.assign(grader=people_name, round=int(grading.round))
+    provenance = merged.merge(queue[["query_id", "chunk_id", "inclusion_probability"]],
+                              on=["query_id", "chunk_id"], how="left")
+    print(rate.line())
+    return rows[["query_id", "chunk_id", "grader", "round", "grade"]], design, provenance
+
+
 def main(ex):
     gate_path, grading = ex.path("gate"), ex.params.grading
     rubric_version = ex.params.need("grading.rubric_version")
@@ -147,8 +175,11 @@ def main(ex):
     key.require_gate(gate, source=gate_path)
     manifests = {name: io.read_json(ex.path(f"{name}_manifest"))
                  for name in ("corpus", "queries", "intents", "pool", "grades")}
+    grades_table, design, provenance = io.read_table(ex.path("grades")), None, None
+    if grading.mode == "triage":
+        grades_table, design, provenance = _triage(ex, grades_table)
     table, dropped = key.build_key(
-        io.read_table(ex.path("grades")), key_grader=ex.params.need("grading.key_grader"),
+        grades_table, key_grader=ex.params.need("grading.key_grader"),
         round=grading.round, pool=io.read_table(ex.path("pool")),
         relevant_min=ex.params.need("scale").relevant_min)
     used = ex.ledger()
@@ -166,6 +197,9 @@ def main(ex):
         post_hoc=status == ledger.POST_HOC, deviations=grading.deviations)
     if manifests["grades"].get("regrade"):  # a partial regrade: the rounds merged
         record["regrade"] = manifests["grades"]["regrade"]
+    if design is not None:  # who graded each key row, beside the key; its hash in the record
+        io.write_tsv(ex.path("triage_key"), provenance)
+        record["triage"] = design | {"provenance_sha256": io.sha256_file(ex.path("triage_key"))}
     if status == ledger.REVISED:
         # the pairs regraded because what they show changed, with the content now graded
         record |= {"revises": revises, "regraded": regraded}

@@ -3,10 +3,18 @@
 A partial regrade round (``grading.regrade: relevant``) holds only the pairs graded
 relevant in the round before, plus any pair still owed.
 
+In triage mode (``grading.mode: triage``) the triage model grader's packets hold every pool
+pair; the key grader's (and on audited queries the auditor's) hold the people's triage queue:
+the pairs the model graded relevant plus the seeded sample of its 0s, written with their
+inclusion probabilities to ``paths.triage_queue``. Until the model has graded the whole pool
+the queue is empty and the people have no packets yet (pending work of the model grader).
+
 Refuses (ProtocolError) unless the intents manifest names a reviewer and its sha256 matches
 the frozen intent table. The packet folder is written complete beside its target and then
 swapped in, so a failure leaves the previous packets untouched.
 """
+
+import pandas as pd
 
 from relgrade.experiment.judgments import judgments
 from relgrade.experiment.stage import run_stage
@@ -17,9 +25,10 @@ from relgrade.io.files import (
     read_table,
     write_json,
     write_parquet,
+    write_tsv,
 )
-from relgrade.protocol import intents, packets
-from relgrade.schema import ROLES
+from relgrade.protocol import intents, packets, triage
+from relgrade.schema import ROLES, TRIAGE_QUEUE, TRIAGE_ROLE
 
 
 def main(ex):
@@ -33,19 +42,46 @@ def main(ex):
         # a partial regrade: only the pairs graded relevant in the round before (and any
         # still owed), in fresh orders of this round
         pool = judgments(ex, pool, audit_ids).round_pairs
+    roles = ROLES
+    if grading.mode == "triage":
+        pool, audit_ids, model_orders = _triage(ex, pool, audit_ids)
+        roles = (*ROLES, TRIAGE_ROLE)
     orders = packets.build_orders(
         pool, seed=ex.params.need("seed"), round=grading.round, batch_size=grading.batch_size,
         audit_ids=audit_ids)
+    if grading.mode == "triage":
+        orders = pd.concat([orders, model_orders], ignore_index=True)
     built = packets.build_packets(orders, chunks=read_table(ex.path("chunks")),
                                   intents=frozen,
                                   rubric_version=ex.params.need("grading.rubric_version"),
                                   intents_sha256=sha)
     with atomic_dir(ex.path("packets")) as tmp:
-        for role in ROLES:
+        for role in roles:
             (tmp / role).mkdir()
             for packet in built.get(role, []):
                 write_json(tmp / role / packets.packet_filename(packet["query_id"]), packet)
     write_parquet(ex.path("orders"), orders)
+
+
+def _triage(ex, pool, audit_ids):
+    """The people's pairs and audited queries, and the model's orders, in triage mode."""
+    grading = ex.params.grading
+    model_orders = packets.build_triage_orders(pool, seed=ex.params.need("seed"),
+                                               round=grading.round,
+                                               batch_size=grading.batch_size)
+    held = judgments(ex, pool, audit_ids)
+    queue = held.triage_queue
+    if queue is None:
+        print(f"note: people's triage queue waits for {held.triage_grader} to grade every "
+              "pool pair")
+        queue = pd.DataFrame({c: [] for c in TRIAGE_QUEUE})
+    write_tsv(ex.path("triage_queue"), queue)
+    people = triage.people_queue(queue)
+    audited = [q for q in audit_ids if q in set(people["query_id"])]
+    skipped = sorted(set(audit_ids) - set(audited))
+    if skipped and len(people):
+        print(f"note: audit queries with no pair in the triage queue: {', '.join(skipped)}")
+    return people, audited, model_orders
 
 
 if __name__ == "__main__":

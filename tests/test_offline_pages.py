@@ -97,11 +97,15 @@ def test_dvc_plots_show_draws_the_repository_plots_with_the_network_refused(offl
                                        "dvc-plots.png")
     assert attempted == [] and errors == []
     # one chart per plot the repository's dvc.yaml files declare: arms, deltas and the
-    # confusion matrix at the top, the propensity curve of the click experiment
+    # confusion matrix at the top and in the triage experiment, the propensity curve of the
+    # click experiment
     declared = json.loads(subprocess.run(
         [sys.executable, "-m", "dvc", "plots", "show", "--json"], cwd=ROOT,
         capture_output=True, text=True, check=True).stdout)["data"]
     assert sorted(declared) == ["experiments/clicks-sim/plots/propensity.csv",
+                                "experiments/triage-sim/metrics/confusion.csv",
+                                "experiments/triage-sim/metrics/plots/arms.csv",
+                                "experiments/triage-sim/metrics/plots/deltas.csv",
                                 "metrics/confusion.csv", "metrics/plots/arms.csv",
                                 "metrics/plots/deltas.csv"]
     canvases = [d for d in drawn if d["tag"] == "canvas"]

@@ -86,7 +86,7 @@ BAD = {
                             "graders.grader-a.kind: must be one of model, human or import "
                             "(found 'robot')"),
     "grader_role_unknown": (_set("graders.auditor-b.role", "judge"),
-                            "graders.auditor-b.role: must be one of grader or auditor "
+                            "graders.auditor-b.role: must be one of grader, auditor or triage "
                             "(found 'judge')"),
     "fused_arm_unknown": (_set("arms.hybrid.fuse", ["bm25", "nope"]),
                           "arms.hybrid.fuse names nope, which is not an arm"),
@@ -94,12 +94,12 @@ BAD = {
     "gate_typo": (lambda p: p.update(gate=p.pop("gates")),
                   "gate: unknown key. Known keys here: seed, paths, scale, corpus, queries, "
                   "arms, runs, pool, intents, audit, grading, graders, gates, metrics, clicks, "
-                  "cost, agreement, sample"),
+                  "cost, agreement, sample, triage"),
     "section_key_typo": (_set("grading.batch_szie", 3),
                          "grading.batch_szie: unknown key. Known keys here: rubric, "
                          "rubric_version, round, batch_size, max_reason_words, "
                          "max_reason_chars, key_grader, auditor, post_hoc, regrade, "
-                         "deviations"),
+                         "deviations, mode"),
 }
 
 

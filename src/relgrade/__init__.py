@@ -13,6 +13,7 @@ intents               relgrade.protocol.intents
 audit sample          relgrade.protocol.audit
 packets, orders       relgrade.protocol.packets
 grades                relgrade.protocol.grades; channels: relgrade.graders
+LLM triage            relgrade.protocol.triage (queue, inclusion, merge, miss rate)
 agreement             relgrade.protocol.agreement, .reliability, .bands, .diagnostics
 gate                  relgrade.protocol.gate
 key, void ledger      relgrade.protocol.key, relgrade.protocol.ledger

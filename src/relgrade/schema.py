@@ -142,8 +142,21 @@ AUDIT = ["query_id", "group", "unique_share", "reason"]
 #: Pending work: a pool pair a grader still owes, and why (new, stale or audit).
 PENDING = ["grader", "query_id", "chunk_id", "why"]
 
+#: The triage queue (``grading.mode: triage``): every pair the model graded, its stratum
+#: (``relevant``: model grade >= relevant_min; ``zero``: below), whether people grade it and
+#: the probability it had of being chosen for them.
+TRIAGE_QUEUE = ["query_id", "chunk_id", "model_grade", "stratum", "selected",
+                "inclusion_probability"]
+
+#: A triage key: the grade of every pair and who gave it (``people`` or ``model``).
+TRIAGE_KEY = ["query_id", "chunk_id", "grade", "source", "grader"]
+
 #: Grading roles, in the order their display orders are drawn within a round.
 ROLES = ("grader", "auditor")
+
+#: The role of the model grader that grades every pool pair in triage mode
+#: (``grading.mode: triage``); its packets and orders sit beside the ROLES' ones.
+TRIAGE_ROLE = "triage"
 
 #: Kinds of grader.
 KINDS = ("model", "human", "import")

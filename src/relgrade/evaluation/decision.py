@@ -71,6 +71,9 @@ class Decision:
         The label-noise audit's summary (auditor, round, queries, pairs, grades changed).
     charts : list of str
         SVG elements (HTML only): the arms on ``primary`` and the paired differences on it.
+    triage : list of str
+        A triage key only (``grading.mode: triage``): the model's miss rate on its 0s with
+        its interval, and the note that the unsampled 0s are model-judged; empty otherwise.
     """
 
     header: list
@@ -91,6 +94,7 @@ class Decision:
     level: str
     min_change: str
     charts: list = field(default_factory=list)
+    triage: list = field(default_factory=list)
 
 
 def _cutoff(measure: str) -> int | None:
@@ -365,7 +369,44 @@ def build_decision(report: dict, *, primary: str | None = None, source=None) -> 
             "pooled arms were graded" if depth is not None else "no pool depth recorded"],
         arms=arms, pairs=pairs, segments=segments, judged=judged, unique_pairs=unique,
         leave_one_out=loo, condensed=condensed, noise=noise, orderings=orderings,
-        noise_bands=bands, level=level, min_change=change, charts=svgs)
+        noise_bands=bands, level=level, min_change=change, charts=svgs,
+        triage=triage_lines(report.get("triage")))
+
+
+def triage_lines(triage: dict | None) -> list[str]:
+    """The lines a triage key adds beside the verdicts: its miss rate and the note.
+
+    Parameters
+    ----------
+    triage : dict or None
+        The comparison report's ``triage`` section (the key record's ``triage``: ``miss_rate``
+        with ``estimate``, ``low``, ``high``, ``level``, ``missed``, ``sampled``,
+        ``unsampled``; ``note``); None for a key graded without triage.
+
+    Returns
+    -------
+    list of str
+        Empty without triage; else the miss-rate sentence and the note.
+
+    Examples
+    --------
+    >>> triage_lines({"miss_rate": {"estimate": 0.25, "low": 0.0715, "high": 0.5907,
+    ...               "level": 0.95, "missed": 2, "sampled": 8, "unsampled": 20},
+    ...               "note": "Unsampled 0s are model-judged."})[0]
+    'Model miss rate on its 0s: 0.250 (95% Wilson interval 0.072 to 0.591): 2 of 8 sampled 0s graded relevant by people; 20 unsampled 0s are model-judged.'
+    """
+    if not triage:
+        return []
+    m = triage.get("miss_rate") or {}
+    if m.get("estimate") is None:
+        rate = (f"Model miss rate on its 0s: undefined (no 0 sampled); "
+                f"{_int(m.get('unsampled'))} unsampled 0s are model-judged.")
+    else:
+        rate = (f"Model miss rate on its 0s: {m['estimate']:.3f} ({m['level']:.0%} Wilson "
+                f"interval {m['low']:.3f} to {m['high']:.3f}): {_int(m.get('missed'))} of "
+                f"{_int(m.get('sampled'))} sampled 0s graded relevant by people; "
+                f"{_int(m.get('unsampled'))} unsampled 0s are model-judged.")
+    return [rate, str(triage.get("note") or "")]
 
 
 def _environment(*, html: bool) -> jinja2.Environment:

@@ -130,6 +130,10 @@ def design_context(*, name: str, params, record: dict | None = None,
         "audit_percent": _number(round(audit.fraction * 100, 1)),
         "audit_min": audit.min_queries, "gates": p.need("gates").thresholds(),
         "deviations": deviations,
+        "triage": None if grading.mode != "triage" else {
+            "grader": p.triage_grader_name(), "zero_sample": _number(p.need("triage").zero_sample),
+            "level": _number(p.need("triage").level),
+            "record": (record or {}).get("triage")},
     }
 
 

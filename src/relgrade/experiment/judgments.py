@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import pandas as pd
 
 from relgrade.io import files as io
-from relgrade.protocol import bank, grades, regrade
+from relgrade.protocol import bank, grades, regrade, triage
 
 
 @dataclass
@@ -41,6 +41,11 @@ class Judgments:
         The pairs the round's packets hold (``query_id``, ``chunk_id``): the whole pool for a
         full round; for a partial one, the scope and whatever the earlier rounds left owed.
         It depends on earlier rounds only, so it stays fixed while the round is graded.
+    triage_queue : pandas.DataFrame or None
+        Triage mode: :data:`relgrade.schema.TRIAGE_QUEUE` once the triage grader has graded
+        every pool pair; None before that, and outside triage mode.
+    triage_grader : str or None
+        Triage mode: the model grader of role triage.
     """
 
     bank: pd.DataFrame
@@ -50,6 +55,8 @@ class Judgments:
     now: dict
     pending: pd.DataFrame
     round_pairs: pd.DataFrame
+    triage_queue: pd.DataFrame | None = None
+    triage_grader: str | None = None
 
 
 def grader_file(ex, files) -> grades.GraderFile:
@@ -143,7 +150,31 @@ def judgments(ex, pool: pd.DataFrame, audit_ids) -> Judgments:
         keep = [(q, c) in wanted for q, c in zip(round_pairs["query_id"],
                                                    round_pairs["chunk_id"])]
         round_pairs = round_pairs[pd.Series(keep, index=round_pairs.index, dtype=bool)]
+    queue, model, key_pairs = None, None, None
+    if grading.mode == "triage":
+        model = ex.params.triage_grader_name()
+        queue = triage_queue(ex, judged, pool, now=now, grader=model)
+        key_pairs = (triage.people_queue(queue) if queue is not None
+                     else pool.iloc[0:0][["query_id", "chunk_id"]])
     pending = bank.pending_work(pool, judged, key_grader=key_grader, auditor=auditor,
-                                audit_ids=audit_ids, regrade=scope, **now)
+                                audit_ids=audit_ids, regrade=scope, triage_grader=model,
+                                key_pairs=key_pairs, **now)
     return Judgments(bank=judged, files=files, rounds=chain, scope=scope, now=now,
-                     pending=pending, round_pairs=round_pairs)
+                     pending=pending, round_pairs=round_pairs, triage_queue=queue,
+                     triage_grader=model)
+
+
+def triage_queue(ex, judged: pd.DataFrame, pool: pd.DataFrame, *, now: dict,
+                 grader: str) -> pd.DataFrame | None:
+    """The people's triage queue, once the triage grader holds a current grade of every pool
+    pair (:func:`relgrade.protocol.triage.select_for_people`); None before that."""
+    current = bank.current_grades(judged[judged["grader"].astype(str) == grader], **now)
+    pairs = grades.pool_pairs_of(pool)
+    keep = [(str(q), str(c)) in pairs for q, c in zip(current["query_id"], current["chunk_id"])]
+    model = current[pd.Series(keep, index=current.index, dtype=bool)]
+    if len(model) < len(pairs):
+        return None
+    p = ex.params
+    return triage.select_for_people(
+        model[["query_id", "chunk_id", "grade"]], relevant_min=p.need("scale").relevant_min,
+        zero_sample=p.need("triage").zero_sample, seed=p.need("seed"), round=p.grading.round)

@@ -3,7 +3,7 @@
 :func:`load_params` reads the file and returns a :class:`Params`: one pydantic model per
 section (``seed``, ``paths``, ``scale``, ``corpus``, ``queries``, ``arms``, ``runs``,
 ``pool``, ``intents``, ``audit``, ``grading``, ``graders``, ``gates``, ``metrics``,
-``clicks``). Every
+``clicks``, ``cost``, ``triage``). Every
 value is checked against its allowed range before any stage or command does work, and a
 bad one is one :class:`~relgrade.errors.InputError` naming the params file that was read,
 the key path (``grading.batch_size``), what was found and what is allowed::
@@ -141,6 +141,8 @@ class Paths(_Section):
     click_ips: str | None = None
     click_pairs: str | None = None
     training_set: str | None = None
+    triage_queue: str | None = None
+    triage_key: str | None = None
 
 
 class Scale(_Section):
@@ -277,6 +279,10 @@ class Grading(_Section):
     #: >= 1 in the previous round (the protocol's partial regrade), merged with its 0s.
     regrade: Literal["all", "relevant"] = "all"
     deviations: list[str] = Field(default_factory=list)
+    #: ``single``: one key grader grades the pool (today's protocol); ``triage``: a model
+    #: grader of role ``triage`` grades every pair and people grade what it marks relevant
+    #: plus a sample of its 0s (see the ``triage`` section and docs/triage.md).
+    mode: Literal["single", "triage"] = "single"
 
 
 class Grader(BaseModel):
@@ -289,12 +295,27 @@ class Grader(BaseModel):
 
     model_config = ConfigDict(extra="allow", frozen=True)
 
-    role: Literal["grader", "auditor"]
+    role: Literal["grader", "auditor", "triage"]
     kind: Literal["model", "human", "import"]
 
     def as_dict(self) -> dict:
         """The grader's entry as the plain mapping it was written as."""
         return self.model_dump(exclude_unset=True)
+
+
+class Triage(_Section):
+    """``triage``: LLM triage (``grading.mode: triage``, see :mod:`relgrade.protocol.triage`).
+
+    ``grader`` names the model grader of role ``triage`` that grades every pool pair (the
+    only grader of that role when left out); ``zero_sample`` is the share of its 0s that
+    people grade, in (0, 1]; ``level`` the confidence level of its miss-rate interval. The
+    sample is drawn with the experiment ``seed``.
+    """
+
+    grader: str | None = None
+    zero_sample: Annotated[float, _number(integer=False, gt=0, le=1,
+                                          what="a number in (0, 1]")]
+    level: Probability = 0.95
 
 
 class Gates(_Section):
@@ -390,7 +411,7 @@ _SECTIONS: dict[str, type[BaseModel]] = {
     "paths": Paths, "scale": Scale, "corpus": Corpus, "queries": Queries, "runs": Runs,
     "pool": Pool, "intents": Intents, "audit": Audit, "grading": Grading, "gates": Gates,
     "metrics": Metrics, "clicks": Clicks, "cost": Cost, "agreement": Agreement,
-    "sample": Sample}
+    "sample": Sample, "triage": Triage}
 
 
 # --- the whole file ------------------------------------------------------------------
@@ -425,6 +446,7 @@ class Params(BaseModel):
     cost: Cost = Field(default_factory=Cost)
     agreement: Agreement = Field(default_factory=Agreement)
     sample: Sample | None = None
+    triage: Triage | None = None
 
     _source: Path = PrivateAttr(default=PARAMS_FILE)
 
@@ -438,6 +460,49 @@ class Params(BaseModel):
                             "relgrade_arm", "arms.{name}.fuse names {other}, which is not an "
                             "arm", {"name": name, "other": other})
         return self
+
+    @model_validator(mode="after")
+    def _triage_has_its_grader(self):
+        if self.grading.mode != "triage":
+            return self
+        if self.triage is None:
+            raise PydanticCustomError(
+                "relgrade_triage", "grading.mode is triage but there is no `triage` section: "
+                "set triage.zero_sample (and triage.grader)", {})
+        name = self.triage_grader_name()
+        if name is None:
+            several = sorted(n for n, g in self.graders.items() if g.role == "triage")
+            if several:
+                raise PydanticCustomError(
+                    "relgrade_triage", "several graders have role triage ({names}): name "
+                    "the one that grades the pool in triage.grader",
+                    {"names": ", ".join(several)})
+            raise PydanticCustomError(
+                "relgrade_triage", "grading.mode is triage but no grader has role triage: "
+                "declare the model grader under graders with role: triage", {})
+        grader = self.graders.get(name)
+        if grader is None or grader.role != "triage":
+            found = "not declared" if grader is None else f"role {grader.role}"
+            raise PydanticCustomError(
+                "relgrade_triage", "triage.grader {name} must be a grader with role triage "
+                "(found {found})", {"name": name, "found": found})
+        if self.grading.regrade != "all":
+            raise PydanticCustomError(
+                "relgrade_triage", "grading.regrade relevant cannot be combined with "
+                "grading.mode triage: a triage round regrades through the model", {})
+        if self.grading.key_grader == name:
+            raise PydanticCustomError(
+                "relgrade_triage", "grading.key_grader {name} is the triage grader: people "
+                "grade the triage queue, so the key grader must be another grader",
+                {"name": name})
+        return self
+
+    def triage_grader_name(self) -> str | None:
+        """The triage grader: ``triage.grader``, else the only grader of role ``triage``."""
+        if self.triage is not None and self.triage.grader:
+            return self.triage.grader
+        named = sorted(n for n, g in self.graders.items() if g.role == "triage")
+        return named[0] if len(named) == 1 else None
 
     @property
     def source(self) -> Path:

@@ -26,7 +26,7 @@ from relgrade.experiment.files import Experiment
 from relgrade.experiment.judgments import Judgments, judgments
 from relgrade.experiment.params import Params
 from relgrade.io import files as io
-from relgrade.protocol import bank, grades
+from relgrade.protocol import bank, grades, triage
 from relgrade.protocol.audit import audit_coverage
 from relgrade.protocol.gate import (
     AUDIT_GATES,
@@ -35,6 +35,7 @@ from relgrade.protocol.gate import (
     check_gates,
     looser_than_protocol,
 )
+from relgrade.schema import TRIAGE_ROLE
 
 _STEPS = ("corpus", "queries", "pool", "intents", "audit", "gate", "key")
 
@@ -142,6 +143,7 @@ def experiment_status(
     post_hoc_record: Mapping | None = None,
     ledger: Mapping | None = None,
     dvc: Iterable[Mapping] | None = None,
+    triage_pairs: pd.DataFrame | None = None,
 ) -> dict:
     """The experiment's state, one entry per protocol step.
 
@@ -176,6 +178,10 @@ def experiment_status(
         (see :meth:`~relgrade.experiment.files.Experiment.ledger`).
     dvc : iterable of mapping, optional
         DVC's own files that are broken (see :func:`dvc_health`).
+    triage_pairs : pandas.DataFrame, optional
+        Triage mode: the people's triage queue (``query_id``, ``chunk_id``), which the key
+        grader's and the auditor's progress is counted against; None while the triage
+        grader has not graded the pool (they are then waiting for it).
 
     Returns
     -------
@@ -220,10 +226,23 @@ def experiment_status(
 
     graders = params.graders_dict()
     rows = dict(grader_rows or {})
-    st["grading"] = {name: _grader_progress(rows.get(name), spec=graders[name], pool=pool,
-                                            audit=audit) | {"round": rnd}
+
+    def owed_by(name):
+        # triage mode: people owe their triage queue, the model owes the pool
+        if params.grading.mode != "triage" or graders[name]["role"] == TRIAGE_ROLE:
+            return pool
+        return triage_pairs
+
+    st["grading"] = {name: _grader_progress(rows.get(name), spec=graders[name],
+                                            pool=owed_by(name), audit=audit) | {"round": rnd}
                      for name in sorted(graders, key=lambda n: (
                          graders[n]["role"] != "grader", n))}
+    if params.grading.mode == "triage":
+        model = params.triage_grader_name()
+        for name, g in st["grading"].items():
+            if pool is not None and triage_pairs is None \
+                    and graders[name]["role"] != TRIAGE_ROLE and g["state"] != "invalid":
+                g["waiting"] = f"triage queue ({model} grades the pool first)"
 
     stale_round = None
     if agreement is not None and agreement.get("round") not in (None, rnd):
@@ -369,7 +388,7 @@ def read_status(ex: Experiment) -> dict:
     # Each grader's current grades of the pool, read through the judgment bank: a grade of a
     # pair that left the pool, or a stale one, is kept in the bank and simply not counted.
     rows: dict = {}
-    pending = None
+    pending, triage_pairs = None, None
     if pool is not None and audit is not None:
         try:
             held = judgments(ex, pool, audit)
@@ -379,6 +398,16 @@ def read_status(ex: Experiment) -> dict:
             for name in held.files:
                 rows[name] = table[table["grader"] == name]
             pending = pending_status(ex, held=held, table=table)
+            if held.triage_queue is not None:
+                queue = held.triage_queue
+                triage_pairs = triage.people_queue(queue)
+                zero = queue["stratum"] == triage.ZERO
+                pending["triage"] = {
+                    "grader": held.triage_grader, "queue": len(triage_pairs),
+                    "model_relevant": int((~zero).sum()), "model_zeros": int(zero.sum()),
+                    "sampled_zeros": int((zero & queue["selected"]).sum())}
+            elif held.triage_grader is not None:
+                pending["triage"] = {"grader": held.triage_grader, "queue": None}
         except RelgradeError as e:
             for name in ex.grader_round_files():
                 rows[name] = str(e)
@@ -416,7 +445,7 @@ def read_status(ex: Experiment) -> dict:
         agreement=load("gate", "agreement", io.read_json),
         gate=load("gate", "gate", io.read_json),
         record=record, problems=problems, post_hoc_record=post_hoc, ledger=ledger,
-        dvc=dvc_health(*ex.dvc_files()))
+        dvc=dvc_health(*ex.dvc_files()), triage_pairs=triage_pairs)
     if pending is not None:
         st["pending"] = pending
         try:
@@ -444,17 +473,20 @@ def pending_status(ex: Experiment, *, held: Judgments, table: pd.DataFrame) -> d
     dict
         ``{"pool_version": str or None, "rounds": [int, ...], "graders": {name: {"current",
         "pending_new", "pending_stale", "pending_audit", "pending_regrade"}}}`` for the key
-        grader and the auditor; ``rounds`` lists the rounds merged (more than one in a
-        partial regrade).
+        grader and the auditor (and in triage mode the triage grader); ``rounds`` lists the
+        rounds merged (more than one in a partial regrade).
     """
     key_grader = ex.params.need("grading.key_grader")
     auditor = ex.params.need("grading.auditor")
-    counts = bank.pending_counts(held.pending, [key_grader, auditor])
+    names = [key_grader, auditor]
+    if held.triage_grader is not None:  # triage mode: the model grader owes the pool too
+        names.append(held.triage_grader)
+    counts = bank.pending_counts(held.pending, names)
     manifest = ex.path("pool_manifest")
     version = io.read_json(manifest).get("pool_version") if manifest.exists() else None
     return {"pool_version": version, "rounds": list(held.rounds),
             "graders": {g: {"current": int((table["grader"] == g).sum()), **counts[g]}
-                        for g in (key_grader, auditor)}}
+                        for g in names}}
 
 
 def status_lines(st: Mapping) -> list[str]:
@@ -511,9 +543,17 @@ def status_lines(st: Mapping) -> list[str]:
                if a["state"] == "chosen" else unreadable("audit sample", a)
                if a["state"] == "unreadable" else "audit sample: not chosen yet")
 
+    tri = (st.get("pending") or {}).get("triage")
+    if tri is not None:
+        out.append(f"triage: people's queue waits for {tri['grader']} to grade every pool pair"
+                   if tri["queue"] is None else
+                   f"triage: people's queue of {tri['queue']} pairs: the {tri['model_relevant']} "
+                   f"{tri['grader']} graded relevant plus a sample of {tri['sampled_zeros']} of "
+                   f"its {tri['model_zeros']} 0s")
     for name, g in st["grading"].items():
         step = "audit" if g["role"] == "auditor" else "grading"
-        what = "pairs" if g["role"] == "auditor" else "pool pairs"
+        what = ("pairs" if g["role"] == "auditor" else "pool pairs" if tri is None
+                or g["role"] == TRIAGE_ROLE else "triage queue pairs")
         if g["state"] == "invalid":
             out.append(f"{step}: {name}'s round {g['round']} file is invalid: {g['error']}")
             continue

@@ -154,7 +154,8 @@ def current_grades(bank: pd.DataFrame, *, content: pd.Series, intents: pd.Series
 def pending_work(pool: pd.DataFrame, bank: pd.DataFrame, *, key_grader: str, auditor: str,
                  audit_ids: Iterable[str], content: pd.Series, intents: pd.Series,
                  rubric_sha256: str, rubric_version: str | None = None,
-                 regrade: pd.DataFrame | None = None) -> pd.DataFrame:
+                 regrade: pd.DataFrame | None = None, triage_grader: str | None = None,
+                 key_pairs: pd.DataFrame | None = None) -> pd.DataFrame:
     """The pairs each grader still owes for the current pool.
 
     Parameters
@@ -173,6 +174,13 @@ def pending_work(pool: pd.DataFrame, bank: pd.DataFrame, *, key_grader: str, aud
     regrade : pandas.DataFrame, optional
         The pairs a partial round regrades (``query_id``, ``chunk_id``; see
         :mod:`relgrade.protocol.regrade`); ``bank`` must already lack their earlier grades.
+    triage_grader : str, optional
+        Triage mode (:mod:`relgrade.protocol.triage`): the model grader who owes every pool
+        pair (listed last).
+    key_pairs : pandas.DataFrame, optional
+        The pairs the key grader owes (``query_id``, ``chunk_id``), and of them the audited
+        queries' pairs the auditor owes; the whole pool when not given. In triage mode: the
+        people's queue (empty until the triage grader has graded the pool).
 
     Returns
     -------
@@ -203,8 +211,12 @@ def pending_work(pool: pd.DataFrame, bank: pd.DataFrame, *, key_grader: str, aud
     ids = {str(q) for q in audit_ids}
     again = (set() if regrade is None else
              set(zip(regrade["query_id"].astype(str), regrade["chunk_id"].astype(str))))
-    owed = {key_grader: (pairs, NEW),
-            auditor: (pairs[pairs["query_id"].isin(ids)], AUDIT)}
+    mine_pairs = pairs if key_pairs is None else \
+        key_pairs[["query_id", "chunk_id"]].astype(str).drop_duplicates()
+    owed = {key_grader: (mine_pairs, NEW),
+            auditor: (mine_pairs[mine_pairs["query_id"].isin(ids)], AUDIT)}
+    if triage_grader is not None:
+        owed[triage_grader] = (pairs, NEW)
     frames = []
     for grader, (wanted, why) in owed.items():
         mine = bank["grader"].astype(str) == grader

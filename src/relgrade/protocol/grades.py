@@ -22,7 +22,7 @@ import pandas as pd
 
 from relgrade.errors import InputError
 from relgrade.protocol.bank import current_grades
-from relgrade.schema import BANK, GRADE_KEYS, GRADES, MADE_ON, ROW_COLUMNS
+from relgrade.schema import BANK, GRADE_KEYS, GRADES, MADE_ON, ROW_COLUMNS, TRIAGE_ROLE
 
 
 def reason_required(kind: str, role: str, grade: int) -> bool:
@@ -523,7 +523,7 @@ def grader_entry(name: str, spec: Mapping, *, graded: pd.DataFrame, pool: pd.Dat
         ``pairs_missing`` (count) and ``missing`` (query → chunk ids). A grader-role grader
         must cover the pool of every query it graded; an auditor the audit queries' pools.
     """
-    queries = None if spec["role"] == "grader" else list(audit_query_ids)
+    queries = None if spec["role"] in ("grader", TRIAGE_ROLE) else list(audit_query_ids)
     missing = missing_pairs(graded, pool, queries=queries)
     entry = {"kind": spec["kind"], "family": spec.get("family")}
     for k in ("model", "person"):
@@ -789,7 +789,8 @@ def current_table(bank: pd.DataFrame, *, graders: Mapping, pool: pd.DataFrame,
                   audit_query_ids: Iterable[str], content: pd.Series, intents: pd.Series,
                   rubric_sha256: str, rubric_version: str, round: int,
                   intents_sha256: str | None,
-                  files: Mapping[str, GraderFile] | None = None) -> tuple[pd.DataFrame, dict]:
+                  files: Mapping[str, GraderFile] | None = None,
+                  key_pairs: pd.DataFrame | None = None) -> tuple[pd.DataFrame, dict]:
     """The grades table of the current pool: current grades only, and its manifest.
 
     Parameters
@@ -810,6 +811,10 @@ def current_table(bank: pd.DataFrame, *, graders: Mapping, pool: pd.DataFrame,
         The frozen intent table's hash, copied to the manifest.
     files : mapping of str to GraderFile, optional
         grader → its file of this round, named (with its sha256) in the manifest.
+    key_pairs : pandas.DataFrame, optional
+        Triage mode: the people's queue (``query_id``, ``chunk_id``), the pairs the key
+        grader and the auditor are measured against in the manifest's coverage (the triage
+        grader's against the whole pool). The whole pool when not given.
 
     Returns
     -------
@@ -840,7 +845,8 @@ def current_table(bank: pd.DataFrame, *, graders: Mapping, pool: pd.DataFrame,
         if len(mine):
             tables[name] = mine[["query_id", "chunk_id", "reason", "grade", "sequence"]]
         f = files.get(name)
-        entry = grader_entry(name, spec, graded=mine, pool=pool, audit_query_ids=audit,
+        owed = pool if key_pairs is None or spec["role"] == TRIAGE_ROLE else key_pairs
+        entry = grader_entry(name, spec, graded=mine, pool=owed, audit_query_ids=audit,
                              rubric_version=rubric_version, round=round,
                              file=None if f is None else f.source,
                              sha256=None if f is None else f.sha256)

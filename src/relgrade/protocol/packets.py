@@ -25,7 +25,7 @@ import pandas as pd
 from relgrade.canonical import canonical_json
 from relgrade.errors import InputError
 from relgrade.rng import order_seed, rng_for
-from relgrade.schema import ORDERS, ROLES
+from relgrade.schema import ORDERS, ROLES, TRIAGE_ROLE
 
 #: The keys of a packet, in order; nothing else may appear in one.
 PACKET_KEYS = ("query_id", "query", "intent", "rubric_version", "intents_sha256", "round",
@@ -82,9 +82,9 @@ def _check_int(value, name: str, *, minimum: int) -> int:
 
 
 def _check_role(role: str) -> str:
-    if role not in ROLES:
-        raise InputError(f"role must be one of {', '.join(ROLES)}", item="role",
-                         found=repr(role))
+    if role not in ROLES and role != TRIAGE_ROLE:
+        raise InputError(f"role must be one of {', '.join((*ROLES, TRIAGE_ROLE))}",
+                         item="role", found=repr(role))
     return role
 
 
@@ -100,8 +100,9 @@ def display_order(chunk_ids: Iterable[str], *, seed: int, query_id: str, role: s
         The experiment seed (params ``seed``).
     query_id : str
         The query.
-    role : {"grader", "auditor"}
-        Whose order.
+    role : {"grader", "auditor", "triage"}
+        Whose order. The triage model grader's order is a plain seeded shuffle drawn outside
+        the grader/auditor slots below.
     round : int
         The grading round, >= 1 (params ``grading.round``).
 
@@ -135,6 +136,11 @@ def display_order(chunk_ids: Iterable[str], *, seed: int, query_id: str, role: s
     round = _check_int(round, "grading.round", minimum=1)
     ids = sorted({str(c) for c in chunk_ids})
     n = len(ids)
+    if role == TRIAGE_ROLE:
+        # the triage model grades outside the blind pair's slots: its own seeded shuffle,
+        # so adding it leaves every grader and auditor order as it was
+        perm = rng_for(seed, query_id, role, round).permutation(n).tolist()
+        return [ids[i] for i in perm], order_seed(seed, query_id, role, round)
     distinct = math.factorial(min(n, 20))        # more than any number of rounds
     earlier: list[tuple[int, ...]] = []
     for r in range(1, round + 1):
@@ -207,6 +213,32 @@ def build_orders(pool: pd.DataFrame, *, seed: int, round: int, batch_size: int, 
             columns["batch"] += [p // batch_size for p in range(n)]
             columns["order_seed"] += [oseed] * n
     out = pd.DataFrame(columns)
+    for c in ("round", "position", "batch", "order_seed"):
+        out[c] = out[c].astype(np.int64)
+    return out
+
+
+def build_triage_orders(pool: pd.DataFrame, *, seed: int, round: int,  # noqa: A002
+                        batch_size: int) -> pd.DataFrame:
+    """Display orders of every pooled query for the triage model grader (role ``triage``).
+
+    Parameters, returns and errors are those of :func:`build_orders`, for the one role
+    ``triage`` and without an audit sample.
+    """
+    orders = build_orders(pool.iloc[0:0], seed=seed, round=round, batch_size=batch_size)
+    columns = {c: [] for c in ORDERS}
+    for qid, g in pool[["query_id", "chunk_id"]].groupby("query_id", sort=True):
+        order, oseed = display_order(g["chunk_id"].astype(str), seed=seed, query_id=str(qid),
+                                     role=TRIAGE_ROLE, round=round)
+        n = len(order)
+        columns["query_id"] += [str(qid)] * n
+        columns["chunk_id"] += order
+        columns["role"] += [TRIAGE_ROLE] * n
+        columns["round"] += [int(round)] * n
+        columns["position"] += range(n)
+        columns["batch"] += [p // int(batch_size) for p in range(n)]
+        columns["order_seed"] += [oseed] * n
+    out = pd.DataFrame(columns) if columns["query_id"] else orders
     for c in ("round", "position", "batch", "order_seed"):
         out[c] = out[c].astype(np.int64)
     return out
