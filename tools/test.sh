@@ -17,4 +17,6 @@ fi
 export PATH="$PWD/.venv/bin:$PATH"
 # The house's import rules (pyproject.toml [tool.importlinter]) before any test.
 lint-imports --no-cache
+# --dist loadgroup: each end-to-end module is one xdist group (its module-scoped experiment
+# is built once, on one worker), and the modules spread over both workers.
 exec .venv/bin/python -m pytest -n 2 --dist loadgroup "$@"
