@@ -7,7 +7,9 @@ for metrics on the same pool, rubric and round, and the record is not post-hoc),
 record swapped by hand never give metrics that are not labelled post-hoc.
 
 Writes `paths.metrics/ARM.json` (means, key hash, pool version, post-hoc flag) and
-`paths.per_query/ARM.parquet` (query_id, group, measure, value) from the frozen key. When a
+`paths.per_query/ARM.parquet` (query_id, group, measure, value) from the frozen key. With a
+sampled tail (`pool.tail_sample` > 0) the inferred measures infNDCG@k and xinfAP@k, from the
+pool table's inclusion probabilities, follow the others. When a
 post-hoc key of the same pool, rubric and round stands beside it (`paths.key_post_hoc`), the
 arm's post-hoc numbers go to `paths.metrics_post_hoc/ARM/` (`metrics.json`, labelled
 post-hoc, and `per_query.parquet`); otherwise that folder holds a note saying there is none.
@@ -70,11 +72,18 @@ def main(ex):
     run = read_run(run_path)
     validate_run(run, path=run_path, queries=queries["query_id"])
 
+    inclusion = None
+    if ex.params.pool is not None and ex.params.pool.tail_sample:
+        # a sampled tail: the inferred measures weigh each judged pair by 1 / its inclusion
+        # probability, which the pool table records
+        inclusion = io.read_table(ex.path("pool"),
+                                  columns=["query_id", "chunk_id", "inclusion_prob"])
+
     def score(k):
         return metrics.evaluate_arm(
             key=k, run=run, cutoffs=ex.params.need("metrics").cutoffs,
             relevant_min=ex.params.need("scale").relevant_min, ties=ex.params.runs.ties,
-            groups=queries)
+            groups=queries, inclusion=inclusion)
 
     def labelled(rec, summary, post_hoc):
         # the rubric version and round say which ledger entry witnesses this use, even after

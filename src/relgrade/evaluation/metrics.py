@@ -1045,7 +1045,8 @@ def mean(per_query: pd.DataFrame, *, weights=None) -> pd.Series:
 
 
 def evaluate_arm(*, key: pd.DataFrame, run: pd.DataFrame, cutoffs, relevant_min: int = 1,
-                 ties: str = "score", groups: pd.DataFrame | None = None):
+                 ties: str = "score", groups: pd.DataFrame | None = None,
+                 inclusion: pd.DataFrame | None = None):
     """The protocol's measures for one arm: their means and the per-query table.
 
     Parameters
@@ -1063,6 +1064,10 @@ def evaluate_arm(*, key: pd.DataFrame, run: pd.DataFrame, cutoffs, relevant_min:
     groups : pandas.DataFrame, optional
         The queries table (``query_id``, ``group``); when given, the per-query table gets
         each query's group.
+    inclusion : pandas.DataFrame, optional
+        A sampled pool's ``query_id``, ``chunk_id``, ``inclusion_prob`` (the pool table of a
+        pool with a tail sample): then ``infNDCG(dcg='exp-log2')@k`` and ``xinfAP@k``
+        (Yilmaz, Kanoulas & Aslam 2008) follow the protocol's measures at each cutoff.
 
     Returns
     -------
@@ -1079,12 +1084,15 @@ def evaluate_arm(*, key: pd.DataFrame, run: pd.DataFrame, cutoffs, relevant_min:
     InputError
         As :func:`per_query`; or a key query has no group in ``groups``.
     """
-    from relgrade.evaluation.measures import protocol_measures
+    from relgrade.evaluation.measures import parse_measure, protocol_measures
 
     measures = protocol_measures(cutoffs, relevant_min=relevant_min)
+    if inclusion is not None:
+        measures += [parse_measure(f"{name}@{int(k)}", relevant_min=relevant_min)
+                     for k in cutoffs for name in ("infNDCG(dcg='exp-log2')", "xinfAP")]
     names = [str(m) for m in measures]
     table = per_query(qrels=key, run=run, measures=measures, on_missing_query="zero",
-                      ties=ties)
+                      ties=ties, inclusion=inclusion)
     means = mean(table).reindex(names)
     counted = table.loc[table["measure"] == names[0], "query_id"].nunique() if names else 0
     summary = {"queries": int(counted)}
