@@ -31,6 +31,9 @@ from relgrade.evaluation.measures import parse_measure
 
 UNDEFINED = "—"
 
+#: Hex digits of the key's sha256 a decision file carries.
+KEY_DIGITS = 12
+
 
 def _num(x, digits: int = 4, sign: str = "") -> str:
     """``x`` to ``digits`` decimals ("—" when undefined), never printed as -0.0000."""
@@ -71,6 +74,11 @@ class Decision:
         The label-noise audit's summary (auditor, round, queries, pairs, grades changed).
     charts : list of str
         SVG elements (HTML only): the arms on ``primary`` and the paired differences on it.
+    translation : dict or None
+        Every arm under the previous and the current key (:func:`translation_cells`); None
+        when no key was replaced (the report then has no such section).
+    cost : dict or None
+        The judging cost (:func:`cost_cells`); None when not given.
     """
 
     header: list
@@ -91,6 +99,8 @@ class Decision:
     level: str
     min_change: str
     charts: list = field(default_factory=list)
+    translation: dict | None = None
+    cost: dict | None = None
 
 
 def _cutoff(measure: str) -> int | None:
@@ -194,8 +204,11 @@ def arm_summaries(report: dict, *, primary: str | None = None, source=None) -> d
     Returns
     -------
     dict
-        ``arm -> {"measure", "mean", "low", "high", "judged", "baseline", "delta",
-        "p_holm"}``: the arm's mean of ``primary`` with its interval, its Judged@k at the
+        ``arm -> {"measure", "mean", "low", "high", "pool_version", "key", "judged",
+        "baseline", "delta", "p_holm"}``: the arm's mean of ``primary`` with its interval,
+        the pool version and the first 12 hex digits of the key's sha256 it was computed on
+        (absent when the report lacks them; files of different pool versions are not
+        comparable), its Judged@k at the
         measure's cutoff (absent without pool-bias tables or cutoff), and, for an arm other
         than the baseline that was compared with it, the difference arm − baseline and its
         Holm-adjusted p-value. Values are the report's, unrounded.
@@ -210,12 +223,17 @@ def arm_summaries(report: dict, *, primary: str | None = None, source=None) -> d
     judged = {(r["arm"], int(r["k"])): r["judged"]
               for r in ((report.get("pool_bias") or {}).get("judged") or [])}
     base = (report.get("settings") or {}).get("baseline")
+    # what the numbers were computed on, so `dvc metrics diff` shows a change of key
+    # (12 hex digits of the key's sha256 keep `dvc metrics show` narrow and tell keys apart)
+    stamp = {k: v for k, v in (("pool_version", report.get("pool_version")),
+                               ("key", (report.get("key_sha256") or "")[:KEY_DIGITS])) if v}
     out = {}
     for arm, per_measure in _need(report, "arms", source).items():
         ci = per_measure.get(measure)
         if ci is None:
             continue
-        row = {"measure": measure, "mean": ci["estimate"], "low": ci["low"], "high": ci["high"]}
+        row = {"measure": measure, "mean": ci["estimate"], "low": ci["low"], "high": ci["high"],
+               **stamp}
         if (arm, k) in judged:
             row["judged"] = judged[(arm, k)]
         if base and arm != base:
@@ -226,7 +244,79 @@ def arm_summaries(report: dict, *, primary: str | None = None, source=None) -> d
     return out
 
 
-def build_decision(report: dict, *, primary: str | None = None, source=None) -> Decision:
+def _order(arms) -> str:
+    return " > ".join(arms) or UNDEFINED
+
+
+def translation_cells(translation: dict) -> dict:
+    """The translation section's formatted cells.
+
+    Parameters
+    ----------
+    translation : dict
+        :meth:`relgrade.evaluation.translate.Translation.to_dict`.
+
+    Returns
+    -------
+    dict
+        ``measure``; ``keys``: rows ``{"which", "key", "pool", "rubric", "round",
+        "queries"}`` for the previous and the current key; ``arms``: rows ``{"arm",
+        "previous", "current", "shift", "rank"}``; ``order_previous``, ``order_current``
+        (arms joined by " > "), ``tau`` (Kendall's tau-b, 3 decimals), ``summary`` (one
+        sentence: whether the order changed).
+    """
+    keys = []
+    for which in ("previous", "current"):
+        k = translation[which]
+        keys.append({"which": which, "key": str(k.get("key_sha256") or UNDEFINED),
+                     "pool": str(k.get("pool_version") or UNDEFINED),
+                     "rubric": str(k.get("rubric_version") or UNDEFINED),
+                     "round": _int(k.get("round")), "queries": _int(k.get("queries"))})
+    arms = [{"arm": r["arm"], "previous": _num(r["previous"]), "current": _num(r["current"]),
+             "shift": _num(r["shift"], sign="+"),
+             "rank": f"{r['rank_previous']} → {r['rank_current']}"}
+            for r in translation["arms"]]
+    tau = _num(translation.get("kendall_tau"), 3)
+    if translation["order_changed"]:
+        summary = (f"the arms' order changed between the keys (Kendall τ {tau}): numbers "
+                   "published under the previous key do not carry over")
+    else:
+        summary = (f"the arms' order is the same under both keys (Kendall τ {tau}); each "
+                   "arm's number moved by its shift")
+    return {"measure": translation["measure"], "keys": keys, "arms": arms,
+            "order_previous": _order(translation["order_previous"]),
+            "order_current": _order(translation["order_current"]), "tau": tau,
+            "shared": _int(translation.get("queries_shared")), "summary": summary}
+
+
+def cost_cells(cost: dict) -> dict:
+    """The judging-cost section's formatted cells.
+
+    Parameters
+    ----------
+    cost : dict
+        :func:`relgrade.experiment.cost.judging_cost`'s result (``graders``, ``spent``,
+        ``pending``, ``spent_hours``, ``pending_hours``).
+
+    Returns
+    -------
+    dict
+        ``graders``: rows ``{"grader", "spent", "pending", "seconds", "spent_hours",
+        "pending_hours"}`` (hours to 2 decimals); ``total``: the same for all graders.
+    """
+    rows = [{"grader": g, "spent": _int(c["spent"]), "pending": _int(c["pending"]),
+             "seconds": f"{c['seconds_per_judgment']:g}",
+             "spent_hours": _num(c["spent_hours"], 2),
+             "pending_hours": _num(c["pending_hours"], 2)}
+            for g, c in cost["graders"].items()]
+    total = {"spent": _int(cost["spent"]), "pending": _int(cost["pending"]),
+             "spent_hours": _num(cost["spent_hours"], 2),
+             "pending_hours": _num(cost["pending_hours"], 2)}
+    return {"graders": rows, "total": total}
+
+
+def build_decision(report: dict, *, primary: str | None = None, source=None,
+                   translation: dict | None = None, cost: dict | None = None) -> Decision:
     """Read the comparison report into the decision report's formatted cells and charts.
 
     Parameters
@@ -237,6 +327,10 @@ def build_decision(report: dict, *, primary: str | None = None, source=None) -> 
         The measure the verdicts and charts lead with (default: the first compared).
     source : str or os.PathLike, optional
         Where the report was read from, named in errors.
+    translation : dict, optional
+        :meth:`relgrade.evaluation.translate.Translation.to_dict` when a key was replaced.
+    cost : dict, optional
+        :func:`relgrade.experiment.cost.judging_cost`'s result.
 
     Returns
     -------
@@ -355,7 +449,9 @@ def build_decision(report: dict, *, primary: str | None = None, source=None) -> 
             "pooled arms were graded" if depth is not None else "no pool depth recorded"],
         arms=arms, pairs=pairs, segments=segments, judged=judged, unique_pairs=unique,
         leave_one_out=loo, condensed=condensed, noise=noise, orderings=orderings,
-        noise_bands=bands, level=level, min_change=change, charts=svgs)
+        noise_bands=bands, level=level, min_change=change, charts=svgs,
+        translation=translation_cells(translation) if translation else None,
+        cost=cost_cells(cost) if cost else None)
 
 
 def _environment(*, html: bool) -> jinja2.Environment:
