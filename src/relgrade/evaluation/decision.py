@@ -259,7 +259,7 @@ def translation_cells(translation: dict) -> dict:
     Returns
     -------
     dict
-        ``measure``; ``keys``: rows ``{"which", "key", "pool", "rubric", "round",
+        ``measure``; ``sides``: rows ``{"which", "key", "pool", "rubric", "round",
         "queries"}`` for the previous and the current key; ``arms``: rows ``{"arm",
         "previous", "current", "shift", "rank"}``; ``order_previous``, ``order_current``
         (arms joined by " > "), ``tau`` (Kendall's tau-b, 3 decimals), ``summary`` (one
@@ -283,7 +283,7 @@ def translation_cells(translation: dict) -> dict:
     else:
         summary = (f"the arms' order is the same under both keys (Kendall τ {tau}); each "
                    "arm's number moved by its shift")
-    return {"measure": translation["measure"], "keys": keys, "arms": arms,
+    return {"measure": translation["measure"], "sides": keys, "arms": arms,
             "order_previous": _order(translation["order_previous"]),
             "order_current": _order(translation["order_current"]), "tau": tau,
             "shared": _int(translation.get("queries_shared")), "summary": summary}

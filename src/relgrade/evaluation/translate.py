@@ -124,9 +124,15 @@ class Translation:
 
 
 def _score(key: pd.DataFrame, stacked: pd.DataFrame, arms, measure: str, *, relevant_min: int,
-           ties: str) -> tuple[dict, set]:
-    table = metrics.per_query(qrels=key, run=stacked, measures=[measure],
-                              on_missing_query="zero", ties=ties, relevant_min=relevant_min)
+           ties: str, which: str) -> tuple[dict, set]:
+    try:
+        table = metrics.per_query(qrels=key, run=stacked, measures=[measure],
+                                  on_missing_query="zero", ties=ties, relevant_min=relevant_min)
+    except InputError as e:
+        if e.item is not None or e.path is not None:
+            raise
+        # name which of the two keys broke the rule
+        raise InputError(e.rule, item=f"the {which} key", found=e.found, fix=e.fix) from None
     means = metrics.mean(table)
     scores = {a: None for a in arms}
     for (arm, _), v in means.items():
@@ -165,7 +171,8 @@ def translate(*, runs: Mapping[str, pd.DataFrame], previous: pd.DataFrame,
     ------
     InputError
         No run is given; or as :func:`relgrade.evaluation.metrics.per_query` (a column
-        missing, a grade not an integer, a measure that does not parse, ...).
+        missing, a grade not an integer, a measure that does not parse, ...), naming "the
+        previous key" or "the current key" when the error names no file or id.
 
     Examples
     --------
@@ -183,9 +190,9 @@ def translate(*, runs: Mapping[str, pd.DataFrame], previous: pd.DataFrame,
     arms = sorted(str(a) for a in runs)
     stacked = pd.concat([runs[a].assign(arm=str(a)) for a in runs], ignore_index=True)
     before, q_before = _score(previous, stacked, arms, measure, relevant_min=relevant_min,
-                              ties=ties)
+                              ties=ties, which="previous")
     after, q_after = _score(current, stacked, arms, measure, relevant_min=relevant_min,
-                            ties=ties)
+                            ties=ties, which="current")
     order_before, order_after = _order(before), _order(after)
     rank_before = {a: i + 1 for i, a in enumerate(order_before)}
     rank_after = {a: i + 1 for i, a in enumerate(order_after)}
