@@ -10,7 +10,7 @@ import pytest
 import scipy.stats as sps
 
 from relgrade.errors import InputError
-from relgrade.evaluation.translate import kendall_tau_b, translate
+from relgrade.evaluation.translate import diff_decisions, kendall_tau_b, translate
 
 
 def _run(rows):
@@ -155,3 +155,50 @@ def test_the_inputs_are_not_changed():
         pd.testing.assert_frame_equal(a, b)
     pd.testing.assert_frame_equal(before[1], PREVIOUS)
     pd.testing.assert_frame_equal(before[2], CURRENT)
+
+
+# --- decision files at two revisions ------------------------------------------------------
+
+
+def _decision(mean, pool="p-1", key="aaaaaaaaaaaa", measure="R@10"):
+    return {"measure": measure, "mean": mean, "pool_version": pool, "key": key}
+
+
+def test_decisions_of_one_pool_compare_arm_by_arm():
+    d = diff_decisions({"a": _decision(0.5), "b": _decision(0.25)},
+                       {"a": _decision(0.625, key="bbbbbbbbbbbb"), "b": _decision(0.25)})
+    assert d["comparable"] is True and d["reason"] == ""
+    assert d["pools"] == ("p-1", "p-1")
+    assert d["keys"] == ("aaaaaaaaaaaa", "aaaaaaaaaaaa, bbbbbbbbbbbb")
+    assert d["arms"] == [{"arm": "a", "measure": "R@10", "old": 0.5, "new": 0.625,
+                          "change": 0.125},
+                         {"arm": "b", "measure": "R@10", "old": 0.25, "new": 0.25,
+                          "change": 0.0}]
+
+
+def test_decisions_of_two_pool_versions_are_not_comparable():
+    d = diff_decisions({"a": _decision(0.5)}, {"a": _decision(0.625, pool="p-2")})
+    assert d["comparable"] is False and d["reason"] == "not comparable: pool p-1 vs p-2"
+    assert d["arms"][0]["change"] == 0.125  # still shown, for the reader to judge
+
+
+def test_a_mixed_side_or_another_measure_is_not_comparable():
+    mixed = diff_decisions({"a": _decision(0.5)},
+                           {"a": _decision(0.5), "b": _decision(0.5, pool="p-2")})
+    assert mixed["reason"] == "not comparable: pool p-1 vs p-1, p-2"
+    other = diff_decisions({"a": _decision(0.5)}, {"a": _decision(0.5, measure="RR@10")})
+    assert other["reason"] == "not comparable: measure R@10 vs RR@10"
+
+
+def test_a_decision_file_without_a_pool_version_leaves_comparability_unknown():
+    old = {"a": {"measure": "R@10", "mean": 0.5}}
+    d = diff_decisions(old, {"a": _decision(0.5)})
+    assert d["comparable"] is False
+    assert d["reason"] == ("comparability unknown: the decision file of a names no pool "
+                           "version (written before relgrade recorded it)")
+
+
+def test_an_arm_on_one_side_only_has_no_change():
+    d = diff_decisions({"a": _decision(0.5)}, {"a": _decision(0.5), "new": _decision(0.75)})
+    assert d["arms"][1] == {"arm": "new", "measure": "R@10", "old": None, "new": 0.75,
+                            "change": None}

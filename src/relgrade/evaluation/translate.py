@@ -212,3 +212,60 @@ def translate(*, runs: Mapping[str, pd.DataFrame], previous: pd.DataFrame,
                        order_previous=order_before, order_current=order_after,
                        kendall_tau=kendall_tau_b(before, after),
                        order_changed=order_before != order_after)
+
+
+def diff_decisions(old: Mapping[str, Mapping], new: Mapping[str, Mapping]) -> dict:
+    """Two sets of per-arm decision files compared, and whether their numbers are comparable.
+
+    Parameters
+    ----------
+    old, new : mapping of str to mapping
+        Arm → its decision file (``measure``, ``mean``, ``pool_version``, ``key``, ...; see
+        :func:`relgrade.evaluation.decision.arm_summaries`), e.g. at two git revisions.
+
+    Returns
+    -------
+    dict
+        ``comparable`` (bool: every file on both sides names one and the same pool version
+        and measure), ``reason`` (str: why not, e.g. ``"not comparable: pool p-aaa vs
+        p-bbb"``, or ``""``), ``pools`` and ``keys`` (``(old, new)``, each the sorted values
+        joined by ", ", "none" when no file names one) and ``arms``: rows ``{"arm",
+        "measure", "old", "new", "change"}`` (means; None where an arm has no file or no
+        mean; ``change`` = new − old when both are numbers), arms by name.
+
+    Examples
+    --------
+    >>> a = {"bm25": {"measure": "R@10", "mean": 0.5, "pool_version": "p-1", "key": "aa"}}
+    >>> b = {"bm25": {"measure": "R@10", "mean": 0.6, "pool_version": "p-2", "key": "bb"}}
+    >>> diff_decisions(a, b)["reason"]
+    'not comparable: pool p-1 vs p-2'
+    """
+    def values(files, field):
+        return sorted({str(f.get(field)) for f in files.values() if f.get(field) is not None})
+
+    def joined(vals):
+        return ", ".join(vals) or "none"
+
+    pools = (values(old, "pool_version"), values(new, "pool_version"))
+    keys = (values(old, "key"), values(new, "key"))
+    measures = (values(old, "measure"), values(new, "measure"))
+    unstamped = [a for files in (old, new) for a, f in files.items()
+                 if f.get("pool_version") is None]
+    if unstamped:
+        reason = (f"comparability unknown: the decision file of {sorted(set(unstamped))[0]} "
+                  "names no pool version (written before relgrade recorded it)")
+    elif len(pools[0]) > 1 or len(pools[1]) > 1 or (old and new and pools[0] != pools[1]):
+        reason = f"not comparable: pool {joined(pools[0])} vs {joined(pools[1])}"
+    elif old and new and measures[0] != measures[1]:
+        reason = f"not comparable: measure {joined(measures[0])} vs {joined(measures[1])}"
+    else:
+        reason = ""
+    rows = []
+    for arm in sorted(set(old) | set(new)):
+        a, b = old.get(arm) or {}, new.get(arm) or {}
+        x, y = a.get("mean"), b.get("mean")
+        rows.append({"arm": arm, "measure": b.get("measure", a.get("measure")), "old": x,
+                     "new": y, "change": y - x if _finite(x) and _finite(y) else None})
+    return {"comparable": not reason, "reason": reason,
+            "pools": (joined(pools[0]), joined(pools[1])),
+            "keys": (joined(keys[0]), joined(keys[1])), "arms": rows}
