@@ -150,9 +150,9 @@ def test_metrics_diff_across_pool_versions_says_not_comparable(deepened):
     lines = proc.stdout.splitlines()
     assert lines[0] == (f"not comparable: pool {record['pool_version']} vs "
                         f"{first['decision']['pool_version']}")
-    old = json.loads(now["lexical.json"])["mean"]
-    assert (f"  lexical: nDCG(dcg='exp-log2')@10 {old:.4f} at HEAD -> "
-            f"{first['decision']['mean']:.4f} at workspace") in lines
+    old, new = json.loads(now["lexical.json"])["mean"], first["decision"]["mean"]
+    assert (f"  lexical: nDCG(dcg='exp-log2')@10 {old:.4f} at HEAD -> {new:.4f} at workspace "
+            f"({new - old:+.4f})") in lines
     # the same revision on both sides compares
     same = tiny.run(root, "relgrade", "metrics", "diff", "HEAD", "HEAD")
     assert same.stdout.startswith(f"comparable: pool {record['pool_version']} on both sides")
