@@ -94,6 +94,7 @@ def test_the_next_replacement_drops_the_oldest_key(tmp_path, run):
         json.dumps(_use()) + "\n" + json.dumps(_use(sha_b, pool_version="p-bbbbbbbbbbbb")) + "\n")
     _new_pool(tmp_path, p, "p-cccccccccccc", b_grade=1, a_grade=1)
     out = run(tmp_path)
+    assert f"the key it replaced, {sha_b}, kept in" in out
     assert (tmp_path / p["key"]).read_bytes() == KEY_C
     assert (tmp_path / p["key_previous"] / "key.jsonl").read_bytes() == KEY_B
     record = json.loads((tmp_path / p["key_previous"] / "record.json").read_text())
