@@ -18,8 +18,14 @@ In triage mode (``grading.mode: triage``) the key is the people's grade of every
 their triage queue and the model's 0 everywhere else; the record holds the triage design,
 its counts and the model's miss rate on 0s with its interval, and ``paths.triage_key`` says
 who graded each pair and with which inclusion probability.
+
+When a new frozen key replaces one that metrics used (a new pool version or query set, a
+new round, a revision), the replaced key's four files are first copied, as one folder swap,
+to ``paths.key_previous``: the report scores every arm under both keys for this one cycle,
+and the next replacement drops it. Without such a key the folder holds a note.
 """
 
+import shutil
 from datetime import datetime, timezone
 from importlib import resources
 from pathlib import Path
@@ -77,6 +83,47 @@ def _write(files, table, record, gate, ex, made_on):
         record["made_on_sha256"] = io.sha256_file(files.made_on)
     io.write_json(files.record, record)
     return record
+
+
+NO_PREVIOUS = ("No previous key: the frozen key ({frozen}) of pool {pool} replaced no key "
+               "that metrics used.\n")
+
+
+def _keep_previous(ex, key_sha256, used):
+    """Copy the standing frozen key to ``paths.key_previous`` (one folder swap) when the key
+    ``key_sha256`` is about to replace it and the ledger shows metrics used it; the key kept
+    there before is dropped. Returns the replaced key's hash, or None."""
+    if not getattr(ex.params.paths, "key_previous", None):
+        return None
+    files = ex.key_files()
+    if not files.record.exists():
+        return None
+    try:
+        _, old = ex.read_key()
+    except (InputError, ProtocolError):
+        return None  # a torn key is rewritten, never kept as a reference
+    old_sha256 = old.get("key_sha256")
+    if old_sha256 == key_sha256 or not any(e.get("key_sha256") == old_sha256 for e in used):
+        return None
+    kept = ex.key_files(previous=True)
+    with io.atomic_dir(ex.path("key_previous")) as tmp:
+        for name in ("key", "qrels", "made_on", "record"):
+            source = getattr(files, name)
+            if source is not None and source.exists():
+                shutil.copyfile(source, tmp / getattr(kept, name).name)
+    return old_sha256
+
+
+def _note_previous(ex, record):
+    """Leave a note in ``paths.key_previous`` when it holds no previous key."""
+    if not getattr(ex.params.paths, "key_previous", None):
+        return
+    folder = ex.path("key_previous")
+    if ex.key_files(previous=True).record.exists() or (folder / "README.md").exists():
+        return
+    with io.atomic_dir(folder) as tmp:
+        io.write_text(tmp / "README.md", NO_PREVIOUS.format(frozen=record["key_sha256"],
+                                                          pool=record["pool_version"]))
 
 
 def _frozen_at(ex, key_sha256, *, post_hoc):
@@ -213,9 +260,13 @@ def main(ex):
                             table, record, gate, ex, made_on)
         where = f"beside the frozen key, in {folder.as_posix()}"
     else:
+        replaced = _keep_previous(ex, record["key_sha256"], used)
         record = _write(ex.key_files(), table, record, gate, ex, made_on)
         _clear_post_hoc(ex, record)
+        _note_previous(ex, record)
         where = f"in {ex.path('key').as_posix()}"
+        if replaced:
+            where += f"; the key it replaced, {replaced}, kept in {ex.path('key_previous')}"
     print(f"key {record['key_sha256']} ({status}) {where}: {record['pairs']} pairs, "
           f"{record['queries']} queries, dropped {', '.join(dropped) or 'none'}")
 

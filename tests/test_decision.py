@@ -61,6 +61,9 @@ def report():
     }
 
 
+# the pool version and the key's first 12 hex digits, so `dvc metrics diff` shows a new key
+STAMP = {"pool_version": "p-000000000001", "key": "abababababab"}
+
 CAVEAT = ("at cutoff 10, deeper than the pool depth 5, ungraded chunks count as not relevant "
           "(Judged@10: bm25 0.62; dense 0.55)")
 
@@ -99,8 +102,8 @@ def test_verdicts_lead_with_the_primary_measure():
 def test_arm_summaries_read_the_difference_as_arm_minus_baseline():
     s = decision.arm_summaries(report(), primary=P)
     assert s == {
-        "bm25": {"measure": P, "mean": 0.4, "low": 0.3, "high": 0.5, "judged": 1.0},
-        "dense": {"measure": P, "mean": 0.5, "low": 0.4, "high": 0.6, "judged": 1.0,
+        "bm25": {"measure": P, "mean": 0.4, "low": 0.3, "high": 0.5, **STAMP, "judged": 1.0},
+        "dense": {"measure": P, "mean": 0.5, "low": 0.4, "high": 0.6, **STAMP, "judged": 1.0,
                   "baseline": "bm25", "delta": 0.1, "p_holm": 0.004}}
     assert decision.arm_summaries(report(), primary=DEEP)["dense"]["judged"] == 0.551
 

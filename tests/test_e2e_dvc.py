@@ -81,11 +81,11 @@ def test_dvc_metrics_show_prints_one_narrow_row_per_arm(passed):
     root = passed[0]
     out = tiny.run(root, "dvc", "metrics", "show").stdout
     rows = out.strip().splitlines()
-    assert rows[0].split() == ["Path", "baseline", "delta", "high", "judged", "low", "mean",
-                               "measure", "p_holm"]
+    assert rows[0].split() == ["Path", "baseline", "delta", "high", "judged", "key", "low",
+                               "mean", "measure", "p_holm", "pool_version"]
     assert [r.split()[0] for r in rows[1:]] == [f"metrics/decision/{arm}.json"
                                                 for arm in sorted(tiny.ARMS)]
-    assert max(len(r) for r in rows) <= 130
+    assert max(len(r) for r in rows) <= 160  # the pool version and key add 30 characters
     assert "weighted_kappa" in tiny.run(root, "dvc", "metrics", "show",
                                         "metrics/agreement.json").stdout
     arms = tiny.run(root, "dvc", "metrics", "show", "metrics/arms").stdout

@@ -36,7 +36,8 @@ def test_stage_writes_both_reports_and_one_metrics_file_per_arm(tmp_path, capsys
     assert sorted(p.name for p in (out / "decision").iterdir()) == ["bm25.json", "dense.json"]
     # bm25 − dense on R@10 is +0.05 in the report: dense − bm25 = -0.05
     assert json.loads((out / "decision" / "dense.json").read_text()) == {
-        "measure": DEEP, "mean": 0.55, "low": 0.45, "high": 0.65, "judged": 0.551,
+        "measure": DEEP, "mean": 0.55, "low": 0.45, "high": 0.65,
+        "pool_version": "p-000000000001", "key": "abababababab", "judged": 0.551,
         "baseline": "bm25", "delta": -0.05, "p_holm": 0.2}
     md = (out / "report.md").read_text()
     assert f"- no detectable difference on R@10; {CAVEAT}\n" in md

@@ -32,6 +32,7 @@ COMMANDS = {
     "grade": "relgrade.cli.grade:grade_cmd",
     "init": "relgrade.cli.init:init_cmd",
     "intents": "relgrade.cli.intents:intents_cmd",
+    "metrics": "relgrade.cli.metrics:metrics_cmd",
     "packets": "relgrade.cli.packets:packets_cmd",
     "pool": "relgrade.cli.pool:pool_cmd",
     "queries": "relgrade.cli.queries:queries_cmd",
@@ -111,6 +112,7 @@ COMMAND_HELP = {
     "init": "Create an experiment in FOLDER (e.g. experiments/NAME).",
     "intents": "The intent table: one locked line per query, reviewed before any packet "
                "exists.",
+    "metrics": "The experiment's decision metrics (metrics/decision/ARM.json).",
     "packets": "Grading packets: what a grader sees for each query, and nothing else.",
     "pool": "The pool of the experiment's arms.",
     "queries": "Query sets: sample one from a query log.",

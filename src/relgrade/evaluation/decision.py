@@ -31,6 +31,9 @@ from relgrade.evaluation.measures import parse_measure
 
 UNDEFINED = "—"
 
+#: Hex digits of the key's sha256 a decision file carries.
+KEY_DIGITS = 12
+
 
 def _num(x, digits: int = 4, sign: str = "") -> str:
     """``x`` to ``digits`` decimals ("—" when undefined), never printed as -0.0000."""
@@ -74,6 +77,11 @@ class Decision:
     triage : list of str
         A triage key only (``grading.mode: triage``): the model's miss rate on its 0s with
         its interval, and the note that the unsampled 0s are model-judged; empty otherwise.
+    translation : dict or None
+        Every arm under the previous and the current key (:func:`translation_cells`); None
+        when no key was replaced (the report then has no such section).
+    cost : dict or None
+        The judging cost (:func:`cost_cells`); None when not given.
     """
 
     header: list
@@ -95,6 +103,8 @@ class Decision:
     min_change: str
     charts: list = field(default_factory=list)
     triage: list = field(default_factory=list)
+    translation: dict | None = None
+    cost: dict | None = None
 
 
 def _cutoff(measure: str) -> int | None:
@@ -199,9 +209,11 @@ def arm_summaries(report: dict, *, primary: str | None = None, source=None) -> d
     -------
     dict
         ``arm -> {"measure", "mean", "low", "high", ("weighted", "unweighted_mean"),
-        "judged", "baseline", "delta", "p_holm"}``: the arm's mean of ``primary`` with its
-        interval (traffic-weighted when the report is, then with ``weighted: true`` and the
-        unweighted mean beside it), its Judged@k at the
+        "pool_version", "key", "judged", "baseline", "delta", "p_holm"}``: the arm's mean of
+        ``primary`` with its interval (traffic-weighted when the report is, then with
+        ``weighted: true`` and the unweighted mean beside it), the pool version and the first
+        12 hex digits of the key's sha256 it was computed on (absent when the report lacks
+        them; files of different pool versions are not comparable), its Judged@k at the
         measure's cutoff (absent without pool-bias tables or cutoff), and, for an arm other
         than the baseline that was compared with it, the difference arm − baseline and its
         Holm-adjusted p-value. Values are the report's, unrounded.
@@ -216,6 +228,10 @@ def arm_summaries(report: dict, *, primary: str | None = None, source=None) -> d
     judged = {(r["arm"], int(r["k"])): r["judged"]
               for r in ((report.get("pool_bias") or {}).get("judged") or [])}
     base = (report.get("settings") or {}).get("baseline")
+    # what the numbers were computed on, so `dvc metrics diff` shows a change of key
+    # (12 hex digits of the key's sha256 keep `dvc metrics show` narrow and tell keys apart)
+    stamp = {k: v for k, v in (("pool_version", report.get("pool_version")),
+                               ("key", (report.get("key_sha256") or "")[:KEY_DIGITS])) if v}
     out = {}
     for arm, per_measure in _need(report, "arms", source).items():
         ci = per_measure.get(measure)
@@ -225,6 +241,7 @@ def arm_summaries(report: dict, *, primary: str | None = None, source=None) -> d
         if report.get("weighted"):
             # the mean and interval are traffic-weighted; the plain mean stands beside them
             row.update(weighted=True, unweighted_mean=ci.get("unweighted_mean"))
+        row.update(stamp)
         if (arm, k) in judged:
             row["judged"] = judged[(arm, k)]
         if base and arm != base:
@@ -235,7 +252,79 @@ def arm_summaries(report: dict, *, primary: str | None = None, source=None) -> d
     return out
 
 
-def build_decision(report: dict, *, primary: str | None = None, source=None) -> Decision:
+def _order(arms) -> str:
+    return " > ".join(arms) or UNDEFINED
+
+
+def translation_cells(translation: dict) -> dict:
+    """The translation section's formatted cells.
+
+    Parameters
+    ----------
+    translation : dict
+        :meth:`relgrade.evaluation.translate.Translation.to_dict`.
+
+    Returns
+    -------
+    dict
+        ``measure``; ``sides``: rows ``{"which", "key", "pool", "rubric", "round",
+        "queries"}`` for the previous and the current key; ``arms``: rows ``{"arm",
+        "previous", "current", "shift", "rank"}``; ``order_previous``, ``order_current``
+        (arms joined by " > "), ``tau`` (Kendall's tau-b, 3 decimals), ``summary`` (one
+        sentence: whether the order changed).
+    """
+    keys = []
+    for which in ("previous", "current"):
+        k = translation[which]
+        keys.append({"which": which, "key": str(k.get("key_sha256") or UNDEFINED),
+                     "pool": str(k.get("pool_version") or UNDEFINED),
+                     "rubric": str(k.get("rubric_version") or UNDEFINED),
+                     "round": _int(k.get("round")), "queries": _int(k.get("queries"))})
+    arms = [{"arm": r["arm"], "previous": _num(r["previous"]), "current": _num(r["current"]),
+             "shift": _num(r["shift"], sign="+"),
+             "rank": f"{r['rank_previous']} → {r['rank_current']}"}
+            for r in translation["arms"]]
+    tau = _num(translation.get("kendall_tau"), 3)
+    if translation["order_changed"]:
+        summary = (f"the arms' order changed between the keys (Kendall τ {tau}): numbers "
+                   "published under the previous key do not carry over")
+    else:
+        summary = (f"the arms' order is the same under both keys (Kendall τ {tau}); each "
+                   "arm's number moved by its shift")
+    return {"measure": translation["measure"], "sides": keys, "arms": arms,
+            "order_previous": _order(translation["order_previous"]),
+            "order_current": _order(translation["order_current"]), "tau": tau,
+            "shared": _int(translation.get("queries_shared")), "summary": summary}
+
+
+def cost_cells(cost: dict) -> dict:
+    """The judging-cost section's formatted cells.
+
+    Parameters
+    ----------
+    cost : dict
+        :func:`relgrade.experiment.cost.judging_cost`'s result (``graders``, ``spent``,
+        ``pending``, ``spent_hours``, ``pending_hours``).
+
+    Returns
+    -------
+    dict
+        ``graders``: rows ``{"grader", "spent", "pending", "seconds", "spent_hours",
+        "pending_hours"}`` (hours to 2 decimals); ``total``: the same for all graders.
+    """
+    rows = [{"grader": g, "spent": _int(c["spent"]), "pending": _int(c["pending"]),
+             "seconds": f"{c['seconds_per_judgment']:g}",
+             "spent_hours": _num(c["spent_hours"], 2),
+             "pending_hours": _num(c["pending_hours"], 2)}
+            for g, c in cost["graders"].items()]
+    total = {"spent": _int(cost["spent"]), "pending": _int(cost["pending"]),
+             "spent_hours": _num(cost["spent_hours"], 2),
+             "pending_hours": _num(cost["pending_hours"], 2)}
+    return {"graders": rows, "total": total}
+
+
+def build_decision(report: dict, *, primary: str | None = None, source=None,
+                   translation: dict | None = None, cost: dict | None = None) -> Decision:
     """Read the comparison report into the decision report's formatted cells and charts.
 
     Parameters
@@ -246,6 +335,10 @@ def build_decision(report: dict, *, primary: str | None = None, source=None) -> 
         The measure the verdicts and charts lead with (default: the first compared).
     source : str or os.PathLike, optional
         Where the report was read from, named in errors.
+    translation : dict, optional
+        :meth:`relgrade.evaluation.translate.Translation.to_dict` when a key was replaced.
+    cost : dict, optional
+        :func:`relgrade.experiment.cost.judging_cost`'s result.
 
     Returns
     -------
@@ -370,7 +463,9 @@ def build_decision(report: dict, *, primary: str | None = None, source=None) -> 
         arms=arms, pairs=pairs, segments=segments, judged=judged, unique_pairs=unique,
         leave_one_out=loo, condensed=condensed, noise=noise, orderings=orderings,
         noise_bands=bands, level=level, min_change=change, charts=svgs,
-        triage=triage_lines(report.get("triage")))
+        triage=triage_lines(report.get("triage")),
+        translation=translation_cells(translation) if translation else None,
+        cost=cost_cells(cost) if cost else None)
 
 
 def triage_lines(triage: dict | None) -> list[str]:

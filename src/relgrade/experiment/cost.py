@@ -110,6 +110,40 @@ def status_cost(params, pending: Mapping) -> dict | None:
     return judging_cost(counts, {g: seconds_per_judgment(params, g) for g in counts})
 
 
+def report_cost(params, grades_manifest: Mapping) -> dict | None:
+    """The judging cost behind a key, from the grades manifest (for the decision report).
+
+    Parameters
+    ----------
+    params : relgrade.experiment.params.Params
+        The experiment's params (seconds per judgment).
+    grades_manifest : mapping
+        The grades stage's manifest: ``{"graders": {name: {"bank_rows", "pairs_missing",
+        ...}}}``.
+
+    Returns
+    -------
+    dict or None
+        As :func:`judging_cost`; per grader ``spent`` is its grades in the bank of the rounds
+        merged (``bank_rows``; ``rows`` for a manifest written before the bank: every
+        judgment made, stale or unused ones included, since each was paid for) and
+        ``pending`` the pool pairs it still lacks (``pairs_missing``). None when the
+        manifest names no grader.
+
+    Raises
+    ------
+    InputError
+        A grader's ``seconds_per_judgment`` override is not a positive number.
+    """
+    graders = (grades_manifest or {}).get("graders") or {}
+    if not graders:
+        return None
+    counts = {g: {"spent": int(e.get("bank_rows", e.get("rows", 0)) or 0),
+                  "pending": int(e.get("pairs_missing", 0) or 0)}
+              for g, e in sorted(graders.items())}
+    return judging_cost(counts, {g: seconds_per_judgment(params, g) for g in counts})
+
+
 def cost_lines(cost: Mapping) -> list[str]:
     """Plain-words lines of :func:`judging_cost`'s result: one total, one per grader."""
     out = [f"judging cost: {cost['spent']} judgments spent ({cost['spent_hours']:.2f} h), "

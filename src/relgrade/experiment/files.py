@@ -366,16 +366,17 @@ class Experiment:
 
     # --- the frozen key ----------------------------------------------------------------
 
-    def key_files(self, *, post_hoc: bool = False) -> KeyFiles:
-        """Where the frozen key, its qrels and record live, or the post-hoc ones.
+    def key_files(self, *, post_hoc: bool = False, previous: bool = False) -> KeyFiles:
+        """Where the frozen key, its qrels and record live, or the post-hoc or previous ones.
 
         The frozen key is ``paths.key``, ``paths.qrels`` and ``paths.record``. A post-hoc
         key (a changed key after metrics were seen, allowed by ``grading.post_hoc``) stands
         beside it, never instead of it: ``key.jsonl``, ``key.qrels`` and ``record.json`` in
-        the folder ``paths.key_post_hoc``.
+        the folder ``paths.key_post_hoc``. The previous key (the frozen key the current one
+        replaced, kept for one cycle) has the same four files in ``paths.key_previous``.
         """
-        if post_hoc:
-            folder = self.path("key_post_hoc")
+        if post_hoc or previous:
+            folder = self.path("key_previous" if previous else "key_post_hoc")
             return KeyFiles(key=folder / "key.jsonl", qrels=folder / "key.qrels",
                             record=folder / "record.json", made_on=folder / "made_on.jsonl")
         qrels = self.path("qrels") if getattr(self.params.paths, "qrels", None) else None
@@ -409,13 +410,17 @@ class Experiment:
         ``per_query.parquet``)."""
         return self.path("metrics_post_hoc") / arm
 
-    def read_key(self, *, post_hoc: bool = False) -> tuple[pd.DataFrame, dict]:
-        """The frozen (or post-hoc) key and its record, checked to have been written together.
+    def read_key(self, *, post_hoc: bool = False,
+                 previous: bool = False) -> tuple[pd.DataFrame, dict]:
+        """The frozen (or post-hoc, or previous) key and its record, checked to have been
+        written together.
 
         Parameters
         ----------
         post_hoc : bool, default False
             Read the post-hoc key beside the frozen one (see :meth:`key_files`).
+        previous : bool, default False
+            Read the frozen key the current one replaced (see :meth:`key_files`).
 
         Returns
         -------
@@ -434,7 +439,7 @@ class Experiment:
             differs from the record's ``qrels_sha256`` (see
             :func:`relgrade.protocol.key.check_whole`).
         """
-        files = self.key_files(post_hoc=post_hoc)
+        files = self.key_files(post_hoc=post_hoc, previous=previous)
         record = io.read_json(files.record)
         check_whole(record, key_sha256=io.sha256_file(files.key),
                     qrels_sha256=(io.sha256_file(files.qrels)

@@ -125,6 +125,7 @@ class Paths(_Section):
     qrels: str | None = None
     record: str | None = None
     key_post_hoc: str | None = None
+    key_previous: str | None = None
     ledger: str | None = None
     metrics: str | None = None
     per_query: str | None = None
