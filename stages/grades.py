@@ -4,7 +4,9 @@ Every grader's files of this round (and, for a partial regrade, of the rounds it
 read with their bank sidecars (what each grade was made on). Grades of pairs outside the
 pool stay in the bank, unused; a grade whose chunk, intent line or rubric changed since is
 stale and left out. When a grader still owes pairs (new, stale, audit or regrade) the stage
-stops with one line naming them, writing nothing.
+stops with one line naming them, writing nothing. With a rater panel
+(``grading.mode: raters``) the raters owe their queues and the table goes to
+``paths.rater_grades``, for the aggregation stage.
 """
 
 from relgrade.experiment.judgments import judgments
@@ -37,7 +39,10 @@ def main(ex):
     if held.scope is not None:  # a partial regrade: which rounds merged, how many pairs again
         manifest["regrade"] = {"mode": grading.regrade, "rounds": held.rounds,
                                "pairs": len(held.scope)}
-    io.write_parquet(ex.path("grades"), table)
+    # with a rater panel this table is the raters' (and auditor's and expert's); the
+    # aggregation and adjudication stages make the key grader's rows from it
+    out = "rater_grades" if grading.mode == "raters" else "grades"
+    io.write_parquet(ex.path(out), table)
     io.write_json(ex.path("grades_manifest"), manifest)
     for line in grades.coverage_lines(manifest):
         print(line)

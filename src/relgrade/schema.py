@@ -145,6 +145,15 @@ PENDING = ["grader", "query_id", "chunk_id", "why"]
 #: Grading roles, in the order their display orders are drawn within a round.
 ROLES = ("grader", "auditor")
 
+#: The roles of a rater panel (``grading.mode: raters``): a ``rater`` grades the pairs
+#: assigned to them (gold pairs hidden among them); an ``expert`` grades the adjudication
+#: queue. Their display orders are drawn per grader, apart from :data:`ROLES`' slots, so
+#: declaring them changes no grader's or auditor's order.
+PANEL_ROLES = ("rater", "expert")
+
+#: Every role a grader may have in params ``graders``.
+GRADER_ROLES = ROLES + PANEL_ROLES
+
 #: Kinds of grader.
 KINDS = ("model", "human", "import")
 
