@@ -12,7 +12,6 @@ pairs; nothing is written.
 
 import math
 
-
 from relgrade.experiment.panel import raters_of, read_assignment, read_gold
 from relgrade.experiment.stage import run_stage
 from relgrade.io import files as io
