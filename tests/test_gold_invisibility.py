@@ -23,7 +23,12 @@ from hypothesis import strategies as st
 from relgrade.cli.serve import build_site
 from relgrade.errors import InputError
 from relgrade.graders.exchange import batch_request, encode_request
-from relgrade.protocol.packets import CHUNK_KEYS, PACKET_KEYS, build_packets, check_packet
+from relgrade.protocol.packets import (
+    CHUNK_KEYS,
+    PACKET_KEYS,
+    build_packets,
+    check_packet,
+)
 from relgrade.raters.assign import assign_pairs, rater_orders, rater_queues
 from relgrade.schema import ORDERS
 from relgrade.web.app import create_app
