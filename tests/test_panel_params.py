@@ -44,6 +44,9 @@ BAD = {
     "unknown_method": (lambda p: p["aggregation"].update(method="vote"),
                        "aggregation.method: must be one of majority or dawid-skene "
                        "(found 'vote')"),
+    "partial_regrade": (lambda p: p["grading"].update(regrade="relevant"),
+                        "grading.regrade must be all when grading.mode is raters: a rater "
+                        "panel regrades a round whole (found 'relevant')"),
     "unknown_mode": (lambda p: p["grading"].update(mode="crowd"),
                      "grading.mode: must be one of single or raters (found 'crowd')"),
 }

@@ -465,6 +465,11 @@ class Params(BaseModel):
         if self.grading.mode != "raters":
             return self
         raters = sorted(n for n, g in self.graders.items() if g.role == "rater")
+        if self.grading.regrade != "all":
+            raise PydanticCustomError(
+                "relgrade_panel", "grading.regrade must be all when grading.mode is raters: "
+                "a rater panel regrades a round whole (found {regrade})",
+                {"regrade": repr(self.grading.regrade)})
         if self.raters is None:
             raise PydanticCustomError(
                 "relgrade_panel", "grading.mode is raters but the params have no `raters` "
