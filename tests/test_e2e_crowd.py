@@ -138,6 +138,8 @@ def test_the_second_repro_runs_from_the_grades_to_the_report(crowd):
     exp, _, second, _ = crowd
     stages = [line.split("'")[1].split(":")[-1] for line in second.stdout.splitlines()
               if line.startswith("Running stage")]
-    assert stages[:3] == ["grades", "aggregate", "adjudicate"]
-    assert {"agreement", "gate", "key", "report"} <= set(stages)
+    # the expert's new file reruns the grades stage and all that follows, in this order
+    # (a fresh repository may rerun the pool too: dvc writes data/runs/.gitignore late)
+    wanted = ["grades", "aggregate", "adjudicate", "agreement", "gate", "key", "report"]
+    assert [s for s in stages if s in wanted] == wanted
     assert (exp / "metrics/report.md").exists()
