@@ -8,7 +8,8 @@ stops with one line naming them, writing nothing.
 
 In triage mode the triage model grader owes every pool pair, and the key grader (and on
 audited queries the auditor) owe the people's triage queue; a person's grade of a pool pair
-outside that queue is refused.
+outside that queue is refused. With a rater panel (``grading.mode: raters``) the raters owe
+their queues and the table goes to ``paths.rater_grades``, for the aggregation stage.
 """
 
 import pandas as pd
@@ -51,7 +52,10 @@ def main(ex):
     if held.scope is not None:  # a partial regrade: which rounds merged, how many pairs again
         manifest["regrade"] = {"mode": grading.regrade, "rounds": held.rounds,
                                "pairs": len(held.scope)}
-    io.write_parquet(ex.path("grades"), table)
+    # with a rater panel this table is the raters' (and auditor's and expert's); the
+    # aggregation and adjudication stages make the key grader's rows from it
+    out = "rater_grades" if grading.mode == "raters" else "grades"
+    io.write_parquet(ex.path(out), table)
     io.write_json(ex.path("grades_manifest"), manifest)
     for line in grades.coverage_lines(manifest):
         print(line)

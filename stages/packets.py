@@ -12,6 +12,11 @@ the queue is empty and the people have no packets yet (pending work of the model
 Refuses (ProtocolError) unless the intents manifest names a reviewer and its sha256 matches
 the frozen intent table. The packet folder is written complete beside its target and then
 swapped in, so a failure leaves the previous packets untouched.
+
+With a rater panel (``grading.mode: raters``) every rater gets its own packets,
+``packets/rater/NAME/``: the pairs assigned to it and its gold questions, in one seeded
+shuffle per query; the private assignment table (``paths.assignment``) records which is
+which.
 """
 
 import pandas as pd
@@ -28,7 +33,7 @@ from relgrade.io.files import (
     write_tsv,
 )
 from relgrade.protocol import intents, packets, triage
-from relgrade.schema import ROLES, TRIAGE_QUEUE, TRIAGE_ROLE
+from relgrade.schema import ORDERS, ROLES, TRIAGE_QUEUE, TRIAGE_ROLE
 
 
 def main(ex):
@@ -51,16 +56,33 @@ def main(ex):
         audit_ids=audit_ids)
     if grading.mode == "triage":
         orders = pd.concat([orders, model_orders], ignore_index=True)
-    built = packets.build_packets(orders, chunks=read_table(ex.path("chunks")),
-                                  intents=frozen,
-                                  rubric_version=ex.params.need("grading.rubric_version"),
-                                  intents_sha256=sha)
+    chunks = read_table(ex.path("chunks"))
+    make = dict(chunks=chunks, intents=frozen, intents_sha256=sha,
+                rubric_version=ex.params.need("grading.rubric_version"))
+    panel_orders = None
+    if grading.mode == "raters":
+        # the key grader is the panel's aggregate: the auditor keeps its packets, and each
+        # rater gets its own queue, gold hidden among the work (the flags stay private)
+        from relgrade.experiment.panel import build_rater_orders
+
+        orders = orders[orders["role"] == "auditor"].reset_index(drop=True)
+        panel_orders = build_rater_orders(ex, pool)
+    built = packets.build_packets(orders, **make)
     with atomic_dir(ex.path("packets")) as tmp:
         for role in roles:
             (tmp / role).mkdir()
             for packet in built.get(role, []):
                 write_json(tmp / role / packets.packet_filename(packet["query_id"]), packet)
+        if panel_orders is not None:
+            for name, mine in panel_orders.groupby("grader", sort=True):
+                folder = tmp / "rater" / str(name)
+                folder.mkdir(parents=True)
+                shown = mine[list(ORDERS)]
+                for packet in packets.build_packets(shown, **make).get("rater", []):
+                    write_json(folder / packets.packet_filename(packet["query_id"]), packet)
     write_parquet(ex.path("orders"), orders)
+    if panel_orders is not None:
+        write_parquet(ex.path("assignment"), panel_orders)
 
 
 def _triage(ex, pool, audit_ids):

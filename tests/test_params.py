@@ -86,7 +86,7 @@ BAD = {
                             "graders.grader-a.kind: must be one of model, human or import "
                             "(found 'robot')"),
     "grader_role_unknown": (_set("graders.auditor-b.role", "judge"),
-                            "graders.auditor-b.role: must be one of grader, auditor or triage "
+                            "graders.auditor-b.role: must be one of grader, auditor, triage, rater or expert "
                             "(found 'judge')"),
     "fused_arm_unknown": (_set("arms.hybrid.fuse", ["bm25", "nope"]),
                           "arms.hybrid.fuse names nope, which is not an arm"),
@@ -94,7 +94,7 @@ BAD = {
     "gate_typo": (lambda p: p.update(gate=p.pop("gates")),
                   "gate: unknown key. Known keys here: seed, paths, scale, corpus, queries, "
                   "arms, runs, pool, intents, audit, grading, graders, gates, metrics, clicks, "
-                  "cost, agreement, sample, triage"),
+                  "cost, agreement, sample, triage, raters, gold, aggregation, adjudication"),
     "section_key_typo": (_set("grading.batch_szie", 3),
                          "grading.batch_szie: unknown key. Known keys here: rubric, "
                          "rubric_version, round, batch_size, max_reason_words, "
@@ -247,6 +247,9 @@ def test_new_keys_default_to_todays_behaviour():
     p = load_params(REPO / "params.yaml")
     assert p.grading.max_reason_chars == 300
     assert p.corpus.allow_empty is False
+    # one key grader, as before rater panels existed
+    assert p.grading.mode == "single" and p.raters is None and p.gold is None
+    assert (p.aggregation.method, p.adjudication.expert) == ("majority", None)
 
 
 def test_compare_settings_come_from_seed_and_metrics():

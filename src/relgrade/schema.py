@@ -158,6 +158,15 @@ ROLES = ("grader", "auditor")
 #: (``grading.mode: triage``); its packets and orders sit beside the ROLES' ones.
 TRIAGE_ROLE = "triage"
 
+#: The roles of a rater panel (``grading.mode: raters``): a ``rater`` grades the pairs
+#: assigned to them (gold pairs hidden among them); an ``expert`` grades the adjudication
+#: queue. Their display orders are drawn per grader, apart from :data:`ROLES`' slots, so
+#: declaring them changes no grader's or auditor's order.
+PANEL_ROLES = ("rater", "expert")
+
+#: Every role a grader may have in params ``graders``.
+GRADER_ROLES = ROLES + PANEL_ROLES
+
 #: Kinds of grader.
 KINDS = ("model", "human", "import")
 

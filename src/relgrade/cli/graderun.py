@@ -97,9 +97,9 @@ def run_cmd(grader, workers, params_path, progress):
     scale = ex.params.need("scale").grades
     max_reason_words = ex.params.need("grading.max_reason_words")
     max_reason_chars = ex.params.grading.max_reason_chars
-    packets = ex.packets(setup.role)
+    packets = ex.grader_packets(grader)
     graderun.check_packets(packets, batch_size=grading.batch_size,
-                           source=str(ex.packets_folder(setup.role)))
+                           source=str(ex.grader_packets_folder(grader)))
     rubric = ex.rubric()
     files = ex.grader_files(grader)
     ex.ensure_meta(files, graderun.packet_meta(packets))

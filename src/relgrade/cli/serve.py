@@ -89,6 +89,7 @@ def build_site(params_path=None, *, graders=None, tokens_path=None):
     from relgrade.graders.command import packet_meta
     from relgrade.graders.store import GradeStore, SingleWriter
     from relgrade.io.files import read_jsonl
+    from relgrade.schema import PANEL_ROLES
     from relgrade.web.app import Site, site_graders
 
     if params_path is None:
@@ -104,7 +105,9 @@ def build_site(params_path=None, *, graders=None, tokens_path=None):
     specs = {n: ex.params.grader(n) for n in names}
     grading = ex.params.grading
     roles = {s["role"] for s in specs.values()}
-    packets_by_role = {r: ex.packets(r) for r in roles}
+    # a rater's packets are their own queue, an expert's the adjudication queue
+    own = {n: ex.grader_packets(n) for n, s in specs.items() if s["role"] in PANEL_ROLES}
+    packets_by_role = {r: ex.packets(r) for r in roles if r not in PANEL_ROLES}
     audit_ids = None
     audit_path = ex.path("audit")
     if "auditor" in roles and audit_path.exists():
@@ -114,15 +117,16 @@ def build_site(params_path=None, *, graders=None, tokens_path=None):
     try:
         for n in names:
             files = ex.grader_files(n)
-            ex.ensure_meta(files, packet_meta(packets_by_role[specs[n]["role"]]))
-            stores[n] = GradeStore(files.grades, made_on=ex.made_on(
-                packets_by_role[specs[n]["role"]])).open()
+            mine = own[n] if n in own else packets_by_role[specs[n]["role"]]
+            ex.ensure_meta(files, packet_meta(mine))
+            stores[n] = GradeStore(files.grades, made_on=ex.made_on(mine)).open()
     except BaseException:
         for st in stores.values():
             st.close()
         raise
     site = Site(graders=site_graders(specs, packets_by_role=packets_by_role, tokens=tokens,
-                                     stores=stores, audit_ids=audit_ids),
+                                     stores=stores, audit_ids=audit_ids,
+                                     packets_by_grader=own),
                 rubric=ex.rubric(), scale=list(ex.params.need("scale").grades),
                 max_reason_words=ex.params.need("grading.max_reason_words"),
                 max_reason_chars=grading.max_reason_chars,

@@ -229,11 +229,36 @@ class Experiment:
             No packets for the role, or a packet that
             :func:`relgrade.protocol.packets.check_packet` refuses.
         """
-        folder = self.packets_folder(role)
+        return self._packets_in(self.packets_folder(role), what=role)
+
+    def grader_packets(self, name: str) -> dict:
+        """Grader ``name``'s packets, query id → packet: its role's, or for a rater its own
+        (``packets/rater/NAME``), for an expert the adjudication queue's.
+
+        Raises
+        ------
+        InputError
+            ``name`` is not declared; no packets; a packet
+            :func:`relgrade.protocol.packets.check_packet` refuses.
+        """
+        from relgrade.experiment.panel import packets_folder
+
+        role = self.params.grader(name)["role"]
+        fix = ("Run: dvc repro (the aggregation stage writes the expert's packets)"
+               if role == "expert" else "Run: dvc repro packets")
+        return self._packets_in(packets_folder(self, name), what=f"{name}'s", fix=fix)
+
+    def grader_packets_folder(self, name: str) -> Path:
+        """The folder of grader ``name``'s packets (see :meth:`grader_packets`)."""
+        from relgrade.experiment.panel import packets_folder
+
+        return packets_folder(self, name)
+
+    def _packets_in(self, folder: Path, *, what: str,
+                    fix: str = "Run: dvc repro packets") -> dict:
         files = sorted(folder.glob("*.json")) if folder.is_dir() else []
         if not files:
-            raise InputError(f"no {role} packets found", path=folder,
-                             fix="Run: dvc repro packets")
+            raise InputError(f"no {what} packets found", path=folder, fix=fix)
         out = {}
         for f in files:
             p = packets_mod.check_packet(io.read_json(f), path=f)

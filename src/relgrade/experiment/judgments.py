@@ -159,6 +159,13 @@ def judgments(ex, pool: pd.DataFrame, audit_ids) -> Judgments:
     pending = bank.pending_work(pool, judged, key_grader=key_grader, auditor=auditor,
                                 audit_ids=audit_ids, regrade=scope, triage_grader=model,
                                 key_pairs=key_pairs, **now)
+    if grading.mode == "raters":
+        # the key grader is the panel's aggregate, made by the aggregation stage: the raters
+        # owe their queues (work and gold alike), the auditor the audit queries
+        from relgrade.experiment.panel import rater_pending
+
+        pending = pd.concat([rater_pending(ex, judged, now),
+                             pending[pending["grader"] != key_grader]], ignore_index=True)
     return Judgments(bank=judged, files=files, rounds=chain, scope=scope, now=now,
                      pending=pending, round_pairs=round_pairs, triage_queue=queue,
                      triage_grader=model)

@@ -144,6 +144,14 @@ class Paths(_Section):
     training_set: str | None = None
     triage_queue: str | None = None
     triage_key: str | None = None
+    # a rater panel (grading.mode: raters)
+    assignment: str | None = None
+    rater_grades: str | None = None
+    aggregate: str | None = None
+    aggregated: str | None = None
+    adjudication_queue: str | None = None
+    adjudication_packets: str | None = None
+    adjudication: str | None = None
 
 
 class Scale(_Section):
@@ -280,10 +288,54 @@ class Grading(_Section):
     #: >= 1 in the previous round (the protocol's partial regrade), merged with its 0s.
     regrade: Literal["all", "relevant"] = "all"
     deviations: list[str] = Field(default_factory=list)
-    #: ``single``: one key grader grades the pool (today's protocol); ``triage``: a model
+    #: ``single``: one key grader grades every pair (today's protocol); ``triage``: a model
     #: grader of role ``triage`` grades every pair and people grade what it marks relevant
-    #: plus a sample of its 0s (see the ``triage`` section and docs/triage.md).
-    mode: Literal["single", "triage"] = "single"
+    #: plus a sample of its 0s (see the ``triage`` section and docs/triage.md); ``raters``: a
+    #: panel of graders with role ``rater`` grades each pair ``raters.per_pair`` times and the
+    #: key grader's grades are the aggregation stage's output (see docs/raters.md).
+    mode: Literal["single", "triage", "raters"] = "single"
+
+
+class Raters(_Section):
+    """``raters``: how many raters grade each pair (``grading.mode: raters``)."""
+
+    per_pair: Annotated[int, _number(integer=True, ge=3, le=5, what="an integer from 3 to 5")]
+
+
+class Gold(_Section):
+    """``gold``: pairs with known grades hidden in every rater's queue.
+
+    ``input`` is the tracked gold file (``query_id``, ``chunk_id``, ``grade``; pool pairs
+    only); ``fraction`` the share of each rater's queue that is gold; a rater whose gold
+    accuracy (exact) is below ``min_accuracy`` on at least ``min_gold`` gold answers is
+    removed; ``within_one`` adds the within-one-grade accuracy to the report.
+    """
+
+    input: str
+    fraction: Annotated[float, _number(integer=False, gt=0, le=0.5,
+                                       what="a number in (0, 0.5]")]
+    min_accuracy: Share = 0.6
+    min_gold: NonNegative = 3
+    within_one: Flag = True
+
+
+class Aggregation(_Section):
+    """``aggregation``: majority vote or Dawid-Skene, and Dawid-Skene's stopping rule."""
+
+    method: Literal["majority", "dawid-skene"] = "majority"
+    tol: Annotated[float, _number(integer=False, ge=0)] = 1e-7
+    max_iter: Positive = 2000
+
+
+class Adjudication(_Section):
+    """``adjudication``: which pairs an expert resolves, and who.
+
+    A pair goes to the ``expert`` (a grader with role ``expert``) when its kept raters'
+    grades lie more than ``max_spread`` apart, or when a majority vote ties.
+    """
+
+    max_spread: NonNegative = 1
+    expert: str | None = None
 
 
 class Grader(BaseModel):
@@ -296,7 +348,7 @@ class Grader(BaseModel):
 
     model_config = ConfigDict(extra="allow", frozen=True)
 
-    role: Literal["grader", "auditor", "triage"]
+    role: Literal["grader", "auditor", "triage", "rater", "expert"]
     kind: Literal["model", "human", "import"]
 
     def as_dict(self) -> dict:
@@ -412,7 +464,8 @@ _SECTIONS: dict[str, type[BaseModel]] = {
     "paths": Paths, "scale": Scale, "corpus": Corpus, "queries": Queries, "runs": Runs,
     "pool": Pool, "intents": Intents, "audit": Audit, "grading": Grading, "gates": Gates,
     "metrics": Metrics, "clicks": Clicks, "cost": Cost, "agreement": Agreement,
-    "sample": Sample, "triage": Triage}
+    "sample": Sample, "triage": Triage, "raters": Raters, "gold": Gold,
+    "aggregation": Aggregation, "adjudication": Adjudication}
 
 
 # --- the whole file ------------------------------------------------------------------
@@ -448,6 +501,10 @@ class Params(BaseModel):
     agreement: Agreement = Field(default_factory=Agreement)
     sample: Sample | None = None
     triage: Triage | None = None
+    raters: Raters | None = None
+    gold: Gold | None = None
+    aggregation: Aggregation = Field(default_factory=Aggregation)
+    adjudication: Adjudication = Field(default_factory=Adjudication)
 
     _source: Path = PrivateAttr(default=PARAMS_FILE)
 
@@ -504,6 +561,38 @@ class Params(BaseModel):
             return self.triage.grader
         named = sorted(n for n, g in self.graders.items() if g.role == "triage")
         return named[0] if len(named) == 1 else None
+
+    @model_validator(mode="after")
+    def _panel_is_complete(self):
+        if self.grading.mode != "raters":
+            return self
+        raters = sorted(n for n, g in self.graders.items() if g.role == "rater")
+        if self.grading.regrade != "all":
+            raise PydanticCustomError(
+                "relgrade_panel", "grading.regrade must be all when grading.mode is raters: "
+                "a rater panel regrades a round whole (found {regrade})",
+                {"regrade": repr(self.grading.regrade)})
+        if self.raters is None:
+            raise PydanticCustomError(
+                "relgrade_panel", "grading.mode is raters but the params have no `raters` "
+                "section: set raters.per_pair (3 to 5)", {})
+        if self.raters.per_pair > len(raters):
+            raise PydanticCustomError(
+                "relgrade_panel", "raters.per_pair must be at most the number of graders "
+                "with role rater (found per_pair {n}; raters: {names})",
+                {"n": self.raters.per_pair, "names": ", ".join(raters) or "none"})
+        key = self.grading.key_grader
+        if not key or key in self.graders:
+            raise PydanticCustomError(
+                "relgrade_panel", "grading.key_grader must name the aggregate of the raters, "
+                "a name not declared under graders (found {key})", {"key": repr(key)})
+        expert = self.adjudication.expert
+        if expert is not None and (expert not in self.graders
+                                   or self.graders[expert].role != "expert"):
+            raise PydanticCustomError(
+                "relgrade_panel", "adjudication.expert must name a grader with role expert "
+                "(found {expert})", {"expert": repr(expert)})
+        return self
 
     @property
     def source(self) -> Path:

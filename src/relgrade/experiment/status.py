@@ -24,6 +24,7 @@ from relgrade.experiment.cost import cost_lines, status_cost
 from relgrade.experiment.design import unfilled_parts
 from relgrade.experiment.files import Experiment
 from relgrade.experiment.judgments import Judgments, judgments
+from relgrade.experiment.panel import expert_pending, is_panel, raters_of
 from relgrade.experiment.params import Params
 from relgrade.io import files as io
 from relgrade.protocol import bank, grades, triage
@@ -35,7 +36,7 @@ from relgrade.protocol.gate import (
     check_gates,
     looser_than_protocol,
 )
-from relgrade.schema import TRIAGE_ROLE
+from relgrade.schema import PANEL_ROLES, TRIAGE_ROLE
 
 _STEPS = ("corpus", "queries", "pool", "intents", "audit", "gate", "key")
 
@@ -224,7 +225,8 @@ def experiment_status(
     st["audit"] = ({"state": "chosen", "queries": audit} if audit is not None
                    else missing_or_problem("audit"))
 
-    graders = params.graders_dict()
+    graders = {n: g for n, g in params.graders_dict().items()
+               if g["role"] not in PANEL_ROLES}  # a panel's queues are in st["pending"]
     rows = dict(grader_rows or {})
 
     def owed_by(name):
@@ -481,12 +483,26 @@ def pending_status(ex: Experiment, *, held: Judgments, table: pd.DataFrame) -> d
     names = [key_grader, auditor]
     if held.triage_grader is not None:  # triage mode: the model grader owes the pool too
         names.append(held.triage_grader)
+    if is_panel(ex):  # the key grader is the aggregate: the raters are who owes the work
+        names = [*raters_of(ex), auditor]
     counts = bank.pending_counts(held.pending, names)
     manifest = ex.path("pool_manifest")
     version = io.read_json(manifest).get("pool_version") if manifest.exists() else None
-    return {"pool_version": version, "rounds": list(held.rounds),
-            "graders": {g: {"current": int((table["grader"] == g).sum()), **counts[g]}
-                        for g in names}}
+    out = {"pool_version": version, "rounds": list(held.rounds),
+           "graders": {g: {"current": int((table["grader"] == g).sum()), **counts[g]}
+                       for g in names}}
+    if is_panel(ex):
+        owed = expert_pending(ex)
+        expert = ex.params.adjudication.expert
+        if expert is not None:
+            out["graders"][expert] = {
+                "current": int((table["grader"] == expert).sum()),
+                **bank.pending_counts(owed.iloc[:0], [expert])[expert],
+                "pending_adjudication": int(len(owed))}
+        out["adjudication"] = {"expert": expert, "pending": int(len(owed)),
+                               "queries": sorted(owed["query_id"].unique().tolist())}
+        out["raters"] = raters_of(ex)
+    return out
 
 
 def status_lines(st: Mapping) -> list[str]:
@@ -621,6 +637,7 @@ def status_lines(st: Mapping) -> list[str]:
                        "not the frozen key)")
         else:
             out.append(f"metrics {arm}: missing")
+    out += panel_lines(st.get("pending") or {})
     if st.get("cost"):
         out += cost_lines(st["cost"])
     if st.get("design", {}).get("unfilled"):
@@ -629,6 +646,29 @@ def status_lines(st: Mapping) -> list[str]:
         out.append(f"{step}: cannot be read: {error}")
     if st.get("ledger", {}).get("state") == "refused":
         out.append(f"ledger: refused: {st['ledger']['error']}")
+    return out
+
+
+def panel_lines(pending: Mapping) -> list[str]:
+    """A rater panel's pending work in plain words: what each rater still owes of its queue
+    and the adjudication queue the expert owes (nothing without a panel)."""
+    if "adjudication" not in pending:
+        return []
+    out = []
+    for name in pending.get("raters", []):
+        c = pending["graders"][name]
+        owed = c["pending_new"] + c["pending_stale"]
+        if owed:
+            out.append(f"raters: {name} owes {_n(owed, 'pair')} of its queue "
+                       f"({c['current']} graded); run `relgrade grade run --grader {name}` "
+                       "or `relgrade serve`")
+    adj = pending["adjudication"]
+    if adj["pending"]:
+        who = adj["expert"] or "no expert declared (set adjudication.expert)"
+        out.append(f"adjudication: {_n(adj['pending'], 'queued pair')} owed by {who} "
+                   f"(queries {', '.join(adj['queries'])})")
+    else:
+        out.append("adjudication: nothing pending")
     return out
 
 

@@ -22,7 +22,15 @@ import pandas as pd
 
 from relgrade.errors import InputError
 from relgrade.protocol.bank import current_grades
-from relgrade.schema import BANK, GRADE_KEYS, GRADES, MADE_ON, ROW_COLUMNS, TRIAGE_ROLE
+from relgrade.schema import (
+    BANK,
+    GRADE_KEYS,
+    GRADES,
+    MADE_ON,
+    PANEL_ROLES,
+    ROW_COLUMNS,
+    TRIAGE_ROLE,
+)
 
 
 def reason_required(kind: str, role: str, grade: int) -> bool:
@@ -521,9 +529,12 @@ def grader_entry(name: str, spec: Mapping, *, graded: pd.DataFrame, pool: pd.Dat
         ``kind``, ``family``, ``model`` or ``person``, ``role``, ``rubric_version``,
         ``round``, ``file``, ``sha256``, ``rows``, ``queries`` (queries with a grade),
         ``pairs_missing`` (count) and ``missing`` (query → chunk ids). A grader-role grader
-        must cover the pool of every query it graded; an auditor the audit queries' pools.
+        must cover the pool of every query it graded; an auditor the audit queries' pools;
+        a rater or an expert is not checked here (their queues are not the pool's).
     """
     queries = None if spec["role"] in ("grader", TRIAGE_ROLE) else list(audit_query_ids)
+    if spec["role"] in PANEL_ROLES:  # a rater owes its own queue, an expert the queue of
+        queries = []                 # adjudication: both checked where those are known
     missing = missing_pairs(graded, pool, queries=queries)
     entry = {"kind": spec["kind"], "family": spec.get("family")}
     for k in ("model", "person"):

@@ -523,7 +523,8 @@ def _form_message(e: InputError) -> str:
 
 
 def site_graders(graders: Mapping, *, packets_by_role: Mapping, tokens: Mapping,
-                 stores: Mapping, audit_ids=None) -> dict:
+                 stores: Mapping, audit_ids=None, packets_by_grader: Mapping | None = None
+                 ) -> dict:
     """:class:`WebGrader` objects for the graders to serve.
 
     Parameters
@@ -538,12 +539,16 @@ def site_graders(graders: Mapping, *, packets_by_role: Mapping, tokens: Mapping,
         name → open :class:`GradeStore`.
     audit_ids : iterable of str, optional
         The audit queries; an auditor's queue keeps only these.
+    packets_by_grader : dict, optional
+        name → (query id → packet) for graders with packets of their own (a rater's
+        queue, an expert's adjudication queue); they take precedence over the role's.
     """
     out = {}
+    own = packets_by_grader or {}
     audit = None if audit_ids is None else {str(q) for q in audit_ids}
     for name, spec in graders.items():
         role = spec["role"]
-        packets = dict(packets_by_role[role])
+        packets = dict(own[name] if name in own else packets_by_role[role])
         if role == "auditor" and audit is not None:
             packets = {q: p for q, p in packets.items() if q in audit}
         out[name] = WebGrader(name=name, role=role, kind=spec.get("kind", "human"),

@@ -1,0 +1,173 @@
+"""A rater panel on disk (``grading.mode: raters``): queues, packets, pending work, the expert.
+
+The files of a panel, all under params ``paths``:
+
+* ``assignment``: the private queue table, one row per (rater, pair) with its display
+  order and the ``work`` / ``gold`` flags (:data:`relgrade.raters.assign.RATER_ORDERS`);
+  written by the packets stage, never shown to a rater;
+* ``packets/rater/NAME/QUERY_ID.json``: each rater's packets, gold and work chunks alike;
+* ``rater_grades``: the grades stage's table of every grader's current grades;
+* ``aggregate`` (report), ``aggregated`` (per pair), ``adjudication_queue`` and
+  ``adjudication_packets`` (the expert's packets): the aggregation stage's outputs;
+* ``adjudication`` (provenance of the expert's grades) and ``grades`` (the table agreement,
+  gate and key read, with the key grader's rows): the adjudication stage's outputs.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+
+from relgrade.errors import InputError
+from relgrade.io import files as io
+from relgrade.protocol import bank
+from relgrade.raters.assign import (
+    assign_pairs,
+    check_panel_gold,
+    rater_orders,
+    rater_queues,
+)
+from relgrade.rng import stage_rng
+from relgrade.schema import PENDING
+
+#: The adjudication stage's ``why`` of a pair the expert owes.
+ADJUDICATE = "adjudicate"
+
+
+def is_panel(ex) -> bool:
+    """Whether the experiment grades with a rater panel (params ``grading.mode: raters``)."""
+    return ex.params.grading.mode == "raters"
+
+
+def raters_of(ex) -> list[str]:
+    """The graders with role ``rater``, sorted by name."""
+    return sorted(n for n, g in ex.params.graders.items() if g.role == "rater")
+
+
+def read_gold(ex, pool: pd.DataFrame) -> pd.DataFrame | None:
+    """The gold table (params ``gold.input``), checked against the pool and the scale.
+
+    Returns
+    -------
+    pandas.DataFrame or None
+        ``query_id``, ``chunk_id``, ``grade``; None when params declare no ``gold``.
+
+    Raises
+    ------
+    InputError
+        The file is missing or malformed, a gold pair is not in the pool, or a gold grade
+        is off the scale (see :func:`relgrade.raters.assign.check_panel_gold`).
+    """
+    gold = ex.params.gold
+    if gold is None:
+        return None
+    path = ex.file(gold.input)
+    if not path.exists():
+        raise InputError("gold file not found", path=path, item="gold.input")
+    table = io.read_table(path)
+    return check_panel_gold(table, pool=pool, scale=ex.params.need("scale").grades, path=path)
+
+
+def build_rater_orders(ex, pool: pd.DataFrame) -> pd.DataFrame:
+    """Every rater's queue in display order, gold mixed in (the private assignment table).
+
+    The assignment draws from ``stage_rng(seed, "raters")`` and the gold questions from
+    ``stage_rng(seed, "gold")`` (:func:`relgrade.rng.stage_rng`), so both are rebuilt
+    exactly from params ``seed``.
+    """
+    seed, grading = ex.params.need("seed"), ex.params.grading
+    assignment = assign_pairs(pool, raters_of(ex), per_pair=ex.params.need("raters").per_pair,
+                              rng=stage_rng(seed, "raters"))
+    gold = read_gold(ex, pool)
+    fraction = ex.params.gold.fraction if ex.params.gold is not None else 0.0
+    queues = rater_queues(assignment, gold, fraction=fraction, rng=stage_rng(seed, "gold"))
+    return rater_orders(queues, seed=seed, round=grading.round,
+                        batch_size=grading.batch_size)
+
+
+def read_assignment(ex) -> pd.DataFrame:
+    """The private assignment table the packets stage wrote.
+
+    Raises
+    ------
+    InputError
+        It does not exist yet (the fix names ``dvc repro packets``).
+    """
+    path = ex.path("assignment")
+    if not path.exists():
+        raise InputError("the raters' assignment does not exist yet", path=path,
+                         fix="Run: dvc repro packets")
+    return io.read_table(path)
+
+
+def rater_pending(ex, judged: pd.DataFrame, now: dict) -> pd.DataFrame:
+    """The pairs each rater still owes: their queue (work and gold alike) less current grades.
+
+    Parameters
+    ----------
+    judged : pandas.DataFrame
+        The judgment bank of the round (:data:`relgrade.schema.BANK`).
+    now : dict
+        What a grade must be made on now (``content``, ``intents``, ``rubric_sha256``,
+        ``rubric_version``).
+
+    Returns
+    -------
+    pandas.DataFrame
+        :data:`relgrade.schema.PENDING`, ``why`` ``"new"`` or ``"stale"``, raters in name
+        order.
+    """
+    queue = read_assignment(ex)
+    status = bank.currency(judged, **now) if len(judged) else pd.Series([], dtype=str)
+    frames = []
+    for name, mine in queue.groupby("grader", sort=True):
+        rows = judged["grader"].astype(str) == name
+        keys = list(zip(judged.loc[rows, "query_id"].astype(str),
+                        judged.loc[rows, "chunk_id"].astype(str)))
+        current = {k for k, s in zip(keys, status[rows]) if s == "current"}
+        graded = set(keys)
+        owed = [(name, q, c, bank.STALE if (q, c) in graded else bank.NEW)
+                for q, c in sorted(zip(mine["query_id"], mine["chunk_id"]))
+                if (q, c) not in current]
+        frames.append(pd.DataFrame(owed, columns=PENDING))
+    if not frames:
+        return pd.DataFrame(columns=PENDING)
+    return pd.concat(frames, ignore_index=True)
+
+
+def packets_folder(ex, name: str) -> Path:
+    """Where grader ``name``'s packets live: ``packets/ROLE`` for a grader or auditor,
+    ``packets/rater/NAME`` for a rater, ``paths.adjudication_packets`` for an expert."""
+    role = ex.params.grader(name)["role"]
+    if role == "rater":
+        return ex.packets_folder("rater") / name
+    if role == "expert":
+        return ex.path("adjudication_packets")
+    return ex.packets_folder(role)
+
+
+def expert_pending(ex) -> pd.DataFrame:
+    """The queued pairs the expert has not graded yet (empty when there is no queue file).
+
+    Returns
+    -------
+    pandas.DataFrame
+        :data:`relgrade.schema.PENDING` with ``why`` ``"adjudicate"``.
+    """
+    expert = ex.params.adjudication.expert
+    if not getattr(ex.params.paths, "adjudication_queue", None):
+        return pd.DataFrame(columns=PENDING)
+    path = ex.path("adjudication_queue")
+    if not path.exists():
+        return pd.DataFrame(columns=PENDING)
+    queued = [(str(r["query_id"]), str(r["chunk_id"])) for r in io.read_jsonl(path)]
+    done = set()
+    if expert is not None:
+        f = ex.grader_files(expert).grades
+        if f.exists():
+            done = {(str(r.get("query_id")), str(r.get("chunk_id")))
+                    for _, r in io.iter_jsonl(f)}
+    rows = [(expert or "(no expert declared)", q, c, ADJUDICATE)
+            for q, c in sorted(queued) if (q, c) not in done]
+    return pd.DataFrame(rows, columns=PENDING)

@@ -1,0 +1,360 @@
+"""Which rater grades which pair: a balanced, seeded assignment with gold hidden in each queue.
+
+With ``grading.mode: raters`` every pool pair is graded by ``raters.per_pair`` different
+raters. :func:`assign_pairs` spreads the pairs so that every rater gets the same number of
+pairs, give or take one, and never the same pair twice. :func:`rater_queues` adds each rater's
+gold questions (pool pairs with a known grade that are not already that rater's work) at the
+gold share, and :func:`rater_orders` lays each rater's queue out per query in a seeded shuffle,
+the same rule for gold and work pairs, so nothing in a packet tells them apart.
+
+The queue table is private, like provenance: its ``work`` and ``gold`` columns say which
+rows are gold questions and must never reach a rater.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Iterable, Sequence
+
+import numpy as np
+import pandas as pd
+
+from relgrade.errors import InputError
+from relgrade.raters.gold import check_gold, seed_gold
+from relgrade.rng import order_seed, rng_for
+from relgrade.schema import ORDERS, PAIR
+
+#: Columns of :func:`assign_pairs`' result.
+ASSIGNMENT = ["grader", "query_id", "chunk_id"]
+
+#: Columns of :func:`rater_queues`' result (private: ``work`` and ``gold``).
+QUEUE = ["grader", "query_id", "chunk_id", "work", "gold"]
+
+#: Columns of :func:`rater_orders`' result: the orders table's, with the rater and the two
+#: private flags.
+RATER_ORDERS = ["grader", *ORDERS, "work", "gold"]
+
+#: The role slot a rater's display orders are drawn in (see :func:`rater_orders`).
+RATER_SLOT = "rater:"
+
+
+def _raters(raters: Iterable[str]) -> list[str]:
+    names = [str(r) for r in raters]
+    seen = set()
+    for name in names:
+        if name in seen:
+            raise InputError("a rater is listed twice", item=name,
+                             fix="Name each rater once")
+        seen.add(name)
+    return sorted(names)
+
+
+def assign_pairs(pool: pd.DataFrame, raters: Sequence[str], *, per_pair: int,
+                 rng: np.random.Generator) -> pd.DataFrame:
+    """Each pool pair given to ``per_pair`` different raters, with balanced loads.
+
+    Parameters
+    ----------
+    pool : pandas.DataFrame of shape (n_pairs, >= 2)
+        The pool: ``query_id``, ``chunk_id`` (other columns are ignored). Not modified.
+    raters : sequence of str
+        The raters (graders with role ``rater``), each named once.
+    per_pair : int >= 1
+        Raters per pair (params ``raters.per_pair``), at most ``len(raters)``.
+    rng : numpy.random.Generator
+        Draws the order pairs are dealt in and breaks ties between equally loaded raters;
+        build it from params ``seed``.
+
+    Returns
+    -------
+    pandas.DataFrame of shape (n_pairs * per_pair, 3)
+        Columns :data:`ASSIGNMENT` (str), sorted by (grader, query_id, chunk_id).
+
+    Raises
+    ------
+    InputError
+        A rater is named twice; ``per_pair`` is not a whole number from 1 to the number of
+        raters; a pair is twice in the pool.
+    TypeError
+        ``rng`` is not a ``numpy.random.Generator``.
+
+    Notes
+    -----
+    Pairs are dealt in a seeded random order; each goes to the ``per_pair`` raters with the
+    fewest pairs so far, ties broken by a fresh random key per pair. Dealing to the least
+    loaded keeps every two raters' loads within one pair of each other after every step (the
+    greedy rule never raises a most loaded rater while a less loaded one is left out), so
+    loads are ``floor(n * per_pair / R)`` or one more.
+
+    Examples
+    --------
+    >>> pool = pd.DataFrame({"query_id": ["q"] * 4, "chunk_id": list("abcd")})
+    >>> a = assign_pairs(pool, ["r1", "r2", "r3"], per_pair=3, rng=np.random.default_rng(1))
+    >>> a.groupby("grader").size().tolist()
+    [4, 4, 4]
+    """
+    if not isinstance(rng, np.random.Generator):
+        raise TypeError("rng must be a numpy.random.Generator built from a seed in params")
+    names = _raters(raters)
+    if isinstance(per_pair, bool) or not isinstance(per_pair, (int, np.integer)) \
+            or not 1 <= per_pair <= len(names):
+        raise InputError("raters.per_pair must be a whole number from 1 to the number of "
+                         "raters", item="raters.per_pair",
+                         found=f"{per_pair!r} with {len(names)} raters")
+    pairs = pool[PAIR].astype(str).drop_duplicates().sort_values(PAIR, kind="stable")
+    if len(pairs) != len(pool):
+        dup = pool[PAIR].astype(str)
+        first = dup[dup.duplicated(keep=False)].iloc[0]
+        raise InputError("a pair is twice in the pool",
+                         item=f"pair ({first['query_id']}, {first['chunk_id']})")
+    keys = list(zip(pairs["query_id"], pairs["chunk_id"]))
+    load = np.zeros(len(names), dtype=np.int64)
+    rows = []
+    for i in rng.permutation(len(keys)):
+        tie = rng.random(len(names))
+        chosen = np.lexsort((tie, load))[:per_pair]
+        load[chosen] += 1
+        q, c = keys[int(i)]
+        rows += [(names[j], q, c) for j in sorted(chosen)]
+    out = pd.DataFrame(rows, columns=ASSIGNMENT, dtype=str)
+    return out.sort_values(ASSIGNMENT, kind="stable").reset_index(drop=True)
+
+
+def check_assignment(assignment: pd.DataFrame) -> pd.DataFrame:
+    """Refuse an assignment that lists a rater twice for one pair.
+
+    Parameters
+    ----------
+    assignment : pandas.DataFrame of shape (n_rows, >= 3)
+        Columns ``grader``, ``query_id``, ``chunk_id``.
+
+    Returns
+    -------
+    pandas.DataFrame
+        ``assignment`` unchanged.
+
+    Raises
+    ------
+    InputError
+        A (rater, pair) is listed twice; the error names both.
+    """
+    dup = assignment.duplicated(ASSIGNMENT, keep=False)
+    if dup.any():
+        row = assignment[dup].iloc[0]
+        raise InputError("a rater is listed twice for one pair",
+                         item=f"{row['grader']}: pair ({row['query_id']}, {row['chunk_id']})",
+                         fix="Give each pair to each rater at most once")
+    return assignment
+
+
+def check_panel_gold(gold: pd.DataFrame, *, pool: pd.DataFrame, scale: Iterable[int],
+                     path=None) -> pd.DataFrame:
+    """The gold table checked against the pool and the scale.
+
+    Parameters
+    ----------
+    gold : pandas.DataFrame of shape (n_gold, >= 3)
+        ``query_id``, ``chunk_id``, ``grade``: pool pairs whose grade is known.
+    pool : pandas.DataFrame
+        The pool (``query_id``, ``chunk_id``).
+    scale : iterable of int
+        The grade scale (params ``scale.grades``).
+    path : str or os.PathLike, optional
+        The gold file, named in errors.
+
+    Returns
+    -------
+    pandas.DataFrame of shape (n_gold, 3)
+        As :func:`relgrade.raters.gold.check_gold`.
+
+    Raises
+    ------
+    InputError
+        As :func:`~relgrade.raters.gold.check_gold`; a gold pair is not in the pool; a gold
+        grade is off the scale. Each error names the file and the pair.
+    """
+    try:
+        known = check_gold(gold)
+    except InputError as e:
+        raise InputError(e.rule, path=path, item=e.item, found=e.found, fix=e.fix) from None
+    in_pool = set(zip(pool["query_id"].astype(str), pool["chunk_id"].astype(str)))
+    for q, c, g in zip(known["query_id"], known["chunk_id"], known["grade"]):
+        if (q, c) not in in_pool:
+            raise InputError("a gold pair is not in the pool", path=path,
+                             item=f"pair ({q}, {c})",
+                             fix="Gold questions are pool pairs with a known grade")
+    labels = sorted(int(s) for s in scale)
+    off = ~known["grade"].isin(labels)
+    if off.any():
+        row = known[off].iloc[0]
+        raise InputError(f"a gold grade is off the scale {', '.join(map(str, labels))}",
+                         path=path, item=f"pair ({row['query_id']}, {row['chunk_id']})",
+                         found=int(row["grade"]))
+    return known
+
+
+def rater_queues(assignment: pd.DataFrame, gold: pd.DataFrame | None, *, fraction: float,
+                 rng: np.random.Generator) -> pd.DataFrame:
+    """Every rater's queue: the pairs assigned to them plus their gold questions.
+
+    Parameters
+    ----------
+    assignment : pandas.DataFrame
+        :func:`assign_pairs`' table.
+    gold : pandas.DataFrame or None
+        The gold table (``query_id``, ``chunk_id``, ``grade``; pool pairs); None: no gold.
+    fraction : float in [0, 1)
+        The share of each queue that is gold once seeded (params ``gold.fraction``).
+    rng : numpy.random.Generator
+        Draws which gold pairs each rater gets.
+
+    Returns
+    -------
+    pandas.DataFrame of shape (n_rows, 5)
+        Columns :data:`QUEUE`: ``grader``, ``query_id``, ``chunk_id`` (str), ``work``
+        (bool: the pair is the rater's work, so their grade may enter the aggregate) and
+        ``gold`` (bool: the pair's grade is known). A gold question added to a queue has
+        ``work`` False. Sorted by (grader, query_id, chunk_id). **Private.**
+
+    Raises
+    ------
+    InputError
+        As :func:`check_assignment` and :func:`relgrade.raters.gold.seed_gold` (too few
+        gold pairs outside a rater's work for the fraction).
+
+    Notes
+    -----
+    The number of gold questions added to a queue of :math:`n` work pairs, :math:`p` of
+    them gold already, is :func:`~relgrade.raters.gold.seed_gold`'s
+    :math:`\\operatorname{round}((f n - p) / (1 - f))`: gold pairs among a rater's own work
+    count towards the share.
+    """
+    check_assignment(assignment)
+    work = assignment[ASSIGNMENT].astype(str)
+    if gold is None or len(gold) == 0 or fraction == 0:
+        out = work.assign(work=True, gold=False)
+        if gold is not None and len(gold):
+            known = set(zip(gold["query_id"].astype(str), gold["chunk_id"].astype(str)))
+            out["gold"] = [(q, c) in known for q, c in zip(out["query_id"], out["chunk_id"])]
+        return out[QUEUE].sort_values(QUEUE[:3], kind="stable").reset_index(drop=True)
+    seeded = seed_gold(work, gold, share=float(fraction), rng=rng)
+    mine = set(zip(work["grader"], work["query_id"], work["chunk_id"]))
+    seeded["work"] = [(g, q, c) in mine for g, q, c in
+                      zip(seeded["grader"], seeded["query_id"], seeded["chunk_id"])]
+    return seeded[QUEUE].sort_values(QUEUE[:3], kind="stable").reset_index(drop=True)
+
+
+def rater_orders(queues: pd.DataFrame, *, seed: int, round: int,  # noqa: A002
+                 batch_size: int) -> pd.DataFrame:
+    """Each rater's display order per query, gold and work pairs shuffled together.
+
+    Parameters
+    ----------
+    queues : pandas.DataFrame
+        :func:`rater_queues`' table.
+    seed : int
+        The experiment seed (params ``seed``).
+    round : int >= 1
+        The grading round.
+    batch_size : int from 1 to 5
+        Chunks per batch.
+
+    Returns
+    -------
+    pandas.DataFrame of shape (n_rows, 10)
+        Columns :data:`RATER_ORDERS`: the rater, the orders table's columns (``role``
+        ``"rater"``) and the private ``work`` / ``gold`` flags; sorted by (grader,
+        query_id, position).
+
+    Notes
+    -----
+    A rater's chunks of one query are sorted by id (code-point order) and permuted with
+    ``rng_for(seed, query_id, "rater:" + name, round)`` (:func:`relgrade.rng.rng_for`): the
+    order depends only on the set of chunk ids, never on which of them are gold, and it is
+    rebuilt exactly from the recorded ``order_seed``.
+    """
+    _check_batch_size(batch_size)
+    cols = {c: [] for c in RATER_ORDERS}
+    flags = {(g, q, c): (w, o) for g, q, c, w, o in
+             zip(queues["grader"], queues["query_id"], queues["chunk_id"], queues["work"],
+                 queues["gold"])}
+    for (grader, qid), g in queues.groupby(["grader", "query_id"], sort=True):
+        ids = sorted(g["chunk_id"].astype(str))
+        slot = RATER_SLOT + str(grader)
+        perm = rng_for(seed, str(qid), slot, int(round)).permutation(len(ids))
+        oseed = order_seed(seed, str(qid), slot, int(round))
+        for pos, i in enumerate(perm):
+            cid = ids[int(i)]
+            w, o = flags[(grader, qid, cid)]
+            cols["grader"].append(str(grader))
+            cols["query_id"].append(str(qid))
+            cols["chunk_id"].append(cid)
+            cols["role"].append("rater")
+            cols["round"].append(int(round))
+            cols["position"].append(pos)
+            cols["batch"].append(pos // int(batch_size))
+            cols["order_seed"].append(oseed)
+            cols["work"].append(bool(w))
+            cols["gold"].append(bool(o))
+    out = pd.DataFrame(cols)
+    for c in ("round", "position", "batch", "order_seed"):
+        out[c] = out[c].astype(np.int64)
+    for c in ("work", "gold"):
+        out[c] = out[c].astype(bool)
+    return out[RATER_ORDERS]
+
+
+def _check_batch_size(batch_size) -> None:
+    if isinstance(batch_size, bool) or not isinstance(batch_size, (int, np.integer)) \
+            or not 1 <= batch_size <= 5:
+        raise InputError("grading.batch_size must be an integer from 1 to 5",
+                         item="grading.batch_size", found=repr(batch_size))
+
+
+def expected_load(n_pairs: int, n_raters: int, per_pair: int) -> tuple[int, int]:
+    """The least and most work pairs a rater gets from :func:`assign_pairs`.
+
+    >>> expected_load(10, 4, 3)
+    (7, 8)
+    """
+    total = n_pairs * per_pair
+    return total // n_raters, math.ceil(total / n_raters)
+
+
+def queue_orders(pairs: pd.DataFrame, *, role: str, seed: int, round: int,  # noqa: A002
+                 batch_size: int) -> pd.DataFrame:
+    """Display orders of a queue of pairs for one role (the expert's adjudication queue).
+
+    Parameters
+    ----------
+    pairs : pandas.DataFrame
+        ``query_id``, ``chunk_id``: the pairs to show.
+    role : str
+        The role whose orders these are (e.g. ``"expert"``): it names the order slot.
+    seed, round, batch_size
+        As for :func:`rater_orders`.
+
+    Returns
+    -------
+    pandas.DataFrame
+        :data:`relgrade.schema.ORDERS`, sorted by (query_id, position); each query's chunks
+        sorted by id and permuted with ``rng_for(seed, query_id, role, round)``.
+    """
+    _check_batch_size(batch_size)
+    q = pairs[PAIR].astype(str)
+    cols = {c: [] for c in ORDERS}
+    for qid, g in q.groupby("query_id", sort=True):
+        ids = sorted(g["chunk_id"])
+        perm = rng_for(seed, qid, role, int(round)).permutation(len(ids))
+        for pos, i in enumerate(perm):
+            cols["query_id"].append(qid)
+            cols["chunk_id"].append(ids[int(i)])
+            cols["role"].append(role)
+            cols["round"].append(int(round))
+            cols["position"].append(pos)
+            cols["batch"].append(pos // int(batch_size))
+            cols["order_seed"].append(order_seed(seed, qid, role, int(round)))
+    frame = pd.DataFrame(cols)
+    for c in ("round", "position", "batch", "order_seed"):
+        frame[c] = frame[c].astype(np.int64)
+    return frame[ORDERS]

@@ -1,0 +1,152 @@
+"""End to end: the simulated crowd of experiments/crowd-sim through `dvc repro`.
+
+The experiment is copied into a temporary git + dvc repository with the stage scripts and
+the sources, with the committed grade files of its five simulated raters and its simulated
+auditor (made by `relgrade grade run` through sim/rater.py) but not the expert's. The first
+`dvc repro` runs pool -> packets -> grades -> aggregate and stops at adjudicate, naming the
+expert's pending pairs; `relgrade grade run --grader expert-e` grades the queue through real
+subprocesses; the second `dvc repro` runs to the arms' metrics. Checks: the spammer is
+removed by gold and nobody else; the key recovers the truth at the rate the confusion
+matrices predict; the expert's fresh grades equal the committed ones.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import shutil
+
+import numpy as np
+import pandas as pd
+import pytest
+import yaml
+
+from tests.e2e import tiny
+
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("e2e_crowd")]
+
+EXP = "experiments/crowd-sim"
+
+
+@pytest.fixture(scope="module")
+def crowd(tmp_path_factory):
+    root = tmp_path_factory.mktemp("crowd")
+    shutil.copytree(tiny.REPO / "stages", root / "stages",
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copytree(tiny.REPO / "src", root / "src",
+                    ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
+    src = tiny.REPO / EXP
+    exp = root / EXP
+    exp.mkdir(parents=True)
+    for name in ("params.yaml", "dvc.yaml", "DESIGN.md"):
+        shutil.copy(src / name, exp / name)
+    for folder in ("rubric", "sim", "data/input"):
+        shutil.copytree(src / folder, exp / folder, ignore=shutil.ignore_patterns("__pycache__"))
+    for grader in ("rater-1", "rater-2", "rater-3", "rater-4", "rater-5", "auditor-b"):
+        shutil.copytree(src / "data/grades" / grader, exp / "data/grades" / grader)
+    shutil.copy(tiny.REPO / ".dvcignore", root / ".dvcignore")  # bytecode is not a change
+    tiny.git(root, "init", "-q")
+    tiny.run(root, "dvc", "init", "-q")
+    tiny.run(root, "dvc", "config", "core.analytics", "false")
+    first = tiny.run(root, "dvc", "repro", f"{EXP}/dvc.yaml", check=False)
+    status_before = tiny.run(root, "relgrade", "status", "--experiment", EXP).stdout
+    tiny.run(root, "relgrade", "grade", "run", "--experiment", EXP, "--grader", "expert-e",
+             "--no-progress")
+    # to the arms' metrics: compare, report and publish are the default pipeline's, tested
+    # elsewhere, and left out here to keep the test short
+    second = tiny.run(root, "dvc", "repro", f"{EXP}/dvc.yaml:metrics@bm25",
+                      f"{EXP}/dvc.yaml:metrics@tfidf")
+    return exp, first, second, status_before
+
+
+def test_the_first_repro_stops_at_adjudication_naming_the_experts_pairs(crowd):
+    exp, first, _, before = crowd
+    assert first.returncode != 0
+    queue = [json.loads(x) for x in (exp / "data/aggregate/queue.jsonl").read_text().splitlines()]
+    queries = sorted({r["query_id"] for r in queue})
+    assert (f"Error: adjudication: {len(queue)} queued pairs need expert-e (queries "
+            f"{', '.join(queries)}); run `relgrade grade run --grader expert-e`") in first.stderr
+    assert (f"adjudication: {len(queue)} queued pairs owed by expert-e "
+            f"(queries {', '.join(queries)})") in before
+    assert "Running stage 'experiments/crowd-sim/dvc.yaml:key'" not in first.stdout
+
+
+def test_the_spammer_alone_is_removed_by_gold(crowd):
+    exp, *_ = crowd
+    report = json.loads((exp / "metrics/aggregate.json").read_text())
+    assert list(report["removed"]) == ["rater-5"]
+    assert report["removed"]["rater-5"].startswith("removed: gold accuracy ")
+    acc = report["accuracy"]
+    assert acc["rater-5"]["accuracy"] < 0.6 <= min(acc[r]["accuracy"]
+                                                   for r in ("rater-1", "rater-2", "rater-3",
+                                                             "rater-4"))
+    # every rater answered gold questions, some of them hidden beyond its own work
+    queues = pd.read_parquet(exp / "data/private/assignment.parquet")
+    assert (~queues["work"]).groupby(queues["grader"]).sum().min() >= 1
+    assert all(a["gold_answers"] >= 4 for a in acc.values())
+
+
+def _expected_correct(exp):
+    """Expected exact matches of the key with the truth, from the confusion matrices."""
+    crowd = yaml.safe_load((exp / "sim/crowd.yaml").read_text())["graders"]
+    truth = pd.read_csv(exp / "data/input/truth.tsv", sep="\t")
+    true = {(q, c): int(g) for q, c, g in zip(truth.query_id, truth.chunk_id, truth.grade)}
+    queues = pd.read_parquet(exp / "data/private/assignment.parquet")
+    work = queues[queues["work"] & (queues["grader"] != "rater-5")]
+    params = yaml.safe_load((exp / "params.yaml").read_text())
+    max_spread = params["adjudication"]["max_spread"]
+    expert = np.array(crowd["expert-e"])
+    probs = []
+    for (q, c), g in work.groupby(["query_id", "chunk_id"]):
+        t = true.get((q, c), 0)
+        rows = [np.array(crowd[r])[t] for r in g["grader"]]
+        p = 0.0
+        for combo in itertools.product(range(3), repeat=len(rows)):
+            weight = float(np.prod([row[x] for row, x in zip(rows, combo)]))
+            values, counts = np.unique(combo, return_counts=True)
+            tie = (counts == counts.max()).sum() > 1
+            if tie or max(combo) - min(combo) > max_spread:
+                p += weight * expert[t, t]      # the expert's grade stands
+            else:
+                p += weight * float(values[np.argmax(counts)] == t)
+        probs.append(p)
+    return np.array(probs)
+
+
+def test_the_key_recovers_the_truth_at_the_rate_the_confusion_matrices_predict(crowd):
+    exp, *_ = crowd
+    key = pd.read_json(exp / "data/key/key.jsonl", lines=True, dtype={"grade": int})
+    truth = pd.read_csv(exp / "data/input/truth.tsv", sep="\t").rename(columns={"grade": "t"})
+    joined = key.merge(truth, how="left", on=["query_id", "chunk_id"]).fillna({"t": 0})
+    observed = int((joined["grade"] == joined["t"]).sum())
+    p = _expected_correct(exp)
+    assert len(p) == len(key) == 58
+    expected, sd = p.sum(), np.sqrt((p * (1 - p)).sum())
+    assert abs(observed - expected) <= 3 * sd, (observed, expected, sd)
+
+
+def test_the_experts_grades_are_the_committed_ones_and_replace_the_aggregate(crowd):
+    exp, *_ = crowd
+    fresh = (exp / "data/grades/expert-e/round-1.jsonl").read_text().splitlines()
+    committed = (tiny.REPO / EXP / "data/grades/expert-e/round-1.jsonl").read_text().splitlines()
+    assert sorted(fresh) == sorted(committed)
+    prov = [json.loads(x) for x in (exp / "data/aggregate/adjudication.jsonl").read_text()
+            .splitlines()]
+    key = {(r["query_id"], r["chunk_id"]): r["grade"] for r in
+           (json.loads(x) for x in (exp / "data/key/key.jsonl").read_text().splitlines())}
+    assert prov and all(key[(r["query_id"], r["chunk_id"])] == r["grade"] for r in prov)
+
+
+def test_the_second_repro_runs_from_the_grades_to_the_metrics(crowd):
+    exp, _, second, _ = crowd
+    stages = [line.split("'")[1].split(":")[-1] for line in second.stdout.splitlines()
+              if line.startswith("Running stage")]
+    # the expert's new file reruns the grades stage and all that follows, in this order
+    # (a fresh repository may rerun the pool too: dvc writes data/runs/.gitignore late)
+    wanted = ["grades", "aggregate", "adjudicate", "agreement", "gate", "key"]
+    assert [s for s in stages if s in wanted] == wanted
+    assert {"metrics@bm25", "metrics@tfidf"} <= set(stages)
+    record = json.loads((exp / "data/key/record.json").read_text())
+    for arm in ("bm25", "tfidf"):
+        metrics = json.loads((exp / f"metrics/arms/{arm}.json").read_text())
+        assert metrics["key_sha256"] == record["key_sha256"]

@@ -1,0 +1,291 @@
+"""A rater panel as tables: assignment, gold in the queues, aggregation, adjudication.
+
+Every expected value is worked out by hand in the test's comments.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from relgrade.errors import InputError
+from relgrade.raters.aggregate import dawid_skene
+from relgrade.raters.assign import (
+    assign_pairs,
+    check_assignment,
+    check_panel_gold,
+    queue_orders,
+    rater_orders,
+    rater_queues,
+)
+from relgrade.raters.panel import adjudicate, aggregate_panel, require_expert
+
+S = [0, 1, 2]
+RATERS = ["r1", "r2", "r3", "r4", "r5"]
+
+
+def pool_of(n_queries=4, per_query=5):
+    return pd.DataFrame([(f"q{i}", f"c{i}{j}") for i in range(n_queries)
+                         for j in range(per_query)], columns=["query_id", "chunk_id"])
+
+
+# --- assignment ---------------------------------------------------------------------------
+
+@pytest.mark.parametrize("per_pair", [3, 4, 5])
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_every_pair_gets_per_pair_distinct_raters_and_loads_differ_by_at_most_one(per_pair, seed):
+    pool = pool_of()
+    a = assign_pairs(pool, RATERS, per_pair=per_pair, rng=np.random.default_rng(seed))
+    per = a.groupby(["query_id", "chunk_id"])["grader"]
+    assert (per.size() == per_pair).all() and (per.nunique() == per_pair).all()
+    loads = a.groupby("grader").size()
+    # 20 pairs x per_pair over 5 raters: exactly 4 * per_pair each
+    assert loads.tolist() == [4 * per_pair] * 5
+
+
+def test_the_assignment_is_rebuilt_exactly_from_its_seed_and_changes_with_it():
+    pool = pool_of()
+    one = assign_pairs(pool, RATERS, per_pair=3, rng=np.random.default_rng(7))
+    two = assign_pairs(pool.sample(frac=1, random_state=3), RATERS[::-1], per_pair=3,
+                       rng=np.random.default_rng(7))
+    pd.testing.assert_frame_equal(one, two)
+    other = assign_pairs(pool, RATERS, per_pair=3, rng=np.random.default_rng(8))
+    assert not one.equals(other)
+
+
+def test_loads_are_floor_or_ceiling_when_the_pairs_do_not_divide_evenly():
+    a = assign_pairs(pool_of(1, 7), RATERS[:4], per_pair=3, rng=np.random.default_rng(1))
+    # 7 pairs x 3 = 21 over 4 raters: 5, 5, 5, 6 in some order
+    assert sorted(a.groupby("grader").size().tolist()) == [5, 5, 5, 6]
+
+
+def test_more_raters_per_pair_than_raters_is_refused():
+    with pytest.raises(InputError, match="raters.per_pair must be a whole number from 1 to "
+                                         "the number of raters"):
+        assign_pairs(pool_of(), RATERS[:3], per_pair=4, rng=np.random.default_rng(0))
+
+
+def test_a_rater_listed_twice_is_refused():
+    with pytest.raises(InputError, match="r2: a rater is listed twice"):
+        assign_pairs(pool_of(), ["r1", "r2", "r2", "r3"], per_pair=3,
+                     rng=np.random.default_rng(0))
+    table = pd.DataFrame([("r1", "q", "a"), ("r2", "q", "a"), ("r1", "q", "a")],
+                         columns=["grader", "query_id", "chunk_id"])
+    with pytest.raises(InputError) as e:
+        check_assignment(table)
+    assert str(e.value).startswith("r1: pair (q, a): a rater is listed twice for one pair")
+
+
+# --- gold -------------------------------------------------------------------------------------
+
+def test_a_gold_pair_not_in_the_pool_is_refused_naming_the_file_and_the_pair():
+    gold = pd.DataFrame({"query_id": ["q0", "q9"], "chunk_id": ["c00", "x"], "grade": [2, 1]})
+    with pytest.raises(InputError) as e:
+        check_panel_gold(gold, pool=pool_of(), scale=S, path="gold.tsv")
+    assert str(e.value) == ("gold.tsv: pair (q9, x): a gold pair is not in the pool. Gold "
+                            "questions are pool pairs with a known grade")
+
+
+def test_a_gold_grade_off_the_scale_is_refused():
+    gold = pd.DataFrame({"query_id": ["q0"], "chunk_id": ["c00"], "grade": [3]})
+    with pytest.raises(InputError) as e:
+        check_panel_gold(gold, pool=pool_of(), scale=S, path="gold.tsv")
+    assert str(e.value) == "gold.tsv: pair (q0, c00): a gold grade is off the scale 0, 1, 2 (found 3)"
+
+
+def test_gold_joins_each_queue_at_the_fraction_only_where_it_is_not_the_raters_work():
+    pool = pool_of()
+    a = assign_pairs(pool, RATERS, per_pair=3, rng=np.random.default_rng(4))
+    gold = pool.iloc[[0, 5, 10, 15, 16, 17]].assign(grade=[2, 1, 0, 2, 1, 0])
+    q = rater_queues(a, gold, fraction=0.3, rng=np.random.default_rng(5))
+    gold_pairs = set(zip(gold["query_id"], gold["chunk_id"]))
+    for name, mine in q.groupby("grader"):
+        work = mine[mine["work"]]
+        assert len(work) == 12                      # the assignment is untouched
+        present = sum((a, b) in gold_pairs for a, b in zip(work["query_id"], work["chunk_id"]))
+        added = int((~mine["work"]).sum())
+        # seed_gold's count: round((0.3 * 12 - present) / 0.7), at least 0
+        assert added == max(0, int(np.floor((0.3 * 12 - present) / 0.7 + 0.5)))
+        assert mine.loc[~mine["work"], "gold"].all()  # only gold is ever added
+        assert not mine.duplicated(["query_id", "chunk_id"]).any()  # never twice to one rater
+
+
+def test_a_raters_order_depends_on_the_chunk_ids_only_never_on_which_are_gold():
+    queue = pd.DataFrame({"grader": ["r1"] * 4, "query_id": ["q"] * 4,
+                          "chunk_id": ["a", "b", "c", "d"], "work": [True] * 4,
+                          "gold": [False] * 4})
+    flipped = queue.assign(work=[True, False, True, False], gold=[False, True, False, True])
+    one = rater_orders(queue, seed=3, round=1, batch_size=2)
+    two = rater_orders(flipped, seed=3, round=1, batch_size=2)
+    assert one["chunk_id"].tolist() == two["chunk_id"].tolist()
+    assert one["batch"].tolist() == [0, 0, 1, 1]
+    expert = queue_orders(queue[["query_id", "chunk_id"]], role="expert", seed=3, round=1,
+                          batch_size=5)
+    assert sorted(expert["chunk_id"]) == ["a", "b", "c", "d"]
+
+
+# --- aggregation ------------------------------------------------------------------------
+
+def _panel(rows):
+    """Grades and a queue where every graded pair is the rater's work."""
+    grades = pd.DataFrame(rows, columns=["query_id", "chunk_id", "grader", "grade"])
+    queues = grades[["grader", "query_id", "chunk_id"]].assign(work=True, gold=False)
+    pool = grades[["query_id", "chunk_id"]].drop_duplicates()
+    return grades, queues, pool
+
+
+def test_majority_ties_go_to_the_queue_never_to_the_first_label():
+    grades, queues, pool = _panel([
+        ("q", "a", "r1", 2), ("q", "a", "r2", 2), ("q", "a", "r3", 1),  # 2 wins, spread 1
+        ("q", "b", "r1", 0), ("q", "b", "r2", 1),                       # tie 0-1
+        ("q", "c", "r1", 0), ("q", "c", "r2", 1), ("q", "c", "r3", 2),  # tie 0-1-2, spread 2
+        ("q", "d", "r1", 0), ("q", "d", "r2", 0), ("q", "d", "r3", 2),  # 0 wins, spread 2
+    ])
+    r = aggregate_panel(grades, queues=queues, pool=pool, gold=None, scale=S, max_spread=1)
+    agg = r.aggregated.set_index("chunk_id")
+    assert agg["grade"].to_dict() == {"a": 2, "b": 0, "c": 1, "d": 0}
+    assert agg["tie"].to_dict() == {"a": False, "b": True, "c": True, "d": False}
+    assert agg["support"].to_dict() == pytest.approx({"a": 2 / 3, "b": 1 / 2, "c": 1 / 3,
+                                                      "d": 2 / 3})
+    assert r.queue[["chunk_id", "reason"]].values.tolist() == [
+        ["b", "majority tie between grades 0, 1"],
+        ["c", "majority tie between grades 0, 1, 2; spread 2 > max_spread 1"],
+        ["d", "spread 2 > max_spread 1"],
+    ]
+
+
+def test_a_rater_below_the_gold_threshold_is_removed_and_their_grades_discarded():
+    # r3 answers the two gold pairs (a, b) wrongly: accuracy 0 on 2 gold answers
+    grades, queues, pool = _panel([
+        ("q", "a", "r1", 2), ("q", "a", "r2", 2), ("q", "a", "r3", 0),
+        ("q", "b", "r1", 0), ("q", "b", "r2", 0), ("q", "b", "r3", 2),
+        ("q", "c", "r1", 1), ("q", "c", "r2", 1), ("q", "c", "r3", 2),
+    ])
+    gold = pd.DataFrame({"query_id": ["q", "q"], "chunk_id": ["a", "b"], "grade": [2, 0]})
+    r = aggregate_panel(grades, queues=queues, pool=pool, gold=gold, scale=S,
+                        min_accuracy=0.6, min_gold=2, max_spread=1)
+    assert r.decisions[["grader", "removed"]].values.tolist() == [["r3", True]]
+    acc = r.accuracy.set_index("grader")
+    assert acc.loc["r3", ["gold_pairs", "correct", "accuracy", "within_one"]].tolist() == \
+        [2, 0, 0.0, 0.0]
+    # without r3 every pair is unanimous: nothing queued, spreads 0
+    assert r.aggregated[["chunk_id", "grade", "votes", "spread"]].values.tolist() == [
+        ["a", 2, 2, 0], ["b", 0, 2, 0], ["c", 1, 2, 0]]
+    assert len(r.queue) == 0
+    # r3's answers against the known grades: true 0 -> gave 2, true 2 -> gave 0
+    assert r.confusion["r3"]["against_gold"] == [[0, 0, 1], [0, 0, 0], [1, 0, 0]]
+
+
+def test_a_pair_left_without_a_kept_rater_goes_to_the_expert():
+    grades, queues, pool = _panel([("q", "a", "r1", 2), ("q", "a", "r2", 0)])
+    pool = pd.concat([pool, pd.DataFrame({"query_id": ["q"], "chunk_id": ["z"]})])
+    r = aggregate_panel(grades, queues=queues, pool=pool, gold=None, scale=S)
+    assert r.queue[["chunk_id", "reason"]].values.tolist()[-1] == ["z", "no kept rater graded it"]
+
+
+def test_a_grade_outside_the_raters_queue_is_refused():
+    grades, queues, pool = _panel([("q", "a", "r1", 2), ("q", "a", "r2", 0)])
+    grades = pd.concat([grades, pd.DataFrame([("q", "a", "r9", 1)], columns=grades.columns)])
+    with pytest.raises(InputError, match=r"r9: pair \(q, a\): a rater graded a pair that is "
+                                         "not in their queue"):
+        aggregate_panel(grades, queues=queues, pool=pool, gold=None, scale=S)
+
+
+def test_dawid_skene_posteriors_after_one_em_step_match_the_hand_computation():
+    # Binary scale, pairs a (1, 1) and b (0, 1) from raters r1, r2. Start: vote shares
+    # T_a = (0, 1), T_b = (1/2, 1/2). M-step: priors (1/4, 3/4); r1's row for true 0 is
+    # (1, ~0) (only b, given 0), for true 1 (1/3, 2/3); r2 gives 1 whatever the truth.
+    # E-step: a: 1/4 * ~0 against 3/4 * 2/3 -> P(1) = 1 - 1e-10; b: 1/4 * 1 * 1 = 1/4
+    # against 3/4 * 1/3 * 1 = 1/4 -> (1/2, 1/2) but for the 1e-10 floors: r1's true-0 row
+    # is (1 - 2e-10, 2e-10), r2's true-0 row (2e-10, 1 - 2e-10) and true-1 row
+    # (6.7e-11, 1 - 6.7e-11), so P_b(1) = 1/2 + (4e-10 - 2/3 * 1e-10) / 4 = 1/2 + 8.33e-11.
+    g = pd.DataFrame({"query_id": ["q"] * 4, "chunk_id": ["a", "a", "b", "b"],
+                      "grader": ["r1", "r2", "r1", "r2"], "grade": [1, 1, 0, 1]})
+    ds = dawid_skene(g, scale=[0, 1], max_iter=1)
+    post = ds.posteriors
+    assert post.loc[("q", "a")].tolist() == pytest.approx([0.0, 1.0], abs=1e-9)
+    assert post.loc[("q", "b")].tolist() == pytest.approx([0.5, 0.5], abs=1e-9)
+    assert post.loc[("q", "b")].iloc[1] - 0.5 == pytest.approx(1e-10 * (4 - 2 / 3) / 4,
+                                                                 rel=1e-3)
+    assert ds.labels[["chunk_id", "grade"]].values.tolist() == [["a", 1], ["b", 1]]
+    # the posteriors equal the start (vote shares), so the next M-step moves nothing: EM
+    # stops converged after this one step
+    assert ds.iterations == 1 and ds.converged is True
+
+
+def test_the_panel_uses_dawid_skene_when_asked_and_reports_its_matrices():
+    grades, queues, pool = _panel([
+        ("q", "a", "r1", 2), ("q", "a", "r2", 2), ("q", "a", "r3", 2),
+        ("q", "b", "r1", 0), ("q", "b", "r2", 0), ("q", "b", "r3", 0),
+    ])
+    r = aggregate_panel(grades, queues=queues, pool=pool, gold=None, scale=S,
+                        method="dawid-skene")
+    assert r.aggregated["grade"].tolist() == [2, 0]
+    assert r.dawid_skene["converged"] is True
+    assert set(r.confusion["r1"]) == {"against_gold", "against_aggregate", "estimated"}
+    assert r.confusion["r1"]["against_aggregate"] == [[1, 0, 0], [0, 0, 0], [0, 0, 1]]
+
+
+# --- adjudication ---------------------------------------------------------------------------
+
+def _tied():
+    grades, queues, pool = _panel([
+        ("q", "a", "r1", 2), ("q", "a", "r2", 2), ("q", "a", "r3", 2),
+        ("q", "b", "r1", 0), ("q", "b", "r2", 2),
+    ])
+    return aggregate_panel(grades, queues=queues, pool=pool, gold=None, scale=S)
+
+
+def test_a_tie_with_no_expert_declared_is_an_error_naming_the_pairs():
+    r = _tied()
+    with pytest.raises(InputError) as e:
+        require_expert(r.queue, None)
+    assert str(e.value) == ("adjudication.expert: aggregation ties and pairs need "
+                            "adjudication but no expert is declared (found (q, b)). Declare a "
+                            "grader with role expert and name it in adjudication.expert")
+
+
+def test_the_experts_grade_and_reason_replace_the_aggregate_with_provenance():
+    r = _tied()
+    none = pd.DataFrame(columns=["query_id", "chunk_id", "grade", "reason"])
+    rows, prov, pending = adjudicate(r.aggregated, r.queue, none, expert="e")
+    assert pending.values.tolist() == [["e", "q", "b", "adjudicate"]] and rows.empty
+    expert = pd.DataFrame([("q", "b", 2, "the chunk answers it")],
+                          columns=["query_id", "chunk_id", "grade", "reason"])
+    rows, prov, pending = adjudicate(r.aggregated, r.queue, expert, expert="e")
+    assert pending.empty
+    assert rows.values.tolist() == [["q", "a", 2, "aggregate of 3 raters: 2,2,2"],
+                                    ["q", "b", 2, "the chunk answers it"]]
+    # the tie rule had recorded 1 (median of 0 and 2) until the expert's 2 replaced it
+    assert prov.values.tolist() == [["q", "b", 1, 2, "e", "the chunk answers it",
+                                     "majority tie between grades 0, 2; spread 2 > "
+                                     "max_spread 1"]]
+
+
+def test_an_expert_grade_for_a_pair_not_in_the_queue_is_refused():
+    r = _tied()
+    expert = pd.DataFrame([("q", "a", 1, "a second look")],
+                          columns=["query_id", "chunk_id", "grade", "reason"])
+    with pytest.raises(InputError) as e:
+        adjudicate(r.aggregated, r.queue, expert, expert="e", source="e/round-1.jsonl")
+    assert str(e.value) == ("e/round-1.jsonl: e: pair (q, a): an expert grade for a pair not "
+                            "in the adjudication queue. The expert grades only the queued "
+                            "pairs; remove the row")
+
+
+def test_gold_answers_never_enter_the_key():
+    # r1's grade of b is a gold answer (b is gold, not r1's work); the known gold grade 0
+    # and r1's answer 2 must both stay out of the key: b's key grade is r2 and r3's 1.
+    grades = pd.DataFrame([("q", "a", "r1", 2), ("q", "a", "r2", 2), ("q", "a", "r3", 2),
+                           ("q", "b", "r1", 2), ("q", "b", "r2", 1), ("q", "b", "r3", 1)],
+                          columns=["query_id", "chunk_id", "grader", "grade"])
+    queues = grades[["grader", "query_id", "chunk_id"]].assign(
+        work=[True, True, True, False, True, True], gold=[False, False, False, True, True, True])
+    gold = pd.DataFrame({"query_id": ["q"], "chunk_id": ["b"], "grade": [0]})
+    r = aggregate_panel(grades, queues=queues, pool=grades[["query_id", "chunk_id"]]
+                        .drop_duplicates(), gold=gold, scale=S, min_accuracy=0.0, min_gold=0)
+    rows, _, _ = adjudicate(r.aggregated, r.queue, pd.DataFrame(
+        columns=["query_id", "chunk_id", "grade", "reason"]), expert=None)
+    assert rows[["chunk_id", "grade"]].values.tolist() == [["a", 2], ["b", 1]]
+    assert r.aggregated.set_index("chunk_id").loc["b", "votes"] == 2
