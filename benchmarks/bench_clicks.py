@@ -37,7 +37,7 @@ Contenders:
 * ``pandas propensity randomization`` / ``harvesting`` / ``pairs``: the same computations
   written the plain way: ``read_parquet`` of the needed columns, ``groupby``, ``merge``,
   ``sort_values``, ``to_parquet``; the same bootstrap (session or query resampling, numpy).
-  The pandas contenders do not validate the log (relgrade does, in two passes of DuckDB).
+  The pandas contenders do not validate the log (relgrade does, in one grouped pass of DuckDB).
 
 The parent checks that relgrade, Spark and pandas agree: the same propensities (to 1e-9) and
 the same pairs in the same order (count and an order-sensitive checksum of every row).
