@@ -1,7 +1,7 @@
 """Click training set at scale: propensities and IPS-weighted pairs from 20M impressions.
 
     python benchmarks/bench_clicks.py --generate            # writes benchmarks/data/clicks/
-    python benchmarks/bench_clicks.py --repeat 2            # writes benchmarks/out/clicks.json
+    python benchmarks/bench_clicks.py --repeat 3            # writes benchmarks/out/clicks.json
 
 The log is simulated under the position-based model and written as one Parquet file:
 2,000,000 sessions x 10 positions (20M impressions), 20,000 queries with 20 candidate chunks
@@ -9,12 +9,19 @@ each (relevance ~ U(0.05, 0.9)), three rankers (r0 a random order of each query'
 candidates, r1 and r2 the same with each adjacent pair swapped with probability 0.3), a
 session's query and ranker drawn uniformly, 5% of sessions in a FairPairs randomized slice,
 and clicks with probability p(k) * r, p(k) = 1 / k. Ids are strings (``s00000001``,
-``q00001``, ``d0000001``), as in a real log.
+``q00001``, ``d0000001``), as in a real log. The log is written in session order
+(``log.parquet``) and, with the same rows in a seeded random order, as ``log-shuffled.parquet``;
+every contender of the first table also runs on the shuffled file (``...-shuffled``).
 
 Each contender runs in its own Python process, one after another (rounds interleaved), so
 its peak resident memory is its own (``ru_maxrss``; DuckDB runs inside the process, so its
 memory counts). The timed span starts after imports and ends when the output exists; the
-process wall time includes interpreter start-up and imports.
+process wall time includes interpreter start-up and imports. For the propensity contenders the
+bootstrap (``N_BOOT`` resamples) is timed on its own inside the span (relgrade's
+``propensity.bootstrap_chain``, the pandas contenders' ``_bootstrap``); the point estimate's
+time is the span without it. Each round records the load average before and after it, and the
+summary gives, per pair of contenders, the median over rounds of the per-round ratio (pandas
+over relgrade: time of the point estimate, time of the whole process, peak memory).
 
 Contenders:
 
@@ -30,7 +37,7 @@ Contenders:
 * ``pandas propensity randomization`` / ``harvesting`` / ``pairs``: the same computations
   written the plain way: ``read_parquet`` of the needed columns, ``groupby``, ``merge``,
   ``sort_values``, ``to_parquet``; the same bootstrap (session or query resampling, numpy).
-  The pandas contenders do not validate the log (relgrade does, in two passes of DuckDB).
+  The pandas contenders do not validate the log (relgrade does, in one grouped pass of DuckDB).
 
 The parent checks that relgrade, Spark and pandas agree: the same propensities (to 1e-9) and
 the same pairs in the same order (count and an order-sensitive checksum of every row).
@@ -59,10 +66,15 @@ BLOCK = 250_000
 N_BOOT = 1000
 SEED = 7
 
-TASKS = ("relgrade-randomization", "pandas-randomization", "relgrade-harvesting",
-         "pandas-harvesting", "relgrade-pairs", "pandas-pairs",
+SHUFFLE_SEED = 11
+
+_MAIN = ("relgrade-randomization", "pandas-randomization", "relgrade-harvesting",
+         "pandas-harvesting", "relgrade-pairs", "pandas-pairs")
+TASKS = (*_MAIN, *(f"{t}-shuffled" for t in _MAIN),
          "relgrade-randomization-1gb", "relgrade-harvesting-1gb", "relgrade-pairs-1gb",
          "spark-randomization", "spark-harvesting", "spark-pairs")
+#: Contenders run when --only is not given (Spark and the 1 GB limit on request).
+DEFAULT_TASKS = (*_MAIN, *(f"{t}-shuffled" for t in _MAIN))
 
 
 # --- data ----------------------------------------------------------------------------
@@ -113,10 +125,25 @@ def generate(out: Path, *, seed: int = SEED, sessions: int = SESSIONS) -> Path:
                 "randomized": flagged.ravel(),
             }, schema=schema)
             writer.write_table(table, row_group_size=1 << 20)
+    shuffle(path, out / "log-shuffled.parquet")
     return path
 
 
+def shuffle(path: Path, out: Path, *, seed: int = SHUFFLE_SEED) -> Path:
+    """Write the rows of ``path`` to ``out`` in a seeded random order (row groups of 2^20)."""
+    import duckdb
+
+    with duckdb.connect() as con:
+        con.execute(f"COPY (SELECT * FROM read_parquet('{path}') ORDER BY hash(session_id, "
+                    f"position, {int(seed)})) TO '{out}' (FORMAT parquet, "
+                    "ROW_GROUP_SIZE 1048576)")
+    return out
+
+
 # --- pandas contenders -----------------------------------------------------------------
+
+_BOOT_SECONDS = [0.0]
+
 
 def _bootstrap(evidence, rng, n_boot):
     """Resample units with replacement; the same estimator relgrade uses."""
@@ -124,6 +151,7 @@ def _bootstrap(evidence, rng, n_boot):
 
     from relgrade.clicks.propensity import chain
 
+    t = time.perf_counter()
     n = evidence.shape[0]
     flat = evidence.reshape(n, -1)
     reps = []
@@ -133,7 +161,25 @@ def _bootstrap(evidence, rng, n_boot):
         w = rng.multinomial(n, np.full(n, 1.0 / n), size=b).astype(np.float64)
         reps.append(chain((w @ flat).reshape(b, -1, 2)))
     reps = np.concatenate(reps)
-    return chain(evidence.sum(axis=0)), np.nanquantile(reps, [0.025, 0.975], axis=0)
+    ci = np.nanquantile(reps, [0.025, 0.975], axis=0)
+    _BOOT_SECONDS[0] += time.perf_counter() - t
+    return chain(evidence.sum(axis=0)), ci
+
+
+def _time_relgrade_bootstrap() -> None:
+    """Time relgrade's bootstrap (every engine's curve calls propensity.bootstrap_chain)."""
+    from relgrade.clicks import propensity
+
+    inner = propensity.bootstrap_chain
+
+    def timed(*args, **kwargs):
+        t = time.perf_counter()
+        try:
+            return inner(*args, **kwargs)
+        finally:
+            _BOOT_SECONDS[0] += time.perf_counter() - t
+
+    propensity.bootstrap_chain = timed
 
 
 def pandas_randomization(log: Path, out: Path, max_position: int = POSITIONS) -> dict:
@@ -277,13 +323,10 @@ def relgrade_steps(log: Path, out: Path) -> dict[str, float]:
     t = time.perf_counter()
     con = clicks.connect()
     ClickLog.from_relation(con, con.read_parquet(str(log)), source=str(log))
-    steps["open + validate the log (2 passes)"] = time.perf_counter() - t
+    steps["open + validate the log (1 pass)"] = time.perf_counter() - t
     t = time.perf_counter()
-    con.execute(sql("check_rows")).fetchall()
-    steps["  of which: row rules"] = time.perf_counter() - t
-    t = time.perf_counter()
-    con.execute(sql("check_sessions")).fetchall()
-    steps["  of which: session rules"] = time.perf_counter() - t
+    con.execute(sql("check_log")).fetchall()
+    steps["  of which: row and session rules (one pass)"] = time.perf_counter() - t
     log_ = ClickLog(con=con, source=str(log), rows=0, sessions=0)
     t = time.perf_counter()
     curve = PR.randomization(log_, rng=np.random.default_rng(0), n_boot=N_BOOT)
@@ -308,39 +351,44 @@ def relgrade_steps(log: Path, out: Path) -> dict[str, float]:
 # --- harness ---------------------------------------------------------------------------
 
 def worker(task: str, data: Path, out: Path) -> dict:
-    log = data / "log.parquet"
+    shuffled = task.endswith("-shuffled")
+    log = data / ("log-shuffled.parquet" if shuffled else "log.parquet")
+    name = task
+    task = task.removesuffix("-shuffled")
     out.mkdir(parents=True, exist_ok=True)
+    # Both pairs contenders read the curve relgrade wrote on the sorted log.
     rel_json = out / "relgrade-randomization.json"
     limit = ["--memory-limit", "1GB"] if task.endswith("-1gb") else []
+    _time_relgrade_bootstrap()
     start = time.perf_counter()
     spark = ["--engine", "spark"] if task.startswith("spark-") else []
     if task.startswith(("relgrade-randomization", "relgrade-harvesting", "spark-randomization",
                         "spark-harvesting")):
         method = task.split("-")[1]
-        target = out / f"{task}.json"
+        target = out / f"{name}.json"
         relgrade_cli(["clicks", "propensity", str(log), "--method", method,
                       "--bootstrap", str(N_BOOT), "--out", str(target), *limit, *spark])
         seconds = time.perf_counter() - start
         doc = json.loads(target.read_text())
         result = {"propensity": [p["propensity"] for p in doc["positions"]]}
     elif task.startswith(("relgrade-pairs", "spark-pairs")):
-        target = out / (task if spark else f"{task}.parquet")
+        target = out / (name if spark else f"{name}.parquet")
         relgrade_cli(["clicks", "pairs", str(log), "--propensity", str(rel_json),
                       "--out", str(target), *limit, *spark])
         seconds = time.perf_counter() - start
         peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
         result = _pairs_digest(target)
     elif task == "pandas-randomization":
-        result = pandas_randomization(log, out / "pandas-randomization.json")
+        result = pandas_randomization(log, out / f"{name}.json")
         seconds = time.perf_counter() - start
     elif task == "pandas-harvesting":
-        result = pandas_harvesting(log, out / "pandas-harvesting.json")
+        result = pandas_harvesting(log, out / f"{name}.json")
         seconds = time.perf_counter() - start
     elif task == "pandas-pairs":
-        pandas_pairs(log, rel_json, out / "pandas-pairs.parquet")
+        pandas_pairs(log, rel_json, out / f"{name}.parquet")
         seconds = time.perf_counter() - start
         peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-        result = _pairs_digest(out / "pandas-pairs.parquet")
+        result = _pairs_digest(out / f"{name}.parquet")
     else:
         raise SystemExit(f"unknown task {task}")
     if not task.endswith("pairs") and not task.endswith("pairs-1gb"):
@@ -348,7 +396,10 @@ def worker(task: str, data: Path, out: Path) -> dict:
     if spark:
         # Spark's work happens in its JVM, a child process: its peak counts too.
         peak += _jvm_peak_mib()
-    return {"task": task, "seconds": seconds, "peak_rss_mib": peak, "result": result}
+    boot = _BOOT_SECONDS[0]
+    return {"task": name, "seconds": seconds, "bootstrap_s": boot, "point_s": seconds - boot,
+            "n_boot": N_BOOT if "pairs" not in task else 0, "peak_rss_mib": peak,
+            "result": result}
 
 
 def run_child(task: str, data: Path, out: Path) -> dict:
@@ -381,7 +432,7 @@ def main(argv=None) -> int:
     ap.add_argument("--generate", action="store_true", help="Write the simulated log and stop.")
     ap.add_argument("--sessions", type=int, default=SESSIONS,
                     help="Sessions to simulate with --generate (10 impressions each).")
-    ap.add_argument("--repeat", type=int, default=2)
+    ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--only", nargs="*", choices=TASKS, default=None)
     ap.add_argument("--steps", action="store_true",
                     help="Print relgrade's time per step (one round, this process) and stop.")
@@ -404,17 +455,27 @@ def main(argv=None) -> int:
         for step, seconds in relgrade_steps(args.data / "log.parquet", args.out).items():
             print(f"{step:42} {seconds:6.2f} s")
         return 0
-    tasks = args.only or list(TASKS)
+    if not (args.data / "log-shuffled.parquet").exists():
+        shuffle(args.data / "log.parquet", args.data / "log-shuffled.parquet")
+    tasks = args.only or list(DEFAULT_TASKS)
     runs: dict[str, list[dict]] = {t: [] for t in tasks}
-    for _ in range(args.repeat):
+    loads = []
+    for r in range(args.repeat):
+        before = os.getloadavg()
         for task in tasks:
             runs[task].append(run_child(task, args.data, args.out))
             last = runs[task][-1]
-            print(f"  {task:28} {last['seconds']:8.1f} s  {last['process_wall']:8.1f} s wall  "
-                  f"{last['peak_rss_mib']:8.0f} MiB", flush=True)
-    for pair in (("relgrade-randomization", "pandas-randomization"),
-                 ("relgrade-harvesting", "pandas-harvesting"),
-                 ("relgrade-pairs", "pandas-pairs"),
+            print(f"  {task:36} {last['seconds']:7.1f} s  point {last['point_s']:7.1f} s  "
+                  f"bootstrap {last['bootstrap_s']:6.1f} s  {last['process_wall']:7.1f} s wall  "
+                  f"{last['peak_rss_mib']:6.0f} MiB", flush=True)
+        loads.append({"round": r + 1, "load_before": before, "load_after": os.getloadavg()})
+        print(f"round {r + 1}: load average {before[0]:.1f} before, "
+              f"{loads[-1]['load_after'][0]:.1f} after", flush=True)
+    comparisons = [(f"relgrade-{m}{v}", f"pandas-{m}{v}")
+                   for v in ("", "-shuffled") for m in ("randomization", "harvesting", "pairs")]
+    for pair in (*comparisons,
+                 ("relgrade-randomization", "relgrade-randomization-shuffled"),
+                 ("relgrade-pairs", "relgrade-pairs-shuffled"),
                  ("relgrade-randomization", "relgrade-randomization-1gb"),
                  ("relgrade-harvesting", "relgrade-harvesting-1gb"),
                  ("relgrade-pairs", "relgrade-pairs-1gb"),
@@ -426,18 +487,35 @@ def main(argv=None) -> int:
     summary = {
         "machine": {"cpus": os.cpu_count(), "python": platform.python_version(),
                     "load_average": os.getloadavg()},
+        "rounds": loads,
+        "n_boot": N_BOOT,
         "tasks": {t: {"median_s": statistics.median(r["seconds"] for r in rs),
                       "min_s": min(r["seconds"] for r in rs),
+                      "point_s": statistics.median(r["point_s"] for r in rs),
+                      "bootstrap_s": statistics.median(r["bootstrap_s"] for r in rs),
                       "process_wall_s": statistics.median(r["process_wall"] for r in rs),
                       "peak_rss_mib": max(r["peak_rss_mib"] for r in rs),
+                      "runs": [{k: r[k] for k in ("seconds", "point_s", "bootstrap_s",
+                                                  "process_wall", "peak_rss_mib")} for r in rs],
                       "result": rs[0]["result"]} for t, rs in runs.items()},
+        "ratios": {},
     }
+    for ours, theirs in comparisons:
+        if ours in runs and theirs in runs:
+            a, b = runs[ours], runs[theirs]
+            summary["ratios"][f"{theirs} / {ours}"] = {
+                key: statistics.median(y[key] / x[key] for x, y in zip(a, b))
+                for key in ("point_s", "process_wall", "peak_rss_mib")}
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out.parent / "clicks.json").write_text(json.dumps(summary, indent=2))
-    print(f"{'contender':28} {'median s':>9} {'min s':>7} {'wall s':>7} {'peak MiB':>9}")
+    print(f"{'contender':36} {'median s':>9} {'point s':>8} {'boot s':>7} {'wall s':>7} "
+          f"{'peak MiB':>9}")
     for t, s in summary["tasks"].items():
-        print(f"{t:28} {s['median_s']:9.1f} {s['min_s']:7.1f} {s['process_wall_s']:7.1f} "
-              f"{s['peak_rss_mib']:9.0f}")
+        print(f"{t:36} {s['median_s']:9.1f} {s['point_s']:8.1f} {s['bootstrap_s']:7.1f} "
+              f"{s['process_wall_s']:7.1f} {s['peak_rss_mib']:9.0f}")
+    print("median per-round ratio (pandas / relgrade): point, whole process, peak memory")
+    for name, r in summary["ratios"].items():
+        print(f"{name:60} {r['point_s']:5.2f} {r['process_wall']:5.2f} {r['peak_rss_mib']:5.2f}")
     return 0
 
 

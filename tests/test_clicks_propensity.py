@@ -383,6 +383,26 @@ def test_a_log_breaking_a_rule_is_refused_naming_the_session_and_the_rule(rows, 
     assert str(e.value) == message
 
 
+def test_one_pass_reports_a_row_rule_before_a_session_rule_and_counts_rows_over_sessions():
+    # s1 repeats position 1 (a session rule); s3 and s4 hold clicked = 5 (a row rule): the
+    # row rule is reported, counted over both sessions, though s1 comes first by id.
+    rows = [("s1", "q", "a", 1, 1, "r", False), ("s1", "q", "b", 1, 0, "r", False),
+            ("s3", "q", "a", 1, 5, "r", False), ("s3", "q", "b", 2, 5, "r", False),
+            ("s4", "q", "c", 1, 5, "r", False)]
+    with pytest.raises(InputError) as e:
+        ClickLog.from_frame(frame(rows), source="log.parquet")
+    assert str(e.value) == ("log.parquet: session s3, position 1: clicked must be 0 or 1 "
+                            "(or true / false) (found 5). 3 row(s) break this rule")
+    # Without the bad rows, the session rule is what is left to report.
+    with pytest.raises(InputError, match="^log.parquet: session s1: a session shows one chunk "
+                                         r"per position \(found position 1 holds a, b\)$"):
+        ClickLog.from_frame(frame(rows[:2]), source="log.parquet")
+    # A clean log: rows and distinct sessions from the same pass.
+    log = ClickLog.from_frame(frame([rows[0], ("s3", "q", "a", 1, 0, "r", False),
+                                     ("s3", "q", "b", 2, 1, "r", False)]))
+    assert (log.rows, log.sessions) == (3, 2)
+
+
 def test_positions_beyond_64_are_checked_for_repeats_too():
     fine = [("s1", "q", "a", 1, 0, "r", False), ("s1", "q", "b", 64, 0, "r", False),
             ("s1", "q", "c", 65, 1, "r", False), ("s1", "q", "d", 130, 0, "r", False)]

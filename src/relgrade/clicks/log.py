@@ -194,10 +194,10 @@ class ClickLog:
 
         Notes
         -----
-        Two passes over the log: one for the row rules (``check_rows.sql``), one grouped by
-        session for the session rules (``check_sessions.sql``, whose per-session state is a
-        position bit mask and a list of 64-bit chunk hashes: on 2M sessions the process peaks
-        near 1 GB, and DuckDB spills to disk under a lower memory limit). The randomized slice's
+        One pass over the log, grouped by session, for the row rules and the session rules
+        (``check_log.sql``, whose per-session state is a position bit mask and a list of
+        64-bit chunk hashes: on 2M sessions the process peaks near 1 GB, and DuckDB spills to
+        disk under a lower memory limit). The randomized slice's
         pairing is checked by the randomization estimator, which is its only reader.
         """
         columns = list(relation.columns)
@@ -214,9 +214,10 @@ class ClickLog:
         relation.create_view(RAW_VIEW, replace=True)
         con.execute(sql("log_view").format(**expressions))
 
-        counts = con.execute(sql("check_rows")).fetchall()[0]
-        names = ["rows", *LOG_COLUMNS]
-        counts = dict(zip(names, counts))
+        # Row and session rules in one grouped pass; row rules are reported first.
+        result = con.execute(sql("check_log")).fetchall()[0]
+        counts = dict(zip(["rows", *LOG_COLUMNS], result[:len(LOG_COLUMNS) + 1]))
+        sessions, *firsts = result[len(LOG_COLUMNS) + 1:]
         if counts["rows"] == 0:
             raise InputError("the log has no rows", path=source)
         for column in LOG_COLUMNS:
@@ -229,7 +230,6 @@ class ClickLog:
                 raise InputError(LOG_RULES[column], path=source, item=where,
                                  found="an empty value" if found in (None, "") else found,
                                  fix=f"{counts[column]:,} row(s) break this rule")
-        sessions, *firsts = con.execute(sql("check_sessions")).fetchall()[0]
         rules = ("repeated_position", "repeated_chunk", "several_queries", "several_rankers")
         for rule, session in zip(rules, firsts):
             if session is not None and rule == "repeated_chunk":

@@ -1,7 +1,7 @@
 -- The impression log with relgrade's column types, over the caller's relation
 -- (registered as relgrade_clicks_raw). Each brace-named slot is a typed expression chosen by
 -- relgrade.clicks for the column's stored type; a value that breaks the log's rules
--- becomes NULL here, and check_rows.sql counts those NULLs.
+-- becomes NULL here, and check_log.sql counts those NULLs.
 CREATE OR REPLACE TEMP VIEW relgrade_clicks_log AS
 SELECT
     {session_id} AS session_id,

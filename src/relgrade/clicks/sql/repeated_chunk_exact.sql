@@ -1,5 +1,5 @@
 -- The first session (by id) that shows one chunk twice, compared as text: run only when
--- check_sessions.sql's hash comparison flagged a session whose rows hold no repeat (two
+-- check_log.sql's hash comparison flagged a session whose rows hold no repeat (two
 -- chunk ids with the same 64-bit hash).
 SELECT min(session_id)
 FROM (

@@ -1,4 +1,4 @@
--- Spark SQL twin of ../check_rows.sql: rows breaking each row rule, in one pass.
+-- Spark SQL twin of the row half of ../check_log.sql: rows breaking each row rule.
 SELECT
     count(*) AS rows,
     count_if(session_id IS NULL) AS session_id,

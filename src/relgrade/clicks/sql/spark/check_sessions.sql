@@ -1,5 +1,5 @@
--- Spark SQL twin of ../check_sessions.sql: the first session (by id) breaking each session
--- rule. Distinct positions and chunks are counted exactly (Spark has no hash shortcut to
+-- Spark SQL twin of the session half of ../check_log.sql: the first session (by id)
+-- breaking each session rule. Distinct positions and chunks are counted exactly (Spark has no hash shortcut to
 -- confirm), one grouped pass.
 WITH per_session AS (
     SELECT session_id,
