@@ -466,3 +466,52 @@ def test_stage_refuses_a_key_whose_hash_is_not_the_record_s(tmp_path, monkeypatc
     with pytest.raises(ProtocolError, match=f"is not the {sha} of its record"):
         _stage_main()(Experiment.from_mapping(params))
     assert not (tmp_path / "m").exists() and not (tmp_path / "ledger.jsonl").exists()
+
+
+def _tail_sampled(tmp_path, probs):
+    """_stage_experiment with a sampled tail: its pool table holds each pair's probability."""
+    params, sha = _stage_experiment(tmp_path)
+    pool = pd.DataFrame({"query_id": ["q1", "q1", "q2"], "chunk_id": ["a", "b", "c"],
+                         "inclusion_prob": probs})
+    pool.to_parquet(tmp_path / "pool.parquet", index=False)
+    params["paths"]["pool"] = str(tmp_path / "pool.parquet")
+    params["pool"] = {"depth": 1, "tail_sample": 1, "tail_depth": 10}
+    return params, sha
+
+
+def test_a_sampled_tail_adds_the_inferred_measures_equal_to_the_plain_ones_when_all_judged(
+        tmp_path, monkeypatch):
+    import json
+
+    params, _ = _tail_sampled(tmp_path, [1.0, 1.0, 1.0])
+    monkeypatch.setattr("sys.argv", ["stages/metrics.py", "bm25"])
+    _stage_main()(Experiment.from_mapping(params))
+    out = json.loads((tmp_path / "m" / "bm25.json").read_text())
+    # every pair drawn with probability 1: infNDCG is nDCG; xinfAP is AP. q1's only relevant
+    # chunk a is at rank 2: AP 1/2; q2 retrieves nothing: 0
+    assert out["infNDCG(dcg='exp-log2')@10"] == pytest.approx(
+        out["nDCG(dcg='exp-log2')@10"], abs=1e-15)
+    assert out["xinfAP@10"] == pytest.approx((0.5 + 0) / 2, abs=1e-15)
+    assert out["infNDCG(dcg='exp-log2')@1"] == 0.0 and out["xinfAP@1"] == 0.0
+    names = list(out)[list(out).index("queries") + 1:]
+    assert names[-4:] == ["infNDCG(dcg='exp-log2')@1", "xinfAP@1",
+                          "infNDCG(dcg='exp-log2')@10", "xinfAP@10"]
+
+
+def test_the_stage_scores_inferred_measures_from_the_pool_tables_probabilities(
+        tmp_path, monkeypatch):
+    import json
+
+    params, _ = _tail_sampled(tmp_path, [0.5, 1.0, 1.0])
+    monkeypatch.setattr("sys.argv", ["stages/metrics.py", "bm25"])
+    _stage_main()(Experiment.from_mapping(params))
+    out = json.loads((tmp_path / "m" / "bm25.json").read_text())
+    run = pd.DataFrame({"query_id": ["q1", "q1"], "chunk_id": ["b", "a"], "rank": [1, 2],
+                        "score": [2.0, 1.0]})
+    key = pd.read_json(tmp_path / "key.jsonl", lines=True, dtype={"query_id": str})
+    direct = per_query(qrels=key, run=run, measures=["infNDCG(dcg='exp-log2')@10"],
+                               on_missing_query="zero",
+                               inclusion=pd.read_parquet(tmp_path / "pool.parquet"))
+    assert out["infNDCG(dcg='exp-log2')@10"] == pytest.approx(direct["value"].mean(), abs=1e-15)
+    # a's probability of 1/2 counts it for two relevant chunks: the estimate moves off nDCG
+    assert out["infNDCG(dcg='exp-log2')@10"] != pytest.approx(out["nDCG(dcg='exp-log2')@10"])
