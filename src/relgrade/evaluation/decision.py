@@ -364,7 +364,7 @@ def build_decision(report: dict, *, primary: str | None = None, source=None,
               ("seed", _int(settings.get("seed"))),
               ("bootstrap", f"{_int(settings.get('bootstrap'))} resamples "
                             f"({settings.get('interval', UNDEFINED)})"),
-              ("randomization", f"{_int(settings.get('permutations'))} sign-flip patterns"),
+              ("randomization", _randomization(settings, comparisons)),
               ("Holm", f"{family} comparisons at alpha {settings.get('alpha', UNDEFINED)}"),
               ("baseline", str(settings.get("baseline") or "none"))]
     if report.get("weighted"):
@@ -468,6 +468,33 @@ def build_decision(report: dict, *, primary: str | None = None, source=None,
         cost=cost_cells(cost) if cost else None)
 
 
+
+def _randomization(settings: dict, comparisons: list) -> str:
+    """How the sign-flip test was run: ``"10000 sign-flip patterns"`` when every comparison
+    drew them; a comparison with few non-zero differences enumerates all 2^k patterns (exact),
+    which the header then says instead of the params' count.
+
+    Examples
+    --------
+    >>> _randomization({"permutations": 10000},
+    ...                [{"randomization": {"method": "exact", "n_permutations": 64}}])
+    'exact: every sign pattern enumerated (64 patterns, 2^6)'
+    >>> _randomization({"permutations": 10000},
+    ...                [{"randomization": {"method": "exact", "n_permutations": 64}},
+    ...                 {"randomization": {"method": "monte-carlo", "n_permutations": 10000}}])
+    'exact where 20 or fewer queries differ (2^k patterns), else 10000 sign-flip patterns'
+    """
+    drawn = f"{_int(settings.get('permutations'))} sign-flip patterns"
+    methods = {str((c.get("randomization") or {}).get("method")) for c in comparisons}
+    if methods == {"exact"}:
+        counts = sorted({int(c["randomization"]["n_permutations"]) for c in comparisons})
+        shown = ", ".join(f"{n} patterns, 2^{n.bit_length() - 1}" for n in counts)
+        return f"exact: every sign pattern enumerated ({shown})"
+    if "exact" in methods:
+        return f"exact where 20 or fewer queries differ (2^k patterns), else {drawn}"
+    return drawn
+
+
 def triage_lines(triage: dict | None) -> list[str]:
     """The lines a triage key adds beside the verdicts: its miss rate and the note.
 
@@ -488,7 +515,7 @@ def triage_lines(triage: dict | None) -> list[str]:
     >>> triage_lines({"miss_rate": {"estimate": 0.25, "low": 0.0715, "high": 0.5907,
     ...               "level": 0.95, "missed": 2, "sampled": 8, "unsampled": 20},
     ...               "note": "Unsampled 0s are model-judged."})[0]
-    'Model miss rate on its 0s: 0.250 (95% Wilson interval 0.072 to 0.591): 2 of 8 sampled 0s graded relevant by people; 20 unsampled 0s are model-judged.'
+    'Model miss rate on its 0s: 0.250 (95% Wilson interval 0.071 to 0.591): 2 of 8 sampled 0s graded relevant by people; 20 unsampled 0s are model-judged.'
     """
     if not triage:
         return []
