@@ -236,6 +236,52 @@ def pipeline(repo_dvc: dict, root_rel: str, *, file_runs: bool, sample: bool = F
     return {"stages": stages, **{k: v for k, v in repo_dvc.items() if k != "stages"}}
 
 
+def sync_pipeline(repo_pipeline: dict, mine: dict) -> dict:
+    """An experiment's ``dvc.yaml`` brought up to the repository's, keeping what it adds.
+
+    Parameters
+    ----------
+    repo_pipeline : dict
+        :func:`pipeline` of the repository's ``dvc.yaml`` (re-rooted for the experiment).
+    mine : dict
+        The experiment's ``dvc.yaml`` as read.
+
+    Returns
+    -------
+    dict
+        ``mine`` with every dep and params key of each repository stage that its copy lacks
+        appended (in the repository's order), and every repository stage it lacks added;
+        its own stages, deps, params and outs are kept as they are.
+
+    Examples
+    --------
+    >>> repo = {"stages": {"key": {"deps": ["a", "b"], "params": ["x"]}}}
+    >>> mine = {"stages": {"key": {"deps": ["a", "t"], "params": ["y"]}, "triage": {}}}
+    >>> sync_pipeline(repo, mine)["stages"]
+    {'key': {'deps': ['a', 't', 'b'], 'params': ['y', 'x']}, 'triage': {}}
+    """
+    def names(entries):
+        return [e if isinstance(e, str) else next(iter(e)) for e in entries or []]
+
+    stages = dict(mine["stages"])
+    for name, stage in repo_pipeline["stages"].items():
+        if name not in stages:
+            stages[name] = stage
+            continue
+        have = dict(stages[name])
+        body = dict(have["do"]) if "do" in have else have
+        want = stage.get("do", stage)
+        for field in ("deps", "params"):
+            known = set(names(body.get(field)))
+            extra = [e for e in want.get(field) or [] if names([e])[0] not in known]
+            if extra:
+                body[field] = [*(body.get(field) or []), *extra]
+        if "do" in have:
+            have["do"] = body
+        stages[name] = have
+    return {**mine, "stages": stages}
+
+
 def cached_outputs(pipeline: dict, paths: dict, arms) -> list[str]:
     """The files of ``pipeline`` that dvc caches (and git must ignore), in stage order.
 
