@@ -337,7 +337,7 @@ def share_sources(entries, target: Path) -> list[str]:
     """
     out = []
     for entry in entries:
-        folder = target / entry
+        folder = Path(os.path.normpath(target / entry))  # target may not exist yet
         if not (folder / PARAMS_FILE).is_file():
             raise InputError("a share source is not an experiment folder (it holds no "
                              "params.yaml)", item=f"--share-from {entry}",

@@ -36,7 +36,21 @@ def _item(entry: str) -> str:
 
 
 def sources(ex: Experiment) -> list[tuple[str, Experiment]]:
-    """The experiments ``ex`` shares grades from, checked.
+    """The experiments ``ex`` shares grades from, checked (over the same corpus version too).
+
+    Returns and raises as :func:`source_folders`; besides, an InputError when a source was
+    built from another corpus version (its corpus manifest's ``sha256`` differs from this
+    experiment's: both are named), or has no corpus manifest (``dvc repro`` has not built
+    its corpus).
+    """
+    found = source_folders(ex)
+    for entry, source in found:
+        _same_corpus(ex, source, entry)
+    return found
+
+
+def source_folders(ex: Experiment) -> list[tuple[str, Experiment]]:
+    """The experiments ``ex`` names in params ``grading.share_from``, as folders.
 
     Parameters
     ----------
@@ -53,9 +67,7 @@ def sources(ex: Experiment) -> list[tuple[str, Experiment]]:
     ------
     InputError
         An entry is not an experiment folder (no ``params.yaml`` in it), is this experiment
-        itself, is listed twice, or was built from another corpus version (its corpus
-        manifest's ``sha256`` differs from this experiment's: both are named); a source's
-        corpus manifest is missing (``dvc repro`` has not built its corpus).
+        itself, or is listed twice; a source's params file is invalid.
     """
     out: list[tuple[str, Experiment]] = []
     here = ex.root.resolve()
@@ -75,9 +87,7 @@ def sources(ex: Experiment) -> list[tuple[str, Experiment]]:
             raise InputError("a share source is listed twice", path=ex.params.source,
                              item=_item(entry), fix="List each source once")
         seen.add(folder.resolve())
-        source = Experiment.load(folder / PARAMS_FILE)
-        _same_corpus(ex, source, entry)
-        out.append((entry, source))
+        out.append((entry, Experiment.load(folder / PARAMS_FILE)))
     return out
 
 
@@ -246,7 +256,7 @@ def expected_deps(ex: Experiment) -> list[str]:
         when a source's grades change.
     """
     return [Path(os.path.normpath(Path(entry) / src.params.paths.grades_in)).as_posix()
-            for entry, src in sources(ex)]
+            for entry, src in source_folders(ex)]
 
 
 def missing_deps(ex: Experiment, pipeline) -> list[dict]:

@@ -482,7 +482,7 @@ def share_warnings(ex: Experiment) -> list[str]:
     try:
         missing = sharing.missing_deps(ex, io.read_yaml(path)) if path.exists() else []
     except RelgradeError as e:
-        return [f"grading.share_from: {e}"]
+        return [str(e)]
     return [f"{path.as_posix()}: stage {m['stage']} lacks the dep {m['dep']} (a share "
             "source's grades), so dvc will not rerun it when they change; add "
             f"`- {m['dep']}` under stages.{m['stage']}.deps" for m in missing]
