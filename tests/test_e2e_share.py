@@ -2,10 +2,10 @@
 
 In a temporary git + dvc repository holding the tiny experiment at the top (never run),
 `relgrade init experiments/a` makes an experiment with two built-in arms, graded by a
-command grader and run to its frozen key (its metrics and report are not needed). `relgrade init experiments/b --share-from ../a`
-makes one over the same inputs with one more arm (an external run): only the pairs that arm
-adds are pending; once they are graded, `dvc repro` of b completes and b's key record says
-what was shared from a.
+command grader and run to its frozen key (its metrics and report are not needed).
+`relgrade init experiments/b --share-from ../a` makes one over the same inputs with one more
+arm (an external run): only the pairs that arm adds are pending; once they are graded,
+`dvc repro` of b completes and b's key record says what was shared from a.
 """
 
 from __future__ import annotations

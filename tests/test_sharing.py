@@ -95,7 +95,7 @@ def _manifest(folder, sha):
     path.write_text(json.dumps({"sha256": sha}))
 
 
-def test_init_share_from_writes_the_param_and_the_deps_of_the_stages_reading_grades(repo):  # noqa: F811
+def test_init_share_from_writes_the_param_and_the_deps_of_stages_reading_grades(repo):  # noqa: F811
     _, second = _two(repo)
     params = yaml.safe_load((second / "params.yaml").read_text())
     assert params["grading"]["share_from"] == ["../first"]

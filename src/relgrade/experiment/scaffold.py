@@ -347,7 +347,8 @@ def share_sources(entries, target: Path) -> list[str]:
         if folder.resolve() == target:
             raise InputError("a share source is the new experiment itself",
                              item=f"--share-from {entry}", fix="Give another experiment's folder")
-        dep = Path(os.path.normpath(Path(entry) / _paths_of(folder / PARAMS_FILE).get("grades_in", "data/grades")))
+        grades_in = _paths_of(folder / PARAMS_FILE).get("grades_in", "data/grades")
+        dep = Path(os.path.normpath(Path(entry) / grades_in))
         if dep.as_posix() in out:
             raise InputError("a share source is given twice", item=f"--share-from {entry}")
         out.append(dep.as_posix())
