@@ -124,10 +124,12 @@ def test_init_refuses_a_share_source_that_is_not_an_experiment(repo):  # noqa: F
 
 
 def test_init_refuses_itself_as_a_share_source(repo):  # noqa: F811
-    res = init("--arm", "bm25=bm25", "--share-from", ".")
+    assert init("--arm", "bm25=bm25").exit_code == 0
+    before = (repo / "experiments/second/params.yaml").read_text()
+    res = init("--arm", "bm25=bm25", "--force", "--share-from", ".")
     assert res.exit_code == 1
-    assert "a share source is not an experiment folder" in res.output or \
-        "a share source is the new experiment itself" in res.output
+    assert "--share-from .: a share source is the new experiment itself" in res.output
+    assert (repo / "experiments/second/params.yaml").read_text() == before
 
 
 def test_sources_refuse_a_folder_without_params_naming_the_entry(repo):  # noqa: F811
