@@ -10,10 +10,15 @@ In triage mode the triage model grader owes every pool pair, and the key grader 
 audited queries the auditor) owe the people's triage queue; a person's grade of a pool pair
 outside that queue is refused. With a rater panel (``grading.mode: raters``) the raters owe
 their queues and the table goes to ``paths.rater_grades``, for the aggregation stage.
+
+With params ``grading.share_from``, grades reused from other experiments' banks count as
+this round's (:mod:`relgrade.experiment.sharing`); the table then carries an ``origin``
+column and the manifest a ``shared`` section (per source, per grader, the pairs reused).
 """
 
 import pandas as pd
 
+from relgrade.experiment import sharing
 from relgrade.experiment.judgments import judgments
 from relgrade.experiment.layout import grade_commands
 from relgrade.experiment.stage import run_stage
@@ -49,6 +54,8 @@ def main(ex):
         round=grading.round,
         intents_sha256=io.read_json(ex.path("intents_manifest")).get("sha256"),
         files=held.files, key_pairs=key_pairs, **held.now)
+    if held.shared is not None:  # grades reused from other experiments: each row's origin
+        table, manifest["shared"] = _origins(ex, table, held.shared)
     if held.scope is not None:  # a partial regrade: which rounds merged, how many pairs again
         manifest["regrade"] = {"mode": grading.regrade, "rounds": held.rounds,
                                "pairs": len(held.scope)}
@@ -59,6 +66,17 @@ def main(ex):
     io.write_json(ex.path("grades_manifest"), manifest)
     for line in grades.coverage_lines(manifest):
         print(line)
+
+
+def _origins(ex, table, shared):
+    """The grades table with an ``origin`` column ("" for own grades, else the source as
+    params ``grading.share_from`` names it) and the manifest's ``shared`` section."""
+    keys = shared[["query_id", "chunk_id", "grader", "origin"]].astype(str)
+    table = table.merge(keys, on=["query_id", "chunk_id", "grader"], how="left")
+    table["origin"] = table["origin"].fillna(sharing.OWN).astype(str)
+    counts = sharing.shared_counts(table)
+    return table, {entry: {"pairs": counts.get(entry, {})}
+                   for entry in ex.params.grading.share_from}
 
 
 def _people_in_queue(ex, held, pool):

@@ -23,6 +23,9 @@ When a new frozen key replaces one that metrics used (a new pool version or quer
 new round, a revision), the replaced key's four files are first copied, as one folder swap,
 to ``paths.key_previous``: the report scores every arm under both keys for this one cycle,
 and the next replacement drops it. Without such a key the folder holds a note.
+
+With params ``grading.share_from``, the record's ``shared`` section names, per source
+experiment, the pairs reused per grader and how many key pairs' grades came from it.
 """
 
 import shutil
@@ -215,6 +218,21 @@ def _triage(ex, grades_table):
     return rows[["query_id", "chunk_id", "grader", "round", "grade"]], design, provenance
 
 
+def _shared(ex, shared, grades_table, table):
+    """The record's ``shared`` section: per source (as params ``grading.share_from`` names
+    it), the pairs reused per grader (from the grades manifest) and the key pairs whose
+    grade came from it."""
+    key_grader = ex.params.need("grading.key_grader")
+    rows = grades_table[grades_table["grader"].astype(str) == key_grader]
+    if "origin" not in rows.columns:  # triage: the key rows are the people's, rebuilt
+        rows = rows.assign(origin="")
+    pairs = table[["query_id", "chunk_id"]].astype(str).merge(
+        rows[["query_id", "chunk_id", "origin"]].astype(str), on=["query_id", "chunk_id"],
+        how="left")
+    return {entry: {**section, "key_pairs": int((pairs["origin"] == entry).sum())}
+            for entry, section in shared.items()}
+
+
 def main(ex):
     gate_path, grading = ex.path("gate"), ex.params.grading
     rubric_version = ex.params.need("grading.rubric_version")
@@ -242,6 +260,8 @@ def main(ex):
         rubric_version=rubric_version, round=grading.round, manifests=manifests,
         pool_sha256=io.sha256_file(ex.path("pool")), dropped_queries=dropped,
         post_hoc=status == ledger.POST_HOC, deviations=grading.deviations)
+    if "shared" in manifests["grades"]:  # grades reused from other experiments' banks
+        record["shared"] = _shared(ex, manifests["grades"]["shared"], grades_table, table)
     if manifests["grades"].get("regrade"):  # a partial regrade: the rounds merged
         record["regrade"] = manifests["grades"]["regrade"]
     if design is not None:  # who graded each key row, beside the key; its hash in the record

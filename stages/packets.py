@@ -17,6 +17,10 @@ With a rater panel (``grading.mode: raters``) every rater gets its own packets,
 ``packets/rater/NAME/``: the pairs assigned to it and its gold questions, in one seeded
 shuffle per query; the private assignment table (``paths.assignment``) records which is
 which.
+
+With params ``grading.share_from``, a pair whose grade by a grader of a role is reused from
+another experiment's bank (:mod:`relgrade.experiment.sharing`) is left out of that role's
+packets: ``relgrade grade run`` and ``relgrade serve`` show only the remainder.
 """
 
 import pandas as pd
@@ -56,6 +60,8 @@ def main(ex):
         audit_ids=audit_ids)
     if grading.mode == "triage":
         orders = pd.concat([orders, model_orders], ignore_index=True)
+    if grading.share_from:  # a pair another experiment graded for this role's grader is not owed
+        orders = _without_reused(ex, orders, pool, audit_ids)
     chunks = read_table(ex.path("chunks"))
     make = dict(chunks=chunks, intents=frozen, intents_sha256=sha,
                 rubric_version=ex.params.need("grading.rubric_version"))
@@ -83,6 +89,18 @@ def main(ex):
     write_parquet(ex.path("orders"), orders)
     if panel_orders is not None:
         write_parquet(ex.path("assignment"), panel_orders)
+
+
+def _without_reused(ex, orders, pool, audit_ids):
+    """``orders`` less the rows of pairs whose grade, by a grader of the row's role, is
+    reused from a share source (params ``grading.share_from``)."""
+    shared = judgments(ex, pool, audit_ids).shared
+    roles = {name: spec["role"] for name, spec in ex.params.graders_dict().items()}
+    drop = {(roles.get(str(g)), str(q), str(c))
+            for g, q, c in zip(shared["grader"], shared["query_id"], shared["chunk_id"])}
+    keep = [(str(r), str(q), str(c)) not in drop
+            for r, q, c in zip(orders["role"], orders["query_id"], orders["chunk_id"])]
+    return orders[pd.Series(keep, index=orders.index, dtype=bool)].reset_index(drop=True)
 
 
 def _triage(ex, pool, audit_ids):

@@ -51,11 +51,15 @@ _PATH = click.Path(dir_okay=False, path_type=Path)
                    "(default: a person grading on the web page).")
 @click.option("--auditor-command", default=None,
               help="Make the auditor a command grader running this command.")
+@click.option("--share-from", "share_from", multiple=True, metavar="FOLDER",
+              help="Reuse another experiment's current grades (repeatable): its folder, "
+                   "relative to the new one (e.g. ../other); written to grading.share_from "
+                   "and as a dvc dep of the packets and grades stages.")
 @click.option("--force", is_flag=True, help="Replace a folder that is not empty.")
 @handle_errors
 def init_cmd(folder, corpus, queries, intents, query_log, sample_n, allocation, arms, runs,
              baseline, pool_depth, audit_min, seed, key_grader, auditor, grader_command,
-             auditor_command, force):
+             auditor_command, share_from, force):
     """Create an experiment in FOLDER (e.g. experiments/NAME): params.yaml, a dvc.yaml running
     the repository's stages there, a generic rubric, the inputs under data/input/, and
     DESIGN.md. FOLDER's last segment is the experiment's name: letters, digits, '.', '_', '-'.
@@ -68,7 +72,7 @@ def init_cmd(folder, corpus, queries, intents, query_log, sample_n, allocation, 
                 pool_depth=pool_depth, audit_min=audit_min, seed=seed, key_grader=key_grader,
                 auditor=auditor, grader_command=grader_command,
                 auditor_command=auditor_command, force=force, query_log=query_log,
-                sample_n=sample_n, allocation=allocation)
+                sample_n=sample_n, allocation=allocation, share_from=list(share_from))
     ex = init_experiment(plan)
     where = folder.as_posix()
     arms_made = ", ".join(f"{a} ({c['kind']})" for a, c in ex.params.arms_dict().items())

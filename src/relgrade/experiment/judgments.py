@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
+from relgrade.experiment import sharing
 from relgrade.io import files as io
 from relgrade.protocol import bank, grades, regrade, triage
 
@@ -46,6 +47,10 @@ class Judgments:
         every pool pair; None before that, and outside triage mode.
     triage_grader : str or None
         Triage mode: the model grader of role triage.
+    shared : pandas.DataFrame or None
+        The grades reused from other experiments (params ``grading.share_from``;
+        :func:`relgrade.experiment.sharing.reuse`: their bank rows plus ``origin``), already
+        in ``bank`` as grades of the current round; None when nothing is shared.
     """
 
     bank: pd.DataFrame
@@ -57,6 +62,7 @@ class Judgments:
     round_pairs: pd.DataFrame
     triage_queue: pd.DataFrame | None = None
     triage_grader: str | None = None
+    shared: pd.DataFrame | None = None
 
 
 def grader_file(ex, files) -> grades.GraderFile:
@@ -116,7 +122,8 @@ def judgments(ex, pool: pd.DataFrame, audit_ids) -> Judgments:
     ------
     InputError
         A grade file or its sidecar breaks a rule of
-        :func:`relgrade.protocol.grades.judgment_bank`.
+        :func:`relgrade.protocol.grades.judgment_bank`; a share source is refused
+        (:func:`relgrade.experiment.sharing.sources`).
     """
     grading = ex.params.grading
     current = int(grading.round)
@@ -134,6 +141,10 @@ def judgments(ex, pool: pd.DataFrame, audit_ids) -> Judgments:
                                   max_reason_words=grading.max_reason_words,
                                   max_reason_chars=grading.max_reason_chars)
     now = current_now(ex)
+    shared = sharing.shared_grades(ex, judged, pool, now=now)
+    if shared is not None:  # reused grades count as this round's; own rows are origin ""
+        judged = pd.concat([judged.assign(origin=sharing.OWN),
+                            shared.assign(round=current)], ignore_index=True)
     key_grader = ex.params.need("grading.key_grader")
     auditor = ex.params.need("grading.auditor")
     scope = None
@@ -168,7 +179,7 @@ def judgments(ex, pool: pd.DataFrame, audit_ids) -> Judgments:
                              pending[pending["grader"] != key_grader]], ignore_index=True)
     return Judgments(bank=judged, files=files, rounds=chain, scope=scope, now=now,
                      pending=pending, round_pairs=round_pairs, triage_queue=queue,
-                     triage_grader=model)
+                     triage_grader=model, shared=shared)
 
 
 def triage_queue(ex, judged: pd.DataFrame, pool: pd.DataFrame, *, now: dict,

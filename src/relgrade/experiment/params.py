@@ -294,6 +294,10 @@ class Grading(_Section):
     #: panel of graders with role ``rater`` grades each pair ``raters.per_pair`` times and the
     #: key grader's grades are the aggregation stage's output (see docs/raters.md).
     mode: Literal["single", "triage", "raters"] = "single"
+    #: Other experiments whose judgment banks this one reuses, each a folder relative to this
+    #: experiment's (``../other``; ``../..`` for the repository's top experiment): their
+    #: current grades count for the grader of the same name here (see docs/experiments.md).
+    share_from: list[str] = Field(default_factory=list)
 
 
 class Raters(_Section):

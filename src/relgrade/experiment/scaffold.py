@@ -80,6 +80,9 @@ class Plan:
     query_log: Path | None = None
     sample_n: int | None = None
     allocation: str = "equal"
+    #: Other experiments whose banks this one reuses (params ``grading.share_from``), each a
+    #: folder relative to the new experiment's.
+    share_from: list = field(default_factory=list)
 
 
 #: The ``sample`` stage, written only into the ``dvc.yaml`` of an experiment with a query log:
@@ -190,7 +193,8 @@ def graders_section(plan: Plan) -> dict:
     return out
 
 
-def pipeline(repo_dvc: dict, root_rel: str, *, file_runs: bool, sample: bool = False) -> dict:
+def pipeline(repo_dvc: dict, root_rel: str, *, file_runs: bool, sample: bool = False,
+             share_deps=()) -> dict:
     """The experiment's ``dvc.yaml``: the repository's, with repository files re-rooted.
 
     Parameters
@@ -204,6 +208,11 @@ def pipeline(repo_dvc: dict, root_rel: str, *, file_runs: bool, sample: bool = F
         ``data/input/runs`` (an rrf arm may read any of them).
     sample : bool, default False
         The experiment draws its queries from a query log: :data:`SAMPLE_STAGE` comes first.
+    share_deps : sequence of str, default ()
+        The grade folders of the share sources (params ``grading.share_from``), relative to
+        the experiment's folder: the ``packets`` and ``grades`` stages, which read the judgment
+        bank, depend on each and on the param ``grading.share_from`` (DVC cannot take deps
+        from a params list).
 
     Returns
     -------
@@ -230,6 +239,9 @@ def pipeline(repo_dvc: dict, root_rel: str, *, file_runs: bool, sample: bool = F
         body["deps"] = [rebase(d) for d in body.get("deps", [])]
         if name == "retrieve" and file_runs:
             body["deps"].append("data/input/runs")
+        if name in ("packets", "grades") and share_deps:
+            body["deps"] += list(share_deps)
+            body["params"] = [*body.get("params", []), "grading.share_from"]
         if "do" in stage:
             stage["do"] = body
         stages[name] = stage
@@ -348,6 +360,47 @@ def _template(name: str) -> str:
         encoding="utf-8")
 
 
+def share_sources(entries, target: Path) -> list[str]:
+    """The grade folders of the share sources ``entries``, as deps of the new experiment.
+
+    Parameters
+    ----------
+    entries : sequence of str
+        ``--share-from`` values: experiment folders relative to ``target``.
+    target : pathlib.Path
+        The new experiment's folder (absolute).
+
+    Returns
+    -------
+    list of str
+        Per entry, ``ENTRY/GRADES_IN`` normalised (``../other/data/grades``).
+
+    Raises
+    ------
+    InputError
+        An entry is not an experiment folder (no ``params.yaml``), is the new experiment's
+        folder, or is given twice.
+    """
+    out = []
+    for entry in entries:
+        folder = Path(os.path.normpath(target / entry))  # target may not exist yet
+        if not (folder / PARAMS_FILE).is_file():
+            raise InputError("a share source is not an experiment folder (it holds no "
+                             "params.yaml)", item=f"--share-from {entry}",
+                             found=f"no {(folder / PARAMS_FILE).as_posix()}",
+                             fix="Give another experiment's folder, relative to the new one "
+                                 "(e.g. ../other, or ../.. for the repository's top experiment)")
+        if folder.resolve() == target:
+            raise InputError("a share source is the new experiment itself",
+                             item=f"--share-from {entry}", fix="Give another experiment's folder")
+        grades_in = _paths_of(folder / PARAMS_FILE).get("grades_in", "data/grades")
+        dep = Path(os.path.normpath(Path(entry) / grades_in))
+        if dep.as_posix() in out:
+            raise InputError("a share source is given twice", item=f"--share-from {entry}")
+        out.append(dep.as_posix())
+    return out
+
+
 def init_experiment(plan: Plan) -> Experiment:
     """Write the experiment ``plan`` asks for, in one piece.
 
@@ -369,7 +422,8 @@ def init_experiment(plan: Plan) -> Experiment:
         ``force``); an input is missing or invalid (see :mod:`relgrade.experiment.inputs`);
         an external run names a query, or a chunk of a chunks-file corpus, that is not there;
         the arms are invalid (:func:`arms_section`); the new experiment's paths would overlap
-        another experiment's (:func:`check_disjoint`). Nothing is written then.
+        another experiment's (:func:`check_disjoint`); a ``share_from`` entry is refused
+        (:func:`share_sources`). Nothing is written then.
     """
     folder = Path(plan.folder)
     name = check_name(folder.resolve().name if folder.name in ("", ".") else folder.name,
@@ -400,6 +454,7 @@ def init_experiment(plan: Plan) -> Experiment:
     for path in (plan.corpus, plan.queries, plan.intents, plan.query_log, *plan.runs.values()):
         if path is not None and not Path(path).is_file():
             raise InputError("input file not found", path=path)
+    share_deps = share_sources(plan.share_from, target)
     root_rel = Path(os.path.relpath(repo, target)).as_posix()
     repo_dvc = read_yaml(repo / "dvc.yaml")
     with atomic_dir(target) as tmp:
@@ -446,6 +501,7 @@ def init_experiment(plan: Plan) -> Experiment:
             audit_min=audit_min, deviations=deviations, key_grader=plan.key_grader,
             auditor=plan.auditor, baseline=baseline, query_log=log_name,
             sample_n=plan.sample_n, allocation=plan.allocation,
+            share_from=list(plan.share_from),
             arms=yaml.safe_dump({"arms": arms}, sort_keys=False),
             graders=yaml.safe_dump({"graders": graders_section(plan)}, sort_keys=False))
         write_text(tmp / PARAMS_FILE, text)
@@ -461,7 +517,7 @@ def init_experiment(plan: Plan) -> Experiment:
                   "wdir) and reads params.yaml here;\n# the stage scripts and library folders "
                   f"are the repository's, at {root_rel}/.\n")
         stages = pipeline(repo_dvc, root_rel, file_runs=bool(run_files),
-                          sample=log_name is not None)
+                          sample=log_name is not None, share_deps=share_deps)
         write_text(tmp / "dvc.yaml", header + yaml.safe_dump(stages, sort_keys=False,
                                                              width=100))
         write_gitignores(tmp, cached_outputs(stages, params.paths.as_dict(), arms))

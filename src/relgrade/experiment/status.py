@@ -20,6 +20,7 @@ from collections.abc import Iterable, Mapping
 import pandas as pd
 
 from relgrade.errors import RelgradeError
+from relgrade.experiment import sharing
 from relgrade.experiment.cost import cost_lines, status_cost
 from relgrade.experiment.design import unfilled_parts
 from relgrade.experiment.files import Experiment
@@ -397,9 +398,12 @@ def read_status(ex: Experiment) -> dict:
             table, _ = grades.current_table(held.bank, graders=params.graders_dict(), pool=pool,
                                             audit_query_ids=audit, round=params.grading.round,
                                             intents_sha256=None, **held.now)
-            for name in held.files:
+            reused = set() if held.shared is None else set(held.shared["grader"].astype(str))
+            for name in sorted(set(held.files) | reused):
                 rows[name] = table[table["grader"] == name]
             pending = pending_status(ex, held=held, table=table)
+            if held.shared is not None:  # what the share sources gave, per source and grader
+                pending["shared"] = sharing.shared_counts(held.shared)
             if held.triage_queue is not None:
                 queue = held.triage_queue
                 triage_pairs = triage.people_queue(queue)
@@ -455,7 +459,33 @@ def read_status(ex: Experiment) -> dict:
         except RelgradeError as e:
             st.setdefault("other_problems", {})["cost"] = str(e)
     st["design"] = {"unfilled": unfilled_parts(ex)}
+    warnings = share_warnings(ex)
+    if warnings:
+        st["warnings"] = warnings
     return st
+
+
+def share_warnings(ex: Experiment) -> list[str]:
+    """Warnings about params ``grading.share_from``: a pipeline stage that reads grades but
+    lacks the dep on a share source's grade files (DVC cannot take deps from a params list,
+    so a hand-edited ``share_from`` needs its dep written by hand), or a refused source.
+
+    Returns
+    -------
+    list of str
+        One line per missing dep, naming the ``dvc.yaml``, the stage and the line to add;
+        empty when nothing is shared or every dep is there.
+    """
+    if not ex.params.grading.share_from:
+        return []
+    path = ex.root / "dvc.yaml"
+    try:
+        missing = sharing.missing_deps(ex, io.read_yaml(path)) if path.exists() else []
+    except RelgradeError as e:
+        return [str(e)]
+    return [f"{path.as_posix()}: stage {m['stage']} lacks the dep {m['dep']} (a share "
+            "source's grades), so dvc will not rerun it when they change; add "
+            f"`- {m['dep']}` under stages.{m['stage']}.deps" for m in missing]
 
 
 def pending_status(ex: Experiment, *, held: Judgments, table: pd.DataFrame) -> dict:
@@ -521,6 +551,11 @@ def status_lines(st: Mapping) -> list[str]:
     """
     out: list[str] = [f"dvc: {d['file']} {d['problem']}; fix: {d['fix']}"
                       for d in st.get("dvc", [])]
+    out += [f"warning: {w}" for w in st.get("warnings", [])]
+    for origin, by_grader in ((st.get("pending") or {}).get("shared") or {}).items():
+        counts = ", ".join(f"{g} {n}" for g, n in by_grader.items())
+        out.append(f"shared: {_n(sum(by_grader.values()), 'pair')} reused from {origin} "
+                   f"({counts})")
 
     def unreadable(name, s):
         return f"{name}: cannot be read: {s['error']}"
