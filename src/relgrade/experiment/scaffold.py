@@ -283,11 +283,11 @@ def sync_pipeline(repo_pipeline: dict, mine: dict) -> dict:
         have = dict(stages[name])
         body = dict(have["do"]) if "do" in have else have
         want = stage.get("do", stage)
-        for field in ("deps", "params"):
-            known = set(names(body.get(field)))
-            extra = [e for e in want.get(field) or [] if names([e])[0] not in known]
+        for part in ("deps", "params"):
+            known = set(names(body.get(part)))
+            extra = [e for e in want.get(part) or [] if names([e])[0] not in known]
             if extra:
-                body[field] = [*(body.get(field) or []), *extra]
+                body[part] = [*(body.get(part) or []), *extra]
         if "do" in have:
             have["do"] = body
         stages[name] = have
