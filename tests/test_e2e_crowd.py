@@ -1,13 +1,16 @@
 """End to end: the simulated crowd of experiments/crowd-sim through `dvc repro`.
 
 The experiment is copied into a temporary git + dvc repository with the stage scripts and
-the sources, with the committed grade files of its five simulated raters and its simulated
-auditor (made by `relgrade grade run` through sim/rater.py) but not the expert's. The first
-`dvc repro` runs pool -> packets -> grades -> aggregate and stops at adjudicate, naming the
-expert's pending pairs; `relgrade grade run --grader expert-e` grades the queue through real
-subprocesses; the second `dvc repro` runs to the arms' metrics. Checks: the spammer is
-removed by gold and nobody else; the key recovers the truth at the rate the confusion
-matrices predict; the expert's fresh grades equal the committed ones.
+the sources, with its inputs (the simulated query log, the sampled query set and the intents
+written for it, the truth, the gold) and the committed grade files of its five simulated
+raters and its simulated auditor (made by `relgrade grade run` through sim/rater.py) but not
+the expert's. The first `dvc repro` runs sample -> queries -> pool -> packets -> grades ->
+aggregate and stops at adjudicate, naming the expert's pending pairs; `relgrade grade run
+--grader expert-e` grades the queue through real subprocesses; the second `dvc repro` runs to
+the arms' metrics. Checks: the sample stage draws the committed query set with its traffic
+weights and records its seed; the spammer is removed by gold and nobody else; the key
+recovers the truth at the rate the confusion matrices predict; the expert's fresh grades
+equal the committed ones; the arms' metrics carry traffic-weighted means.
 """
 
 from __future__ import annotations
@@ -21,6 +24,8 @@ import pandas as pd
 import pytest
 import yaml
 
+from relgrade import query_sampling as querylog
+from relgrade.rng import derive_seed
 from tests.e2e import tiny
 
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("e2e_crowd")]
@@ -71,6 +76,42 @@ def test_the_first_repro_stops_at_adjudication_naming_the_experts_pairs(crowd):
     assert "Running stage 'experiments/crowd-sim/dvc.yaml:key'" not in first.stdout
 
 
+def test_the_sample_stage_draws_the_query_set_with_traffic_weights_and_its_seed(crowd):
+    exp, first, *_ = crowd
+    assert "Running stage 'experiments/crowd-sim/dvc.yaml:sample'" in first.stdout
+    manifest = json.loads((exp / "data/queries/sample.json").read_text())
+    assert (manifest["seed"], manifest["seed_purpose"]) == (0, "queries-sample")
+    assert manifest["child_seed"] == derive_seed(0, "queries-sample")
+    assert (manifest["issued"], manifest["distinct"], manifest["n"]) == (2396, 24, 8)
+    sampled = pd.read_csv(exp / "data/input/queries.sampled.tsv", sep="\t")
+    committed = pd.read_csv(tiny.REPO / EXP / "data/input/queries.sampled.tsv", sep="\t")
+    pd.testing.assert_frame_equal(sampled, committed)
+    # By hand from data/input/query-log.tsv (2396 issued; cuts at 1198 and 1916.8): the head
+    # is 714 + 276 + 231 = 1221 issued, all three taken, each weighing its own count; the
+    # torso, 8 queries of 712 issued, gives 3, each weighing 712 / 3; the tail, 13 queries of
+    # 463 issued, gives 2, each weighing 463 / 2.
+    weights = dict(zip(sampled["query"], sampled["weight"]))
+    assert [weights[q] for q in ("lease jobs to workers", "higher priority jobs",
+                                 "worker heartbeat")] == [714.0, 276.0, 231.0]
+    assert sorted(sampled["group"].value_counts().items()) == [("head", 3), ("tail", 2),
+                                                               ("torso", 3)]
+    for group, weight in (("torso", 712 / 3), ("tail", 463 / 2)):
+        assert sampled.loc[sampled["group"] == group, "weight"].tolist() == pytest.approx(
+            [weight] * len(sampled[sampled["group"] == group]))
+    assert sampled["weight"].sum() == pytest.approx(2396.0)
+    # the same draw again from the log with the recorded child seed
+    log = pd.read_csv(exp / "data/input/query-log.tsv", sep="\t")
+    again = querylog.sample_queries(querylog.strata(log), n=8,
+                                    rng=np.random.default_rng(manifest["child_seed"]))
+    assert again["query_id"].tolist() == sampled["query_id"].tolist()
+    # the queries stage keeps the weights; the key covers exactly these queries
+    table = pd.read_parquet(exp / "data/queries/queries.parquet")
+    assert dict(zip(table["query_id"], table["weight"])) == dict(zip(sampled["query_id"],
+                                                                     sampled["weight"]))
+    key = pd.read_json(exp / "data/key/key.jsonl", lines=True)
+    assert set(key["query_id"]) == set(sampled["query_id"])
+
+
 def test_the_spammer_alone_is_removed_by_gold(crowd):
     exp, *_ = crowd
     report = json.loads((exp / "metrics/aggregate.json").read_text())
@@ -92,7 +133,8 @@ def _expected_correct(exp):
     truth = pd.read_csv(exp / "data/input/truth.tsv", sep="\t")
     true = {(q, c): int(g) for q, c, g in zip(truth.query_id, truth.chunk_id, truth.grade)}
     queues = pd.read_parquet(exp / "data/private/assignment.parquet")
-    work = queues[queues["work"] & (queues["grader"] != "rater-5")]
+    removed = json.loads((exp / "metrics/aggregate.json").read_text())["removed"]
+    work = queues[queues["work"] & ~queues["grader"].isin(list(removed))]
     params = yaml.safe_load((exp / "params.yaml").read_text())
     max_spread = params["adjudication"]["max_spread"]
     expert = np.array(crowd["expert-e"])
@@ -150,3 +192,21 @@ def test_the_second_repro_runs_from_the_grades_to_the_metrics(crowd):
     for arm in ("bm25", "tfidf"):
         metrics = json.loads((exp / f"metrics/arms/{arm}.json").read_text())
         assert metrics["key_sha256"] == record["key_sha256"]
+
+
+def test_the_arms_metrics_carry_traffic_weighted_means(crowd):
+    exp, *_ = crowd
+    queries = pd.read_parquet(exp / "data/queries/queries.parquet")
+    weight = dict(zip(queries["query_id"], queries["weight"]))
+    for arm in ("bm25", "tfidf"):
+        metrics = json.loads((exp / f"metrics/arms/{arm}.json").read_text())
+        block = metrics["traffic_weighted"]
+        assert block["weight_sum"] == pytest.approx(2396.0)
+        # sum_i w_i v_i / sum_i w_i over the per-query values, computed here
+        per_query = pd.read_parquet(exp / f"data/metrics/{arm}.parquet")
+        measure = "nDCG(dcg='exp-log2')@10"
+        rows = per_query[per_query["measure"] == measure]
+        assert sorted(rows["query_id"]) == sorted(weight)
+        w = rows["query_id"].map(weight).to_numpy()
+        v = rows["value"].to_numpy()
+        assert block["means"][measure] == pytest.approx(float((w * v).sum() / w.sum()))

@@ -64,5 +64,5 @@ def test_a_bad_panel_value_is_one_error_naming_the_file(tmp_path, case):
 
 def test_the_crowd_experiments_params_are_a_complete_panel():
     p = load_params(REPO / "experiments/crowd-sim/params.yaml")
-    assert (p.grading.mode, p.raters.per_pair, p.gold.fraction) == ("raters", 3, 0.3)
+    assert (p.grading.mode, p.raters.per_pair, p.gold.fraction) == ("raters", 3, 0.4)
     assert (p.aggregation.method, p.adjudication.expert) == ("majority", "expert-e")

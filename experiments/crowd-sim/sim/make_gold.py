@@ -14,7 +14,7 @@ import pandas as pd
 
 HERE = Path(__file__).resolve().parent
 DATA = HERE.parent / "data"
-N_GOLD, SEED = 14, 20261201
+N_GOLD, SEED = 18, 20261201
 
 
 def main():

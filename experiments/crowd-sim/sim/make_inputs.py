@@ -1,18 +1,31 @@
 #!/usr/bin/env python3
-"""Write the simulated crowd experiment's inputs: chunks, queries, intents and the truth.
+"""Write the simulated crowd experiment's inputs: chunks, the query log and the truth.
 
-Every chunk and every grade here is simulated: eight topics about a made-up job scheduler,
-eight chunks per topic (three that answer the query: truth 2, three that point at the answer:
-truth 1, two that mention the topic words only: truth 0). A chunk is graded 0 for every
-query but its own topic's. Run: python sim/make_inputs.py
+Every chunk, query count and grade here is simulated: eight topics about a made-up job
+scheduler, eight chunks per topic (three that answer the topic: truth 2, three that point at
+the answer: truth 1, two that mention the topic words only: truth 0). The query log holds
+three phrasings of each topic (the topic's own query and two others, 24 distinct queries),
+each answered by its topic's chunks; a chunk is 0 for every query of another topic. Counts
+follow a Zipf curve (count ~ 600 / rank) over a seeded shuffle of the 24 queries, with a
+seeded multiplicative jitter, so the log has a head of a few frequent queries and a long
+tail. The truth (`truth.tsv`) covers every log query, keyed by the query id the sample stage
+gives it (relgrade.query_sampling.query_id of the normalised text), so whichever queries the
+sample draws, the simulated graders know their truth. The intents are written after the
+sample by `sim/make_intents.py`. Run from the repository: python experiments/crowd-sim/sim/make_inputs.py
 """
 import csv
 import hashlib
 import json
 from pathlib import Path
 
+import numpy as np
+
+from relgrade.query_sampling import normalize_query, query_id
+
 HERE = Path(__file__).resolve().parent
 INPUT = HERE.parent / "data" / "input"
+#: The seed of the log's counts (query order and jitter).
+LOG_SEED = 20261201
 
 TOPICS = [
     ("q01", "keyword", "retry backoff", "How does the scheduler compute the delay before retrying a failed job?"),
@@ -24,6 +37,19 @@ TOPICS = [
     ("q07", "question", "How are results stored after a job finishes?", "How and where are a finished job's results written?"),
     ("q08", "question", "Which signals stop a worker gracefully?", "Which operating-system signals make a worker stop after its current job?"),
 ]
+
+# Two more phrasings per topic (the topic's own query is the first): what else users type
+# when they want the same answer.
+PHRASINGS = {
+    "q01": ["retry delay", "backoff for a failed job"],
+    "q02": ["parse cron expressions", "cron schedules"],
+    "q03": ["heartbeat", "is the worker still alive"],
+    "q04": ["higher priority jobs", "job priority first"],
+    "q05": ["lease jobs to workers", "job lease lock"],
+    "q06": ["job timeout", "stop a job past its timeout"],
+    "q07": ["job results written", "finished job results"],
+    "q08": ["worker signals", "stop worker gracefully"],
+}
 
 KINDS = [("impl", 2), ("impl", 2), ("impl", 2), ("ref", 1), ("ref", 1), ("ref", 1),
          ("miss", 0), ("miss", 0)]
@@ -51,31 +77,46 @@ def chunk(qid, topic, intent, kind, i):
             "source": header.split(" > ")[0]}
 
 
+def log_queries():
+    """Every log query as (text, topic id, intent), topic by topic."""
+    return [(text, topic, intent) for topic, _, query, intent in TOPICS
+            for text in [query, *PHRASINGS[topic]]]
+
+
+def log_counts(n):
+    """Seeded Zipf counts: the query at position i of a seeded shuffle gets about 600 / rank."""
+    rng = np.random.default_rng(LOG_SEED)
+    rank = np.empty(n, dtype=int)
+    rank[rng.permutation(n)] = np.arange(1, n + 1)
+    jitter = rng.uniform(0.8, 1.25, size=n)
+    return np.maximum(1, np.rint(600 / rank * jitter)).astype(int)
+
+
 def main():
     INPUT.mkdir(parents=True, exist_ok=True)
-    chunks, truth = [], []
+    chunks, answers = [], {}
     for qid, _, query, intent in TOPICS:
+        answers[qid] = []
         for i, (kind, grade) in enumerate(KINDS):
             c = chunk(qid, query, intent, kind, i)
             chunks.append(c)
-            truth.append((qid, c["chunk_id"], grade))
+            answers[qid].append((c["chunk_id"], grade))
     with open(INPUT / "chunks.jsonl", "w", encoding="utf-8") as f:
         for c in chunks:
             f.write(json.dumps(c, ensure_ascii=False) + "\n")
-    with open(INPUT / "queries.tsv", "w", newline="", encoding="utf-8") as f:
+    queries = log_queries()
+    counts = log_counts(len(queries))
+    with open(INPUT / "query-log.tsv", "w", newline="", encoding="utf-8") as f:
         w = csv.writer(f, delimiter="\t", lineterminator="\n")
-        w.writerow(["query_id", "query", "group"])
-        for qid, group, query, _ in TOPICS:
-            w.writerow([qid, query, group])
-    with open(INPUT / "intents.tsv", "w", newline="", encoding="utf-8") as f:
-        w = csv.writer(f, delimiter="\t", lineterminator="\n")
-        w.writerow(["query_id", "query", "intent"])
-        for qid, _, query, intent in TOPICS:
-            w.writerow([qid, query, intent])
+        w.writerow(["query", "count"])
+        for (text, _, _), count in sorted(zip(queries, counts), key=lambda x: -x[1]):
+            w.writerow([text, int(count)])
     with open(INPUT / "truth.tsv", "w", newline="", encoding="utf-8") as f:
         w = csv.writer(f, delimiter="\t", lineterminator="\n")
         w.writerow(["query_id", "chunk_id", "grade"])
-        w.writerows(truth)
+        for text, topic, _ in queries:
+            qid = query_id(normalize_query(text))
+            w.writerows((qid, cid, grade) for cid, grade in answers[topic])
 
 
 if __name__ == "__main__":
