@@ -47,3 +47,28 @@ def test_each_stage_lists_every_dep_and_param_of_the_repository_stage(folder):
         if lacks:
             missing[name] = lacks
     assert missing == {}
+
+
+@pytest.mark.parametrize("folder", [REPO, *EXPERIMENTS], ids=lambda p: p.name)
+def test_every_value_the_pipeline_interpolates_is_in_the_experiments_params(folder):
+    # dvc refuses a whole pipeline when one ${...} of one stage does not resolve
+    import re
+
+    params = yaml.safe_load((folder / "params.yaml").read_text())
+    text = (folder / "dvc.yaml").read_text()
+    names = sorted(set(re.findall(r"\$\{([a-z_]+(?:\.[a-z_]+)+)\}", text)))
+
+    def found(name):
+        node = params
+        for part in name.split("."):
+            if not isinstance(node, dict) or part not in node:
+                return False
+            node = node[part]
+        return True
+
+    # item.*: a foreach stage's own item
+    assert [n for n in names if not n.startswith("item.") and not found(n)] == []
+    # and every params key a stage lists, which dvc reads from params.yaml
+    listed = {p for stage in yaml.safe_load(text)["stages"].values()
+              for p in _body(stage).get("params") or [] if isinstance(p, str)}
+    assert sorted(n for n in listed if not found(n)) == []
