@@ -21,7 +21,7 @@ from relgrade.clicks import spark as S
 from relgrade.errors import InputError
 from tests.test_clicks_propensity import SEED, simulate_log
 
-pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("spark"),
+pytestmark = [pytest.mark.slow,
               # PySpark 4.3 warns about pandas 3 on every conversion; nothing relgrade can fix.
               pytest.mark.filterwarnings("ignore:PySpark does not yet fully support pandas"),
               pytest.mark.filterwarnings("ignore:The copy keyword is deprecated")]

@@ -11,7 +11,7 @@ import yaml
 from tests.e2e import tiny
 from tests.test_e2e_dvc import _setup
 
-pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("e2e_audit")]
+pytestmark = [pytest.mark.slow]
 
 
 def _set(root, section, key, value):

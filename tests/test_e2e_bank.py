@@ -19,7 +19,7 @@ import yaml
 
 from tests.e2e import tiny
 
-pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("e2e_bank")]
+pytestmark = [pytest.mark.slow]
 
 GRADER = Path(__file__).with_name("graders") / "tiny_grader.py"
 

@@ -18,7 +18,7 @@ import yaml
 
 from tests.e2e import tiny
 
-pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("e2e_clicks")]
+pytestmark = [pytest.mark.slow]
 
 EXPERIMENT = "experiments/clicks-sim"
 

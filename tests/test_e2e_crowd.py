@@ -28,7 +28,7 @@ from relgrade import query_sampling as querylog
 from relgrade.rng import derive_seed
 from tests.e2e import tiny
 
-pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("e2e_crowd")]
+pytestmark = [pytest.mark.slow]
 
 EXP = "experiments/crowd-sim"
 

@@ -16,7 +16,7 @@ import yaml
 
 from tests.e2e import tiny
 
-pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("e2e_dvc")]
+pytestmark = [pytest.mark.slow]
 
 
 def _setup(root):

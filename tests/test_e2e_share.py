@@ -19,7 +19,7 @@ import pytest
 
 from tests.e2e import tiny
 
-pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("e2e_share")]
+pytestmark = [pytest.mark.slow]
 
 GRADER = Path(__file__).with_name("graders") / "tiny_grader.py"
 INPUTS = ["--corpus", "data/input/chunks.jsonl", "--queries", "data/input/queries.tsv",

@@ -13,7 +13,7 @@ import yaml
 
 from tests.e2e import tiny
 
-pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("e2e_translate")]
+pytestmark = [pytest.mark.slow]
 
 
 def _params(root, change):

@@ -24,7 +24,7 @@ import pytest
 
 from tests.e2e import tiny, triage_web
 
-pytestmark = [pytest.mark.slow, pytest.mark.browser, pytest.mark.xdist_group("e2e_triage")]
+pytestmark = [pytest.mark.slow, pytest.mark.browser]
 
 EXP = "experiments/triage-sim"
 INPUTS = ("params.yaml", "dvc.yaml", "DESIGN.md", "model_grader.py", "rubric", "data/input")

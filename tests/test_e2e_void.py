@@ -19,7 +19,7 @@ import yaml
 from tests.e2e import tiny
 from tests.test_e2e_dvc import _setup
 
-pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("e2e_void")]
+pytestmark = [pytest.mark.slow]
 
 FROZEN = ("data/key/key.jsonl", "data/key/key.qrels", "data/key/record.json",
           *(f"metrics/arms/{arm}.json" for arm in tiny.ARMS))

@@ -20,7 +20,7 @@ from relgrade.errors import ProtocolError
 from relgrade.graders.store import GradeStore
 from tests.graders import experiment as ex
 
-pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("killnine")]
+pytestmark = [pytest.mark.slow]
 
 ROOT = Path(__file__).resolve().parents[1]
 ENV = dict(os.environ, PYTHONPATH=f"{ROOT / 'src'}{os.pathsep}{ROOT}")

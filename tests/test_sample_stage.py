@@ -150,7 +150,6 @@ def test_init_with_a_query_log_writes_the_sample_stage_first(tmp_path, monkeypat
 
 
 @pytest.mark.slow
-@pytest.mark.xdist_group("sample_stage")
 def test_changing_the_log_or_the_sample_params_reruns_sample_and_queries(tmp_path):
     root = tmp_path
     tiny.write_inputs(root)

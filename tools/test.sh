@@ -17,6 +17,7 @@ fi
 export PATH="$PWD/.venv/bin:$PATH"
 # The house's import rules (pyproject.toml [tool.importlinter]) before any test.
 lint-imports --no-cache
-# --dist loadgroup: each end-to-end module is one xdist group (its module-scoped experiment
-# is built once, on one worker), and the modules spread over both workers.
-exec .venv/bin/python -m pytest -n 2 --dist loadgroup "$@"
+# --dist loadscope: each test module runs whole on one worker, so an end-to-end module's
+# module-scoped experiment is built once; modules go out in file order, the long end-to-end
+# ones early, the many short ones after them to even out the two workers.
+exec .venv/bin/python -m pytest -n 2 --dist loadscope --no-loadscope-reorder "$@"

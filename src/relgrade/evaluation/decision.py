@@ -477,8 +477,9 @@ def _randomization(settings: dict, comparisons: list) -> str:
     Examples
     --------
     >>> _randomization({"permutations": 10000},
-    ...                [{"randomization": {"method": "exact", "n_permutations": 64}}])
-    'exact: every sign pattern enumerated (64 patterns, 2^6)'
+    ...                [{"randomization": {"method": "exact", "n_permutations": 64}},
+    ...                 {"randomization": {"method": "exact", "n_permutations": 2}}])
+    'exact: every sign pattern of the queries that differ enumerated (at most 64)'
     >>> _randomization({"permutations": 10000},
     ...                [{"randomization": {"method": "exact", "n_permutations": 64}},
     ...                 {"randomization": {"method": "monte-carlo", "n_permutations": 10000}}])
@@ -487,9 +488,8 @@ def _randomization(settings: dict, comparisons: list) -> str:
     drawn = f"{_int(settings.get('permutations'))} sign-flip patterns"
     methods = {str((c.get("randomization") or {}).get("method")) for c in comparisons}
     if methods == {"exact"}:
-        counts = sorted({int(c["randomization"]["n_permutations"]) for c in comparisons})
-        shown = ", ".join(f"{n} patterns, 2^{n.bit_length() - 1}" for n in counts)
-        return f"exact: every sign pattern enumerated ({shown})"
+        most = max(int(c["randomization"]["n_permutations"]) for c in comparisons)
+        return f"exact: every sign pattern of the queries that differ enumerated (at most {most})"
     if "exact" in methods:
         return f"exact where 20 or fewer queries differ (2^k patterns), else {drawn}"
     return drawn
