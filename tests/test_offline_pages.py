@@ -103,6 +103,9 @@ def test_dvc_plots_show_draws_the_repository_plots_with_the_network_refused(offl
         [sys.executable, "-m", "dvc", "plots", "show", "--json"], cwd=ROOT,
         capture_output=True, text=True, check=True).stdout)["data"]
     assert sorted(declared) == ["experiments/clicks-sim/plots/propensity.csv",
+                                "experiments/crowd-sim/metrics/confusion.csv",
+                                "experiments/crowd-sim/metrics/plots/arms.csv",
+                                "experiments/crowd-sim/metrics/plots/deltas.csv",
                                 "experiments/triage-sim/metrics/confusion.csv",
                                 "experiments/triage-sim/metrics/plots/arms.csv",
                                 "experiments/triage-sim/metrics/plots/deltas.csv",
