@@ -15,8 +15,9 @@ from pathlib import Path
 import pytest
 
 from relgrade.evaluation import decision
+from tests.e2e.serve import ARGS, CHROMIUM
 from tests.test_decision import P, report
-from tests.test_web_browser import ARGS, ARTIFACTS, CHROMIUM
+from tests.test_web_browser import ARTIFACTS
 
 pytestmark = [pytest.mark.slow, pytest.mark.browser]
 

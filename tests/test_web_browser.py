@@ -6,25 +6,17 @@ Saves screenshots under test-artifacts/.
 
 from __future__ import annotations
 
-import os
 import shutil
-import socket
-import subprocess
-import sys
-import time
-import urllib.request
 from pathlib import Path
 
 import pytest
 
+from tests.e2e.serve import ARGS, CHROMIUM, serve
 from tests.graders import experiment as ex
 
 pytestmark = [pytest.mark.slow, pytest.mark.browser]
 
 ROOT = Path(__file__).resolve().parents[1]
-CHROMIUM = "/usr/bin/chromium"
-ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
-        "--disable-component-update", "--disable-sync", "--no-first-run"]
 ARTIFACTS = ROOT / "test-artifacts"
 
 CODE = '''def resolve_command(ctx, args):
@@ -42,12 +34,6 @@ CODE = '''def resolve_command(ctx, args):
         ctx.fail(f"No such command {{original_cmd_name!r}}.")
     return cmd_name if cmd else None, cmd, args[1:]
 '''
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 XSS = '<script>window.__relgradeXss = 1</script><img src=x onerror="window.__relgradeXss = 2">'
@@ -68,31 +54,9 @@ def server(tmp_path):
     packets = ex.build(tmp_path, queries=2, chunks=7, rubric=rubric, text_of=code_for,
                        graders={"alice": {"role": "grader", "kind": "human", "family": "person"}})
     (tmp_path / "tokens.yaml").write_text("alice: alice-browser-token-0123456789\n")
-    port = free_port()
-    env = dict(os.environ, PYTHONPATH=f"{ROOT / 'src'}{os.pathsep}{ROOT}")
-    proc = subprocess.Popen(
-        [sys.executable, "-c", "from relgrade.cli import main; main()", "serve", "--host",
-         "127.0.0.1", "--port", str(port), "--params", str(tmp_path / "params.yaml"),
-         "--tokens", str(tmp_path / "tokens.yaml")],
-        env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    base = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 60
-    while True:
-        try:
-            urllib.request.urlopen(base + "/static/style.css", timeout=1)
-            break
-        except OSError:
-            if proc.poll() is not None or time.monotonic() > deadline:
-                proc.kill()
-                pytest.fail(f"relgrade serve did not start: {proc.stderr.read()}")
-            time.sleep(0.2)
-    yield base, tmp_path, packets
-    proc.terminate()
-    try:
-        proc.wait(timeout=10)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-
+    with serve(["--params", str(tmp_path / "params.yaml"),
+                "--tokens", str(tmp_path / "tokens.yaml")]) as base:
+        yield base, tmp_path, packets
 
 def ready(page):
     """Wait until the page's script has set up the keys (it marks the body when done)."""

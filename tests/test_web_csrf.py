@@ -158,7 +158,8 @@ ATTACK = """<!doctype html><html><body>
 def test_a_page_on_another_port_cannot_save_grades_in_a_logged_in_graders_name(tmp_path):
     from playwright.sync_api import sync_playwright
 
-    from tests.test_web_browser import ARGS, CHROMIUM, grade_chunk, ready
+    from tests.e2e.serve import ARGS, CHROMIUM
+    from tests.test_web_browser import grade_chunk, ready
     from tests.test_web_browser import server as server_fixture  # noqa: F401
 
     if not __import__("pathlib").Path(CHROMIUM).exists():

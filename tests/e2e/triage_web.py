@@ -9,19 +9,11 @@ keyboard-driven batch at a time, exactly as a person at the page would.
 from __future__ import annotations
 
 import json
-import os
-import socket
-import subprocess
 import sys
-import time
-import urllib.request
 from contextlib import contextmanager
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[2]
-CHROMIUM = "/usr/bin/chromium"
-ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
-        "--disable-component-update", "--disable-sync", "--no-first-run"]
+from tests.e2e.serve import ARGS, CHROMIUM, serve
 
 
 def truth(experiment: Path) -> dict[tuple[str, str], int]:
@@ -31,42 +23,13 @@ def truth(experiment: Path) -> dict[tuple[str, str], int]:
     return {(r["query_id"], r["chunk_id"]): int(r["grade"]) for r in rows}
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @contextmanager
 def serving(root: Path, experiment: str, tokens: dict[str, str]):
     """`relgrade serve` for the experiment's human graders; yields its base URL."""
     (root / "tokens.yaml").write_text("".join(f"{n}: {t}\n" for n, t in tokens.items()))
-    port = free_port()
-    env = dict(os.environ, PYTHONPATH=f"{root / 'src'}{os.pathsep}{REPO}")
-    proc = subprocess.Popen(
-        [sys.executable, "-c", "from relgrade.cli import main; main()", "serve", "--host",
-         "127.0.0.1", "--port", str(port), "--experiment", experiment,
-         "--tokens", str(root / "tokens.yaml")],
-        cwd=root, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    base = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 60
-    try:
-        while True:
-            try:
-                urllib.request.urlopen(base + "/static/style.css", timeout=1)
-                break
-            except OSError:
-                if proc.poll() is not None or time.monotonic() > deadline:
-                    proc.kill()
-                    raise RuntimeError(f"relgrade serve did not start: {proc.stderr.read()}")
-                time.sleep(0.2)
+    with serve(["--experiment", experiment, "--tokens", str(root / "tokens.yaml")],
+               src=root / "src", cwd=root) as base:
         yield base
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
 
 
 def packets_of(experiment: Path, role: str) -> dict[str, dict]:
