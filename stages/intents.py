@@ -1,31 +1,10 @@
 """Stage `intents`: the intent table + its review record → the frozen intent table and manifest.
 
-Refuses (ProtocolError) unless the review record signs exactly this table's sha256.
+The stage's code is :mod:`relgrade.pipeline.stages.intents`; dvc.yaml runs this file.
 """
 
 from relgrade.experiment.stage import run_stage
-from relgrade.io.files import (
-    read_json,
-    read_rows,
-    read_table,
-    write_json,
-    write_parquet,
-)
-from relgrade.protocol import intents
-from relgrade.schema import INTENTS
-
-
-def main(ex):
-    cfg = ex.params.need("intents")
-    src, review = ex.file(cfg.input), ex.file(cfg.review)
-    table, lines = read_rows(src, INTENTS)
-    frozen = intents.validate_intents(table, queries=read_table(ex.path("queries")),
-                                      path=src, lines=lines)
-    record = read_json(review) if review.exists() else None
-    manifest = intents.check_review(frozen, record, path=review)
-    write_parquet(ex.path("intents"), frozen)
-    write_json(ex.path("intents_manifest"), manifest)
-
+from relgrade.pipeline.stages.intents import run
 
 if __name__ == "__main__":
-    run_stage(main)
+    run_stage(run)

@@ -1,19 +1,10 @@
-"""Stage `queries`: the query file → the validated queries table and its manifest (sha256)."""
+"""Stage `queries`: the query file → the validated queries table and its manifest (sha256).
+
+The stage's code is :mod:`relgrade.pipeline.stages.queries`; dvc.yaml runs this file.
+"""
 
 from relgrade.experiment.stage import run_stage
-from relgrade.io.files import read_rows, write_json, write_parquet
-from relgrade.protocol import queries
-
-
-def main(ex):
-    cfg = ex.params.need("queries")
-    src = ex.file(cfg.input)
-    table, lines = read_rows(src, queries.REQUIRED_COLUMNS)
-    validated = queries.validate_queries(table, groups=cfg.groups, path=src, lines=lines)
-    manifest = queries.queries_manifest(validated, groups=cfg.groups)
-    write_parquet(ex.path("queries"), validated)
-    write_json(ex.path("queries_manifest"), manifest)
-
+from relgrade.pipeline.stages.queries import run
 
 if __name__ == "__main__":
-    run_stage(main)
+    run_stage(run)

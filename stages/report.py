@@ -1,67 +1,10 @@
 """Stage `report`: the comparison report → the decision report and the per-arm dvc metrics.
 
-Reads `paths.comparisons` (written by `compare`) and writes, all built before any is written:
-`paths.report_md` and `paths.report_html` (verdicts with Holm, arms with intervals and power,
-per-group results, pool bias and Judged@k caveats, label noise, key sha256 and pool version;
-the HTML page self-contained, its charts static SVG) and `paths.decision/ARM.json` (the
-primary measure's mean, interval, Judged@k and difference from the baseline, with the pool
-version and key they rest on: the files `dvc metrics show` lists, one row per arm). Prints
-the verdicts on the primary measure.
-
-When the key stage kept a replaced key in `paths.key_previous`, every arm's run is scored
-under it and under the frozen key (the report's translation section: shift per arm, order,
-Kendall's tau). The judging cost comes from the grades manifest and params `cost`.
+The stage's code is :mod:`relgrade.pipeline.stages.report`; dvc.yaml runs this file.
 """
 
-from relgrade.evaluation import decision, translate
-from relgrade.experiment.cost import report_cost
 from relgrade.experiment.stage import run_stage
-from relgrade.io import files as io
-from relgrade.io.runs import read_run
-
-
-def _translation(ex, measure):
-    """Every arm under the previous and the current key, or None without a previous key."""
-    if not getattr(ex.params.paths, "key_previous", None):
-        return None
-    if not ex.key_files(previous=True).record.exists():
-        return None
-    previous, previous_record = ex.read_key(previous=True)
-    current, current_record = ex.read_key()
-    runs = {arm: read_run(ex.path("runs") / f"{arm}.trec") for arm in ex.params.need("arms")}
-    return translate.translate(
-        runs=runs, previous=previous, current=current, measure=measure,
-        relevant_min=ex.params.need("scale").relevant_min, ties=ex.params.runs.ties,
-        previous_record=previous_record, current_record=current_record).to_dict()
-
-
-def _cost(ex):
-    if not getattr(ex.params.paths, "grades_manifest", None):
-        return None
-    path = ex.path("grades_manifest")
-    return report_cost(ex.params, io.read_json(path)) if path.exists() else None
-
-
-def main(ex):
-    source = ex.path("comparisons")
-    report = io.read_json(source)
-    primary = ex.params.need("metrics").primary
-    # built twice: the measure translated is the one the decision settles on
-    measure = decision.build_decision(report, primary=primary, source=source).primary
-    result = decision.build_decision(report, primary=primary, source=source,
-                                     translation=_translation(ex, measure), cost=_cost(ex))
-    summaries = decision.arm_summaries(report, primary=result.primary, source=source)
-    markdown, html = decision.to_markdown(result), decision.to_html(result)
-    with io.atomic_dir(ex.path("decision")) as tmp:
-        for arm, row in summaries.items():
-            io.write_json(tmp / f"{arm}.json", row)
-    io.write_text(ex.path("report_md"), markdown)
-    io.write_text(ex.path("report_html"), html)
-    for line in result.verdicts:
-        print(line)
-    if result.translation:
-        print(f"translation from the previous key: {result.translation['summary']}")
-
+from relgrade.pipeline.stages.report import run
 
 if __name__ == "__main__":
-    run_stage(main)
+    run_stage(run)

@@ -1,48 +1,12 @@
 """Stage `retrieve ARM`: one arm's run over the chunks and queries → data/runs/ARM.trec.
 
-Computed arms (bm25, tfidf, rrf, embed) rank the chunks themselves; a `file` arm's run is
-read from its `source`, checked against the corpus and queries, and rewritten in canonical
-order; an `rrf` arm may fuse `file` arms, whose runs are read the same way. Either way the
-file holds ranks 1..n ≤ depth per query, tagged with the arm's name.
+The stage's code is :mod:`relgrade.pipeline.stages.retrieve`; dvc.yaml runs this file.
 """
 
 import sys
 
-from relgrade import retrieve
-from relgrade.errors import InputError
 from relgrade.experiment.stage import run_stage
-from relgrade.io.files import read_table
-from relgrade.io.runs import read_run
-from relgrade.io.trec import write_trec_run
-
-
-def main(ex):
-    if len(sys.argv) != 2:
-        raise InputError("usage: python stages/retrieve.py ARM")
-    arm, arms, ties = sys.argv[1], ex.params.arms_dict(), ex.params.runs.ties
-    chunks = read_table(ex.path("chunks"), columns=["chunk_id", "header", "text"])
-    queries = read_table(ex.path("queries"), columns=["query_id", "query"])
-    config = retrieve.arm_config(arm, arms, source=ex.params.source)
-    if config["kind"] == "file":
-        source = ex.file(config["source"])
-        run = retrieve.external_run(read_run(source), depth=config["depth"], ties=ties,
-                                    path=source, queries=queries["query_id"].astype("str"),
-                                    chunks=chunks["chunk_id"].astype("str"))
-    else:
-        # the external runs an rrf arm fuses, read and checked as a file arm's own run is
-        external = {}
-        for other in config.get("fuse") or []:
-            other_config = retrieve.arm_config(str(other), arms, source=ex.params.source)
-            if other_config["kind"] == "file":
-                path = ex.file(other_config["source"])
-                external[str(other)] = retrieve.external_run(
-                    read_run(path), depth=other_config["depth"], ties=ties, path=path,
-                    queries=queries["query_id"].astype("str"),
-                    chunks=chunks["chunk_id"].astype("str"))
-        run = retrieve.run_arm(arm, arms, chunks=chunks, queries=queries,
-                               source=ex.params.source, external=external, ties=ties)
-    write_trec_run(ex.path("runs") / f"{arm}.trec", run, tag=arm)
-
+from relgrade.pipeline.stages.retrieve import run
 
 if __name__ == "__main__":
-    run_stage(main)
+    run_stage(run, *sys.argv[1:])

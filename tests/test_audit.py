@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import importlib.util
+import importlib
 import json
 from pathlib import Path
 
@@ -162,10 +162,8 @@ def test_audit_stage_writes_one_json_line_per_query(tmp_path, monkeypatch):
               "paths": {"provenance": "prov.parquet", "queries": "queries.parquet",
                         "pool_manifest": "pool.json", "audit": "out/audit.jsonl",
                         "audit_lock": "out/lock.json"}}
-    spec = importlib.util.spec_from_file_location("stage_audit", REPO / "stages/audit.py")
-    stage = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(stage)
-    stage.main(Experiment.from_mapping(params))
+    stage = importlib.import_module("relgrade.pipeline.stages.audit")
+    stage.run(Experiment.from_mapping(params))
     rows = [json.loads(line) for line in (tmp_path / "out/audit.jsonl").read_text().splitlines()]
     assert [list(r) for r in rows] == [["query_id", "group", "unique_share", "reason"]] * 4
     assert [r["query_id"] for r in rows][:3] == ["k3", "k2", "u2"]

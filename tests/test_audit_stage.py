@@ -2,20 +2,18 @@
 
 from __future__ import annotations
 
-import importlib.util
+import importlib
 import json
 
 import pytest
 
 from relgrade.errors import InputError
 from relgrade.experiment.files import Experiment
-from tests.test_audit import REPO, provenance, queries
+from tests.test_audit import provenance, queries
 
 
 def _stage():
-    spec = importlib.util.spec_from_file_location("stage_audit", REPO / "stages/audit.py")
-    stage = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(stage)
+    stage = importlib.import_module("relgrade.pipeline.stages.audit")
     return stage
 
 
@@ -28,7 +26,7 @@ def _run(root, *, round=1, version="p-000000000001", prov=None):
               "paths": {"provenance": "prov.parquet", "queries": "queries.parquet",
                         "pool_manifest": "pool.json", "audit": "audit.jsonl",
                         "audit_lock": "lock.json"}}
-    _stage().main(Experiment.from_mapping(params, root=root))
+    _stage().run(Experiment.from_mapping(params, root=root))
     return [json.loads(line)["query_id"] for line in (root / "audit.jsonl").read_text().splitlines()]
 
 

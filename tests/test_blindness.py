@@ -8,7 +8,7 @@ given to graders (packet files) and every file beside them (pool, orders) is sca
 
 from __future__ import annotations
 
-import importlib.util
+import importlib
 import json
 import re
 import struct
@@ -31,9 +31,7 @@ SEED = 424242
 
 
 def load_stage(name):
-    spec = importlib.util.spec_from_file_location(f"stage_{name}", REPO / "stages" / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    module = importlib.import_module(f"relgrade.pipeline.stages.{name}")
     return module
 
 
@@ -109,7 +107,7 @@ def experiment(tmp_path_factory):
     os.chdir(root)
     try:
         for stage in ("pool", "audit", "packets"):
-            load_stage(stage).main(Experiment.from_mapping(p))
+            load_stage(stage).run(Experiment.from_mapping(p))
     finally:
         os.chdir(cwd)
     return root, runs
@@ -204,12 +202,12 @@ def run_stages(root: Path, runs: dict, *, tail_sample: int, depth: int, audit: b
     monkeypatch.chdir(root)
     p = setup(root, runs, tail_sample=tail_sample)
     p["pool"]["depth"] = depth
-    load_stage("pool").main(Experiment.from_mapping(p))
+    load_stage("pool").run(Experiment.from_mapping(p))
     if audit is None:
-        load_stage("audit").main(Experiment.from_mapping(p))
+        load_stage("audit").run(Experiment.from_mapping(p))
     else:
         (root / p["paths"]["audit"]).write_bytes(audit)
-    load_stage("packets").main(Experiment.from_mapping(p))
+    load_stage("packets").run(Experiment.from_mapping(p))
 
 
 def test_same_pool_from_other_arms_ranks_and_scores_gives_identical_packets(tmp_path,

@@ -5,7 +5,7 @@ dvc run (in process, to keep the suite fast; the end-to-end test runs them under
 from __future__ import annotations
 
 import contextlib
-import importlib.util
+import importlib
 import io
 from dataclasses import dataclass
 from pathlib import Path
@@ -39,14 +39,12 @@ class Result:
 
 def stage(root: Path, name: str) -> Result:
     """Run a stage script's ``main`` in this process on ``root/params.yaml``, as dvc would."""
-    spec = importlib.util.spec_from_file_location(f"stage_{name}", REPO / "stages" / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    module = importlib.import_module(f"relgrade.pipeline.stages.{name}")
     out, err = io.StringIO(), io.StringIO()
     code = 0
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
         try:
-            run_stage(module.main, params_path=root / "params.yaml")
+            run_stage(module.run, params_path=root / "params.yaml")
         except SystemExit as e:
             code = e.code
     return Result(code, out.getvalue(), err.getvalue().replace(f"{root.as_posix()}/", ""))

@@ -363,14 +363,9 @@ def experiment(tmp_path_factory):
 
 
 def _stage_main():
-    import importlib.util
-    from pathlib import Path
+    import importlib
 
-    path = Path(__file__).resolve().parents[1] / "stages" / "compare.py"
-    spec = importlib.util.spec_from_file_location("compare_stage", path)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod.main
+    return importlib.import_module("relgrade.pipeline.stages.compare").run
 
 
 def test_the_stage_writes_the_report_and_both_plot_tables(experiment, monkeypatch, capsys):

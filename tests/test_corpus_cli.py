@@ -15,7 +15,7 @@ import yaml
 from click.testing import CliRunner
 
 from relgrade.cli import main as cli
-from relgrade.experiment.corpus import build_corpus
+from relgrade.pipeline.stages.corpus import build_corpus
 from tests.e2e import tiny
 
 REPO = Path(__file__).resolve().parents[1]

@@ -5,13 +5,13 @@ from __future__ import annotations
 import pytest
 
 from relgrade.errors import InputError
-from relgrade.experiment.cost import (
+from relgrade.pipeline.cost import (
     cost_lines,
     judging_cost,
     seconds_per_judgment,
     status_cost,
 )
-from relgrade.experiment.design import (
+from relgrade.pipeline.design import (
     FILL_IN,
     design_context,
     person_blocks,

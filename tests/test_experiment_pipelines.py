@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from relgrade.experiment.scaffold import pipeline
+from relgrade.pipeline.scaffold import pipeline
 
 REPO = Path(__file__).resolve().parents[1]
 GENERATED = "# The pipeline of experiment "

@@ -133,7 +133,7 @@ def test_an_arm_may_declare_its_family():
 
 
 def _gate_stage(root, *, gates, graders, arms=None):
-    import importlib.util
+    import importlib
     import json
     from pathlib import Path
 
@@ -141,7 +141,6 @@ def _gate_stage(root, *, gates, graders, arms=None):
 
     from relgrade.experiment.files import Experiment
 
-    repo = Path(__file__).resolve().parents[1]
     (root / "agreement.json").write_text(json.dumps(GOOD | {"round": 1}))
     pd.DataFrame({"query_id": ["q1", "q1", "q2"], "chunk_id": ["a", "b", "c"]}).to_parquet(
         root / "pool.parquet")
@@ -155,10 +154,8 @@ def _gate_stage(root, *, gates, graders, arms=None):
               "grading": {"round": 1, "key_grader": "grader-a", "auditor": "auditor-b"},
               "graders": graders, "gates": gates,
               "arms": arms or {"bm25": {"kind": "bm25", "depth": 10}}}
-    spec = importlib.util.spec_from_file_location("stage_gate", repo / "stages/gate.py")
-    stage = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(stage)
-    stage.main(Experiment.from_mapping(params, root=root))
+    stage = importlib.import_module("relgrade.pipeline.stages.gate")
+    stage.run(Experiment.from_mapping(params, root=root))
     return json.loads((root / "gate.json").read_text())
 
 

@@ -12,7 +12,7 @@ from click.testing import CliRunner
 
 from relgrade.cli import main as cli
 from relgrade.errors import InputError
-from relgrade.experiment.design import FILL_IN, unfilled
+from relgrade.pipeline.design import FILL_IN, unfilled
 from relgrade.experiment.inputs import beir_corpus, beir_queries
 from relgrade.experiment.layout import check_disjoint, check_name, claimed_paths
 from tests.e2e import tiny
@@ -269,7 +269,7 @@ def test_a_pypi_source_spec_is_copied(repo):
 
 
 def test_a_run_over_a_source_spec_is_checked_against_the_corpus_built_in_memory(repo):
-    from relgrade.experiment.corpus import build_corpus
+    from relgrade.pipeline.stages.corpus import build_corpus
     from tests.test_corpus_cli import _sdist
 
     spec = _sdist(repo / "in")

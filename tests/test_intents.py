@@ -4,7 +4,7 @@ the freeze, and packets refusing an unreviewed or changed table."""
 from __future__ import annotations
 
 import hashlib
-import importlib.util
+import importlib
 import json
 from pathlib import Path
 
@@ -144,9 +144,7 @@ def test_check_frozen_refuses_unreviewed_or_mismatched_tables():
 # --- the CLI, the intents stage and the packets stage --------------------------------
 
 def load_stage(name):
-    spec = importlib.util.spec_from_file_location(f"stage_{name}", REPO / "stages" / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    module = importlib.import_module(f"relgrade.pipeline.stages.{name}")
     return module
 
 
@@ -208,10 +206,10 @@ def test_intents_stage_freezes_only_a_reviewed_table(tmp_path, monkeypatch):
     params = experiment(tmp_path)
     stage = load_stage("intents")
     with pytest.raises(ProtocolError, match="no review record"):
-        stage.main(Experiment.from_mapping(params))
+        stage.run(Experiment.from_mapping(params))
     assert not (tmp_path / "data/intents.json").exists()
     assert CliRunner().invoke(cli, ["intents", "review", "--reviewer", "auditor-b"]).exit_code == 0
-    stage.main(Experiment.from_mapping(params))
+    stage.run(Experiment.from_mapping(params))
     manifest = json.loads((tmp_path / "data/intents.json").read_text())
     frozen = pd.read_parquet(tmp_path / "data/intents.parquet")
     assert manifest["sha256"] == I.intents_sha256(frozen)
@@ -226,7 +224,7 @@ def test_intents_stage_refuses_a_table_edited_after_review(tmp_path, monkeypatch
     text = (tmp_path / "in/intents.tsv").read_text().replace("policy", "rule")
     (tmp_path / "in/intents.tsv").write_text(text)
     with pytest.raises(ProtocolError, match="changed after it was reviewed"):
-        load_stage("intents").main(Experiment.from_mapping(params))
+        load_stage("intents").run(Experiment.from_mapping(params))
 
 
 def test_packets_refuse_when_the_frozen_table_does_not_match_its_review(tmp_path, monkeypatch):
@@ -235,15 +233,15 @@ def test_packets_refuse_when_the_frozen_table_does_not_match_its_review(tmp_path
     packets_stage = load_stage("packets")
     # no intents manifest at all: not frozen
     with pytest.raises(ProtocolError, match="not frozen and reviewed"):
-        packets_stage.main(Experiment.from_mapping(params))
+        packets_stage.run(Experiment.from_mapping(params))
     CliRunner().invoke(cli, ["intents", "review", "--reviewer", "auditor-b"])
-    load_stage("intents").main(Experiment.from_mapping(params))
+    load_stage("intents").run(Experiment.from_mapping(params))
     # the frozen table is edited behind the manifest's back
     frozen = pd.read_parquet(tmp_path / "data/intents.parquet")
     frozen.loc[0, "intent"] = "Something else entirely"
     frozen.to_parquet(tmp_path / "data/intents.parquet")
     with pytest.raises(ProtocolError, match="differs from the reviewed one"):
-        packets_stage.main(Experiment.from_mapping(params))
+        packets_stage.run(Experiment.from_mapping(params))
     assert not (tmp_path / "data/packets").exists()
     assert not (tmp_path / "data/orders.parquet").exists()
 
@@ -252,8 +250,8 @@ def test_packets_are_built_once_the_table_is_frozen_and_reviewed(tmp_path, monke
     monkeypatch.chdir(tmp_path)
     params = experiment(tmp_path)
     CliRunner().invoke(cli, ["intents", "review", "--reviewer", "auditor-b"])
-    load_stage("intents").main(Experiment.from_mapping(params))
-    load_stage("packets").main(Experiment.from_mapping(params))
+    load_stage("intents").run(Experiment.from_mapping(params))
+    load_stage("packets").run(Experiment.from_mapping(params))
     assert sorted(p.name for p in (tmp_path / "data/packets/grader").iterdir()) == [
         "kw01.json", "qu01.json"]
     assert [p.name for p in (tmp_path / "data/packets/auditor").iterdir()] == ["kw01.json"]

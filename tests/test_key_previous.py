@@ -3,22 +3,20 @@
 from __future__ import annotations
 
 import hashlib
-import importlib.util
+import importlib
 import json
 
 import pytest
 
 from relgrade.experiment.files import Experiment
-from tests.test_key import REPO, _grades, _stage_dir
+from tests.test_key import _grades, _stage_dir
 from tests.test_key_stage import KEY, KEY_SHA, _metrics_file, _use
 
 
 @pytest.fixture(scope="module")
 def stage():
-    spec = importlib.util.spec_from_file_location("key_stage", REPO / "stages" / "key.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module.main
+    module = importlib.import_module("relgrade.pipeline.stages.key")
+    return module.run
 
 
 @pytest.fixture

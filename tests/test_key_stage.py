@@ -138,7 +138,7 @@ def test_the_record_holds_the_qrels_rubric_prompt_commands_gates_and_agreement(t
 # --- a kill between the key's writes ---------------------------------------------------------
 
 KILLER = """
-import os, signal, runpy, sys
+import os, signal
 import relgrade.io.{module} as target
 real = target.{function}
 def killed(path, *args, **kwargs):
@@ -147,7 +147,8 @@ def killed(path, *args, **kwargs):
     return real(path, *args, **kwargs)
 target.{function} = killed
 from relgrade.experiment.stage import run_stage
-run_stage(runpy.run_path({script!r})["main"])
+from relgrade.pipeline.stages.key import run
+run_stage(run)
 """
 
 
@@ -159,8 +160,7 @@ def test_a_kill_between_the_key_writes_leaves_files_every_reader_refuses(tmp_pat
     (tmp_path / p["metrics"] / "bm25.json").unlink()
     _change_a_grade(tmp_path, p)  # no metrics seen: a fresh key, written over the old one
     module, function, suffix = hook
-    code = KILLER.format(module=module, function=function, suffix=suffix,
-                         script=str(REPO / "stages/key.py"))
+    code = KILLER.format(module=module, function=function, suffix=suffix)
     proc = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True,
                           text=True, env={"PYTHONPATH": str(REPO / "src"), "PATH": "/usr/bin:/bin"})
     assert proc.returncode == -9

@@ -419,21 +419,16 @@ def _stage_experiment(tmp_path):
 
 
 def _stage_main():
-    import importlib.util
-    from pathlib import Path
+    import importlib
 
-    spec = importlib.util.spec_from_file_location(
-        "metrics_stage", Path(__file__).resolve().parents[1] / "stages" / "metrics.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module.main
+    run = importlib.import_module("relgrade.pipeline.stages.metrics").run
+    return lambda ex: run(ex, "bm25")
 
 
 def test_stage_writes_means_per_query_rows_and_one_ledger_entry(tmp_path, monkeypatch):
     import json
 
     params, sha = _stage_experiment(tmp_path)
-    monkeypatch.setattr("sys.argv", ["stages/metrics.py", "bm25"])
     main = _stage_main()
     main(Experiment.from_mapping(params))
     out = json.loads((tmp_path / "m" / "bm25.json").read_text())
@@ -462,7 +457,6 @@ def test_stage_refuses_a_key_whose_hash_is_not_the_record_s(tmp_path, monkeypatc
     params, sha = _stage_experiment(tmp_path)
     with open(params["paths"]["key"], "a") as f:
         f.write('{"query_id":"q2","chunk_id":"d","grade":2}\n')
-    monkeypatch.setattr("sys.argv", ["stages/metrics.py", "bm25"])
     with pytest.raises(ProtocolError, match=f"is not the {sha} of its record"):
         _stage_main()(Experiment.from_mapping(params))
     assert not (tmp_path / "m").exists() and not (tmp_path / "ledger.jsonl").exists()
@@ -484,7 +478,6 @@ def test_a_sampled_tail_adds_the_inferred_measures_equal_to_the_plain_ones_when_
     import json
 
     params, _ = _tail_sampled(tmp_path, [1.0, 1.0, 1.0])
-    monkeypatch.setattr("sys.argv", ["stages/metrics.py", "bm25"])
     _stage_main()(Experiment.from_mapping(params))
     out = json.loads((tmp_path / "m" / "bm25.json").read_text())
     # every pair drawn with probability 1: infNDCG is nDCG; xinfAP is AP. q1's only relevant
@@ -503,7 +496,6 @@ def test_the_stage_scores_inferred_measures_from_the_pool_tables_probabilities(
     import json
 
     params, _ = _tail_sampled(tmp_path, [0.5, 1.0, 1.0])
-    monkeypatch.setattr("sys.argv", ["stages/metrics.py", "bm25"])
     _stage_main()(Experiment.from_mapping(params))
     out = json.loads((tmp_path / "m" / "bm25.json").read_text())
     run = pd.DataFrame({"query_id": ["q1", "q1"], "chunk_id": ["b", "a"], "rank": [1, 2],

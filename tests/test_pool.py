@@ -4,7 +4,7 @@ as an independent implementation, and the pool stage's errors."""
 from __future__ import annotations
 
 import hashlib
-import importlib.util
+import importlib
 import json
 from itertools import combinations
 from pathlib import Path
@@ -265,9 +265,7 @@ def test_stats_equal_a_plain_set_computation():
 # --- the pool stage ----------------------------------------------------------------
 
 def load_stage(name):
-    spec = importlib.util.spec_from_file_location(f"stage_{name}", REPO / "stages" / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    module = importlib.import_module(f"relgrade.pipeline.stages.{name}")
     return module
 
 
@@ -294,7 +292,7 @@ def test_pool_stage_writes_pool_provenance_manifest_and_stats(tmp_path, monkeypa
     params = stage_setup(tmp_path, {
         "x": "q1 Q0 c1 1 3.0 x\nq1 Q0 c2 2 2.0 x\nq1 Q0 c3 3 1.0 x\n",
         "y": "q1 Q0 c3 1 5.0 y\nq1 Q0 c1 2 4.0 y\nq2 Q0 c4 1 1.0 y\n"})
-    load_stage("pool").main(Experiment.from_mapping(params))
+    load_stage("pool").run(Experiment.from_mapping(params))
     pool = pd.read_parquet(tmp_path / "out/pool.parquet")
     assert list(zip(pool.query_id, pool.chunk_id)) == [("q1", "c1"), ("q1", "c2"), ("q1", "c3"),
                                                         ("q2", "c4")]
@@ -312,7 +310,7 @@ def test_pool_stage_names_file_query_and_unknown_chunk_and_writes_nothing(tmp_pa
     params = stage_setup(tmp_path, {"x": "q1 Q0 c1 1 3.0 x\n",
                                     "y": "q1 Q0 c1 1 3.0 y\nq2 Q0 nope 2 1.0 y\n"})
     with pytest.raises(InputError) as e:
-        load_stage("pool").main(Experiment.from_mapping(params))
+        load_stage("pool").run(Experiment.from_mapping(params))
     msg = str(e.value)
     assert "runs/y.trec" in msg and "query q2, chunk nope" in msg and "unknown chunk id" in msg
     assert not (tmp_path / "out").exists() and not (tmp_path / "private").exists()

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import hashlib
-import importlib.util
+import importlib
 import json
 from pathlib import Path
 
@@ -20,9 +20,7 @@ GROUPS = ["keyword", "question"]
 
 
 def load_stage(name):
-    spec = importlib.util.spec_from_file_location(f"stage_{name}", REPO / "stages" / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    module = importlib.import_module(f"relgrade.pipeline.stages.{name}")
     return module
 
 
@@ -159,10 +157,10 @@ def test_stage_writes_table_and_manifest_and_nothing_on_error(tmp_path, monkeypa
               "queries": {"input": "queries.tsv", "groups": GROUPS}}
     write_tsv(tmp_path, "q1\tcache\tkeyword\nq1\tpages\tquestion\n")
     with pytest.raises(InputError):
-        stage.main(Experiment.from_mapping(params))
+        stage.run(Experiment.from_mapping(params))
     assert not (tmp_path / "out").exists()
     write_tsv(tmp_path, "q1\tcache\tkeyword\nq2\tpages\tquestion\n")
-    stage.main(Experiment.from_mapping(params))
+    stage.run(Experiment.from_mapping(params))
     table = pd.read_parquet(tmp_path / "out/queries.parquet")
     manifest = json.loads((tmp_path / "out/manifest.json").read_text())
     assert table["query_id"].tolist() == ["q1", "q2"]

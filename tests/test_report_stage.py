@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import importlib.util
+import importlib
 import json
 from pathlib import Path
 
@@ -16,10 +16,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def _main():
-    spec = importlib.util.spec_from_file_location("report_stage", ROOT / "stages" / "report.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module.main
+    return importlib.import_module("relgrade.pipeline.stages.report").run
 
 
 def _experiment(tmp_path, comparisons: str, primary=P):

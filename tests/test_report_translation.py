@@ -4,7 +4,7 @@ renderers, and the report stage reading the previous key kept by the key stage."
 from __future__ import annotations
 
 import hashlib
-import importlib.util
+import importlib
 import json
 from pathlib import Path
 
@@ -12,7 +12,7 @@ import pytest
 
 from relgrade.errors import ProtocolError
 from relgrade.evaluation import decision
-from relgrade.experiment.cost import report_cost
+from relgrade.pipeline.cost import report_cost
 from relgrade.experiment.files import Experiment
 from relgrade.experiment.params import parse_params
 from tests.test_cost_design import BASE
@@ -99,10 +99,7 @@ def test_report_cost_reads_the_bank_and_the_missing_pairs_of_the_grades_manifest
 
 
 def _main():
-    spec = importlib.util.spec_from_file_location("report_stage", ROOT / "stages" / "report.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module.main
+    return importlib.import_module("relgrade.pipeline.stages.report").run
 
 
 def _put_key(folder: Path, rows, pool):

@@ -10,9 +10,9 @@ import pytest
 import yaml
 
 from relgrade.errors import InputError
-from relgrade.experiment import sharing
+from relgrade.pipeline import sharing
 from relgrade.experiment.files import Experiment
-from relgrade.experiment.status import share_warnings
+from relgrade.pipeline.status import share_warnings
 from relgrade.schema import BANK
 from tests.test_init import init, repo  # noqa: F401 (repo is a fixture)
 

@@ -12,7 +12,7 @@ from click.testing import CliRunner
 
 from relgrade.cli import main
 from relgrade.experiment.params import parse_params
-from relgrade.experiment.status import experiment_status, status_lines
+from relgrade.pipeline.status import experiment_status, status_lines
 
 REPO = Path(__file__).resolve().parents[1]
 KEY_HASH = "9f" * 32
@@ -332,7 +332,7 @@ def test_a_torn_key_and_a_post_hoc_key_beside_it_are_reported(exp):
             "(its metrics are labelled post-hoc; the decision stays with the frozen key)") in lines
 def test_status_json_counts_per_grader_the_current_grades_and_the_pending_work(tmp_path):
     from relgrade.experiment.files import Experiment
-    from relgrade.experiment.status import read_status
+    from relgrade.pipeline.status import read_status
     from tests.test_grades import _row, _stage_dir, _stage_grades
 
     _, p = _stage_dir(tmp_path)  # grader-a graded q1's three pairs; q2 (audited) has two

@@ -29,7 +29,9 @@ Layers, top to bottom (each imports only from below; checked by import-linter):
 
 - ``relgrade.cli/`` — the ``relgrade`` command, thin: options, one library call, rendering;
 - ``relgrade.web/`` — the grading page (FastAPI + Jinja2);
-- ``relgrade.experiment/`` — the experiment on disk: typed params, paths, stage runner, status;
+- ``relgrade.pipeline/`` — the DVC pipeline as code: the stage registry that renders every
+  ``dvc.yaml``, one module per stage, what a round owes, status, cost and the design record;
+- ``relgrade.experiment/`` — the experiment on disk: typed params, paths, the stage runner;
 - ``relgrade.graders/`` — how grades arrive: command graders, the grade store, exchange
   formats, Label Studio, self-consistency;
 - ``relgrade.raters/`` — several raters per pair: gold questions, aggregation, their report;

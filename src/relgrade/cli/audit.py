@@ -23,7 +23,7 @@ def redraw_cmd(force, params_path):
     provenance, and write it to the audit lock (paths.audit_lock). Refused once the auditor
     has grades of the round (the sample is chosen before grading) unless --force. Commit the
     lock, then run `dvc repro` to rebuild the audit table and the packets."""
-    from relgrade.experiment.audit import redraw_audit
+    from relgrade.pipeline.stages.audit import redraw_audit
     from relgrade.experiment.files import Experiment
 
     ex = Experiment.load(params_path)

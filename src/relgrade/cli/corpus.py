@@ -67,7 +67,7 @@ def export_cmd(out, beir, corpus_input, params_path):
     built chunks when its corpus stage has run, else builds them in memory from its corpus
     input (or from --corpus), exactly as the corpus stage would."""
     from relgrade.errors import InputError
-    from relgrade.experiment.corpus import build_corpus
+    from relgrade.pipeline.stages.corpus import build_corpus
     from relgrade.experiment.files import Experiment
     from relgrade.io.files import read_table, write_jsonl, write_parquet
 

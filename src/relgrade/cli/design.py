@@ -15,7 +15,7 @@ def design_cmd(params_path):
     """Write DESIGN.md from params and, once the key is frozen, its record (agreement reached,
     key sha256, pool version, dropped queries), keeping the text written in its person blocks.
     Lists the blocks (and rubric examples) still to be written."""
-    from relgrade.experiment.design import unfilled_parts, write_design
+    from relgrade.pipeline.design import unfilled_parts, write_design
     from relgrade.experiment.files import Experiment
 
     ex = Experiment.load(params_path)

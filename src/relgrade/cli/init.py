@@ -64,7 +64,7 @@ def init_cmd(folder, corpus, queries, intents, query_log, sample_n, allocation, 
     the repository's stages there, a generic rubric, the inputs under data/input/, and
     DESIGN.md. FOLDER's last segment is the experiment's name: letters, digits, '.', '_', '-'.
     Refuses a folder that is not empty (unless --force) and leaves nothing behind on error."""
-    from relgrade.experiment.scaffold import Plan, init_experiment, parse_pairs
+    from relgrade.pipeline.scaffold import Plan, init_experiment, parse_pairs
 
     plan = Plan(folder=folder, corpus=corpus, queries=queries, intents=intents,
                 runs={k: Path(v) for k, v in parse_pairs(runs, option="--run").items()},

@@ -31,7 +31,7 @@ def diff_cmd(a_rev, b_rev, as_json, params_path):
     comparable: two keys of different pool versions are not ("not comparable: pool p-… vs
     p-…"). The report's translation section scores every arm under both keys instead."""
     from relgrade.evaluation.translate import diff_decisions
-    from relgrade.experiment.decisions import read_decisions
+    from relgrade.pipeline.decisions import read_decisions
     from relgrade.experiment.files import Experiment
 
     ex = Experiment.load(params_path)

@@ -25,7 +25,7 @@ def plan_cmd(depth, as_json, params_path):
     the pool version it would create, its pairs, the pairs new to the pool, and the judgments
     the key grader and the auditor would owe, in annotator-hours (params
     cost.seconds_per_judgment, or a grader's own). Writes nothing."""
-    from relgrade.experiment.cost import plan_pool
+    from relgrade.pipeline.cost import plan_pool
     from relgrade.experiment.files import Experiment
 
     plan = plan_pool(Experiment.load(params_path), depth)

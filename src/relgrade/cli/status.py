@@ -23,7 +23,7 @@ def status_cmd(params_path, as_json):
     an empty .dvc/tmp/rwlock) or the ledger lacks a use of a key that metrics files show.
     """
     from relgrade.experiment.files import Experiment
-    from relgrade.experiment.status import (
+    from relgrade.pipeline.status import (
         click_status_lines,
         read_status,
         status_failed,

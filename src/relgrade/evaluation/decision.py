@@ -303,7 +303,7 @@ def cost_cells(cost: dict) -> dict:
     Parameters
     ----------
     cost : dict
-        :func:`relgrade.experiment.cost.judging_cost`'s result (``graders``, ``spent``,
+        :func:`relgrade.pipeline.cost.judging_cost`'s result (``graders``, ``spent``,
         ``pending``, ``spent_hours``, ``pending_hours``).
 
     Returns
@@ -338,7 +338,7 @@ def build_decision(report: dict, *, primary: str | None = None, source=None,
     translation : dict, optional
         :meth:`relgrade.evaluation.translate.Translation.to_dict` when a key was replaced.
     cost : dict, optional
-        :func:`relgrade.experiment.cost.judging_cost`'s result.
+        :func:`relgrade.pipeline.cost.judging_cost`'s result.
 
     Returns
     -------

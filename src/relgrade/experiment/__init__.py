@@ -4,8 +4,10 @@
   (:func:`~relgrade.experiment.params.load_params`).
 - :mod:`relgrade.experiment.files`: :class:`~relgrade.experiment.files.Experiment`, where
   every file of an experiment lives and how it is read.
+- :mod:`relgrade.experiment.layout`: the experiments of a repository and the paths they claim.
+- :mod:`relgrade.experiment.inputs`: a new experiment's input files, checked and converted.
 - :mod:`relgrade.experiment.stage`: ``run_stage(main)``, what every stage script shares.
-- :mod:`relgrade.experiment.audit`: the audit sample drawn from the experiment's files, locked
-  per round, redrawn on request.
-- :mod:`relgrade.experiment.status`: where the experiment stands, from whatever files exist.
+
+What runs on an experiment (the stages, what a round owes, status) is
+:mod:`relgrade.pipeline`'s.
 """

@@ -241,18 +241,20 @@ class Experiment:
             ``name`` is not declared; no packets; a packet
             :func:`relgrade.protocol.packets.check_packet` refuses.
         """
-        from relgrade.experiment.panel import packets_folder
-
         role = self.params.grader(name)["role"]
         fix = ("Run: dvc repro (the aggregation stage writes the expert's packets)"
                if role == "expert" else "Run: dvc repro packets")
-        return self._packets_in(packets_folder(self, name), what=f"{name}'s", fix=fix)
+        return self._packets_in(self.grader_packets_folder(name), what=f"{name}'s", fix=fix)
 
     def grader_packets_folder(self, name: str) -> Path:
-        """The folder of grader ``name``'s packets (see :meth:`grader_packets`)."""
-        from relgrade.experiment.panel import packets_folder
-
-        return packets_folder(self, name)
+        """Where grader ``name``'s packets live: ``packets/ROLE`` for a grader or auditor,
+        ``packets/rater/NAME`` for a rater, ``paths.adjudication_packets`` for an expert."""
+        role = self.params.grader(name)["role"]
+        if role == "rater":
+            return self.packets_folder("rater") / name
+        if role == "expert":
+            return self.path("adjudication_packets")
+        return self.packets_folder(role)
 
     def _packets_in(self, folder: Path, *, what: str,
                     fix: str = "Run: dvc repro packets") -> dict:

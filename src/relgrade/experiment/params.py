@@ -458,7 +458,7 @@ class Cost(_Section):
     """``cost``: what one judgment costs a grader, in seconds (the protocol's ≈ 30 s).
 
     A grader may override it with ``graders.NAME.seconds_per_judgment``
-    (see :mod:`relgrade.experiment.cost`).
+    (see :mod:`relgrade.pipeline.cost`).
     """
 
     seconds_per_judgment: Annotated[float, _number(integer=False, gt=0)] = 30

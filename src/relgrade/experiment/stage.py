@@ -18,18 +18,21 @@ from relgrade.experiment.files import Experiment
 from relgrade.experiment.params import PARAMS_FILE
 
 
-def run_stage(main: Callable[[Experiment], None], params_path=PARAMS_FILE) -> None:
-    """Load the experiment from ``params_path``, call ``main(experiment)``, map errors to exit 1.
+def run_stage(main: Callable[..., None], *args: str, params_path=PARAMS_FILE) -> None:
+    """Load the experiment from ``params_path``, call ``main(experiment, *args)``, map errors
+    to exit 1.
 
     Parameters
     ----------
     main : callable
-        The stage's work, given the :class:`Experiment`.
+        The stage's work, given the :class:`Experiment` and ``args``.
+    *args : str
+        The stage's command-line arguments (the arm of a per-arm stage).
     params_path : str or os.PathLike, default "params.yaml"
         The params file; its folder is the experiment's root.
     """
     try:
-        main(Experiment.load(params_path))
+        main(Experiment.load(params_path), *args)
     except GateFailed as e:
         for line in e.lines:
             print(f"Gate failed: {line}", file=sys.stderr)

@@ -20,12 +20,12 @@ from collections.abc import Iterable, Mapping
 import pandas as pd
 
 from relgrade.errors import RelgradeError
-from relgrade.experiment import sharing
-from relgrade.experiment.cost import cost_lines, status_cost
-from relgrade.experiment.design import unfilled_parts
+from relgrade.pipeline import sharing
+from relgrade.pipeline.cost import cost_lines, status_cost
+from relgrade.pipeline.design import unfilled_parts
 from relgrade.experiment.files import Experiment
-from relgrade.experiment.judgments import Judgments, judgments
-from relgrade.experiment.panel import expert_pending, is_panel, raters_of
+from relgrade.pipeline.judgments import Judgments, judgments
+from relgrade.pipeline.panel import expert_pending, is_panel, raters_of
 from relgrade.experiment.params import Params
 from relgrade.io import files as io
 from relgrade.protocol import bank, grades, triage
@@ -496,7 +496,7 @@ def pending_status(ex: Experiment, *, held: Judgments, table: pd.DataFrame) -> d
     ex : Experiment
         The experiment (for the pool version and the grader names).
     held : Judgments
-        The round's judgments (:func:`relgrade.experiment.judgments.judgments`).
+        The round's judgments (:func:`relgrade.pipeline.judgments.judgments`).
     table : pandas.DataFrame
         The current grades table built from ``held`` (:data:`relgrade.schema.GRADES`).
 

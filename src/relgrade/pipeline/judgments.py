@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from relgrade.experiment import sharing
+from relgrade.pipeline import sharing
 from relgrade.io import files as io
 from relgrade.protocol import bank, grades, regrade, triage
 
@@ -49,7 +49,7 @@ class Judgments:
         Triage mode: the model grader of role triage.
     shared : pandas.DataFrame or None
         The grades reused from other experiments (params ``grading.share_from``;
-        :func:`relgrade.experiment.sharing.reuse`: their bank rows plus ``origin``), already
+        :func:`relgrade.pipeline.sharing.reuse`: their bank rows plus ``origin``), already
         in ``bank`` as grades of the current round; None when nothing is shared.
     """
 
@@ -123,7 +123,7 @@ def judgments(ex, pool: pd.DataFrame, audit_ids) -> Judgments:
     InputError
         A grade file or its sidecar breaks a rule of
         :func:`relgrade.protocol.grades.judgment_bank`; a share source is refused
-        (:func:`relgrade.experiment.sharing.sources`).
+        (:func:`relgrade.pipeline.sharing.sources`).
     """
     grading = ex.params.grading
     current = int(grading.round)
@@ -173,7 +173,7 @@ def judgments(ex, pool: pd.DataFrame, audit_ids) -> Judgments:
     if grading.mode == "raters":
         # the key grader is the panel's aggregate, made by the aggregation stage: the raters
         # owe their queues (work and gold alike), the auditor the audit queries
-        from relgrade.experiment.panel import rater_pending
+        from relgrade.pipeline.panel import rater_pending
 
         pending = pd.concat([rater_pending(ex, judged, now),
                              pending[pending["grader"] != key_grader]], ignore_index=True)

@@ -86,7 +86,7 @@ def judging_cost(counts: Mapping[str, Mapping[str, int]],
 
 def status_cost(params, pending: Mapping) -> dict | None:
     """The judging cost of the status's pending work (see
-    :func:`relgrade.experiment.status.pending_status`).
+    :func:`relgrade.pipeline.status.pending_status`).
 
     Parameters
     ----------
@@ -184,7 +184,7 @@ def plan_pool(ex, depth: int) -> dict:
     import pandas as pd
 
     from relgrade import ranking
-    from relgrade.experiment.judgments import judgments
+    from relgrade.pipeline.judgments import judgments
     from relgrade.io.files import read_json, read_jsonl, read_table
     from relgrade.io.runs import read_run
     from relgrade.protocol import bank

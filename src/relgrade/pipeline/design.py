@@ -16,7 +16,7 @@ from pathlib import Path
 
 import jinja2
 
-from relgrade.experiment.cost import seconds_per_judgment
+from relgrade.pipeline.cost import seconds_per_judgment
 from relgrade.io.files import read_json, write_text
 
 #: The file name of the design record, in the experiment's folder.
@@ -158,7 +158,7 @@ def render_design(context: dict, blocks: dict[str, str] | None = None) -> str:
         Markdown, ending in one newline.
     """
     kept = {name: (blocks or {}).get(name) or placeholder(name) for name in BLOCKS}
-    env = jinja2.Environment(loader=jinja2.PackageLoader("relgrade.experiment", "templates"),
+    env = jinja2.Environment(loader=jinja2.PackageLoader("relgrade.pipeline", "templates"),
                              keep_trailing_newline=True, undefined=jinja2.StrictUndefined,
                              autoescape=False)
     text = env.get_template("DESIGN.md.j2").render(**context, blocks=kept)

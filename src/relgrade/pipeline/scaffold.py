@@ -22,8 +22,8 @@ import yaml
 
 from relgrade.errors import InputError
 from relgrade.experiment import inputs
-from relgrade.experiment.corpus import build_corpus
-from relgrade.experiment.design import write_design
+from relgrade.pipeline.stages.corpus import build_corpus
+from relgrade.pipeline.design import write_design
 from relgrade.experiment.files import Experiment
 from relgrade.experiment.layout import (
     check_disjoint,
@@ -356,7 +356,7 @@ def _paths_of(params_file: Path) -> dict:
 
 
 def _template(name: str) -> str:
-    return resources.files("relgrade.experiment").joinpath("templates", name).read_text(
+    return resources.files("relgrade.pipeline").joinpath("templates", name).read_text(
         encoding="utf-8")
 
 

@@ -131,7 +131,7 @@ def source_bank(source: Experiment, graders) -> pd.DataFrame:
         A source grade file or its sidecar breaks a rule of
         :func:`relgrade.protocol.grades.judgment_bank`.
     """
-    from relgrade.experiment.judgments import (
+    from relgrade.pipeline.judgments import (
         grader_file,  # judgments imports this module
     )
 

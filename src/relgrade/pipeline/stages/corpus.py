@@ -1,4 +1,10 @@
-"""An experiment's corpus input, built into the chunk table.
+"""Stage `corpus`: the pinned source archive (or a chunks file) → the chunks table + manifest.
+
+A source spec (.yaml) is downloaded with pip (or read from a local path), checked against its
+sha256, read in memory and chunked; a chunks file (.jsonl/.parquet) is validated. Both
+outputs are written only after everything succeeded.
+
+An experiment's corpus input, built into the chunk table.
 
 The corpus stage writes what :func:`build_corpus` returns; ``relgrade corpus export`` and
 ``relgrade init`` call it too, so a chunk table (and its ids, for an external run) is at
@@ -14,6 +20,7 @@ import pandas as pd
 from relgrade.io.files import iter_jsonl, read_table, read_yaml, sha256_file
 from relgrade.io.sdist import fetch_sdist
 from relgrade.protocol import corpus
+from relgrade.io.files import write_json, write_parquet
 
 
 def build_corpus(src, *, allow_empty: bool = False) -> tuple[pd.DataFrame, dict]:
@@ -55,3 +62,11 @@ def build_corpus(src, *, allow_empty: bool = False) -> tuple[pd.DataFrame, dict]
         table, lines = read_table(src), None
     return corpus.corpus_from_table(table, sha256=sha256_file(src), path=src, lines=lines,
                                     allow_empty=allow_empty)
+
+
+def run(ex):
+    cfg = ex.params.need("corpus")
+    chunks, manifest = build_corpus(ex.file(cfg.input), allow_empty=cfg.allow_empty)
+    write_parquet(ex.path("chunks"), chunks)
+    write_json(ex.path("corpus_manifest"), manifest)
+

@@ -15,7 +15,6 @@ The files of a panel, all under params ``paths``:
 
 from __future__ import annotations
 
-from pathlib import Path
 
 import pandas as pd
 
@@ -134,17 +133,6 @@ def rater_pending(ex, judged: pd.DataFrame, now: dict) -> pd.DataFrame:
     if not frames:
         return pd.DataFrame(columns=PENDING)
     return pd.concat(frames, ignore_index=True)
-
-
-def packets_folder(ex, name: str) -> Path:
-    """Where grader ``name``'s packets live: ``packets/ROLE`` for a grader or auditor,
-    ``packets/rater/NAME`` for a rater, ``paths.adjudication_packets`` for an expert."""
-    role = ex.params.grader(name)["role"]
-    if role == "rater":
-        return ex.packets_folder("rater") / name
-    if role == "expert":
-        return ex.path("adjudication_packets")
-    return ex.packets_folder(role)
 
 
 def expert_pending(ex) -> pd.DataFrame:

@@ -1,0 +1,51 @@
+"""Stage `gate`: agreement, a complete audit and the family rule; a fail stops the pipeline.
+
+The agreement metrics are checked against params ``gates``; the audit's coverage (pool pairs
+of the audited queries graded by both the key grader and the auditor in this round) against
+``gates.audit_coverage_min``; the model families of graders and arms give warnings, or a
+failure with ``gates.require_distinct_families``. The pass record carries the thresholds in
+force, the agreement, the coverage, and a line for every gate looser than the protocol's.
+In triage mode the audit's pairs are the people's triage queue on the audited queries.
+"""
+
+from relgrade.errors import GateFailed
+from relgrade.io import files as io
+from relgrade.protocol import triage
+from relgrade.protocol.audit import audit_coverage
+from relgrade.protocol.gate import check_audit_gates, family_warnings
+
+
+def run(ex):
+    p, grading = ex.params, ex.params.grading
+    key_grader, auditor = p.need("grading.key_grader"), p.need("grading.auditor")
+    measures = io.read_json(ex.path("agreement"))
+    grades = io.read_table(ex.path("grades"), columns=["query_id", "chunk_id", "grader", "round"])
+    pool = io.read_table(ex.path("pool"), columns=["query_id", "chunk_id"])
+    if grading.mode == "triage":
+        # the audit covers what people grade: the triage queue's pairs of the audited queries
+        path = ex.path("triage_queue")
+        pool = triage.people_queue(triage.typed_queue(io.read_table(path), path=path))
+    coverage = audit_coverage(
+        pool,
+        grades[grades["round"] == grading.round],
+        audit_ids=[str(r["query_id"]) for r in io.read_jsonl(ex.path("audit"))],
+        key_grader=key_grader, auditor=auditor)
+    families = family_warnings(
+        key_grader=key_grader, auditor=auditor,
+        graders={name: g.get("family") for name, g in p.graders_dict().items()},
+        arms={name: a.family for name, a in (p.arms or {}).items()})
+    result = check_audit_gates(measures, p.need("gates").thresholds(), coverage=coverage,
+                               key_grader=key_grader, auditor=auditor, families=families)
+    warnings = [f"warning: {line}" for line in (*result.relaxed, *result.families)]
+    out = ex.path("gate")
+    if not result.passed:
+        out.unlink(missing_ok=True)  # a stale pass record must not outlive a failed gate
+        raise GateFailed(list(result.lines) + [f"advice: {a}" for a in result.advice]
+                         + warnings)
+    io.write_json(out, result.record(round=measures.get("round")))
+    relaxed = " under relaxed gates" if result.relaxed else ""
+    print(f"gate passed{relaxed}: " + ", ".join(f"{k} {v}" for k, v in result.measures.items())
+          + f", audit coverage {coverage['both']} of {coverage['pairs']} pairs")
+    for line in warnings:
+        print(line)
+

@@ -1,0 +1,93 @@
+"""Stage `grades`: the judgment bank → the current grades of the pool, or the pending work.
+
+Every grader's files of this round (and, for a partial regrade, of the rounds it merges) are
+read with their bank sidecars (what each grade was made on). Grades of pairs outside the
+pool stay in the bank, unused; a grade whose chunk, intent line or rubric changed since is
+stale and left out. When a grader still owes pairs (new, stale, audit or regrade) the stage
+stops with one line naming them, writing nothing.
+
+In triage mode the triage model grader owes every pool pair, and the key grader (and on
+audited queries the auditor) owe the people's triage queue; a person's grade of a pool pair
+outside that queue is refused. With a rater panel (``grading.mode: raters``) the raters owe
+their queues and the table goes to ``paths.rater_grades``, for the aggregation stage.
+
+With params ``grading.share_from``, grades reused from other experiments' banks count as
+this round's (:mod:`relgrade.pipeline.sharing`); the table then carries an ``origin``
+column and the manifest a ``shared`` section (per source, per grader, the pairs reused).
+"""
+
+import pandas as pd
+
+from relgrade.pipeline import sharing
+from relgrade.pipeline.judgments import judgments
+from relgrade.experiment.layout import grade_commands
+from relgrade.io import files as io
+from relgrade.protocol import bank, grades, triage
+
+
+def run(ex):
+    grading = ex.params.grading
+    pool = io.read_table(ex.path("pool"), columns=["query_id", "chunk_id"])
+    audit_ids = [str(r["query_id"]) for r in io.read_jsonl(ex.path("audit"))]
+    held = judgments(ex, pool, audit_ids)
+    pending = held.pending
+    auditor = ex.params.need("grading.auditor")
+    if ex.params.need("gates").audit_coverage_min < 1:
+        # params accept an incomplete audit: the auditor's open pairs are the gate's to weigh
+        # (it fails below gates.audit_coverage_min, naming the counts), not a stop here
+        owed = pending["grader"] == auditor
+        if owed.any():
+            print(f"note: {int(owed.sum())} audit pairs not graded by {auditor}; the gate "
+                  "checks gates.audit_coverage_min")
+        pending = pending[~owed]
+    if held.triage_grader is not None and held.triage_queue is None:
+        print(f"note: the people's triage queue is built once {held.triage_grader} has graded "
+              "every pool pair (dvc repro builds their packets)")
+    bank.require_no_pending(pending, how=grade_commands(ex))
+    key_pairs = None
+    if held.triage_queue is not None:
+        key_pairs = triage.people_queue(held.triage_queue)
+        _people_in_queue(ex, held, pool)
+    table, manifest = grades.current_table(
+        held.bank, graders=ex.params.graders_dict(), pool=pool, audit_query_ids=audit_ids,
+        round=grading.round,
+        intents_sha256=io.read_json(ex.path("intents_manifest")).get("sha256"),
+        files=held.files, key_pairs=key_pairs, **held.now)
+    if held.shared is not None:  # grades reused from other experiments: each row's origin
+        table, manifest["shared"] = _origins(ex, table, held.shared)
+    if held.scope is not None:  # a partial regrade: which rounds merged, how many pairs again
+        manifest["regrade"] = {"mode": grading.regrade, "rounds": held.rounds,
+                               "pairs": len(held.scope)}
+    # with a rater panel this table is the raters' (and auditor's and expert's); the
+    # aggregation and adjudication stages make the key grader's rows from it
+    out = "rater_grades" if grading.mode == "raters" else "grades"
+    io.write_parquet(ex.path(out), table)
+    io.write_json(ex.path("grades_manifest"), manifest)
+    for line in grades.coverage_lines(manifest):
+        print(line)
+
+
+def _origins(ex, table, shared):
+    """The grades table with an ``origin`` column ("" for own grades, else the source as
+    params ``grading.share_from`` names it) and the manifest's ``shared`` section."""
+    keys = shared[["query_id", "chunk_id", "grader", "origin"]].astype(str)
+    table = table.merge(keys, on=["query_id", "chunk_id", "grader"], how="left")
+    table["origin"] = table["origin"].fillna(sharing.OWN).astype(str)
+    counts = sharing.shared_counts(table)
+    return table, {entry: {"pairs": counts.get(entry, {})}
+                   for entry in ex.params.grading.share_from}
+
+
+def _people_in_queue(ex, held, pool):
+    """Refuse a key grader's or auditor's current grade of a pool pair outside the queue."""
+    now = bank.current_grades(held.bank, **held.now)
+    pairs = grades.pool_pairs_of(pool)
+    for name in (ex.params.need("grading.key_grader"), ex.params.need("grading.auditor")):
+        mine = now[now["grader"].astype(str) == name]
+        keep = [(str(q), str(c)) in pairs for q, c in zip(mine["query_id"], mine["chunk_id"])]
+        mine = mine[pd.Series(keep, index=mine.index, dtype=bool)]
+        f = held.files.get(name)
+        triage.check_people_grades(mine[["query_id", "chunk_id", "grade"]],
+                                   held.triage_queue, grader=name,
+                                   path=None if f is None else f.source)
+

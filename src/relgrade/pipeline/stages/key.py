@@ -1,0 +1,291 @@
+"""Stage `key`: after a passed gate, freeze the key grader's grades as the hashed key.
+
+Refuses (nothing written) when the gate has not passed, when the ledger lacks a use of a
+key that metrics files show (deleted, truncated or edited ledger), when a round-N grade
+file is a copy of round N-1, and when the key is void (a different key was already used
+for metrics on the same pool, rubric and round, and params neither raise the round nor
+allow a post-hoc key). A key that differs from the frozen one only on pairs whose chunk,
+intent line or rubric changed since is a revision: frozen in its place, its record naming
+the pairs regraded and the content they were regraded on.
+
+Writes the key, its qrels and its record as one unit: the record last, holding the sha256
+of the other two, so a process killed between the writes leaves files every reader
+refuses, never a silent mix. A post-hoc key (``grading.post_hoc: true`` and a changed key)
+is written beside the frozen one, in ``paths.key_post_hoc`` (one folder swap); the frozen
+key, its metrics and the decision stay in place.
+
+In triage mode (``grading.mode: triage``) the key is the people's grade of every pair in
+their triage queue and the model's 0 everywhere else; the record holds the triage design,
+its counts and the model's miss rate on 0s with its interval, and ``paths.triage_key`` says
+who graded each pair and with which inclusion probability.
+
+When a new frozen key replaces one that metrics used (a new pool version or query set, a
+new round, a revision), the replaced key's four files are first copied, as one folder swap,
+to ``paths.key_previous``: the report scores every arm under both keys for this one cycle,
+and the next replacement drops it. Without such a key the folder holds a note.
+
+With params ``grading.share_from``, the record's ``shared`` section names, per source
+experiment, the pairs reused per grader and how many key pairs' grades came from it.
+"""
+
+import shutil
+from datetime import datetime, timezone
+from importlib import resources
+from pathlib import Path
+
+import pandas as pd
+
+from relgrade.errors import InputError, ProtocolError
+from relgrade.io import files as io
+from relgrade.io.trec import write_trec_qrels
+from relgrade.protocol import key, ledger, triage
+from relgrade.schema import MADE_ON
+
+#: What the post-hoc folder holds while no post-hoc key stands beside the frozen one.
+NO_POST_HOC = ("No post-hoc key: the frozen key ({frozen}) is the only key of pool {pool}, "
+               "rubric {rubric}, round {round}.\n")
+
+
+def _check_rounds(ex, grades_manifest, rnd):
+    """Refuse a round-N grade file copied from the same grader's round N-1."""
+    if rnd < 2:
+        return
+    for name, entry in sorted(grades_manifest.get("graders", {}).items()):
+        now, before = ex.grader_files(name, rnd), ex.grader_files(name, rnd - 1)
+        if not entry.get("file") or not now.grades.exists() or not before.grades.exists():
+            continue
+        ledger.check_fresh_round(
+            io.read_jsonl(now.grades), io.read_jsonl(before.grades), round=rnd,
+            identical=io.sha256_file(now.grades) == io.sha256_file(before.grades),
+            meta=io.read_json(now.meta) if now.meta.exists() else None, grader=name,
+            source=now.grades.as_posix(), previous_source=before.grades.as_posix())
+
+
+def _provenance(ex, gate, qrels_sha256):
+    rubric = ex.params.grading.rubric
+    rubric_path = ex.file(rubric) if rubric else None
+    prompt = Path(str(resources.files("relgrade") / "prompts" / "grader.md"))
+    lock = getattr(ex.params.paths, "audit_lock", None)
+    lock_path = ex.file(lock) if lock else None
+    return key.record_provenance(
+        qrels_sha256=qrels_sha256,
+        rubric_sha256=io.sha256_file(rubric_path) if rubric_path and rubric_path.exists() else None,
+        prompt_template_sha256=io.sha256_file(prompt) if prompt.exists() else None,
+        graders=ex.params.graders_dict(), gate=gate,
+        audit_lock_sha256=io.sha256_file(lock_path) if lock_path and lock_path.exists() else None)
+
+
+def _write(files, table, record, gate, ex, made_on):
+    """Key, qrels and made-on table, then the record holding their hashes (written last)."""
+    io.write_bytes(files.key, key.key_bytes(table))
+    write_trec_qrels(files.qrels, key.qrels_frame(table))
+    record |= _provenance(ex, gate, io.sha256_file(files.qrels))
+    if files.made_on is not None:
+        io.write_bytes(files.made_on, key.made_on_bytes(table, made_on))
+        record["made_on_sha256"] = io.sha256_file(files.made_on)
+    io.write_json(files.record, record)
+    return record
+
+
+NO_PREVIOUS = ("No previous key: the frozen key ({frozen}) of pool {pool} replaced no key "
+               "that metrics used.\n")
+
+
+def _keep_previous(ex, key_sha256, used):
+    """Copy the standing frozen key to ``paths.key_previous`` (one folder swap) when the key
+    ``key_sha256`` is about to replace it and the ledger shows metrics used it; the key kept
+    there before is dropped. Returns the replaced key's hash, or None."""
+    if not getattr(ex.params.paths, "key_previous", None):
+        return None
+    files = ex.key_files()
+    if not files.record.exists():
+        return None
+    try:
+        _, old = ex.read_key()
+    except (InputError, ProtocolError):
+        return None  # a torn key is rewritten, never kept as a reference
+    old_sha256 = old.get("key_sha256")
+    if old_sha256 == key_sha256 or not any(e.get("key_sha256") == old_sha256 for e in used):
+        return None
+    kept = ex.key_files(previous=True)
+    with io.atomic_dir(ex.path("key_previous")) as tmp:
+        for name in ("key", "qrels", "made_on", "record"):
+            source = getattr(files, name)
+            if source is not None and source.exists():
+                shutil.copyfile(source, tmp / getattr(kept, name).name)
+    return old_sha256
+
+
+def _note_previous(ex, record):
+    """Leave a note in ``paths.key_previous`` when it holds no previous key."""
+    if not getattr(ex.params.paths, "key_previous", None):
+        return
+    folder = ex.path("key_previous")
+    if ex.key_files(previous=True).record.exists() or (folder / "README.md").exists():
+        return
+    with io.atomic_dir(folder) as tmp:
+        io.write_text(tmp / "README.md", NO_PREVIOUS.format(frozen=record["key_sha256"],
+                                                          pool=record["pool_version"]))
+
+
+def _frozen_at(ex, key_sha256, *, post_hoc):
+    """When this key was first frozen: the standing record's time when it holds the same
+    key (a rerun re-freezes nothing), else now."""
+    files = ex.key_files(post_hoc=post_hoc)
+    if files.record.exists():
+        try:
+            old = io.read_json(files.record)
+        except InputError:
+            old = None
+        if isinstance(old, dict) and old.get("key_sha256") == key_sha256 and old.get("frozen_at"):
+            return str(old["frozen_at"])
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
+def _made_on(ex, table):
+    """What each key pair's grade was made on: the grades stage let only current grades
+    through, so that is the chunk, intent line and rubric as they are now."""
+    now = ex.made_on_now()
+    rows = []
+    for q, c in zip(table["query_id"], table["chunk_id"]):
+        made = now({"query_id": q, "chunk_id": c})
+        rows.append({"query_id": q, "chunk_id": c, **(made or {})})
+    return pd.DataFrame(rows, columns=["query_id", "chunk_id", *MADE_ON])
+
+
+def _revision(ex, table, made_on):
+    """The frozen key's hash when ``table`` differs from it only on pairs graded on changed
+    content (a revision), with the pairs; else (None, None)."""
+    files = ex.key_files()
+    if not files.record.exists() or not files.key.exists():
+        return None, None
+    try:
+        old_made_on = ex.read_key_made_on()
+        if old_made_on is None:
+            return None, None
+        old, record = ex.read_key()
+    except ProtocolError:
+        # a torn frozen key (killed between its writes) is rewritten by this stage; it cannot
+        # vouch for a revision, so the ledger alone decides
+        return None, None
+    diff = key.content_revision(old, old_made_on, table, made_on)
+    if diff["changed"] or diff["added"] or diff["removed"] or not diff["regraded"]:
+        return None, None
+    return record["key_sha256"], diff["regraded"]
+
+
+def _clear_post_hoc(ex, record):
+    """Leave a note in the post-hoc folder unless it holds a post-hoc key of this frozen key's
+    pool, rubric and round (a post-hoc key of an earlier one no longer stands beside it)."""
+    if not getattr(ex.params.paths, "key_post_hoc", None):
+        return
+    folder = ex.path("key_post_hoc")
+    files = ex.key_files(post_hoc=True)
+    if files.record.exists():
+        old = io.read_json(files.record)
+        if all(str(old.get(k)) == str(record[k])
+               for k in ("pool_version", "rubric_version", "round")):
+            return
+    elif (folder / "README.md").exists():
+        return
+    with io.atomic_dir(folder) as tmp:
+        io.write_text(tmp / "README.md", NO_POST_HOC.format(
+            frozen=record["key_sha256"], pool=record["pool_version"],
+            rubric=record["rubric_version"], round=record["round"]))
+
+
+def _triage(ex, grades_table):
+    """Triage mode: the people's grades merged with the model's unsampled 0s (as the key
+    grader's rows, which build_key reads), the design with the miss rate, and who graded
+    each pair with its inclusion probability."""
+    p, grading = ex.params, ex.params.grading
+    people_name, model_name = p.need("grading.key_grader"), p.triage_grader_name()
+    path = ex.path("triage_queue")
+    queue = triage.typed_queue(io.read_table(path), path=path)
+    now = grades_table[grades_table["round"].astype("int64") == int(grading.round)]
+    people = now[now["grader"].astype(str) == people_name][["query_id", "chunk_id", "grade"]]
+    merged = triage.merge_key(queue, people, model_grader=model_name, people_grader=people_name)
+    rate = triage.miss_rate(queue, people, relevant_min=p.need("scale").relevant_min,
+                            level=p.need("triage").level)
+    design = triage.design_record(model_grader=model_name, people_grader=people_name,
+                                  zero_sample=p.need("triage").zero_sample,
+                                  seed=p.need("seed"), round=grading.round, rate=rate)
+    rows = merged.assign(grader=people_name, round=int(grading.round))
+    provenance = merged.merge(queue[["query_id", "chunk_id", "inclusion_probability"]],
+                              on=["query_id", "chunk_id"], how="left")
+    print(rate.line())
+    return rows[["query_id", "chunk_id", "grader", "round", "grade"]], design, provenance
+
+
+def _shared(ex, shared, grades_table, table):
+    """The record's ``shared`` section: per source (as params ``grading.share_from`` names
+    it), the pairs reused per grader (from the grades manifest) and the key pairs whose
+    grade came from it."""
+    key_grader = ex.params.need("grading.key_grader")
+    rows = grades_table[grades_table["grader"].astype(str) == key_grader]
+    if "origin" not in rows.columns:  # triage: the key rows are the people's, rebuilt
+        rows = rows.assign(origin="")
+    pairs = table[["query_id", "chunk_id"]].astype(str).merge(
+        rows[["query_id", "chunk_id", "origin"]].astype(str), on=["query_id", "chunk_id"],
+        how="left")
+    return {entry: {**section, "key_pairs": int((pairs["origin"] == entry).sum())}
+            for entry, section in shared.items()}
+
+
+def run(ex):
+    gate_path, grading = ex.path("gate"), ex.params.grading
+    rubric_version = ex.params.need("grading.rubric_version")
+    gate = io.read_json(gate_path) if gate_path.exists() else None
+    key.require_gate(gate, source=gate_path)
+    manifests = {name: io.read_json(ex.path(f"{name}_manifest"))
+                 for name in ("corpus", "queries", "intents", "pool", "grades")}
+    grades_table, design, provenance = io.read_table(ex.path("grades")), None, None
+    if grading.mode == "triage":
+        grades_table, design, provenance = _triage(ex, grades_table)
+    table, dropped = key.build_key(
+        grades_table, key_grader=ex.params.need("grading.key_grader"),
+        round=grading.round, pool=io.read_table(ex.path("pool")),
+        relevant_min=ex.params.need("scale").relevant_min)
+    used = ex.ledger()
+    _check_rounds(ex, manifests["grades"], grading.round)
+    made_on = _made_on(ex, table)
+    revises, regraded = _revision(ex, table, made_on)
+    status = ledger.check_void(used, pool_version=manifests["pool"]["pool_version"],
+                               rubric_version=rubric_version, round=grading.round,
+                               key_sha256=key.key_sha256(table), post_hoc=grading.post_hoc,
+                               revises=revises)
+    record = key.build_record(
+        table, frozen_at=_frozen_at(ex, key.key_sha256(table), post_hoc=status == ledger.POST_HOC),
+        rubric_version=rubric_version, round=grading.round, manifests=manifests,
+        pool_sha256=io.sha256_file(ex.path("pool")), dropped_queries=dropped,
+        post_hoc=status == ledger.POST_HOC, deviations=grading.deviations)
+    if "shared" in manifests["grades"]:  # grades reused from other experiments' banks
+        record["shared"] = _shared(ex, manifests["grades"]["shared"], grades_table, table)
+    if manifests["grades"].get("regrade"):  # a partial regrade: the rounds merged
+        record["regrade"] = manifests["grades"]["regrade"]
+    if design is not None:  # who graded each key row, beside the key; its hash in the record
+        io.write_tsv(ex.path("triage_key"), provenance)
+        record["triage"] = design | {"provenance_sha256": io.sha256_file(ex.path("triage_key"))}
+    if status == ledger.REVISED:
+        # the pairs regraded because what they show changed, with the content now graded
+        record |= {"revises": revises, "regraded": regraded}
+    if status == ledger.POST_HOC:
+        folder = ex.path("key_post_hoc")
+        with io.atomic_dir(folder) as tmp:  # the three files swapped in as one folder
+            names = ex.key_files(post_hoc=True)
+            record = _write(type(names)(key=tmp / names.key.name, qrels=tmp / names.qrels.name,
+                                        record=tmp / names.record.name,
+                                        made_on=tmp / names.made_on.name),
+                            table, record, gate, ex, made_on)
+        where = f"beside the frozen key, in {folder.as_posix()}"
+    else:
+        replaced = _keep_previous(ex, record["key_sha256"], used)
+        record = _write(ex.key_files(), table, record, gate, ex, made_on)
+        _clear_post_hoc(ex, record)
+        _note_previous(ex, record)
+        where = f"in {ex.path('key').as_posix()}"
+        if replaced:
+            where += f"; the key it replaced, {replaced}, kept in {ex.path('key_previous')}"
+    print(f"key {record['key_sha256']} ({status}) {where}: {record['pairs']} pairs, "
+          f"{record['queries']} queries, dropped {', '.join(dropped) or 'none'}")
+

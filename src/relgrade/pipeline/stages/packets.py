@@ -1,0 +1,124 @@
+"""Stage `packets`: pool + chunks + frozen, reviewed intents → one packet per query and role.
+
+A partial regrade round (``grading.regrade: relevant``) holds only the pairs graded
+relevant in the round before, plus any pair still owed.
+
+In triage mode (``grading.mode: triage``) the triage model grader's packets hold every pool
+pair; the key grader's (and on audited queries the auditor's) hold the people's triage queue:
+the pairs the model graded relevant plus the seeded sample of its 0s, written with their
+inclusion probabilities to ``paths.triage_queue``. Until the model has graded the whole pool
+the queue is empty and the people have no packets yet (pending work of the model grader).
+
+Refuses (ProtocolError) unless the intents manifest names a reviewer and its sha256 matches
+the frozen intent table. The packet folder is written complete beside its target and then
+swapped in, so a failure leaves the previous packets untouched.
+
+With a rater panel (``grading.mode: raters``) every rater gets its own packets,
+``packets/rater/NAME/``: the pairs assigned to it and its gold questions, in one seeded
+shuffle per query; the private assignment table (``paths.assignment``) records which is
+which.
+
+With params ``grading.share_from``, a pair whose grade by a grader of a role is reused from
+another experiment's bank (:mod:`relgrade.pipeline.sharing`) is left out of that role's
+packets: ``relgrade grade run`` and ``relgrade serve`` show only the remainder.
+"""
+
+import pandas as pd
+
+from relgrade.pipeline.judgments import judgments
+from relgrade.io.files import (
+    atomic_dir,
+    read_json,
+    read_jsonl,
+    read_table,
+    write_json,
+    write_parquet,
+    write_tsv,
+)
+from relgrade.protocol import intents, packets, triage
+from relgrade.schema import ORDERS, ROLES, TRIAGE_QUEUE, TRIAGE_ROLE
+
+
+def run(ex):
+    grading, manifest_path = ex.params.grading, ex.path("intents_manifest")
+    manifest = read_json(manifest_path) if manifest_path.exists() else None
+    frozen = read_table(ex.path("intents")) if manifest is not None else None
+    sha = intents.check_frozen(frozen, manifest, path=manifest_path)
+    pool = read_table(ex.path("pool"), columns=["query_id", "chunk_id"])
+    audit_ids = [str(row["query_id"]) for row in read_jsonl(ex.path("audit"))]
+    if grading.regrade == "relevant" and grading.round > 1:
+        # a partial regrade: only the pairs graded relevant in the round before (and any
+        # still owed), in fresh orders of this round
+        pool = judgments(ex, pool, audit_ids).round_pairs
+    roles = ROLES
+    if grading.mode == "triage":
+        pool, audit_ids, model_orders = _triage(ex, pool, audit_ids)
+        roles = (*ROLES, TRIAGE_ROLE)
+    orders = packets.build_orders(
+        pool, seed=ex.params.need("seed"), round=grading.round, batch_size=grading.batch_size,
+        audit_ids=audit_ids)
+    if grading.mode == "triage":
+        orders = pd.concat([orders, model_orders], ignore_index=True)
+    if grading.share_from:  # a pair another experiment graded for this role's grader is not owed
+        orders = _without_reused(ex, orders, pool, audit_ids)
+    chunks = read_table(ex.path("chunks"))
+    make = dict(chunks=chunks, intents=frozen, intents_sha256=sha,
+                rubric_version=ex.params.need("grading.rubric_version"))
+    panel_orders = None
+    if grading.mode == "raters":
+        # the key grader is the panel's aggregate: the auditor keeps its packets, and each
+        # rater gets its own queue, gold hidden among the work (the flags stay private)
+        from relgrade.pipeline.panel import build_rater_orders
+
+        orders = orders[orders["role"] == "auditor"].reset_index(drop=True)
+        panel_orders = build_rater_orders(ex, pool)
+    built = packets.build_packets(orders, **make)
+    with atomic_dir(ex.path("packets")) as tmp:
+        for role in roles:
+            (tmp / role).mkdir()
+            for packet in built.get(role, []):
+                write_json(tmp / role / packets.packet_filename(packet["query_id"]), packet)
+        if panel_orders is not None:
+            for name, mine in panel_orders.groupby("grader", sort=True):
+                folder = tmp / "rater" / str(name)
+                folder.mkdir(parents=True)
+                shown = mine[list(ORDERS)]
+                for packet in packets.build_packets(shown, **make).get("rater", []):
+                    write_json(folder / packets.packet_filename(packet["query_id"]), packet)
+    write_parquet(ex.path("orders"), orders)
+    if panel_orders is not None:
+        write_parquet(ex.path("assignment"), panel_orders)
+
+
+def _without_reused(ex, orders, pool, audit_ids):
+    """``orders`` less the rows of pairs whose grade, by a grader of the row's role, is
+    reused from a share source (params ``grading.share_from``)."""
+    shared = judgments(ex, pool, audit_ids).shared
+    roles = {name: spec["role"] for name, spec in ex.params.graders_dict().items()}
+    drop = {(roles.get(str(g)), str(q), str(c))
+            for g, q, c in zip(shared["grader"], shared["query_id"], shared["chunk_id"])}
+    keep = [(str(r), str(q), str(c)) not in drop
+            for r, q, c in zip(orders["role"], orders["query_id"], orders["chunk_id"])]
+    return orders[pd.Series(keep, index=orders.index, dtype=bool)].reset_index(drop=True)
+
+
+def _triage(ex, pool, audit_ids):
+    """The people's pairs and audited queries, and the model's orders, in triage mode."""
+    grading = ex.params.grading
+    model_orders = packets.build_triage_orders(pool, seed=ex.params.need("seed"),
+                                               round=grading.round,
+                                               batch_size=grading.batch_size)
+    held = judgments(ex, pool, audit_ids)
+    queue = held.triage_queue
+    if queue is None:
+        print(f"note: people's triage queue waits for {held.triage_grader} to grade every "
+              "pool pair")
+        queue = pd.DataFrame({c: [] for c in TRIAGE_QUEUE})
+    write_tsv(ex.path("triage_queue"), queue)
+    people = triage.people_queue(queue)
+    audited = [q for q in audit_ids if q in set(people["query_id"])]
+    skipped = sorted(set(audit_ids) - set(audited))
+    if skipped and len(people):
+        print(f"note: audit queries with no pair in the triage queue: {', '.join(skipped)}")
+    return people, audited, model_orders
+
