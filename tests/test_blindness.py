@@ -120,7 +120,8 @@ def grader_files(root: Path):
 def test_no_arm_name_or_score_reaches_any_packet_byte(experiment):
     root, runs = experiment
     files = [f for f in grader_files(root) if f.is_file()]
-    assert len(files) == N_QUERIES + 12          # every query for graders, 12 audit queries
+    packets = [f for f in files if f.name != "manifest.json"]  # the folder's own record
+    assert len(packets) == N_QUERIES + 12        # every query for graders, 12 audit queries
     names = [a.encode() for a in ARMS] + [a.lower().encode() for a in ARMS]
     score_texts = {t.encode() for rows in runs.values() for _, _, s in rows
                    for t in (f"{s:.9f}", f"{s:.4f}", f"{s:.2f}", repr(s))}
@@ -167,7 +168,11 @@ def test_packets_hold_exactly_the_allowed_keys_and_file_names(experiment):
             assert all(len(b) <= 5 for b in packet["batches"])
             assert sorted(c["chunk_id"] for c in chunks) == sorted(
                 pool[pool.query_id == packet["query_id"]].chunk_id)
-    assert sorted(p.name for p in (root / "data/packets").iterdir()) == ["auditor", "grader"]
+    assert sorted(p.name for p in (root / "data/packets").iterdir()) == [
+        "auditor", "grader", "manifest.json"]
+    # the folder's record says what the packets were built for, and nothing of the arms
+    built_for = json.loads((root / "data/packets/manifest.json").read_text())
+    assert sorted(built_for) == ["intents_sha256", "pool_version", "regrade", "round"]
 
 
 def test_display_order_is_the_recorded_seeded_shuffle(experiment):

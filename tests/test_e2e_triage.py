@@ -74,7 +74,7 @@ def test_the_first_repro_stops_for_the_model_grader_and_names_the_wait(run):
     first = run["first"]
     assert first.returncode != 0
     pool = pd.read_parquet(run["exp"] / "data/pool/pool.parquet")
-    assert (f"Error: grading: {len(pool)} pairs need model-t ({len(pool)} new); run "
+    assert (f"Pending: grading: {len(pool)} pairs need model-t ({len(pool)} new); run "
             "`relgrade grade run --grader model-t`") in first.stdout + first.stderr
     assert "people's triage queue waits for model-t" in run["first"].stdout
     assert "triage: people's queue waits for model-t to grade every pool pair" in \
@@ -106,7 +106,7 @@ def test_the_people_queue_is_the_models_relevant_pairs_and_a_sample_of_its_zeros
     # the second repro stopped naming exactly the people's queue
     owed = int(queue.selected.sum())
     text = run["second"].stdout + run["second"].stderr
-    assert f"Error: grading: {owed} pairs need person-a ({owed} new)" in text
+    assert f"Pending: grading: {owed} pairs need person-a ({owed} new)" in text
     people = run["status_people"]["pending"]
     assert people["graders"]["person-a"]["pending_new"] == owed
     assert people["triage"] == {"grader": "model-t", "queue": owed,

@@ -163,8 +163,18 @@ PASSED = {"passed": True, "measures": {"weighted_kappa": 0.7, "binary_kappa": 0.
           "family_warnings": ["auditor auditor-b is of the same family as grader grader-a (x)"]}
 
 
+def test_a_passed_gate_record_waits_while_the_audit_queries_are_owed(exp):
+    root, p = exp  # q2 is audited; auditor-b has graded none of its 2 pairs
+    _put(root, p["gate"], PASSED)
+    lines = _status(root).splitlines()
+    assert ("gate: waiting for the audit queries' grades (auditor-b owes 2); the last gate "
+            "record, which passed, is not this pool's") in lines
+    assert not any(line.startswith("gate: passed") for line in lines)
+
+
 def test_a_gate_passed_under_relaxed_gates_says_so_and_lists_them(exp):
     root, p = exp
+    _grades(root, p, "auditor-b", [_row("q2", "c"), _row("q2", "d")])
     _put(root, p["gate"], PASSED)
     lines = _status(root).splitlines()
     i = lines.index("gate: passed under relaxed gates (weighted_kappa 0.700, binary_kappa "
@@ -184,6 +194,7 @@ def test_an_older_pass_record_is_read_against_the_params_gates(exp):
     params = yaml.safe_load((root / "params.yaml").read_text())
     params["gates"]["disagreement_max"] = 0.2
     (root / "params.yaml").write_text(yaml.safe_dump(params))
+    _grades(root, p, "auditor-b", [_row("q2", "c"), _row("q2", "d")])
     _put(root, p["gate"], {"passed": True, "measures": {"weighted_kappa": 0.9}})
     lines = _status(root).splitlines()
     assert "gate: passed under relaxed gates (weighted_kappa 0.900)" in lines
@@ -207,7 +218,9 @@ def test_frozen_key_metrics_and_a_pool_that_grew_since(exp):
     lines = _status(root).splitlines()
     lines = lines[:next(i for i, x in enumerate(lines) if x.startswith("judging cost:"))]
     assert lines[-6:] == [
-        "gate: passed (weighted_kappa 0.900, binary_kappa 1.000)",
+        # the pass record is the old pool's: the audited q2 is owed by auditor-b (2 pairs)
+        "gate: waiting for the audit queries' grades (auditor-b owes 2); the last gate record, "
+        "which passed, is not this pool's",
         f"key: frozen, sha256 {KEY_HASH}, 5 pairs over 2 queries; dropped queries: q3",
         "key: frozen for pool p-111111111111, but the pool is now p-222222222222: grade the "
         "new pairs, then freeze a new key",
@@ -342,7 +355,9 @@ def test_status_json_counts_per_grader_the_current_grades_and_the_pending_work(t
         "grader-a": {"current": 3, "pending_new": 2, "pending_stale": 0, "pending_audit": 0,
                      "pending_regrade": 0},
         "auditor-b": {"current": 1, "pending_new": 0, "pending_stale": 0, "pending_audit": 1,
-                      "pending_regrade": 0}}}
+                      "pending_regrade": 0}},
+        # the owed pairs of the audited query q2: grader-a's two, auditor-b's one
+        "audit_owed": {"auditor-b": 1, "grader-a": 2}}
 
 
 def test_a_grade_of_a_pair_that_left_the_pool_stays_in_the_bank_and_status_counts_the_rest(exp):

@@ -101,3 +101,38 @@ def json_ready(obj, *, nan_as_null: bool = False):
     if nan_as_null and isinstance(obj, float) and math.isnan(obj):
         return None
     return obj
+
+
+def significant_floats(obj, digits: int = 12):
+    """A copy of ``obj`` (as :func:`json_ready` gives it) with every finite float rounded to
+    ``digits`` significant digits.
+
+    Values computed by floating-point sums whose order varies with memory alignment or
+    threads differ in their last bits between runs; written rounded, they are byte for byte
+    the same in every run, so a file hashed in ``dvc.lock`` does not change for nothing.
+
+    Parameters
+    ----------
+    obj : object
+        Nested dicts, lists, tuples, numpy arrays and scalars.
+    digits : int, default 12
+        Significant decimal digits kept (1 to 17).
+
+    Returns
+    -------
+    object
+        The converted value; ints, bools, strings, NaN and infinities unchanged.
+
+    Examples
+    --------
+    >>> significant_floats({"k": [0.1 + 0.2, 2, 1 / 3]}, 4)
+    {'k': [0.3, 2, 0.3333]}
+    """
+    obj = json_ready(obj)
+    if isinstance(obj, dict):
+        return {k: significant_floats(v, digits) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [significant_floats(v, digits) for v in obj]
+    if isinstance(obj, float) and math.isfinite(obj) and obj != 0:
+        return float(f"{obj:.{digits}g}")
+    return obj

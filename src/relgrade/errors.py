@@ -73,6 +73,18 @@ class ProtocolError(RelgradeError):
     """
 
 
+class PendingWork(ProtocolError):
+    """Graders still owe pairs: the pipeline stops here until they are graded.
+
+    Not a failure of the data or the code: the message names what is owed and the command
+    that does it; a stage exits with :data:`PENDING_EXIT` so that DVC stops the pipeline.
+    """
+
+
+#: The exit status of a stage that stopped at pending work (``Pending: ...`` on stderr).
+PENDING_EXIT = 3
+
+
 class GateFailed(RelgradeError):
     """The agreement gate failed; ``lines`` holds one line per failing measure."""
 

@@ -256,8 +256,54 @@ class Experiment:
             return self.path("adjudication_packets")
         return self.packets_folder(role)
 
+    def packets_built_for(self) -> dict:
+        """What the packets folder was built for, as the packets stage recorded it.
+
+        Returns
+        -------
+        dict
+            ``pool_version``, ``round``, ``intents_sha256`` (and ``regrade``) of
+            ``PACKETS/manifest.json``; empty when the folder holds no manifest.
+        """
+        path = self.path("packets") / packets_mod.PACKETS_MANIFEST
+        return io.read_json(path) if path.is_file() else {}
+
+    def packets_current(self) -> dict:
+        """What packets must be built for now: the pool manifest's ``pool_version``, params
+        ``grading.round`` and the frozen intents' ``sha256`` (each only when known)."""
+        now: dict = {"round": self.params.grading.round}
+        for name, key, out in (("pool_manifest", "pool_version", "pool_version"),
+                               ("intents_manifest", "sha256", "intents_sha256")):
+            if getattr(self.params.paths, name, None) and self.path(name).is_file():
+                now[out] = io.read_json(self.path(name)).get(key)
+        return now
+
+    def check_packets_current(self) -> None:
+        """Refuse packets built for another pool version, round or intent table.
+
+        Raises
+        ------
+        ProtocolError
+            The packets folder's manifest differs from :meth:`packets_current`; the message
+            names both and the one command that rebuilds the packets.
+        """
+        from relgrade.experiment.layout import repro_command
+
+        built = self.packets_built_for()
+        if not built:  # packets of an older relgrade, or written by hand: nothing to compare
+            return
+        now = self.packets_current()
+        stale = [f"{k} {built.get(k)} (now {v})" for k, v in now.items() if built.get(k) != v]
+        if stale:
+            raise ProtocolError(
+                f"the packets in {self.path('packets').as_posix()} are out of date: built for "
+                + ", ".join(stale) + f". Rebuild them first: {repro_command(self, 'packets')}")
+
     def _packets_in(self, folder: Path, *, what: str,
                     fix: str = "Run: dvc repro packets") -> dict:
+        if getattr(self.params.paths, "packets", None) and folder.is_relative_to(
+                self.path("packets")):
+            self.check_packets_current()
         files = sorted(folder.glob("*.json")) if folder.is_dir() else []
         if not files:
             raise InputError(f"no {what} packets found", path=folder, fix=fix)

@@ -171,6 +171,39 @@ def check_disjoint(claims: dict[Path, dict[Path, str]]) -> None:
             seen.append((folder, path, entry))
 
 
+def repro_command(ex, stage: str | None = None) -> str:
+    """The ``dvc repro`` a user types at the repository's top to run experiment ``ex``'s
+    pipeline (or one stage of it).
+
+    Parameters
+    ----------
+    ex : relgrade.experiment.files.Experiment
+    stage : str, optional
+        One stage's name (``packets``).
+
+    Returns
+    -------
+    str
+        ``dvc repro [STAGE]`` for the repository's top experiment, else
+        ``dvc repro PATH/dvc.yaml[:STAGE]`` with ``PATH`` relative to the repository.
+
+    Examples
+    --------
+    >>> from types import SimpleNamespace
+    >>> repro_command(SimpleNamespace(root="/nowhere/x"), "packets")
+    'dvc repro packets'
+    """
+    root = Path(ex.root).resolve()
+    try:
+        repo = find_repository(root)
+    except InputError:
+        repo = root
+    if repo == root:
+        return "dvc repro" + (f" {stage}" if stage else "")
+    target = f"{root.relative_to(repo).as_posix()}/dvc.yaml"
+    return f"dvc repro {target}" + (f":{stage}" if stage else "")
+
+
 def grade_commands(ex) -> dict[str, str]:
     """Per grader, the command a user types (at the repository's top) to do its grading.
 

@@ -5,7 +5,10 @@ through the :class:`~relgrade.experiment.files.Experiment`, calls the library on
 writes its outputs. The params are checked before ``main`` runs, so a bad value stops the
 stage before any work. A :class:`~relgrade.errors.RelgradeError` becomes one
 ``Error: ...`` line on stderr and exit status 1; outputs are written atomically, so a
-failed stage leaves none half-written.
+failed stage leaves none half-written. Pending work (graders still owe pairs) is not an
+error: it prints ``Pending: ...`` naming what is owed, the command that does it and the
+``dvc repro`` to run afterwards, and exits with
+:data:`~relgrade.errors.PENDING_EXIT` so that DVC stops the pipeline there.
 """
 
 from __future__ import annotations
@@ -13,8 +16,9 @@ from __future__ import annotations
 import sys
 from collections.abc import Callable
 
-from relgrade.errors import GateFailed, RelgradeError
+from relgrade.errors import PENDING_EXIT, GateFailed, PendingWork, RelgradeError
 from relgrade.experiment.files import Experiment
+from relgrade.experiment.layout import repro_command
 from relgrade.experiment.params import PARAMS_FILE
 
 
@@ -31,8 +35,15 @@ def run_stage(main: Callable[..., None], *args: str, params_path=PARAMS_FILE) ->
     params_path : str or os.PathLike, default "params.yaml"
         The params file; its folder is the experiment's root.
     """
+    ex = None
     try:
-        main(Experiment.load(params_path), *args)
+        ex = Experiment.load(params_path)
+        main(ex, *args)
+    except PendingWork as e:
+        print(f"Pending: {e}, then `{repro_command(ex)}` again. This is work owed, not a "
+              "failure: DVC reports the stage as failed so that the pipeline stops here.",
+              file=sys.stderr)
+        sys.exit(PENDING_EXIT)
     except GateFailed as e:
         for line in e.lines:
             print(f"Gate failed: {line}", file=sys.stderr)

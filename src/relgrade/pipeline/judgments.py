@@ -51,6 +51,10 @@ class Judgments:
         The grades reused from other experiments (params ``grading.share_from``;
         :func:`relgrade.pipeline.sharing.reuse`: their bank rows plus ``origin``), already
         in ``bank`` as grades of the current round; None when nothing is shared.
+    ignored : pandas.DataFrame or None
+        A partial round: its grades of pairs outside ``round_pairs`` (neither in the scope
+        nor owed), left out of ``bank`` (``grader``, ``query_id``, ``chunk_id``, ``grade``);
+        None for a full round.
     """
 
     bank: pd.DataFrame
@@ -63,6 +67,13 @@ class Judgments:
     triage_queue: pd.DataFrame | None = None
     triage_grader: str | None = None
     shared: pd.DataFrame | None = None
+    ignored: pd.DataFrame | None = None
+
+    def merged_counts(self) -> dict:
+        """Per grader, how many of the current round's grades were merged (a partial round)."""
+        rnd = max(self.rounds)
+        mine = self.bank[self.bank["round"].astype(int) == rnd]
+        return {str(g): int(n) for g, n in mine.groupby("grader").size().items()}
 
 
 def grader_file(ex, files) -> grades.GraderFile:
@@ -161,6 +172,17 @@ def judgments(ex, pool: pd.DataFrame, audit_ids) -> Judgments:
         keep = [(q, c) in wanted for q, c in zip(round_pairs["query_id"],
                                                    round_pairs["chunk_id"])]
         round_pairs = round_pairs[pd.Series(keep, index=round_pairs.index, dtype=bool)]
+        # this round's grades count only for the pairs it regrades or still owes: a grade of
+        # any other pair would change a grade the partial round keeps from before
+        allowed = set(zip(round_pairs["query_id"], round_pairs["chunk_id"]))
+        inside = pd.Series([(str(q), str(c)) in allowed
+                            for q, c in zip(judged["query_id"], judged["chunk_id"])],
+                           index=judged.index, dtype=bool)
+        outside = (judged["round"].astype(int) == current) & ~inside
+        ignored = judged.loc[outside, ["grader", "query_id", "chunk_id", "grade"]]
+        judged = judged[~outside]
+    else:
+        ignored = None
     queue, model, key_pairs = None, None, None
     if grading.mode == "triage":
         model = ex.params.triage_grader_name()
@@ -179,7 +201,7 @@ def judgments(ex, pool: pd.DataFrame, audit_ids) -> Judgments:
                              pending[pending["grader"] != key_grader]], ignore_index=True)
     return Judgments(bank=judged, files=files, rounds=chain, scope=scope, now=now,
                      pending=pending, round_pairs=round_pairs, triage_queue=queue,
-                     triage_grader=model, shared=shared)
+                     triage_grader=model, shared=shared, ignored=ignored)
 
 
 def triage_queue(ex, judged: pd.DataFrame, pool: pd.DataFrame, *, now: dict,

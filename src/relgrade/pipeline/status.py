@@ -402,6 +402,10 @@ def read_status(ex: Experiment) -> dict:
             for name in sorted(set(held.files) | reused):
                 rows[name] = table[table["grader"] == name]
             pending = pending_status(ex, held=held, table=table)
+            on_audit = held.pending[held.pending["query_id"].astype(str).isin(
+                [str(q) for q in audit])]
+            pending["audit_owed"] = {str(g): int(n) for g, n in
+                                     on_audit.groupby("grader").size().items()}
             if held.shared is not None:  # what the share sources gave, per source and grader
                 pending["shared"] = sharing.shared_counts(held.shared)
             if held.triage_queue is not None:
@@ -452,8 +456,16 @@ def read_status(ex: Experiment) -> dict:
         gate=load("gate", "gate", io.read_json),
         record=record, problems=problems, post_hoc_record=post_hoc, ledger=ledger,
         dvc=dvc_health(*ex.dvc_files()), triage_pairs=triage_pairs)
+    try:
+        ex.check_packets_current()
+    except RelgradeError as e:
+        st.setdefault("other_problems", {})["packets"] = str(e)
     if pending is not None:
         st["pending"] = pending
+        owed = {g: n for g, n in pending.get("audit_owed", {}).items() if n}
+        if owed and st["gate"]["state"] == "passed":
+            # a pass record of an earlier pool says nothing while the current one is owed
+            st["gate"] = {"state": "waiting", "owed": owed, "last": "passed"}
         try:
             st["cost"] = status_cost(params, pending)
         except RelgradeError as e:
@@ -634,6 +646,10 @@ def status_lines(st: Mapping) -> list[str]:
         out.append(f"gate: {how} ({ms})" if ms else f"gate: {how}")
         out += [f"  relaxed: {line}" for line in gt.get("relaxed") or []]
         out += [f"  warning: {line}" for line in gt.get("family_warnings") or []]
+    elif gt["state"] == "waiting":
+        owed = ", ".join(f"{g} owes {n}" for g, n in gt["owed"].items())
+        out.append(f"gate: waiting for the audit queries' grades ({owed}); the last gate "
+                   "record, which passed, is not this pool's")
     elif gt["state"] == "failed":
         out.append("gate: failed: " + "; ".join(gt["lines"]))
     elif gt["state"] == "unreadable":

@@ -26,7 +26,7 @@ from typing import Iterable, Mapping
 import pandas as pd
 
 from relgrade.canonical import canonical_json, sha256_bytes
-from relgrade.errors import ProtocolError
+from relgrade.errors import PendingWork
 from relgrade.schema import PENDING, require
 
 #: Why a pool pair is pending for a grader.
@@ -351,9 +351,9 @@ def require_no_pending(pending: pd.DataFrame, *, how: Mapping[str, str] | None =
 
     Raises
     ------
-    ProtocolError
+    PendingWork
         ``pending`` is not empty; the message is :func:`pending_message` (one line naming
         per grader the counts and the command that does the work). Nothing is written.
     """
     if len(pending):
-        raise ProtocolError(pending_message(pending, how=how))
+        raise PendingWork(pending_message(pending, how=how))

@@ -40,6 +40,11 @@ CHUNK_KEYS = ("chunk_id", "header", "text")
 MAX_BATCH = 5
 
 
+#: The file in the packets folder saying what the packets were built for (pool version,
+#: round, intents sha256): the grading commands refuse packets of another pool or round.
+PACKETS_MANIFEST = "manifest.json"
+
+
 def check_batch(batch, *, cap: int = MAX_BATCH, path=None, item=None) -> None:
     """Refuse a batch of more than ``min(cap, MAX_BATCH)`` chunks.
 

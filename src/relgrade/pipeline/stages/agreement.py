@@ -4,6 +4,7 @@ Writes the agreement metrics, the confusion pairs for dvc's confusion plot and t
 disagreement report. It always reports, however poor the agreement; the gate stage decides.
 """
 
+from relgrade.canonical import significant_floats
 from relgrade.io import files as io
 from relgrade.protocol import agreement
 from relgrade.protocol.reliability import Resampling
@@ -30,7 +31,8 @@ def run(ex):
     # Diagnostics are per-grader tables: kept beside the gate's measures, not among them, so
     # `dvc metrics show` stays a readable table.
     metrics = dict(report.metrics)
-    io.write_json(ex.path("diagnostics"), metrics.pop("diagnostics", {}))
+    # rounded to 12 significant digits: the same bytes in every run (see significant_floats)
+    io.write_json(ex.path("diagnostics"), significant_floats(metrics.pop("diagnostics", {})))
     # A model grader run with `samples: N` reports how well it agrees with itself; that
     # figure belongs beside the audit's.
     consistency = {name: c for name in (grader, auditor)

@@ -56,8 +56,18 @@ def run(ex):
     if held.shared is not None:  # grades reused from other experiments: each row's origin
         table, manifest["shared"] = _origins(ex, table, held.shared)
     if held.scope is not None:  # a partial regrade: which rounds merged, how many pairs again
-        manifest["regrade"] = {"mode": grading.regrade, "rounds": held.rounds,
-                               "pairs": len(held.scope)}
+        ignored = held.ignored if held.ignored is not None else pd.DataFrame()
+        manifest["regrade"] = {
+            "mode": grading.regrade, "rounds": held.rounds, "pairs": len(held.scope),
+            "merged": held.merged_counts(),
+            "ignored": {str(g): int(n) for g, n in ignored.groupby("grader").size().items()}
+            if len(ignored) else {}}
+        if len(ignored):
+            pairs = sorted({f"{q}/{c}" for q, c in zip(ignored["query_id"], ignored["chunk_id"])})
+            more = f" and {len(pairs) - 5} more" if len(pairs) > 5 else ""
+            print(f"note: {len(ignored)} round-{grading.round} grades of pairs this partial "
+                  f"round does not regrade are ignored (kept in the bank, unused): "
+                  f"{', '.join(pairs[:5])}{more}")
     # with a rater panel this table is the raters' (and auditor's and expert's); the
     # aggregation and adjudication stages make the key grader's rows from it
     out = "rater_grades" if grading.mode == "raters" else "grades"

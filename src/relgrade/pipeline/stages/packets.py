@@ -73,7 +73,11 @@ def run(ex):
         orders = orders[orders["role"] == "auditor"].reset_index(drop=True)
         panel_orders = build_rater_orders(ex, pool)
     built = packets.build_packets(orders, **make)
+    built_for = {**ex.packets_current(), "regrade": grading.regrade}
     with atomic_dir(ex.path("packets")) as tmp:
+        # what these packets were built for: grade run, serve and grade import refuse
+        # packets of another pool version, round or intent table
+        write_json(tmp / packets.PACKETS_MANIFEST, built_for)
         for role in roles:
             (tmp / role).mkdir()
             for packet in built.get(role, []):

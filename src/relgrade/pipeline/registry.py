@@ -1,0 +1,637 @@
+"""Every DVC stage declared once; each experiment's ``dvc.yaml`` rendered from these declarations.
+
+A :class:`Stage` names its params keys, its data inputs and outputs (as ``${paths.NAME}`` or
+other params interpolations, so the paths live in ``params.yaml`` alone) and the modes it
+belongs to. Its code deps are not written down: they are the files of the import closure of
+its module, :mod:`relgrade.pipeline.stages`.NAME, at module granularity (found with grimp,
+the import graph import-linter uses), plus the package data files the stage reads. A stage
+therefore reruns when, and only when, code it runs has changed.
+
+An experiment's modes come from its params (:func:`modes_of`):
+
+=========  ================================================================================
+mode       when
+=========  ================================================================================
+single     ``grading.mode: single`` (the default): one key grader, one auditor
+triage     ``grading.mode: triage``: a model grader screens, people grade its queue
+raters     ``grading.mode: raters``: a rater panel with gold, aggregation, adjudication
+sample     ``queries.log`` is set: the ``sample`` stage draws the query set from the log
+tail       ``pool.tail_sample > 0``: a sampled tail beyond the pool depth
+clicks     a ``clicks`` section and no protocol sections: the click stages only
+=========  ================================================================================
+
+The protocol's order (pool → packets → grades → agreement → gate → key → metrics) is carried
+by inputs and outputs, so it is an edge of DVC's graph, never DVC's choice:
+``grades`` reads the packets folder the ``packets`` stage writes.
+
+:func:`render` gives the ``dvc.yaml`` text of an experiment; :func:`check` compares the
+committed file with it (``relgrade pipeline check``, run in the test suite).
+"""
+
+from __future__ import annotations
+
+import difflib
+import os
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import yaml
+
+from relgrade.errors import InputError
+from relgrade.experiment.files import Experiment
+from relgrade.experiment.layout import find_repository
+from relgrade.experiment.params import PARAMS_FILE
+from relgrade.io.files import read_yaml
+
+#: Every mode a stage or an entry may be declared for.
+MODES = ("single", "triage", "raters", "sample", "tail", "clicks")
+#: The modes of the blind-grading protocol (an experiment has exactly one of them).
+PROTOCOL = frozenset({"single", "triage", "raters"})
+
+#: The package data files a module reads at run time (globs relative to ``src/relgrade``):
+#: a stage whose import closure holds the module depends on them too.
+DATA_FILES = {
+    "relgrade.clicks.log": ("clicks/sql/*.sql",),
+    "relgrade.clicks.spark": ("clicks/sql/spark/*.sql",),
+    "relgrade.evaluation.decision": ("evaluation/templates/*.j2",),
+    "relgrade.graders.exchange": ("prompts/grader.md",),
+    "relgrade.pipeline.design": ("pipeline/templates/DESIGN.md.j2",),
+    "relgrade.pipeline.scaffold": ("pipeline/templates/*",),
+    "relgrade.web.app": ("web/templates/*", "web/static/*"),
+}
+
+#: The first lines of every rendered ``dvc.yaml``.
+HEADER = """\
+# Rendered by `relgrade pipeline render` from the stage registry
+# (src/relgrade/pipeline/registry.py) and this folder's params.yaml: do not edit by hand.
+# `relgrade pipeline check` (run by the test suite) fails when this file differs from its
+# rendering. Paths come from params.yaml's `paths`; each stage's code deps are the files of
+# its module's import closure. Outputs kept in git (cache: false) persist: dvc leaves them
+# in place when a stage fails, so a refused run (bad params, pending work) deletes nothing
+# committed; a stage that succeeds rewrites them whole.
+"""
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One dep or output of a stage.
+
+    Attributes
+    ----------
+    path : str
+        The path as dvc.yaml holds it, usually a params interpolation (``${paths.pool}``).
+    modes : frozenset of str or None
+        The modes the entry belongs to; None: every mode of its stage.
+    cache, persist : bool
+        dvc's flags of an output (``cache: false`` keeps it in git; ``persist: true``
+        leaves it in place while the stage reruns or fails).
+    plot : dict or None
+        For a plots output: its template, x and y.
+    """
+
+    path: str
+    modes: frozenset | None = None
+    cache: bool = True
+    persist: bool = False
+    plot: dict | None = None
+
+    def options(self) -> dict:
+        """The dvc.yaml options of this output (empty for a plain cached output)."""
+        opts: dict = {}
+        if not self.cache:
+            opts["cache"] = False
+        if self.persist:
+            opts["persist"] = True
+        return opts | dict(self.plot or {})
+
+
+@dataclass(frozen=True)
+class Stage:
+    """One stage of the pipeline.
+
+    Attributes
+    ----------
+    name : str
+        The stage's name in dvc.yaml (a verb or noun of the protocol).
+    module : str
+        Its module under :mod:`relgrade.pipeline.stages` and its entry script
+        ``stages/MODULE.py``.
+    modes : frozenset of str
+        The modes the stage belongs to.
+    params : tuple of str or Entry
+        The params keys it reads.
+    deps : tuple of str or Entry
+        Its data inputs.
+    outs, metrics, plots : tuple of str or Entry
+        What it writes.
+    per_arm : bool
+        The stage runs once per arm (``foreach: ${arms}``; ``${key}`` is the arm).
+    resources : tuple of str
+        Package data files it reads, relative to ``src/relgrade``.
+    doc : str
+        One comment line or a few, written above the stage.
+    """
+
+    name: str
+    module: str
+    modes: frozenset
+    params: tuple = ()
+    deps: tuple = ()
+    outs: tuple = ()
+    metrics: tuple = ()
+    plots: tuple = ()
+    per_arm: bool = False
+    resources: tuple = ()
+    doc: str = ""
+
+
+def _e(path: str, *modes: str, cache: bool = True, persist: bool = False, **plot) -> Entry:
+    return Entry(path, frozenset(modes) if modes else None, cache, persist, plot or None)
+
+
+def _kept(path: str, *modes: str) -> Entry:
+    """An output kept in git and left in place while its stage reruns or fails."""
+    return _e(path, *modes, cache=False, persist=True)
+
+
+_GRADING = frozenset({"single", "triage", "raters"})
+_ALL = frozenset(MODES) - {"clicks"}
+_CLICKS = frozenset({"clicks"})
+_MODE = ("triage", "raters")
+
+
+def stages() -> tuple[Stage, ...]:
+    """Every stage of every mode, in the protocol's order.
+
+    Returns
+    -------
+    tuple of Stage
+    """
+    return (
+        Stage("sample", "sample", frozenset({"sample"}),
+              params=("seed", "queries.log", "sample.n", "sample.allocation", "sample.head_share",
+                      "sample.torso_share"),
+              deps=("${queries.log}",),
+              outs=(_e("${queries.input}", cache=False), _e("${paths.sample_manifest}", cache=False)),
+              doc="The query set drawn from the query log: head/torso/tail strata, traffic weights."),
+        Stage("corpus", "corpus", _ALL, params=("corpus.input",), deps=("${corpus.input}",),
+              outs=("${paths.chunks}", _kept("${paths.corpus_manifest}")),
+              doc="The pinned corpus source, sha256-checked and chunked."),
+        Stage("queries", "queries", _ALL, params=("queries.input", "queries.groups"),
+              deps=("${queries.input}",),
+              outs=("${paths.queries}", _kept("${paths.queries_manifest}")),
+              doc="The query file, validated, with its sha256."),
+        Stage("retrieve", "retrieve", _ALL, per_arm=True,
+              params=("arms", "runs.ties"),  # a fused arm reads the params of the arms it fuses
+              deps=("${item.source}", "${paths.chunks}", "${paths.queries}"),
+              outs=("${paths.runs}/${key}.trec",),
+              doc="One arm's run over the chunks and queries (TREC run format)."),
+        Stage("pool", "pool", _ALL,
+              params=("seed", "pool.depth", "pool.tail_sample", "pool.tail_depth", "arms",
+                      "runs.ties"),
+              deps=("${paths.runs}", "${paths.queries}", "${paths.chunks}"),
+              outs=("${paths.pool}", _kept("${paths.pool_manifest}"), "${paths.provenance}",
+                    _kept("${paths.pool_stats}")),
+              doc="Every arm's top results per query, deduplicated; provenance stays private."),
+        Stage("intents", "intents", _ALL, params=("intents.input", "intents.review"),
+              deps=("${intents.input}", "${intents.review}", "${paths.queries}"),
+              outs=("${paths.intents}", _kept("${paths.intents_manifest}")),
+              doc="The reviewed intent table, frozen before any packet exists."),
+        Stage("audit", "audit", _ALL,
+              params=("seed", "audit.fraction", "audit.min_queries", "grading.round"),
+              deps=("${paths.provenance}", "${paths.pool_manifest}", "${paths.queries}"),
+              outs=(_kept("${paths.audit}"), _kept("${paths.audit_lock}")),
+              doc="The audit queries, drawn once per round and locked (the lock is in git; "
+                  "`relgrade audit redraw` rewrites it)."),
+        Stage("packets", "packets", _ALL,
+              params=("seed", "grading.round", "grading.regrade", "grading.batch_size",
+                      "grading.rubric_version", "grading.key_grader", "grading.auditor",
+                      "graders", "scale.grades", "scale.relevant_min", _e("grading.mode", *_MODE),
+                      _e("triage", "triage"), _e("raters.per_pair", "raters"),
+                      _e("gold.input", "raters"), _e("gold.fraction", "raters")),
+              deps=("${paths.pool}", "${paths.pool_manifest}", "${paths.chunks}",
+                    "${paths.intents}", "${paths.intents_manifest}", "${paths.audit}",
+                    "${grading.rubric}",
+                    "${paths.grades_in}",  # a partial regrade holds the pairs graded relevant
+                    _e("${gold.input}", "raters")),
+              outs=("${paths.packets}", "${paths.orders}", _e("${paths.assignment}", "raters"),
+                    _e("${paths.triage_queue}", "triage", cache=False)),
+              doc="One packet per query and role, at most five chunks a batch, in seeded "
+                  "orders; the folder records the pool version it was built for."),
+        Stage("grades", "grades", _ALL,
+              params=("scale.grades", "scale.relevant_min", "grading.round", "grading.regrade",
+                      "grading.rubric_version", "grading.max_reason_words",
+                      "grading.key_grader", "grading.auditor", "graders",
+                      "gates.audit_coverage_min", _e("grading.mode", *_MODE),
+                      _e("triage", "triage"), _e("seed", "triage")),
+              deps=("${paths.packets}",  # the protocol's order: packets before grades
+                    "${paths.grades_in}", "${paths.pool}", "${paths.chunks}", "${paths.intents}",
+                    "${paths.intents_manifest}", "${paths.audit}", "${grading.rubric}",
+                    _e("${paths.assignment}", "raters"), _e("${paths.triage_queue}", "triage")),
+              outs=(_e("${paths.grades}", "single", "triage"),
+                    _e("${paths.rater_grades}", "raters"), _kept("${paths.grades_manifest}")),
+              doc="The current grades of the pool from the judgment bank, or the pending "
+                  "work (what each grader owes and the command to run)."),
+        Stage("aggregate", "aggregate", frozenset({"raters"}),
+              params=("seed", "scale.grades", "grading.round", "grading.batch_size",
+                      "grading.rubric_version", "graders", "raters.per_pair", "gold",
+                      "aggregation", "adjudication"),
+              deps=("${paths.rater_grades}", "${paths.assignment}", "${paths.pool}",
+                    "${paths.chunks}", "${paths.intents}", "${paths.intents_manifest}",
+                    "${gold.input}"),
+              outs=(_e("${paths.aggregate}", cache=False), "${paths.aggregated}",
+                    _e("${paths.adjudication_queue}", cache=False),
+                    "${paths.adjudication_packets}"),
+              doc="Gold accuracy, rater removal and one aggregated grade per pair; the "
+                  "adjudication queue."),
+        Stage("adjudicate", "adjudicate", frozenset({"raters"}),
+              params=("grading.key_grader", "grading.round", "adjudication.expert"),
+              deps=("${paths.rater_grades}", "${paths.aggregated}", "${paths.adjudication_queue}"),
+              outs=("${paths.grades}", _e("${paths.adjudication}", cache=False)),
+              doc="The expert's grades replace the aggregate on the queued pairs."),
+        Stage("agreement", "agreement", _ALL,
+              params=("seed", "scale.grades", "scale.relevant_min", "grading.key_grader",
+                      "grading.auditor", "grading.round", "agreement.bootstrap",
+                      "agreement.level"),
+              deps=("${paths.grades}", "${paths.grades_in}", "${paths.audit}", "${paths.queries}",
+                    "${paths.orders}"),
+              outs=("${paths.disagreements}", _kept("${paths.diagnostics}"),
+                    _kept("${paths.agreement}")),
+              plots=(_e("${paths.confusion}", cache=False, persist=True, template="confusion",
+                        x="grader", y="auditor"),),
+              doc="The key grader against the auditor on the audit sample (kept in git; "
+                  "`dvc metrics show metrics/agreement.json` prints it)."),
+        Stage("gate", "gate", _ALL,
+              params=("gates.weighted_kappa_min", "gates.binary_kappa_min",
+                      "gates.disagreement_max", "gates.two_step_max",
+                      "gates.audit_coverage_min", "gates.require_distinct_families",
+                      "grading.key_grader", "grading.auditor", "grading.round",
+                      "graders", "arms", _e("grading.mode", "triage")),
+              deps=("${paths.agreement}", "${paths.pool}", "${paths.grades}", "${paths.audit}",
+                    _e("${paths.triage_queue}", "triage")),
+              outs=(_e("${paths.gate}", cache=False),),
+              doc="Agreement gates, a complete audit and the family rule; a fail stops the "
+                  "pipeline (and removes the pass record)."),
+        Stage("key", "key", _ALL,
+              params=("scale.relevant_min", "grading.key_grader", "grading.round",
+                      "grading.rubric", "grading.rubric_version", "grading.post_hoc",
+                      "grading.deviations", "graders", _e("grading.mode", "triage"),
+                      _e("triage", "triage"), _e("seed", "triage")),
+              deps=("${paths.grades}", "${paths.grades_manifest}", "${paths.grades_in}",
+                    "${paths.gate}", "${paths.pool_manifest}", "${paths.corpus_manifest}",
+                    "${paths.queries_manifest}", "${paths.intents_manifest}", "${paths.chunks}",
+                    "${paths.intents}", "${grading.rubric}",
+                    _e("${paths.triage_queue}", "triage")),
+              outs=(_kept("${paths.key}"), _kept("${paths.qrels}"), _kept("${paths.record}"),
+                    _kept("${paths.key_made_on}"), _kept("${paths.key_post_hoc}"),
+                    _kept("${paths.key_previous}"), _kept("${paths.triage_key}", "triage")),
+              resources=("prompts/grader.md",),
+              doc="The frozen key after a passed gate: sorted, sha256-hashed, with its record. "
+                  "The ledger and metrics files are read as witnesses of earlier use, not "
+                  "deps (they are written after the key)."),
+        Stage("metrics", "metrics", _ALL, per_arm=True,
+              params=("pool.tail_sample", "scale.relevant_min", "metrics.cutoffs",
+                      "metrics.weighted", "runs.ties"),
+              deps=("${paths.key}", "${paths.qrels}", "${paths.record}", "${paths.key_post_hoc}",
+                    "${paths.runs}/${key}.trec", "${paths.queries}",
+                    "${paths.pool}"),  # inclusion probabilities, for infNDCG and xinfAP
+              outs=(_e("${paths.per_query}/${key}.parquet", persist=True),
+                    _kept("${paths.metrics_post_hoc}/${key}"),
+                    _kept("${paths.metrics}/${key}.json")),
+              doc="One arm's measures on the frozen key; the key's use goes to the ledger first."),
+        Stage("publish", "publish", _ALL,
+              deps=("${paths.key}", "${paths.qrels}", "${paths.record}", "${paths.metrics}",
+                    "${paths.queries}", "${paths.intents}", "${paths.chunks}", "${paths.grades}"),
+              outs=("${paths.publish}",),
+              doc="The public bundle, written only if it holds no private text."),
+        Stage("compare", "compare", _ALL,
+              params=("seed", "metrics.cutoffs", "metrics.bootstrap", "metrics.permutations",
+                      "metrics.level", "metrics.baseline", "metrics.min_relative_change",
+                      "metrics.power", "metrics.alpha", "metrics.interval", "metrics.pairs",
+                      "metrics.weighted", "metrics.primary", "pool.depth", "scale.relevant_min",
+                      "runs.ties", "grading.auditor", "grading.round", _e("grading.mode", *_MODE)),
+              deps=("${paths.per_query}", "${paths.key}", "${paths.qrels}", "${paths.record}",
+                    "${paths.runs}", "${paths.grades}", "${paths.audit}", "${paths.provenance}",
+                    "${paths.queries}", _e("${paths.pool}", "tail")),
+              outs=(_kept("${paths.comparisons}"), _kept("${paths.arms_plot}"),
+                    _kept("${paths.deltas_plot}")),
+              doc="Intervals, paired tests with Holm's correction, pool bias and label noise."),
+        Stage("report", "report", _ALL,
+              params=("metrics.primary", "runs.ties", "scale.relevant_min", "cost", "graders"),
+              deps=("${paths.comparisons}", "${paths.key}", "${paths.qrels}", "${paths.record}",
+                    "${paths.key_previous}", "${paths.runs}", "${paths.grades_manifest}"),
+              outs=(_kept("${paths.report_md}"), _kept("${paths.report_html}"),
+                    _kept("${paths.decision}")),
+              doc="The decision report and one small file per arm (the dvc metrics)."),
+        Stage("simulate", "click_simulate", _CLICKS,
+              params=("seed", "clicks.simulate", "clicks.log", "clicks.rankings", "clicks.key"),
+              outs=("${clicks.log}", _e("data/clicks/truth.json", cache=False),
+                    _e("${clicks.rankings}", cache=False), _e("${clicks.key}", cache=False)),
+              doc="A seeded, labelled-simulated click log with its truth."),
+        Stage("propensity", "propensity", _CLICKS,
+              params=("seed", "clicks.log", "clicks.method", "clicks.max_position",
+                      "clicks.bootstrap", "clicks.level"),
+              deps=("${clicks.log}",),
+              metrics=(_e("${paths.click_propensity}", cache=False),),
+              plots=(_e("${paths.click_propensity_plot}", cache=False, x="position",
+                        y="propensity"),),
+              doc="The position propensity curve of the click log."),
+        Stage("ips", "ips", _CLICKS,
+              params=("seed", "clicks.clip", "clicks.bootstrap", "clicks.level"),
+              deps=("${clicks.log}", "${clicks.rankings}", "${paths.click_propensity}"),
+              metrics=(_e("${paths.click_ips}", cache=False),),
+              doc="IPS and self-normalised IPS estimates of each ranking."),
+        Stage("pairs", "click_pairs", _CLICKS, params=("clicks.clip",),
+              deps=("${clicks.log}", "${paths.click_propensity}"),
+              outs=("${paths.click_pairs}",),
+              doc="IPS-weighted skip-above preference pairs."),
+        Stage("training_set", "training_set", _CLICKS,
+              params=("clicks.key", "clicks.exclude_eval_queries"),
+              deps=("${clicks.key}", "${paths.click_pairs}"),
+              outs=(_e("${paths.training_set}", cache=False),),
+              doc="The key's grades and the click pairs, as one training set."),
+    )
+
+
+def modes_of(ex: Experiment) -> frozenset:
+    """The modes of an experiment, from its params (see the module's table).
+
+    Parameters
+    ----------
+    ex : Experiment
+
+    Returns
+    -------
+    frozenset of str
+        Exactly one of ``single``, ``triage``, ``raters``, plus ``sample`` and ``tail`` when
+        they apply; or ``{"clicks"}`` for a click experiment.
+    """
+    p = ex.params
+    if p.clicks is not None and p.corpus is None:
+        return frozenset({"clicks"})
+    modes = {p.grading.mode}
+    if p.queries is not None and p.queries.log:
+        modes.add("sample")
+    if p.pool is not None and p.pool.tail_sample > 0:
+        modes.add("tail")
+    return frozenset(modes)
+
+
+def _applies(entry, modes: frozenset) -> bool:
+    return not isinstance(entry, Entry) or entry.modes is None or bool(entry.modes & modes)
+
+
+def _path(entry) -> str:
+    return entry.path if isinstance(entry, Entry) else entry
+
+
+def _module_file(module: str, src: Path) -> Path:
+    """The file of ``relgrade.X.Y``: ``src/relgrade/X/Y.py`` or ``.../Y/__init__.py``."""
+    base = src.joinpath(*module.split("."))
+    return base / "__init__.py" if base.is_dir() else base.with_suffix(".py")
+
+
+def import_closure(module: str, graph) -> list[str]:
+    """Every relgrade module that runs when ``module`` is imported and run.
+
+    Parameters
+    ----------
+    module : str
+        A dotted module name (``relgrade.pipeline.stages.pool``).
+    graph : grimp.ImportGraph
+        The import graph of the ``relgrade`` package (every import statement, including those
+        inside functions).
+
+    Returns
+    -------
+    list of str
+        Sorted module names: ``module``, what it imports, transitively, and every package
+        above each of them (importing ``a.b.c`` runs ``a/__init__.py`` and
+        ``a/b/__init__.py``), with what those import.
+    """
+    seen: set[str] = set()
+    todo = [module]
+    while todo:
+        name = todo.pop()
+        if name in seen:
+            continue
+        seen.add(name)
+        todo.extend(graph.find_modules_directly_imported_by(name) - seen)
+        parent = name.rpartition(".")[0]
+        if parent:
+            todo.append(parent)
+    return sorted(seen)
+
+
+def code_deps(stage: Stage, graph, *, src: Path, root_rel: str) -> list[str]:
+    """A stage's code deps: its entry script, the files of its module's import closure and
+    its package data files, as paths relative to the experiment's folder.
+
+    Parameters
+    ----------
+    stage : Stage
+    graph : grimp.ImportGraph
+        See :func:`import_closure`.
+    src : pathlib.Path
+        The repository's ``src`` folder.
+    root_rel : str
+        The repository's folder relative to the experiment's ("" at the top, else
+        ``../..``-like, no trailing slash).
+    """
+    prefix = f"{root_rel}/" if root_rel else ""
+    # the entry script imports the stage's module and the stage runner
+    closure = sorted(set(import_closure(f"relgrade.pipeline.stages.{stage.module}", graph))
+                     | set(import_closure("relgrade.experiment.stage", graph)))
+    files = [_module_file(m, src).relative_to(src.parent).as_posix() for m in closure]
+    data = [g for m in closure for g in DATA_FILES.get(m, ())] + list(stage.resources)
+    package = src / "relgrade"
+    files += [p.relative_to(src.parent).as_posix() for g in data for p in package.glob(g)
+              if p.is_file()]
+    return [f"{prefix}stages/{stage.module}.py", *(prefix + f for f in sorted(set(files)))]
+
+
+def import_graph():
+    """The import graph of the installed ``relgrade`` package (grimp)."""
+    import grimp
+
+    return grimp.build_graph("relgrade", cache_dir=None)
+
+
+def _share_deps(ex: Experiment) -> list[str]:
+    """The grade folders of the share sources (params ``grading.share_from``), relative to
+    the experiment: the stages that read the judgment bank depend on them."""
+    out = []
+    for entry in ex.params.grading.share_from:
+        folder = ex.root / entry
+        raw = read_yaml(folder / PARAMS_FILE) if (folder / PARAMS_FILE).is_file() else {}
+        grades_in = ((raw or {}).get("paths") or {}).get("grades_in") or "data/grades"
+        out.append(Path(os.path.normpath(Path(entry) / grades_in)).as_posix())
+    return out
+
+
+def _fused_file_sources(ex: Experiment) -> list[str]:
+    """The runs of the file arms that an rrf arm fuses: every retrieve stage reads them
+    (DVC's foreach gives each arm the same deps)."""
+    arms = ex.params.arms_dict()
+    fused = {str(f) for a in arms.values() if a.get("kind") == "rrf" for f in a.get("fuse") or []}
+    return sorted({str(arms[f]["source"]) for f in fused
+                   if f in arms and arms[f].get("kind") == "file"})
+
+
+def _outputs(entries: Iterable, modes: frozenset) -> list:
+    out = []
+    for e in entries:
+        if not _applies(e, modes):
+            continue
+        opts = e.options() if isinstance(e, Entry) else {}
+        out.append({_path(e): opts} if opts else _path(e))
+    return out
+
+
+def stage_body(stage: Stage, ex: Experiment, modes: frozenset, *, graph, src: Path,
+               root_rel: str) -> dict:
+    """The dvc.yaml mapping of one stage for experiment ``ex`` (its ``do`` part for a
+    per-arm stage)."""
+    prefix = f"{root_rel}/" if root_rel else ""
+    cmd = f"python {prefix}stages/{stage.module}.py" + (" ${key}" if stage.per_arm else "")
+    deps = code_deps(stage, graph, src=src, root_rel=root_rel)
+    deps += [_path(d) for d in stage.deps if _applies(d, modes)]
+    if stage.name == "retrieve":
+        deps += [s for s in _fused_file_sources(ex) if s not in deps]
+    params = [_path(p) for p in stage.params if _applies(p, modes)]
+    if stage.name in ("packets", "grades") and ex.params.grading.share_from:
+        deps += _share_deps(ex)
+        params.append("grading.share_from")
+    body: dict = {"cmd": cmd, "deps": deps}
+    if params:
+        body["params"] = params
+    for kind in ("outs", "metrics", "plots"):
+        entries = _outputs(getattr(stage, kind), modes)
+        if entries:
+            body[kind] = entries
+    return body
+
+
+def render(ex: Experiment, *, repo: Path | None = None) -> str:
+    """The ``dvc.yaml`` text of experiment ``ex``.
+
+    Parameters
+    ----------
+    ex : Experiment
+        The experiment; its params decide the modes and the interpolated paths.
+    repo : pathlib.Path, optional
+        The repository's folder (default: found upward from ``ex.root``).
+
+    Returns
+    -------
+    str
+        The file's text: :data:`HEADER`, the stages of the experiment's modes in the
+        protocol's order, and for a grading experiment the top-level ``metrics`` and
+        ``plots`` sections.
+
+    Raises
+    ------
+    InputError
+        ``ex.root`` is not inside a relgrade repository.
+    """
+    repo = Path(repo) if repo is not None else find_repository(ex.root)
+    root_rel = Path(os.path.relpath(repo.resolve(), Path(ex.root).resolve())).as_posix()
+    root_rel = "" if root_rel == "." else root_rel
+    modes = modes_of(ex)
+    graph = import_graph()
+    src = repo / "src"
+    parts = [HEADER, "stages:\n"]
+    for stage in stages():
+        if not stage.modes & modes:
+            continue
+        body = stage_body(stage, ex, modes, graph=graph, src=src, root_rel=root_rel)
+        if stage.per_arm:
+            body = {"foreach": "${arms}", "do": body}
+        text = yaml.safe_dump({stage.name: body}, sort_keys=False, width=100,
+                              default_flow_style=False)
+        comment = "".join(f"  # {line}\n" for line in _wrap(stage.doc))
+        parts.append(comment + "".join(f"  {line}\n" for line in text.splitlines()) + "\n")
+    if "clicks" not in modes:
+        parts.append(_TOP)
+    return "".join(parts).rstrip("\n") + "\n"
+
+
+_TOP = """\
+# `dvc metrics show` lists one row per arm: the primary measure's mean and interval, its
+# Judged@k and the difference from the baseline with its Holm-adjusted p-value.
+metrics:
+  - ${paths.decision}
+
+# Plots read by `dvc plots show` (templates in .dvc/plots/, drawn offline through
+# .dvc/config's plots.html_template).
+plots:
+  - ${paths.arms_plot}:
+      template: ci_bars
+      title: Mean per arm with its bootstrap confidence interval
+  - ${paths.deltas_plot}:
+      template: delta_curve
+      title: Per-query difference against the baseline, largest first
+"""
+
+
+def _wrap(text: str, width: int = 94) -> list[str]:
+    import textwrap
+
+    return textwrap.wrap(text, width) if text else []
+
+
+@dataclass(frozen=True)
+class Difference:
+    """A committed ``dvc.yaml`` that differs from its rendering.
+
+    Attributes
+    ----------
+    path : pathlib.Path
+        The committed file.
+    diff : list of str
+        Unified diff lines, committed → rendered.
+    """
+
+    path: Path
+    diff: list = field(default_factory=list)
+
+
+def check(folder) -> Difference | None:
+    """Compare an experiment's committed ``dvc.yaml`` with its rendering.
+
+    Parameters
+    ----------
+    folder : str or os.PathLike
+        The experiment's folder (holding ``params.yaml``).
+
+    Returns
+    -------
+    Difference or None
+        None when the file equals its rendering byte for byte.
+
+    Raises
+    ------
+    InputError
+        The folder has no ``params.yaml`` or its params are invalid.
+    """
+    folder = Path(folder)
+    ex = Experiment.load(folder / PARAMS_FILE)
+    want = render(ex)
+    path = folder / "dvc.yaml"
+    have = path.read_text("utf-8") if path.is_file() else ""
+    if have == want:
+        return None
+    diff = list(difflib.unified_diff(have.splitlines(), want.splitlines(),
+                                     fromfile=f"{path} (committed)",
+                                     tofile=f"{path} (rendered)", lineterm=""))
+    return Difference(path, diff)
+
+
+def require_experiment(folder) -> Path:
+    """``folder`` if it holds an experiment's ``params.yaml``, else an :class:`InputError`."""
+    folder = Path(folder)
+    if not (folder / PARAMS_FILE).is_file():
+        raise InputError("not an experiment folder (no params.yaml)", path=folder,
+                         fix="Give the repository's top folder or experiments/NAME")
+    return folder
