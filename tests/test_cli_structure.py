@@ -49,7 +49,8 @@ def test_only_the_package_registers_commands():
     assert main.commands["grade"].commands.keys() == {"import", "run"}
     assert set(main.commands) == {"aggregate", "agreement", "audit", "clicks", "compare", "evaluate",
                                   "grade", "intents", "packets", "queries", "serve",
-                                  "status", "init", "design", "corpus", "pool", "metrics"}
+                                  "status", "init", "design", "corpus", "pool", "metrics",
+                                  "pipeline"}
 
 
 def test_number_prints_undefined_for_what_does_not_exist():

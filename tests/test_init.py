@@ -77,10 +77,13 @@ def test_init_writes_params_pipeline_rubric_inputs_and_design(repo):
     pipeline = yaml.safe_load((ex / "dvc.yaml").read_text())
     pool = pipeline["stages"]["pool"]
     assert pool["cmd"] == "python ../../stages/pool.py"
-    assert pool["deps"][:2] == ["../../stages/pool.py", "../../src/relgrade/experiment"]
+    # the registry's rendering: the entry script, then the stage module's import closure
+    assert pool["deps"][:2] == ["../../stages/pool.py", "../../src/relgrade/__init__.py"]
+    assert "../../src/relgrade/protocol/pool.py" in pool["deps"]
     assert "${paths.runs}" in pool["deps"]
     assert pipeline["stages"]["retrieve"]["do"]["cmd"] == "python ../../stages/retrieve.py ${key}"
-    assert pipeline["stages"]["retrieve"]["do"]["deps"][-1] == "data/input/runs"
+    # hyb fuses the file arm ext: every retrieve stage reads ext's run
+    assert pipeline["stages"]["retrieve"]["do"]["deps"][-1] == "data/input/runs/ext.trec"
     assert set(pipeline["stages"]) == set(yaml.safe_load((REPO / "dvc.yaml").read_text())["stages"])
     rubric = (ex / "rubric/v1.md").read_text()
     assert "click" not in rubric.lower()

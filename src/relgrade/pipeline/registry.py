@@ -386,10 +386,14 @@ def _path(entry) -> str:
     return entry.path if isinstance(entry, Entry) else entry
 
 
-def _module_file(module: str, src: Path) -> Path:
-    """The file of ``relgrade.X.Y``: ``src/relgrade/X/Y.py`` or ``.../Y/__init__.py``."""
-    base = src.joinpath(*module.split("."))
-    return base / "__init__.py" if base.is_dir() else base.with_suffix(".py")
+def _module_file(module: str) -> str:
+    """The file of ``relgrade.X.Y`` as the repository names it: ``src/relgrade/X/Y.py`` or
+    ``src/relgrade/X/Y/__init__.py`` (a package or not, as installed)."""
+    import relgrade
+
+    installed = Path(relgrade.__file__).parent.joinpath(*module.split(".")[1:])
+    parts = "/".join(module.split("."))
+    return f"src/{parts}/__init__.py" if installed.is_dir() else f"src/{parts}.py"
 
 
 def import_closure(module: str, graph) -> list[str]:
@@ -434,7 +438,8 @@ def code_deps(stage: Stage, graph, *, src: Path, root_rel: str) -> list[str]:
     graph : grimp.ImportGraph
         See :func:`import_closure`.
     src : pathlib.Path
-        The repository's ``src`` folder.
+        The repository's ``src`` folder (unused: files are named as the installed package
+        lays them out, ``src/relgrade/...``).
     root_rel : str
         The repository's folder relative to the experiment's ("" at the top, else
         ``../..``-like, no trailing slash).
@@ -443,11 +448,13 @@ def code_deps(stage: Stage, graph, *, src: Path, root_rel: str) -> list[str]:
     # the entry script imports the stage's module and the stage runner
     closure = sorted(set(import_closure(f"relgrade.pipeline.stages.{stage.module}", graph))
                      | set(import_closure("relgrade.experiment.stage", graph)))
-    files = [_module_file(m, src).relative_to(src.parent).as_posix() for m in closure]
+    files = [_module_file(m) for m in closure]
     data = [g for m in closure for g in DATA_FILES.get(m, ())] + list(stage.resources)
-    package = src / "relgrade"
-    files += [p.relative_to(src.parent).as_posix() for g in data for p in package.glob(g)
-              if p.is_file()]
+    import relgrade
+
+    package = Path(relgrade.__file__).parent
+    files += [f"src/relgrade/{p.relative_to(package).as_posix()}" for g in data
+              for p in package.glob(g) if p.is_file()]
     return [f"{prefix}stages/{stage.module}.py", *(prefix + f for f in sorted(set(files)))]
 
 

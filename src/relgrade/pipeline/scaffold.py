@@ -1,9 +1,9 @@
 """A new experiment's folder, written in one piece by ``relgrade init``.
 
 ``experiments/NAME/`` gets ``params.yaml`` (from ``templates/params.yaml.j2``), ``dvc.yaml``
-(the repository's pipeline with every repository file it names — stage scripts and library
-folders — written relative to the experiment's folder, so each stage runs there and reads
-that folder's ``params.yaml``), ``rubric/v1.md`` (the generic rubric) and its changelog,
+(rendered from the stage registry, :func:`relgrade.pipeline.registry.render`, with every
+repository file it names written relative to the experiment's folder, so each stage runs
+there and reads that folder's ``params.yaml``), ``rubric/v1.md`` (the generic rubric) and its changelog,
 ``data/input/`` with the inputs checked and copied or converted (see
 :mod:`relgrade.experiment.inputs`), an empty ``data/grades/`` and ``DESIGN.md``. The folder
 is filled beside its place and moved there only when everything succeeded.
@@ -24,6 +24,7 @@ from relgrade.errors import InputError
 from relgrade.experiment import inputs
 from relgrade.pipeline.stages.corpus import build_corpus
 from relgrade.pipeline.design import write_design
+from relgrade.pipeline.registry import render
 from relgrade.experiment.files import Experiment
 from relgrade.experiment.layout import (
     check_disjoint,
@@ -83,23 +84,6 @@ class Plan:
     #: Other experiments whose banks this one reuses (params ``grading.share_from``), each a
     #: folder relative to the new experiment's.
     share_from: list = field(default_factory=list)
-
-
-#: The ``sample`` stage, written only into the ``dvc.yaml`` of an experiment with a query log:
-#: DVC has no conditional stages, and this one depends on the log. It writes the queries
-#: input, so the ``queries`` stage and everything after it rerun when the log or the sample
-#: params change. Repository paths as in the repository's ``dvc.yaml`` (re-rooted by
-#: :func:`pipeline`).
-SAMPLE_STAGE = {
-    "cmd": "python stages/sample.py",
-    "deps": ["stages/sample.py", "src/relgrade/experiment", "src/relgrade/io",
-             "src/relgrade/query_sampling.py", "src/relgrade/rng.py",
-             "src/relgrade/schema.py", "src/relgrade/canonical.py", "${queries.log}"],
-    "params": ["seed", "queries.log", "sample.n", "sample.allocation", "sample.head_share",
-               "sample.torso_share"],
-    "outs": [{"${queries.input}": {"cache": False}},
-             {"${paths.sample_manifest}": {"cache": False}}],
-}
 
 
 def parse_pairs(values, *, option: str) -> dict[str, str]:
@@ -191,107 +175,6 @@ def graders_section(plan: Plan) -> dict:
         else:
             out[name] = {"role": role, "kind": "human", "family": "human"}
     return out
-
-
-def pipeline(repo_dvc: dict, root_rel: str, *, file_runs: bool, sample: bool = False,
-             share_deps=()) -> dict:
-    """The experiment's ``dvc.yaml``: the repository's, with repository files re-rooted.
-
-    Parameters
-    ----------
-    repo_dvc : dict
-        The repository's ``dvc.yaml`` as read.
-    root_rel : str
-        The repository's folder relative to the experiment's (``../..``).
-    file_runs : bool
-        The experiment has external runs: each ``retrieve`` stage then also depends on
-        ``data/input/runs`` (an rrf arm may read any of them).
-    sample : bool, default False
-        The experiment draws its queries from a query log: :data:`SAMPLE_STAGE` comes first.
-    share_deps : sequence of str, default ()
-        The grade folders of the share sources (params ``grading.share_from``), relative to
-        the experiment's folder: the ``packets`` and ``grades`` stages, which read the judgment
-        bank, depend on each and on the param ``grading.share_from`` (DVC cannot take deps
-        from a params list).
-
-    Returns
-    -------
-    dict
-        The same stages; each ``cmd`` ``python stages/X.py ...`` becomes
-        ``python ROOT/stages/X.py ...`` and each dep that is not a ``${...}`` params path
-        becomes ``ROOT/dep``. Outputs, params, metrics and plots are params paths and stay.
-    """
-    def rebase(dep):
-        if isinstance(dep, str) and not dep.startswith("${"):
-            return f"{root_rel}/{dep}"
-        return dep
-
-    stages = {}
-    source = dict(repo_dvc["stages"])
-    if sample:
-        source = {"sample": SAMPLE_STAGE, **source}
-    for name, stage in source.items():
-        stage = dict(stage)
-        body = dict(stage["do"]) if "do" in stage else stage
-        cmd = body["cmd"]
-        if cmd.startswith("python stages/"):
-            body["cmd"] = f"python {root_rel}/{cmd[len('python '):]}"
-        body["deps"] = [rebase(d) for d in body.get("deps", [])]
-        if name == "retrieve" and file_runs:
-            body["deps"].append("data/input/runs")
-        if name in ("packets", "grades") and share_deps:
-            body["deps"] += list(share_deps)
-            body["params"] = [*body.get("params", []), "grading.share_from"]
-        if "do" in stage:
-            stage["do"] = body
-        stages[name] = stage
-    return {"stages": stages, **{k: v for k, v in repo_dvc.items() if k != "stages"}}
-
-
-def sync_pipeline(repo_pipeline: dict, mine: dict) -> dict:
-    """An experiment's ``dvc.yaml`` brought up to the repository's, keeping what it adds.
-
-    Parameters
-    ----------
-    repo_pipeline : dict
-        :func:`pipeline` of the repository's ``dvc.yaml`` (re-rooted for the experiment).
-    mine : dict
-        The experiment's ``dvc.yaml`` as read.
-
-    Returns
-    -------
-    dict
-        ``mine`` with every dep and params key of each repository stage that its copy lacks
-        appended (in the repository's order), and every repository stage it lacks added;
-        its own stages, deps, params and outs are kept as they are.
-
-    Examples
-    --------
-    >>> repo = {"stages": {"key": {"deps": ["a", "b"], "params": ["x"]}}}
-    >>> mine = {"stages": {"key": {"deps": ["a", "t"], "params": ["y"]}, "triage": {}}}
-    >>> sync_pipeline(repo, mine)["stages"]
-    {'key': {'deps': ['a', 't', 'b'], 'params': ['y', 'x']}, 'triage': {}}
-    """
-    def names(entries):
-        return [e if isinstance(e, str) else next(iter(e)) for e in entries or []]
-
-    stages = dict(mine["stages"])
-    for name, stage in repo_pipeline["stages"].items():
-        if name not in stages:
-            stages[name] = stage
-            continue
-        have = dict(stages[name])
-        body = dict(have["do"]) if "do" in have else have
-        want = stage.get("do", stage)
-        for part in ("deps", "params"):
-            known = set(names(body.get(part)))
-            extra = [e for e in want.get(part) or [] if names([e])[0] not in known]
-            if extra:
-                body[part] = [*(body.get(part) or []), *extra]
-        if "do" in have:
-            have["do"] = body
-        stages[name] = have
-    return {**mine, "stages": stages}
 
 
 def cached_outputs(pipeline: dict, paths: dict, arms) -> list[str]:
@@ -454,9 +337,8 @@ def init_experiment(plan: Plan) -> Experiment:
     for path in (plan.corpus, plan.queries, plan.intents, plan.query_log, *plan.runs.values()):
         if path is not None and not Path(path).is_file():
             raise InputError("input file not found", path=path)
-    share_deps = share_sources(plan.share_from, target)
+    share_sources(plan.share_from, target)  # refuses a bad source before anything is written
     root_rel = Path(os.path.relpath(repo, target)).as_posix()
-    repo_dvc = read_yaml(repo / "dvc.yaml")
     with atomic_dir(target) as tmp:
         data = tmp / "data" / "input"
         data.mkdir(parents=True)
@@ -512,15 +394,11 @@ def init_experiment(plan: Plan) -> Experiment:
                   for f in experiment_folders(repo) if f.resolve() != target}
         claims[target] = claimed_paths(target, params.paths.as_dict())
         check_disjoint(claims)
-        header = (f"# The pipeline of experiment {name}, written by `relgrade init` from the "
-                  "repository's dvc.yaml.\n# Each stage runs in this folder (dvc's default "
-                  "wdir) and reads params.yaml here;\n# the stage scripts and library folders "
-                  f"are the repository's, at {root_rel}/.\n")
-        stages = pipeline(repo_dvc, root_rel, file_runs=bool(run_files),
-                          sample=log_name is not None, share_deps=share_deps)
-        write_text(tmp / "dvc.yaml", header + yaml.safe_dump(stages, sort_keys=False,
-                                                             width=100))
-        write_gitignores(tmp, cached_outputs(stages, params.paths.as_dict(), arms))
+        # the pipeline from the stage registry, as `relgrade pipeline render` writes it
+        text = render(Experiment(tmp, params), repo=repo)
+        write_text(tmp / "dvc.yaml", text)
+        write_gitignores(tmp, cached_outputs(yaml.safe_load(text), params.paths.as_dict(),
+                                             arms))
         (tmp / "rubric").mkdir()
         write_text(tmp / "rubric" / "v1.md", _template("rubric.md"))
         write_text(tmp / "rubric" / "CHANGELOG.md",

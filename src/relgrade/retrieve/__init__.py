@@ -143,42 +143,6 @@ def external_run(run: pd.DataFrame, *, depth: int, ties: str = "score", path=Non
     return top_k(run[RUN], depth, ties=ties)
 
 
-#: Significant digits a computed arm's scores keep (see :func:`search`).
-SCORE_DIGITS = 12
-
-
-def significant(values: np.ndarray, digits: int) -> np.ndarray:
-    """``values`` rounded to ``digits`` significant decimal digits.
-
-    Parameters
-    ----------
-    values : ndarray of float64, shape (n,)
-    digits : int
-        Significant digits kept (1 to 17).
-
-    Returns
-    -------
-    ndarray of float64, shape (n,)
-        Each finite non-zero value ``v`` as ``round(v * 10**p) / 10**p`` with
-        ``p = digits - 1 - floor(log10(|v|))`` (a deterministic function of ``v``, to within
-        one unit of the last digit of decimal rounding); zeros, infinities and NaN unchanged.
-
-    Examples
-    --------
-    >>> significant(np.array([0.1 + 0.2, 1234.56789, 0.0]), 4).tolist()
-    [0.3, 1235.0, 0.0]
-    """
-    values = np.asarray(values, dtype=np.float64)
-    out = values.copy()
-    ok = np.isfinite(values) & (values != 0)
-    if ok.any():
-        # the decimal exponent of each value, then rounding at that many places
-        exp = np.floor(np.log10(np.abs(values[ok])))
-        scale = 10.0 ** (digits - 1 - exp)
-        out[ok] = np.round(values[ok] * scale) / scale
-    return out
-
-
 def search(scorer, *, chunks: pd.DataFrame, queries: pd.DataFrame, depth: int,
            positive_only: bool = True) -> pd.DataFrame:
     """Rank the chunks for every query by a scorer's scores; keep the top ``depth``.
@@ -206,10 +170,7 @@ def search(scorer, *, chunks: pd.DataFrame, queries: pd.DataFrame, depth: int,
     ids = chunks["chunk_id"].astype("str").to_numpy()
     rows_q, rows_c, rows_s = [], [], []
     for qid, text in zip(queries["query_id"].astype("str"), queries["query"].astype("str")):
-        # scores rounded to SCORE_DIGITS significant digits: floating-point sums whose last
-        # bits vary with memory alignment and SIMD paths then rank and print the same on
-        # every machine and in every run (ties fall to the chunk id, as trec_eval breaks them)
-        s = significant(scorer.scores(text), SCORE_DIGITS)
+        s = np.asarray(scorer.scores(text), dtype=np.float64)
         keep = np.flatnonzero(s > 0) if positive_only else np.arange(len(s))
         if len(keep) > depth:  # every chunk tied with the depth-th score stays a candidate
             cut = np.partition(s[keep], len(keep) - depth)[len(keep) - depth]
