@@ -60,7 +60,10 @@ def frozen(tmp_path_factory):
     tiny.run(root, "dvc", "init", "-q")
     tiny.run(root, "dvc", "config", "core.analytics", "false")
     tiny.run(root, "relgrade", "intents", "review", "--reviewer", "auditor-b")
-    tiny.run(root, "dvc", "repro", "packets")
+    # the user's loop, nothing else: dvc repro stops at the pending work, the graders grade,
+    # dvc repro completes
+    proc = tiny.run(root, "dvc", "repro", check=False)
+    assert proc.returncode != 0 and _pending_line(proc), proc.stderr
     _grade(root)
     tiny.run(root, "dvc", "repro")
     return root
@@ -97,6 +100,30 @@ def test_adding_an_arm_makes_only_the_new_pairs_pending_and_grading_them_complet
     assert set(new) <= {(r["query_id"], r["chunk_id"]) for r in key}
 
 
+def test_a_deeper_pool_by_dvc_exp_run_is_pending_work_then_completes_with_no_other_step(frozen):
+    root = frozen
+    pool_before = pd.read_parquet(root / "data/pool/pool.parquet")
+    proc = tiny.run(root, "dvc", "exp", "run", "-S", "pool.depth=7", check=False)
+    assert proc.returncode != 0 and "Traceback" not in proc.stderr
+    line, = _pending_line(proc)
+    pool = pd.read_parquet(root / "data/pool/pool.parquet")
+    new = len(pool) - len(pool_before)
+    assert new > 0
+    assert line.startswith(f"Pending: grading: {new} pairs need grader-a ({new} new)")
+    # the packets were rebuilt before the grades stage asked for them: grade run finds the work
+    built = json.loads((root / "data/packets/manifest.json").read_text())
+    version = json.loads((root / "data/pool/manifest.json").read_text())["pool_version"]
+    assert built["pool_version"] == version
+    ran = tiny.run(root, "relgrade", "grade", "run", "--grader", "grader-a", "--no-progress")
+    assert f"graded {new} pairs" in ran.stdout + ran.stderr
+    tiny.run(root, "relgrade", "grade", "run", "--grader", "auditor-b", "--no-progress")
+    tiny.run(root, "dvc", "exp", "run")
+    record = json.loads((root / "data/key/record.json").read_text())
+    assert record["pool_version"] == version and record["pairs"] == len(pool)
+    status = tiny.run(root, "relgrade", "status").stdout
+    assert "gate: passed" in status
+
+
 def test_editing_a_graded_chunk_makes_exactly_that_pair_pending_for_both_graders(frozen):
     root = frozen
     audit = [json.loads(x)["query_id"]
@@ -121,10 +148,10 @@ def test_editing_a_graded_chunk_makes_exactly_that_pair_pending_for_both_graders
     assert proc.returncode != 0
     line, = _pending_line(proc)
     a = "1 pair needs" if n_a == 1 else f"{n_a} pairs need"
-    assert line.endswith(f"grading: {a} grader-a ({n_a} stale), {n_b} "
-                         f"need{'s' if n_b == 1 else ''} auditor-b ({n_b} stale); "
-                         "run `relgrade grade run --grader grader-a` and "
-                         "`relgrade grade run --grader auditor-b`")
+    assert line.startswith(f"Pending: grading: {a} grader-a ({n_a} stale), {n_b} "
+                           f"need{'s' if n_b == 1 else ''} auditor-b ({n_b} stale); "
+                           "run `relgrade grade run --grader grader-a` and "
+                           "`relgrade grade run --grader auditor-b`, then `dvc repro` again.")
     # the stale grades reach no key: the frozen key is as it was
     assert (root / "data/key/key.jsonl").read_bytes() == key_before
 
@@ -177,17 +204,16 @@ def test_a_partial_regrade_round_regrades_only_the_relevant_pairs_and_merges_the
         for name in ("grader-a", "auditor-b"):  # a fresh grader, in its own words
             params["graders"][name]["command"] = [sys.executable, str(GRADER), "second", "look"]
     _params(root, round_two)
-    tiny.run(root, "dvc", "repro", "packets")
+    # no `dvc repro packets` first: grades depends on the packets, so DVC rebuilds them
+    proc = tiny.run(root, "dvc", "repro", check=False)
+    line, = _pending_line(proc)
+    assert f"grading: {len(relevant)} pairs need grader-a ({len(relevant)} regrade)" in line
     shown = {role: {(p["query_id"], c["chunk_id"])
                     for f in (root / "data/packets" / role).glob("*.json")
                     for p in [json.loads(f.read_text())] for b in p["batches"] for c in b}
              for role in ("grader", "auditor")}
     assert shown["grader"] == relevant  # only the pairs graded 1 or 2 by either grader
     assert shown["auditor"] == {pair for pair in relevant if pair[0] in audit}
-
-    proc = tiny.run(root, "dvc", "repro", check=False)
-    line, = _pending_line(proc)
-    assert f"grading: {len(relevant)} pairs need grader-a ({len(relevant)} regrade)" in line
     _grade(root)
     tiny.run(root, "dvc", "repro")
     rows = [json.loads(x) for x in
@@ -196,7 +222,13 @@ def test_a_partial_regrade_round_regrades_only_the_relevant_pairs_and_merges_the
     merged = pd.read_parquet(root / "data/graded/grades.parquet")
     assert len(merged) == len(before)  # the round-1 zeros stand beside the regrades
     manifest = json.loads((root / "data/graded/manifest.json").read_text())
-    assert manifest["regrade"] == {"mode": "relevant", "rounds": [1, 2], "pairs": len(relevant)}
+    audited_pairs = {pair for pair in relevant if pair[0] in audit}
+    assert manifest["regrade"] == {"mode": "relevant", "rounds": [1, 2], "pairs": len(relevant),
+                                   "merged": {"auditor-b": len(audited_pairs),
+                                              "grader-a": len(relevant)},
+                                   "ignored": {}}
+    record = json.loads((root / "data/key/record.json").read_text())
+    assert record["regrade"] == manifest["regrade"]
     agreement = json.loads((root / "metrics/agreement.json").read_text())
     audited = int(before.query_id.isin(audit).sum()) // 2  # two graders per audited pair
     assert agreement["pairs"] == audited and agreement["missing"] == 0
