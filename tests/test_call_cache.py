@@ -247,3 +247,20 @@ def test_kill_9_mid_run_then_a_rerun_sends_no_request_twice(tmp_path):
     got = ex.read_rows(grades_file(root))
     assert len(got) == len({(r["query_id"], r["chunk_id"]) for r in got}) == \
         sum(len(b) for p in packets.values() for b in p["batches"])
+
+
+def test_status_shows_each_graders_cache_hits_and_misses(tmp_path):
+    from relgrade.cli.status import _call_cache
+    from relgrade.experiment.files import Experiment
+
+    ex.build(tmp_path / "one", queries=2, chunks=5, graders=graders(), paths=CACHE)
+    ex.build(tmp_path / "two", queries=2, chunks=5, graders=graders(), paths=CACHE)
+    assert run(tmp_path / "one").exit_code == 0
+    assert run(tmp_path / "two").exit_code == 0
+    st: dict = {}
+    lines = _call_cache(Experiment.load(tmp_path / "two/params.yaml"), st)
+    assert lines == ["call cache: grader-a 10 of 10 grades answered from the cache, 0 by a call"]
+    assert st["call_cache"] == {"grader-a": {"hit": 10, "miss": 0, "none": 0}}
+    st = {}
+    _call_cache(Experiment.load(tmp_path / "one/params.yaml"), st)
+    assert st["call_cache"] == {"grader-a": {"hit": 0, "miss": 10, "none": 0}}
