@@ -50,7 +50,7 @@ def packet(qid: str, n_chunks: int, *, batch_size: int = 5, reverse: bool = Fals
 
 def build(root: Path, *, queries: int = 4, chunks: int = 7, audit: int = 2,
           graders: dict | None = None, batch_size: int = 5, text_of=None,
-          rubric: str | None = None) -> dict:
+          rubric: str | None = None, paths: dict | None = None) -> dict:
     """Write params.yaml, the rubric and both roles' packets under ``root``.
 
     Returns the grader packets (query id → packet).
@@ -61,7 +61,8 @@ def build(root: Path, *, queries: int = 4, chunks: int = 7, audit: int = 2,
     params = {
         "seed": 7,
         "paths": {"packets": "data/packets", "grades_in": "data/grades",
-                  "audit": "data/audit/audit.jsonl", "pool": "data/pool/pool.parquet"},
+                  "audit": "data/audit/audit.jsonl", "pool": "data/pool/pool.parquet",
+                  **(paths or {})},
         "scale": {"grades": [0, 1, 2], "relevant_min": 1},
         "grading": {"rubric": "rubric/v1.md", "rubric_version": "v1", "round": 1,
                     "batch_size": batch_size, "max_reason_words": 15},

@@ -16,7 +16,11 @@ sleep:S     sleep S seconds, then answer correctly
 surrogate   for query q01, a reason ending in half an emoji (a lone surrogate); else "ok"
 
 With RELGRADE_TEST_LOG set to a folder, every request is saved there (one file per process).
+With RELGRADE_TEST_COUNTER set to a file, a process that answered appends one line to it, the
+sha256 of the request it answered, after its answer is printed and flushed (the call counter
+of the call cache tests: a request answered twice shows up twice).
 """
+import hashlib
 import json
 import os
 import sys
@@ -88,3 +92,10 @@ elif mode.startswith("sleep:"):
     emit(rows(chunks))
 else:
     sys.exit(f"unknown mode {mode}")
+
+counter = os.environ.get("RELGRADE_TEST_COUNTER")
+if counter:
+    sys.stdout.flush()
+    fd = os.open(counter, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    os.write(fd, (hashlib.sha256(raw.encode("utf-8")).hexdigest() + "\n").encode())
+    os.close(fd)

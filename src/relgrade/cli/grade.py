@@ -1,11 +1,15 @@
 """``relgrade grade ...``: record grades.
 
 ``grade import`` adds existing judgments to a grader's round file, validated as the grades
-stage validates it.
+stage validates it; with ``--batch`` it reads a provider's batch results file.
+``grade export --batch`` writes the batches a grader owes as a provider's batch requests
+(see :mod:`relgrade.graders.batchfiles`); they are planned exactly as ``relgrade grade run``
+plans them (same batches, same prompts).
 """
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import click
@@ -21,7 +25,11 @@ def grade_cmd():
 
 
 @grade_cmd.command("import")
-@click.argument("file", type=click.Path(dir_okay=False, path_type=Path))
+@click.argument("file", type=click.Path(dir_okay=False, path_type=Path), required=False)
+@click.option("--batch", "batch", type=click.Path(dir_okay=False, exists=True, path_type=Path),
+              default=None,
+              help="A provider's batch results file (OpenAI or Anthropic JSON Lines) for the "
+                   "requests `relgrade grade export --batch` wrote; instead of FILE.")
 @click.option("--grader", required=True, help="The grader (a key of params `graders`).")
 @click.option("--round", "round_", type=int, default=None,
               help="Grading round (default: params grading.round).")
@@ -32,13 +40,24 @@ def grade_cmd():
                    "label-studio`. Default: qrels for a .qrels file, else jsonl.")
 @params_option
 @handle_errors
-def import_cmd(file, grader, round_, fmt, params_path):
+def import_cmd(file, batch, grader, round_, fmt, params_path):
     """Validate FILE against the pool and append its grades to the grader's round file.
 
     FILE is checked exactly as the grades stage checks a grader's file. Pairs the grader
     already graded in that round are refused, so nothing recorded is replaced; the merged
-    file is written atomically.
+    file is written atomically. With --batch RESULTS instead of FILE, a provider's batch
+    results are parsed like a command grader's output and recorded for the batches still
+    owed (the rest stay owed); a malformed line, a batch not owed or a refused answer
+    refuses the whole file.
     """
+    if (file is None) == (batch is None):
+        raise click.UsageError("give either FILE or --batch RESULTS")
+    if batch is not None:
+        if fmt is not None or round_ is not None:
+            raise click.UsageError("--batch takes neither --format nor --round (it records "
+                                   "the current round's owed batches)")
+        _import_batch(batch, grader, params_path)
+        return
     from relgrade.experiment.files import Experiment
     from relgrade.graders import labelstudio
     from relgrade.graders.store import GradeStore
@@ -92,3 +111,114 @@ def import_cmd(file, grader, round_, fmt, params_path):
                         "rubric_version": str(grading.rubric_version), "round": rnd})
     click.echo(f"imported {len(new)} grades for {grader} (round {rnd}) into "
                f"{target.as_posix()}: {total} rows")
+
+
+# --- provider batch files --------------------------------------------------------
+
+def _owed(ex, grader, provider, store):
+    """The grader's owed batches as ``provider`` requests, and the packets."""
+    from relgrade.graders import command as graderun
+    from relgrade.graders.batchfiles import batch_settings, owed_batches
+    from relgrade.graders.exchange import prompt_template
+
+    spec = ex.params.grader(grader)
+    settings = batch_settings(spec, grader, provider, path=ex.params.source)
+    grading = ex.params.grading
+    scale = ex.params.need("scale").grades
+    max_reason_words = ex.params.need("grading.max_reason_words")
+    packets = ex.grader_packets(grader)
+    graderun.check_packets(packets, batch_size=grading.batch_size,
+                           source=str(ex.grader_packets_folder(grader)))
+    recorded = graderun.recorded_pairs(
+        store.rows, packets=packets, scale=scale, max_reason_words=max_reason_words,
+        kind=spec["kind"], role=spec["role"], source=store.path, grader=grader,
+        max_reason_chars=grading.max_reason_chars) & set(store.current_keys())
+    tasks = graderun.plan(packets, recorded=recorded)
+    owed = owed_batches(tasks, settings=settings, grader=grader, kind=spec["kind"],
+                        role=spec["role"], rubric=ex.rubric(), scale=scale,
+                        max_reason_words=max_reason_words, template=prompt_template())
+    return owed, packets, spec
+
+
+@grade_cmd.command("export")
+@click.option("--batch", "provider", type=click.Choice(["openai", "anthropic"]), required=True,
+              help="Whose batch-request format to write.")
+@click.option("--grader", required=True, help="The grader (params `graders`) whose owed "
+                                              "batches to write.")
+@click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="The file to write (default: standard output).")
+@params_option
+@handle_errors
+def export_cmd(provider, grader, output, params_path):
+    """Write the batches GRADER still owes as a provider's batch-request JSON Lines.
+
+    One request per batch of at most five chunks, holding the prompt a command grader gets;
+    custom_id is the batch's call-cache key. The model and settings come from
+    graders.NAME.model_id, max_tokens (default 1024) and temperature. Send the file to the
+    provider's batch API and bring its results back with
+    `relgrade grade import --batch RESULTS --grader NAME`.
+    """
+    from relgrade.experiment.files import Experiment
+    from relgrade.graders.batchfiles import request_lines
+    from relgrade.graders.store import GradeStore
+    from relgrade.io.files import write_bytes
+
+    ex = Experiment.load(params_path, resolve=True)
+    files = ex.grader_files(grader)
+    with GradeStore(files.grades, made_on=ex.made_on(ex.grader_packets(grader))) as store:
+        owed, _, _ = _owed(ex, grader, provider, store)
+    data = request_lines(owed, provider)
+    pairs = sum(len(b.chunks) for b in owed)
+    if output is None:
+        sys.stdout.buffer.write(data)
+        sys.stdout.flush()
+    else:
+        write_bytes(output, data)
+    click.echo(f"{grader}: {len(owed)} {provider} batch requests for {pairs} owed pairs"
+               + ("" if output is None else f" written to {output.as_posix()}"), err=True)
+
+
+def _import_batch(results: Path, grader: str, params_path) -> None:
+    """Record a provider's batch results file for ``grader`` (``grade import --batch``).
+
+    Raises
+    ------
+    InputError
+        Any refusal of :func:`relgrade.graders.batchfiles.read_results` (nothing recorded).
+    ProtocolError
+        A grading run holds the grade file.
+    """
+    from relgrade.experiment.files import Experiment
+    from relgrade.graders import command as graderun
+    from relgrade.graders.batchfiles import read_results, results_provider
+    from relgrade.graders.cache import MISS, CallCache
+    from relgrade.graders.store import GradeStore
+    ex = Experiment.load(params_path, resolve=True)
+    data = Path(results).read_bytes()
+    provider = results_provider(data, source=results)
+    files = ex.grader_files(grader)
+    packets = ex.grader_packets(grader)
+    with GradeStore(files.grades, made_on=ex.made_on(packets)) as store:
+        owed, packets, spec = _owed(ex, grader, provider, store)
+        got = read_results(data, source=results, owed=owed, grader=grader, kind=spec["kind"],
+                           role=spec["role"], scale=ex.params.need("scale").grades,
+                           max_reason_words=ex.params.need("grading.max_reason_words"),
+                           max_reason_chars=ex.params.grading.max_reason_chars)
+        if got.answered:
+            if ex.params.paths.call_cache:
+                CallCache(ex.path("call_cache")).put_many(
+                    (b.key, text) for b, _, text in got.answered)
+            ex.ensure_meta(files, graderun.packet_meta(packets))
+            note = {"cache": MISS, "via": f"{provider} batch"}
+            results_of = store.append_many([rows for _, rows, _ in got.answered],
+                                           notes=[note] * len(got.answered))
+            for r in results_of:
+                if isinstance(r, Exception):
+                    raise r
+        left = sum(len(b.chunks) for b in owed) - sum(len(rows) for _, rows, _ in got.answered)
+    pairs = sum(len(rows) for _, rows, _ in got.answered)
+    click.echo(f"imported {pairs} grades in {len(got.answered)} batches for {grader} from "
+               f"{Path(results).as_posix()} ({provider} results); "
+               f"{len(got.unanswered)} requests unanswered; {left} pairs still owed")
+    for line, cid, why in got.unanswered[:10]:
+        click.echo(f"unanswered: line {line} custom_id {cid}: {why}", err=True)

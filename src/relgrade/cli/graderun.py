@@ -57,6 +57,11 @@ def summary_lines(s: graderun.RunSummary, grader: str) -> list[str]:
         f"{s.remaining} of {s.total_pairs} pairs still lack a grade "
         f"({s.already} were recorded before this run)",
     ]
+    if s.cache_hits or s.cache_misses:
+        lines.append(f"call cache: {s.cache_hits} requests answered from the cache, "
+                     f"{s.cache_misses} sent to the command")
+    if s.lost:
+        lines.append(f"{s.lost} processes lost with their Ray worker were sent again")
     for f in sorted(s.failures, key=lambda f: (f.query_id, f.batch, f.sample)):
         lines.append(f"failed: query {f.query_id} batch {f.batch}"
                      + (f" sample {f.sample}" if f.sample else "") + f": {f.error}")
@@ -70,11 +75,18 @@ def summary_lines(s: graderun.RunSummary, grader: str) -> list[str]:
 @click.option("--grader", "grader", required=True, help="The grader (params `graders`) to run.")
 @click.option("--workers", type=click.IntRange(min=1), default=None,
               help="Processes at once (default: graders.NAME.workers, else 1).")
+@click.option("--executor", type=click.Choice(["local", "ray"]), default=None,
+              help="Where the grader processes run: this machine, or Ray tasks on a cluster "
+                   "(default: graders.NAME.executor, else local; ray needs "
+                   "pip install 'relgrade[ray]').")
+@click.option("--address", default=None,
+              help="The Ray cluster for --executor ray (default: graders.NAME.address, else "
+                   "RAY_ADDRESS, else a local Ray instance for this run).")
 @params_option
 @click.option("--progress/--no-progress", default=None,
               help="Show a progress bar (default: when stderr is a terminal).")
 @handle_errors
-def run_cmd(grader, workers, params_path, progress):
+def run_cmd(grader, workers, executor, address, params_path, progress):
     """Grade every pool pair that GRADER has not graded yet, with its command.
 
     Each batch of at most five chunks goes to a fresh process of graders.NAME.command as a
@@ -82,9 +94,12 @@ def run_cmd(grader, workers, params_path, progress):
     docs/graders.md). Rows are validated on arrival, refused batches are retried, accepted
     batches are appended durably to paths.grades_in/GRADER/round-N.jsonl. Stopping (Ctrl-C)
     or a crash loses at most the batches in flight; run the command again to resume.
+    With paths.call_cache, a request answered before (by any run sharing that file) is
+    answered from the cache and starts no process (see docs/grading-at-scale.md).
     """
     from relgrade.experiment.files import Experiment
     from relgrade.graders import command as graderun
+    from relgrade.graders.cache import CallCache
     from relgrade.graders.exchange import prompt_template
     from relgrade.graders.self_consistency import self_consistency
     from relgrade.graders.store import GradeStore
@@ -92,7 +107,8 @@ def run_cmd(grader, workers, params_path, progress):
 
     ex = Experiment.load(params_path, resolve=True)
     setup = graderun.grader_setup(ex.params.grader(grader), grader, path=params_path,
-                                  workers=workers)
+                                  workers=workers, executor=executor, address=address)
+    cache = CallCache(ex.path("call_cache")) if ex.params.paths.call_cache else None
     grading = ex.params.grading
     scale = ex.params.need("scale").grades
     max_reason_words = ex.params.need("grading.max_reason_words")
@@ -131,7 +147,7 @@ def run_cmd(grader, workers, params_path, progress):
                 max_reason_words=max_reason_words, max_reason_chars=max_reason_chars,
                 template=prompt_template(),
                 sample_store=sample_store, progress=lambda n: bar.advance(task, n),
-                on_plan=on_plan)
+                on_plan=on_plan, cache=cache)
         if setup.samples > 1:
             report = self_consistency(
                 graderun.recorded_samples(sample_store.rows, packets=packets, scale=scale,

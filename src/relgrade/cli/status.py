@@ -37,10 +37,26 @@ def status_cmd(params_path, as_json):
         click.echo(json.dumps({"clicks": lines}, indent=2) if as_json else "\n".join(lines))
         return
     st = read_status(ex)
+    cache_lines = _call_cache(ex, st)
     if as_json:
         click.echo(json.dumps(st, indent=2, ensure_ascii=False))
     else:
-        for line in status_lines(st):
+        for line in status_lines(st) + cache_lines:
             click.echo(line)
     if status_failed(st):
         raise click.exceptions.Exit(1)
+
+
+def _call_cache(ex, st) -> list[str]:
+    """Per grader of the current round, how its grades were answered (the call cache's hits
+    and misses, from the bank); added to ``st`` under ``call_cache``; the lines to print."""
+    from relgrade.graders.cache import cache_counts, cache_status_line
+
+    if not ex.params.paths.grades_in:
+        return []
+    counts = {name: cache_counts(ex.read_bank(files))
+              for name, files in ex.grader_round_files().items()}
+    counts = {k: v for k, v in counts.items() if v["hit"] + v["miss"]}
+    if counts:
+        st["call_cache"] = counts
+    return [cache_status_line(name, c) for name, c in counts.items()]

@@ -152,6 +152,8 @@ class Paths(_Section):
     adjudication_queue: str | None = None
     adjudication_packets: str | None = None
     adjudication: str | None = None
+    # grading at scale: every accepted grader answer, by request (private: holds reasons)
+    call_cache: str | None = None
 
 
 class Scale(_Section):
@@ -345,15 +347,24 @@ class Adjudication(_Section):
 class Grader(BaseModel):
     """``graders.NAME``: one grader's setup.
 
-    ``role`` and ``kind`` are checked here; further settings (``family``, ``model``,
-    ``person``, ``command``, ``timeout``, ``retries``, ``workers``, ``samples``, ``input``,
-    ``token``) are kept as written and checked by the code that uses them.
+    ``role`` and ``kind`` are checked here, and the settings of grading at scale:
+    ``executor`` (``local`` or ``ray``), ``address`` (a Ray cluster), ``model_id`` (the
+    provider's model for batch files), ``max_tokens`` and ``temperature``. Further settings
+    (``family``, ``model``, ``person``, ``command``, ``timeout``, ``retries``, ``workers``,
+    ``samples``, ``input``, ``token``) are kept as written and checked by the code that uses
+    them.
     """
 
     model_config = ConfigDict(extra="allow", frozen=True)
 
     role: Literal["grader", "auditor", "triage", "rater", "expert"]
     kind: Literal["model", "human", "import"]
+    executor: Literal["local", "ray"] | None = None
+    address: str | None = None
+    model_id: str | None = None
+    max_tokens: Positive | None = None
+    temperature: Annotated[float, _number(integer=False, ge=0, le=2,
+                                          what="a number in [0, 2]")] | None = None
 
     def as_dict(self) -> dict:
         """The grader's entry as the plain mapping it was written as."""

@@ -12,6 +12,12 @@ from that grader:
   in the request, up to ``retries`` times, then reported, and nothing of it is recorded;
 * ``workers`` threads each drive one process at a time; a query's batches stay on one worker
   and run in display order;
+* the process runs on this machine (``executor: local``) or, with ``executor: ray``, as a Ray
+  task on a cluster (:mod:`relgrade.graders.rayexec`): the same fresh process, the same
+  exchange, the answer returned to this process;
+* with a call cache (:mod:`relgrade.graders.cache`), a request answered before is answered
+  from it and no process starts; an accepted answer is stored there before its grades are
+  handed to the writer;
 * accepted batches are handed to the single writer (:class:`relgrade.graders.store.SingleWriter`)
   that appends them durably, batch by batch;
 * with ``samples: N`` every batch is answered N times, each sample by its own fresh process;
@@ -52,6 +58,15 @@ from typing import Callable, Mapping, Sequence
 import pandas as pd
 
 from relgrade.errors import InputError, ProtocolError
+from relgrade.graders.cache import (
+    HIT,
+    MISS,
+    CallCache,
+    call_key,
+    command_identity,
+    drop_spool,
+    read_spool,
+)
 from relgrade.graders.exchange import (
     INPUT_MODES,
     batch_request,
@@ -66,7 +81,14 @@ from relgrade.protocol.grades import reason_required, validate_grade_rows
 from relgrade.protocol.packets import MAX_BATCH, check_batch
 
 #: Defaults of the command settings of a grader in params ``graders.NAME``.
-DEFAULTS = {"timeout": 600.0, "retries": 2, "workers": 1, "samples": 1, "input": "json"}
+DEFAULTS = {"timeout": 600.0, "retries": 2, "workers": 1, "samples": 1, "input": "json",
+            "executor": "local"}
+
+#: Where a command grader's processes run (params ``graders.NAME.executor``).
+EXECUTORS = ("local", "ray")
+
+#: Times a batch whose Ray worker died is sent again before the attempt counts as failed.
+MAX_LOST = 3
 
 #: Environment variable set in every grader process: the grade file it grades for.
 RUN_MARKER = "RELGRADE_GRADER_RUN"
@@ -94,6 +116,11 @@ class GraderSetup:
         Times each pair is graded (majority recorded).
     input : {"json", "prompt"}
         What goes on standard input (see :mod:`relgrade.graders.exchange`).
+    executor : {"local", "ray"}
+        Where the processes run (see :mod:`relgrade.graders.rayexec`).
+    address : str or None
+        The Ray cluster's address (``executor: ray``); None: ``RAY_ADDRESS``, else a local
+        Ray instance started for the run.
     """
 
     name: str
@@ -105,6 +132,8 @@ class GraderSetup:
     workers: int = DEFAULTS["workers"]
     samples: int = DEFAULTS["samples"]
     input: str = DEFAULTS["input"]
+    executor: str = DEFAULTS["executor"]
+    address: str | None = None
 
 
 def _int_param(value, name, grader, path, minimum):
@@ -114,8 +143,8 @@ def _int_param(value, name, grader, path, minimum):
     return value
 
 
-def grader_setup(spec: Mapping, name: str, *, path=None,
-                 workers: int | None = None) -> GraderSetup:
+def grader_setup(spec: Mapping, name: str, *, path=None, workers: int | None = None,
+                 executor: str | None = None, address: str | None = None) -> GraderSetup:
     """Read and check one command grader's settings.
 
     Parameters
@@ -129,6 +158,10 @@ def grader_setup(spec: Mapping, name: str, *, path=None,
         The params file, for error messages.
     workers : int, optional
         Overrides ``graders.NAME.workers`` (the ``--workers`` option).
+    executor : {"local", "ray"}, optional
+        Overrides ``graders.NAME.executor`` (the ``--executor`` option).
+    address : str, optional
+        Overrides ``graders.NAME.address`` (the ``--address`` option).
 
     Returns
     -------
@@ -139,7 +172,8 @@ def grader_setup(spec: Mapping, name: str, *, path=None,
     InputError
         No ``command``; a
         ``timeout``, ``retries``, ``workers`` or ``samples`` that is not a valid number; an
-        ``input`` mode other than ``json`` or ``prompt``.
+        ``input`` mode other than ``json`` or ``prompt``; an ``executor`` other than
+        ``local`` or ``ray``; an ``address`` that is not a string.
     """
     g = spec
     role, kind = g["role"], g["kind"]
@@ -159,8 +193,17 @@ def grader_setup(spec: Mapping, name: str, *, path=None,
     if mode not in INPUT_MODES:
         raise InputError(f"graders.{name}.input must be one of {', '.join(INPUT_MODES)}",
                          path=path, item=name, found=repr(mode))
+    where = g.get("executor", DEFAULTS["executor"]) if executor is None else executor
+    if where not in EXECUTORS:
+        raise InputError(f"graders.{name}.executor must be one of {', '.join(EXECUTORS)}",
+                         path=path, item=name, found=repr(where))
+    addr = g.get("address") if address is None else address
+    if addr is not None and not (isinstance(addr, str) and addr.strip()):
+        raise InputError(f"graders.{name}.address must be a Ray address such as "
+                         "ray://head:10001 or auto", path=path, item=name, found=repr(addr))
     return GraderSetup(name=name, role=role, kind=kind, argv=argv, timeout=float(timeout),
-                       retries=retries, workers=n_workers, samples=samples, input=mode)
+                       retries=retries, workers=n_workers, samples=samples, input=mode,
+                       executor=where, address=addr)
 
 
 def check_packets(packets: Mapping[str, Mapping], *, batch_size: int, source="packets") -> None:
@@ -339,6 +382,7 @@ class CommandResult:
     seconds: float
     timed_out: bool = False
     killed: bool = False
+    lost: bool = False  # the process's host (a Ray worker) died: nothing is known of it
 
 
 def _die_with_parent():
@@ -427,15 +471,30 @@ class ProcessRunner:
         self._preexec = _die_with_parent()
         self._env = None if marker is None else {**os.environ, RUN_MARKER: marker}
 
-    def run(self, argv: Sequence[str], data: bytes, *, timeout: float) -> CommandResult:
-        """Run ``argv`` with ``data`` on stdin; kill its process group after ``timeout`` s."""
+    def run(self, argv: Sequence[str], data: bytes, *, timeout: float,
+            spool: Path | None = None) -> CommandResult:
+        """Run ``argv`` with ``data`` on stdin; kill its process group after ``timeout`` s.
+
+        With ``spool``, standard output goes straight into that file (created; see
+        :mod:`relgrade.graders.cache`) and is read back from it, so an answer printed just
+        before this process dies is still on disk.
+        """
         t0 = time.perf_counter()
+        out_file = None
         with self._lock:
             if self.stopping.is_set():
                 return CommandResult(None, "", "", 0.0, killed=True)
-            proc = subprocess.Popen(list(argv), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                    stderr=subprocess.PIPE, start_new_session=True,
-                                    preexec_fn=self._preexec, env=self._env)
+            if spool is not None:
+                out_file = open(spool, "xb")
+            try:
+                proc = subprocess.Popen(list(argv), stdin=subprocess.PIPE,
+                                        stdout=subprocess.PIPE if out_file is None else out_file,
+                                        stderr=subprocess.PIPE, start_new_session=True,
+                                        preexec_fn=self._preexec, env=self._env)
+            except BaseException:
+                if out_file is not None:
+                    out_file.close()
+                raise
             self._active.add(proc)
         timed_out = False
         try:
@@ -448,6 +507,10 @@ class ProcessRunner:
         finally:
             with self._lock:
                 self._active.discard(proc)
+            if out_file is not None:
+                out_file.close()
+        if out_file is not None:
+            out = Path(spool).read_bytes()
         return CommandResult(proc.returncode, out.decode("utf-8", "replace"),
                              err.decode("utf-8", "replace"), time.perf_counter() - t0,
                              timed_out=timed_out, killed=self.stopping.is_set())
@@ -503,6 +566,12 @@ class RunSummary:
         Attempts beyond the first.
     command_seconds : float
         Time spent inside grader processes, start to exit, summed over all of them.
+    cache_hits : int
+        Requests answered from the call cache (or its spool): no process started.
+    cache_misses : int
+        Requests looked up in the call cache and not found (a process was started).
+    lost : int
+        Processes whose Ray worker died before answering (each sent again).
     failures : list of Failure
     seconds : float
     interrupted : bool
@@ -515,6 +584,9 @@ class RunSummary:
     commands: int = 0
     retried: int = 0
     command_seconds: float = 0.0
+    cache_hits: int = 0
+    cache_misses: int = 0
+    lost: int = 0
     failures: list = field(default_factory=list)
     seconds: float = 0.0
     interrupted: bool = False
@@ -528,7 +600,8 @@ class _Run:
     """The state one :func:`run_grader` call shares between its worker threads."""
 
     def __init__(self, setup, *, store, sample_store, writer, rubric, scale, max_reason_words,
-                 template, runner, progress, summary, sampled_rows, max_reason_chars=300):
+                 template, runner, progress, summary, sampled_rows, max_reason_chars=300,
+                 cache=None):
         self.setup = setup
         self.store = store
         self.sample_store = sample_store
@@ -542,6 +615,8 @@ class _Run:
         self.progress = progress
         self.summary = summary
         self.sampled_rows = sampled_rows  # (q, c) -> {sample: (reason, grade)}
+        self.cache = cache
+        self.identity = command_identity(setup.argv, input_mode=setup.input)
         self.lock = threading.Lock()
 
     def count(self, **inc) -> None:
@@ -549,9 +624,47 @@ class _Run:
             for k, v in inc.items():
                 setattr(self.summary, k, getattr(self.summary, k) + v)
 
-    def attempt_batch(self, task: QueryTask, bt: BatchTask, sample: int, chunks) -> list | None:
-        """Grade ``chunks`` once (with retries): the validated rows in the chunks' order, or
-        None (refused on every attempt, or stopped)."""
+    def _validate(self, text, task, chunks, source) -> list:
+        """An answer's rows in the chunks' order; InputError when it is refused."""
+        s = self.setup
+        df = parse_response(text, query_id=task.query_id, chunks=chunks, scale=self.scale,
+                            max_reason_words=self.max_reason_words, kind=s.kind, role=s.role,
+                            source=source, grader=s.name, max_reason_chars=self.max_reason_chars)
+        by_chunk = {c: (q, c, r, int(g)) for q, c, r, g in zip(
+            df["query_id"].tolist(), df["chunk_id"].tolist(), df["reason"].tolist(),
+            df["grade"].tolist())}
+        return [dict(zip(("query_id", "chunk_id", "reason", "grade"),
+                         by_chunk[str(c["chunk_id"])])) for c in chunks]
+
+    def _stored_answer(self, key, task, chunks, source) -> list | None:
+        """The rows of ``key``'s answer from the cache, else from a spool file a killed run
+        left (then cached); None when neither holds a valid answer."""
+        text = self.cache.get(key)
+        if text is not None:
+            try:
+                return self._validate(text, task, chunks, source)
+            except InputError:  # valid when stored, refused now (a stricter rule): ask again
+                pass
+        spooled = self.cache.spooled(key)
+        for f in spooled:
+            text = read_spool(f)
+            if text is None:
+                continue
+            try:
+                rows = self._validate(text, task, chunks, source)
+            except InputError:
+                continue
+            self.cache.put(key, text)
+            drop_spool(spooled)
+            return rows
+        drop_spool(spooled)
+        return None
+
+    def attempt_batch(self, task: QueryTask, bt: BatchTask, sample: int,
+                      chunks) -> tuple[list, bool] | None:
+        """Grade ``chunks`` once (with retries): the validated rows in the chunks' order and
+        whether they came from the call cache, or None (refused on every attempt, or
+        stopped)."""
         s = self.setup
         source = f"{s.name} command, {task.query_id} batch {bt.batch}"
         if s.samples > 1:
@@ -568,30 +681,54 @@ class _Run:
                                 sample=sample, attempt=attempt, previous_error=error)
             if self.template is not None:
                 req["prompt"] = render_prompt(self.template, req)
-            self.count(commands=1)
-            res = self.runner.run(s.argv, encode_request(req, mode=s.input), timeout=s.timeout)
-            self.count(command_seconds=res.seconds)
+            data = encode_request(req, mode=s.input)
+            key = None if self.cache is None else call_key(self.identity, data)
+            if key is not None:
+                rows = self._stored_answer(key, task, chunks, source)
+                if rows is not None:
+                    self.count(cache_hits=1)
+                    return rows, True
+                self.count(cache_misses=1)
+            lost = 0
+            while True:
+                spool = None if key is None else self.cache.spool_file(key)
+                self.count(commands=1)
+                res = self.runner.run(s.argv, data, timeout=s.timeout, spool=spool)
+                self.count(command_seconds=res.seconds)
+                if not res.lost or lost >= MAX_LOST or self.runner.stopping.is_set():
+                    break
+                # the host died: an answer the command printed before is in the spool
+                lost += 1
+                self.count(lost=1)
+                rows = self._stored_answer(key, task, chunks, source) \
+                    if key is not None else None
+                if rows is not None:
+                    return rows, False
             if res.killed:
+                if spool is not None:
+                    drop_spool([spool])
                 return None
             try:
+                if res.lost:
+                    raise InputError(f"the Ray worker running the grader command died "
+                                     f"{lost + 1} times", path=source,
+                                     found=_tail(res.stderr) or None)
                 if res.timed_out:
                     raise InputError(f"grader command timed out after {s.timeout:g} s",
                                      path=source, found=_tail(res.stderr) or None)
                 if res.returncode != 0:
                     raise InputError(f"grader command exited with status {res.returncode}",
                                      path=source, found=_tail(res.stderr) or None)
-                df = parse_response(res.stdout, query_id=task.query_id, chunks=chunks,
-                                    scale=self.scale, max_reason_words=self.max_reason_words,
-                                    kind=s.kind, role=s.role, source=source, grader=s.name,
-                                    max_reason_chars=self.max_reason_chars)
+                rows = self._validate(res.stdout, task, chunks, source)
             except InputError as e:
+                if spool is not None:
+                    drop_spool([spool])
                 error = str(e)
                 continue
-            by_chunk = {c: (q, c, r, int(g)) for q, c, r, g in zip(
-                df["query_id"].tolist(), df["chunk_id"].tolist(), df["reason"].tolist(),
-                df["grade"].tolist())}
-            return [dict(zip(("query_id", "chunk_id", "reason", "grade"),
-                             by_chunk[str(c["chunk_id"])])) for c in chunks]
+            if key is not None:
+                self.cache.put(key, res.stdout)  # durable before the grades are handed on
+                drop_spool([spool])
+            return rows, False
         with self.lock:
             self.summary.failures.append(Failure(task.query_id, bt.batch, sample, error))
         return None
@@ -602,16 +739,19 @@ class _Run:
             if self.runner.stopping.is_set():
                 return
             if s.samples == 1:
-                rows = self.attempt_batch(task, bt, 0, bt.chunks)
-                if rows is None:
+                got = self.attempt_batch(task, bt, 0, bt.chunks)
+                if got is None:
                     continue
+                rows, hit = got
             else:
-                ok = True
+                ok, hit = True, True
                 for sample, chunks in bt.todo:
                     got = self.attempt_batch(task, bt, sample, chunks)
                     if got is None:
                         ok = False
                         break
+                    got, sample_hit = got
+                    hit = hit and sample_hit
                     srows = [{"query_id": r["query_id"], "chunk_id": r["chunk_id"],
                               "sample": sample, "reason": r["reason"], "grade": r["grade"]}
                              for r in got]
@@ -635,7 +775,8 @@ class _Run:
                 rows = agg.to_dict("records")
             rows = [{"query_id": str(r["query_id"]), "chunk_id": str(r["chunk_id"]),
                      "reason": str(r["reason"]), "grade": int(r["grade"])} for r in rows]
-            self.writer.submit(self.store, rows).result()
+            note = None if self.cache is None else {"cache": HIT if hit else MISS}
+            self.writer.submit(self.store, rows, note=note).result()
             self.count(graded=len(rows), batches=1)
             if self.progress is not None:
                 self.progress(len(rows))
@@ -654,6 +795,8 @@ def run_grader(
     progress: Callable[[int], None] | None = None,
     on_plan: Callable[[RunSummary], None] | None = None,
     max_reason_chars: int = 300,
+    cache: CallCache | None = None,
+    runner=None,
 ) -> RunSummary:
     """Grade every pair of ``packets`` that ``store`` does not hold yet.
 
@@ -684,6 +827,16 @@ def run_grader(
         Called once with the summary (``total_pairs`` and ``already`` set) before grading.
     max_reason_chars : int, default 300
         Longest reason allowed, in characters (params ``grading.max_reason_chars``).
+    cache : CallCache, optional
+        The call cache (params ``paths.call_cache``): requests answered before are not
+        sent again, accepted answers are stored, and each batch's bank lines say
+        ``"cache": "hit"`` or ``"miss"``. Without it every request starts a process.
+    runner : optional
+        What runs the processes: an object with ``run(argv, data, *, timeout, spool)``
+        returning :class:`CommandResult` and ``stop()``, and a ``stopping`` event. Default:
+        a :class:`ProcessRunner` for ``executor: local``, a
+        :class:`relgrade.graders.rayexec.RayRunner` for ``executor: ray`` (closed at the
+        end of the run).
 
     Returns
     -------
@@ -695,6 +848,8 @@ def run_grader(
         A recorded row is invalid, or the command cannot be found.
     ProtocolError
         ``samples > 1`` without a sample store, or ``input: prompt`` without a template.
+    RelgradeError
+        ``executor: ray`` and Ray is not installed, or its cluster cannot be reached.
 
     Notes
     -----
@@ -709,7 +864,8 @@ def run_grader(
     if s.input == "prompt" and template is None:
         raise ProtocolError("input: prompt needs the prompt template")
     exe = s.argv[0]
-    if shutil.which(exe) is None and not (os.sep in exe and os.access(exe, os.X_OK)):
+    if s.executor == "local" and shutil.which(exe) is None \
+            and not (os.sep in exe and os.access(exe, os.X_OK)):
         raise InputError("grader command not found or not executable", item=s.name, found=exe,
                          fix=f"Check graders.{s.name}.command")
     t0 = time.perf_counter()
@@ -735,12 +891,18 @@ def run_grader(
         logging.getLogger("relgrade").warning(
             f"{store.path}: killed {len(stragglers)} grader processes left running by an "
             "earlier run that was killed")
-    runner = ProcessRunner(marker)
+    own_runner = runner is None
+    if runner is None and s.executor == "ray" and tasks:
+        from relgrade.graders.rayexec import RayRunner
+
+        runner = RayRunner(marker, address=s.address, workers=s.workers)
+    elif runner is None:
+        runner = ProcessRunner(marker)
     writer = SingleWriter()
     run = _Run(s, store=store, sample_store=sample_store, writer=writer, rubric=rubric,
                scale=scale, max_reason_words=max_reason_words, template=template, runner=runner,
                progress=progress, summary=summary, sampled_rows=sampled_rows,
-               max_reason_chars=max_reason_chars)
+               max_reason_chars=max_reason_chars, cache=cache)
     pool = concurrent.futures.ThreadPoolExecutor(max_workers=s.workers,
                                                  thread_name_prefix="relgrade-grader")
     futures = [pool.submit(run.grade_query, t) for t in tasks]
@@ -761,9 +923,13 @@ def run_grader(
             f.cancel()
         pool.shutdown(wait=True)
         writer.close()
+        if own_runner and hasattr(runner, "close"):
+            runner.close()
         raise
     pool.shutdown(wait=True)
     writer.close()
+    if own_runner and hasattr(runner, "close"):
+        runner.close()
     summary.seconds = time.perf_counter() - t0
     return summary
 

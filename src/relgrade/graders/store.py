@@ -57,7 +57,10 @@ A store given ``made_on`` (a function of a grade row returning
 line's hash, the rubric version and the rubric file's sha256) keeps the judgment bank's record
 of every row it writes in ``round-N.bank.jsonl`` beside the grade file (:func:`bank_path`), one
 line per grade row: ``{"query_id", "chunk_id", "content_sha256", "intent_sha256",
-"rubric_version", "rubric_sha256", "graded_at"}``. A batch's bank lines are appended and
+"rubric_version", "rubric_sha256", "graded_at"}``, and, for a grade that ``grade run`` or a
+provider batch file produced, ``"cache": "hit"`` (the answer came from the call cache, no
+command ran) or ``"cache": "miss"`` (see :mod:`relgrade.graders.cache`); lines written before
+the cache existed have no ``cache`` and read as before. A batch's bank lines are appended and
 ``fsync``-ed *before* its grade rows, so a grade row never exists without its record; a bank
 line whose grade row was lost with an interrupted batch is ignored by :func:`read_bank`'s
 readers (they join on the grade rows).
@@ -112,7 +115,8 @@ def now_utc() -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
 
 
-def bank_rows(rows: Iterable[dict], made_on, *, graded_at: str) -> list[dict]:
+def bank_rows(rows: Iterable[dict], made_on, *, graded_at: str,
+              notes: Sequence[dict | None] | None = None) -> list[dict]:
     """The bank sidecar lines of grade rows: the pair, what it was made on, and when.
 
     Parameters
@@ -123,26 +127,32 @@ def bank_rows(rows: Iterable[dict], made_on, *, graded_at: str) -> list[dict]:
         Grade row → mapping with the keys of :data:`relgrade.schema.MADE_ON`.
     graded_at : str
         The time of recording (:func:`now_utc`).
+    notes : sequence of (dict or None), optional
+        Per row, further fields for its bank line after ``graded_at`` (e.g.
+        ``{"cache": "hit"}``); None adds nothing.
 
     Returns
     -------
     list of dict
-        One ``{BANK_FIELDS}`` dict per row, keys in :data:`BANK_FIELDS` order.
+        One ``{BANK_FIELDS}`` dict per row, keys in :data:`BANK_FIELDS` order, then the
+        row's note.
 
     Raises
     ------
     InputError
         ``made_on`` knows nothing of a row's pair (a pair that no packet showed).
     """
+    rows = list(rows)
+    notes = [None] * len(rows) if notes is None else list(notes)
     out = []
-    for r in rows:
+    for r, note in zip(rows, notes):
         m = made_on(r)
         if m is None:
             raise InputError("no packet shows this pair, so what its grade is made on is "
                              "unknown", item=f"pair ({r.get('query_id')}, {r.get('chunk_id')})",
                              fix="Grade only the pairs of the current packets")
         out.append({"query_id": str(r["query_id"]), "chunk_id": str(r["chunk_id"]),
-                    **{k: m[k] for k in MADE_ON}, "graded_at": graded_at})
+                    **{k: m[k] for k in MADE_ON}, "graded_at": graded_at, **(note or {})})
     return out
 
 
@@ -150,25 +160,52 @@ def append_bank(path, rows: list[dict]) -> None:
     """Append bank lines to the bank sidecar of grade file ``path`` and ``fsync`` them.
 
     A last line cut short by an earlier crash (no line end) is cut away first: it belonged
-    to a batch that was never acknowledged.
+    to a batch that was never acknowledged (see :func:`append_lines`).
     """
-    if not rows:
-        return
-    target = bank_path(path)
-    fd = os.open(target, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
+    if rows:
+        append_lines(bank_path(path), jsonl_bytes(rows))
+
+
+def append_lines(path, data: bytes) -> None:
+    """Append whole lines to the file ``path`` durably, under an exclusive ``flock``.
+
+    The lock is taken on the file itself, so several processes may append to one file (a
+    call cache two experiments share); under it, a last line without its line end (a write
+    cut short by a crash: never acknowledged) is cut away, ``data`` is written, and the file
+    is ``fsync``-ed before the lock is released. A file created here has its name made
+    durable too.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        The file (created when missing; its folder must exist).
+    data : bytes
+        One or more complete lines, each ending with ``\\n``.
+    """
+    path = Path(path)
+    created = not path.exists()
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
     try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
         size = os.fstat(fd).st_size
         if size:
-            raw = _pread_all(fd, 0, size)
-            if not raw.endswith(b"\n"):
-                os.ftruncate(fd, raw.rfind(b"\n") + 1)
-        view = memoryview(jsonl_bytes(rows))
+            tail = _pread_all(fd, max(0, size - 65536), size)
+            if not tail.endswith(b"\n"):
+                cut = tail.rfind(b"\n")
+                if cut < 0 and size > 65536:  # one enormous torn line: find its start
+                    cut = _pread_all(fd, 0, size).rfind(b"\n")
+                    os.ftruncate(fd, cut + 1)
+                else:
+                    os.ftruncate(fd, (size - len(tail) + cut + 1) if cut >= 0 else 0)
+        view = memoryview(data)
         while view:
             n = os.write(fd, view)
             view = view[n:]
         os.fsync(fd)
     finally:
-        os.close(fd)
+        os.close(fd)  # releases the lock
+    if created:
+        _fsync_dir(path.parent)
 
 
 def read_bank(path) -> list[tuple[int, dict]] | None:
@@ -618,7 +655,7 @@ class GradeStore:
 
     # --- appending ---------------------------------------------------------------------
 
-    def append(self, rows: Iterable[dict]) -> int:
+    def append(self, rows: Iterable[dict], *, note: dict | None = None) -> int:
         """Append one batch of rows durably, all or nothing.
 
         Parameters
@@ -626,6 +663,9 @@ class GradeStore:
         rows : iterable of dict
             The batch, already validated by the caller; written as canonical JSON lines in
             the given key order.
+        note : dict, optional
+            Further fields for each row's bank line (e.g. ``{"cache": "hit"}``); ignored by
+            a store without ``made_on``.
 
         Returns
         -------
@@ -640,12 +680,13 @@ class GradeStore:
             A row's key is already recorded, or appears twice in the batch, or a row holds
             text that cannot be written as UTF-8 (nothing is written).
         """
-        result = self.append_many([rows])[0]
+        result = self.append_many([rows], notes=[note])[0]
         if isinstance(result, Exception):
             raise result
         return result
 
-    def append_many(self, batches: Sequence[Iterable[dict]]) -> list:
+    def append_many(self, batches: Sequence[Iterable[dict]],
+                    notes: Sequence[dict | None] | None = None) -> list:
         """Append several batches with one marker and one ``fsync`` (a group commit).
 
         Each batch is checked on its own: a batch with a key already recorded (or recorded
@@ -657,6 +698,8 @@ class GradeStore:
         ----------
         batches : sequence of iterable of dict
             The batches, in the order to write them.
+        notes : sequence of (dict or None), optional
+            Per batch, further fields for its rows' bank lines (see :meth:`append`).
 
         Returns
         -------
@@ -669,6 +712,7 @@ class GradeStore:
             The store is not open.
         """
         batches = [[dict(r) for r in rows] for rows in batches]
+        notes = [None] * len(batches) if notes is None else list(notes)
         results: list = []
         accepted = []
         with self._lock:
@@ -677,7 +721,7 @@ class GradeStore:
             if not self._is_current():
                 self._reopen("found before writing a batch")
             taken: set = set()
-            for rows in batches:
+            for rows, note in zip(batches, notes):
                 keys = [self._key(r) for r in rows]
                 seen: set = set()
                 bad = None
@@ -700,17 +744,18 @@ class GradeStore:
                         .decode("ascii"), fix="Nothing of this batch was written"))
                     continue
                 taken |= seen
-                accepted.append((rows, keys))
+                accepted.append((rows, keys, note))
                 results.append(len(rows))
             if not taken:
                 return results
-            pending = [(k, r) for rows, keys in accepted for k, r in zip(keys, rows)]
+            pending = [(k, r, note) for rows, keys, note in accepted
+                       for k, r in zip(keys, rows)]
             for _ in range(_MAX_REOPENS):
                 # Rows already in the file at the path (a re-read after a replacement) count.
-                todo = [(k, r) for k, r in pending
+                todo = [(k, r, note) for k, r, note in pending
                         if k not in self._keys or self._outdated(k, r)]
                 if todo:
-                    self._write_block([r for _, r in todo])
+                    self._write_block([r for _, r, _ in todo], [n for _, _, n in todo])
                 if self._is_current():
                     break
                 self._reopen("found after appending a batch; it went to the old file")
@@ -719,7 +764,7 @@ class GradeStore:
                                     "nothing more is acknowledged. Stop whatever rewrites it "
                                     "and run relgrade again")
             line = (self.rows[-1][0] + 1) if self.rows else 1
-            for k, r in todo:
+            for k, r, _ in todo:
                 self._keys.add(k)
                 if self.made_on is not None:
                     self._made[k] = self._made_now(r)
@@ -727,11 +772,12 @@ class GradeStore:
                 line += 1
         return results
 
-    def _write_block(self, rows: list) -> None:
+    def _write_block(self, rows: list, notes: list | None = None) -> None:
         """Append ``rows`` under the in-flight marker, then ``fsync``."""
         data = jsonl_bytes(rows)
         if self.made_on is not None:
-            append_bank(self.path, bank_rows(rows, self.made_on, graded_at=now_utc()))
+            append_bank(self.path, bank_rows(rows, self.made_on, graded_at=now_utc(),
+                                             notes=notes))
         offset, end = self._size, self._size + len(data)
         record = (b"relgrade-inflight %020d %020d" % (offset, end))
         os.pwrite(self._marker_fd, record.ljust(_MARKER_SIZE - 1) + b"\n", 0)
@@ -881,18 +927,19 @@ class SingleWriter:
             stop = any(it is self._STOP for it in items)
             work = [it for it in items if it is not self._STOP]
             by_store: dict[int, list] = {}
-            for store, rows, future in work:
+            for store, rows, note, future in work:
                 if future.set_running_or_notify_cancel():
-                    by_store.setdefault(id(store), []).append((store, rows, future))
+                    by_store.setdefault(id(store), []).append((store, rows, note, future))
             for group in by_store.values():
                 store = group[0][0]
                 try:
-                    results = store.append_many([rows for _, rows, _ in group])
+                    results = store.append_many([rows for _, rows, _, _ in group],
+                                                notes=[note for _, _, note, _ in group])
                 except BaseException as e:  # handed back to every submitter
-                    for _, _, future in group:
+                    for _, _, _, future in group:
                         future.set_exception(e)
                     continue
-                for (_, _, future), result in zip(group, results):
+                for (_, _, _, future), result in zip(group, results):
                     if isinstance(result, BaseException):
                         future.set_exception(result)
                     else:
@@ -900,13 +947,17 @@ class SingleWriter:
             if stop:
                 return
 
-    def submit(self, store: GradeStore, rows: Sequence[dict]) -> concurrent.futures.Future:
-        """Queue one batch for ``store``; the future gives the row count or the error."""
+    def submit(self, store: GradeStore, rows: Sequence[dict], *,
+               note: dict | None = None) -> concurrent.futures.Future:
+        """Queue one batch for ``store``; the future gives the row count or the error.
+
+        ``note`` adds fields to the batch's bank lines (see :meth:`GradeStore.append`).
+        """
         future: concurrent.futures.Future = concurrent.futures.Future()
         with self._gate:
             if self._closed:
                 raise ProtocolError("the grade writer is closed")
-            self._queue.put((store, list(rows), future))
+            self._queue.put((store, list(rows), note, future))
         return future
 
     def close(self) -> None:

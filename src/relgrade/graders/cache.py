@@ -1,0 +1,328 @@
+"""The call cache: every accepted answer of a grader, stored once under its request's key.
+
+A grader's answer depends only on who answers (the command, or a provider's model and its
+settings) and on the exact bytes relgrade sends it. So each batch request is keyed by
+
+    sha256(canonical JSON of {"cache": "relgrade-call-cache/1", "identity": IDENTITY,
+                              "request": REQUEST})
+
+where ``IDENTITY`` is :func:`command_identity` (the command's argv and input mode) or a
+provider batch file's model and settings (:mod:`relgrade.graders.batchfiles`), and
+``REQUEST`` is the request's bytes decoded as UTF-8 (the JSON request or the prompt written
+to the command's standard input; a provider request's body). The key is 64 hex digits
+(:func:`call_key`), which is also a valid ``custom_id`` for both providers' batch APIs.
+
+Before a batch's command starts, its key is looked up; on a hit the stored answer is
+validated like any answer and recorded, and no process starts. Re-running ``grade run``
+after a crash, over a round whose grade file was lost, or in another experiment pointed at
+the same cache file therefore pays only for requests never answered.
+
+What is stored
+--------------
+Only **accepted** answers: the command's standard output (or a provider's message text)
+once it passed :func:`relgrade.graders.exchange.parse_response`. A refused answer (not
+JSON, a grade off the scale, a timeout, a non-zero exit) is not stored: the next attempt, or
+the next run, asks again, which is what re-running after a refusal is for. A stored answer
+that fails validation later (say ``grading.max_reason_chars`` was lowered, which the request
+does not carry) is treated as a miss and asked again.
+
+The file
+--------
+``paths.call_cache`` (e.g. ``data/private/call-cache.jsonl``): JSON Lines, one line per
+answer, ``{"key", "answer", "cached_at"}``, appended whole and ``fsync``-ed under an
+exclusive ``flock`` (:func:`relgrade.graders.store.append_lines`) before the grade it
+produced is handed to the grade store, so a grade is never on disk without its answer in
+the cache. A last line without its line end (a write cut short by a crash, never
+acknowledged) is skipped on open and cut away by the next append; any other line that is
+not a JSON object with a 64-hex ``key`` and a string ``answer`` is refused, naming the line.
+Another process may append to the same file while a run reads it: a key not found is looked
+up again in whatever was appended since.
+
+The spool: answers that arrive as the run dies
+----------------------------------------------
+A command's standard output is written straight into a spool file,
+``call-cache.jsonl.spool/KEY.TOKEN.out`` beside the cache, rather than a pipe. If the run is
+killed after the command printed its answer but before the answer reached the cache, the
+next run finds the spooled answer for that key and uses it (validated as any answer)
+instead of starting the command again; spool files are removed once their answer is cached
+or refused. A spooled answer is taken only when it is complete and valid (its exit status
+died with the run).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import threading
+import uuid
+from pathlib import Path
+from typing import Iterable, Mapping, Sequence
+
+from relgrade.canonical import canonical_json, jsonl_bytes, sha256_bytes
+from relgrade.errors import InputError
+from relgrade.graders.store import append_lines, now_utc
+
+#: The ``cache`` value hashed into every key; a new version changes every key.
+CACHE_VERSION = "relgrade-call-cache/1"
+
+#: The bank's values of ``cache``: the answer came from the cache, or from a call.
+HIT, MISS = "hit", "miss"
+
+_KEY_RE = re.compile(r"^[0-9a-f]{64}$")
+
+
+def command_identity(argv: Sequence[str], *, input_mode: str) -> dict:
+    """Who answers a command grader's request: its argv and what goes on standard input.
+
+    Parameters
+    ----------
+    argv : sequence of str
+        The grader's command (params ``graders.NAME.command`` as split).
+    input_mode : {"json", "prompt"}
+        Params ``graders.NAME.input``.
+
+    Returns
+    -------
+    dict
+        ``{"command": [...], "input": input_mode}``.
+    """
+    return {"command": [str(a) for a in argv], "input": str(input_mode)}
+
+
+def call_key(identity: Mapping, request: bytes) -> str:
+    """The cache key of one request.
+
+    Parameters
+    ----------
+    identity : mapping
+        Who answers, and the settings that change the answer (JSON values).
+    request : bytes
+        The exact bytes sent (UTF-8).
+
+    Returns
+    -------
+    str
+        64 lowercase hex digits: sha256 of the canonical JSON (see
+        :func:`relgrade.canonical.canonical_json`) of ``{"cache", "identity", "request"}``.
+
+    Examples
+    --------
+    >>> k = call_key({"command": ["g"], "input": "json"}, b'{"q":1}\\n')
+    >>> len(k), k == call_key({"command": ["g"], "input": "json"}, b'{"q":1}\\n')
+    (64, True)
+    >>> k == call_key({"command": ["g"], "input": "prompt"}, b'{"q":1}\\n')
+    False
+    """
+    doc = {"cache": CACHE_VERSION, "identity": identity,
+           "request": request.decode("utf-8", "surrogateescape")}
+    return sha256_bytes(canonical_json(doc).encode("utf-8", "surrogateescape"))
+
+
+class CallCache:
+    """An append-only file of accepted answers, keyed by :func:`call_key`.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        The cache file (params ``paths.call_cache``); created, with its folder, on the first
+        answer stored.
+
+    Examples
+    --------
+    >>> import tempfile, os
+    >>> cache = CallCache(os.path.join(tempfile.mkdtemp(), "calls.jsonl"))
+    >>> key = call_key({"command": ["g"], "input": "json"}, b"{}")
+    >>> cache.get(key) is None
+    True
+    >>> cache.put(key, '{"query_id":"q","chunk_id":"c","reason":"r","grade":1}\\n')
+    >>> cache.get(key)
+    '{"query_id":"q","chunk_id":"c","reason":"r","grade":1}\\n'
+    """
+
+    def __init__(self, path):
+        self.path = Path(path)
+        self._answers: dict[str, str] = {}
+        self._offset = 0
+        self._line = 0
+        self._lock = threading.Lock()
+        self._refresh()
+
+    @property
+    def spool(self) -> Path:
+        """The spool folder: ``NAME.spool`` beside the cache file."""
+        return self.path.with_name(self.path.name + ".spool")
+
+    def __len__(self) -> int:
+        with self._lock:
+            return len(self._answers)
+
+    def __contains__(self, key) -> bool:
+        return self.get(key) is not None
+
+    def _refresh(self) -> None:
+        """Read whatever complete lines were appended since the last read."""
+        try:
+            with open(self.path, "rb") as f:
+                f.seek(self._offset)
+                data = f.read()
+        except FileNotFoundError:
+            return
+        end = data.rfind(b"\n") + 1  # a last line without its line end is torn: skip it
+        for raw in data[:end].split(b"\n")[:-1]:
+            self._line += 1
+            if not raw.strip():
+                continue
+            try:
+                obj = json.loads(raw.decode("utf-8"))
+            except (UnicodeDecodeError, json.JSONDecodeError) as e:
+                raise InputError("a call cache line is not valid JSON", path=self.path,
+                                 line=self._line, found=str(e),
+                                 fix="Restore the file from the DVC cache, or remove that "
+                                     "line (its request is then asked again)") from None
+            if not (isinstance(obj, dict) and isinstance(obj.get("key"), str)
+                    and _KEY_RE.match(obj["key"]) and isinstance(obj.get("answer"), str)):
+                raise InputError("a call cache line must be a JSON object with a 64-hex "
+                                 "`key` and a string `answer`", path=self.path,
+                                 line=self._line, found=raw[:80].decode("utf-8", "replace"))
+            self._answers.setdefault(obj["key"], obj["answer"])
+        self._offset += end
+
+    def get(self, key: str) -> str | None:
+        """The stored answer of ``key``, or None.
+
+        Parameters
+        ----------
+        key : str
+            A :func:`call_key`.
+
+        Returns
+        -------
+        str or None
+
+        Raises
+        ------
+        InputError
+            A line appended since the last lookup is malformed.
+        """
+        with self._lock:
+            answer = self._answers.get(key)
+            if answer is None:
+                self._refresh()
+                answer = self._answers.get(key)
+            return answer
+
+    def put(self, key: str, answer: str) -> None:
+        """Store an accepted answer durably (``fsync``-ed before this returns).
+
+        A key already stored is not written again.
+
+        Parameters
+        ----------
+        key : str
+            A :func:`call_key`.
+        answer : str
+            The answer's text, as the parser accepted it.
+
+        Raises
+        ------
+        ValueError
+            ``key`` is not 64 hex digits.
+        """
+        self.put_many([(key, answer)])
+
+    def put_many(self, items: Iterable[tuple[str, str]]) -> None:
+        """Store several accepted answers with one write and one ``fsync``."""
+        with self._lock:
+            new, seen = [], set()
+            for key, answer in items:
+                if not _KEY_RE.match(str(key)):
+                    raise ValueError(f"not a call cache key: {key!r}")
+                if key in self._answers or key in seen:
+                    continue
+                seen.add(key)
+                new.append((key, answer))
+            if not new:
+                return
+            at = now_utc()
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            append_lines(self.path, jsonl_bytes(
+                {"key": k, "answer": a, "cached_at": at} for k, a in new))
+            for k, a in new:
+                self._answers[k] = a
+
+    # --- the spool ---------------------------------------------------------------------
+
+    def spool_file(self, key: str) -> Path:
+        """A new spool file name for a call of ``key`` (the folder is created)."""
+        self.spool.mkdir(parents=True, exist_ok=True)
+        return self.spool / f"{key}.{uuid.uuid4().hex}.out"
+
+    def spooled(self, key: str) -> list[Path]:
+        """Spool files a killed run left for ``key``, oldest first."""
+        if not self.spool.is_dir():
+            return []
+        files = list(self.spool.glob(f"{key}.*.out"))
+        return sorted(files, key=lambda p: (p.stat().st_mtime_ns, p.name))
+
+
+def read_spool(path) -> str | None:
+    """A spool file's text, or None when it is gone or not UTF-8."""
+    try:
+        return Path(path).read_bytes().decode("utf-8")
+    except (OSError, UnicodeDecodeError):
+        return None
+
+
+def drop_spool(paths: Iterable) -> None:
+    """Remove spool files (missing ones are fine)."""
+    for p in paths:
+        try:
+            os.unlink(p)
+        except FileNotFoundError:
+            pass
+
+
+def cache_counts(bank: Iterable[tuple[int, dict]] | None) -> dict[str, int]:
+    """How a grade file's grades were answered, from its bank sidecar.
+
+    Parameters
+    ----------
+    bank : iterable of (int, dict), or None
+        The bank lines (:func:`relgrade.graders.store.read_bank`); None for a grade file
+        without a sidecar.
+
+    Returns
+    -------
+    dict
+        ``{"hit": n, "miss": n, "none": n}``: bank lines marked ``"cache": "hit"`` (no
+        call was made), ``"miss"`` (a call was made, its answer is now cached), and lines
+        without the mark (a person's grade, an import, or a line written before the cache).
+
+    Examples
+    --------
+    >>> cache_counts([(1, {"cache": "hit"}), (2, {"cache": "miss"}), (3, {})])
+    {'hit': 1, 'miss': 1, 'none': 1}
+    """
+    out = {HIT: 0, MISS: 0, "none": 0}
+    for _, line in bank or ():
+        mark = line.get("cache")
+        out[mark if mark in (HIT, MISS) else "none"] += 1
+    return out
+
+
+def cache_status_line(grader: str, counts: Mapping[str, int]) -> str | None:
+    """One ``relgrade status`` line for a grader's call cache use, or None when unused.
+
+    Examples
+    --------
+    >>> cache_status_line("grader-a", {"hit": 30, "miss": 10, "none": 0})
+    'call cache: grader-a 30 of 40 grades answered from the cache, 10 by a call'
+    >>> cache_status_line("alice", {"hit": 0, "miss": 0, "none": 12}) is None
+    True
+    """
+    hit, miss = int(counts.get(HIT, 0)), int(counts.get(MISS, 0))
+    if hit + miss == 0:
+        return None
+    return (f"call cache: {grader} {hit} of {hit + miss} grades answered from the cache, "
+            f"{miss} by a call")

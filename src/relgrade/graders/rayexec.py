@@ -1,0 +1,170 @@
+"""The Ray executor: each batch's grader process runs as a Ray task on a cluster.
+
+``relgrade grade run --executor ray`` (params ``graders.NAME.executor: ray``) keeps
+everything of a local run — the plan, the validation, the retries, the call cache and the
+grade store's single writer — on the machine that runs it (the *driver*) and moves only the
+grader process: each attempt at a batch is one Ray task (:func:`relgrade.graders.raytask.run_command`)
+that starts a fresh process of the grader's command on some worker, writes the same request
+to its standard input and returns its standard output, standard error and exit status to
+the driver. The driver validates the answer, stores it in the call cache and hands the rows
+to the single writer, so every guarantee of :mod:`relgrade.graders.store` holds whichever
+machine ran the command: nothing acknowledged is lost, no pair is recorded twice.
+
+``workers`` tasks run at once (one driver thread waits on each), each asking Ray for one
+CPU; a local Ray instance started for the run gets ``max(workers, CPUs)`` CPUs so that many
+can run at once.
+
+Which cluster: ``--address`` (params ``graders.NAME.address``), else the environment
+variable ``RAY_ADDRESS``, else a local Ray instance started for this run and stopped at its
+end. When Ray is already initialised in this process (a notebook, a test), that session is
+used and left running.
+
+Failures:
+
+* a worker that dies (killed, out of memory, its node lost) takes the grader process with it
+  (the process is started with Linux's parent-death signal); the driver sends the batch
+  again, up to three times, after checking the spool for an answer the command printed
+  before the worker died (:mod:`relgrade.graders.cache`); those re-sends are counted as
+  ``lost`` and do not use up ``retries``;
+* Ctrl-C, or ``kill -9`` of the driver: running tasks are cancelled (a killed driver's
+  job is ended by Ray, and its workers with it); accepted batches are already on disk, the
+  next run resumes.
+
+Ray is an optional dependency: ``pip install 'relgrade[ray]'``.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Sequence
+
+from relgrade.errors import RelgradeError
+
+#: Seconds between checks for a stop request while waiting on a task.
+_POLL = 0.2
+
+
+def import_ray():
+    """Import Ray, or explain how to install it.
+
+    Raises
+    ------
+    RelgradeError
+        Ray is not installed.
+    """
+    try:
+        import ray
+    except ImportError:
+        raise RelgradeError("the ray executor needs Ray, which is not installed: "
+                            "pip install 'relgrade[ray]'") from None
+    return ray
+
+
+class RayRunner:
+    """Runs grader processes as Ray tasks; the interface of :class:`~relgrade.graders.command.ProcessRunner`.
+
+    Parameters
+    ----------
+    marker : str, optional
+        Set as :data:`relgrade.graders.command.RUN_MARKER` in each process's environment.
+    address : str, optional
+        The cluster (see the module docstring).
+    workers : int, default 1
+        Tasks at once; the CPUs of a local instance started here.
+
+    Raises
+    ------
+    RelgradeError
+        Ray is not installed, or the cluster cannot be reached.
+    """
+
+    def __init__(self, marker: str | None = None, *, address: str | None = None,
+                 workers: int = 1):
+        from relgrade.graders import raytask
+
+        ray = import_ray()
+        self._ray = ray
+        self.stopping = threading.Event()
+        self._env = {} if marker is None else {"RELGRADE_GRADER_RUN": marker}
+        self._lock = threading.Lock()
+        self._active: set = set()
+        self._started = False
+        if not ray.is_initialized():
+            address = address or os.environ.get("RAY_ADDRESS") or None
+            kwargs = dict(include_dashboard=False, log_to_driver=False,
+                          configure_logging=False)
+            if address is None:
+                kwargs["num_cpus"] = max(int(workers), os.cpu_count() or 1)
+            try:
+                ray.init(address=address, **kwargs)
+            except Exception as e:  # noqa: BLE001 - Ray raises many kinds; all mean "no cluster"
+                raise RelgradeError(f"cannot start or reach the Ray cluster "
+                                    f"{address or '(local)'}: {type(e).__name__}: {e}") from None
+            self._started = True
+        # shipped by value: a worker needs no relgrade installed
+        ray.cloudpickle.register_pickle_by_value(sys.modules[raytask.__name__])
+        self._task = ray.remote(num_cpus=1, max_retries=0)(raytask.run_command)
+        self._node = ray.get_runtime_context().get_node_id()
+
+    def run(self, argv: Sequence[str], data: bytes, *, timeout: float,
+            spool: Path | None = None):
+        """Run ``argv`` once as a Ray task; a :class:`~relgrade.graders.command.CommandResult`.
+
+        ``lost`` is set when the worker died before answering; ``killed`` when the run is
+        stopping.
+        """
+        from relgrade.graders.command import CommandResult
+
+        ray = self._ray
+        t0 = time.perf_counter()
+        with self._lock:
+            if self.stopping.is_set():
+                return CommandResult(None, "", "", 0.0, killed=True)
+            ref = self._task.remote(list(argv), data, float(timeout), self._env,
+                                    None if spool is None else str(spool), self._node)
+            self._active.add(ref)
+        try:
+            while True:
+                done, _ = ray.wait([ref], timeout=_POLL)
+                if done:
+                    break
+                if self.stopping.is_set():
+                    return CommandResult(None, "", "", time.perf_counter() - t0, killed=True)
+            try:
+                out = ray.get(ref)
+            except (ray.exceptions.TaskCancelledError, ray.exceptions.WorkerCrashedError,
+                    ray.exceptions.NodeDiedError, ray.exceptions.ObjectLostError,
+                    ray.exceptions.OwnerDiedError, ray.exceptions.LocalRayletDiedError) as e:
+                if self.stopping.is_set():
+                    return CommandResult(None, "", "", time.perf_counter() - t0, killed=True)
+                return CommandResult(None, "", f"{type(e).__name__}",
+                                     time.perf_counter() - t0, lost=True)
+            except ray.exceptions.RayTaskError as e:  # the task itself raised (no such command)
+                return CommandResult(None, "", str(e.cause if e.cause else e),
+                                     time.perf_counter() - t0)
+        finally:
+            with self._lock:
+                self._active.discard(ref)
+        return CommandResult(out["returncode"], out["stdout"], out["stderr"], out["seconds"],
+                             timed_out=out["timed_out"])
+
+    def stop(self) -> None:
+        """Refuse new tasks and cancel the running ones (their processes die with them)."""
+        with self._lock:
+            self.stopping.set()
+            refs = list(self._active)
+        for ref in refs:
+            try:
+                self._ray.cancel(ref, force=True)
+            except Exception:  # noqa: BLE001 - already finished or gone
+                pass
+
+    def close(self) -> None:
+        """Stop a local Ray instance this runner started (a session it found is left)."""
+        if self._started and self._ray.is_initialized():
+            self._ray.shutdown()
+            self._started = False

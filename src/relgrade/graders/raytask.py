@@ -1,0 +1,102 @@
+"""The body of one Ray task: run a grader command once, as a fresh process, and report.
+
+This module imports only the standard library, and :mod:`relgrade.graders.rayexec` ships it
+to the cluster by value, so a Ray worker needs no relgrade installed: only the grader
+command itself (and whatever it needs) must exist on the worker's machine.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import os
+import signal
+import subprocess
+import time
+
+_PR_SET_PDEATHSIG = 1
+
+
+def _die_with_parent():
+    """A ``preexec_fn`` asking Linux to ``SIGKILL`` the child when the worker dies."""
+    if os.uname().sysname != "Linux":
+        return None
+    try:
+        prctl = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True).prctl
+    except (OSError, AttributeError):
+        return None
+    parent = os.getpid()
+
+    def preexec():
+        prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        if os.getppid() != parent:
+            os._exit(1)
+
+    return preexec
+
+
+def run_command(argv, data: bytes, timeout: float, env: dict, spool: str | None,
+                spool_node: str | None) -> dict:
+    """Run ``argv`` with ``data`` on standard input; kill its process group after ``timeout``.
+
+    Parameters
+    ----------
+    argv : list of str
+        The grader command.
+    data : bytes
+        The request, as relgrade writes it to a local process.
+    timeout : float
+        Seconds before the process group is killed.
+    env : dict
+        Variables added to the worker's environment (the run marker).
+    spool : str or None
+        A spool file (see :mod:`relgrade.graders.cache`) to write standard output into,
+        used only when this task runs on the node ``spool_node`` (the driver's machine,
+        where the driver can read it after a crash).
+    spool_node : str or None
+        The Ray node id of the driver.
+
+    Returns
+    -------
+    dict
+        ``returncode`` (int or None), ``stdout``, ``stderr`` (str), ``seconds``,
+        ``timed_out`` (bool), ``pid`` (the command's process id) and ``node`` (this node's
+        id).
+    """
+    node = None
+    try:
+        import ray
+
+        node = ray.get_runtime_context().get_node_id()
+    except Exception:  # outside a Ray worker (tests of this function)
+        node = None
+    out_file = None
+    if spool is not None and node is not None and node == spool_node:
+        try:
+            out_file = open(spool, "xb")
+        except OSError:
+            out_file = None
+    t0 = time.perf_counter()
+    proc = subprocess.Popen(list(argv), stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE if out_file is None else out_file,
+                            stderr=subprocess.PIPE, start_new_session=True,
+                            preexec_fn=_die_with_parent(), env={**os.environ, **env})
+    timed_out = False
+    try:
+        out, err = proc.communicate(data, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        timed_out = True
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+        out, err = proc.communicate()
+    finally:
+        if out_file is not None:
+            out_file.close()
+    if out_file is not None:
+        with open(spool, "rb") as f:
+            out = f.read()
+    return {"returncode": proc.returncode, "stdout": out.decode("utf-8", "replace"),
+            "stderr": err.decode("utf-8", "replace"), "seconds": time.perf_counter() - t0,
+            "timed_out": timed_out, "pid": proc.pid, "node": node}
