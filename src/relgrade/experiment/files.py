@@ -24,6 +24,7 @@ from relgrade.protocol import ledger as ledger_mod
 from relgrade.protocol import packets as packets_mod
 from relgrade.protocol.bank import packet_made_on
 from relgrade.protocol.key import MADE_ON_COLUMNS, check_whole
+from relgrade.protocol.sidecar import pair_rows
 
 #: Columns of the frozen key, as the key stage writes them.
 KEY_COLUMNS = ["query_id", "chunk_id", "grade"]
@@ -296,8 +297,9 @@ class Experiment:
 
         A pair is owed unless the grader's round file holds a grade of it whose bank line was
         made on what the packet shows now (a row without a bank line counts as graded: the
-        grades stage refuses such a file anyway). Batches keep their order; emptied batches
-        and queries are left out.
+        grades stage refuses such a file anyway); the bank line of a grade is the one paired
+        with its row (:func:`relgrade.protocol.sidecar.pair_rows`). Batches keep their order;
+        emptied batches and queries are left out.
 
         Returns
         -------
@@ -306,10 +308,14 @@ class Experiment:
         """
         files = self.grader_files(grader)
         made_now = self.made_on(packets)
-        graded = ({(str(r.get("query_id")), str(r.get("chunk_id")))
-                   for _, r in io.iter_jsonl(files.grades)} if files.grades.exists() else set())
-        latest = {(str(r.get("query_id")), str(r.get("chunk_id"))): r
-                  for _, r in (read_bank(files.grades) or [])}
+        rows = list(io.iter_jsonl(files.grades)) if files.grades.exists() else []
+        graded = {(str(r.get("query_id")), str(r.get("chunk_id"))) for _, r in rows}
+        # a pair's latest grade was made on the record paired with its last row
+        bank = read_bank(files.grades)
+        records = [] if bank is None else pair_rows(
+            rows, bank, source=files.grades.as_posix(), bank_source=files.bank.as_posix()).records
+        latest = {(str(r.get("query_id")), str(r.get("chunk_id"))): line
+                  for (_, r), line in zip(rows, records)}
 
         def owed(qid, chunk):
             pair = (str(qid), str(chunk["chunk_id"]))
