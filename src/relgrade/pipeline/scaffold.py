@@ -31,6 +31,7 @@ from relgrade.experiment.layout import (
     claimed_paths,
     experiment_folders,
     find_repository,
+    share_source,
 )
 from relgrade.experiment.params import PARAMS_FILE, load_params
 from relgrade.io.files import atomic_dir, read_yaml, write_text
@@ -383,6 +384,7 @@ def share_sources(entries, target: Path) -> list[str]:
     """
     out = []
     for entry in entries:
+        share_source(entry, target, item=f"--share-from {entry}")
         folder = Path(os.path.normpath(target / entry))  # target may not exist yet
         if not (folder / PARAMS_FILE).is_file():
             raise InputError("a share source is not an experiment folder (it holds no "
