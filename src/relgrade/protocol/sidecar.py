@@ -42,7 +42,7 @@ def row_sha256(row: Mapping) -> str:
     Examples
     --------
     >>> row_sha256({"query_id": "q1", "chunk_id": "c1", "reason": "defines it", "grade": 2})[:12]
-    'e2d2d11e4d8a'
+    '18c330e64921'
     """
     return sha256_bytes(canonical_json(dict(row)).encode("utf-8", "surrogatepass"))
 
