@@ -10,6 +10,7 @@ comparison of arms reads (:meth:`Experiment.compare_inputs`).
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -19,6 +20,7 @@ from relgrade.errors import InputError, ProtocolError
 from relgrade.experiment.params import PARAMS_FILE, Params, load_params, parse_params
 from relgrade.graders.store import bank_path, read_bank
 from relgrade.io import files as io
+from relgrade.io import githistory
 from relgrade.io.runs import read_run
 from relgrade.protocol import ledger as ledger_mod
 from relgrade.protocol import packets as packets_mod
@@ -506,7 +508,9 @@ class Experiment:
 
         The witnesses are every metrics file (:meth:`metrics_files`: the key hash and pool
         version it was computed on), completed with the rubric version and round of the
-        frozen and post-hoc records at hand.
+        frozen and post-hoc records at hand, and, in a git repository, every entry of the
+        ledger's committed history (:meth:`ledger_history`): deleting the ledger and the
+        metrics files together does not make a used key fresh.
 
         Returns
         -------
@@ -540,8 +544,45 @@ class Experiment:
                 except InputError:
                     pass
         ledger_mod.require_complete(
-            entries, ledger_mod.witnesses(self.metrics_files(), records), ledger_path=path)
+            entries, ledger_mod.witnesses(self.metrics_files(), records) + self.ledger_history(),
+            ledger_path=path)
         return entries
+
+    def ledger_history(self) -> list[dict]:
+        """The uses of keys that the ledger's committed history holds (git), as witnesses.
+
+        Returns
+        -------
+        list of dict
+            One use per entry of every committed version of ``paths.ledger`` (``key_sha256``,
+            ``pool_version``, ``rubric_version``, ``round``, ``source`` naming the commit),
+            first seen first; empty outside a git repository or before the ledger was ever
+            committed. Lines of a version that are not complete entries witness nothing.
+
+        Raises
+        ------
+        ProtocolError
+            git cannot be run, or fails (:func:`relgrade.io.githistory.committed_versions`).
+        """
+        path = self.path("ledger")
+        versions = githistory.committed_versions(path)
+        out, seen = [], set()
+        for commit, data in reversed(versions or []):
+            for raw in data.decode("utf-8", "replace").splitlines():
+                try:
+                    e = json.loads(raw)
+                except json.JSONDecodeError:
+                    continue
+                if not isinstance(e, dict) or any(k not in e for k in ledger_mod.LEDGER_KEYS):
+                    continue
+                use = {"key_sha256": e["key_sha256"], "pool_version": e["pool_version"],
+                       "rubric_version": e["rubric_version"], "round": e["round"]}
+                key = tuple(str(v) for v in use.values())
+                if key in seen:
+                    continue
+                seen.add(key)
+                out.append({**use, "source": f"commit {commit[:12]} of {path.as_posix()}"})
+        return out
 
     def dvc_files(self) -> tuple[Path, Path | None]:
         """The experiment's ``dvc.lock`` and the DVC repository's ``.dvc/tmp/rwlock``.
