@@ -84,8 +84,8 @@ class _ReplacedWhileWriting(GradeStore):
     keep_last = None
     _done = False
 
-    def _write_block(self, rows):
-        super()._write_block(rows)
+    def _write_block(self, rows, notes=None):
+        super()._write_block(rows, notes)
         if not self._done:
             self._done = True
             replace_with_copy(self.path, keep_last=self.keep_last)

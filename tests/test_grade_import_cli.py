@@ -265,7 +265,34 @@ def test_import_records_what_each_grade_was_made_on_in_the_bank_sidecar(exp):
     assert lines[0]["rubric_version"] == "v1"
     assert lines[0]["rubric_sha256"] == sha("# rubric\n")
     assert list(lines[0]) == ["query_id", "chunk_id", "content_sha256", "intent_sha256",
-                              "rubric_version", "rubric_sha256", "graded_at"]
+                              "rubric_version", "rubric_sha256", "graded_at", "row_sha256"]
     # the grade rows themselves keep their four keys, in order
     rows = [json.loads(x) for x in (exp / TARGET).read_text().splitlines()]
     assert list(rows[0]) == ["query_id", "chunk_id", "reason", "grade"]
+
+
+def test_a_stale_pair_is_imported_again_as_a_new_grade_made_on_the_new_text(exp):
+    import hashlib
+
+    src = _write(exp / "new.jsonl", [_row("q1", "a", 2)])
+    assert _import(str(src), "--grader", "grader-a").exit_code == 0
+    # chunk a is edited: its grade is stale, and the stale message names `grade import`
+    params = yaml.safe_load((exp / "params.yaml").read_text())
+    pd.DataFrame({"chunk_id": list("abcd"), "header": list("ABCD"),
+                  "text": ["w edited", "x", "y", "z"], "source": ["s"] * 4}).to_parquet(
+        exp / params["paths"]["chunks"], index=False)
+    again = _write(exp / "again.jsonl", [_row("q1", "a", 0, reason="No longer defines it.")])
+    res = _import(str(again), "--grader", "grader-a")
+    assert res.exit_code == 0, res.output
+    assert res.output.endswith(": 2 rows\n")
+    rows = [json.loads(x) for x in (exp / TARGET).read_text().splitlines()]
+    assert [(r["chunk_id"], r["grade"]) for r in rows] == [("a", 2), ("a", 0)]
+    bank = [json.loads(x) for x in
+            (exp / TARGET.with_name("round-1.bank.jsonl")).read_text().splitlines()]
+    sha = lambda text: hashlib.sha256(text.encode()).hexdigest()  # noqa: E731
+    assert [b["content_sha256"] for b in bank] == [sha('{"header":"A","text":"w"}'),
+                                                   sha('{"header":"A","text":"w edited"}')]
+    # the new grade is current: a third import of the pair is refused as recorded
+    res = _import(str(again), "--grader", "grader-a")
+    assert res.exit_code == 1
+    assert "1 pairs already recorded" in res.output

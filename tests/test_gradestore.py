@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import threading
 
@@ -250,9 +251,12 @@ def test_a_store_with_made_on_records_each_row_in_the_bank_sidecar_before_the_ro
     (line, row), = read_bank(path)
     assert line == 1
     assert list(row) == ["query_id", "chunk_id", "content_sha256", "intent_sha256",
-                         "rubric_version", "rubric_sha256", "graded_at"]
+                         "rubric_version", "rubric_sha256", "graded_at", "row_sha256"]
     assert (row["query_id"], row["chunk_id"], row["content_sha256"], row["intent_sha256"],
             row["rubric_sha256"]) == ("q1", "c1", "C1", "I1", "R")
+    # the line is bound to its grade row: the sha256 of the row's canonical JSON line
+    written = path.read_bytes().rstrip(b"\n")
+    assert row["row_sha256"] == hashlib.sha256(written).hexdigest()
     assert len(path.read_text().splitlines()) == 1
 
 

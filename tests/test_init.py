@@ -335,3 +335,47 @@ def test_another_experiment_with_sections_unknown_here_is_read_for_its_paths_onl
         {"clicks": {"sessions": 1000}, "paths": {"out": "data/out"}}))
     res = init("--arm", "bm25=bm25")
     assert res.exit_code == 0, res.output
+
+
+# --- names and values reach params.yaml through the YAML serializer -----------------------
+
+@pytest.mark.parametrize("option, value", [
+    ("--grader", "grader-a\n  share_from: [/etc]"),
+    ("--auditor", "b: {share_from: [/tmp]}"),
+    ("--grader", "-leading-dash"),
+    ("--auditor", "with space"),
+    ("--grader", ".."),
+])
+def test_init_refuses_a_grader_name_that_is_not_a_plain_word(repo, option, value):
+    res = init("--arm", "bm25=bm25", option, value)
+    assert res.exit_code == 1
+    assert res.output == (f"Error: {option}: a name starts with a letter or digit and holds "
+                          "only letters, digits, '.', '_' and '-' (found "
+                          f"{value!r}). Choose a plain name such as grader-a or bm25\n")
+    assert not (repo / "experiments/second").exists()
+
+
+def test_init_refuses_an_arm_name_that_is_not_a_plain_word(repo):
+    res = init("--arm", "a/b=bm25")
+    assert res.exit_code == 1
+    assert "--arm: an arm name starts with a letter or digit" in res.output
+    assert not (repo / "experiments/second").exists()
+
+
+@pytest.mark.parametrize("value", [
+    "grader-a", "x\n  share_from: [/etc]", "a: b", "# comment", "'quoted'", '"dq"', "yes",
+    "null", "1.5", "- item", "{a: 1}", "tab\there", "é ünïcode", 7, 0.25, True, None,
+    ["a", "b: c"], {"head": 1, "tail": "x\ny"},
+])
+def test_every_value_written_by_init_reads_back_as_one_value(value):
+    from relgrade.pipeline.scaffold import yaml_value
+
+    text = f"grading:\n  key_grader: {yaml_value(value)}\n  auditor: auditor-b\n"
+    assert yaml.safe_load(text) == {"grading": {"key_grader": value, "auditor": "auditor-b"}}
+
+
+def test_init_writes_plain_names_unquoted(repo):
+    assert init("--arm", "bm25=bm25", "--grader", "g.1_x-y").exit_code == 0
+    text = (repo / "experiments/second/params.yaml").read_text()
+    assert "  key_grader: g.1_x-y\n" in text
+    assert yaml.safe_load(text)["graders"]["g.1_x-y"]["role"] == "grader"

@@ -154,3 +154,67 @@ def test_a_metrics_file_witnesses_the_round_it_was_computed_for_not_the_records(
     assert used == [{"key_sha256": "k1", "pool_version": "p-1",
                      "source": "metrics/arms/bm25.json", "rubric_version": "v1", "round": 1}]
     assert ledger.missing_uses([_entry("k1")], used) == []
+
+
+# --- the ledger's committed history witnesses every use ------------------------------------
+
+def _git(root, *args):
+    import subprocess
+
+    subprocess.run(["git", "-C", str(root), *args], check=True, capture_output=True)
+
+
+def _experiment_in_git(tmp_path, entries):
+    """The repository's params in a fresh git repository, its ledger committed with
+    ``entries``."""
+    import json
+    from pathlib import Path
+
+    from relgrade.experiment.files import Experiment
+
+    repo = Path(__file__).resolve().parents[1]
+    (tmp_path / "params.yaml").write_text((repo / "params.yaml").read_text())
+    ledger_file = tmp_path / "data/ledger.jsonl"
+    ledger_file.parent.mkdir(parents=True)
+    ledger_file.write_text("".join(json.dumps(e) + "\n" for e in entries))
+    _git(tmp_path, "init", "-q")
+    _git(tmp_path, "add", "-A")
+    _git(tmp_path, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "ledger")
+    return Experiment.load(tmp_path / "params.yaml"), ledger_file
+
+
+def test_a_ledger_deleted_with_the_metrics_is_refused_because_git_history_holds_its_use(tmp_path):
+    entry = _entry("k1")
+    ex, ledger_file = _experiment_in_git(tmp_path, [entry])
+    assert ex.ledger() == [entry]
+    ledger_file.unlink()  # and no metrics file is there to witness the use
+    with pytest.raises(ProtocolError) as e:
+        ex.ledger()
+    msg = str(e.value)
+    assert msg.startswith(f"ledger: {ledger_file.as_posix()} has no entry for key k1 on pool p-1, "
+                          "which commit ")
+    assert f"of {ledger_file.as_posix()} shows was used for metrics" in msg
+    assert f"Restore it (`git checkout -- {ledger_file.as_posix()}`)" in msg
+
+
+def test_a_ledger_truncated_below_its_committed_entries_is_refused(tmp_path):
+    first, second = _entry("k1"), _entry("k2", round=2)
+    ex, ledger_file = _experiment_in_git(tmp_path, [first, second])
+    ledger_file.write_text(ledger_file.read_text().splitlines()[0] + "\n")
+    with pytest.raises(ProtocolError, match="has no entry for key k2 on pool p-1"):
+        ex.ledger()
+
+
+def test_outside_a_git_repository_the_ledger_file_alone_decides(tmp_path):
+    import json
+    from pathlib import Path
+
+    from relgrade.experiment.files import Experiment
+
+    repo = Path(__file__).resolve().parents[1]
+    (tmp_path / "params.yaml").write_text((repo / "params.yaml").read_text())
+    ex = Experiment.load(tmp_path / "params.yaml")
+    assert ex.ledger() == []  # no ledger, no metrics, no history: nothing used yet
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data/ledger.jsonl").write_text(json.dumps(_entry("k1")) + "\n")
+    assert ex.ledger() == [_entry("k1")]

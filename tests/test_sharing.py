@@ -4,6 +4,8 @@ experiment may name, `relgrade init --share-from`, and the status warning for a 
 from __future__ import annotations
 
 import json
+import os
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -179,3 +181,66 @@ def test_status_warns_when_a_hand_edited_share_from_lacks_its_dep(repo):  # noqa
         f"{where}: stage {s} lacks the dep ../first/data/grades (a share source's grades), "
         "so dvc will not rerun it when they change; add `- ../first/data/grades` under "
         f"stages.{s}.deps" for s in ("packets", "grades")]
+
+
+# --- sources stay inside the repository ------------------------------------------------
+
+def _planted(folder):
+    """A whole experiment (a copy of experiments/first's params, with a grade folder) that
+    relgrade must never read grades from."""
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "params.yaml").write_text(
+        (Path.cwd() / "experiments/first/params.yaml").read_text())
+    (folder / "data/grades/grader-a").mkdir(parents=True)
+    return folder
+
+
+def test_sources_refuse_an_absolute_path(repo, tmp_path_factory):  # noqa: F811
+    _, second = _two(repo)
+    planted = _planted(tmp_path_factory.mktemp("elsewhere") / "exp")
+    ex = _sharing(second, [planted.as_posix()])
+    with pytest.raises(InputError) as e:
+        sharing.sources(ex)
+    assert str(e.value) == (
+        f"{(second / 'params.yaml').as_posix()}: grading.share_from: {planted.as_posix()}: "
+        "a share source is named relative to the experiment, never by an absolute path "
+        f"(found {planted.as_posix()}). Name another experiment of this repository by its "
+        "folder, relative to this one (e.g. ../other, or ../.. for the repository's top "
+        "experiment)")
+
+
+def test_sources_refuse_a_relative_path_that_climbs_out_of_the_repository(repo, tmp_path_factory):  # noqa: F811,E501
+    _, second = _two(repo)
+    outside = _planted(tmp_path_factory.mktemp("outside") / "exp")
+    entry = os.path.relpath(outside, second)  # ../../../outsideN/exp
+    assert entry.startswith("../../..")
+    with pytest.raises(InputError) as e:
+        sharing.sources(_sharing(second, [entry]))
+    assert "a share source lies outside the repository's working tree" in str(e.value)
+    assert f"{entry} resolves to {outside.resolve().as_posix()}" in str(e.value)
+
+
+def test_sources_refuse_a_symlink_inside_the_repository_that_points_out(repo, tmp_path_factory):  # noqa: F811,E501
+    _, second = _two(repo)
+    outside = _planted(tmp_path_factory.mktemp("outside") / "exp")
+    (repo / "experiments/linked").symlink_to(outside, target_is_directory=True)
+    with pytest.raises(InputError, match="a share source lies outside the repository's "
+                                         "working tree"):
+        sharing.sources(_sharing(second, ["../linked"]))
+
+
+def test_sources_refuse_a_folder_of_the_repository_that_is_no_experiment_of_it(repo):  # noqa: F811
+    _, second = _two(repo)
+    _planted(repo / "in/fake")  # holds a params.yaml, but is not under experiments/
+    with pytest.raises(InputError, match="a share source is not an experiment of this "
+                                         "repository"):
+        sharing.sources(_sharing(second, ["../../in/fake"]))
+
+
+def test_init_refuses_a_share_source_outside_the_repository(repo, tmp_path_factory):  # noqa: F811
+    assert init("--arm", "bm25=bm25", folder="experiments/first").exit_code == 0
+    outside = _planted(tmp_path_factory.mktemp("outside") / "exp")
+    res = init("--arm", "bm25=bm25", "--share-from", outside.as_posix())
+    assert res.exit_code == 1
+    assert "never by an absolute path" in res.output
+    assert not (repo / "experiments/second").exists()

@@ -85,6 +85,14 @@ class PendingWork(ProtocolError):
 PENDING_EXIT = 3
 
 
+class StorageError(ProtocolError):
+    """The disk refused a write (no space left, a file-size limit): nothing was acknowledged.
+
+    Raised by relgrade's writers after they have cut the file back to its last whole line,
+    so what was recorded before stays readable and the refused write left nothing behind.
+    """
+
+
 class GateFailed(RelgradeError):
     """The agreement gate failed; ``lines`` holds one line per failing measure."""
 

@@ -44,10 +44,12 @@ def import_cmd(file, batch, grader, round_, fmt, params_path):
     """Validate FILE against the pool and append its grades to the grader's round file.
 
     FILE is checked exactly as the grades stage checks a grader's file. Pairs the grader
-    already graded in that round are refused, so nothing recorded is replaced; the merged
-    file is written atomically. With --batch RESULTS instead of FILE, a provider's batch
-    results are parsed like a command grader's output and recorded for the batches still
-    owed (the rest stay owed); a malformed line, a batch not owed or a refused answer
+    already graded in that round are refused, so nothing recorded is replaced, unless the
+    recorded grade is stale (its chunk, intent or rubric changed since): then the imported
+    row is recorded as a new grade made on what the pool shows now, beside the old one. The
+    merged file is written atomically. With --batch RESULTS instead of FILE, a provider's
+    batch results are parsed like a command grader's output and recorded for the batches
+    still owed (the rest stay owed); a malformed line, a batch not owed or a refused answer
     refuses the whole file.
     """
     if (file is None) == (batch is None):
@@ -101,8 +103,9 @@ def import_cmd(file, batch, grader, round_, fmt, params_path):
     made_on = ex.made_on_now()
     total = GradeStore(target, made_on=made_on).import_rows(
         rows, source=file,
+        # a pair graded again after its chunk, intent or rubric changed holds two rows
         check=lambda recorded: grades.validate_grader_file(recorded, source=target.as_posix(),
-                                                           **check))
+                                                           allow_repeats=True, **check))
     # The round's sidecar names the intents and rubric graded from now; each grade's own
     # made-on line (in the bank) is what decides whether it is current.
     if rnd == grading.round and intents_sha256:

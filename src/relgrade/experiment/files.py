@@ -10,6 +10,7 @@ comparison of arms reads (:meth:`Experiment.compare_inputs`).
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -19,11 +20,13 @@ from relgrade.errors import InputError, ProtocolError
 from relgrade.experiment.params import PARAMS_FILE, Params, load_params, parse_params
 from relgrade.graders.store import bank_path, read_bank
 from relgrade.io import files as io
+from relgrade.io import githistory
 from relgrade.io.runs import read_run
 from relgrade.protocol import ledger as ledger_mod
 from relgrade.protocol import packets as packets_mod
 from relgrade.protocol.bank import packet_made_on
 from relgrade.protocol.key import MADE_ON_COLUMNS, check_whole
+from relgrade.protocol.sidecar import pair_rows
 
 #: Columns of the frozen key, as the key stage writes them.
 KEY_COLUMNS = ["query_id", "chunk_id", "grade"]
@@ -342,8 +345,9 @@ class Experiment:
 
         A pair is owed unless the grader's round file holds a grade of it whose bank line was
         made on what the packet shows now (a row without a bank line counts as graded: the
-        grades stage refuses such a file anyway). Batches keep their order; emptied batches
-        and queries are left out.
+        grades stage refuses such a file anyway); the bank line of a grade is the one paired
+        with its row (:func:`relgrade.protocol.sidecar.pair_rows`). Batches keep their order;
+        emptied batches and queries are left out.
 
         Returns
         -------
@@ -352,10 +356,14 @@ class Experiment:
         """
         files = self.grader_files(grader)
         made_now = self.made_on(packets)
-        graded = ({(str(r.get("query_id")), str(r.get("chunk_id")))
-                   for _, r in io.iter_jsonl(files.grades)} if files.grades.exists() else set())
-        latest = {(str(r.get("query_id")), str(r.get("chunk_id"))): r
-                  for _, r in (read_bank(files.grades) or [])}
+        rows = list(io.iter_jsonl(files.grades)) if files.grades.exists() else []
+        graded = {(str(r.get("query_id")), str(r.get("chunk_id"))) for _, r in rows}
+        # a pair's latest grade was made on the record paired with its last row
+        bank = read_bank(files.grades)
+        records = [] if bank is None else pair_rows(
+            rows, bank, source=files.grades.as_posix(), bank_source=files.bank.as_posix()).records
+        latest = {(str(r.get("query_id")), str(r.get("chunk_id"))): line
+                  for (_, r), line in zip(rows, records)}
 
         def owed(qid, chunk):
             pair = (str(qid), str(chunk["chunk_id"]))
@@ -546,7 +554,9 @@ class Experiment:
 
         The witnesses are every metrics file (:meth:`metrics_files`: the key hash and pool
         version it was computed on), completed with the rubric version and round of the
-        frozen and post-hoc records at hand.
+        frozen and post-hoc records at hand, and, in a git repository, every entry of the
+        ledger's committed history (:meth:`ledger_history`): deleting the ledger and the
+        metrics files together does not make a used key fresh.
 
         Returns
         -------
@@ -580,8 +590,45 @@ class Experiment:
                 except InputError:
                     pass
         ledger_mod.require_complete(
-            entries, ledger_mod.witnesses(self.metrics_files(), records), ledger_path=path)
+            entries, ledger_mod.witnesses(self.metrics_files(), records) + self.ledger_history(),
+            ledger_path=path)
         return entries
+
+    def ledger_history(self) -> list[dict]:
+        """The uses of keys that the ledger's committed history holds (git), as witnesses.
+
+        Returns
+        -------
+        list of dict
+            One use per entry of every committed version of ``paths.ledger`` (``key_sha256``,
+            ``pool_version``, ``rubric_version``, ``round``, ``source`` naming the commit),
+            first seen first; empty outside a git repository or before the ledger was ever
+            committed. Lines of a version that are not complete entries witness nothing.
+
+        Raises
+        ------
+        ProtocolError
+            git cannot be run, or fails (:func:`relgrade.io.githistory.committed_versions`).
+        """
+        path = self.path("ledger")
+        versions = githistory.committed_versions(path)
+        out, seen = [], set()
+        for commit, data in reversed(versions or []):
+            for raw in data.decode("utf-8", "replace").splitlines():
+                try:
+                    e = json.loads(raw)
+                except json.JSONDecodeError:
+                    continue
+                if not isinstance(e, dict) or any(k not in e for k in ledger_mod.LEDGER_KEYS):
+                    continue
+                use = {"key_sha256": e["key_sha256"], "pool_version": e["pool_version"],
+                       "rubric_version": e["rubric_version"], "round": e["round"]}
+                key = tuple(str(v) for v in use.values())
+                if key in seen:
+                    continue
+                seen.add(key)
+                out.append({**use, "source": f"commit {commit[:12]} of {path.as_posix()}"})
+        return out
 
     def dvc_files(self) -> tuple[Path, Path | None]:
         """The experiment's ``dvc.lock`` and the DVC repository's ``.dvc/tmp/rwlock``.

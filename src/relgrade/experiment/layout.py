@@ -87,6 +87,62 @@ def find_repository(start) -> Path:
                      fix="Run it in a clone of the relgrade repository")
 
 
+def share_source(entry: str, base, *, item: str, source=None) -> Path:
+    """Where a share source ``entry`` (params ``grading.share_from``, ``--share-from``) lies,
+    checked to be an experiment of the repository that holds ``base``.
+
+    Parameters
+    ----------
+    entry : str
+        The source as written: a folder relative to ``base``.
+    base : str or os.PathLike
+        The experiment that shares (it need not exist yet: ``relgrade init``).
+    item : str
+        How the entry is named in errors (``grading.share_from: ../a``).
+    source : str or os.PathLike, optional
+        The params file, named in errors.
+
+    Returns
+    -------
+    pathlib.Path
+        The source's folder, resolved (symlinks followed).
+
+    Raises
+    ------
+    InputError
+        ``entry`` is an absolute path; ``base`` is not inside a relgrade repository; the
+        folder resolves (symlinks followed) outside the repository's working tree; or it is
+        not one of the repository's experiments (:func:`experiment_folders`). A folder
+        without ``params.yaml`` inside the repository is left to the caller to name.
+    """
+    fix = ("Name another experiment of this repository by its folder, relative to this one "
+           "(e.g. ../other, or ../.. for the repository's top experiment)")
+    if Path(entry).is_absolute() or Path(entry).drive:
+        raise InputError("a share source is named relative to the experiment, never by an "
+                         "absolute path", path=source, item=item, found=entry, fix=fix)
+    base = Path(base).resolve()
+    try:
+        repo = find_repository(base)
+    except InputError:
+        raise InputError("sharing grades needs both experiments in one relgrade repository, "
+                         "and this experiment is in none", path=source, item=item,
+                         found=f"no folder above {base.as_posix()} holds stages/ and dvc.yaml",
+                         fix="Remove grading.share_from, or move the experiment into the "
+                             "repository") from None
+    folder = (base / entry).resolve()
+    if not folder.is_relative_to(repo):
+        raise InputError("a share source lies outside the repository's working tree",
+                         path=source, item=item,
+                         found=f"{entry} resolves to {folder.as_posix()}, outside "
+                               f"{repo.as_posix()}", fix=fix)
+    experiments = {f.resolve() for f in experiment_folders(repo)}
+    if (folder / PARAMS_FILE).is_file() and folder not in experiments:
+        raise InputError("a share source is not an experiment of this repository (its top "
+                         f"folder or a folder under {EXPERIMENTS_DIR}/)", path=source,
+                         item=item, found=f"{entry} resolves to {folder.as_posix()}", fix=fix)
+    return folder
+
+
 def experiment_folders(repo) -> list[Path]:
     """Every experiment of the repository: its top folder when it has ``params.yaml``, then
     each folder under ``experiments/`` holding a ``params.yaml``, sorted.

@@ -56,14 +56,25 @@ A store given ``made_on`` (a function of a grade row returning
 :data:`relgrade.schema.MADE_ON`: the chunk's content hash as the packet showed it, the intent
 line's hash, the rubric version and the rubric file's sha256) keeps the judgment bank's record
 of every row it writes in ``round-N.bank.jsonl`` beside the grade file (:func:`bank_path`), one
-line per grade row: ``{"query_id", "chunk_id", "content_sha256", "intent_sha256",
-"rubric_version", "rubric_sha256", "graded_at"}``, and, for a grade that ``grade run`` or a
-provider batch file produced, ``"cache": "hit"`` (the answer came from the call cache, no
-command ran) or ``"cache": "miss"`` (see :mod:`relgrade.graders.cache`); lines written before
-the cache existed have no ``cache`` and read as before. A batch's bank lines are appended and
-``fsync``-ed *before* its grade rows, so a grade row never exists without its record; a bank
-line whose grade row was lost with an interrupted batch is ignored by :func:`read_bank`'s
-readers (they join on the grade rows).
+line per grade row, in step with it: row i was made on bank line i
+(:mod:`relgrade.protocol.sidecar`). A line is ``{"query_id", "chunk_id", "content_sha256",
+"intent_sha256", "rubric_version", "rubric_sha256", "graded_at", "row_sha256"}``, the last
+binding it to its row; for a grade that ``grade run`` or a provider batch file produced,
+``"cache": "hit"`` (the answer came from the call cache, no command ran) or ``"cache":
+"miss"`` follows (see :mod:`relgrade.graders.cache`; older lines have neither and read as
+before). A batch's bank lines are appended and ``fsync``-ed *before* its grade
+rows, so a grade row never exists without its record; bank lines whose rows a crash lost can
+only trail, and opening the store cuts them away (:func:`trim_bank`); a file and sidecar that
+disagree in their body are refused, naming both. Whether a recorded pair is current is read
+from the line paired with its last row, never from the pair's last bank line.
+
+Full disks
+----------
+Every append checks that the whole write reached the file and ``fsync``-s it
+(:func:`write_all`); a write the disk refused (``ENOSPC``, ``EFBIG``) is cut back, in the
+grade file and in its sidecar, to where it started, and the batch is refused with a
+:class:`~relgrade.errors.StorageError`: nothing is acknowledged, and the next batch is never
+appended onto a torn line.
 
 Leftovers of interrupted commands are cleaned when the store opens: temporary files of an
 atomic write beside the grade file (``.round-N.*.tmp``), and a grade file left empty is
@@ -87,12 +98,14 @@ from pathlib import Path
 from typing import Callable, Iterable, Sequence
 
 from relgrade.canonical import jsonl_bytes
-from relgrade.errors import InputError, ProtocolError
+from relgrade.errors import InputError, ProtocolError, StorageError
 from relgrade.io.files import iter_jsonl, write_bytes
+from relgrade.protocol.sidecar import pair_rows, row_sha256
 from relgrade.schema import MADE_ON
 
-#: The fields of one line of a grade file's bank sidecar, in order.
-BANK_FIELDS = ("query_id", "chunk_id", *MADE_ON, "graded_at")
+#: The fields of one line of a grade file's bank sidecar, in order (``row_sha256``: the
+#: sha256 of the grade row the line belongs to, :func:`relgrade.protocol.sidecar.row_sha256`).
+BANK_FIELDS = ("query_id", "chunk_id", *MADE_ON, "graded_at", "row_sha256")
 
 #: Size in bytes of the in-flight marker record.
 _MARKER_SIZE = 64
@@ -134,8 +147,8 @@ def bank_rows(rows: Iterable[dict], made_on, *, graded_at: str,
     Returns
     -------
     list of dict
-        One ``{BANK_FIELDS}`` dict per row, keys in :data:`BANK_FIELDS` order, then the
-        row's note.
+        One ``{BANK_FIELDS}`` dict per row, keys in :data:`BANK_FIELDS` order;
+        ``row_sha256`` binds the line to its grade row; then the row's note.
 
     Raises
     ------
@@ -152,35 +165,114 @@ def bank_rows(rows: Iterable[dict], made_on, *, graded_at: str,
                              "unknown", item=f"pair ({r.get('query_id')}, {r.get('chunk_id')})",
                              fix="Grade only the pairs of the current packets")
         out.append({"query_id": str(r["query_id"]), "chunk_id": str(r["chunk_id"]),
-                    **{k: m[k] for k in MADE_ON}, "graded_at": graded_at, **(note or {})})
+                    **{k: m[k] for k in MADE_ON}, "graded_at": graded_at,
+                    "row_sha256": row_sha256(r), **(note or {})})
     return out
 
 
-def append_bank(path, rows: list[dict]) -> None:
+def storage_error(path, error: OSError) -> StorageError:
+    """The refusal of a write the disk did not take whole (``ENOSPC``, ``EFBIG``, ...)."""
+    why = os.strerror(error.errno) if error.errno else str(error)
+    return StorageError(
+        f"{Path(path).as_posix()}: the write was refused by the disk ({why}): no space left "
+        "on the device or the file-size limit reached. Nothing of this batch was saved and "
+        "the file is cut back to its last whole line; free space, then save again")
+
+
+def write_all(fd: int, data: bytes, *, path, start: int) -> int:
+    """Append ``data`` to the open file ``fd`` (which was ``start`` bytes long), ``fsync`` it
+    and check that all of it reached the file.
+
+    On any failure (a short write, ``ENOSPC``, ``EFBIG``, a failed ``fsync``) the file is
+    truncated back to ``start`` and synced, and a :class:`~relgrade.errors.StorageError`
+    is raised: the caller acknowledges nothing.
+
+    Parameters
+    ----------
+    fd : int
+        A descriptor opened with ``O_APPEND``.
+    data : bytes
+        Whole lines.
+    path : str or os.PathLike
+        The file, named in the error.
+    start : int
+        The file's size before the write (the end of its last whole line).
+
+    Returns
+    -------
+    int
+        The file's size afterwards (``start + len(data)``).
+
+    Raises
+    ------
+    StorageError
+        The disk did not take the whole write; nothing of it is left in the file.
+    """
+    end = start + len(data)
+    try:
+        view = memoryview(data)
+        while view:
+            n = os.write(fd, view)
+            if n <= 0:
+                raise OSError(28, os.strerror(28))
+            view = view[n:]
+        os.fsync(fd)
+        size = os.fstat(fd).st_size
+        if size != end:
+            raise OSError(28, f"{size} bytes on disk, {end} expected")
+    except OSError as e:
+        with contextlib.suppress(OSError):
+            os.ftruncate(fd, start)
+            os.fsync(fd)
+        raise storage_error(path, e) from None
+    return end
+
+
+def append_bank(path, rows: list[dict]) -> int:
     """Append bank lines to the bank sidecar of grade file ``path`` and ``fsync`` them.
 
     A last line cut short by an earlier crash (no line end) is cut away first: it belonged
     to a batch that was never acknowledged (see :func:`append_lines`).
+
+    Returns
+    -------
+    int
+        The sidecar's size before the append (to cut it back to if the grade rows of these
+        lines cannot be written).
+
+    Raises
+    ------
+    StorageError
+        The disk did not take the whole write (:func:`write_all`); the sidecar is as before.
     """
-    if rows:
-        append_lines(bank_path(path), jsonl_bytes(rows))
+    return append_lines(bank_path(path), jsonl_bytes(rows) if rows else b"")
 
 
-def append_lines(path, data: bytes) -> None:
+def append_lines(path, data: bytes) -> int:
     """Append whole lines to the file ``path`` durably, under an exclusive ``flock``.
 
     The lock is taken on the file itself, so several processes may append to one file (a
     call cache two experiments share); under it, a last line without its line end (a write
-    cut short by a crash: never acknowledged) is cut away, ``data`` is written, and the file
-    is ``fsync``-ed before the lock is released. A file created here has its name made
-    durable too.
+    cut short by a crash: never acknowledged) is cut away, ``data`` is written whole and the
+    file ``fsync``-ed (:func:`write_all`) before the lock is released. A file created here
+    has its name made durable too.
 
     Parameters
     ----------
     path : str or os.PathLike
         The file (created when missing; its folder must exist).
     data : bytes
-        One or more complete lines, each ending with ``\\n``.
+        One or more complete lines, each ending with ``\n`` (may be empty).
+
+    Returns
+    -------
+    int
+        The file's size before the append, after any torn last line was cut away.
+
+    Raises
+    ------
+    StorageError
+        The disk did not take the whole write; the file is as it was before it.
     """
     path = Path(path)
     created = not path.exists()
@@ -193,19 +285,72 @@ def append_lines(path, data: bytes) -> None:
             if not tail.endswith(b"\n"):
                 cut = tail.rfind(b"\n")
                 if cut < 0 and size > 65536:  # one enormous torn line: find its start
-                    cut = _pread_all(fd, 0, size).rfind(b"\n")
-                    os.ftruncate(fd, cut + 1)
+                    size = _pread_all(fd, 0, size).rfind(b"\n") + 1
                 else:
-                    os.ftruncate(fd, (size - len(tail) + cut + 1) if cut >= 0 else 0)
-        view = memoryview(data)
-        while view:
-            n = os.write(fd, view)
-            view = view[n:]
-        os.fsync(fd)
+                    size = (size - len(tail) + cut + 1) if cut >= 0 else 0
+                os.ftruncate(fd, size)
+        if data:
+            write_all(fd, data, path=path, start=size)
+        return size
     finally:
         os.close(fd)  # releases the lock
-    if created:
-        _fsync_dir(path.parent)
+        if created:
+            _fsync_dir(path.parent)
+
+
+def cut_bank(path, size: int) -> None:
+    """Truncate the bank sidecar of grade file ``path`` back to ``size`` bytes, synced."""
+    fd = os.open(bank_path(path), os.O_RDWR)
+    try:
+        os.ftruncate(fd, size)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def trim_bank(path, rows: list[tuple[int, dict]]) -> list | None:
+    """Bring the bank sidecar of grade file ``path`` in step with its ``rows``.
+
+    Trailing bank lines without a grade row (a batch interrupted between its bank lines and
+    its rows: never acknowledged) and a torn last line are cut away. Call only while holding
+    the writer's lock.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        The grade file.
+    rows : list of (int, dict)
+        Its rows, in file order.
+
+    Returns
+    -------
+    list of dict or None
+        The record of each row (row i → bank line i), or None when there is no sidecar.
+
+    Raises
+    ------
+    InputError
+        The grade file and the sidecar disagree in their body
+        (:func:`relgrade.protocol.sidecar.pair_rows`): one error naming both files and how
+        to restore them.
+    """
+    path = Path(path)
+    bank = read_bank(path)
+    if bank is None:
+        return None
+    paired = pair_rows(rows, bank, source=path.as_posix(),
+                       bank_source=bank_path(path).as_posix())
+    raw = bank_path(path).read_bytes()
+    keep, seen = 0, 0
+    for line in raw.split(b"\n")[:-1]:
+        if seen == paired.keep_lines:
+            break
+        keep += len(line) + 1
+        if line.strip():
+            seen += 1
+    if keep < len(raw):
+        cut_bank(path, keep)
+    return paired.records
 
 
 def read_bank(path) -> list[tuple[int, dict]] | None:
@@ -524,6 +669,7 @@ class GradeStore:
         self._open_data(wait=30.0)
         self._recover()
         self._read()
+        self._read_made()
         self._marker_fd = os.open(marker_path(self.path), os.O_RDWR | os.O_CREAT, 0o644)
         self._stale = False
 
@@ -594,12 +740,15 @@ class GradeStore:
     # --- state -------------------------------------------------------------------------
 
     def _read_made(self) -> None:
-        """What each recorded pair's latest grade was made on (its last bank line)."""
+        """What each recorded pair's latest grade was made on: the bank line paired with its
+        last row (never the pair's last bank line), after cutting away trailing bank lines of
+        a batch that never got its rows (:func:`trim_bank`)."""
         self._made = {}
         if self.made_on is None:
             return
-        for _, line in read_bank(self.path) or []:
-            self._made[self._key(line)] = tuple(line.get(k) for k in MADE_ON)
+        records = trim_bank(self.path, self.rows)
+        for (_, row), line in zip(self.rows, records or []):
+            self._made[self._key(row)] = tuple(line.get(k) for k in MADE_ON)
 
     def _made_now(self, row) -> tuple | None:
         m = self.made_on(row)
@@ -773,20 +922,38 @@ class GradeStore:
         return results
 
     def _write_block(self, rows: list, notes: list | None = None) -> None:
-        """Append ``rows`` under the in-flight marker, then ``fsync``."""
+        """Append ``rows`` (their bank lines first) under the in-flight marker, then ``fsync``.
+
+        A write the disk does not take whole leaves neither file longer than before: both are
+        cut back and :class:`~relgrade.errors.StorageError` is raised (nothing acknowledged).
+        """
         data = jsonl_bytes(rows)
+        bank_size = None
         if self.made_on is not None:
-            append_bank(self.path, bank_rows(rows, self.made_on, graded_at=now_utc(),
-                                             notes=notes))
+            bank_size = append_bank(self.path, bank_rows(rows, self.made_on,
+                                                         graded_at=now_utc(), notes=notes))
         offset, end = self._size, self._size + len(data)
         record = (b"relgrade-inflight %020d %020d" % (offset, end))
-        os.pwrite(self._marker_fd, record.ljust(_MARKER_SIZE - 1) + b"\n", 0)
-        os.fdatasync(self._marker_fd)
-        view = memoryview(data)
-        while view:
-            n = os.write(self._fd, view)
-            view = view[n:]
-        os.fsync(self._fd)
+        try:
+            os.pwrite(self._marker_fd, record.ljust(_MARKER_SIZE - 1) + b"\n", 0)
+            os.fdatasync(self._marker_fd)
+        except OSError as e:
+            error = storage_error(marker_path(self.path), e)
+        else:
+            try:
+                write_all(self._fd, data, path=self.path, start=offset)
+                error = None
+            except StorageError as e:
+                error = e
+        if error is not None:
+            if bank_size is not None:  # its bank lines must not outlive the refused rows
+                try:
+                    cut_bank(self.path, bank_size)
+                except OSError:
+                    self._stale = True  # re-open (and trim) before anything more is written
+            with contextlib.suppress(OSError):
+                os.pwrite(self._marker_fd, _IDLE, 0)
+            raise error
         os.pwrite(self._marker_fd, _IDLE, 0)
         self._size = end
 
@@ -819,9 +986,12 @@ class GradeStore:
         The import holds the writer lock that :meth:`open` takes (:func:`writer_lock`), so it
         refuses rather than race a grading run; it refuses while an interrupted batch is not
         recovered yet (the next :meth:`open` repairs it); it refuses every row whose key is
-        already recorded. The recorded bytes are kept as they are and the new rows are
-        written after them, the whole file replaced atomically. A file that did not exist is
-        not left behind (nor a folder made for it) when the import is refused.
+        already recorded with a grade that is still current (with ``made_on``: a recorded
+        pair whose grade was made on other content, intent or rubric than ``made_on`` gives
+        now is stale, and its new row is taken as a new grade, the old one kept). The
+        recorded bytes are kept as they are and the new rows are written after them, the
+        whole file replaced atomically. A file that did not exist is not left behind (nor a
+        folder made for it) when the import is refused.
 
         Parameters
         ----------
@@ -845,7 +1015,10 @@ class GradeStore:
             Another process holds the file, or an interrupted batch is not recovered.
         InputError
             A recorded line is not a JSON object; ``check`` refuses the recorded rows; a
-            row's key is already recorded (naming up to ten of them; nothing is written).
+            row's key is already recorded (naming up to ten of them; nothing is written);
+            the grade file and its bank sidecar disagree in their body.
+        StorageError
+            The disk did not take the whole write; nothing was imported.
         """
         target = self.path
         with writer_lock(target, advice="import when it has finished"):
@@ -859,7 +1032,21 @@ class GradeStore:
             if check is not None:
                 check(recorded)
             done_keys = {self._key(row) for _, row in recorded}
-            again = [self._key(r) for r in rows if self._key(r) in done_keys]
+            made = {}
+            if self.made_on is not None:
+                # what each recorded pair's latest grade was made on (its paired record)
+                records = trim_bank(target, recorded) if before else None
+                for (_, row), line in zip(recorded, records or []):
+                    made[self._key(row)] = tuple(line.get(k) for k in MADE_ON)
+
+            def stale(k, r):  # recorded, but made on other content, intent or rubric
+                if k not in made:
+                    return False
+                now = self._made_now(r)
+                return k in made and now is not None and now != made[k]
+
+            again = [self._key(r) for r in rows
+                     if self._key(r) in done_keys and not stale(self._key(r), r)]
             if again:
                 shown = ", ".join(f"({', '.join(k)})" for k in again[:10])
                 name = Path(source).name if source is not None else "the imported file"
@@ -871,9 +1058,16 @@ class GradeStore:
             if before and not before.endswith(b"\n"):
                 before += b"\n"
             data = jsonl_bytes(rows)
+            bank_size = None
             if self.made_on is not None:
-                append_bank(target, bank_rows(rows, self.made_on, graded_at=now_utc()))
-            write_bytes(target, before + data)
+                bank_size = append_bank(target, bank_rows(rows, self.made_on,
+                                                          graded_at=now_utc()))
+            try:
+                write_bytes(target, before + data)
+            except OSError as e:
+                if bank_size is not None:
+                    cut_bank(target, bank_size)
+                raise storage_error(target, e) from None
             return len(recorded) + len(rows)
 
     def __enter__(self) -> "GradeStore":

@@ -27,11 +27,13 @@ from relgrade.pipeline.design import write_design
 from relgrade.pipeline.registry import render
 from relgrade.experiment.files import Experiment
 from relgrade.experiment.layout import (
+    NAME_PATTERN,
     check_disjoint,
     check_name,
     claimed_paths,
     experiment_folders,
     find_repository,
+    share_source,
 )
 from relgrade.experiment.params import PARAMS_FILE, load_params
 from relgrade.io.files import atomic_dir, read_yaml, write_text
@@ -164,6 +166,53 @@ def arms_section(plan: Plan, run_files: dict[str, str], root_rel: str) -> dict:
     return out
 
 
+def yaml_value(value) -> str:
+    r"""``value`` as one line of YAML, written by the YAML serializer (never pasted as text).
+
+    Plain style when that reads back as ``value``, else double-quoted with escapes, so a
+    value holding a line break, ``: `` or ``#`` stays one value and adds no key.
+
+    Examples
+    --------
+    >>> yaml_value("grader-a"), yaml_value(5), yaml_value(["a", "b"])
+    ('grader-a', '5', '[a, b]')
+    >>> yaml_value("x\n  share_from: [/etc]")
+    '"x\\n  share_from: [/etc]"'
+    """
+    def dump(**style):
+        text = yaml.safe_dump(value, default_flow_style=True, allow_unicode=True,
+                              width=1 << 30, **style)
+        return text.removesuffix("\n...\n").removesuffix("\n")
+
+    text = dump()
+    if "\n" in text or yaml.safe_load(text) != value:
+        text = dump(default_style='"')
+    return text
+
+
+def check_names(plan: Plan) -> None:
+    """Refuse a grader or arm name that is not one plain word of :data:`NAME_PATTERN`.
+
+    Names become params keys, folder names (``data/grades/NAME``) and file names
+    (``metrics/arms/NAME.json``), so each starts with a letter or digit and holds only
+    letters, digits, ``.``, ``_`` and ``-``.
+
+    Raises
+    ------
+    InputError
+        Naming the option and the value found.
+    """
+    named = [("--grader", plan.key_grader), ("--auditor", plan.auditor),
+             *(("--arm", a) for a in plan.arms), *(("--run", a) for a in plan.runs)]
+    if plan.baseline is not None:
+        named.append(("--baseline", plan.baseline))
+    for option, value in named:
+        if not isinstance(value, str) or not NAME_PATTERN.match(value) or set(value) == {"."}:
+            raise InputError("a name starts with a letter or digit and holds only letters, "
+                             "digits, '.', '_' and '-'", item=option, found=repr(value),
+                             fix="Choose a plain name such as grader-a or bm25")
+
+
 def graders_section(plan: Plan) -> dict:
     """The params ``graders`` section: the key grader and the auditor, each a command grader
     (kind ``model``) when given a command, else a person grading on the web page."""
@@ -266,6 +315,7 @@ def share_sources(entries, target: Path) -> list[str]:
     """
     out = []
     for entry in entries:
+        share_source(entry, target, item=f"--share-from {entry}")
         folder = Path(os.path.normpath(target / entry))  # target may not exist yet
         if not (folder / PARAMS_FILE).is_file():
             raise InputError("a share source is not an experiment folder (it holds no "
@@ -282,6 +332,31 @@ def share_sources(entries, target: Path) -> list[str]:
             raise InputError("a share source is given twice", item=f"--share-from {entry}")
         out.append(dep.as_posix())
     return out
+
+
+def check_written(params: dict, expected: dict) -> None:
+    """Check that the params text written reads back with each given value where it belongs.
+
+    Parameters
+    ----------
+    params : dict
+        The written ``params.yaml``, parsed.
+    expected : dict
+        Key path (tuple of str) → the value given; None for a key that must be absent.
+
+    Raises
+    ------
+    InputError
+        A value reads back otherwise (a value that would have changed the file's structure).
+    """
+    for keys, value in expected.items():
+        node = params
+        for k in keys:
+            node = node.get(k) if isinstance(node, dict) else None
+        if node != value:
+            raise InputError("a value would not read back from params.yaml as given",
+                             item=".".join(keys), found=repr(value),
+                             fix="Give plain names and values")
 
 
 def init_experiment(plan: Plan) -> Experiment:
@@ -311,6 +386,7 @@ def init_experiment(plan: Plan) -> Experiment:
     folder = Path(plan.folder)
     name = check_name(folder.resolve().name if folder.name in ("", ".") else folder.name,
                       path=folder)
+    check_names(plan)
     repo = find_repository(folder)
     target = folder.resolve()
     if target == repo:
@@ -377,6 +453,7 @@ def init_experiment(plan: Plan) -> Experiment:
                               "audit asks for")
         env = jinja2.Environment(undefined=jinja2.StrictUndefined, keep_trailing_newline=True,
                                  autoescape=False)
+        env.filters["yaml"] = yaml_value  # every value through the YAML serializer
         text = env.from_string(_template("params.yaml.j2")).render(
             name=name, seed=plan.seed, corpus=corpus_name, queries=queries_name,
             groups=groups, intents=intents_name, pool_depth=plan.pool_depth,
@@ -386,6 +463,12 @@ def init_experiment(plan: Plan) -> Experiment:
             share_from=list(plan.share_from),
             arms=yaml.safe_dump({"arms": arms}, sort_keys=False),
             graders=yaml.safe_dump({"graders": graders_section(plan)}, sort_keys=False))
+        check_written(yaml.safe_load(text), {
+            ("seed",): plan.seed, ("pool", "depth"): plan.pool_depth,
+            ("audit", "min_queries"): audit_min, ("grading", "key_grader"): plan.key_grader,
+            ("grading", "auditor"): plan.auditor, ("metrics", "baseline"): baseline,
+            ("grading", "deviations"): deviations,
+            ("grading", "share_from"): list(plan.share_from) or None})
         write_text(tmp / PARAMS_FILE, text)
         params = load_params(tmp / PARAMS_FILE)
         # other experiments' `paths` as written: their params may use sections this

@@ -10,8 +10,9 @@ this pool are ignored. This experiment's own current grade of a pair wins over a
 of several sources, the first listed wins. Shared grades are never copied into this
 experiment's grade files; only the remainder is pending.
 
-A source must be an experiment folder (it holds ``params.yaml``), not this experiment, and
-built from the same corpus version (its corpus manifest's ``sha256`` equals this one's).
+A source must be an experiment of the same repository (named relative to this one, resolving
+inside the repository's working tree with symlinks followed; never an absolute path), not this
+experiment, and built from the same corpus version (its corpus manifest's ``sha256`` equals this one's).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ import pandas as pd
 
 from relgrade.errors import InputError
 from relgrade.experiment.files import Experiment
+from relgrade.experiment.layout import share_source
 from relgrade.experiment.params import PARAMS_FILE
 from relgrade.io import files as io
 from relgrade.protocol import bank, grades
@@ -66,13 +68,17 @@ def source_folders(ex: Experiment) -> list[tuple[str, Experiment]]:
     Raises
     ------
     InputError
-        An entry is not an experiment folder (no ``params.yaml`` in it), is this experiment
-        itself, or is listed twice; a source's params file is invalid.
+        An entry is an absolute path, resolves (symlinks followed) outside the repository's
+        working tree or is not one of its experiments
+        (:func:`relgrade.experiment.layout.share_source`); is not an experiment folder (no
+        ``params.yaml`` in it), is this experiment itself, or is listed twice; a source's
+        params file is invalid.
     """
     out: list[tuple[str, Experiment]] = []
     here = ex.root.resolve()
     seen = set()
     for entry in ex.params.grading.share_from:
+        share_source(entry, ex.root, item=_item(entry), source=ex.params.source)
         folder = ex.root / entry
         if not (folder / PARAMS_FILE).is_file():
             raise InputError("a share source is not an experiment folder (it holds no "

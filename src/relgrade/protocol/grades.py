@@ -21,6 +21,7 @@ import numpy as np
 import pandas as pd
 
 from relgrade.errors import InputError
+from relgrade.protocol import sidecar
 from relgrade.protocol.bank import current_grades
 from relgrade.schema import (
     BANK,
@@ -703,9 +704,13 @@ def bank_of_file(f: GraderFile, *, name: str, spec: Mapping, scale: Iterable[int
     InputError
         A row rule of :func:`validate_grade_rows`; the file has no bank sidecar (what its
         grades were made on is unknown: refused, never assumed); a grade row without its
-        bank line; a bank line without a value of :data:`relgrade.schema.MADE_ON`.
+        bank line, or a file and sidecar that disagree in their body
+        (:func:`relgrade.protocol.sidecar.pair_rows`: row i is made on bank line i; trailing
+        bank lines without rows are ignored); a bank line without a value of
+        :data:`relgrade.schema.MADE_ON`.
     """
-    df = validate_grader_file(f.rows, name=name, spec=spec, pool_pairs=None,
+    rows = [(line, row) for line, row in f.rows]
+    df = validate_grader_file(rows, name=name, spec=spec, pool_pairs=None,
                               audit_query_ids=None, scale=scale,
                               max_reason_words=max_reason_words, source=f.source,
                               max_reason_chars=max_reason_chars, allow_repeats=True)
@@ -716,32 +721,20 @@ def bank_of_file(f: GraderFile, *, name: str, spec: Mapping, scale: Iterable[int
                          fix="Record grades through `relgrade grade import`, `relgrade grade "
                              "run` or `relgrade serve`, which write the sidecar; or restore "
                              "it from git")
-    # The k-th grade row of a pair was made on the k-th bank line of that pair (bank lines
-    # are written before their rows; a line whose row a crash lost can only trail).
-    made: dict[tuple[str, str], list[tuple[int, Mapping]]] = {}
-    for line, row in f.bank:
-        if not isinstance(row, Mapping):
-            raise InputError("a bank line is not a JSON object", path=f.bank_source, line=line)
-        made.setdefault((str(row.get("query_id")), str(row.get("chunk_id"))), []).append(
-            (line, row))
+    # Row i was made on bank line i (sidecar.pair_rows); trailing lines without a row
+    # belong to a batch that was never acknowledged and are left out.
+    paired = sidecar.pair_rows(rows, f.bank, source=f.source, bank_source=f.bank_source)
     cols: dict[str, list] = {c: [] for c in (*MADE_ON, "graded_at")}
     used: dict[tuple[str, str], list[tuple]] = {}
-    for q, c in zip(df["query_id"], df["chunk_id"]):
+    for (q, c), (line, _), row in zip(zip(df["query_id"], df["chunk_id"]), f.bank,
+                                      paired.records):
         before = used.setdefault((q, c), [])
-        lines = made.get((q, c), [])
-        hit = lines[len(before)] if len(before) < len(lines) else None
-        if hit is not None:
-            now = tuple(hit[1].get(k) for k in MADE_ON)
-            if now in before:
-                raise InputError("second row for one pair, made on the same content, intent "
-                                 "and rubric", path=f.source, item=f"{name}: {_pair_item(q, c)}",
-                                 fix="Keep one grade per pair and grader")
-            before.append(now)
-        if hit is None:
-            raise InputError("grade row without its bank line (what it was made on)",
-                             path=f.bank_source, item=f"{name}: {_pair_item(q, c)}",
-                             fix="Restore the bank sidecar from git, or regrade the pair")
-        line, row = hit
+        now = tuple(row.get(k) for k in MADE_ON)
+        if now in before:
+            raise InputError("second row for one pair, made on the same content, intent "
+                             "and rubric", path=f.source, item=f"{name}: {_pair_item(q, c)}",
+                             fix="Keep one grade per pair and grader")
+        before.append(now)
         for k in cols:
             value = row.get(k)
             if k != "graded_at" and (not isinstance(value, str) or not value):

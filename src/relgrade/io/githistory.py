@@ -1,0 +1,82 @@
+"""A file's committed history, read with git: every version of it that a commit holds.
+
+The void ledger is git-tracked so that deleting or truncating it cannot make a used key look
+fresh: its committed history still holds every use. This module asks git (run as a
+subprocess, ``git log`` and ``git show``) for the versions of one file; outside a git
+repository there is no history and nothing is asked.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+from relgrade.errors import ProtocolError
+
+
+def work_tree(start) -> Path | None:
+    """The git working tree holding ``start`` (the nearest folder upward with ``.git``), or
+    None outside any. No git command is run."""
+    here = Path(start).resolve()
+    for folder in (here, *here.parents):
+        if (folder / ".git").exists():
+            return folder
+    return None
+
+
+def _git(tree: Path, *args: str) -> subprocess.CompletedProcess:
+    try:
+        return subprocess.run(["git", "-C", str(tree), *args], capture_output=True,
+                              timeout=60, env={**os.environ, "GIT_PAGER": "cat",
+                                               "LC_ALL": "C"})
+    except (OSError, subprocess.TimeoutExpired) as e:
+        raise ProtocolError(f"git could not be run in {tree.as_posix()} to read the committed "
+                            f"history ({e}); install git, or run relgrade where `git log` "
+                            "works") from None
+
+
+def committed_versions(path) -> list[tuple[str, bytes]] | None:
+    """Every committed version of the file ``path``, newest first.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        The file (it need not exist now: a deleted file's history is read too).
+
+    Returns
+    -------
+    list of (str, bytes) or None
+        ``(commit, content)`` per commit that holds the file (commits that deleted it are
+        left out); empty when git history has none; None when ``path`` is not inside a git
+        working tree.
+
+    Raises
+    ------
+    ProtocolError
+        git cannot be run, or ``git log`` / ``git show`` fails in the working tree (the
+        message quotes git's error).
+    """
+    path = Path(path).resolve()
+    tree = work_tree(path.parent)
+    if tree is None:
+        return None
+    rel = path.relative_to(tree.resolve()).as_posix()
+    log = _git(tree, "log", "--format=%H", "--", rel)
+    if log.returncode != 0:
+        err = log.stderr.decode("utf-8", "replace").strip()
+        if "does not have any commits" in err:
+            return []
+        raise ProtocolError(f"git log of {rel} failed in {tree.as_posix()}: {err}; repair the "
+                            "repository (or run relgrade where `git log` works)")
+    out = []
+    for commit in log.stdout.decode().split():
+        shown = _git(tree, "show", f"{commit}:{rel}")
+        if shown.returncode != 0:
+            err = shown.stderr.decode("utf-8", "replace")
+            if "does not exist in" in err or "exists on disk, but not in" in err:
+                continue  # the commit that deleted it
+            raise ProtocolError(f"git show {commit[:12]}:{rel} failed in {tree.as_posix()}: "
+                                f"{err.strip()}")
+        out.append((commit, shown.stdout))
+    return out
