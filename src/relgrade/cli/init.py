@@ -55,16 +55,32 @@ _PATH = click.Path(dir_okay=False, path_type=Path)
               help="Reuse another experiment's current grades (repeatable): its folder, "
                    "relative to the new one (e.g. ../other); written to grading.share_from "
                    "and as a dvc dep of the packets and grades stages.")
+@click.option("--mode", type=click.Choice(["single", "triage", "raters"]), default="single",
+              show_default=True,
+              help="single: one key grader and an auditor; triage: a model grader (--triage) "
+                   "screens every pair and people grade what it marks relevant plus a sample "
+                   "of its 0s; raters: a panel (--rater, at least 4) with gold questions "
+                   "(--gold), aggregation and an expert (--expert).")
+@click.option("--triage", "triage", default="model-t", show_default=True, metavar="NAME[=COMMAND]",
+              help="With --mode triage: the triage model grader, and its command.")
+@click.option("--rater", "raters", multiple=True, metavar="NAME[=COMMAND]",
+              help="With --mode raters: a rater, a command grader when COMMAND is given, else a "
+                   "person on the web page. Repeatable, at least 4 (3 grade each pair).")
+@click.option("--expert", default="expert-e", show_default=True, metavar="NAME[=COMMAND]",
+              help="With --mode raters: the expert who adjudicates flagged pairs.")
+@click.option("--gold", default=None, type=_PATH,
+              help="With --mode raters: the gold pairs (TSV: query_id, chunk_id, grade), "
+                   "hidden in every rater's queue.")
 @click.option("--force", is_flag=True, help="Replace a folder that is not empty.")
 @handle_errors
 def init_cmd(folder, corpus, queries, intents, query_log, sample_n, allocation, arms, runs,
              baseline, pool_depth, audit_min, seed, key_grader, auditor, grader_command,
-             auditor_command, share_from, force):
+             auditor_command, share_from, mode, triage, raters, expert, gold, force):
     """Create an experiment in FOLDER (e.g. experiments/NAME): params.yaml, a dvc.yaml running
     the repository's stages there, a generic rubric, the inputs under data/input/, and
     DESIGN.md. FOLDER's last segment is the experiment's name: letters, digits, '.', '_', '-'.
     Refuses a folder that is not empty (unless --force) and leaves nothing behind on error."""
-    from relgrade.pipeline.scaffold import Plan, init_experiment, parse_pairs
+    from relgrade.pipeline.scaffold import Plan, init_experiment, parse_pairs, parse_person
 
     plan = Plan(folder=folder, corpus=corpus, queries=queries, intents=intents,
                 runs={k: Path(v) for k, v in parse_pairs(runs, option="--run").items()},
@@ -72,7 +88,10 @@ def init_cmd(folder, corpus, queries, intents, query_log, sample_n, allocation, 
                 pool_depth=pool_depth, audit_min=audit_min, seed=seed, key_grader=key_grader,
                 auditor=auditor, grader_command=grader_command,
                 auditor_command=auditor_command, force=force, query_log=query_log,
-                sample_n=sample_n, allocation=allocation, share_from=list(share_from))
+                sample_n=sample_n, allocation=allocation, share_from=list(share_from),
+                mode=mode, triage=parse_person(triage, option="--triage"),
+                raters=[parse_person(r, option="--rater") for r in raters],
+                expert=parse_person(expert, option="--expert"), gold=gold)
     ex = init_experiment(plan)
     where = folder.as_posix()
     arms_made = ", ".join(f"{a} ({c['kind']})" for a, c in ex.params.arms_dict().items())
@@ -87,5 +106,6 @@ def init_cmd(folder, corpus, queries, intents, query_log, sample_n, allocation, 
     click.echo(f"  1. add corpus examples to {where}/rubric/v1.md (section 8) and fill in "
                f"{where}/DESIGN.md")
     click.echo(f"  2. relgrade intents review --experiment {where} --reviewer {plan.auditor}")
-    click.echo(f"  3. dvc repro {where}/dvc.yaml:packets, grade (relgrade grade run or relgrade "
-               f"serve, with --experiment {where}), then dvc repro {where}/dvc.yaml")
+    click.echo(f"  3. dvc repro {where}/dvc.yaml (it stops at the grading owed, naming the "
+               f"commands), grade (relgrade grade run or relgrade serve, with --experiment "
+               f"{where}), then dvc repro {where}/dvc.yaml again")

@@ -86,6 +86,16 @@ class Plan:
     #: Other experiments whose banks this one reuses (params ``grading.share_from``), each a
     #: folder relative to the new experiment's.
     share_from: list = field(default_factory=list)
+    #: ``single``, ``triage`` or ``raters`` (params ``grading.mode``).
+    mode: str = "single"
+    #: Triage mode: the triage model grader, (name, command or None).
+    triage: tuple = ("model-t", None)
+    #: Raters mode: the panel, [(name, command or None), ...], at least 3.
+    raters: list = field(default_factory=list)
+    #: Raters mode: the expert, (name, command or None).
+    expert: tuple = ("expert-e", None)
+    #: Raters mode: the gold pairs (query_id, chunk_id, grade).
+    gold: Path | None = None
 
 
 def parse_pairs(values, *, option: str) -> dict[str, str]:
@@ -204,6 +214,10 @@ def check_names(plan: Plan) -> None:
     """
     named = [("--grader", plan.key_grader), ("--auditor", plan.auditor),
              *(("--arm", a) for a in plan.arms), *(("--run", a) for a in plan.runs)]
+    if plan.mode == "triage":
+        named.append(("--triage", plan.triage[0]))
+    if plan.mode == "raters":
+        named += [("--rater", n) for n, _ in plan.raters] + [("--expert", plan.expert[0])]
     if plan.baseline is not None:
         named.append(("--baseline", plan.baseline))
     for option, value in named:
@@ -213,17 +227,117 @@ def check_names(plan: Plan) -> None:
                              fix="Choose a plain name such as grader-a or bm25")
 
 
+def parse_person(value: str, *, option: str) -> tuple[str, str | None]:
+    """``NAME`` or ``NAME=COMMAND`` as (name, command or None).
+
+    Examples
+    --------
+    >>> parse_person("rater-1=python rate.py --seed 1", option="--rater")
+    ('rater-1', 'python rate.py --seed 1')
+    >>> parse_person("expert-e", option="--expert")
+    ('expert-e', None)
+    """
+    name, sep, command = value.partition("=")
+    if sep and not command.strip():
+        raise InputError(f"{option} takes NAME or NAME=COMMAND", found=repr(value))
+    return name, (command if sep else None)
+
+
 def graders_section(plan: Plan) -> dict:
-    """The params ``graders`` section: the key grader and the auditor, each a command grader
-    (kind ``model``) when given a command, else a person grading on the web page."""
-    out = {}
-    for name, role, command in ((plan.key_grader, "grader", plan.grader_command),
-                                (plan.auditor, "auditor", plan.auditor_command)):
+    """The params ``graders`` section: each grader a command grader (kind ``model``) when given
+    a command, else a person grading on the web page.
+
+    Single mode: the key grader and the auditor. Triage mode: the triage model grader too
+    (role ``triage``). Raters mode: the raters (role ``rater``), the expert (role ``expert``)
+    and the auditor; the key grader is then the panel's aggregate, not a grader of its own.
+    """
+    def entry(role, command):
         if command:
-            out[name] = {"role": role, "kind": "model", "command": command}
-        else:
-            out[name] = {"role": role, "kind": "human", "family": "human"}
+            return {"role": role, "kind": "model", "command": command}
+        return {"role": role, "kind": "human", "family": "human"}
+
+    people = [(plan.auditor, "auditor", plan.auditor_command)]
+    if plan.mode != "raters":
+        people.insert(0, (plan.key_grader, "grader", plan.grader_command))
+    out = {name: entry(role, command) for name, role, command in people}
+    if plan.mode == "triage":
+        name, command = plan.triage
+        out[name] = entry("triage", command)
+    if plan.mode == "raters":
+        for name, command in plan.raters:
+            out[name] = entry("rater", command)
+        out[plan.expert[0]] = entry("expert", plan.expert[1])
     return out
+
+
+#: The paths a mode adds to params ``paths``.
+MODE_PATHS = {
+    "triage": {"triage_queue": "data/triage/queue.tsv", "triage_key": "data/key/triage.tsv"},
+    "raters": {"rater_grades": "data/graded/raters.parquet",
+               "assignment": "data/private/assignment.parquet",
+               "aggregate": "metrics/aggregate.json",
+               "aggregated": "data/aggregate/aggregated.parquet",
+               "adjudication_queue": "data/aggregate/queue.jsonl",
+               "adjudication_packets": "data/aggregate/packets",
+               "adjudication": "data/aggregate/adjudication.jsonl"},
+}
+
+
+def mode_params(plan: Plan) -> tuple[str, str]:
+    """The params text a mode adds: lines under ``paths`` and whole sections.
+
+    Returns
+    -------
+    (str, str)
+        ``paths`` lines (each ending with a line break) and the sections (YAML, each
+        followed by a blank line); both empty in single mode.
+    """
+    paths = "".join(f"  {k}: {yaml_value(v)}\n" for k, v in MODE_PATHS.get(plan.mode, {}).items())
+    sections: dict = {}
+    if plan.mode == "triage":
+        sections["triage"] = {"grader": plan.triage[0], "zero_sample": 0.5, "level": 0.95}
+    if plan.mode == "raters":
+        sections["raters"] = {"per_pair": 3}
+        sections["gold"] = {"input": "data/input/gold.tsv", "fraction": 0.3,
+                            "min_accuracy": 0.6, "min_gold": 3, "within_one": True}
+        sections["aggregation"] = {"method": "majority"}
+        sections["adjudication"] = {"max_spread": 1, "expert": plan.expert[0]}
+    text = "".join(yaml.safe_dump({k: v}, sort_keys=False) + "\n" for k, v in sections.items())
+    return paths, text
+
+
+def check_mode(plan: Plan) -> None:
+    """Refuse a mode's options that do not fit it.
+
+    Raises
+    ------
+    InputError
+        Raters mode with fewer than 4 raters, a rater named twice or like another grader,
+        or no ``--gold``; ``--rater``/``--gold`` outside raters mode; a triage grader named
+        like the key grader or the auditor.
+    """
+    if plan.mode != "raters" and (plan.raters or plan.gold is not None):
+        raise InputError("--rater and --gold go with --mode raters", item="--mode",
+                         found=plan.mode)
+    if plan.mode == "raters":
+        names = [n for n, _ in plan.raters]
+        if len(names) < 4:
+            # three raters grade each pair; a rater's gold must lie outside its own work,
+            # so the panel needs one rater more than the raters per pair
+            raise InputError("a rater panel needs at least 4 raters (3 grade each pair; each "
+                             "rater's gold lies outside its own work)", item="--rater",
+                             found=str(len(names)), fix="Give --rater NAME[=COMMAND] 4 times or more")
+        taken = [plan.auditor, plan.expert[0], plan.key_grader]
+        clash = sorted({n for n in names if names.count(n) > 1 or n in taken})
+        if clash:
+            raise InputError("a rater's name is given twice or names another grader",
+                             item="--rater", found=", ".join(clash))
+        if plan.gold is None:
+            raise InputError("a rater panel needs gold pairs", item="--gold",
+                             fix="Give --gold FILE: a TSV of query_id, chunk_id, grade")
+    if plan.mode == "triage" and plan.triage[0] in (plan.key_grader, plan.auditor):
+        raise InputError("the triage grader is named like the key grader or the auditor",
+                         item="--triage", found=plan.triage[0])
 
 
 def cached_outputs(pipeline: dict, paths: dict, arms) -> list[str]:
@@ -387,6 +501,7 @@ def init_experiment(plan: Plan) -> Experiment:
     name = check_name(folder.resolve().name if folder.name in ("", ".") else folder.name,
                       path=folder)
     check_names(plan)
+    check_mode(plan)
     repo = find_repository(folder)
     target = folder.resolve()
     if target == repo:
@@ -410,7 +525,8 @@ def init_experiment(plan: Plan) -> Experiment:
     elif plan.queries is None or plan.intents is None:
         raise InputError("give the queries and intents, or a query log to sample them from",
                          item="--queries/--intents/--query-log")
-    for path in (plan.corpus, plan.queries, plan.intents, plan.query_log, *plan.runs.values()):
+    for path in (plan.corpus, plan.queries, plan.intents, plan.query_log, plan.gold,
+                 *plan.runs.values()):
         if path is not None and not Path(path).is_file():
             raise InputError("input file not found", path=path)
     share_sources(plan.share_from, target)  # refuses a bad source before anything is written
@@ -451,6 +567,9 @@ def init_experiment(plan: Plan) -> Experiment:
             deviations.append(f"audit.min_queries is {audit_min}, every query: the experiment "
                               f"has {audit_min} queries, fewer than the {plan.audit_min} the "
                               "audit asks for")
+        if plan.gold is not None:
+            shutil.copyfile(plan.gold, data / "gold.tsv")
+        mode_paths, mode_sections = mode_params(plan)
         env = jinja2.Environment(undefined=jinja2.StrictUndefined, keep_trailing_newline=True,
                                  autoescape=False)
         env.filters["yaml"] = yaml_value  # every value through the YAML serializer
@@ -460,7 +579,8 @@ def init_experiment(plan: Plan) -> Experiment:
             audit_min=audit_min, deviations=deviations, key_grader=plan.key_grader,
             auditor=plan.auditor, baseline=baseline, query_log=log_name,
             sample_n=plan.sample_n, allocation=plan.allocation,
-            share_from=list(plan.share_from),
+            share_from=list(plan.share_from), mode=plan.mode, mode_paths=mode_paths,
+            mode_sections=mode_sections,
             arms=yaml.safe_dump({"arms": arms}, sort_keys=False),
             graders=yaml.safe_dump({"graders": graders_section(plan)}, sort_keys=False))
         check_written(yaml.safe_load(text), {
