@@ -217,18 +217,32 @@ def test_a_partial_regrade_round_regrades_only_the_relevant_pairs_and_merges_the
     assert shown["grader"] == relevant  # only the pairs graded 1 or 2 by either grader
     assert shown["auditor"] == {pair for pair in relevant if pair[0] in audit}
     _grade(root)
-    tiny.run(root, "dvc", "repro")
+    # a round-2 grade of a pair this round does not regrade (a 0 of round 1), imported by hand
+    zero = sorted(set(zip(before.loc[(before.grade == 0) & (before.grader == "grader-a"),
+                                     "query_id"],
+                          before.loc[(before.grade == 0) & (before.grader == "grader-a"),
+                                     "chunk_id"])) - relevant)[0]
+    (root / "stray.jsonl").write_text(json.dumps(
+        {"query_id": zero[0], "chunk_id": zero[1], "reason": "a second look", "grade": 2}) + "\n")
+    tiny.run(root, "relgrade", "grade", "import", "stray.jsonl", "--grader", "grader-a",
+             "--round", "2")
+    done = tiny.run(root, "dvc", "repro")
+    assert (f"note: 1 round-2 grades of pairs this partial round does not regrade are ignored "
+            f"(kept in the bank, unused): {zero[0]}/{zero[1]}") in done.stdout
     rows = [json.loads(x) for x in
             (root / "data/grades/grader-a/round-2.jsonl").read_text().splitlines()]
-    assert {(r["query_id"], r["chunk_id"]) for r in rows} == relevant
+    assert {(r["query_id"], r["chunk_id"]) for r in rows} == relevant | {zero}
     merged = pd.read_parquet(root / "data/graded/grades.parquet")
     assert len(merged) == len(before)  # the round-1 zeros stand beside the regrades
+    kept = merged[(merged.query_id == zero[0]) & (merged.chunk_id == zero[1])
+                  & (merged.grader == "grader-a")]
+    assert kept["grade"].tolist() == [0]  # the stray 2 never enters the merged grades
     manifest = json.loads((root / "data/graded/manifest.json").read_text())
     audited_pairs = {pair for pair in relevant if pair[0] in audit}
     assert manifest["regrade"] == {"mode": "relevant", "rounds": [1, 2], "pairs": len(relevant),
                                    "merged": {"auditor-b": len(audited_pairs),
                                               "grader-a": len(relevant)},
-                                   "ignored": {}}
+                                   "ignored": {"grader-a": 1}}
     record = json.loads((root / "data/key/record.json").read_text())
     assert record["regrade"] == manifest["regrade"]
     agreement = json.loads((root / "metrics/agreement.json").read_text())

@@ -384,3 +384,40 @@ def test_packets_export_for_a_grader_holds_only_the_pairs_it_still_owes(tmp_path
     owed = ex.read_rows(out)
     assert [(p["query_id"], [c["chunk_id"] for b in p["batches"] for c in b])
             for p in owed] == [("q02", ["q02-c2"])]
+
+
+# --- packets of another pool --------------------------------------------------------------
+
+def _built_for(root, **changes):
+    """Record what the packets were built for, then change the pool manifest or params."""
+    (root / "data/packets/manifest.json").write_text(json.dumps(
+        {"pool_version": "p-aaaaaaaaaaaa", "round": 1, "regrade": "all"}))
+    params = yaml.safe_load((root / "params.yaml").read_text())
+    params["paths"]["pool_manifest"] = "data/pool/manifest.json"
+    params["grading"].update(changes)
+    (root / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+
+
+def test_packets_of_another_pool_version_are_refused_naming_the_command_that_rebuilds_them(
+        tmp_path):
+    ex.build(tmp_path, queries=2, chunks=6, graders=grader("ok"))
+    _built_for(tmp_path)
+    (tmp_path / "data/pool").mkdir(parents=True, exist_ok=True)
+    (tmp_path / "data/pool/manifest.json").write_text(json.dumps({"pool_version": "p-bbbbbbbbbbbb"}))
+    result = run(tmp_path)
+    assert result.exit_code == 1
+    assert "are out of date: built for pool_version p-aaaaaaaaaaaa (now p-bbbbbbbbbbbb)" in \
+        result.output
+    assert result.output.rstrip().endswith("Rebuild them first: dvc repro packets")
+    assert not grades_file(tmp_path).exists()  # nothing graded from stale packets
+
+
+def test_packets_of_an_earlier_round_are_refused_and_current_ones_are_graded(tmp_path):
+    ex.build(tmp_path, queries=2, chunks=6, graders=grader("ok"))
+    _built_for(tmp_path, round=2)
+    (tmp_path / "data/pool").mkdir(parents=True, exist_ok=True)
+    (tmp_path / "data/pool/manifest.json").write_text(json.dumps({"pool_version": "p-aaaaaaaaaaaa"}))
+    result = run(tmp_path)
+    assert result.exit_code == 1 and "built for round 1 (now 2)" in result.output
+    _built_for(tmp_path, round=1)  # the packets stage rebuilt them for the current round
+    assert run(tmp_path).exit_code == 0

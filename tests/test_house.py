@@ -57,6 +57,17 @@ def test_stage_script_imports_neither_cli_nor_web(script):
     assert faces == [], f"{script.name} imports a face of relgrade: {faces}"
 
 
+@pytest.mark.parametrize("script", sorted((REPO / "stages").glob("*.py")), ids=lambda p: p.name)
+def test_a_stage_script_is_an_entry_point_holding_no_logic(script):
+    tree = ast.parse(script.read_text("utf-8"))
+    # no function or class of its own: the stage's code is relgrade.pipeline.stages.NAME
+    assert not [n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.ClassDef))]
+    relgrade = sorted(n for n in _imported(tree) if n.startswith("relgrade"))
+    assert relgrade == ["relgrade.experiment.stage", "relgrade.experiment.stage.run_stage",
+                        f"relgrade.pipeline.stages.{script.stem}",
+                        f"relgrade.pipeline.stages.{script.stem}.run"]
+
+
 def test_only_experiment_names_the_params_file():
     offenders = []
     for module in _modules("."):
