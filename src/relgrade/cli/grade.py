@@ -77,12 +77,10 @@ def import_cmd(file, batch, grader, round_, fmt, params_path):
                          fix="Declare a grader with `kind: import` for these judgments")
     grading = ex.params.grading
     rnd = grading.round if round_ is None else round_
-    audit_path = ex.path("audit")
     check = dict(name=grader, spec=spec, scale=ex.params.need("scale").grades,
                  max_reason_words=ex.params.need("grading.max_reason_words"),
                  max_reason_chars=grading.max_reason_chars,
-                 audit_query_ids=([r["query_id"] for r in io.read_jsonl(audit_path)]
-                                  if audit_path.exists() else None),
+                 audit_query_ids=ex.audit_ids(),
                  pool_pairs=grades.pool_pairs_of(io.read_table(
                      ex.path("pool"), columns=["query_id", "chunk_id"])))
     if fmt == "qrels":

@@ -88,7 +88,6 @@ def build_site(params_path=None, *, graders=None, tokens_path=None):
     from relgrade.experiment.params import PARAMS_FILE
     from relgrade.graders.command import packet_meta
     from relgrade.graders.store import GradeStore, SingleWriter
-    from relgrade.io.files import read_jsonl
     from relgrade.schema import PANEL_ROLES
     from relgrade.web.app import Site, site_graders
 
@@ -109,9 +108,8 @@ def build_site(params_path=None, *, graders=None, tokens_path=None):
     own = {n: ex.grader_packets(n) for n, s in specs.items() if s["role"] in PANEL_ROLES}
     packets_by_role = {r: ex.packets(r) for r in roles if r not in PANEL_ROLES}
     audit_ids = None
-    audit_path = ex.path("audit")
-    if "auditor" in roles and audit_path.exists():
-        audit_ids = [r["query_id"] for r in read_jsonl(audit_path)]
+    if "auditor" in roles and ex.audit_ids() is not None:
+        audit_ids = ex.audit_ids()
     tokens = resolve_tokens(names, graders=all_graders, tokens_path=tokens_path)
     stores = {}
     try:

@@ -22,6 +22,7 @@ from relgrade.graders.store import bank_path, read_bank
 from relgrade.io import files as io
 from relgrade.io import githistory
 from relgrade.io.runs import read_run
+from relgrade.protocol import grades as grades_mod
 from relgrade.protocol import ledger as ledger_mod
 from relgrade.protocol import packets as packets_mod
 from relgrade.protocol.bank import packet_made_on
@@ -258,6 +259,33 @@ class Experiment:
         if role == "expert":
             return self.path("adjudication_packets")
         return self.packets_folder(role)
+
+    def grader_file(self, files) -> grades_mod.GraderFile:
+        """One grader's round files as the judgment bank reads them (rows streamed, sidecars
+        loaded).
+
+        Parameters
+        ----------
+        files : GraderFiles
+            As :meth:`grader_round_files` gives them (``grades``, ``meta``, ``bank``,
+            ``round``).
+
+        Returns
+        -------
+        relgrade.protocol.grades.GraderFile
+        """
+        return grades_mod.GraderFile(
+            rows=io.iter_jsonl(files.grades), source=files.grades.as_posix(),
+            sha256=io.sha256_file(files.grades), round=files.round,
+            meta=io.read_json(files.meta) if files.meta.exists() else None,
+            meta_source=files.meta.as_posix(), bank=self.read_bank(files),
+            bank_source=files.bank.as_posix())
+
+    def audit_ids(self) -> list[str] | None:
+        """The audited query ids (``paths.audit``), in the file's order; None before the audit
+        stage has written it."""
+        path = self.path("audit")
+        return [str(r["query_id"]) for r in io.read_jsonl(path)] if path.is_file() else None
 
     def packets_built_for(self) -> dict:
         """What the packets folder was built for, as the packets stage recorded it.
@@ -710,8 +738,7 @@ class Experiment:
         if have("grades") and have("audit"):
             kwargs["grades"] = io.read_table(
                 self.path("grades"), columns=["query_id", "chunk_id", "grader", "round", "grade"])
-            kwargs["audit_queries"] = [str(r["query_id"])
-                                       for r in io.read_jsonl(self.path("audit"))]
+            kwargs["audit_queries"] = self.audit_ids()
         if full:
             kwargs["provenance"] = io.read_table(self.path("provenance"))
             kwargs["depth"] = p.need("pool").depth

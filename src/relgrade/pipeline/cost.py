@@ -185,7 +185,7 @@ def plan_pool(ex, depth: int) -> dict:
 
     from relgrade import ranking
     from relgrade.pipeline.judgments import judgments
-    from relgrade.io.files import read_json, read_jsonl, read_table
+    from relgrade.io.files import read_json, read_table
     from relgrade.io.runs import read_run
     from relgrade.protocol import bank
     from relgrade.protocol import pool as pool_mod
@@ -221,7 +221,7 @@ def plan_pool(ex, depth: int) -> dict:
     have = set(zip(now["query_id"].astype(str), now["chunk_id"].astype(str)))
     new_pairs = sum((q, c) not in have
                     for q, c in zip(table["query_id"].astype(str), table["chunk_id"].astype(str)))
-    audit = [str(r["query_id"]) for r in read_jsonl(ex.path("audit"))]
+    audit = ex.audit_ids() or []
     held = judgments(ex, table, audit)
     key_grader = ex.params.need("grading.key_grader")
     auditor = ex.params.need("grading.auditor")

@@ -76,16 +76,6 @@ class Judgments:
         return {str(g): int(n) for g, n in mine.groupby("grader").size().items()}
 
 
-def grader_file(ex, files) -> grades.GraderFile:
-    """One grader's round files as the bank reads them (rows streamed, sidecars loaded)."""
-    return grades.GraderFile(
-        rows=io.iter_jsonl(files.grades), source=files.grades.as_posix(),
-        sha256=io.sha256_file(files.grades), round=files.round,
-        meta=io.read_json(files.meta) if files.meta.exists() else None,
-        meta_source=files.meta.as_posix(), bank=ex.read_bank(files),
-        bank_source=files.bank.as_posix())
-
-
 def round_modes(ex, rounds) -> dict[int, str]:
     """Each round's regrade mode: params for the current round, the grade files' sidecars
     (``regrade``, written when the round was graded) for earlier ones; ``"all"`` when unknown."""
@@ -143,7 +133,7 @@ def judgments(ex, pool: pd.DataFrame, audit_ids) -> Judgments:
     files = {}
     for r in chain:
         for name, f in ex.grader_round_files(r).items():
-            gf = grader_file(ex, f)
+            gf = ex.grader_file(f)
             by_grader.setdefault(name, []).append(gf)
             if r == current:
                 files[name] = gf

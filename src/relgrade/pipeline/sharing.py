@@ -137,16 +137,12 @@ def source_bank(source: Experiment, graders) -> pd.DataFrame:
         A source grade file or its sidecar breaks a rule of
         :func:`relgrade.protocol.grades.judgment_bank`.
     """
-    from relgrade.pipeline.judgments import (
-        grader_file,  # judgments imports this module
-    )
-
     wanted = set(graders) & set(source.params.graders_dict())
     by_grader: dict[str, list] = {}
     for r in range(1, int(source.params.grading.round) + 1):
         for name, f in source.grader_round_files(r).items():
             if name in wanted:
-                by_grader.setdefault(name, []).append(grader_file(source, f))
+                by_grader.setdefault(name, []).append(source.grader_file(f))
     g = source.params.grading
     return grades.judgment_bank(by_grader, graders=source.params.graders_dict(),
                                 scale=source.params.need("scale").grades,

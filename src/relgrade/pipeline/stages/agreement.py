@@ -22,7 +22,7 @@ def run(ex):
     report = agreement.audit_agreement(
         io.read_table(ex.path("grades"),
                       columns=["query_id", "chunk_id", "grader", "round", "grade"]),
-        audit_ids=[str(r["query_id"]) for r in io.read_jsonl(ex.path("audit"))],
+        audit_ids=ex.audit_ids() or [],
         queries=io.read_table(ex.path("queries"), columns=["query_id", "group"]),
         grader=grader, auditor=auditor, round=grading.round, scale=scale.grades,
         relevant_min=scale.relevant_min,

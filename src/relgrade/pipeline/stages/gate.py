@@ -28,7 +28,7 @@ def run(ex):
     coverage = audit_coverage(
         pool,
         grades[grades["round"] == grading.round],
-        audit_ids=[str(r["query_id"]) for r in io.read_jsonl(ex.path("audit"))],
+        audit_ids=ex.audit_ids() or [],
         key_grader=key_grader, auditor=auditor)
     families = family_warnings(
         key_grader=key_grader, auditor=auditor,

@@ -28,7 +28,7 @@ from relgrade.protocol import bank, grades, triage
 def run(ex):
     grading = ex.params.grading
     pool = io.read_table(ex.path("pool"), columns=["query_id", "chunk_id"])
-    audit_ids = [str(r["query_id"]) for r in io.read_jsonl(ex.path("audit"))]
+    audit_ids = ex.audit_ids() or []
     held = judgments(ex, pool, audit_ids)
     pending = held.pending
     auditor = ex.params.need("grading.auditor")

@@ -29,7 +29,6 @@ from relgrade.pipeline.judgments import judgments
 from relgrade.io.files import (
     atomic_dir,
     read_json,
-    read_jsonl,
     read_table,
     write_json,
     write_parquet,
@@ -45,7 +44,7 @@ def run(ex):
     frozen = read_table(ex.path("intents")) if manifest is not None else None
     sha = intents.check_frozen(frozen, manifest, path=manifest_path)
     pool = read_table(ex.path("pool"), columns=["query_id", "chunk_id"])
-    audit_ids = [str(row["query_id"]) for row in read_jsonl(ex.path("audit"))]
+    audit_ids = ex.audit_ids() or []
     if grading.regrade == "relevant" and grading.round > 1:
         # a partial regrade: only the pairs graded relevant in the round before (and any
         # still owed), in fresh orders of this round
