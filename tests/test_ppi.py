@@ -208,3 +208,17 @@ def test_zero_standard_error_is_an_error_unless_degenerate_is_asked_for():
     e = ppi.ppi_mean([1.0, 1.0], [1.0, 1.0], [1.0, 1.0, 1.0], zero_variance="degenerate")
     # constant model values: lambda 0, the human-only mean 1 with a zero-width interval
     assert (e.estimate, e.se, e.low, e.high, e.lam) == (1.0, 0.0, 1.0, 1.0, 0.0)
+
+
+def test_row_wise_estimates_equal_one_at_a_time():
+    rng = np.random.default_rng(21)
+    f = rng.uniform(0, 1, (5, 120))
+    yhat = f[:, :12]
+    y = np.clip(yhat + rng.normal(0, 0.2, (5, 12)), 0, 1)
+    for lam in (None, 1.0):
+        est, se, lams = ppi.ppi_mean_rows(y, yhat, f, lam=lam)
+        for i in range(5):
+            e = ppi.ppi_mean(y[i], yhat[i], f[i], lam=lam)
+            assert (est[i], se[i], lams[i]) == pytest.approx((e.estimate, e.se, e.lam),
+                                                             abs=1e-12)
+            assert ppi.normal_p_values(est[i], se[i]) == pytest.approx(e.p_value(), abs=1e-12)

@@ -323,6 +323,69 @@ def ppi_mean(human, model_sample, model_all, *, alpha: float = 0.05, lam=None,
                    zero_variance=zero_variance, what=method)
 
 
+def ppi_mean_rows(human, model_sample, model_all, *, lam=None) -> tuple[np.ndarray, ...]:
+    """:func:`ppi_mean` for many means at once (arms, or paired differences), vectorised.
+
+    Parameters
+    ----------
+    human, model_sample : array-like of shape (m, n), float
+        One row per mean: human-key and model-key per-query values on the human sample.
+    model_all : array-like of shape (m, N), float
+        Model-key per-query values on every query.
+    lam : float, optional
+        ``None`` tunes one ``lambda`` per row (PPI++), as :func:`tune_lambda`.
+
+    Returns
+    -------
+    estimate, se, lam : numpy.ndarray of shape (m,), float64
+        Row by row equal to :func:`ppi_mean` (a row with zero variance in its model-key
+        values gets ``lambda = 0``; a zero standard error is returned as 0, not raised).
+
+    Raises
+    ------
+    InputError
+        Shapes that disagree, fewer than 2 sample queries, or a value that is not finite.
+    """
+    y = np.asarray(human, dtype=np.float64)
+    yhat = np.asarray(model_sample, dtype=np.float64)
+    f = np.asarray(model_all, dtype=np.float64)
+    if y.ndim != 2 or y.shape != yhat.shape or f.ndim != 2 or f.shape[0] != y.shape[0]:
+        raise InputError("per-row values need shapes (m, n), (m, n) and (m, N)",
+                         found=f"{y.shape}, {yhat.shape}, {f.shape}")
+    if y.shape[1] < 2 or f.shape[1] < y.shape[1]:
+        raise InputError("an interval needs at least 2 human-graded queries, all model-graded",
+                         found=f"n={y.shape[1]}, N={f.shape[1]}")
+    if not (np.isfinite(y).all() and np.isfinite(yhat).all() and np.isfinite(f).all()):
+        raise InputError("per-query values must be finite numbers", found="NaN or infinity")
+    n, big_n = y.shape[1], f.shape[1]
+    if lam is None:
+        cov = ((y - y.mean(axis=1, keepdims=True))
+               * (yhat - yhat.mean(axis=1, keepdims=True))).mean(axis=1)
+        var = np.var(np.concatenate([yhat, f], axis=1), axis=1, ddof=1)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            lam_v = np.where(var > 0, cov / ((1.0 + n / big_n) * np.where(var > 0, var, 1.0)),
+                             0.0)
+        lam_v = np.clip(lam_v, 0.0, 1.0)
+    else:
+        lam_v = np.full(y.shape[0], float(lam))
+    rect = y - lam_v[:, None] * yhat
+    theta = lam_v * f.mean(axis=1) + rect.mean(axis=1)
+    se = np.sqrt(lam_v ** 2 * f.var(axis=1) / big_n + rect.var(axis=1) / n)
+    return theta, se, lam_v
+
+
+def normal_p_values(estimate, se) -> np.ndarray:
+    """Two-sided normal p-values ``2 * (1 - Phi(|estimate| / se))``, vectorised.
+
+    A zero ``se`` gives 1.0 for a zero estimate and 0.0 otherwise, as
+    :meth:`PPIEstimate.p_value`.
+    """
+    e, s = np.asarray(estimate, dtype=np.float64), np.asarray(se, dtype=np.float64)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        p = 2.0 * sps.norm.sf(np.abs(e) / np.where(s > 0, s, 1.0))
+    return np.where(s > 0, p, np.where(e == 0, 1.0, 0.0))
+
+
 def human_only_mean(human, *, alpha: float = 0.05, zero_variance: str = "error") -> PPIEstimate:
     """The classical estimate from the human sample alone: mean and ``std(ddof=0) / sqrt(n)``.
 
