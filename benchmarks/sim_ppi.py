@@ -13,7 +13,7 @@ arms' top 10.
 * the model grades ``r + N(0, model_sd)`` cut the same way, then raises the grade by one
   (at most to 2) with probability ``leniency + affinity * style``: +0.3 grade leniency and
   +0.2 grade for chunks in the family's style before the ceiling at 2 (weighted kappa
-  about 0.45 against the truth).
+  0.45-0.51 against the truth, depending on the draw; see benchmarks/README.md).
 
 The estimand of an arm is its expected nDCG@10 under the human key (what grading every query
 by people estimates); it is computed once by Monte Carlo over ``truth_queries`` queries, and
