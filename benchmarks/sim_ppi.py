@@ -1,0 +1,259 @@
+"""Known-truth simulation of prediction-powered evaluation, the judge audit and the budget curve.
+
+Each replicate builds an experiment whose truth is known: ``n_queries`` queries with
+``n_docs`` candidate chunks each; a chunk has a latent relevance ``r`` and its true grade is
+``r`` cut at 0.5 and 1.5 (0-2 scale). Eight arms rank the candidates by
+``beta_arm * r + N(0, 1)``; arm ``a3`` (family ``acme``, the model grader's) adds ``gamma`` to
+chunks written in the family's style, its twin ``a4`` adds the same to an unrelated attribute
+of the same prevalence, so ``a3`` and ``a4`` are truly equal. The pool is the union of the
+arms' top 10.
+
+* people grade ``r + N(0, human_sd)`` cut the same way (weighted kappa about 0.8 against
+  the truth);
+* the model grades ``r + N(0, model_sd)`` cut the same way, then raises the grade by one
+  (at most to 2) with probability ``leniency + affinity * style``: +0.3 grade leniency and
+  +0.2 grade for chunks in the family's style before the ceiling at 2 (weighted kappa
+  0.45-0.51 against the truth, depending on the draw; see benchmarks/README.md).
+
+The estimand of an arm is its expected nDCG@10 under the human key (what grading every query
+by people estimates); it is computed once by Monte Carlo over ``truth_queries`` queries, and
+the twins' values are set equal (they are by symmetry). Run::
+
+    python benchmarks/sim_ppi.py --replicates 500 --seed 20261201
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import math
+import os
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+from scipy import stats as sps
+from sklearn.metrics import cohen_kappa_score
+
+from relgrade.evaluation.budget import FRACTIONS, budget_curve
+from relgrade.evaluation.judge_audit import judge_audit
+from relgrade.evaluation.pooled import ndcg_at_k
+from relgrade.evaluation.ppi import holm, human_sample, normal_p_values, ppi_mean_rows
+from relgrade.rng import derive_seed
+
+ARMS = ("a0", "a1", "a2", "a3", "a4", "a5", "a6", "a7")
+BETA = np.array([1.8, 1.4, 1.1, 0.8, 0.8, 0.6, 0.4, 0.2])
+FAMILIES = {"a3": "acme", "a4": "other"}
+AFFINITY_ARM, TWIN_ARM = 3, 4
+
+
+@dataclass(frozen=True)
+class Setting:
+    """Parameters of one simulated world."""
+
+    n_queries: int = 200
+    n_docs: int = 50
+    depth: int = 10
+    human_sd: float = 0.3
+    model_sd: float = 0.3
+    leniency: float = 0.3
+    affinity: float = 0.2
+    gamma: float = 4.0
+    style_share: float = 0.3
+    human_fraction: float = 0.1
+
+
+def simulate(setting: Setting, rng: np.random.Generator, n_queries: int | None = None) -> dict:
+    """One experiment: truth, human and model grade matrices and the arms' rankings.
+
+    Returns a dict with ``truth``, ``human``, ``model`` of shape (n_queries, n_docs) (NaN for
+    chunks outside the pool), ``ranked`` of shape (n_arms, n_queries, depth) (chunk index)
+    and ``style`` (n_queries, n_docs) bool.
+    """
+    s = setting
+    q = s.n_queries if n_queries is None else n_queries
+    mu = rng.normal(-0.3, 0.5, (q, 1))
+    r = mu + rng.normal(0.0, 0.8, (q, s.n_docs))
+    style = rng.random((q, s.n_docs)) < s.style_share
+    other = rng.random((q, s.n_docs)) < s.style_share
+    scores = BETA[:, None, None] * r[None] + rng.normal(0.0, 1.0, (len(ARMS), q, s.n_docs))
+    scores[AFFINITY_ARM] += s.gamma * style
+    scores[TWIN_ARM] += s.gamma * other
+    ranked = np.argsort(-scores, axis=2, kind="stable")[:, :, :s.depth]
+    in_pool = np.zeros((q, s.n_docs), dtype=bool)
+    rows = np.broadcast_to(np.arange(q)[None, :, None], ranked.shape)
+    in_pool[rows, ranked] = True
+
+    def cut(x):
+        return np.where(in_pool, np.digitize(x, [0.5, 1.5]).astype(np.float64), np.nan)
+
+    truth = cut(r)
+    human = cut(r + rng.normal(0.0, s.human_sd, r.shape))
+    bump = rng.random(r.shape) < s.leniency + s.affinity * style
+    model = np.minimum(cut(r + rng.normal(0.0, s.model_sd, r.shape)) + bump, 2.0)
+    return {"truth": truth, "human": human, "model": model, "ranked": ranked, "style": style}
+
+
+def true_means(setting: Setting, seed: int, truth_queries: int = 20_000) -> np.ndarray:
+    """Expected nDCG@10 of each arm under the human key, by Monte Carlo (twins averaged)."""
+    rng = np.random.default_rng(derive_seed(seed, "sim-ppi", "truth"))
+    sums, done = np.zeros(len(ARMS)), 0
+    while done < truth_queries:
+        e = simulate(setting, rng, n_queries=2000)
+        sums += ndcg_at_k(e["human"], e["ranked"], k=10).sum(axis=1)
+        done += 2000
+    out = sums / done
+    out[[AFFINITY_ARM, TWIN_ARM]] = out[[AFFINITY_ARM, TWIN_ARM]].mean()
+    return out
+
+
+def kappas(e: dict) -> tuple[float, float]:
+    """Quadratic weighted kappa of people and of the model against the truth, on pool pairs."""
+    ok = ~np.isnan(e["truth"])
+    t = e["truth"][ok].astype(int)
+    return (cohen_kappa_score(t, e["human"][ok].astype(int), weights="quadratic"),
+            cohen_kappa_score(t, e["model"][ok].astype(int), weights="quadratic"))
+
+
+def replicate(setting: Setting, truth: np.ndarray, rng: np.random.Generator, *,
+              budget: bool = True, audit_resamples: int = 200) -> dict:
+    """One replicate: estimates, coverage, Holm verdicts, audit and (optionally) the curve."""
+    e = simulate(setting, rng)
+    h = ndcg_at_k(e["human"], e["ranked"], k=10)
+    m = ndcg_at_k(e["model"], e["ranked"], k=10)
+    n_q = h.shape[1]
+    sample = human_sample(n_q, fraction=setting.human_fraction, rng=rng)
+    z = 1.959963984540054
+    out = {}
+    pairs = list(itertools.combinations(range(len(ARMS)), 2))
+    ia, ib = np.array([p[0] for p in pairs]), np.array([p[1] for p in pairs])
+    d_truth = truth[ia] - truth[ib]
+    for label, (tgt, hh, mm) in {"arm": (truth, h, m),
+                                 "diff": (d_truth, h[ia] - h[ib], m[ia] - m[ib])}.items():
+        est = {}
+        est["ppi++"] = ppi_mean_rows(hh[:, sample], mm[:, sample], mm)[:2]
+        t_est = ppi_mean_rows(hh[:, sample], mm[:, sample], mm, ddof=1)[:2]
+        est["ppi"] = ppi_mean_rows(hh[:, sample], mm[:, sample], mm, lam=1.0)[:2]
+        est["human-only"] = (hh[:, sample].mean(axis=1),
+                             hh[:, sample].std(axis=1) / math.sqrt(sample.size))
+        est["model-only"] = (mm.mean(axis=1), mm.std(axis=1) / math.sqrt(n_q))
+        finite = hh.mean(axis=1)
+        t_q = float(sps.t.ppf(0.975, sample.size - 1))
+        out[f"{label}_cover_ppi++ t"] = np.abs(t_est[0] - tgt) <= t_q * t_est[1]
+        for meth, (mu, se) in est.items():
+            out[f"{label}_cover_{meth}"] = np.abs(mu - tgt) <= z * se
+            out[f"{label}_cover_finite_{meth}"] = np.abs(mu - finite) <= z * se
+            out[f"{label}_se_{meth}"] = se
+        if label == "diff":
+            for meth in ("ppi++", "model-only", "human-only"):
+                _, reject = holm(normal_p_values(*est[meth]), alpha=0.05)
+                null = (ia == AFFINITY_ARM) & (ib == TWIN_ARM)
+                out[f"false_sig_{meth}"] = bool(reject[null].any())
+                wrong = reject & (np.sign(est[meth][0]) != np.sign(d_truth)) & ~null
+                out[f"sign_error_{meth}"] = bool(wrong.any())
+        out[f"{label}_r2"] = np.array([np.corrcoef(a, b)[0, 1] ** 2 for a, b in zip(hh, mm)])
+    audit = judge_audit(e["human"], e["model"], e["ranked"], sample=sample, arms=ARMS,
+                        families=FAMILIES, model_family="acme", k=10, rng=rng,
+                        n_resamples=audit_resamples)
+    out["audit_affinity"] = ARMS[AFFINITY_ARM] in audit.affinity_arms
+    out["audit_spread_flag"] = audit.spread_flag
+    out["audit_leniency"] = np.array([x.mean for x in audit.leniency])
+    out["audit_tau"] = audit.order[0].value
+    if budget:
+        curve = budget_curve(e["human"], e["ranked"], model_grades=e["model"], rng=rng, k=10,
+                             fractions=FRACTIONS)
+        out["curve"] = curve
+    return out
+
+
+def summarise(results: list[dict], setting: Setting) -> dict:
+    """The issue's acceptance numbers from a list of replicates."""
+    def rate(key):
+        return np.mean(np.stack([r[key] for r in results]), axis=0)
+
+    s = {}
+    for label in ("arm", "diff"):
+        c = rate(f"{label}_cover_ppi++ t")
+        s[f"{label} coverage ppi++ ddof 1, t(n-1) (min over {label}s)"] = float(c.min())
+        s[f"{label} coverage ppi++ ddof 1, t(n-1) (mean)"] = float(c.mean())
+        for meth in ("ppi++", "ppi", "human-only", "model-only"):
+            c = rate(f"{label}_cover_{meth}")
+            s[f"{label} coverage {meth} (min over {label}s)"] = float(c.min())
+            s[f"{label} coverage {meth} (mean)"] = float(c.mean())
+            cf = rate(f"{label}_cover_finite_{meth}")
+            s[f"{label} coverage of the full-human mean {meth} (mean)"] = float(cf.mean())
+        se_pp = np.stack([r[f"{label}_se_ppi++"] for r in results])
+        se_h = np.stack([r[f"{label}_se_human-only"] for r in results])
+        ratio = se_pp / se_h
+        r2 = np.stack([r[f"{label}_r2"] for r in results])
+        s[f"{label} width ppi++/human-only max"] = float(ratio.max())
+        s[f"{label} width ppi++/human-only mean"] = float(ratio.mean())
+        hi = r2 >= 0.3
+        s[f"{label} share of cases with R2 >= 0.3"] = float(hi.mean())
+        s[f"{label} width ratio mean when R2 >= 0.3"] = (float(ratio[hi].mean()) if hi.any()
+                                                        else float("nan"))
+        s[f"{label} width ratio max when R2 >= 0.3"] = (float(ratio[hi].max()) if hi.any()
+                                                       else float("nan"))
+        s[f"{label} mean R2 model vs people"] = float(r2.mean())
+    for meth in ("ppi++", "human-only", "model-only"):
+        s[f"false significance a3 vs a4 after Holm, {meth}"] = float(rate(f"false_sig_{meth}"))
+        s[f"sign errors on unequal pairs after Holm, {meth}"] = float(rate(f"sign_error_{meth}"))
+    s["audit flags family affinity of a3"] = float(rate("audit_affinity"))
+    s["audit spread flag"] = float(rate("audit_spread_flag"))
+    s["mean leniency per arm"] = " ".join(f"{x:.3f}" for x in rate("audit_leniency"))
+    curves = [r["curve"] for r in results if "curve" in r]
+    if curves:
+        c = pd.concat(curves).groupby(["strategy", "budget"]).mean(numeric_only=True)
+        s["curve"] = c
+        for strategy in ("uniform", "ppi", "maxmean", "mtf"):
+            sub = c.loc[strategy]
+            ok = sub[sub["kendall_tau"] >= 0.9]
+            s[f"smallest judged fraction with mean tau >= 0.9, {strategy}"] = (
+                float(ok["judged_fraction"].iloc[0]) if len(ok) else float("nan"))
+    return s
+
+
+def run(setting: Setting, *, replicates: int, seed: int, budget: bool = True) -> dict:
+    """Run ``replicates`` replicates from ``seed``; returns the summary."""
+    truth = true_means(setting, seed)
+    results = []
+    for i in range(replicates):
+        rng = np.random.default_rng(derive_seed(seed, "sim-ppi", "replicate", i))
+        results.append(replicate(setting, truth, rng, budget=budget))
+    summary = summarise(results, setting)
+    summary["truth"] = truth
+    return summary
+
+
+def main(argv=None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--replicates", type=int, default=500)
+    ap.add_argument("--seed", type=int, default=20261201)
+    ap.add_argument("--model-sd", type=float, default=Setting.model_sd)
+    ap.add_argument("--no-budget", action="store_true")
+    args = ap.parse_args(argv)
+    setting = Setting(model_sd=args.model_sd)
+    e = simulate(setting, np.random.default_rng(derive_seed(args.seed, "sim-ppi", "kappa")))
+    kh, km = kappas(e)
+    t0 = time.process_time()
+    s = run(setting, replicates=args.replicates, seed=args.seed, budget=not args.no_budget)
+    cpu = time.process_time() - t0
+    print(f"setting: {setting}")
+    print(f"replicates {args.replicates}, seed {args.seed}, CPU seconds {cpu:.1f}")
+    print(f"weighted kappa (quadratic) vs truth: people {kh:.3f}, model {km:.3f}")
+    print("true nDCG@10 per arm: " + " ".join(f"{a}={v:.4f}" for a, v in zip(ARMS, s["truth"])))
+    for key, v in s.items():
+        if key in ("curve", "truth"):
+            continue
+        print(f"{key}: {v:.3f}" if isinstance(v, float) else f"{key}: {v}")
+    if "curve" in s:
+        print(s["curve"].round(3).to_string())
+    load = subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip()
+    print(f"uptime: {load}; cores {os.cpu_count()}; python {sys.version.split()[0]}")
+
+
+if __name__ == "__main__":
+    main()

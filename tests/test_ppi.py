@@ -1,0 +1,224 @@
+"""Prediction-powered estimates (relgrade.evaluation.ppi): hand-computed values, ppi-python
+as the reference implementation, Holm, and the errors on bad input."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from scipy import stats as sps
+
+from relgrade.errors import InputError
+from relgrade.evaluation import ppi
+
+ppi_py = pytest.importorskip("ppi_py")
+
+# A tiny sample: 4 human-graded queries out of N = 20 model-graded ones.
+Y = np.array([1.0, 0.0, 1.0, 0.0])          # human key on the sample
+YHAT = np.array([1.0, 0.0, 1.0, 1.0])       # model key on the sample
+F = np.tile(YHAT, 5)                        # model key on all 20 queries
+Z975 = sps.norm.ppf(0.975)
+
+
+def test_classic_ppi_on_a_tiny_sample_matches_the_arithmetic():
+    e = ppi.ppi_mean(Y, YHAT, F, lam=1)
+    # theta = mean(F) + mean(Y - YHAT) = 0.75 + mean(0, 0, 0, -1) = 0.75 - 0.25 = 0.5
+    assert e.estimate == pytest.approx(0.5, abs=1e-15)
+    # var(F) (ddof 0) = 0.75 * 0.25 = 0.1875, over N = 20: 0.009375
+    # var(Y - YHAT) = mean of squares 0.25 - 0.25^2 = 0.1875, over n = 4: 0.046875
+    se = math.sqrt(0.1875 / 20 + 0.1875 / 4)
+    assert e.se == pytest.approx(se, abs=1e-15)
+    assert (e.low, e.high) == pytest.approx((0.5 - Z975 * se, 0.5 + Z975 * se), abs=1e-14)
+    assert (e.method, e.lam, e.n, e.N) == ("ppi", 1.0, 4, 20)
+
+
+def test_tuned_lambda_on_a_tiny_sample_matches_the_arithmetic():
+    # cov(Y, YHAT), ddof 0: deviations (.5, -.5, .5, -.5) x (.25, -.75, .25, .25)
+    #   = (.125 + .375 + .125 - .125) / 4 = 0.125
+    # var of the 24 model values YHAT u F (18 ones, 6 zeros), ddof 1: 24 * 0.1875 / 23
+    # lambda = 0.125 / ((1 + 4/20) * 4.5 / 23) = 2.875 / 5.4
+    lam = 2.875 / 5.4
+    assert ppi.tune_lambda(Y, YHAT, F) == pytest.approx(lam, abs=1e-15)
+    e = ppi.ppi_mean(Y, YHAT, F)
+    # theta = 0.75 lam + mean(Y - lam YHAT) = 0.75 lam + 0.5 - 0.75 lam = 0.5
+    assert e.estimate == pytest.approx(0.5, abs=1e-15)
+    # Y - lam YHAT = (1 - lam, 0, 1 - lam, -lam): mean (2 - 3 lam) / 4
+    r = np.array([1 - lam, 0.0, 1 - lam, -lam])
+    var_r = ((r - (2 - 3 * lam) / 4) ** 2).sum() / 4
+    se = math.sqrt(lam ** 2 * 0.1875 / 20 + var_r / 4)
+    assert e.se == pytest.approx(se, abs=1e-15)
+    assert e.method == "ppi++" and e.lam == pytest.approx(lam, abs=1e-15)
+
+
+def test_human_only_and_model_only_on_a_tiny_sample_match_the_arithmetic():
+    h = ppi.human_only_mean(Y)
+    # mean 0.5, std (ddof 0) 0.5, se = 0.5 / sqrt(4) = 0.25
+    assert (h.estimate, h.se, h.lam, h.N) == (0.5, 0.25, 0.0, 0)
+    m = ppi.model_only_mean(F)
+    # mean 0.75, std sqrt(0.1875), se = sqrt(0.1875 / 20)
+    assert m.estimate == 0.75 and m.se == pytest.approx(math.sqrt(0.1875 / 20), abs=1e-15)
+    assert m.lam is None and m.n == 0
+
+
+def test_lambda_zero_is_the_human_only_estimate():
+    e = ppi.ppi_mean(Y, YHAT, F, lam=0)
+    h = ppi.human_only_mean(Y)
+    assert (e.estimate, e.se, e.low, e.high) == pytest.approx((h.estimate, h.se, h.low, h.high),
+                                                              abs=1e-15)
+
+
+def _random_case(rng, n, big_n, slope, noise):
+    f = rng.uniform(0, 1, big_n)
+    idx = rng.choice(big_n, n, replace=False)
+    yhat = f[idx]
+    y = np.clip(slope * yhat + rng.normal(0.1, noise, n), 0, 1)
+    return y, yhat, f
+
+
+@pytest.mark.parametrize("seed", range(6))
+@pytest.mark.parametrize("lam", [None, 1.0, 0.0, 0.3])
+@pytest.mark.parametrize("alpha", [0.05, 0.1])
+def test_interval_and_estimate_equal_ppi_python_on_random_data(seed, lam, alpha):
+    rng = np.random.default_rng(seed)
+    n, big_n = int(rng.integers(5, 60)), int(rng.integers(100, 400))
+    y, yhat, f = _random_case(rng, n, big_n, slope=rng.uniform(-0.5, 1.5),
+                              noise=rng.uniform(0.05, 0.5))
+    e = ppi.ppi_mean(y, yhat, f, alpha=alpha, lam=lam)
+    low, high = ppi_py.ppi_mean_ci(y, yhat, f, alpha=alpha, lam=lam)
+    point = ppi_py.ppi_mean_pointestimate(y, yhat, f, lam=lam)
+    assert e.low == pytest.approx(float(np.squeeze(low)), abs=1e-9)
+    assert e.high == pytest.approx(float(np.squeeze(high)), abs=1e-9)
+    assert e.estimate == pytest.approx(float(np.squeeze(point)), abs=1e-9)
+
+
+@pytest.mark.parametrize("slope,expected", [(4.0, 1.0), (-1.0, 0.0)])
+def test_tuned_lambda_is_clipped_to_the_unit_interval_as_ppi_python_does(slope, expected):
+    rng = np.random.default_rng(11)
+    f = rng.uniform(0, 0.2, 300)
+    yhat = f[:30]
+    y = slope * yhat + rng.normal(0, 0.01, 30)   # cov / var is about `slope`
+    assert ppi.tune_lambda(y, yhat, f) == expected
+    low, high = ppi_py.ppi_mean_ci(y, yhat, f, alpha=0.05)
+    e = ppi.ppi_mean(y, yhat, f)
+    assert (e.low, e.high) == pytest.approx((float(np.squeeze(low)), float(np.squeeze(high))),
+                                            abs=1e-9)
+
+
+def test_human_only_equals_ppi_python_classical_interval():
+    rng = np.random.default_rng(3)
+    y = rng.uniform(0, 1, 25)
+    low, high = ppi_py.classical_mean_ci(y, alpha=0.05)
+    h = ppi.human_only_mean(y)
+    assert (h.low, h.high) == pytest.approx((float(low), float(high)), abs=1e-9)
+
+
+def test_tuned_interval_is_never_wider_than_human_only_on_random_data():
+    rng = np.random.default_rng(5)
+    for _ in range(200):
+        y, yhat, f = _random_case(rng, 20, 200, slope=rng.uniform(-1, 2), noise=0.3)
+        assert ppi.ppi_mean(y, yhat, f).se <= ppi.human_only_mean(y).se * (1 + 1e-12)
+
+
+def test_paired_difference_is_the_estimator_on_per_query_differences():
+    rng = np.random.default_rng(8)
+    ya, yb = rng.uniform(0, 1, 15), rng.uniform(0, 1, 15)
+    fa, fb = rng.uniform(0, 1, 150), rng.uniform(0, 1, 150)
+    d = ppi.ppi_difference(ya, yb, fa[:15], fb[:15], fa, fb)
+    ref = ppi_py.ppi_mean_ci(ya - yb, fa[:15] - fb[:15], fa - fb, alpha=0.05)
+    assert (d.low, d.high) == pytest.approx((float(np.squeeze(ref[0])),
+                                             float(np.squeeze(ref[1]))), abs=1e-9)
+
+
+def test_comparisons_apply_holm_over_the_family():
+    # Three arms, 100 queries, the first 10 graded by people. "a" is 0.5 above "b" up to a
+    # small jitter; "c" is "b" plus an alternating +-0.05, so b - c averages exactly 0 on the
+    # sample and on all queries: its estimate is 0 and p = 1.
+    rng = np.random.default_rng(2)
+    base = rng.uniform(0, 0.4, 100)
+    alternating = np.tile([0.05, -0.05], 50)
+    model_all = {"a": base + 0.5 + rng.normal(0, .05, 100), "b": base,
+                 "c": base + alternating}
+    idx = np.arange(10)
+    human = {k: v[idx] + 0.01 for k, v in model_all.items()}
+    sample = {k: v[idx] for k, v in model_all.items()}
+    df = ppi.ppi_comparisons(human, sample, model_all)
+    assert list(zip(df.arm_a, df.arm_b)) == [("a", "b"), ("a", "c"), ("b", "c")]
+    # Holm: sorted p-values p(1) <= p(2) <= p(3) are multiplied by 3, 2, 1, then made monotone.
+    p = df["p"].to_numpy()
+    order = np.argsort(p)
+    adj = np.minimum(1, np.maximum.accumulate(p[order] * np.array([3, 2, 1])))
+    assert df["p_holm"].to_numpy()[order] == pytest.approx(adj, abs=1e-15)
+    assert df["significant"].tolist() == [True, True, False]
+    assert df.loc[2, "estimate"] == pytest.approx(0.0, abs=1e-15)
+
+
+def test_identical_arms_give_a_degenerate_comparison_with_p_one():
+    v = np.linspace(0, 1, 30)
+    df = ppi.ppi_comparisons({"a": v[:5], "b": v[:5]}, {"a": v[:5], "b": v[:5]},
+                             {"a": v, "b": v})
+    assert df.loc[0, ["estimate", "se", "p", "p_holm"]].tolist() == [0.0, 0.0, 1.0, 1.0]
+    assert not df.loc[0, "significant"]
+
+
+def test_to_dict_names_every_field():
+    d = ppi.ppi_mean(Y, YHAT, F, lam=1).to_dict()
+    assert set(d) == {"method", "estimate", "se", "low", "high", "lambda", "n", "N", "level"}
+    assert d["method"] == "ppi" and d["lambda"] == 1.0 and d["level"] == 0.95
+
+
+def test_human_sample_draws_the_rounded_share_sorted_and_reproducibly():
+    a = ppi.human_sample(200, fraction=0.1, rng=np.random.default_rng(1))
+    b = ppi.human_sample(200, fraction=0.1, rng=np.random.default_rng(1))
+    assert a.size == 20 and (np.diff(a) > 0).all() and (a == b).all()
+    assert ppi.human_sample(5, fraction=1.0, rng=np.random.default_rng(1)).tolist() == [0, 1, 2,
+                                                                                       3, 4]
+
+
+# --- bad input ------------------------------------------------------------------------
+
+@pytest.mark.parametrize("fraction", [0.0, -0.1, 1.2, float("nan")])
+def test_fraction_outside_zero_one_is_an_error(fraction):
+    with pytest.raises(InputError, match=r"the human fraction must lie in \(0, 1\]"):
+        ppi.human_sample(100, fraction=fraction, rng=np.random.default_rng(0))
+
+
+def test_sample_of_one_query_is_an_error():
+    with pytest.raises(InputError, match="at least 2 human-graded queries"):
+        ppi.ppi_mean([0.5], [0.4], [0.4, 0.3, 0.2])
+    with pytest.raises(InputError, match="between 2 and all of the queries"):
+        ppi.human_sample(10, count=1, rng=np.random.default_rng(0))
+
+
+def test_mismatched_lengths_are_an_error():
+    with pytest.raises(InputError, match="one model-key value per human-key value"):
+        ppi.ppi_mean([0.5, 0.1, 0.2], [0.4, 0.3], [0.4, 0.3, 0.2])
+    with pytest.raises(InputError, match="part of the queries the model graded"):
+        ppi.ppi_mean([0.5, 0.1, 0.2], [0.4, 0.3, 0.2], [0.4, 0.3])
+
+
+def test_nan_is_an_error_naming_the_query():
+    with pytest.raises(InputError, match=r"query #1: human-key values must be finite"):
+        ppi.ppi_mean([0.5, float("nan")], [0.4, 0.3], [0.4, 0.3, 0.2])
+
+
+def test_zero_standard_error_is_an_error_unless_degenerate_is_asked_for():
+    with pytest.raises(InputError, match="the standard error is 0"):
+        ppi.ppi_mean([1.0, 1.0], [1.0, 1.0], [1.0, 1.0, 1.0])
+    e = ppi.ppi_mean([1.0, 1.0], [1.0, 1.0], [1.0, 1.0, 1.0], zero_variance="degenerate")
+    # constant model values: lambda 0, the human-only mean 1 with a zero-width interval
+    assert (e.estimate, e.se, e.low, e.high, e.lam) == (1.0, 0.0, 1.0, 1.0, 0.0)
+
+
+def test_row_wise_estimates_equal_one_at_a_time():
+    rng = np.random.default_rng(21)
+    f = rng.uniform(0, 1, (5, 120))
+    yhat = f[:, :12]
+    y = np.clip(yhat + rng.normal(0, 0.2, (5, 12)), 0, 1)
+    for lam in (None, 1.0):
+        est, se, lams = ppi.ppi_mean_rows(y, yhat, f, lam=lam)
+        for i in range(5):
+            e = ppi.ppi_mean(y[i], yhat[i], f[i], lam=lam)
+            assert (est[i], se[i], lams[i]) == pytest.approx((e.estimate, e.se, e.lam),
+                                                             abs=1e-12)
+            assert ppi.normal_p_values(est[i], se[i]) == pytest.approx(e.p_value(), abs=1e-12)
