@@ -338,3 +338,16 @@ def test_raters_are_scored_on_the_gold_questions_of_their_queues_only():
     asked = gold_questions(gold, queues)
     assert asked[["chunk_id", "grade"]].values.tolist() == [["a", 2], ["c", 0]]
     assert gold_questions(None, queues) is None
+
+
+def test_grades_from_an_earlier_assignment_are_set_aside_not_refused():
+    # r1 graded b under an earlier deal; b is now r2's: one grade set aside, a and r2's b kept
+    from relgrade.pipeline.panel import queued_grades
+
+    grades = pd.DataFrame({"grader": ["r1", "r1", "r2"], "query_id": ["q"] * 3,
+                           "chunk_id": ["a", "b", "b"], "grade": [2, 1, 0]})
+    queues = pd.DataFrame({"grader": ["r1", "r2"], "query_id": ["q", "q"],
+                           "chunk_id": ["a", "b"], "work": [True, True], "gold": [False, False]})
+    kept, aside = queued_grades(grades, queues)
+    assert aside == 1
+    assert kept[["grader", "chunk_id"]].values.tolist() == [["r1", "a"], ["r2", "b"]]

@@ -116,6 +116,34 @@ def gold_questions(gold: pd.DataFrame | None, queues: pd.DataFrame) -> pd.DataFr
     return gold[pd.Series(keep, index=gold.index, dtype=bool)].reset_index(drop=True)
 
 
+def queued_grades(grades: pd.DataFrame, queues: pd.DataFrame) -> tuple[pd.DataFrame, int]:
+    """The raters' grades of pairs in their current queues, and how many were set aside.
+
+    A grade recorded under an earlier assignment (before the pool, the raters or the gold
+    questions changed) stays in the judgment bank but does not count: a pair's grades are
+    those of the raters it is dealt to now, ``raters.per_pair`` of them.
+
+    Parameters
+    ----------
+    grades : pandas.DataFrame
+        Long grades (``grader``, ``query_id``, ``chunk_id``, ...). Not modified.
+    queues : pandas.DataFrame
+        The private assignment table (``grader``, ``query_id``, ``chunk_id``).
+
+    Returns
+    -------
+    (pandas.DataFrame, int)
+        The rows of ``grades`` whose (grader, pair) is queued, index reset; the number of
+        rows left out.
+    """
+    queued = set(zip(queues["grader"].astype(str), queues["query_id"].astype(str),
+                     queues["chunk_id"].astype(str)))
+    keep = pd.Series([(g, q, c) in queued for g, q, c in
+                      zip(grades["grader"].astype(str), grades["query_id"].astype(str),
+                          grades["chunk_id"].astype(str))], index=grades.index, dtype=bool)
+    return grades[keep].reset_index(drop=True), int((~keep).sum())
+
+
 def read_assignment(ex) -> pd.DataFrame:
     """The private assignment table the packets stage wrote.
 

@@ -3,7 +3,8 @@ pair, and the adjudication queue with the expert's packets (``grading.mode: rate
 
 Reads the raters' current grades (``paths.rater_grades``), their private queues
 (``paths.assignment``) and the gold file (params ``gold.input``); raters are scored on the
-pairs their queues flag as gold questions. Writes the report
+pairs their queues flag as gold questions. A rater's grade of a pair no longer in their
+queue (recorded under an earlier assignment) is set aside, with a note, never refused. Writes the report
 (``paths.aggregate``: per-rater gold accuracy exact and within one, removed raters with the
 reason, per-rater confusion matrices, the queue's size), the per-pair aggregate
 (``paths.aggregated``), the queue (``paths.adjudication_queue``) and the expert's packets
@@ -15,6 +16,7 @@ import math
 
 from relgrade.pipeline.panel import (
     gold_questions,
+    queued_grades,
     raters_of,
     read_assignment,
     read_gold,
@@ -75,6 +77,11 @@ def run(ex):
     raters = raters_of(ex)
     mine = table[table["grader"].isin(raters) & (table["round"] == grading.round)]
     queues = read_assignment(ex)
+    # grades made under an earlier assignment stay in the bank but do not count
+    mine, aside = queued_grades(mine, queues)
+    if aside:
+        print(f"note: {aside} rater grades of pairs no longer in their rater's queue set "
+              "aside (kept in the judgment bank)")
     # raters are scored on the gold questions of their queues, not on every known pair
     gold = gold_questions(read_gold(ex, pool), queues)
     result = aggregate_panel(
