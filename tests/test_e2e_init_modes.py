@@ -74,7 +74,7 @@ def test_a_triage_experiment_made_by_init_runs_by_the_loop_alone(tmp_path_factor
     key = [json.loads(x) for x in (root / exp / "data/key/key.jsonl").read_text().splitlines()]
     assert record["key_sha256"] and len(key) == record["pairs"]
     assert all(r["grade"] == tiny.truth(r["chunk_id"]) for r in key)
-    assert (root / exp / "data/triage/queue.tsv").is_file()
+    assert (root / exp / "data/private/triage-queue.tsv").is_file()  # private, DVC-cached
     assert (root / exp / "metrics/report.md").is_file()
 
 
