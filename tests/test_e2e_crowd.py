@@ -4,7 +4,8 @@ The experiment is copied into a temporary git + dvc repository with the stage sc
 the sources, with its inputs (the simulated query log, the sampled query set and the intents
 written for it, the truth, the gold) and the committed grade files of its five simulated
 raters and its simulated auditor (made by `relgrade grade run` through sim/rater.py) but not
-the expert's. The first `dvc repro` runs sample -> queries -> pool -> packets -> grades ->
+the expert's; the gold file is private, so it is rebuilt by sim/make_gold.py after `dvc repro`
+of the pool stage. The first full `dvc repro` runs packets -> grades ->
 aggregate and stops at adjudicate, naming the expert's pending pairs; `relgrade grade run
 --grader expert-e` grades the queue through real subprocesses; the second `dvc repro` runs to
 the arms' metrics. Checks: the sample stage draws the committed query set with its traffic
@@ -18,6 +19,7 @@ from __future__ import annotations
 import itertools
 import json
 import shutil
+import sys
 
 import numpy as np
 import pandas as pd
@@ -53,7 +55,12 @@ def crowd(tmp_path_factory):
     tiny.git(root, "init", "-q")
     tiny.run(root, "dvc", "init", "-q")
     tiny.run(root, "dvc", "config", "core.analytics", "false")
+    # the gold file is private (git-ignored, DVC-tracked): rebuilt from the pool and the
+    # simulation's truth, as DESIGN.md says
+    pooled = tiny.run(root, "dvc", "repro", f"{EXP}/dvc.yaml:pool")
+    tiny.run(root, sys.executable, f"{EXP}/sim/make_gold.py")
     first = tiny.run(root, "dvc", "repro", f"{EXP}/dvc.yaml", check=False)
+    first.stdout = pooled.stdout + first.stdout  # sample -> pool ran first
     status_before = tiny.run(root, "relgrade", "status", "--experiment", EXP).stdout
     tiny.run(root, "relgrade", "grade", "run", "--experiment", EXP, "--grader", "expert-e",
              "--no-progress")
@@ -121,9 +128,13 @@ def test_the_spammer_alone_is_removed_by_gold(crowd):
     assert acc["rater-5"]["accuracy"] < 0.6 <= min(acc[r]["accuracy"]
                                                    for r in ("rater-1", "rater-2", "rater-3",
                                                              "rater-4"))
-    # every rater answered gold questions, some of them hidden beyond its own work
+    # 23 gold questions (round(0.4 * 58)), each in 3 queues like every pair: 69 gold rows
+    # over 5 raters, 13 or 14 each
     queues = pd.read_parquet(exp / "data/private/assignment.parquet")
-    assert (~queues["work"]).groupby(queues["grader"]).sum().min() >= 1
+    assert queues["work"].all()
+    assert queues.groupby(["query_id", "chunk_id"]).size().eq(3).all()
+    assert int(queues.groupby(["query_id", "chunk_id"])["gold"].first().sum()) == 23
+    assert sorted(queues.groupby("grader")["gold"].sum()) == [13, 14, 14, 14, 14]
     assert all(a["gold_answers"] >= 4 for a in acc.values())
 
 

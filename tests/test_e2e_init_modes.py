@@ -74,17 +74,17 @@ def test_a_triage_experiment_made_by_init_runs_by_the_loop_alone(tmp_path_factor
     key = [json.loads(x) for x in (root / exp / "data/key/key.jsonl").read_text().splitlines()]
     assert record["key_sha256"] and len(key) == record["pairs"]
     assert all(r["grade"] == tiny.truth(r["chunk_id"]) for r in key)
-    assert (root / exp / "data/triage/queue.tsv").is_file()
+    assert (root / exp / "data/private/triage-queue.tsv").is_file()  # private, DVC-cached
     assert (root / exp / "metrics/report.md").is_file()
 
 
 def test_a_rater_panel_experiment_made_by_init_runs_by_the_loop_alone(tmp_path_factory):
     root = _repo(tmp_path_factory, "raters")
     exp = "experiments/panel"
-    gold = root / "gold.tsv"  # each query's answer chunk: ranked first by every arm
+    gold = root / "gold.tsv"  # each query's answer and pointer chunks: pooled by every arm
     gold.write_text("query_id\tchunk_id\tgrade\n" + "".join(
-        f"{q}\t{q}-answer\t2\n" for q, *_ in tiny.TOPICS))
-    # four raters, three per pair: each rater's gold lies outside its own work
+        f"{q}\t{q}-answer\t2\n{q}\t{q}-pointer\t1\n" for q, *_ in tiny.TOPICS))
+    # four raters, three per pair; init's gold.fraction 0.3 draws its gold questions from these
     raters = [a for i in (1, 2, 3, 4) for a in ("--rater", f"rater-{i}={COMMAND}")]
     _init(root, exp, "--mode", "raters", *raters, "--expert", f"expert-e={COMMAND}",
           "--gold", str(gold))

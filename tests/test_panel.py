@@ -18,6 +18,7 @@ from relgrade.raters.assign import (
     queue_orders,
     rater_orders,
     rater_queues,
+    select_gold,
 )
 from relgrade.raters.panel import adjudicate, aggregate_panel, require_expert
 
@@ -94,21 +95,54 @@ def test_a_gold_grade_off_the_scale_is_refused():
     assert str(e.value) == "gold.tsv: pair (q0, c00): a gold grade is off the scale 0, 1, 2 (found 3)"
 
 
-def test_gold_joins_each_queue_at_the_fraction_only_where_it_is_not_the_raters_work():
+def test_gold_pairs_go_to_per_pair_raters_like_work_and_each_rater_gets_its_share():
+    # 20 pool pairs, 5 raters, 3 per pair: 60 (rater, pair) rows, 12 per rater. A share of
+    # 0.3 takes round(0.3 * 20) = 6 of the 8 gold pairs; dealt first, 6 * 3 = 18 gold rows
+    # spread over 5 raters: 3 or 4 each (floor(18 / 5) = 3, and 18 - 5 * 3 = 3 raters get 4).
     pool = pool_of()
-    a = assign_pairs(pool, RATERS, per_pair=3, rng=np.random.default_rng(4))
-    gold = pool.iloc[[0, 5, 10, 15, 16, 17]].assign(grade=[2, 1, 0, 2, 1, 0])
-    q = rater_queues(a, gold, fraction=0.3, rng=np.random.default_rng(5))
-    gold_pairs = set(zip(gold["query_id"], gold["chunk_id"]))
-    for name, mine in q.groupby("grader"):
-        work = mine[mine["work"]]
-        assert len(work) == 12                      # the assignment is untouched
-        present = sum((a, b) in gold_pairs for a, b in zip(work["query_id"], work["chunk_id"]))
-        added = int((~mine["work"]).sum())
-        # seed_gold's count: round((0.3 * 12 - present) / 0.7), at least 0
-        assert added == max(0, int(np.floor((0.3 * 12 - present) / 0.7 + 0.5)))
-        assert mine.loc[~mine["work"], "gold"].all()  # only gold is ever added
-        assert not mine.duplicated(["query_id", "chunk_id"]).any()  # never twice to one rater
+    gold = pool.iloc[[0, 3, 5, 10, 12, 15, 16, 17]].assign(grade=[2, 1, 0, 2, 1, 0, 2, 0])
+    used = select_gold(gold, pool=pool, fraction=0.3, rng=np.random.default_rng(5))
+    assert len(used) == 6 and set(zip(used["query_id"], used["chunk_id"])) <= \
+        set(zip(gold["query_id"], gold["chunk_id"]))
+    a = assign_pairs(pool, RATERS, per_pair=3, rng=np.random.default_rng(4), first=used)
+    q = rater_queues(a, used)
+    assert q["work"].all()                                  # nothing beyond the assignment
+    assert len(q) == 60 and q.groupby("grader").size().tolist() == [12] * 5
+    per_pair = q.groupby(["query_id", "chunk_id"]).agg(raters=("grader", "size"),
+                                                       gold=("gold", "first"))
+    assert per_pair["raters"].eq(3).all()                   # gold and work alike
+    assert int(per_pair["gold"].sum()) == 6
+    assert sorted(q.groupby("grader")["gold"].sum().tolist()) == [3, 3, 4, 4, 4]
+    assert not q.duplicated(["grader", "query_id", "chunk_id"]).any()
+
+
+def test_the_gold_questions_are_rebuilt_exactly_from_their_seed():
+    pool = pool_of()
+    gold = pool.iloc[::2].assign(grade=0)                   # 10 known pairs, 6 needed
+    one = select_gold(gold, pool=pool, fraction=0.3, rng=np.random.default_rng(9))
+    two = select_gold(gold.iloc[::-1], pool=pool, fraction=0.3, rng=np.random.default_rng(9))
+    pd.testing.assert_frame_equal(one, two)                 # the file's row order is moot
+    a = assign_pairs(pool, RATERS, per_pair=3, rng=np.random.default_rng(4), first=one)
+    b = assign_pairs(pool, RATERS, per_pair=3, rng=np.random.default_rng(4), first=two)
+    pd.testing.assert_frame_equal(a, b)
+
+
+def test_too_few_gold_pairs_for_the_share_is_refused_with_both_counts():
+    # round(0.4 * 20) = 8 gold questions needed, 6 known
+    gold = pool_of().iloc[:6].assign(grade=1)
+    with pytest.raises(InputError) as e:
+        select_gold(gold, pool=pool_of(), fraction=0.4, rng=np.random.default_rng(0))
+    assert str(e.value) == ("gold.fraction: too few gold pairs for the share asked (found 6 "
+                            "gold pairs in the pool, 8 needed for a share of 0.4 of its 20 "
+                            "pairs). Add gold pairs to the gold file or lower gold.fraction")
+
+
+def test_without_gold_to_deal_first_the_assignment_is_unchanged():
+    pool = pool_of()
+    plain = assign_pairs(pool, RATERS, per_pair=3, rng=np.random.default_rng(4))
+    empty = assign_pairs(pool, RATERS, per_pair=3, rng=np.random.default_rng(4),
+                         first=pool.iloc[:0])
+    pd.testing.assert_frame_equal(plain, empty)
 
 
 def test_a_raters_order_depends_on_the_chunk_ids_only_never_on_which_are_gold():
@@ -289,3 +323,31 @@ def test_gold_answers_never_enter_the_key():
         columns=["query_id", "chunk_id", "grade", "reason"]), expert=None)
     assert rows[["chunk_id", "grade"]].values.tolist() == [["a", 2], ["b", 1]]
     assert r.aggregated.set_index("chunk_id").loc["b", "votes"] == 2
+
+
+def test_raters_are_scored_on_the_gold_questions_of_their_queues_only():
+    # the gold file knows a, b and c; the draw took a and c as gold questions, so b was
+    # graded as plain work and scores no rater
+    from relgrade.pipeline.panel import gold_questions
+
+    gold = pd.DataFrame({"query_id": ["q", "q", "q"], "chunk_id": ["a", "b", "c"],
+                         "grade": [2, 1, 0]})
+    queues = pd.DataFrame({"grader": ["r1", "r1", "r2", "r2"], "query_id": ["q"] * 4,
+                           "chunk_id": ["a", "b", "b", "c"], "work": [True] * 4,
+                           "gold": [True, False, False, True]})
+    asked = gold_questions(gold, queues)
+    assert asked[["chunk_id", "grade"]].values.tolist() == [["a", 2], ["c", 0]]
+    assert gold_questions(None, queues) is None
+
+
+def test_grades_from_an_earlier_assignment_are_set_aside_not_refused():
+    # r1 graded b under an earlier deal; b is now r2's: one grade set aside, a and r2's b kept
+    from relgrade.pipeline.panel import queued_grades
+
+    grades = pd.DataFrame({"grader": ["r1", "r1", "r2"], "query_id": ["q"] * 3,
+                           "chunk_id": ["a", "b", "b"], "grade": [2, 1, 0]})
+    queues = pd.DataFrame({"grader": ["r1", "r2"], "query_id": ["q", "q"],
+                           "chunk_id": ["a", "b"], "work": [True, True], "gold": [False, False]})
+    kept, aside = queued_grades(grades, queues)
+    assert aside == 1
+    assert kept[["grader", "chunk_id"]].values.tolist() == [["r1", "a"], ["r2", "b"]]

@@ -228,3 +228,56 @@ def test_single_word_inside_a_longer_json_string_is_not_a_leak():
     assert publish.find_private(_plant("see evict docs"), private, allowed=ALLOWED) == []
     leaks = publish.find_private(_plant("evict"), private, allowed=ALLOWED)
     assert [(l.kind, l.id) for l in leaks] == [("query", "kw11")]
+
+
+# --- gold answers and the triage model's grades stay private --------------------------------
+
+def test_the_bundle_holds_nothing_of_the_gold_file_or_the_triage_queue_beside_it(tmp_path):
+    out = _stage_dir(tmp_path)
+    private = tmp_path / "data/private"
+    private.mkdir(parents=True, exist_ok=True)
+    (private / "gold.tsv").write_text("query_id\tchunk_id\tgrade\nkw01\tgold-only-chunk\t2\n")
+    (private / "triage-queue.tsv").write_text(
+        "query_id\tchunk_id\tmodel_grade\tstratum\tselected\tinclusion_probability\n"
+        "kw01\ttriage-only-chunk\t1\trelevant\tTrue\t1.0\n")
+    proc = _run(tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert sorted(p.name for p in out.iterdir()) == ["README.txt", "key.qrels", "metrics.json",
+                                                     "record.json"]
+    bundle = b"".join(p.read_bytes() for p in out.iterdir())
+    for text in (b"gold-only-chunk", b"triage-only-chunk", b"model_grade", b"gold.tsv",
+                 b"triage-queue"):
+        assert text not in bundle
+
+
+def test_the_publish_stage_reads_neither_the_gold_file_nor_the_triage_queue():
+    from relgrade.pipeline import registry
+
+    (stage,) = [s for s in registry.stages() if s.name == "publish"]
+    deps = {d if isinstance(d, str) else d.path for d in stage.deps}
+    assert not deps & {"${gold.input}", "${paths.triage_queue}"}
+
+
+def test_the_triage_queue_is_a_dvc_cached_output_never_kept_in_git():
+    from relgrade.pipeline import registry
+
+    (packets,) = [s for s in registry.stages() if s.name == "packets"]
+    (queue,) = [o for o in packets.outs
+                if not isinstance(o, str) and o.path == "${paths.triage_queue}"]
+    assert queue.cache and queue.options() == {}
+
+
+@pytest.mark.parametrize(("experiment", "section", "key"), [
+    ("experiments/crowd-sim", "gold", "input"),
+    ("experiments/triage-sim", "paths", "triage_queue"),
+])
+def test_the_repositorys_gold_and_triage_queue_live_under_private_data_out_of_git(
+        experiment, section, key):
+    params = yaml.safe_load((REPO / experiment / "params.yaml").read_text())
+    path = params[section][key]
+    assert path.startswith("data/private/")
+    tracked = subprocess.run(["git", "ls-files", "--", f"{experiment}/{path}"], cwd=REPO,
+                             capture_output=True, text=True, check=True).stdout
+    assert tracked == ""
+    ignored = (REPO / experiment / "data/private/.gitignore").read_text().split()
+    assert "/" + path.rsplit("/", 1)[1] in ignored

@@ -302,13 +302,13 @@ def test_triage_mode_without_a_triage_grader_is_refused():
 def test_a_queue_read_back_as_text_gets_its_dtypes_and_a_bad_row_is_named():
     q = _queue()
     text = q.astype(str)
-    back = triage.typed_queue(text, path="data/triage/queue.tsv")
+    back = triage.typed_queue(text, path="data/private/triage-queue.tsv")
     pd.testing.assert_frame_equal(back, q)
     bad = text.copy()
     bad.loc[2, "selected"] = "yes"
     with pytest.raises(InputError) as e:
-        triage.typed_queue(bad, path="data/triage/queue.tsv")
-    assert str(e.value).startswith("data/triage/queue.tsv:4: triage queue row is not")
+        triage.typed_queue(bad, path="data/private/triage-queue.tsv")
+    assert str(e.value).startswith("data/private/triage-queue.tsv:4: triage queue row is not")
 
 
 def test_pending_work_in_triage_mode_owes_the_pool_to_the_model_and_the_queue_to_people():

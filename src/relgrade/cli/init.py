@@ -98,6 +98,10 @@ def init_cmd(folder, corpus, queries, intents, query_log, sample_n, allocation, 
     click.echo(f"Created experiment {ex.root.name} in {where}: arms {arms_made}.")
     for line in ex.params.grading.deviations:
         click.echo(f"Note (recorded in params grading.deviations): {line}")
+    if ex.params.gold is not None:
+        click.echo(f"Note: the gold file is private: {where}/{ex.params.gold.input} is kept "
+                   f"out of git; track it with `dvc add {where}/{ex.params.gold.input}` and "
+                   "commit the .dvc file")
     click.echo("Next:")
     if query_log is not None:
         click.echo(f"  0. dvc repro {where}/dvc.yaml:sample draws the queries into "

@@ -311,8 +311,10 @@ class Raters(_Section):
 class Gold(_Section):
     """``gold``: pairs with known grades hidden in every rater's queue.
 
-    ``input`` is the tracked gold file (``query_id``, ``chunk_id``, ``grade``; pool pairs
-    only); ``fraction`` the share of each rater's queue that is gold; a rater whose gold
+    ``input`` is the gold file (``query_id``, ``chunk_id``, ``grade``; pool pairs only),
+    private: kept under ``data/private/`` and tracked by DVC, never by git; ``fraction`` the
+    share of the pool drawn as gold questions, and so of each rater's queue (a gold question
+    goes to ``raters.per_pair`` raters like any pool pair); a rater whose gold
     accuracy (exact) is below ``min_accuracy`` on at least ``min_gold`` gold answers is
     removed; ``within_one`` adds the within-one-grade accuracy to the report.
     """

@@ -26,6 +26,7 @@ from relgrade.raters.assign import (
     check_panel_gold,
     rater_orders,
     rater_queues,
+    select_gold,
 )
 from relgrade.rng import stage_rng
 from relgrade.schema import PENDING
@@ -69,20 +70,78 @@ def read_gold(ex, pool: pd.DataFrame) -> pd.DataFrame | None:
 
 
 def build_rater_orders(ex, pool: pd.DataFrame) -> pd.DataFrame:
-    """Every rater's queue in display order, gold mixed in (the private assignment table).
+    """Every rater's queue in display order, gold among the work (the private assignment table).
 
-    The assignment draws from ``stage_rng(seed, "raters")`` and the gold questions from
-    ``stage_rng(seed, "gold")`` (:func:`relgrade.rng.stage_rng`), so both are rebuilt
-    exactly from params ``seed``.
+    The gold questions are drawn from ``stage_rng(seed, "gold")``
+    (:func:`relgrade.raters.assign.select_gold`) and the assignment from
+    ``stage_rng(seed, "raters")`` (:func:`relgrade.rng.stage_rng`), so both are rebuilt
+    exactly from params ``seed``. Every pool pair, gold or not, goes to ``raters.per_pair``
+    raters; the gold questions are dealt first, so each rater gets its share of them.
     """
     seed, grading = ex.params.need("seed"), ex.params.grading
-    assignment = assign_pairs(pool, raters_of(ex), per_pair=ex.params.need("raters").per_pair,
-                              rng=stage_rng(seed, "raters"))
     gold = read_gold(ex, pool)
-    fraction = ex.params.gold.fraction if ex.params.gold is not None else 0.0
-    queues = rater_queues(assignment, gold, fraction=fraction, rng=stage_rng(seed, "gold"))
+    if gold is not None:
+        gold = select_gold(gold, pool=pool, fraction=ex.params.gold.fraction,
+                           rng=stage_rng(seed, "gold"))
+    assignment = assign_pairs(pool, raters_of(ex), per_pair=ex.params.need("raters").per_pair,
+                              rng=stage_rng(seed, "raters"), first=gold)
+    queues = rater_queues(assignment, gold)
     return rater_orders(queues, seed=seed, round=grading.round,
                         batch_size=grading.batch_size)
+
+
+def gold_questions(gold: pd.DataFrame | None, queues: pd.DataFrame) -> pd.DataFrame | None:
+    """The rows of the gold table the queues hold as gold questions (``gold`` flag set).
+
+    Raters are scored on these pairs only: a pair of the gold file left out by
+    :func:`relgrade.raters.assign.select_gold` was graded as work, not as a gold question.
+
+    Parameters
+    ----------
+    gold : pandas.DataFrame or None
+        The gold table (:func:`read_gold`).
+    queues : pandas.DataFrame
+        The private assignment table (``query_id``, ``chunk_id``, ``gold``).
+
+    Returns
+    -------
+    pandas.DataFrame or None
+        ``gold``'s rows whose pair is flagged gold in some queue; None when ``gold`` is None.
+    """
+    if gold is None:
+        return None
+    flagged = queues[queues["gold"].astype(bool)]
+    asked = set(zip(flagged["query_id"].astype(str), flagged["chunk_id"].astype(str)))
+    keep = [(str(q), str(c)) in asked for q, c in zip(gold["query_id"], gold["chunk_id"])]
+    return gold[pd.Series(keep, index=gold.index, dtype=bool)].reset_index(drop=True)
+
+
+def queued_grades(grades: pd.DataFrame, queues: pd.DataFrame) -> tuple[pd.DataFrame, int]:
+    """The raters' grades of pairs in their current queues, and how many were set aside.
+
+    A grade recorded under an earlier assignment (before the pool, the raters or the gold
+    questions changed) stays in the judgment bank but does not count: a pair's grades are
+    those of the raters it is dealt to now, ``raters.per_pair`` of them.
+
+    Parameters
+    ----------
+    grades : pandas.DataFrame
+        Long grades (``grader``, ``query_id``, ``chunk_id``, ...). Not modified.
+    queues : pandas.DataFrame
+        The private assignment table (``grader``, ``query_id``, ``chunk_id``).
+
+    Returns
+    -------
+    (pandas.DataFrame, int)
+        The rows of ``grades`` whose (grader, pair) is queued, index reset; the number of
+        rows left out.
+    """
+    queued = set(zip(queues["grader"].astype(str), queues["query_id"].astype(str),
+                     queues["chunk_id"].astype(str)))
+    keep = pd.Series([(g, q, c) in queued for g, q, c in
+                      zip(grades["grader"].astype(str), grades["query_id"].astype(str),
+                          grades["chunk_id"].astype(str))], index=grades.index, dtype=bool)
+    return grades[keep].reset_index(drop=True), int((~keep).sum())
 
 
 def read_assignment(ex) -> pd.DataFrame:

@@ -216,7 +216,7 @@ def stages() -> tuple[Stage, ...]:
                     "${paths.grades_in}",  # a partial regrade holds the pairs graded relevant
                     _e("${gold.input}", "raters")),
               outs=("${paths.packets}", "${paths.orders}", _e("${paths.assignment}", "raters"),
-                    _e("${paths.triage_queue}", "triage", cache=False)),
+                    _e("${paths.triage_queue}", "triage")),  # private: model grades
               doc="One packet per query and role, at most five chunks a batch, in seeded "
                   "orders; the folder records the pool version it was built for."),
         Stage("grades", "grades", _ALL,

@@ -272,7 +272,9 @@ def graders_section(plan: Plan) -> dict:
 
 #: The paths a mode adds to params ``paths``.
 MODE_PATHS = {
-    "triage": {"triage_queue": "data/triage/queue.tsv", "triage_key": "data/key/triage.tsv"},
+    # the people's queue holds the model's grades: private, DVC-cached, never in git
+    "triage": {"triage_queue": "data/private/triage-queue.tsv",
+               "triage_key": "data/key/triage.tsv"},
     "raters": {"rater_grades": "data/graded/raters.parquet",
                "assignment": "data/private/assignment.parquet",
                "aggregate": "metrics/aggregate.json",
@@ -281,6 +283,11 @@ MODE_PATHS = {
                "adjudication_packets": "data/aggregate/packets",
                "adjudication": "data/aggregate/adjudication.jsonl"},
 }
+
+
+#: Where ``init --gold`` copies the gold file: private, kept out of git (its answers would
+#: let a rater who reads the repository skip the gold questions); track it with ``dvc add``.
+GOLD_INPUT = "data/private/gold.tsv"
 
 
 def mode_params(plan: Plan) -> tuple[str, str]:
@@ -298,7 +305,7 @@ def mode_params(plan: Plan) -> tuple[str, str]:
         sections["triage"] = {"grader": plan.triage[0], "zero_sample": 0.5, "level": 0.95}
     if plan.mode == "raters":
         sections["raters"] = {"per_pair": 3}
-        sections["gold"] = {"input": "data/input/gold.tsv", "fraction": 0.3,
+        sections["gold"] = {"input": GOLD_INPUT, "fraction": 0.3,
                             "min_accuracy": 0.6, "min_gold": 3, "within_one": True}
         sections["aggregation"] = {"method": "majority"}
         sections["adjudication"] = {"max_spread": 1, "expert": plan.expert[0]}
@@ -567,8 +574,9 @@ def init_experiment(plan: Plan) -> Experiment:
             deviations.append(f"audit.min_queries is {audit_min}, every query: the experiment "
                               f"has {audit_min} queries, fewer than the {plan.audit_min} the "
                               "audit asks for")
-        if plan.gold is not None:
-            shutil.copyfile(plan.gold, data / "gold.tsv")
+        if plan.gold is not None:  # private: under data/private/, git-ignored below
+            (tmp / GOLD_INPUT).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(plan.gold, tmp / GOLD_INPUT)
         mode_paths, mode_sections = mode_params(plan)
         env = jinja2.Environment(undefined=jinja2.StrictUndefined, keep_trailing_newline=True,
                                  autoescape=False)
@@ -600,8 +608,9 @@ def init_experiment(plan: Plan) -> Experiment:
         # the pipeline from the stage registry, as `relgrade pipeline render` writes it
         text = render(Experiment(tmp, params), repo=repo)
         write_text(tmp / "dvc.yaml", text)
-        write_gitignores(tmp, cached_outputs(yaml.safe_load(text), params.paths.as_dict(),
-                                             arms))
+        write_gitignores(tmp, [*cached_outputs(yaml.safe_load(text), params.paths.as_dict(),
+                                               arms),
+                               *([GOLD_INPUT] if plan.gold is not None else [])])
         (tmp / "rubric").mkdir()
         write_text(tmp / "rubric" / "v1.md", _template("rubric.md"))
         write_text(tmp / "rubric" / "CHANGELOG.md",

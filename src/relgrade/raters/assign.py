@@ -1,14 +1,18 @@
 """Which rater grades which pair: a balanced, seeded assignment with gold hidden in each queue.
 
 With ``grading.mode: raters`` every pool pair is graded by ``raters.per_pair`` different
-raters. :func:`assign_pairs` spreads the pairs so that every rater gets the same number of
-pairs, give or take one, and never the same pair twice. :func:`rater_queues` adds each rater's
-gold questions (pool pairs with a known grade that are not already that rater's work) at the
-gold share, and :func:`rater_orders` lays each rater's queue out per query in a seeded shuffle,
-the same rule for gold and work pairs, so nothing in a packet tells them apart.
+raters, gold pairs exactly as often as any other: a gold pair is a pool pair whose grade is
+known, so it is dealt like the rest and a rater who compares queues with others (how many
+raters had a pair) learns nothing about which pairs are gold. :func:`select_gold` draws the
+gold questions (a seeded share ``gold.fraction`` of the pool, from the pool pairs with a
+known grade); :func:`assign_pairs` deals them first and then the other pairs, so that every
+rater gets the same number of pairs and of gold questions, give or take one, and never the
+same pair twice; :func:`rater_queues` flags the gold rows; :func:`rater_orders` lays each
+rater's queue out per query in a seeded shuffle, the same rule for gold and work pairs, so
+nothing in a packet tells them apart.
 
-The queue table is private, like provenance: its ``work`` and ``gold`` columns say which
-rows are gold questions and must never reach a rater.
+The queue table is private, like provenance: its ``gold`` column says which rows are gold
+questions and must never reach a rater.
 """
 
 from __future__ import annotations
@@ -20,7 +24,7 @@ import numpy as np
 import pandas as pd
 
 from relgrade.errors import InputError
-from relgrade.raters.gold import check_gold, seed_gold
+from relgrade.raters.gold import check_gold
 from relgrade.rng import order_seed, rng_for
 from relgrade.schema import ORDERS, PAIR
 
@@ -50,7 +54,7 @@ def _raters(raters: Iterable[str]) -> list[str]:
 
 
 def assign_pairs(pool: pd.DataFrame, raters: Sequence[str], *, per_pair: int,
-                 rng: np.random.Generator) -> pd.DataFrame:
+                 rng: np.random.Generator, first: pd.DataFrame | None = None) -> pd.DataFrame:
     """Each pool pair given to ``per_pair`` different raters, with balanced loads.
 
     Parameters
@@ -64,6 +68,10 @@ def assign_pairs(pool: pd.DataFrame, raters: Sequence[str], *, per_pair: int,
     rng : numpy.random.Generator
         Draws the order pairs are dealt in and breaks ties between equally loaded raters;
         build it from params ``seed``.
+    first : pandas.DataFrame, optional
+        ``query_id``, ``chunk_id``: pool pairs dealt before all others (the gold questions,
+        :func:`select_gold`), so that they too are spread evenly over the raters. Each of
+        them still goes to exactly ``per_pair`` raters.
 
     Returns
     -------
@@ -74,7 +82,7 @@ def assign_pairs(pool: pd.DataFrame, raters: Sequence[str], *, per_pair: int,
     ------
     InputError
         A rater is named twice; ``per_pair`` is not a whole number from 1 to the number of
-        raters; a pair is twice in the pool.
+        raters; a pair is twice in the pool; a pair of ``first`` is not in the pool.
     TypeError
         ``rng`` is not a ``numpy.random.Generator``.
 
@@ -84,7 +92,11 @@ def assign_pairs(pool: pd.DataFrame, raters: Sequence[str], *, per_pair: int,
     fewest pairs so far, ties broken by a fresh random key per pair. Dealing to the least
     loaded keeps every two raters' loads within one pair of each other after every step (the
     greedy rule never raises a most loaded rater while a less loaded one is left out), so
-    loads are ``floor(n * per_pair / R)`` or one more.
+    loads are ``floor(n * per_pair / R)`` or one more. With ``first`` (``m`` pairs) those
+    pairs are dealt first, each group in its own seeded order: when the last of them is dealt
+    every rater's load is its count of them, so each rater gets ``floor(m * per_pair / R)``
+    of them or one more, and the total loads stay balanced as before. Without ``first`` the
+    deal is the same as with an empty ``first``.
 
     Examples
     --------
@@ -108,9 +120,22 @@ def assign_pairs(pool: pd.DataFrame, raters: Sequence[str], *, per_pair: int,
         raise InputError("a pair is twice in the pool",
                          item=f"pair ({first['query_id']}, {first['chunk_id']})")
     keys = list(zip(pairs["query_id"], pairs["chunk_id"]))
+    head = set() if first is None else set(zip(first["query_id"].astype(str),
+                                               first["chunk_id"].astype(str)))
+    unknown = sorted(head - set(keys))
+    if unknown:
+        raise InputError("a pair to deal first is not in the pool",
+                         item=f"pair ({unknown[0][0]}, {unknown[0][1]})")
+    if head:
+        lead = [i for i, k in enumerate(keys) if k in head]
+        rest = [i for i, k in enumerate(keys) if k not in head]
+        order = [lead[int(j)] for j in rng.permutation(len(lead))] \
+            + [rest[int(j)] for j in rng.permutation(len(rest))]
+    else:
+        order = rng.permutation(len(keys))
     load = np.zeros(len(names), dtype=np.int64)
     rows = []
-    for i in rng.permutation(len(keys)):
+    for i in order:
         tie = rng.random(len(names))
         chosen = np.lexsort((tie, load))[:per_pair]
         load[chosen] += 1
@@ -193,55 +218,120 @@ def check_panel_gold(gold: pd.DataFrame, *, pool: pd.DataFrame, scale: Iterable[
     return known
 
 
-def rater_queues(assignment: pd.DataFrame, gold: pd.DataFrame | None, *, fraction: float,
-                 rng: np.random.Generator) -> pd.DataFrame:
-    """Every rater's queue: the pairs assigned to them plus their gold questions.
+def gold_count(n_pairs: int, fraction: float) -> int:
+    """How many pool pairs :func:`select_gold` takes as gold: ``round(fraction * n_pairs)``.
+
+    Halves round up.
+
+    >>> gold_count(58, 0.4), gold_count(5, 0.1), gold_count(10, 0.25)
+    (23, 1, 3)
+    """
+    return int(math.floor(float(fraction) * int(n_pairs) + 0.5))
+
+
+def select_gold(gold: pd.DataFrame, *, pool: pd.DataFrame, fraction: float,
+                rng: np.random.Generator) -> pd.DataFrame:
+    """The gold questions of a panel: a seeded share ``fraction`` of the pool, of known grade.
+
+    Parameters
+    ----------
+    gold : pandas.DataFrame of shape (n_gold, 3)
+        The gold table (``query_id``, ``chunk_id``, ``grade``), checked against the pool
+        (:func:`check_panel_gold`). Not modified.
+    pool : pandas.DataFrame of shape (n_pairs, >= 2)
+        The pool (``query_id``, ``chunk_id``).
+    fraction : float in [0, 1)
+        The share of the pool, and so of every rater's queue, that is gold (params
+        ``gold.fraction``).
+    rng : numpy.random.Generator
+        Draws the gold questions when the gold table holds more pool pairs than needed.
+
+    Returns
+    -------
+    pandas.DataFrame of shape (gold_count(n_pairs, fraction), 3)
+        The rows of ``gold`` used as gold questions, sorted by (query_id, chunk_id).
+
+    Raises
+    ------
+    InputError
+        ``fraction`` is outside [0, 1); the gold table holds fewer pool pairs than the share
+        needs (the error gives both counts and the fix).
+    TypeError
+        ``rng`` is not a ``numpy.random.Generator``.
+
+    Notes
+    -----
+    Gold questions are pool pairs, each graded by ``raters.per_pair`` raters like every other
+    pool pair (:func:`assign_pairs`), so the share of gold in a queue of :math:`n_r` pairs is
+    that of the pool, :math:`m / n` with :math:`m` = :func:`gold_count`, give or take the one
+    pair by which loads differ. The :math:`m` pairs are drawn without replacement from the gold
+    pairs of the pool taken in (query_id, chunk_id) order, so the gold file's row order does
+    not matter; with exactly :math:`m` of them all are taken and ``rng`` is not used.
+
+    Examples
+    --------
+    >>> pool = pd.DataFrame({"query_id": ["q"] * 10, "chunk_id": list("abcdefghij")})
+    >>> gold = pd.DataFrame({"query_id": ["q"] * 4, "chunk_id": list("abcd"),
+    ...                      "grade": [2, 0, 1, 0]})
+    >>> len(select_gold(gold, pool=pool, fraction=0.2, rng=np.random.default_rng(0)))
+    2
+    """
+    if not isinstance(rng, np.random.Generator):
+        raise TypeError("rng must be a numpy.random.Generator built from a seed in params")
+    fraction = float(fraction)
+    if not (0.0 <= fraction < 1.0) or not math.isfinite(fraction):
+        raise InputError("the gold share must be at least 0 and below 1", item="gold.fraction",
+                         found=repr(fraction))
+    known = check_gold(gold)
+    n_pairs = len(pool[PAIR].astype(str).drop_duplicates())
+    need = gold_count(n_pairs, fraction)
+    if need > len(known):
+        raise InputError("too few gold pairs for the share asked", item="gold.fraction",
+                         found=f"{len(known)} gold pairs in the pool, {need} needed for a "
+                               f"share of {fraction:g} of its {n_pairs} pairs",
+                         fix="Add gold pairs to the gold file or lower gold.fraction")
+    if need == len(known):
+        return known
+    picked = sorted(int(i) for i in rng.choice(len(known), size=need, replace=False))
+    return known.iloc[picked].reset_index(drop=True)
+
+
+def rater_queues(assignment: pd.DataFrame, gold: pd.DataFrame | None) -> pd.DataFrame:
+    """Every rater's queue: the pairs assigned to them, the gold questions among them flagged.
 
     Parameters
     ----------
     assignment : pandas.DataFrame
         :func:`assign_pairs`' table.
     gold : pandas.DataFrame or None
-        The gold table (``query_id``, ``chunk_id``, ``grade``; pool pairs); None: no gold.
-    fraction : float in [0, 1)
-        The share of each queue that is gold once seeded (params ``gold.fraction``).
-    rng : numpy.random.Generator
-        Draws which gold pairs each rater gets.
+        The gold questions (``query_id``, ``chunk_id``; :func:`select_gold`); None: no gold.
 
     Returns
     -------
     pandas.DataFrame of shape (n_rows, 5)
         Columns :data:`QUEUE`: ``grader``, ``query_id``, ``chunk_id`` (str), ``work``
-        (bool: the pair is the rater's work, so their grade may enter the aggregate) and
-        ``gold`` (bool: the pair's grade is known). A gold question added to a queue has
-        ``work`` False. Sorted by (grader, query_id, chunk_id). **Private.**
+        (bool: the rater's grade may enter the aggregate; True on every row, as every
+        queued pair is a pool pair dealt like the rest) and ``gold`` (bool: the pair is a
+        gold question). Sorted by (grader, query_id, chunk_id). **Private.**
 
     Raises
     ------
     InputError
-        As :func:`check_assignment` and :func:`relgrade.raters.gold.seed_gold` (too few
-        gold pairs outside a rater's work for the fraction).
+        As :func:`check_assignment`.
 
     Notes
     -----
-    The number of gold questions added to a queue of :math:`n` work pairs, :math:`p` of
-    them gold already, is :func:`~relgrade.raters.gold.seed_gold`'s
-    :math:`\\operatorname{round}((f n - p) / (1 - f))`: gold pairs among a rater's own work
-    count towards the share.
+    No pair is added to a queue beyond its assignment: a gold question is in as many queues
+    (``raters.per_pair``) as a work pair, so counting in how many raters' queues a pair
+    appears does not find the gold. A rater's grade of a gold pair is both a gold answer
+    (scored against the known grade) and one of the pair's ``per_pair`` grades.
     """
     check_assignment(assignment)
-    work = assignment[ASSIGNMENT].astype(str)
-    if gold is None or len(gold) == 0 or fraction == 0:
-        out = work.assign(work=True, gold=False)
-        if gold is not None and len(gold):
-            known = set(zip(gold["query_id"].astype(str), gold["chunk_id"].astype(str)))
-            out["gold"] = [(q, c) in known for q, c in zip(out["query_id"], out["chunk_id"])]
-        return out[QUEUE].sort_values(QUEUE[:3], kind="stable").reset_index(drop=True)
-    seeded = seed_gold(work, gold, share=float(fraction), rng=rng)
-    mine = set(zip(work["grader"], work["query_id"], work["chunk_id"]))
-    seeded["work"] = [(g, q, c) in mine for g, q, c in
-                      zip(seeded["grader"], seeded["query_id"], seeded["chunk_id"])]
-    return seeded[QUEUE].sort_values(QUEUE[:3], kind="stable").reset_index(drop=True)
+    out = assignment[ASSIGNMENT].astype(str).assign(work=True, gold=False)
+    if gold is not None and len(gold):
+        known = set(zip(gold["query_id"].astype(str), gold["chunk_id"].astype(str)))
+        out["gold"] = [(q, c) in known for q, c in zip(out["query_id"], out["chunk_id"])]
+    return out[QUEUE].sort_values(QUEUE[:3], kind="stable").reset_index(drop=True)
 
 
 def rater_orders(queues: pd.DataFrame, *, seed: int, round: int,  # noqa: A002

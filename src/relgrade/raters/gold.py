@@ -169,6 +169,12 @@ def seed_gold(pool: pd.DataFrame, gold: pd.DataFrame, *, share: float = 0.10,
     answers among the work follows crowd-sourcing quality control (e.g. Oleson et al.,
     "Programmatic gold", HCOMP 2011).
 
+    A gold pair added here sits in more queues than the work pairs when the queues share
+    their work (several raters per pair): raters who compare queues find it. A rater panel
+    (``grading.mode: raters``) therefore does not add gold beyond the work: its gold
+    questions are pool pairs dealt to ``raters.per_pair`` raters like any other
+    (:func:`relgrade.raters.assign.select_gold`, :func:`relgrade.raters.assign.assign_pairs`).
+
     Examples
     --------
     >>> pool = pd.DataFrame({"query_id": ["q1"] * 9, "chunk_id": list("abcdefghi")})

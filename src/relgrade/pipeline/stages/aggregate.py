@@ -2,7 +2,9 @@
 pair, and the adjudication queue with the expert's packets (``grading.mode: raters``).
 
 Reads the raters' current grades (``paths.rater_grades``), their private queues
-(``paths.assignment``) and the gold file (params ``gold.input``). Writes the report
+(``paths.assignment``) and the gold file (params ``gold.input``); raters are scored on the
+pairs their queues flag as gold questions. A rater's grade of a pair no longer in their
+queue (recorded under an earlier assignment) is set aside, with a note, never refused. Writes the report
 (``paths.aggregate``: per-rater gold accuracy exact and within one, removed raters with the
 reason, per-rater confusion matrices, the queue's size), the per-pair aggregate
 (``paths.aggregated``), the queue (``paths.adjudication_queue``) and the expert's packets
@@ -12,7 +14,13 @@ pairs; nothing is written.
 
 import math
 
-from relgrade.pipeline.panel import raters_of, read_assignment, read_gold
+from relgrade.pipeline.panel import (
+    gold_questions,
+    queued_grades,
+    raters_of,
+    read_assignment,
+    read_gold,
+)
 from relgrade.io import files as io
 from relgrade.protocol import packets
 from relgrade.raters.assign import queue_orders
@@ -68,9 +76,16 @@ def run(ex):
     table = io.read_table(ex.path("rater_grades"))
     raters = raters_of(ex)
     mine = table[table["grader"].isin(raters) & (table["round"] == grading.round)]
-    gold = read_gold(ex, pool)
+    queues = read_assignment(ex)
+    # grades made under an earlier assignment stay in the bank but do not count
+    mine, aside = queued_grades(mine, queues)
+    if aside:
+        print(f"note: {aside} rater grades of pairs no longer in their rater's queue set "
+              "aside (kept in the judgment bank)")
+    # raters are scored on the gold questions of their queues, not on every known pair
+    gold = gold_questions(read_gold(ex, pool), queues)
     result = aggregate_panel(
-        mine, queues=read_assignment(ex), pool=pool, gold=gold,
+        mine, queues=queues, pool=pool, gold=gold,
         scale=p.need("scale").grades, method=p.aggregation.method,
         min_accuracy=p.gold.min_accuracy if p.gold else 0.0,
         min_gold=p.gold.min_gold if p.gold else 0, max_spread=p.adjudication.max_spread,

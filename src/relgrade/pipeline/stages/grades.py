@@ -9,7 +9,9 @@ stops with one line naming them, writing nothing.
 In triage mode the triage model grader owes every pool pair, and the key grader (and on
 audited queries the auditor) owe the people's triage queue; a person's grade of a pool pair
 outside that queue is refused. With a rater panel (``grading.mode: raters``) the raters owe
-their queues and the table goes to ``paths.rater_grades``, for the aggregation stage.
+their queues and the table goes to ``paths.rater_grades``, for the aggregation stage; a
+rater's grade of a pair outside their current queue (made under an earlier assignment) is
+left out of it, kept in the bank.
 
 With params ``grading.share_from``, grades reused from other experiments' banks count as
 this round's (:mod:`relgrade.pipeline.sharing`); the table then carries an ``origin``
@@ -71,6 +73,8 @@ def run(ex):
     # with a rater panel this table is the raters' (and auditor's and expert's); the
     # aggregation and adjudication stages make the key grader's rows from it
     out = "rater_grades" if grading.mode == "raters" else "grades"
+    if grading.mode == "raters":
+        table = _queued_only(ex, table)
     io.write_parquet(ex.path(out), table)
     io.write_json(ex.path("grades_manifest"), manifest)
     for line in grades.coverage_lines(manifest):
@@ -101,3 +105,16 @@ def _people_in_queue(ex, held, pool):
                                    held.triage_queue, grader=name,
                                    path=None if f is None else f.source)
 
+
+
+def _queued_only(ex, table):
+    """The table less the raters' grades of pairs outside their current queues (made under
+    an earlier assignment: kept in the bank, unused), with a note saying how many."""
+    from relgrade.pipeline.panel import queued_grades, raters_of, read_assignment
+
+    is_rater = table["grader"].astype(str).isin(raters_of(ex))
+    kept, aside = queued_grades(table[is_rater], read_assignment(ex))
+    if aside:
+        print(f"note: {aside} rater grades of pairs no longer in their rater's queue are "
+              "set aside (kept in the bank, unused)")
+    return pd.concat([table[~is_rater], kept], ignore_index=True)
