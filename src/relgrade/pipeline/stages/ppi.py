@@ -76,6 +76,34 @@ def human_sample_ids(ex, pool_queries) -> list[str]:
     return sorted(ids)
 
 
+def human_grades(ex, sample) -> pd.DataFrame:
+    """The human key of the sample: the human grader's grades of the round on its queries.
+
+    Returns
+    -------
+    pandas.DataFrame
+        ``query_id``, ``chunk_id``, ``grade``, one row per pair.
+
+    Raises
+    ------
+    InputError
+        A sampled query has no grade of the human grader.
+    """
+    auditor, rnd = ex.params.need("grading.auditor"), ex.params.grading.round
+    grades = io.read_table(ex.path("grades"),
+                           columns=["query_id", "chunk_id", "grader", "round", "grade"])
+    human = grades[(grades["grader"] == auditor) & (grades["round"] == rnd)
+                   & grades["query_id"].astype(str).isin(sample)]
+    human = human[["query_id", "chunk_id", "grade"]].drop_duplicates(["query_id", "chunk_id"])
+    missing = sorted(set(sample) - set(human["query_id"].astype(str)))
+    if missing:
+        raise InputError("every human-sample query needs the human grader's grades",
+                         path=ex.path("grades"), item=f"grader {auditor}",
+                         found=f"none for {', '.join(missing[:5])}",
+                         fix=f"grade the sample: relgrade grade run --grader {auditor}")
+    return human
+
+
 def _wide(tables: dict, measure: str, queries: list[str]) -> pd.DataFrame:
     rows = {}
     for arm, t in tables.items():
@@ -115,17 +143,7 @@ def run(ex):
     queries = sorted(set(pool["query_id"].astype(str)))
     sample = human_sample_ids(ex, queries)
 
-    grades = io.read_table(ex.path("grades"),
-                           columns=["query_id", "chunk_id", "grader", "round", "grade"])
-    human = grades[(grades["grader"] == auditor) & (grades["round"] == rnd)
-                   & grades["query_id"].astype(str).isin(sample)]
-    human = human[["query_id", "chunk_id", "grade"]].drop_duplicates(["query_id", "chunk_id"])
-    missing = sorted(set(sample) - set(human["query_id"].astype(str)))
-    if missing:
-        raise InputError("every human-sample query needs the human grader's grades",
-                         path=ex.path("grades"), item=f"grader {auditor}",
-                         found=f"none for {', '.join(missing[:5])}",
-                         fix=f"grade the sample: relgrade grade run --grader {auditor}")
+    human = human_grades(ex, sample)
     groups = io.read_table(ex.path("queries"), columns=["query_id", "group"])
     runs = {arm: read_run(ex.path("runs") / f"{arm}.trec") for arm in arms}
     model_tables, human_tables = {}, {}
