@@ -49,7 +49,7 @@ def test_only_the_package_registers_commands():
     assert main.commands["grade"].commands.keys() == {"export", "import", "run"}
     assert set(main.commands) == {"aggregate", "agreement", "audit", "clicks", "compare", "evaluate",
                                   "grade", "intents", "packets", "queries", "serve",
-                                  "status", "init", "design", "corpus", "pool", "metrics",
+                                  "status", "budget", "init", "design", "corpus", "pool", "metrics",
                                   "pipeline"}
 
 

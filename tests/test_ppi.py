@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
+import pandas as pd
 import pytest
 from scipy import stats as sps
 
@@ -222,3 +223,29 @@ def test_row_wise_estimates_equal_one_at_a_time():
             assert (est[i], se[i], lams[i]) == pytest.approx((e.estimate, e.se, e.lam),
                                                              abs=1e-12)
             assert ppi.normal_p_values(est[i], se[i]) == pytest.approx(e.p_value(), abs=1e-12)
+
+
+def test_the_ppi_table_refuses_a_sample_outside_the_pool_and_a_zero_variance_arm():
+    from relgrade.evaluation.ppi_table import ppi_table
+
+    model = pd.DataFrame([[1.0, 0.0, 1.0]], index=["a"], columns=["q1", "q2", "q3"])
+    outside = pd.DataFrame([[1.0, 0.0]], index=["a"], columns=["q1", "q9"])
+    with pytest.raises(InputError, match="subset of the pool's queries"):
+        ppi_table(model, outside, measure="nDCG@10")
+    flat = pd.DataFrame([[1.0, 1.0, 1.0]], index=["a"], columns=["q1", "q2", "q3"])
+    with pytest.raises(InputError, match="standard error is 0"):
+        ppi_table(flat, flat[["q1", "q2"]], measure="nDCG@10")
+    with pytest.raises(InputError, match="at least 2 human-sample queries"):
+        ppi_table(model, model[["q1"]], measure="nDCG@10")
+
+
+def test_the_t_interval_of_the_ppi_table_is_the_hand_computed_one():
+    from scipy import stats as sps
+    from relgrade.evaluation.ppi_table import ppi_table
+
+    # human-only on the sample (1, 0): mean 0.5, sd (ddof 1) 0.7071, se 0.5, t_{0.975, 1}
+    model = pd.DataFrame([[1.0, 0.0, 1.0, 1.0]], index=["a"], columns=["q1", "q2", "q3", "q4"])
+    human = pd.DataFrame([[1.0, 0.0]], index=["a"], columns=["q1", "q2"])
+    row = ppi_table(model, human, measure="m")["arms"]["a"]["human-only"]
+    assert row["estimate"] == pytest.approx(0.5)
+    assert row["high"] - row["estimate"] == pytest.approx(sps.t.ppf(0.975, 1) * 0.5)

@@ -24,6 +24,7 @@ COMMANDS = {
     "aggregate": "relgrade.cli.aggregate:aggregate_cmd",
     "agreement": "relgrade.cli.agreement:agreement_cmd",
     "audit": "relgrade.cli.audit:audit_cmd",
+    "budget": "relgrade.cli.budget:budget_cmd",
     "clicks": "relgrade.cli.clicks:clicks_cmd",
     "compare": "relgrade.cli.compare:compare_cmd",
     "corpus": "relgrade.cli.corpus:corpus_cmd",
@@ -103,6 +104,7 @@ COMMAND_HELP = {
     "aggregate": "Aggregate several raters' grades into one grade per pair.",
     "agreement": "Agreement between two grade files A and B over the pairs both graded.",
     "audit": "The audit sample: drawn once per round, locked, redrawn only on request.",
+    "budget": "The judging-budget curve: what fewer human judgments would have decided.",
     "clicks": "Click logs: position propensities and IPS-weighted skip-above training pairs.",
     "compare": "Paired statistics between arms of the experiment, or between runs on plain "
                "files.",

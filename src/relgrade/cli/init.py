@@ -55,12 +55,17 @@ _PATH = click.Path(dir_okay=False, path_type=Path)
               help="Reuse another experiment's current grades (repeatable): its folder, "
                    "relative to the new one (e.g. ../other); written to grading.share_from "
                    "and as a dvc dep of the packets and grades stages.")
-@click.option("--mode", type=click.Choice(["single", "triage", "raters"]), default="single",
+@click.option("--mode", type=click.Choice(["single", "triage", "raters", "ppi"]), default="single",
               show_default=True,
               help="single: one key grader and an auditor; triage: a model grader (--triage) "
                    "screens every pair and people grade what it marks relevant plus a sample "
                    "of its 0s; raters: a panel (--rater, at least 4) with gold questions "
-                   "(--gold), aggregation and an expert (--expert).")
+                   "(--gold), aggregation and an expert (--expert); ppi: the key grader "
+                   "(--grader-command) is a model grading every pair, the auditor grades a "
+                   "seeded uniform sample of queries (--human-fraction) for prediction-"
+                   "powered estimates.")
+@click.option("--human-fraction", type=float, default=0.2, show_default=True,
+              help="With --mode ppi: the share of the queries people grade in full, in (0, 1].")
 @click.option("--triage", "triage", default="model-t", show_default=True, metavar="NAME[=COMMAND]",
               help="With --mode triage: the triage model grader, and its command.")
 @click.option("--rater", "raters", multiple=True, metavar="NAME[=COMMAND]",
@@ -75,7 +80,8 @@ _PATH = click.Path(dir_okay=False, path_type=Path)
 @handle_errors
 def init_cmd(folder, corpus, queries, intents, query_log, sample_n, allocation, arms, runs,
              baseline, pool_depth, audit_min, seed, key_grader, auditor, grader_command,
-             auditor_command, share_from, mode, triage, raters, expert, gold, force):
+             auditor_command, share_from, mode, human_fraction, triage, raters, expert, gold,
+             force):
     """Create an experiment in FOLDER (e.g. experiments/NAME): params.yaml, a dvc.yaml running
     the repository's stages there, a generic rubric, the inputs under data/input/, and
     DESIGN.md. FOLDER's last segment is the experiment's name: letters, digits, '.', '_', '-'.
@@ -89,7 +95,7 @@ def init_cmd(folder, corpus, queries, intents, query_log, sample_n, allocation, 
                 auditor=auditor, grader_command=grader_command,
                 auditor_command=auditor_command, force=force, query_log=query_log,
                 sample_n=sample_n, allocation=allocation, share_from=list(share_from),
-                mode=mode, triage=parse_person(triage, option="--triage"),
+                mode=mode, human_fraction=human_fraction, triage=parse_person(triage, option="--triage"),
                 raters=[parse_person(r, option="--rater") for r in raters],
                 expert=parse_person(expert, option="--expert"), gold=gold)
     ex = init_experiment(plan)

@@ -82,6 +82,9 @@ class Decision:
         when no key was replaced (the report then has no such section).
     cost : dict or None
         The judging cost (:func:`cost_cells`); None when not given.
+    ppi : dict or None
+        A prediction-powered experiment only (``grading.mode: ppi``): :func:`ppi_cells` of
+        the ppi stage's result.
     """
 
     header: list
@@ -105,6 +108,7 @@ class Decision:
     triage: list = field(default_factory=list)
     translation: dict | None = None
     cost: dict | None = None
+    ppi: dict | None = None
 
 
 def _cutoff(measure: str) -> int | None:
@@ -323,8 +327,78 @@ def cost_cells(cost: dict) -> dict:
     return {"graders": rows, "total": total}
 
 
+def _iv(row: dict) -> str:
+    return f"{_num(row['estimate'], 4)} [{_num(row['low'], 4)}, {_num(row['high'], 4)}]"
+
+
+def ppi_cells(ppi: dict) -> dict:
+    """The prediction-powered section's formatted cells, from the ppi stage's ``ppi.json``.
+
+    Parameters
+    ----------
+    ppi : dict
+        :mod:`relgrade.pipeline.stages.ppi`'s result: ``design``, ``estimates`` (per measure
+        :func:`relgrade.evaluation.ppi_table.ppi_table`), ``judge_audit``, ``budget``.
+
+    Returns
+    -------
+    dict
+        ``design`` (one sentence), ``measures`` (per measure: ``arms`` and ``pairs`` rows of
+        the three estimates, each ``estimate [low, high]``, with lambda and Holm verdicts),
+        ``audit`` (leniency rows, order rows, flags) and ``budget`` (curve rows and the
+        first budget reaching tau 0.9 per strategy).
+    """
+    d = ppi["design"]
+    size = (f"share {d['human_fraction']}" if d.get("human_fraction") is not None
+            else f"count {d.get('human_queries')}")
+    design = (f"{d['model_grader']} (model) graded every pool pair of {d['queries']} queries; "
+              f"{d['human_grader']} graded a seeded uniform sample of "
+              f"{len(d['human_sample'])} queries in full ({size}, seed {d['seed']}): "
+              f"{', '.join(d['human_sample'])}. Estimator: {d['rectifier']}. Intervals: "
+              f"{d['interval']} at level {d['level']}.")
+    measures = []
+    for m, est in ppi["estimates"].items():
+        arms = [{"arm": a, "ppi": _iv(r["ppi++"]), "lam": _num(r["ppi++"]["lambda"], 2),
+                 "model": _iv(r["model-only"]), "human": _iv(r["human-only"])}
+                for a, r in est["arms"].items()]
+        pairs = [{"pair": f"{r['arm_a']} − {r['arm_b']}", "ppi": _iv(r["ppi++"]),
+                  "ppi_holm": _num(r["ppi++"]["p_holm"], 3),
+                  "ppi_sig": "yes" if r["ppi++"]["significant"] else "no",
+                  "model": _iv(r["model-only"]),
+                  "model_sig": "yes" if r["model-only"]["significant"] else "no",
+                  "human": _iv(r["human-only"]),
+                  "human_sig": "yes" if r["human-only"]["significant"] else "no"}
+                 for r in est["differences"]]
+        measures.append({"measure": m, "n": est["n"], "N": est["N"], "arms": arms,
+                         "pairs": pairs})
+    ja = ppi["judge_audit"]
+    leniency = [{"arm": x["arm"], "family": x["family"] or "", "mean": _num(x["mean"], 3),
+                 "interval": f"[{_num(x['low'], 3)}, {_num(x['high'], 3)}]",
+                 "pairs": x["pairs"]} for x in ja["leniency"]]
+    order = [{"name": o["name"].replace("_", " "),
+              "value": "undefined" if o["value"] is None else _num(o["value"], 3),
+              "interval": "" if o["low"] is None else f"[{_num(o['low'], 3)}, "
+                                                      f"{_num(o['high'], 3)}]",
+              "pairs": o["pairs"]} for o in ja["order"]]
+    b = ppi["budget"]
+    curve = [{"strategy": r["strategy"], "budget": _num(r["budget"], 2),
+              "judgments": r["judgments"], "hours": _num(r["annotator_hours"], 2),
+              "tau": "undefined" if r["kendall_tau"] is None else _num(r["kendall_tau"], 3),
+              "top": "undefined" if r["top_half_tau"] is None else _num(r["top_half_tau"], 3),
+              "verdicts": _num(r["verdicts_preserved"], 3)} for r in b["curve"]]
+    reach = [f"{s}: " + ("never" if r is None else
+                         f"budget {_num(r['budget'], 2)} ({r['judgments']} judgments, "
+                         f"{_num(r['annotator_hours'], 2)} h)")
+             for s, r in b["tau_0.9"].items()]
+    return {"design": design, "measures": measures,
+            "audit": {"leniency": leniency, "order": order, "flags": ja["flags"] or ["none"],
+                      "spread": _num(ja["spread"], 3), "max_spread": _num(ja["max_spread"], 3)},
+            "budget": {"reference": b["reference"], "curve": curve, "reach": reach}}
+
+
 def build_decision(report: dict, *, primary: str | None = None, source=None,
-                   translation: dict | None = None, cost: dict | None = None) -> Decision:
+                   translation: dict | None = None, cost: dict | None = None,
+                   ppi: dict | None = None) -> Decision:
     """Read the comparison report into the decision report's formatted cells and charts.
 
     Parameters
@@ -339,6 +413,8 @@ def build_decision(report: dict, *, primary: str | None = None, source=None,
         :meth:`relgrade.evaluation.translate.Translation.to_dict` when a key was replaced.
     cost : dict, optional
         :func:`relgrade.pipeline.cost.judging_cost`'s result.
+    ppi : dict, optional
+        The ppi stage's result (``grading.mode: ppi``), see :func:`ppi_cells`.
 
     Returns
     -------
@@ -465,7 +541,8 @@ def build_decision(report: dict, *, primary: str | None = None, source=None,
         noise_bands=bands, level=level, min_change=change, charts=svgs,
         triage=triage_lines(report.get("triage")),
         translation=translation_cells(translation) if translation else None,
-        cost=cost_cells(cost) if cost else None)
+        cost=cost_cells(cost) if cost else None,
+        ppi=ppi_cells(ppi) if ppi else None)
 
 
 

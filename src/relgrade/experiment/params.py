@@ -144,6 +144,9 @@ class Paths(_Section):
     training_set: str | None = None
     triage_queue: str | None = None
     triage_key: str | None = None
+    # prediction-powered estimates (grading.mode: ppi)
+    ppi: str | None = None
+    ppi_budget: str | None = None
     # a rater panel (grading.mode: raters)
     assignment: str | None = None
     rater_grades: str | None = None
@@ -294,8 +297,11 @@ class Grading(_Section):
     #: grader of role ``triage`` grades every pair and people grade what it marks relevant
     #: plus a sample of its 0s (see the ``triage`` section and docs/triage.md); ``raters``: a
     #: panel of graders with role ``rater`` grades each pair ``raters.per_pair`` times and the
-    #: key grader's grades are the aggregation stage's output (see docs/raters.md).
-    mode: Literal["single", "triage", "raters"] = "single"
+    #: key grader's grades are the aggregation stage's output (see docs/raters.md); ``ppi``:
+    #: the key grader (a model) grades every pair, the auditor (people, or a designated
+    #: trusted grader) grades a seeded uniform sample of queries in full, and the ``ppi``
+    #: stage gives prediction-powered estimates (see the ``ppi`` section and docs/ppi.md).
+    mode: Literal["single", "triage", "raters", "ppi"] = "single"
     #: Other experiments whose judgment banks this one reuses, each a folder relative to this
     #: experiment's (``../other``; ``../..`` for the repository's top experiment): their
     #: current grades count for the grader of the same name here (see docs/experiments.md).
@@ -386,6 +392,59 @@ class Triage(_Section):
     zero_sample: Annotated[float, _number(integer=False, gt=0, le=1,
                                           what="a number in (0, 1]")]
     level: Probability = 0.95
+
+
+class PPIJudgeAudit(_Section):
+    """``ppi.judge_audit``: the leniency spread flagged (grades) and the arms' depth audited."""
+
+    max_spread: Annotated[float, _number(integer=False, ge=0)] = 0.15
+    k: Positive = 10
+    bootstrap: Annotated[int, _number(integer=True, ge=100)] = 1000
+
+
+#: Default budgets of the judging-budget curve (shares of the human judgments).
+BUDGET_FRACTIONS = [0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.8, 1.0]
+
+
+class PPIBudget(_Section):
+    """``ppi.budget``: the shares of the human judgments the budget curve replays."""
+
+    fractions: list[Annotated[float, _number(integer=False, gt=0, le=1,
+                                             what="a number in (0, 1]")]] = Field(
+        default_factory=lambda: list(BUDGET_FRACTIONS), min_length=1)
+
+
+class PPI(_Section):
+    """``ppi``: prediction-powered estimates (``grading.mode: ppi``, see docs/ppi.md).
+
+    The human sample is a seeded uniform draw of queries (seed derived from ``seed``):
+    ``human_fraction`` of them, in (0, 1], or ``human_queries`` of them (at least 2); give
+    one. ``level`` is the confidence level of every interval and ``1 - level`` the
+    family-wise error rate of the Holm verdicts; ``interval`` is ``t`` (unbiased variances
+    and Student's t on n - 1 degrees of freedom, the default: the honest one at 20 sample
+    queries in benchmarks/README.md) or ``normal`` (ppi-python's plug-in interval).
+    ``measures`` defaults to ``metrics.primary``.
+    """
+
+    human_fraction: Annotated[float, _number(integer=False, gt=0, le=1,
+                                             what="a number in (0, 1]")] | None = None
+    human_queries: Annotated[int, _number(integer=True, ge=2,
+                                          what="an integer >= 2 (an interval needs 2 "
+                                               "queries)")] | None = None
+    level: Probability = 0.95
+    interval: Literal["t", "normal"] = "t"
+    measures: list[str] | None = None
+    judge_audit: PPIJudgeAudit = Field(default_factory=PPIJudgeAudit)
+    budget: PPIBudget = Field(default_factory=PPIBudget)
+
+    @model_validator(mode="after")
+    def _one_size(self):
+        if (self.human_fraction is None) == (self.human_queries is None):
+            raise PydanticCustomError(
+                "relgrade_ppi", "give exactly one of ppi.human_fraction and ppi.human_queries "
+                "(found {found})", {"found": "both" if self.human_fraction is not None
+                                    else "neither"})
+        return self
 
 
 class Gates(_Section):
@@ -482,7 +541,7 @@ _SECTIONS: dict[str, type[BaseModel]] = {
     "pool": Pool, "intents": Intents, "audit": Audit, "grading": Grading, "gates": Gates,
     "metrics": Metrics, "clicks": Clicks, "cost": Cost, "agreement": Agreement,
     "sample": Sample, "triage": Triage, "raters": Raters, "gold": Gold,
-    "aggregation": Aggregation, "adjudication": Adjudication}
+    "aggregation": Aggregation, "adjudication": Adjudication, "ppi": PPI}
 
 
 # --- the whole file ------------------------------------------------------------------
@@ -522,6 +581,7 @@ class Params(BaseModel):
     gold: Gold | None = None
     aggregation: Aggregation = Field(default_factory=Aggregation)
     adjudication: Adjudication = Field(default_factory=Adjudication)
+    ppi: PPI | None = None
 
     _source: Path = PrivateAttr(default=PARAMS_FILE)
 
@@ -578,6 +638,32 @@ class Params(BaseModel):
             return self.triage.grader
         named = sorted(n for n, g in self.graders.items() if g.role == "triage")
         return named[0] if len(named) == 1 else None
+
+    @model_validator(mode="after")
+    def _ppi_has_its_sample(self):
+        if self.grading.mode != "ppi":
+            return self
+        if self.ppi is None:
+            raise PydanticCustomError(
+                "relgrade_ppi", "grading.mode is ppi but there is no `ppi` section: set "
+                "ppi.human_fraction (or ppi.human_queries)", {})
+        key, auditor = self.grading.key_grader, self.grading.auditor
+        if not key or not auditor:
+            raise PydanticCustomError(
+                "relgrade_ppi", "grading.mode ppi needs grading.key_grader (the model grader "
+                "that grades every pair) and grading.auditor (who grades the human sample)",
+                {})
+        if key == auditor:
+            raise PydanticCustomError(
+                "relgrade_ppi", "grading.auditor {name} is also the key grader: in ppi mode "
+                "the human sample must be graded by another grader than the model grader "
+                "(found both {name})", {"name": key})
+        if self.grading.regrade != "all":
+            raise PydanticCustomError(
+                "relgrade_ppi", "grading.regrade must be all when grading.mode is ppi: the "
+                "human sample is graded in full (found {regrade})",
+                {"regrade": repr(self.grading.regrade)})
+        return self
 
     @model_validator(mode="after")
     def _panel_is_complete(self):

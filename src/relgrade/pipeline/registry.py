@@ -15,6 +15,8 @@ mode       when
 single     ``grading.mode: single`` (the default): one key grader, one auditor
 triage     ``grading.mode: triage``: a model grader screens, people grade its queue
 raters     ``grading.mode: raters``: a rater panel with gold, aggregation, adjudication
+ppi        ``grading.mode: ppi``: a model key grader on every pair, people on a uniform
+           sample of queries, prediction-powered estimates (the ``ppi`` stage)
 sample     ``queries.log`` is set: the ``sample`` stage draws the query set from the log
 tail       ``pool.tail_sample > 0``: a sampled tail beyond the pool depth
 clicks     a ``clicks`` section and no protocol sections: the click stages only
@@ -45,9 +47,9 @@ from relgrade.experiment.params import PARAMS_FILE
 from relgrade.io.files import read_yaml
 
 #: Every mode a stage or an entry may be declared for.
-MODES = ("single", "triage", "raters", "sample", "tail", "clicks")
+MODES = ("single", "triage", "raters", "ppi", "sample", "tail", "clicks")
 #: The modes of the blind-grading protocol (an experiment has exactly one of them).
-PROTOCOL = frozenset({"single", "triage", "raters"})
+PROTOCOL = frozenset({"single", "triage", "raters", "ppi"})
 
 #: The package data files a module reads at run time (globs relative to ``src/relgrade``):
 #: a stage whose import closure holds the module depends on them too.
@@ -155,7 +157,8 @@ def _kept(path: str, *modes: str) -> Entry:
     return _e(path, *modes, cache=False, persist=True)
 
 
-_GRADING = frozenset({"single", "triage", "raters"})
+_GRADING = frozenset({"single", "triage", "raters", "ppi"})
+_PROVENANCE_AUDIT = ("single", "triage", "raters")  # ppi mode draws a uniform human sample
 _ALL = frozenset(MODES) - {"clicks"}
 _CLICKS = frozenset({"clicks"})
 _MODE = ("triage", "raters")
@@ -199,10 +202,14 @@ def stages() -> tuple[Stage, ...]:
               outs=("${paths.intents}", _kept("${paths.intents_manifest}")),
               doc="The reviewed intent table, frozen before any packet exists."),
         Stage("audit", "audit", _ALL,
-              params=("seed", "audit.fraction", "audit.min_queries", "grading.round"),
+              params=("seed", _e("audit.fraction", *_PROVENANCE_AUDIT),
+                      _e("audit.min_queries", *_PROVENANCE_AUDIT), "grading.round",
+                      _e("grading.mode", "ppi"), _e("ppi.human_fraction", "ppi"),
+                      _e("ppi.human_queries", "ppi")),
               deps=("${paths.provenance}", "${paths.pool_manifest}", "${paths.queries}"),
               outs=(_kept("${paths.audit}"), _kept("${paths.audit_lock}")),
-              doc="The audit queries, drawn once per round and locked (the lock is in git; "
+              doc="The audit queries (in ppi mode the human sample: a seeded uniform draw of "
+                  "queries), drawn once per round and locked (the lock is in git; "
                   "`relgrade audit redraw` rewrites it)."),
         Stage("packets", "packets", _ALL,
               params=("seed", "grading.round", "grading.regrade", "grading.batch_size",
@@ -229,7 +236,7 @@ def stages() -> tuple[Stage, ...]:
                     "${paths.grades_in}", "${paths.pool}", "${paths.chunks}", "${paths.intents}",
                     "${paths.intents_manifest}", "${paths.audit}", "${grading.rubric}",
                     _e("${paths.assignment}", "raters"), _e("${paths.triage_queue}", "triage")),
-              outs=(_e("${paths.grades}", "single", "triage"),
+              outs=(_e("${paths.grades}", "single", "triage", "ppi"),
                     _e("${paths.rater_grades}", "raters"), _kept("${paths.grades_manifest}")),
               doc="The current grades of the pool from the judgment bank, or the pending "
                   "work (what each grader owes and the command to run)."),
@@ -267,7 +274,7 @@ def stages() -> tuple[Stage, ...]:
                       "gates.disagreement_max", "gates.two_step_max",
                       "gates.audit_coverage_min", "gates.require_distinct_families",
                       "grading.key_grader", "grading.auditor", "grading.round",
-                      "graders", "arms", _e("grading.mode", "triage")),
+                      "graders", "arms", _e("grading.mode", "triage", "ppi")),
               deps=("${paths.agreement}", "${paths.pool}", "${paths.grades}", "${paths.audit}",
                     _e("${paths.triage_queue}", "triage")),
               outs=(_e("${paths.gate}", cache=False),),
@@ -276,13 +283,14 @@ def stages() -> tuple[Stage, ...]:
         Stage("key", "key", _ALL,
               params=("scale.relevant_min", "grading.key_grader", "grading.round",
                       "grading.rubric", "grading.rubric_version", "grading.post_hoc",
-                      "grading.deviations", "graders", _e("grading.mode", "triage"),
-                      _e("triage", "triage"), _e("seed", "triage")),
+                      "grading.deviations", "graders", _e("grading.mode", "triage", "ppi"),
+                      _e("triage", "triage"), _e("seed", "triage"),
+                      _e("grading.auditor", "ppi")),
               deps=("${paths.grades}", "${paths.grades_manifest}", "${paths.grades_in}",
                     "${paths.gate}", "${paths.pool_manifest}", "${paths.corpus_manifest}",
                     "${paths.queries_manifest}", "${paths.intents_manifest}", "${paths.chunks}",
                     "${paths.intents}", "${grading.rubric}",
-                    _e("${paths.triage_queue}", "triage")),
+                    _e("${paths.triage_queue}", "triage"), _e("${paths.audit_lock}", "ppi")),
               outs=(_kept("${paths.key}"), _kept("${paths.qrels}"), _kept("${paths.record}"),
                     _kept("${paths.key_made_on}"), _kept("${paths.key_post_hoc}"),
                     _kept("${paths.key_previous}"), _kept("${paths.triage_key}", "triage")),
@@ -317,10 +325,24 @@ def stages() -> tuple[Stage, ...]:
               outs=(_kept("${paths.comparisons}"), _kept("${paths.arms_plot}"),
                     _kept("${paths.deltas_plot}")),
               doc="Intervals, paired tests with Holm's correction, pool bias and label noise."),
+        Stage("ppi", "ppi", frozenset({"ppi"}),
+              params=("seed", "ppi", "metrics.primary", "metrics.cutoffs", "scale.relevant_min",
+                      "runs.ties", "grading.key_grader", "grading.auditor", "grading.round",
+                      "graders", "arms", "cost"),
+              deps=("${paths.per_query}", "${paths.key}", "${paths.record}", "${paths.grades}",
+                    "${paths.audit}", "${paths.audit_lock}", "${paths.runs}", "${paths.pool}",
+                    "${paths.queries}"),
+              metrics=(_e("${paths.ppi}", cache=False, persist=True),),
+              plots=(_e("${paths.ppi_budget}", cache=False, persist=True),),
+              doc="Prediction-powered estimates per arm and paired difference (model key on "
+                  "every query, rectified on the human sample) beside model-only and "
+                  "human-only; the judge audit per arm; the judging-budget curve."),
         Stage("report", "report", _ALL,
-              params=("metrics.primary", "runs.ties", "scale.relevant_min", "cost", "graders"),
+              params=("metrics.primary", "runs.ties", "scale.relevant_min", "cost", "graders",
+                      _e("grading.mode", "ppi")),
               deps=("${paths.comparisons}", "${paths.key}", "${paths.qrels}", "${paths.record}",
-                    "${paths.key_previous}", "${paths.runs}", "${paths.grades_manifest}"),
+                    "${paths.key_previous}", "${paths.runs}", "${paths.grades_manifest}",
+                    _e("${paths.ppi}", "ppi")),
               outs=(_kept("${paths.report_md}"), _kept("${paths.report_html}"),
                     _kept("${paths.decision}")),
               doc="The decision report and one small file per arm (the dvc metrics)."),
@@ -560,7 +582,7 @@ def render(ex: Experiment, *, repo: Path | None = None) -> str:
         comment = "".join(f"  # {line}\n" for line in _wrap(stage.doc))
         parts.append(comment + "".join(f"  {line}\n" for line in text.splitlines()) + "\n")
     if "clicks" not in modes:
-        parts.append(_TOP)
+        parts.append(_TOP + (_TOP_PPI if "ppi" in modes else ""))
     return "".join(parts).rstrip("\n") + "\n"
 
 
@@ -579,6 +601,14 @@ plots:
   - ${paths.deltas_plot}:
       template: delta_curve
       title: Per-query difference against the baseline, largest first
+"""
+
+
+_TOP_PPI = """\
+  - ${paths.ppi_budget}:
+      x: budget
+      y: [ppi_tau, uniform_tau, maxmean_tau, mtf_tau, ppi_top_half_tau, ppi_verdicts]
+      title: Judging budget (share of the human judgments) against the full human-sample decision
 """
 
 

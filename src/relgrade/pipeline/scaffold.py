@@ -86,8 +86,10 @@ class Plan:
     #: Other experiments whose banks this one reuses (params ``grading.share_from``), each a
     #: folder relative to the new experiment's.
     share_from: list = field(default_factory=list)
-    #: ``single``, ``triage`` or ``raters`` (params ``grading.mode``).
+    #: ``single``, ``triage``, ``raters`` or ``ppi`` (params ``grading.mode``).
     mode: str = "single"
+    #: Ppi mode: the share of the queries people grade in full (params ``ppi.human_fraction``).
+    human_fraction: float = 0.2
     #: Triage mode: the triage model grader, (name, command or None).
     triage: tuple = ("model-t", None)
     #: Raters mode: the panel, [(name, command or None), ...], at least 3.
@@ -275,6 +277,7 @@ MODE_PATHS = {
     # the people's queue holds the model's grades: private, DVC-cached, never in git
     "triage": {"triage_queue": "data/private/triage-queue.tsv",
                "triage_key": "data/key/triage.tsv"},
+    "ppi": {"ppi": "metrics/ppi.json", "ppi_budget": "metrics/plots/budget.csv"},
     "raters": {"rater_grades": "data/graded/raters.parquet",
                "assignment": "data/private/assignment.parquet",
                "aggregate": "metrics/aggregate.json",
@@ -303,6 +306,11 @@ def mode_params(plan: Plan) -> tuple[str, str]:
     sections: dict = {}
     if plan.mode == "triage":
         sections["triage"] = {"grader": plan.triage[0], "zero_sample": 0.5, "level": 0.95}
+    if plan.mode == "ppi":
+        sections["ppi"] = {"human_fraction": plan.human_fraction, "human_queries": None,
+                           "level": 0.95, "interval": "t",
+                           "judge_audit": {"max_spread": 0.15, "k": 10, "bootstrap": 1000},
+                           "budget": {"fractions": [0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.8, 1.0]}}
     if plan.mode == "raters":
         sections["raters"] = {"per_pair": 3}
         sections["gold"] = {"input": GOLD_INPUT, "fraction": 0.3,
@@ -323,6 +331,17 @@ def check_mode(plan: Plan) -> None:
         or no ``--gold``; ``--rater``/``--gold`` outside raters mode; a triage grader named
         like the key grader or the auditor.
     """
+    if plan.mode == "ppi":
+        if not plan.grader_command:
+            raise InputError("--mode ppi needs --grader-command: the key grader is the model "
+                             "grader that grades every pool pair", item="--grader-command",
+                             found="none", fix="Give the model grader's command")
+        if plan.key_grader == plan.auditor:
+            raise InputError("in ppi mode the human grader (--auditor) must not be the model "
+                             "grader (--grader)", item="--auditor", found=plan.auditor)
+        if not (0 < plan.human_fraction <= 1):
+            raise InputError("the human fraction must lie in (0, 1]", item="--human-fraction",
+                             found=str(plan.human_fraction))
     if plan.mode != "raters" and (plan.raters or plan.gold is not None):
         raise InputError("--rater and --gold go with --mode raters", item="--mode",
                          found=plan.mode)

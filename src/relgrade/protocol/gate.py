@@ -15,6 +15,7 @@ chunks graded relevant are regraded (a partial regrade in a new ``grading.round`
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass, field
 from typing import Mapping
@@ -467,3 +468,46 @@ def check_audit_gates(measures: Mapping, gates: Mapping, *, coverage: Mapping,
     return GateResult(not lines, tuple(lines), tuple(advice), dict(result.measures),
                       thresholds, coverage=dict(coverage),
                       relaxed=tuple(looser_than_protocol(thresholds)), families=families)
+
+
+#: Why the agreement thresholds do not gate a prediction-powered experiment (recorded).
+PPI_GATE_NOTE = ("grading.mode ppi: agreement on the human sample is reported, but the kappa "
+                 "and disagreement thresholds do not gate the estimates: the prediction-powered "
+                 "estimates and their intervals stay valid however biased the model grader is "
+                 "(it is rectified on the human sample); a weak model only widens them. The "
+                 "audit's completeness and the family rule still gate.")
+
+
+def ppi_gate(result: GateResult, measures: Mapping, gates: Mapping) -> GateResult:
+    """The gate of ``grading.mode: ppi``: :func:`check_audit_gates` without the agreement gates.
+
+    Parameters
+    ----------
+    result : GateResult
+        :func:`check_audit_gates` of the experiment.
+    measures, gates : mapping
+        As given to it.
+
+    Returns
+    -------
+    GateResult
+        ``passed`` unless the human sample is incompletely graded or a required family rule
+        breaks. The agreement lines that would have failed move to ``relaxed`` (prefixed
+        ``not applied in ppi mode:``), so the pass record keeps them next to
+        :data:`PPI_GATE_NOTE`.
+
+    Notes
+    -----
+    A prediction-powered estimate corrects the model key's mean by the mean human-minus-
+    model difference on a uniform sample; its interval is valid for any model, so a low
+    kappa is information (a wider interval, the judge audit's flags), not a reason to stop
+    (Angelopoulos et al., Science 2023).
+    """
+    agreement_gates = {k: v for k, v in gates.items() if k not in AUDIT_GATES}
+    agreement_lines = set(check_gates(measures, agreement_gates).lines)
+    lines = tuple(x for x in result.lines if x not in agreement_lines)
+    advice = result.advice if lines else ()
+    relaxed = tuple(result.relaxed) + tuple(f"not applied in ppi mode: {x}"
+                                            for x in result.lines if x in agreement_lines)
+    return dataclasses.replace(result, passed=not lines, lines=lines, advice=advice,
+                               relaxed=relaxed)

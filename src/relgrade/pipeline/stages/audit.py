@@ -17,6 +17,11 @@ The audit stage and ``relgrade audit redraw`` share these: :func:`draw_audit` re
 provenance and queries and draws with the params' seed; :func:`locked_audit` is the stage's
 rule (keep the lock of the current round, else draw); :func:`redraw_audit` writes a new lock
 for the current round, refusing while the auditor has grades of the round.
+
+In ppi mode (``grading.mode: ppi``) the sample is the human sample of the prediction-powered
+estimates: a seeded uniform draw of the pool's queries (``ppi.human_fraction`` or
+``ppi.human_queries``, seed derived from ``seed`` and ``"ppi-sample"``), not the
+provenance-balanced draw; each locked row's ``reason`` names the design, so the lock records it.
 """
 
 from __future__ import annotations
@@ -29,16 +34,63 @@ from relgrade.io import files as io
 from relgrade.protocol import audit
 from relgrade.rng import stage_rng
 from relgrade.io.files import write_jsonl
+from relgrade.evaluation.ppi import human_sample
+
+#: The name the human sample's random generator is derived under (with params ``seed``).
+PPI_SAMPLE_STREAM = "ppi-sample"
+
+
+def draw_human_sample(ex: Experiment) -> pd.DataFrame:
+    """The human sample of ppi mode: a seeded uniform draw of the pool's queries.
+
+    Returns
+    -------
+    pandas.DataFrame
+        The audit table's columns (``query_id``, ``group``, ``unique_share``, ``reason``),
+        sorted by query id; ``reason`` states the design (uniform, size, share, seed).
+
+    Raises
+    ------
+    InputError
+        ``ppi.human_queries`` exceeds the pool's queries, or the sample would hold fewer
+        than 2 queries (see :func:`relgrade.evaluation.ppi.human_sample`).
+    """
+    cfg, seed = ex.params.need("ppi"), ex.params.need("seed")
+    provenance = io.read_table(ex.path("provenance"))
+    queries = io.read_table(ex.path("queries"), columns=["query_id", "group"])
+    pooled = sorted(set(provenance["query_id"].astype(str)))
+    try:
+        picks = human_sample(len(pooled), fraction=cfg.human_fraction,
+                             count=cfg.human_queries, rng=stage_rng(seed, PPI_SAMPLE_STREAM))
+    except InputError as e:
+        raise InputError(f"the human sample cannot be drawn: {e}", path=ex.params.source,
+                         item="ppi.human_fraction" if cfg.human_fraction is not None
+                         else "ppi.human_queries", found=f"{len(pooled)} pooled queries",
+                         fix="give a share in (0, 1] or a count from 2 to the number of "
+                             "queries") from None
+    share = audit.unique_share(provenance)
+    group = dict(zip(queries["query_id"].astype(str), queries["group"].astype(str)))
+    size = "share " + f"{cfg.human_fraction:g}" if cfg.human_fraction is not None \
+        else f"count {cfg.human_queries}"
+    reason = (f"ppi human sample: seeded uniform draw of {picks.size} of {len(pooled)} pooled "
+              f"queries ({size}; seed {seed}, stream {PPI_SAMPLE_STREAM})")
+    rows = [{"query_id": pooled[i], "group": group.get(pooled[i], ""),
+             "unique_share": float(share.get(pooled[i], 0.0)), "reason": reason} for i in picks]
+    return pd.DataFrame(rows, columns=["query_id", "group", "unique_share", "reason"])
 
 
 def draw_audit(ex: Experiment) -> pd.DataFrame:
     """A fresh draw of the audit sample from the current provenance (params ``audit``, ``seed``).
+
+    In ppi mode, the human sample (:func:`draw_human_sample`).
 
     Returns
     -------
     pandas.DataFrame
         :func:`relgrade.protocol.audit.choose_audit`'s table.
     """
+    if ex.params.grading.mode == "ppi":
+        return draw_human_sample(ex)
     cfg = ex.params.need("audit")
     return audit.choose_audit(
         io.read_table(ex.path("provenance")),

@@ -5,14 +5,17 @@ of the audited queries graded by both the key grader and the auditor in this rou
 ``gates.audit_coverage_min``; the model families of graders and arms give warnings, or a
 failure with ``gates.require_distinct_families``. The pass record carries the thresholds in
 force, the agreement, the coverage, and a line for every gate looser than the protocol's.
-In triage mode the audit's pairs are the people's triage queue on the audited queries.
+In triage mode the audit's pairs are the people's triage queue on the audited queries. In
+ppi mode the agreement thresholds are reported but not applied
+(:func:`relgrade.protocol.gate.ppi_gate`): the record says so, with the lines that would have
+failed; a complete human sample and the family rule still gate.
 """
 
 from relgrade.errors import GateFailed
 from relgrade.io import files as io
 from relgrade.protocol import triage
 from relgrade.protocol.audit import audit_coverage
-from relgrade.protocol.gate import check_audit_gates, family_warnings
+from relgrade.protocol.gate import PPI_GATE_NOTE, check_audit_gates, family_warnings, ppi_gate
 
 
 def run(ex):
@@ -34,15 +37,22 @@ def run(ex):
         key_grader=key_grader, auditor=auditor,
         graders={name: g.get("family") for name, g in p.graders_dict().items()},
         arms={name: a.family for name, a in (p.arms or {}).items()})
-    result = check_audit_gates(measures, p.need("gates").thresholds(), coverage=coverage,
+    thresholds = p.need("gates").thresholds()
+    result = check_audit_gates(measures, thresholds, coverage=coverage,
                                key_grader=key_grader, auditor=auditor, families=families)
+    if grading.mode == "ppi":
+        result = ppi_gate(result, measures, thresholds)
     warnings = [f"warning: {line}" for line in (*result.relaxed, *result.families)]
     out = ex.path("gate")
     if not result.passed:
         out.unlink(missing_ok=True)  # a stale pass record must not outlive a failed gate
         raise GateFailed(list(result.lines) + [f"advice: {a}" for a in result.advice]
                          + warnings)
-    io.write_json(out, result.record(round=measures.get("round")))
+    record = result.record(round=measures.get("round"))
+    if grading.mode == "ppi":
+        record["mode"] = "ppi"
+        record["note"] = PPI_GATE_NOTE
+    io.write_json(out, record)
     relaxed = " under relaxed gates" if result.relaxed else ""
     print(f"gate passed{relaxed}: " + ", ".join(f"{k} {v}" for k, v in result.measures.items())
           + f", audit coverage {coverage['both']} of {coverage['pairs']} pairs")

@@ -232,6 +232,23 @@ def _shared(ex, shared, grades_table, table):
             for entry, section in shared.items()}
 
 
+def _ppi_design(ex, gate):
+    """The prediction-powered design the key serves: who grades what, the locked human
+    sample, and how the gate treated agreement."""
+    lock = io.read_json(ex.path("audit_lock"))
+    p = ex.params
+    return {"key_grader": p.need("grading.key_grader"), "human_grader": p.need("grading.auditor"),
+            "key_is": "the model grader's grades of every pool pair; people's grades of the "
+                      "human sample rectify the estimates in the ppi stage",
+            "human_sample": [str(q["query_id"]) for q in lock["queries"]],
+            "human_fraction": p.need("ppi").human_fraction,
+            "human_queries": p.need("ppi").human_queries, "seed": p.need("seed"),
+            "sample_lock_sha256": lock["sha256"],
+            "gate": (gate or {}).get("note"),
+            "agreement_not_applied": [x for x in (gate or {}).get("relaxed_gates", [])
+                                      if x.startswith("not applied in ppi mode")]}
+
+
 def run(ex):
     gate_path, grading = ex.path("gate"), ex.params.grading
     rubric_version = ex.params.need("grading.rubric_version")
@@ -266,6 +283,8 @@ def run(ex):
     if design is not None:  # who graded each key row, beside the key; its hash in the record
         io.write_tsv(ex.path("triage_key"), provenance)
         record["triage"] = design | {"provenance_sha256": io.sha256_file(ex.path("triage_key"))}
+    if grading.mode == "ppi":  # the key is the model's; the human sample and the gate's rule
+        record["ppi"] = _ppi_design(ex, gate)
     if status == ledger.REVISED:
         # the pairs regraded because what they show changed, with the content now graded
         record |= {"revises": revises, "regraded": regraded}

@@ -10,7 +10,9 @@ the verdicts on the primary measure.
 
 When the key stage kept a replaced key in `paths.key_previous`, every arm's run is scored
 under it and under the frozen key (the report's translation section: shift per arm, order,
-Kendall's tau). The judging cost comes from the grades manifest and params `cost`.
+Kendall's tau). The judging cost comes from the grades manifest and params `cost`. In ppi
+mode the report adds `paths.ppi` (the ppi stage's result): PPI++, model-only and human-only
+side by side, the judge audit and the judging-budget curve.
 """
 
 from relgrade.evaluation import decision, translate
@@ -41,6 +43,13 @@ def _cost(ex):
     return report_cost(ex.params, io.read_json(path)) if path.exists() else None
 
 
+def _ppi(ex):
+    """The ppi stage's result in ppi mode (``paths.ppi``), else None."""
+    if ex.params.grading.mode != "ppi":
+        return None
+    return io.read_json(ex.path("ppi"))
+
+
 def run(ex):
     source = ex.path("comparisons")
     report = io.read_json(source)
@@ -48,7 +57,8 @@ def run(ex):
     # built twice: the measure translated is the one the decision settles on
     measure = decision.build_decision(report, primary=primary, source=source).primary
     result = decision.build_decision(report, primary=primary, source=source,
-                                     translation=_translation(ex, measure), cost=_cost(ex))
+                                     translation=_translation(ex, measure), cost=_cost(ex),
+                                     ppi=_ppi(ex))
     summaries = decision.arm_summaries(report, primary=result.primary, source=source)
     markdown, html = decision.to_markdown(result), decision.to_html(result)
     with io.atomic_dir(ex.path("decision")) as tmp:

@@ -1,0 +1,228 @@
+"""Stage `ppi`: model key on every query + people on the human sample → prediction-powered
+estimates, the judge audit and the judging-budget curve (``grading.mode: ppi``).
+
+Reads the metrics stage's per-query values under the frozen key (the model grader's:
+``paths.per_query/ARM.parquet``), scores every arm on the human-sample queries under the
+human key (the auditor's grades of the round, with the metrics stage's own scorer,
+:func:`relgrade.evaluation.metrics.evaluate_arm`), and writes ``paths.ppi`` (small, in git):
+
+* per measure (``ppi.measures``, default ``metrics.primary``), per arm and per paired
+  difference (Holm over every pair of arms): PPI++, human-only and model-only, labelled
+  (:func:`relgrade.evaluation.ppi_table.ppi_table`);
+* the judge audit per arm (:func:`relgrade.evaluation.judge_audit.judge_audit`);
+* the judging-budget curve on the human sample (:func:`relgrade.evaluation.budget.budget_curve`),
+  also as the plot table ``paths.ppi_budget`` (one row per budget, one column per strategy
+  and statistic);
+* the design: the sample, its seed, the rectifier and every lambda.
+
+A query with no relevant chunk under a key has no nDCG in the per-query table: it counts 0
+here, as a query missing from a run does (the estimand is the mean over every pool query).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+
+from relgrade.errors import InputError
+from relgrade.evaluation import budget, judge_audit, metrics, pooled, ppi_table
+from relgrade.io import files as io
+from relgrade.io.runs import read_run
+from relgrade.rng import stage_rng
+
+#: The statistics of the plot table, per strategy.
+PLOT_STATS = {"kendall_tau": "tau", "top_half_tau": "top_half_tau",
+              "verdicts_preserved": "verdicts", "annotator_hours": "hours",
+              "judged_fraction": "judged_fraction"}
+
+
+def _clean(x):
+    """JSON-ready: NaN and infinity as None, numpy scalars as Python numbers."""
+    if isinstance(x, dict):
+        return {k: _clean(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [_clean(v) for v in x]
+    if isinstance(x, (float, np.floating)):
+        return None if not math.isfinite(float(x)) else float(x)
+    if isinstance(x, np.integer):
+        return int(x)
+    return x
+
+
+def human_sample_ids(ex, pool_queries) -> list[str]:
+    """The locked human sample, checked to be queries of the pool.
+
+    Raises
+    ------
+    InputError
+        A sampled query is not in the pool (the lock names it, the pool does not), or the
+        sample holds fewer than 2 queries.
+    """
+    lock_path = ex.path("audit_lock")
+    lock = io.read_json(lock_path)
+    ids = [str(q["query_id"]) for q in lock["queries"]]
+    outside = sorted(set(ids) - set(pool_queries))
+    if outside:
+        raise InputError("the human sample must be a subset of the pool's queries",
+                         path=lock_path, found=", ".join(outside[:5]),
+                         fix="draw the sample again from the current pool "
+                             "(relgrade audit redraw, or a new grading.round)")
+    if len(ids) < 2:
+        raise InputError("an interval needs a human sample of at least 2 queries",
+                         path=lock_path, found=str(len(ids)),
+                         fix="raise ppi.human_fraction or ppi.human_queries")
+    return sorted(ids)
+
+
+def human_grades(ex, sample) -> pd.DataFrame:
+    """The human key of the sample: the human grader's grades of the round on its queries.
+
+    Returns
+    -------
+    pandas.DataFrame
+        ``query_id``, ``chunk_id``, ``grade``, one row per pair.
+
+    Raises
+    ------
+    InputError
+        A sampled query has no grade of the human grader.
+    """
+    auditor, rnd = ex.params.need("grading.auditor"), ex.params.grading.round
+    grades = io.read_table(ex.path("grades"),
+                           columns=["query_id", "chunk_id", "grader", "round", "grade"])
+    human = grades[(grades["grader"] == auditor) & (grades["round"] == rnd)
+                   & grades["query_id"].astype(str).isin(sample)]
+    human = human[["query_id", "chunk_id", "grade"]].drop_duplicates(["query_id", "chunk_id"])
+    missing = sorted(set(sample) - set(human["query_id"].astype(str)))
+    if missing:
+        raise InputError("every human-sample query needs the human grader's grades",
+                         path=ex.path("grades"), item=f"grader {auditor}",
+                         found=f"none for {', '.join(missing[:5])}",
+                         fix=f"grade the sample: relgrade grade run --grader {auditor}")
+    return human
+
+
+def _wide(tables: dict, measure: str, queries: list[str]) -> pd.DataFrame:
+    rows = {}
+    for arm, t in tables.items():
+        t = t[t["measure"] == measure]
+        rows[arm] = pd.Series(t["value"].to_numpy(dtype=float),
+                              index=t["query_id"].astype(str)).reindex(queries).fillna(0.0)
+    return pd.DataFrame.from_dict(rows, orient="index", columns=queries)
+
+
+def _plot_table(curve: pd.DataFrame) -> pd.DataFrame:
+    out = pd.DataFrame({"budget": sorted(curve["budget"].unique())})
+    for s, part in curve.groupby("strategy", sort=True):
+        part = part.set_index("budget")
+        for col, short in PLOT_STATS.items():
+            out[f"{s}_{short}"] = out["budget"].map(part[col])
+    return out
+
+
+def first_reaching(curve: pd.DataFrame, *, tau: float = 0.9) -> dict:
+    """Per strategy, the first budget whose Kendall tau reaches ``tau`` (None if none)."""
+    out = {}
+    for s, part in curve.groupby("strategy", sort=True):
+        ok = part[part["kendall_tau"] >= tau].sort_values("budget")
+        out[s] = None if ok.empty else _clean(ok.iloc[0].drop("strategy").to_dict())
+    return out
+
+
+def run(ex):
+    p = ex.params
+    cfg, seed = p.need("ppi"), p.need("seed")
+    key_grader, auditor, rnd = p.need("grading.key_grader"), p.need("grading.auditor"), \
+        p.grading.round
+    arms = sorted(map(str, p.need("arms")))
+    measures = list(cfg.measures or [p.need("metrics.primary")])
+    key, record = ex.read_key()
+    pool = io.read_table(ex.path("pool"), columns=["query_id", "chunk_id"])
+    queries = sorted(set(pool["query_id"].astype(str)))
+    sample = human_sample_ids(ex, queries)
+
+    human = human_grades(ex, sample)
+    groups = io.read_table(ex.path("queries"), columns=["query_id", "group"])
+    runs = {arm: read_run(ex.path("runs") / f"{arm}.trec") for arm in arms}
+    model_tables, human_tables = {}, {}
+    for arm in arms:
+        path = ex.path("per_query") / f"{arm}.parquet"
+        if not path.exists():
+            raise InputError("per-query values missing", path=path, item=f"arm {arm}",
+                             fix="Run the metrics stage first (dvc repro)")
+        model_tables[arm] = io.read_table(path, columns=["query_id", "measure", "value"])
+        run = runs[arm]
+        _, table = metrics.evaluate_arm(
+            key=human, run=run[run["query_id"].astype(str).isin(sample)],
+            cutoffs=p.need("metrics").cutoffs, relevant_min=p.need("scale").relevant_min,
+            ties=p.runs.ties, groups=groups)
+        human_tables[arm] = table
+    level, interval = cfg.level, cfg.interval
+    estimates = {}
+    for m in measures:
+        if not (model_tables[arms[0]]["measure"] == m).any():
+            raise InputError("the measure is not among the metrics stage's measures",
+                             path=p.source, item="ppi.measures", found=m,
+                             fix="name a measure of metrics/arms/ARM.json")
+        estimates[m] = ppi_table.ppi_table(_wide(model_tables, m, queries),
+                                           _wide(human_tables, m, sample), measure=m,
+                                           level=level, interval=interval)
+
+    # the judge audit and the budget curve work on the depth-k pool as arrays
+    k = cfg.judge_audit.k
+    stacked = pd.concat([r.assign(arm=a) for a, r in runs.items()], ignore_index=True)
+    arrays = pooled.pool_arrays(stacked, k=k)
+    rows = [arrays.query_ids.index(q) for q in sample if q in arrays.query_ids]
+    h_grades = pooled.grade_matrix(arrays, human)
+    m_grades = pooled.grade_matrix(arrays, key)
+    graders = p.graders_dict()
+    families = {a: arm.family for a, arm in (p.arms or {}).items() if arm.family}
+    audit = judge_audit.judge_audit(
+        h_grades, m_grades, arrays.ranked, sample=np.array(rows), rng=stage_rng(seed, "ppi-audit"),
+        arms=list(arrays.arms), families=families,
+        model_family=graders.get(key_grader, {}).get("family"), k=k,
+        max_spread=cfg.judge_audit.max_spread, n_resamples=cfg.judge_audit.bootstrap,
+        alpha=1.0 - level)
+    sub = np.array(rows)
+    curve = budget.budget_curve(
+        h_grades[sub], arrays.ranked[:, sub], model_grades=m_grades[sub],
+        rng=stage_rng(seed, "ppi-budget"), fractions=cfg.budget.fractions, k=k,
+        alpha=1.0 - level, seconds_per_judgment=p.cost.seconds_per_judgment)
+    pool_pairs = int(len(pool))
+    curve["pool_fraction"] = curve["judgments"] / pool_pairs
+    lock = io.read_json(ex.path("audit_lock"))
+    out = {
+        "mode": "ppi",
+        "key_sha256": record["key_sha256"], "pool_version": record["pool_version"],
+        "design": {
+            "model_grader": key_grader, "human_grader": auditor, "round": rnd,
+            "human_sample": sample, "queries": len(queries),
+            "human_fraction": cfg.human_fraction, "human_queries": cfg.human_queries,
+            "seed": seed, "sample_stream": "ppi-sample", "sample_lock_sha256": lock["sha256"],
+            "rectifier": ppi_table.RECTIFIER, "interval": interval, "level": level,
+            "zero_for_no_relevant": "a query with no relevant chunk under a key counts 0"},
+        "estimates": estimates,
+        "judge_audit": audit.to_dict() | {"k": k, "model_family":
+                                          graders.get(key_grader, {}).get("family")},
+        "budget": {"reference": f"the decision with every human judgment of the "
+                                f"{len(sample)} human-sample queries",
+                   "human_judgments": int(np.isfinite(h_grades[sub]).sum()),
+                   "pool_pairs": pool_pairs,
+                   "seconds_per_judgment": float(p.cost.seconds_per_judgment),
+                   "tau_0.9": first_reaching(curve),
+                   "curve": curve.to_dict(orient="records")},
+    }
+    io.write_json(ex.path("ppi"), _clean(out))
+    table = _plot_table(curve)
+    with io.atomic_path(ex.path("ppi_budget")) as tmp:
+        table.to_csv(tmp, index=False, lineterminator="\n", float_format="%.6g")
+    for m, est in estimates.items():
+        for arm, row in est["arms"].items():
+            e, mo, ho = row["ppi++"], row["model-only"], row["human-only"]
+            print(f"ppi {m} {arm}: PPI++ {e['estimate']:.4f} [{e['low']:.4f}, {e['high']:.4f}] "
+                  f"(lambda {e['lambda']:.2f}); model-only {mo['estimate']:.4f}; "
+                  f"human-only {ho['estimate']:.4f} (n={e['n']}, N={e['N']})")
+    for line in audit.flags:
+        print(f"judge audit: {line}")

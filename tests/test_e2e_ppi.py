@@ -1,0 +1,151 @@
+"""End to end: a prediction-powered experiment made by `relgrade init --mode ppi`, run by the
+user's loop alone (`dvc repro`, the commands its Pending line names, `dvc repro`), and its
+metrics/ppi.json checked against an independent recomputation with ppi-python from the
+per-query values the metrics stage wrote.
+
+The model grader is lenient on purpose (tests/graders/lenient_grader.py: one grade more on
+40% of the pairs, one less on some relevant ones); the human grader reads the fixture's truth
+(tests/graders/tiny_grader.py). Bad input refused: a human grader named like the model grader,
+a fraction outside (0, 1], a sample locked on queries the pool no longer holds.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+from scipy import stats as sps
+
+from tests.e2e import tiny
+from tests.test_e2e_init_modes import _loop, _repo
+
+pytestmark = [pytest.mark.slow]
+
+GRADERS = Path(__file__).with_name("graders")
+MODEL = f"{sys.executable} {GRADERS / 'lenient_grader.py'}"
+HUMAN = f"{sys.executable} {GRADERS / 'tiny_grader.py'}"
+NDCG = "nDCG(dcg='exp-log2')@10"
+
+
+def _init(root, exp, *args):
+    return tiny.run(root, "relgrade", "init", exp, "--corpus", "data/input/chunks.jsonl",
+                    "--queries", "data/input/queries.tsv", "--intents", "data/input/intents.tsv",
+                    "--arm", "bm25=bm25", "--arm", "tfidf=tfidf", "--pool-depth", "3",
+                    "--grader", "model-m", "--grader-command", MODEL, "--auditor", "person-h",
+                    "--auditor-command", HUMAN, "--mode", "ppi", *args)
+
+
+@pytest.fixture(scope="module")
+def ppi_run(tmp_path_factory):
+    root = _repo(tmp_path_factory, "ppi")
+    exp = "experiments/ppi"
+    _init(root, exp, "--human-fraction", "0.5")
+    tiny.run(root, "relgrade", "pipeline", "check", "--experiment", exp)
+    tiny.run(root, "relgrade", "intents", "review", "--experiment", exp, "--reviewer",
+             "person-h")
+    seen = _loop(root, exp)
+    return root, root / exp, seen
+
+
+def _values(folder, arm, queries, sample=None):
+    t = pd.read_parquet(folder / "data/metrics" / f"{arm}.parquet")
+    t = t[t["measure"] == NDCG]
+    return pd.Series(t["value"].to_numpy(float), index=t["query_id"].astype(str)) \
+        .reindex(queries).fillna(0.0).to_numpy()
+
+
+def test_the_loop_asks_the_model_for_every_pair_and_people_for_the_sample(ppi_run):
+    _, folder, seen = ppi_run
+    assert "need model-m" in seen[0]
+    sample = json.loads((folder / "metrics/ppi.json").read_text())["design"]["human_sample"]
+    assert len(sample) == 6  # half of the 12 pooled queries
+    assert all(q in seen[0] for q in sample)  # the Pending line names the audit queries
+    report = (folder / "metrics/report.md").read_text()
+    assert "## Prediction-powered estimates" in report and "### Judge audit" in report
+    assert "### Judging budget" in report
+    assert (folder / "metrics/plots/budget.csv").read_text().startswith("budget,")
+
+
+def test_ppi_json_equals_ppi_python_on_the_per_query_values(ppi_run):
+    ppi_py = pytest.importorskip("ppi_py")
+    _, folder, _ = ppi_run
+    out = json.loads((folder / "metrics/ppi.json").read_text())
+    design, est = out["design"], out["estimates"][NDCG]
+    pool = pd.read_parquet(folder / "data/pool/pool.parquet")
+    queries = sorted(set(pool["query_id"].astype(str)))
+    sample = design["human_sample"]
+    grades = pd.read_parquet(folder / "data/graded/grades.parquet")
+    human_key = grades[(grades["grader"] == "person-h") & grades["query_id"].isin(sample)]
+    # the human key's per-query nDCG@10, recomputed with ir_measures-free arithmetic below
+    from relgrade.evaluation.metrics import evaluate_arm
+    from relgrade.io.runs import read_run
+
+    for arm in ("bm25", "tfidf"):
+        f = _values(folder, arm, queries)
+        run = read_run(folder / "data/runs" / f"{arm}.trec")
+        _, table = evaluate_arm(key=human_key[["query_id", "chunk_id", "grade"]],
+                                run=run[run["query_id"].isin(sample)], cutoffs=[3, 5, 10])
+        t = table[table["measure"] == NDCG]
+        y = pd.Series(t["value"].to_numpy(float), index=t["query_id"]).reindex(sample) \
+            .fillna(0.0).to_numpy()
+        yhat = f[[queries.index(q) for q in sample]]
+        row = est["arms"][arm]
+        lam = ppi_py.ppi_mean_pointestimate(y, yhat, f, lam=None)  # tuned as PPI++
+        lam_hat = row["ppi++"]["lambda"]
+        point = ppi_py.ppi_mean_pointestimate(y, yhat, f, lam=lam_hat)
+        assert row["ppi++"]["estimate"] == pytest.approx(float(np.ravel(point)[0]), abs=1e-9)
+        assert row["ppi++"]["estimate"] == pytest.approx(float(np.ravel(lam)[0]), abs=1e-9)
+        assert row["model-only"]["estimate"] == pytest.approx(f.mean(), abs=1e-12)
+        assert row["human-only"]["estimate"] == pytest.approx(y.mean(), abs=1e-12)
+        # the t interval: unbiased variances, Student's t on n - 1 degrees of freedom
+        n, big_n = y.size, f.size
+        se = np.sqrt(lam_hat ** 2 * f.var(ddof=1) / big_n + (y - lam_hat * yhat).var(ddof=1) / n)
+        half = sps.t.ppf(0.975, n - 1) * se
+        assert row["ppi++"]["low"] == pytest.approx(row["ppi++"]["estimate"] - half, abs=1e-9)
+        assert row["ppi++"]["high"] == pytest.approx(row["ppi++"]["estimate"] + half, abs=1e-9)
+    assert design["seed"] == 0 and design["sample_stream"] == "ppi-sample"
+    assert len(est["differences"]) == 1 and "p_holm" in est["differences"][0]["ppi++"]
+
+
+def test_the_key_record_names_the_sample_and_the_gate_rule(ppi_run):
+    _, folder, _ = ppi_run
+    record = json.loads((folder / "data/key/record.json").read_text())
+    sample = json.loads((folder / "metrics/ppi.json").read_text())["design"]["human_sample"]
+    assert record["ppi"]["human_sample"] == sample
+    assert record["ppi"]["key_grader"] == "model-m"
+    assert "do not gate the estimates" in record["ppi"]["gate"]
+
+
+def test_a_sample_locked_outside_the_pool_is_refused(ppi_run):
+    root, folder, _ = ppi_run
+    from relgrade.errors import InputError
+    from relgrade.experiment.files import Experiment
+    from relgrade.pipeline.stages.ppi import human_sample_ids
+
+    ex = Experiment.load(folder / "params.yaml")
+    with pytest.raises(InputError) as e:
+        human_sample_ids(ex, ["kw01", "kw02"])
+    assert "the human sample must be a subset of the pool's queries" in str(e.value)
+    assert "lock.json" in str(e.value)
+
+
+def test_init_refuses_a_human_grader_named_like_the_model_and_a_bad_fraction(tmp_path_factory):
+    root = _repo(tmp_path_factory, "ppi-refused")
+    same = tiny.run(root, "relgrade", "init", "experiments/x", "--corpus",
+                    "data/input/chunks.jsonl", "--queries", "data/input/queries.tsv",
+                    "--intents", "data/input/intents.tsv", "--arm", "bm25=bm25", "--mode",
+                    "ppi", "--grader", "m", "--auditor", "m", "--grader-command", MODEL,
+                    check=False)
+    assert same.returncode == 1
+    assert "must not be the model grader" in same.stderr
+    bad = tiny.run(root, "relgrade", "init", "experiments/y", "--corpus",
+                   "data/input/chunks.jsonl", "--queries", "data/input/queries.tsv",
+                   "--intents", "data/input/intents.tsv", "--arm", "bm25=bm25", "--mode",
+                   "ppi", "--grader-command", MODEL, "--human-fraction", "1.5", check=False)
+    assert bad.returncode == 1
+    assert "the human fraction must lie in (0, 1]" in bad.stderr
+    assert not (root / "experiments/x").exists() and not (root / "experiments/y").exists()
