@@ -314,6 +314,9 @@ class Comparison:
                            f" | {flag} |")
         if self.pool_bias:
             out += ["", "## Pool bias", ""] + _markdown_tables(self.pool_bias)
+            skipped = self.pool_bias.get("not_checked")
+            if skipped:
+                out.append(f"{', '.join(skipped['measures'])}: {skipped['note']}.")
         if self.noise:
             out += ["", "## Label noise", ""] + _markdown_tables(
                 {k: v for k, v in self.noise.items() if isinstance(v, list)})
