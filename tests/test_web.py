@@ -368,6 +368,41 @@ def test_no_human_grader_to_serve_is_a_clear_error(tmp_path):
         build_site(str(tmp_path / "params.yaml"))
 
 
+def test_serve_at_the_top_names_the_experiment_whose_graders_are_people(tmp_path, monkeypatch):
+    from click.testing import CliRunner
+
+    from relgrade.cli import main
+
+    ex.build(tmp_path)  # the top experiment: one model grader
+    ex.build(tmp_path / "experiments/people", graders={
+        "person-a": {"role": "grader", "kind": "human", "family": "human"},
+        "person-b": {"role": "auditor", "kind": "human", "family": "human"}})
+    ex.build(tmp_path / "experiments/models")  # no people: not offered
+    monkeypatch.chdir(tmp_path)
+    res = CliRunner().invoke(main, ["serve", "--port", "0"])
+    assert res.exit_code == 1
+    assert res.output == (
+        "Error: params.yaml: no grader to serve: params has no grader of kind human (found "
+        "graders grader-a (model)). To serve an experiment whose graders are people, give "
+        "its folder: relgrade serve --experiment experiments/people (person-a, person-b)\n")
+    assert "--grader" not in res.output
+
+
+def test_serve_without_people_anywhere_says_to_add_a_human_grader(tmp_path, monkeypatch):
+    from click.testing import CliRunner
+
+    from relgrade.cli import main
+
+    ex.build(tmp_path)
+    monkeypatch.chdir(tmp_path)
+    res = CliRunner().invoke(main, ["serve", "--port", "0"])
+    assert res.exit_code == 1
+    assert res.output == (
+        "Error: params.yaml: no grader to serve: params has no grader of kind human (found "
+        "graders grader-a (model)). Add a grader of kind human to params `graders` "
+        "(docs/graders.md), then run relgrade serve again\n")
+
+
 def test_the_page_offers_again_only_a_pair_whose_chunk_changed_since_it_was_saved(tmp_path):
     from relgrade.web.app import next_batch, query_progress
 
