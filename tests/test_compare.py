@@ -436,6 +436,21 @@ def test_the_command_line_names_an_unknown_arm(experiment, monkeypatch):
     assert "Error: nope: unknown arm. Arms: bm25, hybrid" in res.output
 
 
+def test_a_measure_typed_in_lower_case_suggests_the_compared_one(experiment, monkeypatch):
+    from click.testing import CliRunner
+
+    from relgrade.cli import main
+
+    root, _ = experiment
+    monkeypatch.chdir(root)
+    res = CliRunner().invoke(main, ["compare", "hybrid", "bm25", "-m", "ndcg@10"])
+    assert res.exit_code == 1
+    assert res.output.startswith("Error: ndcg@10: measure not compared. Did you mean "
+                                 "nDCG(dcg='exp-log2')@10? Use one of nDCG(dcg='exp-log2')@3, ")
+    res = CliRunner().invoke(main, ["compare", "hybrid", "bm25", "-m", "r@5"])
+    assert res.output.startswith("Error: r@5: measure not compared. Did you mean R@5? ")
+
+
 def test_a_key_changed_after_freezing_is_refused(tmp_path, monkeypatch):
     from relgrade.errors import ProtocolError
 

@@ -283,8 +283,12 @@ def compare_arms(per_query: pd.DataFrame, *, settings: Settings,
         measures = [str(m) for m in measures]
         unknown = [m for m in measures if m not in all_measures]
         if unknown:
+            from relgrade.evaluation.measures import suggest_measure
+
+            near = suggest_measure(unknown[0], known=all_measures)
             raise InputError("measure not in the per-query table", item=unknown[0],
-                             fix="use one of " + ", ".join(all_measures))
+                             fix=(f"Did you mean {near}? " if near else "")
+                             + "Use one of " + ", ".join(all_measures))
     if pairs is None:
         pairs = design_pairs(arms, baseline=settings.baseline, mode=settings.pairs)
     pairs = [(str(a), str(b)) for a, b in pairs]

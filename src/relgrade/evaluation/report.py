@@ -468,8 +468,12 @@ class Comparison:
             The pair was not compared, or ``measure`` is not one of the measures.
         """
         if measure is not None and measure not in self.measures:
+            from relgrade.evaluation.measures import suggest_measure
+
+            near = suggest_measure(measure, known=self.measures)
             raise InputError("measure not compared", item=measure,
-                             fix="use one of " + ", ".join(self.measures))
+                             fix=(f"Did you mean {near}? " if near else "")
+                             + "Use one of " + ", ".join(self.measures))
         chosen = self.selected(measure=measure, pair=pair)
         if not chosen:
             raise InputError("comparison not made", item=f"{pair[0]} vs {pair[1]}")
