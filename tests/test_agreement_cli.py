@@ -192,3 +192,38 @@ def test_a_named_experiment_without_params_is_an_error(tmp_path):
     assert res.exit_code == 1
     assert res.output.startswith(f"Error: {tmp_path / 'nowhere' / 'params.yaml'}: params file "
                                  "not found")
+
+
+def test_json_holds_fleiss_components_and_krippendorff_alpha_at_every_level(tmp_path):
+    # A = 0,1,2,2,1,0,2,1 and B = 0,1,1,1,1,0,1,0: pairs 0, 1, 4, 5 agree, so P̄ = 4/8;
+    # of the 16 ratings 5 are 0, 8 are 1, 3 are 2: P_e = (25 + 64 + 9) / 256 = 98/256, and
+    # Fleiss' kappa = (1/2 - 98/256) / (1 - 98/256) = 30/158.
+    import krippendorff
+    from statsmodels.stats.inter_rater import aggregate_raters, fleiss_kappa
+
+    a, b = jsonl(tmp_path / "a.jsonl", A), jsonl(tmp_path / "b.jsonl", B)
+    out = json.loads(run(a, b, "--json").output)
+    assert out["fleiss_p_bar"] == pytest.approx(1 / 2)
+    assert out["fleiss_p_e"] == pytest.approx(98 / 256)
+    assert out["fleiss_kappa"] == pytest.approx(30 / 158)
+    table, _ = aggregate_raters(list(zip(A, B)))
+    assert out["fleiss_kappa"] == pytest.approx(fleiss_kappa(table, method="fleiss"))
+    for level in ("nominal", "ordinal", "interval", "ratio"):
+        ref = krippendorff.alpha(reliability_data=[A, B], level_of_measurement=level,
+                                 value_domain=[0, 1, 2])
+        assert out[f"krippendorff_alpha_{level}"] == pytest.approx(ref), level
+
+
+def test_with_text_labels_the_ratio_alpha_is_not_applicable(tmp_path):
+    names = ["bad", "fair", "good"]
+    a = tmp_path / "a.jsonl"
+    b = tmp_path / "b.jsonl"
+    for path, grades in ((a, A), (b, B)):
+        path.write_text("".join(json.dumps({"query_id": "q1", "chunk_id": f"c{i}",
+                                            "reason": "r", "grade": names[g]}) + "\n"
+                                for i, g in enumerate(grades)))
+    out = json.loads(run(a, b, "--json", "--labels", "bad,fair,good").output)
+    assert out["krippendorff_alpha_ratio"] is None
+    assert ("krippendorff_alpha_ratio is not applicable: --labels grades are ranks without a "
+            "true zero") in out["notes"]
+    assert out["fleiss_kappa"] == pytest.approx(30 / 158)  # the same grades as ranks

@@ -39,7 +39,9 @@ def agreement_cmd(a, b, scale, labels, relevant_min, params_path, as_json):
     (docs/formats.md). Prints quadratic and linear weighted kappa over the full scale,
     binary kappa (0 against >= --relevant-min), unweighted kappa, raw agreement,
     disagreement, two-step disagreement, the confusion matrix (rows A, columns B), the pairs compared and the pairs
-    graded in only one file (missing, dropped pairwise). Run inside an experiment (or given
+    graded in only one file (missing, dropped pairwise). --json also holds Fleiss' kappa with
+    its P̄ and P_e and Krippendorff's alpha at the nominal, ordinal, interval and ratio levels
+    (ratio not with --labels), over the same pairs. Run inside an experiment (or given
     --experiment or --params), the scale and the relevant grade default to its params
     (scale.grades, scale.relevant_min).
     """
@@ -69,10 +71,25 @@ def agreement_cmd(a, b, scale, labels, relevant_min, params_path, as_json):
         if name == "weighted_kappa":
             out["linear_weighted_kappa"] = ag.linear_weighted_kappa(
                 paired["grade_a"].to_numpy(), paired["grade_b"].to_numpy(), scale=scale)
+    # the multi-rater statistics on the same pairs, as reference tables print them
+    both = pd.concat([paired[["query_id", "chunk_id"]].assign(grader="A", grade=paired["grade_a"]),
+                      paired[["query_id", "chunk_id"]].assign(grader="B", grade=paired["grade_b"])],
+                     ignore_index=True)
+    multi = ag.multi_rater_agreement(both, scale=scale) if len(paired) else None
+    notes = list(res["notes"])
+    for name in ag.MULTI_MEASURES:
+        out[name] = None if multi is None else multi[name]
+    if multi is not None:
+        notes += multi["notes"]
+    if labels and out["krippendorff_alpha_ratio"] is not None:
+        # text labels are ranks 0..n-1: their differences and ratios are not quantities
+        out["krippendorff_alpha_ratio"] = None
+        notes.append("krippendorff_alpha_ratio is not applicable: --labels grades are ranks "
+                     "without a true zero")
     if labels:
         out["labels"] = labels
     out.update({"scale": scale, "relevant_min": relevant_min, "confusion": res["confusion"],
-                "notes": res["notes"]})
+                "notes": notes})
     if as_json:
         click.echo(json.dumps(out, indent=2))
         return
