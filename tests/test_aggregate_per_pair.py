@@ -56,3 +56,19 @@ def test_aggregate_dawid_skene_posteriors_equal_crowdkits(tmp_path):
     text = CliRunner().invoke(main, ["aggregate", "--grades", str(path), "--method",
                                      "dawid-skene", "--per-pair"]).output
     assert "query_id  chunk_id  grade    P(0)    P(1)    P(2)\n" in text
+
+
+def test_aggregate_json_shares_equal_crowdkits_majority_vote_probabilities(tmp_path):
+    # crowd-kit's MajorityVote.fit_predict_proba gives each grade's share of a pair's votes;
+    # ours is the share of the grade recorded (on c3's three-way tie: the median, 1, at 1/3)
+    crowdkit = pytest.importorskip("crowdkit.aggregation")
+    path, table = _file(tmp_path)
+    doc = json.loads(CliRunner().invoke(main, ["aggregate", "--grades", str(path), "--json",
+                                               "--per-pair"]).output)
+    data = table.rename(columns={"chunk_id": "task", "grader": "worker", "grade": "label"})[
+        ["task", "worker", "label"]]
+    probas = crowdkit.MajorityVote().fit_predict_proba(data).sort_index()
+    probas = probas.reindex(columns=[0, 1, 2], fill_value=0.0).fillna(0.0)
+    assert [s["share"] for s in doc["shares"]] == pytest.approx(
+        [probas.at[s["chunk_id"], s["grade"]] for s in doc["shares"]])
+    assert [s["votes"] for s in doc["shares"]] == [3, 3, 3, 3]

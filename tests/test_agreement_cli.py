@@ -130,3 +130,100 @@ def test_help_describes_the_command():
     res = CliRunner().invoke(main, ["agreement", "--help"])
     assert res.exit_code == 0
     assert "TREC qrels" in res.output and "--relevant-min" in res.output
+
+
+# A 0-3 scale set in params, relevant from 2: A = 0,1,2,3 against B = 0,2,2,3. Unweighted
+# kappa: p_o = 3/4, p_e = 4 x (1/4 x B's share) = 1/16 + 2/16 + 1/16 = 1/4, so 2/3.
+# Quadratic weights (i - j)^2 / 9: the one disagreement (1, 2) weighs 1/9, D_o = 1/36;
+# D_e = 1/4 x 1/9 x (14/4 + 6/2 + 14/4) = 10/36 (B's grades 0, 2, 2, 3), so 1 - 1/10 = 0.9.
+# Binary at >= 2: A 0,0,1,1, B 0,1,1,1: p_o = 3/4, p_e = 1/2 x 3/4 + 1/2 x 1/4 = 1/2: 1/2.
+A03, B03 = [0, 1, 2, 3], [0, 2, 2, 3]
+
+
+def _four_grade_experiment(folder):
+    folder.mkdir()
+    (folder / "params.yaml").write_text("paths: {}\nscale:\n  grades: [0, 1, 2, 3]\n"
+                                        "  relevant_min: 2\n")
+    return folder
+
+
+@pytest.mark.parametrize("where", ["--experiment", "--params", "inside"])
+def test_the_scale_and_relevant_grade_default_to_the_experiments_params(tmp_path, monkeypatch,
+                                                                         where):
+    exp = _four_grade_experiment(tmp_path / "exp")
+    a, b = jsonl(tmp_path / "a.jsonl", A03), jsonl(tmp_path / "b.jsonl", B03)
+    args = {"--experiment": ["--experiment", exp], "--params": ["--params", exp / "params.yaml"],
+            "inside": []}[where]
+    if where == "inside":
+        monkeypatch.chdir(exp)
+    res = run(a, b, "--json", *args)
+    assert res.exit_code == 0, res.output
+    out = json.loads(res.output)
+    assert (out["scale"], out["relevant_min"]) == ([0, 1, 2, 3], 2)
+    assert out["kappa"] == pytest.approx(2 / 3)
+    assert out["weighted_kappa"] == pytest.approx(0.9)
+    assert out["binary_kappa"] == pytest.approx(0.5)
+    assert len(out["confusion"]) == 4
+
+
+def test_an_explicit_scale_and_relevant_grade_win_over_the_params(tmp_path, monkeypatch):
+    exp = _four_grade_experiment(tmp_path / "exp")
+    a, b = jsonl(tmp_path / "a.jsonl", A03), jsonl(tmp_path / "b.jsonl", B03)
+    monkeypatch.chdir(exp)
+    res = run(a, b, "--json", "--scale", "0,1,2,3,4", "--relevant-min", "1")
+    assert res.exit_code == 0, res.output
+    out = json.loads(res.output)
+    assert (out["scale"], out["relevant_min"]) == ([0, 1, 2, 3, 4], 1)
+    assert out["binary_kappa"] == 1.0  # A 0,1,1,1 against B 0,1,1,1
+
+
+def test_outside_an_experiment_the_scale_is_zero_to_two(tmp_path, monkeypatch):
+    a, b = jsonl(tmp_path / "a.jsonl", A03), jsonl(tmp_path / "b.jsonl", B03)
+    monkeypatch.chdir(tmp_path)
+    res = run(a, b)
+    assert res.exit_code == 1
+    assert res.output == (f"Error: {a}:4: pair (q1, 4403): grade outside the scale 0,1,2 "
+                          "(found 3)\n")
+
+
+def test_a_named_experiment_without_params_is_an_error(tmp_path):
+    a, b = jsonl(tmp_path / "a.jsonl", A03), jsonl(tmp_path / "b.jsonl", B03)
+    res = run(a, b, "--experiment", tmp_path / "nowhere")
+    assert res.exit_code == 1
+    assert res.output.startswith(f"Error: {tmp_path / 'nowhere' / 'params.yaml'}: params file "
+                                 "not found")
+
+
+def test_json_holds_fleiss_components_and_krippendorff_alpha_at_every_level(tmp_path):
+    # A = 0,1,2,2,1,0,2,1 and B = 0,1,1,1,1,0,1,0: pairs 0, 1, 4, 5 agree, so P̄ = 4/8;
+    # of the 16 ratings 5 are 0, 8 are 1, 3 are 2: P_e = (25 + 64 + 9) / 256 = 98/256, and
+    # Fleiss' kappa = (1/2 - 98/256) / (1 - 98/256) = 30/158.
+    import krippendorff
+    from statsmodels.stats.inter_rater import aggregate_raters, fleiss_kappa
+
+    a, b = jsonl(tmp_path / "a.jsonl", A), jsonl(tmp_path / "b.jsonl", B)
+    out = json.loads(run(a, b, "--json").output)
+    assert out["fleiss_p_bar"] == pytest.approx(1 / 2)
+    assert out["fleiss_p_e"] == pytest.approx(98 / 256)
+    assert out["fleiss_kappa"] == pytest.approx(30 / 158)
+    table, _ = aggregate_raters(list(zip(A, B)))
+    assert out["fleiss_kappa"] == pytest.approx(fleiss_kappa(table, method="fleiss"))
+    for level in ("nominal", "ordinal", "interval", "ratio"):
+        ref = krippendorff.alpha(reliability_data=[A, B], level_of_measurement=level,
+                                 value_domain=[0, 1, 2])
+        assert out[f"krippendorff_alpha_{level}"] == pytest.approx(ref), level
+
+
+def test_with_text_labels_the_ratio_alpha_is_not_applicable(tmp_path):
+    names = ["bad", "fair", "good"]
+    a = tmp_path / "a.jsonl"
+    b = tmp_path / "b.jsonl"
+    for path, grades in ((a, A), (b, B)):
+        path.write_text("".join(json.dumps({"query_id": "q1", "chunk_id": f"c{i}",
+                                            "reason": "r", "grade": names[g]}) + "\n"
+                                for i, g in enumerate(grades)))
+    out = json.loads(run(a, b, "--json", "--labels", "bad,fair,good").output)
+    assert out["krippendorff_alpha_ratio"] is None
+    assert ("krippendorff_alpha_ratio is not applicable: --labels grades are ranks without a "
+            "true zero") in out["notes"]
+    assert out["fleiss_kappa"] == pytest.approx(30 / 158)  # the same grades as ranks

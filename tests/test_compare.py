@@ -295,8 +295,10 @@ def test_an_interval_clear_of_zero_before_holm_is_said_to_be_so():
 
 # --- the stage and the command line --------------------------------------------------
 
-def _experiment(root):
-    """A complete small experiment on disk: 24 queries, arms bm25 and hybrid."""
+def _experiment(root, *, tail_sample=0):
+    """A complete small experiment on disk: 24 queries, arms bm25 and hybrid; with
+    ``tail_sample``, that many chunks per query drawn from ranks 6..8 beside the depth-5
+    pool, the inferred measures scored and the pool table written."""
     import yaml
 
     from relgrade.evaluation import measures, metrics
@@ -325,7 +327,9 @@ def _experiment(root):
 
     stacked = canonical_ranking(pd.concat([r.assign(arm=a) for a, r in runs.items()],
                                           ignore_index=True))
-    pool, prov, _ = poolmod.build_pool(stacked, depth=5)
+    pool, prov, _ = poolmod.build_pool(stacked, depth=5, tail_sample=tail_sample,
+                                       tail_depth=8 if tail_sample else None,
+                                       rng=np.random.default_rng(5) if tail_sample else None)
     key = pool[["query_id", "chunk_id"]].assign(grade=[truth(c) for c in pool["chunk_id"]])
     (root / "data/key").mkdir(parents=True)
     (root / "data/key/key.jsonl").write_bytes(keymod.key_bytes(key))
@@ -342,14 +346,19 @@ def _experiment(root):
     io.write_parquet(root / "data/graded/grades.parquet",
                      grades.assign(round=1, reason=""))
     ms = measures.protocol_measures([3, 5, 10])
+    inclusion = None
+    if tail_sample:
+        ms += ["xinfAP@10", "infNDCG(dcg='exp-log2')@10"]
+        inclusion = pool[["query_id", "chunk_id", "inclusion_prob"]]
+        io.write_parquet(root / "data/pool/pool.parquet", pool)
     for arm, run in runs.items():
-        pq = metrics.per_query(qrels=key, run=run, measures=ms)
+        pq = metrics.per_query(qrels=key, run=run, measures=ms, inclusion=inclusion)
         pq["group"] = pq["query_id"].map(groups)
         io.write_parquet(root / "data/metrics" / f"{arm}.parquet",
                          pq[["query_id", "group", "measure", "value"]])
     params["arms"] = {"bm25": {"kind": "file", "depth": 8, "source": "x"},
                       "hybrid": {"kind": "file", "depth": 8, "source": "x"}}
-    params["pool"]["depth"] = 5
+    params["pool"].update(depth=5, tail_sample=tail_sample, tail_depth=8)
     params["metrics"].update(bootstrap=1000, permutations=1000, baseline="bm25")
     (root / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
     return params
@@ -427,6 +436,21 @@ def test_the_command_line_names_an_unknown_arm(experiment, monkeypatch):
     assert "Error: nope: unknown arm. Arms: bm25, hybrid" in res.output
 
 
+def test_a_measure_typed_in_lower_case_suggests_the_compared_one(experiment, monkeypatch):
+    from click.testing import CliRunner
+
+    from relgrade.cli import main
+
+    root, _ = experiment
+    monkeypatch.chdir(root)
+    res = CliRunner().invoke(main, ["compare", "hybrid", "bm25", "-m", "ndcg@10"])
+    assert res.exit_code == 1
+    assert res.output.startswith("Error: ndcg@10: measure not compared. Did you mean "
+                                 "nDCG(dcg='exp-log2')@10? Use one of nDCG(dcg='exp-log2')@3, ")
+    res = CliRunner().invoke(main, ["compare", "hybrid", "bm25", "-m", "r@5"])
+    assert res.output.startswith("Error: r@5: measure not compared. Did you mean R@5? ")
+
+
 def test_a_key_changed_after_freezing_is_refused(tmp_path, monkeypatch):
     from relgrade.errors import ProtocolError
 
@@ -437,3 +461,38 @@ def test_a_key_changed_after_freezing_is_refused(tmp_path, monkeypatch):
     with pytest.raises(ProtocolError, match="is not the .* of its record .*: the key stage was interrupted between its writes, or a file was edited"):
         _stage_main()(Experiment.from_mapping(params))
     assert not (tmp_path / "metrics/comparisons.json").exists()
+
+
+def test_a_tail_sample_compares_the_inferred_measures_with_the_same_paired_tests(
+        tmp_path, monkeypatch):
+    # two of ranks 6..8 drawn per query (inclusion probability 2/3 where no arm pooled them)
+    params = _experiment(tmp_path, tail_sample=2)
+    monkeypatch.chdir(tmp_path)
+    pool = pd.read_parquet(tmp_path / "data/pool/pool.parquet")
+    assert (pool["inclusion_prob"] < 1).any()
+    _stage_main()(Experiment.from_mapping(params))
+    from relgrade.evaluation.compare import INFERRED_NOTE, INFERRED_POOL_BIAS_NOTE
+
+    report = json.loads((tmp_path / "metrics/comparisons.json").read_text())
+    inferred = ["xinfAP@10", "infNDCG(dcg='exp-log2')@10"]
+    assert [m for m in report["measures"] if m in inferred] == inferred
+    values = {arm: pd.read_parquet(tmp_path / "data/metrics" / f"{arm}.parquet")
+              for arm in ("bm25", "hybrid")}
+    for m in inferred:
+        (c,) = [c for c in report["comparisons"] if c["measure"] == m]
+        mean = {arm: v.loc[v["measure"] == m, "value"].mean() for arm, v in values.items()}
+        assert c["mean_a"] == pytest.approx(mean["hybrid"])
+        assert c["delta"] == pytest.approx(mean["hybrid"] - mean["bm25"])
+        assert c["holm_family"] == len(report["comparisons"])  # in Holm's family with the rest
+        assert INFERRED_NOTE in c["notes"]
+        # the label-noise band scores the grader's key on the four audit queries
+        audit = [f"q{i:02d}" for i in range(1, 5)]
+        d = {arm: v[(v["measure"] == m) & v["query_id"].isin(audit)]["value"].mean()
+             for arm, v in values.items()}
+        assert c["label_noise"]["queries"] == 4
+        assert c["label_noise"]["delta_grader"] == pytest.approx(d["hybrid"] - d["bm25"])
+    plain = next(c for c in report["comparisons"] if c["measure"] == M)
+    assert INFERRED_NOTE not in plain["notes"]
+    assert report["pool_bias"]["not_checked"] == {"measures": inferred,
+                                                  "note": INFERRED_POOL_BIAS_NOTE}
+    assert not {r["measure"] for r in report["pool_bias"]["leave_one_arm_out"]} & set(inferred)

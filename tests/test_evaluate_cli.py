@@ -128,7 +128,15 @@ def test_bad_measure_name_is_an_error(tmp_path):
     result = _invoke(tmp_path, str(tmp_path / "bm25.trec"), "-m", "nDGC@10")
     assert result.exit_code == 1
     assert result.output.startswith("Error: nDGC@10: unknown measure (found nDGC). "
-                                    "Did you mean nDCG?")
+                                    "Did you mean nDCG@10?")
+
+
+def test_a_lower_case_measure_name_suggests_its_canonical_spelling_with_the_cutoff(tmp_path):
+    _files(tmp_path)
+    result = _invoke(tmp_path, str(tmp_path / "bm25.trec"), "-m", "ndcg@10")
+    assert result.exit_code == 1
+    assert result.output.startswith("Error: ndcg@10: unknown measure (found ndcg). "
+                                    "Did you mean nDCG@10? Known measures: ")
 
 
 def test_help_names_every_option():

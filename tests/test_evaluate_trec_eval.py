@@ -107,7 +107,7 @@ def test_bad_measures_are_errors_with_a_suggestion(tmp_path):
     files = _files(tmp_path)
     for name, message in [
         ("ndcg_cutt.10", "Error: ndcg_cutt.10: unknown measure (found ndcg_cutt). "
-                         "Did you mean ndcg_cut?"),
+                         "Did you mean ndcg_cut.10?"),
         ("P.0", "Error: P.0: a measure's cutoff must be a positive integer (found 0)"),
         ("RBP(p=1.5)", "Error: RBP(p=1.5): RBP's persistence p must be in (0, 1) "
                        "(found 1.5)"),

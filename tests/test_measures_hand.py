@@ -125,8 +125,17 @@ def test_trec_eval_names_expand_to_relgrade_measures():
 
 
 @pytest.mark.parametrize("name, message", [
-    ("nDGC@10", "nDGC@10: unknown measure (found nDGC). Did you mean nDCG?"),
+    ("nDGC@10", "nDGC@10: unknown measure (found nDGC). Did you mean nDCG@10?"),
     ("mapp", "mapp: unknown measure (found mapp). Did you mean map?"),
+    # case-insensitively, with the cutoff and parameters that followed the name
+    ("ndcg@10", "ndcg@10: unknown measure (found ndcg). Did you mean nDCG@10?"),
+    ("Ndcg(dcg='exp-log2')@5", "Ndcg(dcg='exp-log2')@5: unknown measure (found Ndcg). "
+                               "Did you mean nDCG(dcg='exp-log2')@5?"),
+    ("mrr@10", "mrr@10: unknown measure (found mrr). Did you mean RR@10?"),
+    ("recall@100", "recall@100: unknown measure (found recall). Did you mean R@100?"),
+    ("ndcg_cut@10", "ndcg_cut@10: unknown measure (found ndcg_cut). Did you mean nDCG@10?"),
+    ("NDCG_CUT.10", "NDCG_CUT.10: unknown measure (found NDCG_CUT). "
+                    "Did you mean ndcg_cut.10?"),
     ("AP@0", "AP@0: a measure's cutoff must be a positive integer (found 0)"),
     ("P@-3", "P@-3: a measure's cutoff must be a positive integer (found -3)"),
     ("P.0", "P.0: a measure's cutoff must be a positive integer (found 0)"),

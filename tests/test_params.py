@@ -209,6 +209,34 @@ def test_a_params_file_that_is_not_a_mapping_is_refused(tmp_path, text, found):
     assert [p.name for p in tmp_path.iterdir()] == ["other.yaml"]
 
 
+# "  tail_sample 0: x: y" on line 4: PyYAML stops at the second colon, the 19th character
+# (two spaces, 14 for "tail_sample 0:", a space, "x").
+BAD_YAML = "seed: 1\npool:\n  depth: 5\n  tail_sample 0: x: y\npaths: {}\n"
+BAD_YAML_MESSAGE = ("not valid YAML (found mapping values are not allowed here: "
+                    "'  tail_sample 0: x: y'). Check the indentation and the `key: value` "
+                    "spacing at that line, or above it")
+
+
+def test_a_yaml_syntax_error_names_the_file_line_and_column(tmp_path):
+    path = tmp_path / "params.yaml"
+    path.write_text(BAD_YAML)
+    with pytest.raises(InputError) as e:
+        load_params(path)
+    assert (e.value.line, e.value.column) == (4, 19)
+    assert str(e.value) == f"{path}:4:19: {BAD_YAML_MESSAGE}"
+
+
+def test_a_command_and_a_stage_print_the_yaml_errors_line_and_column(tmp_path):
+    path = tmp_path / "params.yaml"
+    path.write_text(BAD_YAML)
+    res = CliRunner().invoke(cli, ["status", "--params", str(path)])
+    assert res.exit_code == 1
+    assert res.output == f"Error: {path}:4:19: {BAD_YAML_MESSAGE}\n"
+    proc = _stage(tmp_path, "pool")
+    assert proc.returncode == 1
+    assert proc.stderr == f"Error: params.yaml:4:19: {BAD_YAML_MESSAGE}\n"
+
+
 def test_a_params_file_without_paths_is_refused(tmp_path):
     path = tmp_path / "other.yaml"
     path.write_text("seed: 3\n")

@@ -228,6 +228,34 @@ def test_a_bad_form_shows_the_error_keeps_the_input_and_saves_nothing(web, chang
     assert file_of(web, "alice").read_bytes() == b""
 
 
+def test_every_chunk_with_a_problem_is_flagged_with_its_own_message(web):
+    # chunk 1: 16 words (15 allowed); chunk 3: 10 words of 31 letters, 10 x 31 + 9 = 319
+    # characters (300 allowed); chunk 4: no grade. Chunks 0 and 2 are fine.
+    c = web.client("alice")
+    data = dict(form(5, reason="a pointer to where it lives"))
+    data["reason-1"] = " ".join(["word"] * 16)
+    data["reason-3"] = " ".join(["w" * 31] * 10)
+    data["grade-4"] = ""
+    r = scan(c.post("/g/alice/q/q01/0", data=data, follow_redirects=False))
+    assert r.status_code == 400
+    articles = {int(re.search(r'id="chunk-(\d)"', a).group(1)): a
+                for a in r.text.split("<article ")[1:]}
+    flagged = {i: 'class="chunk has-error"' in a for i, a in articles.items()}
+    assert flagged == {0: False, 1: True, 2: False, 3: True, 4: True}
+    errors = {i: re.findall(r'<div class="error" role="alert">([^<]*)</div>', a)
+              for i, a in articles.items()}
+    assert errors == {
+        0: [], 2: [],
+        1: ["Reason longer than 15 words (found 16 words). Say what the chunk says about the "
+            "target, in fewer words. Nothing was saved."],
+        3: ["Reason longer than 300 characters (found 319 characters). Say what the chunk "
+            "says about the target, in fewer words. Nothing was saved."],
+        4: ["Choose a grade (0-2) for this chunk before saving."]}
+    invalid = re.findall(r'<textarea name="reason-(\d)"[^>]*aria-invalid="true"', r.text)
+    assert invalid == ["1", "3", "4"]
+    assert file_of(web, "alice").read_bytes() == b""
+
+
 def test_the_auditor_may_leave_a_zero_without_a_reason(web):
     c = web.client("bob")
     data = form(5, grade="0", reason="")
@@ -366,6 +394,41 @@ def test_no_human_grader_to_serve_is_a_clear_error(tmp_path):
     ex.build(tmp_path)
     with pytest.raises(InputError, match="no grader to serve"):
         build_site(str(tmp_path / "params.yaml"))
+
+
+def test_serve_at_the_top_names_the_experiment_whose_graders_are_people(tmp_path, monkeypatch):
+    from click.testing import CliRunner
+
+    from relgrade.cli import main
+
+    ex.build(tmp_path)  # the top experiment: one model grader
+    ex.build(tmp_path / "experiments/people", graders={
+        "person-a": {"role": "grader", "kind": "human", "family": "human"},
+        "person-b": {"role": "auditor", "kind": "human", "family": "human"}})
+    ex.build(tmp_path / "experiments/models")  # no people: not offered
+    monkeypatch.chdir(tmp_path)
+    res = CliRunner().invoke(main, ["serve", "--port", "0"])
+    assert res.exit_code == 1
+    assert res.output == (
+        "Error: params.yaml: no grader to serve: params has no grader of kind human (found "
+        "graders grader-a (model)). To serve an experiment whose graders are people, give "
+        "its folder: relgrade serve --experiment experiments/people (person-a, person-b)\n")
+    assert "--grader" not in res.output
+
+
+def test_serve_without_people_anywhere_says_to_add_a_human_grader(tmp_path, monkeypatch):
+    from click.testing import CliRunner
+
+    from relgrade.cli import main
+
+    ex.build(tmp_path)
+    monkeypatch.chdir(tmp_path)
+    res = CliRunner().invoke(main, ["serve", "--port", "0"])
+    assert res.exit_code == 1
+    assert res.output == (
+        "Error: params.yaml: no grader to serve: params has no grader of kind human (found "
+        "graders grader-a (model)). Add a grader of kind human to params `graders` "
+        "(docs/graders.md), then run relgrade serve again\n")
 
 
 def test_the_page_offers_again_only_a_pair_whose_chunk_changed_since_it_was_saved(tmp_path):

@@ -127,3 +127,42 @@ def test_a_person_grades_a_small_pool_with_the_keyboard_across_a_reload(server):
     assert rows == expected
     assert (ARTIFACTS / "grading-page.png").stat().st_size > 10_000
     shutil.copy(root / "data/grades/alice/round-1.jsonl", ARTIFACTS / "browser-grades.jsonl")
+
+
+def test_every_too_long_reason_of_a_batch_is_flagged_as_typed_and_after_saving(server):
+    # chunk 1: 16 words (15 allowed); chunk 3: 10 words of 31 letters, 10 x 31 + 9 = 319
+    # characters (300 allowed); chunks 0, 2 and 4: a short reason.
+    from playwright.sync_api import sync_playwright
+
+    base, root, packets = server
+    long_words, long_chars = " ".join(["word"] * 16), " ".join(["w" * 31] * 10)
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=CHROMIUM, args=ARGS, headless=True)
+        page = browser.new_page(viewport={"width": 1440, "height": 1000})
+        page.goto(f"{base}/login?token=alice-browser-token-0123456789")
+        page.click("#continue")
+        ready(page)
+        for i in range(5):
+            page.fill(f"#reason-{i}", {1: long_words, 3: long_chars}.get(i, "a short reason"))
+            page.click(f"#chunk-{i} label.grade.g1")
+
+        def flags():
+            return {i: (page.text_content(f"#counter-{i}"),
+                        "over" in page.get_attribute(f"#counter-{i}", "class"),
+                        page.get_attribute(f"#reason-{i}", "aria-invalid"))
+                    for i in range(5)}
+
+        short = ("3 / 15 words", False, None)
+        assert flags() == {0: short, 1: ("16 / 15 words", True, "true"), 2: short,
+                           3: ("10 / 15 words · 319 / 300 characters", True, "true"), 4: short}
+        with page.expect_navigation():
+            page.click("#save")
+        ready(page)
+        assert [i for i in range(5)
+                if "has-error" in page.get_attribute(f"#chunk-{i}", "class")] == [1, 3]
+        assert flags() == {0: short, 1: ("16 / 15 words", True, "true"), 2: short,
+                           3: ("10 / 15 words · 319 / 300 characters", True, "true"), 4: short}
+        assert "Reason longer than 300 characters (found 319 characters)" in \
+            page.text_content("#chunk-3 .error")
+        browser.close()
+    assert (root / "data/grades/alice/round-1.jsonl").read_bytes() == b""

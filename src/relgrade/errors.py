@@ -23,6 +23,8 @@ class InputError(RelgradeError):
         The file the bad input came from.
     line : int, optional
         1-based line number within ``path``.
+    column : int, optional
+        1-based column within ``line``, printed after it (``path:line:column``).
     item : str, optional
         The id (query id, chunk id, pair, grader) the error is about.
     found : str, optional
@@ -34,12 +36,16 @@ class InputError(RelgradeError):
     --------
     >>> str(InputError("grade outside the scale 0-2", path="g.jsonl", line=3, found="3"))
     'g.jsonl:3: grade outside the scale 0-2 (found 3)'
+    >>> str(InputError("not valid YAML", path="p.yaml", line=4, column=19))
+    'p.yaml:4:19: not valid YAML'
     """
 
-    def __init__(self, rule, *, path=None, line=None, item=None, found=None, fix=None):
+    def __init__(self, rule, *, path=None, line=None, item=None, found=None, fix=None,
+                 column=None):
         self.rule = rule
         self.path = None if path is None else str(path)
         self.line = line
+        self.column = column
         self.item = item
         self.found = found
         self.fix = fix
@@ -51,9 +57,12 @@ class InputError(RelgradeError):
             where = self.path
             if self.line is not None:
                 where += f":{self.line}"
+                if self.column is not None:
+                    where += f":{self.column}"
             where += ": "
         elif self.line is not None:
-            where = f"line {self.line}: "
+            where = f"line {self.line}" + (
+                f", column {self.column}" if self.column is not None else "") + ": "
         msg = where
         if self.item is not None:
             msg += f"{self.item}: "

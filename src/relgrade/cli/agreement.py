@@ -10,6 +10,7 @@ import click
 from relgrade.cli.options import (
     format_option,
     labels_option,
+    params_option,
     parse_labels,
     parse_scale,
     scale_option,
@@ -20,13 +21,17 @@ from relgrade.cli.render import handle_errors, number
 @click.command("agreement")
 @click.argument("a", type=click.Path(dir_okay=False, path_type=Path))
 @click.argument("b", type=click.Path(dir_okay=False, path_type=Path))
-@scale_option()
+@scale_option(default=None,
+              help="The grade scale, comma-separated. Default: params scale.grades of the "
+                   "experiment (--experiment, --params, or params.yaml here), else 0,1,2.")
 @labels_option()
-@click.option("--relevant-min", default=1, show_default=True, type=int,
-              help="The lowest grade that counts as relevant (for binary kappa).")
+@click.option("--relevant-min", default=None, type=int,
+              help="The lowest grade that counts as relevant (for binary kappa). Default: "
+                   "params scale.relevant_min of the experiment, else 1.")
+@params_option
 @format_option(json_help="Print the measures as JSON.")
 @handle_errors
-def agreement_cmd(a, b, scale, labels, relevant_min, as_json):
+def agreement_cmd(a, b, scale, labels, relevant_min, params_path, as_json):
     """Agreement between two grade files A and B over the pairs both graded.
 
     Each file holds JSON Lines grade rows (query_id, chunk_id, reason, grade), TREC qrels
@@ -34,7 +39,11 @@ def agreement_cmd(a, b, scale, labels, relevant_min, as_json):
     (docs/formats.md). Prints quadratic and linear weighted kappa over the full scale,
     binary kappa (0 against >= --relevant-min), unweighted kappa, raw agreement,
     disagreement, two-step disagreement, the confusion matrix (rows A, columns B), the pairs compared and the pairs
-    graded in only one file (missing, dropped pairwise).
+    graded in only one file (missing, dropped pairwise). --json also holds Fleiss' kappa with
+    its P̄ and P_e and Krippendorff's alpha at the nominal, ordinal, interval and ratio levels
+    (ratio not with --labels), over the same pairs. Run inside an experiment (or given
+    --experiment or --params), the scale and the relevant grade default to its params
+    (scale.grades, scale.relevant_min).
     """
     import pandas as pd
 
@@ -44,6 +53,10 @@ def agreement_cmd(a, b, scale, labels, relevant_min, as_json):
 
     labels = parse_labels(labels)
     scale = list(range(len(labels))) if labels else parse_scale(scale)
+    if scale is None or relevant_min is None:
+        p_scale, p_min = _params_scale(params_path)
+        scale = p_scale if scale is None else scale
+        relevant_min = p_min if relevant_min is None else relevant_min
     check_scale(scale, relevant_min)
     ga = read_judgments(a, scale=scale, labels=labels)
     gb = read_judgments(b, scale=scale, labels=labels)
@@ -58,10 +71,25 @@ def agreement_cmd(a, b, scale, labels, relevant_min, as_json):
         if name == "weighted_kappa":
             out["linear_weighted_kappa"] = ag.linear_weighted_kappa(
                 paired["grade_a"].to_numpy(), paired["grade_b"].to_numpy(), scale=scale)
+    # the multi-rater statistics on the same pairs, as reference tables print them
+    both = pd.concat([paired[["query_id", "chunk_id"]].assign(grader="A", grade=paired["grade_a"]),
+                      paired[["query_id", "chunk_id"]].assign(grader="B", grade=paired["grade_b"])],
+                     ignore_index=True)
+    multi = ag.multi_rater_agreement(both, scale=scale) if len(paired) else None
+    notes = list(res["notes"])
+    for name in ag.MULTI_MEASURES:
+        out[name] = None if multi is None else multi[name]
+    if multi is not None:
+        notes += multi["notes"]
+    if labels and out["krippendorff_alpha_ratio"] is not None:
+        # text labels are ranks 0..n-1: their differences and ratios are not quantities
+        out["krippendorff_alpha_ratio"] = None
+        notes.append("krippendorff_alpha_ratio is not applicable: --labels grades are ranks "
+                     "without a true zero")
     if labels:
         out["labels"] = labels
     out.update({"scale": scale, "relevant_min": relevant_min, "confusion": res["confusion"],
-                "notes": res["notes"]})
+                "notes": notes})
     if as_json:
         click.echo(json.dumps(out, indent=2))
         return
@@ -83,3 +111,33 @@ def agreement_cmd(a, b, scale, labels, relevant_min, as_json):
         click.echo("  ".join(t.rjust(colw) for t in r))
     for note in out["notes"]:
         click.echo(f"note: {note}")
+
+
+def _params_scale(params_path: Path) -> tuple[list[int], int]:
+    """``scale.grades`` and ``scale.relevant_min`` of the experiment's params.
+
+    Parameters
+    ----------
+    params_path : pathlib.Path
+        From ``--experiment`` / ``--params``, else ``params.yaml`` here.
+
+    Returns
+    -------
+    (list of int, int)
+        The params' scale and relevant grade; ``[0, 1, 2]`` and 1 when no params file is
+        here (outside an experiment) or it has no ``scale`` section.
+
+    Raises
+    ------
+    InputError
+        A params file named with ``--experiment`` or ``--params`` is missing; a params file
+        is not valid params (:func:`relgrade.experiment.params.load_params`).
+    """
+    from relgrade.experiment.params import PARAMS_FILE, load_params
+
+    if not params_path.is_file() and Path(params_path) == Path(PARAMS_FILE):
+        return [0, 1, 2], 1  # outside an experiment
+    p = load_params(params_path)
+    if p.scale is None:
+        return [0, 1, 2], 1
+    return sorted(int(g) for g in p.scale.grades), int(p.scale.relevant_min)

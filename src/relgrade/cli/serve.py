@@ -79,8 +79,9 @@ def build_site(params_path=None, *, graders=None, tokens_path=None):
     Raises
     ------
     InputError
-        No grader to serve, an unknown grader, missing packets, or a grade file's sidecar
-        that records other intents or another rubric.
+        No grader to serve (the message names the repository's experiments that have
+        graders of kind human), an unknown grader, missing packets, or a grade file's
+        sidecar that records other intents or another rubric.
     ProtocolError
         A grader's grade file is held by another process (e.g. ``relgrade grade run``).
     """
@@ -99,8 +100,7 @@ def build_site(params_path=None, *, graders=None, tokens_path=None):
     names = list(graders) if graders else [n for n, g in all_graders.items()
                                            if g["kind"] == "human"]
     if not names:
-        raise InputError("no grader to serve: params has no grader of kind human",
-                         path=params_path, fix="Pass --grader NAME")
+        raise _no_human_grader(params_path, all_graders)
     specs = {n: ex.params.grader(n) for n in names}
     grading = ex.params.grading
     roles = {s["role"] for s in specs.values()}
@@ -130,6 +130,51 @@ def build_site(params_path=None, *, graders=None, tokens_path=None):
                 max_reason_chars=grading.max_reason_chars,
                 writer=SingleWriter(), round=grading.round)
     return site, list(stores.values())
+
+
+def _no_human_grader(params_path, graders: dict) -> InputError:
+    """The error of an experiment with no grader of kind human, saying what to give instead.
+
+    Parameters
+    ----------
+    params_path : path
+        The params file read.
+    graders : dict
+        Its params ``graders`` (name -> entry with ``kind``).
+
+    Returns
+    -------
+    InputError
+        Naming the file and its graders' kinds; the fix names each other experiment of the
+        repository with graders of kind human (``--experiment DIR``), else says to add one.
+    """
+    from relgrade.experiment.layout import experiment_folders
+    from relgrade.experiment.params import PARAMS_FILE
+    from relgrade.io.files import read_yaml
+
+    here = Path(params_path).parent
+    elsewhere = []
+    if Path(params_path).name == PARAMS_FILE.name:
+        for folder in experiment_folders(here):
+            if folder.resolve() == here.resolve():
+                continue
+            try:
+                raw = read_yaml(folder / PARAMS_FILE).get("graders") or {}
+            except (InputError, AttributeError):  # not readable: not offered
+                continue
+            people = sorted(str(n) for n, g in raw.items()
+                            if isinstance(g, dict) and g.get("kind") == "human")
+            if people:
+                elsewhere.append(f"--experiment {folder.as_posix()} ({', '.join(people)})")
+    found = "graders " + (", ".join(f"{n} ({g['kind']})" for n, g in graders.items()) or "none")
+    if elsewhere:
+        fix = ("To serve an experiment whose graders are people, give its folder: relgrade "
+               "serve " + "; or ".join(elsewhere))
+    else:
+        fix = ("Add a grader of kind human to params `graders` (docs/graders.md), then run "
+               "relgrade serve again")
+    return InputError("no grader to serve: params has no grader of kind human",
+                      path=params_path, found=found, fix=fix)
 
 
 @click.command("serve")

@@ -24,7 +24,8 @@ notes, power}}}``); ``comparisons`` (one object per comparison: ``arm_a``, ``arm
 ``p_bootstrap``, ``randomization``, ``t_test``, ``d_z``, ``power``, ``segments``,
 ``segment_cancellation``, ``holm_family``, ``label_noise``, ``notes``, ``verdict``);
 ``pool_bias`` (``depth``, ``unique_pairs``, ``judged``, ``leave_one_arm_out``,
-``condensed``); ``label_noise`` (``auditor``, ``round``, ``queries``, ``pairs``,
+``condensed``, and ``not_checked`` ``{measures, note}`` when inferred measures were left
+out); ``label_noise`` (``auditor``, ``round``, ``queries``, ``pairs``,
 ``replaced``, ``kept``, ``changed``, ``orderings``); ``verdicts``. A value that does not
 exist (an infinite t, an undefined power) is ``null`` with a note saying why; the file
 never holds NaN.
@@ -55,6 +56,18 @@ from relgrade.rng import comparison_rng
 
 #: Measures that describe the pool rather than the ranking; reported, never compared.
 NOT_COMPARED = ("Judged",)
+
+#: The note an inferred measure's comparison carries (xinfAP, infNDCG: a sampled tail).
+INFERRED_NOTE = ("inferred from the sampled tail (pool.tail_sample): each query's value "
+                 "estimates, without bias, its value on the whole pool to pool.tail_depth; "
+                 "both arms are scored on the same sample, and the sampling error of each "
+                 "query's estimate is part of the between-query spread the paired tests "
+                 "resample")
+
+#: Why the pool-bias checks leave the inferred measures out.
+INFERRED_POOL_BIAS_NOTE = ("not checked for pool bias: leaving an arm's pairs out or "
+                           "condensing a run changes the sampled strata, which the recorded "
+                           "inclusion probabilities no longer describe")
 
 #: Below this many (query x resample) draws in total the work stays in one thread.
 PARALLEL_MIN_WORK = 10_000_000
@@ -116,6 +129,16 @@ def _align_weights(weights, qids: list[str]):
     if missing:
         raise InputError("a query has no traffic weight", item=f"query {missing[0]}")
     return w.reindex(qids).to_numpy()
+
+
+def _inferred(measure: str) -> bool:
+    """True for a measure read from inclusion probabilities (xinfAP, infNDCG)."""
+    from relgrade.evaluation.measures import parse_measure
+
+    try:
+        return parse_measure(measure).needs_inclusion
+    except InputError:  # a name of a measure table relgrade does not define
+        return False
 
 
 # --- the work units ------------------------------------------------------------------
@@ -181,6 +204,8 @@ def _pair_task(arm_a, arm_b, measure, va, vb, weights, groups, s: Settings) -> P
                 n_resamples=s.n_resamples, level=s.level, method=s.method, weights=w)
             segments.append(Segment(label, seg))
     cancel = (any(x.delta.low > 0 for x in segments) and any(x.delta.high < 0 for x in segments))
+    if _inferred(measure):
+        notes.append(INFERRED_NOTE)
     return PairResult(arm_a, arm_b, measure, float(stats.weighted_mean(va, weights)), mean_b,
                       ci, p_boot, flip, tt, dz, pw, tuple(segments), cancel, alpha=s.alpha,
                       notes=tuple(notes))
@@ -258,8 +283,12 @@ def compare_arms(per_query: pd.DataFrame, *, settings: Settings,
         measures = [str(m) for m in measures]
         unknown = [m for m in measures if m not in all_measures]
         if unknown:
+            from relgrade.evaluation.measures import suggest_measure
+
+            near = suggest_measure(unknown[0], known=all_measures)
             raise InputError("measure not in the per-query table", item=unknown[0],
-                             fix="use one of " + ", ".join(all_measures))
+                             fix=(f"Did you mean {near}? " if near else "")
+                             + "Use one of " + ", ".join(all_measures))
     if pairs is None:
         pairs = design_pairs(arms, baseline=settings.baseline, mode=settings.pairs)
     pairs = [(str(a), str(b)) for a, b in pairs]
@@ -319,7 +348,8 @@ def full_report(per_query: pd.DataFrame, *, settings: Settings, qrels: pd.DataFr
                 ties: str = "score", relevant_min: int = 1, weights=None,
                 pairs: Iterable[tuple[str, str]] | None = None,
                 measures: Sequence[str] | None = None, workers: int | None = None,
-                record: dict | None = None) -> Comparison:
+                record: dict | None = None,
+                inclusion: pd.DataFrame | None = None) -> Comparison:
     """:func:`compare_arms`, plus the pool-bias checks and the label-noise band.
 
     Parameters
@@ -352,12 +382,28 @@ def full_report(per_query: pd.DataFrame, *, settings: Settings, qrels: pd.DataFr
         Lowest relevant grade (params ``scale.relevant_min``).
     record : dict, optional
         ``key_sha256``, ``pool_version``, ``post_hoc`` of the key the values come from.
+    inclusion : pandas.DataFrame, optional
+        A sampled pool's inclusion probabilities (``query_id``, ``chunk_id``,
+        ``inclusion_prob``: the pool table, params ``paths.pool``), needed when the
+        per-query table holds inferred measures (xinfAP, infNDCG) and the label-noise band
+        is computed: the auditor's key is scored on the same sample.
 
     Returns
     -------
     Comparison
         With ``pool_bias`` and ``noise`` filled when their inputs were given, and each
         comparison's ``noise`` set where the audit sample defines it.
+
+    Notes
+    -----
+    Inferred measures (xinfAP, infNDCG, from a sampled tail) are compared with the same
+    paired statistics as the others: each query's value is an unbiased estimate of its
+    value on the whole pool, both arms are scored on the one sample, and the estimate's
+    sampling error is part of the between-query spread the bootstrap and the sign-flip test
+    resample. Each such comparison carries :data:`INFERRED_NOTE`. The pool-bias checks
+    leave them out (``pool_bias["not_checked"]``, with :data:`INFERRED_POOL_BIAS_NOTE`):
+    removing an arm's pairs or condensing a run changes the sampled strata, which the
+    recorded inclusion probabilities no longer describe.
 
     Raises
     ------
@@ -369,11 +415,15 @@ def full_report(per_query: pd.DataFrame, *, settings: Settings, qrels: pd.DataFr
     result = compare_arms(per_query, settings=settings, pairs=pairs, measures=measures,
                           weights=weights, workers=workers)
     result.record = record
+    inferred = [m for m in result.measures if _inferred(m)]
     if qrels is not None and runs is not None and provenance is not None and depth is not None:
         result.pool_bias = poolbias.pool_bias_report(
             qrels=qrels, runs=runs, provenance=provenance, depth=int(depth),
-            measures=result.measures, cutoffs=list(cutoffs), ties=ties,
-            relevant_min=relevant_min)
+            measures=[m for m in result.measures if m not in inferred], cutoffs=list(cutoffs),
+            ties=ties, relevant_min=relevant_min)
+        if inferred:
+            result.pool_bias["not_checked"] = {"measures": inferred,
+                                               "note": INFERRED_POOL_BIAS_NOTE}
     if (qrels is not None and runs is not None and grades is not None and audit_queries
             and auditor):
         audit = sorted({str(q) for q in audit_queries})
@@ -382,7 +432,8 @@ def full_report(per_query: pd.DataFrame, *, settings: Settings, qrels: pd.DataFr
         akey = akey[akey["query_id"].isin(audit)]
         arun = runs[runs["query_id"].astype(str).isin(audit)]
         aud_pq = metrics.per_query(qrels=akey, run=arun, measures=result.measures, ties=ties,
-                                   relevant_min=relevant_min)
+                                   relevant_min=relevant_min,
+                                   inclusion=inclusion if inferred else None)
         grader_pq = _check_per_query(per_query)
         w = None if weights is None else {str(k): float(v) for k, v in dict(weights).items()}
         bands = noise.noise_deltas(grader=grader_pq, auditor=aud_pq,

@@ -186,10 +186,114 @@ def _is_int(value) -> bool:
 
 
 def _unknown(text: str, found) -> InputError:
-    near = difflib.get_close_matches(str(found), list(_ALIASES) + list(_TREC), n=1)
-    fix = (f"Did you mean {near[0]}? " if near else "") + "Known measures: " + \
+    near = suggest_measure(text)
+    fix = (f"Did you mean {near}? " if near else "") + "Known measures: " + \
         ", ".join(SPECS) + ". " + _FIX
     return InputError("unknown measure", item=text, found=found, fix=fix)
+
+
+def _spelled(base: str, rest: str, relevant_min: int) -> str:
+    """``base`` (a known name) with the rest of what was typed, spelled as relgrade takes it:
+    an ir_measures name canonically (``nDCG@10``), a trec_eval name as typed when it reads."""
+    if base in _TREC:
+        try:
+            if _trec_names(base + rest, relevant_min):
+                return base + rest
+        except InputError:
+            pass
+        if rest[:1] in ("@", "("):  # ndcg_cut@10: the ir_measures spelling of its measure
+            try:
+                return str(parse_measure(_TREC[base][0] + rest, relevant_min=relevant_min))
+            except InputError:
+                pass
+        return base
+    try:
+        return str(parse_measure(_ALIASES[base] + rest, relevant_min=relevant_min))
+    except InputError:
+        return _ALIASES[base]
+
+
+def suggest_measure(text, *, known=None, relevant_min: int = 1) -> str | None:
+    """The measure a mistyped name most likely meant, spelled as relgrade takes it.
+
+    Parameters
+    ----------
+    text : str
+        The name as typed, e.g. ``"ndcg@10"``.
+    known : iterable of str, optional
+        The names to choose from (e.g. the measures an experiment compared); default every
+        name relgrade parses.
+    relevant_min : int, default 1
+        As for :func:`parse_measure`.
+
+    Returns
+    -------
+    str or None
+        Without ``known``: the name's leading word matched case-insensitively to an
+        ir_measures name (``ndcg`` -> ``nDCG``, ``mrr`` -> ``RR``) or a trec_eval name, else
+        the closest of them (:func:`difflib.get_close_matches`), with the cutoff and
+        parameters that followed it: ``nDCG@10`` for ``ndcg@10``. With ``known``: that
+        name if it is in ``known``, else a known measure of the same name and cutoff
+        (``nDCG(dcg='exp-log2')@10`` for ``ndcg@10``), else the closest known name,
+        compared case-insensitively. None when nothing is close.
+
+    Examples
+    --------
+    >>> suggest_measure("ndcg@10")
+    'nDCG@10'
+    >>> suggest_measure("mrr@10")
+    'RR@10'
+    >>> suggest_measure("ndcg@10", known=["R@10", "nDCG(dcg='exp-log2')@10"])
+    "nDCG(dcg='exp-log2')@10"
+    """
+    text = str(text).strip()
+    lead = re.match(r"[A-Za-z_][A-Za-z0-9_]*", text)
+    guess = None
+    if lead:
+        word, rest = lead.group(0), text[lead.end():]
+        lower_alias = {k.lower(): k for k in _ALIASES}
+        lower_trec = {k.lower(): k for k in _TREC}
+        ir_style = rest[:1] in ("", "@", "(")  # ndcg@10 is nDCG@10, not trec_eval's ndcg
+        if word in _ALIASES:
+            base = word
+        elif ir_style and word.lower() in lower_alias:
+            base = lower_alias[word.lower()]
+        elif word in _TREC:
+            base = word
+        elif word.lower() in lower_alias:
+            base = lower_alias[word.lower()]
+        elif word.lower() in lower_trec:
+            base = lower_trec[word.lower()]
+        else:
+            near = difflib.get_close_matches(word, list(_ALIASES) + list(_TREC), n=1)
+            if not near:
+                lowered = {**lower_trec, **lower_alias}
+                near = [lowered[m] for m in difflib.get_close_matches(word.lower(),
+                                                                       list(lowered), n=1)]
+            base = near[0] if near else None
+        if base is not None:
+            guess = _spelled(base, rest, relevant_min)
+    if known is None:
+        return guess
+    known = [str(k) for k in known]
+    want = guess or text
+    if want in known:
+        return want
+    try:
+        target = parse_measure(want, relevant_min=relevant_min)
+    except InputError:
+        target = None
+    if target is not None:
+        for k in known:
+            try:
+                m = parse_measure(k, relevant_min=relevant_min)
+            except InputError:
+                continue
+            if (m.name, m.cutoff) == (target.name, target.cutoff):
+                return k
+    lowered = {k.lower(): k for k in known}
+    near = difflib.get_close_matches(want.lower(), list(lowered), n=1)
+    return lowered[near[0]] if near else None
 
 
 def parse_measure(name, *, relevant_min: int = 1) -> Measure:

@@ -314,6 +314,9 @@ class Comparison:
                            f" | {flag} |")
         if self.pool_bias:
             out += ["", "## Pool bias", ""] + _markdown_tables(self.pool_bias)
+            skipped = self.pool_bias.get("not_checked")
+            if skipped:
+                out.append(f"{', '.join(skipped['measures'])}: {skipped['note']}.")
         if self.noise:
             out += ["", "## Label noise", ""] + _markdown_tables(
                 {k: v for k, v in self.noise.items() if isinstance(v, list)})
@@ -465,8 +468,12 @@ class Comparison:
             The pair was not compared, or ``measure`` is not one of the measures.
         """
         if measure is not None and measure not in self.measures:
+            from relgrade.evaluation.measures import suggest_measure
+
+            near = suggest_measure(measure, known=self.measures)
             raise InputError("measure not compared", item=measure,
-                             fix="use one of " + ", ".join(self.measures))
+                             fix=(f"Did you mean {near}? " if near else "")
+                             + "Use one of " + ", ".join(self.measures))
         chosen = self.selected(measure=measure, pair=pair)
         if not chosen:
             raise InputError("comparison not made", item=f"{pair[0]} vs {pair[1]}")

@@ -686,7 +686,9 @@ class Experiment:
         full : bool, default True
             True (the stage): every input must exist. False (the CLI): only the per-query
             files are required; the key, runs, grades and audit are used when present, the
-            pool-bias inputs never.
+            pool-bias inputs never. With a sampled tail (params ``pool.tail_sample`` > 0)
+            the pool table's inclusion probabilities (``paths.pool``) are passed as
+            ``inclusion``, for the inferred measures.
 
         Returns
         -------
@@ -742,4 +744,9 @@ class Experiment:
         if full:
             kwargs["provenance"] = io.read_table(self.path("provenance"))
             kwargs["depth"] = p.need("pool").depth
+        if p.pool is not None and p.pool.tail_sample and have("pool"):
+            # a sampled tail: the inferred measures' label-noise band scores the auditor's
+            # key on the same sample, with the pool table's inclusion probabilities
+            kwargs["inclusion"] = io.read_table(
+                self.path("pool"), columns=["query_id", "chunk_id", "inclusion_prob"])
         return kwargs

@@ -215,12 +215,52 @@ def _require_columns(df: pd.DataFrame, columns, path) -> None:
 
 
 def read_yaml(path) -> dict:
-    """A YAML mapping from ``path`` (empty file → ``{}``)."""
+    """A YAML mapping from ``path`` (empty file → ``{}``).
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        The YAML file.
+
+    Returns
+    -------
+    dict
+        The parsed document (``{}`` for an empty file).
+
+    Raises
+    ------
+    InputError
+        The file is not valid YAML: the message names ``path``, the 1-based line and column
+        PyYAML stopped at (its ``problem_mark``), the problem, and the line's text.
+
+    Examples
+    --------
+    >>> import tempfile, pathlib
+    >>> f = pathlib.Path(tempfile.mkdtemp()) / "p.yaml"
+    >>> _ = f.write_text("pool:\\n  depth: 5: 3\\n")
+    >>> try:
+    ...     read_yaml(f)
+    ... except InputError as e:
+    ...     print(str(e).replace(str(f), "p.yaml"))
+    p.yaml:2:11: not valid YAML (found mapping values are not allowed here: '  depth: 5: 3'). Check the indentation and the `key: value` spacing at that line, or above it
+    """
     import yaml
 
+    text = "\n".join(read_lines(path))
     try:
-        text = "\n".join(read_lines(path))
         obj = yaml.safe_load(text)
+    except yaml.MarkedYAMLError as e:
+        mark = e.problem_mark or e.context_mark
+        problem = e.problem or e.context or str(e).splitlines()[0]
+        if mark is None:
+            raise InputError("not valid YAML", path=path, found=problem) from None
+        lines = text.split("\n")
+        shown = lines[mark.line] if mark.line < len(lines) else ""
+        raise InputError("not valid YAML", path=path, line=mark.line + 1,
+                         column=mark.column + 1,
+                         found=f"{problem}: {shown!r}" if shown.strip() else problem,
+                         fix="Check the indentation and the `key: value` spacing at that "
+                             "line, or above it") from None
     except yaml.YAMLError as e:
         raise InputError("not valid YAML", path=path, found=str(e).splitlines()[0]) from None
     return obj or {}

@@ -399,7 +399,9 @@ def create_app(site: Site) -> FastAPI:
         return RedirectResponse(url(g, *nxt) if nxt else url(g), status_code=303)
 
     def render_batch(request, g, qid, b, *, values=None, error=None, error_index=None,
-                     status=200):
+                     chunk_errors=None, status=200):
+        # chunk_errors: index -> message, each shown on its own chunk (every too-long reason
+        # of the batch at once); error with error_index: one chunk's; error alone: the form's
         p = packet_for(g, qid, b)
         saved = {str(r["chunk_id"]): r for _, r in g.store.rows if str(r["query_id"]) == qid
                  and _saved(g, qid, str(r["chunk_id"]))}
@@ -414,7 +416,7 @@ def create_app(site: Site) -> FastAPI:
                 "saved": row is not None,
                 "reason": row["reason"] if row is not None else v.get("reason", ""),
                 "grade": str(row["grade"]) if row is not None else v.get("grade", ""),
-                "error": error if error_index == i else None,
+                "error": (chunk_errors or {}).get(i) or (error if error_index == i else None),
             })
         qids = list(g.packets)
         done, total = query_progress(g, qid)
@@ -422,8 +424,10 @@ def create_app(site: Site) -> FastAPI:
         return templates.TemplateResponse(request, "batch.html", {
             **base_context(request, g), "packet": p, "query_id": qid, "batch": b, "batches": nb,
             "chunks": chunks, "all_saved": all(c["saved"] for c in chunks),
-            "form_error": error if error_index is None else None, "has_error": error is not None,
+            "form_error": error if error_index is None else None,
+            "has_error": error is not None or bool(chunk_errors),
             "scale": site.scale, "max_words": site.max_reason_words,
+            "max_chars": site.max_reason_chars,
             "rubric_html": site.rubric_html, "query_pos": qids.index(qid) + 1,
             "query_count": len(qids), "query_done": done, "query_total": total,
             "prev_url": url(g, qid, b - 1) if b > 0 else None,
@@ -452,7 +456,6 @@ def create_app(site: Site) -> FastAPI:
         form = await request.form()
         batch = p["batches"][b]
         values, rows = {}, []
-        missing = None
         stale = []
         for i, c in enumerate(batch):
             cid = str(c["chunk_id"])
@@ -465,8 +468,6 @@ def create_app(site: Site) -> FastAPI:
                 if f"grade-{i}" in form:
                     stale.append(i + 1)
                 continue
-            if raw == "" and missing is None:
-                missing = i
             grade = int(raw) if _INT.match(raw) else raw
             rows.append((i + 1, {"query_id": qid, "chunk_id": cid, "reason": reason.strip(),
                                  "grade": grade}))
@@ -476,13 +477,31 @@ def create_app(site: Site) -> FastAPI:
                 "another tab?). Saved grades are final: yours for it were not saved, and "
                 "nothing else of this form was saved either. Check the batch and save "
                 "again."))
-        if missing is not None:
+        pool_pairs = {(qid, str(c["chunk_id"])) for c in batch}
+        # each row on its own first, so every chunk with a problem (a too-long reason in the
+        # third chunk as in the first, a grade not chosen) is flagged on the page at once,
+        # each with its own message
+        chunk_errors = {}
+        for line, row in rows:
+            if row["grade"] == "":
+                chunk_errors[line - 1] = (f"Choose a grade ({scale_text(site.scale)}) for "
+                                          "this chunk before saving.")
+                continue
+            try:
+                validate_grade_rows(
+                    [(line, row)], pool_pairs=pool_pairs, scale=site.scale,
+                    max_reason_words=site.max_reason_words,
+                    require_reason=lambda gr: reason_required(g.kind, g.role, gr),
+                    source=f"form {qid} batch {b}", grader=g.name,
+                    max_reason_chars=site.max_reason_chars)
+            except InputError as e:
+                chunk_errors[line - 1] = _form_message(e)
+        if chunk_errors:
             return render_batch(request, g, qid, b, values=values, status=400,
-                                error=f"Choose a grade ({scale_text(site.scale)}) for this "
-                                      "chunk before saving.", error_index=missing)
+                                chunk_errors=chunk_errors)
         try:
             df = validate_grade_rows(
-                rows, pool_pairs={(qid, str(c["chunk_id"])) for c in batch}, scale=site.scale,
+                rows, pool_pairs=pool_pairs, scale=site.scale,
                 max_reason_words=site.max_reason_words,
                 require_reason=lambda gr: reason_required(g.kind, g.role, gr),
                 source=f"form {qid} batch {b}", grader=g.name,

@@ -5,6 +5,7 @@
   if (!form) { return; }
   var chunks = Array.prototype.slice.call(document.querySelectorAll("article.chunk"));
   var maxWords = parseInt(form.getAttribute("data-max-words"), 10) || 15;
+  var maxChars = parseInt(form.getAttribute("data-max-chars"), 10) || 300;
   var draftKey = "relgrade-draft:" + form.getAttribute("data-draft");
   var current = 0;
 
@@ -17,9 +18,19 @@
     var box = document.getElementById("reason-" + i);
     var counter = document.getElementById("counter-" + i);
     if (!box || !counter) { return; }
+    // every chunk's box is checked, against both limits the server applies
     var n = words(box.value);
-    counter.textContent = n + " / " + maxWords + " words";
-    counter.classList.toggle("over", n > maxWords);
+    var chars = box.value.length;
+    var over = n > maxWords || chars > maxChars;
+    counter.textContent = n + " / " + maxWords + " words" +
+      (chars > maxChars ? " · " + chars + " / " + maxChars + " characters" : "");
+    counter.classList.toggle("over", over);
+    box.classList.toggle("over", over);
+    if (over) {
+      box.setAttribute("aria-invalid", "true");
+    } else if (!chunks[i].classList.contains("has-error")) {
+      box.removeAttribute("aria-invalid");
+    }
   }
 
   function setCurrent(i, scroll) {
