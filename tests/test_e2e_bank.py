@@ -102,7 +102,13 @@ def test_adding_an_arm_makes_only_the_new_pairs_pending_and_grading_them_complet
 
 def test_a_deeper_pool_by_dvc_exp_run_is_pending_work_then_completes_with_no_other_step(frozen):
     root = frozen
-    tiny.git(root, "add", "-A")  # a clone as a user has it: the frozen key committed
+    # a clone as a user has it: the frozen key committed, every DVC-cached output ignored
+    from relgrade.pipeline.scaffold import cached_outputs, write_gitignores
+
+    params = yaml.safe_load((root / "params.yaml").read_text())
+    write_gitignores(root, cached_outputs(yaml.safe_load((root / "dvc.yaml").read_text()),
+                                          params["paths"], params["arms"]))
+    tiny.git(root, "add", "-A")
     tiny.git(root, "commit", "-qm", "frozen key")
     pool_before = pd.read_parquet(root / "data/pool/pool.parquet")
     proc = tiny.run(root, "dvc", "exp", "run", "-S", "pool.depth=7", check=False)

@@ -48,7 +48,7 @@ BAD = {
                         "grading.regrade must be all when grading.mode is raters: a rater "
                         "panel regrades a round whole (found 'relevant')"),
     "unknown_mode": (lambda p: p["grading"].update(mode="crowd"),
-                     "grading.mode: must be one of single, triage or raters (found 'crowd')"),
+                     "grading.mode: must be one of single, triage, raters or ppi (found 'crowd')"),
 }
 
 

@@ -331,6 +331,13 @@ class Gold(_Section):
     min_accuracy: Share = 0.6
     min_gold: NonNegative = 3
     within_one: Flag = True
+    #: A command (run in the experiment's folder, after the pool stage) that writes the gold
+    #: file ``input`` from the pool: the ``gold`` stage runs it, so the gold file is a
+    #: DVC-cached output, rebuilt in a fresh clone and never kept in git.
+    command: str | None = None
+    #: Files the command reads (its script, a truth table), relative to the experiment: the
+    #: ``gold`` stage depends on them.
+    deps: list[str] = Field(default_factory=list)
 
 
 class Aggregation(_Section):

@@ -20,6 +20,7 @@ ppi        ``grading.mode: ppi``: a model key grader on every pair, people on a 
 sample     ``queries.log`` is set: the ``sample`` stage draws the query set from the log
 tail       ``pool.tail_sample > 0``: a sampled tail beyond the pool depth
 clicks     a ``clicks`` section and no protocol sections: the click stages only
+gold       raters mode with ``gold.command``: the ``gold`` stage writes the gold file
 =========  ================================================================================
 
 The protocol's order (pool → packets → grades → agreement → gate → key → metrics) is carried
@@ -47,7 +48,7 @@ from relgrade.experiment.params import PARAMS_FILE
 from relgrade.io.files import read_yaml
 
 #: Every mode a stage or an entry may be declared for.
-MODES = ("single", "triage", "raters", "ppi", "sample", "tail", "clicks")
+MODES = ("single", "triage", "raters", "ppi", "sample", "tail", "clicks", "gold")
 #: The modes of the blind-grading protocol (an experiment has exactly one of them).
 PROTOCOL = frozenset({"single", "triage", "raters", "ppi"})
 
@@ -211,6 +212,10 @@ def stages() -> tuple[Stage, ...]:
               doc="The audit queries (in ppi mode the human sample: a seeded uniform draw of "
                   "queries), drawn once per round and locked (the lock is in git; "
                   "`relgrade audit redraw` rewrites it)."),
+        Stage("gold", "gold", frozenset({"gold"}), params=("gold.command", "gold.deps"),
+              deps=("${paths.pool}",), outs=("${gold.input}",),
+              doc="The gold file written from the pool by params gold.command (a cached "
+                  "output: private, rebuilt in a fresh clone, never in git)."),
         Stage("packets", "packets", _ALL,
               params=("seed", "grading.round", "grading.regrade", "grading.batch_size",
                       "grading.rubric_version", "grading.key_grader", "grading.auditor",
@@ -397,6 +402,8 @@ def modes_of(ex: Experiment) -> frozenset:
         modes.add("sample")
     if p.pool is not None and p.pool.tail_sample > 0:
         modes.add("tail")
+    if p.grading.mode == "raters" and p.gold is not None and p.gold.command:
+        modes.add("gold")
     return frozenset(modes)
 
 
@@ -528,6 +535,8 @@ def stage_body(stage: Stage, ex: Experiment, modes: frozenset, *, graph, src: Pa
     deps += [_path(d) for d in stage.deps if _applies(d, modes)]
     if stage.name == "retrieve":
         deps += [s for s in _fused_file_sources(ex) if s not in deps]
+    if stage.name == "gold":  # what the gold command reads, as params list it
+        deps += [str(d) for d in ex.params.gold.deps if str(d) not in deps]
     params = [_path(p) for p in stage.params if _applies(p, modes)]
     if stage.name in ("packets", "grades") and ex.params.grading.share_from:
         deps += _share_deps(ex)

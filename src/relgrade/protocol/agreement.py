@@ -1134,7 +1134,8 @@ def audit_agreement(grades: pd.DataFrame, *, audit_ids: Iterable[str], queries: 
                     grader: str, auditor: str, round: int, scale: Iterable[int],
                     relevant_min: int, positions: pd.DataFrame | None = None,
                     resampling: Resampling | None = None,
-                    graders: Sequence[str] | None = None) -> AuditReport:
+                    graders: Sequence[str] | None = None,
+                    panel: Sequence[str] | None = None) -> AuditReport:
     """Agreement of the key grader and the auditor on the audit sample, ready to write.
 
     Parameters
@@ -1160,6 +1161,10 @@ def audit_agreement(grades: pd.DataFrame, *, audit_ids: Iterable[str], queries: 
     graders : sequence of str, optional
         Every declared grader (params ``graders``): the diagnostics list each one, with or
         without grades.
+    panel : sequence of str, optional
+        A rater panel's raters (role ``rater``): ``many_raters`` is then their agreement
+        alone, over the pairs each of them graded (the aggregate, auditor and expert left
+        out). Without it, every grader of the round when there are three or more.
 
     Returns
     -------
@@ -1229,8 +1234,15 @@ def audit_agreement(grades: pd.DataFrame, *, audit_ids: Iterable[str], queries: 
         metrics["bootstrap"] = resampling.to_dict()
         metrics["bands"] = {k: bands.verdict(k, metrics[k], iv[k]["low"], iv[k]["high"])
                             for k in ("weighted_kappa", "binary_kappa")}
-        # Three or more graders in the round (raters): agreement among all of them too.
-        if g["grader"].nunique() >= 3:
+        # Three or more graders in the round (raters): agreement among them too. With a
+        # panel, among its raters only: the aggregate, the auditor and the expert grade
+        # some pairs, and would leave Fleiss' kappa only the pairs they all graded.
+        among = [r for r in panel or [] if r in set(g["grader"].astype(str))]
+        if len(among) >= 3:
+            metrics["many_raters"] = many_rater_agreement(
+                g, labels, seed=resampling.seed, resamples=resampling.resamples,
+                level=resampling.level, raters=among)
+        elif panel is None and g["grader"].nunique() >= 3:
             metrics["many_raters"] = many_rater_agreement(
                 g, labels, seed=resampling.seed, resamples=resampling.resamples,
                 level=resampling.level)

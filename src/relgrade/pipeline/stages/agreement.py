@@ -27,7 +27,9 @@ def run(ex):
         grader=grader, auditor=auditor, round=grading.round, scale=scale.grades,
         relevant_min=scale.relevant_min,
         positions=io.read_table(orders) if orders.exists() else None, resampling=resampling,
-        graders=sorted(ex.params.graders))
+        graders=sorted(ex.params.graders),
+        panel=sorted(n for n, g in ex.params.graders_dict().items() if g["role"] == "rater")
+        if grading.mode == "raters" else None)
     # Diagnostics are per-grader tables: kept beside the gate's measures, not among them, so
     # `dvc metrics show` stays a readable table.
     metrics = dict(report.metrics)
