@@ -55,6 +55,10 @@ class Judgments:
         A partial round: its grades of pairs outside ``round_pairs`` (neither in the scope
         nor owed), left out of ``bank`` (``grader``, ``query_id``, ``chunk_id``, ``grade``);
         None for a full round.
+    owed_by : dict of str to set of (str, str), or None
+        A partial round: per grader, the pairs it owes this round (the key grader the scope
+        and its own new pairs; the auditor the scope on audited queries and its audit
+        pairs); its packets hold exactly these. None for a full round.
     """
 
     bank: pd.DataFrame
@@ -68,6 +72,7 @@ class Judgments:
     triage_grader: str | None = None
     shared: pd.DataFrame | None = None
     ignored: pd.DataFrame | None = None
+    owed_by: dict | None = None
 
     def merged_counts(self) -> dict:
         """Per grader, how many of the current round's grades were merged (a partial round)."""
@@ -162,17 +167,21 @@ def judgments(ex, pool: pd.DataFrame, audit_ids) -> Judgments:
         keep = [(q, c) in wanted for q, c in zip(round_pairs["query_id"],
                                                    round_pairs["chunk_id"])]
         round_pairs = round_pairs[pd.Series(keep, index=round_pairs.index, dtype=bool)]
-        # this round's grades count only for the pairs it regrades or still owes: a grade of
-        # any other pair would change a grade the partial round keeps from before
-        allowed = set(zip(round_pairs["query_id"], round_pairs["chunk_id"]))
-        inside = pd.Series([(str(q), str(c)) in allowed
-                            for q, c in zip(judged["query_id"], judged["chunk_id"])],
+        # what each grader owes this round: the key grader the scope and its own new pairs,
+        # the auditor the scope on audited queries and its own audit pairs
+        owed_by = {str(g): set(zip(rows["query_id"].astype(str), rows["chunk_id"].astype(str)))
+                   for g, rows in owed.groupby("grader")}
+        # this round's grades count only for the pairs its grader regrades or still owes: a
+        # grade of any other pair would change a grade the partial round keeps from before
+        inside = pd.Series([(str(q), str(c)) in owed_by.get(str(g), ())
+                            for g, q, c in zip(judged["grader"], judged["query_id"],
+                                               judged["chunk_id"])],
                            index=judged.index, dtype=bool)
         outside = (judged["round"].astype(int) == current) & ~inside
         ignored = judged.loc[outside, ["grader", "query_id", "chunk_id", "grade"]]
         judged = judged[~outside]
     else:
-        ignored = None
+        ignored, owed_by = None, None
     queue, model, key_pairs = None, None, None
     if grading.mode == "triage":
         model = ex.params.triage_grader_name()
@@ -191,7 +200,7 @@ def judgments(ex, pool: pd.DataFrame, audit_ids) -> Judgments:
                              pending[pending["grader"] != key_grader]], ignore_index=True)
     return Judgments(bank=judged, files=files, rounds=chain, scope=scope, now=now,
                      pending=pending, round_pairs=round_pairs, triage_queue=queue,
-                     triage_grader=model, shared=shared, ignored=ignored)
+                     triage_grader=model, shared=shared, ignored=ignored, owed_by=owed_by)
 
 
 def triage_queue(ex, judged: pd.DataFrame, pool: pd.DataFrame, *, now: dict,

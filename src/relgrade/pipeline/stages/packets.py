@@ -45,17 +45,25 @@ def run(ex):
     sha = intents.check_frozen(frozen, manifest, path=manifest_path)
     pool = read_table(ex.path("pool"), columns=["query_id", "chunk_id"])
     audit_ids = ex.audit_ids() or []
+    owed_by = None
     if grading.regrade == "relevant" and grading.round > 1:
         # a partial regrade: only the pairs graded relevant in the round before (and any
         # still owed), in fresh orders of this round
-        pool = judgments(ex, pool, audit_ids).round_pairs
+        held = judgments(ex, pool, audit_ids)
+        pool, owed_by = held.round_pairs, held.owed_by
     roles = ROLES
     if grading.mode == "triage":
         pool, audit_ids, model_orders = _triage(ex, pool, audit_ids)
         roles = (*ROLES, TRIAGE_ROLE)
-    orders = packets.build_orders(
-        pool, seed=ex.params.need("seed"), round=grading.round, batch_size=grading.batch_size,
-        audit_ids=audit_ids)
+    build = dict(seed=ex.params.need("seed"), round=grading.round,
+                 batch_size=grading.batch_size, audit_ids=audit_ids)
+    if owed_by is None:
+        orders = packets.build_orders(pool, **build)
+    else:  # each role's packets hold exactly what its grader owes this round
+        orders = pd.concat([
+            _role_orders(pool, owed_by.get(ex.params.need(name), set()), role, build)
+            for role, name in (("grader", "grading.key_grader"), ("auditor", "grading.auditor"))],
+            ignore_index=True)
     if grading.mode == "triage":
         orders = pd.concat([orders, model_orders], ignore_index=True)
     if grading.share_from:  # a pair another experiment graded for this role's grader is not owed
@@ -91,6 +99,15 @@ def run(ex):
     write_parquet(ex.path("orders"), orders)
     if panel_orders is not None:
         write_parquet(ex.path("assignment"), panel_orders)
+
+
+def _role_orders(pool, owed, role, build):
+    """One role's orders over the pool pairs its grader owes (a partial regrade: the
+    auditor's audit pairs of a newly audited query are not the key grader's work)."""
+    keep = [(str(q), str(c)) in owed for q, c in zip(pool["query_id"], pool["chunk_id"])]
+    mine = pool[pd.Series(keep, index=pool.index, dtype=bool)]
+    orders = packets.build_orders(mine, **build)
+    return orders[orders["role"] == role]
 
 
 def _without_reused(ex, orders, pool, audit_ids):
