@@ -41,4 +41,27 @@ PY
   fi
   echo "Verdicts of $dir ($report):"
   awk '/^## Verdicts$/ {on = 1; next} /^## / {on = 0} on && /^- / {print "  " $0}' "$report"
+  # a ppi experiment's key is the model grader's: add the prediction-powered verdicts
+  python - "$params" <<'PY'
+import json
+import sys
+from pathlib import Path
+
+import yaml
+
+params = Path(sys.argv[1])
+raw = yaml.safe_load(params.read_text(encoding="utf-8")) or {}
+ppi = (raw.get("paths") or {}).get("ppi")
+if (raw.get("grading") or {}).get("mode") != "ppi" or not ppi or not (params.parent / ppi).is_file():
+    sys.exit(0)
+record = json.loads((params.parent / ppi).read_text(encoding="utf-8"))
+print("  (the lines above are on the model grader's key; PPI++ on the human sample, Holm:)")
+for measure, est in record["estimates"].items():
+    for d in est["differences"]:
+        e = d["ppi++"]
+        word = "significant" if e["significant"] else "no detectable difference"
+        print(f"  - PPI++ {d['arm_a']} - {d['arm_b']} on {measure}: {e['estimate']:+.3f} "
+              f"[{e['low']:+.3f}, {e['high']:+.3f}], p={e['p_holm']:.3g} after Holm: {word} "
+              f"({est['n']} of {est['N']} queries graded by people)")
+PY
 done

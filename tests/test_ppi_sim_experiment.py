@@ -1,0 +1,106 @@
+"""experiments/ppi-sim, read from its committed files only (nothing is run).
+
+A SIMULATED prediction-powered experiment: a lenient model grader with a family affinity for
+tfidf grades every pool pair, a simulated person grades a uniform sample of 10 of the 36
+queries. The report must show PPI++, model-only and human-only side by side with the judge
+audit and the budget curve; metrics/ppi.json must name the sample, its seed, the rectifier and
+every lambda; and the model-only estimate must sit above human-only, as the simulation's
+leniency intends (docs/ppi.md; issue 21).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+EXP = Path(__file__).resolve().parents[1] / "experiments" / "ppi-sim"
+PRIMARY = "nDCG(dcg='exp-log2')@10"
+ARMS = ("bm25", "hybrid", "tfidf")
+
+
+@pytest.fixture(scope="module")
+def report() -> str:
+    return (EXP / "metrics" / "report.md").read_text(encoding="utf-8")
+
+
+@pytest.fixture(scope="module")
+def ppi() -> dict:
+    return json.loads((EXP / "metrics" / "ppi.json").read_text(encoding="utf-8"))
+
+
+def _section(text: str, heading: str) -> str:
+    """The text under a markdown heading, up to the next heading of any level."""
+    start = text.index(heading)
+    nxt = re.search(r"^#{2,3} ", text[start + len(heading):], flags=re.M)
+    return text[start:start + len(heading) + (nxt.start() if nxt else len(text))]
+
+
+def test_it_is_labelled_simulated_and_runs_in_ppi_mode_on_the_default_pool():
+    raw = (EXP / "params.yaml").read_text(encoding="utf-8")
+    assert raw.startswith("# SIMULATED")
+    assert "**SIMULATED" in (EXP / "DESIGN.md").read_text(encoding="utf-8")
+    params = yaml.safe_load(raw)
+    assert params["grading"]["mode"] == "ppi"
+    assert params["ppi"]["human_queries"] == 10  # docs/ppi.md: at least 10 human queries
+    assert params["arms"]["tfidf"]["family"] == params["graders"]["key_grader"]["family"]
+    pool = json.loads((EXP / "data" / "pool" / "manifest.json").read_text(encoding="utf-8"))
+    assert pool["pool_version"] == "p-d97bb8ce83c2"  # the default experiment's pool
+
+
+def test_the_report_shows_the_three_estimates_side_by_side_with_audit_and_curve(report):
+    table = _section(report, f"### {PRIMARY}: PPI++, model-only and human-only")
+    assert "| arm | PPI++ | λ | model-only (ignores the model's bias) | human-only |" in table
+    for arm in ARMS:
+        row = next(line for line in table.splitlines() if line.startswith(f"| {arm} |"))
+        assert len(re.findall(r"\d\.\d{4} \[\d\.\d{4}, \d\.\d{4}\]", row)) == 3
+    assert "| difference | PPI++ | Holm p |" in table
+    audit = _section(report, "### Judge audit")
+    assert "family affinity: arm tfidf shares the model grader's family" in audit
+    assert "kendall tau" in audit
+    budget = _section(report, "### Judging budget")
+    assert "First budget with Kendall τ ≥ 0.9" in budget
+    assert "| strategy | budget | judgments | annotator-hours | τ |" in budget
+
+
+def test_the_record_names_the_sample_seed_rectifier_and_every_lambda(ppi):
+    design = ppi["design"]
+    lock = json.loads((EXP / "data" / "audit" / "lock.json").read_text(encoding="utf-8"))
+    assert design["human_sample"] == sorted(q["query_id"] for q in lock["queries"])
+    assert len(design["human_sample"]) == 10 and design["queries"] == 36
+    assert design["seed"] == 20261130 and design["sample_stream"] == "ppi-sample"
+    assert "PPI++" in design["rectifier"]
+    arms = ppi["estimates"][PRIMARY]["arms"]
+    assert sorted(arms) == list(ARMS)
+    for arm in ARMS:
+        lam = arms[arm]["ppi++"]["lambda"]
+        assert 0.0 <= lam <= 1.0
+
+
+def test_the_model_only_estimate_is_biased_upward_against_human_only(ppi):
+    arms = ppi["estimates"][PRIMARY]["arms"]
+    for arm in ARMS:
+        assert arms[arm]["model-only"]["estimate"] > arms[arm]["human-only"]["estimate"]
+    leniency = {row["arm"]: row["mean"] for row in ppi["judge_audit"]["leniency"]}
+    assert min(leniency.values()) > 0
+    assert max(leniency, key=leniency.get) == "tfidf"  # the arm of the model's family
+    assert ppi["judge_audit"]["affinity_arms"] == ["tfidf"]
+
+
+def test_the_verdicts_script_adds_the_prediction_powered_verdicts():
+    env = dict(os.environ, PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")
+    done = subprocess.run(["bash", str(EXP.parents[1] / "tools" / "verdicts.sh")],
+                          capture_output=True, text=True, env=env)
+    assert done.returncode == 0, done.stderr
+    block = next(b for b in done.stdout.split("\n\n")
+                 if b.startswith("Verdicts of experiments/ppi-sim "))
+    assert "the lines above are on the model grader's key" in block
+    ppi_lines = [ln for ln in block.splitlines() if ln.startswith("  - PPI++ ")]
+    assert len(ppi_lines) == 3  # every pair of the three arms
+    assert all("after Holm" in ln and "10 of 36 queries" in ln for ln in ppi_lines)
