@@ -221,7 +221,13 @@ def test_a_partial_regrade_round_regrades_only_the_relevant_pairs_and_merges_the
                     for p in [json.loads(f.read_text())] for b in p["batches"] for c in b}
              for role in ("grader", "auditor")}
     assert shown["grader"] == relevant  # only the pairs graded 1 or 2 by either grader
-    assert shown["auditor"] == {pair for pair in relevant if pair[0] in audit}
+    # a new round draws its own audit sample: on a query audited again the auditor regrades
+    # the relevant pairs; on a newly audited one it owes every pair (it graded none of them)
+    audit_1, audit = audit, {json.loads(x)["query_id"] for x in
+                             (root / "data/audit/audit.jsonl").read_text().splitlines()}
+    pool = pd.read_parquet(root / "data/pool/pool.parquet")
+    newly = {(q, c) for q, c in zip(pool.query_id, pool.chunk_id) if q in audit - audit_1}
+    assert shown["auditor"] == {pair for pair in relevant if pair[0] in audit} | newly
     _grade(root)
     # a round-2 grade of a pair this round does not regrade (a 0 of round 1), imported by hand
     zero = sorted(set(zip(before.loc[(before.grade == 0) & (before.grader == "grader-a"),
@@ -244,7 +250,7 @@ def test_a_partial_regrade_round_regrades_only_the_relevant_pairs_and_merges_the
                   & (merged.grader == "grader-a")]
     assert kept["grade"].tolist() == [0]  # the stray 2 never enters the merged grades
     manifest = json.loads((root / "data/graded/manifest.json").read_text())
-    audited_pairs = {pair for pair in relevant if pair[0] in audit}
+    audited_pairs = shown["auditor"]
     assert manifest["regrade"] == {"mode": "relevant", "rounds": [1, 2], "pairs": len(relevant),
                                    "merged": {"auditor-b": len(audited_pairs),
                                               "grader-a": len(relevant)},
@@ -252,7 +258,7 @@ def test_a_partial_regrade_round_regrades_only_the_relevant_pairs_and_merges_the
     record = json.loads((root / "data/key/record.json").read_text())
     assert record["regrade"] == manifest["regrade"]
     agreement = json.loads((root / "metrics/agreement.json").read_text())
-    audited = int(before.query_id.isin(audit).sum()) // 2  # two graders per audited pair
+    audited = int(pool.query_id.isin(audit).sum())  # every pair of the round's audit queries
     assert agreement["pairs"] == audited and agreement["missing"] == 0
     record = json.loads((root / "data/key/record.json").read_text())
     assert record["round"] == 2 and record["regrade"]["rounds"] == [1, 2]

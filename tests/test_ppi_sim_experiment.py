@@ -49,7 +49,7 @@ def test_it_is_labelled_simulated_and_runs_in_ppi_mode_on_the_default_pool():
     params = yaml.safe_load(raw)
     assert params["grading"]["mode"] == "ppi"
     assert params["ppi"]["human_queries"] == 10  # docs/ppi.md: at least 10 human queries
-    assert params["arms"]["tfidf"]["family"] == params["graders"]["key_grader"]["family"]
+    assert params["arms"]["tfidf"]["family"] == params["graders"]["model-m"]["family"]
     pool = json.loads((EXP / "data" / "pool" / "manifest.json").read_text(encoding="utf-8"))
     assert pool["pool_version"] == "p-d97bb8ce83c2"  # the default experiment's pool
 

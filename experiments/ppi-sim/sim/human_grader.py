@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
-"""SIMULATED person of experiments/ppi-sim: the auditor grading the human sample.
+"""SIMULATED person of experiments/ppi-sim: person-h, the auditor, grading the human sample.
 
-relgrade runs it as a command grader (`relgrade grade run --grader auditor`): one batch
+relgrade runs it as a command grader (`relgrade grade run --grader person-h`): one batch
 request as JSON on stdin, one JSON grade row per chunk on stdout. It grades the known truth
 (simgrade.py: the default experiment's frozen key; a pair not in it is truly 0) with the
 slips of a careful person, one grade at most, about as often up as down on this pool:

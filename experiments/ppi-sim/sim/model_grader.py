@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """SIMULATED model grader of experiments/ppi-sim: a seeded, lenient stand-in for an LLM.
 
-relgrade runs it as a command grader (`relgrade grade run --grader key_grader`): one batch
+relgrade runs it as a command grader (`relgrade grade run --grader model-m`): one batch
 request as JSON on stdin, one JSON grade row per chunk on stdout. It grades every pool pair
 from the known truth (simgrade.py: the default experiment's frozen key; a pair not in it is
 truly 0) and errs on purpose, in two steps:

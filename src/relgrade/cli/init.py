@@ -66,6 +66,9 @@ _PATH = click.Path(dir_okay=False, path_type=Path)
                    "powered estimates.")
 @click.option("--human-fraction", type=float, default=0.2, show_default=True,
               help="With --mode ppi: the share of the queries people grade in full, in (0, 1].")
+@click.option("--human-queries", type=click.IntRange(min=2), default=None,
+              help="With --mode ppi: instead of --human-fraction, how many queries people "
+                   "grade in full (at least 2; 10 or more for honest intervals).")
 @click.option("--triage", "triage", default="model-t", show_default=True, metavar="NAME[=COMMAND]",
               help="With --mode triage: the triage model grader, and its command.")
 @click.option("--rater", "raters", multiple=True, metavar="NAME[=COMMAND]",
@@ -80,7 +83,8 @@ _PATH = click.Path(dir_okay=False, path_type=Path)
 @handle_errors
 def init_cmd(folder, corpus, queries, intents, query_log, sample_n, allocation, arms, runs,
              baseline, pool_depth, audit_min, seed, key_grader, auditor, grader_command,
-             auditor_command, share_from, mode, human_fraction, triage, raters, expert, gold,
+             auditor_command, share_from, mode, human_fraction, human_queries, triage, raters,
+             expert, gold,
              force):
     """Create an experiment in FOLDER (e.g. experiments/NAME): params.yaml, a dvc.yaml running
     the repository's stages there, a generic rubric, the inputs under data/input/, and
@@ -95,7 +99,8 @@ def init_cmd(folder, corpus, queries, intents, query_log, sample_n, allocation, 
                 auditor=auditor, grader_command=grader_command,
                 auditor_command=auditor_command, force=force, query_log=query_log,
                 sample_n=sample_n, allocation=allocation, share_from=list(share_from),
-                mode=mode, human_fraction=human_fraction, triage=parse_person(triage, option="--triage"),
+                mode=mode, human_fraction=human_fraction, human_queries=human_queries,
+                triage=parse_person(triage, option="--triage"),
                 raters=[parse_person(r, option="--rater") for r in raters],
                 expert=parse_person(expert, option="--expert"), gold=gold)
     ex = init_experiment(plan)

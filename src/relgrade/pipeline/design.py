@@ -130,6 +130,11 @@ def design_context(*, name: str, params, record: dict | None = None,
         "audit_percent": _number(round(audit.fraction * 100, 1)),
         "audit_min": audit.min_queries, "gates": p.need("gates").thresholds(),
         "deviations": deviations,
+        "ppi": None if grading.mode != "ppi" else {
+            "human": (f"{_number(p.need('ppi').human_fraction * 100)}% of the queries"
+                      if p.need("ppi").human_fraction is not None
+                      else f"{p.need('ppi').human_queries} queries"),
+            "level": _number(p.need("ppi").level), "interval": p.need("ppi").interval},
         "triage": None if grading.mode != "triage" else {
             "grader": p.triage_grader_name(), "zero_sample": _number(p.need("triage").zero_sample),
             "level": _number(p.need("triage").level),

@@ -90,6 +90,9 @@ class Plan:
     mode: str = "single"
     #: Ppi mode: the share of the queries people grade in full (params ``ppi.human_fraction``).
     human_fraction: float = 0.2
+    #: Ppi mode: instead of the fraction, how many queries people grade
+    #: (params ``ppi.human_queries``).
+    human_queries: int | None = None
     #: Triage mode: the triage model grader, (name, command or None).
     triage: tuple = ("model-t", None)
     #: Raters mode: the panel, [(name, command or None), ...], at least 3.
@@ -307,7 +310,8 @@ def mode_params(plan: Plan) -> tuple[str, str]:
     if plan.mode == "triage":
         sections["triage"] = {"grader": plan.triage[0], "zero_sample": 0.5, "level": 0.95}
     if plan.mode == "ppi":
-        sections["ppi"] = {"human_fraction": plan.human_fraction, "human_queries": None,
+        sections["ppi"] = {"human_fraction": None if plan.human_queries else plan.human_fraction,
+                           "human_queries": plan.human_queries,
                            "level": 0.95, "interval": "t",
                            "judge_audit": {"max_spread": 0.15, "k": 10, "bootstrap": 1000},
                            "budget": {"fractions": [0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.8, 1.0]}}
