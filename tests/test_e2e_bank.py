@@ -245,7 +245,9 @@ def test_a_partial_regrade_round_regrades_only_the_relevant_pairs_and_merges_the
             (root / "data/grades/grader-a/round-2.jsonl").read_text().splitlines()]
     assert {(r["query_id"], r["chunk_id"]) for r in rows} == relevant | {zero}
     merged = pd.read_parquet(root / "data/graded/grades.parquet")
-    assert len(merged) == len(before)  # the round-1 zeros stand beside the regrades
+    # the round-1 zeros stand beside the regrades: every pool pair once for grader-a, and
+    # once for auditor-b on the round's audited queries
+    assert len(merged) == len(pool) + int(pool.query_id.isin(audit).sum())
     kept = merged[(merged.query_id == zero[0]) & (merged.chunk_id == zero[1])
                   & (merged.grader == "grader-a")]
     assert kept["grade"].tolist() == [0]  # the stray 2 never enters the merged grades

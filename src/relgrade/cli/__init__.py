@@ -104,7 +104,7 @@ COMMAND_HELP = {
     "aggregate": "Aggregate several raters' grades into one grade per pair.",
     "agreement": "Agreement between two grade files A and B over the pairs both graded.",
     "audit": "The audit sample: drawn once per round, locked, redrawn only on request.",
-    "budget": "The judging-budget curve: what fewer human judgments would have decided.",
+    "budget": "The judging-budget curve of a graded experiment.",
     "clicks": "Click logs: position propensities and IPS-weighted skip-above training pairs.",
     "compare": "Paired statistics between arms of the experiment, or between runs on plain "
                "files.",

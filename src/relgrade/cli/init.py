@@ -13,7 +13,7 @@ _PATH = click.Path(dir_okay=False, path_type=Path)
 
 @click.command("init")
 @click.argument("folder", type=click.Path(path_type=Path))
-@click.option("--corpus", required=True, type=_PATH,
+@click.option("--corpus", default=None, type=_PATH,
               help="A source spec (.yaml, like data/input/corpus.source.yaml), a chunks file "
                    "(.jsonl/.parquet: chunk_id, header, text, source) or a BEIR corpus.jsonl "
                    "(_id, title, text).")
@@ -55,15 +55,17 @@ _PATH = click.Path(dir_okay=False, path_type=Path)
               help="Reuse another experiment's current grades (repeatable): its folder, "
                    "relative to the new one (e.g. ../other); written to grading.share_from "
                    "and as a dvc dep of the packets and grades stages.")
-@click.option("--mode", type=click.Choice(["single", "triage", "raters", "ppi"]), default="single",
-              show_default=True,
+@click.option("--mode", type=click.Choice(["single", "triage", "raters", "ppi", "clicks"]),
+              default="single", show_default=True,
               help="single: one key grader and an auditor; triage: a model grader (--triage) "
                    "screens every pair and people grade what it marks relevant plus a sample "
                    "of its 0s; raters: a panel (--rater, at least 4) with gold questions "
                    "(--gold), aggregation and an expert (--expert); ppi: the key grader "
                    "(--grader-command) is a model grading every pair, the auditor grades a "
                    "seeded uniform sample of queries (--human-fraction) for prediction-"
-                   "powered estimates.")
+                   "powered estimates; clicks: a click experiment over --click-log "
+                   "(propensities, pairs; IPS with --rankings, a training set with "
+                   "--click-key).")
 @click.option("--human-fraction", type=float, default=0.2, show_default=True,
               help="With --mode ppi: the share of the queries people grade in full, in (0, 1].")
 @click.option("--human-queries", type=click.IntRange(min=2), default=None,
@@ -79,19 +81,49 @@ _PATH = click.Path(dir_okay=False, path_type=Path)
 @click.option("--gold", default=None, type=_PATH,
               help="With --mode raters: the gold pairs (TSV: query_id, chunk_id, grade), "
                    "hidden in every rater's queue.")
+@click.option("--click-log", default=None, type=_PATH,
+              help="With --mode clicks: the click log (see docs/clicks.md for its columns).")
+@click.option("--rankings", default=None, type=click.Path(file_okay=False, path_type=Path),
+              help="With --mode clicks: a folder of TREC runs, one per ranking shown, for IPS "
+                   "estimates.")
+@click.option("--click-key", default=None, type=click.Path(file_okay=False, path_type=Path),
+              help="With --mode clicks: a frozen key's folder (e.g. data/key) for the "
+                   "training set; its queries are left out of the click rows.")
+@click.option("--click-method", type=click.Choice(["randomization", "harvesting"]),
+              default="randomization", show_default=True,
+              help="With --mode clicks: how position propensities are estimated.")
 @click.option("--force", is_flag=True, help="Replace a folder that is not empty.")
 @handle_errors
 def init_cmd(folder, corpus, queries, intents, query_log, sample_n, allocation, arms, runs,
              baseline, pool_depth, audit_min, seed, key_grader, auditor, grader_command,
              auditor_command, share_from, mode, human_fraction, human_queries, triage, raters,
-             expert, gold,
-             force):
+             expert, gold, click_log, rankings, click_key, click_method, force):
     """Create an experiment in FOLDER (e.g. experiments/NAME): params.yaml, a dvc.yaml running
     the repository's stages there, a generic rubric, the inputs under data/input/, and
     DESIGN.md. FOLDER's last segment is the experiment's name: letters, digits, '.', '_', '-'.
     Refuses a folder that is not empty (unless --force) and leaves nothing behind on error."""
-    from relgrade.pipeline.scaffold import Plan, init_experiment, parse_pairs, parse_person
+    from relgrade.pipeline.scaffold import (
+        Plan,
+        init_click_experiment,
+        init_experiment,
+        parse_pairs,
+        parse_person,
+    )
 
+    if mode == "clicks":
+        ex = init_click_experiment(Plan(
+            folder=folder, corpus=None, queries=None, intents=None, seed=seed, force=force,
+            mode=mode, click_log=click_log, rankings=rankings, click_key=click_key,
+            click_method=click_method))
+        where = folder.as_posix()
+        parts = ["propensity", "pairs", *(["ips"] if rankings else []),
+                 *(["training_set"] if click_key else [])]
+        click.echo(f"Created click experiment {ex.root.name} in {where}: stages "
+                   f"{', '.join(parts)}.")
+        click.echo(f"Next: dvc repro {where}/dvc.yaml; describe the log in {where}/DESIGN.md")
+        return
+    if corpus is None:
+        raise click.UsageError("--corpus is required (except with --mode clicks)")
     plan = Plan(folder=folder, corpus=corpus, queries=queries, intents=intents,
                 runs={k: Path(v) for k, v in parse_pairs(runs, option="--run").items()},
                 arms=parse_pairs(arms, option="--arm"), baseline=baseline,

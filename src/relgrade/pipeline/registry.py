@@ -21,6 +21,8 @@ sample     ``queries.log`` is set: the ``sample`` stage draws the query set from
 tail       ``pool.tail_sample > 0``: a sampled tail beyond the pool depth
 clicks     a ``clicks`` section and no protocol sections: the click stages only
 gold       raters mode with ``gold.command``: the ``gold`` stage writes the gold file
+click_*    a click experiment's parts: ``clicks.simulate`` (the log is simulated),
+           ``clicks.rankings`` (IPS estimates of rankings), ``clicks.key`` (a training set)
 =========  ================================================================================
 
 The protocol's order (pool → packets → grades → agreement → gate → key → metrics) is carried
@@ -48,7 +50,8 @@ from relgrade.experiment.params import PARAMS_FILE
 from relgrade.io.files import read_yaml
 
 #: Every mode a stage or an entry may be declared for.
-MODES = ("single", "triage", "raters", "ppi", "sample", "tail", "clicks", "gold")
+MODES = ("single", "triage", "raters", "ppi", "sample", "tail", "clicks", "gold",
+         "click_simulation", "click_rankings", "click_key")
 #: The modes of the blind-grading protocol (an experiment has exactly one of them).
 PROTOCOL = frozenset({"single", "triage", "raters", "ppi"})
 
@@ -160,7 +163,7 @@ def _kept(path: str, *modes: str) -> Entry:
 
 _GRADING = frozenset({"single", "triage", "raters", "ppi"})
 _PROVENANCE_AUDIT = ("single", "triage", "raters")  # ppi mode draws a uniform human sample
-_ALL = frozenset(MODES) - {"clicks"}
+_ALL = frozenset(m for m in MODES if not m.startswith("click"))
 _CLICKS = frozenset({"clicks"})
 _MODE = ("triage", "raters")
 
@@ -351,7 +354,7 @@ def stages() -> tuple[Stage, ...]:
               outs=(_kept("${paths.report_md}"), _kept("${paths.report_html}"),
                     _kept("${paths.decision}")),
               doc="The decision report and one small file per arm (the dvc metrics)."),
-        Stage("simulate", "click_simulate", _CLICKS,
+        Stage("simulate", "click_simulate", frozenset({"click_simulation"}),
               params=("seed", "clicks.simulate", "clicks.log", "clicks.rankings", "clicks.key"),
               outs=("${clicks.log}", _e("data/clicks/truth.json", cache=False),
                     _e("${clicks.rankings}", cache=False), _e("${clicks.key}", cache=False)),
@@ -364,7 +367,7 @@ def stages() -> tuple[Stage, ...]:
               plots=(_e("${paths.click_propensity_plot}", cache=False, x="position",
                         y="propensity"),),
               doc="The position propensity curve of the click log."),
-        Stage("ips", "ips", _CLICKS,
+        Stage("ips", "ips", frozenset({"click_rankings"}),
               params=("seed", "clicks.clip", "clicks.bootstrap", "clicks.level"),
               deps=("${clicks.log}", "${clicks.rankings}", "${paths.click_propensity}"),
               metrics=(_e("${paths.click_ips}", cache=False),),
@@ -373,7 +376,7 @@ def stages() -> tuple[Stage, ...]:
               deps=("${clicks.log}", "${paths.click_propensity}"),
               outs=("${paths.click_pairs}",),
               doc="IPS-weighted skip-above preference pairs."),
-        Stage("training_set", "training_set", _CLICKS,
+        Stage("training_set", "training_set", frozenset({"click_key"}),
               params=("clicks.key", "clicks.exclude_eval_queries"),
               deps=("${clicks.key}", "${paths.click_pairs}"),
               outs=(_e("${paths.training_set}", cache=False),),
@@ -391,12 +394,15 @@ def modes_of(ex: Experiment) -> frozenset:
     Returns
     -------
     frozenset of str
-        Exactly one of ``single``, ``triage``, ``raters``, plus ``sample`` and ``tail`` when
-        they apply; or ``{"clicks"}`` for a click experiment.
+        Exactly one of ``single``, ``triage``, ``raters``, ``ppi``, plus ``sample``,
+        ``tail`` and ``gold`` when they apply; or, for a click experiment, ``clicks`` with
+        the ``click_*`` parts it has.
     """
     p = ex.params
     if p.clicks is not None and p.corpus is None:
-        return frozenset({"clicks"})
+        parts = {"click_simulation": p.clicks.simulate is not None,
+                 "click_rankings": bool(p.clicks.rankings), "click_key": bool(p.clicks.key)}
+        return frozenset({"clicks", *(k for k, on in parts.items() if on)})
     modes = {p.grading.mode}
     if p.queries is not None and p.queries.log:
         modes.add("sample")

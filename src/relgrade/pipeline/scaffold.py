@@ -88,6 +88,12 @@ class Plan:
     share_from: list = field(default_factory=list)
     #: ``single``, ``triage``, ``raters`` or ``ppi`` (params ``grading.mode``).
     mode: str = "single"
+    #: Clicks mode: the click log, the rankings folder (TREC runs, for IPS estimates) and the
+    #: key folder (a frozen key, for the training set), and the propensity method.
+    click_log: Path | None = None
+    rankings: Path | None = None
+    click_key: Path | None = None
+    click_method: str = "randomization"
     #: Ppi mode: the share of the queries people grade in full (params ``ppi.human_fraction``).
     human_fraction: float = 0.2
     #: Ppi mode: instead of the fraction, how many queries people grade
@@ -644,3 +650,84 @@ def init_experiment(plan: Plan) -> Experiment:
         write_design(Experiment(tmp, params), name=name)
     return Experiment.load(target / PARAMS_FILE)
 
+
+
+#: The params ``paths`` of a click experiment.
+CLICK_PATHS = {"click_propensity": "metrics/propensity.json",
+               "click_propensity_plot": "metrics/plots/propensity.csv",
+               "click_ips": "metrics/ips.json", "click_pairs": "data/clicks/pairs.parquet",
+               "training_set": "data/training"}
+
+
+def init_click_experiment(plan: Plan) -> Experiment:
+    """Write a click experiment (``relgrade init --mode clicks``): params, the rendered
+    ``dvc.yaml`` (propensity, pairs, and IPS and the training set when their inputs are
+    given), the click log and rankings copied under ``data/input/``.
+
+    Parameters
+    ----------
+    plan : Plan
+        ``folder``, ``click_log`` (required), ``rankings`` (a folder of TREC runs, one per
+        ranking), ``click_key`` (a frozen key folder holding ``key.jsonl``, relative paths
+        taken from the repository's top), ``click_method``, ``seed``, ``force``.
+
+    Returns
+    -------
+    Experiment
+
+    Raises
+    ------
+    InputError
+        No click log, or it is not a file; rankings that are not a folder of files; a key
+        folder without ``key.jsonl`` and ``record.json``; the folder is not inside a relgrade repository, is
+        its top, or is not empty (without ``force``). Nothing is written then.
+    """
+    folder = Path(plan.folder)
+    name = check_name(folder.resolve().name if folder.name in ("", ".") else folder.name,
+                      path=folder)
+    repo = find_repository(folder)
+    target = folder.resolve()
+    if target == repo:
+        raise InputError("the repository's own experiment is its top folder; a new one goes "
+                         "in a folder of its own", path=folder, fix="Use experiments/NAME")
+    if target.exists() and (not target.is_dir() or any(target.iterdir())) and not plan.force:
+        raise InputError("the folder is not empty", path=folder,
+                         fix="Choose a new folder, or pass --force to replace it")
+    if plan.click_log is None or not Path(plan.click_log).is_file():
+        raise InputError("a click experiment needs its click log", item="--click-log",
+                         found=str(plan.click_log) if plan.click_log else "none")
+    if plan.rankings is not None and not (Path(plan.rankings).is_dir()
+                                          and any(Path(plan.rankings).iterdir())):
+        raise InputError("the rankings are a folder of TREC runs, one per ranking",
+                         item="--rankings", path=plan.rankings)
+    if plan.click_key is not None and not all((Path(plan.click_key) / f).is_file()
+                                              for f in ("key.jsonl", "record.json")):
+        raise InputError("the key folder lacks key.jsonl or record.json", item="--click-key",
+                         path=plan.click_key, fix="Give a frozen key's folder, e.g. data/key")
+    with atomic_dir(target) as tmp:
+        data = tmp / "data" / "input"
+        data.mkdir(parents=True)
+        log_name = "clicks" + "".join(Path(plan.click_log).suffixes[-1:])
+        shutil.copyfile(plan.click_log, data / log_name)
+        clicks = {"log": f"data/input/{log_name}", "method": plan.click_method,
+                  "max_position": 10, "bootstrap": 1000, "level": 0.95, "clip": 10.0}
+        if plan.rankings is not None:
+            shutil.copytree(plan.rankings, data / "rankings")
+            clicks["rankings"] = "data/input/rankings"
+        if plan.click_key is not None:
+            clicks["key"] = Path(os.path.relpath(Path(plan.click_key).resolve(),
+                                                 target)).as_posix()
+            clicks["exclude_eval_queries"] = True
+        params = {"seed": plan.seed, "paths": dict(CLICK_PATHS), "clicks": clicks}
+        text = (f"# relgrade click experiment {name}, written by `relgrade init --mode clicks`."
+                "\n# Every random choice takes its seed from here; see docs/clicks.md.\n"
+                + yaml.safe_dump(params, sort_keys=False))
+        write_text(tmp / PARAMS_FILE, text)
+        loaded = load_params(tmp / PARAMS_FILE)
+        rendered = render(Experiment(tmp, loaded), repo=repo)
+        write_text(tmp / "dvc.yaml", rendered)
+        write_gitignores(tmp, cached_outputs(yaml.safe_load(rendered), CLICK_PATHS, []))
+        write_text(tmp / "DESIGN.md", f"# {name}: a click experiment\n\n"
+                   "What the log is, where it comes from and how its rankings were shown: "
+                   "to be written.\n")
+    return Experiment.load(target / PARAMS_FILE)
