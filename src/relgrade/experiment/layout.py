@@ -227,6 +227,15 @@ def check_disjoint(claims: dict[Path, dict[Path, str]]) -> None:
             seen.append((folder, path, entry))
 
 
+def _root_and_repository(ex) -> tuple[Path, Path]:
+    """The experiment's folder and its repository's (the folder itself outside any)."""
+    root = Path(ex.root).resolve()
+    try:
+        return root, find_repository(root)
+    except InputError:
+        return root, root
+
+
 def repro_command(ex, stage: str | None = None) -> str:
     """The ``dvc repro`` a user types at the repository's top to run experiment ``ex``'s
     pipeline (or one stage of it).
@@ -249,11 +258,7 @@ def repro_command(ex, stage: str | None = None) -> str:
     >>> repro_command(SimpleNamespace(root="/nowhere/x"), "packets")
     'dvc repro packets'
     """
-    root = Path(ex.root).resolve()
-    try:
-        repo = find_repository(root)
-    except InputError:
-        repo = root
+    root, repo = _root_and_repository(ex)
     if repo == root:
         return "dvc repro" + (f" {stage}" if stage else "")
     target = f"{root.relative_to(repo).as_posix()}/dvc.yaml"
@@ -277,11 +282,7 @@ def grade_commands(ex) -> dict[str, str]:
         ``--experiment PATH`` when the experiment is not the repository's top one (``PATH``
         relative to the repository). An experiment outside any repository gets no suffix.
     """
-    root = Path(ex.root).resolve()
-    try:
-        repo = find_repository(root)
-    except InputError:
-        repo = root
+    root, repo = _root_and_repository(ex)
     where = "" if repo == root else f" --experiment {root.relative_to(repo).as_posix()}"
     out = {}
     for name, grader in ex.params.graders_dict().items():
