@@ -208,8 +208,7 @@ def stages() -> tuple[Stage, ...]:
         Stage("audit", "audit", _ALL,
               params=("seed", _e("audit.fraction", *_PROVENANCE_AUDIT),
                       _e("audit.min_queries", *_PROVENANCE_AUDIT), "grading.round",
-                      _e("grading.mode", "ppi"), _e("ppi.human_fraction", "ppi"),
-                      _e("ppi.human_queries", "ppi")),
+                      _e("grading.mode", "ppi"), _e("ppi", "ppi")),  # the sample's size
               deps=("${paths.provenance}", "${paths.pool_manifest}", "${paths.queries}"),
               outs=(_kept("${paths.audit}"), _kept("${paths.audit_lock}")),
               doc="The audit queries (in ppi mode the human sample: a seeded uniform draw of "
