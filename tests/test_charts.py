@@ -7,7 +7,14 @@ import xml.etree.ElementTree as ET
 import pytest
 
 from relgrade.errors import InputError
-from relgrade.evaluation.charts import Row, axis_range, interval_chart
+from relgrade.evaluation.charts import (
+    TICK_CHAR_WIDTH,
+    TICK_GAP,
+    Row,
+    axis_range,
+    axis_ticks,
+    interval_chart,
+)
 
 SVG = "{http://www.w3.org/2000/svg}"
 
@@ -50,8 +57,11 @@ def test_zero_line_sits_at_zero_on_a_range_across_it():
     svg = interval_chart([Row("A − B", 0.1, -0.1, 0.3)], title="Δ", zero_line=True)
     zero = [ln for ln in ET.fromstring(svg).iter(SVG + "line") if ln.get("class") == "zero"]
     assert [(z.get("x1"), z.get("x2")) for z in zero] == [("320.00", "320.00")]
-    ticks = [t.text for t in ET.fromstring(svg).iter(SVG + "text") if t.get("class") == "tick"]
-    assert ticks == ["-0.100", "0.300", "0.000"]
+    ticks = [(t.get("x"), t.text) for t in ET.fromstring(svg).iter(SVG + "text")
+             if t.get("class") == "tick"]
+    # step 0.1: x(v) = 220 + (v + 0.1) / 0.4 * 400
+    assert ticks == [("220.00", "-0.1"), ("320.00", "0.0"), ("420.00", "0.1"),
+                     ("520.00", "0.2"), ("620.00", "0.3")]
 
 
 def test_an_undefined_row_says_so_and_draws_nothing():
@@ -77,3 +87,42 @@ def test_no_rows_or_no_room_is_refused():
         interval_chart([], title="empty")
     with pytest.raises(InputError, match="chart too narrow for its labels"):
         interval_chart([Row("a", 0.5, 0.4, 0.6)], title="t", width=240)
+
+
+def _tick_labels(svg: str) -> list[tuple[float, str]]:
+    return [(float(t.get("x")), t.text) for t in ET.fromstring(svg).iter(SVG + "text")
+            if t.get("class") == "tick"]
+
+
+# (lo, hi) of an estimate row and a difference row as the report draws them; the first is
+# the chart whose labels ran together as "0.0000.043" (a tick at lo, one at 0 beside it)
+RANGES = [(-0.0004, 0.043), (0.0, 0.043), (0.9917, 1.0), (0.0, 0.0026), (-0.178, 0.09),
+          (0.455, 0.766), (-0.5, 0.5), (0.9999, 1.0), (-3.0, 120.0), (0.25, 0.75)]
+
+
+@pytest.mark.parametrize("lo,hi", RANGES)
+@pytest.mark.parametrize("width", [640, 320])
+def test_tick_labels_are_distinct_and_never_touch(lo, hi, width):
+    rows = [Row("a", (lo + hi) / 2, lo, hi)]
+    ticks = _tick_labels(interval_chart(rows, title="t", zero_line=lo < 0 < hi, width=width))
+    labels = [t for _, t in ticks]
+    assert len(ticks) >= 2 and len(set(labels)) == len(labels)
+    for (x1, a), (x2, b) in zip(ticks, ticks[1:]):
+        # centred labels: the space between them is the distance less half of each width
+        assert x2 - x1 - (len(a) + len(b)) / 2 * TICK_CHAR_WIDTH >= TICK_GAP, (a, b)
+
+
+def test_ticks_are_round_values_inside_the_range_and_zero_is_one_of_them_across_zero():
+    assert axis_ticks(-0.0004, 0.043, 400) == [
+        (0.0, "0.00"), (0.01, "0.01"), (0.02, "0.02"), (0.03, "0.03"), (0.04, "0.04")]
+    assert [t for _, t in axis_ticks(-0.178, 0.09, 400)] == [
+        "-0.15", "-0.10", "-0.05", "0.00", "0.05"]
+    assert [t for _, t in axis_ticks(0.9917, 1.0, 400)] == [
+        "0.992", "0.994", "0.996", "0.998", "1.000"]
+
+
+def test_a_short_axis_labels_its_ends_to_half_a_unit_or_else_its_start_only():
+    # 80 units over [-0.178, 0.09]: no round step leaves two labels room; 0.00335 per
+    # unit, so 3 decimals (an error of at most 0.0005 < half a unit's 0.0017)
+    assert axis_ticks(-0.178, 0.09, 80) == [(-0.178, "-0.178"), (0.09, "0.090")]
+    assert axis_ticks(0.123, 0.124, 10) == [(0.123, "0.1230")]

@@ -141,3 +141,76 @@ def test_spec_of_the_default_corpus_pins_the_same_archive_and_hash(tmp_path):
         "kind": "pypi-sdist", "requirement": "click==8.1.8",
         "filename": "click-8.1.8.tar.gz",
         "sha256": "ed53c9d8990d83c2a27deae68e4ee337473f6330c040a31d4225c9574d16096a"}
+
+
+def _pkg_experiment(tmp_path, monkeypatch) -> Path:
+    shutil.copy(REPO / "dvc.yaml", tmp_path / "dvc.yaml")
+    (tmp_path / "stages").mkdir()
+    spec = _sdist(tmp_path)
+    (tmp_path / "queries.tsv").write_text("query_id\tquery\tgroup\nkw01\tgreet\tkeyword\n")
+    (tmp_path / "intents.tsv").write_text(
+        "query_id\tquery\tintent\nkw01\tgreet\tthe function that says hello\n")
+    monkeypatch.chdir(tmp_path)
+    made = CliRunner().invoke(cli, ["init", "experiments/pkg", "--corpus", spec.name,
+                                    "--queries", "queries.tsv", "--intents", "intents.tsv",
+                                    "--arm", "bm25=bm25"])
+    assert made.exit_code == 0, made.output
+    return tmp_path / "experiments/pkg"
+
+
+def test_edit_of_a_source_spec_exports_it_once_points_params_at_it_and_edits_one_chunk(
+        tmp_path, monkeypatch):
+    folder = _pkg_experiment(tmp_path, monkeypatch)
+    spec = folder / "data/input/corpus.source.yaml"
+    chunks, _ = build_corpus(spec)
+    cid = chunks["chunk_id"].iloc[0]
+    (tmp_path / "new.txt").write_text("def greet(name):\n    return 'hi'\n")
+    res = CliRunner().invoke(cli, ["corpus", "edit", cid, "--text-file", "new.txt",
+                                   "--experiment", "experiments/pkg"])
+    assert res.exit_code == 0, res.output
+    out = folder / "data/input/chunks.jsonl"
+    rows = _rows(out)
+    assert [r["chunk_id"] for r in rows] == chunks["chunk_id"].tolist()
+    assert [r["text"] for r in rows][1:] == chunks["text"].tolist()[1:]
+    assert rows[0]["text"] == "def greet(name):\n    return 'hi'\n"
+    origin = json.loads((folder / "data/input/chunks.origin.json").read_text())
+    assert origin == {"exported_from": "corpus.source.yaml",
+                      "source_spec_sha256": hashlib.sha256(spec.read_bytes()).hexdigest(),
+                      "archive_sha256": yaml.safe_load(spec.read_text())["sha256"]}
+    params = yaml.safe_load((folder / "params.yaml").read_text())
+    assert params["corpus"]["input"] == "data/input/chunks.jsonl"
+    assert res.output.splitlines()[1:] == [
+        f"Edited chunk {cid} in experiments/pkg/data/input/chunks.jsonl",
+        "No pool built yet: nothing graded is affected; `dvc repro` builds on the edited "
+        "corpus."]
+    # a second edit edits the chunks file in place: no second export
+    (tmp_path / "again.txt").write_text("def greet(name):\n    return 'hey'\n")
+    res = CliRunner().invoke(cli, ["corpus", "edit", cid, "--text-file", "again.txt",
+                                   "--experiment", "experiments/pkg"])
+    assert res.exit_code == 0, res.output
+    assert res.output.splitlines()[0] == (f"Edited chunk {cid} in "
+                                          "experiments/pkg/data/input/chunks.jsonl")
+    assert _rows(out)[0]["text"] == "def greet(name):\n    return 'hey'\n"
+    assert build_corpus(out)[0]["text"].iloc[0] == "def greet(name):\n    return 'hey'\n"
+
+
+@pytest.mark.parametrize("chunk,text,message", [
+    ("no-such-chunk", "new text", "no chunk has this id. Take the id from `relgrade corpus "
+                                  "export` or the packets"),
+    (None, "  \n", "a chunk's text cannot be empty. Write the new text to the --text-file"),
+    (None, None, "the text is the chunk's text already: nothing to edit"),
+])
+def test_edit_refuses_an_unknown_id_an_empty_or_unchanged_text_and_writes_nothing(
+        tmp_path, monkeypatch, chunk, text, message):
+    folder = _pkg_experiment(tmp_path, monkeypatch)
+    chunks, _ = build_corpus(folder / "data/input/corpus.source.yaml")
+    cid = chunk or chunks["chunk_id"].iloc[0]
+    (tmp_path / "new.txt").write_text(chunks["text"].iloc[0] if text is None else text)
+    params = (folder / "params.yaml").read_text()
+    res = CliRunner().invoke(cli, ["corpus", "edit", cid, "--text-file", "new.txt",
+                                   "--experiment", "experiments/pkg"])
+    assert res.exit_code == 1
+    assert res.output == (f"Error: experiments/pkg/data/input/corpus.source.yaml: {cid}: "
+                          f"{message}\n")
+    assert not (folder / "data/input/chunks.jsonl").exists()
+    assert (folder / "params.yaml").read_text() == params

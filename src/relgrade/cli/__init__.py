@@ -108,7 +108,8 @@ COMMAND_HELP = {
     "clicks": "Click logs: position propensities and IPS-weighted skip-above training pairs.",
     "compare": "Paired statistics between arms of the experiment, or between runs on plain "
                "files.",
-    "corpus": "The corpus: pin a source archive (spec), or write the chunk table (export).",
+    "corpus": "The corpus: pin a source archive (spec), write the chunk table (export), or "
+              "edit one chunk's text (edit).",
     "design": "Write DESIGN.md from params and, once the key is frozen, its record.",
     "evaluate": "Score each RUN against QRELS: one row per run, one column per measure.",
     "grade": "Record grades for the pool, only ever adding to what is already recorded.",

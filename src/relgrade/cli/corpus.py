@@ -15,7 +15,8 @@ _FILE = click.Path(dir_okay=False, path_type=Path)
 
 @click.group("corpus")
 def corpus_cmd():
-    """The corpus: pin a source archive (spec), or write the chunk table (export)."""
+    """The corpus: pin a source archive (spec), write the chunk table (export), or edit one
+    chunk's text (edit)."""
 
 
 @corpus_cmd.command("spec")
@@ -97,3 +98,64 @@ def export_cmd(out, beir, corpus_input, params_path):
     else:
         write_parquet(out, chunks)
     click.echo(f"Wrote {len(chunks)} chunks to {out.as_posix()}, {built}")
+
+
+@corpus_cmd.command("edit")
+@click.argument("chunk_id")
+@click.option("--text-file", "text_file", required=True,
+              type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              help="A UTF-8 file holding the chunk's new text, exactly.")
+@params_option
+@handle_errors
+def edit_cmd(chunk_id, text_file, params_path):
+    """Replace the text of chunk CHUNK_ID in the experiment's corpus input. A source spec is
+    first exported once to an editable chunks.jsonl beside it (chunks.origin.json records the
+    spec's sha256) and params corpus.input is pointed at it; a chunks file is edited in place.
+    Prints what `dvc repro` will then owe: the pool pairs of that chunk, per grader."""
+    from relgrade.errors import InputError
+    from relgrade.experiment import chunk_edit
+    from relgrade.experiment.files import Experiment
+    from relgrade.experiment.layout import grade_commands
+    from relgrade.io.files import read_table, write_text
+    from relgrade.pipeline.judgments import judgments
+    from relgrade.pipeline.stages.corpus import build_corpus
+    from relgrade.protocol.bank import pending_message
+
+    text = text_file.read_bytes().decode("utf-8")
+    ex = Experiment.load(params_path)
+    cfg = ex.params.need("corpus")
+    src = ex.file(cfg.input)
+    if not src.is_file():
+        raise InputError("corpus input not found", path=src, item="corpus.input")
+    rows_src = src
+    if src.suffix.lower() in (".yaml", ".yml"):
+        chunks, _ = build_corpus(src, allow_empty=cfg.allow_empty)
+        # check before anything is written: a refused edit leaves the experiment as it was
+        chunk_edit.replace_text(chunks.to_dict("records"), chunk_id, text, path=src)
+        rows_src, origin = chunk_edit.export_spec(src, chunks)
+        relative = Path(cfg.input).with_name(rows_src.name).as_posix()
+        write_text(params_path, chunk_edit.set_corpus_input(
+            Path(params_path).read_text("utf-8"), relative, path=params_path))
+        click.echo(f"Exported {len(chunks)} chunks of {src.as_posix()} (sha256 "
+                   f"{origin['source_spec_sha256'][:12]}) to {rows_src.as_posix()}; params "
+                   f"corpus.input is now {relative}")
+    rows = chunk_edit.replace_text(chunk_edit.read_rows(rows_src), chunk_id, text,
+                                   path=rows_src)
+    chunk_edit.write_rows(rows_src, rows)
+    click.echo(f"Edited chunk {chunk_id} in {rows_src.as_posix()}")
+
+    pool_path, chunks_path = ex.path("pool"), ex.path("chunks")
+    if not (pool_path.is_file() and chunks_path.is_file()):
+        click.echo("No pool built yet: nothing graded is affected; `dvc repro` builds on the "
+                   "edited corpus.")
+        return
+    built = read_table(chunks_path, columns=["chunk_id", "header", "text"])
+    built.loc[built["chunk_id"].astype(str) == chunk_id, "text"] = text
+    pool = read_table(pool_path, columns=["query_id", "chunk_id"])
+    owed = judgments(ex, pool, ex.audit_ids() or [], chunks=built).pending
+    owed = owed[owed["chunk_id"].astype(str) == chunk_id]
+    if owed.empty:
+        click.echo(f"Chunk {chunk_id} is in no pool pair: `dvc repro` owes no grading for it.")
+    else:
+        click.echo("`dvc repro` will then stop on: "
+                   + pending_message(owed, how=grade_commands(ex)))

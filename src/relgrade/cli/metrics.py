@@ -1,13 +1,16 @@
-"""``relgrade metrics diff``: the decision per arm at two revisions, and whether it compares."""
+"""``relgrade metrics``: one experiment's decision per arm (show), its plots (plots), and the
+decision at two revisions (diff)."""
 
 from __future__ import annotations
 
 import json
+import shlex
+from pathlib import Path
 
 import click
 
-from relgrade.cli.options import params_option
-from relgrade.cli.render import handle_errors
+from relgrade.cli.options import format_option, params_option
+from relgrade.cli.render import handle_errors, number, table
 
 
 @click.group("metrics")
@@ -47,3 +50,71 @@ def diff_cmd(a_rev, b_rev, as_json, params_path):
         change = "—" if r["change"] is None else f"{r['change']:+.4f}"
         click.echo(f"  {r['arm']}: {r['measure']} {_f(r['old'])} at {a_rev} -> "
                    f"{_f(r['new'])} at {b_name} ({change})")
+
+
+@metrics_cmd.command("show")
+@format_option(json_help="Print the rows as JSON, with the experiment's name.")
+@params_option
+@handle_errors
+def show_cmd(as_json, params_path):
+    """Print one experiment's decision per arm (metrics/decision/ARM.json): measure, mean,
+    interval, Judged@k, and the difference from the baseline with its Holm-adjusted p-value.
+    `dvc metrics show` lists every experiment of the repository; this lists one, then prints
+    DVC's own commands limited to it (metrics, plots, experiments table)."""
+    from relgrade.errors import InputError
+    from relgrade.experiment.files import Experiment
+    from relgrade.pipeline.decisions import read_decisions
+    from relgrade.pipeline.views import decision_rows, dvc_commands, experiment_name
+
+    ex = Experiment.load(params_path)
+    decisions = read_decisions(ex)
+    rows = decision_rows(decisions)
+    if not rows:
+        raise InputError("no decision files yet", path=ex.path("decision"),
+                         fix="Run `dvc repro` until the metrics stage has run")
+    name = experiment_name(ex)
+    if as_json:
+        click.echo(json.dumps({"experiment": name, "arms": rows}, indent=2))
+        return
+    key = next((d["key"] for d in decisions.values() if d.get("key")), None)
+    baseline = next((r["baseline"] for r in rows if r["baseline"]), rows[0]["arm"])
+    click.echo(f"{name}: key {key or 'undefined'}, {len(rows)} arms, baseline {baseline}")
+    cells = [[r["arm"], str(r["measure"]), number(r["mean"]),
+              f"[{number(r['low'])}, {number(r['high'])}]", number(r["judged"]),
+              "" if r["delta"] is None else f"{r['delta']:+.4f}",
+              "" if r["p_holm"] is None else number(r["p_holm"])] for r in rows]
+    for line in table(["arm", "measure", "mean", "interval", "judged", "delta", "p_holm"],
+                      cells, right={2, 4, 5, 6}):
+        click.echo(line)
+    click.echo(f"DVC's views of {name} alone:")
+    for argv in dvc_commands(ex).values():
+        click.echo("  " + shlex.join(argv))
+
+
+@metrics_cmd.command("plots")
+@click.option("--out", "out", default=None, type=click.Path(file_okay=False, path_type=Path),
+              help="The folder DVC writes index.html to (default: dvc_plots).")
+@params_option
+@handle_errors
+def plots_cmd(out, params_path):
+    """Draw one experiment's plots with `dvc plots show` limited to its dvc.yaml (the
+    per-arm intervals, the per-query differences, and its stages' plots), each titled with the
+    experiment's name, instead of every experiment of the repository."""
+    import subprocess
+
+    from relgrade.errors import InputError
+    from relgrade.experiment.files import Experiment
+    from relgrade.pipeline.views import dvc_commands
+
+    ex = Experiment.load(params_path)
+    argv = dvc_commands(ex)["plots"] + (["-o", str(out)] if out is not None else [])
+    try:
+        proc = subprocess.run(argv, capture_output=True, text=True, stdin=subprocess.DEVNULL)
+    except FileNotFoundError:
+        raise InputError("dvc is not installed here", item="dvc",
+                         fix="Install relgrade's dependencies (pip install -e .)") from None
+    if proc.returncode != 0:
+        said = (proc.stderr or proc.stdout).strip().splitlines()
+        raise InputError("`dvc plots show` failed", item=shlex.join(argv),
+                         found=said[-1] if said else f"exit status {proc.returncode}")
+    click.echo(proc.stdout.strip())

@@ -87,6 +87,38 @@ def find_repository(start) -> Path:
                      fix="Run it in a clone of the relgrade repository")
 
 
+#: What the repository's own experiment (its top folder) is called in titles and headings.
+DEFAULT_EXPERIMENT = "default experiment"
+
+
+def experiment_label(root, repo) -> str:
+    """The name an experiment goes by in plot titles and headings.
+
+    Parameters
+    ----------
+    root : str or os.PathLike
+        The experiment's folder (holding its ``params.yaml``).
+    repo : str or os.PathLike
+        The repository's folder (:func:`find_repository`).
+
+    Returns
+    -------
+    str
+        :data:`DEFAULT_EXPERIMENT` for the repository's top folder, else the experiment's
+        folder name (``experiments/crowd-sim`` → ``crowd-sim``); never a path of this
+        machine, so a rendered ``dvc.yaml`` is the same in every clone.
+
+    Examples
+    --------
+    >>> experiment_label("/r/experiments/crowd-sim", "/r")
+    'crowd-sim'
+    >>> experiment_label("/r", "/r")
+    'default experiment'
+    """
+    here, top = Path(root).resolve(), Path(repo).resolve()
+    return DEFAULT_EXPERIMENT if here == top else here.name
+
+
 def share_source(entry: str, base, *, item: str, source=None) -> Path:
     """Where a share source ``entry`` (params ``grading.share_from``, ``--share-from``) lies,
     checked to be an experiment of the repository that holds ``base``.

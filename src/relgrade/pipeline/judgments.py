@@ -98,17 +98,23 @@ def round_modes(ex, rounds) -> dict[int, str]:
     return modes
 
 
-def current_now(ex) -> dict:
-    """What a grade must be made on today: the chunks, intents and rubric as they are."""
+def current_now(ex, *, chunks: pd.DataFrame | None = None) -> dict:
+    """What a grade must be made on today: the chunks, intents and rubric as they are.
+
+    ``chunks`` (``chunk_id``, ``header``, ``text``) stands for the built chunk table: the
+    corpus as it will be once the corpus stage has run on an edited input.
+    """
+    if chunks is None:
+        chunks = io.read_table(ex.path("chunks"), columns=["chunk_id", "header", "text"])
     return dict(
-        content=bank.content_sha256(io.read_table(ex.path("chunks"),
-                                                  columns=["chunk_id", "header", "text"])),
+        content=bank.content_sha256(chunks),
         intents=bank.intent_sha256(io.read_table(ex.path("intents"),
                                                  columns=["query_id", "intent"])),
         rubric_sha256=ex.rubric_sha256(), rubric_version=ex.params.grading.rubric_version)
 
 
-def judgments(ex, pool: pd.DataFrame, audit_ids) -> Judgments:
+def judgments(ex, pool: pd.DataFrame, audit_ids, *,
+              chunks: pd.DataFrame | None = None) -> Judgments:
     """The current round's judgments for ``pool``: merged bank, partial scope, pending work.
 
     Parameters
@@ -119,6 +125,9 @@ def judgments(ex, pool: pd.DataFrame, audit_ids) -> Judgments:
         The current pool (``query_id``, ``chunk_id``).
     audit_ids : iterable of str
         The locked audit sample.
+    chunks : pandas.DataFrame, optional
+        The chunk table to judge currency against instead of the built one (see
+        :func:`current_now`): what would be pending after an edit of the corpus.
 
     Returns
     -------
@@ -146,7 +155,7 @@ def judgments(ex, pool: pd.DataFrame, audit_ids) -> Judgments:
                                   scale=ex.params.need("scale").grades,
                                   max_reason_words=grading.max_reason_words,
                                   max_reason_chars=grading.max_reason_chars)
-    now = current_now(ex)
+    now = current_now(ex, chunks=chunks)
     shared = sharing.shared_grades(ex, judged, pool, now=now)
     if shared is not None:  # reused grades count as this round's; own rows are origin ""
         judged = pd.concat([judged.assign(origin=sharing.OWN),

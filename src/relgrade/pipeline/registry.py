@@ -45,7 +45,7 @@ import yaml
 
 from relgrade.errors import InputError
 from relgrade.experiment.files import Experiment
-from relgrade.experiment.layout import find_repository
+from relgrade.experiment.layout import experiment_label, find_repository
 from relgrade.experiment.params import PARAMS_FILE
 from relgrade.io.files import read_yaml
 
@@ -596,7 +596,10 @@ def render(ex: Experiment, *, repo: Path | None = None) -> str:
         comment = "".join(f"  # {line}\n" for line in _wrap(stage.doc))
         parts.append(comment + "".join(f"  {line}\n" for line in text.splitlines()) + "\n")
     if "clicks" not in modes:
-        parts.append(_TOP + (_TOP_PPI if "ppi" in modes else ""))
+        top = _TOP + (_TOP_PPI if "ppi" in modes else "")
+        # the title is a single-quoted YAML scalar: a quote in the name is doubled
+        name = experiment_label(ex.root, repo).replace("'", "''")
+        parts.append(top.replace("{experiment}", name))
     return "".join(parts).rstrip("\n") + "\n"
 
 
@@ -607,14 +610,15 @@ metrics:
   - ${paths.decision}
 
 # Plots read by `dvc plots show` (templates in .dvc/plots/, drawn offline through
-# .dvc/config's plots.html_template).
+# .dvc/config's plots.html_template), titled by experiment: `dvc plots show` at the top draws
+# every experiment's. `relgrade metrics plots` draws this experiment's only.
 plots:
   - ${paths.arms_plot}:
       template: ci_bars
-      title: Mean per arm with its bootstrap confidence interval
+      title: '{experiment}: mean per arm with its bootstrap confidence interval'
   - ${paths.deltas_plot}:
       template: delta_curve
-      title: Per-query difference against the baseline, largest first
+      title: '{experiment}: per-query difference against the baseline, largest first'
 """
 
 
@@ -622,7 +626,8 @@ _TOP_PPI = """\
   - ${paths.ppi_budget}:
       x: budget
       y: [ppi_tau, uniform_tau, maxmean_tau, mtf_tau, ppi_top_half_tau, ppi_verdicts]
-      title: Judging budget (share of the human judgments) against the full human-sample decision
+      title: '{experiment}: judging budget (share of the human judgments) against the full
+        human-sample decision'
 """
 
 

@@ -1,0 +1,69 @@
+"""End to end, as the README tells a user: `relgrade corpus edit` changes one graded chunk,
+`dvc repro` stops on exactly that chunk's pairs, `relgrade grade run` regrades them, and
+`dvc repro` writes a revised key."""
+
+from __future__ import annotations
+
+import json
+
+import pandas as pd
+import pytest
+
+from tests.e2e import tiny
+from tests.test_e2e_bank import _commands, _grade, _params, _pending_line
+
+pytestmark = [pytest.mark.slow]
+
+
+@pytest.fixture(scope="module")
+def frozen(tmp_path_factory):
+    root = tmp_path_factory.mktemp("edit")
+    tiny.write_inputs(root)
+    _params(root, _commands)
+    tiny.git(root, "init", "-q")
+    tiny.run(root, "dvc", "init", "-q")
+    tiny.run(root, "dvc", "config", "core.analytics", "false")
+    tiny.run(root, "relgrade", "intents", "review", "--reviewer", "auditor-b")
+    tiny.run(root, "dvc", "repro", check=False)
+    _grade(root)
+    tiny.run(root, "dvc", "repro")
+    return root
+
+
+def test_corpus_edit_makes_that_chunks_pairs_pending_and_regrading_revises_the_key(frozen):
+    root = frozen
+    audit = [json.loads(x)["query_id"]
+             for x in (root / "data/audit/audit.jsonl").read_text().splitlines()]
+    cid = f"{audit[0]}-answer"
+    pool = pd.read_parquet(root / "data/pool/pool.parquet")
+    pairs = pool[pool.chunk_id == cid]
+    n_a, n_b = len(pairs), int(pairs.query_id.isin(audit).sum())
+    owed = (f"grading: {'1 pair needs' if n_a == 1 else f'{n_a} pairs need'} grader-a "
+            f"({n_a} stale), {n_b} need{'s' if n_b == 1 else ''} auditor-b ({n_b} stale); "
+            "run `relgrade grade run --grader grader-a` and "
+            "`relgrade grade run --grader auditor-b`")
+    old_hash = json.loads((root / "data/key/record.json").read_text())["key_sha256"]
+    (root / "blank.txt").write_text("This page intentionally left blank.")
+
+    edit = tiny.run(root, "relgrade", "corpus", "edit", cid, "--text-file", "blank.txt")
+    assert edit.stdout.splitlines() == [
+        f"Edited chunk {cid} in data/input/chunks.jsonl",
+        f"`dvc repro` will then stop on: {owed}"]
+    refused = tiny.run(root, "relgrade", "corpus", "edit", cid, "--text-file", "blank.txt",
+                       check=False)
+    assert refused.returncode == 1
+    assert refused.stderr + refused.stdout == (
+        f"Error: data/input/chunks.jsonl: {cid}: the text is the chunk's text already: "
+        "nothing to edit\n")
+
+    proc = tiny.run(root, "dvc", "repro", check=False)
+    assert proc.returncode != 0
+    line, = _pending_line(proc)
+    assert line.startswith(f"Pending: {owed}, then `dvc repro` again.")
+
+    _grade(root)
+    tiny.run(root, "dvc", "repro")
+    record = json.loads((root / "data/key/record.json").read_text())
+    assert record["revises"] == old_hash != record["key_sha256"]
+    assert [(r["query_id"], r["chunk_id"], r["grade_before"], r["grade"])
+            for r in record["regraded"]] == [(q, cid, 2, 0) for q in sorted(pairs.query_id)]
