@@ -135,7 +135,6 @@ def test_an_arm_may_declare_its_family():
 def _gate_stage(root, *, gates, graders, arms=None):
     import importlib
     import json
-    from pathlib import Path
 
     import pandas as pd
 
