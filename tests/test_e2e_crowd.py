@@ -75,8 +75,7 @@ def test_the_first_repro_stops_at_adjudication_naming_the_experts_pairs(crowd):
     queue = [json.loads(x) for x in (exp / "data/aggregate/queue.jsonl").read_text().splitlines()]
     queries = sorted({r["query_id"] for r in queue})
     assert (f"Pending: grading: {len(queue)} pairs need expert-e (adjudication queries "
-            f"{', '.join(queries)}); run `relgrade grade run --grader expert-e --experiment "
-            f"{EXP}`") in first.stderr
+            f"{', '.join(queries)}); run `relgrade grade run --grader expert-e") in first.stderr
     assert (f"adjudication: {len(queue)} queued pairs owed by expert-e "
             f"(queries {', '.join(queries)})") in before
     assert "Running stage 'experiments/crowd-sim/dvc.yaml:key'" not in first.stdout
