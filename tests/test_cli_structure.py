@@ -46,7 +46,7 @@ def test_only_the_package_registers_commands():
     for path in CLI.glob("*.py"):
         if path.name != "__init__.py":
             assert ".add_command(" not in path.read_text(), path.name
-    assert main.commands["grade"].commands.keys() == {"export", "import", "run"}
+    assert main.commands["grade"].commands.keys() == {"correct", "export", "import", "run"}
     assert set(main.commands) == {"aggregate", "agreement", "audit", "clicks", "compare", "evaluate",
                                   "grade", "intents", "packets", "queries", "serve",
                                   "status", "budget", "init", "design", "corpus", "pool", "metrics",

@@ -6,7 +6,7 @@ written for it, the truth, the gold) and the committed grade files of its five s
 raters and its simulated auditor (made by `relgrade grade run` through sim/rater.py) but not
 the expert's; the gold file is private, so it is rebuilt by sim/make_gold.py after `dvc repro`
 of the pool stage. The first full `dvc repro` runs packets -> grades ->
-aggregate and stops at adjudicate, naming the expert's pending pairs; `relgrade grade run
+aggregate and stops at adjudicate, naming the expert's pending pairs (Pending, not Error); `relgrade grade run
 --grader expert-e` grades the queue through real subprocesses; the second `dvc repro` runs to
 the arms' metrics. Checks: the sample stage draws the committed query set with its traffic
 weights and records its seed; the spammer is removed by gold and nobody else; the key
@@ -74,8 +74,8 @@ def test_the_first_repro_stops_at_adjudication_naming_the_experts_pairs(crowd):
     assert first.returncode != 0
     queue = [json.loads(x) for x in (exp / "data/aggregate/queue.jsonl").read_text().splitlines()]
     queries = sorted({r["query_id"] for r in queue})
-    assert (f"Error: adjudication: {len(queue)} queued pairs need expert-e (queries "
-            f"{', '.join(queries)}); run `relgrade grade run --grader expert-e`") in first.stderr
+    assert (f"Pending: grading: {len(queue)} pairs need expert-e (adjudication queries "
+            f"{', '.join(queries)}); run `relgrade grade run --grader expert-e") in first.stderr
     assert (f"adjudication: {len(queue)} queued pairs owed by expert-e "
             f"(queries {', '.join(queries)})") in before
     assert "Running stage 'experiments/crowd-sim/dvc.yaml:key'" not in first.stdout

@@ -20,7 +20,12 @@ from relgrade.raters.assign import (
     rater_queues,
     select_gold,
 )
-from relgrade.raters.panel import adjudicate, aggregate_panel, require_expert
+from relgrade.raters.panel import (
+    adjudicate,
+    aggregate_panel,
+    queued_expert_grades,
+    require_expert,
+)
 
 S = [0, 1, 2]
 RATERS = ["r1", "r2", "r3", "r4", "r5"]
@@ -297,15 +302,48 @@ def test_the_experts_grade_and_reason_replace_the_aggregate_with_provenance():
                                      "max_spread 1"]]
 
 
-def test_an_expert_grade_for_a_pair_not_in_the_queue_is_refused():
-    r = _tied()
-    expert = pd.DataFrame([("q", "a", 1, "a second look")],
+def _switched():
+    # a: 2,2,2 agree; b: 1,2 a tie of spread 1 (queued by the majority vote only: the
+    # spread rule, max_spread 1, queues neither); c: 0,0,2 spread 2 (queued by both)
+    grades, queues, pool = _panel([
+        ("q", "a", "r1", 2), ("q", "a", "r2", 2), ("q", "a", "r3", 2),
+        ("q", "b", "r1", 1), ("q", "b", "r2", 2),
+        ("q", "c", "r1", 0), ("q", "c", "r2", 0), ("q", "c", "r3", 2),
+    ])
+    return {m: aggregate_panel(grades, queues=queues, pool=pool, gold=None, scale=S,
+                               method=m, max_spread=1) for m in ("majority", "dawid-skene")}
+
+
+def test_the_queue_differs_by_method_on_a_tie_of_spread_one():
+    r = _switched()
+    assert r["majority"].queue["chunk_id"].tolist() == ["b", "c"]
+    assert r["dawid-skene"].queue["chunk_id"].tolist() == ["c"]
+
+
+def test_an_expert_grade_of_a_pair_no_longer_queued_is_set_aside_not_refused():
+    # the expert graded majority's queue (b, c); under Dawid-Skene only c is queued: b's
+    # grade is set aside and the key keeps Dawid-Skene's aggregate for b
+    r = _switched()["dawid-skene"]
+    expert = pd.DataFrame([("q", "b", 1, "half an answer"), ("q", "c", 0, "off topic")],
                           columns=["query_id", "chunk_id", "grade", "reason"])
-    with pytest.raises(InputError) as e:
-        adjudicate(r.aggregated, r.queue, expert, expert="e", source="e/round-1.jsonl")
-    assert str(e.value) == ("e/round-1.jsonl: e: pair (q, a): an expert grade for a pair not "
-                            "in the adjudication queue. The expert grades only the queued "
-                            "pairs; remove the row")
+    kept, aside = queued_expert_grades(expert, r.queue)
+    assert kept["chunk_id"].tolist() == ["c"] and aside["chunk_id"].tolist() == ["b"]
+    rows, prov, pending = adjudicate(r.aggregated, r.queue, expert, expert="e")
+    assert pending.empty
+    b = r.aggregated.set_index("chunk_id").loc["b", "grade"]
+    assert rows[["chunk_id", "grade"]].values.tolist() == [["a", 2], ["b", b], ["c", 0]]
+    assert rows.set_index("chunk_id").loc["b", "reason"] == "aggregate of 2 raters: 1,2"
+    assert prov[["chunk_id", "grade"]].values.tolist() == [["c", 0]]
+
+
+def test_a_newly_queued_pair_is_pending_for_the_expert():
+    # the expert graded Dawid-Skene's queue (c); the majority vote queues b too: b is owed
+    r = _switched()["majority"]
+    expert = pd.DataFrame([("q", "c", 0, "off topic")],
+                          columns=["query_id", "chunk_id", "grade", "reason"])
+    rows, _, pending = adjudicate(r.aggregated, r.queue, expert, expert="e")
+    assert rows.empty
+    assert pending.values.tolist() == [["e", "q", "b", "adjudicate"]]
 
 
 def test_gold_answers_never_enter_the_key():

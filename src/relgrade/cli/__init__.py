@@ -43,7 +43,8 @@ COMMANDS = {
 }
 
 #: Subcommands added to a command group from another module: group -> {name: "module:attr"}.
-SUBCOMMANDS = {"grade": {"run": "relgrade.cli.graderun:run_cmd"}}
+SUBCOMMANDS = {"grade": {"run": "relgrade.cli.graderun:run_cmd",
+                         "correct": "relgrade.cli.correct:correct_cmd"}}
 
 
 def _load(spec: str) -> click.Command:

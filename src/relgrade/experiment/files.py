@@ -54,6 +54,10 @@ class GraderFiles:
         ``samples/round-N.jsonl``: every sample of a grader run with ``samples > 1``.
     consistency : pathlib.Path
         ``round-N.consistency.json``: that grader's agreement with itself.
+    corrections : pathlib.Path
+        ``round-N.corrections.jsonl``: post-hoc corrections of the frozen key
+        (:mod:`relgrade.protocol.corrections`), appended by ``relgrade grade correct``; the
+        grades stage never reads it, the key stage does.
     """
 
     grader: str
@@ -63,6 +67,7 @@ class GraderFiles:
     bank: Path
     samples: Path
     consistency: Path
+    corrections: Path
 
 
 @dataclass(frozen=True)
@@ -158,7 +163,8 @@ class Experiment:
                            meta=folder / f"round-{rnd}.meta.json",
                            bank=bank_path(folder / f"round-{rnd}.jsonl"),
                            samples=folder / "samples" / f"round-{rnd}.jsonl",
-                           consistency=folder / f"round-{rnd}.consistency.json")
+                           consistency=folder / f"round-{rnd}.consistency.json",
+                           corrections=folder / f"round-{rnd}.corrections.jsonl")
 
     def grader_round_files(self, round: int | None = None) -> dict[str, GraderFiles]:
         """Every grader folder under ``paths.grades_in`` that holds a grade file for ``round``.

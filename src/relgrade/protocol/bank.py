@@ -32,6 +32,9 @@ from relgrade.schema import PENDING, require
 #: Why a pool pair is pending for a grader.
 NEW, STALE, AUDIT, REGRADE = "new", "stale", "audit", "regrade"
 
+#: The ``why`` of a pair in the adjudication queue that the expert still owes (a rater panel).
+ADJUDICATE = "adjudicate"
+
 
 def content_sha256(chunks: pd.DataFrame) -> pd.Series:
     """The sha256 of each chunk as a grader sees it.
@@ -277,6 +280,10 @@ def pending_message(pending: pd.DataFrame, *, how: Mapping[str, str] | None = No
     'grading: 2 pairs need g (1 new, 1 stale), 1 needs x (audit query r); run `relgrade grade run --grader g` or `relgrade serve`'
     >>> pending_message(p, how={"g": "relgrade grade run --grader g", "x": "relgrade serve"})
     'grading: 2 pairs need g (1 new, 1 stale), 1 needs x (audit query r); run `relgrade grade run --grader g` and `relgrade serve`'
+    >>> e = pd.DataFrame([("e", "q", "a", "adjudicate"), ("e", "r", "b", "adjudicate")],
+    ...                  columns=PENDING)
+    >>> pending_message(e, how={"e": "relgrade grade run --grader e"})
+    'grading: 2 pairs need e (adjudication queries q, r); run `relgrade grade run --grader e`'
     """
     parts, first = [], None
     for grader, rows in pending.groupby("grader", sort=False):
@@ -287,6 +294,10 @@ def pending_message(pending: pd.DataFrame, *, how: Mapping[str, str] | None = No
         if AUDIT in counts:
             qids = sorted(rows.loc[rows["why"] == AUDIT, "query_id"].unique())
             detail.append("audit quer" + ("y " if len(qids) == 1 else "ies ") + ", ".join(qids))
+        if ADJUDICATE in counts:
+            qids = sorted(rows.loc[rows["why"] == ADJUDICATE, "query_id"].unique())
+            detail.append("adjudication quer" + ("y " if len(qids) == 1 else "ies ")
+                          + ", ".join(qids))
         verb = "needs" if n == 1 else "need"
         if not parts:  # "41 pairs need grader-a ..., 7 need auditor-b ..."
             verb = "pair needs" if n == 1 else "pairs need"

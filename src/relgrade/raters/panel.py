@@ -25,6 +25,7 @@ import numpy as np
 import pandas as pd
 
 from relgrade.errors import InputError
+from relgrade.protocol import bank
 from relgrade.raters.aggregate import check_ratings, dawid_skene, majority_grade
 from relgrade.raters.gold import check_gold, gold_accuracy, remove_raters
 from relgrade.schema import PAIR, PENDING
@@ -41,7 +42,7 @@ PROVENANCE = ["query_id", "chunk_id", "aggregate_grade", "grade", "expert", "rea
               "queued_because"]
 
 #: The ``why`` of a queued pair the expert still owes (pending work).
-ADJUDICATE = "adjudicate"
+ADJUDICATE = bank.ADJUDICATE
 
 #: Methods of :func:`aggregate_panel`.
 METHODS = ("majority", "dawid-skene")
@@ -285,9 +286,48 @@ def require_expert(queue: pd.DataFrame, expert: str | None, *, limit: int = 10) 
                          "adjudication.expert")
 
 
+def queued_expert_grades(expert_grades: pd.DataFrame,
+                         queue: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The expert's grades of queued pairs, and those of pairs the queue no longer holds.
+
+    The adjudication queue follows the panel (its raters, their grades, the aggregation
+    method, ``adjudication.max_spread``): when it changes, the expert's grades of pairs that
+    left it stay in the judgment bank but are not used, and come back into use if the pairs
+    are queued again.
+
+    Parameters
+    ----------
+    expert_grades : pandas.DataFrame
+        The expert's grades (``query_id``, ``chunk_id``, ...). Not modified.
+    queue : pandas.DataFrame
+        :attr:`PanelResult.queue` (``query_id``, ``chunk_id``, ...).
+
+    Returns
+    -------
+    kept : pandas.DataFrame
+        The rows of ``expert_grades`` whose pair is queued, index reset.
+    aside : pandas.DataFrame
+        The other rows (pairs not queued now), index reset.
+
+    Examples
+    --------
+    >>> g = pd.DataFrame({"query_id": ["q", "q"], "chunk_id": ["a", "b"], "grade": [2, 0]})
+    >>> kept, aside = queued_expert_grades(g, pd.DataFrame({"query_id": ["q"],
+    ...                                                     "chunk_id": ["b"]}))
+    >>> kept["chunk_id"].tolist(), aside["chunk_id"].tolist()
+    (['b'], ['a'])
+    """
+    queued = set(zip(queue["query_id"].astype(str), queue["chunk_id"].astype(str)))
+    keep = pd.Series([(q, c) in queued for q, c in
+                      zip(expert_grades["query_id"].astype(str),
+                          expert_grades["chunk_id"].astype(str))],
+                     index=expert_grades.index, dtype=bool)
+    return (expert_grades[keep].reset_index(drop=True),
+            expert_grades[~keep].reset_index(drop=True))
+
+
 def adjudicate(aggregated: pd.DataFrame, queue: pd.DataFrame, expert_grades: pd.DataFrame,
-               *, expert: str | None, source=None) -> tuple[pd.DataFrame, pd.DataFrame,
-                                                              pd.DataFrame]:
+               *, expert: str | None) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
     """The key grader's grades: the aggregate, with the expert's grades on queued pairs.
 
     Parameters
@@ -298,11 +338,10 @@ def adjudicate(aggregated: pd.DataFrame, queue: pd.DataFrame, expert_grades: pd.
         :attr:`PanelResult.queue`.
     expert_grades : pandas.DataFrame
         The expert's grades (``query_id``, ``chunk_id``, ``grade``, ``reason``); may be
-        empty.
+        empty. Grades of pairs not in ``queue`` (queued under an earlier panel or method)
+        are not used (:func:`queued_expert_grades`); they are never an error.
     expert : str or None
         The expert's name (params ``adjudication.expert``).
-    source : str, optional
-        The expert's grade file, named in errors.
 
     Returns
     -------
@@ -319,21 +358,14 @@ def adjudicate(aggregated: pd.DataFrame, queue: pd.DataFrame, expert_grades: pd.
     Raises
     ------
     InputError
-        The queue is not empty and no expert is declared (:func:`require_expert`); the
-        expert graded a pair that is not in the queue.
+        The queue is not empty and no expert is declared (:func:`require_expert`).
     """
     require_expert(queue, expert)
     queued = {(q, c): why for q, c, why in
               zip(queue["query_id"], queue["chunk_id"], queue["reason"])}
-    done = {}
-    for q, c, g, r in zip(expert_grades["query_id"].astype(str),
-                          expert_grades["chunk_id"].astype(str), expert_grades["grade"],
-                          expert_grades["reason"]):
-        if (q, c) not in queued:
-            raise InputError("an expert grade for a pair not in the adjudication queue",
-                             path=source, item=f"{expert}: pair ({q}, {c})",
-                             fix="The expert grades only the queued pairs; remove the row")
-        done[(q, c)] = (int(g), str(r))
+    kept, _ = queued_expert_grades(expert_grades, queue)
+    done = {(str(q), str(c)): (int(g), str(r)) for q, c, g, r in
+            zip(kept["query_id"], kept["chunk_id"], kept["grade"], kept["reason"])}
     owed = [(expert, q, c, ADJUDICATE) for (q, c) in sorted(queued) if (q, c) not in done]
     pending = pd.DataFrame(owed, columns=PENDING)
     prov = [(q, c, int(a), done[(q, c)][0], expert, done[(q, c)][1], queued[(q, c)])

@@ -3,18 +3,22 @@ grader's grades are written beside every grader's (``grading.mode: raters``).
 
 Reads the aggregate (``paths.aggregated``), the queue (``paths.adjudication_queue``) and the
 expert's current grades from ``paths.rater_grades``. Stops, writing nothing, while the
-expert owes queued pairs (pending work, named with the command that does it); refuses an
-expert grade of a pair outside the queue. Writes ``paths.grades`` (every grader's rows plus
-the key grader's: the aggregate, or the expert's grade and reason) and ``paths.adjudication``
-(per adjudicated pair: the aggregate replaced, the expert's grade and reason, why queued).
+expert owes queued pairs: pending work (``Pending: ...``), named with the command that does
+it. The queue follows the panel and the aggregation method, so it may change after the
+expert has graded: the expert's grades of pairs no longer queued are set aside with a note
+(kept in the judgment bank, unused, never an error), and newly queued pairs are owed. Writes
+``paths.grades`` (every grader's rows plus the key grader's: the aggregate, or the expert's
+grade and reason) and ``paths.adjudication`` (per adjudicated pair: the aggregate replaced,
+the expert's grade and reason, why queued).
 """
 
 import numpy as np
 import pandas as pd
 
-from relgrade.errors import ProtocolError
+from relgrade.experiment.layout import grade_commands
 from relgrade.io import files as io
-from relgrade.raters.panel import adjudicate
+from relgrade.protocol import bank
+from relgrade.raters.panel import adjudicate, queued_expert_grades
 from relgrade.schema import GRADES
 
 
@@ -27,15 +31,12 @@ def run(ex):
                          columns=["query_id", "chunk_id", "grades", "spread", "reason"])
     theirs = table[(table["grader"] == expert) & (table["round"] == grading.round)] \
         if expert else table.iloc[:0]
-    source = ex.grader_files(expert).grades.as_posix() if expert else None
-    rows, provenance, pending = adjudicate(aggregated, queue, theirs, expert=expert,
-                                           source=source)
-    if len(pending):
-        queries = sorted(pending["query_id"].unique())
-        raise ProtocolError(
-            f"adjudication: {len(pending)} queued pair{'s' if len(pending) > 1 else ''} "
-            f"need{'s' if len(pending) == 1 else ''} {expert} (queries {', '.join(queries)}); "
-            f"run `relgrade grade run --grader {expert}` or `relgrade serve --grader {expert}`")
+    _, aside = queued_expert_grades(theirs, queue)
+    if len(aside):
+        print(f"note: {len(aside)} {expert} grade{'s' if len(aside) != 1 else ''} of pairs no "
+              "longer in the adjudication queue set aside (kept in the judgment bank, unused)")
+    rows, provenance, pending = adjudicate(aggregated, queue, theirs, expert=expert)
+    bank.require_no_pending(pending, how=grade_commands(ex))
     key_rows = rows.assign(grader=key_grader, role="grader", round=int(grading.round),
                            sequence=np.arange(len(rows), dtype=np.int64))[GRADES]
     out = pd.concat([table[GRADES], key_rows], ignore_index=True)

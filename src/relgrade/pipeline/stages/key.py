@@ -38,6 +38,7 @@ import pandas as pd
 from relgrade.errors import InputError, ProtocolError
 from relgrade.io import files as io
 from relgrade.io.trec import write_trec_qrels
+from relgrade.protocol import corrections as corrections_mod
 from relgrade.protocol import key, ledger, triage
 from relgrade.schema import MADE_ON
 
@@ -288,23 +289,62 @@ def run(ex):
     if status == ledger.REVISED:
         # the pairs regraded because what they show changed, with the content now graded
         record |= {"revises": revises, "regraded": regraded}
+    corrections = _corrections(ex)
     if status == ledger.POST_HOC:
-        folder = ex.path("key_post_hoc")
-        with io.atomic_dir(folder) as tmp:  # the three files swapped in as one folder
-            names = ex.key_files(post_hoc=True)
-            record = _write(type(names)(key=tmp / names.key.name, qrels=tmp / names.qrels.name,
-                                        record=tmp / names.record.name,
-                                        made_on=tmp / names.made_on.name),
-                            table, record, gate, ex, made_on)
-        where = f"beside the frozen key, in {folder.as_posix()}"
+        record, where = _write_post_hoc(ex, table, record, gate, made_on, corrections)
     else:
         replaced = _keep_previous(ex, record["key_sha256"], used)
         record = _write(ex.key_files(), table, record, gate, ex, made_on)
-        _clear_post_hoc(ex, record)
         _note_previous(ex, record)
         where = f"in {ex.path('key').as_posix()}"
         if replaced:
             where += f"; the key it replaced, {replaced}, kept in {ex.path('key_previous')}"
+        if corrections:  # the frozen key stands; the corrected one beside it, post-hoc
+            _, beside = _write_post_hoc(ex, table, dict(record), gate, made_on, corrections,
+                                        frozen=record["key_sha256"])
+            where += f"; {beside}"
+        else:
+            _clear_post_hoc(ex, record)
     print(f"key {record['key_sha256']} ({status}) {where}: {record['pairs']} pairs, "
           f"{record['queries']} queries, dropped {', '.join(dropped) or 'none'}")
 
+
+def _corrections(ex):
+    """The key grader's post-hoc corrections of this round (``relgrade grade correct``), in
+    the order recorded; empty without a corrections file."""
+    f = ex.grader_files(ex.params.need("grading.key_grader")).corrections
+    return io.read_jsonl(f) if f.exists() else []
+
+
+def _write_post_hoc(ex, table, record, gate, made_on, corrections, *, frozen=None):
+    """Write the post-hoc key (``table`` with ``corrections`` applied) beside the frozen one,
+    in ``paths.key_post_hoc`` (one folder swap); its record says ``post_hoc: true`` and
+    lists the corrections applied (and those set aside: made on other content, or of a pair
+    the key no longer holds) and, beside a frozen key, the hash it ``corrects``. Returns the
+    record written and where it went, for the stage's line."""
+    notes = {}
+    if corrections:
+        table, applied, aside = corrections_mod.apply_corrections(table, corrections,
+                                                                  made_on=made_on)
+        notes = {"corrections": applied, "corrections_set_aside": aside}
+        if frozen is not None:
+            notes["corrects"] = frozen
+        if aside:
+            print(f"note: {len(aside)} correction{'s' if len(aside) != 1 else ''} made on "
+                  "other content, or of pairs the key no longer holds, set aside")
+    folder = ex.path("key_post_hoc")
+    record = record | {"key_sha256": key.key_sha256(table), "post_hoc": True,
+                       "frozen_at": _frozen_at(ex, key.key_sha256(table), post_hoc=True),
+                       **notes}
+    with io.atomic_dir(folder) as tmp:  # the files swapped in as one folder
+        names = ex.key_files(post_hoc=True)
+        record = _write(type(names)(key=tmp / names.key.name, qrels=tmp / names.qrels.name,
+                                    record=tmp / names.record.name,
+                                    made_on=tmp / names.made_on.name),
+                        table, record, gate, ex, made_on)
+    where = f"beside the frozen key, in {folder.as_posix()}"
+    if notes:
+        n = len(notes["corrections"])
+        where = (f"a post-hoc key {record['key_sha256']} with {n} correction"
+                 f"{'s' if n != 1 else ''} {where}")
+    return record, where

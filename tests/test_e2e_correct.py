@@ -1,0 +1,103 @@
+"""End to end: `relgrade grade correct` on the tiny experiment after its key was frozen and
+used for metrics.
+
+The correction is appended beside the key grader's round file; `dvc repro` keeps the frozen
+key, its metrics and the decision byte for byte, and writes the corrected key beside it as a
+post-hoc key (its record listing the correction) with each arm's post-hoc metrics. Refusals:
+a pair outside the pool, a grade off the scale, an empty reason, the grade already recorded.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.e2e import tiny
+from tests.test_e2e_dvc import _setup
+
+pytestmark = [pytest.mark.slow]
+
+FROZEN = ("data/key/key.jsonl", "data/key/key.qrels", "data/key/record.json",
+          "data/graded/grades.parquet", *(f"metrics/arms/{arm}.json" for arm in tiny.ARMS))
+
+
+@pytest.fixture(scope="module")
+def corrected(tmp_path_factory):
+    root = tmp_path_factory.mktemp("correct")
+    pairs, audit_pairs = _setup(root)
+    tiny.write_grades(root, "grader-a", tiny.grade_rows(pairs))
+    tiny.write_grades(root, "auditor-b", tiny.grade_rows(audit_pairs))
+    tiny.run(root, "dvc", "repro")
+    before = {name: (root / name).read_bytes() for name in FROZEN if (root / name).exists()}
+    key = [json.loads(x) for x in (root / "data/key/key.jsonl").read_text().splitlines()]
+    target = next(r for r in key if r["grade"] == 0)
+    refused = {
+        "outside": tiny.run(root, "relgrade", "grade", "correct", target["query_id"],
+                            "no-such-chunk", "--grade", "1", "--reason", "x", check=False),
+        "scale": tiny.run(root, "relgrade", "grade", "correct", target["query_id"],
+                          target["chunk_id"], "--grade", "5", "--reason", "x", check=False),
+        "reason": tiny.run(root, "relgrade", "grade", "correct", target["query_id"],
+                           target["chunk_id"], "--grade", "1", "--reason", " ", check=False),
+        "same": tiny.run(root, "relgrade", "grade", "correct", target["query_id"],
+                         target["chunk_id"], "--grade", "0", "--reason", "x", check=False),
+    }
+    said = tiny.run(root, "relgrade", "grade", "correct", target["query_id"],
+                    target["chunk_id"], "--grade", "1", "--reason",
+                    "The test names the target in its docstring.")
+    repro = tiny.run(root, "dvc", "repro")
+    after = {name: (root / name).read_bytes() for name in before}
+    return root, target, before, after, refused, said, repro
+
+
+def test_refusals_are_clear_errors_and_record_nothing(corrected):
+    root, target, *_, refused, _, _ = corrected
+    pair = f"pair ({target['query_id']}, "
+    assert "a correction of a pair outside the pool" in refused["outside"].stderr
+    assert f"{pair}no-such-chunk)" in refused["outside"].stderr
+    assert ("a corrected grade off the scale (found 5). Use a grade of the scale: 0, 1, 2"
+            in refused["scale"].stderr)
+    assert "a correction without a reason" in refused["reason"].stderr
+    assert ("a correction identical to the recorded grade (found grade 0)"
+            in refused["same"].stderr)
+    assert all(p.returncode == 1 and p.stderr.startswith("Error: ") for p in refused.values())
+
+
+def test_the_correction_is_recorded_beside_the_key_graders_round_file(corrected):
+    root, target, *_ = corrected
+    rows = [json.loads(x) for x in
+            (root / "data/grades/grader-a/round-1.corrections.jsonl").read_text().splitlines()]
+    assert len(rows) == 1  # the refused ones left nothing
+    row = rows[0]
+    assert (row["query_id"], row["chunk_id"], row["grade_before"], row["grade"]) == \
+        (target["query_id"], target["chunk_id"], 0, 1)
+    frozen = json.loads((root / "data/key/record.json").read_text())
+    assert row["key_sha256"] == frozen["key_sha256"]
+    assert row["content_sha256"] and row["intent_sha256"] and row["corrected_at"]
+
+
+def test_the_frozen_key_its_metrics_and_the_grades_stay_byte_for_byte(corrected):
+    _, _, before, after, *_ = corrected
+    assert after == before
+
+
+def test_the_corrected_key_and_its_metrics_stand_beside_labelled_post_hoc(corrected):
+    root, target, before, _, _, _, repro = corrected
+    frozen = json.loads(before["data/key/record.json"])
+    record = json.loads((root / "data/key-post-hoc/record.json").read_text())
+    assert record["post_hoc"] is True and record["corrects"] == frozen["key_sha256"]
+    assert [(c["chunk_id"], c["grade_before"], c["grade"]) for c in record["corrections"]] == \
+        [(target["chunk_id"], 0, 1)]
+    key = {(r["query_id"], r["chunk_id"]): r["grade"] for r in
+           map(json.loads, (root / "data/key-post-hoc/key.jsonl").read_text().splitlines())}
+    old = {(r["query_id"], r["chunk_id"]): r["grade"] for r in
+           map(json.loads, before["data/key/key.jsonl"].decode().splitlines())}
+    changed = {k for k in key if key[k] != old[k]}
+    assert changed == {(target["query_id"], target["chunk_id"])} and len(key) == len(old)
+    assert f"a post-hoc key {record['key_sha256']} with 1 correction beside the frozen key" \
+        in repro.stdout
+    for arm in tiny.ARMS:
+        m = json.loads((root / f"metrics/post-hoc/{arm}/metrics.json").read_text())
+        assert (m["key_sha256"], m["post_hoc"]) == (record["key_sha256"], True)
+    status = tiny.run(root, "relgrade", "status").stdout
+    assert f"key: a post-hoc key {record['key_sha256']} stands beside the frozen one" in status
