@@ -98,8 +98,8 @@ def test_dvc_plots_show_draws_the_repository_plots_with_the_network_refused(offl
                                        "dvc-plots.png")
     assert attempted == [] and errors == []
     # one chart per plot the repository's dvc.yaml files declare: arms, deltas and the
-    # confusion matrix at the top and in the triage experiment, the propensity curve of the
-    # click experiment
+    # confusion matrix at the top and in the crowd, ppi and triage experiments, the ppi
+    # experiment's budget curve, the propensity curve of the click experiment
     declared = json.loads(subprocess.run(
         [sys.executable, "-m", "dvc", "plots", "show", "--json"], cwd=ROOT,
         capture_output=True, text=True, check=True).stdout)["data"]
@@ -107,6 +107,10 @@ def test_dvc_plots_show_draws_the_repository_plots_with_the_network_refused(offl
                                 "experiments/crowd-sim/metrics/confusion.csv",
                                 "experiments/crowd-sim/metrics/plots/arms.csv",
                                 "experiments/crowd-sim/metrics/plots/deltas.csv",
+                                "experiments/ppi-sim/metrics/confusion.csv",
+                                "experiments/ppi-sim/metrics/plots/arms.csv",
+                                "experiments/ppi-sim/metrics/plots/budget.csv",
+                                "experiments/ppi-sim/metrics/plots/deltas.csv",
                                 "experiments/triage-sim/metrics/confusion.csv",
                                 "experiments/triage-sim/metrics/plots/arms.csv",
                                 "experiments/triage-sim/metrics/plots/deltas.csv",

@@ -339,8 +339,9 @@ def stages() -> tuple[Stage, ...]:
               deps=("${paths.per_query}", "${paths.key}", "${paths.record}", "${paths.grades}",
                     "${paths.audit}", "${paths.audit_lock}", "${paths.runs}", "${paths.pool}",
                     "${paths.queries}"),
+              # the budget curve is an output here and a plot at the top, where its axes are
+              outs=(_kept("${paths.ppi_budget}"),),
               metrics=(_e("${paths.ppi}", cache=False, persist=True),),
-              plots=(_e("${paths.ppi_budget}", cache=False, persist=True),),
               doc="Prediction-powered estimates per arm and paired difference (model key on "
                   "every query, rectified on the human sample) beside model-only and "
                   "human-only; the judge audit per arm; the judging-budget curve."),
