@@ -557,7 +557,7 @@ def stage_body(stage: Stage, ex: Experiment, modes: frozenset, *, graph, src: Pa
     return body
 
 
-def render(ex: Experiment, *, repo: Path | None = None) -> str:
+def render(ex: Experiment, *, repo: Path | None = None, name: str | None = None) -> str:
     """The ``dvc.yaml`` text of experiment ``ex``.
 
     Parameters
@@ -566,6 +566,9 @@ def render(ex: Experiment, *, repo: Path | None = None) -> str:
         The experiment; its params decide the modes and the interpolated paths.
     repo : pathlib.Path, optional
         The repository's folder (default: found upward from ``ex.root``).
+    name : str, optional
+        The experiment's name in plot titles (default: from its folder; ``relgrade init``
+        gives it while the folder is still being written under a temporary name).
 
     Returns
     -------
@@ -599,7 +602,7 @@ def render(ex: Experiment, *, repo: Path | None = None) -> str:
     if "clicks" not in modes:
         top = _TOP + (_TOP_PPI if "ppi" in modes else "")
         # the title is a single-quoted YAML scalar: a quote in the name is doubled
-        name = experiment_label(ex.root, repo).replace("'", "''")
+        name = (name or experiment_label(ex.root, repo)).replace("'", "''")
         parts.append(top.replace("{experiment}", name))
     return "".join(parts).rstrip("\n") + "\n"
 

@@ -635,7 +635,7 @@ def init_experiment(plan: Plan) -> Experiment:
         claims[target] = claimed_paths(target, params.paths.as_dict())
         check_disjoint(claims)
         # the pipeline from the stage registry, as `relgrade pipeline render` writes it
-        text = render(Experiment(tmp, params), repo=repo)
+        text = render(Experiment(tmp, params), repo=repo, name=name)
         write_text(tmp / "dvc.yaml", text)
         write_gitignores(tmp, [*cached_outputs(yaml.safe_load(text), params.paths.as_dict(),
                                                arms),
@@ -724,7 +724,7 @@ def init_click_experiment(plan: Plan) -> Experiment:
                 + yaml.safe_dump(params, sort_keys=False))
         write_text(tmp / PARAMS_FILE, text)
         loaded = load_params(tmp / PARAMS_FILE)
-        rendered = render(Experiment(tmp, loaded), repo=repo)
+        rendered = render(Experiment(tmp, loaded), repo=repo, name=name)
         write_text(tmp / "dvc.yaml", rendered)
         write_gitignores(tmp, cached_outputs(yaml.safe_load(rendered), CLICK_PATHS, []))
         write_text(tmp / "DESIGN.md", f"# {name}: a click experiment\n\n"
