@@ -237,6 +237,23 @@ def _shape(obj) -> str | None:
     return None
 
 
+def _result_line(raw: bytes, *, line: int, source: str) -> tuple[object, str | None]:
+    """One line of a provider's results file: the parsed JSON value and its provider shape
+    (:func:`_shape`; None when it is not an object of either provider's results).
+
+    Raises
+    ------
+    InputError
+        The line is not UTF-8 JSON, naming ``source`` and ``line``.
+    """
+    try:
+        obj = json.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise InputError("a results line is not valid JSON", path=source, line=line,
+                         found=str(e), fix="Nothing of this file was recorded") from None
+    return obj, (_shape(obj) if isinstance(obj, dict) else None)
+
+
 def _answer(obj, provider) -> tuple[str | None, str | None]:
     """(the answer text, None) or (None, why the provider gave none); KeyError/TypeError
     when the line is not shaped like the provider's results."""
@@ -299,12 +316,7 @@ def read_results(data: bytes, *, source, owed: Sequence[OwedBatch], grader: str,
     for i, raw in enumerate(data.split(b"\n"), start=1):
         if not raw.strip():
             continue
-        try:
-            obj = json.loads(raw.decode("utf-8"))
-        except (UnicodeDecodeError, json.JSONDecodeError) as e:
-            raise InputError("a results line is not valid JSON", path=source, line=i,
-                             found=str(e), fix="Nothing of this file was recorded") from None
-        shape = _shape(obj) if isinstance(obj, dict) else None
+        obj, shape = _result_line(raw, line=i, source=source)
         if shape is None or not isinstance(obj.get("custom_id"), str):
             raise InputError("a results line must be an OpenAI or Anthropic batch result "
                              "with a custom_id", path=source, line=i,
@@ -370,12 +382,7 @@ def results_provider(data: bytes, *, source) -> str:
     for i, raw in enumerate(data.split(b"\n"), start=1):
         if not raw.strip():
             continue
-        try:
-            obj = json.loads(raw.decode("utf-8"))
-        except (UnicodeDecodeError, json.JSONDecodeError) as e:
-            raise InputError("a results line is not valid JSON", path=source, line=i,
-                             found=str(e), fix="Nothing of this file was recorded") from None
-        shape = _shape(obj) if isinstance(obj, dict) else None
+        obj, shape = _result_line(raw, line=i, source=source)
         if shape is None:
             raise InputError("a results line must be an OpenAI or Anthropic batch result "
                              "with a custom_id", path=source, line=i,
