@@ -181,8 +181,16 @@ def test_edit_of_a_source_spec_exports_it_once_points_params_at_it_and_edits_one
     assert params["corpus"]["input"] == "data/input/chunks.jsonl"
     assert res.output.splitlines()[1:] == [
         f"Edited chunk {cid} in experiments/pkg/data/input/chunks.jsonl",
-        "No pool built yet: nothing graded is affected; `dvc repro` builds on the edited "
-        "corpus."]
+        "No pool built yet: nothing graded is affected; `dvc repro experiments/pkg/dvc.yaml` "
+        "builds on the edited corpus."]
+    # the design record keeps naming the pinned source the edited chunks came from
+    from relgrade.experiment.files import Experiment
+    from relgrade.pipeline.design import write_design
+
+    text = write_design(Experiment.load(folder / "params.yaml")).read_text()
+    assert ("- Corpus: `data/input/chunks.jsonl`, exported from `corpus.source.yaml` (archive "
+            f"sha256 `{origin['archive_sha256']}`) by `relgrade corpus edit` and edited "
+            "since.") in text
     # a second edit edits the chunks file in place: no second export
     (tmp_path / "again.txt").write_text("def greet(name):\n    return 'hey'\n")
     res = CliRunner().invoke(cli, ["corpus", "edit", cid, "--text-file", "again.txt",

@@ -48,7 +48,10 @@ def test_corpus_edit_makes_that_chunks_pairs_pending_and_regrading_revises_the_k
     edit = tiny.run(root, "relgrade", "corpus", "edit", cid, "--text-file", "blank.txt")
     assert edit.stdout.splitlines() == [
         f"Edited chunk {cid} in data/input/chunks.jsonl",
-        f"`dvc repro` will then stop on: {owed}"]
+        f"`dvc repro` will then stop on: {owed}",
+        "If the new text changes what an arm retrieves, the pool changes too: pairs may leave "
+        "it or join it, `dvc repro` names what is owed then, and the key it freezes is a new "
+        "pool version (not a revision of this one)."]
     refused = tiny.run(root, "relgrade", "corpus", "edit", cid, "--text-file", "blank.txt",
                        check=False)
     assert refused.returncode == 1

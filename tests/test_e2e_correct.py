@@ -101,3 +101,13 @@ def test_the_corrected_key_and_its_metrics_stand_beside_labelled_post_hoc(correc
         assert (m["key_sha256"], m["post_hoc"]) == (record["key_sha256"], True)
     status = tiny.run(root, "relgrade", "status").stdout
     assert f"key: a post-hoc key {record['key_sha256']} stands beside the frozen one" in status
+
+
+def test_the_correction_names_the_dvc_repro_that_writes_the_post_hoc_key(corrected):
+    root, target, *_, said, _ = corrected
+    # the experiment is the repository's top folder here, so plain `dvc repro` is its command
+    assert said.stdout == (
+        f"corrected {target['query_id']}/{target['chunk_id']}: grade 0 -> 1 (post-hoc, beside "
+        f"the frozen key {json.loads((root / 'data/key/record.json').read_text())['key_sha256'][:12]}), "
+        "recorded in data/grades/grader-a/round-1.corrections.jsonl; run dvc repro for the "
+        "post-hoc key and metrics\n")

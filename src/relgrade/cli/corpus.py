@@ -115,7 +115,7 @@ def edit_cmd(chunk_id, text_file, params_path):
     from relgrade.errors import InputError
     from relgrade.experiment import chunk_edit
     from relgrade.experiment.files import Experiment
-    from relgrade.experiment.layout import grade_commands
+    from relgrade.experiment.layout import grade_commands, repro_command
     from relgrade.io.files import read_table, write_text
     from relgrade.pipeline.judgments import judgments
     from relgrade.pipeline.stages.corpus import build_corpus
@@ -136,7 +136,7 @@ def edit_cmd(chunk_id, text_file, params_path):
         relative = Path(cfg.input).with_name(rows_src.name).as_posix()
         write_text(params_path, chunk_edit.set_corpus_input(
             Path(params_path).read_text("utf-8"), relative, path=params_path))
-        click.echo(f"Exported {len(chunks)} chunks of {src.as_posix()} (sha256 "
+        click.echo(f"Exported {len(chunks)} chunks of {src.as_posix()} (spec sha256 "
                    f"{origin['source_spec_sha256'][:12]}) to {rows_src.as_posix()}; params "
                    f"corpus.input is now {relative}")
     rows = chunk_edit.replace_text(chunk_edit.read_rows(rows_src), chunk_id, text,
@@ -146,16 +146,21 @@ def edit_cmd(chunk_id, text_file, params_path):
 
     pool_path, chunks_path = ex.path("pool"), ex.path("chunks")
     if not (pool_path.is_file() and chunks_path.is_file()):
-        click.echo("No pool built yet: nothing graded is affected; `dvc repro` builds on the "
-                   "edited corpus.")
+        click.echo(f"No pool built yet: nothing graded is affected; `{repro_command(ex)}` "
+                   "builds on the edited corpus.")
         return
     built = read_table(chunks_path, columns=["chunk_id", "header", "text"])
     built.loc[built["chunk_id"].astype(str) == chunk_id, "text"] = text
     pool = read_table(pool_path, columns=["query_id", "chunk_id"])
     owed = judgments(ex, pool, ex.audit_ids() or [], chunks=built).pending
     owed = owed[owed["chunk_id"].astype(str) == chunk_id]
+    repro = repro_command(ex)
     if owed.empty:
-        click.echo(f"Chunk {chunk_id} is in no pool pair: `dvc repro` owes no grading for it.")
+        click.echo(f"Chunk {chunk_id} is in no pool pair: `{repro}` owes no grading for it.")
     else:
-        click.echo("`dvc repro` will then stop on: "
+        click.echo(f"`{repro}` will then stop on: "
                    + pending_message(owed, how=grade_commands(ex)))
+    # the forecast holds for today's pool; new text can move the chunk in the arms' runs
+    click.echo("If the new text changes what an arm retrieves, the pool changes too: pairs "
+               "may leave it or join it, `dvc repro` names what is owed then, and the key it "
+               "freezes is a new pool version (not a revision of this one).")

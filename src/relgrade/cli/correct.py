@@ -37,6 +37,7 @@ def correct_cmd(query_id, chunk_id, grade, reason, grader, params_path):
     from relgrade.canonical import jsonl_bytes
     from relgrade.errors import InputError
     from relgrade.experiment.files import Experiment
+    from relgrade.experiment.layout import repro_command
     from relgrade.graders.store import append_lines, now_utc
     from relgrade.io import files as io
     from relgrade.protocol.corrections import correction_row
@@ -67,6 +68,6 @@ def correct_cmd(query_id, chunk_id, grade, reason, grader, params_path):
     append_lines(files.corrections, jsonl_bytes([row]))
     click.echo(f"corrected {row['query_id']}/{row['chunk_id']}: grade {row['grade_before']} -> "
                f"{row['grade']} (post-hoc, beside the frozen key {record['key_sha256'][:12]}), "
-               f"recorded in {files.corrections.as_posix()}; run dvc repro for the post-hoc "
-               "key and metrics")
+               f"recorded in {files.corrections.as_posix()}; run {repro_command(ex)} for the "
+               "post-hoc key and metrics")
 

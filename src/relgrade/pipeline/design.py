@@ -17,6 +17,7 @@ from pathlib import Path
 import jinja2
 
 from relgrade.pipeline.cost import seconds_per_judgment
+from relgrade.experiment.chunk_edit import ORIGIN_NAME
 from relgrade.io.files import read_json, write_text
 
 #: The file name of the design record, in the experiment's folder.
@@ -80,7 +81,7 @@ def placeholder(name: str) -> str:
 
 def design_context(*, name: str, params, record: dict | None = None,
                    review: dict | None = None, corpus_sha256: str | None = None,
-                   record_path: str | None = None) -> dict:
+                   record_path: str | None = None, corpus_origin: dict | None = None) -> dict:
     """What the design template is filled with.
 
     Parameters
@@ -98,6 +99,9 @@ def design_context(*, name: str, params, record: dict | None = None,
         The corpus manifest's sha256, when the corpus stage ran.
     record_path : str, optional
         Where the record lives, relative to the experiment.
+    corpus_origin : dict, optional
+        ``chunks.origin.json`` beside an edited chunks file (``exported_from``,
+        ``archive_sha256``): the source spec it was exported from before an edit.
 
     Returns
     -------
@@ -115,6 +119,7 @@ def design_context(*, name: str, params, record: dict | None = None,
     return {
         "name": name, "record": record, "record_path": record_path, "review": review,
         "corpus_input": p.need("corpus").input, "corpus_sha256": corpus_sha256,
+        "corpus_origin": corpus_origin,
         "queries_input": p.need("queries").input, "groups": list(p.need("queries").groups),
         "arms": arms, "pool_depth": pool.depth, "tail_sample": pool.tail_sample,
         "tail_depth": pool.tail_depth, "seed": p.seed,
@@ -200,13 +205,16 @@ def write_design(ex, name: str | None = None) -> Path:
     review = read_json(review_path) if review_path.is_file() else None
     manifest_path = ex.path("corpus_manifest")
     manifest = read_json(manifest_path) if manifest_path.is_file() else None
+    # an edited corpus keeps naming the pinned source it was exported from
+    origin_path = ex.file(ex.params.need("corpus").input).with_name(ORIGIN_NAME)
+    origin = read_json(origin_path) if origin_path.is_file() else None
     if name is None:
         # the repository's own experiment is its top folder, whatever the clone is called
         name = "default" if (ex.root / "stages").is_dir() else ex.root.resolve().name
     context = design_context(
         name=name, params=ex.params, record=record, review=review,
         corpus_sha256=(manifest or {}).get("sha256"),
-        record_path=ex.params.paths.record)
+        record_path=ex.params.paths.record, corpus_origin=origin)
     write_text(path, render_design(context, blocks))
     return path
 
