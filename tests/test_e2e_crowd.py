@@ -87,26 +87,31 @@ def test_the_sample_stage_draws_the_query_set_with_traffic_weights_and_its_seed(
     manifest = json.loads((exp / "data/queries/sample.json").read_text())
     assert (manifest["seed"], manifest["seed_purpose"]) == (0, "queries-sample")
     assert manifest["child_seed"] == derive_seed(0, "queries-sample")
-    assert (manifest["issued"], manifest["distinct"], manifest["n"]) == (2396, 24, 8)
+    assert (manifest["issued"], manifest["distinct"], manifest["n"]) == (2396, 24, 12)
     sampled = pd.read_csv(exp / "data/input/queries.sampled.tsv", sep="\t")
     committed = pd.read_csv(tiny.REPO / EXP / "data/input/queries.sampled.tsv", sep="\t")
     pd.testing.assert_frame_equal(sampled, committed)
-    # By hand from data/input/query-log.tsv (2396 issued; cuts at 1198 and 1916.8): the head
-    # is 714 + 276 + 231 = 1221 issued, all three taken, each weighing its own count; the
-    # torso, 8 queries of 712 issued, gives 3, each weighing 712 / 3; the tail, 13 queries of
-    # 463 issued, gives 2, each weighing 463 / 2.
+    # By hand from data/input/query-log.tsv (2396 issued; cuts at 1198 and 1916.8), 12 drawn
+    # with an equal allocation: the head is 714 + 276 + 231 = 1221 issued, all three taken,
+    # each weighing its own count; its fourth draw goes to the torso, 8 queries of 712
+    # issued, which gives 5: "job lease lock" (143 issued; 5 * 143 >= 712) is taken with
+    # certainty and weighs its own count, the other 4 share the rest, (712 - 143) / 4 =
+    # 142.25 each (4 * 126, the next count, is below 569: no second certainty); the tail, 13
+    # queries of 463 issued (at most 43 each: 4 * 43 < 463), gives 4, each weighing 463 / 4.
     weights = dict(zip(sampled["query"], sampled["weight"]))
     assert [weights[q] for q in ("lease jobs to workers", "higher priority jobs",
-                                 "worker heartbeat")] == [714.0, 276.0, 231.0]
-    assert sorted(sampled["group"].value_counts().items()) == [("head", 3), ("tail", 2),
-                                                               ("torso", 3)]
-    for group, weight in (("torso", 712 / 3), ("tail", 463 / 2)):
-        assert sampled.loc[sampled["group"] == group, "weight"].tolist() == pytest.approx(
-            [weight] * len(sampled[sampled["group"] == group]))
+                                 "worker heartbeat", "job lease lock")] == [714.0, 276.0, 231.0,
+                                                                            143.0]
+    assert sorted(sampled["group"].value_counts().items()) == [("head", 3), ("tail", 4),
+                                                               ("torso", 5)]
+    torso = sampled[(sampled["group"] == "torso") & (sampled["query"] != "job lease lock")]
+    assert torso["weight"].tolist() == pytest.approx([(712 - 143) / 4] * 4)
+    assert sampled.loc[sampled["group"] == "tail", "weight"].tolist() == pytest.approx(
+        [463 / 4] * 4)
     assert sampled["weight"].sum() == pytest.approx(2396.0)
     # the same draw again from the log with the recorded child seed
     log = pd.read_csv(exp / "data/input/query-log.tsv", sep="\t")
-    again = querylog.sample_queries(querylog.strata(log), n=8,
+    again = querylog.sample_queries(querylog.strata(log), n=12,
                                     rng=np.random.default_rng(manifest["child_seed"]))
     assert again["query_id"].tolist() == sampled["query_id"].tolist()
     # the queries stage keeps the weights; the key covers exactly these queries
@@ -126,13 +131,13 @@ def test_the_spammer_alone_is_removed_by_gold(crowd):
     assert acc["rater-5"]["accuracy"] < 0.6 <= min(acc[r]["accuracy"]
                                                    for r in ("rater-1", "rater-2", "rater-3",
                                                              "rater-4"))
-    # 23 gold questions (round(0.4 * 58)), each in 3 queues like every pair: 69 gold rows
-    # over 5 raters, 13 or 14 each
+    # 64 gold questions (round(0.4 * 160)), each in 3 queues like every pair: 192 gold rows
+    # over 5 raters, 38 or 39 each
     queues = pd.read_parquet(exp / "data/private/assignment.parquet")
     assert queues["work"].all()
     assert queues.groupby(["query_id", "chunk_id"]).size().eq(3).all()
-    assert int(queues.groupby(["query_id", "chunk_id"])["gold"].first().sum()) == 23
-    assert sorted(queues.groupby("grader")["gold"].sum()) == [13, 14, 14, 14, 14]
+    assert int(queues.groupby(["query_id", "chunk_id"])["gold"].first().sum()) == 64
+    assert sorted(queues.groupby("grader")["gold"].sum()) == [38, 38, 38, 39, 39]
     assert all(a["gold_answers"] >= 4 for a in acc.values())
 
 
@@ -171,7 +176,7 @@ def test_the_key_recovers_the_truth_at_the_rate_the_confusion_matrices_predict(c
     joined = key.merge(truth, how="left", on=["query_id", "chunk_id"]).fillna({"t": 0})
     observed = int((joined["grade"] == joined["t"]).sum())
     p = _expected_correct(exp)
-    assert len(p) == len(key) == 58
+    assert len(p) == len(key) == 160  # 12 queries, bm25's, tfidf's and random's top 7 each
     expected, sd = p.sum(), np.sqrt((p * (1 - p)).sum())
     assert abs(observed - expected) <= 3 * sd, (observed, expected, sd)
 

@@ -213,14 +213,15 @@ def _queue_counts(ex, pool, chunks, intents):
 
 
 def test_comparing_queues_does_not_find_the_gold_in_a_crowd_sized_panel(tmp_path):
-    # crowd-sim's shape: 58 pool pairs, five raters, three per pair, 23 gold pairs at 0.4.
-    # A rater panel that counts in how many queues each pair is sees 3 for every pair.
+    # crowd-sim's shape: 160 pool pairs, five raters, three per pair, 64 gold pairs at 0.4
+    # (round(0.4 * 160)). A rater panel that counts in how many queues each pair is sees 3
+    # for every pair.
     ex, pool, chunks, intents = _panel_experiment(
-        tmp_path, n_queries=2, per_query=29, n_raters=5, per_pair=3, n_gold=23, fraction=0.4,
+        tmp_path, n_queries=10, per_query=16, n_raters=5, per_pair=3, n_gold=64, fraction=0.4,
         seed=11)
     counts = _queue_counts(ex, pool, chunks, intents)
-    assert len(counts) == 58
-    assert sum(g for _, g in counts.values()) == 23
+    assert len(counts) == 160
+    assert sum(g for _, g in counts.values()) == 64
     assert {n for n, g in counts.values() if g} == {n for n, g in counts.values() if not g} \
         == {3}
 

@@ -58,15 +58,17 @@ def test_metrics_show_lists_only_that_experiments_arms_then_dvcs_scoped_commands
     assert res.exit_code == 0, res.output
     lines = res.output.splitlines()
     key = decisions["bm25"]["key"]
-    assert lines[0] == f"crowd-sim: key {key}, 2 arms, baseline bm25"
-    assert [ln.split()[0] for ln in lines[1:4]] == ["arm", "bm25", "tfidf"]
-    assert lines[4] == "DVC's views of crowd-sim alone:"
-    assert len(lines) == 8 and all(ln.startswith("  dvc ") for ln in lines[5:])
+    # crowd-sim's three arms (bm25, the baseline, first; then random and tfidf)
+    assert lines[0] == f"crowd-sim: key {key}, 3 arms, baseline bm25"
+    assert [ln.split()[0] for ln in lines[1:5]] == ["arm", "bm25", "random", "tfidf"]
+    assert lines[5] == "DVC's views of crowd-sim alone:"
+    assert len(lines) == 9 and all(ln.startswith("  dvc ") for ln in lines[6:])
     res = CliRunner().invoke(cli, ["metrics", "show", "--experiment", str(CROWD), "--json"])
     shown = json.loads(res.output)
     assert shown["experiment"] == "crowd-sim"
     assert [(a["arm"], a["mean"], a["delta"]) for a in shown["arms"]] == [
         ("bm25", decisions["bm25"]["mean"], None),
+        ("random", decisions["random"]["mean"], decisions["random"]["delta"]),
         ("tfidf", decisions["tfidf"]["mean"], decisions["tfidf"]["delta"])]
 
 

@@ -2,9 +2,10 @@
 """Write the simulated crowd experiment's gold file from its pool and the truth.
 
 Gold questions are pool pairs whose grade is known before the raters start; in a real
-panel they come from an earlier frozen key or from adjudication. Here they are 23 pool
-pairs drawn with a fixed seed, graded by the simulation's truth (data/input/truth.tsv): as
-many as `gold.fraction` 0.40 of the 58 pool pairs asks for (round(0.4 * 58) = 23).
+panel they come from an earlier frozen key or from adjudication. Here they are
+round(`gold.fraction` x pool pairs) pool pairs (params.yaml beside sim/; 0.40 of the 160 pool
+pairs: 64) drawn with a fixed seed, graded by the simulation's truth (data/input/truth.tsv,
+a pair not listed there is 0).
 The gold file is private: it is written to data/private/gold.tsv, which git ignores and
 DVC tracks (`dvc add`), so no rater reading the repository finds the answers.
 Run after `dvc repro experiments/crowd-sim/dvc.yaml:pool`: python sim/make_gold.py
@@ -14,10 +15,17 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import yaml
 
 HERE = Path(__file__).resolve().parent
 DATA = HERE.parent / "data"
-N_GOLD, SEED = 23, 20261201
+SEED = 20261201
+
+
+def n_gold(n_pairs: int) -> int:
+    """How many gold pairs params ``gold.fraction`` asks of a pool of ``n_pairs`` pairs."""
+    params = yaml.safe_load((HERE.parent / "params.yaml").read_text(encoding="utf-8"))
+    return int(round(float(params["gold"]["fraction"]) * n_pairs))
 
 
 def main():
@@ -25,7 +33,7 @@ def main():
     pool = pool.sort_values(["query_id", "chunk_id"]).reset_index(drop=True)
     truth = pd.read_csv(DATA / "input" / "truth.tsv", sep="\t", dtype={"grade": int})
     graded = pool.merge(truth, how="left", on=["query_id", "chunk_id"]).fillna({"grade": 0})
-    pick = np.random.default_rng(SEED).choice(len(graded), size=N_GOLD, replace=False)
+    pick = np.random.default_rng(SEED).choice(len(graded), size=n_gold(len(graded)), replace=False)
     gold = graded.iloc[sorted(pick)]
     out = DATA / "private" / "gold.tsv"
     out.parent.mkdir(parents=True, exist_ok=True)
