@@ -170,7 +170,8 @@ def test_qrels_import_for_a_model_grader_is_taken_too(exp):
     src.write_text("q1 0 a 2\n")
     res = _import(str(src), "--grader", "grader-a", "--format", "qrels")
     assert res.exit_code == 0, res.output
-    assert (exp / TARGET).read_bytes() == b'{"query_id":"q1","chunk_id":"a","reason":"","grade":2}\n'
+    assert (exp / TARGET).read_bytes() == \
+        b'{"query_id":"q1","chunk_id":"a","reason":"","grade":2}\n'
     assert _bank("grader-a")[0]["imported_from"]["file"] == src.as_posix()
 
 
