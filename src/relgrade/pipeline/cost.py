@@ -124,8 +124,9 @@ def report_cost(params, grades_manifest: Mapping) -> dict | None:
     Returns
     -------
     dict or None
-        As :func:`judging_cost`: the same numbers ``relgrade status`` gives while the bank
-        is as the grades stage read it. None when the manifest names no grader.
+        As :func:`judging_cost`, graders in name order: the same numbers ``relgrade status``
+        gives while the bank is as the grades stage read it. None when the manifest names no
+        grader.
 
     Raises
     ------
@@ -143,7 +144,7 @@ def report_cost(params, grades_manifest: Mapping) -> dict | None:
                          "relgrade)", item="judging",
                          fix="Rerun the grades stage: dvc repro -f -s grades")
     counts = {str(g): {"spent": int(c["spent"]), "pending": int(c["pending"])}
-              for g, c in counts.items()}
+              for g, c in sorted(counts.items())}  # graders in name order
     return judging_cost(counts, {g: seconds_per_judgment(params, g) for g in counts})
 
 
