@@ -14,6 +14,7 @@ import json
 
 import pytest
 
+from relgrade.protocol.corrections import CORRECTION
 from tests.e2e import tiny
 from tests.test_e2e_dvc import _setup
 
@@ -46,9 +47,12 @@ def corrected(tmp_path_factory):
         "same": tiny.run(root, "relgrade", "grade", "correct", target["query_id"],
                          target["chunk_id"], "--grade", "0", "--reason", "x", check=False),
     }
+    refused["blank by"] = tiny.run(root, "relgrade", "grade", "correct", target["query_id"],
+                                   target["chunk_id"], "--grade", "1", "--reason", "x",
+                                   "--by", " ", check=False)
     said = tiny.run(root, "relgrade", "grade", "correct", target["query_id"],
                     target["chunk_id"], "--grade", "1", "--reason",
-                    "The test names the target in its docstring.")
+                    "The test names the target in its docstring.", "--by", "Ana Reviewer")
     repro = tiny.run(root, "dvc", "repro")
     after = {name: (root / name).read_bytes() for name in before}
     reports = {name: (text, (root / name).read_text()) for name, text in reports.items()}
@@ -63,6 +67,7 @@ def test_refusals_are_clear_errors_and_record_nothing(corrected):
     assert ("a corrected grade off the scale (found 5). Use a grade of the scale: 0, 1, 2"
             in refused["scale"].stderr)
     assert "a correction without a reason" in refused["reason"].stderr
+    assert "a correction by a blank name" in refused["blank by"].stderr
     assert ("a correction identical to the recorded grade (found grade 0)"
             in refused["same"].stderr)
     assert all(p.returncode == 1 and p.stderr.startswith("Error: ") for p in refused.values())
@@ -79,6 +84,8 @@ def test_the_correction_is_recorded_beside_the_key_graders_round_file(corrected)
     frozen = json.loads((root / "data/key/record.json").read_text())
     assert row["key_sha256"] == frozen["key_sha256"]
     assert row["content_sha256"] and row["intent_sha256"] and row["corrected_at"]
+    assert row["corrected_by"] == "Ana Reviewer"
+    assert tuple(row) == CORRECTION
 
 
 def test_the_frozen_key_its_metrics_and_the_grades_stay_byte_for_byte(corrected):
@@ -122,11 +129,11 @@ def test_the_report_shows_the_post_hoc_key_beside_the_frozen_one_and_keeps_its_v
     frozen = json.loads(before["data/key/record.json"])
     record = json.loads((root / "data/key-post-hoc/record.json").read_text())
     row = json.loads((root / "data/grades/grader-a/round-1.corrections.jsonl").read_text())
-    assert (f"1 correction of grader-a's grades, recorded with `relgrade grade correct` at "
-            f"{row['corrected_at']}.") in section
+    assert (f"1 correction of grader-a's grades by Ana Reviewer, recorded with `relgrade grade "
+            f"correct` at {row['corrected_at']}.") in section
     assert f"| frozen | `{frozen['key_sha256']}` |" in section
     assert f"| post-hoc | `{record['key_sha256']}` |" in section
-    assert (f"| {target['query_id']} | {target['chunk_id']} | 0 | 1 | grader-a | "
+    assert (f"| {target['query_id']} | {target['chunk_id']} | 0 | 1 | grader-a | Ana Reviewer | "
             f"{row['corrected_at']} | The test names the target in its docstring. |") in section
     measure = "nDCG(dcg='exp-log2')@10"
     for arm in tiny.ARMS:  # each arm's mean under both keys, from its two metrics files

@@ -10,10 +10,10 @@ FROZEN = {"key_sha256": "a" * 64, "frozen_at": "2026-12-01T10:00:00Z"}
 CORRECTIONS = [
     {"query_id": "q1", "chunk_id": "c3", "grade_before": 0, "grade": 2,
      "reason": "it answers the question | in full", "grader": "grader-a", "round": 1,
-     "corrected_at": "2026-12-01T11:00:00Z"},
+     "corrected_at": "2026-12-01T11:00:00Z", "corrected_by": "Ana Reviewer"},
     {"query_id": "q2", "chunk_id": "c9", "grade_before": 2, "grade": 1,
      "reason": "partly", "grader": "grader-a", "round": 1,
-     "corrected_at": "2026-12-01T12:30:00Z"}]
+     "corrected_at": "2026-12-01T12:30:00Z", "corrected_by": None}]
 POST_HOC = {
     "measure": P, "frozen": FROZEN,
     "post_hoc": {"key_sha256": "b" * 64, "frozen_at": "2026-12-01T12:31:00Z", "post_hoc": True,
@@ -33,16 +33,17 @@ def _section(md: str) -> str:
 def test_the_post_hoc_section_lists_the_corrections_both_keys_and_each_arm_under_both():
     d = decision.build_decision(report(), primary=P, post_hoc=POST_HOC)
     section = _section(decision.to_markdown(d))
-    # two corrections of grader-a's grades, the first at 11:00, the last at 12:30; one aside
-    assert ("2 corrections of grader-a's grades, recorded with `relgrade grade correct` from "
-            "2026-12-01T11:00:00Z to 2026-12-01T12:30:00Z. 1 set aside (made on other "
-            "content, or of a pair the key no longer holds).") in section
+    # two corrections of grader-a's grades, one by a named person, the first at 11:00, the
+    # last at 12:30; one set aside
+    assert ("2 corrections of grader-a's grades by Ana Reviewer (some unnamed), recorded with "
+            "`relgrade grade correct` from 2026-12-01T11:00:00Z to 2026-12-01T12:30:00Z. 1 set "
+            "aside (made on other content, or of a pair the key no longer holds).") in section
     assert "| frozen | `" + "a" * 64 + "` | 2026-12-01T10:00:00Z |" in section
     assert "| post-hoc | `" + "b" * 64 + "` | 2026-12-01T12:31:00Z |" in section
     # a `|` in a reason is escaped, so it cannot break the row
-    assert ("| q1 | c3 | 0 | 2 | grader-a | 2026-12-01T11:00:00Z | it answers the question "
-            "\\| in full |") in section
-    assert "| q2 | c9 | 2 | 1 | grader-a | 2026-12-01T12:30:00Z | partly |" in section
+    assert ("| q1 | c3 | 0 | 2 | grader-a | Ana Reviewer | 2026-12-01T11:00:00Z | it answers "
+            "the question \\| in full |") in section
+    assert "| q2 | c9 | 2 | 1 | grader-a | — | 2026-12-01T12:30:00Z | partly |" in section
     # 0.625 - 0.5 = +0.125; 0.7 - 0.75 = -0.05; an arm without post-hoc metrics: no change
     assert "| bm25 | 0.5000 | 0.6250 | +0.1250 |" in section
     assert "| dense | 0.7500 | 0.7000 | -0.0500 |" in section

@@ -351,9 +351,10 @@ def post_hoc_cells(post_hoc: dict) -> dict:
     -------
     dict
         ``measure``; ``summary`` (one sentence: how many corrections, whose grades, when,
-        how many set aside); ``sides``: rows ``{"which", "key", "frozen_at"}``;
-        ``corrections``: rows ``{"query", "chunk", "before", "after", "grader",
-        "corrected_at", "reason"}`` in the order recorded; ``arms``: rows ``{"arm",
+        who made them, how many set aside); ``sides``: rows ``{"which", "key",
+        "frozen_at"}``; ``corrections``: rows ``{"query", "chunk", "before", "after",
+        "grader", "by", "corrected_at", "reason"}`` in the order recorded (``by`` "—" when
+        the correction names no one); ``arms``: rows ``{"arm",
         "frozen", "post_hoc", "change"}`` (4 decimals; change = post-hoc − frozen).
 
     Examples
@@ -362,11 +363,12 @@ def post_hoc_cells(post_hoc: dict) -> dict:
     ...     "frozen": {"key_sha256": "aa", "frozen_at": "t0"},
     ...     "post_hoc": {"key_sha256": "bb", "frozen_at": "t2", "corrections": [
     ...         {"query_id": "q", "chunk_id": "c", "grade_before": 0, "grade": 2,
-    ...          "reason": "answers it", "grader": "g", "corrected_at": "t1"}],
+    ...          "reason": "answers it", "grader": "g", "corrected_at": "t1",
+    ...          "corrected_by": "Ana"}],
     ...         "corrections_set_aside": []},
     ...     "arms": {"a": {"frozen": 0.5, "post_hoc": 0.625}}})
     >>> c["summary"]
-    "1 correction of g's grades, recorded with `relgrade grade correct` at t1."
+    "1 correction of g's grades by Ana, recorded with `relgrade grade correct` at t1."
     >>> c["arms"][0]["change"]
     '+0.1250'
     """
@@ -376,9 +378,13 @@ def post_hoc_cells(post_hoc: dict) -> dict:
     if applied:
         n = len(applied)
         whose = ", ".join(sorted({str(c.get("grader")) for c in applied}))
+        named = sorted({str(c["corrected_by"]) for c in applied if c.get("corrected_by")})
+        by = f" by {', '.join(named)}" if named else ""
+        if named and any(not c.get("corrected_by") for c in applied):
+            by += " (some unnamed)"
         times = sorted(str(c.get("corrected_at")) for c in applied)
         when = f"at {times[0]}" if times[0] == times[-1] else f"from {times[0]} to {times[-1]}"
-        summary = (f"{n} correction{'s' if n != 1 else ''} of {whose}'s grades, recorded "
+        summary = (f"{n} correction{'s' if n != 1 else ''} of {whose}'s grades{by}, recorded "
                    f"with `relgrade grade correct` {when}.")
     else:
         summary = ("A changed key used after metrics were seen, allowed by params "
@@ -392,6 +398,7 @@ def post_hoc_cells(post_hoc: dict) -> dict:
     rows = [{"query": str(c["query_id"]), "chunk": str(c["chunk_id"]),
              "before": _int(c.get("grade_before")), "after": _int(c.get("grade")),
              "grader": str(c.get("grader") or UNDEFINED),
+             "by": str(c.get("corrected_by") or UNDEFINED),
              "corrected_at": str(c.get("corrected_at") or UNDEFINED),
              "reason": str(c.get("reason") or "")} for c in applied]
     arms = []
