@@ -73,13 +73,14 @@ def test_judging_cost_in_annotator_hours():
 
 
 def test_status_cost_sums_every_reason_a_pair_is_pending():
-    pending = {"graders": {"g": {"current": 100, "pending_new": 10, "pending_stale": 2,
-                                 "pending_audit": 0, "pending_regrade": 4},
-                           "h": {"current": 36, "pending_new": 0, "pending_stale": 0,
+    pending = {"graders": {"g": {"made": 104, "current": 100, "pending_new": 10,
+                                 "pending_stale": 2, "pending_audit": 0, "pending_regrade": 4},
+                           "h": {"made": 36, "current": 36, "pending_new": 0, "pending_stale": 0,
                                  "pending_audit": 9, "pending_regrade": 0}}}
     cost = status_cost(parse_params(BASE), pending)
-    assert cost["graders"]["g"]["pending"] == 16
-    assert cost["graders"]["h"]["pending"] == 9
+    # spent is every judgment made (4 of g's are stale or superseded), not the current ones
+    assert (cost["graders"]["g"]["spent"], cost["graders"]["g"]["pending"]) == (104, 16)
+    assert (cost["graders"]["h"]["spent"], cost["graders"]["h"]["pending"]) == (36, 9)
     # 16 × 45 + 9 × 20 = 900 s = 0.25 h
     assert cost["pending_hours"] == pytest.approx(0.25)
     assert status_cost(parse_params(BASE), {"error": "bad file"}) is None

@@ -264,3 +264,20 @@ def test_a_partial_regrade_round_regrades_only_the_relevant_pairs_and_merges_the
     assert agreement["pairs"] == audited and agreement["missing"] == 0
     record = json.loads((root / "data/key/record.json").read_text())
     assert record["round"] == 2 and record["regrade"]["rounds"] == [1, 2]
+    # the judging cost after the regrade: the report and `relgrade status` give the same
+    # numbers, one count of both (every judgment of the two rounds' files was made and paid
+    # for: the superseded round-1 grades, the regrades and the stray one alike)
+    made = {g: sum(len((root / f"data/grades/{g}/round-{r}.jsonl").read_text().splitlines())
+                   for r in (1, 2)) for g in ("grader-a", "auditor-b")}
+    assert made["grader-a"] == len(pool) + len(relevant) + 1
+    hours = {g: f"{n * 30 / 3600:.2f}" for g, n in made.items()}
+    total = f"{sum(made.values()) * 30 / 3600:.2f}"
+    report_md = (root / "metrics/report.md").read_text()
+    for g in ("grader-a", "auditor-b"):
+        assert f"| {g} | {made[g]} | 0 | 30 | {hours[g]} | 0.00 |" in report_md
+    assert f"| all | {sum(made.values())} | 0 | | {total} | 0.00 |" in report_md
+    status = tiny.run(root, "relgrade", "status").stdout.splitlines()
+    assert (f"judging cost: {sum(made.values())} judgments spent ({total} h), 0 pending "
+            "(0.00 h)") in status
+    for g in ("grader-a", "auditor-b"):
+        assert f"  {g}: {made[g]} spent, 0 pending at 30 s each (0.00 h to go)" in status

@@ -3,8 +3,9 @@ used for metrics.
 
 The correction is appended beside the key grader's round file; `dvc repro` keeps the frozen
 key, its metrics and the decision byte for byte, and writes the corrected key beside it as a
-post-hoc key (its record listing the correction) with each arm's post-hoc metrics. Refusals:
-a pair outside the pool, a grade off the scale, an empty reason, the grade already recorded.
+post-hoc key (its record listing the correction) with each arm's post-hoc metrics, and the
+report gains a post-hoc section beside its unchanged verdicts. Refusals: a pair outside the
+pool, a grade off the scale, an empty reason, the grade already recorded.
 """
 
 from __future__ import annotations
@@ -13,13 +14,16 @@ import json
 
 import pytest
 
+from relgrade.protocol.corrections import CORRECTION
 from tests.e2e import tiny
 from tests.test_e2e_dvc import _setup
 
 pytestmark = [pytest.mark.slow]
 
 FROZEN = ("data/key/key.jsonl", "data/key/key.qrels", "data/key/record.json",
-          "data/graded/grades.parquet", *(f"metrics/arms/{arm}.json" for arm in tiny.ARMS))
+          "data/graded/grades.parquet", *(f"metrics/arms/{arm}.json" for arm in tiny.ARMS),
+          *(f"metrics/decision/{arm}.json" for arm in tiny.ARMS))
+REPORTS = ("metrics/report.md", "metrics/report.html")
 
 
 @pytest.fixture(scope="module")
@@ -30,6 +34,7 @@ def corrected(tmp_path_factory):
     tiny.write_grades(root, "auditor-b", tiny.grade_rows(audit_pairs))
     tiny.run(root, "dvc", "repro")
     before = {name: (root / name).read_bytes() for name in FROZEN if (root / name).exists()}
+    reports = {name: (root / name).read_text() for name in REPORTS}
     key = [json.loads(x) for x in (root / "data/key/key.jsonl").read_text().splitlines()]
     target = next(r for r in key if r["grade"] == 0)
     refused = {
@@ -42,22 +47,27 @@ def corrected(tmp_path_factory):
         "same": tiny.run(root, "relgrade", "grade", "correct", target["query_id"],
                          target["chunk_id"], "--grade", "0", "--reason", "x", check=False),
     }
+    refused["blank by"] = tiny.run(root, "relgrade", "grade", "correct", target["query_id"],
+                                   target["chunk_id"], "--grade", "1", "--reason", "x",
+                                   "--by", " ", check=False)
     said = tiny.run(root, "relgrade", "grade", "correct", target["query_id"],
                     target["chunk_id"], "--grade", "1", "--reason",
-                    "The test names the target in its docstring.")
+                    "The test names the target in its docstring.", "--by", "Ana Reviewer")
     repro = tiny.run(root, "dvc", "repro")
     after = {name: (root / name).read_bytes() for name in before}
-    return root, target, before, after, refused, said, repro
+    reports = {name: (text, (root / name).read_text()) for name, text in reports.items()}
+    return root, target, before, after, refused, said, repro, reports
 
 
 def test_refusals_are_clear_errors_and_record_nothing(corrected):
-    root, target, *_, refused, _, _ = corrected
+    root, target, *_, refused, _, _, _ = corrected
     pair = f"pair ({target['query_id']}, "
     assert "a correction of a pair outside the pool" in refused["outside"].stderr
     assert f"{pair}no-such-chunk)" in refused["outside"].stderr
     assert ("a corrected grade off the scale (found 5). Use a grade of the scale: 0, 1, 2"
             in refused["scale"].stderr)
     assert "a correction without a reason" in refused["reason"].stderr
+    assert "a correction by a blank name" in refused["blank by"].stderr
     assert ("a correction identical to the recorded grade (found grade 0)"
             in refused["same"].stderr)
     assert all(p.returncode == 1 and p.stderr.startswith("Error: ") for p in refused.values())
@@ -74,6 +84,8 @@ def test_the_correction_is_recorded_beside_the_key_graders_round_file(corrected)
     frozen = json.loads((root / "data/key/record.json").read_text())
     assert row["key_sha256"] == frozen["key_sha256"]
     assert row["content_sha256"] and row["intent_sha256"] and row["corrected_at"]
+    assert row["corrected_by"] == "Ana Reviewer"
+    assert tuple(row) == CORRECTION
 
 
 def test_the_frozen_key_its_metrics_and_the_grades_stay_byte_for_byte(corrected):
@@ -82,7 +94,7 @@ def test_the_frozen_key_its_metrics_and_the_grades_stay_byte_for_byte(corrected)
 
 
 def test_the_corrected_key_and_its_metrics_stand_beside_labelled_post_hoc(corrected):
-    root, target, before, _, _, _, repro = corrected
+    root, target, before, _, _, _, repro, _ = corrected
     frozen = json.loads(before["data/key/record.json"])
     record = json.loads((root / "data/key-post-hoc/record.json").read_text())
     assert record["post_hoc"] is True and record["corrects"] == frozen["key_sha256"]
@@ -104,10 +116,42 @@ def test_the_corrected_key_and_its_metrics_stand_beside_labelled_post_hoc(correc
 
 
 def test_the_correction_names_the_dvc_repro_that_writes_the_post_hoc_key(corrected):
-    root, target, *_, said, _ = corrected
+    root, target, *_, said, _, _ = corrected
     # the experiment is the repository's top folder here, so plain `dvc repro` is its command
     assert said.stdout == (
         f"corrected {target['query_id']}/{target['chunk_id']}: grade 0 -> 1 (post-hoc, beside "
         f"the frozen key {json.loads((root / 'data/key/record.json').read_text())['key_sha256'][:12]}), "
         "recorded in data/grades/grader-a/round-1.corrections.jsonl; run dvc repro for the "
         "post-hoc key and metrics\n")
+
+
+def test_the_report_shows_the_post_hoc_key_beside_the_frozen_one_and_keeps_its_verdicts(
+        corrected):
+    root, target, before, *_, reports = corrected
+    old, new = reports["metrics/report.md"]
+    assert "Post-hoc" not in old  # no post-hoc key before the correction
+    heading = "\n## Post-hoc: a corrected key beside the frozen one\n"
+    start = new.index(heading)
+    end = new.find("\n## ", start + 1)
+    # everything else, the verdicts and the frozen numbers included, stays as it was
+    assert new[:start] + (new[end:] if end != -1 else "\n") == old
+    section = new[start:end if end != -1 else None]
+    frozen = json.loads(before["data/key/record.json"])
+    record = json.loads((root / "data/key-post-hoc/record.json").read_text())
+    row = json.loads((root / "data/grades/grader-a/round-1.corrections.jsonl").read_text())
+    assert (f"1 correction of grader-a's grades by Ana Reviewer, recorded with `relgrade grade "
+            f"correct` at {row['corrected_at']}.") in section
+    assert f"| frozen | `{frozen['key_sha256']}` |" in section
+    assert f"| post-hoc | `{record['key_sha256']}` |" in section
+    assert (f"| {target['query_id']} | {target['chunk_id']} | 0 | 1 | grader-a | Ana Reviewer | "
+            f"{row['corrected_at']} | The test names the target in its docstring. |") in section
+    measure = "nDCG(dcg='exp-log2')@10"
+    for arm in tiny.ARMS:  # each arm's mean under both keys, from its two metrics files
+        a = json.loads(before[f"metrics/arms/{arm}.json"])[measure]
+        b = json.loads((root / f"metrics/post-hoc/{arm}/metrics.json").read_text())[measure]
+        assert (f"| {arm} | {a:.4f} | {b:.4f} | {round(b - a, 4) + 0.0:+.4f} |") in section
+    old_html, html = reports["metrics/report.html"]
+    assert 'id="post-hoc"' not in old_html and '<h2 id="post-hoc">' in html
+    start = html.index('\n<h2 id="post-hoc">')
+    end = min(i for i in (html.find("\n<h2", start + 1), html.index("\n</body>")) if i != -1)
+    assert html[:start] + html[end:] == old_html

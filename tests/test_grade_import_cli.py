@@ -20,6 +20,8 @@ def exp(tmp_path, monkeypatch):
     params = yaml.safe_load((REPO / "params.yaml").read_text())
     params["graders"]["legacy"] = {"role": "grader", "kind": "import", "family": "trec",
                                    "person": "assessor"}
+    params["graders"]["person-h"] = {"role": "grader", "kind": "human", "family": "people",
+                                     "person": "an assessor"}
     (tmp_path / "params.yaml").write_text(yaml.safe_dump(params))
     p = params["paths"]
     pool = tmp_path / p["pool"]
@@ -131,16 +133,59 @@ def test_qrels_import_for_a_grader_of_kind_import(exp):
                     {"query_id": "q3", "chunk_id": "d", "reason": "", "grade": 0}]
 
 
-def test_qrels_import_for_a_model_grader_is_refused(exp):
+def _bank(grader):
+    path = Path(f"data/grades/{grader}/round-1.bank.jsonl")
+    return [json.loads(l) for l in path.read_text().splitlines()]
+
+
+def test_qrels_import_for_a_human_grader_records_the_file_in_the_bank(exp):
+    import hashlib
+
+    src = exp / "old.qrels"
+    src.write_text("q1 0 a 2\nq3 0 d 0\n")
+    res = _import("old.qrels", "--grader", "person-h")
+    assert res.exit_code == 0, res.output
+    rows = [json.loads(l) for l in
+            (exp / "data/grades/person-h/round-1.jsonl").read_text().splitlines()]
+    # TREC qrels carry no reasons: the grades have none
+    assert [(r["chunk_id"], r["reason"], r["grade"]) for r in rows] == [("a", "", 2), ("d", "", 0)]
+    origin = {"file": "old.qrels", "sha256": hashlib.sha256(b"q1 0 a 2\nq3 0 d 0\n").hexdigest(),
+              "format": "qrels"}
+    assert [b["imported_from"] for b in _bank("person-h")] == [origin, origin]
+    # a later import with reasons goes beside them; the recorded qrels grades stay valid
+    more = _write(exp / "more.jsonl", [_row("q1", "b", 1)])
+    res = _import(str(more), "--grader", "person-h")
+    assert res.exit_code == 0, res.output
+    assert res.output.endswith(": 3 rows\n")
+    assert _bank("person-h")[2]["imported_from"]["format"] == "jsonl"
+    # ... but a human grader's own jsonl grade still needs its reason
+    bare = _write(exp / "bare.jsonl", [_row("q2", "c", 1, reason="")])
+    res = _import(str(bare), "--grader", "person-h")
+    assert res.exit_code == 1
+    assert "bare.jsonl:1: person-h: pair (q2, c): reason required" in res.output
+
+
+def test_qrels_import_for_a_model_grader_is_taken_too(exp):
     src = exp / "old.txt"
     src.write_text("q1 0 a 2\n")
     res = _import(str(src), "--grader", "grader-a", "--format", "qrels")
+    assert res.exit_code == 0, res.output
+    assert (exp / TARGET).read_bytes() == \
+        b'{"query_id":"q1","chunk_id":"a","reason":"","grade":2}\n'
+    assert _bank("grader-a")[0]["imported_from"]["file"] == src.as_posix()
+
+
+@pytest.mark.parametrize("text, message", [
+    ("q1 0 a 2\nq1 0 b 7\n", "old.qrels:2"),
+    ("q1 0 a 2\nq9 0 z 1\n", "old.qrels:2: person-h: pair (q9, z): pair not in the pool"),
+])
+def test_a_bad_qrels_file_is_refused_naming_its_line_and_records_nothing(exp, text, message):
+    src = exp / "old.qrels"
+    src.write_text(text)
+    res = _import(str(src), "--grader", "person-h")
     assert res.exit_code == 1
-    assert res.output == (
-        f"Error: {src.as_posix()}: grader-a: TREC qrels carry no reasons: only a grader of kind "
-        "`import` takes them (found kind model). Declare a grader with `kind: import` for these "
-        "judgments\n")
-    assert not (exp / "data/grades/grader-a").exists()
+    assert res.output.startswith(f"Error: {exp.as_posix()}/{message}"), res.output
+    assert not (exp / "data/grades/person-h").exists()
 
 
 def test_auditor_import_outside_the_audit_queries_is_refused(exp):
@@ -265,7 +310,12 @@ def test_import_records_what_each_grade_was_made_on_in_the_bank_sidecar(exp):
     assert lines[0]["rubric_version"] == "v1"
     assert lines[0]["rubric_sha256"] == sha("# rubric\n")
     assert list(lines[0]) == ["query_id", "chunk_id", "content_sha256", "intent_sha256",
-                              "rubric_version", "rubric_sha256", "graded_at", "row_sha256"]
+                              "rubric_version", "rubric_sha256", "graded_at", "row_sha256",
+                              "imported_from"]
+    # the file the grades came from: as named on the command line, its sha256, its format
+    assert lines[0]["imported_from"] == {"file": src.as_posix(),
+                                         "sha256": hashlib.sha256(src.read_bytes()).hexdigest(),
+                                         "format": "jsonl"}
     # the grade rows themselves keep their four keys, in order
     rows = [json.loads(x) for x in (exp / TARGET).read_text().splitlines()]
     assert list(rows[0]) == ["query_id", "chunk_id", "reason", "grade"]

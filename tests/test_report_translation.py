@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from relgrade.errors import ProtocolError
+from relgrade.errors import InputError, ProtocolError
 from relgrade.evaluation import decision
 from relgrade.pipeline.cost import report_cost
 from relgrade.experiment.files import Experiment
@@ -81,18 +81,26 @@ def test_the_cost_section_gives_judgments_and_annotator_hours_per_grader_and_in_
     assert '<h2 id="cost">Judging cost</h2>' in decision.to_html(d)
 
 
-def test_report_cost_reads_the_bank_and_the_missing_pairs_of_the_grades_manifest():
+def test_report_cost_prices_the_judging_counts_the_grades_stage_recorded():
     manifest = {"graders": {"g": {"rows": 100, "bank_rows": 120, "pairs_missing": 8},
-                            "h": {"rows": 30, "pairs_missing": 0}}}
+                            "h": {"rows": 30, "pairs_missing": 0}},
+                "judging": {"g": {"spent": 125, "pending": 8}, "h": {"spent": 30, "pending": 0}}}
     cost = report_cost(parse_params(BASE), manifest)
-    # g: 120 spent at its own 45 s = 1.5 h, 8 pending = 0.1 h; h: 30 spent at 20 s = 1/6 h
-    assert cost["graders"]["g"] == {"spent": 120, "pending": 8,
+    # g: 125 spent at its own 45 s = 1.5625 h, 8 pending = 0.1 h; h: 30 spent at 20 s = 1/6 h
+    assert cost["graders"]["g"] == {"spent": 125, "pending": 8,
                                          "seconds_per_judgment": 45.0,
-                                         "spent_hours": pytest.approx(1.5),
+                                         "spent_hours": pytest.approx(1.5625),
                                          "pending_hours": pytest.approx(0.1)}
     assert cost["graders"]["h"]["spent"] == 30
-    assert cost["spent_hours"] == pytest.approx(1.5 + 30 * 20 / 3600)
+    assert cost["spent_hours"] == pytest.approx(1.5625 + 30 * 20 / 3600)
     assert report_cost(parse_params(BASE), {"graders": {}}) is None
+
+
+def test_a_grades_manifest_without_judging_counts_is_refused_with_the_fix():
+    with pytest.raises(InputError) as e:
+        report_cost(parse_params(BASE), {"graders": {"g": {"bank_rows": 3}}})
+    assert str(e.value) == ("judging: the grades manifest has no `judging` counts (written by "
+                            "an older relgrade). Rerun the grades stage: dvc repro -f -s grades")
 
 
 # --- the report stage with a previous key -----------------------------------------------
@@ -130,7 +138,8 @@ def _stage(tmp_path, *, previous=True):
     current = _put_key(tmp_path / "key", [("q1", "a", 0), ("q1", "b", 2)], "p-new")
     old = _put_key(tmp_path / "previous", [("q1", "a", 1)], "p-old") if previous else None
     (tmp_path / "graded.json").write_text(json.dumps(
-        {"graders": {"grader-a": {"bank_rows": 3, "pairs_missing": 0}}}))
+        {"graders": {"grader-a": {"bank_rows": 3, "pairs_missing": 0}},
+         "judging": {"grader-a": {"spent": 3, "pending": 0}}}))
     paths = {"comparisons": "comparisons.json", "report_md": "out/report.md",
              "report_html": "out/report.html", "decision": "out/decision", "runs": "runs",
              "key": "key/key.jsonl", "qrels": "key/key.qrels", "record": "key/record.json",

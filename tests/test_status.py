@@ -352,10 +352,10 @@ def test_status_json_counts_per_grader_the_current_grades_and_the_pending_work(t
     _stage_grades(tmp_path, p, "auditor-b", [_row("q2", "c5", 0)])
     pending = read_status(Experiment.load(tmp_path / "params.yaml"))["pending"]
     assert pending == {"pool_version": None, "rounds": [1], "graders": {
-        "grader-a": {"current": 3, "pending_new": 2, "pending_stale": 0, "pending_audit": 0,
-                     "pending_regrade": 0},
-        "auditor-b": {"current": 1, "pending_new": 0, "pending_stale": 0, "pending_audit": 1,
-                      "pending_regrade": 0}},
+        "grader-a": {"made": 3, "current": 3, "pending_new": 2, "pending_stale": 0,
+                     "pending_audit": 0, "pending_regrade": 0},
+        "auditor-b": {"made": 1, "current": 1, "pending_new": 0, "pending_stale": 0,
+                      "pending_audit": 1, "pending_regrade": 0}},
         # the owed pairs of the audited query q2: grader-a's two, auditor-b's one
         "audit_owed": {"auditor-b": 1, "grader-a": 2}}
 
@@ -369,9 +369,11 @@ def test_a_grade_of_a_pair_that_left_the_pool_stays_in_the_bank_and_status_count
     assert "grading: 4 of 7 pool pairs graded by grader-a (round 1)" in lines
     assert not [x for x in lines if "invalid" in x]
     st = json.loads(_status(root, "--json"))
+    # five grades made (q1-c's included: it was paid for), four of them current
     assert st["pending"]["graders"]["grader-a"] == {
-        "current": 4, "pending_new": 3, "pending_stale": 0, "pending_audit": 0,
+        "made": 5, "current": 4, "pending_new": 3, "pending_stale": 0, "pending_audit": 0,
         "pending_regrade": 0}
+    assert st["cost"]["graders"]["grader-a"]["spent"] == 5
 
 
 def test_status_of_a_click_experiment_lists_its_outputs_and_what_is_not_built(tmp_path):

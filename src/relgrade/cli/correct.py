@@ -19,20 +19,24 @@ from relgrade.cli.render import handle_errors
 @click.argument("chunk_id")
 @click.option("--grade", type=int, required=True, help="The corrected grade (on the scale).")
 @click.option("--reason", required=True, help="Why the grade is corrected (not empty).")
+@click.option("--by", "by", default=None,
+              help="Who makes the correction (a person's name), recorded beside it and named "
+                   "in the report's post-hoc section.")
 @click.option("--grader", default=None,
               help="The grader whose grade is corrected (default and only choice: params "
                    "grading.key_grader, whose grades make the key).")
 @params_option
 @handle_errors
-def correct_cmd(query_id, chunk_id, grade, reason, grader, params_path):
+def correct_cmd(query_id, chunk_id, grade, reason, by, grader, params_path):
     """Record a post-hoc correction of QUERY_ID/CHUNK_ID's grade in the frozen key.
 
     The frozen key, its metrics and the decision stay as they are: the correction (grade
-    before and after, reason, time, the frozen key's hash and the chunk, intent and rubric it
-    was made on) is appended to the key grader's round-N.corrections.jsonl. `dvc repro` then
+    before and after, reason, time, who made it (--by), the frozen key's hash and the chunk,
+    intent and rubric it was made on) is appended to the key grader's round-N.corrections.jsonl. `dvc repro` then
     writes the corrected key beside the frozen one, labelled post-hoc, and each arm's
-    post-hoc numbers. Refused: a pair outside the pool or the key, a grade off the scale, an
-    empty reason, a grade equal to the one recorded, and no frozen key yet.
+    post-hoc numbers, and the report a post-hoc section beside its verdicts. Refused: a pair
+    outside the pool or the key, a grade off the scale, an empty reason, a blank --by, a
+    grade equal to the one recorded, and no frozen key yet.
     """
     from relgrade.canonical import jsonl_bytes
     from relgrade.errors import InputError
@@ -61,7 +65,7 @@ def correct_cmd(query_id, chunk_id, grade, reason, grader, params_path):
         key=table, pool=io.read_table(ex.path("pool"), columns=["query_id", "chunk_id"]),
         earlier=earlier, query_id=query_id, chunk_id=chunk_id, grade=grade, reason=reason,
         scale=ex.params.need("scale").grades, grader=key_grader, round=ex.params.grading.round,
-        corrected_at=now_utc(), key_sha256=record["key_sha256"],
+        corrected_at=now_utc(), corrected_by=by, key_sha256=record["key_sha256"],
         made_on=ex.made_on_now()({"query_id": query_id, "chunk_id": chunk_id}),
         source=files.corrections.as_posix())
     files.corrections.parent.mkdir(parents=True, exist_ok=True)

@@ -35,9 +35,10 @@ def grade_cmd():
               help="Grading round (default: params grading.round).")
 @click.option("--format", "fmt", type=click.Choice(["jsonl", "qrels", "label-studio"]),
               default=None,
-              help="jsonl grade rows, TREC qrels (graders of kind import only), or a Label "
-                   "Studio JSON export of tasks from `relgrade packets export --format "
-                   "label-studio`. Default: qrels for a .qrels file, else jsonl.")
+              help="jsonl grade rows, TREC qrels (any grader; their grades carry no "
+                   "reasons), or a Label Studio JSON export of tasks from `relgrade packets "
+                   "export --format label-studio`. Default: qrels for a .qrels file, else "
+                   "jsonl.")
 @params_option
 @handle_errors
 def import_cmd(file, batch, grader, round_, fmt, params_path):
@@ -47,10 +48,13 @@ def import_cmd(file, batch, grader, round_, fmt, params_path):
     already graded in that round are refused, so nothing recorded is replaced, unless the
     recorded grade is stale (its chunk, intent or rubric changed since): then the imported
     row is recorded as a new grade made on what the pool shows now, beside the old one. The
-    merged file is written atomically. With --batch RESULTS instead of FILE, a provider's
-    batch results are parsed like a command grader's output and recorded for the batches
-    still owed (the rest stay owed); a malformed line, a batch not owed or a refused answer
-    refuses the whole file.
+    merged file is written atomically. Each imported grade's bank line names the file it
+    came from, its sha256 and its format (imported_from). TREC qrels are taken for a grader
+    of any kind; they carry no reasons, so their grades have none, and the bank line is what
+    excuses them from the reason a model or human grader's grades carry. With --batch
+    RESULTS instead of FILE, a provider's batch results are parsed like a command grader's
+    output and recorded for the batches still owed (the rest stay owed); a malformed line, a
+    batch not owed or a refused answer refuses the whole file.
     """
     if (file is None) == (batch is None):
         raise click.UsageError("give either FILE or --batch RESULTS")
@@ -62,7 +66,7 @@ def import_cmd(file, batch, grader, round_, fmt, params_path):
         return
     from relgrade.experiment.files import Experiment
     from relgrade.graders import labelstudio
-    from relgrade.graders.store import GradeStore
+    from relgrade.graders.store import GradeStore, read_bank
     from relgrade.io import files as io
     from relgrade.io.judgments import judgment_objects, judgment_rows
     from relgrade.protocol import grades
@@ -71,10 +75,6 @@ def import_cmd(file, batch, grader, round_, fmt, params_path):
     ex = Experiment.load(params_path)
     spec = ex.params.grader(grader)
     fmt = fmt or ("qrels" if file.suffix.lower() == ".qrels" else "jsonl")
-    if fmt == "qrels" and spec["kind"] != "import":
-        raise InputError("TREC qrels carry no reasons: only a grader of kind `import` takes "
-                         "them", path=file, item=grader, found=f"kind {spec['kind']}",
-                         fix="Declare a grader with `kind: import` for these judgments")
     grading = ex.params.grading
     rnd = grading.round if round_ is None else round_
     check = dict(name=grader, spec=spec, scale=ex.params.need("scale").grades,
@@ -83,13 +83,16 @@ def import_cmd(file, batch, grader, round_, fmt, params_path):
                  audit_query_ids=ex.audit_ids(),
                  pool_pairs=grades.pool_pairs_of(io.read_table(
                      ex.path("pool"), columns=["query_id", "chunk_id"])))
+    reasonless: frozenset = frozenset()
     if fmt == "qrels":
         rows = judgment_rows(file, fmt="qrels", scale=check["scale"])
+        reasonless = frozenset(line for line, _ in rows)  # TREC qrels carry no reasons
     elif fmt == "label-studio":
         rows, _ = labelstudio.annotation_rows(io.read_json(file), source=file.as_posix())
     else:
         rows = judgment_objects(file)
-    new = grades.validate_grader_file(rows, source=file.as_posix(), **check)
+    new = grades.validate_grader_file(rows, source=file.as_posix(), reasonless=reasonless,
+                                      **check)
     if new.empty:
         raise InputError("no grade rows to import", path=file)
     target = ex.grader_files(grader, rnd).grades
@@ -100,10 +103,12 @@ def import_cmd(file, batch, grader, round_, fmt, params_path):
     # pool shows them now, and the rubric file as it is now.
     made_on = ex.made_on_now()
     total = GradeStore(target, made_on=made_on).import_rows(
-        rows, source=file,
-        # a pair graded again after its chunk, intent or rubric changed holds two rows
-        check=lambda recorded: grades.validate_grader_file(recorded, source=target.as_posix(),
-                                                           allow_repeats=True, **check))
+        rows, source=file, note=grades.imported_from(file, io.sha256_file(file), fmt),
+        # a pair graded again after its chunk, intent or rubric changed holds two rows; a
+        # grade imported from qrels before has no reason, as its bank line says
+        check=lambda recorded: grades.validate_grader_file(
+            recorded, source=target.as_posix(), allow_repeats=True,
+            reasonless=grades.imported_without_reasons(recorded, read_bank(target)), **check))
     # The round's sidecar names the intents and rubric graded from now; each grade's own
     # made-on line (in the bank) is what decides whether it is current.
     if rnd == grading.round and intents_sha256:
@@ -121,6 +126,7 @@ def _owed(ex, grader, provider, store):
     from relgrade.graders import command as graderun
     from relgrade.graders.batchfiles import batch_settings, owed_batches
     from relgrade.graders.exchange import prompt_template
+    from relgrade.graders.store import read_bank
 
     spec = ex.params.grader(grader)
     settings = batch_settings(spec, grader, provider, path=ex.params.source)
@@ -133,7 +139,8 @@ def _owed(ex, grader, provider, store):
     recorded = graderun.recorded_pairs(
         store.rows, packets=packets, scale=scale, max_reason_words=max_reason_words,
         kind=spec["kind"], role=spec["role"], source=store.path, grader=grader,
-        max_reason_chars=grading.max_reason_chars) & set(store.current_keys())
+        max_reason_chars=grading.max_reason_chars,
+        bank=read_bank(store.path)) & set(store.current_keys())
     tasks = graderun.plan(packets, recorded=recorded)
     owed = owed_batches(tasks, settings=settings, grader=grader, kind=spec["kind"],
                         role=spec["role"], rubric=ex.rubric(), scale=scale,

@@ -85,6 +85,9 @@ class Decision:
     ppi : dict or None
         A prediction-powered experiment only (``grading.mode: ppi``): :func:`ppi_cells` of
         the ppi stage's result.
+    post_hoc : dict or None
+        A post-hoc key beside the frozen one (:func:`post_hoc_cells`); None when there is
+        none (the report then has no such section).
     """
 
     header: list
@@ -109,6 +112,7 @@ class Decision:
     translation: dict | None = None
     cost: dict | None = None
     ppi: dict | None = None
+    post_hoc: dict | None = None
 
 
 def _cutoff(measure: str) -> int | None:
@@ -327,6 +331,86 @@ def cost_cells(cost: dict) -> dict:
     return {"graders": rows, "total": total}
 
 
+def post_hoc_cells(post_hoc: dict) -> dict:
+    """The post-hoc section's formatted cells: the corrections, both keys, each arm under both.
+
+    The section stands beside the frozen key's numbers and never replaces them: the verdicts,
+    the arms and the decision files rest on the frozen key alone.
+
+    Parameters
+    ----------
+    post_hoc : dict
+        ``measure`` (the primary measure); ``frozen`` and ``post_hoc``: the two keys' records
+        (``key_sha256``, ``frozen_at``; the post-hoc one with ``corrections`` and
+        ``corrections_set_aside``, rows of :data:`relgrade.protocol.corrections.CORRECTION`,
+        both absent for a changed key allowed by ``grading.post_hoc``); ``arms``: arm →
+        ``{"frozen": mean or None, "post_hoc": mean or None}``, each arm's mean of
+        ``measure`` in its metrics file under that key (None when not computed).
+
+    Returns
+    -------
+    dict
+        ``measure``; ``summary`` (one sentence: how many corrections, whose grades, when,
+        who made them, how many set aside); ``sides``: rows ``{"which", "key",
+        "frozen_at"}``; ``corrections``: rows ``{"query", "chunk", "before", "after",
+        "grader", "by", "corrected_at", "reason"}`` in the order recorded (``by`` "—" when
+        the correction names no one); ``arms``: rows ``{"arm",
+        "frozen", "post_hoc", "change"}`` (4 decimals; change = post-hoc − frozen).
+
+    Examples
+    --------
+    >>> c = post_hoc_cells({"measure": "ndcg@10",
+    ...     "frozen": {"key_sha256": "aa", "frozen_at": "t0"},
+    ...     "post_hoc": {"key_sha256": "bb", "frozen_at": "t2", "corrections": [
+    ...         {"query_id": "q", "chunk_id": "c", "grade_before": 0, "grade": 2,
+    ...          "reason": "answers it", "grader": "g", "corrected_at": "t1",
+    ...          "corrected_by": "Ana"}],
+    ...         "corrections_set_aside": []},
+    ...     "arms": {"a": {"frozen": 0.5, "post_hoc": 0.625}}})
+    >>> c["summary"]
+    "1 correction of g's grades by Ana, recorded with `relgrade grade correct` at t1."
+    >>> c["arms"][0]["change"]
+    '+0.1250'
+    """
+    ph = post_hoc["post_hoc"]
+    applied = list(ph.get("corrections") or [])
+    aside = list(ph.get("corrections_set_aside") or [])
+    if applied:
+        n = len(applied)
+        whose = ", ".join(sorted({str(c.get("grader")) for c in applied}))
+        named = sorted({str(c["corrected_by"]) for c in applied if c.get("corrected_by")})
+        by = f" by {', '.join(named)}" if named else ""
+        if named and any(not c.get("corrected_by") for c in applied):
+            by += " (some unnamed)"
+        times = sorted(str(c.get("corrected_at")) for c in applied)
+        when = f"at {times[0]}" if times[0] == times[-1] else f"from {times[0]} to {times[-1]}"
+        summary = (f"{n} correction{'s' if n != 1 else ''} of {whose}'s grades{by}, recorded "
+                   f"with `relgrade grade correct` {when}.")
+    else:
+        summary = ("A changed key used after metrics were seen, allowed by params "
+                   "`grading.post_hoc`; no correction recorded.")
+    if aside:
+        summary += (f" {len(aside)} set aside (made on other content, or of a pair the key "
+                    "no longer holds).")
+    sides = [{"which": which, "key": str(rec.get("key_sha256") or UNDEFINED),
+             "frozen_at": str(rec.get("frozen_at") or UNDEFINED)}
+             for which, rec in (("frozen", post_hoc["frozen"]), ("post-hoc", ph))]
+    rows = [{"query": str(c["query_id"]), "chunk": str(c["chunk_id"]),
+             "before": _int(c.get("grade_before")), "after": _int(c.get("grade")),
+             "grader": str(c.get("grader") or UNDEFINED),
+             "by": str(c.get("corrected_by") or UNDEFINED),
+             "corrected_at": str(c.get("corrected_at") or UNDEFINED),
+             "reason": str(c.get("reason") or "")} for c in applied]
+    arms = []
+    for arm, v in post_hoc["arms"].items():
+        before, after = v.get("frozen"), v.get("post_hoc")
+        change = None if before is None or after is None else after - before
+        arms.append({"arm": arm, "frozen": _num(before), "post_hoc": _num(after),
+                     "change": _num(change, sign="+")})
+    return {"measure": post_hoc["measure"], "summary": summary, "sides": sides,
+            "corrections": rows, "arms": arms}
+
+
 def _iv(row: dict) -> str:
     return f"{_num(row['estimate'], 4)} [{_num(row['low'], 4)}, {_num(row['high'], 4)}]"
 
@@ -398,7 +482,7 @@ def ppi_cells(ppi: dict) -> dict:
 
 def build_decision(report: dict, *, primary: str | None = None, source=None,
                    translation: dict | None = None, cost: dict | None = None,
-                   ppi: dict | None = None) -> Decision:
+                   ppi: dict | None = None, post_hoc: dict | None = None) -> Decision:
     """Read the comparison report into the decision report's formatted cells and charts.
 
     Parameters
@@ -415,6 +499,9 @@ def build_decision(report: dict, *, primary: str | None = None, source=None,
         :func:`relgrade.pipeline.cost.judging_cost`'s result.
     ppi : dict, optional
         The ppi stage's result (``grading.mode: ppi``), see :func:`ppi_cells`.
+    post_hoc : dict, optional
+        A post-hoc key beside the frozen one, see :func:`post_hoc_cells`; reported in its own
+        section, beside the frozen key's numbers, never in their place.
 
     Returns
     -------
@@ -542,7 +629,8 @@ def build_decision(report: dict, *, primary: str | None = None, source=None,
         triage=triage_lines(report.get("triage")),
         translation=translation_cells(translation) if translation else None,
         cost=cost_cells(cost) if cost else None,
-        ppi=ppi_cells(ppi) if ppi else None)
+        ppi=ppi_cells(ppi) if ppi else None,
+        post_hoc=post_hoc_cells(post_hoc) if post_hoc else None)
 
 
 

@@ -76,8 +76,12 @@ from relgrade.graders.exchange import (
     render_prompt,
 )
 from relgrade.graders.self_consistency import aggregate_samples
-from relgrade.graders.store import GradeStore, SingleWriter
-from relgrade.protocol.grades import reason_required, validate_grade_rows
+from relgrade.graders.store import GradeStore, SingleWriter, read_bank
+from relgrade.protocol.grades import (
+    imported_without_reasons,
+    reason_required,
+    validate_grade_rows,
+)
 from relgrade.protocol.packets import MAX_BATCH, check_batch
 
 #: Defaults of the command settings of a grader in params ``graders.NAME``.
@@ -244,13 +248,17 @@ def packet_pairs(packets: Mapping[str, Mapping]) -> set[tuple[str, str]]:
 
 
 def recorded_pairs(rows, *, packets, scale, max_reason_words, kind, role, source,
-                   grader=None, max_reason_chars=300) -> set[tuple[str, str]]:
+                   grader=None, max_reason_chars=300, bank=None) -> set[tuple[str, str]]:
     """Validate rows already recorded and return their pairs.
 
     Parameters
     ----------
     rows : list of (int, dict)
         The store's rows (:attr:`GradeStore.rows`).
+    bank : list of (int, dict), optional
+        The store's bank sidecar lines (:func:`relgrade.graders.store.read_bank`): a row
+        imported from TREC qrels needs no reason, whatever the grader's kind
+        (:func:`relgrade.protocol.grades.imported_without_reasons`).
 
     Returns
     -------
@@ -263,11 +271,13 @@ def recorded_pairs(rows, *, packets, scale, max_reason_words, kind, role, source
     InputError
         A recorded row breaks a rule of :func:`~relgrade.protocol.grades.validate_grade_rows`.
     """
+    rows = list(rows)
     df = validate_grade_rows(rows, pool_pairs=None, scale=scale,
                              max_reason_words=max_reason_words,
                              require_reason=lambda g: reason_required(kind, role, g),
                              source=source, grader=grader, max_reason_chars=max_reason_chars,
-                             allow_repeats=True)
+                             allow_repeats=True,
+                             reasonless=imported_without_reasons(rows, bank))
     return set(zip(df["query_id"], df["chunk_id"])) & packet_pairs(packets)
 
 
@@ -871,7 +881,8 @@ def run_grader(
     t0 = time.perf_counter()
     common = dict(packets=packets, scale=scale, max_reason_words=max_reason_words, kind=s.kind,
                   role=s.role, grader=s.name, max_reason_chars=max_reason_chars)
-    recorded = recorded_pairs(store.rows, source=store.path, **common)
+    recorded = recorded_pairs(store.rows, source=store.path, bank=read_bank(store.path),
+                              **common)
     if getattr(store, "made_on", None) is not None:
         # only grades made on what the packets show now count: a stale pair is graded again
         recorded &= set(store.current_keys())

@@ -980,7 +980,8 @@ class GradeStore:
 
     # --- importing -------------------------------------------------------------------
 
-    def import_rows(self, rows: Sequence[dict], *, check=None, source=None) -> int:
+    def import_rows(self, rows: Sequence[dict], *, check=None, source=None,
+                    note: dict | None = None) -> int:
         """Add a file's worth of already-validated rows, all or nothing, under the lock.
 
         The import holds the writer lock that :meth:`open` takes (:func:`writer_lock`), so it
@@ -1003,6 +1004,9 @@ class GradeStore:
             compared, e.g. to validate them as the grades stage would; it raises to refuse.
         source : str or os.PathLike, optional
             The file the rows come from, named in the refusal of already recorded keys.
+        note : dict, optional
+            Fields every new row's bank line gets after ``graded_at`` (e.g. the file the
+            grades were imported from, :func:`relgrade.protocol.grades.imported_from`).
 
         Returns
         -------
@@ -1061,7 +1065,8 @@ class GradeStore:
             bank_size = None
             if self.made_on is not None:
                 bank_size = append_bank(target, bank_rows(rows, self.made_on,
-                                                          graded_at=now_utc()))
+                                                          graded_at=now_utc(),
+                                                          notes=[note] * len(rows)))
             try:
                 write_bytes(target, before + data)
             except OSError as e:

@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from relgrade.errors import InputError
+from relgrade.pipeline.judgments import judgment_counts
 
 SECONDS_PER_HOUR = 3600.0
 
@@ -85,28 +86,26 @@ def judging_cost(counts: Mapping[str, Mapping[str, int]],
 
 
 def status_cost(params, pending: Mapping) -> dict | None:
-    """The judging cost of the status's pending work (see
-    :func:`relgrade.pipeline.status.pending_status`).
+    """The judging cost of the status's counts
+    (:func:`relgrade.pipeline.judgments.judgment_counts` of
+    :func:`~relgrade.pipeline.judgments.pending_status`).
 
     Parameters
     ----------
     params : relgrade.experiment.params.Params
         The experiment's params.
     pending : mapping
-        ``{"graders": {name: {"current", "pending_new", "pending_stale", "pending_audit",
-        "pending_regrade"}}}``; a mapping with ``error`` instead gives None.
+        :func:`~relgrade.pipeline.judgments.pending_status`'s result; a mapping with
+        ``error`` instead gives None.
 
     Returns
     -------
     dict or None
-        As :func:`judging_cost`; ``spent`` is the grader's current grades of the pool,
-        ``pending`` the sum of what it owes for every reason.
+        As :func:`judging_cost`.
     """
     if not pending or "graders" not in pending:
         return None
-    counts = {g: {"spent": c["current"],
-                  "pending": sum(v for k, v in c.items() if k.startswith("pending_"))}
-              for g, c in pending["graders"].items()}
+    counts = judgment_counts(pending)
     return judging_cost(counts, {g: seconds_per_judgment(params, g) for g in counts})
 
 
@@ -118,29 +117,34 @@ def report_cost(params, grades_manifest: Mapping) -> dict | None:
     params : relgrade.experiment.params.Params
         The experiment's params (seconds per judgment).
     grades_manifest : mapping
-        The grades stage's manifest: ``{"graders": {name: {"bank_rows", "pairs_missing",
-        ...}}}``.
+        The grades stage's manifest; its ``judging`` block (grader → ``{"spent",
+        "pending"}``, :func:`relgrade.pipeline.judgments.judgment_counts` as the grades
+        stage found them) is priced.
 
     Returns
     -------
     dict or None
-        As :func:`judging_cost`; per grader ``spent`` is its grades in the bank of the rounds
-        merged (``bank_rows``; ``rows`` for a manifest written before the bank: every
-        judgment made, stale or unused ones included, since each was paid for) and
-        ``pending`` the pool pairs it still lacks (``pairs_missing``). None when the
-        manifest names no grader.
+        As :func:`judging_cost`, graders in name order: the same numbers ``relgrade status``
+        gives while the bank is as the grades stage read it. None when the manifest names no
+        grader.
 
     Raises
     ------
     InputError
-        A grader's ``seconds_per_judgment`` override is not a positive number.
+        The manifest has graders but no ``judging`` block (written by an older relgrade:
+        rerun the grades stage); a grader's ``seconds_per_judgment`` override is not a
+        positive number.
     """
-    graders = (grades_manifest or {}).get("graders") or {}
-    if not graders:
+    manifest = grades_manifest or {}
+    if not manifest.get("graders"):
         return None
-    counts = {g: {"spent": int(e.get("bank_rows", e.get("rows", 0)) or 0),
-                  "pending": int(e.get("pairs_missing", 0) or 0)}
-              for g, e in sorted(graders.items())}
+    counts = manifest.get("judging")
+    if counts is None:
+        raise InputError("the grades manifest has no `judging` counts (written by an older "
+                         "relgrade)", item="judging",
+                         fix="Rerun the grades stage: dvc repro -f -s grades")
+    counts = {str(g): {"spent": int(c["spent"]), "pending": int(c["pending"])}
+              for g, c in sorted(counts.items())}  # graders in name order
     return judging_cost(counts, {g: seconds_per_judgment(params, g) for g in counts})
 
 

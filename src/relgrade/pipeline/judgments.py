@@ -4,12 +4,15 @@ what a partial regrade owes.
 The grades stage, the packets stage and ``relgrade status`` all need the same answer to
 "which grades count for this round, and what is still owed"; it is computed here, once, from
 the experiment's files, with the table rules of :mod:`relgrade.protocol.bank`,
-:mod:`relgrade.protocol.grades` and :mod:`relgrade.protocol.regrade`.
+:mod:`relgrade.protocol.grades` and :mod:`relgrade.protocol.regrade`. What each grader has
+made and still owes (:func:`pending_status`) is computed here too, once, for ``relgrade
+status`` and for the grades manifest the decision report prices the judging from.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 
 import pandas as pd
 
@@ -59,6 +62,11 @@ class Judgments:
         A partial round: per grader, the pairs it owes this round (the key grader the scope
         and its own new pairs; the auditor the scope on audited queries and its audit
         pairs); its packets hold exactly these. None for a full round.
+    made : dict of str to int
+        Per grader, every judgment its own files of the rounds in ``rounds`` hold: each one
+        was made (and paid for), whether it is current, stale, of a pair that left the pool,
+        superseded by a regrade or ignored by a partial round. Grades reused from other
+        experiments are not counted (they were made there).
     """
 
     bank: pd.DataFrame
@@ -73,6 +81,7 @@ class Judgments:
     shared: pd.DataFrame | None = None
     ignored: pd.DataFrame | None = None
     owed_by: dict | None = None
+    made: dict = field(default_factory=dict)
 
     def merged_counts(self) -> dict:
         """Per grader, how many of the current round's grades were merged (a partial round)."""
@@ -155,6 +164,9 @@ def judgments(ex, pool: pd.DataFrame, audit_ids, *,
                                   scale=ex.params.need("scale").grades,
                                   max_reason_words=grading.max_reason_words,
                                   max_reason_chars=grading.max_reason_chars)
+    # every judgment of the chain's own files, before sharing, regrades or currency set any
+    # aside: what was made, and so paid for
+    made = {str(g): int(n) for g, n in judged.groupby("grader").size().items()}
     now = current_now(ex, chunks=chunks)
     shared = sharing.shared_grades(ex, judged, pool, now=now)
     if shared is not None:  # reused grades count as this round's; own rows are origin ""
@@ -209,7 +221,8 @@ def judgments(ex, pool: pd.DataFrame, audit_ids, *,
                              pending[pending["grader"] != key_grader]], ignore_index=True)
     return Judgments(bank=judged, files=files, rounds=chain, scope=scope, now=now,
                      pending=pending, round_pairs=round_pairs, triage_queue=queue,
-                     triage_grader=model, shared=shared, ignored=ignored, owed_by=owed_by)
+                     triage_grader=model, shared=shared, ignored=ignored, owed_by=owed_by,
+                     made=made)
 
 
 def triage_queue(ex, judged: pd.DataFrame, pool: pd.DataFrame, *, now: dict,
@@ -226,3 +239,97 @@ def triage_queue(ex, judged: pd.DataFrame, pool: pd.DataFrame, *, now: dict,
     return triage.select_for_people(
         model[["query_id", "chunk_id", "grade"]], relevant_min=p.need("scale").relevant_min,
         zero_sample=p.need("triage").zero_sample, seed=p.need("seed"), round=p.grading.round)
+
+
+def pending_status(ex, *, held: Judgments, table: pd.DataFrame,
+                   adjudication: bool = True) -> dict:
+    """Per grader, its judgments made, its current grades of the pool and the pairs it owes.
+
+    ``relgrade status`` and the grades manifest (which the decision report prices the
+    judging from) both take their counts from here, so the two say the same.
+
+    Parameters
+    ----------
+    ex : relgrade.experiment.files.Experiment
+        The experiment (for the pool version and the grader names).
+    held : Judgments
+        The round's judgments (:func:`judgments`).
+    table : pandas.DataFrame
+        The current grades table built from ``held`` (:data:`relgrade.schema.GRADES`).
+    adjudication : bool, default True
+        With a rater panel, count the adjudication queue's pairs the expert has not graded
+        (``pending_adjudication``); the grades stage, which runs before the queue is built,
+        leaves them out.
+
+    Returns
+    -------
+    dict
+        ``{"pool_version": str or None, "rounds": [int, ...], "graders": {name: {"made",
+        "current", "pending_new", "pending_stale", "pending_audit", "pending_regrade"}}}``
+        for the key grader and the auditor (and in triage mode the triage grader; with a
+        panel the raters, the auditor and the expert); ``made`` is :attr:`Judgments.made`;
+        ``rounds`` lists the rounds merged (more than one in a partial regrade).
+    """
+    from relgrade.pipeline.panel import expert_pending, is_panel, raters_of
+
+    key_grader = ex.params.need("grading.key_grader")
+    auditor = ex.params.need("grading.auditor")
+    names = [key_grader, auditor]
+    if held.triage_grader is not None:  # triage mode: the model grader owes the pool too
+        names.append(held.triage_grader)
+    if is_panel(ex):  # the key grader is the aggregate: the raters are who owes the work
+        names = [*raters_of(ex), auditor]
+    counts = bank.pending_counts(held.pending, names)
+    manifest = ex.path("pool_manifest")
+    version = io.read_json(manifest).get("pool_version") if manifest.exists() else None
+
+    def entry(g):
+        return {"made": int(held.made.get(g, 0)), "current": int((table["grader"] == g).sum())}
+
+    out = {"pool_version": version, "rounds": list(held.rounds),
+           "graders": {g: {**entry(g), **counts[g]} for g in names}}
+    if is_panel(ex):
+        owed = expert_pending(ex) if adjudication else None
+        expert = ex.params.adjudication.expert
+        if expert is not None:
+            out["graders"][expert] = {
+                **entry(expert), **bank.pending_counts(held.pending.iloc[:0], [expert])[expert]}
+            if owed is not None:
+                out["graders"][expert]["pending_adjudication"] = int(len(owed))
+        if owed is not None:
+            out["adjudication"] = {"expert": expert, "pending": int(len(owed)),
+                                   "queries": sorted(owed["query_id"].unique().tolist())}
+        out["raters"] = raters_of(ex)
+    return out
+
+
+def judgment_counts(pending: Mapping) -> dict[str, dict[str, int]]:
+    """Per grader, the judgments spent and pending, from what it has made and owes.
+
+    The one count behind ``relgrade status``'s judging cost and the decision report's (the
+    grades stage records it in its manifest as ``judging``; both priced by
+    :mod:`relgrade.pipeline.cost`), so the two say the same.
+
+    Parameters
+    ----------
+    pending : mapping
+        ``{"graders": {name: {"made", "current", "pending_..." ...}}}``
+        (:func:`pending_status`).
+
+    Returns
+    -------
+    dict
+        Grader → ``{"spent": made, "pending": the sum of every pending_* count}``: spent is
+        every judgment the grader's files of the rounds merged hold (stale, superseded by a
+        regrade or unused ones included: each was made, so paid for), pending what it owes
+        now for any reason (new, stale, audit, regrade, adjudication).
+
+    Examples
+    --------
+    >>> judgment_counts({"graders": {"g": {"made": 12, "current": 10, "pending_new": 3,
+    ...                                    "pending_regrade": 2}}})
+    {'g': {'spent': 12, 'pending': 5}}
+    """
+    return {str(g): {"spent": int(c["made"]),
+                     "pending": int(sum(v for k, v in c.items() if k.startswith("pending_")))}
+            for g, c in pending["graders"].items()}

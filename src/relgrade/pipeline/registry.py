@@ -350,6 +350,8 @@ def stages() -> tuple[Stage, ...]:
                       _e("grading.mode", "ppi")),
               deps=("${paths.comparisons}", "${paths.key}", "${paths.qrels}", "${paths.record}",
                     "${paths.key_previous}", "${paths.runs}", "${paths.grades_manifest}",
+                    "${paths.metrics}",  # each arm's mean under the frozen key, beside ...
+                    "${paths.key_post_hoc}", "${paths.metrics_post_hoc}",  # ... the post-hoc
                     _e("${paths.ppi}", "ppi")),
               outs=(_kept("${paths.report_md}"), _kept("${paths.report_html}"),
                     _kept("${paths.decision}")),

@@ -24,11 +24,10 @@ from relgrade.pipeline import sharing
 from relgrade.pipeline.cost import cost_lines, status_cost
 from relgrade.pipeline.design import unfilled_parts
 from relgrade.experiment.files import Experiment
-from relgrade.pipeline.judgments import Judgments, judgments
-from relgrade.pipeline.panel import expert_pending, is_panel, raters_of
+from relgrade.pipeline.judgments import judgments, pending_status
 from relgrade.experiment.params import Params
 from relgrade.io import files as io
-from relgrade.protocol import bank, grades, triage
+from relgrade.protocol import grades, triage
 from relgrade.protocol.audit import audit_coverage
 from relgrade.protocol.gate import (
     AUDIT_GATES,
@@ -498,53 +497,6 @@ def share_warnings(ex: Experiment) -> list[str]:
     return [f"{path.as_posix()}: stage {m['stage']} lacks the dep {m['dep']} (a share "
             "source's grades), so dvc will not rerun it when they change; add "
             f"`- {m['dep']}` under stages.{m['stage']}.deps" for m in missing]
-
-
-def pending_status(ex: Experiment, *, held: Judgments, table: pd.DataFrame) -> dict:
-    """Per grader, its current grades of the pool and the pairs it still owes.
-
-    Parameters
-    ----------
-    ex : Experiment
-        The experiment (for the pool version and the grader names).
-    held : Judgments
-        The round's judgments (:func:`relgrade.pipeline.judgments.judgments`).
-    table : pandas.DataFrame
-        The current grades table built from ``held`` (:data:`relgrade.schema.GRADES`).
-
-    Returns
-    -------
-    dict
-        ``{"pool_version": str or None, "rounds": [int, ...], "graders": {name: {"current",
-        "pending_new", "pending_stale", "pending_audit", "pending_regrade"}}}`` for the key
-        grader and the auditor (and in triage mode the triage grader); ``rounds`` lists the
-        rounds merged (more than one in a partial regrade).
-    """
-    key_grader = ex.params.need("grading.key_grader")
-    auditor = ex.params.need("grading.auditor")
-    names = [key_grader, auditor]
-    if held.triage_grader is not None:  # triage mode: the model grader owes the pool too
-        names.append(held.triage_grader)
-    if is_panel(ex):  # the key grader is the aggregate: the raters are who owes the work
-        names = [*raters_of(ex), auditor]
-    counts = bank.pending_counts(held.pending, names)
-    manifest = ex.path("pool_manifest")
-    version = io.read_json(manifest).get("pool_version") if manifest.exists() else None
-    out = {"pool_version": version, "rounds": list(held.rounds),
-           "graders": {g: {"current": int((table["grader"] == g).sum()), **counts[g]}
-                       for g in names}}
-    if is_panel(ex):
-        owed = expert_pending(ex)
-        expert = ex.params.adjudication.expert
-        if expert is not None:
-            out["graders"][expert] = {
-                "current": int((table["grader"] == expert).sum()),
-                **bank.pending_counts(owed.iloc[:0], [expert])[expert],
-                "pending_adjudication": int(len(owed))}
-        out["adjudication"] = {"expert": expert, "pending": int(len(owed)),
-                               "queries": sorted(owed["query_id"].unique().tolist())}
-        out["raters"] = raters_of(ex)
-    return out
 
 
 def status_lines(st: Mapping) -> list[str]:

@@ -7,9 +7,9 @@ corrections listed), so every number made on it is labelled post-hoc.
 
 One correction row, in this key order (:data:`CORRECTION`): ``query_id``, ``chunk_id``,
 ``grade_before`` (the key's grade, or the last correction's), ``grade``, ``reason``,
-``grader``, ``round``, ``corrected_at`` (UTC, ISO 8601), ``key_sha256`` (the frozen key it
-corrects) and what it was made on (``content_sha256``, ``intent_sha256``, ``rubric_version``,
-``rubric_sha256``).
+``grader``, ``round``, ``corrected_at`` (UTC, ISO 8601), ``corrected_by`` (who made the
+correction, or None when not named), ``key_sha256`` (the frozen key it corrects) and what it
+was made on (``content_sha256``, ``intent_sha256``, ``rubric_version``, ``rubric_sha256``).
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from relgrade.schema import MADE_ON
 
 #: Key order of a correction row.
 CORRECTION = ("query_id", "chunk_id", "grade_before", "grade", "reason", "grader", "round",
-              "corrected_at", "key_sha256", *MADE_ON)
+              "corrected_at", "corrected_by", "key_sha256", *MADE_ON)
 
 
 def current_grade(key: pd.DataFrame, corrections: Sequence[Mapping], query_id: str,
@@ -65,7 +65,8 @@ def current_grade(key: pd.DataFrame, corrections: Sequence[Mapping], query_id: s
 def correction_row(*, key: pd.DataFrame, pool: pd.DataFrame, earlier: Sequence[Mapping],
                    query_id: str, chunk_id: str, grade: int, reason: str,
                    scale: Iterable[int], grader: str, round: int, corrected_at: str,
-                   key_sha256: str, made_on: Mapping | None, source=None) -> dict:
+                   key_sha256: str, made_on: Mapping | None, source=None,
+                   corrected_by: str | None = None) -> dict:
     """One checked correction row (:data:`CORRECTION`) of the frozen key.
 
     Parameters
@@ -95,6 +96,8 @@ def correction_row(*, key: pd.DataFrame, pool: pd.DataFrame, earlier: Sequence[M
         intents lack it.
     source : str or os.PathLike, optional
         The corrections file, named in errors.
+    corrected_by : str, optional
+        Who makes the correction (a person's name); None when not named.
 
     Returns
     -------
@@ -105,7 +108,8 @@ def correction_row(*, key: pd.DataFrame, pool: pd.DataFrame, earlier: Sequence[M
     ------
     InputError
         The pair is not in the pool, or not in the key (a dropped query); the grade is off
-        the scale; the reason is empty; the grade is the one already recorded.
+        the scale; the reason is empty; ``corrected_by`` is given but blank; the grade is the
+        one already recorded.
 
     Examples
     --------
@@ -129,6 +133,9 @@ def correction_row(*, key: pd.DataFrame, pool: pd.DataFrame, earlier: Sequence[M
     if not str(reason).strip():
         raise InputError("a correction without a reason", path=source, item=item,
                          fix="Say why the grade is corrected with --reason")
+    if corrected_by is not None and not str(corrected_by).strip():
+        raise InputError("a correction by a blank name", path=source, item=item,
+                         fix="Name who corrects the grade with --by, or leave --by out")
     before = current_grade(key, earlier, qid, cid)
     if before is None:
         raise InputError("a correction of a pair the frozen key does not hold (its query "
@@ -141,7 +148,9 @@ def correction_row(*, key: pd.DataFrame, pool: pd.DataFrame, earlier: Sequence[M
     made = dict(made_on or {})
     return {"query_id": qid, "chunk_id": cid, "grade_before": before, "grade": int(grade),
             "reason": str(reason).strip(), "grader": str(grader), "round": int(round),
-            "corrected_at": str(corrected_at), "key_sha256": str(key_sha256),
+            "corrected_at": str(corrected_at),
+            "corrected_by": None if corrected_by is None else str(corrected_by).strip(),
+            "key_sha256": str(key_sha256),
             **{k: made.get(k) for k in MADE_ON}}
 
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import Callable, Iterable, Mapping
+from typing import Callable, Collection, Iterable, Mapping
 
 import numpy as np
 import pandas as pd
@@ -73,6 +73,65 @@ def reason_required(kind: str, role: str, grade: int) -> bool:
     if kind == "human" and role == "auditor" and grade == 0:
         return False
     return True
+
+
+#: The bank line's field naming the file a grade was imported from (``relgrade grade
+#: import``): ``{"file", "sha256", "format"}``.
+IMPORTED_FROM = "imported_from"
+
+#: Import formats whose judgments carry no reasons.
+REASONLESS_FORMATS = frozenset({"qrels"})
+
+
+def imported_from(path, sha256: str, fmt: str) -> dict:
+    """The bank note of a grade imported from a file: ``{"imported_from": {"file", "sha256",
+    "format"}}`` (the file as named on the command line, its sha256, its format).
+
+    Examples
+    --------
+    >>> imported_from("old/judged.qrels", "ab", "qrels")
+    {'imported_from': {'file': 'old/judged.qrels', 'sha256': 'ab', 'format': 'qrels'}}
+    """
+    from pathlib import PurePath
+
+    return {IMPORTED_FROM: {"file": PurePath(path).as_posix(), "sha256": str(sha256),
+                            "format": str(fmt)}}
+
+
+def imported_without_reasons(rows, bank) -> frozenset[int]:
+    """The lines of ``rows`` whose grade was imported from a file without reasons.
+
+    Row i was made on bank line i (:func:`relgrade.protocol.sidecar.pair_rows`); a row whose
+    bank line says it was imported (:data:`IMPORTED_FROM`) from TREC qrels needs no reason,
+    whatever its grader's kind, as the rows of a grader of kind ``import`` need none.
+
+    Parameters
+    ----------
+    rows : sequence of (int, mapping)
+        ``(line, row)`` of a grade file, in file order.
+    bank : sequence of (int, mapping) or None
+        Its bank sidecar's lines; None when it has none.
+
+    Returns
+    -------
+    frozenset of int
+        The rows' lines (empty without a sidecar).
+
+    Examples
+    --------
+    >>> rows = [(1, {"query_id": "q"}), (2, {"query_id": "q"})]
+    >>> bank = [(1, {}), (2, {"imported_from": {"file": "x.qrels", "format": "qrels"}})]
+    >>> sorted(imported_without_reasons(rows, bank))
+    [2]
+    """
+    if not bank:
+        return frozenset()
+    out = set()
+    for (line, _), (_, note) in zip(rows, bank):
+        origin = note.get(IMPORTED_FROM) if isinstance(note, Mapping) else None
+        if isinstance(origin, Mapping) and origin.get("format") in REASONLESS_FORMATS:
+            out.add(line)
+    return frozenset(out)
 
 
 def scale_text(scale: Iterable[int]) -> str:
@@ -158,6 +217,7 @@ def validate_grade_rows(
     grader: str | None = None,
     max_reason_chars: int = 300,
     allow_repeats: bool = False,
+    reasonless: Collection[int] = (),
 ) -> pd.DataFrame:
     """Validate a grader's rows and return them as a table, or reject them all.
 
@@ -186,6 +246,9 @@ def validate_grade_rows(
     allow_repeats : bool, default False
         Accept a later row for a pair already graded in the file (a stale pair regraded; the
         judgment bank tells the two apart by what each was made on).
+    reasonless : collection of int, optional
+        Lines whose row needs no reason whatever ``require_reason`` says: grades imported
+        from a file that carries none (TREC qrels, see :func:`imported_without_reasons`).
 
     Returns
     -------
@@ -273,7 +336,7 @@ def validate_grade_rows(
                              line=line, item=item, found=f"{n_words} words",
                              fix="Say what the chunk says about the target, in fewer words")
         needed = require_reason(grade) if callable(require_reason) else bool(require_reason)
-        if needed and n_words == 0:
+        if needed and n_words == 0 and line not in reasonless:
             raise InputError("reason required for every grade from this grader", path=source,
                              line=line, item=item, found="an empty reason",
                              fix="State what the chunk says about the target before the grade")
@@ -355,6 +418,7 @@ def validate_grader_file(
     source,
     max_reason_chars: int = 300,
     allow_repeats: bool = False,
+    reasonless: Collection[int] = (),
 ) -> pd.DataFrame:
     """Validate one grader's file for one round: rows, reasons by grader kind, audit scope.
 
@@ -379,7 +443,7 @@ def validate_grader_file(
         The file name used in errors.
     max_reason_chars : int, default 300
         The longest reason allowed, in characters.
-    allow_repeats : bool, default False
+    allow_repeats, reasonless
         As for :func:`validate_grade_rows`.
 
     Returns
@@ -405,7 +469,8 @@ def validate_grader_file(
     df = validate_grade_rows(
         tracked(), pool_pairs=pool_pairs, scale=scale, max_reason_words=max_reason_words,
         require_reason=lambda g: reason_required(kind, role, g), source=source, grader=name,
-        max_reason_chars=max_reason_chars, allow_repeats=allow_repeats)
+        max_reason_chars=max_reason_chars, allow_repeats=allow_repeats,
+        reasonless=reasonless)
     if role == "auditor" and audit_query_ids is not None:
         audit = set(audit_query_ids)
         outside = ~df["query_id"].isin(audit).to_numpy()
@@ -657,10 +722,12 @@ def collect_grades(
         else:
             check_meta(f.meta, intents_sha256=intents_sha256, rubric_version=rubric_version,
                        source=f.meta_source)
-            df = validate_grader_file(f.rows, name=name, spec=spec, pool_pairs=pairs,
+            rows = list(f.rows)
+            df = validate_grader_file(rows, name=name, spec=spec, pool_pairs=pairs,
                                       audit_query_ids=audit, scale=scale,
                                       max_reason_words=max_reason_words, source=f.source,
-                                      max_reason_chars=max_reason_chars)
+                                      max_reason_chars=max_reason_chars,
+                                      reasonless=imported_without_reasons(rows, f.bank))
             tables[name] = df
         entries[name] = grader_entry(
             name, spec, graded=df, pool=pool, audit_query_ids=audit,
@@ -710,10 +777,13 @@ def bank_of_file(f: GraderFile, *, name: str, spec: Mapping, scale: Iterable[int
         :data:`relgrade.schema.MADE_ON`.
     """
     rows = [(line, row) for line, row in f.rows]
+    # a grade imported from TREC qrels has no reason, whatever the grader's kind: its bank
+    # line says so (and the sidecar pairing below checks the line is the row's)
     df = validate_grader_file(rows, name=name, spec=spec, pool_pairs=None,
                               audit_query_ids=None, scale=scale,
                               max_reason_words=max_reason_words, source=f.source,
-                              max_reason_chars=max_reason_chars, allow_repeats=True)
+                              max_reason_chars=max_reason_chars, allow_repeats=True,
+                              reasonless=imported_without_reasons(rows, f.bank))
     if f.bank is None:
         raise InputError("a grade file without its bank sidecar: what its grades were made "
                          "on (chunk content, intent line, rubric) is unknown", path=f.source,

@@ -16,12 +16,16 @@ left out of it, kept in the bank.
 With params ``grading.share_from``, grades reused from other experiments' banks count as
 this round's (:mod:`relgrade.pipeline.sharing`); the table then carries an ``origin``
 column and the manifest a ``shared`` section (per source, per grader, the pairs reused).
+
+The manifest's ``judging`` block holds, per grader, the judgments spent and pending, counted
+as ``relgrade status`` counts them (:func:`relgrade.pipeline.judgments.judgment_counts`); the
+decision report prices it.
 """
 
 import pandas as pd
 
 from relgrade.pipeline import sharing
-from relgrade.pipeline.judgments import judgments
+from relgrade.pipeline.judgments import judgment_counts, judgments, pending_status
 from relgrade.experiment.layout import grade_commands
 from relgrade.io import files as io
 from relgrade.protocol import bank, grades, triage
@@ -55,6 +59,9 @@ def run(ex):
         round=grading.round,
         intents_sha256=io.read_json(ex.path("intents_manifest")).get("sha256"),
         files=held.files, key_pairs=key_pairs, **held.now)
+    # what each grader made and owes, counted as `relgrade status` counts it
+    manifest["judging"] = judgment_counts(pending_status(ex, held=held, table=table,
+                                                         adjudication=False))
     if held.shared is not None:  # grades reused from other experiments: each row's origin
         table, manifest["shared"] = _origins(ex, table, held.shared)
     if held.scope is not None:  # a partial regrade: which rounds merged, how many pairs again

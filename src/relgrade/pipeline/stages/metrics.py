@@ -30,8 +30,10 @@ NO_POST_HOC = "No post-hoc key beside the frozen key {key}: {arm}'s only metrics
 TRIPLE = ("pool_version", "rubric_version", "round")
 
 
-def _post_hoc_key(ex, record):
-    """The post-hoc key and record standing beside the frozen ``record``, or None."""
+def post_hoc_key(ex, record):
+    """The post-hoc key and record standing beside the frozen ``record``, or None: one whose
+    record says ``post_hoc: true`` and whose pool version, rubric version and round are the
+    frozen key's."""
     if not getattr(ex.params.paths, "key_post_hoc", None):
         return None
     if not ex.key_files(post_hoc=True).record.exists():
@@ -61,7 +63,7 @@ def run(ex, arm):
     entries = ex.ledger()
     key, record = ex.read_key()
     status, entries = _use(entries, record, post_hoc=bool(record.get("post_hoc", False)))
-    beside = _post_hoc_key(ex, record)
+    beside = post_hoc_key(ex, record)
     if beside is not None:
         _, entries = _use(entries, beside[1], post_hoc=True)
     queries = io.read_table(ex.path("queries"), columns=["query_id", "group"])

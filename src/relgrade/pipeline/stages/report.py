@@ -12,13 +12,18 @@ When the key stage kept a replaced key in `paths.key_previous`, every arm's run 
 under it and under the frozen key (the report's translation section: shift per arm, order,
 Kendall's tau). The judging cost comes from the grades manifest and params `cost`. In ppi
 mode the report adds `paths.ppi` (the ppi stage's result): PPI++, model-only and human-only
-side by side, the judge audit and the judging-budget curve.
+side by side, the judge audit and the judging-budget curve. When a post-hoc key stands beside
+the frozen one (`paths.key_post_hoc`: corrections recorded by `relgrade grade correct`, or a
+changed key allowed by `grading.post_hoc`), a post-hoc section follows: the corrections, both
+keys' sha256 and each arm's primary measure under both (from `paths.metrics` and
+`paths.metrics_post_hoc`). The verdicts and the decision files stay the frozen key's.
 """
 
 from relgrade.evaluation import decision, translate
 from relgrade.pipeline.cost import report_cost
 from relgrade.io import files as io
 from relgrade.io.runs import read_run
+from relgrade.pipeline.stages.metrics import post_hoc_key
 
 
 def _translation(ex, measure):
@@ -43,6 +48,31 @@ def _cost(ex):
     return report_cost(ex.params, io.read_json(path)) if path.exists() else None
 
 
+def _post_hoc(ex, measure):
+    """The post-hoc key beside the frozen one and each arm's ``measure`` under both, or None
+    without one (see :func:`relgrade.evaluation.decision.post_hoc_cells`)."""
+    if not getattr(ex.params.paths, "metrics_post_hoc", None):
+        return None
+    _, frozen = ex.read_key()
+    beside = post_hoc_key(ex, frozen)
+    if beside is None:
+        return None
+    record = beside[1]
+
+    def mean(path, key_sha256):
+        # a metrics file counts only for the key it was computed on
+        if not path.exists():
+            return None
+        m = io.read_json(path)
+        return m.get(measure) if m.get("key_sha256") == key_sha256 else None
+
+    arms = {arm: {"frozen": mean(ex.path("metrics") / f"{arm}.json", frozen["key_sha256"]),
+                  "post_hoc": mean(ex.post_hoc_metrics_folder(arm) / "metrics.json",
+                                   record["key_sha256"])}
+            for arm in ex.params.need("arms")}
+    return {"measure": measure, "frozen": frozen, "post_hoc": record, "arms": arms}
+
+
 def _ppi(ex):
     """The ppi stage's result in ppi mode (``paths.ppi``), else None."""
     if ex.params.grading.mode != "ppi":
@@ -58,7 +88,7 @@ def run(ex):
     measure = decision.build_decision(report, primary=primary, source=source).primary
     result = decision.build_decision(report, primary=primary, source=source,
                                      translation=_translation(ex, measure), cost=_cost(ex),
-                                     ppi=_ppi(ex))
+                                     ppi=_ppi(ex), post_hoc=_post_hoc(ex, measure))
     summaries = decision.arm_summaries(report, primary=result.primary, source=source)
     markdown, html = decision.to_markdown(result), decision.to_html(result)
     with io.atomic_dir(ex.path("decision")) as tmp:
@@ -70,4 +100,6 @@ def run(ex):
         print(line)
     if result.translation:
         print(f"translation from the previous key: {result.translation['summary']}")
+    if result.post_hoc:
+        print(f"post-hoc (beside the frozen key, deciding nothing): {result.post_hoc['summary']}")
 
