@@ -70,3 +70,7 @@ def test_corpus_edit_makes_that_chunks_pairs_pending_and_regrading_revises_the_k
     assert record["revises"] == old_hash != record["key_sha256"]
     assert [(r["query_id"], r["chunk_id"], r["grade_before"], r["grade"])
             for r in record["regraded"]] == [(q, cid, 2, 0) for q in sorted(pairs.query_id)]
+    # the report's translation section says why the key changed
+    n = len(pairs)
+    assert (f"The current key revises the previous one: {n} pair{'s' if n != 1 else ''} "
+            "regraded because what they show changed") in (root / "metrics/report.md").read_text()

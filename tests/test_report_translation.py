@@ -73,6 +73,27 @@ def test_an_unchanged_order_says_each_number_moved_by_its_shift():
                                 "1.000); each arm's number moved by its shift")
 
 
+def test_a_changed_pool_is_named_as_a_new_pool_version_above_the_tables():
+    # TRANSLATION's keys are of pools p-old and p-new
+    d = decision.build_decision(report(), primary=P, translation=TRANSLATION)
+    section = decision.to_markdown(d).split("## Translation from the previous key\n", 1)[1]
+    assert section.startswith("\nThe pool changed (p-old → p-new): the current key is a new "
+                              "pool version, not a revision.\n")
+    assert ("<p>The pool changed (p-old → p-new): the current key is a new pool version, not "
+            "a revision.</p>") in decision.to_html(d)
+
+
+def test_a_revision_says_how_many_pairs_were_regraded_on_edited_content():
+    same_pool = {**TRANSLATION, "previous": {**TRANSLATION["previous"], "pool_version": "p-new"},
+                 "regraded": 2}
+    assert decision.translation_cells(same_pool)["why"] == (
+        "The current key revises the previous one: 2 pairs regraded because what they show "
+        "changed (chunk text, intent or rubric); the key record lists each with its grade "
+        "before and after (regraded).")
+    # same pool and no revision recorded: nothing to say beyond the tables
+    assert decision.translation_cells({**same_pool, "regraded": None})["why"] == ""
+
+
 def test_the_cost_section_gives_judgments_and_annotator_hours_per_grader_and_in_all():
     d = decision.build_decision(report(), primary=P, cost=COST)
     md = decision.to_markdown(d)

@@ -279,7 +279,9 @@ def translation_cells(translation: dict) -> dict:
         "queries"}`` for the previous and the current key; ``arms``: rows ``{"arm",
         "previous", "current", "shift", "rank"}``; ``order_previous``, ``order_current``
         (arms joined by " > "), ``tau`` (Kendall's tau-b, 3 decimals), ``summary`` (one
-        sentence: whether the order changed).
+        sentence: whether the order changed), ``why`` (one sentence: why the key changed,
+        from ``translation["regraded"]`` — the count of pairs a revision regraded on edited
+        content — or the two pool versions; "" when neither tells).
     """
     keys = []
     for which in ("previous", "current"):
@@ -299,7 +301,17 @@ def translation_cells(translation: dict) -> dict:
     else:
         summary = (f"the arms' order is the same under both keys (Kendall τ {tau}); each "
                    "arm's number moved by its shift")
-    return {"measure": translation["measure"], "sides": keys, "arms": arms,
+    if translation.get("regraded") is not None:
+        n = int(translation["regraded"])
+        why = (f"The current key revises the previous one: {n} pair{'s' if n != 1 else ''} "
+               "regraded because what they show changed (chunk text, intent or rubric); the key "
+               "record lists each with its grade before and after (regraded).")
+    elif keys[0]["pool"] != keys[1]["pool"]:
+        why = (f"The pool changed ({keys[0]['pool']} → {keys[1]['pool']}): the current key is "
+               "a new pool version, not a revision.")
+    else:
+        why = ""
+    return {"measure": translation["measure"], "sides": keys, "arms": arms, "why": why,
             "order_previous": _order(translation["order_previous"]),
             "order_current": _order(translation["order_current"]), "tau": tau,
             "shared": _int(translation.get("queries_shared")), "summary": summary}

@@ -35,10 +35,14 @@ def _translation(ex, measure):
     previous, previous_record = ex.read_key(previous=True)
     current, current_record = ex.read_key()
     runs = {arm: read_run(ex.path("runs") / f"{arm}.trec") for arm in ex.params.need("arms")}
-    return translate.translate(
+    out = translate.translate(
         runs=runs, previous=previous, current=current, measure=measure,
         relevant_min=ex.params.need("scale").relevant_min, ties=ex.params.runs.ties,
         previous_record=previous_record, current_record=current_record).to_dict()
+    # a revision (regraded on edited content) says so; its pairs are in the key record
+    if current_record.get("revises") == previous_record.get("key_sha256"):
+        out["regraded"] = len(current_record.get("regraded") or [])
+    return out
 
 
 def _cost(ex):
