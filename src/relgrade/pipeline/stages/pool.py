@@ -20,21 +20,13 @@ from relgrade.rng import stage_rng
 def run(ex):
     cfg, ties, seed = ex.params.need("pool"), ex.params.runs.ties, ex.params.need("seed")
     arms = ex.params.need("arms")
-    deepest = (cfg.tail_depth or cfg.depth) if cfg.tail_sample else cfg.depth
     queries, chunks = (pc.unique(arrow_ids(read_table(ex.path(name), columns=[col])[col])
                                  .combine_chunks())
                        for name, col in (("queries", "query_id"), ("chunks", "chunk_id")))
-
-    def load(arm):
-        path = ex.path("runs") / f"{arm}.trec"
-        return pool.arm_candidates(read_run_table(path), deepest, ties=ties, path=path,
-                                   queries=queries, chunks=chunks)
-
-    with ThreadPoolExecutor() as workers:
-        stacked = dict(zip((str(a) for a in arms), workers.map(load, arms)))
-    table, provenance, stats = pool.pool_candidates(
-        stacked, depth=cfg.depth, ties=ties, tail_sample=cfg.tail_sample,
-        tail_depth=cfg.tail_depth, rng=stage_rng(seed, "pool"))
+    table, provenance, stats = pool_files(
+        {str(arm): ex.path("runs") / f"{arm}.trec" for arm in arms}, depth=cfg.depth,
+        tail_sample=cfg.tail_sample, tail_depth=cfg.tail_depth, ties=ties,
+        rng=stage_rng(seed, "pool"), queries=queries, chunks=chunks)
     write_parquet(ex.path("pool"), table)
     write_parquet(ex.path("provenance"), provenance)
     write_json(ex.path("pool_manifest"), pool.pool_manifest(
@@ -42,3 +34,44 @@ def run(ex):
         tail_depth=cfg.tail_depth, arms=list(arms)))
     write_json(ex.path("pool_stats"), stats)
 
+
+def pool_files(paths, *, depth: int, tail_sample: int = 0, tail_depth: int | None = None,
+               ties: str = "score", rng=None, queries=None, chunks=None):
+    """Pool run files: each read into Arrow, checked and cut in a thread of its own, then
+    the candidates ranked and pooled.
+
+    Parameters
+    ----------
+    paths : mapping of str to path
+        Arm name -> its run file (TREC, Parquet or JSON Lines, see
+        :func:`relgrade.io.runtable.read_run_table`).
+    depth, tail_sample, tail_depth, rng
+        As :func:`relgrade.protocol.pool.build_pool` (params ``pool``; ``rng`` from
+        ``stage_rng(seed, "pool")``).
+    ties : {"score", "rank"}, default "score"
+        Params ``runs.ties``.
+    queries, chunks : pyarrow.Array of string, optional
+        The distinct known query and chunk ids; a run naming another id is refused.
+
+    Returns
+    -------
+    pool, provenance, stats
+        As :func:`relgrade.protocol.pool.build_pool`.
+
+    Raises
+    ------
+    InputError
+        A run file is missing or unreadable, or a run breaks a rule of
+        :func:`relgrade.ranking.validate_run` (naming the file, the query and the chunk).
+    """
+    deepest = (tail_depth or depth) if tail_sample else depth
+
+    def load(item):
+        arm, path = item
+        return pool.arm_candidates(read_run_table(path), deepest, ties=ties, path=path,
+                                   queries=queries, chunks=chunks)
+
+    with ThreadPoolExecutor() as workers:
+        stacked = dict(zip(paths, workers.map(load, paths.items())))
+    return pool.pool_candidates(stacked, depth=depth, ties=ties, tail_sample=tail_sample,
+                                tail_depth=tail_depth, rng=rng)
