@@ -33,7 +33,8 @@ TREC_LAYOUTS = {
     "tabs": "q1\tQ0\td1\t1\t2.5\ttag\nq1\tQ0\td2\t2\t1\ttag\nq2\tQ0\td1\t1\t-0.25\ttag\n",
     "several spaces": "q1  Q0 d1 1 2.5 tag\nq1 Q0 d2 2 1 tag\n\nq2 Q0 d1 1 -0.25 tag\n",
     "extra fields": "q1 Q0 d1 1 2.5 tag x\nq1 Q0 d2 2 1 tag\nq2 Q0 d1 1 -0.25 tag\n",
-    "bom and crlf": "\ufeffq1 Q0 d1 1 2.5 tag\r\nq1 Q0 d2 2 1 tag\r\nq2 Q0 d1 1 -0.25 tag\r\n",
+    "bom and crlf": "\ufeffq1 Q0 d1 1 2.5 tag\r\nq1 Q0 d2 2 1 tag\r\n"
+                    "q2 Q0 d1 1 -0.25 tag\r\n",
 }
 
 
@@ -124,7 +125,8 @@ def test_arm_candidates_keep_the_rows_top_candidates_keeps(ties, shuffle):
 def test_arm_candidates_cut_by_hand():
     # q1: scores 3, 2, 2, 1 -> the 2nd best score is 2: both rows at 2 are kept (ties at
     # the cut); q2 has one row, shorter than the depth: kept.
-    run = pd.DataFrame({"query_id": ["q1"] * 4 + ["q2"], "chunk_id": ["a", "b", "c", "d", "e"],
+    run = pd.DataFrame({"query_id": ["q1"] * 4 + ["q2"],
+                        "chunk_id": ["a", "b", "c", "d", "e"],
                         "rank": [1, 2, 3, 4, 1], "score": [3.0, 2.0, 2.0, 1.0, 0.5]})
     kept = P.arm_candidates(to_table(run), 2)
     assert kept["chunk_id"].to_pylist() == ["a", "b", "c", "e"]

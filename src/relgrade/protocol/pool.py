@@ -574,8 +574,25 @@ def pool_bytes(pool: pd.DataFrame) -> bytes:
     if not _is_sorted(q, c):                 # a pool from build_pool is sorted already
         order = pa.array(np.lexsort((id_codes(c)[0], id_codes(q)[0])), type=pa.int64())
         q, c = q.take(order), c.take(order)
-    lines = _join('{"query_id":', _json_strings(q), ',"chunk_id":', _json_strings(c), "}\n")
+    if not (_needs_escape(q) or _needs_escape(c)):
+        # the usual ids: each line is one element-wise join, quotes included
+        lines = _join('{"query_id":"', q, '","chunk_id":"', c, '"}\n')
+    else:
+        lines = _join('{"query_id":', _json_strings(q), ',"chunk_id":', _json_strings(c),
+                      "}\n")
     return _concatenated(lines)
+
+
+def _needs_escape(values: pa.Array) -> bool:
+    """Whether a string holds a byte JSON escapes: '"', '\\' or a control character (in
+    UTF-8 these bytes never occur inside another character)."""
+    values = pc.cast(values, pa.large_string())
+    if len(values) == 0 or values.buffers()[2] is None:
+        return False
+    offsets = np.frombuffer(values.buffers()[1], dtype=np.int64)[
+        values.offset: values.offset + len(values) + 1]
+    data = np.frombuffer(values.buffers()[2], dtype=np.uint8)[offsets[0]: offsets[-1]]
+    return bool(((data < 0x20) | (data == 0x22) | (data == 0x5C)).any())
 
 
 def _is_sorted(q: pa.Array, c: pa.Array) -> bool:
