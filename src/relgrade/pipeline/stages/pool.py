@@ -21,9 +21,7 @@ from relgrade.rng import stage_rng
 def run(ex):
     cfg, ties, seed = ex.params.need("pool"), ex.params.runs.ties, ex.params.need("seed")
     arms = ex.params.need("arms")
-    queries, chunks = (pc.unique(arrow_ids(read_table(ex.path(name), columns=[col])[col])
-                                 .combine_chunks())
-                       for name, col in (("queries", "query_id"), ("chunks", "chunk_id")))
+    queries, chunks = known_ids(ex)
     table, provenance, stats = pool_files(
         {str(arm): ex.path("runs") / f"{arm}.trec" for arm in arms}, depth=cfg.depth,
         tail_sample=cfg.tail_sample, tail_depth=cfg.tail_depth, ties=ties,
@@ -34,6 +32,14 @@ def run(ex):
         table, seed=seed, depth=cfg.depth, tail_sample=cfg.tail_sample,
         tail_depth=cfg.tail_depth, arms=list(arms)))
     write_json(ex.path("pool_stats"), stats)
+
+
+def known_ids(ex):
+    """The distinct query ids of params ``paths.queries`` and chunk ids of ``paths.chunks``
+    (two pyarrow string arrays), which every run row must name."""
+    return tuple(pc.unique(arrow_ids(read_table(ex.path(name), columns=[col])[col])
+                           .combine_chunks())
+                 for name, col in (("queries", "query_id"), ("chunks", "chunk_id")))
 
 
 def pool_files(paths, *, depth: int, tail_sample: int = 0, tail_depth: int | None = None,
