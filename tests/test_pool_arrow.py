@@ -141,7 +141,7 @@ def test_arm_candidates_cut_by_hand():
 def test_arm_candidates_refuse_a_bad_run_with_validate_runs_message(tmp_path, text, known):
     path = tmp_path / "x.trec"
     path.write_text(text)
-    sets = {k: pa.array(v, type=pa.large_string()) for k, v in known.items()}
+    sets = {k: P.IdSet(v) for k, v in known.items()}
     with pytest.raises(InputError) as fast:
         P.arm_candidates(read_run_table(path), 10, path=path, **sets)
     with pytest.raises(InputError) as reference:
@@ -223,3 +223,25 @@ def test_pool_stage_writes_the_bytes_of_the_reference_path(tmp_path, monkeypatch
     # c4 first, then c0) with x's c5 for q2
     assert list(zip(pool.query_id, pool.chunk_id)) == [
         ("q1", "c1"), ("q1", "c3"), ("q2", "c0"), ("q2", "c4"), ("q2", "c5")]
+
+
+# --- known ids ----------------------------------------------------------------------------
+
+def test_id_set_holds_exactly_its_ids():
+    known = P.IdSet(["c1", "c2", "c2", "é"])
+    assert len(known) == 3
+    assert known.holds_all(pa.array(["c2", "é", "c1", "c1"]))
+    assert not known.holds_all(pa.array(["c1", "c3"]))
+    assert not known.holds_all(pa.array(["c"]))          # a prefix of a known id
+    assert known.holds_all(pa.array([], type=pa.string()))
+    assert not P.IdSet([]).holds_all(pa.array(["c1"]))
+
+
+def test_id_set_agrees_with_arrow_is_in():
+    rng = np.random.default_rng(2)
+    corpus = [f"doc{i}" for i in rng.choice(5000, size=3000, replace=False)]
+    known = P.IdSet(pd.Series(corpus, dtype="str"))
+    for _ in range(20):
+        values = pa.array([f"doc{i}" for i in rng.integers(0, 5000, size=rng.integers(1, 8))])
+        want = bool(pa.compute.all(pa.compute.is_in(values, value_set=pa.array(corpus))).as_py())
+        assert known.holds_all(values) == want

@@ -101,9 +101,66 @@ def top_candidates(run: pd.DataFrame, depth: int, *, ties: str = "score") -> pd.
     return run[_cut_mask(group, key, depth)]
 
 
+class IdSet:
+    """Known ids (a query set, a corpus's chunk ids), prepared once for many membership
+    checks.
+
+    ``pyarrow.compute.is_in`` builds a hash table of its value set on every call: checking
+    ten runs against a corpus of two million chunks built it ten times, which cost more
+    than the rest of pooling. Here the ids are hashed once (64-bit,
+    :func:`relgrade.ranking.pair_hashes`) and sorted; a check hashes the values, finds each
+    hash by binary search and compares the ids themselves where the hashes match, so a hash
+    collision can never pass an unknown id. Against two million known chunk ids, a run of
+    500,000 rows is checked in about 60 ms, where ``is_in`` took 550 ms.
+
+    Parameters
+    ----------
+    ids : array-like of str, pyarrow array or pandas Series, shape (n,)
+        The known ids (repeats allowed).
+
+    Attributes
+    ----------
+    ids : pyarrow.Array of large_string
+        The distinct known ids (in hash order).
+
+    Examples
+    --------
+    >>> known = IdSet(["c1", "c2"])
+    >>> known.holds_all(pa.array(["c2", "c1", "c2"])), known.holds_all(pa.array(["c3"]))
+    (True, False)
+    """
+
+    def __init__(self, ids):
+        values = pc.unique(arrow_ids(ids).combine_chunks())
+        hashes = pair_hashes(np.zeros(len(values), dtype=np.int64), arrow_ids(values))
+        order = np.argsort(hashes)
+        self.ids = values.take(pa.array(order))
+        self._hashes = hashes[order]
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    def holds_all(self, values) -> bool:
+        """Whether every one of ``values`` (string array, shape (n,)) is a known id."""
+        arr = arrow_ids(values)
+        if len(arr) == 0:
+            return True
+        if len(self.ids) == 0:
+            return False
+        h = pair_hashes(np.zeros(len(arr), dtype=np.int64), arr)
+        # searching sorted hashes walks the known ones in order (the same lookups in row
+        # order cost ten times as much: each is a cache miss)
+        order = np.argsort(h)
+        h = h[order]
+        at = np.minimum(np.searchsorted(self._hashes, h), len(self._hashes) - 1)
+        if not (self._hashes[at] == h).all():
+            return False
+        return bool(pc.all(pc.equal(arr.take(pa.array(order)),
+                                    self.ids.take(pa.array(at)))).as_py())
+
+
 def arm_candidates(run: pa.Table, depth: int, *, ties: str = "score", path=None,
-                   queries: pa.Array | None = None,
-                   chunks: pa.Array | None = None) -> pa.Table:
+                   queries: IdSet | None = None, chunks: IdSet | None = None) -> pa.Table:
     """Check one arm's run and keep the rows that can reach its canonical top ``depth``.
 
     The pool stage's per-arm step, on the Arrow table
@@ -123,9 +180,9 @@ def arm_candidates(run: pa.Table, depth: int, *, ties: str = "score", path=None,
         The tie rule the rows will be ranked with (params ``runs.ties``).
     path : str or os.PathLike, optional
         The run's file, named in errors.
-    queries, chunks : pyarrow.Array of string, optional
-        The distinct known query ids / chunk ids (``pyarrow.compute.unique`` of the query
-        set and the corpus); a row naming another id is an error.
+    queries, chunks : IdSet, optional
+        The known query ids / chunk ids (the query set, the corpus); a row naming another
+        id is an error.
 
     Returns
     -------
@@ -170,12 +227,14 @@ def arm_candidates(run: pa.Table, depth: int, *, ties: str = "score", path=None,
         suspect = bool((hashes[1:] == hashes[:-1]).any())
         del hashes
     if not suspect and queries is not None:
-        suspect = not pc.all(pc.is_in(encoded.dictionary, value_set=queries)).as_py()
+        suspect = not queries.holds_all(encoded.dictionary)
     if not suspect and chunks is not None:
-        suspect = not pc.all(pc.is_in(chunk, value_set=chunks)).as_py()
+        suspect = not chunks.holds_all(chunk)
     if suspect:
         # the reference check names the first bad row, as every other reader of a run sees it
-        validate_run(run.to_pandas(), path=path, queries=queries, chunks=chunks)
+        validate_run(run.to_pandas(), path=path,
+                     queries=None if queries is None else queries.ids,
+                     chunks=None if chunks is None else chunks.ids)
     key = -score if ties == "score" else run["rank"].to_numpy().astype(np.float64)
     return run.filter(pa.array(_cut_mask(group, key, depth)))
 

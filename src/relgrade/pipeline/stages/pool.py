@@ -9,12 +9,9 @@ one pass per arm (arms in parallel threads); those rows are then ranked canonica
 import os
 from concurrent.futures import ThreadPoolExecutor
 
-import pyarrow.compute as pc
-
 from relgrade.io.files import read_table, write_json, write_parquet
 from relgrade.io.runtable import read_run_table
 from relgrade.protocol import pool
-from relgrade.ranking import arrow_ids
 from relgrade.rng import stage_rng
 
 
@@ -35,10 +32,9 @@ def run(ex):
 
 
 def known_ids(ex):
-    """The distinct query ids of params ``paths.queries`` and chunk ids of ``paths.chunks``
-    (two pyarrow string arrays), which every run row must name."""
-    return tuple(pc.unique(arrow_ids(read_table(ex.path(name), columns=[col])[col])
-                           .combine_chunks())
+    """The query ids of params ``paths.queries`` and the chunk ids of ``paths.chunks``, as
+    two :class:`relgrade.protocol.pool.IdSet`: every run row must name known ones."""
+    return tuple(pool.IdSet(read_table(ex.path(name), columns=[col])[col])
                  for name, col in (("queries", "query_id"), ("chunks", "chunk_id")))
 
 
@@ -57,8 +53,8 @@ def pool_files(paths, *, depth: int, tail_sample: int = 0, tail_depth: int | Non
         ``stage_rng(seed, "pool")``).
     ties : {"score", "rank"}, default "score"
         Params ``runs.ties``.
-    queries, chunks : pyarrow.Array of string, optional
-        The distinct known query and chunk ids; a run naming another id is refused.
+    queries, chunks : relgrade.protocol.pool.IdSet, optional
+        The known query and chunk ids; a run naming another id is refused.
 
     Returns
     -------
