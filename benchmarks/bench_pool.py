@@ -12,13 +12,16 @@ and from TREC:
 * relgrade: the pool stage's code (``relgrade.pipeline.stages.pool.pool_files``: each run
   read into Arrow, checked and cut in a thread of its own, then pooled), writing the pool,
   the provenance, the manifest and the statistics as the stage does; the process imports
-  what the stage's process imports. The workload has no query or corpus table, so the
-  check against known ids is the one part of the stage not run;
+  what the stage's process imports; without the check against known ids (the workload
+  has no query or corpus table: see the id-check rows);
 * relgrade, pandas path: the code the stage ran before it read runs into Arrow
   (``read_run``, ``validate_run``, ``top_candidates``, ``canonical_ranking``,
   ``build_pool``), same outputs;
 * DuckDB: the ``QUALIFY row_number() ...`` query below, ``COPY``-ed to Parquet sorted by
-  (query_id, chunk_id), as relgrade's pool is.
+  (query_id, chunk_id), as relgrade's pool is;
+* relgrade (and its pandas path), id checks: as above, also checking every run row's query
+  and chunk against a query table and a corpus of 2^21 chunk ids (written once, ids only),
+  as the stage does.
 
 Each round runs every contender once, in an order rotated from round to round; the ratios
 reported are medians over rounds of relgrade / DuckDB within the round (same format). All
@@ -150,7 +153,26 @@ def pandas_pool(folder: Path, arms: list[str], depth: int) -> pd.DataFrame:
 
 # --- whole processes ---------------------------------------------------------------------
 
-PROCESS_CONTENDERS = ("relgrade", "relgrade, pandas path", "DuckDB")
+PROCESS_CONTENDERS = ("relgrade", "relgrade, pandas path", "DuckDB", "relgrade, id checks",
+                      "relgrade, pandas path, id checks")
+CORPUS = 1 << 21  # generate.py draws chunk ids doc0 .. doc2097151
+
+
+def write_known(folder: Path, out: Path) -> None:
+    """The query table and the corpus the workload's runs name (ids only): the query ids of
+    the runs and every chunk id ``generate.py`` can draw (2^21), for the id-check rows."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    out.mkdir(parents=True, exist_ok=True)
+    ids = pa.chunked_array([pq.read_table(p, columns=["query_id"])["query_id"].combine_chunks()
+                            for p in sorted(folder.glob("*.parquet"))])
+    pq.write_table(pa.table({"query_id": pc.unique(ids.combine_chunks())}),
+                   out / "queries.parquet")
+    chunks = pa.array(np.char.add("doc", np.arange(CORPUS).astype(str)).tolist(),
+                      type=pa.large_string())
+    pq.write_table(pa.table({"chunk_id": chunks}), out / "chunks.parquet")
 
 
 def worker(name: str, fmt: str, folder: Path, out: Path, depth: int) -> None:
@@ -172,8 +194,16 @@ def worker(name: str, fmt: str, folder: Path, out: Path, depth: int) -> None:
     from relgrade.pipeline.stages.pool import pool_files
 
     paths = {p.stem: p for p in sorted(folder.glob(f"*{suffix}"))}
-    if name == "relgrade":
-        table, provenance, stats = pool_files(paths, depth=depth)
+    checks = name.endswith("id checks")
+    if checks:  # as the stage reads them (pool.known_ids)
+        from relgrade.io.files import read_table
+
+        queries = read_table(out.parent / "known" / "queries.parquet")["query_id"]
+        chunks = read_table(out.parent / "known" / "chunks.parquet")["chunk_id"]
+    if "pandas" not in name:
+        known = {"queries": pool.IdSet(queries), "chunks": pool.IdSet(chunks)} if checks \
+            else {}
+        table, provenance, stats = pool_files(paths, depth=depth, **known)
     else:
         import pandas as pd
 
@@ -182,7 +212,8 @@ def worker(name: str, fmt: str, folder: Path, out: Path, depth: int) -> None:
 
         def load(arm):
             run = read_run(paths[arm])
-            ranking.validate_run(run, path=paths[arm])
+            known = {"queries": queries, "chunks": chunks} if checks else {}
+            ranking.validate_run(run, path=paths[arm], **known)
             return pool.top_candidates(run, depth).assign(arm=arm)
 
         with ThreadPoolExecutor() as workers:
@@ -214,6 +245,7 @@ def process_main(args) -> int:
     folder = args.data / "runs"
     out_root = args.out
     jobs = [(name, fmt) for fmt in ("parquet", "trec") for name in PROCESS_CONTENDERS]
+    write_known(folder, out_root / "known")
     results = {job: [] for job in jobs}
     load_start = os.getloadavg()
     print(f"load average at start: {load_start[0]:.2f} {load_start[1]:.2f} "

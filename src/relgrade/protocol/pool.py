@@ -101,6 +101,9 @@ def top_candidates(run: pd.DataFrame, depth: int, *, ties: str = "score") -> pd.
     return run[_cut_mask(group, key, depth)]
 
 
+_MIX = np.uint64(0x9E3779B97F4A7C15)  # odd: a query code times it is a bijection of uint64
+
+
 class IdSet:
     """Known ids (a query set, a corpus's chunk ids), prepared once for many membership
     checks.
@@ -116,12 +119,12 @@ class IdSet:
     Parameters
     ----------
     ids : array-like of str, pyarrow array or pandas Series, shape (n,)
-        The known ids (repeats allowed).
+        The known ids (repeats allowed, and kept: ``len`` counts them).
 
     Attributes
     ----------
     ids : pyarrow.Array of large_string
-        The distinct known ids (in hash order).
+        The known ids, as given.
 
     Examples
     --------
@@ -131,23 +134,24 @@ class IdSet:
     """
 
     def __init__(self, ids):
-        values = pc.unique(arrow_ids(ids).combine_chunks())
-        hashes = pair_hashes(np.zeros(len(values), dtype=np.int64), arrow_ids(values))
-        order = np.argsort(hashes)
-        self.ids = values.take(pa.array(order))
-        self._hashes = hashes[order]
+        # repeated ids do no harm (a lookup finds one of them), so none are removed
+        self.ids = arrow_ids(ids).combine_chunks()
+        hashes = text_hashes(self.ids)
+        self._order = np.argsort(hashes)
+        self._hashes = hashes[self._order]
 
     def __len__(self) -> int:
         return len(self.ids)
 
-    def holds_all(self, values) -> bool:
-        """Whether every one of ``values`` (string array, shape (n,)) is a known id."""
+    def holds_all(self, values, *, hashes: np.ndarray | None = None) -> bool:
+        """Whether every one of ``values`` (string array, shape (n,)) is a known id;
+        ``hashes``: their :func:`text_hashes`, when the caller has them already."""
         arr = arrow_ids(values)
         if len(arr) == 0:
             return True
         if len(self.ids) == 0:
             return False
-        h = pair_hashes(np.zeros(len(arr), dtype=np.int64), arr)
+        h = text_hashes(arr) if hashes is None else hashes
         # searching sorted hashes walks the known ones in order (the same lookups in row
         # order cost ten times as much: each is a cache miss)
         order = np.argsort(h)
@@ -156,7 +160,14 @@ class IdSet:
         if not (self._hashes[at] == h).all():
             return False
         return bool(pc.all(pc.equal(arr.take(pa.array(order)),
-                                    self.ids.take(pa.array(at)))).as_py())
+                                    self.ids.take(pa.array(self._order[at])))).as_py())
+
+
+def text_hashes(ids) -> np.ndarray:
+    """A 64-bit hash (uint64, shape (n,)) of each string's UTF-8 bytes; equal strings hash
+    alike (:func:`relgrade.ranking.pair_hashes` with code 0)."""
+    arr = arrow_ids(ids)
+    return pair_hashes(np.zeros(len(arr), dtype=np.int64), arr)
 
 
 def arm_candidates(run: pa.Table, depth: int, *, ties: str = "score", path=None,
@@ -222,14 +233,20 @@ def arm_candidates(run: pa.Table, depth: int, *, ties: str = "score", path=None,
     suspect = (run["score"].null_count > 0 or not np.isfinite(score).all()
                or holds_separator(arrow_ids(encoded.dictionary))
                or holds_separator(arrow_ids(chunk)))
+    text = None
     if not suspect:
-        hashes = np.sort(pair_hashes(group, arrow_ids(chunk)))
-        suspect = bool((hashes[1:] == hashes[:-1]).any())
-        del hashes
+        # one hash of each chunk id serves the duplicate check (mixed with the query code:
+        # equal pairs hash alike) and the corpus check
+        text = text_hashes(chunk)
+        with np.errstate(over="ignore"):
+            pairs = np.sort(text ^ (group.astype(np.uint64) * _MIX))
+        suspect = bool((pairs[1:] == pairs[:-1]).any())
+        del pairs
     if not suspect and queries is not None:
         suspect = not queries.holds_all(encoded.dictionary)
     if not suspect and chunks is not None:
-        suspect = not chunks.holds_all(chunk)
+        suspect = not chunks.holds_all(chunk, hashes=text)
+    del text
     if suspect:
         # the reference check names the first bad row, as every other reader of a run sees it
         validate_run(run.to_pandas(), path=path,
