@@ -245,7 +245,9 @@ def process_main(args) -> int:
     folder = args.data / "runs"
     out_root = args.out
     jobs = [(name, fmt) for fmt in ("parquet", "trec") for name in PROCESS_CONTENDERS]
-    write_known(folder, out_root / "known")
+    # in a child process: a child's peak RSS counts the parent's memory at the fork
+    subprocess.run([sys.executable, __file__, "--write-known", "--data", str(args.data),
+                    "--out", str(out_root)], check=True)
     results = {job: [] for job in jobs}
     load_start = os.getloadavg()
     print(f"load average at start: {load_start[0]:.2f} {load_start[1]:.2f} "
@@ -305,7 +307,12 @@ def main(argv=None) -> int:
                     help="where --process contenders write their outputs")
     ap.add_argument("--worker", choices=PROCESS_CONTENDERS, help=argparse.SUPPRESS)
     ap.add_argument("--format", choices=["parquet", "trec"], help=argparse.SUPPRESS)
+    ap.add_argument("--write-known", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
+    if args.write_known:
+        _load()
+        write_known(args.data / "runs", args.out / "known")
+        return 0
     if args.worker:
         worker(args.worker, args.format, args.data / "runs", args.out, args.depth)
         return 0
