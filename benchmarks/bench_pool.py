@@ -1,7 +1,34 @@
 """Pooling speed, side by side: relgrade, DuckDB and plain pandas on workload (a).
 
     python benchmarks/generate.py --seed 7 --only pooling
+    python benchmarks/bench_pool.py --process [--rounds 5]     # whole processes, paired
     python benchmarks/bench_pool.py [--data benchmarks/data/pooling] [--depth 10] [--repeat 5]
+
+``--process`` runs every contender as a fresh Python process (interpreter start, imports,
+reading, pooling, writing the pool as Parquet) and measures its CPU seconds (user + sys of
+the process, from ``os.wait4``), wall seconds and peak RSS. Contenders, each from Parquet
+and from TREC:
+
+* relgrade: the pool stage's code (``relgrade.pipeline.stages.pool.pool_files``: each run
+  read into Arrow, checked and cut in a thread of its own, then pooled), writing the pool,
+  the provenance, the manifest and the statistics as the stage does; the process imports
+  what the stage's process imports; without the check against known ids (the workload
+  has no query or corpus table: see the id-check rows);
+* relgrade, pandas path: the code the stage ran before it read runs into Arrow
+  (``read_run``, ``validate_run``, ``top_candidates``, ``canonical_ranking``,
+  ``build_pool``), same outputs;
+* DuckDB: the ``QUALIFY row_number() ...`` query below, ``COPY``-ed to Parquet sorted by
+  (query_id, chunk_id), as relgrade's pool is;
+* relgrade (and its pandas path), id checks: as above, also checking every run row's query
+  and chunk against a query table and a corpus of 2^21 chunk ids (written once, ids only),
+  as the stage does.
+
+Each round runs every contender once, in an order rotated from round to round; the ratios
+reported are medians over rounds of relgrade / DuckDB within the round (same format). All
+outputs must hold the same pairs; the script stops if they differ.
+
+Without ``--process``, the contenders run inside this process (the numbers before the whole
+process was measured):
 
 Workload (a) is 5,000 queries x 10 arms x depth 100 (about 5M run rows), one run per arm as
 TREC text and as Parquet. The pool is every arm's top ``--depth`` per query, deduplicated,
@@ -28,17 +55,23 @@ from __future__ import annotations
 import argparse
 import os
 import platform
+import subprocess
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-import numpy as np
-import pandas as pd
+np = pd = runs = read_run = pool = None  # imported by _load(): a DuckDB worker never does
 
-from relgrade import ranking as runs
-from relgrade.io.runs import read_run
-from relgrade.protocol import pool
+
+def _load() -> None:
+    global np, pd, runs, read_run, pool
+    import numpy as np
+    import pandas as pd
+
+    from relgrade import ranking as runs
+    from relgrade.io.runs import read_run
+    from relgrade.protocol import pool
 
 
 def relgrade_pool(folder: Path, arms: list[str], suffix: str, depth: int, *,
@@ -88,9 +121,7 @@ QUALIFY row_number() OVER (PARTITION BY arm, query_id
 """
 
 
-def duckdb_pool(folder: Path, depth: int, fmt: str) -> pd.DataFrame:
-    import duckdb
-
+def duckdb_source(folder: Path, fmt: str) -> str:
     if fmt == "parquet":
         source = (f"SELECT regexp_extract(filename, '([^/]+)[.]parquet$', 1) AS arm, query_id, "
                   f"chunk_id, score FROM read_parquet('{folder}/*.parquet', filename = true)")
@@ -100,6 +131,13 @@ def duckdb_pool(folder: Path, depth: int, fmt: str) -> pd.DataFrame:
                   f"header = false, columns = {{'column0': 'VARCHAR', 'column1': 'VARCHAR', "
                   f"'column2': 'VARCHAR', 'column3': 'BIGINT', 'column4': 'DOUBLE', "
                   f"'column5': 'VARCHAR'}})")
+    return source
+
+
+def duckdb_pool(folder: Path, depth: int, fmt: str) -> pd.DataFrame:
+    import duckdb
+
+    source = duckdb_source(folder, fmt)
     with duckdb.connect() as con:
         return con.execute(DUCKDB_SQL.format(source=source, depth=depth)).df()
 
@@ -113,6 +151,146 @@ def pandas_pool(folder: Path, arms: list[str], depth: int) -> pd.DataFrame:
     return top[["query_id", "chunk_id"]].drop_duplicates()
 
 
+# --- whole processes ---------------------------------------------------------------------
+
+PROCESS_CONTENDERS = ("relgrade", "relgrade, pandas path", "DuckDB", "relgrade, id checks",
+                      "relgrade, pandas path, id checks")
+CORPUS = 1 << 21  # generate.py draws chunk ids doc0 .. doc2097151
+
+
+def write_known(folder: Path, out: Path) -> None:
+    """The query table and the corpus the workload's runs name (ids only): the query ids of
+    the runs and every chunk id ``generate.py`` can draw (2^21), for the id-check rows."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    out.mkdir(parents=True, exist_ok=True)
+    ids = pa.chunked_array([pq.read_table(p, columns=["query_id"])["query_id"].combine_chunks()
+                            for p in sorted(folder.glob("*.parquet"))])
+    pq.write_table(pa.table({"query_id": pc.unique(ids.combine_chunks())}),
+                   out / "queries.parquet")
+    chunks = pa.array(np.char.add("doc", np.arange(CORPUS).astype(str)).tolist(),
+                      type=pa.large_string())
+    pq.write_table(pa.table({"chunk_id": chunks}), out / "chunks.parquet")
+
+
+def worker(name: str, fmt: str, folder: Path, out: Path, depth: int) -> None:
+    """One contender's whole job, run as its own process (``--worker``)."""
+    out.mkdir(parents=True, exist_ok=True)
+    suffix = ".parquet" if fmt == "parquet" else ".trec"
+    if name == "DuckDB":
+        import duckdb
+
+        source = duckdb_source(folder, fmt)
+        with duckdb.connect() as con:
+            con.execute(f"COPY ({DUCKDB_SQL.format(source=source, depth=depth)} "
+                        f"ORDER BY query_id, chunk_id) TO '{out / 'pool.parquet'}' "
+                        "(FORMAT parquet)")
+        return
+    import relgrade.experiment.stage  # noqa: F401  (what the stage's process imports)
+    _load()
+    from relgrade.io.files import write_json, write_parquet
+    from relgrade.pipeline.stages.pool import pool_files
+
+    paths = {p.stem: p for p in sorted(folder.glob(f"*{suffix}"))}
+    checks = name.endswith("id checks")
+    if checks:  # as the stage reads them (pool.known_ids)
+        from relgrade.io.files import read_table
+
+        queries = read_table(out.parent / "known" / "queries.parquet")["query_id"]
+        chunks = read_table(out.parent / "known" / "chunks.parquet")["chunk_id"]
+    if "pandas" not in name:
+        known = {"queries": pool.IdSet(queries), "chunks": pool.IdSet(chunks)} if checks \
+            else {}
+        table, provenance, stats = pool_files(paths, depth=depth, **known)
+    else:
+        import pandas as pd
+
+        from relgrade import ranking
+        from relgrade.io.runs import read_run
+
+        def load(arm):
+            run = read_run(paths[arm])
+            known = {"queries": queries, "chunks": chunks} if checks else {}
+            ranking.validate_run(run, path=paths[arm], **known)
+            return pool.top_candidates(run, depth).assign(arm=arm)
+
+        with ThreadPoolExecutor() as workers:
+            stacked = list(workers.map(load, paths))
+        table, provenance, stats = pool.build_pool(
+            ranking.canonical_ranking(pd.concat(stacked, ignore_index=True)), depth=depth)
+    write_parquet(out / "pool.parquet", table)
+    write_parquet(out / "provenance.parquet", provenance)
+    write_json(out / "manifest.json", pool.pool_manifest(
+        table, seed=0, depth=depth, tail_sample=0, tail_depth=None, arms=list(paths)))
+    write_json(out / "stats.json", stats)
+
+
+def run_process(argv: list[str]) -> dict:
+    """CPU seconds (user + sys), wall seconds and peak RSS (MiB) of one child process."""
+    t = time.perf_counter()
+    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    _, status, usage = os.wait4(proc.pid, 0)
+    wall = time.perf_counter() - t
+    err = proc.stderr.read().decode()
+    proc.stderr.close()
+    if status != 0:
+        raise SystemExit(f"{' '.join(argv)} failed:\n{err}")
+    return {"cpu": usage.ru_utime + usage.ru_stime, "user": usage.ru_utime,
+            "sys": usage.ru_stime, "wall": wall, "rss": usage.ru_maxrss / 1024}
+
+
+def process_main(args) -> int:
+    folder = args.data / "runs"
+    out_root = args.out
+    jobs = [(name, fmt) for fmt in ("parquet", "trec") for name in PROCESS_CONTENDERS]
+    # in a child process: a child's peak RSS counts the parent's memory at the fork
+    subprocess.run([sys.executable, __file__, "--write-known", "--data", str(args.data),
+                    "--out", str(out_root)], check=True)
+    results = {job: [] for job in jobs}
+    load_start = os.getloadavg()
+    print(f"load average at start: {load_start[0]:.2f} {load_start[1]:.2f} "
+          f"{load_start[2]:.2f}", flush=True)
+    for r in range(args.rounds):
+        order = jobs[r % len(jobs):] + jobs[:r % len(jobs)]
+        for name, fmt in order:
+            out = out_root / f"{name.replace(' ', '_').replace(',', '')}-{fmt}"
+            m = run_process([sys.executable, __file__, "--worker", name, "--format", fmt,
+                             "--data", str(args.data), "--out", str(out),
+                             "--depth", str(args.depth)])
+            results[(name, fmt)].append(m)
+            print(f"round {r + 1} {name:22} {fmt:8} cpu {m['cpu']:6.2f} (user {m['user']:.2f}"
+                  f" sys {m['sys']:.2f}) wall {m['wall']:6.2f} rss {m['rss']:6.0f} MiB",
+                  flush=True)
+    load_end = os.getloadavg()
+    # every output holds the same pairs
+    reference = None
+    for name, fmt in jobs:
+        got = pairs(pd.read_parquet(out_root / f"{name.replace(' ', '_').replace(',', '')}-"
+                                               f"{fmt}" / "pool.parquet"))
+        if reference is None:
+            reference = got
+        elif got != reference:
+            print(f"{name} ({fmt}): pool differs", file=sys.stderr)
+            return 1
+    print(f"load average at end: {load_end[0]:.2f} {load_end[1]:.2f} {load_end[2]:.2f}")
+    print(f"{len(reference):,} pooled pairs; {args.rounds} rounds; machine: "
+          f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores, Python "
+          f"{platform.python_version()}, numpy {np.__version__}")
+    print(f"\n{'contender':24} {'format':8} {'CPU s':>6} {'user':>5} {'sys':>5} {'wall s':>7} "
+          f"{'RSS MiB':>8} {'CPU / DuckDB':>13} {'wall / DuckDB':>14} {'RSS / DuckDB':>13}")
+    for name, fmt in jobs:
+        ms, duck = results[(name, fmt)], results[("DuckDB", fmt)]
+        med = {k: float(np.median([m[k] for m in ms])) for k in ms[0]}
+        ratio = {k: float(np.median([a[k] / b[k] for a, b in zip(ms, duck)]))
+                 for k in ("cpu", "wall", "rss")}
+        print(f"{name:24} {fmt:8} {med['cpu']:6.2f} {med['user']:5.2f} {med['sys']:5.2f} "
+              f"{med['wall']:7.2f} {med['rss']:8.0f} {ratio['cpu']:13.2f} {ratio['wall']:14.2f}"
+              f" {ratio['rss']:13.2f}")
+    return 0
+
+
 def pairs(df: pd.DataFrame) -> set:
     return set(zip(df["query_id"].astype(str), df["chunk_id"].astype(str)))
 
@@ -122,7 +300,25 @@ def main(argv=None) -> int:
     ap.add_argument("--data", type=Path, default=Path("benchmarks/data/pooling"))
     ap.add_argument("--depth", type=int, default=10)
     ap.add_argument("--repeat", type=int, default=5)
+    ap.add_argument("--process", action="store_true",
+                    help="time whole processes, paired with DuckDB (see above)")
+    ap.add_argument("--rounds", type=int, default=5, help="rounds of --process")
+    ap.add_argument("--out", type=Path, default=Path("benchmarks/out/pool"),
+                    help="where --process contenders write their outputs")
+    ap.add_argument("--worker", choices=PROCESS_CONTENDERS, help=argparse.SUPPRESS)
+    ap.add_argument("--format", choices=["parquet", "trec"], help=argparse.SUPPRESS)
+    ap.add_argument("--write-known", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
+    if args.write_known:
+        _load()
+        write_known(args.data / "runs", args.out / "known")
+        return 0
+    if args.worker:
+        worker(args.worker, args.format, args.data / "runs", args.out, args.depth)
+        return 0
+    _load()
+    if args.process:
+        return process_main(args)
     folder = args.data / "runs"
     arms = sorted(p.stem for p in folder.glob("*.parquet"))
     if not arms:

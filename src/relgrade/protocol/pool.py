@@ -30,7 +30,8 @@ import pyarrow.compute as pc
 
 from relgrade.canonical import canonical_json, sha256_bytes
 from relgrade.errors import InputError
-from relgrade.ranking import arrow_ids, id_codes, ids_at
+from relgrade.ranking import (arrow_ids, holds_separator, id_codes, ids_at, pair_hashes,
+                              ranks_in_sorted, validate_run)
 from relgrade.schema import RUNS
 
 
@@ -97,7 +98,267 @@ def top_candidates(run: pd.DataFrame, depth: int, *, ties: str = "score") -> pd.
         key = -run["score"].to_numpy(dtype=np.float64)
     else:
         key = run["rank"].to_numpy().astype(np.float64)
+    return run[_cut_mask(group, key, depth)]
 
+
+_MIX = np.uint64(0x9E3779B97F4A7C15)  # odd: a query code times it is a bijection of uint64
+
+
+class IdSet:
+    """Known ids (a query set, a corpus's chunk ids), prepared once for many membership
+    checks.
+
+    ``pyarrow.compute.is_in`` builds a hash table of its value set on every call: checking
+    ten runs against a corpus of two million chunks built it ten times, which cost more
+    than the rest of pooling. Here the ids are hashed once (64-bit,
+    :func:`relgrade.ranking.pair_hashes`) and sorted; a check hashes the values, finds each
+    hash by binary search and compares the ids themselves where the hashes match, so a hash
+    collision can never pass an unknown id. Against two million known chunk ids, a run of
+    500,000 rows is checked in 60-90 ms of CPU, where ``is_in`` took 550 ms or more.
+
+    Parameters
+    ----------
+    ids : array-like of str, pyarrow array or pandas Series, shape (n,)
+        The known ids (repeats allowed, and kept: ``len`` counts them).
+
+    Attributes
+    ----------
+    ids : pyarrow.Array of large_string
+        The known ids, as given.
+
+    Examples
+    --------
+    >>> known = IdSet(["c1", "c2"])
+    >>> known.holds_all(pa.array(["c2", "c1", "c2"])), known.holds_all(pa.array(["c3"]))
+    (True, False)
+    """
+
+    def __init__(self, ids):
+        # repeated ids do no harm (a lookup finds one of them), so none are removed
+        self.ids = arrow_ids(ids).combine_chunks()
+        hashes = text_hashes(self.ids)
+        self._order = np.argsort(hashes)
+        self._hashes = hashes[self._order]
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    def holds_all(self, values, *, hashes: np.ndarray | None = None) -> bool:
+        """Whether every one of ``values`` (string array, shape (n,)) is a known id;
+        ``hashes``: their :func:`text_hashes`, when the caller has them already."""
+        arr = arrow_ids(values)
+        if len(arr) == 0:
+            return True
+        if len(self.ids) == 0:
+            return False
+        h = text_hashes(arr) if hashes is None else hashes
+        # searching sorted hashes walks the known ones in order (the same lookups in row
+        # order cost ten times as much: each is a cache miss)
+        order = np.argsort(h)
+        h = h[order]
+        at = np.minimum(np.searchsorted(self._hashes, h), len(self._hashes) - 1)
+        if not (self._hashes[at] == h).all():
+            return False
+        return bool(pc.all(pc.equal(arr.take(pa.array(order)),
+                                    self.ids.take(pa.array(self._order[at])))).as_py())
+
+
+def text_hashes(ids) -> np.ndarray:
+    """A 64-bit hash (uint64, shape (n,)) of each string's UTF-8 bytes; equal strings hash
+    alike (:func:`relgrade.ranking.pair_hashes` with code 0)."""
+    arr = arrow_ids(ids)
+    return pair_hashes(np.zeros(len(arr), dtype=np.int64), arr)
+
+
+def arm_candidates(run: pa.Table, depth: int, *, ties: str = "score", path=None,
+                   queries: IdSet | None = None, chunks: IdSet | None = None) -> pa.Table:
+    """Check one arm's run and keep the rows that can reach its canonical top ``depth``.
+
+    The pool stage's per-arm step, on the Arrow table
+    :func:`relgrade.io.runtable.read_run_table` returns: every row is checked as
+    :func:`relgrade.ranking.validate_run` checks it, in the same pass that finds the rows
+    :func:`top_candidates` keeps.
+
+    Parameters
+    ----------
+    run : pyarrow.Table of shape (n_rows, 4)
+        ``query_id``, ``chunk_id`` (string), ``rank`` (int64), ``score`` (float64): one
+        arm's run, any row order. Not modified.
+    depth : int
+        The deepest canonical rank needed (``pool.depth``, or ``pool.tail_depth`` with a
+        tail sample), >= 1.
+    ties : {"score", "rank"}, default "score"
+        The tie rule the rows will be ranked with (params ``runs.ties``).
+    path : str or os.PathLike, optional
+        The run's file, named in errors.
+    queries, chunks : IdSet, optional
+        The known query ids / chunk ids (the query set, the corpus); a row naming another
+        id is an error.
+
+    Returns
+    -------
+    pyarrow.Table
+        The rows of ``run`` (same columns, file order) that :func:`top_candidates` keeps:
+        score at least the ``depth``-th highest of their query (``ties="score"``), or rank
+        at most the ``depth``-th lowest (``ties="rank"``), ties at the cut included.
+
+    Raises
+    ------
+    InputError
+        Exactly as :func:`relgrade.ranking.validate_run` (empty run, non-finite score, an
+        id holding U+001F, a chunk listed twice for one query, an unknown query or chunk,
+        each naming ``path``, the query and the chunk); ``ties`` or ``depth`` out of range.
+
+    Notes
+    -----
+    Query ids are dictionary-encoded once (Arrow's hash table); the codes serve the cut,
+    the duplicate check and the unknown-query check (run on the distinct ids only). The
+    duplicate check sorts a 64-bit hash of each (query, chunk) pair (the chunk id's
+    :func:`text_hashes`, mixed with the query code), and the same chunk hashes are looked up
+    in ``chunks`` (:meth:`IdSet.holds_all`); whenever a check fails, or two hashes tie,
+    the run goes through :func:`relgrade.ranking.validate_run`, which compares the real
+    ids and raises its own error, so the message is the same whichever path finds it.
+    """
+    if ties not in ("score", "rank"):
+        raise InputError("runs.ties must be `score` or `rank`",
+                         item="runs.ties", found=repr(ties))
+    depth = _int_param(depth, "pool depth", minimum=1)
+    if run.num_rows == 0:
+        raise InputError("the run is empty", path=path,
+                         fix="Give every arm at least one ranked chunk")
+    query = run["query_id"].combine_chunks()
+    chunk = run["chunk_id"]
+    encoded = pc.dictionary_encode(query)
+    group = encoded.indices.to_numpy(zero_copy_only=False)
+    score = run["score"].to_numpy()
+    suspect = (run["score"].null_count > 0 or not np.isfinite(score).all()
+               or holds_separator(arrow_ids(encoded.dictionary))
+               or holds_separator(arrow_ids(chunk)))
+    text = None
+    if not suspect:
+        # one hash of each chunk id serves the duplicate check (mixed with the query code:
+        # equal pairs hash alike) and the corpus check
+        text = text_hashes(chunk)
+        with np.errstate(over="ignore"):
+            pairs = np.sort(text ^ (group.astype(np.uint64) * _MIX))
+        suspect = bool((pairs[1:] == pairs[:-1]).any())
+        del pairs
+    if not suspect and queries is not None:
+        suspect = not queries.holds_all(encoded.dictionary)
+    if not suspect and chunks is not None:
+        suspect = not chunks.holds_all(chunk, hashes=text)
+    del text
+    if suspect:
+        # the reference check names the first bad row, as every other reader of a run sees it
+        validate_run(run.to_pandas(), path=path,
+                     queries=None if queries is None else queries.ids,
+                     chunks=None if chunks is None else chunks.ids)
+    key = -score if ties == "score" else run["rank"].to_numpy().astype(np.float64)
+    return run.filter(pa.array(_cut_mask(group, key, depth)))
+
+
+def pool_candidates(candidates, *, depth: int, ties: str = "score", tail_sample: int = 0,
+                    tail_depth: int | None = None,
+                    rng: np.random.Generator | None = None
+                    ) -> tuple[pd.DataFrame, pd.DataFrame, dict]:
+    """Rank every arm's candidate rows canonically and pool them: the pool stage's last step.
+
+    Parameters
+    ----------
+    candidates : mapping of str to pyarrow.Table
+        Arm name -> that arm's rows from :func:`arm_candidates` (cut at ``tail_depth`` with
+        a tail sample, else at ``depth``), in any row order. Not modified.
+    depth, tail_sample, tail_depth, rng
+        As :func:`build_pool`.
+    ties : {"score", "rank"}, default "score"
+        The tie rule of :func:`relgrade.ranking.canonical_ranking` (params ``runs.ties``).
+
+    Returns
+    -------
+    pool, provenance, stats
+        Exactly what ``build_pool(canonical_ranking(stacked, ties=ties), ...)`` returns for
+        the stacked candidates (see :func:`build_pool`).
+
+    Raises
+    ------
+    InputError
+        As :func:`build_pool`; ``ties`` is neither ``"score"`` nor ``"rank"``.
+
+    Notes
+    -----
+    The ids are coded once (:func:`relgrade.ranking.id_codes`: byte order), and the
+    canonical order is :func:`relgrade.ranking.canonical_order` on those codes, so no
+    pandas frame of the candidates is built.
+    """
+    if ties not in ("score", "rank"):
+        raise InputError("ties must be `score` or `rank`", found=repr(ties))
+    depth, tail_sample, tail_depth = _pool_params(depth, tail_sample, tail_depth, rng)
+    names = [str(a) for a in candidates]
+    tables = [candidates[a] for a in candidates]
+    sizes = np.array([t.num_rows for t in tables], dtype=np.int64)
+    arm_codes, arm_ids = id_codes(names)
+    ac = np.repeat(arm_codes, sizes)
+    qc, qu = id_codes(pa.chunked_array([c for t in tables for c in t["query_id"].chunks],
+                                       type=pa.large_string()))
+    chunk = pa.chunked_array([c for t in tables for c in t["chunk_id"].chunks],
+                             type=pa.large_string())
+    cc, cu = id_codes(chunk)
+    score = np.concatenate([t["score"].to_numpy() for t in tables]) if tables \
+        else np.empty(0)
+    raw_rank = np.concatenate([t["rank"].to_numpy() for t in tables]) if tables \
+        else np.empty(0, dtype=np.int64)
+    rank = _canonical_ranks(ac * max(len(qu), 1) + qc, score, cc, len(cu),
+                            rank=raw_rank if ties == "rank" else None)
+    return _pool_codes(qc, qu, cc, cu, ac, arm_ids, rank, score, depth=depth,
+                       tail_sample=tail_sample, tail_depth=tail_depth, rng=rng)
+
+
+def _canonical_ranks(group: np.ndarray, score: np.ndarray, cc: np.ndarray, n_c: int, *,
+                     rank: np.ndarray | None = None) -> np.ndarray:
+    """Each row's 1-based rank in :func:`relgrade.ranking.canonical_order` of its list.
+
+    ``group`` (int, shape (n,)) codes the ranked list, ``cc`` the chunk ids in byte order
+    (``n_c`` distinct), so "chunk id descending" is ``cc`` descending and the whole order is
+    numeric. Without ``rank`` (ties="score"): score descending, then chunk descending; with
+    it (ties="rank"): rank ascending, score descending, chunk descending. Rows of a list
+    already contiguous and in key order (a run file as written) are not sorted: only the
+    rows whose keys tie are, by chunk code.
+    """
+    n = len(group)
+    if n == 0:
+        return np.zeros(0, dtype=np.int64)
+    neg = -np.asarray(score, dtype=np.float64)
+    keys = [neg] if rank is None else [np.asarray(rank), neg]
+    same = group[1:] == group[:-1]
+    ok = np.ones(n - 1, dtype=bool)
+    tie = np.ones(n - 1, dtype=bool)
+    for k in keys:
+        ok &= ~tie | (k[:-1] <= k[1:])
+        tie &= k[:-1] == k[1:]
+    starts = np.flatnonzero(np.r_[True, ~same])
+    if np.all(ok | ~same) and len(np.unique(group[starts])) == len(starts):
+        order = np.arange(n, dtype=np.int64)
+        tie &= same
+        if tie.any():
+            # each run of tied neighbours is one segment, ordered by chunk code descending
+            tied = np.zeros(n, dtype=bool)
+            tied[1:] |= tie
+            tied[:-1] |= tie
+            pos = np.flatnonzero(tied)
+            segment = np.cumsum(np.r_[True, ~tie[pos[1:] - 1]])
+            within = np.argsort(segment * n_c + (n_c - 1 - cc[pos]), kind="stable")
+            order[pos] = pos[within]
+    else:
+        order = np.lexsort((-cc, *reversed(keys), group))
+    out = np.empty(n, dtype=np.int64)
+    out[order] = ranks_in_sorted(group[order])
+    return out
+
+
+def _cut_mask(group: np.ndarray, key: np.ndarray, depth: int) -> np.ndarray:
+    """Rows whose ``key`` (smaller is better) is at most the ``depth``-th smallest key of
+    their list ``group``; every row of a list shorter than ``depth``. Boolean, shape (n,)."""
+    n = len(group)
     # Rows already grouped by list and ordered by key: no sort needed.
     same = group[1:] == group[:-1]
     starts = np.flatnonzero(np.r_[True, ~same])
@@ -113,9 +374,11 @@ def top_candidates(run: pd.DataFrame, depth: int, *, ties: str = "score") -> pd.
     long_enough = lengths >= depth
     cut[long_enough] = k_sorted[starts[long_enough] + depth - 1]
     keep_sorted = k_sorted <= np.repeat(cut, lengths)
+    if presorted:
+        return keep_sorted
     keep = np.zeros(n, dtype=bool)
     keep[order[keep_sorted]] = True
-    return run[keep]
+    return keep
 
 
 def build_pool(runs: pd.DataFrame, *, depth: int, tail_sample: int = 0,
@@ -192,6 +455,20 @@ def build_pool(runs: pd.DataFrame, *, depth: int, tail_sample: int = 0,
     if missing:
         raise InputError(f"runs table is missing column(s) {', '.join(missing)}",
                          found="columns " + ", ".join(map(str, runs.columns)))
+    depth, tail_sample, tail_depth = _pool_params(depth, tail_sample, tail_depth, rng)
+    deepest = tail_depth if tail_sample > 0 else depth
+    rank_all = runs["rank"].to_numpy()
+    sub = runs.loc[rank_all <= deepest, RUNS]
+    qc, qu = id_codes(sub["query_id"])
+    cc, cu = id_codes(sub["chunk_id"])
+    ac, au = id_codes(sub["arm"])
+    return _pool_codes(qc, qu, cc, cu, ac, au, sub["rank"].to_numpy(dtype=np.int64),
+                       sub["score"].to_numpy(dtype=np.float64), depth=depth,
+                       tail_sample=tail_sample, tail_depth=tail_depth, rng=rng)
+
+
+def _pool_params(depth, tail_sample, tail_depth, rng) -> tuple[int, int, int | None]:
+    """The checked pool params (see :func:`build_pool`'s Raises)."""
     depth = _int_param(depth, "pool.depth", minimum=1)
     tail_sample = _int_param(tail_sample, "pool.tail_sample", minimum=0)
     if tail_sample > 0:
@@ -201,22 +478,29 @@ def build_pool(runs: pd.DataFrame, *, depth: int, tail_sample: int = 0,
         tail_depth = _int_param(tail_depth, "pool.tail_depth", minimum=depth + 1)
         if rng is None:
             raise ValueError("a numpy.random.Generator is required when tail_sample > 0")
-    deepest = tail_depth if tail_sample > 0 else depth
+    return depth, tail_sample, tail_depth
 
-    rank_all = runs["rank"].to_numpy()
-    sub = runs.loc[rank_all <= deepest, RUNS]
-    rank = sub["rank"].to_numpy(dtype=np.int64)
-    qc, qu = id_codes(sub["query_id"])
-    cc, cu = id_codes(sub["chunk_id"])
-    ac, au = id_codes(sub["arm"])
+
+def _pool_codes(qc, qu, cc, cu, ac, au, rank, score, *, depth, tail_sample, tail_depth,
+                rng) -> tuple[pd.DataFrame, pd.DataFrame, dict]:
+    """:func:`build_pool` on id codes: ``qc``/``cc``/``ac`` (int64, shape (n_rows,)) index
+    the byte-ordered distinct ids ``qu``/``cu``/``au`` (pyarrow arrays); ``rank`` (int64,
+    canonical) and ``score`` (float64) per row; params already checked. Rows ranked below
+    the deepest pooled rank are ignored."""
+    deepest = tail_depth if tail_sample > 0 else depth
+    if rank.size and int(rank.max()) > deepest:
+        within = rank <= deepest
+        qc, cc, ac, rank, score = qc[within], cc[within], ac[within], rank[within], \
+            score[within]
     n_q, n_c, n_a = len(qu), max(len(cu), 1), max(len(au), 1)
     pair = qc * n_c + cc                     # pair key in (query_id, chunk_id) order
     top = rank <= depth
 
     # One sort of the rows by (pair, arm) serves the duplicate check, the deduplication
     # and the provenance's order.
-    order = np.argsort(pair * n_a + ac, kind="stable")
-    sorted_key = (pair * n_a + ac)[order]
+    key = pair * n_a + ac
+    order = np.argsort(key)                  # keys are distinct once the check below passes
+    sorted_key = key[order]
     dup = np.flatnonzero(sorted_key[1:] == sorted_key[:-1])
     if dup.size:
         # One arm listing a chunk twice for a query would double its vote in the stats.
@@ -226,13 +510,13 @@ def build_pool(runs: pd.DataFrame, *, depth: int, tail_sample: int = 0,
                               f"chunk {cu[int(cc[i])]}",
                          fix="Validate and canonically rank the run before pooling")
     top_sorted = order[top[order]]
-    depth_keys, depth_counts = _runs_of(pair[top_sorted])
+    depth_keys, depth_counts, pair_idx = _runs_of(pair[top_sorted], index=True)
 
     # Tail sample: candidates ranked depth+1..tail_depth by any arm, not already pooled.
     tail_keys = np.empty(0, dtype=np.int64)
     tail_prob = np.empty(0, dtype=np.float64)
     if tail_sample > 0:
-        cand, _ = _runs_of(pair[order[~top[order]]])
+        cand, _, _ = _runs_of(pair[order[~top[order]]])
         cand = cand[~np.isin(cand, depth_keys, assume_unique=True)]
         cand_q = cand // n_c
         n_per_q = np.bincount(cand_q, minlength=n_q)
@@ -266,29 +550,36 @@ def build_pool(runs: pd.DataFrame, *, depth: int, tail_sample: int = 0,
         "chunk_id": ids_at(cu, cc[rows]),
         "arm": ids_at(au, ac[rows]),
         "rank": rank[rows],
-        "score": sub["score"].to_numpy(dtype=np.float64)[rows],
-        "source": pd.Series(np.where(top[rows], "depth", "tail"), dtype="str"),
+        "score": score[rows],
+        "source": pa.array(["tail", "depth"], type=pa.large_string()).take(
+            pa.array(top[rows].view(np.int8))).to_pandas(),
     })
 
     stats = _stats(pool_keys=all_keys, n_c=n_c, depth_keys=depth_keys,
-                   depth_counts=depth_counts, top_pair=pair[top], top_arm=ac[top],
-                   top_query=qc[top], arms=au.to_pylist(), n_q=n_q,
+                   depth_counts=depth_counts, pair_idx=pair_idx, top_arm=ac[top_sorted],
+                   top_query=qc[top_sorted], arms=au.to_pylist(), n_q=n_q,
                    tail_pairs=int(tail_keys.size))
     return pool, provenance, stats
 
 
-def _runs_of(sorted_keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Distinct values of a sorted int array and how often each occurs (``np.unique``
-    without its sort)."""
+def _runs_of(sorted_keys: np.ndarray, *, index: bool = False
+             ) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+    """Distinct values of a sorted int array, how often each occurs (``np.unique`` without
+    its sort) and, with ``index``, the position of each element's value among them."""
     if sorted_keys.size == 0:
-        return sorted_keys, np.empty(0, dtype=np.int64)
-    first = np.flatnonzero(np.r_[True, sorted_keys[1:] != sorted_keys[:-1]])
-    return sorted_keys[first], np.diff(np.r_[first, sorted_keys.size])
+        empty = np.empty(0, dtype=np.int64)
+        return sorted_keys, empty, (empty if index else None)
+    new = np.r_[True, sorted_keys[1:] != sorted_keys[:-1]]
+    first = np.flatnonzero(new)
+    where = np.cumsum(new) - 1 if index else None
+    return sorted_keys[first], np.diff(np.r_[first, sorted_keys.size]), where
 
 
-def _stats(*, pool_keys, n_c, depth_keys, depth_counts, top_pair, top_arm, top_query, arms,
+def _stats(*, pool_keys, n_c, depth_keys, depth_counts, pair_idx, top_arm, top_query, arms,
            n_q, tail_pairs) -> dict:
-    """Pool statistics on integer codes (see :func:`build_pool`)."""
+    """Pool statistics on integer codes (see :func:`build_pool`): ``pair_idx[i]`` is the
+    position in ``depth_keys`` of top-depth row ``i`` found by arm ``top_arm[i]`` for query
+    ``top_query[i]`` (rows in any order)."""
     sizes = np.bincount(pool_keys // n_c, minlength=n_q)
     sizes = sizes[sizes > 0]
     n_depth = depth_keys.size
@@ -296,19 +587,22 @@ def _stats(*, pool_keys, n_c, depth_keys, depth_counts, top_pair, top_arm, top_q
     n_a = len(arms)
 
     # Arms that found each top-depth pair; pairs only one arm found, credited to that arm.
-    pair_idx = np.searchsorted(depth_keys, top_pair)
     found_by = depth_counts[pair_idx]
     unique = np.bincount(top_arm[found_by == 1], minlength=n_a)
 
-    # Jaccard of two arms' top-depth sets per query, via a pair-by-arm incidence matrix.
-    incidence = np.zeros((n_depth, n_a), dtype=bool)
-    incidence[pair_idx, top_arm] = True
-    pair_query = depth_keys // n_c
+    # Jaccard of two arms' top-depth sets per query, via a pair-by-arm incidence matrix of
+    # the pairs found by two arms or more (no other pair is in an intersection).
+    shared = depth_counts >= 2
+    shared_pos = np.cumsum(shared) - 1
+    rows = found_by >= 2
+    incidence = np.zeros((int(shared.sum()), n_a), dtype=bool)
+    incidence[shared_pos[pair_idx[rows]], top_arm[rows]] = True
+    pair_query = depth_keys[shared] // n_c
     set_size = np.bincount(top_query * n_a + top_arm, minlength=n_q * n_a).reshape(n_q, n_a)
     overlap: dict[str, dict[str, float]] = {}
     for a, b in combinations(range(n_a), 2):
-        inter = np.bincount(pair_query, weights=incidence[:, a] & incidence[:, b],
-                            minlength=n_q)
+        inter = np.bincount(pair_query[incidence[:, a] & incidence[:, b]],
+                            minlength=n_q).astype(np.float64)
         union = set_size[:, a] + set_size[:, b] - inter
         seen = union > 0
         value = float(np.mean(inter[seen] / union[seen])) if seen.any() else None
@@ -357,8 +651,25 @@ def pool_bytes(pool: pd.DataFrame) -> bytes:
     if not _is_sorted(q, c):                 # a pool from build_pool is sorted already
         order = pa.array(np.lexsort((id_codes(c)[0], id_codes(q)[0])), type=pa.int64())
         q, c = q.take(order), c.take(order)
-    lines = _join('{"query_id":', _json_strings(q), ',"chunk_id":', _json_strings(c), "}\n")
+    if not (_needs_escape(q) or _needs_escape(c)):
+        # the usual ids: each line is one element-wise join, quotes included
+        lines = _join('{"query_id":"', q, '","chunk_id":"', c, '"}\n')
+    else:
+        lines = _join('{"query_id":', _json_strings(q), ',"chunk_id":', _json_strings(c),
+                      "}\n")
     return _concatenated(lines)
+
+
+def _needs_escape(values: pa.Array) -> bool:
+    """Whether a string holds a byte JSON escapes: '"', '\\' or a control character (in
+    UTF-8 these bytes never occur inside another character)."""
+    values = pc.cast(values, pa.large_string())
+    if len(values) == 0 or values.buffers()[2] is None:
+        return False
+    offsets = np.frombuffer(values.buffers()[1], dtype=np.int64)[
+        values.offset: values.offset + len(values) + 1]
+    data = np.frombuffer(values.buffers()[2], dtype=np.uint8)[offsets[0]: offsets[-1]]
+    return bool(((data < 0x20) | (data == 0x22) | (data == 0x5C)).any())
 
 
 def _is_sorted(q: pa.Array, c: pa.Array) -> bool:

@@ -1,0 +1,157 @@
+"""Reading a run file straight into an Arrow table, for pooling.
+
+:func:`relgrade.io.runs.read_run` returns a pandas DataFrame, which every reader of a run
+accepts. Pooling needs only each ranked list's first rows, so it reads a run once into
+Arrow (no pandas conversion of five million ids) and cuts it there
+(:func:`relgrade.protocol.pool.arm_candidates`). The result is the same table
+``read_run`` would give, in Arrow form: a file that the fast parsers here do not accept as
+it is (an unusual whitespace layout, a bad line, integer ids in Parquet, JSON Lines) is read
+by ``read_run`` itself, so it is accepted or refused exactly as there, with the same
+message naming the file and line.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+
+from relgrade.errors import InputError
+from relgrade.schema import RUN
+
+#: The Arrow schema of a run table: ids as large_string (the type pandas keeps them in).
+RUN_SCHEMA = pa.schema([("query_id", pa.large_string()), ("chunk_id", pa.large_string()),
+                        ("rank", pa.int64()), ("score", pa.float64())])
+
+_BOM = b"\xef\xbb\xbf"
+# the TREC fields, by position: name and whether relgrade keeps it
+_TREC_FIELDS = ["query_id", "q0", "chunk_id", "rank", "score", "tag"]
+
+
+def read_run_table(path) -> pa.Table:
+    """Read a run file into an Arrow table, choosing the format by its extension.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        A ``.parquet`` file with the columns ``query_id``, ``chunk_id``, ``rank``,
+        ``score``; a ``.jsonl``/``.ndjson`` file; or a TREC run (any other extension), as
+        :func:`relgrade.io.runs.read_run` reads them.
+
+    Returns
+    -------
+    pyarrow.Table of shape (n_rows, 4)
+        :data:`RUN_SCHEMA`: ``query_id`` and ``chunk_id`` (large_string), ``rank`` (int64),
+        ``score`` (float64), one row per run row, in file order; the same values as
+        ``read_run(path)[RUN]``. An ``arm`` column in the file is not returned.
+
+    Raises
+    ------
+    InputError
+        As :func:`relgrade.io.runs.read_run`: the file is missing or unreadable, a column is
+        missing, an id is missing or not a string or integer, a rank is not an integer, a
+        score is not a number; TREC and JSON Lines errors name the line.
+
+    Notes
+    -----
+    A TREC file whose fields are separated by single spaces (or single tabs, decided by its
+    first line) is parsed by Arrow's CSV reader in C++, one thread per file (the pool
+    stage reads the arms in parallel). The parse is refused, and the file read by
+    ``read_run``, when a field is empty (a doubled or leading separator, a blank line),
+    holds the other separator, a vertical tab or a form feed, a line does not have six
+    fields, a rank or score does not parse, or a score is not finite. A Parquet file is
+    read by ``pyarrow.parquet`` when its ids are strings without nulls, its rank an integer
+    type without nulls and its score float64; otherwise by ``read_run``.
+    """
+    path = Path(path)
+    suffix = path.suffix.lower()
+    table = None
+    if suffix == ".parquet":
+        table = _parquet_table(path)
+    elif suffix not in (".jsonl", ".ndjson"):
+        table = _trec_table(path)
+    if table is not None:
+        return table
+    from relgrade.io.runs import read_run
+
+    df = read_run(path)
+    return pa.Table.from_pandas(df[RUN], preserve_index=False).cast(RUN_SCHEMA)
+
+
+def _parquet_table(path: Path) -> pa.Table | None:
+    import pyarrow.parquet as pq
+
+    if not path.exists():
+        raise InputError("file not found", path=path)
+    try:
+        table = pq.read_table(path, columns=[c for c in RUN], use_threads=False)
+    except Exception:  # a missing column or a corrupt file: read_run names it
+        return None
+    for name in ("query_id", "chunk_id"):
+        col = table[name]
+        if not (pa.types.is_string(col.type) or pa.types.is_large_string(col.type)) \
+                or col.null_count:
+            return None
+    if not pa.types.is_integer(table["rank"].type) or table["rank"].null_count:
+        return None
+    if not pa.types.is_float64(table["score"].type):
+        return None
+    return table.cast(RUN_SCHEMA)
+
+
+def _trec_table(path: Path) -> pa.Table | None:
+    import pyarrow.csv as pacsv
+
+    try:
+        with open(path, "rb") as f:
+            head = f.read(1 << 16)
+    except FileNotFoundError:
+        raise InputError("file not found", path=path) from None
+    except IsADirectoryError:
+        raise InputError("is a folder, not a file", path=path) from None
+    start = len(_BOM) if head.startswith(_BOM) else 0
+    if len(head) <= start:
+        return None
+    newline = head.find(b"\n", start)
+    first = head[start: newline if newline >= 0 else len(head)]
+    delim = b"\t" if b"\t" in first else b" "
+    needles = (b" " if delim == b"\t" else b"\t", b"\x0b", b"\x0c")
+    types = {"query_id": pa.large_string(), "q0": pa.string(), "chunk_id": pa.large_string(),
+             "rank": pa.int64(), "score": pa.float64(), "tag": pa.string()}
+    try:
+        table = pacsv.read_csv(
+            str(path),
+            read_options=pacsv.ReadOptions(column_names=_TREC_FIELDS, use_threads=False,
+                                           block_size=1 << 24),
+            parse_options=pacsv.ParseOptions(delimiter=delim.decode(), quote_char=False,
+                                             double_quote=False, escape_char=False,
+                                             ignore_empty_lines=False),
+            convert_options=pacsv.ConvertOptions(column_types=types, null_values=[],
+                                                 true_values=[], false_values=[],
+                                                 strings_can_be_null=False))
+    except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError):
+        return None
+    for name in ("query_id", "q0", "chunk_id", "tag"):
+        if _empty_or_holds(table[name], needles):
+            return None
+    for chunk in table["score"].chunks:
+        if not np.isfinite(chunk.to_numpy()).all():
+            return None  # read_run names the line
+    return table.select(RUN)
+
+
+def _empty_or_holds(col: pa.ChunkedArray, needles: tuple[bytes, ...]) -> bool:
+    """True when a value of a string column is empty or holds one of ``needles``."""
+    width = np.int64 if pa.types.is_large_string(col.type) else np.int32
+    for chunk in col.chunks:
+        if len(chunk) == 0:
+            continue
+        offsets = np.frombuffer(chunk.buffers()[1], dtype=width)[
+            chunk.offset: chunk.offset + len(chunk) + 1]
+        if np.any(offsets[1:] == offsets[:-1]):
+            return True
+        text = memoryview(chunk.buffers()[2])[offsets[0]: offsets[-1]].tobytes()
+        if any(n in text for n in needles):
+            return True
+    return False

@@ -1,0 +1,247 @@
+"""The pool stage's Arrow path: reading a run into Arrow, the per-arm check and cut, and the
+pooling of the candidates, against the pandas path every other reader of a run takes."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pytest
+
+from relgrade import ranking as R
+from relgrade.errors import InputError
+from relgrade.experiment.files import Experiment
+from relgrade.io.files import write_parquet
+from relgrade.io.runs import read_run
+from relgrade.io.runtable import RUN_SCHEMA, read_run_table
+from relgrade.pipeline.stages import pool as pool_stage
+from relgrade.protocol import pool as P
+
+from tests.test_pool import stage_setup
+
+
+def as_frame(table: pa.Table) -> pd.DataFrame:
+    return table.to_pandas()
+
+
+# --- reading --------------------------------------------------------------------------
+
+TREC_LAYOUTS = {
+    "spaces": "q1 Q0 d1 1 2.5 tag\nq1 Q0 d2 2 1 tag\nq2 Q0 d1 1 -0.25 tag\n",
+    "tabs": "q1\tQ0\td1\t1\t2.5\ttag\nq1\tQ0\td2\t2\t1\ttag\nq2\tQ0\td1\t1\t-0.25\ttag\n",
+    "several spaces": "q1  Q0 d1 1 2.5 tag\nq1 Q0 d2 2 1 tag\n\nq2 Q0 d1 1 -0.25 tag\n",
+    "extra fields": "q1 Q0 d1 1 2.5 tag x\nq1 Q0 d2 2 1 tag\nq2 Q0 d1 1 -0.25 tag\n",
+    "bom and crlf": "\ufeffq1 Q0 d1 1 2.5 tag\r\nq1 Q0 d2 2 1 tag\r\n"
+                    "q2 Q0 d1 1 -0.25 tag\r\n",
+}
+
+
+@pytest.mark.parametrize("layout", sorted(TREC_LAYOUTS))
+def test_trec_run_reads_as_read_run_reads_it(tmp_path, layout):
+    path = tmp_path / "a.trec"
+    path.write_bytes(TREC_LAYOUTS[layout].encode("utf-8"))
+    table = read_run_table(path)
+    assert table.schema == RUN_SCHEMA
+    got = as_frame(table)
+    assert got["query_id"].tolist() == ["q1", "q1", "q2"]
+    assert got["chunk_id"].tolist() == ["d1", "d2", "d1"]
+    assert got["rank"].tolist() == [1, 2, 1]
+    assert got["score"].tolist() == [2.5, 1.0, -0.25]
+    pd.testing.assert_frame_equal(got, read_run(path)[R.RUN], check_dtype=False)
+
+
+def test_parquet_and_jsonl_runs_read_as_read_run_reads_them(tmp_path):
+    pd.DataFrame({"query_id": ["q1", "q2"], "chunk_id": ["d1", "d2"], "rank": [1, 1],
+                  "score": [0.5, 0.25], "arm": ["x", "x"]}).to_parquet(tmp_path / "a.parquet")
+    # integer ids are not strings: read_run makes them their decimal text
+    pd.DataFrame({"query_id": [7, 8], "chunk_id": [70, 80], "rank": [1, 1],
+                  "score": [0.5, 0.25]}).to_parquet(tmp_path / "b.parquet")
+    (tmp_path / "c.jsonl").write_text('{"query_id": "q1", "chunk_id": 4411, "rank": 1, '
+                                      '"score": 3}\n')
+    for name, ids in (("a.parquet", [["q1", "q2"], ["d1", "d2"]]),
+                      ("b.parquet", [["7", "8"], ["70", "80"]]),
+                      ("c.jsonl", [["q1"], ["4411"]])):
+        table = read_run_table(tmp_path / name)
+        assert table.schema == RUN_SCHEMA and table.column_names == R.RUN
+        assert [table["query_id"].to_pylist(), table["chunk_id"].to_pylist()] == ids
+
+
+@pytest.mark.parametrize("text, line, rule", [
+    ("q1 Q0 d1 1 2.5 t\nq1 Q0 d2 x 1.0 t\n", 2, "rank must be an integer"),
+    ("q1 Q0 d1 1 2.5 t\nq1 Q0 d2 2 nan t\n", 2, "score must be a finite number"),
+    ("q1 Q0 d1 1 2.5 t\nq1 Q0 d2 2\n", 2, "expected at least 6 whitespace-separated fields"),
+])
+def test_a_bad_trec_line_is_named_as_read_run_names_it(tmp_path, text, line, rule):
+    path = tmp_path / "bad.trec"
+    path.write_text(text)
+    with pytest.raises(InputError) as fast:
+        read_run_table(path)
+    with pytest.raises(InputError) as reference:
+        read_run(path)
+    assert str(fast.value) == str(reference.value)
+    assert rule in str(fast.value) and f"bad.trec:{line}:" in str(fast.value)
+
+
+def test_a_missing_run_file_is_named(tmp_path):
+    for name in ("none.trec", "none.parquet"):
+        with pytest.raises(InputError, match="file not found"):
+            read_run_table(tmp_path / name)
+
+
+# --- the per-arm check and cut ----------------------------------------------------------
+
+def random_run(rng: np.random.Generator, *, queries: int, per_query: int, shuffle: bool
+               ) -> pd.DataFrame:
+    rows = []
+    for q in range(queries):
+        chunks = rng.choice(40, size=per_query, replace=False)
+        # scores on a coarse grid, so ties at the cut are common
+        scores = np.sort(rng.integers(0, 5, size=per_query))[::-1] / 2
+        for r, (c, s) in enumerate(zip(chunks, scores), start=1):
+            rows.append((f"q{q}", f"c{c}", r, float(s)))
+    run = pd.DataFrame(rows, columns=R.RUN).astype({"query_id": "str", "chunk_id": "str"})
+    if shuffle:
+        run = run.sample(frac=1.0, random_state=int(rng.integers(1 << 30)))
+    return run.reset_index(drop=True)
+
+
+def to_table(run: pd.DataFrame) -> pa.Table:
+    return pa.Table.from_pandas(run[R.RUN], preserve_index=False).cast(RUN_SCHEMA)
+
+
+@pytest.mark.parametrize("ties", ["score", "rank"])
+@pytest.mark.parametrize("shuffle", [False, True])
+def test_arm_candidates_keep_the_rows_top_candidates_keeps(ties, shuffle):
+    rng = np.random.default_rng(5)
+    for depth in (1, 3, 12):
+        run = random_run(rng, queries=6, per_query=10, shuffle=shuffle)
+        got = as_frame(P.arm_candidates(to_table(run), depth, ties=ties))
+        want = P.top_candidates(run, depth, ties=ties).reset_index(drop=True)
+        pd.testing.assert_frame_equal(got, want, check_dtype=False)
+
+
+def test_arm_candidates_cut_by_hand():
+    # q1: scores 3, 2, 2, 1 -> the 2nd best score is 2: both rows at 2 are kept (ties at
+    # the cut); q2 has one row, shorter than the depth: kept.
+    run = pd.DataFrame({"query_id": ["q1"] * 4 + ["q2"],
+                        "chunk_id": ["a", "b", "c", "d", "e"],
+                        "rank": [1, 2, 3, 4, 1], "score": [3.0, 2.0, 2.0, 1.0, 0.5]})
+    kept = P.arm_candidates(to_table(run), 2)
+    assert kept["chunk_id"].to_pylist() == ["a", "b", "c", "e"]
+
+
+@pytest.mark.parametrize("text, known", [
+    ("q1 Q0 c1 1 1.0 t\nq1 Q0 c1 2 0.5 t\n", {}),                       # listed twice
+    ("q1 Q0 c1 1 1.0 t\nq3 Q0 c2 1 0.5 t\n", {"queries": ["q1", "q2"]}),  # unknown query
+    ("q1 Q0 c1 1 1.0 t\nq1 Q0 c9 2 0.5 t\n", {"chunks": ["c1", "c2"]}),   # unknown chunk
+    ("q1 Q0 c1 1 1.0 t\nq1 Q0 c\x1f2 2 0.5 t\n", {}),                    # U+001F in an id
+])
+def test_arm_candidates_refuse_a_bad_run_with_validate_runs_message(tmp_path, text, known):
+    path = tmp_path / "x.trec"
+    path.write_text(text)
+    sets = {k: P.IdSet(v) for k, v in known.items()}
+    with pytest.raises(InputError) as fast:
+        P.arm_candidates(read_run_table(path), 10, path=path, **sets)
+    with pytest.raises(InputError) as reference:
+        R.validate_run(read_run(path), path=path, **known)
+    assert str(fast.value) == str(reference.value)
+    assert "x.trec" in str(fast.value) and "query q" in str(fast.value)
+
+
+def test_arm_candidates_refuse_a_non_finite_score_and_an_empty_run():
+    run = pd.DataFrame({"query_id": ["q1", "q1"], "chunk_id": ["a", "b"], "rank": [1, 2],
+                        "score": [1.0, np.inf]})
+    with pytest.raises(InputError, match="query q1, chunk b: score must be a finite number"):
+        P.arm_candidates(to_table(run), 1)
+    with pytest.raises(InputError, match="the run is empty"):
+        P.arm_candidates(to_table(run.iloc[:0]), 1)
+
+
+# --- pooling the candidates -------------------------------------------------------------
+
+def reference_pool(runs: dict[str, pd.DataFrame], deepest: int, **kwargs):
+    ties = kwargs.pop("ties", "score")
+    stacked = pd.concat([P.top_candidates(r, deepest, ties=ties).assign(arm=a)
+                         for a, r in runs.items()], ignore_index=True)
+    return P.build_pool(R.canonical_ranking(stacked, ties=ties), **kwargs)
+
+
+@pytest.mark.parametrize("ties", ["score", "rank"])
+@pytest.mark.parametrize("tail", [0, 3])
+def test_pool_candidates_equal_build_pool_of_the_canonical_ranking(ties, tail):
+    rng = np.random.default_rng(11)
+    runs = {arm: random_run(rng, queries=5, per_query=12, shuffle=arm == "b")
+            for arm in ("c", "a", "b")}
+    depth, tail_depth = 3, 8
+    deepest = tail_depth if tail else depth
+    kwargs = {"depth": depth, "tail_sample": tail, "tail_depth": tail_depth}
+    got = P.pool_candidates(
+        {a: P.arm_candidates(to_table(r), deepest, ties=ties) for a, r in runs.items()},
+        ties=ties, rng=np.random.default_rng(3), **kwargs)
+    want = reference_pool(runs, deepest, ties=ties, rng=np.random.default_rng(3), **kwargs)
+    for g, w in zip(got[:2], want[:2]):
+        pd.testing.assert_frame_equal(g, w)
+    assert got[2] == want[2]
+    assert (got[2]["tail_pairs"] > 0) == (tail > 0)
+
+
+def test_pool_candidates_break_score_ties_by_chunk_id_descending():
+    # arm x ties c1 and c2 at the top: trec_eval's rule ranks c2 first, so at depth 1 the
+    # pool is {c2}; arm y's c10 beats c9 ("c9" > "c10" as byte strings) at equal score.
+    x = pd.DataFrame({"query_id": ["q"] * 3, "chunk_id": ["c1", "c2", "c3"],
+                      "rank": [1, 2, 3], "score": [1.0, 1.0, 0.5]})
+    y = pd.DataFrame({"query_id": ["q"] * 2, "chunk_id": ["c10", "c9"], "rank": [1, 2],
+                      "score": [2.0, 2.0]})
+    pool, prov, stats = P.pool_candidates(
+        {"x": P.arm_candidates(to_table(x), 1), "y": P.arm_candidates(to_table(y), 1)},
+        depth=1)
+    assert pool["chunk_id"].tolist() == ["c2", "c9"]
+    assert prov[["arm", "chunk_id", "rank"]].values.tolist() == [["x", "c2", 1],
+                                                                  ["y", "c9", 1]]
+    assert stats["overlap"] == {"x": {"y": 0.0}} and stats["unique"] == {"x": 1, "y": 1}
+
+
+def test_pool_stage_writes_the_bytes_of_the_reference_path(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    runs = {"x": "q1 Q0 c1 1 3.0 x\nq1 Q0 c2 2 2.0 x\nq1 Q0 c3 3 2.0 x\nq2 Q0 c5 1 1 x\n",
+            "y": "q1 Q0 c3 1 5.0 y\nq1 Q0 c1 2 4.0 y\nq2 Q0 c4 1 1.0 y\nq2 Q0 c0 2 1.0 y\n"}
+    params = stage_setup(tmp_path, runs)
+    pool_stage.run(Experiment.from_mapping(params))
+    # the path the stage took before it read runs into Arrow: pandas frames throughout
+    frames = {a: read_run(tmp_path / "runs" / f"{a}.trec") for a in runs}
+    pool, prov, stats = reference_pool(frames, 2, depth=2)
+    write_parquet(tmp_path / "ref_pool.parquet", pool)
+    write_parquet(tmp_path / "ref_prov.parquet", prov)
+    assert (tmp_path / "out/pool.parquet").read_bytes() == \
+        (tmp_path / "ref_pool.parquet").read_bytes()
+    assert (tmp_path / "private/prov.parquet").read_bytes() == \
+        (tmp_path / "ref_prov.parquet").read_bytes()
+    assert json.loads((tmp_path / "out/stats.json").read_text()) == stats
+    # by hand: x's top 2 is c1 and (c3 over c2 at 2.0); y's is c3, c1 and c4, c0 (tie at 1.0:
+    # c4 first, then c0) with x's c5 for q2
+    assert list(zip(pool.query_id, pool.chunk_id)) == [
+        ("q1", "c1"), ("q1", "c3"), ("q2", "c0"), ("q2", "c4"), ("q2", "c5")]
+
+
+# --- known ids ----------------------------------------------------------------------------
+
+def test_id_set_holds_exactly_its_ids():
+    known = P.IdSet(["c1", "c2", "c2", "é"])
+    assert len(known) == 4   # the repeated c2 is kept
+    assert known.holds_all(pa.array(["c2", "é", "c1", "c1"]))
+    assert not known.holds_all(pa.array(["c1", "c3"]))
+    assert not known.holds_all(pa.array(["c"]))          # a prefix of a known id
+    assert known.holds_all(pa.array([], type=pa.string()))
+    assert not P.IdSet([]).holds_all(pa.array(["c1"]))
+
+
+def test_id_set_agrees_with_arrow_is_in():
+    rng = np.random.default_rng(2)
+    corpus = [f"doc{i}" for i in rng.choice(5000, size=3000, replace=False)]
+    known = P.IdSet(pd.Series(corpus, dtype="str"))
+    for _ in range(20):
+        values = pa.array([f"doc{i}" for i in rng.integers(0, 5000, size=rng.integers(1, 8))])
+        want = bool(pa.compute.all(pa.compute.is_in(values, value_set=pa.array(corpus))).as_py())
+        assert known.holds_all(values) == want
