@@ -584,3 +584,16 @@ def test_a_session_with_two_queries_and_a_repeated_position_is_reported_as_the_e
     with pytest.raises(InputError, match="found rankers r1, r2"):
         ClickLog.from_frame(frame([("s1", "q", "a", 1, 1, "r1", False),
                                    ("s1", "q", "b", 2, 0, "r2", False)]))
+
+
+@pytest.mark.parametrize("n", [2, 10, 40, 64])
+def test_a_chunk_shown_twice_is_found_in_a_session_of_any_length_up_to_64(n):
+    # The check certifies distinct chunks from bit masks of their hashes and counts the
+    # distinct hashes otherwise; either way a repeat must be found and a clean list pass.
+    rows = [("s1", "q", f"c{k:02d}", k + 1, 0, "r", False) for k in range(n)]
+    assert ClickLog.from_frame(frame(rows)).rows == n
+    rows[-1] = ("s1", "q", "c00", n, 0, "r", False)
+    with pytest.raises(InputError) as e:
+        ClickLog.from_frame(frame(rows), source="log.parquet")
+    assert str(e.value) == ("log.parquet: session s1: a session shows each chunk at most once "
+                            f"(found chunk c00 at positions 1, {n})")
