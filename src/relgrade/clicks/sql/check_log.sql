@@ -8,7 +8,9 @@
 -- That last test is exact and mostly cheap: three 64-bit masks each set one bit per row,
 -- chosen by six bits of the chunk id's 64-bit hash (bits 0-5, 6-11, 12-17); when one mask
 -- has as many bits as the list has rows, the hashes differ and so do the chunks. Only the
--- other lists (about 14% of ten-row lists) count their distinct hashes.
+-- other lists (about 14% of ten-row lists) count their distinct hashes, kept as the hash's
+-- upper 32 bits to halve the list's memory (a collision there only sends the log to the
+-- exact pass, which compares the ids).
 -- The result is one row: the totals of the check and a histogram of the lists' masks (a
 -- few hundred distinct patterns for millions of sessions), from which the randomization
 -- estimate and the clicks per position are read without another pass. Anything flagged
@@ -34,7 +36,7 @@ WITH typed AS (
            bit_or(CAST(1 AS UBIGINT) << (chunk_hash & 63)) AS chunk_bits_0,
            bit_or(CAST(1 AS UBIGINT) << ((chunk_hash >> 6) & 63)) AS chunk_bits_1,
            bit_or(CAST(1 AS UBIGINT) << ((chunk_hash >> 12) & 63)) AS chunk_bits_2,
-           list(chunk_hash) AS chunk_hashes
+           list(CAST(chunk_hash >> 32 AS UINTEGER)) AS chunk_hashes
     FROM typed
     GROUP BY session_id, query_id, ranker
 ), checked AS (
