@@ -14,7 +14,7 @@ and clicks with probability p(k) * r, p(k) = 1 / k. Ids are strings (``s00000001
 every contender of the first table also runs on the shuffled file (``...-shuffled``).
 
 Each contender runs in its own Python process, one after another (rounds interleaved), so
-its peak resident memory is its own (``ru_maxrss``; DuckDB runs inside the process, so its
+its peak resident memory is its own (``VmHWM``; DuckDB runs inside the process, so its
 memory counts). The timed span starts after imports and ends when the output exists; the
 process wall time includes interpreter start-up and imports. For the propensity contenders the
 bootstrap (``N_BOOT`` resamples) is timed on its own inside the span (relgrade's
@@ -299,6 +299,19 @@ def _pairs_digest(path: Path) -> dict:
     return {"pairs": n, "weight_sum": total, "checksum": checksum}
 
 
+def _peak_mib() -> float:
+    """This process's peak resident memory, MiB: ``VmHWM``, which starts afresh at ``exec``.
+
+    (``ru_maxrss`` would not do: Linux carries the high-water mark of the image replaced at
+    ``exec`` into it, so a worker would report at least the parent's resident memory at the
+    fork, and the parent grows when it digests the pairs.)
+    """
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
 def _jvm_peak_mib() -> float:
     """Peak resident memory (VmHWM) of this process's child processes (Spark's JVM), MiB."""
     import psutil
@@ -377,7 +390,7 @@ def worker(task: str, data: Path, out: Path) -> dict:
         relgrade_cli(["clicks", "pairs", str(log), "--propensity", str(rel_json),
                       "--out", str(target), *limit, *spark])
         seconds = time.perf_counter() - start
-        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+        peak = _peak_mib()
         result = {"pairs_path": str(target)}
     elif task == "pandas-randomization":
         result = pandas_randomization(log, out / f"{name}.json")
@@ -388,12 +401,12 @@ def worker(task: str, data: Path, out: Path) -> dict:
     elif task == "pandas-pairs":
         pandas_pairs(log, rel_json, out / f"{name}.parquet")
         seconds = time.perf_counter() - start
-        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+        peak = _peak_mib()
         result = {"pairs_path": str(out / f"{name}.parquet")}
     else:
         raise SystemExit(f"unknown task {task}")
     if not task.endswith("pairs") and not task.endswith("pairs-1gb"):
-        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
+        peak = _peak_mib()
     if spark:
         # Spark's work happens in its JVM, a child process: its peak counts too.
         peak += _jvm_peak_mib()
