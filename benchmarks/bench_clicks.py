@@ -457,7 +457,8 @@ def main(argv=None) -> int:
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--only", nargs="*", choices=TASKS, default=None)
     ap.add_argument("--steps", action="store_true",
-                    help="Print relgrade's CPU-seconds per step (one round, this process) and stop.")
+                    help="Print relgrade's CPU-seconds per step (one round, this process) "
+                         "and stop.")
     ap.add_argument("--worker", choices=TASKS, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.worker:
@@ -533,7 +534,8 @@ def main(argv=None) -> int:
                 for key in ("point_s", "process_wall", "process_cpu", "peak_rss_mib")}
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out.parent / "clicks.json").write_text(json.dumps(summary, indent=2))
-    print(f"{'contender':36} {'median s':>9} {'point s':>8} {'boot s':>7} {'CPU-s':>6} {'wall s':>7} "
+    print(f"{'contender':36} {'median s':>9} {'point s':>8} {'boot s':>7} {'CPU-s':>6} "
+          f"{'wall s':>7} "
           f"{'peak MiB':>9}")
     for t, s in summary["tasks"].items():
         print(f"{t:36} {s['median_s']:9.1f} {s['point_s']:8.1f} {s['bootstrap_s']:7.1f} "
