@@ -1,10 +1,10 @@
-"""Click training set at scale: propensities and IPS-weighted pairs from 20M impressions.
+"""Click training set at scale: propensities and IPS-weighted pairs from 10M impressions.
 
     python benchmarks/bench_clicks.py --generate            # writes benchmarks/data/clicks/
     python benchmarks/bench_clicks.py --repeat 3            # writes benchmarks/out/clicks.json
 
 The log is simulated under the position-based model and written as one Parquet file:
-2,000,000 sessions x 10 positions (20M impressions), 20,000 queries with 20 candidate chunks
+1,000,000 sessions x 10 positions (10M impressions), 20,000 queries with 20 candidate chunks
 each (relevance ~ U(0.05, 0.9)), three rankers (r0 a random order of each query's
 candidates, r1 and r2 the same with each adjacent pair swapped with probability 0.3), a
 session's query and ranker drawn uniformly, 5% of sessions in a FairPairs randomized slice,
@@ -14,14 +14,18 @@ and clicks with probability p(k) * r, p(k) = 1 / k. Ids are strings (``s00000001
 every contender of the first table also runs on the shuffled file (``...-shuffled``).
 
 Each contender runs in its own Python process, one after another (rounds interleaved), so
-its peak resident memory is its own (``ru_maxrss``; DuckDB runs inside the process, so its
+its peak resident memory is its own (``VmHWM``; DuckDB runs inside the process, so its
 memory counts). The timed span starts after imports and ends when the output exists; the
 process wall time includes interpreter start-up and imports. For the propensity contenders the
 bootstrap (``N_BOOT`` resamples) is timed on its own inside the span (relgrade's
 ``propensity.bootstrap_chain``, the pandas contenders' ``_bootstrap``); the point estimate's
-time is the span without it. Each round records the load average before and after it, and the
-summary gives, per pair of contenders, the median over rounds of the per-round ratio (pandas
-over relgrade: time of the point estimate, time of the whole process, peak memory).
+time is the span without it. The parent also takes each process's CPU-seconds (user + system
+of the whole process, interpreter start-up and imports included, from ``RUSAGE_CHILDREN``
+around the child), which load does not inflate the way it inflates wall time; the pairs files
+are digested by the parent afterwards, outside the measured process. Each round records the
+load average before and after it, and the summary gives, per pair of contenders, the median
+over rounds of the per-round ratio (pandas over relgrade: time of the point estimate, wall
+time and CPU-seconds of the whole process, peak memory).
 
 Contenders:
 
@@ -37,7 +41,8 @@ Contenders:
 * ``pandas propensity randomization`` / ``harvesting`` / ``pairs``: the same computations
   written the plain way: ``read_parquet`` of the needed columns, ``groupby``, ``merge``,
   ``sort_values``, ``to_parquet``; the same bootstrap (session or query resampling, numpy).
-  The pandas contenders do not validate the log (relgrade does, in one grouped pass of DuckDB).
+  The pandas contenders do not validate the log (relgrade does, in the same grouped pass of
+  DuckDB that reads the randomization estimate and the clicks per position).
 
 The parent checks that relgrade, Spark and pandas agree: the same propensities (to 1e-9) and
 the same pairs in the same order (count and an order-sensitive checksum of every row).
@@ -56,7 +61,7 @@ import sys
 import time
 from pathlib import Path
 
-SESSIONS = 2_000_000
+SESSIONS = 1_000_000
 POSITIONS = 10
 QUERIES = 20_000
 CANDIDATES = 20
@@ -294,6 +299,19 @@ def _pairs_digest(path: Path) -> dict:
     return {"pairs": n, "weight_sum": total, "checksum": checksum}
 
 
+def _peak_mib() -> float:
+    """This process's peak resident memory, MiB: ``VmHWM``, which starts afresh at ``exec``.
+
+    (``ru_maxrss`` would not do: Linux carries the high-water mark of the image replaced at
+    ``exec`` into it, so a worker would report at least the parent's resident memory at the
+    fork, and the parent grows when it digests the pairs.)
+    """
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
 def _jvm_peak_mib() -> float:
     """Peak resident memory (VmHWM) of this process's child processes (Spark's JVM), MiB."""
     import psutil
@@ -310,41 +328,37 @@ def _jvm_peak_mib() -> float:
 
 
 def relgrade_steps(log: Path, out: Path) -> dict[str, float]:
-    """Seconds per step of the relgrade path, in this process, for the breakdown."""
+    """CPU-seconds (this process: user + system) per step of the relgrade path."""
     import numpy as np
 
     from relgrade import clicks
-    from relgrade.clicks import ClickLog, sql
+    from relgrade.clicks import ClickLog
     from relgrade.clicks import pairs as P
     from relgrade.clicks import propensity as PR
     from relgrade.io import files as io
 
     steps = {}
-    t = time.perf_counter()
+    t = time.process_time()
     con = clicks.connect()
-    ClickLog.from_relation(con, con.read_parquet(str(log)), source=str(log))
-    steps["open + validate the log (1 pass)"] = time.perf_counter() - t
-    t = time.perf_counter()
-    con.execute(sql("check_log")).fetchall()
-    steps["  of which: row and session rules (one pass)"] = time.perf_counter() - t
-    log_ = ClickLog(con=con, source=str(log), rows=0, sessions=0)
-    t = time.perf_counter()
+    log_ = ClickLog.from_relation(con, con.read_parquet(str(log)), source=str(log))
+    steps["open and check the log (one pass; keeps the patterns)"] = time.process_time() - t
+    t = time.process_time()
     curve = PR.randomization(log_, rng=np.random.default_rng(0), n_boot=N_BOOT)
-    steps["randomization (SQL + 1,000 resamples)"] = time.perf_counter() - t
-    t = time.perf_counter()
+    steps["randomization (from the patterns + 1,000 resamples)"] = time.process_time() - t
+    t = time.process_time()
     PR.harvesting(log_, rng=np.random.default_rng(0), n_boot=N_BOOT)
-    steps["harvesting (SQL + 1,000 resamples)"] = time.perf_counter() - t
+    steps["harvesting (SQL + 1,000 resamples)"] = time.process_time() - t
     weights = P.ips_weights(curve)
-    t = time.perf_counter()
+    t = time.process_time()
     rel = P.skip_above(log_, weights)
-    steps["pairs: table of weighted clicks"] = time.perf_counter() - t
-    t = time.perf_counter()
+    steps["pairs: table of weighted clicks"] = time.process_time() - t
+    t = time.process_time()
     with io.atomic_path(out / "steps-pairs.parquet") as tmp:
         rel.write_parquet(str(tmp))
-    steps["pairs: join, sort, write Parquet"] = time.perf_counter() - t
-    t = time.perf_counter()
+    steps["pairs: join, sort, write Parquet"] = time.process_time() - t
+    t = time.process_time()
     P.click_summary(log_, weights)
-    steps["pairs: click summary"] = time.perf_counter() - t
+    steps["pairs: click summary (from the patterns)"] = time.process_time() - t
     return steps
 
 
@@ -376,8 +390,8 @@ def worker(task: str, data: Path, out: Path) -> dict:
         relgrade_cli(["clicks", "pairs", str(log), "--propensity", str(rel_json),
                       "--out", str(target), *limit, *spark])
         seconds = time.perf_counter() - start
-        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-        result = _pairs_digest(target)
+        peak = _peak_mib()
+        result = {"pairs_path": str(target)}
     elif task == "pandas-randomization":
         result = pandas_randomization(log, out / f"{name}.json")
         seconds = time.perf_counter() - start
@@ -387,12 +401,12 @@ def worker(task: str, data: Path, out: Path) -> dict:
     elif task == "pandas-pairs":
         pandas_pairs(log, rel_json, out / f"{name}.parquet")
         seconds = time.perf_counter() - start
-        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-        result = _pairs_digest(out / f"{name}.parquet")
+        peak = _peak_mib()
+        result = {"pairs_path": str(out / f"{name}.parquet")}
     else:
         raise SystemExit(f"unknown task {task}")
     if not task.endswith("pairs") and not task.endswith("pairs-1gb"):
-        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
+        peak = _peak_mib()
     if spark:
         # Spark's work happens in its JVM, a child process: its peak counts too.
         peak += _jvm_peak_mib()
@@ -403,14 +417,22 @@ def worker(task: str, data: Path, out: Path) -> dict:
 
 
 def run_child(task: str, data: Path, out: Path) -> dict:
+    """Run one contender in a fresh process; add its CPU-seconds (user + system of the whole
+    process, start-up and imports included) and wall time, and digest its pairs afterwards
+    (outside the measured process)."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t = time.perf_counter()
     proc = subprocess.run([sys.executable, __file__, "--worker", task, "--data", str(data),
                            "--out", str(out)], capture_output=True, text=True)
     wall = time.perf_counter() - t
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if proc.returncode != 0:
         raise SystemExit(f"{task} failed:\n{proc.stderr[-3000:]}")
     doc = json.loads(proc.stdout.strip().splitlines()[-1])
     doc["process_wall"] = wall
+    doc["process_cpu"] = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    if "pairs_path" in doc["result"]:
+        doc["result"] = _pairs_digest(Path(doc["result"]["pairs_path"]))
     return doc
 
 
@@ -435,7 +457,8 @@ def main(argv=None) -> int:
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--only", nargs="*", choices=TASKS, default=None)
     ap.add_argument("--steps", action="store_true",
-                    help="Print relgrade's time per step (one round, this process) and stop.")
+                    help="Print relgrade's CPU-seconds per step (one round, this process) "
+                         "and stop.")
     ap.add_argument("--worker", choices=TASKS, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.worker:
@@ -453,7 +476,7 @@ def main(argv=None) -> int:
     if args.steps:
         args.out.mkdir(parents=True, exist_ok=True)
         for step, seconds in relgrade_steps(args.data / "log.parquet", args.out).items():
-            print(f"{step:42} {seconds:6.2f} s")
+            print(f"{step:56} {seconds:6.2f} CPU-s")
         return 0
     if not (args.data / "log-shuffled.parquet").exists():
         shuffle(args.data / "log.parquet", args.data / "log-shuffled.parquet")
@@ -466,7 +489,8 @@ def main(argv=None) -> int:
             runs[task].append(run_child(task, args.data, args.out))
             last = runs[task][-1]
             print(f"  {task:36} {last['seconds']:7.1f} s  point {last['point_s']:7.1f} s  "
-                  f"bootstrap {last['bootstrap_s']:6.1f} s  {last['process_wall']:7.1f} s wall  "
+                  f"bootstrap {last['bootstrap_s']:6.1f} s  {last['process_cpu']:6.2f} CPU-s  "
+                  f"{last['process_wall']:7.1f} s wall  "
                   f"{last['peak_rss_mib']:6.0f} MiB", flush=True)
         loads.append({"round": r + 1, "load_before": before, "load_after": os.getloadavg()})
         print(f"round {r + 1}: load average {before[0]:.1f} before, "
@@ -494,9 +518,11 @@ def main(argv=None) -> int:
                       "point_s": statistics.median(r["point_s"] for r in rs),
                       "bootstrap_s": statistics.median(r["bootstrap_s"] for r in rs),
                       "process_wall_s": statistics.median(r["process_wall"] for r in rs),
+                      "process_cpu_s": statistics.median(r["process_cpu"] for r in rs),
                       "peak_rss_mib": max(r["peak_rss_mib"] for r in rs),
                       "runs": [{k: r[k] for k in ("seconds", "point_s", "bootstrap_s",
-                                                  "process_wall", "peak_rss_mib")} for r in rs],
+                                                  "process_wall", "process_cpu", "peak_rss_mib")}
+                               for r in rs],
                       "result": rs[0]["result"]} for t, rs in runs.items()},
         "ratios": {},
     }
@@ -505,17 +531,21 @@ def main(argv=None) -> int:
             a, b = runs[ours], runs[theirs]
             summary["ratios"][f"{theirs} / {ours}"] = {
                 key: statistics.median(y[key] / x[key] for x, y in zip(a, b))
-                for key in ("point_s", "process_wall", "peak_rss_mib")}
+                for key in ("point_s", "process_wall", "process_cpu", "peak_rss_mib")}
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out.parent / "clicks.json").write_text(json.dumps(summary, indent=2))
-    print(f"{'contender':36} {'median s':>9} {'point s':>8} {'boot s':>7} {'wall s':>7} "
+    print(f"{'contender':36} {'median s':>9} {'point s':>8} {'boot s':>7} {'CPU-s':>6} "
+          f"{'wall s':>7} "
           f"{'peak MiB':>9}")
     for t, s in summary["tasks"].items():
         print(f"{t:36} {s['median_s']:9.1f} {s['point_s']:8.1f} {s['bootstrap_s']:7.1f} "
+              f"{s['process_cpu_s']:6.2f} "
               f"{s['process_wall_s']:7.1f} {s['peak_rss_mib']:9.0f}")
-    print("median per-round ratio (pandas / relgrade): point, whole process, peak memory")
+    print("median per-round ratio (pandas / relgrade): point s, whole-process wall, "
+          "whole-process CPU-s, peak memory")
     for name, r in summary["ratios"].items():
-        print(f"{name:60} {r['point_s']:5.2f} {r['process_wall']:5.2f} {r['peak_rss_mib']:5.2f}")
+        print(f"{name:60} {r['point_s']:5.2f} {r['process_wall']:5.2f} {r['process_cpu']:5.2f} "
+              f"{r['peak_rss_mib']:5.2f}")
     return 0
 
 

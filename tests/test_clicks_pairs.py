@@ -195,3 +195,20 @@ def test_the_clip_biases_deep_positions_down_by_the_documented_amount():
     se = np.sqrt(var / out["shown"].to_numpy())
     assert np.abs((out["ips_ctr"].to_numpy() - expected) / se).max() < 3.5
     assert out.loc[10, "ips_ctr"] < 0.6 * r_mean
+
+
+def test_clicks_by_position_from_the_checks_masks_equals_the_count_over_the_log():
+    import dataclasses
+
+    log = ClickLog.from_frame(frame(HAND))
+    # Counted by hand from HAND above.
+    want = pd.DataFrame({"position": [1, 2, 3, 4], "shown": [3, 3, 3, 2],
+                         "clicks": [1, 1, 2, 1]})
+    pd.testing.assert_frame_equal(P.clicks_by_position(log), want)
+    assert log.patterns is not None
+    pd.testing.assert_frame_equal(
+        P.clicks_by_position(dataclasses.replace(log, patterns=None)), want)
+    sim, _, _ = simulate_log(SEED + 4, sessions=2000, randomized_share=0.3)
+    opened = ClickLog.from_frame(sim)
+    pd.testing.assert_frame_equal(P.clicks_by_position(opened), P.clicks_by_position(
+        dataclasses.replace(opened, patterns=None)))

@@ -511,3 +511,89 @@ def test_a_malformed_propensity_file_is_refused(doc, message):
     with pytest.raises(InputError) as e:
         PR.PropensityCurve.from_dict(doc, source="f.json")
     assert str(e.value).startswith(message)
+
+
+# --- the check's patterns: the randomization estimate read in the same pass -----------------
+
+def test_the_check_keeps_each_sessions_masks_of_shown_clicked_and_flagged_positions():
+    log = ClickLog.from_frame(frame(HAND_RANDOMIZED))
+    got = log.patterns.sort_values(["shown", "clicks", "flagged"], ignore_index=True)
+    # s2 shows 1-2, clicks both, flags both: shown 0b11, clicks 0b11, flagged 0b11.
+    # s3 shows 1-2, clicks none; s1 shows 1-3, clicks 1 and 3, flags 1-2 (clicked 1);
+    # s4 shows 1-3, clicks 1-2, flags 2-3 (clicked 2); s5 shows 2-3, clicks both, flags
+    # both; s6 shows 2-3, clicks 2, flags both (clicked 2).
+    want = pd.DataFrame(
+        [(0b011, 0b000, 0b011, 0b000, 1), (0b011, 0b011, 0b011, 0b011, 1),
+         (0b110, 0b010, 0b110, 0b010, 1), (0b110, 0b110, 0b110, 0b110, 1),
+         (0b111, 0b011, 0b110, 0b010, 1), (0b111, 0b101, 0b011, 0b001, 1)],
+        columns=["shown", "clicks", "flagged", "flagged_clicks", "sessions"],
+    ).astype({"shown": "uint64", "clicks": "uint64", "flagged": "uint64",
+              "flagged_clicks": "uint64"})
+    pd.testing.assert_frame_equal(got, want)
+
+
+def test_patterns_from_masks_pair_flagged_positions_two_at_a_time_and_cut_at_max_position():
+    masks = pd.DataFrame({"flagged": [0b1111, 0b1111, 0b0110, 0b0000],
+                          "flagged_clicks": [0b0101, 0b0101, 0b0100, 0b0000],
+                          "sessions": [2, 3, 4, 7]})
+    # 0b1111: pairs (1,2) and (3,4), clicks at 1 and 3; 0b0110: pair (2,3), click at 3.
+    assert PR.patterns_from_masks(masks, max_position=4) == [
+        ([1, 3], [1, 1], [0, 0], 5), ([2], [0], [1], 4)]
+    # With max_position 3 the pair (3, 4) reaches below it and is left out.
+    assert PR.patterns_from_masks(masks, max_position=3) == [([1], [1], [0], 5),
+                                                             ([2], [0], [1], 4)]
+    # A lone flagged row, or two taken together that are not adjacent: no patterns.
+    assert PR.patterns_from_masks(pd.DataFrame({"flagged": [0b0100], "flagged_clicks": [0],
+                                                "sessions": [1]}), max_position=4) is None
+    assert PR.patterns_from_masks(pd.DataFrame({"flagged": [0b0101], "flagged_clicks": [0],
+                                                "sessions": [1]}), max_position=4) is None
+
+
+@pytest.mark.parametrize("max_position", [10, 6])
+def test_randomization_from_the_checks_masks_equals_the_sql_estimate_draw_for_draw(max_position):
+    import dataclasses
+
+    log, _, _ = simulate_log(SEED + 3, sessions=3000, randomized_share=0.4)
+    opened = ClickLog.from_frame(log)
+    assert opened.patterns is not None
+    fused = PR.randomization(opened, rng=rng(3), n_boot=200, max_position=max_position)
+    by_sql = PR.randomization(dataclasses.replace(opened, patterns=None), rng=rng(3),
+                              n_boot=200, max_position=max_position)
+    pd.testing.assert_frame_equal(fused.table, by_sql.table, check_exact=True)
+    assert fused.notes == by_sql.notes and fused.n_units == by_sql.n_units
+
+
+def test_a_position_above_64_leaves_the_log_without_patterns_and_the_estimate_uses_sql():
+    rows = [("s1", "q", "a", 1, 1, "r", True), ("s1", "q", "b", 2, 0, "r", True),
+            ("s1", "q", "c", 70, 1, "r", False), ("s2", "q", "b", 1, 0, "r", True),
+            ("s2", "q", "a", 2, 1, "r", True)]
+    log = ClickLog.from_frame(frame(rows))
+    assert log.patterns is None and (log.rows, log.sessions) == (5, 2)
+    curve = PR.randomization(log, rng=rng(), max_position=2, n_boot=10)
+    assert curve.table["propensity"].tolist() == [1.0, 1.0]  # clicks at 1: 1, at 2: 1
+
+
+def test_a_session_with_two_queries_and_a_repeated_position_is_reported_as_the_exact_pass_does():
+    # The fast pass splits s1 into one list per query, so neither list repeats a position;
+    # the exact pass still finds the repeated position first, as before.
+    rows = [("s1", "q1", "a", 1, 1, "r", False), ("s1", "q2", "b", 1, 0, "r", False)]
+    with pytest.raises(InputError) as e:
+        ClickLog.from_frame(frame(rows), source="log.parquet")
+    assert str(e.value) == ("log.parquet: session s1: a session shows one chunk per position "
+                            "(found position 1 holds a, b)")
+    with pytest.raises(InputError, match="found rankers r1, r2"):
+        ClickLog.from_frame(frame([("s1", "q", "a", 1, 1, "r1", False),
+                                   ("s1", "q", "b", 2, 0, "r2", False)]))
+
+
+@pytest.mark.parametrize("n", [2, 10, 40, 64])
+def test_a_chunk_shown_twice_is_found_in_a_session_of_any_length_up_to_64(n):
+    # The check certifies distinct chunks from bit masks of their hashes and counts the
+    # distinct hashes otherwise; either way a repeat must be found and a clean list pass.
+    rows = [("s1", "q", f"c{k:02d}", k + 1, 0, "r", False) for k in range(n)]
+    assert ClickLog.from_frame(frame(rows)).rows == n
+    rows[-1] = ("s1", "q", "c00", n, 0, "r", False)
+    with pytest.raises(InputError) as e:
+        ClickLog.from_frame(frame(rows), source="log.parquet")
+    assert str(e.value) == ("log.parquet: session s1: a session shows each chunk at most once "
+                            f"(found chunk c00 at positions 1, {n})")

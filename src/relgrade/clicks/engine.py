@@ -21,7 +21,7 @@ from pathlib import Path
 import duckdb
 
 from relgrade.clicks import pairs, propensity, spark
-from relgrade.clicks.log import ClickLog, connect, sql
+from relgrade.clicks.log import ClickLog, connect
 from relgrade.errors import InputError
 
 #: The engines relgrade runs click SQL on.
@@ -146,7 +146,7 @@ class DuckDBEngine:
 
     def clicks_by_position(self, log: ClickLog):
         """Impressions and clicks per position (``position``, ``shown``, ``clicks``)."""
-        return log.con.execute(sql("clicks_by_position")).df()
+        return pairs.clicks_by_position(log)
 
 
 @dataclass(frozen=True)

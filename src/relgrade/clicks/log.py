@@ -7,7 +7,7 @@ typed view every query of the package reads; :func:`sql` reads the package's SQL
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from importlib import resources
 
 import duckdb
@@ -154,12 +154,21 @@ class ClickLog:
         Impressions (rows) in the log.
     sessions : int
         Distinct sessions.
+    patterns : pandas.DataFrame or None
+        The sessions' click patterns, read in the same pass as the check: one row per
+        distinct combination of the masks ``shown``, ``clicks``, ``flagged`` and
+        ``flagged_clicks`` (uint64; bit ``k - 1`` set when position ``k`` is shown / clicked
+        / flagged randomized / both flagged and clicked in the session) with the number of
+        ``sessions`` (int64) that have it; columns :data:`PATTERN_COLUMNS`. None when the
+        log shows a position above 64 (the masks cannot hold it) or the log was not built by
+        :meth:`from_relation`; the estimators then read the log with SQL instead.
     """
 
     con: duckdb.DuckDBPyConnection
     source: str
     rows: int
     sessions: int
+    patterns: pd.DataFrame | None = field(default=None, repr=False, compare=False)
 
     @classmethod
     def from_relation(cls, con: duckdb.DuckDBPyConnection, relation: duckdb.DuckDBPyRelation,
@@ -194,11 +203,14 @@ class ClickLog:
 
         Notes
         -----
-        One pass over the log, grouped by session, for the row rules and the session rules
-        (``check_log.sql``, whose per-session state is a position bit mask and a list of
-        64-bit chunk hashes: on 2M sessions the process peaks near 1 GB, and DuckDB spills to
-        disk under a lower memory limit). The randomized slice's
-        pairing is checked by the randomization estimator, which is its only reader.
+        One pass over the log, grouped by (session, query, ranker), for the row rules and the
+        session rules and for :attr:`patterns` (``check_log.sql``, whose per-list state is
+        bit masks of positions and a list of 64-bit chunk hashes). A log that pass flags (a
+        broken rule, a chunk hash repeated, a position above 64) is checked again by the
+        exact pass (``check_log_exact.sql``), which finds the first row or session breaking
+        a rule and words the error, so every bad log is refused with the same message
+        whichever pass saw it first. The randomized slice's pairing is checked by the
+        randomization estimator, which is its only reader.
         """
         columns = list(relation.columns)
         require_columns(columns, source)
@@ -214,31 +226,16 @@ class ClickLog:
         relation.create_view(RAW_VIEW, replace=True)
         con.execute(sql("log_view").format(**expressions))
 
-        # Row and session rules in one grouped pass; row rules are reported first.
-        result = con.execute(sql("check_log")).fetchall()[0]
-        counts = dict(zip(["rows", *LOG_COLUMNS], result[:len(LOG_COLUMNS) + 1]))
-        sessions, *firsts = result[len(LOG_COLUMNS) + 1:]
-        if counts["rows"] == 0:
+        # One grouped pass checks the log and keeps the click patterns of its sessions; only
+        # a log it flags is looked at again, by the exact pass that words the error.
+        rows, lists, sessions, bad, deep, repeated_position, repeated_chunk, histogram = \
+            con.execute(sql("check_log")).fetchall()[0]
+        if rows == 0:
             raise InputError("the log has no rows", path=source)
-        for column in LOG_COLUMNS:
-            if counts[column]:
-                session, position, found = con.execute(sql("bad_value").format(
-                    column=f'"{column}"', expression=expressions[column])).fetchall()[0]
-                where = f"session {session}" if session not in (None, "") else "a row"
-                if column != "position" and position is not None:
-                    where += f", position {position}"
-                raise InputError(LOG_RULES[column], path=source, item=where,
-                                 found="an empty value" if found in (None, "") else found,
-                                 fix=f"{counts[column]:,} row(s) break this rule")
-        rules = ("repeated_position", "repeated_chunk", "several_queries", "several_rankers")
-        for rule, session in zip(rules, firsts):
-            if session is not None and rule == "repeated_chunk":
-                session = _confirm_repeated_chunk(con, session)
-            if session is not None:
-                rows = con.execute(sql("session_rows"), {"session_id": session}).df()
-                raise session_error(rows, source, rule, session)
-        return cls(con=con, source=str(source), rows=int(counts["rows"]),
-                   sessions=int(sessions))
+        if bad or deep or repeated_position or repeated_chunk or lists != sessions:
+            rows, sessions = _check_exactly(con, source, expressions)
+        return cls(con=con, source=str(source), rows=int(rows), sessions=int(sessions),
+                   patterns=None if deep else _patterns(histogram))
 
     @classmethod
     def from_frame(cls, frame: pd.DataFrame, *, source: str = "<DataFrame>",
@@ -265,6 +262,59 @@ class ClickLog:
         """
         con = duckdb.connect() if con is None else con
         return cls.from_relation(con, con.from_df(frame), source=source)
+
+
+def _check_exactly(con: duckdb.DuckDBPyConnection, source: str,
+                   expressions: dict[str, str]) -> tuple[int, int]:
+    """Check the log row by row and session by session, and word the first rule broken.
+
+    Run when ``check_log.sql`` flags the log: a row rule is reported before a session rule,
+    the first row (by session id, then position) and the first session (by id) by name.
+
+    Returns
+    -------
+    tuple of (int, int)
+        Rows and sessions, when nothing is broken after all (two chunk ids of a session
+        whose 64-bit hashes are equal, or positions above 64 that do not repeat).
+
+    Raises
+    ------
+    InputError
+        The first rule broken, as :meth:`ClickLog.from_relation` words it.
+    """
+    result = con.execute(sql("check_log_exact")).fetchall()[0]
+    counts = dict(zip(["rows", *LOG_COLUMNS], result[:len(LOG_COLUMNS) + 1]))
+    sessions, *firsts = result[len(LOG_COLUMNS) + 1:]
+    for column in LOG_COLUMNS:
+        if counts[column]:
+            session, position, found = con.execute(sql("bad_value").format(
+                column=f'"{column}"', expression=expressions[column])).fetchall()[0]
+            where = f"session {session}" if session not in (None, "") else "a row"
+            if column != "position" and position is not None:
+                where += f", position {position}"
+            raise InputError(LOG_RULES[column], path=source, item=where,
+                             found="an empty value" if found in (None, "") else found,
+                             fix=f"{counts[column]:,} row(s) break this rule")
+    rules = ("repeated_position", "repeated_chunk", "several_queries", "several_rankers")
+    for rule, session in zip(rules, firsts):
+        if session is not None and rule == "repeated_chunk":
+            session = _confirm_repeated_chunk(con, session)
+        if session is not None:
+            rows = con.execute(sql("session_rows"), {"session_id": session}).df()
+            raise session_error(rows, source, rule, session)
+    return int(counts["rows"]), int(sessions)
+
+
+#: The columns of :attr:`ClickLog.patterns`.
+PATTERN_COLUMNS = ("shown", "clicks", "flagged", "flagged_clicks", "sessions")
+
+
+def _patterns(histogram) -> pd.DataFrame:
+    """``check_log.sql``'s histogram of session masks as :attr:`ClickLog.patterns`."""
+    keys, counts = (histogram or {}).get("key", []), (histogram or {}).get("value", [])
+    table = pd.DataFrame([(k["shown"], k["clicks"], k["flagged"], k["flagged_clicks"], n)
+                          for k, n in zip(keys, counts)], columns=list(PATTERN_COLUMNS))
+    return table.astype({c: "uint64" for c in PATTERN_COLUMNS[:4]} | {"sessions": "int64"})
 
 
 def _confirm_repeated_chunk(con, session: str) -> str | None:

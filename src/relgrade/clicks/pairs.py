@@ -19,6 +19,7 @@ import math
 from collections.abc import Mapping
 
 import duckdb
+import numpy as np
 import pandas as pd
 
 from relgrade.clicks.log import ClickLog, sql
@@ -159,8 +160,37 @@ def click_summary(log: ClickLog, weights: pd.DataFrame) -> dict:
         with clicks but no weight), ``clicks_clipped`` and ``positions_clipped`` (clicks at
         positions whose weight was clipped), ``impressions``, ``sessions``.
     """
-    return summary_from_positions(log.con.execute(sql("clicks_by_position")).df(), weights,
-                                  sessions=log.sessions)
+    return summary_from_positions(clicks_by_position(log), weights, sessions=log.sessions)
+
+
+def clicks_by_position(log: ClickLog) -> pd.DataFrame:
+    """Impressions and clicks per position, from the check's patterns when the log has them.
+
+    Parameters
+    ----------
+    log : ClickLog
+        The impression log.
+
+    Returns
+    -------
+    pandas.DataFrame
+        ``position`` (int64), ``shown`` and ``clicks`` (int64: impressions and clicks at the
+        position), one row per position the log shows, ordered by position: read from
+        :attr:`ClickLog.patterns` (the masks of shown and clicked positions per session)
+        without another pass over the log, else by ``sql/clicks_by_position.sql``.
+    """
+    if log.patterns is None:
+        return log.con.execute(sql("clicks_by_position")).df().astype(
+            {"position": "int64", "shown": "int64", "clicks": "int64"})
+    sessions = log.patterns["sessions"].to_numpy(dtype=np.int64)
+    bits = np.arange(64, dtype=np.uint64)
+    masks = {c: (log.patterns[c].to_numpy(dtype=np.uint64)[:, None] >> bits) & np.uint64(1)
+             for c in ("shown", "clicks")}
+    shown = sessions @ masks["shown"].astype(np.int64)
+    clicks = sessions @ masks["clicks"].astype(np.int64)
+    at = np.flatnonzero(shown)
+    return pd.DataFrame({"position": (at + 1).astype(np.int64), "shown": shown[at],
+                         "clicks": clicks[at]})
 
 
 def summary_from_positions(by_position: pd.DataFrame, weights: pd.DataFrame, *,

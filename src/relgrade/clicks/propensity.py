@@ -397,6 +397,12 @@ def randomization(log: ClickLog, *, rng: np.random.Generator, max_position: int 
     [1.0, 0.5]
     """
     _check_settings(max_position, n_boot, level)
+    if log.patterns is not None:
+        # The check's pass already holds every session's flagged positions and clicks.
+        patterns = patterns_from_masks(log.patterns, max_position=max_position)
+        if patterns is not None:
+            return from_patterns(patterns, rng=rng, max_position=max_position,
+                                 n_boot=n_boot, level=level)
     con = log.con
     con.execute(sql("randomized_pairs"))
     bad = con.execute(sql("randomized_check")).fetchall()
@@ -405,6 +411,49 @@ def randomization(log: ClickLog, *, rng: np.random.Generator, max_position: int 
     patterns = con.execute(sql("randomization"), {"max_position": int(max_position)}).fetchall()
     return from_patterns(patterns, rng=rng, max_position=max_position, n_boot=n_boot,
                          level=level)
+
+
+def patterns_from_masks(masks: pd.DataFrame, *, max_position: int) -> list | None:
+    """The randomized slice's session patterns from :attr:`ClickLog.patterns` (no SQL).
+
+    Parameters
+    ----------
+    masks : pandas.DataFrame
+        :attr:`relgrade.clicks.log.ClickLog.patterns`: ``flagged`` and ``flagged_clicks``
+        (uint64 bit masks of positions 1..64) and ``sessions`` (int64).
+    max_position : int
+        As :func:`randomization`: pairs reaching below it are left out.
+
+    Returns
+    -------
+    list of (list of int, list of int, list of int, int) or None
+        What ``sql/randomization.sql`` returns, in its order (by links, then clicks at the
+        upper, then at the lower positions): the upper positions of the session's pairs
+        within ``max_position``, the clicks at each upper and lower position, and the number
+        of sessions with that pattern. None when some session's flagged positions, taken two
+        at a time in position order, are not adjacent (the caller's SQL then names the
+        first such session).
+    """
+    totals: dict[tuple, int] = {}
+    for flagged, clicks, n in zip(masks["flagged"].tolist(), masks["flagged_clicks"].tolist(),
+                                  masks["sessions"].tolist()):
+        if not flagged:
+            continue
+        positions = [k + 1 for k in range(64) if flagged >> k & 1]
+        if len(positions) % 2:
+            return None
+        links, upper, lower = [], [], []
+        for k, below in zip(positions[::2], positions[1::2]):
+            if below != k + 1:
+                return None
+            if below <= max_position:
+                links.append(k)
+                upper.append(clicks >> (k - 1) & 1)
+                lower.append(clicks >> k & 1)
+        if links:
+            key = (tuple(links), tuple(upper), tuple(lower))
+            totals[key] = totals.get(key, 0) + int(n)
+    return [(list(a), list(b), list(c), n) for (a, b, c), n in sorted(totals.items())]
 
 
 def from_patterns(patterns, *, rng: np.random.Generator, max_position: int, n_boot: int,
