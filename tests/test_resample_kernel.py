@@ -1,0 +1,68 @@
+"""The compiled bootstrap gives numpy's resample means bit for bit and leaves the generator
+where numpy's draws leave it (so the sign-flip test drawn next from the same generator is
+unchanged too)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from relgrade.evaluation import _resample, stats
+
+pytestmark = pytest.mark.skipif(_resample._kernels() is None, reason="numba not installed")
+
+
+def _meaningful(state: dict) -> tuple:
+    # the buffered half counts only while has_uint32 says it is there
+    return (state["state"], state["has_uint32"], state["uinteger"] if state["has_uint32"] else None)
+
+
+def _both(src, weights, gen, seed, n_resamples, block_rows, drawn_before):
+    g_numpy = np.random.Generator(gen(seed))
+    g_fast = np.random.Generator(gen(seed))
+    for g in (g_numpy, g_fast):  # an odd count leaves half an output buffered in the state
+        g.integers(0, 2 ** 32, size=drawn_before, dtype=np.uint32)
+    want = stats._bootstrap_blocks(src, weights, g_numpy, n_resamples)
+    got = _resample.bootstrap_rows(src, weights, g_fast, n_resamples, block_rows)
+    return want, got, g_numpy, g_fast
+
+
+@pytest.mark.parametrize("n", [2, 7, 8, 9, 127, 128, 129, 257, 1001])
+@pytest.mark.parametrize("gen", [np.random.PCG64, np.random.PCG64DXSM])
+@pytest.mark.parametrize("drawn_before", [0, 1])
+@pytest.mark.parametrize("weighted", [False, True])
+def test_compiled_resample_means_are_numpys_bytes_and_leave_the_same_generator_state(
+        n, gen, drawn_before, weighted):
+    r = np.random.default_rng(n)
+    values = r.normal(size=(3, n)) * 10.0 ** r.uniform(-3, 3, size=(3, 1))
+    weights = r.uniform(0.1, 5.0, size=n) if weighted else None
+    src = values if weights is None else values * weights[None, :]
+    for arms in (src[:1], src):   # one arm (the fused loop) and several
+        want, got, g_numpy, g_fast = _both(arms, weights, gen, 10 * n + drawn_before, 23, 7,
+                                           drawn_before)
+        assert want.tobytes() == got.tobytes()
+        assert _meaningful(g_numpy.bit_generator.state) == _meaningful(g_fast.bit_generator.state)
+        assert np.array_equal(g_numpy.integers(0, 2 ** 32, size=5, dtype=np.uint32),
+                              g_fast.integers(0, 2 ** 32, size=5, dtype=np.uint32))
+
+
+def test_rejected_words_shift_the_stream_as_numpys_draws_do():
+    # n = 65,899 rejects a word when its low product falls below (2^32 - n) mod n = 65,870,
+    # 1.5e-5 of words: about 60 rejections in 60 resamples, many of them at block edges
+    n = 65_899
+    assert (2 ** 32 - n) % n == 65_870
+    src = np.random.default_rng(0).normal(size=(1, n))
+    for block_rows in (1, 3):
+        want, got, g_numpy, g_fast = _both(src, None, np.random.PCG64, 3, 60, block_rows, 0)
+        assert want.tobytes() == got.tobytes()
+        assert _meaningful(g_numpy.bit_generator.state) == _meaningful(g_fast.bit_generator.state)
+
+
+def test_bootstrap_means_takes_numpys_path_for_other_generators():
+    x = np.random.default_rng(1).random(50)
+    mt = np.random.Generator(np.random.MT19937(4))
+    assert not _resample.available(mt, x.size)
+    assert not _resample.available(np.random.default_rng(4), 1)   # numpy draws nothing for n = 1
+    want = stats._bootstrap_blocks(x[None, :], None, np.random.Generator(np.random.MT19937(4)),
+                                   40)[:, 0]
+    assert np.array_equal(stats.bootstrap_means(x, rng=mt, n_resamples=40), want)
