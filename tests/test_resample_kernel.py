@@ -66,3 +66,19 @@ def test_bootstrap_means_takes_numpys_path_for_other_generators():
     want = stats._bootstrap_blocks(x[None, :], None, np.random.Generator(np.random.MT19937(4)),
                                    40)[:, 0]
     assert np.array_equal(stats.bootstrap_means(x, rng=mt, n_resamples=40), want)
+
+
+@pytest.mark.parametrize("n", [41, 800, 4099])
+def test_compiled_sign_flip_counts_equal_numpys(monkeypatch, n):
+    r = np.random.default_rng(n)
+    # small effects, so that the count of extreme permutations is neither 0 nor all
+    d = r.normal(0.02, 1.0, size=n) * 10.0 ** r.uniform(-2, 2, size=n)
+    d[::5] = 0.0
+    w = r.uniform(0.5, 2.0, size=n)
+    compiled = [stats.sign_flip_test(d, rng=np.random.default_rng(1), n_permutations=3001,
+                                     weights=ww) for ww in (None, w)]
+    monkeypatch.setattr(_resample, "_kernels", lambda: None)
+    plain = [stats.sign_flip_test(d, rng=np.random.default_rng(1), n_permutations=3001,
+                                  weights=ww) for ww in (None, w)]
+    assert compiled == plain
+    assert 0 < compiled[0].extreme < 3001

@@ -52,7 +52,7 @@ def _compile() -> None:
     except ImportError:  # pragma: no cover - numba is a dependency; the fallback is numpy
         _KERNELS = False
         return
-    _KERNELS = (k.pairwise, k.rows)
+    _KERNELS = (k.pairwise, k.rows, k.flip_count)
 
 
 def available(rng: np.random.Generator, n: int) -> bool:
@@ -83,7 +83,7 @@ def bootstrap_rows(src: np.ndarray, weights: np.ndarray | None, rng: np.random.G
     -------
     numpy.ndarray of shape (n_resamples, m), float64
     """
-    _, rows = _kernels()
+    rows = _kernels()[1]
     bg = rng.bit_generator
     m, n = src.shape
     threshold = (2 ** 32 - n) % n

@@ -149,3 +149,24 @@ def rows(words, pos, n, threshold, src, weights, out, first, last, idx, tmp):
                 tmp[j] = si[idx[j]]
             out[row, i] = pairwise(tmp, 0, n, stack, sums) / den
     return last, pos
+
+
+@numba.njit(cache=True, nogil=True)
+def flip_count(byte, table, bound):
+    """How many rows of ``byte`` give ``|sum_p table[p, byte[r, p]]| >= bound``.
+
+    byte : uint8, shape (rows, P); table : float64, shape (P, 256). Each row's sum is numpy's
+    pairwise sum of its P looked-up values, so the count is the one numpy's
+    ``np.take(...).sum(axis=1)`` gives.
+    """
+    rows, p = byte.shape
+    tmp = np.empty(p)
+    stack = np.empty((64, 3), dtype=np.int64)
+    sums = np.empty(64)
+    count = 0
+    for r in range(rows):
+        for k in range(p):
+            tmp[k] = table[k, byte[r, k]]
+        if abs(pairwise(tmp, 0, p, stack, sums)) >= bound:
+            count += 1
+    return count
