@@ -148,9 +148,9 @@ def main(argv=None) -> int:
                     help="also time the whole `relgrade compare --per-query` process")
     ap.add_argument("--rounds", type=int, default=3, help="whole-process runs per worker count")
     ap.add_argument("--reference", action="store_true",
-                    help="also run compare_arms once on numpy's bootstrap path (the compiled "
-                         "resampling switched off) and stop unless its report has the same "
-                         "sha256")
+                    help="also run compare_arms once on numpy's paths (the compiled bootstrap "
+                         "and sign-flip loops switched off) and stop unless its report has "
+                         "the same sha256")
     args = ap.parse_args(argv)
     print(f"# {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, "
           f"Python {platform.python_version()}, numpy {np.__version__}")
@@ -179,15 +179,15 @@ def main(argv=None) -> int:
     if args.reference and not args.no_relgrade:
         from relgrade.evaluation import _resample
 
-        compiled = _resample.available
-        _resample.available = lambda rng, n: False
+        compiled = _resample._kernels
+        _resample._kernels = lambda: None  # numpy's bootstrap and sign-flip loops
         try:
             load = os.getloadavg()[0]
             elapsed, cpu, digest, _ = run_relgrade(pq, args.workers[0], args.seed,
                                                    args.resamples, args.permutations)
         finally:
-            _resample.available = compiled
-        print(f"relgrade compare_arms on numpy's bootstrap path (reference), "
+            _resample._kernels = compiled
+        print(f"relgrade compare_arms on numpy's paths (reference), "
               f"workers={args.workers[0]}: {elapsed:.1f} s wall, {cpu:.1f} s CPU, load average "
               f"before {load:.1f}, sha256 {digest[:16]}")
         digests.add(digest)
