@@ -61,8 +61,9 @@ def test_rejected_words_shift_the_stream_as_numpys_draws_do():
 def test_bootstrap_means_takes_numpys_path_for_other_generators():
     x = np.random.default_rng(1).random(50)
     mt = np.random.Generator(np.random.MT19937(4))
-    assert not _resample.available(mt, x.size)
-    assert not _resample.available(np.random.default_rng(4), 1)   # numpy draws nothing for n = 1
+    assert not _resample.available(mt, x.size, elements=1 << 30)
+    # numpy draws nothing for n = 1
+    assert not _resample.available(np.random.default_rng(4), 1, elements=1 << 30)
     want = stats._bootstrap_blocks(x[None, :], None, np.random.Generator(np.random.MT19937(4)),
                                    40)[:, 0]
     assert np.array_equal(stats.bootstrap_means(x, rng=mt, n_resamples=40), want)
@@ -75,6 +76,7 @@ def test_compiled_sign_flip_counts_equal_numpys(monkeypatch, n):
     d = r.normal(0.02, 1.0, size=n) * 10.0 ** r.uniform(-2, 2, size=n)
     d[::5] = 0.0
     w = r.uniform(0.5, 2.0, size=n)
+    monkeypatch.setattr(_resample, "COMPILED_MIN_ELEMENTS", 0)
     compiled = [stats.sign_flip_test(d, rng=np.random.default_rng(1), n_permutations=3001,
                                      weights=ww) for ww in (None, w)]
     monkeypatch.setattr(_resample, "_kernels", lambda: None)
@@ -82,3 +84,27 @@ def test_compiled_sign_flip_counts_equal_numpys(monkeypatch, n):
                                   weights=ww) for ww in (None, w)]
     assert compiled == plain
     assert 0 < compiled[0].extreme < 3001
+
+
+def test_a_small_comparison_stays_on_numpys_path_and_does_not_import_numba():
+    import subprocess
+    import sys
+
+    code = ("import sys, numpy as np\n"
+            "from relgrade.evaluation import stats\n"
+            "x = np.random.default_rng(1).random(1000)\n"
+            "stats.bootstrap_ci(x, rng=np.random.default_rng(2), n_resamples=2000)\n"
+            "stats.sign_flip_test(x - 0.5, rng=np.random.default_rng(3))\n"
+            "print('numba' in sys.modules)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True).stdout
+    assert out.strip() == "False"   # 2,000 x 1,000 = 2e6 elements, below COMPILED_MIN_ELEMENTS
+
+
+def test_the_compiled_path_is_taken_from_the_element_threshold_on():
+    n = 1000
+    small = _resample.COMPILED_MIN_ELEMENTS // n - 1
+    g = np.random.default_rng(1)
+    assert _resample.available(g, n, elements=(small + 1) * n)
+    # below the threshold only when the kernels are not loaded yet (here they are)
+    assert _resample.kernels_for(small * n) is not None

@@ -55,10 +55,29 @@ def _compile() -> None:
     _KERNELS = (k.pairwise, k.rows, k.flip_count)
 
 
-def available(rng: np.random.Generator, n: int) -> bool:
-    """Whether :func:`bootstrap_rows` can draw from ``rng`` for ``n`` queries."""
+#: Elements (resamples x queries x arms) one call must resample before it loads the compiled
+#: kernels: importing numba and loading its cached code costs about 0.5 CPU-s once per
+#: process, the kernels save about 1 ns per element, so a few small comparisons stay on
+#: numpy's path (same numbers) and never import numba.
+COMPILED_MIN_ELEMENTS = 1 << 25
+
+
+def kernels_for(elements: int):
+    """The kernels if they are loaded already or a call of ``elements`` is worth loading them.
+
+    Returns the kernels (see :func:`_kernels`) or None: then the caller takes numpy's path.
+    """
+    if _KERNELS is None and elements < COMPILED_MIN_ELEMENTS:
+        return None
+    return _kernels()
+
+
+def available(rng: np.random.Generator, n: int, elements: int) -> bool:
+    """Whether :func:`bootstrap_rows` can, and should, draw ``elements`` from ``rng`` for
+    ``n`` queries: a PCG64/PCG64DXSM generator, ``2 <= n < 2**32`` and kernels worth having
+    (:func:`kernels_for`)."""
     return (type(rng.bit_generator).__name__ in SPLIT_64 and 2 <= n < 2 ** 32
-            and _kernels() is not None)
+            and kernels_for(elements) is not None)
 
 
 def bootstrap_rows(src: np.ndarray, weights: np.ndarray | None, rng: np.random.Generator,
@@ -73,7 +92,7 @@ def bootstrap_rows(src: np.ndarray, weights: np.ndarray | None, rng: np.random.G
         Traffic weights: a resample's denominator is the pairwise sum of its weights; None:
         the denominator is ``n``.
     rng : numpy.random.Generator
-        A PCG64 or PCG64DXSM generator (check with :func:`available`); advanced exactly as
+        A PCG64 or PCG64DXSM generator (see :func:`available`); advanced exactly as
         ``rng.integers(0, n, size=(n_resamples, n), dtype=np.int64)`` advances it.
     n_resamples : int
     block_rows : int

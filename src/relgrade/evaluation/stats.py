@@ -164,10 +164,11 @@ def bootstrap_means(values, *, rng: np.random.Generator, n_resamples: int,
     Notes
     -----
     The numbers are those of drawing an index matrix of shape ``(rows, n_queries)`` per
-    block, gathering the values and summing each row with numpy. With a PCG64 generator that
-    is done in one compiled pass per resample (:mod:`relgrade.evaluation._resample`: the same
-    words, indices and pairwise sums, no index matrix), about three times less CPU for 10^8
-    indices; any other generator takes numpy's path (:func:`_bootstrap_blocks`).
+    block, gathering the values and summing each row with numpy. With a PCG64 generator and
+    at least ``_resample.COMPILED_MIN_ELEMENTS`` resampled values that is done in one compiled
+    pass per resample (:mod:`relgrade.evaluation._resample`: the same words, indices and
+    pairwise sums, no index matrix), about a third less CPU; otherwise numpy's path
+    (:func:`_bootstrap_blocks`) is taken, with the same result.
     """
     v = _as_values(values)
     if int(n_resamples) < 1:
@@ -177,7 +178,7 @@ def bootstrap_means(values, *, rng: np.random.Generator, n_resamples: int,
     m, n = v2.shape
     w = _as_weights(weights, n)
     num_src = v2 if w is None else v2 * w[None, :]
-    if _resample.available(rng, n):
+    if _resample.available(rng, n, elements=int(n_resamples) * n * m):
         out = _resample.bootstrap_rows(num_src, w, rng, int(n_resamples),
                                        max(1, FAST_BLOCK_WORDS // n))
     else:
@@ -519,7 +520,7 @@ def sign_flip_test(differences, *, rng: np.random.Generator, n_permutations: int
     n_words = n_bytes // 4
     rows = _block_rows(n_bytes)
     b = 0
-    kernels = _resample._kernels()
+    kernels = _resample.kernels_for(int(n_permutations) * n_bytes)
     for start in range(0, int(n_permutations), rows):
         r = min(rows, int(n_permutations) - start)
         words = rng.integers(0, 2 ** 32, size=(r, n_words), dtype=np.uint32)
