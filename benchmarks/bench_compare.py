@@ -95,6 +95,13 @@ def main(argv=None) -> int:
     ap.add_argument("--out", type=Path, default=None)
     ap.add_argument("--worker", default=None, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
+    if args.worker == "per-query":
+        sys.path.insert(0, str(Path(__file__).parent))
+        from bench_stats import per_query_from_workload
+
+        pq, _, _, _ = per_query_from_workload(args.data)
+        pq[["arm", "query_id", "measure", "value"]].to_parquet(args.out)
+        return 0
     if args.worker == "ranx":
         out = _ranx_worker(args.data, args.workload)
         out["peak_rss_mib"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
@@ -103,12 +110,11 @@ def main(argv=None) -> int:
     data = args.data
     with tempfile.TemporaryDirectory() as tmp:
         if args.workload == "all-pairs":
-            sys.path.insert(0, str(Path(__file__).parent))
-            from bench_stats import per_query_from_workload
-
-            pq, _, _, _ = per_query_from_workload(data)
+            # scored in a child: a forked child's ru_maxrss starts at its parent's resident
+            # size, so the parent must stay small for the children's peaks to be their own
             path = Path(tmp) / "per_query.parquet"
-            pq[["arm", "query_id", "measure", "value"]].to_parquet(path)
+            subprocess.run([sys.executable, __file__, "--worker", "per-query", "--data",
+                            str(data), "--out", str(path)], check=True)
             rel = ["compare", "--per-query", str(path), "--all-pairs", "--json"]
             n_relgrade, n_ranx = 135 * 20_000, 270 * 1_000
         else:
