@@ -147,6 +147,10 @@ def main(argv=None) -> int:
     ap.add_argument("--cli", action="store_true",
                     help="also time the whole `relgrade compare --per-query` process")
     ap.add_argument("--rounds", type=int, default=3, help="whole-process runs per worker count")
+    ap.add_argument("--reference", action="store_true",
+                    help="also run compare_arms once on numpy's paths (the compiled bootstrap "
+                         "and sign-flip loops switched off) and stop unless its report has "
+                         "the same sha256")
     args = ap.parse_args(argv)
     print(f"# {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, "
           f"Python {platform.python_version()}, numpy {np.__version__}")
@@ -172,8 +176,24 @@ def main(argv=None) -> int:
                   f"arm intervals, {args.resamples} resamples + {args.permutations} sign "
                   f"flips each, workers={w}, run {attempt}: {elapsed:.1f} s wall, "
                   f"{cpu:.1f} s CPU, load average before {load:.1f}, sha256 {digest[:16]}")
+    if args.reference and not args.no_relgrade:
+        from relgrade.evaluation import _resample
+
+        compiled = _resample._kernels
+        _resample._kernels = lambda: None  # numpy's bootstrap and sign-flip loops
+        try:
+            load = os.getloadavg()[0]
+            elapsed, cpu, digest, _ = run_relgrade(pq, args.workers[0], args.seed,
+                                                   args.resamples, args.permutations)
+        finally:
+            _resample._kernels = compiled
+        print(f"relgrade compare_arms on numpy's paths (reference), "
+              f"workers={args.workers[0]}: {elapsed:.1f} s wall, {cpu:.1f} s CPU, load average "
+              f"before {load:.1f}, sha256 {digest[:16]}")
+        digests.add(digest)
     if len(digests) > 1:
-        print("ERROR: reports differ between runs or worker counts", file=sys.stderr)
+        print("ERROR: reports differ between runs, worker counts or bootstrap paths",
+              file=sys.stderr)
         return 1
     if digests:
         print("reports identical across runs and worker counts")
