@@ -25,34 +25,25 @@ and a test checks that both give the same bytes.
 
 from __future__ import annotations
 
-import threading
+import sys
 
 import numpy as np
 
 #: Bit generators whose 32-bit words are the halves of their 64-bit outputs, low half first.
 SPLIT_64 = ("PCG64", "PCG64DXSM")
 
-_KERNELS = None
-_LOCK = threading.Lock()
+KERNELS_MODULE = "relgrade.evaluation._resample_kernels"
 
 
 def _kernels():
-    """The compiled kernels, loaded on first use (numba caches them on disk); None without numba."""
-    if _KERNELS is None:
-        with _LOCK:  # comparisons run in threads: compile once
-            if _KERNELS is None:
-                _compile()
-    return _KERNELS or None
-
-
-def _compile() -> None:
-    global _KERNELS
+    """The compiled kernels ``(pairwise, rows, flip_count)``, imported on first use (numba
+    caches their machine code on disk; the import lock makes threads share one import, and
+    numba compiles each kernel once under its own lock); None without numba."""
     try:
         from relgrade.evaluation import _resample_kernels as k
     except ImportError:  # pragma: no cover - numba is a dependency; the fallback is numpy
-        _KERNELS = False
-        return
-    _KERNELS = (k.pairwise, k.rows, k.flip_count)
+        return None
+    return k.pairwise, k.rows, k.flip_count
 
 
 #: Elements (resamples x queries x arms) one call must resample before it loads the compiled
@@ -67,7 +58,7 @@ def kernels_for(elements: int):
 
     Returns the kernels (see :func:`_kernels`) or None: then the caller takes numpy's path.
     """
-    if _KERNELS is None and elements < COMPILED_MIN_ELEMENTS:
+    if KERNELS_MODULE not in sys.modules and elements < COMPILED_MIN_ELEMENTS:
         return None
     return _kernels()
 
