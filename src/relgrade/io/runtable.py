@@ -133,7 +133,7 @@ def _trec_table(path: Path) -> pa.Table | None:
     except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError):
         return None
     for name in ("query_id", "q0", "chunk_id", "tag"):
-        if _empty_or_holds(table[name], needles):
+        if empty_or_holds(table[name], needles):
             return None
     for chunk in table["score"].chunks:
         if not np.isfinite(chunk.to_numpy()).all():
@@ -141,7 +141,7 @@ def _trec_table(path: Path) -> pa.Table | None:
     return table.select(RUN)
 
 
-def _empty_or_holds(col: pa.ChunkedArray, needles: tuple[bytes, ...]) -> bool:
+def empty_or_holds(col: pa.ChunkedArray, needles: tuple[bytes, ...]) -> bool:
     """True when a value of a string column is empty or holds one of ``needles``."""
     width = np.int64 if pa.types.is_large_string(col.type) else np.int32
     for chunk in col.chunks:

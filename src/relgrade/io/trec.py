@@ -27,6 +27,7 @@ import pyarrow.csv as pacsv
 
 from relgrade.errors import InputError
 from relgrade.io.files import BOM, atomic_path, read_lines
+from relgrade.io.runtable import empty_or_holds
 from relgrade.schema import QRELS, RUN
 
 _INT = re.compile(r"[+-]?[0-9]+\Z")
@@ -56,22 +57,6 @@ def _head(path: Path, size: int = 1 << 16) -> bytes:
         raise InputError("file not found", path=path) from None
     except IsADirectoryError:
         raise InputError("is a folder, not a file", path=path) from None
-
-
-def _holds(col: pa.ChunkedArray, needles: tuple[bytes, ...]) -> bool:
-    """True when a value of a string column is empty or holds one of ``needles``."""
-    width = np.int64 if pa.types.is_large_string(col.type) else np.int32
-    for chunk in col.chunks:
-        if len(chunk) == 0:
-            continue
-        offsets = np.frombuffer(chunk.buffers()[1], dtype=width)[
-            chunk.offset: chunk.offset + len(chunk) + 1]
-        if np.any(offsets[1:] == offsets[:-1]):
-            return True
-        text = memoryview(chunk.buffers()[2])[offsets[0]: offsets[-1]].tobytes()
-        if any(n in text for n in needles):
-            return True
-    return False
 
 
 def _has_hex_prefix(path: Path) -> bool:
@@ -132,7 +117,7 @@ def _fast_table(path: Path, fields) -> pa.Table | None:
         for batch in reader:
             for name, typ in fields:
                 col = batch.column(name)
-                if (typ is None or pa.types.is_large_string(typ)) and _holds(
+                if (typ is None or pa.types.is_large_string(typ)) and empty_or_holds(
                         pa.chunked_array([col], type=col.type), needles):
                     return None
             batches.append(batch.select(kept))
