@@ -101,10 +101,21 @@ def test_ppi_json_equals_ppi_python_on_the_per_query_values(ppi_run):
         assert row["ppi++"]["estimate"] == pytest.approx(float(np.ravel(lam)[0]), abs=1e-9)
         assert row["model-only"]["estimate"] == pytest.approx(f.mean(), abs=1e-12)
         assert row["human-only"]["estimate"] == pytest.approx(y.mean(), abs=1e-12)
-        # the t interval: unbiased variances, Student's t on n - 1 degrees of freedom
+        # the default (regression) interval: the double-sampling regression variance,
+        # Student's t on n - 2 degrees of freedom (n - 1 and the human-only se at lambda 0)
         n, big_n = y.size, f.size
-        se = np.sqrt(lam_hat ** 2 * f.var(ddof=1) / big_n + (y - lam_hat * yhat).var(ddof=1) / n)
-        half = sps.t.ppf(0.975, n - 1) * se
+        assert row["ppi++"]["interval"] == "regression"
+        if lam_hat == 0:
+            se, df = y.std(ddof=1) / np.sqrt(n), n - 1
+        else:
+            resid = (y - y.mean()) - lam_hat * (yhat - yhat.mean())
+            sxx = ((yhat - yhat.mean()) ** 2).sum()
+            se = np.sqrt((resid ** 2).sum() / (n - 2)
+                         * (1 / n + (f.mean() - yhat.mean()) ** 2 / sxx)
+                         + lam_hat ** 2 * f.var(ddof=1) / big_n)
+            df = n - 2
+        assert row["ppi++"]["df"] == df
+        half = sps.t.ppf(0.975, df) * se
         assert row["ppi++"]["low"] == pytest.approx(row["ppi++"]["estimate"] - half, abs=1e-9)
         assert row["ppi++"]["high"] == pytest.approx(row["ppi++"]["estimate"] + half, abs=1e-9)
     assert design["seed"] == 0 and design["sample_stream"] == "ppi-sample"
