@@ -119,6 +119,7 @@ def test_ppi_json_equals_ppi_python_on_the_per_query_values(ppi_run):
         assert row["ppi++"]["low"] == pytest.approx(row["ppi++"]["estimate"] - half, abs=1e-9)
         assert row["ppi++"]["high"] == pytest.approx(row["ppi++"]["estimate"] + half, abs=1e-9)
     assert design["seed"] == 0 and design["sample_stream"] == "ppi-sample"
+    assert design["interval"] == "regression" and "n - 2 degrees" in design["interval_words"]
     assert len(est["differences"]) == 1 and "p_holm" in est["differences"][0]["ppi++"]
 
 

@@ -34,6 +34,16 @@ from relgrade.evaluation.ppi import holm, ppi_mean_rows, regression_se_rows
 #: freedom) and ``normal`` (ppi-python's plug-in variances, ddof 0, and the normal quantile).
 INTERVALS = ("regression", "t", "normal")
 
+#: Each interval kind in words (the report's design sentence).
+INTERVAL_WORDS = {
+    "regression": "PPI++ with the small-sample variance of the regression estimator, which "
+                  "counts the tuning of lambda on the sample, and Student's t on n - 2 degrees "
+                  "of freedom; human-only and model-only with Student's t on n - 1 and N - 1",
+    "t": "unbiased variances and Student's t on n - 1 degrees of freedom (N - 1 for "
+         "model-only)",
+    "normal": "ppi-python's plug-in variances and the normal quantile",
+}
+
 #: The estimators, in the order reports list them.
 ESTIMATORS = ("ppi++", "human-only", "model-only")
 

@@ -201,7 +201,8 @@ def run(ex):
             "human_sample": sample, "queries": len(queries),
             "human_fraction": cfg.human_fraction, "human_queries": cfg.human_queries,
             "seed": seed, "sample_stream": "ppi-sample", "sample_lock_sha256": lock["sha256"],
-            "rectifier": ppi_table.RECTIFIER, "interval": interval, "level": level,
+            "rectifier": ppi_table.RECTIFIER, "interval": interval,
+            "interval_words": ppi_table.INTERVAL_WORDS[interval], "level": level,
             "zero_for_no_relevant": "a query with no relevant chunk under a key counts 0"},
         "estimates": estimates,
         "judge_audit": audit.to_dict() | {"k": k, "model_family":
