@@ -134,7 +134,8 @@ def kappas(e: dict) -> tuple[float, float]:
 
 
 def replicate(setting: Setting, truth: np.ndarray, rng: np.random.Generator, *,
-              budget: bool = True, audit_resamples: int = 200) -> dict:
+              budget: bool = True, audit_resamples: int = 200, strategies=None,
+              fractions=FRACTIONS) -> dict:
     """One replicate: estimates, coverage, Holm verdicts, audit and (optionally) the curve."""
     e = simulate(setting, rng)
     h = ndcg_at_k(e["human"], e["ranked"], k=10)
@@ -179,7 +180,7 @@ def replicate(setting: Setting, truth: np.ndarray, rng: np.random.Generator, *,
     out["audit_tau"] = audit.order[0].value
     if budget:
         curve = budget_curve(e["human"], e["ranked"], model_grades=e["model"], rng=rng, k=10,
-                             fractions=FRACTIONS)
+                             fractions=fractions, strategies=strategies)
         out["curve"] = curve
     return out
 
@@ -263,7 +264,7 @@ def summarise(results: list[dict], setting: Setting) -> dict:
         c["tau_mc_se"] = grouped["kendall_tau"].std() / math.sqrt(len(curves))
         c["share_tau_ge_0.9"] = grouped["kendall_tau"].apply(lambda t: float((t >= 0.9).mean()))
         s["curve"] = c
-        for strategy in ("uniform", "ppi", "maxmean", "mtf"):
+        for strategy in c.index.get_level_values("strategy").unique():
             sub = c.loc[strategy]
             ok = sub[sub["kendall_tau"] >= 0.9]
             s[f"smallest judged fraction with mean tau >= 0.9, {strategy}"] = (
@@ -271,13 +272,22 @@ def summarise(results: list[dict], setting: Setting) -> dict:
     return s
 
 
-def run(setting: Setting, *, replicates: int, seed: int, budget: bool = True) -> dict:
-    """Run ``replicates`` replicates from ``seed``; returns the summary."""
+def run(setting: Setting, *, replicates: int, seed: int, budget: bool = True,
+        strategies=None, fractions=FRACTIONS) -> dict:
+    """Run ``replicates`` replicates from ``seed``; returns the summary.
+
+    ``strategies`` and ``fractions`` restrict the budget curve (default: every strategy at
+    :data:`relgrade.evaluation.budget.FRACTIONS`). The curve draws its query samples after
+    everything else of a replicate, one per fraction in order, so a restricted run gives the
+    same data, sample, estimates and audit, and the same uniform and ppi points at the
+    fractions that precede any change in the list.
+    """
     truth = true_means(setting, seed)
     results = []
     for i in range(replicates):
         rng = np.random.default_rng(derive_seed(seed, "sim-ppi", "replicate", i))
-        results.append(replicate(setting, truth, rng, budget=budget))
+        results.append(replicate(setting, truth, rng, budget=budget, strategies=strategies,
+                                 fractions=fractions))
     summary = summarise(results, setting)
     summary["truth"] = truth
     return summary
@@ -291,12 +301,17 @@ def main(argv=None) -> None:
     ap.add_argument("--leniency", type=float, default=Setting.leniency)
     ap.add_argument("--affinity", type=float, default=Setting.affinity)
     ap.add_argument("--no-budget", action="store_true")
+    ap.add_argument("--strategy", action="append", choices=("uniform", "ppi", "maxmean", "mtf"),
+                    help="restrict the budget curve to these strategies (repeatable)")
+    ap.add_argument("--fraction", action="append", type=float,
+                    help="the budget curve's fractions (repeatable; default budget.FRACTIONS)")
     args = ap.parse_args(argv)
     setting = Setting(model_sd=args.model_sd, leniency=args.leniency, affinity=args.affinity)
     e = simulate(setting, np.random.default_rng(derive_seed(args.seed, "sim-ppi", "kappa")))
     kh, km = kappas(e)
     t0 = time.process_time()
-    s = run(setting, replicates=args.replicates, seed=args.seed, budget=not args.no_budget)
+    s = run(setting, replicates=args.replicates, seed=args.seed, budget=not args.no_budget,
+            strategies=args.strategy, fractions=tuple(args.fraction or FRACTIONS))
     cpu = time.process_time() - t0
     print(f"setting: {setting}")
     print(f"replicates {args.replicates}, seed {args.seed}, CPU seconds {cpu:.1f}")
