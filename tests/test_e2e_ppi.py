@@ -145,6 +145,22 @@ def test_a_sample_locked_outside_the_pool_is_refused(ppi_run):
     assert "lock.json" in str(e.value)
 
 
+def test_a_sample_too_small_for_the_interval_is_refused_naming_the_lock(ppi_run):
+    _, folder, _ = ppi_run
+    from relgrade.errors import InputError
+    from relgrade.experiment.files import Experiment
+    from relgrade.pipeline.stages.ppi import human_sample_ids
+
+    ex = Experiment.load(folder / "params.yaml")
+    pool = pd.read_parquet(folder / "data/pool/pool.parquet")
+    queries = sorted(set(pool["query_id"].astype(str)))
+    assert len(human_sample_ids(ex, queries, minimum=3)) == 6
+    with pytest.raises(InputError) as e:
+        human_sample_ids(ex, queries, minimum=7)   # the locked sample holds 6
+    assert "needs a human sample of at least 7 queries" in str(e.value)
+    assert "lock.json" in str(e.value) and "found 6" in str(e.value)
+
+
 def test_init_refuses_a_human_grader_named_like_the_model_and_a_bad_fraction(tmp_path_factory):
     root = _repo(tmp_path_factory, "ppi-refused")
     same = tiny.run(root, "relgrade", "init", "experiments/x", "--corpus",

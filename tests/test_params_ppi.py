@@ -40,6 +40,9 @@ def test_a_ppi_section_gets_the_honest_interval_and_the_audit_defaults(tmp_path)
                            "queries) (found 1)"),
     ({"human_fraction": 0.1, "human_queries": 5}, "give exactly one of ppi.human_fraction and "
                                                   "ppi.human_queries (found both)"),
+    ({"human_queries": 2}, "ppi.human_queries: the regression interval needs at least 3 "
+                           "sample queries (its residual variance has n - 2 degrees of "
+                           "freedom); raise it or set ppi.interval: t (found 2)"),
     ({"human_fraction": 0.1, "interval": "wald"}, "ppi.interval: must be one of regression, t or "
                                                   "normal (found 'wald')"),
 ])
@@ -67,3 +70,8 @@ def test_ppi_mode_without_a_ppi_section_is_refused(tmp_path):
     with pytest.raises(InputError) as e:
         _load(tmp_path, p)
     assert "grading.mode is ppi but there is no `ppi` section" in str(e.value)
+
+
+def test_two_sample_queries_are_enough_for_the_t_interval(tmp_path):
+    _, params = _load(tmp_path, _ppi(human_queries=2, interval="t"))
+    assert (params.ppi.human_queries, params.ppi.interval) == (2, "t")

@@ -453,6 +453,11 @@ class PPI(_Section):
                 "relgrade_ppi", "give exactly one of ppi.human_fraction and ppi.human_queries "
                 "(found {found})", {"found": "both" if self.human_fraction is not None
                                     else "neither"})
+        if self.interval == "regression" and (self.human_queries or 3) < 3:
+            raise PydanticCustomError(
+                "relgrade_ppi", "ppi.human_queries: the regression interval needs at least 3 "
+                "sample queries (its residual variance has n - 2 degrees of freedom); raise "
+                "it or set ppi.interval: t (found {found})", {"found": self.human_queries})
         return self
 
 
