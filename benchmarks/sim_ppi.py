@@ -17,7 +17,9 @@ arms' top 10.
 
 The estimand of an arm is its expected nDCG@10 under the human key (what grading every query
 by people estimates); it is computed once by Monte Carlo over ``truth_queries`` queries, and
-the twins' values are set equal (they are by symmetry). Run::
+the twins' values are set equal (they are by symmetry). Every interval comes from the
+library's :func:`relgrade.evaluation.ppi_table.estimate_rows`, for each interval kind
+(``regression``, the default, ``t`` and ``normal``, ppi-python's). Run::
 
     python benchmarks/sim_ppi.py --replicates 500 --seed 20261201
 """
@@ -41,13 +43,26 @@ from sklearn.metrics import cohen_kappa_score
 from relgrade.evaluation.budget import FRACTIONS, budget_curve
 from relgrade.evaluation.judge_audit import judge_audit
 from relgrade.evaluation.pooled import ndcg_at_k
-from relgrade.evaluation.ppi import holm, human_sample, normal_p_values, ppi_mean_rows
+from relgrade.evaluation.ppi import holm, human_sample, ppi_mean_rows
+from relgrade.evaluation.ppi_table import INTERVALS, estimate_rows
 from relgrade.rng import derive_seed
 
 ARMS = ("a0", "a1", "a2", "a3", "a4", "a5", "a6", "a7")
 BETA = np.array([1.8, 1.4, 1.1, 0.8, 0.8, 0.6, 0.4, 0.2])
 FAMILIES = {"a3": "acme", "a4": "other"}
 AFFINITY_ARM, TWIN_ARM = 3, 4
+
+#: Bins of the model's R^2 against people (per arm or difference) for the width table.
+R2_BINS = (0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 1.0)
+
+
+def p_values(block: dict, interval: str) -> np.ndarray:
+    """Two-sided p-values of ``estimate = 0`` from one estimator's block of ``estimate_rows``."""
+    est, se = block["estimate"], block["se"]
+    with np.errstate(invalid="ignore", divide="ignore"):
+        z = np.abs(est) / np.where(se > 0, se, 1.0)
+    p = 2.0 * (sps.norm.sf(z) if interval == "normal" else sps.t.sf(z, block["df"]))
+    return np.where(se > 0, p, np.where(est == 0, 1.0, 0.0))
 
 
 @dataclass(frozen=True)
@@ -119,41 +134,42 @@ def kappas(e: dict) -> tuple[float, float]:
 
 
 def replicate(setting: Setting, truth: np.ndarray, rng: np.random.Generator, *,
-              budget: bool = True, audit_resamples: int = 200) -> dict:
+              budget: bool = True, audit_resamples: int = 200, strategies=None,
+              fractions=FRACTIONS) -> dict:
     """One replicate: estimates, coverage, Holm verdicts, audit and (optionally) the curve."""
     e = simulate(setting, rng)
     h = ndcg_at_k(e["human"], e["ranked"], k=10)
     m = ndcg_at_k(e["model"], e["ranked"], k=10)
     n_q = h.shape[1]
     sample = human_sample(n_q, fraction=setting.human_fraction, rng=rng)
-    z = 1.959963984540054
     out = {}
     pairs = list(itertools.combinations(range(len(ARMS)), 2))
     ia, ib = np.array([p[0] for p in pairs]), np.array([p[1] for p in pairs])
     d_truth = truth[ia] - truth[ib]
+    null = (ia == AFFINITY_ARM) & (ib == TWIN_ARM)
     for label, (tgt, hh, mm) in {"arm": (truth, h, m),
                                  "diff": (d_truth, h[ia] - h[ib], m[ia] - m[ib])}.items():
-        est = {}
-        est["ppi++"] = ppi_mean_rows(hh[:, sample], mm[:, sample], mm)[:2]
-        t_est = ppi_mean_rows(hh[:, sample], mm[:, sample], mm, ddof=1)[:2]
-        est["ppi"] = ppi_mean_rows(hh[:, sample], mm[:, sample], mm, lam=1.0)[:2]
-        est["human-only"] = (hh[:, sample].mean(axis=1),
-                             hh[:, sample].std(axis=1) / math.sqrt(sample.size))
-        est["model-only"] = (mm.mean(axis=1), mm.std(axis=1) / math.sqrt(n_q))
         finite = hh.mean(axis=1)
-        t_q = float(sps.t.ppf(0.975, sample.size - 1))
-        out[f"{label}_cover_ppi++ t"] = np.abs(t_est[0] - tgt) <= t_q * t_est[1]
-        for meth, (mu, se) in est.items():
-            out[f"{label}_cover_{meth}"] = np.abs(mu - tgt) <= z * se
-            out[f"{label}_cover_finite_{meth}"] = np.abs(mu - finite) <= z * se
-            out[f"{label}_se_{meth}"] = se
-        if label == "diff":
-            for meth in ("ppi++", "model-only", "human-only"):
-                _, reject = holm(normal_p_values(*est[meth]), alpha=0.05)
-                null = (ia == AFFINITY_ARM) & (ib == TWIN_ARM)
-                out[f"false_sig_{meth}"] = bool(reject[null].any())
-                wrong = reject & (np.sign(est[meth][0]) != np.sign(d_truth)) & ~null
-                out[f"sign_error_{meth}"] = bool(wrong.any())
+        for kind in INTERVALS:
+            est = estimate_rows(hh[:, sample], mm[:, sample], mm, level=0.95, interval=kind)
+            for meth, b in est.items():
+                out[f"{label}_cover_{kind}_{meth}"] = (b["low"] <= tgt) & (tgt <= b["high"])
+                out[f"{label}_cover_finite_{kind}_{meth}"] = ((b["low"] <= finite)
+                                                              & (finite <= b["high"]))
+                out[f"{label}_width_{kind}_{meth}"] = b["high"] - b["low"]
+                out[f"{label}_error_{kind}_{meth}"] = (b["estimate"] - tgt) / np.where(
+                    b["se"] > 0, b["se"], np.nan)
+            if label == "diff":
+                for meth, b in est.items():
+                    _, reject = holm(p_values(b, kind), alpha=0.05)
+                    out[f"false_sig_{kind}_{meth}"] = bool(reject[null].any())
+                    wrong = reject & (np.sign(b["estimate"]) != np.sign(d_truth)) & ~null
+                    out[f"sign_error_{kind}_{meth}"] = bool(wrong.any())
+        # classic PPI (lambda = 1) with the t interval, for comparison
+        th1, se1, _ = ppi_mean_rows(hh[:, sample], mm[:, sample], mm, lam=1.0, ddof=1)
+        half = float(sps.t.ppf(0.975, sample.size - 1)) * se1
+        out[f"{label}_cover_t_ppi"] = np.abs(th1 - tgt) <= half
+        out[f"{label}_width_t_ppi"] = 2.0 * half
         out[f"{label}_r2"] = np.array([np.corrcoef(a, b)[0, 1] ** 2 for a, b in zip(hh, mm)])
     audit = judge_audit(e["human"], e["model"], e["ranked"], sample=sample, arms=ARMS,
                         families=FAMILIES, model_family="acme", k=10, rng=rng,
@@ -164,9 +180,34 @@ def replicate(setting: Setting, truth: np.ndarray, rng: np.random.Generator, *,
     out["audit_tau"] = audit.order[0].value
     if budget:
         curve = budget_curve(e["human"], e["ranked"], model_grades=e["model"], rng=rng, k=10,
-                             fractions=FRACTIONS)
+                             fractions=fractions, strategies=strategies)
         out["curve"] = curve
     return out
+
+
+def width_by_r2(results: list[dict], label: str, kind: str, n: int, n_all: int) -> pd.DataFrame:
+    """Mean width ratio PPI++ / human-only per bin of the model's R^2 against people.
+
+    Beside the measured ratio: ``sqrt(1 - R2 * N / (N + n))`` at the bin's mean R^2, the
+    ratio of the plug-in standard errors at the variance-minimising lambda (the best PPI++
+    can do with this model), and ``sqrt(1 - (1 - n/N) * R2)``, the same for the exact
+    variance of a sample drawn from the ``N`` queries.
+    """
+    r2 = np.concatenate([r[f"{label}_r2"] for r in results])
+    ratio = np.concatenate([r[f"{label}_width_{kind}_ppi++"] / r[f"{label}_width_{kind}_human-only"]
+                            for r in results])
+    rows = []
+    for lo, hi in zip(R2_BINS[:-1], R2_BINS[1:]):
+        sel = (r2 >= lo) & (r2 < hi)
+        if not sel.any():
+            continue
+        mean_r2 = float(r2[sel].mean())
+        rows.append({"R2 bin": f"[{lo:.1f}, {hi:.1f})", "cases": int(sel.sum()),
+                     "mean R2": mean_r2, "measured": float(ratio[sel].mean()),
+                     "share > 1": float((ratio[sel] > 1 + 1e-12).mean()),
+                     "best, plug-in": math.sqrt(1 - mean_r2 * n_all / (n_all + n)),
+                     "best, exact": math.sqrt(1 - (1 - n / n_all) * mean_r2)})
+    return pd.DataFrame(rows)
 
 
 def summarise(results: list[dict], setting: Setting) -> dict:
@@ -175,40 +216,55 @@ def summarise(results: list[dict], setting: Setting) -> dict:
         return np.mean(np.stack([r[key] for r in results]), axis=0)
 
     s = {}
+    n = max(2, int(round(setting.human_fraction * setting.n_queries)))
     for label in ("arm", "diff"):
-        c = rate(f"{label}_cover_ppi++ t")
-        s[f"{label} coverage ppi++ ddof 1, t(n-1) (min over {label}s)"] = float(c.min())
-        s[f"{label} coverage ppi++ ddof 1, t(n-1) (mean)"] = float(c.mean())
-        for meth in ("ppi++", "ppi", "human-only", "model-only"):
-            c = rate(f"{label}_cover_{meth}")
-            s[f"{label} coverage {meth} (min over {label}s)"] = float(c.min())
-            s[f"{label} coverage {meth} (mean)"] = float(c.mean())
-            cf = rate(f"{label}_cover_finite_{meth}")
-            s[f"{label} coverage of the full-human mean {meth} (mean)"] = float(cf.mean())
-        se_pp = np.stack([r[f"{label}_se_ppi++"] for r in results])
-        se_h = np.stack([r[f"{label}_se_human-only"] for r in results])
-        ratio = se_pp / se_h
         r2 = np.stack([r[f"{label}_r2"] for r in results])
-        s[f"{label} width ppi++/human-only max"] = float(ratio.max())
-        s[f"{label} width ppi++/human-only mean"] = float(ratio.mean())
         hi = r2 >= 0.3
-        s[f"{label} share of cases with R2 >= 0.3"] = float(hi.mean())
-        s[f"{label} width ratio mean when R2 >= 0.3"] = (float(ratio[hi].mean()) if hi.any()
-                                                        else float("nan"))
-        s[f"{label} width ratio max when R2 >= 0.3"] = (float(ratio[hi].max()) if hi.any()
-                                                       else float("nan"))
         s[f"{label} mean R2 model vs people"] = float(r2.mean())
-    for meth in ("ppi++", "human-only", "model-only"):
-        s[f"false significance a3 vs a4 after Holm, {meth}"] = float(rate(f"false_sig_{meth}"))
-        s[f"sign errors on unequal pairs after Holm, {meth}"] = float(rate(f"sign_error_{meth}"))
+        s[f"{label} share of cases with R2 >= 0.3"] = float(hi.mean())
+        for kind in INTERVALS:
+            for meth in ("ppi++", "human-only", "model-only"):
+                c = rate(f"{label}_cover_{kind}_{meth}")
+                s[f"{label} coverage {kind} {meth} (mean)"] = float(c.mean())
+                s[f"{label} coverage {kind} {meth} (min over {label}s)"] = float(c.min())
+            s[f"{label} coverage of the full-human mean {kind} ppi++ (mean)"] = float(
+                rate(f"{label}_cover_finite_{kind}_ppi++").mean())
+            z = np.stack([r[f"{label}_error_{kind}_ppi++"] for r in results])
+            s[f"{label} sd of (estimate - truth) / se, {kind} ppi++"] = float(np.nanstd(z))
+            w = np.stack([r[f"{label}_width_{kind}_ppi++"] for r in results])
+            wh = np.stack([r[f"{label}_width_{kind}_human-only"] for r in results])
+            ratio = w / wh
+            s[f"{label} width ppi++/human-only {kind} mean"] = float(ratio.mean())
+            s[f"{label} width ppi++/human-only {kind} max"] = float(ratio.max())
+            s[f"{label} width ppi++/human-only {kind} share > 1"] = float(
+                (ratio > 1 + 1e-12).mean())
+            s[f"{label} width ratio {kind} mean when R2 >= 0.3"] = (
+                float(ratio[hi].mean()) if hi.any() else float("nan"))
+            s[f"width by R2, {label}, {kind}"] = width_by_r2(results, label, kind, n,
+                                                            setting.n_queries)
+        c = rate(f"{label}_cover_t_ppi")
+        s[f"{label} coverage t ppi (lambda 1) (mean)"] = float(c.mean())
+        w1 = np.stack([r[f"{label}_width_t_ppi"] for r in results])
+        wh = np.stack([r[f"{label}_width_t_human-only"] for r in results])
+        s[f"{label} width ppi (lambda 1)/human-only t mean"] = float((w1 / wh).mean())
+    for kind in INTERVALS:
+        for meth in ("ppi++", "human-only", "model-only"):
+            s[f"false significance a3 vs a4 after Holm, {kind} {meth}"] = float(
+                rate(f"false_sig_{kind}_{meth}"))
+            s[f"sign errors on unequal pairs after Holm, {kind} {meth}"] = float(
+                rate(f"sign_error_{kind}_{meth}"))
     s["audit flags family affinity of a3"] = float(rate("audit_affinity"))
     s["audit spread flag"] = float(rate("audit_spread_flag"))
     s["mean leniency per arm"] = " ".join(f"{x:.3f}" for x in rate("audit_leniency"))
     curves = [r["curve"] for r in results if "curve" in r]
     if curves:
-        c = pd.concat(curves).groupby(["strategy", "budget"]).mean(numeric_only=True)
+        all_curves = pd.concat(curves)
+        grouped = all_curves.groupby(["strategy", "budget"])
+        c = grouped.mean(numeric_only=True)
+        c["tau_mc_se"] = grouped["kendall_tau"].std() / math.sqrt(len(curves))
+        c["share_tau_ge_0.9"] = grouped["kendall_tau"].apply(lambda t: float((t >= 0.9).mean()))
         s["curve"] = c
-        for strategy in ("uniform", "ppi", "maxmean", "mtf"):
+        for strategy in c.index.get_level_values("strategy").unique():
             sub = c.loc[strategy]
             ok = sub[sub["kendall_tau"] >= 0.9]
             s[f"smallest judged fraction with mean tau >= 0.9, {strategy}"] = (
@@ -216,13 +272,22 @@ def summarise(results: list[dict], setting: Setting) -> dict:
     return s
 
 
-def run(setting: Setting, *, replicates: int, seed: int, budget: bool = True) -> dict:
-    """Run ``replicates`` replicates from ``seed``; returns the summary."""
+def run(setting: Setting, *, replicates: int, seed: int, budget: bool = True,
+        strategies=None, fractions=FRACTIONS) -> dict:
+    """Run ``replicates`` replicates from ``seed``; returns the summary.
+
+    ``strategies`` and ``fractions`` restrict the budget curve (default: every strategy at
+    :data:`relgrade.evaluation.budget.FRACTIONS`). The curve draws its query samples after
+    everything else of a replicate, one per fraction in order, so a restricted run gives the
+    same data, sample, estimates and audit, and the same uniform and ppi points at the
+    fractions that precede any change in the list.
+    """
     truth = true_means(setting, seed)
     results = []
     for i in range(replicates):
         rng = np.random.default_rng(derive_seed(seed, "sim-ppi", "replicate", i))
-        results.append(replicate(setting, truth, rng, budget=budget))
+        results.append(replicate(setting, truth, rng, budget=budget, strategies=strategies,
+                                 fractions=fractions))
     summary = summarise(results, setting)
     summary["truth"] = truth
     return summary
@@ -233,24 +298,35 @@ def main(argv=None) -> None:
     ap.add_argument("--replicates", type=int, default=500)
     ap.add_argument("--seed", type=int, default=20261201)
     ap.add_argument("--model-sd", type=float, default=Setting.model_sd)
+    ap.add_argument("--leniency", type=float, default=Setting.leniency)
+    ap.add_argument("--affinity", type=float, default=Setting.affinity)
     ap.add_argument("--no-budget", action="store_true")
+    ap.add_argument("--strategy", action="append", choices=("uniform", "ppi", "maxmean", "mtf"),
+                    help="restrict the budget curve to these strategies (repeatable)")
+    ap.add_argument("--fraction", action="append", type=float,
+                    help="the budget curve's fractions (repeatable; default budget.FRACTIONS)")
     args = ap.parse_args(argv)
-    setting = Setting(model_sd=args.model_sd)
+    setting = Setting(model_sd=args.model_sd, leniency=args.leniency, affinity=args.affinity)
     e = simulate(setting, np.random.default_rng(derive_seed(args.seed, "sim-ppi", "kappa")))
     kh, km = kappas(e)
     t0 = time.process_time()
-    s = run(setting, replicates=args.replicates, seed=args.seed, budget=not args.no_budget)
+    s = run(setting, replicates=args.replicates, seed=args.seed, budget=not args.no_budget,
+            strategies=args.strategy, fractions=tuple(args.fraction or FRACTIONS))
     cpu = time.process_time() - t0
     print(f"setting: {setting}")
     print(f"replicates {args.replicates}, seed {args.seed}, CPU seconds {cpu:.1f}")
     print(f"weighted kappa (quadratic) vs truth: people {kh:.3f}, model {km:.3f}")
     print("true nDCG@10 per arm: " + " ".join(f"{a}={v:.4f}" for a, v in zip(ARMS, s["truth"])))
     for key, v in s.items():
-        if key in ("curve", "truth"):
+        if key in ("curve", "truth") or isinstance(v, pd.DataFrame):
             continue
-        print(f"{key}: {v:.3f}" if isinstance(v, float) else f"{key}: {v}")
+        print(f"{key}: {v:.4f}" if isinstance(v, float) else f"{key}: {v}")
+    for key, v in s.items():
+        if key != "curve" and isinstance(v, pd.DataFrame):
+            print(f"{key}:")
+            print(v.round(3).to_string(index=False))
     if "curve" in s:
-        print(s["curve"].round(3).to_string())
+        print(s["curve"].round(4).to_string())
     load = subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip()
     print(f"uptime: {load}; cores {os.cpu_count()}; python {sys.version.split()[0]}")
 

@@ -101,13 +101,25 @@ def test_ppi_json_equals_ppi_python_on_the_per_query_values(ppi_run):
         assert row["ppi++"]["estimate"] == pytest.approx(float(np.ravel(lam)[0]), abs=1e-9)
         assert row["model-only"]["estimate"] == pytest.approx(f.mean(), abs=1e-12)
         assert row["human-only"]["estimate"] == pytest.approx(y.mean(), abs=1e-12)
-        # the t interval: unbiased variances, Student's t on n - 1 degrees of freedom
+        # the default (regression) interval: the double-sampling regression variance,
+        # Student's t on n - 2 degrees of freedom (n - 1 and the human-only se at lambda 0)
         n, big_n = y.size, f.size
-        se = np.sqrt(lam_hat ** 2 * f.var(ddof=1) / big_n + (y - lam_hat * yhat).var(ddof=1) / n)
-        half = sps.t.ppf(0.975, n - 1) * se
+        assert row["ppi++"]["interval"] == "regression"
+        if lam_hat == 0:
+            se, df = y.std(ddof=1) / np.sqrt(n), n - 1
+        else:
+            resid = (y - y.mean()) - lam_hat * (yhat - yhat.mean())
+            sxx = ((yhat - yhat.mean()) ** 2).sum()
+            se = np.sqrt((resid ** 2).sum() / (n - 2)
+                         * (1 / n + (f.mean() - yhat.mean()) ** 2 / sxx)
+                         + lam_hat ** 2 * f.var(ddof=1) / big_n)
+            df = n - 2
+        assert row["ppi++"]["df"] == df
+        half = sps.t.ppf(0.975, df) * se
         assert row["ppi++"]["low"] == pytest.approx(row["ppi++"]["estimate"] - half, abs=1e-9)
         assert row["ppi++"]["high"] == pytest.approx(row["ppi++"]["estimate"] + half, abs=1e-9)
     assert design["seed"] == 0 and design["sample_stream"] == "ppi-sample"
+    assert design["interval"] == "regression" and "n - 2 degrees" in design["interval_words"]
     assert len(est["differences"]) == 1 and "p_holm" in est["differences"][0]["ppi++"]
 
 
@@ -131,6 +143,22 @@ def test_a_sample_locked_outside_the_pool_is_refused(ppi_run):
         human_sample_ids(ex, ["kw01", "kw02"])
     assert "the human sample must be a subset of the pool's queries" in str(e.value)
     assert "lock.json" in str(e.value)
+
+
+def test_a_sample_too_small_for_the_interval_is_refused_naming_the_lock(ppi_run):
+    _, folder, _ = ppi_run
+    from relgrade.errors import InputError
+    from relgrade.experiment.files import Experiment
+    from relgrade.pipeline.stages.ppi import human_sample_ids
+
+    ex = Experiment.load(folder / "params.yaml")
+    pool = pd.read_parquet(folder / "data/pool/pool.parquet")
+    queries = sorted(set(pool["query_id"].astype(str)))
+    assert len(human_sample_ids(ex, queries, minimum=3)) == 6
+    with pytest.raises(InputError) as e:
+        human_sample_ids(ex, queries, minimum=7)   # the locked sample holds 6
+    assert "needs a human sample of at least 7 queries" in str(e.value)
+    assert "lock.json" in str(e.value) and "found 6" in str(e.value)
 
 
 def test_init_refuses_a_human_grader_named_like_the_model_and_a_bad_fraction(tmp_path_factory):

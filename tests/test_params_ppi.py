@@ -27,7 +27,8 @@ def _load(tmp_path, p):
 
 def test_a_ppi_section_gets_the_honest_interval_and_the_audit_defaults(tmp_path):
     _, params = _load(tmp_path, _ppi(human_fraction=0.1))
-    assert params.ppi.interval == "t"          # benchmarks/README.md: normal undercovers
+    # benchmarks/README.md: normal and t undercover with 20 sample queries, regression holds
+    assert params.ppi.interval == "regression"
     assert params.ppi.judge_audit.max_spread == 0.15 and params.ppi.judge_audit.k == 10
     assert params.ppi.budget.fractions[0] == 0.1 and params.ppi.budget.fractions[-1] == 1.0
 
@@ -39,8 +40,11 @@ def test_a_ppi_section_gets_the_honest_interval_and_the_audit_defaults(tmp_path)
                            "queries) (found 1)"),
     ({"human_fraction": 0.1, "human_queries": 5}, "give exactly one of ppi.human_fraction and "
                                                   "ppi.human_queries (found both)"),
-    ({"human_fraction": 0.1, "interval": "wald"}, "ppi.interval: must be one of t or normal "
-                                                  "(found 'wald')"),
+    ({"human_queries": 2}, "ppi.human_queries: the regression interval needs at least 3 "
+                           "sample queries (its residual variance has n - 2 degrees of "
+                           "freedom); raise it or set ppi.interval: t (found 2)"),
+    ({"human_fraction": 0.1, "interval": "wald"}, "ppi.interval: must be one of regression, t or "
+                                                  "normal (found 'wald')"),
 ])
 def test_a_bad_ppi_value_names_the_file_and_the_key(tmp_path, section, message):
     with pytest.raises(InputError) as e:
@@ -66,3 +70,8 @@ def test_ppi_mode_without_a_ppi_section_is_refused(tmp_path):
     with pytest.raises(InputError) as e:
         _load(tmp_path, p)
     assert "grading.mode is ppi but there is no `ppi` section" in str(e.value)
+
+
+def test_two_sample_queries_are_enough_for_the_t_interval(tmp_path):
+    _, params = _load(tmp_path, _ppi(human_queries=2, interval="t"))
+    assert (params.ppi.human_queries, params.ppi.interval) == (2, "t")

@@ -234,7 +234,9 @@ def test_the_ppi_table_refuses_a_sample_outside_the_pool_and_a_zero_variance_arm
         ppi_table(model, outside, measure="nDCG@10")
     flat = pd.DataFrame([[1.0, 1.0, 1.0]], index=["a"], columns=["q1", "q2", "q3"])
     with pytest.raises(InputError, match="standard error is 0"):
-        ppi_table(flat, flat[["q1", "q2"]], measure="nDCG@10")
+        ppi_table(flat, flat[["q1", "q2", "q3"]], measure="nDCG@10")
+    with pytest.raises(InputError, match="standard error is 0"):
+        ppi_table(flat, flat[["q1", "q2"]], measure="nDCG@10", interval="t")
     with pytest.raises(InputError, match="at least 2 human-sample queries"):
         ppi_table(model, model[["q1"]], measure="nDCG@10")
 
@@ -246,6 +248,81 @@ def test_the_t_interval_of_the_ppi_table_is_the_hand_computed_one():
     # human-only on the sample (1, 0): mean 0.5, sd (ddof 1) 0.7071, se 0.5, t_{0.975, 1}
     model = pd.DataFrame([[1.0, 0.0, 1.0, 1.0]], index=["a"], columns=["q1", "q2", "q3", "q4"])
     human = pd.DataFrame([[1.0, 0.0]], index=["a"], columns=["q1", "q2"])
-    row = ppi_table(model, human, measure="m")["arms"]["a"]["human-only"]
+    row = ppi_table(model, human, measure="m", interval="t")["arms"]["a"]["human-only"]
     assert row["estimate"] == pytest.approx(0.5)
     assert row["high"] - row["estimate"] == pytest.approx(sps.t.ppf(0.975, 1) * 0.5)
+
+
+# --- the small-sample (regression) standard error ---------------------------------------
+
+def test_regression_standard_error_on_a_tiny_sample_matches_the_arithmetic():
+    # Y = (1, 0, 1, 0), Yhat = (1, 0, 1, 1), F = Yhat then 16 zeros (N = 20), lambda = 0.5
+    f = np.concatenate([YHAT, np.zeros(16)])
+    se, df = ppi.regression_se_rows(Y[None], YHAT[None], f[None], [0.5])
+    # residuals (Y - 0.5) - 0.5 (Yhat - 0.75) = (.375, -.125, .375, -.625): sum of squares
+    # 0.6875 over n - 2 = 2 -> 0.34375; sum (Yhat - 0.75)^2 = 3 * 0.0625 + 0.5625 = 0.75;
+    # mean(F) - mean(Yhat) = 0.15 - 0.75 = -0.6; var(F, ddof 1) = (3 - 20 * 0.15^2) / 19
+    expected = 0.34375 * (1 / 4 + 0.36 / 0.75) + 0.25 * (2.55 / 19) / 20
+    assert se[0] == pytest.approx(math.sqrt(expected), abs=1e-15)
+    assert df.tolist() == [2]
+
+
+def test_regression_standard_error_with_lambda_zero_is_the_human_only_t_one():
+    rng = np.random.default_rng(4)
+    y, yhat, f = _random_case(rng, 12, 120, slope=1.0, noise=0.2)
+    se, df = ppi.regression_se_rows(y[None], yhat[None], f[None], [0.0])
+    assert se[0] == pytest.approx(np.std(y, ddof=1) / math.sqrt(12), abs=1e-15)
+    assert df.tolist() == [11]
+
+
+def test_regression_standard_error_approaches_ppi_python_as_the_sample_grows():
+    # the slope term and the n - 2 are O(1/n): at n = 4000 the two agree within 0.2%
+    rng = np.random.default_rng(9)
+    y, yhat, f = _random_case(rng, 4000, 40000, slope=0.8, noise=0.2)
+    est, se_plug, lam = ppi.ppi_mean_rows(y[None], yhat[None], f[None])
+    se, _ = ppi.regression_se_rows(y[None], yhat[None], f[None], lam)
+    low, high = ppi_py.ppi_mean_ci(y, yhat, f, alpha=0.05)
+    assert se_plug[0] == pytest.approx((float(np.squeeze(high)) - float(np.squeeze(low)))
+                                       / (2 * Z975), abs=1e-12)
+    assert se[0] / se_plug[0] == pytest.approx(1.0, abs=2e-3)
+
+
+def test_regression_standard_error_is_wider_than_the_plug_in_one_on_a_small_sample():
+    rng = np.random.default_rng(12)
+    for _ in range(50):
+        y, yhat, f = _random_case(rng, 20, 200, slope=rng.uniform(0.2, 1.5), noise=0.2)
+        _, se1, lam = ppi.ppi_mean_rows(y[None], yhat[None], f[None], ddof=1)
+        se, _ = ppi.regression_se_rows(y[None], yhat[None], f[None], lam)
+        assert se[0] >= se1[0] * (1 - 1e-12) or lam[0] == 0.0
+
+
+def test_regression_interval_needs_three_sample_queries():
+    from relgrade.evaluation.ppi_table import ppi_table
+
+    with pytest.raises(InputError, match="at least 3 human-graded queries"):
+        ppi.regression_se_rows([[1.0, 0.0]], [[1.0, 1.0]], [[1.0, 1.0, 0.0]], [0.5])
+    model = pd.DataFrame([[1.0, 0.0, 1.0]], index=["a"], columns=["q1", "q2", "q3"])
+    with pytest.raises(InputError, match="the regression interval needs at least 3"):
+        ppi_table(model, model[["q1", "q2"]] * 0.5, measure="nDCG@10")
+
+
+def test_the_regression_interval_of_the_ppi_table_uses_t_on_n_minus_2():
+    from relgrade.evaluation.ppi_table import ppi_table
+
+    rng = np.random.default_rng(17)
+    y, yhat, f = _random_case(rng, 10, 60, slope=1.0, noise=0.1)
+    q = [f"q{i:02d}" for i in range(60)]
+    model = pd.DataFrame([f], index=["a"], columns=q)
+    pos = [int(np.flatnonzero(f == v)[0]) for v in yhat]
+    human = pd.DataFrame([y], index=["a"], columns=[q[i] for i in pos])
+    row = ppi_table(model, human, measure="m")["arms"]["a"]
+    _, _, lam = ppi.ppi_mean_rows(y[None], yhat[None], f[None], ddof=1)
+    assert 0 < lam[0] < 1
+    se, _ = ppi.regression_se_rows(y[None], yhat[None], f[None], lam)
+    pp = row["ppi++"]
+    assert (pp["df"], pp["interval"]) == (8, "regression")
+    assert pp["se"] == pytest.approx(se[0], abs=1e-15)
+    assert pp["high"] - pp["estimate"] == pytest.approx(sps.t.ppf(0.975, 8) * se[0], abs=1e-12)
+    # human-only and model-only are the t interval's
+    ho = row["human-only"]
+    assert ho["df"] == 9 and ho["se"] == pytest.approx(np.std(y, ddof=1) / math.sqrt(10))

@@ -120,3 +120,21 @@ def test_the_verdicts_script_adds_the_prediction_powered_verdicts():
     ppi_lines = [ln for ln in block.splitlines() if ln.startswith("  - PPI++ ")]
     assert len(ppi_lines) == 6  # every pair of the four arms
     assert all("after Holm" in ln and "10 of 36 queries" in ln for ln in ppi_lines)
+
+
+def test_the_report_sentence_describes_the_interval_kind_in_words(ppi):
+    from relgrade.evaluation.decision import ppi_cells
+    from relgrade.evaluation.ppi_table import INTERVAL_WORDS
+
+    design = dict(ppi["design"], interval="regression",
+                  interval_words=INTERVAL_WORDS["regression"])
+    sentence = ppi_cells(dict(ppi, design=design))["design"]
+    assert ("Intervals: regression (PPI++ with the small-sample variance of the regression "
+            "estimator, which counts the tuning of lambda on the sample, and Student's t on "
+            "n - 2 degrees of freedom;") in sentence
+    assert sentence.endswith(" at level 0.95.")
+    # a record written before the words were recorded still reads
+    old = dict(ppi["design"])
+    old.pop("interval_words", None)
+    assert (f"Intervals: {old['interval']} at level {old['level']}."
+            in ppi_cells(dict(ppi, design=old))["design"])

@@ -27,19 +27,29 @@ def summary():
 
 def test_ppi_covers_far_more_often_than_the_model_only_interval(summary):
     for label in ("arm", "diff"):
-        ppi = summary[f"{label} coverage ppi++ (mean)"]
-        naive = summary[f"{label} coverage model-only (mean)"]
+        ppi = summary[f"{label} coverage regression ppi++ (mean)"]
+        naive = summary[f"{label} coverage regression model-only (mean)"]
         assert ppi >= 0.85 and naive <= 0.5 and ppi - naive >= 0.4
 
 
+def test_the_regression_interval_is_wider_than_the_plug_in_one_it_corrects(summary):
+    # it counts the tuning of lambda on the sample: never narrower than ppi-python's
+    for label in ("arm", "diff"):
+        assert (summary[f"{label} width ppi++/human-only regression mean"]
+                > summary[f"{label} width ppi++/human-only normal mean"])
+        assert (summary[f"{label} coverage regression ppi++ (mean)"]
+                >= summary[f"{label} coverage normal ppi++ (mean)"])
+
+
 def test_ppi_interval_is_narrower_than_human_only_on_average(summary):
-    assert summary["arm width ppi++/human-only max"] <= 1.0 + 1e-9
-    assert summary["arm width ppi++/human-only mean"] < 0.95
+    assert summary["arm width ppi++/human-only normal max"] <= 1.0 + 1e-9
+    assert summary["arm width ppi++/human-only t max"] <= 1.0 + 1e-9
+    assert summary["arm width ppi++/human-only regression mean"] < 0.95
 
 
 def test_holm_on_ppi_rarely_separates_the_equal_arms_unlike_model_only(summary):
-    assert summary["false significance a3 vs a4 after Holm, ppi++"] <= 0.1
-    assert summary["false significance a3 vs a4 after Holm, model-only"] >= 0.5
+    assert summary["false significance a3 vs a4 after Holm, regression ppi++"] <= 0.1
+    assert summary["false significance a3 vs a4 after Holm, regression model-only"] >= 0.5
 
 
 def test_audit_flags_the_affinity_arm(summary):

@@ -451,7 +451,9 @@ def ppi_cells(ppi: dict) -> dict:
               f"{d['human_grader']} graded a seeded uniform sample of "
               f"{len(d['human_sample'])} queries in full ({size}, seed {d['seed']}): "
               f"{', '.join(d['human_sample'])}. Estimator: {d['rectifier']}. Intervals: "
-              f"{d['interval']} at level {d['level']}.")
+              f"{d['interval']}"
+              + (f" ({d['interval_words']})" if d.get("interval_words") else "")
+              + f" at level {d['level']}.")
     measures = []
     for m, est in ppi["estimates"].items():
         arms = [{"arm": a, "ppi": _iv(r["ppi++"]), "lam": _num(r["ppi++"]["lambda"], 2),

@@ -51,14 +51,16 @@ def _clean(x):
     return x
 
 
-def human_sample_ids(ex, pool_queries) -> list[str]:
+def human_sample_ids(ex, pool_queries, *, minimum: int = 2) -> list[str]:
     """The locked human sample, checked to be queries of the pool.
+
+    ``minimum`` is the least sample size of the interval kind: 2, or 3 for ``regression``.
 
     Raises
     ------
     InputError
         A sampled query is not in the pool (the lock names it, the pool does not), or the
-        sample holds fewer than 2 queries.
+        sample holds fewer than ``minimum`` queries.
     """
     lock_path = ex.path("audit_lock")
     lock = io.read_json(lock_path)
@@ -69,10 +71,12 @@ def human_sample_ids(ex, pool_queries) -> list[str]:
                          path=lock_path, found=", ".join(outside[:5]),
                          fix="draw the sample again from the current pool "
                              "(relgrade audit redraw, or a new grading.round)")
-    if len(ids) < 2:
-        raise InputError("an interval needs a human sample of at least 2 queries",
+    if len(ids) < minimum:
+        kind = "the regression interval" if minimum == 3 else "an interval"
+        raise InputError(f"{kind} needs a human sample of at least {minimum} queries",
                          path=lock_path, found=str(len(ids)),
-                         fix="raise ppi.human_fraction or ppi.human_queries")
+                         fix="raise ppi.human_fraction or ppi.human_queries"
+                             + (", or set ppi.interval: t" if minimum == 3 else ""))
     return sorted(ids)
 
 
@@ -141,7 +145,7 @@ def run(ex):
     key, record = ex.read_key()
     pool = io.read_table(ex.path("pool"), columns=["query_id", "chunk_id"])
     queries = sorted(set(pool["query_id"].astype(str)))
-    sample = human_sample_ids(ex, queries)
+    sample = human_sample_ids(ex, queries, minimum=3 if cfg.interval == "regression" else 2)
 
     human = human_grades(ex, sample)
     groups = io.read_table(ex.path("queries"), columns=["query_id", "group"])
@@ -201,7 +205,8 @@ def run(ex):
             "human_sample": sample, "queries": len(queries),
             "human_fraction": cfg.human_fraction, "human_queries": cfg.human_queries,
             "seed": seed, "sample_stream": "ppi-sample", "sample_lock_sha256": lock["sha256"],
-            "rectifier": ppi_table.RECTIFIER, "interval": interval, "level": level,
+            "rectifier": ppi_table.RECTIFIER, "interval": interval,
+            "interval_words": ppi_table.INTERVAL_WORDS[interval], "level": level,
             "zero_for_no_relevant": "a query with no relevant chunk under a key counts 0"},
         "estimates": estimates,
         "judge_audit": audit.to_dict() | {"k": k, "model_family":
