@@ -47,21 +47,22 @@ DEPTH = 20
 EXP = "experiments/scale"
 
 
-def _env() -> dict:
+def _env(src: Path = REPO / "src") -> dict:
     env = dict(os.environ)
-    env["PYTHONPATH"] = str(REPO / "src")
+    env["PYTHONPATH"] = str(src)
     env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
     env.update(GIT_AUTHOR_NAME="relgrade bench", GIT_AUTHOR_EMAIL="bench@relgrade.invalid",
                GIT_COMMITTER_NAME="relgrade bench", GIT_COMMITTER_EMAIL="bench@relgrade.invalid")
     return env
 
 
-def measured(cmd: list[str], cwd: Path) -> dict:
-    """Run ``cmd`` in ``cwd``; its CPU-seconds (user+sys, children included), wall seconds
-    and peak RSS in MiB. Raises RuntimeError with its stderr when it fails."""
+def measured(cmd: list[str], cwd: Path, src: Path = REPO / "src") -> dict:
+    """Run ``cmd`` in ``cwd`` with relgrade imported from ``src``; its CPU-seconds (user+sys,
+    children included), wall seconds and peak RSS in MiB. Raises RuntimeError with its
+    stderr when it fails."""
     start = time.perf_counter()
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
-        proc = subprocess.Popen(cmd, cwd=cwd, env=_env(), stdout=out, stderr=err,
+        proc = subprocess.Popen(cmd, cwd=cwd, env=_env(src), stdout=out, stderr=err,
                                 stdin=subprocess.DEVNULL)
         _, status, usage = os.wait4(proc.pid, 0)
         proc.returncode = os.waitstatus_to_exitcode(status)
@@ -137,26 +138,29 @@ def grade_files(exp: Path, truth: pd.DataFrame, seed: int) -> tuple[Path, Path]:
     return out[0], out[1]
 
 
-def build(root: Path, n: int, seed: int) -> tuple[Path, pd.DataFrame]:
+def build(root: Path, n: int, seed: int, tree: Path = REPO) -> tuple[Path, pd.DataFrame]:
+    """Make the experiment of N queries in ``root`` with the stages and code of ``tree`` (a
+    checkout of relgrade); return its folder and the truth table."""
     for name in ("stages", "rubric"):
-        shutil.copytree(REPO / name, root / name, ignore=shutil.ignore_patterns("__pycache__"))
+        shutil.copytree(tree / name, root / name, ignore=shutil.ignore_patterns("__pycache__"))
     for name in ("dvc.yaml", "params.yaml"):
-        shutil.copy(REPO / name, root / name)
-    subprocess.run(["git", "init", "-q"], cwd=root, check=True, env=_env())
+        shutil.copy(tree / name, root / name)
+    env = _env(tree / "src")
+    subprocess.run(["git", "init", "-q"], cwd=root, check=True, env=env)
     truth = write_inputs(root / "input", n, seed)
     relgrade = [sys.executable, "-c", "from relgrade.cli import main; main()"]
     subprocess.run([*relgrade, "init", EXP, "--corpus", "input/chunks.jsonl",
                     "--queries", "input/queries.tsv", "--intents", "input/intents.tsv",
                     *[x for arm in ARMS for x in ("--run", f"{arm}=input/{arm}.trec")],
                     "--pool-depth", str(DEPTH), "--seed", str(seed)],
-                   cwd=root, check=True, env=_env(), capture_output=True)
+                   cwd=root, check=True, env=env, capture_output=True)
     exp = root / EXP
     params = yaml.safe_load((exp / "params.yaml").read_text())
     for name in ("grader-a", "auditor-b"):
         params["graders"][name].update(kind="import", family=f"synthetic-{name}")
     (exp / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
     subprocess.run([*relgrade, "intents", "review", "--experiment", EXP,
-                    "--reviewer", "auditor-b"], cwd=root, check=True, env=_env(),
+                    "--reviewer", "auditor-b"], cwd=root, check=True, env=env,
                    capture_output=True)
     return exp, truth
 
@@ -177,26 +181,35 @@ def stage_commands(exp: Path) -> list[tuple[str, list[str]]]:
     return [(name, [sys.executable if c[0] == "python" else c[0], *c[1:]]) for name, c in out]
 
 
+def run_pipeline(exp: Path, truth: pd.DataFrame, seed: int, src: Path = REPO / "src",
+                 label: str = "") -> dict:
+    """Every stage of ``exp`` in order, the grade imports before the grades stage, then
+    ``relgrade status``: step -> :func:`measured`."""
+    root = exp.parent.parent
+    relgrade = [sys.executable, "-c", "from relgrade.cli import main; main()"]
+    steps = {}
+    for name, cmd in stage_commands(exp):
+        if name == "grades":  # the grades arrive before the grades stage reads them
+            grader, auditor = grade_files(exp, truth, seed)
+            for who, path in (("grader-a", grader), ("auditor-b", auditor)):
+                steps[f"grade import {who}"] = measured(
+                    [*relgrade, "grade", "import", str(path), "--grader", who,
+                     "--experiment", EXP], root, src)
+        steps[name] = measured(cmd, exp, src)
+        print(f"  {label}{name}: {steps[name]['cpu_s']:.1f} CPU-s, "
+              f"{steps[name]['wall_s']:.1f} s, {steps[name]['rss_mib']:.0f} MiB",
+              file=sys.stderr, flush=True)
+    steps["status"] = measured([*relgrade, "status", "--experiment", EXP], root, src)
+    return steps
+
+
 def run_one(n: int, seed: int, keep: Path | None) -> dict:
     root = Path(tempfile.mkdtemp(prefix=f"relgrade-scale-{n}-"))
     try:
         t0 = time.perf_counter()
         exp, truth = build(root, n, seed)
         made = time.perf_counter() - t0
-        relgrade = [sys.executable, "-c", "from relgrade.cli import main; main()"]
-        steps = {}
-        for name, cmd in stage_commands(exp):
-            if name == "grades":  # the grades arrive before the grades stage reads them
-                grader, auditor = grade_files(exp, truth, seed)
-                for who, path in (("grader-a", grader), ("auditor-b", auditor)):
-                    steps[f"grade import {who}"] = measured(
-                        [*relgrade, "grade", "import", str(path), "--grader", who,
-                         "--experiment", EXP], root)
-            steps[name] = measured(cmd, exp)
-            print(f"  N={n} {name}: {steps[name]['cpu_s']:.1f} CPU-s, "
-                  f"{steps[name]['wall_s']:.1f} s, {steps[name]['rss_mib']:.0f} MiB",
-                  file=sys.stderr, flush=True)
-        steps["status"] = measured([*relgrade, "status", "--experiment", EXP], root)
+        steps = run_pipeline(exp, truth, seed, label=f"N={n} ")
         pool = pd.read_parquet(exp / "data/pool/pool.parquet", columns=["query_id"])
         if keep is not None:
             shutil.copytree(exp, keep / f"scale-{n}", dirs_exist_ok=True)
