@@ -372,6 +372,9 @@ def read_bank(path) -> list[tuple[int, dict]] | None:
         return None
     out = []
     lines = target.read_bytes().split(b"\n")
+    # one object per distinct short value: a query's intent hash, the rubric's hash, a
+    # batch's time repeat on every line, and a million lines would hold a million copies
+    shared: dict[str, str] = {}
     for i, raw in enumerate(lines[:-1], start=1):
         if not raw.strip():
             continue
@@ -379,7 +382,11 @@ def read_bank(path) -> list[tuple[int, dict]] | None:
         if row is None:
             raise InputError("a bank line is not a JSON object", path=target, line=i,
                              fix="Restore the file from git; relgrade writes it, never edit it")
+        for k, v in row.items():
+            if type(v) is str and k != "row_sha256":
+                row[k] = shared.setdefault(v, v)
         out.append((i, row))
+        lines[i - 1] = b""  # the raw line is parsed: let it go
     return out
 
 
