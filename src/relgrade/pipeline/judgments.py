@@ -9,7 +9,7 @@ the experiment's files, with the table rules of :mod:`relgrade.protocol.bank`,
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import pandas as pd
 
@@ -28,7 +28,8 @@ class Judgments:
         :data:`relgrade.schema.BANK` plus ``sequence``: every grade of the rounds in
         ``rounds``, less the earlier rounds' grades of pairs this round regrades.
     files : dict of str to GraderFile
-        Each grader's file of the current round (for the grades manifest).
+        Each grader's file of the current round (for the grades manifest: its source,
+        sha256, round and meta; its rows and bank lines are in ``bank``, not kept here).
     rounds : list of int
         The chain of rounds merged (:func:`relgrade.protocol.regrade.round_chain`).
     scope : pandas.DataFrame or None
@@ -144,17 +145,25 @@ def judgments(ex, pool: pd.DataFrame, audit_ids, *,
     current = int(grading.round)
     chain = regrade.round_chain(current, round_modes(ex, range(1, current + 1)))
     by_grader: dict[str, list] = {}
-    files = {}
     for r in chain:
         for name, f in ex.grader_round_files(r).items():
+            by_grader.setdefault(name, []).append((r, f))
+    rules = dict(graders=ex.params.graders_dict(), scale=ex.params.need("scale").grades,
+                 max_reason_words=grading.max_reason_words,
+                 max_reason_chars=grading.max_reason_chars)
+    # the bank's rows as judgment_bank orders them (graders by name, rounds in chain order),
+    # one file read at a time: its rows and bank lines are let go once they are in the table
+    judged = grades.judgment_bank({name: [] for name in by_grader}, **rules)
+    parts, files = [], {}
+    for name in sorted(by_grader):
+        for r, f in by_grader[name]:
             gf = ex.grader_file(f)
-            by_grader.setdefault(name, []).append(gf)
+            parts.append(grades.judgment_bank({name: [gf]}, **rules))
             if r == current:
-                files[name] = gf
-    judged = grades.judgment_bank(by_grader, graders=ex.params.graders_dict(),
-                                  scale=ex.params.need("scale").grades,
-                                  max_reason_words=grading.max_reason_words,
-                                  max_reason_chars=grading.max_reason_chars)
+                files[name] = replace(gf, rows=(), bank=None)
+            del gf
+    if parts:
+        judged = pd.concat(parts, ignore_index=True)
     now = current_now(ex, chunks=chunks)
     shared = sharing.shared_grades(ex, judged, pool, now=now)
     if shared is not None:  # reused grades count as this round's; own rows are origin ""
