@@ -265,3 +265,24 @@ def test_audit_with_three_graders_adds_many_rater_agreement_over_all_of_them():
                              round=1, scale=[0, 1, 2, 3], relevant_min=1,
                              resampling=spec).metrics
     assert "many_raters" not in two and two["bootstrap"]["seed"] == 8
+
+
+def test_one_hot_bootstrap_gives_the_interval_of_the_weights_matrix_from_the_same_draws():
+    """Cohen's kappa rows are one-hot: counting drawn cells must equal weights @ rows."""
+    import numpy as np
+
+    from relgrade.protocol import reliability as R
+
+    gen = np.random.default_rng(3)
+    a, b = gen.integers(0, 3, 301), gen.integers(0, 3, 301)
+    per_item = R._cell_table(a, b, [0, 1, 2])
+    assert R._one_hot_columns(per_item).tolist() == (a * 3 + b).tolist()
+    assert R._one_hot_columns(per_item * 0.5) is None
+    sums = []
+    R._bootstrap(per_item, lambda t: sums.append(t) or t[:, 0], rng=np.random.default_rng(9),
+                 resamples=600, level=0.9)
+    rng = np.random.default_rng(9)
+    expected = [R._weights(301, rng, size).astype(float) @ per_item for size in (256, 256, 88)]
+    assert len(sums) == 3
+    for got, want in zip(sums, expected):
+        assert np.array_equal(got, want)

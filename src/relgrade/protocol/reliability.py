@@ -122,6 +122,18 @@ def _weights(n_items: int, rng: np.random.Generator, size: int) -> np.ndarray:
     return np.bincount(flat.ravel(), minlength=size * n_items).reshape(size, n_items)
 
 
+def _one_hot_columns(per_item: np.ndarray) -> np.ndarray | None:
+    """The column of each row's single 1 when every row of ``per_item`` is one-hot (a 1 in
+    one column, 0 elsewhere), else None."""
+    if per_item.ndim != 2 or per_item.shape[1] == 0:
+        return None
+    cols = per_item.argmax(axis=1)
+    hot = per_item[np.arange(per_item.shape[0]), cols]
+    if not np.all(hot == 1) or np.count_nonzero(per_item) != per_item.shape[0]:
+        return None
+    return cols.astype(np.int64)
+
+
 def _bootstrap(per_item: np.ndarray, stat, *, rng: np.random.Generator, resamples: int,
                level: float) -> Interval:
     """Percentile interval of ``stat(sums)`` where ``sums = weights @ per_item``."""
@@ -131,10 +143,21 @@ def _bootstrap(per_item: np.ndarray, stat, *, rng: np.random.Generator, resample
         return Interval(None, None, int(resamples), int(resamples))
     values = []
     done = 0
+    cells = _one_hot_columns(per_item)
     while done < resamples:
         size = min(_BLOCK, resamples - done)
-        w = _weights(n, rng, size).astype(float)
-        values.append(stat(w @ per_item))
+        if cells is None:
+            w = _weights(n, rng, size).astype(float)
+            values.append(stat(w @ per_item))
+        else:
+            # each item adds 1 to one column: the sums are counts of the drawn items'
+            # columns, the same numbers as weights @ per_item from the same draws, without
+            # the (size, n) weights matrix (which outgrew the caches on large audits)
+            idx = rng.integers(0, n, size=(size, n))
+            m = per_item.shape[1]
+            flat = cells[idx] + (np.arange(size) * m)[:, None]
+            values.append(stat(np.bincount(flat.ravel(), minlength=size * m)
+                               .reshape(size, m).astype(float)))
         done += size
     v = np.concatenate(values)
     ok = v[np.isfinite(v)]
