@@ -219,6 +219,35 @@ def run_one(n: int, seed: int, keep: Path | None) -> dict:
         shutil.rmtree(root, ignore_errors=True)
 
 
+def rerun(kept: Path, steps: list[str]) -> dict:
+    """Time ``steps`` again on an experiment folder kept by ``--keep`` (after a change to a
+    stage), each as its own process, in a fresh root holding this checkout's stages."""
+    root = Path(tempfile.mkdtemp(prefix="relgrade-rerun-", dir=kept.resolve().parent))
+    exp = root / EXP
+    try:
+        for name in ("stages", "rubric"):
+            shutil.copytree(REPO / name, root / name,
+                            ignore=shutil.ignore_patterns("__pycache__"))
+        for name in ("dvc.yaml", "params.yaml"):
+            shutil.copy(REPO / name, root / name)
+        subprocess.run(["git", "init", "-q"], cwd=root, check=True, env=_env())
+        exp.parent.mkdir(parents=True)
+        os.rename(kept, exp)  # moved in for the run (the stages find ../../stages), then back
+        commands = dict(stage_commands(exp))
+        relgrade = [sys.executable, "-c", "from relgrade.cli import main; main()"]
+        commands["status"] = [*relgrade, "status", "--experiment", EXP]
+        out = {}
+        for name in steps:
+            out[name] = measured(commands[name], root if name == "status" else exp)
+            print(f"  rerun {name}: {out[name]['cpu_s']:.1f} CPU-s, {out[name]['wall_s']:.1f} s, "
+                  f"{out[name]['rss_mib']:.0f} MiB", file=sys.stderr, flush=True)
+        return out
+    finally:
+        if exp.exists():
+            os.rename(exp, kept)
+        shutil.rmtree(root, ignore_errors=True)
+
+
 def table(results: list[dict]) -> str:
     names = list(results[0]["steps"])
     head = "| step | " + " | ".join(f"{r['queries']:,} q ({r['pool_pairs']:,} pairs)"
@@ -242,7 +271,18 @@ def main() -> None:
     ap.add_argument("--out", type=Path, default=REPO / "benchmarks/out/scale.json")
     ap.add_argument("--keep", type=Path, default=None,
                     help="Copy each experiment folder here (to compare outputs).")
+    ap.add_argument("--rerun", type=Path, default=None,
+                    help="An experiment folder kept by --keep: time --steps on it again.")
+    ap.add_argument("--steps", nargs="+", default=[],
+                    help="With --rerun: the steps (stage names as in the table, or status).")
     args = ap.parse_args()
+    if args.rerun is not None:
+        load = os.getloadavg()
+        out = {"kept": str(args.rerun), "load_before": load, "steps": rerun(args.rerun, args.steps),
+               "load_after": os.getloadavg()}
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(json.dumps(out, indent=1))
+        return
     results = []
     for n in args.queries:
         load = os.getloadavg()
