@@ -122,16 +122,24 @@ def _weights(n_items: int, rng: np.random.Generator, size: int) -> np.ndarray:
     return np.bincount(flat.ravel(), minlength=size * n_items).reshape(size, n_items)
 
 
-def _one_hot_columns(per_item: np.ndarray) -> np.ndarray | None:
-    """The column of each row's single 1 when every row of ``per_item`` is one-hot (a 1 in
-    one column, 0 elsewhere), else None."""
-    if per_item.ndim != 2 or per_item.shape[1] == 0:
+def _row_patterns(per_item: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
+    """``(codes, patterns)`` with ``per_item == patterns[codes]``, when every value of
+    ``per_item`` is an integer small enough that any sum of its rows is exact in float64;
+    else None.
+
+    Agreement rows take a handful of distinct values (a kappa row is one-hot over the k×k
+    cells, an alpha row two raters' coincidences), so a resample's sums are the counts of
+    each pattern among the drawn items times the patterns: integers either way, so the same
+    floats as the weights-matrix product.
+    """
+    if per_item.ndim != 2 or per_item.shape[0] == 0 or per_item.shape[1] == 0:
         return None
-    cols = per_item.argmax(axis=1)
-    hot = per_item[np.arange(per_item.shape[0]), cols]
-    if not np.all(hot == 1) or np.count_nonzero(per_item) != per_item.shape[0]:
+    if not np.all(np.isfinite(per_item)) or not np.all(per_item == np.rint(per_item)):
         return None
-    return cols.astype(np.int64)
+    if float(np.abs(per_item).max()) * per_item.shape[0] * 2 >= 2.0 ** 53:
+        return None
+    patterns, codes = np.unique(per_item, axis=0, return_inverse=True)
+    return codes.reshape(-1).astype(np.int64), patterns
 
 
 def _bootstrap(per_item: np.ndarray, stat, *, rng: np.random.Generator, resamples: int,
@@ -143,21 +151,22 @@ def _bootstrap(per_item: np.ndarray, stat, *, rng: np.random.Generator, resample
         return Interval(None, None, int(resamples), int(resamples))
     values = []
     done = 0
-    cells = _one_hot_columns(per_item)
+    grouped = _row_patterns(per_item)
     while done < resamples:
         size = min(_BLOCK, resamples - done)
-        if cells is None:
+        if grouped is None:
             w = _weights(n, rng, size).astype(float)
             values.append(stat(w @ per_item))
         else:
-            # each item adds 1 to one column: the sums are counts of the drawn items'
-            # columns, the same numbers as weights @ per_item from the same draws, without
-            # the (size, n) weights matrix (which outgrew the caches on large audits)
+            # the same draws counted per row pattern: the same integer sums as
+            # weights @ per_item, without the (size, n) weights matrix (which outgrew the
+            # caches on large audits)
+            codes, patterns = grouped
             idx = rng.integers(0, n, size=(size, n))
-            m = per_item.shape[1]
-            flat = cells[idx] + (np.arange(size) * m)[:, None]
-            values.append(stat(np.bincount(flat.ravel(), minlength=size * m)
-                               .reshape(size, m).astype(float)))
+            k = patterns.shape[0]
+            flat = codes[idx] + (np.arange(size) * k)[:, None]
+            counts = np.bincount(flat.ravel(), minlength=size * k).reshape(size, k)
+            values.append(stat(counts.astype(float) @ patterns))
         done += size
     v = np.concatenate(values)
     ok = v[np.isfinite(v)]
