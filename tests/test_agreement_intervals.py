@@ -265,3 +265,41 @@ def test_audit_with_three_graders_adds_many_rater_agreement_over_all_of_them():
                              round=1, scale=[0, 1, 2, 3], relevant_min=1,
                              resampling=spec).metrics
     assert "many_raters" not in two and two["bootstrap"]["seed"] == 8
+
+
+def test_bootstrap_by_row_patterns_gives_the_sums_of_the_weights_matrix_from_the_same_draws():
+    """Kappa rows are one-hot over the cells: counting drawn patterns equals weights @ rows."""
+    import numpy as np
+
+    from relgrade.protocol import reliability as R
+
+    gen = np.random.default_rng(3)
+    a, b = gen.integers(0, 3, 301), gen.integers(0, 3, 301)
+    per_item = R._cell_table(a, b, [0, 1, 2])
+    codes, patterns = R._row_patterns(per_item)
+    assert np.array_equal(patterns[codes], per_item) and len(patterns) <= 9
+    assert R._row_patterns(per_item * 0.5) is None  # not integers: the weights matrix
+    sums = []
+    R._bootstrap(per_item, lambda t: sums.append(t) or t[:, 0], rng=np.random.default_rng(9),
+                 resamples=600, level=0.9)
+    rng = np.random.default_rng(9)
+    expected = [R._weights(301, rng, size).astype(float) @ per_item for size in (256, 256, 88)]
+    assert len(sums) == 3
+    for got, want in zip(sums, expected):
+        assert np.array_equal(got, want)
+
+
+def test_alpha_coincidence_rows_take_the_pattern_path_and_keep_their_sums():
+    import numpy as np
+
+    from relgrade.protocol import reliability as R
+
+    per_item = np.array([[2.0, 0, 0, 0], [0, 1, 1, 0], [2, 0, 0, 0], [0, 0, 0, 2]])
+    codes, patterns = R._row_patterns(per_item)
+    assert np.array_equal(patterns[codes], per_item) and len(patterns) == 3
+    got, want = [], []
+    R._bootstrap(per_item, lambda s: got.append(s) or s[:, 0], rng=np.random.default_rng(4),
+                 resamples=300, level=0.9)
+    rng = np.random.default_rng(4)
+    want = [R._weights(4, rng, size).astype(float) @ per_item for size in (256, 44)]
+    assert all(np.array_equal(g, w) for g, w in zip(got, want))

@@ -184,6 +184,31 @@ def test_missing_chunk_and_missing_intent_are_refused():
                         rubric_version="v1", intents_sha256="x")
 
 
+def test_iter_packets_yields_the_packets_of_build_packets_one_at_a_time_sorted_by_role():
+    orders, out = built(batch_size=3, audit=("q1", "q2"))
+    streamed = list(K.iter_packets(orders.sample(frac=1, random_state=1), chunks=CHUNKS,
+                                   intents=INTENTS, rubric_version="v1",
+                                   intents_sha256="ab" * 32))
+    assert [(r, p["query_id"]) for r, p in streamed] == [
+        ("auditor", "q1"), ("auditor", "q2"), ("grader", "q1"), ("grader", "q2")]
+    assert [p for r, p in streamed if r == "grader"] == out["grader"]
+    assert [p for r, p in streamed if r == "auditor"] == out["auditor"]
+
+
+@pytest.mark.parametrize("text", ["plain", "é ü 中文 \u2028 \U0001F600", 'quo"te \\ back',
+                                  "tab\tnew\nline\x00\x1f\x7f", ""])
+def test_packet_json_is_the_bytes_of_json_dumps_with_indent_2(text):
+    _, out = built(batch_size=3)
+    packet = out["grader"][0]
+    packet["query"], packet["batches"][1][0]["text"] = text, text
+    packet["batches"][0][2]["header"] = text
+    assert K.packet_json(packet) == json.dumps(packet, indent=2, ensure_ascii=False) + "\n"
+    # any other shape is written by json.dumps itself: no batches, an empty batch, a float
+    for other in ({**packet, "batches": []}, {**packet, "batches": [[]]},
+                  {**packet, "round": 1.0}):
+        assert K.packet_json(other) == json.dumps(other, indent=2, ensure_ascii=False) + "\n"
+
+
 @pytest.mark.parametrize("qid", ["../x", "a/b", "..", ""])
 def test_query_ids_that_cannot_be_file_names_are_refused(qid):
     with pytest.raises(InputError, match="cannot name a packet file"):

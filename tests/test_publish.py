@@ -281,3 +281,39 @@ def test_the_repositorys_gold_and_triage_queue_live_under_private_data_out_of_gi
     assert tracked == ""
     ignored = (REPO / experiment / "data/private/.gitignore").read_text().split()
     assert "/" + path.rsplit("/", 1)[1] in ignored
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_phrase_index_finds_the_leftmost_match_that_re_search_finds(seed):
+    """The token index behind the short-phrase check gives what the regex scan gave."""
+    import random
+    import re as regex_module
+
+    from relgrade.protocol.publish import _Phrases
+
+    rnd = random.Random(seed)
+    alphabet = ["ab", "a", "b", "x_y", "a-b", "(a", "b)", "é", "0", "\x00ab", "ab\x00"]
+    hay = " ".join(rnd.choice(alphabet) + rnd.choice(["", "", "-", "a", "b"])
+                   for _ in range(300))
+    index = _Phrases(hay)
+    for _ in range(300):
+        words = [rnd.choice(["ab", "a", "b", "y", "a-b", "b)", "(a", "é", "0", "ab-"])
+                 for _ in range(rnd.randint(2, 4))]
+        phrase = " ".join(words)
+        m = regex_module.search(r"(?<!\w)" + regex_module.escape(phrase) + r"(?!\w)", hay)
+        assert index.first(phrase) == (m.start() if m else None), phrase
+
+
+def test_phrase_index_on_a_hand_made_text():
+    from relgrade.protocol.publish import _Phrases
+
+    text = "xab cd ab cde\x00ab cd-e"
+    index = _Phrases(text)
+    # "ab cd" inside "xab cd" has a word character before it; "ab cde" has one after it;
+    # the first match between boundaries starts at 14 (after the separator), before "-e"
+    assert index.first("ab cd") == 14
+    assert index.first("cd ab") == 4
+    assert index.first("cd ab cde") == 4  # the separator after "cde" is not a word character
+    assert index.first("ab cde ab") is None  # "cde\x00ab" is one token, not "cde ab"
+    assert index.first("ab cde\x00ab cd") == 7
+    assert index.first("zz yy") is None

@@ -372,13 +372,21 @@ def read_bank(path) -> list[tuple[int, dict]] | None:
         return None
     out = []
     lines = target.read_bytes().split(b"\n")
+    # one object per distinct short value: a query's intent hash, the rubric's hash, a
+    # batch's time repeat on every line, and a million lines would hold a million copies
+    shared: dict[str, str] = {}
     for i, raw in enumerate(lines[:-1], start=1):
         if not raw.strip():
             continue
-        if not _is_object(raw):
+        row = _object_or_none(raw)  # parsed once: the check and the row are one parse
+        if row is None:
             raise InputError("a bank line is not a JSON object", path=target, line=i,
                              fix="Restore the file from git; relgrade writes it, never edit it")
-        out.append((i, json.loads(raw)))
+        for k, v in row.items():
+            if type(v) is str and k != "row_sha256":
+                row[k] = shared.setdefault(v, v)
+        out.append((i, row))
+        lines[i - 1] = b""  # the raw line is parsed: let it go
     return out
 
 
@@ -416,12 +424,18 @@ def _pread_all(fd: int, start: int, end: int) -> bytes:
     return b"".join(parts)
 
 
+def _object_or_none(raw: bytes) -> dict | None:
+    """``raw`` parsed, when it is one whole JSON object in UTF-8 (a complete row); else None."""
+    try:
+        row = json.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError):
+        return None
+    return row if isinstance(row, dict) else None
+
+
 def _is_object(raw: bytes) -> bool:
     """Whether ``raw`` is one whole JSON object (a complete row)."""
-    try:
-        return isinstance(json.loads(raw.decode("utf-8")), dict)
-    except (UnicodeDecodeError, json.JSONDecodeError):
-        return False
+    return _object_or_none(raw) is not None
 
 
 def _fsync_dir(folder: Path) -> None:

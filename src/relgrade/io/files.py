@@ -317,6 +317,23 @@ def write_json(path, obj, *, indent: int | None = 2) -> None:
     write_text(path, json.dumps(obj, indent=indent, ensure_ascii=False) + "\n")
 
 
+def write_text_into(folder, name: str, text: str) -> None:
+    """Write UTF-8 ``text`` as a new file ``name`` of a folder that :func:`atomic_dir` is
+    filling.
+
+    No temporary file and no fsync of its own: the folder is swapped in whole, after one
+    flush of everything written into it, so each file costs one ``write`` (thousands of
+    per-file fsyncs made the packets stage wait on the disk far longer than it computed).
+
+    Raises
+    ------
+    FileExistsError
+        ``folder/name`` exists already (a folder being filled holds only what was written).
+    """
+    with open(Path(folder) / name, "xb") as f:
+        f.write(text.encode("utf-8"))
+
+
 def write_jsonl(path, rows: Iterable[dict]) -> None:
     """Write ``rows`` as canonical JSON Lines atomically (see :mod:`relgrade.canonical`)."""
     write_bytes(path, jsonl_bytes(rows))
@@ -342,7 +359,8 @@ def atomic_dir(path) -> Iterator[Path]:
 
     The new folder is filled completely before it is swapped in, so a failure (an exception
     inside the ``with`` block) leaves the previous folder untouched and no temporary folder
-    behind.
+    behind. Before the swap everything written is flushed to disk once (``os.sync``), so
+    files written into the folder with :func:`write_json_into` need no fsync of their own.
 
     Parameters
     ----------
@@ -371,6 +389,7 @@ def atomic_dir(path) -> Iterator[Path]:
     old = root.with_name(f".{root.name}.{os.getpid()}.old")
     try:
         yield tmp
+        os.sync()
         if root.exists():
             os.replace(root, old)
         os.replace(tmp, root)

@@ -12,7 +12,7 @@ status`` and for the grades manifest the decision report prices the judging from
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import pandas as pd
 
@@ -31,7 +31,8 @@ class Judgments:
         :data:`relgrade.schema.BANK` plus ``sequence``: every grade of the rounds in
         ``rounds``, less the earlier rounds' grades of pairs this round regrades.
     files : dict of str to GraderFile
-        Each grader's file of the current round (for the grades manifest).
+        Each grader's file of the current round (for the grades manifest: its source,
+        sha256, round and meta; its rows and bank lines are in ``bank``, not kept here).
     rounds : list of int
         The chain of rounds merged (:func:`relgrade.protocol.regrade.round_chain`).
     scope : pandas.DataFrame or None
@@ -153,17 +154,25 @@ def judgments(ex, pool: pd.DataFrame, audit_ids, *,
     current = int(grading.round)
     chain = regrade.round_chain(current, round_modes(ex, range(1, current + 1)))
     by_grader: dict[str, list] = {}
-    files = {}
     for r in chain:
         for name, f in ex.grader_round_files(r).items():
+            by_grader.setdefault(name, []).append((r, f))
+    rules = dict(graders=ex.params.graders_dict(), scale=ex.params.need("scale").grades,
+                 max_reason_words=grading.max_reason_words,
+                 max_reason_chars=grading.max_reason_chars)
+    # the bank's rows as judgment_bank orders them (graders by name, rounds in chain order),
+    # one file read at a time: its rows and bank lines are let go once they are in the table
+    judged = grades.judgment_bank({name: [] for name in by_grader}, **rules)
+    parts, files = [], {}
+    for name in sorted(by_grader):
+        for r, f in by_grader[name]:
             gf = ex.grader_file(f)
-            by_grader.setdefault(name, []).append(gf)
+            parts.append(grades.judgment_bank({name: [gf]}, **rules))
             if r == current:
-                files[name] = gf
-    judged = grades.judgment_bank(by_grader, graders=ex.params.graders_dict(),
-                                  scale=ex.params.need("scale").grades,
-                                  max_reason_words=grading.max_reason_words,
-                                  max_reason_chars=grading.max_reason_chars)
+                files[name] = replace(gf, rows=(), bank=None)
+            del gf
+    if parts:
+        judged = pd.concat(parts, ignore_index=True)
     # every judgment of the chain's own files, before sharing, regrades or currency set any
     # aside: what was made, and so paid for
     made = {str(g): int(n) for g, n in judged.groupby("grader").size().items()}

@@ -140,7 +140,8 @@ def pair_grades(grades: pd.DataFrame, *, rater_a: str, rater_b: str, round: int 
         keep &= (pd.to_numeric(grades["round"], errors="coerce") == int(round)).to_numpy()
     qids = grades["query_id"].astype(str).to_numpy()
     if queries is not None:
-        keep &= np.isin(qids, [str(q) for q in queries])
+        # a hash lookup: np.isin on object arrays compares every row with every query
+        keep &= pd.Series(qids, dtype=object).isin([str(q) for q in queries]).to_numpy()
     cids = grades["chunk_id"].astype(str).to_numpy()
     values = grades["grade"].to_numpy()
     reasons = (grades["reason"].to_numpy() if "reason" in grades.columns

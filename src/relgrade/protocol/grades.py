@@ -559,9 +559,9 @@ def long_table(tables: Mapping[str, pd.DataFrame], *, roles: Mapping[str, str],
     out = out.astype({"query_id": "str", "chunk_id": "str", "grader": "str", "role": "str",
                       "round": "int64", "grade": "int64", "reason": "str",
                       "sequence": "int64"})
-    order = sorted(range(len(out)), key=lambda i: (out["query_id"].iat[i],
-                                                   out["chunk_id"].iat[i],
-                                                   out["grader"].iat[i]))
+    # Python string order, ties in row order (the row number is the last key)
+    order = [i for *_, i in sorted(zip(out["query_id"].tolist(), out["chunk_id"].tolist(),
+                                       out["grader"].tolist(), range(len(out))))]
     return out.iloc[order].reset_index(drop=True)[GRADES]
 
 

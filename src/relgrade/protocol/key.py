@@ -30,8 +30,10 @@ from relgrade.errors import InputError, ProtocolError
 
 
 def _sorted_rows(key: pd.DataFrame) -> list[tuple[str, str, int]]:
-    rows = sorted(zip(key["query_id"].astype(str), key["chunk_id"].astype(str),
-                      (int(g) for g in key["grade"])))
+    # plain lists first: iterating an Arrow-backed column element by element is slow
+    rows = sorted(zip(key["query_id"].astype(str).tolist(),
+                      key["chunk_id"].astype(str).tolist(),
+                      (int(g) for g in key["grade"].tolist())))
     for a, b in zip(rows, rows[1:]):
         if a[:2] == b[:2]:
             raise InputError("a key holds one grade per pair",

@@ -15,9 +15,11 @@ outside the packets.
 
 from __future__ import annotations
 
+import json
 import math
 import numbers
-from typing import Iterable, Sequence
+from json.encoder import encode_basestring as _encode_string
+from typing import Iterable, Iterator, Sequence
 
 import numpy as np
 import pandas as pd
@@ -278,46 +280,140 @@ def build_packets(orders: pd.DataFrame, *, chunks: pd.DataFrame, intents: pd.Dat
     InputError
         A chunk in the orders is not in the corpus; a query has no frozen intent; the
         orders put more than :data:`MAX_BATCH` chunks in one batch.
+
+    Notes
+    -----
+    Holds every packet in memory at once; :func:`iter_packets` gives the same packets one
+    at a time.
     """
-    chunk_index = chunks.assign(chunk_id=chunks["chunk_id"].astype(str)).set_index("chunk_id")
+    out: dict[str, list[dict]] = {}
+    for role, packet in iter_packets(orders, chunks=chunks, intents=intents,
+                                     rubric_version=rubric_version,
+                                     intents_sha256=intents_sha256):
+        out.setdefault(role, []).append(packet)
+    return out
+
+
+def iter_packets(orders: pd.DataFrame, *, chunks: pd.DataFrame, intents: pd.DataFrame,
+                 rubric_version: str, intents_sha256: str) -> Iterator[tuple[str, dict]]:
+    """The packets of :func:`build_packets`, one ``(role, packet)`` at a time.
+
+    Parameters, packets and errors are those of :func:`build_packets`; the packets come
+    sorted by role, then ``query_id``. Every check on the orders as a whole (a chunk not in
+    the corpus) is made before the first packet is yielded; a query without a frozen intent
+    or a batch above :data:`MAX_BATCH` is refused when its packet is reached.
+
+    Time and memory are linear in the number of order rows: the corpus is looked up once
+    for all rows (one hash join), and only one packet is held at a time.
+    """
+    chunk_ids = pd.Index(chunks["chunk_id"].astype(str))
     intent_of = {str(q): (str(t), str(i)) for q, t, i in
                  zip(intents["query_id"], intents["query"], intents["intent"])}
-    out: dict[str, list[dict]] = {}
     ordered = orders.sort_values(["role", "query_id", "position"], kind="stable")
-    missing = ~ordered["chunk_id"].isin(chunk_index.index)
+    wanted = ordered["chunk_id"].astype(str)
+    at = chunk_ids.get_indexer_for(wanted) if chunk_ids.is_unique else None
+    if at is None:  # a corpus with a repeated id: the first row of each id, as before
+        first = ~chunk_ids.duplicated()
+        chunk_ids, chunks = chunk_ids[first], chunks[np.asarray(first)]
+        at = chunk_ids.get_indexer(wanted)
+    missing = at < 0
     if missing.any():
         row = ordered[missing].iloc[0]
         raise InputError("pooled chunk is not in the corpus", item=str(row["chunk_id"]),
                          found=f"in the pool of query {row['query_id']}")
-    for (role, qid), g in ordered.groupby(["role", "query_id"], sort=True):
+    headers = chunks["header"].to_numpy(dtype=object)[at]
+    texts = chunks["text"].to_numpy(dtype=object)[at]
+    roles = ordered["role"].to_numpy(dtype=object)
+    qids = ordered["query_id"].to_numpy(dtype=object)
+    cids = wanted.to_numpy(dtype=object)
+    batch_of = ordered["batch"].to_numpy(dtype=np.int64)
+    round_of = ordered["round"].to_numpy(dtype=np.int64)
+    n = len(ordered)
+    if n == 0:
+        return
+    # the rows of one (role, query): runs of equal keys in the sorted table
+    change = np.flatnonzero((roles[1:] != roles[:-1]) | (qids[1:] != qids[:-1])) + 1
+    starts = np.concatenate([[0], change])
+    ends = np.concatenate([change, [n]])
+    for lo, hi in zip(starts.tolist(), ends.tolist()):
+        role, qid = str(roles[lo]), str(qids[lo])
         if qid not in intent_of:
             raise InputError("pooled query has no frozen intent", item=str(qid),
                              fix="Add its intent, review the table and rerun dvc repro intents")
         query, intent = intent_of[qid]
-        rounds = g["round"].unique()
+        rounds = np.unique(round_of[lo:hi])
         if len(rounds) != 1:
             raise InputError("orders hold more than one round for one query and role",
                              item=str(qid))
-        rows = chunk_index.loc[g["chunk_id"].tolist(), ["header", "text"]]
         batches: list[list[dict]] = []
-        for cid, batch, header, text in zip(g["chunk_id"], g["batch"], rows["header"],
-                                            rows["text"]):
-            while len(batches) <= int(batch):
+        for i in range(lo, hi):
+            b = int(batch_of[i])
+            while len(batches) <= b:
                 batches.append([])
-            batches[int(batch)].append({"chunk_id": str(cid), "header": _text(header),
-                                        "text": _text(text)})
+            batches[b].append({"chunk_id": str(cids[i]), "header": _text(headers[i]),
+                               "text": _text(texts[i])})
         for b, chunks_of in enumerate(batches):
             check_batch(chunks_of, item=f"{qid} batch {b} ({role})")
-        out.setdefault(str(role), []).append({
-            "query_id": str(qid),
+        yield role, {
+            "query_id": qid,
             "query": query,
             "intent": intent,
             "rubric_version": str(rubric_version),
             "intents_sha256": str(intents_sha256),
             "round": int(rounds[0]),
             "batches": [b for b in batches if b],
-        })
-    return out
+        }
+
+
+def packet_json(packet: dict) -> str:
+    """``json.dumps(packet, indent=2, ensure_ascii=False) + "\\n"``, the bytes of a packet
+    file, written without the standard library's pure-Python indenting encoder.
+
+    Parameters
+    ----------
+    packet : dict
+        A packet as :func:`iter_packets` makes it: the keys of :data:`PACKET_KEYS`, string
+        values but for the integer ``round``, ``batches`` a list of lists of chunks with the
+        string values of :data:`CHUNK_KEYS`.
+
+    Returns
+    -------
+    str
+        The packet's JSON text, identical to the standard encoder's: two-space indent,
+        ``", "``-free separators (``","`` at line ends, ``": "`` after keys), strings escaped
+        by :func:`json.encoder.encode_basestring` (non-ASCII kept). Any other shape falls
+        back to :func:`json.dumps` itself.
+
+    Examples
+    --------
+    >>> p = {"query_id": "q1", "query": "é", "intent": "i", "rubric_version": "v1",
+    ...      "intents_sha256": "ab", "round": 1,
+    ...      "batches": [[{"chunk_id": "c1", "header": "h", "text": "a\\nb"}]]}
+    >>> packet_json(p) == json.dumps(p, indent=2, ensure_ascii=False) + "\\n"
+    True
+    """
+    plain = (type(packet) is dict and tuple(packet) == PACKET_KEYS
+             and type(packet["round"]) is int
+             and all(type(packet[k]) is str for k in PACKET_KEYS[:5])
+             and type(packet["batches"]) is list
+             and all(type(b) is list and b and all(
+                 type(c) is dict and tuple(c) == CHUNK_KEYS
+                 and all(type(v) is str for v in c.values()) for c in b)
+                 for b in packet["batches"]))
+    if not plain:
+        return json.dumps(packet, indent=2, ensure_ascii=False) + "\n"
+    enc = _encode_string
+    head = "".join(f'  {enc(k)}: {enc(packet[k])},\n' for k in PACKET_KEYS[:5])
+    head += f'  "round": {packet["round"]},\n'
+    if not packet["batches"]:
+        return "{\n" + head + '  "batches": []\n}\n'
+    batches = ",\n".join(
+        "    [\n" + ",\n".join(
+            f'      {{\n        "chunk_id": {enc(c["chunk_id"])},\n'
+            f'        "header": {enc(c["header"])},\n'
+            f'        "text": {enc(c["text"])}\n      }}' for c in batch) + "\n    ]"
+        for batch in packet["batches"])
+    return "{\n" + head + '  "batches": [\n' + batches + "\n  ]\n}\n"
 
 
 def _text(value) -> str:

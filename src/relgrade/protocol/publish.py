@@ -21,8 +21,10 @@ spaces or longer than :data:`MAX_ID_CHARS` characters is refused before any scan
 from __future__ import annotations
 
 import bisect
+import functools
 import json
 import re
+import sys
 import unicodedata
 from dataclasses import dataclass
 from typing import Iterable, Mapping
@@ -92,10 +94,21 @@ def normalise(text: str) -> str:
     >>> normalise("cafe\u0301") == normalise("CAFÉ")
     True
     """
-    text = unicodedata.normalize("NFKC", str(text))
-    text = "".join(ch for ch in text if unicodedata.category(ch) != "Cf")
+    text = str(text)
+    if text.isascii():  # NFKC leaves ASCII as it is, no ASCII character is Cf, casefold = lower
+        return " ".join(text.lower().split())
+    text = unicodedata.normalize("NFKC", text)
+    text = text.translate(_format_chars())
     text = unicodedata.normalize("NFKC", text.casefold())
     return " ".join(text.split())
+
+
+@functools.cache
+def _format_chars() -> dict[int, None]:
+    """Every code point of Unicode category ``Cf`` (format characters), mapped to None for
+    :meth:`str.translate`: the same test as ``unicodedata.category(ch) == "Cf"``."""
+    return {c: None for c in range(sys.maxunicode + 1)
+            if unicodedata.category(chr(c)) == "Cf"}
 
 
 _norm = normalise
@@ -256,6 +269,99 @@ def _segments(name: str, data: bytes, allowed: set[str]) -> list[tuple[str, str]
     return out
 
 
+def _word(ch: str) -> bool:
+    """Whether ``ch`` is a word character as ``re``'s ``\\w`` reads a str."""
+    return ch.isalnum() or ch == "_"
+
+
+class _Phrases:
+    """Where a phrase of several words first occurs in a text, between word boundaries.
+
+    ``first(p)`` is the start of the leftmost match of ``(?<!\\w)p(?!\\w)`` in the text, or
+    None: what ``re.search`` gives, found through an index of the text's space-separated
+    tokens instead of a scan of the whole text per phrase (the scan made the publish check
+    quadratic: one pass over the bundle for each private text).
+
+    Both the text and the phrases are normalised (:func:`normalise`): single spaces, none
+    at either end. A phrase ``w1 w2 ... wk`` (k >= 2) then occurs at a token ``j`` exactly
+    when token ``j`` ends in ``w1``, tokens ``j+1 .. j+k-2`` equal ``w2 .. w(k-1)`` and
+    token ``j+k-1`` starts with ``wk``; the boundaries ask for no word character right
+    before ``w1`` inside token ``j`` and right after ``wk`` inside token ``j+k-1``.
+    """
+
+    def __init__(self, text: str):
+        self.tokens = text.split(" ") if text else []
+        self.starts: list[int] = []
+        pos = 0
+        for t in self.tokens:
+            self.starts.append(pos)
+            pos += len(t) + 1
+        self._at: dict[str, list[int]] | None = None
+        self._pairs: dict[tuple[str, str], int] | None = None
+
+    def _positions(self) -> dict[str, list[int]]:
+        if self._at is None:
+            self._at = {}
+            for j, t in enumerate(self.tokens):
+                self._at.setdefault(t, []).append(j)
+        return self._at
+
+    @staticmethod
+    def _ends(token: str, word: str) -> bool:
+        n = len(token) - len(word)
+        return token.endswith(word) and (n == 0 or not _word(token[n - 1]))
+
+    @staticmethod
+    def _begins(token: str, word: str) -> bool:
+        n = len(word)
+        return token.startswith(word) and (n == len(token) or not _word(token[n]))
+
+    def _pair_index(self) -> dict[tuple[str, str], int]:
+        """Every (end, start) of two adjacent tokens a two-word phrase can match, with the
+        first token index where it does: an end is a suffix of a token with no word
+        character right before it, a start a prefix with none right after it."""
+        if self._pairs is None:
+            self._pairs = {}
+            cut = MIN_SHARED  # a short phrase has fewer characters than this
+            ends_of: dict[str, list[str]] = {}
+            begins_of: dict[str, list[str]] = {}
+            for j in range(len(self.tokens) - 1):
+                a, b = self.tokens[j], self.tokens[j + 1]
+                if a not in ends_of:
+                    ends_of[a] = [a[i:] for i in range(max(0, len(a) - cut), len(a))
+                                  if i == 0 or not _word(a[i - 1])]
+                if b not in begins_of:
+                    begins_of[b] = [b[:i] for i in range(1, min(len(b), cut) + 1)
+                                    if i == len(b) or not _word(b[i])]
+                for e in ends_of[a]:
+                    for g in begins_of[b]:
+                        self._pairs.setdefault((e, g), j)
+        return self._pairs
+
+    def first(self, phrase: str) -> int | None:
+        words = phrase.split(" ")
+        k = len(words)
+        if k == 2:
+            j = self._pair_index().get((words[0], words[1]))
+        else:
+            at = self._positions()
+            # anchor on the rarest middle word: each of its places is checked in full
+            m = min(range(1, k - 1), key=lambda i: len(at.get(words[i], ())))
+            j = None
+            for p in at.get(words[m], ()):
+                lo = p - m
+                if lo < 0 or lo + k > len(self.tokens):
+                    continue
+                if (self.tokens[lo + 1:lo + k - 1] == words[1:k - 1]
+                        and self._ends(self.tokens[lo], words[0])
+                        and self._begins(self.tokens[lo + k - 1], words[-1])):
+                    j = lo
+                    break
+        if j is None:
+            return None
+        return self.starts[j] + len(self.tokens[j]) - len(words[0])
+
+
 def find_private(bundle: bytes | Mapping[str, bytes],
                  private_texts: Mapping[str, Iterable[tuple[str, str]]], *,
                  allowed: Iterable[str] = ()) -> list[Leak]:
@@ -293,6 +399,8 @@ def find_private(bundle: bytes | Mapping[str, bytes],
                 whole.setdefault(w, name)
                 values.setdefault(w, name)
 
+    phrases = _Phrases(short_hay)
+    found_at: dict[str, int | None] = {}  # a short phrase -> where it first matches, if it does
     leaks: dict[tuple[str, str], Leak] = {}
     blocks: dict[str, list[tuple[str, str, str, int, str]]] = {}
     for kind, items in private_texts.items():
@@ -314,11 +422,13 @@ def find_private(bundle: bytes | Mapping[str, bytes],
             elif " " not in text:
                 if text in whole:
                     leaks.setdefault((kind, ident), Leak(kind, ident, whole[text], plain))
-            elif text in short_hay:
-                m = re.search(r"(?<!\w)" + re.escape(text) + r"(?!\w)", short_hay)
-                if m is not None:
+            else:
+                if text not in found_at:
+                    found_at[text] = phrases.first(text)
+                at = found_at[text]
+                if at is not None:
                     leaks.setdefault((kind, ident), Leak(
-                        kind, ident, owner(short_segs, short_starts, m.start()), plain))
+                        kind, ident, owner(short_segs, short_starts, at), plain))
     if blocks:
         for i in range(len(hay) - _BLOCK + 1):
             cands = blocks.get(hay[i:i + _BLOCK])

@@ -122,6 +122,26 @@ def _weights(n_items: int, rng: np.random.Generator, size: int) -> np.ndarray:
     return np.bincount(flat.ravel(), minlength=size * n_items).reshape(size, n_items)
 
 
+def _row_patterns(per_item: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
+    """``(codes, patterns)`` with ``per_item == patterns[codes]``, when every value of
+    ``per_item`` is an integer small enough that any sum of its rows is exact in float64;
+    else None.
+
+    Agreement rows take a handful of distinct values (a kappa row is one-hot over the k×k
+    cells, an alpha row two raters' coincidences), so a resample's sums are the counts of
+    each pattern among the drawn items times the patterns: integers either way, so the same
+    floats as the weights-matrix product.
+    """
+    if per_item.ndim != 2 or per_item.shape[0] == 0 or per_item.shape[1] == 0:
+        return None
+    if not np.all(np.isfinite(per_item)) or not np.all(per_item == np.rint(per_item)):
+        return None
+    if float(np.abs(per_item).max()) * per_item.shape[0] * 2 >= 2.0 ** 53:
+        return None
+    patterns, codes = np.unique(per_item, axis=0, return_inverse=True)
+    return codes.reshape(-1).astype(np.int64), patterns
+
+
 def _bootstrap(per_item: np.ndarray, stat, *, rng: np.random.Generator, resamples: int,
                level: float) -> Interval:
     """Percentile interval of ``stat(sums)`` where ``sums = weights @ per_item``."""
@@ -131,10 +151,22 @@ def _bootstrap(per_item: np.ndarray, stat, *, rng: np.random.Generator, resample
         return Interval(None, None, int(resamples), int(resamples))
     values = []
     done = 0
+    grouped = _row_patterns(per_item)
     while done < resamples:
         size = min(_BLOCK, resamples - done)
-        w = _weights(n, rng, size).astype(float)
-        values.append(stat(w @ per_item))
+        if grouped is None:
+            w = _weights(n, rng, size).astype(float)
+            values.append(stat(w @ per_item))
+        else:
+            # the same draws counted per row pattern: the same integer sums as
+            # weights @ per_item, without the (size, n) weights matrix (which outgrew the
+            # caches on large audits)
+            codes, patterns = grouped
+            idx = rng.integers(0, n, size=(size, n))
+            k = patterns.shape[0]
+            flat = codes[idx] + (np.arange(size) * k)[:, None]
+            counts = np.bincount(flat.ravel(), minlength=size * k).reshape(size, k)
+            values.append(stat(counts.astype(float) @ patterns))
         done += size
     v = np.concatenate(values)
     ok = v[np.isfinite(v)]

@@ -31,6 +31,7 @@ from relgrade.io.files import (
     read_json,
     read_table,
     write_json,
+    write_text_into,
     write_parquet,
     write_tsv,
 )
@@ -79,7 +80,6 @@ def run(ex):
 
         orders = orders[orders["role"] == "auditor"].reset_index(drop=True)
         panel_orders = build_rater_orders(ex, pool)
-    built = packets.build_packets(orders, **make)
     built_for = {**ex.packets_current(), "regrade": grading.regrade}
     with atomic_dir(ex.path("packets")) as tmp:
         # what these packets were built for: grade run, serve and grade import refuse
@@ -87,15 +87,20 @@ def run(ex):
         write_json(tmp / packets.PACKETS_MANIFEST, built_for)
         for role in roles:
             (tmp / role).mkdir()
-            for packet in built.get(role, []):
-                write_json(tmp / role / packets.packet_filename(packet["query_id"]), packet)
+        # one packet at a time, straight to its file: memory stays that of one packet
+        for role, packet in packets.iter_packets(orders, **make):
+            if role in roles:
+                write_text_into(tmp / role, packets.packet_filename(packet["query_id"]),
+                                packets.packet_json(packet))
         if panel_orders is not None:
             for name, mine in panel_orders.groupby("grader", sort=True):
                 folder = tmp / "rater" / str(name)
                 folder.mkdir(parents=True)
                 shown = mine[list(ORDERS)]
-                for packet in packets.build_packets(shown, **make).get("rater", []):
-                    write_json(folder / packets.packet_filename(packet["query_id"]), packet)
+                for role, packet in packets.iter_packets(shown, **make):
+                    if role == "rater":
+                        write_text_into(folder, packets.packet_filename(packet["query_id"]),
+                                        packets.packet_json(packet))
     write_parquet(ex.path("orders"), orders)
     if panel_orders is not None:
         write_parquet(ex.path("assignment"), panel_orders)
