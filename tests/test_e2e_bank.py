@@ -206,6 +206,10 @@ def test_a_partial_regrade_round_regrades_only_the_relevant_pairs_and_merges_the
                        before.loc[before.grade >= 1, "chunk_id"]))
     audit = {json.loads(x)["query_id"]
              for x in (root / "data/audit/audit.jsonl").read_text().splitlines()}
+    # round 1 as the earlier steps left it: every pool pair, plus the regrades of earlier
+    # changes (an edited chunk's pairs) when the module's earlier tests ran
+    round_1 = len((root / "data/grades/grader-a/round-1.jsonl").read_text().splitlines())
+    assert round_1 >= len(before[before.grader == "grader-a"])
 
     def round_two(params):
         params["grading"].update(round=2, regrade="relevant")
@@ -269,7 +273,8 @@ def test_a_partial_regrade_round_regrades_only_the_relevant_pairs_and_merges_the
     # for: the superseded round-1 grades, the regrades and the stray one alike)
     made = {g: sum(len((root / f"data/grades/{g}/round-{r}.jsonl").read_text().splitlines())
                    for r in (1, 2)) for g in ("grader-a", "auditor-b")}
-    assert made["grader-a"] == len(pool) + len(relevant) + 1
+    # round 2 adds exactly the regraded relevant pairs and the stray grade
+    assert made["grader-a"] == round_1 + len(relevant) + 1
     hours = {g: f"{n * 30 / 3600:.2f}" for g, n in made.items()}
     total = f"{sum(made.values()) * 30 / 3600:.2f}"
     report_md = (root / "metrics/report.md").read_text()
