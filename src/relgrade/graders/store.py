@@ -375,6 +375,9 @@ def read_bank(path) -> list[tuple[int, dict]] | None:
     # one object per distinct short value: a query's intent hash, the rubric's hash, a
     # batch's time repeat on every line, and a million lines would hold a million copies
     shared: dict[str, str] = {}
+    # and one per distinct small record (an import's file, sha256 and format on every line);
+    # the rows are read, never changed in place
+    records: dict[tuple, dict] = {}
     for i, raw in enumerate(lines[:-1], start=1):
         if not raw.strip():
             continue
@@ -382,9 +385,9 @@ def read_bank(path) -> list[tuple[int, dict]] | None:
         if row is None:
             raise InputError("a bank line is not a JSON object", path=target, line=i,
                              fix="Restore the file from git; relgrade writes it, never edit it")
-        for k, v in row.items():
-            if type(v) is str and k != "row_sha256":
-                row[k] = shared.setdefault(v, v)
+        # json.loads makes fresh key strings for every line: the row is rebuilt on shared ones
+        row = {shared.setdefault(k, k): _shared_value(k, v, shared, records)
+               for k, v in row.items()}
         out.append((i, row))
         lines[i - 1] = b""  # the raw line is parsed: let it go
     return out
@@ -422,6 +425,16 @@ def _pread_all(fd: int, start: int, end: int) -> bytes:
         parts.append(chunk)
         start += len(chunk)
     return b"".join(parts)
+
+
+def _shared_value(key: str, value, shared: dict, records: dict):
+    """``value`` as one object per distinct value: a short string (not a row's own hash) or a
+    small record of strings and integers; anything else as it is."""
+    if type(value) is str and key != "row_sha256":
+        return shared.setdefault(value, value)
+    if type(value) is dict and all(type(x) in (str, int) for x in value.values()):
+        return records.setdefault((key, *sorted(value.items())), value)
+    return value
 
 
 def _object_or_none(raw: bytes) -> dict | None:
