@@ -213,6 +213,44 @@ def test_an_answer_left_in_the_spool_by_a_killed_run_is_used_without_a_process(t
     assert rows(two) == rows(one)
 
 
+def test_a_spool_file_still_being_written_is_waited_for_not_asked_again(tmp_path,
+                                                                         monkeypatch):
+    counter = tmp_path / "calls"
+    monkeypatch.setenv("RELGRADE_TEST_COUNTER", str(counter))
+    one, two = tmp_path / "one", tmp_path / "two"
+    ex.build(one, queries=1, chunks=3, graders=graders(), paths=CACHE)
+    ex.build(two, queries=1, chunks=3, graders=graders(), paths=CACHE)
+    assert run(one).exit_code == 0
+    cache_file = tmp_path / "shared/call-cache.jsonl"
+    (line,) = cache_file.read_text().splitlines()
+    entry = json.loads(line)
+    cache_file.unlink()
+    # a killed run's grader process that has not died yet: it holds its spool file (locked
+    # as the runners lock it) and prints its answer 1.5 s after the next run starts
+    spool = tmp_path / "shared/call-cache.jsonl.spool"
+    spool.mkdir(exist_ok=True)
+    target = spool / f"{entry['key']}.orphan.out"
+    writer = subprocess.Popen(
+        [sys.executable, "-c",
+         "import sys, time\n"
+         "from relgrade.graders.raytask import open_spool\n"
+         "f = open_spool(sys.argv[1])\n"
+         "time.sleep(1.5)\n"
+         "f.write(sys.argv[2].encode()); f.flush()\n",
+         str(target), entry["answer"]], env=ENV)
+    deadline = time.monotonic() + 30
+    while not target.exists() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert target.exists() and target.read_bytes() == b""  # locked, still empty
+    second = run(two)
+    assert writer.wait(30) == 0
+    assert second.exit_code == 0, second.output
+    assert len(calls(counter)) == 1  # the first run's call only: nothing asked twice
+    assert CallCache(cache_file).get(entry["key"]) == entry["answer"]
+    assert list(spool.iterdir()) == []
+    assert rows(two) == rows(one)
+
+
 # --- kill -9 ------------------------------------------------------------------------
 
 @pytest.mark.slow

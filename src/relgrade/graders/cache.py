@@ -44,17 +44,22 @@ A command's standard output is written straight into a spool file,
 ``call-cache.jsonl.spool/KEY.TOKEN.out`` beside the cache, rather than a pipe. If the run is
 killed after the command printed its answer but before the answer reached the cache, the
 next run finds the spooled answer for that key and uses it (validated as any answer)
-instead of starting the command again; spool files are removed once their answer is cached
+instead of starting the command again. A spool file is written under an exclusive ``flock``
+held until the grader process is gone, so a run that finds one still being written (the
+process of a killed run has not died yet) waits for it (:func:`wait_spool`) instead of
+asking the same request again; spool files are removed once their answer is cached
 or refused. A spooled answer is taken only when it is complete and valid (its exit status
 died with the run).
 """
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import re
 import threading
+import time
 import uuid
 from pathlib import Path
 from typing import Iterable, Mapping, Sequence
@@ -272,6 +277,51 @@ def read_spool(path) -> str | None:
         return Path(path).read_bytes().decode("utf-8")
     except (OSError, UnicodeDecodeError):
         return None
+
+
+def wait_spool(path, *, timeout: float, stopping=None, poll: float = 0.05) -> bool:
+    """Wait until no process writes the spool file ``path``: whether it may be read now.
+
+    A writer holds an exclusive ``flock`` on the file for as long as its call runs
+    (:func:`relgrade.graders.raytask.open_spool`); a run killed while its grader process
+    (or the Ray worker running it) outlives it for a moment leaves such a file behind. Reading
+    it before the call is over would find a partial answer, drop it and ask again: the same
+    request answered twice. The lock is released when the last process holding the file
+    exits, however it ends.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        A spool file.
+    timeout : float
+        Seconds to wait at most (the grader's own timeout and a margin: the writer kills its
+        process by then).
+    stopping : threading.Event, optional
+        Stop waiting (and return False) once it is set.
+    poll : float, default 0.05
+        Seconds between tries.
+
+    Returns
+    -------
+    bool
+        True when the file is free (or gone); False when it is still held after ``timeout``
+        seconds or the run is stopping (the caller must leave the file alone).
+    """
+    try:
+        f = open(path, "rb")
+    except FileNotFoundError:
+        return True
+    deadline = time.monotonic() + timeout
+    with f:
+        while True:
+            try:
+                fcntl.flock(f, fcntl.LOCK_SH | fcntl.LOCK_NB)
+                return True
+            except BlockingIOError:
+                pass
+            if time.monotonic() > deadline or (stopping is not None and stopping.is_set()):
+                return False
+            time.sleep(poll)
 
 
 def drop_spool(paths: Iterable) -> None:

@@ -66,6 +66,7 @@ from relgrade.graders.cache import (
     command_identity,
     drop_spool,
     read_spool,
+    wait_spool,
 )
 from relgrade.graders.exchange import (
     INPUT_MODES,
@@ -75,6 +76,7 @@ from relgrade.graders.exchange import (
     parse_response,
     render_prompt,
 )
+from relgrade.graders.raytask import open_spool
 from relgrade.graders.self_consistency import aggregate_samples
 from relgrade.graders.store import GradeStore, SingleWriter, read_bank
 from relgrade.protocol.grades import (
@@ -93,6 +95,9 @@ EXECUTORS = ("local", "ray")
 
 #: Times a batch whose Ray worker died is sent again before the attempt counts as failed.
 MAX_LOST = 3
+
+#: Seconds beyond a grader's timeout to wait for a spool file another process still writes.
+SPOOL_GRACE = 10.0
 
 #: Environment variable set in every grader process: the grade file it grades for.
 RUN_MARKER = "RELGRADE_GRADER_RUN"
@@ -495,7 +500,7 @@ class ProcessRunner:
             if self.stopping.is_set():
                 return CommandResult(None, "", "", 0.0, killed=True)
             if spool is not None:
-                out_file = open(spool, "xb")
+                out_file = open_spool(spool)
             try:
                 proc = subprocess.Popen(list(argv), stdin=subprocess.PIPE,
                                         stdout=subprocess.PIPE if out_file is None else out_file,
@@ -655,7 +660,10 @@ class _Run:
                 return self._validate(text, task, chunks, source)
             except InputError:  # valid when stored, refused now (a stricter rule): ask again
                 pass
-        spooled = self.cache.spooled(key)
+        # a spool file still written to belongs to a call that outlived its run: wait for it
+        spooled = [f for f in self.cache.spooled(key)
+                   if wait_spool(f, timeout=self.setup.timeout + SPOOL_GRACE,
+                                 stopping=self.runner.stopping)]
         for f in spooled:
             text = read_spool(f)
             if text is None:

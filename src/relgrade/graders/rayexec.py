@@ -28,7 +28,10 @@ Failures:
   ``lost`` and do not use up ``retries``;
 * Ctrl-C, or ``kill -9`` of the driver: running tasks are cancelled (a killed driver's
   job is ended by Ray, and its workers with it); accepted batches are already on disk, the
-  next run resumes.
+  next run resumes. Ray ends a dead driver's workers a moment later, not at once: a grader
+  process of the killed run may still be answering when the next run starts. Its spool file
+  stays locked until it is gone, and the next run waits for it and takes its answer instead
+  of sending the same request again (:func:`relgrade.graders.cache.wait_spool`).
 
 Ray is an optional dependency: ``pip install 'relgrade[ray]'``.
 """

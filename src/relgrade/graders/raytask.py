@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ctypes
 import ctypes.util
+import fcntl
 import os
 import signal
 import subprocess
@@ -33,6 +34,47 @@ def _die_with_parent():
             os._exit(1)
 
     return preexec
+
+
+def open_spool(path) -> object:
+    """Create the spool file ``path`` for writing, held under an exclusive ``flock``.
+
+    The lock belongs to the open file, which the grader process inherits as its standard
+    output, so it is held until both this process and the grader (and anything the grader
+    started with that output) are gone: a later run that finds the file locked knows a call
+    for its key is still running (an orphan of a killed run) and waits for it rather than
+    asking again (:func:`relgrade.graders.cache.wait_spool`). The file is created and locked
+    under a ``.part`` name and renamed into place, so no reader ever sees it unlocked before
+    the call is over.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        The spool file (``KEY.TOKEN.out``); it must not exist.
+
+    Returns
+    -------
+    file
+        The file, open for binary writing.
+
+    Raises
+    ------
+    OSError
+        The file exists or cannot be created.
+    """
+    part = f"{os.fspath(path)}.part"
+    f = open(part, "xb")
+    try:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        os.rename(part, path)
+    except BaseException:
+        f.close()
+        try:
+            os.unlink(part)
+        except OSError:
+            pass
+        raise
+    return f
 
 
 def run_command(argv, data: bytes, timeout: float, env: dict, spool: str | None,
@@ -73,7 +115,7 @@ def run_command(argv, data: bytes, timeout: float, env: dict, spool: str | None,
     out_file = None
     if spool is not None and node is not None and node == spool_node:
         try:
-            out_file = open(spool, "xb")
+            out_file = open_spool(spool)
         except OSError:
             out_file = None
     t0 = time.perf_counter()
