@@ -11,8 +11,9 @@ import yaml
 from click.testing import CliRunner
 
 from relgrade.cli import main
+from relgrade.cli.status import status_lines
 from relgrade.experiment.params import parse_params
-from relgrade.pipeline.status import experiment_status, status_lines
+from relgrade.pipeline.status import experiment_status
 
 REPO = Path(__file__).resolve().parents[1]
 KEY_HASH = "9f" * 32

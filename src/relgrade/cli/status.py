@@ -1,13 +1,25 @@
-"""``relgrade status``: where the experiment stands, from whatever files exist."""
+"""``relgrade status``: where the experiment stands, from whatever files exist.
+
+The status itself (one JSON-ready dict) is computed by :mod:`relgrade.pipeline.status`;
+this module renders it as lines such as::
+
+    pool: 540 pairs over 36 queries, version p-0123456789ab, arms bm25, hybrid, tfidf
+    grading: 312 of 540 pool pairs graded by grader-a (round 1)
+      kw07: 2 of 9 pairs lack grades: c10, c11
+    audit: 0 of 180 pairs graded by auditor-b (round 1)
+"""
 
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 
 import click
 
 from relgrade.cli.options import params_option
 from relgrade.cli.render import handle_errors
+from relgrade.pipeline.cost import cost_lines
+from relgrade.schema import TRIAGE_ROLE
 
 
 @click.command("status")
@@ -23,17 +35,12 @@ def status_cmd(params_path, as_json):
     an empty .dvc/tmp/rwlock) or the ledger lacks a use of a key that metrics files show.
     """
     from relgrade.experiment.files import Experiment
-    from relgrade.pipeline.status import (
-        click_status_lines,
-        read_status,
-        status_failed,
-        status_lines,
-    )
+    from relgrade.pipeline.status import click_status, read_status, status_failed
 
     ex = Experiment.load(params_path)
     if ex.params.clicks is not None and not ex.params.paths.pool:
         # a click experiment: propensities, IPS estimates and training pairs, no judgments
-        lines = click_status_lines(ex)
+        lines = click_status_lines(click_status(ex))
         click.echo(json.dumps({"clicks": lines}, indent=2) if as_json else "\n".join(lines))
         return
     st = read_status(ex)
@@ -60,3 +67,211 @@ def _call_cache(ex, st) -> list[str]:
     if counts:
         st["call_cache"] = counts
     return [cache_status_line(name, c) for name, c in counts.items()]
+
+
+def status_lines(st: Mapping) -> list[str]:
+    """The status as plain-words lines (see the module docstring).
+
+    Parameters
+    ----------
+    st : mapping
+        As returned by :func:`relgrade.pipeline.status.experiment_status` (or
+        :func:`~relgrade.pipeline.status.read_status`).
+
+    Returns
+    -------
+    list of str
+        One line per step; under each grader, one indented line per query whose pool is
+        partly graded (the chunk ids that lack a grade) and one for queries not started.
+    """
+    out: list[str] = [f"dvc: {d['file']} {d['problem']}; fix: {d['fix']}"
+                      for d in st.get("dvc", [])]
+    out += [f"warning: {w}" for w in st.get("warnings", [])]
+    for origin, by_grader in ((st.get("pending") or {}).get("shared") or {}).items():
+        counts = ", ".join(f"{g} {n}" for g, n in by_grader.items())
+        out.append(f"shared: {_n(sum(by_grader.values()), 'pair')} reused from {origin} "
+                   f"({counts})")
+
+    def unreadable(name, s):
+        return f"{name}: cannot be read: {s['error']}"
+
+    def not_done(name, s, absent):
+        # a step short of its done state: the error that kept it from being read, or what is owed
+        return unreadable(name, s) if s["state"] == "unreadable" else f"{name}: {absent}"
+
+    c = st["corpus"]
+    out.append(f"corpus: frozen, {c['chunks']} chunks, sha256 {_short(c['sha256'])}"
+               if c["state"] == "frozen" else not_done("corpus", c, "not built yet"))
+    q = st["queries"]
+    if q["state"] == "frozen":
+        groups = q.get("groups") or {}
+        g = (" (" + ", ".join(f"{k} {v}" for k, v in groups.items()) + ")"
+             if isinstance(groups, Mapping) and groups else "")
+        out.append(f"queries: frozen, {_n(q['queries'], 'query')}{g}, sha256 {_short(q['sha256'])}")
+    else:
+        out.append(not_done("queries", q, "not frozen yet"))
+    p = st["pool"]
+    if p["state"] == "built":
+        arms = f", arms {', '.join(p['arms'])}" if p.get("arms") else ""
+        out.append(f"pool: {_n(p['pairs'], 'pair')} over {_n(p['queries'], 'query')}, version "
+                   f"{p.get('version') or '?'}{arms}")
+    else:
+        out.append(not_done("pool", p, "not built yet"))
+    i = st["intents"]
+    if i["state"] == "reviewed":
+        flagged = f"; flagged for a second look: {', '.join(i['flagged'])}" if i["flagged"] else ""
+        out.append(f"intents: frozen, reviewed by {i['reviewer']} at {i['reviewed_at']}, "
+                   f"sha256 {_short(i['sha256'])}{flagged}")
+    else:
+        out.append(not_done("intents", i, "not reviewed yet (no packets before the review)"))
+    a = st["audit"]
+    out.append(f"audit sample: {_n(len(a['queries']), 'query')} chosen ({', '.join(a['queries'])})"
+               if a["state"] == "chosen" else not_done("audit sample", a, "not chosen yet"))
+
+    tri = (st.get("pending") or {}).get("triage")
+    if tri is not None:
+        out.append(f"triage: people's queue waits for {tri['grader']} to grade every pool pair"
+                   if tri["queue"] is None else
+                   f"triage: people's queue of {tri['queue']} pairs: the {tri['model_relevant']} "
+                   f"{tri['grader']} graded relevant plus a sample of {tri['sampled_zeros']} of "
+                   f"its {tri['model_zeros']} 0s")
+    for name, g in st["grading"].items():
+        step = "audit" if g["role"] == "auditor" else "grading"
+        what = ("pairs" if g["role"] == "auditor" else "pool pairs" if tri is None
+                or g["role"] == TRIAGE_ROLE else "triage queue pairs")
+        if g["state"] == "invalid":
+            out.append(f"{step}: {name}'s round {g['round']} file is invalid: {g['error']}")
+            continue
+        if g.get("of") is None:
+            wait = g.get("waiting", "pool")
+            out.append(f"{step}: {g['graded']} pairs graded by {name} (round {g['round']}); "
+                       f"waiting for the {wait}")
+            continue
+        out.append(f"{step}: {g['graded']} of {g['of']} {what} graded by {name} "
+                   f"(round {g['round']})")
+        for qid, info in g["partial"].items():
+            out.append(f"  {qid}: {len(info['missing'])} of {_n(info['pool'], 'pair')} "
+                       "lack grades: "
+                       f"{', '.join(info['missing'])}")
+        if g["not_started"] and g["graded"]:
+            out.append(f"  not started: {_n(len(g['not_started']), 'query')}: "
+                       f"{', '.join(g['not_started'])}")
+
+    gt = st["gate"]
+    if gt["state"] == "passed":
+        ms = ", ".join(f"{k} {v:.3f}" if isinstance(v, float) else f"{k} {v}"
+                       for k, v in gt["measures"].items() if k not in ("pairs", "missing"))
+        cov = gt.get("coverage")
+        if isinstance(cov, Mapping) and "pairs" in cov:
+            ms = (f"{ms}; " if ms else "") + f"audit coverage {cov.get('both')} of {cov['pairs']} pairs"
+        how = "passed under relaxed gates" if gt.get("relaxed") else "passed"
+        out.append(f"gate: {how} ({ms})" if ms else f"gate: {how}")
+        out += [f"  relaxed: {line}" for line in gt.get("relaxed") or []]
+        out += [f"  warning: {line}" for line in gt.get("family_warnings") or []]
+    elif gt["state"] == "waiting":
+        owed = ", ".join(f"{g} owes {n}" for g, n in gt["owed"].items())
+        out.append(f"gate: waiting for the audit queries' grades ({owed}); the last gate "
+                   "record, which passed, is not this pool's")
+    elif gt["state"] == "failed":
+        out.append("gate: failed: " + "; ".join(gt["lines"]))
+    elif gt["state"] == "unreadable":
+        out.append(unreadable("gate", gt))
+    elif gt.get("would_pass"):
+        out.append("gate: not run yet; the agreement metrics pass the gates")
+    elif gt.get("agreement_round") is not None:
+        out.append(f"gate: not run yet for round {st['round']} (the agreement metrics are "
+                   f"round {gt['agreement_round']}'s)")
+    else:
+        out.append("gate: not run yet (no agreement metrics)")
+
+    k = st["key"]
+    if k["state"] in ("frozen", "stale"):
+        dropped = ", ".join(k["dropped"]) or "none"
+        size = (f", {_n(k['pairs'], 'pair')} over {_n(k['queries'], 'query')}"
+                if k.get("pairs") else "")
+        label = " (post-hoc)" if k["post_hoc"] else ""
+        out.append(f"key: frozen{label}, sha256 {k['sha256']}{size}; dropped queries: {dropped}")
+        if k["state"] == "stale":
+            out.append(f"key: frozen for pool {k['pool_version']}, but the pool is now "
+                       f"{k['pool_now']}: grade the new pairs, then freeze a new key")
+    else:
+        out.append(not_done("key", k, "not frozen yet"))
+    if k.get("post_hoc_key"):
+        out.append(f"key: a post-hoc key {k['post_hoc_key']['sha256']} stands beside the frozen "
+                   "one (its metrics are labelled post-hoc; the decision stays with the frozen key)")
+
+    for arm, m in st["metrics"].items():
+        if m["state"] == "present":
+            label = ", post-hoc" if m.get("post_hoc") else ""
+            out.append(f"metrics {arm}: present (key {_short(m['key_sha256'])}{label})")
+        elif m["state"] == "stale":
+            out.append(f"metrics {arm}: stale (computed from key {_short(m['key_sha256'])}, "
+                       "not the frozen key)")
+        else:
+            out.append(f"metrics {arm}: missing")
+    out += panel_lines(st.get("pending") or {})
+    if st.get("cost"):
+        out += cost_lines(st["cost"])
+    if st.get("design", {}).get("unfilled"):
+        out.append("design: unfilled: " + "; ".join(st["design"]["unfilled"]))
+    for step, error in st.get("other_problems", {}).items():
+        out.append(f"{step}: cannot be read: {error}")
+    if st.get("ledger", {}).get("state") == "refused":
+        out.append(f"ledger: refused: {st['ledger']['error']}")
+    return out
+
+
+def panel_lines(pending: Mapping) -> list[str]:
+    """A rater panel's pending work in plain words: what each rater still owes of its queue
+    and the adjudication queue the expert owes (nothing without a panel)."""
+    if "adjudication" not in pending:
+        return []
+    out = []
+    for name in pending.get("raters", []):
+        c = pending["graders"][name]
+        owed = c["pending_new"] + c["pending_stale"]
+        if owed:
+            out.append(f"raters: {name} owes {_n(owed, 'pair')} of its queue "
+                       f"({c['current']} graded); run `relgrade grade run --grader {name}` "
+                       "or `relgrade serve`")
+    adj = pending["adjudication"]
+    if adj["pending"]:
+        who = adj["expert"] or "no expert declared (set adjudication.expert)"
+        out.append(f"adjudication: {_n(adj['pending'], 'queued pair')} owed by {who} "
+                   f"(queries {', '.join(adj['queries'])})")
+    else:
+        out.append("adjudication: nothing pending")
+    return out
+
+
+def click_status_lines(cs: Mapping) -> list[str]:
+    """Where a click experiment stands, as lines.
+
+    Parameters
+    ----------
+    cs : mapping
+        As returned by :func:`relgrade.pipeline.status.click_status`.
+
+    Returns
+    -------
+    list of str
+        One line saying it is a click experiment, then one line per click output declared in
+        ``paths`` (``click_propensity``, ``click_ips``, ``click_pairs``, ``training_set``):
+        ``NAME: PATH`` when it exists, ``NAME: not built yet (dvc repro)`` otherwise.
+    """
+    lines = [f"click experiment: log {cs['log']} (no pool, grading or key)"]
+    for name, path in cs["outputs"].items():
+        state = path if path is not None else "not built yet (dvc repro)"
+        lines.append(f"{name.replace('_', ' ')}: {state}")
+    return lines
+
+
+def _n(count: int, word: str) -> str:
+    """``1 query``, ``2 queries``, ``1 pair``, ``3 pairs``."""
+    if count == 1:
+        return f"1 {word}"
+    return f"{count} {word[:-1] + 'ies' if word.endswith('y') else word + 's'}"
+
+
+def _short(sha) -> str:
+    return str(sha)[:12] if sha else "?"

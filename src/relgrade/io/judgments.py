@@ -55,6 +55,7 @@ import pyarrow.compute as pc
 
 from relgrade.errors import InputError
 from relgrade.io.files import BOM, iter_jsonl, read_lines, read_parquet
+from relgrade.io.sniff import read_head
 from relgrade.io.trec import read_trec_qrels
 
 #: The formats :func:`read_judgments` reads.
@@ -104,13 +105,7 @@ def judgment_format(path, fmt: str | None = None) -> str:
         return "jsonl"
     if suffix == ".qrels":
         return "qrels"
-    try:
-        with open(path, "rb") as f:
-            head = f.read(1 << 12)
-    except FileNotFoundError:
-        raise InputError("file not found", path=path) from None
-    except IsADirectoryError:
-        raise InputError("is a folder, not a file", path=path) from None
+    head = read_head(path, 1 << 12)
     return "jsonl" if head.removeprefix(BOM).lstrip().startswith(b"{") else "qrels"
 
 

@@ -18,13 +18,13 @@ import numpy as np
 import pyarrow as pa
 
 from relgrade.errors import InputError
+from relgrade.io.sniff import field_separator, read_head
 from relgrade.schema import RUN
 
 #: The Arrow schema of a run table: ids as large_string (the type pandas keeps them in).
 RUN_SCHEMA = pa.schema([("query_id", pa.large_string()), ("chunk_id", pa.large_string()),
                         ("rank", pa.int64()), ("score", pa.float64())])
 
-_BOM = b"\xef\xbb\xbf"
 # the TREC fields, by position: name and whether relgrade keeps it
 _TREC_FIELDS = ["query_id", "q0", "chunk_id", "rank", "score", "tag"]
 
@@ -103,20 +103,10 @@ def _parquet_table(path: Path) -> pa.Table | None:
 def _trec_table(path: Path) -> pa.Table | None:
     import pyarrow.csv as pacsv
 
-    try:
-        with open(path, "rb") as f:
-            head = f.read(1 << 16)
-    except FileNotFoundError:
-        raise InputError("file not found", path=path) from None
-    except IsADirectoryError:
-        raise InputError("is a folder, not a file", path=path) from None
-    start = len(_BOM) if head.startswith(_BOM) else 0
-    if len(head) <= start:
+    separator = field_separator(read_head(path))
+    if separator is None:
         return None
-    newline = head.find(b"\n", start)
-    first = head[start: newline if newline >= 0 else len(head)]
-    delim = b"\t" if b"\t" in first else b" "
-    needles = (b" " if delim == b"\t" else b"\t", b"\x0b", b"\x0c")
+    delim, needles = separator
     types = {"query_id": pa.large_string(), "q0": pa.string(), "chunk_id": pa.large_string(),
              "rank": pa.int64(), "score": pa.float64(), "tag": pa.string()}
     try:

@@ -26,8 +26,9 @@ import pyarrow.compute as pc
 import pyarrow.csv as pacsv
 
 from relgrade.errors import InputError
-from relgrade.io.files import BOM, atomic_path, read_lines
+from relgrade.io.files import atomic_path, read_lines
 from relgrade.io.runtable import empty_or_holds
+from relgrade.io.sniff import field_separator, read_head
 from relgrade.schema import QRELS, RUN
 
 _INT = re.compile(r"[+-]?[0-9]+\Z")
@@ -47,17 +48,6 @@ _QRELS_FIELDS = [("query_id", pa.large_string()), ("iter", None),
 
 
 # --- reading -------------------------------------------------------------------------
-
-def _head(path: Path, size: int = 1 << 16) -> bytes:
-    """The first ``size`` bytes of the file."""
-    try:
-        with open(path, "rb") as f:
-            return f.read(size)
-    except FileNotFoundError:
-        raise InputError("file not found", path=path) from None
-    except IsADirectoryError:
-        raise InputError("is a folder, not a file", path=path) from None
-
 
 def _has_hex_prefix(path: Path) -> bool:
     """Whether ``0x`` or ``0X`` occurs anywhere in the file.
@@ -84,14 +74,10 @@ def _fast_table(path: Path, fields) -> pa.Table | None:
     (an empty field from a doubled or leading separator, the other separator, a vertical
     tab or form feed inside a field) makes this return None.
     """
-    head = _head(path)
-    start = len(BOM) if head.startswith(BOM) else 0
-    if len(head) <= start:
+    separator = field_separator(read_head(path))
+    if separator is None:
         return None
-    newline = head.find(b"\n", start)
-    first = head[start: newline if newline >= 0 else len(head)]
-    delim = b"\t" if b"\t" in first else b" "
-    needles = (b" " if delim == b"\t" else b"\t", b"\x0b", b"\x0c")
+    delim, needles = separator
     names = [name for name, _ in fields]
     # fields relgrade drops are still read, so that an empty or odd one can be seen; as plain
     # strings (a block at a time, freed with it), which parse in about 2/3 of the CPU time
