@@ -20,9 +20,11 @@ adjusts a family of them with Holm's method.
 The formulas are those of the mean estimator of ``ppi-python`` (``ppi_mean_ci``,
 ``ppi_mean_pointestimate``, ``classical_mean_ci``), including its plug-in variances with
 ``ddof=0`` and its clipped ``lambda``; the tests check equality to 1e-9. For small samples
-:func:`regression_se_rows` gives the standard error that counts the tuning of ``lambda`` on
-the sample (the regression estimator of double sampling; it deliberately differs from
-ppi-python's, see its notes).
+two standard errors count the tuning of ``lambda`` on the sample (both deliberately differ
+from ppi-python's, see their notes): :func:`regression_se_rows` (``lambda`` per row, the
+regression estimator of double sampling) and :func:`jackknife_rows` (one ``lambda`` shared
+by all rows, :func:`tune_lambda_shared`, as ppi-python's power tuning of a vector mean, and
+the delete-one-query jackknife).
 """
 
 from __future__ import annotations
