@@ -19,7 +19,7 @@ The estimand of an arm is its expected nDCG@10 under the human key (what grading
 by people estimates); it is computed once by Monte Carlo over ``truth_queries`` queries, and
 the twins' values are set equal (they are by symmetry). Every interval comes from the
 library's :func:`relgrade.evaluation.ppi_table.estimate_rows`, for each interval kind
-(``regression``, the default, ``t`` and ``normal``, ppi-python's). Run::
+(``jackknife``, the default, ``regression``, ``t`` and ``normal``, ppi-python's). Run::
 
     python benchmarks/sim_ppi.py --replicates 500 --seed 20261201
 """

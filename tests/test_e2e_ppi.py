@@ -84,6 +84,7 @@ def test_ppi_json_equals_ppi_python_on_the_per_query_values(ppi_run):
     from relgrade.evaluation.metrics import evaluate_arm
     from relgrade.io.runs import read_run
 
+    ys, yhats, fs = [], [], []
     for arm in ("bm25", "tfidf"):
         f = _values(folder, arm, queries)
         run = read_run(folder / "data/runs" / f"{arm}.trec")
@@ -92,34 +93,43 @@ def test_ppi_json_equals_ppi_python_on_the_per_query_values(ppi_run):
         t = table[table["measure"] == NDCG]
         y = pd.Series(t["value"].to_numpy(float), index=t["query_id"]).reindex(sample) \
             .fillna(0.0).to_numpy()
-        yhat = f[[queries.index(q) for q in sample]]
+        ys.append(y)
+        yhats.append(f[[queries.index(q) for q in sample]])
+        fs.append(f)
+    y2, yhat2, f2 = np.array(ys), np.array(yhats), np.array(fs)
+    # the default (jackknife) interval: one lambda for both arms, ppi-python's power tuning
+    # of a vector mean (lam_optim_mode="overall")
+    points = np.ravel(ppi_py.ppi_mean_pointestimate(y2.T, yhat2.T, f2.T, lam=None))
+    n, big_n = len(sample), len(queries)
+    for i, arm in enumerate(("bm25", "tfidf")):
+        y, yhat, f = y2[i], yhat2[i], f2[i]
         row = est["arms"][arm]
-        lam = ppi_py.ppi_mean_pointestimate(y, yhat, f, lam=None)  # tuned as PPI++
         lam_hat = row["ppi++"]["lambda"]
         point = ppi_py.ppi_mean_pointestimate(y, yhat, f, lam=lam_hat)
         assert row["ppi++"]["estimate"] == pytest.approx(float(np.ravel(point)[0]), abs=1e-9)
-        assert row["ppi++"]["estimate"] == pytest.approx(float(np.ravel(lam)[0]), abs=1e-9)
+        assert row["ppi++"]["estimate"] == pytest.approx(points[i], abs=1e-9)
         assert row["model-only"]["estimate"] == pytest.approx(f.mean(), abs=1e-12)
         assert row["human-only"]["estimate"] == pytest.approx(y.mean(), abs=1e-12)
-        # the default (regression) interval: the double-sampling regression variance,
-        # Student's t on n - 2 degrees of freedom (n - 1 and the human-only se at lambda 0)
-        n, big_n = y.size, f.size
-        assert row["ppi++"]["interval"] == "regression"
-        if lam_hat == 0:
-            se, df = y.std(ddof=1) / np.sqrt(n), n - 1
-        else:
-            resid = (y - y.mean()) - lam_hat * (yhat - yhat.mean())
-            sxx = ((yhat - yhat.mean()) ** 2).sum()
-            se = np.sqrt((resid ** 2).sum() / (n - 2)
-                         * (1 / n + (f.mean() - yhat.mean()) ** 2 / sxx)
-                         + lam_hat ** 2 * f.var(ddof=1) / big_n)
-            df = n - 2
-        assert row["ppi++"]["df"] == df
-        half = sps.t.ppf(0.975, df) * se
+        # the jackknife over the sample queries (lambda re-tuned without each), plus the
+        # model term, Student's t on n - 1, capped at the human-only standard error
+        assert row["ppi++"]["interval"] == "jackknife" and row["ppi++"]["df"] == n - 1
+        loo = []
+        for j in range(n):
+            keep = np.arange(n) != j
+            loo.append(np.ravel(ppi_py.ppi_mean_pointestimate(
+                y2[:, keep].T, yhat2[:, keep].T, f2.T, lam=None))[i])
+        loo = np.array(loo)
+        se = np.sqrt((n - 1) / n * ((loo - loo.mean()) ** 2).sum()
+                     + lam_hat ** 2 * f.var(ddof=1) / big_n)
+        se_human = y.std(ddof=1) / np.sqrt(n)
+        assert row["ppi++"]["capped"] == bool(se > se_human > 0)
+        se = min(se, se_human) if se_human > 0 else se
+        half = sps.t.ppf(0.975, n - 1) * se
         assert row["ppi++"]["low"] == pytest.approx(row["ppi++"]["estimate"] - half, abs=1e-9)
         assert row["ppi++"]["high"] == pytest.approx(row["ppi++"]["estimate"] + half, abs=1e-9)
     assert design["seed"] == 0 and design["sample_stream"] == "ppi-sample"
-    assert design["interval"] == "regression" and "n - 2 degrees" in design["interval_words"]
+    assert design["interval"] == "jackknife" and "jackknife" in design["interval_words"]
+    assert "one lambda tuned over all arms" in design["rectifier"]
     assert len(est["differences"]) == 1 and "p_holm" in est["differences"][0]["ppi++"]
 
 

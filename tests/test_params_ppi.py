@@ -27,8 +27,9 @@ def _load(tmp_path, p):
 
 def test_a_ppi_section_gets_the_honest_interval_and_the_audit_defaults(tmp_path):
     _, params = _load(tmp_path, _ppi(human_fraction=0.1))
-    # benchmarks/README.md: normal and t undercover with 20 sample queries, regression holds
-    assert params.ppi.interval == "regression"
+    # benchmarks/README.md: normal and t undercover with 20 sample queries; jackknife holds
+    # its level and is never wider than human-only
+    assert params.ppi.interval == "jackknife"
     assert params.ppi.judge_audit.max_spread == 0.15 and params.ppi.judge_audit.k == 10
     assert params.ppi.budget.fractions[0] == 0.1 and params.ppi.budget.fractions[-1] == 1.0
 
@@ -40,11 +41,13 @@ def test_a_ppi_section_gets_the_honest_interval_and_the_audit_defaults(tmp_path)
                            "queries) (found 1)"),
     ({"human_fraction": 0.1, "human_queries": 5}, "give exactly one of ppi.human_fraction and "
                                                   "ppi.human_queries (found both)"),
-    ({"human_queries": 2}, "ppi.human_queries: the regression interval needs at least 3 "
-                           "sample queries (its residual variance has n - 2 degrees of "
-                           "freedom); raise it or set ppi.interval: t (found 2)"),
-    ({"human_fraction": 0.1, "interval": "wald"}, "ppi.interval: must be one of regression, t or "
-                                                  "normal (found 'wald')"),
+    ({"human_queries": 2}, "ppi.human_queries: the jackknife interval needs at least 3 "
+                           "sample queries (it re-tunes lambda on the sample); raise it or "
+                           "set ppi.interval: t (found 2)"),
+    ({"human_queries": 2, "interval": "regression"},
+     "ppi.human_queries: the regression interval needs at least 3 sample queries"),
+    ({"human_fraction": 0.1, "interval": "wald"}, "ppi.interval: must be one of jackknife, "
+                                                  "regression, t or normal (found 'wald')"),
 ])
 def test_a_bad_ppi_value_names_the_file_and_the_key(tmp_path, section, message):
     with pytest.raises(InputError) as e:

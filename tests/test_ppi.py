@@ -303,7 +303,7 @@ def test_regression_interval_needs_three_sample_queries():
         ppi.regression_se_rows([[1.0, 0.0]], [[1.0, 1.0]], [[1.0, 1.0, 0.0]], [0.5])
     model = pd.DataFrame([[1.0, 0.0, 1.0]], index=["a"], columns=["q1", "q2", "q3"])
     with pytest.raises(InputError, match="the regression interval needs at least 3"):
-        ppi_table(model, model[["q1", "q2"]] * 0.5, measure="nDCG@10")
+        ppi_table(model, model[["q1", "q2"]] * 0.5, measure="nDCG@10", interval="regression")
 
 
 def test_the_regression_interval_of_the_ppi_table_uses_t_on_n_minus_2():
@@ -315,7 +315,7 @@ def test_the_regression_interval_of_the_ppi_table_uses_t_on_n_minus_2():
     model = pd.DataFrame([f], index=["a"], columns=q)
     pos = [int(np.flatnonzero(f == v)[0]) for v in yhat]
     human = pd.DataFrame([y], index=["a"], columns=[q[i] for i in pos])
-    row = ppi_table(model, human, measure="m")["arms"]["a"]
+    row = ppi_table(model, human, measure="m", interval="regression")["arms"]["a"]
     _, _, lam = ppi.ppi_mean_rows(y[None], yhat[None], f[None], ddof=1)
     assert 0 < lam[0] < 1
     se, _ = ppi.regression_se_rows(y[None], yhat[None], f[None], lam)
@@ -326,3 +326,151 @@ def test_the_regression_interval_of_the_ppi_table_uses_t_on_n_minus_2():
     # human-only and model-only are the t interval's
     ho = row["human-only"]
     assert ho["df"] == 9 and ho["se"] == pytest.approx(np.std(y, ddof=1) / math.sqrt(10))
+
+
+# --- one shared lambda and the jackknife interval ----------------------------------------
+
+def test_shared_lambda_on_a_tiny_sample_matches_the_arithmetic():
+    # row 1: Y = (1, 0, 1, 0), Yhat = (1, 0, 1, 1), F = Yhat x 5: cov 0.125 (ddof 0),
+    #   var of the 24 model values (18 ones) ddof 1 = 24 * 0.1875 / 23
+    # row 2: Y = (0, 0, 1, 1), Yhat = (0, 0, 1, 1), F = Yhat x 5: cov 0.25,
+    #   var of the 24 model values (12 ones) ddof 1 = 24 * 0.25 / 23
+    y = np.array([Y, [0.0, 0.0, 1.0, 1.0]])
+    yhat = np.array([YHAT, [0.0, 0.0, 1.0, 1.0]])
+    f = np.tile(yhat, 5)
+    expected = (0.125 + 0.25) / ((1 + 4 / 20) * (24 * 0.1875 / 23 + 24 * 0.25 / 23))
+    assert ppi.tune_lambda_shared(y, yhat, f) == pytest.approx(expected, abs=1e-15)
+    # constant model values carry nothing: lambda 0
+    assert ppi.tune_lambda_shared(y, np.ones_like(y), np.ones_like(f)) == 0.0
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2, 3])
+def test_shared_lambda_and_estimates_equal_ppi_python_overall_power_tuning(seed):
+    rng = np.random.default_rng(seed)
+    m, n, big_n = 5, 18, 150
+    f = rng.uniform(0, 1, (m, big_n)) ** rng.uniform(0.5, 3, (m, 1))
+    yhat = f[:, :n]
+    y = np.clip(yhat * rng.uniform(-0.5, 1.5, (m, 1)) + rng.normal(0, 0.2, (m, n)), 0, 1)
+    lam = ppi.tune_lambda_shared(y, yhat, f)
+    theta, _, lam2 = ppi.jackknife_rows(y, yhat, f)
+    ref = np.ravel(ppi_py.ppi_mean_pointestimate(y.T, yhat.T, f.T, lam=None))
+    assert lam2 == lam and theta == pytest.approx(ref, abs=1e-9)
+    # and ppi-python's interval at that lambda is ppi_mean_rows' plug-in one
+    low, high = ppi_py.ppi_mean_ci(y.T, yhat.T, f.T, alpha=0.05, lam=lam)
+    est, se, _ = ppi.ppi_mean_rows(y, yhat, f, lam=lam)
+    assert np.ravel(low) == pytest.approx(est - Z975 * se, abs=1e-9)
+    assert np.ravel(high) == pytest.approx(est + Z975 * se, abs=1e-9)
+
+
+def test_jackknife_standard_error_equals_the_explicit_leave_one_out_loop():
+    rng = np.random.default_rng(21)
+    m, n, big_n = 4, 12, 90
+    f = rng.uniform(0, 1, (m, big_n))
+    yhat = f[:, :n]
+    y = np.clip(0.6 * yhat + rng.normal(0, 0.25, (m, n)), 0, 1)
+    theta, se, lam = ppi.jackknife_rows(y, yhat, f)
+    loo = []
+    for i in range(n):
+        keep = np.arange(n) != i
+        li = ppi.tune_lambda_shared(y[:, keep], yhat[:, keep], f)
+        loo.append(li * f.mean(axis=1) + (y[:, keep] - li * yhat[:, keep]).mean(axis=1))
+    loo = np.array(loo)
+    expected = np.sqrt((n - 1) / n * ((loo - loo.mean(axis=0)) ** 2).sum(axis=0)
+                       + lam ** 2 * f.var(axis=1, ddof=1) / big_n)
+    assert 0 < lam < 1
+    assert se == pytest.approx(expected, abs=1e-13)
+    assert theta == pytest.approx(lam * f.mean(axis=1) + (y - lam * yhat).mean(axis=1),
+                                  abs=1e-15)
+
+
+def test_jackknife_with_constant_model_values_is_the_human_only_t_standard_error():
+    # lambda is 0 with every deletion, so theta_(i) is the mean of the other 3 values:
+    # Y = (1, 0, 1, 0): theta_(i) = (1/3, 2/3, 1/3, 2/3), mean 0.5, squared deviations 4/36,
+    # (n - 1)/n * 4/36 = 1/12 = var(Y, ddof 1) / n = (1/3) / 4
+    theta, se, lam = ppi.jackknife_rows(Y[None], np.ones((1, 4)), np.ones((1, 20)))
+    assert lam == 0.0 and theta[0] == 0.5
+    assert se[0] == pytest.approx(math.sqrt(1 / 12), abs=1e-15)
+
+
+def test_jackknife_needs_three_sample_queries():
+    from relgrade.evaluation.ppi_table import ppi_table
+
+    with pytest.raises(InputError, match="at least 3 human-graded queries"):
+        ppi.jackknife_rows([[1.0, 0.0]], [[1.0, 1.0]], [[1.0, 1.0, 0.0]])
+    model = pd.DataFrame([[1.0, 0.0, 1.0]], index=["a"], columns=["q1", "q2", "q3"])
+    with pytest.raises(InputError, match="the jackknife interval needs at least 3"):
+        ppi_table(model, model[["q1", "q2"]] * 0.5, measure="nDCG@10")
+
+
+def _table_case(seed, m=4, n=15, big_n=80):
+    rng = np.random.default_rng(seed)
+    q = [f"q{i:02d}" for i in range(big_n)]
+    f = rng.uniform(0, 1, (m, big_n))
+    y = np.clip(f[:, :n] * rng.uniform(-0.3, 1.2, (m, 1)) + rng.normal(0, 0.3, (m, n)), 0, 1)
+    arms = [f"a{i}" for i in range(m)]
+    return (pd.DataFrame(f, index=arms, columns=q),
+            pd.DataFrame(y, index=arms, columns=q[:n]), f, y)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_the_jackknife_interval_of_the_ppi_table_is_never_wider_than_human_only(seed):
+    from relgrade.evaluation.ppi_table import ppi_table
+
+    model, human, f, y = _table_case(seed)
+    n = human.shape[1]
+    t = ppi_table(model, human, measure="m")
+    assert t["interval"] == "jackknife"
+    _, se, lam = ppi.jackknife_rows(y, f[:, :n], f)
+    q = sps.t.ppf(0.975, n - 1)
+    for i, arm in enumerate(model.index):
+        pp, ho = t["arms"][arm]["ppi++"], t["arms"][arm]["human-only"]
+        assert pp["lambda"] == pytest.approx(lam, abs=1e-15)
+        assert pp["df"] == n - 1 == ho["df"]
+        se_human = np.std(y[i], ddof=1) / math.sqrt(n)
+        assert pp["capped"] == bool(se[i] > se_human)
+        assert pp["se"] == pytest.approx(min(se[i], se_human), abs=1e-14)
+        assert pp["high"] - pp["estimate"] == pytest.approx(q * pp["se"], abs=1e-12)
+        assert pp["high"] - pp["low"] <= ho["high"] - ho["low"] + 1e-15
+    # the differences share their own lambda, tuned on the differences themselves
+    ia, ib = [0, 0, 0, 1, 1, 2], [1, 2, 3, 2, 3, 3]
+    d_lam = ppi.tune_lambda_shared(y[ia] - y[ib], f[ia, :n] - f[ib, :n], f[ia] - f[ib])
+    for row in t["differences"]:
+        assert row["ppi++"]["lambda"] == pytest.approx(d_lam, abs=1e-15)
+        assert (row["ppi++"]["high"] - row["ppi++"]["low"]
+                <= row["human-only"]["high"] - row["human-only"]["low"] + 1e-15)
+
+
+def test_the_cap_takes_the_human_only_standard_error_where_the_jackknife_is_larger():
+    from relgrade.evaluation.ppi_table import estimate_rows
+
+    # arm 0: people track the model (lambda suits it); arm 1: the model is noise for
+    # people, so the shared lambda only adds variance there and the cap applies
+    rng = np.random.default_rng(5)
+    f = rng.uniform(0, 1, (2, 60))
+    y = np.array([f[0, :12] + rng.normal(0, 0.02, 12), rng.uniform(0, 1, 12)])
+    out = estimate_rows(y, f[:, :12], f)["ppi++"]
+    _, se, _ = ppi.jackknife_rows(y, f[:, :12], f)
+    se_human = y.std(axis=1, ddof=1) / math.sqrt(12)
+    assert se[0] < se_human[0] and se[1] > se_human[1]
+    assert out["capped"].tolist() == [False, True]
+    assert out["se"].tolist() == [se[0], se_human[1]]
+
+
+# --- Holm -----------------------------------------------------------------------------
+
+def test_holm_equals_statsmodels_bit_for_bit_including_boundaries_and_ties():
+    from statsmodels.stats.multitest import multipletests
+
+    rng = np.random.default_rng(8)
+    cases = [np.array([0.01, 0.04, 0.03, 0.005]),          # hand: 0.02, 0.06, 0.06, 0.02
+             np.array([0.05 / 3, 0.05 / 2, 0.05]),          # each exactly at its threshold
+             np.array([0.2, 0.2, 0.2]), np.array([0.0, 1.0])]
+    cases += [np.round(rng.random(rng.integers(1, 30)) ** 3, 2) for _ in range(40)]
+    for p in cases:
+        for alpha in (0.05, 0.01):
+            reject, adjusted, _, _ = multipletests(p, alpha=alpha, method="holm")
+            mine, mine_reject = ppi.holm(p, alpha=alpha)
+            assert np.array_equal(mine, adjusted) and np.array_equal(mine_reject, reject)
+    adjusted, reject = ppi.holm([0.01, 0.04, 0.03, 0.005])
+    assert adjusted == pytest.approx([0.03, 0.06, 0.06, 0.02], abs=1e-15)
+    assert reject.tolist() == [True, False, False, True]

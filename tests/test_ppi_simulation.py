@@ -26,10 +26,11 @@ def summary():
 
 
 def test_ppi_covers_far_more_often_than_the_model_only_interval(summary):
-    for label in ("arm", "diff"):
-        ppi = summary[f"{label} coverage regression ppi++ (mean)"]
-        naive = summary[f"{label} coverage regression model-only (mean)"]
-        assert ppi >= 0.85 and naive <= 0.5 and ppi - naive >= 0.4
+    for kind in ("jackknife", "regression"):
+        for label in ("arm", "diff"):
+            ppi = summary[f"{label} coverage {kind} ppi++ (mean)"]
+            naive = summary[f"{label} coverage {kind} model-only (mean)"]
+            assert ppi >= 0.85 and naive <= 0.5 and ppi - naive >= 0.4
 
 
 def test_the_regression_interval_is_wider_than_the_plug_in_one_it_corrects(summary):
@@ -47,9 +48,20 @@ def test_ppi_interval_is_narrower_than_human_only_on_average(summary):
     assert summary["arm width ppi++/human-only regression mean"] < 0.95
 
 
+def test_the_jackknife_interval_is_never_wider_than_human_only_and_narrower_on_average(summary):
+    for label in ("arm", "diff"):
+        assert summary[f"{label} width ppi++/human-only jackknife max"] <= 1.0 + 1e-12
+        assert summary[f"{label} width ppi++/human-only jackknife share > 1"] == 0.0
+        # one lambda for all rows carries less noise than one per row: narrower than
+        # the regression interval on average
+        assert (summary[f"{label} width ppi++/human-only jackknife mean"]
+                < summary[f"{label} width ppi++/human-only regression mean"])
+
+
 def test_holm_on_ppi_rarely_separates_the_equal_arms_unlike_model_only(summary):
-    assert summary["false significance a3 vs a4 after Holm, regression ppi++"] <= 0.1
-    assert summary["false significance a3 vs a4 after Holm, regression model-only"] >= 0.5
+    for kind in ("jackknife", "regression"):
+        assert summary[f"false significance a3 vs a4 after Holm, {kind} ppi++"] <= 0.1
+        assert summary[f"false significance a3 vs a4 after Holm, {kind} model-only"] >= 0.5
 
 
 def test_audit_flags_the_affinity_arm(summary):

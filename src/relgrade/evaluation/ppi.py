@@ -20,9 +20,11 @@ adjusts a family of them with Holm's method.
 The formulas are those of the mean estimator of ``ppi-python`` (``ppi_mean_ci``,
 ``ppi_mean_pointestimate``, ``classical_mean_ci``), including its plug-in variances with
 ``ddof=0`` and its clipped ``lambda``; the tests check equality to 1e-9. For small samples
-:func:`regression_se_rows` gives the standard error that counts the tuning of ``lambda`` on
-the sample (the regression estimator of double sampling; it deliberately differs from
-ppi-python's, see its notes).
+two standard errors count the tuning of ``lambda`` on the sample (both deliberately differ
+from ppi-python's, see their notes): :func:`regression_se_rows` (``lambda`` per row, the
+regression estimator of double sampling) and :func:`jackknife_rows` (one ``lambda`` shared
+by all rows, :func:`tune_lambda_shared`, as ppi-python's power tuning of a vector mean, and
+the delete-one-query jackknife).
 """
 
 from __future__ import annotations
@@ -35,7 +37,6 @@ from typing import Mapping, Sequence
 import numpy as np
 import pandas as pd
 from scipy import stats as sps
-from statsmodels.stats.multitest import multipletests
 
 from relgrade.errors import InputError
 
@@ -388,6 +389,136 @@ def ppi_mean_rows(human, model_sample, model_all, *, lam=None,
     return theta, se, lam_v
 
 
+def _rows(human, model_sample, model_all, *, minimum: int, what: str):
+    y = np.asarray(human, dtype=np.float64)
+    yhat = np.asarray(model_sample, dtype=np.float64)
+    f = np.asarray(model_all, dtype=np.float64)
+    if y.ndim != 2 or y.shape != yhat.shape or f.ndim != 2 or f.shape[0] != y.shape[0]:
+        raise InputError("per-row values need shapes (m, n), (m, n) and (m, N)",
+                         found=f"{y.shape}, {yhat.shape}, {f.shape}")
+    if y.shape[1] < minimum or f.shape[1] < y.shape[1]:
+        raise InputError(f"{what} needs at least {minimum} human-graded queries, all "
+                         "model-graded", found=f"n={y.shape[1]}, N={f.shape[1]}",
+                         fix="raise the human fraction or count")
+    if not (np.isfinite(y).all() and np.isfinite(yhat).all() and np.isfinite(f).all()):
+        raise InputError("per-query values must be finite numbers", found="NaN or infinity")
+    return y, yhat, f
+
+
+def tune_lambda_shared(human, model_sample, model_all) -> float:
+    """One PPI++ power-tuning weight for many means at once, clipped to [0, 1].
+
+    Parameters
+    ----------
+    human, model_sample : array-like of shape (m, n), float
+        One row per mean (an arm, or a paired difference): human-key and model-key
+        per-query values on the human sample; ``n >= 2``.
+    model_all : array-like of shape (m, N), float
+        Model-key per-query values on every query.
+
+    Returns
+    -------
+    float
+        ``clip(sum_r cov(Y_r, Yhat_r) / ((1 + n/N) * sum_r var(Yhat_r u F_r)), 0, 1)``
+        (``cov`` with ``ddof=0`` on the sample, ``var`` with ``ddof=1`` over the sample's and
+        all queries' model-key values concatenated, as :func:`tune_lambda`); 0 when every
+        row's model-key values are constant.
+
+    Raises
+    ------
+    InputError
+        Shapes that disagree, fewer than 2 sample queries, or a value that is not finite.
+
+    Notes
+    -----
+    The weight that minimises the sum of the rows' variances (the trace of the estimator's
+    covariance): PPI++'s power tuning of one ``lambda`` for a vector estimand
+    (Angelopoulos, Duchi and Zrnic 2023, section 6, "optimal power tuning"), as
+    ``ppi_py.ppi_mean_ci`` computes it for a d-dimensional mean with
+    ``lam_optim_mode="overall"``. One weight fitted on all rows' ``m * n`` values carries far
+    less of the sample's noise than one per row fitted on ``n`` values.
+    """
+    y, yhat, f = _rows(human, model_sample, model_all, minimum=2, what="a shared lambda")
+    n, big_n = y.shape[1], f.shape[1]
+    cov = ((y - y.mean(axis=1, keepdims=True))
+           * (yhat - yhat.mean(axis=1, keepdims=True))).mean(axis=1).sum()
+    var = np.var(np.concatenate([yhat, f], axis=1), axis=1, ddof=1).sum()
+    if not var > 0:
+        return 0.0
+    return float(np.clip(cov / ((1.0 + n / big_n) * var), 0.0, 1.0))
+
+
+def jackknife_rows(human, model_sample, model_all) -> tuple[np.ndarray, ...]:
+    """PPI++ estimates of many means with one shared ``lambda`` and jackknife standard errors.
+
+    The estimate of each row is :func:`ppi_mean`'s with the shared weight of
+    :func:`tune_lambda_shared`. Its standard error counts the tuning of that weight on the
+    sample: the delete-one-query jackknife over the human sample, re-tuning ``lambda`` with
+    each query left out, plus the model term over all queries.
+
+    Parameters
+    ----------
+    human, model_sample : array-like of shape (m, n), float
+        One row per mean: human-key and model-key per-query values on the human sample;
+        ``n >= 3``.
+    model_all : array-like of shape (m, N), float
+        Model-key per-query values on every query (the sample included).
+
+    Returns
+    -------
+    estimate, se : numpy.ndarray of shape (m,), float64
+    lam : float
+        The shared weight (the same for every row).
+
+    Raises
+    ------
+    InputError
+        Shapes that disagree, fewer than 3 sample queries, or a value that is not finite.
+
+    Notes
+    -----
+    With ``theta_(i)`` the estimate when sample query ``i`` is left out of the human sample
+    (its model-key value stays among the ``N``; ``lambda`` re-tuned on the other ``n - 1``)::
+
+        se^2 = (n - 1) / n * sum_i (theta_(i) - mean_i theta_(i))^2
+               + lambda^2 * var(F, ddof=1) / N
+
+    The first term is Tukey's jackknife variance of the sample part (J. W. Tukey, "Bias and
+    confidence in not-quite large samples", Ann. Math. Statist. 29 (1958): 614; its use
+    for regression and other non-linear estimators of survey sampling: J. Shao and D. Tu,
+    *The Jackknife and Bootstrap*, Springer 1995, chapter 6); the second is the model
+    term's sampling variance, as in ppi-python, which treats the two parts as independent.
+    With ``lambda = 0`` throughout, the first term is exactly ``var(Y, ddof=1) / n``, the
+    human-only variance. The leave-one-out sums are updated in closed form, so the cost is
+    ``O(m * (n + N))``.
+    """
+    y, yhat, f = _rows(human, model_sample, model_all, minimum=3,
+                       what="the jackknife interval")
+    n, big_n = y.shape[1], f.shape[1]
+    lam = tune_lambda_shared(y, yhat, f)
+    theta = lam * f.mean(axis=1) + (y - lam * yhat).mean(axis=1)
+    # leave-one-out sums, shape (m, n): column i leaves sample query i out
+    k = n - 1
+    sy = y.sum(axis=1, keepdims=True) - y
+    sx = yhat.sum(axis=1, keepdims=True) - yhat
+    sxy = (y * yhat).sum(axis=1, keepdims=True) - y * yhat
+    cov = (sxy / k - (sx / k) * (sy / k)).sum(axis=0)                       # (n,)
+    tot = k + big_n
+    s1 = f.sum(axis=1, keepdims=True) + sx
+    s2 = (f ** 2).sum(axis=1, keepdims=True) + (yhat ** 2).sum(axis=1, keepdims=True) \
+        - yhat ** 2
+    var = ((s2 - s1 ** 2 / tot) / (tot - 1)).sum(axis=0)                  # (n,)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        lam_i = np.where(var > 0, cov / ((1.0 + k / big_n) * np.where(var > 0, var, 1.0)),
+                         0.0)
+    lam_i = np.clip(lam_i, 0.0, 1.0)
+    theta_i = lam_i * f.mean(axis=1, keepdims=True) + (sy - lam_i * sx) / k   # (m, n)
+    dev = theta_i - theta_i.mean(axis=1, keepdims=True)
+    var_jk = (n - 1) / n * (dev ** 2).sum(axis=1)
+    se = np.sqrt(var_jk + lam ** 2 * f.var(axis=1, ddof=1) / big_n)
+    return theta, se, lam
+
+
 def regression_se_rows(human, model_sample, model_all, lam) -> tuple[np.ndarray, np.ndarray]:
     """Small-sample standard errors of PPI++ estimates whose ``lambda`` was tuned on the sample.
 
@@ -639,10 +770,18 @@ def holm(p_values: Sequence[float], *, alpha: float = 0.05) -> tuple[np.ndarray,
     Returns
     -------
     adjusted : numpy.ndarray of shape (m,), float
-        Holm-adjusted p-values (``statsmodels.stats.multitest.multipletests``,
-        ``method="holm"``).
+        Holm-adjusted p-values: with ``p_(1) <= ... <= p_(m)`` sorted,
+        ``min(1, max_{j <= i} (m - j + 1) * p_(j))`` for the ``i``-th smallest.
     reject : numpy.ndarray of shape (m,), bool
-        ``adjusted <= alpha``.
+        The step-down verdicts: reject ``p_(1), ..., p_(i-1)`` where ``i`` is the first
+        sorted position with ``p_(i) > alpha / (m - i + 1)``.
+
+    Notes
+    -----
+    The arithmetic of ``statsmodels.stats.multitest.multipletests(method="holm")`` step by
+    step (same sort, same products and comparisons, so the same bits; the tests check it),
+    without its call to ``gc.collect()`` on every family, which cost about 0.16 s a call in
+    the simulation of ``benchmarks/sim_ppi.py`` (thousands of families).
 
     References
     ----------
@@ -654,7 +793,19 @@ def holm(p_values: Sequence[float], *, alpha: float = 0.05) -> tuple[np.ndarray,
         return np.zeros(0), np.zeros(0, dtype=bool)
     if not (np.isfinite(p).all() and (p >= 0).all() and (p <= 1).all()):
         raise InputError("p-values must lie in [0, 1]", found=str(p[~((p >= 0) & (p <= 1))][:3]))
-    reject, adjusted, _, _ = multipletests(p, alpha=_check_alpha(alpha), method="holm")
+    a = _check_alpha(alpha)
+    order = np.argsort(p)
+    sorted_p = np.take(p, order)
+    m = sorted_p.size
+    not_reject = sorted_p > a / np.arange(m, 0, -1)
+    first = np.flatnonzero(not_reject)
+    not_reject[(first[0] if first.size else m):] = True
+    adjusted_sorted = np.maximum.accumulate(sorted_p * np.arange(m, 0, -1))
+    adjusted_sorted[adjusted_sorted > 1] = 1
+    adjusted = np.empty_like(adjusted_sorted)
+    adjusted[order] = adjusted_sorted
+    reject = np.empty(m, dtype=bool)
+    reject[order] = ~not_reject
     return adjusted, reject
 
 

@@ -5,7 +5,9 @@ three estimators side by side, with a small-sample interval.
 one experiment for one measure and gives one JSON-ready result:
 
 * ``ppi++`` — the model-key mean over all ``N`` queries rectified by the human sample
-  (``lambda`` tuned per arm or difference, :func:`relgrade.evaluation.ppi.ppi_mean_rows`);
+  (with the default ``jackknife`` interval one ``lambda`` shared by the arms and one by the
+  differences, :func:`relgrade.evaluation.ppi.jackknife_rows`; with the other kinds one
+  ``lambda`` per arm or difference, :func:`relgrade.evaluation.ppi.ppi_mean_rows`);
 * ``human-only`` — the mean over the ``n`` human-sample queries under the human key;
 * ``model-only`` — the mean over all queries under the model key, labelled: its interval
   ignores the model grader's bias.
@@ -26,16 +28,28 @@ import pandas as pd
 from scipy import stats as sps
 
 from relgrade.errors import InputError
-from relgrade.evaluation.ppi import holm, ppi_mean_rows, regression_se_rows
+from relgrade.evaluation.ppi import (holm, jackknife_rows, ppi_mean_rows,
+                                     regression_se_rows)
 
-#: Interval kinds: ``regression`` (PPI++ with the small-sample variance of the regression
-#: estimator, which counts the tuning of lambda, and Student's t on n - 2 degrees of
-#: freedom; the others as ``t``), ``t`` (unbiased variances, Student's t on n - 1 degrees of
-#: freedom) and ``normal`` (ppi-python's plug-in variances, ddof 0, and the normal quantile).
-INTERVALS = ("regression", "t", "normal")
+#: Interval kinds: ``jackknife`` (the default: PPI++ with one lambda shared by the arms and
+#: one by the differences, the delete-one-query jackknife standard error with lambda
+#: re-tuned per deletion, Student's t on n - 1 degrees of freedom, the half-width capped at
+#: the human-only one; the others as ``t``), ``regression`` (PPI++ with lambda per row and
+#: the small-sample variance of the regression estimator, Student's t on n - 2),
+#: ``t`` (unbiased variances, Student's t on n - 1 degrees of freedom) and ``normal``
+#: (ppi-python's plug-in variances, ddof 0, and the normal quantile).
+INTERVALS = ("jackknife", "regression", "t", "normal")
+
+#: Interval kinds that need 3 human-sample queries (the others 2).
+NEEDS_THREE = ("jackknife", "regression")
 
 #: Each interval kind in words (the report's design sentence).
 INTERVAL_WORDS = {
+    "jackknife": "PPI++ with one lambda shared by the arms (and one by the differences), "
+                 "the delete-one-query jackknife variance with lambda re-tuned per deletion "
+                 "plus the model term, Student's t on n - 1 degrees of freedom, the "
+                 "half-width capped at the human-only one; human-only and model-only with "
+                 "Student's t on n - 1 and N - 1",
     "regression": "PPI++ with the small-sample variance of the regression estimator, which "
                   "counts the tuning of lambda on the sample, and Student's t on n - 2 degrees "
                   "of freedom; human-only and model-only with Student's t on n - 1 and N - 1",
@@ -47,10 +61,22 @@ INTERVAL_WORDS = {
 #: The estimators, in the order reports list them.
 ESTIMATORS = ("ppi++", "human-only", "model-only")
 
-#: What the rectifier is, in words (recorded in ppi.json).
+#: What the rectifier is, in words (recorded in ppi.json), with lambda per row.
 RECTIFIER = ("lambda * mean over all queries of the model-key value + mean over the human "
              "sample of (human-key value - lambda * model-key value); lambda tuned per arm "
              "and per difference (PPI++), clipped to [0, 1]")
+
+#: The same with one shared lambda (the ``jackknife`` interval).
+RECTIFIER_SHARED = ("lambda * mean over all queries of the model-key value + mean over the "
+                    "human sample of (human-key value - lambda * model-key value); one lambda "
+                    "tuned over all arms and one over all differences (PPI++ power tuning "
+                    "of a vector mean), clipped to [0, 1]")
+
+
+def rectifier(interval: str) -> str:
+    """The rectifier in words for an interval kind (:data:`RECTIFIER_SHARED` for
+    ``jackknife``, else :data:`RECTIFIER`)."""
+    return RECTIFIER_SHARED if interval == "jackknife" else RECTIFIER
 
 
 def _quantile(interval: str, alpha: float, df) -> np.ndarray:
@@ -67,7 +93,7 @@ def _p_values(est: np.ndarray, se: np.ndarray, interval: str, df) -> np.ndarray:
 
 
 def estimate_rows(human, model_sample, model_all, *, level: float = 0.95,
-                  interval: str = "regression") -> dict[str, dict[str, np.ndarray]]:
+                  interval: str = "jackknife") -> dict[str, dict[str, np.ndarray]]:
     """The three estimates of many means at once (arms, or paired differences).
 
     Parameters
@@ -78,9 +104,14 @@ def estimate_rows(human, model_sample, model_all, *, level: float = 0.95,
         Per-query values under the model key on every query (the sample included).
     level : float, default 0.95
         Confidence level of the intervals.
-    interval : {"regression", "t", "normal"}, default "regression"
+    interval : {"jackknife", "regression", "t", "normal"}, default "jackknife"
         ``t``: variances with ``ddof=1`` and Student's t quantile on ``n - 1`` degrees of
         freedom for ``ppi++`` and ``human-only`` (``N - 1`` for ``model-only``);
+        ``jackknife``: the same, except that ``ppi++`` takes one ``lambda`` shared by all
+        ``m`` rows and the jackknife standard error of
+        :func:`relgrade.evaluation.ppi.jackknife_rows` (needs ``n >= 3``), capped at the
+        human-only standard error where that is positive (same quantile, so the interval
+        is never wider than a human-only interval of positive width);
         ``regression``: the same, except that ``ppi++`` takes the small-sample standard
         error of :func:`relgrade.evaluation.ppi.regression_se_rows` and Student's t on
         ``n - 2`` degrees of freedom (``n - 1`` where ``lambda`` is 0; needs ``n >= 3``);
@@ -90,9 +121,10 @@ def estimate_rows(human, model_sample, model_all, *, level: float = 0.95,
     Returns
     -------
     dict
-        ``{estimator: {"estimate", "se", "low", "high", "lambda", "df"}}`` for each of
-        :data:`ESTIMATORS`, every value an array of shape (m,) (``df`` per row, integer;
-        ``lambda`` 0 for human-only and NaN for model-only).
+        ``{estimator: {"estimate", "se", "low", "high", "lambda", "df", "capped"}}`` for
+        each of :data:`ESTIMATORS`, every value an array of shape (m,) (``df`` per row,
+        integer; ``lambda`` 0 for human-only and NaN for model-only; ``capped`` True where
+        the ``jackknife`` kind took the human-only standard error, else False).
 
     Raises
     ------
@@ -104,8 +136,12 @@ def estimate_rows(human, model_sample, model_all, *, level: float = 0.95,
     -----
     With 20 sample queries of skewed nDCG values (``benchmarks/sim_ppi.py``, 500
     replicates, see benchmarks/README.md) PPI++ covers the truth at a nominal 95% in 90-92%
-    of replicates with the normal interval, 92.6-94.3% with ``t`` and 94.1-95.5% with
-    ``regression``, which counts the tuning of ``lambda`` on the same 20 queries.
+    of replicates with the normal interval, 92.6-94.3% with ``t``, 94.1-95.5% with
+    ``regression`` (wider than human-only in a fifth of the arms) and about 94% of arms and
+    95% of differences with ``jackknife``, never wider than human-only. The cap is a rule,
+    not a theorem: where the shared ``lambda`` does not suit a row, PPI++ can be truly less
+    precise than human-only there, and the capped interval then covers less; in the
+    simulation it costs about 0.2 points of coverage (measured, see benchmarks/README.md).
 
     References
     ----------
@@ -120,14 +156,23 @@ def estimate_rows(human, model_sample, model_all, *, level: float = 0.95,
     alpha, ddof = 1.0 - float(level), 0 if interval == "normal" else 1
     y = np.asarray(human, dtype=np.float64)
     f = np.asarray(model_all, dtype=np.float64)
-    theta, se, lam = ppi_mean_rows(y, model_sample, f, ddof=ddof)
+    if interval == "jackknife":
+        theta, se, lam_shared = jackknife_rows(y, model_sample, f)
+        lam = np.full(y.shape[0], lam_shared)
+    else:
+        theta, se, lam = ppi_mean_rows(y, model_sample, f, ddof=ddof)
     n, big_n, m = y.shape[1], f.shape[1], y.shape[0]
     df = np.full(m, n - 1, dtype=np.int64)
+    se_human = y.std(axis=1, ddof=ddof) / math.sqrt(n)
+    capped = np.zeros(m, dtype=bool)
+    if interval == "jackknife":
+        capped = (se > se_human) & (se_human > 0)
+        se = np.where(capped, se_human, se)
     if interval == "regression":
         se, df = regression_se_rows(y, model_sample, f, lam)
     rows = {
         "ppi++": (theta, se, lam, df),
-        "human-only": (y.mean(axis=1), y.std(axis=1, ddof=ddof) / math.sqrt(n),
+        "human-only": (y.mean(axis=1), se_human,
                        np.zeros(m), np.full(m, n - 1, dtype=np.int64)),
         "model-only": (f.mean(axis=1), f.std(axis=1, ddof=ddof) / math.sqrt(big_n),
                        np.full(m, np.nan), np.full(m, big_n - 1, dtype=np.int64)),
@@ -136,7 +181,8 @@ def estimate_rows(human, model_sample, model_all, *, level: float = 0.95,
     for name, (est, s, lm, d) in rows.items():
         half = _quantile(interval, alpha, d) * s
         out[name] = {"estimate": est, "se": s, "low": est - half, "high": est + half,
-                     "lambda": lm, "df": d}
+                     "lambda": lm, "df": d,
+                     "capped": capped if name == "ppi++" else np.zeros(m, dtype=bool)}
     return out
 
 
@@ -148,11 +194,12 @@ def _row(block: dict, i: int, *, n: int, N: int, interval: str, level: float,
             "high": float(block["high"][i]), "lambda": None if math.isnan(lam) else lam,
             "n": 0 if method == "model-only" else int(n),
             "N": 0 if method == "human-only" else int(N), "interval": interval,
-            "df": int(block["df"][i]), "level": float(level)}
+            "df": int(block["df"][i]), "level": float(level)} | (
+                {"capped": bool(block["capped"][i])} if method == "ppi++" else {})
 
 
 def ppi_table(model_values: pd.DataFrame, human_values: pd.DataFrame, *, measure: str,
-              level: float = 0.95, interval: str = "regression",
+              level: float = 0.95, interval: str = "jackknife",
               pairs: Sequence[tuple[str, str]] | None = None) -> dict:
     """Per-arm and paired-difference estimates of one measure, three estimators each.
 
@@ -168,8 +215,9 @@ def ppi_table(model_values: pd.DataFrame, human_values: pd.DataFrame, *, measure
         The measure's canonical name (recorded).
     level : float, default 0.95
         Confidence level; ``1 - level`` is also the family-wise error rate of Holm.
-    interval : {"regression", "t", "normal"}, default "regression"
-        See :func:`estimate_rows`.
+    interval : {"jackknife", "regression", "t", "normal"}, default "jackknife"
+        See :func:`estimate_rows`. With ``jackknife`` the arms share one ``lambda`` and the
+        differences another (tuned on the differences themselves).
     pairs : sequence of (arm_a, arm_b), optional
         The comparisons (A - B); default every pair of arms in index order.
 
@@ -183,7 +231,8 @@ def ppi_table(model_values: pd.DataFrame, human_values: pd.DataFrame, *, measure
     ------
     InputError
         The human sample is not a subset of the model-graded queries, the two tables hold
-        different arms, fewer than 2 sample queries (3 with the ``regression`` interval),
+        different arms, fewer than 2 sample queries (3 with the ``jackknife`` and
+        ``regression`` intervals),
         or the PPI++ standard error of an arm
         is 0 (every per-query value on the sample and on all queries is constant: no
         interval is defined).
@@ -214,8 +263,8 @@ def ppi_table(model_values: pd.DataFrame, human_values: pd.DataFrame, *, measure
     if n < 2:
         raise InputError("an interval needs at least 2 human-sample queries", found=str(n),
                          fix="raise ppi.human_fraction or ppi.human_queries")
-    if interval == "regression" and n < 3:
-        raise InputError("the regression interval needs at least 3 human-sample queries",
+    if interval in NEEDS_THREE and n < 3:
+        raise InputError(f"the {interval} interval needs at least 3 human-sample queries",
                          found=str(n), fix="raise ppi.human_fraction or ppi.human_queries, "
                                            "or set ppi.interval: t")
     est = estimate_rows(y, yhat, f, level=level, interval=interval)

@@ -427,11 +427,13 @@ class PPI(_Section):
     The human sample is a seeded uniform draw of queries (seed derived from ``seed``):
     ``human_fraction`` of them, in (0, 1], or ``human_queries`` of them (at least 2); give
     one. ``level`` is the confidence level of every interval and ``1 - level`` the
-    family-wise error rate of the Holm verdicts; ``interval`` is ``regression`` (the default:
-    PPI++'s small-sample variance, counting the tuning of lambda on the sample, with
-    Student's t on n - 2 degrees of freedom; the one that holds its level at 20 sample
-    queries in benchmarks/README.md; needs 3 sample queries), ``t`` (unbiased variances and
-    Student's t on n - 1 degrees of freedom) or ``normal`` (ppi-python's plug-in interval).
+    family-wise error rate of the Holm verdicts; ``interval`` is ``jackknife`` (the default:
+    one lambda shared by the arms and one by the differences, the jackknife variance that
+    counts its tuning on the sample, Student's t on n - 1 degrees of freedom, never wider
+    than human-only; it holds its level at 20 sample queries in benchmarks/README.md; needs
+    3 sample queries), ``regression`` (lambda per arm, PPI++'s small-sample regression
+    variance, Student's t on n - 2; needs 3), ``t`` (unbiased variances and Student's t on
+    n - 1 degrees of freedom) or ``normal`` (ppi-python's plug-in interval).
     ``measures`` defaults to ``metrics.primary``.
     """
 
@@ -441,7 +443,7 @@ class PPI(_Section):
                                           what="an integer >= 2 (an interval needs 2 "
                                                "queries)")] | None = None
     level: Probability = 0.95
-    interval: Literal["regression", "t", "normal"] = "regression"
+    interval: Literal["jackknife", "regression", "t", "normal"] = "jackknife"
     measures: list[str] | None = None
     judge_audit: PPIJudgeAudit = Field(default_factory=PPIJudgeAudit)
     budget: PPIBudget = Field(default_factory=PPIBudget)
@@ -453,11 +455,12 @@ class PPI(_Section):
                 "relgrade_ppi", "give exactly one of ppi.human_fraction and ppi.human_queries "
                 "(found {found})", {"found": "both" if self.human_fraction is not None
                                     else "neither"})
-        if self.interval == "regression" and (self.human_queries or 3) < 3:
+        if self.interval in ("jackknife", "regression") and (self.human_queries or 3) < 3:
             raise PydanticCustomError(
-                "relgrade_ppi", "ppi.human_queries: the regression interval needs at least 3 "
-                "sample queries (its residual variance has n - 2 degrees of freedom); raise "
-                "it or set ppi.interval: t (found {found})", {"found": self.human_queries})
+                "relgrade_ppi", "ppi.human_queries: the {kind} interval needs at least 3 "
+                "sample queries (it re-tunes lambda on the sample); raise it or set "
+                "ppi.interval: t (found {found})",
+                {"kind": self.interval, "found": self.human_queries})
         return self
 
 

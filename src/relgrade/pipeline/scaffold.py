@@ -318,7 +318,7 @@ def mode_params(plan: Plan) -> tuple[str, str]:
     if plan.mode == "ppi":
         sections["ppi"] = {"human_fraction": None if plan.human_queries else plan.human_fraction,
                            "human_queries": plan.human_queries,
-                           "level": 0.95, "interval": "regression",
+                           "level": 0.95, "interval": "jackknife",
                            "judge_audit": {"max_spread": 0.15, "k": 10, "bootstrap": 1000},
                            "budget": {"fractions": [0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.8, 1.0]}}
     if plan.mode == "raters":

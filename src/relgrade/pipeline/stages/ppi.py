@@ -54,7 +54,8 @@ def _clean(x):
 def human_sample_ids(ex, pool_queries, *, minimum: int = 2) -> list[str]:
     """The locked human sample, checked to be queries of the pool.
 
-    ``minimum`` is the least sample size of the interval kind: 2, or 3 for ``regression``.
+    ``minimum`` is the least sample size of the interval kind: 2, or 3 for ``jackknife`` and
+    ``regression``.
 
     Raises
     ------
@@ -72,7 +73,7 @@ def human_sample_ids(ex, pool_queries, *, minimum: int = 2) -> list[str]:
                          fix="draw the sample again from the current pool "
                              "(relgrade audit redraw, or a new grading.round)")
     if len(ids) < minimum:
-        kind = "the regression interval" if minimum == 3 else "an interval"
+        kind = "the jackknife or regression interval" if minimum == 3 else "an interval"
         raise InputError(f"{kind} needs a human sample of at least {minimum} queries",
                          path=lock_path, found=str(len(ids)),
                          fix="raise ppi.human_fraction or ppi.human_queries"
@@ -145,7 +146,8 @@ def run(ex):
     key, record = ex.read_key()
     pool = io.read_table(ex.path("pool"), columns=["query_id", "chunk_id"])
     queries = sorted(set(pool["query_id"].astype(str)))
-    sample = human_sample_ids(ex, queries, minimum=3 if cfg.interval == "regression" else 2)
+    sample = human_sample_ids(ex, queries,
+                              minimum=3 if cfg.interval in ppi_table.NEEDS_THREE else 2)
 
     human = human_grades(ex, sample)
     groups = io.read_table(ex.path("queries"), columns=["query_id", "group"])
@@ -205,7 +207,7 @@ def run(ex):
             "human_sample": sample, "queries": len(queries),
             "human_fraction": cfg.human_fraction, "human_queries": cfg.human_queries,
             "seed": seed, "sample_stream": "ppi-sample", "sample_lock_sha256": lock["sha256"],
-            "rectifier": ppi_table.RECTIFIER, "interval": interval,
+            "rectifier": ppi_table.rectifier(interval), "interval": interval,
             "interval_words": ppi_table.INTERVAL_WORDS[interval], "level": level,
             "zero_for_no_relevant": "a query with no relevant chunk under a key counts 0"},
         "estimates": estimates,
