@@ -169,8 +169,41 @@ def test_a_passed_gate_record_waits_while_the_audit_queries_are_owed(exp):
     _put(root, p["gate"], PASSED)
     lines = _status(root).splitlines()
     assert ("gate: waiting for the audit queries' grades (auditor-b owes 2); the last gate "
-            "record, which passed, is not this pool's") in lines
+            "record (passed) predates them: 2 have no grade; the gate runs again once they "
+            "are graded") in lines
     assert not any(line.startswith("gate: passed") for line in lines)
+
+
+def test_a_pass_record_of_the_same_pool_waits_on_grades_gone_stale_and_says_so(exp):
+    root, p = exp
+    _grades(root, p, "auditor-b", [_row("q2", "c"), _row("q2", "d")])
+    _put(root, p["gate"], PASSED)
+    # chunk c (of the audited q2) is edited: both graders' grades of q2/c go stale, the pool
+    # and its version stay as they were
+    _put(root, p["chunks"], pd.DataFrame({"chunk_id": list("abcdef") + ["n1"],
+                                          "header": ["h"] * 7,
+                                          "text": ["A", "B", "C edited", "D", "E", "F", "N"]}))
+    lines = _status(root).splitlines()
+    assert "pool: 7 pairs over 3 queries, version p-222222222222, arms bm25, hybrid, tfidf" \
+        in lines
+    assert ("gate: waiting for the audit queries' grades (auditor-b owes 1, grader-a owes 1); "
+            "the last gate record (passed) predates them: 2 are stale (a chunk, intent or "
+            "rubric changed); the gate runs again once they are graded") in lines
+    assert not any("pool's" in line for line in lines)
+
+
+def test_a_pass_record_of_an_earlier_round_waits_naming_its_round(exp):
+    root, p = exp
+    _grades(root, p, "auditor-b", [_row("q2", "c"), _row("q2", "d")])
+    _put(root, p["gate"], PASSED)  # round 1's pass
+    params = yaml.safe_load((root / "params.yaml").read_text())
+    params["grading"]["round"] = 2
+    (root / "params.yaml").write_text(yaml.safe_dump(params))
+    gate = [line for line in _status(root).splitlines() if line.startswith("gate:")]
+    # round 2 regrades everything: the audited q2's two pairs, by both graders
+    assert gate == ["gate: waiting for the audit queries' grades (auditor-b owes 2, grader-a "
+                    "owes 2); the last gate record (passed) is for round 1; the gate runs "
+                    "again for round 2 once these are graded"]
 
 
 def test_a_gate_passed_under_relaxed_gates_says_so_and_lists_them(exp):
@@ -220,8 +253,8 @@ def test_frozen_key_metrics_and_a_pool_that_grew_since(exp):
     lines = lines[:next(i for i, x in enumerate(lines) if x.startswith("judging cost:"))]
     assert lines[-6:] == [
         # the pass record is the old pool's: the audited q2 is owed by auditor-b (2 pairs)
-        "gate: waiting for the audit queries' grades (auditor-b owes 2); the last gate record, "
-        "which passed, is not this pool's",
+        "gate: waiting for the audit queries' grades (auditor-b owes 2); the last gate record "
+        "(passed) predates them: 2 have no grade; the gate runs again once they are graded",
         f"key: frozen, sha256 {KEY_HASH}, 5 pairs over 2 queries; dropped queries: q3",
         "key: frozen for pool p-111111111111, but the pool is now p-222222222222: grade the "
         "new pairs, then freeze a new key",
@@ -358,7 +391,8 @@ def test_status_json_counts_per_grader_the_current_grades_and_the_pending_work(t
         "auditor-b": {"made": 1, "current": 1, "pending_new": 0, "pending_stale": 0,
                       "pending_audit": 1, "pending_regrade": 0}},
         # the owed pairs of the audited query q2: grader-a's two, auditor-b's one
-        "audit_owed": {"auditor-b": 1, "grader-a": 2}}
+        "audit_owed": {"auditor-b": 1, "grader-a": 2},
+        "audit_owed_why": {"audit": 1, "new": 2}}
 
 
 def test_a_grade_of_a_pair_that_left_the_pool_stays_in_the_bank_and_status_counts_the_rest(exp):

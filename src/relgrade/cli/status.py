@@ -170,8 +170,8 @@ def status_lines(st: Mapping) -> list[str]:
         out += [f"  warning: {line}" for line in gt.get("family_warnings") or []]
     elif gt["state"] == "waiting":
         owed = ", ".join(f"{g} owes {n}" for g, n in gt["owed"].items())
-        out.append(f"gate: waiting for the audit queries' grades ({owed}); the last gate "
-                   "record, which passed, is not this pool's")
+        out.append(f"gate: waiting for the audit queries' grades ({owed}); "
+                   + _last_pass(gt, st["round"]))
     elif gt["state"] == "failed":
         out.append("gate: failed: " + "; ".join(gt["lines"]))
     elif gt["state"] == "unreadable":
@@ -219,6 +219,25 @@ def status_lines(st: Mapping) -> list[str]:
     if st.get("ledger", {}).get("state") == "refused":
         out.append(f"ledger: refused: {st['ledger']['error']}")
     return out
+
+
+def _last_pass(gt: Mapping, round_now) -> str:
+    """Why a pass record does not stand while audit pairs are owed: it is another round's, or
+    it predates the owed pairs (counted by why they are owed: ``gt["why"]``, the
+    :data:`relgrade.schema.PENDING` reasons)."""
+    last = gt.get("last_round")
+    if last is not None and round_now is not None and int(last) != int(round_now):
+        return (f"the last gate record (passed) is for round {last}; the gate runs again "
+                f"for round {round_now} once these are graded")
+    why = {k: int(v) for k, v in (gt.get("why") or {}).items()}
+    counts = ((why.get("new", 0) + why.get("audit", 0), "has no grade", "have no grade"),
+              (why.get("stale", 0), "is stale (a chunk, intent or rubric changed)",
+               "are stale (a chunk, intent or rubric changed)"),
+              (why.get("regrade", 0), "is to regrade", "are to regrade"))
+    parts = [f"{n} {one if n == 1 else many}" for n, one, many in counts if n]
+    return ("the last gate record (passed) predates them"
+            + (": " + ", ".join(parts) if parts else "")
+            + "; the gate runs again once they are graded")
 
 
 def panel_lines(pending: Mapping) -> list[str]:

@@ -86,7 +86,7 @@ def _passed_gate(gate: Mapping, params: Params) -> dict:
             "thresholds": thresholds,
             "relaxed": list(relaxed if relaxed is not None else looser_than_protocol(thresholds)),
             "family_warnings": list(gate.get("family_warnings") or []),
-            "coverage": gate.get("coverage")}
+            "coverage": gate.get("coverage"), "round": gate.get("round")}
 
 
 def _would_gate(params: Params, agreement: Mapping, *, pool, audit, rows) -> GateResult:
@@ -391,6 +391,8 @@ def read_status(ex: Experiment) -> dict:
                 [str(q) for q in audit])]
             pending["audit_owed"] = {str(g): int(n) for g, n in
                                      on_audit.groupby("grader").size().items()}
+            pending["audit_owed_why"] = {str(w): int(n) for w, n in
+                                         on_audit.groupby("why").size().items()}
             if held.shared is not None:  # what the share sources gave, per source and grader
                 pending["shared"] = sharing.shared_counts(held.shared)
             if held.triage_queue is not None:
@@ -449,8 +451,11 @@ def read_status(ex: Experiment) -> dict:
         st["pending"] = pending
         owed = {g: n for g, n in pending.get("audit_owed", {}).items() if n}
         if owed and st["gate"]["state"] == "passed":
-            # a pass record of an earlier pool says nothing while the current one is owed
-            st["gate"] = {"state": "waiting", "owed": owed, "last": "passed"}
+            # a pass record made before these pairs were owed (an earlier round, grades gone
+            # stale, pairs new to the pool) says nothing while they are owed
+            st["gate"] = {"state": "waiting", "owed": owed, "last": "passed",
+                          "last_round": st["gate"].get("round"),
+                          "why": dict(pending.get("audit_owed_why") or {})}
         try:
             st["cost"] = status_cost(params, pending)
         except RelgradeError as e:
