@@ -434,3 +434,45 @@ def test_design_leaves_a_click_experiments_hand_written_record_alone(tmp_path):
     assert res.exit_code == 0, res.output
     assert "written by hand" in res.output
     assert (tmp_path / "DESIGN.md").read_text() == "# Simulated clicks\n"
+
+
+def _round_grades(root, p, grader, rows, rnd):
+    """A grader's file of round ``rnd`` with its bank sidecar, as the grade store records it."""
+    from relgrade.experiment.files import Experiment
+    from relgrade.graders.store import bank_path, bank_rows
+
+    path = root / p["grades_in"] / grader / f"round-{rnd}.jsonl"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    made_on = Experiment.load(root / "params.yaml").made_on_now()
+    bank_path(path).write_text("".join(json.dumps(r) + "\n"
+                                       for r in bank_rows(rows, made_on, graded_at="t")))
+
+
+def test_a_partial_regrade_counts_what_the_round_owes_and_what_it_carries(exp):
+    root, p = exp
+    # round 1 complete: grader-a graded the 7 pool pairs, relevant (>= 1) a, c, f; auditor-b
+    # graded the audited q2 (c relevant, d not)
+    _grades(root, p, "grader-a", [_row("q1", "a", 2), _row("q1", "b", 0), _row("q1", "n1", 0),
+                                  _row("q2", "c", 1), _row("q2", "d", 0), _row("q3", "e", 0),
+                                  _row("q3", "f", 1)])
+    _grades(root, p, "auditor-b", [_row("q2", "c", 1), _row("q2", "d", 0)])
+    params = yaml.safe_load((root / "params.yaml").read_text())
+    params["grading"].update(round=2, regrade="relevant")
+    (root / "params.yaml").write_text(yaml.safe_dump(params))
+    # round 2 regrades the pairs either grader graded relevant: a, c, f; grader-a owes the
+    # three, auditor-b the audited c; the other 4 (and auditor-b's d) are carried
+    lines = _status(root).splitlines()
+    assert "grading: 0 of 3 pairs this round owes graded by grader-a (round 2; 4 carried " \
+           "from round 1)" in lines
+    assert "audit: 0 of 1 pair this round owes graded by auditor-b (round 2; 1 carried " \
+           "from round 1)" in lines
+    st = json.loads(_status(root, "--json"))
+    # the same numbers as the pending counts (the Pending line's)
+    assert st["pending"]["graders"]["grader-a"]["pending_regrade"] == 3
+    assert st["pending"]["graders"]["auditor-b"]["pending_regrade"] == 1
+    _round_grades(root, p, "grader-a", [_row("q1", "a", 1)], 2)
+    lines = _status(root).splitlines()
+    i = lines.index("grading: 1 of 3 pairs this round owes graded by grader-a (round 2; 4 "
+                    "carried from round 1)")
+    assert lines[i + 1] == "  not started: 2 queries: q2, q3"

@@ -147,8 +147,13 @@ def status_lines(st: Mapping) -> list[str]:
             out.append(f"{step}: {g['graded']} pairs graded by {name} (round {g['round']}); "
                        f"waiting for the {wait}")
             continue
-        out.append(f"{step}: {g['graded']} of {g['of']} {what} graded by {name} "
-                   f"(round {g['round']})")
+        since = f"round {g['round']}"
+        if "carried" in g:  # a partial round: what it owes, the rest carried from before
+            what = f"pair{'' if g['of'] == 1 else 's'} this round owes"
+            rounds = g.get("from_rounds") or []
+            since += (f"; {g['carried']} carried from round{'s' if len(rounds) > 1 else ''} "
+                      f"{', '.join(map(str, rounds))}")
+        out.append(f"{step}: {g['graded']} of {g['of']} {what} graded by {name} ({since})")
         for qid, info in g["partial"].items():
             out.append(f"  {qid}: {len(info['missing'])} of {_n(info['pool'], 'pair')} "
                        "lack grades: "
