@@ -386,9 +386,11 @@ def test_status_json_counts_per_grader_the_current_grades_and_the_pending_work(t
     _stage_grades(tmp_path, p, "auditor-b", [_row("q2", "c5", 0)])
     pending = read_status(Experiment.load(tmp_path / "params.yaml"))["pending"]
     assert pending == {"pool_version": None, "rounds": [1], "graders": {
-        "grader-a": {"made": 3, "current": 3, "pending_new": 2, "pending_stale": 0,
+        "grader-a": {"made": 3, "made_by_round": {1: 3}, "current": 3, "pending_new": 2,
+                     "pending_stale": 0,
                      "pending_audit": 0, "pending_regrade": 0},
-        "auditor-b": {"made": 1, "current": 1, "pending_new": 0, "pending_stale": 0,
+        "auditor-b": {"made": 1, "made_by_round": {1: 1}, "current": 1, "pending_new": 0,
+                      "pending_stale": 0,
                       "pending_audit": 1, "pending_regrade": 0}},
         # the owed pairs of the audited query q2: grader-a's two, auditor-b's one
         "audit_owed": {"auditor-b": 1, "grader-a": 2},
@@ -406,7 +408,7 @@ def test_a_grade_of_a_pair_that_left_the_pool_stays_in_the_bank_and_status_count
     st = json.loads(_status(root, "--json"))
     # five grades made (q1-c's included: it was paid for), four of them current
     assert st["pending"]["graders"]["grader-a"] == {
-        "made": 5, "current": 4, "pending_new": 3, "pending_stale": 0, "pending_audit": 0,
+        "made": 5, "made_by_round": {"1": 5}, "current": 4, "pending_new": 3, "pending_stale": 0, "pending_audit": 0,
         "pending_regrade": 0}
     assert st["cost"]["graders"]["grader-a"]["spent"] == 5
 
@@ -476,3 +478,40 @@ def test_a_partial_regrade_counts_what_the_round_owes_and_what_it_carries(exp):
     i = lines.index("grading: 1 of 3 pairs this round owes graded by grader-a (round 2; 4 "
                     "carried from round 1)")
     assert lines[i + 1] == "  not started: 2 queries: q2, q3"
+
+
+def test_judging_cost_counts_the_judgments_of_every_round_not_only_the_current_ones(exp):
+    root, p = exp  # round 1: grader-a made 4 judgments
+    params = yaml.safe_load((root / "params.yaml").read_text())
+    params["grading"]["round"] = 2  # a full round: round 1's grades are set aside, not unmade
+    (root / "params.yaml").write_text(yaml.safe_dump(params))
+    _round_grades(root, p, "grader-a", [_row("q1", "a", 2), _row("q1", "b", 0)], 2)
+    lines = _status(root).splitlines()
+    i = next(i for i, x in enumerate(lines) if x.startswith("judging cost:"))
+    # spent 4 + 2 = 6 (180 s = 0.05 h); pending: grader-a 5 of the 7 pool pairs, auditor-b
+    # the audited q2's 2: 7 × 30 s = 210 s = 0.06 h
+    assert lines[i:i + 3] == [
+        "judging cost: 6 judgments spent (0.05 h; round 1: 4, round 2: 2), 7 pending (0.06 h)",
+        "  grader-a: 6 spent (round 1: 4, round 2: 2), 5 pending at 30 s each (0.04 h to go)",
+        "  auditor-b: 0 spent, 2 pending at 30 s each (0.02 h to go)"]
+
+
+def test_an_extra_auditor_is_in_the_judging_cost_as_in_its_audit_line(exp):
+    root, p = exp
+    params = yaml.safe_load((root / "params.yaml").read_text())
+    params["graders"]["expert-c"] = {"role": "auditor", "kind": "human", "family": "human",
+                                     "person": "search engineer"}
+    (root / "params.yaml").write_text(yaml.safe_dump(params))
+    _grades(root, p, "expert-c", [_row("q2", "c")])  # 1 of the audited q2's 2 pairs
+    lines = _status(root).splitlines()
+    assert "audit: 1 of 2 pairs graded by expert-c (round 1)" in lines
+    i = next(i for i, x in enumerate(lines) if x.startswith("judging cost:"))
+    # spent 4 + 1 = 5 (150 s = 0.04 h); pending grader-a 3, auditor-b 2, expert-c 1:
+    # 6 × 30 s = 180 s = 0.05 h
+    assert lines[i:i + 4] == [
+        "judging cost: 5 judgments spent (0.04 h), 6 pending (0.05 h)",
+        "  grader-a: 4 spent, 3 pending at 30 s each (0.03 h to go)",
+        "  auditor-b: 0 spent, 2 pending at 30 s each (0.02 h to go)",
+        "  expert-c: 1 spent, 1 pending at 30 s each (0.01 h to go)"]
+    # the gate waits on the protocol's auditor only: expert-c's open pair is not owed to it
+    assert json.loads(_status(root, "--json"))["pending"]["audit_owed"] == {"auditor-b": 2}
