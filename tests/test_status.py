@@ -223,6 +223,22 @@ def test_a_gate_passed_under_relaxed_gates_says_so_and_lists_them(exp):
     assert st["family_warnings"] == PASSED["family_warnings"]
 
 
+def test_a_ppi_pass_record_says_agreement_was_not_gated_not_relaxed_gates(exp):
+    root, p = exp
+    _grades(root, p, "auditor-b", [_row("q2", "c"), _row("q2", "d")])
+    protocol = {"weighted_kappa_min": 0.75, "binary_kappa_min": 0.8, "disagreement_max": 0.1,
+                "two_step_max": 0.02, "audit_coverage_min": 1.0,
+                "require_distinct_families": False}
+    _put(root, p["gate"], PASSED | {
+        "thresholds": protocol, "mode": "ppi", "family_warnings": [],
+        "relaxed_gates": ["not applied in ppi mode: weighted_kappa 0.7 < 0.75"]})
+    lines = _status(root).splitlines()
+    i = lines.index("gate: passed (ppi mode: agreement reported, not gated; weighted_kappa "
+                    "0.700, binary_kappa 0.900; audit coverage 2 of 2 pairs)")
+    assert lines[i + 1] == "  not applied in ppi mode: weighted_kappa 0.7 < 0.75"
+    assert not any("relaxed" in line for line in lines)
+
+
 def test_an_older_pass_record_is_read_against_the_params_gates(exp):
     root, p = exp
     params = yaml.safe_load((root / "params.yaml").read_text())

@@ -170,8 +170,11 @@ def status_lines(st: Mapping) -> list[str]:
         if isinstance(cov, Mapping) and "pairs" in cov:
             ms = (f"{ms}; " if ms else "") + f"audit coverage {cov.get('both')} of {cov['pairs']} pairs"
         how = "passed under relaxed gates" if gt.get("relaxed") else "passed"
+        if gt.get("ppi") or gt.get("not_applied"):
+            ms = "ppi mode: agreement reported, not gated" + (f"; {ms}" if ms else "")
         out.append(f"gate: {how} ({ms})" if ms else f"gate: {how}")
         out += [f"  relaxed: {line}" for line in gt.get("relaxed") or []]
+        out += [f"  not applied in ppi mode: {line}" for line in gt.get("not_applied") or []]
         out += [f"  warning: {line}" for line in gt.get("family_warnings") or []]
     elif gt["state"] == "waiting":
         owed = ", ".join(f"{g} owes {n}" for g, n in gt["owed"].items())

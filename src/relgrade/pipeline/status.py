@@ -32,6 +32,7 @@ from relgrade.protocol.gate import (
     check_audit_gates,
     check_gates,
     looser_than_protocol,
+    relaxed_lines,
 )
 from relgrade.schema import PANEL_ROLES, TRIAGE_ROLE
 
@@ -90,15 +91,20 @@ def _grader_progress(rows: pd.DataFrame | str | None, *, spec: Mapping,
 def _passed_gate(gate: Mapping, params: Params) -> dict:
     """A pass record as status reports it: what passed, under which gates, with what warnings.
 
+    ``relaxed`` holds the gates set looser than the protocol's, ``not_applied`` the agreement
+    gates a ppi-mode gate reported but did not apply (they relax nothing).
+
     The thresholds are the record's (those the gate stage used); a record without them
     (written before they were recorded) is read against the params' gates.
     """
     thresholds = dict(gate.get("thresholds") or
                       (params.gates.thresholds() if params.gates else {}))
     relaxed = gate.get("relaxed_gates")
+    relaxed, not_applied = relaxed_lines(
+        relaxed if relaxed is not None else looser_than_protocol(thresholds))
     return {"state": "passed", "measures": dict(gate.get("measures") or {}),
-            "thresholds": thresholds,
-            "relaxed": list(relaxed if relaxed is not None else looser_than_protocol(thresholds)),
+            "thresholds": thresholds, "relaxed": relaxed,
+            "not_applied": not_applied, "ppi": gate.get("mode") == "ppi",
             "family_warnings": list(gate.get("family_warnings") or []),
             "coverage": gate.get("coverage"), "round": gate.get("round")}
 
