@@ -19,6 +19,7 @@ import pandas as pd
 from relgrade.pipeline import sharing
 from relgrade.io import files as io
 from relgrade.protocol import bank, grades, regrade, triage
+from relgrade.schema import PENDING
 
 
 @dataclass
@@ -184,8 +185,8 @@ def judgments(ex, pool: pd.DataFrame, audit_ids, *,
             del gf
     if parts:
         judged = pd.concat(parts, ignore_index=True)
-    # every judgment of the chain's own files, before sharing, regrades or currency set any
-    # aside: what was made, and so paid for
+    # every judgment of every round's own files (the chain's before sharing, regrades or
+    # currency set any aside; earlier full rounds' too): what was made, and so paid for
     made_by_round = judgments_made(ex, judged, rounds=chain)
     made = {g: sum(by_round.values()) for g, by_round in made_by_round.items()}
     now = current_now(ex, chunks=chunks)
@@ -291,7 +292,7 @@ def _others_pending(ex, judged, pool, audit_ids, *, now, regrade, key_pairs,
     the auditor (the audited queries) it stands beside."""
     key_grader = ex.params.need("grading.key_grader")
     auditor = ex.params.need("grading.auditor")
-    frames = [pd.DataFrame(columns=["grader", "query_id", "chunk_id", "why"])]
+    frames = [pd.DataFrame(columns=PENDING)]
     for name, spec in sorted(ex.params.graders_dict().items()):
         if name in skip or spec["role"] not in ("grader", "auditor"):
             continue
