@@ -72,6 +72,21 @@ def test_judging_cost_in_annotator_hours():
         "  h: 90 spent, 0 pending at 20 s each (0.00 h to go)"]
 
 
+def test_cost_lines_give_each_rounds_judgments_when_more_than_one_round_was_graded():
+    # g: round 1 102 + round 2 59 + round 3 102 = 263 at 45 s = 3.2875 h; h: round 1 30 at
+    # 20 s = 0.1667 h; total 3.4542 h; per round 132, 59, 102
+    counts = {"g": {"spent": 263, "pending": 0,
+                    "spent_by_round": {"1": 102, "2": 59, "3": 102}},
+              "h": {"spent": 30, "pending": 12, "spent_by_round": {"1": 30}}}
+    cost = judging_cost(counts, {"g": 45.0, "h": 20.0})
+    assert cost_lines(cost) == [
+        "judging cost: 293 judgments spent (3.45 h; round 1: 132, round 2: 59, round 3: 102), "
+        "12 pending (0.07 h)",
+        "  g: 263 spent (round 1: 102, round 2: 59, round 3: 102), 0 pending at 45 s each "
+        "(0.00 h to go)",
+        "  h: 30 spent, 12 pending at 20 s each (0.07 h to go)"]
+
+
 def test_status_cost_sums_every_reason_a_pair_is_pending():
     pending = {"graders": {"g": {"made": 104, "current": 100, "pending_new": 10,
                                  "pending_stale": 2, "pending_audit": 0, "pending_regrade": 4},

@@ -271,8 +271,9 @@ def test_a_partial_regrade_round_regrades_only_the_relevant_pairs_and_merges_the
     # the judging cost after the regrade: the report and `relgrade status` give the same
     # numbers, one count of both (every judgment of the two rounds' files was made and paid
     # for: the superseded round-1 grades, the regrades and the stray one alike)
-    made = {g: sum(len((root / f"data/grades/{g}/round-{r}.jsonl").read_text().splitlines())
-                   for r in (1, 2)) for g in ("grader-a", "auditor-b")}
+    by_round = {g: {r: len((root / f"data/grades/{g}/round-{r}.jsonl").read_text().splitlines())
+                    for r in (1, 2)} for g in ("grader-a", "auditor-b")}
+    made = {g: sum(n.values()) for g, n in by_round.items()}
     # round 2 adds exactly the regraded relevant pairs and the stray grade
     assert made["grader-a"] == round_1 + len(relevant) + 1
     hours = {g: f"{n * 30 / 3600:.2f}" for g, n in made.items()}
@@ -282,7 +283,10 @@ def test_a_partial_regrade_round_regrades_only_the_relevant_pairs_and_merges_the
         assert f"| {g} | {made[g]} | 0 | 30 | {hours[g]} | 0.00 |" in report_md
     assert f"| all | {sum(made.values())} | 0 | | {total} | 0.00 |" in report_md
     status = tiny.run(root, "relgrade", "status").stdout.splitlines()
-    assert (f"judging cost: {sum(made.values())} judgments spent ({total} h), 0 pending "
-            "(0.00 h)") in status
+    # status also says what each round made
+    rounds = {r: by_round["grader-a"][r] + by_round["auditor-b"][r] for r in (1, 2)}
+    assert (f"judging cost: {sum(made.values())} judgments spent ({total} h; round 1: "
+            f"{rounds[1]}, round 2: {rounds[2]}), 0 pending (0.00 h)") in status
     for g in ("grader-a", "auditor-b"):
-        assert f"  {g}: {made[g]} spent, 0 pending at 30 s each (0.00 h to go)" in status
+        assert (f"  {g}: {made[g]} spent (round 1: {by_round[g][1]}, round 2: "
+                f"{by_round[g][2]}), 0 pending at 30 s each (0.00 h to go)") in status

@@ -174,5 +174,8 @@ def test_gate_stage_fails_with_one_line_per_measure_and_leaves_no_pass_record(tm
     assert done.returncode == 1
     lines = done.stderr.splitlines()
     assert lines[0] == "Gate failed: weighted_kappa 0.71 < 0.75"
-    assert lines[1].startswith("Gate failed: advice: read the disagreements")
+    # advice and warnings under their own labels: neither is a failure
+    assert lines[1].startswith("Advice: read the disagreements")
+    assert lines[2:] == ["Warning: auditor auditor-b is of the same family as grader grader-a "
+                         "(anthropic-claude)"]
     assert not out.exists()

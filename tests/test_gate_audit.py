@@ -132,7 +132,7 @@ def test_an_arm_may_declare_its_family():
     assert _params(arm_extra={"family": "okapi"}).arms["bm25"].family == "okapi"
 
 
-def _gate_stage(root, *, gates, graders, arms=None):
+def _gate_stage(root, *, gates, graders, arms=None, agreement=None, mode=None):
     import importlib
     import json
 
@@ -140,7 +140,7 @@ def _gate_stage(root, *, gates, graders, arms=None):
 
     from relgrade.experiment.files import Experiment
 
-    (root / "agreement.json").write_text(json.dumps(GOOD | {"round": 1}))
+    (root / "agreement.json").write_text(json.dumps((agreement or GOOD) | {"round": 1}))
     pd.DataFrame({"query_id": ["q1", "q1", "q2"], "chunk_id": ["a", "b", "c"]}).to_parquet(
         root / "pool.parquet")
     pd.DataFrame({"query_id": ["q1", "q1", "q2", "q1", "q1"],
@@ -150,9 +150,11 @@ def _gate_stage(root, *, gates, graders, arms=None):
     (root / "audit.jsonl").write_text('{"query_id": "q1"}\n')
     params = {"paths": {"agreement": "agreement.json", "pool": "pool.parquet",
                         "grades": "grades.parquet", "audit": "audit.jsonl", "gate": "gate.json"},
-              "grading": {"round": 1, "key_grader": "grader-a", "auditor": "auditor-b"},
+              "grading": {"round": 1, "key_grader": "grader-a", "auditor": "auditor-b",
+                          **({"mode": mode} if mode else {})},
               "graders": graders, "gates": gates,
-              "arms": arms or {"bm25": {"kind": "bm25", "depth": 10}}}
+              "arms": arms or {"bm25": {"kind": "bm25", "depth": 10}},
+              **({"ppi": {"human_fraction": 0.5}} if mode == "ppi" else {})}
     stage = importlib.import_module("relgrade.pipeline.stages.gate")
     stage.run(Experiment.from_mapping(params, root=root))
     return json.loads((root / "gate.json").read_text())
@@ -186,3 +188,57 @@ def test_the_gate_stage_fails_on_a_family_clash_when_distinct_families_are_requi
     assert e.value.lines[0] == ("family rule: auditor auditor-b is of the same family as "
                                 "grader grader-a (claude)")
     assert not (tmp_path / "gate.json").exists()
+
+
+def test_people_sharing_the_human_family_are_no_family_conflict():
+    from relgrade.protocol.gate import family_warnings
+
+    # relgrade init's people: both of family human (any case); an arm of a model family
+    assert family_warnings(key_grader="grader-a", auditor="auditor-b",
+                           graders={"grader-a": "human", "auditor-b": "Human"},
+                           arms={"bm25": None, "dense": "claude"}) == []
+
+
+def test_a_model_family_shared_by_grader_and_auditor_still_warns_beside_a_person():
+    from relgrade.protocol.gate import family_warnings
+
+    # a model auditor of the model grader's family warns; the person (human) is not compared
+    assert family_warnings(key_grader="grader-a", auditor="auditor-b",
+                           graders={"grader-a": "claude", "auditor-b": "claude",
+                                    "expert-c": "human"},
+                           arms={"dense": "claude"}) == [
+        "auditor auditor-b is of the same family as grader grader-a (claude)",
+        "grader grader-a is of the same family as arm dense (claude)"]
+
+
+PEOPLE = {"grader-a": {"role": "grader", "kind": "human", "family": "human"},
+          "auditor-b": {"role": "auditor", "kind": "human", "family": "human"}}
+
+
+def test_the_gate_stage_of_init_default_people_records_no_family_warning(tmp_path, capsys):
+    rec = _gate_stage(tmp_path, gates=PROTOCOL, graders=PEOPLE)
+    assert rec["family_warnings"] == []
+    out = capsys.readouterr().out
+    assert out == "gate passed: weighted_kappa 0.9, binary_kappa 0.9, disagreement 0.05, " \
+                  "two_step_disagreement 0.0, pairs 95, missing 0, audit coverage 2 of 2 pairs\n"
+
+
+def test_a_ppi_gate_that_relaxes_nothing_does_not_say_relaxed_gates(tmp_path, capsys):
+    rec = _gate_stage(tmp_path, gates=PROTOCOL, graders=PEOPLE, mode="ppi",
+                      agreement=GOOD | {"weighted_kappa": 0.5})
+    # the record keeps the not-applied line where it always was
+    assert rec["relaxed_gates"] == ["not applied in ppi mode: weighted_kappa 0.5 < 0.75"]
+    assert capsys.readouterr().out.splitlines() == [
+        "gate passed: weighted_kappa 0.5, binary_kappa 0.9, disagreement 0.05, "
+        "two_step_disagreement 0.0, pairs 95, missing 0, audit coverage 2 of 2 pairs",
+        "ppi mode, agreement gate reported, not applied: weighted_kappa 0.5 < 0.75"]
+
+
+def test_a_ppi_gate_under_a_relaxed_gate_says_relaxed_for_that_gate_only(tmp_path, capsys):
+    _gate_stage(tmp_path, gates=PROTOCOL | {"disagreement_max": 0.2}, graders=PEOPLE,
+                mode="ppi", agreement=GOOD | {"weighted_kappa": 0.5})
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].startswith("gate passed under relaxed gates: ")
+    assert out[1:] == [
+        "ppi mode, agreement gate reported, not applied: weighted_kappa 0.5 < 0.75",
+        "warning: gates.disagreement_max 0.2 is looser than the protocol's 0.1"]

@@ -169,8 +169,41 @@ def test_a_passed_gate_record_waits_while_the_audit_queries_are_owed(exp):
     _put(root, p["gate"], PASSED)
     lines = _status(root).splitlines()
     assert ("gate: waiting for the audit queries' grades (auditor-b owes 2); the last gate "
-            "record, which passed, is not this pool's") in lines
+            "record (passed) predates them: 2 have no grade; the gate runs again once they "
+            "are graded") in lines
     assert not any(line.startswith("gate: passed") for line in lines)
+
+
+def test_a_pass_record_of_the_same_pool_waits_on_grades_gone_stale_and_says_so(exp):
+    root, p = exp
+    _grades(root, p, "auditor-b", [_row("q2", "c"), _row("q2", "d")])
+    _put(root, p["gate"], PASSED)
+    # chunk c (of the audited q2) is edited: both graders' grades of q2/c go stale, the pool
+    # and its version stay as they were
+    _put(root, p["chunks"], pd.DataFrame({"chunk_id": list("abcdef") + ["n1"],
+                                          "header": ["h"] * 7,
+                                          "text": ["A", "B", "C edited", "D", "E", "F", "N"]}))
+    lines = _status(root).splitlines()
+    assert "pool: 7 pairs over 3 queries, version p-222222222222, arms bm25, hybrid, tfidf" \
+        in lines
+    assert ("gate: waiting for the audit queries' grades (auditor-b owes 1, grader-a owes 1); "
+            "the last gate record (passed) predates them: 2 are stale (a chunk, intent or "
+            "rubric changed); the gate runs again once they are graded") in lines
+    assert not any("pool's" in line for line in lines)
+
+
+def test_a_pass_record_of_an_earlier_round_waits_naming_its_round(exp):
+    root, p = exp
+    _grades(root, p, "auditor-b", [_row("q2", "c"), _row("q2", "d")])
+    _put(root, p["gate"], PASSED)  # round 1's pass
+    params = yaml.safe_load((root / "params.yaml").read_text())
+    params["grading"]["round"] = 2
+    (root / "params.yaml").write_text(yaml.safe_dump(params))
+    gate = [line for line in _status(root).splitlines() if line.startswith("gate:")]
+    # round 2 regrades everything: the audited q2's two pairs, by both graders
+    assert gate == ["gate: waiting for the audit queries' grades (auditor-b owes 2, grader-a "
+                    "owes 2); the last gate record (passed) is for round 1; the gate runs "
+                    "again for round 2 once these are graded"]
 
 
 def test_a_gate_passed_under_relaxed_gates_says_so_and_lists_them(exp):
@@ -188,6 +221,22 @@ def test_a_gate_passed_under_relaxed_gates_says_so_and_lists_them(exp):
     assert st["thresholds"]["weighted_kappa_min"] == 0.6
     assert st["relaxed"] == PASSED["relaxed_gates"]
     assert st["family_warnings"] == PASSED["family_warnings"]
+
+
+def test_a_ppi_pass_record_says_agreement_was_not_gated_not_relaxed_gates(exp):
+    root, p = exp
+    _grades(root, p, "auditor-b", [_row("q2", "c"), _row("q2", "d")])
+    protocol = {"weighted_kappa_min": 0.75, "binary_kappa_min": 0.8, "disagreement_max": 0.1,
+                "two_step_max": 0.02, "audit_coverage_min": 1.0,
+                "require_distinct_families": False}
+    _put(root, p["gate"], PASSED | {
+        "thresholds": protocol, "mode": "ppi", "family_warnings": [],
+        "relaxed_gates": ["not applied in ppi mode: weighted_kappa 0.7 < 0.75"]})
+    lines = _status(root).splitlines()
+    i = lines.index("gate: passed (ppi mode: agreement reported, not gated; weighted_kappa "
+                    "0.700, binary_kappa 0.900; audit coverage 2 of 2 pairs)")
+    assert lines[i + 1] == "  not applied in ppi mode: weighted_kappa 0.7 < 0.75"
+    assert not any("relaxed" in line for line in lines)
 
 
 def test_an_older_pass_record_is_read_against_the_params_gates(exp):
@@ -220,8 +269,8 @@ def test_frozen_key_metrics_and_a_pool_that_grew_since(exp):
     lines = lines[:next(i for i, x in enumerate(lines) if x.startswith("judging cost:"))]
     assert lines[-6:] == [
         # the pass record is the old pool's: the audited q2 is owed by auditor-b (2 pairs)
-        "gate: waiting for the audit queries' grades (auditor-b owes 2); the last gate record, "
-        "which passed, is not this pool's",
+        "gate: waiting for the audit queries' grades (auditor-b owes 2); the last gate record "
+        "(passed) predates them: 2 have no grade; the gate runs again once they are graded",
         f"key: frozen, sha256 {KEY_HASH}, 5 pairs over 2 queries; dropped queries: q3",
         "key: frozen for pool p-111111111111, but the pool is now p-222222222222: grade the "
         "new pairs, then freeze a new key",
@@ -353,12 +402,15 @@ def test_status_json_counts_per_grader_the_current_grades_and_the_pending_work(t
     _stage_grades(tmp_path, p, "auditor-b", [_row("q2", "c5", 0)])
     pending = read_status(Experiment.load(tmp_path / "params.yaml"))["pending"]
     assert pending == {"pool_version": None, "rounds": [1], "graders": {
-        "grader-a": {"made": 3, "current": 3, "pending_new": 2, "pending_stale": 0,
+        "grader-a": {"made": 3, "made_by_round": {1: 3}, "current": 3, "pending_new": 2,
+                     "pending_stale": 0,
                      "pending_audit": 0, "pending_regrade": 0},
-        "auditor-b": {"made": 1, "current": 1, "pending_new": 0, "pending_stale": 0,
+        "auditor-b": {"made": 1, "made_by_round": {1: 1}, "current": 1, "pending_new": 0,
+                      "pending_stale": 0,
                       "pending_audit": 1, "pending_regrade": 0}},
         # the owed pairs of the audited query q2: grader-a's two, auditor-b's one
-        "audit_owed": {"auditor-b": 1, "grader-a": 2}}
+        "audit_owed": {"auditor-b": 1, "grader-a": 2},
+        "audit_owed_why": {"audit": 1, "new": 2}}
 
 
 def test_a_grade_of_a_pair_that_left_the_pool_stays_in_the_bank_and_status_counts_the_rest(exp):
@@ -372,7 +424,7 @@ def test_a_grade_of_a_pair_that_left_the_pool_stays_in_the_bank_and_status_count
     st = json.loads(_status(root, "--json"))
     # five grades made (q1-c's included: it was paid for), four of them current
     assert st["pending"]["graders"]["grader-a"] == {
-        "made": 5, "current": 4, "pending_new": 3, "pending_stale": 0, "pending_audit": 0,
+        "made": 5, "made_by_round": {"1": 5}, "current": 4, "pending_new": 3, "pending_stale": 0, "pending_audit": 0,
         "pending_regrade": 0}
     assert st["cost"]["graders"]["grader-a"]["spent"] == 5
 
@@ -400,3 +452,82 @@ def test_design_leaves_a_click_experiments_hand_written_record_alone(tmp_path):
     assert res.exit_code == 0, res.output
     assert "written by hand" in res.output
     assert (tmp_path / "DESIGN.md").read_text() == "# Simulated clicks\n"
+
+
+def _round_grades(root, p, grader, rows, rnd):
+    """A grader's file of round ``rnd`` with its bank sidecar, as the grade store records it."""
+    from relgrade.experiment.files import Experiment
+    from relgrade.graders.store import bank_path, bank_rows
+
+    path = root / p["grades_in"] / grader / f"round-{rnd}.jsonl"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    made_on = Experiment.load(root / "params.yaml").made_on_now()
+    bank_path(path).write_text("".join(json.dumps(r) + "\n"
+                                       for r in bank_rows(rows, made_on, graded_at="t")))
+
+
+def test_a_partial_regrade_counts_what_the_round_owes_and_what_it_carries(exp):
+    root, p = exp
+    # round 1 complete: grader-a graded the 7 pool pairs, relevant (>= 1) a, c, f; auditor-b
+    # graded the audited q2 (c relevant, d not)
+    _grades(root, p, "grader-a", [_row("q1", "a", 2), _row("q1", "b", 0), _row("q1", "n1", 0),
+                                  _row("q2", "c", 1), _row("q2", "d", 0), _row("q3", "e", 0),
+                                  _row("q3", "f", 1)])
+    _grades(root, p, "auditor-b", [_row("q2", "c", 1), _row("q2", "d", 0)])
+    params = yaml.safe_load((root / "params.yaml").read_text())
+    params["grading"].update(round=2, regrade="relevant")
+    (root / "params.yaml").write_text(yaml.safe_dump(params))
+    # round 2 regrades the pairs either grader graded relevant: a, c, f; grader-a owes the
+    # three, auditor-b the audited c; the other 4 (and auditor-b's d) are carried
+    lines = _status(root).splitlines()
+    assert "grading: 0 of 3 pairs this round owes graded by grader-a (round 2; 4 carried " \
+           "from round 1)" in lines
+    assert "audit: 0 of 1 pair this round owes graded by auditor-b (round 2; 1 carried " \
+           "from round 1)" in lines
+    st = json.loads(_status(root, "--json"))
+    # the same numbers as the pending counts (the Pending line's)
+    assert st["pending"]["graders"]["grader-a"]["pending_regrade"] == 3
+    assert st["pending"]["graders"]["auditor-b"]["pending_regrade"] == 1
+    _round_grades(root, p, "grader-a", [_row("q1", "a", 1)], 2)
+    lines = _status(root).splitlines()
+    i = lines.index("grading: 1 of 3 pairs this round owes graded by grader-a (round 2; 4 "
+                    "carried from round 1)")
+    assert lines[i + 1] == "  not started: 2 queries: q2, q3"
+
+
+def test_judging_cost_counts_the_judgments_of_every_round_not_only_the_current_ones(exp):
+    root, p = exp  # round 1: grader-a made 4 judgments
+    params = yaml.safe_load((root / "params.yaml").read_text())
+    params["grading"]["round"] = 2  # a full round: round 1's grades are set aside, not unmade
+    (root / "params.yaml").write_text(yaml.safe_dump(params))
+    _round_grades(root, p, "grader-a", [_row("q1", "a", 2), _row("q1", "b", 0)], 2)
+    lines = _status(root).splitlines()
+    i = next(i for i, x in enumerate(lines) if x.startswith("judging cost:"))
+    # spent 4 + 2 = 6 (180 s = 0.05 h); pending: grader-a 5 of the 7 pool pairs, auditor-b
+    # the audited q2's 2: 7 × 30 s = 210 s = 0.06 h
+    assert lines[i:i + 3] == [
+        "judging cost: 6 judgments spent (0.05 h; round 1: 4, round 2: 2), 7 pending (0.06 h)",
+        "  grader-a: 6 spent (round 1: 4, round 2: 2), 5 pending at 30 s each (0.04 h to go)",
+        "  auditor-b: 0 spent, 2 pending at 30 s each (0.02 h to go)"]
+
+
+def test_an_extra_auditor_is_in_the_judging_cost_as_in_its_audit_line(exp):
+    root, p = exp
+    params = yaml.safe_load((root / "params.yaml").read_text())
+    params["graders"]["expert-c"] = {"role": "auditor", "kind": "human", "family": "human",
+                                     "person": "search engineer"}
+    (root / "params.yaml").write_text(yaml.safe_dump(params))
+    _grades(root, p, "expert-c", [_row("q2", "c")])  # 1 of the audited q2's 2 pairs
+    lines = _status(root).splitlines()
+    assert "audit: 1 of 2 pairs graded by expert-c (round 1)" in lines
+    i = next(i for i, x in enumerate(lines) if x.startswith("judging cost:"))
+    # spent 4 + 1 = 5 (150 s = 0.04 h); pending grader-a 3, auditor-b 2, expert-c 1:
+    # 6 × 30 s = 180 s = 0.05 h
+    assert lines[i:i + 4] == [
+        "judging cost: 5 judgments spent (0.04 h), 6 pending (0.05 h)",
+        "  grader-a: 4 spent, 3 pending at 30 s each (0.03 h to go)",
+        "  auditor-b: 0 spent, 2 pending at 30 s each (0.02 h to go)",
+        "  expert-c: 1 spent, 1 pending at 30 s each (0.01 h to go)"]
+    # the gate waits on the protocol's auditor only: expert-c's open pair is not owed to it
+    assert json.loads(_status(root, "--json"))["pending"]["audit_owed"] == {"auditor-b": 2}

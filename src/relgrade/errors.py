@@ -103,8 +103,12 @@ class StorageError(ProtocolError):
 
 
 class GateFailed(RelgradeError):
-    """The agreement gate failed; ``lines`` holds one line per failing measure."""
+    """The agreement gate failed; ``lines`` holds one line per failing measure, ``advice``
+    what to do about it, ``warnings`` what the gate warns of besides (relaxed gates, the
+    family rule): neither advice nor a warning is a failure."""
 
-    def __init__(self, lines):
-        self.lines = list(lines)
-        super().__init__("agreement gate failed:\n" + "\n".join(self.lines))
+    def __init__(self, lines, *, advice=(), warnings=()):
+        self.lines, self.advice, self.warnings = list(lines), list(advice), list(warnings)
+        super().__init__("agreement gate failed:\n" + "\n".join(
+            [*self.lines, *(f"advice: {a}" for a in self.advice),
+             *(f"warning: {w}" for w in self.warnings)]))

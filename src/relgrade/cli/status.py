@@ -147,8 +147,13 @@ def status_lines(st: Mapping) -> list[str]:
             out.append(f"{step}: {g['graded']} pairs graded by {name} (round {g['round']}); "
                        f"waiting for the {wait}")
             continue
-        out.append(f"{step}: {g['graded']} of {g['of']} {what} graded by {name} "
-                   f"(round {g['round']})")
+        since = f"round {g['round']}"
+        if "carried" in g:  # a partial round: what it owes, the rest carried from before
+            what = f"pair{'' if g['of'] == 1 else 's'} this round owes"
+            rounds = g.get("from_rounds") or []
+            since += (f"; {g['carried']} carried from round{'s' if len(rounds) > 1 else ''} "
+                      f"{', '.join(map(str, rounds))}")
+        out.append(f"{step}: {g['graded']} of {g['of']} {what} graded by {name} ({since})")
         for qid, info in g["partial"].items():
             out.append(f"  {qid}: {len(info['missing'])} of {_n(info['pool'], 'pair')} "
                        "lack grades: "
@@ -165,13 +170,16 @@ def status_lines(st: Mapping) -> list[str]:
         if isinstance(cov, Mapping) and "pairs" in cov:
             ms = (f"{ms}; " if ms else "") + f"audit coverage {cov.get('both')} of {cov['pairs']} pairs"
         how = "passed under relaxed gates" if gt.get("relaxed") else "passed"
+        if gt.get("ppi") or gt.get("not_applied"):
+            ms = "ppi mode: agreement reported, not gated" + (f"; {ms}" if ms else "")
         out.append(f"gate: {how} ({ms})" if ms else f"gate: {how}")
         out += [f"  relaxed: {line}" for line in gt.get("relaxed") or []]
+        out += [f"  not applied in ppi mode: {line}" for line in gt.get("not_applied") or []]
         out += [f"  warning: {line}" for line in gt.get("family_warnings") or []]
     elif gt["state"] == "waiting":
         owed = ", ".join(f"{g} owes {n}" for g, n in gt["owed"].items())
-        out.append(f"gate: waiting for the audit queries' grades ({owed}); the last gate "
-                   "record, which passed, is not this pool's")
+        out.append(f"gate: waiting for the audit queries' grades ({owed}); "
+                   + _last_pass(gt, st["round"]))
     elif gt["state"] == "failed":
         out.append("gate: failed: " + "; ".join(gt["lines"]))
     elif gt["state"] == "unreadable":
@@ -219,6 +227,25 @@ def status_lines(st: Mapping) -> list[str]:
     if st.get("ledger", {}).get("state") == "refused":
         out.append(f"ledger: refused: {st['ledger']['error']}")
     return out
+
+
+def _last_pass(gt: Mapping, round_now) -> str:
+    """Why a pass record does not stand while audit pairs are owed: it is another round's, or
+    it predates the owed pairs (counted by why they are owed: ``gt["why"]``, the
+    :data:`relgrade.schema.PENDING` reasons)."""
+    last = gt.get("last_round")
+    if last is not None and round_now is not None and int(last) != int(round_now):
+        return (f"the last gate record (passed) is for round {last}; the gate runs again "
+                f"for round {round_now} once these are graded")
+    why = {k: int(v) for k, v in (gt.get("why") or {}).items()}
+    counts = ((why.get("new", 0) + why.get("audit", 0), "has no grade", "have no grade"),
+              (why.get("stale", 0), "is stale (a chunk, intent or rubric changed)",
+               "are stale (a chunk, intent or rubric changed)"),
+              (why.get("regrade", 0), "is to regrade", "are to regrade"))
+    parts = [f"{n} {one if n == 1 else many}" for n, one, many in counts if n]
+    return ("the last gate record (passed) predates them"
+            + (": " + ", ".join(parts) if parts else "")
+            + "; the gate runs again once they are graded")
 
 
 def panel_lines(pending: Mapping) -> list[str]:

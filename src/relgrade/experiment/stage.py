@@ -47,6 +47,10 @@ def run_stage(main: Callable[..., None], *args: str, params_path=PARAMS_FILE) ->
     except GateFailed as e:
         for line in e.lines:
             print(f"Gate failed: {line}", file=sys.stderr)
+        for line in e.advice:
+            print(f"Advice: {line}", file=sys.stderr)
+        for line in e.warnings:
+            print(f"Warning: {line}", file=sys.stderr)
         sys.exit(1)
     except RelgradeError as e:
         print(f"Error: {e}", file=sys.stderr)

@@ -54,7 +54,8 @@ def judging_cost(counts: Mapping[str, Mapping[str, int]],
     Parameters
     ----------
     counts : mapping
-        Grader → ``{"spent": int, "pending": int}`` (judgments made and still owed).
+        Grader → ``{"spent": int, "pending": int}`` (judgments made and still owed),
+        optionally with ``"spent_by_round": {round: int}`` (kept as given).
     seconds : mapping
         Grader → seconds per judgment.
 
@@ -62,7 +63,7 @@ def judging_cost(counts: Mapping[str, Mapping[str, int]],
     -------
     dict
         ``{"graders": {name: {"spent", "pending", "seconds_per_judgment", "spent_hours",
-        "pending_hours"}}, "spent": int, "pending": int, "spent_hours": float,
+        "pending_hours"[, "spent_by_round"]}}, "spent": int, "pending": int, "spent_hours": float,
         "pending_hours": float}``; hours are judgments × seconds / 3600, unrounded.
 
     Examples
@@ -78,6 +79,8 @@ def judging_cost(counts: Mapping[str, Mapping[str, int]],
                      "seconds_per_judgment": s,
                      "spent_hours": int(n["spent"]) * s / SECONDS_PER_HOUR,
                      "pending_hours": int(n["pending"]) * s / SECONDS_PER_HOUR}
+        if n.get("spent_by_round"):
+            out[name]["spent_by_round"] = {str(r): int(k) for r, k in n["spent_by_round"].items()}
     return {"graders": out,
             "spent": sum(g["spent"] for g in out.values()),
             "pending": sum(g["pending"] for g in out.values()),
@@ -143,18 +146,33 @@ def report_cost(params, grades_manifest: Mapping) -> dict | None:
         raise InputError("the grades manifest has no `judging` counts (written by an older "
                          "relgrade)", item="judging",
                          fix="Rerun the grades stage: dvc repro -f -s grades")
-    counts = {str(g): {"spent": int(c["spent"]), "pending": int(c["pending"])}
-              for g, c in sorted(counts.items())}  # graders in name order
+    counts = {str(g): {"spent": int(c["spent"]), "pending": int(c["pending"]),
+                       "spent_by_round": dict(c.get("spent_by_round") or {})}
+              for g, c in sorted(counts.items())}  # graders in name order, rounds kept
     return judging_cost(counts, {g: seconds_per_judgment(params, g) for g in counts})
 
 
 def cost_lines(cost: Mapping) -> list[str]:
-    """Plain-words lines of :func:`judging_cost`'s result: one total, one per grader."""
-    out = [f"judging cost: {cost['spent']} judgments spent ({cost['spent_hours']:.2f} h), "
-           f"{cost['pending']} pending ({cost['pending_hours']:.2f} h)"]
+    """Plain-words lines of :func:`judging_cost`'s result: one total (with the judgments of
+    each round when more than one round was graded), one per grader (likewise)."""
+    def rounds(by_round):
+        if len(by_round or {}) < 2:
+            return ""
+        return ", ".join(f"round {r}: {n}" for r, n in
+                         sorted(by_round.items(), key=lambda x: int(x[0])))
+
+    total: dict[str, int] = {}
+    for g in cost["graders"].values():
+        for r, n in (g.get("spent_by_round") or {}).items():
+            total[str(r)] = total.get(str(r), 0) + int(n)
+    by_round = f"; {rounds(total)}" if rounds(total) else ""
+    out = [f"judging cost: {cost['spent']} judgments spent ({cost['spent_hours']:.2f} h"
+           f"{by_round}), {cost['pending']} pending ({cost['pending_hours']:.2f} h)"]
     for name, g in cost["graders"].items():
-        out.append(f"  {name}: {g['spent']} spent, {g['pending']} pending at "
-                   f"{g['seconds_per_judgment']:g} s each ({g['pending_hours']:.2f} h to go)")
+        mine = rounds(g.get("spent_by_round"))
+        out.append(f"  {name}: {g['spent']} spent{f' ({mine})' if mine else ''}, "
+                   f"{g['pending']} pending at {g['seconds_per_judgment']:g} s each "
+                   f"({g['pending_hours']:.2f} h to go)")
     return out
 
 

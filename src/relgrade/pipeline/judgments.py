@@ -19,6 +19,7 @@ import pandas as pd
 from relgrade.pipeline import sharing
 from relgrade.io import files as io
 from relgrade.protocol import bank, grades, regrade, triage
+from relgrade.schema import PENDING
 
 
 @dataclass
@@ -64,10 +65,19 @@ class Judgments:
         and its own new pairs; the auditor the scope on audited queries and its audit
         pairs); its packets hold exactly these. None for a full round.
     made : dict of str to int
-        Per grader, every judgment its own files of the rounds in ``rounds`` hold: each one
-        was made (and paid for), whether it is current, stale, of a pair that left the pool,
-        superseded by a regrade or ignored by a partial round. Grades reused from other
-        experiments are not counted (they were made there).
+        Per grader, every judgment its own files of every round up to the current one hold
+        (those outside ``rounds`` included: a full round sets the earlier rounds' grades
+        aside, but they were made): each one was made (and paid for), whether it is current,
+        stale, of a pair that left the pool, superseded by a regrade or ignored by a partial
+        round. Grades reused from other experiments are not counted (they were made there).
+    made_by_round : dict of str to dict of int to int
+        ``made`` per grader and round (rounds ascending; a round without a file of the
+        grader is left out).
+    others_pending : pandas.DataFrame or None
+        :data:`relgrade.schema.PENDING` of the other declared graders of role ``grader`` or
+        ``auditor`` (an extra auditor, say): the pool pairs (an auditor: of the audited
+        queries) they lack a current grade of. The grades stage does not wait for them; the
+        judging cost counts them. None with a rater panel.
     """
 
     bank: pd.DataFrame
@@ -83,6 +93,8 @@ class Judgments:
     ignored: pd.DataFrame | None = None
     owed_by: dict | None = None
     made: dict = field(default_factory=dict)
+    made_by_round: dict = field(default_factory=dict)
+    others_pending: pd.DataFrame | None = None
 
     def merged_counts(self) -> dict:
         """Per grader, how many of the current round's grades were merged (a partial round)."""
@@ -173,9 +185,10 @@ def judgments(ex, pool: pd.DataFrame, audit_ids, *,
             del gf
     if parts:
         judged = pd.concat(parts, ignore_index=True)
-    # every judgment of the chain's own files, before sharing, regrades or currency set any
-    # aside: what was made, and so paid for
-    made = {str(g): int(n) for g, n in judged.groupby("grader").size().items()}
+    # every judgment of every round's own files (the chain's before sharing, regrades or
+    # currency set any aside; earlier full rounds' too): what was made, and so paid for
+    made_by_round = judgments_made(ex, judged, rounds=chain)
+    made = {g: sum(by_round.values()) for g, by_round in made_by_round.items()}
     now = current_now(ex, chunks=chunks)
     shared = sharing.shared_grades(ex, judged, pool, now=now)
     if shared is not None:  # reused grades count as this round's; own rows are origin ""
@@ -221,6 +234,7 @@ def judgments(ex, pool: pd.DataFrame, audit_ids, *,
     pending = bank.pending_work(pool, judged, key_grader=key_grader, auditor=auditor,
                                 audit_ids=audit_ids, regrade=scope, triage_grader=model,
                                 key_pairs=key_pairs, **now)
+    others = None
     if grading.mode == "raters":
         # the key grader is the panel's aggregate, made by the aggregation stage: the raters
         # owe their queues (work and gold alike), the auditor the audit queries
@@ -228,10 +242,66 @@ def judgments(ex, pool: pd.DataFrame, audit_ids, *,
 
         pending = pd.concat([rater_pending(ex, judged, now),
                              pending[pending["grader"] != key_grader]], ignore_index=True)
+    else:
+        others = _others_pending(ex, judged, pool, audit_ids, now=now, regrade=scope,
+                                 key_pairs=key_pairs, skip={key_grader, auditor, model})
     return Judgments(bank=judged, files=files, rounds=chain, scope=scope, now=now,
                      pending=pending, round_pairs=round_pairs, triage_queue=queue,
                      triage_grader=model, shared=shared, ignored=ignored, owed_by=owed_by,
-                     made=made)
+                     made=made, made_by_round=made_by_round, others_pending=others)
+
+
+def judgments_made(ex, judged: pd.DataFrame, *, rounds) -> dict[str, dict[int, int]]:
+    """Per grader and round, the judgments its own files hold, every round up to params
+    ``grading.round``.
+
+    Parameters
+    ----------
+    ex : relgrade.experiment.files.Experiment
+        The experiment.
+    judged : pandas.DataFrame
+        The judgment bank of the rounds in ``rounds`` (``grader``, ``round``), as read
+        from the grade files, before sharing or regrades set any row aside.
+    rounds : iterable of int
+        The rounds ``judged`` holds; the other rounds' files are counted by their non-blank
+        lines (one judgment each), unparsed: they were checked when their round was graded.
+
+    Returns
+    -------
+    dict
+        Grader → {round: judgments}, graders in name order, rounds ascending.
+    """
+    rounds = {int(r) for r in rounds}
+    out: dict[str, dict[int, int]] = {}
+    for (g, r), n in judged.groupby(["grader", "round"]).size().items():
+        out.setdefault(str(g), {})[int(r)] = int(n)
+    for r in range(1, int(ex.params.grading.round) + 1):
+        if r in rounds:
+            continue
+        for name, f in ex.grader_round_files(r).items():
+            n = sum(1 for line in io.read_lines(f.grades) if line.strip())
+            if n:
+                out.setdefault(str(name), {})[r] = n
+    return {g: dict(sorted(out[g].items())) for g in sorted(out)}
+
+
+def _others_pending(ex, judged, pool, audit_ids, *, now, regrade, key_pairs,
+                    skip) -> pd.DataFrame:
+    """What the declared graders of role grader or auditor outside ``skip`` owe: counted by
+    :func:`relgrade.protocol.bank.pending_work`'s rules, each as the key grader (the pool) or
+    the auditor (the audited queries) it stands beside."""
+    key_grader = ex.params.need("grading.key_grader")
+    auditor = ex.params.need("grading.auditor")
+    frames = [pd.DataFrame(columns=PENDING)]
+    for name, spec in sorted(ex.params.graders_dict().items()):
+        if name in skip or spec["role"] not in ("grader", "auditor"):
+            continue
+        roles = ({"key_grader": name, "auditor": auditor} if spec["role"] == "grader"
+                 else {"key_grader": key_grader, "auditor": name})
+        owed = bank.pending_work(pool, judged, **roles, audit_ids=audit_ids, regrade=regrade,
+                                 key_pairs=key_pairs, **now)
+        frames.append(owed[owed["grader"] == name])
+    return pd.concat(frames, ignore_index=True)
 
 
 def triage_queue(ex, judged: pd.DataFrame, pool: pd.DataFrame, *, now: dict,
@@ -274,9 +344,12 @@ def pending_status(ex, *, held: Judgments, table: pd.DataFrame,
     -------
     dict
         ``{"pool_version": str or None, "rounds": [int, ...], "graders": {name: {"made",
-        "current", "pending_new", "pending_stale", "pending_audit", "pending_regrade"}}}``
-        for the key grader and the auditor (and in triage mode the triage grader; with a
-        panel the raters, the auditor and the expert); ``made`` is :attr:`Judgments.made`;
+        "made_by_round", "current", "pending_new", "pending_stale", "pending_audit",
+        "pending_regrade"}}}`` for the key grader and the auditor, then every other declared
+        grader of role grader or auditor (an extra auditor owes its audited queries' pairs;
+        :attr:`Judgments.others_pending`), and in triage mode the triage grader; with a
+        panel the raters, the auditor and the expert. ``made`` is :attr:`Judgments.made`
+        (every round's files), ``made_by_round`` :attr:`Judgments.made_by_round`;
         ``rounds`` lists the rounds merged (more than one in a partial regrade).
     """
     from relgrade.pipeline.panel import expert_pending, is_panel, raters_of
@@ -288,12 +361,21 @@ def pending_status(ex, *, held: Judgments, table: pd.DataFrame,
         names.append(held.triage_grader)
     if is_panel(ex):  # the key grader is the aggregate: the raters are who owes the work
         names = [*raters_of(ex), auditor]
-    counts = bank.pending_counts(held.pending, names)
+    if held.others_pending is not None:  # other declared graders (an extra auditor, say)
+        names += [g for g, spec in sorted(ex.params.graders_dict().items())
+                  if spec["role"] in ("grader", "auditor") and g not in names]
+        owing = pd.concat([held.pending, held.others_pending], ignore_index=True)
+    else:
+        owing = held.pending
+    counts = bank.pending_counts(owing, names)
     manifest = ex.path("pool_manifest")
     version = io.read_json(manifest).get("pool_version") if manifest.exists() else None
 
     def entry(g):
-        return {"made": int(held.made.get(g, 0)), "current": int((table["grader"] == g).sum())}
+        return {"made": int(held.made.get(g, 0)),
+                "made_by_round": {int(r): int(n)
+                                  for r, n in held.made_by_round.get(g, {}).items()},
+                "current": int((table["grader"] == g).sum())}
 
     out = {"pool_version": version, "rounds": list(held.rounds),
            "graders": {g: {**entry(g), **counts[g]} for g in names}}
@@ -328,17 +410,28 @@ def judgment_counts(pending: Mapping) -> dict[str, dict[str, int]]:
     Returns
     -------
     dict
-        Grader → ``{"spent": made, "pending": the sum of every pending_* count}``: spent is
-        every judgment the grader's files of the rounds merged hold (stale, superseded by a
-        regrade or unused ones included: each was made, so paid for), pending what it owes
-        now for any reason (new, stale, audit, regrade, adjudication).
+        Grader → ``{"spent": made, "pending": the sum of every pending_* count}``, plus
+        ``"spent_by_round": {round (str): made that round}`` when the grader's files span
+        more than one round: spent is every judgment the
+        grader's files of every round hold (stale, superseded by a regrade, set aside by a
+        later full round or unused ones included: each was made, so paid for), pending what
+        it owes now for any reason (new, stale, audit, regrade, adjudication). The rounds are
+        strings, as the grades manifest's JSON keeps them.
 
     Examples
     --------
-    >>> judgment_counts({"graders": {"g": {"made": 12, "current": 10, "pending_new": 3,
-    ...                                    "pending_regrade": 2}}})
-    {'g': {'spent': 12, 'pending': 5}}
+    >>> judgment_counts({"graders": {"g": {"made": 12, "made_by_round": {1: 7, 2: 5},
+    ...                                    "current": 10, "pending_new": 3,
+    ...                                    "pending_regrade": 2},
+    ...                              "h": {"made": 4, "made_by_round": {2: 4}, "current": 4,
+    ...                                    "pending_audit": 1}}})
+    {'g': {'spent': 12, 'pending': 5, 'spent_by_round': {'1': 7, '2': 5}}, 'h': {'spent': 4, 'pending': 1}}
     """
-    return {str(g): {"spent": int(c["made"]),
-                     "pending": int(sum(v for k, v in c.items() if k.startswith("pending_")))}
-            for g, c in pending["graders"].items()}
+    out = {}
+    for g, c in pending["graders"].items():
+        out[str(g)] = {"spent": int(c["made"]),
+                       "pending": int(sum(v for k, v in c.items() if k.startswith("pending_")))}
+        by_round = c.get("made_by_round") or {}
+        if len(by_round) > 1:
+            out[str(g)]["spent_by_round"] = {str(r): int(n) for r, n in by_round.items()}
+    return out

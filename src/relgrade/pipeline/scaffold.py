@@ -37,6 +37,7 @@ from relgrade.experiment.layout import (
 )
 from relgrade.experiment.params import PARAMS_FILE, load_params
 from relgrade.io.files import atomic_dir, read_yaml, write_text
+from relgrade.protocol.gate import PEOPLE_FAMILY
 
 #: Built-in arm kinds ``--arm NAME=KIND`` accepts, and the library file each is computed by.
 BUILT_IN = {"bm25": "src/relgrade/retrieve/bm25.py", "tfidf": "src/relgrade/retrieve/tfidf.py",
@@ -265,7 +266,7 @@ def graders_section(plan: Plan) -> dict:
     def entry(role, command):
         if command:
             return {"role": role, "kind": "model", "command": command}
-        return {"role": role, "kind": "human", "family": "human"}
+        return {"role": role, "kind": "human", "family": PEOPLE_FAMILY}
 
     people = [(plan.auditor, "auditor", plan.auditor_command)]
     if plan.mode != "raters":

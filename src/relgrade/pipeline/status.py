@@ -32,6 +32,7 @@ from relgrade.protocol.gate import (
     check_audit_gates,
     check_gates,
     looser_than_protocol,
+    relaxed_lines,
 )
 from relgrade.schema import PANEL_ROLES, TRIAGE_ROLE
 
@@ -39,7 +40,15 @@ _STEPS = ("corpus", "queries", "pool", "intents", "audit", "gate", "key")
 
 
 def _grader_progress(rows: pd.DataFrame | str | None, *, spec: Mapping,
-                     pool: pd.DataFrame | None, audit: list[str] | None) -> dict:
+                     pool: pd.DataFrame | None, audit: list[str] | None,
+                     owed: Mapping | None = None) -> dict:
+    """One grader's progress: pairs graded of those it owes (the pool, its audit queries' part
+    for an auditor, or with ``owed`` the pairs a partial round owes it), and which lack grades.
+
+    ``owed`` is ``{"pairs": set of (query_id, chunk_id), "carried": int, "from_rounds": [int]}``:
+    in a partial regrade, the pairs this round owes the grader and how many of its current
+    grades the earlier rounds carry over (not counted in ``graded`` nor ``of``).
+    """
     out = {"role": spec.get("role"), "kind": spec.get("kind")}
     if isinstance(rows, str):
         return out | {"state": "invalid", "error": rows}
@@ -54,8 +63,14 @@ def _grader_progress(rows: pd.DataFrame | str | None, *, spec: Mapping,
     if auditor and audit is None:
         return out | {"graded": len(have), "of": None, "waiting": "audit sample"}
     scope = set(audit) if auditor else None
+    pairs = zip(pool["query_id"].astype(str), pool["chunk_id"].astype(str))
+    if owed is not None:  # a partial round: what it owes, the rest carried from before
+        pairs = owed["pairs"]
+        out |= {"carried": int(owed["carried"]), "from_rounds": list(owed["from_rounds"])}
+        have -= {pair for pair in have if pair not in owed["pairs"]}
+        out["state"] = "graded" if have else "not started"
     by_query: dict[str, list[str]] = {}
-    for q, c in sorted(zip(pool["query_id"].astype(str), pool["chunk_id"].astype(str))):
+    for q, c in sorted(pairs):
         if scope is None or q in scope:
             by_query.setdefault(q, []).append(c)
     total = sum(len(v) for v in by_query.values())
@@ -76,17 +91,22 @@ def _grader_progress(rows: pd.DataFrame | str | None, *, spec: Mapping,
 def _passed_gate(gate: Mapping, params: Params) -> dict:
     """A pass record as status reports it: what passed, under which gates, with what warnings.
 
+    ``relaxed`` holds the gates set looser than the protocol's, ``not_applied`` the agreement
+    gates a ppi-mode gate reported but did not apply (they relax nothing).
+
     The thresholds are the record's (those the gate stage used); a record without them
     (written before they were recorded) is read against the params' gates.
     """
     thresholds = dict(gate.get("thresholds") or
                       (params.gates.thresholds() if params.gates else {}))
     relaxed = gate.get("relaxed_gates")
+    relaxed, not_applied = relaxed_lines(
+        relaxed if relaxed is not None else looser_than_protocol(thresholds))
     return {"state": "passed", "measures": dict(gate.get("measures") or {}),
-            "thresholds": thresholds,
-            "relaxed": list(relaxed if relaxed is not None else looser_than_protocol(thresholds)),
+            "thresholds": thresholds, "relaxed": relaxed,
+            "not_applied": not_applied, "ppi": gate.get("mode") == "ppi",
             "family_warnings": list(gate.get("family_warnings") or []),
-            "coverage": gate.get("coverage")}
+            "coverage": gate.get("coverage"), "round": gate.get("round")}
 
 
 def _would_gate(params: Params, agreement: Mapping, *, pool, audit, rows) -> GateResult:
@@ -131,6 +151,7 @@ def experiment_status(
     ledger: Mapping | None = None,
     dvc: Iterable[Mapping] | None = None,
     triage_pairs: pd.DataFrame | None = None,
+    round_owed: Mapping[str, Mapping] | None = None,
 ) -> dict:
     """The experiment's state, one entry per protocol step.
 
@@ -169,6 +190,10 @@ def experiment_status(
         Triage mode: the people's triage queue (``query_id``, ``chunk_id``), which the key
         grader's and the auditor's progress is counted against; None while the triage
         grader has not graded the pool (they are then waiting for it).
+    round_owed : mapping of str to mapping, optional
+        A partial regrade: grader → ``{"pairs": set of (query_id, chunk_id) this round owes
+        it, "carried": int (its current grades the earlier rounds carry over),
+        "from_rounds": [int, ...]}``; its progress counts these pairs, not the pool.
 
     Returns
     -------
@@ -221,8 +246,10 @@ def experiment_status(
             return pool
         return triage_pairs
 
+    round_owed = dict(round_owed or {})
     st["grading"] = {name: _grader_progress(rows.get(name), spec=graders[name],
-                                            pool=owed_by(name), audit=audit) | {"round": rnd}
+                                            pool=owed_by(name), audit=audit,
+                                            owed=round_owed.get(name)) | {"round": rnd}
                      for name in sorted(graders, key=lambda n: (
                          graders[n]["role"] != "grader", n))}
     if params.grading.mode == "triage":
@@ -376,7 +403,7 @@ def read_status(ex: Experiment) -> dict:
     # Each grader's current grades of the pool, read through the judgment bank: a grade of a
     # pair that left the pool, or a stale one, is kept in the bank and simply not counted.
     rows: dict = {}
-    pending, triage_pairs = None, None
+    pending, triage_pairs, round_owed = None, None, None
     if pool is not None and audit is not None:
         try:
             held = judgments(ex, pool, audit)
@@ -387,10 +414,15 @@ def read_status(ex: Experiment) -> dict:
             for name in sorted(set(held.files) | reused):
                 rows[name] = table[table["grader"] == name]
             pending = pending_status(ex, held=held, table=table)
+            if held.owed_by is not None and params.grading.mode != "triage":
+                round_owed = _round_owed(held, table, [params.grading.key_grader,
+                                                       params.grading.auditor])
             on_audit = held.pending[held.pending["query_id"].astype(str).isin(
                 [str(q) for q in audit])]
             pending["audit_owed"] = {str(g): int(n) for g, n in
                                      on_audit.groupby("grader").size().items()}
+            pending["audit_owed_why"] = {str(w): int(n) for w, n in
+                                         on_audit.groupby("why").size().items()}
             if held.shared is not None:  # what the share sources gave, per source and grader
                 pending["shared"] = sharing.shared_counts(held.shared)
             if held.triage_queue is not None:
@@ -440,7 +472,7 @@ def read_status(ex: Experiment) -> dict:
         agreement=load("gate", "agreement", io.read_json),
         gate=load("gate", "gate", io.read_json),
         record=record, problems=problems, post_hoc_record=post_hoc, ledger=ledger,
-        dvc=dvc_health(*ex.dvc_files()), triage_pairs=triage_pairs)
+        dvc=dvc_health(*ex.dvc_files()), triage_pairs=triage_pairs, round_owed=round_owed)
     try:
         ex.check_packets_current()
     except RelgradeError as e:
@@ -449,8 +481,11 @@ def read_status(ex: Experiment) -> dict:
         st["pending"] = pending
         owed = {g: n for g, n in pending.get("audit_owed", {}).items() if n}
         if owed and st["gate"]["state"] == "passed":
-            # a pass record of an earlier pool says nothing while the current one is owed
-            st["gate"] = {"state": "waiting", "owed": owed, "last": "passed"}
+            # a pass record made before these pairs were owed (an earlier round, grades gone
+            # stale, pairs new to the pool) says nothing while they are owed
+            st["gate"] = {"state": "waiting", "owed": owed, "last": "passed",
+                          "last_round": st["gate"].get("round"),
+                          "why": dict(pending.get("audit_owed_why") or {})}
         try:
             st["cost"] = status_cost(params, pending)
         except RelgradeError as e:
@@ -460,6 +495,21 @@ def read_status(ex: Experiment) -> dict:
     if warnings:
         st["warnings"] = warnings
     return st
+
+
+def _round_owed(held, table: pd.DataFrame, names) -> dict:
+    """A partial round: per grader of ``names``, the pairs it owes this round
+    (:attr:`~relgrade.pipeline.judgments.Judgments.owed_by`) and how many of its current
+    grades (``table``) the earlier rounds carry over."""
+    rnd = max(held.rounds)
+    out = {}
+    for name in names:
+        owed = held.owed_by.get(str(name), set())
+        mine = table[table["grader"] == name]
+        have = set(zip(mine["query_id"].astype(str), mine["chunk_id"].astype(str)))
+        out[str(name)] = {"pairs": owed, "carried": len(have - owed),
+                          "from_rounds": [r for r in held.rounds if r != rnd]}
+    return out
 
 
 def share_warnings(ex: Experiment) -> list[str]:

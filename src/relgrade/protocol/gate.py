@@ -292,13 +292,20 @@ def looser_than_protocol(thresholds: Mapping) -> list[str]:
     return lines
 
 
+#: The family ``relgrade init`` gives people (graders of kind ``human``): not a model family,
+#: so the family rule never compares it (people sharing it are no conflict).
+PEOPLE_FAMILY = "human"
+
+
 def family_warnings(*, key_grader: str, auditor: str, graders: Mapping[str, str | None],
                     arms: Mapping[str, str | None]) -> list[str]:
     """Lines naming where the protocol's model-family rule is broken.
 
     The auditor should come from another model family than the graders (so their errors are
     not the same errors), and a model grader from another family than the arms it grades
-    (so it does not favour its own family's retrieval). Undeclared families are not compared.
+    (so it does not favour its own family's retrieval). Undeclared families are not
+    compared, nor :data:`PEOPLE_FAMILY` (``human``, case-insensitive): the rule is about
+    model families, and people sharing it are no conflict.
 
     Parameters
     ----------
@@ -320,9 +327,13 @@ def family_warnings(*, key_grader: str, auditor: str, graders: Mapping[str, str 
     >>> family_warnings(key_grader="g", auditor="a", graders={"g": "x", "a": "x"},
     ...                 arms={"bm25": None, "dense": "x"})
     ['auditor a is of the same family as grader g (x)', 'grader g is of the same family as arm dense (x)']
+    >>> family_warnings(key_grader="g", auditor="a", graders={"g": "human", "a": "human"},
+    ...                 arms={"bm25": None})
+    []
     """
     lines = []
-    fam = {name: (str(f) if f else None) for name, f in graders.items()}
+    fam = {name: (str(f) if f and str(f).lower() != PEOPLE_FAMILY else None)
+           for name, f in graders.items()}
     audit_family = fam.get(auditor)
     for name in sorted(fam):
         if name != auditor and audit_family and fam[name] == audit_family:
@@ -470,6 +481,40 @@ def check_audit_gates(measures: Mapping, gates: Mapping, *, coverage: Mapping,
                       relaxed=tuple(looser_than_protocol(thresholds)), families=families)
 
 
+#: The prefix of a pass record's ``relaxed_gates`` line for an agreement gate ppi mode
+#: reports but does not apply (:func:`ppi_gate`); such a line relaxes nothing.
+PPI_NOT_APPLIED = "not applied in ppi mode: "
+
+
+def relaxed_lines(lines) -> tuple[list[str], list[str]]:
+    """A pass record's ``relaxed_gates`` split into the gates set looser than the protocol's
+    and the agreement gates ppi mode did not apply.
+
+    Parameters
+    ----------
+    lines : iterable of str
+        ``relaxed_gates`` (or :attr:`GateResult.relaxed`).
+
+    Returns
+    -------
+    (list of str, list of str)
+        The relaxed gates' lines as given; the not-applied lines without their
+        :data:`PPI_NOT_APPLIED` prefix.
+
+    Examples
+    --------
+    >>> relaxed_lines(["not applied in ppi mode: binary_kappa 0.2 < 0.8"])
+    ([], ['binary_kappa 0.2 < 0.8'])
+    """
+    relaxed, not_applied = [], []
+    for line in lines:
+        if line.startswith(PPI_NOT_APPLIED):
+            not_applied.append(line[len(PPI_NOT_APPLIED):])
+        else:
+            relaxed.append(line)
+    return relaxed, not_applied
+
+
 #: Why the agreement thresholds do not gate a prediction-powered experiment (recorded).
 PPI_GATE_NOTE = ("grading.mode ppi: agreement on the human sample is reported, but the kappa "
                  "and disagreement thresholds do not gate the estimates: the prediction-powered "
@@ -507,7 +552,7 @@ def ppi_gate(result: GateResult, measures: Mapping, gates: Mapping) -> GateResul
     agreement_lines = set(check_gates(measures, agreement_gates).lines)
     lines = tuple(x for x in result.lines if x not in agreement_lines)
     advice = result.advice if lines else ()
-    relaxed = tuple(result.relaxed) + tuple(f"not applied in ppi mode: {x}"
+    relaxed = tuple(result.relaxed) + tuple(f"{PPI_NOT_APPLIED}{x}"
                                             for x in result.lines if x in agreement_lines)
     return dataclasses.replace(result, passed=not lines, lines=lines, advice=advice,
                                relaxed=relaxed)

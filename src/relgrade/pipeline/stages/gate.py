@@ -15,7 +15,14 @@ from relgrade.errors import GateFailed
 from relgrade.io import files as io
 from relgrade.protocol import triage
 from relgrade.protocol.audit import audit_coverage
-from relgrade.protocol.gate import PPI_GATE_NOTE, check_audit_gates, family_warnings, ppi_gate
+from relgrade.protocol.gate import (
+    PPI_GATE_NOTE,
+    PPI_NOT_APPLIED,
+    check_audit_gates,
+    family_warnings,
+    ppi_gate,
+    relaxed_lines,
+)
 
 
 def run(ex):
@@ -42,20 +49,23 @@ def run(ex):
                                key_grader=key_grader, auditor=auditor, families=families)
     if grading.mode == "ppi":
         result = ppi_gate(result, measures, thresholds)
-    warnings = [f"warning: {line}" for line in (*result.relaxed, *result.families)]
+    relaxed, not_applied = relaxed_lines(result.relaxed)
+    warnings = [*relaxed, *result.families]
     out = ex.path("gate")
     if not result.passed:
         out.unlink(missing_ok=True)  # a stale pass record must not outlive a failed gate
-        raise GateFailed(list(result.lines) + [f"advice: {a}" for a in result.advice]
-                         + warnings)
+        raise GateFailed(result.lines, advice=result.advice,
+                         warnings=warnings + [PPI_NOT_APPLIED + x for x in not_applied])
     record = result.record(round=measures.get("round"))
     if grading.mode == "ppi":
         record["mode"] = "ppi"
         record["note"] = PPI_GATE_NOTE
     io.write_json(out, record)
-    relaxed = " under relaxed gates" if result.relaxed else ""
-    print(f"gate passed{relaxed}: " + ", ".join(f"{k} {v}" for k, v in result.measures.items())
+    how = " under relaxed gates" if relaxed else ""
+    print(f"gate passed{how}: " + ", ".join(f"{k} {v}" for k, v in result.measures.items())
           + f", audit coverage {coverage['both']} of {coverage['pairs']} pairs")
+    for line in not_applied:  # reported, not a relaxation: ppi mode does not gate agreement
+        print(f"ppi mode, agreement gate reported, not applied: {line}")
     for line in warnings:
-        print(line)
+        print(f"warning: {line}")
 
