@@ -138,3 +138,26 @@ def test_the_report_sentence_describes_the_interval_kind_in_words(ppi):
     old.pop("interval_words", None)
     assert (f"Intervals: {old['interval']} at level {old['level']}."
             in ppi_cells(dict(ppi, design=old))["design"])
+
+
+def test_the_report_marks_each_capped_interval_and_counts_them(ppi):
+    from relgrade.evaluation.decision import ppi_cells
+
+    est = ppi["estimates"][PRIMARY]
+    capped_arms = sorted(a for a, r in est["arms"].items() if r["ppi++"]["capped"])
+    capped_pairs = [r for r in est["differences"] if r["ppi++"]["capped"]]
+    cells = next(m for m in ppi_cells(ppi)["measures"] if m["measure"] == PRIMARY)
+    assert sorted(r["arm"] for r in cells["arms"] if r["ppi"].endswith(" (capped)")) == \
+        capped_arms
+    assert sum(r["ppi"].endswith(" (capped)") for r in cells["pairs"]) == len(capped_pairs)
+    assert cells["capped"] == len(capped_arms) + len(capped_pairs)
+    # a capped interval has the human-only half-width (to the 4 decimals shown)
+    for arm in capped_arms:
+        p, h = est["arms"][arm]["ppi++"], est["arms"][arm]["human-only"]
+        assert round(p["high"] - p["low"], 4) == pytest.approx(round(h["high"] - h["low"], 4),
+                                                                abs=2e-4)
+    # a record written before intervals could be capped reads with no mark
+    old = {"arms": {a: {k: {kk: vv for kk, vv in v.items() if kk != "capped"}
+                        for k, v in r.items()} for a, r in est["arms"].items()}}
+    assert not any(r["ppi"].endswith("(capped)") for r in ppi_cells(
+        dict(ppi, estimates={PRIMARY: dict(est, **old)}))["measures"][0]["arms"])

@@ -423,6 +423,11 @@ def post_hoc_cells(post_hoc: dict) -> dict:
             "corrections": rows, "arms": arms}
 
 
+def _capped(row: dict) -> str:
+    """`` (capped)`` after a PPI++ interval held to the human-only half-width, else ``""``."""
+    return " (capped)" if row.get("capped") else ""
+
+
 def _iv(row: dict) -> str:
     return f"{_num(row['estimate'], 4)} [{_num(row['low'], 4)}, {_num(row['high'], 4)}]"
 
@@ -456,10 +461,12 @@ def ppi_cells(ppi: dict) -> dict:
               + f" at level {d['level']}.")
     measures = []
     for m, est in ppi["estimates"].items():
-        arms = [{"arm": a, "ppi": _iv(r["ppi++"]), "lam": _num(r["ppi++"]["lambda"], 2),
+        arms = [{"arm": a, "ppi": _iv(r["ppi++"]) + _capped(r["ppi++"]),
+                 "lam": _num(r["ppi++"]["lambda"], 2),
                  "model": _iv(r["model-only"]), "human": _iv(r["human-only"])}
                 for a, r in est["arms"].items()]
-        pairs = [{"pair": f"{r['arm_a']} − {r['arm_b']}", "ppi": _iv(r["ppi++"]),
+        pairs = [{"pair": f"{r['arm_a']} − {r['arm_b']}",
+                  "ppi": _iv(r["ppi++"]) + _capped(r["ppi++"]),
                   "ppi_holm": _num(r["ppi++"]["p_holm"], 3),
                   "ppi_sig": "yes" if r["ppi++"]["significant"] else "no",
                   "model": _iv(r["model-only"]),
@@ -467,8 +474,10 @@ def ppi_cells(ppi: dict) -> dict:
                   "human": _iv(r["human-only"]),
                   "human_sig": "yes" if r["human-only"]["significant"] else "no"}
                  for r in est["differences"]]
+        capped = sum(bool(r["ppi++"].get("capped")) for r in est["arms"].values()) + \
+            sum(bool(r["ppi++"].get("capped")) for r in est["differences"])
         measures.append({"measure": m, "n": est["n"], "N": est["N"], "arms": arms,
-                         "pairs": pairs})
+                         "pairs": pairs, "capped": capped})
     ja = ppi["judge_audit"]
     leniency = [{"arm": x["arm"], "family": x["family"] or "", "mean": _num(x["mean"], 3),
                  "interval": f"[{_num(x['low'], 3)}, {_num(x['high'], 3)}]",
