@@ -163,6 +163,49 @@ def test_pool_plan_prices_a_deeper_pool_without_writing(second):
     assert plan["cost"]["pending_hours"] == pytest.approx((owed_a + owed_b) * 30 / 3600)
 
 
+def test_pool_plan_without_depth_prices_todays_depth(second):
+    root, *_ = second
+    ex = root / EXP
+    plan = json.loads(tiny.run(root, "relgrade", "pool", "plan", "--experiment", EXP,
+                               "--json").stdout)
+    # params pool.depth is 3 (init --pool-depth 3): today's pool, every pair graded
+    now = pd.read_parquet(ex / "data/pool/pool.parquet")
+    assert plan["depth"] == 3
+    assert plan["pairs"] == plan["pairs_now"] == len(now) == len(_pool_by_hand(ex, 3))
+    assert plan["pool_version"] == plan["pool_version_now"]
+    assert plan["new_pairs"] == 0 and plan["cost"]["pending"] == 0
+
+
+def test_pool_plan_before_a_new_arms_run_is_made_names_the_arm_and_its_repro(second):
+    root, *_ = second
+    params = root / EXP / "params.yaml"
+    before = params.read_text()
+    raw = yaml.safe_load(before)
+    raw["arms"]["bm25b"] = dict(raw["arms"]["bm25"])
+    try:
+        params.write_text(yaml.safe_dump(raw, sort_keys=False))
+        proc = tiny.run(root, "relgrade", "pool", "plan", "--experiment", EXP, "--depth", "5",
+                        check=False)
+        fusion = raw["arms"]["bm25"]["source"].replace("bm25.py", "fusion.py")
+        raw["arms"]["fused"] = {"kind": "rrf", "depth": 8, "k": 60, "fuse": ["bm25", "tfidf"],
+                                "source": fusion}
+        params.write_text(yaml.safe_dump(raw, sort_keys=False))
+        inside = tiny.run(root / EXP, "relgrade", "pool", "plan", check=False)
+    finally:
+        params.write_text(before)
+    assert proc.returncode == 1 and proc.stdout == ""
+    assert proc.stderr == (
+        f"Error: {EXP}/data/runs/bm25b.trec: arm bm25b has no run yet. Make it first with "
+        f"`dvc repro {EXP}/dvc.yaml:retrieve@bm25b`: the plan pools every arm of params "
+        "`arms`, and a pool without bm25b is not the one `dvc repro` makes\n")
+    assert inside.returncode == 1
+    assert inside.stderr == (
+        "Error: data/runs: arms bm25b, fused have no runs yet. Make them first with "
+        f"`dvc repro {EXP}/dvc.yaml:retrieve@bm25b {EXP}/dvc.yaml:retrieve@fused`: the plan "
+        "pools every arm of params `arms`, and a pool without them is not the one `dvc "
+        "repro` makes\n")
+
+
 def test_corpus_export_writes_the_chunk_table_an_external_run_can_use(second):
     root, *_ = second
     tiny.run(root, "relgrade", "corpus", "export", "--experiment", EXP, "--out", "chunks.jsonl")

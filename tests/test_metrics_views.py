@@ -1,9 +1,12 @@
 """One experiment's view: `relgrade metrics show` prints that experiment's decision per arm and
-DVC's own commands limited to it; every experiment's plots are titled with its name."""
+DVC's own commands limited to it; `relgrade metrics diff` sets its decisions at two git
+revisions side by side; every experiment's plots are titled with its name."""
 
 from __future__ import annotations
 
 import json
+import os
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -78,3 +81,92 @@ def test_metrics_show_before_the_metrics_stage_is_an_error_naming_the_folder(tmp
     assert res.exit_code == 1
     assert res.output == (f"Error: {tmp_path / 'metrics/decision'}: no decision files yet. "
                           "Run `dvc repro` until the metrics stage has run\n")
+
+
+# --- metrics diff of an experiment in a subfolder ------------------------------------------
+
+
+def _git(root, *args):
+    env = dict(os.environ, GIT_AUTHOR_NAME="relgrade test",
+               GIT_AUTHOR_EMAIL="test@relgrade.invalid", GIT_COMMITTER_NAME="relgrade test",
+               GIT_COMMITTER_EMAIL="test@relgrade.invalid")
+    subprocess.run(["git", *args], cwd=root, check=True, capture_output=True, env=env)
+
+
+def _decide(folder, means, pool="p-1", key="aaaaaaaaaaaa"):
+    out = folder / "metrics" / "decision"
+    out.mkdir(parents=True, exist_ok=True)
+    for arm, mean in means.items():
+        (out / f"{arm}.json").write_text(json.dumps(
+            {"measure": "R@10", "mean": mean, "pool_version": pool, "key": key}))
+
+
+@pytest.fixture
+def subfolder_repo(tmp_path, monkeypatch):
+    """A git repository whose experiment lives in experiments/httpx: absent at HEAD~2, its
+    first decision at HEAD~1 (bm25 0.5, tfidf 0.25), bm25 moved to 0.625 at HEAD, same pool."""
+    root = tmp_path / "repo"
+    httpx = root / "experiments" / "httpx"
+    httpx.mkdir(parents=True)
+    _git(root, "init", "-q")
+    (root / "README.md").write_text("a repository\n")
+    _git(root, "add", "-A")
+    _git(root, "commit", "-qm", "start")
+    (httpx / "params.yaml").write_text((CROWD / "params.yaml").read_text())
+    _decide(httpx, {"bm25": 0.5, "tfidf": 0.25})
+    _git(root, "add", "-A")
+    _git(root, "commit", "-qm", "httpx: first decision")
+    _decide(httpx, {"bm25": 0.625, "tfidf": 0.25})
+    _git(root, "add", "-A")
+    _git(root, "commit", "-qm", "httpx: bm25 moves")
+    monkeypatch.chdir(root)
+    return root
+
+
+TWO_COMMITS = ["comparable: pool p-1 on both sides",
+               "pool p-1 (key aaaaaaaaaaaa) at HEAD~1; pool p-1 (key aaaaaaaaaaaa) at HEAD",
+               "  bm25: R@10 0.5000 at HEAD~1 -> 0.6250 at HEAD (+0.1250)",
+               "  tfidf: R@10 0.2500 at HEAD~1 -> 0.2500 at HEAD (+0.0000)"]
+
+
+def test_metrics_diff_reads_a_subfolder_experiment_at_two_revisions_from_the_top(
+        subfolder_repo):
+    res = CliRunner().invoke(cli, ["metrics", "diff", "HEAD~1", "HEAD", "--experiment",
+                                   "experiments/httpx"])
+    assert res.exit_code == 0, res.output
+    assert res.output.splitlines() == TWO_COMMITS
+
+
+def test_metrics_diff_reads_a_subfolder_experiment_at_two_revisions_from_inside_it(
+        subfolder_repo, monkeypatch):
+    monkeypatch.chdir(subfolder_repo / "experiments" / "httpx")
+    res = CliRunner().invoke(cli, ["metrics", "diff", "HEAD~1", "HEAD"])
+    assert res.exit_code == 0, res.output
+    assert res.output.splitlines() == TWO_COMMITS
+
+
+def test_metrics_diff_against_the_workspace_sets_head_beside_the_files_on_disk(
+        subfolder_repo):
+    _decide(subfolder_repo / "experiments" / "httpx", {"bm25": 0.75})
+    res = CliRunner().invoke(cli, ["metrics", "diff", "--experiment", "experiments/httpx"])
+    assert res.exit_code == 0, res.output
+    assert res.output.splitlines()[2] == (
+        "  bm25: R@10 0.6250 at HEAD -> 0.7500 at workspace (+0.1250)")
+
+
+def test_metrics_diff_with_no_decision_files_at_a_revision_says_so_not_comparable(
+        subfolder_repo):
+    res = CliRunner().invoke(cli, ["metrics", "diff", "HEAD~2", "HEAD", "--experiment",
+                                   "experiments/httpx"])
+    assert res.exit_code == 0, res.output
+    assert res.output.splitlines() == [
+        "not comparable: no decision files at HEAD~2",
+        "no decision files at HEAD~2 (experiments/httpx/metrics/decision); "
+        "pool p-1 (key aaaaaaaaaaaa) at HEAD",
+        "  bm25: R@10 — at HEAD~2 -> 0.6250 at HEAD (—)",
+        "  tfidf: R@10 — at HEAD~2 -> 0.2500 at HEAD (—)"]
+    res = CliRunner().invoke(cli, ["metrics", "diff", "HEAD~2", "--json", "--experiment",
+                                   "experiments/httpx"])
+    shown = json.loads(res.output)
+    assert shown["comparable"] is False
+    assert shown["reason"] == "not comparable: no decision files at HEAD~2"

@@ -202,3 +202,19 @@ def test_an_arm_on_one_side_only_has_no_change():
     d = diff_decisions({"a": _decision(0.5)}, {"a": _decision(0.5), "new": _decision(0.75)})
     assert d["arms"][1] == {"arm": "new", "measure": "R@10", "old": None, "new": 0.75,
                             "change": None}
+
+
+def test_a_side_without_decision_files_is_not_comparable_and_is_named():
+    d = diff_decisions({}, {"a": _decision(0.5)}, sides=("HEAD~1", "HEAD"))
+    assert d["comparable"] is False
+    assert d["reason"] == "not comparable: no decision files at HEAD~1"
+    assert d["pools"] == ("none", "p-1")
+    assert d["arms"] == [{"arm": "a", "measure": "R@10", "old": None, "new": 0.5,
+                          "change": None}]
+    new = diff_decisions({"a": _decision(0.5)}, {}, sides=("HEAD", "workspace"))
+    assert new["reason"] == "not comparable: no decision files at workspace"
+    both = diff_decisions({}, {}, sides=("HEAD~1", "HEAD"))
+    assert both["comparable"] is False and both["arms"] == []
+    assert both["reason"] == "not comparable: no decision files at HEAD~1 or at HEAD"
+    same = diff_decisions({}, {}, sides=("HEAD", "HEAD"))
+    assert same["reason"] == "not comparable: no decision files at HEAD"

@@ -32,20 +32,26 @@ def diff_cmd(a_rev, b_rev, as_json, params_path):
     """Compare each arm's decision at git revision A_REV (default HEAD) with B_REV (default:
     the files on disk), as `dvc metrics diff` does, and say first whether the numbers are
     comparable: two keys of different pool versions are not ("not comparable: pool p-… vs
-    p-…"). The report's translation section scores every arm under both keys instead."""
+    p-…"), nor is a side with no decision files (the experiment's folder not committed yet,
+    or its metrics stage not run at that revision). The report's translation section scores
+    every arm under both keys instead."""
     from relgrade.evaluation.translate import diff_decisions
     from relgrade.pipeline.decisions import read_decisions
     from relgrade.experiment.files import Experiment
 
     ex = Experiment.load(params_path)
-    diff = diff_decisions(read_decisions(ex, a_rev), read_decisions(ex, b_rev))
+    b_name = b_rev or "workspace"
+    sides = (read_decisions(ex, a_rev), read_decisions(ex, b_rev))
+    diff = diff_decisions(*sides, sides=(a_rev, b_name))
     if as_json:
         click.echo(json.dumps(diff, indent=2))
         return
-    b_name = b_rev or "workspace"
     click.echo(diff["reason"] or f"comparable: pool {diff['pools'][1]} on both sides")
-    click.echo(f"pool {diff['pools'][0]} (key {diff['keys'][0]}) at {a_rev}; pool "
-               f"{diff['pools'][1]} (key {diff['keys'][1]}) at {b_name}")
+    said = [f"pool {pool} (key {key}) at {name}" if files else
+            f"no decision files at {name} ({ex.path('decision').as_posix()})"
+            for files, pool, key, name in zip(sides, diff["pools"], diff["keys"],
+                                              (a_rev, b_name))]
+    click.echo("; ".join(said))
     for r in diff["arms"]:
         change = "—" if r["change"] is None else f"{r['change']:+.4f}"
         click.echo(f"  {r['arm']}: {r['measure']} {_f(r['old'])} at {a_rev} -> "

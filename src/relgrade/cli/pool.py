@@ -16,7 +16,8 @@ def pool_cmd():
 
 
 @pool_cmd.command("plan")
-@click.option("--depth", type=int, required=True, help="The pool depth to price.")
+@click.option("--depth", type=int, default=None,
+              help="The pool depth to price (default: params pool.depth, today's depth).")
 @click.option("--json", "as_json", is_flag=True, help="Print the plan as JSON.")
 @params_option
 @handle_errors
@@ -24,7 +25,10 @@ def plan_cmd(depth, as_json, params_path):
     """Say what pooling the arms' runs at --depth would make, and what grading it would cost:
     the pool version it would create, its pairs, the pairs new to the pool, and the judgments
     the key grader and the auditor would owe, in annotator-hours (params
-    cost.seconds_per_judgment, or a grader's own). Writes nothing."""
+    cost.seconds_per_judgment, or a grader's own). Without --depth, today's depth (params
+    pool.depth): what an arm added to params would cost. Every arm in params is pooled, so an
+    arm whose run is not made yet is an error naming the `dvc repro` that makes it. Writes
+    nothing."""
     from relgrade.pipeline.cost import plan_pool
     from relgrade.experiment.files import Experiment
 

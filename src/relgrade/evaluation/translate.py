@@ -214,22 +214,27 @@ def translate(*, runs: Mapping[str, pd.DataFrame], previous: pd.DataFrame,
                        order_changed=order_before != order_after)
 
 
-def diff_decisions(old: Mapping[str, Mapping], new: Mapping[str, Mapping]) -> dict:
+def diff_decisions(old: Mapping[str, Mapping], new: Mapping[str, Mapping],
+                   sides: tuple[str, str] = ("old", "new")) -> dict:
     """Two sets of per-arm decision files compared, and whether their numbers are comparable.
 
     Parameters
     ----------
     old, new : mapping of str to mapping
         Arm → its decision file (``measure``, ``mean``, ``pool_version``, ``key``, ...; see
-        :func:`relgrade.evaluation.decision.arm_summaries`), e.g. at two git revisions.
+        :func:`relgrade.evaluation.decision.arm_summaries`), e.g. at two git revisions; an
+        empty mapping: no decision file on that side.
+    sides : (str, str), default ("old", "new")
+        What each side is called in ``reason`` (e.g. ``("HEAD~1", "HEAD")``).
 
     Returns
     -------
     dict
-        ``comparable`` (bool: every file on both sides names one and the same pool version
-        and measure), ``reason`` (str: why not, e.g. ``"not comparable: pool p-aaa vs
-        p-bbb"``, or ``""``), ``pools`` and ``keys`` (``(old, new)``, each the sorted values
-        joined by ", ", "none" when no file names one) and ``arms``: rows ``{"arm",
+        ``comparable`` (bool: both sides hold decision files, and every file on both sides
+        names one and the same pool version and measure), ``reason`` (str: why not, e.g.
+        ``"not comparable: pool p-aaa vs p-bbb"`` or ``"not comparable: no decision files
+        at HEAD~1"``, or ``""``), ``pools`` and ``keys`` (``(old, new)``, each the sorted
+        values joined by ", ", "none" when no file names one) and ``arms``: rows ``{"arm",
         "measure", "old", "new", "change"}`` (means; None where an arm has no file or no
         mean; ``change`` = new − old when both are numbers), arms by name.
 
@@ -239,6 +244,8 @@ def diff_decisions(old: Mapping[str, Mapping], new: Mapping[str, Mapping]) -> di
     >>> b = {"bm25": {"measure": "R@10", "mean": 0.6, "pool_version": "p-2", "key": "bb"}}
     >>> diff_decisions(a, b)["reason"]
     'not comparable: pool p-1 vs p-2'
+    >>> diff_decisions({}, b, sides=("HEAD~1", "HEAD"))["reason"]
+    'not comparable: no decision files at HEAD~1'
     """
     def values(files, field):
         return sorted({str(f.get(field)) for f in files.values() if f.get(field) is not None})
@@ -251,12 +258,15 @@ def diff_decisions(old: Mapping[str, Mapping], new: Mapping[str, Mapping]) -> di
     measures = (values(old, "measure"), values(new, "measure"))
     unstamped = [a for files in (old, new) for a, f in files.items()
                  if f.get("pool_version") is None]
-    if unstamped:
+    empty = list(dict.fromkeys(name for files, name in zip((old, new), sides) if not files))
+    if empty:
+        reason = "not comparable: no decision files at " + " or at ".join(empty)
+    elif unstamped:
         reason = (f"comparability unknown: the decision file of {sorted(set(unstamped))[0]} "
                   "names no pool version (written before relgrade recorded it)")
-    elif len(pools[0]) > 1 or len(pools[1]) > 1 or (old and new and pools[0] != pools[1]):
+    elif len(pools[0]) > 1 or len(pools[1]) > 1 or pools[0] != pools[1]:
         reason = f"not comparable: pool {joined(pools[0])} vs {joined(pools[1])}"
-    elif old and new and measures[0] != measures[1]:
+    elif measures[0] != measures[1]:
         reason = f"not comparable: measure {joined(measures[0])} vs {joined(measures[1])}"
     else:
         reason = ""

@@ -12,6 +12,7 @@ experiment's folder, must lie outside every other experiment's entries.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from pathlib import Path
 
 from relgrade.errors import InputError
@@ -268,33 +269,37 @@ def _root_and_repository(ex) -> tuple[Path, Path]:
         return root, root
 
 
-def repro_command(ex, stage: str | None = None) -> str:
+def repro_command(ex, stage: str | Sequence[str] | None = None) -> str:
     """The ``dvc repro`` a user types at the repository's top to run experiment ``ex``'s
-    pipeline (or one stage of it).
+    pipeline (or some stages of it).
 
     Parameters
     ----------
     ex : relgrade.experiment.files.Experiment
-    stage : str, optional
-        One stage's name (``packets``).
+    stage : str or sequence of str, optional
+        One stage's name (``packets``), or several (``["retrieve@a", "retrieve@b"]``), each
+        a target of the one command.
 
     Returns
     -------
     str
-        ``dvc repro [STAGE]`` for the repository's top experiment, else
-        ``dvc repro PATH/dvc.yaml[:STAGE]`` with ``PATH`` relative to the repository.
+        ``dvc repro [STAGE ...]`` for the repository's top experiment, else
+        ``dvc repro PATH/dvc.yaml[:STAGE] ...`` with ``PATH`` relative to the repository.
 
     Examples
     --------
     >>> from types import SimpleNamespace
     >>> repro_command(SimpleNamespace(root="/nowhere/x"), "packets")
     'dvc repro packets'
+    >>> repro_command(SimpleNamespace(root="/nowhere/x"), ["retrieve@a", "retrieve@b"])
+    'dvc repro retrieve@a retrieve@b'
     """
+    stages = [stage] if isinstance(stage, str) else list(stage or [])
     root, repo = _root_and_repository(ex)
     if repo == root:
-        return "dvc repro" + (f" {stage}" if stage else "")
+        return " ".join(["dvc repro", *stages])
     target = f"{root.relative_to(repo).as_posix()}/dvc.yaml"
-    return f"dvc repro {target}" + (f":{stage}" if stage else "")
+    return " ".join(["dvc repro", *([f"{target}:{s}" for s in stages] or [target])])
 
 
 def grade_commands(ex) -> dict[str, str]:

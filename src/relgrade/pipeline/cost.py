@@ -176,19 +176,52 @@ def cost_lines(cost: Mapping) -> list[str]:
     return out
 
 
-def plan_pool(ex, depth: int) -> dict:
+def _need_runs(ex, arms: list[str]) -> None:
+    """Stop, naming them, when some ``arms`` have no run in params ``paths.runs`` yet.
+
+    Raises
+    ------
+    InputError
+        One arm: at its run's path; several: at the runs folder, naming each. The fix is the
+        experiment's ``dvc repro`` of those arms' ``retrieve@ARM`` stages.
+    """
+    from relgrade.experiment.layout import repro_command
+
+    folder = ex.path("runs")
+    missing = [a for a in arms if not (folder / f"{a}.trec").is_file()]
+    if not missing:
+        return
+    repro = repro_command(ex, [f"retrieve@{a}" for a in missing])
+    if len(missing) == 1:
+        what, path = f"arm {missing[0]} has no run yet", folder / f"{missing[0]}.trec"
+        it, them = "it", missing[0]
+    else:
+        what, path = f"arms {', '.join(missing)} have no runs yet", folder
+        it, them = "them", "them"
+    raise InputError(what, path=path,
+                     fix=(f"Make {it} first with `{repro}`: the plan pools every arm of params "
+                          f"`arms`, and a pool without {them} is not the one `dvc repro` "
+                          "makes"))
+
+
+def plan_pool(ex, depth: int | None = None) -> dict:
     """What re-pooling at ``depth`` would make and cost, computed without writing anything.
 
     The runs in params ``paths.runs`` are pooled as the pool stage pools them (same seed,
     ties, tail sample), at ``depth``; the judgment bank then says which of the new pool's
     pairs already hold a current grade and which the key grader and the auditor would owe.
 
+    Every arm of params ``arms`` is pooled, as the pool stage pools them: an arm whose run is
+    not made yet (added to params since the last ``dvc repro``) stops the plan, naming the
+    arm and the ``dvc repro`` that makes its run, rather than pricing a pool without it that
+    ``dvc repro`` would never make.
+
     Parameters
     ----------
     ex : relgrade.experiment.files.Experiment
         The experiment; its chunks, queries, runs, intents and audit sample must exist.
-    depth : int
-        The pool depth to price, >= 1.
+    depth : int, optional
+        The pool depth to price, >= 1; None: params ``pool.depth`` (today's depth).
 
     Returns
     -------
@@ -200,7 +233,8 @@ def plan_pool(ex, depth: int) -> dict:
     Raises
     ------
     InputError
-        ``depth`` below 1; a run, the chunks, the queries or the audit sample is missing or
+        ``depth`` below 1; the chunks, the queries or the audit sample is missing; an arm's
+        run is not made yet (naming the arm and the ``dvc repro`` to run first); a run is
         invalid.
     """
     import pandas as pd
@@ -213,15 +247,18 @@ def plan_pool(ex, depth: int) -> dict:
     from relgrade.protocol import pool as pool_mod
     from relgrade.rng import stage_rng
 
+    cfg, ties, seed = ex.params.need("pool"), ex.params.runs.ties, ex.params.need("seed")
+    if depth is None:
+        depth = cfg.depth
     if isinstance(depth, bool) or not isinstance(depth, int) or depth < 1:
         raise InputError("the pool depth must be an integer >= 1", item="--depth",
                          found=repr(depth))
-    cfg, ties, seed = ex.params.need("pool"), ex.params.runs.ties, ex.params.need("seed")
     arms = ex.params.need("arms")
     for name in ("chunks", "queries", "audit"):
         if not ex.path(name).exists():
             raise InputError("is needed to plan a pool; run `dvc repro` up to the pool first",
                              path=ex.path(name), item=f"paths.{name}")
+    _need_runs(ex, [str(a) for a in arms])
     queries = read_table(ex.path("queries"), columns=["query_id"])["query_id"]
     chunks = read_table(ex.path("chunks"), columns=["chunk_id"])["chunk_id"]
     deepest = max(cfg.tail_depth or depth, depth) if cfg.tail_sample else depth

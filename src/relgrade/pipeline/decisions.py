@@ -2,7 +2,9 @@
 git revision, for ``relgrade metrics diff``.
 
 A revision is read with ``git show REV:PATH`` (the files are kept in git, ``cache: false``),
-so two commits' decisions can be set side by side without checking either out.
+so two commits' decisions can be set side by side without checking either out. ``PATH`` is
+the folder's path from the repository's top, and git runs there: ``git ls-tree`` run in a
+subfolder lists only what lies under that subfolder, whatever path it is given.
 """
 
 from __future__ import annotations
@@ -54,15 +56,16 @@ def read_decisions(ex, rev: str | None = None) -> dict[str, dict]:
     if _git(ex.root, "rev-parse", "--verify", "--quiet", f"{rev}^{{commit}}").returncode != 0:
         raise InputError("not a git revision", item=rev,
                          fix="name a commit, a branch or a tag (e.g. HEAD~1)")
-    relative = folder.resolve().relative_to(Path(top.stdout.strip()).resolve()).as_posix()
-    listing = _git(ex.root, "ls-tree", "--name-only", f"{rev}:{relative}")
+    top = Path(top.stdout.strip()).resolve()
+    relative = folder.resolve().relative_to(top).as_posix()
+    listing = _git(top, "ls-tree", "--name-only", f"{rev}:{relative}")
     if listing.returncode != 0:
         return {}
     out = {}
     for name in sorted(listing.stdout.split()):
         if not name.endswith(".json"):
             continue
-        shown = _git(ex.root, "show", f"{rev}:{relative}/{name}")
+        shown = _git(top, "show", f"{rev}:{relative}/{name}")
         try:
             out[name[:-len(".json")]] = json.loads(shown.stdout)
         except json.JSONDecodeError as e:
