@@ -333,6 +333,17 @@ def test_a_two_sample_tie_records_the_median_rounded_down_with_a_sampled_reason(
     assert [(r["grade"], r["reason"]) for r in rows] == [(1, "text marks it grade 0")] * 2
 
 
+def test_a_recorded_sample_of_a_pair_that_left_the_pool_is_kept_in_the_file_and_not_counted():
+    packets = {"q1": {"batches": [[{"chunk_id": "a"}]]}}  # (q1, b) has left the pool
+    rows = [(1, {"query_id": "q1", "chunk_id": "b", "sample": 0, "reason": "Defines it.",
+                 "grade": 2}),
+            (2, {"query_id": "q1", "chunk_id": "a", "sample": 0, "reason": "Mentions it.",
+                 "grade": 1})]
+    df = graderun.recorded_samples(rows, packets=packets, scale=[0, 1, 2], max_reason_words=15,
+                                   kind="model", role="grader", source="samples.jsonl")
+    assert df.values.tolist() == [["q1", "a", 0, "Mentions it.", 1]]
+
+
 def test_samples_already_recorded_are_not_asked_again(tmp_path, monkeypatch):
     packets = ex.build(tmp_path, queries=1, chunks=3, graders=grader("samples", samples=3))
     with GradeStore(tmp_path / "data/grades/grader-a/samples/round-1.jsonl",

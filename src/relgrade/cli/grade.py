@@ -105,10 +105,13 @@ def import_cmd(file, batch, grader, round_, fmt, params_path):
     total = GradeStore(target, made_on=made_on).import_rows(
         rows, source=file, note=grades.imported_from(file, io.sha256_file(file), fmt),
         # a pair graded again after its chunk, intent or rubric changed holds two rows; a
-        # grade imported from qrels before has no reason, as its bank line says
+        # grade imported from qrels before has no reason, as its bank line says; a recorded
+        # pair that has left the pool (or an audit query no longer audited) stays, unused:
+        # only the incoming rows answer to the pool and the audit sample now
         check=lambda recorded: grades.validate_grader_file(
             recorded, source=target.as_posix(), allow_repeats=True,
-            reasonless=grades.imported_without_reasons(recorded, read_bank(target)), **check))
+            reasonless=grades.imported_without_reasons(recorded, read_bank(target)),
+            **{**check, "pool_pairs": None, "audit_query_ids": None}))
     # The round's sidecar names the intents and rubric graded from now; each grade's own
     # made-on line (in the bank) is what decides whether it is current.
     if rnd == grading.round and intents_sha256:

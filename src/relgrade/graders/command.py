@@ -291,7 +291,10 @@ def recorded_samples(rows, *, packets, scale, max_reason_words, kind, role, sour
     """Validate recorded sample rows; the samples table (see :mod:`relgrade.graders.self_consistency`).
 
     Sample rows are grade rows with a ``sample`` number between ``chunk_id`` and ``reason``.
+    The table holds the samples of the pairs the packets hold: a recorded sample of a pair
+    that left the pool is kept in the file, not counted (as :func:`recorded_pairs`).
     """
+    wanted = packet_pairs(packets)
     by_sample: dict[int, list] = {}
     for line, row in rows:
         s = row.get("sample")
@@ -302,10 +305,12 @@ def recorded_samples(rows, *, packets, scale, max_reason_words, kind, role, sour
         by_sample.setdefault(s, []).append((line, grade_row))
     frames = []
     for s, srows in sorted(by_sample.items()):
-        df = validate_grade_rows(srows, pool_pairs=packet_pairs(packets), scale=scale,
+        df = validate_grade_rows(srows, pool_pairs=None, scale=scale,
                                  max_reason_words=max_reason_words,
                                  require_reason=lambda g: reason_required(kind, role, g),
                                  source=source, grader=grader, max_reason_chars=max_reason_chars)
+        keep = [(q, c) in wanted for q, c in zip(df["query_id"], df["chunk_id"])]
+        df = df[pd.Series(keep, index=df.index, dtype=bool)].reset_index(drop=True)
         df.insert(2, "sample", s)
         frames.append(df)
     if not frames:
