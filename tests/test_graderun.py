@@ -75,6 +75,24 @@ def test_grader_run_names_an_undeclared_grader_and_the_params_file(tmp_path):
                           "role, kind and family under `graders`\n")
 
 
+def test_grade_run_on_a_human_grader_points_to_the_web_page_and_grade_import(tmp_path):
+    ex.build(tmp_path, graders={"person-h": {"role": "grader", "kind": "human",
+                                             "family": "people", "person": "an assessor"}})
+    res = run(tmp_path, grader_name="person-h")
+    assert res.exit_code == 1
+    assert res.output == (
+        f"Error: {tmp_path / 'params.yaml'}: person-h: a human grader has no command to run: "
+        "a person grades on the web page. Run `relgrade serve --grader person-h` and open the "
+        "login link it prints, or record grades made elsewhere with `relgrade grade import "
+        "--grader person-h FILE`\n")
+
+
+def test_a_grader_of_kind_import_points_to_grade_import():
+    with pytest.raises(InputError, match=r"kind import has no command to run: its grades come "
+                                         r"from a file.*`relgrade grade import --grader g FILE`"):
+        graderun.grader_setup({"role": "grader", "kind": "import"}, "g")
+
+
 def test_settings_defaults_and_the_workers_override():
     s = graderun.grader_setup({"role": "auditor", "kind": "model", "command": "a b"},
                               "g", workers=6)

@@ -118,8 +118,9 @@ def import_cmd(file, batch, grader, round_, fmt, params_path):
         ex.ensure_meta(ex.grader_files(grader, rnd),
                        {"intents_sha256": intents_sha256,
                         "rubric_version": str(grading.rubric_version), "round": rnd})
-    click.echo(f"imported {len(new)} grades for {grader} (round {rnd}) into "
-               f"{target.as_posix()}: {total} rows")
+    n = len(new)
+    click.echo(f"imported {n} grade{'s' if n != 1 else ''} for {grader} (round {rnd}) into "
+               f"{target.as_posix()}: {total} row{'s' if total != 1 else ''}")
 
 
 # --- provider batch files --------------------------------------------------------
@@ -228,8 +229,11 @@ def _import_batch(results: Path, grader: str, params_path) -> None:
                     raise r
         left = sum(len(b.chunks) for b in owed) - sum(len(rows) for _, rows, _ in got.answered)
     pairs = sum(len(rows) for _, rows, _ in got.answered)
-    click.echo(f"imported {pairs} grades in {len(got.answered)} batches for {grader} from "
-               f"{Path(results).as_posix()} ({provider} results); "
-               f"{len(got.unanswered)} requests unanswered; {left} pairs still owed")
+    batches, unanswered = len(got.answered), len(got.unanswered)
+    click.echo(f"imported {pairs} grade{'s' if pairs != 1 else ''} in {batches} "
+               f"batch{'es' if batches != 1 else ''} for {grader} from "
+               f"{Path(results).as_posix()} ({provider} results); {unanswered} "
+               f"request{'s' if unanswered != 1 else ''} unanswered; {left} "
+               f"pair{'s' if left != 1 else ''} still owed")
     for line, cid, why in got.unanswered[:10]:
         click.echo(f"unanswered: line {line} custom_id {cid}: {why}", err=True)

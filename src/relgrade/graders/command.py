@@ -179,13 +179,24 @@ def grader_setup(spec: Mapping, name: str, *, path=None, workers: int | None = N
     Raises
     ------
     InputError
-        No ``command``; a
-        ``timeout``, ``retries``, ``workers`` or ``samples`` that is not a valid number; an
+        No ``command`` (for a human grader the message names ``relgrade serve`` and
+        ``relgrade grade import``; for a grader of kind ``import``, ``relgrade grade
+        import``); a ``timeout``, ``retries``, ``workers`` or ``samples`` that is not a valid number; an
         ``input`` mode other than ``json`` or ``prompt``; an ``executor`` other than
         ``local`` or ``ray``; an ``address`` that is not a string.
     """
     g = spec
     role, kind = g["role"], g["kind"]
+    if g.get("command") is None and kind == "human":
+        raise InputError("a human grader has no command to run: a person grades on the web "
+                         "page", path=path, item=name,
+                         fix=f"Run `relgrade serve --grader {name}` and open the login link "
+                             f"it prints, or record grades made elsewhere with `relgrade grade "
+                             f"import --grader {name} FILE`")
+    if g.get("command") is None and kind == "import":
+        raise InputError("a grader of kind import has no command to run: its grades come "
+                         "from a file", path=path, item=name,
+                         fix=f"Record them with `relgrade grade import --grader {name} FILE`")
     if g.get("command") is None:
         raise InputError("grader has no command to run", path=path, item=name,
                          fix=f"Set graders.{name}.command (see docs/graders.md)")
