@@ -276,3 +276,10 @@ def test_a_second_grade_made_on_the_same_content_is_still_refused(tmp_path):
     assert res.output == (f"Error: {a.as_posix()}: grader-a: pair (q1, c1): second row for one pair, made "
                           "on the same content, intent and rubric. Keep one grade per pair and "
                           "grader\n")
+
+
+def test_an_empty_recorded_grade_file_is_refused_as_every_judgment_file(tmp_path):
+    a = _recorded(tmp_path / "round-1.jsonl", [])
+    res = run(a, a)
+    assert res.exit_code == 1
+    assert res.output.startswith(f"Error: {a}: no judgments in the file")

@@ -18,6 +18,7 @@ from typing import Iterable
 
 import pandas as pd
 
+from relgrade.errors import InputError
 from relgrade.graders.store import bank_path, read_bank
 from relgrade.io.files import iter_jsonl
 from relgrade.protocol.bank import latest_grades
@@ -68,7 +69,7 @@ def read_recorded(path, *, scale: Iterable[int]) -> Recorded:
     Raises
     ------
     InputError
-        A rule of :func:`relgrade.protocol.grades.bank_of_file`: a bad row (keys, ids,
+        The file holds no grade row; a rule of :func:`relgrade.protocol.grades.bank_of_file`: a bad row (keys, ids,
         grade off the scale), no sidecar, a file and sidecar that disagree, or a second row
         of a pair made on the same content, intent and rubric as its first (a true
         duplicate, not a supersession).
@@ -79,6 +80,9 @@ def read_recorded(path, *, scale: Iterable[int]) -> Recorded:
     # a grader's files live in its own folder (data/grades/NAME/round-N.jsonl): errors name it
     rows = bank_of_file(f, name=path.parent.name or path.name, spec=_ANY_GRADER, scale=scale,
                         max_reason_words=sys.maxsize, max_reason_chars=sys.maxsize)
+    if rows.empty:  # as every judgment file (relgrade.io.judgments, rule 7)
+        raise InputError("no judgments in the file", path=path,
+                         fix="A judgment file holds at least one (query, chunk, grade) row")
     latest = latest_grades(rows.drop(columns="round")).sort_index(kind="stable")
     table = latest[["query_id", "chunk_id", "grade", "reason"]].astype(
         {"query_id": "str", "chunk_id": "str", "grade": "int64", "reason": "str"})
