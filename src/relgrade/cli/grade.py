@@ -47,8 +47,10 @@ def import_cmd(file, batch, grader, round_, fmt, params_path):
     FILE is checked exactly as the grades stage checks a grader's file. Pairs the grader
     already graded in that round are refused, so nothing recorded is replaced, unless the
     recorded grade is stale (its chunk, intent or rubric changed since): then the imported
-    row is recorded as a new grade made on what the pool shows now, beside the old one. The
-    merged file is written atomically. Each imported grade's bank line names the file it
+    row is recorded as a new grade made on what the pool shows now, beside the old one. Only
+    FILE's rows are checked against the current pool and audit sample: recorded grades of
+    pairs that have since left the pool stay in the file, unused. The merged file is written
+    atomically. Each imported grade's bank line names the file it
     came from, its sha256 and its format (imported_from). TREC qrels are taken for a grader
     of any kind; they carry no reasons, so their grades have none, and the bank line is what
     excuses them from the reason a model or human grader's grades carry. With --batch
