@@ -227,3 +227,59 @@ def test_with_text_labels_the_ratio_alpha_is_not_applicable(tmp_path):
     assert ("krippendorff_alpha_ratio is not applicable: --labels grades are ranks without a "
             "true zero") in out["notes"]
     assert out["fleiss_kappa"] == pytest.approx(30 / 158)  # the same grades as ranks
+
+
+def _recorded(path, rows_made_on):
+    """A grader's round file and its bank sidecar: each row with the chunk text it was
+    made on (a pair regraded after its chunk changed holds two rows)."""
+    from relgrade.graders.store import bank_path
+    from relgrade.protocol.sidecar import row_sha256
+
+    rows, bank = [], []
+    for q, c, g, text in rows_made_on:
+        row = {"query_id": q, "chunk_id": c, "reason": "r", "grade": g}
+        rows.append(json.dumps(row, separators=(",", ":")) + "\n")
+        bank.append(json.dumps({"query_id": q, "chunk_id": c, "content_sha256": text,
+                                "intent_sha256": "i", "rubric_version": "v1",
+                                "rubric_sha256": "r", "graded_at": "2026-12-01T12:00:00Z",
+                                "row_sha256": row_sha256(row)}) + "\n")
+    path.write_text("".join(rows))
+    bank_path(path).write_text("".join(bank))
+    return path
+
+
+def test_a_regraded_pair_counts_with_its_latest_grade_and_the_superseded_one_is_noted(tmp_path):
+    # A graded c1 2 and c2 1; c1's chunk was edited and regraded 0 (line 3, beside line 1)
+    a = _recorded(tmp_path / "round-1.jsonl", [("q1", "c1", 2, "old"), ("q1", "c2", 1, "x"),
+                                               ("q1", "c1", 0, "new")])
+    b = jsonl(tmp_path / "b.jsonl", [])
+    b.write_text("".join(json.dumps({"query_id": "q1", "chunk_id": c, "reason": "", "grade": g})
+                         + "\n" for c, g in (("c1", 0), ("c2", 1))))
+    out = json.loads(run(a, b, "--json").output)
+    # A's latest grades (c1 0, c2 1) agree with B's on both pairs
+    assert (out["pairs"], out["missing"], out["raw_agreement"]) == (2, 0, 1.0)
+    assert out["confusion"] == [[1, 0, 0], [0, 1, 0], [0, 0, 0]]
+    assert (f"A ({a}): 1 superseded grade skipped: a later grade of the same pair, recorded "
+            "after its chunk, intent or rubric changed, counts") in out["notes"]
+    res = run(a, b)
+    assert res.exit_code == 0, res.output
+    assert res.output.splitlines()[2:4] == ["pairs                  2", "missing                0"]
+    assert f"note: A ({a}): 1 superseded grade skipped" in res.output
+
+
+def test_a_second_grade_made_on_the_same_content_is_still_refused(tmp_path):
+    (tmp_path / "grader-a").mkdir()
+    a = _recorded(tmp_path / "grader-a/round-1.jsonl", [("q1", "c1", 2, "x"),
+                                                        ("q1", "c1", 0, "x")])
+    res = run(a, a)
+    assert res.exit_code == 1
+    assert res.output == (f"Error: {a.as_posix()}: grader-a: pair (q1, c1): second row for one pair, made "
+                          "on the same content, intent and rubric. Keep one grade per pair and "
+                          "grader\n")
+
+
+def test_an_empty_recorded_grade_file_is_refused_as_every_judgment_file(tmp_path):
+    a = _recorded(tmp_path / "round-1.jsonl", [])
+    res = run(a, a)
+    assert res.exit_code == 1
+    assert res.output.startswith(f"Error: {a}: no judgments in the file")

@@ -134,7 +134,7 @@ def test_a_partial_results_file_records_its_batches_and_the_rest_stays_owed(
     assert res.exit_code == 0, res.output
     # batches 0, 1, 2 are q01 b0 (5), q01 b1 (2), q02 b0 (5): 12 pairs; 21 - 12 = 9 owed
     assert (f"imported 12 grades in 3 batches for grader-a from {results.as_posix()} "
-            f"({provider} results); 1 requests unanswered; 9 pairs still owed") in res.output
+            f"({provider} results); 1 request unanswered; 9 pairs still owed") in res.output
     got = sorted((r["query_id"], r["chunk_id"], r["grade"])
                  for r in ex.read_rows(grades_file(tmp_path)))
     want = sorted((q, c["chunk_id"], ex.truth(c["chunk_id"]))

@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 
 from tests.e2e import tiny
-from tests.test_e2e_bank import _commands, _grade, _params, _pending_line
+from tests.test_e2e_bank import _commands, _grade, _params, _pending_line, _rows
 
 pytestmark = [pytest.mark.slow]
 
@@ -74,3 +74,76 @@ def test_corpus_edit_makes_that_chunks_pairs_pending_and_regrading_revises_the_k
     n = len(pairs)
     assert (f"The current key revises the previous one: {n} pair{'s' if n != 1 else ''} "
             "regraded because what they show changed") in (root / "metrics/report.md").read_text()
+
+
+@pytest.fixture(scope="module")
+def shrunk(tmp_path_factory):
+    """A frozen key, then a shallower pool (pairs leave it) and one chunk edited."""
+    root = tmp_path_factory.mktemp("shrunk")
+    tiny.write_inputs(root)
+    _params(root, _commands)
+    tiny.git(root, "init", "-q")
+    tiny.run(root, "dvc", "init", "-q")
+    tiny.run(root, "dvc", "config", "core.analytics", "false")
+    tiny.run(root, "relgrade", "intents", "review", "--reviewer", "auditor-b")
+    tiny.run(root, "dvc", "repro", check=False)
+    _grade(root)
+    tiny.run(root, "dvc", "repro")
+    return root
+
+
+def test_after_pairs_leave_the_pool_an_imported_regrade_is_taken_and_the_key_ignores_them(
+        shrunk):
+    root = shrunk
+    audit = [json.loads(x)["query_id"]
+             for x in (root / "data/audit/audit.jsonl").read_text().splitlines()]
+    cid = f"{audit[0]}-answer"
+    before = set(zip(*pd.read_parquet(root / "data/pool/pool.parquet")[
+        ["query_id", "chunk_id"]].T.values))
+    _params(root, lambda p: p["pool"].update(depth=3))
+    (root / "blank.txt").write_text("This page intentionally left blank.")
+    tiny.run(root, "relgrade", "corpus", "edit", cid, "--text-file", "blank.txt")
+    proc = tiny.run(root, "dvc", "repro", check=False)
+    assert proc.returncode != 0 and "Traceback" not in proc.stderr
+    pool = pd.read_parquet(root / "data/pool/pool.parquet")
+    now = set(zip(pool.query_id, pool.chunk_id))
+    left = before - now
+    assert left and now < before  # pairs left the pool; none joined it
+    graded = {g: {(r["query_id"], r["chunk_id"]) for r in _rows(root, g)}
+              for g in ("grader-a", "auditor-b")}
+    assert left & graded["grader-a"]  # recorded grades of pairs no longer pooled
+    stale = sorted((q, c) for q, c in now if c == cid)
+    n_a, n_b = len(stale), sum(q in audit for q, _ in stale)
+    line, = _pending_line(proc)
+    assert line.startswith(f"Pending: grading: {'1 pair needs' if n_a == 1 else f'{n_a} pairs need'} "
+                           f"grader-a ({n_a} stale)")
+
+    # the user regrades the edited chunk elsewhere and imports it, as the README says
+    for name, pairs in (("grader-a", stale), ("auditor-b", [p for p in stale if p[0] in audit])):
+        src = root / f"{name}.jsonl"
+        src.write_text("".join(json.dumps({"query_id": q, "chunk_id": c,
+                                           "reason": "The page is blank.", "grade": 0}) + "\n"
+                               for q, c in pairs))
+        res = tiny.run(root, "relgrade", "grade", "import", "--grader", name, src.name,
+                       check=False)
+        assert res.returncode == 0, res.stderr
+        assert res.stdout.startswith(f"imported {len(pairs)} grade{'s' if len(pairs) != 1 else ''} "
+                                     f"for {name} (round 1)")
+        # every recorded grade kept, those of the left pairs included
+        assert {(r["query_id"], r["chunk_id"]) for r in _rows(root, name)} == graded[name]
+    tiny.run(root, "dvc", "repro")
+    key = [json.loads(x) for x in (root / "data/key/key.jsonl").read_text().splitlines()]
+    in_key = {(r["query_id"], r["chunk_id"]) for r in key}
+    assert in_key <= now and not in_key & left
+    assert {r["grade"] for r in key if r["chunk_id"] == cid} <= {0}
+    table = pd.read_parquet(root / "data/graded/grades.parquet")
+    assert not set(zip(table.query_id, table.chunk_id)) & left
+    status = tiny.run(root, "relgrade", "status")
+    assert "gate: passed" in status.stdout
+
+    # the README's agreement command reads the round files as the pipeline does
+    res = tiny.run(root, "relgrade", "agreement", "data/grades/grader-a/round-1.jsonl",
+                   "data/grades/auditor-b/round-1.jsonl", check=False)
+    assert res.returncode == 0, res.stderr
+    assert (f"note: A (data/grades/grader-a/round-1.jsonl): {n_a} superseded "
+            f"grade{'s' if n_a != 1 else ''} skipped") in res.stdout

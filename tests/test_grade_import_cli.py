@@ -99,10 +99,11 @@ def test_already_graded_pairs_are_refused_by_name_and_the_file_is_unchanged(exp)
     res = _import(str(src), "--grader", "grader-a")
     assert res.exit_code == 1
     assert res.output == (
-        f"Error: {src.as_posix()}: 1 pairs already recorded in "
+        f"Error: {src.as_posix()}: 1 pair already recorded in "
         "data/grades/grader-a/round-1.jsonl (found (q1, a))."
-        " Remove them from new.jsonl; recorded grades are never replaced (a changed grade "
-        "needs a new round)\n")
+        " Remove it from new.jsonl; recorded grades are never replaced (a changed grade "
+        "needs a new round, or, once the key is frozen, `relgrade grade correct` records a "
+        "post-hoc correction beside it)\n")
     assert (exp / TARGET).read_bytes() == before
 
 
@@ -345,4 +346,51 @@ def test_a_stale_pair_is_imported_again_as_a_new_grade_made_on_the_new_text(exp)
     # the new grade is current: a third import of the pair is refused as recorded
     res = _import(str(again), "--grader", "grader-a")
     assert res.exit_code == 1
-    assert "1 pairs already recorded" in res.output
+    assert "1 pair already recorded" in res.output
+
+
+def test_a_recorded_grade_of_a_pair_that_left_the_pool_is_kept_and_the_import_goes_on(exp):
+    # grader-a graded (q1, b) and (q3, d); then the pool changes and (q1, b) leaves it
+    assert _import(str(_write(exp / "old.jsonl", [_row("q1", "a", 2), _row("q1", "b", 1),
+                                                  _row("q3", "d", 0)])),
+                   "--grader", "grader-a").exit_code == 0
+    params = yaml.safe_load((exp / "params.yaml").read_text())
+    pd.DataFrame({"query_id": ["q1", "q2", "q3"], "chunk_id": ["a", "c", "d"],
+                  "inclusion_prob": [1.0] * 3}).to_parquet(exp / params["paths"]["pool"],
+                                                           index=False)
+    before = (exp / TARGET).read_bytes()
+    res = _import(str(_write(exp / "new.jsonl", [_row("q2", "c", 1)])), "--grader", "grader-a")
+    assert res.exit_code == 0, res.output
+    assert res.output == ("imported 1 grade for grader-a (round 1) into "
+                          "data/grades/grader-a/round-1.jsonl: 4 rows\n")
+    # the left pair's line stays where it was, byte for byte; the new row follows
+    assert (exp / TARGET).read_bytes() == before + (
+        b'{"query_id":"q2","chunk_id":"c","reason":"Shows where the loader lives.","grade":1}\n')
+    # the incoming rows still answer to the pool now: the left pair is refused there
+    res = _import(str(_write(exp / "left.jsonl", [_row("q1", "b", 0)])), "--grader", "grader-a")
+    assert res.exit_code == 1
+    assert "left.jsonl:1: grader-a: pair (q1, b): pair not in the pool" in res.output
+
+
+def test_an_auditors_recorded_grade_of_a_query_no_longer_audited_is_kept(exp):
+    assert _import(str(_write(exp / "b.jsonl", [_row("q2", "c", 1)])),
+                   "--grader", "auditor-b").exit_code == 0
+    params = yaml.safe_load((exp / "params.yaml").read_text())
+    (exp / params["paths"]["audit"]).write_text(
+        '{"query_id": "q3", "group": "keyword", "unique_share": 0.5, "reason": "x"}\n')
+    res = _import(str(_write(exp / "b2.jsonl", [_row("q3", "d", 0)])), "--grader", "auditor-b")
+    assert res.exit_code == 0, res.output
+    assert res.output.endswith("data/grades/auditor-b/round-1.jsonl: 2 rows\n")
+
+
+def test_counts_in_messages_agree_with_their_nouns(exp):
+    res = _import(str(_write(exp / "one.jsonl", [_row("q1", "a", 2)])), "--grader", "grader-a")
+    assert res.output == ("imported 1 grade for grader-a (round 1) into "
+                          "data/grades/grader-a/round-1.jsonl: 1 row\n")
+    assert _import(str(_write(exp / "two.jsonl", [_row("q1", "b", 1)])),
+                   "--grader", "grader-a").exit_code == 0
+    res = _import(str(_write(exp / "again.jsonl", [_row("q1", "a", 2), _row("q1", "b", 1)])),
+                  "--grader", "grader-a")
+    assert res.exit_code == 1
+    assert (": 2 pairs already recorded in data/grades/grader-a/round-1.jsonl (found (q1, a), "
+            "(q1, b)). Remove them from again.jsonl;") in res.output

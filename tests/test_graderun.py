@@ -75,6 +75,24 @@ def test_grader_run_names_an_undeclared_grader_and_the_params_file(tmp_path):
                           "role, kind and family under `graders`\n")
 
 
+def test_grade_run_on_a_human_grader_points_to_the_web_page_and_grade_import(tmp_path):
+    ex.build(tmp_path, graders={"person-h": {"role": "grader", "kind": "human",
+                                             "family": "people", "person": "an assessor"}})
+    res = run(tmp_path, grader_name="person-h")
+    assert res.exit_code == 1
+    assert res.output == (
+        f"Error: {tmp_path / 'params.yaml'}: person-h: a human grader has no command to run: "
+        "a person grades on the web page. Run `relgrade serve --grader person-h` and open the "
+        "login link it prints, or record grades made elsewhere with `relgrade grade import "
+        "--grader person-h FILE`\n")
+
+
+def test_a_grader_of_kind_import_points_to_grade_import():
+    with pytest.raises(InputError, match=r"kind import has no command to run: its grades come "
+                                         r"from a file.*`relgrade grade import --grader g FILE`"):
+        graderun.grader_setup({"role": "grader", "kind": "import"}, "g")
+
+
 def test_settings_defaults_and_the_workers_override():
     s = graderun.grader_setup({"role": "auditor", "kind": "model", "command": "a b"},
                               "g", workers=6)
@@ -331,6 +349,17 @@ def test_a_two_sample_tie_records_the_median_rounded_down_with_a_sampled_reason(
     rows = ex.read_rows(grades_file(tmp_path))
     # sample 0 says 0, sample 1 says 2: the median of {0, 2} is 1; the reason is sample 0's
     assert [(r["grade"], r["reason"]) for r in rows] == [(1, "text marks it grade 0")] * 2
+
+
+def test_a_recorded_sample_of_a_pair_that_left_the_pool_is_kept_in_the_file_and_not_counted():
+    packets = {"q1": {"batches": [[{"chunk_id": "a"}]]}}  # (q1, b) has left the pool
+    rows = [(1, {"query_id": "q1", "chunk_id": "b", "sample": 0, "reason": "Defines it.",
+                 "grade": 2}),
+            (2, {"query_id": "q1", "chunk_id": "a", "sample": 0, "reason": "Mentions it.",
+                 "grade": 1})]
+    df = graderun.recorded_samples(rows, packets=packets, scale=[0, 1, 2], max_reason_words=15,
+                                   kind="model", role="grader", source="samples.jsonl")
+    assert df.values.tolist() == [["q1", "a", 0, "Mentions it.", 1]]
 
 
 def test_samples_already_recorded_are_not_asked_again(tmp_path, monkeypatch):

@@ -40,10 +40,11 @@ def test_recorded_pairs_are_refused_and_a_refused_new_file_leaves_nothing(tmp_pa
     with pytest.raises(InputError) as e:
         GradeStore(path).import_rows([_row("q1", "b", 1), _row("q1", "a", 0)],
                                      source=tmp_path / "new.jsonl")
-    assert str(e.value) == (f"{tmp_path / 'new.jsonl'}: 1 pairs already recorded in "
-                            f"{path.as_posix()} (found (q1, a)). Remove them from new.jsonl; "
+    assert str(e.value) == (f"{tmp_path / 'new.jsonl'}: 1 pair already recorded in "
+                            f"{path.as_posix()} (found (q1, a)). Remove it from new.jsonl; "
                             "recorded grades are never replaced (a changed grade needs a new "
-                            "round)")
+                            "round, or, once the key is frozen, `relgrade grade correct` "
+                            "records a post-hoc correction beside it)")
     assert path.read_bytes() == ROW_BYTES
     fresh = tmp_path / "fresh" / "round-1.jsonl"
 

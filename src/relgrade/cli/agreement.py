@@ -43,11 +43,14 @@ def agreement_cmd(a, b, scale, labels, relevant_min, params_path, as_json):
     its P̄ and P_e and Krippendorff's alpha at the nominal, ordinal, interval and ratio levels
     (ratio not with --labels), over the same pairs. Run inside an experiment (or given
     --experiment or --params), the scale and the relevant grade default to its params
-    (scale.grades, scale.relevant_min).
+    (scale.grades, scale.relevant_min). A grader's round file with its bank sidecar
+    (round-N.bank.jsonl) is read as the pipeline reads it: where a pair was regraded after
+    its chunk, intent or rubric changed, its latest grade counts and the superseded one is
+    skipped (a note says how many); two grades of a pair made on the same content are
+    refused.
     """
     import pandas as pd
 
-    from relgrade.io.judgments import read_judgments
     from relgrade.protocol import agreement as ag
     from relgrade.schema import check_scale
 
@@ -58,8 +61,7 @@ def agreement_cmd(a, b, scale, labels, relevant_min, params_path, as_json):
         scale = p_scale if scale is None else scale
         relevant_min = p_min if relevant_min is None else relevant_min
     check_scale(scale, relevant_min)
-    ga = read_judgments(a, scale=scale, labels=labels)
-    gb = read_judgments(b, scale=scale, labels=labels)
+    (ga, skipped_a), (gb, skipped_b) = (_read(f, scale=scale, labels=labels) for f in (a, b))
     ga["grader"], gb["grader"] = "A", "B"
     paired, missing = ag.pair_grades(pd.concat([ga, gb], ignore_index=True),
                                      rater_a="A", rater_b="B")
@@ -77,6 +79,11 @@ def agreement_cmd(a, b, scale, labels, relevant_min, params_path, as_json):
                      ignore_index=True)
     multi = ag.multi_rater_agreement(both, scale=scale) if len(paired) else None
     notes = list(res["notes"])
+    for name, f, n in (("A", a, skipped_a), ("B", b, skipped_b)):
+        if n:
+            notes.append(f"{name} ({f}): {n} superseded grade{'s' if n != 1 else ''} "
+                         "skipped: a later grade of the same pair, recorded after its chunk, "
+                         "intent or rubric changed, counts")
     for name in ag.MULTI_MEASURES:
         out[name] = None if multi is None else multi[name]
     if multi is not None:
@@ -111,6 +118,33 @@ def agreement_cmd(a, b, scale, labels, relevant_min, params_path, as_json):
         click.echo("  ".join(t.rjust(colw) for t in r))
     for note in out["notes"]:
         click.echo(f"note: {note}")
+
+
+def _read(path: Path, *, scale, labels):
+    """One grade file's judgments and how many superseded grades were skipped.
+
+    A JSON Lines file with a bank sidecar is read through the bank
+    (:func:`relgrade.graders.recorded.read_recorded`: each pair's latest recorded grade);
+    any other file by the rules of every judgment file
+    (:func:`relgrade.io.judgments.read_judgments`, one grade per pair).
+
+    Returns
+    -------
+    (pandas.DataFrame, int)
+        ``query_id``, ``chunk_id``, ``grade``, ``reason``; the superseded rows left out.
+
+    Raises
+    ------
+    InputError
+        As the reader used.
+    """
+    from relgrade.graders.recorded import has_bank, read_recorded
+    from relgrade.io.judgments import read_judgments
+
+    if labels is None and has_bank(path):
+        got = read_recorded(path, scale=scale)
+        return got.table, got.superseded
+    return read_judgments(path, scale=scale, labels=labels), 0
 
 
 def _params_scale(params_path: Path) -> tuple[list[int], int]:

@@ -47,8 +47,10 @@ def import_cmd(file, batch, grader, round_, fmt, params_path):
     FILE is checked exactly as the grades stage checks a grader's file. Pairs the grader
     already graded in that round are refused, so nothing recorded is replaced, unless the
     recorded grade is stale (its chunk, intent or rubric changed since): then the imported
-    row is recorded as a new grade made on what the pool shows now, beside the old one. The
-    merged file is written atomically. Each imported grade's bank line names the file it
+    row is recorded as a new grade made on what the pool shows now, beside the old one. Only
+    FILE's rows are checked against the current pool and audit sample: recorded grades of
+    pairs that have since left the pool stay in the file, unused. The merged file is written
+    atomically. Each imported grade's bank line names the file it
     came from, its sha256 and its format (imported_from). TREC qrels are taken for a grader
     of any kind; they carry no reasons, so their grades have none, and the bank line is what
     excuses them from the reason a model or human grader's grades carry. With --batch
@@ -105,18 +107,22 @@ def import_cmd(file, batch, grader, round_, fmt, params_path):
     total = GradeStore(target, made_on=made_on).import_rows(
         rows, source=file, note=grades.imported_from(file, io.sha256_file(file), fmt),
         # a pair graded again after its chunk, intent or rubric changed holds two rows; a
-        # grade imported from qrels before has no reason, as its bank line says
+        # grade imported from qrels before has no reason, as its bank line says; a recorded
+        # pair that has left the pool (or an audit query no longer audited) stays, unused:
+        # only the incoming rows answer to the pool and the audit sample now
         check=lambda recorded: grades.validate_grader_file(
             recorded, source=target.as_posix(), allow_repeats=True,
-            reasonless=grades.imported_without_reasons(recorded, read_bank(target)), **check))
+            reasonless=grades.imported_without_reasons(recorded, read_bank(target)),
+            **{**check, "pool_pairs": None, "audit_query_ids": None}))
     # The round's sidecar names the intents and rubric graded from now; each grade's own
     # made-on line (in the bank) is what decides whether it is current.
     if rnd == grading.round and intents_sha256:
         ex.ensure_meta(ex.grader_files(grader, rnd),
                        {"intents_sha256": intents_sha256,
                         "rubric_version": str(grading.rubric_version), "round": rnd})
-    click.echo(f"imported {len(new)} grades for {grader} (round {rnd}) into "
-               f"{target.as_posix()}: {total} rows")
+    n = len(new)
+    click.echo(f"imported {n} grade{'s' if n != 1 else ''} for {grader} (round {rnd}) into "
+               f"{target.as_posix()}: {total} row{'s' if total != 1 else ''}")
 
 
 # --- provider batch files --------------------------------------------------------
@@ -225,8 +231,11 @@ def _import_batch(results: Path, grader: str, params_path) -> None:
                     raise r
         left = sum(len(b.chunks) for b in owed) - sum(len(rows) for _, rows, _ in got.answered)
     pairs = sum(len(rows) for _, rows, _ in got.answered)
-    click.echo(f"imported {pairs} grades in {len(got.answered)} batches for {grader} from "
-               f"{Path(results).as_posix()} ({provider} results); "
-               f"{len(got.unanswered)} requests unanswered; {left} pairs still owed")
+    batches, unanswered = len(got.answered), len(got.unanswered)
+    click.echo(f"imported {pairs} grade{'s' if pairs != 1 else ''} in {batches} "
+               f"batch{'es' if batches != 1 else ''} for {grader} from "
+               f"{Path(results).as_posix()} ({provider} results); {unanswered} "
+               f"request{'s' if unanswered != 1 else ''} unanswered; {left} "
+               f"pair{'s' if left != 1 else ''} still owed")
     for line, cid, why in got.unanswered[:10]:
         click.echo(f"unanswered: line {line} custom_id {cid}: {why}", err=True)

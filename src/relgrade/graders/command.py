@@ -179,13 +179,24 @@ def grader_setup(spec: Mapping, name: str, *, path=None, workers: int | None = N
     Raises
     ------
     InputError
-        No ``command``; a
-        ``timeout``, ``retries``, ``workers`` or ``samples`` that is not a valid number; an
+        No ``command`` (for a human grader the message names ``relgrade serve`` and
+        ``relgrade grade import``; for a grader of kind ``import``, ``relgrade grade
+        import``); a ``timeout``, ``retries``, ``workers`` or ``samples`` that is not a valid number; an
         ``input`` mode other than ``json`` or ``prompt``; an ``executor`` other than
         ``local`` or ``ray``; an ``address`` that is not a string.
     """
     g = spec
     role, kind = g["role"], g["kind"]
+    if g.get("command") is None and kind == "human":
+        raise InputError("a human grader has no command to run: a person grades on the web "
+                         "page", path=path, item=name,
+                         fix=f"Run `relgrade serve --grader {name}` and open the login link "
+                             f"it prints, or record grades made elsewhere with `relgrade grade "
+                             f"import --grader {name} FILE`")
+    if g.get("command") is None and kind == "import":
+        raise InputError("a grader of kind import has no command to run: its grades come "
+                         "from a file", path=path, item=name,
+                         fix=f"Record them with `relgrade grade import --grader {name} FILE`")
     if g.get("command") is None:
         raise InputError("grader has no command to run", path=path, item=name,
                          fix=f"Set graders.{name}.command (see docs/graders.md)")
@@ -291,7 +302,10 @@ def recorded_samples(rows, *, packets, scale, max_reason_words, kind, role, sour
     """Validate recorded sample rows; the samples table (see :mod:`relgrade.graders.self_consistency`).
 
     Sample rows are grade rows with a ``sample`` number between ``chunk_id`` and ``reason``.
+    The table holds the samples of the pairs the packets hold: a recorded sample of a pair
+    that left the pool is kept in the file, not counted (as :func:`recorded_pairs`).
     """
+    wanted = packet_pairs(packets)
     by_sample: dict[int, list] = {}
     for line, row in rows:
         s = row.get("sample")
@@ -302,10 +316,12 @@ def recorded_samples(rows, *, packets, scale, max_reason_words, kind, role, sour
         by_sample.setdefault(s, []).append((line, grade_row))
     frames = []
     for s, srows in sorted(by_sample.items()):
-        df = validate_grade_rows(srows, pool_pairs=packet_pairs(packets), scale=scale,
+        df = validate_grade_rows(srows, pool_pairs=None, scale=scale,
                                  max_reason_words=max_reason_words,
                                  require_reason=lambda g: reason_required(kind, role, g),
                                  source=source, grader=grader, max_reason_chars=max_reason_chars)
+        keep = [(q, c) in wanted for q, c in zip(df["query_id"], df["chunk_id"])]
+        df = df[pd.Series(keep, index=df.index, dtype=bool)].reset_index(drop=True)
         df.insert(2, "sample", s)
         frames.append(df)
     if not frames:

@@ -1081,11 +1081,15 @@ class GradeStore:
             if again:
                 shown = ", ".join(f"({', '.join(k)})" for k in again[:10])
                 name = Path(source).name if source is not None else "the imported file"
-                raise InputError(f"{len(again)} pairs already recorded in "
+                n = len(again)
+                raise InputError(f"{n} pair{'s' if n != 1 else ''} already recorded in "
                                  f"{target.as_posix()}", path=source,
-                                 found=shown + (" ..." if len(again) > 10 else ""),
-                                 fix=f"Remove them from {name}; recorded grades are never "
-                                     "replaced (a changed grade needs a new round)")
+                                 found=shown + (" ..." if n > 10 else ""),
+                                 fix=f"Remove {'them' if n != 1 else 'it'} from {name}; "
+                                     "recorded grades are never replaced (a changed grade "
+                                     "needs a new round, or, once the key is frozen, "
+                                     "`relgrade grade correct` records a post-hoc correction "
+                                     "beside it)")
             if before and not before.endswith(b"\n"):
                 before += b"\n"
             data = jsonl_bytes(rows)

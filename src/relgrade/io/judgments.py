@@ -34,7 +34,9 @@ The rules, the same for every format and every command that reads judgments
    (``"good"``) are read only with their order declared (``labels``, lowest first; the
    CLI's ``--labels``), as their position: 0, 1, 2, ...
 6. **One grade per pair.** A second row for the same (query, chunk) pair (per grader and
-   round in the long grades table) is refused, naming both lines.
+   round in the long grades table) is refused, naming both lines. (A grader's round file
+   with its bank sidecar, where a regrade is recorded beside the grade it supersedes, is
+   read through the bank instead: :mod:`relgrade.graders.recorded`.)
 7. **Not empty.** A file without a single judgment is refused: an empty key or qrels file
    would otherwise score every run as undefined.
 

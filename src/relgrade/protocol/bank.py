@@ -149,9 +149,35 @@ def current_grades(bank: pd.DataFrame, *, content: pd.Series, intents: pd.Series
     """
     ok = bank[currency(bank, content=content, intents=intents, rubric_sha256=rubric_sha256,
                        rubric_version=rubric_version).eq("current")]
-    if "round" in ok.columns:
-        ok = ok.sort_values("round", kind="stable")
-    return ok.drop_duplicates(["grader", "query_id", "chunk_id"], keep="last")
+    return latest_grades(ok)
+
+
+def latest_grades(bank: pd.DataFrame) -> pd.DataFrame:
+    """The latest recorded grade per (grader, query_id, chunk_id): a later grade of a pair
+    supersedes an earlier one.
+
+    Parameters
+    ----------
+    bank : pandas.DataFrame
+        Bank rows (``grader``, ``query_id``, ``chunk_id``, optional ``round``), each grader's
+        rows of a round in the order they were recorded.
+
+    Returns
+    -------
+    pandas.DataFrame
+        One row per (grader, query_id, chunk_id): the one of the highest ``round``, and
+        within a round the last recorded.
+
+    Examples
+    --------
+    >>> t = pd.DataFrame({"grader": ["g", "g"], "query_id": ["q", "q"],
+    ...                   "chunk_id": ["c", "c"], "round": [1, 1], "grade": [2, 0]})
+    >>> latest_grades(t)["grade"].tolist()
+    [0]
+    """
+    if "round" in bank.columns:
+        bank = bank.sort_values("round", kind="stable")
+    return bank.drop_duplicates(["grader", "query_id", "chunk_id"], keep="last")
 
 
 def pending_work(pool: pd.DataFrame, bank: pd.DataFrame, *, key_grader: str, auditor: str,

@@ -411,7 +411,7 @@ def validate_grader_file(
     *,
     name: str,
     spec: Mapping,
-    pool_pairs: set[tuple[str, str]],
+    pool_pairs: set[tuple[str, str]] | None,
     audit_query_ids: Iterable[str] | None,
     scale: Iterable[int],
     max_reason_words: int,
@@ -431,8 +431,9 @@ def validate_grader_file(
         The grader.
     spec : mapping
         Its params entry (``graders.NAME``: ``role``, ``kind``, ``family``, ...).
-    pool_pairs : set of (str, str)
-        The pool's pairs.
+    pool_pairs : set of (str, str) or None
+        The pool's pairs; ``None`` skips the pool check (a file already recorded, whose
+        pairs that left the pool stay in it, unused).
     audit_query_ids : iterable of str or None
         The audit queries; an auditor may grade only these. ``None`` skips that check.
     scale : iterable of int
