@@ -188,8 +188,10 @@ def test_a_refused_answer_is_not_cached_and_its_accepted_retry_is(tmp_path, monk
     assert set(bank_marks(two).values()) == {"hit"}
 
 
-def test_an_answer_left_in_the_spool_by_a_killed_run_is_used_without_a_process(tmp_path,
-                                                                              monkeypatch):
+def answered_then_uncached(tmp_path, monkeypatch):
+    """Two experiments sharing a cache; the first graded (one call), then its cache entry
+    removed, as if the run died after the command answered but before the answer was cached.
+    Returns the counter, both experiments, the cache file and the removed entry."""
     counter = tmp_path / "calls"
     monkeypatch.setenv("RELGRADE_TEST_COUNTER", str(counter))
     one, two = tmp_path / "one", tmp_path / "two"
@@ -199,10 +201,15 @@ def test_an_answer_left_in_the_spool_by_a_killed_run_is_used_without_a_process(t
     cache_file = tmp_path / "shared/call-cache.jsonl"
     (line,) = cache_file.read_text().splitlines()
     entry = json.loads(line)
-    # as if the run died after the command answered but before the answer was cached
     cache_file.unlink()
     spool = tmp_path / "shared/call-cache.jsonl.spool"
     spool.mkdir(exist_ok=True)
+    return counter, one, two, cache_file, entry, spool
+
+
+def test_an_answer_left_in_the_spool_by_a_killed_run_is_used_without_a_process(tmp_path,
+                                                                              monkeypatch):
+    counter, one, two, cache_file, entry, spool = answered_then_uncached(tmp_path, monkeypatch)
     (spool / f"{entry['key']}.x.out").write_text(entry["answer"])
     (spool / f"{entry['key']}.y.out").write_text(entry["answer"][:20])  # cut short: ignored
     second = run(two)
@@ -215,20 +222,9 @@ def test_an_answer_left_in_the_spool_by_a_killed_run_is_used_without_a_process(t
 
 def test_a_spool_file_still_being_written_is_waited_for_not_asked_again(tmp_path,
                                                                          monkeypatch):
-    counter = tmp_path / "calls"
-    monkeypatch.setenv("RELGRADE_TEST_COUNTER", str(counter))
-    one, two = tmp_path / "one", tmp_path / "two"
-    ex.build(one, queries=1, chunks=3, graders=graders(), paths=CACHE)
-    ex.build(two, queries=1, chunks=3, graders=graders(), paths=CACHE)
-    assert run(one).exit_code == 0
-    cache_file = tmp_path / "shared/call-cache.jsonl"
-    (line,) = cache_file.read_text().splitlines()
-    entry = json.loads(line)
-    cache_file.unlink()
+    counter, one, two, cache_file, entry, spool = answered_then_uncached(tmp_path, monkeypatch)
     # a killed run's grader process that has not died yet: it holds its spool file (locked
     # as the runners lock it) and prints its answer 1.5 s after the next run starts
-    spool = tmp_path / "shared/call-cache.jsonl.spool"
-    spool.mkdir(exist_ok=True)
     target = spool / f"{entry['key']}.orphan.out"
     writer = subprocess.Popen(
         [sys.executable, "-c",

@@ -51,15 +51,21 @@ def _pending_line(proc):
     return lines
 
 
-@pytest.fixture(scope="module")
-def frozen(tmp_path_factory):
-    root = tmp_path_factory.mktemp("bank")
+def _reviewed(root):
+    """The tiny experiment's inputs and params in a new git + DVC repository, intents
+    reviewed: where a user starts grading."""
     tiny.write_inputs(root)
     _params(root, _commands)
     tiny.git(root, "init", "-q")
     tiny.run(root, "dvc", "init", "-q")
     tiny.run(root, "dvc", "config", "core.analytics", "false")
     tiny.run(root, "relgrade", "intents", "review", "--reviewer", "auditor-b")
+
+
+@pytest.fixture(scope="module")
+def frozen(tmp_path_factory):
+    root = tmp_path_factory.mktemp("bank")
+    _reviewed(root)
     # the user's loop, nothing else: dvc repro stops at the pending work, the graders grade,
     # dvc repro completes
     proc = tiny.run(root, "dvc", "repro", check=False)

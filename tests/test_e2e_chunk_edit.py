@@ -5,29 +5,44 @@
 from __future__ import annotations
 
 import json
+import shutil
+from pathlib import Path
 
 import pandas as pd
 import pytest
 
 from tests.e2e import tiny
-from tests.test_e2e_bank import _commands, _grade, _params, _pending_line, _rows
+from tests.test_e2e_bank import _grade, _params, _pending_line, _reviewed, _rows
 
 pytestmark = [pytest.mark.slow]
 
 
-@pytest.fixture(scope="module")
-def frozen(tmp_path_factory):
-    root = tmp_path_factory.mktemp("edit")
-    tiny.write_inputs(root)
-    _params(root, _commands)
-    tiny.git(root, "init", "-q")
-    tiny.run(root, "dvc", "init", "-q")
-    tiny.run(root, "dvc", "config", "core.analytics", "false")
-    tiny.run(root, "relgrade", "intents", "review", "--reviewer", "auditor-b")
+def _copy(root, parent):
+    """A copy of the experiment folder ``root`` (its git repository and DVC cache with it)
+    under ``parent``."""
+    return Path(shutil.copytree(root, parent / "exp"))
+
+
+def _frozen(root):
+    """A reviewed tiny experiment graded in full and its key frozen, by the user's loop."""
+    root.mkdir(parents=True, exist_ok=True)
+    _reviewed(root)
     tiny.run(root, "dvc", "repro", check=False)
     _grade(root)
     tiny.run(root, "dvc", "repro")
     return root
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory):
+    """One frozen experiment, copied whole (git, DVC cache and all) for each test that
+    changes it: building it is most of this module's time."""
+    return _frozen(tmp_path_factory.mktemp("built") / "exp")
+
+
+@pytest.fixture(scope="module")
+def frozen(built, tmp_path_factory):
+    return _copy(built, tmp_path_factory.mktemp("edit"))
 
 
 def test_corpus_edit_makes_that_chunks_pairs_pending_and_regrading_revises_the_key(frozen):
@@ -77,19 +92,9 @@ def test_corpus_edit_makes_that_chunks_pairs_pending_and_regrading_revises_the_k
 
 
 @pytest.fixture(scope="module")
-def shrunk(tmp_path_factory):
+def shrunk(built, tmp_path_factory):
     """A frozen key, then a shallower pool (pairs leave it) and one chunk edited."""
-    root = tmp_path_factory.mktemp("shrunk")
-    tiny.write_inputs(root)
-    _params(root, _commands)
-    tiny.git(root, "init", "-q")
-    tiny.run(root, "dvc", "init", "-q")
-    tiny.run(root, "dvc", "config", "core.analytics", "false")
-    tiny.run(root, "relgrade", "intents", "review", "--reviewer", "auditor-b")
-    tiny.run(root, "dvc", "repro", check=False)
-    _grade(root)
-    tiny.run(root, "dvc", "repro")
-    return root
+    return _copy(built, tmp_path_factory.mktemp("shrunk"))
 
 
 def test_after_pairs_leave_the_pool_an_imported_regrade_is_taken_and_the_key_ignores_them(

@@ -18,8 +18,6 @@ import click
 
 from relgrade.cli.options import params_option
 from relgrade.cli.render import handle_errors
-from relgrade.pipeline.cost import cost_lines
-from relgrade.schema import TRIAGE_ROLE
 
 
 @click.command("status")
@@ -135,6 +133,8 @@ def status_lines(st: Mapping) -> list[str]:
                    f"triage: people's queue of {tri['queue']} pairs: the {tri['model_relevant']} "
                    f"{tri['grader']} graded relevant plus a sample of {tri['sampled_zeros']} of "
                    f"its {tri['model_zeros']} 0s")
+    from relgrade.schema import TRIAGE_ROLE  # pandas and pyarrow: not for --help
+
     for name, g in st["grading"].items():
         step = "audit" if g["role"] == "auditor" else "grading"
         what = ("pairs" if g["role"] == "auditor" else "pool pairs" if tri is None
@@ -219,6 +219,8 @@ def status_lines(st: Mapping) -> list[str]:
             out.append(f"metrics {arm}: missing")
     out += panel_lines(st.get("pending") or {})
     if st.get("cost"):
+        from relgrade.pipeline.cost import cost_lines  # pandas: not for --help
+
         out += cost_lines(st["cost"])
     if st.get("design", {}).get("unfilled"):
         out.append("design: unfilled: " + "; ".join(st["design"]["unfilled"]))

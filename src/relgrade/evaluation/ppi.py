@@ -361,17 +361,7 @@ def ppi_mean_rows(human, model_sample, model_all, *, lam=None,
     InputError
         Shapes that disagree, fewer than 2 sample queries, or a value that is not finite.
     """
-    y = np.asarray(human, dtype=np.float64)
-    yhat = np.asarray(model_sample, dtype=np.float64)
-    f = np.asarray(model_all, dtype=np.float64)
-    if y.ndim != 2 or y.shape != yhat.shape or f.ndim != 2 or f.shape[0] != y.shape[0]:
-        raise InputError("per-row values need shapes (m, n), (m, n) and (m, N)",
-                         found=f"{y.shape}, {yhat.shape}, {f.shape}")
-    if y.shape[1] < 2 or f.shape[1] < y.shape[1]:
-        raise InputError("an interval needs at least 2 human-graded queries, all model-graded",
-                         found=f"n={y.shape[1]}, N={f.shape[1]}")
-    if not (np.isfinite(y).all() and np.isfinite(yhat).all() and np.isfinite(f).all()):
-        raise InputError("per-query values must be finite numbers", found="NaN or infinity")
+    y, yhat, f = _rows(human, model_sample, model_all, minimum=2, what="an interval")
     n, big_n = y.shape[1], f.shape[1]
     if lam is None:
         cov = ((y - y.mean(axis=1, keepdims=True))
