@@ -28,7 +28,7 @@ KILLS = 22
 
 
 def build(root, mode, workers):
-    return ex.build(root, queries=300, chunks=25, graders={
+    return ex.build(root, queries=150, chunks=25, graders={
         "grader-a": {"role": "grader", "kind": "model", "family": "test",
                      "command": ex.command(mode), "timeout": 30, "retries": 0,
                      "workers": workers}})
