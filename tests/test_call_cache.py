@@ -22,13 +22,22 @@ from click.testing import CliRunner
 
 from relgrade.cli import main
 from relgrade.errors import InputError
-from relgrade.graders.cache import CallCache, cache_counts, call_key
+from relgrade.graders.cache import CallCache, cache_counts, call_key, command_identity
 from relgrade.graders.store import append_lines, read_bank
 from tests.graders import experiment as ex
 
 ROOT = Path(__file__).resolve().parents[1]
 ENV = dict(os.environ, PYTHONPATH=f"{ROOT / 'src'}{os.pathsep}{ROOT}")
 CACHE = {"call_cache": "../shared/call-cache.jsonl"}  # beside the experiments: shared
+
+
+@pytest.fixture(autouse=True)
+def repository(tmp_path):
+    """Every test's folder is a relgrade repository (stages/ and dvc.yaml), so the shared
+    cache beside its experiments lies inside the working tree."""
+    (tmp_path / "stages").mkdir()
+    (tmp_path / "dvc.yaml").write_text("stages: {}\n")
+    return tmp_path
 
 
 def graders(mode="ok", **kw):
@@ -62,11 +71,14 @@ def rows(root):
 # --- the key and the file ------------------------------------------------------------
 
 def test_the_key_is_the_sha256_of_the_documented_canonical_json():
+    identity = command_identity(["g", "-x"], input_mode="json", grader="grader-a",
+                                role="grader", files={"g": "ab" * 32}, env={"MODEL": None})
     expected = hashlib.sha256(
-        b'{"cache":"relgrade-call-cache/1","identity":{"command":["g","-x"],"input":"json"},'
+        b'{"cache":"relgrade-call-cache/2","identity":{"grader":"grader-a","role":"grader",'
+        b'"command":["g","-x"],"input":"json","files":{"g":"' + b"ab" * 32 + b'"},'
+        b'"env":{"MODEL":null}},'
         b'"request":"{\\"q\\":\\"\xc3\xa9\\"}\\n"}').hexdigest()
-    assert call_key({"command": ["g", "-x"], "input": "json"}, '{"q":"é"}\n'.encode()) == \
-        expected
+    assert call_key(identity, '{"q":"é"}\n'.encode()) == expected
 
 
 def test_a_torn_last_line_is_skipped_on_open_and_cut_by_the_next_append(tmp_path):
@@ -298,3 +310,128 @@ def test_status_shows_each_graders_cache_hits_and_misses(tmp_path):
     st = {}
     _call_cache(Experiment.load(tmp_path / "one/params.yaml"), st)
     assert st["call_cache"] == {"grader-a": {"hit": 0, "miss": 10, "none": 0}}
+
+
+# --- whose answer: the grader, its script, its environment, and where the cache lies ---------
+
+def test_two_graders_with_one_command_on_one_prompt_each_call_their_command(tmp_path,
+                                                                             monkeypatch):
+    counter = tmp_path / "calls"
+    monkeypatch.setenv("RELGRADE_TEST_COUNTER", str(counter))
+    root = tmp_path / "one"
+    same = {"role": "grader", "kind": "model", "family": "test", "input": "prompt",
+            "command": ex.command("prompt"), "timeout": 30, "retries": 1}
+    ex.build(root, queries=3, chunks=7, graders={"grader-a": same, "grader-c": same},
+             paths=CACHE)
+    for name in ("grader-a", "grader-c"):
+        res = CliRunner().invoke(main, ["grade", "run", "--grader", name, "--params",
+                                        str(root / "params.yaml"), "--no-progress"])
+        assert res.exit_code == 0, res.output
+        assert "call cache: 0 requests answered from the cache, 6 sent to the command" in \
+            res.output
+    made = calls(counter)
+    # the same six prompts, each answered once by each grader's own process
+    assert len(made) == 12 and set(Counter(made).values()) == {2}
+    for name in ("grader-a", "grader-c"):
+        bank = read_bank(root / f"data/grades/{name}/round-1.jsonl")
+        assert cache_counts(bank) == {"hit": 0, "miss": 21, "none": 0}
+    assert len(CallCache(tmp_path / "shared/call-cache.jsonl")) == 12
+
+
+def _script_in_tree(tmp_path) -> Path:
+    """The test grader copied into the repository's working tree, as a grader script."""
+    script = tmp_path / "graders/grader.py"
+    script.parent.mkdir()
+    script.write_bytes(ex.GRADER.read_bytes())
+    return script
+
+
+def test_an_edited_grader_script_misses_the_cache(tmp_path, monkeypatch):
+    counter = tmp_path / "calls"
+    monkeypatch.setenv("RELGRADE_TEST_COUNTER", str(counter))
+    script = _script_in_tree(tmp_path)
+    spec = graders()
+    spec["grader-a"]["command"] = [sys.executable, str(script), "ok"]
+    for name in ("one", "two", "three"):
+        ex.build(tmp_path / name, queries=2, chunks=3, graders=spec, paths=CACHE)
+    assert run(tmp_path / "one").exit_code == 0
+    assert len(calls(counter)) == 2  # 2 queries x 1 batch
+    assert run(tmp_path / "two").exit_code == 0
+    assert len(calls(counter)) == 2, "the same script was asked again"
+    script.write_bytes(script.read_bytes() + b"# reads the chunk more carefully now\n")
+    third = run(tmp_path / "three")
+    assert third.exit_code == 0, third.output
+    assert len(calls(counter)) == 4, "the edited script was answered from the cache"
+    assert set(bank_marks(tmp_path / "three").values()) == {"miss"}
+
+
+def test_a_declared_environment_variable_changed_misses_the_cache(tmp_path, monkeypatch):
+    counter = tmp_path / "calls"
+    monkeypatch.setenv("RELGRADE_TEST_COUNTER", str(counter))
+    spec = graders(env_keys=["RELGRADE_TEST_MODEL"])
+    for name in ("one", "two", "three", "four"):
+        ex.build(tmp_path / name, queries=2, chunks=3, graders=spec, paths=CACHE)
+    monkeypatch.setenv("RELGRADE_TEST_MODEL", "model-1")
+    assert run(tmp_path / "one").exit_code == 0
+    assert len(calls(counter)) == 2
+    monkeypatch.setenv("RELGRADE_TEST_UNDECLARED", "anything")  # not declared: not in the key
+    assert run(tmp_path / "two").exit_code == 0
+    assert len(calls(counter)) == 2
+    monkeypatch.setenv("RELGRADE_TEST_MODEL", "model-2")
+    assert run(tmp_path / "three").exit_code == 0
+    assert len(calls(counter)) == 4, "a changed declared variable was answered from the cache"
+    monkeypatch.delenv("RELGRADE_TEST_MODEL")  # unset is a value of its own too
+    assert run(tmp_path / "four").exit_code == 0
+    assert len(calls(counter)) == 6
+
+
+def test_env_keys_must_be_distinct_variable_names(tmp_path):
+    root = tmp_path / "one"
+    ex.build(root, queries=1, chunks=3, graders=graders(env_keys=["MODEL", "2BAD"]))
+    res = run(root)
+    assert res.exit_code == 1
+    assert res.output == (f"Error: {root / 'params.yaml'}: graders.grader-a.env_keys: must be "
+                          "a list of distinct environment variable names (letters, digits and "
+                          "_) (found ['MODEL', '2BAD'])\n")
+
+
+@pytest.mark.parametrize("how", ["absolute", "climbing", "symlinked"])
+def test_a_call_cache_outside_the_working_tree_is_refused(tmp_path, how):
+    repo, outside = tmp_path / "repo", tmp_path / "outside"
+    (repo / "stages").mkdir(parents=True)
+    (repo / "dvc.yaml").write_text("stages: {}\n")
+    outside.mkdir()
+    root = repo / "experiments/one"
+    entry = {"absolute": str(outside / "call-cache.jsonl"),
+             "climbing": "../../../outside/call-cache.jsonl",
+             "symlinked": "private/call-cache.jsonl"}[how]
+    ex.build(root, queries=1, chunks=3, graders=graders(), paths={"call_cache": entry})
+    if how == "symlinked":
+        (root / "private").symlink_to(outside, target_is_directory=True)
+    res = run(root)
+    assert res.exit_code == 1
+    rule = ("the call cache is named relative to the experiment, never by an absolute path"
+            if how == "absolute" else
+            "the call cache lies outside the repository's working tree")
+    found = (entry if how == "absolute" else
+             f"{entry} resolves to {(outside / 'call-cache.jsonl').as_posix()}, outside "
+             f"{repo.resolve().as_posix()}")
+    assert res.output == (f"Error: {root / 'params.yaml'}: paths.call_cache: {rule} (found "
+                          f"{found}). Keep the call cache inside the repository, relative to "
+                          "the experiment (e.g. data/private/call-cache.jsonl, or "
+                          "../shared/call-cache.jsonl for experiments that share it)\n")
+    assert list(outside.iterdir()) == []  # nothing created there
+    assert not grades_file(root).exists()
+
+
+def test_a_ray_task_sees_the_declared_variables_exactly_as_the_key_holds_them(monkeypatch):
+    from relgrade.graders.raytask import run_command
+
+    monkeypatch.setitem(sys.modules, "ray", None)  # the task's function alone, no Ray started
+    # the worker's own environment has a value the driver does not: the key says unset
+    monkeypatch.setenv("RELGRADE_TEST_GONE", "the worker's value")
+    res = run_command([sys.executable, "-c", "import os; print(os.environ.get("
+                       "'RELGRADE_TEST_MODEL'), os.environ.get('RELGRADE_TEST_GONE'))"],
+                      b"", 30.0, {"RELGRADE_TEST_MODEL": "model-2", "RELGRADE_TEST_GONE": None},
+                      None, None)
+    assert (res["returncode"], res["stdout"]) == (0, "model-2 None\n")

@@ -14,6 +14,7 @@ flaky       answer "nonjson" on the first attempt, correctly on a retry
 samples     grade differs by sample number (for majority tests, see below)
 sleep:S     sleep S seconds, then answer correctly
 surrogate   for query q01, a reason ending in half an emoji (a lone surrogate); else "ok"
+prompt      read the rendered prompt (``input: prompt``) instead of JSON, answer correctly
 
 With RELGRADE_TEST_LOG set to a folder, every request is saved there (one file per process).
 With RELGRADE_TEST_COUNTER set to a file, a process that answered appends one line to it, the
@@ -23,13 +24,19 @@ of the call cache tests: a request answered twice shows up twice).
 import hashlib
 import json
 import os
+import re
 import sys
 import time
 import uuid
 
 mode = sys.argv[1] if len(sys.argv) > 1 else "ok"
 raw = sys.stdin.read()
-req = json.loads(raw)
+if mode == "prompt":  # the query id and the chunks, read back from the prompt's sections
+    req = {"query_id": re.search(r"^- Query id: (\S+)$", raw, re.M).group(1),
+           "chunks": [{"chunk_id": cid, "text": text} for cid, _, text in re.findall(
+               r"^## Chunk (\S+)\n\nHeader: .*?\n\n(`{3,})\n(.*?)\n\2$", raw, re.M | re.S)]}
+else:
+    req = json.loads(raw)
 log = os.environ.get("RELGRADE_TEST_LOG")
 if log:
     with open(os.path.join(log, f"{os.getpid()}-{uuid.uuid4().hex}.json"), "w") as f:
@@ -51,7 +58,7 @@ def emit(rs):
 
 
 chunks = req["chunks"]
-if mode == "ok":
+if mode in ("ok", "prompt"):
     emit(rows(chunks))
 elif mode == "exit":
     print("grader broke", file=sys.stderr)

@@ -208,6 +208,7 @@ def _import_batch(results: Path, grader: str, params_path) -> None:
     from relgrade.graders.cache import MISS, CallCache
     from relgrade.graders.store import GradeStore
     ex = Experiment.load(params_path, resolve=True)
+    cache_path = ex.call_cache()  # refused before anything is read or recorded
     data = Path(results).read_bytes()
     provider = results_provider(data, source=results)
     files = ex.grader_files(grader)
@@ -219,8 +220,8 @@ def _import_batch(results: Path, grader: str, params_path) -> None:
                            max_reason_words=ex.params.need("grading.max_reason_words"),
                            max_reason_chars=ex.params.grading.max_reason_chars)
         if got.answered:
-            if ex.params.paths.call_cache:
-                CallCache(ex.path("call_cache")).put_many(
+            if cache_path is not None:
+                CallCache(cache_path).put_many(
                     (b.key, text) for b, _, text in got.answered)
             ex.ensure_meta(files, graderun.packet_meta(packets))
             note = {"cache": MISS, "via": f"{provider} batch"}

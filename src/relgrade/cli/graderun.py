@@ -108,7 +108,8 @@ def run_cmd(grader, workers, executor, address, params_path, progress):
     ex = Experiment.load(params_path, resolve=True)
     setup = graderun.grader_setup(ex.params.grader(grader), grader, path=params_path,
                                   workers=workers, executor=executor, address=address)
-    cache = CallCache(ex.path("call_cache")) if ex.params.paths.call_cache else None
+    cache_path = ex.call_cache()
+    cache = None if cache_path is None else CallCache(cache_path)
     grading = ex.params.grading
     scale = ex.params.need("scale").grades
     max_reason_words = ex.params.need("grading.max_reason_words")
@@ -147,7 +148,7 @@ def run_cmd(grader, workers, executor, address, params_path, progress):
                 max_reason_words=max_reason_words, max_reason_chars=max_reason_chars,
                 template=prompt_template(),
                 sample_store=sample_store, progress=lambda n: bar.advance(task, n),
-                on_plan=on_plan, cache=cache)
+                on_plan=on_plan, cache=cache, tree=ex.working_tree())
         if setup.samples > 1:
             report = self_consistency(
                 graderun.recorded_samples(sample_store.rows, packets=packets, scale=scale,

@@ -17,6 +17,7 @@ from pathlib import Path
 import pandas as pd
 
 from relgrade.errors import InputError, ProtocolError
+from relgrade.experiment.layout import inside_tree, working_tree
 from relgrade.experiment.params import PARAMS_FILE, Params, load_params, parse_params
 from relgrade.graders.store import bank_path, read_bank
 from relgrade.io import files as io
@@ -150,6 +151,36 @@ class Experiment:
             raise InputError(f"params `paths` has no entry `{name}`", path=self.params.source,
                              item=f"paths.{name}", fix=f"Add `{name}:` under `paths`")
         return self.root / value
+
+    def working_tree(self) -> Path:
+        """The working tree this experiment's files stay inside: the repository holding it,
+        or its own folder when it is in none (:func:`relgrade.experiment.layout.working_tree`)."""
+        return working_tree(self.root)
+
+    def call_cache(self) -> Path | None:
+        """The call cache file (params ``paths.call_cache``), checked to stay in the working
+        tree; None when params declare none.
+
+        Returns
+        -------
+        pathlib.Path or None
+            The file, resolved (symlinks followed); it need not exist yet.
+
+        Raises
+        ------
+        InputError
+            The entry is an absolute path, or it resolves (climbing with ``..`` or through a
+            symlink) outside :meth:`working_tree`: the same rule as a share source's
+            (:func:`relgrade.experiment.layout.inside_tree`).
+        """
+        entry = self.params.paths.call_cache
+        if not entry:
+            return None
+        return inside_tree(entry, self.root, self.working_tree(), what="the call cache",
+                           item="paths.call_cache", source=self.params.source,
+                           fix="Keep the call cache inside the repository, relative to the "
+                               "experiment (e.g. data/private/call-cache.jsonl, or "
+                               "../shared/call-cache.jsonl for experiments that share it)")
 
     def file(self, relative) -> Path:
         """A file named in params (``corpus.input``, ``intents.review``, ...), under the root."""

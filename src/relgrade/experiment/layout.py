@@ -120,6 +120,88 @@ def experiment_label(root, repo) -> str:
     return DEFAULT_EXPERIMENT if here == top else here.name
 
 
+def working_tree(base) -> Path:
+    """The working tree an experiment's own files must stay inside.
+
+    Parameters
+    ----------
+    base : str or os.PathLike
+        The experiment's folder.
+
+    Returns
+    -------
+    pathlib.Path
+        The relgrade repository holding ``base`` (:func:`find_repository`), resolved; an
+        experiment in no repository (a folder of its own) is its own working tree.
+    """
+    try:
+        return find_repository(base)
+    except InputError:
+        return Path(base).resolve()
+
+
+def refuse_absolute(entry: str, *, what: str, item: str, source=None, fix=None) -> None:
+    """Refuse a path named in params by an absolute path.
+
+    Parameters
+    ----------
+    entry : str
+        The path as written.
+    what : str
+        What it names, as the message's subject (``a share source``).
+    item : str
+        How the entry is named in errors (``paths.call_cache``).
+    source : str or os.PathLike, optional
+        The params file, named in errors.
+    fix : str, optional
+        How to fix it.
+
+    Raises
+    ------
+    InputError
+        ``entry`` is an absolute path (or has a drive).
+    """
+    if Path(entry).is_absolute() or Path(entry).drive:
+        raise InputError(f"{what} is named relative to the experiment, never by an absolute "
+                         "path", path=source, item=item, found=entry, fix=fix)
+
+
+def inside_tree(entry: str, base, tree, *, what: str, item: str, source=None,
+                fix=None) -> Path:
+    """Where a path named in params relative to ``base`` lies, checked to stay in ``tree``.
+
+    Parameters
+    ----------
+    entry : str
+        The path as written, relative to ``base``.
+    base : str or os.PathLike
+        The folder it is relative to (the experiment's).
+    tree : str or os.PathLike
+        The working tree it must lie inside (:func:`working_tree`).
+    what, item, source, fix
+        As :func:`refuse_absolute`.
+
+    Returns
+    -------
+    pathlib.Path
+        ``base / entry`` resolved (symlinks followed, ``..`` applied; it need not exist).
+
+    Raises
+    ------
+    InputError
+        ``entry`` is absolute, or it resolves (climbing with ``..``, or through a symlink)
+        outside ``tree``.
+    """
+    refuse_absolute(entry, what=what, item=item, source=source, fix=fix)
+    top = Path(tree).resolve()
+    target = (Path(base).resolve() / entry).resolve()
+    if not target.is_relative_to(top):
+        raise InputError(f"{what} lies outside the repository's working tree", path=source,
+                         item=item, found=f"{entry} resolves to {target.as_posix()}, outside "
+                                          f"{top.as_posix()}", fix=fix)
+    return target
+
+
 def share_source(entry: str, base, *, item: str, source=None) -> Path:
     """Where a share source ``entry`` (params ``grading.share_from``, ``--share-from``) lies,
     checked to be an experiment of the repository that holds ``base``.
@@ -144,15 +226,15 @@ def share_source(entry: str, base, *, item: str, source=None) -> Path:
     ------
     InputError
         ``entry`` is an absolute path; ``base`` is not inside a relgrade repository; the
-        folder resolves (symlinks followed) outside the repository's working tree; or it is
-        not one of the repository's experiments (:func:`experiment_folders`). A folder
-        without ``params.yaml`` inside the repository is left to the caller to name.
+        folder resolves (symlinks followed) outside the repository's working tree
+        (:func:`inside_tree`); or it is not one of the repository's experiments
+        (:func:`experiment_folders`). A folder without ``params.yaml`` inside the repository
+        is left to the caller to name.
     """
     fix = ("Name another experiment of this repository by its folder, relative to this one "
            "(e.g. ../other, or ../.. for the repository's top experiment)")
-    if Path(entry).is_absolute() or Path(entry).drive:
-        raise InputError("a share source is named relative to the experiment, never by an "
-                         "absolute path", path=source, item=item, found=entry, fix=fix)
+    what = "a share source"
+    refuse_absolute(entry, what=what, item=item, source=source, fix=fix)
     base = Path(base).resolve()
     try:
         repo = find_repository(base)
@@ -162,12 +244,7 @@ def share_source(entry: str, base, *, item: str, source=None) -> Path:
                          found=f"no folder above {base.as_posix()} holds stages/ and dvc.yaml",
                          fix="Remove grading.share_from, or move the experiment into the "
                              "repository") from None
-    folder = (base / entry).resolve()
-    if not folder.is_relative_to(repo):
-        raise InputError("a share source lies outside the repository's working tree",
-                         path=source, item=item,
-                         found=f"{entry} resolves to {folder.as_posix()}, outside "
-                               f"{repo.as_posix()}", fix=fix)
+    folder = inside_tree(entry, base, repo, what=what, item=item, source=source, fix=fix)
     experiments = {f.resolve() for f in experiment_folders(repo)}
     if (folder / PARAMS_FILE).is_file() and folder not in experiments:
         raise InputError("a share source is not an experiment of this repository (its top "

@@ -20,6 +20,7 @@ This module is the only code that reads params; library functions take the typed
 from __future__ import annotations
 
 import math
+import re
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -78,6 +79,22 @@ NonNegative = Annotated[int, _number(integer=True, ge=0)]
 Share = Annotated[float, _number(integer=False, ge=0, le=1, what="a number in [0, 1]")]
 Probability = Annotated[float, _number(integer=False, gt=0, lt=1, what="a number in (0, 1)")]
 Flag = Annotated[bool, PlainValidator(_flag, json_schema_input_type=bool)]
+
+#: What an environment variable's name may be (POSIX: letters, digits, ``_``, no digit first).
+ENV_NAME = r"^[A-Za-z_][A-Za-z0-9_]*$"
+
+
+def _env_keys(value):
+    """A list of distinct environment variable names (params ``graders.NAME.env_keys``)."""
+    allowed = "a list of distinct environment variable names (letters, digits and _)"
+    if not isinstance(value, list) or not all(
+            isinstance(v, str) and re.match(ENV_NAME, v) for v in value) \
+            or len(set(value)) != len(value):
+        raise PydanticCustomError("relgrade_value", "must be {allowed}", {"allowed": allowed})
+    return value
+
+
+EnvKeys = Annotated[list[str], PlainValidator(_env_keys, json_schema_input_type=list)]
 
 
 class _Section(BaseModel):
@@ -364,7 +381,10 @@ class Grader(BaseModel):
 
     ``role`` and ``kind`` are checked here, and the settings of grading at scale:
     ``executor`` (``local`` or ``ray``), ``address`` (a Ray cluster), ``model_id`` (the
-    provider's model for batch files), ``max_tokens`` and ``temperature``. Further settings
+    provider's model for batch files), ``max_tokens`` and ``temperature``, and ``env_keys``:
+    the environment variables the grader's command reads (distinct names; their values are
+    part of its call cache key, and with ``executor: ray`` they are sent to each task, see
+    :mod:`relgrade.graders.cache`). Further settings
     (``family``, ``model``, ``person``, ``command``, ``timeout``, ``retries``, ``workers``,
     ``samples``, ``input``, ``token``) are kept as written and checked by the code that uses
     them.
@@ -380,6 +400,7 @@ class Grader(BaseModel):
     max_tokens: Positive | None = None
     temperature: Annotated[float, _number(integer=False, ge=0, le=2,
                                           what="a number in [0, 2]")] | None = None
+    env_keys: EnvKeys | None = None
 
     def as_dict(self) -> dict:
         """The grader's entry as the plain mapping it was written as."""

@@ -9,7 +9,8 @@ RESULTS`` reads the provider's results file back:
   command grader is given (:func:`relgrade.graders.exchange.render_prompt` of the batch's
   request) as the one user message; no arm, rank, score or other grader's grade;
 * ``custom_id`` is the batch's call-cache key (:func:`relgrade.graders.cache.call_key` of
-  the provider, its model and settings, and the request body): 64 hex digits, within both
+  the grader's name and role, the provider, its model and settings, and the request body:
+  two graders of one model never share an answer): 64 hex digits, within both
   providers' limits (Anthropic: ``^[a-zA-Z0-9_-]{1,64}$``);
 * OpenAI (``/v1/batches``, endpoint ``/v1/chat/completions``), one line per request::
 
@@ -185,7 +186,8 @@ def owed_batches(tasks: Sequence, *, settings: BatchSettings, grader: str, kind:
                                 scale=scale, max_reason_words=max_reason_words,
                                 reason_is_required=reason_required(kind, role, 0))
             body = request_body(settings, render_prompt(template, req))
-            key = call_key(settings.identity(), canonical_json(body).encode("utf-8"))
+            key = call_key({**settings.identity(), "grader": str(grader), "role": str(role)},
+                           canonical_json(body).encode("utf-8"))
             out.append(OwedBatch(key=key, query_id=task.query_id, batch=bt.batch,
                                  chunks=tuple(bt.chunks), body=body))
     return out

@@ -1,16 +1,25 @@
 """The call cache: every accepted answer of a grader, stored once under its request's key.
 
-A grader's answer depends only on who answers (the command, or a provider's model and its
-settings) and on the exact bytes relgrade sends it. So each batch request is keyed by
+A grader's answer depends only on who answers (the grader, its command or a provider's model
+and settings) and on the exact bytes relgrade sends it. So each batch request is keyed by
 
-    sha256(canonical JSON of {"cache": "relgrade-call-cache/1", "identity": IDENTITY,
+    sha256(canonical JSON of {"cache": "relgrade-call-cache/2", "identity": IDENTITY,
                               "request": REQUEST})
 
-where ``IDENTITY`` is :func:`command_identity` (the command's argv and input mode) or a
-provider batch file's model and settings (:mod:`relgrade.graders.batchfiles`), and
-``REQUEST`` is the request's bytes decoded as UTF-8 (the JSON request or the prompt written
-to the command's standard input; a provider request's body). The key is 64 hex digits
-(:func:`call_key`), which is also a valid ``custom_id`` for both providers' batch APIs.
+where ``IDENTITY`` is :func:`command_identity` (the grader's name and role, the command's
+argv and input mode, the sha256 of every file of the working tree the argv names, and the
+grader's declared environment variables) or a provider batch file's grader, model and
+settings (:mod:`relgrade.graders.batchfiles`), and ``REQUEST`` is the request's bytes decoded
+as UTF-8 (the JSON request or the prompt written to the command's standard input; a provider
+request's body). The key is 64 hex digits (:func:`call_key`), which is also a valid
+``custom_id`` for both providers' batch APIs.
+
+Two graders are two independent draws: since the key holds the grader's name and role, no
+grader is ever answered with another grader's answer, even when both run the same command on
+the same prompt (answers reach another experiment's grader of the same name only through the
+same cache file; grades reach another grader only through params ``grading.share_from``). An
+edited grader script, or a changed value of a declared environment variable, is a new grader:
+every request misses.
 
 Before a batch's command starts, its key is looked up; on a hit the stored answer is
 validated like any answer and recorded, and no process starts. Re-running ``grade run``
@@ -69,7 +78,7 @@ from relgrade.errors import InputError
 from relgrade.graders.store import append_lines, now_utc
 
 #: The ``cache`` value hashed into every key; a new version changes every key.
-CACHE_VERSION = "relgrade-call-cache/1"
+CACHE_VERSION = "relgrade-call-cache/2"
 
 #: The bank's values of ``cache``: the answer came from the cache, or from a call.
 HIT, MISS = "hit", "miss"
@@ -77,8 +86,11 @@ HIT, MISS = "hit", "miss"
 _KEY_RE = re.compile(r"^[0-9a-f]{64}$")
 
 
-def command_identity(argv: Sequence[str], *, input_mode: str) -> dict:
-    """Who answers a command grader's request: its argv and what goes on standard input.
+def command_identity(argv: Sequence[str], *, input_mode: str, grader: str, role: str,
+                     files: Mapping[str, str] | None = None,
+                     env: Mapping[str, str | None] | None = None) -> dict:
+    """Who answers a command grader's request: the grader, its command, what goes on standard
+    input, the files its command names and the environment it declares.
 
     Parameters
     ----------
@@ -86,13 +98,99 @@ def command_identity(argv: Sequence[str], *, input_mode: str) -> dict:
         The grader's command (params ``graders.NAME.command`` as split).
     input_mode : {"json", "prompt"}
         Params ``graders.NAME.input``.
+    grader, role : str
+        The grader's name (params ``graders.NAME``) and role: two graders never share a key.
+    files : mapping of str to str, optional
+        argv entry → sha256 (64 hex) of the file's bytes, for the entries that name a file of
+        the working tree (:func:`named_files`).
+    env : mapping of str to (str or None), optional
+        Each declared environment variable (params ``graders.NAME.env_keys``) → its value, or
+        None when unset (:func:`declared_env`).
 
     Returns
     -------
     dict
-        ``{"command": [...], "input": input_mode}``.
+        ``{"grader", "role", "command": [...], "input", "files": {...}, "env": {...}}``.
+
+    Examples
+    --------
+    >>> command_identity(["g"], input_mode="json", grader="a", role="grader")
+    {'grader': 'a', 'role': 'grader', 'command': ['g'], 'input': 'json', 'files': {}, 'env': {}}
     """
-    return {"command": [str(a) for a in argv], "input": str(input_mode)}
+    return {"grader": str(grader), "role": str(role), "command": [str(a) for a in argv],
+            "input": str(input_mode), "files": dict(files or {}), "env": dict(env or {})}
+
+
+def named_files(argv: Sequence[str], *, tree, cwd=None) -> dict[str, str]:
+    """The files of the working tree a command names, each with the sha256 of its bytes.
+
+    An argv entry names a file when, taken as a path (relative ones from ``cwd``, where the
+    command runs), it is a regular file (symlinks followed) that lies inside ``tree``. Files
+    outside it (the interpreter, system tools) are not read: a changed interpreter is no
+    change of the grader the cache can see.
+
+    Parameters
+    ----------
+    argv : sequence of str
+        The command.
+    tree : str or os.PathLike or None
+        The working tree (the repository holding the experiment); None reads no file.
+    cwd : str or os.PathLike, optional
+        The folder the command runs in (default: the current folder).
+
+    Returns
+    -------
+    dict of str to str
+        argv entry as written → sha256 of the file's bytes (64 hex), in argv order.
+
+    Raises
+    ------
+    InputError
+        A named file exists but cannot be read.
+    """
+    if tree is None:
+        return {}
+    top = Path(tree).resolve()
+    here = Path.cwd() if cwd is None else Path(cwd)
+    out: dict[str, str] = {}
+    for arg in argv:
+        arg = str(arg)
+        if not arg or "\0" in arg:
+            continue
+        try:
+            path = (here / arg).resolve()
+            if not (path.is_relative_to(top) and path.is_file()):
+                continue
+            out[arg] = sha256_bytes(path.read_bytes())
+        except OSError as e:
+            raise InputError("a file the grader command names cannot be read", path=arg,
+                             found=str(e)) from None
+        except ValueError:  # not a path at all
+            continue
+    return out
+
+
+def declared_env(keys: Sequence[str], environ: Mapping[str, str]) -> dict[str, str | None]:
+    """The values of a grader's declared environment variables.
+
+    Parameters
+    ----------
+    keys : sequence of str
+        Params ``graders.NAME.env_keys``.
+    environ : mapping of str to str
+        The environment the grader's processes get (``os.environ``).
+
+    Returns
+    -------
+    dict
+        name → value, or None when unset.
+
+    Examples
+    --------
+    >>> declared_env(["MODEL", "TEMP"], {"MODEL": "m-1"})
+    {'MODEL': 'm-1', 'TEMP': None}
+    """
+    return {str(k): environ.get(str(k)) for k in keys}
 
 
 def call_key(identity: Mapping, request: bytes) -> str:
@@ -113,10 +211,11 @@ def call_key(identity: Mapping, request: bytes) -> str:
 
     Examples
     --------
-    >>> k = call_key({"command": ["g"], "input": "json"}, b'{"q":1}\\n')
-    >>> len(k), k == call_key({"command": ["g"], "input": "json"}, b'{"q":1}\\n')
+    >>> a = command_identity(["g"], input_mode="json", grader="a", role="grader")
+    >>> k = call_key(a, b'{"q":1}\\n')
+    >>> len(k), k == call_key(a, b'{"q":1}\\n')
     (64, True)
-    >>> k == call_key({"command": ["g"], "input": "prompt"}, b'{"q":1}\\n')
+    >>> k == call_key(a | {"grader": "c"}, b'{"q":1}\\n')
     False
     """
     doc = {"cache": CACHE_VERSION, "identity": identity,

@@ -64,7 +64,9 @@ from relgrade.graders.cache import (
     CallCache,
     call_key,
     command_identity,
+    declared_env,
     drop_spool,
+    named_files,
     read_spool,
     wait_spool,
 )
@@ -130,6 +132,9 @@ class GraderSetup:
     address : str or None
         The Ray cluster's address (``executor: ray``); None: ``RAY_ADDRESS``, else a local
         Ray instance started for the run.
+    env_keys : tuple of str
+        The environment variables the command reads (``env_keys``): their values are part of
+        the call cache key (:mod:`relgrade.graders.cache`).
     """
 
     name: str
@@ -143,6 +148,7 @@ class GraderSetup:
     input: str = DEFAULTS["input"]
     executor: str = DEFAULTS["executor"]
     address: str | None = None
+    env_keys: tuple = ()
 
 
 def _int_param(value, name, grader, path, minimum):
@@ -223,7 +229,7 @@ def grader_setup(spec: Mapping, name: str, *, path=None, workers: int | None = N
                          "ray://head:10001 or auto", path=path, item=name, found=repr(addr))
     return GraderSetup(name=name, role=role, kind=kind, argv=argv, timeout=float(timeout),
                        retries=retries, workers=n_workers, samples=samples, input=mode,
-                       executor=where, address=addr)
+                       executor=where, address=addr, env_keys=tuple(g.get("env_keys") or ()))
 
 
 def check_packets(packets: Mapping[str, Mapping], *, batch_size: int, source="packets") -> None:
@@ -632,7 +638,7 @@ class _Run:
 
     def __init__(self, setup, *, store, sample_store, writer, rubric, scale, max_reason_words,
                  template, runner, progress, summary, sampled_rows, max_reason_chars=300,
-                 cache=None):
+                 cache=None, identity=None):
         self.setup = setup
         self.store = store
         self.sample_store = sample_store
@@ -647,7 +653,7 @@ class _Run:
         self.summary = summary
         self.sampled_rows = sampled_rows  # (q, c) -> {sample: (reason, grade)}
         self.cache = cache
-        self.identity = command_identity(setup.argv, input_mode=setup.input)
+        self.identity = identity
         self.lock = threading.Lock()
 
     def count(self, **inc) -> None:
@@ -830,6 +836,7 @@ def run_grader(
     on_plan: Callable[[RunSummary], None] | None = None,
     max_reason_chars: int = 300,
     cache: CallCache | None = None,
+    tree=None,
     runner=None,
 ) -> RunSummary:
     """Grade every pair of ``packets`` that ``store`` does not hold yet.
@@ -865,6 +872,10 @@ def run_grader(
         The call cache (params ``paths.call_cache``): requests answered before are not
         sent again, accepted answers are stored, and each batch's bank lines say
         ``"cache": "hit"`` or ``"miss"``. Without it every request starts a process.
+    tree : str or os.PathLike, optional
+        The working tree (the repository holding the experiment): the files of it that the
+        command names are part of the cache key (:func:`relgrade.graders.cache.named_files`,
+        read once, when the run starts). None reads no file.
     runner : optional
         What runs the processes: an object with ``run(argv, data, *, timeout, spool)``
         returning :class:`CommandResult` and ``stop()``, and a ``stopping`` event. Default:
@@ -926,18 +937,22 @@ def run_grader(
         logging.getLogger("relgrade").warning(
             f"{store.path}: killed {len(stragglers)} grader processes left running by an "
             "earlier run that was killed")
+    env = declared_env(s.env_keys, os.environ)
+    identity = None if cache is None else command_identity(
+        s.argv, input_mode=s.input, grader=s.name, role=s.role,
+        files=named_files(s.argv, tree=tree), env=env)
     own_runner = runner is None
     if runner is None and s.executor == "ray" and tasks:
         from relgrade.graders.rayexec import RayRunner
 
-        runner = RayRunner(marker, address=s.address, workers=s.workers)
+        runner = RayRunner(marker, address=s.address, workers=s.workers, env=env)
     elif runner is None:
         runner = ProcessRunner(marker)
     writer = SingleWriter()
     run = _Run(s, store=store, sample_store=sample_store, writer=writer, rubric=rubric,
                scale=scale, max_reason_words=max_reason_words, template=template, runner=runner,
                progress=progress, summary=summary, sampled_rows=sampled_rows,
-               max_reason_chars=max_reason_chars, cache=cache)
+               max_reason_chars=max_reason_chars, cache=cache, identity=identity)
     pool = concurrent.futures.ThreadPoolExecutor(max_workers=s.workers,
                                                  thread_name_prefix="relgrade-grader")
     futures = [pool.submit(run.grade_query, t) for t in tasks]

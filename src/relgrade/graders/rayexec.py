@@ -78,6 +78,10 @@ class RayRunner:
         The cluster (see the module docstring).
     workers : int, default 1
         Tasks at once; the CPUs of a local instance started here.
+    env : mapping of str to (str or None), optional
+        The grader's declared environment variables (params ``graders.NAME.env_keys``) as the
+        driver has them (:func:`relgrade.graders.cache.declared_env`): set (or, when None,
+        unset) in each task's process, as they are part of the call cache key.
 
     Raises
     ------
@@ -86,13 +90,15 @@ class RayRunner:
     """
 
     def __init__(self, marker: str | None = None, *, address: str | None = None,
-                 workers: int = 1):
+                 workers: int = 1, env=None):
         from relgrade.graders import raytask
 
         ray = import_ray()
         self._ray = ray
         self.stopping = threading.Event()
-        self._env = {} if marker is None else {"RELGRADE_GRADER_RUN": marker}
+        self._env = dict(env or {})
+        if marker is not None:
+            self._env["RELGRADE_GRADER_RUN"] = marker
         self._lock = threading.Lock()
         self._active: set = set()
         self._started = False

@@ -90,7 +90,9 @@ def run_command(argv, data: bytes, timeout: float, env: dict, spool: str | None,
     timeout : float
         Seconds before the process group is killed.
     env : dict
-        Variables added to the worker's environment (the run marker).
+        Variables set in the worker's environment for the process (the run marker, the
+        grader's declared variables as the driver has them); a None value unsets one, so
+        the process sees exactly what the call cache key holds.
     spool : str or None
         A spool file (see :mod:`relgrade.graders.cache`) to write standard output into,
         used only when this task runs on the node ``spool_node`` (the driver's machine,
@@ -122,7 +124,8 @@ def run_command(argv, data: bytes, timeout: float, env: dict, spool: str | None,
     proc = subprocess.Popen(list(argv), stdin=subprocess.PIPE,
                             stdout=subprocess.PIPE if out_file is None else out_file,
                             stderr=subprocess.PIPE, start_new_session=True,
-                            preexec_fn=_die_with_parent(), env={**os.environ, **env})
+                            preexec_fn=_die_with_parent(),
+                            env={k: v for k, v in {**os.environ, **env}.items() if v is not None})
     timed_out = False
     try:
         out, err = proc.communicate(data, timeout=timeout)
