@@ -267,17 +267,55 @@ def test_frozen_key_metrics_and_a_pool_that_grew_since(exp):
                              _use("p-111111111111", KEY_HASH)])
     lines = _status(root).splitlines()
     lines = lines[:next(i for i, x in enumerate(lines) if x.startswith("judging cost:"))]
-    assert lines[-6:] == [
+    assert lines[-7:] == [
         # the pass record is the old pool's: the audited q2 is owed by auditor-b (2 pairs)
         "gate: waiting for the audit queries' grades (auditor-b owes 2); the last gate record "
         "(passed) predates them: 2 have no grade; the gate runs again once they are graded",
         f"key: frozen, sha256 {KEY_HASH}, 5 pairs over 2 queries; dropped queries: q3",
         "key: frozen for pool p-111111111111, but the pool is now p-222222222222: grade the "
         "new pairs, then freeze a new key",
+        # grader-a lacks q1's n1 and q3's e, f; auditor-b the audited q2's c, d
+        "key: no current key until the owed grades are in: 3 pairs need grader-a (3 new), 2 "
+        "need auditor-b (audit query q2); run `relgrade grade import --grader grader-a FILE` "
+        "and `relgrade grade import --grader auditor-b FILE`, then `dvc repro`",
         "metrics bm25: present (key 9f9f9f9f9f9f)",
         "metrics hybrid: missing",
         "metrics tfidf: stale (computed from key 000000000000, not the frozen key)",
     ]
+
+
+def test_a_key_of_this_pool_with_pairs_owed_is_the_previous_key_not_the_current_one(exp):
+    root, p = exp
+    _put(root, p["record"], {"key_sha256": KEY_HASH, "pool_version": "p-222222222222",
+                             "pairs": 5, "queries": 2, "dropped_queries": ["q3"],
+                             "post_hoc": False})
+    _put(root, p["metrics"] + "/bm25.json", {"arm": "bm25", "key_sha256": KEY_HASH,
+                                             "pool_version": "p-222222222222",
+                                             "post_hoc": False})
+    _put(root, p["ledger"], [_use("p-222222222222", KEY_HASH)])
+    lines = _status(root).splitlines()
+    assert [x for x in lines if x.startswith(("key:", "metrics bm25"))] == [
+        # grader-a lacks q1's n1 and q3's e, f; auditor-b the audited q2's c, d
+        "key: no current key until the owed grades are in: 3 pairs need grader-a (3 new), 2 "
+        "need auditor-b (audit query q2); run `relgrade grade import --grader grader-a FILE` "
+        "and `relgrade grade import --grader auditor-b FILE`, then `dvc repro`",
+        f"key: previous key kept (not current): sha256 {KEY_HASH}, pool p-222222222222, "
+        "5 pairs over 2 queries; dropped queries: q3",
+        "metrics bm25: present (key 9f9f9f9f9f9f, the previous key)"]
+    key = json.loads(_status(root, "--json"))["key"]
+    assert (key["state"], key["current"], key["sha256"], key["pool_version"]) == (
+        "previous", False, KEY_HASH, "p-222222222222")
+    assert key["owed"] == {"grader-a": {"new": 3}, "auditor-b": {"audit": 2}}
+    assert key["owed_pairs"] == 5
+    # every owed pair graded: the key is current again
+    _grades(root, p, "grader-a", [_row("q1", "a", 2), _row("q1", "b", 0), _row("q1", "n1"),
+                                  _row("q2", "c"), _row("q2", "d"), _row("q3", "e"),
+                                  _row("q3", "f")])
+    _grades(root, p, "auditor-b", [_row("q2", "c"), _row("q2", "d")])
+    key = json.loads(_status(root, "--json"))["key"]
+    assert (key["state"], key["current"], "owed" in key) == ("frozen", True, False)
+    assert f"key: frozen, sha256 {KEY_HASH}, 5 pairs over 2 queries; dropped queries: q3" in \
+        _status(root).splitlines()
 
 
 def _use(pool, sha):

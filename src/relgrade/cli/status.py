@@ -193,7 +193,9 @@ def status_lines(st: Mapping) -> list[str]:
         out.append("gate: not run yet (no agreement metrics)")
 
     k = st["key"]
-    if k["state"] in ("frozen", "stale"):
+    if k["state"] == "previous":
+        out += previous_key_lines(k)
+    elif k["state"] in ("frozen", "stale"):
         dropped = ", ".join(k["dropped"]) or "none"
         size = (f", {_n(k['pairs'], 'pair')} over {_n(k['queries'], 'query')}"
                 if k.get("pairs") else "")
@@ -202,6 +204,9 @@ def status_lines(st: Mapping) -> list[str]:
         if k["state"] == "stale":
             out.append(f"key: frozen for pool {k['pool_version']}, but the pool is now "
                        f"{k['pool_now']}: grade the new pairs, then freeze a new key")
+            if k.get("owed_pairs"):
+                out.append(f"key: no current key until the owed grades are in: "
+                           f"{_owed_text(k)}")
     else:
         out.append(not_done("key", k, "not frozen yet"))
     if k.get("post_hoc_key"):
@@ -211,6 +216,8 @@ def status_lines(st: Mapping) -> list[str]:
     for arm, m in st["metrics"].items():
         if m["state"] == "present":
             label = ", post-hoc" if m.get("post_hoc") else ""
+            if k["state"] == "previous" and not m.get("post_hoc"):
+                label = ", the previous key"
             out.append(f"metrics {arm}: present (key {_short(m['key_sha256'])}{label})")
         elif m["state"] == "stale":
             out.append(f"metrics {arm}: stale (computed from key {_short(m['key_sha256'])}, "
@@ -229,6 +236,41 @@ def status_lines(st: Mapping) -> list[str]:
     if st.get("ledger", {}).get("state") == "refused":
         out.append(f"ledger: refused: {st['ledger']['error']}")
     return out
+
+
+def previous_key_lines(k: Mapping) -> list[str]:
+    """The key while pairs of the current pool are owed (state ``previous``, see
+    :func:`relgrade.pipeline.status.key_while_owed`): no current key, what is owed and how to
+    grade it, then the previous key, kept, with its hash and pool version.
+
+    Examples
+    --------
+    >>> previous_key_lines({"state": "previous", "sha256": "ab" * 32, "pool_version": "p-1",
+    ...     "pairs": 9, "queries": 3, "dropped": [], "post_hoc": False, "owed_pairs": 2,
+    ...     "owed": {"g": {"stale": 2}},
+    ...     "owed_message": "2 pairs need g (2 stale); run `relgrade grade run --grader g`"})
+    ... # doctest: +NORMALIZE_WHITESPACE
+    ['key: no current key until the owed grades are in: 2 pairs need g (2 stale); run
+      `relgrade grade run --grader g`, then `dvc repro`',
+     'key: previous key kept (not current): sha256 abababababababababababababababababababababababababababababababab,
+      pool p-1, 9 pairs over 3 queries; dropped queries: none']
+    """
+    size = (f", {_n(k['pairs'], 'pair')} over {_n(k['queries'], 'query')}"
+            if k.get("pairs") else "")
+    label = " (post-hoc)" if k.get("post_hoc") else ""
+    dropped = ", ".join(k.get("dropped") or []) or "none"
+    return [f"key: no current key until the owed grades are in: {_owed_text(k)}",
+            f"key: previous key kept{label} (not current): sha256 {k['sha256']}, pool "
+            f"{k.get('pool_version') or '?'}{size}; dropped queries: {dropped}"]
+
+
+def _owed_text(k: Mapping) -> str:
+    """What a key waits for, in words, ending with what to run."""
+    parts = [k["owed_message"]] if k.get("owed_message") else []
+    for grader, why in (k.get("owed") or {}).items():
+        if why.get("adjudicate"):
+            parts.append(f"{_n(why['adjudicate'], 'queued pair')} to adjudicate by {grader}")
+    return "; ".join(parts) + ", then `dvc repro`"
 
 
 def _last_pass(gt: Mapping, round_now) -> str:

@@ -21,10 +21,11 @@ from relgrade.pipeline import sharing
 from relgrade.pipeline.cost import status_cost
 from relgrade.pipeline.design import unfilled_parts
 from relgrade.experiment.files import Experiment
+from relgrade.experiment.layout import grade_commands
 from relgrade.pipeline.judgments import judgments, pending_status
 from relgrade.experiment.params import Params
 from relgrade.io import files as io
-from relgrade.protocol import grades, triage
+from relgrade.protocol import bank, grades, triage
 from relgrade.protocol.audit import audit_coverage
 from relgrade.protocol.gate import (
     AUDIT_GATES,
@@ -202,7 +203,11 @@ def experiment_status(
         (grader → progress), ``gate``, ``key``, ``metrics`` (arm → state), ``round``,
         ``ledger``, ``dvc`` (list of problems, empty when healthy); each step has a
         ``state`` (e.g. ``frozen``, ``missing``, ``passed``, ``failed``, ``stale``,
-        ``unreadable``); ``key`` has ``post_hoc_key`` when a post-hoc key stands beside it.
+        ``unreadable``); ``key`` has ``post_hoc_key`` when a post-hoc key stands beside it,
+        and, once a record exists, ``current``: whether the frozen key is the pool's current
+        key (False for ``stale``, a key frozen for another pool version; :func:`read_status`
+        turns a ``frozen`` key into ``previous`` while pairs are owed, see
+        :func:`key_while_owed`).
     """
     problems = dict(problems or {})
     rnd = params.grading.round
@@ -289,6 +294,7 @@ def experiment_status(
         if now and record.get("pool_version") and now != record.get("pool_version"):
             key["state"] = "stale"
             key["pool_now"] = now
+        key["current"] = key["state"] == "frozen"
         st["key"] = key
     else:
         st["key"] = missing_or_problem("key")
@@ -403,10 +409,11 @@ def read_status(ex: Experiment) -> dict:
     # Each grader's current grades of the pool, read through the judgment bank: a grade of a
     # pair that left the pool, or a stale one, is kept in the bank and simply not counted.
     rows: dict = {}
-    pending, triage_pairs, round_owed = None, None, None
+    pending, triage_pairs, round_owed, key_owed = None, None, None, None
     if pool is not None and audit is not None:
         try:
             held = judgments(ex, pool, audit)
+            key_owed = _key_owed(params, held.pending)
             table, _ = grades.current_table(held.bank, graders=params.graders_dict(), pool=pool,
                                             audit_query_ids=audit, round=params.grading.round,
                                             intents_sha256=None, **held.now)
@@ -490,11 +497,87 @@ def read_status(ex: Experiment) -> dict:
             st["cost"] = status_cost(params, pending)
         except RelgradeError as e:
             st.setdefault("other_problems", {})["cost"] = str(e)
+        adjudication = pending.get("adjudication") or {}
+        if key_owed is not None and st["key"].get("state") in ("frozen", "stale") and (
+                len(key_owed) or adjudication.get("pending")):
+            st["key"] = key_while_owed(st["key"], key_owed, how=grade_commands(ex),
+                                       adjudication=adjudication)
     st["design"] = {"unfilled": unfilled_parts(ex)}
     warnings = share_warnings(ex)
     if warnings:
         st["warnings"] = warnings
     return st
+
+
+def _key_owed(params: Params, pending: pd.DataFrame) -> pd.DataFrame:
+    """The pending work the next key waits for: what the grades stage stops on
+    (:attr:`~relgrade.pipeline.judgments.Judgments.pending`), less the auditor's open pairs
+    when params accept an incomplete audit (``gates.audit_coverage_min`` below 1: the gate
+    weighs them, as the grades stage does)."""
+    gates = params.gates
+    if gates is not None and gates.audit_coverage_min < 1 and params.grading.auditor:
+        return pending[pending["grader"] != params.grading.auditor]
+    return pending
+
+
+def key_while_owed(key: Mapping, owed: pd.DataFrame, *, how: Mapping[str, str] | None = None,
+                   adjudication: Mapping | None = None) -> dict:
+    """The key's status while pairs of the current pool are owed: the frozen key is the
+    previous one, and no current key exists until the owed grades are in.
+
+    The rule is the same in every grading mode: what is owed is what ``dvc repro`` stops on
+    before it can freeze a key (the grades stage's pending work: new, stale, audit and
+    regrade pairs of the key grader, the auditor, the triage grader or the raters; the
+    adjudication queue of a rater panel).
+
+    Parameters
+    ----------
+    key : mapping
+        ``experiment_status(...)["key"]`` of a key with a record (state ``frozen`` or
+        ``stale``).
+    owed : pandas.DataFrame
+        :data:`relgrade.schema.PENDING` (``grader``, ``query_id``, ``chunk_id``, ``why``):
+        the pairs the next key waits for.
+    how : mapping of str to str, optional
+        Per grader, the command that grades its pairs
+        (:func:`relgrade.experiment.layout.grade_commands`).
+    adjudication : mapping, optional
+        A rater panel's ``{"expert", "pending", "queries"}`` (its adjudication queue).
+
+    Returns
+    -------
+    dict
+        ``key`` with ``current`` False; a ``frozen`` key becomes ``previous`` (``stale``, a
+        key frozen for another pool version, stays ``stale``); ``owed`` (grader → why →
+        pairs, in ``owed``'s order; the panel's expert under ``adjudicate``), ``owed_pairs``
+        (their total) and ``owed_message`` (the line ``dvc repro`` prints, without its
+        ``grading:`` prefix; None when only adjudication is owed).
+
+    Examples
+    --------
+    >>> owed = pd.DataFrame([("grader-a", "q1", "c1", "stale"),
+    ...                      ("auditor-b", "q1", "c1", "stale")],
+    ...                     columns=["grader", "query_id", "chunk_id", "why"])
+    >>> k = key_while_owed({"state": "frozen", "current": True, "sha256": "ab"}, owed)
+    >>> k["state"], k["current"], k["owed"], k["owed_pairs"]
+    ('previous', False, {'grader-a': {'stale': 1}, 'auditor-b': {'stale': 1}}, 2)
+    """
+    out = dict(key)
+    counts: dict[str, dict[str, int]] = {}
+    for grader, rows in owed.groupby("grader", sort=False):
+        counts[str(grader)] = {str(w): int(n) for w, n in
+                               rows["why"].value_counts(sort=False).items()}
+    adj = dict(adjudication or {})
+    if adj.get("pending"):
+        counts.setdefault(str(adj.get("expert")), {})["adjudicate"] = int(adj["pending"])
+    message = None
+    if len(owed):
+        message = bank.pending_message(owed, how=how).removeprefix("grading: ")
+    out.update(state="previous" if key.get("state") == "frozen" else key.get("state"),
+               current=False, owed=counts,
+               owed_pairs=int(sum(sum(c.values()) for c in counts.values())),
+               owed_message=message)
+    return out
 
 
 def _round_owed(held, table: pd.DataFrame, names) -> dict:
