@@ -57,7 +57,8 @@ def test_corpus_edit_makes_that_chunks_pairs_pending_and_regrading_revises_the_k
             f"({n_a} stale), {n_b} need{'s' if n_b == 1 else ''} auditor-b ({n_b} stale); "
             "run `relgrade grade run --grader grader-a` and "
             "`relgrade grade run --grader auditor-b`")
-    old_hash = json.loads((root / "data/key/record.json").read_text())["key_sha256"]
+    old = json.loads((root / "data/key/record.json").read_text())
+    old_hash = old["key_sha256"]
     (root / "blank.txt").write_text("This page intentionally left blank.")
 
     edit = tiny.run(root, "relgrade", "corpus", "edit", cid, "--text-file", "blank.txt")
@@ -76,12 +77,35 @@ def test_corpus_edit_makes_that_chunks_pairs_pending_and_regrading_revises_the_k
 
     proc = tiny.run(root, "dvc", "repro", check=False)
     assert proc.returncode != 0
+    assert "exited with 3" in proc.stderr  # relgrade's "pending work" (docs/graders.md)
     line, = _pending_line(proc)
     assert line.startswith(f"Pending: {owed}, then `dvc repro` again.")
 
-    _grade(root)
+    # the frozen key is the previous one now: no key is current until the owed grades are in
+    status = tiny.run(root, "relgrade", "status").stdout.splitlines()
+    dropped = ", ".join(old["dropped_queries"]) or "none"
+    assert [x for x in status if x.startswith("key:")] == [
+        "key: no current key until the owed grades are in: "
+        f"{owed.removeprefix('grading: ')}, then `dvc repro`",
+        f"key: previous key kept (not current): sha256 {old_hash}, pool "
+        f"{old['pool_version']}, {old['pairs']} pairs over {old['queries']} queries; "
+        f"dropped queries: {dropped}"]
+    key = json.loads(tiny.run(root, "relgrade", "status", "--json").stdout)["key"]
+    assert (key["state"], key["current"], key["sha256"], key["pool_version"]) == (
+        "previous", False, old_hash, old["pool_version"])
+    assert key["owed"] == {"grader-a": {"stale": n_a}, "auditor-b": {"stale": n_b}}
+    assert key["owed_pairs"] == n_a + n_b
+
+    _grade(root)  # the commands the Pending line printed
     tiny.run(root, "dvc", "repro")
     record = json.loads((root / "data/key/record.json").read_text())
+    key = json.loads(tiny.run(root, "relgrade", "status", "--json").stdout)["key"]
+    assert (key["state"], key["current"], key["sha256"]) == (
+        "frozen", True, record["key_sha256"])
+    assert (f"key: frozen, sha256 {record['key_sha256']}, {record['pairs']} pairs over "
+            f"{record['queries']} queries; dropped queries: "
+            f"{', '.join(record['dropped_queries']) or 'none'}") in \
+        tiny.run(root, "relgrade", "status").stdout.splitlines()
     assert record["revises"] == old_hash != record["key_sha256"]
     assert [(r["query_id"], r["chunk_id"], r["grade_before"], r["grade"])
             for r in record["regraded"]] == [(q, cid, 2, 0) for q in sorted(pairs.query_id)]
