@@ -318,6 +318,45 @@ def test_a_key_of_this_pool_with_pairs_owed_is_the_previous_key_not_the_current_
         _status(root).splitlines()
 
 
+def test_with_an_incomplete_audit_allowed_the_auditors_open_pairs_leave_the_key_current(exp):
+    root, p = exp
+    params = yaml.safe_load((root / "params.yaml").read_text())
+    params["gates"]["audit_coverage_min"] = 0.5  # the gate weighs the audit, not the key
+    (root / "params.yaml").write_text(yaml.safe_dump(params))
+    _put(root, p["record"], {"key_sha256": KEY_HASH, "pool_version": "p-222222222222",
+                             "pairs": 7, "queries": 3, "dropped_queries": [],
+                             "post_hoc": False})
+    _grades(root, p, "grader-a", [_row("q1", "a", 2), _row("q1", "b", 0), _row("q1", "n1"),
+                                  _row("q2", "c"), _row("q2", "d"), _row("q3", "e"),
+                                  _row("q3", "f")])
+    key = json.loads(_status(root, "--json"))["key"]
+    assert (key["state"], key["current"]) == ("frozen", True)
+
+
+def test_a_panels_adjudication_queue_is_owed_work_of_the_key_too():
+    from relgrade.cli.status import previous_key_lines
+    from relgrade.pipeline.status import key_while_owed
+
+    frozen = {"state": "frozen", "current": True, "sha256": "ab" * 32, "pool_version": "p-1",
+              "pairs": 9, "queries": 3, "dropped": [], "post_hoc": False}
+    none_owed = pd.DataFrame(columns=["grader", "query_id", "chunk_id", "why"])
+    key = key_while_owed(frozen, none_owed,
+                         adjudication={"expert": "expert-e", "pending": 2, "queries": ["q1"]})
+    assert (key["state"], key["current"], key["owed"], key["owed_pairs"],
+            key["owed_message"]) == ("previous", False, {"expert-e": {"adjudicate": 2}}, 2,
+                                     None)
+    assert previous_key_lines(key) == [
+        "key: no current key until the owed grades are in: 2 queued pairs to adjudicate by "
+        "expert-e, then `dvc repro`",
+        f"key: previous key kept (not current): sha256 {'ab' * 32}, pool p-1, 9 pairs over "
+        "3 queries; dropped queries: none"]
+    # a key frozen for another pool version stays stale, and is not current either
+    stale = key_while_owed(frozen | {"state": "stale", "current": False, "pool_now": "p-2"},
+                           pd.DataFrame([("g", "q1", "c9", "new")], columns=none_owed.columns))
+    assert (stale["state"], stale["current"], stale["owed"]) == ("stale", False,
+                                                                {"g": {"new": 1}})
+
+
 def _use(pool, sha):
     return {"pool_version": pool, "rubric_version": "v1", "round": 1, "key_sha256": sha,
             "used_at": "2026-01-01T00:00:00+00:00"}
