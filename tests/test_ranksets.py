@@ -110,6 +110,21 @@ def test_the_same_seed_gives_the_same_sets_and_the_critical_value_is_its_quantil
                                        abs=1e-12)
 
 
+def test_traffic_weights_weight_every_mean_and_unit_weights_change_nothing():
+    rng = np.random.default_rng(9)
+    v = rng.uniform(0, 1, (3, 25)) + np.array([[0.2], [0.0], [0.1]])
+    w = rng.uniform(0.5, 2.0, 25)
+    r = ranksets.rank_sets(v, rng=np.random.default_rng(3), n_resamples=200, weights=w)
+    assert r.estimate == pytest.approx((v * w).sum(axis=1) / w.sum(), abs=1e-15)
+    plain = ranksets.rank_sets(v, rng=np.random.default_rng(3), n_resamples=200)
+    ones = ranksets.rank_sets(v, rng=np.random.default_rng(3), n_resamples=200,
+                              weights=np.ones(25))
+    assert ones.critical == pytest.approx(plain.critical, abs=1e-12)
+    assert ones.estimate == pytest.approx(plain.estimate, abs=1e-15)
+    with pytest.raises(InputError, match="positive finite numbers, one per query"):
+        ranksets.rank_sets(v, rng=np.random.default_rng(3), weights=np.ones(24))
+
+
 def test_ppi_rank_sets_estimate_with_the_arms_shared_lambda():
     rng = np.random.default_rng(6)
     k, n, big_n = 4, 20, 200
@@ -152,3 +167,30 @@ def test_ppi_rank_sets_are_narrower_than_human_only_when_the_model_tracks_people
 def test_bad_input_is_refused_with_the_rule(call, message):
     with pytest.raises(InputError, match=message):
         call()
+
+
+def test_a_long_per_query_table_is_ranked_arm_by_arm_on_one_measure():
+    import pandas as pd
+
+    rng = np.random.default_rng(12)
+    v = np.array([[0.2], [0.9], [0.5]]) + rng.normal(0, 0.02, (3, 30))
+    rows = [{"arm": arm, "query_id": f"q{j:02d}", "measure": m,
+             "value": float(v[i, j]) if m == "nDCG@10" else 1.0 - float(v[i, j])}
+            for i, arm in enumerate(["c", "a", "b"]) for j in range(30)
+            for m in ("nDCG@10", "other")]
+    table = pd.DataFrame(rows).sample(frac=1.0, random_state=0)   # order does not matter
+    d = ranksets.table_rank_sets(table, measure="nDCG@10", rng=np.random.default_rng(1),
+                                 n_resamples=300)
+    # arms sorted: a (0.9), b (0.5), c (0.2)
+    direct = ranksets.rank_sets(v[[1, 2, 0]], rng=np.random.default_rng(1), n_resamples=300)
+    assert d["critical"] == pytest.approx(direct.critical, abs=1e-12)
+    assert {a: (r["rank_low"], r["rank_high"]) for a, r in d["arms"].items()} == {
+        "a": (1, 1), "b": (2, 2), "c": (3, 3)}
+    assert d["tied_groups"] == [["a"], ["b"], ["c"]]
+    assert (d["measure"], d["queries"], d["method"]) == ("nDCG@10", 30, ranksets.METHOD)
+    with pytest.raises(InputError, match="per-query values missing"):
+        ranksets.table_rank_sets(table[~((table["arm"] == "b") & (table["query_id"] == "q03"))],
+                                 measure="nDCG@10", rng=np.random.default_rng(1))
+    with pytest.raises(InputError, match="a query has no traffic weight"):
+        ranksets.table_rank_sets(table, measure="nDCG@10", rng=np.random.default_rng(1),
+                                 weights={"q00": 1.0})

@@ -37,6 +37,7 @@ import itertools
 from dataclasses import dataclass
 
 import numpy as np
+import pandas as pd
 
 from relgrade.errors import InputError
 from relgrade.evaluation.ppi import tune_lambda_shared
@@ -103,6 +104,17 @@ class RankSets:
                          for i, a in enumerate(names)},
                 "tied_groups": [[names[i] for i in g] for g in self.tied_groups()]}
 
+
+#: How the sets are built, in words (recorded beside them).
+METHOD = ("simultaneous max-t bootstrap intervals of every pairwise difference of the arms' "
+          "means; rank_low = 1 + arms surely better, rank_high = arms - arms surely worse")
+
+#: The same in ppi mode.
+METHOD_PPI = ("simultaneous max-t bootstrap intervals of every pairwise difference of the "
+              "arms' PPI++ estimates (one lambda shared by the arms, re-tuned on every "
+              "resample; the human sample and all model-graded queries resampled "
+              "independently); rank_low = 1 + arms surely better, rank_high = arms - arms "
+              "surely worse")
 
 #: Elements (arms x resamples x queries) one block of the bootstrap gathers at most.
 BLOCK_ELEMENTS = 1 << 22
@@ -207,7 +219,8 @@ def from_bootstrap(estimate, boot, *, level: float = 0.95,
 
 
 def rank_sets(values, *, rng: np.random.Generator, level: float = 0.95,
-              n_resamples: int = 1000, higher_is_better: bool = True) -> RankSets:
+              n_resamples: int = 1000, higher_is_better: bool = True,
+              weights=None) -> RankSets:
     """Rank-sets of arms from their per-query values on the same queries.
 
     Parameters
@@ -224,6 +237,9 @@ def rank_sets(values, *, rng: np.random.Generator, level: float = 0.95,
         Bootstrap resamples of the queries (at least 100).
     higher_is_better : bool, default True
         Whether rank 1 goes to the highest mean.
+    weights : array-like of shape (Q,), float, optional
+        Traffic weight per query (positive): every mean, on the sample and on each resample,
+        is then ``sum(w * v) / sum(w)``.
 
     Returns
     -------
@@ -233,8 +249,9 @@ def rank_sets(values, *, rng: np.random.Generator, level: float = 0.95,
     Raises
     ------
     InputError
-        A table that is not 2-D, fewer than 2 queries, a value that is not finite, a level
-        outside (0, 1) or fewer than 100 resamples.
+        A table that is not 2-D, fewer than 2 queries, a value that is not finite, weights
+        that are not positive finite numbers (one per query), a level outside (0, 1) or
+        fewer than 100 resamples.
 
     Examples
     --------
@@ -246,9 +263,23 @@ def rank_sets(values, *, rng: np.random.Generator, level: float = 0.95,
     v = _matrix(values, "per-query values", 2)
     lv, b = _check(level, n_resamples)
     q = v.shape[1]
-    boot = np.concatenate([v[:, rng.integers(0, q, size=(rows, q))].mean(axis=2).T
-                           for rows in _blocks(b, v.shape[0] * q)])        # (B, K)
-    return from_bootstrap(v.mean(axis=1), boot, level=lv, higher_is_better=higher_is_better)
+    if weights is None:
+        boot = np.concatenate([v[:, rng.integers(0, q, size=(rows, q))].mean(axis=2).T
+                               for rows in _blocks(b, v.shape[0] * q)])    # (B, K)
+        return from_bootstrap(v.mean(axis=1), boot, level=lv,
+                              higher_is_better=higher_is_better)
+    w = np.asarray(weights, dtype=np.float64)
+    if w.shape != (q,) or not (np.isfinite(w).all() and (w > 0).all()):
+        raise InputError("query weights must be positive finite numbers, one per query",
+                         found=f"shape {w.shape}")
+    blocks = []
+    for rows in _blocks(b, v.shape[0] * q):
+        idx = rng.integers(0, q, size=(rows, q))
+        wi = w[idx]                                                    # (rows, Q)
+        blocks.append(((v[:, idx] * wi).sum(axis=2) / wi.sum(axis=1)).T)
+    est = (v * w).sum(axis=1) / w.sum()
+    return from_bootstrap(est, np.concatenate(blocks), level=lv,
+                          higher_is_better=higher_is_better)
 
 
 def ppi_rank_sets(human, model_sample, model_all, *, rng: np.random.Generator,
@@ -327,3 +358,52 @@ def _ppi_block(y, yhat, f, rng, rows: int) -> np.ndarray:
                          0.0)
     lam_b = np.clip(lam_b, 0.0, 1.0)
     return (lam_b * fs_mean + (ys - lam_b[None, :, None] * xs).mean(axis=2)).T    # (B, K)
+
+
+def table_rank_sets(per_query: pd.DataFrame, *, measure: str, rng: np.random.Generator,
+                    level: float = 0.95, n_resamples: int = 1000, weights=None) -> dict:
+    """Rank-sets of the arms of a long per-query table, for one measure, JSON-ready.
+
+    Parameters
+    ----------
+    per_query : pandas.DataFrame
+        Columns ``arm``, ``query_id``, ``measure``, ``value`` (the metrics stage's per-query
+        files stacked); every arm needs a value for every query of ``measure``. Not modified.
+    measure : str
+        The measure ranked (higher is better).
+    rng, level, n_resamples
+        As in :func:`rank_sets`.
+    weights : mapping of query id -> float, optional
+        Traffic weight per query.
+
+    Returns
+    -------
+    dict
+        ``{"measure", "method", "queries"}`` and :meth:`RankSets.to_dict` over the arms in
+        sorted order.
+
+    Raises
+    ------
+    InputError
+        A missing value (an arm without a query another arm has), a query without a
+        weight, or as :func:`rank_sets`.
+    """
+    sub = per_query[per_query["measure"].astype(str) == measure]
+    wide = sub.pivot_table(index=sub["arm"].astype(str), columns=sub["query_id"].astype(str),
+                           values="value", aggfunc="first").sort_index().sort_index(axis=1)
+    if wide.isna().to_numpy().any():
+        arm = wide.index[wide.isna().any(axis=1)][0]
+        raise InputError("per-query values missing", item=f"arm {arm}, measure {measure}",
+                         fix="every arm needs a value for every query of a measure")
+    w = None
+    if weights is not None:
+        ws = pd.Series(weights, dtype=np.float64)
+        ws.index = ws.index.astype(str)
+        missing = [q for q in wide.columns if q not in ws.index]
+        if missing:
+            raise InputError("a query has no traffic weight", item=f"query {missing[0]}")
+        w = ws.reindex(wide.columns).to_numpy()
+    r = rank_sets(wide.to_numpy(dtype=np.float64), rng=rng, level=level,
+                  n_resamples=n_resamples, weights=w)
+    return {"measure": measure, "method": METHOD, "queries": int(wide.shape[1])} | \
+        r.to_dict(list(wide.index))
