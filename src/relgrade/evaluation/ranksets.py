@@ -63,6 +63,8 @@ class RankSets:
         The simultaneous coverage level.
     n_resamples : int
         Bootstrap resamples behind ``critical``.
+    higher_is_better : bool
+        Whether rank 1 went to the highest estimate.
     """
 
     estimate: np.ndarray
