@@ -14,6 +14,9 @@ arms' top 10.
   (at most to 2) with probability ``leniency + affinity * style``: +0.3 grade leniency and
   +0.2 grade for chunks in the family's style before the ceiling at 2 (weighted kappa
   0.45-0.51 against the truth, depending on the draw; see benchmarks/README.md).
+* with ``--favoured P`` two more arms, a8 and a9, are truly equal but the model favours a8
+  (``Setting.favoured``): the judge-favoured truly-equal pair whose differences the model
+  barely tracks.
 
 The estimand of an arm is its expected nDCG@10 under the human key (what grading every query
 by people estimates); it is computed once by Monte Carlo over ``truth_queries`` queries, and
@@ -52,6 +55,22 @@ ARMS = ("a0", "a1", "a2", "a3", "a4", "a5", "a6", "a7")
 BETA = np.array([1.8, 1.4, 1.1, 0.8, 0.8, 0.6, 0.4, 0.2])
 FAMILIES = {"a3": "acme", "a4": "other"}
 AFFINITY_ARM, TWIN_ARM = 3, 4
+#: The judge-favoured truly-equal pair added by ``Setting.favoured > 0`` (arms a8 and a9).
+FAVOURED_ARMS = ("a8", "a9")
+FAVOURED_ARM, FAVOURED_TWIN = 8, 9
+
+
+def arms_of(setting: "Setting") -> tuple[str, ...]:
+    """The arms of a setting: a0-a7, plus a8 and a9 when ``setting.favoured > 0``."""
+    return ARMS + FAVOURED_ARMS if setting.favoured > 0 else ARMS
+
+
+def null_pairs(setting: "Setting", ia: np.ndarray, ib: np.ndarray) -> np.ndarray:
+    """Mask of the truly equal pairs among the pairs ``(ia, ib)``: a3/a4, and a8/a9."""
+    null = (ia == AFFINITY_ARM) & (ib == TWIN_ARM)
+    if setting.favoured > 0:
+        null |= (ia == FAVOURED_ARM) & (ib == FAVOURED_TWIN)
+    return null
 
 #: Bins of the model's R^2 against people (per arm or difference) for the width table.
 R2_BINS = (0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 1.0)
@@ -80,6 +99,15 @@ class Setting:
     gamma: float = 4.0
     style_share: float = 0.3
     human_fraction: float = 0.1
+    #: > 0 adds the judge-favoured truly-equal pair a8/a9: two arms of equal quality
+    #: (``beta`` 1.1) that share most of their ranking noise and differ only in which
+    #: unrelated chunks they promote (``favoured_gamma``); on half the queries (the judge
+    #: family's topics) the model grades 2, with this probability, the chunks of a8's kind
+    #: (its family's style). People see no difference between a8 and a9; the model sees a8
+    #: ahead, and its per-query differences of the pair track people's less than those of
+    #: the other pairs (R^2 about 0.1 against 0.2).
+    favoured: float = 0.0
+    favoured_gamma: float = 1.0
 
 
 def simulate(setting: Setting, rng: np.random.Generator, n_queries: int | None = None) -> dict:
@@ -98,6 +126,19 @@ def simulate(setting: Setting, rng: np.random.Generator, n_queries: int | None =
     scores = BETA[:, None, None] * r[None] + rng.normal(0.0, 1.0, (len(ARMS), q, s.n_docs))
     scores[AFFINITY_ARM] += s.gamma * style
     scores[TWIN_ARM] += s.gamma * other
+    human_noise = rng.normal(0.0, s.human_sd, r.shape)
+    bump = rng.random(r.shape) < s.leniency + s.affinity * style
+    model_noise = rng.normal(0.0, s.model_sd, r.shape)
+    top = np.zeros(r.shape, dtype=bool)
+    if s.favoured > 0:
+        # drawn after every draw of the eight-arm world, so that world is unchanged
+        shared = rng.normal(0.0, 1.0, (q, s.n_docs))
+        own = rng.normal(0.0, 0.3, (2, q, s.n_docs))
+        kind = rng.random((2, q, s.n_docs)) < s.style_share
+        pair = 1.1 * r[None] + shared[None] + own + s.favoured_gamma * kind
+        scores = np.concatenate([scores, pair])
+        topic = rng.random((q, 1)) < 0.5      # queries on the judge family's topics
+        top = kind[0] & topic & (rng.random(r.shape) < s.favoured)
     ranked = np.argsort(-scores, axis=2, kind="stable")[:, :, :s.depth]
     in_pool = np.zeros((q, s.n_docs), dtype=bool)
     rows = np.broadcast_to(np.arange(q)[None, :, None], ranked.shape)
@@ -107,22 +148,23 @@ def simulate(setting: Setting, rng: np.random.Generator, n_queries: int | None =
         return np.where(in_pool, np.digitize(x, [0.5, 1.5]).astype(np.float64), np.nan)
 
     truth = cut(r)
-    human = cut(r + rng.normal(0.0, s.human_sd, r.shape))
-    bump = rng.random(r.shape) < s.leniency + s.affinity * style
-    model = np.minimum(cut(r + rng.normal(0.0, s.model_sd, r.shape)) + bump, 2.0)
+    human = cut(r + human_noise)
+    model = np.where(top & in_pool, 2.0, np.minimum(cut(r + model_noise) + bump, 2.0))
     return {"truth": truth, "human": human, "model": model, "ranked": ranked, "style": style}
 
 
 def true_means(setting: Setting, seed: int, truth_queries: int = 20_000) -> np.ndarray:
     """Expected nDCG@10 of each arm under the human key, by Monte Carlo (twins averaged)."""
     rng = np.random.default_rng(derive_seed(seed, "sim-ppi", "truth"))
-    sums, done = np.zeros(len(ARMS)), 0
+    sums, done = np.zeros(len(arms_of(setting))), 0
     while done < truth_queries:
         e = simulate(setting, rng, n_queries=2000)
         sums += ndcg_at_k(e["human"], e["ranked"], k=10).sum(axis=1)
         done += 2000
     out = sums / done
     out[[AFFINITY_ARM, TWIN_ARM]] = out[[AFFINITY_ARM, TWIN_ARM]].mean()
+    if setting.favoured > 0:
+        out[[FAVOURED_ARM, FAVOURED_TWIN]] = out[[FAVOURED_ARM, FAVOURED_TWIN]].mean()
     return out
 
 
@@ -144,15 +186,19 @@ def replicate(setting: Setting, truth: np.ndarray, rng: np.random.Generator, *,
     n_q = h.shape[1]
     sample = human_sample(n_q, fraction=setting.human_fraction, rng=rng)
     out = {}
-    pairs = list(itertools.combinations(range(len(ARMS)), 2))
+    arms = arms_of(setting)
+    pairs = list(itertools.combinations(range(len(arms)), 2))
     ia, ib = np.array([p[0] for p in pairs]), np.array([p[1] for p in pairs])
     d_truth = truth[ia] - truth[ib]
-    null = (ia == AFFINITY_ARM) & (ib == TWIN_ARM)
+    null = null_pairs(setting, ia, ib)
+    twins = (ia == AFFINITY_ARM) & (ib == TWIN_ARM)
+    fav = (ia == FAVOURED_ARM) & (ib == FAVOURED_TWIN)
     for label, (tgt, hh, mm) in {"arm": (truth, h, m),
                                  "diff": (d_truth, h[ia] - h[ib], m[ia] - m[ib])}.items():
         finite = hh.mean(axis=1)
         for kind in INTERVALS:
-            est = estimate_rows(hh[:, sample], mm[:, sample], mm, level=0.95, interval=kind)
+            est = estimate_rows(hh[:, sample], mm[:, sample], mm, level=0.95, interval=kind,
+                                tuning="per-row" if label == "diff" else "shared")
             for meth, b in est.items():
                 out[f"{label}_cover_{kind}_{meth}"] = (b["low"] <= tgt) & (tgt <= b["high"])
                 out[f"{label}_cover_finite_{kind}_{meth}"] = ((b["low"] <= finite)
@@ -163,16 +209,24 @@ def replicate(setting: Setting, truth: np.ndarray, rng: np.random.Generator, *,
             if label == "diff":
                 for meth, b in est.items():
                     _, reject = holm(p_values(b, kind), alpha=0.05)
-                    out[f"false_sig_{kind}_{meth}"] = bool(reject[null].any())
+                    out[f"false_sig_{kind}_{meth}"] = bool(reject[twins].any())
                     wrong = reject & (np.sign(b["estimate"]) != np.sign(d_truth)) & ~null
                     out[f"sign_error_{kind}_{meth}"] = bool(wrong.any())
+                    # family-wise: a truly equal pair called different, or a sign error
+                    out[f"fwer_{kind}_{meth}"] = bool(reject[null].any() or wrong.any())
+                    if fav.any():
+                        j = int(np.flatnonzero(fav)[0])
+                        out[f"fav_sig_{kind}_{meth}"] = bool(reject[j])
+                        out[f"fav_cover0_{kind}_{meth}"] = bool(b["low"][j] <= 0 <= b["high"][j])
+                        out[f"fav_capped_{kind}_{meth}"] = bool(b["capped"][j])
+                        out[f"fav_lambda_{kind}_{meth}"] = float(b["lambda"][j])
         # classic PPI (lambda = 1) with the t interval, for comparison
         th1, se1, _ = ppi_mean_rows(hh[:, sample], mm[:, sample], mm, lam=1.0, ddof=1)
         half = float(sps.t.ppf(0.975, sample.size - 1)) * se1
         out[f"{label}_cover_t_ppi"] = np.abs(th1 - tgt) <= half
         out[f"{label}_width_t_ppi"] = 2.0 * half
         out[f"{label}_r2"] = np.array([np.corrcoef(a, b)[0, 1] ** 2 for a, b in zip(hh, mm)])
-    audit = judge_audit(e["human"], e["model"], e["ranked"], sample=sample, arms=ARMS,
+    audit = judge_audit(e["human"], e["model"], e["ranked"], sample=sample, arms=arms,
                         families=FAMILIES, model_family="acme", k=10, rng=rng,
                         n_resamples=audit_resamples)
     out["audit_affinity"] = ARMS[AFFINITY_ARM] in audit.affinity_arms
@@ -254,6 +308,24 @@ def summarise(results: list[dict], setting: Setting) -> dict:
                 rate(f"false_sig_{kind}_{meth}"))
             s[f"sign errors on unequal pairs after Holm, {kind} {meth}"] = float(
                 rate(f"sign_error_{kind}_{meth}"))
+            s[f"family-wise false significance after Holm (equal pair called different "
+              f"or sign error), {kind} {meth}"] = float(rate(f"fwer_{kind}_{meth}"))
+            if setting.favoured > 0:
+                s[f"favoured pair a8/a9: significant after Holm, {kind} {meth}"] = float(
+                    rate(f"fav_sig_{kind}_{meth}"))
+                s[f"favoured pair a8/a9: interval covers 0, {kind} {meth}"] = float(
+                    rate(f"fav_cover0_{kind}_{meth}"))
+        if setting.favoured > 0:
+            s[f"favoured pair a8/a9: capped, {kind} ppi++"] = float(
+                rate(f"fav_capped_{kind}_ppi++"))
+            s[f"favoured pair a8/a9: mean lambda, {kind} ppi++"] = float(
+                rate(f"fav_lambda_{kind}_ppi++"))
+    if setting.favoured > 0:
+        arms = arms_of(setting)
+        pairs = list(itertools.combinations(range(len(arms)), 2))
+        j = pairs.index((FAVOURED_ARM, FAVOURED_TWIN))
+        s["favoured pair a8/a9: mean R2 model vs people"] = float(
+            np.mean([r["diff_r2"][j] for r in results]))
     s["audit flags family affinity of a3"] = float(rate("audit_affinity"))
     s["audit spread flag"] = float(rate("audit_spread_flag"))
     s["mean leniency per arm"] = " ".join(f"{x:.3f}" for x in rate("audit_leniency"))
@@ -301,6 +373,9 @@ def main(argv=None) -> None:
     ap.add_argument("--model-sd", type=float, default=Setting.model_sd)
     ap.add_argument("--leniency", type=float, default=Setting.leniency)
     ap.add_argument("--affinity", type=float, default=Setting.affinity)
+    ap.add_argument("--favoured", type=float, default=Setting.favoured,
+                    help="> 0 adds the judge-favoured truly-equal pair a8/a9")
+    ap.add_argument("--favoured-gamma", type=float, default=Setting.favoured_gamma)
     ap.add_argument("--no-budget", action="store_true")
     ap.add_argument("--strategy", action="append", choices=("uniform", "ppi", "maxmean", "mtf"),
                     help="restrict the budget curve to these strategies (repeatable)")
@@ -311,7 +386,8 @@ def main(argv=None) -> None:
     # about 98% of this script's time over thousands of families, and no number changes
     # without it. Only this benchmark process skips it.
     gc.collect = lambda generation=2: 0
-    setting = Setting(model_sd=args.model_sd, leniency=args.leniency, affinity=args.affinity)
+    setting = Setting(model_sd=args.model_sd, leniency=args.leniency, affinity=args.affinity,
+                      favoured=args.favoured, favoured_gamma=args.favoured_gamma)
     e = simulate(setting, np.random.default_rng(derive_seed(args.seed, "sim-ppi", "kappa")))
     kh, km = kappas(e)
     t0 = time.process_time()
@@ -321,7 +397,8 @@ def main(argv=None) -> None:
     print(f"setting: {setting}")
     print(f"replicates {args.replicates}, seed {args.seed}, CPU seconds {cpu:.1f}")
     print(f"weighted kappa (quadratic) vs truth: people {kh:.3f}, model {km:.3f}")
-    print("true nDCG@10 per arm: " + " ".join(f"{a}={v:.4f}" for a, v in zip(ARMS, s["truth"])))
+    print("true nDCG@10 per arm: " + " ".join(f"{a}={v:.4f}"
+                                              for a, v in zip(arms_of(setting), s["truth"])))
     for key, v in s.items():
         if key in ("curve", "truth") or isinstance(v, pd.DataFrame):
             continue

@@ -82,10 +82,12 @@ def test_dvc_metrics_show_prints_one_narrow_row_per_arm(passed):
     out = tiny.run(root, "dvc", "metrics", "show").stdout
     rows = out.strip().splitlines()
     assert rows[0].split() == ["Path", "baseline", "delta", "high", "judged", "key", "low",
-                               "mean", "measure", "p_holm", "pool_version"]
+                               "mean", "measure", "p_holm", "pool_version", "rank_high",
+                               "rank_low"]
     assert [r.split()[0] for r in rows[1:]] == [f"metrics/decision/{arm}.json"
                                                 for arm in sorted(tiny.ARMS)]
-    assert max(len(r) for r in rows) <= 160  # the pool version and key add 30 characters
+    # the pool version and key add 30 characters, the rank-set 20
+    assert max(len(r) for r in rows) <= 180
     assert "weighted_kappa" in tiny.run(root, "dvc", "metrics", "show",
                                         "metrics/agreement.json").stdout
     arms = tiny.run(root, "dvc", "metrics", "show", "metrics/arms").stdout
@@ -111,6 +113,17 @@ def test_the_report_flags_verdicts_deeper_than_the_pool_and_agrees_with_the_arm_
         full = json.loads((root / f"metrics/arms/{arm}.json").read_text())
         assert summary["mean"] == pytest.approx(full[summary["measure"]], abs=1e-12)
         assert summary["judged"] == pytest.approx(full["Judged@10"], abs=1e-12)
+    # each arm's rank-set is the comparison report's, and the report names the tied groups
+    ranks = json.loads((root / "metrics/comparisons.json").read_text())["rank_sets"]
+    assert ranks["stream"] == "rank-sets" and ranks["n_resamples"] == 1000
+    for arm in tiny.ARMS:
+        summary = json.loads((root / f"metrics/decision/{arm}.json").read_text())
+        assert ranks["measure"] == summary["measure"]
+        assert ranks["arms"][arm]["estimate"] == pytest.approx(summary["mean"], abs=1e-12)
+        assert (summary["rank_low"], summary["rank_high"]) == (
+            ranks["arms"][arm]["rank_low"], ranks["arms"][arm]["rank_high"])
+        assert 1 <= summary["rank_low"] <= summary["rank_high"] <= len(tiny.ARMS)
+    assert "## Rank-sets" in md and "Tied groups, best first:" in md
 
 
 def test_second_repro_changes_nothing(passed):

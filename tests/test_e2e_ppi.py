@@ -131,6 +131,30 @@ def test_ppi_json_equals_ppi_python_on_the_per_query_values(ppi_run):
     assert design["interval"] == "jackknife" and "jackknife" in design["interval_words"]
     assert "one lambda tuned over all arms" in design["rectifier"]
     assert len(est["differences"]) == 1 and "p_holm" in est["differences"][0]["ppi++"]
+    # the one difference's lambda: the smaller of the differences' shared lambda and its
+    # own, which for a single difference are the same: ppi-python's element-wise tuning
+    d_y, d_yhat, d_f = y2[0] - y2[1], yhat2[0] - yhat2[1], f2[0] - f2[1]
+    d_point = ppi_py.ppi_mean_pointestimate(d_y, d_yhat, d_f, lam=None,
+                                            lam_optim_mode="element")
+    assert est["differences"][0]["ppi++"]["estimate"] == pytest.approx(
+        float(np.ravel(d_point)[0]), abs=1e-9)
+
+
+def test_in_ppi_mode_the_rank_sets_rest_on_the_ppi_estimates(ppi_run):
+    _, folder, _ = ppi_run
+    ppi = json.loads((folder / "metrics/ppi.json").read_text())
+    ranks = ppi["rank_sets"][NDCG]
+    assert ranks["human_queries"] == len(ppi["design"]["human_sample"])
+    assert ranks["stream"] == f"ppi-rank-sets {NDCG}" and ranks["seed"] == 0
+    report = (folder / "metrics/report.md").read_text()
+    assert "## Rank-sets" in report and "From PPI++ estimates" in report
+    for arm in ("bm25", "tfidf"):
+        # the shared lambda of the arms: the PPI++ estimate of the ppi table
+        assert ranks["arms"][arm]["estimate"] == pytest.approx(
+            ppi["estimates"][NDCG]["arms"][arm]["ppi++"]["estimate"], abs=1e-12)
+        summary = json.loads((folder / f"metrics/decision/{arm}.json").read_text())
+        assert (summary["rank_low"], summary["rank_high"]) == (
+            ranks["arms"][arm]["rank_low"], ranks["arms"][arm]["rank_high"])
 
 
 def test_the_key_record_names_the_sample_and_the_gate_rule(ppi_run):

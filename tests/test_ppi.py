@@ -431,13 +431,100 @@ def test_the_jackknife_interval_of_the_ppi_table_is_never_wider_than_human_only(
         assert pp["se"] == pytest.approx(min(se[i], se_human), abs=1e-14)
         assert pp["high"] - pp["estimate"] == pytest.approx(q * pp["se"], abs=1e-12)
         assert pp["high"] - pp["low"] <= ho["high"] - ho["low"] + 1e-15
-    # the differences share their own lambda, tuned on the differences themselves
+    # each difference: the smaller of the differences' shared lambda and its own
     ia, ib = [0, 0, 0, 1, 1, 2], [1, 2, 3, 2, 3, 3]
-    d_lam = ppi.tune_lambda_shared(y[ia] - y[ib], f[ia, :n] - f[ib, :n], f[ia] - f[ib])
-    for row in t["differences"]:
-        assert row["ppi++"]["lambda"] == pytest.approx(d_lam, abs=1e-15)
+    dy, dyhat, df_ = y[ia] - y[ib], f[ia, :n] - f[ib, :n], f[ia] - f[ib]
+    d_lam = ppi.tune_lambda_shared(dy, dyhat, df_)
+    for j, row in enumerate(t["differences"]):
+        own = ppi.tune_lambda(dy[j], dyhat[j], df_[j])
+        assert row["ppi++"]["lambda"] == pytest.approx(min(d_lam, own), abs=1e-15)
         assert (row["ppi++"]["high"] - row["ppi++"]["low"]
                 <= row["human-only"]["high"] - row["human-only"]["low"] + 1e-15)
+
+
+def test_per_row_lambda_on_a_tiny_sample_is_the_smaller_of_shared_and_own():
+    # row 1 (Y, YHAT): own = 0.125 / (1.2 * 24 * 0.1875 / 23) = 0.6389
+    # row 2 (Y2 = YHAT2 = (0, 0, 1, 1)): own = 0.25 / (1.2 * 24 * 0.25 / 23) = 0.7986
+    # shared = 0.375 / (1.2 * (24 * 0.4375 / 23)) = 0.7113: row 1 keeps its own, row 2 shared
+    y = np.array([Y, [0.0, 0.0, 1.0, 1.0]])
+    yhat = np.array([YHAT, [0.0, 0.0, 1.0, 1.0]])
+    f = np.tile(yhat, 5)
+    own1 = 0.125 / (1.2 * 24 * 0.1875 / 23)
+    shared = 0.375 / (1.2 * 24 * 0.4375 / 23)
+    theta, _, lam = ppi.jackknife_rows_each(y, yhat, f)
+    assert lam == pytest.approx([own1, shared], abs=1e-15)
+    assert theta == pytest.approx(lam * f.mean(axis=1) + (y - lam[:, None] * yhat).mean(axis=1),
+                                  abs=1e-15)
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2, 3])
+def test_per_row_lambda_is_the_smaller_of_ppi_python_overall_and_element_tuning(seed):
+    rng = np.random.default_rng(seed)
+    m, n, big_n = 5, 18, 150
+    f = rng.uniform(0, 1, (m, big_n)) ** rng.uniform(0.5, 3, (m, 1))
+    yhat = f[:, :n]
+    y = np.clip(yhat * rng.uniform(-0.5, 1.5, (m, 1)) + rng.normal(0, 0.2, (m, n)), 0, 1)
+    from ppi_py.ppi import _calc_lam_glm
+
+    def ref_lam(mode):
+        # ppi_mean_pointestimate's own call, with the mean's gradients
+        point = f.T.mean(0) + (y.T - yhat.T).mean(0)
+        return _calc_lam_glm(y.T - point, yhat.T - point, f.T - point, np.eye(m), clip=True,
+                             optim_mode=mode)
+
+    theta, _, lam = ppi.jackknife_rows_each(y, yhat, f)
+    expected = np.minimum(ref_lam("overall"), ref_lam("element"))
+    assert lam == pytest.approx(expected, abs=1e-12)
+    elem = np.ravel(ppi_py.ppi_mean_pointestimate(y.T, yhat.T, f.T, lam=None,
+                                                  lam_optim_mode="element"))
+    _, _, own = ppi.ppi_mean_rows(y, yhat, f)
+    fixed = own * f.mean(axis=1) + (y - own[:, None] * yhat).mean(axis=1)
+    assert fixed == pytest.approx(elem, abs=1e-9)
+    assert theta == pytest.approx(lam * f.mean(axis=1) + (y - lam[:, None] * yhat).mean(axis=1),
+                                  abs=1e-15)
+
+
+def test_per_row_jackknife_equals_the_explicit_leave_one_out_loop():
+    rng = np.random.default_rng(22)
+    m, n, big_n = 4, 12, 90
+    f = rng.uniform(0, 1, (m, big_n))
+    yhat = f[:, :n]
+    y = np.clip(yhat * np.array([[0.9], [0.6], [0.0], [0.3]]) + rng.normal(0, 0.25, (m, n)),
+                0, 1)
+    theta, se, lam = ppi.jackknife_rows_each(y, yhat, f)
+    loo = []
+    for i in range(n):
+        keep = np.arange(n) != i
+        shared = ppi.tune_lambda_shared(y[:, keep], yhat[:, keep], f)
+        li = np.array([min(shared, ppi.tune_lambda(y[r, keep], yhat[r, keep], f[r]))
+                       for r in range(m)])
+        loo.append(li * f.mean(axis=1) + (y[:, keep] - li[:, None] * yhat[:, keep]).mean(axis=1))
+    loo = np.array(loo)
+    expected = np.sqrt((n - 1) / n * ((loo - loo.mean(axis=0)) ** 2).sum(axis=0)
+                       + lam ** 2 * f.var(axis=1, ddof=1) / big_n)
+    assert len(set(lam.round(12))) > 1
+    assert se == pytest.approx(expected, abs=1e-13)
+
+
+def test_a_difference_the_model_does_not_track_falls_back_to_human_only():
+    from relgrade.evaluation.ppi_table import estimate_rows
+
+    # row 0: people track the model closely; row 1: the model's values are independent of
+    # people's, and its sample covariance is negative, so its own lambda clips to 0
+    rng = np.random.default_rng(3)
+    f = rng.uniform(0, 1, (2, 60)) * np.array([[2.0], [1.0]])
+    y0 = f[0, :12] + rng.normal(0, 0.02, 12)
+    y1 = 0.5 - 0.2 * f[1, :12] + rng.normal(0, 0.3, 12)
+    y = np.array([y0, y1])
+    out = estimate_rows(y, f[:, :12], f, tuning="per-row")["ppi++"]
+    shared = estimate_rows(y, f[:, :12], f)["ppi++"]
+    assert out["lambda"][1] == 0.0 and shared["lambda"][1] > 0.3
+    assert out["estimate"][1] == pytest.approx(y1.mean(), abs=1e-15)
+    # with lambda 0 throughout, the jackknife is the human-only standard error
+    assert out["se"][1] == pytest.approx(y1.std(ddof=1) / math.sqrt(12), abs=1e-15)
+    assert out["lambda"][0] == shared["lambda"][0]
+    with pytest.raises(InputError, match="lambda tuning must be one of"):
+        estimate_rows(y, f[:, :12], f, tuning="each")
 
 
 def test_the_cap_takes_the_human_only_standard_error_where_the_jackknife_is_larger():

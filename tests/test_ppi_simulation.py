@@ -71,3 +71,28 @@ def test_holm_on_ppi_rarely_separates_the_equal_arms_unlike_model_only(summary):
 
 def test_audit_flags_the_affinity_arm(summary):
     assert summary["audit flags family affinity of a3"] >= 0.8
+
+
+@pytest.fixture(scope="module")
+def favoured():
+    spec = importlib.util.spec_from_file_location("sim_ppi", SIM)
+    sim = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = sim
+    try:
+        spec.loader.exec_module(sim)
+    finally:
+        del sys.modules[spec.name]
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(gc, "collect", lambda generation=2: 0)
+        return sim.run(sim.Setting(favoured=1.0), replicates=40, seed=20261201, budget=False)
+
+
+def test_a_judge_favoured_equal_pair_falls_back_towards_human_only(favoured):
+    # the model sees a8 ahead of its truly equal twin on every replicate; PPI++ with the
+    # difference's own lambda (small: the model barely tracks people on this pair) does not
+    assert favoured["favoured pair a8/a9: mean R2 model vs people"] < 0.15
+    assert favoured["favoured pair a8/a9: significant after Holm, jackknife model-only"] >= 0.9
+    assert favoured["favoured pair a8/a9: significant after Holm, jackknife ppi++"] <= 0.1
+    assert favoured["favoured pair a8/a9: interval covers 0, jackknife ppi++"] >= 0.85
+    assert favoured["favoured pair a8/a9: mean lambda, jackknife ppi++"] < 0.3
+    assert favoured["diff width ppi++/human-only jackknife max"] <= 1.0 + 1e-12

@@ -60,3 +60,51 @@ def test_bad_input_names_the_problem_and_writes_nothing(tmp_path, case):
         "primary not compared": f"{source}: RR@3: primary measure not compared. set "
                                 "metrics.primary to one of nDCG(dcg='exp-log2')@5, R@10"}[case]
     assert not (tmp_path / "out").exists()
+
+
+def _ranked_report(measure):
+    # three arms: bm25 surely best, dense and hybrid tied below it
+    r = report()
+    r["rank_sets"] = {
+        "measure": measure, "method": "max-t", "queries": 20, "level": 0.95,
+        "n_resamples": 2000, "critical": 2.5, "seed": 7, "stream": "rank-sets",
+        "arms": {"bm25": {"estimate": 0.6, "rank_low": 1, "rank_high": 1},
+                 "dense": {"estimate": 0.55, "rank_low": 2, "rank_high": 3},
+                 "hybrid": {"estimate": 0.5, "rank_low": 2, "rank_high": 3}},
+        "tied_groups": [["bm25"], ["dense", "hybrid"]]}
+    return r
+
+
+def test_each_arm_file_carries_its_rank_set_and_the_report_names_the_tied_groups(tmp_path):
+    _main()(_experiment(tmp_path, json.dumps(_ranked_report(DEEP)), primary=DEEP))
+    out = tmp_path / "out"
+    dense = json.loads((out / "decision" / "dense.json").read_text())
+    assert (dense["rank_low"], dense["rank_high"]) == (2, 3)
+    bm25 = json.loads((out / "decision" / "bm25.json").read_text())
+    assert (bm25["rank_low"], bm25["rank_high"]) == (1, 1)
+    md = (out / "report.md").read_text()
+    assert "## Rank-sets\n" in md
+    assert ("Each arm's rank on R@10 (1 the best) with simultaneous 95% coverage: with that "
+            "probability every arm's true rank lies in its set at once. From the frozen key's "
+            "per-query means over 20 queries, 2000 bootstrap resamples (seed 7, stream "
+            "\"rank-sets\").") in md
+    assert "| dense | 0.5500 | 2–3 |\n" in md and "| bm25 | 0.6000 | 1 |\n" in md
+    assert "Tied groups, best first:\n\n1. bm25\n2. dense, hybrid\n" in md
+    html = (out / "report.html").read_text()
+    assert '<h2 id="rank-sets">Rank-sets</h2>' in html and "<li>dense, hybrid</li>" in html
+
+
+def test_rank_sets_of_another_measure_are_left_out(tmp_path):
+    _main()(_experiment(tmp_path, json.dumps(_ranked_report(P)), primary=DEEP))
+    out = tmp_path / "out"
+    assert "rank_low" not in json.loads((out / "decision" / "dense.json").read_text())
+    assert "## Rank-sets" not in (out / "report.md").read_text()
+
+
+def test_in_ppi_mode_the_rank_sets_are_the_ppi_stage_ones():
+    stage = importlib.import_module("relgrade.pipeline.stages.report")
+    r = _ranked_report(DEEP)
+    ppi = {"rank_sets": {DEEP: {"measure": DEEP, "human_queries": 6}}}
+    assert stage._rank_sets(r, ppi, DEEP) == {"measure": DEEP, "human_queries": 6}
+    assert stage._rank_sets(r, {"rank_sets": {}}, DEEP) is None
+    assert stage._rank_sets(r, None, DEEP) is r["rank_sets"]

@@ -88,6 +88,9 @@ class Decision:
     post_hoc : dict or None
         A post-hoc key beside the frozen one (:func:`post_hoc_cells`); None when there is
         none (the report then has no such section).
+    ranks : dict or None
+        The arms' rank-sets and tied groups on ``primary`` (:func:`rank_set_cells`); None
+        without rank-sets (the report then has no such section).
     """
 
     header: list
@@ -113,6 +116,7 @@ class Decision:
     cost: dict | None = None
     ppi: dict | None = None
     post_hoc: dict | None = None
+    ranks: dict | None = None
 
 
 def _cutoff(measure: str) -> int | None:
@@ -201,7 +205,8 @@ def _against(report: dict, arm: str, base: str, measure: str) -> dict | None:
     return None
 
 
-def arm_summaries(report: dict, *, primary: str | None = None, source=None) -> dict[str, dict]:
+def arm_summaries(report: dict, *, primary: str | None = None, source=None,
+                  rank_sets: dict | None = None) -> dict[str, dict]:
     """Per arm, the handful of numbers kept as ``dvc metrics`` (arms as rows).
 
     Parameters
@@ -212,19 +217,26 @@ def arm_summaries(report: dict, *, primary: str | None = None, source=None) -> d
         The measure summarised (default: the first compared).
     source : str or os.PathLike, optional
         Where the report was read from, named in errors.
+    rank_sets : dict, optional
+        The arms' rank-sets (the ``rank_sets`` of the comparison report, or of the ppi
+        stage's result in ppi mode: :func:`relgrade.evaluation.ranksets.table_rank_sets`'s
+        layout); used when its ``measure`` is the one summarised.
 
     Returns
     -------
     dict
         ``arm -> {"measure", "mean", "low", "high", ("weighted", "unweighted_mean"),
-        "pool_version", "key", "judged", "baseline", "delta", "p_holm"}``: the arm's mean of
+        "pool_version", "key", "judged", "baseline", "delta", "p_holm", "rank_low",
+        "rank_high"}``: the arm's mean of
         ``primary`` with its interval (traffic-weighted when the report is, then with
         ``weighted: true`` and the unweighted mean beside it), the pool version and the first
         12 hex digits of the key's sha256 it was computed on (absent when the report lacks
         them; files of different pool versions are not comparable), its Judged@k at the
         measure's cutoff (absent without pool-bias tables or cutoff), and, for an arm other
         than the baseline that was compared with it, the difference arm − baseline and its
-        Holm-adjusted p-value. Values are the report's, unrounded.
+        Holm-adjusted p-value, and the arm's rank-set (rank 1 the best; with the others'
+        sets, simultaneous coverage at the rank-sets' level) when ``rank_sets`` is given for
+        the measure. Values are the report's, unrounded.
 
     Raises
     ------
@@ -256,8 +268,51 @@ def arm_summaries(report: dict, *, primary: str | None = None, source=None) -> d
             vs = _against(report, arm, base, measure)
             if vs is not None:
                 row.update(baseline=base, delta=vs["delta"], p_holm=vs["p_holm"])
+        ranks = _ranks_for(rank_sets, measure).get(arm)
+        if ranks is not None:
+            row.update(rank_low=ranks["rank_low"], rank_high=ranks["rank_high"])
         out[arm] = row
     return out
+
+
+def _ranks_for(rank_sets: dict | None, measure: str) -> dict:
+    if not rank_sets or rank_sets.get("measure") != measure:
+        return {}
+    return rank_sets.get("arms") or {}
+
+
+def rank_set_cells(rank_sets: dict) -> dict:
+    """The rank-sets section's cells.
+
+    Parameters
+    ----------
+    rank_sets : dict
+        :func:`relgrade.evaluation.ranksets.table_rank_sets`'s layout (or the ppi stage's,
+        with ``human_queries``).
+
+    Returns
+    -------
+    dict
+        ``{"measure", "sentence", "rows": [{"arm", "estimate", "ranks"}], "groups"}``: rows
+        best first, ``ranks`` as ``"2"`` or ``"2–4"``; ``groups`` the tied groups, best
+        first, each a comma-separated list of arms.
+    """
+    arms = rank_sets["arms"]
+    order = [a for g in rank_sets["tied_groups"] for a in g]
+    rows = [{"arm": a, "estimate": _num(arms[a]["estimate"]),
+             "ranks": str(arms[a]["rank_low"]) if arms[a]["rank_low"] == arms[a]["rank_high"]
+             else f"{arms[a]['rank_low']}–{arms[a]['rank_high']}"} for a in order]
+    on = ("PPI++ estimates (model key on every query, rectified on "
+          f"{_int(rank_sets.get('human_queries'))} human-graded queries)"
+          if rank_sets.get("human_queries") is not None else "the frozen key's per-query means")
+    sentence = (f"Each arm's rank on {rank_sets['measure']} (1 the best) with simultaneous "
+                f"{rank_sets['level']:.0%} coverage: with that probability every arm's true rank "
+                f"lies in its set at once. From {on} over {_int(rank_sets.get('queries'))} "
+                f"queries, {_int(rank_sets['n_resamples'])} bootstrap resamples (seed "
+                f"{_int(rank_sets.get('seed'))}, stream \"{rank_sets.get('stream', '')}\"). "
+                "Arms in one tied group cannot be told apart.")
+    return {"measure": rank_sets["measure"], "sentence": sentence, "rows": rows,
+            "groups": [", ".join(g) for g in rank_sets["tied_groups"]]}
 
 
 def _order(arms) -> str:
@@ -505,7 +560,8 @@ def ppi_cells(ppi: dict) -> dict:
 
 def build_decision(report: dict, *, primary: str | None = None, source=None,
                    translation: dict | None = None, cost: dict | None = None,
-                   ppi: dict | None = None, post_hoc: dict | None = None) -> Decision:
+                   ppi: dict | None = None, post_hoc: dict | None = None,
+                   rank_sets: dict | None = None) -> Decision:
     """Read the comparison report into the decision report's formatted cells and charts.
 
     Parameters
@@ -525,6 +581,9 @@ def build_decision(report: dict, *, primary: str | None = None, source=None,
     post_hoc : dict, optional
         A post-hoc key beside the frozen one, see :func:`post_hoc_cells`; reported in its own
         section, beside the frozen key's numbers, never in their place.
+    rank_sets : dict, optional
+        The arms' rank-sets (see :func:`arm_summaries`); reported with their tied groups
+        when their measure is ``primary``'s.
 
     Returns
     -------
@@ -653,7 +712,8 @@ def build_decision(report: dict, *, primary: str | None = None, source=None,
         translation=translation_cells(translation) if translation else None,
         cost=cost_cells(cost) if cost else None,
         ppi=ppi_cells(ppi) if ppi else None,
-        post_hoc=post_hoc_cells(post_hoc) if post_hoc else None)
+        post_hoc=post_hoc_cells(post_hoc) if post_hoc else None,
+        ranks=rank_set_cells(rank_sets) if _ranks_for(rank_sets, measure) else None)
 
 
 

@@ -24,7 +24,8 @@ two standard errors count the tuning of ``lambda`` on the sample (both deliberat
 from ppi-python's, see their notes): :func:`regression_se_rows` (``lambda`` per row, the
 regression estimator of double sampling) and :func:`jackknife_rows` (one ``lambda`` shared
 by all rows, :func:`tune_lambda_shared`, as ppi-python's power tuning of a vector mean, and
-the delete-one-query jackknife).
+the delete-one-query jackknife; :func:`jackknife_rows_each` the same with a ``lambda`` per row,
+the smaller of the shared one and the row's own, for paired differences).
 """
 
 from __future__ import annotations
@@ -485,29 +486,94 @@ def jackknife_rows(human, model_sample, model_all) -> tuple[np.ndarray, ...]:
     """
     y, yhat, f = _rows(human, model_sample, model_all, minimum=3,
                        what="the jackknife interval")
-    n, big_n = y.shape[1], f.shape[1]
     lam = tune_lambda_shared(y, yhat, f)
-    theta = lam * f.mean(axis=1) + (y - lam * yhat).mean(axis=1)
+    theta, se = _jackknife(y, yhat, f, np.full(y.shape[0], lam), shared=True)
+    return theta, se, lam
+
+
+def jackknife_rows_each(human, model_sample, model_all) -> tuple[np.ndarray, ...]:
+    """PPI++ estimates of many means with a ``lambda`` per row, and jackknife standard errors.
+
+    As :func:`jackknife_rows`, except that every row (a paired difference, say) gets its own
+    weight: the smaller of the weight shared by all rows (:func:`tune_lambda_shared`) and
+    the row's own (:func:`tune_lambda` on that row alone), both re-tuned with each sample
+    query left out. A row whose model-key values do not track its human-key values
+    (``R^2`` near 0) gets a weight near 0, so its estimate falls back to the human-only
+    mean instead of taking a weight that suits the other rows; a row the model tracks well
+    keeps the shared weight, which carries less of the sample's noise than its own.
+
+    Parameters
+    ----------
+    human, model_sample : array-like of shape (m, n), float
+        One row per mean: human-key and model-key per-query values on the human sample;
+        ``n >= 3``.
+    model_all : array-like of shape (m, N), float
+        Model-key per-query values on every query (the sample included).
+
+    Returns
+    -------
+    estimate, se, lam : numpy.ndarray of shape (m,), float64
+        ``lam`` is each row's weight in [0, 1]: ``min(shared, own)``, where ``shared`` is
+        ``ppi_py.ppi_mean_pointestimate``'s weight with ``lam_optim_mode="overall"`` and
+        ``own`` its weight with ``lam_optim_mode="element"``.
+
+    Raises
+    ------
+    InputError
+        Shapes that disagree, fewer than 3 sample queries, or a value that is not finite.
+
+    Notes
+    -----
+    With ``lambda_r = min(lambda_shared, lambda_own_r)`` and ``theta_(i)`` the row's estimate
+    with sample query ``i`` left out and both weights re-tuned on the other ``n - 1``::
+
+        se_r^2 = (n - 1) / n * sum_i (theta_(i) - mean_i theta_(i))^2
+                 + lambda_r^2 * var(F_r, ddof=1) / N
+
+    (Tukey's jackknife, as :func:`jackknife_rows`), so the tuning of both weights on the
+    sample is counted. The row's own weight alone (PPI++'s power tuning per coordinate,
+    Angelopoulos, Duchi and Zrnic 2023) fitted on ``n`` values carries more noise: measured
+    in ``benchmarks/sim_ppi.py`` it gave wider intervals than the smaller of the two
+    (benchmarks/README.md).
+    """
+    y, yhat, f = _rows(human, model_sample, model_all, minimum=3,
+                       what="the jackknife interval")
+    _, _, own = ppi_mean_rows(y, yhat, f)
+    lam = np.minimum(tune_lambda_shared(y, yhat, f), own)
+    theta, se = _jackknife(y, yhat, f, lam, shared="min")
+    return theta, se, lam
+
+
+def _jackknife(y, yhat, f, lam, *, shared):
+    """Estimates at ``lam`` (m,) and their jackknife standard errors, ``lambda`` re-tuned per
+    deletion over all rows (``shared=True``) or as the smaller of that and the row's own
+    (``shared="min"``)."""
+    n, big_n = y.shape[1], f.shape[1]
+    theta = lam * f.mean(axis=1) + (y - lam[:, None] * yhat).mean(axis=1)
     # leave-one-out sums, shape (m, n): column i leaves sample query i out
     k = n - 1
     sy = y.sum(axis=1, keepdims=True) - y
     sx = yhat.sum(axis=1, keepdims=True) - yhat
     sxy = (y * yhat).sum(axis=1, keepdims=True) - y * yhat
-    cov = (sxy / k - (sx / k) * (sy / k)).sum(axis=0)                       # (n,)
+    cov = sxy / k - (sx / k) * (sy / k)                                      # (m, n)
     tot = k + big_n
     s1 = f.sum(axis=1, keepdims=True) + sx
     s2 = (f ** 2).sum(axis=1, keepdims=True) + (yhat ** 2).sum(axis=1, keepdims=True) \
         - yhat ** 2
-    var = ((s2 - s1 ** 2 / tot) / (tot - 1)).sum(axis=0)                  # (n,)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        lam_i = np.where(var > 0, cov / ((1.0 + k / big_n) * np.where(var > 0, var, 1.0)),
-                         0.0)
-    lam_i = np.clip(lam_i, 0.0, 1.0)
+    var = (s2 - s1 ** 2 / tot) / (tot - 1)                                   # (m, n)
+    def tuned(c, v):
+        with np.errstate(invalid="ignore", divide="ignore"):
+            lam_t = np.where(v > 0, c / ((1.0 + k / big_n) * np.where(v > 0, v, 1.0)), 0.0)
+        return np.clip(lam_t, 0.0, 1.0)
+
+    lam_i = tuned(cov.sum(axis=0), var.sum(axis=0))                           # (n,)
+    if shared == "min":
+        lam_i = np.minimum(lam_i, tuned(cov, var))                            # (m, n)
     theta_i = lam_i * f.mean(axis=1, keepdims=True) + (sy - lam_i * sx) / k   # (m, n)
     dev = theta_i - theta_i.mean(axis=1, keepdims=True)
     var_jk = (n - 1) / n * (dev ** 2).sum(axis=1)
     se = np.sqrt(var_jk + lam ** 2 * f.var(axis=1, ddof=1) / big_n)
-    return theta, se, lam
+    return theta, se
 
 
 def regression_se_rows(human, model_sample, model_all, lam) -> tuple[np.ndarray, np.ndarray]:

@@ -5,8 +5,10 @@ three estimators side by side, with a small-sample interval.
 one experiment for one measure and gives one JSON-ready result:
 
 * ``ppi++`` — the model-key mean over all ``N`` queries rectified by the human sample
-  (with the default ``jackknife`` interval one ``lambda`` shared by the arms and one by the
-  differences, :func:`relgrade.evaluation.ppi.jackknife_rows`; with the other kinds one
+  (with the default ``jackknife`` interval one ``lambda`` shared by the arms,
+  :func:`relgrade.evaluation.ppi.jackknife_rows`, and per difference the smaller of the
+  differences' shared ``lambda`` and the difference's own,
+  :func:`relgrade.evaluation.ppi.jackknife_rows_each`; with the other kinds one
   ``lambda`` per arm or difference, :func:`relgrade.evaluation.ppi.ppi_mean_rows`);
 * ``human-only`` — the mean over the ``n`` human-sample queries under the human key;
 * ``model-only`` — the mean over all queries under the model key, labelled: its interval
@@ -28,11 +30,12 @@ import pandas as pd
 from scipy import stats as sps
 
 from relgrade.errors import InputError
-from relgrade.evaluation.ppi import (holm, jackknife_rows, ppi_mean_rows,
-                                     regression_se_rows)
+from relgrade.evaluation.ppi import (holm, jackknife_rows, jackknife_rows_each,
+                                     ppi_mean_rows, regression_se_rows)
 
-#: Interval kinds: ``jackknife`` (the default: PPI++ with one lambda shared by the arms and
-#: one by the differences, the delete-one-query jackknife standard error with lambda
+#: Interval kinds: ``jackknife`` (the default: PPI++ with one lambda shared by the arms and,
+#: per difference, the smaller of the differences' shared lambda and its own, the
+#: delete-one-query jackknife standard error with lambda
 #: re-tuned per deletion, Student's t on n - 1 degrees of freedom, the half-width capped at
 #: the human-only one; the others as ``t``), ``regression`` (PPI++ with lambda per row and
 #: the small-sample variance of the regression estimator, Student's t on n - 2),
@@ -40,12 +43,16 @@ from relgrade.evaluation.ppi import (holm, jackknife_rows, ppi_mean_rows,
 #: (ppi-python's plug-in variances, ddof 0, and the normal quantile).
 INTERVALS = ("jackknife", "regression", "t", "normal")
 
+#: How the ``jackknife`` kind tunes lambda over rows: one for all (arms), or per row (differences).
+TUNINGS = ("shared", "per-row")
+
 #: Interval kinds that need 3 human-sample queries (the others 2).
 NEEDS_THREE = ("jackknife", "regression")
 
 #: Each interval kind in words (the report's design sentence).
 INTERVAL_WORDS = {
-    "jackknife": "PPI++ with one lambda shared by the arms (and one by the differences), "
+    "jackknife": "PPI++ with one lambda shared by the arms (and per difference the smaller "
+                 "of the differences' shared lambda and the difference's own), "
                  "the delete-one-query jackknife variance with lambda re-tuned per deletion "
                  "plus the model term, Student's t on n - 1 degrees of freedom, the "
                  "half-width capped at the human-only one; human-only and model-only with "
@@ -69,8 +76,9 @@ RECTIFIER = ("lambda * mean over all queries of the model-key value + mean over 
 #: The same with one shared lambda (the ``jackknife`` interval).
 RECTIFIER_SHARED = ("lambda * mean over all queries of the model-key value + mean over the "
                     "human sample of (human-key value - lambda * model-key value); one lambda "
-                    "tuned over all arms and one over all differences (PPI++ power tuning "
-                    "of a vector mean), clipped to [0, 1]")
+                    "tuned over all arms (PPI++ power tuning of a vector mean) and, per "
+                    "difference, the smaller of one lambda tuned over all differences and "
+                    "the difference's own, clipped to [0, 1]")
 
 
 def rectifier(interval: str) -> str:
@@ -93,7 +101,8 @@ def _p_values(est: np.ndarray, se: np.ndarray, interval: str, df) -> np.ndarray:
 
 
 def estimate_rows(human, model_sample, model_all, *, level: float = 0.95,
-                  interval: str = "jackknife") -> dict[str, dict[str, np.ndarray]]:
+                  interval: str = "jackknife",
+                  tuning: str = "shared") -> dict[str, dict[str, np.ndarray]]:
     """The three estimates of many means at once (arms, or paired differences).
 
     Parameters
@@ -117,6 +126,12 @@ def estimate_rows(human, model_sample, model_all, *, level: float = 0.95,
         ``n - 2`` degrees of freedom (``n - 1`` where ``lambda`` is 0; needs ``n >= 3``);
         ``normal``: ``ddof=0`` and the normal quantile, equal to ``ppi-python``'s
         ``ppi_mean_ci`` and ``classical_mean_ci``.
+    tuning : {"shared", "per-row"}, default "shared"
+        With ``jackknife`` only: ``shared`` takes one ``lambda`` for all rows
+        (:func:`relgrade.evaluation.ppi.jackknife_rows`, the arms' rule); ``per-row`` takes
+        per row the smaller of that and the row's own
+        (:func:`relgrade.evaluation.ppi.jackknife_rows_each`, the differences' rule, so a
+        difference the model does not track falls back to human-only).
 
     Returns
     -------
@@ -156,7 +171,12 @@ def estimate_rows(human, model_sample, model_all, *, level: float = 0.95,
     alpha, ddof = 1.0 - float(level), 0 if interval == "normal" else 1
     y = np.asarray(human, dtype=np.float64)
     f = np.asarray(model_all, dtype=np.float64)
-    if interval == "jackknife":
+    if tuning not in TUNINGS:
+        raise InputError(f"the lambda tuning must be one of {', '.join(TUNINGS)}",
+                         found=repr(tuning))
+    if interval == "jackknife" and tuning == "per-row":
+        theta, se, lam = jackknife_rows_each(y, model_sample, f)
+    elif interval == "jackknife":
         theta, se, lam_shared = jackknife_rows(y, model_sample, f)
         lam = np.full(y.shape[0], lam_shared)
     else:
@@ -216,8 +236,9 @@ def ppi_table(model_values: pd.DataFrame, human_values: pd.DataFrame, *, measure
     level : float, default 0.95
         Confidence level; ``1 - level`` is also the family-wise error rate of Holm.
     interval : {"jackknife", "regression", "t", "normal"}, default "jackknife"
-        See :func:`estimate_rows`. With ``jackknife`` the arms share one ``lambda`` and the
-        differences another (tuned on the differences themselves).
+        See :func:`estimate_rows`. With ``jackknife`` the arms share one ``lambda``; each
+        difference takes the smaller of one ``lambda`` shared by the differences (tuned on the
+        differences themselves) and its own (``tuning="per-row"``).
     pairs : sequence of (arm_a, arm_b), optional
         The comparisons (A - B); default every pair of arms in index order.
 
@@ -287,7 +308,7 @@ def ppi_table(model_values: pd.DataFrame, human_values: pd.DataFrame, *, measure
     ia = np.array([pos[a] for a, _ in pairs])
     ib = np.array([pos[b] for _, b in pairs])
     d = estimate_rows(y[ia] - y[ib], yhat[ia] - yhat[ib], f[ia] - f[ib], level=level,
-                      interval=interval)
+                      interval=interval, tuning="per-row")
     rows = [{"arm_a": a, "arm_b": b} for a, b in pairs]
     for m in ESTIMATORS:
         block = d[m]

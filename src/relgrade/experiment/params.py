@@ -449,7 +449,8 @@ class PPI(_Section):
     ``human_fraction`` of them, in (0, 1], or ``human_queries`` of them (at least 2); give
     one. ``level`` is the confidence level of every interval and ``1 - level`` the
     family-wise error rate of the Holm verdicts; ``interval`` is ``jackknife`` (the default:
-    one lambda shared by the arms and one by the differences, the jackknife variance that
+    one lambda shared by the arms and, per difference, the smaller of one lambda shared by
+    the differences and the difference's own, the jackknife variance that
     counts its tuning on the sample, Student's t on n - 1 degrees of freedom, never wider
     than human-only; it holds its level at 20 sample queries in benchmarks/README.md; needs
     3 sample queries), ``regression`` (lambda per arm, PPI++'s small-sample regression

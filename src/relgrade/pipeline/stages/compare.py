@@ -1,7 +1,10 @@
 """Stage `compare`: per-query values, key, runs, grades, audit, provenance → decisions.
 
 Writes the comparison report (per-arm intervals, paired tests with Holm, power, segments,
-pool bias, label-noise band, verdicts) and the two plot tables; prints the verdicts.
+pool bias, label-noise band, verdicts, and the rank-sets of the arms on the primary measure:
+each arm's rank interval with simultaneous coverage, drawn from the stream "rank-sets" of
+params `seed` with `metrics.bootstrap` resamples at `metrics.level`) and the two plot
+tables; prints the verdicts.
 Decisions are made on the frozen key only (read with its qrels and record checked to have
 been written together); a post-hoc key beside it never enters a comparison. A triage key
 adds the record's triage design (the model's miss rate on 0s and the note that unsampled 0s
@@ -10,8 +13,9 @@ are model-judged) to the report, and the verdicts are printed with it.
 
 import json
 
-from relgrade.evaluation import compare, decision
+from relgrade.evaluation import compare, decision, ranksets
 from relgrade.io import files as io
+from relgrade.rng import stage_rng
 
 
 def _csv(path, df):
@@ -20,13 +24,16 @@ def _csv(path, df):
 
 
 def run(ex):
-    result = compare.full_report(**ex.compare_inputs(full=True))
+    inputs = ex.compare_inputs(full=True)
+    result = compare.full_report(**inputs)
     primary = ex.params.need("metrics").primary
     text = result.to_json()
+    extra = {"rank_sets": _rank_sets(ex, inputs, result, primary)}
     triage = _triage(ex)
     if triage is not None:  # a triage key: its miss rate and note travel with the verdicts
-        text = json.dumps(json.loads(text) | {"triage": triage}, indent=2,
-                          ensure_ascii=False, allow_nan=False) + "\n"
+        extra["triage"] = triage
+    text = json.dumps(json.loads(text) | extra, indent=2, ensure_ascii=False,
+                      allow_nan=False) + "\n"
     io.write_text(ex.path("comparisons"), text)
     _csv(ex.path("arms_plot"), result.arms_plot())
     _csv(ex.path("deltas_plot"),
@@ -35,6 +42,17 @@ def run(ex):
         print(line)
     for line in decision.triage_lines(triage):
         print(line)
+
+
+def _rank_sets(ex, inputs, result, primary):
+    """The arms' rank-sets on the primary measure (the first compared when it was not)."""
+    measure = primary if primary in result.measures else result.measures[0]
+    settings = inputs["settings"]
+    out = ranksets.table_rank_sets(inputs["per_query"], measure=measure,
+                                   rng=stage_rng(settings.seed, "rank-sets"),
+                                   level=settings.level, n_resamples=settings.n_resamples,
+                                   weights=inputs.get("weights"))
+    return out | {"seed": settings.seed, "stream": "rank-sets"}
 
 
 def _triage(ex):

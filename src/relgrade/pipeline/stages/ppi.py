@@ -13,6 +13,10 @@ human key (the auditor's grades of the round, with the metrics stage's own score
 * the judging-budget curve on the human sample (:func:`relgrade.evaluation.budget.budget_curve`),
   also as the plot table ``paths.ppi_budget`` (one row per budget, one column per strategy
   and statistic);
+* per measure, the rank-sets of the arms on the PPI++ estimates
+  (:func:`relgrade.evaluation.ranksets.ppi_rank_sets`: each arm's rank interval with
+  simultaneous coverage at ``ppi.level``, ``metrics.bootstrap`` resamples from the stream
+  "ppi-rank-sets" of params ``seed``);
 * the design: the sample, its seed, the rectifier and every lambda.
 
 A query with no relevant chunk under a key has no nDCG in the per-query table: it counts 0
@@ -27,7 +31,7 @@ import numpy as np
 import pandas as pd
 
 from relgrade.errors import InputError
-from relgrade.evaluation import budget, judge_audit, metrics, pooled, ppi_table
+from relgrade.evaluation import budget, judge_audit, metrics, pooled, ppi_table, ranksets
 from relgrade.io import files as io
 from relgrade.io.runs import read_run
 from relgrade.rng import stage_rng
@@ -118,6 +122,20 @@ def _wide(tables: dict, measure: str, queries: list[str]) -> pd.DataFrame:
     return pd.DataFrame.from_dict(rows, orient="index", columns=queries)
 
 
+def _rank_sets(model: pd.DataFrame, human: pd.DataFrame, measure: str, *, seed: int,
+               level: float, n_resamples: int) -> dict:
+    """The arms' rank-sets on the PPI++ estimates of one measure (arms in the tables' order);
+    one stream per measure, so adding a measure moves no other measure's sets."""
+    r = ranksets.ppi_rank_sets(human.to_numpy(dtype=float),
+                               model[list(human.columns)].to_numpy(dtype=float),
+                               model.to_numpy(dtype=float),
+                               rng=stage_rng(seed, f"ppi-rank-sets {measure}"), level=level,
+                               n_resamples=n_resamples)
+    return {"measure": measure, "method": ranksets.METHOD_PPI, "queries": int(model.shape[1]),
+            "human_queries": int(human.shape[1])} | r.to_dict(list(model.index)) | {
+                "seed": seed, "stream": f"ppi-rank-sets {measure}"}
+
+
 def _plot_table(curve: pd.DataFrame) -> pd.DataFrame:
     out = pd.DataFrame({"budget": sorted(curve["budget"].unique())})
     for s, part in curve.groupby("strategy", sort=True):
@@ -166,15 +184,17 @@ def run(ex):
             ties=p.runs.ties, groups=groups)
         human_tables[arm] = table
     level, interval = cfg.level, cfg.interval
-    estimates = {}
+    estimates, rank_sets = {}, {}
     for m in measures:
         if not (model_tables[arms[0]]["measure"] == m).any():
             raise InputError("the measure is not among the metrics stage's measures",
                              path=p.source, item="ppi.measures", found=m,
                              fix="name a measure of metrics/arms/ARM.json")
-        estimates[m] = ppi_table.ppi_table(_wide(model_tables, m, queries),
-                                           _wide(human_tables, m, sample), measure=m,
+        wide_model, wide_human = _wide(model_tables, m, queries), _wide(human_tables, m, sample)
+        estimates[m] = ppi_table.ppi_table(wide_model, wide_human, measure=m,
                                            level=level, interval=interval)
+        rank_sets[m] = _rank_sets(wide_model, wide_human, m, seed=seed, level=level,
+                                  n_resamples=p.need("metrics").bootstrap)
 
     # the judge audit and the budget curve work on the depth-k pool as arrays
     k = cfg.judge_audit.k
@@ -211,6 +231,7 @@ def run(ex):
             "interval_words": ppi_table.INTERVAL_WORDS[interval], "level": level,
             "zero_for_no_relevant": "a query with no relevant chunk under a key counts 0"},
         "estimates": estimates,
+        "rank_sets": rank_sets,
         "judge_audit": audit.to_dict() | {"k": k, "model_family":
                                           graders.get(key_grader, {}).get("family")},
         "budget": {"reference": f"the decision with every human judgment of the "

@@ -5,8 +5,10 @@ Reads `paths.comparisons` (written by `compare`) and writes, all built before an
 per-group results, pool bias and Judged@k caveats, label noise, key sha256 and pool version;
 the HTML page self-contained, its charts static SVG) and `paths.decision/ARM.json` (the
 primary measure's mean, interval, Judged@k and difference from the baseline, with the pool
-version and key they rest on: the files `dvc metrics show` lists, one row per arm). Prints
-the verdicts on the primary measure.
+version and key they rest on, and the arm's rank-set `rank_low`..`rank_high`: the files
+`dvc metrics show` lists, one row per arm). The report's rank-sets section names the tied
+groups; in ppi mode both come from the PPI++ estimates. Prints the verdicts on the primary
+measure.
 
 When the key stage kept a replaced key in `paths.key_previous`, every arm's run is scored
 under it and under the frozen key (the report's translation section: shift per arm, order,
@@ -84,16 +86,27 @@ def _ppi(ex):
     return io.read_json(ex.path("ppi"))
 
 
+def _rank_sets(report, ppi, measure):
+    """The arms' rank-sets on ``measure``: in ppi mode the PPI++ ones (the ppi stage's), else
+    the comparison report's (the frozen key's per-query means); None without any."""
+    if ppi is not None:
+        return (ppi.get("rank_sets") or {}).get(measure)
+    return report.get("rank_sets")
+
+
 def run(ex):
     source = ex.path("comparisons")
     report = io.read_json(source)
     primary = ex.params.need("metrics").primary
     # built twice: the measure translated is the one the decision settles on
     measure = decision.build_decision(report, primary=primary, source=source).primary
+    ppi = _ppi(ex)
+    ranks = _rank_sets(report, ppi, measure)
     result = decision.build_decision(report, primary=primary, source=source,
                                      translation=_translation(ex, measure), cost=_cost(ex),
-                                     ppi=_ppi(ex), post_hoc=_post_hoc(ex, measure))
-    summaries = decision.arm_summaries(report, primary=result.primary, source=source)
+                                     ppi=ppi, post_hoc=_post_hoc(ex, measure), rank_sets=ranks)
+    summaries = decision.arm_summaries(report, primary=result.primary, source=source,
+                                       rank_sets=ranks)
     markdown, html = decision.to_markdown(result), decision.to_html(result)
     with io.atomic_dir(ex.path("decision")) as tmp:
         for arm, row in summaries.items():
