@@ -188,6 +188,16 @@ _TEST_NAMES = {"mean": "paired test of mean difference 0 (t below 30 queries off
                             "symmetric about 0)"}
 
 
+def _test_caption(settings) -> str:
+    """The verdict's test in a table caption, with its resample or pattern count."""
+    if settings.test == "sign-flip":
+        return (f"paired sign-flip randomization test, {settings.n_permutations} "
+                "permutations")
+    return ("paired test of mean difference 0 (Student t below 30 queries off the most "
+            f"common difference, studentized bootstrap of {settings.n_permutations} "
+            "resamples from there)")
+
+
 def _fmt_p(p: float) -> str:
     return f"{p:.2g}"
 
@@ -396,8 +406,8 @@ class Comparison:
         family = max([p.family for p in self.pairs] or [0])
         if caption is None:
             caption = (f"Mean over the queries. A superscript marks a significant improvement "
-                       f"over the run with that letter: {_TEST_NAMES[self.settings.test]}, "
-                       f"{self.settings.n_permutations} resamples, Holm-adjusted over "
+                       f"over the run with that letter: {_test_caption(self.settings)}, "
+                       f"Holm-adjusted over "
                        f"{family} comparisons, alpha {self.settings.alpha:g}. Best in bold.")
         out = ["\\begin{table}[t]", "\\centering", f"\\caption{{{_latex_escape(caption)}}}"]
         if label:
