@@ -984,9 +984,10 @@ def many_rater_agreement(ratings: pd.DataFrame, scale: Iterable[int], *, seed: i
     """Fleiss' kappa and ordinal Krippendorff's alpha with intervals and band verdicts.
 
     The entry point for several raters per pair: every measure of
-    :func:`multi_rater_agreement`, plus a percentile bootstrap interval over judged pairs
-    for Fleiss' kappa and for Krippendorff's alpha at the ordinal level over the declared
-    scale (resampling queries, the pairs of a query kept together), and the band of each (see :mod:`relgrade.protocol.bands`).
+    :func:`multi_rater_agreement`, plus a bootstrap interval for Fleiss' kappa and for
+    Krippendorff's alpha at the ordinal level over the declared scale (resampling queries,
+    the pairs of a query kept together), and the band of each (see
+    :mod:`relgrade.protocol.bands`).
 
     Parameters
     ----------
@@ -1036,8 +1037,8 @@ def many_rater_agreement(ratings: pd.DataFrame, scale: Iterable[int], *, seed: i
     -----
     Fleiss' kappa resamples the queries of the fully rated pairs, alpha the queries of the
     pairs with two or more ratings, each query with all its pairs (cluster bootstrap,
-    expanded percentile interval; see :mod:`relgrade.protocol.reliability`). Point values come from
-    statsmodels and the ``krippendorff`` package; the resamples from
+    expanded percentile interval; see :mod:`relgrade.protocol.reliability`). Point values
+    come from statsmodels and the ``krippendorff`` package; the resamples from
     :mod:`relgrade.protocol.reliability`, whose kernels give the same point values.
 
     Examples
