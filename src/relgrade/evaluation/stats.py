@@ -617,10 +617,10 @@ def difference_interval(values, *, rng: np.random.Generator, n_resamples: int = 
     Notes
     -----
     Why this rule: benchmarks/coverage_intervals.py (results in benchmarks/README.md)
-    measured, at nominal 95% over 1,000+ samples per cell, BCa covering 81-90% at 10-12
-    queries (worst with half the differences tied at 0) while t holds 94-97% there; with
-    skewed differences from about 36 queries on, the studentized bootstrap covers closest
-    to nominal (Hall 1992; Efron & Tibshirani 1993, ch. 12.5), but with few distinct
+    measured, at nominal 95% over 1,000 samples per cell, BCa covering 84-92% of symmetric
+    differences at 10-12 queries (with or without half of them tied at 0) while t holds
+    95-98% there; with skewed differences from about 36 queries on, the studentized
+    bootstrap covers closest to nominal (Hall 1992; Efron & Tibshirani 1993, ch. 12.5), but with few distinct
     values its resampled t is unstable, hence the threshold on the queries off the mode.
     """
     if method not in METHODS:

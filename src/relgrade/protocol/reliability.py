@@ -15,9 +15,10 @@ resampled values at ``Phi(-/+ sqrt(g / (g - 1)) * t_{g-1, (1 + level) / 2})`` wi
 the number of queries, instead of ``(1 -/+ level) / 2``. It widens the plain percentile
 interval by the two factors a mean over ``g`` independent units is known to need (the
 bootstrap's ``(g - 1) / g`` variance and Student's t for an estimated spread) and keeps the
-bootstrap distribution's skew. benchmarks/coverage_intervals.py measures it: 95% nominal
-covers at least 93% with 10 audited queries however much the disagreement rate varies
-between queries, where resampling pairs covered 55% to 88% (see benchmarks/README.md).
+bootstrap distribution's skew. benchmarks/coverage_intervals.py measures it with 10 audited
+queries: 95% nominal covers 92-95% for the kappas, alpha and the disagreement (90-93% for the
+rare two-step disagreement) however much the disagreement rate varies between queries, where
+resampling pairs covered 52-70% under strong variation (see benchmarks/README.md).
 Without ``clusters`` every item is its own unit (judged pairs independent) and the plain
 percentile interval is returned (Efron & Tibshirani 1993, ch. 13).
 
