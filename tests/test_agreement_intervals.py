@@ -384,3 +384,11 @@ def test_krippendorff_clusters_follow_the_items_with_two_ratings():
     with pytest.raises(InputError, match="one unit per judged pair"):
         rl.krippendorff_alpha_interval(data, values=[0, 1, 2], rng=np.random.default_rng(1),
                                        resamples=100, confidence=0.9, clusters=q[:5])
+
+
+def test_one_audited_query_gives_no_interval_rather_than_a_zero_width_one():
+    iv = rl.cohen_kappa_interval([0, 1, 2, 2], [0, 1, 1, 2], labels=[0, 1, 2],
+                                 rng=np.random.default_rng(0), resamples=50, level=0.95,
+                                 clusters=["q"] * 4)
+    assert (iv.low, iv.high, iv.undefined, iv.units) == (None, None, 50, 1)
+    assert bands.verdict("kappa", 0.6, iv.low, iv.high)["settled"] is None

@@ -78,7 +78,8 @@ class Interval:
     ----------
     low, high : float or None
         Quantiles of the defined resample values (see :func:`quantile_levels`); ``None``
-        when no resample is defined.
+        when no resample is defined, and when a single query is resampled (every resample
+        is that query: no between-query spread to read).
     resamples : int
         Resamples drawn.
     undefined : int
@@ -257,8 +258,10 @@ def _bootstrap(per_item: np.ndarray, stat, *, rng: np.random.Generator, resample
     unit = UNIT_QUERY if clusters is not None else UNIT_PAIR
     method = "expanded-percentile" if clusters is not None else "percentile"
     n = per_item.shape[0]
-    if n == 0:
-        return Interval(None, None, int(resamples), int(resamples), unit, 0, method)
+    if n == 0 or (clusters is not None and n == 1):
+        # one query: every resample is that query, so nothing measures how another
+        # query would differ; no interval rather than one of zero width
+        return Interval(None, None, int(resamples), int(resamples), unit, n, method)
     values = []
     done = 0
     grouped = _row_patterns(per_item)
