@@ -229,3 +229,15 @@ def test_compare_groups_refuses_a_query_without_group(files):
 def test_compare_help_shows_both_ways_in():
     out = CliRunner().invoke(main, ["compare", "--help"]).output
     assert "--qrels" in out and "--per-query" in out and "--latex" in out
+
+
+def test_compare_test_sign_flip_puts_the_randomization_test_under_holm(files):
+    doc = _json("--qrels", files / "qrels.txt", files / "a.run", files / "b.run", "-m", "RR@10",
+                "--bootstrap", 1000, "--permutations", 1000, "--test", "sign-flip",
+                "--interval", "bca")
+    (c,) = doc["comparisons"]
+    # the same exact sign-flip value as above, 2 of 2^3 patterns, now the one Holm reads
+    assert c["p_test"] == pytest.approx(2 / 8) and c["p_holm"] == pytest.approx(2 / 8)
+    assert c["interval"] == "bca"
+    assert doc["settings"]["test"] == "sign-flip" and doc["settings"]["interval"] == "bca"
+    assert any("symmetric about 0" in n for n in c["notes"])
