@@ -203,15 +203,20 @@ def test_many_rater_agreement_reports_points_intervals_bands_and_the_seed():
     assert out["krippendorff_alpha_ordinal"] == pytest.approx(krippendorff.alpha(
         reliability_data=data.T, value_domain=[0, 1, 2, 3], level_of_measurement="ordinal"))
     assert out["bootstrap"] == {"seed": 99, "resamples": 300, "level": 0.9,
-                                "method": "percentile", "unit": "judged pair (query_id, "
-                                "chunk_id), resampled with replacement"}
+                                "method": "expanded-percentile", "resample_unit": "query",
+                                "unit": "query: whole audited queries resampled with "
+                                        "replacement, the judged pairs of a query kept "
+                                        "together"}
+    # items i belong to query q{i // 10}: 50 items, 5 queries, resampled whole
     iv = rl.fleiss_kappa_interval(counts, rng=np.random.default_rng(99), resamples=300,
-                                  level=0.9)
+                                  level=0.9, clusters=[f"q{i // 10}" for i in range(50)])
     assert out["intervals"]["fleiss_kappa"] == iv.to_dict()
+    assert (iv.unit, iv.units, iv.method) == ("query", 5, "expanded-percentile")
     for name in ("fleiss_kappa", "krippendorff_alpha_ordinal"):
         lo, hi = out["intervals"][name]["low"], out["intervals"][name]["high"]
         assert lo < out[name] < hi
-        assert out["bands"][name] == bands.verdict(name, out[name], lo, hi)
+        assert out["bands"][name] == bands.verdict(name, out[name], lo, hi, level=0.9,
+                                                   units=5)
     # Same inputs, same output: the seed is the only source of randomness.
     assert ag.many_rater_agreement(long(data), [0, 1, 2, 3], seed=99, resamples=300,
                                    level=0.9) == out
@@ -229,7 +234,9 @@ def test_many_rater_agreement_of_one_shared_grade_is_undefined_with_no_band():
                                   resamples=20, level=0.9)
     assert out["fleiss_kappa"] is None
     assert out["intervals"]["fleiss_kappa"] == {"low": None, "high": None,
-                                                "undefined_resamples": 20}
+                                                "undefined_resamples": 20,
+                                                "resample_unit": "query", "units": 1,
+                                                "method": "expanded-percentile"}
     assert out["bands"]["fleiss_kappa"]["band"] is None
 
 
@@ -240,11 +247,13 @@ def test_audit_intervals_resample_the_audited_pairs_for_each_kappa():
     b = [0, 0, 1, 2, 1, 0, 1, 2, 2, 1]
     spec = Resampling(seed=5, resamples=400, level=0.9)
     out = ag.audit_intervals(a, b, scale=[0, 1, 2], relevant_min=1, resampling=spec)
-    assert set(out) == {"weighted_kappa", "binary_kappa", "kappa"}
+    assert set(out) == {"weighted_kappa", "binary_kappa", "kappa", "disagreement",
+                        "two_step_disagreement"}
     binary = rl.cohen_kappa_interval([int(x >= 1) for x in a], [int(x >= 1) for x in b],
                                      labels=[0, 1], rng=np.random.default_rng(5),
                                      resamples=400, level=0.9)
     assert out["binary_kappa"] == binary.to_dict()
+    assert out["binary_kappa"]["resample_unit"] == "pair"
     wk = cohen_kappa_score(a, b, weights="quadratic")
     assert out["weighted_kappa"]["low"] < wk < out["weighted_kappa"]["high"]
 
@@ -303,3 +312,83 @@ def test_alpha_coincidence_rows_take_the_pattern_path_and_keep_their_sums():
     rng = np.random.default_rng(4)
     want = [R._weights(4, rng, size).astype(float) @ per_item for size in (256, 44)]
     assert all(np.array_equal(g, w) for g, w in zip(got, want))
+
+
+# --- resampling the query, the audit's sampling unit -----------------------------------
+
+def test_quantile_levels_of_the_expanded_percentile_interval_by_hand():
+    # 10 queries, 95%: c = sqrt(10/9) * t_{9, 0.975} = 1.05409 * 2.26216 = 2.38455,
+    # Phi(-2.38455) = 0.008549 (Hesterberg 2015's expanded percentile interval).
+    lo, hi = rl.quantile_levels(0.95, 10, expanded=True)
+    assert lo == pytest.approx(0.008549, abs=2e-6)
+    assert hi == pytest.approx(1 - lo)
+    assert rl.quantile_levels(0.95, 10, expanded=False) == pytest.approx((0.025, 0.975))
+    assert rl.quantile_levels(0.9, 1, expanded=True) == pytest.approx((0.05, 0.95))
+
+
+def test_cluster_interval_resamples_whole_queries_as_an_explicit_loop_does():
+    # Query q0 = pairs 0-3, q1 = 4-6, q2 = 7-9: each resample draws 3 query indices and
+    # takes all their pairs; kappa of the concatenation; quantiles at the expanded levels.
+    a = np.array([0, 1, 2, 2, 1, 0, 0, 2, 1, 1])
+    b = np.array([0, 1, 1, 2, 1, 0, 2, 2, 0, 1])
+    q = np.array(["q0"] * 4 + ["q1"] * 3 + ["q2"] * 3)
+    iv = rl.cohen_kappa_interval(a, b, labels=[0, 1, 2], weights="quadratic",
+                                 rng=np.random.default_rng(3), resamples=200, level=0.8,
+                                 clusters=q)
+    members = [np.flatnonzero(q == c) for c in ("q0", "q1", "q2")]
+    vals = []
+    for row in np.random.default_rng(3).integers(0, 3, size=(200, 3)):
+        rows = np.concatenate([members[i] for i in row])
+        x, y = a[rows], b[rows]
+        vals.append(cohen_kappa_score(x, y, labels=[0, 1, 2], weights="quadratic")
+                    if len(set(x) | set(y)) > 1 else np.nan)
+    vals = np.array(vals)
+    vals = vals[np.isfinite(vals)]
+    levels = rl.quantile_levels(0.8, 3, expanded=True)
+    assert (iv.low, iv.high) == pytest.approx(tuple(np.quantile(vals, levels)))
+    assert iv.to_dict()["resample_unit"] == "query" and iv.units == 3
+
+
+def test_share_interval_of_one_query_per_pair_group_is_the_ratio_of_resampled_sums():
+    # Two queries: q0 has 1 disagreement in 4 pairs, q1 3 in 4. A resample of both
+    # queries picks (q0, q0) -> 2/8, (q1, q1) -> 6/8 or a mix -> 4/8: never 0 or 1.
+    hits = [1, 0, 0, 0, 1, 1, 1, 0]
+    q = ["q0"] * 4 + ["q1"] * 4
+    iv = rl.share_interval(hits, rng=np.random.default_rng(0), resamples=500, level=0.95,
+                           clusters=q)
+    assert iv.low == pytest.approx(0.25) and iv.high == pytest.approx(0.75)
+
+
+def test_audit_records_query_resampling_and_the_band_names_it():
+    data = simulated_ratings(4, 30, 2, scale=3)
+    grades = long(data, raters=["grader-a", "auditor-b"]).assign(round=1)
+    queries = pd.DataFrame({"query_id": ["q0", "q1", "q2"], "group": ["k", "k", "k"]})
+    spec = Resampling(seed=8, resamples=200, level=0.9)
+    m = ag.audit_agreement(grades, audit_ids=["q0", "q1", "q2"], queries=queries,
+                           grader="grader-a", auditor="auditor-b", round=1,
+                           scale=[0, 1, 2], relevant_min=1, resampling=spec).metrics
+    assert m["bootstrap"]["resample_unit"] == "query"
+    for name in ("weighted_kappa", "binary_kappa", "kappa", "disagreement",
+                 "two_step_disagreement"):
+        assert m["intervals"][name]["resample_unit"] == "query"
+        assert m["intervals"][name]["units"] == 3
+    assert "the 90% interval over 3 queries" in m["bands"]["weighted_kappa"]["verdict"]
+
+
+def test_krippendorff_clusters_follow_the_items_with_two_ratings():
+    data = np.array([[0, 0], [1, np.nan], [2, 2], [0, 1], [2, 1], [1, 1]], dtype=float)
+    q = ["a", "a", "b", "b", "c", "c"]
+    iv = rl.krippendorff_alpha_interval(data, values=[0, 1, 2], rng=np.random.default_rng(1),
+                                        resamples=100, confidence=0.9, clusters=q)
+    assert iv.units == 3
+    with pytest.raises(InputError, match="one unit per judged pair"):
+        rl.krippendorff_alpha_interval(data, values=[0, 1, 2], rng=np.random.default_rng(1),
+                                       resamples=100, confidence=0.9, clusters=q[:5])
+
+
+def test_one_audited_query_gives_no_interval_rather_than_a_zero_width_one():
+    iv = rl.cohen_kappa_interval([0, 1, 2, 2], [0, 1, 1, 2], labels=[0, 1, 2],
+                                 rng=np.random.default_rng(0), resamples=50, level=0.95,
+                                 clusters=["q"] * 4)
+    assert (iv.low, iv.high, iv.undefined, iv.units) == (None, None, 50, 1)
+    assert bands.verdict("kappa", 0.6, iv.low, iv.high)["settled"] is None

@@ -83,10 +83,17 @@ def test_holm_runs_over_every_comparison_made():
     base = g.random(40)
     arms = {"bm25": base, "b": base + g.normal(0.05, 0.1, 40), "c": base + g.normal(0, 0.1, 40)}
     c = compare_arms(table(arms), settings=settings())
-    raw = [p.randomization.p for p in c.pairs]
+    # the verdict's test is the mean test (40 distinct differences: bootstrap-t)
+    raw = [p.test.p for p in c.pairs]
+    assert [p.test.method for p in c.pairs] == ["bootstrap-t", "bootstrap-t"]
     _, holm, _, _ = multipletests(raw, method="holm")
     assert [p.p_holm for p in c.pairs] == holm.tolist()
     assert [p.significant for p in c.pairs] == [h <= 0.05 for h in holm]
+    # metrics.test: sign-flip puts the randomization test's p-values under Holm instead
+    c = compare_arms(table(arms), settings=settings(test="sign-flip"))
+    _, holm, _, _ = multipletests([p.randomization.p for p in c.pairs], method="holm")
+    assert [p.p_holm for p in c.pairs] == holm.tolist()
+    assert "symmetric about 0" in " ".join(c.pairs[0].notes)
 
 
 def test_numbers_do_not_depend_on_the_other_comparisons_or_their_order():
@@ -177,6 +184,33 @@ def test_a_win_inside_the_label_noise_band_is_not_a_measured_improvement():
     assert p.significant
     assert p.verdict().endswith("not measured an improvement")
     assert p.to_dict()["label_noise"]["within_band"] is True
+
+
+def test_small_sets_get_the_t_interval_and_the_t_test_of_scipy():
+    # 12 queries, 6 of them tied at 0: below 30 off the mode, so Student t on the
+    # differences, as scipy.stats.ttest_rel and scipy.stats.t.interval compute them.
+    base = np.linspace(0.2, 0.8, 12)
+    step = np.array([0, 0, 0, 0, 0, 0, 0.1, -0.05, 0.2, 0.15, 0.05, 0.1])
+    c = compare_arms(table({"bm25": base, "b": base + step}), settings=settings())
+    (p,) = c.pairs
+    d = (base + step) - base
+    low, high = stats.sps.t.interval(0.95, 11, d.mean(), stats.sps.sem(d))
+    assert (p.delta.method, p.test.method) == ("t", "t")
+    assert (p.delta.low, p.delta.high) == pytest.approx((low, high), rel=1e-12)
+    assert p.test.p == pytest.approx(stats.sps.ttest_rel(base + step, base).pvalue, rel=1e-9)
+    assert p.to_dict()["p_test"] == p.test.p
+    # 6 non-zero differences < power_min_nonzero 10: no power figure, the set cannot tell
+    assert p.power.n_needed is None and p.power.power_now is None
+    assert "the set cannot yet tell how many queries a 2% change needs: the spread rests " \
+           "on 6 non-zero differences of 12 queries" in p.verdict()
+
+
+def test_power_min_nonzero_is_the_threshold_of_the_power_sentence():
+    base = np.linspace(0.2, 0.8, 12)
+    step = np.array([0, 0, 0, 0, 0, 0, 0.1, -0.05, 0.2, 0.15, 0.05, 0.1])
+    c = compare_arms(table({"bm25": base, "b": base + step}),
+                     settings=settings(power_min_nonzero=6))
+    assert c.pairs[0].power.n_needed is not None
 
 
 def test_a_weak_difference_reports_the_queries_needed():

@@ -57,8 +57,14 @@ def test_compare_qrels_gives_means_tests_and_effect_size_computed_by_hand(files)
     # three non-zero differences of -1/2: exact test, 2 of the 2^3 sign patterns reach |-3/2|
     assert c["randomization"]["method"] == "exact"
     assert c["p_randomization"] == pytest.approx(2 / 8)
-    assert c["p_holm"] == pytest.approx(2 / 8) and c["holm_family"] == 1
-    # d = (-1/2, -1/2, -1/2, 0): mean -3/8, sd (ddof 1) 1/4
+    # d = (-1/2, -1/2, -1/2, 0): mean -3/8, sd (ddof 1) 1/4, se 1/8, t = -3 on 3 df; one
+    # value off the mode, so the verdict's mean test is Student's t: p = 2 * sf_t3(3)
+    assert c["test"]["method"] == "t" and c["test"]["statistic"] == pytest.approx(-3.0)
+    assert c["p_test"] == pytest.approx(2 * sps.t.sf(3.0, 3))
+    assert c["p_holm"] == pytest.approx(c["p_test"]) and c["holm_family"] == 1
+    # and the interval is t's: -3/8 -+ t_{3, 0.975} / 8
+    assert (c["low"], c["high"]) == pytest.approx((-0.375 - sps.t.ppf(0.975, 3) / 8,
+                                                   -0.375 + sps.t.ppf(0.975, 3) / 8))
     assert c["d_z"] == pytest.approx(-1.5)
     ref = sps.ttest_rel(RR_B, RR_A)
     assert c["t_test"]["t"] == pytest.approx(ref.statistic)
@@ -139,7 +145,7 @@ def test_compare_all_pairs_with_groups_gives_segments_and_holm_over_every_pair(f
     assert seg["head"]["delta"] == pytest.approx(-0.3)
     assert seg["tail"]["delta"] == pytest.approx(0.3)
     assert r1r3["segment_cancellation"] is True
-    ps = [c["p_randomization"] for c in doc["comparisons"]]
+    ps = [c["p_test"] for c in doc["comparisons"]]
     holm = sorted(ps)
     adjusted = [min(1.0, max((3 - j) * holm[j] for j in range(i + 1))) for i in range(3)]
     assert sorted(c["p_holm"] for c in doc["comparisons"]) == pytest.approx(adjusted)
@@ -159,8 +165,9 @@ def test_compare_latex_is_a_booktabs_table_with_superscripts_for_significant_win
     assert result.output == (
         "\\begin{table}[t]\n\\centering\n"
         "\\caption{Mean over the queries. A superscript marks a significant improvement over "
-        "the run with that letter: paired sign-flip randomization test, 999 permutations, "
-        "Holm-adjusted over 1 comparisons, alpha 0.05. Best in bold.}\n"
+        "the run with that letter: paired test of mean difference 0 (Student t below 30 "
+        "queries off the most common difference, studentized bootstrap of 999 resamples from "
+        "there), Holm-adjusted over 1 comparisons, alpha 0.05. Best in bold.}\n"
         "\\begin{tabular}{clr}\n\\toprule\n\\# & Run & nDCG@10 \\\\\n\\midrule\n"
         f"a & base\\_line & {mean_base:.4f} \\\\\n"
         f"b & better & \\textbf{{{mean_better:.4f}}}$^{{a}}$ \\\\\n"
@@ -172,7 +179,8 @@ def test_compare_markdown_names_the_seed_and_the_inputs(files):
                      "-m", "RR@10", "--markdown", "--seed", 11, "--bootstrap", 100,
                      "--permutations", 100)
     assert result.exit_code == 0, result.output
-    assert "Seed 11; 100 bootstrap resamples (bca), 100 sign-flip permutations" in result.output
+    assert "Seed 11; 100 bootstrap resamples (auto), 100 sign-flip permutations; verdict " \
+           "test: paired test of mean difference 0" in result.output
     assert "| b | a | RR@10 | -0.3750 |" in result.output
 
 
@@ -221,3 +229,15 @@ def test_compare_groups_refuses_a_query_without_group(files):
 def test_compare_help_shows_both_ways_in():
     out = CliRunner().invoke(main, ["compare", "--help"]).output
     assert "--qrels" in out and "--per-query" in out and "--latex" in out
+
+
+def test_compare_test_sign_flip_puts_the_randomization_test_under_holm(files):
+    doc = _json("--qrels", files / "qrels.txt", files / "a.run", files / "b.run", "-m", "RR@10",
+                "--bootstrap", 1000, "--permutations", 1000, "--test", "sign-flip",
+                "--interval", "bca")
+    (c,) = doc["comparisons"]
+    # the same exact sign-flip value as above, 2 of 2^3 patterns, now the one Holm reads
+    assert c["p_test"] == pytest.approx(2 / 8) and c["p_holm"] == pytest.approx(2 / 8)
+    assert c["interval"] == "bca"
+    assert doc["settings"]["test"] == "sign-flip" and doc["settings"]["interval"] == "bca"
+    assert any("symmetric about 0" in n for n in c["notes"])

@@ -81,7 +81,13 @@ BAD = {
     "allow_empty_not_a_bool": (_set("corpus.allow_empty", "yes"),
                                "corpus.allow_empty: must be true or false (found 'yes')"),
     "interval_unknown": (_set("metrics.interval", "bcx"),
-                         "metrics.interval: must be one of bca or percentile (found 'bcx')"),
+                         "metrics.interval: must be one of auto, t, bootstrap-t, bca or "
+                         "percentile (found 'bcx')"),
+    "test_unknown": (_set("metrics.test", "wilcoxon"),
+                     "metrics.test: must be one of mean or sign-flip (found 'wilcoxon')"),
+    "power_min_nonzero_too_small": (_set("metrics.power_min_nonzero", 1),
+                                    "metrics.power_min_nonzero: must be an integer >= 2 "
+                                    "(found 1)"),
     "grader_kind_unknown": (_set("graders.grader-a.kind", "robot"),
                             "graders.grader-a.kind: must be one of model, human or import "
                             "(found 'robot')"),
@@ -283,14 +289,16 @@ def test_new_keys_default_to_todays_behaviour():
 def test_compare_settings_come_from_seed_and_metrics():
     s = load_params(REPO / "params.yaml").compare_settings()
     assert s == Settings(seed=20261130, n_resamples=10000, n_permutations=10000, level=0.95,
-                         method="bca", alpha=0.05, power=0.8, min_relative_change=0.02,
-                         baseline="bm25", pairs="baseline")
+                         method="auto", alpha=0.05, power=0.8, min_relative_change=0.02,
+                         baseline="bm25", pairs="baseline", test="mean", power_min_nonzero=10)
 
 
 def test_permutations_default_to_bootstrap_and_pairs_to_all_without_a_baseline():
     s = parse_params({"seed": 1, "paths": {},
                       "metrics": {"cutoffs": [10], "bootstrap": 2000}}).compare_settings()
     assert (s.n_resamples, s.n_permutations, s.baseline, s.pairs) == (2000, 2000, None, "all")
+    # the interval rule, the mean test and the power threshold are the defaults
+    assert (s.method, s.test, s.power_min_nonzero) == ("auto", "mean", 10)
 
 
 def test_a_section_a_command_needs_but_the_file_lacks_is_named():

@@ -7,6 +7,7 @@ import math
 import numpy as np
 import pytest
 from scipy import special
+from scipy import stats as sps
 
 from relgrade.errors import InputError
 from relgrade.evaluation import stats
@@ -243,3 +244,104 @@ def test_sign_flip_p_lies_in_zero_one_and_ignores_the_sign_of_every_difference(i
     assert 0.0 < p <= 1.0
     # the test is two-sided: mirroring every difference changes nothing
     assert stats.sign_flip_test(-d, rng=rng(1), n_permutations=200).p == p
+
+
+# --- the interval rule and the mean test (issue: intervals honest at 10-36 queries) ------
+
+def test_off_mode_counts_queries_off_the_most_common_value():
+    # five zeros, then 0.1 twice, -0.2 once: the mode is 0, three queries off it
+    assert stats.off_mode([0, 0, 0, 0, 0, 0.1, 0.1, -0.2]) == 3
+    assert stats.off_mode([0.3, 0.3, 0.3]) == 0
+    assert stats.off_mode(np.arange(40) / 40) == 39
+    assert stats.nonzero([0, 0, 0.1, -0.2]) == 2
+
+
+def test_t_interval_is_scipys_student_interval_by_hand_and_by_scipy():
+    # d = (0.1, -0.05, 0.2, 0, 0.15): mean 0.08, sum of squared deviations 0.043,
+    # sd = sqrt(0.043 / 4) = 0.103682, se = sd / sqrt(5) = 0.0463681, t_{4, 0.975} = 2.776445
+    d = np.array([0.1, -0.05, 0.2, 0.0, 0.15])
+    ci = stats.t_interval(d, level=0.95)
+    half = 2.776445 * 0.0463681
+    assert (ci.low, ci.high) == pytest.approx((0.08 - half, 0.08 + half), abs=2e-6)
+    ref = sps.t.interval(0.95, 4, loc=d.mean(), scale=sps.sem(d))
+    assert (ci.low, ci.high) == pytest.approx(ref, rel=1e-12)
+    assert (ci.method, ci.n_resamples, ci.se) == ("t", 0, pytest.approx(sps.sem(d)))
+
+
+def test_weighted_t_interval_with_equal_weights_is_the_unweighted_one():
+    d = np.random.default_rng(3).normal(0, 1, 9)
+    a = stats.t_interval(d)
+    b = stats.t_interval(d, weights=np.full(9, 2.5))
+    assert (b.low, b.high, b.se) == pytest.approx((a.low, a.high, a.se), rel=1e-12)
+
+
+def test_weighted_standard_error_by_hand():
+    # v = (0, 1, 1), w = (2, 1, 1): m = 2/4 = 0.5; sum w^2 (v - m)^2 = 4*0.25 + 0.25 + 0.25
+    # = 1.5; se = sqrt(3/2 * 1.5) / 4 = 1.5 / 4 = 0.375
+    assert stats.standard_error([0.0, 1.0, 1.0], [2.0, 1.0, 1.0]) == pytest.approx(0.375)
+
+
+def test_mean_test_below_the_threshold_is_scipys_one_sample_t_test():
+    d = np.array([0.1, -0.05, 0.2, 0.0, 0.15])
+    t = stats.mean_test(d, rng=np.random.default_rng(0))
+    ref = sps.ttest_1samp(d, 0.0)
+    assert t.method == "t"
+    assert (t.statistic, t.p) == pytest.approx((ref.statistic, ref.pvalue), rel=1e-12)
+    # hand value: t = 0.08 / 0.0463681 = 1.72532, two-sided p on 4 df = 0.1596
+    assert t.p == pytest.approx(0.1596, abs=1e-4)
+
+
+def test_mean_test_edge_cases_give_one_or_the_exact_sign_flip_value():
+    assert stats.mean_test(np.zeros(7), rng=np.random.default_rng(0)).p == 1.0
+    t = stats.mean_test(np.full(6, 0.05), rng=np.random.default_rng(0))
+    assert (t.method, t.p, t.statistic) == ("exact-sign-flip", 2 / 2 ** 6, None)
+
+
+def test_bootstrap_t_from_the_resamples_of_an_explicit_loop():
+    # 40 distinct differences: the rule takes the studentized bootstrap. Same generator,
+    # same indices as bootstrap_means: recompute every resample's mean and sd by hand.
+    d = np.random.default_rng(11).gamma(2.0, 0.05, 40) - 0.1
+    B = 500
+    ci = stats.difference_interval(d, rng=np.random.default_rng(5), n_resamples=B)
+    test = stats.mean_test(d, rng=np.random.default_rng(5), n_permutations=B)
+    idx = np.random.default_rng(5).integers(0, 40, size=(B, 40))
+    g = d[idx]
+    se = d.std(ddof=1) / np.sqrt(40)
+    tstar = (g.mean(1) - d.mean()) / (g.std(1, ddof=1) / np.sqrt(40))
+    lo_q, hi_q = np.quantile(tstar, [0.025, 0.975])
+    assert ci.method == "bootstrap-t" and stats.RULE_NOTE in ci.notes
+    assert (ci.low, ci.high) == pytest.approx((d.mean() - hi_q * se, d.mean() - lo_q * se),
+                                              rel=1e-9)
+    t_obs = d.mean() / se
+    assert test.method == "bootstrap-t"
+    assert test.p == pytest.approx(((np.abs(tstar) >= abs(t_obs)).sum() + 1) / (B + 1))
+
+
+def test_the_rule_switches_at_30_queries_off_the_mode():
+    rng = np.random.default_rng(2)
+    ties = np.concatenate([np.zeros(40), rng.normal(0, 0.1, 29)])
+    more = np.concatenate([np.zeros(40), rng.normal(0, 0.1, 30)])
+    assert stats.difference_interval(ties, rng=rng, n_resamples=200).method == "t"
+    assert stats.difference_interval(more, rng=rng, n_resamples=200).method == "bootstrap-t"
+    assert stats.difference_interval(more, rng=rng, n_resamples=200, method="bca").method \
+        == "bca"
+    with pytest.raises(InputError, match="unknown interval method"):
+        stats.difference_interval(more, rng=rng, method="wald")
+
+
+def test_weighted_bootstrap_t_with_equal_weights_is_the_unweighted_one():
+    d = np.random.default_rng(4).normal(0.01, 0.1, 50)
+    a = stats.difference_interval(d, rng=np.random.default_rng(1), n_resamples=300)
+    b = stats.difference_interval(d, rng=np.random.default_rng(1), n_resamples=300,
+                                  weights=np.full(50, 3.0))
+    assert (b.low, b.high) == pytest.approx((a.low, a.high), rel=1e-9)
+
+
+def test_power_is_withheld_when_the_spread_rests_on_few_nonzero_differences():
+    p = stats.power_analysis(se=0.01, n=12, reference=0.5, nonzero=2, min_nonzero=10)
+    assert (p.power_now, p.n_needed, p.detectable) == (None, None, None)
+    assert p.notes[0] == ("the set cannot yet tell how many queries a 2% change needs: the "
+                          "spread rests on 2 non-zero differences of 12 queries, fewer than "
+                          "metrics.power_min_nonzero (10)")
+    assert stats.power_analysis(se=0.01, n=12, reference=0.5, nonzero=10,
+                                min_nonzero=10).n_needed is not None

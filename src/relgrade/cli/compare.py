@@ -27,8 +27,8 @@ DEFAULT_MEASURES = ("nDCG(dcg='exp-log2')@10", "R@10", "RR@10")
 
 #: Options that only make sense on plain files: inside an experiment params sets them.
 PLAIN_ONLY = ("seed", "bootstrap", "permutations", "level", "alpha", "power",
-              "min_relative_change", "interval", "baseline", "all_pairs", "groups_path",
-              "ties", "relevant_min")
+              "min_relative_change", "interval", "verdict_test", "baseline", "all_pairs",
+              "groups_path", "ties", "relevant_min")
 
 _unit = click.FloatRange(0, 1, min_open=True, max_open=True)
 
@@ -67,8 +67,13 @@ _unit = click.FloatRange(0, 1, min_open=True, max_open=True)
 @click.option("--permutations", type=click.IntRange(min=1), default=None,
               help="Plain files: sign-flip patterns of the randomization test (default "
                    "10000).")
-@click.option("--interval", type=click.Choice(["bca", "percentile"]), default=None,
-              help="Plain files: bootstrap interval method (default bca).")
+@click.option("--interval", type=click.Choice(["auto", "t", "bootstrap-t", "bca",
+                                               "percentile"]), default=None,
+              help="Plain files: interval method (default auto: Student t below 30 queries "
+                   "off the most common value, studentized bootstrap from there).")
+@click.option("--test", "verdict_test", type=click.Choice(["mean", "sign-flip"]), default=None,
+              help="Plain files: the verdict's test under Holm (default mean: mean difference "
+                   "0; sign-flip assumes each difference symmetric about 0).")
 @click.option("--level", type=_unit, default=None,
               help="Plain files: confidence level of the intervals (default 0.95).")
 @click.option("--alpha", type=_unit, default=None,
@@ -112,16 +117,17 @@ def compare_cmd(names, qrels_path, per_query_paths, measure_names, fmt, params_p
     `relgrade compare --per-query FILE` does the same from per-query values already
     computed. Holm runs over every comparison made.
 
-    Either way it prints each arm's mean with its bootstrap confidence interval and the
+    Either way it prints each arm's mean with its confidence interval and the
     queries needed to detect a --min-relative-change; then per comparison the paired
-    difference with its interval, the sign-flip randomization p-value, the p-value after
-    Holm's correction, the paired t test, Cohen's d_z, the queries needed, per-group
+    difference with its interval, the sign-flip randomization p-value, the verdict test's
+    p-value after Holm's correction, the paired t test, Cohen's d_z, the queries needed, per-group
     differences (with a query group table) and a one-line verdict per measure.
     """
     if qrels_path is not None or per_query_paths:
         _compare_files(names, qrels_path, per_query_paths, measure_names, fmt, workers, plain)
         return
-    given = [f"--{k.replace('_', '-').removesuffix('-path')}" for k in PLAIN_ONLY
+    given = ["--test" if k == "verdict_test" else
+             f"--{k.replace('_', '-').removesuffix('-path')}" for k in PLAIN_ONLY
              if plain.get(k) not in (None, False)]
     if given:
         raise InputError(f"{given[0]} applies to plain files (--qrels or --per-query)",
@@ -201,7 +207,8 @@ def _compare_files(names, qrels_path, per_query_paths, measure_names, fmt, worke
     settings = Settings(
         seed=plain["seed"] if plain["seed"] is not None else 0,
         n_resamples=plain["bootstrap"] or 10_000, n_permutations=plain["permutations"] or 10_000,
-        level=plain["level"] or 0.95, method=plain["interval"] or "bca",
+        level=plain["level"] or 0.95, method=plain["interval"] or "auto",
+        test=plain["verdict_test"] or "mean",
         alpha=plain["alpha"] or 0.05, power=plain["power"] or 0.8,
         min_relative_change=plain["min_relative_change"] or 0.02, baseline=baseline,
         pairs="all" if plain["all_pairs"] else "baseline")

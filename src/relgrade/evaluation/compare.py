@@ -3,7 +3,8 @@
 :func:`compare_arms` takes the per-query table of every arm (columns ``arm``, ``query_id``,
 ``group``, ``measure``, ``value``) and returns a :class:`Comparison`: a bootstrap interval
 and a power estimate per arm and measure, and per comparison (each arm against the
-baseline, or every pair) the mean difference with its paired bootstrap interval, a paired
+baseline, or every pair) the mean difference with its paired interval (Student t or the
+studentized bootstrap by relgrade's rule), the mean test (the verdict's test), a paired
 sign-flip randomization test, a paired t test, Cohen's d_z, the Holm-adjusted p-value over
 every comparison made, the query count needed to detect a relative change, and the
 difference per query group with a flag for segment cancellation. :func:`full_report` adds
@@ -20,7 +21,7 @@ The JSON report (``metrics/comparisons.json``) holds, in this order: ``key_sha25
 ``arms`` (``{arm: {measure: {estimate, low, high, se, level, method, n, n_resamples,
 notes, power}}}``); ``comparisons`` (one object per comparison: ``arm_a``, ``arm_b``,
 ``measure``, ``n``, ``mean_a``, ``mean_b``, ``delta``, ``low``, ``high``, ``se``,
-``interval``, ``relative``, ``p_randomization``, ``p_holm``, ``significant``,
+``interval``, ``relative``, ``p_randomization``, ``p_test``, ``test``, ``p_holm``, ``significant``,
 ``p_bootstrap``, ``randomization``, ``t_test``, ``d_z``, ``power``, ``segments``,
 ``segment_cancellation``, ``holm_family``, ``label_noise``, ``notes``, ``verdict``);
 ``pool_bias`` (``depth``, ``unique_pairs``, ``judged``, ``leave_one_arm_out``,
@@ -148,21 +149,36 @@ def _arm_task(measure, arms, matrix, weights, s: Settings):
     n = matrix.shape[1]
     means = stats.weighted_mean(matrix, weights)
     flat = matrix.min(axis=1) == matrix.max(axis=1)
-    boot = None
+    rule = [stats.rule_method(row) if s.method == "auto" else s.method for row in matrix]
+    boot = studentized = None
     if not flat.all():
         rng = comparison_rng(s.seed, "arm-ci", measure)
-        boot = stats.bootstrap_means(matrix, rng=rng, n_resamples=s.n_resamples, weights=weights)
+        if any(r == "bootstrap-t" for r in rule):
+            boot, studentized = stats.studentized_resamples(
+                matrix, rng=rng, n_resamples=s.n_resamples, weights=weights)
+        elif any(r in ("bca", "percentile") for r in rule):
+            boot = stats.bootstrap_means(matrix, rng=rng, n_resamples=s.n_resamples,
+                                         weights=weights)
     jk = stats.jackknife_means(matrix, weights)
+    se = stats.standard_error(matrix, weights)
     out = []
     for i, arm in enumerate(arms):
         if flat[i]:
             ci = stats.degenerate_interval(float(matrix[i, 0]), n, s.level)
+        elif rule[i] == "t":
+            ci = stats.t_interval(matrix[i], level=s.level, weights=weights)
+        elif rule[i] == "bootstrap-t":
+            ci = stats._bootstrap_t_interval(float(means[i]), float(se[i]), studentized[:, i],
+                                             s.level, n, boot[:, i])
         else:
             ci = stats.interval_from_resamples(boot[:, i], float(means[i]), level=s.level,
-                                               method=s.method, jackknife=jk[i], n=n)
+                                               method=rule[i], jackknife=jk[i], n=n)
+        if s.method == "auto" and not flat[i]:
+            ci = replace(ci, notes=(stats.RULE_NOTE,) + ci.notes)
         pw = stats.power_analysis(se=ci.se, n=n, reference=float(means[i]),
                                   relative_change=s.min_relative_change, power=s.power,
-                                  alpha=s.alpha)
+                                  alpha=s.alpha, nonzero=stats.off_mode(matrix[i]),
+                                  min_nonzero=s.power_min_nonzero)
         pw = replace(pw, notes=pw.notes + ("standard error of the arm's own mean, standing in "
                                            "for that of a paired difference",))
         out.append((arm, ci, pw))
@@ -175,23 +191,47 @@ def _pair_task(arm_a, arm_b, measure, va, vb, weights, groups, s: Settings) -> P
     rng = comparison_rng(s.seed, "compare", arm_a, arm_b, measure)
     est = float(stats.weighted_mean(d, weights))
     notes = []
+    used = stats.rule_method(d) if s.method == "auto" else s.method
+    studentized = None
     if d.min() == d.max():
         ci = stats.degenerate_interval(float(d[0]), n, s.level)
         p_boot = 1.0 if d[0] == 0 else 1.0 / (s.n_resamples + 1)
     else:
-        boot = stats.bootstrap_means(d, rng=rng, n_resamples=s.n_resamples, weights=weights)
-        ci = stats.interval_from_resamples(boot, est, level=s.level, method=s.method,
-                                           jackknife=stats.jackknife_means(d, weights), n=n)
+        # one set of resamples for the interval, the bootstrap p-value and, when the rule
+        # takes it, the studentized test (the same query indices bootstrap_means draws)
+        if used == "bootstrap-t":
+            boot, studentized = stats.studentized_resamples(
+                d, rng=rng, n_resamples=s.n_resamples, weights=weights)
+        else:
+            boot = stats.bootstrap_means(d, rng=rng, n_resamples=s.n_resamples,
+                                         weights=weights)
+        if used == "t":
+            ci = stats.t_interval(d, level=s.level, weights=weights)
+        elif used == "bootstrap-t":
+            ci = stats._bootstrap_t_interval(est, float(stats.standard_error(d, weights)),
+                                             studentized, s.level, n, boot)
+        else:
+            ci = stats.interval_from_resamples(boot, est, level=s.level, method=used,
+                                               jackknife=stats.jackknife_means(d, weights),
+                                               n=n)
+        if s.method == "auto":
+            ci = replace(ci, notes=(stats.RULE_NOTE,) + ci.notes)
         p_boot = stats.bootstrap_p_value(boot, est)
     flip = stats.sign_flip_test(d, rng=rng, n_permutations=s.n_permutations, weights=weights)
+    test = _mean_test(d, weights, studentized, s, rng)
     tt = stats.paired_t_test(va, vb)
     dz = stats.cohens_dz(d)
     if weights is not None:
         notes.append("t test and d_z are unweighted; the interval and the randomization test "
                      "use the traffic weights")
+    if s.test == "sign-flip":
+        notes.append("verdict test: the sign-flip randomization test, which assumes each "
+                     "query's difference is symmetric about 0 under the null "
+                     "(metrics.test: sign-flip)")
     mean_b = float(stats.weighted_mean(vb, weights))
     pw = stats.power_analysis(se=ci.se, n=n, reference=mean_b,
-                              relative_change=s.min_relative_change, power=s.power, alpha=s.alpha)
+                              relative_change=s.min_relative_change, power=s.power, alpha=s.alpha,
+                              nonzero=stats.nonzero(d), min_nonzero=s.power_min_nonzero)
     segments = []
     labels = sorted(set(groups))
     if len(labels) > 1:
@@ -199,16 +239,34 @@ def _pair_task(arm_a, arm_b, measure, va, vb, weights, groups, s: Settings) -> P
         for label in labels:
             sel = g == label
             w = None if weights is None else weights[sel]
-            seg = stats.bootstrap_ci(d[sel], rng=comparison_rng(
-                s.seed, "segment", arm_a, arm_b, measure, label),
-                n_resamples=s.n_resamples, level=s.level, method=s.method, weights=w)
+            seg_rng = comparison_rng(s.seed, "segment", arm_a, arm_b, measure, label)
+            if s.method in ("bca", "percentile"):
+                seg = stats.bootstrap_ci(d[sel], rng=seg_rng, n_resamples=s.n_resamples,
+                                         level=s.level, method=s.method, weights=w)
+            elif sel.sum() < 2:
+                seg = stats.degenerate_interval(float(d[sel][0]), 1, s.level)
+            else:
+                seg = stats.difference_interval(d[sel], rng=seg_rng,
+                                                n_resamples=s.n_resamples, level=s.level,
+                                                weights=w, method=s.method)
             segments.append(Segment(label, seg))
     cancel = (any(x.delta.low > 0 for x in segments) and any(x.delta.high < 0 for x in segments))
     if _inferred(measure):
         notes.append(INFERRED_NOTE)
     return PairResult(arm_a, arm_b, measure, float(stats.weighted_mean(va, weights)), mean_b,
                       ci, p_boot, flip, tt, dz, pw, tuple(segments), cancel, alpha=s.alpha,
-                      notes=tuple(notes))
+                      notes=tuple(notes), test=test, verdict_test=s.test)
+
+
+def _mean_test(d, weights, studentized, s: Settings, rng) -> stats.MeanTest:
+    """The mean test of one comparison (relgrade's rule, :func:`stats.mean_test`), read
+    off the interval's studentized resamples when it drew them."""
+    if studentized is None or not d.any() or stats._constant(d):
+        return stats.mean_test(d, rng=rng, n_permutations=s.n_permutations, weights=weights)
+    t_obs = float(stats.weighted_mean(d, weights)) / float(stats.standard_error(d, weights))
+    b = int((np.abs(studentized) >= abs(t_obs) * (1 - stats.TIE_RTOL)).sum())
+    return stats.MeanTest((b + 1) / (studentized.size + 1), "bootstrap-t", t_obs,
+                          int(studentized.size))
 
 
 def _run(fn_args: list, workers: int) -> list:
@@ -266,9 +324,15 @@ def compare_arms(per_query: pd.DataFrame, *, settings: Settings,
 
     Notes
     -----
-    Holm's adjustment (``statsmodels.stats.multitest.multipletests``) runs over the randomization-test
-    p-values of every comparison made here (all pairs x all measures), and a comparison is
-    significant when its adjusted p-value is at most ``settings.alpha``. Segment
+    Holm's adjustment (``statsmodels.stats.multitest.multipletests``) runs over the verdict
+    test's p-values of every comparison made here (all pairs x all measures): the mean
+    test (:func:`relgrade.evaluation.stats.mean_test`, null: the mean difference is 0) by
+    default, the sign-flip randomization test with ``settings.test == "sign-flip"`` (null:
+    each difference symmetric about 0); a comparison is significant when its adjusted
+    p-value is at most ``settings.alpha``. Intervals follow ``settings.method``
+    (``"auto"``: :func:`relgrade.evaluation.stats.difference_interval`'s rule), and power
+    figures are given only when at least ``settings.power_min_nonzero`` differences are
+    non-zero. Segment
     cancellation is flagged when one query group's difference interval lies wholly above 0
     and another's wholly below (the groups' intervals are not Holm-adjusted).
     """
@@ -329,7 +393,7 @@ def compare_arms(per_query: pd.DataFrame, *, settings: Settings,
                     arm_power[(arm, m)] = pw
     pair_results = list(results[len(jobs):])
     if pair_results:
-        _, adjusted, _, _ = multipletests([p.randomization.p for p in pair_results],
+        _, adjusted, _, _ = multipletests([p.p_test for p in pair_results],
                                           method="holm")
         pair_results = [replace(p, p_holm=float(h), significant=bool(h <= settings.alpha),
                                 family=len(pair_results))

@@ -610,6 +610,8 @@ def build_decision(report: dict, *, primary: str | None = None, source=None,
               ("bootstrap", f"{_int(settings.get('bootstrap'))} resamples "
                             f"({settings.get('interval', UNDEFINED)})"),
               ("randomization", _randomization(settings, comparisons)),
+              ("verdict test", _VERDICT_TESTS.get(str(settings.get("test", "sign-flip")),
+                                                  UNDEFINED)),
               ("Holm", f"{family} comparisons at alpha {settings.get('alpha', UNDEFINED)}"),
               ("baseline", str(settings.get("baseline") or "none"))]
     if report.get("weighted"):
@@ -635,7 +637,7 @@ def build_decision(report: dict, *, primary: str | None = None, source=None,
         pairs.append({"a": c["arm_a"], "b": c["arm_b"], "measure": c["measure"],
                       "delta": _num(c["delta"], sign="+"),
                       "ci": f"[{_num(c['low'], sign='+')}, {_num(c['high'], sign='+')}]",
-                      "p_rand": _p(c.get("p_randomization")), "p_holm": _p(c.get("p_holm")),
+                      "p_rand": _p(c.get("p_test", c.get("p_randomization"))), "p_holm": _p(c.get("p_holm")),
                       "significant": "yes" if c.get("significant") else "no",
                       "power_now": _num(pw.get("power_now"), 2),
                       "needed": _int(pw.get("n_needed")),
@@ -715,6 +717,13 @@ def build_decision(report: dict, *, primary: str | None = None, source=None,
         post_hoc=post_hoc_cells(post_hoc) if post_hoc else None,
         ranks=rank_set_cells(rank_sets) if _ranks_for(rank_sets, measure) else None)
 
+
+
+#: The verdict's test as the header names it (params ``metrics.test``; a report written
+#: before the setting existed used the sign-flip test).
+_VERDICT_TESTS = {"mean": "mean difference 0: Student t below 30 queries off the most "
+                          "common difference, studentized bootstrap from there",
+                  "sign-flip": "sign-flip randomization (each difference symmetric about 0)"}
 
 
 def _randomization(settings: dict, comparisons: list) -> str:

@@ -73,10 +73,20 @@ class PairResult:
     family: int = 1
     noise: LabelNoise | None = None
     notes: tuple = ()
+    test: stats.MeanTest | None = None
+    verdict_test: str = "mean"
 
     @property
     def key(self) -> tuple[str, str, str]:
         return (self.arm_a, self.arm_b, self.measure)
+
+    @property
+    def p_test(self) -> float:
+        """The p-value Holm adjusts: the mean test's (``metrics.test: mean``), or the
+        sign-flip test's (``sign-flip``, or when no mean test was made)."""
+        if self.verdict_test == "mean" and self.test is not None:
+            return float(self.test.p)
+        return float(self.randomization.p)
 
     @property
     def relative(self) -> float | None:
@@ -139,6 +149,10 @@ class PairResult:
             elif pw.n_needed is not None:
                 text += (f"; {pw.n} queries detect a {pw.relative_change:.0%} change with "
                          f"power {pw.power:.0%} or more, so a real difference is likely smaller")
+            else:
+                thin = [x for x in pw.notes if x.startswith(stats.THIN_SPREAD)]
+                if thin:
+                    text += "; " + thin[0]
         if self.cancellation:
             parts = ", ".join(f"{s.group} {_f(s.delta.estimate, '+', 3)}" for s in self.segments
                               if s.significant)
@@ -152,7 +166,10 @@ class PairResult:
             "n": d.n, "mean_a": self.mean_a, "mean_b": self.mean_b,
             "delta": d.estimate, "low": d.low, "high": d.high, "se": d.se,
             "interval": d.method, "relative": self.relative,
-            "p_randomization": self.randomization.p, "p_holm": self.p_holm,
+            "p_randomization": self.randomization.p, "p_test": self.p_test,
+            "test": None if self.test is None else {**self.test.to_dict(),
+                                                    "verdict_test": self.verdict_test},
+            "p_holm": self.p_holm,
             "significant": self.significant, "p_bootstrap": self.p_bootstrap,
             "randomization": self.randomization.to_dict(), "t_test": self.ttest.to_dict(),
             "d_z": self.d_z, "power": self.power.to_dict(),
@@ -162,6 +179,23 @@ class PairResult:
             "notes": list(d.notes) + list(self.notes),
             "verdict": self.verdict(),
         }
+
+
+#: How the report names the verdict's test (params ``metrics.test``).
+_TEST_NAMES = {"mean": "paired test of mean difference 0 (t below 30 queries off the mode, "
+                       "studentized bootstrap from there)",
+               "sign-flip": "paired sign-flip randomization test (assumes each difference "
+                            "symmetric about 0)"}
+
+
+def _test_caption(settings) -> str:
+    """The verdict's test in a table caption, with its resample or pattern count."""
+    if settings.test == "sign-flip":
+        return (f"paired sign-flip randomization test, {settings.n_permutations} "
+                "permutations")
+    return ("paired test of mean difference 0 (Student t below 30 queries off the most "
+            f"common difference, studentized bootstrap of {settings.n_permutations} "
+            "resamples from there)")
 
 
 def _fmt_p(p: float) -> str:
@@ -281,7 +315,8 @@ class Comparison:
         out = ["# relgrade comparison", ""] + (["; ".join(head), ""] if head else []) + [
                f"Seed {self.settings.seed}; {self.settings.n_resamples} bootstrap resamples "
                f"({self.settings.method}), {self.settings.n_permutations} sign-flip "
-               f"permutations; Holm over {family} comparisons at alpha "
+               f"permutations; verdict test: {_TEST_NAMES[self.settings.test]}; Holm over "
+               f"{family} comparisons at alpha "
                f"{self.settings.alpha:g}.", "", "## Arms", "",
                f"| arm | measure | mean | {lv} CI | SE | queries for a "
                f"{self.settings.min_relative_change:.0%} change |", "|---|---|---|---|---|---|"]
@@ -371,8 +406,8 @@ class Comparison:
         family = max([p.family for p in self.pairs] or [0])
         if caption is None:
             caption = (f"Mean over the queries. A superscript marks a significant improvement "
-                       f"over the run with that letter: paired sign-flip randomization test, "
-                       f"{self.settings.n_permutations} permutations, Holm-adjusted over "
+                       f"over the run with that letter: {_test_caption(self.settings)}, "
+                       f"Holm-adjusted over "
                        f"{family} comparisons, alpha {self.settings.alpha:g}. Best in bold.")
         out = ["\\begin{table}[t]", "\\centering", f"\\caption{{{_latex_escape(caption)}}}"]
         if label:

@@ -30,8 +30,9 @@ class Settings:
         Sign-flip patterns of the Monte Carlo randomization test (``metrics.permutations``).
     level : float
         Confidence level (``metrics.level``).
-    method : {"bca", "percentile"}
-        Interval method (``metrics.interval``).
+    method : {"auto", "t", "bootstrap-t", "bca", "percentile"}
+        Interval method (``metrics.interval``); ``"auto"`` is relgrade's rule (see
+        :func:`relgrade.evaluation.stats.difference_interval`).
     alpha : float
         Two-sided significance level applied to Holm-adjusted p-values (``metrics.alpha``).
     power : float
@@ -42,18 +43,29 @@ class Settings:
         Reference arm (``metrics.baseline``).
     pairs : {"baseline", "all"}
         Each arm against the baseline, or every pair (``metrics.pairs``).
+    test : {"mean", "sign-flip"}
+        The verdict's test, whose p-values Holm adjusts (``metrics.test``): ``"mean"``
+        tests that the mean difference is 0 (:func:`relgrade.evaluation.stats.mean_test`);
+        ``"sign-flip"`` that every query's difference is symmetric about 0 (the
+        randomization test, valid for the mean only under that assumption).
+    power_min_nonzero : int
+        Non-zero differences (queries off the most common value, for an arm) the spread
+        must rest on before a power or queries-needed figure is given
+        (``metrics.power_min_nonzero``).
     """
 
     seed: int
     n_resamples: int = 10_000
     n_permutations: int = 10_000
     level: float = 0.95
-    method: str = "bca"
+    method: str = "auto"
     alpha: float = 0.05
     power: float = 0.8
     min_relative_change: float = 0.02
     baseline: str | None = None
     pairs: str = "baseline"
+    test: str = "mean"
+    power_min_nonzero: int = 10
 
     def __post_init__(self):
         def bad(key, rule, value):
@@ -69,8 +81,13 @@ class Settings:
                 bad(key, "must lie between 0 and 1", v)
         if not isinstance(self.min_relative_change, (int, float)) or self.min_relative_change <= 0:
             bad("min_relative_change", "must be greater than 0", self.min_relative_change)
-        if self.method not in ("bca", "percentile"):
-            bad("interval", "must be bca or percentile", self.method)
+        if self.method not in ("auto", "t", "bootstrap-t", "bca", "percentile"):
+            bad("interval", "must be auto, t, bootstrap-t, bca or percentile", self.method)
+        if self.test not in ("mean", "sign-flip"):
+            bad("test", "must be mean or sign-flip", self.test)
+        v = self.power_min_nonzero
+        if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 2:
+            bad("power_min_nonzero", "must be an integer of at least 2", v)
         if self.pairs not in ("baseline", "all"):
             bad("pairs", "must be baseline or all", self.pairs)
         if self.pairs == "baseline" and not self.baseline:
@@ -81,7 +98,8 @@ class Settings:
                 "permutations": self.n_permutations, "level": self.level,
                 "interval": self.method, "alpha": self.alpha, "power": self.power,
                 "min_relative_change": self.min_relative_change, "baseline": self.baseline,
-                "pairs": self.pairs}
+                "pairs": self.pairs, "test": self.test,
+                "power_min_nonzero": self.power_min_nonzero}
 
 
 def design_pairs(arms: Sequence[str], *, baseline: str | None, mode: str) -> list[tuple[str, str]]:

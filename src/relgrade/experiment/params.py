@@ -518,7 +518,15 @@ class Metrics(_Section):
     min_relative_change: Annotated[float, _number(integer=False, gt=0)] = 0.02
     power: Probability = 0.8
     alpha: Probability = 0.05
-    interval: Literal["bca", "percentile"] = "bca"
+    #: ``auto``: Student t below 30 queries off the most common value, the studentized
+    #: bootstrap from there (docs/report.md, benchmarks/README.md); or one method by name.
+    interval: Literal["auto", "t", "bootstrap-t", "bca", "percentile"] = "auto"
+    #: The verdict's test: ``mean`` (the mean difference is 0) or ``sign-flip`` (each
+    #: difference symmetric about 0, the randomization test's assumption).
+    test: Literal["mean", "sign-flip"] = "mean"
+    #: Power and queries-needed figures only when the spread rests on at least this many
+    #: non-zero differences; below, the report says the set cannot yet tell.
+    power_min_nonzero: Annotated[int, _number(integer=True, ge=2)] = 10
     pairs: Literal["baseline", "all"] | None = None
     weighted: Flag = False
     primary: str | None = None
@@ -801,7 +809,7 @@ class Params(BaseModel):
                         level=m.level, method=m.interval, alpha=m.alpha, power=m.power,
                         min_relative_change=m.min_relative_change,
                         baseline=None if m.baseline in (None, "") else str(m.baseline),
-                        pairs=pairs)
+                        pairs=pairs, test=m.test, power_min_nonzero=m.power_min_nonzero)
 
 
 def _found(value: Any) -> str:

@@ -984,9 +984,10 @@ def many_rater_agreement(ratings: pd.DataFrame, scale: Iterable[int], *, seed: i
     """Fleiss' kappa and ordinal Krippendorff's alpha with intervals and band verdicts.
 
     The entry point for several raters per pair: every measure of
-    :func:`multi_rater_agreement`, plus a percentile bootstrap interval over judged pairs
-    for Fleiss' kappa and for Krippendorff's alpha at the ordinal level over the declared
-    scale, and the band of each (see :mod:`relgrade.protocol.bands`).
+    :func:`multi_rater_agreement`, plus a bootstrap interval for Fleiss' kappa and for
+    Krippendorff's alpha at the ordinal level over the declared scale (resampling queries,
+    the pairs of a query kept together), and the band of each (see
+    :mod:`relgrade.protocol.bands`).
 
     Parameters
     ----------
@@ -1017,11 +1018,13 @@ def many_rater_agreement(ratings: pd.DataFrame, scale: Iterable[int], *, seed: i
         * ``fleiss_kappa``, ``fleiss_p_bar``, ``fleiss_p_e`` and
           ``krippendorff_alpha_{nominal,ordinal,interval,ratio}`` (float or None), as
           :func:`multi_rater_agreement`;
-        * ``intervals``: ``{"fleiss_kappa": {"low", "high", "undefined_resamples"},
-          "krippendorff_alpha_ordinal": {...}}`` (floats or None, int);
+        * ``intervals``: ``{"fleiss_kappa": {"low", "high", "undefined_resamples",
+          "resample_unit", "units", "method"}, "krippendorff_alpha_ordinal": {...}}``
+          (see :class:`relgrade.protocol.reliability.Interval`);
         * ``bands``: the same two keys, each :func:`relgrade.protocol.bands.verdict`'s
           ``{"band", "meaning", "settled", "verdict"}``;
-        * ``bootstrap``: ``{"seed", "resamples", "level", "method": "percentile", "unit"}``;
+        * ``bootstrap``: ``{"seed", "resamples", "level", "method": "expanded-percentile",
+          "resample_unit": "query", "unit"}``;
         * ``notes`` (list of str).
 
     Raises
@@ -1032,9 +1035,10 @@ def many_rater_agreement(ratings: pd.DataFrame, scale: Iterable[int], *, seed: i
 
     Notes
     -----
-    Fleiss' kappa resamples the fully rated pairs, alpha the pairs with two or more
-    ratings (Efron & Tibshirani 1993, percentile interval). Point values come from
-    statsmodels and the ``krippendorff`` package; the resamples from
+    Fleiss' kappa resamples the queries of the fully rated pairs, alpha the queries of the
+    pairs with two or more ratings, each query with all its pairs (cluster bootstrap,
+    expanded percentile interval; see :mod:`relgrade.protocol.reliability`). Point values
+    come from statsmodels and the ``krippendorff`` package; the resamples from
     :mod:`relgrade.protocol.reliability`, whose kernels give the same point values.
 
     Examples
@@ -1052,13 +1056,17 @@ def many_rater_agreement(ratings: pd.DataFrame, scale: Iterable[int], *, seed: i
     wide = _rater_matrix(ratings, labels, raters)
     fk = reliability.fleiss_kappa_interval(
         counts.to_numpy(dtype=float) if len(counts) else np.zeros((0, len(labels))),
-        rng=spec.rng(), resamples=spec.resamples, level=spec.level)
+        rng=spec.rng(), resamples=spec.resamples, level=spec.level,
+        clusters=counts.index.get_level_values("query_id").to_numpy())
     ka = reliability.krippendorff_alpha_interval(
         wide.to_numpy(dtype=float), values=labels, level="ordinal", rng=spec.rng(),
-        resamples=spec.resamples, confidence=spec.level)
+        resamples=spec.resamples, confidence=spec.level,
+        clusters=wide.index.get_level_values("query_id").to_numpy())
     intervals = {"fleiss_kappa": fk, "krippendorff_alpha_ordinal": ka}
     out["intervals"] = {k: v.to_dict() for k, v in intervals.items()}
-    out["bands"] = {k: bands.verdict(k, out[k], v.low, v.high) for k, v in intervals.items()}
+    out["bands"] = {k: bands.verdict(k, out[k], v.low, v.high, level=spec.level,
+                                     units=v.units)
+                    for k, v in intervals.items()}
     out["bootstrap"] = spec.to_dict()
     for k, v in intervals.items():
         if v.undefined and out[k] is not None:
@@ -1068,8 +1076,8 @@ def many_rater_agreement(ratings: pd.DataFrame, scale: Iterable[int], *, seed: i
 
 
 def audit_intervals(a, b, *, scale: Iterable[int], relevant_min: int,
-                    resampling: Resampling) -> dict:
-    """Bootstrap intervals of the audit's kappas, resampling the audited pairs.
+                    resampling: Resampling, queries=None) -> dict:
+    """Bootstrap intervals of the audit's agreement, resampling the audited queries.
 
     Parameters
     ----------
@@ -1080,25 +1088,32 @@ def audit_intervals(a, b, *, scale: Iterable[int], relevant_min: int,
         Binary kappa reads grades ``>= relevant_min`` as relevant.
     resampling : Resampling
         Seed, resamples and level.
+    queries : array-like of shape (n_pairs,), str, optional
+        The query of each pair. The audit samples queries, so whole queries are resampled
+        with all their pairs (the cluster bootstrap, expanded percentile interval; see
+        :mod:`relgrade.protocol.reliability`); without it pairs are resampled one by one.
 
     Returns
     -------
     dict
-        ``weighted_kappa`` (quadratic), ``binary_kappa`` and ``kappa`` (unweighted), each
-        ``{"low", "high", "undefined_resamples"}`` (see
+        ``weighted_kappa`` (quadratic), ``binary_kappa``, ``kappa`` (unweighted),
+        ``disagreement`` (share of pairs whose grades differ) and
+        ``two_step_disagreement`` (share two steps or more apart), each
+        ``{"low", "high", "undefined_resamples", "resample_unit", "units", "method"}`` (see
         :class:`relgrade.protocol.reliability.Interval`); every statistic is computed on
-        the same resamples of pairs.
+        the same resamples.
 
     Raises
     ------
     InputError
-        As :func:`agreement`.
+        As :func:`agreement`, or ``queries`` of another length.
     """
     labels = check_scale(scale, relevant_min)
     x, y = _pair_arrays(a, b, labels)
     rel = int(relevant_min)
     xb, yb = (x >= rel).astype(np.int64), (y >= rel).astype(np.int64)
-    common = {"rng": None, "resamples": resampling.resamples, "level": resampling.level}
+    common = {"rng": None, "resamples": resampling.resamples, "level": resampling.level,
+              "clusters": None if queries is None else np.asarray(queries).astype(str)}
     out = {}
     for name, xs, ys, labs, weights in (("weighted_kappa", x, y, labels, "quadratic"),
                                         ("binary_kappa", xb, yb, [0, 1], None),
@@ -1106,6 +1121,10 @@ def audit_intervals(a, b, *, scale: Iterable[int], relevant_min: int,
         common["rng"] = resampling.rng()
         out[name] = reliability.cohen_kappa_interval(xs, ys, labels=labs, weights=weights,
                                                      **common).to_dict()
+    steps = np.abs(np.searchsorted(labels, x) - np.searchsorted(labels, y))
+    for name, hits in (("disagreement", steps >= 1), ("two_step_disagreement", steps >= 2)):
+        common["rng"] = resampling.rng()
+        out[name] = reliability.share_interval(hits, **common).to_dict()
     return out
 
 
@@ -1230,10 +1249,12 @@ def audit_agreement(grades: pd.DataFrame, *, audit_ids: Iterable[str], queries: 
                                         raters=(str(grader), str(auditor)))
     if resampling is not None:
         iv = audit_intervals(paired["grade_a"].to_numpy(), paired["grade_b"].to_numpy(),
-                             scale=labels, relevant_min=relevant_min, resampling=resampling)
+                             scale=labels, relevant_min=relevant_min, resampling=resampling,
+                             queries=paired["query_id"].to_numpy())
         metrics["intervals"] = iv
         metrics["bootstrap"] = resampling.to_dict()
-        metrics["bands"] = {k: bands.verdict(k, metrics[k], iv[k]["low"], iv[k]["high"])
+        metrics["bands"] = {k: bands.verdict(k, metrics[k], iv[k]["low"], iv[k]["high"],
+                                             level=resampling.level, units=iv[k]["units"])
                             for k in ("weighted_kappa", "binary_kappa")}
         # Three or more graders in the round (raters): agreement among them too. With a
         # panel, among its raters only: the aggregate, the auditor and the expert grade

@@ -58,7 +58,8 @@ def band(value: float | None) -> str | None:
 
 
 def verdict(name: str, value: float | None, low: float | None = None,
-            high: float | None = None) -> dict:
+            high: float | None = None, *, level: float | None = None,
+            units: int | None = None) -> dict:
     """The band of a statistic, its meaning, and whether its interval stays in the band.
 
     Parameters
@@ -68,7 +69,12 @@ def verdict(name: str, value: float | None, low: float | None = None,
     value : float or None
         Its point value; ``None`` when undefined.
     low, high : float or None, optional
-        Its confidence interval.
+        Its confidence interval (relgrade's resample whole audited queries, see
+        :mod:`relgrade.protocol.reliability`).
+    level : float, optional
+        The interval's confidence level, named in the sentence when given.
+    units : int, optional
+        How many queries the interval resampled, named in the sentence when given.
 
     Returns
     -------
@@ -81,6 +87,8 @@ def verdict(name: str, value: float | None, low: float | None = None,
     --------
     >>> verdict("fleiss_kappa", 0.65, 0.55, 0.74)["settled"]
     False
+    >>> verdict("weighted_kappa", 0.7, 0.62, 0.78, level=0.95, units=10)["verdict"][-66:]
+    'the 95% interval over 10 queries [0.620, 0.780] stays in this band'
     """
     b = band(value)
     if b is None:
@@ -91,7 +99,10 @@ def verdict(name: str, value: float | None, low: float | None = None,
     if low is not None and high is not None:
         ends = {band(low), band(high)}
         settled = ends == {b}
-        text += (f"; the interval [{low:.3f}, {high:.3f}] stays in this band" if settled else
-                 f"; the interval [{low:.3f}, {high:.3f}] reaches into "
+        what = "the" + (f" {level:.0%}" if level is not None else "") + " interval"
+        if units is not None:
+            what += f" over {units} quer{'y' if units == 1 else 'ies'}"
+        text += (f"; {what} [{low:.3f}, {high:.3f}] stays in this band" if settled else
+                 f"; {what} [{low:.3f}, {high:.3f}] reaches into "
                  f"{' and '.join(sorted(ends - {b}))}, so the band is not settled")
     return {"band": b, "meaning": MEANINGS[b], "settled": settled, "verdict": text}

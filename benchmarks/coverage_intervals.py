@@ -1,0 +1,349 @@
+"""Coverage of relgrade's intervals and error rates of its verdict test, against known truth.
+
+Three studies, each over simulated populations whose true value is known:
+
+1. **Agreement** (``--part agreement``): audits of 10 queries (10 to 25 judged pairs each,
+   grades 0-2, three graders) drawn from a population in which each query has its own
+   disagreement rate ``r_q ~ Beta`` with mean 0.25 and concentration ``inf`` (constant),
+   30 (mild), 6 (moderate) or 1.5 (strong variation). The truth of each statistic is its
+   value on 20,000 population queries pooled. Every interval comes from relgrade's own
+   code (:mod:`relgrade.protocol.reliability`): resampling pairs (``unit=pair``, the old
+   way) and resampling queries (``unit=query``, the expanded percentile interval).
+2. **Paired differences and per-arm means** (``--part paired``): per-query differences
+   of mean exactly 0 from a symmetric population (normal, sd 0.1), a skewed one (a quarter
+   of the queries win about 0.12, the rest lose about 0.04; skewness 1.9), each also with
+   half the queries tied at 0 (skewness 2.7 for the skewed one), a strongly skewed one
+   ("rare wins": one query in ten wins about 0.3, the rest lose about 0.033; skewness 4.4),
+   and an arm's per-query values (30% exactly 0, the rest Beta(2, 3)); sizes 10, 12, 36,
+   100, 500 (500 with half the replicates). Candidate intervals, computed vectorised over replicates with the formulas relgrade
+   uses: Student t on the per-query values, percentile, BCa, expanded percentile
+   (Hesterberg 2015) and studentized bootstrap (bootstrap-t); plus relgrade's own
+   :func:`relgrade.evaluation.stats.difference_interval` (the rule it ships).
+3. **Verdict test** (``--part tests``): false rejection at level 0.05 on the mean-zero
+   difference populations, and power at a true shift of +0.04, of the sign-flip test (the
+   old verdict test), the paired t test, and relgrade's
+   :func:`relgrade.evaluation.stats.mean_test` (t below 30 queries off the mode, the
+   symmetric bootstrap-t test from there).
+
+Run niced on one core, e.g.::
+
+    nice -n 19 python benchmarks/coverage_intervals.py --part all --replicates 1000
+
+Output: one markdown table per study on stdout (copied into benchmarks/README.md), with the
+binomial standard error of a coverage at the replicate count.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import time
+
+import numpy as np
+from scipy import special
+from scipy import stats as sps
+
+from relgrade.evaluation import stats
+from relgrade.protocol import reliability
+
+LEVEL = 0.95
+SIZES = (10, 12, 36, 100, 500)
+
+
+# --- 1. agreement --------------------------------------------------------------------
+
+SETTINGS = {"constant": None, "mild": 30.0, "moderate": 6.0, "strong": 1.5}
+GRADE_P = np.array([0.55, 0.25, 0.20])
+
+
+def _rater(truth: np.ndarray, rate: np.ndarray, rng) -> np.ndarray:
+    """A rater who disagrees with ``truth`` at the pair's rate: one step mostly, two at 20%."""
+    off = rng.random(truth.size) < rate
+    step = np.where(rng.random(truth.size) < 0.2, 2, 1)
+    up = np.where(truth == 0, 1, np.where(truth == 2, -1, rng.choice([-1, 1], truth.size)))
+    moved = np.clip(truth + up * step, 0, 2)
+    moved = np.where(moved == truth, truth + up, moved)
+    return np.where(off, moved, truth)
+
+
+def _audit(n_queries: int, conc: float | None, rng):
+    sizes = rng.integers(10, 26, n_queries)
+    rate = np.full(n_queries, 0.25) if conc is None else rng.beta(0.25 * conc, 0.75 * conc,
+                                                                  n_queries)
+    q = np.repeat(np.arange(n_queries), sizes)
+    r = rate[q]
+    truth = rng.choice(3, q.size, p=GRADE_P)
+    a = _rater(truth, r / 2, rng)
+    b = _rater(truth, r / 2, rng)
+    c = _rater(truth, r / 2, rng)
+    return q, a, b, c
+
+
+def _agreement_stats(a, b, c):
+    lab = [0, 1, 2]
+    counts = np.stack([(np.stack([a, b, c], 1) == g).sum(1) for g in lab], 1)
+    return {
+        "weighted_kappa": reliability.cohen_kappa_point(a, b, labels=lab, weights="quadratic"),
+        "binary_kappa": reliability.cohen_kappa_point((a >= 1) * 1, (b >= 1) * 1, labels=[0, 1]),
+        "kappa": reliability.cohen_kappa_point(a, b, labels=lab),
+        "disagreement": float(np.mean(a != b)),
+        "two_step_disagreement": float(np.mean(np.abs(a - b) >= 2)),
+        "fleiss_kappa": reliability.fleiss_kappa_point(counts),
+        "krippendorff_alpha": reliability.krippendorff_alpha_point(
+            np.stack([a, b, c], 1).astype(float), values=lab),
+    }
+
+
+def _agreement_intervals(q, a, b, c, clusters, rng_seed, resamples):
+    lab = [0, 1, 2]
+    kw = {"resamples": resamples, "level": LEVEL, "clusters": clusters}
+    counts = np.stack([(np.stack([a, b, c], 1) == g).sum(1) for g in lab], 1)
+    steps = np.abs(a - b)
+
+    def g():
+        return np.random.default_rng(rng_seed)
+
+    return {
+        "weighted_kappa": reliability.cohen_kappa_interval(a, b, labels=lab, weights="quadratic",
+                                                           rng=g(), **kw),
+        "binary_kappa": reliability.cohen_kappa_interval((a >= 1) * 1, (b >= 1) * 1,
+                                                         labels=[0, 1], rng=g(), **kw),
+        "kappa": reliability.cohen_kappa_interval(a, b, labels=lab, rng=g(), **kw),
+        "disagreement": reliability.share_interval(steps >= 1, rng=g(), **kw),
+        "two_step_disagreement": reliability.share_interval(steps >= 2, rng=g(), **kw),
+        "fleiss_kappa": reliability.fleiss_kappa_interval(counts, rng=g(), **kw),
+        "krippendorff_alpha": reliability.krippendorff_alpha_interval(
+            np.stack([a, b, c], 1).astype(float), values=lab, rng=g(),
+            resamples=resamples, confidence=LEVEL, clusters=clusters),
+    }
+
+
+def agreement_study(replicates: int, resamples: int, n_queries: int, seed: int) -> list[str]:
+    lines = [f"Agreement, {n_queries} audited queries, {replicates} replicates, "
+             f"{resamples} resamples, nominal {LEVEL:.0%}: coverage % (truth below the "
+             "interval %, the optimistic side for kappas)", "",
+             "| setting | statistic | pairs (old) | queries (new) |", "|---|---|---|---|"]
+    for name, conc in SETTINGS.items():
+        rng = np.random.default_rng([seed, list(SETTINGS).index(name)])
+        q, a, b, c = _audit(20_000, conc, rng)
+        truth = _agreement_stats(a, b, c)
+        hit = {u: {k: 0 for k in truth} for u in ("pair", "query")}
+        below = {u: {k: 0 for k in truth} for u in ("pair", "query")}
+        for r in range(replicates):
+            q, a, b, c = _audit(n_queries, conc, rng)
+            for unit, clusters in (("pair", None), ("query", q)):
+                iv = _agreement_intervals(q, a, b, c, clusters, r, resamples)
+                for k, v in iv.items():
+                    if v.low is None:
+                        continue
+                    hit[unit][k] += v.low <= truth[k] <= v.high
+                    # a kappa's optimistic error: truth below the interval; a
+                    # disagreement's: truth above it
+                    if k.endswith("disagreement"):
+                        below[unit][k] += truth[k] > v.high
+                    else:
+                        below[unit][k] += truth[k] < v.low
+        for k in truth:
+            cells = [f"{100 * hit[u][k] / replicates:.1f} ({100 * below[u][k] / replicates:.1f})"
+                     for u in ("pair", "query")]
+            lines.append(f"| {name} | {k} | {cells[0]} | {cells[1]} |")
+    return lines
+
+
+# --- 2. paired differences -----------------------------------------------------------
+
+def _skewed(rng, shape, win_rate=0.25, win=0.12):
+    """Mean-zero differences: a share ``win_rate`` of queries wins about ``win``, the
+    rest lose about ``win * win_rate / (1 - win_rate)`` (Gamma(2, 0.5) magnitudes)."""
+    w = rng.random(shape) < win_rate
+    g = rng.gamma(2.0, 0.5, shape)
+    return np.where(w, win * g, -(win * win_rate / (1 - win_rate)) * g)
+
+
+def population(name: str, rng, shape) -> np.ndarray:
+    """Draws of one population; every difference population has mean exactly 0."""
+    if name == "symmetric":
+        return rng.normal(0.0, 0.1, shape)
+    if name == "skewed":
+        return _skewed(rng, shape)
+    if name == "symmetric, 50% ties":
+        return np.where(rng.random(shape) < 0.5, 0.0, rng.normal(0.0, 0.14, shape))
+    if name == "skewed, 50% ties":
+        return np.where(rng.random(shape) < 0.5, 0.0, _skewed(rng, shape))
+    if name == "skewed, rare wins":
+        return _skewed(rng, shape, win_rate=0.1, win=0.3)
+    if name == "arm: 30% zeros":
+        return np.where(rng.random(shape) < 0.3, 0.0, rng.beta(2.0, 3.0, shape))
+    raise ValueError(name)
+
+
+TRUE_MEAN = {"arm: 30% zeros": 0.7 * 0.4}
+POPULATIONS = ("symmetric", "skewed", "symmetric, 50% ties", "skewed, 50% ties",
+               "arm: 30% zeros", "skewed, rare wins")
+
+
+def _boot(x: np.ndarray, rng, b: int):
+    """Bootstrap means and SDs of each row of x (R, n): shapes (R, b)."""
+    r, n = x.shape
+    means = np.empty((r, b))
+    sds = np.empty((r, b))
+    rows = max(1, (1 << 22) // (b * n))
+    for s in range(0, r, rows):
+        xs = x[s:s + rows]
+        idx = rng.integers(0, n, size=(xs.shape[0], b, n))
+        g = np.take_along_axis(xs[:, None, :], idx, axis=2)
+        means[s:s + rows] = g.mean(axis=2)
+        sds[s:s + rows] = g.std(axis=2, ddof=1)
+    return means, sds
+
+
+def _quantile_rows(v: np.ndarray, p: np.ndarray) -> np.ndarray:
+    """Row-wise quantiles (linear) of v (R, b) at per-row probabilities p (R,)."""
+    s = np.sort(v, axis=1)
+    b = v.shape[1]
+    h = (b - 1) * np.clip(p, 0, 1)
+    lo = np.floor(h).astype(int)
+    hi = np.minimum(lo + 1, b - 1)
+    rows = np.arange(v.shape[0])
+    return s[rows, lo] + (h - lo) * (s[rows, hi] - s[rows, lo])
+
+
+def candidate_intervals(x: np.ndarray, rng, b: int) -> dict:
+    """Every candidate interval for each row of x (R, n): {name: (low, high)}."""
+    r, n = x.shape
+    m = x.mean(1)
+    sd = x.std(1, ddof=1)
+    se = sd / math.sqrt(n)
+    tq = sps.t.ppf((1 + LEVEL) / 2, n - 1)
+    out = {"t": (m - tq * se, m + tq * se)}
+    bm, bs = _boot(x, rng, b)
+    a2 = (1 - LEVEL) / 2
+    out["percentile"] = (np.quantile(bm, a2, axis=1), np.quantile(bm, 1 - a2, axis=1))
+    c = math.sqrt(n / (n - 1)) * tq
+    pe = special.ndtr(np.array([-c, c]))
+    out["expanded percentile"] = (np.quantile(bm, pe[0], axis=1), np.quantile(bm, pe[1], axis=1))
+    # BCa as relgrade computes it (ties count half; jackknife acceleration)
+    p0 = ((bm < m[:, None]).sum(1) + (bm <= m[:, None]).sum(1)) / (2.0 * b)
+    jk = (x.sum(1, keepdims=True) - x) / (n - 1)
+    dev = jk.mean(1, keepdims=True) - jk
+    den = 6.0 * (dev ** 2).sum(1) ** 1.5
+    with np.errstate(all="ignore"):
+        acc = np.where(den > 0, (dev ** 3).sum(1) / den, 0.0)
+        z0 = special.ndtri(np.clip(p0, 1e-12, 1 - 1e-12))
+        lohi = []
+        for z in special.ndtri(np.array([a2, 1 - a2])):
+            lohi.append(special.ndtr(z0 + (z0 + z) / (1 - acc * (z0 + z))))
+    bad = (p0 <= 0) | (p0 >= 1) | (den == 0)
+    lo_p = np.where(bad, a2, lohi[0])
+    hi_p = np.where(bad, 1 - a2, lohi[1])
+    out["BCa"] = (_quantile_rows(bm, lo_p), _quantile_rows(bm, hi_p))
+    # studentized bootstrap: t* = (m* - m) / (s* / sqrt(n))
+    with np.errstate(all="ignore"):
+        ts = (bm - m[:, None]) / (bs / math.sqrt(n))
+    ts = np.where(np.isnan(ts), 0.0, ts)
+    q_lo = np.quantile(ts, a2, axis=1)
+    q_hi = np.quantile(ts, 1 - a2, axis=1)
+    out["bootstrap-t"] = (m - q_hi * se, m - q_lo * se)
+    return out
+
+
+def relgrade_intervals(x: np.ndarray, seed: int, b: int):
+    lows, highs = np.empty(len(x)), np.empty(len(x))
+    for i, row in enumerate(x):
+        ci = stats.difference_interval(row, rng=np.random.default_rng([seed, i]),
+                                       n_resamples=b, level=LEVEL)
+        lows[i], highs[i] = ci.low, ci.high
+    return lows, highs
+
+
+def paired_study(replicates: int, resamples: int, seed: int, sizes=SIZES) -> list[str]:
+    names = ["t", "percentile", "BCa", "expanded percentile", "bootstrap-t", "relgrade"]
+    lines = [f"Paired differences and arm means, {replicates} replicates, {resamples} "
+             f"resamples, nominal {LEVEL:.0%}: coverage %", "",
+             "| population | n | " + " | ".join(names) + " |",
+             "|---|---|" + "---|" * len(names)]
+    for pi, pop in enumerate(POPULATIONS):
+        for n in sizes:
+            rng = np.random.default_rng([seed, pi, n])
+            reps = replicates if n < 500 else max(replicates // 2, 500)
+            x = population(pop, rng, (reps, n))
+            truth = TRUE_MEAN.get(pop, 0.0)
+            iv = candidate_intervals(x, rng, resamples)
+            iv["relgrade"] = relgrade_intervals(x, seed + n, resamples)
+            cov = [100 * np.mean((lo <= truth) & (truth <= hi)) for lo, hi in
+                   (iv[k] for k in names)]
+            lines.append(f"| {pop} | {n} | " + " | ".join(f"{c:.1f}" for c in cov) + " |")
+    return lines
+
+
+# --- 3. verdict test -----------------------------------------------------------------
+
+def _sign_flip_p(x: np.ndarray, rng, flips: int, studentized: bool) -> np.ndarray:
+    """Monte Carlo sign-flip p-values of each row of x (R, n)."""
+    r, n = x.shape
+    p = np.empty(r)
+    for i in range(r):
+        s = rng.choice([-1.0, 1.0], size=(flips, n))
+        y = s * x[i]
+        if studentized:
+            with np.errstate(all="ignore"):
+                obs = abs(x[i].mean() / x[i].std(ddof=1))
+                t = np.abs(y.mean(1) / y.std(1, ddof=1))
+            t = np.nan_to_num(t, nan=0.0)
+            obs = 0.0 if not np.isfinite(obs) else obs
+            b = (t >= obs * (1 - 1e-9)).sum()
+        else:
+            obs = abs(x[i].sum())
+            b = (np.abs(y.sum(1)) >= obs * (1 - 1e-9)).sum()
+        p[i] = (b + 1) / (flips + 1)
+    return p
+
+
+def test_study(replicates: int, flips: int, seed: int, sizes=(12, 36, 100)) -> list[str]:
+    lines = [f"Verdict test at 0.05, {replicates} replicates, {flips} sign patterns: "
+             "rejection %", "",
+             "| population | shift | n | sign-flip (old) | paired t | relgrade mean test |",
+             "|---|---|---|---|---|---|"]
+    for pi, pop in enumerate(p for p in POPULATIONS if not p.startswith("arm")):
+        for shift in (0.0, 0.04):
+            for n in sizes:
+                rng = np.random.default_rng([seed, pi, n, int(shift * 100)])
+                x = population(pop, rng, (replicates, n)) + shift
+                old = _sign_flip_p(x, rng, flips, studentized=False)
+                with np.errstate(all="ignore"):
+                    tp = sps.ttest_1samp(x, 0.0, axis=1).pvalue
+                tp = np.nan_to_num(tp, nan=1.0)
+                new = np.array([stats.mean_test(row, rng=np.random.default_rng([seed, i]),
+                                                n_permutations=flips).p
+                                for i, row in enumerate(x)])
+                lines.append(f"| {pop} | {shift:+.2f} | {n} | {100 * np.mean(old <= .05):.1f} "
+                             f"| {100 * np.mean(tp <= .05):.1f} "
+                             f"| {100 * np.mean(new <= .05):.1f} |")
+    return lines
+
+
+def main(argv=None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--part", choices=("agreement", "paired", "tests", "all"), default="all")
+    ap.add_argument("--replicates", type=int, default=1000)
+    ap.add_argument("--resamples", type=int, default=2000)
+    ap.add_argument("--flips", type=int, default=2000)
+    ap.add_argument("--seed", type=int, default=35)
+    args = ap.parse_args(argv)
+    t0 = time.process_time()
+    parts = ("agreement", "paired", "tests") if args.part == "all" else (args.part,)
+    for part in parts:
+        t = time.process_time()
+        if part == "agreement":
+            lines = agreement_study(args.replicates, args.resamples, 10, args.seed)
+        elif part == "paired":
+            lines = paired_study(args.replicates, args.resamples, args.seed)
+        else:
+            lines = test_study(args.replicates, args.flips, args.seed)
+        print("\n".join(lines))
+        print(f"\n({part}: {time.process_time() - t:.0f} CPU-s)\n", flush=True)
+    print(f"total {time.process_time() - t0:.0f} CPU-s")
+
+
+if __name__ == "__main__":
+    main()
