@@ -88,6 +88,9 @@ class Decision:
     post_hoc : dict or None
         A post-hoc key beside the frozen one (:func:`post_hoc_cells`); None when there is
         none (the report then has no such section).
+    decided_by : str
+        In ppi mode, the sentence saying that PPI++ decides and what stands beside it (the
+        report's ``estimator.note``); "" otherwise.
     """
 
     header: list
@@ -113,6 +116,7 @@ class Decision:
     cost: dict | None = None
     ppi: dict | None = None
     post_hoc: dict | None = None
+    decided_by: str = ""
 
 
 def _cutoff(measure: str) -> int | None:
@@ -193,11 +197,17 @@ def _against(report: dict, arm: str, base: str, measure: str) -> dict | None:
     for c in report["comparisons"]:
         if c["measure"] != measure:
             continue
-        if (c["arm_a"], c["arm_b"]) == (arm, base):
-            return {"delta": c["delta"], "p_holm": c["p_holm"], "significant": c["significant"]}
-        if (c["arm_a"], c["arm_b"]) == (base, arm):
-            return {"delta": -c["delta"], "p_holm": c["p_holm"],
-                    "significant": c["significant"]}
+        if (c["arm_a"], c["arm_b"]) in ((arm, base), (base, arm)):
+            sign = 1.0 if (c["arm_a"], c["arm_b"]) == (arm, base) else -1.0
+            out = {"delta": sign * c["delta"], "p_holm": c["p_holm"],
+                   "significant": c["significant"]}
+            # ppi mode: the model key's and the human sample's differences stand beside
+            for label, key in (("model_only", "model_only"), ("human_only", "human_only")):
+                other = c.get(key)
+                if other is not None:
+                    out[f"{label}_delta"] = sign * other["delta"]
+                    out[f"{label}_p_holm"] = other.get("p_holm")
+            return out
     return None
 
 
@@ -224,7 +234,14 @@ def arm_summaries(report: dict, *, primary: str | None = None, source=None) -> d
         them; files of different pool versions are not comparable), its Judged@k at the
         measure's cutoff (absent without pool-bias tables or cutoff), and, for an arm other
         than the baseline that was compared with it, the difference arm − baseline and its
-        Holm-adjusted p-value. Values are the report's, unrounded.
+        Holm-adjusted p-value. Values are the report's, unrounded. In ppi mode (a report
+        rewritten by :func:`relgrade.evaluation.ppi_decision.govern`) ``mean``, ``low``,
+        ``high``, ``delta`` and ``p_holm`` are PPI++'s, and the row adds ``estimator``
+        (``"ppi++"``, or ``"model-only"`` for a measure the ppi stage did not estimate),
+        ``human_queries``, ``model_only_mean``/``_low``/``_high``,
+        ``human_only_mean``/``_low``/``_high`` and, against the baseline,
+        ``model_only_delta``, ``model_only_p_holm``, ``human_only_delta``,
+        ``human_only_p_holm``.
 
     Raises
     ------
@@ -246,6 +263,16 @@ def arm_summaries(report: dict, *, primary: str | None = None, source=None) -> d
         if ci is None:
             continue
         row = {"measure": measure, "mean": ci["estimate"], "low": ci["low"], "high": ci["high"]}
+        if ci.get("estimator"):
+            # ppi mode: which estimator decides, and the other two beside it, labelled
+            row["estimator"] = ci["estimator"]
+            for label in ("model_only", "human_only"):
+                other = ci.get(label)
+                if other is not None:
+                    row.update({f"{label}_mean": other["estimate"],
+                                f"{label}_low": other["low"], f"{label}_high": other["high"]})
+            if ci.get("human_n") is not None:
+                row["human_queries"] = ci["human_n"]
         if report.get("weighted"):
             # the mean and interval are traffic-weighted; the plain mean stands beside them
             row.update(weighted=True, unweighted_mean=ci.get("unweighted_mean"))
@@ -256,6 +283,8 @@ def arm_summaries(report: dict, *, primary: str | None = None, source=None) -> d
             vs = _against(report, arm, base, measure)
             if vs is not None:
                 row.update(baseline=base, delta=vs["delta"], p_holm=vs["p_holm"])
+                row.update({k: v for k, v in vs.items() if k.startswith(("model_only_",
+                                                                         "human_only_"))})
         out[arm] = row
     return out
 
@@ -555,6 +584,10 @@ def build_decision(report: dict, *, primary: str | None = None, source=None,
               ("baseline", str(settings.get("baseline") or "none"))]
     if report.get("weighted"):
         header.append(("query weights", str(report.get("weighting") or "traffic-weighted")))
+    if report.get("estimator"):
+        e = report["estimator"]
+        header.append(("decided by", f"PPI++ ({e.get('human_sample')} of {e.get('queries')} "
+                                     "queries graded by people, the rest by the model)"))
     level = f"{settings.get('level', 0.95):.0%}"
     change = f"{settings.get('min_relative_change', 0.02):.0%}"
 
@@ -653,7 +686,8 @@ def build_decision(report: dict, *, primary: str | None = None, source=None,
         translation=translation_cells(translation) if translation else None,
         cost=cost_cells(cost) if cost else None,
         ppi=ppi_cells(ppi) if ppi else None,
-        post_hoc=post_hoc_cells(post_hoc) if post_hoc else None)
+        post_hoc=post_hoc_cells(post_hoc) if post_hoc else None,
+        decided_by=str((report.get("estimator") or {}).get("note") or ""))
 
 
 

@@ -7,7 +7,8 @@ human key (the auditor's grades of the round, with the metrics stage's own score
 :func:`relgrade.evaluation.metrics.evaluate_arm`), and writes ``paths.ppi`` (small, in git):
 
 * per measure (``ppi.measures``, default ``metrics.primary``), per arm and per paired
-  difference (Holm over every pair of arms): PPI++, human-only and model-only, labelled
+  difference (the comparisons ``metrics.pairs`` makes, as the compare stage, with Holm over
+  them): PPI++, human-only and model-only, labelled
   (:func:`relgrade.evaluation.ppi_table.ppi_table`);
 * the judge audit per arm (:func:`relgrade.evaluation.judge_audit.judge_audit`);
 * the judging-budget curve on the human sample (:func:`relgrade.evaluation.budget.budget_curve`),
@@ -28,6 +29,7 @@ import pandas as pd
 
 from relgrade.errors import InputError
 from relgrade.evaluation import budget, judge_audit, metrics, pooled, ppi_table
+from relgrade.evaluation.settings import design_pairs
 from relgrade.io import files as io
 from relgrade.io.runs import read_run
 from relgrade.rng import stage_rng
@@ -166,6 +168,10 @@ def run(ex):
             ties=p.runs.ties, groups=groups)
         human_tables[arm] = table
     level, interval = cfg.level, cfg.interval
+    # the comparisons the experiment makes (metrics.pairs), so that Holm's family is the
+    # decision's: in ppi mode these differences decide (the compare stage reads them)
+    settings = p.compare_settings()
+    pairs = design_pairs(arms, baseline=settings.baseline, mode=settings.pairs)
     estimates = {}
     for m in measures:
         if not (model_tables[arms[0]]["measure"] == m).any():
@@ -174,7 +180,7 @@ def run(ex):
                              fix="name a measure of metrics/arms/ARM.json")
         estimates[m] = ppi_table.ppi_table(_wide(model_tables, m, queries),
                                            _wide(human_tables, m, sample), measure=m,
-                                           level=level, interval=interval)
+                                           level=level, interval=interval, pairs=pairs)
 
     # the judge audit and the budget curve work on the depth-k pool as arrays
     k = cfg.judge_audit.k
