@@ -347,28 +347,63 @@ def translation_cells(translation: dict) -> dict:
 
 
 def cost_cells(cost: dict) -> dict:
-    """The judging-cost section's formatted cells.
+    """The judging-cost section's formatted cells: people's work in annotator-hours, models'
+    in calls.
 
     Parameters
     ----------
     cost : dict
-        :func:`relgrade.pipeline.cost.judging_cost`'s result (``graders``, ``spent``,
-        ``pending``, ``spent_hours``, ``pending_hours``).
+        :func:`relgrade.pipeline.cost.judging_cost`'s result (``graders``, each with
+        ``worker``; ``spent``, ``pending``, ``spent_hours``, ``pending_hours``,
+        ``spent_calls``, ``pending_calls``). An entry without ``worker`` is a person's.
 
     Returns
     -------
     dict
-        ``graders``: rows ``{"grader", "spent", "pending", "seconds", "spent_hours",
-        "pending_hours"}`` (hours to 2 decimals); ``total``: the same for all graders.
+        ``graders``: rows ``{"grader", "worker", "spent", "pending", "each", "spent_cost",
+        "pending_cost"}``: ``each`` "30 s" (a person) or "1 call" (a model), the costs
+        "1.25 h" (hours to 2 decimals) or "4560 calls"; ``total``: ``spent``, ``pending``
+        (judgments) and ``spent_cost``, ``pending_cost`` (the hours and the calls, each
+        named when such a grader is there).
+
+    Examples
+    --------
+    >>> c = cost_cells({"graders": {
+    ...     "m": {"worker": "model", "spent": 40, "pending": 0, "calls_per_judgment": 1,
+    ...           "spent_calls": 40, "pending_calls": 0},
+    ...     "p": {"worker": "person", "spent": 12, "pending": 0, "seconds_per_judgment": 30.0,
+    ...           "spent_hours": 0.1, "pending_hours": 0.0}},
+    ...     "spent": 52, "pending": 0, "spent_hours": 0.1, "pending_hours": 0.0,
+    ...     "spent_calls": 40, "pending_calls": 0})
+    >>> c["graders"][0]["spent_cost"], c["total"]["spent_cost"]
+    ('40 calls', '0.10 annotator-hours + 40 model calls')
     """
-    rows = [{"grader": g, "spent": _int(c["spent"]), "pending": _int(c["pending"]),
-             "seconds": f"{c['seconds_per_judgment']:g}",
-             "spent_hours": _num(c["spent_hours"], 2),
-             "pending_hours": _num(c["pending_hours"], 2)}
-            for g, c in cost["graders"].items()]
+    rows = []
+    for g, c in cost["graders"].items():
+        if c.get("worker") == "model":
+            k = int(c["calls_per_judgment"])
+            rows.append({"grader": g, "worker": "model", "spent": _int(c["spent"]),
+                         "pending": _int(c["pending"]), "each": f"{k} call{'s' if k != 1 else ''}",
+                         "spent_cost": f"{c['spent_calls']} calls",
+                         "pending_cost": f"{c['pending_calls']} calls"})
+        else:
+            rows.append({"grader": g, "worker": "person", "spent": _int(c["spent"]),
+                         "pending": _int(c["pending"]),
+                         "each": f"{c['seconds_per_judgment']:g} s",
+                         "spent_cost": f"{_num(c['spent_hours'], 2)} h",
+                         "pending_cost": f"{_num(c['pending_hours'], 2)} h"})
+    kinds = {r["worker"] for r in rows}
+
+    def both(which):
+        parts = []
+        if "person" in kinds:
+            parts.append(f"{_num(cost[f'{which}_hours'], 2)} annotator-hours")
+        if "model" in kinds:
+            parts.append(f"{cost.get(f'{which}_calls', 0)} model calls")
+        return " + ".join(parts) or UNDEFINED
+
     total = {"spent": _int(cost["spent"]), "pending": _int(cost["pending"]),
-             "spent_hours": _num(cost["spent_hours"], 2),
-             "pending_hours": _num(cost["pending_hours"], 2)}
+             "spent_cost": both("spent"), "pending_cost": both("pending")}
     return {"graders": rows, "total": total}
 
 

@@ -32,6 +32,7 @@ from relgrade.evaluation import budget, judge_audit, metrics, pooled, ppi_table
 from relgrade.evaluation.settings import design_pairs
 from relgrade.io import files as io
 from relgrade.io.runs import read_run
+from relgrade.pipeline.stages.audit import check_sample_lock, locked_design, sample_design
 from relgrade.rng import stage_rng
 
 #: The statistics of the plot table, per strategy.
@@ -62,11 +63,19 @@ def human_sample_ids(ex, pool_queries, *, minimum: int = 2) -> list[str]:
     Raises
     ------
     InputError
-        A sampled query is not in the pool (the lock names it, the pool does not), or the
-        sample holds fewer than ``minimum`` queries.
+        A sampled query is not in the pool (the lock names it, the pool does not), the
+        sample holds fewer than ``minimum`` queries, or params (``seed``,
+        ``ppi.human_fraction``, ``ppi.human_queries``) no longer draw the locked sample
+        (:func:`relgrade.pipeline.stages.audit.check_sample_lock`).
     """
     lock_path = ex.path("audit_lock")
     lock = io.read_json(lock_path)
+    if not check_sample_lock(ex, lock, path=lock_path):
+        raise InputError("params no longer draw the locked human sample", path=lock_path,
+                         found=f"locked with {locked_design(lock)}; params now give "
+                               f"{sample_design(ex)}",
+                         fix="run the audit stage first (dvc repro): nothing is graded yet, "
+                             "so it draws the sample again")
     ids = [str(q["query_id"]) for q in lock["queries"]]
     outside = sorted(set(ids) - set(pool_queries))
     if outside:
