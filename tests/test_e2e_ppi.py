@@ -340,3 +340,24 @@ def test_init_refuses_a_human_sample_it_cannot_draw(tmp_path_factory, args, said
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("Error: ") and said in lines[0], lines
     assert not (root / "experiments/x").exists()
+
+
+def test_before_any_grade_a_params_change_draws_the_sample_again(tmp_path_factory):
+    root = _repo(tmp_path_factory, "ppi-before-grades")
+    exp = "experiments/early"
+    made = _init(root, exp, "--human-queries", "4")
+    assert "Human sample: 4 of 12 queries" in made.stdout
+    tiny.run(root, "relgrade", "intents", "review", "--experiment", exp, "--reviewer",
+             "person-h")
+    tiny.run(root, "dvc", "repro", f"{exp}/dvc.yaml:audit")
+    lock_path = root / exp / "data/audit/lock.json"
+    first = json.loads(lock_path.read_text())
+    assert len(first["queries"]) == 4
+    assert first["queries"][0]["reason"].endswith("(count 4; seed 0, stream ppi-sample)")
+    params = root / exp / "params.yaml"
+    params.write_text(params.read_text().replace("human_queries: 4", "human_queries: 5", 1))
+    done = tiny.run(root, "dvc", "repro", f"{exp}/dvc.yaml:audit")
+    assert "audit: 5 queries for round 1, drawn now" in done.stdout
+    second = json.loads(lock_path.read_text())
+    assert second["queries"][0]["reason"].endswith("(count 5; seed 0, stream ppi-sample)")
+    assert len(second["queries"]) == 5
