@@ -242,6 +242,11 @@ def test_ppi_decides_the_report_the_decision_files_and_dvc_metrics_show(ppi_run)
                    "experiments/ppi").stdout
     assert "estimator: ppi++ (people on 6 queries" in out
     assert f"{files['tfidf']['mean']:.4f}" in out
+    # `relgrade compare` recomputes the model key's statistics: labelled as such
+    ad_hoc = tiny.run(root, "relgrade", "compare", "tfidf", "bm25", "--experiment",
+                      "experiments/ppi")
+    assert ad_hoc.stderr.startswith("ppi mode: the numbers below are the model key's alone "
+                                    "(model-only)")
 
 
 def test_status_the_report_and_budget_price_the_model_in_calls_and_people_in_hours(ppi_run):
