@@ -8,8 +8,10 @@ from relgrade.errors import InputError
 from relgrade.pipeline.cost import (
     cost_lines,
     judging_cost,
+    prices,
     seconds_per_judgment,
     status_cost,
+    worker,
 )
 from relgrade.pipeline.design import (
     FILL_IN,
@@ -61,15 +63,17 @@ def test_judging_cost_in_annotator_hours():
     # g: 240 spent × 45 s = 3 h, 80 pending × 45 s = 1 h; h: 90 × 20 s = 0.5 h, 0 pending
     cost = judging_cost({"g": {"spent": 240, "pending": 80}, "h": {"spent": 90, "pending": 0}},
                         {"g": 45.0, "h": 20.0})
-    assert cost["graders"]["g"] == {"spent": 240, "pending": 80, "seconds_per_judgment": 45.0,
-                                    "spent_hours": 3.0, "pending_hours": 1.0}
+    assert cost["graders"]["g"] == {"worker": "person", "spent": 240, "pending": 80,
+                                    "seconds_per_judgment": 45.0, "spent_hours": 3.0,
+                                    "pending_hours": 1.0}
     assert (cost["spent"], cost["pending"]) == (330, 80)
     assert cost["spent_hours"] == pytest.approx(3.5)
     assert cost["pending_hours"] == pytest.approx(1.0)
     assert cost_lines(cost) == [
-        "judging cost: 330 judgments spent (3.50 h), 80 pending (1.00 h)",
-        "  g: 240 spent, 80 pending at 45 s each (1.00 h to go)",
-        "  h: 90 spent, 0 pending at 20 s each (0.00 h to go)"]
+        "judging cost: 330 judgments spent (3.50 annotator-hours), 80 pending (1.00 "
+        "annotator-hours)",
+        "  g (person): 240 spent, 80 pending at 45 s each (1.00 h to go)",
+        "  h (person): 90 spent, 0 pending at 20 s each (0.00 h to go)"]
 
 
 def test_cost_lines_give_each_rounds_judgments_when_more_than_one_round_was_graded():
@@ -80,11 +84,11 @@ def test_cost_lines_give_each_rounds_judgments_when_more_than_one_round_was_grad
               "h": {"spent": 30, "pending": 12, "spent_by_round": {"1": 30}}}
     cost = judging_cost(counts, {"g": 45.0, "h": 20.0})
     assert cost_lines(cost) == [
-        "judging cost: 293 judgments spent (3.45 h; round 1: 132, round 2: 59, round 3: 102), "
-        "12 pending (0.07 h)",
-        "  g: 263 spent (round 1: 102, round 2: 59, round 3: 102), 0 pending at 45 s each "
-        "(0.00 h to go)",
-        "  h: 30 spent, 12 pending at 20 s each (0.07 h to go)"]
+        "judging cost: 293 judgments spent (3.45 annotator-hours; round 1: 132, round 2: 59, "
+        "round 3: 102), 12 pending (0.07 annotator-hours)",
+        "  g (person): 263 spent (round 1: 102, round 2: 59, round 3: 102), 0 pending at 45 s "
+        "each (0.00 h to go)",
+        "  h (person): 30 spent, 12 pending at 20 s each (0.07 h to go)"]
 
 
 def test_status_cost_sums_every_reason_a_pair_is_pending():
@@ -96,9 +100,45 @@ def test_status_cost_sums_every_reason_a_pair_is_pending():
     # spent is every judgment made (4 of g's are stale or superseded), not the current ones
     assert (cost["graders"]["g"]["spent"], cost["graders"]["g"]["pending"]) == (104, 16)
     assert (cost["graders"]["h"]["spent"], cost["graders"]["h"]["pending"]) == (36, 9)
-    # 16 × 45 + 9 × 20 = 900 s = 0.25 h
-    assert cost["pending_hours"] == pytest.approx(0.25)
+    # g is a person: 16 × 45 s = 720 s = 0.2 h; h is a model: its 9 owed judgments are 9
+    # calls, no annotator-hours
+    assert cost["pending_hours"] == pytest.approx(0.2)
+    assert (cost["graders"]["h"]["worker"], cost["pending_calls"], cost["spent_calls"]) == \
+        ("model", 9, 36)
+    assert "pending_hours" not in cost["graders"]["h"]
     assert status_cost(parse_params(BASE), {"error": "bad file"}) is None
+
+
+def test_who_worked_comes_from_the_graders_kind_and_family():
+    raw = {**BASE, "graders": {
+        "person": {"role": "grader", "kind": "human"},
+        "script-person": {"role": "auditor", "kind": "model", "command": "x", "family": "Human"},
+        "lm": {"role": "triage", "kind": "model", "command": "x"},
+        "lm-file": {"role": "rater", "kind": "import", "family": "gpt"},
+        "qrels": {"role": "rater", "kind": "import"}}}
+    params = parse_params(raw)
+    assert {g: worker(params, g) for g in (*raw["graders"], "undeclared")} == {
+        "person": "person", "script-person": "person", "lm": "model", "lm-file": "model",
+        "qrels": "person", "undeclared": "person"}
+
+
+def test_a_model_is_priced_in_calls_and_self_consistency_samples_multiply_them():
+    raw = {**BASE, "graders": {"g": {"role": "grader", "kind": "human"},
+                               "h": {"role": "auditor", "kind": "model", "samples": 5}}}
+    params = parse_params(raw)
+    # g: 120 spent × 20 s = 0.667 h, 6 pending × 20 s = 0.033 h; h: 4560 spent × 5 = 22800
+    # calls, 12 pending × 5 = 60 calls
+    cost = judging_cost({"g": {"spent": 120, "pending": 6}, "h": {"spent": 4560, "pending": 12}},
+                        prices(params, ["g", "h"]))
+    assert cost["graders"]["h"] == {"worker": "model", "spent": 4560, "pending": 12,
+                                    "calls_per_judgment": 5, "spent_calls": 22800,
+                                    "pending_calls": 60}
+    assert (cost["spent_hours"], cost["spent_calls"]) == (pytest.approx(120 * 20 / 3600), 22800)
+    assert cost_lines(cost) == [
+        "judging cost: 4680 judgments spent (0.67 annotator-hours + 22800 model calls), "
+        "18 pending (0.03 annotator-hours + 60 model calls)",
+        "  g (person): 120 spent, 6 pending at 20 s each (0.03 h to go)",
+        "  h (model): 4560 spent, 12 pending at 5 calls each (60 calls to go)"]
 
 
 def _record():

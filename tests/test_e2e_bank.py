@@ -282,17 +282,19 @@ def test_a_partial_regrade_round_regrades_only_the_relevant_pairs_and_merges_the
     made = {g: sum(n.values()) for g, n in by_round.items()}
     # round 2 adds exactly the regraded relevant pairs and the stray grade
     assert made["grader-a"] == round_1 + len(relevant) + 1
-    hours = {g: f"{n * 30 / 3600:.2f}" for g, n in made.items()}
-    total = f"{sum(made.values()) * 30 / 3600:.2f}"
+    # both graders are models (params graders: kind model): priced in calls, one per
+    # judgment, not in annotator-hours
     report_md = (root / "metrics/report.md").read_text()
     for g in ("grader-a", "auditor-b"):
-        assert f"| {g} | {made[g]} | 0 | 30 | {hours[g]} | 0.00 |" in report_md
-    assert f"| all | {sum(made.values())} | 0 | | {total} | 0.00 |" in report_md
+        assert f"| {g} | model | {made[g]} | 0 | 1 call | {made[g]} calls | 0 calls |" in report_md
+    assert (f"| all | | {sum(made.values())} | 0 | | {sum(made.values())} model calls | "
+            "0 model calls |") in report_md
     status = tiny.run(root, "relgrade", "status").stdout.splitlines()
     # status also says what each round made
     rounds = {r: by_round["grader-a"][r] + by_round["auditor-b"][r] for r in (1, 2)}
-    assert (f"judging cost: {sum(made.values())} judgments spent ({total} h; round 1: "
-            f"{rounds[1]}, round 2: {rounds[2]}), 0 pending (0.00 h)") in status
+    assert (f"judging cost: {sum(made.values())} judgments spent ({sum(made.values())} model "
+            f"calls; round 1: {rounds[1]}, round 2: {rounds[2]}), 0 pending (0 model calls)"
+            ) in status
     for g in ("grader-a", "auditor-b"):
-        assert (f"  {g}: {made[g]} spent (round 1: {by_round[g][1]}, round 2: "
-                f"{by_round[g][2]}), 0 pending at 30 s each (0.00 h to go)") in status
+        assert (f"  {g} (model): {made[g]} spent (round 1: {by_round[g][1]}, round 2: "
+                f"{by_round[g][2]}), 0 pending at 1 call each (0 calls to go)") in status

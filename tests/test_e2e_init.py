@@ -119,7 +119,8 @@ def test_status_of_the_experiment_gives_the_key_cost_and_unfilled_design(second)
     assert cost["graders"]["grader-a"]["spent"] == len(pool)
     assert cost["graders"]["auditor-b"]["spent"] == audited
     assert cost["pending"] == 0
-    assert cost["spent_hours"] == pytest.approx((len(pool) + audited) * 30 / 3600)
+    # both are command graders (kind model): one call per judgment, no annotator-hours
+    assert (cost["spent_calls"], cost["spent_hours"]) == (len(pool) + audited, 0)
     assert st["design"]["unfilled"] == [
         "DESIGN.md: question", "DESIGN.md: corpus", "DESIGN.md: graders",
         "DESIGN.md: deviations", "rubric/v1.md: corpus examples"]
@@ -160,7 +161,9 @@ def test_pool_plan_prices_a_deeper_pool_without_writing(second):
     owed_b = sum(q in audit for q, _ in new)
     assert plan["cost"]["graders"]["grader-a"]["pending"] == owed_a
     assert plan["cost"]["graders"]["auditor-b"]["pending"] == owed_b
-    assert plan["cost"]["pending_hours"] == pytest.approx((owed_a + owed_b) * 30 / 3600)
+    # command graders are models: priced in calls, no annotator-hours
+    assert plan["cost"]["pending_calls"] == owed_a + owed_b
+    assert plan["cost"]["pending_hours"] == 0
 
 
 def test_pool_plan_without_depth_prices_todays_depth(second):

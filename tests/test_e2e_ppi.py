@@ -18,6 +18,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+import yaml
 from scipy import stats as sps
 
 from tests.e2e import tiny
@@ -211,3 +212,181 @@ def test_init_refuses_a_human_grader_named_like_the_model_and_a_bad_fraction(tmp
     assert bad.returncode == 1
     assert "the human fraction must lie in (0, 1]" in bad.stderr
     assert not (root / "experiments/x").exists() and not (root / "experiments/y").exists()
+
+
+# --- PPI++ decides; the sample is locked once the model has graded -------------------------
+
+def test_ppi_decides_the_report_the_decision_files_and_dvc_metrics_show(ppi_run):
+    root, folder, _ = ppi_run
+    est = json.loads((folder / "metrics/ppi.json").read_text())["estimates"][NDCG]
+    diff = est["differences"][0]
+    # the experiment's comparison, tfidf against the baseline bm25 (metrics.pairs: baseline)
+    assert (diff["arm_a"], diff["arm_b"]) == ("tfidf", "bm25")
+    comparisons = json.loads((folder / "metrics/comparisons.json").read_text())
+    assert comparisons["estimator"]["decides"] == "ppi++"
+    c = next(c for c in comparisons["comparisons"] if c["measure"] == NDCG)
+    assert (c["arm_a"], c["arm_b"], c["estimator"]) == ("tfidf", "bm25", "ppi++")
+    assert (c["delta"], c["low"], c["high"], c["p_holm"], c["significant"]) == (
+        diff["ppi++"]["estimate"], diff["ppi++"]["low"], diff["ppi++"]["high"],
+        diff["ppi++"]["p_holm"], diff["ppi++"]["significant"])
+    assert c["human_only"]["delta"] == diff["human-only"]["estimate"]
+    # the model key's own (bootstrap, randomization) comparison, labelled, beside it
+    assert c["model_only"]["interval"] != c["interval"] and "p_randomization" in c["model_only"]
+    files = {p.stem: json.loads(p.read_text())
+             for p in sorted((folder / "metrics/decision").glob("*.json"))}
+    for arm in ("bm25", "tfidf"):
+        row = est["arms"][arm]
+        assert files[arm]["estimator"] == "ppi++"
+        assert (files[arm]["mean"], files[arm]["low"], files[arm]["high"]) == (
+            row["ppi++"]["estimate"], row["ppi++"]["low"], row["ppi++"]["high"])
+        assert files[arm]["model_only_mean"] == comparisons["arms"][arm][NDCG]["model_only"][
+            "estimate"]
+        assert files[arm]["human_only_mean"] == row["human-only"]["estimate"]
+        assert files[arm]["human_queries"] == est["n"] == 6
+    assert (files["tfidf"]["delta"], files["tfidf"]["p_holm"]) == (
+        diff["ppi++"]["estimate"], diff["ppi++"]["p_holm"])
+    # the report's headline verdict is the PPI section's, and says which number decides
+    report = (folder / "metrics/report.md").read_text()
+    headline = report.split("## Verdicts")[1].split("## Judged@k")[0]
+    assert f"- {c['verdict']}" in headline and "(PPI++, people on 6 of 12 queries)" in headline
+    assert "Decided by PPI++" in headline
+    section = report.split("## Prediction-powered estimates")[1]
+    sig = "yes" if diff["ppi++"]["significant"] else "no"
+    assert f"| tfidf − bm25 | {diff['ppi++']['estimate']:.4f}"[:20] in section
+    assert f"| {diff['ppi++']['p_holm']:.3f} | {sig} |" in section
+    # what `dvc metrics show` prints: the same numbers
+    shown = json.loads(tiny.run(root, "dvc", "metrics", "show", "--json",
+                                "experiments/ppi/metrics/decision").stdout)
+    data = next(iter(shown.values()))["data"]
+    for path, got in data.items():
+        arm = Path(path).stem
+        assert got["data"]["mean"] == files[arm]["mean"]
+        assert got["data"]["estimator"] == "ppi++"
+    out = tiny.run(root, "relgrade", "metrics", "show", "--experiment",
+                   "experiments/ppi").stdout
+    assert "estimator: ppi++ (people on 6 queries" in out
+    assert f"{files['tfidf']['mean']:.4f}" in out
+    # `relgrade compare` recomputes the model key's statistics: labelled as such
+    ad_hoc = tiny.run(root, "relgrade", "compare", "tfidf", "bm25", "--experiment",
+                      "experiments/ppi")
+    assert ad_hoc.stderr.startswith("ppi mode: the numbers below are the model key's alone "
+                                    "(model-only)")
+
+
+def test_status_the_report_and_budget_price_the_model_in_calls_and_people_in_hours(ppi_run):
+    root, folder, _ = ppi_run
+    exp = ("--experiment", "experiments/ppi")
+    grades = pd.read_parquet(folder / "data/graded/grades.parquet")
+    model = int((grades["grader"] == "model-m").sum())
+    people = int((grades["grader"] == "person-h").sum())
+    pool_pairs = len(pd.read_parquet(folder / "data/pool/pool.parquet"))
+    assert model == pool_pairs and 0 < people < model
+    params = yaml.safe_load((folder / "params.yaml").read_text())
+    assert params["graders"]["person-h"]["kind"] == "human"  # init: ppi's auditor is a person
+    cost = json.loads(tiny.run(root, "relgrade", "status", *exp, "--json").stdout)["cost"]
+    assert cost["graders"]["model-m"] == {"worker": "model", "spent": model, "pending": 0,
+                                          "calls_per_judgment": 1, "spent_calls": model,
+                                          "pending_calls": 0}
+    assert cost["graders"]["person-h"]["worker"] == "person"
+    # people's judgments at the default 30 s each; the model's are no one's hours
+    assert cost["spent_hours"] == pytest.approx(people * 30 / 3600)
+    status = tiny.run(root, "relgrade", "status", *exp).stdout
+    assert (f"judging cost: {model + people} judgments spent ({people * 30 / 3600:.2f} "
+            f"annotator-hours + {model} model calls), 0 pending") in status
+    assert f"  model-m (model): {model} spent, 0 pending at 1 call each" in status
+    assert f"  person-h (person): {people} spent, 0 pending at 30 s each" in status
+    report = (folder / "metrics/report.md").read_text()
+    assert f"| model-m | model | {model} | 0 | 1 call | {model} calls | 0 calls |" in report
+    assert (f"| person-h | person | {people} | 0 | 30 s | {people * 30 / 3600:.2f} h | "
+            "0.00 h |") in report
+    budget = tiny.run(root, "relgrade", "budget", *exp).stdout
+    assert "human judgments: priced in annotator-hours" in budget
+    assert f"The ppi strategy also uses model-m's {pool_pairs} model calls" in budget
+
+
+def test_a_redraw_after_the_model_graded_is_refused_with_or_without_force(ppi_run):
+    root, folder, _ = ppi_run
+    lock = (folder / "data/audit/lock.json").read_bytes()
+    for extra in ((), ("--force",)):
+        done = tiny.run(root, "relgrade", "audit", "redraw", "--experiment", "experiments/ppi",
+                        *extra, check=False)
+        assert done.returncode == 1
+        lines = done.stderr.strip().splitlines()
+        assert len(lines) == 1 and lines[0].startswith("Error: ")
+        assert "the human sample is locked: model-m (the model grader) has" in lines[0]
+        assert "set grading.round: 2" in lines[0]
+        assert (folder / "data/audit/lock.json").read_bytes() == lock
+
+
+def test_a_params_change_that_would_move_the_sample_is_refused_by_the_audit_stage(ppi_run):
+    root, folder, _ = ppi_run
+    params = folder / "params.yaml"
+    text = params.read_text()
+    lock = (folder / "data/audit/lock.json").read_bytes()
+    audit_table = (folder / "data/audit/audit.jsonl").read_bytes()
+    try:
+        for old, new in (("human_fraction: 0.5", "human_fraction: 0.25"),
+                         ("seed: 0\n", "seed: 1\n")):
+            assert old in text
+            params.write_text(text.replace(old, new, 1))
+            done = tiny.run(root, "dvc", "repro", "-s", "experiments/ppi/dvc.yaml:audit",
+                            check=False)
+            assert done.returncode != 0
+            errors = [x for x in (done.stdout + done.stderr).splitlines()
+                      if x.startswith("Error: ")]
+            assert len(errors) == 1, done.stdout + done.stderr
+            assert "the human sample is locked: model-m (the model grader) has" in errors[0]
+            assert "locked with share 0.5; seed 0, stream ppi-sample" in errors[0]
+            assert (folder / "data/audit/lock.json").read_bytes() == lock
+            assert (folder / "data/audit/audit.jsonl").read_bytes() == audit_table
+    finally:
+        params.write_text(text)
+
+
+@pytest.mark.parametrize("args, said", [
+    (("--mode", "ppi", "--human-fraction", "0.2"),
+     "--human-fraction: the human sample needs at least 3 queries (the jackknife interval "
+     "deletes one and re-tunes lambda on the rest) (found 0.2 of 12 queries = 2)"),
+    (("--mode", "ppi", "--human-queries", "13"),
+     "--human-queries: the human sample cannot hold more queries than the experiment has "
+     "(found 13, of 12 queries)"),
+    (("--mode", "ppi", "--human-queries", "2"),
+     "--human-queries: the human sample needs at least 3 queries"),
+    (("--mode", "ppi", "--human-fraction", "0.5", "--human-queries", "6"),
+     "--human-fraction/--human-queries: give --human-fraction or --human-queries, not both"),
+    (("--human-fraction", "0.5"), "--human-fraction: --human-fraction goes with --mode ppi "
+                                  "(found --mode single)"),
+    (("--mode", "triage", "--human-queries", "6"),
+     "--human-queries: --human-queries goes with --mode ppi (found --mode triage)"),
+])
+def test_init_refuses_a_human_sample_it_cannot_draw(tmp_path_factory, args, said):
+    root = _repo(tmp_path_factory, "ppi-sample-refused")
+    done = tiny.run(root, "relgrade", "init", "experiments/x", "--corpus",
+                    "data/input/chunks.jsonl", "--queries", "data/input/queries.tsv",
+                    "--intents", "data/input/intents.tsv", "--arm", "bm25=bm25",
+                    "--grader-command", MODEL, *args, check=False)
+    assert done.returncode == 1
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("Error: ") and said in lines[0], lines
+    assert not (root / "experiments/x").exists()
+
+
+def test_before_any_grade_a_params_change_draws_the_sample_again(tmp_path_factory):
+    root = _repo(tmp_path_factory, "ppi-before-grades")
+    exp = "experiments/early"
+    made = _init(root, exp, "--human-queries", "4")
+    assert "Human sample: 4 of 12 queries" in made.stdout
+    tiny.run(root, "relgrade", "intents", "review", "--experiment", exp, "--reviewer",
+             "person-h")
+    tiny.run(root, "dvc", "repro", f"{exp}/dvc.yaml:audit")
+    lock_path = root / exp / "data/audit/lock.json"
+    first = json.loads(lock_path.read_text())
+    assert len(first["queries"]) == 4
+    assert first["queries"][0]["reason"].endswith("(count 4; seed 0, stream ppi-sample)")
+    params = root / exp / "params.yaml"
+    params.write_text(params.read_text().replace("human_queries: 4", "human_queries: 5", 1))
+    done = tiny.run(root, "dvc", "repro", f"{exp}/dvc.yaml:audit")
+    assert "audit: 5 queries for round 1, drawn now" in done.stdout
+    second = json.loads(lock_path.read_text())
+    assert second["queries"][0]["reason"].endswith("(count 5; seed 0, stream ppi-sample)")
+    assert len(second["queries"]) == 5

@@ -109,17 +109,17 @@ def test_the_model_is_lenient_on_every_arm_and_model_only_overrates_random_most(
     assert ppi["judge_audit"]["affinity_arms"] == ["tfidf"]
 
 
-def test_the_verdicts_script_adds_the_prediction_powered_verdicts():
+def test_the_verdicts_script_prints_the_ppi_verdicts_and_says_ppi_decides():
     env = dict(os.environ, PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")
     done = subprocess.run(["bash", str(EXP.parents[1] / "tools" / "verdicts.sh")],
                           capture_output=True, text=True, env=env)
     assert done.returncode == 0, done.stderr
     block = next(b for b in done.stdout.split("\n\n")
                  if b.startswith("Verdicts of experiments/ppi-sim "))
-    assert "the lines above are on the model grader's key" in block
-    ppi_lines = [ln for ln in block.splitlines() if ln.startswith("  - PPI++ ")]
-    assert len(ppi_lines) == 6  # every pair of the four arms
-    assert all("after Holm" in ln and "10 of 36 queries" in ln for ln in ppi_lines)
+    assert "(decided by PPI++: people graded 10 of 36 queries, the model every query" in block
+    lines = [ln for ln in block.splitlines() if ln.startswith("  - ")]
+    assert len(lines) == 3  # each arm against the baseline bm25 (metrics.pairs: baseline)
+    assert all("after Holm (PPI++, people on 10 of 36 queries)" in ln for ln in lines)
 
 
 def test_the_report_sentence_describes_the_interval_kind_in_words(ppi):

@@ -35,9 +35,13 @@ TRANSLATION = {
     "kendall_tau": -1.0, "order_changed": True,
 }
 
-COST = {"graders": {"g": {"spent": 240, "pending": 80, "seconds_per_judgment": 45.0,
-                          "spent_hours": 3.0, "pending_hours": 1.0}},
-        "spent": 240, "pending": 80, "spent_hours": 3.0, "pending_hours": 1.0}
+COST = {"graders": {"g": {"worker": "person", "spent": 240, "pending": 80,
+                          "seconds_per_judgment": 45.0, "spent_hours": 3.0,
+                          "pending_hours": 1.0},
+                    "m": {"worker": "model", "spent": 4560, "pending": 0,
+                          "calls_per_judgment": 1, "spent_calls": 4560, "pending_calls": 0}},
+        "spent": 4800, "pending": 80, "spent_hours": 3.0, "pending_hours": 1.0,
+        "spent_calls": 4560, "pending_calls": 0}
 
 
 def test_without_a_previous_key_or_cost_the_report_has_neither_section():
@@ -97,8 +101,12 @@ def test_a_revision_says_how_many_pairs_were_regraded_on_edited_content():
 def test_the_cost_section_gives_judgments_and_annotator_hours_per_grader_and_in_all():
     d = decision.build_decision(report(), primary=P, cost=COST)
     md = decision.to_markdown(d)
-    assert "| g | 240 | 80 | 45 | 3.00 | 1.00 |" in md
-    assert "| all | 240 | 80 | | 3.00 | 1.00 |" in md
+    # a person's work in annotator-hours, a model's in calls: 4560 model grades are not
+    # 38 hours of anyone's time
+    assert "| g | person | 240 | 80 | 45 s | 3.00 h | 1.00 h |" in md
+    assert "| m | model | 4560 | 0 | 1 call | 4560 calls | 0 calls |" in md
+    assert ("| all | | 4800 | 80 | | 3.00 annotator-hours + 4560 model calls | 1.00 "
+            "annotator-hours + 0 model calls |") in md
     assert '<h2 id="cost">Judging cost</h2>' in decision.to_html(d)
 
 
@@ -108,12 +116,14 @@ def test_report_cost_prices_the_judging_counts_the_grades_stage_recorded():
                 "judging": {"g": {"spent": 125, "pending": 8}, "h": {"spent": 30, "pending": 0}}}
     cost = report_cost(parse_params(BASE), manifest)
     # g: 125 spent at its own 45 s = 1.5625 h, 8 pending = 0.1 h; h: 30 spent at 20 s = 1/6 h
-    assert cost["graders"]["g"] == {"spent": 125, "pending": 8,
+    assert cost["graders"]["g"] == {"worker": "person", "spent": 125, "pending": 8,
                                          "seconds_per_judgment": 45.0,
                                          "spent_hours": pytest.approx(1.5625),
                                          "pending_hours": pytest.approx(0.1)}
     assert cost["graders"]["h"]["spent"] == 30
-    assert cost["spent_hours"] == pytest.approx(1.5625 + 30 * 20 / 3600)
+    # h is a model (kind model): 30 calls, no annotator-hours
+    assert cost["spent_hours"] == pytest.approx(1.5625)
+    assert (cost["graders"]["h"]["worker"], cost["spent_calls"]) == ("model", 30)
     assert report_cost(parse_params(BASE), {"graders": {}}) is None
 
 
@@ -186,8 +196,9 @@ def test_the_report_stage_scores_every_arm_under_the_previous_and_the_current_ke
     assert f"| previous | `{old['key_sha256']}` | p-old | v1 | 1 | 1 |" in md
     assert f"| current | `{current['key_sha256']}` | p-new | v1 | 1 | 1 |" in md
     assert "Kendall τ -1.000" in md
-    # the judging cost: 3 judgments at the default 30 s
-    assert "| grader-a | 3 | 0 | 30 | 0.03 | 0.00 |" in md
+    # the judging cost: grader-a is not declared in params, so priced as a person's: 3
+    # judgments at the default 30 s
+    assert "| grader-a | person | 3 | 0 | 30 s | 0.03 h | 0.00 h |" in md
     assert capsys.readouterr().out.endswith(
         "translation from the previous key: the arms' order changed between the keys "
         "(Kendall τ -1.000): numbers published under the previous key do not carry over\n")

@@ -100,10 +100,11 @@ def test_partly_graded_pool_gives_the_exact_lines(exp):
         "metrics bm25: missing",
         "metrics hybrid: missing",
         "metrics tfidf: missing",
-        # 4 grades made, 3 + 2 owed, 30 s each: 120 s = 0.03 h, 150 s = 0.04 h
-        "judging cost: 4 judgments spent (0.03 h), 5 pending (0.04 h)",
-        "  grader-a: 4 spent, 3 pending at 30 s each (0.03 h to go)",
-        "  auditor-b: 0 spent, 2 pending at 30 s each (0.02 h to go)",
+        # both graders are command graders (kind model): 4 grades made, 3 + 2 owed, one
+        # call each, no annotator-hours
+        "judging cost: 4 judgments spent (4 model calls), 5 pending (5 model calls)",
+        "  grader-a (model): 4 spent, 3 pending at 1 call each (3 calls to go)",
+        "  auditor-b (model): 0 spent, 2 pending at 1 call each (2 calls to go)",
         "design: unfilled: DESIGN.md: missing (relgrade design writes it)",
     ]
 
@@ -581,12 +582,14 @@ def test_judging_cost_counts_the_judgments_of_every_round_not_only_the_current_o
     _round_grades(root, p, "grader-a", [_row("q1", "a", 2), _row("q1", "b", 0)], 2)
     lines = _status(root).splitlines()
     i = next(i for i, x in enumerate(lines) if x.startswith("judging cost:"))
-    # spent 4 + 2 = 6 (180 s = 0.05 h); pending: grader-a 5 of the 7 pool pairs, auditor-b
-    # the audited q2's 2: 7 × 30 s = 210 s = 0.06 h
+    # spent 4 + 2 = 6 model calls; pending: grader-a 5 of the 7 pool pairs, auditor-b the
+    # audited q2's 2: 7 calls
     assert lines[i:i + 3] == [
-        "judging cost: 6 judgments spent (0.05 h; round 1: 4, round 2: 2), 7 pending (0.06 h)",
-        "  grader-a: 6 spent (round 1: 4, round 2: 2), 5 pending at 30 s each (0.04 h to go)",
-        "  auditor-b: 0 spent, 2 pending at 30 s each (0.02 h to go)"]
+        "judging cost: 6 judgments spent (6 model calls; round 1: 4, round 2: 2), 7 pending "
+        "(7 model calls)",
+        "  grader-a (model): 6 spent (round 1: 4, round 2: 2), 5 pending at 1 call each "
+        "(5 calls to go)",
+        "  auditor-b (model): 0 spent, 2 pending at 1 call each (2 calls to go)"]
 
 
 def test_an_extra_auditor_is_in_the_judging_cost_as_in_its_audit_line(exp):
@@ -599,12 +602,13 @@ def test_an_extra_auditor_is_in_the_judging_cost_as_in_its_audit_line(exp):
     lines = _status(root).splitlines()
     assert "audit: 1 of 2 pairs graded by expert-c (round 1)" in lines
     i = next(i for i, x in enumerate(lines) if x.startswith("judging cost:"))
-    # spent 4 + 1 = 5 (150 s = 0.04 h); pending grader-a 3, auditor-b 2, expert-c 1:
-    # 6 × 30 s = 180 s = 0.05 h
+    # the person expert-c: 1 spent × 30 s = 0.008 h, 1 pending = 0.008 h; the command graders:
+    # 4 spent calls, 3 + 2 pending calls
     assert lines[i:i + 4] == [
-        "judging cost: 5 judgments spent (0.04 h), 6 pending (0.05 h)",
-        "  grader-a: 4 spent, 3 pending at 30 s each (0.03 h to go)",
-        "  auditor-b: 0 spent, 2 pending at 30 s each (0.02 h to go)",
-        "  expert-c: 1 spent, 1 pending at 30 s each (0.01 h to go)"]
+        "judging cost: 5 judgments spent (0.01 annotator-hours + 4 model calls), 6 pending "
+        "(0.01 annotator-hours + 5 model calls)",
+        "  grader-a (model): 4 spent, 3 pending at 1 call each (3 calls to go)",
+        "  auditor-b (model): 0 spent, 2 pending at 1 call each (2 calls to go)",
+        "  expert-c (person): 1 spent, 1 pending at 30 s each (0.01 h to go)"]
     # the gate waits on the protocol's auditor only: expert-c's open pair is not owed to it
     assert json.loads(_status(root, "--json"))["pending"]["audit_owed"] == {"auditor-b": 2}

@@ -218,3 +218,15 @@ def test_a_side_without_decision_files_is_not_comparable_and_is_named():
     assert both["reason"] == "not comparable: no decision files at HEAD~1 or at HEAD"
     same = diff_decisions({}, {}, sides=("HEAD", "HEAD"))
     assert same["reason"] == "not comparable: no decision files at HEAD"
+
+
+def test_a_model_key_mean_and_a_ppi_estimate_are_not_comparable():
+    # a ppi experiment's files before PPI++ decided held the model key's mean (no estimator)
+    before = {"a": _decision(0.64), "b": _decision(0.27)}
+    after = {"a": _decision(0.59) | {"estimator": "ppi++"},
+             "b": _decision(0.05) | {"estimator": "ppi++"}}
+    d = diff_decisions(before, after, sides=("HEAD~1", "workspace"))
+    assert d["comparable"] is False
+    assert d["reason"] == "not comparable: estimator the key's mean vs ppi++"
+    assert d["estimators"] == ("the key's mean", "ppi++")
+    assert diff_decisions(after, after)["comparable"] is True

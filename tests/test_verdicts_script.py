@@ -65,3 +65,24 @@ def test_the_repository_report_gives_its_verdict_lines():
     assert head == "Verdicts of . (metrics/report.md):"
     assert rest and all(f"\n{ln.strip()}\n" in md for ln in rest)
     assert all(ln.startswith("  - ") and "nDCG(dcg='exp-log2')@10" in ln for ln in rest)
+
+
+def test_a_ppi_experiment_says_ppi_decides_or_that_its_report_predates_it(tmp_path):
+    import json
+
+    for name, estimator in (("new", {"human_sample": 6, "queries": 12}), ("old", None)):
+        root = tmp_path / "experiments" / name
+        _experiment(root, "metrics/report.md")
+        raw = yaml.safe_load((root / "params.yaml").read_text())
+        raw["grading"] = {"mode": "ppi"}
+        (root / "params.yaml").write_text(yaml.safe_dump(raw))
+        (root / "metrics/comparisons.json").write_text(json.dumps(
+            {"estimator": estimator} if estimator else {}))
+    done = _run(tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert ("\nVerdicts of experiments/new (experiments/new/metrics/report.md):\n"
+            "  - dense better than bm25 on P\n"
+            "  (decided by PPI++: people graded 6 of 12 queries, the model every query; "
+            "model-only and human-only stand beside it in the report)\n") in done.stdout
+    assert ("  (written before PPI++ decided in ppi mode: these lines are on the model "
+            "grader's key; rerun the compare and report stages)\n") in done.stdout

@@ -28,7 +28,8 @@ if ! dvc repro "$@" 2>&1 | tee "$log"; then
 fi
 # one row per arm and experiment: the primary measure with its interval, judged@k and the
 # difference from the baseline (every metric: dvc metrics show; a click experiment's IPS
-# estimates: dvc metrics show experiments/NAME/metrics)
+# estimates: dvc metrics show experiments/NAME/metrics); in a ppi experiment these are PPI++'s
+# (estimator ppi++), with the model-only and human-only numbers in their own columns
 decisions=metrics/decision
 for dir in $(find experiments -mindepth 2 -maxdepth 3 -type d -path '*/metrics/decision' \
              2>/dev/null | sort); do

@@ -41,7 +41,7 @@ PY
   fi
   echo "Verdicts of $dir ($report):"
   awk '/^## Verdicts$/ {on = 1; next} /^## / {on = 0} on && /^- / {print "  " $0}' "$report"
-  # a ppi experiment's key is the model grader's: add the prediction-powered verdicts
+  # a ppi experiment: its verdicts are PPI++'s (the compare stage's `estimator` says so)
   python - "$params" <<'PY'
 import json
 import sys
@@ -51,17 +51,17 @@ import yaml
 
 params = Path(sys.argv[1])
 raw = yaml.safe_load(params.read_text(encoding="utf-8")) or {}
-ppi = (raw.get("paths") or {}).get("ppi")
-if (raw.get("grading") or {}).get("mode") != "ppi" or not ppi or not (params.parent / ppi).is_file():
+comparisons = (raw.get("paths") or {}).get("comparisons")
+if (raw.get("grading") or {}).get("mode") != "ppi" or not comparisons \
+        or not (params.parent / comparisons).is_file():
     sys.exit(0)
-record = json.loads((params.parent / ppi).read_text(encoding="utf-8"))
-print("  (the lines above are on the model grader's key; PPI++ on the human sample, Holm:)")
-for measure, est in record["estimates"].items():
-    for d in est["differences"]:
-        e = d["ppi++"]
-        word = "significant" if e["significant"] else "no detectable difference"
-        print(f"  - PPI++ {d['arm_a']} - {d['arm_b']} on {measure}: {e['estimate']:+.3f} "
-              f"[{e['low']:+.3f}, {e['high']:+.3f}], p={e['p_holm']:.3g} after Holm: {word} "
-              f"({est['n']} of {est['N']} queries graded by people)")
+estimator = json.loads((params.parent / comparisons).read_text(encoding="utf-8")).get("estimator")
+if estimator:
+    print(f"  (decided by PPI++: people graded {estimator['human_sample']} of "
+          f"{estimator['queries']} queries, the model every query; model-only and human-only "
+          "stand beside it in the report)")
+else:
+    print("  (written before PPI++ decided in ppi mode: these lines are on the model "
+          "grader's key; rerun the compare and report stages)")
 PY
 done

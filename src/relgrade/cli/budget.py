@@ -25,7 +25,9 @@ def budget_cmd(params_path, fractions, as_json):
     """The judging-budget curve of a graded experiment: Kendall tau, top-half tau and the share
     of Holm verdicts preserved at each budget, for uniform query samples, PPI with the model
     key (ppi mode) and bandit orders of pairs (MaxMean, MTF), with annotator-hours from
-    params cost.seconds_per_judgment."""
+    params cost.seconds_per_judgment when people made the reference judgments, calls when a
+    model did (the frozen key of a model grader outside ppi mode); in ppi mode it also names
+    the model calls the ppi strategy rests on."""
     from relgrade.experiment.files import Experiment
     from relgrade.pipeline.budget import experiment_budget
 
@@ -36,10 +38,19 @@ def budget_cmd(params_path, fractions, as_json):
                 for r in curve.to_dict(orient="records")]
         click.echo(json.dumps({"reference": info, "curve": rows}, indent=2, allow_nan=False))
         return
-    click.echo(f"Reference: {info['reference']} ({info['human_judgments']} human judgments).")
-    click.echo("strategy  budget  judgments  hours  tau    top-half  verdicts")
+    model = info["reference_worker"] == "model"
+    who = (f"judgments of {info['reference_grader']}, a model: priced in calls" if model
+           else "human judgments: priced in annotator-hours")
+    click.echo(f"Reference: {info['reference']} ({info['human_judgments']} {who}).")
+    if info.get("model_calls") is not None:
+        click.echo(f"The ppi strategy also uses {info['model_grader']}'s {info['model_calls']} "
+                   "model calls (every pool pair) at every budget.")
+    click.echo(f"strategy  budget  judgments  {'calls' if model else 'hours'}  tau    top-half  "
+               "verdicts")
     for r in curve.itertuples():
         tau = "-" if r.kendall_tau != r.kendall_tau else f"{r.kendall_tau:.3f}"
         top = "-" if r.top_half_tau != r.top_half_tau else f"{r.top_half_tau:.3f}"
+        price = (f"{r.judgments * info['calls_per_judgment']:<6d}" if model
+                 else f"{r.annotator_hours:<6.2f}")
         click.echo(f"{r.strategy:<9} {r.budget:<7.2f} {r.judgments:<10d} "
-                   f"{r.annotator_hours:<6.2f} {tau:<6} {top:<9} {r.verdicts_preserved:.3f}")
+                   f"{price} {tau:<6} {top:<9} {r.verdicts_preserved:.3f}")

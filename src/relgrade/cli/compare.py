@@ -109,6 +109,8 @@ def compare_cmd(names, qrels_path, per_query_paths, measure_names, fmt, params_p
     the compare stage (params metrics.pairs, every measure), plus this pair if the design
     does not already hold it, so the numbers equal those in metrics/comparisons.json. With
     the key, runs, grades and audit present, the verdict also weighs the label-noise band.
+    In ppi mode these are the model key's numbers alone (model-only), and a first line (on
+    stderr) says so: the decision there is PPI++'s (metrics/comparisons.json).
 
     On plain files, `relgrade compare --qrels QRELS RUN_A RUN_B [RUN...]` scores each run
     (a query a run does not answer scores 0; a query with nothing relevant in the qrels is
@@ -149,7 +151,8 @@ def _compare_arms(arm_a, arm_b, measure, fmt, params_path, workers):
     from relgrade.evaluation.settings import design_pairs
     from relgrade.experiment.files import Experiment
 
-    kwargs = Experiment.load(params_path).compare_inputs(full=False)
+    ex = Experiment.load(params_path)
+    kwargs = ex.compare_inputs(full=False)
     settings = kwargs["settings"]
     arms = sorted(kwargs["per_query"]["arm"].unique())
     for arm in (arm_a, arm_b):
@@ -162,6 +165,10 @@ def _compare_arms(arm_a, arm_b, measure, fmt, params_path, workers):
         design.append((arm_a, arm_b))
     result = cmp.full_report(**kwargs, pairs=design, workers=workers)
     view = result.subset(pair=(arm_a, arm_b), measure=measure)
+    if ex.params.grading.mode == "ppi":  # these are the model key's numbers: say so first
+        click.echo("ppi mode: the numbers below are the model key's alone (model-only); the "
+                   "decision is PPI++'s (metrics/comparisons.json, relgrade metrics show, the "
+                   "report's verdicts)", err=True)
     _print(view, fmt, measure=measure, pair=(arm_a, arm_b))
 
 

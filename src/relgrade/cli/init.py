@@ -66,11 +66,13 @@ _PATH = click.Path(dir_okay=False, path_type=Path)
                    "powered estimates; clicks: a click experiment over --click-log "
                    "(propensities, pairs; IPS with --rankings, a training set with "
                    "--click-key).")
-@click.option("--human-fraction", type=float, default=0.2, show_default=True,
-              help="With --mode ppi: the share of the queries people grade in full, in (0, 1].")
-@click.option("--human-queries", type=click.IntRange(min=2), default=None,
+@click.option("--human-fraction", type=float, default=None,
+              help="With --mode ppi: the share of the queries people grade in full, in (0, 1] "
+                   "(default 0.2); it must give from 3 queries to all of them.")
+@click.option("--human-queries", type=int, default=None,
               help="With --mode ppi: instead of --human-fraction, how many queries people "
-                   "grade in full (at least 2; 10 or more for honest intervals).")
+                   "grade in full (3 to the number of queries; 10 or more for honest "
+                   "intervals).")
 @click.option("--triage", "triage", default="model-t", show_default=True, metavar="NAME[=COMMAND]",
               help="With --mode triage: the triage model grader, and its command.")
 @click.option("--rater", "raters", multiple=True, metavar="NAME[=COMMAND]",
@@ -141,6 +143,16 @@ def init_cmd(folder, corpus, queries, intents, query_log, sample_n, allocation, 
     click.echo(f"Created experiment {ex.root.name} in {where}: arms {arms_made}.")
     for line in ex.params.grading.deviations:
         click.echo(f"Note (recorded in params grading.deviations): {line}")
+    if mode == "ppi":
+        from relgrade.io.files import read_tsv
+        from relgrade.pipeline.scaffold import human_sample_size
+
+        n = sample_n if query_log is not None else len(
+            read_tsv(ex.root / ex.params.queries.input))
+        click.echo(f"Human sample: {human_sample_size(plan, n)} of {n} queries, drawn and "
+                   "locked by the audit stage before any grade; once the model grader has "
+                   "graded, a change of seed, ppi.human_fraction or ppi.human_queries is "
+                   "refused (a new grading.round draws a new sample)")
     if ex.params.gold is not None:
         click.echo(f"Note: the gold file is private: {where}/{ex.params.gold.input} is kept "
                    f"out of git; track it with `dvc add {where}/{ex.params.gold.input}` and "

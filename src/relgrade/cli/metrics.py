@@ -35,7 +35,7 @@ def diff_cmd(a_rev, b_rev, as_json, params_path):
     p-…"), nor is a side with no decision files (the experiment's folder not committed yet,
     or its metrics stage not run at that revision). The report's translation section scores
     every arm under both keys instead."""
-    from relgrade.evaluation.translate import diff_decisions
+    from relgrade.evaluation.translate import KEY_MEAN, diff_decisions
     from relgrade.pipeline.decisions import read_decisions
     from relgrade.experiment.files import Experiment
 
@@ -52,6 +52,9 @@ def diff_cmd(a_rev, b_rev, as_json, params_path):
             for files, pool, key, name in zip(sides, diff["pools"], diff["keys"],
                                               (a_rev, b_name))]
     click.echo("; ".join(said))
+    if any(e != KEY_MEAN for e in diff["estimators"]):  # ppi mode on either side
+        click.echo(f"estimator: {diff['estimators'][0]} at {a_rev}, {diff['estimators'][1]} "
+                   f"at {b_name}")
     for r in diff["arms"]:
         change = "—" if r["change"] is None else f"{r['change']:+.4f}"
         click.echo(f"  {r['arm']}: {r['measure']} {_f(r['old'])} at {a_rev} -> "
@@ -65,6 +68,7 @@ def diff_cmd(a_rev, b_rev, as_json, params_path):
 def show_cmd(as_json, params_path):
     """Print one experiment's decision per arm (metrics/decision/ARM.json): measure, mean,
     interval, Judged@k, and the difference from the baseline with its Holm-adjusted p-value.
+    In ppi mode these are PPI++'s, and a line says so.
     `dvc metrics show` lists every experiment of the repository; this lists one, then prints
     DVC's own commands limited to it (metrics, plots, experiments table)."""
     from relgrade.errors import InputError
@@ -85,6 +89,12 @@ def show_cmd(as_json, params_path):
     key = next((d["key"] for d in decisions.values() if d.get("key")), None)
     baseline = next((r["baseline"] for r in rows if r["baseline"]), rows[0]["arm"])
     click.echo(f"{name}: key {key or 'undefined'}, {len(rows)} arms, baseline {baseline}")
+    estimators = sorted({str(d["estimator"]) for d in decisions.values() if d.get("estimator")})
+    if estimators:  # ppi mode: say which estimator the numbers are, and what stands beside
+        human = next((d.get("human_queries") for d in decisions.values()
+                      if d.get("human_queries") is not None), None)
+        click.echo(f"estimator: {', '.join(estimators)} (people on {human} queries, the model "
+                   "on every query); model_only_* and human_only_* beside it in the files")
     cells = [[r["arm"], str(r["measure"]), number(r["mean"]),
               f"[{number(r['low'])}, {number(r['high'])}]", number(r["judged"]),
               "" if r["delta"] is None else f"{r['delta']:+.4f}",

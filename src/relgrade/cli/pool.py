@@ -24,8 +24,9 @@ def pool_cmd():
 def plan_cmd(depth, as_json, params_path):
     """Say what pooling the arms' runs at --depth would make, and what grading it would cost:
     the pool version it would create, its pairs, the pairs new to the pool, and the judgments
-    the key grader and the auditor would owe, in annotator-hours (params
-    cost.seconds_per_judgment, or a grader's own). Without --depth, today's depth (params
+    the key grader and the auditor would owe: a person's in annotator-hours (params
+    cost.seconds_per_judgment, or a grader's own), a model's in calls (one per judgment, or
+    graders.NAME.samples). Without --depth, today's depth (params
     pool.depth): what an arm added to params would cost. Every arm in params is pooled, so an
     arm whose run is not made yet is an error naming the `dvc repro` that makes it. Writes
     nothing."""
@@ -40,8 +41,16 @@ def plan_cmd(depth, as_json, params_path):
                f"{plan['pool_version']} (now {plan['pairs_now']} pairs, version "
                f"{plan['pool_version_now'] or 'none'}); {plan['new_pairs']} pairs new to the pool")
     cost = plan["cost"]
-    click.echo(f"grading it: {cost['pending']} judgments owed, {cost['pending_hours']:.2f} "
-               "annotator-hours")
+    kinds = {g["worker"] for g in cost["graders"].values()}
+    price = [f"{cost['pending_hours']:.2f} annotator-hours" if "person" in kinds else "",
+             f"{cost['pending_calls']} model calls" if "model" in kinds else ""]
+    click.echo(f"grading it: {cost['pending']} judgments owed, "
+               f"{' + '.join(p for p in price if p) or 'nothing'}")
     for name, g in cost["graders"].items():
-        click.echo(f"  {name}: {g['pending']} at {g['seconds_per_judgment']:g} s "
-                   f"({g['pending_hours']:.2f} h)")
+        if g["worker"] == "model":
+            click.echo(f"  {name} (model): {g['pending']} at {g['calls_per_judgment']} "
+                       f"call{'s' if g['calls_per_judgment'] != 1 else ''} each "
+                       f"({g['pending_calls']} calls)")
+        else:
+            click.echo(f"  {name} (person): {g['pending']} at {g['seconds_per_judgment']:g} s "
+                       f"each ({g['pending_hours']:.2f} h)")

@@ -91,6 +91,9 @@ class Decision:
     ranks : dict or None
         The arms' rank-sets and tied groups on ``primary`` (:func:`rank_set_cells`); None
         without rank-sets (the report then has no such section).
+    decided_by : str
+        In ppi mode, the sentence saying that PPI++ decides and what stands beside it (the
+        report's ``estimator.note``); "" otherwise.
     """
 
     header: list
@@ -117,6 +120,7 @@ class Decision:
     ppi: dict | None = None
     post_hoc: dict | None = None
     ranks: dict | None = None
+    decided_by: str = ""
 
 
 def _cutoff(measure: str) -> int | None:
@@ -197,11 +201,17 @@ def _against(report: dict, arm: str, base: str, measure: str) -> dict | None:
     for c in report["comparisons"]:
         if c["measure"] != measure:
             continue
-        if (c["arm_a"], c["arm_b"]) == (arm, base):
-            return {"delta": c["delta"], "p_holm": c["p_holm"], "significant": c["significant"]}
-        if (c["arm_a"], c["arm_b"]) == (base, arm):
-            return {"delta": -c["delta"], "p_holm": c["p_holm"],
-                    "significant": c["significant"]}
+        if (c["arm_a"], c["arm_b"]) in ((arm, base), (base, arm)):
+            sign = 1.0 if (c["arm_a"], c["arm_b"]) == (arm, base) else -1.0
+            out = {"delta": sign * c["delta"], "p_holm": c["p_holm"],
+                   "significant": c["significant"]}
+            # ppi mode: the model key's and the human sample's differences stand beside
+            for label, key in (("model_only", "model_only"), ("human_only", "human_only")):
+                other = c.get(key)
+                if other is not None:
+                    out[f"{label}_delta"] = sign * other["delta"]
+                    out[f"{label}_p_holm"] = other.get("p_holm")
+            return out
     return None
 
 
@@ -236,7 +246,14 @@ def arm_summaries(report: dict, *, primary: str | None = None, source=None,
         than the baseline that was compared with it, the difference arm − baseline and its
         Holm-adjusted p-value, and the arm's rank-set (rank 1 the best; with the others'
         sets, simultaneous coverage at the rank-sets' level) when ``rank_sets`` is given for
-        the measure. Values are the report's, unrounded.
+        the measure. Values are the report's, unrounded. In ppi mode (a report
+        rewritten by :func:`relgrade.evaluation.ppi_decision.govern`) ``mean``, ``low``,
+        ``high``, ``delta`` and ``p_holm`` are PPI++'s, and the row adds ``estimator``
+        (``"ppi++"``, or ``"model-only"`` for a measure the ppi stage did not estimate),
+        ``human_queries``, ``model_only_mean``/``_low``/``_high``,
+        ``human_only_mean``/``_low``/``_high`` and, against the baseline,
+        ``model_only_delta``, ``model_only_p_holm``, ``human_only_delta``,
+        ``human_only_p_holm``.
 
     Raises
     ------
@@ -258,6 +275,16 @@ def arm_summaries(report: dict, *, primary: str | None = None, source=None,
         if ci is None:
             continue
         row = {"measure": measure, "mean": ci["estimate"], "low": ci["low"], "high": ci["high"]}
+        if ci.get("estimator"):
+            # ppi mode: which estimator decides, and the other two beside it, labelled
+            row["estimator"] = ci["estimator"]
+            for label in ("model_only", "human_only"):
+                other = ci.get(label)
+                if other is not None:
+                    row.update({f"{label}_mean": other["estimate"],
+                                f"{label}_low": other["low"], f"{label}_high": other["high"]})
+            if ci.get("human_n") is not None:
+                row["human_queries"] = ci["human_n"]
         if report.get("weighted"):
             # the mean and interval are traffic-weighted; the plain mean stands beside them
             row.update(weighted=True, unweighted_mean=ci.get("unweighted_mean"))
@@ -268,6 +295,8 @@ def arm_summaries(report: dict, *, primary: str | None = None, source=None,
             vs = _against(report, arm, base, measure)
             if vs is not None:
                 row.update(baseline=base, delta=vs["delta"], p_holm=vs["p_holm"])
+                row.update({k: v for k, v in vs.items() if k.startswith(("model_only_",
+                                                                         "human_only_"))})
         ranks = _ranks_for(rank_sets, measure).get(arm)
         if ranks is not None:
             row.update(rank_low=ranks["rank_low"], rank_high=ranks["rank_high"])
@@ -373,28 +402,63 @@ def translation_cells(translation: dict) -> dict:
 
 
 def cost_cells(cost: dict) -> dict:
-    """The judging-cost section's formatted cells.
+    """The judging-cost section's formatted cells: people's work in annotator-hours, models'
+    in calls.
 
     Parameters
     ----------
     cost : dict
-        :func:`relgrade.pipeline.cost.judging_cost`'s result (``graders``, ``spent``,
-        ``pending``, ``spent_hours``, ``pending_hours``).
+        :func:`relgrade.pipeline.cost.judging_cost`'s result (``graders``, each with
+        ``worker``; ``spent``, ``pending``, ``spent_hours``, ``pending_hours``,
+        ``spent_calls``, ``pending_calls``). An entry without ``worker`` is a person's.
 
     Returns
     -------
     dict
-        ``graders``: rows ``{"grader", "spent", "pending", "seconds", "spent_hours",
-        "pending_hours"}`` (hours to 2 decimals); ``total``: the same for all graders.
+        ``graders``: rows ``{"grader", "worker", "spent", "pending", "each", "spent_cost",
+        "pending_cost"}``: ``each`` "30 s" (a person) or "1 call" (a model), the costs
+        "1.25 h" (hours to 2 decimals) or "4560 calls"; ``total``: ``spent``, ``pending``
+        (judgments) and ``spent_cost``, ``pending_cost`` (the hours and the calls, each
+        named when such a grader is there).
+
+    Examples
+    --------
+    >>> c = cost_cells({"graders": {
+    ...     "m": {"worker": "model", "spent": 40, "pending": 0, "calls_per_judgment": 1,
+    ...           "spent_calls": 40, "pending_calls": 0},
+    ...     "p": {"worker": "person", "spent": 12, "pending": 0, "seconds_per_judgment": 30.0,
+    ...           "spent_hours": 0.1, "pending_hours": 0.0}},
+    ...     "spent": 52, "pending": 0, "spent_hours": 0.1, "pending_hours": 0.0,
+    ...     "spent_calls": 40, "pending_calls": 0})
+    >>> c["graders"][0]["spent_cost"], c["total"]["spent_cost"]
+    ('40 calls', '0.10 annotator-hours + 40 model calls')
     """
-    rows = [{"grader": g, "spent": _int(c["spent"]), "pending": _int(c["pending"]),
-             "seconds": f"{c['seconds_per_judgment']:g}",
-             "spent_hours": _num(c["spent_hours"], 2),
-             "pending_hours": _num(c["pending_hours"], 2)}
-            for g, c in cost["graders"].items()]
+    rows = []
+    for g, c in cost["graders"].items():
+        if c.get("worker") == "model":
+            k = int(c["calls_per_judgment"])
+            rows.append({"grader": g, "worker": "model", "spent": _int(c["spent"]),
+                         "pending": _int(c["pending"]), "each": f"{k} call{'s' if k != 1 else ''}",
+                         "spent_cost": f"{c['spent_calls']} calls",
+                         "pending_cost": f"{c['pending_calls']} calls"})
+        else:
+            rows.append({"grader": g, "worker": "person", "spent": _int(c["spent"]),
+                         "pending": _int(c["pending"]),
+                         "each": f"{c['seconds_per_judgment']:g} s",
+                         "spent_cost": f"{_num(c['spent_hours'], 2)} h",
+                         "pending_cost": f"{_num(c['pending_hours'], 2)} h"})
+    kinds = {r["worker"] for r in rows}
+
+    def both(which):
+        parts = []
+        if "person" in kinds:
+            parts.append(f"{_num(cost[f'{which}_hours'], 2)} annotator-hours")
+        if "model" in kinds:
+            parts.append(f"{cost.get(f'{which}_calls', 0)} model calls")
+        return " + ".join(parts) or UNDEFINED
+
     total = {"spent": _int(cost["spent"]), "pending": _int(cost["pending"]),
-             "spent_hours": _num(cost["spent_hours"], 2),
-             "pending_hours": _num(cost["pending_hours"], 2)}
+             "spent_cost": both("spent"), "pending_cost": both("pending")}
     return {"graders": rows, "total": total}
 
 
@@ -616,6 +680,10 @@ def build_decision(report: dict, *, primary: str | None = None, source=None,
               ("baseline", str(settings.get("baseline") or "none"))]
     if report.get("weighted"):
         header.append(("query weights", str(report.get("weighting") or "traffic-weighted")))
+    if report.get("estimator"):
+        e = report["estimator"]
+        header.append(("decided by", f"PPI++ ({e.get('human_sample')} of {e.get('queries')} "
+                                     "queries graded by people, the rest by the model)"))
     level = f"{settings.get('level', 0.95):.0%}"
     change = f"{settings.get('min_relative_change', 0.02):.0%}"
 
@@ -715,7 +783,8 @@ def build_decision(report: dict, *, primary: str | None = None, source=None,
         cost=cost_cells(cost) if cost else None,
         ppi=ppi_cells(ppi) if ppi else None,
         post_hoc=post_hoc_cells(post_hoc) if post_hoc else None,
-        ranks=rank_set_cells(rank_sets) if _ranks_for(rank_sets, measure) else None)
+        ranks=rank_set_cells(rank_sets) if _ranks_for(rank_sets, measure) else None,
+        decided_by=str((report.get("estimator") or {}).get("note") or ""))
 
 
 

@@ -214,6 +214,10 @@ def translate(*, runs: Mapping[str, pd.DataFrame], previous: pd.DataFrame,
                        order_changed=order_before != order_after)
 
 
+#: What a decision file without ``estimator`` holds: the frozen key's own mean.
+KEY_MEAN = "the key's mean"
+
+
 def diff_decisions(old: Mapping[str, Mapping], new: Mapping[str, Mapping],
                    sides: tuple[str, str] = ("old", "new")) -> dict:
     """Two sets of per-arm decision files compared, and whether their numbers are comparable.
@@ -231,12 +235,14 @@ def diff_decisions(old: Mapping[str, Mapping], new: Mapping[str, Mapping],
     -------
     dict
         ``comparable`` (bool: both sides hold decision files, and every file on both sides
-        names one and the same pool version and measure), ``reason`` (str: why not, e.g.
-        ``"not comparable: pool p-aaa vs p-bbb"`` or ``"not comparable: no decision files
-        at HEAD~1"``, or ``""``), ``pools`` and ``keys`` (``(old, new)``, each the sorted
-        values joined by ", ", "none" when no file names one) and ``arms``: rows ``{"arm",
-        "measure", "old", "new", "change"}`` (means; None where an arm has no file or no
-        mean; ``change`` = new − old when both are numbers), arms by name.
+        names one and the same pool version, measure and estimator), ``reason`` (str: why
+        not, e.g. ``"not comparable: pool p-aaa vs p-bbb"``, ``"not comparable: estimator
+        the key's mean vs ppi++"`` or ``"not comparable: no decision files at HEAD~1"``, or
+        ``""``), ``pools``, ``keys`` and ``estimators`` (``(old, new)``, each the sorted
+        values joined by ", ", "none" when no file names a pool or key, :data:`KEY_MEAN`
+        when none names an estimator: files written outside ppi mode) and ``arms``: rows
+        ``{"arm", "measure", "old", "new", "change"}`` (means; None where an arm has no file
+        or no mean; ``change`` = new − old when both are numbers), arms by name.
 
     Examples
     --------
@@ -250,12 +256,13 @@ def diff_decisions(old: Mapping[str, Mapping], new: Mapping[str, Mapping],
     def values(files, field):
         return sorted({str(f.get(field)) for f in files.values() if f.get(field) is not None})
 
-    def joined(vals):
-        return ", ".join(vals) or "none"
+    def joined(vals, none="none"):
+        return ", ".join(vals) or none
 
     pools = (values(old, "pool_version"), values(new, "pool_version"))
     keys = (values(old, "key"), values(new, "key"))
     measures = (values(old, "measure"), values(new, "measure"))
+    estimators = (values(old, "estimator"), values(new, "estimator"))
     unstamped = [a for files in (old, new) for a, f in files.items()
                  if f.get("pool_version") is None]
     empty = list(dict.fromkeys(name for files, name in zip((old, new), sides) if not files))
@@ -268,6 +275,9 @@ def diff_decisions(old: Mapping[str, Mapping], new: Mapping[str, Mapping],
         reason = f"not comparable: pool {joined(pools[0])} vs {joined(pools[1])}"
     elif measures[0] != measures[1]:
         reason = f"not comparable: measure {joined(measures[0])} vs {joined(measures[1])}"
+    elif estimators[0] != estimators[1]:
+        reason = (f"not comparable: estimator {joined(estimators[0], KEY_MEAN)} vs "
+                  f"{joined(estimators[1], KEY_MEAN)}")
     else:
         reason = ""
     rows = []
@@ -277,5 +287,6 @@ def diff_decisions(old: Mapping[str, Mapping], new: Mapping[str, Mapping],
         rows.append({"arm": arm, "measure": b.get("measure", a.get("measure")), "old": x,
                      "new": y, "change": y - x if _finite(x) and _finite(y) else None})
     return {"comparable": not reason, "reason": reason,
+            "estimators": (joined(estimators[0], KEY_MEAN), joined(estimators[1], KEY_MEAN)),
             "pools": (joined(pools[0]), joined(pools[1])),
             "keys": (joined(keys[0]), joined(keys[1])), "arms": rows}

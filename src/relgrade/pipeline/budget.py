@@ -16,6 +16,7 @@ from relgrade.evaluation import budget, pooled
 from relgrade.experiment.params import BUDGET_FRACTIONS
 from relgrade.io import files as io
 from relgrade.io.runs import read_run
+from relgrade.pipeline.cost import MODEL, PERSON, calls_per_judgment, worker
 from relgrade.rng import stage_rng
 
 
@@ -36,7 +37,12 @@ def experiment_budget(ex, *, fractions=None, k: int | None = None) -> tuple[pd.D
     curve : pandas.DataFrame
         :data:`relgrade.evaluation.budget.COLUMNS`.
     info : dict
-        ``reference`` (in words), ``queries``, ``human_judgments``, ``seed_stream``.
+        ``reference`` (in words), ``queries``, ``human_judgments``, ``seed_stream``,
+        ``reference_grader`` and ``reference_worker`` (``person`` or ``model``,
+        :func:`relgrade.pipeline.cost.worker`: whose judgments the budgets count; a model's
+        are priced in calls, ``calls_per_judgment``); in ppi mode ``model_grader`` and
+        ``model_calls`` (its calls on every pool pair, which the ``ppi`` strategy uses at
+        every budget).
 
     Raises
     ------
@@ -72,7 +78,16 @@ def experiment_budget(ex, *, fractions=None, k: int | None = None) -> tuple[pd.D
         rng=stage_rng(p.need("seed"), "ppi-budget"), fractions=fractions, k=k,
         alpha=1.0 - (cfg.level if cfg else 0.95),
         seconds_per_judgment=p.cost.seconds_per_judgment)
+    # who made the reference judgments: people are priced in hours, a model in calls
+    ref_grader = p.grading.auditor if cfg is not None else p.grading.key_grader
+    who = worker(p, ref_grader) if ref_grader else PERSON
     info = {"reference": reference, "queries": int(rows.size),
             "human_judgments": int(np.isfinite(human[rows]).sum()), "k": k,
-            "seed_stream": "ppi-budget"}
+            "seed_stream": "ppi-budget", "reference_grader": ref_grader,
+            "reference_worker": who,
+            "calls_per_judgment": calls_per_judgment(p, ref_grader) if who == MODEL else None}
+    if cfg is not None:  # the ppi strategy also rests on the model grader's every pool pair
+        model = p.grading.key_grader
+        info["model_grader"] = model
+        info["model_calls"] = int(len(key)) * calls_per_judgment(p, model)
     return curve, info

@@ -1,8 +1,12 @@
-"""Judging as a program with a cost: judgments spent and pending, in annotator-hours.
+"""Judging as a program with a cost: judgments spent and pending, priced by who did the work.
 
-One judgment (one grade of one pair by one grader) costs params
-``cost.seconds_per_judgment`` seconds (default 30, the protocol's estimate), or the
-grader's own ``graders.NAME.seconds_per_judgment``. Hours are judgments × seconds / 3600.
+A person's judgment (one grade of one pair by a grader of kind ``human``, or of family
+``human``) costs params ``cost.seconds_per_judgment`` seconds (default 30, the protocol's
+estimate), or the grader's own ``graders.NAME.seconds_per_judgment``: annotator-hours are
+judgments × seconds / 3600. A model's judgment (a grader of kind ``model``, or of kind
+``import`` with a family other than ``human``) costs calls: one per judgment, or
+``graders.NAME.samples`` with self-consistency sampling; no annotator-hours. Grades relgrade
+cannot place (an undeclared grader, an import without a family) are priced as people's.
 A re-pool is priced before it is made (:func:`plan_pool`): the pool the runs on disk give
 at another depth, its version, and the pairs it would leave owed.
 """
@@ -47,9 +51,66 @@ def seconds_per_judgment(params, grader: str) -> float:
     return float(value)
 
 
+#: Who did a grader's work: a person (priced in annotator-hours) or a model (in calls).
+PERSON, MODEL = "person", "model"
+
+
+def worker(params, grader: str) -> str:
+    """Whether ``grader``'s judgments are a person's or a model's, from params ``graders``.
+
+    Returns
+    -------
+    str
+        :data:`MODEL` for kind ``model`` (a command grader) unless its family is ``human``
+        (a person answering through a command), and for kind ``import`` with a family other
+        than ``human``; :data:`PERSON` otherwise (kind ``human``, family ``human``, an
+        import without a family, an undeclared grader).
+    """
+    from relgrade.protocol.gate import PEOPLE_FAMILY
+
+    spec = params.graders.get(grader)
+    if spec is None:
+        return PERSON
+    family = str(spec.as_dict().get("family") or "").lower()
+    if family == PEOPLE_FAMILY or spec.kind == "human":
+        return PERSON
+    if spec.kind == "model" or family:
+        return MODEL
+    return PERSON
+
+
+def calls_per_judgment(params, grader: str) -> int:
+    """Model calls one judgment of ``grader`` takes: ``graders.NAME.samples`` (self-consistency
+    sampling grades each pair that many times), else 1."""
+    spec = params.graders.get(grader)
+    value = spec.as_dict().get("samples") if spec is not None else None
+    return int(value) if isinstance(value, int) and not isinstance(value, bool) and value > 1 \
+        else 1
+
+
+def prices(params, graders) -> dict:
+    """Per grader, what one judgment costs: ``{"worker", "seconds_per_judgment",
+    "calls_per_judgment"}`` (see :func:`worker`, :func:`seconds_per_judgment`,
+    :func:`calls_per_judgment`); the argument :func:`judging_cost` takes.
+
+    Raises
+    ------
+    InputError
+        A person's ``seconds_per_judgment`` override is not a positive number.
+    """
+    out = {}
+    for g in graders:
+        who = worker(params, g)
+        out[g] = {"worker": who,
+                  "seconds_per_judgment": seconds_per_judgment(params, g) if who == PERSON
+                  else None,
+                  "calls_per_judgment": calls_per_judgment(params, g) if who == MODEL else None}
+    return out
+
+
 def judging_cost(counts: Mapping[str, Mapping[str, int]],
-                 seconds: Mapping[str, float]) -> dict:
-    """Judgments spent and pending per grader, and what they cost in annotator-hours.
+                 seconds: Mapping[str, float | Mapping]) -> dict:
+    """Judgments spent and pending per grader, priced by who did the work.
 
     Parameters
     ----------
@@ -57,35 +118,54 @@ def judging_cost(counts: Mapping[str, Mapping[str, int]],
         Grader → ``{"spent": int, "pending": int}`` (judgments made and still owed),
         optionally with ``"spent_by_round": {round: int}`` (kept as given).
     seconds : mapping
-        Grader → seconds per judgment.
+        Grader → its price, :func:`prices`' entry (``worker``, ``seconds_per_judgment``,
+        ``calls_per_judgment``), or a bare number of seconds per judgment (a person's).
 
     Returns
     -------
     dict
-        ``{"graders": {name: {"spent", "pending", "seconds_per_judgment", "spent_hours",
-        "pending_hours"[, "spent_by_round"]}}, "spent": int, "pending": int, "spent_hours": float,
-        "pending_hours": float}``; hours are judgments × seconds / 3600, unrounded.
+        ``{"graders": {name: {"worker", "spent", "pending", ...[, "spent_by_round"]}},
+        "spent", "pending", "spent_hours", "pending_hours", "spent_calls",
+        "pending_calls"}``. A person's entry has ``seconds_per_judgment``, ``spent_hours``
+        and ``pending_hours`` (judgments × seconds / 3600, unrounded); a model's has
+        ``calls_per_judgment``, ``spent_calls`` and ``pending_calls`` (judgments × calls).
+        The totals' hours are people's only, their calls models' only; ``spent`` and
+        ``pending`` count every judgment.
 
     Examples
     --------
-    >>> c = judging_cost({"a": {"spent": 120, "pending": 60}}, {"a": 30.0})
-    >>> c["spent_hours"], c["pending_hours"]
-    (1.0, 0.5)
+    >>> c = judging_cost({"a": {"spent": 120, "pending": 60}, "m": {"spent": 500,
+    ...                   "pending": 0}}, {"a": 30.0, "m": {"worker": "model",
+    ...                   "calls_per_judgment": 1}})
+    >>> c["spent_hours"], c["pending_hours"], c["spent_calls"]
+    (1.0, 0.5, 500)
     """
     out = {}
     for name, n in counts.items():
-        s = float(seconds[name])
-        out[name] = {"spent": int(n["spent"]), "pending": int(n["pending"]),
-                     "seconds_per_judgment": s,
-                     "spent_hours": int(n["spent"]) * s / SECONDS_PER_HOUR,
-                     "pending_hours": int(n["pending"]) * s / SECONDS_PER_HOUR}
+        price = seconds[name]
+        if not isinstance(price, Mapping):
+            price = {"worker": PERSON, "seconds_per_judgment": price}
+        spent, pending = int(n["spent"]), int(n["pending"])
+        if price["worker"] == MODEL:
+            k = int(price.get("calls_per_judgment") or 1)
+            out[name] = {"worker": MODEL, "spent": spent, "pending": pending,
+                         "calls_per_judgment": k, "spent_calls": spent * k,
+                         "pending_calls": pending * k}
+        else:
+            s = float(price["seconds_per_judgment"])
+            out[name] = {"worker": PERSON, "spent": spent, "pending": pending,
+                         "seconds_per_judgment": s,
+                         "spent_hours": spent * s / SECONDS_PER_HOUR,
+                         "pending_hours": pending * s / SECONDS_PER_HOUR}
         if n.get("spent_by_round"):
             out[name]["spent_by_round"] = {str(r): int(k) for r, k in n["spent_by_round"].items()}
     return {"graders": out,
             "spent": sum(g["spent"] for g in out.values()),
             "pending": sum(g["pending"] for g in out.values()),
-            "spent_hours": sum(g["spent_hours"] for g in out.values()),
-            "pending_hours": sum(g["pending_hours"] for g in out.values())}
+            "spent_hours": sum(g.get("spent_hours", 0.0) for g in out.values()),
+            "pending_hours": sum(g.get("pending_hours", 0.0) for g in out.values()),
+            "spent_calls": sum(g.get("spent_calls", 0) for g in out.values()),
+            "pending_calls": sum(g.get("pending_calls", 0) for g in out.values())}
 
 
 def status_cost(params, pending: Mapping) -> dict | None:
@@ -109,7 +189,7 @@ def status_cost(params, pending: Mapping) -> dict | None:
     if not pending or "graders" not in pending:
         return None
     counts = judgment_counts(pending)
-    return judging_cost(counts, {g: seconds_per_judgment(params, g) for g in counts})
+    return judging_cost(counts, prices(params, counts))
 
 
 def report_cost(params, grades_manifest: Mapping) -> dict | None:
@@ -149,12 +229,14 @@ def report_cost(params, grades_manifest: Mapping) -> dict | None:
     counts = {str(g): {"spent": int(c["spent"]), "pending": int(c["pending"]),
                        "spent_by_round": dict(c.get("spent_by_round") or {})}
               for g, c in sorted(counts.items())}  # graders in name order, rounds kept
-    return judging_cost(counts, {g: seconds_per_judgment(params, g) for g in counts})
+    return judging_cost(counts, prices(params, counts))
 
 
 def cost_lines(cost: Mapping) -> list[str]:
-    """Plain-words lines of :func:`judging_cost`'s result: one total (with the judgments of
-    each round when more than one round was graded), one per grader (likewise)."""
+    """Plain-words lines of :func:`judging_cost`'s result: one total (people's annotator-hours
+    and models' calls, each named only when such a grader is there; with the judgments of
+    each round when more than one round was graded), one per grader with who it is (person or
+    model) and its price (likewise)."""
     def rounds(by_round):
         if len(by_round or {}) < 2:
             return ""
@@ -166,13 +248,27 @@ def cost_lines(cost: Mapping) -> list[str]:
         for r, n in (g.get("spent_by_round") or {}).items():
             total[str(r)] = total.get(str(r), 0) + int(n)
     by_round = f"; {rounds(total)}" if rounds(total) else ""
-    out = [f"judging cost: {cost['spent']} judgments spent ({cost['spent_hours']:.2f} h"
-           f"{by_round}), {cost['pending']} pending ({cost['pending_hours']:.2f} h)"]
+    kinds = {g.get("worker", PERSON) for g in cost["graders"].values()}
+
+    def price(which):
+        parts = []
+        if PERSON in kinds:
+            parts.append(f"{cost[f'{which}_hours']:.2f} annotator-hours")
+        if MODEL in kinds:
+            parts.append(f"{cost.get(f'{which}_calls', 0)} model calls")
+        return " + ".join(parts) or "nothing"
+
+    out = [f"judging cost: {cost['spent']} judgments spent ({price('spent')}{by_round}), "
+           f"{cost['pending']} pending ({price('pending')})"]
     for name, g in cost["graders"].items():
         mine = rounds(g.get("spent_by_round"))
-        out.append(f"  {name}: {g['spent']} spent{f' ({mine})' if mine else ''}, "
-                   f"{g['pending']} pending at {g['seconds_per_judgment']:g} s each "
-                   f"({g['pending_hours']:.2f} h to go)")
+        if g.get("worker", PERSON) == MODEL:
+            each = (f"{g['calls_per_judgment']} call{'s' if g['calls_per_judgment'] != 1 else ''}"
+                    f" each ({g['pending_calls']} calls to go)")
+        else:
+            each = f"{g['seconds_per_judgment']:g} s each ({g['pending_hours']:.2f} h to go)"
+        out.append(f"  {name} ({g.get('worker', PERSON)}): {g['spent']} spent"
+                   f"{f' ({mine})' if mine else ''}, {g['pending']} pending at {each}")
     return out
 
 
@@ -286,7 +382,7 @@ def plan_pool(ex, depth: int | None = None) -> dict:
     auditor = ex.params.need("grading.auditor")
     owed = bank.pending_counts(held.pending, [key_grader, auditor])
     counts = {g: {"spent": 0, "pending": sum(owed[g].values())} for g in owed}
-    seconds = {g: seconds_per_judgment(ex.params, g) for g in counts}
+    seconds = prices(ex.params, counts)
     return {"depth": depth, "pool_version": version,
             "pool_version_now": (read_json(manifest_path).get("pool_version")
                                  if manifest_path.exists() else None),

@@ -328,13 +328,16 @@ def stages() -> tuple[Stage, ...]:
                       "runs.ties", "grading.auditor", "grading.round", _e("grading.mode", *_MODE)),
               deps=("${paths.per_query}", "${paths.key}", "${paths.qrels}", "${paths.record}",
                     "${paths.runs}", "${paths.grades}", "${paths.audit}", "${paths.provenance}",
-                    "${paths.queries}", _e("${paths.pool}", "tail")),
+                    "${paths.queries}", _e("${paths.pool}", "tail"),
+                    _e("${paths.ppi}", "ppi")),  # in ppi mode PPI++ decides
               outs=(_kept("${paths.comparisons}"), _kept("${paths.arms_plot}"),
                     _kept("${paths.deltas_plot}")),
-              doc="Intervals, paired tests with Holm's correction, pool bias and label noise."),
+              doc="Intervals, paired tests with Holm's correction, pool bias and label noise; "
+                  "in ppi mode PPI++ decides (the ppi stage's estimates), the model key's "
+                  "numbers beside it."),
         Stage("ppi", "ppi", frozenset({"ppi"}),
               params=("seed", "ppi", "metrics.primary", "metrics.cutoffs", "metrics.bootstrap",
-                      "scale.relevant_min",
+                      "scale.relevant_min", "metrics.baseline", "metrics.pairs",
                       "runs.ties", "grading.key_grader", "grading.auditor", "grading.round",
                       "graders", "arms", "cost"),
               deps=("${paths.per_query}", "${paths.key}", "${paths.record}", "${paths.grades}",

@@ -95,8 +95,9 @@ class Plan:
     rankings: Path | None = None
     click_key: Path | None = None
     click_method: str = "randomization"
-    #: Ppi mode: the share of the queries people grade in full (params ``ppi.human_fraction``).
-    human_fraction: float = 0.2
+    #: Ppi mode: the share of the queries people grade in full (params ``ppi.human_fraction``;
+    #: None: :data:`HUMAN_FRACTION` unless ``human_queries`` is given).
+    human_fraction: float | None = None
     #: Ppi mode: instead of the fraction, how many queries people grade
     #: (params ``ppi.human_queries``).
     human_queries: int | None = None
@@ -257,7 +258,10 @@ def parse_person(value: str, *, option: str) -> tuple[str, str | None]:
 
 def graders_section(plan: Plan) -> dict:
     """The params ``graders`` section: each grader a command grader (kind ``model``) when given
-    a command, else a person grading on the web page.
+    a command, else a person grading on the web page. In ppi mode the auditor is the human
+    grader of the sample whatever it is given: kind ``human``, family ``human``, with its
+    command when one is given (a person's grades fetched by a command), so its work is priced
+    in annotator-hours and the model's in calls.
 
     Single mode: the key grader and the auditor. Triage mode: the triage model grader too
     (role ``triage``). Raters mode: the raters (role ``rater``), the expert (role ``expert``)
@@ -268,10 +272,16 @@ def graders_section(plan: Plan) -> dict:
             return {"role": role, "kind": "model", "command": command}
         return {"role": role, "kind": "human", "family": PEOPLE_FAMILY}
 
+    def human(role, command):  # a person, answering on the page or through a command
+        return {"role": role, "kind": "human", "family": PEOPLE_FAMILY} | (
+            {"command": command} if command else {})
+
     people = [(plan.auditor, "auditor", plan.auditor_command)]
     if plan.mode != "raters":
         people.insert(0, (plan.key_grader, "grader", plan.grader_command))
     out = {name: entry(role, command) for name, role, command in people}
+    if plan.mode == "ppi":  # the auditor is the human grader of the sample, by definition
+        out[plan.auditor] = human("auditor", plan.auditor_command)
     if plan.mode == "triage":
         name, command = plan.triage
         out[name] = entry("triage", command)
@@ -317,7 +327,9 @@ def mode_params(plan: Plan) -> tuple[str, str]:
     if plan.mode == "triage":
         sections["triage"] = {"grader": plan.triage[0], "zero_sample": 0.5, "level": 0.95}
     if plan.mode == "ppi":
-        sections["ppi"] = {"human_fraction": None if plan.human_queries else plan.human_fraction,
+        fraction = None if plan.human_queries else (
+            HUMAN_FRACTION if plan.human_fraction is None else plan.human_fraction)
+        sections["ppi"] = {"human_fraction": fraction,
                            "human_queries": plan.human_queries,
                            "level": 0.95, "interval": "jackknife",
                            "judge_audit": {"max_spread": 0.15, "k": 10, "bootstrap": 1000},
@@ -332,6 +344,64 @@ def mode_params(plan: Plan) -> tuple[str, str]:
     return paths, text
 
 
+#: The share of the queries people grade in ppi mode when neither ``--human-fraction`` nor
+#: ``--human-queries`` is given.
+HUMAN_FRACTION = 0.2
+
+#: The fewest human-sample queries ``init`` accepts: the default ``jackknife`` interval
+#: deletes one query at a time and re-tunes lambda on the rest, which needs 3.
+MIN_HUMAN_QUERIES = 3
+
+
+def human_sample_size(plan: Plan, n_queries: int) -> int:
+    """The human sample's size in queries that ``plan``'s ppi options give, checked.
+
+    ``--human-fraction F`` gives ``round(F * n_queries)`` (Python's round, half to even, as
+    the audit stage draws it); ``--human-queries N`` gives ``N``; neither gives
+    :data:`HUMAN_FRACTION` of the queries.
+
+    Parameters
+    ----------
+    plan : Plan
+        In ppi mode.
+    n_queries : int
+        The experiment's queries (the queries file's rows, or ``--sample-n``).
+
+    Returns
+    -------
+    int
+
+    Raises
+    ------
+    InputError
+        The size is below :data:`MIN_HUMAN_QUERIES` or above ``n_queries``, naming the
+        option and what it resolved to.
+
+    Examples
+    --------
+    >>> human_sample_size(Plan(folder="x", corpus=None, queries=None, intents=None,
+    ...                        mode="ppi", human_fraction=0.25), 36)
+    9
+    """
+    if plan.human_queries is not None:
+        size, option = int(plan.human_queries), "--human-queries"
+        said = f"{size}"
+    else:
+        fraction = HUMAN_FRACTION if plan.human_fraction is None else plan.human_fraction
+        size, option = int(round(fraction * n_queries)), "--human-fraction"
+        said = f"{fraction:g} of {n_queries} queries = {size}"
+    if size < MIN_HUMAN_QUERIES:
+        raise InputError(f"the human sample needs at least {MIN_HUMAN_QUERIES} queries (the "
+                         "jackknife interval deletes one and re-tunes lambda on the rest)",
+                         item=option, found=said,
+                         fix=f"Raise it (the experiment has {n_queries} queries)")
+    if size > n_queries:
+        raise InputError("the human sample cannot hold more queries than the experiment has",
+                         item=option, found=f"{said}, of {n_queries} queries",
+                         fix=f"Give at most {n_queries}")
+    return size
+
+
 def check_mode(plan: Plan) -> None:
     """Refuse a mode's options that do not fit it.
 
@@ -340,7 +410,8 @@ def check_mode(plan: Plan) -> None:
     InputError
         Raters mode with fewer than 4 raters, a rater named twice or like another grader,
         or no ``--gold``; ``--rater``/``--gold`` outside raters mode; a triage grader named
-        like the key grader or the auditor.
+        like the key grader or the auditor; ``--human-fraction`` or ``--human-queries``
+        outside ppi mode, or both given; a human fraction outside (0, 1].
     """
     if plan.mode == "ppi":
         if not plan.grader_command:
@@ -350,9 +421,20 @@ def check_mode(plan: Plan) -> None:
         if plan.key_grader == plan.auditor:
             raise InputError("in ppi mode the human grader (--auditor) must not be the model "
                              "grader (--grader)", item="--auditor", found=plan.auditor)
-        if not (0 < plan.human_fraction <= 1):
+        if plan.human_fraction is not None and plan.human_queries is not None:
+            raise InputError("give --human-fraction or --human-queries, not both",
+                             item="--human-fraction/--human-queries",
+                             found=f"{plan.human_fraction:g} and {plan.human_queries}")
+        if plan.human_fraction is not None and not (0 < plan.human_fraction <= 1):
             raise InputError("the human fraction must lie in (0, 1]", item="--human-fraction",
                              found=str(plan.human_fraction))
+    else:
+        given = [o for o, v in (("--human-fraction", plan.human_fraction),
+                                ("--human-queries", plan.human_queries)) if v is not None]
+        if given:
+            raise InputError(f"{' and '.join(given)} go{'es' if len(given) == 1 else ''} with "
+                             "--mode ppi", item=given[0], found=f"--mode {plan.mode}",
+                             fix="Add --mode ppi, or leave the option out")
     if plan.mode != "raters" and (plan.raters or plan.gold is not None):
         raise InputError("--rater and --gold go with --mode raters", item="--mode",
                          found=plan.mode)
@@ -599,6 +681,8 @@ def init_experiment(plan: Plan) -> Experiment:
         audit_min = plan.audit_min
         deviations = []
         n_queries = len(queries) if queries is not None else plan.sample_n
+        if plan.mode == "ppi":
+            human_sample_size(plan, n_queries)  # refused here, before people grade anything
         if n_queries is not None and n_queries < audit_min:
             audit_min = n_queries
             deviations.append(f"audit.min_queries is {audit_min}, every query: the experiment "

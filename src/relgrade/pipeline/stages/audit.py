@@ -26,6 +26,8 @@ provenance-balanced draw; each locked row's ``reason`` names the design, so the 
 
 from __future__ import annotations
 
+import re
+
 import pandas as pd
 
 from relgrade.errors import InputError, ProtocolError
@@ -70,13 +72,104 @@ def draw_human_sample(ex: Experiment) -> pd.DataFrame:
                              "queries") from None
     share = audit.unique_share(provenance)
     group = dict(zip(queries["query_id"].astype(str), queries["group"].astype(str)))
-    size = "share " + f"{cfg.human_fraction:g}" if cfg.human_fraction is not None \
-        else f"count {cfg.human_queries}"
     reason = (f"ppi human sample: seeded uniform draw of {picks.size} of {len(pooled)} pooled "
-              f"queries ({size}; seed {seed}, stream {PPI_SAMPLE_STREAM})")
+              f"queries ({sample_design(ex)})")
     rows = [{"query_id": pooled[i], "group": group.get(pooled[i], ""),
              "unique_share": float(share.get(pooled[i], 0.0)), "reason": reason} for i in picks]
     return pd.DataFrame(rows, columns=["query_id", "group", "unique_share", "reason"])
+
+
+def sample_design(ex: Experiment) -> str:
+    """What fixes the human sample in params, in the words its lock's ``reason`` records.
+
+    Returns
+    -------
+    str
+        ``"share F; seed S, stream ppi-sample"`` (``ppi.human_fraction``) or ``"count N;
+        seed S, stream ppi-sample"`` (``ppi.human_queries``), with params ``seed``.
+    """
+    cfg, seed = ex.params.need("ppi"), ex.params.need("seed")
+    size = (f"share {cfg.human_fraction:g}" if cfg.human_fraction is not None
+            else f"count {cfg.human_queries}")
+    return f"{size}; seed {seed}, stream {PPI_SAMPLE_STREAM}"
+
+
+#: The design words at the end of a ppi lock row's ``reason``.
+_LOCKED_DESIGN = re.compile(r"\(((?:share|count) [^;()]+; seed [^,()]+, stream [^()]+)\)$")
+
+
+def locked_design(lock: dict) -> str | None:
+    """The design a ppi lock was drawn with (:func:`sample_design`'s words), or None when the
+    lock was not drawn as a ppi human sample."""
+    rows = lock.get("queries") or []
+    found = _LOCKED_DESIGN.search(str(rows[0].get("reason", ""))) if rows else None
+    return found.group(1) if found else None
+
+
+def key_grader_grades(ex: Experiment) -> int:
+    """How many grade rows the key grader (``grading.key_grader``) has in the current round's
+    file (0 without a file or a key grader)."""
+    grader = ex.params.grading.key_grader
+    if not grader:
+        return 0
+    f = ex.grader_files(grader).grades
+    return sum(1 for line in io.read_lines(f) if line.strip()) if f.exists() else 0
+
+
+def check_sample_lock(ex: Experiment, lock: dict, *, path) -> bool:
+    """Whether params still draw the locked ppi human sample; refused when they would move it
+    after grading began.
+
+    The sample of a prediction-powered estimate must be chosen before the model grader's
+    grades are seen: a sample chosen afterwards (a new seed, share or count tried until the
+    estimate suits) is not a uniform draw, and the estimate is not valid.
+
+    Parameters
+    ----------
+    ex : Experiment
+        In ppi mode (else nothing is checked and True is returned).
+    lock : dict
+        The committed lock of the current round (checked by
+        :func:`relgrade.protocol.audit.check_lock`).
+    path : str or Path
+        The lock file, named in the message.
+
+    Returns
+    -------
+    bool
+        True when params (``seed``, ``ppi.human_fraction``, ``ppi.human_queries``) are the
+        ones the lock records, or the lock records none (drawn before they were recorded);
+        False when they differ and neither grader has a grade of the round yet (the caller
+        then draws the sample again: nothing was seen).
+
+    Raises
+    ------
+    InputError
+        Params differ from the lock's and the key grader (the model) or the auditor has
+        grades of the round: one line naming the lock, what is recorded, and how to go on
+        (restore the params, or start a new ``grading.round``, which draws its sample before
+        the model grades it; nothing recorded is lost).
+    """
+    if ex.params.grading.mode != "ppi":
+        return True
+    locked, now = locked_design(lock), sample_design(ex)
+    if locked is None or locked == now:
+        return True
+    model, auditor = ex.params.grading.key_grader, ex.params.grading.auditor
+    graded = key_grader_grades(ex)
+    rnd = ex.params.grading.round
+    if graded:
+        what = f"{model} (the model grader) has {graded} grades of round {rnd}"
+    elif auditor_has_grades(ex):
+        what = f"{auditor} (the human grader) has grades of round {rnd}"
+    else:
+        return False
+    raise InputError(
+        f"the human sample is locked: {what}, and params would move the sample",
+        path=path, found=f"locked with {locked}; params now give {now}",
+        fix=f"Restore seed and ppi.human_fraction/ppi.human_queries to the locked values, or "
+            f"start a new round honestly: set grading.round: {rnd + 1} (its sample is drawn "
+            f"before {model} grades that round; round {rnd}'s grades and lock stay in git)")
 
 
 def draw_audit(ex: Experiment) -> pd.DataFrame:
@@ -115,11 +208,20 @@ def locked_audit(ex: Experiment) -> tuple[pd.DataFrame, dict, bool]:
     Raises
     ------
     InputError
-        The lock was edited by hand or is malformed (with the fix); an input is missing.
+        The lock was edited by hand or is malformed (with the fix); an input is missing; in
+        ppi mode, params would move the locked sample after grading began
+        (:func:`check_sample_lock`). In ppi mode a change of those params before any grade
+        of the round draws the sample again.
     """
     path = ex.path("audit_lock")
+    lock = io.read_json(path) if path.exists() else None
+    if lock is not None and ex.params.grading.mode == "ppi":
+        audit.check_lock(lock, path=path)
+        if lock.get("round") == ex.params.grading.round \
+                and not check_sample_lock(ex, lock, path=path):
+            lock = None  # params moved the sample before anything was graded: draw again
     table, lock, drawn = audit.audit_for_round(
-        io.read_json(path) if path.exists() else None, lambda: draw_audit(ex),
+        lock, lambda: draw_audit(ex),
         round=ex.params.grading.round, pool_version=_pool_version(ex), path=path)
     if drawn:
         io.write_json(path, lock)
@@ -153,12 +255,25 @@ def redraw_audit(ex: Experiment, *, force: bool = False) -> tuple[dict, dict | N
     Raises
     ------
     ProtocolError
-        The auditor already has grades of this round and ``force`` is False: the protocol
+        In ppi mode, the key grader (the model) has grades of this round, whatever
+        ``force``: a human sample drawn after the model's grades are seen gives no valid
+        prediction-powered estimate. The auditor already has grades of this round and
+        ``force`` is False: the protocol
         draws the sample before grading, so a sample redrawn after the auditor has seen some
         of its queries is no longer blind to that grading; and grades of queries that leave
         the sample stop counting toward the audit.
     """
     auditor = ex.params.grading.auditor
+    graded = key_grader_grades(ex) if ex.params.grading.mode == "ppi" else 0
+    if graded:  # no --force: a human sample drawn after the judge is seen is not valid
+        model, rnd = ex.params.grading.key_grader, ex.params.grading.round
+        raise ProtocolError(
+            f"{ex.path('audit_lock')}: the human sample is locked: {model} (the model grader) "
+            f"has {graded} grades of round {rnd} in {ex.grader_files(model).grades}, and a "
+            "sample drawn after the model's grades are seen gives no valid PPI++ estimate "
+            "(--force does not apply). Keep the sample, or start a new round honestly: set "
+            f"grading.round: {rnd + 1}, whose sample is drawn before {model} grades that "
+            f"round (round {rnd}'s grades and lock stay in git)")
     if auditor_has_grades(ex) and not force:
         raise ProtocolError(
             f"{ex.grader_files(auditor).grades}: {auditor} already has grades for round "

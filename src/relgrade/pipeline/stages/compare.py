@@ -9,11 +9,20 @@ Decisions are made on the frozen key only (read with its qrels and record checke
 been written together); a post-hoc key beside it never enters a comparison. A triage key
 adds the record's triage design (the model's miss rate on 0s and the note that unsampled 0s
 are model-judged) to the report, and the verdicts are printed with it.
+
+In ppi mode (``grading.mode: ppi``) the frozen key is the model grader's, and the decision is
+PPI++'s: the ppi stage's estimates (``paths.ppi``) replace the model-key means, intervals,
+differences, Holm p-values and verdicts of every measure it estimated
+(:func:`relgrade.evaluation.ppi_decision.govern`); the model-key numbers stay beside them as
+``model_only``, the human sample's as ``human_only``. The arms plot shows the numbers that
+decide.
 """
 
 import json
 
-from relgrade.evaluation import compare, decision, ranksets
+import pandas as pd
+
+from relgrade.evaluation import compare, decision, ppi_decision, ranksets
 from relgrade.io import files as io
 from relgrade.rng import stage_rng
 
@@ -34,12 +43,19 @@ def run(ex):
         extra["triage"] = triage
     text = json.dumps(json.loads(text) | extra, indent=2, ensure_ascii=False,
                       allow_nan=False) + "\n"
+    governed = _ppi_governed(ex, text)
+    arms_plot = result.arms_plot()
+    if governed is not None:  # ppi mode: PPI++ decides, the model key's numbers beside
+        text = json.dumps(governed, indent=2, ensure_ascii=False, allow_nan=False) + "\n"
+        arms_plot = _arms_plot(governed)
     io.write_text(ex.path("comparisons"), text)
-    _csv(ex.path("arms_plot"), result.arms_plot())
+    _csv(ex.path("arms_plot"), arms_plot)
     _csv(ex.path("deltas_plot"),
          result.deltas_plot(primary if primary in result.measures else None))
-    for line in result.verdicts():
+    for line in (governed["verdicts"] if governed is not None else result.verdicts()):
         print(line)
+    if governed is not None:
+        print(governed["estimator"]["note"])
     for line in decision.triage_lines(triage):
         print(line)
 
@@ -65,3 +81,18 @@ def _triage(ex):
                                         ("model_grader", "zero_sample", "counts",
                                          "miss_rate", "note")}
 
+
+
+def _ppi_governed(ex, text):
+    """In ppi mode, the comparison report with PPI++ deciding (``paths.ppi`` read), else None."""
+    if ex.params.grading.mode != "ppi":
+        return None
+    path = ex.path("ppi")
+    return ppi_decision.govern(json.loads(text), io.read_json(path), source=path)
+
+
+def _arms_plot(report):
+    """Per arm and measure: the mean and interval that decide (``metrics/plots/arms.csv``)."""
+    rows = [{"arm": arm, "measure": m, "mean": e["estimate"], "low": e["low"], "high": e["high"]}
+            for arm, per in report["arms"].items() for m, e in per.items()]
+    return pd.DataFrame(rows, columns=["arm", "measure", "mean", "low", "high"])

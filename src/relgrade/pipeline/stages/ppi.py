@@ -7,7 +7,8 @@ human key (the auditor's grades of the round, with the metrics stage's own score
 :func:`relgrade.evaluation.metrics.evaluate_arm`), and writes ``paths.ppi`` (small, in git):
 
 * per measure (``ppi.measures``, default ``metrics.primary``), per arm and per paired
-  difference (Holm over every pair of arms): PPI++, human-only and model-only, labelled
+  difference (the comparisons ``metrics.pairs`` makes, as the compare stage, with Holm over
+  them): PPI++, human-only and model-only, labelled
   (:func:`relgrade.evaluation.ppi_table.ppi_table`);
 * the judge audit per arm (:func:`relgrade.evaluation.judge_audit.judge_audit`);
 * the judging-budget curve on the human sample (:func:`relgrade.evaluation.budget.budget_curve`),
@@ -32,8 +33,10 @@ import pandas as pd
 
 from relgrade.errors import InputError
 from relgrade.evaluation import budget, judge_audit, metrics, pooled, ppi_table, ranksets
+from relgrade.evaluation.settings import design_pairs
 from relgrade.io import files as io
 from relgrade.io.runs import read_run
+from relgrade.pipeline.stages.audit import check_sample_lock, locked_design, sample_design
 from relgrade.rng import stage_rng
 
 #: The statistics of the plot table, per strategy.
@@ -64,11 +67,19 @@ def human_sample_ids(ex, pool_queries, *, minimum: int = 2) -> list[str]:
     Raises
     ------
     InputError
-        A sampled query is not in the pool (the lock names it, the pool does not), or the
-        sample holds fewer than ``minimum`` queries.
+        A sampled query is not in the pool (the lock names it, the pool does not), the
+        sample holds fewer than ``minimum`` queries, or params (``seed``,
+        ``ppi.human_fraction``, ``ppi.human_queries``) no longer draw the locked sample
+        (:func:`relgrade.pipeline.stages.audit.check_sample_lock`).
     """
     lock_path = ex.path("audit_lock")
     lock = io.read_json(lock_path)
+    if not check_sample_lock(ex, lock, path=lock_path):
+        raise InputError("params no longer draw the locked human sample", path=lock_path,
+                         found=f"locked with {locked_design(lock)}; params now give "
+                               f"{sample_design(ex)}",
+                         fix="run the audit stage first (dvc repro): nothing is graded yet, "
+                             "so it draws the sample again")
     ids = [str(q["query_id"]) for q in lock["queries"]]
     outside = sorted(set(ids) - set(pool_queries))
     if outside:
@@ -184,6 +195,10 @@ def run(ex):
             ties=p.runs.ties, groups=groups)
         human_tables[arm] = table
     level, interval = cfg.level, cfg.interval
+    # the comparisons the experiment makes (metrics.pairs), so that Holm's family is the
+    # decision's: in ppi mode these differences decide (the compare stage reads them)
+    settings = p.compare_settings()
+    pairs = design_pairs(arms, baseline=settings.baseline, mode=settings.pairs)
     estimates, rank_sets = {}, {}
     for m in measures:
         if not (model_tables[arms[0]]["measure"] == m).any():
@@ -192,7 +207,7 @@ def run(ex):
                              fix="name a measure of metrics/arms/ARM.json")
         wide_model, wide_human = _wide(model_tables, m, queries), _wide(human_tables, m, sample)
         estimates[m] = ppi_table.ppi_table(wide_model, wide_human, measure=m,
-                                           level=level, interval=interval)
+                                           level=level, interval=interval, pairs=pairs)
         rank_sets[m] = _rank_sets(wide_model, wide_human, m, seed=seed, level=level,
                                   n_resamples=p.need("metrics").bootstrap)
 

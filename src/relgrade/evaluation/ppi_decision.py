@@ -1,0 +1,224 @@
+"""In ppi mode the decision is PPI++'s: the comparison report with the prediction-powered
+estimates in the place that decides.
+
+A ppi experiment's frozen key is the model grader's, so the compare stage's own numbers
+(bootstrap intervals, randomization tests) are model-key numbers: their intervals ignore the
+model's bias. :func:`govern` rewrites the comparison report (the JSON layout of
+``metrics/comparisons.json``, :meth:`relgrade.evaluation.report.Comparison.to_dict`) so that
+for every measure the ppi stage estimated (``ppi.json``'s ``estimates``,
+:func:`relgrade.evaluation.ppi_table.ppi_table`) each arm's ``estimate``/``low``/``high``/``se``
+and each comparison's ``delta``/``low``/``high``/``se``/``p_holm``/``significant``/``verdict``
+are PPI++'s. The model-key numbers stay beside them under ``model_only`` and the sample's
+under ``human_only``, and every entry says which estimator it is (``estimator``). A measure the
+ppi stage did not estimate keeps its model-key numbers, labelled ``estimator: "model-only"``
+and its verdicts prefixed so. Everything downstream (the report's verdicts and tables, the
+decision files ``dvc metrics show`` lists, ``relgrade metrics``, the printed verdicts) reads
+the rewritten report and so decides on PPI++.
+
+Why PPI++ decides: its interval covers what people would give however biased the model is
+(Angelopoulos, Duchi & Zrnic, "PPI++", arXiv:2311.01453, 2023); model-only does not, and
+human-only is never narrower (the ``jackknife`` kind caps PPI++ at the human-only width).
+"""
+
+from __future__ import annotations
+
+import copy
+
+from relgrade.errors import InputError
+
+#: The estimator that decides in ppi mode, and the labels of the two beside it.
+DECIDES, MODEL_ONLY, HUMAN_ONLY = "ppi++", "model-only", "human-only"
+
+#: The sentence the report prints under its verdicts in ppi mode.
+DECIDED_BY = ("Decided by PPI++: the model grader's key on every query, rectified by people's "
+              "grades on the human sample ({n} of {N} queries); Holm over the {family} "
+              "comparisons made on the measure. Model-only (the model's key alone: its "
+              "interval ignores the model's bias) and human-only (people's sample alone) stand "
+              "beside it in the prediction-powered section.")
+
+_ARM_KEYS = ("estimate", "low", "high", "se")
+_PAIR_KEYS = ("delta", "low", "high", "se", "interval", "p_randomization", "p_holm",
+              "significant", "verdict", "mean_a", "mean_b", "relative", "segments",
+              "segment_cancellation", "holm_family")
+
+
+def _f(x: float, sign: str = "") -> str:
+    return f"{round(float(x), 3) + 0.0:{sign}.3f}"
+
+
+def _p(p: float) -> str:
+    return f"{p:.2g}"
+
+
+def ppi_verdict(arm_a: str, arm_b: str, measure: str, row: dict, *, n: int, big_n: int,
+                model_only: dict | None = None) -> str:
+    """One plain sentence on a PPI++ difference (A − B), as the report's verdicts read.
+
+    Parameters
+    ----------
+    arm_a, arm_b : str
+        The comparison, read as A against B.
+    measure : str
+    row : dict
+        The difference's PPI++ row, read as A − B: ``estimate``, ``low``, ``high``,
+        ``p_holm``, ``significant``.
+    n, big_n : int
+        Human-sample queries and all queries.
+    model_only : dict, optional
+        The model key's own comparison (``significant``, ``p_holm``): named when it decides
+        otherwise.
+
+    Returns
+    -------
+    str
+
+    Examples
+    --------
+    >>> ppi_verdict("a", "b", "m", {"estimate": -0.1, "low": -0.15, "high": -0.05,
+    ...             "p_holm": 0.004, "significant": True}, n=10, big_n=40)
+    'b better than a on m by 0.100 [0.050, 0.150], p=0.004 after Holm (PPI++, people on 10 of 40 queries)'
+    """
+    est, lo, hi = float(row["estimate"]), float(row["low"]), float(row["high"])
+    who = f"(PPI++, people on {n} of {big_n} queries)"
+    if row["significant"]:
+        win, lose = (arm_a, arm_b) if est > 0 else (arm_b, arm_a)
+        e, a, b = (est, lo, hi) if est > 0 else (-est, -hi, -lo)
+        text = (f"{win} better than {lose} on {measure} by {_f(e)} [{_f(a)}, {_f(b)}], "
+                f"p={_p(row['p_holm'])} after Holm {who}")
+    else:
+        text = (f"no detectable difference on {measure} between {arm_a} and {arm_b}: "
+                f"{_f(est, '+')} [{_f(lo, '+')}, {_f(hi, '+')}], p={_p(row['p_holm'])} after "
+                f"Holm {who}")
+    if model_only is not None and bool(model_only.get("significant")) != bool(
+            row["significant"]):
+        said = "significant" if model_only.get("significant") else "not significant"
+        p = model_only.get("p_holm")
+        text += (f"; the model key alone would call it {said}"
+                 + ("" if p is None else f" (p={_p(p)})") + ", not what decides")
+    return text
+
+
+def _difference(est: dict, a: str, b: str) -> dict | None:
+    """The ppi stage's difference a − b (mirrored from b − a when recorded that way)."""
+    for d in est["differences"]:
+        if (d["arm_a"], d["arm_b"]) == (a, b):
+            return {k: dict(d[k]) for k in (DECIDES, MODEL_ONLY, HUMAN_ONLY)}
+        if (d["arm_a"], d["arm_b"]) == (b, a):
+            out = {}
+            for k in (DECIDES, MODEL_ONLY, HUMAN_ONLY):
+                r = dict(d[k])
+                r["estimate"], r["low"], r["high"] = -r["estimate"], -r["high"], -r["low"]
+                out[k] = r
+            return out
+    return None
+
+
+def _brief(row: dict, *keys: str) -> dict:
+    return {k: row.get(k) for k in keys if k in row}
+
+
+def govern(report: dict, ppi: dict, *, source=None) -> dict:
+    """The comparison report with PPI++ deciding every measure the ppi stage estimated.
+
+    Parameters
+    ----------
+    report : dict
+        The comparison report (JSON layout, model-key numbers). Not modified.
+    ppi : dict
+        The ppi stage's result (``paths.ppi``): ``design`` and ``estimates`` (measure →
+        :func:`relgrade.evaluation.ppi_table.ppi_table`).
+    source : str or os.PathLike, optional
+        The ppi file, named in errors.
+
+    Returns
+    -------
+    dict
+        A new report. Top level: ``estimator`` = ``{"decides": "ppi++", "measures": [...],
+        "human_sample": n, "queries": N, "note": sentence}``; ``verdicts`` rebuilt.
+        Per arm and estimated measure: ``estimator: "ppi++"``, ``estimate``, ``low``,
+        ``high``, ``se`` PPI++'s, ``method`` ``"ppi++ (INTERVAL)"``, ``lambda``, ``capped``,
+        ``human_n``; ``model_only`` (the compare stage's entry: ``estimate``, ``low``,
+        ``high``, ``se``, ``method``) and ``human_only`` (``estimate``, ``low``, ``high``,
+        ``se``, ``n``). Per comparison on an estimated measure: ``estimator: "ppi++"``;
+        ``delta``, ``low``, ``high``, ``se``, ``p`` (unadjusted), ``p_holm``, ``significant``,
+        ``mean_a``, ``mean_b``, ``relative``, ``holm_family`` (comparisons on the measure),
+        ``verdict`` PPI++'s (:func:`ppi_verdict`); ``p_randomization`` None (no
+        randomization test decides); segments moved under ``model_only`` beside the model
+        key's other numbers; ``human_only`` the sample's difference (``delta``, ``low``,
+        ``high``, ``se``, ``p``, ``p_holm``, ``significant``). Entries on other measures
+        carry ``estimator: "model-only"`` and their verdicts say so.
+
+    Raises
+    ------
+    InputError
+        The ppi record has no estimates, was computed on another key, or lacks an arm or a comparison the report holds
+        (the two files were computed on different arms: rerun the ppi stage).
+    """
+    estimates = ppi.get("estimates") or {}
+    if not estimates:
+        raise InputError("the ppi record has no estimates", path=source, item="estimates",
+                         fix="rerun the ppi stage (dvc repro)")
+    if report.get("key_sha256") and ppi.get("key_sha256") \
+            and report["key_sha256"] != ppi["key_sha256"]:
+        raise InputError("the ppi record was computed on another key than the comparison "
+                         "report", path=source, found=f"key {ppi['key_sha256'][:12]}, not "
+                                                      f"{report['key_sha256'][:12]}",
+                         fix="rerun the ppi stage (dvc repro)")
+    out = copy.deepcopy(report)
+    decided = [m for m in out.get("measures", []) if m in estimates]
+    design = ppi.get("design") or {}
+    for arm, per_measure in out.get("arms", {}).items():
+        for m, entry in per_measure.items():
+            if m not in estimates:
+                entry["estimator"] = MODEL_ONLY
+                continue
+            row = estimates[m]["arms"].get(arm)
+            if row is None:
+                raise InputError("the ppi record lacks an arm of the comparison report",
+                                 path=source, item=f"arm {arm}, {m}",
+                                 fix="rerun the ppi stage (dvc repro)")
+            e, h = row[DECIDES], row[HUMAN_ONLY]
+            entry["model_only"] = _brief(entry, *_ARM_KEYS, "method", "n")
+            entry.update(estimator=DECIDES, estimate=e["estimate"], low=e["low"],
+                         high=e["high"], se=e["se"], method=f"ppi++ ({e['interval']})",
+                         n=e["N"], human_n=e["n"], n_resamples=0, notes=[],
+                         **{"lambda": e.get("lambda"), "capped": bool(e.get("capped"))})
+            entry["human_only"] = _brief(h, *_ARM_KEYS, "n")
+    for c in out.get("comparisons", []):
+        m = c["measure"]
+        if m not in estimates:
+            c["estimator"] = MODEL_ONLY
+            c["verdict"] = f"model key only (no PPI++ on this measure): {c['verdict']}"
+            continue
+        est = estimates[m]
+        d = _difference(est, c["arm_a"], c["arm_b"])
+        if d is None:
+            raise InputError("the ppi record lacks a comparison of the comparison report",
+                             path=source, item=f"{c['arm_a']} vs {c['arm_b']} on {m}",
+                             fix="rerun the ppi stage (dvc repro)")
+        e, h = d[DECIDES], d[HUMAN_ONLY]
+        arm_a = est["arms"][c["arm_a"]][DECIDES]["estimate"]
+        arm_b = est["arms"][c["arm_b"]][DECIDES]["estimate"]
+        model = _brief(c, *_PAIR_KEYS)
+        c["model_only"] = model
+        c.update(estimator=DECIDES, delta=e["estimate"], low=e["low"], high=e["high"],
+                 se=e["se"], interval=f"ppi++ ({e['interval']})", p=e["p"],
+                 p_randomization=None, p_holm=e["p_holm"], significant=bool(e["significant"]),
+                 mean_a=arm_a, mean_b=arm_b,
+                 relative=None if arm_b == 0 else e["estimate"] / arm_b,
+                 holm_family=len(est["differences"]), segments=[],
+                 segment_cancellation=False, capped=bool(e.get("capped")),
+                 **{"lambda": e.get("lambda")})
+        c["human_only"] = {"delta": h["estimate"], **_brief(h, "low", "high", "se", "p",
+                                                            "p_holm", "significant")}
+        c["verdict"] = ppi_verdict(c["arm_a"], c["arm_b"], m, e, n=e["n"], big_n=e["N"],
+                                   model_only=model)
+    any_est = next(iter(estimates.values()))
+    n, big_n = any_est["n"], any_est["N"]
+    out["estimator"] = {
+        "decides": DECIDES, "measures": decided, "human_sample": n, "queries": big_n,
+        "human_grader": design.get("human_grader"), "model_grader": design.get("model_grader"),
+        "note": DECIDED_BY.format(n=n, N=big_n, family=max(
+            [len(estimates[m]["differences"]) for m in decided] or [0]))}
+    out["verdicts"] = [c["verdict"] for c in out.get("comparisons", [])]
+    return out

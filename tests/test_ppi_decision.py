@@ -1,0 +1,115 @@
+"""In ppi mode PPI++ decides: the comparison report rewritten with the ppi stage's estimates,
+the model key's numbers beside them (model_only), the sample's (human_only), every entry
+labelled; the decision files and the report's verdicts follow."""
+
+from __future__ import annotations
+
+import pytest
+
+from relgrade.errors import InputError
+from relgrade.evaluation import decision
+from relgrade.evaluation.ppi_decision import govern, ppi_verdict
+from tests.test_decision import DEEP, P, report
+
+
+def _row(estimate, low, high, *, se=0.03, lam=0.4, n=6, N=20, p=None, p_holm=None,
+         significant=None, capped=False):
+    out = {"estimate": estimate, "low": low, "high": high, "se": se, "lambda": lam, "n": n,
+           "N": N, "interval": "jackknife", "df": n - 1, "level": 0.95, "capped": capped}
+    if p is not None:
+        out.update(p=p, p_holm=p_holm, significant=significant)
+    return out
+
+
+def ppi_record():
+    """PPI++ on P only; the difference recorded as dense − bm25 (the report reads bm25 −
+    dense), and the model key alone calls it significant where PPI++ does not."""
+    arms = {"bm25": {"ppi++": _row(0.42, 0.35, 0.49), "human-only": _row(0.40, 0.30, 0.50),
+                     "model-only": _row(0.40, 0.30, 0.50)},
+            "dense": {"ppi++": _row(0.47, 0.40, 0.54), "human-only": _row(0.49, 0.39, 0.59),
+                      "model-only": _row(0.5, 0.4, 0.6)}}
+    diff = {"arm_a": "dense", "arm_b": "bm25",
+            "ppi++": _row(0.05, -0.02, 0.12, p=0.16, p_holm=0.16, significant=False,
+                          capped=True),
+            "human-only": _row(0.09, -0.01, 0.19, p=0.08, p_holm=0.08, significant=False),
+            "model-only": _row(0.1, 0.05, 0.15, p=0.001, p_holm=0.001, significant=True)}
+    return {"key_sha256": "ab" * 32,
+            "design": {"model_grader": "model-m", "human_grader": "person-h"},
+            "estimates": {P: {"measure": P, "n": 6, "N": 20, "arms": arms,
+                              "differences": [diff]}}}
+
+
+def test_ppi_plus_plus_replaces_the_model_key_numbers_and_keeps_them_beside():
+    before = report()
+    out = govern(before, ppi_record())
+    assert before["arms"]["bm25"][P]["estimate"] == 0.4  # the input is left as it was
+    arm = out["arms"]["dense"][P]
+    assert (arm["estimator"], arm["estimate"], arm["low"], arm["high"]) == \
+        ("ppi++", 0.47, 0.40, 0.54)
+    assert arm["model_only"] == {"estimate": 0.5, "low": 0.4, "high": 0.6, "se": 0.05,
+                                 "method": "bca", "n": 20}
+    assert arm["human_only"] == {"estimate": 0.49, "low": 0.39, "high": 0.59, "se": 0.03,
+                                 "n": 6}
+    assert (arm["n"], arm["human_n"], arm["method"]) == (20, 6, "ppi++ (jackknife)")
+    c = out["comparisons"][0]  # bm25 − dense: the recorded dense − bm25 mirrored
+    assert (c["estimator"], c["delta"], c["low"], c["high"]) == ("ppi++", -0.05, -0.12, 0.02)
+    assert (c["p_holm"], c["significant"], c["p_randomization"]) == (0.16, False, None)
+    assert (c["mean_a"], c["mean_b"]) == (0.42, 0.47)
+    assert c["relative"] == pytest.approx(-0.05 / 0.47)
+    assert c["model_only"]["delta"] == -0.1 and c["model_only"]["significant"] is True
+    assert len(c["model_only"]["segments"]) == 2 and c["segments"] == []
+    assert c["human_only"] == {"delta": -0.09, "low": -0.19, "high": 0.01, "se": 0.03,
+                               "p": 0.08, "p_holm": 0.08, "significant": False}
+    assert c["verdict"] == (
+        f"no detectable difference on {P} between bm25 and dense: -0.050 [-0.120, +0.020], "
+        "p=0.16 after Holm (PPI++, people on 6 of 20 queries); the model key alone would "
+        "call it significant (p=0.004), not what decides")
+    # a measure the ppi stage did not estimate stays the model key's, and says so
+    deep = out["comparisons"][1]
+    assert deep["estimator"] == "model-only" and deep["delta"] == 0.05
+    assert deep["verdict"] == "model key only (no PPI++ on this measure): no detectable " \
+                              "difference on R@10"
+    assert out["arms"]["bm25"][DEEP]["estimator"] == "model-only"
+    assert out["verdicts"] == [c["verdict"], deep["verdict"]]
+    assert out["estimator"]["decides"] == "ppi++" and out["estimator"]["measures"] == [P]
+
+
+def test_the_decision_files_and_the_report_read_the_ppi_numbers():
+    out = govern(report(), ppi_record())
+    rows = decision.arm_summaries(out, primary=P)
+    dense = rows["dense"]
+    assert (dense["estimator"], dense["mean"], dense["low"], dense["high"]) == \
+        ("ppi++", 0.47, 0.40, 0.54)
+    assert (dense["delta"], dense["p_holm"]) == (0.05, 0.16)  # dense − baseline bm25
+    assert (dense["model_only_mean"], dense["model_only_delta"],
+            dense["model_only_p_holm"]) == (0.5, 0.1, 0.004)
+    assert (dense["human_only_mean"], dense["human_only_delta"],
+            dense["human_queries"]) == (0.49, 0.09, 6)
+    md = decision.to_markdown(decision.build_decision(out, primary=P))
+    verdicts = md.split("## Verdicts")[1].split("## Judged@k")[0]
+    assert "- no detectable difference on" in verdicts and "(PPI++, people on 6" in verdicts
+    assert "Decided by PPI++" in verdicts and "Model-only" in verdicts
+    assert "- decided by: `PPI++ (6 of 20 queries graded by people" in md
+    html = decision.to_html(decision.build_decision(out, primary=P))
+    assert 'id="decided-by"' in html
+
+
+def test_a_significant_ppi_difference_names_the_winner():
+    row = {"estimate": -0.1, "low": -0.15, "high": -0.05, "p_holm": 0.004,
+           "significant": True}
+    assert ppi_verdict("a", "b", "m", row, n=10, big_n=40,
+                       model_only={"significant": True, "p_holm": 0.0001}) == (
+        "b better than a on m by 0.100 [0.050, 0.150], p=0.004 after Holm (PPI++, people on "
+        "10 of 40 queries)")
+
+
+def test_a_ppi_record_of_another_key_or_arm_is_refused():
+    other = ppi_record() | {"key_sha256": "cd" * 32}
+    with pytest.raises(InputError) as e:
+        govern(report(), other, source="metrics/ppi.json")
+    assert "computed on another key" in str(e.value) and "metrics/ppi.json" in str(e.value)
+    short = ppi_record()
+    del short["estimates"][P]["arms"]["dense"]
+    with pytest.raises(InputError) as e:
+        govern(report(), short)
+    assert "lacks an arm" in str(e.value) and "dense" in str(e.value)
