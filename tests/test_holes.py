@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
+import pandas as pd
 import pytest
 from scipy import stats as sps
 
@@ -197,3 +198,78 @@ def test_a_constant_shift_with_no_variance_refuses_and_no_shift_does_not():
 def test_bad_input_to_the_transport_check_is_refused(kw, rule):
     with pytest.raises(InputError, match=rule):
         _check(**kw)
+
+
+# --- tables: which pairs are holes, and the key with them graded -----------------------
+
+RUN = pd.DataFrame({"query_id": ["q1", "q1", "q1", "q2", "q2", "q3"],
+                    "chunk_id": ["a", "b", "c", "d", "a", "e"],
+                    "rank": [1, 2, 3, 1, 2, 1], "score": [3.0, 2.0, 1.0, 2.0, 1.0, 1.0]})
+KEY = pd.DataFrame({"query_id": ["q1", "q1", "q2", "q3"], "chunk_id": ["a", "x", "a", "e"],
+                    "grade": [2, 1, 0, 3]})
+
+
+def test_holes_are_the_new_arms_top_k_pairs_the_key_did_not_grade():
+    found, counts = holes.find_holes(RUN, KEY, k=2)
+    # q1's top 2: a (graded), b (hole); q2's: d (hole), a (graded); q3's: e (graded)
+    assert found.values.tolist() == [["q1", "b"], ["q2", "d"]]
+    assert counts.values.tolist() == [["q1", 2, 1], ["q2", 2, 1], ["q3", 1, 0]]
+    assert holes.hole_rate(counts["holes"], counts["pairs"]) == pytest.approx(2 / 5)
+
+
+def test_filling_keeps_the_key_rows_and_adds_one_grade_per_hole():
+    found, _ = holes.find_holes(RUN, KEY, k=2)
+    grades = pd.DataFrame({"query_id": ["q2", "q1", "q9"], "chunk_id": ["d", "b", "z"],
+                           "grade": [1, 2, 3]})
+    filled = holes.fill_holes(KEY, found, grades)
+    assert filled.iloc[:4].values.tolist() == KEY.values.tolist()
+    assert filled.iloc[4:].values.tolist() == [["q1", "b", 2], ["q2", "d", 1]]
+    assert list(filled.columns) == ["query_id", "chunk_id", "grade"]
+
+
+@pytest.mark.parametrize("grades, rule", [
+    (pd.DataFrame({"query_id": ["q1"], "chunk_id": ["b"], "grade": [1]}), "a hole has no grade"),
+    (pd.DataFrame({"query_id": ["q1", "q1", "q2"], "chunk_id": ["b", "b", "d"],
+                   "grade": [1, 2, 0]}), "a hole has two grades"),
+])
+def test_a_hole_without_or_with_two_grades_is_refused(grades, rule):
+    found, _ = holes.find_holes(RUN, KEY, k=2)
+    with pytest.raises(InputError, match=rule):
+        holes.fill_holes(KEY, found, grades)
+
+
+def test_a_hole_the_key_grades_is_refused():
+    with pytest.raises(InputError, match="already grades"):
+        holes.fill_holes(KEY, pd.DataFrame({"query_id": ["q1"], "chunk_id": ["a"]}),
+                         pd.DataFrame({"query_id": ["q1"], "chunk_id": ["a"], "grade": [0]}))
+
+
+def test_the_new_arms_per_query_metric_from_the_filled_key_feeds_the_estimate():
+    from relgrade.evaluation import metrics
+
+    # four queries, each: key grades chunk a (2) and x (1); the new arm ranks a, then h
+    qs = ["q1", "q2", "q3", "q4", "q5"]
+    run = pd.DataFrame({"query_id": np.repeat(qs, 2), "chunk_id": ["a", "h"] * 5,
+                        "rank": [1, 2] * 5, "score": [2.0, 1.0] * 5})
+    key = pd.DataFrame({"query_id": np.repeat(qs, 2), "chunk_id": ["a", "x"] * 5,
+                        "grade": [2, 1] * 5})
+    found, counts = holes.find_holes(run, key, k=2)
+    model = found.assign(grade=[1, 1, 1, 1, 1])           # the model: every hole grade 1
+    people = found.assign(grade=[0, 0, 1, 0, 1])          # people on q1, q2, q3 (sampled)
+    measure = "nDCG(dcg='exp-log2')@2"
+    f = metrics.per_query(qrels=holes.fill_holes(key, found, model), run=run, measures=measure)
+    y = metrics.per_query(qrels=holes.fill_holes(key, found, people), run=run, measures=measure)
+    f, y = f.set_index("query_id")["value"], y.set_index("query_id")["value"]
+    # by hand: ideal (3, 1) -> 3 + 1/log2(3); with the hole graded 1 the arm ranks (3, 1): 1;
+    # graded 0 it ranks (3, 0): 3 / (3 + 1/log2(3))
+    assert f.tolist() == pytest.approx([1.0] * 5, abs=1e-12)
+    low = 3 / (3 + 1 / np.log2(3))
+    assert y.tolist() == pytest.approx([low, low, 1.0, low, 1.0], abs=1e-12)
+    sample = np.array([0, 1, 2])
+    est = holes.new_arm_estimate(filled=f.to_numpy(), holes=counts["holes"],
+                                 pairs=counts["pairs"], sample=sample,
+                                 human=y.to_numpy()[sample])["ppi++"]
+    # the model values are constant, so lambda = 0: the human mean of the sample,
+    # every query has a hole (no exact stratum)
+    assert est.estimate == pytest.approx((2 * low + 1) / 3, abs=1e-12)
+    assert est.lam == 0.0

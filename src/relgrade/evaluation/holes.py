@@ -12,7 +12,10 @@ queries that have holes. This module works on the new arm's per-query metric val
 * ``sample`` — shape ``(n,)``: positions of the sampled queries, each with at least one hole;
 * ``human`` — shape ``(n,)``: on those queries, the metric with the holes' human grades.
 
-A query without holes is scored exactly on the key. The queries with holes are a stratum of
+:func:`find_holes` lists the holes of a run against the key and :func:`fill_holes` adds
+their grades to the key's rows, so the per-query values come from
+:func:`relgrade.evaluation.metrics.per_query` as any arm's. A query without holes is scored
+exactly on the key. The queries with holes are a stratum of
 their own, estimated by PPI++ from the human sample drawn in that stratum only
 (:func:`relgrade.evaluation.ppi_table.estimate_rows`, its ``jackknife`` interval: one
 ``lambda`` tuned on the sample and re-tuned per deleted query, Student's t on ``n - 1``
@@ -48,6 +51,8 @@ from scipy import stats as sps
 from relgrade.errors import InputError
 from relgrade.evaluation.ppi import holm, human_sample
 from relgrade.evaluation.ppi_table import estimate_rows
+from relgrade.ranking import top_k
+from relgrade.schema import KEY, PAIR, RUN, require
 
 #: The estimates of a new arm, in the order reports list them: the corrected one and the
 #: model-only one (holes filled by the model grader, no correction).
@@ -235,6 +240,106 @@ def _design(filled, holes, pairs, sample, human):
                          item=f"query #{q}", found="0 holes",
                          fix="draw the sample with sample_hole_queries")
     return f, h, p, s.astype(np.int64), y
+
+
+def find_holes(run: pd.DataFrame, key: pd.DataFrame, *, k: int,
+               ties: str = "score") -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The new arm's pairs within the cutoff that the frozen key did not grade.
+
+    Parameters
+    ----------
+    run : pandas.DataFrame
+        The new arm's run, columns :data:`relgrade.schema.RUN`. Not modified.
+    key : pandas.DataFrame
+        The frozen key, columns :data:`relgrade.schema.KEY`. Not modified.
+    k : int
+        The measure's cutoff: only the canonical top ``k`` of each query counts.
+    ties : {"score", "rank"}, default "score"
+        The tie rule (params ``runs.ties``, :func:`relgrade.ranking.top_k`).
+
+    Returns
+    -------
+    holes : pandas.DataFrame
+        ``query_id``, ``chunk_id``: the holes, in the run's canonical order.
+    counts : pandas.DataFrame
+        ``query_id``, ``pairs``, ``holes`` (int64): per query the run answers, its pairs
+        within the cutoff and its holes, sorted by ``query_id``.
+
+    Raises
+    ------
+    InputError
+        A table without its columns, or ``k`` below 1.
+
+    Examples
+    --------
+    >>> run = pd.DataFrame({"query_id": ["q1", "q1", "q1", "q2"],
+    ...                     "chunk_id": ["a", "b", "c", "a"], "rank": [1, 2, 3, 1],
+    ...                     "score": [3.0, 2.0, 1.0, 1.0]})
+    >>> key = pd.DataFrame({"query_id": ["q1", "q2"], "chunk_id": ["a", "a"], "grade": [2, 0]})
+    >>> holes, counts = find_holes(run, key, k=2)
+    >>> holes.values.tolist(), counts.values.tolist()
+    ([['q1', 'b']], [['q1', 2, 1], ['q2', 1, 0]])
+    """
+    require(run, RUN, what="the new arm's run")
+    require(key, KEY, what="the frozen key")
+    top = top_k(run, k, ties=ties)[PAIR]
+    judged = pd.MultiIndex.from_frame(key[PAIR].astype(str))
+    is_hole = ~pd.MultiIndex.from_frame(top.astype(str)).isin(judged)
+    counts = (top.assign(holes=is_hole.astype(np.int64)).groupby("query_id", sort=True)
+              .agg(pairs=("chunk_id", "size"), holes=("holes", "sum")).reset_index())
+    counts[["pairs", "holes"]] = counts[["pairs", "holes"]].astype(np.int64)
+    return top[is_hole].reset_index(drop=True), counts
+
+
+def fill_holes(key: pd.DataFrame, holes: pd.DataFrame, grades: pd.DataFrame) -> pd.DataFrame:
+    """The frozen key with every hole graded: the key's rows as they are, then the holes'.
+
+    Parameters
+    ----------
+    key : pandas.DataFrame
+        The frozen key, columns :data:`relgrade.schema.KEY`. Not modified.
+    holes : pandas.DataFrame
+        ``query_id``, ``chunk_id``: the holes (:func:`find_holes`).
+    grades : pandas.DataFrame
+        ``query_id``, ``chunk_id``, ``grade``: one grade per hole (the model grader's, or on
+        the sampled queries people's); extra rows are ignored.
+
+    Returns
+    -------
+    pandas.DataFrame
+        Columns :data:`relgrade.schema.KEY`: the key's rows, then one row per hole.
+
+    Raises
+    ------
+    InputError
+        A hole without a grade (naming the first), a hole graded twice, or a hole that the
+        key already grades.
+    """
+    for table, what in ((key, "the frozen key"), (grades, "the holes' grades")):
+        require(table, KEY, what=what)
+    require(holes, PAIR, what="the holes")
+    h = holes[PAIR].astype(str)
+    judged = pd.MultiIndex.from_frame(key[PAIR].astype(str))
+    inside = pd.MultiIndex.from_frame(h).isin(judged)
+    if inside.any():
+        q, c = h[inside].iloc[0]
+        raise InputError("a hole is a pair the frozen key already grades", item=f"{q} {c}",
+                         fix="find the holes with find_holes against the same key")
+    g = grades[KEY].astype({"query_id": str, "chunk_id": str})
+    g = g[pd.MultiIndex.from_frame(g[PAIR]).isin(pd.MultiIndex.from_frame(h))]
+    twice = g.duplicated(PAIR)
+    if twice.any():
+        q, c = g.loc[twice, PAIR].iloc[0]
+        raise InputError("a hole has two grades", item=f"{q} {c}",
+                         fix="keep one grade per pair (the current one)")
+    merged = h.merge(g, on=PAIR, how="left")
+    missing = merged["grade"].isna()
+    if missing.any():
+        q, c = merged.loc[missing, PAIR].iloc[0]
+        raise InputError("a hole has no grade", item=f"{q} {c}",
+                         found=f"{int(missing.sum())} of {len(h)} holes ungraded",
+                         fix="grade every hole before scoring the new arm")
+    return pd.concat([key[KEY], merged[KEY]], ignore_index=True)
 
 
 def hole_rate(holes, pairs) -> float:
