@@ -143,3 +143,60 @@ def test_too_few_queries_with_holes_are_refused_before_any_grading():
     with pytest.raises(InputError, match="at least 3 queries with holes"):
         new_arm.owed_holes(run=two, key=KEY, queries=QS, measure=MEASURE, fraction=1.0,
                            rng=np.random.default_rng(0))
+
+
+def test_the_reference_pairs_are_the_pairs_both_graders_graded():
+    g = pd.DataFrame({"query_id": ["q1", "q1", "q1", "q2", "q2", "q3"],
+                      "chunk_id": ["a", "a", "b", "a", "a", "a"],
+                      "grader": ["judge", "people", "judge", "people", "judge", "people"],
+                      "grade": [2, 1, 0, 2, 2, 1]})
+    out = new_arm.reference_pairs(g, model_grader="judge", human_grader="people")
+    assert out.values.tolist() == [["q1", "a", 2, 1], ["q2", "a", 2, 2]]
+    only_q2 = pd.DataFrame({"query_id": ["q2"], "chunk_id": ["a"]})
+    kept = new_arm.reference_pairs(g, model_grader="judge", human_grader="people",
+                                   pairs=only_q2)
+    assert kept.values.tolist() == [["q2", "a", 2, 2]]
+
+
+@pytest.mark.parametrize("grades, names, rule", [
+    (pd.DataFrame({"query_id": ["q1"], "chunk_id": ["a"], "grader": ["judge"], "grade": [1]}),
+     ("judge", "people"), "no pair of the old arms"),
+    (pd.DataFrame({"query_id": ["q1", "q1"], "chunk_id": ["a", "a"], "grader": ["judge"] * 2,
+                   "grade": [1, 2]}), ("judge", "people"), "two current grades"),
+    (pd.DataFrame({"query_id": ["q1"], "chunk_id": ["a"], "grader": ["judge"], "grade": [1]}),
+     ("judge", "judge"), "two graders"),
+])
+def test_reference_pairs_refuse_what_cannot_measure_a_bias(grades, names, rule):
+    with pytest.raises(InputError, match=rule):
+        new_arm.reference_pairs(grades, model_grader=names[0], human_grader=names[1])
+
+
+def test_the_decision_file_carries_the_corrected_estimate_and_the_verdict():
+    out = report()
+    fields = new_arm.decision_fields(out, key_sha256="ab" * 32, pool_version="v1")
+    e = out["estimates"]["ppi++"]
+    (row,) = out["comparisons"]
+    assert fields == {"measure": MEASURE, "mean": e["estimate"], "low": e["low"],
+                      "high": e["high"], "method": "ppi++ on holes",
+                      "hole_rate": pytest.approx(1 / 3),
+                      "model_only_mean": out["estimates"]["model-only"]["estimate"],
+                      "key_only_mean": out["estimates"]["key-only"]["estimate"],
+                      "level_claim": out["level_claim"], "pool_version": "v1",
+                      "key": "abababababab", "delta_bm25": row["estimate"],
+                      "p_holm_bm25": row["p_holm"]}
+
+
+def test_the_report_section_says_a_refused_level_claim():
+    model = HOLES.assign(grade=[2, 2, 2, 2])
+    people = HOLES.iloc[:3].assign(grade=[0, 0, 0])
+    same = OLD_PAIRS.assign(model=[1, 1, 2, 2], human=[1, 1, 2, 2])
+    lines = new_arm.report_lines(report(model_grades=model, human_grades=people,
+                                        old_pairs=same))
+    assert lines[0] == "## New arm dense on the frozen key"
+    assert "- hole rate: 33.3% (4 of 12 pairs within the cutoff)" in lines
+    refused = [x for x in lines if "level claim refused" in x]
+    # bias on the holes 2 - 0 = 2 grades, none on the old pairs
+    assert len(refused) == 1 and "(2.000 grade)" in refused[0] and "(0.000)" in refused[0]
+    assert lines[-1].startswith("- dense − bm25: ")
+    kept = new_arm.report_lines(report())
+    assert not any("refused" in x for x in kept)

@@ -273,3 +273,148 @@ def _plain(v):
     if isinstance(v, np.floating):
         return float(v)
     return v
+
+
+def reference_pairs(grades: pd.DataFrame, *, model_grader: str, human_grader: str,
+                    pairs: pd.DataFrame | None = None) -> pd.DataFrame:
+    """The old arms' pairs that the model grader and people both graded: the transport
+    check's reference side.
+
+    Parameters
+    ----------
+    grades : pandas.DataFrame
+        The current grades table (``query_id``, ``chunk_id``, ``grader``, ``grade``; the
+        grades stage's :data:`relgrade.schema.GRADES`), one current row per pair and grader.
+        Not modified.
+    model_grader, human_grader : str
+        The graders compared (params ``holes.model_grader`` and ``holes.human_grader``).
+    pairs : pandas.DataFrame, optional
+        ``query_id``, ``chunk_id``: the pairs to keep (the frozen key's); default every pair.
+
+    Returns
+    -------
+    pandas.DataFrame
+        :data:`OLD_PAIRS` (``model`` and ``human`` int64), sorted by query and chunk.
+
+    Raises
+    ------
+    InputError
+        ``grades`` without its columns; a grader with two grades of one pair; the two
+        graders the same; no pair graded by both (the bias on the old arms is unknown).
+
+    Examples
+    --------
+    >>> g = pd.DataFrame({"query_id": ["q1", "q1", "q2", "q1"], "chunk_id": ["a"] * 4,
+    ...                   "grader": ["m", "p", "m", "m2"], "grade": [2, 1, 0, 0]})
+    >>> reference_pairs(g, model_grader="m", human_grader="p").values.tolist()
+    [['q1', 'a', 2, 1]]
+    """
+    require(grades, ["query_id", "chunk_id", "grader", "grade"], what="the grades table")
+    if str(model_grader) == str(human_grader):
+        raise InputError("the transport check needs two graders", item=str(model_grader),
+                         fix="name different graders in holes.model_grader and "
+                             "holes.human_grader")
+    g = grades[["query_id", "chunk_id", "grader", "grade"]].astype(
+        {"query_id": str, "chunk_id": str, "grader": str})
+    sides = []
+    for name, col in ((str(model_grader), "model"), (str(human_grader), "human")):
+        mine = g[g["grader"] == name]
+        twice = mine.duplicated(PAIR)
+        if twice.any():
+            q, c = mine.loc[twice, PAIR].iloc[0]
+            raise InputError("a grader has two current grades of one pair", item=f"{name} {q} {c}",
+                             fix="give the current grades table (one row per pair and grader)")
+        sides.append(mine[PAIR + ["grade"]].rename(columns={"grade": col}))
+    both = sides[0].merge(sides[1], on=PAIR)
+    if pairs is not None:
+        both = both.merge(pairs[PAIR].astype(str).drop_duplicates(), on=PAIR)
+    if both.empty:
+        raise InputError("no pair of the old arms was graded by both graders, so the model "
+                         "grader's bias there is unknown",
+                         item=f"{model_grader} and {human_grader}",
+                         fix="let the model grader grade the human-graded pairs of the key")
+    both = both.astype({"model": np.int64, "human": np.int64})
+    return both.sort_values(PAIR, kind="stable").reset_index(drop=True)[list(OLD_PAIRS)]
+
+
+def decision_fields(record: dict, *, key_sha256: str | None = None,
+                    pool_version: str | None = None) -> dict:
+    """The new arm's ``dvc metrics`` file, from :func:`new_arm_report`'s record.
+
+    Parameters
+    ----------
+    record : dict
+        :func:`new_arm_report`'s result.
+    key_sha256, pool_version : str, optional
+        What the numbers rest on (the frozen key's sha256, cut to its first 12 hex digits as
+        the old arms' files carry it, and the pool version).
+
+    Returns
+    -------
+    dict
+        ``measure``, ``mean``, ``low``, ``high`` (the corrected PPI++ estimate and interval),
+        ``method`` (``"ppi++ on holes"``), ``hole_rate``, ``model_only_mean``,
+        ``key_only_mean``, ``level_claim`` (a value of :data:`LEVEL_CLAIM`), then ``pool_version``
+        and ``key`` when given, and per old arm ``delta_ARM`` and ``p_holm_ARM`` (new − old on
+        the same corrected per-query values).
+    """
+    e = record["estimates"]
+    out = {"measure": record["measure"], "mean": e["ppi++"]["estimate"],
+           "low": e["ppi++"]["low"], "high": e["ppi++"]["high"], "method": "ppi++ on holes",
+           "hole_rate": record["hole_rate"], "model_only_mean": e["model-only"]["estimate"],
+           "key_only_mean": e["key-only"]["estimate"], "level_claim": record["level_claim"]}
+    if pool_version:
+        out["pool_version"] = pool_version
+    if key_sha256:
+        out["key"] = key_sha256[:12]
+    for row in record["comparisons"]:
+        out[f"delta_{row['arm_b']}"] = row["estimate"]
+        out[f"p_holm_{row['arm_b']}"] = row["p_holm"]
+    return out
+
+
+def _f(x, digits: int = 4) -> str:
+    return f"{round(float(x), digits) + 0.0:.{digits}f}"
+
+
+def report_lines(record: dict) -> list[str]:
+    """The new arm's section of the decision report, as Markdown lines.
+
+    Parameters
+    ----------
+    record : dict
+        :func:`new_arm_report`'s result.
+
+    Returns
+    -------
+    list of str
+        A heading, the estimate with its interval and hole rate, the transport verdict (a
+        refused level claim says so and why), the model-only and key-only numbers labelled,
+        and one line per old arm with the difference, its interval and Holm p-value.
+    """
+    e, t = record["estimates"]["ppi++"], record["transport"]
+    lo, hi = _f(e["low"]), _f(e["high"])
+    lines = [f"## New arm {record['arm']} on the frozen key", "",
+             f"- {record['measure']}: {_f(e['estimate'])} [{lo}, {hi}] "
+             f"({round(100 * e['level'])}% interval, PPI++ on the queries with holes, "
+             f"{e['n']} of {e['hole_queries']} such queries graded by people, "
+             f"{e['N']} queries)",
+             f"- hole rate: {_f(100 * record['hole_rate'], 1)}% "
+             f"({record['holes']} of {record['pairs']} pairs within the cutoff)"]
+    words = (f"the model grader's bias on the sampled holes ({_f(t['bias_new'], 3)} grade) "
+             f"differs from its bias on the old arms' pairs ({_f(t['bias_old'], 3)}) by "
+             f"{_f(t['difference'], 3)}, p = {t['p']:.2g} (tolerance {t['tolerance']}, "
+             f"alpha {t['alpha']})")
+    if t["refuse"]:
+        lines.append(f"- **level claim refused**: {words}; the interval rests on the "
+                     "human sample of holes alone, and the level is not claimed")
+    else:
+        lines.append(f"- level claim holds: {words}")
+    lines.append(f"- model-only (holes graded by the model, uncorrected): "
+                 f"{_f(record['estimates']['model-only']['estimate'])}; key-only (holes "
+                 f"counted as not relevant): {_f(record['estimates']['key-only']['estimate'])}")
+    for row in record["comparisons"]:
+        lines.append(f"- {row['arm_a']} − {row['arm_b']}: {_f(row['estimate'])} "
+                     f"[{_f(row['low'])}, {_f(row['high'])}], Holm p = {row['p_holm']:.2g}"
+                     + (" (significant)" if row["significant"] else ""))
+    return lines
