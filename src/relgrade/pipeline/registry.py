@@ -355,8 +355,8 @@ def stages() -> tuple[Stage, ...]:
                     "${paths.grades}", "${paths.per_query}", "${grading.rubric}"),
               # the work folder holds the holes' packets and the grades recorded for them: a
               # grade recorded there changes the output, so dvc repro reruns the stage
-              outs=(_kept("${paths.holes_work}"),),
-              metrics=(_e("${paths.holes}", cache=False, persist=True),),
+              # the record is kept in git; its decision file is the dvc metric (report stage)
+              outs=(_kept("${paths.holes_work}"), _kept("${paths.holes}")),
               doc="Arms that joined after the key froze (params holes.arms): their holes "
                   "graded by the model grader, a seeded sample of hole queries by people, "
                   "each arm's PPI++ estimate, hole rate and transport verdict."),
