@@ -130,6 +130,9 @@ def test_a_new_arm_on_a_frozen_key_gets_its_corrected_estimate_and_changes_nothi
     assert decision["mean"] == ppi["estimate"]
     assert decision["key"] == record["key_sha256"][:12]
     assert decision["level_claim"] == "level claim holds"
+    vs, = [r for r in fresh["comparisons"] if r["arm_b"] == "lexical"]   # metrics.baseline
+    assert (decision["baseline"], decision["delta"], decision["p_holm"]) == (
+        "lexical", vs["estimate"], vs["p_holm"])
     report = (root / "metrics/report.md").read_text()
     assert "## New arm fresh on the frozen key" in report
     params = yaml.safe_load((root / "data/holes/params.yaml").read_text())

@@ -173,7 +173,8 @@ def test_reference_pairs_refuse_what_cannot_measure_a_bias(grades, names, rule):
 
 def test_the_decision_file_carries_the_corrected_estimate_and_the_verdict():
     out = report()
-    fields = new_arm.decision_fields(out, key_sha256="ab" * 32, pool_version="v1")
+    fields = new_arm.decision_fields(out, key_sha256="ab" * 32, pool_version="v1",
+                                     baseline="bm25")
     e = out["estimates"]["ppi++"]
     (row,) = out["comparisons"]
     assert fields == {"measure": MEASURE, "mean": e["estimate"], "low": e["low"],
@@ -182,8 +183,10 @@ def test_the_decision_file_carries_the_corrected_estimate_and_the_verdict():
                       "model_only_mean": out["estimates"]["model-only"]["estimate"],
                       "key_only_mean": out["estimates"]["key-only"]["estimate"],
                       "level_claim": out["level_claim"], "pool_version": "v1",
-                      "key": "abababababab", "delta_bm25": row["estimate"],
-                      "p_holm_bm25": row["p_holm"]}
+                      "key": "abababababab", "baseline": "bm25", "delta": row["estimate"],
+                      "p_holm": row["p_holm"]}
+    # without a baseline among the old arms, no difference is written (the record has them)
+    assert "delta" not in new_arm.decision_fields(out, baseline="tfidf")
 
 
 def test_the_report_section_says_a_refused_level_claim():

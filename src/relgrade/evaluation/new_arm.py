@@ -338,8 +338,12 @@ def reference_pairs(grades: pd.DataFrame, *, model_grader: str, human_grader: st
 
 
 def decision_fields(record: dict, *, key_sha256: str | None = None,
-                    pool_version: str | None = None) -> dict:
+                    pool_version: str | None = None, baseline: str | None = None) -> dict:
     """The new arm's ``dvc metrics`` file, from :func:`new_arm_report`'s record.
+
+    Its columns are those of an old arm's file
+    (:func:`relgrade.evaluation.decision.arm_summaries`) where they mean the same, so
+    ``dvc metrics show`` lines them up, plus what only a new arm has.
 
     Parameters
     ----------
@@ -348,15 +352,18 @@ def decision_fields(record: dict, *, key_sha256: str | None = None,
     key_sha256, pool_version : str, optional
         What the numbers rest on (the frozen key's sha256, cut to its first 12 hex digits as
         the old arms' files carry it, and the pool version).
+    baseline : str, optional
+        Params ``metrics.baseline``: the old arm whose difference is written.
 
     Returns
     -------
     dict
         ``measure``, ``mean``, ``low``, ``high`` (the corrected PPI++ estimate and interval),
         ``method`` (``"ppi++ on holes"``), ``hole_rate``, ``model_only_mean``,
-        ``key_only_mean``, ``level_claim`` (a value of :data:`LEVEL_CLAIM`), then ``pool_version``
-        and ``key`` when given, and per old arm ``delta_ARM`` and ``p_holm_ARM`` (new − old on
-        the same corrected per-query values).
+        ``key_only_mean``, ``level_claim`` (a value of :data:`LEVEL_CLAIM`), then
+        ``pool_version`` and ``key`` when given, and with a baseline among the old arms
+        ``baseline``, ``delta`` (new − baseline on the same corrected per-query values) and
+        ``p_holm`` (Holm over every old arm; each one's difference is in the record).
     """
     e = record["estimates"]
     out = {"measure": record["measure"], "mean": e["ppi++"]["estimate"],
@@ -368,8 +375,8 @@ def decision_fields(record: dict, *, key_sha256: str | None = None,
     if key_sha256:
         out["key"] = key_sha256[:12]
     for row in record["comparisons"]:
-        out[f"delta_{row['arm_b']}"] = row["estimate"]
-        out[f"p_holm_{row['arm_b']}"] = row["p_holm"]
+        if baseline is not None and row["arm_b"] == str(baseline):
+            out.update(baseline=row["arm_b"], delta=row["estimate"], p_holm=row["p_holm"])
     return out
 
 

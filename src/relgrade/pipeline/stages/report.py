@@ -129,7 +129,8 @@ def run(ex):
         if holes:  # arms that joined after the key froze: their corrected estimates
             for arm, record in holes["arms"].items():
                 io.write_json(tmp / f"{arm}.json", new_arm.decision_fields(
-                    record, key_sha256=holes["key_sha256"], pool_version=holes["pool_version"]))
+                    record, key_sha256=holes["key_sha256"], pool_version=holes["pool_version"],
+                    baseline=ex.params.need("metrics").baseline))
     io.write_text(ex.path("report_md"), markdown)
     io.write_text(ex.path("report_html"), html)
     for line in result.verdicts:
