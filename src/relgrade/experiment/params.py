@@ -164,6 +164,9 @@ class Paths(_Section):
     # prediction-powered estimates (grading.mode: ppi)
     ppi: str | None = None
     ppi_budget: str | None = None
+    # arms that joined after the key froze (a `holes` section)
+    holes: str | None = None
+    holes_work: str | None = None
     # a rater panel (grading.mode: raters)
     assignment: str | None = None
     rater_grades: str | None = None
@@ -583,12 +586,37 @@ class Cost(_Section):
     seconds_per_judgment: Annotated[float, _number(integer=False, gt=0)] = 30
 
 
+class Holes(_Section):
+    """``holes``: arms that joined after the key froze, scored on the frozen key with their
+    holes graded (see docs/new-arm.md).
+
+    ``arms`` are run files (kind ``file``), kept out of ``arms`` so that the pool, the key and
+    every old arm's numbers stay as they are; ``model_grader`` grades every hole of the
+    measure's cutoff, ``human_grader`` every hole of a seeded uniform sample of
+    ``human_fraction`` of the queries with holes (seed derived from ``seed``). The transport
+    check refuses the level claim when the model grader's bias on the sampled holes differs
+    from its bias on the old arms' pairs by more than ``transport_tolerance`` grades at
+    ``transport_alpha``. ``measure`` defaults to ``metrics.primary``; ``level`` is the
+    confidence level of every interval.
+    """
+
+    arms: dict[str, FileArm] = Field(min_length=1)
+    model_grader: str = Field(min_length=1)
+    human_grader: str = Field(min_length=1)
+    human_fraction: Annotated[float, _number(integer=False, gt=0, le=1,
+                                             what="a number in (0, 1]")]
+    transport_alpha: Probability = 0.05
+    transport_tolerance: Annotated[float, _number(integer=False, ge=0)] = 0.1
+    measure: str | None = None
+    level: Probability = 0.95
+
+
 _SECTIONS: dict[str, type[BaseModel]] = {
     "paths": Paths, "scale": Scale, "corpus": Corpus, "queries": Queries, "runs": Runs,
     "pool": Pool, "intents": Intents, "audit": Audit, "grading": Grading, "gates": Gates,
     "metrics": Metrics, "clicks": Clicks, "cost": Cost, "agreement": Agreement,
     "sample": Sample, "triage": Triage, "raters": Raters, "gold": Gold,
-    "aggregation": Aggregation, "adjudication": Adjudication, "ppi": PPI}
+    "aggregation": Aggregation, "adjudication": Adjudication, "ppi": PPI, "holes": Holes}
 
 
 # --- the whole file ------------------------------------------------------------------
@@ -629,6 +657,7 @@ class Params(BaseModel):
     aggregation: Aggregation = Field(default_factory=Aggregation)
     adjudication: Adjudication = Field(default_factory=Adjudication)
     ppi: PPI | None = None
+    holes: Holes | None = None
 
     _source: Path = PrivateAttr(default=PARAMS_FILE)
 
@@ -710,6 +739,32 @@ class Params(BaseModel):
                 "relgrade_ppi", "grading.regrade must be all when grading.mode is ppi: the "
                 "human sample is graded in full (found {regrade})",
                 {"regrade": repr(self.grading.regrade)})
+        return self
+
+    @model_validator(mode="after")
+    def _holes_are_new_arms(self):
+        if self.holes is None:
+            return self
+        h = self.holes
+        if self.grading.mode == "ppi":
+            raise PydanticCustomError(
+                "relgrade_holes", "a holes section needs a key graded by people: in ppi mode "
+                "the key is the model grader's (add the arm to arms and grade its pairs)", {})
+        for name in sorted(h.arms):
+            if name in (self.arms or {}):
+                raise PydanticCustomError(
+                    "relgrade_holes", "holes.arms.{name} is also under arms: an arm that "
+                    "joined after the key froze stays out of arms, so the pool and the key "
+                    "stay as they are", {"name": name})
+        for what, name in (("model_grader", h.model_grader), ("human_grader", h.human_grader)):
+            if name not in self.graders:
+                raise PydanticCustomError(
+                    "relgrade_holes", "holes.{what} {name} is not declared under graders",
+                    {"what": what, "name": name})
+        if h.model_grader == h.human_grader:
+            raise PydanticCustomError(
+                "relgrade_holes", "holes.human_grader {name} is also the model grader: the "
+                "holes' sample must be graded by another grader", {"name": h.model_grader})
         return self
 
     @model_validator(mode="after")

@@ -21,6 +21,7 @@ sample     ``queries.log`` is set: the ``sample`` stage draws the query set from
 tail       ``pool.tail_sample > 0``: a sampled tail beyond the pool depth
 clicks     a ``clicks`` section and no protocol sections: the click stages only
 gold       raters mode with ``gold.command``: the ``gold`` stage writes the gold file
+holes      a ``holes`` section: arms that joined after the key froze (the ``holes`` stage)
 click_*    a click experiment's parts: ``clicks.simulate`` (the log is simulated),
            ``clicks.rankings`` (IPS estimates of rankings), ``clicks.key`` (a training set)
 =========  ================================================================================
@@ -51,7 +52,7 @@ from relgrade.io.files import read_yaml
 
 #: Every mode a stage or an entry may be declared for.
 MODES = ("single", "triage", "raters", "ppi", "sample", "tail", "clicks", "gold",
-         "click_simulation", "click_rankings", "click_key")
+         "click_simulation", "click_rankings", "click_key", "holes")
 #: The modes of the blind-grading protocol (an experiment has exactly one of them).
 PROTOCOL = frozenset({"single", "triage", "raters", "ppi"})
 
@@ -349,6 +350,20 @@ def stages() -> tuple[Stage, ...]:
               doc="Prediction-powered estimates per arm and paired difference (model key on "
                   "every query, rectified on the human sample) beside model-only and "
                   "human-only; the judge audit per arm; the judging-budget curve."),
+        Stage("holes", "holes", frozenset({"holes"}),
+              params=("seed", "holes", "metrics.primary", "scale", "runs.ties", "graders",
+                      "grading.rubric", "grading.rubric_version", "grading.batch_size",
+                      "grading.max_reason_words"),
+              deps=("${paths.key}", "${paths.qrels}", "${paths.record}", "${paths.queries}",
+                    "${paths.chunks}", "${paths.intents}", "${paths.intents_manifest}",
+                    "${paths.grades}", "${paths.per_query}", "${grading.rubric}"),
+              # the work folder holds the holes' packets and the grades recorded for them: a
+              # grade recorded there changes the output, so dvc repro reruns the stage
+              # the record is kept in git; its decision file is the dvc metric (report stage)
+              outs=(_kept("${paths.holes_work}"), _kept("${paths.holes}")),
+              doc="Arms that joined after the key froze (params holes.arms): their holes "
+                  "graded by the model grader, a seeded sample of hole queries by people, "
+                  "each arm's PPI++ estimate, hole rate and transport verdict."),
         Stage("report", "report", _ALL,
               params=("metrics.primary", "runs.ties", "scale.relevant_min", "cost", "graders",
                       _e("grading.mode", "ppi")),
@@ -356,7 +371,7 @@ def stages() -> tuple[Stage, ...]:
                     "${paths.key_previous}", "${paths.runs}", "${paths.grades_manifest}",
                     "${paths.metrics}",  # each arm's mean under the frozen key, beside ...
                     "${paths.key_post_hoc}", "${paths.metrics_post_hoc}",  # ... the post-hoc
-                    _e("${paths.ppi}", "ppi")),
+                    _e("${paths.ppi}", "ppi"), _e("${paths.holes}", "holes")),
               outs=(_kept("${paths.report_md}"), _kept("${paths.report_html}"),
                     _kept("${paths.decision}")),
               doc="The decision report and one small file per arm (the dvc metrics)."),
@@ -401,8 +416,8 @@ def modes_of(ex: Experiment) -> frozenset:
     -------
     frozenset of str
         Exactly one of ``single``, ``triage``, ``raters``, ``ppi``, plus ``sample``,
-        ``tail`` and ``gold`` when they apply; or, for a click experiment, ``clicks`` with
-        the ``click_*`` parts it has.
+        ``tail``, ``gold`` and ``holes`` when they apply; or, for a click experiment,
+        ``clicks`` with the ``click_*`` parts it has.
     """
     p = ex.params
     if p.clicks is not None and p.corpus is None:
@@ -416,6 +431,8 @@ def modes_of(ex: Experiment) -> frozenset:
         modes.add("tail")
     if p.grading.mode == "raters" and p.gold is not None and p.gold.command:
         modes.add("gold")
+    if p.holes is not None:
+        modes.add("holes")
     return frozenset(modes)
 
 
@@ -547,6 +564,8 @@ def stage_body(stage: Stage, ex: Experiment, modes: frozenset, *, graph, src: Pa
     deps += [_path(d) for d in stage.deps if _applies(d, modes)]
     if stage.name == "retrieve":
         deps += [s for s in _fused_file_sources(ex) if s not in deps]
+    if stage.name == "holes":  # the run files of the arms that joined after the freeze
+        deps += [str(a.source) for _, a in sorted(ex.params.holes.arms.items())]
     if stage.name == "gold":  # what the gold command reads, as params list it
         deps += [str(d) for d in ex.params.gold.deps if str(d) not in deps]
     params = [_path(p) for p in stage.params if _applies(p, modes)]

@@ -19,9 +19,14 @@ the frozen one (`paths.key_post_hoc`: corrections recorded by `relgrade grade co
 changed key allowed by `grading.post_hoc`), a post-hoc section follows: the corrections, both
 keys' sha256 and each arm's primary measure under both (from `paths.metrics` and
 `paths.metrics_post_hoc`). The verdicts and the decision files stay the frozen key's.
+With a `holes` section, each arm that joined after the key froze gets its decision file and
+a report section from `paths.holes` (the holes stage: its PPI++ estimate, hole rate and
+transport verdict, "level claim refused" when the check refuses).
 """
 
-from relgrade.evaluation import decision, translate
+from markupsafe import escape
+
+from relgrade.evaluation import decision, new_arm, translate
 from relgrade.pipeline.cost import report_cost
 from relgrade.io import files as io
 from relgrade.io.runs import read_run
@@ -94,6 +99,27 @@ def _rank_sets(report, ppi, measure):
     return report.get("rank_sets")
 
 
+def _holes(ex):
+    """The holes stage's result when params have a ``holes`` section (``paths.holes``), else
+    None: each new arm's decision file and report section (docs/new-arm.md)."""
+    if ex.params.holes is None:
+        return None
+    return io.read_json(ex.path("holes"))
+
+
+def _with_holes(markdown: str, html: str, holes) -> tuple[str, str]:
+    """The report with a section per arm that joined after the key froze."""
+    if not holes:
+        return markdown, html
+    for record in holes["arms"].values():
+        lines = new_arm.report_lines(record)
+        markdown = markdown.rstrip("\n") + "\n\n" + "\n".join(lines) + "\n"
+        items = "".join(f"<li>{escape(x[2:])}</li>" for x in lines[2:])
+        section = f"<section><h2>{escape(lines[0][3:])}</h2><ul>{items}</ul></section>"
+        html = html.replace("</body>", section + "</body>", 1)
+    return markdown, html
+
+
 def run(ex):
     source = ex.path("comparisons")
     report = io.read_json(source)
@@ -108,9 +134,16 @@ def run(ex):
     summaries = decision.arm_summaries(report, primary=result.primary, source=source,
                                        rank_sets=ranks)
     markdown, html = decision.to_markdown(result), decision.to_html(result)
+    holes = _holes(ex)
+    markdown, html = _with_holes(markdown, html, holes)
     with io.atomic_dir(ex.path("decision")) as tmp:
         for arm, row in summaries.items():
             io.write_json(tmp / f"{arm}.json", row)
+        if holes:  # arms that joined after the key froze: their corrected estimates
+            for arm, record in holes["arms"].items():
+                io.write_json(tmp / f"{arm}.json", new_arm.decision_fields(
+                    record, key_sha256=holes["key_sha256"], pool_version=holes["pool_version"],
+                    baseline=ex.params.need("metrics").baseline))
     io.write_text(ex.path("report_md"), markdown)
     io.write_text(ex.path("report_html"), html)
     for line in result.verdicts:
