@@ -133,6 +133,11 @@ class CallCache:
         The cache file (params ``paths.call_cache``); created, with its folder, on the first
         answer stored.
 
+    Raises
+    ------
+    InputError
+        ``path`` is a folder, or a line of the file is malformed.
+
     Examples
     --------
     >>> import tempfile, os
@@ -147,6 +152,10 @@ class CallCache:
 
     def __init__(self, path):
         self.path = Path(path)
+        if self.path.is_dir():
+            raise InputError("the call cache is a file (JSON Lines); this path is a folder",
+                             path=self.path, item="paths.call_cache",
+                             fix="Name a file, e.g. data/private/call-cache.jsonl")
         self._answers: dict[str, str] = {}
         self._offset = 0
         self._line = 0
