@@ -72,3 +72,59 @@ def hidden_at(text: str) -> int | None:
         if is_hidden(ch):
             return i
     return None
+
+
+def markdown_text(text: str) -> str:
+    """``text`` for one line or one table cell of Markdown: inert, one line, no markup.
+
+    :func:`inert` (a newline becomes ``\\u000a``, so it cannot split a paragraph or a row),
+    then ``|`` escaped (a table cell stays one cell) and ``<``, ``>`` written as entities
+    (no HTML tag reaches a Markdown renderer).
+
+    Examples
+    --------
+    >>> markdown_text("Ana\\nBen | <script>x</script>")
+    'Ana\\\\u000aBen \\\\| &lt;script&gt;x&lt;/script&gt;'
+    """
+    return (inert(str(text)).replace("|", "\\|").replace("<", "&lt;")
+            .replace(">", "&gt;"))
+
+
+def check_free_text(text: str, *, limit: int, what: str) -> str:
+    """A free-text field a user sets (a reason, a name, a group name), checked.
+
+    Parameters
+    ----------
+    text : str
+        The text.
+    limit : int
+        The most characters allowed (grade reasons: 300).
+    what : str
+        The field, named in the error (``"--reason"``, ``"a group name"``).
+
+    Returns
+    -------
+    str
+        ``text`` stripped of outer whitespace.
+
+    Raises
+    ------
+    ValueError
+        Longer than ``limit`` characters, or not valid Unicode (a lone surrogate); the
+        message names ``what``, the rule and what was found (shown inert). Callers raise it
+        on as their own :class:`~relgrade.errors.InputError` with the file or option.
+
+    Examples
+    --------
+    >>> check_free_text("  fine ", limit=10, what="--by")
+    'fine'
+    """
+    text = str(text).strip()
+    if len(text) > limit:
+        raise ValueError(f"{what} longer than {limit} characters (found {len(text)} "
+                         "characters). Shorten it")
+    for i, ch in enumerate(text):
+        if "\ud800" <= ch <= "\udfff":
+            raise ValueError(f"{what} is not valid Unicode text (found \\u{ord(ch):04x} at "
+                             f"character {i + 1})")
+    return text
