@@ -141,7 +141,7 @@ def edit_cmd(chunk_id, text_file, params_path):
                    f"corpus.input is now {relative}")
     rows = chunk_edit.replace_text(chunk_edit.read_rows(rows_src), chunk_id, text,
                                    path=rows_src)
-    chunk_edit.write_rows(rows_src, rows)
+    chunk_edit.write_rows(rows_src, rows, edited=chunk_id)
     click.echo(f"Edited chunk {chunk_id} in {rows_src.as_posix()}")
 
     pool_path, chunks_path = ex.path("pool"), ex.path("chunks")

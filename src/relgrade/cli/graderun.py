@@ -97,7 +97,10 @@ def run_cmd(grader, workers, executor, address, params_path, progress):
     With paths.call_cache, a request answered before (by any run sharing that file) is
     answered from the cache and starts no process (see docs/grading-at-scale.md).
     """
+    from relgrade.errors import ProtocolError
+    from relgrade.experiment.chunk_edit import edited_since_build
     from relgrade.experiment.files import Experiment
+    from relgrade.experiment.layout import repro_command
     from relgrade.graders import command as graderun
     from relgrade.graders.cache import CallCache
     from relgrade.graders.exchange import prompt_template
@@ -108,6 +111,11 @@ def run_cmd(grader, workers, executor, address, params_path, progress):
     ex = Experiment.load(params_path, resolve=True)
     setup = graderun.grader_setup(ex.params.grader(grader), grader, path=params_path,
                                   workers=workers, executor=executor, address=address)
+    stale = edited_since_build(ex)
+    if stale is not None:
+        raise ProtocolError(f"{stale}; nothing was graded. Run `{repro_command(ex)}` first: "
+                            "it rebuilds the packets and stops on the pairs owed, then run "
+                            "this command again")
     cache = CallCache(ex.path("call_cache")) if ex.params.paths.call_cache else None
     grading = ex.params.grading
     scale = ex.params.need("scale").grades
