@@ -1,5 +1,6 @@
 """`relgrade corpus edit` on a chunks file: one line rewritten, and `grade run` before
-`dvc repro` says the packets predate the edit instead of grading nothing in silence."""
+`dvc repro` says the packets predate the edit instead of grading nothing in silence. On the
+same small pipeline: the retrieve stage notes a run file's seventh field as `evaluate` does."""
 
 from __future__ import annotations
 
@@ -68,3 +69,16 @@ def test_grade_run_after_corpus_edit_says_the_packets_predate_it(built):
     again = tiny.run(built, "relgrade", "grade", "run", "--grader", "grader-a", "--no-progress",
                      check=False)
     assert "predate" not in again.stderr + again.stdout
+
+
+def test_the_retrieve_stage_notes_a_seventh_field_as_evaluate_does(built):
+    run = built / "data/input/runs/dense.trec"
+    lines = run.read_text().splitlines()
+    # a seventh field on lines 2 and 5 (1-based): ignored, as trec_eval does, and noted
+    for i in (1, 4):
+        lines[i] += " comment"
+    run.write_text("\n".join(lines) + "\n")
+    proc = tiny.run(built, "dvc", "repro", "retrieve@dense")
+    assert ("Note: data/input/runs/dense.trec: 2 line(s) have fields after the sixth "
+            "(first: line 2); they were ignored.\n") in proc.stderr
+    # the words are evaluate's: both print relgrade.io.trec.extra_fields_note
