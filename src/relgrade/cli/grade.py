@@ -217,7 +217,7 @@ def _import_batch(results: Path, grader: str, params_path, *, partial: bool = Fa
     from relgrade.experiment.files import Experiment
     from relgrade.graders import command as graderun
     from relgrade.graders.batchfiles import read_results, results_provider
-    from relgrade.graders.cache import MISS, CallCache
+    from relgrade.graders.cache import MISS, CallCache, answer_digest
     from relgrade.graders.store import GradeStore
     from relgrade.text import inert
 
@@ -238,9 +238,11 @@ def _import_batch(results: Path, grader: str, params_path, *, partial: bool = Fa
                 CallCache(ex.path("call_cache")).put_many(
                     (b.key, text) for b, _, text in got.answered)
             ex.ensure_meta(files, graderun.packet_meta(packets))
-            note = {"cache": MISS, "via": f"{provider} batch"}
+            notes = [{"cache": MISS, "via": f"{provider} batch",
+                      "answer_sha256": answer_digest(b.key, text)}
+                     for b, _, text in got.answered]
             results_of = store.append_many([rows for _, rows, _ in got.answered],
-                                           notes=[note] * len(got.answered))
+                                           notes=notes)
             for r in results_of:
                 if isinstance(r, Exception):
                     raise r

@@ -695,10 +695,11 @@ class _Run:
         return None
 
     def attempt_batch(self, task: QueryTask, bt: BatchTask, sample: int,
-                      chunks) -> tuple[list, bool] | None:
-        """Grade ``chunks`` once (with retries): the validated rows in the chunks' order and
-        whether they came from the call cache, or None (refused on every attempt, or
-        stopped)."""
+                      chunks) -> tuple[list, bool, str | None] | None:
+        """Grade ``chunks`` once (with retries): the validated rows in the chunks' order,
+        whether they came from the call cache and the cache entry's
+        :func:`~relgrade.graders.cache.answer_digest` (None without a cache), or None
+        (refused on every attempt, or stopped)."""
         s = self.setup
         source = f"{s.name} command, {task.query_id} batch {bt.batch}"
         if s.samples > 1:
@@ -721,7 +722,7 @@ class _Run:
                 rows = self._stored_answer(key, task, chunks, source)
                 if rows is not None:
                     self.count(cache_hits=1)
-                    return rows, True
+                    return rows, True, self.cache.digest(key)
                 self.count(cache_misses=1)
             lost = 0
             while True:
@@ -737,7 +738,7 @@ class _Run:
                 rows = self._stored_answer(key, task, chunks, source) \
                     if key is not None else None
                 if rows is not None:
-                    return rows, False
+                    return rows, False, self.cache.digest(key)
             if res.killed:
                 if spool is not None:
                     drop_spool([spool])
@@ -762,7 +763,7 @@ class _Run:
             if key is not None:
                 self.cache.put(key, res.stdout)  # durable before the grades are handed on
                 drop_spool([spool])
-            return rows, False
+            return rows, False, (None if key is None else self.cache.digest(key))
         with self.lock:
             self.summary.failures.append(Failure(task.query_id, bt.batch, sample, error))
         return None
@@ -776,16 +777,18 @@ class _Run:
                 got = self.attempt_batch(task, bt, 0, bt.chunks)
                 if got is None:
                     continue
-                rows, hit = got
+                rows, hit, digest = got
+                digests = [digest]
             else:
-                ok, hit = True, True
+                ok, hit, digests = True, True, []
                 for sample, chunks in bt.todo:
                     got = self.attempt_batch(task, bt, sample, chunks)
                     if got is None:
                         ok = False
                         break
-                    got, sample_hit = got
+                    got, sample_hit, digest = got
                     hit = hit and sample_hit
+                    digests.append(digest)
                     srows = [{"query_id": r["query_id"], "chunk_id": r["chunk_id"],
                               "sample": sample, "reason": r["reason"], "grade": r["grade"]}
                              for r in got]
@@ -809,7 +812,9 @@ class _Run:
                 rows = agg.to_dict("records")
             rows = [{"query_id": str(r["query_id"]), "chunk_id": str(r["chunk_id"]),
                      "reason": str(r["reason"]), "grade": int(r["grade"])} for r in rows]
-            note = None if self.cache is None else {"cache": HIT if hit else MISS}
+            note = None if self.cache is None else {
+                "cache": HIT if hit else MISS,
+                "answer_sha256": digests[0] if len(digests) == 1 else digests}
             self.writer.submit(self.store, rows, note=note).result()
             self.count(graded=len(rows), batches=1)
             if self.progress is not None:
