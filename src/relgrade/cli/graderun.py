@@ -81,12 +81,17 @@ def summary_lines(s: graderun.RunSummary, grader: str) -> list[str]:
                    "pip install 'relgrade[ray]').")
 @click.option("--address", default=None,
               help="The Ray cluster for --executor ray (default: graders.NAME.address, else "
-                   "RAY_ADDRESS, else a local Ray instance for this run).")
+                   "RAY_ADDRESS, else a local Ray instance for this run). The ray://HOST:PORT "
+                   "form needs Ray Client: pip install 'ray[client]'.")
+@click.option("--connect-timeout", "connect_timeout", type=click.FloatRange(min=0, min_open=True),
+              default=None,
+              help="Seconds to reach the Ray cluster's address before giving up with an error "
+                   "(default: graders.NAME.connect_timeout, else 30).")
 @params_option
 @click.option("--progress/--no-progress", default=None,
               help="Show a progress bar (default: when stderr is a terminal).")
 @handle_errors
-def run_cmd(grader, workers, executor, address, params_path, progress):
+def run_cmd(grader, workers, executor, address, connect_timeout, params_path, progress):
     """Grade every pool pair that GRADER has not graded yet, with its command.
 
     Each batch of at most five chunks goes to a fresh process of graders.NAME.command as a
@@ -110,7 +115,8 @@ def run_cmd(grader, workers, executor, address, params_path, progress):
 
     ex = Experiment.load(params_path, resolve=True)
     setup = graderun.grader_setup(ex.params.grader(grader), grader, path=params_path,
-                                  workers=workers, executor=executor, address=address)
+                                  workers=workers, executor=executor, address=address,
+                                  connect_timeout=connect_timeout)
     stale = edited_since_build(ex)
     if stale is not None:
         raise ProtocolError(f"{stale}; nothing was graded. Run `{repro_command(ex)}` first: "

@@ -397,7 +397,7 @@ class Grader(BaseModel):
     ``executor`` (``local`` or ``ray``), ``address`` (a Ray cluster), ``model_id`` (the
     provider's model for batch files), ``max_tokens`` and ``temperature``. Further settings
     (``family``, ``model``, ``person``, ``command``, ``timeout``, ``retries``, ``workers``,
-    ``samples``, ``input``, ``token``) are kept as written and checked by the code that uses
+    ``samples``, ``input``, ``token``, ``connect_timeout``) are kept as written and checked by the code that uses
     them.
     """
 

@@ -88,7 +88,7 @@ from relgrade.protocol.packets import MAX_BATCH, check_batch
 
 #: Defaults of the command settings of a grader in params ``graders.NAME``.
 DEFAULTS = {"timeout": 600.0, "retries": 2, "workers": 1, "samples": 1, "input": "json",
-            "executor": "local"}
+            "executor": "local", "connect_timeout": 30.0}
 
 #: Where a command grader's processes run (params ``graders.NAME.executor``).
 EXECUTORS = ("local", "ray")
@@ -130,6 +130,9 @@ class GraderSetup:
     address : str or None
         The Ray cluster's address (``executor: ray``); None: ``RAY_ADDRESS``, else a local
         Ray instance started for the run.
+    connect_timeout : float
+        Seconds to reach the Ray cluster's address before the run ends in an error
+        (``graders.NAME.connect_timeout``, default 30).
     """
 
     name: str
@@ -143,6 +146,7 @@ class GraderSetup:
     input: str = DEFAULTS["input"]
     executor: str = DEFAULTS["executor"]
     address: str | None = None
+    connect_timeout: float = DEFAULTS["connect_timeout"]
 
 
 def _int_param(value, name, grader, path, minimum):
@@ -153,7 +157,8 @@ def _int_param(value, name, grader, path, minimum):
 
 
 def grader_setup(spec: Mapping, name: str, *, path=None, workers: int | None = None,
-                 executor: str | None = None, address: str | None = None) -> GraderSetup:
+                 executor: str | None = None, address: str | None = None,
+                 connect_timeout: float | None = None) -> GraderSetup:
     """Read and check one command grader's settings.
 
     Parameters
@@ -171,6 +176,8 @@ def grader_setup(spec: Mapping, name: str, *, path=None, workers: int | None = N
         Overrides ``graders.NAME.executor`` (the ``--executor`` option).
     address : str, optional
         Overrides ``graders.NAME.address`` (the ``--address`` option).
+    connect_timeout : float, optional
+        Overrides ``graders.NAME.connect_timeout`` (the ``--connect-timeout`` option).
 
     Returns
     -------
@@ -183,7 +190,8 @@ def grader_setup(spec: Mapping, name: str, *, path=None, workers: int | None = N
         ``relgrade grade import``; for a grader of kind ``import``, ``relgrade grade
         import``); a ``timeout``, ``retries``, ``workers`` or ``samples`` that is not a valid number; an
         ``input`` mode other than ``json`` or ``prompt``; an ``executor`` other than
-        ``local`` or ``ray``; an ``address`` that is not a string.
+        ``local`` or ``ray``; an ``address`` that is not a string; a ``connect_timeout``
+        that is not a number of seconds > 0.
     """
     g = spec
     role, kind = g["role"], g["kind"]
@@ -221,9 +229,14 @@ def grader_setup(spec: Mapping, name: str, *, path=None, workers: int | None = N
     if addr is not None and not (isinstance(addr, str) and addr.strip()):
         raise InputError(f"graders.{name}.address must be a Ray address such as "
                          "ray://head:10001 or auto", path=path, item=name, found=repr(addr))
+    connect = g.get("connect_timeout", DEFAULTS["connect_timeout"]) \
+        if connect_timeout is None else connect_timeout
+    if isinstance(connect, bool) or not isinstance(connect, (int, float)) or not connect > 0:
+        raise InputError(f"graders.{name}.connect_timeout must be a number of seconds > 0",
+                         path=path, item=name, found=repr(connect))
     return GraderSetup(name=name, role=role, kind=kind, argv=argv, timeout=float(timeout),
                        retries=retries, workers=n_workers, samples=samples, input=mode,
-                       executor=where, address=addr)
+                       executor=where, address=addr, connect_timeout=float(connect))
 
 
 def check_packets(packets: Mapping[str, Mapping], *, batch_size: int, source="packets") -> None:
@@ -935,7 +948,8 @@ def run_grader(
     if runner is None and s.executor == "ray" and tasks:
         from relgrade.graders.rayexec import RayRunner
 
-        runner = RayRunner(marker, address=s.address, workers=s.workers)
+        runner = RayRunner(marker, address=s.address, workers=s.workers,
+                           connect_timeout=s.connect_timeout)
     elif runner is None:
         runner = ProcessRunner(marker)
     writer = SingleWriter()
