@@ -185,6 +185,17 @@ def run_cmd(grader, workers, executor, address, connect_timeout, params_path, pr
         click.echo(f"self-consistency over {setup.samples} samples: Fleiss' kappa {kappa}, "
                    f"unanimous {unanimous} of {report['pairs']} pairs "
                    f"(written to {files.consistency})")
+    if summary.broken:
+        import shlex
+
+        from relgrade.experiment.layout import grade_commands
+
+        rerun = grade_commands(ex)[grader] + "".join(
+            f" {flag} {shlex.quote(str(value))}" for flag, value in
+            (("--executor", executor), ("--address", address)) if value is not None)
+        raise click.ClickException(
+            f"{summary.broken}. The {summary.graded} grades recorded in this run are kept; once "
+            f"the cluster runs tasks again (ray status), rerun: {rerun}")
     if summary.interrupted:
         sys.exit(130)
     if summary.failures:

@@ -96,6 +96,41 @@ EXECUTORS = ("local", "ray")
 #: Times a batch whose Ray worker died is sent again before the attempt counts as failed.
 MAX_LOST = 3
 
+
+def cluster_broken(streak: int, since: float | None, now: float, *, workers: int,
+                   timeout: float) -> bool:
+    """Whether lost processes say the cluster itself stopped running tasks.
+
+    One worker that dies loses one process; a dead raylet or runtime-environment agent
+    loses every process sent to it. Counted over the whole run, not per batch: ``streak``
+    sends lost in a row (no answer, good or bad, in between) beyond what every worker
+    losing each of its sends :data:`MAX_LOST` times would give, or a streak that has lasted
+    the grader's timeout, ends the run.
+
+    Parameters
+    ----------
+    streak : int
+        Sends lost in a row, over the run.
+    since : float or None
+        ``time.monotonic()`` of the first loss of the streak.
+    now : float
+        ``time.monotonic()`` now.
+    workers : int
+        Processes at once.
+    timeout : float
+        The grader's timeout (seconds).
+
+    Examples
+    --------
+    >>> cluster_broken(4, 0.0, 1.0, workers=1, timeout=60)
+    True
+    >>> cluster_broken(3, 0.0, 1.0, workers=1, timeout=60), cluster_broken(3, 0.0, 61.0, workers=1, timeout=60)
+    (False, True)
+    """
+    if streak <= 0 or since is None:
+        return False
+    return streak > MAX_LOST * workers or now - since >= timeout
+
 #: Seconds beyond a grader's timeout to wait for a spool file another process still writes.
 SPOOL_GRACE = 10.0
 
@@ -619,6 +654,9 @@ class RunSummary:
     failures : list of Failure
     seconds : float
     interrupted : bool
+    broken : str or None
+        Why the run was ended early because the Ray cluster stopped running its tasks
+        (:func:`cluster_broken`); None otherwise.
     """
 
     total_pairs: int = 0
@@ -634,6 +672,7 @@ class RunSummary:
     failures: list = field(default_factory=list)
     seconds: float = 0.0
     interrupted: bool = False
+    broken: str | None = None
 
     @property
     def remaining(self) -> int:
@@ -662,6 +701,29 @@ class _Run:
         self.cache = cache
         self.identity = command_identity(setup.argv, input_mode=setup.input)
         self.lock = threading.Lock()
+        self.lost_streak, self.lost_since = 0, None
+
+    def note_send(self, res) -> bool:
+        """Count a send toward the run's streak of lost processes; True when the cluster
+        is deemed broken (:func:`cluster_broken`): then the run is stopped."""
+        with self.lock:
+            if not res.lost:
+                self.lost_streak, self.lost_since = 0, None
+                return False
+            self.lost_streak += 1
+            if self.lost_since is None:
+                self.lost_since = time.monotonic()
+            broken = cluster_broken(self.lost_streak, self.lost_since, time.monotonic(),
+                                    workers=self.setup.workers, timeout=self.setup.timeout)
+            if broken and self.summary.broken is None:
+                self.summary.broken = (
+                    f"{self.lost_streak} grader processes in a row were lost with their Ray "
+                    f"worker over {time.monotonic() - self.lost_since:.0f} s (last: "
+                    f"{_tail(res.stderr) or 'no detail'}): the Ray cluster stopped running "
+                    "tasks (a dead raylet or runtime-environment agent)")
+        if broken:
+            self.runner.stop()
+        return broken
 
     def count(self, **inc) -> None:
         with self.lock:
@@ -743,6 +805,8 @@ class _Run:
                 self.count(commands=1)
                 res = self.runner.run(s.argv, data, timeout=s.timeout, spool=spool)
                 self.count(command_seconds=res.seconds)
+                if not res.killed and self.note_send(res):
+                    res = CommandResult(None, "", "", res.seconds, killed=True)
                 if not res.lost or lost >= MAX_LOST or self.runner.stopping.is_set():
                     break
                 # the host died: an answer the command printed before is in the spool
