@@ -28,7 +28,7 @@ from markupsafe import Markup
 from relgrade.errors import InputError
 from relgrade.evaluation import charts
 from relgrade.evaluation.measures import parse_measure
-from relgrade.text import inert
+from relgrade.text import inert, markdown_text
 
 UNDEFINED = "—"
 
@@ -729,14 +729,6 @@ def _shown(value):
     return inert(value, keep="\n")
 
 
-def _shown_markdown(value):
-    """As :func:`_shown`, and ``<``, ``>`` as entities: no tag reaches a Markdown renderer."""
-    value = _shown(value)
-    if isinstance(value, Markup) or not isinstance(value, str):
-        return value
-    return value.replace("<", "&lt;").replace(">", "&gt;")
-
-
 def _environment(*, html: bool) -> jinja2.Environment:
     # The templates ship inside the package; autoescape only for HTML, where every cell
     # (arm names, query groups) is text from params or data files. Every printed value is
@@ -745,20 +737,28 @@ def _environment(*, html: bool) -> jinja2.Environment:
                               autoescape=html, undefined=jinja2.StrictUndefined,
                               keep_trailing_newline=True, trim_blocks=True,
                               lstrip_blocks=True,
-                              finalize=_shown if html else _shown_markdown)
+                              finalize=_shown)
 
 
 def _md_cell(text: str) -> str:
-    return inert(str(text)).replace("|", "\\|")
+    # a table cell: one line, `|` escaped, no tag (relgrade.text.markdown_text)
+    return markdown_text(str(text))
+
+
+def _md_text(text: str) -> str:
+    # a paragraph holding outside text (names): inert, and no tag reaches the renderer
+    return inert(str(text)).replace("<", "&lt;").replace(">", "&gt;")
 
 
 def to_markdown(decision: Decision) -> str:
     """``report.md``: the decision report as GitHub-flavoured Markdown (no charts).
 
-    Table cells have ``|`` escaped so a name holding one cannot break a row.
+    Table cells have ``|`` escaped so a name holding one cannot break a row, and every cell
+    and the post-hoc summary show outside text inert, with ``<``, ``>`` as entities.
     """
     env = _environment(html=False)
     env.filters["cell"] = _md_cell
+    env.filters["text"] = _md_text
     return env.get_template("decision.md.j2").render(d=decision)
 
 
