@@ -155,3 +155,21 @@ def test_the_report_shows_the_post_hoc_key_beside_the_frozen_one_and_keeps_its_v
     start = html.index('\n<h2 id="post-hoc">')
     end = min(i for i in (html.find("\n<h2", start + 1), html.index("\n</body>")) if i != -1)
     assert html[:start] + html[end:] == old_html
+
+
+def test_metrics_show_and_diff_name_the_post_hoc_key_beside_the_frozen_one(corrected):
+    root, *_ = corrected
+    record = json.loads((root / "data/key-post-hoc/record.json").read_text())
+    line = (f"post-hoc: a post-hoc key {record['key_sha256']} (1 correction, frozen at "
+            f"{record['frozen_at']}) stands beside the frozen key; the numbers here are the "
+            "frozen key's, the post-hoc ones are in the report's post-hoc section and "
+            "metrics/post-hoc")
+    show = tiny.run(root, "relgrade", "metrics", "show").stdout.splitlines()
+    assert line in show
+    assert json.loads(tiny.run(root, "relgrade", "metrics", "show", "--json").stdout)[
+        "post_hoc_key"] == {"sha256": record["key_sha256"], "frozen_at": record["frozen_at"],
+                            "corrections": 1, "metrics": "metrics/post-hoc"}
+    # diff against a first (empty) commit: no decision files there, the post-hoc key here
+    tiny.git(root, "commit", "-q", "--allow-empty", "-m", "empty")
+    diff = tiny.run(root, "relgrade", "metrics", "diff", check=False)
+    assert f"{line} (in the workspace)" in diff.stdout.splitlines(), diff.stdout + diff.stderr

@@ -7,6 +7,8 @@ how to fix it. The CLI and the stage scripts print it as ``Error: ...`` and exit
 
 from __future__ import annotations
 
+from relgrade.text import inert
+
 
 class RelgradeError(Exception):
     """Base class of every error relgrade raises on purpose."""
@@ -38,6 +40,11 @@ class InputError(RelgradeError):
     'g.jsonl:3: grade outside the scale 0-2 (found 3)'
     >>> str(InputError("not valid YAML", path="p.yaml", line=4, column=19))
     'p.yaml:4:19: not valid YAML'
+
+    Text from outside (path, item, found) is shown inert (:func:`relgrade.text.inert`):
+
+    >>> print(InputError("no such grader", item="a\\u202eb", path="x\\ny"))
+    x\\u000ay: a\\u202eb: no such grader
     """
 
     def __init__(self, rule, *, path=None, line=None, item=None, found=None, fix=None,
@@ -54,7 +61,7 @@ class InputError(RelgradeError):
     def _message(self) -> str:
         where = ""
         if self.path is not None:
-            where = self.path
+            where = inert(self.path)
             if self.line is not None:
                 where += f":{self.line}"
                 if self.column is not None:
@@ -65,10 +72,10 @@ class InputError(RelgradeError):
                 f", column {self.column}" if self.column is not None else "") + ": "
         msg = where
         if self.item is not None:
-            msg += f"{self.item}: "
+            msg += f"{inert(str(self.item))}: "
         msg += self.rule
         if self.found is not None:
-            msg += f" (found {self.found})"
+            msg += f" (found {inert(str(self.found))})"
         if self.fix:
             msg += f". {self.fix}"
         return msg

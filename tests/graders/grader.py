@@ -15,6 +15,9 @@ samples     grade differs by sample number (for majority tests, see below)
 sleep:S     sleep S seconds, then answer correctly
 surrogate   for query q01, a reason ending in half an emoji (a lone surrogate); else "ok"
 prompt      read the rendered prompt (``input: prompt``) instead of JSON, answer correctly
+orphan      for query q01 "ok"; for any other, kill the parent process (the Ray worker that
+            started it) before answering: as when a raylet or its agent dies, every send is
+            lost (only ever run with --executor ray)
 
 With RELGRADE_TEST_LOG set to a folder, every request is saved there (one file per process).
 With RELGRADE_TEST_COUNTER set to a file, a process that answered appends one line to it, the
@@ -94,6 +97,13 @@ elif mode == "surrogate":
     if req["query_id"] == "q01":
         rs[0]["reason"] = "cut in half \ud83d"
     emit(rs)
+elif mode == "orphan":
+    if req["query_id"] == "q01":
+        emit(rows(chunks))
+    else:
+        import signal
+        os.kill(os.getppid(), signal.SIGKILL)
+        time.sleep(60)
 elif mode.startswith("sleep:"):
     time.sleep(float(mode.split(":", 1)[1]))
     emit(rows(chunks))

@@ -11,8 +11,9 @@ errors become ``Error: ...`` on stderr and exit status 1
 
 from __future__ import annotations
 
+import errno
 import importlib
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 import click
 
@@ -90,6 +91,19 @@ class LazyGroup(click.Group):
     def list_commands(self, ctx):
         return sorted(self.commands)
 
+    def parse_args(self, ctx, args):
+        refuse_undecodable(args)
+        return super().parse_args(ctx, args)
+
+    def invoke(self, ctx):
+        try:
+            return super().invoke(ctx)
+        except (UnicodeError, OSError) as e:
+            message = plain_error(e)
+            if message is None:
+                raise
+            raise click.ClickException(message) from None
+
     def format_commands(self, ctx, formatter):
         # The short help of each command comes from COMMAND_HELP, not from its module, so
         # `relgrade --help` imports no command module.
@@ -97,6 +111,86 @@ class LazyGroup(click.Group):
         if rows:
             with formatter.section("Commands"):
                 formatter.write_dl(rows)
+
+
+def _undecodable_at(text: str) -> int | None:
+    """The index of the first character of ``text`` that is no UTF-8 text, or None.
+
+    The command line reaches Python as bytes decoded with ``surrogateescape``: a byte that
+    is not UTF-8 becomes a lone surrogate (U+DC80-U+DCFF), which cannot be written anywhere
+    as UTF-8 later.
+    """
+    for i, ch in enumerate(text):
+        if "\ud800" <= ch <= "\udfff":
+            return i
+    return None
+
+
+def refuse_undecodable(args: Sequence[str]) -> None:
+    """Refuse a command line whose option values or arguments are not UTF-8 text.
+
+    Parameters
+    ----------
+    args : sequence of str
+        The command line after ``relgrade`` (as :mod:`click` got it).
+
+    Raises
+    ------
+    click.ClickException
+        ``Error: --reason: not valid UTF-8 ...`` naming the option (``--name value`` or
+        ``--name=value``) or the argument's position, before any command runs.
+    """
+    for i, arg in enumerate(args):
+        at = _undecodable_at(arg)
+        if at is None:
+            continue
+        name, value = f"argument {i + 1}", arg
+        if arg.startswith("--") and "=" in arg:
+            name, _, value = arg.partition("=")
+            at = _undecodable_at(value)
+        elif i > 0 and args[i - 1].startswith("-") and "=" not in args[i - 1]:
+            name = args[i - 1]
+        byte = ord(value[at]) - 0xDC00
+        found = f"byte 0x{byte:02x}" if 0x80 <= byte <= 0xFF else f"\\u{ord(value[at]):04x}"
+        raise click.ClickException(
+            f"{name}: not valid UTF-8 text (found {found} at character {at + 1}). relgrade's "
+            "options and arguments are UTF-8 text: write the value again in a UTF-8 terminal")
+
+
+#: errno values of a write or read that the user's choice of path explains.
+_PATH_ERRORS = {errno.ENOENT, errno.ENOTDIR, errno.EISDIR, errno.EEXIST, errno.EACCES,
+                errno.EPERM, errno.EROFS, errno.ENAMETOOLONG}
+
+
+def plain_error(e: BaseException) -> str | None:
+    """The one line printed for a decoding or path error no command turned into its own
+    message, or None for an error that is not the user's input (raised on as a bug).
+
+    Parameters
+    ----------
+    e : UnicodeError or OSError
+
+    Returns
+    -------
+    str or None
+        ``"FILE: is a folder, not a file"``-style text for an :class:`OSError` about a path,
+        ``"input is not valid UTF-8 text ..."`` for a :class:`UnicodeError`.
+    """
+    from relgrade.text import inert
+
+    if isinstance(e, UnicodeDecodeError):
+        return (f"an input file is not valid UTF-8 text (found byte 0x{e.object[e.start]:02x} "
+                f"at byte {e.start + 1}). Save the file as UTF-8")
+    if isinstance(e, UnicodeError):
+        return (f"text that is not valid Unicode cannot be written ({e.reason}). Write it "
+                "again as plain UTF-8 text")
+    if isinstance(e, OSError) and e.errno in _PATH_ERRORS and e.filename is not None:
+        rule = {errno.EISDIR: "is a folder, where a file is expected",
+                errno.ENOTDIR: "a part of this path is a file, where a folder is expected",
+                errno.EEXIST: "exists already as a file, where a folder is expected",
+                errno.ENOENT: "no such file or folder"}.get(e.errno, e.strerror)
+        return f"{inert(str(e.filename))}: {rule}"
+    return None
 
 
 #: The one-line help of each command, shown by ``relgrade --help`` without importing the

@@ -116,12 +116,12 @@ def edit_cmd(chunk_id, text_file, params_path):
     from relgrade.experiment import chunk_edit
     from relgrade.experiment.files import Experiment
     from relgrade.experiment.layout import grade_commands, repro_command
-    from relgrade.io.files import read_table, write_text
+    from relgrade.io.files import read_table, read_utf8, write_text
     from relgrade.pipeline.judgments import judgments
     from relgrade.pipeline.stages.corpus import build_corpus
     from relgrade.protocol.bank import pending_message
 
-    text = text_file.read_bytes().decode("utf-8")
+    text = read_utf8(text_file)
     ex = Experiment.load(params_path)
     cfg = ex.params.need("corpus")
     src = ex.file(cfg.input)
@@ -141,7 +141,7 @@ def edit_cmd(chunk_id, text_file, params_path):
                    f"corpus.input is now {relative}")
     rows = chunk_edit.replace_text(chunk_edit.read_rows(rows_src), chunk_id, text,
                                    path=rows_src)
-    chunk_edit.write_rows(rows_src, rows)
+    chunk_edit.write_rows(rows_src, rows, edited=chunk_id)
     click.echo(f"Edited chunk {chunk_id} in {rows_src.as_posix()}")
 
     pool_path, chunks_path = ex.path("pool"), ex.path("chunks")

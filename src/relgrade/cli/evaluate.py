@@ -79,7 +79,7 @@ def evaluate_cmd(qrels_path, run_paths, measure_names, inclusion_path, per_query
     from relgrade.evaluation.measures import parse_measures
     from relgrade.io.judgments import read_judgments
     from relgrade.io.runs import read_run
-    from relgrade.io.trec import EXTRA_FIELDS, read_inclusion
+    from relgrade.io.trec import extra_fields_note, read_inclusion
     from relgrade.ranking import validate_run
 
     if as_json and trec_output:
@@ -105,8 +105,7 @@ def evaluate_cmd(qrels_path, run_paths, measure_names, inclusion_path, per_query
     for name, path in zip(_run_names(list(run_paths)), run_paths):
         run = read_run(path)
         validate_run(run, path=path)
-        if EXTRA_FIELDS in run.attrs:
-            extra[str(path)] = run.attrs[EXTRA_FIELDS]
+        extra[str(path)] = extra_fields_note(path, run)
         pq = metrics.per_query(qrels=key, run=run, measures=measures,
                                on_missing_query=missing, ties=ties, no_relevant=no_relevant,
                                inclusion=key_prob)
@@ -195,7 +194,5 @@ def _notes(excluded: dict, n_queries: int, answered: dict, unknown: dict, extra:
             notes.append(f"Note: run {name} answers {count} "
                          f"{'query' if count == 1 else 'queries'} that the qrels do not hold "
                          f"(e.g. {first}); they are ignored.")
-    for path, info in extra.items():
-        notes.append(f"Note: {path}: {info['lines']} line(s) have fields after the sixth "
-                     f"(first: line {info['first']}); they were ignored.")
+    notes += [note for note in extra.values() if note]
     return notes

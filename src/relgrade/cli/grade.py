@@ -39,9 +39,13 @@ def grade_cmd():
                    "reasons), or a Label Studio JSON export of tasks from `relgrade packets "
                    "export --format label-studio`. Default: qrels for a .qrels file, else "
                    "jsonl.")
+@click.option("--partial", is_flag=True,
+              help="With --batch: record every valid answer of a batch still owed, list each "
+                   "refused line with its rule, and exit 1 when any was refused (default: one "
+                   "refused line refuses the whole file).")
 @params_option
 @handle_errors
-def import_cmd(file, batch, grader, round_, fmt, params_path):
+def import_cmd(file, batch, grader, round_, fmt, partial, params_path):
     """Validate FILE against the pool and append its grades to the grader's round file.
 
     FILE is checked exactly as the grades stage checks a grader's file. Pairs the grader
@@ -56,15 +60,19 @@ def import_cmd(file, batch, grader, round_, fmt, params_path):
     excuses them from the reason a model or human grader's grades carry. With --batch
     RESULTS instead of FILE, a provider's batch results are parsed like a command grader's
     output and recorded for the batches still owed (the rest stay owed); a malformed line, a
-    batch not owed or a refused answer refuses the whole file.
+    batch not owed or a refused answer refuses the whole file. With --partial, each such line
+    is listed (file:line: rule) and skipped, every other answer is recorded, and the command
+    exits 1 when any line was refused.
     """
     if (file is None) == (batch is None):
         raise click.UsageError("give either FILE or --batch RESULTS")
+    if partial and batch is None:
+        raise click.UsageError("--partial applies to --batch RESULTS only")
     if batch is not None:
         if fmt is not None or round_ is not None:
             raise click.UsageError("--batch takes neither --format nor --round (it records "
                                    "the current round's owed batches)")
-        _import_batch(batch, grader, params_path)
+        _import_batch(batch, grader, params_path, partial=partial)
         return
     from relgrade.experiment.files import Experiment
     from relgrade.graders import labelstudio
@@ -192,21 +200,27 @@ def export_cmd(provider, grader, output, params_path):
                + ("" if output is None else f" written to {output.as_posix()}"), err=True)
 
 
-def _import_batch(results: Path, grader: str, params_path) -> None:
+def _import_batch(results: Path, grader: str, params_path, *, partial: bool = False) -> None:
     """Record a provider's batch results file for ``grader`` (``grade import --batch``).
+
+    With ``partial``, refused lines are listed on stderr after the valid answers are
+    recorded, and the command exits 1 when there is any.
 
     Raises
     ------
     InputError
-        Any refusal of :func:`relgrade.graders.batchfiles.read_results` (nothing recorded).
+        Any refusal of :func:`relgrade.graders.batchfiles.read_results` (nothing recorded),
+        without ``partial``.
     ProtocolError
         A grading run holds the grade file.
     """
     from relgrade.experiment.files import Experiment
     from relgrade.graders import command as graderun
     from relgrade.graders.batchfiles import read_results, results_provider
-    from relgrade.graders.cache import MISS, CallCache
+    from relgrade.graders.cache import MISS, CallCache, answer_digest
     from relgrade.graders.store import GradeStore
+    from relgrade.text import inert
+
     ex = Experiment.load(params_path, resolve=True)
     cache_path = ex.call_cache()  # refused before anything is read or recorded
     data = Path(results).read_bytes()
@@ -218,15 +232,18 @@ def _import_batch(results: Path, grader: str, params_path) -> None:
         got = read_results(data, source=results, owed=owed, grader=grader, kind=spec["kind"],
                            role=spec["role"], scale=ex.params.need("scale").grades,
                            max_reason_words=ex.params.need("grading.max_reason_words"),
-                           max_reason_chars=ex.params.grading.max_reason_chars)
+                           max_reason_chars=ex.params.grading.max_reason_chars,
+                           partial=partial)
         if got.answered:
             if cache_path is not None:
                 CallCache(cache_path).put_many(
                     (b.key, text) for b, _, text in got.answered)
             ex.ensure_meta(files, graderun.packet_meta(packets))
-            note = {"cache": MISS, "via": f"{provider} batch"}
+            notes = [{"cache": MISS, "via": f"{provider} batch",
+                      "answer_sha256": answer_digest(b.key, text)}
+                     for b, _, text in got.answered]
             results_of = store.append_many([rows for _, rows, _ in got.answered],
-                                           notes=[note] * len(got.answered))
+                                           notes=notes)
             for r in results_of:
                 if isinstance(r, Exception):
                     raise r
@@ -240,3 +257,10 @@ def _import_batch(results: Path, grader: str, params_path) -> None:
                f"pair{'s' if left != 1 else ''} still owed")
     for line, cid, why in got.unanswered[:10]:
         click.echo(f"unanswered: line {line} custom_id {cid}: {why}", err=True)
+    if got.refused:
+        n = len(got.refused)
+        for e in got.refused:
+            click.echo(f"refused: {inert(str(e))}", err=True)
+        raise click.ClickException(
+            f"{n} line{'s' if n != 1 else ''} of {Path(results).as_posix()} refused (listed "
+            "above, not recorded; their batches stay owed); every other answer was recorded")

@@ -81,12 +81,17 @@ def summary_lines(s: graderun.RunSummary, grader: str) -> list[str]:
                    "pip install 'relgrade[ray]').")
 @click.option("--address", default=None,
               help="The Ray cluster for --executor ray (default: graders.NAME.address, else "
-                   "RAY_ADDRESS, else a local Ray instance for this run).")
+                   "RAY_ADDRESS, else a local Ray instance for this run). The ray://HOST:PORT "
+                   "form needs Ray Client: pip install 'ray[client]'.")
+@click.option("--connect-timeout", "connect_timeout", type=click.FloatRange(min=0, min_open=True),
+              default=None,
+              help="Seconds to reach the Ray cluster's address before giving up with an error "
+                   "(default: graders.NAME.connect_timeout, else 30).")
 @params_option
 @click.option("--progress/--no-progress", default=None,
               help="Show a progress bar (default: when stderr is a terminal).")
 @handle_errors
-def run_cmd(grader, workers, executor, address, params_path, progress):
+def run_cmd(grader, workers, executor, address, connect_timeout, params_path, progress):
     """Grade every pool pair that GRADER has not graded yet, with its command.
 
     Each batch of at most five chunks goes to a fresh process of graders.NAME.command as a
@@ -97,7 +102,10 @@ def run_cmd(grader, workers, executor, address, params_path, progress):
     With paths.call_cache, a request answered before (by any run sharing that file) is
     answered from the cache and starts no process (see docs/grading-at-scale.md).
     """
+    from relgrade.errors import ProtocolError
+    from relgrade.experiment.chunk_edit import edited_since_build
     from relgrade.experiment.files import Experiment
+    from relgrade.experiment.layout import repro_command
     from relgrade.graders import command as graderun
     from relgrade.graders.cache import CallCache
     from relgrade.graders.exchange import prompt_template
@@ -107,7 +115,13 @@ def run_cmd(grader, workers, executor, address, params_path, progress):
 
     ex = Experiment.load(params_path, resolve=True)
     setup = graderun.grader_setup(ex.params.grader(grader), grader, path=params_path,
-                                  workers=workers, executor=executor, address=address)
+                                  workers=workers, executor=executor, address=address,
+                                  connect_timeout=connect_timeout)
+    stale = edited_since_build(ex)
+    if stale is not None:
+        raise ProtocolError(f"{stale}; nothing was graded. Run `{repro_command(ex)}` first: "
+                            "it rebuilds the packets and stops on the pairs owed, then run "
+                            "this command again")
     cache_path = ex.call_cache()
     cache = None if cache_path is None else CallCache(cache_path)
     grading = ex.params.grading
@@ -172,6 +186,17 @@ def run_cmd(grader, workers, executor, address, params_path, progress):
         click.echo(f"self-consistency over {setup.samples} samples: Fleiss' kappa {kappa}, "
                    f"unanimous {unanimous} of {report['pairs']} pairs "
                    f"(written to {files.consistency})")
+    if summary.broken:
+        import shlex
+
+        from relgrade.experiment.layout import grade_commands
+
+        rerun = grade_commands(ex)[grader] + "".join(
+            f" {flag} {shlex.quote(str(value))}" for flag, value in
+            (("--executor", executor), ("--address", address)) if value is not None)
+        raise click.ClickException(
+            f"{summary.broken}. The {summary.graded} grades recorded in this run are kept; once "
+            f"the cluster runs tasks again (ray status), rerun: {rerun}")
     if summary.interrupted:
         sys.exit(130)
     if summary.failures:

@@ -22,6 +22,29 @@ def _f(x) -> str:
     return "—" if x is None else f"{x:.4f}"
 
 
+def _post_hoc_key(ex) -> dict | None:
+    """The post-hoc key standing beside the frozen one in the workspace, or None:
+    ``{"sha256", "frozen_at", "corrections", "metrics"}`` from its record (as ``status``
+    shows it; ``metrics`` the post-hoc metrics folder)."""
+    if not getattr(ex.params.paths, "key_post_hoc", None):
+        return None
+    if not ex.key_files(post_hoc=True).record.exists():
+        return None
+    record = ex.read_key(post_hoc=True)[1]
+    metrics = (ex.path("metrics_post_hoc").as_posix()
+               if getattr(ex.params.paths, "metrics_post_hoc", None) else None)
+    return {"sha256": record.get("key_sha256"), "frozen_at": record.get("frozen_at"),
+            "corrections": len(record.get("corrections") or []), "metrics": metrics}
+
+
+def _post_hoc_line(ph: dict) -> str:
+    folder = ph["metrics"] or "post-hoc metrics folder"
+    return (f"post-hoc: a post-hoc key {ph['sha256']} ({ph['corrections']} correction"
+            f"{'s' if ph['corrections'] != 1 else ''}, frozen at {ph['frozen_at']}) stands "
+            "beside the frozen key; the numbers here are the frozen key's, the post-hoc ones "
+            f"are in the report's post-hoc section and {folder}")
+
+
 @metrics_cmd.command("diff")
 @click.argument("a_rev", default="HEAD")
 @click.argument("b_rev", required=False)
@@ -34,7 +57,8 @@ def diff_cmd(a_rev, b_rev, as_json, params_path):
     comparable: two keys of different pool versions are not ("not comparable: pool p-… vs
     p-…"), nor is a side with no decision files (the experiment's folder not committed yet,
     or its metrics stage not run at that revision). The report's translation section scores
-    every arm under both keys instead."""
+    every arm under both keys instead. When a post-hoc key stands beside the frozen one in
+    the workspace, a last line says so (JSON: post_hoc_key)."""
     from relgrade.evaluation.translate import KEY_MEAN, diff_decisions
     from relgrade.pipeline.decisions import read_decisions
     from relgrade.experiment.files import Experiment
@@ -43,8 +67,9 @@ def diff_cmd(a_rev, b_rev, as_json, params_path):
     b_name = b_rev or "workspace"
     sides = (read_decisions(ex, a_rev), read_decisions(ex, b_rev))
     diff = diff_decisions(*sides, sides=(a_rev, b_name))
+    post_hoc = _post_hoc_key(ex)
     if as_json:
-        click.echo(json.dumps(diff, indent=2))
+        click.echo(json.dumps({**diff, "post_hoc_key": post_hoc}, indent=2))
         return
     click.echo(diff["reason"] or f"comparable: pool {diff['pools'][1]} on both sides")
     said = [f"pool {pool} (key {key}) at {name}" if files else
@@ -59,6 +84,8 @@ def diff_cmd(a_rev, b_rev, as_json, params_path):
         change = "—" if r["change"] is None else f"{r['change']:+.4f}"
         click.echo(f"  {r['arm']}: {r['measure']} {_f(r['old'])} at {a_rev} -> "
                    f"{_f(r['new'])} at {b_name} ({change})")
+    if post_hoc is not None:
+        click.echo(_post_hoc_line(post_hoc) + " (in the workspace)")
 
 
 @metrics_cmd.command("show")
@@ -70,7 +97,9 @@ def show_cmd(as_json, params_path):
     interval, Judged@k, and the difference from the baseline with its Holm-adjusted p-value.
     In ppi mode these are PPI++'s, and a line says so.
     `dvc metrics show` lists every experiment of the repository; this lists one, then prints
-    DVC's own commands limited to it (metrics, plots, experiments table)."""
+    DVC's own commands limited to it (metrics, plots, experiments table). When a post-hoc key
+    stands beside the frozen one, a line says so: the rows are the frozen key's (JSON:
+    post_hoc_key, else null)."""
     from relgrade.errors import InputError
     from relgrade.experiment.files import Experiment
     from relgrade.pipeline.decisions import read_decisions
@@ -83,8 +112,10 @@ def show_cmd(as_json, params_path):
         raise InputError("no decision files yet", path=ex.path("decision"),
                          fix="Run `dvc repro` until the metrics stage has run")
     name = experiment_name(ex)
+    post_hoc = _post_hoc_key(ex)
     if as_json:
-        click.echo(json.dumps({"experiment": name, "arms": rows}, indent=2))
+        click.echo(json.dumps({"experiment": name, "arms": rows, "post_hoc_key": post_hoc},
+                              indent=2))
         return
     key = next((d["key"] for d in decisions.values() if d.get("key")), None)
     baseline = next((r["baseline"] for r in rows if r["baseline"]), rows[0]["arm"])
@@ -102,6 +133,8 @@ def show_cmd(as_json, params_path):
     for line in table(["arm", "measure", "mean", "interval", "judged", "delta", "p_holm"],
                       cells, right={2, 4, 5, 6}):
         click.echo(line)
+    if post_hoc is not None:
+        click.echo(_post_hoc_line(post_hoc))
     click.echo(f"DVC's views of {name} alone:")
     for argv in dvc_commands(ex).values():
         click.echo("  " + shlex.join(argv))

@@ -12,6 +12,7 @@ import math
 import click
 
 from relgrade.errors import RelgradeError
+from relgrade.text import inert
 
 #: What is printed for a value that does not exist.
 UNDEFINED = "undefined"
@@ -78,13 +79,16 @@ def table(header: list[str], rows: list[list[str]], *, right: set[int] = frozens
 
 
 def handle_errors(fn):
-    """Turn a :class:`~relgrade.errors.RelgradeError` into ``Error: ...`` and exit 1."""
+    """Turn a :class:`~relgrade.errors.RelgradeError` into ``Error: ...`` and exit 1.
+
+    The message is shown inert (:func:`relgrade.text.inert`, newlines kept): outside text in
+    it cannot steer the terminal."""
 
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
         try:
             return fn(*args, **kwargs)
         except RelgradeError as e:
-            raise click.ClickException(str(e)) from None
+            raise click.ClickException(inert(str(e), keep="\n")) from None
 
     return wrapper

@@ -34,12 +34,14 @@ def status_cmd(params_path, as_json):
     """
     from relgrade.experiment.files import Experiment
     from relgrade.pipeline.status import click_status, read_status, status_failed
+    from relgrade.text import inert
 
     ex = Experiment.load(params_path)
     if ex.params.clicks is not None and not ex.params.paths.pool:
         # a click experiment: propensities, IPS estimates and training pairs, no judgments
         lines = click_status_lines(click_status(ex))
-        click.echo(json.dumps({"clicks": lines}, indent=2) if as_json else "\n".join(lines))
+        click.echo(json.dumps({"clicks": lines}, indent=2) if as_json
+                   else "\n".join(inert(line) for line in lines))
         return
     st = read_status(ex)
     cache_lines = _call_cache(ex, st)
@@ -47,7 +49,7 @@ def status_cmd(params_path, as_json):
         click.echo(json.dumps(st, indent=2, ensure_ascii=False))
     else:
         for line in status_lines(st) + cache_lines:
-            click.echo(line)
+            click.echo(inert(line))
     if status_failed(st):
         raise click.exceptions.Exit(1)
 

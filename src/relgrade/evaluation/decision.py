@@ -28,6 +28,7 @@ from markupsafe import Markup
 from relgrade.errors import InputError
 from relgrade.evaluation import charts
 from relgrade.evaluation.measures import parse_measure
+from relgrade.text import inert, markdown_text
 
 UNDEFINED = "—"
 
@@ -509,7 +510,8 @@ def post_hoc_cells(post_hoc: dict) -> dict:
     if applied:
         n = len(applied)
         whose = ", ".join(sorted({str(c.get("grader")) for c in applied}))
-        named = sorted({str(c["corrected_by"]) for c in applied if c.get("corrected_by")})
+        named = sorted({inert(str(c["corrected_by"])) for c in applied
+                        if c.get("corrected_by")})
         by = f" by {', '.join(named)}" if named else ""
         if named and any(not c.get("corrected_by") for c in applied):
             by += " (some unnamed)"
@@ -857,26 +859,44 @@ def triage_lines(triage: dict | None) -> list[str]:
     return [rate, str(triage.get("note") or "")]
 
 
+def _shown(value):
+    """Every value a template prints, made inert (:func:`relgrade.text.inert`, newlines
+    kept for the template's own paragraphs; charts, already markup, untouched)."""
+    if isinstance(value, Markup) or not isinstance(value, str):
+        return value
+    return inert(value, keep="\n")
+
+
 def _environment(*, html: bool) -> jinja2.Environment:
     # The templates ship inside the package; autoescape only for HTML, where every cell
-    # (arm names, query groups) is text from params or data files.
+    # (arm names, query groups) is text from params or data files. Every printed value is
+    # made inert first (bidi and control characters shown as \uXXXX).
     return jinja2.Environment(loader=jinja2.PackageLoader("relgrade.evaluation", "templates"),
                               autoescape=html, undefined=jinja2.StrictUndefined,
                               keep_trailing_newline=True, trim_blocks=True,
-                              lstrip_blocks=True)
+                              lstrip_blocks=True,
+                              finalize=_shown)
 
 
 def _md_cell(text: str) -> str:
-    return str(text).replace("|", "\\|").replace("\n", " ")
+    # a table cell: one line, `|` escaped, no tag (relgrade.text.markdown_text)
+    return markdown_text(str(text))
+
+
+def _md_text(text: str) -> str:
+    # a paragraph holding outside text (names): inert, and no tag reaches the renderer
+    return inert(str(text)).replace("<", "&lt;").replace(">", "&gt;")
 
 
 def to_markdown(decision: Decision) -> str:
     """``report.md``: the decision report as GitHub-flavoured Markdown (no charts).
 
-    Table cells have ``|`` escaped so a name holding one cannot break a row.
+    Table cells have ``|`` escaped so a name holding one cannot break a row, and every cell
+    and the post-hoc summary show outside text inert, with ``<``, ``>`` as entities.
     """
     env = _environment(html=False)
     env.filters["cell"] = _md_cell
+    env.filters["text"] = _md_text
     return env.get_template("decision.md.j2").render(d=decision)
 
 

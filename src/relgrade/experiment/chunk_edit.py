@@ -17,9 +17,16 @@ from pathlib import Path
 
 import pandas as pd
 
-from relgrade.canonical import sha256_bytes
+from relgrade.canonical import jsonl_bytes, sha256_bytes
 from relgrade.errors import InputError
-from relgrade.io.files import iter_jsonl, read_table, write_jsonl, write_parquet, write_text
+from relgrade.io.files import (
+    iter_jsonl,
+    read_table,
+    write_bytes,
+    write_jsonl,
+    write_parquet,
+    write_text,
+)
 
 #: The file a source spec's chunks are exported to, and its record, beside the spec.
 EDITABLE_NAME, ORIGIN_NAME = "chunks.jsonl", "chunks.origin.json"
@@ -76,12 +83,35 @@ def read_rows(path: Path) -> list[dict]:
     return read_table(path).to_dict("records")
 
 
-def write_rows(path: Path, rows: list[dict]) -> None:
-    """Write chunk rows back in the file's own format."""
-    if path.suffix.lower() in (".jsonl", ".ndjson"):
-        write_jsonl(path, rows)
-    else:
+def write_rows(path: Path, rows: list[dict], *, edited: str | None = None) -> None:
+    """Write chunk rows back in the file's own format.
+
+    Parameters
+    ----------
+    path : Path
+        The chunks file (JSON Lines or Parquet).
+    rows : list of dict
+        Every row, in file order (:func:`read_rows`).
+    edited : str, optional
+        The id of the one chunk changed. For JSON Lines only that chunk's line is
+        rewritten (as canonical JSON, its line end kept); every other line stays byte for
+        byte, so the file's diff shows the edit alone. Without it, or for Parquet, the whole
+        file is written.
+    """
+    if path.suffix.lower() not in (".jsonl", ".ndjson"):
         write_parquet(path, pd.DataFrame(rows))
+        return
+    if edited is None:
+        write_jsonl(path, rows)
+        return
+    (row,) = [r for r in rows if str(r.get("chunk_id")) == edited]
+    lines = path.read_bytes().splitlines(keepends=True)
+    for i, raw in enumerate(lines):
+        if raw.strip() and str(json.loads(raw.decode("utf-8")).get("chunk_id")) == edited:
+            end = raw[len(raw.rstrip(b"\r\n")):] or b"\n"
+            lines[i] = jsonl_bytes([row]).rstrip(b"\n") + end
+            break
+    write_bytes(path, b"".join(lines))
 
 
 def set_corpus_input(params_text: str, value: str, *, path) -> str:
@@ -147,3 +177,41 @@ def export_spec(spec: Path, chunks: pd.DataFrame) -> tuple[Path, dict]:
     write_jsonl(out, chunks.to_dict("records"))
     write_text(spec.with_name(ORIGIN_NAME), json.dumps(origin, indent=2) + "\n")
     return out, origin
+
+
+def edited_since_build(ex) -> str | None:
+    """Why the packets predate the corpus input, or None when they do not.
+
+    After ``relgrade corpus edit`` the chunks file differs from the one the corpus stage
+    built the chunk table (and so the packets) from, until ``dvc repro`` runs: the corpus
+    manifest (params ``paths.corpus_manifest``) records the sha256 of the chunks file it
+    read. A source spec input is pinned by its archive's sha256 and never edited in place,
+    so only a chunks-file input is compared.
+
+    Parameters
+    ----------
+    ex : Experiment
+
+    Returns
+    -------
+    str or None
+        One sentence naming the input and both digests (first 12 hex digits), or None: no
+        corpus section or manifest yet, a spec input, or the file is the one built from.
+    """
+    from relgrade.io.files import read_json, sha256_file
+
+    if ex.params.corpus is None:
+        return None
+    src = ex.file(ex.params.corpus.input)
+    manifest_path = ex.path("corpus_manifest") if ex.params.paths.corpus_manifest else None
+    if (manifest_path is None or not manifest_path.is_file() or not src.is_file()
+            or src.suffix.lower() in (".yaml", ".yml")):
+        return None
+    manifest = read_json(manifest_path)
+    now = sha256_file(src)
+    if (str(manifest.get("source", "")).startswith("chunks-file:")
+            and manifest.get("sha256") == now):
+        return None
+    return (f"the corpus input {src.as_posix()} changed since the chunk table and the "
+            f"packets were built (built from {str(manifest.get('sha256'))[:12]}, now "
+            f"{now[:12]}): the packets predate the edit")

@@ -17,6 +17,7 @@ from pathlib import Path
 
 from relgrade.errors import InputError
 from relgrade.experiment.params import PARAMS_FILE
+from relgrade.text import hidden_at
 
 #: The folder, under the repository, that holds every experiment but the default one.
 EXPERIMENTS_DIR = "experiments"
@@ -58,6 +59,29 @@ def check_name(name: str, *, path=None) -> str:
         raise InputError("an experiment name starts with a letter or digit and holds only "
                          "letters, digits, '.', '_' and '-'", path=path, found=repr(name))
     return name
+
+
+def check_folder(folder) -> None:
+    """Refuse an experiment folder whose path holds a control, format or separator
+    character (:func:`relgrade.text.is_hidden`): the path is written into ``dvc.yaml``
+    commands, YAML and the commands relgrade prints.
+
+    Raises
+    ------
+    InputError
+        Naming the folder (shown inert) and the first such character.
+
+    Examples
+    --------
+    >>> check_folder("experiments/httpx-bm25")
+    """
+    text = Path(folder).as_posix()
+    at = hidden_at(text)
+    if at is not None:
+        raise InputError("an experiment's folder path holds no control, format or line-"
+                         "separator character", path=text,
+                         found=f"U+{ord(text[at]):04X} at character {at + 1}",
+                         fix="Name the folder in letters, digits, '.', '_', '-' and '/'")
 
 
 def find_repository(start) -> Path:

@@ -38,6 +38,8 @@ from pydantic_core import PydanticCustomError
 from relgrade.errors import InputError
 from relgrade.evaluation.settings import Settings
 from relgrade.io.files import read_yaml
+from relgrade.schema import check_scale
+from relgrade.text import check_free_text, hidden_at
 
 #: The params file a stage script or command reads unless told otherwise.
 PARAMS_FILE = Path("params.yaml")
@@ -185,12 +187,26 @@ class Scale(_Section):
     grades: list[Annotated[int, _number(integer=True, ge=0)]] = Field(min_length=2)
     relevant_min: NonNegative = 1
 
+    @model_validator(mode="after")
+    def _relevant_on_the_scale(self):
+        # the rule the key stage applies (schema.check_scale), checked when params load
+        try:
+            check_scale(self.grades, relevant_min=self.relevant_min)
+        except InputError as e:
+            raise PydanticCustomError("relgrade_scale", "{rule}",
+                                      {"rule": str(e).rstrip(".")}) from None
+        return self
+
 
 class Corpus(_Section):
     """``corpus``: the source spec or chunks file; whether an empty corpus is allowed."""
 
     input: str
     allow_empty: Flag = False
+
+
+#: The longest query group name, in characters.
+MAX_GROUP_CHARS = 100
 
 
 class Queries(_Section):
@@ -203,6 +219,21 @@ class Queries(_Section):
     input: str
     groups: list[str] = Field(min_length=1)
     log: str | None = None
+
+    @model_validator(mode="after")
+    def _plain_groups(self):
+        for group in self.groups:
+            try:
+                check_free_text(group, limit=MAX_GROUP_CHARS, what="a group name")
+            except ValueError as e:
+                raise PydanticCustomError("relgrade_group", "queries.groups: {rule}",
+                                          {"rule": str(e)}) from None
+            if hidden_at(group) is not None:
+                raise PydanticCustomError(
+                    "relgrade_group", "queries.groups: a group name holds no control, format "
+                    "or line-separator character (found {found})",
+                    {"found": repr(group)})
+        return self
 
 
 class Sample(_Section):
@@ -389,7 +420,7 @@ class Grader(BaseModel):
     part of its call cache key, and with ``executor: ray`` they are sent to each task, see
     :mod:`relgrade.graders.cache`). Further settings
     (``family``, ``model``, ``person``, ``command``, ``timeout``, ``retries``, ``workers``,
-    ``samples``, ``input``, ``token``) are kept as written and checked by the code that uses
+    ``samples``, ``input``, ``token``, ``connect_timeout``) are kept as written and checked by the code that uses
     them.
     """
 

@@ -17,6 +17,7 @@ import sys
 from collections.abc import Callable
 
 from relgrade.errors import PENDING_EXIT, GateFailed, PendingWork, RelgradeError
+from relgrade.text import inert
 from relgrade.experiment.files import Experiment
 from relgrade.experiment.layout import repro_command
 from relgrade.experiment.params import PARAMS_FILE
@@ -53,5 +54,5 @@ def run_stage(main: Callable[..., None], *args: str, params_path=PARAMS_FILE) ->
             print(f"Warning: {line}", file=sys.stderr)
         sys.exit(1)
     except RelgradeError as e:
-        print(f"Error: {e}", file=sys.stderr)
+        print(f"Error: {inert(str(e), keep=chr(10))}", file=sys.stderr)
         sys.exit(1)

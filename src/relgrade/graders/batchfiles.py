@@ -45,7 +45,7 @@ Accepted answers go into the call cache too (before their grades are recorded).
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Mapping, Sequence
 
@@ -224,11 +224,15 @@ class BatchResults:
         ``(line, custom_id, why)`` of requests the provider did not answer (they stay owed).
     provider : str or None
         The provider whose format the file has (None for an empty file).
+    refused : list of InputError
+        With ``partial``: one error per refused line (naming the file, the line and the
+        rule); those lines were skipped and their batches stay owed.
     """
 
     answered: list
     unanswered: list
     provider: str | None = None
+    refused: list = field(default_factory=list)
 
 
 def _shape(obj) -> str | None:
@@ -285,8 +289,8 @@ def _answer(obj, provider) -> tuple[str | None, str | None]:
 
 def read_results(data: bytes, *, source, owed: Sequence[OwedBatch], grader: str, kind: str,
                  role: str, scale: Sequence[int], max_reason_words: int,
-                 max_reason_chars: int = 300) -> BatchResults:
-    """Read and validate a provider's batch results file, all or nothing.
+                 max_reason_chars: int = 300, partial: bool = False) -> BatchResults:
+    """Read and validate a provider's batch results file, all or nothing (or line by line).
 
     Parameters
     ----------
@@ -299,6 +303,10 @@ def read_results(data: bytes, *, source, owed: Sequence[OwedBatch], grader: str,
         was exported with).
     grader, kind, role, scale, max_reason_words, max_reason_chars :
         As for :func:`relgrade.graders.exchange.parse_response`.
+    partial : bool, default False
+        False: the first refused line refuses the file. True: each refused line is kept in
+        ``refused`` (its error without the "nothing recorded" advice) and skipped; every
+        other line is read as usual.
 
     Returns
     -------
@@ -307,69 +315,86 @@ def read_results(data: bytes, *, source, owed: Sequence[OwedBatch], grader: str,
     Raises
     ------
     InputError
-        Naming ``source`` and the line: a line that is not UTF-8 JSON object; a line not
+        (Without ``partial``.) Naming ``source`` and the line: a line that is not UTF-8 JSON object; a line not
         shaped like either provider's results, or shaped like the other provider's than
         the file's first line; a ``custom_id`` of no owed batch; a batch answered twice;
         an answer the parser refuses (with its rule, e.g. a grade off the scale).
     """
     source = str(Path(source))
     by_key = {b.key: b for b in owed}
-    answered, unanswered, provider, seen = [], [], None, {}
+    answered, unanswered, refused, state = [], [], [], {"provider": None, "seen": {}}
     for i, raw in enumerate(data.split(b"\n"), start=1):
         if not raw.strip():
             continue
-        obj, shape = _result_line(raw, line=i, source=source)
-        if shape is None or not isinstance(obj.get("custom_id"), str):
-            raise InputError("a results line must be an OpenAI or Anthropic batch result "
-                             "with a custom_id", path=source, line=i,
-                             found=raw[:80].decode("utf-8", "replace"),
-                             fix="Nothing of this file was recorded")
-        if provider is None:
-            provider = shape
-        elif shape != provider:
-            raise InputError(f"a {shape} result in a file of {provider} results", path=source,
-                             line=i, fix="Nothing of this file was recorded")
-        cid = obj["custom_id"]
-        batch = by_key.get(cid)
-        if batch is None:
-            raise InputError("result for a batch this grader does not owe (already recorded, "
-                             "or exported for another grader, round or model)", path=source,
-                             line=i, found=f"custom_id {cid}",
-                             fix="Import the results of the latest `relgrade grade export "
-                                 "--batch` for this grader; nothing of this file was recorded")
-        if cid in seen:
-            raise InputError("a second result for one batch", path=source, line=i,
-                             found=f"custom_id {cid}, first on line {seen[cid]}",
-                             fix="Nothing of this file was recorded")
-        seen[cid] = i
         try:
-            text, why = _answer(obj, provider)
-        except (KeyError, IndexError, TypeError, AttributeError) as e:
-            raise InputError(f"a {provider} result line lacks its answer text", path=source,
-                             line=i, found=f"{type(e).__name__}: {e}",
-                             fix="Nothing of this file was recorded") from None
-        if text is None:
-            unanswered.append((i, cid, why))
-            continue
-        where = f"{batch.query_id} batch {batch.batch}"
-        try:
-            df = parse_response(text, query_id=batch.query_id, chunks=batch.chunks,
-                                scale=scale, max_reason_words=max_reason_words, kind=kind,
-                                role=role, source=where, grader=grader,
-                                max_reason_chars=max_reason_chars)
+            _read_line(raw, i, source=source, by_key=by_key, state=state, answered=answered,
+                       unanswered=unanswered, grader=grader, kind=kind, role=role, scale=scale,
+                       max_reason_words=max_reason_words, max_reason_chars=max_reason_chars)
         except InputError as e:
-            inner = f"answer line {e.line}: " if e.line is not None else ""
-            raise InputError(f"{inner}{e.rule}", path=source, line=i,
-                             item=f"{where}" + (f", {e.item}" if e.item else ""),
-                             found=e.found,
-                             fix="Nothing of this file was recorded") from None
-        by_chunk = {c: (q, c, r, int(g)) for q, c, r, g in zip(
-            df["query_id"].tolist(), df["chunk_id"].tolist(), df["reason"].tolist(),
-            df["grade"].tolist())}
-        rows = [dict(zip(("query_id", "chunk_id", "reason", "grade"),
-                         by_chunk[str(c["chunk_id"])])) for c in batch.chunks]
-        answered.append((batch, rows, text))
-    return BatchResults(answered=answered, unanswered=unanswered, provider=provider)
+            if not partial:
+                raise
+            refused.append(InputError(e.rule, path=e.path, line=e.line, item=e.item,
+                                      found=e.found))
+    return BatchResults(answered=answered, unanswered=unanswered,
+                        provider=state["provider"], refused=refused)
+
+
+def _read_line(raw: bytes, i: int, *, source, by_key, state, answered, unanswered, grader,
+               kind, role, scale, max_reason_words, max_reason_chars) -> None:
+    """One line of :func:`read_results`: appended to ``answered`` or ``unanswered``, or an
+    :class:`InputError` naming the line and its rule."""
+    provider, seen = state["provider"], state["seen"]
+    obj, shape = _result_line(raw, line=i, source=source)
+    if shape is None or not isinstance(obj.get("custom_id"), str):
+        raise InputError("a results line must be an OpenAI or Anthropic batch result "
+                         "with a custom_id", path=source, line=i,
+                         found=raw[:80].decode("utf-8", "replace"),
+                         fix="Nothing of this file was recorded")
+    if provider is None:
+        provider = state["provider"] = shape
+    elif shape != provider:
+        raise InputError(f"a {shape} result in a file of {provider} results", path=source,
+                         line=i, fix="Nothing of this file was recorded")
+    cid = obj["custom_id"]
+    batch = by_key.get(cid)
+    if batch is None:
+        raise InputError("result for a batch this grader does not owe (already recorded, "
+                         "or exported for another grader, round or model)", path=source,
+                         line=i, found=f"custom_id {cid}",
+                         fix="Import the results of the latest `relgrade grade export "
+                             "--batch` for this grader; nothing of this file was recorded")
+    if cid in seen:
+        raise InputError("a second result for one batch", path=source, line=i,
+                         found=f"custom_id {cid}, first on line {seen[cid]}",
+                         fix="Nothing of this file was recorded")
+    seen[cid] = i
+    try:
+        text, why = _answer(obj, provider)
+    except (KeyError, IndexError, TypeError, AttributeError) as e:
+        raise InputError(f"a {provider} result line lacks its answer text", path=source,
+                         line=i, found=f"{type(e).__name__}: {e}",
+                         fix="Nothing of this file was recorded") from None
+    if text is None:
+        unanswered.append((i, cid, why))
+        return
+    where = f"{batch.query_id} batch {batch.batch}"
+    try:
+        df = parse_response(text, query_id=batch.query_id, chunks=batch.chunks,
+                            scale=scale, max_reason_words=max_reason_words, kind=kind,
+                            role=role, source=where, grader=grader,
+                            max_reason_chars=max_reason_chars)
+    except InputError as e:
+        inner = f"answer line {e.line}: " if e.line is not None else ""
+        raise InputError(f"{inner}{e.rule}", path=source, line=i,
+                         item=f"{where}" + (f", {e.item}" if e.item else ""),
+                         found=e.found,
+                         fix="Nothing of this file was recorded") from None
+    by_chunk = {c: (q, c, r, int(g)) for q, c, r, g in zip(
+        df["query_id"].tolist(), df["chunk_id"].tolist(), df["reason"].tolist(),
+        df["grade"].tolist())}
+    rows = [dict(zip(("query_id", "chunk_id", "reason", "grade"),
+                     by_chunk[str(c["chunk_id"])])) for c in batch.chunks]
+    answered.append((batch, rows, text))
 
 
 def results_provider(data: bytes, *, source) -> str:

@@ -38,7 +38,10 @@ does not carry) is treated as a miss and asked again.
 The file
 --------
 ``paths.call_cache`` (e.g. ``data/private/call-cache.jsonl``): JSON Lines, one line per
-answer, ``{"key", "answer", "cached_at"}``, appended whole and ``fsync``-ed under an
+answer, ``{"key", "answer", "cached_at", "sha256"}`` (``sha256``: :func:`answer_digest` of
+the key and answer, which the bank line of each grade the answer gave records as
+``answer_sha256``; a line whose answer no longer matches it was edited, and is refused;
+lines written before the digest existed carry none and are read as they are), appended whole and ``fsync``-ed under an
 exclusive ``flock`` (:func:`relgrade.graders.store.append_lines`) before the grade it
 produced is handed to the grade store, so a grade is never on disk without its answer in
 the cache. A last line without its line end (a write cut short by a crash, never
@@ -84,6 +87,33 @@ CACHE_VERSION = "relgrade-call-cache/2"
 HIT, MISS = "hit", "miss"
 
 _KEY_RE = re.compile(r"^[0-9a-f]{64}$")
+
+
+def answer_digest(key: str, answer: str) -> str:
+    """The per-entry digest of a cached answer, stored on its cache line and recorded on the
+    bank line of every grade it gave (``answer_sha256``).
+
+    Parameters
+    ----------
+    key : str
+        The entry's :func:`call_key`.
+    answer : str
+        The answer's text.
+
+    Returns
+    -------
+    str
+        64 lowercase hex digits: sha256 of the canonical JSON of ``{"key", "answer"}`` (in
+        that order).
+
+    Examples
+    --------
+    >>> k = "0" * 64
+    >>> answer_digest(k, "a") == answer_digest(k, "a") != answer_digest(k, "b")
+    True
+    """
+    return sha256_bytes(canonical_json({"key": key, "answer": answer}).encode(
+        "utf-8", "surrogateescape"))
 
 
 def command_identity(argv: Sequence[str], *, input_mode: str, grader: str, role: str,
@@ -232,6 +262,11 @@ class CallCache:
         The cache file (params ``paths.call_cache``); created, with its folder, on the first
         answer stored.
 
+    Raises
+    ------
+    InputError
+        ``path`` is a folder, or a line of the file is malformed.
+
     Examples
     --------
     >>> import tempfile, os
@@ -246,6 +281,10 @@ class CallCache:
 
     def __init__(self, path):
         self.path = Path(path)
+        if self.path.is_dir():
+            raise InputError("the call cache is a file (JSON Lines); this path is a folder",
+                             path=self.path, item="paths.call_cache",
+                             fix="Name a file, e.g. data/private/call-cache.jsonl")
         self._answers: dict[str, str] = {}
         self._offset = 0
         self._line = 0
@@ -289,6 +328,13 @@ class CallCache:
                 raise InputError("a call cache line must be a JSON object with a 64-hex "
                                  "`key` and a string `answer`", path=self.path,
                                  line=self._line, found=raw[:80].decode("utf-8", "replace"))
+            recorded = obj.get("sha256")
+            if recorded is not None and recorded != answer_digest(obj["key"], obj["answer"]):
+                raise InputError("a call cache entry was edited after it was stored: its "
+                                 "answer no longer matches the sha256 on its line",
+                                 path=self.path, line=self._line, found=f"key {obj['key']}",
+                                 fix="Restore the file from the DVC cache, or remove that "
+                                     "line (its request is then asked again)")
             self._answers.setdefault(obj["key"], obj["answer"])
         self._offset += end
 
@@ -351,9 +397,15 @@ class CallCache:
             at = now_utc()
             self.path.parent.mkdir(parents=True, exist_ok=True)
             append_lines(self.path, jsonl_bytes(
-                {"key": k, "answer": a, "cached_at": at} for k, a in new))
+                {"key": k, "answer": a, "cached_at": at, "sha256": answer_digest(k, a)}
+                for k, a in new))
             for k, a in new:
                 self._answers[k] = a
+
+    def digest(self, key: str) -> str | None:
+        """:func:`answer_digest` of the stored answer of ``key`` (None when not stored)."""
+        answer = self.get(key)
+        return None if answer is None else answer_digest(key, answer)
 
     # --- the spool ---------------------------------------------------------------------
 

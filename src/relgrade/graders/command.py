@@ -90,13 +90,48 @@ from relgrade.protocol.packets import MAX_BATCH, check_batch
 
 #: Defaults of the command settings of a grader in params ``graders.NAME``.
 DEFAULTS = {"timeout": 600.0, "retries": 2, "workers": 1, "samples": 1, "input": "json",
-            "executor": "local"}
+            "executor": "local", "connect_timeout": 30.0}
 
 #: Where a command grader's processes run (params ``graders.NAME.executor``).
 EXECUTORS = ("local", "ray")
 
 #: Times a batch whose Ray worker died is sent again before the attempt counts as failed.
 MAX_LOST = 3
+
+
+def cluster_broken(streak: int, since: float | None, now: float, *, workers: int,
+                   timeout: float) -> bool:
+    """Whether lost processes say the cluster itself stopped running tasks.
+
+    One worker that dies loses one process; a dead raylet or runtime-environment agent
+    loses every process sent to it. Counted over the whole run, not per batch: ``streak``
+    sends lost in a row (no answer, good or bad, in between) beyond what every worker
+    losing each of its sends :data:`MAX_LOST` times would give, or a streak that has lasted
+    the grader's timeout, ends the run.
+
+    Parameters
+    ----------
+    streak : int
+        Sends lost in a row, over the run.
+    since : float or None
+        ``time.monotonic()`` of the first loss of the streak.
+    now : float
+        ``time.monotonic()`` now.
+    workers : int
+        Processes at once.
+    timeout : float
+        The grader's timeout (seconds).
+
+    Examples
+    --------
+    >>> cluster_broken(4, 0.0, 1.0, workers=1, timeout=60)
+    True
+    >>> cluster_broken(3, 0.0, 1.0, workers=1, timeout=60), cluster_broken(3, 0.0, 61.0, workers=1, timeout=60)
+    (False, True)
+    """
+    if streak <= 0 or since is None:
+        return False
+    return streak > MAX_LOST * workers or now - since >= timeout
 
 #: Seconds beyond a grader's timeout to wait for a spool file another process still writes.
 SPOOL_GRACE = 10.0
@@ -135,6 +170,9 @@ class GraderSetup:
     env_keys : tuple of str
         The environment variables the command reads (``env_keys``): their values are part of
         the call cache key (:mod:`relgrade.graders.cache`).
+    connect_timeout : float
+        Seconds to reach the Ray cluster's address before the run ends in an error
+        (``graders.NAME.connect_timeout``, default 30).
     """
 
     name: str
@@ -149,6 +187,7 @@ class GraderSetup:
     executor: str = DEFAULTS["executor"]
     address: str | None = None
     env_keys: tuple = ()
+    connect_timeout: float = DEFAULTS["connect_timeout"]
 
 
 def _int_param(value, name, grader, path, minimum):
@@ -159,7 +198,8 @@ def _int_param(value, name, grader, path, minimum):
 
 
 def grader_setup(spec: Mapping, name: str, *, path=None, workers: int | None = None,
-                 executor: str | None = None, address: str | None = None) -> GraderSetup:
+                 executor: str | None = None, address: str | None = None,
+                 connect_timeout: float | None = None) -> GraderSetup:
     """Read and check one command grader's settings.
 
     Parameters
@@ -177,6 +217,8 @@ def grader_setup(spec: Mapping, name: str, *, path=None, workers: int | None = N
         Overrides ``graders.NAME.executor`` (the ``--executor`` option).
     address : str, optional
         Overrides ``graders.NAME.address`` (the ``--address`` option).
+    connect_timeout : float, optional
+        Overrides ``graders.NAME.connect_timeout`` (the ``--connect-timeout`` option).
 
     Returns
     -------
@@ -189,7 +231,8 @@ def grader_setup(spec: Mapping, name: str, *, path=None, workers: int | None = N
         ``relgrade grade import``; for a grader of kind ``import``, ``relgrade grade
         import``); a ``timeout``, ``retries``, ``workers`` or ``samples`` that is not a valid number; an
         ``input`` mode other than ``json`` or ``prompt``; an ``executor`` other than
-        ``local`` or ``ray``; an ``address`` that is not a string.
+        ``local`` or ``ray``; an ``address`` that is not a string; a ``connect_timeout``
+        that is not a number of seconds > 0.
     """
     g = spec
     role, kind = g["role"], g["kind"]
@@ -227,9 +270,15 @@ def grader_setup(spec: Mapping, name: str, *, path=None, workers: int | None = N
     if addr is not None and not (isinstance(addr, str) and addr.strip()):
         raise InputError(f"graders.{name}.address must be a Ray address such as "
                          "ray://head:10001 or auto", path=path, item=name, found=repr(addr))
+    connect = g.get("connect_timeout", DEFAULTS["connect_timeout"]) \
+        if connect_timeout is None else connect_timeout
+    if isinstance(connect, bool) or not isinstance(connect, (int, float)) or not connect > 0:
+        raise InputError(f"graders.{name}.connect_timeout must be a number of seconds > 0",
+                         path=path, item=name, found=repr(connect))
     return GraderSetup(name=name, role=role, kind=kind, argv=argv, timeout=float(timeout),
                        retries=retries, workers=n_workers, samples=samples, input=mode,
-                       executor=where, address=addr, env_keys=tuple(g.get("env_keys") or ()))
+                       executor=where, address=addr, env_keys=tuple(g.get("env_keys") or ()),
+                       connect_timeout=float(connect))
 
 
 def check_packets(packets: Mapping[str, Mapping], *, batch_size: int, source="packets") -> None:
@@ -612,6 +661,9 @@ class RunSummary:
     failures : list of Failure
     seconds : float
     interrupted : bool
+    broken : str or None
+        Why the run was ended early because the Ray cluster stopped running its tasks
+        (:func:`cluster_broken`); None otherwise.
     """
 
     total_pairs: int = 0
@@ -627,6 +679,7 @@ class RunSummary:
     failures: list = field(default_factory=list)
     seconds: float = 0.0
     interrupted: bool = False
+    broken: str | None = None
 
     @property
     def remaining(self) -> int:
@@ -655,6 +708,29 @@ class _Run:
         self.cache = cache
         self.identity = identity
         self.lock = threading.Lock()
+        self.lost_streak, self.lost_since = 0, None
+
+    def note_send(self, res) -> bool:
+        """Count a send toward the run's streak of lost processes; True when the cluster
+        is deemed broken (:func:`cluster_broken`): then the run is stopped."""
+        with self.lock:
+            if not res.lost:
+                self.lost_streak, self.lost_since = 0, None
+                return False
+            self.lost_streak += 1
+            if self.lost_since is None:
+                self.lost_since = time.monotonic()
+            broken = cluster_broken(self.lost_streak, self.lost_since, time.monotonic(),
+                                    workers=self.setup.workers, timeout=self.setup.timeout)
+            if broken and self.summary.broken is None:
+                self.summary.broken = (
+                    f"{self.lost_streak} grader processes in a row were lost with their Ray "
+                    f"worker over {time.monotonic() - self.lost_since:.0f} s (last: "
+                    f"{_tail(res.stderr) or 'no detail'}): the Ray cluster stopped running "
+                    "tasks (a dead raylet or runtime-environment agent)")
+        if broken:
+            self.runner.stop()
+        return broken
 
     def count(self, **inc) -> None:
         with self.lock:
@@ -701,10 +777,11 @@ class _Run:
         return None
 
     def attempt_batch(self, task: QueryTask, bt: BatchTask, sample: int,
-                      chunks) -> tuple[list, bool] | None:
-        """Grade ``chunks`` once (with retries): the validated rows in the chunks' order and
-        whether they came from the call cache, or None (refused on every attempt, or
-        stopped)."""
+                      chunks) -> tuple[list, bool, str | None] | None:
+        """Grade ``chunks`` once (with retries): the validated rows in the chunks' order,
+        whether they came from the call cache and the cache entry's
+        :func:`~relgrade.graders.cache.answer_digest` (None without a cache), or None
+        (refused on every attempt, or stopped)."""
         s = self.setup
         source = f"{s.name} command, {task.query_id} batch {bt.batch}"
         if s.samples > 1:
@@ -727,7 +804,7 @@ class _Run:
                 rows = self._stored_answer(key, task, chunks, source)
                 if rows is not None:
                     self.count(cache_hits=1)
-                    return rows, True
+                    return rows, True, self.cache.digest(key)
                 self.count(cache_misses=1)
             lost = 0
             while True:
@@ -735,6 +812,8 @@ class _Run:
                 self.count(commands=1)
                 res = self.runner.run(s.argv, data, timeout=s.timeout, spool=spool)
                 self.count(command_seconds=res.seconds)
+                if not res.killed and self.note_send(res):
+                    res = CommandResult(None, "", "", res.seconds, killed=True)
                 if not res.lost or lost >= MAX_LOST or self.runner.stopping.is_set():
                     break
                 # the host died: an answer the command printed before is in the spool
@@ -743,7 +822,7 @@ class _Run:
                 rows = self._stored_answer(key, task, chunks, source) \
                     if key is not None else None
                 if rows is not None:
-                    return rows, False
+                    return rows, False, self.cache.digest(key)
             if res.killed:
                 if spool is not None:
                     drop_spool([spool])
@@ -768,7 +847,7 @@ class _Run:
             if key is not None:
                 self.cache.put(key, res.stdout)  # durable before the grades are handed on
                 drop_spool([spool])
-            return rows, False
+            return rows, False, (None if key is None else self.cache.digest(key))
         with self.lock:
             self.summary.failures.append(Failure(task.query_id, bt.batch, sample, error))
         return None
@@ -782,16 +861,18 @@ class _Run:
                 got = self.attempt_batch(task, bt, 0, bt.chunks)
                 if got is None:
                     continue
-                rows, hit = got
+                rows, hit, digest = got
+                digests = [digest]
             else:
-                ok, hit = True, True
+                ok, hit, digests = True, True, []
                 for sample, chunks in bt.todo:
                     got = self.attempt_batch(task, bt, sample, chunks)
                     if got is None:
                         ok = False
                         break
-                    got, sample_hit = got
+                    got, sample_hit, digest = got
                     hit = hit and sample_hit
+                    digests.append(digest)
                     srows = [{"query_id": r["query_id"], "chunk_id": r["chunk_id"],
                               "sample": sample, "reason": r["reason"], "grade": r["grade"]}
                              for r in got]
@@ -815,7 +896,9 @@ class _Run:
                 rows = agg.to_dict("records")
             rows = [{"query_id": str(r["query_id"]), "chunk_id": str(r["chunk_id"]),
                      "reason": str(r["reason"]), "grade": int(r["grade"])} for r in rows]
-            note = None if self.cache is None else {"cache": HIT if hit else MISS}
+            note = None if self.cache is None else {
+                "cache": HIT if hit else MISS,
+                "answer_sha256": digests[0] if len(digests) == 1 else digests}
             self.writer.submit(self.store, rows, note=note).result()
             self.count(graded=len(rows), batches=1)
             if self.progress is not None:
@@ -945,7 +1028,8 @@ def run_grader(
     if runner is None and s.executor == "ray" and tasks:
         from relgrade.graders.rayexec import RayRunner
 
-        runner = RayRunner(marker, address=s.address, workers=s.workers, env=env)
+        runner = RayRunner(marker, address=s.address, workers=s.workers, env=env,
+                           connect_timeout=s.connect_timeout)
     elif runner is None:
         runner = ProcessRunner(marker)
     writer = SingleWriter()

@@ -51,6 +51,63 @@ from relgrade.errors import RelgradeError
 _POLL = 0.2
 
 
+def _host_port(address: str) -> tuple[str, int] | None:
+    """``(host, port)`` of a Ray address (``HOST:PORT`` or ``ray://HOST:PORT``), or None for
+    a form with no host to reach (``auto``, ``local``, or no port)."""
+    rest = address[len("ray://"):] if address.startswith("ray://") else address
+    host, sep, port = rest.rpartition(":")
+    if not sep or not port.isdigit() or not host:
+        return None
+    return host.strip("[]"), int(port)
+
+
+def check_reachable(address: str, *, timeout: float) -> None:
+    """Refuse a Ray address this machine cannot reach within ``timeout`` seconds.
+
+    Ray's own connection attempts retry for minutes against an address where nothing
+    listens; one TCP connection to the address's host and port answers at once (refused)
+    or within ``timeout`` (no route). The ``ray://`` form also needs Ray Client
+    (``pip install 'ray[client]'``, which brings grpcio), which ``relgrade[ray]`` does not
+    install.
+
+    Parameters
+    ----------
+    address : str
+        ``HOST:PORT``, ``ray://HOST:PORT``; ``auto`` or ``local`` are not checked here.
+    timeout : float
+        Seconds (params ``graders.NAME.connect_timeout``, option ``--connect-timeout``).
+
+    Raises
+    ------
+    RelgradeError
+        ``ray://`` without Ray Client installed; nothing accepts a connection at the
+        address's host and port within ``timeout`` seconds. The message names the address.
+    """
+    import socket
+
+    if address.startswith("ray://"):
+        try:
+            import grpc  # noqa: F401 - what Ray Client needs beyond ray
+        except ImportError:
+            raise RelgradeError(
+                f"the Ray address {address} is a Ray Client address, which needs Ray Client: "
+                "pip install 'ray[client]' (relgrade[ray] installs Ray without it), or give "
+                "the cluster's GCS address HOST:6379 from a machine of the cluster") from None
+    target = _host_port(address)
+    if target is None:
+        return
+    try:
+        with socket.create_connection(target, timeout=timeout):
+            pass
+    except OSError as e:
+        why = (f"no answer within {timeout:g} s" if isinstance(e, socket.timeout)
+               else (e.strerror or str(e)).lower())
+        raise RelgradeError(
+            f"cannot reach the Ray cluster at {address} ({why}). Start it (ray start "
+            "--head), or fix --address / graders.NAME.address; --connect-timeout sets the "
+            "wait") from None
+
+
 def import_ray():
     """Import Ray, or explain how to install it.
 
@@ -82,15 +139,18 @@ class RayRunner:
         The grader's declared environment variables (params ``graders.NAME.env_keys``) as the
         driver has them (:func:`relgrade.graders.cache.declared_env`): set (or, when None,
         unset) in each task's process, as they are part of the call cache key.
+    connect_timeout : float, default 30
+        Seconds to reach ``address`` (:func:`check_reachable`) before Ray is asked to.
 
     Raises
     ------
     RelgradeError
-        Ray is not installed, or the cluster cannot be reached.
+        Ray is not installed, or the cluster cannot be reached (within ``connect_timeout``
+        seconds for an address with a host and port).
     """
 
     def __init__(self, marker: str | None = None, *, address: str | None = None,
-                 workers: int = 1, env=None):
+                 workers: int = 1, env=None, connect_timeout: float = 30.0):
         from relgrade.graders import raytask
 
         ray = import_ray()
@@ -108,6 +168,8 @@ class RayRunner:
                           configure_logging=False)
             if address is None:
                 kwargs["num_cpus"] = max(int(workers), os.cpu_count() or 1)
+            else:
+                check_reachable(address, timeout=connect_timeout)
             try:
                 ray.init(address=address, **kwargs)
             except Exception as e:  # noqa: BLE001 - Ray raises many kinds; all mean "no cluster"

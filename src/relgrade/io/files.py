@@ -68,6 +68,30 @@ def read_lines(path) -> list[str]:
     return lines
 
 
+def read_utf8(path) -> str:
+    """The exact text of a UTF-8 file (no BOM or line end is touched).
+
+    Raises
+    ------
+    InputError
+        The file is missing, or is not valid UTF-8 (the error names the line and column
+        of the first byte that is not).
+    """
+    path = Path(path)
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        raise InputError("file not found", path=path) from None
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        line = data.count(b"\n", 0, e.start) + 1
+        column = e.start - (data.rfind(b"\n", 0, e.start) + 1) + 1
+        raise InputError("not valid UTF-8", path=path, line=line,
+                         found=f"byte 0x{data[e.start]:02x} at column {column}",
+                         fix="Save the file as UTF-8") from None
+
+
 def iter_jsonl(path, *, comments: str = "json") -> Iterator[tuple[int, dict]]:
     """Yield ``(line_number, object)`` for each non-blank line of a JSON Lines file.
 
@@ -280,11 +304,23 @@ def read_json(path):
 def atomic_path(path) -> Iterator[Path]:
     """Yield a temporary path beside ``path``; on success it replaces ``path`` atomically.
 
-    On an exception the temporary file is removed and ``path`` is left as it was.
+    On an exception the temporary file is removed and ``path`` is left as it was. The
+    folder is made if missing; a path through a file, or a folder that cannot be made or
+    written, raises :class:`~relgrade.errors.InputError` naming ``path`` before anything
+    is written.
     """
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    except (FileExistsError, NotADirectoryError) as e:
+        raise InputError("cannot write there: a part of the path is a file, not a folder",
+                         path=path, found=e.filename,
+                         fix="Name a file in a folder (one that exists, or can be made)") from None
+    except (FileNotFoundError, PermissionError) as e:
+        raise InputError("cannot write there: the folder cannot be made or written",
+                         path=path, found=f"{e.strerror}: {e.filename}",
+                         fix="Name a file in a folder you can write") from None
     os.close(fd)
     tmp = Path(tmp)
     try:

@@ -193,6 +193,31 @@ def _read_run_table(path: Path) -> tuple[pd.DataFrame, np.ndarray | None]:
     return df, np.asarray(lines, dtype=np.int64)
 
 
+def extra_fields_note(path, run: pd.DataFrame) -> str | None:
+    """The note printed when a run file had fields after the sixth (ignored, as trec_eval
+    does), or None; shared by ``relgrade evaluate`` and the ``retrieve`` stage.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        The run file, named in the note.
+    run : DataFrame
+        The table :func:`read_trec_run` returned (its ``attrs[EXTRA_FIELDS]``).
+
+    Examples
+    --------
+    >>> run = pd.DataFrame()
+    >>> run.attrs[EXTRA_FIELDS] = {"lines": 3, "first": 2}
+    >>> extra_fields_note("a.trec", run)
+    'Note: a.trec: 3 line(s) have fields after the sixth (first: line 2); they were ignored.'
+    """
+    info = run.attrs.get(EXTRA_FIELDS)
+    if not info:
+        return None
+    return (f"Note: {path}: {info['lines']} line(s) have fields after the sixth "
+            f"(first: line {info['first']}); they were ignored.")
+
+
 def read_trec_run(path) -> pd.DataFrame:
     """Read a TREC run file.
 

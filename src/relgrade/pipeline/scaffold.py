@@ -29,6 +29,7 @@ from relgrade.experiment.files import Experiment
 from relgrade.experiment.layout import (
     NAME_PATTERN,
     check_disjoint,
+    check_folder,
     check_name,
     claimed_paths,
     experiment_folders,
@@ -617,6 +618,7 @@ def init_experiment(plan: Plan) -> Experiment:
         (:func:`share_sources`). Nothing is written then.
     """
     folder = Path(plan.folder)
+    check_folder(folder)
     name = check_name(folder.resolve().name if folder.name in ("", ".") else folder.name,
                       path=folder)
     check_names(plan)
@@ -768,6 +770,7 @@ def init_click_experiment(plan: Plan) -> Experiment:
         its top, or is not empty (without ``force``). Nothing is written then.
     """
     folder = Path(plan.folder)
+    check_folder(folder)
     name = check_name(folder.resolve().name if folder.name in ("", ".") else folder.name,
                       path=folder)
     repo = find_repository(folder)

@@ -20,6 +20,13 @@ import pandas as pd
 
 from relgrade.errors import InputError
 from relgrade.schema import MADE_ON
+from relgrade.text import check_free_text
+
+#: The longest correction reason, in characters: a grade reason's cap
+#: (params ``grading.max_reason_chars``' default).
+MAX_REASON_CHARS = 300
+#: The longest name of who corrects (``--by``), in characters.
+MAX_NAME_CHARS = 100
 
 #: Key order of a correction row.
 CORRECTION = ("query_id", "chunk_id", "grade_before", "grade", "reason", "grader", "round",
@@ -108,7 +115,8 @@ def correction_row(*, key: pd.DataFrame, pool: pd.DataFrame, earlier: Sequence[M
     ------
     InputError
         The pair is not in the pool, or not in the key (a dropped query); the grade is off
-        the scale; the reason is empty; ``corrected_by`` is given but blank; the grade is the
+        the scale; the reason is empty or longer than :data:`MAX_REASON_CHARS`;
+        ``corrected_by`` is given but blank or longer than :data:`MAX_NAME_CHARS`; the grade is the
         one already recorded.
 
     Examples
@@ -136,6 +144,12 @@ def correction_row(*, key: pd.DataFrame, pool: pd.DataFrame, earlier: Sequence[M
     if corrected_by is not None and not str(corrected_by).strip():
         raise InputError("a correction by a blank name", path=source, item=item,
                          fix="Name who corrects the grade with --by, or leave --by out")
+    try:
+        reason = check_free_text(reason, limit=MAX_REASON_CHARS, what="--reason")
+        if corrected_by is not None:
+            corrected_by = check_free_text(corrected_by, limit=MAX_NAME_CHARS, what="--by")
+    except ValueError as e:
+        raise InputError(str(e), path=source, item=item) from None
     before = current_grade(key, earlier, qid, cid)
     if before is None:
         raise InputError("a correction of a pair the frozen key does not hold (its query "

@@ -50,6 +50,7 @@ from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Resp
 from fastapi.staticfiles import StaticFiles
 from fastapi.templating import Jinja2Templates
 from markdown_it import MarkdownIt
+from markupsafe import Markup
 from pygments import highlight
 from pygments.formatters import HtmlFormatter
 from pygments.lexers import TextLexer, get_lexer_for_filename
@@ -59,6 +60,7 @@ from relgrade.errors import InputError, ProtocolError
 from relgrade.graders.store import GradeStore, SingleWriter
 from relgrade.protocol.grades import reason_required, scale_text, validate_grade_rows
 from relgrade.protocol.packets import check_batch
+from relgrade.text import inert
 
 HERE = Path(__file__).parent
 COOKIE = "relgrade_token"
@@ -149,15 +151,25 @@ class Site:
         self.rubric_html = md.render(_strip_version_line(self.rubric))
 
     def code_html(self, header: str, text: str) -> str:
-        """The chunk text as highlighted, escaped HTML (cached per header and text)."""
+        """The chunk text as highlighted, escaped HTML (cached per header and text); control,
+        bidi and other invisible characters shown as ``\\uXXXX`` (:func:`relgrade.text.inert`),
+        newlines and tabs kept."""
         key = hashlib.sha256(f"{header}\0{text}".encode("utf-8", "surrogatepass")).hexdigest()
         html = self._code_cache.get(key)
         if html is None:
-            html = highlight(text, _lexer_for(header), HtmlFormatter(cssclass="code"))
+            html = highlight(inert(text, keep="\n\t"), _lexer_for(header),
+                             HtmlFormatter(cssclass="code"))
             if len(self._code_cache) > 4096:
                 self._code_cache.clear()
             self._code_cache[key] = html
         return html
+
+
+def _shown(value):
+    """A value a page template prints, made inert (markup, already escaped, untouched)."""
+    if isinstance(value, str) and not isinstance(value, Markup):
+        return inert(value, keep="\n")
+    return value
 
 
 def _strip_version_line(text: str) -> str:
@@ -256,6 +268,9 @@ def create_app(site: Site) -> FastAPI:
     """The FastAPI app serving ``site`` (see the module docstring for the pages)."""
     app = FastAPI(title="relgrade", docs_url=None, redoc_url=None, openapi_url=None)
     templates = Jinja2Templates(directory=str(HERE / "templates"))
+    # every printed value inert before it is escaped: no bidi or control character reaches
+    # the page (set before any template is compiled)
+    templates.env.finalize = _shown
     app.mount("/static", StaticFiles(directory=str(HERE / "static")), name="static")
     by_token = {g.token: g for g in site.graders.values()}
     css = pygments_css()

@@ -3,13 +3,26 @@
 Computed arms (bm25, tfidf, rrf, embed) rank the chunks themselves; a `file` arm's run is
 read from its `source`, checked against the corpus and queries, and rewritten in canonical
 order; an `rrf` arm may fuse `file` arms, whose runs are read the same way. Either way the
-file holds ranks 1..n ≤ depth per query, tagged with the arm's name.
+file holds ranks 1..n ≤ depth per query, tagged with the arm's name. A run file with fields
+after the sixth is read as trec_eval reads it (the extra fields ignored), with the note
+``relgrade evaluate`` prints, on stderr.
 """
+
+import sys
 
 from relgrade import retrieve
 from relgrade.io.files import read_table
-from relgrade.io.runs import read_run
-from relgrade.io.trec import write_trec_run
+from relgrade.io.runs import read_run as _read_run
+from relgrade.io.trec import extra_fields_note, write_trec_run
+
+
+def read_run(path):
+    """The run file at ``path``; its extra-fields note, if any, printed on stderr."""
+    table = _read_run(path)
+    note = extra_fields_note(path, table)
+    if note:
+        print(note, file=sys.stderr)
+    return table
 
 
 def run(ex, arm):
