@@ -26,17 +26,17 @@ if ! dvc repro "$@" 2>&1 | tee "$log"; then
   fi
   exit 1
 fi
-# one row per arm and experiment: the primary measure with its interval, judged@k and the
-# difference from the baseline (every metric: dvc metrics show; a click experiment's IPS
-# estimates: dvc metrics show experiments/NAME/metrics); in a ppi experiment these are PPI++'s
-# (estimator ppi++), with the model-only and human-only numbers in their own columns
-decisions=metrics/decision
-for dir in $(find experiments -mindepth 2 -maxdepth 3 -type d -path '*/metrics/decision' \
-             2>/dev/null | sort); do
-  decisions="$decisions $dir"
+# one row per arm of each experiment, one table per experiment (each with only its own
+# columns): the primary measure with its interval, judged@k, the rank-set and the difference
+# from the baseline (every metric: dvc metrics show; a click experiment's IPS estimates: dvc
+# metrics show experiments/NAME/metrics); in a ppi experiment these are PPI++'s (estimator
+# ppi++), with the model-only and human-only numbers in their own columns
+for dir in metrics/decision $(find experiments -mindepth 2 -maxdepth 3 -type d \
+             -path '*/metrics/decision' 2>/dev/null | sort); do
+  [ -d "$dir" ] || continue
+  echo
+  dvc metrics show "$dir"
 done
-# shellcheck disable=SC2086
-dvc metrics show $decisions
 for params in params.yaml $(find experiments -name params.yaml 2>/dev/null | sort); do
   [ -f "$params" ] || continue
   dir=$(dirname "$params")
