@@ -242,3 +242,104 @@ def test_init_ignores_every_cached_output_up_front_exactly_as_dvc_does(second):
     outputs = [line for line in tracked.splitlines()
                if line.endswith((".parquet", ".trec")) and "data/input/" not in line]
     assert outputs == []
+
+
+# --- the change loop on the frozen experiment: arms added by command and by hand ----------
+
+def _pending(proc) -> str:
+    lines = [x for x in proc.stderr.splitlines() if x.startswith("Pending: ")]
+    assert len(lines) == 1, proc.stdout + proc.stderr
+    return lines[0]
+
+
+def _printed(line: str, prefix: str) -> list[str]:
+    """The commands in backticks of a printed line that start with ``prefix``."""
+    return [c for c in line.split("`")[1::2] if c.startswith(prefix)]
+
+
+@pytest.fixture(scope="module")
+def changed(second, tmp_path_factory):
+    """A copy of the frozen repository, committed as a clone has it; a hand edit of params
+    adding an rrf arm over the external run without rendering, refused by `dvc repro`; then
+    `relgrade arm add` of that arm, `dvc repro` to the grading owed, the printed grade commands
+    typed in the experiment's folder, and `dvc repro` to the report."""
+    import shutil
+
+    root = Path(shutil.copytree(second[0], tmp_path_factory.mktemp("arm") / "repo"))
+    ex = root / EXP
+    tiny.git(root, "add", "-A")
+    tiny.git(root, "commit", "-qm", "frozen key")
+    params_text = (ex / "params.yaml").read_text()
+    hand = params_text.replace("\narms:\n", "\narms:\n  fused:\n    kind: rrf\n    depth: 100\n"
+                               "    fuse: [ext, bm25]\n    source: ../../src/relgrade/retrieve/"
+                               "fusion.py\n", 1)
+    assert hand != params_text
+    (ex / "params.yaml").write_text(hand)
+    refused = tiny.run(root, "dvc", "repro", f"{EXP}/dvc.yaml", check=False)
+    (ex / "params.yaml").write_text(params_text)
+    pool_before = pd.read_parquet(ex / "data/pool/pool.parquet")
+    audit = [json.loads(x)["query_id"] for x in
+             (ex / "data/audit/audit.jsonl").read_text().splitlines()]
+    added = tiny.run(root, "relgrade", "arm", "add", "fused", "--kind", "rrf", "--fuse",
+                     "ext,bm25", "--experiment", EXP)
+    owed = tiny.run(root, "dvc", "repro", f"{EXP}/dvc.yaml", check=False)
+    pool = pd.read_parquet(ex / "data/pool/pool.parquet")
+    line = _pending(owed)
+    for command in _printed(line, "relgrade "):
+        tiny.run(ex, *command.split())  # typed in the experiment's folder, as printed
+    done = tiny.run(root, "dvc", "repro", f"{EXP}/dvc.yaml", check=False)
+    return dict(root=root, refused=refused, added=added, owed=owed, line=line, done=done,
+                pool_before=pool_before, pool=pool, audit=audit)
+
+
+def test_a_hand_edit_adding_an_arm_without_rendering_is_refused_naming_the_render(changed):
+    proc = changed["refused"]
+    assert proc.returncode != 0 and "Traceback" not in proc.stderr
+    errors = [x for x in proc.stderr.splitlines() if x.startswith("Error: ")]
+    assert len(errors) == 1
+    assert "the pipeline differs from what params.yaml gives (stages: retrieve)" in errors[0]
+    assert f"`relgrade pipeline render --experiment {EXP}`" in errors[0]
+    # refused before any work: the arm's run was never made
+    assert not (changed["root"] / EXP / "data/runs/fused.trec").exists()
+
+
+def test_arm_add_renders_a_pipeline_where_the_fused_arm_depends_on_the_run_it_fuses(changed):
+    ex = changed["root"] / EXP
+    dvc = yaml.safe_load((ex / "dvc.yaml").read_text())
+    assert "data/input/runs/ext.trec" in dvc["stages"]["retrieve"]["do"]["deps"]
+    assert tiny.run(changed["root"], "relgrade", "pipeline", "check", "--experiment",
+                    EXP).returncode == 0
+    params = yaml.safe_load((ex / "params.yaml").read_text())
+    assert params["arms"]["fused"] == {"kind": "rrf", "depth": 100, "k": 60,
+                                       "fuse": ["ext", "bm25"],
+                                       "source": "../../src/relgrade/retrieve/fusion.py"}
+    assert "/fused.trec" in (ex / "data/runs/.gitignore").read_text().splitlines()
+
+
+def test_arm_add_prices_the_pairs_the_pool_stage_then_adds(changed):
+    pool, before = changed["pool"], changed["pool_before"]
+    new = set(zip(pool.query_id, pool.chunk_id)) - set(zip(before.query_id, before.chunk_id))
+    assert new and len(pool) == len(before) + len(new)
+    audited = sum(q in changed["audit"] for q, _ in new)
+    out = changed["added"].stdout.splitlines()
+    assert out[0] == (f"Added arm fused (rrf) to {EXP}/params.yaml; rendered {EXP}/dvc.yaml.")
+    assert out[1] == (f"Pending: the pool with fused holds {len(pool)} pairs, {len(new)} of "
+                      f"them new (today {len(before)}).")
+    assert f"  grader-a: 0 spent, {len(new)} pending at 30 s each" in "\n".join(out)
+    assert f"  auditor-b: 0 spent, {audited} pending at 30 s each" in "\n".join(out)
+    assert out[-1].startswith(f"Next: dvc repro {EXP}/dvc.yaml (it stops at the grading owed")
+
+
+def test_repro_after_arm_add_stops_at_the_grading_owed_then_completes(changed):
+    line, pool, before = changed["line"], changed["pool"], changed["pool_before"]
+    new = len(pool) - len(before)
+    assert changed["owed"].returncode != 0
+    assert line.startswith(f"Pending: grading: {new} pairs need grader-a ({new} new)")
+    assert _printed(line, "relgrade ") == [
+        f"relgrade grade run --grader grader-a --experiment {EXP}",
+        f"relgrade grade run --grader auditor-b --experiment {EXP}"]
+    assert f"`dvc repro {EXP}/dvc.yaml` again (at the repository's top; `dvc repro` in {EXP})" \
+        in line
+    assert changed["done"].returncode == 0, changed["done"].stderr
+    report = (changed["root"] / EXP / "metrics/report.md").read_text()
+    assert " fused " in report

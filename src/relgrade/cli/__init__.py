@@ -23,6 +23,7 @@ from relgrade import __version__
 COMMANDS = {
     "aggregate": "relgrade.cli.aggregate:aggregate_cmd",
     "agreement": "relgrade.cli.agreement:agreement_cmd",
+    "arm": "relgrade.cli.arm:arm_cmd",
     "audit": "relgrade.cli.audit:audit_cmd",
     "budget": "relgrade.cli.budget:budget_cmd",
     "clicks": "relgrade.cli.clicks:clicks_cmd",

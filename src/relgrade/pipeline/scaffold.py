@@ -22,6 +22,7 @@ import yaml
 
 from relgrade.errors import InputError
 from relgrade.experiment import inputs
+from relgrade.pipeline.arms import ARM_DEPTH, BUILT_IN  # the kinds --arm accepts, as `arm add`
 from relgrade.pipeline.stages.corpus import build_corpus
 from relgrade.pipeline.design import write_design
 from relgrade.pipeline.registry import render
@@ -36,14 +37,10 @@ from relgrade.experiment.layout import (
     share_source,
 )
 from relgrade.experiment.params import PARAMS_FILE, load_params
-from relgrade.io.files import atomic_dir, read_yaml, write_text
+from relgrade.io.files import atomic_dir, read_yaml, write_json, write_text
 from relgrade.protocol.gate import PEOPLE_FAMILY
+from relgrade.protocol.intents import UNREVIEWED
 
-#: Built-in arm kinds ``--arm NAME=KIND`` accepts, and the library file each is computed by.
-BUILT_IN = {"bm25": "src/relgrade/retrieve/bm25.py", "tfidf": "src/relgrade/retrieve/tfidf.py",
-            "rrf": "src/relgrade/retrieve/fusion.py", "embed": "src/relgrade/retrieve/embed.py"}
-#: Depth of every arm's run.
-ARM_DEPTH = 100
 
 
 @dataclass
@@ -629,6 +626,8 @@ def init_experiment(plan: Plan) -> Experiment:
             ("grading", "share_from"): list(plan.share_from) or None})
         write_text(tmp / PARAMS_FILE, text)
         params = load_params(tmp / PARAMS_FILE)
+        if params.intents is not None:  # no review yet: a dep DVC finds, pending work
+            write_json(tmp / params.intents.review, UNREVIEWED, indent=2)
         # other experiments' `paths` as written: their params may use sections this
         # version does not know, and only the paths matter here
         claims = {f: claimed_paths(f, _paths_of(f / PARAMS_FILE))
