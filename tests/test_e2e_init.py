@@ -280,15 +280,18 @@ def changed(second, tmp_path_factory):
     pool_before = pd.read_parquet(ex / "data/pool/pool.parquet")
     audit = [json.loads(x)["query_id"] for x in
              (ex / "data/audit/audit.jsonl").read_text().splitlines()]
+    # an external run, then an rrf arm fusing it, added by command in the experiment's folder
+    lex = tiny.run(ex, "relgrade", "arm", "add", "lex", "--run", "../../data/input/runs/"
+                   "lexical.trec")
     added = tiny.run(root, "relgrade", "arm", "add", "fused", "--kind", "rrf", "--fuse",
-                     "ext,bm25", "--experiment", EXP)
+                     "lex,bm25", "--experiment", EXP)
     owed = tiny.run(root, "dvc", "repro", f"{EXP}/dvc.yaml", check=False)
     pool = pd.read_parquet(ex / "data/pool/pool.parquet")
     line = _pending(owed)
     for command in _printed(line, "relgrade "):
         tiny.run(ex, *command.split())  # typed in the experiment's folder, as printed
     done = tiny.run(root, "dvc", "repro", f"{EXP}/dvc.yaml", check=False)
-    return dict(root=root, refused=refused, added=added, owed=owed, line=line, done=done,
+    return dict(root=root, refused=refused, added=added, lex=lex, owed=owed, line=line, done=done,
                 pool_before=pool_before, pool=pool, audit=audit)
 
 
@@ -306,14 +309,22 @@ def test_a_hand_edit_adding_an_arm_without_rendering_is_refused_naming_the_rende
 def test_arm_add_renders_a_pipeline_where_the_fused_arm_depends_on_the_run_it_fuses(changed):
     ex = changed["root"] / EXP
     dvc = yaml.safe_load((ex / "dvc.yaml").read_text())
-    assert "data/input/runs/ext.trec" in dvc["stages"]["retrieve"]["do"]["deps"]
+    assert "data/input/runs/lex.trec" in dvc["stages"]["retrieve"]["do"]["deps"]
+    assert (ex / "data/input/runs/lex.trec").read_bytes() == (
+        changed["root"] / "data/input/runs/lexical.trec").read_bytes()
     assert tiny.run(changed["root"], "relgrade", "pipeline", "check", "--experiment",
                     EXP).returncode == 0
     params = yaml.safe_load((ex / "params.yaml").read_text())
+    assert params["arms"]["lex"] == {"kind": "file", "depth": 100,
+                                     "source": "data/input/runs/lex.trec"}
     assert params["arms"]["fused"] == {"kind": "rrf", "depth": 100, "k": 60,
-                                       "fuse": ["ext", "bm25"],
+                                       "fuse": ["lex", "bm25"],
                                        "source": "../../src/relgrade/retrieve/fusion.py"}
-    assert "/fused.trec" in (ex / "data/runs/.gitignore").read_text().splitlines()
+    ignored = (ex / "data/runs/.gitignore").read_text().splitlines()
+    assert "/fused.trec" in ignored and "/lex.trec" in ignored
+    assert changed["lex"].stdout.splitlines()[0] == (
+        "Added arm lex (file) to ./params.yaml; rendered ./dvc.yaml.")
+    assert changed["lex"].stdout.splitlines()[-1].startswith("Next: dvc repro (it stops")
 
 
 def test_arm_add_prices_the_pairs_the_pool_stage_then_adds(changed):
@@ -323,6 +334,7 @@ def test_arm_add_prices_the_pairs_the_pool_stage_then_adds(changed):
     audited = sum(q in changed["audit"] for q, _ in new)
     out = changed["added"].stdout.splitlines()
     assert out[0] == (f"Added arm fused (rrf) to {EXP}/params.yaml; rendered {EXP}/dvc.yaml.")
+    # priced with both new arms' runs made in memory (lex's is not made yet either)
     assert out[1] == (f"Pending: the pool with fused holds {len(pool)} pairs, {len(new)} of "
                       f"them new (today {len(before)}).")
     assert f"  grader-a: 0 spent, {len(new)} pending at 30 s each" in "\n".join(out)
@@ -342,4 +354,4 @@ def test_repro_after_arm_add_stops_at_the_grading_owed_then_completes(changed):
         in line
     assert changed["done"].returncode == 0, changed["done"].stderr
     report = (changed["root"] / EXP / "metrics/report.md").read_text()
-    assert " fused " in report
+    assert " fused " in report and " lex " in report

@@ -195,7 +195,8 @@ def remove_arm(ex: Experiment, name: str) -> Experiment:
 
 
 def price_arm(ex: Experiment, name: str) -> dict | None:
-    """What the pool with arm ``name`` would cost, its run made in memory.
+    """What the pool with arm ``name`` would cost, its run (and that of any other arm not
+    made yet) made in memory.
 
     Returns
     -------
@@ -214,4 +215,6 @@ def price_arm(ex: Experiment, name: str) -> dict | None:
     needed = ("chunks", "queries", "pool", "audit")
     if not all(ex.path(n).exists() for n in needed):
         return None
-    return plan_pool(ex, runs={name: arm_run(ex, name)})
+    missing = [str(a) for a in ex.params.arms_dict()
+               if str(a) == name or not (ex.path("runs") / f"{a}.trec").is_file()]
+    return plan_pool(ex, runs={a: arm_run(ex, a) for a in missing})
