@@ -402,3 +402,21 @@ def test_an_unreviewed_intent_table_is_pending_work_naming_the_review_command(re
                           "reviewed yet; intents are frozen only after review. run `relgrade "
                           "intents review --experiment experiments/second --reviewer auditor-b`"
                           ", then `dvc repro experiments/second/dvc.yaml` again")
+
+
+def test_a_rater_panel_draws_a_tenth_of_the_pool_as_gold_unless_told(repo):
+    gold = repo / "in" / "gold.tsv"
+    gold.write_text("query_id\tchunk_id\tgrade\nkw01\tkw01-answer\t2\n")
+    panel = ["--arm", "bm25=bm25", "--mode", "raters", "--gold", str(gold),
+             *[a for i in range(1, 5) for a in ("--rater", f"rater-{i}")]]
+    assert init(*panel).exit_code == 0
+    params = yaml.safe_load((repo / "experiments/second/params.yaml").read_text())
+    assert params["gold"]["fraction"] == 0.1
+    assert init(*panel, "--gold-fraction", "0.25", folder="experiments/third").exit_code == 0
+    params = yaml.safe_load((repo / "experiments/third/params.yaml").read_text())
+    assert params["gold"]["fraction"] == 0.25
+    res = init(*panel, "--gold-fraction", "0.6", folder="experiments/fourth")
+    assert res.exit_code == 1
+    assert res.output == ("Error: --gold-fraction: the gold share of the pool is in (0, 0.5] "
+                          "(found 0.6)\n")
+    assert not (repo / "experiments/fourth").exists()

@@ -41,6 +41,10 @@ from relgrade.io.files import atomic_dir, read_yaml, write_json, write_text
 from relgrade.protocol.gate import PEOPLE_FAMILY
 from relgrade.protocol.intents import UNREVIEWED
 
+#: The share of the pool ``init --mode raters`` draws as gold questions (``--gold-fraction``):
+#: about 10%, as docs/raters.md advises; a gold file needs that many pool pairs.
+GOLD_FRACTION = 0.1
+
 
 
 @dataclass
@@ -105,6 +109,9 @@ class Plan:
     expert: tuple = ("expert-e", None)
     #: Raters mode: the gold pairs (query_id, chunk_id, grade).
     gold: Path | None = None
+    #: Raters mode: the share of the pool drawn as gold questions (params ``gold.fraction``),
+    #: in (0, 0.5].
+    gold_fraction: float = GOLD_FRACTION
 
 
 def parse_pairs(values, *, option: str) -> dict[str, str]:
@@ -321,7 +328,7 @@ def mode_params(plan: Plan) -> tuple[str, str]:
                            "budget": {"fractions": [0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.8, 1.0]}}
     if plan.mode == "raters":
         sections["raters"] = {"per_pair": 3}
-        sections["gold"] = {"input": GOLD_INPUT, "fraction": 0.3,
+        sections["gold"] = {"input": GOLD_INPUT, "fraction": plan.gold_fraction,
                             "min_accuracy": 0.6, "min_gold": 3, "within_one": True}
         sections["aggregation"] = {"method": "majority"}
         sections["adjudication"] = {"max_spread": 1, "expert": plan.expert[0]}
@@ -366,6 +373,9 @@ def check_mode(plan: Plan) -> None:
         if clash:
             raise InputError("a rater's name is given twice or names another grader",
                              item="--rater", found=", ".join(clash))
+        if not 0 < plan.gold_fraction <= 0.5:
+            raise InputError("the gold share of the pool is in (0, 0.5]", item="--gold-fraction",
+                             found=repr(plan.gold_fraction))
         if plan.gold is None:
             raise InputError("a rater panel needs gold pairs", item="--gold",
                              fix="Give --gold FILE: a TSV of query_id, chunk_id, grade")
