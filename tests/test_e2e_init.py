@@ -276,6 +276,7 @@ def changed(second, tmp_path_factory):
     assert hand != params_text
     (ex / "params.yaml").write_text(hand)
     refused = tiny.run(root, "dvc", "repro", f"{EXP}/dvc.yaml", check=False)
+    ran_anyway = (ex / "data/runs/fused.trec").exists()
     (ex / "params.yaml").write_text(params_text)
     pool_before = pd.read_parquet(ex / "data/pool/pool.parquet")
     audit = [json.loads(x)["query_id"] for x in
@@ -291,7 +292,19 @@ def changed(second, tmp_path_factory):
     for command in _printed(line, "relgrade "):
         tiny.run(ex, *command.split())  # typed in the experiment's folder, as printed
     done = tiny.run(root, "dvc", "repro", f"{EXP}/dvc.yaml", check=False)
-    return dict(root=root, refused=refused, added=added, lex=lex, owed=owed, line=line, done=done,
+    # the same loop through `dvc exp run`, everything typed in the experiment's folder
+    tiny.git(root, "add", "-A")
+    tiny.git(root, "commit", "-qm", "arms lex and fused")
+    tiny.run(ex, "relgrade", "arm", "add", "dense", "--run", "../../data/input/runs/dense.trec")
+    exp_owed = tiny.run(ex, "dvc", "exp", "run", check=False)
+    exp_line = _pending(exp_owed)
+    for command in _printed(exp_line, "relgrade "):
+        tiny.run(ex, *command.split())
+    exp_done = tiny.run(ex, "dvc", "exp", "run", check=False)
+    exps = subprocess.run(["git", "for-each-ref", "refs/exps"], cwd=root, capture_output=True,
+                          text=True, check=True).stdout.splitlines()
+    return dict(root=root, refused=refused, ran_anyway=ran_anyway, exp_owed=exp_owed,
+                exp_line=exp_line, exp_done=exp_done, exps=exps, added=added, lex=lex, owed=owed, line=line, done=done,
                 pool_before=pool_before, pool=pool, audit=audit)
 
 
@@ -303,7 +316,7 @@ def test_a_hand_edit_adding_an_arm_without_rendering_is_refused_naming_the_rende
     assert "the pipeline differs from what params.yaml gives (stages: retrieve)" in errors[0]
     assert f"`relgrade pipeline render --experiment {EXP}`" in errors[0]
     # refused before any work: the arm's run was never made
-    assert not (changed["root"] / EXP / "data/runs/fused.trec").exists()
+    assert changed["ran_anyway"] is False
 
 
 def test_arm_add_renders_a_pipeline_where_the_fused_arm_depends_on_the_run_it_fuses(changed):
@@ -355,3 +368,17 @@ def test_repro_after_arm_add_stops_at_the_grading_owed_then_completes(changed):
     assert changed["done"].returncode == 0, changed["done"].stderr
     report = (changed["root"] / EXP / "metrics/report.md").read_text()
     assert " fused " in report and " lex " in report
+
+
+def test_the_loop_through_dvc_exp_run_completes_from_the_experiments_folder(changed):
+    owed, line = changed["exp_owed"], changed["exp_line"]
+    assert owed.returncode != 0 and "Traceback" not in owed.stderr
+    assert line.startswith("Pending: grading: ") and "need grader-a" in line
+    assert "then `dvc exp run` again (in the folder you ran it in)" in line
+    assert _printed(line, "relgrade ")[0] == (
+        f"relgrade grade run --grader grader-a --experiment {EXP}")
+    done = changed["exp_done"]
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert len(changed["exps"]) == 1  # one experiment recorded, once the grading was done
+    report = (changed["root"] / EXP / "metrics/report.md").read_text()
+    assert " dense " in report
