@@ -105,6 +105,7 @@ class LazyGroup(click.Group):
 COMMAND_HELP = {
     "aggregate": "Aggregate several raters' grades into one grade per pair.",
     "agreement": "Agreement between two grade files A and B over the pairs both graded.",
+    "arm": "Add or remove an arm.",
     "audit": "The audit sample: drawn once per round, locked, redrawn only on request.",
     "budget": "The judging-budget curve of a graded experiment.",
     "clicks": "Click logs: position propensities and IPS-weighted skip-above training pairs.",
