@@ -11,6 +11,7 @@ are model-judged) to the report, and the verdicts are printed with it.
 import json
 
 from relgrade.evaluation import compare, decision
+from relgrade.experiment.progress import step_printer
 from relgrade.io import files as io
 
 
@@ -20,7 +21,8 @@ def _csv(path, df):
 
 
 def run(ex):
-    result = compare.full_report(**ex.compare_inputs(full=True))
+    result = compare.full_report(**ex.compare_inputs(full=True),
+                                 progress=step_printer("compare", 3))
     primary = ex.params.need("metrics").primary
     text = result.to_json()
     triage = _triage(ex)
