@@ -102,9 +102,7 @@ def test_a_post_hoc_key_is_written_beside_the_frozen_one(tmp_path):
     note = (folder / "README.md").read_text()
     assert note.startswith(f"A post-hoc key ({hashlib.sha256(new).hexdigest()}) ")
     assert note.endswith(f"of pool {POOL}, rubric v1, round 1 (params grading.post_hoc): every "
-                         "number made with it is labelled post-hoc.\n") or \
-        note.endswith(f"beside the frozen key ({KEY_SHA}) of pool {POOL}, rubric v1, round 1: "
-                      "every number made with it is labelled post-hoc.\n")
+                         "number made with it is labelled post-hoc.\n")
     assert (folder / "key.jsonl").read_bytes() == new
     record = json.loads((folder / "record.json").read_text())
     assert record["post_hoc"] is True
