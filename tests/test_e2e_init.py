@@ -304,7 +304,8 @@ def changed(second, tmp_path_factory):
     exps = subprocess.run(["git", "for-each-ref", "refs/exps"], cwd=root, capture_output=True,
                           text=True, check=True).stdout.splitlines()
     return dict(root=root, refused=refused, ran_anyway=ran_anyway, exp_owed=exp_owed,
-                exp_line=exp_line, exp_done=exp_done, exps=exps, added=added, lex=lex, owed=owed, line=line, done=done,
+                exp_line=exp_line, exp_done=exp_done, exps=exps, added=added, lex=lex,
+                owed=owed, line=line, done=done,
                 pool_before=pool_before, pool=pool, audit=audit)
 
 

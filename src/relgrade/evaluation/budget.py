@@ -183,7 +183,8 @@ def budget_curve(human_grades, ranked, *, rng: np.random.Generator, model_grades
     over the family. ``uniform`` and ``ppi`` spend a budget by queries
     (``round(budget * n_queries)``, at least 2), so ``judged_fraction`` is close to, not
     equal to, ``budget``; the query samples are nested (the first queries of one seeded
-    order), so a larger budget never spends fewer judgments; the bandits spend ``ceil(budget * pool size)`` judgments on every
+    order), so a larger budget never spends fewer judgments; the bandits spend
+    ``ceil(budget * pool size)`` judgments on every
     query.
     """
     h = np.asarray(human_grades, dtype=np.float64)
