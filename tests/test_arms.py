@@ -79,3 +79,26 @@ def test_replace_section_keeps_comments_around_the_section_and_appends_a_missing
     assert replace_section(text, "arms", {"b": {"kind": "tfidf"}}) == (
         "# top\nseed: 1\n# the arms\narms:\n  b:\n    kind: tfidf\n\n# pool\npool: {}\n")
     assert replace_section("seed: 1", "arms", {}) == "seed: 1\narms: {}\n"
+
+
+def test_shape_names_the_stages_a_hand_edit_changed_and_none_for_committed_ones(repo):  # noqa: F811
+    from pathlib import Path
+
+    from relgrade.pipeline.registry import shape
+
+    top = Path(__file__).resolve().parents[1]
+    for folder in [top, *sorted((top / "experiments").iterdir())]:
+        if (folder / "params.yaml").is_file():
+            assert shape(folder) is None, folder.name  # no check fires on them
+    assert init("--arm", "bm25=bm25", "--run", "ext=in/runs/ext.trec").exit_code == 0
+    params = repo / EXP / "params.yaml"
+    arms = yaml.safe_load(params.read_text())["arms"]
+    plain = replace_section(params.read_text(), "arms", arms | {"more": {
+        "kind": "tfidf", "depth": 100, "source": "../../src/relgrade/retrieve/tfidf.py"}})
+    params.write_text(plain)
+    assert shape(repo / EXP) is None  # a plain arm: the retrieve stage runs foreach arm
+    fused = replace_section(plain, "arms", yaml.safe_load(plain)["arms"] | {"hyb": {
+        "kind": "rrf", "depth": 100, "fuse": ["ext", "bm25"],
+        "source": "../../src/relgrade/retrieve/fusion.py"}})
+    params.write_text(fused)
+    assert shape(repo / EXP) == ["retrieve"]  # now it must depend on ext's run

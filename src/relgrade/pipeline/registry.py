@@ -751,8 +751,9 @@ def shape(folder) -> list[str] | None:
     repo = find_repository(ex.root)
     root_rel = Path(os.path.relpath(repo.resolve(), Path(ex.root).resolve())).as_posix()
     root_rel = "" if root_rel == "." else root_rel
-    want = yaml.safe_load(render(ex, repo=repo, code=False))
-    have = _without_code(yaml.safe_load(path.read_text("utf-8")) or {}, root_rel)
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml's, when built with it
+    want = yaml.load(render(ex, repo=repo, code=False), Loader=loader)
+    have = _without_code(yaml.load(path.read_text("utf-8"), Loader=loader) or {}, root_rel)
     if have == want:
         return None
     names = []
