@@ -4,7 +4,7 @@ grader's grades are written beside every grader's (``grading.mode: raters``).
 The stage's code is :mod:`relgrade.pipeline.stages.adjudicate`; dvc.yaml runs this file.
 """
 
-from relgrade.experiment.stage import run_stage
+from relgrade.pipeline.runner import run_stage
 from relgrade.pipeline.stages.adjudicate import run
 
 if __name__ == "__main__":

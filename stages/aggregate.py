@@ -4,7 +4,7 @@ pair, and the adjudication queue with the expert's packets (``grading.mode: rate
 The stage's code is :mod:`relgrade.pipeline.stages.aggregate`; dvc.yaml runs this file.
 """
 
-from relgrade.experiment.stage import run_stage
+from relgrade.pipeline.runner import run_stage
 from relgrade.pipeline.stages.aggregate import run
 
 if __name__ == "__main__":

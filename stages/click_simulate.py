@@ -3,7 +3,7 @@
 The stage's code is :mod:`relgrade.pipeline.stages.click_simulate`; dvc.yaml runs this file.
 """
 
-from relgrade.experiment.stage import run_stage
+from relgrade.pipeline.runner import run_stage
 from relgrade.pipeline.stages.click_simulate import run
 
 if __name__ == "__main__":

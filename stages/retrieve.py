@@ -5,7 +5,7 @@ The stage's code is :mod:`relgrade.pipeline.stages.retrieve`; dvc.yaml runs this
 
 import sys
 
-from relgrade.experiment.stage import run_stage
+from relgrade.pipeline.runner import run_stage
 from relgrade.pipeline.stages.retrieve import run
 
 if __name__ == "__main__":

@@ -530,3 +530,35 @@ def test_a_tail_sample_compares_the_inferred_measures_with_the_same_paired_tests
     assert report["pool_bias"]["not_checked"] == {"measures": inferred,
                                                   "note": INFERRED_POOL_BIAS_NOTE}
     assert not {r["measure"] for r in report["pool_bias"]["leave_one_arm_out"]} & set(inferred)
+
+
+def test_full_report_announces_its_three_steps_and_a_stage_prints_one_line_each():
+    import io
+
+    from rich.console import Console
+
+    from relgrade.evaluation.compare import full_report
+    from relgrade.experiment.progress import step_printer
+
+    seen = []
+    plain = full_report(table({"bm25": A, "up": [a + s for a, s in zip(A, STEP)]}),
+                        settings=settings(n_resamples=200, n_permutations=200),
+                        progress=seen.append)
+    assert seen == ["paired comparisons (bootstrap intervals, sign-flip tests)",
+                    "pool bias (each arm's pairs left out in turn)",
+                    "label noise (the auditor's key on the audit queries)"]
+    assert plain.to_json() == full_report(
+        table({"bm25": A, "up": [a + s for a, s in zip(A, STEP)]}),
+        settings=settings(n_resamples=200, n_permutations=200)).to_json()
+    # in a log (not a terminal): one plain line per step
+    out = io.StringIO()
+    ticks = iter([10.0, 10.0, 11.25, 13.5])
+    step = step_printer("compare", 3, console=Console(file=out, width=40),
+                        clock=lambda: next(ticks))
+    for what in seen:
+        step(what)
+    assert out.getvalue().splitlines() == [
+        "compare: step 1/3: paired comparisons (bootstrap intervals, sign-flip tests) (0.0 s "
+        "so far)",
+        "compare: step 2/3: pool bias (each arm's pairs left out in turn) (1.2 s so far)",
+        "compare: step 3/3: label noise (the auditor's key on the audit queries) (3.5 s so far)"]

@@ -245,3 +245,145 @@ def test_init_ignores_every_cached_output_up_front_exactly_as_dvc_does(second):
     outputs = [line for line in tracked.splitlines()
                if line.endswith((".parquet", ".trec")) and "data/input/" not in line]
     assert outputs == []
+
+
+# --- the change loop on the frozen experiment: arms added by command and by hand ----------
+
+def _pending(proc) -> str:
+    lines = [x for x in proc.stderr.splitlines() if x.startswith("Pending: ")]
+    assert len(lines) == 1, proc.stdout + proc.stderr
+    return lines[0]
+
+
+def _printed(line: str, prefix: str) -> list[str]:
+    """The commands in backticks of a printed line that start with ``prefix``."""
+    return [c for c in line.split("`")[1::2] if c.startswith(prefix)]
+
+
+@pytest.fixture(scope="module")
+def changed(second, tmp_path_factory):
+    """A copy of the frozen repository, committed as a clone has it; a hand edit of params
+    adding an rrf arm over the external run without rendering, refused by `dvc repro`; then
+    `relgrade arm add` of that arm, `dvc repro` to the grading owed, the printed grade commands
+    typed in the experiment's folder, and `dvc repro` to the report."""
+    import shutil
+
+    root = Path(shutil.copytree(second[0], tmp_path_factory.mktemp("arm") / "repo"))
+    ex = root / EXP
+    tiny.git(root, "add", "-A")
+    tiny.git(root, "commit", "-qm", "frozen key")
+    params_text = (ex / "params.yaml").read_text()
+    hand = params_text.replace("\narms:\n", "\narms:\n  fused:\n    kind: rrf\n    depth: 100\n"
+                               "    fuse: [ext, bm25]\n    source: ../../src/relgrade/retrieve/"
+                               "fusion.py\n", 1)
+    assert hand != params_text
+    (ex / "params.yaml").write_text(hand)
+    refused = tiny.run(root, "dvc", "repro", f"{EXP}/dvc.yaml", check=False)
+    ran_anyway = (ex / "data/runs/fused.trec").exists()
+    (ex / "params.yaml").write_text(params_text)
+    pool_before = pd.read_parquet(ex / "data/pool/pool.parquet")
+    audit = [json.loads(x)["query_id"] for x in
+             (ex / "data/audit/audit.jsonl").read_text().splitlines()]
+    # an external run, then an rrf arm fusing it, added by command in the experiment's folder
+    lex = tiny.run(ex, "relgrade", "arm", "add", "lex", "--run", "../../data/input/runs/"
+                   "lexical.trec")
+    added = tiny.run(root, "relgrade", "arm", "add", "fused", "--kind", "rrf", "--fuse",
+                     "lex,bm25", "--experiment", EXP)
+    owed = tiny.run(root, "dvc", "repro", f"{EXP}/dvc.yaml", check=False)
+    pool = pd.read_parquet(ex / "data/pool/pool.parquet")
+    line = _pending(owed)
+    for command in _printed(line, "relgrade "):
+        tiny.run(ex, *command.split())  # typed in the experiment's folder, as printed
+    done = tiny.run(root, "dvc", "repro", f"{EXP}/dvc.yaml", check=False)
+    # the same loop through `dvc exp run`, everything typed in the experiment's folder
+    tiny.git(root, "add", "-A")
+    tiny.git(root, "commit", "-qm", "arms lex and fused")
+    tiny.run(ex, "relgrade", "arm", "add", "dense", "--run", "../../data/input/runs/dense.trec")
+    exp_owed = tiny.run(ex, "dvc", "exp", "run", check=False)
+    exp_line = _pending(exp_owed)
+    for command in _printed(exp_line, "relgrade "):
+        tiny.run(ex, *command.split())
+    exp_done = tiny.run(ex, "dvc", "exp", "run", check=False)
+    exps = subprocess.run(["git", "for-each-ref", "refs/exps"], cwd=root, capture_output=True,
+                          text=True, check=True).stdout.splitlines()
+    return dict(root=root, refused=refused, ran_anyway=ran_anyway, exp_owed=exp_owed,
+                exp_line=exp_line, exp_done=exp_done, exps=exps, added=added, lex=lex,
+                owed=owed, line=line, done=done,
+                pool_before=pool_before, pool=pool, audit=audit)
+
+
+def test_a_hand_edit_adding_an_arm_without_rendering_is_refused_naming_the_render(changed):
+    proc = changed["refused"]
+    assert proc.returncode != 0 and "Traceback" not in proc.stderr
+    errors = [x for x in proc.stderr.splitlines() if x.startswith("Error: ")]
+    assert len(errors) == 1
+    assert "the pipeline differs from what params.yaml gives (stages: retrieve)" in errors[0]
+    assert f"`relgrade pipeline render --experiment {EXP}`" in errors[0]
+    # refused before any work: the arm's run was never made
+    assert changed["ran_anyway"] is False
+
+
+def test_arm_add_renders_a_pipeline_where_the_fused_arm_depends_on_the_run_it_fuses(changed):
+    ex = changed["root"] / EXP
+    dvc = yaml.safe_load((ex / "dvc.yaml").read_text())
+    assert "data/input/runs/lex.trec" in dvc["stages"]["retrieve"]["do"]["deps"]
+    assert (ex / "data/input/runs/lex.trec").read_bytes() == (
+        changed["root"] / "data/input/runs/lexical.trec").read_bytes()
+    assert tiny.run(changed["root"], "relgrade", "pipeline", "check", "--experiment",
+                    EXP).returncode == 0
+    params = yaml.safe_load((ex / "params.yaml").read_text())
+    assert params["arms"]["lex"] == {"kind": "file", "depth": 100,
+                                     "source": "data/input/runs/lex.trec"}
+    assert params["arms"]["fused"] == {"kind": "rrf", "depth": 100, "k": 60,
+                                       "fuse": ["lex", "bm25"],
+                                       "source": "../../src/relgrade/retrieve/fusion.py"}
+    ignored = (ex / "data/runs/.gitignore").read_text().splitlines()
+    assert "/fused.trec" in ignored and "/lex.trec" in ignored
+    assert changed["lex"].stdout.splitlines()[0] == (
+        "Added arm lex (file) to ./params.yaml; rendered ./dvc.yaml.")
+    assert changed["lex"].stdout.splitlines()[-1].startswith("Next: dvc repro (it stops")
+
+
+def test_arm_add_prices_the_pairs_the_pool_stage_then_adds(changed):
+    pool, before = changed["pool"], changed["pool_before"]
+    new = set(zip(pool.query_id, pool.chunk_id)) - set(zip(before.query_id, before.chunk_id))
+    assert new and len(pool) == len(before) + len(new)
+    audited = sum(q in changed["audit"] for q, _ in new)
+    out = changed["added"].stdout.splitlines()
+    assert out[0] == (f"Added arm fused (rrf) to {EXP}/params.yaml; rendered {EXP}/dvc.yaml.")
+    # priced with both new arms' runs made in memory (lex's is not made yet either)
+    assert out[1] == (f"Pending: the pool with fused holds {len(pool)} pairs, {len(new)} of "
+                      f"them new (today {len(before)}).")
+    assert f"  grader-a: 0 spent, {len(new)} pending at 30 s each" in "\n".join(out)
+    assert f"  auditor-b: 0 spent, {audited} pending at 30 s each" in "\n".join(out)
+    assert out[-1].startswith(f"Next: dvc repro {EXP}/dvc.yaml (it stops at the grading owed")
+
+
+def test_repro_after_arm_add_stops_at_the_grading_owed_then_completes(changed):
+    line, pool, before = changed["line"], changed["pool"], changed["pool_before"]
+    new = len(pool) - len(before)
+    assert changed["owed"].returncode != 0
+    assert line.startswith(f"Pending: grading: {new} pairs need grader-a ({new} new)")
+    assert _printed(line, "relgrade ") == [
+        f"relgrade grade run --grader grader-a --experiment {EXP}",
+        f"relgrade grade run --grader auditor-b --experiment {EXP}"]
+    assert f"`dvc repro {EXP}/dvc.yaml` again (at the repository's top; `dvc repro` in {EXP})" \
+        in line
+    assert changed["done"].returncode == 0, changed["done"].stderr
+    report = (changed["root"] / EXP / "metrics/report.md").read_text()
+    assert " fused " in report and " lex " in report
+
+
+def test_the_loop_through_dvc_exp_run_completes_from_the_experiments_folder(changed):
+    owed, line = changed["exp_owed"], changed["exp_line"]
+    assert owed.returncode != 0 and "Traceback" not in owed.stderr
+    assert line.startswith("Pending: grading: ") and "need grader-a" in line
+    assert "then `dvc exp run` again (in the folder you ran it in)" in line
+    assert _printed(line, "relgrade ")[0] == (
+        f"relgrade grade run --grader grader-a --experiment {EXP}")
+    done = changed["exp_done"]
+    assert done.returncode == 0, done.stdout + done.stderr
+    # one experiment recorded, once the grading was done (DVC's own exec refs aside)
+    assert len([r for r in changed["exps"] if "refs/exps/exec/" not in r]) == 1
+    report = (changed["root"] / EXP / "metrics/report.md").read_text()
+    assert " dense " in report

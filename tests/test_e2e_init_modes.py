@@ -15,6 +15,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import yaml
 
 from tests.e2e import tiny
 
@@ -84,10 +85,11 @@ def test_a_rater_panel_experiment_made_by_init_runs_by_the_loop_alone(tmp_path_f
     gold = root / "gold.tsv"  # each query's answer and pointer chunks: pooled by every arm
     gold.write_text("query_id\tchunk_id\tgrade\n" + "".join(
         f"{q}\t{q}-answer\t2\n{q}\t{q}-pointer\t1\n" for q, *_ in tiny.TOPICS))
-    # four raters, three per pair; init's gold.fraction 0.3 draws its gold questions from these
+    # four raters, three per pair; --gold-fraction 0.3 draws its gold questions from these
     raters = [a for i in (1, 2, 3, 4) for a in ("--rater", f"rater-{i}={COMMAND}")]
     _init(root, exp, "--mode", "raters", *raters, "--expert", f"expert-e={COMMAND}",
-          "--gold", str(gold))
+          "--gold", str(gold), "--gold-fraction", "0.3")
+    assert yaml.safe_load((root / exp / "params.yaml").read_text())["gold"]["fraction"] == 0.3
     tiny.run(root, "relgrade", "pipeline", "check", "--experiment", exp)
     tiny.run(root, "relgrade", "intents", "review", "--experiment", exp, "--reviewer",
              "auditor-b")

@@ -107,6 +107,24 @@ def test_already_graded_pairs_are_refused_by_name_and_the_file_is_unchanged(exp)
     assert (exp / TARGET).read_bytes() == before
 
 
+def test_rows_recorded_byte_for_byte_are_skipped_with_a_note_and_the_rest_imported(exp):
+    # a file exported with every pair and graded again: the recorded rows come back as they
+    # are; only the new pair is added, and the note says how many were skipped
+    first = _write(exp / "first.jsonl", [_row("q1", "a", 2), _row("q2", "c", 0)])
+    assert _import(str(first), "--grader", "grader-a").exit_code == 0
+    before = (exp / TARGET).read_bytes()
+    again = _write(exp / "again.jsonl", [_row("q1", "a", 2), _row("q2", "c", 0),
+                                         _row("q1", "b", 1)])
+    res = _import(str(again), "--grader", "grader-a")
+    assert res.exit_code == 0, res.output
+    assert res.output == (
+        "imported 1 grade for grader-a (round 1) into data/grades/grader-a/round-1.jsonl: "
+        "3 rows\nNote: skipped 2 rows of again.jsonl already recorded byte for byte in "
+        "data/grades/grader-a/round-1.jsonl (the same grade and reason)\n")
+    assert (exp / TARGET).read_bytes() == before + (
+        b'{"query_id":"q1","chunk_id":"b","reason":"Shows where the loader lives.","grade":1}\n')
+
+
 @pytest.mark.parametrize("bad, message", [
     (_row("q1", "b", 3), "new.jsonl:2: grader-a: pair (q1, b): grade outside the scale 0-2 (found 3)"),
     (_row("q9", "z", 1), "new.jsonl:2: grader-a: pair (q9, z): pair not in the pool"),
@@ -343,8 +361,12 @@ def test_a_stale_pair_is_imported_again_as_a_new_grade_made_on_the_new_text(exp)
     sha = lambda text: hashlib.sha256(text.encode()).hexdigest()  # noqa: E731
     assert [b["content_sha256"] for b in bank] == [sha('{"header":"A","text":"w"}'),
                                                    sha('{"header":"A","text":"w edited"}')]
-    # the new grade is current: a third import of the pair is refused as recorded
+    # the new grade is current: the same row again is skipped as recorded, another grade of
+    # the pair is refused as recorded
     res = _import(str(again), "--grader", "grader-a")
+    assert res.exit_code == 0 and "Note: skipped 1 row of again.jsonl" in res.output
+    other = _write(exp / "other.jsonl", [_row("q1", "a", 1, reason="No longer defines it.")])
+    res = _import(str(other), "--grader", "grader-a")
     assert res.exit_code == 1
     assert "1 pair already recorded" in res.output
 
@@ -389,7 +411,7 @@ def test_counts_in_messages_agree_with_their_nouns(exp):
                           "data/grades/grader-a/round-1.jsonl: 1 row\n")
     assert _import(str(_write(exp / "two.jsonl", [_row("q1", "b", 1)])),
                    "--grader", "grader-a").exit_code == 0
-    res = _import(str(_write(exp / "again.jsonl", [_row("q1", "a", 2), _row("q1", "b", 1)])),
+    res = _import(str(_write(exp / "again.jsonl", [_row("q1", "a", 0), _row("q1", "b", 2)])),
                   "--grader", "grader-a")
     assert res.exit_code == 1
     assert (": 2 pairs already recorded in data/grades/grader-a/round-1.jsonl (found (q1, a), "

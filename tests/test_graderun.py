@@ -415,6 +415,38 @@ def test_packets_export_for_a_grader_holds_only_the_pairs_it_still_owes(tmp_path
             for p in owed] == [("q02", ["q02-c2"])]
 
 
+def test_packets_export_owes_by_default_once_the_grader_has_grades_and_all_on_request(tmp_path):
+    # the change loop: grader-a graded everything, then one chunk changed; a plain export
+    # (no --grader) holds only what grader-a owes, and its grades import back as they are
+    def build(**kw):
+        ex.build(tmp_path, queries=2, chunks=3, graders=grader("ok"), **kw)
+        p = yaml.safe_load((tmp_path / "params.yaml").read_text())
+        p["grading"]["key_grader"] = "grader-a"  # whose pairs a plain export owes
+        (tmp_path / "params.yaml").write_text(yaml.safe_dump(p, sort_keys=False))
+
+    build()
+    params = ["--params", str(tmp_path / "params.yaml")]
+    first = CliRunner().invoke(main, ["packets", "export", "--role", "grader", "--out",
+                                      str(tmp_path / "first.jsonl"), *params])
+    assert first.exit_code == 0, first.output
+    assert first.output.strip().endswith("grader packets to "
+                                         f"{tmp_path / 'first.jsonl'}: every pair")
+    assert run(tmp_path).exit_code == 0
+    build(text_of=lambda c: "edited" if c["chunk_id"] == "q02-c2" else None)
+    out = tmp_path / "owed.jsonl"
+    res = CliRunner().invoke(main, ["packets", "export", "--role", "grader", "--out", str(out),
+                                    *params])
+    assert res.exit_code == 0, res.output
+    assert res.output.strip().endswith(": the 1 pairs grader-a still owes (--all for every "
+                                       "pair)")
+    assert [(p["query_id"], [c["chunk_id"] for b in p["batches"] for c in b])
+            for p in ex.read_rows(out)] == [("q02", ["q02-c2"])]
+    every = CliRunner().invoke(main, ["packets", "export", "--role", "grader", "--out",
+                                      str(tmp_path / "all.jsonl"), "--all", *params])
+    assert every.exit_code == 0 and every.output.strip().endswith(": every pair")
+    assert sum(len(b) for p in ex.read_rows(tmp_path / "all.jsonl") for b in p["batches"]) == 6
+
+
 # --- packets of another pool --------------------------------------------------------------
 
 def _built_for(root, **changes):

@@ -65,3 +65,24 @@ def test_an_open_store_or_an_interrupted_batch_refuses_the_import(tmp_path):
     with pytest.raises(ProtocolError, match="a grading batch was interrupted"):
         GradeStore(path).import_rows([_row("q1", "a", 2)])
     assert not path.exists()  # nothing written; the store removed its empty file on close
+
+
+def test_rows_recorded_byte_for_byte_are_skipped_and_named_others_still_refused(tmp_path):
+    path = tmp_path / "g" / "round-1.jsonl"
+    GradeStore(path).import_rows([_row("q1", "a", 2), _row("q1", "b", 0)])
+    skipped: list = []
+    # the same two rows exported again, plus one new pair: only the new pair is added
+    total = GradeStore(path).import_rows([_row("q1", "a", 2), _row("q1", "c", 1),
+                                          _row("q1", "b", 0)], skipped=skipped)
+    assert total == 3 and skipped == [("q1", "a"), ("q1", "b")]
+    assert path.read_bytes() == (ROW_BYTES + b'{"query_id":"q1","chunk_id":"b","reason":'
+                                 b'"Defines it.","grade":0}\n{"query_id":"q1","chunk_id":"c",'
+                                 b'"reason":"Defines it.","grade":1}\n')
+    # every row recorded already: nothing written, nothing refused
+    before = path.read_bytes()
+    assert GradeStore(path).import_rows([_row("q1", "c", 1)], skipped=skipped) == 3
+    assert path.read_bytes() == before and skipped[-1] == ("q1", "c")
+    # another grade of a recorded pair is refused as before, whole file, nothing written
+    with pytest.raises(InputError, match="1 pair already recorded"):
+        GradeStore(path).import_rows([_row("q1", "d", 2), _row("q1", "a", 1)], skipped=[])
+    assert path.read_bytes() == before

@@ -63,7 +63,7 @@ def test_a_stage_script_is_an_entry_point_holding_no_logic(script):
     # no function or class of its own: the stage's code is relgrade.pipeline.stages.NAME
     assert not [n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.ClassDef))]
     relgrade = sorted(n for n in _imported(tree) if n.startswith("relgrade"))
-    assert relgrade == ["relgrade.experiment.stage", "relgrade.experiment.stage.run_stage",
+    assert relgrade == ["relgrade.pipeline.runner", "relgrade.pipeline.runner.run_stage",
                         f"relgrade.pipeline.stages.{script.stem}",
                         f"relgrade.pipeline.stages.{script.stem}.run"]
 

@@ -52,7 +52,8 @@ def test_init_writes_params_pipeline_rubric_inputs_and_design(repo):
     files = sorted(p.relative_to(ex).as_posix() for p in ex.rglob("*") if p.is_file())
     assert [f for f in files if not f.endswith("/.gitignore")] == [
         "DESIGN.md", "data/grades/.gitkeep", "data/input/chunks.jsonl",
-        "data/input/intents.tsv", "data/input/queries.tsv", "data/input/runs/ext.trec",
+        "data/input/intents.review.json", "data/input/intents.tsv", "data/input/queries.tsv",
+        "data/input/runs/ext.trec",
         "dvc.yaml", "params.yaml", "rubric/CHANGELOG.md", "rubric/v1.md"]
     # each cached output is ignored from the start (tests/test_e2e_init.py checks dvc agrees)
     assert [f for f in files if f.endswith("/.gitignore")] == [
@@ -379,3 +380,43 @@ def test_init_writes_plain_names_unquoted(repo):
     text = (repo / "experiments/second/params.yaml").read_text()
     assert "  key_grader: g.1_x-y\n" in text
     assert yaml.safe_load(text)["graders"]["g.1_x-y"]["role"] == "grader"
+
+
+def test_an_unreviewed_intent_table_is_pending_work_naming_the_review_command(repo, capsys):
+    # init writes a review record that signs nothing: the intents stage (as DVC runs it,
+    # every dep present) stops with the command to run, not with a missing-file error
+    from relgrade.experiment.files import Experiment
+    from relgrade.experiment.stage import run_stage
+    from relgrade.pipeline.stages import intents, queries
+
+    assert init("--arm", "bm25=bm25").exit_code == 0
+    ex_dir = repo / "experiments/second"
+    assert json.loads((ex_dir / "data/input/intents.review.json").read_text()) == {
+        "reviewer": None, "table_sha256": None, "reviewed_at": None, "flagged": []}
+    queries.run(Experiment.load(ex_dir / "params.yaml"))
+    with pytest.raises(SystemExit) as stop:
+        run_stage(intents.run, params_path=ex_dir / "params.yaml")
+    assert stop.value.code == 3
+    err = capsys.readouterr().err
+    assert err.startswith("Pending: data/input/intents.review.json: the intent table is not "
+                          "reviewed yet; intents are frozen only after review. run `relgrade "
+                          "intents review --experiment experiments/second --reviewer auditor-b`"
+                          ", then `dvc repro experiments/second/dvc.yaml` again")
+
+
+def test_a_rater_panel_draws_a_tenth_of_the_pool_as_gold_unless_told(repo):
+    gold = repo / "in" / "gold.tsv"
+    gold.write_text("query_id\tchunk_id\tgrade\nkw01\tkw01-answer\t2\n")
+    panel = ["--arm", "bm25=bm25", "--mode", "raters", "--gold", str(gold),
+             *[a for i in range(1, 5) for a in ("--rater", f"rater-{i}")]]
+    assert init(*panel).exit_code == 0
+    params = yaml.safe_load((repo / "experiments/second/params.yaml").read_text())
+    assert params["gold"]["fraction"] == 0.1
+    assert init(*panel, "--gold-fraction", "0.25", folder="experiments/third").exit_code == 0
+    params = yaml.safe_load((repo / "experiments/third/params.yaml").read_text())
+    assert params["gold"]["fraction"] == 0.25
+    res = init(*panel, "--gold-fraction", "0.6", folder="experiments/fourth")
+    assert res.exit_code == 1
+    assert res.output == ("Error: --gold-fraction: the gold share of the pool is in (0, 0.5] "
+                          "(found 0.6)\n")
+    assert not (repo / "experiments/fourth").exists()

@@ -14,7 +14,7 @@ import yaml
 from click.testing import CliRunner
 
 from relgrade.cli import main as cli
-from relgrade.errors import InputError, ProtocolError
+from relgrade.errors import InputError, PendingWork, ProtocolError
 from relgrade.experiment.files import Experiment
 from relgrade.protocol import intents as I
 
@@ -106,10 +106,18 @@ def test_review_then_freeze_gives_the_manifest():
                                            "reviewed_at": "2026-01-02T03:04:05Z", "flagged": []}
 
 
-def test_missing_review_is_a_protocol_error_with_the_fix():
+def test_missing_review_is_pending_work_with_the_fix():
     out = I.validate_intents(table(GOOD), queries=QUERIES)
-    with pytest.raises(ProtocolError, match="relgrade intents review --reviewer NAME"):
+    with pytest.raises(PendingWork, match="not reviewed yet.*relgrade intents review --reviewer "
+                                          "NAME"):
         I.check_review(out, None, path="review.json")
+
+
+def test_the_record_init_writes_is_no_review_yet_and_pending_work():
+    out = I.validate_intents(table(GOOD), queries=QUERIES)
+    with pytest.raises(PendingWork, match=r"^review.json: the intent table is not reviewed yet; "
+                                          r"intents are frozen only after review\. run `x`$"):
+        I.check_review(out, dict(I.UNREVIEWED), path="review.json", fix="run `x`")
 
 
 def test_table_changed_after_review_is_refused():
@@ -205,7 +213,7 @@ def test_intents_stage_freezes_only_a_reviewed_table(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     params = experiment(tmp_path)
     stage = load_stage("intents")
-    with pytest.raises(ProtocolError, match="no review record"):
+    with pytest.raises(PendingWork, match="not reviewed yet"):
         stage.run(Experiment.from_mapping(params))
     assert not (tmp_path / "data/intents.json").exists()
     assert CliRunner().invoke(cli, ["intents", "review", "--reviewer", "auditor-b"]).exit_code == 0

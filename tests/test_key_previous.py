@@ -64,7 +64,13 @@ def test_a_key_of_a_new_pool_keeps_the_used_key_it_replaces_byte_for_byte(tmp_pa
     out = run(tmp_path)
     assert (tmp_path / p["key"]).read_bytes() == KEY_B
     folder = tmp_path / p["key_previous"]
-    assert _folder(tmp_path, p) == ["key.jsonl", "key.qrels", "made_on.jsonl", "record.json"]
+    # the folder's README.md (in git) stays, now saying what it holds
+    assert _folder(tmp_path, p) == ["README.md", "key.jsonl", "key.qrels", "made_on.jsonl",
+                                    "record.json"]
+    old_sha = json.loads(old["record"])["key_sha256"]
+    assert (folder / "README.md").read_text() == (
+        f"The previous key ({old_sha}): the frozen key that metrics used before the key that "
+        "replaced it; kept one cycle for the report's translation.\n")
     assert (folder / "key.jsonl").read_bytes() == old["key"] == KEY
     assert (folder / "key.qrels").read_bytes() == old["qrels"]
     assert (folder / "record.json").read_bytes() == old["record"]

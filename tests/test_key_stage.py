@@ -94,10 +94,15 @@ def test_a_post_hoc_key_is_written_beside_the_frozen_one(tmp_path):
     assert "(post-hoc) beside the frozen key" in proc.stdout
     assert {n: (tmp_path / p[n]).read_bytes() for n in ("key", "qrels", "record")} == frozen
     folder = tmp_path / p["key_post_hoc"]
-    assert sorted(x.name for x in folder.iterdir()) == ["key.jsonl", "key.qrels",
+    # the folder's README.md (in git) survives the post-hoc key, saying what it holds
+    assert sorted(x.name for x in folder.iterdir()) == ["README.md", "key.jsonl", "key.qrels",
                                                          "made_on.jsonl", "record.json"]
     new = (b'{"query_id":"q1","chunk_id":"a","grade":2}\n'
            b'{"query_id":"q1","chunk_id":"b","grade":1}\n')
+    note = (folder / "README.md").read_text()
+    assert note.startswith(f"A post-hoc key ({hashlib.sha256(new).hexdigest()}) ")
+    assert note.endswith(f"of pool {POOL}, rubric v1, round 1 (params grading.post_hoc): every "
+                         "number made with it is labelled post-hoc.\n")
     assert (folder / "key.jsonl").read_bytes() == new
     record = json.loads((folder / "record.json").read_text())
     assert record["post_hoc"] is True

@@ -93,8 +93,12 @@ def test_a_post_hoc_key_beside_the_frozen_one_is_scored_beside_its_metrics(stage
     run()
     assert (root / "m" / "bm25.json").read_bytes() == frozen
     out = json.loads((root / "post-hoc" / "bm25" / "metrics.json").read_text())
+    # the folder's README.md (in git) survives, now naming the post-hoc key
     assert sorted(p.name for p in (root / "post-hoc" / "bm25").iterdir()) == [
-        "metrics.json", "per_query.parquet"]
+        "README.md", "metrics.json", "per_query.parquet"]
+    assert (root / "post-hoc" / "bm25" / "README.md").read_text() == (
+        f"bm25's metrics under the post-hoc key {OTHER_SHA} (labelled post-hoc) beside its "
+        f"frozen-key metrics in {(root / 'm' / 'bm25.json').as_posix()}.\n")
     # q1 as before (RR 1/2); q2 is still missing from the run: R@10 = (1/1 + 0) / 2
     assert (out["arm"], out["key_sha256"], out["post_hoc"], out["RR@10"], out["R@10"]) == (
         "bm25", OTHER_SHA, True, 0.25, 0.5)

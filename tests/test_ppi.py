@@ -550,3 +550,25 @@ def test_holm_adjusts_sorted_p_values_by_m_minus_rank_and_keeps_them_monotone():
     adjusted, reject = ppi.holm([0.01, 0.04, 0.03, 0.005])
     assert adjusted == pytest.approx([0.03, 0.06, 0.06, 0.02], abs=1e-15)
     assert reject.tolist() == [True, False, False, True]
+
+
+def test_intervals_of_a_bounded_measure_are_clipped_to_its_range_and_marked():
+    from relgrade.evaluation.ppi_table import ppi_table
+
+    # human-only on the sample [1, 1, 1, 0.5] (normal interval, ddof 0): mean 0.875,
+    # se = sqrt(0.046875) / 2, so 0.875 +/- 1.96 se = [0.6628, 1.0872]: the top is cut to 1
+    model = pd.DataFrame([[1.0, 1.0, 1.0, 0.5, 1.0, 1.0]], index=["a"],
+                         columns=[f"q{i}" for i in range(1, 7)])
+    human = pd.DataFrame([[1.0, 1.0, 1.0, 0.5]], index=["a"], columns=["q1", "q2", "q3", "q4"])
+    half = sps.norm.ppf(0.975) * math.sqrt(0.046875) / 2
+    row = ppi_table(model, human, measure="nDCG@10", interval="normal")["arms"]["a"]
+    assert row["human-only"]["low"] == pytest.approx(0.875 - half, abs=1e-12)
+    assert row["human-only"]["high"] == 1.0 and row["human-only"]["clipped"] is True
+    for estimator in ("ppi++", "model-only"):
+        e = row[estimator]
+        assert e["high"] <= 1.0 and e["clipped"] == (e["estimate"] + half * e["se"] /
+                                                      row["human-only"]["se"] > 1.0)
+    # a count has no range: the same numbers under NumRel are left as they are
+    count = ppi_table(model, human, measure="NumRel", interval="normal")["arms"]["a"]
+    assert count["human-only"]["high"] == pytest.approx(0.875 + half, abs=1e-12)
+    assert count["human-only"]["clipped"] is False

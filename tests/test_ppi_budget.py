@@ -78,3 +78,25 @@ def test_ppi_without_model_grades_is_an_error():
         budget.budget_curve(human, ranked, strategies=["ppi"], k=5, rng=np.random.default_rng(0))
     with pytest.raises(InputError, match=r"the human fraction must lie in \(0, 1\]"):
         budget.budget_curve(human, ranked, fractions=[1.5], k=5, rng=np.random.default_rng(0))
+
+
+def test_judgments_rise_with_the_budget_when_pool_sizes_differ():
+    # pools of 5 or 12 pairs (padding NaN past each query's pool): the budgets' query samples
+    # are nested, so no budget spends fewer judgments than a smaller one; the full budget
+    # spends every pool pair (sum of the pool sizes)
+    human, model, ranked = _experiment(seed=2, width=12, depth=5)
+    sizes = np.where(np.arange(60) % 3 == 0, 12, 5)
+    for q, size in enumerate(sizes):
+        human[q, size:] = np.nan
+        model[q, size:] = np.nan
+    ranked = np.stack([np.stack([np.random.default_rng(q).choice(sizes[q], 5, replace=False)
+                                 for q in range(60)]) for _ in range(4)])
+    fractions = [0.1, 0.15, 0.2, 0.25, 0.3, 0.35, 0.4, 0.5, 0.6, 0.8, 1.0]
+    df = budget.budget_curve(human, ranked, model_grades=model, fractions=fractions, k=5,
+                             rng=np.random.default_rng(11), strategies=["uniform", "ppi"])
+    for strategy in ("uniform", "ppi"):
+        spent = df[df.strategy == strategy]["judgments"].tolist()
+        assert spent == sorted(spent), strategy
+        assert spent[-1] == int(sizes.sum())
+    assert df[df.strategy == "uniform"]["queries"].tolist() == [6, 9, 12, 15, 18, 21, 24, 30,
+                                                                 36, 48, 60]

@@ -24,6 +24,7 @@ from relgrade import __version__
 COMMANDS = {
     "aggregate": "relgrade.cli.aggregate:aggregate_cmd",
     "agreement": "relgrade.cli.agreement:agreement_cmd",
+    "arm": "relgrade.cli.arm:arm_cmd",
     "audit": "relgrade.cli.audit:audit_cmd",
     "budget": "relgrade.cli.budget:budget_cmd",
     "clicks": "relgrade.cli.clicks:clicks_cmd",
@@ -198,6 +199,7 @@ def plain_error(e: BaseException) -> str | None:
 COMMAND_HELP = {
     "aggregate": "Aggregate several raters' grades into one grade per pair.",
     "agreement": "Agreement between two grade files A and B over the pairs both graded.",
+    "arm": "Add or remove an arm.",
     "audit": "The audit sample: drawn once per round, locked, redrawn only on request.",
     "budget": "The judging-budget curve of a graded experiment.",
     "clicks": "Click logs: position propensities and IPS-weighted skip-above training pairs.",

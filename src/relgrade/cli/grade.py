@@ -48,9 +48,11 @@ def grade_cmd():
 def import_cmd(file, batch, grader, round_, fmt, partial, params_path):
     """Validate FILE against the pool and append its grades to the grader's round file.
 
-    FILE is checked exactly as the grades stage checks a grader's file. Pairs the grader
-    already graded in that round are refused, so nothing recorded is replaced, unless the
-    recorded grade is stale (its chunk, intent or rubric changed since): then the imported
+    FILE is checked exactly as the grades stage checks a grader's file. A row recorded before
+    byte for byte (the same grade and reason, e.g. from a file exported with every pair) is
+    skipped with a note. Pairs the grader already graded in that round with another grade
+    or reason are refused, so nothing recorded is replaced, unless the recorded grade is
+    stale (its chunk, intent or rubric changed since): then the imported
     row is recorded as a new grade made on what the pool shows now, beside the old one. Only
     FILE's rows are checked against the current pool and audit sample: recorded grades of
     pairs that have since left the pool stay in the file, unused. The merged file is written
@@ -112,8 +114,10 @@ def import_cmd(file, batch, grader, round_, fmt, partial, params_path):
     # The bank records what each imported grade is made on: the chunk and intent line as the
     # pool shows them now, and the rubric file as it is now.
     made_on = ex.made_on_now()
+    skipped: list = []
     total = GradeStore(target, made_on=made_on).import_rows(
         rows, source=file, note=grades.imported_from(file, io.sha256_file(file), fmt),
+        skipped=skipped,  # rows recorded before, byte for byte: a re-export, not a change
         # a pair graded again after its chunk, intent or rubric changed holds two rows; a
         # grade imported from qrels before has no reason, as its bank line says; a recorded
         # pair that has left the pool (or an audit query no longer audited) stays, unused:
@@ -128,9 +132,13 @@ def import_cmd(file, batch, grader, round_, fmt, partial, params_path):
         ex.ensure_meta(ex.grader_files(grader, rnd),
                        {"intents_sha256": intents_sha256,
                         "rubric_version": str(grading.rubric_version), "round": rnd})
-    n = len(new)
+    n = len(new) - len(skipped)
     click.echo(f"imported {n} grade{'s' if n != 1 else ''} for {grader} (round {rnd}) into "
                f"{target.as_posix()}: {total} row{'s' if total != 1 else ''}")
+    if skipped:
+        k = len(skipped)
+        click.echo(f"Note: skipped {k} row{'s' if k != 1 else ''} of {file.name} already "
+                   f"recorded byte for byte in {target.as_posix()} (the same grade and reason)")
 
 
 # --- provider batch files --------------------------------------------------------

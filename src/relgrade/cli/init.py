@@ -83,6 +83,10 @@ _PATH = click.Path(dir_okay=False, path_type=Path)
 @click.option("--gold", default=None, type=_PATH,
               help="With --mode raters: the gold pairs (TSV: query_id, chunk_id, grade), "
                    "hidden in every rater's queue.")
+@click.option("--gold-fraction", type=float, default=0.1, show_default=True,
+              help="With --mode raters: the share of the pool drawn from the gold file as "
+                   "gold questions (params gold.fraction), in (0, 0.5]; the gold file needs "
+                   "at least that many pool pairs.")
 @click.option("--click-log", default=None, type=_PATH,
               help="With --mode clicks: the click log (see docs/clicks.md for its columns).")
 @click.option("--rankings", default=None, type=click.Path(file_okay=False, path_type=Path),
@@ -99,7 +103,7 @@ _PATH = click.Path(dir_okay=False, path_type=Path)
 def init_cmd(folder, corpus, queries, intents, query_log, sample_n, allocation, arms, runs,
              baseline, pool_depth, audit_min, seed, key_grader, auditor, grader_command,
              auditor_command, share_from, mode, human_fraction, human_queries, triage, raters,
-             expert, gold, click_log, rankings, click_key, click_method, force):
+             expert, gold, gold_fraction, click_log, rankings, click_key, click_method, force):
     """Create an experiment in FOLDER (e.g. experiments/NAME): params.yaml, a dvc.yaml running
     the repository's stages there, a generic rubric, the inputs under data/input/, and
     DESIGN.md. FOLDER's last segment is the experiment's name: letters, digits, '.', '_', '-'.
@@ -136,7 +140,8 @@ def init_cmd(folder, corpus, queries, intents, query_log, sample_n, allocation, 
                 mode=mode, human_fraction=human_fraction, human_queries=human_queries,
                 triage=parse_person(triage, option="--triage"),
                 raters=[parse_person(r, option="--rater") for r in raters],
-                expert=parse_person(expert, option="--expert"), gold=gold)
+                expert=parse_person(expert, option="--expert"), gold=gold,
+                gold_fraction=gold_fraction)
     ex = init_experiment(plan)
     where = folder.as_posix()
     arms_made = ", ".join(f"{a} ({c['kind']})" for a, c in ex.params.arms_dict().items())

@@ -158,7 +158,10 @@ def params_path_of(experiment: Path | None, params_path: Path | None) -> Path:
     -------
     pathlib.Path
         ``EXPERIMENT/params.yaml``, else ``params_path``, else ``params.yaml`` in the
-        folder the command runs in.
+        folder the command runs in. A relative ``EXPERIMENT`` with no params file here is
+        read from the repository's top too
+        (:func:`relgrade.experiment.layout.experiment_folder`): a printed command works from
+        any folder of the repository.
 
     Raises
     ------
@@ -178,7 +181,9 @@ def params_path_of(experiment: Path | None, params_path: Path | None) -> Path:
     if experiment is not None and params_path is not None:
         raise click.UsageError("give --experiment or --params, not both")
     if experiment is not None:
-        return Path(experiment) / PARAMS_FILE
+        from relgrade.experiment.layout import experiment_folder
+
+        return experiment_folder(experiment) / PARAMS_FILE
     return Path(params_path) if params_path is not None else PARAMS_FILE
 
 

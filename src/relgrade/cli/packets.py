@@ -37,12 +37,19 @@ def packets_cmd():
                    "task per chunk in display order (import the annotations back with "
                    "`relgrade grade import --format label-studio`).")
 @click.option("--grader", default=None,
-              help="Only the pairs this grader still owes (new, stale or audit): what it has "
-                   "a current grade of is left out.")
+              help="Whose owed pairs --owed keeps (default: the role's grader, params "
+                   "grading.key_grader or grading.auditor); giving it implies --owed.")
+@click.option("--owed/--all", "owed", default=None,
+              help="--owed: only the pairs the grader still owes (new, stale or audit), what "
+                   "it holds a current grade of left out; --all: every pair. Default: --owed "
+                   "once the grader has grades recorded this round (a change loop), else "
+                   "--all.")
 @params_option
 @handle_errors
-def export_cmd(role, out, fmt, grader, params_path):
-    """Write the packets of ROLE (built by `dvc repro packets`) to one file, by query id."""
+def export_cmd(role, out, fmt, grader, owed, params_path):
+    """Write the packets of ROLE (built by `dvc repro packets`) to one file, by query id:
+    every pair on a first export, only what the grader still owes once it has grades
+    recorded (--owed/--all decide)."""
     from relgrade.experiment.files import Experiment
     from relgrade.io.files import read_json, write_bytes
     from relgrade.protocol import packets
@@ -55,9 +62,22 @@ def export_cmd(role, out, fmt, grader, params_path):
                          fix="Run: dvc repro packets")
     built = [packets.check_packet(read_json(f), path=f) for f in files]
     built.sort(key=lambda p: p["query_id"])
-    if grader is not None:
-        owed = ex.pending_packets(grader, {str(p["query_id"]): p for p in built})
-        built = list(owed.values())
+    if owed is False and grader is not None:
+        raise click.UsageError("--grader names whose owed pairs to keep: not with --all")
+    who = grader or (ex.params.grading.key_grader if role == "grader"
+                     else ex.params.grading.auditor)
+    if owed is None:
+        owed = grader is not None or (who is not None
+                                      and ex.grader_files(who).grades.is_file()
+                                      and ex.grader_files(who).grades.stat().st_size > 0)
+    if owed:
+        if who is None:
+            raise InputError("no grader to export the owed pairs of", item="--grader",
+                             fix="Pass --grader NAME, or --all")
+        built = list(ex.pending_packets(who, {str(p["query_id"]): p for p in built}).values())
     module, _, name = EXPORT_FORMATS[fmt].partition(":")
     write_bytes(out, getattr(importlib.import_module(module), name)(built))
-    click.echo(f"Wrote {len(built)} {role} packets to {out}")
+    pairs = sum(len(batch) for p in built for batch in p["batches"])
+    what = f"the {pairs} pairs {who} still owes" if owed else "every pair"
+    click.echo(f"Wrote {len(built)} {role} packets to {out}: {what}"
+               f"{' (--all for every pair)' if owed else ''}")

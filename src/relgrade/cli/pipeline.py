@@ -10,12 +10,12 @@ from relgrade.cli.render import handle_errors
 
 
 def _folders(experiment, every: bool) -> list[Path]:
-    from relgrade.experiment.layout import experiment_folders, find_repository
+    from relgrade.experiment.layout import experiment_folder, experiment_folders, find_repository
     from relgrade.pipeline.registry import require_experiment
 
     if every:
         return experiment_folders(find_repository(Path(experiment or ".")))
-    return [require_experiment(Path(experiment or "."))]
+    return [require_experiment(experiment_folder(experiment or "."))]
 
 
 @click.group("pipeline")

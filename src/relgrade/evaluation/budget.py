@@ -182,7 +182,9 @@ def budget_curve(human_grades, ranked, *, rng: np.random.Generator, model_grades
     of :mod:`relgrade.evaluation.ppi` on the queries judged; PPI++ for ``ppi``) with Holm
     over the family. ``uniform`` and ``ppi`` spend a budget by queries
     (``round(budget * n_queries)``, at least 2), so ``judged_fraction`` is close to, not
-    equal to, ``budget``; the bandits spend ``ceil(budget * pool size)`` judgments on every
+    equal to, ``budget``; the query samples are nested (the first queries of one seeded
+    order), so a larger budget never spends fewer judgments; the bandits spend
+    ``ceil(budget * pool size)`` judgments on every
     query.
     """
     h = np.asarray(human_grades, dtype=np.float64)
@@ -229,8 +231,12 @@ def budget_curve(human_grades, ranked, *, rng: np.random.Generator, model_grades
                      "top_half_tau": float(kendall_tau_b(est[top], full_mean[top])),
                      "verdicts_preserved": float((verdicts == ref).mean()) if len(ref) else 1.0})
 
+    # one seeded order of the queries, each budget its first round(budget * n_q) (at least
+    # 2): the samples are nested, so the judgments spent rise with the budget
+    query_order = rng.permutation(n_q)
     for budget in fractions:
-        sample = human_sample(n_q, fraction=budget, rng=rng)
+        size = human_sample(n_q, fraction=budget, rng=np.random.default_rng(0)).size
+        sample = np.sort(query_order[:size])
         spent = int(pool_size[sample].sum())
         if "uniform" in strategies:
             v = full[:, sample]

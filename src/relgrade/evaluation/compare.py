@@ -43,7 +43,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import replace
-from typing import Iterable, Sequence
+from typing import Callable, Iterable, Sequence
 
 import numpy as np
 import pandas as pd
@@ -413,13 +413,17 @@ def full_report(per_query: pd.DataFrame, *, settings: Settings, qrels: pd.DataFr
                 pairs: Iterable[tuple[str, str]] | None = None,
                 measures: Sequence[str] | None = None, workers: int | None = None,
                 record: dict | None = None,
-                inclusion: pd.DataFrame | None = None) -> Comparison:
+                inclusion: pd.DataFrame | None = None,
+                progress: Callable[[str], None] | None = None) -> Comparison:
     """:func:`compare_arms`, plus the pool-bias checks and the label-noise band.
 
     Parameters
     ----------
     per_query, settings, pairs, measures, weights, workers
         As for :func:`compare_arms`.
+    progress : callable, optional
+        Called with the name of each of the three steps as it starts (paired comparisons,
+        pool bias, label noise), e.g. to print a progress line.
     qrels : pandas.DataFrame, optional
         The frozen key (``query_id``, ``chunk_id``, ``grade``).
     runs : pandas.DataFrame, optional
@@ -476,10 +480,16 @@ def full_report(per_query: pd.DataFrame, *, settings: Settings, qrels: pd.DataFr
     """
     from relgrade.evaluation import metrics, noise, poolbias
 
+    def step(what: str) -> None:
+        if progress is not None:
+            progress(what)
+
+    step("paired comparisons (bootstrap intervals, sign-flip tests)")
     result = compare_arms(per_query, settings=settings, pairs=pairs, measures=measures,
                           weights=weights, workers=workers)
     result.record = record
     inferred = [m for m in result.measures if _inferred(m)]
+    step("pool bias (each arm's pairs left out in turn)")
     if qrels is not None and runs is not None and provenance is not None and depth is not None:
         result.pool_bias = poolbias.pool_bias_report(
             qrels=qrels, runs=runs, provenance=provenance, depth=int(depth),
@@ -488,6 +498,7 @@ def full_report(per_query: pd.DataFrame, *, settings: Settings, qrels: pd.DataFr
         if inferred:
             result.pool_bias["not_checked"] = {"measures": inferred,
                                                "note": INFERRED_POOL_BIAS_NOTE}
+    step("label noise (the auditor's key on the audit queries)")
     if (qrels is not None and runs is not None and grades is not None and audit_queries
             and auditor):
         audit = sorted({str(q) for q in audit_queries})

@@ -82,6 +82,11 @@ SPECS = {
     "IPrec": {"params": {"rel": 1}, "at": "recall", "needs_relevant": True},
 }
 
+#: Measures whose per-query value, and so every mean of them, lies in [0, 1]; the others
+#: (counts: NumRet, NumRel; RBP's residual) have no range an interval is clipped to.
+UNIT_RANGE = frozenset({"nDCG", "AP", "P", "R", "RR", "Rprec", "Bpref", "Success", "infAP",
+                        "xinfAP", "infNDCG", "ERR", "RBP", "Judged", "Unjudged", "IPrec"})
+
 _ALIASES = {name: name for name in SPECS}
 _ALIASES.update({"NDCG": "nDCG", "Recall": "R", "MRR": "RR", "Precision": "P", "MAP": "AP",
                  "BPref": "Bpref", "NumRelRet": "NumRet", "infNDCG": "infNDCG",
@@ -511,6 +516,34 @@ def _trec_names(text: str, relevant_min: int) -> list[Measure] | None:
     elif params:
         raise InputError(f"trec_eval's {base} takes no parameters", item=text)
     return [_build(measure, None, kwargs, text, relevant_min)]
+
+
+def value_range(name, *, relevant_min: int = 1) -> tuple[float, float] | None:
+    """The range of measure ``name``'s per-query values, and so of their means.
+
+    Parameters
+    ----------
+    name : str
+        A measure name :func:`parse_measure` reads (``nDCG(dcg='exp-log2')@10``).
+    relevant_min : int, default 1
+
+    Returns
+    -------
+    tuple of (float, float) or None
+        ``(0.0, 1.0)`` for a measure of :data:`UNIT_RANGE`; None for a count.
+
+    Raises
+    ------
+    InputError
+        As :func:`parse_measure`.
+
+    Examples
+    --------
+    >>> value_range("nDCG@10"), value_range("NumRel")
+    ((0.0, 1.0), None)
+    """
+    return (0.0, 1.0) if parse_measure(name, relevant_min=relevant_min).name in UNIT_RANGE \
+        else None
 
 
 def parse_measures(names, *, relevant_min: int = 1) -> list[Measure]:

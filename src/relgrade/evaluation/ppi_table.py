@@ -30,6 +30,7 @@ import pandas as pd
 from scipy import stats as sps
 
 from relgrade.errors import InputError
+from relgrade.evaluation.measures import value_range
 from relgrade.evaluation.ppi import (holm, jackknife_rows, jackknife_rows_each,
                                      ppi_mean_rows, regression_se_rows)
 
@@ -206,12 +207,45 @@ def estimate_rows(human, model_sample, model_all, *, level: float = 0.95,
     return out
 
 
+def clip_interval(low: float, high: float, bounds) -> tuple[float, float, bool]:
+    """An interval cut to the range its quantity can take.
+
+    Parameters
+    ----------
+    low, high : float
+        The interval's ends.
+    bounds : tuple of (float, float) or None
+        The range (a bounded measure's ``(0, 1)``; ``(-1, 1)`` for a difference of two);
+        None: no range, nothing cut.
+
+    Returns
+    -------
+    tuple of (float, float, bool)
+        ``max(low, lo)``, ``min(high, hi)`` and whether either end moved. A normal or t
+        interval of a mean near the end of its range can run past it (``[0.41, 1.04]`` for an
+        nDCG): the values beyond are impossible, so the reported interval stops at the end and
+        the record says it was clipped (its coverage is the unclipped interval's).
+
+    Examples
+    --------
+    >>> clip_interval(0.408, 1.039, (0.0, 1.0))
+    (0.408, 1.0, True)
+    >>> clip_interval(-0.2, 0.3, None)
+    (-0.2, 0.3, False)
+    """
+    if bounds is None:
+        return float(low), float(high), False
+    lo, hi = float(max(low, bounds[0])), float(min(high, bounds[1]))
+    return lo, hi, bool(lo != low or hi != high)
+
+
 def _row(block: dict, i: int, *, n: int, N: int, interval: str, level: float,
-         method: str) -> dict:
+         method: str, bounds=None) -> dict:
     lam = float(block["lambda"][i])
+    low, high, clipped = clip_interval(float(block["low"][i]), float(block["high"][i]), bounds)
     return {"method": method, "estimate": float(block["estimate"][i]),
-            "se": float(block["se"][i]), "low": float(block["low"][i]),
-            "high": float(block["high"][i]), "lambda": None if math.isnan(lam) else lam,
+            "se": float(block["se"][i]), "low": low, "high": high, "clipped": clipped,
+            "lambda": None if math.isnan(lam) else lam,
             "n": 0 if method == "model-only" else int(n),
             "N": 0 if method == "human-only" else int(N), "interval": interval,
             "df": int(block["df"][i]), "level": float(level)} | (
@@ -298,9 +332,14 @@ def ppi_table(model_values: pd.DataFrame, human_values: pd.DataFrame, *, measure
                          fix="raise ppi.human_fraction or ppi.human_queries")
     out = {"measure": measure, "level": float(level), "interval": interval, "n": n,
            "N": big_n, "arms": {}, "differences": []}
+    try:  # a bounded measure's intervals are clipped to its range, and marked clipped
+        bounds = value_range(measure)
+    except InputError:
+        bounds = None  # a name the measure parser does not read: nothing is clipped
+    diff_bounds = None if bounds is None else (bounds[0] - bounds[1], bounds[1] - bounds[0])
     for i, arm in enumerate(arms):
         out["arms"][arm] = {m: _row(est[m], i, n=n, N=big_n, interval=interval, level=level,
-                                    method=m) for m in ESTIMATORS}
+                                    method=m, bounds=bounds) for m in ESTIMATORS}
     pairs = list(itertools.combinations(arms, 2)) if pairs is None else list(pairs)
     if not pairs:
         return out
@@ -315,7 +354,8 @@ def ppi_table(model_values: pd.DataFrame, human_values: pd.DataFrame, *, measure
         p = _p_values(block["estimate"], block["se"], interval, block["df"])
         adjusted, reject = holm(p, alpha=1.0 - float(level))
         for j, row in enumerate(rows):
-            row[m] = _row(block, j, n=n, N=big_n, interval=interval, level=level, method=m) | {
+            row[m] = _row(block, j, n=n, N=big_n, interval=interval, level=level, method=m,
+                          bounds=diff_bounds) | {
                 "p": float(p[j]), "p_holm": float(adjusted[j]), "significant": bool(reject[j])}
     out["differences"] = rows
     return out

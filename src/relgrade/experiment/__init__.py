@@ -7,6 +7,9 @@
 - :mod:`relgrade.experiment.layout`: the experiments of a repository and the paths they claim.
 - :mod:`relgrade.experiment.inputs`: a new experiment's input files, checked and converted.
 - :mod:`relgrade.experiment.stage`: ``run_stage(main)``, what every stage script shares.
+- :mod:`relgrade.experiment.sections`: one top-level section of ``params.yaml`` rewritten
+  alone (``relgrade arm add``).
+- :mod:`relgrade.experiment.progress`: a long stage's progress lines, one per step.
 
 What runs on an experiment (the stages, what a round owes, status) is
 :mod:`relgrade.pipeline`'s.

@@ -11,6 +11,7 @@ experiment's folder, must lie outside every other experiment's entries.
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Sequence
 from pathlib import Path
@@ -361,6 +362,34 @@ def check_disjoint(claims: dict[Path, dict[Path, str]]) -> None:
             seen.append((folder, path, entry))
 
 
+def experiment_folder(folder) -> Path:
+    """An ``--experiment`` folder as the user typed it, read from where the command runs.
+
+    A relative folder that holds no params file here is read from the repository's top
+    as well, so that a command relgrade printed (``--experiment experiments/NAME``, relative
+    to the top) also works typed inside the repository, e.g. in the experiment's folder.
+
+    Parameters
+    ----------
+    folder : str or os.PathLike
+        The folder given.
+
+    Returns
+    -------
+    pathlib.Path
+        ``folder`` when it holds ``params.yaml`` (or is absolute, or no repository holds the
+        working folder), else the repository's ``folder`` when that holds one, else ``folder``.
+    """
+    folder = Path(folder)
+    if folder.is_absolute() or (folder / PARAMS_FILE).is_file():
+        return folder
+    try:
+        top = find_repository(Path.cwd()) / folder
+    except InputError:
+        return folder
+    return top if (top / PARAMS_FILE).is_file() else folder
+
+
 def _root_and_repository(ex) -> tuple[Path, Path]:
     """The experiment's folder and its repository's (the folder itself outside any)."""
     root = Path(ex.root).resolve()
@@ -370,9 +399,9 @@ def _root_and_repository(ex) -> tuple[Path, Path]:
         return root, root
 
 
-def repro_command(ex, stage: str | Sequence[str] | None = None) -> str:
-    """The ``dvc repro`` a user types at the repository's top to run experiment ``ex``'s
-    pipeline (or some stages of it).
+def repro_command(ex, stage: str | Sequence[str] | None = None, *, cwd=None) -> str:
+    """The ``dvc repro`` a user types at the repository's top (or in folder ``cwd``) to run
+    experiment ``ex``'s pipeline (or some stages of it).
 
     Parameters
     ----------
@@ -380,12 +409,15 @@ def repro_command(ex, stage: str | Sequence[str] | None = None) -> str:
     stage : str or sequence of str, optional
         One stage's name (``packets``), or several (``["retrieve@a", "retrieve@b"]``), each
         a target of the one command.
+    cwd : str or os.PathLike, optional
+        The folder the command is typed in (default: the repository's top).
 
     Returns
     -------
     str
-        ``dvc repro [STAGE ...]`` for the repository's top experiment, else
-        ``dvc repro PATH/dvc.yaml[:STAGE] ...`` with ``PATH`` relative to the repository.
+        ``dvc repro [STAGE ...]`` typed in the experiment's folder (the repository's top
+        experiment, by default), else ``dvc repro PATH/dvc.yaml[:STAGE] ...`` with ``PATH``
+        relative to ``cwd`` (the repository's top by default).
 
     Examples
     --------
@@ -397,9 +429,10 @@ def repro_command(ex, stage: str | Sequence[str] | None = None) -> str:
     """
     stages = [stage] if isinstance(stage, str) else list(stage or [])
     root, repo = _root_and_repository(ex)
-    if repo == root:
+    here = Path(cwd).resolve() if cwd is not None else repo
+    if here == root:
         return " ".join(["dvc repro", *stages])
-    target = f"{root.relative_to(repo).as_posix()}/dvc.yaml"
+    target = f"{Path(os.path.relpath(root, here)).as_posix()}/dvc.yaml"
     return " ".join(["dvc repro", *([f"{target}:{s}" for s in stages] or [target])])
 
 
@@ -431,3 +464,19 @@ def grade_commands(ex) -> dict[str, str]:
         else:
             out[name] = f"relgrade grade import --grader {name}{where} FILE"
     return out
+
+
+def review_command(ex) -> str:
+    """The ``relgrade intents review`` a user types (at the repository's top, or anywhere in
+    it: ``--experiment`` is read from the top too) to review experiment ``ex``'s intents, as
+    its auditor (params ``grading.auditor``).
+
+    Returns
+    -------
+    str
+        ``run `relgrade intents review [--experiment PATH] --reviewer AUDITOR```.
+    """
+    root, repo = _root_and_repository(ex)
+    where = "" if repo == root else f" --experiment {root.relative_to(repo).as_posix()}"
+    auditor = ex.params.grading.auditor or "NAME"
+    return f"run `relgrade intents review{where} --reviewer {auditor}`"

@@ -13,6 +13,7 @@ error: it prints ``Pending: ...`` naming what is owed, the command that does it 
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Callable
 
@@ -23,7 +24,21 @@ from relgrade.experiment.layout import repro_command
 from relgrade.experiment.params import PARAMS_FILE
 
 
-def run_stage(main: Callable[..., None], *args: str, params_path=PARAMS_FILE) -> None:
+def _again(ex) -> str:
+    """The command that resumes the pipeline, as typed at the repository's top and, for an
+    experiment below it, in the experiment's folder; ``dvc exp run`` under ``dvc exp run``
+    (DVC sets ``DVC_EXP_NAME`` for the stages of an experiment run)."""
+    if os.environ.get("DVC_EXP_NAME"):
+        return "`dvc exp run` again (in the folder you ran it in)"
+    top, here = repro_command(ex), repro_command(ex, cwd=ex.root)
+    if top == here:
+        return f"`{top}` again"
+    rel = top.split()[-1].removesuffix("/dvc.yaml")
+    return f"`{top}` again (at the repository's top; `{here}` in {rel})"
+
+
+def run_stage(main: Callable[..., None], *args: str, params_path=PARAMS_FILE,
+              check: Callable[..., None] | None = None) -> None:
     """Load the experiment from ``params_path``, call ``main(experiment, *args)``, map errors
     to exit 1.
 
@@ -35,15 +50,19 @@ def run_stage(main: Callable[..., None], *args: str, params_path=PARAMS_FILE) ->
         The stage's command-line arguments (the arm of a per-arm stage).
     params_path : str or os.PathLike, default "params.yaml"
         The params file; its folder is the experiment's root.
+    check : callable, optional
+        Called with the experiment before ``main``; a :class:`RelgradeError` it raises
+        stops the stage as one of ``main``'s would (the pipeline's shape check).
     """
     ex = None
     try:
         ex = Experiment.load(params_path)
+        if check is not None:
+            check(ex)
         main(ex, *args)
     except PendingWork as e:
-        print(f"Pending: {e}, then `{repro_command(ex)}` again. This is work owed, not a "
-              "failure: DVC reports the stage as failed so that the pipeline stops here.",
-              file=sys.stderr)
+        print(f"Pending: {e}, then {_again(ex)}. This is work owed, not a failure: DVC "
+              "reports the stage as failed so that the pipeline stops here.", file=sys.stderr)
         sys.exit(PENDING_EXIT)
     except GateFailed as e:
         for line in e.lines:

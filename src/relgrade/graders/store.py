@@ -97,7 +97,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterable, Sequence
 
-from relgrade.canonical import jsonl_bytes
+from relgrade.canonical import canonical_json, jsonl_bytes
 from relgrade.errors import InputError, ProtocolError, StorageError
 from relgrade.io.files import iter_jsonl, write_bytes
 from relgrade.protocol.sidecar import pair_rows, row_sha256
@@ -1008,7 +1008,7 @@ class GradeStore:
     # --- importing -------------------------------------------------------------------
 
     def import_rows(self, rows: Sequence[dict], *, check=None, source=None,
-                    note: dict | None = None) -> int:
+                    note: dict | None = None, skipped: list | None = None) -> int:
         """Add a file's worth of already-validated rows, all or nothing, under the lock.
 
         The import holds the writer lock that :meth:`open` takes (:func:`writer_lock`), so it
@@ -1034,6 +1034,11 @@ class GradeStore:
         note : dict, optional
             Fields every new row's bank line gets after ``graded_at`` (e.g. the file the
             grades were imported from, :func:`relgrade.protocol.grades.imported_from`).
+        skipped : list, optional
+            When given, a row whose key is recorded with a current grade and whose canonical
+            JSON line equals the recorded line byte for byte (the same grade and reason,
+            exported again) is skipped rather than refused, and its key appended here; a
+            recorded key with any other line is still refused.
 
         Returns
         -------
@@ -1076,6 +1081,15 @@ class GradeStore:
                 now = self._made_now(r)
                 return k in made and now is not None and now != made[k]
 
+            if skipped is not None:
+                latest = {self._key(row): canonical_json(row) for _, row in recorded}
+                same = {id(r) for r in rows if self._key(r) in done_keys
+                        and not stale(self._key(r), r)
+                        and latest[self._key(r)] == canonical_json(r)}
+                skipped.extend(self._key(r) for r in rows if id(r) in same)
+                rows = [r for r in rows if id(r) not in same]
+                if not rows:
+                    return len(recorded)
             again = [self._key(r) for r in rows
                      if self._key(r) in done_keys and not stale(self._key(r), r)]
             if again:

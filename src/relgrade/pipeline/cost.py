@@ -300,7 +300,7 @@ def _need_runs(ex, arms: list[str]) -> None:
                           "makes"))
 
 
-def plan_pool(ex, depth: int | None = None) -> dict:
+def plan_pool(ex, depth: int | None = None, *, runs: Mapping | None = None) -> dict:
     """What re-pooling at ``depth`` would make and cost, computed without writing anything.
 
     The runs in params ``paths.runs`` are pooled as the pool stage pools them (same seed,
@@ -318,6 +318,8 @@ def plan_pool(ex, depth: int | None = None) -> dict:
         The experiment; its chunks, queries, runs, intents and audit sample must exist.
     depth : int, optional
         The pool depth to price, >= 1; None: params ``pool.depth`` (today's depth).
+    runs : mapping of str to pandas.DataFrame, optional
+        Arm → its run, made in memory (an arm just added): used instead of its file.
 
     Returns
     -------
@@ -354,14 +356,15 @@ def plan_pool(ex, depth: int | None = None) -> dict:
         if not ex.path(name).exists():
             raise InputError("is needed to plan a pool; run `dvc repro` up to the pool first",
                              path=ex.path(name), item=f"paths.{name}")
-    _need_runs(ex, [str(a) for a in arms])
+    runs = dict(runs or {})
+    _need_runs(ex, [str(a) for a in arms if str(a) not in runs])
     queries = read_table(ex.path("queries"), columns=["query_id"])["query_id"]
     chunks = read_table(ex.path("chunks"), columns=["chunk_id"])["chunk_id"]
     deepest = max(cfg.tail_depth or depth, depth) if cfg.tail_sample else depth
     stacked = []
     for arm in arms:
         path = ex.path("runs") / f"{arm}.trec"
-        run = read_run(path)
+        run = runs[str(arm)] if str(arm) in runs else read_run(path)
         ranking.validate_run(run, path=path, queries=queries, chunks=chunks)
         stacked.append(pool_mod.top_candidates(run, deepest, ties=ties).assign(arm=str(arm)))
     table, _, _ = pool_mod.build_pool(

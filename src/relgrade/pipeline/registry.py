@@ -503,9 +503,9 @@ def code_deps(stage: Stage, graph, *, src: Path, root_rel: str) -> list[str]:
         ``../..``-like, no trailing slash).
     """
     prefix = f"{root_rel}/" if root_rel else ""
-    # the entry script imports the stage's module and the stage runner
+    # the entry script imports the stage's module and the stage runner (with its check)
     closure = sorted(set(import_closure(f"relgrade.pipeline.stages.{stage.module}", graph))
-                     | set(import_closure("relgrade.experiment.stage", graph)))
+                     | set(import_closure("relgrade.pipeline.runner", graph)))
     files = [_module_file(m) for m in closure]
     data = [g for m in closure for g in DATA_FILES.get(m, ())] + list(stage.resources)
     import relgrade
@@ -557,10 +557,11 @@ def _outputs(entries: Iterable, modes: frozenset) -> list:
 def stage_body(stage: Stage, ex: Experiment, modes: frozenset, *, graph, src: Path,
                root_rel: str) -> dict:
     """The dvc.yaml mapping of one stage for experiment ``ex`` (its ``do`` part for a
-    per-arm stage)."""
+    per-arm stage); ``graph`` None leaves the code deps out (:func:`shape`)."""
     prefix = f"{root_rel}/" if root_rel else ""
     cmd = f"python {prefix}stages/{stage.module}.py" + (" ${key}" if stage.per_arm else "")
-    deps = code_deps(stage, graph, src=src, root_rel=root_rel)
+    deps = (code_deps(stage, graph, src=src, root_rel=root_rel) if graph is not None
+            else [])
     deps += [_path(d) for d in stage.deps if _applies(d, modes)]
     if stage.name == "retrieve":
         deps += [s for s in _fused_file_sources(ex) if s not in deps]
@@ -582,7 +583,8 @@ def stage_body(stage: Stage, ex: Experiment, modes: frozenset, *, graph, src: Pa
     return body
 
 
-def render(ex: Experiment, *, repo: Path | None = None, name: str | None = None) -> str:
+def render(ex: Experiment, *, repo: Path | None = None, name: str | None = None,
+           code: bool = True) -> str:
     """The ``dvc.yaml`` text of experiment ``ex``.
 
     Parameters
@@ -594,6 +596,9 @@ def render(ex: Experiment, *, repo: Path | None = None, name: str | None = None)
     name : str, optional
         The experiment's name in plot titles (default: from its folder; ``relgrade init``
         gives it while the folder is still being written under a temporary name).
+    code : bool, default True
+        False leaves every stage's code deps out (no import graph is built): what
+        :func:`shape` compares.
 
     Returns
     -------
@@ -611,7 +616,7 @@ def render(ex: Experiment, *, repo: Path | None = None, name: str | None = None)
     root_rel = Path(os.path.relpath(repo.resolve(), Path(ex.root).resolve())).as_posix()
     root_rel = "" if root_rel == "." else root_rel
     modes = modes_of(ex)
-    graph = import_graph()
+    graph = import_graph() if code else None
     src = repo / "src"
     parts = [HEADER, "stages:\n"]
     for stage in stages():
@@ -711,6 +716,75 @@ def check(folder) -> Difference | None:
                                      fromfile=f"{path} (committed)",
                                      tofile=f"{path} (rendered)", lineterm=""))
     return Difference(path, diff)
+
+
+def _without_code(pipeline: dict, root_rel: str) -> dict:
+    """``pipeline`` (a loaded dvc.yaml) with each stage's code deps (its entry script and
+    ``src/relgrade/`` files) left out."""
+    prefix = f"{root_rel}/" if root_rel else ""
+    code = (f"{prefix}stages/", f"{prefix}src/relgrade/")
+    out = dict(pipeline)
+    stages_ = {}
+    for name, stage in (pipeline.get("stages") or {}).items():
+        stage = dict(stage)
+        body = dict(stage.get("do", stage))
+        body["deps"] = [d for d in body.get("deps") or []
+                        if not (isinstance(d, str) and d.startswith(code))]
+        if "do" in stage:
+            stage["do"] = body
+        else:
+            stage = body
+        stages_[name] = stage
+    out["stages"] = stages_
+    return out
+
+
+def shape(folder) -> list[str] | None:
+    """Whether an experiment's ``dvc.yaml`` has the shape its params give, cheaply.
+
+    The shape is everything :func:`render` writes except the code deps: the stages of the
+    experiment's modes, their params, data deps (a fused arm's external runs, the share
+    sources, the gold command's inputs) and outputs. It changes with the params (an arm, a
+    mode, ``grading.share_from``), never with the code, and comparing it builds no import
+    graph: every stage DVC runs makes this check first (:mod:`relgrade.pipeline.runner`),
+    so a params edit that was not rendered stops ``dvc repro`` at its first stage.
+
+    Parameters
+    ----------
+    folder : str or os.PathLike
+        The experiment's folder, holding ``params.yaml`` and ``dvc.yaml``.
+
+    Returns
+    -------
+    list of str or None
+        None when the shapes agree (or the folder has no ``dvc.yaml``); else the names of
+        the stages that differ (added, removed or changed), ``metrics``/``plots`` for the
+        top-level sections.
+
+    Raises
+    ------
+    InputError
+        The params are invalid; the folder is not inside a relgrade repository.
+    """
+    folder = Path(folder)
+    path = folder / "dvc.yaml"
+    if not path.is_file():
+        return None
+    ex = Experiment.load(folder / PARAMS_FILE)
+    repo = find_repository(ex.root)
+    root_rel = Path(os.path.relpath(repo.resolve(), Path(ex.root).resolve())).as_posix()
+    root_rel = "" if root_rel == "." else root_rel
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml's, when built with it
+    want = yaml.load(render(ex, repo=repo, code=False), Loader=loader)
+    have = _without_code(yaml.load(path.read_text("utf-8"), Loader=loader) or {}, root_rel)
+    if have == want:
+        return None
+    names = []
+    for name in dict.fromkeys([*(want.get("stages") or {}), *(have.get("stages") or {})]):
+        if (want.get("stages") or {}).get(name) != (have.get("stages") or {}).get(name):
+            names.append(name)
+    names += [k for k in ("metrics", "plots") if want.get(k) != have.get(k)]
+    return names or ["dvc.yaml"]
 
 
 def require_experiment(folder) -> Path:

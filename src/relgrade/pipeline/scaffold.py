@@ -22,6 +22,7 @@ import yaml
 
 from relgrade.errors import InputError
 from relgrade.experiment import inputs
+from relgrade.pipeline.arms import ARM_DEPTH, BUILT_IN  # the kinds --arm accepts, as `arm add`
 from relgrade.pipeline.stages.corpus import build_corpus
 from relgrade.pipeline.design import write_design
 from relgrade.pipeline.registry import render
@@ -37,14 +38,14 @@ from relgrade.experiment.layout import (
     share_source,
 )
 from relgrade.experiment.params import PARAMS_FILE, load_params
-from relgrade.io.files import atomic_dir, read_yaml, write_text
+from relgrade.io.files import atomic_dir, read_yaml, write_json, write_text
 from relgrade.protocol.gate import PEOPLE_FAMILY
+from relgrade.protocol.intents import UNREVIEWED
 
-#: Built-in arm kinds ``--arm NAME=KIND`` accepts, and the library file each is computed by.
-BUILT_IN = {"bm25": "src/relgrade/retrieve/bm25.py", "tfidf": "src/relgrade/retrieve/tfidf.py",
-            "rrf": "src/relgrade/retrieve/fusion.py", "embed": "src/relgrade/retrieve/embed.py"}
-#: Depth of every arm's run.
-ARM_DEPTH = 100
+#: The share of the pool ``init --mode raters`` draws as gold questions (``--gold-fraction``):
+#: about 10%, as docs/raters.md advises; a gold file needs that many pool pairs.
+GOLD_FRACTION = 0.1
+
 
 
 @dataclass
@@ -110,6 +111,9 @@ class Plan:
     expert: tuple = ("expert-e", None)
     #: Raters mode: the gold pairs (query_id, chunk_id, grade).
     gold: Path | None = None
+    #: Raters mode: the share of the pool drawn as gold questions (params ``gold.fraction``),
+    #: in (0, 0.5].
+    gold_fraction: float = GOLD_FRACTION
 
 
 def parse_pairs(values, *, option: str) -> dict[str, str]:
@@ -337,7 +341,7 @@ def mode_params(plan: Plan) -> tuple[str, str]:
                            "budget": {"fractions": [0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.8, 1.0]}}
     if plan.mode == "raters":
         sections["raters"] = {"per_pair": 3}
-        sections["gold"] = {"input": GOLD_INPUT, "fraction": 0.3,
+        sections["gold"] = {"input": GOLD_INPUT, "fraction": plan.gold_fraction,
                             "min_accuracy": 0.6, "min_gold": 3, "within_one": True}
         sections["aggregation"] = {"method": "majority"}
         sections["adjudication"] = {"max_spread": 1, "expert": plan.expert[0]}
@@ -452,6 +456,9 @@ def check_mode(plan: Plan) -> None:
         if clash:
             raise InputError("a rater's name is given twice or names another grader",
                              item="--rater", found=", ".join(clash))
+        if not 0 < plan.gold_fraction <= 0.5:
+            raise InputError("the gold share of the pool is in (0, 0.5]", item="--gold-fraction",
+                             found=repr(plan.gold_fraction))
         if plan.gold is None:
             raise InputError("a rater panel needs gold pairs", item="--gold",
                              fix="Give --gold FILE: a TSV of query_id, chunk_id, grade")
@@ -715,6 +722,8 @@ def init_experiment(plan: Plan) -> Experiment:
             ("grading", "share_from"): list(plan.share_from) or None})
         write_text(tmp / PARAMS_FILE, text)
         params = load_params(tmp / PARAMS_FILE)
+        if params.intents is not None:  # no review yet: a dep DVC finds, pending work
+            write_json(tmp / params.intents.review, UNREVIEWED, indent=2)
         # other experiments' `paths` as written: their params may use sections this
         # version does not know, and only the paths matter here
         claims = {f: claimed_paths(f, _paths_of(f / PARAMS_FILE))

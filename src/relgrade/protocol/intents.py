@@ -17,7 +17,7 @@ from typing import Sequence
 import pandas as pd
 
 from relgrade.canonical import jsonl_bytes, sha256_bytes
-from relgrade.errors import InputError, ProtocolError
+from relgrade.errors import InputError, PendingWork, ProtocolError
 from relgrade.schema import INTENTS, as_id, is_missing
 
 #: What the review record must contain (params ``intents.review``).
@@ -204,7 +204,25 @@ def review_record(table: pd.DataFrame, *, reviewer: str, reviewed_at: str) -> di
     }
 
 
-def check_review(table: pd.DataFrame, record: dict | None, *, path=None) -> dict:
+#: The review record ``relgrade init`` writes before anyone has reviewed the table: the
+#: file exists (DVC needs the intents stage's deps to exist), and it signs nothing.
+UNREVIEWED = {"reviewer": None, "table_sha256": None, "reviewed_at": None, "flagged": []}
+
+
+def is_unreviewed(record) -> bool:
+    """Whether ``record`` is no review yet: missing (None) or :data:`UNREVIEWED`.
+
+    Examples
+    --------
+    >>> is_unreviewed(None), is_unreviewed(dict(UNREVIEWED)), is_unreviewed({"reviewer": "b"})
+    (True, True, False)
+    """
+    return record is None or (isinstance(record, dict) and record.get("reviewer") is None
+                              and record.get("table_sha256") is None)
+
+
+def check_review(table: pd.DataFrame, record: dict | None, *, path=None,
+                 fix: str = REVIEW_FIX) -> dict:
     """Freeze a validated intent table against its review record.
 
     Parameters
@@ -215,6 +233,8 @@ def check_review(table: pd.DataFrame, record: dict | None, *, path=None) -> dict
         The review record (params ``intents.review``); ``None`` when the file is missing.
     path : str or os.PathLike, optional
         The review record's file, named in errors.
+    fix : str, optional
+        What to run to review (the pending work's command).
 
     Returns
     -------
@@ -223,14 +243,16 @@ def check_review(table: pd.DataFrame, record: dict | None, *, path=None) -> dict
 
     Raises
     ------
+    PendingWork
+        No review yet (:func:`is_unreviewed`): work owed, naming ``fix``.
     ProtocolError
-        The record is missing, lacks a key or a reviewer, or was signed for a different
-        table (its ``table_sha256`` differs from :func:`intents_sha256` of ``table``).
+        The record lacks a key or a reviewer, or was signed for a different table (its
+        ``table_sha256`` differs from :func:`intents_sha256` of ``table``).
     """
     where = f"{path}: " if path is not None else ""
-    if record is None:
-        raise ProtocolError(f"{where}the intent table has no review record; intents are "
-                            f"frozen only after review. {REVIEW_FIX}")
+    if is_unreviewed(record):
+        raise PendingWork(f"{where}the intent table is not reviewed yet; intents are frozen "
+                          f"only after review. {fix}")
     if not isinstance(record, dict) or any(k not in record for k in REVIEW_KEYS):
         raise ProtocolError(f"{where}the review record must have the keys "
                             f"{', '.join(REVIEW_KEYS)}. {REVIEW_FIX}")

@@ -10,7 +10,8 @@ The aggregation stage of ``grading.mode: raters`` (see docs/raters.md), as table
    every majority tie, and every pair left with no kept rater.
 2. :func:`adjudicate`: the expert's grades replace the aggregate on the queued pairs, with
    the expert's reason and the grade they replaced recorded; a queued pair the expert has not
-   graded yet is pending work, and an expert grade of a pair outside the queue is refused.
+   graded yet is pending work, and an expert grade of a pair outside the queue is set aside
+   (kept in the bank, unused).
 
 Gold answers never reach the key: the key takes the aggregate of work grades, or the
 expert's grade, nothing else; the known gold grade is used only to score raters.

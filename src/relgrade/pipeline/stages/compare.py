@@ -23,6 +23,7 @@ import json
 import pandas as pd
 
 from relgrade.evaluation import compare, decision, ppi_decision, ranksets
+from relgrade.experiment.progress import step_printer
 from relgrade.io import files as io
 from relgrade.rng import stage_rng
 
@@ -34,7 +35,7 @@ def _csv(path, df):
 
 def run(ex):
     inputs = ex.compare_inputs(full=True)
-    result = compare.full_report(**inputs)
+    result = compare.full_report(**inputs, progress=step_printer("compare", 3))
     primary = ex.params.need("metrics").primary
     text = result.to_json()
     extra = {"rank_sets": _rank_sets(ex, inputs, result, primary)}

@@ -1,6 +1,8 @@
 """Stage `intents`: the intent table + its review record → the frozen intent table and manifest.
 
-Refuses (ProtocolError) unless the review record signs exactly this table's sha256.
+Refuses (ProtocolError) unless the review record signs exactly this table's sha256; no review
+yet (the record ``relgrade init`` writes, or none) is pending work naming
+``relgrade intents review``.
 """
 
 from relgrade.io.files import (
@@ -10,6 +12,7 @@ from relgrade.io.files import (
     write_json,
     write_parquet,
 )
+from relgrade.experiment.layout import review_command
 from relgrade.protocol import intents
 from relgrade.schema import INTENTS
 
@@ -21,7 +24,7 @@ def run(ex):
     frozen = intents.validate_intents(table, queries=read_table(ex.path("queries")),
                                       path=src, lines=lines)
     record = read_json(review) if review.exists() else None
-    manifest = intents.check_review(frozen, record, path=review)
+    manifest = intents.check_review(frozen, record, path=cfg.review, fix=review_command(ex))
     write_parquet(ex.path("intents"), frozen)
     write_json(ex.path("intents_manifest"), manifest)
 

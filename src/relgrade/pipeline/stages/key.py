@@ -90,6 +90,15 @@ def _write(files, table, record, gate, ex, made_on):
 
 NO_PREVIOUS = ("No previous key: the frozen key ({frozen}) of pool {pool} replaced no key "
                "that metrics used.\n")
+#: The note kept beside a previous key (the folder's README.md stays in git either way).
+PREVIOUS = ("The previous key ({previous}): the frozen key that metrics used before the key "
+            "that replaced it; kept one cycle for the report's translation.\n")
+#: The note kept beside a post-hoc key.
+POST_HOC = ("A post-hoc key ({post_hoc}) beside the frozen key ({frozen}) of pool {pool}, "
+            "rubric {rubric}, round {round}: every number made with it is labelled post-hoc.\n")
+POST_HOC_ALONE = ("A post-hoc key ({post_hoc}) of pool {pool}, rubric {rubric}, round {round} "
+                  "(params grading.post_hoc): every number made with it is labelled "
+                  "post-hoc.\n")
 
 
 def _keep_previous(ex, key_sha256, used):
@@ -114,6 +123,7 @@ def _keep_previous(ex, key_sha256, used):
             source = getattr(files, name)
             if source is not None and source.exists():
                 shutil.copyfile(source, tmp / getattr(kept, name).name)
+        io.write_text(tmp / "README.md", PREVIOUS.format(previous=old_sha256))
     return old_sha256
 
 
@@ -342,6 +352,11 @@ def _write_post_hoc(ex, table, record, gate, made_on, corrections, *, frozen=Non
                                     record=tmp / names.record.name,
                                     made_on=tmp / names.made_on.name),
                         table, record, gate, ex, made_on)
+        # the folder's note stays (in git), saying what the folder now holds
+        note = POST_HOC if frozen is not None else POST_HOC_ALONE
+        io.write_text(tmp / "README.md", note.format(
+            post_hoc=record["key_sha256"], frozen=frozen, pool=record["pool_version"],
+            rubric=record["rubric_version"], round=record["round"]))
     where = f"beside the frozen key, in {folder.as_posix()}"
     if notes:
         n = len(notes["corrections"])

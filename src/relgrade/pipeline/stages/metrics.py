@@ -26,6 +26,8 @@ from relgrade.protocol import ledger
 from relgrade.ranking import validate_run
 
 NO_POST_HOC = "No post-hoc key beside the frozen key {key}: {arm}'s only metrics are {path}.\n"
+POST_HOC = ("{arm}'s metrics under the post-hoc key {key} (labelled post-hoc) beside its "
+            "frozen-key metrics in {path}.\n")
 
 TRIPLE = ("pool_version", "rubric_version", "round")
 
@@ -113,4 +115,6 @@ def run(ex, arm):
             ph_summary, ph_table = score(beside[0])
             io.write_json(tmp / "metrics.json", labelled(beside[1], ph_summary, True))
             io.write_parquet(tmp / "per_query.parquet", ph_table)
+            io.write_text(tmp / "README.md", POST_HOC.format(
+                key=beside[1]["key_sha256"], arm=arm, path=frozen_json.as_posix()))
 

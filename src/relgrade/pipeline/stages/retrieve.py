@@ -26,6 +26,22 @@ def read_run(path):
 
 
 def run(ex, arm):
+    write_trec_run(ex.path("runs") / f"{arm}.trec", arm_run(ex, arm), tag=arm)
+
+
+def arm_run(ex, arm: str):
+    """Arm ``arm``'s run as the stage writes it, in memory.
+
+    Returns
+    -------
+    pandas.DataFrame
+        ``query_id, chunk_id, rank, score`` in canonical order, ranks 1..n <= depth.
+
+    Raises
+    ------
+    InputError
+        The chunks or queries are not made yet; the arm, or a file arm it fuses, is invalid.
+    """
     arms, ties = ex.params.arms_dict(), ex.params.runs.ties
     chunks = read_table(ex.path("chunks"), columns=["chunk_id", "header", "text"])
     queries = read_table(ex.path("queries"), columns=["query_id", "query"])
@@ -48,5 +64,5 @@ def run(ex, arm):
                     chunks=chunks["chunk_id"].astype("str"))
         run = retrieve.run_arm(arm, arms, chunks=chunks, queries=queries,
                                source=ex.params.source, external=external, ties=ties)
-    write_trec_run(ex.path("runs") / f"{arm}.trec", run, tag=arm)
+    return run
 

@@ -1,0 +1,220 @@
+"""Adding and removing an arm of an experiment: params, pipeline and the price of the change.
+
+``relgrade arm add`` and ``relgrade arm remove`` edit the params ``arms`` section
+(:func:`relgrade.experiment.sections.write_section`: that section's lines only), render the
+experiment's ``dvc.yaml`` from the stage registry (so a fused arm depends on every external
+run it fuses) and keep the runs folder's ``.gitignore`` in step. When the experiment's pool
+exists, the new arm's run is made in memory and the pool it would give is priced
+(:func:`relgrade.pipeline.cost.plan_pool`): the pairs it adds and the judgments each grader
+would owe, in annotator-hours. Nothing is written when the arm or the params are refused.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+from relgrade.errors import InputError
+from relgrade.experiment.files import Experiment
+from relgrade.experiment.layout import check_name, find_repository
+from relgrade.experiment.params import PARAMS_FILE
+from relgrade.experiment.sections import write_section
+from relgrade.io.files import read_table, write_text
+from relgrade.io.runs import read_run
+from relgrade.pipeline.registry import render
+from relgrade.ranking import validate_run
+
+#: The library file each computed arm kind is ranked by (its ``source``).
+BUILT_IN = {"bm25": "src/relgrade/retrieve/bm25.py", "tfidf": "src/relgrade/retrieve/tfidf.py",
+            "rrf": "src/relgrade/retrieve/fusion.py", "embed": "src/relgrade/retrieve/embed.py"}
+#: Depth of a new arm's run.
+ARM_DEPTH = 100
+
+
+def _root_rel(ex: Experiment) -> str:
+    rel = Path(os.path.relpath(find_repository(ex.root), ex.root.resolve())).as_posix()
+    return "" if rel == "." else f"{rel}/"
+
+
+def arm_spec(ex: Experiment, name: str, *, kind: str | None, run: Path | None,
+             fuse: list[str] | None, depth: int = ARM_DEPTH) -> dict:
+    """The params entry of a new arm ``name``.
+
+    Parameters
+    ----------
+    ex : Experiment
+        The experiment it joins.
+    name : str
+        The arm's name: one path segment of letters, digits, ``.``, ``_``, ``-``.
+    kind : {"bm25", "tfidf", "rrf", "embed"} or None
+        A computed arm; None with ``run``.
+    run : pathlib.Path or None
+        An external run (TREC, JSONL or Parquet): a ``file`` arm whose run is copied to
+        ``data/input/runs/NAME.EXT``.
+    fuse : list of str or None
+        For an rrf arm, the arms it fuses (default: every arm of the experiment).
+    depth : int, default 100
+        The run's depth.
+
+    Returns
+    -------
+    dict
+        ``{"kind", "depth", ["k", "fuse"], "source"}`` as ``relgrade init`` writes an arm.
+
+    Raises
+    ------
+    InputError
+        The name is invalid or taken; neither or both of ``kind`` and ``run``; an unknown
+        kind; ``fuse`` without rrf, or naming an arm that is not there; the run is missing.
+    """
+    arms = ex.params.arms_dict()
+    try:
+        check_name(name)
+    except InputError:
+        raise InputError("an arm name starts with a letter or digit and holds only letters, "
+                         "digits, '.', '_' and '-'", item="NAME", found=repr(name)) from None
+    if name in arms:
+        raise InputError("the experiment already has this arm", path=ex.params.source,
+                         item=f"arms.{name}", fix=f"Choose another name, or `relgrade arm "
+                                                  f"remove {name}` first")
+    if (kind is None) == (run is None):
+        raise InputError("give --kind KIND or --run FILE (one of them)", item=name)
+    if fuse and kind != "rrf":
+        raise InputError("--fuse is for an rrf arm", item=name, found=", ".join(fuse))
+    if run is not None:
+        if not Path(run).is_file():
+            raise InputError("input file not found", path=run)
+        return {"kind": "file", "depth": depth,
+                "source": f"data/input/runs/{name}{Path(run).suffix.lower() or '.trec'}"}
+    if kind not in BUILT_IN:
+        raise InputError(f"unknown arm kind (use {', '.join(BUILT_IN)}, or --run FILE for an "
+                         "external run)", item="--kind", found=repr(kind))
+    spec: dict = {"kind": kind, "depth": depth}
+    if kind == "rrf":
+        fused = list(fuse) if fuse else list(arms)
+        bad = [f for f in fused if f not in arms]
+        if bad or not fused:
+            raise InputError("an rrf arm fuses other arms of this experiment", item="--fuse",
+                             found=", ".join(bad) or "nothing")
+        spec |= {"k": 60, "fuse": fused}
+    spec["source"] = f"{_root_rel(ex)}{BUILT_IN[kind]}"
+    return spec
+
+
+def _gitignore(ex: Experiment, name: str, *, keep: bool) -> None:
+    """Add (``keep``) or drop ``/NAME.trec`` in the runs folder's ``.gitignore``."""
+    path = ex.path("runs") / ".gitignore"
+    lines = path.read_text("utf-8").splitlines() if path.is_file() else []
+    entry = f"/{name}.trec"
+    new = [x for x in lines if x != entry] + ([entry] if keep else [])
+    if new != lines:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        write_text(path, "".join(f"{x}\n" for x in new))
+
+
+def add_arm(ex: Experiment, name: str, *, kind: str | None = None, run: Path | None = None,
+            fuse: list[str] | None = None) -> Experiment:
+    """Add arm ``name`` to experiment ``ex`` and render its pipeline.
+
+    Returns
+    -------
+    Experiment
+        The experiment as written.
+
+    Raises
+    ------
+    InputError
+        As :func:`arm_spec`; an external run naming a query (or chunk) the experiment does
+        not have, once its queries (chunks) are made; invalid params. Nothing is written then.
+    """
+    spec = arm_spec(ex, name, kind=kind, run=run, fuse=fuse)
+    if run is not None:
+        table = read_run(run)
+        queries = (read_table(ex.path("queries"), columns=["query_id"])["query_id"]
+                   if ex.path("queries").exists() else None)
+        chunks = (read_table(ex.path("chunks"), columns=["chunk_id"])["chunk_id"]
+                  if ex.path("chunks").exists() else None)
+        if queries is not None:
+            validate_run(table, path=run, queries=queries.astype(str),
+                         chunks=chunks.astype(str) if chunks is not None else None)
+    arms = ex.params.arms_dict() | {name: spec}
+    params_path = ex.root / PARAMS_FILE
+    text = params_path.read_text("utf-8")
+    params = write_section(params_path, "arms", arms)
+    try:
+        if run is not None:
+            target = ex.file(spec["source"])
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(run, target)
+        new = Experiment(ex.root, params)
+        write_text(ex.root / "dvc.yaml", render(new))
+        _gitignore(new, name, keep=True)
+    except BaseException:
+        write_text(params_path, text)  # the params as they were: nothing half-added
+        raise
+    return Experiment.load(params_path)
+
+
+def remove_arm(ex: Experiment, name: str) -> Experiment:
+    """Remove arm ``name`` from experiment ``ex``, render its pipeline and drop its run.
+
+    The arm's run under params ``paths.runs`` (a cached output) is deleted, so the pool
+    stage no longer sees it; an external run's copy under ``data/input/runs/`` stays, in git.
+
+    Raises
+    ------
+    InputError
+        The arm is not there, is the baseline (params ``metrics.baseline``), is fused by
+        another arm, or is the experiment's last arm.
+    """
+    arms = ex.params.arms_dict()
+    if name not in arms:
+        raise InputError("not an arm of the experiment", path=ex.params.source,
+                         item=f"arms.{name}", found=", ".join(arms))
+    if len(arms) == 1:
+        raise InputError("an experiment needs at least one arm", item=name)
+    baseline = ex.params.metrics.baseline if ex.params.metrics is not None else None
+    if name == baseline:
+        raise InputError("the arm is the baseline others are compared with",
+                         path=ex.params.source, item="metrics.baseline", found=name,
+                         fix="Set metrics.baseline to another arm first")
+    fusing = sorted(a for a, c in arms.items() if name in (c.get("fuse") or []))
+    if fusing:
+        raise InputError("the arm is fused by other arms", item=name, found=", ".join(fusing),
+                         fix="Remove those arms, or the arm from their `fuse`, first")
+    params_path = ex.root / PARAMS_FILE
+    params = write_section(params_path, "arms", {a: c for a, c in arms.items() if a != name})
+    new = Experiment(ex.root, params)
+    write_text(ex.root / "dvc.yaml", render(new))
+    _gitignore(new, name, keep=False)
+    run = ex.path("runs") / f"{name}.trec"
+    if run.is_file():
+        run.unlink()
+    return Experiment.load(params_path)
+
+
+def price_arm(ex: Experiment, name: str) -> dict | None:
+    """What the pool with arm ``name`` would cost, its run (and that of any other arm not
+    made yet) made in memory.
+
+    Returns
+    -------
+    dict or None
+        :func:`relgrade.pipeline.cost.plan_pool`'s plan; None when the experiment has no
+        pool or audit sample yet (nothing to price against).
+
+    Raises
+    ------
+    InputError
+        An arm's run is invalid, or another arm's run is not made yet.
+    """
+    from relgrade.pipeline.cost import plan_pool
+    from relgrade.pipeline.stages.retrieve import arm_run
+
+    needed = ("chunks", "queries", "pool", "audit")
+    if not all(ex.path(n).exists() for n in needed):
+        return None
+    missing = [str(a) for a in ex.params.arms_dict()
+               if str(a) == name or not (ex.path("runs") / f"{a}.trec").is_file()]
+    return plan_pool(ex, runs={a: arm_run(ex, a) for a in missing})

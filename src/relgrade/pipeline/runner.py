@@ -1,0 +1,72 @@
+"""The stage runner the entry scripts call: the experiment's stage runner, after a check that
+the ``dvc.yaml`` DVC is running has the shape the experiment's params give.
+
+A params edit that changes the pipeline's shape (an arm added by hand, a mode switched, a
+share source) and was not followed by ``relgrade pipeline render`` leaves a ``dvc.yaml`` whose
+deps and stages are wrong for the params: a fused arm that does not depend on the run it
+fuses, say. Every stage that DVC runs (the ``DVC_STAGE`` variable is set) compares the
+shapes first (:func:`relgrade.pipeline.registry.shape`: no import graph, a YAML load and a
+rendering) and refuses to run, naming ``relgrade pipeline render``. Run by hand, outside
+DVC, a stage skips the check.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+
+from relgrade.errors import InputError
+from relgrade.experiment import stage
+from relgrade.experiment.layout import find_repository, repro_command
+from relgrade.experiment.params import PARAMS_FILE
+
+#: The environment variable DVC sets for every stage command it runs.
+DVC_STAGE = "DVC_STAGE"
+
+
+def require_rendered(ex) -> None:
+    """Refuse a ``dvc.yaml`` that differs in shape from the rendering of ``ex``'s params.
+
+    Parameters
+    ----------
+    ex : relgrade.experiment.files.Experiment
+        The experiment whose stage DVC is about to run.
+
+    Raises
+    ------
+    InputError
+        At ``dvc.yaml``: the stages that differ, and the fix: ``relgrade pipeline render``
+        (with ``--experiment`` for an experiment below the repository's top), then the
+        ``dvc repro`` again.
+    """
+    from relgrade.pipeline.registry import shape
+
+    if not os.environ.get(DVC_STAGE):
+        return
+    differ = shape(ex.root)
+    if not differ:
+        return
+    repo = find_repository(ex.root)
+    root = ex.root.resolve()
+    where = "" if root == repo else f" --experiment {root.relative_to(repo).as_posix()}"
+    raise InputError(
+        f"the pipeline differs from what {PARAMS_FILE} gives (stages: {', '.join(differ)}): "
+        "the params were edited without rendering the pipeline", path=ex.root / "dvc.yaml",
+        fix=f"Run `relgrade pipeline render{where}`, then `{repro_command(ex)}` again "
+            "(commands as typed at the repository's top)")
+
+
+def run_stage(main: Callable[..., None], *args: str, params_path=PARAMS_FILE) -> None:
+    """:func:`relgrade.experiment.stage.run_stage` with :func:`require_rendered` as its check.
+
+    Parameters
+    ----------
+    main : callable
+        The stage's work, given the :class:`~relgrade.experiment.files.Experiment` and
+        ``args``.
+    *args : str
+        The stage's command-line arguments (the arm of a per-arm stage).
+    params_path : str or os.PathLike, default "params.yaml"
+        The params file; its folder is the experiment's root.
+    """
+    stage.run_stage(main, *args, params_path=params_path, check=require_rendered)

@@ -1,0 +1,104 @@
+"""``relgrade arm add|remove`` on an experiment made by ``relgrade init``: the params section
+rewritten alone, the pipeline rendered, refusals that write nothing."""
+
+from __future__ import annotations
+
+import yaml
+from click.testing import CliRunner
+
+from relgrade.cli import main as cli
+from relgrade.experiment.sections import replace_section
+from tests.test_init import init, repo  # noqa: F401  (the fixture)
+
+EXP = "experiments/second"
+
+
+def arm(*args):
+    return CliRunner().invoke(cli, ["arm", *args, "--experiment", EXP])
+
+
+def test_add_rewrites_only_the_arms_section_and_renders_the_pipeline(repo):  # noqa: F811
+    assert init("--arm", "bm25=bm25", "--run", "ext=in/runs/ext.trec").exit_code == 0
+    params = repo / EXP / "params.yaml"
+    before = params.read_text()
+    res = arm("add", "fused", "--kind", "rrf", "--fuse", "bm25,ext")
+    assert res.exit_code == 0, res.output
+    assert res.output.splitlines()[:2] == [
+        f"Added arm fused (rrf) to {EXP}/params.yaml; rendered {EXP}/dvc.yaml.",
+        "Pending: the experiment has no pool yet; `dvc repro` makes the arm's run with the "
+        "others."]
+    after = params.read_text()
+    # every line outside the arms section is kept byte for byte, comments included
+    start = before.index("\narms:\n")
+    end = before.index("\n", before.index("source: data/input/runs/ext.trec")) + 1
+    assert after.startswith(before[:start]) and after.endswith(before[end:])
+    assert yaml.safe_load(after)["arms"]["fused"] == {
+        "kind": "rrf", "depth": 100, "k": 60, "fuse": ["bm25", "ext"],
+        "source": "../../src/relgrade/retrieve/fusion.py"}
+    dvc = yaml.safe_load((repo / EXP / "dvc.yaml").read_text())
+    assert "data/input/runs/ext.trec" in dvc["stages"]["retrieve"]["do"]["deps"]
+    check = CliRunner().invoke(cli, ["pipeline", "check", "--experiment", EXP])
+    assert check.exit_code == 0, check.output
+
+
+def test_add_refusals_write_nothing(repo):  # noqa: F811
+    assert init("--arm", "bm25=bm25", "--run", "ext=in/runs/ext.trec").exit_code == 0
+    files = {p: p.read_bytes() for p in (repo / EXP).rglob("*") if p.is_file()}
+    for args, message in [
+        (("add", "bm25", "--kind", "tfidf"), "the experiment already has this arm"),
+        (("add", "x", "--kind", "rrf", "--fuse", "nope"), "an rrf arm fuses other arms"),
+        (("add", "x"), "give --kind KIND or --run FILE (one of them)"),
+        (("add", "x", "--kind", "bm25", "--fuse", "ext"), "--fuse is for an rrf arm"),
+        (("add", "x", "--run", "in/runs/missing.trec"), "input file not found"),
+        (("add", "a/b", "--kind", "bm25"), "an arm name starts with a letter or digit"),
+    ]:
+        res = arm(*args)
+        assert res.exit_code == 1 and res.output.startswith("Error: ") and message in \
+            res.output, (args, res.output)
+    assert {p: p.read_bytes() for p in (repo / EXP).rglob("*") if p.is_file()} == files
+
+
+def test_remove_refuses_the_baseline_and_a_fused_arm_then_removes_one(repo):  # noqa: F811
+    assert init("--arm", "bm25=bm25", "--arm", "tfidf=tfidf", "--arm", "hyb=rrf:bm25,ext",
+                "--run", "ext=in/runs/ext.trec").exit_code == 0
+    res = arm("remove", "bm25")
+    assert res.exit_code == 1 and "the arm is the baseline" in res.output
+    res = arm("remove", "ext")
+    assert res.exit_code == 1 and "the arm is fused by other arms (found hyb)" in res.output
+    res = arm("remove", "tfidf")
+    assert res.exit_code == 0, res.output
+    assert res.output.splitlines()[-1] == (
+        f"Pending: none; `dvc repro {EXP}/dvc.yaml` re-pools without it (no grading is owed).")
+    params = yaml.safe_load((repo / EXP / "params.yaml").read_text())
+    assert list(params["arms"]) == ["bm25", "hyb", "ext"]
+    assert "/tfidf.trec" not in (repo / EXP / "data/runs/.gitignore").read_text().splitlines()
+
+
+def test_replace_section_keeps_comments_around_the_section_and_appends_a_missing_one():
+    text = "# top\nseed: 1\n# the arms\narms:\n  a: {kind: bm25}\n  # inner\n\n# pool\npool: {}\n"
+    assert replace_section(text, "arms", {"b": {"kind": "tfidf"}}) == (
+        "# top\nseed: 1\n# the arms\narms:\n  b:\n    kind: tfidf\n\n# pool\npool: {}\n")
+    assert replace_section("seed: 1", "arms", {}) == "seed: 1\narms: {}\n"
+
+
+def test_shape_names_the_stages_a_hand_edit_changed_and_none_for_committed_ones(repo):  # noqa: F811
+    from pathlib import Path
+
+    from relgrade.pipeline.registry import shape
+
+    top = Path(__file__).resolve().parents[1]
+    for folder in [top, *sorted((top / "experiments").iterdir())]:
+        if (folder / "params.yaml").is_file():
+            assert shape(folder) is None, folder.name  # no check fires on them
+    assert init("--arm", "bm25=bm25", "--run", "ext=in/runs/ext.trec").exit_code == 0
+    params = repo / EXP / "params.yaml"
+    arms = yaml.safe_load(params.read_text())["arms"]
+    plain = replace_section(params.read_text(), "arms", arms | {"more": {
+        "kind": "tfidf", "depth": 100, "source": "../../src/relgrade/retrieve/tfidf.py"}})
+    params.write_text(plain)
+    assert shape(repo / EXP) is None  # a plain arm: the retrieve stage runs foreach arm
+    fused = replace_section(plain, "arms", yaml.safe_load(plain)["arms"] | {"hyb": {
+        "kind": "rrf", "depth": 100, "fuse": ["ext", "bm25"],
+        "source": "../../src/relgrade/retrieve/fusion.py"}})
+    params.write_text(fused)
+    assert shape(repo / EXP) == ["retrieve"]  # now it must depend on ext's run
