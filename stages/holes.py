@@ -3,7 +3,7 @@
 The stage's code is :mod:`relgrade.pipeline.stages.holes`; dvc.yaml runs this file.
 """
 
-from relgrade.experiment.stage import run_stage
+from relgrade.pipeline.runner import run_stage
 from relgrade.pipeline.stages.holes import run
 
 if __name__ == "__main__":
