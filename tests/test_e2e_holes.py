@@ -104,7 +104,7 @@ def test_new_arms_on_a_frozen_key_get_their_corrected_estimates_and_change_nothi
                                     for arm in ("fresh", "skewed")},
                            "model_grader": "auditor-b", "human_grader": "grader-a",
                            "human_fraction": 0.5}
-        params["paths"].update(holes="metrics/holes.json", holes_work="data/holes")
+    # the repository's params declare paths.holes and paths.holes_work: the section is all
     _params(root, add)
     tiny.run(root, "relgrade", "pipeline", "render")
 
