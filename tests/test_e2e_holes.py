@@ -1,9 +1,14 @@
-"""End to end, in a temporary git repository: an arm joins after the key froze.
+"""End to end, in a temporary git repository: arms join after the key froze.
 
-The tiny experiment's key is frozen from grades made by command graders; then a new arm is
-named under ``holes.arms``. ``dvc repro`` stops at the holes' pending work, the commands it
-prints grade them, and ``dvc repro`` completes: the key and every old arm's numbers are
-byte-identical, and the new arm has its corrected estimate, decision file and report section.
+The tiny experiment's key is frozen from grades made by command graders (the key grader a
+person answering through a command); then two new arms are named under ``holes.arms``.
+``dvc repro`` stops at the holes' pending work, ``relgrade status`` says what each arm's holes
+owe (priced: the model grader in calls, people in annotator-hours), the model grader grades
+with the command ``dvc repro`` prints and people's grades arrive through ``relgrade packets
+export`` and ``relgrade grade import``; ``dvc repro`` completes. The key and every old arm's
+numbers are byte-identical; each new arm has its corrected estimate, decision file and report
+section; the model grader is lenient on the second arm's holes only, so that arm's level claim
+is refused, in its decision file, its report section and the status.
 """
 
 from __future__ import annotations
@@ -41,7 +46,10 @@ def _ndcg(ranked, grades, k=10):
     return dcg / idcg if idcg > 0 else 0.0
 
 
-def _new_run(root):
+def _new_run(root, arm="fresh", hole="answer"):
+    """A new arm's run: per query the lexical arm's first 4 pooled chunks, and for the
+    queries of HOLE_QUERIES first a chunk the pool never held (another topic's ``hole``
+    chunk): its holes. Returns query -> ranked chunk ids."""
     pool = pd.read_parquet(root / "data/pool/pool.parquet")
     pooled = set(zip(pool.query_id, pool.chunk_id))
     lexical = {}
@@ -52,20 +60,31 @@ def _new_run(root):
     for q, *_ in tiny.TOPICS:
         head = [c for c in lexical[q] if (q, c) in pooled][:4]
         if q in HOLE_QUERIES:
-            other = next(c for c in (f"{t}-answer" for t, *_ in tiny.TOPICS)
+            other = next(c for c in (f"{t}-{hole}" for t, *_ in tiny.TOPICS)
                          if (q, c) not in pooled and c not in head)
             head = [other, *head]
         ranked[q] = head
-    (root / "data/input/runs/fresh.trec").write_text("".join(
-        f"{q} Q0 {c} {i + 1} {10 - i} fresh\n" for q, cs in ranked.items()
+    (root / f"data/input/runs/{arm}.trec").write_text("".join(
+        f"{q} Q0 {c} {i + 1} {10 - i} {arm}\n" for q, cs in ranked.items()
         for i, c in enumerate(cs)))
     return ranked
 
 
-def test_a_new_arm_on_a_frozen_key_gets_its_corrected_estimate_and_changes_nothing_else(
+def _a_person(params):
+    """grader-a, the key grader, is a person (answering through the fixture's command)."""
+    params["graders"]["grader-a"].update(kind="human", family="human")
+    params["graders"]["grader-a"].pop("model", None)
+
+
+def _status(root, *args):
+    return json.loads(tiny.run(root, "relgrade", "status", "--json", *args).stdout)
+
+
+def test_new_arms_on_a_frozen_key_get_their_corrected_estimates_and_change_nothing_else(
         tmp_path):
     root = tmp_path
     _reviewed(root)
+    _params(root, _a_person)
     proc = tiny.run(root, "dvc", "repro", check=False)
     assert proc.returncode != 0 and _pending_line(proc), proc.stderr
     _grade(root)
@@ -77,27 +96,75 @@ def test_a_new_arm_on_a_frozen_key_gets_its_corrected_estimate_and_changes_nothi
     before = {p: _sha(p) for p in kept}
 
     ranked = _new_run(root)
+    skewed = _new_run(root, "skewed", hole="miss1")   # its holes: near misses, truth 0
 
     def add(params):
-        params["holes"] = {"arms": {"fresh": {"kind": "file", "depth": 5,
-                                              "source": "data/input/runs/fresh.trec"}},
+        params["holes"] = {"arms": {arm: {"kind": "file", "depth": 5,
+                                          "source": f"data/input/runs/{arm}.trec"}
+                                    for arm in ("fresh", "skewed")},
                            "model_grader": "auditor-b", "human_grader": "grader-a",
                            "human_fraction": 0.5}
-        params["paths"].update(holes="metrics/holes.json", holes_work="data/holes")
+    # the repository's params declare paths.holes and paths.holes_work: the section is all
     _params(root, add)
     tiny.run(root, "relgrade", "pipeline", "render")
 
     proc = tiny.run(root, "dvc", "repro", check=False)
     assert proc.returncode != 0 and "Traceback" not in proc.stderr, proc.stderr
     line, = [x for x in (proc.stderr + proc.stdout).splitlines() if x.startswith("Pending:")]
-    # the model grader owes every hole, people the holes of half the hole queries
-    assert "grading: 8 pairs need auditor-b (8 new), 4 need grader-a" in line
+
+    # the status says what each arm's holes owe: the model grader every hole (in calls),
+    # people every hole of the sampled queries (in annotator-hours, 30 s a judgment)
+    owed = _status(root)["holes"]
+    assert owed["state"] == "owed"
+    samples = {}
+    for arm in ("fresh", "skewed"):
+        a = owed["arms"][arm]
+        samples[arm] = a["sampled_queries"]
+        assert (a["holes"], a["hole_queries"], a["sampled_holes"]) == (8, 8, 4)
+        assert len(a["sampled_queries"]) == 4 and set(a["sampled_queries"]) <= set(HOLE_QUERIES)
+        assert a["owed"] == {"auditor-b": 8, "grader-a": 4}
+        people, model = a["cost"]["graders"]["grader-a"], a["cost"]["graders"]["auditor-b"]
+        assert (model["worker"], model["pending_calls"]) == ("model", 8)
+        assert (people["worker"], people["pending_hours"]) == ("person", 4 * 30 / 3600)
+        assert a["verdict"] == {"state": "not computed"}
+    # the folder's whole work: a query sampled for either arm holds both arms' holes
+    sampled = set(samples["fresh"]) | set(samples["skewed"])
+    assert owed["cost"]["graders"]["auditor-b"]["pending_calls"] == 16
+    assert owed["cost"]["graders"]["grader-a"]["pending_hours"] == pytest.approx(
+        2 * len(sampled) * 30 / 3600)
+    assert f"grading: 16 pairs need auditor-b (16 new), {2 * len(sampled)} need grader-a" in line
+    plain = tiny.run(root, "relgrade", "status").stdout
+    assert ("holes fresh: 8 holes in 8 queries; people's sample: 4 queries "
+            f"({', '.join(samples['fresh'])}), 4 holes; auditor-b (model) owes 8 (8 model "
+            "calls), grader-a (people) owes 4 (0.03 annotator-hours)") in plain
+    # the holes' folder is no experiment of its own: its status is the parent's
+    proc = tiny.run(root, "relgrade", "status", "--experiment", "data/holes", check=False)
+    assert proc.returncode == 1 and proc.stdout == ""
+    assert proc.stderr.splitlines() == [
+        "Error: data/holes/params.yaml: is the holes folder of another experiment "
+        "(paths.holes_work there), not an experiment with a key of its own. Run "
+        "`relgrade status`: it says what the holes owe"]
+
     commands = re.findall(r"`(relgrade grade run [^`]+)`", line)
     assert sorted(commands) == [
         "relgrade grade run --grader auditor-b --experiment data/holes",
         "relgrade grade run --grader grader-a --experiment data/holes"]
-    for command in commands:
-        tiny.run(root, *shlex.split(command), "--no-progress")
+    # the model grader is lenient on the skewed arm's holes only
+    lenient = root / "lenient.txt"
+    lenient.write_text("".join(f"{q} {cs[0]}\n" for q, cs in skewed.items()
+                               if q in HOLE_QUERIES))
+    tiny.run(root, *shlex.split(commands[0]), "--no-progress",
+             env_extra={"TINY_GRADER_LENIENT_ON": str(lenient)})
+    # people grade from a file: the packets they owe out, their grades in
+    tiny.run(root, "relgrade", "packets", "export", "--experiment", "data/holes", "--role",
+             "auditor", "--grader", "grader-a", "--out", "people.jsonl")
+    packets = [json.loads(x) for x in (root / "people.jsonl").read_text().splitlines()]
+    pairs = [(p["query_id"], c["chunk_id"]) for p in packets for b in p["batches"] for c in b]
+    assert sorted({q for q, _ in pairs}) == sorted(sampled) and len(pairs) == 2 * len(sampled)
+    (root / "people-grades.jsonl").write_text(
+        "".join(json.dumps(r) + "\n" for r in tiny.grade_rows(pairs)))
+    tiny.run(root, "relgrade", "grade", "import", "--experiment", "data/holes", "--grader",
+             "grader-a", "people-grades.jsonl")
     done = tiny.run(root, "dvc", "repro")
     assert "holes nDCG" in done.stdout
 
@@ -108,9 +175,10 @@ def test_a_new_arm_on_a_frozen_key_gets_its_corrected_estimate_and_changes_nothi
     fresh = holes["arms"]["fresh"]
     assert (fresh["holes"], fresh["hole_queries"]) == (8, 8)
     assert fresh["hole_rate"] == pytest.approx(8 / 56)     # 8 lists of 5, 4 of 4
-    assert len(fresh["sample"]) == 4 and set(fresh["sample"]) <= set(HOLE_QUERIES)
-    # both graders grade by the same truth: the model-only value is the new arm's nDCG@10
-    # under the truth with every hole graded, by hand; holes as not relevant score lower
+    assert fresh["sample"] == samples["fresh"]
+    # both graders grade fresh's holes by the same truth: the model-only value is the new
+    # arm's nDCG@10 under the truth with every hole graded, by hand; holes as not relevant
+    # score lower
     key = pd.read_json(root / "data/key/key.jsonl", lines=True, dtype={"query_id": str})
     graded = {q: dict(zip(g.chunk_id, g.grade)) for q, g in key.groupby("query_id")}
     truth = [_ndcg(cs, graded.get(q, {}) | {c: tiny.truth(c) for c in cs[:1]
@@ -126,6 +194,14 @@ def test_a_new_arm_on_a_frozen_key_gets_its_corrected_estimate_and_changes_nothi
     assert fresh["level_claim"] == "level claim holds"      # the same bias on both sides
     assert {r["arm_b"] for r in fresh["comparisons"]} == set(tiny.ARMS)
 
+    # skewed: the model grades its near misses 2, people 0; on the old arms' pairs the two
+    # agree, so the bias differs by 2 grades and the level claim is refused
+    lax = holes["arms"]["skewed"]
+    assert (lax["transport"]["bias_old"], lax["transport"]["bias_new"]) == (0.0, 2.0)
+    assert lax["transport"]["refuse"] is True
+    assert lax["level_claim"] == "level claim refused"
+    assert lax["estimates"]["model-only"]["estimate"] > lax["estimates"]["key-only"]["estimate"]
+
     decision = json.loads((root / "metrics/decision/fresh.json").read_text())
     assert decision["mean"] == ppi["estimate"]
     assert decision["key"] == record["key_sha256"][:12]
@@ -133,7 +209,23 @@ def test_a_new_arm_on_a_frozen_key_gets_its_corrected_estimate_and_changes_nothi
     vs, = [r for r in fresh["comparisons"] if r["arm_b"] == "lexical"]   # metrics.baseline
     assert (decision["baseline"], decision["delta"], decision["p_holm"]) == (
         "lexical", vs["estimate"], vs["p_holm"])
+    refused = json.loads((root / "metrics/decision/skewed.json").read_text())
+    assert refused["level_claim"] == "level claim refused"
+    assert refused["mean"] == lax["estimates"]["ppi++"]["estimate"]
     report = (root / "metrics/report.md").read_text()
     assert "## New arm fresh on the frozen key" in report
+    section = report[report.index("## New arm skewed on the frozen key"):]
+    assert "- **level claim refused**: the model grader's bias on the sampled holes " \
+           "(2.000 grade) differs from its bias on the old arms' pairs (0.000) by 2.000" in section
     params = yaml.safe_load((root / "data/holes/params.yaml").read_text())
     assert params["graders"]["auditor-b"]["role"] == "grader"
+
+    # the status: nothing owed, each arm's level claim as computed
+    after = _status(root)["holes"]
+    assert after["state"] == "graded" and after["commands"] == {}
+    assert after["arms"]["fresh"]["verdict"]["state"] == "computed"
+    assert after["arms"]["fresh"]["verdict"]["level_claim"] == "level claim holds"
+    assert after["arms"]["skewed"]["verdict"]["level_claim"] == "level claim refused"
+    assert after["arms"]["skewed"]["owed"] == {"auditor-b": 0, "grader-a": 0}
+    plain = tiny.run(root, "relgrade", "status").stdout
+    assert f"holes skewed: level claim refused: {lax['measure']} " in plain

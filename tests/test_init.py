@@ -420,3 +420,33 @@ def test_a_rater_panel_draws_a_tenth_of_the_pool_as_gold_unless_told(repo):
     assert res.output == ("Error: --gold-fraction: the gold share of the pool is in (0, 0.5] "
                           "(found 0.6)\n")
     assert not (repo / "experiments/fourth").exists()
+
+
+def test_init_declares_the_holes_paths_so_a_new_arm_needs_only_the_holes_section(repo):
+    res = init("--run", "ext=in/runs/ext.trec", "--grader-command", "python grade.py")
+    assert res.exit_code == 0, res.output
+    ex = repo / "experiments/second"
+    params = yaml.safe_load((ex / "params.yaml").read_text())
+    assert (params["paths"]["holes"], params["paths"]["holes_work"]) == (
+        "metrics/holes.json", "data/holes")
+    # the user's one step: the holes section (its run file beside the others), then render
+    shutil.copy(repo / "in/runs/ext.trec", ex / "data/input/runs/late.trec")
+    params["holes"] = {"arms": {"late": {"kind": "file", "depth": 10,
+                                         "source": "data/input/runs/late.trec"}},
+                       "model_grader": "grader-a", "human_grader": "auditor-b",
+                       "human_fraction": 0.5}
+    (ex / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+    res = CliRunner().invoke(cli, ["pipeline", "render", "--experiment", "experiments/second"])
+    assert res.exit_code == 0, res.output
+    stage = yaml.safe_load((ex / "dvc.yaml").read_text())["stages"]["holes"]
+    assert [next(iter(o)) for o in stage["outs"]] == ["${paths.holes_work}", "${paths.holes}"]
+    assert "data/input/runs/late.trec" in stage["deps"]
+
+
+def test_init_in_ppi_mode_leaves_the_holes_paths_out(repo):
+    # a holes section is refused in ppi mode (the key is the model grader's)
+    res = init("--run", "ext=in/runs/ext.trec", "--mode", "ppi", "--grader-command", "python g.py",
+               "--human-queries", "4")
+    assert res.exit_code == 0, res.output
+    paths = yaml.safe_load((repo / "experiments/second/params.yaml").read_text())["paths"]
+    assert "holes" not in paths and "holes_work" not in paths

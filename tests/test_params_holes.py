@@ -50,6 +50,18 @@ def test_a_bad_holes_value_names_the_file_and_the_rule(tmp_path, change, message
     assert "params.yaml" in str(e.value)
 
 
+def test_a_holes_section_without_its_paths_is_refused_naming_the_lines_to_add(tmp_path):
+    p = _holes()
+    del p["paths"]["holes_work"]
+    with pytest.raises(InputError) as e:
+        _load(tmp_path, p)
+    assert "a holes section needs paths.holes_work (relgrade init writes them): add " \
+           "`holes: metrics/holes.json` and `holes_work: data/holes` under paths" in str(e.value)
+    del p["paths"]["holes"]
+    with pytest.raises(InputError, match="needs paths.holes and paths.holes_work"):
+        _load(tmp_path, p)
+
+
 def test_a_holes_section_in_ppi_mode_is_refused(tmp_path):
     p = _holes()
     p["grading"]["mode"] = "ppi"

@@ -139,11 +139,13 @@ def bin_dir() -> Path:
     return Path(sys.executable).parent
 
 
-def run(root: Path, *cmd: str, check: bool = True) -> subprocess.CompletedProcess:
-    """Run a command of the venv (dvc, relgrade) in ``root``."""
+def run(root: Path, *cmd: str, check: bool = True,
+        env_extra: dict | None = None) -> subprocess.CompletedProcess:
+    """Run a command of the venv (dvc, relgrade) in ``root`` (with ``env_extra`` added to
+    its environment)."""
     import os
 
-    env = git_env()
+    env = git_env() | dict(env_extra or {})
     env["PATH"] = f"{bin_dir()}{os.pathsep}{env.get('PATH', '')}"
     proc = subprocess.run(list(cmd), cwd=root, capture_output=True, text=True, env=env,
                           stdin=subprocess.DEVNULL)

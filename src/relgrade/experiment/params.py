@@ -796,6 +796,12 @@ class Params(BaseModel):
             raise PydanticCustomError(
                 "relgrade_holes", "holes.human_grader {name} is also the model grader: the "
                 "holes' sample must be graded by another grader", {"name": h.model_grader})
+        missing = [n for n in ("holes", "holes_work") if not getattr(self.paths, n)]
+        if missing:
+            raise PydanticCustomError(
+                "relgrade_holes", "a holes section needs paths.{names} (relgrade init writes "
+                "them): add `holes: metrics/holes.json` and `holes_work: data/holes` under "
+                "paths", {"names": " and paths.".join(missing)})
         return self
 
     @model_validator(mode="after")

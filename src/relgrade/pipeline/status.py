@@ -384,7 +384,10 @@ def read_status(ex: Experiment) -> dict:
     Returns
     -------
     dict
-        As :func:`experiment_status`.
+        As :func:`experiment_status`; with a ``holes`` section also ``holes``: what the
+        arms that joined after the key froze owe and their level claim
+        (:func:`relgrade.pipeline.new_arms.holes_status`, or ``{"state": "unreadable",
+        "error"}``).
 
     Raises
     ------
@@ -502,6 +505,13 @@ def read_status(ex: Experiment) -> dict:
                 len(key_owed) or adjudication.get("pending")):
             st["key"] = key_while_owed(st["key"], key_owed, how=grade_commands(ex),
                                        adjudication=adjudication)
+    if params.holes is not None:  # arms that joined after the key froze: what they owe
+        from relgrade.pipeline.new_arms import holes_status
+
+        try:
+            st["holes"] = holes_status(ex)
+        except RelgradeError as e:
+            st["holes"] = {"state": "unreadable", "error": str(e)}
     st["design"] = {"unfilled": unfilled_parts(ex)}
     warnings = share_warnings(ex)
     if warnings:

@@ -24,8 +24,6 @@ stage turns it into the arm's decision file and report section.
 
 from __future__ import annotations
 
-import os
-
 import pandas as pd
 import yaml
 
@@ -35,39 +33,9 @@ from relgrade.experiment.files import Experiment
 from relgrade.experiment.layout import grade_commands
 from relgrade.experiment.params import PARAMS_FILE
 from relgrade.io import files as io
-from relgrade.io.runs import read_run
 from relgrade.pipeline.judgments import judgments
+from relgrade.pipeline.new_arms import AUDIT, GRADES, PACKETS, POOL, hole_plan, work_params
 from relgrade.protocol import bank, packets
-from relgrade.rng import stage_rng
-
-#: The holes' own pool, audit and packets inside ``paths.holes_work``.
-POOL, AUDIT, PACKETS, GRADES = "pool.parquet", "audit.jsonl", "packets", "grades"
-
-
-def _rel(path, start) -> str:
-    return os.path.relpath(os.path.abspath(path), os.path.abspath(start)).replace(os.sep, "/")
-
-
-def work_params(ex, work) -> dict:
-    """The params of the holes' own experiment in folder ``work``: its paths (the main
-    experiment's chunks, intents and rubric, named relative to ``work``), the scale, the
-    grading settings, and the two graders as role grader (the model) and auditor (people)."""
-    p, h = ex.params, ex.params.need("holes")
-    g = p.grading
-    graders = p.graders_dict()
-    paths = {"pool": POOL, "audit": AUDIT, "packets": PACKETS, "grades_in": GRADES}
-    for name in ("chunks", "intents", "intents_manifest", "call_cache"):
-        if getattr(p.paths, name, None):
-            paths[name] = _rel(ex.path(name), work)
-    grading = {"key_grader": h.model_grader, "auditor": h.human_grader, "round": 1,
-               "batch_size": g.batch_size, "rubric": _rel(ex.file(g.rubric), work),
-               "rubric_version": g.rubric_version, "max_reason_words": g.max_reason_words}
-    if g.max_reason_chars is not None:
-        grading["max_reason_chars"] = g.max_reason_chars
-    return {"seed": p.need("seed"), "paths": paths,
-            "scale": p.need("scale").model_dump(exclude_none=True), "grading": grading,
-            "graders": {h.model_grader: {**graders[h.model_grader], "role": "grader"},
-                        h.human_grader: {**graders[h.human_grader], "role": "auditor"}}}
 
 
 def _write_work(ex, work, pool, audit_ids) -> Experiment:
@@ -113,20 +81,10 @@ def _old_values(ex, measure) -> dict:
 def run(ex):
     p = ex.params
     h, seed = p.need("holes"), p.need("seed")
-    measure = h.measure or p.need("metrics").primary
     relevant_min, ties = p.need("scale").relevant_min, p.runs.ties
-    key, record = ex.read_key()
-    queries = sorted(set(io.read_table(ex.path("queries"), columns=["query_id"])["query_id"]
-                         .astype(str)))
-    runs = {arm: read_run(ex.file(spec.source)) for arm, spec in sorted(h.arms.items())}
-    owed = {arm: new_arm.owed_holes(run=r, key=key, queries=queries, measure=measure,
-                                    fraction=h.human_fraction, relevant_min=relevant_min,
-                                    ties=ties, rng=stage_rng(seed, f"holes-{arm}"))
-            for arm, r in runs.items()}
-    every = pd.concat(owed.values(), ignore_index=True)
-    pool = (every[["query_id", "chunk_id"]].drop_duplicates()
-            .sort_values(["query_id", "chunk_id"]).reset_index(drop=True))
-    audit_ids = sorted(set(every.loc[every["sampled"], "query_id"]))
+    plan = hole_plan(ex)
+    measure, key, record, queries = plan.measure, plan.key, plan.record, plan.queries
+    runs, owed, pool, audit_ids = plan.runs, plan.owed, plan.pool, plan.audit_ids
     work = ex.path("holes_work")
     sub = _write_work(ex, work, pool, audit_ids)
     held = judgments(sub, pool, audit_ids)

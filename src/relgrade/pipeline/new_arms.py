@@ -1,0 +1,285 @@
+"""Arms that joined after the key froze (params ``holes``): their holes, the human sample and
+what each grader owes, as the ``holes`` stage and ``relgrade status`` both see them.
+
+:func:`hole_plan` reads the frozen key, the queries and each new arm's run and draws the human
+sample (:func:`relgrade.evaluation.new_arm.owed_holes`, stream ``holes-ARM`` of params
+``seed``): the ``holes`` stage grades what it lists. :func:`holes_status` adds what the
+graders of the holes' own experiment (``paths.holes_work``) still owe per new arm, priced as
+``relgrade status`` prices other work (:mod:`relgrade.pipeline.cost`: people in
+annotator-hours, models in calls), and the level-claim verdict of ``paths.holes`` once the
+stage has written it for the current key and sample. :func:`holes_parent` finds the
+experiment a holes folder belongs to, so that ``relgrade status`` there points to it.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+
+from relgrade.errors import InputError, RelgradeError
+from relgrade.evaluation import new_arm
+from relgrade.experiment.files import Experiment
+from relgrade.experiment.layout import grade_commands
+from relgrade.experiment.params import PARAMS_FILE
+from relgrade.io import files as io
+from relgrade.io.runs import read_run
+from relgrade.pipeline.cost import judging_cost, prices
+from relgrade.pipeline.judgments import judgments
+from relgrade.rng import stage_rng
+
+#: The holes' own pool, audit and packets inside ``paths.holes_work``.
+POOL, AUDIT, PACKETS, GRADES = "pool.parquet", "audit.jsonl", "packets", "grades"
+
+
+@dataclass(frozen=True)
+class HolePlan:
+    """What the new arms' holes are and who owes which grade.
+
+    Attributes
+    ----------
+    measure : str
+        The measure whose cutoff bounds the holes.
+    key : pandas.DataFrame
+        The frozen key (:data:`relgrade.schema.KEY`).
+    record : dict
+        The key's record.
+    queries : list of str
+        Every query of the experiment, sorted.
+    runs : dict of str to pandas.DataFrame
+        Each new arm's run.
+    owed : dict of str to pandas.DataFrame
+        Each new arm's holes (``query_id``, ``chunk_id``, ``sampled``;
+        :func:`relgrade.evaluation.new_arm.owed_holes`).
+    pool : pandas.DataFrame
+        The holes of every new arm, once each (``query_id``, ``chunk_id``), sorted: the pool of
+        the holes' own experiment.
+    audit_ids : list of str
+        The queries some new arm's sample holds, sorted: that experiment's "audit" queries,
+        every pair of which people grade.
+    """
+
+    measure: str
+    key: pd.DataFrame
+    record: dict
+    queries: list
+    runs: dict
+    owed: dict
+    pool: pd.DataFrame
+    audit_ids: list
+
+
+def hole_plan(ex) -> HolePlan:
+    """The new arms' holes and their human sample, from the frozen key and the runs.
+
+    Parameters
+    ----------
+    ex : relgrade.experiment.files.Experiment
+        An experiment with a ``holes`` section.
+
+    Returns
+    -------
+    HolePlan
+
+    Raises
+    ------
+    InputError
+        No ``holes`` section; the key, its record, the queries or a run is missing or
+        unreadable; and as :func:`relgrade.evaluation.new_arm.owed_holes` (fewer than 3
+        queries with holes, a sample below 3).
+    """
+    p = ex.params
+    h, seed = p.need("holes"), p.need("seed")
+    measure = h.measure or p.need("metrics").primary
+    key, record = ex.read_key()
+    queries = sorted(set(io.read_table(ex.path("queries"), columns=["query_id"])["query_id"]
+                         .astype(str)))
+    runs = {arm: read_run(ex.file(spec.source)) for arm, spec in sorted(h.arms.items())}
+    owed = {arm: new_arm.owed_holes(run=r, key=key, queries=queries, measure=measure,
+                                    fraction=h.human_fraction,
+                                    relevant_min=p.need("scale").relevant_min,
+                                    ties=p.runs.ties, rng=stage_rng(seed, f"holes-{arm}"))
+            for arm, r in runs.items()}
+    every = pd.concat(owed.values(), ignore_index=True)
+    pool = (every[["query_id", "chunk_id"]].drop_duplicates()
+            .sort_values(["query_id", "chunk_id"]).reset_index(drop=True))
+    audit_ids = sorted(set(every.loc[every["sampled"], "query_id"]))
+    return HolePlan(measure=measure, key=key, record=record, queries=queries, runs=runs,
+                    owed=owed, pool=pool, audit_ids=audit_ids)
+
+
+def _rel(path, start) -> str:
+    return os.path.relpath(os.path.abspath(path), os.path.abspath(start)).replace(os.sep, "/")
+
+
+def work_params(ex, work) -> dict:
+    """The params of the holes' own experiment in folder ``work``: its paths (the main
+    experiment's chunks, intents and rubric, named relative to ``work``), the scale, the
+    grading settings, and the two graders as role grader (the model) and auditor (people)."""
+    p, h = ex.params, ex.params.need("holes")
+    g = p.grading
+    graders = p.graders_dict()
+    paths = {"pool": POOL, "audit": AUDIT, "packets": PACKETS, "grades_in": GRADES}
+    for name in ("chunks", "intents", "intents_manifest", "call_cache"):
+        if getattr(p.paths, name, None):
+            paths[name] = _rel(ex.path(name), work)
+    grading = {"key_grader": h.model_grader, "auditor": h.human_grader, "round": 1,
+               "batch_size": g.batch_size, "rubric": _rel(ex.file(g.rubric), work),
+               "rubric_version": g.rubric_version, "max_reason_words": g.max_reason_words}
+    if g.max_reason_chars is not None:
+        grading["max_reason_chars"] = g.max_reason_chars
+    return {"seed": p.need("seed"), "paths": paths,
+            "scale": p.need("scale").model_dump(exclude_none=True), "grading": grading,
+            "graders": {h.model_grader: {**graders[h.model_grader], "role": "grader"},
+                        h.human_grader: {**graders[h.human_grader], "role": "auditor"}}}
+
+
+def _pairs(table: pd.DataFrame) -> set:
+    return set(zip(table["query_id"].astype(str), table["chunk_id"].astype(str)))
+
+
+def _verdict(record: dict | None, arm: str, *, key_sha256, sample: list, owed: int) -> dict:
+    """The level-claim state of one new arm: ``computed`` (the record's, for the current key
+    and sample, nothing owed), ``outdated`` (a record for another key or sample, or grades
+    owed since), or ``not computed``."""
+    mine = (record or {}).get("arms", {}).get(arm)
+    if mine is None:
+        return {"state": "not computed"}
+    e = mine["estimates"]["ppi++"]
+    out = {"level_claim": mine["level_claim"], "measure": mine["measure"],
+           "estimate": e["estimate"], "low": e["low"], "high": e["high"],
+           "level": e["level"], "hole_rate": mine["hole_rate"],
+           "transport_difference": mine["transport"]["difference"],
+           "transport_p": mine["transport"]["p"]}
+    current = (record.get("key_sha256") == key_sha256 and list(mine.get("sample") or []) ==
+               list(sample) and owed == 0)
+    return {"state": "computed" if current else "outdated", **out}
+
+
+def holes_status(ex) -> dict:
+    """What the new arms' holes owe and where their level claim stands.
+
+    Parameters
+    ----------
+    ex : relgrade.experiment.files.Experiment
+        An experiment with a ``holes`` section.
+
+    Returns
+    -------
+    dict
+        JSON-ready. ``{"state": "waiting", "error": str}`` while the holes cannot be listed
+        (no frozen key yet, a run missing, fewer than 3 queries with holes ...); else
+        ``state`` ``"owed"`` or ``"graded"``, ``work`` (the holes' folder), ``model_grader``,
+        ``human_grader``, ``commands`` (grader → the command that grades its holes, for each
+        grader that owes some), ``cost`` (:func:`relgrade.pipeline.cost.judging_cost` of the
+        whole folder: judgments made and owed per grader, so a pair two arms share counts
+        once) and ``arms``: per new arm ``holes``, ``hole_queries``, ``sampled_queries``
+        (sorted ids), ``sampled_holes``, ``owed`` (grader → pairs of this arm's holes it
+        owes: the model grader every hole, people the sampled ones), ``cost`` (the same,
+        priced: ``judging_cost`` with ``spent`` the arm's holes already graded) and
+        ``verdict`` (:func:`_verdict`'s ``state``, with the level claim, estimate, interval
+        and transport difference once the stage has written them).
+
+    Raises
+    ------
+    InputError
+        A grade file of the holes' folder breaks a rule (as the grades stage would refuse it).
+    """
+    h = ex.params.need("holes")
+    try:
+        plan = hole_plan(ex)
+    except RelgradeError as e:
+        return {"state": "waiting", "error": str(e)}
+    work = ex.path("holes_work")
+    sub = Experiment.from_mapping(work_params(ex, work), root=work)
+    held = judgments(sub, plan.pool, plan.audit_ids)
+    pending = held.pending.astype({"query_id": str, "chunk_id": str, "grader": str})
+    graded = held.bank.astype({"query_id": str, "chunk_id": str, "grader": str})
+    model, human = h.model_grader, h.human_grader
+    price = prices(ex.params, [model, human])
+    owing = {g: _pairs(pending[pending["grader"] == g]) for g in (model, human)}
+    have = {g: _pairs(graded[graded["grader"] == g]) - owing[g] for g in (model, human)}
+    record = None
+    if ex.path("holes").exists():
+        try:
+            record = io.read_json(ex.path("holes"))
+        except RelgradeError:
+            record = None
+    arms = {}
+    for arm, owed in plan.owed.items():
+        every = _pairs(owed)
+        sampled = _pairs(owed[owed["sampled"]])
+        mine = {model: every, human: sampled}
+        counts = {g: {"spent": len(mine[g] & have[g]), "pending": len(mine[g] & owing[g])}
+                  for g in (model, human)}
+        sample = sorted(set(owed.loc[owed["sampled"], "query_id"]))
+        arms[arm] = {"holes": len(every), "hole_queries": int(owed["query_id"].nunique()),
+                     "sampled_queries": sample, "sampled_holes": len(sampled),
+                     "owed": {g: c["pending"] for g, c in counts.items()},
+                     "cost": judging_cost(counts, price),
+                     "verdict": _verdict(record, arm, key_sha256=plan.record.get("key_sha256"),
+                                         sample=sample,
+                                         owed=sum(c["pending"] for c in counts.values()))}
+    total = {g: {"spent": int(held.made.get(g, 0)), "pending": len(owing[g])}
+             for g in (model, human)}
+    how = grade_commands(sub)
+    return {"state": "owed" if len(pending) else "graded", "work": work.as_posix(),
+            "measure": plan.measure, "model_grader": model, "human_grader": human,
+            "commands": {g: how[g] for g in (model, human) if owing[g]},
+            "cost": judging_cost(total, price), "arms": arms}
+
+
+def holes_parent(root) -> Path | None:
+    """The experiment folder whose params ``paths.holes_work`` is ``root``, if any.
+
+    Looks in ``root``'s parent folders, nearest first, up to the first one holding ``.git``
+    or ``.dvc`` (the repository's top); params files are read as plain YAML, and one that
+    cannot be read is passed over.
+
+    Returns
+    -------
+    pathlib.Path or None
+        That experiment's folder, or None when ``root`` is no experiment's holes folder.
+    """
+    here = Path(root).resolve()
+    for folder in here.parents:
+        params = folder / PARAMS_FILE
+        if params.is_file():
+            try:
+                paths = (io.read_yaml(params) or {}).get("paths") or {}
+            except RelgradeError:
+                paths = {}
+            work = paths.get("holes_work") if isinstance(paths, dict) else None
+            if isinstance(work, str) and (folder / work).resolve() == here:
+                return folder
+        if (folder / ".git").exists() or (folder / ".dvc").exists():
+            return None
+    return None
+
+
+def refuse_holes_folder(ex) -> None:
+    """Refuse to treat a holes folder as an experiment of its own.
+
+    Raises
+    ------
+    InputError
+        ``ex`` has no key record (``paths.record``) and is the ``paths.holes_work`` folder
+        of another experiment: its status is that experiment's (``relgrade status`` there
+        says what the holes owe).
+    """
+    if getattr(ex.params.paths, "record", None):
+        return
+    parent = holes_parent(ex.root)
+    if parent is None:
+        return
+    here = Path.cwd().resolve()
+    try:
+        where = parent.resolve().relative_to(here).as_posix()
+    except ValueError:
+        where = parent.resolve().as_posix()
+    command = "relgrade status" + ("" if where == "." else f" --experiment {where}")
+    raise InputError("is the holes folder of another experiment (paths.holes_work there), "
+                     "not an experiment with a key of its own", path=ex.params.source,
+                     fix=f"Run `{command}`: it says what the holes owe")
