@@ -205,9 +205,10 @@ def test_many_rater_agreement_reports_points_intervals_bands_and_the_seed():
         reliability_data=data.T, value_domain=[0, 1, 2, 3], level_of_measurement="ordinal"))
     assert out["bootstrap"] == {"seed": 99, "resamples": 300, "level": 0.9,
                                 "method": "jackknife-t", "resample_unit": "query",
-                                "unit": "query: whole audited queries resampled with "
-                                        "replacement, the judged pairs of a query kept "
-                                        "together"}
+                                "unit": "query: the audited queries are the units "
+                                        "(left out one at a time by the jackknife, drawn "
+                                        "with replacement by the fallback bootstrap), the "
+                                        "judged pairs of a query kept together"}
     # items i belong to query q{i // 10}: 50 items, 5 queries, resampled whole
     iv = rl.fleiss_kappa_interval(counts, rng=np.random.default_rng(99), resamples=300,
                                   level=0.9, clusters=[f"q{i // 10}" for i in range(50)])

@@ -179,12 +179,14 @@ class Resampling:
         return np.random.default_rng(int(self.seed))
 
     def to_dict(self) -> dict:
-        """What to record beside the intervals: seed, resamples, level, method, unit."""
+        """What to record beside the intervals: seed, resamples (the fallback's), level,
+        method, unit."""
         return {"seed": int(self.seed), "resamples": int(self.resamples),
                 "level": float(self.level), "method": METHOD_CLUSTERED,
                 "resample_unit": UNIT_QUERY,
-                "unit": "query: whole audited queries resampled with replacement, the "
-                        "judged pairs of a query kept together"}
+                "unit": "query: the audited queries are the units (left out one at a time "
+                        "by the jackknife, drawn with replacement by the fallback "
+                        "bootstrap), the judged pairs of a query kept together"}
 
 
 def _check(resamples: int, level: float) -> None:
