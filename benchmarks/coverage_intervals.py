@@ -8,7 +8,13 @@ Three studies, each over simulated populations whose true value is known:
    30 (mild), 6 (moderate) or 1.5 (strong variation). The truth of each statistic is its
    value on 20,000 population queries pooled. Every interval comes from relgrade's own
    code (:mod:`relgrade.protocol.reliability`): resampling pairs (``unit=pair``, the old
-   way) and resampling queries (``unit=query``, the expanded percentile interval).
+   way) and the query as the unit (``unit=query``: the jackknife t over queries on
+   Fisher's z / the arcsine root; ``--units query`` runs this column alone).
+   ``--part agreement-candidates`` compares, on the same audits and vectorised over the
+   resamples, the clustered candidates: the expanded percentile interval (Hesterberg
+   2015), the jackknife t over queries and the studentized cluster bootstrap (a jackknife
+   over the drawn queries inside each resample), each raw and on the transformed scale;
+   ``--part agreement-widths`` their median widths.
 2. **Paired differences and per-arm means** (``--part paired``): per-query differences
    of mean exactly 0 from a symmetric population (normal, sd 0.1), a skewed one (a quarter
    of the queries win about 0.12, the rest lose about 0.04; skewness 1.9), each also with
@@ -17,11 +23,12 @@ Three studies, each over simulated populations whose true value is known:
    and an arm's per-query values (30% exactly 0, the rest Beta(2, 3)); sizes 10, 12, 36,
    100, 500 (500 with half the replicates). Candidate intervals, computed vectorised over replicates with the formulas relgrade
    uses: Student t on the per-query values, percentile, BCa, expanded percentile
-   (Hesterberg 2015) and studentized bootstrap (bootstrap-t); plus relgrade's own
+   (Hesterberg 2015), studentized bootstrap (bootstrap-t) and Hall's (1992)
+   skewness-corrected t (Johnson 1978 made monotone); plus relgrade's own
    :func:`relgrade.evaluation.stats.difference_interval` (the rule it ships).
 3. **Verdict test** (``--part tests``): false rejection at level 0.05 on the mean-zero
    difference populations, and power at a true shift of +0.04, of the sign-flip test (the
-   old verdict test), the paired t test, and relgrade's
+   old verdict test), the paired t test, Hall's skewness-corrected t test, and relgrade's
    :func:`relgrade.evaluation.stats.mean_test` (t below 30 queries off the mode, the
    symmetric bootstrap-t test from there).
 
@@ -168,7 +175,8 @@ def _unit_tables(q, a, b, c):
                                       np.array(lab, float))
     v = np.array(lab, float)
     z = (np.arctanh, np.tanh)                       # Fisher z for kappa-like statistics
-    asn = (lambda p: np.arcsin(np.sqrt(np.clip(p, 0, 1))), lambda y: np.sin(np.clip(y, 0, np.pi / 2)) ** 2)
+    asn = (lambda p: np.arcsin(np.sqrt(np.clip(p, 0, 1))),
+           lambda y: np.sin(np.clip(y, 0, np.pi / 2)) ** 2)
 
     def share(t):
         with np.errstate(all="ignore"):
@@ -279,6 +287,37 @@ def agreement_candidates_study(replicates: int, resamples: int, n_queries: int,
                      for m_ in AGREEMENT_METHODS]
             lines.append(f"| {name} | {k} | " + " | ".join(cells) + " |")
         print("\n".join(lines[-len(truth):]), flush=True)
+    return lines
+
+
+def agreement_width_study(replicates: int, resamples: int, n_queries: int,
+                          seed: int) -> list[str]:
+    """Median widths of the expanded percentile and the transformed jackknife t intervals
+    on the first ``replicates`` audits of the agreement study (constant and strong)."""
+    lines = [f"Agreement interval widths, {n_queries} audited queries, first {replicates} "
+             "replicates, median width", "",
+             "| setting | statistic | expanded percentile | jackknife t, transformed |",
+             "|---|---|---|---|"]
+    for name in ("constant", "strong"):
+        conc = SETTINGS[name]
+        rng = np.random.default_rng([seed, list(SETTINGS).index(name)])
+        _audit(20_000, conc, rng)
+        wide = {}
+        for r in range(replicates):
+            q, a, b, c = _audit(n_queries, conc, rng)
+            for k, (pu, stat, tr) in _unit_tables(q, a, b, c).items():
+                n = pu.shape[0]
+                w = reliability._weights(n, np.random.default_rng([seed, r]), resamples)
+                th = stat(w.astype(float) @ pu)
+                th = th[np.isfinite(th)]
+                lo, hi = np.quantile(th, reliability.quantile_levels(LEVEL, n, expanded=True))
+                f = reliability.fisher_z if tr[0] is np.arctanh else reliability.arcsine_root
+                ends = reliability.jackknife_t(pu, stat, level=LEVEL, transform=f)
+                if ends is not None:
+                    wide.setdefault(k, []).append((hi - lo, ends[1] - ends[0]))
+        for k, v in wide.items():
+            e, j = np.median(np.array(v), axis=0)
+            lines.append(f"| {name} | {k} | {e:.3f} | {j:.3f} |")
     return lines
 
 
@@ -500,8 +539,8 @@ def test_study(replicates: int, flips: int, seed: int, sizes=(12, 36, 100)) -> l
 
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--part", choices=("agreement", "agreement-candidates", "paired", "tests",
-                                       "all"), default="all")
+    ap.add_argument("--part", choices=("agreement", "agreement-candidates", "agreement-widths",
+                                       "paired", "tests", "all"), default="all")
     ap.add_argument("--replicates", type=int, default=1000)
     ap.add_argument("--resamples", type=int, default=2000)
     ap.add_argument("--flips", type=int, default=2000)
@@ -516,6 +555,8 @@ def main(argv=None) -> None:
         if part == "agreement":
             lines = agreement_study(args.replicates, args.resamples, 10, args.seed,
                                     ("pair", "query") if args.units == "both" else ("query",))
+        elif part == "agreement-widths":
+            lines = agreement_width_study(args.replicates, args.resamples, 10, args.seed)
         elif part == "agreement-candidates":
             lines = agreement_candidates_study(args.replicates, args.resamples, 10, args.seed)
         elif part == "paired":
