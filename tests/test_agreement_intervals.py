@@ -427,3 +427,27 @@ def test_one_audited_query_gives_no_interval_rather_than_a_zero_width_one():
                                  clusters=["q"] * 4)
     assert (iv.low, iv.high, iv.undefined, iv.units) == (None, None, 50, 1)
     assert bands.verdict("kappa", 0.6, iv.low, iv.high)["settled"] is None
+
+
+def test_fleiss_and_alpha_cluster_intervals_are_jackknife_t_of_statsmodels_and_krippendorff():
+    # 40 items of 3 raters in 4 queries of 10: each statistic without each query in turn
+    # from the independent implementations, then tanh(atanh(theta) -/+ t_{3, .95} * se).
+    data = simulated_ratings(21, 40, 3)
+    q = np.array([f"q{i // 10}" for i in range(40)])
+    counts = np.stack([(data == g).sum(axis=1) for g in range(4)], axis=1)
+    tq = sps.t.ppf(0.95, 3)
+
+    def expected(value):
+        z = np.arctanh(value(np.ones(40, dtype=bool)))
+        loo = np.arctanh([value(q != c) for c in ("q0", "q1", "q2", "q3")])
+        se = np.sqrt(3 / 4 * ((loo - loo.mean()) ** 2).sum())
+        return np.tanh(z - tq * se), np.tanh(z + tq * se)
+
+    fk = rl.fleiss_kappa_interval(counts, rng=np.random.default_rng(0), resamples=100,
+                                  level=0.9, clusters=q)
+    assert (fk.low, fk.high) == pytest.approx(expected(lambda m: sm_fleiss_kappa(counts[m])))
+    ka = rl.krippendorff_alpha_interval(data, values=[0, 1, 2, 3], rng=np.random.default_rng(0),
+                                        resamples=100, confidence=0.9, clusters=q)
+    assert (ka.low, ka.high) == pytest.approx(expected(lambda m: krippendorff.alpha(
+        reliability_data=data[m].T, value_domain=[0, 1, 2, 3], level_of_measurement="ordinal")))
+    assert fk.method == ka.method == "jackknife-t"
