@@ -8,7 +8,13 @@ Three studies, each over simulated populations whose true value is known:
    30 (mild), 6 (moderate) or 1.5 (strong variation). The truth of each statistic is its
    value on 20,000 population queries pooled. Every interval comes from relgrade's own
    code (:mod:`relgrade.protocol.reliability`): resampling pairs (``unit=pair``, the old
-   way) and resampling queries (``unit=query``, the expanded percentile interval).
+   way) and the query as the unit (``unit=query``: the jackknife t over queries on
+   Fisher's z / the arcsine root; ``--units query`` runs this column alone).
+   ``--part agreement-candidates`` compares, on the same audits and vectorised over the
+   resamples, the clustered candidates: the expanded percentile interval (Hesterberg
+   2015), the jackknife t over queries and the studentized cluster bootstrap (a jackknife
+   over the drawn queries inside each resample), each raw and on the transformed scale;
+   ``--part agreement-widths`` their median widths.
 2. **Paired differences and per-arm means** (``--part paired``): per-query differences
    of mean exactly 0 from a symmetric population (normal, sd 0.1), a skewed one (a quarter
    of the queries win about 0.12, the rest lose about 0.04; skewness 1.9), each also with
@@ -17,11 +23,12 @@ Three studies, each over simulated populations whose true value is known:
    and an arm's per-query values (30% exactly 0, the rest Beta(2, 3)); sizes 10, 12, 36,
    100, 500 (500 with half the replicates). Candidate intervals, computed vectorised over replicates with the formulas relgrade
    uses: Student t on the per-query values, percentile, BCa, expanded percentile
-   (Hesterberg 2015) and studentized bootstrap (bootstrap-t); plus relgrade's own
+   (Hesterberg 2015), studentized bootstrap (bootstrap-t) and Hall's (1992)
+   skewness-corrected t (Johnson 1978 made monotone); plus relgrade's own
    :func:`relgrade.evaluation.stats.difference_interval` (the rule it ships).
 3. **Verdict test** (``--part tests``): false rejection at level 0.05 on the mean-zero
    difference populations, and power at a true shift of +0.04, of the sign-flip test (the
-   old verdict test), the paired t test, and relgrade's
+   old verdict test), the paired t test, Hall's skewness-corrected t test, and relgrade's
    :func:`relgrade.evaluation.stats.mean_test` (t below 30 queries off the mode, the
    symmetric bootstrap-t test from there).
 
@@ -118,20 +125,25 @@ def _agreement_intervals(q, a, b, c, clusters, rng_seed, resamples):
     }
 
 
-def agreement_study(replicates: int, resamples: int, n_queries: int, seed: int) -> list[str]:
+def agreement_study(replicates: int, resamples: int, n_queries: int, seed: int,
+                    units=("pair", "query")) -> list[str]:
+    heads = {"pair": "pairs (old)", "query": "queries (relgrade)"}
     lines = [f"Agreement, {n_queries} audited queries, {replicates} replicates, "
-             f"{resamples} resamples, nominal {LEVEL:.0%}: coverage % (truth below the "
-             "interval %, the optimistic side for kappas)", "",
-             "| setting | statistic | pairs (old) | queries (new) |", "|---|---|---|---|"]
+             f"{resamples} resamples, nominal {LEVEL:.0%}: coverage % (truth on the "
+             "optimistic side %)", "",
+             "| setting | statistic | " + " | ".join(heads[u] for u in units) + " |",
+             "|---|---|" + "---|" * len(units)]
     for name, conc in SETTINGS.items():
         rng = np.random.default_rng([seed, list(SETTINGS).index(name)])
         q, a, b, c = _audit(20_000, conc, rng)
         truth = _agreement_stats(a, b, c)
-        hit = {u: {k: 0 for k in truth} for u in ("pair", "query")}
-        below = {u: {k: 0 for k in truth} for u in ("pair", "query")}
+        hit = {u: {k: 0 for k in truth} for u in units}
+        below = {u: {k: 0 for k in truth} for u in units}
         for r in range(replicates):
             q, a, b, c = _audit(n_queries, conc, rng)
             for unit, clusters in (("pair", None), ("query", q)):
+                if unit not in units:
+                    continue
                 iv = _agreement_intervals(q, a, b, c, clusters, r, resamples)
                 for k, v in iv.items():
                     if v.low is None:
@@ -145,8 +157,167 @@ def agreement_study(replicates: int, resamples: int, n_queries: int, seed: int) 
                         below[unit][k] += truth[k] < v.low
         for k in truth:
             cells = [f"{100 * hit[u][k] / replicates:.1f} ({100 * below[u][k] / replicates:.1f})"
-                     for u in ("pair", "query")]
-            lines.append(f"| {name} | {k} | {cells[0]} | {cells[1]} |")
+                     for u in units]
+            lines.append(f"| {name} | {k} | " + " | ".join(cells) + " |")
+    return lines
+
+
+def _unit_tables(q, a, b, c):
+    """Per-query sufficient tables of each statistic and its function of sums:
+    {name: (per_query (n, m), stat(sums (B, m)) -> (B,), transform, inverse)}."""
+    lab = [0, 1, 2]
+    wq = reliability._disagreement_weights(3, "quadratic")
+    w0 = reliability._disagreement_weights(3, None)
+    w2 = reliability._disagreement_weights(2, None)
+    steps = np.abs(a - b).astype(float)
+    counts = np.stack([(np.stack([a, b, c], 1) == g).sum(1) for g in lab], 1).astype(float)
+    coinc = reliability._coincidences(np.stack([a, b, c], 1).astype(float),
+                                      np.array(lab, float))
+    v = np.array(lab, float)
+    z = (np.arctanh, np.tanh)                       # Fisher z for kappa-like statistics
+    asn = (lambda p: np.arcsin(np.sqrt(np.clip(p, 0, 1))),
+           lambda y: np.sin(np.clip(y, 0, np.pi / 2)) ** 2)
+
+    def share(t):
+        with np.errstate(all="ignore"):
+            return t[:, 0] / t[:, 1]
+
+    def sums(per_item):
+        return reliability.cluster_sums(per_item, q)
+
+    cell = reliability._cell_table(a, b, lab)
+    bcell = reliability._cell_table((a >= 1) * 1, (b >= 1) * 1, [0, 1])
+    return {
+        "weighted_kappa": (sums(cell), lambda t: reliability._kappa_of_tables(t, wq), z),
+        "binary_kappa": (sums(bcell), lambda t: reliability._kappa_of_tables(t, w2), z),
+        "kappa": (sums(cell), lambda t: reliability._kappa_of_tables(t, w0), z),
+        "disagreement": (sums(np.column_stack([steps >= 1, np.ones(steps.size)]) * 1.0),
+                         share, asn),
+        "two_step_disagreement": (sums(np.column_stack([steps >= 2, np.ones(steps.size)])
+                                       * 1.0), share, asn),
+        "fleiss_kappa": (sums(reliability._fleiss_per_item(counts)),
+                         reliability._fleiss_of_sums, z),
+        "krippendorff_alpha": (sums(coinc),
+                               lambda s: reliability._alpha_of_sums(s, "ordinal", v), z),
+    }
+
+
+AGREEMENT_METHODS = ("expanded percentile", "jackknife t", "jackknife t, transformed",
+                     "bootstrap-t", "bootstrap-t, transformed")
+
+
+def _jack_se(theta: np.ndarray, w: np.ndarray) -> np.ndarray:
+    """Delete-one-unit jackknife SE of each row: theta (B, n) the statistic without one
+    drawn copy of unit j, w (B, n) its multiplicity (units drawn w_j times)."""
+    n = w.sum(1)
+    with np.errstate(all="ignore"):
+        tw = np.where(w > 0, theta, 0.0)
+        mean = (w * tw).sum(1) / n
+        var = (n - 1) / n * (w * (tw - mean[:, None]) ** 2).sum(1)
+    return np.sqrt(var)
+
+
+def cluster_candidates(per_unit: np.ndarray, stat, transform, rng, b: int) -> dict:
+    """Candidate intervals of ``stat`` over ``per_unit`` (n units, m sums):
+    {method: (low, high)} (None when undefined)."""
+    n, m = per_unit.shape
+    total = per_unit.sum(0)
+    est = stat(total[None])[0]
+    jk = stat(total[None] - per_unit)
+    w = reliability._weights(n, rng, b).astype(float)
+    s = w @ per_unit
+    th = stat(s)
+    thj = stat((s[:, None, :] - per_unit[None]).reshape(-1, m)).reshape(b, n)
+    one = np.ones((1, n))
+    tq = float(sps.t.ppf((1 + LEVEL) / 2, n - 1))
+    out = {}
+    ok = np.isfinite(th)
+    lv = reliability.quantile_levels(LEVEL, n, expanded=True)
+    out["expanded percentile"] = tuple(np.quantile(th[ok], lv)) if ok.any() else None
+    a2 = (1 - LEVEL) / 2
+    for suffix, (f, finv) in (("", (lambda x: x, lambda y: y)), (", transformed", transform)):
+        with np.errstate(all="ignore"):
+            e, j, t, tj = f(est), f(jk), f(th), f(thj)
+        if not np.isfinite(e) or not np.all(np.isfinite(j)):
+            out["jackknife t" + suffix] = None
+            out["bootstrap-t" + suffix] = None
+            continue
+        se = _jack_se(j[None], one)[0]
+        out["jackknife t" + suffix] = (finv(e - tq * se), finv(e + tq * se))
+        sej = _jack_se(np.where(w > 0, tj, 0.0), w)
+        with np.errstate(all="ignore"):
+            ts = (t - e) / sej
+        good = np.isfinite(ts) & np.isfinite(t) & np.all(np.isfinite(np.where(w > 0, tj, 0.0)), 1)
+        if se == 0 or good.sum() < 0.5 * b:
+            out["bootstrap-t" + suffix] = None
+            continue
+        lo_q, hi_q = np.quantile(ts[good], [a2, 1 - a2])
+        out["bootstrap-t" + suffix] = (finv(e - hi_q * se), finv(e - lo_q * se))
+    return out
+
+
+def agreement_candidates_study(replicates: int, resamples: int, n_queries: int,
+                               seed: int) -> list[str]:
+    """Coverage of candidate clustered intervals, vectorised over resamples."""
+    lines = [f"Agreement candidates, {n_queries} audited queries, {replicates} replicates, "
+             f"{resamples} resamples, nominal {LEVEL:.0%}: coverage % (optimistic miss %); "
+             "'-' counts an undefined interval as a miss", "",
+             "| setting | statistic | " + " | ".join(AGREEMENT_METHODS) + " |",
+             "|---|---|" + "---|" * len(AGREEMENT_METHODS)]
+    for name, conc in SETTINGS.items():
+        rng = np.random.default_rng([seed, list(SETTINGS).index(name)])
+        q, a, b, c = _audit(20_000, conc, rng)
+        truth = _agreement_stats(a, b, c)
+        hit = {k: dict.fromkeys(AGREEMENT_METHODS, 0) for k in truth}
+        opt = {k: dict.fromkeys(AGREEMENT_METHODS, 0) for k in truth}
+        for r in range(replicates):
+            q, a, b, c = _audit(n_queries, conc, rng)
+            for k, (pu, stat, tr) in _unit_tables(q, a, b, c).items():
+                iv = cluster_candidates(pu, stat, tr, np.random.default_rng([seed, r]),
+                                        resamples)
+                for meth, v in iv.items():
+                    if v is None:
+                        continue
+                    lo, hi = min(v), max(v)
+                    hit[k][meth] += lo <= truth[k] <= hi
+                    opt[k][meth] += (truth[k] > hi) if k.endswith("disagreement") \
+                        else (truth[k] < lo)
+        for k in truth:
+            cells = [f"{100 * hit[k][m_] / replicates:.1f} ({100 * opt[k][m_] / replicates:.1f})"
+                     for m_ in AGREEMENT_METHODS]
+            lines.append(f"| {name} | {k} | " + " | ".join(cells) + " |")
+        print("\n".join(lines[-len(truth):]), flush=True)
+    return lines
+
+
+def agreement_width_study(replicates: int, resamples: int, n_queries: int,
+                          seed: int) -> list[str]:
+    """Median widths of the expanded percentile and the transformed jackknife t intervals
+    on the first ``replicates`` audits of the agreement study (constant and strong)."""
+    lines = [f"Agreement interval widths, {n_queries} audited queries, first {replicates} "
+             "replicates, median width", "",
+             "| setting | statistic | expanded percentile | jackknife t, transformed |",
+             "|---|---|---|---|"]
+    for name in ("constant", "strong"):
+        conc = SETTINGS[name]
+        rng = np.random.default_rng([seed, list(SETTINGS).index(name)])
+        _audit(20_000, conc, rng)
+        wide = {}
+        for r in range(replicates):
+            q, a, b, c = _audit(n_queries, conc, rng)
+            for k, (pu, stat, tr) in _unit_tables(q, a, b, c).items():
+                n = pu.shape[0]
+                w = reliability._weights(n, np.random.default_rng([seed, r]), resamples)
+                th = stat(w.astype(float) @ pu)
+                th = th[np.isfinite(th)]
+                lo, hi = np.quantile(th, reliability.quantile_levels(LEVEL, n, expanded=True))
+                f = reliability.fisher_z if tr[0] is np.arctanh else reliability.arcsine_root
+                ends = reliability.jackknife_t(pu, stat, level=LEVEL, transform=f)
+                if ends is not None:
+                    wide.setdefault(k, []).append((hi - lo, ends[1] - ends[0]))
+        for k, v in wide.items():
+            e, j = np.median(np.array(v), axis=0)
+            lines.append(f"| {name} | {k} | {e:.3f} | {j:.3f} |")
     return lines
 
 
@@ -208,6 +379,45 @@ def _quantile_rows(v: np.ndarray, p: np.ndarray) -> np.ndarray:
     return s[rows, lo] + (h - lo) * (s[rows, hi] - s[rows, lo])
 
 
+def hall_rows(x: np.ndarray):
+    """Hall's (1992) skewness-corrected t of each row of x (R, n) for a mean of 0:
+    (statistic T_H, b, mean, se) with T_H = T + b T^2 + b^2 T^3 / 3 + b / 2,
+    T = sqrt(n) mean / s, b = gamma / (3 sqrt(n)), gamma = m3 / s^3 (m3 the mean cubed
+    deviation, s the ddof-1 SD)."""
+    n = x.shape[1]
+    m = x.mean(1)
+    sd = x.std(1, ddof=1)
+    m3 = ((x - m[:, None]) ** 3).mean(1)
+    with np.errstate(all="ignore"):
+        gamma = np.where(sd > 0, m3 / sd ** 3, 0.0)
+        t = m / (sd / math.sqrt(n))
+    b = gamma / (3 * math.sqrt(n))
+    th = t + b * t ** 2 + b ** 2 * t ** 3 / 3 + b / 2
+    return th, b, m, sd / math.sqrt(n)
+
+
+def hall_inverse(y, b):
+    """The T with T + b T^2 + b^2 T^3 / 3 + b / 2 = y (the transformation is monotone)."""
+    y = np.asarray(y, float)
+    b = np.asarray(b, float)
+    with np.errstate(all="ignore"):
+        inv = (np.cbrt(1 + 3 * b * (y - b / 2)) - 1) / b
+    return np.where(np.abs(b) < 1e-12, y - b / 2, inv)
+
+
+def hall_interval_rows(x: np.ndarray):
+    n = x.shape[1]
+    _, b, m, se = hall_rows(x)
+    tq = sps.t.ppf((1 + LEVEL) / 2, n - 1)
+    return m - se * hall_inverse(tq, b), m - se * hall_inverse(-tq, b)
+
+
+def hall_p_rows(x: np.ndarray) -> np.ndarray:
+    n = x.shape[1]
+    th = hall_rows(x)[0]
+    return np.nan_to_num(2 * sps.t.sf(np.abs(th), n - 1), nan=1.0)
+
+
 def candidate_intervals(x: np.ndarray, rng, b: int) -> dict:
     """Every candidate interval for each row of x (R, n): {name: (low, high)}."""
     r, n = x.shape
@@ -244,6 +454,7 @@ def candidate_intervals(x: np.ndarray, rng, b: int) -> dict:
     q_lo = np.quantile(ts, a2, axis=1)
     q_hi = np.quantile(ts, 1 - a2, axis=1)
     out["bootstrap-t"] = (m - q_hi * se, m - q_lo * se)
+    out["Hall t"] = hall_interval_rows(x)
     return out
 
 
@@ -257,7 +468,8 @@ def relgrade_intervals(x: np.ndarray, seed: int, b: int):
 
 
 def paired_study(replicates: int, resamples: int, seed: int, sizes=SIZES) -> list[str]:
-    names = ["t", "percentile", "BCa", "expanded percentile", "bootstrap-t", "relgrade"]
+    names = ["t", "percentile", "BCa", "expanded percentile", "bootstrap-t", "Hall t",
+             "relgrade"]
     lines = [f"Paired differences and arm means, {replicates} replicates, {resamples} "
              f"resamples, nominal {LEVEL:.0%}: coverage %", "",
              "| population | n | " + " | ".join(names) + " |",
@@ -302,8 +514,9 @@ def _sign_flip_p(x: np.ndarray, rng, flips: int, studentized: bool) -> np.ndarra
 def test_study(replicates: int, flips: int, seed: int, sizes=(12, 36, 100)) -> list[str]:
     lines = [f"Verdict test at 0.05, {replicates} replicates, {flips} sign patterns: "
              "rejection %", "",
-             "| population | shift | n | sign-flip (old) | paired t | relgrade mean test |",
-             "|---|---|---|---|---|---|"]
+             "| population | shift | n | sign-flip (old) | paired t | Hall t | "
+             "relgrade mean test |",
+             "|---|---|---|---|---|---|---|"]
     for pi, pop in enumerate(p for p in POPULATIONS if not p.startswith("arm")):
         for shift in (0.0, 0.04):
             for n in sizes:
@@ -316,26 +529,36 @@ def test_study(replicates: int, flips: int, seed: int, sizes=(12, 36, 100)) -> l
                 new = np.array([stats.mean_test(row, rng=np.random.default_rng([seed, i]),
                                                 n_permutations=flips).p
                                 for i, row in enumerate(x)])
+                hp = hall_p_rows(x)
                 lines.append(f"| {pop} | {shift:+.2f} | {n} | {100 * np.mean(old <= .05):.1f} "
                              f"| {100 * np.mean(tp <= .05):.1f} "
+                             f"| {100 * np.mean(hp <= .05):.1f} "
                              f"| {100 * np.mean(new <= .05):.1f} |")
     return lines
 
 
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--part", choices=("agreement", "paired", "tests", "all"), default="all")
+    ap.add_argument("--part", choices=("agreement", "agreement-candidates", "agreement-widths",
+                                       "paired", "tests", "all"), default="all")
     ap.add_argument("--replicates", type=int, default=1000)
     ap.add_argument("--resamples", type=int, default=2000)
     ap.add_argument("--flips", type=int, default=2000)
     ap.add_argument("--seed", type=int, default=35)
+    ap.add_argument("--units", choices=("both", "query"), default="both",
+                    help="agreement part: both resampling units, or queries only")
     args = ap.parse_args(argv)
     t0 = time.process_time()
     parts = ("agreement", "paired", "tests") if args.part == "all" else (args.part,)
     for part in parts:
         t = time.process_time()
         if part == "agreement":
-            lines = agreement_study(args.replicates, args.resamples, 10, args.seed)
+            lines = agreement_study(args.replicates, args.resamples, 10, args.seed,
+                                    ("pair", "query") if args.units == "both" else ("query",))
+        elif part == "agreement-widths":
+            lines = agreement_width_study(args.replicates, args.resamples, 10, args.seed)
+        elif part == "agreement-candidates":
+            lines = agreement_candidates_study(args.replicates, args.resamples, 10, args.seed)
         elif part == "paired":
             lines = paired_study(args.replicates, args.resamples, args.seed)
         else:

@@ -6,6 +6,7 @@ import krippendorff
 import numpy as np
 import pandas as pd
 import pytest
+from scipy import stats as sps
 from sklearn.metrics import cohen_kappa_score
 from statsmodels.stats.inter_rater import fleiss_kappa as sm_fleiss_kappa
 
@@ -203,15 +204,16 @@ def test_many_rater_agreement_reports_points_intervals_bands_and_the_seed():
     assert out["krippendorff_alpha_ordinal"] == pytest.approx(krippendorff.alpha(
         reliability_data=data.T, value_domain=[0, 1, 2, 3], level_of_measurement="ordinal"))
     assert out["bootstrap"] == {"seed": 99, "resamples": 300, "level": 0.9,
-                                "method": "expanded-percentile", "resample_unit": "query",
-                                "unit": "query: whole audited queries resampled with "
-                                        "replacement, the judged pairs of a query kept "
-                                        "together"}
+                                "method": "jackknife-t", "resample_unit": "query",
+                                "unit": "query: the audited queries are the units "
+                                        "(left out one at a time by the jackknife, drawn "
+                                        "with replacement by the fallback bootstrap), the "
+                                        "judged pairs of a query kept together"}
     # items i belong to query q{i // 10}: 50 items, 5 queries, resampled whole
     iv = rl.fleiss_kappa_interval(counts, rng=np.random.default_rng(99), resamples=300,
                                   level=0.9, clusters=[f"q{i // 10}" for i in range(50)])
     assert out["intervals"]["fleiss_kappa"] == iv.to_dict()
-    assert (iv.unit, iv.units, iv.method) == ("query", 5, "expanded-percentile")
+    assert (iv.unit, iv.units, iv.method) == ("query", 5, "jackknife-t")
     for name in ("fleiss_kappa", "krippendorff_alpha_ordinal"):
         lo, hi = out["intervals"][name]["low"], out["intervals"][name]["high"]
         assert lo < out[name] < hi
@@ -236,7 +238,7 @@ def test_many_rater_agreement_of_one_shared_grade_is_undefined_with_no_band():
     assert out["intervals"]["fleiss_kappa"] == {"low": None, "high": None,
                                                 "undefined_resamples": 20,
                                                 "resample_unit": "query", "units": 1,
-                                                "method": "expanded-percentile"}
+                                                "method": "jackknife-t"}
     assert out["bands"]["fleiss_kappa"]["band"] is None
 
 
@@ -326,11 +328,47 @@ def test_quantile_levels_of_the_expanded_percentile_interval_by_hand():
     assert rl.quantile_levels(0.9, 1, expanded=True) == pytest.approx((0.05, 0.95))
 
 
-def test_cluster_interval_resamples_whole_queries_as_an_explicit_loop_does():
-    # Query q0 = pairs 0-3, q1 = 4-6, q2 = 7-9: each resample draws 3 query indices and
-    # takes all their pairs; kappa of the concatenation; quantiles at the expanded levels.
+def test_cluster_interval_is_the_jackknife_t_on_fisher_z_of_an_explicit_leave_one_query_out():
+    # Query q0 = pairs 0-3, q1 = 4-6, q2 = 7-9. Quadratic kappa without each query in
+    # turn (sklearn), then tanh(z -/+ t_{2, 0.9} * se) with z = atanh(kappa) and the
+    # jackknife se of the three atanh values.
     a = np.array([0, 1, 2, 2, 1, 0, 0, 2, 1, 1])
     b = np.array([0, 1, 1, 2, 1, 0, 2, 2, 0, 1])
+    q = np.array(["q0"] * 4 + ["q1"] * 3 + ["q2"] * 3)
+    iv = rl.cohen_kappa_interval(a, b, labels=[0, 1, 2], weights="quadratic",
+                                 rng=np.random.default_rng(3), resamples=200, level=0.8,
+                                 clusters=q)
+    loo = np.arctanh([cohen_kappa_score(a[q != c], b[q != c], labels=[0, 1, 2],
+                                        weights="quadratic") for c in ("q0", "q1", "q2")])
+    se = np.sqrt(2 / 3 * ((loo - loo.mean()) ** 2).sum())
+    z = np.arctanh(cohen_kappa_score(a, b, labels=[0, 1, 2], weights="quadratic"))
+    tq = sps.t.ppf(0.9, 2)
+    assert (iv.low, iv.high) == pytest.approx((np.tanh(z - tq * se), np.tanh(z + tq * se)))
+    assert (iv.unit, iv.units, iv.method, iv.resamples) == ("query", 3, "jackknife-t", 0)
+
+
+def test_share_interval_by_hand_is_the_jackknife_t_on_the_arcsine_root():
+    # q0, q1, q2: 1, 2, 3 disagreements in 4 pairs; share 6/12, without one query 5/8,
+    # 4/8, 3/8 -> asin(sqrt(.)) = 0.911738, 0.785398, 0.659058; jackknife se
+    # sqrt(2/3 * 2 * 0.126340^2) = 0.145885; t_{2, 0.95} = 2.919986; ends
+    # sin(0.785398 -/+ 0.425983)^2 = 0.123712, 0.876288.
+    hits = [1, 0, 0, 0, 1, 1, 0, 0, 1, 1, 1, 0]
+    q = ["q0"] * 4 + ["q1"] * 4 + ["q2"] * 4
+    iv = rl.share_interval(hits, rng=np.random.default_rng(0), resamples=500, level=0.9,
+                           clusters=q)
+    assert (iv.low, iv.high) == pytest.approx((0.123712, 0.876288), abs=1e-6)
+    # Two queries (t on 1 df): the arcsine-root ends fall outside [0, pi/2] and are
+    # clipped, so the share's interval is [0, 1], not a folded one.
+    iv = rl.share_interval(hits[:8], rng=np.random.default_rng(0), resamples=500,
+                           level=0.95, clusters=q[:8])
+    assert (iv.low, iv.high) == pytest.approx((0.0, 1.0))
+
+
+def test_cluster_interval_falls_back_to_resampled_queries_when_a_leave_one_out_is_undefined():
+    # Without q0 every grade is 1: kappa undefined (chance agreement 1), so no jackknife;
+    # the expanded percentile interval of resampled whole queries, as an explicit loop.
+    a = np.array([0, 1, 2, 2, 1, 1, 1, 1, 1, 1])
+    b = np.array([0, 1, 1, 2, 1, 1, 1, 1, 1, 1])
     q = np.array(["q0"] * 4 + ["q1"] * 3 + ["q2"] * 3)
     iv = rl.cohen_kappa_interval(a, b, labels=[0, 1, 2], weights="quadratic",
                                  rng=np.random.default_rng(3), resamples=200, level=0.8,
@@ -343,20 +381,17 @@ def test_cluster_interval_resamples_whole_queries_as_an_explicit_loop_does():
         vals.append(cohen_kappa_score(x, y, labels=[0, 1, 2], weights="quadratic")
                     if len(set(x) | set(y)) > 1 else np.nan)
     vals = np.array(vals)
-    vals = vals[np.isfinite(vals)]
+    defined = vals[np.isfinite(vals)]
     levels = rl.quantile_levels(0.8, 3, expanded=True)
-    assert (iv.low, iv.high) == pytest.approx(tuple(np.quantile(vals, levels)))
-    assert iv.to_dict()["resample_unit"] == "query" and iv.units == 3
+    assert (iv.low, iv.high) == pytest.approx(tuple(np.quantile(defined, levels)))
+    assert (iv.method, iv.undefined) == ("expanded-percentile", int((~np.isfinite(vals)).sum()))
 
 
-def test_share_interval_of_one_query_per_pair_group_is_the_ratio_of_resampled_sums():
-    # Two queries: q0 has 1 disagreement in 4 pairs, q1 3 in 4. A resample of both
-    # queries picks (q0, q0) -> 2/8, (q1, q1) -> 6/8 or a mix -> 4/8: never 0 or 1.
-    hits = [1, 0, 0, 0, 1, 1, 1, 0]
-    q = ["q0"] * 4 + ["q1"] * 4
-    iv = rl.share_interval(hits, rng=np.random.default_rng(0), resamples=500, level=0.95,
-                           clusters=q)
-    assert iv.low == pytest.approx(0.25) and iv.high == pytest.approx(0.75)
+def test_kappa_of_one_on_every_query_falls_back_rather_than_reading_an_infinite_z():
+    a = [0, 1, 2, 0, 1, 2]
+    iv = rl.cohen_kappa_interval(a, a, labels=[0, 1, 2], rng=np.random.default_rng(0),
+                                 resamples=50, level=0.9, clusters=["q0"] * 3 + ["q1"] * 3)
+    assert (iv.low, iv.high, iv.method) == (1.0, 1.0, "expanded-percentile")
 
 
 def test_audit_records_query_resampling_and_the_band_names_it():
@@ -392,3 +427,27 @@ def test_one_audited_query_gives_no_interval_rather_than_a_zero_width_one():
                                  clusters=["q"] * 4)
     assert (iv.low, iv.high, iv.undefined, iv.units) == (None, None, 50, 1)
     assert bands.verdict("kappa", 0.6, iv.low, iv.high)["settled"] is None
+
+
+def test_fleiss_and_alpha_cluster_intervals_are_jackknife_t_of_statsmodels_and_krippendorff():
+    # 40 items of 3 raters in 4 queries of 10: each statistic without each query in turn
+    # from the independent implementations, then tanh(atanh(theta) -/+ t_{3, .95} * se).
+    data = simulated_ratings(21, 40, 3)
+    q = np.array([f"q{i // 10}" for i in range(40)])
+    counts = np.stack([(data == g).sum(axis=1) for g in range(4)], axis=1)
+    tq = sps.t.ppf(0.95, 3)
+
+    def expected(value):
+        z = np.arctanh(value(np.ones(40, dtype=bool)))
+        loo = np.arctanh([value(q != c) for c in ("q0", "q1", "q2", "q3")])
+        se = np.sqrt(3 / 4 * ((loo - loo.mean()) ** 2).sum())
+        return np.tanh(z - tq * se), np.tanh(z + tq * se)
+
+    fk = rl.fleiss_kappa_interval(counts, rng=np.random.default_rng(0), resamples=100,
+                                  level=0.9, clusters=q)
+    assert (fk.low, fk.high) == pytest.approx(expected(lambda m: sm_fleiss_kappa(counts[m])))
+    ka = rl.krippendorff_alpha_interval(data, values=[0, 1, 2, 3], rng=np.random.default_rng(0),
+                                        resamples=100, confidence=0.9, clusters=q)
+    assert (ka.low, ka.high) == pytest.approx(expected(lambda m: krippendorff.alpha(
+        reliability_data=data[m].T, value_domain=[0, 1, 2, 3], level_of_measurement="ordinal")))
+    assert fk.method == ka.method == "jackknife-t"

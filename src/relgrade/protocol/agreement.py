@@ -1023,7 +1023,7 @@ def many_rater_agreement(ratings: pd.DataFrame, scale: Iterable[int], *, seed: i
           (see :class:`relgrade.protocol.reliability.Interval`);
         * ``bands``: the same two keys, each :func:`relgrade.protocol.bands.verdict`'s
           ``{"band", "meaning", "settled", "verdict"}``;
-        * ``bootstrap``: ``{"seed", "resamples", "level", "method": "expanded-percentile",
+        * ``bootstrap``: ``{"seed", "resamples", "level", "method": "jackknife-t",
           "resample_unit": "query", "unit"}``;
         * ``notes`` (list of str).
 
@@ -1036,8 +1036,9 @@ def many_rater_agreement(ratings: pd.DataFrame, scale: Iterable[int], *, seed: i
     Notes
     -----
     Fleiss' kappa resamples the queries of the fully rated pairs, alpha the queries of the
-    pairs with two or more ratings, each query with all its pairs (cluster bootstrap,
-    expanded percentile interval; see :mod:`relgrade.protocol.reliability`). Point values
+    pairs with two or more ratings, each query with all its pairs (jackknife t interval
+    over queries on Fisher's z, the cluster bootstrap's expanded percentile interval where
+    that is undefined; see :mod:`relgrade.protocol.reliability`). Point values
     come from statsmodels and the ``krippendorff`` package; the resamples from
     :mod:`relgrade.protocol.reliability`, whose kernels give the same point values.
 
@@ -1090,7 +1091,8 @@ def audit_intervals(a, b, *, scale: Iterable[int], relevant_min: int,
         Seed, resamples and level.
     queries : array-like of shape (n_pairs,), str, optional
         The query of each pair. The audit samples queries, so whole queries are resampled
-        with all their pairs (the cluster bootstrap, expanded percentile interval; see
+        with all their pairs (jackknife t interval over queries on a transformed scale,
+        the cluster bootstrap where that is undefined; see
         :mod:`relgrade.protocol.reliability`); without it pairs are resampled one by one.
 
     Returns

@@ -69,12 +69,12 @@ def verdict(name: str, value: float | None, low: float | None = None,
     value : float or None
         Its point value; ``None`` when undefined.
     low, high : float or None, optional
-        Its confidence interval (relgrade's resample whole audited queries, see
-        :mod:`relgrade.protocol.reliability`).
+        Its confidence interval (relgrade's take the audited query as the unit: the
+        jackknife t over queries, see :mod:`relgrade.protocol.reliability`).
     level : float, optional
         The interval's confidence level, named in the sentence when given.
     units : int, optional
-        How many queries the interval resampled, named in the sentence when given.
+        How many queries the interval rests on, named in the sentence when given.
 
     Returns
     -------
