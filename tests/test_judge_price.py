@@ -260,3 +260,29 @@ def test_a_bad_cap_or_price_is_one_error_line_and_nothing_recorded_is_lost(root,
     assert len(res.output.splitlines()) == 1 and res.output.startswith("Error: ")
     assert message in res.output
     assert grades_file(root).read_bytes() == before and len(calls(root)) == 1
+
+
+def test_a_provider_graders_bank_lines_carry_its_judge_identity_and_a_new_rubric_a_new_one(
+        tmp_path):
+    from tests.test_batch_files import PATHS, cli, export, openai_result, write_jsonl
+    from tests.test_batch_files import graders as batch_graders
+
+    ex.build(tmp_path, queries=1, chunks=3, graders=batch_graders(), paths=PATHS)
+    reqs = export(tmp_path, "openai", tmp_path / "requests.jsonl")
+    results = write_jsonl(tmp_path / "results.jsonl", [openai_result(r) for r in reqs])
+    res = cli(tmp_path, "grade", "import", "--batch", str(results), "--grader", "grader-a")
+    assert res.exit_code == 0, res.output
+    # the provider, its model and settings, then what a command grader's identity also holds
+    doc = {"provider": "openai", "model": "test-model-1", "max_tokens": 800,
+           "temperature": None, "template": sha(TEMPLATE.read_bytes()),
+           "rubric": sha((tmp_path / "rubric/v1.md").read_bytes()), "samples": 1,
+           "settings": {}}
+    judge = sha(json.dumps(doc, separators=(",", ":")).encode())
+    assert {r["judge"] for _, r in read_bank(grades_file(tmp_path))} == {judge}
+    # the same batch under an edited rubric is another request id: never answered from before
+    rubric = tmp_path / "rubric/v1.md"
+    rubric.write_text(rubric.read_text() + "\nNames alone are a 0.\n")
+    shutil.rmtree(tmp_path / "data/grades")
+    again = export(tmp_path, "openai", tmp_path / "requests2.jsonl")
+    assert len(again) == len(reqs) and not {r["custom_id"] for r in again} & {
+        r["custom_id"] for r in reqs}

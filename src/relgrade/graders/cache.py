@@ -10,7 +10,7 @@ where ``IDENTITY`` is :func:`command_identity` (the grader's name and role, the 
 argv and input mode, the sha256 of every file of the working tree the argv names, the
 grader's declared environment variables, the sha256 of the prompt template and of the
 rubric, ``samples`` and the grader's declared identity settings; everything but the name and
-role is the judge's identity, :func:`judge_identity`) or a provider batch file's grader, model and
+role is the judge's identity, :func:`judge_identity`) or, for a provider batch file, :func:`model_identity` of the provider, model and
 settings (:mod:`relgrade.graders.batchfiles`), and ``REQUEST`` is the request's bytes decoded
 as UTF-8 (the JSON request or the prompt written to the command's standard input; a provider
 request's body). The key is 64 hex digits (:func:`call_key`), which is also a valid
@@ -163,13 +163,43 @@ def command_identity(argv: Sequence[str], *, input_mode: str, grader: str, role:
     >>> i["command"], i["input"], i["template"], i["samples"]
     (['g'], 'json', None, 1)
     """
+    return model_identity({"command": [str(a) for a in argv], "input": str(input_mode),
+                           "files": dict(files or {}), "env": dict(env or {})},
+                          grader=grader, role=role, template=template, rubric=rubric,
+                          samples=samples, settings=settings)
+
+
+def model_identity(answerer: Mapping, *, grader: str, role: str,
+                   template: str | bytes | None = None, rubric: str | bytes | None = None,
+                   samples: int = 1, settings: Mapping | None = None) -> dict:
+    """The call cache identity of any model grader: who answers (a command, or a provider's
+    model and settings) and what it is given besides each request.
+
+    Parameters
+    ----------
+    answerer : mapping
+        JSON values naming what answers: a command's ``{"command", "input", "files",
+        "env"}`` (:func:`command_identity`), or a provider's ``{"provider", "model",
+        "max_tokens", "temperature"}`` (:mod:`relgrade.graders.batchfiles`).
+    grader, role, template, rubric, samples, settings
+        As for :func:`command_identity`.
+
+    Returns
+    -------
+    dict
+        ``{"grader", "role", **answerer, "template", "rubric", "samples", "settings"}``.
+
+    Examples
+    --------
+    >>> list(model_identity({"provider": "p", "model": "m"}, grader="g", role="grader"))
+    ['grader', 'role', 'provider', 'model', 'template', 'rubric', 'samples', 'settings']
+    """
     def digest(text):
         if text is None:
             return None
         return sha256_bytes(text.encode("utf-8") if isinstance(text, str) else bytes(text))
 
-    return {"grader": str(grader), "role": str(role), "command": [str(a) for a in argv],
-            "input": str(input_mode), "files": dict(files or {}), "env": dict(env or {}),
+    return {"grader": str(grader), "role": str(role), **answerer,
             "template": digest(template), "rubric": digest(rubric), "samples": int(samples),
             "settings": dict(settings or {})}
 
