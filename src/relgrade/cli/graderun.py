@@ -76,81 +76,6 @@ def summary_lines(s: graderun.RunSummary, grader: str) -> list[str]:
     return lines
 
 
-def _estimate(ex, grader, setup, packets, files, *, rubric, scale, max_reason_words,
-              max_reason_chars, price, reason_chars):
-    """The estimate of the owed requests, their tokens and price; reads the grade files (when
-    they exist) and writes nothing."""
-    from relgrade.graders import command as graderun
-    from relgrade.graders.exchange import prompt_template
-    from relgrade.graders.price import estimate
-    from relgrade.graders.store import GradeStore
-
-    if files.grades.exists():  # opened only to read (it stays as it is)
-        with GradeStore(files.grades, made_on=ex.made_on(packets)).open() as store:
-            sample_store = None
-            if setup.samples > 1 and files.samples.exists():
-                sample_store = GradeStore(files.samples,
-                                          key_fields=("query_id", "chunk_id", "sample")).open()
-            try:
-                tasks, _, _ = graderun.owed(packets, setup=setup, store=store,
-                                            sample_store=sample_store, scale=scale,
-                                            max_reason_words=max_reason_words,
-                                            max_reason_chars=max_reason_chars)
-            finally:
-                if sample_store is not None:
-                    sample_store.close()
-    else:
-        tasks = graderun.plan(packets, recorded=set(), samples=setup.samples)
-    requests = graderun.owed_requests(tasks, setup=setup, rubric=rubric, scale=scale,
-                                      max_reason_words=max_reason_words,
-                                      template=prompt_template(), reason_chars=reason_chars)
-    return estimate(requests, price)
-
-
-def grader_price(ex, grader: str):
-    """Grader ``grader``'s price from params ``prices`` (:func:`relgrade.graders.price.price_for`)."""
-    from relgrade.graders.price import price_for
-
-    return price_for(grader, ex.params.grader(grader),
-                     {k: v.as_dict() for k, v in ex.params.prices.items()})
-
-
-def owed_estimate(ex, grader: str):
-    """The :class:`~relgrade.graders.price.Estimate` of what ``grade run --grader GRADER``
-    would send now (the lines ``relgrade status`` prints under a price table).
-
-    Raises
-    ------
-    InputError, ProtocolError
-        The grader has no command, its packets cannot be read, or its grade file is held by
-        a running ``grade run``.
-    """
-    from relgrade.graders import command as graderun
-    from relgrade.graders.price import reason_cap
-
-    setup = graderun.grader_setup(ex.params.grader(grader), grader, path=ex.params.source)
-    packets = ex.grader_packets(grader)
-    g = ex.params.grading
-    words = ex.params.need("grading.max_reason_words")
-    return _estimate(ex, grader, setup, packets, ex.grader_files(grader), rubric=ex.rubric(),
-                     scale=ex.params.need("scale").grades, max_reason_words=words,
-                     max_reason_chars=g.max_reason_chars, price=grader_price(ex, grader),
-                     reason_chars=reason_cap(g.max_reason_chars, words))
-
-
-def current_judge(ex, grader: str) -> str:
-    """Grader ``grader``'s judge identity now (:func:`relgrade.graders.cache.judge_identity`
-    of :func:`relgrade.graders.command.grader_identity`)."""
-    from relgrade.graders import command as graderun
-    from relgrade.graders.cache import judge_identity
-    from relgrade.graders.exchange import prompt_template_text
-
-    setup = graderun.grader_setup(ex.params.grader(grader), grader, path=ex.params.source)
-    return judge_identity(graderun.grader_identity(
-        setup, template_text=prompt_template_text(), rubric=ex.rubric(),
-        tree=ex.working_tree()))
-
-
 @click.command("run")
 @click.option("--grader", "grader", required=True, help="The grader (params `graders`) to run.")
 @click.option("--workers", type=click.IntRange(min=1), default=None,
@@ -198,6 +123,7 @@ def run_cmd(grader, workers, executor, address, connect_timeout, dry_run, max_ca
     from relgrade.graders import command as graderun
     from relgrade.graders.cache import CallCache
     from relgrade.graders.exchange import prompt_template, prompt_template_text
+    from relgrade.experiment.judges import estimate_owed, grader_price
     from relgrade.graders.price import Cap, reason_cap
     from relgrade.graders.self_consistency import self_consistency
     from relgrade.graders.store import GradeStore
@@ -235,9 +161,10 @@ def run_cmd(grader, workers, executor, address, connect_timeout, dry_run, max_ca
                          fix=f"Add prices.{grader} (or prices.MODEL) with input_per_1k and "
                              "output_per_1k, or remove grading.max_cost")
     if dry_run:
-        est = _estimate(ex, grader, setup, packets, files, rubric=rubric, scale=scale,
-                        max_reason_words=max_reason_words, max_reason_chars=max_reason_chars,
-                        price=price, reason_chars=reason_chars)
+        est = estimate_owed(ex, grader, setup, packets, files, rubric=rubric, scale=scale,
+                            max_reason_words=max_reason_words,
+                            max_reason_chars=max_reason_chars, price=price,
+                            reason_chars=reason_chars)
         for line in ["dry run: no process started, nothing recorded"] + est.lines(grader):
             click.echo(line)
         return

@@ -74,7 +74,7 @@ def _judges(ex, st) -> list[str]:
     its recorded grades (current round) were made, added to ``st`` under ``judges``; with a
     price table (params ``prices``), the price of its owed requests, under ``owed_price``.
     The lines to print."""
-    from relgrade.cli.graderun import current_judge, owed_estimate
+    from relgrade.experiment.judges import current_judge, owed_estimate
     from relgrade.errors import RelgradeError
     from relgrade.graders.cache import judge_counts, judge_status_line
 
