@@ -286,3 +286,12 @@ def test_a_provider_graders_bank_lines_carry_its_judge_identity_and_a_new_rubric
     again = export(tmp_path, "openai", tmp_path / "requests2.jsonl")
     assert len(again) == len(reqs) and not {r["custom_id"] for r in again} & {
         r["custom_id"] for r in reqs}
+
+
+def test_the_call_cap_holds_with_several_workers_sending_at_once(root):
+    res = run(root, "--max-calls", "3", "--workers", "4")
+    assert res.exit_code == 0, res.output
+    assert len(calls(root)) == 3
+    # whichever three requests went, each recorded its whole batch and nothing else
+    assert len(ex.read_rows(grades_file(root))) in (6, 9, 12, 15)
+    assert "cap reached: --max-calls 3 reached after 3 calls" in res.output
