@@ -429,7 +429,8 @@ class Grader(BaseModel):
     provider's model for batch files), ``max_tokens`` and ``temperature``, and ``env_keys``:
     the environment variables the grader's command reads (distinct names; their values are
     part of its call cache key, and with ``executor: ray`` they are sent to each task, see
-    :mod:`relgrade.graders.cache`). Further settings
+    :mod:`relgrade.graders.cache`), and ``identity_keys``: further settings of the entry that
+    decide its answers (part of its judge identity). Further settings
     (``family``, ``model``, ``person``, ``command``, ``timeout``, ``retries``, ``workers``,
     ``samples``, ``input``, ``token``, ``connect_timeout``) are kept as written and checked by the code that uses
     them.
