@@ -295,3 +295,14 @@ def test_the_call_cap_holds_with_several_workers_sending_at_once(root):
     # whichever three requests went, each recorded its whole batch and nothing else
     assert len(ex.read_rows(grades_file(root))) in (6, 9, 12, 15)
     assert "cap reached: --max-calls 3 reached after 3 calls" in res.output
+
+
+def test_the_keys_record_counts_grades_per_judge_and_leaves_older_records_unchanged():
+    from relgrade.protocol.key import record_provenance
+
+    common = dict(qrels_sha256="q", rubric_sha256="r", prompt_template_sha256="t",
+                  graders={"grader-a": {"command": "g"}}, gate={})
+    assert "judges" not in record_provenance(**common)
+    rec = record_provenance(**common, judges={"grader-a": {"j" * 64: 26,
+                                                            "identity not recorded": 2}})
+    assert rec["judges"] == {"grader-a": {"j" * 64: 26, "identity not recorded": 2}}
