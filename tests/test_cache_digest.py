@@ -12,7 +12,7 @@ from relgrade.errors import InputError
 from relgrade.graders.cache import CallCache, answer_digest
 from relgrade.graders.store import read_bank
 from tests.graders import experiment as ex
-from tests.test_call_cache import CACHE, grades_file, graders, rows, run
+from tests.test_call_cache import CACHE, grades_file, graders, repository, rows, run  # noqa: F401 (autouse)
 
 
 def test_the_digest_is_the_sha256_of_the_canonical_json_of_key_and_answer():
@@ -61,7 +61,7 @@ def test_an_edited_cache_entry_is_refused_and_nothing_is_recorded(tmp_path):
         "the DVC cache, or remove that line (its request is then asked again)")
     res = run(two)
     assert res.exit_code == 1 and res.output.startswith(
-        f"Error: {two / '../shared/call-cache.jsonl'}:1: a call cache entry was edited")
+        f"Error: {path}:1: a call cache entry was edited")
     assert not grades_file(two).exists() or rows(two) == []
 
 

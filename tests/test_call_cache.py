@@ -72,11 +72,15 @@ def rows(root):
 
 def test_the_key_is_the_sha256_of_the_documented_canonical_json():
     identity = command_identity(["g", "-x"], input_mode="json", grader="grader-a",
-                                role="grader", files={"g": "ab" * 32}, env={"MODEL": None})
+                                role="grader", files={"g": "ab" * 32}, env={"MODEL": None},
+                                template="T", rubric=b"R", samples=3,
+                                settings={"temperature": 0})
+    t, r = hashlib.sha256(b"T").hexdigest().encode(), hashlib.sha256(b"R").hexdigest().encode()
     expected = hashlib.sha256(
-        b'{"cache":"relgrade-call-cache/2","identity":{"grader":"grader-a","role":"grader",'
+        b'{"cache":"relgrade-call-cache/3","identity":{"grader":"grader-a","role":"grader",'
         b'"command":["g","-x"],"input":"json","files":{"g":"' + b"ab" * 32 + b'"},'
-        b'"env":{"MODEL":null}},'
+        b'"env":{"MODEL":null},"template":"' + t + b'","rubric":"' + r + b'",'
+        b'"samples":3,"settings":{"temperature":0}},'
         b'"request":"{\\"q\\":\\"\xc3\xa9\\"}\\n"}').hexdigest()
     assert call_key(identity, '{"q":"é"}\n'.encode()) == expected
 

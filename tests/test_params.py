@@ -101,12 +101,12 @@ BAD = {
                   "gate: unknown key. Known keys here: seed, paths, scale, corpus, queries, "
                   "arms, runs, pool, intents, audit, grading, graders, gates, metrics, clicks, "
                   "cost, agreement, sample, triage, raters, gold, aggregation, adjudication, ppi, "
-                  "holes"),
+                  "holes, prices"),
     "section_key_typo": (_set("grading.batch_szie", 3),
                          "grading.batch_szie: unknown key. Known keys here: rubric, "
                          "rubric_version, round, batch_size, max_reason_words, "
                          "max_reason_chars, key_grader, auditor, post_hoc, regrade, "
-                         "deviations, mode, share_from"),
+                         "deviations, mode, share_from, max_cost"),
 }
 
 

@@ -147,7 +147,7 @@ def _owed(ex, grader, provider, store):
     """The grader's owed batches as ``provider`` requests, and the packets."""
     from relgrade.graders import command as graderun
     from relgrade.graders.batchfiles import batch_settings, owed_batches
-    from relgrade.graders.exchange import prompt_template
+    from relgrade.graders.exchange import prompt_template, prompt_template_text
     from relgrade.graders.store import read_bank
 
     spec = ex.params.grader(grader)
@@ -166,8 +166,30 @@ def _owed(ex, grader, provider, store):
     tasks = graderun.plan(packets, recorded=recorded)
     owed = owed_batches(tasks, settings=settings, grader=grader, kind=spec["kind"],
                         role=spec["role"], rubric=ex.rubric(), scale=scale,
-                        max_reason_words=max_reason_words, template=prompt_template())
+                        max_reason_words=max_reason_words, template=prompt_template(),
+                        template_text=prompt_template_text(),
+                        identity_settings=identity_settings(spec, grader, ex.params.source))
     return owed, packets, spec
+
+
+def identity_settings(spec, grader, path) -> dict:
+    """The settings a grader's entry names in ``identity_keys``, with their values.
+
+    Raises
+    ------
+    InputError
+        A name the entry does not set.
+    """
+    from relgrade.errors import InputError
+
+    out = {}
+    for k in spec.get("identity_keys") or ():
+        if k not in spec:
+            raise InputError(f"graders.{grader}.identity_keys names {k}, which the grader's "
+                             "entry does not set", path=path, item=grader, found=repr(k),
+                             fix=f"Set graders.{grader}.{k} or remove it from identity_keys")
+        out[str(k)] = spec[k]
+    return out
 
 
 @grade_cmd.command("export")
@@ -208,6 +230,18 @@ def export_cmd(provider, grader, output, params_path):
                + ("" if output is None else f" written to {output.as_posix()}"), err=True)
 
 
+def _provider_judge(ex, grader, provider, spec) -> str:
+    """A provider grader's judge identity (:func:`relgrade.graders.batchfiles.batch_identity`)."""
+    from relgrade.graders.batchfiles import batch_identity, batch_settings
+    from relgrade.graders.cache import judge_identity
+    from relgrade.graders.exchange import prompt_template_text
+
+    settings = batch_settings(spec, grader, provider, path=ex.params.source)
+    return judge_identity(batch_identity(
+        settings, grader=grader, role=spec["role"], template_text=prompt_template_text(),
+        rubric=ex.rubric(), identity_settings=identity_settings(spec, grader, ex.params.source)))
+
+
 def _import_batch(results: Path, grader: str, params_path, *, partial: bool = False) -> None:
     """Record a provider's batch results file for ``grader`` (``grade import --batch``).
 
@@ -237,6 +271,7 @@ def _import_batch(results: Path, grader: str, params_path, *, partial: bool = Fa
     packets = ex.grader_packets(grader)
     with GradeStore(files.grades, made_on=ex.made_on(packets)) as store:
         owed, packets, spec = _owed(ex, grader, provider, store)
+        judge = _provider_judge(ex, grader, provider, spec)
         got = read_results(data, source=results, owed=owed, grader=grader, kind=spec["kind"],
                            role=spec["role"], scale=ex.params.need("scale").grades,
                            max_reason_words=ex.params.need("grading.max_reason_words"),
@@ -247,7 +282,7 @@ def _import_batch(results: Path, grader: str, params_path, *, partial: bool = Fa
                 CallCache(cache_path).put_many(
                     (b.key, text) for b, _, text in got.answered)
             ex.ensure_meta(files, graderun.packet_meta(packets))
-            notes = [{"cache": MISS, "via": f"{provider} batch",
+            notes = [{"judge": judge, "cache": MISS, "via": f"{provider} batch",
                       "answer_sha256": answer_digest(b.key, text)}
                      for b, _, text in got.answered]
             results_of = store.append_many([rows for _, rows, _ in got.answered],

@@ -65,6 +65,11 @@ def summary_lines(s: graderun.RunSummary, grader: str) -> list[str]:
     for f in sorted(s.failures, key=lambda f: (f.query_id, f.batch, f.sample)):
         lines.append(f"failed: query {f.query_id} batch {f.batch}"
                      + (f" sample {f.sample}" if f.sample else "") + f": {f.error}")
+    if s.capped:
+        lines.append(f"cap reached: {s.capped}; the request that would cross it was not sent "
+                     f"and every grade recorded so far is kept")
+    if s.judge:
+        lines.append(f"judge identity {s.judge[:12]} recorded on every bank line of this run")
     if s.interrupted:
         lines.append("interrupted: batches already accepted are recorded; run the same "
                      "command again to resume")
@@ -87,11 +92,18 @@ def summary_lines(s: graderun.RunSummary, grader: str) -> list[str]:
               default=None,
               help="Seconds to reach the Ray cluster's address before giving up with an error "
                    "(default: graders.NAME.connect_timeout, else 30).")
+@click.option("--dry-run", "dry_run", is_flag=True,
+              help="Print the requests the run would send, their prompt and output tokens and, "
+                   "with a price table (params prices), their cost; start no process.")
+@click.option("--max-calls", "max_calls", type=int, default=None,
+              help="Start at most N grader processes (N >= 1): the run stops cleanly before "
+                   "the request that would cross it.")
 @params_option
 @click.option("--progress/--no-progress", default=None,
               help="Show a progress bar (default: when stderr is a terminal).")
 @handle_errors
-def run_cmd(grader, workers, executor, address, connect_timeout, params_path, progress):
+def run_cmd(grader, workers, executor, address, connect_timeout, dry_run, max_calls,
+            params_path, progress):
     """Grade every pool pair that GRADER has not graded yet, with its command.
 
     Each batch of at most five chunks goes to a fresh process of graders.NAME.command as a
@@ -101,18 +113,26 @@ def run_cmd(grader, workers, executor, address, connect_timeout, params_path, pr
     or a crash loses at most the batches in flight; run the command again to resume.
     With paths.call_cache, a request answered before (by any run sharing that file) is
     answered from the cache and starts no process (see docs/grading-at-scale.md).
+    --dry-run prices the owed requests without sending any; --max-calls and
+    grading.max_cost stop the run before the request that would cross them.
     """
-    from relgrade.errors import ProtocolError
+    from relgrade.errors import InputError, ProtocolError
     from relgrade.experiment.chunk_edit import edited_since_build
     from relgrade.experiment.files import Experiment
     from relgrade.experiment.layout import repro_command
     from relgrade.graders import command as graderun
     from relgrade.graders.cache import CallCache
-    from relgrade.graders.exchange import prompt_template
+    from relgrade.graders.exchange import prompt_template, prompt_template_text
+    from relgrade.experiment.judges import estimate_owed, grader_price
+    from relgrade.graders.price import Cap, reason_cap
     from relgrade.graders.self_consistency import self_consistency
     from relgrade.graders.store import GradeStore
     from relgrade.io.files import write_json
 
+    if max_calls is not None and max_calls < 1:
+        raise InputError("--max-calls must be an integer >= 1", found=str(max_calls),
+                         fix="Give the most grader processes the run may start, or leave "
+                             "the option out")
     ex = Experiment.load(params_path, resolve=True)
     setup = graderun.grader_setup(ex.params.grader(grader), grader, path=params_path,
                                   workers=workers, executor=executor, address=address,
@@ -133,6 +153,24 @@ def run_cmd(grader, workers, executor, address, connect_timeout, params_path, pr
                            source=str(ex.grader_packets_folder(grader)))
     rubric = ex.rubric()
     files = ex.grader_files(grader)
+    price = grader_price(ex, grader)
+    reason_chars = reason_cap(max_reason_chars, max_reason_words)
+    if grading.max_cost is not None and price is None:
+        raise InputError(f"grading.max_cost needs a price for grader {grader}",
+                         path=params_path, item=grader,
+                         fix=f"Add prices.{grader} (or prices.MODEL) with input_per_1k and "
+                             "output_per_1k, or remove grading.max_cost")
+    if dry_run:
+        est = estimate_owed(ex, grader, setup, packets, files, rubric=rubric, scale=scale,
+                            max_reason_words=max_reason_words,
+                            max_reason_chars=max_reason_chars, price=price,
+                            reason_chars=reason_chars)
+        for line in ["dry run: no process started, nothing recorded"] + est.lines(grader):
+            click.echo(line)
+        return
+    cap = None if max_calls is None and grading.max_cost is None else Cap(
+        max_calls=max_calls, max_cost=grading.max_cost, price=price,
+        reason_chars=reason_chars, scale=scale)
     ex.ensure_meta(files, graderun.packet_meta(packets))
     store = GradeStore(files.grades, made_on=ex.made_on(packets)).open()
     sample_store = None
@@ -162,7 +200,8 @@ def run_cmd(grader, workers, executor, address, connect_timeout, params_path, pr
                 max_reason_words=max_reason_words, max_reason_chars=max_reason_chars,
                 template=prompt_template(),
                 sample_store=sample_store, progress=lambda n: bar.advance(task, n),
-                on_plan=on_plan, cache=cache, tree=ex.working_tree())
+                on_plan=on_plan, cache=cache, tree=ex.working_tree(),
+                template_text=prompt_template_text(), cap=cap)
         if setup.samples > 1:
             report = self_consistency(
                 graderun.recorded_samples(sample_store.rows, packets=packets, scale=scale,
@@ -197,6 +236,12 @@ def run_cmd(grader, workers, executor, address, connect_timeout, params_path, pr
         raise click.ClickException(
             f"{summary.broken}. The {summary.graded} grades recorded in this run are kept; once "
             f"the cluster runs tasks again (ray status), rerun: {rerun}")
+    if summary.capped:
+        from relgrade.experiment.layout import grade_commands
+
+        click.echo(f"stopped at the cap; to grade the rest, rerun: {grade_commands(ex)[grader]}"
+                   + (" (with a new --max-calls N to cap it again)" if max_calls is not None
+                      else " (after raising grading.max_cost)"))
     if summary.interrupted:
         sys.exit(130)
     if summary.failures:

@@ -46,7 +46,7 @@ def status_cmd(params_path, as_json):
         return
     refuse_holes_folder(ex)  # a holes folder's status is its parent experiment's
     st = read_status(ex)
-    cache_lines = _call_cache(ex, st)
+    cache_lines = _call_cache(ex, st) + _judges(ex, st)
     if as_json:
         click.echo(json.dumps(st, indent=2, ensure_ascii=False))
     else:
@@ -69,6 +69,46 @@ def _call_cache(ex, st) -> list[str]:
     if counts:
         st["call_cache"] = counts
     return [cache_status_line(name, c) for name, c in counts.items()]
+
+
+def _judges(ex, st) -> list[str]:
+    """Per model grader with a command: its judge identity now and under which identities
+    its recorded grades (current round) were made, added to ``st`` under ``judges``; with a
+    price table (params ``prices``), the price of its owed requests, under ``owed_price``.
+    The lines to print."""
+    from relgrade.experiment.judges import current_judge, owed_estimate
+    from relgrade.errors import RelgradeError
+    from relgrade.graders.cache import judge_counts, judge_status_line
+
+    files = ex.grader_round_files() if ex.params.paths.grades_in else {}
+    lines, judges, prices = [], {}, {}
+    for name, g in ex.params.graders.items():
+        spec = g.as_dict()
+        if g.kind != "model" or spec.get("command") is None:
+            continue
+        try:
+            judge = current_judge(ex, name)
+        except RelgradeError as e:
+            lines.append(f"judge: {name} identity cannot be computed: {e}")
+            continue
+        counts = judge_counts(ex.read_bank(files[name])) if name in files else {}
+        judges[name] = {"identity": judge, "grades": counts}
+        lines.append(judge_status_line(name, judge, counts))
+        if not ex.params.prices:
+            continue
+        try:
+            est = owed_estimate(ex, name)
+        except RelgradeError as e:
+            lines.append(f"price: {name} owed work cannot be priced now: {e}")
+            continue
+        prices[name] = {"requests": est.requests, "prompt_tokens": est.prompt_tokens,
+                        "output_tokens": est.output_tokens, "cost": est.cost}
+        lines += [f"price: {line}" for line in est.lines(name)]
+    if judges:
+        st["judges"] = judges
+    if prices:
+        st["owed_price"] = prices
+    return lines
 
 
 def status_lines(st: Mapping) -> list[str]:

@@ -357,6 +357,17 @@ class Grading(_Section):
     #: experiment's (``../other``; ``../..`` for the repository's top experiment): their
     #: current grades count for the grader of the same name here (see docs/experiments.md).
     share_from: list[str] = Field(default_factory=list)
+    #: The most a ``grade run`` may spend, in the currency units of the ``prices`` table
+    #: (> 0; needs a price for the grader): the request that would cross it is not sent
+    #: (see docs/grading-at-scale.md).
+    max_cost: Annotated[float, _number(integer=False, gt=0, what="a cost > 0")] | None = None
+
+
+class Price(_Section):
+    """``prices.NAME``: what a grader (or a model) costs, per 1000 tokens, in currency units."""
+
+    input_per_1k: Annotated[float, _number(integer=False, ge=0, what="a price >= 0")]
+    output_per_1k: Annotated[float, _number(integer=False, ge=0, what="a price >= 0")]
 
 
 class Raters(_Section):
@@ -418,7 +429,8 @@ class Grader(BaseModel):
     provider's model for batch files), ``max_tokens`` and ``temperature``, and ``env_keys``:
     the environment variables the grader's command reads (distinct names; their values are
     part of its call cache key, and with ``executor: ray`` they are sent to each task, see
-    :mod:`relgrade.graders.cache`). Further settings
+    :mod:`relgrade.graders.cache`), and ``identity_keys``: further settings of the entry that
+    decide its answers (part of its judge identity). Further settings
     (``family``, ``model``, ``person``, ``command``, ``timeout``, ``retries``, ``workers``,
     ``samples``, ``input``, ``token``, ``connect_timeout``) are kept as written and checked by the code that uses
     them.
@@ -435,6 +447,9 @@ class Grader(BaseModel):
     temperature: Annotated[float, _number(integer=False, ge=0, le=2,
                                           what="a number in [0, 2]")] | None = None
     env_keys: EnvKeys | None = None
+    #: Further settings of this entry that decide the grader's answers (say ``temperature``
+    #: read by its command): their values are part of its judge identity.
+    identity_keys: list[str] | None = None
 
     def as_dict(self) -> dict:
         """The grader's entry as the plain mapping it was written as."""
@@ -689,6 +704,7 @@ class Params(BaseModel):
     adjudication: Adjudication = Field(default_factory=Adjudication)
     ppi: PPI | None = None
     holes: Holes | None = None
+    prices: dict[str, Price] = Field(default_factory=dict)
 
     _source: Path = PrivateAttr(default=PARAMS_FILE)
 

@@ -9,7 +9,9 @@ RESULTS`` reads the provider's results file back:
   command grader is given (:func:`relgrade.graders.exchange.render_prompt` of the batch's
   request) as the one user message; no arm, rank, score or other grader's grade;
 * ``custom_id`` is the batch's call-cache key (:func:`relgrade.graders.cache.call_key` of
-  the grader's name and role, the provider, its model and settings, and the request body:
+  the grader's name and role, the provider, its model and settings, the prompt template's
+  and rubric's sha256 and the settings named in ``identity_keys``
+  (:func:`batch_identity`), and the request body:
   two graders of one model never share an answer): 64 hex digits, within both
   providers' limits (Anthropic: ``^[a-zA-Z0-9_-]{1,64}$``);
 * OpenAI (``/v1/batches``, endpoint ``/v1/chat/completions``), one line per request::
@@ -51,7 +53,7 @@ from typing import Mapping, Sequence
 
 from relgrade.canonical import canonical_json, jsonl_bytes
 from relgrade.errors import InputError
-from relgrade.graders.cache import call_key
+from relgrade.graders.cache import call_key, model_identity
 from relgrade.graders.exchange import batch_request, parse_response, render_prompt
 from relgrade.protocol.grades import reason_required
 
@@ -154,9 +156,22 @@ def request_body(settings: BatchSettings, prompt: str) -> dict:
     return body
 
 
+def batch_identity(settings: BatchSettings, *, grader: str, role: str,
+                   template_text: str | None, rubric: str | None,
+                   identity_settings: Mapping | None = None) -> dict:
+    """A provider grader's call cache identity (:func:`relgrade.graders.cache.model_identity`
+    of its provider, model and settings); its
+    :func:`~relgrade.graders.cache.judge_identity` is the judge's identity recorded on the
+    bank lines of the grades its results give."""
+    return model_identity(settings.identity(), grader=grader, role=role,
+                          template=template_text, rubric=rubric, samples=1,
+                          settings=identity_settings)
+
+
 def owed_batches(tasks: Sequence, *, settings: BatchSettings, grader: str, kind: str,
                  role: str, rubric: str, scale: Sequence[int], max_reason_words: int,
-                 template) -> list[OwedBatch]:
+                 template, template_text: str | None = None,
+                 identity_settings: Mapping | None = None) -> list[OwedBatch]:
     """Every batch of ``tasks`` as a provider request.
 
     Parameters
@@ -173,12 +188,18 @@ def owed_batches(tasks: Sequence, *, settings: BatchSettings, grader: str, kind:
     max_reason_words : int
     template : jinja2.Template
         The grader prompt template (:func:`relgrade.graders.exchange.prompt_template`).
+    template_text : str, optional
+        Its text, hashed into the call cache identity (:func:`batch_identity`).
+    identity_settings : mapping, optional
+        The grader's settings named in ``identity_keys``, with their values.
 
     Returns
     -------
     list of OwedBatch
         In the tasks' order.
     """
+    identity = batch_identity(settings, grader=grader, role=role, template_text=template_text,
+                              rubric=rubric, identity_settings=identity_settings)
     out = []
     for task in tasks:
         for bt in task.batches:
@@ -186,8 +207,7 @@ def owed_batches(tasks: Sequence, *, settings: BatchSettings, grader: str, kind:
                                 scale=scale, max_reason_words=max_reason_words,
                                 reason_is_required=reason_required(kind, role, 0))
             body = request_body(settings, render_prompt(template, req))
-            key = call_key({**settings.identity(), "grader": str(grader), "role": str(role)},
-                           canonical_json(body).encode("utf-8"))
+            key = call_key(identity, canonical_json(body).encode("utf-8"))
             out.append(OwedBatch(key=key, query_id=task.query_id, batch=bt.batch,
                                  chunks=tuple(bt.chunks), body=body))
     return out

@@ -3,12 +3,14 @@
 A grader's answer depends only on who answers (the grader, its command or a provider's model
 and settings) and on the exact bytes relgrade sends it. So each batch request is keyed by
 
-    sha256(canonical JSON of {"cache": "relgrade-call-cache/2", "identity": IDENTITY,
+    sha256(canonical JSON of {"cache": "relgrade-call-cache/3", "identity": IDENTITY,
                               "request": REQUEST})
 
 where ``IDENTITY`` is :func:`command_identity` (the grader's name and role, the command's
-argv and input mode, the sha256 of every file of the working tree the argv names, and the
-grader's declared environment variables) or a provider batch file's grader, model and
+argv and input mode, the sha256 of every file of the working tree the argv names, the
+grader's declared environment variables, the sha256 of the prompt template and of the
+rubric, ``samples`` and the grader's declared identity settings; everything but the name and
+role is the judge's identity, :func:`judge_identity`) or, for a provider batch file, :func:`model_identity` of the provider, model and
 settings (:mod:`relgrade.graders.batchfiles`), and ``REQUEST`` is the request's bytes decoded
 as UTF-8 (the JSON request or the prompt written to the command's standard input; a provider
 request's body). The key is 64 hex digits (:func:`call_key`), which is also a valid
@@ -81,7 +83,7 @@ from relgrade.errors import InputError
 from relgrade.graders.store import append_lines, now_utc
 
 #: The ``cache`` value hashed into every key; a new version changes every key.
-CACHE_VERSION = "relgrade-call-cache/2"
+CACHE_VERSION = "relgrade-call-cache/3"
 
 #: The bank's values of ``cache``: the answer came from the cache, or from a call.
 HIT, MISS = "hit", "miss"
@@ -118,9 +120,12 @@ def answer_digest(key: str, answer: str) -> str:
 
 def command_identity(argv: Sequence[str], *, input_mode: str, grader: str, role: str,
                      files: Mapping[str, str] | None = None,
-                     env: Mapping[str, str | None] | None = None) -> dict:
+                     env: Mapping[str, str | None] | None = None,
+                     template: str | bytes | None = None, rubric: str | bytes | None = None,
+                     samples: int = 1, settings: Mapping | None = None) -> dict:
     """Who answers a command grader's request: the grader, its command, what goes on standard
-    input, the files its command names and the environment it declares.
+    input, the files its command names, the environment it declares, the prompt template and
+    rubric it is given, its samples per pair and the settings it declares part of it.
 
     Parameters
     ----------
@@ -136,19 +141,99 @@ def command_identity(argv: Sequence[str], *, input_mode: str, grader: str, role:
     env : mapping of str to (str or None), optional
         Each declared environment variable (params ``graders.NAME.env_keys``) → its value, or
         None when unset (:func:`declared_env`).
+    template, rubric : str or bytes, optional
+        The prompt template's and the rubric's text (str is encoded as UTF-8); only their
+        sha256 is kept. None: not given to the grader (recorded as null).
+    samples : int, default 1
+        Params ``graders.NAME.samples``.
+    settings : mapping, optional
+        The grader's settings it declares part of its identity (params
+        ``graders.NAME.identity_keys``: name → value as written; JSON values).
 
     Returns
     -------
     dict
-        ``{"grader", "role", "command": [...], "input", "files": {...}, "env": {...}}``.
+        ``{"grader", "role", "command": [...], "input", "files": {...}, "env": {...},
+        "template", "rubric", "samples", "settings": {...}}``; ``template`` and ``rubric``
+        are 64-hex sha256 digests or None.
 
     Examples
     --------
-    >>> command_identity(["g"], input_mode="json", grader="a", role="grader")
-    {'grader': 'a', 'role': 'grader', 'command': ['g'], 'input': 'json', 'files': {}, 'env': {}}
+    >>> i = command_identity(["g"], input_mode="json", grader="a", role="grader")
+    >>> i["command"], i["input"], i["template"], i["samples"]
+    (['g'], 'json', None, 1)
     """
-    return {"grader": str(grader), "role": str(role), "command": [str(a) for a in argv],
-            "input": str(input_mode), "files": dict(files or {}), "env": dict(env or {})}
+    return model_identity({"command": [str(a) for a in argv], "input": str(input_mode),
+                           "files": dict(files or {}), "env": dict(env or {})},
+                          grader=grader, role=role, template=template, rubric=rubric,
+                          samples=samples, settings=settings)
+
+
+def model_identity(answerer: Mapping, *, grader: str, role: str,
+                   template: str | bytes | None = None, rubric: str | bytes | None = None,
+                   samples: int = 1, settings: Mapping | None = None) -> dict:
+    """The call cache identity of any model grader: who answers (a command, or a provider's
+    model and settings) and what it is given besides each request.
+
+    Parameters
+    ----------
+    answerer : mapping
+        JSON values naming what answers: a command's ``{"command", "input", "files",
+        "env"}`` (:func:`command_identity`), or a provider's ``{"provider", "model",
+        "max_tokens", "temperature"}`` (:mod:`relgrade.graders.batchfiles`).
+    grader, role, template, rubric, samples, settings
+        As for :func:`command_identity`.
+
+    Returns
+    -------
+    dict
+        ``{"grader", "role", **answerer, "template", "rubric", "samples", "settings"}``.
+
+    Examples
+    --------
+    >>> list(model_identity({"provider": "p", "model": "m"}, grader="g", role="grader"))
+    ['grader', 'role', 'provider', 'model', 'template', 'rubric', 'samples', 'settings']
+    """
+    def digest(text):
+        if text is None:
+            return None
+        return sha256_bytes(text.encode("utf-8") if isinstance(text, str) else bytes(text))
+
+    return {"grader": str(grader), "role": str(role), **answerer,
+            "template": digest(template), "rubric": digest(rubric), "samples": int(samples),
+            "settings": dict(settings or {})}
+
+
+#: The fields of a :func:`command_identity` that name the grader, not what decides its answers.
+_WHO = ("grader", "role")
+
+
+def judge_identity(identity: Mapping) -> str:
+    """The judge's identity hash: what decides a model grader's answers, hashed.
+
+    Parameters
+    ----------
+    identity : mapping
+        A :func:`command_identity` (or a provider grader's identity: its model and settings).
+
+    Returns
+    -------
+    str
+        64 lowercase hex digits: sha256 of the canonical JSON of ``identity`` without the
+        grader's name and role (two graders running the same command on the same template and
+        rubric are the same judge). Shown shortened to 12 digits by ``relgrade status``.
+
+    Examples
+    --------
+    >>> a = command_identity(["g"], input_mode="json", grader="a", role="grader")
+    >>> b = command_identity(["g"], input_mode="json", grader="b", role="auditor")
+    >>> judge_identity(a) == judge_identity(b)
+    True
+    >>> judge_identity(a) == judge_identity(a | {"rubric": "0" * 64})
+    False
+    """
+    what = {k: v for k, v in identity.items() if k not in _WHO}
+    return sha256_bytes(canonical_json(what).encode("utf-8", "surrogateescape"))
 
 
 def named_files(argv: Sequence[str], *, tree, cwd=None) -> dict[str, str]:
@@ -527,3 +612,63 @@ def cache_status_line(grader: str, counts: Mapping[str, int]) -> str | None:
         return None
     return (f"call cache: {grader} {hit} of {hit + miss} grades answered from the cache, "
             f"{miss} by a call")
+
+
+#: The :func:`judge_counts` key of grades whose bank line names no judge identity.
+NOT_RECORDED = "identity not recorded"
+
+
+def judge_counts(bank: Iterable[tuple[int, dict]] | None) -> dict[str, int]:
+    """Under which judge identity a grade file's grades were made, from its bank sidecar.
+
+    Parameters
+    ----------
+    bank : iterable of (int, dict), or None
+        The bank lines (:func:`relgrade.graders.store.read_bank`); None for a grade file
+        without a sidecar.
+
+    Returns
+    -------
+    dict of str to int
+        Judge identity (:func:`judge_identity`, 64 hex) → pairs whose latest bank line names
+        it; :data:`NOT_RECORDED` → pairs whose latest line names none (a line written before
+        identities were recorded, a person's grade, an import). In the order of the pairs'
+        latest lines.
+
+    Examples
+    --------
+    >>> judge_counts([(1, {"query_id": "q", "chunk_id": "a", "judge": "j1"}),
+    ...               (2, {"query_id": "q", "chunk_id": "b"}),
+    ...               (3, {"query_id": "q", "chunk_id": "a", "judge": "j2"})])
+    {'identity not recorded': 1, 'j2': 1}
+    """
+    latest: dict = {}
+    for _, line in bank or ():
+        pair = (line.get("query_id"), line.get("chunk_id"))
+        latest.pop(pair, None)
+        latest[pair] = line.get("judge") or NOT_RECORDED
+    out: dict[str, int] = {}
+    for judge in latest.values():
+        out[judge] = out.get(judge, 0) + 1
+    return out
+
+
+def judge_status_line(grader: str, current: str, counts: Mapping[str, int]) -> str:
+    """One ``relgrade status`` line: a model grader's current judge identity (12 hex digits)
+    and how many of its recorded grades were made under it, under others, or under none
+    recorded.
+
+    Examples
+    --------
+    >>> judge_status_line("g", "a" * 64, {"a" * 64: 3, "b" * 64: 2, NOT_RECORDED: 1})
+    'judge: g identity aaaaaaaaaaaa; 3 grades made under it, 2 under bbbbbbbbbbbb, 1 identity not recorded'
+    >>> judge_status_line("g", "a" * 64, {})
+    'judge: g identity aaaaaaaaaaaa; no grades recorded'
+    """
+    parts = [f"{counts.get(current, 0)} grades made under it"] if counts else []
+    parts += [f"{n} under {j[:12]}" for j, n in counts.items()
+              if j not in (current, NOT_RECORDED)]
+    if counts.get(NOT_RECORDED):
+        parts.append(f"{counts[NOT_RECORDED]} identity not recorded")
+    return f"judge: {grader} identity {current[:12]}; " + (", ".join(parts) or
+                                                          "no grades recorded")

@@ -65,6 +65,7 @@ from relgrade.graders.cache import (
     call_key,
     command_identity,
     declared_env,
+    judge_identity,
     drop_spool,
     named_files,
     read_spool,
@@ -173,6 +174,9 @@ class GraderSetup:
     connect_timeout : float
         Seconds to reach the Ray cluster's address before the run ends in an error
         (``graders.NAME.connect_timeout``, default 30).
+    settings : tuple of (str, object)
+        The settings the grader declares part of its identity (``identity_keys``), each with
+        its value as written: part of :func:`grader_identity`.
     """
 
     name: str
@@ -188,6 +192,7 @@ class GraderSetup:
     address: str | None = None
     env_keys: tuple = ()
     connect_timeout: float = DEFAULTS["connect_timeout"]
+    settings: tuple = ()
 
 
 def _int_param(value, name, grader, path, minimum):
@@ -275,10 +280,54 @@ def grader_setup(spec: Mapping, name: str, *, path=None, workers: int | None = N
     if isinstance(connect, bool) or not isinstance(connect, (int, float)) or not connect > 0:
         raise InputError(f"graders.{name}.connect_timeout must be a number of seconds > 0",
                          path=path, item=name, found=repr(connect))
+    settings = []
+    for k in g.get("identity_keys") or ():
+        if k not in g:
+            raise InputError(f"graders.{name}.identity_keys names {k}, which the grader's "
+                             "entry does not set", path=path, item=name, found=repr(k),
+                             fix=f"Set graders.{name}.{k} or remove it from identity_keys")
+        settings.append((str(k), g[k]))
     return GraderSetup(name=name, role=role, kind=kind, argv=argv, timeout=float(timeout),
                        retries=retries, workers=n_workers, samples=samples, input=mode,
                        executor=where, address=addr, env_keys=tuple(g.get("env_keys") or ()),
-                       connect_timeout=float(connect))
+                       connect_timeout=float(connect), settings=tuple(settings))
+
+
+def grader_identity(setup: GraderSetup, *, template_text: str | None, rubric: str | None,
+                    tree=None, environ: Mapping[str, str] | None = None) -> dict:
+    """A command grader's :func:`~relgrade.graders.cache.command_identity`: the call cache's
+    identity, whose :func:`~relgrade.graders.cache.judge_identity` is the judge's identity.
+
+    Parameters
+    ----------
+    setup : GraderSetup
+    template_text : str or None
+        The prompt template's text (:func:`relgrade.graders.exchange.prompt_template_text`);
+        None when no template is given to the grader.
+    rubric : str or None
+        The rubric's text.
+    tree : str or os.PathLike, optional
+        The working tree: the files of it the command names are hashed
+        (:func:`~relgrade.graders.cache.named_files`).
+    environ : mapping, optional
+        The environment (default ``os.environ``) the declared ``env_keys`` are read from.
+
+    Returns
+    -------
+    dict
+        JSON values; see :func:`relgrade.graders.cache.command_identity`.
+
+    Raises
+    ------
+    InputError
+        A file the command names cannot be read.
+    """
+    s = setup
+    return command_identity(
+        s.argv, input_mode=s.input, grader=s.name, role=s.role,
+        files=named_files(s.argv, tree=tree),
+        env=declared_env(s.env_keys, os.environ if environ is None else environ),
+        template=template_text, rubric=rubric, samples=s.samples, settings=dict(s.settings))
 
 
 def check_packets(packets: Mapping[str, Mapping], *, batch_size: int, source="packets") -> None:
@@ -664,6 +713,13 @@ class RunSummary:
     broken : str or None
         Why the run was ended early because the Ray cluster stopped running its tasks
         (:func:`cluster_broken`); None otherwise.
+    capped : str or None
+        Which cap (``--max-calls`` or ``grading.max_cost``) stopped the run before the
+        request that would have crossed it (:class:`relgrade.graders.price.Cap`); None
+        when no cap was reached.
+    judge : str or None
+        The grader's judge identity (:func:`relgrade.graders.cache.judge_identity`), recorded
+        on every bank line this run wrote.
     """
 
     total_pairs: int = 0
@@ -680,6 +736,8 @@ class RunSummary:
     seconds: float = 0.0
     interrupted: bool = False
     broken: str | None = None
+    capped: str | None = None
+    judge: str | None = None
 
     @property
     def remaining(self) -> int:
@@ -691,7 +749,7 @@ class _Run:
 
     def __init__(self, setup, *, store, sample_store, writer, rubric, scale, max_reason_words,
                  template, runner, progress, summary, sampled_rows, max_reason_chars=300,
-                 cache=None, identity=None):
+                 cache=None, identity=None, cap=None):
         self.setup = setup
         self.store = store
         self.sample_store = sample_store
@@ -707,6 +765,9 @@ class _Run:
         self.sampled_rows = sampled_rows  # (q, c) -> {sample: (reason, grade)}
         self.cache = cache
         self.identity = identity
+        self.judge = judge_identity(identity)
+        self.cap = cap
+        self.capped = threading.Event()
         self.lock = threading.Lock()
         self.lost_streak, self.lost_since = 0, None
 
@@ -788,7 +849,7 @@ class _Run:
             source += f" sample {sample}"
         error = None
         for attempt in range(1, s.retries + 2):
-            if self.runner.stopping.is_set():
+            if self.runner.stopping.is_set() or self.capped.is_set():
                 return None
             if attempt > 1:
                 self.count(retried=1)
@@ -806,6 +867,13 @@ class _Run:
                     self.count(cache_hits=1)
                     return rows, True, self.cache.digest(key)
                 self.count(cache_misses=1)
+            if self.cap is not None and not self.cap.reserve(
+                    req.get("prompt") or data.decode("utf-8", "surrogateescape"),
+                    task.query_id, [str(c["chunk_id"]) for c in chunks]):
+                with self.lock:
+                    self.summary.capped = self.cap.reached
+                self.capped.set()
+                return None
             lost = 0
             while True:
                 spool = None if key is None else self.cache.spool_file(key)
@@ -855,7 +923,7 @@ class _Run:
     def grade_query(self, task: QueryTask) -> None:
         s = self.setup
         for bt in task.batches:
-            if self.runner.stopping.is_set():
+            if self.runner.stopping.is_set() or self.capped.is_set():
                 return
             if s.samples == 1:
                 got = self.attempt_batch(task, bt, 0, bt.chunks)
@@ -896,13 +964,80 @@ class _Run:
                 rows = agg.to_dict("records")
             rows = [{"query_id": str(r["query_id"]), "chunk_id": str(r["chunk_id"]),
                      "reason": str(r["reason"]), "grade": int(r["grade"])} for r in rows]
-            note = None if self.cache is None else {
-                "cache": HIT if hit else MISS,
-                "answer_sha256": digests[0] if len(digests) == 1 else digests}
+            note = {"judge": self.judge}
+            if self.cache is not None:
+                note.update({"cache": HIT if hit else MISS,
+                             "answer_sha256": digests[0] if len(digests) == 1 else digests})
             self.writer.submit(self.store, rows, note=note).result()
             self.count(graded=len(rows), batches=1)
             if self.progress is not None:
                 self.progress(len(rows))
+
+
+def owed(packets: Mapping[str, Mapping], *, setup: GraderSetup, store: GradeStore,
+         sample_store: GradeStore | None, scale: Sequence[int], max_reason_words: int,
+         max_reason_chars: int = 300) -> tuple[list, set, dict]:
+    """The work a run of ``setup`` would do: what :func:`run_grader` plans, with no process.
+
+    Returns
+    -------
+    tasks : list of QueryTask
+        :func:`plan` over the pairs without a current recorded grade.
+    recorded : set of (str, str)
+        Pairs with a current recorded grade.
+    sampled_rows : dict
+        ``(query_id, chunk_id)`` → ``{sample: (reason, grade)}`` already recorded.
+
+    Raises
+    ------
+    InputError
+        A recorded row is invalid.
+    """
+    s = setup
+    common = dict(packets=packets, scale=scale, max_reason_words=max_reason_words, kind=s.kind,
+                  role=s.role, grader=s.name, max_reason_chars=max_reason_chars)
+    recorded = recorded_pairs(store.rows, source=store.path, bank=read_bank(store.path),
+                              **common)
+    if getattr(store, "made_on", None) is not None:
+        # only grades made on what the packets show now count: a stale pair is graded again
+        recorded &= set(store.current_keys())
+    sampled_rows: dict = {}
+    if s.samples > 1 and sample_store is not None:
+        sdf = recorded_samples(sample_store.rows, source=sample_store.path, **common)
+        for q, c, smp, r, g in sdf.itertuples(index=False, name=None):
+            sampled_rows.setdefault((q, c), {})[int(smp)] = (r, int(g))
+    sampled = {k: set(v) for k, v in sampled_rows.items()}
+    return plan(packets, recorded=recorded, samples=s.samples, sampled=sampled), recorded, \
+        sampled_rows
+
+
+def owed_requests(tasks: Sequence[QueryTask], *, setup: GraderSetup, rubric: str,
+                  scale: Sequence[int], max_reason_words: int, template,
+                  reason_chars: int) -> list:
+    """Each first-attempt request ``tasks`` would send, rendered as it would be sent.
+
+    Returns
+    -------
+    list of relgrade.graders.price.Request
+        One per batch and owed sample: the rendered prompt's characters (the bytes sent when
+        ``template`` is None) and its answer's characters (:func:`relgrade.graders.price.request_of`).
+    """
+    from relgrade.graders.price import request_of
+
+    s = setup
+    out = []
+    for task in tasks:
+        for bt in task.batches:
+            for sample, chunks in bt.todo:
+                req = batch_request(task.packet, bt.batch, chunks, grader=s.name, rubric=rubric,
+                                    scale=scale, max_reason_words=max_reason_words,
+                                    reason_is_required=reason_required(s.kind, s.role, 0),
+                                    sample=sample)
+                text = render_prompt(template, req) if template is not None else \
+                    encode_request(req, mode=s.input).decode("utf-8", "surrogateescape")
+                out.append(request_of(task.query_id, [str(c["chunk_id"]) for c in chunks],
+                                      text, reason_chars=reason_chars, scale=scale))
+    return out
 
 
 def run_grader(
@@ -921,6 +1056,8 @@ def run_grader(
     cache: CallCache | None = None,
     tree=None,
     runner=None,
+    template_text: str | None = None,
+    cap=None,
 ) -> RunSummary:
     """Grade every pair of ``packets`` that ``store`` does not hold yet.
 
@@ -997,20 +1134,10 @@ def run_grader(
         raise InputError("grader command not found or not executable", item=s.name, found=exe,
                          fix=f"Check graders.{s.name}.command")
     t0 = time.perf_counter()
-    common = dict(packets=packets, scale=scale, max_reason_words=max_reason_words, kind=s.kind,
-                  role=s.role, grader=s.name, max_reason_chars=max_reason_chars)
-    recorded = recorded_pairs(store.rows, source=store.path, bank=read_bank(store.path),
-                              **common)
-    if getattr(store, "made_on", None) is not None:
-        # only grades made on what the packets show now count: a stale pair is graded again
-        recorded &= set(store.current_keys())
-    sampled_rows: dict = {}
-    if s.samples > 1:
-        sdf = recorded_samples(sample_store.rows, source=sample_store.path, **common)
-        for q, c, smp, r, g in sdf.itertuples(index=False, name=None):
-            sampled_rows.setdefault((q, c), {})[int(smp)] = (r, int(g))
-    sampled = {k: set(v) for k, v in sampled_rows.items()}
-    tasks = plan(packets, recorded=recorded, samples=s.samples, sampled=sampled)
+    tasks, recorded, sampled_rows = owed(packets, setup=s, store=store,
+                                         sample_store=sample_store, scale=scale,
+                                         max_reason_words=max_reason_words,
+                                         max_reason_chars=max_reason_chars)
     summary = RunSummary(total_pairs=len(packet_pairs(packets)), already=len(recorded))
     if on_plan is not None:
         on_plan(summary)
@@ -1021,9 +1148,7 @@ def run_grader(
             f"{store.path}: killed {len(stragglers)} grader processes left running by an "
             "earlier run that was killed")
     env = declared_env(s.env_keys, os.environ)
-    identity = None if cache is None else command_identity(
-        s.argv, input_mode=s.input, grader=s.name, role=s.role,
-        files=named_files(s.argv, tree=tree), env=env)
+    identity = grader_identity(s, template_text=template_text, rubric=rubric, tree=tree)
     own_runner = runner is None
     if runner is None and s.executor == "ray" and tasks:
         from relgrade.graders.rayexec import RayRunner
@@ -1036,7 +1161,8 @@ def run_grader(
     run = _Run(s, store=store, sample_store=sample_store, writer=writer, rubric=rubric,
                scale=scale, max_reason_words=max_reason_words, template=template, runner=runner,
                progress=progress, summary=summary, sampled_rows=sampled_rows,
-               max_reason_chars=max_reason_chars, cache=cache, identity=identity)
+               max_reason_chars=max_reason_chars, cache=cache, identity=identity, cap=cap)
+    summary.judge = run.judge
     pool = concurrent.futures.ThreadPoolExecutor(max_workers=s.workers,
                                                  thread_name_prefix="relgrade-grader")
     futures = [pool.submit(run.grade_query, t) for t in tasks]

@@ -277,6 +277,15 @@ def parse_response(
     return df
 
 
+def prompt_template_text() -> str:
+    """The text of the grader prompt template shipped with relgrade
+    (``relgrade/prompts/grader.md``): what :func:`prompt_template` compiles, and what the
+    judge's identity hashes (:func:`relgrade.graders.cache.command_identity`)."""
+    from importlib import resources
+
+    return (resources.files("relgrade") / "prompts" / "grader.md").read_text("utf-8")
+
+
 def prompt_template():
     """The grader prompt template shipped with relgrade (``relgrade/prompts/grader.md``).
 
@@ -286,11 +295,9 @@ def prompt_template():
         Strict (an undefined variable is an error), with the ``code_fence`` filter
         (:func:`code_fence`); rendered by :func:`render_prompt`.
     """
-    from importlib import resources
-
     import jinja2
 
-    text = (resources.files("relgrade") / "prompts" / "grader.md").read_text("utf-8")
+    text = prompt_template_text()
     env = jinja2.Environment(undefined=jinja2.StrictUndefined, keep_trailing_newline=True,
                              autoescape=False)
     env.filters["code_fence"] = code_fence

@@ -389,6 +389,7 @@ def record_provenance(
     graders: Mapping[str, Mapping],
     gate: Mapping,
     audit_lock_sha256: str | None = None,
+    judges: Mapping[str, Mapping[str, int]] | None = None,
 ) -> dict:
     """The record's integrity fields: what the key was made with, beyond its inputs.
 
@@ -410,13 +411,18 @@ def record_provenance(
         agreement they were checked on); its ``warnings`` when it has any.
     audit_lock_sha256 : str, optional
         The audit lock's hash, when the experiment has one.
+    judges : mapping of str to mapping of str to int, optional
+        Per model grader, judge identity (64 hex) → grades of the round made under it
+        (``"identity not recorded"`` for grades whose bank line names none); see
+        :func:`relgrade.graders.cache.judge_counts`.
 
     Returns
     -------
     dict
         ``qrels_sha256``, ``rubric_sha256``, ``prompt_template_sha256``, ``grader_commands``
         (grader → command, sorted by grader), ``gates``, ``agreement``, then
-        ``gate_warnings`` and ``audit_lock_sha256`` when given.
+        ``gate_warnings``, ``audit_lock_sha256`` and ``judges`` (sorted by grader) when
+        given.
 
     Examples
     --------
@@ -441,6 +447,8 @@ def record_provenance(
         out["gate_warnings"] = list(gate["warnings"])
     if audit_lock_sha256:
         out["audit_lock_sha256"] = audit_lock_sha256
+    if judges:
+        out["judges"] = {name: dict(judges[name]) for name in sorted(judges)}
     return out
 
 

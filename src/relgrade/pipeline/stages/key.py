@@ -37,6 +37,7 @@ import pandas as pd
 
 from relgrade.errors import InputError, ProtocolError
 from relgrade.io import files as io
+from relgrade.graders.cache import NOT_RECORDED, judge_counts
 from relgrade.io.trec import write_trec_qrels
 from relgrade.protocol import corrections as corrections_mod
 from relgrade.protocol import key, ledger, triage
@@ -73,7 +74,17 @@ def _provenance(ex, gate, qrels_sha256):
         rubric_sha256=io.sha256_file(rubric_path) if rubric_path and rubric_path.exists() else None,
         prompt_template_sha256=io.sha256_file(prompt) if prompt.exists() else None,
         graders=ex.params.graders_dict(), gate=gate,
-        audit_lock_sha256=io.sha256_file(lock_path) if lock_path and lock_path.exists() else None)
+        audit_lock_sha256=io.sha256_file(lock_path) if lock_path and lock_path.exists() else None,
+        judges=_judges(ex))
+
+
+def _judges(ex):
+    """Per grader whose bank names a judge identity: the round's grades per identity."""
+    if not ex.params.paths.grades_in:
+        return None
+    counts = {name: judge_counts(ex.read_bank(files))
+              for name, files in ex.grader_round_files().items()}
+    return {k: v for k, v in counts.items() if set(v) - {NOT_RECORDED}}
 
 
 def _write(files, table, record, gate, ex, made_on):
