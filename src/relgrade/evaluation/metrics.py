@@ -45,6 +45,8 @@ from relgrade.ranking import (
 from relgrade.schema import QRELS, RUN
 
 ON_MISSING = ("zero", "skip")
+#: How deep uncut RR looks before ranking whole lists when no cut measure sets the depth.
+DEEP_RR_DEPTH = 10
 NO_RELEVANT = ("exclude", "zero")
 
 
@@ -235,8 +237,14 @@ def _score_run(key: KeyIndex, run: pd.DataFrame, measures: list[Measure], on_mis
                          item=f"query {run_qids[row]}, chunk {chunk_ids[row]}",
                          found=repr(float(score[row])))
 
-    depths = [_depth(m) for m in measures]
-    depth = None if None in depths else max(depths)
+    # uncut RR needs a deeper look only where the top `depth` holds nothing relevant: it
+    # reads the top rows like a cut measure, and _deep_rr ranks the other queries' lists
+    deep = [m for m in measures if m.name == "RR" and m.cutoff is None]
+    depths = [_depth(m) for m in measures if not (m.name == "RR" and m.cutoff is None)]
+    depth = None if None in depths else max(depths, default=DEEP_RR_DEPTH)
+    if depth is None:
+        deep = []
+    full = (rq, score, rank, chunk_ids, run_qids) if deep else None
     n_ret = np.bincount(rq, minlength=key.n_queries)
     if depth is not None:
         # only rows that can reach the top `depth` of their list are ranked: a prefix of the
@@ -255,21 +263,8 @@ def _score_run(key: KeyIndex, run: pd.DataFrame, measures: list[Measure], on_mis
     if len(pos) and depth is not None and depth < pos.max():
         top = np.flatnonzero(pos <= depth)
         order, qs, pos = order[top], qs[top], pos[top]
-    rows = pa.array(order)
-    top_chunks = _checked_ids(chunk_ids.take(rows), "chunk_id")  # no U+001F in a pair key
-    at = _grade_rows(key, qs, top_chunks)
-    if at is None:  # two ranked pairs hash alike: look the pairs up as text
-        top_pairs = pair_keys(run_qids.take(rows), top_chunks)
-        # a ranked pair seen twice is a chunk listed twice for one query
-        encoded = pc.dictionary_encode(top_pairs.combine_chunks())
-        if len(encoded.dictionary) < len(encoded):
-            _check_no_duplicates(encoded.indices.to_numpy(), encoded.dictionary)
-        del encoded
-        # the ranked pairs are distinct and so are the key's: look each key pair up among
-        # the ranked ones (hashing the shorter side), and give its grade to the row it names
-        at = codes_in(key.pairs, top_pairs)
-        del top_pairs
-    del rows, top_chunks, chunk_ids, run_qids, rq, score, rank
+    at = _key_rows(key, qs, order, chunk_ids, run_qids)
+    del chunk_ids, run_qids, rq, score, rank
     hit = np.flatnonzero(at >= 0)
     judged = np.zeros(len(pos), dtype=bool)
     judged[at[hit]] = True
@@ -288,7 +283,10 @@ def _score_run(key: KeyIndex, run: pd.DataFrame, measures: list[Measure], on_mis
     answered = n_ret > 0
     out = {}
     for m in measures:
-        value = _COMPUTE[m.name](rows, m)
+        if m in deep:
+            value = _deep_rr(rows, m, depth, full, ties)
+        else:
+            value = _COMPUTE[m.name](rows, m)
         if m.needs_relevant and no_relevant == "exclude":
             defined = key.num_relevant(m.level) > 0
         else:
@@ -296,6 +294,61 @@ def _score_run(key: KeyIndex, run: pd.DataFrame, measures: list[Measure], on_mis
         counted = defined & answered if on_missing == "skip" else defined
         out[str(m)] = (value, counted)
     return out
+
+
+def _key_rows(key: KeyIndex, qs: np.ndarray, order: np.ndarray, chunk_ids: pa.ChunkedArray,
+              run_qids: pa.ChunkedArray) -> np.ndarray:
+    """For each qrels row, the ranked row of the same (query, chunk), -1 when none.
+
+    ``order`` picks the ranked rows (in canonical order, query codes ``qs``) out of the
+    run's ``chunk_ids`` and ``run_qids``. Raises InputError when a chunk is listed twice
+    for one query among those rows.
+    """
+    rows = pa.array(order)
+    top_chunks = _checked_ids(chunk_ids.take(rows), "chunk_id")  # no U+001F in a pair key
+    at = _grade_rows(key, qs, top_chunks)
+    if at is None:  # two ranked pairs hash alike: look the pairs up as text
+        top_pairs = pair_keys(run_qids.take(rows), top_chunks)
+        # a ranked pair seen twice is a chunk listed twice for one query
+        encoded = pc.dictionary_encode(top_pairs.combine_chunks())
+        if len(encoded.dictionary) < len(encoded):
+            _check_no_duplicates(encoded.indices.to_numpy(), encoded.dictionary)
+        del encoded
+        # the ranked pairs are distinct and so are the key's: look each key pair up among
+        # the ranked ones (hashing the shorter side), and give its grade to the row it names
+        at = codes_in(key.pairs, top_pairs)
+    return at
+
+
+def _deep_rr(r: _Rows, m: Measure, depth: int, full: tuple, ties: str) -> np.ndarray:
+    """Uncut RR when ``r`` holds only the top ``depth`` rows of each list.
+
+    A query whose top ``depth`` holds a relevant chunk has its RR there (:func:`_rr`); only
+    the lists of the other queries that retrieved more than ``depth`` chunks and have
+    something relevant in the qrels are ranked in full, to find their first relevant rank.
+    ``full``: the run's (query codes, scores, ranks or None, chunk ids, query ids), every
+    row of the key's queries. The values equal :func:`_rr` over the whole ranked run.
+    """
+    value = _rr(r, m)
+    rq, score, rank, chunk_ids, run_qids = full
+    need = (value == 0) & (r.n_ret > depth) & (r.key.num_relevant(m.rel) > 0)
+    if not need.any():
+        return value
+    sub = np.flatnonzero(need[rq])
+    sub_rq = rq[sub]
+    sub_chunks = chunk_ids.take(pa.array(sub))
+    order = canonical_order(sub_rq, score[sub], sub_chunks,
+                            rank=rank[sub] if rank is not None else None, ties=ties)
+    qs = sub_rq[order]
+    at = _key_rows(r.key, qs, order, sub_chunks, run_qids.take(pa.array(sub)))
+    hit = np.flatnonzero((at >= 0) & (r.key.grade >= m.rel))
+    relevant = np.zeros(len(qs), dtype=bool)
+    relevant[at[hit]] = True
+    deeper = _Rows(key=r.key, qs=qs, pos=ranks_in_sorted(qs), grade=relevant.astype(np.int64),
+                   judged=relevant, n_ret=r.n_ret)
+    found = _rr(deeper, Measure(name="RR", rel=1))
+    value[need] = found[need]
+    return value
 
 
 def _grade_rows(key: KeyIndex, qs: np.ndarray, chunks: pa.ChunkedArray) -> np.ndarray | None:
