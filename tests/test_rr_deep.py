@@ -7,9 +7,11 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from relgrade import ranking
 from relgrade.evaluation import metrics
 from relgrade.evaluation.metrics import per_query
 
@@ -76,7 +78,7 @@ def test_uncut_rr_equals_a_full_sort_of_every_list(data, ties, rel, cutoff):
             assert v == expected[q], (q, extra)
 
 
-def test_only_queries_with_nothing_relevant_in_the_top_k_are_ranked_in_full(monkeypatch):
+def test_only_queries_with_nothing_relevant_in_the_top_k_look_deeper(monkeypatch):
     # q1's first relevant chunk is at rank 2 (inside the top 3), q2's at rank 5
     qrels = pd.DataFrame({"query_id": ["q1", "q2"], "chunk_id": ["b", "e"], "grade": [1, 2]})
     run = pd.DataFrame({"query_id": ["q1"] * 5 + ["q2"] * 5,
@@ -93,5 +95,20 @@ def test_only_queries_with_nothing_relevant_in_the_top_k_are_ranked_in_full(monk
     table = per_query(qrels=qrels, run=run, measures=["RR", "R@3"])
     rr = table[table["measure"] == "RR"].set_index("query_id")["value"]
     assert rr.to_dict() == {"q1": 1 / 2, "q2": 1 / 5}
-    # the first look ranks both lists' top 3; the deeper one q2's list only (code 1)
+    # the first look ranks both lists' top 3; the deeper look orders q2's relevant rows only
     assert ranked == [[0, 1], [1]]
+
+
+@pytest.mark.parametrize("relevant", [["e"], ["e", "d"]])
+def test_hash_collisions_are_told_apart_by_the_text(monkeypatch, relevant):
+    # every chunk id hashes alike: one relevant pair per query is matched by hash and checked
+    # as text; two relevant pairs hash alike and are matched as text only
+    monkeypatch.setattr(ranking, "_text_hash", lambda ids: np.zeros(len(ids), np.uint64))
+    qrels = pd.DataFrame({"query_id": ["q1"] * len(relevant), "chunk_id": relevant,
+                          "grade": [1] * len(relevant)})
+    run = pd.DataFrame({"query_id": ["q1"] * 6, "chunk_id": list("abcdef"),
+                        "rank": list(range(1, 7)), "score": [5.0, 4.0, 4.0, 3.0, 2.0, 1.0]})
+    table = per_query(qrels=qrels, run=run, measures=["RR", "R@2"])
+    # canonical order a, c, b (4.0 tied: c > b), d, e, f
+    expected = 1 / 5 if relevant == ["e"] else 1 / 4
+    assert table.loc[table["measure"] == "RR", "value"].tolist() == [expected]

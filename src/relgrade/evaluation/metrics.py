@@ -323,31 +323,69 @@ def _key_rows(key: KeyIndex, qs: np.ndarray, order: np.ndarray, chunk_ids: pa.Ch
 def _deep_rr(r: _Rows, m: Measure, depth: int, full: tuple, ties: str) -> np.ndarray:
     """Uncut RR when ``r`` holds only the top ``depth`` rows of each list.
 
-    A query whose top ``depth`` holds a relevant chunk has its RR there (:func:`_rr`); only
-    the lists of the other queries that retrieved more than ``depth`` chunks and have
-    something relevant in the qrels are ranked in full, to find their first relevant rank.
-    ``full``: the run's (query codes, scores, ranks or None, chunk ids, query ids), every
-    row of the key's queries. The values equal :func:`_rr` over the whole ranked run.
+    A query whose top ``depth`` holds a relevant chunk has its RR there (:func:`_rr`). Only
+    the other queries that retrieved more than ``depth`` chunks and have something relevant
+    in the qrels look deeper, and no list is sorted: their relevant rows are found by pair
+    hash (each match then compared as text), the best of them in canonical order is the
+    first relevant one, and its rank is 1 + the rows of its list that come before it in
+    canonical order (a higher score, or an equal score and a chunk id greater as bytes;
+    with ``ties="rank"`` the rank column first). ``full``: the run's (query codes, scores,
+    ranks or None, chunk ids, query ids), every row of the key's queries. The values equal
+    :func:`_rr` over the whole ranked run.
     """
     value = _rr(r, m)
     rq, score, rank, chunk_ids, run_qids = full
-    need = (value == 0) & (r.n_ret > depth) & (r.key.num_relevant(m.rel) > 0)
+    key = r.key
+    need = (value == 0) & (r.n_ret > depth) & (key.num_relevant(m.rel) > 0)
     if not need.any():
         return value
     sub = np.flatnonzero(need[rq])
-    sub_rq = rq[sub]
-    sub_chunks = chunk_ids.take(pa.array(sub))
-    order = canonical_order(sub_rq, score[sub], sub_chunks,
-                            rank=rank[sub] if rank is not None else None, ties=ties)
-    qs = sub_rq[order]
-    at = _key_rows(r.key, qs, order, sub_chunks, run_qids.take(pa.array(sub)))
-    hit = np.flatnonzero((at >= 0) & (r.key.grade >= m.rel))
-    relevant = np.zeros(len(qs), dtype=bool)
-    relevant[at[hit]] = True
-    deeper = _Rows(key=r.key, qs=qs, pos=ranks_in_sorted(qs), grade=relevant.astype(np.int64),
-                   judged=relevant, n_ret=r.n_ret)
-    found = _rr(deeper, Measure(name="RR", rel=1))
-    value[need] = found[need]
+    wanted = np.flatnonzero(need[key.q] & (key.grade >= m.rel))  # qrels rows
+    table = pd.Index(key.pair_hash[wanted])
+    hashes = pair_hashes(rq[sub], chunk_ids.take(pa.array(sub)))
+    if table.is_unique:
+        at = table.get_indexer(hashes)
+        cand = np.flatnonzero(at >= 0)
+        at, cand = wanted[at[cand]], sub[cand]
+        # a hash match is the pair only when the text says so
+        same = (key.q[at] == rq[cand]) & pc.equal(
+            key.chunk_ids.take(pa.array(at)), chunk_ids.take(pa.array(cand))).to_numpy(
+            zero_copy_only=False)
+        cand = cand[same]
+    else:  # two qrels pairs hash alike: match the pairs as text
+        cand = sub[np.isin(hashes, table.to_numpy())]
+        at = codes_in(pair_keys(run_qids.take(pa.array(cand)),
+                                chunk_ids.take(pa.array(cand))), key.pairs)
+        cand = cand[(at >= 0) & (key.grade[np.maximum(at, 0)] >= m.rel)]
+    del table, hashes
+    if not len(cand):
+        return value
+    cand_chunks = chunk_ids.take(pa.array(cand))
+    order = canonical_order(rq[cand], score[cand], cand_chunks,
+                            rank=rank[cand] if rank is not None else None, ties=ties)
+    cq = rq[cand][order]
+    first = np.r_[True, cq[1:] != cq[:-1]]
+    best = cand[order[first]]                 # each query's first relevant row
+    slot = np.full(key.n_queries, -1, dtype=np.int64)
+    slot[rq[best]] = np.arange(len(best))
+    sub = sub[slot[rq[sub]] >= 0]             # the lists that hold a relevant chunk
+    b = slot[rq[sub]]
+    s, bs = score[sub], score[best][b]
+    if ties == "rank":
+        k, bk = rank[sub], rank[best][b]
+        before = (k < bk) | ((k == bk) & (s > bs))
+        tied = (k == bk) & (s == bs)
+    else:
+        before = s > bs
+        tied = s == bs
+    tied_rows = np.flatnonzero(tied)
+    # equal keys: a chunk id greater as bytes comes first (trec_eval's strcmp, descending)
+    greater = pc.greater(chunk_ids.take(pa.array(sub[tied_rows])),
+                         chunk_ids.take(pa.array(best[b[tied_rows]]))).to_numpy(
+        zero_copy_only=False)
+    before[tied_rows[greater]] = True
+    ahead = np.bincount(rq[sub[before]], minlength=key.n_queries)
+    value[rq[best]] = 1.0 / (ahead[rq[best]] + 1)
     return value
 
 
