@@ -4,7 +4,9 @@ Every value is computed with numpy over the run's canonical ranking
 (:func:`relgrade.ranking.canonical_order`): query ids become integer codes through one Arrow
 hash lookup, only the rows some measure reads (the top max-cutoff of each list) look up
 their grade (one hash lookup of "query, chunk" keys in the qrels), and per-query sums are
-``numpy.bincount`` calls. No Python loop runs per query or per row.
+``numpy.bincount`` calls. No Python loop runs per query or per row. Uncut RR reads that
+top too; only the queries whose top holds nothing relevant look further, without a sort: the
+first relevant chunk's rank is 1 + the rows ahead of it in canonical order.
 
 The rules, each pinned by a test:
 
@@ -819,8 +821,9 @@ def per_query(*, qrels: pd.DataFrame, run: pd.DataFrame, measures,
     ------
     InputError
         A column is missing; a grade is not an integer; one (query, chunk) pair is graded
-        twice; a chunk is listed twice within the rows the measures read (naming the query
-        and the chunk; :func:`relgrade.ranking.validate_run` checks whole lists); a score is
+        twice; a chunk is listed twice within the rows the measures rank (naming the query
+        and the chunk; uncut RR's deeper look ranks none, and
+        :func:`relgrade.ranking.validate_run` checks whole lists); a score is
         not finite; a measure name does not parse; ``on_missing_query``, ``ties`` or
         ``no_relevant`` is unknown; xinfAP or infNDCG is asked for without ``inclusion``;
         an inclusion probability is not in (0, 1], a pair has two, or a judged pair has
