@@ -343,23 +343,27 @@ def _deep_rr(r: _Rows, m: Measure, depth: int, full: tuple, ties: str) -> np.nda
         return value
     sub = np.flatnonzero(need[rq])
     wanted = np.flatnonzero(need[key.q] & (key.grade >= m.rel))  # qrels rows
+    # a row can be relevant only when its chunk id is one of those queries' relevant chunks
+    maybe = pc.is_in(chunk_ids, value_set=pc.unique(key.chunk_ids.take(pa.array(wanted)))
+                     ).to_numpy(zero_copy_only=False)
+    maybe = np.flatnonzero(maybe & need[rq])
     table = pd.Index(key.pair_hash[wanted])
-    hashes = pair_hashes(rq[sub], chunk_ids.take(pa.array(sub)))
+    hashes = pair_hashes(rq[maybe], chunk_ids.take(pa.array(maybe)))
     if table.is_unique:
         at = table.get_indexer(hashes)
         cand = np.flatnonzero(at >= 0)
-        at, cand = wanted[at[cand]], sub[cand]
+        at, cand = wanted[at[cand]], maybe[cand]
         # a hash match is the pair only when the text says so
         same = (key.q[at] == rq[cand]) & pc.equal(
             key.chunk_ids.take(pa.array(at)), chunk_ids.take(pa.array(cand))).to_numpy(
             zero_copy_only=False)
         cand = cand[same]
     else:  # two qrels pairs hash alike: match the pairs as text
-        cand = sub[np.isin(hashes, table.to_numpy())]
+        cand = maybe[np.isin(hashes, table.to_numpy())]
         at = codes_in(pair_keys(run_qids.take(pa.array(cand)),
                                 chunk_ids.take(pa.array(cand))), key.pairs)
         cand = cand[(at >= 0) & (key.grade[np.maximum(at, 0)] >= m.rel)]
-    del table, hashes
+    del maybe, table, hashes
     if not len(cand):
         return value
     cand_chunks = chunk_ids.take(pa.array(cand))
