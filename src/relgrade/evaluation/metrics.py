@@ -327,8 +327,10 @@ def _deep_rr(r: _Rows, m: Measure, depth: int, full: tuple, ties: str) -> np.nda
 
     A query whose top ``depth`` holds a relevant chunk has its RR there (:func:`_rr`). Only
     the other queries that retrieved more than ``depth`` chunks and have something relevant
-    in the qrels look deeper, and no list is sorted: their relevant rows are found by pair
-    hash (each match then compared as text), the best of them in canonical order is the
+    in the qrels look deeper, and no list is sorted: their rows whose chunk id is one of
+    those queries' relevant chunks are matched to the qrels by pair hash (each match then
+    compared as text; as text only when two qrels pairs hash alike), the best of them in
+    canonical order is the
     first relevant one, and its rank is 1 + the rows of its list that come before it in
     canonical order (a higher score, or an equal score and a chunk id greater as bytes;
     with ``ties="rank"`` the rank column first). ``full``: the run's (query codes, scores,
