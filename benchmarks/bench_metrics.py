@@ -28,6 +28,10 @@ Contenders and what each computes per arm, at cutoffs 3, 5 and 10:
 * ``relgrade-evaluate-full``: the same command with the full measure set,
   :data:`FULL_MEASURES`, most of which read the whole ranked list.
 
+``--anchor``: ``pytrec_eval`` and ``relgrade-evaluate`` compute the anchor's measure set
+instead, :data:`ANCHOR_MEASURES` (``ndcg_cut.10 recall.10 recip_rank``, trec_eval's names,
+which ``relgrade evaluate -m`` reads): uncut reciprocal rank among them.
+
 The whole-process columns (``process wall`` and ``process CPU``, user + system seconds of
 every thread) include interpreter start-up and imports; the load average is recorded at the
 start and the end.
@@ -53,6 +57,8 @@ TOOLS = ("relgrade-trec", "relgrade-parquet", "relgrade-trec-validated", "pytrec
          "ir_measures", "ranx", "relgrade-evaluate", "relgrade-evaluate-full")
 # relgrade evaluate's measures: nDCG, R, RR at each cutoff ...
 EVALUATE_MEASURES = [f"{m}@{k}" for k in CUTOFFS for m in ("nDCG", "R", "RR")]
+# the anchor's set, trec_eval's names (uncut reciprocal rank)
+ANCHOR_MEASURES = ["ndcg_cut.10", "recall.10", "recip_rank"]
 # ... and every measure relgrade has, trec_eval's default parameters where it has them
 FULL_MEASURES = EVALUATE_MEASURES + [
     "AP", "AP@10", "P@10", "Rprec", "Bpref", "Success@10", "infAP", "ERR@10", "RBP(p=0.9)",
@@ -92,15 +98,16 @@ def _relgrade(data: Path, ext: str, validate: bool):
     return time.perf_counter() - start, time.process_time() - cpu_start, check
 
 
-def _pytrec_eval(data: Path):
+def _pytrec_eval(data: Path, anchor: bool = False):
     import pytrec_eval
 
     ks = ",".join(map(str, CUTOFFS))
+    wanted = set(ANCHOR_MEASURES) if anchor else \
+        {f"ndcg_cut.{ks}", f"recall.{ks}", f"P.{ks}", "recip_rank"}
     start, cpu_start = time.perf_counter(), time.process_time()
     with open(data / "qrels.trec") as f:
         qrels = pytrec_eval.parse_qrel(f)
-    evaluator = pytrec_eval.RelevanceEvaluator(
-        qrels, {f"ndcg_cut.{ks}", f"recall.{ks}", f"P.{ks}", "recip_rank"})
+    evaluator = pytrec_eval.RelevanceEvaluator(qrels, wanted)
     check = []
     for path in _arms(data, "trec"):
         with open(path) as f:
@@ -173,7 +180,7 @@ def _evaluate(data: Path, measures: list[str]):
     return seconds, cpu, [doc["runs"][p.stem]["R@10"] for p in _arms(data, "trec")]
 
 
-def _worker(tool: str, data: Path) -> dict:
+def _worker(tool: str, data: Path, anchor: bool = False) -> dict:
     if tool == "relgrade-trec":
         seconds, cpu, check = _relgrade(data, "trec", validate=False)
     elif tool == "relgrade-parquet":
@@ -181,13 +188,13 @@ def _worker(tool: str, data: Path) -> dict:
     elif tool == "relgrade-trec-validated":
         seconds, cpu, check = _relgrade(data, "trec", validate=True)
     elif tool == "pytrec_eval":
-        seconds, cpu, check = _pytrec_eval(data)
+        seconds, cpu, check = _pytrec_eval(data, anchor)
     elif tool == "ir_measures":
         seconds, cpu, check = _ir_measures(data)
     elif tool == "ranx":
         seconds, cpu, check = _ranx(data)
     elif tool == "relgrade-evaluate":
-        seconds, cpu, check = _evaluate(data, EVALUATE_MEASURES)
+        seconds, cpu, check = _evaluate(data, ANCHOR_MEASURES if anchor else EVALUATE_MEASURES)
     elif tool == "relgrade-evaluate-full":
         seconds, cpu, check = _evaluate(data, FULL_MEASURES)
     else:
@@ -200,11 +207,12 @@ def _worker(tool: str, data: Path) -> dict:
 
 # --- the parent: run each contender in a fresh process -------------------------------
 
-def _run_child(tool: str, data: Path, timeout: float) -> dict:
+def _run_child(tool: str, data: Path, timeout: float, anchor: bool = False) -> dict:
     # children run one at a time, so the change in the children's rusage is this child's
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
-    proc = subprocess.run([sys.executable, __file__, "--worker", tool, "--data", str(data)],
+    proc = subprocess.run([sys.executable, __file__, "--worker", tool, "--data", str(data)]
+                          + (["--anchor"] if anchor else []),
                           capture_output=True, text=True, timeout=timeout,
                           env={**os.environ, "PYTHONWARNINGS": "ignore"})
     wall = time.perf_counter() - start
@@ -227,16 +235,18 @@ def main(argv=None) -> int:
     ap.add_argument("--timeout", type=float, default=900)
     ap.add_argument("--out", type=Path, default=Path("benchmarks/out/metrics.json"))
     ap.add_argument("--worker", default=None, help=argparse.SUPPRESS)
+    ap.add_argument("--anchor", action="store_true",
+                    help="pytrec_eval and relgrade-evaluate on ndcg_cut.10 recall.10 recip_rank")
     args = ap.parse_args(argv)
     if args.worker:
-        print(json.dumps(_worker(args.worker, args.data)))
+        print(json.dumps(_worker(args.worker, args.data, args.anchor)))
         return 0
     tools = args.tools.split(",")
     results = {t: [] for t in tools}
     load_start = os.getloadavg()
     for r in range(args.repeat):
         for tool in tools:
-            res = _run_child(tool, args.data, args.timeout)
+            res = _run_child(tool, args.data, args.timeout, args.anchor)
             results[tool].append(res)
             shown = (f"{res['seconds']:.2f} s, {res['peak_rss_mib']:.0f} MiB"
                      if "seconds" in res else f"failed: {res['error']}")

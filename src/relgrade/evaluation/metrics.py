@@ -4,7 +4,9 @@ Every value is computed with numpy over the run's canonical ranking
 (:func:`relgrade.ranking.canonical_order`): query ids become integer codes through one Arrow
 hash lookup, only the rows some measure reads (the top max-cutoff of each list) look up
 their grade (one hash lookup of "query, chunk" keys in the qrels), and per-query sums are
-``numpy.bincount`` calls. No Python loop runs per query or per row.
+``numpy.bincount`` calls. No Python loop runs per query or per row. Uncut RR reads that
+top too; only the queries whose top holds nothing relevant look further, without a sort: the
+first relevant chunk's rank is 1 + the rows ahead of it in canonical order.
 
 The rules, each pinned by a test:
 
@@ -45,6 +47,8 @@ from relgrade.ranking import (
 from relgrade.schema import QRELS, RUN
 
 ON_MISSING = ("zero", "skip")
+#: How deep uncut RR looks before ranking whole lists when no cut measure sets the depth.
+DEEP_RR_DEPTH = 10
 NO_RELEVANT = ("exclude", "zero")
 
 
@@ -235,8 +239,14 @@ def _score_run(key: KeyIndex, run: pd.DataFrame, measures: list[Measure], on_mis
                          item=f"query {run_qids[row]}, chunk {chunk_ids[row]}",
                          found=repr(float(score[row])))
 
-    depths = [_depth(m) for m in measures]
-    depth = None if None in depths else max(depths)
+    # uncut RR needs a deeper look only where the top `depth` holds nothing relevant: it
+    # reads the top rows like a cut measure, and _deep_rr ranks the other queries' lists
+    deep = [m for m in measures if m.name == "RR" and m.cutoff is None]
+    depths = [_depth(m) for m in measures if not (m.name == "RR" and m.cutoff is None)]
+    depth = None if None in depths else max(depths, default=DEEP_RR_DEPTH)
+    if depth is None:
+        deep = []
+    full = (rq, score, rank, chunk_ids, run_qids) if deep else None
     n_ret = np.bincount(rq, minlength=key.n_queries)
     if depth is not None:
         # only rows that can reach the top `depth` of their list are ranked: a prefix of the
@@ -255,21 +265,8 @@ def _score_run(key: KeyIndex, run: pd.DataFrame, measures: list[Measure], on_mis
     if len(pos) and depth is not None and depth < pos.max():
         top = np.flatnonzero(pos <= depth)
         order, qs, pos = order[top], qs[top], pos[top]
-    rows = pa.array(order)
-    top_chunks = _checked_ids(chunk_ids.take(rows), "chunk_id")  # no U+001F in a pair key
-    at = _grade_rows(key, qs, top_chunks)
-    if at is None:  # two ranked pairs hash alike: look the pairs up as text
-        top_pairs = pair_keys(run_qids.take(rows), top_chunks)
-        # a ranked pair seen twice is a chunk listed twice for one query
-        encoded = pc.dictionary_encode(top_pairs.combine_chunks())
-        if len(encoded.dictionary) < len(encoded):
-            _check_no_duplicates(encoded.indices.to_numpy(), encoded.dictionary)
-        del encoded
-        # the ranked pairs are distinct and so are the key's: look each key pair up among
-        # the ranked ones (hashing the shorter side), and give its grade to the row it names
-        at = codes_in(key.pairs, top_pairs)
-        del top_pairs
-    del rows, top_chunks, chunk_ids, run_qids, rq, score, rank
+    at = _key_rows(key, qs, order, chunk_ids, run_qids)
+    del chunk_ids, run_qids, rq, score, rank
     hit = np.flatnonzero(at >= 0)
     judged = np.zeros(len(pos), dtype=bool)
     judged[at[hit]] = True
@@ -288,7 +285,10 @@ def _score_run(key: KeyIndex, run: pd.DataFrame, measures: list[Measure], on_mis
     answered = n_ret > 0
     out = {}
     for m in measures:
-        value = _COMPUTE[m.name](rows, m)
+        if m in deep:
+            value = _deep_rr(rows, m, depth, full, ties)
+        else:
+            value = _COMPUTE[m.name](rows, m)
         if m.needs_relevant and no_relevant == "exclude":
             defined = key.num_relevant(m.level) > 0
         else:
@@ -296,6 +296,105 @@ def _score_run(key: KeyIndex, run: pd.DataFrame, measures: list[Measure], on_mis
         counted = defined & answered if on_missing == "skip" else defined
         out[str(m)] = (value, counted)
     return out
+
+
+def _key_rows(key: KeyIndex, qs: np.ndarray, order: np.ndarray, chunk_ids: pa.ChunkedArray,
+              run_qids: pa.ChunkedArray) -> np.ndarray:
+    """For each qrels row, the ranked row of the same (query, chunk), -1 when none.
+
+    ``order`` picks the ranked rows (in canonical order, query codes ``qs``) out of the
+    run's ``chunk_ids`` and ``run_qids``. Raises InputError when a chunk is listed twice
+    for one query among those rows.
+    """
+    rows = pa.array(order)
+    top_chunks = _checked_ids(chunk_ids.take(rows), "chunk_id")  # no U+001F in a pair key
+    at = _grade_rows(key, qs, top_chunks)
+    if at is None:  # two ranked pairs hash alike: look the pairs up as text
+        top_pairs = pair_keys(run_qids.take(rows), top_chunks)
+        # a ranked pair seen twice is a chunk listed twice for one query
+        encoded = pc.dictionary_encode(top_pairs.combine_chunks())
+        if len(encoded.dictionary) < len(encoded):
+            _check_no_duplicates(encoded.indices.to_numpy(), encoded.dictionary)
+        del encoded
+        # the ranked pairs are distinct and so are the key's: look each key pair up among
+        # the ranked ones (hashing the shorter side), and give its grade to the row it names
+        at = codes_in(key.pairs, top_pairs)
+    return at
+
+
+def _deep_rr(r: _Rows, m: Measure, depth: int, full: tuple, ties: str) -> np.ndarray:
+    """Uncut RR when ``r`` holds only the top ``depth`` rows of each list.
+
+    A query whose top ``depth`` holds a relevant chunk has its RR there (:func:`_rr`). Only
+    the other queries that retrieved more than ``depth`` chunks and have something relevant
+    in the qrels look deeper, and no list is sorted: their rows whose chunk id is one of
+    those queries' relevant chunks are matched to the qrels by pair hash (each match then
+    compared as text; as text only when two qrels pairs hash alike), the best of them in
+    canonical order is the
+    first relevant one, and its rank is 1 + the rows of its list that come before it in
+    canonical order (a higher score, or an equal score and a chunk id greater as bytes;
+    with ``ties="rank"`` the rank column first). ``full``: the run's (query codes, scores,
+    ranks or None, chunk ids, query ids), every row of the key's queries. The values equal
+    :func:`_rr` over the whole ranked run.
+    """
+    value = _rr(r, m)
+    rq, score, rank, chunk_ids, run_qids = full
+    key = r.key
+    need = (value == 0) & (r.n_ret > depth) & (key.num_relevant(m.rel) > 0)
+    if not need.any():
+        return value
+    sub = np.flatnonzero(need[rq])
+    wanted = np.flatnonzero(need[key.q] & (key.grade >= m.rel))  # qrels rows
+    # a row can be relevant only when its chunk id is one of those queries' relevant chunks
+    maybe = pc.is_in(chunk_ids, value_set=pc.unique(key.chunk_ids.take(pa.array(wanted)))
+                     ).to_numpy(zero_copy_only=False)
+    maybe = np.flatnonzero(maybe & need[rq])
+    table = pd.Index(key.pair_hash[wanted])
+    hashes = pair_hashes(rq[maybe], chunk_ids.take(pa.array(maybe)))
+    if table.is_unique:
+        at = table.get_indexer(hashes)
+        cand = np.flatnonzero(at >= 0)
+        at, cand = wanted[at[cand]], maybe[cand]
+        # a hash match is the pair only when the text says so
+        same = (key.q[at] == rq[cand]) & pc.equal(
+            key.chunk_ids.take(pa.array(at)), chunk_ids.take(pa.array(cand))).to_numpy(
+            zero_copy_only=False)
+        cand = cand[same]
+    else:  # two qrels pairs hash alike: match the pairs as text
+        cand = maybe[np.isin(hashes, table.to_numpy())]
+        at = codes_in(pair_keys(run_qids.take(pa.array(cand)),
+                                chunk_ids.take(pa.array(cand))), key.pairs)
+        cand = cand[(at >= 0) & (key.grade[np.maximum(at, 0)] >= m.rel)]
+    del maybe, table, hashes
+    if not len(cand):
+        return value
+    cand_chunks = chunk_ids.take(pa.array(cand))
+    order = canonical_order(rq[cand], score[cand], cand_chunks,
+                            rank=rank[cand] if rank is not None else None, ties=ties)
+    cq = rq[cand][order]
+    first = np.r_[True, cq[1:] != cq[:-1]]
+    best = cand[order[first]]                 # each query's first relevant row
+    slot = np.full(key.n_queries, -1, dtype=np.int64)
+    slot[rq[best]] = np.arange(len(best))
+    sub = sub[slot[rq[sub]] >= 0]             # the lists that hold a relevant chunk
+    b = slot[rq[sub]]
+    s, bs = score[sub], score[best][b]
+    if ties == "rank":
+        k, bk = rank[sub], rank[best][b]
+        before = (k < bk) | ((k == bk) & (s > bs))
+        tied = (k == bk) & (s == bs)
+    else:
+        before = s > bs
+        tied = s == bs
+    tied_rows = np.flatnonzero(tied)
+    # equal keys: a chunk id greater as bytes comes first (trec_eval's strcmp, descending)
+    greater = pc.greater(chunk_ids.take(pa.array(sub[tied_rows])),
+                         chunk_ids.take(pa.array(best[b[tied_rows]]))).to_numpy(
+        zero_copy_only=False)
+    before[tied_rows[greater]] = True
+    ahead = np.bincount(rq[sub[before]], minlength=key.n_queries)
+    value[rq[best]] = 1.0 / (ahead[rq[best]] + 1)
+    return value
 
 
 def _grade_rows(key: KeyIndex, qs: np.ndarray, chunks: pa.ChunkedArray) -> np.ndarray | None:
@@ -728,8 +827,9 @@ def per_query(*, qrels: pd.DataFrame, run: pd.DataFrame, measures,
     ------
     InputError
         A column is missing; a grade is not an integer; one (query, chunk) pair is graded
-        twice; a chunk is listed twice within the rows the measures read (naming the query
-        and the chunk; :func:`relgrade.ranking.validate_run` checks whole lists); a score is
+        twice; a chunk is listed twice within the rows the measures rank (naming the query
+        and the chunk; uncut RR's deeper look ranks none, and
+        :func:`relgrade.ranking.validate_run` checks whole lists); a score is
         not finite; a measure name does not parse; ``on_missing_query``, ``ties`` or
         ``no_relevant`` is unknown; xinfAP or infNDCG is asked for without ``inclusion``;
         an inclusion probability is not in (0, 1], a pair has two, or a judged pair has
