@@ -102,3 +102,33 @@ def test_shape_names_the_stages_a_hand_edit_changed_and_none_for_committed_ones(
         "source": "../../src/relgrade/retrieve/fusion.py"}})
     params.write_text(fused)
     assert shape(repo / EXP) == ["retrieve"]  # now it must depend on ext's run
+
+
+def test_the_render_check_runs_under_dvc_and_only_inside_a_relgrade_repository(
+        repo, tmp_path_factory, monkeypatch):  # noqa: F811
+    import shutil
+
+    import pytest
+
+    from relgrade.errors import InputError
+    from relgrade.experiment.files import Experiment
+    from relgrade.pipeline.runner import DVC_STAGE, require_rendered
+
+    assert init("--arm", "bm25=bm25", "--run", "ext=in/runs/ext.trec").exit_code == 0
+    params = repo / EXP / "params.yaml"
+    text = params.read_text()
+    params.write_text(replace_section(text, "arms", yaml.safe_load(text)["arms"] | {"hyb": {
+        "kind": "rrf", "depth": 100, "fuse": ["ext", "bm25"],
+        "source": "../../src/relgrade/retrieve/fusion.py"}}))
+    ex = Experiment.load(params)
+    monkeypatch.delenv(DVC_STAGE, raising=False)
+    require_rendered(ex)  # run by hand, outside DVC: no check
+    monkeypatch.setenv(DVC_STAGE, "retrieve@hyb")
+    with pytest.raises(InputError, match="the pipeline differs from what params.yaml gives "
+                                         r"\(stages: retrieve\)"):
+        require_rendered(ex)
+    # the same experiment copied out of any repository (no stages/ and dvc.yaml above it):
+    # nothing to render against, so the stage runs
+    alone = tmp_path_factory.mktemp("outside") / "alone"
+    shutil.copytree(repo / EXP, alone)
+    require_rendered(Experiment.load(alone / "params.yaml"))

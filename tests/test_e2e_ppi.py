@@ -134,7 +134,12 @@ def test_ppi_json_equals_ppi_python_on_the_per_query_values(ppi_run):
     assert len(est["differences"]) == 1 and "p_holm" in est["differences"][0]["ppi++"]
     # the one difference's lambda: the smaller of the differences' shared lambda and its
     # own, which for a single difference are the same: ppi-python's element-wise tuning
-    d_y, d_yhat, d_f = y2[0] - y2[1], yhat2[0] - yhat2[1], f2[0] - f2[1]
+    # the difference as the comparison is made: arm_a - arm_b (here tfidf - bm25, the arm
+    # against the baseline of metrics.pairs)
+    diff = est["differences"][0]
+    a, b = (("bm25", "tfidf").index(diff[k]) for k in ("arm_a", "arm_b"))
+    assert (diff["arm_a"], diff["arm_b"]) == ("tfidf", "bm25")
+    d_y, d_yhat, d_f = y2[a] - y2[b], yhat2[a] - yhat2[b], f2[a] - f2[b]
     d_point = ppi_py.ppi_mean_pointestimate(d_y, d_yhat, d_f, lam=None,
                                             lam_optim_mode="element")
     assert est["differences"][0]["ppi++"]["estimate"] == pytest.approx(

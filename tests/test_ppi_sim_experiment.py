@@ -151,11 +151,14 @@ def test_the_report_marks_each_capped_interval_and_counts_them(ppi):
         capped_arms
     assert sum(r["ppi"].endswith(" (capped)") for r in cells["pairs"]) == len(capped_pairs)
     assert cells["capped"] == len(capped_arms) + len(capped_pairs)
-    # a capped interval has the human-only half-width (to the 4 decimals shown)
+    # a capped interval has the human-only half-width: the same standard error on the same
+    # degrees of freedom (the width itself may be cut to the measure's range, marked clipped)
     for arm in capped_arms:
         p, h = est["arms"][arm]["ppi++"], est["arms"][arm]["human-only"]
-        assert round(p["high"] - p["low"], 4) == pytest.approx(round(h["high"] - h["low"], 4),
-                                                                abs=2e-4)
+        assert (p["se"], p["df"]) == (pytest.approx(h["se"], rel=1e-12), h["df"])
+        if not p.get("clipped") and not h.get("clipped"):
+            assert round(p["high"] - p["low"], 4) == pytest.approx(
+                round(h["high"] - h["low"], 4), abs=2e-4)
     # a record written before intervals could be capped reads with no mark
     old = {"arms": {a: {k: {kk: vv for kk, vv in v.items() if kk != "capped"}
                         for k, v in r.items()} for a, r in est["arms"].items()}}

@@ -7,7 +7,8 @@ deps and stages are wrong for the params: a fused arm that does not depend on th
 fuses, say. Every stage that DVC runs (the ``DVC_STAGE`` variable is set) compares the
 shapes first (:func:`relgrade.pipeline.registry.shape`: no import graph, a YAML load and a
 rendering) and refuses to run, naming ``relgrade pipeline render``. Run by hand, outside
-DVC, a stage skips the check.
+DVC, or in a folder that is not inside a relgrade repository (no ``stages/`` and ``dvc.yaml``
+above it: nothing to render against), a stage skips the check.
 """
 
 from __future__ import annotations
@@ -43,10 +44,15 @@ def require_rendered(ex) -> None:
 
     if not os.environ.get(DVC_STAGE):
         return
+    try:
+        repo = find_repository(ex.root)
+    except InputError:
+        # no repository layout to render against (a pipeline copied out of one, as test
+        # rigs and hand-made folders are): nothing to compare with, so nothing refused
+        return
     differ = shape(ex.root)
     if not differ:
         return
-    repo = find_repository(ex.root)
     root = ex.root.resolve()
     where = "" if root == repo else f" --experiment {root.relative_to(repo).as_posix()}"
     raise InputError(
