@@ -439,3 +439,18 @@ def test_a_ray_task_sees_the_declared_variables_exactly_as_the_key_holds_them(mo
                       b"", 30.0, {"RELGRADE_TEST_MODEL": "model-2", "RELGRADE_TEST_GONE": None},
                       None, None)
     assert (res["returncode"], res["stdout"]) == (0, "model-2 None\n")
+
+
+def test_a_driver_is_gone_once_its_process_ended_or_its_pid_was_reused():
+    from relgrade.graders.raytask import driver_gone, process_start
+
+    me = (os.getpid(), process_start(os.getpid()))
+    assert me[1] is not None and not driver_gone(me)
+    assert driver_gone((me[0], me[1] + 1))  # same pid, another start: a reused pid
+    p = subprocess.Popen(["sleep", "60"])
+    them = (p.pid, process_start(p.pid))
+    assert not driver_gone(them)
+    p.kill()
+    p.wait()
+    assert driver_gone(them)
+    assert not driver_gone(None) and not driver_gone((p.pid, None))  # nothing to check

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import subprocess
 import sys
 import threading
 import time
@@ -175,3 +176,27 @@ def test_a_killed_ray_worker_loses_nothing_and_its_batch_is_sent_again_once(
     assert recorded(root) == truth_rows(packets)
     made = counter.read_text().split()
     assert len(made) == len(set(made)) == 4  # every request answered exactly once
+
+
+def test_a_task_whose_driver_died_starts_no_grader_and_leaves_no_spool_file(tmp_path,
+                                                                           cluster):
+    # Ray ends a killed driver's tasks a moment late; one that begins after the next run
+    # asked must not send the same request again.
+    from relgrade.graders import raytask
+
+    gone = subprocess.Popen(["sleep", "60"])
+    dead = (gone.pid, raytask.process_start(gone.pid))
+    gone.kill()
+    gone.wait()
+    alive = (os.getpid(), raytask.process_start(os.getpid()))
+    task = ray.remote(num_cpus=1, max_retries=0)(raytask.run_command)
+    node = ray.get_runtime_context().get_node_id()
+    argv = [sys.executable, "-c", f"open({str(tmp_path / 'ran')!r}, 'a').write('x')"]
+
+    orphan = ray.get(task.remote(argv, b"", 30.0, {}, str(tmp_path / "a.out"), node, dead))
+    assert (orphan["orphaned"], orphan["pid"], orphan["returncode"]) == (True, None, None)
+    assert not (tmp_path / "ran").exists() and not (tmp_path / "a.out").exists()
+
+    ran = ray.get(task.remote(argv, b"", 30.0, {}, str(tmp_path / "b.out"), node, alive))
+    assert (ran["orphaned"], ran["returncode"]) == (False, 0)
+    assert (tmp_path / "ran").read_text() == "x" and (tmp_path / "b.out").exists()

@@ -31,7 +31,9 @@ Failures:
   next run resumes. Ray ends a dead driver's workers a moment later, not at once: a grader
   process of the killed run may still be answering when the next run starts. Its spool file
   stays locked until it is gone, and the next run waits for it and takes its answer instead
-  of sending the same request again (:func:`relgrade.graders.cache.wait_spool`).
+  of sending the same request again (:func:`relgrade.graders.cache.wait_spool`). A task of
+  the killed run that begins only then starts no process on the driver's machine: it finds
+  its driver gone (:func:`relgrade.graders.raytask.driver_gone`) after opening its spool file.
 
 Ray is an optional dependency: ``pip install 'relgrade[ray]'``.
 """
@@ -180,6 +182,7 @@ class RayRunner:
         ray.cloudpickle.register_pickle_by_value(sys.modules[raytask.__name__])
         self._task = ray.remote(num_cpus=1, max_retries=0)(raytask.run_command)
         self._node = ray.get_runtime_context().get_node_id()
+        self._driver = (os.getpid(), raytask.process_start(os.getpid()))
 
     def run(self, argv: Sequence[str], data: bytes, *, timeout: float,
             spool: Path | None = None):
@@ -196,7 +199,8 @@ class RayRunner:
             if self.stopping.is_set():
                 return CommandResult(None, "", "", 0.0, killed=True)
             ref = self._task.remote(list(argv), data, float(timeout), self._env,
-                                    None if spool is None else str(spool), self._node)
+                                    None if spool is None else str(spool), self._node,
+                                    self._driver)
             self._active.add(ref)
         try:
             while True:

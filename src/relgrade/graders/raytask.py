@@ -77,8 +77,34 @@ def open_spool(path) -> object:
     return f
 
 
+def process_start(pid: int) -> int | None:
+    """The start time of process ``pid`` in clock ticks since boot (``/proc/PID/stat``'s
+    field 22), or None when there is no such process or no ``/proc``.
+
+    With the pid it names one process for good: a pid reused later has another start time.
+    """
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            stat = f.read()
+    except OSError:
+        return None
+    try:
+        return int(stat.rsplit(b")", 1)[1].split()[19])
+    except (IndexError, ValueError):
+        return None
+
+
+def driver_gone(driver) -> bool:
+    """Whether the driver ``(pid, start)`` (:func:`process_start`) has died.
+
+    False when ``driver`` is None or its start time was unknown (nothing to check)."""
+    if driver is None or driver[1] is None:
+        return False
+    return process_start(driver[0]) != driver[1]
+
+
 def run_command(argv, data: bytes, timeout: float, env: dict, spool: str | None,
-                spool_node: str | None) -> dict:
+                spool_node: str | None, driver=None) -> dict:
     """Run ``argv`` with ``data`` on standard input; kill its process group after ``timeout``.
 
     Parameters
@@ -99,13 +125,19 @@ def run_command(argv, data: bytes, timeout: float, env: dict, spool: str | None,
         where the driver can read it after a crash).
     spool_node : str or None
         The Ray node id of the driver.
+    driver : (int, int or None), optional
+        The driver's process id and start time (:func:`process_start`). On the driver's node
+        the task starts no process once the driver is gone: Ray ends a dead driver's tasks a
+        moment late, and a task that begins after the next run has asked (and perhaps been
+        answered) would send the same request again.
 
     Returns
     -------
     dict
         ``returncode`` (int or None), ``stdout``, ``stderr`` (str), ``seconds``,
-        ``timed_out`` (bool), ``pid`` (the command's process id) and ``node`` (this node's
-        id).
+        ``timed_out`` (bool), ``pid`` (the command's process id, None when none started),
+        ``node`` (this node's id) and ``orphaned`` (True when the driver was gone and
+        nothing ran).
     """
     node = None
     try:
@@ -114,12 +146,25 @@ def run_command(argv, data: bytes, timeout: float, env: dict, spool: str | None,
         node = ray.get_runtime_context().get_node_id()
     except Exception:  # outside a Ray worker (tests of this function)
         node = None
+    on_driver_node = node is not None and node == spool_node
     out_file = None
-    if spool is not None and node is not None and node == spool_node:
+    if spool is not None and on_driver_node:
         try:
             out_file = open_spool(spool)
         except OSError:
             out_file = None
+    # checked after the spool is open and locked: a driver alive now that dies a moment
+    # later leaves a locked spool file, which the next run waits for instead of asking again
+    if on_driver_node and driver_gone(driver):
+        if out_file is not None:
+            try:
+                os.unlink(spool)
+            except OSError:
+                pass
+            out_file.close()
+        return {"returncode": None, "stdout": "", "stderr": "the driver is gone",
+                "seconds": 0.0, "timed_out": False, "pid": None, "node": node,
+                "orphaned": True}
     t0 = time.perf_counter()
     proc = subprocess.Popen(list(argv), stdin=subprocess.PIPE,
                             stdout=subprocess.PIPE if out_file is None else out_file,
@@ -144,4 +189,4 @@ def run_command(argv, data: bytes, timeout: float, env: dict, spool: str | None,
             out = f.read()
     return {"returncode": proc.returncode, "stdout": out.decode("utf-8", "replace"),
             "stderr": err.decode("utf-8", "replace"), "seconds": time.perf_counter() - t0,
-            "timed_out": timed_out, "pid": proc.pid, "node": node}
+            "timed_out": timed_out, "pid": proc.pid, "node": node, "orphaned": False}
