@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import re
 import shutil
 
 import numpy as np
@@ -224,3 +225,32 @@ def test_the_arms_metrics_carry_traffic_weighted_means(crowd):
         w = rows["query_id"].map(weight).to_numpy()
         v = rows["value"].to_numpy()
         assert block["means"][measure] == pytest.approx(float((w * v).sum() / w.sum()))
+
+
+def test_a_rater_removed_on_gold_owes_nothing_after_a_chunk_edit(crowd, tmp_path):
+    # a copy: the edit must not reach the module's other tests
+    exp0, *_ = crowd
+    root = tmp_path / "repo"
+    shutil.copytree(exp0.parents[1], root, symlinks=True)
+    exp = root / EXP
+    queues = pd.read_parquet(exp / "data/private/assignment.parquet")
+    # a chunk in the removed spammer's queue, and so in two other raters' queues
+    mine = queues[queues["grader"] == "rater-5"].sort_values(["query_id", "chunk_id"])
+    chunk = str(mine["chunk_id"].iloc[0])
+    holders = queues[queues["chunk_id"] == chunk]
+    (tmp_path / "text.txt").write_text("An edited passage about nothing in particular.\n")
+    tiny.run(root, "relgrade", "corpus", "edit", chunk, "--text-file",
+             str(tmp_path / "text.txt"), "--experiment", EXP)
+    tiny.run(root, "dvc", "repro", f"{EXP}/dvc.yaml:corpus", f"{EXP}/dvc.yaml:packets")
+    out = tiny.run(root, "dvc", "repro", f"{EXP}/dvc.yaml:grades", check=False)
+    text = out.stdout + out.stderr
+    assert out.returncode != 0 and "Pending:" in text, text
+    owed = tiny.run(root, "relgrade", "status", "--experiment", EXP).stdout
+    others = sorted(set(holders["grader"]) - {"rater-5"})
+    assert others and all(g.startswith("rater-") for g in others)
+    pending = {m.group(1): int(m.group(2)) for m in
+               re.finditer(r"^\s*(\S+) \(model\): \d+ spent, (\d+) pending", owed, re.M)}
+    for g in others:  # the kept raters who hold the pair owe it again (stale)
+        assert pending[g] >= 1, owed
+    assert pending["rater-5"] == 0, owed  # removed on gold: dealt nothing again
+    assert "rater-5" not in text.split("Pending:", 1)[1], text

@@ -24,6 +24,7 @@ from relgrade.raters.panel import (
     adjudicate,
     aggregate_panel,
     queued_expert_grades,
+    removed_on_gold,
     require_expert,
 )
 
@@ -214,6 +215,23 @@ def test_a_rater_below_the_gold_threshold_is_removed_and_their_grades_discarded(
     assert len(r.queue) == 0
     # r3's answers against the known grades: true 0 -> gave 2, true 2 -> gave 0
     assert r.confusion["r3"]["against_gold"] == [[0, 0, 1], [0, 0, 0], [1, 0, 0]]
+
+
+def test_the_raters_removed_on_gold_are_those_the_aggregation_removes():
+    # r3 misses both gold pairs (accuracy 0 on 2 answers); r1 and r2 hit both
+    grades, queues, pool = _panel([
+        ("q", "a", "r1", 2), ("q", "a", "r2", 2), ("q", "a", "r3", 0),
+        ("q", "b", "r1", 0), ("q", "b", "r2", 0), ("q", "b", "r3", 2),
+        ("q", "c", "r1", 1), ("q", "c", "r2", 1), ("q", "c", "r3", 2),
+    ])
+    gold = pd.DataFrame({"query_id": ["q", "q"], "chunk_id": ["a", "b"], "grade": [2, 0]})
+    assert removed_on_gold(grades, queues=queues, gold=gold, min_accuracy=0.6,
+                           min_gold=2) == ["r3"]
+    # 2 gold answers are too few when 3 are needed: kept (flagged), not removed
+    assert removed_on_gold(grades, queues=queues, gold=gold, min_accuracy=0.6,
+                           min_gold=3) == []
+    assert removed_on_gold(grades, queues=queues, gold=None, min_accuracy=0.6,
+                           min_gold=2) == []
 
 
 def test_a_pair_left_without_a_kept_rater_goes_to_the_expert():

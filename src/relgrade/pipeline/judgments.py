@@ -240,7 +240,7 @@ def judgments(ex, pool: pd.DataFrame, audit_ids, *,
         # owe their queues (work and gold alike), the auditor the audit queries
         from relgrade.pipeline.panel import rater_pending
 
-        pending = pd.concat([rater_pending(ex, judged, now),
+        pending = pd.concat([rater_pending(ex, judged, now, pool),
                              pending[pending["grader"] != key_grader]], ignore_index=True)
     else:
         others = _others_pending(ex, judged, pool, audit_ids, now=now, regrade=scope,

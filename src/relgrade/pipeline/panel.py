@@ -28,6 +28,7 @@ from relgrade.raters.assign import (
     rater_queues,
     select_gold,
 )
+from relgrade.raters.panel import removed_on_gold
 from relgrade.rng import stage_rng
 from relgrade.schema import PENDING
 
@@ -159,8 +160,49 @@ def read_assignment(ex) -> pd.DataFrame:
     return io.read_table(path)
 
 
-def rater_pending(ex, judged: pd.DataFrame, now: dict) -> pd.DataFrame:
-    """The pairs each rater still owes: their queue (work and gold alike) less current grades.
+def removed_raters(ex, judged: pd.DataFrame, now: dict, pool: pd.DataFrame,
+                   queue: pd.DataFrame) -> list[str]:
+    """The raters the aggregation stage removes on gold, from the bank's current grades.
+
+    The same rule and the same grades as the ``aggregate`` stage (the raters' current
+    grades of this round's queued pairs, scored on their gold questions), so a rater it
+    removes is owed nothing: their grades are discarded whatever they add.
+
+    Parameters
+    ----------
+    judged : pandas.DataFrame
+        The judgment bank of the round (:data:`relgrade.schema.BANK`).
+    now : dict
+        What a grade must be made on now.
+    pool : pandas.DataFrame
+        The pool (``query_id``, ``chunk_id``).
+    queue : pandas.DataFrame
+        The private assignment table (:func:`read_assignment`).
+
+    Returns
+    -------
+    list of str
+        Removed raters, sorted; empty without params ``gold``.
+
+    Raises
+    ------
+    InputError
+        The gold file is missing or malformed (:func:`read_gold`).
+    """
+    p = ex.params
+    if p.gold is None or not len(judged):
+        return []
+    current = bank.current_grades(judged, **now)
+    mine = current[current["grader"].astype(str).isin(raters_of(ex))
+                   & (current["round"].astype(int) == int(p.grading.round))]
+    mine, _ = queued_grades(mine[["query_id", "chunk_id", "grader", "grade"]], queue)
+    return removed_on_gold(mine, queues=queue, gold=gold_questions(read_gold(ex, pool), queue),
+                           min_accuracy=p.gold.min_accuracy, min_gold=p.gold.min_gold)
+
+
+def rater_pending(ex, judged: pd.DataFrame, now: dict, pool: pd.DataFrame) -> pd.DataFrame:
+    """The pairs each rater still owes: their queue (work and gold alike) less current grades;
+    nothing for a rater removed on gold (:func:`removed_raters`).
 
     Parameters
     ----------
@@ -169,6 +211,8 @@ def rater_pending(ex, judged: pd.DataFrame, now: dict) -> pd.DataFrame:
     now : dict
         What a grade must be made on now (``content``, ``intents``, ``rubric_sha256``,
         ``rubric_version``).
+    pool : pandas.DataFrame
+        The pool (``query_id``, ``chunk_id``).
 
     Returns
     -------
@@ -177,9 +221,12 @@ def rater_pending(ex, judged: pd.DataFrame, now: dict) -> pd.DataFrame:
         order.
     """
     queue = read_assignment(ex)
+    removed = set(removed_raters(ex, judged, now, pool, queue))
     status = bank.currency(judged, **now) if len(judged) else pd.Series([], dtype=str)
     frames = []
     for name, mine in queue.groupby("grader", sort=True):
+        if name in removed:
+            continue
         rows = judged["grader"].astype(str) == name
         keys = list(zip(judged.loc[rows, "query_id"].astype(str),
                         judged.loc[rows, "chunk_id"].astype(str)))

@@ -239,11 +239,13 @@ def stages() -> tuple[Stage, ...]:
                       "grading.rubric_version", "grading.max_reason_words",
                       "grading.key_grader", "grading.auditor", "graders",
                       "gates.audit_coverage_min", _e("grading.mode", *_MODE),
-                      _e("triage", "triage"), _e("seed", "triage")),
+                      _e("triage", "triage"), _e("seed", "triage"),
+                      _e("gold", "raters")),  # a rater removed on gold owes nothing
               deps=("${paths.packets}",  # the protocol's order: packets before grades
                     "${paths.grades_in}", "${paths.pool}", "${paths.chunks}", "${paths.intents}",
                     "${paths.intents_manifest}", "${paths.audit}", "${grading.rubric}",
-                    _e("${paths.assignment}", "raters"), _e("${paths.triage_queue}", "triage")),
+                    _e("${paths.assignment}", "raters"), _e("${paths.triage_queue}", "triage"),
+                    _e("${gold.input}", "raters")),
               outs=(_e("${paths.grades}", "single", "triage", "ppi"),
                     _e("${paths.rater_grades}", "raters"), _kept("${paths.grades_manifest}")),
               doc="The current grades of the pool from the judgment bank, or the pending "

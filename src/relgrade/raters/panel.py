@@ -128,6 +128,44 @@ def split_panel(ratings: pd.DataFrame, queues: pd.DataFrame) -> pd.DataFrame:
     return ratings.assign(work=np.array(work, dtype=bool))
 
 
+def removed_on_gold(grades: pd.DataFrame, *, queues: pd.DataFrame, gold: pd.DataFrame | None,
+                    min_accuracy: float, min_gold: int) -> list[str]:
+    """The raters :func:`aggregate_panel` removes on their gold answers, from the same grades.
+
+    Parameters
+    ----------
+    grades : pandas.DataFrame of shape (n_rows, >= 4)
+        The raters' grades of pairs in their queues (``query_id``, ``chunk_id``, ``grader``,
+        ``grade``), one per rater and pair. Not modified.
+    queues : pandas.DataFrame
+        The private queue table (:func:`relgrade.raters.assign.rater_queues`).
+    gold : pandas.DataFrame or None
+        The gold questions (``query_id``, ``chunk_id``, ``grade``); None or empty: nobody
+        is removed.
+    min_accuracy : float in [0, 1]
+        Params ``gold.min_accuracy``.
+    min_gold : int >= 0
+        Params ``gold.min_gold``.
+
+    Returns
+    -------
+    list of str
+        The removed raters, sorted by name.
+
+    Raises
+    ------
+    InputError
+        As :func:`split_panel`, :func:`relgrade.raters.gold.gold_accuracy` and
+        :func:`relgrade.raters.gold.remove_raters`.
+    """
+    if gold is None or not len(gold) or not len(grades):
+        return []
+    ratings = split_panel(check_ratings(grades), queues)
+    accuracy = gold_accuracy(ratings, check_gold(gold))
+    _, decisions = remove_raters(ratings, accuracy, threshold=min_accuracy, min_gold=min_gold)
+    return sorted(str(g) for g in decisions.loc[decisions["removed"], "grader"])
+
+
 def aggregate_panel(grades: pd.DataFrame, *, queues: pd.DataFrame, pool: pd.DataFrame,
                     gold: pd.DataFrame | None, scale: Iterable[int], method: str = "majority",
                     min_accuracy: float = 0.6, min_gold: int = 3, max_spread: int = 1,
