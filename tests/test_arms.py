@@ -51,6 +51,17 @@ def test_add_refusals_write_nothing(repo):  # noqa: F811
         (("add", "x", "--kind", "bm25", "--fuse", "ext"), "--fuse is for an rrf arm"),
         (("add", "x", "--run", "in/runs/missing.trec"), "input file not found"),
         (("add", "a/b", "--kind", "bm25"), "an arm name starts with a letter or digit"),
+        (("add", "x", "--kind", "bm25", "--holes"), "--holes takes an external run"),
+        (("add", "x", "--run", "in/runs/ext.trec", "--model-grader", "grader-a"),
+         "--model-grader go with --holes"),
+        (("add", "x", "--run", "in/runs/ext.trec", "--holes", "--human-fraction", "0.2"),
+         "an arm on the frozen key needs the holes' graders and sample"),
+        (("add", "x", "--run", "in/runs/ext.trec", "--holes", "--model-grader", "nobody",
+          "--human-grader", "grader-a", "--human-fraction", "0.2"),
+         "holes.model_grader nobody is not declared under graders"),
+        (("add", "ext", "--run", "in/runs/ext.trec", "--holes", "--model-grader", "grader-a",
+          "--human-grader", "auditor-b", "--human-fraction", "0.2"),
+         "the experiment already has this arm"),
     ]:
         res = arm(*args)
         assert res.exit_code == 1 and res.output.startswith("Error: ") and message in \

@@ -98,15 +98,20 @@ def test_new_arms_on_a_frozen_key_get_their_corrected_estimates_and_change_nothi
     ranked = _new_run(root)
     skewed = _new_run(root, "skewed", hole="miss1")   # its holes: near misses, truth 0
 
-    def add(params):
-        params["holes"] = {"arms": {arm: {"kind": "file", "depth": 5,
-                                          "source": f"data/input/runs/{arm}.trec"}
-                                    for arm in ("fresh", "skewed")},
-                           "model_grader": "auditor-b", "human_grader": "grader-a",
-                           "human_fraction": 0.5}
-    # the repository's params declare paths.holes and paths.holes_work: the section is all
-    _params(root, add)
-    tiny.run(root, "relgrade", "pipeline", "render")
+    # the command a user types: the first arm makes the holes section, the second joins it
+    first = tiny.run(root, "relgrade", "arm", "add", "fresh", "--run",
+                     "data/input/runs/fresh.trec", "--depth", "5", "--holes", "--model-grader",
+                     "auditor-b", "--human-grader", "grader-a", "--human-fraction", "0.5")
+    assert "the pool and the key stay as they are" in first.stdout, first.stdout
+    assert "holes fresh: 8 holes in 8 queries; people's sample: 4 queries" in first.stdout
+    tiny.run(root, "relgrade", "arm", "add", "skewed", "--run", "data/input/runs/skewed.trec",
+             "--depth", "5", "--holes")
+    holes = yaml.safe_load((root / "params.yaml").read_text())["holes"]
+    assert holes == {"arms": {arm: {"kind": "file", "depth": 5,
+                                    "source": f"data/input/runs/{arm}.trec"}
+                              for arm in ("fresh", "skewed")},
+                     "model_grader": "auditor-b", "human_grader": "grader-a",
+                     "human_fraction": 0.5}
 
     proc = tiny.run(root, "dvc", "repro", check=False)
     assert proc.returncode != 0 and "Traceback" not in proc.stderr, proc.stderr

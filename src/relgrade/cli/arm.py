@@ -40,17 +40,45 @@ def _next(ex) -> list[str]:
                    "data/input/runs/NAME.EXT as a file arm.")
 @click.option("--fuse", default=None, metavar="A,B",
               help="With --kind rrf: the arms it fuses (default: every arm).")
+@click.option("--depth", type=click.IntRange(min=1), default=100, show_default=True,
+              help="How many chunks per query the arm's run keeps.")
+@click.option("--holes", "on_key", is_flag=True,
+              help="With --run: keep the frozen key as it is; the arm goes under holes.arms, "
+                   "its holes graded by a model grader and a sample of them by people "
+                   "(docs/new-arm.md).")
+@click.option("--model-grader", default=None, help="With --holes: grades every hole.")
+@click.option("--human-grader", default=None,
+              help="With --holes: people grading the sampled queries' holes.")
+@click.option("--human-fraction", type=click.FloatRange(min=0, max=1, min_open=True),
+              default=None, help="With --holes: the share of the queries with holes people "
+                                 "grade.")
 @params_option
 @handle_errors
-def add_cmd(name, kind, run, fuse, params_path):
+def add_cmd(name, kind, run, fuse, depth, on_key, model_grader, human_grader, human_fraction,
+            params_path):
     """Add arm NAME (--kind KIND or --run FILE), render dvc.yaml, and price the pool it
-    gives: the pairs it adds and the judgments each grader will owe."""
+    gives: the pairs it adds and the judgments each grader will owe. With --holes, a run
+    joins a frozen key instead: the pool and the key stay as they are."""
+    from relgrade.errors import InputError
     from relgrade.experiment.files import Experiment
-    from relgrade.pipeline.arms import add_arm, price_arm
+    from relgrade.pipeline.arms import add_arm, add_hole_arm, price_arm
     from relgrade.pipeline.cost import cost_lines
 
+    holes_opts = {"--model-grader": model_grader, "--human-grader": human_grader,
+                  "--human-fraction": human_fraction}
+    if on_key:
+        if run is None or kind is not None:
+            raise InputError("--holes takes an external run", item=name,
+                             fix="Give --run FILE (a computed arm joins the pool instead)")
+        ex = add_hole_arm(Experiment.load(params_path), name, run=run, depth=depth,
+                          model_grader=model_grader, human_grader=human_grader,
+                          human_fraction=human_fraction)
+        return _holes_added(ex, name)
+    given = [k for k, v in holes_opts.items() if v is not None]
+    if given:
+        raise InputError(f"{', '.join(given)} go with --holes", item=name)
     ex = add_arm(Experiment.load(params_path), name, kind=kind, run=run,
-                 fuse=[f for f in fuse.split(",") if f] if fuse else None)
+                 fuse=[f for f in fuse.split(",") if f] if fuse else None, depth=depth)
     spec = ex.params.arms_dict()[name]
     where = _where(ex)
     click.echo(f"Added arm {name} ({spec['kind']}) to {where}/params.yaml; rendered "
@@ -64,6 +92,24 @@ def add_cmd(name, kind, run, fuse, params_path):
                    f"{plan['new_pairs']} of them new (today {plan['pairs_now']}).")
         for line in cost_lines(plan["cost"]):
             click.echo(line)
+        if ex.path("record").exists() and run is not None:
+            click.echo(f"note: the key is frozen; to keep it as it is, `relgrade arm remove "
+                       f"{name}`, then add the run with --holes (docs/new-arm.md).")
+    for line in _next(ex):
+        click.echo(line)
+
+
+def _holes_added(ex, name) -> None:
+    """Print what adding ``name`` under ``holes.arms`` owes."""
+    from relgrade.cli.render import holes_lines
+    from relgrade.pipeline.new_arms import holes_status
+
+    where = _where(ex)
+    click.echo(f"Added arm {name} (file) to holes.arms in {where}/params.yaml; the pool and "
+               f"the key stay as they are; rendered {where}/dvc.yaml.")
+    click.echo("Pending: what the new arms' holes owe:")
+    for line in holes_lines(holes_status(ex)):
+        click.echo(f"  {line}")
     for line in _next(ex):
         click.echo(line)
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import functools
 import math
+from collections.abc import Mapping
 
 import click
 
@@ -92,3 +93,76 @@ def handle_errors(fn):
             raise click.ClickException(inert(str(e), keep="\n")) from None
 
     return wrapper
+
+
+def counted(count: int, word: str) -> str:
+    """``1 query``, ``2 queries``, ``1 pair``, ``3 pairs``."""
+    if count == 1:
+        return f"1 {word}"
+    return f"{count} {word[:-1] + 'ies' if word.endswith('y') else word + 's'}"
+
+
+def _price(cost: Mapping, name: str) -> str:
+    """One grader's owed work of :func:`relgrade.pipeline.cost.judging_cost`, priced by who
+    does it: a model's in calls, a person's in annotator-hours."""
+    g = cost["graders"][name]
+    if g.get("worker") == "model":
+        return f"{counted(g['pending_calls'], 'model call')}"
+    return f"{g['pending_hours']:.2f} annotator-hours"
+
+
+def holes_lines(h: Mapping) -> list[str]:
+    """What the arms that joined after the key froze owe, and their level claim, as lines.
+
+    Parameters
+    ----------
+    h : mapping
+        :func:`relgrade.pipeline.new_arms.holes_status`'s result.
+
+    Returns
+    -------
+    list of str
+        One line while the holes cannot be listed; else per new arm a line with its holes,
+        its sampled hole queries and what the model grader and people owe (priced), and a
+        line with its level claim (or that it is not computed yet); then the commands that
+        grade what is owed.
+
+    Examples
+    --------
+    >>> cost = {"graders": {"m": {"worker": "model", "pending_calls": 8},
+    ...                     "p": {"worker": "person", "pending_hours": 4 * 30 / 3600}}}
+    >>> lines = holes_lines({"state": "owed", "model_grader": "m", "human_grader": "p",
+    ...     "measure": "nDCG@10", "commands": {"m": "relgrade grade run --grader m"},
+    ...     "arms": {"fresh": {"holes": 8, "hole_queries": 8, "sampled_holes": 4,
+    ...              "sampled_queries": ["a", "b", "c", "d"], "owed": {"m": 8, "p": 4},
+    ...              "cost": cost, "verdict": {"state": "not computed"}}}})
+    >>> print("\\n".join(lines))
+    holes fresh: 8 holes in 8 queries; people's sample: 4 queries (a, b, c, d), 4 holes; m (model) owes 8 (8 model calls), p (people) owes 4 (0.03 annotator-hours)
+    holes fresh: level claim not computed yet (dvc repro once every hole is graded)
+    holes: to grade them: relgrade grade run --grader m
+    """
+    if h["state"] in ("waiting", "unreadable"):
+        return [f"holes: cannot list the new arms' holes yet: {h['error']}"]
+    out = []
+    model, human = h["model_grader"], h["human_grader"]
+    for arm, a in h["arms"].items():
+        out.append(
+            f"holes {arm}: {counted(a['holes'], 'hole')} in {counted(a['hole_queries'], 'query')}; "
+            f"people's sample: {counted(len(a['sampled_queries']), 'query')} "
+            f"({', '.join(a['sampled_queries'])}), {counted(a['sampled_holes'], 'hole')}; "
+            f"{model} (model) owes {a['owed'][model]} ({_price(a['cost'], model)}), "
+            f"{human} (people) owes {a['owed'][human]} ({_price(a['cost'], human)})")
+        v = a["verdict"]
+        if v["state"] == "not computed":
+            out.append(f"holes {arm}: level claim not computed yet (dvc repro once every "
+                       "hole is graded)")
+            continue
+        when = "" if v["state"] == "computed" else " (outdated: dvc repro recomputes it)"
+        out.append(f"holes {arm}: {v['level_claim']}{when}: {v['measure']} "
+                   f"{v['estimate']:.4f} [{v['low']:.4f}, {v['high']:.4f}] (PPI++), hole rate "
+                   f"{100 * v['hole_rate']:.1f}%, the model grader's bias on the holes minus "
+                   f"on the old pairs {v['transport_difference']:+.3f} grade "
+                   f"(p = {v['transport_p']:.2g})")
+    if h.get("commands"):
+        out.append("holes: to grade them: " + "; ".join(h["commands"].values()))
+    return out

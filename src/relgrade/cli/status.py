@@ -17,7 +17,7 @@ from collections.abc import Mapping
 import click
 
 from relgrade.cli.options import params_option
-from relgrade.cli.render import handle_errors
+from relgrade.cli.render import counted, handle_errors, holes_lines
 
 
 @click.command("status")
@@ -131,7 +131,7 @@ def status_lines(st: Mapping) -> list[str]:
     out += [f"warning: {w}" for w in st.get("warnings", [])]
     for origin, by_grader in ((st.get("pending") or {}).get("shared") or {}).items():
         counts = ", ".join(f"{g} {n}" for g, n in by_grader.items())
-        out.append(f"shared: {_n(sum(by_grader.values()), 'pair')} reused from {origin} "
+        out.append(f"shared: {counted(sum(by_grader.values()), 'pair')} reused from {origin} "
                    f"({counts})")
 
     def unreadable(name, s):
@@ -149,13 +149,13 @@ def status_lines(st: Mapping) -> list[str]:
         groups = q.get("groups") or {}
         g = (" (" + ", ".join(f"{k} {v}" for k, v in groups.items()) + ")"
              if isinstance(groups, Mapping) and groups else "")
-        out.append(f"queries: frozen, {_n(q['queries'], 'query')}{g}, sha256 {_short(q['sha256'])}")
+        out.append(f"queries: frozen, {counted(q['queries'], 'query')}{g}, sha256 {_short(q['sha256'])}")
     else:
         out.append(not_done("queries", q, "not frozen yet"))
     p = st["pool"]
     if p["state"] == "built":
         arms = f", arms {', '.join(p['arms'])}" if p.get("arms") else ""
-        out.append(f"pool: {_n(p['pairs'], 'pair')} over {_n(p['queries'], 'query')}, version "
+        out.append(f"pool: {counted(p['pairs'], 'pair')} over {counted(p['queries'], 'query')}, version "
                    f"{p.get('version') or '?'}{arms}")
     else:
         out.append(not_done("pool", p, "not built yet"))
@@ -167,7 +167,7 @@ def status_lines(st: Mapping) -> list[str]:
     else:
         out.append(not_done("intents", i, "not reviewed yet (no packets before the review)"))
     a = st["audit"]
-    out.append(f"audit sample: {_n(len(a['queries']), 'query')} chosen ({', '.join(a['queries'])})"
+    out.append(f"audit sample: {counted(len(a['queries']), 'query')} chosen ({', '.join(a['queries'])})"
                if a["state"] == "chosen" else not_done("audit sample", a, "not chosen yet"))
 
     tri = (st.get("pending") or {}).get("triage")
@@ -199,11 +199,11 @@ def status_lines(st: Mapping) -> list[str]:
                       f"{', '.join(map(str, rounds))}")
         out.append(f"{step}: {g['graded']} of {g['of']} {what} graded by {name} ({since})")
         for qid, info in g["partial"].items():
-            out.append(f"  {qid}: {len(info['missing'])} of {_n(info['pool'], 'pair')} "
+            out.append(f"  {qid}: {len(info['missing'])} of {counted(info['pool'], 'pair')} "
                        "lack grades: "
                        f"{', '.join(info['missing'])}")
         if g["not_started"] and g["graded"]:
-            out.append(f"  not started: {_n(len(g['not_started']), 'query')}: "
+            out.append(f"  not started: {counted(len(g['not_started']), 'query')}: "
                        f"{', '.join(g['not_started'])}")
 
     gt = st["gate"]
@@ -241,7 +241,7 @@ def status_lines(st: Mapping) -> list[str]:
         out += previous_key_lines(k)
     elif k["state"] in ("frozen", "stale"):
         dropped = ", ".join(k["dropped"]) or "none"
-        size = (f", {_n(k['pairs'], 'pair')} over {_n(k['queries'], 'query')}"
+        size = (f", {counted(k['pairs'], 'pair')} over {counted(k['queries'], 'query')}"
                 if k.get("pairs") else "")
         label = " (post-hoc)" if k["post_hoc"] else ""
         out.append(f"key: frozen{label}, sha256 {k['sha256']}{size}; dropped queries: {dropped}")
@@ -301,7 +301,7 @@ def previous_key_lines(k: Mapping) -> list[str]:
      'key: previous key kept (not current): sha256 abababababababababababababababababababababababababababababababab,
       pool p-1, 9 pairs over 3 queries; dropped queries: none']
     """
-    size = (f", {_n(k['pairs'], 'pair')} over {_n(k['queries'], 'query')}"
+    size = (f", {counted(k['pairs'], 'pair')} over {counted(k['queries'], 'query')}"
             if k.get("pairs") else "")
     label = " (post-hoc)" if k.get("post_hoc") else ""
     dropped = ", ".join(k.get("dropped") or []) or "none"
@@ -315,7 +315,7 @@ def _owed_text(k: Mapping) -> str:
     parts = [k["owed_message"]] if k.get("owed_message") else []
     for grader, why in (k.get("owed") or {}).items():
         if why.get("adjudicate"):
-            parts.append(f"{_n(why['adjudicate'], 'queued pair')} to adjudicate by {grader}")
+            parts.append(f"{counted(why['adjudicate'], 'queued pair')} to adjudicate by {grader}")
     return "; ".join(parts) + ", then `dvc repro`"
 
 
@@ -338,72 +338,6 @@ def _last_pass(gt: Mapping, round_now) -> str:
             + "; the gate runs again once they are graded")
 
 
-def _price(cost: Mapping, name: str) -> str:
-    """One grader's owed work of :func:`relgrade.pipeline.cost.judging_cost`, priced by who
-    does it: a model's in calls, a person's in annotator-hours."""
-    g = cost["graders"][name]
-    if g.get("worker") == "model":
-        return f"{_n(g['pending_calls'], 'model call')}"
-    return f"{g['pending_hours']:.2f} annotator-hours"
-
-
-def holes_lines(h: Mapping) -> list[str]:
-    """What the arms that joined after the key froze owe, and their level claim, as lines.
-
-    Parameters
-    ----------
-    h : mapping
-        :func:`relgrade.pipeline.new_arms.holes_status`'s result.
-
-    Returns
-    -------
-    list of str
-        One line while the holes cannot be listed; else per new arm a line with its holes,
-        its sampled hole queries and what the model grader and people owe (priced), and a
-        line with its level claim (or that it is not computed yet); then the commands that
-        grade what is owed.
-
-    Examples
-    --------
-    >>> cost = {"graders": {"m": {"worker": "model", "pending_calls": 8},
-    ...                     "p": {"worker": "person", "pending_hours": 4 * 30 / 3600}}}
-    >>> lines = holes_lines({"state": "owed", "model_grader": "m", "human_grader": "p",
-    ...     "measure": "nDCG@10", "commands": {"m": "relgrade grade run --grader m"},
-    ...     "arms": {"fresh": {"holes": 8, "hole_queries": 8, "sampled_holes": 4,
-    ...              "sampled_queries": ["a", "b", "c", "d"], "owed": {"m": 8, "p": 4},
-    ...              "cost": cost, "verdict": {"state": "not computed"}}}})
-    >>> print("\\n".join(lines))
-    holes fresh: 8 holes in 8 queries; people's sample: 4 queries (a, b, c, d), 4 holes; m (model) owes 8 (8 model calls), p (people) owes 4 (0.03 annotator-hours)
-    holes fresh: level claim not computed yet (dvc repro once every hole is graded)
-    holes: to grade them: relgrade grade run --grader m
-    """
-    if h["state"] in ("waiting", "unreadable"):
-        return [f"holes: cannot list the new arms' holes yet: {h['error']}"]
-    out = []
-    model, human = h["model_grader"], h["human_grader"]
-    for arm, a in h["arms"].items():
-        out.append(
-            f"holes {arm}: {_n(a['holes'], 'hole')} in {_n(a['hole_queries'], 'query')}; "
-            f"people's sample: {_n(len(a['sampled_queries']), 'query')} "
-            f"({', '.join(a['sampled_queries'])}), {_n(a['sampled_holes'], 'hole')}; "
-            f"{model} (model) owes {a['owed'][model]} ({_price(a['cost'], model)}), "
-            f"{human} (people) owes {a['owed'][human]} ({_price(a['cost'], human)})")
-        v = a["verdict"]
-        if v["state"] == "not computed":
-            out.append(f"holes {arm}: level claim not computed yet (dvc repro once every "
-                       "hole is graded)")
-            continue
-        when = "" if v["state"] == "computed" else " (outdated: dvc repro recomputes it)"
-        out.append(f"holes {arm}: {v['level_claim']}{when}: {v['measure']} "
-                   f"{v['estimate']:.4f} [{v['low']:.4f}, {v['high']:.4f}] (PPI++), hole rate "
-                   f"{100 * v['hole_rate']:.1f}%, the model grader's bias on the holes minus "
-                   f"on the old pairs {v['transport_difference']:+.3f} grade "
-                   f"(p = {v['transport_p']:.2g})")
-    if h.get("commands"):
-        out.append("holes: to grade them: " + "; ".join(h["commands"].values()))
-    return out
-
-
 def panel_lines(pending: Mapping) -> list[str]:
     """A rater panel's pending work in plain words: what each rater still owes of its queue
     and the adjudication queue the expert owes (nothing without a panel)."""
@@ -414,13 +348,13 @@ def panel_lines(pending: Mapping) -> list[str]:
         c = pending["graders"][name]
         owed = c["pending_new"] + c["pending_stale"]
         if owed:
-            out.append(f"raters: {name} owes {_n(owed, 'pair')} of its queue "
+            out.append(f"raters: {name} owes {counted(owed, 'pair')} of its queue "
                        f"({c['current']} graded); run `relgrade grade run --grader {name}` "
                        "or `relgrade serve`")
     adj = pending["adjudication"]
     if adj["pending"]:
         who = adj["expert"] or "no expert declared (set adjudication.expert)"
-        out.append(f"adjudication: {_n(adj['pending'], 'queued pair')} owed by {who} "
+        out.append(f"adjudication: {counted(adj['pending'], 'queued pair')} owed by {who} "
                    f"(queries {', '.join(adj['queries'])})")
     else:
         out.append("adjudication: nothing pending")
@@ -447,13 +381,6 @@ def click_status_lines(cs: Mapping) -> list[str]:
         state = path if path is not None else "not built yet (dvc repro)"
         lines.append(f"{name.replace('_', ' ')}: {state}")
     return lines
-
-
-def _n(count: int, word: str) -> str:
-    """``1 query``, ``2 queries``, ``1 pair``, ``3 pairs``."""
-    if count == 1:
-        return f"1 {word}"
-    return f"{count} {word[:-1] + 'ies' if word.endswith('y') else word + 's'}"
 
 
 def _short(sha) -> str:

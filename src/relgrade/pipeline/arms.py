@@ -114,7 +114,7 @@ def _gitignore(ex: Experiment, name: str, *, keep: bool) -> None:
 
 
 def add_arm(ex: Experiment, name: str, *, kind: str | None = None, run: Path | None = None,
-            fuse: list[str] | None = None) -> Experiment:
+            fuse: list[str] | None = None, depth: int = ARM_DEPTH) -> Experiment:
     """Add arm ``name`` to experiment ``ex`` and render its pipeline.
 
     Returns
@@ -128,16 +128,9 @@ def add_arm(ex: Experiment, name: str, *, kind: str | None = None, run: Path | N
         As :func:`arm_spec`; an external run naming a query (or chunk) the experiment does
         not have, once its queries (chunks) are made; invalid params. Nothing is written then.
     """
-    spec = arm_spec(ex, name, kind=kind, run=run, fuse=fuse)
+    spec = arm_spec(ex, name, kind=kind, run=run, fuse=fuse, depth=depth)
     if run is not None:
-        table = read_run(run)
-        queries = (read_table(ex.path("queries"), columns=["query_id"])["query_id"]
-                   if ex.path("queries").exists() else None)
-        chunks = (read_table(ex.path("chunks"), columns=["chunk_id"])["chunk_id"]
-                  if ex.path("chunks").exists() else None)
-        if queries is not None:
-            validate_run(table, path=run, queries=queries.astype(str),
-                         chunks=chunks.astype(str) if chunks is not None else None)
+        _check_run(ex, run)
     arms = ex.params.arms_dict() | {name: spec}
     params_path = ex.root / PARAMS_FILE
     text = params_path.read_text("utf-8")
@@ -154,6 +147,99 @@ def add_arm(ex: Experiment, name: str, *, kind: str | None = None, run: Path | N
         write_text(params_path, text)  # the params as they were: nothing half-added
         raise
     return Experiment.load(params_path)
+
+
+#: Where a holes section's outputs go when params ``paths`` lacks them (as ``relgrade init``
+#: writes them).
+HOLES_PATHS = {"holes": "metrics/holes.json", "holes_work": "data/holes"}
+
+
+def add_hole_arm(ex: Experiment, name: str, *, run: Path, depth: int = ARM_DEPTH,
+                 model_grader: str | None = None, human_grader: str | None = None,
+                 human_fraction: float | None = None) -> Experiment:
+    """Add arm ``name`` under params ``holes.arms``: scored on the frozen key, its holes graded
+    by ``holes.model_grader`` and a sample of them by people (docs/new-arm.md).
+
+    The pool, the key and every old arm's numbers stay as they are. Without a ``holes``
+    section yet, ``model_grader``, ``human_grader`` and ``human_fraction`` make it; with one,
+    a value given replaces the section's. Missing ``paths.holes`` / ``paths.holes_work`` are
+    added with their usual values (:data:`HOLES_PATHS`).
+
+    Parameters
+    ----------
+    ex : Experiment
+        The experiment (not in ppi mode).
+    name : str
+        The new arm's name: not an arm under ``arms`` nor under ``holes.arms``.
+    run : pathlib.Path
+        Its run (TREC, JSONL or Parquet), copied to ``data/input/runs/NAME.EXT``.
+    depth : int, default 100
+        How many chunks per query the run keeps.
+    model_grader, human_grader : str, optional
+        Graders declared under params ``graders``.
+    human_fraction : float in (0, 1], optional
+        The share of the queries with holes whose holes people grade.
+
+    Returns
+    -------
+    Experiment
+        The experiment as written.
+
+    Raises
+    ------
+    InputError
+        As :func:`arm_spec`; the name is taken under ``holes.arms``; a new section lacks one
+        of the three settings; the run names a query or chunk the experiment does not have;
+        the params are invalid (a holes section in ppi mode, an unknown grader ...). Nothing
+        is written then.
+    """
+    spec = arm_spec(ex, name, kind=None, run=run, fuse=None, depth=depth)
+    holes = ex.params.holes
+    section = holes.model_dump(mode="json", exclude_defaults=True) if holes is not None else {}
+    if name in section.get("arms", {}):
+        raise InputError("the experiment already has this arm", path=ex.params.source,
+                         item=f"holes.arms.{name}", fix="Choose another name")
+    given = {"model_grader": model_grader, "human_grader": human_grader,
+             "human_fraction": human_fraction}
+    section |= {k: v for k, v in given.items() if v is not None}
+    lacking = [k for k in given if k not in section]
+    if lacking:
+        raise InputError("an arm on the frozen key needs the holes' graders and sample",
+                         path=ex.params.source, item="holes",
+                         fix="Add " + ", ".join(f"--{k.replace('_', '-')}" for k in lacking)
+                             + " (docs/new-arm.md)")
+    section["arms"] = {**section.get("arms", {}), name: spec}
+    _check_run(ex, run)
+    params_path = ex.root / PARAMS_FILE
+    text = params_path.read_text("utf-8")
+    try:
+        paths = ex.params.paths.model_dump(mode="json", exclude_none=True)
+        if any(k not in paths for k in HOLES_PATHS):
+            write_section(params_path, "paths", {**paths, **{k: v for k, v in
+                                                             HOLES_PATHS.items()
+                                                             if k not in paths}})
+        params = write_section(params_path, "holes", section)
+        target = ex.file(spec["source"])
+        if not (target.exists() and target.resolve() == Path(run).resolve()):
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(run, target)
+        write_text(ex.root / "dvc.yaml", render(Experiment(ex.root, params)))
+    except BaseException:
+        write_text(params_path, text)  # the params as they were: nothing half-added
+        raise
+    return Experiment.load(params_path)
+
+
+def _check_run(ex: Experiment, run: Path) -> None:
+    """Refuse a run naming a query or chunk the experiment does not have (once made)."""
+    table = read_run(run)
+    queries = (read_table(ex.path("queries"), columns=["query_id"])["query_id"]
+               if ex.path("queries").exists() else None)
+    chunks = (read_table(ex.path("chunks"), columns=["chunk_id"])["chunk_id"]
+              if ex.path("chunks").exists() else None)
+    if queries is not None:
+        validate_run(table, path=run, queries=queries.astype(str),
+                     chunks=chunks.astype(str) if chunks is not None else None)
 
 
 def remove_arm(ex: Experiment, name: str) -> Experiment:

@@ -194,10 +194,18 @@ def holes_status(ex) -> dict:
         return {"state": "waiting", "error": str(e)}
     work = ex.path("holes_work")
     sub = Experiment.from_mapping(work_params(ex, work), root=work)
-    held = judgments(sub, plan.pool, plan.audit_ids)
-    pending = held.pending.astype({"query_id": str, "chunk_id": str, "grader": str})
-    graded = held.bank.astype({"query_id": str, "chunk_id": str, "grader": str})
     model, human = h.model_grader, h.human_grader
+    if work.is_dir():
+        held = judgments(sub, plan.pool, plan.audit_ids)
+        pending = held.pending.astype({"query_id": str, "chunk_id": str, "grader": str})
+        graded = held.bank.astype({"query_id": str, "chunk_id": str, "grader": str})
+        made = held.made
+    else:  # the holes stage has not made the folder: nothing is graded, everything owed
+        pool = plan.pool[["query_id", "chunk_id"]].astype(str)
+        people = pool[pool["query_id"].isin(set(map(str, plan.audit_ids)))]
+        pending = pd.concat([pool.assign(grader=model), people.assign(grader=human)],
+                            ignore_index=True)
+        graded, made = pending.iloc[0:0], {}
     price = prices(ex.params, [model, human])
     owing = {g: _pairs(pending[pending["grader"] == g]) for g in (model, human)}
     have = {g: _pairs(graded[graded["grader"] == g]) - owing[g] for g in (model, human)}
@@ -222,7 +230,7 @@ def holes_status(ex) -> dict:
                      "verdict": _verdict(record, arm, key_sha256=plan.record.get("key_sha256"),
                                          sample=sample,
                                          owed=sum(c["pending"] for c in counts.values()))}
-    total = {g: {"spent": int(held.made.get(g, 0)), "pending": len(owing[g])}
+    total = {g: {"spent": int(made.get(g, 0)), "pending": len(owing[g])}
              for g in (model, human)}
     how = grade_commands(sub)
     return {"state": "owed" if len(pending) else "graded", "work": work.as_posix(),
