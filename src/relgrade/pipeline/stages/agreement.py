@@ -5,6 +5,7 @@ disagreement report. It always reports, however poor the agreement; the gate sta
 """
 
 from relgrade.canonical import significant_floats
+from relgrade.experiment.progress import step_printer
 from relgrade.io import files as io
 from relgrade.protocol import agreement
 from relgrade.protocol.reliability import Resampling
@@ -13,6 +14,8 @@ from relgrade.rng import derive_seed
 
 def run(ex):
     grading, scale = ex.params.grading, ex.params.need("scale")
+    step = step_printer("agreement", 2)
+    step("kappas and their intervals, resampling the audited queries")
     grader, auditor = ex.params.need("grading.key_grader"), ex.params.need("grading.auditor")
     orders = ex.path("orders")
     # The intervals' seed is a child of the experiment seed, recorded in agreement.json.
@@ -32,6 +35,7 @@ def run(ex):
         if grading.mode == "raters" else None)
     # Diagnostics are per-grader tables: kept beside the gate's measures, not among them, so
     # `dvc metrics show` stays a readable table.
+    step("writing the agreement, the confusion pairs and the disagreements")
     metrics = dict(report.metrics)
     # rounded to 12 significant digits: the same bytes in every run (see significant_floats)
     io.write_json(ex.path("diagnostics"), significant_floats(metrics.pop("diagnostics", {})))

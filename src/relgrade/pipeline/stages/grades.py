@@ -27,12 +27,15 @@ import pandas as pd
 from relgrade.pipeline import sharing
 from relgrade.pipeline.judgments import judgment_counts, judgments, pending_status
 from relgrade.experiment.layout import grade_commands
+from relgrade.experiment.progress import step_printer
 from relgrade.io import files as io
 from relgrade.protocol import bank, grades, triage
 
 
 def run(ex):
     grading = ex.params.grading
+    step = step_printer("grades", 3)
+    step("the judgment bank: every grade file, checked, and what is owed")
     pool = io.read_table(ex.path("pool"), columns=["query_id", "chunk_id"])
     audit_ids = ex.audit_ids() or []
     held = judgments(ex, pool, audit_ids)
@@ -54,6 +57,7 @@ def run(ex):
     if held.triage_queue is not None:
         key_pairs = triage.people_queue(held.triage_queue)
         _people_in_queue(ex, held, pool)
+    step("the current grade of every pool pair")
     table, manifest = grades.current_table(
         held.bank, graders=ex.params.graders_dict(), pool=pool, audit_query_ids=audit_ids,
         round=grading.round,
@@ -79,6 +83,7 @@ def run(ex):
                   f"{', '.join(pairs[:5])}{more}")
     # with a rater panel this table is the raters' (and auditor's and expert's); the
     # aggregation and adjudication stages make the key grader's rows from it
+    step("writing the grades table and its manifest")
     out = "rater_grades" if grading.mode == "raters" else "grades"
     if grading.mode == "raters":
         table = _queued_only(ex, table)

@@ -36,6 +36,7 @@ from pathlib import Path
 import pandas as pd
 
 from relgrade.errors import InputError, ProtocolError
+from relgrade.experiment.progress import step_printer
 from relgrade.io import files as io
 from relgrade.graders.cache import NOT_RECORDED, judge_counts
 from relgrade.io.trec import write_trec_qrels
@@ -273,6 +274,8 @@ def _ppi_design(ex, gate):
 
 def run(ex):
     gate_path, grading = ex.path("gate"), ex.params.grading
+    step = step_printer("key", 3)
+    step("the key from the key grader's grades")
     rubric_version = ex.params.need("grading.rubric_version")
     gate = io.read_json(gate_path) if gate_path.exists() else None
     key.require_gate(gate, source=gate_path)
@@ -285,6 +288,7 @@ def run(ex):
         grades_table, key_grader=ex.params.need("grading.key_grader"),
         round=grading.round, pool=io.read_table(ex.path("pool")),
         relevant_min=ex.params.need("scale").relevant_min)
+    step("the ledger, the rounds and what the key revises")
     used = ex.ledger()
     _check_rounds(ex, manifests["grades"], grading.round)
     made_on = _made_on(ex, table)
@@ -310,6 +314,7 @@ def run(ex):
     if status == ledger.REVISED:
         # the pairs regraded because what they show changed, with the content now graded
         record |= {"revises": revises, "regraded": regraded}
+    step("writing the key, the qrels and the record")
     corrections = _corrections(ex)
     if status == ledger.POST_HOC:
         record, where = _write_post_hoc(ex, table, record, gate, made_on, corrections)

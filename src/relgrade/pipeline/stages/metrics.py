@@ -20,6 +20,7 @@ from datetime import datetime, timezone
 
 from relgrade.errors import InputError
 from relgrade.evaluation import metrics, weighting
+from relgrade.experiment.progress import step_printer
 from relgrade.io import files as io
 from relgrade.io.runs import read_run
 from relgrade.protocol import ledger
@@ -62,6 +63,8 @@ def _use(entries, record, *, post_hoc):
 def run(ex, arm):
     if arm not in ex.params.need("arms"):
         raise InputError("unknown arm", item=str(arm), fix="Name an arm of params `arms`")
+    step = step_printer(f"metrics@{arm}", 2)
+    step("reading and checking the run")
     entries = ex.ledger()
     key, record = ex.read_key()
     status, entries = _use(entries, record, post_hoc=bool(record.get("post_hoc", False)))
@@ -93,6 +96,7 @@ def run(ex, arm):
                 "rubric_version": rec.get("rubric_version"), "round": rec.get("round"),
                 "post_hoc": post_hoc, **summary}
 
+    step("scoring every query on the key, then the means and their intervals")
     summary, table = score(key)
     io.write_jsonl(ex.path("ledger"), entries)
     frozen_json = ex.path("metrics") / f"{arm}.json"
