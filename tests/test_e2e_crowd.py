@@ -132,7 +132,7 @@ def test_the_spammer_alone_is_removed_by_gold(crowd):
     assert acc["rater-5"]["accuracy"] < 0.6 <= min(acc[r]["accuracy"]
                                                    for r in ("rater-1", "rater-2", "rater-3",
                                                              "rater-4"))
-    # 64 gold questions (round(0.4 * 160)), each in 3 queues like every pair: 192 gold rows
+    # 64 gold questions (round(0.4 * 159)), each in 3 queues like every pair: 192 gold rows
     # over 5 raters, 38 or 39 each
     queues = pd.read_parquet(exp / "data/private/assignment.parquet")
     assert queues["work"].all()
@@ -177,7 +177,7 @@ def test_the_key_recovers_the_truth_at_the_rate_the_confusion_matrices_predict(c
     joined = key.merge(truth, how="left", on=["query_id", "chunk_id"]).fillna({"t": 0})
     observed = int((joined["grade"] == joined["t"]).sum())
     p = _expected_correct(exp)
-    assert len(p) == len(key) == 160  # 12 queries, bm25's, tfidf's and random's top 7 each
+    assert len(p) == len(key) == 159  # 12 queries, bm25's, tfidf's and random's top 7 each
     expected, sd = p.sum(), np.sqrt((p * (1 - p)).sum())
     assert abs(observed - expected) <= 3 * sd, (observed, expected, sd)
 

@@ -351,3 +351,36 @@ def test_stage_rewrites_a_file_arm_and_refuses_unknown_chunks_on_one_line(tmp_pa
         "Error: bad.trec: query k1, chunk nope: unknown chunk id (found 1 row(s) name chunks "
         "that are not in the corpus, first nope)"]
     assert not (tmp_path / "data/runs/bad.trec").exists()
+
+
+def test_scores_equal_to_twelve_digits_tie_and_the_chunk_id_breaks_the_tie():
+    # 0.1 + 0.2 is 0.30000000000000004 in float64, a last-bit difference from 0.3 that another
+    # CPU's summation order could flip; rounded to 12 digits both are 0.3, a tie broken by
+    # chunk id descending, the documented rule: b before a, on every machine
+    from relgrade.retrieve import search
+
+    class Sums:
+        def scores(self, query):
+            return np.array([0.1 + 0.2, 0.3, 0.25])
+
+    chunks = pd.DataFrame({"chunk_id": ["a", "b", "c"]})
+    queries = pd.DataFrame({"query_id": ["q"], "query": ["anything"]})
+    run = search(Sums(), chunks=chunks, queries=queries, depth=2)
+    assert run[["chunk_id", "rank", "score"]].values.tolist() == [["b", 1, 0.3], ["a", 2, 0.3]]
+
+
+def test_rrf_scores_are_rounded_so_equal_sums_in_another_order_tie():
+    # each chunk ranks 1, 2 and 3 once over the three arms, in another order: the same sum
+    # 1/61 + 1/62 + 1/63, added in arm order (a, b, c), so it can differ in its last bits;
+    # rounded to 12 digits the three tie, broken by chunk id descending: z, y, x
+    from relgrade.retrieve.fusion import rrf
+
+    def arm(order):
+        return pd.DataFrame({"query_id": ["q"] * 3, "chunk_id": order, "rank": [1, 2, 3],
+                             "score": [3.0, 2.0, 1.0]})
+
+    fused = rrf({"a": arm(["x", "y", "z"]), "b": arm(["y", "z", "x"]),
+                 "c": arm(["z", "x", "y"])}, k=60, depth=3)
+    same = float(format(1 / 61 + 1 / 62 + 1 / 63, ".12g"))
+    assert fused[["chunk_id", "rank", "score"]].values.tolist() == [
+        ["z", 1, same], ["y", 2, same], ["x", 3, same]]

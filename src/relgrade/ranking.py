@@ -586,6 +586,43 @@ def canonical_ranking(run: pd.DataFrame, *, ties: str = "score") -> pd.DataFrame
     return out
 
 
+#: Significant decimal digits a computed arm's scores keep before they are ranked.
+SCORE_DIGITS = 12
+
+
+def round_scores(scores, digits: int = SCORE_DIGITS) -> np.ndarray:
+    """Scores rounded to ``digits`` significant decimal digits, as ``%.{digits}g`` prints them.
+
+    A computed arm's scores are rounded before ranking so that its run does not depend on
+    the last bits of floating-point arithmetic, which vary with the CPU and the libraries'
+    code paths (summation order, SIMD): two scores equal to 12 digits are a tie, broken by
+    the documented rule, on every machine, and the run file's bytes (hence ``dvc.lock``)
+    agree across machines.
+
+    Parameters
+    ----------
+    scores : array-like of float, shape (n,)
+        Finite scores.
+    digits : int, default :data:`SCORE_DIGITS`
+        Significant decimal digits kept, at least 1.
+
+    Returns
+    -------
+    numpy.ndarray of float64, shape (n,)
+        Each score as the nearest float to its ``digits``-digit decimal rounding (Python's
+        ``format`` rounding: correctly rounded, half to even on the decimal value).
+
+    Examples
+    --------
+    >>> round_scores([1 / 3, 2.0000000000001, 12345.678901234567]).tolist()
+    [0.333333333333, 2.0, 12345.6789012]
+    """
+    values = np.asarray(scores, dtype=np.float64).ravel()
+    spec = f".{int(digits)}g"
+    return np.fromiter((float(format(v, spec)) for v in values.tolist()), dtype=np.float64,
+                       count=len(values))
+
+
 def top_k(run: pd.DataFrame, k: int, *, ties: str = "score") -> pd.DataFrame:
     """The rows of each ranked list whose canonical rank is at most ``k``.
 

@@ -22,7 +22,7 @@ import numpy as np
 import pandas as pd
 
 from relgrade.errors import InputError
-from relgrade.ranking import top_k, validate_run
+from relgrade.ranking import SCORE_DIGITS, round_scores, top_k, validate_run
 from relgrade.schema import RUN
 
 KINDS = ("bm25", "tfidf", "rrf", "embed", "file")
@@ -172,12 +172,13 @@ def search(scorer, *, chunks: pd.DataFrame, queries: pd.DataFrame, depth: int,
     for qid, text in zip(queries["query_id"].astype("str"), queries["query"].astype("str")):
         s = np.asarray(scorer.scores(text), dtype=np.float64)
         keep = np.flatnonzero(s > 0) if positive_only else np.arange(len(s))
-        if len(keep) > depth:  # every chunk tied with the depth-th score stays a candidate
+        if len(keep) > depth:
+            # every chunk that may tie with the depth-th score once rounded stays a candidate
             cut = np.partition(s[keep], len(keep) - depth)[len(keep) - depth]
-            keep = keep[s[keep] >= cut]
+            keep = keep[s[keep] >= cut - abs(cut) * 10.0 ** (1 - SCORE_DIGITS)]
         rows_q.append(np.full(len(keep), qid, dtype=object))
         rows_c.append(ids[keep])
-        rows_s.append(s[keep])
+        rows_s.append(round_scores(s[keep]))
     run = pd.DataFrame({
         "query_id": pd.Series(np.concatenate(rows_q) if rows_q else [], dtype="str"),
         "chunk_id": pd.Series(np.concatenate(rows_c) if rows_c else [], dtype="str"),

@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 
 from relgrade.errors import InputError
-from relgrade.ranking import canonical_ranking, top_k
+from relgrade.ranking import canonical_ranking, round_scores, top_k
 from relgrade.schema import PAIR, RUN
 
 #: the constant of Cormack, Clarke & Büttcher (2009)
@@ -82,6 +82,7 @@ def rrf(runs: Mapping[str, pd.DataFrame], *, k: float = K, depth: int,
     stacked = pd.concat(parts, ignore_index=True)
     fused = (stacked.groupby(PAIR, sort=True, as_index=False)["score"]
              .sum())
+    fused["score"] = round_scores(fused["score"].to_numpy())
     fused["rank"] = np.int64(0)
     fused = fused[RUN]
     if len(fused) == 0:
