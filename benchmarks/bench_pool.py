@@ -448,7 +448,7 @@ def stage_main(args) -> int:
                 digests.setdefault(job, set()).add(tuple(
                     hashlib.sha256((exp / o).read_bytes()).hexdigest() for o in STAGE_OUTPUTS))
             else:
-                kind = "rank" if "rank" in job else "score"
+                kind = "score" if "score" in job else "rank"
                 m = run_process([sys.executable, __file__, "--duckdb-stage", kind,
                                  "--data", str(exp / "data/runs"), "--out",
                                  str(args.out / f"stage-duckdb-{kind}.parquet"),
