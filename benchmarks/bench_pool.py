@@ -485,6 +485,63 @@ def stage_main(args) -> int:
     return 0
 
 
+def stage_steps(exp: Path) -> dict[str, float]:
+    """CPU seconds (``time.process_time``) of each step of the pool stage's code, in this
+    process, one step after another, arms read and cut in one thread (the stage uses one
+    thread per core for that step); run as ``--stage-steps`` in a fresh process so the
+    imports are counted. The outputs go to a scratch folder."""
+    import tempfile
+
+    clock = time.process_time
+    t = clock()
+    from relgrade.experiment.files import Experiment
+    from relgrade.io.files import write_json, write_parquet
+    from relgrade.io.runtable import read_run_table
+    from relgrade.pipeline import runner
+    from relgrade.pipeline.stages import pool as stage
+    from relgrade.protocol import pool as protocol
+    from relgrade.tables.engine import connect
+    from relgrade.tables.pooling import runs_naming_unknown_ids
+
+    out = {"imports (the stage's process)": clock() - t}
+    t = clock()
+    ex = Experiment.load(exp / "params.yaml")
+    os.environ["DVC_STAGE"] = "pool"
+    runner.require_rendered(ex)
+    out["params and the pipeline's shape check"] = clock() - t
+    t = clock()
+    queries, chunks = stage.known_ids(ex)
+    out["known ids: the id column of the query table and the corpus"] = clock() - t
+    arms = [str(a) for a in ex.params.need("arms")]
+    t = clock()
+    runs = [read_run_table(ex.path("runs") / f"{a}.trec") for a in arms]
+    out["read the runs into Arrow"] = clock() - t
+    t = clock()
+    cuts = {a: protocol.arm_candidates(r, 10) for a, r in zip(arms, runs)}
+    out["check (scores, U+001F, duplicates) and cut, every arm"] = clock() - t
+    t = clock()
+    with connect() as con:
+        assert not runs_naming_unknown_ids(con, [c["query_id"] for c in cuts.values()],
+                                           [r["chunk_id"] for r in runs],
+                                           queries=queries, chunks=chunks)
+    out["known-id check (one DuckDB query)"] = clock() - t
+    del runs
+    t = clock()
+    table, provenance, stats = protocol.pool_candidates(cuts, depth=10)
+    out["rank the candidates, pool, provenance, statistics"] = clock() - t
+    with tempfile.TemporaryDirectory() as scratch:
+        t = clock()
+        write_parquet(Path(scratch) / "pool.parquet", table)
+        write_parquet(Path(scratch) / "provenance.parquet", provenance)
+        out["write pool and provenance Parquet"] = clock() - t
+        t = clock()
+        write_json(Path(scratch) / "manifest.json", protocol.pool_manifest(
+            table, seed=0, depth=10, tail_sample=0, tail_depth=None, arms=arms))
+        write_json(Path(scratch) / "stats.json", stats)
+        out["manifest (pool version) and statistics"] = clock() - t
+    return out
+
+
 def pairs(df: pd.DataFrame) -> set:
     return set(zip(df["query_id"].astype(str), df["chunk_id"].astype(str)))
 
@@ -503,6 +560,9 @@ def main(argv=None) -> int:
                     help="time the pool stage as DVC runs it on a generated experiment "
                          "(made once under --out), paired with DuckDB on its TREC runs")
     ap.add_argument("--base", help="with --stage: also time the stage of this git revision")
+    ap.add_argument("--stage-steps", action="store_true",
+                    help="CPU seconds per step of the pool stage's code on the --stage "
+                         "experiment (made first with --stage)")
     ap.add_argument("--duckdb-stage", choices=["rank", "score"], help=argparse.SUPPRESS)
     ap.add_argument("--worker", choices=PROCESS_CONTENDERS, help=argparse.SUPPRESS)
     ap.add_argument("--format", choices=["parquet", "trec"], help=argparse.SUPPRESS)
@@ -511,6 +571,12 @@ def main(argv=None) -> int:
     if args.write_known:
         _load()
         write_known(args.data / "runs", args.out / "known")
+        return 0
+    if args.stage_steps:
+        steps = stage_steps(args.out / "stage-repo" / STAGE_EXP)
+        for step, seconds in steps.items():
+            print(f"{step:60} {seconds:5.2f}")
+        print(f"{'total':60} {sum(steps.values()):5.2f}")
         return 0
     if args.duckdb_stage:
         duckdb_stage_worker(args.duckdb_stage, args.data, args.out, args.depth)
