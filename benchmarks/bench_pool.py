@@ -521,9 +521,9 @@ def stage_steps(exp: Path) -> dict[str, float]:
     out["check (scores, U+001F, duplicates) and cut, every arm"] = clock() - t
     t = clock()
     with connect() as con:
-        assert not runs_naming_unknown_ids(con, [c["query_id"] for c in cuts.values()],
-                                           [r["chunk_id"] for r in runs],
-                                           queries=queries, chunks=chunks)
+        assert not runs_naming_unknown_ids(
+            con, query_ids=[c["query_id"] for c in cuts.values()],
+            chunk_ids=[r["chunk_id"] for r in runs], queries=queries, chunks=chunks)
     out["known-id check (one DuckDB query)"] = clock() - t
     del runs
     t = clock()

@@ -62,17 +62,18 @@ def test_runs_naming_unknown_ids_by_hand():
     c = [ids("c1", "é"), ids("c"), ids("c2"), ids("c2", "c1", "c2")]
     with connect(threads=1) as con:
         # run 1 names "c", a prefix of a known id (unknown); run 2 names query q3
-        assert runs_naming_unknown_ids(con, q, c, queries=queries, chunks=chunks) == [1, 2]
-        assert runs_naming_unknown_ids(con, q, c, chunks=chunks) == [1]
-        assert runs_naming_unknown_ids(con, q, c, queries=queries) == [2]
-        assert runs_naming_unknown_ids(con, q, c) == []
-        assert runs_naming_unknown_ids(con, [q[0], q[3]], [c[0], c[3]], queries=queries,
-                                       chunks=chunks) == []
+        assert runs_naming_unknown_ids(con, query_ids=q, chunk_ids=c, queries=queries,
+                                       chunks=chunks) == [1, 2]
+        assert runs_naming_unknown_ids(con, query_ids=q, chunk_ids=c, chunks=chunks) == [1]
+        assert runs_naming_unknown_ids(con, query_ids=q, chunk_ids=c, queries=queries) == [2]
+        assert runs_naming_unknown_ids(con, query_ids=q, chunk_ids=c) == []
+        assert runs_naming_unknown_ids(con, query_ids=[q[0], q[3]], chunk_ids=[c[0], c[3]],
+                                       queries=queries, chunks=chunks) == []
         # the views it registered are gone again
         assert con.execute("SELECT count(*) FROM duckdb_views() WHERE NOT internal "
                            "AND view_name LIKE 'relgrade_%'").fetchone()[0] == 0
     with pytest.raises(ValueError):
-        runs_naming_unknown_ids(None, q, c[:2], chunks=chunks)
+        runs_naming_unknown_ids(None, query_ids=q, chunk_ids=c[:2], chunks=chunks)
 
 
 def test_runs_naming_unknown_ids_agree_with_arrow_is_in():
@@ -84,7 +85,8 @@ def test_runs_naming_unknown_ids_agree_with_arrow_is_in():
             if not pc.all(pc.is_in(r, value_set=corpus)).as_py()]
     assert 0 < len(want) < len(runs)
     with connect() as con:
-        got = runs_naming_unknown_ids(con, [ids("q")] * len(runs), runs, chunks=corpus)
+        got = runs_naming_unknown_ids(con, query_ids=[ids("q")] * len(runs), chunk_ids=runs,
+                                      chunks=corpus)
     assert got == want
 
 

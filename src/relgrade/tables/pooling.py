@@ -18,8 +18,8 @@ import pyarrow as pa
 from relgrade.ranking import arrow_ids
 
 
-def runs_naming_unknown_ids(con: duckdb.DuckDBPyConnection, query_ids: Sequence, chunk_ids: Sequence,
-                            *, queries=None, chunks=None) -> list[int]:
+def runs_naming_unknown_ids(con: duckdb.DuckDBPyConnection, *, query_ids: Sequence,
+                            chunk_ids: Sequence, queries=None, chunks=None) -> list[int]:
     """Which runs name a query id not in ``queries`` or a chunk id not in ``chunks``.
 
     Parameters

@@ -104,8 +104,9 @@ def pool_files(paths, *, depth: int, tail_sample: int = 0, tail_depth: int | Non
     if check_ids and first_bad:
         with connect() as con:
             unknown = set(runs_naming_unknown_ids(
-                con, [got[1]["query_id"] for got, _ in loaded[:first_bad]],
-                [got[0] for got, _ in loaded[:first_bad]], queries=queries, chunks=chunks))
+                con, query_ids=[got[1]["query_id"] for got, _ in loaded[:first_bad]],
+                chunk_ids=[got[0] for got, _ in loaded[:first_bad]], queries=queries,
+                chunks=chunks))
     for i, ((arm, path), (got, error)) in enumerate(zip(paths.items(), loaded)):
         if error is not None:
             raise error
