@@ -5,7 +5,9 @@ Each arm in params `arms` is read from `paths.runs/ARM.trec` straight into Arrow
 ranks, in one pass per arm (arms in parallel threads). Every row of every arm is then
 checked against the known query and chunk ids in one DuckDB query
 (:mod:`relgrade.tables.pooling`); the candidates are ranked canonically (`runs.ties`) and
-pooled.
+pooled. With params ``pool.engine: spark`` the reading, checks and cut run on Spark
+(:mod:`relgrade.tables.spark`) and the same rows are pooled; a run Spark leaves to the
+reference rules (another layout, a bad row) is pooled on the local engine.
 """
 
 import os
@@ -24,11 +26,24 @@ from relgrade.tables.pooling import runs_naming_unknown_ids
 def run(ex):
     cfg, ties, seed = ex.params.need("pool"), ex.params.runs.ties, ex.params.need("seed")
     arms = ex.params.need("arms")
-    queries, chunks = known_ids(ex)
-    table, provenance, stats = pool_files(
-        {str(arm): ex.path("runs") / f"{arm}.trec" for arm in arms}, depth=cfg.depth,
-        tail_sample=cfg.tail_sample, tail_depth=cfg.tail_depth, ties=ties,
-        rng=stage_rng(seed, "pool"), queries=queries, chunks=chunks)
+    paths = {str(arm): ex.path("runs") / f"{arm}.trec" for arm in arms}
+    options = {"depth": cfg.depth, "tail_sample": cfg.tail_sample,
+               "tail_depth": cfg.tail_depth, "ties": ties, "rng": stage_rng(seed, "pool")}
+    stacked = None
+    if cfg.engine == "spark":
+        from relgrade.tables import spark
+
+        stacked = spark.arm_candidates(
+            spark.session(cfg.spark_master or spark.DEFAULT_MASTER), paths,
+            depth=(cfg.tail_depth or cfg.depth) if cfg.tail_sample else cfg.depth,
+            ties=ties, queries=ex.path("queries"), chunks=ex.path("chunks"))
+    if stacked is not None:
+        table, provenance, stats = pool.pool_candidates(stacked, **options)
+    else:
+        # the local engine, also whenever Spark met a run it leaves to the reference rules
+        queries, chunks = known_ids(ex)
+        table, provenance, stats = pool_files(paths, queries=queries, chunks=chunks,
+                                              **options)
     write_parquet(ex.path("pool"), table)
     write_parquet(ex.path("provenance"), provenance)
     write_json(ex.path("pool_manifest"), pool.pool_manifest(
