@@ -2,6 +2,7 @@
 
     python benchmarks/generate.py --seed 7 --only pooling
     python benchmarks/bench_pool.py --process [--rounds 5]     # whole processes, paired
+    python benchmarks/bench_pool.py --stage [--base REV] [--rounds 3]   # the stage as DVC runs it
     python benchmarks/bench_pool.py [--data benchmarks/data/pooling] [--depth 10] [--repeat 5]
 
 ``--process`` runs every contender as a fresh Python process (interpreter start, imports,
@@ -26,6 +27,19 @@ and from TREC:
 Each round runs every contender once, in an order rotated from round to round; the ratios
 reported are medians over rounds of relgrade / DuckDB within the round (same format). All
 outputs must hold the same pairs; the script stops if they differ.
+
+``--stage`` times the pool stage as DVC runs it: a relgrade repository with an experiment of
+the workload (``relgrade init``: the 5,000 queries, a corpus of every chunk id the runs can
+name (2^21), the ten TREC runs as file arms, pool depth 10; the stages before ``pool`` run
+once) is made under ``--out`` and kept; then each round runs, in rotated order, the stage's
+``cmd`` from the experiment's dvc.yaml in the experiment's folder with ``DVC_STAGE`` set
+(the stage entry point, params, the pipeline's shape check, imports, every check, all four
+outputs), the same with the ``src/`` of git revision ``--base``, and two DuckDB anchors on
+the experiment's TREC runs: the issue's ``SELECT DISTINCT ... WHERE rank <= 10`` and the
+same score ranking relgrade does (``QUALIFY row_number() ...``), each ``COPY``-ed to Parquet.
+CPU seconds from ``os.wait4``; ratios are medians over rounds of the within-round ratio. The
+script stops if two runs of the stage (either revision) write different bytes, or if
+DuckDB's score ranking pools other pairs.
 
 Without ``--process``, the contenders run inside this process (the numbers before the whole
 process was measured):
@@ -155,6 +169,7 @@ def pandas_pool(folder: Path, arms: list[str], depth: int) -> pd.DataFrame:
 
 PROCESS_CONTENDERS = ("relgrade", "relgrade, pandas path", "DuckDB", "relgrade, id checks",
                       "relgrade, pandas path, id checks")
+STAGE = "relgrade pool stage"  # --stage: the stage process as DVC runs it
 CORPUS = 1 << 21  # generate.py draws chunk ids doc0 .. doc2097151
 
 
@@ -201,8 +216,7 @@ def worker(name: str, fmt: str, folder: Path, out: Path, depth: int) -> None:
         queries = read_table(out.parent / "known" / "queries.parquet")["query_id"]
         chunks = read_table(out.parent / "known" / "chunks.parquet")["chunk_id"]
     if "pandas" not in name:
-        known = {"queries": pool.IdSet(queries), "chunks": pool.IdSet(chunks)} if checks \
-            else {}
+        known = {"queries": queries, "chunks": chunks} if checks else {}
         table, provenance, stats = pool_files(paths, depth=depth, **known)
     else:
         import pandas as pd
@@ -227,10 +241,91 @@ def worker(name: str, fmt: str, folder: Path, out: Path, depth: int) -> None:
     write_json(out / "stats.json", stats)
 
 
-def run_process(argv: list[str]) -> dict:
+STAGE_EXP = "experiments/pooling"
+
+
+def stage_experiment(data: Path, root: Path) -> Path:
+    """A relgrade repository in ``root`` whose experiment ``experiments/pooling`` pools the
+    workload's ten TREC runs as the ``pool`` stage does; return the experiment's folder.
+
+    Made once (kept in ``root``) with ``relgrade init``: the 5,000 query ids of the runs,
+    a corpus of every chunk id ``generate.py`` can draw (2^21 chunks, short text), the
+    ten runs as ``--run`` arms, pool depth 10. The stages before ``pool`` (corpus,
+    queries, the arms' runs) then run as DVC runs them, so the pool stage reads what a
+    pipeline would give it.
+    """
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    import bench_scale
+
+    exp = root / STAGE_EXP
+    if (exp / "data/runs").is_dir() and (root / ".made").exists():
+        return exp
+    import shutil
+
+    shutil.rmtree(root, ignore_errors=True)
+    root.mkdir(parents=True)
+    repo = bench_scale.REPO
+    for name in ("stages", "rubric"):
+        shutil.copytree(repo / name, root / name, ignore=shutil.ignore_patterns("__pycache__"))
+    for name in ("dvc.yaml", "params.yaml"):
+        shutil.copy(repo / name, root / name)
+    env = bench_scale._env()
+    subprocess.run(["git", "init", "-q"], cwd=root, check=True, env=env)
+    inp = root / "input"
+    inp.mkdir()
+    runs = sorted((data / "runs").glob("*.trec"))
+    ids = pc.unique(pa.chunked_array(
+        [pq.read_table(p.with_suffix(".parquet"), columns=["query_id"])["query_id"]
+         for p in runs]).combine_chunks()).to_pylist()
+    ids.sort(key=int)
+    with open(inp / "queries.tsv", "w") as f:
+        f.write("query_id\tquery\tgroup\n")
+        f.writelines(f"{q}\tfind function {q}\t{('keyword', 'question')[int(q) % 2]}\n"
+                     for q in ids)
+    with open(inp / "intents.tsv", "w") as f:
+        f.write("query_id\tquery\tintent\n")
+        f.writelines(f"{q}\tfind function {q}\tWhere is function {q} defined?\n" for q in ids)
+    n = np.arange(CORPUS)
+    chunk = np.char.add("doc", n.astype(str))
+    module = np.char.add(np.char.add("src/m", (n % 97).astype(str)), ".py")
+    pq.write_table(pa.table({
+        "chunk_id": chunk.tolist(),
+        "header": np.char.add(module, np.char.add(" \u203a def f", n.astype(str))).tolist(),
+        "text": np.char.add(np.char.add("def f", n.astype(str)), "(): pass").tolist(),
+        "source": module.tolist()}), inp / "chunks.parquet")
+    relgrade = [sys.executable, "-c", "from relgrade.cli import main; main()"]
+    for p in runs:
+        shutil.copy(p, inp / p.name)
+    subprocess.run([*relgrade, "init", STAGE_EXP, "--corpus", "input/chunks.parquet",
+                    "--queries", "input/queries.tsv", "--intents", "input/intents.tsv",
+                    *[x for p in runs for x in ("--run", f"{p.stem}=input/{p.name}")],
+                    "--pool-depth", "10", "--seed", "7"],
+                   cwd=root, check=True, env=env)
+    for name, cmd in bench_scale.stage_commands(exp):
+        if name == "pool":
+            break
+        subprocess.run(cmd, cwd=exp, check=True, env={**env, "DVC_STAGE": name})
+    (root / ".made").write_text("")
+    return exp
+
+
+def stage_command(exp: Path) -> list[str]:
+    """The pool stage's ``cmd`` from the experiment's dvc.yaml, ``python`` as this one."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    import bench_scale
+
+    return dict(bench_scale.stage_commands(exp))["pool"]
+
+
+def run_process(argv: list[str], cwd: Path | None = None, env: dict | None = None) -> dict:
     """CPU seconds (user + sys), wall seconds and peak RSS (MiB) of one child process."""
     t = time.perf_counter()
-    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd=cwd,
+                            env=env)
     _, status, usage = os.wait4(proc.pid, 0)
     wall = time.perf_counter() - t
     err = proc.stderr.read().decode()
@@ -291,6 +386,162 @@ def process_main(args) -> int:
     return 0
 
 
+DUCKDB_TOPK_SQL = """
+COPY (SELECT DISTINCT column0 AS query_id, column2 AS chunk_id FROM {source}
+      WHERE column3 <= {depth} ORDER BY query_id, chunk_id) TO '{out}' (FORMAT parquet)
+"""
+STAGE_OUTPUTS = ("data/pool/pool.parquet", "data/private/provenance.parquet",
+                 "data/pool/manifest.json", "metrics/pool.json")
+
+
+def trec_source(folder: Path) -> str:
+    return (f"read_csv('{folder}/*.trec', delim = ' ', header = false, columns = {{"
+            "'column0': 'VARCHAR', 'column1': 'VARCHAR', 'column2': 'VARCHAR', "
+            "'column3': 'BIGINT', 'column4': 'DOUBLE', 'column5': 'VARCHAR'})")
+
+
+def duckdb_stage_worker(kind: str, runs: Path, out: Path, depth: int) -> None:
+    """The anchors of ``--stage``, from the experiment's TREC runs: the issue's ``rank <=
+    depth`` union, or the same score ranking relgrade does (``QUALIFY row_number()``)."""
+    import duckdb
+
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with duckdb.connect() as con:
+        if kind == "rank":
+            con.execute(DUCKDB_TOPK_SQL.format(source=trec_source(runs), depth=depth, out=out))
+        else:
+            source = (f"SELECT column5 AS arm, column0 AS query_id, column2 AS chunk_id, "
+                      f"column4 AS score FROM {trec_source(runs)}")
+            con.execute(f"COPY ({DUCKDB_SQL.format(source=source, depth=depth)} ORDER BY "
+                        f"query_id, chunk_id) TO '{out}' (FORMAT parquet)")
+
+
+def stage_main(args) -> int:
+    """``--stage``: the pool stage as DVC runs it, paired with DuckDB on its TREC runs."""
+    import hashlib
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    import bench_scale
+
+    exp = stage_experiment(args.data, args.out / "stage-repo")
+    cmd = stage_command(exp)
+    srcs = {"pool stage": bench_scale.REPO / "src"}
+    if args.base:
+        tree = args.out / f"base-{args.base}"
+        if not tree.exists():
+            tree.mkdir(parents=True)
+            archive = subprocess.run(["git", "-C", str(bench_scale.REPO), "archive", args.base,
+                                      "src"], check=True, capture_output=True).stdout
+            subprocess.run(["tar", "-x", "-C", str(tree)], input=archive, check=True)
+        srcs[f"pool stage at {args.base}"] = tree / "src"
+    jobs = [*srcs, "DuckDB, rank <= 10", "DuckDB, score ranking"]
+    results = {job: [] for job in jobs}
+    digests = {}
+    load_start = os.getloadavg()
+    print(f"load average at start: {load_start[0]:.2f} {load_start[1]:.2f} "
+          f"{load_start[2]:.2f}", flush=True)
+    for r in range(args.rounds):
+        for job in jobs[r % len(jobs):] + jobs[:r % len(jobs)]:
+            if job in srcs:
+                env = {**bench_scale._env(srcs[job]), "DVC_STAGE": "pool"}
+                m = run_process(cmd, cwd=exp, env=env)
+                digests.setdefault(job, set()).add(tuple(
+                    hashlib.sha256((exp / o).read_bytes()).hexdigest() for o in STAGE_OUTPUTS))
+            else:
+                kind = "score" if "score" in job else "rank"
+                m = run_process([sys.executable, __file__, "--duckdb-stage", kind,
+                                 "--data", str(exp / "data/runs"), "--out",
+                                 str(args.out / f"stage-duckdb-{kind}.parquet"),
+                                 "--depth", str(args.depth)])
+            results[job].append(m)
+            print(f"round {r + 1} {job:28} cpu {m['cpu']:6.2f} (user {m['user']:.2f} sys "
+                  f"{m['sys']:.2f}) wall {m['wall']:6.2f} rss {m['rss']:6.0f} MiB", flush=True)
+    load_end = os.getloadavg()
+    every = set().union(*digests.values())
+    if len(every) != 1:
+        print("the pool stage's outputs differ between runs or revisions", file=sys.stderr)
+        return 1
+    reference = pairs(pd.read_parquet(exp / STAGE_OUTPUTS[0]))
+    for kind in ("rank", "score"):
+        got = pairs(pd.read_parquet(args.out / f"stage-duckdb-{kind}.parquet"))
+        if kind == "score" and got != reference:
+            print("DuckDB's score ranking pools other pairs", file=sys.stderr)
+            return 1
+        print(f"DuckDB, {kind}: {len(got):,} pairs ({'same as' if got == reference else 'not'}"
+              f" the stage's {len(reference):,})")
+    print(f"every run of {', '.join(srcs)}: the same bytes in all four outputs")
+    print(f"load average at end: {load_end[0]:.2f} {load_end[1]:.2f} {load_end[2]:.2f}")
+    print(f"{args.rounds} rounds; Python {platform.python_version()}, {os.cpu_count()} cores")
+    anchors = ("DuckDB, rank <= 10", "DuckDB, score ranking")
+    print(f"\n{'contender':28} {'CPU s':>6} {'user':>5} {'sys':>5} {'wall s':>7} {'RSS MiB':>8}"
+          + "".join(f" {'CPU / ' + a.split(', ')[1]:>22}" for a in anchors))
+    for job in jobs:
+        ms = results[job]
+        med = {k: float(np.median([m[k] for m in ms])) for k in ms[0]}
+        ratios = [float(np.median([a["cpu"] / b["cpu"] for a, b in zip(ms, results[x])]))
+                  for x in anchors]
+        print(f"{job:28} {med['cpu']:6.2f} {med['user']:5.2f} {med['sys']:5.2f} "
+              f"{med['wall']:7.2f} {med['rss']:8.0f}" + "".join(f" {x:22.2f}" for x in ratios))
+    return 0
+
+
+def stage_steps(exp: Path) -> dict[str, float]:
+    """CPU seconds (``time.process_time``) of each step of the pool stage's code, in this
+    process, one step after another, arms read and cut in one thread (the stage uses one
+    thread per core for that step); run as ``--stage-steps`` in a fresh process so the
+    imports are counted. The outputs go to a scratch folder."""
+    import tempfile
+
+    clock = time.process_time
+    t = clock()
+    from relgrade.experiment.files import Experiment
+    from relgrade.io.files import write_json, write_parquet
+    from relgrade.io.runtable import read_run_table
+    from relgrade.pipeline import runner
+    from relgrade.pipeline.stages import pool as stage
+    from relgrade.protocol import pool as protocol
+    from relgrade.tables.engine import connect
+    from relgrade.tables.pooling import runs_naming_unknown_ids
+
+    out = {"imports (the stage's process)": clock() - t}
+    t = clock()
+    ex = Experiment.load(exp / "params.yaml")
+    os.environ["DVC_STAGE"] = "pool"
+    runner.require_rendered(ex)
+    out["params and the pipeline's shape check"] = clock() - t
+    t = clock()
+    queries, chunks = stage.known_ids(ex)
+    out["known ids: the id column of the query table and the corpus"] = clock() - t
+    arms = [str(a) for a in ex.params.need("arms")]
+    t = clock()
+    runs = [read_run_table(ex.path("runs") / f"{a}.trec") for a in arms]
+    out["read the runs into Arrow"] = clock() - t
+    t = clock()
+    cuts = {a: protocol.arm_candidates(r, 10) for a, r in zip(arms, runs)}
+    out["check (scores, U+001F, duplicates) and cut, every arm"] = clock() - t
+    t = clock()
+    with connect() as con:
+        assert not runs_naming_unknown_ids(
+            con, query_ids=[c["query_id"] for c in cuts.values()],
+            chunk_ids=[r["chunk_id"] for r in runs], queries=queries, chunks=chunks)
+    out["known-id check (one DuckDB query)"] = clock() - t
+    del runs
+    t = clock()
+    table, provenance, stats = protocol.pool_candidates(cuts, depth=10)
+    out["rank the candidates, pool, provenance, statistics"] = clock() - t
+    with tempfile.TemporaryDirectory() as scratch:
+        t = clock()
+        write_parquet(Path(scratch) / "pool.parquet", table)
+        write_parquet(Path(scratch) / "provenance.parquet", provenance)
+        out["write pool and provenance Parquet"] = clock() - t
+        t = clock()
+        write_json(Path(scratch) / "manifest.json", protocol.pool_manifest(
+            table, seed=0, depth=10, tail_sample=0, tail_depth=None, arms=arms))
+        write_json(Path(scratch) / "stats.json", stats)
+        out["manifest (pool version) and statistics"] = clock() - t
+    return out
+
+
 def pairs(df: pd.DataFrame) -> set:
     return set(zip(df["query_id"].astype(str), df["chunk_id"].astype(str)))
 
@@ -305,6 +556,14 @@ def main(argv=None) -> int:
     ap.add_argument("--rounds", type=int, default=5, help="rounds of --process")
     ap.add_argument("--out", type=Path, default=Path("benchmarks/out/pool"),
                     help="where --process contenders write their outputs")
+    ap.add_argument("--stage", action="store_true",
+                    help="time the pool stage as DVC runs it on a generated experiment "
+                         "(made once under --out), paired with DuckDB on its TREC runs")
+    ap.add_argument("--base", help="with --stage: also time the stage of this git revision")
+    ap.add_argument("--stage-steps", action="store_true",
+                    help="CPU seconds per step of the pool stage's code on the --stage "
+                         "experiment (made first with --stage)")
+    ap.add_argument("--duckdb-stage", choices=["rank", "score"], help=argparse.SUPPRESS)
     ap.add_argument("--worker", choices=PROCESS_CONTENDERS, help=argparse.SUPPRESS)
     ap.add_argument("--format", choices=["parquet", "trec"], help=argparse.SUPPRESS)
     ap.add_argument("--write-known", action="store_true", help=argparse.SUPPRESS)
@@ -313,10 +572,21 @@ def main(argv=None) -> int:
         _load()
         write_known(args.data / "runs", args.out / "known")
         return 0
+    if args.stage_steps:
+        steps = stage_steps(args.out / "stage-repo" / STAGE_EXP)
+        for step, seconds in steps.items():
+            print(f"{step:60} {seconds:5.2f}")
+        print(f"{'total':60} {sum(steps.values()):5.2f}")
+        return 0
+    if args.duckdb_stage:
+        duckdb_stage_worker(args.duckdb_stage, args.data, args.out, args.depth)
+        return 0
     if args.worker:
         worker(args.worker, args.format, args.data / "runs", args.out, args.depth)
         return 0
     _load()
+    if args.stage:
+        return stage_main(args)
     if args.process:
         return process_main(args)
     folder = args.data / "runs"

@@ -8,7 +8,8 @@ protocol step         module
 corpus                relgrade.protocol.corpus, relgrade.protocol.chunking
 queries               relgrade.protocol.queries; sampling: relgrade.query_sampling, stage sample
 retrieve (arms)       relgrade.retrieve
-pool, provenance      relgrade.protocol.pool (canonical ranking: relgrade.ranking)
+pool, provenance      relgrade.protocol.pool (canonical ranking: relgrade.ranking; the
+                      known-id check of every run row: relgrade.tables.pooling)
 intents               relgrade.protocol.intents
 audit sample          relgrade.protocol.audit
 packets, orders       relgrade.protocol.packets
@@ -36,8 +37,10 @@ Layers, top to bottom (each imports only from below; checked by import-linter):
   formats, Label Studio, self-consistency;
 - ``relgrade.raters/`` — several raters per pair: gold questions, aggregation, their report;
 - ``relgrade.protocol/``, ``relgrade.evaluation/``, ``relgrade.retrieve/``,
-  ``relgrade.clicks/``, ``relgrade.query_sampling``, ``relgrade.io/`` — the library proper,
-  independent of each other (``io/`` is the only package that reads and writes data files);
+  ``relgrade.clicks/``, ``relgrade.query_sampling``, ``relgrade.io/``, ``relgrade.tables/``
+  — the library proper, independent of each other (``io/`` is the only package that reads
+  and writes data files; ``tables/`` is the table engine: DuckDB connections and the SQL
+  run on Arrow tables);
 - ``relgrade.ranking``, ``relgrade.rng`` — the canonical ranking and id coding; seeded
   generators;
 - ``relgrade.schema``, ``relgrade.canonical``, ``relgrade.errors`` — table columns, hashed

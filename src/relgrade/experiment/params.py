@@ -307,11 +307,15 @@ class Runs(_Section):
 
 
 class Pool(_Section):
-    """``pool``: depth per arm and the optional random tail sample."""
+    """``pool``: depth per arm, the optional random tail sample, and the engine that reads,
+    checks and cuts the runs (``local``, or ``spark`` on ``spark_master``: the same
+    outputs, see docs/experiments.md)."""
 
     depth: Positive
     tail_sample: NonNegative = 0
     tail_depth: Positive | None = None
+    engine: Literal["local", "spark"] = "local"
+    spark_master: str | None = None
 
 
 class Intents(_Section):

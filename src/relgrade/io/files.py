@@ -175,6 +175,54 @@ def read_table(path, *, columns: list[str] | None = None) -> pd.DataFrame:
     return df
 
 
+def read_column(path, column: str):
+    """One column of a table file (see :func:`read_table`), as Arrow.
+
+    A Parquet file whose column is text is read alone from the file (the other columns, a
+    corpus's text say, are never decoded); any other file, or a column of another type, is
+    read as :func:`read_table` reads it, so the values are the same either way.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        A ``.parquet``, ``.jsonl``/``.ndjson`` or ``.tsv``/``.tab`` file.
+    column : str
+        The column to read.
+
+    Returns
+    -------
+    pyarrow.ChunkedArray of shape (n_rows,)
+        The column's values in row order, as text: string or large_string from Parquet,
+        otherwise what :func:`read_table` gives, as text (``astype("str")``).
+
+    Raises
+    ------
+    InputError
+        As :func:`read_table` with ``columns=[column]``: the file is missing or unreadable,
+        its extension unknown, or ``column`` missing.
+    """
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    path = Path(path)
+    if path.suffix.lower() == ".parquet" and path.exists():
+        try:
+            field = pq.read_schema(path).field(column)
+        except KeyError:
+            field = None
+        except Exception:  # not readable Parquet: read_table words it
+            field = None
+        if field is not None and (pa.types.is_string(field.type)
+                                  or pa.types.is_large_string(field.type)):
+            try:
+                return pq.read_table(path, columns=[column])[column]
+            except Exception as e:  # pyarrow raises several types for a corrupt file
+                raise InputError("not a readable Parquet file", path=path,
+                                 found=str(e)) from None
+    values = read_table(path, columns=[column])[column]
+    return pa.chunked_array([pa.array(values.astype("str"))])
+
+
 def read_rows(path, columns: list[str] | None = None) -> tuple[pd.DataFrame, list[int] | None]:
     """A table (see :func:`read_table`) and the file line each of its rows is on.
 

@@ -1,28 +1,49 @@
 """Stage `pool`: every arm's run → the pool, its private provenance, manifest and statistics.
 
 Each arm in params `arms` is read from `paths.runs/ARM.trec` straight into Arrow, checked
-against the known query and chunk ids and cut to the rows that can reach the pooled ranks, in
-one pass per arm (arms in parallel threads); those rows are then ranked canonically
-(`runs.ties`) and pooled.
+(finite scores, no chunk twice for a query) and cut to the rows that can reach the pooled
+ranks, in one pass per arm (arms in parallel threads). Every row of every arm is then
+checked against the known query and chunk ids in one DuckDB query
+(:mod:`relgrade.tables.pooling`); the candidates are ranked canonically (`runs.ties`) and
+pooled. With params ``pool.engine: spark`` the reading, checks and cut run on Spark
+(:mod:`relgrade.tables.spark`) and the same rows are pooled; a run Spark leaves to the
+reference rules (another layout, a bad row) is pooled on the local engine.
 """
 
 import os
 from concurrent.futures import ThreadPoolExecutor
 
-from relgrade.io.files import read_table, write_json, write_parquet
+from relgrade.errors import InputError
+from relgrade.io.files import read_column, write_json, write_parquet
 from relgrade.io.runtable import read_run_table
 from relgrade.protocol import pool
+from relgrade.ranking import validate_run
 from relgrade.rng import stage_rng
+from relgrade.tables.engine import connect
+from relgrade.tables.pooling import runs_naming_unknown_ids
 
 
 def run(ex):
     cfg, ties, seed = ex.params.need("pool"), ex.params.runs.ties, ex.params.need("seed")
     arms = ex.params.need("arms")
-    queries, chunks = known_ids(ex)
-    table, provenance, stats = pool_files(
-        {str(arm): ex.path("runs") / f"{arm}.trec" for arm in arms}, depth=cfg.depth,
-        tail_sample=cfg.tail_sample, tail_depth=cfg.tail_depth, ties=ties,
-        rng=stage_rng(seed, "pool"), queries=queries, chunks=chunks)
+    paths = {str(arm): ex.path("runs") / f"{arm}.trec" for arm in arms}
+    options = {"depth": cfg.depth, "tail_sample": cfg.tail_sample,
+               "tail_depth": cfg.tail_depth, "ties": ties, "rng": stage_rng(seed, "pool")}
+    stacked = None
+    if cfg.engine == "spark":
+        from relgrade.tables import spark
+
+        stacked = spark.arm_candidates(
+            spark.session(cfg.spark_master or spark.DEFAULT_MASTER), paths,
+            depth=(cfg.tail_depth or cfg.depth) if cfg.tail_sample else cfg.depth,
+            ties=ties, queries=ex.path("queries"), chunks=ex.path("chunks"))
+    if stacked is not None:
+        table, provenance, stats = pool.pool_candidates(stacked, **options)
+    else:
+        # the local engine, also whenever Spark met a run it leaves to the reference rules
+        queries, chunks = known_ids(ex)
+        table, provenance, stats = pool_files(paths, queries=queries, chunks=chunks,
+                                              **options)
     write_parquet(ex.path("pool"), table)
     write_parquet(ex.path("provenance"), provenance)
     write_json(ex.path("pool_manifest"), pool.pool_manifest(
@@ -33,15 +54,17 @@ def run(ex):
 
 def known_ids(ex):
     """The query ids of params ``paths.queries`` and the chunk ids of ``paths.chunks``, as
-    two :class:`relgrade.protocol.pool.IdSet`: every run row must name known ones."""
-    return tuple(pool.IdSet(read_table(ex.path(name), columns=[col])[col])
+    two ``pyarrow.ChunkedArray`` of str (only that column is read from a Parquet file):
+    every run row must name known ones."""
+    return tuple(read_column(ex.path(name), col)
                  for name, col in (("queries", "query_id"), ("chunks", "chunk_id")))
 
 
 def pool_files(paths, *, depth: int, tail_sample: int = 0, tail_depth: int | None = None,
                ties: str = "score", rng=None, queries=None, chunks=None):
-    """Pool run files: each read into Arrow, checked and cut (one thread per core), then the
-    candidates ranked and pooled.
+    """Pool run files: each read into Arrow, checked and cut (one thread per core), every
+    row checked against the known ids in one DuckDB query, then the candidates ranked and
+    pooled.
 
     Parameters
     ----------
@@ -53,8 +76,9 @@ def pool_files(paths, *, depth: int, tail_sample: int = 0, tail_depth: int | Non
         ``stage_rng(seed, "pool")``).
     ties : {"score", "rank"}, default "score"
         Params ``runs.ties``.
-    queries, chunks : relgrade.protocol.pool.IdSet, optional
-        The known query and chunk ids; a run naming another id is refused.
+    queries, chunks : array-like of str, optional
+        The known query and chunk ids (pyarrow arrays, pandas Series, lists); a run naming
+        another id is refused.
 
     Returns
     -------
@@ -66,18 +90,47 @@ def pool_files(paths, *, depth: int, tail_sample: int = 0, tail_depth: int | Non
     InputError
         A run file is missing or unreadable, or a run breaks a rule of
         :func:`relgrade.ranking.validate_run` (naming the file, the query and the chunk).
+        When several arms are bad, the first in ``paths``' order is named, whichever rule
+        it breaks.
     """
     deepest = (tail_depth or depth) if tail_sample else depth
+    check_ids = queries is not None or chunks is not None
 
     def load(item):
         arm, path = item
-        return pool.arm_candidates(read_run_table(path), deepest, ties=ties, path=path,
-                                   queries=queries, chunks=chunks)
+        try:
+            run = read_run_table(path)
+            cut = pool.arm_candidates(run, deepest, ties=ties, path=path)
+        except InputError as e:  # raised below, in the arms' order
+            return None, e
+        # the cut keeps every query's first row, so its query ids are the run's
+        return (run["chunk_id"] if check_ids else None, cut), None
 
     # one thread per core: more threads parse more files at once, which costs memory and
     # system time (page faults) without finishing sooner
     threads = max(1, min(len(paths), os.cpu_count() or 1))
     with ThreadPoolExecutor(max_workers=threads) as workers:
-        stacked = dict(zip(paths, workers.map(load, paths.items())))
+        loaded = list(workers.map(load, paths.items()))
+    # the arms before the first one that failed its own checks: one of them may name an
+    # unknown id, and it comes first
+    first_bad = next((i for i, (_, error) in enumerate(loaded) if error is not None),
+                     len(loaded))
+    unknown = set()
+    if check_ids and first_bad:
+        with connect() as con:
+            unknown = set(runs_naming_unknown_ids(
+                con, query_ids=[got[1]["query_id"] for got, _ in loaded[:first_bad]],
+                chunk_ids=[got[0] for got, _ in loaded[:first_bad]], queries=queries,
+                chunks=chunks))
+    for i, ((arm, path), (got, error)) in enumerate(zip(paths.items(), loaded)):
+        if error is not None:
+            raise error
+        if i in unknown:
+            # the reference check names the first bad row, as every other reader of a run
+            # sees it
+            validate_run(read_run_table(path).to_pandas(), path=path, queries=queries,
+                         chunks=chunks)
+    stacked = {arm: got[1] for arm, (got, _) in zip(paths, loaded)}
+    del loaded
     return pool.pool_candidates(stacked, depth=depth, ties=ties, tail_sample=tail_sample,
                                 tail_depth=tail_depth, rng=rng)
