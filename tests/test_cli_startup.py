@@ -101,6 +101,9 @@ def test_choices_spelled_in_command_modules_equal_the_librarys():
     from relgrade.clicks import engine
 
     assert tuple(clicks.ENGINES) == tuple(engine.ENGINES)
+    from relgrade.clicks.log import DEFAULT_THREADS
+
+    assert clicks.DEFAULT_THREADS == DEFAULT_THREADS
     for spec in packets.EXPORT_FORMATS.values():
         module, _, attr = spec.partition(":")
         assert callable(getattr(__import__(module, fromlist=[attr]), attr))
