@@ -96,9 +96,9 @@ def propensity_cmd(log_path, method, max_position, seed, n_boot, level, out_path
     click.echo(f"propensity by {method}: {log.rows:,} impressions, {curve.n_units:,} {units}; "
                f"{int(round(level * 100))}% percentile intervals from {n_boot:,} resamples "
                f"of {'queries' if curve.unit == 'query' else curve.unit + 's'} (seed {seed})")
-    rows = [[str(int(r.position)), number(r.propensity), number(r.ci_low), number(r.ci_high),
-             "-" if r.position == 1 else f"{int(r.support):,}"]
-            for r in curve.table.itertuples(index=False)]
+    rows = [[str(int(r["position"])), number(r["propensity"]), number(r["ci_low"]),
+             number(r["ci_high"]), "-" if r["position"] == 1 else f"{int(r['support']):,}"]
+            for r in curve.records()]
     click.echo("\n".join(table(["position", "propensity", "ci_low", "ci_high", "support"],
                                  rows)))
     for note in curve.notes:

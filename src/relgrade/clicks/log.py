@@ -9,12 +9,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from importlib import resources
+from typing import TYPE_CHECKING
 
 import duckdb
-import pandas as pd
+import numpy as np
 
 from relgrade.errors import InputError
 from relgrade.schema import CLICK_LOG
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 #: The columns every impression log must have, in the documented order.
 LOG_COLUMNS = CLICK_LOG
@@ -174,12 +178,15 @@ class ClickLog:
         Impressions (rows) in the log.
     sessions : int
         Distinct sessions.
-    patterns : pandas.DataFrame or None
-        The sessions' click patterns, read in the same pass as the check: one row per
-        distinct combination of the masks ``shown``, ``clicks``, ``flagged`` and
-        ``flagged_clicks`` (uint64; bit ``k - 1`` set when position ``k`` is shown / clicked
-        / flagged randomized / both flagged and clicked in the session) with the number of
-        ``sessions`` (int64) that have it; columns :data:`PATTERN_COLUMNS`. None when the
+    patterns : dict of str to numpy.ndarray, or None
+        The sessions' click patterns, read in the same pass as the check, as columns of
+        equal length (:data:`PATTERN_COLUMNS`; ``pandas.DataFrame(log.patterns)`` makes
+        them a table): one entry per distinct combination of the masks ``shown``,
+        ``clicks``, ``flagged`` and ``flagged_clicks`` (uint64; bit ``k - 1`` set when
+        position ``k`` is shown / clicked / flagged randomized / both flagged and clicked in
+        the session) with the number of ``sessions`` (int64) that have it. Columns rather
+        than a DataFrame, so that a command that reads only the patterns never imports
+        pandas. None when the
         log shows a position above 64 (the masks cannot hold it) or the log was not built by
         :meth:`from_relation`; the estimators then read the log with SQL instead.
     """
@@ -188,7 +195,7 @@ class ClickLog:
     source: str
     rows: int
     sessions: int
-    patterns: pd.DataFrame | None = field(default=None, repr=False, compare=False)
+    patterns: dict | None = field(default=None, repr=False, compare=False)
 
     @classmethod
     def from_relation(cls, con: duckdb.DuckDBPyConnection, relation: duckdb.DuckDBPyRelation,
@@ -329,12 +336,13 @@ def _check_exactly(con: duckdb.DuckDBPyConnection, source: str,
 PATTERN_COLUMNS = ("shown", "clicks", "flagged", "flagged_clicks", "sessions")
 
 
-def _patterns(histogram) -> pd.DataFrame:
+def _patterns(histogram) -> dict:
     """``check_log.sql``'s histogram of session masks as :attr:`ClickLog.patterns`."""
     keys, counts = (histogram or {}).get("key", []), (histogram or {}).get("value", [])
-    table = pd.DataFrame([(k["shown"], k["clicks"], k["flagged"], k["flagged_clicks"], n)
-                          for k, n in zip(keys, counts)], columns=list(PATTERN_COLUMNS))
-    return table.astype({c: "uint64" for c in PATTERN_COLUMNS[:4]} | {"sessions": "int64"})
+    columns = {c: np.array([k[c] for k in keys], dtype=np.uint64)
+               for c in PATTERN_COLUMNS[:4]}
+    columns["sessions"] = np.array(counts, dtype=np.int64)
+    return columns
 
 
 def _confirm_repeated_chunk(con, session: str) -> str | None:
