@@ -44,7 +44,11 @@ Contenders:
   The pandas contenders do not validate the log (relgrade does, in the same grouped pass of
   DuckDB that reads the randomization estimate and the clicks per position).
 
-The parent checks that relgrade, Spark and pandas agree: the same propensities (to 1e-9) and
+* ``base-relgrade-...`` (with ``--base-src DIR``): relgrade's contenders again on another
+  checkout's ``src`` (``DIR`` first on ``PYTHONPATH``), each right after the contender it is
+  the "before" of, so that a change is measured before and after in the same rounds.
+
+The parent checks that relgrade, Spark and pandas agree (and the base code, when run): the same propensities (to 1e-9) and
 the same pairs in the same order (count and an order-sensitive checksum of every row).
 """
 
@@ -80,6 +84,10 @@ TASKS = (*_MAIN, *(f"{t}-shuffled" for t in _MAIN),
          "spark-randomization", "spark-harvesting", "spark-pairs")
 #: Contenders run when --only is not given (Spark and the 1 GB limit on request).
 DEFAULT_TASKS = (*_MAIN, *(f"{t}-shuffled" for t in _MAIN))
+#: relgrade's contenders run again on another checkout's code with --base-src: the same
+#: command line, the other tree's ``src`` first on the path (a before/after in the same rounds).
+BASE_TASKS = tuple(f"base-{t}" for t in DEFAULT_TASKS if t.startswith("relgrade-"))
+TASKS = (*TASKS, *BASE_TASKS)
 
 
 # --- data ----------------------------------------------------------------------------
@@ -368,7 +376,8 @@ def worker(task: str, data: Path, out: Path) -> dict:
     shuffled = task.endswith("-shuffled")
     log = data / ("log-shuffled.parquet" if shuffled else "log.parquet")
     name = task
-    task = task.removesuffix("-shuffled")
+    # A base-... contender is the relgrade contender on the code PYTHONPATH puts first.
+    task = task.removesuffix("-shuffled").removeprefix("base-")
     out.mkdir(parents=True, exist_ok=True)
     # Both pairs contenders read the curve relgrade wrote on the sorted log.
     rel_json = out / "relgrade-randomization.json"
@@ -416,14 +425,20 @@ def worker(task: str, data: Path, out: Path) -> dict:
             "result": result}
 
 
-def run_child(task: str, data: Path, out: Path) -> dict:
+def run_child(task: str, data: Path, out: Path, base_src: Path | None = None) -> dict:
     """Run one contender in a fresh process; add its CPU-seconds (user + system of the whole
     process, start-up and imports included) and wall time, and digest its pairs afterwards
-    (outside the measured process)."""
+    (outside the measured process). A ``base-...`` contender runs with ``base_src`` first on
+    ``PYTHONPATH``."""
+    env = None
+    if task.startswith("base-"):
+        env = dict(os.environ)
+        env["PYTHONPATH"] = os.pathsep.join(
+            [str(base_src), *filter(None, [os.environ.get("PYTHONPATH")])])
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t = time.perf_counter()
     proc = subprocess.run([sys.executable, __file__, "--worker", task, "--data", str(data),
-                           "--out", str(out)], capture_output=True, text=True)
+                           "--out", str(out)], capture_output=True, text=True, env=env)
     wall = time.perf_counter() - t
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if proc.returncode != 0:
@@ -459,6 +474,10 @@ def main(argv=None) -> int:
     ap.add_argument("--steps", action="store_true",
                     help="Print relgrade's CPU-seconds per step (one round, this process) "
                          "and stop.")
+    ap.add_argument("--base-src", type=Path, default=None,
+                    help="Also run relgrade's contenders on this src folder (another "
+                         "checkout's, e.g. `git archive REV src | tar -x -C DIR` then "
+                         "DIR/src), interleaved in the same rounds: before and after.")
     ap.add_argument("--worker", choices=TASKS, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.worker:
@@ -481,12 +500,16 @@ def main(argv=None) -> int:
     if not (args.data / "log-shuffled.parquet").exists():
         shuffle(args.data / "log.parquet", args.data / "log-shuffled.parquet")
     tasks = args.only or list(DEFAULT_TASKS)
+    if args.base_src is not None:
+        # Each base contender right after the relgrade contender it is the "before" of.
+        tasks = [x for t in tasks
+                 for x in ((t, f"base-{t}") if f"base-{t}" in BASE_TASKS else (t,))]
     runs: dict[str, list[dict]] = {t: [] for t in tasks}
     loads = []
     for r in range(args.repeat):
         before = os.getloadavg()
         for task in tasks:
-            runs[task].append(run_child(task, args.data, args.out))
+            runs[task].append(run_child(task, args.data, args.out, args.base_src))
             last = runs[task][-1]
             print(f"  {task:36} {last['seconds']:7.1f} s  point {last['point_s']:7.1f} s  "
                   f"bootstrap {last['bootstrap_s']:6.1f} s  {last['process_cpu']:6.2f} CPU-s  "
@@ -497,7 +520,8 @@ def main(argv=None) -> int:
               f"{loads[-1]['load_after'][0]:.1f} after", flush=True)
     comparisons = [(f"relgrade-{m}{v}", f"pandas-{m}{v}")
                    for v in ("", "-shuffled") for m in ("randomization", "harvesting", "pairs")]
-    for pair in (*comparisons,
+    befores = [(f"base-{t}", t) for t in DEFAULT_TASKS if f"base-{t}" in runs]
+    for pair in (*comparisons, *befores,
                  ("relgrade-randomization", "relgrade-randomization-shuffled"),
                  ("relgrade-pairs", "relgrade-pairs-shuffled"),
                  ("relgrade-randomization", "relgrade-randomization-1gb"),
@@ -526,7 +550,7 @@ def main(argv=None) -> int:
                       "result": rs[0]["result"]} for t, rs in runs.items()},
         "ratios": {},
     }
-    for ours, theirs in comparisons:
+    for ours, theirs in (*comparisons, *((t, b) for b, t in befores)):
         if ours in runs and theirs in runs:
             a, b = runs[ours], runs[theirs]
             summary["ratios"][f"{theirs} / {ours}"] = {
@@ -541,7 +565,8 @@ def main(argv=None) -> int:
         print(f"{t:36} {s['median_s']:9.1f} {s['point_s']:8.1f} {s['bootstrap_s']:7.1f} "
               f"{s['process_cpu_s']:6.2f} "
               f"{s['process_wall_s']:7.1f} {s['peak_rss_mib']:9.0f}")
-    print("median per-round ratio (pandas / relgrade): point s, whole-process wall, "
+    print("median per-round ratio (pandas or the base code / relgrade): point s, "
+          "whole-process wall, "
           "whole-process CPU-s, peak memory")
     for name, r in summary["ratios"].items():
         print(f"{name:60} {r['point_s']:5.2f} {r['process_wall']:5.2f} {r['process_cpu']:5.2f} "

@@ -101,6 +101,25 @@ def test_choices_spelled_in_command_modules_equal_the_librarys():
     from relgrade.clicks import engine
 
     assert tuple(clicks.ENGINES) == tuple(engine.ENGINES)
+    from relgrade.clicks.log import DEFAULT_THREADS
+
+    assert clicks.DEFAULT_THREADS == DEFAULT_THREADS
     for spec in packets.EXPORT_FORMATS.values():
         module, _, attr = spec.partition(":")
         assert callable(getattr(__import__(module, fromlist=[attr]), attr))
+
+
+@pytest.mark.parametrize("method", ["randomization", "harvesting"])
+def test_clicks_propensity_estimates_prints_and_writes_a_curve_without_importing_pandas(
+        tmp_path, method):
+    from tests.test_clicks_propensity import SEED, simulate_log
+
+    log, out = tmp_path / "log.parquet", tmp_path / "curve.json"
+    simulate_log(SEED, sessions=400, randomized_share=0.2)[0].to_parquet(log, index=False)
+    code = ("from relgrade.cli import main\n"
+            f"main(['clicks', 'propensity', {str(log)!r}, '--method', {method!r}, "
+            f"'--bootstrap', '50', '--out', {str(out)!r}], standalone_mode=False)")
+    heavy = _heavy_after(code)
+    assert out.exists()
+    assert "duckdb" in heavy and "numpy" in heavy
+    assert "pandas" not in heavy

@@ -245,3 +245,50 @@ def test_memory_limit_is_passed_to_duckdb_and_running_out_is_a_clean_error(tmp_p
     assert res.exit_code == 1
     assert res.output.startswith("Error: not a memory limit DuckDB accepts (e.g. 4GB, 500MB) "
                                  "(found lots)")
+
+
+def test_threads_are_passed_to_duckdb_one_by_default_and_change_no_result(tmp_path):
+    from relgrade.clicks import engine
+    from relgrade.clicks.log import connect
+    from relgrade.errors import InputError
+    from tests.test_clicks_propensity import SEED, simulate_log
+
+    log = tmp_path / "log.parquet"
+    simulate_log(SEED, sessions=3000, randomized_share=0.2)[0].to_parquet(log, index=False)
+
+    def threads(opened):
+        return opened.con.execute("SELECT current_setting('threads')").fetchall()[0][0]
+
+    assert threads(engine.get("duckdb").open_log(log)) == 1
+    assert threads(engine.get("duckdb", threads=2).open_log(log)) == 2
+    assert connect(threads=None).execute("SELECT current_setting('threads')").fetchall()[0][0] \
+        == duckdb_default_threads()
+    with pytest.raises(InputError, match="threads must be a whole number of at least 1"):
+        connect(threads=0)
+
+    for method in ("randomization", "harvesting"):
+        one, two = tmp_path / f"{method}-1.json", tmp_path / f"{method}-2.json"
+        res1 = run("propensity", log, "--method", method, "--out", one)
+        res2 = run("propensity", log, "--method", method, "--out", two, "--threads", 2)
+        assert res1.exit_code == 0 and res2.exit_code == 0, res1.output + res2.output
+        assert res1.output.replace(one.as_posix(), "OUT") == \
+            res2.output.replace(two.as_posix(), "OUT")
+        assert one.read_bytes() == two.read_bytes()
+    pairs1, pairs2 = tmp_path / "pairs-1.parquet", tmp_path / "pairs-2.parquet"
+    prop = tmp_path / "randomization-1.json"
+    assert run("pairs", log, "--propensity", prop, "--out", pairs1).exit_code == 0
+    res = run("pairs", log, "--propensity", prop, "--out", pairs2, "--threads", 2)
+    assert res.exit_code == 0, res.output
+    assert pairs1.read_bytes() == pairs2.read_bytes()
+
+    res = run("pairs", log, "--propensity", prop, "--out", tmp_path / "none.parquet",
+              "--threads", 0)
+    assert res.exit_code == 2
+    assert "Invalid value for '--threads': 0 is not in the range x>=1" in res.output
+    assert not (tmp_path / "none.parquet").exists()
+
+
+def duckdb_default_threads():
+    import duckdb
+
+    return duckdb.connect().execute("SELECT current_setting('threads')").fetchall()[0][0]

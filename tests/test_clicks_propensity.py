@@ -517,7 +517,8 @@ def test_a_malformed_propensity_file_is_refused(doc, message):
 
 def test_the_check_keeps_each_sessions_masks_of_shown_clicked_and_flagged_positions():
     log = ClickLog.from_frame(frame(HAND_RANDOMIZED))
-    got = log.patterns.sort_values(["shown", "clicks", "flagged"], ignore_index=True)
+    got = pd.DataFrame(log.patterns).sort_values(["shown", "clicks", "flagged"],
+                                                 ignore_index=True)
     # s2 shows 1-2, clicks both, flags both: shown 0b11, clicks 0b11, flagged 0b11.
     # s3 shows 1-2, clicks none; s1 shows 1-3, clicks 1 and 3, flags 1-2 (clicked 1);
     # s4 shows 1-3, clicks 1-2, flags 2-3 (clicked 2); s5 shows 2-3, clicks both, flags

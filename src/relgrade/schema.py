@@ -71,10 +71,13 @@ from __future__ import annotations
 
 import math
 import numbers
-from typing import Iterable, Sequence
+import sys
+from typing import TYPE_CHECKING, Iterable, Sequence
 
 import numpy as np
-import pandas as pd
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 from relgrade.errors import InputError
 
@@ -193,6 +196,7 @@ def require(df: pd.DataFrame, columns: Sequence[str], *, what: str, path=None) -
 
     Examples
     --------
+    >>> import pandas as pd
     >>> require(pd.DataFrame(columns=["query_id", "chunk_id"]), PAIR, what="the pool")
     """
     missing = [c for c in columns if c not in df.columns]
@@ -287,10 +291,16 @@ def is_missing(value) -> bool:
 
     Examples
     --------
+    >>> import pandas as pd
     >>> is_missing(float("nan")), is_missing(pd.NA), is_missing("")
     (True, True, False)
     """
-    if value is None or value is pd.NA:
+    if value is None:
+        return True
+    # pandas' NA can only exist once pandas is imported; a process that never imports it
+    # (the click commands) does not pay for the import here.
+    pandas = sys.modules.get("pandas")
+    if pandas is not None and value is pandas.NA:
         return True
     return isinstance(value, float) and math.isnan(value)
 

@@ -23,9 +23,16 @@ from relgrade.errors import InputError
 PROPENSITY_METHODS = ("randomization", "harvesting")
 ENGINES = ("duckdb", "spark")
 DEFAULT_CLIP = 10.0
+#: DuckDB's worker threads unless --threads says otherwise (relgrade.clicks.log.
+#: DEFAULT_THREADS; the same test checks it).
+DEFAULT_THREADS = 1
 
 
 def _engine_options(fn):
+    fn = click.option("--threads", type=click.IntRange(min=1), default=DEFAULT_THREADS,
+                      show_default=True,
+                      help="DuckDB's worker threads. One costs the fewest CPU-seconds and "
+                           "the least memory; more shorten the wall time on idle cores.")(fn)
     fn = click.option("--spark-master", default=None,
                       help="Spark's master URL with --engine spark (default: local[2]); the "
                            "log must be where every executor can read it.")(fn)
@@ -62,7 +69,7 @@ def clicks_cmd():
 @_engine_options
 @handle_errors
 def propensity_cmd(log_path, method, max_position, seed, n_boot, level, out_path,
-                   memory_limit, engine_name, spark_master):
+                   memory_limit, engine_name, spark_master, threads):
     """Estimate the position propensity curve p(k)/p(1) of LOG, with bootstrap intervals.
 
     LOG is an impression log: a Parquet file, a folder of Parquet files, or a CSV file with
@@ -78,7 +85,8 @@ def propensity_cmd(log_path, method, max_position, seed, n_boot, level, out_path
     if seed < 0:
         raise InputError("--seed must be a non-negative integer", found=str(seed))
     rng = np.random.default_rng(derive_seed(seed, "clicks", "propensity", method))
-    runner = engine.get(engine_name, memory_limit=memory_limit, spark_master=spark_master)
+    runner = engine.get(engine_name, memory_limit=memory_limit, spark_master=spark_master,
+                        threads=threads)
     with runner.errors(log_path):
         log = runner.open_log(log_path)
         curve = runner.propensity(log, method=method, rng=rng, max_position=max_position,
@@ -88,9 +96,9 @@ def propensity_cmd(log_path, method, max_position, seed, n_boot, level, out_path
     click.echo(f"propensity by {method}: {log.rows:,} impressions, {curve.n_units:,} {units}; "
                f"{int(round(level * 100))}% percentile intervals from {n_boot:,} resamples "
                f"of {'queries' if curve.unit == 'query' else curve.unit + 's'} (seed {seed})")
-    rows = [[str(int(r.position)), number(r.propensity), number(r.ci_low), number(r.ci_high),
-             "-" if r.position == 1 else f"{int(r.support):,}"]
-            for r in curve.table.itertuples(index=False)]
+    rows = [[str(int(r["position"])), number(r["propensity"]), number(r["ci_low"]),
+             number(r["ci_high"]), "-" if r["position"] == 1 else f"{int(r['support']):,}"]
+            for r in curve.records()]
     click.echo("\n".join(table(["position", "propensity", "ci_low", "ci_high", "support"],
                                  rows)))
     for note in curve.notes:
@@ -119,7 +127,7 @@ def propensity_cmd(log_path, method, max_position, seed, n_boot, level, out_path
 @_engine_options
 @handle_errors
 def pairs_cmd(log_path, propensity_path, clip, out_path, memory_limit, engine_name,
-              spark_master):
+              spark_master, threads):
     """Write LOG's skip-above preference pairs, weighted by inverse propensity, to --out.
 
     In each session the chunk clicked at position k is preferred to every unclicked chunk
@@ -134,7 +142,8 @@ def pairs_cmd(log_path, propensity_path, clip, out_path, memory_limit, engine_na
     curve = PR.PropensityCurve.from_dict(io.read_json(propensity_path),
                                          source=propensity_path.as_posix())
     weights = P.weights_from_curve(curve, clip=clip)
-    runner = engine.get(engine_name, memory_limit=memory_limit, spark_master=spark_master)
+    runner = engine.get(engine_name, memory_limit=memory_limit, spark_master=spark_master,
+                        threads=threads)
     with runner.errors(log_path):
         log = runner.open_log(log_path)
         atomic = io.atomic_path if runner.pairs_layout == "file" else io.atomic_dir

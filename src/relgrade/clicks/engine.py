@@ -21,7 +21,7 @@ from pathlib import Path
 import duckdb
 
 from relgrade.clicks import pairs, propensity, spark
-from relgrade.clicks.log import ClickLog, connect
+from relgrade.clicks.log import DEFAULT_THREADS, ClickLog, connect
 from relgrade.errors import InputError
 
 #: The engines relgrade runs click SQL on.
@@ -67,7 +67,8 @@ def duckdb_relation(con: duckdb.DuckDBPyConnection, path) -> duckdb.DuckDBPyRela
                      path=path, found=path.suffix or "no extension")
 
 
-def open_log(path, *, memory_limit: str | None = None) -> ClickLog:
+def open_log(path, *, memory_limit: str | None = None,
+             threads: int | None = DEFAULT_THREADS) -> ClickLog:
     """Open and validate the log at ``path`` on a new DuckDB connection.
 
     Parameters
@@ -76,6 +77,8 @@ def open_log(path, *, memory_limit: str | None = None) -> ClickLog:
         As :func:`duckdb_relation`.
     memory_limit : str, optional
         DuckDB's memory limit (see :func:`relgrade.clicks.log.connect`).
+    threads : int or None, default :data:`relgrade.clicks.log.DEFAULT_THREADS`
+        DuckDB's worker threads (see :func:`relgrade.clicks.log.connect`).
 
     Returns
     -------
@@ -86,7 +89,7 @@ def open_log(path, *, memory_limit: str | None = None) -> ClickLog:
     InputError
         As :func:`duckdb_relation` and :meth:`ClickLog.from_relation`.
     """
-    con = connect(memory_limit=memory_limit)
+    con = connect(memory_limit=memory_limit, threads=threads)
     return ClickLog.from_relation(con, duckdb_relation(con, path), source=Path(path).as_posix())
 
 
@@ -119,16 +122,20 @@ class DuckDBEngine:
     ----------
     memory_limit : str or None
         DuckDB's memory limit (e.g. ``"4GB"``); DuckDB's default when None.
+    threads : int or None
+        DuckDB's worker threads (:data:`relgrade.clicks.log.DEFAULT_THREADS` unless given;
+        None: one per core).
     """
 
     memory_limit: str | None = None
+    threads: int | None = DEFAULT_THREADS
     name: str = "duckdb"
     #: The pairs are one Parquet file.
     pairs_layout: str = "file"
 
     def open_log(self, path) -> ClickLog:
-        """:func:`open_log` with this engine's memory limit."""
-        return open_log(path, memory_limit=self.memory_limit)
+        """:func:`open_log` with this engine's memory limit and threads."""
+        return open_log(path, memory_limit=self.memory_limit, threads=self.threads)
 
     def errors(self, path):
         """:func:`duckdb_errors` for ``path``."""
@@ -186,7 +193,8 @@ class SparkEngine:
         return spark.clicks_by_position(log)
 
 
-def get(name: str, *, memory_limit: str | None = None, spark_master: str | None = None):
+def get(name: str, *, memory_limit: str | None = None, spark_master: str | None = None,
+        threads: int | None = DEFAULT_THREADS):
     """The engine called ``name``.
 
     Parameters
@@ -194,6 +202,8 @@ def get(name: str, *, memory_limit: str | None = None, spark_master: str | None 
     name : {"duckdb", "spark"}
     memory_limit : str, optional
         DuckDB's memory limit (DuckDB only).
+    threads : int or None, default :data:`relgrade.clicks.log.DEFAULT_THREADS`
+        DuckDB's worker threads (DuckDB only; None: one per core).
     spark_master : str, optional
         Spark's master URL (Spark only; ``local[2]`` when None).
 
@@ -207,7 +217,7 @@ def get(name: str, *, memory_limit: str | None = None, spark_master: str | None 
         ``name`` is not an engine.
     """
     if name == "duckdb":
-        return DuckDBEngine(memory_limit=memory_limit)
+        return DuckDBEngine(memory_limit=memory_limit, threads=threads)
     if name == "spark":
         return SparkEngine(master=spark_master or spark.DEFAULT_MASTER)
     raise InputError("unknown click engine", found=name, fix="Use duckdb or spark")

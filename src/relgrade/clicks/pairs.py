@@ -17,14 +17,17 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
 import duckdb
 import numpy as np
-import pandas as pd
 
 from relgrade.clicks.log import ClickLog, sql
 from relgrade.clicks.propensity import PropensityCurve
 from relgrade.errors import InputError
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 #: Default cap on an IPS weight: 1 / p(k) ≤ 10, i.e. propensities below 0.1 count as 0.1.
 DEFAULT_CLIP = 10.0
@@ -87,6 +90,8 @@ def ips_weights(propensity: PropensityCurve | Mapping[int, float], *,
                              item=f"position {k}", found=repr(p))
         raw = math.inf if p == 0 else 1.0 / p
         rows.append((int(k), p, min(raw, float(clip)), raw > clip))
+    import pandas as pd
+
     return pd.DataFrame(rows, columns=["position", "propensity", "weight", "clipped"]).astype(
         {"position": "int64", "propensity": "float64", "weight": "float64", "clipped": "bool"})
 
@@ -179,12 +184,14 @@ def clicks_by_position(log: ClickLog) -> pd.DataFrame:
         :attr:`ClickLog.patterns` (the masks of shown and clicked positions per session)
         without another pass over the log, else by ``sql/clicks_by_position.sql``.
     """
+    import pandas as pd
+
     if log.patterns is None:
         return log.con.execute(sql("clicks_by_position")).df().astype(
             {"position": "int64", "shown": "int64", "clicks": "int64"})
-    sessions = log.patterns["sessions"].to_numpy(dtype=np.int64)
+    sessions = np.asarray(log.patterns["sessions"], dtype=np.int64)
     bits = np.arange(64, dtype=np.uint64)
-    masks = {c: (log.patterns[c].to_numpy(dtype=np.uint64)[:, None] >> bits) & np.uint64(1)
+    masks = {c: (np.asarray(log.patterns[c], dtype=np.uint64)[:, None] >> bits) & np.uint64(1)
              for c in ("shown", "clicks")}
     shown = sessions @ masks["shown"].astype(np.int64)
     clicks = sessions @ masks["clicks"].astype(np.int64)

@@ -32,7 +32,6 @@ import math
 from dataclasses import dataclass, field
 
 import numpy as np
-import pandas as pd
 
 from relgrade.clicks.log import ClickLog, sql
 from relgrade.errors import InputError
@@ -66,8 +65,10 @@ class PropensityCurve:
         The resampling unit: ``"session"`` or ``"query"``.
     n_units : int
         Units with evidence (randomized sessions, or queries with an interventional pair).
-    table : pandas.DataFrame
-        One row per position 1..K, columns :data:`TABLE_COLUMNS`: ``propensity`` (float,
+    columns : dict of str to numpy.ndarray
+        The curve as columns :data:`TABLE_COLUMNS` of one entry per position 1..K (what
+        :attr:`table` shows as a DataFrame; kept as arrays so that estimating and printing
+        a curve never imports pandas): ``propensity`` (float,
         p(k) / p(1); NaN where undefined), ``ci_low`` / ``ci_high`` (float; NaN where
         undefined), ``support`` (int: randomized pairs, or (query, chunk) pairs in the
         interventional set, of the link (k - 1, k); 0 for position 1), ``clicks_upper`` /
@@ -83,14 +84,26 @@ class PropensityCurve:
     n_boot: int
     unit: str
     n_units: int
-    table: pd.DataFrame
+    columns: dict
     notes: list = field(default_factory=list)
+
+    @property
+    def table(self):
+        """The curve as a ``pandas.DataFrame``: one row per position, :attr:`columns`."""
+        import pandas as pd
+
+        return pd.DataFrame({c: self.columns[c] for c in TABLE_COLUMNS})
+
+    def records(self) -> list[dict]:
+        """One dict per position (keys :data:`TABLE_COLUMNS`; Python ints and floats, NaN
+        where undefined), in position order."""
+        values = [np.asarray(self.columns[c]).tolist() for c in TABLE_COLUMNS]
+        return [dict(zip(TABLE_COLUMNS, row)) for row in zip(*values)]
 
     def propensities(self) -> dict[int, float]:
         """``{position: p(k)}`` for every position whose propensity is defined."""
-        t = self.table
-        ok = t["propensity"].notna()
-        return dict(zip(t.loc[ok, "position"].astype(int), t.loc[ok, "propensity"].astype(float)))
+        return {int(r["position"]): float(r["propensity"]) for r in self.records()
+                if not math.isnan(r["propensity"])}
 
     def to_dict(self) -> dict:
         """The curve as a JSON-ready dict (undefined numbers as ``None``).
@@ -103,7 +116,7 @@ class PropensityCurve:
             "clicks_upper", "clicks_lower"}, ...], "notes"}``.
         """
         rows = []
-        for rec in self.table.to_dict("records"):
+        for rec in self.records():
             rows.append({c: (int(rec[c]) if c in ("position", "support") else _number(rec[c]))
                          for c in TABLE_COLUMNS})
         return {"method": self.method, "max_position": self.max_position,
@@ -162,14 +175,15 @@ class PropensityCurve:
                          **{c: _float(row.get(c)) for c in ("ci_low", "ci_high",
                                                            "clicks_upper", "clicks_lower")},
                          "support": int(row.get("support") or 0)})
-        table = pd.DataFrame(rows, columns=list(TABLE_COLUMNS)).sort_values(
-            "position", ignore_index=True)
-        table = table.astype({"position": "int64", "support": "int64"})
+        rows.sort(key=lambda r: r["position"])
+        table = {c: np.array([r[c] for r in rows],
+                             dtype=np.int64 if c in ("position", "support") else np.float64)
+                 for c in TABLE_COLUMNS}
         return cls(method=str(doc.get("method", "unknown")),
-                   max_position=int(table["position"].max()) if len(table) else 0,
+                   max_position=int(table["position"].max()) if rows else 0,
                    level=float(doc.get("level") or math.nan),
                    n_boot=int(doc.get("n_boot") or 0), unit=str(doc.get("unit", "unknown")),
-                   n_units=int(doc.get("n_units") or 0), table=table,
+                   n_units=int(doc.get("n_units") or 0), columns=table,
                    notes=list(doc.get("notes") or []))
 
 
@@ -304,7 +318,7 @@ def _curve(method, unit, evidence, counts, support, *, max_position, rng, n_boot
             notes.append(f"positions {j + 1}-{j + 2}: {why}; p({j + 2}) and every position "
                          "below it are undefined")
             break
-    table = pd.DataFrame({
+    table = {
         "position": np.arange(1, max_position + 1, dtype=np.int64),
         "propensity": point,
         "ci_low": low,
@@ -312,10 +326,10 @@ def _curve(method, unit, evidence, counts, support, *, max_position, rng, n_boot
         "support": np.concatenate([[0], support]).astype(np.int64),
         "clicks_upper": np.concatenate([[np.nan], totals[:, 0]]),
         "clicks_lower": np.concatenate([[np.nan], totals[:, 1]]),
-    })
+    }
     return PropensityCurve(method=method, max_position=int(max_position), level=float(level),
                            n_boot=int(n_boot), unit=unit, n_units=int(counts.sum()),
-                           table=table, notes=notes)
+                           columns=table, notes=notes)
 
 
 def unpaired_randomized_error(row: tuple, *, source: str) -> InputError:
@@ -413,12 +427,12 @@ def randomization(log: ClickLog, *, rng: np.random.Generator, max_position: int 
                          level=level)
 
 
-def patterns_from_masks(masks: pd.DataFrame, *, max_position: int) -> list | None:
+def patterns_from_masks(masks, *, max_position: int) -> list | None:
     """The randomized slice's session patterns from :attr:`ClickLog.patterns` (no SQL).
 
     Parameters
     ----------
-    masks : pandas.DataFrame
+    masks : dict of str to numpy.ndarray, or pandas.DataFrame
         :attr:`relgrade.clicks.log.ClickLog.patterns`: ``flagged`` and ``flagged_clicks``
         (uint64 bit masks of positions 1..64) and ``sessions`` (int64).
     max_position : int
@@ -435,8 +449,9 @@ def patterns_from_masks(masks: pd.DataFrame, *, max_position: int) -> list | Non
         first such session).
     """
     totals: dict[tuple, int] = {}
-    for flagged, clicks, n in zip(masks["flagged"].tolist(), masks["flagged_clicks"].tolist(),
-                                  masks["sessions"].tolist()):
+    for flagged, clicks, n in zip(np.asarray(masks["flagged"]).tolist(),
+                                  np.asarray(masks["flagged_clicks"]).tolist(),
+                                  np.asarray(masks["sessions"]).tolist()):
         if not flagged:
             continue
         positions = [k + 1 for k in range(64) if flagged >> k & 1]
@@ -541,18 +556,18 @@ def harvesting(log: ClickLog, *, rng: np.random.Generator, max_position: int = 1
     The interval is a percentile bootstrap over queries.
     """
     _check_settings(max_position, n_boot, level)
-    rows = log.con.execute(sql("harvesting"), {"max_position": int(max_position)}).df()
+    rows = log.con.execute(sql("harvesting"), {"max_position": int(max_position)}).fetchnumpy()
     return from_links(rows, rng=rng, max_position=max_position, n_boot=n_boot, level=level)
 
 
-def from_links(rows: pd.DataFrame, *, rng: np.random.Generator, max_position: int,
+def from_links(rows, *, rng: np.random.Generator, max_position: int,
                n_boot: int, level: float) -> PropensityCurve:
     """The harvesting curve from per-(query, link) click-through sums (any engine).
 
     Parameters
     ----------
-    rows : pandas.DataFrame
-        As ``sql/harvesting.sql`` returns them, ordered by query then k: ``query_id``,
+    rows : pandas.DataFrame or dict of str to numpy.ndarray
+        Columns as ``sql/harvesting.sql`` returns them, ordered by query then k: ``query_id``,
         ``k``, ``chunks`` (the link's interventional (query, chunk) pairs), ``ctr_upper``
         and ``ctr_lower`` (their summed click-through rates at k and k + 1).
     rng, max_position, n_boot, level
@@ -565,12 +580,12 @@ def from_links(rows: pd.DataFrame, *, rng: np.random.Generator, max_position: in
     """
     _check_settings(max_position, n_boot, level)
     links = max_position - 1
-    queries, codes = np.unique(rows["query_id"].astype(str).to_numpy(), return_inverse=True)
+    queries, codes = np.unique(np.asarray(rows["query_id"]).astype(str), return_inverse=True)
     evidence = np.zeros((len(queries), links, 2))
-    k = rows["k"].to_numpy(dtype=np.int64) - 1
-    evidence[codes, k, 0] = rows["ctr_upper"].to_numpy(dtype=np.float64)
-    evidence[codes, k, 1] = rows["ctr_lower"].to_numpy(dtype=np.float64)
-    support = np.bincount(k, weights=rows["chunks"].to_numpy(dtype=np.float64),
+    k = np.asarray(rows["k"], dtype=np.int64) - 1
+    evidence[codes, k, 0] = np.asarray(rows["ctr_upper"], dtype=np.float64)
+    evidence[codes, k, 1] = np.asarray(rows["ctr_lower"], dtype=np.float64)
+    support = np.bincount(k, weights=np.asarray(rows["chunks"], dtype=np.float64),
                           minlength=links).astype(np.int64)
     counts = np.ones(len(queries), dtype=np.int64)
     notes = []

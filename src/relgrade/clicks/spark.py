@@ -16,9 +16,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from importlib import resources
+from typing import TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
 
 from relgrade.clicks.log import LOG_COLUMNS, LOG_RULES, require_columns, session_error
 from relgrade.clicks.pairs import WEIGHTS_VIEW
@@ -29,6 +29,9 @@ from relgrade.clicks.propensity import (
     unpaired_randomized_error,
 )
 from relgrade.errors import InputError, RelgradeError
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 #: The master a session uses unless told otherwise: local mode on two cores.
 DEFAULT_MASTER = "local[2]"

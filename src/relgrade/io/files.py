@@ -13,9 +13,10 @@ import json
 import os
 import tempfile
 from pathlib import Path
-from typing import Iterable, Iterator
+from typing import TYPE_CHECKING, Iterable, Iterator
 
-import pandas as pd
+if TYPE_CHECKING:
+    import pandas as pd
 
 from relgrade.canonical import jsonl_bytes
 from relgrade.errors import InputError
@@ -147,6 +148,8 @@ def read_tsv(path, *, columns: list[str] | None = None) -> pd.DataFrame:
             raise InputError(f"expected {len(header)} tab-separated fields", path=path,
                              line=i, found=len(fields))
         rows.append(fields)
+    import pandas as pd
+
     df = pd.DataFrame(rows, columns=header, dtype=object)
     _require_columns(df, columns, path)
     return df
@@ -165,6 +168,8 @@ def read_table(path, *, columns: list[str] | None = None) -> pd.DataFrame:
     if suffix == ".parquet":
         df = read_parquet(path)
     elif suffix in (".jsonl", ".ndjson"):
+        import pandas as pd
+
         df = pd.DataFrame(read_jsonl(path))
     elif suffix in (".tsv", ".tab"):
         df = read_tsv(path)
@@ -271,6 +276,8 @@ def read_parquet(path) -> pd.DataFrame:
     path = Path(path)
     if not path.exists():
         raise InputError("file not found", path=path)
+    import pandas as pd
+
     try:
         return pd.read_parquet(path)
     except Exception as e:  # pyarrow raises several types for a corrupt file
