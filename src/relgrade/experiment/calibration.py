@@ -1,0 +1,257 @@
+"""An experiment's model judges against people, and the repository's calibration ledger.
+
+``relgrade judge record`` measures a model grader's grades made under its judge identity
+*now* against people's grades of the same pairs (same chunk, same rubric) and appends the
+measurement to the ledger (:mod:`relgrade.io.judge_ledger`); ``relgrade judge status`` and
+``relgrade status`` say, per model grader, whether its identity now has a calibration that
+still holds (:func:`relgrade.protocol.calibration.calibration_state`).
+
+The ledger is written by that command, never by a DVC stage: it is one file for every
+experiment of the repository and only grows, while a stage's outputs are rebuilt from its
+deps on every run (see docs/judges.md).
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+from pathlib import Path
+
+import pandas as pd
+
+from relgrade.errors import InputError, RelgradeError
+from relgrade.experiment.judges import current_judge
+from relgrade.io import files as io
+from relgrade.io.judge_ledger import LEDGER, append_entry, read_ledger
+from relgrade.protocol.calibration import calibration_state, measure_calibration
+from relgrade.protocol.reliability import Resampling
+from relgrade.rng import derive_seed
+
+#: What people's grades of a pair are compared with: the model grade under the judge now.
+_PAIR = ("query_id", "chunk_id")
+
+
+def ledger_path(ex) -> Path:
+    """The repository's ledger: ``judges/ledger.jsonl`` at the top of the working tree."""
+    return ex.working_tree() / LEDGER
+
+
+def experiment_name(ex) -> str:
+    """The experiment's folder relative to the repository's top, POSIX (``.`` at the top)."""
+    rel = Path(ex.root).resolve().relative_to(ex.working_tree())
+    return rel.as_posix() or "."
+
+
+def model_judges(ex) -> list[str]:
+    """The experiment's model graders that have a command (and so a judge identity)."""
+    return [name for name, g in ex.params.graders.items()
+            if g.kind == "model" and g.as_dict().get("command") is not None]
+
+
+def people_grader(ex, grader: str) -> str:
+    """Whose grades grader ``grader`` is measured against: the first of params
+    ``grading.key_grader``, ``grading.auditor`` that is a human grader (the people's key in
+    triage mode, the human sample's grader in ppi mode, the auditor of a model key).
+
+    Raises
+    ------
+    InputError
+        Neither is a human grader.
+    """
+    g = ex.params.grading
+    for name in (g.key_grader, g.auditor):
+        if name and name != grader and name in ex.params.graders \
+                and ex.params.graders[name].kind == "human":
+            return name
+    raise InputError("a judge is calibrated against people: neither grading.key_grader nor "
+                     "grading.auditor is a human grader", path=ex.params.source,
+                     item=f"graders.{grader}",
+                     fix="name the human grader with --against NAME")
+
+
+def _latest(ex, grader: str) -> tuple[dict, dict]:
+    """Grader ``grader``'s latest grade row and latest bank line per pair (current round)."""
+    files = ex.grader_files(grader)
+    if not files.grades.exists():
+        return {}, {}
+    rows = {(str(r["query_id"]), str(r["chunk_id"])): r for _, r in io.iter_jsonl(files.grades)}
+    bank = {(str(r["query_id"]), str(r["chunk_id"])): r for _, r in ex.read_bank(files) or ()}
+    return rows, bank
+
+
+def paired_grades(ex, grader: str, against: str, *, judge: str,
+                  rubric_sha256: str) -> tuple[pd.DataFrame, str | None]:
+    """The pairs both graded: grader ``grader``'s latest grade made under judge identity
+    ``judge`` on rubric ``rubric_sha256``, and ``against``'s latest grade of the same chunk
+    content on the same rubric.
+
+    Returns
+    -------
+    (pandas.DataFrame, str or None)
+        Columns ``query_id``, ``chunk_id`` (str), ``model``, ``human`` (int64), sorted by
+        pair; and the latest ``graded_at`` (ISO 8601) of the bank lines used, None when no
+        pair qualifies.
+    """
+    m_rows, m_bank = _latest(ex, grader)
+    h_rows, h_bank = _latest(ex, against)
+    out, times = [], []
+    for pair, mb in m_bank.items():
+        hb = h_bank.get(pair)
+        if mb.get("judge") != judge or mb.get("rubric_sha256") != rubric_sha256 \
+                or hb is None or hb.get("rubric_sha256") != rubric_sha256 \
+                or hb.get("content_sha256") != mb.get("content_sha256") \
+                or pair not in m_rows or pair not in h_rows:
+            continue
+        out.append((*pair, int(m_rows[pair]["grade"]), int(h_rows[pair]["grade"])))
+        times += [str(mb.get("graded_at") or ""), str(hb.get("graded_at") or "")]
+    table = pd.DataFrame(out, columns=["query_id", "chunk_id", "model", "human"])
+    table = table.astype({"model": "int64", "human": "int64"})
+    times = [t for t in times if t]
+    return table.sort_values(list(_PAIR), ignore_index=True), max(times) if times else None
+
+
+def pair_families(ex, paired: pd.DataFrame) -> pd.DataFrame | None:
+    """Which arm families retrieved each pair (the private provenance table and params
+    ``arms.NAME.family``); None without provenance or without any arm family."""
+    families = {a: arm.family for a, arm in (ex.params.arms or {}).items()
+                if getattr(arm, "family", None)}
+    if not families or not ex.params.paths.provenance:
+        return None
+    path = ex.path("provenance")
+    if not path.exists():
+        return None
+    prov = io.read_table(path, columns=["query_id", "chunk_id", "arm"])
+    prov = prov[prov["arm"].astype(str).isin(families)]
+    return pd.DataFrame({"query_id": prov["query_id"].astype(str),
+                         "chunk_id": prov["chunk_id"].astype(str),
+                         "family": prov["arm"].astype(str).map(families)})
+
+
+def measure(ex, grader: str, *, against: str | None = None) -> dict:
+    """The ledger entry ``relgrade judge record`` would append for ``grader`` now.
+
+    Returns
+    -------
+    dict
+        ``experiment``, ``grader``, ``judge`` (the identity now), ``against``, ``round``,
+        ``rubric_version``, ``rubric_sha256``, ``measured_at`` (the latest ``graded_at`` of
+        the grades it rests on: the measurement is dated by its data, so the same grades
+        give the same entry), the measurement of
+        :func:`relgrade.protocol.calibration.measure_calibration`, ``self_consistency``
+        (the grader's ``samples`` agreement of the round when it samples more than once,
+        else None) and ``interval`` (seed, stream, resamples, level).
+
+    Raises
+    ------
+    InputError
+        ``grader`` is not a model grader with a command, ``against`` is not a human grader,
+        or no pair has both a grade of the judge now and a grade of people.
+    """
+    if grader not in model_judges(ex):
+        raise InputError("only a model grader with a command has a judge identity to "
+                         "calibrate", path=ex.params.source, item=f"graders.{grader}",
+                         found=", ".join(model_judges(ex)) or "no such grader")
+    against = against or people_grader(ex, grader)
+    if against not in ex.params.graders or ex.params.graders[against].kind != "human":
+        raise InputError("a judge is calibrated against a human grader",
+                         path=ex.params.source, item=f"graders.{against}")
+    judge, rubric = current_judge(ex, grader), ex.rubric_sha256()
+    paired, measured_at = paired_grades(ex, grader, against, judge=judge,
+                                        rubric_sha256=rubric)
+    if paired.empty:
+        raise InputError("no pair has both a grade made under the judge now and a grade of "
+                         "people on the same chunk and rubric", path=ex.grader_files(grader).bank,
+                         item=f"judge {judge[:12]}",
+                         fix=f"grade with the judge now (relgrade grade run --grader {grader}) "
+                             f"pairs that {against} graded")
+    scale, rnd = ex.params.need("scale"), ex.params.grading.round
+    boot, seed = ex.params.agreement, derive_seed(ex.params.need("seed"), "judge-calibration",
+                                                  rnd)
+    resampling = Resampling(seed=seed, resamples=boot.bootstrap, level=boot.level)
+    result = measure_calibration(paired, scale=scale.grades, relevant_min=scale.relevant_min,
+                                 resampling=resampling, families=pair_families(ex, paired))
+    samples = int(ex.params.grader(grader).get("samples", 1) or 1)
+    return {"experiment": experiment_name(ex), "grader": grader, "judge": judge,
+            "against": against, "round": rnd,
+            "rubric_version": ex.params.grading.rubric_version, "rubric_sha256": rubric,
+            "measured_at": measured_at} | result | {
+        "self_consistency": ex.consistency(grader) if samples > 1 else None,
+        "interval": {"seed": seed, "stream": "judge-calibration", "resamples": boot.bootstrap,
+                     "level": boot.level}}
+
+
+def record(ex, grader: str, *, against: str | None = None) -> tuple[dict, bool]:
+    """Measure ``grader`` (:func:`measure`) and append it to the ledger unless its newest
+    entry for the same experiment, judge and people grader holds the same measurement.
+
+    Returns
+    -------
+    (dict, bool)
+        The entry (as written, or the one already there) and whether it was appended.
+
+    Raises
+    ------
+    InputError
+        As :func:`measure`, or the ledger does not read
+        (:func:`relgrade.io.judge_ledger.read_ledger`).
+    """
+    path = ledger_path(ex)
+    entries = read_ledger(path)
+    entry = measure(ex, grader, against=against)
+    same = [e for e in entries if (e.get("experiment"), e.get("judge"), e.get("against"))
+            == (entry["experiment"], entry["judge"], entry["against"])]
+    if same and {k: v for k, v in same[-1].items() if k not in ("prev", "sha256")} == entry:
+        return same[-1], False
+    return append_entry(path, entry), True
+
+
+def judge_states(ex, *, now: datetime | None = None) -> list[dict]:
+    """Per model grader with a command: its identity now and its calibration's state.
+
+    Parameters
+    ----------
+    now : datetime.datetime, optional
+        The time calibrations are aged against (default: the clock now, UTC).
+
+    Returns
+    -------
+    list of dict
+        ``grader``, ``judge`` (64 hex, None when it cannot be computed), ``state``
+        (``calibrated``, ``none``, ``stale``, or ``unknown`` when the identity cannot be
+        computed), ``why`` (words), ``latest`` (the newest entry of this experiment for the
+        identity, or None), ``entries`` (every ledger entry of the grader in this
+        experiment, any identity, oldest first), ``owed`` (the command that records a
+        calibration, None when calibrated).
+
+    Raises
+    ------
+    InputError
+        The ledger does not read.
+    """
+    now = now or datetime.now(timezone.utc)
+    entries = read_ledger(ledger_path(ex))
+    name = experiment_name(ex)
+    out = []
+    for grader in model_judges(ex):
+        mine = [e for e in entries if e.get("experiment") == name and e.get("grader") == grader]
+        try:
+            judge = current_judge(ex, grader)
+            rubric = ex.rubric_sha256()
+        except RelgradeError as e:
+            out.append({"grader": grader, "judge": None, "state": "unknown",
+                        "why": f"identity cannot be computed: {e}", "latest": None,
+                        "entries": mine, "owed": None})
+            continue
+        state, why, latest = calibration_state(
+            [e for e in mine if e.get("judge") == judge], rubric_sha256=rubric, now=now,
+            max_age_days=ex.params.judges.max_age_days)
+        owed = None if state == "calibrated" else owed_command(ex, grader)
+        out.append({"grader": grader, "judge": judge, "state": state, "why": why,
+                    "latest": latest, "entries": mine, "owed": owed})
+    return out
+
+
+def owed_command(ex, grader: str) -> str:
+    """The command that records ``grader``'s calibration in this experiment."""
+    name = experiment_name(ex)
+    where = "" if name == "." else f" --experiment {name}"
+    return f"relgrade judge record --grader {grader}{where}"
