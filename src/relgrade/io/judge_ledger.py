@@ -24,7 +24,7 @@ LEDGER = Path("judges") / "ledger.jsonl"
 #: ``prev`` of the first line.
 GENESIS = "0" * 64
 
-_FIX = ("restore the file from git (git checkout -- judges/ledger.jsonl): the ledger is "
+_FIX = ("Restore the file from git (git checkout -- judges/ledger.jsonl): the ledger is "
         "written only by `relgrade judge record`")
 
 
