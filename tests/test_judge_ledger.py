@@ -256,6 +256,26 @@ def test_a_changed_prompt_template_is_an_uncalibrated_judge_and_the_old_one_stay
     assert len(read_ledger(root / "judges/ledger.jsonl")) == 1
 
 
+def test_an_edited_rubric_is_owed_a_recheck_that_regrading_and_recording_clear(root):
+    assert invoke(root, "judge", "record").exit_code == 0
+    (old,) = read_ledger(root / "judges/ledger.jsonl")
+    rubric = root / "rubric/v1.md"
+    rubric.write_text(rubric.read_text() + "\nA chunk that only names the target is a 0.\n")
+    assert "no calibration recorded" in judge_line(invoke(root, "judge", "status").output)
+    # the grades of both are stale under the new rubric: `grade run` asks both again
+    for grader in ("grader-a", "person-b"):
+        res = invoke(root, "grade", "run", "--grader", grader, "--no-progress")
+        assert res.exit_code == 0, res.output
+    assert invoke(root, "judge", "record").exit_code == 0
+    first, second = read_ledger(root / "judges/ledger.jsonl")
+    assert first == old and second["judge"] != old["judge"]
+    assert second["rubric_sha256"] != old["rubric_sha256"] and second["pairs"] == 14
+    res = invoke(root, "judge", "status")
+    assert f"identity {second['judge'][:12]}: calibrated" in judge_line(res.output)
+    assert f"  {old['judge'][:12]} measured" in res.output
+    assert f"  {second['judge'][:12]} measured" in res.output
+
+
 def test_a_calibration_older_than_judges_max_age_days_is_owed_again(root):
     assert invoke(root, "judge", "record").exit_code == 0
     edit_params(root, **{"judges.max_age_days": 1e-9})

@@ -4,8 +4,8 @@
 whether a calibration against people holds for it, then every measurement the ledger keeps
 for the grader (any identity)::
 
-    judge: model-m identity 3f0c2a9d11b7: no calibration recorded; owed: a re-check against people, relgrade judge record --grader model-m
-      09c7abec50e0 measured 2026-12-02T05:52:10Z against person-h on 240 pairs (40 queries), rubric v1 cc2176e51775: weighted kappa 0.46 [0.31, 0.58], binary kappa 0.52 [0.38, 0.65], leniency +0.30 [0.21, 0.39]
+    judge: grader-a identity 657d8ca5d666: no calibration recorded; owed: a re-check against people, relgrade judge record --grader grader-a
+      e2ebd2b428ac measured 2026-12-06T05:19:49Z against person-b on 14 pairs (2 queries), rubric v1 4e14c2cf08f2: weighted kappa 0.83 [-0.98, 1.00], binary kappa 0.81 [0.59, 1.00], leniency -0.07 [-0.21, +0.07]
 
 ``judge record`` measures a grader's grades under its identity now against people's and
 appends the measurement to ``judges/ledger.jsonl`` (see docs/judges.md).
@@ -26,45 +26,6 @@ def judge_cmd():
     """Model judges' calibration against people, kept in judges/ledger.jsonl."""
 
 
-def _f(x, signed: bool = False) -> str:
-    if x is None:
-        return "undefined"
-    return f"{x:+.2f}" if signed else f"{x:.2f}"
-
-
-def entry_line(e: dict) -> str:
-    """One ledger entry in words (judge identity, when, against whom, on what, kappas and
-    leniency with their intervals, leniency per arm family, self-consistency)."""
-    wk, bk, le = e["weighted_kappa"], e["binary_kappa"], e["leniency"]
-    text = (f"{e['judge'][:12]} measured {e['measured_at']} against {e['against']} on "
-            f"{e['pairs']} pairs ({e['queries']} queries), rubric {e.get('rubric_version')} "
-            f"{e['rubric_sha256'][:12]}: weighted kappa {_f(wk['value'])} "
-            f"[{_f(wk['low'])}, {_f(wk['high'])}], binary kappa {_f(bk['value'])} "
-            f"[{_f(bk['low'])}, {_f(bk['high'])}], leniency {_f(le['mean'], True)} "
-            f"[{_f(le['low'], True)}, {_f(le['high'], True)}]")
-    fam = e.get("leniency_by_family") or {}
-    if fam:
-        text += "; by arm family: " + ", ".join(
-            f"{name} {_f(v['mean'], True)} [{_f(v['low'], True)}, {_f(v['high'], True)}]"
-            for name, v in fam.items())
-    sc = e.get("self_consistency")
-    if sc:
-        text += (f"; self-consistency over {sc.get('samples')} samples: Fleiss kappa "
-                 f"{_f(sc.get('fleiss_kappa'))}")
-    return text
-
-
-def state_line(s: dict) -> str:
-    """A grader's judge identity now and its calibration's state, with the owed command."""
-    if s["judge"] is None:
-        return f"judge: {s['grader']} {s['why']}"
-    head = f"judge: {s['grader']} identity {s['judge'][:12]}: "
-    if s["state"] == "calibrated":
-        return head + f"calibrated ({s['why']})"
-    return (head + f"{'calibration stale, ' if s['state'] == 'stale' else ''}{s['why']}; "
-                   f"owed: a re-check against people, {s['owed']}")
-
-
 @judge_cmd.command("status")
 @params_option
 @click.option("--json", "as_json", is_flag=True, help="Print the states as JSON.")
@@ -75,7 +36,8 @@ def status_cmd(params_path, as_json):
     calibrated), and every measurement the ledger keeps for the grader in this experiment.
     A missing or stale calibration is work owed, printed with the command that records it;
     the exit status is 0. A ledger line edited by hand is an Error naming its line."""
-    from relgrade.experiment.calibration import judge_states, ledger_path
+    from relgrade.experiment.calibration import (entry_line, judge_states, ledger_path,
+                                                  state_line)
     from relgrade.experiment.files import Experiment
 
     ex = Experiment.load(params_path)
@@ -107,7 +69,7 @@ def record_cmd(params_path, grader, against):
     repository's judges/ledger.jsonl: weighted and binary kappa with query-resampled
     intervals, the confusion matrix, leniency overall and per arm family, self-consistency,
     the pairs it rests on. The same measurement is not appended twice. Commit the ledger."""
-    from relgrade.experiment.calibration import ledger_path, model_judges, record
+    from relgrade.experiment.calibration import entry_line, ledger_path, model_judges, record
     from relgrade.experiment.files import Experiment
 
     ex = Experiment.load(params_path)

@@ -117,9 +117,8 @@ def _calibration(ex, st) -> list[str]:
     against people in the judges' ledger (:func:`relgrade.experiment.calibration.judge_states`),
     added to ``st`` under ``calibration``; a missing or stale one is owed work, named with the
     command that records it. The lines to print."""
-    from relgrade.cli.judge import state_line
     from relgrade.errors import RelgradeError
-    from relgrade.experiment.calibration import judge_states
+    from relgrade.experiment.calibration import judge_states, state_line
 
     try:
         states = judge_states(ex)

@@ -161,7 +161,7 @@ def measure(ex, grader: str, *, against: str | None = None) -> dict:
         raise InputError("no pair has both a grade made under the judge now and a grade of "
                          "people on the same chunk and rubric", path=ex.grader_files(grader).bank,
                          item=f"judge {judge[:12]}",
-                         fix=f"grade with the judge now (relgrade grade run --grader {grader}) "
+                         fix=f"Grade with the judge now (relgrade grade run --grader {grader}) "
                              f"pairs that {against} graded")
     scale, rnd = ex.params.need("scale"), ex.params.grading.round
     boot, seed = ex.params.agreement, derive_seed(ex.params.need("seed"), "judge-calibration",
@@ -255,3 +255,44 @@ def owed_command(ex, grader: str) -> str:
     name = experiment_name(ex)
     where = "" if name == "." else f" --experiment {name}"
     return f"relgrade judge record --grader {grader}{where}"
+
+
+# --- in words -------------------------------------------------------------------------
+
+def _f(x, signed: bool = False) -> str:
+    if x is None:
+        return "undefined"
+    return f"{x:+.2f}" if signed else f"{x:.2f}"
+
+
+def entry_line(e: dict) -> str:
+    """One ledger entry in words (judge identity, when, against whom, on what, kappas and
+    leniency with their intervals, leniency per arm family, self-consistency)."""
+    wk, bk, le = e["weighted_kappa"], e["binary_kappa"], e["leniency"]
+    text = (f"{e['judge'][:12]} measured {e['measured_at']} against {e['against']} on "
+            f"{e['pairs']} pairs ({e['queries']} queries), rubric {e.get('rubric_version')} "
+            f"{e['rubric_sha256'][:12]}: weighted kappa {_f(wk['value'])} "
+            f"[{_f(wk['low'])}, {_f(wk['high'])}], binary kappa {_f(bk['value'])} "
+            f"[{_f(bk['low'])}, {_f(bk['high'])}], leniency {_f(le['mean'], True)} "
+            f"[{_f(le['low'], True)}, {_f(le['high'], True)}]")
+    fam = e.get("leniency_by_family") or {}
+    if fam:
+        text += "; by arm family: " + ", ".join(
+            f"{name} {_f(v['mean'], True)} [{_f(v['low'], True)}, {_f(v['high'], True)}]"
+            for name, v in fam.items())
+    sc = e.get("self_consistency")
+    if sc:
+        text += (f"; self-consistency over {sc.get('samples')} samples: Fleiss kappa "
+                 f"{_f(sc.get('fleiss_kappa'))}")
+    return text
+
+
+def state_line(s: dict) -> str:
+    """A grader's judge identity now and its calibration's state, with the owed command."""
+    if s["judge"] is None:
+        return f"judge: {s['grader']} {s['why']}"
+    head = f"judge: {s['grader']} identity {s['judge'][:12]}: "
+    if s["state"] == "calibrated":
+        return head + f"calibrated ({s['why']})"
+    return (head + f"{'calibration stale, ' if s['state'] == 'stale' else ''}{s['why']}; "
+                   f"owed: a re-check against people, {s['owed']}")
