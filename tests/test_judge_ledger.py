@@ -296,3 +296,43 @@ def test_a_hand_edited_ledger_is_one_error_line_naming_file_and_line(root):
         assert len(lines) == 1 and lines[0].startswith("Error: ")
         assert "judges/ledger.jsonl:1: " in lines[0]
     assert "person-c" in path.read_text()  # nothing rewritten: the file is as it was left
+
+
+# --- the gate and ppi stages --------------------------------------------------------------------
+
+def test_the_stages_print_an_owed_calibration_or_stop_when_it_is_required(root):
+    from relgrade.errors import PendingWork
+    from relgrade.experiment.calibration import key_judges, owed_calibrations
+    from relgrade.experiment.files import Experiment
+
+    exp = Experiment.load(root / "params.yaml")
+    assert key_judges(exp) == ["grader-a"]
+    (line,) = owed_calibrations(exp, key_judges(exp))
+    assert line.startswith("grader-a identity ") and "no calibration recorded; owed: a " \
+        "re-check against people, relgrade judge record --grader grader-a" in line
+    edit_params(root, **{"judges.require_calibration": True})
+    with pytest.raises(PendingWork, match="judge calibration: grader-a identity .* no "
+                                          "calibration recorded"):
+        owed_calibrations(Experiment.load(root / "params.yaml"), ["grader-a"])
+    assert invoke(root, "judge", "record").exit_code == 0
+    assert owed_calibrations(Experiment.load(root / "params.yaml"), ["grader-a"]) == []
+
+
+def test_the_gate_and_ppi_stages_list_the_judges_params_only_when_declared():
+    from relgrade.experiment.files import Experiment
+    from relgrade.pipeline import registry
+
+    raw = yaml.safe_load((ROOT / "experiments/ppi-sim/params.yaml").read_text())
+    by_name = {s.name: s for s in registry.stages()}
+
+    def params_of(raw):
+        exp = Experiment.from_mapping(raw, root=ROOT / "experiments/ppi-sim")
+        modes = registry.modes_of(exp)
+        return {n: registry.stage_body(by_name[n], exp, modes, graph=None, src=ROOT / "src",
+                                       root_rel="../..").get("params", [])
+                for n in ("gate", "ppi", "key")}
+
+    assert not any("judges" in p for p in params_of(raw).values())
+    declared = params_of(raw | {"judges": {"max_age_days": 30}})
+    assert "judges" in declared["gate"] and "judges" in declared["ppi"]
+    assert "judges" not in declared["key"]

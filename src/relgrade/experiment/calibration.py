@@ -18,13 +18,18 @@ from pathlib import Path
 
 import pandas as pd
 
-from relgrade.errors import InputError, RelgradeError
+from relgrade.errors import InputError, PendingWork, RelgradeError
 from relgrade.experiment.judges import current_judge
 from relgrade.io import files as io
 from relgrade.io.judge_ledger import LEDGER, append_entry, read_ledger
+from relgrade.experiment.params import Judges
 from relgrade.protocol.calibration import calibration_state, measure_calibration
 from relgrade.protocol.reliability import Resampling
 from relgrade.rng import derive_seed
+
+#: How the gate and ppi stages print a calibration owed when it is not required.
+PENDING_GOES_ON = ("Pending, the stage goes on (judges.require_calibration is false): "
+                   "judge calibration: ")
 
 #: What people's grades of a pair are compared with: the model grade under the judge now.
 _PAIR = ("query_id", "chunk_id")
@@ -243,11 +248,59 @@ def judge_states(ex, *, now: datetime | None = None) -> list[dict]:
             continue
         state, why, latest = calibration_state(
             [e for e in mine if e.get("judge") == judge], rubric_sha256=rubric, now=now,
-            max_age_days=ex.params.judges.max_age_days)
+            max_age_days=judges_params(ex).max_age_days)
         owed = None if state == "calibrated" else owed_command(ex, grader)
         out.append({"grader": grader, "judge": judge, "state": state, "why": why,
                     "latest": latest, "entries": mine, "owed": owed})
     return out
+
+
+def judges_params(ex) -> Judges:
+    """Params ``judges`` (its defaults when the section is absent)."""
+    return ex.params.judges or Judges()
+
+
+def key_judges(ex) -> list[str]:
+    """The model graders with a command whose grades make the key: ``grading.key_grader``
+    and, in triage mode, the graders of role ``triage``."""
+    names = [ex.params.grading.key_grader]
+    if ex.params.grading.mode == "triage":
+        names += [n for n, g in ex.params.graders.items() if g.role == "triage"]
+    judges = model_judges(ex)
+    return [n for n in dict.fromkeys(names) if n in judges]
+
+
+def owed_calibrations(ex, graders) -> list[str]:
+    """What the gate and ppi stages print as pending: per grader of ``graders`` whose judge
+    identity now has no calibration, or a stale one, the line that names the re-check owed
+    (``model-m identity a06abfe96163: no calibration recorded; owed: ...``).
+
+    With params ``judges.require_calibration`` such a grader is not printed but stops the
+    stage: :class:`~relgrade.errors.PendingWork` (exit 3, ``Pending: ...``).
+
+    The ledger is read as a witness, not a dep of the stage: the stage's outputs never
+    depend on it (see docs/judges.md).
+
+    Returns
+    -------
+    list of str
+        Empty when every such judge is calibrated.
+
+    Raises
+    ------
+    PendingWork
+        ``judges.require_calibration`` is true and a line would be printed.
+    InputError
+        The ledger does not read.
+    """
+    wanted = set(graders)
+    if not wanted:
+        return []
+    lines = [state_line(s).removeprefix("judge: ") for s in judge_states(ex)
+             if s["grader"] in wanted and s["state"] in ("none", "stale")]
+    if lines and judges_params(ex).require_calibration:
+        raise PendingWork("judge calibration: " + "; ".join(lines))
+    return lines
 
 
 def owed_command(ex, grader: str) -> str:

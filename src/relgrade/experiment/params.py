@@ -637,9 +637,13 @@ class Judges(_Section):
 
     A calibration in the judges' ledger (``judges/ledger.jsonl``, see docs/judges.md)
     measured more than ``max_age_days`` days before now is stale: the judge owes a re-check.
+    A model judge of the key with no calibration, or a stale one, is printed as pending work
+    by the gate and ppi stages; with ``require_calibration`` they stop there (exit 3) until
+    it is recorded.
     """
 
     max_age_days: Annotated[float, _number(integer=False, gt=0)] = 90
+    require_calibration: Flag = False
 
 
 class Holes(_Section):
@@ -705,7 +709,7 @@ class Params(BaseModel):
     metrics: Metrics | None = None
     clicks: Clicks | None = None
     cost: Cost = Field(default_factory=Cost)
-    judges: Judges = Field(default_factory=Judges)
+    judges: Judges | None = None
     agreement: Agreement = Field(default_factory=Agreement)
     sample: Sample | None = None
     triage: Triage | None = None
