@@ -9,13 +9,12 @@ tree) and the person a script answering set grades, both run by `relgrade grade 
 from __future__ import annotations
 
 import json
-import math
+import re
 import shutil
 import sys
 from datetime import datetime, timezone
 from pathlib import Path
 
-import numpy as np
 import pandas as pd
 import pytest
 import yaml
@@ -150,7 +149,8 @@ def root(tmp_path):
         "person-b": {"role": "auditor", "kind": "human", "family": "human",
                      "command": [sys.executable, str(tmp_path / "tools/people.py")],
                      "timeout": 30, "retries": 0}},
-        paths={k: v for k, v in paths.items() if k not in ("packets", "grades_in", "audit", "pool")})
+        paths={k: v for k, v in paths.items()
+               if k not in ("packets", "grades_in", "audit", "pool")})
     # a simulated person: the grades of HUMAN, looked up by pair
     (tmp_path / "tools/people.py").write_text(
         "import json, sys\n"
@@ -336,3 +336,16 @@ def test_the_gate_and_ppi_stages_list_the_judges_params_only_when_declared():
     declared = params_of(raw | {"judges": {"max_age_days": 30}})
     assert "judges" in declared["gate"] and "judges" in declared["ppi"]
     assert "judges" not in declared["key"]
+
+
+@pytest.mark.parametrize("judges, item", [({"max_age_days": 0}, "judges.max_age_days"),
+                                          ({"max_age_days": -3}, "judges.max_age_days"),
+                                          ({"require_calibration": "yes"},
+                                           "judges.require_calibration"),
+                                          ({"max_age": 30}, "judges.max_age")])
+def test_bad_judges_params_are_refused_naming_the_key(judges, item):
+    from relgrade.experiment.params import parse_params
+
+    raw = yaml.safe_load((ROOT / "params.yaml").read_text()) | {"judges": judges}
+    with pytest.raises(InputError, match=re.escape(item)):
+        parse_params(raw)
