@@ -43,14 +43,16 @@ def test_a_required_calibration_stops_the_gate_until_judge_record_then_the_loop_
         seen += pending
         for command in re.findall(r"`(relgrade grade run [^`]*)`", pending[0]):
             tiny.run(root, *command.split(), "--no-progress")
-        for command in re.findall(r"(relgrade judge record --grader \S+ --experiment \S+?),",
+        for command in re.findall(r"(relgrade judge record --grader \S+ --experiment [^\s,]+)",
                                   pending[0]):
             tiny.run(root, *command.split())
     else:
         raise AssertionError(f"dvc repro did not complete: {seen}")
     owed = [x for x in seen if "judge calibration: model-m identity" in x]
     assert owed and "no calibration recorded; owed: a re-check against people, relgrade " \
-        f"judge record --grader model-m --experiment {exp}" in owed[0]
+        f"judge record --grader model-m --experiment {exp} (" in owed[0]
+    assert re.search(r"\((\d+) pairs graded by person-h have a grade of this identity\)",
+                     owed[0])
     (entry,) = [json.loads(x) for x in
                 (root / "judges/ledger.jsonl").read_text().splitlines()]
     assert (entry["experiment"], entry["grader"], entry["against"]) == \

@@ -203,7 +203,8 @@ def test_judge_status_names_the_owed_recheck_then_shows_the_recorded_measurement
     res = invoke(root, "judge", "status")
     assert res.exit_code == 0, res.output
     assert "no calibration recorded; owed: a re-check against people, relgrade judge " \
-           "record --grader grader-a" in judge_line(res.output)
+           "record --grader grader-a (14 pairs graded by person-b have a grade of this " \
+           "identity)" in judge_line(res.output)
     # and `relgrade status` names the same owed work
     assert "calibration: grader-a identity " in invoke(root, "status").output
     assert "no calibration recorded; owed: a re-check against people" in \
@@ -248,6 +249,8 @@ def test_a_changed_prompt_template_is_an_uncalibrated_judge_and_the_old_one_stay
     res = invoke(root, "judge", "status")
     line = judge_line(res.output)
     assert old["judge"][:12] not in line and "no calibration recorded" in line
+    assert line.endswith("(0 pairs graded by person-b have a grade of this identity; grade "
+                         "some with it first)")
     assert f"  {old['judge'][:12]} measured" in res.output  # the old identity stays listed
     # and it cannot be recorded from grades made under the old template
     res = invoke(root, "judge", "record")

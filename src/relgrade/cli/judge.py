@@ -4,7 +4,7 @@
 whether a calibration against people holds for it, then every measurement the ledger keeps
 for the grader (any identity)::
 
-    judge: grader-a identity 657d8ca5d666: no calibration recorded; owed: a re-check against people, relgrade judge record --grader grader-a
+    judge: grader-a identity 657d8ca5d666: no calibration recorded; owed: a re-check against people, relgrade judge record --grader grader-a (0 pairs graded by person-b have a grade of this identity; grade some with it first)
       e2ebd2b428ac measured 2026-12-06T05:19:49Z against person-b on 14 pairs (2 queries), rubric v1 4e14c2cf08f2: weighted kappa 0.83 [-0.98, 1.00], binary kappa 0.81 [0.59, 1.00], leniency -0.07 [-0.21, +0.07]
 
 ``judge record`` measures a grader's grades under its identity now against people's and

@@ -125,7 +125,8 @@ def _calibration(ex, st) -> list[str]:
     except RelgradeError as e:
         return [f"calibration: the judges' ledger cannot be read: {e}"]
     st["calibration"] = {s["grader"]: {"judge": s["judge"], "state": s["state"],
-                                       "why": s["why"], "owed": s["owed"]} for s in states}
+                                       "why": s["why"], "owed": s["owed"], "ready": s["ready"]}
+                         for s in states}
     return [state_line(s).replace("judge: ", "calibration: ", 1) for s in states]
 
 

@@ -225,7 +225,9 @@ def judge_states(ex, *, now: datetime | None = None) -> list[dict]:
         computed), ``why`` (words), ``latest`` (the newest entry of this experiment for the
         identity, or None), ``entries`` (every ledger entry of the grader in this
         experiment, any identity, oldest first), ``owed`` (the command that records a
-        calibration, None when calibrated).
+        calibration, None when calibrated), ``ready`` (when owed: ``{"against": the human
+        grader, "pairs": pairs both graded under the identity now}``, what ``owed`` would
+        measure; None when calibrated or no human grader is named).
 
     Raises
     ------
@@ -244,14 +246,22 @@ def judge_states(ex, *, now: datetime | None = None) -> list[dict]:
         except RelgradeError as e:
             out.append({"grader": grader, "judge": None, "state": "unknown",
                         "why": f"identity cannot be computed: {e}", "latest": None,
-                        "entries": mine, "owed": None})
+                        "entries": mine, "owed": None, "ready": None})
             continue
         state, why, latest = calibration_state(
             [e for e in mine if e.get("judge") == judge], rubric_sha256=rubric, now=now,
             max_age_days=judges_params(ex).max_age_days)
-        owed = None if state == "calibrated" else owed_command(ex, grader)
+        owed, ready = None, None
+        if state != "calibrated":
+            owed = owed_command(ex, grader)
+            try:
+                ready = {"against": (against := people_grader(ex, grader)),
+                         "pairs": len(paired_grades(ex, grader, against, judge=judge,
+                                                    rubric_sha256=rubric)[0])}
+            except InputError:
+                ready = None  # no human grader to measure against: judge record says so
         out.append({"grader": grader, "judge": judge, "state": state, "why": why,
-                    "latest": latest, "entries": mine, "owed": owed})
+                    "latest": latest, "entries": mine, "owed": owed, "ready": ready})
     return out
 
 
@@ -347,5 +357,9 @@ def state_line(s: dict) -> str:
     head = f"judge: {s['grader']} identity {s['judge'][:12]}: "
     if s["state"] == "calibrated":
         return head + f"calibrated ({s['why']})"
+    ready = s.get("ready")
+    basis = "" if not ready else (
+        f" ({ready['pairs']} pairs graded by {ready['against']} have a grade of this identity"
+        + ("; grade some with it first" if not ready["pairs"] else "") + ")")
     return (head + f"{'calibration stale, ' if s['state'] == 'stale' else ''}{s['why']}; "
-                   f"owed: a re-check against people, {s['owed']}")
+                   f"owed: a re-check against people, {s['owed']}{basis}")
