@@ -352,3 +352,37 @@ def test_bad_judges_params_are_refused_naming_the_key(judges, item):
     raw = yaml.safe_load((ROOT / "params.yaml").read_text()) | {"judges": judges}
     with pytest.raises(InputError, match=re.escape(item)):
         parse_params(raw)
+
+
+def test_the_stages_judge_the_key_by_the_identity_that_graded_it_and_record_can_name_it(
+        root, monkeypatch):
+    from relgrade.experiment import judges
+    from relgrade.experiment.calibration import owed_calibrations
+    from relgrade.experiment.files import Experiment
+
+    graded_by = read_bank_judges(root)
+    text = judges.prompt_template_text()
+    monkeypatch.setattr(judges, "prompt_template_text",
+                        lambda: text + "\nAnswer with the grade first.\n")
+    exp = Experiment.load(root / "params.yaml")
+    # the template changed after grading: the key's grades are the old judge's, and that
+    # judge is owed its calibration, named with --identity
+    (line,) = owed_calibrations(exp, ["grader-a"])
+    assert line.startswith(f"grader-a identity {graded_by[:12]}: no calibration recorded")
+    assert f"relgrade judge record --grader grader-a --identity {graded_by[:12]} (14 pairs" \
+        in line
+    res = invoke(root, "judge", "record", "--grader", "grader-a", "--identity", graded_by[:12])
+    assert res.exit_code == 0, res.output
+    (entry,) = read_ledger(root / "judges/ledger.jsonl")
+    assert entry["judge"] == graded_by and entry["pairs"] == 14
+    assert owed_calibrations(Experiment.load(root / "params.yaml"), ["grader-a"]) == []
+    # while `judge status` still owes the identity now, which has graded nothing
+    assert "no calibration recorded" in judge_line(invoke(root, "judge", "status").output)
+    res = invoke(root, "judge", "record", "--identity", "ffff")
+    assert res.exit_code == 1 and "--identity" in res.output and "--grader" in res.output
+
+
+def read_bank_judges(root) -> str:
+    bank = root / "data/grades/grader-a/round-1.bank.jsonl"
+    (judge,) = {json.loads(x)["judge"] for x in bank.read_text().splitlines()}
+    return judge

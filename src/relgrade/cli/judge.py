@@ -62,24 +62,33 @@ def status_cmd(params_path, as_json):
 @click.option("--against", default=None,
               help="The human grader to measure against (default: grading.key_grader or "
                    "grading.auditor, whichever is a human grader).")
+@click.option("--identity", default=None,
+              help="Measure the grades made under this judge identity (a prefix of it) instead "
+                   "of the grader's identity now; needs --grader.")
 @handle_errors
-def record_cmd(params_path, grader, against):
+def record_cmd(params_path, grader, against, identity):
     """Measure a model grader's grades made under its judge identity now against people's
     grades of the same pairs (same chunk, same rubric) and append the measurement to the
     repository's judges/ledger.jsonl: weighted and binary kappa with query-resampled
     intervals, the confusion matrix, leniency overall and per arm family, self-consistency,
     the pairs it rests on. The same measurement is not appended twice. Commit the ledger."""
-    from relgrade.experiment.calibration import entry_line, ledger_path, model_judges, record
+    from relgrade.errors import InputError
+    from relgrade.experiment.calibration import (entry_line, ledger_path, model_judges, record,
+                                                 resolve_identity)
     from relgrade.experiment.files import Experiment
 
     ex = Experiment.load(params_path)
+    if identity and not grader:
+        raise InputError("--identity names one grader's judge identity", item="--identity",
+                         fix="add --grader NAME")
+    judge = resolve_identity(ex, grader, identity) if identity else None
     names = [grader] if grader else model_judges(ex)
     if not names:
         click.echo("judge: no model grader with a command in this experiment")
         return
     path = ledger_path(ex).relative_to(ex.working_tree()).as_posix()
     for name in names:
-        entry, appended = record(ex, name, against=against)
+        entry, appended = record(ex, name, against=against, judge=judge)
         verb = "recorded in" if appended else "already in"
         click.echo(f"judge: {name} {verb} {path}: {entry_line(entry)}")
     click.echo(f"Commit {path}.")

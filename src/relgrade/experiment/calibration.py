@@ -23,6 +23,7 @@ from relgrade.experiment.judges import current_judge
 from relgrade.io import files as io
 from relgrade.io.judge_ledger import LEDGER, append_entry, read_ledger
 from relgrade.experiment.params import Judges
+from relgrade.graders.cache import NOT_RECORDED, judge_counts
 from relgrade.protocol.calibration import calibration_state, measure_calibration
 from relgrade.protocol.reliability import Resampling
 from relgrade.rng import derive_seed
@@ -131,8 +132,11 @@ def pair_families(ex, paired: pd.DataFrame) -> pd.DataFrame | None:
                          "family": prov["arm"].astype(str).map(families)})
 
 
-def measure(ex, grader: str, *, against: str | None = None) -> dict:
+def measure(ex, grader: str, *, against: str | None = None, judge: str | None = None) -> dict:
     """The ledger entry ``relgrade judge record`` would append for ``grader`` now.
+
+    ``judge`` (64 hex) measures the grades made under that identity instead of the identity
+    now (``judge record --identity``: a key graded before the template changed).
 
     Returns
     -------
@@ -159,7 +163,7 @@ def measure(ex, grader: str, *, against: str | None = None) -> dict:
     if against not in ex.params.graders or ex.params.graders[against].kind != "human":
         raise InputError("a judge is calibrated against a human grader",
                          path=ex.params.source, item=f"graders.{against}")
-    judge, rubric = current_judge(ex, grader), ex.rubric_sha256()
+    judge, rubric = judge or current_judge(ex, grader), ex.rubric_sha256()
     paired, measured_at = paired_grades(ex, grader, against, judge=judge,
                                         rubric_sha256=rubric)
     if paired.empty:
@@ -184,7 +188,8 @@ def measure(ex, grader: str, *, against: str | None = None) -> dict:
                      "level": boot.level}}
 
 
-def record(ex, grader: str, *, against: str | None = None) -> tuple[dict, bool]:
+def record(ex, grader: str, *, against: str | None = None,
+           judge: str | None = None) -> tuple[dict, bool]:
     """Measure ``grader`` (:func:`measure`) and append it to the ledger unless its newest
     entry for the same experiment, judge and people grader holds the same measurement.
 
@@ -201,7 +206,7 @@ def record(ex, grader: str, *, against: str | None = None) -> tuple[dict, bool]:
     """
     path = ledger_path(ex)
     entries = read_ledger(path)
-    entry = measure(ex, grader, against=against)
+    entry = measure(ex, grader, against=against, judge=judge)
     same = [e for e in entries if (e.get("experiment"), e.get("judge"), e.get("against"))
             == (entry["experiment"], entry["judge"], entry["against"])]
     if same and {k: v for k, v in same[-1].items() if k not in ("prev", "sha256")} == entry:
@@ -248,21 +253,59 @@ def judge_states(ex, *, now: datetime | None = None) -> list[dict]:
                         "why": f"identity cannot be computed: {e}", "latest": None,
                         "entries": mine, "owed": None, "ready": None})
             continue
-        state, why, latest = calibration_state(
-            [e for e in mine if e.get("judge") == judge], rubric_sha256=rubric, now=now,
-            max_age_days=judges_params(ex).max_age_days)
-        owed, ready = None, None
-        if state != "calibrated":
-            owed = owed_command(ex, grader)
-            try:
-                ready = {"against": (against := people_grader(ex, grader)),
-                         "pairs": len(paired_grades(ex, grader, against, judge=judge,
-                                                    rubric_sha256=rubric)[0])}
-            except InputError:
-                ready = None  # no human grader to measure against: judge record says so
-        out.append({"grader": grader, "judge": judge, "state": state, "why": why,
-                    "latest": latest, "entries": mine, "owed": owed, "ready": ready})
+        out.append(identity_state(ex, grader, judge, entries=mine, rubric_sha256=rubric,
+                                  now=now, current=True))
     return out
+
+
+def identity_state(ex, grader: str, judge: str, *, entries, rubric_sha256: str,
+                   now: datetime, current: bool) -> dict:
+    """One judge identity's calibration state, as :func:`judge_states` gives it (and
+    ``entries``: the ledger entries of ``grader`` in this experiment). ``current`` False
+    (an identity that is not the grader's now) adds ``--identity`` to the owed command."""
+    state, why, latest = calibration_state(
+        [e for e in entries if e.get("judge") == judge], rubric_sha256=rubric_sha256, now=now,
+        max_age_days=judges_params(ex).max_age_days)
+    owed, ready = None, None
+    if state != "calibrated":
+        owed = owed_command(ex, grader) + ("" if current else f" --identity {judge[:12]}")
+        try:
+            ready = {"against": (against := people_grader(ex, grader)),
+                     "pairs": len(paired_grades(ex, grader, against, judge=judge,
+                                                rubric_sha256=rubric_sha256)[0])}
+        except InputError:
+            ready = None  # no human grader to measure against: judge record says so
+    return {"grader": grader, "judge": judge, "state": state, "why": why, "latest": latest,
+            "entries": entries, "owed": owed, "ready": ready}
+
+
+def made_under(ex, grader: str) -> list[str]:
+    """The judge identities ``grader``'s grades of the round were made under (each pair's
+    latest bank line; lines that name none left out), most used first."""
+    files = ex.grader_files(grader)
+    if not files.grades.exists():
+        return []
+    counts = judge_counts(ex.read_bank(files))
+    counts.pop(NOT_RECORDED, None)
+    return sorted(counts, key=lambda j: -counts[j])
+
+
+def resolve_identity(ex, grader: str, prefix: str) -> str:
+    """The full judge identity ``prefix`` names among ``grader``'s grades of the round and
+    its identity now.
+
+    Raises
+    ------
+    InputError
+        No identity, or more than one, starts with ``prefix``.
+    """
+    known = set(made_under(ex, grader)) | {current_judge(ex, grader)}
+    hits = sorted(j for j in known if j.startswith(prefix.lower()))
+    if len(hits) != 1:
+        raise InputError("--identity must name one judge identity of the grader's grades "
+                         "of the round", item=f"graders.{grader}", found=prefix,
+                         fix="use a prefix of an identity `relgrade status` prints for it")
+    return hits[0]
 
 
 def judges_params(ex) -> Judges:
@@ -281,9 +324,12 @@ def key_judges(ex) -> list[str]:
 
 
 def owed_calibrations(ex, graders) -> list[str]:
-    """What the gate and ppi stages print as pending: per grader of ``graders`` whose judge
-    identity now has no calibration, or a stale one, the line that names the re-check owed
-    (``model-m identity a06abfe96163: no calibration recorded; owed: ...``).
+    """What the gate and ppi stages print as pending: per model grader of ``graders``, per
+    judge identity its grades of the round were made under (its identity now when none
+    names one) that has no calibration, or a stale one, the line that names the re-check
+    owed (``model-m identity a06abfe96163: no calibration recorded; owed: ...``). The key is
+    judged by the identities that graded it: a template changed after grading owes nothing
+    here until the new judge grades.
 
     With params ``judges.require_calibration`` such a grader is not printed but stops the
     stage: :class:`~relgrade.errors.PendingWork` (exit 3, ``Pending: ...``).
@@ -303,11 +349,25 @@ def owed_calibrations(ex, graders) -> list[str]:
     InputError
         The ledger does not read.
     """
-    wanted = set(graders)
+    wanted = [g for g in dict.fromkeys(graders) if g in model_judges(ex)]
     if not wanted:
         return []
-    lines = [state_line(s).removeprefix("judge: ") for s in judge_states(ex)
-             if s["grader"] in wanted and s["state"] in ("none", "stale")]
+    now = datetime.now(timezone.utc)
+    entries = read_ledger(ledger_path(ex))
+    name = experiment_name(ex)
+    lines = []
+    for grader in wanted:
+        try:
+            current = current_judge(ex, grader)
+            rubric = ex.rubric_sha256()
+        except RelgradeError:
+            continue  # no identity to check: `relgrade status` says why
+        mine = [e for e in entries if e.get("experiment") == name and e.get("grader") == grader]
+        for judge in made_under(ex, grader) or [current]:
+            s = identity_state(ex, grader, judge, entries=mine, rubric_sha256=rubric, now=now,
+                               current=judge == current)
+            if s["state"] in ("none", "stale"):
+                lines.append(state_line(s).removeprefix("judge: "))
     if lines and judges_params(ex).require_calibration:
         raise PendingWork("judge calibration: " + "; ".join(lines))
     return lines
