@@ -418,7 +418,8 @@ def state_line(s: dict) -> str:
     if s["state"] == "calibrated":
         return head + f"calibrated ({s['why']})"
     ready = s.get("ready")
-    basis = "" if not ready else (
+    basis = (" (neither grading.key_grader nor grading.auditor is a human grader: name one "
+             "with --against NAME)") if not ready else (
         f" ({ready['pairs']} pairs graded by {ready['against']} have a grade of this identity"
         + ("; grade some with it first" if not ready["pairs"] else "") + ")")
     return (head + f"{'calibration stale, ' if s['state'] == 'stale' else ''}{s['why']}; "
