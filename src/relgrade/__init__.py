@@ -16,6 +16,7 @@ packets, orders       relgrade.protocol.packets
 grades                relgrade.protocol.grades; channels: relgrade.graders
 LLM triage            relgrade.protocol.triage (queue, inclusion, merge, miss rate)
 agreement             relgrade.protocol.agreement, .reliability, .bands, .diagnostics
+judge calibration     relgrade.protocol.calibration; ledger: relgrade.io.judge_ledger
 gate                  relgrade.protocol.gate
 key, void ledger      relgrade.protocol.key, relgrade.protocol.ledger
 metrics               relgrade.evaluation.measures, relgrade.evaluation.metrics

@@ -35,6 +35,7 @@ COMMANDS = {
     "grade": "relgrade.cli.grade:grade_cmd",
     "init": "relgrade.cli.init:init_cmd",
     "intents": "relgrade.cli.intents:intents_cmd",
+    "judge": "relgrade.cli.judge:judge_cmd",
     "metrics": "relgrade.cli.metrics:metrics_cmd",
     "packets": "relgrade.cli.packets:packets_cmd",
     "pipeline": "relgrade.cli.pipeline:pipeline_cmd",

@@ -106,9 +106,28 @@ def _judges(ex, st) -> list[str]:
         lines += [f"price: {line}" for line in est.lines(name)]
     if judges:
         st["judges"] = judges
+        lines += _calibration(ex, st)
     if prices:
         st["owed_price"] = prices
     return lines
+
+
+def _calibration(ex, st) -> list[str]:
+    """Per model grader with a command: whether its judge identity now has a calibration
+    against people in the judges' ledger (:func:`relgrade.experiment.calibration.judge_states`),
+    added to ``st`` under ``calibration``; a missing or stale one is owed work, named with the
+    command that records it. The lines to print."""
+    from relgrade.errors import RelgradeError
+    from relgrade.experiment.calibration import judge_states, state_line
+
+    try:
+        states = judge_states(ex)
+    except RelgradeError as e:
+        return [f"calibration: the judges' ledger cannot be read: {e}"]
+    st["calibration"] = {s["grader"]: {"judge": s["judge"], "state": s["state"],
+                                       "why": s["why"], "owed": s["owed"], "ready": s["ready"]}
+                         for s in states}
+    return [state_line(s).replace("judge: ", "calibration: ", 1) for s in states]
 
 
 def status_lines(st: Mapping) -> list[str]:

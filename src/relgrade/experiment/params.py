@@ -636,6 +636,20 @@ class Cost(_Section):
     seconds_per_judgment: Annotated[float, _number(integer=False, gt=0)] = 30
 
 
+class Judges(_Section):
+    """``judges``: how long a model judge's calibration against people holds.
+
+    A calibration in the judges' ledger (``judges/ledger.jsonl``, see docs/judges.md)
+    measured more than ``max_age_days`` days before now is stale: the judge owes a re-check.
+    A model judge of the key with no calibration, or a stale one, is printed as pending work
+    by the gate and ppi stages; with ``require_calibration`` they stop there (exit 3) until
+    it is recorded.
+    """
+
+    max_age_days: Annotated[float, _number(integer=False, gt=0)] = 90
+    require_calibration: Flag = False
+
+
 class Holes(_Section):
     """``holes``: arms that joined after the key froze, scored on the frozen key with their
     holes graded (see docs/new-arm.md).
@@ -664,7 +678,7 @@ class Holes(_Section):
 _SECTIONS: dict[str, type[BaseModel]] = {
     "paths": Paths, "scale": Scale, "corpus": Corpus, "queries": Queries, "runs": Runs,
     "pool": Pool, "intents": Intents, "audit": Audit, "grading": Grading, "gates": Gates,
-    "metrics": Metrics, "clicks": Clicks, "cost": Cost, "agreement": Agreement,
+    "metrics": Metrics, "clicks": Clicks, "cost": Cost, "judges": Judges, "agreement": Agreement,
     "sample": Sample, "triage": Triage, "raters": Raters, "gold": Gold,
     "aggregation": Aggregation, "adjudication": Adjudication, "ppi": PPI, "holes": Holes}
 
@@ -699,6 +713,7 @@ class Params(BaseModel):
     metrics: Metrics | None = None
     clicks: Clicks | None = None
     cost: Cost = Field(default_factory=Cost)
+    judges: Judges | None = None
     agreement: Agreement = Field(default_factory=Agreement)
     sample: Sample | None = None
     triage: Triage | None = None

@@ -572,6 +572,8 @@ def stage_body(stage: Stage, ex: Experiment, modes: frozenset, *, graph, src: Pa
     if stage.name == "gold":  # what the gold command reads, as params list it
         deps += [str(d) for d in ex.params.gold.deps if str(d) not in deps]
     params = [_path(p) for p in stage.params if _applies(p, modes)]
+    if stage.name in ("gate", "ppi") and ex.params.judges is not None:
+        params.append("judges")  # whether a calibration owed stops the stage, and its age
     if stage.name in ("packets", "grades") and ex.params.grading.share_from:
         deps += _share_deps(ex)
         params.append("grading.share_from")

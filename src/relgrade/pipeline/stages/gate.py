@@ -9,9 +9,15 @@ In triage mode the audit's pairs are the people's triage queue on the audited qu
 ppi mode the agreement thresholds are reported but not applied
 (:func:`relgrade.protocol.gate.ppi_gate`): the record says so, with the lines that would have
 failed; a complete human sample and the family rule still gate.
+
+A model judge of the key (the key grader, or the triage grader) whose judge identity has no
+calibration against people in the judges' ledger, or a stale one, is pending work: printed
+(``Pending, the stage goes on: judge calibration: ...``), or, with params
+``judges.require_calibration``, the stage stops there before it writes anything (exit 3).
 """
 
 from relgrade.errors import GateFailed
+from relgrade.experiment.calibration import PENDING_GOES_ON, key_judges, owed_calibrations
 from relgrade.io import files as io
 from relgrade.protocol import triage
 from relgrade.protocol.audit import audit_coverage
@@ -28,6 +34,7 @@ from relgrade.protocol.gate import (
 def run(ex):
     p, grading = ex.params, ex.params.grading
     key_grader, auditor = p.need("grading.key_grader"), p.need("grading.auditor")
+    owed = owed_calibrations(ex, key_judges(ex))  # stops here when calibration is required
     measures = io.read_json(ex.path("agreement"))
     grades = io.read_table(ex.path("grades"), columns=["query_id", "chunk_id", "grader", "round"])
     pool = io.read_table(ex.path("pool"), columns=["query_id", "chunk_id"])
@@ -68,4 +75,6 @@ def run(ex):
         print(f"ppi mode, agreement gate reported, not applied: {line}")
     for line in warnings:
         print(f"warning: {line}")
+    for line in owed:
+        print(f"{PENDING_GOES_ON}{line}")
 

@@ -20,6 +20,10 @@ human key (the auditor's grades of the round, with the metrics stage's own score
   "ppi-rank-sets" of params ``seed``);
 * the design: the sample, its seed, the rectifier and every lambda.
 
+A model key grader whose judge identity has no calibration against people in the judges'
+ledger, or a stale one, is pending work: printed after the estimates, or, with params
+``judges.require_calibration``, the stage stops before it writes anything (exit 3).
+
 A query with no relevant chunk under a key has no nDCG in the per-query table: it counts 0
 here, as a query missing from a run does (the estimand is the mean over every pool query).
 """
@@ -34,6 +38,7 @@ import pandas as pd
 from relgrade.errors import InputError
 from relgrade.evaluation import budget, judge_audit, metrics, pooled, ppi_table, ranksets
 from relgrade.evaluation.settings import design_pairs
+from relgrade.experiment.calibration import PENDING_GOES_ON, owed_calibrations
 from relgrade.io import files as io
 from relgrade.io.runs import read_run
 from relgrade.pipeline.stages.audit import check_sample_lock, locked_design, sample_design
@@ -172,6 +177,7 @@ def run(ex):
         p.grading.round
     arms = sorted(map(str, p.need("arms")))
     measures = list(cfg.measures or [p.need("metrics.primary")])
+    owed = owed_calibrations(ex, [key_grader])  # stops here when calibration is required
     key, record = ex.read_key()
     pool = io.read_table(ex.path("pool"), columns=["query_id", "chunk_id"])
     queries = sorted(set(pool["query_id"].astype(str)))
@@ -269,3 +275,5 @@ def run(ex):
                   f"human-only {ho['estimate']:.4f} (n={e['n']}, N={e['N']})")
     for line in audit.flags:
         print(f"judge audit: {line}")
+    for line in owed:
+        print(f"{PENDING_GOES_ON}{line}")

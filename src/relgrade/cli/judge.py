@@ -1,0 +1,94 @@
+"""``relgrade judge status`` and ``relgrade judge record``: the calibration ledger.
+
+``judge status`` prints, per model grader of the experiment, its judge identity now and
+whether a calibration against people holds for it, then every measurement the ledger keeps
+for the grader (any identity)::
+
+    judge: grader-a identity 657d8ca5d666: no calibration recorded; owed: a re-check against people, relgrade judge record --grader grader-a (0 pairs graded by person-b have a grade of this identity; grade some with it first)
+      e2ebd2b428ac measured 2026-12-06T05:19:49Z against person-b on 14 pairs (2 queries), rubric v1 4e14c2cf08f2: weighted kappa 0.83 [-0.98, 1.00], binary kappa 0.81 [0.59, 1.00], leniency -0.07 [-0.21, +0.07]
+
+``judge record`` measures a grader's grades under its identity now against people's and
+appends the measurement to ``judges/ledger.jsonl`` (see docs/judges.md).
+"""
+
+from __future__ import annotations
+
+import json
+
+import click
+
+from relgrade.cli.options import params_option
+from relgrade.cli.render import handle_errors
+
+
+@click.group("judge")
+def judge_cmd():
+    """Model judges' calibration against people, kept in judges/ledger.jsonl."""
+
+
+@judge_cmd.command("status")
+@params_option
+@click.option("--json", "as_json", is_flag=True, help="Print the states as JSON.")
+@handle_errors
+def status_cmd(params_path, as_json):
+    """Print each model grader's judge identity now, whether a calibration against people
+    holds for it (none, stale: older than judges.max_age_days or under another rubric, or
+    calibrated), and every measurement the ledger keeps for the grader in this experiment.
+    A missing or stale calibration is work owed, printed with the command that records it;
+    the exit status is 0. A ledger line edited by hand is an Error naming its line."""
+    from relgrade.experiment.calibration import (entry_line, judge_states, ledger_path,
+                                                  state_line)
+    from relgrade.experiment.files import Experiment
+
+    ex = Experiment.load(params_path)
+    states = judge_states(ex)
+    if as_json:
+        click.echo(json.dumps(states, indent=2, ensure_ascii=False))
+        return
+    if not states:
+        click.echo("judge: no model grader with a command in this experiment")
+        return
+    click.echo(f"ledger: {ledger_path(ex).relative_to(ex.working_tree()).as_posix()}")
+    for s in states:
+        click.echo(state_line(s))
+        for e in s["entries"]:
+            click.echo("  " + entry_line(e))
+
+
+@judge_cmd.command("record")
+@params_option
+@click.option("--grader", "grader", default=None,
+              help="The model grader to measure (default: every model grader with a command).")
+@click.option("--against", default=None,
+              help="The human grader to measure against (default: grading.key_grader or "
+                   "grading.auditor, whichever is a human grader).")
+@click.option("--identity", default=None,
+              help="Measure the grades made under this judge identity (a prefix of it) instead "
+                   "of the grader's identity now; needs --grader.")
+@handle_errors
+def record_cmd(params_path, grader, against, identity):
+    """Measure a model grader's grades made under its judge identity now against people's
+    grades of the same pairs (same chunk, same rubric) and append the measurement to the
+    repository's judges/ledger.jsonl: weighted and binary kappa with query-resampled
+    intervals, the confusion matrix, leniency overall and per arm family, self-consistency,
+    the pairs it rests on. The same measurement is not appended twice. Commit the ledger."""
+    from relgrade.errors import InputError
+    from relgrade.experiment.calibration import (entry_line, ledger_path, model_judges, record,
+                                                 resolve_identity)
+    from relgrade.experiment.files import Experiment
+
+    ex = Experiment.load(params_path)
+    if identity and not grader:
+        raise InputError("--identity names one grader's judge identity", item="--identity",
+                         fix="add --grader NAME")
+    judge = resolve_identity(ex, grader, identity) if identity else None
+    names = [grader] if grader else model_judges(ex)
+    if not names:
+        click.echo("judge: no model grader with a command in this experiment")
+        return
+    path = ledger_path(ex).relative_to(ex.working_tree()).as_posix()
+    for name in names:
+        entry, appended = record(ex, name, against=against, judge=judge)
+        verb = "recorded in" if appended else "already in"
+        click.echo(f"judge: {name} {verb} {path}: {entry_line(entry)}")
+    click.echo(f"Commit {path}.")
