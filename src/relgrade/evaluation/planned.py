@@ -93,13 +93,20 @@ class Resampled:
     def _col(self, *name) -> np.ndarray:
         return self.sums[:, self.c.offset[name]] / self.den
 
+    def _diff(self, name: str, i: int, j: int) -> np.ndarray:
+        # the resampled sums' difference over the denominator: the difference column's
+        # resampled mean whenever the sums are exact
+        o = self.c.offset
+        return (self.sums[:, o[(name, i)]] - self.sums[:, o[(name, j)]]) / self.den
+
     def arm_means(self, i: int, rows: int | None = None) -> np.ndarray:
         """Resampled (weighted) means of arm ``i``: shape (B,) (the first ``rows``)."""
         return self._col("v", i)[:rows]
 
     def pair_means(self, i: int, j: int, rows: int | None = None) -> np.ndarray:
-        """Resampled means of ``v_i - v_j``: arm ``i``'s minus arm ``j``'s, shape (B,)."""
-        return (self._col("v", i) - self._col("v", j))[:rows]
+        """Resampled means of ``v_i - v_j``: arm ``i``'s resampled sums minus arm ``j``'s,
+        over the resample's denominator; shape (B,) (the first ``rows``)."""
+        return self._diff("v", i, j)[:rows]
 
     def _sources(self, mean: np.ndarray, square: np.ndarray, linear_w: np.ndarray | None):
         """The (B, 1 or 5) means :func:`stats._studentized_from` reads."""
@@ -129,8 +136,8 @@ class Resampled:
 
     def pair_studentized(self, i: int, j: int, estimate: float):
         """The difference ``v_i - v_j``'s resampled means and studentized statistics."""
-        lw = None if self.c.weights is None else self._col("wv", i) - self._col("wv", j)
-        return self.studentized(estimate, self._col("v", i) - self._col("v", j),
+        lw = None if self.c.weights is None else self._diff("wv", i, j)
+        return self.studentized(estimate, self._diff("v", i, j),
                                 self._col("dsq", i, j), lw)
 
     def flip_sums(self, i: int, j: int) -> np.ndarray:
