@@ -17,7 +17,8 @@ One result, several renderers: :meth:`Comparison.to_dict` / :meth:`~Comparison.t
 and the two plot tables :meth:`~Comparison.arms_plot` and :meth:`~Comparison.deltas_plot`.
 
 The JSON report (``metrics/comparisons.json``) holds, in this order: ``key_sha256``,
-``pool_version``, ``post_hoc`` (from the key's record); ``settings``; ``measures``;
+``pool_version``, ``post_hoc`` (from the key's record); ``settings``; ``resample_plans``;
+``measures``;
 ``arms`` (``{arm: {measure: {estimate, low, high, se, level, method, n, n_resamples,
 notes, power}}}``); ``comparisons`` (one object per comparison: ``arm_a``, ``arm_b``,
 ``measure``, ``n``, ``mean_a``, ``mean_b``, ``delta``, ``low``, ``high``, ``se``,
@@ -31,12 +32,15 @@ out); ``label_noise`` (``auditor``, ``round``, ``queries``, ``pairs``,
 exist (an infinite t, an undefined power) is ``null`` with a note saying why; the file
 never holds NaN.
 
-Reproducibility: each comparison draws from its own generator, derived from (params
-``seed``, arm A, arm B, measure) by :func:`relgrade.rng.comparison_rng` (its bootstrap
-resamples first, then its sign-flip patterns); per-arm intervals from (seed, measure), with
-every arm resampled on the same query indices; segments from (seed, arm A, arm B, measure,
-group). So no number depends on which other comparisons are made or in what order, and
-work spread over threads gives bit-identical results for any worker count.
+Reproducibility: every resample comes from one seeded plan per query set
+(:class:`relgrade.evaluation.resample.ResamplePlan`, seeded from params ``seed`` and the
+number of queries), shared by every arm, pair and measure: its bootstrap counts and sign-flip
+patterns are applied to all the (arm, measure) columns in one matrix product each
+(:mod:`relgrade.evaluation.planned` reads arm means, paired differences and studentized
+statistics off it); each query group gets its own plan for the segments. A comparison's
+numbers therefore do not depend on which other comparisons are made or in what order, and the
+products, spread over threads in fixed blocks, give bit-identical results for any worker
+count. The plans are recorded in the report (``resample_plans``).
 """
 
 from __future__ import annotations
