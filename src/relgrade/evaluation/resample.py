@@ -87,6 +87,21 @@ class ResamplePlan:
     scope : str
         What the queries are (``"queries"`` for the comparison's query set,
         ``"segment:<group>"`` for one query group's); part of every block's seed.
+
+    Raises
+    ------
+    InputError
+        A size is not a positive integer.
+
+    Examples
+    --------
+    >>> plan = ResamplePlan(seed=1, n=4, n_resamples=3, n_permutations=2)
+    >>> plan.counts(0).sum(axis=1)  # every resample draws n queries
+    array([4., 4., 4.])
+    >>> x = np.array([[1.0], [2.0], [3.0], [4.0]])
+    >>> idx = plan.indices(0)  # the same resamples, as query indices
+    >>> bool((plan.resample_sums(x)[:, 0] == x[idx, 0].sum(axis=1)).all())
+    True
     """
 
     seed: int
