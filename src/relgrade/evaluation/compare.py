@@ -74,7 +74,8 @@ INFERRED_POOL_BIAS_NOTE = ("not checked for pool bias: leaving an arm's pairs ou
                            "condensing a run changes the sampled strata, which the recorded "
                            "inclusion probabilities no longer describe")
 
-#: Below this many (query x resample) draws in total the work stays in one thread.
+#: Below this many (query x arm x (resample + sign pattern)) multiply-adds the plan's
+#: products stay in one thread.
 PARALLEL_MIN_WORK = 10_000_000
 
 
@@ -393,8 +394,9 @@ def compare_arms(per_query: pd.DataFrame, *, settings: Settings,
         Traffic weight per query id; every mean, resample and sign-flip sum is then
         weighted.
     workers : int, optional
-        Threads to spread the comparisons over; default 1 for small work, else the CPU
-        count (at most 8). Results are identical for any value.
+        Threads the resample plan's block products are spread over (the statistics read
+        off them are cheap and run in the caller's thread); default 1 for small work, else
+        the CPU count (at most 8). Results are identical for any value.
 
     Returns
     -------
