@@ -10,16 +10,23 @@ qrels with 20 graded chunks per query). Per-query values of three measures,
 script falls back to seeded synthetic per-query values of the same shape (``--synthetic``).
 
 relgrade: ``compare.compare_arms`` with every pair of arms (45 pairs x 3 measures = 135
-comparisons), each with 10,000 paired bootstrap resamples (BCa) and 10,000 sign-flip
-permutations, plus the 30 per-arm intervals, Holm over the 135. It runs twice per worker
+comparisons), each with 10,000 paired bootstrap resamples (the interval by relgrade's
+rule) and 10,000 sign-flip permutations, plus the 30 per-arm intervals, Holm over the 135. It runs twice per worker
 count; the sha256 of the JSON report must be the same for every run and worker count, or the
 script stops.
+
+Since the shared resample plan (``relgrade.evaluation.resample``) every comparison reads its
+resamples off one seeded draw per query set, so the 135 comparisons cost little more than one.
 
 Whole process (``--cli``): the same comparison as the command a user runs,
 ``relgrade compare --per-query FILE --all-pairs --json`` on the per-query values written to a
 Parquet file, timed as a subprocess (interpreter start, imports, reading and printing
-included; CPU from the child's rusage), ``--rounds`` times per worker count; the table gives
-medians. Its arms and comparisons must equal the in-process report's, or the script stops.
+included; CPU from the child's rusage; the load average before each run printed),
+``--rounds`` times per worker count after ``--warmup`` unrecorded runs; medians are printed.
+Its arms and comparisons must equal the in-process report's, or the script stops. With
+``--baseline-src DIR`` (another version's ``src`` folder, e.g. the commit before) the rounds
+are paired, this version then that one, A B A B, and the ratio of the median CPU-seconds is
+printed.
 
 ranx: ``ranx.compare`` on the same qrels and runs with ``stat_test="fisher"`` and 1,000
 permutations (its evaluation included; its metrics ``ndcg_burges@10``, ``recall@10``,
@@ -88,10 +95,35 @@ def _core_digest(report_json: str) -> str:
     return hashlib.sha256(core.encode()).hexdigest()
 
 
+def _cli_once(cmd, env):
+    """One whole process: (wall s, CPU s from the child's rusage, load average before, stdout)."""
+    load = os.getloadavg()[0]
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    t = time.perf_counter()
+    out = subprocess.run(cmd, capture_output=True, text=True, check=True, env=env).stdout
+    wall = time.perf_counter() - t
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime
+    return wall, cpu, load, out
+
+
 def run_cli(pq: pd.DataFrame, workers: int, seed: int, resamples: int, perms: int,
-            rounds: int):
-    """Wall and CPU seconds of ``relgrade compare --per-query`` as a subprocess, per round."""
-    walls, cpus, digests = [], [], set()
+            rounds: int, baseline_src: Path | None = None, warmup: int = 1):
+    """Wall and CPU seconds of ``relgrade compare --per-query`` as a subprocess, per round.
+
+    With ``baseline_src`` (the ``src`` folder of another relgrade version) the rounds are
+    paired: this version, then that one, then this one ... (A B A B), each a fresh process
+    with ``PYTHONPATH`` set to its ``src``. ``warmup`` unrecorded runs of each come first
+    (numba's on-disk cache is filled then).
+
+    Returns
+    -------
+    dict : contender -> {"walls", "cpus", "loads", "digests"}
+    """
+    contenders = {"this": None}
+    if baseline_src is not None:
+        contenders["baseline"] = Path(baseline_src).resolve()
+    res = {c: {"walls": [], "cpus": [], "loads": [], "digests": set()} for c in contenders}
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "per_query.parquet"
         pq[["arm", "query_id", "measure", "value"]].to_parquet(path)
@@ -99,15 +131,24 @@ def run_cli(pq: pd.DataFrame, workers: int, seed: int, resamples: int, perms: in
                "--per-query", str(path), "--all-pairs", "--json", "--workers", str(workers),
                "--seed", str(seed), "--bootstrap", str(resamples),
                "--permutations", str(perms)]
+        envs = {}
+        for c, src in contenders.items():
+            env = dict(os.environ)
+            if src is not None:
+                env["PYTHONPATH"] = str(src)
+            envs[c] = env
+        for _ in range(warmup):
+            for c in contenders:
+                _cli_once(cmd, envs[c])
         for _ in range(rounds):
-            before = resource.getrusage(resource.RUSAGE_CHILDREN)
-            t = time.perf_counter()
-            out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
-            walls.append(time.perf_counter() - t)
-            after = resource.getrusage(resource.RUSAGE_CHILDREN)
-            cpus.append(after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime)
-            digests.add(_core_digest(out))
-    return walls, cpus, digests
+            for c in contenders:
+                wall, cpu, load, out = _cli_once(cmd, envs[c])
+                r = res[c]
+                r["walls"].append(wall)
+                r["cpus"].append(cpu)
+                r["loads"].append(load)
+                r["digests"].add(_core_digest(out))
+    return res
 
 
 def run_ranx(qrels: pd.DataFrame, runs: dict, perms: int):
@@ -147,10 +188,12 @@ def main(argv=None) -> int:
     ap.add_argument("--cli", action="store_true",
                     help="also time the whole `relgrade compare --per-query` process")
     ap.add_argument("--rounds", type=int, default=3, help="whole-process runs per worker count")
-    ap.add_argument("--reference", action="store_true",
-                    help="also run compare_arms once on numpy's paths (the compiled bootstrap "
-                         "and sign-flip loops switched off) and stop unless its report has "
-                         "the same sha256")
+    ap.add_argument("--baseline-src", type=Path, default=None,
+                    help="the src folder of another relgrade version (e.g. from git archive "
+                         "of an earlier commit): --cli then pairs its runs with this "
+                         "version's, A B A B")
+    ap.add_argument("--warmup", type=int, default=1,
+                    help="unrecorded whole-process runs of each contender before the rounds")
     args = ap.parse_args(argv)
     print(f"# {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, "
           f"Python {platform.python_version()}, numpy {np.__version__}")
@@ -176,42 +219,36 @@ def main(argv=None) -> int:
                   f"arm intervals, {args.resamples} resamples + {args.permutations} sign "
                   f"flips each, workers={w}, run {attempt}: {elapsed:.1f} s wall, "
                   f"{cpu:.1f} s CPU, load average before {load:.1f}, sha256 {digest[:16]}")
-    if args.reference and not args.no_relgrade:
-        from relgrade.evaluation import _resample
-
-        compiled = _resample._kernels
-        _resample._kernels = lambda: None  # numpy's bootstrap and sign-flip loops
-        try:
-            load = os.getloadavg()[0]
-            elapsed, cpu, digest, _ = run_relgrade(pq, args.workers[0], args.seed,
-                                                   args.resamples, args.permutations)
-        finally:
-            _resample._kernels = compiled
-        print(f"relgrade compare_arms on numpy's paths (reference), "
-              f"workers={args.workers[0]}: {elapsed:.1f} s wall, {cpu:.1f} s CPU, load average "
-              f"before {load:.1f}, sha256 {digest[:16]}")
-        digests.add(digest)
     if len(digests) > 1:
-        print("ERROR: reports differ between runs, worker counts or bootstrap paths",
+        print("ERROR: reports differ between runs or worker counts",
               file=sys.stderr)
         return 1
     if digests:
         print("reports identical across runs and worker counts")
     if args.cli:
         for w in args.workers:
-            load = os.getloadavg()[0]
-            walls, cpus, cli_digests = run_cli(pq, w, args.seed, args.resamples,
-                                               args.permutations, args.rounds)
-            if cores and cli_digests != cores or len(cli_digests) > 1:
-                print("ERROR: the command's numbers differ from compare_arms' or between "
-                      "rounds", file=sys.stderr)
-                return 1
-            print(f"relgrade compare --per-query (whole process), workers={w}, "
-                  f"{args.rounds} rounds: median {statistics.median(walls):.1f} s wall "
-                  f"(runs {', '.join(f'{x:.1f}' for x in walls)}), median "
-                  f"{statistics.median(cpus):.1f} s CPU, load average before {load:.1f}; "
-                  + ("numbers identical to compare_arms'" if cores else
-                     "identical across rounds (compare_arms not run: --no-relgrade)"))
+            res = run_cli(pq, w, args.seed, args.resamples, args.permutations, args.rounds,
+                          args.baseline_src, args.warmup)
+            for c, r in res.items():
+                if len(r["digests"]) > 1 or c == "this" and cores and r["digests"] != cores:
+                    print(f"ERROR: the command's numbers ({c}) differ from compare_arms' or "
+                          "between rounds", file=sys.stderr)
+                    return 1
+                name = ("this version" if c == "this" else
+                        f"baseline ({args.baseline_src})")
+                print(f"relgrade compare --per-query (whole process), {name}, workers={w}, "
+                      f"{args.rounds} rounds: median {statistics.median(r['cpus']):.2f} s CPU "
+                      f"(runs {', '.join(f'{x:.2f}' for x in r['cpus'])}), median "
+                      f"{statistics.median(r['walls']):.1f} s wall "
+                      f"(runs {', '.join(f'{x:.1f}' for x in r['walls'])}), load average "
+                      f"before each run {', '.join(f'{x:.1f}' for x in r['loads'])}; "
+                      + ("identical across rounds" + (" and equal to compare_arms'"
+                                                      if c == "this" and cores else "")))
+            if "baseline" in res:
+                ratio = (statistics.median(res["baseline"]["cpus"])
+                         / statistics.median(res["this"]["cpus"]))
+                print(f"paired rounds (A B A B): baseline / this version, median CPU: "
+                      f"{ratio:.1f}x")
     if args.ranx:
         if runs is None:
             print("ranx needs the generated workload (qrels and runs); skipped")

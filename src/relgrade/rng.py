@@ -158,11 +158,11 @@ def comparison_rng(seed: int, purpose: str, *parts: str) -> np.random.Generator:
     seed : int
         The experiment seed (params ``seed``), non-negative.
     purpose : str
-        What the draws are for: ``"compare"`` (paired bootstrap and sign-flip test of one
-        comparison), ``"arm-ci"`` (the per-arm intervals of one measure), ``"segment"``.
+        What the draws are for, e.g. ``"plan"`` (one block of the shared resample plan of
+        :mod:`relgrade.evaluation.resample`), ``"compare"``, ``"segment"``.
     *parts : str
-        The arms, the measure and, for a segment, the query group, e.g.
-        ``("hybrid", "bm25", "nDCG(dcg='exp-log2')@10")``.
+        What sets the purpose apart, e.g. ``("plan-v1", "queries", "36", "bootstrap", "0")``
+        or ``("hybrid", "bm25", "nDCG(dcg='exp-log2')@10")``.
 
     Returns
     -------

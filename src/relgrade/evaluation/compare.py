@@ -17,7 +17,8 @@ One result, several renderers: :meth:`Comparison.to_dict` / :meth:`~Comparison.t
 and the two plot tables :meth:`~Comparison.arms_plot` and :meth:`~Comparison.deltas_plot`.
 
 The JSON report (``metrics/comparisons.json``) holds, in this order: ``key_sha256``,
-``pool_version``, ``post_hoc`` (from the key's record); ``settings``; ``measures``;
+``pool_version``, ``post_hoc`` (from the key's record); ``settings``; ``resample_plans``;
+``measures``;
 ``arms`` (``{arm: {measure: {estimate, low, high, se, level, method, n, n_resamples,
 notes, power}}}``); ``comparisons`` (one object per comparison: ``arm_a``, ``arm_b``,
 ``measure``, ``n``, ``mean_a``, ``mean_b``, ``delta``, ``low``, ``high``, ``se``,
@@ -31,12 +32,15 @@ out); ``label_noise`` (``auditor``, ``round``, ``queries``, ``pairs``,
 exist (an infinite t, an undefined power) is ``null`` with a note saying why; the file
 never holds NaN.
 
-Reproducibility: each comparison draws from its own generator, derived from (params
-``seed``, arm A, arm B, measure) by :func:`relgrade.rng.comparison_rng` (its bootstrap
-resamples first, then its sign-flip patterns); per-arm intervals from (seed, measure), with
-every arm resampled on the same query indices; segments from (seed, arm A, arm B, measure,
-group). So no number depends on which other comparisons are made or in what order, and
-work spread over threads gives bit-identical results for any worker count.
+Reproducibility: every resample comes from one seeded plan per query set
+(:class:`relgrade.evaluation.resample.ResamplePlan`, seeded from params ``seed`` and the
+number of queries), shared by every arm, pair and measure: its bootstrap counts and sign-flip
+patterns are applied to all the (arm, measure) columns in one matrix product each
+(:mod:`relgrade.evaluation.planned` reads arm means, paired differences and studentized
+statistics off it); each query group gets its own plan for the segments. A comparison's
+numbers therefore do not depend on which other comparisons are made or in what order, and the
+products, spread over threads in fixed blocks, give bit-identical results for any worker
+count. The plans are recorded in the report (``resample_plans``).
 """
 
 from __future__ import annotations
@@ -50,10 +54,10 @@ import pandas as pd
 from statsmodels.stats.multitest import multipletests
 
 from relgrade.errors import InputError
-from relgrade.evaluation import stats
+from relgrade.evaluation import planned, stats
 from relgrade.evaluation.report import Comparison, PairResult, Segment
+from relgrade.evaluation.resample import ResamplePlan
 from relgrade.evaluation.settings import Settings, design_pairs
-from relgrade.rng import comparison_rng
 
 #: Measures that describe the pool rather than the ranking; reported, never compared.
 NOT_COMPARED = ("Judged",)
@@ -70,7 +74,8 @@ INFERRED_POOL_BIAS_NOTE = ("not checked for pool bias: leaving an arm's pairs ou
                            "condensing a run changes the sampled strata, which the recorded "
                            "inclusion probabilities no longer describe")
 
-#: Below this many (query x resample) draws in total the work stays in one thread.
+#: Below this many (query x arm x (resample + sign pattern)) multiply-adds the plan's
+#: products stay in one thread.
 PARALLEL_MIN_WORK = 10_000_000
 
 
@@ -144,21 +149,13 @@ def _inferred(measure: str) -> bool:
 
 # --- the work units ------------------------------------------------------------------
 
-def _arm_task(measure, arms, matrix, weights, s: Settings):
-    """Intervals and power of every arm on one measure, all resampled together."""
+def _arm_results(measure, arms, matrix, weights, res, s: Settings):
+    """Intervals and power of every arm on one measure, from the plan's resamples ``res``
+    (a :class:`relgrade.evaluation.planned.Resampled`; None when every arm is constant)."""
     n = matrix.shape[1]
     means = stats.weighted_mean(matrix, weights)
     flat = matrix.min(axis=1) == matrix.max(axis=1)
     rule = [stats.rule_method(row) if s.method == "auto" else s.method for row in matrix]
-    boot = studentized = None
-    if not flat.all():
-        rng = comparison_rng(s.seed, "arm-ci", measure)
-        if any(r == "bootstrap-t" for r in rule):
-            boot, studentized = stats.studentized_resamples(
-                matrix, rng=rng, n_resamples=s.n_resamples, weights=weights)
-        elif any(r in ("bca", "percentile") for r in rule):
-            boot = stats.bootstrap_means(matrix, rng=rng, n_resamples=s.n_resamples,
-                                         weights=weights)
     jk = stats.jackknife_means(matrix, weights)
     se = stats.standard_error(matrix, weights)
     out = []
@@ -168,10 +165,13 @@ def _arm_task(measure, arms, matrix, weights, s: Settings):
         elif rule[i] == "t":
             ci = stats.t_interval(matrix[i], level=s.level, weights=weights)
         elif rule[i] == "bootstrap-t":
-            ci = stats._bootstrap_t_interval(float(means[i]), float(se[i]), studentized[:, i],
-                                             s.level, n, boot[:, i])
+            boot, studentized = res.arm_studentized(i, float(means[i]))
+            ci = stats._bootstrap_t_interval(float(means[i]), float(se[i]),
+                                             studentized[: s.n_resamples], s.level, n,
+                                             boot[: s.n_resamples])
         else:
-            ci = stats.interval_from_resamples(boot[:, i], float(means[i]), level=s.level,
+            ci = stats.interval_from_resamples(res.arm_means(i, s.n_resamples),
+                                               float(means[i]), level=s.level,
                                                method=rule[i], jackknife=jk[i], n=n)
         if s.method == "auto" and not flat[i]:
             ci = replace(ci, notes=(stats.RULE_NOTE,) + ci.notes)
@@ -185,31 +185,90 @@ def _arm_task(measure, arms, matrix, weights, s: Settings):
     return out
 
 
-def _pair_task(arm_a, arm_b, measure, va, vb, weights, groups, s: Settings) -> PairResult:
+def _pair_rules(d: np.ndarray, s: Settings) -> tuple[str, bool]:
+    """(the interval's method, whether the mean test takes the studentized bootstrap)."""
+    used = stats.rule_method(d) if s.method == "auto" else s.method
+    test_bt = bool(d.any()) and d.size >= 2 and not stats._constant(d) and \
+        stats.rule_method(d) == "bootstrap-t"
+    return used, test_bt
+
+
+def _segment_rule(d: np.ndarray, s: Settings) -> str:
+    """How one group's difference interval is made: ``"degenerate"``, ``"t"``,
+    ``"bootstrap-t"``, ``"bca"`` or ``"percentile"``."""
+    if d.min() == d.max():
+        return "degenerate"
+    if s.method in ("bca", "percentile"):
+        return s.method
+    return stats.rule_method(d) if s.method == "auto" else s.method
+
+
+def _segment_interval(d, w, rule, res, i, j, s: Settings) -> stats.Interval:
+    """One group's difference interval (:func:`stats.difference_interval`'s definitions,
+    or :func:`stats.bootstrap_ci`'s under ``metrics.interval`` bca/percentile), from the
+    group's plan."""
+    n = d.size
+    if rule == "degenerate":
+        return stats.degenerate_interval(float(d[0]), n, s.level)
+    est = float(stats.weighted_mean(d, w))
+    if rule == "t":
+        ci = stats.t_interval(d, level=s.level, weights=w)
+    elif rule == "bootstrap-t":
+        boot, t = res.pair_studentized(i, j, est)
+        ci = stats._bootstrap_t_interval(est, float(stats.standard_error(d, w)),
+                                         t[: s.n_resamples], s.level, n,
+                                         boot[: s.n_resamples])
+    else:
+        ci = stats.interval_from_resamples(res.pair_means(i, j, s.n_resamples), est,
+                                           level=s.level, method=rule,
+                                           jackknife=stats.jackknife_means(d, w), n=n)
+    if s.method == "auto":
+        ci = replace(ci, notes=(stats.RULE_NOTE,) + ci.notes)
+    return ci
+
+
+def _sign_flip(d, weights, res, i, j, s: Settings) -> stats.SignFlip:
+    """The paired sign-flip test of ``d = v_i - v_j``: exact (enumerated) up to
+    :data:`stats.EXACT_MAX_N` non-zero differences, else read off the plan's shared sign
+    patterns, ``p = (b + 1) / (P + 1)``."""
+    x = d if weights is None else d * weights
+    x = x[x != 0.0]
+    if x.size <= stats.EXACT_MAX_N:
+        # exact: every pattern enumerated, no draws (the generator is never used)
+        return stats.sign_flip_test(d, rng=np.random.default_rng(0),
+                                    n_permutations=s.n_permutations, weights=weights)
+    tol = stats.TIE_RTOL * float(np.abs(x).sum())
+    observed = abs(float(x.sum()))
+    b = int((np.abs(res.flip_sums(i, j)) >= observed - tol).sum())
+    return stats.SignFlip((b + 1) / (s.n_permutations + 1), "monte-carlo",
+                          int(s.n_permutations), b)
+
+
+def _pair_result(arm_a, arm_b, i, j, measure, matrix, weights, groups, res, seg_res,
+                 s: Settings) -> PairResult:
+    """One comparison, every number read off the shared plan's resamples.
+
+    ``res`` is the measure's :class:`~relgrade.evaluation.planned.Resampled` on the query
+    set's plan; ``seg_res`` maps a query group to (its query mask, its Resampled).
+    """
+    va, vb = matrix[i], matrix[j]
     d = va - vb
     n = d.size
-    rng = comparison_rng(s.seed, "compare", arm_a, arm_b, measure)
     est = float(stats.weighted_mean(d, weights))
     notes = []
-    used = stats.rule_method(d) if s.method == "auto" else s.method
-    studentized = None
+    used, test_bt = _pair_rules(d, s)
     if d.min() == d.max():
         ci = stats.degenerate_interval(float(d[0]), n, s.level)
         p_boot = 1.0 if d[0] == 0 else 1.0 / (s.n_resamples + 1)
     else:
-        # one set of resamples for the interval, the bootstrap p-value and, when the rule
-        # takes it, the studentized test (the same query indices bootstrap_means draws)
-        if used == "bootstrap-t":
-            boot, studentized = stats.studentized_resamples(
-                d, rng=rng, n_resamples=s.n_resamples, weights=weights)
-        else:
-            boot = stats.bootstrap_means(d, rng=rng, n_resamples=s.n_resamples,
-                                         weights=weights)
+        boot = res.pair_means(i, j, s.n_resamples)
         if used == "t":
             ci = stats.t_interval(d, level=s.level, weights=weights)
         elif used == "bootstrap-t":
+            sb, st = res.pair_studentized(i, j, est)
             ci = stats._bootstrap_t_interval(est, float(stats.standard_error(d, weights)),
-                                             studentized, s.level, n, boot)
+                                             st[: s.n_resamples], s.level, n,
+                                             sb[: s.n_resamples])
         else:
             ci = stats.interval_from_resamples(boot, est, level=s.level, method=used,
                                                jackknife=stats.jackknife_means(d, weights),
@@ -217,8 +276,16 @@ def _pair_task(arm_a, arm_b, measure, va, vb, weights, groups, s: Settings) -> P
         if s.method == "auto":
             ci = replace(ci, notes=(stats.RULE_NOTE,) + ci.notes)
         p_boot = stats.bootstrap_p_value(boot, est)
-    flip = stats.sign_flip_test(d, rng=rng, n_permutations=s.n_permutations, weights=weights)
-    test = _mean_test(d, weights, studentized, s, rng)
+    flip = _sign_flip(d, weights, res, i, j, s)
+    if test_bt:
+        t_obs = est / float(stats.standard_error(d, weights))
+        t = res.pair_studentized(i, j, est)[1][: s.n_permutations]
+        b = int((np.abs(t) >= abs(t_obs) * (1 - stats.TIE_RTOL)).sum())
+        test = stats.MeanTest((b + 1) / (t.size + 1), "bootstrap-t", t_obs, int(t.size))
+    else:
+        # t, or no spread: no resample is read (the generator is never used)
+        test = stats.mean_test(d, rng=np.random.default_rng(0),
+                               n_permutations=s.n_permutations, weights=weights)
     tt = stats.paired_t_test(va, vb)
     dz = stats.cohens_dz(d)
     if weights is not None:
@@ -233,23 +300,10 @@ def _pair_task(arm_a, arm_b, measure, va, vb, weights, groups, s: Settings) -> P
                               relative_change=s.min_relative_change, power=s.power, alpha=s.alpha,
                               nonzero=stats.nonzero(d), min_nonzero=s.power_min_nonzero)
     segments = []
-    labels = sorted(set(groups))
-    if len(labels) > 1:
-        g = np.asarray(groups)
-        for label in labels:
-            sel = g == label
-            w = None if weights is None else weights[sel]
-            seg_rng = comparison_rng(s.seed, "segment", arm_a, arm_b, measure, label)
-            if s.method in ("bca", "percentile"):
-                seg = stats.bootstrap_ci(d[sel], rng=seg_rng, n_resamples=s.n_resamples,
-                                         level=s.level, method=s.method, weights=w)
-            elif sel.sum() < 2:
-                seg = stats.degenerate_interval(float(d[sel][0]), 1, s.level)
-            else:
-                seg = stats.difference_interval(d[sel], rng=seg_rng,
-                                                n_resamples=s.n_resamples, level=s.level,
-                                                weights=w, method=s.method)
-            segments.append(Segment(label, seg))
+    for label, (sel, sres) in seg_res.items():
+        w = None if weights is None else weights[sel]
+        seg = _segment_interval(d[sel], w, _segment_rule(d[sel], s), sres, i, j, s)
+        segments.append(Segment(label, seg))
     cancel = (any(x.delta.low > 0 for x in segments) and any(x.delta.high < 0 for x in segments))
     if _inferred(measure):
         notes.append(INFERRED_NOTE)
@@ -258,30 +312,62 @@ def _pair_task(arm_a, arm_b, measure, va, vb, weights, groups, s: Settings) -> P
                       notes=tuple(notes), test=test, verdict_test=s.test)
 
 
-def _mean_test(d, weights, studentized, s: Settings, rng) -> stats.MeanTest:
-    """The mean test of one comparison (relgrade's rule, :func:`stats.mean_test`), read
-    off the interval's studentized resamples when it drew them."""
-    if studentized is None or not d.any() or stats._constant(d):
-        return stats.mean_test(d, rng=rng, n_permutations=s.n_permutations, weights=weights)
-    t_obs = float(stats.weighted_mean(d, weights)) / float(stats.standard_error(d, weights))
-    b = int((np.abs(studentized) >= abs(t_obs) * (1 - stats.TIE_RTOL)).sum())
-    return stats.MeanTest((b + 1) / (studentized.size + 1), "bootstrap-t", t_obs,
-                          int(studentized.size))
+def _plans_and_resamples(values: dict, weights, arms: list[str], idx_pairs: list,
+                         s: Settings, workers: int):
+    """Draw one plan per query-set size (and one per query group for the segments), lay out
+    every measure's columns and multiply each plan once.
 
-
-def _run(fn_args: list, workers: int) -> list:
-    """Run the work units, in threads when ``workers > 1``; results in submission order.
-
-    numpy draws, gathers and sums without holding the GIL, so threads run the units side by
-    side; each unit owns its generator, so the order they finish in changes nothing.
+    Returns
+    -------
+    main : dict measure -> Resampled (None when nothing is resampled)
+    segs : dict measure -> {group: (mask, Resampled)}
+    plans : list of ResamplePlan (what the report records)
     """
-    if workers <= 1 or len(fn_args) <= 1:
-        return [fn(*args) for fn, args in fn_args]
-    from concurrent.futures import ThreadPoolExecutor
-
-    with ThreadPoolExecutor(max_workers=workers) as ex:
-        futures = [ex.submit(fn, *args) for fn, args in fn_args]
-        return [f.result() for f in futures]
+    main_tables: dict = {}
+    seg_tables: dict = {}
+    for m, (qids, groups, mat) in values.items():
+        w = _align_weights(weights, qids)
+        rules = [stats.rule_method(r) if s.method == "auto" else s.method for r in mat]
+        arm_sq = tuple(i for i, r in enumerate(rules) if r == "bootstrap-t"
+                       and mat[i].min() != mat[i].max())
+        pair_sq = []
+        for i, j in idx_pairs:
+            d = mat[i] - mat[j]
+            if d.min() == d.max():
+                continue
+            used, test_bt = _pair_rules(d, s)
+            if used == "bootstrap-t" or test_bt:
+                pair_sq.append((i, j))
+        main_tables.setdefault(mat.shape[1], []).append(
+            (m, planned.Columns(mat, w, arm_sq, tuple(pair_sq))))
+        labels = sorted(set(groups))
+        if len(labels) > 1 and idx_pairs:
+            g = np.asarray(groups)
+            for label in labels:
+                sel = g == label
+                sub = mat[:, sel]
+                wsub = None if w is None else w[sel]
+                sq = tuple((i, j) for i, j in idx_pairs
+                           if _segment_rule(sub[i] - sub[j], s) == "bootstrap-t")
+                seg_tables.setdefault((label, int(sel.sum())), []).append(
+                    (m, sel, planned.Columns(sub, wsub, (), sq)))
+    main: dict = {}
+    segs: dict = {m: {} for m in values}
+    plans = []
+    rows = max(s.n_resamples, s.n_permutations)
+    for n, items in sorted(main_tables.items()):
+        plan = ResamplePlan(s.seed, n, rows, s.n_permutations, scope="queries")
+        plans.append(plan)
+        res = planned.apply(plan, [c for _, c in items], flips=bool(idx_pairs),
+                            workers=workers)
+        main.update({m: r for (m, _), r in zip(items, res)})
+    for (label, n), items in sorted(seg_tables.items()):
+        plan = ResamplePlan(s.seed, n, s.n_resamples, 1, scope=f"segment:{label}")
+        plans.append(plan)
+        res = planned.apply(plan, [c for _, _, c in items], flips=False, workers=workers)
+        for (m, sel, _), r in zip(items, res):
+            segs[m][label] = (sel, r)
+    return main, segs, plans
 
 
 def compare_arms(per_query: pd.DataFrame, *, settings: Settings,
@@ -308,8 +394,9 @@ def compare_arms(per_query: pd.DataFrame, *, settings: Settings,
         Traffic weight per query id; every mean, resample and sign-flip sum is then
         weighted.
     workers : int, optional
-        Threads to spread the comparisons over; default 1 for small work, else the CPU
-        count (at most 8). Results are identical for any value.
+        Threads the resample plan's block products are spread over (the statistics read
+        off them are cheap and run in the caller's thread); default 1 for small work, else
+        the CPU count (at most 8). Results are identical for any value.
 
     Returns
     -------
@@ -365,33 +452,34 @@ def compare_arms(per_query: pd.DataFrame, *, settings: Settings,
         if a == b:
             raise InputError("an arm cannot be compared with itself here", item=a)
     values = {}
-    jobs = []
     for m in measures:
-        qids, groups, mat = _matrix(df, m, arms)
-        values[m] = (qids, groups, mat)
-        w = _align_weights(weights, qids)
-        jobs.append((_arm_task, (m, arms, mat, w, settings)))
-    pair_jobs = []
-    for m in measures:
-        qids, groups, mat = values[m]
-        w = _align_weights(weights, qids)
-        for a, b in pairs:
-            pair_jobs.append((_pair_task, (a, b, m, mat[arms.index(a)], mat[arms.index(b)],
-                                           w, groups, settings)))
+        values[m] = _matrix(df, m, arms)
+    idx_pairs = [(arms.index(a), arms.index(b)) for a, b in pairs]
     if workers is None:
-        work = sum(len(values[m][0]) for m in measures) * (len(arms) + 2 * len(pairs)) * \
-            settings.n_resamples
+        work = sum(len(values[m][0]) for m in measures) * len(arms) * \
+            (settings.n_resamples + settings.n_permutations)
         workers = 1 if work < PARALLEL_MIN_WORK else min(os.cpu_count() or 1, 8)
-    results = _run(jobs + pair_jobs, int(workers))
+    main, segs, plans = _plans_and_resamples(values, weights, arms, idx_pairs, settings,
+                                             int(workers))
     intervals, arm_power = {}, {}
-    by_measure = dict(zip(measures, results[: len(jobs)]))
+    by_measure = {}
+    for m in measures:
+        qids, _, mat = values[m]
+        by_measure[m] = _arm_results(m, arms, mat, _align_weights(weights, qids), main[m],
+                                     settings)
     for arm in arms:
         for m in measures:
             for a, ci, pw in by_measure[m]:
                 if a == arm:
                     intervals[(arm, m)] = ci
                     arm_power[(arm, m)] = pw
-    pair_results = list(results[len(jobs):])
+    pair_results = []
+    for m in measures:
+        qids, groups, mat = values[m]
+        w = _align_weights(weights, qids)
+        for (a, b), (i, j) in zip(pairs, idx_pairs):
+            pair_results.append(_pair_result(a, b, i, j, m, mat, w, groups, main[m], segs[m],
+                                             settings))
     if pair_results:
         _, adjusted, _, _ = multipletests([p.p_test for p in pair_results],
                                           method="holm")
@@ -399,7 +487,8 @@ def compare_arms(per_query: pd.DataFrame, *, settings: Settings,
                                 family=len(pair_results))
                         for p, h in zip(pair_results, adjusted)]
     return Comparison(settings, arms, list(measures), intervals, arm_power, pair_results,
-                      values=values, unweighted=None if weights is None else {
+                      values=values, plans=[p.to_dict() for p in plans],
+                      unweighted=None if weights is None else {
                           (arm, m): float(values[m][2][i].mean())
                           for m in measures for i, arm in enumerate(arms)})
 

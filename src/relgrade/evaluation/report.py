@@ -239,6 +239,11 @@ class Comparison:
         key's record, written at the top of every rendering.
     values : dict
         ``measure -> (query_ids, groups, matrix of shape (n_arms, n_queries))``; not rendered.
+    plans : list of dict
+        The shared resample plans the numbers were read from
+        (:meth:`relgrade.evaluation.resample.ResamplePlan.to_dict`: version, seed, scope,
+        queries, resamples, permutations, block rows), written to the JSON as
+        ``resample_plans``.
     unweighted : dict or None
         ``(arm, measure) -> unweighted mean`` when the means are traffic-weighted
         (``metrics.weighted``): the JSON then says so and gives each arm's unweighted mean
@@ -256,6 +261,7 @@ class Comparison:
     record: dict | None = None
     values: dict = field(default_factory=dict, repr=False)
     unweighted: dict | None = None
+    plans: list = field(default_factory=list)
 
     def pair(self, arm_a: str, arm_b: str, measure: str) -> PairResult:
         """The comparison of ``arm_a`` against ``arm_b`` on ``measure`` (mirrored if needed).
@@ -293,7 +299,9 @@ class Comparison:
                     arms[arm][m] = entry
         weighting = ({"weighted": True, "weighting": WEIGHTING_NOTE}
                      if self.unweighted is not None else {})
-        return {**(self.record or {}), "settings": self.settings.to_dict(), **weighting,
+        plans = {"resample_plans": self.plans} if self.plans else {}
+        return {**(self.record or {}), "settings": self.settings.to_dict(), **plans,
+                **weighting,
                 "measures": list(self.measures),
                 "arms": arms, "comparisons": [p.to_dict() for p in self.pairs],
                 "pool_bias": self.pool_bias, "label_noise": self.noise,

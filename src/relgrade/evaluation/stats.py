@@ -6,11 +6,13 @@ The query is the unit of resampling throughout (Efron & Tibshirani 1993; Sakai 2
 
 Randomness
 ----------
-Every random draw comes from a :class:`numpy.random.Generator` passed in by the caller. The
-callers in :mod:`relgrade.evaluation.compare` build one generator per purpose from params
-``seed`` with :func:`relgrade.rng.comparison_rng`, whose sha256 byte string names the
-purpose, the arms and the measure, so a number never depends on the order calls are made in
-or on how many workers make them.
+Every random draw comes from a :class:`numpy.random.Generator` passed in by the caller,
+built from params ``seed`` with :func:`relgrade.rng.comparison_rng`, whose sha256 byte
+string names the purpose, so a number never depends on the order calls are made in or on how
+many workers make them. :mod:`relgrade.evaluation.compare` does not draw per comparison: it
+reads every comparison's resamples off one shared plan
+(:mod:`relgrade.evaluation.resample`) and hands them to the functions here that take
+resamples (:func:`interval_from_resamples`, :func:`bootstrap_p_value`).
 
 How draws are laid out (a test pins this, so a change here is a change of the results):
 
