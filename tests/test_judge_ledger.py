@@ -386,3 +386,28 @@ def read_bank_judges(root) -> str:
     bank = root / "data/grades/grader-a/round-1.bank.jsonl"
     (judge,) = {json.loads(x)["judge"] for x in bank.read_text().splitlines()}
     return judge
+
+
+def test_with_no_human_grader_status_says_so_once_instead_of_a_line_per_judge(root):
+    # the person becomes a simulated model too: nobody to measure either judge against
+    edit_params(root, **{"graders.person-b.kind": "model", "graders.person-b.family": "sim"})
+    out = invoke(root, "status").output
+    lines = [x for x in out.splitlines() if x.startswith("calibration:")]
+    assert lines == ["calibration: no human grader in this experiment to measure its 2 model "
+                     "graders against (`relgrade judge status` lists them)"], out
+
+
+def test_the_judge_identity_is_the_same_from_the_experiments_folder_and_the_top(tmp_path,
+                                                                               monkeypatch):
+    # params write a command from the repository's top; DVC runs a stage in the
+    # experiment's folder: the script is found (and hashed) from either
+    from relgrade.graders.cache import named_files, sha256_bytes
+
+    (tmp_path / "experiments/e/sim").mkdir(parents=True)
+    (tmp_path / "experiments/e/sim/judge.py").write_text("print('2')\n")
+    argv = ["python", "experiments/e/sim/judge.py", "--seed", "7"]
+    want = {"experiments/e/sim/judge.py": sha256_bytes(b"print('2')\n")}
+    assert named_files(argv, tree=tmp_path, cwd=tmp_path) == want
+    assert named_files(argv, tree=tmp_path, cwd=tmp_path / "experiments/e") == want
+    monkeypatch.chdir(tmp_path / "experiments/e")
+    assert named_files(argv, tree=tmp_path) == want

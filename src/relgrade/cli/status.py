@@ -127,6 +127,12 @@ def _calibration(ex, st) -> list[str]:
     st["calibration"] = {s["grader"]: {"judge": s["judge"], "state": s["state"],
                                        "why": s["why"], "owed": s["owed"], "ready": s["ready"]}
                          for s in states}
+    people = [n for n, g in ex.params.graders.items() if g.kind == "human"]
+    if states and not people and all(s["state"] != "calibrated" for s in states):
+        # nobody to measure against (a simulated panel): one line, not one per grader
+        return [f"calibration: no human grader in this experiment to measure its "
+                f"{len(states)} model grader{'s' if len(states) != 1 else ''} against "
+                "(`relgrade judge status` lists them)"]
     return [state_line(s).replace("judge: ", "calibration: ", 1) for s in states]
 
 

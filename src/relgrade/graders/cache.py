@@ -240,9 +240,12 @@ def named_files(argv: Sequence[str], *, tree, cwd=None) -> dict[str, str]:
     """The files of the working tree a command names, each with the sha256 of its bytes.
 
     An argv entry names a file when, taken as a path (relative ones from ``cwd``, where the
-    command runs), it is a regular file (symlinks followed) that lies inside ``tree``. Files
-    outside it (the interpreter, system tools) are not read: a changed interpreter is no
-    change of the grader the cache can see.
+    command runs, else from the top of ``tree``, where params' commands are written from),
+    it is a regular file (symlinks followed) that lies inside ``tree``. Files outside it (the
+    interpreter, system tools) are not read: a changed interpreter is no change of the
+    grader the cache can see. Reading a relative entry from the tree's top too gives one
+    identity wherever it is computed: ``relgrade grade run`` at the top, a stage that DVC
+    runs in the experiment's folder, ``relgrade status`` anywhere.
 
     Parameters
     ----------
@@ -273,10 +276,11 @@ def named_files(argv: Sequence[str], *, tree, cwd=None) -> dict[str, str]:
         if not arg or "\0" in arg:
             continue
         try:
-            path = (here / arg).resolve()
-            if not (path.is_relative_to(top) and path.is_file()):
+            found = [p for p in ((here / arg).resolve(), (top / arg).resolve())
+                     if p.is_relative_to(top) and p.is_file()]
+            if not found:
                 continue
-            out[arg] = sha256_bytes(path.read_bytes())
+            out[arg] = sha256_bytes(found[0].read_bytes())
         except OSError as e:
             raise InputError("a file the grader command names cannot be read", path=arg,
                              found=str(e)) from None
