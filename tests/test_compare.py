@@ -562,3 +562,22 @@ def test_full_report_announces_its_three_steps_and_a_stage_prints_one_line_each(
         "so far)",
         "compare: step 2/3: pool bias (each arm's pairs left out in turn) (1.2 s so far)",
         "compare: step 3/3: label noise (the auditor's key on the audit queries) (3.5 s so far)"]
+
+
+def test_intervals_past_the_measures_range_are_clipped_and_marked():
+    # nine queries at 1.0 and one at 0.4: mean 0.94, sd 0.18974, se 0.06; Student t (9 df,
+    # 2.2622) reaches 0.94 + 0.13573 = 1.0757 > 1, cut to 1. The difference from an arm at 0
+    # everywhere is the same column: [0.8043, 1.0757] cut to [0.8043, 1].
+    top = [1.0] * 9 + [0.4]
+    c = compare_arms(table({"bm25": [0.0] * 10, "top": top}), settings=settings())
+    arm = c.to_dict()["arms"]["top"][M]
+    assert arm["high"] == 1.0 and arm["clipped"] is True
+    assert arm["low"] == pytest.approx(0.94 - 2.2621571627 * 0.0600000, abs=1e-6)
+    assert any(n.startswith("clipped to [0, 1]") for n in arm["notes"])
+    (p,) = c.pairs
+    assert (p.delta.high, p.delta.clipped) == (1.0, True)
+    assert p.delta.low == pytest.approx(arm["low"], abs=1e-12)
+    assert any(n.startswith("clipped to [-1, 1]") for n in p.delta.notes)
+    # an interval inside the range is left as it is, and says so
+    assert c.to_dict()["arms"]["bm25"][M]["clipped"] is False
+    assert c.to_dict()["comparisons"][0]["clipped"] is True

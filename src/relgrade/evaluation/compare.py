@@ -55,6 +55,7 @@ from statsmodels.stats.multitest import multipletests
 
 from relgrade.errors import InputError
 from relgrade.evaluation import planned, stats
+from relgrade.evaluation.measures import value_range
 from relgrade.evaluation.report import Comparison, PairResult, Segment
 from relgrade.evaluation.resample import ResamplePlan
 from relgrade.evaluation.settings import Settings, design_pairs
@@ -149,6 +150,18 @@ def _inferred(measure: str) -> bool:
 
 # --- the work units ------------------------------------------------------------------
 
+def _bounds(measure: str, *, difference: bool = False):
+    """The range a mean of ``measure`` can take ([0, 1] for nDCG, recall ...), or that a
+    difference of two such means can ([-1, 1]); None for a count or an unparsed name."""
+    try:
+        r = value_range(measure)
+    except InputError:
+        return None
+    if r is None:
+        return None
+    return (r[0] - r[1], r[1] - r[0]) if difference else r
+
+
 def _arm_results(measure, arms, matrix, weights, res, s: Settings):
     """Intervals and power of every arm on one measure, from the plan's resamples ``res``
     (a :class:`relgrade.evaluation.planned.Resampled`; None when every arm is constant)."""
@@ -175,6 +188,7 @@ def _arm_results(measure, arms, matrix, weights, res, s: Settings):
                                                method=rule[i], jackknife=jk[i], n=n)
         if s.method == "auto" and not flat[i]:
             ci = replace(ci, notes=(stats.RULE_NOTE,) + ci.notes)
+        ci = stats.clip_to_range(ci, _bounds(measure))
         pw = stats.power_analysis(se=ci.se, n=n, reference=float(means[i]),
                                   relative_change=s.min_relative_change, power=s.power,
                                   alpha=s.alpha, nonzero=stats.off_mode(matrix[i]),
@@ -275,6 +289,7 @@ def _pair_result(arm_a, arm_b, i, j, measure, matrix, weights, groups, res, seg_
                                                n=n)
         if s.method == "auto":
             ci = replace(ci, notes=(stats.RULE_NOTE,) + ci.notes)
+        ci = stats.clip_to_range(ci, _bounds(measure, difference=True))
         p_boot = stats.bootstrap_p_value(boot, est)
     flip = _sign_flip(d, weights, res, i, j, s)
     if test_bt:

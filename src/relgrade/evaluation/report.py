@@ -165,7 +165,7 @@ class PairResult:
             "arm_a": self.arm_a, "arm_b": self.arm_b, "measure": self.measure,
             "n": d.n, "mean_a": self.mean_a, "mean_b": self.mean_b,
             "delta": d.estimate, "low": d.low, "high": d.high, "se": d.se,
-            "interval": d.method, "relative": self.relative,
+            "interval": d.method, "clipped": d.clipped, "relative": self.relative,
             "p_randomization": self.randomization.p, "p_test": self.p_test,
             "test": None if self.test is None else {**self.test.to_dict(),
                                                     "verdict_test": self.verdict_test},

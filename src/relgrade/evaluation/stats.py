@@ -108,6 +108,8 @@ class Interval:
         Bootstrap resamples drawn (0 when the data were degenerate).
     notes : tuple of str
         Why a fallback was taken, or what makes the interval special.
+    clipped : bool
+        The bounds were cut to the range the quantity can take (:func:`clip_to_range`).
     """
 
     estimate: float
@@ -119,6 +121,7 @@ class Interval:
     n: int
     n_resamples: int
     notes: tuple = field(default_factory=tuple)
+    clipped: bool = False
 
     def excludes_zero(self) -> bool:
         """True when the whole interval lies strictly on one side of 0."""
@@ -129,7 +132,47 @@ class Interval:
         return {"estimate": float(self.estimate), "low": float(self.low),
                 "high": float(self.high), "se": float(self.se), "level": float(self.level),
                 "method": self.method, "n": int(self.n), "n_resamples": int(self.n_resamples),
-                "notes": list(self.notes)}
+                "notes": list(self.notes), "clipped": bool(self.clipped)}
+
+
+def clip_to_range(ci: Interval, bounds) -> Interval:
+    """``ci`` with its bounds cut to ``bounds``, the range its quantity can take.
+
+    A mean of a measure whose per-query value lies in [0, 1] (nDCG, recall, RR ...) lies in
+    [0, 1], and a difference of two such means in [-1, 1]; an interval reaching past that
+    range claims values the quantity cannot take. The cut interval covers the truth whenever
+    the uncut one does, so its coverage is the uncut interval's.
+
+    Parameters
+    ----------
+    ci : Interval
+    bounds : (float, float) or None
+        The range (None: no range, ``ci`` returned as it is).
+
+    Returns
+    -------
+    Interval
+        ``ci`` itself when it lies within ``bounds``; else a copy with the bounds cut,
+        ``clipped`` True and a note saying so.
+
+    Examples
+    --------
+    >>> ci = Interval(0.9, 0.79, 1.012, 0.05, 0.95, "t", 12, 0)
+    >>> c = clip_to_range(ci, (-1.0, 1.0))
+    >>> c.low, c.high, c.clipped
+    (0.79, 1.0, True)
+    >>> clip_to_range(ci, None) is ci
+    True
+    """
+    if bounds is None:
+        return ci
+    lo, hi = float(bounds[0]), float(bounds[1])
+    low, high = max(ci.low, lo), min(ci.high, hi)
+    if (low, high) == (ci.low, ci.high):
+        return ci
+    return replace(ci, low=low, high=high, clipped=True,
+                   notes=ci.notes + (f"clipped to [{lo:g}, {hi:g}], the range the quantity "
+                                     "can take (its coverage is the unclipped interval's)",))
 
 
 def _block_rows(n: int, m: int = 1) -> int:
