@@ -38,10 +38,10 @@ Layers, top to bottom (each imports only from below; checked by import-linter):
   formats, Label Studio, self-consistency;
 - ``relgrade.raters/`` — several raters per pair: gold questions, aggregation, their report;
 - ``relgrade.protocol/``, ``relgrade.evaluation/``, ``relgrade.retrieve/``,
-  ``relgrade.clicks/``, ``relgrade.query_sampling``, ``relgrade.io/``, ``relgrade.tables/``
-  — the library proper, independent of each other (``io/`` is the only package that reads
-  and writes data files; ``tables/`` is the table engine: DuckDB connections and the SQL
-  run on Arrow tables);
+  ``relgrade.clicks/``, ``relgrade.query_sampling``, ``relgrade.io/`` — the library proper,
+  independent of each other (``io/`` is the only package that reads and writes data files);
+- ``relgrade.tables/`` — the table engine beneath them: DuckDB connections, the Spark
+  session, and the SQL run on Arrow tables;
 - ``relgrade.ranking``, ``relgrade.rng`` — the canonical ranking and id coding; seeded
   generators;
 - ``relgrade.schema``, ``relgrade.canonical``, ``relgrade.errors`` — table columns, hashed

@@ -28,7 +28,8 @@ from relgrade.clicks.propensity import (
     from_patterns,
     unpaired_randomized_error,
 )
-from relgrade.errors import InputError, RelgradeError
+from relgrade.errors import InputError
+from relgrade.tables.spark import session as spark_session
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -64,24 +65,7 @@ def session(master: str = DEFAULT_MASTER, *, app_name: str = "relgrade-clicks"):
         PySpark is not installed, or Spark cannot start (no Java, ``JAVA_HOME`` pointing
         nowhere, a master that does not answer); raised before anything is read or written.
     """
-    try:
-        from pyspark.sql import SparkSession
-    except ImportError:
-        raise RelgradeError("the Spark engine needs PySpark: pip install 'relgrade[spark]' "
-                            "(and Java 17+, e.g. Debian's default-jre-headless)") from None
-    try:
-        spark = (SparkSession.builder.master(master).appName(app_name)
-                 .config("spark.ui.enabled", "false")
-                 .config("spark.sql.shuffle.partitions", "8")
-                 .config("spark.sql.session.timeZone", "UTC")
-                 .getOrCreate())
-    except Exception as e:  # py4j and pyspark raise several unrelated types here
-        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-        raise RelgradeError(f"Spark could not start (master {master}): {first}. Check that "
-                            "Java 17+ is installed and JAVA_HOME, if set, points at it, "
-                            "and that the master is reachable") from None
-    spark.sparkContext.setLogLevel("ERROR")
-    return spark
+    return spark_session(master, app_name=app_name)
 
 
 def _expression(column: str, family: str) -> str | None:
