@@ -27,9 +27,9 @@ REPORTS = ("metrics/report.md", "metrics/report.html")
 
 
 @pytest.fixture(scope="module")
-def corrected(tmp_path_factory):
+def corrected(tmp_path_factory, packets_built):
     root = tmp_path_factory.mktemp("correct")
-    pairs, audit_pairs = _setup(root)
+    pairs, audit_pairs = _setup(root, packets_built)
     tiny.write_grades(root, "grader-a", tiny.grade_rows(pairs))
     tiny.write_grades(root, "auditor-b", tiny.grade_rows(audit_pairs))
     tiny.run(root, "dvc", "repro")

@@ -26,9 +26,9 @@ FROZEN = ("data/key/key.jsonl", "data/key/key.qrels", "data/key/record.json",
 
 
 @pytest.fixture(scope="module")
-def frozen(tmp_path_factory):
+def frozen(tmp_path_factory, packets_built):
     root = tmp_path_factory.mktemp("void")
-    pairs, audit_pairs = _setup(root)
+    pairs, audit_pairs = _setup(root, packets_built)
     tiny.write_grades(root, "grader-a", tiny.grade_rows(pairs))
     tiny.write_grades(root, "auditor-b", tiny.grade_rows(audit_pairs))
     tiny.run(root, "dvc", "repro")
