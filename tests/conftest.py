@@ -54,3 +54,21 @@ def frozen_built(tmp_path_factory):
     from tests.test_e2e_bank import build_frozen
 
     return _built_once(tmp_path_factory, "frozen-built", build_frozen)
+
+
+@pytest.fixture(scope="session")
+def truth_frozen_built(tmp_path_factory, packets_built):
+    """``packets_built`` graded from the fixture's truth table by grader-a (every pool pair)
+    and auditor-b (the audit's pairs), round files and bank sidecars written, and ``dvc
+    repro`` run to the frozen key, its metrics and the report; built once per test run, copied
+    by each module that changes it (tests/test_e2e_void.py, tests/test_e2e_correct.py)."""
+    from tests.e2e import tiny
+    from tests.test_e2e_dvc import _setup
+
+    def build(root):
+        pairs, audit_pairs = _setup(root, packets_built)
+        tiny.write_grades(root, "grader-a", tiny.grade_rows(pairs))
+        tiny.write_grades(root, "auditor-b", tiny.grade_rows(audit_pairs))
+        tiny.run(root, "dvc", "repro")
+
+    return _built_once(tmp_path_factory, "truth-frozen-built", build)

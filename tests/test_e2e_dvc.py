@@ -23,6 +23,11 @@ def _setup(root, template):
     """``template`` (the ``packets_built`` fixture: the tiny experiment in git + DVC, intents
     reviewed, ``dvc repro packets`` run) copied to ``root``; its pool's pairs and the audit's."""
     tiny.copy_repo(template, root)
+    return _pairs(root)
+
+
+def _pairs(root):
+    """The pool's (query, chunk) pairs of the experiment ``root`` and those of its audit."""
     pool = pd.read_parquet(root / "data/pool/pool.parquet")
     audit = [json.loads(l)["query_id"] for l in (root / "data/audit/audit.jsonl").read_text().splitlines()]
     pairs = set(zip(pool.query_id, pool.chunk_id))
