@@ -1,3 +1,74 @@
-"""Test collection: the grader scripts under tests/graders/ run as subprocesses, never imported."""
+"""Test collection: the grader scripts under tests/graders/ run as subprocesses, never imported.
+
+The end-to-end experiments several modules start from are built once per test run (session
+fixtures below, shared by the xdist workers) and copied by each test that changes one:
+building them is most of those modules' time, and a copy (git, DVC cache and all) is the
+same repository.
+"""
+
+import os
+import shutil
+
+import pytest
 
 collect_ignore = ["graders/grader.py", "graders/tiny_grader.py", "graders/lenient_grader.py"]
+
+
+def _built_once(tmp_path_factory, name, build):
+    """The folder ``name`` made by ``build(folder)`` once for the whole run: under pytest-xdist
+    the workers share the run's temporary root, the first to take the lock builds it and the
+    others wait and use it (a build that failed is removed and made again by the next).
+
+    Returns the folder (a :class:`pathlib.Path`); nothing may change it afterwards.
+    """
+    from filelock import FileLock
+
+    base = tmp_path_factory.getbasetemp()
+    # an xdist worker's root is one folder of the run's (PYTEST_XDIST_WORKER names it)
+    shared = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+    root, done = shared / name, shared / f"{name}.done"
+    with FileLock(str(shared / f"{name}.lock")):
+        if not done.exists():
+            if root.exists():
+                shutil.rmtree(root)
+            root.mkdir()
+            build(root)
+            done.touch()
+    return root
+
+
+@pytest.fixture(scope="session")
+def packets_built(tmp_path_factory):
+    """The tiny experiment (tests/e2e/tiny.py) with ``dvc repro packets`` run, built once per
+    test run; a test copies it (``tiny.copy_repo``) and changes only its copy."""
+    from tests.e2e import tiny
+
+    return _built_once(tmp_path_factory, "packets-built", tiny.build_packets)
+
+
+@pytest.fixture(scope="session")
+def frozen_built(tmp_path_factory):
+    """The tiny experiment with command graders, graded in full and its key frozen by the
+    user's loop (``tests.test_e2e_bank.build_frozen``), built once per test run; a test
+    copies it (``tiny.copy_repo``) and changes only its copy."""
+    from tests.test_e2e_bank import build_frozen
+
+    return _built_once(tmp_path_factory, "frozen-built", build_frozen)
+
+
+@pytest.fixture(scope="session")
+def truth_frozen_built(tmp_path_factory, packets_built):
+    """``packets_built`` graded from the fixture's truth table by grader-a (every pool pair)
+    and auditor-b (the audit's pairs), round files and bank sidecars written, and ``dvc
+    repro`` run to the frozen key, its metrics and the report; built once per test run, copied
+    by each module that changes it (tests/test_e2e_void.py, tests/test_e2e_correct.py)."""
+    from tests.e2e import tiny
+    from tests.test_e2e_dvc import _setup
+
+    def build(root):
+        pairs, audit_pairs = _setup(root, packets_built)
+        tiny.write_grades(root, "grader-a", tiny.grade_rows(pairs))
+        tiny.write_grades(root, "auditor-b", tiny.grade_rows(audit_pairs))
+        tiny.run(root, "dvc", "repro")
+
+    return _built_once(tmp_path_factory, "truth-frozen-built", build)

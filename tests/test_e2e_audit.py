@@ -20,8 +20,9 @@ def _set(root, section, key, value):
     (root / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
 
 
-def test_a_deeper_pool_keeps_the_locked_audit_and_a_new_round_redraws(tmp_path):
-    _setup(tmp_path)
+def test_a_deeper_pool_keeps_the_locked_audit_and_a_new_round_redraws(tmp_path,
+                                                                     packets_built):
+    _setup(tmp_path, packets_built)
     lock_path, audit_path = tmp_path / "data/audit/lock.json", tmp_path / "data/audit/audit.jsonl"
     lock, table = lock_path.read_bytes(), audit_path.read_bytes()
     pool_before = json.loads((tmp_path / "data/pool/manifest.json").read_text())["pool_version"]
@@ -42,8 +43,8 @@ def test_a_deeper_pool_keeps_the_locked_audit_and_a_new_round_redraws(tmp_path):
     assert "drawn now" in proc.stdout
 
 
-def test_a_hand_edited_lock_stops_dvc_repro_with_the_fix(tmp_path):
-    _setup(tmp_path)
+def test_a_hand_edited_lock_stops_dvc_repro_with_the_fix(tmp_path, packets_built):
+    _setup(tmp_path, packets_built)
     lock_path = tmp_path / "data/audit/lock.json"
     lock = json.loads(lock_path.read_text())
     lock["queries"][0]["query_id"] = "kw06" if lock["queries"][0]["query_id"] != "kw06" else "kw05"
@@ -54,8 +55,9 @@ def test_a_hand_edited_lock_stops_dvc_repro_with_the_fix(tmp_path):
     assert "relgrade audit redraw" in proc.stderr
 
 
-def test_an_auditor_at_half_its_pairs_stops_the_pipeline_naming_the_counts(tmp_path):
-    pairs, audit_pairs = _setup(tmp_path)
+def test_an_auditor_at_half_its_pairs_stops_the_pipeline_naming_the_counts(tmp_path,
+                                                                          packets_built):
+    pairs, audit_pairs = _setup(tmp_path, packets_built)
     tiny.write_grades(tmp_path, "grader-a", tiny.grade_rows(pairs))
     half = sorted(audit_pairs)[: len(audit_pairs) // 2]
     tiny.write_grades(tmp_path, "auditor-b", tiny.grade_rows(half))
@@ -76,8 +78,8 @@ def test_an_auditor_at_half_its_pairs_stops_the_pipeline_naming_the_counts(tmp_p
 
 
 def test_with_a_relaxed_audit_coverage_an_auditor_at_half_fails_the_gate_naming_the_counts(
-        tmp_path):
-    pairs, audit_pairs = _setup(tmp_path)
+        tmp_path, packets_built):
+    pairs, audit_pairs = _setup(tmp_path, packets_built)
     params = yaml.safe_load((tmp_path / "params.yaml").read_text())
     params["gates"]["audit_coverage_min"] = 0.9
     (tmp_path / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))

@@ -62,17 +62,22 @@ def _reviewed(root):
     tiny.run(root, "relgrade", "intents", "review", "--reviewer", "auditor-b")
 
 
-@pytest.fixture(scope="module")
-def frozen(tmp_path_factory):
-    root = tmp_path_factory.mktemp("bank")
+def build_frozen(root):
+    """A reviewed tiny experiment in ``root`` graded in full by its command graders and its key
+    frozen, by the user's loop and nothing else: ``dvc repro`` stops at the pending work, the
+    graders grade, ``dvc repro`` completes. The ``frozen_built`` fixture (tests/conftest.py)
+    builds it once per test process."""
     _reviewed(root)
-    # the user's loop, nothing else: dvc repro stops at the pending work, the graders grade,
-    # dvc repro completes
     proc = tiny.run(root, "dvc", "repro", check=False)
     assert proc.returncode != 0 and _pending_line(proc), proc.stderr
     _grade(root)
     tiny.run(root, "dvc", "repro")
     return root
+
+
+@pytest.fixture(scope="module")
+def frozen(tmp_path_factory, frozen_built):
+    return tiny.copy_repo(frozen_built, tmp_path_factory.mktemp("bank"))
 
 
 def test_adding_an_arm_makes_only_the_new_pairs_pending_and_grading_them_completes(frozen):

@@ -5,44 +5,21 @@
 from __future__ import annotations
 
 import json
-import shutil
-from pathlib import Path
 
 import pandas as pd
 import pytest
 
 from tests.e2e import tiny
-from tests.test_e2e_bank import _grade, _params, _pending_line, _reviewed, _rows
+from tests.test_e2e_bank import _grade, _params, _pending_line, _rows
 
 pytestmark = [pytest.mark.slow]
 
 
-def _copy(root, parent):
-    """A copy of the experiment folder ``root`` (its git repository and DVC cache with it)
-    under ``parent``."""
-    return Path(shutil.copytree(root, parent / "exp"))
-
-
-def _frozen(root):
-    """A reviewed tiny experiment graded in full and its key frozen, by the user's loop."""
-    root.mkdir(parents=True, exist_ok=True)
-    _reviewed(root)
-    tiny.run(root, "dvc", "repro", check=False)
-    _grade(root)
-    tiny.run(root, "dvc", "repro")
-    return root
-
-
 @pytest.fixture(scope="module")
-def built(tmp_path_factory):
-    """One frozen experiment, copied whole (git, DVC cache and all) for each test that
-    changes it: building it is most of this module's time."""
-    return _frozen(tmp_path_factory.mktemp("built") / "exp")
-
-
-@pytest.fixture(scope="module")
-def frozen(built, tmp_path_factory):
-    return _copy(built, tmp_path_factory.mktemp("edit"))
+def frozen(frozen_built, tmp_path_factory):
+    """A copy of the frozen experiment (``frozen_built``: git, DVC cache and all, built once
+    per test process and shared with tests/test_e2e_bank.py)."""
+    return tiny.copy_repo(frozen_built, tmp_path_factory.mktemp("edit") / "exp")
 
 
 def test_corpus_edit_makes_that_chunks_pairs_pending_and_regrading_revises_the_key(frozen):
@@ -116,9 +93,9 @@ def test_corpus_edit_makes_that_chunks_pairs_pending_and_regrading_revises_the_k
 
 
 @pytest.fixture(scope="module")
-def shrunk(built, tmp_path_factory):
+def shrunk(frozen_built, tmp_path_factory):
     """A frozen key, then a shallower pool (pairs leave it) and one chunk edited."""
-    return _copy(built, tmp_path_factory.mktemp("shrunk"))
+    return tiny.copy_repo(frozen_built, tmp_path_factory.mktemp("shrunk") / "exp")
 
 
 def test_after_pairs_leave_the_pool_an_imported_regrade_is_taken_and_the_key_ignores_them(

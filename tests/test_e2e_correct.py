@@ -16,7 +16,6 @@ import pytest
 
 from relgrade.protocol.corrections import CORRECTION
 from tests.e2e import tiny
-from tests.test_e2e_dvc import _setup
 
 pytestmark = [pytest.mark.slow]
 
@@ -27,12 +26,8 @@ REPORTS = ("metrics/report.md", "metrics/report.html")
 
 
 @pytest.fixture(scope="module")
-def corrected(tmp_path_factory):
-    root = tmp_path_factory.mktemp("correct")
-    pairs, audit_pairs = _setup(root)
-    tiny.write_grades(root, "grader-a", tiny.grade_rows(pairs))
-    tiny.write_grades(root, "auditor-b", tiny.grade_rows(audit_pairs))
-    tiny.run(root, "dvc", "repro")
+def corrected(tmp_path_factory, truth_frozen_built):
+    root = tiny.copy_repo(truth_frozen_built, tmp_path_factory.mktemp("correct"))
     before = {name: (root / name).read_bytes() for name in FROZEN if (root / name).exists()}
     reports = {name: (root / name).read_text() for name in REPORTS}
     key = [json.loads(x) for x in (root / "data/key/key.jsonl").read_text().splitlines()]

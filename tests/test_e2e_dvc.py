@@ -19,13 +19,15 @@ from tests.e2e import tiny
 pytestmark = [pytest.mark.slow]
 
 
-def _setup(root):
-    tiny.write_inputs(root)
-    tiny.git(root, "init", "-q")
-    tiny.run(root, "dvc", "init", "-q")
-    tiny.run(root, "dvc", "config", "core.analytics", "false")
-    tiny.run(root, "relgrade", "intents", "review", "--reviewer", "auditor-b")
-    tiny.run(root, "dvc", "repro", "packets")
+def _setup(root, template):
+    """``template`` (the ``packets_built`` fixture: the tiny experiment in git + DVC, intents
+    reviewed, ``dvc repro packets`` run) copied to ``root``; its pool's pairs and the audit's."""
+    tiny.copy_repo(template, root)
+    return _pairs(root)
+
+
+def _pairs(root):
+    """The pool's (query, chunk) pairs of the experiment ``root`` and those of its audit."""
     pool = pd.read_parquet(root / "data/pool/pool.parquet")
     audit = [json.loads(l)["query_id"] for l in (root / "data/audit/audit.jsonl").read_text().splitlines()]
     pairs = set(zip(pool.query_id, pool.chunk_id))
@@ -34,9 +36,9 @@ def _setup(root):
 
 
 @pytest.fixture(scope="module")
-def passed(tmp_path_factory):
+def passed(tmp_path_factory, packets_built):
     root = tmp_path_factory.mktemp("exp")
-    pairs, audit_pairs = _setup(root)
+    pairs, audit_pairs = _setup(root, packets_built)
     tiny.write_grades(root, "grader-a", tiny.grade_rows(pairs))
     # The auditor differs from the grader by one step on exactly one pair.
     one = sorted(p for p in audit_pairs if tiny.truth(p[1]) == 2)[0]
@@ -134,8 +136,8 @@ def test_second_repro_changes_nothing(passed):
     assert (root / "dvc.lock").read_text() == lock
 
 
-def test_failed_gate_stops_the_pipeline_before_any_metric(tmp_path):
-    pairs, audit_pairs = _setup(tmp_path)
+def test_failed_gate_stops_the_pipeline_before_any_metric(tmp_path, packets_built):
+    pairs, audit_pairs = _setup(tmp_path, packets_built)
     tiny.write_grades(tmp_path, "grader-a", tiny.grade_rows(pairs))
     # The auditor swaps every answer and near miss: two-step disagreements everywhere.
     rows = tiny.grade_rows(audit_pairs)

@@ -17,7 +17,7 @@ import pytest
 import yaml
 
 from tests.e2e import tiny
-from tests.test_e2e_dvc import _setup
+from tests.test_e2e_dvc import _pairs
 
 pytestmark = [pytest.mark.slow]
 
@@ -26,13 +26,9 @@ FROZEN = ("data/key/key.jsonl", "data/key/key.qrels", "data/key/record.json",
 
 
 @pytest.fixture(scope="module")
-def frozen(tmp_path_factory):
-    root = tmp_path_factory.mktemp("void")
-    pairs, audit_pairs = _setup(root)
-    tiny.write_grades(root, "grader-a", tiny.grade_rows(pairs))
-    tiny.write_grades(root, "auditor-b", tiny.grade_rows(audit_pairs))
-    tiny.run(root, "dvc", "repro")
-    return root, audit_pairs
+def frozen(tmp_path_factory, truth_frozen_built):
+    root = tiny.copy_repo(truth_frozen_built, tmp_path_factory.mktemp("void"))
+    return root, _pairs(root)[1]
 
 
 def _snapshot(root):

@@ -83,6 +83,7 @@ def test_without_ray_installed_the_error_says_how_to_install_it(monkeypatch):
         import_ray()
 
 
+@pytest.mark.slow  # the module's local Ray cluster (its start about 25 s)
 def test_a_ray_run_records_what_a_local_run_records_one_fresh_process_per_batch(
         tmp_path, cluster):
     log = tmp_path / "log"
@@ -107,6 +108,7 @@ def test_a_ray_run_records_what_a_local_run_records_one_fresh_process_per_batch(
     assert recorded(tmp_path / "local") == recorded(tmp_path / "ray")
 
 
+@pytest.mark.slow  # the module's local Ray cluster (its start about 25 s)
 def test_the_executor_option_runs_a_local_grader_on_ray_and_the_cache_still_answers(
         tmp_path, cluster):
     counter = tmp_path / "calls"
@@ -178,6 +180,7 @@ def test_a_killed_ray_worker_loses_nothing_and_its_batch_is_sent_again_once(
     assert len(made) == len(set(made)) == 4  # every request answered exactly once
 
 
+@pytest.mark.slow  # the module's local Ray cluster (its start about 25 s)
 def test_a_task_whose_driver_died_starts_no_grader_and_leaves_no_spool_file(tmp_path,
                                                                            cluster):
     # Ray ends a killed driver's tasks a moment late; one that begins after the next run

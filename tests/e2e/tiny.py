@@ -205,3 +205,20 @@ def write_grades(root: Path, grader: str, rows: list[dict], round_: int = 1, *,
                         **made[(r["query_id"], r["chunk_id"])],
                         "graded_at": "2026-01-01T00:00:00Z"}) + "\n" for r in rows))
     return path
+
+
+def build_packets(root: Path) -> None:
+    """The fixture in a new git + DVC repository ``root``, intents reviewed by auditor-b and
+    ``dvc repro packets`` run: the pool, the audit and the packets exist, no grade yet."""
+    write_inputs(root)
+    git(root, "init", "-q")
+    run(root, "dvc", "init", "-q")
+    run(root, "dvc", "config", "core.analytics", "false")
+    run(root, "relgrade", "intents", "review", "--reviewer", "auditor-b")
+    run(root, "dvc", "repro", "packets")
+
+
+def copy_repo(template: Path, root: Path) -> Path:
+    """A copy of the repository ``template`` (work tree, git and DVC cache) at ``root``, which
+    may exist if empty: a test that changes it leaves the template as it was."""
+    return Path(shutil.copytree(template, root, symlinks=True, dirs_exist_ok=True))
