@@ -89,11 +89,10 @@ def test_new_arms_on_a_frozen_key_get_their_corrected_estimates_and_change_nothi
     assert proc.returncode != 0 and _pending_line(proc), proc.stderr
     _grade(root)
     full = tiny.run(root, "dvc", "repro")
-    # the stages whose time grows with the data name each step on stderr, one plain line each
-    for stage, steps in (("grades", 3), ("agreement", 2), ("key", 3), (r"metrics@\w+", 2)):
-        seen = re.findall(rf"^{stage}: step (\d)/{steps}: .+ \(\d+\.\d s so far\)$",
-                          full.stderr, re.M)
-        assert seen[:steps] == [str(i) for i in range(1, steps + 1)], (stage, full.stderr)
+    # the data stages name their steps only once they have run QUIET_SECONDS: this tiny
+    # experiment's are quicker, so their logs hold no step line (compare's always do)
+    assert not re.search(r"^(grades|agreement|key|metrics@\w+): step ", full.stderr, re.M)
+    assert re.search(r"^compare: step 1/3: ", full.stderr, re.M), full.stderr
     record = json.loads((root / "data/key/record.json").read_text())
     kept = sorted(p for d in ("data/key", "metrics/arms", "metrics/decision")
                   for p in (root / d).glob("*") if p.is_file())

@@ -12,8 +12,14 @@ import time
 from collections.abc import Callable
 
 
+#: Seconds a stage runs before its steps are printed (``quiet`` of the data stages): a quick
+#: stage, and any error it stops with, stay one line.
+QUIET_SECONDS = 2.0
+
+
 def step_printer(stage: str, total: int, *, console=None,
-                 clock: Callable[[], float] = time.monotonic) -> Callable[[str], None]:
+                 clock: Callable[[], float] = time.monotonic,
+                 quiet: float = 0.0) -> Callable[[str], None]:
     """A function that prints the next step of ``stage``.
 
     Parameters
@@ -26,6 +32,10 @@ def step_printer(stage: str, total: int, *, console=None,
         Where to print (default: a console on stderr; plain text when it is not a terminal).
     clock : callable, optional
         Seconds, monotone (default :func:`time.monotonic`).
+    quiet : float, default 0
+        A step that starts before the stage has run this many seconds is not printed (its
+        number still counts), so a stage that ends, or stops with an error, within them
+        prints nothing of its steps (:data:`QUIET_SECONDS` for the data stages).
 
     Returns
     -------
@@ -44,6 +54,12 @@ def step_printer(stage: str, total: int, *, console=None,
     >>> print(out.getvalue(), end="")
     compare: step 1/2: paired comparisons (0.0 s so far)
     compare: step 2/2: pool bias (2.5 s so far)
+    >>> ticks = iter([0.0, 0.0, 2.5])
+    >>> step = step_printer("key", 2, console=Console(file=(out := io.StringIO()), width=80),
+    ...                     clock=lambda: next(ticks), quiet=2.0)
+    >>> step("the key"); step("the files")
+    >>> print(out.getvalue(), end="")
+    key: step 2/2: the files (2.5 s so far)
     """
     if console is None:
         from rich.console import Console
@@ -53,7 +69,10 @@ def step_printer(stage: str, total: int, *, console=None,
 
     def step(what: str) -> None:
         done[0] += 1
+        elapsed = clock() - start
+        if elapsed < quiet:
+            return
         console.print(f"[bold]{stage}[/bold]: step {done[0]}/{total}: {what} "
-                      f"({clock() - start:.1f} s so far)", highlight=False, soft_wrap=True)
+                      f"({elapsed:.1f} s so far)", highlight=False, soft_wrap=True)
 
     return step

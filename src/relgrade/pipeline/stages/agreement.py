@@ -5,7 +5,7 @@ disagreement report. It always reports, however poor the agreement; the gate sta
 """
 
 from relgrade.canonical import significant_floats
-from relgrade.experiment.progress import step_printer
+from relgrade.experiment.progress import QUIET_SECONDS, step_printer
 from relgrade.io import files as io
 from relgrade.protocol import agreement
 from relgrade.protocol.reliability import Resampling
@@ -14,7 +14,7 @@ from relgrade.rng import derive_seed
 
 def run(ex):
     grading, scale = ex.params.grading, ex.params.need("scale")
-    step = step_printer("agreement", 2)
+    step = step_printer("agreement", 2, quiet=QUIET_SECONDS)
     step("kappas and their intervals, resampling the audited queries")
     grader, auditor = ex.params.need("grading.key_grader"), ex.params.need("grading.auditor")
     orders = ex.path("orders")

@@ -27,14 +27,14 @@ import pandas as pd
 from relgrade.pipeline import sharing
 from relgrade.pipeline.judgments import judgment_counts, judgments, pending_status
 from relgrade.experiment.layout import grade_commands
-from relgrade.experiment.progress import step_printer
+from relgrade.experiment.progress import QUIET_SECONDS, step_printer
 from relgrade.io import files as io
 from relgrade.protocol import bank, grades, triage
 
 
 def run(ex):
     grading = ex.params.grading
-    step = step_printer("grades", 3)
+    step = step_printer("grades", 3, quiet=QUIET_SECONDS)
     step("the judgment bank: every grade file, checked, and what is owed")
     pool = io.read_table(ex.path("pool"), columns=["query_id", "chunk_id"])
     audit_ids = ex.audit_ids() or []

@@ -36,7 +36,7 @@ from pathlib import Path
 import pandas as pd
 
 from relgrade.errors import InputError, ProtocolError
-from relgrade.experiment.progress import step_printer
+from relgrade.experiment.progress import QUIET_SECONDS, step_printer
 from relgrade.io import files as io
 from relgrade.graders.cache import NOT_RECORDED, judge_counts
 from relgrade.io.trec import write_trec_qrels
@@ -274,7 +274,7 @@ def _ppi_design(ex, gate):
 
 def run(ex):
     gate_path, grading = ex.path("gate"), ex.params.grading
-    step = step_printer("key", 3)
+    step = step_printer("key", 3, quiet=QUIET_SECONDS)
     step("the key from the key grader's grades")
     rubric_version = ex.params.need("grading.rubric_version")
     gate = io.read_json(gate_path) if gate_path.exists() else None

@@ -20,7 +20,7 @@ from datetime import datetime, timezone
 
 from relgrade.errors import InputError
 from relgrade.evaluation import metrics, weighting
-from relgrade.experiment.progress import step_printer
+from relgrade.experiment.progress import QUIET_SECONDS, step_printer
 from relgrade.io import files as io
 from relgrade.io.runs import read_run
 from relgrade.protocol import ledger
@@ -63,7 +63,7 @@ def _use(entries, record, *, post_hoc):
 def run(ex, arm):
     if arm not in ex.params.need("arms"):
         raise InputError("unknown arm", item=str(arm), fix="Name an arm of params `arms`")
-    step = step_printer(f"metrics@{arm}", 2)
+    step = step_printer(f"metrics@{arm}", 2, quiet=QUIET_SECONDS)
     step("reading and checking the run")
     entries = ex.ledger()
     key, record = ex.read_key()
