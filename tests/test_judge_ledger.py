@@ -411,3 +411,17 @@ def test_the_judge_identity_is_the_same_from_the_experiments_folder_and_the_top(
     assert named_files(argv, tree=tmp_path, cwd=tmp_path / "experiments/e") == want
     monkeypatch.chdir(tmp_path / "experiments/e")
     assert named_files(argv, tree=tmp_path) == want
+
+
+def test_only_the_script_a_command_runs_is_hashed_not_the_data_files_after_it(tmp_path):
+    # a log the grader appends to while it runs must not change its identity (nor every
+    # call cache key) from one run to the next
+    from relgrade.graders.cache import named_files, sha256_bytes
+
+    (tmp_path / "grader.py").write_text("print(1)\n")
+    (tmp_path / "calls.log").write_text("start\n")
+    argv = ["python", str(tmp_path / "grader.py"), str(tmp_path / "calls.log")]
+    first = named_files(argv, tree=tmp_path)
+    assert first == {str(tmp_path / "grader.py"): sha256_bytes(b"print(1)\n")}
+    (tmp_path / "calls.log").write_text("start\ndone\n")
+    assert named_files(argv, tree=tmp_path) == first

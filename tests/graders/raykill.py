@@ -119,10 +119,10 @@ class Outcome:
     bank_mismatches: int = 0
     acked: int = 0  # pairs the drivers reported saved
     starts: int = 0  # grader processes that read a request
-    answers: int = 0  # grader processes that printed a whole answer
+    answers: int = 0  # grader processes that printed a whole answer, not killed after
     sent_twice: int = 0  # requests (by sha256) read by more than one grader process
-    resent_after_answer: int = 0  # processes that read a request already answered
-    answered_twice: int = 0  # requests (by sha256) answered by more than one process
+    resent_after_answer: int = 0  # processes that read a request already answered (and kept)
+    answered_twice: int = 0  # requests (by sha256) answered by more than one process (kept)
     batches_answered_twice: int = 0  # batches answered again under another attempt's request
     spool_left: int = 0
     spool_files: list = field(default_factory=list)  # (name, bytes) of each left
@@ -250,13 +250,16 @@ def check_store(root: Path, out: Outcome, previous: set, acked: int) -> set:
     return have
 
 
-def calls(root: Path) -> tuple[Counter, Counter, Counter, dict]:
+def calls(root: Path, killed=frozenset()) -> tuple[Counter, Counter, Counter, dict]:
     """Grader processes that read each request (by sha256), that answered each request, and
     that answered each batch (``QUERY:BATCH``, whatever the attempt); and per batch the
     process ids that answered it.
 
     The first counter's entry ``"after an answer"`` counts processes that read a request
-    some process had already answered."""
+    some process had already answered. An answer printed by a grader process in ``killed``
+    (pids the loop killed) does not count in either: its exit status is the kill's, so
+    relgrade refused it, and asking that request again is right (a driver killed after
+    the retry starts the batch again at its first attempt, the very request refused)."""
     starts, dones, batches = Counter(), Counter(), Counter()
     answerers: dict = {}
     path = root / "calls"
@@ -269,7 +272,8 @@ def calls(root: Path) -> tuple[Counter, Counter, Counter, dict]:
                 starts["after an answer"] += 1
             starts[parts[1]] += 1
         else:
-            dones[parts[1]] += 1
+            if int(parts[2]) not in killed:
+                dones[parts[1]] += 1
             batches[parts[3].rsplit(":", 1)[0]] += 1
             answerers.setdefault(parts[3].rsplit(":", 1)[0], []).append(int(parts[2]))
     return starts, dones, batches, answerers
@@ -395,13 +399,13 @@ def kill_loop(root: Path, *, address: str, packets: dict, kills: int, seed: int,
     if final is None:
         raise RuntimeError(f"no run completed: {runs_log}")
     out.recorded = len(have)
-    starts, dones, batches, answerers = calls(root)
+    killed_graders = {pid for kind, pid in out.killed if kind == "grader"}
+    starts, dones, batches, answerers = calls(root, killed_graders)
     out.resent_after_answer = starts.pop("after an answer", 0)
     out.starts, out.answers = sum(starts.values()), sum(dones.values())
     out.sent_twice = sum(1 for n in starts.values() if n > 1)
     out.answered_twice = sum(1 for n in dones.values() if n > 1)
     out.batches_answered_twice = sum(1 for n in batches.values() if n > 1)
-    killed_graders = {pid for kind, pid in out.killed if kind == "grader"}
     out.answered_then_killed = sum(1 for pids in answerers.values()
                                    if len(pids) > 1 and pids[0] in killed_graders)
     spool = root / "data/private/call-cache.jsonl.spool"

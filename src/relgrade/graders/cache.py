@@ -237,9 +237,13 @@ def judge_identity(identity: Mapping) -> str:
 
 
 def named_files(argv: Sequence[str], *, tree, cwd=None) -> dict[str, str]:
-    """The files of the working tree a command names, each with the sha256 of its bytes.
+    """The program or script of the working tree a command runs, with the sha256 of its bytes.
 
-    An argv entry names a file when, taken as a path (relative ones from ``cwd``, where the
+    Only the first argv entry that names a file of the tree counts: the grader's own code
+    (``grader.py`` in ``python grader.py --log calls.txt``). Files named after it are the
+    command's data, which it may read or write while it runs (a log it appends to would
+    change every key it is part of); a data file that decides answers belongs in
+    ``identity_keys`` or the script. An argv entry names a file when, taken as a path (relative ones from ``cwd``, where the
     command runs, else from the top of ``tree``, where params' commands are written from),
     it is a regular file (symlinks followed) that lies inside ``tree``. Files outside it (the
     interpreter, system tools) are not read: a changed interpreter is no change of the
@@ -259,7 +263,7 @@ def named_files(argv: Sequence[str], *, tree, cwd=None) -> dict[str, str]:
     Returns
     -------
     dict of str to str
-        argv entry as written → sha256 of the file's bytes (64 hex), in argv order.
+        argv entry as written → sha256 of the file's bytes (64 hex): one entry at most.
 
     Raises
     ------
@@ -281,6 +285,7 @@ def named_files(argv: Sequence[str], *, tree, cwd=None) -> dict[str, str]:
             if not found:
                 continue
             out[arg] = sha256_bytes(found[0].read_bytes())
+            break  # the program or script alone (see above)
         except OSError as e:
             raise InputError("a file the grader command names cannot be read", path=arg,
                              found=str(e)) from None
