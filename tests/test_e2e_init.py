@@ -307,8 +307,12 @@ def changed(second, tmp_path_factory):
     exp_done = tiny.run(ex, "dvc", "exp", "run", check=False)
     exps = subprocess.run(["git", "for-each-ref", "refs/exps"], cwd=root, capture_output=True,
                           text=True, check=True).stdout.splitlines()
+    # DVC's experiments table of this experiment, as a terminal 80 columns wide shows it
+    exp_table = tiny.run(ex, "relgrade", "metrics", "exp", env_extra={"COLUMNS": "80"})
+    exp_json = json.loads(tiny.run(ex, "relgrade", "metrics", "exp", "--json").stdout)
     return dict(root=root, refused=refused, ran_anyway=ran_anyway, exp_owed=exp_owed,
                 exp_line=exp_line, exp_done=exp_done, exps=exps, added=added, lex=lex,
+                exp_table=exp_table, exp_json=exp_json,
                 owed=owed, line=line, done=done,
                 pool_before=pool_before, pool=pool, audit=audit)
 
@@ -320,6 +324,9 @@ def test_a_hand_edit_adding_an_arm_without_rendering_is_refused_naming_the_rende
     assert len(errors) == 1
     assert "the pipeline differs from what params.yaml gives (stages: retrieve)" in errors[0]
     assert f"`relgrade pipeline render --experiment {EXP}`" in errors[0]
+    # then the command that resumes, as the stages' Pending lines print it
+    assert (f"then `dvc repro {EXP}/dvc.yaml` again (at the repository's top; `dvc repro` "
+            f"in {EXP})") in errors[0]
     # refused before any work: the arm's run was never made
     assert changed["ran_anyway"] is False
 
@@ -392,3 +399,26 @@ def test_the_loop_through_dvc_exp_run_completes_from_the_experiments_folder(chan
     assert len([r for r in changed["exps"] if "refs/exps/exec/" not in r]) == 1
     report = (changed["root"] / EXP / "metrics/report.md").read_text()
     assert " dense " in report
+
+
+def test_metrics_exp_shows_the_recorded_experiment_in_80_columns(changed):
+    ex = changed["root"] / EXP
+    lines = changed["exp_table"].stdout.splitlines()
+    assert max(len(x) for x in lines) <= 80, lines
+    revisions = changed["exp_json"]["revisions"]
+    # the workspace, the commit and the experiment `dvc exp run` recorded on it
+    named = [r["rev"] for r in revisions]
+    assert named[0] == "workspace" and len(named) == 3, named
+    recorded = revisions[2]
+    assert recorded["commit"] in " ".join(changed["exps"])
+    decision = {p.stem: json.loads(p.read_text()) for p in (ex / "metrics/decision").glob("*.json")}
+    # the experiment's row holds the decision files it made (the workspace holds the same)
+    assert {a: v["mean"] for a, v in recorded["arms"].items()} == {
+        a: d["mean"] for a, d in decision.items()}
+    assert "dense" in recorded["arms"] and "dense" not in revisions[1]["arms"]
+    # every arm appears under a header, in blocks that repeat the revision column
+    headers = [x.split()[1:] for x in lines if x.startswith("rev ")]
+    assert sorted(a for h in headers for a in h) == sorted(decision)
+    rows = [x for x in lines if x.startswith(recorded["rev"][:24] + " ")]
+    baseline = next(d["baseline"] for d in decision.values() if d.get("baseline"))
+    assert f"{decision[baseline]['mean']:.3f}" in rows[0]

@@ -16,7 +16,7 @@ from click.testing import CliRunner
 from relgrade.cli import main as cli
 from relgrade.experiment.files import Experiment
 from relgrade.experiment.layout import DEFAULT_EXPERIMENT, experiment_folders
-from relgrade.pipeline.views import decision_rows, dvc_commands
+from relgrade.pipeline.views import decision_rows, dvc_commands, exp_rows, exp_table
 
 REPO = Path(__file__).resolve().parents[1]
 CROWD = REPO / "experiments" / "crowd-sim"
@@ -170,3 +170,64 @@ def test_metrics_diff_with_no_decision_files_at_a_revision_says_so_not_comparabl
     shown = json.loads(res.output)
     assert shown["comparable"] is False
     assert shown["reason"] == "not comparable: no decision files at HEAD~2"
+
+
+def _decisions(prefix, **arms):
+    return {f"{prefix}/{arm}.json": {"data": values} for arm, values in arms.items()}
+
+
+# the shape `dvc exp show --json` (DVC 3) prints: the workspace, a baseline commit and one
+# experiment run on it; another experiment's files under the same names must not leak in
+EXP_SHOW = [
+    {"rev": "workspace", "name": None, "data": {"metrics": {
+        **_decisions("experiments/a/metrics/decision", bm25={"mean": 0.5},
+                     tfidf={"mean": 0.45, "baseline": "bm25", "delta": -0.05,
+                            "p_holm": 0.2}),
+        **_decisions("metrics/decision", bm25={"mean": 0.9})}}, "experiments": None},
+    {"rev": "f00dfeed" * 5, "name": "main", "data": {"metrics": _decisions(
+        "experiments/a/metrics/decision", bm25={"mean": 0.5})},
+     "experiments": [{"name": "deep-pool", "revs": [
+         {"rev": "c0ffee00" * 5, "name": "deep-pool", "data": {"metrics": _decisions(
+             "experiments/a/metrics/decision", bm25={"mean": 0.52},
+             tfidf={"mean": 0.6, "baseline": "bm25", "delta": 0.08, "p_holm": 0.001})},
+          "experiments": None}]}]},
+    {"rev": "badc0de0" * 5, "name": None, "data": None, "error": {"msg": "failed"}}]
+
+
+def test_exp_rows_take_one_experiments_decisions_per_revision_in_dvcs_order():
+    rows = exp_rows(EXP_SHOW, "experiments/a/metrics/decision")
+    assert [(r["rev"], r["commit"]) for r in rows] == [
+        ("workspace", None), ("main", "f00dfeed" * 5), ("deep-pool", "c0ffee00" * 5),
+        ("badc0de", "badc0de0" * 5)]
+    assert rows[0]["arms"] == {
+        "bm25": {"mean": 0.5, "delta": None, "p_holm": None, "baseline": None},
+        "tfidf": {"mean": 0.45, "delta": -0.05, "p_holm": 0.2, "baseline": "bm25"}}
+    assert list(rows[1]["arms"]) == ["bm25"] and rows[3]["arms"] == {}
+    assert rows[2]["arms"]["tfidf"]["delta"] == 0.08
+
+
+def test_exp_table_reads_mean_delta_and_p_with_a_dash_where_a_revision_lacks_the_arm():
+    lines = exp_table(exp_rows(EXP_SHOW, "experiments/a/metrics/decision"))
+    assert lines == [
+        "rev         bm25               tfidf",
+        "workspace  0.500  0.450 -0.050 p0.20",
+        "main       0.500                   \u2014",
+        "deep-pool  0.520  0.600 +0.080 p<.01",
+        "badc0de        \u2014                   \u2014"]
+
+
+def test_exp_table_splits_the_arms_into_blocks_no_wider_than_the_width():
+    arms = {f"arm{i}": {"mean": 0.5, "baseline": "arm0", "delta": 0.01 * i, "p_holm": 0.5}
+            for i in range(1, 6)}
+    rows = exp_rows([{"rev": "workspace", "name": None,
+                      "data": {"metrics": _decisions("d", arm0={"mean": 0.49}, **arms)}}], "d")
+    lines = exp_table(rows, width=60)
+    # the rev column is 9 wide, the baseline's 7 with its gap, every other arm 2 + 18:
+    # 9 + 7 + 20 + 20 = 56, then 9 + 20 + 20 = 49, then 9 + 20
+    assert max(len(x) for x in lines) <= 60
+    headers = [x.split() for x in lines if x.startswith("rev")]
+    assert headers == [["rev", "arm0", "arm1", "arm2"], ["rev", "arm3", "arm4"],
+                       ["rev", "arm5"]]
+    assert lines[2] == lines[5] == "" and len(lines) == 8
+    with pytest.raises(ValueError, match="width 30 is below 40"):
+        exp_table(rows, width=30)

@@ -4,6 +4,7 @@ decision at two revisions (diff)."""
 from __future__ import annotations
 
 import json
+import os
 import shlex
 from pathlib import Path
 
@@ -138,6 +139,60 @@ def show_cmd(as_json, params_path):
     click.echo(f"DVC's views of {name} alone:")
     for argv in dvc_commands(ex).values():
         click.echo("  " + shlex.join(argv))
+
+
+@metrics_cmd.command("exp")
+@format_option(json_help="Print the revisions as JSON, with the experiment's name.")
+@params_option
+@handle_errors
+def exp_cmd(as_json, params_path):
+    """DVC's experiments table (`dvc exp show`) for this experiment's decision alone, in the
+    terminal's width (80 columns when not a terminal): one row per revision (the workspace,
+    each commit, each `dvc exp run` experiment), one column per arm reading MEAN DELTA pP
+    (mean of the primary measure, difference from the baseline, Holm-adjusted p-value),
+    the arms in blocks that fit. `dvc exp show` itself names a column by the file's path
+    from the repository's top and cannot fit an experiment with two arms in 80 columns."""
+    import shutil
+    import subprocess
+
+    from relgrade.errors import InputError
+    from relgrade.experiment.files import Experiment
+    from relgrade.experiment.layout import find_repository
+    from relgrade.pipeline.views import exp_rows, exp_table, experiment_name
+
+    ex = Experiment.load(params_path)
+    repo = find_repository(ex.root)
+    prefix = Path(os.path.relpath(ex.path("decision").resolve(), repo.resolve())).as_posix()
+    argv = ["dvc", "exp", "show", "--json"]
+    try:
+        proc = subprocess.run(argv, capture_output=True, text=True, stdin=subprocess.DEVNULL,
+                              cwd=repo)
+    except FileNotFoundError:
+        raise InputError("dvc is not installed here", item="dvc",
+                         fix="Install relgrade's dependencies (pip install -e .)") from None
+    if proc.returncode != 0:
+        said = (proc.stderr or proc.stdout).strip().splitlines()
+        raise InputError("`dvc exp show --json` failed", item=shlex.join(argv),
+                         found=said[-1] if said else f"exit status {proc.returncode}")
+    try:
+        entries = json.loads(proc.stdout or "[]")
+    except json.JSONDecodeError as err:
+        raise InputError("`dvc exp show --json` printed no JSON", item=shlex.join(argv),
+                         found=str(err)) from None
+    rows = exp_rows(entries if isinstance(entries, list) else [], prefix)
+    name = experiment_name(ex)
+    if as_json:
+        click.echo(json.dumps({"experiment": name, "decision": prefix, "revisions": rows},
+                              indent=2))
+        return
+    if not any(r["arms"] for r in rows):
+        raise InputError("no revision has decision files", path=ex.path("decision"),
+                         fix="Run `dvc repro` until the metrics stage has run")
+    width = max(40, shutil.get_terminal_size((80, 24)).columns)
+    title = f"{name}: {len(rows)} revisions; per arm: mean, delta from the baseline, Holm p"
+    click.echo(title[:width])
+    for line in exp_table(rows, width=width):
+        click.echo(line)
 
 
 @metrics_cmd.command("plots")

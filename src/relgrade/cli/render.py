@@ -96,7 +96,27 @@ def handle_errors(fn):
 
 
 def counted(count: int, word: str) -> str:
-    """``1 query``, ``2 queries``, ``1 pair``, ``3 pairs``."""
+    """A count and its noun, the noun made plural unless the count is 1.
+
+    Parameters
+    ----------
+    count : int
+        How many (any integer; 0 and negatives take the plural).
+    word : str
+        The noun in the singular, lower case; the last word of a phrase is the one made
+        plural. English's regular rule only: a final ``y`` becomes ``ies``, anything else
+        takes ``s`` (``query``, ``pair``, ``model call``; not ``day`` or ``box``).
+
+    Returns
+    -------
+    str
+        ``"COUNT NOUN"``.
+
+    Examples
+    --------
+    >>> counted(1, "query"), counted(2, "query"), counted(0, "pair"), counted(3, "model call")
+    ('1 query', '2 queries', '0 pairs', '3 model calls')
+    """
     if count == 1:
         return f"1 {word}"
     return f"{count} {word[:-1] + 'ies' if word.endswith('y') else word + 's'}"

@@ -217,10 +217,12 @@ def _segment_rule(d: np.ndarray, s: Settings) -> str:
     return stats.rule_method(d) if s.method == "auto" else s.method
 
 
-def _segment_interval(d, w, rule, res, i, j, s: Settings) -> stats.Interval:
-    """One group's difference interval (:func:`stats.difference_interval`'s definitions,
-    or :func:`stats.bootstrap_ci`'s under ``metrics.interval`` bca/percentile), from the
-    group's plan."""
+def _difference_interval(d, w, rule, res, i, j, s: Settings, boot=None) -> stats.Interval:
+    """The interval of the differences ``d = v_i - v_j`` by ``rule`` (one of
+    :func:`stats.difference_interval`'s definitions, "degenerate" when ``d`` is constant, or
+    :func:`stats.bootstrap_ci`'s under ``metrics.interval`` bca/percentile), read off the
+    plan's resamples ``res``; ``boot``, the resampled means when the caller already has them.
+    Unclipped: the caller clips to the measure's range where it reports one."""
     n = d.size
     if rule == "degenerate":
         return stats.degenerate_interval(float(d[0]), n, s.level)
@@ -228,13 +230,14 @@ def _segment_interval(d, w, rule, res, i, j, s: Settings) -> stats.Interval:
     if rule == "t":
         ci = stats.t_interval(d, level=s.level, weights=w)
     elif rule == "bootstrap-t":
-        boot, t = res.pair_studentized(i, j, est)
+        sb, st = res.pair_studentized(i, j, est)
         ci = stats._bootstrap_t_interval(est, float(stats.standard_error(d, w)),
-                                         t[: s.n_resamples], s.level, n,
-                                         boot[: s.n_resamples])
+                                         st[: s.n_resamples], s.level, n,
+                                         sb[: s.n_resamples])
     else:
-        ci = stats.interval_from_resamples(res.pair_means(i, j, s.n_resamples), est,
-                                           level=s.level, method=rule,
+        if boot is None:
+            boot = res.pair_means(i, j, s.n_resamples)
+        ci = stats.interval_from_resamples(boot, est, level=s.level, method=rule,
                                            jackknife=stats.jackknife_means(d, w), n=n)
     if s.method == "auto":
         ci = replace(ci, notes=(stats.RULE_NOTE,) + ci.notes)
@@ -276,19 +279,7 @@ def _pair_result(arm_a, arm_b, i, j, measure, matrix, weights, groups, res, seg_
         p_boot = 1.0 if d[0] == 0 else 1.0 / (s.n_resamples + 1)
     else:
         boot = res.pair_means(i, j, s.n_resamples)
-        if used == "t":
-            ci = stats.t_interval(d, level=s.level, weights=weights)
-        elif used == "bootstrap-t":
-            sb, st = res.pair_studentized(i, j, est)
-            ci = stats._bootstrap_t_interval(est, float(stats.standard_error(d, weights)),
-                                             st[: s.n_resamples], s.level, n,
-                                             sb[: s.n_resamples])
-        else:
-            ci = stats.interval_from_resamples(boot, est, level=s.level, method=used,
-                                               jackknife=stats.jackknife_means(d, weights),
-                                               n=n)
-        if s.method == "auto":
-            ci = replace(ci, notes=(stats.RULE_NOTE,) + ci.notes)
+        ci = _difference_interval(d, weights, used, res, i, j, s, boot=boot)
         ci = stats.clip_to_range(ci, _bounds(measure, difference=True))
         p_boot = stats.bootstrap_p_value(boot, est)
     flip = _sign_flip(d, weights, res, i, j, s)
@@ -317,7 +308,7 @@ def _pair_result(arm_a, arm_b, i, j, measure, matrix, weights, groups, res, seg_
     segments = []
     for label, (sel, sres) in seg_res.items():
         w = None if weights is None else weights[sel]
-        seg = _segment_interval(d[sel], w, _segment_rule(d[sel], s), sres, i, j, s)
+        seg = _difference_interval(d[sel], w, _segment_rule(d[sel], s), sres, i, j, s)
         segments.append(Segment(label, seg))
     cancel = (any(x.delta.low > 0 for x in segments) and any(x.delta.high < 0 for x in segments))
     if _inferred(measure):

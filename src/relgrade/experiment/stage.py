@@ -24,10 +24,22 @@ from relgrade.experiment.layout import repro_command
 from relgrade.experiment.params import PARAMS_FILE
 
 
-def _again(ex) -> str:
+def again_command(ex) -> str:
     """The command that resumes the pipeline, as typed at the repository's top and, for an
     experiment below it, in the experiment's folder; ``dvc exp run`` under ``dvc exp run``
-    (DVC sets ``DVC_EXP_NAME`` for the stages of an experiment run)."""
+    (DVC sets ``DVC_EXP_NAME`` for the stages of an experiment run).
+
+    Parameters
+    ----------
+    ex : relgrade.experiment.files.Experiment
+
+    Returns
+    -------
+    str
+        A phrase with the command(s) in backticks, e.g. ``"`dvc repro` again"`` or
+        ``"`dvc repro experiments/x/dvc.yaml` again (at the repository's top; `dvc repro`
+        in experiments/x)"``.
+    """
     if os.environ.get("DVC_EXP_NAME"):
         return "`dvc exp run` again (in the folder you ran it in)"
     top, here = repro_command(ex), repro_command(ex, cwd=ex.root)
@@ -61,7 +73,7 @@ def run_stage(main: Callable[..., None], *args: str, params_path=PARAMS_FILE,
             check(ex)
         main(ex, *args)
     except PendingWork as e:
-        print(f"Pending: {e}, then {_again(ex)}. This is work owed, not a failure: DVC "
+        print(f"Pending: {e}, then {again_command(ex)}. This is work owed, not a failure: DVC "
               "reports the stage as failed so that the pipeline stops here.", file=sys.stderr)
         sys.exit(PENDING_EXIT)
     except GateFailed as e:

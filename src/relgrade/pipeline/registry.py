@@ -743,7 +743,7 @@ def _without_code(pipeline: dict, root_rel: str) -> dict:
     return out
 
 
-def shape(folder) -> list[str] | None:
+def shape(folder, *, ex=None, repo=None) -> list[str] | None:
     """Whether an experiment's ``dvc.yaml`` has the shape its params give, cheaply.
 
     The shape is everything :func:`render` writes except the code deps: the stages of the
@@ -757,6 +757,11 @@ def shape(folder) -> list[str] | None:
     ----------
     folder : str or os.PathLike
         The experiment's folder, holding ``params.yaml`` and ``dvc.yaml``.
+    ex : relgrade.experiment.files.Experiment, optional
+        The experiment of ``folder``'s params, when the caller has loaded it.
+    repo : pathlib.Path, optional
+        The repository's top (:func:`relgrade.experiment.layout.find_repository` of the
+        experiment), when the caller has found it.
 
     Returns
     -------
@@ -774,8 +779,8 @@ def shape(folder) -> list[str] | None:
     path = folder / "dvc.yaml"
     if not path.is_file():
         return None
-    ex = Experiment.load(folder / PARAMS_FILE)
-    repo = find_repository(ex.root)
+    ex = Experiment.load(folder / PARAMS_FILE) if ex is None else ex
+    repo = find_repository(ex.root) if repo is None else Path(repo)
     root_rel = Path(os.path.relpath(repo.resolve(), Path(ex.root).resolve())).as_posix()
     root_rel = "" if root_rel == "." else root_rel
     loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml's, when built with it

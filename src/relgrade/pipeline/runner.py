@@ -18,7 +18,7 @@ from collections.abc import Callable
 
 from relgrade.errors import InputError
 from relgrade.experiment import stage
-from relgrade.experiment.layout import find_repository, repro_command
+from relgrade.experiment.layout import find_repository
 from relgrade.experiment.params import PARAMS_FILE
 
 #: The environment variable DVC sets for every stage command it runs.
@@ -50,7 +50,7 @@ def require_rendered(ex) -> None:
         # no repository layout to render against (a pipeline copied out of one, as test
         # rigs and hand-made folders are): nothing to compare with, so nothing refused
         return
-    differ = shape(ex.root)
+    differ = shape(ex.root, ex=ex, repo=repo)
     if not differ:
         return
     root = ex.root.resolve()
@@ -58,8 +58,8 @@ def require_rendered(ex) -> None:
     raise InputError(
         f"the pipeline differs from what {PARAMS_FILE} gives (stages: {', '.join(differ)}): "
         "the params were edited without rendering the pipeline", path=ex.root / "dvc.yaml",
-        fix=f"Run `relgrade pipeline render{where}`, then `{repro_command(ex)}` again "
-            "(commands as typed at the repository's top)")
+        fix=f"Run `relgrade pipeline render{where}` (at the repository's top), then "
+            f"{stage.again_command(ex)}")
 
 
 def run_stage(main: Callable[..., None], *args: str, params_path=PARAMS_FILE) -> None:

@@ -103,3 +103,139 @@ def decision_rows(decisions: Mapping[str, Mapping]) -> list[dict]:
     order = sorted(decisions, key=lambda a: (decisions[a].get("baseline") is not None, a))
     return [{"arm": arm, **{c: decisions[arm].get(c) for c in DECISION_COLUMNS[1:]}}
             for arm in order]
+
+
+def _decision_of(metrics: Mapping, prefix: str) -> dict[str, dict]:
+    # the decision files of one revision: "PREFIX/ARM.json" → its content
+    out = {}
+    for path, entry in (metrics or {}).items():
+        folder, _, name = path.rpartition("/")
+        if folder == prefix and name.endswith(".json") and isinstance(entry, Mapping):
+            data = entry.get("data")
+            if isinstance(data, Mapping):
+                out[name[:-len(".json")]] = dict(data)
+    return out
+
+
+def exp_rows(entries: list, prefix: str) -> list[dict]:
+    """One row per revision of ``dvc exp show --json``, with one experiment's decision files.
+
+    Parameters
+    ----------
+    entries : list of dict
+        ``dvc exp show --json``'s output (DVC 3): the workspace and each baseline commit,
+        each with ``rev``, ``name``, ``data`` (``metrics``: path → ``{"data": {...}}``) and
+        ``experiments`` (each with ``name`` and ``revs``, themselves entries).
+    prefix : str
+        The decision folder from the repository's top (``metrics/decision``,
+        ``experiments/NAME/metrics/decision``), as DVC names the files.
+
+    Returns
+    -------
+    list of dict
+        ``{"rev": str, "commit": str or None, "arms": {ARM: {"mean", "delta", "p_holm",
+        "baseline"}}}``, in DVC's order: the workspace, then each baseline commit followed
+        by the experiments based on it. ``rev`` is the experiment's, branch's or tag's name,
+        else the commit's first 7 hex digits; ``commit`` the full hash (``None`` for the
+        workspace). A revision DVC could not read (a failed experiment) has no arms.
+
+    Examples
+    --------
+    >>> m = {"metrics/decision/a.json": {"data": {"mean": 0.5}},
+    ...      "metrics/decision/b.json": {"data": {"mean": 0.6, "baseline": "a",
+    ...                                           "delta": 0.1, "p_holm": 0.02}}}
+    >>> rows = exp_rows([{"rev": "workspace", "name": None, "data": {"metrics": m}}],
+    ...                 "metrics/decision")
+    >>> rows[0]["rev"], rows[0]["arms"]["b"]["delta"]
+    ('workspace', 0.1)
+    """
+    rows = []
+
+    def add(entry: Mapping, fallback: str | None = None) -> None:
+        rev = str(entry.get("rev") or "")
+        name = entry.get("name") or fallback or (rev if rev == "workspace" else rev[:7])
+        data = entry.get("data") if isinstance(entry.get("data"), Mapping) else {}
+        files = _decision_of(data.get("metrics"), prefix)
+        rows.append({"rev": str(name), "commit": None if rev == "workspace" else rev,
+                     "arms": {arm: {k: d.get(k) for k in ("mean", "delta", "p_holm",
+                                                          "baseline")}
+                              for arm, d in sorted(files.items())}})
+
+    for entry in entries:
+        add(entry)
+        for exp in entry.get("experiments") or []:
+            for rev in exp.get("revs") or []:
+                add(rev, exp.get("name"))
+    return rows
+
+
+def _cell(values: Mapping | None) -> str:
+    if not values or values.get("mean") is None:
+        return "—"
+    text = f"{values['mean']:.3f}"
+    if values.get("delta") is not None:
+        text += f" {values['delta']:+.3f}"
+        p = values.get("p_holm")
+        if p is not None:
+            text += " p<.01" if p < 0.005 else f" p{p:.2f}"
+    return text
+
+
+def exp_table(rows: list[dict], *, width: int = 80) -> list[str]:
+    """:func:`exp_rows` as text lines no wider than ``width``, arms in blocks that fit.
+
+    Each cell reads ``MEAN DELTA pP``: the arm's primary mean, its difference from the
+    baseline and the Holm-adjusted p-value (the baseline: its mean alone; ``—`` where the
+    revision has no decision for the arm), three and two decimals, a p-value below 0.005 as
+    ``p<.01``. The arms (baseline
+    first, then by name) are split into as many blocks as needed so that no line is
+    wider than ``width``; each block repeats the revision column and is set off by a blank
+    line.
+
+    Parameters
+    ----------
+    rows : list of dict
+        :func:`exp_rows`' rows.
+    width : int, default 80
+        Characters per line (at least 40).
+
+    Returns
+    -------
+    list of str
+        The lines, header first in each block; empty when there are no rows.
+
+    Raises
+    ------
+    ValueError
+        ``width`` is below 40.
+    """
+    if width < 40:
+        raise ValueError(f"width {width} is below 40 characters")
+    if not rows:
+        return []
+    baselines = {v.get("baseline") for r in rows for v in r["arms"].values()} - {None}
+    arms = sorted({a for r in rows for a in r["arms"]}, key=lambda a: (a not in baselines, a))
+    revs = [r["rev"][:24] for r in rows]
+    rev_width = max(len("rev"), *(len(r) for r in revs))
+    columns = [(arm, [_cell(r["arms"].get(arm)) for r in rows]) for arm in arms]
+    blocks, block, used = [], [], rev_width
+    for arm, cells in columns:
+        w = 2 + max(len(arm), *(len(c) for c in cells))
+        if block and used + w > width:
+            blocks.append(block)
+            block, used = [], rev_width
+        block.append((arm[: width - rev_width - 2], cells))
+        used += w
+    blocks.append(block)
+    lines = []
+    for i, block in enumerate(blocks):
+        if i:
+            lines.append("")
+        header = ["rev"] + [arm for arm, _ in block]
+        cells = [[revs[j]] + [c[j] for _, c in block] for j in range(len(rows))]
+        widths = [max(len(t) for t in col) for col in zip(header, *cells)]
+        for line in [header, *cells]:
+            lines.append("  ".join([line[0].ljust(widths[0])]
+                                   + [t.rjust(w) for t, w in zip(line[1:], widths[1:])])
+                         .rstrip())
+    return lines

@@ -161,9 +161,24 @@ def removed_on_gold(grades: pd.DataFrame, *, queues: pd.DataFrame, gold: pd.Data
     if gold is None or not len(gold) or not len(grades):
         return []
     ratings = split_panel(check_ratings(grades), queues)
-    accuracy = gold_accuracy(ratings, check_gold(gold))
-    _, decisions = remove_raters(ratings, accuracy, threshold=min_accuracy, min_gold=min_gold)
+    decisions = _gold_decisions(ratings, gold, min_accuracy, min_gold)[3]
     return sorted(str(g) for g in decisions.loc[decisions["removed"], "grader"])
+
+
+def _gold_decisions(ratings: pd.DataFrame, gold: pd.DataFrame | None, min_accuracy: float,
+                    min_gold: int):
+    """(the checked gold table or None, each rater's gold accuracy, the ratings of the raters
+    kept, the removal decisions): the one rule :func:`removed_on_gold` and
+    :func:`aggregate_panel` share. No gold: no rater is scored or removed."""
+    if gold is not None and len(gold):
+        known = check_gold(gold)
+        accuracy = gold_accuracy(ratings, known)
+        kept, decisions = remove_raters(ratings, accuracy, threshold=min_accuracy,
+                                        min_gold=min_gold)
+        return known, accuracy, kept, decisions
+    accuracy = gold_accuracy(ratings, pd.DataFrame(columns=["query_id", "chunk_id", "grade"]))
+    _, decisions = remove_raters(ratings.iloc[:0], accuracy, threshold=0.0, min_gold=0)
+    return None, accuracy, ratings, decisions
 
 
 def aggregate_panel(grades: pd.DataFrame, *, queues: pd.DataFrame, pool: pd.DataFrame,
@@ -223,17 +238,8 @@ def aggregate_panel(grades: pd.DataFrame, *, queues: pd.DataFrame, pool: pd.Data
     labels = sorted(int(s) for s in scale)
     ratings = split_panel(check_ratings(grades, scale=labels), queues)
     raters = sorted(ratings["grader"].unique())
-    if gold is not None and len(gold):
-        known = check_gold(gold)
-        accuracy = gold_accuracy(ratings, known)
-        kept_ratings, decisions = remove_raters(ratings, accuracy, threshold=min_accuracy,
-                                                min_gold=min_gold)
-    else:
-        known = None
-        accuracy = gold_accuracy(ratings, pd.DataFrame(columns=["query_id", "chunk_id",
-                                                                "grade"]))
-        kept_ratings = ratings
-        _, decisions = remove_raters(ratings.iloc[:0], accuracy, threshold=0.0, min_gold=0)
+    known, accuracy, kept_ratings, decisions = _gold_decisions(ratings, gold, min_accuracy,
+                                                               min_gold)
     work = kept_ratings[kept_ratings["work"]].drop(columns="work")
     pairs = pool[PAIR].astype(str).drop_duplicates().sort_values(PAIR, kind="stable") \
         .reset_index(drop=True)
