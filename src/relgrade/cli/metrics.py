@@ -46,6 +46,26 @@ def _post_hoc_line(ph: dict) -> str:
             f"are in the report's post-hoc section and {folder}")
 
 
+def _dvc(argv: list[str], *, cwd=None) -> str:
+    """Run one of DVC's commands and return what it printed; an :class:`InputError` naming the
+    command and DVC's last line when DVC is missing or exits non-zero."""
+    import subprocess
+
+    from relgrade.errors import InputError
+
+    try:
+        proc = subprocess.run(argv, capture_output=True, text=True, stdin=subprocess.DEVNULL,
+                              cwd=cwd)
+    except FileNotFoundError:
+        raise InputError("dvc is not installed here", item="dvc",
+                         fix="Install relgrade's dependencies (pip install -e .)") from None
+    if proc.returncode != 0:
+        said = (proc.stderr or proc.stdout).strip().splitlines()
+        raise InputError(f"`{' '.join(argv[:3])}` failed", item=shlex.join(argv),
+                         found=said[-1] if said else f"exit status {proc.returncode}")
+    return proc.stdout
+
+
 @metrics_cmd.command("diff")
 @click.argument("a_rev", default="HEAD")
 @click.argument("b_rev", required=False)
@@ -153,7 +173,6 @@ def exp_cmd(as_json, params_path):
     the arms in blocks that fit. `dvc exp show` itself names a column by the file's path
     from the repository's top and cannot fit an experiment with two arms in 80 columns."""
     import shutil
-    import subprocess
 
     from relgrade.errors import InputError
     from relgrade.experiment.files import Experiment
@@ -164,18 +183,9 @@ def exp_cmd(as_json, params_path):
     repo = find_repository(ex.root)
     prefix = Path(os.path.relpath(ex.path("decision").resolve(), repo.resolve())).as_posix()
     argv = ["dvc", "exp", "show", "--json"]
+    printed = _dvc(argv, cwd=repo)
     try:
-        proc = subprocess.run(argv, capture_output=True, text=True, stdin=subprocess.DEVNULL,
-                              cwd=repo)
-    except FileNotFoundError:
-        raise InputError("dvc is not installed here", item="dvc",
-                         fix="Install relgrade's dependencies (pip install -e .)") from None
-    if proc.returncode != 0:
-        said = (proc.stderr or proc.stdout).strip().splitlines()
-        raise InputError("`dvc exp show --json` failed", item=shlex.join(argv),
-                         found=said[-1] if said else f"exit status {proc.returncode}")
-    try:
-        entries = json.loads(proc.stdout or "[]")
+        entries = json.loads(printed or "[]")
     except json.JSONDecodeError as err:
         raise InputError("`dvc exp show --json` printed no JSON", item=shlex.join(argv),
                          found=str(err)) from None
@@ -204,21 +214,9 @@ def plots_cmd(out, params_path):
     """Draw one experiment's plots with `dvc plots show` limited to its dvc.yaml (the
     per-arm intervals, the per-query differences, and its stages' plots), each titled with the
     experiment's name, instead of every experiment of the repository."""
-    import subprocess
-
-    from relgrade.errors import InputError
     from relgrade.experiment.files import Experiment
     from relgrade.pipeline.views import dvc_commands
 
     ex = Experiment.load(params_path)
     argv = dvc_commands(ex)["plots"] + (["-o", str(out)] if out is not None else [])
-    try:
-        proc = subprocess.run(argv, capture_output=True, text=True, stdin=subprocess.DEVNULL)
-    except FileNotFoundError:
-        raise InputError("dvc is not installed here", item="dvc",
-                         fix="Install relgrade's dependencies (pip install -e .)") from None
-    if proc.returncode != 0:
-        said = (proc.stderr or proc.stdout).strip().splitlines()
-        raise InputError("`dvc plots show` failed", item=shlex.join(argv),
-                         found=said[-1] if said else f"exit status {proc.returncode}")
-    click.echo(proc.stdout.strip())
+    click.echo(_dvc(argv).strip())
