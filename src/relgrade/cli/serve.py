@@ -128,8 +128,25 @@ def build_site(params_path=None, *, graders=None, tokens_path=None):
                 rubric=ex.rubric(), scale=list(ex.params.need("scale").grades),
                 max_reason_words=ex.params.need("grading.max_reason_words"),
                 max_reason_chars=grading.max_reason_chars,
-                writer=SingleWriter(), round=grading.round)
+                writer=SingleWriter(), round=grading.round,
+                gold_watch=_gold_watch(ex) if "rater" in roles else None)
     return site, list(stores.values())
+
+
+def _gold_watch(ex):
+    """The page's gold check of a rater panel with gold (None without ``gold``): the
+    queues the packets were built from, their gold questions and the params' rule."""
+    from relgrade.io.files import read_table
+    from relgrade.pipeline.panel import gold_questions, read_assignment, read_gold
+    from relgrade.web.app import GoldWatch
+
+    if ex.params.grading.mode != "raters" or ex.params.gold is None:
+        return None
+    queues = read_assignment(ex)
+    pool = read_table(ex.path("pool"), columns=["query_id", "chunk_id"])
+    gold = gold_questions(read_gold(ex, pool), queues)
+    return GoldWatch(queues=queues, gold=gold, min_accuracy=ex.params.gold.min_accuracy,
+                     min_gold=ex.params.gold.min_gold)
 
 
 def _no_human_grader(params_path, graders: dict) -> InputError:

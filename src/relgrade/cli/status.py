@@ -369,7 +369,14 @@ def panel_lines(pending: Mapping) -> list[str]:
     if "adjudication" not in pending:
         return []
     out = []
+    removed = pending.get("removed_on_gold") or []
+    if removed:
+        out.append(f"raters: removed on gold: {', '.join(removed)} (their grades are "
+                   "discarded; any pair they left ungraded goes to a rater who stays at the next "
+                   "`dvc repro`)")
     for name in pending.get("raters", []):
+        if name in removed:
+            continue
         c = pending["graders"][name]
         owed = c["pending_new"] + c["pending_stale"]
         if owed:

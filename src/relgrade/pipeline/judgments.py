@@ -352,7 +352,7 @@ def pending_status(ex, *, held: Judgments, table: pd.DataFrame,
         (every round's files), ``made_by_round`` :attr:`Judgments.made_by_round`;
         ``rounds`` lists the rounds merged (more than one in a partial regrade).
     """
-    from relgrade.pipeline.panel import expert_pending, is_panel, raters_of
+    from relgrade.pipeline.panel import expert_pending, is_panel, raters_of, removed_now
 
     key_grader = ex.params.need("grading.key_grader")
     auditor = ex.params.need("grading.auditor")
@@ -391,6 +391,7 @@ def pending_status(ex, *, held: Judgments, table: pd.DataFrame,
             out["adjudication"] = {"expert": expert, "pending": int(len(owed)),
                                    "queries": sorted(owed["query_id"].unique().tolist())}
         out["raters"] = raters_of(ex)
+        out["removed_on_gold"] = removed_now(ex)
     return out
 
 

@@ -15,6 +15,7 @@ The files of a panel, all under params ``paths``:
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 
 import pandas as pd
 
@@ -26,6 +27,7 @@ from relgrade.raters.assign import (
     check_panel_gold,
     rater_orders,
     rater_queues,
+    redeal,
     select_gold,
 )
 from relgrade.raters.panel import removed_on_gold
@@ -70,14 +72,16 @@ def read_gold(ex, pool: pd.DataFrame) -> pd.DataFrame | None:
     return check_panel_gold(table, pool=pool, scale=ex.params.need("scale").grades, path=path)
 
 
-def build_rater_orders(ex, pool: pd.DataFrame) -> pd.DataFrame:
+def build_rater_orders(ex, pool: pd.DataFrame, *, on_dealt=None) -> pd.DataFrame:
     """Every rater's queue in display order, gold among the work (the private assignment table).
 
     The gold questions are drawn from ``stage_rng(seed, "gold")``
     (:func:`relgrade.raters.assign.select_gold`) and the assignment from
     ``stage_rng(seed, "raters")`` (:func:`relgrade.rng.stage_rng`), so both are rebuilt
     exactly from params ``seed``. Every pool pair, gold or not, goes to ``raters.per_pair``
-    raters; the gold questions are dealt first, so each rater gets its share of them.
+    raters; the gold questions are dealt first, so each rater gets its share of them. With
+    gold, the open pairs of a rater removed on their grades so far are dealt again
+    (:func:`dealt_queues`); ``on_dealt``, when given, is called with the :class:`Dealt`.
     """
     seed, grading = ex.params.need("seed"), ex.params.grading
     gold = read_gold(ex, pool)
@@ -87,8 +91,119 @@ def build_rater_orders(ex, pool: pd.DataFrame) -> pd.DataFrame:
     assignment = assign_pairs(pool, raters_of(ex), per_pair=ex.params.need("raters").per_pair,
                               rng=stage_rng(seed, "raters"), first=gold)
     queues = rater_queues(assignment, gold)
+    if gold is not None:
+        dealt = dealt_queues(ex, pool, queues)
+        queues = dealt.queues
+        if on_dealt is not None:
+            on_dealt(dealt)
     return rater_orders(queues, seed=seed, round=grading.round,
                         batch_size=grading.batch_size)
+
+
+@dataclass(frozen=True)
+class Dealt:
+    """The queues once every rater removed on gold has had their pairs dealt again.
+
+    Attributes
+    ----------
+    queues : pandas.DataFrame
+        :data:`relgrade.raters.assign.QUEUE`, the dealt rows included.
+    removed : tuple of str
+        The raters removed on gold, sorted.
+    dealt : int
+        Rows added for the raters who stay.
+    short : tuple of (str, str)
+        Pairs no staying rater could take.
+    """
+
+    queues: pd.DataFrame
+    removed: tuple = ()
+    dealt: int = 0
+    short: tuple = ()
+
+
+def rater_bank(ex) -> tuple[pd.DataFrame, dict]:
+    """The raters' judgment bank of this round and what a grade must be made on now.
+
+    Returns
+    -------
+    judged : pandas.DataFrame
+        :data:`relgrade.schema.BANK` rows of the raters' grade files of params
+        ``grading.round`` (empty when none is written yet).
+    now : dict
+        :func:`relgrade.pipeline.judgments.current_now`; empty when no rater has a grade
+        file of the round.
+
+    Raises
+    ------
+    InputError
+        A grade file or its sidecar breaks a rule of
+        :func:`relgrade.protocol.grades.judgment_bank`.
+    """
+    from relgrade.pipeline.judgments import current_now
+    from relgrade.protocol import grades
+
+    grading = ex.params.grading
+    rules = dict(graders=ex.params.graders_dict(), scale=ex.params.need("scale").grades,
+                 max_reason_words=grading.max_reason_words,
+                 max_reason_chars=grading.max_reason_chars)
+    raters = set(raters_of(ex))
+    files = {n: [ex.grader_file(f)] for n, f in
+             sorted(ex.grader_round_files(int(grading.round)).items()) if n in raters}
+    if not files:  # nothing graded yet: nothing to judge currency against
+        return grades.judgment_bank({n: [] for n in sorted(raters)}, **rules), {}
+    return grades.judgment_bank(files, **rules), current_now(ex)
+
+
+def dealt_queues(ex, pool: pd.DataFrame, queues: pd.DataFrame) -> Dealt:
+    """The queues with the open pairs of every rater removed on gold dealt to raters who stay.
+
+    A rater is removed by the aggregate stage's rule (:func:`removed_raters`: the raters'
+    current grades of their queued pairs, scored on their gold questions), as soon as
+    their grades so far meet it: their grades are discarded then, so grading on would be
+    work for nothing. Each pair of their queue they hold no current grade of (their open
+    work) goes to a rater who stays
+    (:func:`relgrade.raters.assign.redeal`, ties broken by ``stage_rng(seed, "redeal")``).
+    A dealt pair that is a gold question scores whoever answers it, so a removal can
+    follow from dealt work: the rule is applied again to the dealt queues until no one
+    more is removed (at most once per rater).
+
+    Parameters
+    ----------
+    pool : pandas.DataFrame
+        The pool (``query_id``, ``chunk_id``).
+    queues : pandas.DataFrame
+        :func:`relgrade.raters.assign.rater_queues`' table, as first dealt from ``seed``.
+
+    Returns
+    -------
+    Dealt
+
+    Raises
+    ------
+    InputError
+        As :func:`rater_bank` and :func:`removed_raters`.
+    """
+    judged, now = rater_bank(ex)
+    seed = ex.params.need("seed")
+    graded = set()
+    if len(judged):
+        cur = bank.current_grades(judged, **now)
+        graded = set(zip(cur["grader"].astype(str), cur["query_id"].astype(str),
+                         cur["chunk_id"].astype(str)))
+    removed: set[str] = set()
+    current, short = queues, []
+    while True:
+        found = set(removed_raters(ex, judged, now, pool, current))
+        if found <= removed:
+            break
+        removed |= found
+        rows = queues[queues["grader"].astype(str).isin(removed)]
+        keep = [(str(g), str(q), str(c)) not in graded
+                for g, q, c in zip(rows["grader"], rows["query_id"], rows["chunk_id"])]
+        rows = rows[pd.Series(keep, index=rows.index, dtype=bool)]
+        current, short = redeal(queues, rows, rng=stage_rng(seed, "redeal"))
+    return Dealt(current, tuple(sorted(removed)), len(current) - len(queues), tuple(short))
 
 
 def gold_questions(gold: pd.DataFrame | None, queues: pd.DataFrame) -> pd.DataFrame | None:
@@ -198,6 +313,24 @@ def removed_raters(ex, judged: pd.DataFrame, now: dict, pool: pd.DataFrame,
     mine, _ = queued_grades(mine[["query_id", "chunk_id", "grader", "grade"]], queue)
     return removed_on_gold(mine, queues=queue, gold=gold_questions(read_gold(ex, pool), queue),
                            min_accuracy=p.gold.min_accuracy, min_gold=p.gold.min_gold)
+
+
+def removed_now(ex) -> list[str]:
+    """The raters removed on gold by their grades so far (:func:`removed_raters` over the
+    assignment the packets stage wrote); empty without ``gold``, or before the pool and the
+    assignment exist.
+
+    Raises
+    ------
+    InputError
+        As :func:`rater_bank` and :func:`removed_raters`.
+    """
+    if ex.params.gold is None or not ex.path("pool").exists() \
+            or not ex.path("assignment").exists():
+        return []
+    pool = io.read_table(ex.path("pool"), columns=["query_id", "chunk_id"])
+    judged, now = rater_bank(ex)
+    return removed_raters(ex, judged, now, pool, read_assignment(ex))
 
 
 def rater_pending(ex, judged: pd.DataFrame, now: dict, pool: pd.DataFrame) -> pd.DataFrame:

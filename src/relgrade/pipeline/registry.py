@@ -224,7 +224,7 @@ def stages() -> tuple[Stage, ...]:
                       "grading.rubric_version", "grading.key_grader", "grading.auditor",
                       "graders", "scale.grades", "scale.relevant_min", _e("grading.mode", *_MODE),
                       _e("triage", "triage"), _e("raters.per_pair", "raters"),
-                      _e("gold.input", "raters"), _e("gold.fraction", "raters")),
+                      _e("gold", "raters")),  # a rater removed on gold is dealt no more
               deps=("${paths.pool}", "${paths.pool_manifest}", "${paths.chunks}",
                     "${paths.intents}", "${paths.intents_manifest}", "${paths.audit}",
                     "${grading.rubric}",

@@ -334,6 +334,91 @@ def rater_queues(assignment: pd.DataFrame, gold: pd.DataFrame | None) -> pd.Data
     return out[QUEUE].sort_values(QUEUE[:3], kind="stable").reset_index(drop=True)
 
 
+def redeal(queues: pd.DataFrame, open_rows: pd.DataFrame, *,
+           rng: np.random.Generator) -> tuple[pd.DataFrame, list[tuple[str, str]]]:
+    """The queues with the open pairs of removed raters dealt once more, to raters who stay.
+
+    A rater removed on gold while grading stops there; the pairs of their queue they have
+    not graded (``open_rows``) go each to one rater who stays and does not hold the pair
+    yet: the one with the fewest queued pairs so far, ties broken by one seeded order of
+    the raters. The removed raters' own rows stay in the table (their gold answers are
+    what removed them; the aggregate stage reads them to remove them again, and discards
+    their grades as before).
+
+    Parameters
+    ----------
+    queues : pandas.DataFrame
+        :func:`rater_queues`' table (:data:`QUEUE`). Not modified.
+    open_rows : pandas.DataFrame
+        ``grader``, ``query_id``, ``chunk_id``: the removed raters' rows of ``queues`` to
+        deal again. Their graders count as removed: none of them is dealt a pair.
+    rng : numpy.random.Generator
+        Breaks ties between equally loaded raters (one permutation of the raters' names).
+
+    Returns
+    -------
+    queues : pandas.DataFrame
+        :data:`QUEUE`, the rows added with ``work`` True and ``gold`` as the pair's (a
+        gold question stays one for whoever answers it), sorted as :func:`rater_queues`
+        sorts.
+    short : list of (str, str)
+        The pairs no staying rater could take (each already held it), sorted.
+
+    Notes
+    -----
+    Rows are dealt in order of (grader, query id, chunk id); the loads counted are the
+    staying raters' rows, the dealt ones included. The same inputs and generator state
+    give the same table.
+
+    Examples
+    --------
+    >>> q = rater_queues(pd.DataFrame({"grader": ["a", "b", "a", "c"],
+    ...                                "query_id": ["q1"] * 4,
+    ...                                "chunk_id": ["c1", "c1", "c2", "c2"]}), None)
+    >>> todo = pd.DataFrame({"grader": ["a", "a"], "query_id": ["q1", "q1"],
+    ...                      "chunk_id": ["c1", "c2"]})
+    >>> out, short = redeal(q, todo, rng=np.random.default_rng(0))
+    >>> sorted(zip(out["grader"], out["chunk_id"]))
+    [('a', 'c1'), ('a', 'c2'), ('b', 'c1'), ('b', 'c2'), ('c', 'c1'), ('c', 'c2')]
+    >>> short
+    []
+    """
+    q = queues[QUEUE].copy()
+    q["grader"] = q["grader"].astype(str)
+    todo = open_rows[ASSIGNMENT].astype(str).drop_duplicates() \
+        .sort_values(ASSIGNMENT, kind="stable")
+    gone = set(todo["grader"])
+    if not len(todo):
+        return q.sort_values(QUEUE[:3], kind="stable").reset_index(drop=True), []
+    stay = [r for r in sorted(q["grader"].unique()) if r not in gone]
+    tie = {r: int(i) for r, i in zip(stay, rng.permutation(len(stay)))}
+    load = {r: 0 for r in stay}
+    held: dict[tuple[str, str], set[str]] = {}
+    for g, qid, cid in zip(q["grader"], q["query_id"].astype(str), q["chunk_id"].astype(str)):
+        held.setdefault((qid, cid), set()).add(g)
+        if g in load:
+            load[g] += 1
+    gold_of = {(str(a), str(b)): bool(o) for a, b, o in
+               zip(q["query_id"], q["chunk_id"], q["gold"])}
+    added, short = [], []
+    for g, qid, cid in zip(todo["grader"], todo["query_id"], todo["chunk_id"]):
+        if (qid, cid) not in held or g not in held[(qid, cid)]:
+            raise InputError("a row to deal again is not in the queues",
+                             item=f"{g}: pair ({qid}, {cid})")
+        free = [r for r in stay if r not in held[(qid, cid)]]
+        if not free:
+            short.append((qid, cid))
+            continue
+        to = min(free, key=lambda r: (load[r], tie[r]))
+        held[(qid, cid)].add(to)
+        load[to] += 1
+        added.append((to, qid, cid, True, gold_of[(qid, cid)]))
+    out = pd.concat([q, pd.DataFrame(added, columns=QUEUE)], ignore_index=True) if added else q
+    out["work"] = out["work"].astype(bool)
+    out["gold"] = out["gold"].astype(bool)
+    return out.sort_values(QUEUE[:3], kind="stable").reset_index(drop=True), sorted(set(short))
+
+
 def rater_orders(queues: pd.DataFrame, *, seed: int, round: int,  # noqa: A002
                  batch_size: int) -> pd.DataFrame:
     """Each rater's display order per query, gold and work pairs shuffled together.

@@ -116,6 +116,56 @@ class WebGrader:
                 check_batch(batch, item=f"{qid} batch {b}")
 
 
+@dataclass(frozen=True)
+class GoldWatch:
+    """The gold check the page applies to a rater after every save (``grading.mode:
+    raters`` with ``gold``): the aggregate stage's rule, on the grades saved so far.
+
+    Attributes
+    ----------
+    queues : pandas.DataFrame
+        The private assignment table (``grader``, ``query_id``, ``chunk_id``, ``work``,
+        ``gold``) the served packets were built from.
+    gold : pandas.DataFrame
+        The gold questions (``query_id``, ``chunk_id``, ``grade``) among those queues.
+    min_accuracy : float
+        Params ``gold.min_accuracy``.
+    min_gold : int
+        Params ``gold.min_gold``: no rater is stopped on fewer gold answers.
+    """
+
+    queues: object
+    gold: object
+    min_accuracy: float
+    min_gold: int
+
+    def stopped(self, g: "WebGrader") -> bool:
+        """Whether rater ``g``'s current saved grades remove them on gold
+        (:func:`relgrade.raters.panel.removed_on_gold`, the aggregate stage's rule, over
+        the pairs of their queue). Never for a grader who is not a rater."""
+        import pandas as pd
+
+        from relgrade.raters.panel import removed_on_gold
+
+        if g.role != "rater":
+            return False
+        mine = self.queues[self.queues["grader"].astype(str) == g.name]
+        queued = set(zip(mine["query_id"].astype(str), mine["chunk_id"].astype(str)))
+        current = g.store.current_keys()
+        latest = {}
+        for _, row in g.store.rows:  # the latest current grade of each queued pair
+            key = (str(row.get("query_id")), str(row.get("chunk_id")))
+            if key in queued and key in current:
+                latest[key] = int(row["grade"])
+        if not latest:
+            return False
+        grades = pd.DataFrame([(q, c, g.name, v) for (q, c), v in latest.items()],
+                              columns=["query_id", "chunk_id", "grader", "grade"])
+        return g.name in removed_on_gold(grades, queues=mine, gold=self.gold,
+                                         min_accuracy=self.min_accuracy,
+                                         min_gold=self.min_gold)
+
+
 @dataclass
 class Site:
     """Everything the app serves.
@@ -134,6 +184,9 @@ class Site:
         The grading round (shown).
     max_reason_chars : int, default 300
         The longest reason allowed, in characters.
+    gold_watch : GoldWatch or None
+        With a rater panel and gold: raters whose saved grades fall below the gold rule
+        are stopped on the page (nothing they saved is lost).
     """
 
     graders: dict
@@ -143,6 +196,7 @@ class Site:
     writer: SingleWriter
     round: int = 1
     max_reason_chars: int = 300
+    gold_watch: GoldWatch | None = None
     rubric_html: str = field(default="", init=False)
     _code_cache: dict = field(default_factory=dict, init=False, repr=False)
 
@@ -237,6 +291,21 @@ class _Denied(Exception):
         self.status, self.message = status, message
 
 
+class _Stopped(Exception):
+    def __init__(self, g, status: int):
+        self.grader, self.status = g, status
+
+
+#: What a rater stopped on gold reads: no number and no pair, since which pairs are gold
+#: must stay private.
+STOPPED_MESSAGE = (
+    "Thank you for your work. Your grading is paused: on the check questions mixed into "
+    "every queue, your grades agree with the expected ones less often than this project "
+    "requires. Every grade you saved is kept, and the pairs left in your queue will go to "
+    "other raters. If you think this is a mistake, please contact the person who runs this "
+    "evaluation.")
+
+
 def _origin_of(url: str) -> tuple[str, str, int] | None:
     """(scheme, host, port) of an absolute URL, the port made explicit; None if unparsable."""
     try:
@@ -305,6 +374,17 @@ def create_app(site: Site) -> FastAPI:
         for k, v in SECURITY_HEADERS.items():
             response.headers.setdefault(k, v)
         return response
+
+    @app.exception_handler(_Stopped)
+    async def _stopped(request: Request, exc: _Stopped):
+        return templates.TemplateResponse(request, "stopped.html",
+                                          {"message": STOPPED_MESSAGE, "grader": exc.grader},
+                                          status_code=exc.status)
+
+    def check_active(g: WebGrader, *, status: int = 200) -> None:
+        # a rater stopped on gold sees the pause page wherever they go, and saves nothing
+        if site.gold_watch is not None and site.gold_watch.stopped(g):
+            raise _Stopped(g, status)
 
     @app.exception_handler(_Denied)
     async def _denied(request: Request, exc: _Denied):
@@ -386,6 +466,7 @@ def create_app(site: Site) -> FastAPI:
     @app.get("/g/{name}/", response_class=HTMLResponse)
     def queue(request: Request, name: str):
         g = grader_for(request, name)
+        check_active(g)
         rows = []
         for qid, p in g.packets.items():
             done, total = query_progress(g, qid)
@@ -403,13 +484,15 @@ def create_app(site: Site) -> FastAPI:
         for qid in g.packets:
             done, total = query_progress(g, qid)
             queries.append({"query_id": qid, "graded": done, "pairs": total})
-        return JSONResponse({"grader": g.name, "role": g.role,
+        stopped = site.gold_watch is not None and site.gold_watch.stopped(g)
+        return JSONResponse({"grader": g.name, "role": g.role, "stopped": stopped,
                              "graded": sum(q["graded"] for q in queries),
                              "pairs": sum(q["pairs"] for q in queries), "queries": queries})
 
     @app.get("/g/{name}/next")
     def goto_next(request: Request, name: str):
         g = grader_for(request, name)
+        check_active(g)
         nxt = next_batch(g)
         return RedirectResponse(url(g, *nxt) if nxt else url(g), status_code=303)
 
@@ -454,6 +537,7 @@ def create_app(site: Site) -> FastAPI:
     @app.get("/g/{name}/q/{qid}", response_class=HTMLResponse)
     def query_page(request: Request, name: str, qid: str):
         g = grader_for(request, name)
+        check_active(g)
         p = packet_for(g, qid)
         first = next((b for b in range(len(p["batches"])) if not batch_done(g, qid, b)), 0)
         return RedirectResponse(url(g, qid, first), status_code=303)
@@ -461,6 +545,7 @@ def create_app(site: Site) -> FastAPI:
     @app.get("/g/{name}/q/{qid}/{b}", response_class=HTMLResponse)
     def batch_page(request: Request, name: str, qid: str, b: int):
         g = grader_for(request, name)
+        check_active(g)
         return render_batch(request, g, qid, b)
 
     @app.post("/g/{name}/q/{qid}/{b}", response_class=HTMLResponse)
@@ -468,6 +553,7 @@ def create_app(site: Site) -> FastAPI:
         g = grader_for(request, name)
         p = packet_for(g, qid, b)
         await check_cross_site(request)
+        check_active(g, status=403)
         form = await request.form()
         batch = p["batches"][b]
         values, rows = {}, []

@@ -79,7 +79,7 @@ def run(ex):
         from relgrade.pipeline.panel import build_rater_orders
 
         orders = orders[orders["role"] == "auditor"].reset_index(drop=True)
-        panel_orders = build_rater_orders(ex, pool)
+        panel_orders = build_rater_orders(ex, pool, on_dealt=_say_dealt)
     built_for = {**ex.packets_current(), "regrade": grading.regrade}
     with atomic_dir(ex.path("packets")) as tmp:
         # what these packets were built for: grade run, serve and grade import refuse
@@ -104,6 +104,16 @@ def run(ex):
     write_parquet(ex.path("orders"), orders)
     if panel_orders is not None:
         write_parquet(ex.path("assignment"), panel_orders)
+
+
+def _say_dealt(dealt) -> None:
+    """One line when raters were removed on gold: who, and where their pairs went."""
+    if not dealt.removed:
+        return
+    short = (f"; {len(dealt.short)} pairs had no rater left to take them"
+             if dealt.short else "")
+    print(f"packets: removed on gold: {', '.join(dealt.removed)}; "
+          f"{dealt.dealt} of their open pairs dealt to the raters who stay{short}")
 
 
 def _role_orders(pool, owed, role, build):
