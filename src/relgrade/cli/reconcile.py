@@ -152,7 +152,7 @@ def _drift(ex, log_path, p):
     log, lines = read_query_log(log_path)
     if len(log) == 0:
         raise InputError("the query log holds no queries", path=log_path,
-                         fix="give a log with at least one issued query")
+                         fix="Give a log with at least one issued query")
     shares = p.sample if p.sample is not None else None
     counted = query_sampling.strata(
         log, head_share=shares.head_share if shares else 0.5,

@@ -179,7 +179,8 @@ def pool_bias_check(*, qrels: pd.DataFrame, runs: pd.DataFrame, provenance: pd.D
     -------
     dict
         ``judged`` ({arm: Judged@k}), ``only_found`` ({arm: {pairs, only, share}}),
-        ``leave_one_arm_out`` ({arm: {full, reduced, change, removed_pairs}} or None),
+        ``leave_one_arm_out`` ({arm: {full, reduced, change, removed_pairs,
+        queries_reduced}} or None; ``reduced`` and ``change`` None when no query is left),
         ``standard_delta`` and ``condensed_delta`` (treatment - control on the full lists
         and on judged chunks only), ``disfavoured`` (the arm the offline verdict scores
         below what the online result says), ``gap`` (its unjudged share minus the other
@@ -199,8 +200,12 @@ def pool_bias_check(*, qrels: pd.DataFrame, runs: pd.DataFrame, provenance: pd.D
         table = poolbias.leave_one_arm_out(qrels=qrels, runs=runs, provenance=provenance,
                                            depth=depth, measures=[measure], ties=ties,
                                            relevant_min=relevant_min)
-        loo = {str(r.arm): {"full": float(r.full), "reduced": float(r.reduced),
-                            "change": float(r.change), "removed_pairs": int(r.removed_pairs)}
+        # an arm whose pairs make the whole key has no query left to score without them
+        loo = {str(r.arm): {"full": float(r.full),
+                            "reduced": float(r.reduced) if r.queries_reduced else None,
+                            "change": float(r.change) if r.queries_reduced else None,
+                            "removed_pairs": int(r.removed_pairs),
+                            "queries_reduced": int(r.queries_reduced)}
                for r in table.itertuples() if r.arm in (control, treatment)}
 
     def delta(run):
@@ -227,7 +232,9 @@ def pool_bias_check(*, qrels: pd.DataFrame, runs: pd.DataFrame, provenance: pd.D
               f"{condensed:+.3f}")
     if loo:
         text += "; each arm without the pairs only it pooled: " + ", ".join(
-            f"{a} {v['full']:.3f} -> {v['reduced']:.3f}" for a, v in loo.items())
+            f"{a} {v['full']:.3f} -> " + ("no query left" if v["reduced"] is None
+                                          else f"{v['reduced']:.3f}")
+            for a, v in loo.items())
     return {"k": int(k), "depth": int(depth), "judged": judged, "only_found": only_found,
             "leave_one_arm_out": loo, "standard_delta": standard, "condensed_delta": condensed,
             "disfavoured": offline_disfavours, "gap": float(gap), "supported": supported,
@@ -273,7 +280,7 @@ def query_set_drift(queries: pd.DataFrame, log: pd.DataFrame) -> dict:
     """
     if len(log) == 0 or int(log["count"].sum()) == 0:
         raise InputError("the query log holds no queries",
-                         fix="give a log with at least one issued query")
+                         fix="Give a log with at least one issued query")
     total = int(log["count"].sum())
     stratum = dict(zip(log["query"].astype(str), log["stratum"].astype(str)))
     counts = dict(zip(log["query"].astype(str), log["count"].astype(int)))
@@ -442,9 +449,10 @@ def segment_check(groups: Sequence[dict], online_segments: Sequence[dict], *,
     dict
         ``offline`` and ``online`` (each row with its ``verdict``), ``offline_cancels`` /
         ``online_cancels`` (one group's interval wholly above 0 and another's wholly
-        below), ``supported`` (either), ``strength`` (for offline cancellation: the
-        smaller of the two opposite groups' distances from 0, in the primary's standard
-        errors; for online-only cancellation, 1), ``text``.
+        below), ``supported`` (either), ``strength`` (the smaller of the two opposite
+        sides' distances from 0, each in its own standard errors; an online segment's is
+        ``(high - low) / (2 z)`` at its ``level``; the larger of the offline and online
+        values), ``text``.
     """
     off = [dict(g) | {"verdict": direction(g["low"], g["high"])} for g in groups]
     on = [dict(s) | {"verdict": direction(s["low"], s["high"])} for s in online_segments]
@@ -454,13 +462,18 @@ def segment_check(groups: Sequence[dict], online_segments: Sequence[dict], *,
         return "better" in v and "worse" in v
 
     off_c, on_c = cancels(off), cancels(on)
+
+    def apart(rows, se_of):
+        # the smaller of the two opposite sides' distances from 0, each in its own errors
+        up = max(r["delta"] / se_of(r) for r in rows if r["verdict"] == "better")
+        down = min(r["delta"] / se_of(r) for r in rows if r["verdict"] == "worse")
+        return min(up, -down)
+
     strength = 0.0
-    if off_c and se > 0:
-        up = max(r["delta"] for r in off if r["verdict"] == "better")
-        down = min(r["delta"] for r in off if r["verdict"] == "worse")
-        strength = min(up, -down) / se
-    elif on_c:
-        strength = 1.0
+    if off_c:
+        strength = apart(off, lambda r: r["se"] if r.get("se") else se)
+    if on_c:
+        strength = max(strength, apart(on, _online_se))
     text = "offline " + ", ".join(
         f"{r['group']} {r['delta']:+.3f} [{r['low']:+.3f}, {r['high']:+.3f}] (n={r['n']})"
         for r in off)
@@ -469,6 +482,12 @@ def segment_check(groups: Sequence[dict], online_segments: Sequence[dict], *,
             f"{r['segment']} {r['delta']:+.1%} [{r['low']:+.1%}, {r['high']:+.1%}]" for r in on)
     return {"offline": off, "online": on, "offline_cancels": off_c, "online_cancels": on_c,
             "supported": bool(off_c or on_c), "strength": float(strength), "text": text}
+
+
+def _online_se(row: dict) -> float:
+    """An online interval's standard error, read back from its width at its level."""
+    z = float(special.ndtri(0.5 + float(row.get("level", 0.95)) / 2))
+    return max((row["high"] - row["low"]) / (2 * z), 1e-12)
 
 
 # --- conclusion ----------------------------------------------------------------------------
