@@ -140,8 +140,9 @@ def test_one_arms_finds_unjudged_rank_pool_bias_first(clone, tmp_path):
     # by hand: the share of tfidf's top 10 the key grades
     tf = pd.read_csv(root / "data/runs/tfidf.trec", sep=" ", header=None,
                      names=["q", "x", "c", "rank", "score", "run"], dtype={"q": str, "c": str})
-    judged = tf[tf["rank"] <= 10].groupby("q").apply(
-        lambda g: np.mean([(q, c) in top for q, c in zip(g["q"], g["c"])]))
+    tf = tf[tf["rank"] <= 10]
+    tf = tf.assign(graded=[(q, c) in top for q, c in zip(tf["q"], tf["c"])])
+    judged = tf.groupby("q")["graded"].mean()
     ab = _write_ab(root, "ab.jsonl", "bm25", "tfidf", 0.024, 0.011, 0.037)
     _reconcile(root, "--ab", ab.name)
     result = json.loads((root / "metrics/reconcile.json").read_text())
@@ -160,7 +161,8 @@ def test_one_arms_finds_unjudged_rank_pool_bias_first(clone, tmp_path):
      "Arms: bm25, hybrid, tfidf"),
     (['{"control": "bm25", "treatment": "hybrid", "metric": "CTR", "delta": 0.02, '
       '"low": 0.01, "high": 0.03}', '{"control": "bm25",'], None,
-     "Error: bad.jsonl:2: not valid JSON"),
+     "Error: bad.jsonl:2: not valid JSON (found Expecting property name enclosed in double "
+     "quotes)"),
     (['{"control": "bm25", "treatment": "hybrid", "metric": "CTR", "delta": 0.02, '
       '"low": 0.01, "high": 0.03}'], "",
      "Error: log.txt: the query log holds no queries. Give a log with at least one issued "
