@@ -182,3 +182,38 @@ def test_bad_input_gets_one_error_line_and_nothing_is_written(clone, lines, log,
     assert out.stdout == ""
     assert not (clone / "metrics/reconcile.json").exists()
     assert not (clone / "metrics/reconcile.md").exists()
+
+
+def test_a_log_that_lost_most_evaluated_queries_is_drift(clone):
+    queries = pd.read_csv(clone / "data/input/queries.tsv", sep="\t", dtype=str)
+    kept = queries["query"].iloc[:5].tolist()
+    (clone / "log.tsv").write_text("query\tcount\n" + "".join(
+        f"{q}\t{n}\n" for q, n in zip(kept + ["a query nobody graded"], [50, 20, 10, 5, 5, 10])))
+    ab = _write_ab(clone, "ab-drift.jsonl", "bm25", "tfidf", 0.002, -0.006, 0.010)
+    _reconcile(clone, "--ab", ab.name, "--query-log", "log.tsv")
+    drift = json.loads((clone / "metrics/reconcile.json").read_text())["checks"]["drift"]
+    assert drift["absent_share"] == pytest.approx(31 / 36) and drift["supported"]
+    assert drift["covered_traffic"] == pytest.approx(90 / 100)
+    d = _values(clone, "tfidf", 10) - _values(clone, "bm25", 10)
+    assert drift["delta_present"] == pytest.approx(float(d.loc[queries["query_id"][:5]].mean()))
+
+
+def test_segments_from_a_table_place_the_queries_of_the_ab_segments(clone):
+    ids = sorted(_values(clone, "bm25", 10).index)
+    (clone / "segments.tsv").write_text("query_id\tsegment\n" + "".join(
+        f"{q}\t{'first' if i < 12 else 'rest'}\n" for i, q in enumerate(ids)))
+    ab = _write_ab(clone, "ab-seg.jsonl", "bm25", "hybrid", 0.0, -0.01, 0.01,
+                   segments=[("first", 0.01, -0.01, 0.03), ("rest", -0.01, -0.03, 0.01)])
+    _reconcile(clone, "--ab", ab.name, "--segments", "segments.tsv")
+    seg = json.loads((clone / "metrics/reconcile.json").read_text())["checks"]["segments"]
+    assert [(g["group"], g["n"]) for g in seg["offline"]] == [("first", 12), ("rest", 24)]
+    d = _values(clone, "hybrid", 10) - _values(clone, "bm25", 10)
+    assert seg["offline"][0]["delta"] == pytest.approx(float(d.loc[ids[:12]].mean()))
+    # a segment the table does not know is refused, naming the A/B file's line
+    bad = _write_ab(clone, "ab-unknown.jsonl", "bm25", "hybrid", 0.0, -0.01, 0.01,
+                    segments=[("mobile", 0.01, -0.01, 0.03)])
+    out = _reconcile(clone, "--ab", bad.name, "--segments", "segments.tsv", check=False)
+    assert out.returncode == 1
+    assert out.stderr.strip() == ("Error: ab-unknown.jsonl:2: mobile: segment has no queries in "
+                                  "the experiment. Segments: first, rest (or place the "
+                                  "queries with --segments FILE)")

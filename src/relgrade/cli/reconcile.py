@@ -104,6 +104,9 @@ def reconcile_cmd(params_path, ab_path, segments_path, log_path, as_json):
         "key_sha256": (inputs.get("record") or {}).get("key_sha256"),
         "pool_version": (inputs.get("record") or {}).get("pool_version"),
         "seed": settings.seed, "bootstrap": settings.n_resamples}})
+    if p.grading.mode == "ppi":  # the per-query values are the model key's: say so first
+        click.echo("ppi mode: the offline numbers below are the model key's alone "
+                   "(model-only); the decision is PPI++'s (metrics/comparisons.json)", err=True)
     text = json.dumps(result, indent=2, ensure_ascii=False, allow_nan=False) + "\n"
     md = rec.markdown(result)
     out = ex.path("comparisons").parent
