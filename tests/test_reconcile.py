@@ -12,6 +12,7 @@ import scipy.stats as sps
 from relgrade.errors import InputError
 from relgrade.evaluation import reconcile as rec
 from relgrade.io.abtest import read_ab_result
+from relgrade.query_sampling import query_set_drift
 
 ARMS = ["bm25", "hybrid", "tfidf"]
 
@@ -81,7 +82,7 @@ def test_query_set_drift_counts_absent_queries_and_the_strata_distance():
                             "query": ["x", "y", "old one", "old two"]})
     log = pd.DataFrame({"query": ["x", "y", "z"], "count": [6, 3, 1],
                         "stratum": ["head", "torso", "tail"]})
-    d = rec.query_set_drift(queries, log)
+    d = query_set_drift(queries, log)
     assert d["absent"] == ["c", "d"] and d["absent_share"] == 0.5
     assert d["covered_traffic"] == pytest.approx(0.9)
     # set: head 1/4, torso 1/4, tail 0, absent 1/2; log: 0.6, 0.3, 0.1, 0
@@ -90,7 +91,7 @@ def test_query_set_drift_counts_absent_queries_and_the_strata_distance():
 
 def test_query_set_drift_refuses_a_log_without_queries():
     with pytest.raises(InputError, match="the query log holds no queries"):
-        rec.query_set_drift(pd.DataFrame({"query_id": ["a"], "query": ["x"]}),
+        query_set_drift(pd.DataFrame({"query_id": ["a"], "query": ["x"]}),
                             pd.DataFrame({"query": [], "count": [], "stratum": []}))
 
 

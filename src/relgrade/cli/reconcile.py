@@ -143,12 +143,9 @@ def _with_segments(per_query, path):
 
 
 def _drift(ex, log_path, p):
-    """:func:`relgrade.evaluation.reconcile.query_set_drift` of the experiment's query set
+    """:func:`relgrade.query_sampling.query_set_drift` of the experiment's query set
     against the log at ``log_path``, cut into strata as ``relgrade queries sample`` cuts it."""
-    import pandas as pd
-
     from relgrade import query_sampling
-    from relgrade.evaluation import reconcile as rec
     from relgrade.io import files as io
     from relgrade.io.querylog import read_query_log
 
@@ -161,7 +158,4 @@ def _drift(ex, log_path, p):
         log, head_share=shares.head_share if shares else 0.5,
         torso_share=shares.torso_share if shares else 0.3, path=log_path, lines=lines)
     queries = io.read_table(ex.path("queries"), columns=["query_id", "query"])
-    queries = pd.DataFrame({"query_id": queries["query_id"].astype(str),
-                            "query": [query_sampling.normalize_query(str(t))
-                                      for t in queries["query"]]})
-    return rec.query_set_drift(queries, counted)
+    return query_sampling.query_set_drift(queries, counted)

@@ -9,7 +9,8 @@ in the order they are usually worth checking, each computed with relgrade's own 
    arm's top k that no other arm ranked within the pool depth, each arm re-scored on the key
    without the pairs only it brought into the pool (Zobel 1998), and the difference
    re-scored on judged chunks only (condensed lists, Sakai 2007);
-2. **query-set drift** (:func:`drift_check`, over :func:`query_set_drift`): the evaluated
+2. **query-set drift** (:func:`drift_check`, over
+   :func:`relgrade.query_sampling.query_set_drift`): the evaluated
    queries are no longer the ones users issue;
 3. **cutoff mismatch** (:func:`cutoff_check`): the offline verdict at the shallower cutoffs
    (users rarely look past the first few results) against the verdict at the primary one;
@@ -53,9 +54,6 @@ POOL_BIAS_MIN_GAP = 0.05
 #: Drift is supported when at least this share of the evaluated queries no longer appear
 #: in the current query log.
 DRIFT_MIN_ABSENT = 0.20
-
-STRATA = ("head", "torso", "tail")
-
 
 def direction(low: float, high: float) -> str:
     """``"better"`` when the interval lies above 0, ``"worse"`` below, else ``"no change"``.
@@ -243,69 +241,13 @@ def pool_bias_check(*, qrels: pd.DataFrame, runs: pd.DataFrame, provenance: pd.D
 
 # --- 2. query-set drift --------------------------------------------------------------------
 
-def query_set_drift(queries: pd.DataFrame, log: pd.DataFrame) -> dict:
-    """How far the evaluated query set is from the traffic of a current query log.
-
-    Parameters
-    ----------
-    queries : pandas.DataFrame of shape (n_queries, 2)
-        ``query_id`` and ``query`` (normalised text, as
-        :func:`relgrade.query_sampling.normalize_query` gives) of the evaluated set.
-    log : pandas.DataFrame of shape (n_distinct, 3)
-        The current log counted into strata (:func:`relgrade.query_sampling.strata`):
-        ``query`` (normalised), ``count`` (int > 0), ``stratum`` (head/torso/tail).
-
-    Returns
-    -------
-    dict
-        ``log_queries`` (distinct) and ``log_traffic`` (issued queries); ``present`` (list
-        of query ids found in the log) and ``absent`` (the others); ``absent_share``
-        (float in [0, 1]); ``covered_traffic`` (share of the log's traffic the set's queries
-        account for); ``set_strata`` (share of the evaluated queries in each stratum of the
-        current log, and ``absent``) against ``log_strata`` (each stratum's share of the
-        traffic); ``distance``: the total-variation distance between the two, in [0, 1].
-
-    Raises
-    ------
-    InputError
-        The log holds no queries.
-
-    Examples
-    --------
-    >>> q = pd.DataFrame({"query_id": ["a", "b"], "query": ["x", "gone"]})
-    >>> log = pd.DataFrame({"query": ["x", "y"], "count": [3, 1], "stratum": ["head", "tail"]})
-    >>> d = query_set_drift(q, log)
-    >>> d["absent"], d["absent_share"], d["covered_traffic"], d["distance"]
-    (['b'], 0.5, 0.75, 0.5)
-    """
-    if len(log) == 0 or int(log["count"].sum()) == 0:
-        raise InputError("the query log holds no queries",
-                         fix="Give a log with at least one issued query")
-    total = int(log["count"].sum())
-    stratum = dict(zip(log["query"].astype(str), log["stratum"].astype(str)))
-    counts = dict(zip(log["query"].astype(str), log["count"].astype(int)))
-    q = queries.assign(query=queries["query"].astype(str), query_id=queries["query_id"].astype(str))
-    where = [stratum.get(t, "absent") for t in q["query"]]
-    present = [i for i, s in zip(q["query_id"], where) if s != "absent"]
-    absent = [i for i, s in zip(q["query_id"], where) if s == "absent"]
-    n = max(len(q), 1)
-    covered = sum(counts[t] for t in set(q["query"]) if t in counts) / total
-    set_strata = {s: sum(w == s for w in where) / n for s in (*STRATA, "absent")}
-    traffic = log.groupby(log["stratum"].astype(str))["count"].sum()
-    log_strata = {s: float(traffic.get(s, 0)) / total for s in STRATA} | {"absent": 0.0}
-    distance = 0.5 * sum(abs(set_strata[s] - log_strata[s]) for s in set_strata)
-    return {"log_queries": int(len(log)), "log_traffic": total, "present": present,
-            "absent": absent, "absent_share": len(absent) / n, "covered_traffic": covered,
-            "set_strata": set_strata, "log_strata": log_strata, "distance": float(distance)}
-
-
 def drift_check(drift: dict, values: pd.DataFrame, *, online: str, se: float) -> dict:
     """Check 2: does the offline difference change on the queries users still issue?
 
     Parameters
     ----------
     drift : dict
-        :func:`query_set_drift`'s result.
+        :func:`relgrade.query_sampling.query_set_drift`'s result.
     values : pandas.DataFrame
         The primary measure's per-query values (``query_id``, ``treatment``, ``control``).
     online : {"better", "worse", "no change"}
@@ -603,7 +545,8 @@ def reconcile(*, comparison, per_query: pd.DataFrame, online: dict,
         The key, the stacked runs, the pool provenance and depth; without ``qrels`` and
         ``runs`` the pool-bias check is not run (``None``).
     drift : dict, optional
-        :func:`query_set_drift` of the set against a current log; None: not run.
+        :func:`relgrade.query_sampling.query_set_drift` of the set against a current log;
+        None: not run.
     power, alpha, ties, relevant_min
         Params ``metrics.power``, ``metrics.alpha``, ``runs.ties``, ``scale.relevant_min``.
 
