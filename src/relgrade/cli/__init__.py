@@ -41,6 +41,7 @@ COMMANDS = {
     "pipeline": "relgrade.cli.pipeline:pipeline_cmd",
     "pool": "relgrade.cli.pool:pool_cmd",
     "queries": "relgrade.cli.queries:queries_cmd",
+    "reconcile": "relgrade.cli.reconcile:reconcile_cmd",
     "serve": "relgrade.cli.serve:serve_cmd",
     "status": "relgrade.cli.status:status_cmd",
 }
@@ -220,6 +221,7 @@ COMMAND_HELP = {
     "pipeline": "The DVC pipeline of each experiment, rendered from the stage registry.",
     "pool": "The pool of the experiment's arms.",
     "queries": "Query sets: sample one from a query log.",
+    "reconcile": "Reconcile the offline verdict with an A/B test's result: the five checks.",
     "serve": "Serve the grading web page.",
     "status": "Say where the experiment stands: frozen inputs, pool, intents, grading, gate, "
               "key, metrics.",
