@@ -146,6 +146,11 @@ def test_the_widened_ppi_interval_adds_the_prompt_variance_of_the_mean():
     assert r["se"] == pytest.approx(np.sqrt(0.02 ** 2 + 0.25 * 0.013))
     assert r["high"] - r["estimate"] == pytest.approx(1.959964 * r["se"], rel=1e-6)
     assert paraphrase_widened(0.4, 0.02, lam=0.0, prompt_variance=v)["se"] == 0.02
+    # a human sample graded under another identity than the rest: two prompt draws
+    two = paraphrase_widened(0.4, 0.02, lam=0.5, prompt_variance=v, draws=2)
+    assert two["added_variance"] == pytest.approx(2 * 0.25 * 0.013)
+    with pytest.raises(InputError, match="1 or 2 prompt draws"):
+        paraphrase_widened(0.4, 0.02, lam=0.5, prompt_variance=v, draws=3)
 
 
 # --- the command, on a real grading set-up -----------------------------------------------------

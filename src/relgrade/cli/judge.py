@@ -23,7 +23,8 @@ from relgrade.cli.render import handle_errors
 
 @click.group("judge")
 def judge_cmd():
-    """Model judges' calibration against people, kept in judges/ledger.jsonl."""
+    """Model judges: calibration against people (judges/ledger.jsonl) and the robustness
+    battery."""
 
 
 @judge_cmd.command("status")

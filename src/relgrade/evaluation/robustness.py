@@ -200,7 +200,7 @@ def prompt_variance_of_mean(components: Mapping, n_pairs: int) -> float:
 
 
 def paraphrase_widened(estimate: float, se: float, *, lam: float, prompt_variance: float,
-                       level: float = 0.95) -> dict:
+                       draws: int = 1, level: float = 0.95) -> dict:
     """A prediction-powered estimate's interval widened by the paraphrase component.
 
     Parameters
@@ -213,6 +213,11 @@ def paraphrase_widened(estimate: float, se: float, *, lam: float, prompt_varianc
     prompt_variance : float
         :func:`prompt_variance_of_mean` of the model's predictions over the pairs behind
         the model term (grade², >= 0).
+    draws : {1, 2}, default 1
+        Independent prompt draws behind the model's predictions: 1 when one judge identity
+        graded every pair, the human sample's included; 2 when the sample's pairs were
+        graded under another identity than the rest (then the prompt effect no longer
+        cancels between ``mean(F)`` and ``mean(Yhat)``).
     level : float, default 0.95
 
     Returns
@@ -223,10 +228,14 @@ def paraphrase_widened(estimate: float, se: float, *, lam: float, prompt_varianc
     Notes
     -----
     The model term ``lam * mean(F)`` rests on one prompt; another paraphrase would have
-    moved it by a draw of variance ``lam^2 * prompt_variance``. Treating that draw as
+    moved it by a draw of variance ``lam^2 * prompt_variance``; with two identities, the
+    difference of two draws, ``2 * lam^2 * prompt_variance``. Treating the draws as
     independent of the sampling error, the widened standard error is
-    ``sqrt(se^2 + lam^2 * prompt_variance)`` and the interval is
-    ``estimate -/+ z_{(1 + level) / 2} * se_w``.
+    ``sqrt(se^2 + draws * lam^2 * prompt_variance)`` and the interval is
+    ``estimate -/+ z_{(1 + level) / 2} * se_w``. With one identity the prompt's main effect
+    enters ``mean(F)`` and ``mean(Yhat)`` alike and cancels: PPI++ is then valid for the
+    prompt it was given, and the widening is a conservative margin for the prompt's
+    choice (benchmarks/sim_probe.py measures both cases).
 
     Examples
     --------
@@ -234,10 +243,11 @@ def paraphrase_widened(estimate: float, se: float, *, lam: float, prompt_varianc
     >>> round(r["se"], 4), round(r["added_variance"], 4)
     (0.05, 0.0016)
     """
-    if not 0 <= lam <= 1 or prompt_variance < 0 or se < 0:
-        raise InputError("a widened interval needs lambda in [0, 1] and variances >= 0",
-                         found=f"lambda {lam}, se {se}, prompt variance {prompt_variance}")
-    added = lam ** 2 * prompt_variance
+    if not 0 <= lam <= 1 or prompt_variance < 0 or se < 0 or draws not in (1, 2):
+        raise InputError("a widened interval needs lambda in [0, 1], variances >= 0 and 1 or "
+                         "2 prompt draws", found=f"lambda {lam}, se {se}, prompt variance "
+                         f"{prompt_variance}, draws {draws}")
+    added = draws * lam ** 2 * prompt_variance
     se_w = float(np.sqrt(se ** 2 + added))
     z = float(sps.norm.ppf((1 + level) / 2))
     return {"estimate": float(estimate), "se": se_w, "low": float(estimate - z * se_w),
