@@ -155,7 +155,7 @@ def test_the_widened_ppi_interval_adds_the_prompt_variance_of_the_mean():
 
 # --- the command, on a real grading set-up -----------------------------------------------------
 
-def build(tmp_path: Path, mode: str, *, cache: bool = False) -> Path:
+def build(tmp_path: Path, mode: str, *, cache: bool = False, samples: int = 1) -> Path:
     """A repository with one experiment: the model grader grader-a (the swayable grader in
     ``mode``, a command in the tree) graded every pair of four queries, two of them audited."""
     (tmp_path / "tools").mkdir()
@@ -164,7 +164,7 @@ def build(tmp_path: Path, mode: str, *, cache: bool = False) -> Path:
     ex.build(tmp_path, graders={
         "grader-a": {"role": "grader", "kind": "model", "family": "test",
                      "command": [sys.executable, str(tmp_path / "tools/grader.py"), mode],
-                     "timeout": 30, "retries": 0},
+                     "timeout": 30, "retries": 0, "samples": samples},
         "person-b": {"role": "auditor", "kind": "human", "family": "human"}},
         paths={**{k: v for k, v in paths.items()
                   if k not in ("packets", "grades_in", "audit", "pool")},
@@ -282,4 +282,41 @@ def test_an_unknown_probe_option_and_no_model_grader_are_one_error_line(tmp_path
     assert res.exit_code == 1 and len(lines) == 1
     assert "judge probe needs a model grader with a command: the experiment has none" \
         in lines[0]
+    assert not (root / "judges/probe-grader-a.json").exists()
+
+
+def test_a_judge_that_samples_is_asked_each_sample_and_its_residual_is_measured(tmp_path):
+    root = build(tmp_path, "steady", samples=2)
+    res = invoke(root, "judge", "probe", "--probe", "paraphrase", "--json")
+    assert res.exit_code == 0, res.output
+    report = json.loads(res.output)
+    comp = report["probes"]["paraphrase"]["components"]
+    # 3 paraphrases x 2 samples x 4 batches; a grader that answers the same every time
+    assert report["commands"] == 24 and report["samples"] == 2
+    assert (comp["prompts"], comp["samples"], comp["residual"]) == (3, 2, 0.0)
+    assert report["probes"]["paraphrase"]["answers"] == 14 * 3 * 2
+
+
+def test_no_grade_or_only_grades_of_another_identity_is_one_error_line(tmp_path):
+    root = build(tmp_path, "steady")
+    params = yaml.safe_load((root / "params.yaml").read_text())
+    params["graders"]["grader-a"]["command"][-1] = "swayed"  # another command: a new judge
+    (root / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+    grades = root / "data/grades/grader-a"
+    kept = {p: p.read_bytes() for p in grades.iterdir()}
+    res = invoke(root, "judge", "probe")
+    lines = res.output.strip().splitlines()
+    assert res.exit_code == 1 and len(lines) == 1
+    assert lines[0].startswith(
+        "Error: grader-a: no audited pair has a grade of the judge now to compare with (found "
+        "14 audited pairs graded under another judge identity). The probe compares the judge "
+        "with its own grades of record: restore")
+    for p in kept:  # no grade at all
+        p.unlink()
+    res = invoke(root, "judge", "probe")
+    lines = res.output.strip().splitlines()
+    assert res.exit_code == 1 and len(lines) == 1
+    assert lines[0] == ("Error: grader-a: no audited pair has a grade of the judge now to "
+                        "compare with (found 2 audited queries). Run: relgrade grade run "
+                        "--grader grader-a")
     assert not (root / "judges/probe-grader-a.json").exists()

@@ -62,14 +62,17 @@ def probe_grader(ex, grader: str | None) -> str:
     return key if key in judges else judges[0]
 
 
-def _baseline(ex, grader: str, judge: str, audit: list[str]) -> dict:
+def _baseline(ex, grader: str, judge: str | None, audit: list[str], *,
+              any_judge: bool = False) -> dict:
     """(query_id, chunk_id) → the grader's grade of record, for the audited pairs whose
-    latest grade was made under judge identity ``judge`` on the rubric now."""
+    latest grade was made under judge identity ``judge`` (any, with ``any_judge``) on the
+    rubric now."""
     rows, bank = _latest(ex, grader)
     rubric_sha = ex.rubric_sha256()
     wanted = set(audit)
     return {pair: int(rows[pair]["grade"]) for pair, b in bank.items()
-            if pair[0] in wanted and pair in rows and b.get("judge") == judge
+            if pair[0] in wanted and pair in rows
+            and (any_judge or b.get("judge") == judge)
             and b.get("rubric_sha256") == rubric_sha}
 
 
@@ -167,6 +170,14 @@ def run_probe(ex, grader: str | None = None, *, probes=None, runner=None) -> dic
     judge = current_judge(ex, grader)
     base = _baseline(ex, grader, judge, audit)
     if not base:
+        others = _baseline(ex, grader, None, audit, any_judge=True)
+        if others:
+            raise InputError("no audited pair has a grade of the judge now to compare with",
+                             item=grader, found=f"{len(others)} audited pairs graded under "
+                             "another judge identity",
+                             fix="The probe compares the judge with its own grades of record: "
+                                 "restore the command, template or settings they were made "
+                                 "under (relgrade judge status lists the identities)")
         raise InputError("no audited pair has a grade of the judge now to compare with",
                          item=grader, found=f"{len(audit)} audited queries",
                          fix=f"Run: relgrade grade run --grader {grader}")
