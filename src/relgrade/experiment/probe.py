@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 from relgrade.errors import InputError
@@ -143,7 +144,8 @@ def run_probe(ex, grader: str | None = None, *, probes=None, runner=None) -> dic
         child seed), ``stream``, the params used, ``pairs``/``queries`` probed, per probe
         its :func:`~relgrade.evaluation.robustness.flip_rate` result (``paraphrase`` adds
         ``components``, :func:`~relgrade.evaluation.robustness.variance_components`, and
-        ``paraphrase_rules``, the wording chosen per rule for each paraphrase), ``failed``
+        ``paraphrase_rules``, the wording chosen per rule for each paraphrase;
+        ``interval_seed``, the bootstrap's child seed), ``failed``
         (probes above ``max_flip_rate``) and ``refused`` (requests refused on every attempt).
 
     Raises
@@ -185,8 +187,6 @@ def run_probe(ex, grader: str | None = None, *, probes=None, runner=None) -> dic
     packets = {q: all_packets[q] for q in audit if q in all_packets}
     own = prompt_template_text()
     seed = derive_seed(ex.params.seed, "judge-probe", grader)
-    import numpy as np
-
     paraphrases = paraphrase_templates(own, params.paraphrases, np.random.default_rng(seed)) \
         if "paraphrase" in chosen else []
     templates = [(c, _compile(t)) for c, t in paraphrases]
@@ -209,13 +209,15 @@ def run_probe(ex, grader: str | None = None, *, probes=None, runner=None) -> dic
               "pairs": len(base), "queries": len({q for q, _ in base}),
               "samples": setup.samples, "commands": run.commands, "cache_hits": run.cache_hits,
               "probes": {}, "refused": run.failures}
-    for i, probe in enumerate(chosen):
+    for probe in chosen:
         a = answers[answers["probe"] == probe]
         if a.empty:
             raise InputError("every request of a probe was refused", item=probe,
                              found=run.failures[0] if run.failures else None)
-        rng = np.random.default_rng(derive_seed(ex.params.seed, "judge-probe", grader, probe))
-        r = flip_rate(a, rng=rng, resamples=params.resamples, level=params.level)
+        interval_seed = derive_seed(ex.params.seed, "judge-probe", grader, probe)
+        r = flip_rate(a, rng=np.random.default_rng(interval_seed), resamples=params.resamples,
+                      level=params.level)
+        r["interval_seed"] = interval_seed
         if probe == "paraphrase":
             r["components"] = variance_components(a.rename(columns={"variant": "prompt"}))
             r["paraphrase_rules"] = [list(c) for c, _ in paraphrases]

@@ -135,8 +135,9 @@ def ask_probes(requests: Sequence[ProbeRequest], *, setup: GraderSetup, rubric: 
         qid = str(r.packet["query_id"])
         source = f"{s.name} command, probe {r.probe}" + \
             (f" {r.variant}" if r.probe == "paraphrase" else "") + f", {qid} batch {r.batch}"
-        error = None
-        for attempt in range(1, s.retries + 2):
+        error, use_cache, attempt = None, cache is not None, 0
+        while attempt < s.retries + 1:
+            attempt += 1
             if runner.stopping.is_set():
                 return
             req = batch_request(r.packet, r.batch, r.chunks, grader=s.name, rubric=rubric,
@@ -146,7 +147,7 @@ def ask_probes(requests: Sequence[ProbeRequest], *, setup: GraderSetup, rubric: 
             req["prompt"] = render_prompt(r.template, req)
             data = encode_request(req, mode=s.input)
             key = None if cache is None else probe_key(identity, r.probe, r.variant, data)
-            text, hit = (cache.get(key), True) if key is not None else (None, False)
+            text, hit = (cache.get(key), True) if use_cache else (None, False)
             if text is None:
                 hit = False
                 with lock:
@@ -166,6 +167,9 @@ def ask_probes(requests: Sequence[ProbeRequest], *, setup: GraderSetup, rubric: 
                                     role=s.role, source=source, grader=s.name,
                                     max_reason_chars=max_reason_chars)
             except InputError as e:
+                if hit:  # stored, refused now (a stricter rule): ask the command instead
+                    use_cache, attempt = False, attempt - 1
+                    continue
                 error = str(e)
                 continue
             if key is not None and not hit:
