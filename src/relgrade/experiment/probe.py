@@ -157,7 +157,7 @@ def run_probe(ex, grader: str | None = None, *, probes=None, runner=None) -> dic
     from relgrade.protocol.probes import PROBES
 
     params = judges_params(ex).probe
-    chosen = list(params.probes if probes is None else probes)
+    chosen = list(dict.fromkeys(params.probes if probes is None else probes))
     for p in chosen:
         if p not in PROBES:
             raise InputError("unknown probe", item=p, fix=f"Use one of {', '.join(PROBES)}")
