@@ -30,7 +30,9 @@ def test_a_required_calibration_stops_the_gate_until_judge_record_then_the_loop_
     params_path.write_text(yaml.safe_dump(params, sort_keys=False))
     tiny.run(root, "relgrade", "pipeline", "render", "--experiment", exp)
     stages = yaml.safe_load((root / exp / "dvc.yaml").read_text())["stages"]
-    assert "judges" in stages["gate"]["params"] and "judges" in stages["ppi"]["params"]
+    for stage in ("gate", "ppi"):
+        assert {"judges.max_age_days", "judges.require_calibration"} <= \
+            set(stages[stage]["params"])
     tiny.run(root, "relgrade", "intents", "review", "--experiment", exp, "--reviewer",
              "person-h")
     seen = []

@@ -337,8 +337,11 @@ def test_the_gate_and_ppi_stages_list_the_judges_params_only_when_declared():
 
     assert not any("judges" in p for p in params_of(raw).values())
     declared = params_of(raw | {"judges": {"max_age_days": 30}})
-    assert "judges" in declared["gate"] and "judges" in declared["ppi"]
-    assert "judges" not in declared["key"]
+    assert "judges.max_age_days" in declared["gate"] and "judges.max_age_days" in declared["ppi"]
+    assert not any("judges" in p for p in declared["key"])
+    # the probe's settings are the probe command's: they rerun no stage
+    probed = params_of(raw | {"judges": {"probe": {"max_flip_rate": 0.2}}})
+    assert not any("judges" in p for p in probed["gate"] + probed["ppi"])
 
 
 @pytest.mark.parametrize("judges, item", [({"max_age_days": 0}, "judges.max_age_days"),

@@ -215,7 +215,8 @@ COMMAND_HELP = {
     "init": "Create an experiment in FOLDER (e.g. experiments/NAME).",
     "intents": "The intent table: one locked line per query, reviewed before any packet "
                "exists.",
-    "judge": "Model judges' calibration against people, kept in judges/ledger.jsonl.",
+    "judge": "Model judges: calibration against people (judges/ledger.jsonl) and the "
+             "robustness battery.",
     "metrics": "The experiment's decision metrics (metrics/decision/ARM.json).",
     "packets": "Grading packets: what a grader sees for each query, and nothing else.",
     "pipeline": "The DVC pipeline of each experiment, rendered from the stage registry.",

@@ -23,7 +23,8 @@ from relgrade.cli.render import handle_errors
 
 @click.group("judge")
 def judge_cmd():
-    """Model judges' calibration against people, kept in judges/ledger.jsonl."""
+    """Model judges: calibration against people (judges/ledger.jsonl) and the robustness
+    battery."""
 
 
 @judge_cmd.command("status")
@@ -92,3 +93,44 @@ def record_cmd(params_path, grader, against, identity):
         verb = "recorded in" if appended else "already in"
         click.echo(f"judge: {name} {verb} {path}: {entry_line(entry)}")
     click.echo(f"Commit {path}.")
+
+
+@judge_cmd.command("probe")
+@params_option
+@click.option("--grader", "grader", default=None,
+              help="The model grader to probe (default: grading.key_grader when it is a "
+                   "model grader with a command, else the first such grader).")
+@click.option("--probe", "probes", multiple=True,
+              help="Run only this probe (repeatable): paraphrase, stuff, inject, pad, "
+                   "reverse (default: params judges.probe.probes).")
+@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
+@handle_errors
+def probe_cmd(params_path, grader, probes, as_json):
+    """Re-ask a model grader about the audit sample's pairs under the robustness battery:
+    seeded paraphrases of the prompt template, query-word stuffing, an injected "perfectly
+    relevant" line, padding to twice the length, the batch order reversed. Prints per probe
+    the flip rate and the mean signed shift against the pairs' grades of record, with
+    intervals resampled by query, and the paraphrase variance components; writes the report
+    to judges/probe-GRADER.json in the experiment. Probe answers are not grades: nothing
+    reaches the grade files, the bank or the key. A flip rate above
+    judges.probe.max_flip_rate is an Error naming the probe (exit 1), after the report."""
+    from relgrade.errors import RelgradeError
+    from relgrade.experiment.files import Experiment
+    from relgrade.experiment.probe import report_lines, report_path, run_probe
+    from relgrade.io.files import write_json
+
+    ex = Experiment.load(params_path, resolve=True)
+    report = run_probe(ex, grader, probes=list(probes) or None)
+    path = report_path(ex, report["grader"])
+    write_json(path, report)
+    if as_json:
+        click.echo(json.dumps(report, indent=2, ensure_ascii=False))
+    else:
+        for line in report_lines(report):
+            click.echo(line)
+        click.echo(f"written to {path.relative_to(ex.working_tree()).as_posix()}")
+    if report["failed"]:
+        limit = report["params"]["max_flip_rate"]
+        raise RelgradeError("judge probe failed: " + "; ".join(
+            f"{p} flip rate {report['probes'][p]['flip_rate']:.3f} above "
+            f"judges.probe.max_flip_rate {limit:g}" for p in report["failed"]))

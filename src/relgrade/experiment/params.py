@@ -636,6 +636,24 @@ class Cost(_Section):
     seconds_per_judgment: Annotated[float, _number(integer=False, gt=0)] = 30
 
 
+class JudgesProbe(_Section):
+    """``judges.probe``: the robustness battery of ``relgrade judge probe`` (docs/judges.md).
+
+    ``probes`` are run on the audit sample: ``paraphrase`` asks under ``paraphrases``
+    seeded rewordings of the prompt template (seed derived from ``seed``), the others under
+    perturbed chunks. A probe whose flip rate exceeds ``max_flip_rate`` fails the command;
+    the intervals resample queries ``resamples`` times at ``level``.
+    """
+
+    probes: list[Literal["paraphrase", "stuff", "inject", "pad", "reverse"]] = Field(
+        default_factory=lambda: ["paraphrase", "stuff", "inject", "pad", "reverse"],
+        min_length=1)
+    paraphrases: Annotated[int, _number(integer=True, ge=2)] = 4
+    max_flip_rate: Share = 0.1
+    resamples: Annotated[int, _number(integer=True, ge=100)] = 1000
+    level: Probability = 0.95
+
+
 class Judges(_Section):
     """``judges``: how long a model judge's calibration against people holds.
 
@@ -648,6 +666,7 @@ class Judges(_Section):
 
     max_age_days: Annotated[float, _number(integer=False, gt=0)] = 90
     require_calibration: Flag = False
+    probe: JudgesProbe = Field(default_factory=JudgesProbe)
 
 
 class Holes(_Section):

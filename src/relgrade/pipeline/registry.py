@@ -573,7 +573,10 @@ def stage_body(stage: Stage, ex: Experiment, modes: frozenset, *, graph, src: Pa
         deps += [str(d) for d in ex.params.gold.deps if str(d) not in deps]
     params = [_path(p) for p in stage.params if _applies(p, modes)]
     if stage.name in ("gate", "ppi") and ex.params.judges is not None:
-        params.append("judges")  # whether a calibration owed stops the stage, and its age
+        # whether a calibration owed stops the stage, and its age, key by key: the probe's
+        # settings (judges.probe) are the probe command's, and rerun no stage
+        params += [f"judges.{k}" for k in ("max_age_days", "require_calibration")
+                   if k in ex.params.judges.as_dict()]
     if stage.name in ("packets", "grades") and ex.params.grading.share_from:
         deps += _share_deps(ex)
         params.append("grading.share_from")
