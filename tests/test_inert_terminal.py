@@ -205,3 +205,21 @@ def test_a_stage_s_pending_line_shows_outside_text_inert(tmp_path, capsys):
     err = capsys.readouterr().err
     assert raw_in(err) == []
     assert err.startswith("Pending: grader bad\\u202egrader\\u001b[31m owes 2 pairs, then ")
+
+
+# --- the real entry point -----------------------------------------------------------------
+
+def test_the_relgrade_program_writes_no_raw_control_byte(hostile_setup):
+    import os
+    import subprocess
+
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    proc = subprocess.run(
+        [sys.executable, "-c", "from relgrade.cli import main; main()", "grade", "run",
+         "--grader", GRADER, "--params", str(hostile_setup / "params.yaml"), "--no-progress"],
+        capture_output=True, env=env, timeout=120)
+    out = proc.stdout + proc.stderr
+    print(out.decode())
+    assert b"Traceback" not in out
+    assert [b for b in (b"\x1b", b"\r", b"\x00", RLO.encode()) if b in out] == []
+    assert b"bad\\u202egrader\\u001b[31m: graded 0 pairs" in proc.stdout
