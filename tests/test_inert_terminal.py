@@ -223,3 +223,25 @@ def test_the_relgrade_program_writes_no_raw_control_byte(hostile_setup):
     assert b"Traceback" not in out
     assert [b for b in (b"\x1b", b"\r", b"\x00", RLO.encode()) if b in out] == []
     assert b"bad\\u202egrader\\u001b[31m: graded 0 pairs" in proc.stdout
+
+
+def test_an_inert_stream_answers_for_its_stream_what_it_does_not_change():
+    out = io.StringIO()
+    out.name = "<out>"
+    stream = InertStream(out)
+    assert stream.name == "<out>" and stream.isatty() is False and stream.closed is False
+    assert stream.getvalue() == ""  # delegated to the stream beneath
+
+
+def test_inert_escapes_exactly_the_visible_categories_over_every_code_point():
+    # the fast path (str.isprintable) against the rule itself, character by character
+    import unicodedata
+
+    from relgrade.text import VISIBLE_CATEGORIES, inert
+
+    wrong = [i for i in range(0x110000)
+             if inert(chr(i)) != (f"\\u{i:04x}" if unicodedata.category(chr(i))
+                                  in VISIBLE_CATEGORIES else chr(i))]
+    assert wrong == []
+    assert inert("tab\there\n", keep="\t\n") == "tab\there\n"
+    assert inert("nbsp\u00a0and\u3000ideographic") == "nbsp\u00a0and\u3000ideographic"

@@ -105,6 +105,13 @@ class InertStream:
         """The binary stream beneath: bytes written there pass unchanged."""
         return self.raw.buffer
 
+    def __getattr__(self, name):
+        # anything else a library asks of a stream (name, mode, line_buffering, reconfigure)
+        # is the stream beneath's
+        if name == "raw":
+            raise AttributeError(name)
+        return getattr(self.raw, name)
+
 
 def raw(stream):
     """The stream beneath an :class:`InertStream` (any other stream as it is)."""
