@@ -138,6 +138,10 @@ def test_status_shows_arm_names_query_ids_and_the_reviewer_inert(exp):
     assert "arms arm\\u202eb\\u001b[31m, hybrid, tfidf" in res.output
     assert f"reviewed by {SHOWN} at" in res.output
     assert "q\\u00001\\u202e" in res.output
+    # JSON printed through the filter stays valid and reads back the very text
+    res = run(["status", "--params", root / "params.yaml", "--json"])
+    assert res.exit_code == 0 and raw_in(res.output) == []
+    assert json.loads(res.output)["intents"]["reviewer"] == HOSTILE
 
 
 # --- plain files: run (arm) names, query ids ----------------------------------------------

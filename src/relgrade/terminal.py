@@ -17,8 +17,9 @@ would show as text; :func:`console` gives a rich console that writes to the stre
 and makes the text it renders inert instead (its own control sequences untouched).
 
 Bytes written to ``sys.stdout.buffer`` (``grade export -o -``: a batch file, data rather than
-text shown) pass unchanged; so does JSON (its escapes, ``\\u202e``, are what
-:func:`~relgrade.text.inert` writes: the JSON decodes to the same strings).
+text shown) pass unchanged. JSON a command prints stays valid: ``\\u202e`` is JSON's own
+escape, so a string decodes to the same characters, except one beyond the Basic Multilingual
+Plane (a tag character, U+E0001, shown ``\\ue0001``, which JSON reads as U+E000 and ``1``).
 """
 
 from __future__ import annotations
