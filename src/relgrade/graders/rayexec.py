@@ -29,8 +29,9 @@ Failures:
 * a dead raylet or runtime-environment agent on the driver's machine: Ray's driver waits
   for its task for ever (no error reaches it). While a task runs, the driver checks every
   :data:`PROBE_EVERY` seconds that both still accept a TCP connection at the ports Ray
-  lists for this node (``ray.nodes()``: ``NodeManagerPort``, ``RuntimeEnvAgentPort``); one
-  that refuses ends the task as ``lost`` and sets :attr:`RayRunner.dead`, which ends the run
+  lists for this node (``ray.nodes()``: ``NodeManagerPort``, ``RuntimeEnvAgentPort``; each
+  watched only if it accepted one when the run started); one that refuses ends the task as
+  ``lost`` and sets :attr:`RayRunner.dead`, which ends the run
   at once (``_Run.note_send`` in :mod:`relgrade.graders.command`) naming what died;
 * Ctrl-C, or ``kill -9`` of the driver: running tasks are cancelled (a killed driver's
   job is ended by Ray, and its workers with it); accepted batches are already on disk, the
@@ -160,6 +161,17 @@ def node_services(nodes: list[dict], node_id: str) -> list[tuple[str, str, int]]
     return out
 
 
+def _accepts(host: str, port: int) -> bool:
+    """Whether ``host:port`` accepts a TCP connection within :data:`PROBE_TIMEOUT` seconds."""
+    import socket
+
+    try:
+        with socket.create_connection((host, port), timeout=PROBE_TIMEOUT):
+            return True
+    except OSError:
+        return False
+
+
 def import_ray():
     """Import Ray, or explain how to install it.
 
@@ -236,7 +248,13 @@ class RayRunner:
         #: What of this machine's Ray node died (``"the Ray raylet at HOST:PORT"``), once a
         #: check found it refusing connections; None while all is well.
         self.dead: str | None = None
-        self._services = node_services(ray.nodes(), self._node)
+        try:
+            listed = node_services(ray.nodes(), self._node)
+        except Exception:  # noqa: BLE001 - a Ray (client) that cannot list nodes: none watched
+            listed = []
+        # watched only if reachable now: from a machine outside the cluster (Ray Client) the
+        # node's ports may be closed to this machine, which says nothing of the node
+        self._services = [s for s in listed if _accepts(s[1], s[2])]
         self._probed = time.monotonic()
 
     def run(self, argv: Sequence[str], data: bytes, *, timeout: float,
@@ -294,20 +312,16 @@ class RayRunner:
 
         A connection that is refused, reset or not answered within :data:`PROBE_TIMEOUT`
         seconds counts as dead: Ray's driver, waiting on a task, would otherwise wait for
-        ever once the raylet is gone.
+        ever once the raylet is gone. Only services that accepted a connection when the
+        runner started are watched.
         """
-        import socket
-
         with self._lock:
             if self.dead is not None or time.monotonic() - self._probed < PROBE_EVERY:
                 return self.dead
             self._probed = time.monotonic()
             services = list(self._services)
         for what, host, port in services:
-            try:
-                with socket.create_connection((host, port), timeout=PROBE_TIMEOUT):
-                    pass
-            except OSError:
+            if not _accepts(host, port):
                 with self._lock:
                     if self.dead is None:
                         self.dead = f"the {what} at {host}:{port}"
