@@ -56,6 +56,9 @@ def test_an_inert_stream_shows_each_control_and_keeps_newline_and_tab():
     assert out.getvalue() == f"a\t{SHOWN}\n"
     with pytest.raises(TypeError):
         stream.write(b"bytes")  # bytes go to .buffer, unchanged
+    text = io.TextIOWrapper(io.BytesIO(), encoding="utf-8")
+    InertStream(text).buffer.write(HOSTILE.encode())
+    assert text.buffer.getvalue() == HOSTILE.encode()
 
 
 def test_inert_output_wraps_stdout_and_stderr_for_the_block_only(capsys):
