@@ -45,7 +45,9 @@ Layers, top to bottom (each imports only from below; checked by import-linter):
 - ``relgrade.ranking``, ``relgrade.rng`` — the canonical ranking and id coding; seeded
   generators;
 - ``relgrade.schema``, ``relgrade.canonical``, ``relgrade.errors`` — table columns, hashed
-  byte forms, error classes.
+  byte forms, error classes;
+- ``relgrade.terminal``, ``relgrade.text`` — outside text made inert (``\\u202e``) on every
+  face: the streams every command and stage prints through, and the one function beneath.
 """
 
 __version__ = "0.1.0"

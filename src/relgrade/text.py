@@ -54,7 +54,12 @@ def inert(text: str, *, keep: str = "") -> str:
     >>> inert("a\\tb\\nc", keep="\\n\\t")
     'a\\tb\\nc'
     """
-    if text.isprintable() and not any(is_hidden(ch) for ch in text):
+    # fast path: a printable str holds no character of VISIBLE_CATEGORIES (str.isprintable
+    # is False for Cc, Cf, Cs, Zl, Zp, and for other spaces, which fall to the slow path)
+    probe = text
+    for ch in keep:
+        probe = probe.replace(ch, "")
+    if probe.isprintable():
         return text
     return "".join(f"\\u{ord(ch):04x}" if ch not in keep and is_hidden(ch) else ch
                    for ch in text)

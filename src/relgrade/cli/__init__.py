@@ -6,7 +6,10 @@ imported only when that command is looked up (to run it or print its help), so
 ``relgrade --help`` and ``relgrade --version`` import neither pandas nor numpy nor scipy,
 and each command module keeps its heavy imports inside the function that runs it. Library
 errors become ``Error: ...`` on stderr and exit status 1
-(:func:`relgrade.cli.render.handle_errors`).
+(:func:`relgrade.cli.render.handle_errors`). Everything a command prints passes through
+:func:`relgrade.terminal.inert_output` (:meth:`LazyGroup.main`): query and chunk text,
+names, reasons and file names from outside show a bidi or control character as
+``\u202e``, never raw.
 """
 
 from __future__ import annotations
@@ -93,6 +96,15 @@ class LazyGroup(click.Group):
 
     def list_commands(self, ctx):
         return sorted(self.commands)
+
+    def main(self, *args, **kwargs):
+        # Every line a command prints, its Error: line and click's own usage errors pass
+        # through one place: stdout and stderr made inert for the run
+        # (:func:`relgrade.terminal.inert_output`).
+        from relgrade.terminal import inert_output
+
+        with inert_output():
+            return super().main(*args, **kwargs)
 
     def parse_args(self, ctx, args):
         refuse_undecodable(args)
@@ -230,7 +242,11 @@ COMMAND_HELP = {
 
 
 @click.group(cls=LazyGroup, lazy=COMMANDS, subcommands=SUBCOMMANDS,
-             context_settings={"help_option_names": ["-h", "--help"]})
+             context_settings={"help_option_names": ["-h", "--help"],
+                               # click.echo would delete an escape sequence it finds (off a
+                               # terminal) before the inert stream shows it: relgrade prints no
+                               # styling through click, so any such sequence is outside text
+                               "color": True})
 @click.version_option(__version__, prog_name="relgrade")
 def main():
     """relgrade: blind pooled relevance grading, audited agreement, a frozen key, metrics."""

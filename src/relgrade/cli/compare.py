@@ -361,10 +361,10 @@ def _print(result, fmt, *, measure=None, pair=None):
         return
     import sys
 
-    from rich.console import Console
+    from relgrade.terminal import console as inert_console
 
     # a pipe or file gets wide lines rather than wrapped cells
-    console = Console(width=None if sys.stdout.isatty() else 160)
+    console = inert_console(width=None if sys.stdout.isatty() else 160)
     for table in result.rich_tables(measure=measure, pair=pair):
         console.print(table)
     for line in result.verdicts():

@@ -22,7 +22,6 @@ if TYPE_CHECKING:
 # --- the command ---------------------------------------------------------------------
 
 def _progress_bar(enabled):
-    from rich.console import Console
     from rich.progress import (
         BarColumn,
         MofNCompleteColumn,
@@ -39,7 +38,9 @@ def _progress_bar(enabled):
             speed = task.finished_speed or task.speed
             return Text("-- pairs/s" if not speed else f"{speed:.1f} pairs/s")
 
-    console = Console(stderr=True)
+    from relgrade.terminal import console as inert_console
+
+    console = inert_console(stderr=True)
     show = console.is_terminal if enabled is None else enabled
     return Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                     TextColumn("pairs"), Rate(), TimeElapsedColumn(), TextColumn("ETA"),

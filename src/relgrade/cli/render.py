@@ -69,7 +69,12 @@ def table(header: list[str], rows: list[list[str]], *, right: set[int] = frozens
     --------
     >>> table(["run", "RR"], [["bm25", "1.0"], ["tfidf", "0.5"]], right={1})
     ['run     RR', 'bm25   1.0', 'tfidf  0.5']
+
+    A cell is measured as it is shown: outside text inert (:func:`relgrade.text.inert`), so
+    a column holding ``\\u202e`` stays aligned.
     """
+    header = [inert(str(t)) for t in header]
+    rows = [[inert(str(t)) for t in r] for r in rows]
     widths = [max(len(t) for t in col) for col in zip(header, *rows)]
     out = []
     for r in [header, *rows]:

@@ -217,7 +217,8 @@ def serve_cmd(host, port, params_path, graders, tokens_path):
         for g in site.graders.values():
             click.echo(f"{g.name} ({g.role}, {len(g.packets)} queries): "
                        f"http://{host}:{port}/login?token={g.token}")
-        uvicorn.run(create_app(site), host=host, port=port, log_level="warning")
+        uvicorn.run(create_app(site), host=host, port=port, log_level="warning",
+                    use_colors=False)
     finally:
         site.writer.close()
         for st in stores:

@@ -29,7 +29,8 @@ def step_printer(stage: str, total: int, *, console=None,
     total : int
         How many steps the stage announces.
     console : rich.console.Console, optional
-        Where to print (default: a console on stderr; plain text when it is not a terminal).
+        Where to print (default: :func:`relgrade.terminal.console` on stderr, outside text
+        shown inert; plain text when it is not a terminal).
     clock : callable, optional
         Seconds, monotone (default :func:`time.monotonic`).
     quiet : float, default 0
@@ -62,9 +63,9 @@ def step_printer(stage: str, total: int, *, console=None,
     key: step 2/2: the files (2.5 s so far)
     """
     if console is None:
-        from rich.console import Console
+        from relgrade.terminal import console as inert_console
 
-        console = Console(stderr=True, highlight=False)
+        console = inert_console(stderr=True, highlight=False)
     start, done = clock(), [0]
 
     def step(what: str) -> None:

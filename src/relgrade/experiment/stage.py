@@ -18,6 +18,7 @@ import sys
 from collections.abc import Callable
 
 from relgrade.errors import PENDING_EXIT, GateFailed, PendingWork, RelgradeError
+from relgrade.terminal import inert_output
 from relgrade.text import inert
 from relgrade.experiment.files import Experiment
 from relgrade.experiment.layout import repro_command
@@ -65,7 +66,16 @@ def run_stage(main: Callable[..., None], *args: str, params_path=PARAMS_FILE,
     check : callable, optional
         Called with the experiment before ``main``; a :class:`RelgradeError` it raises
         stops the stage as one of ``main``'s would (the pipeline's shape check).
+
+    Everything the stage prints (its steps, ``Pending:``, ``Gate failed:``, ``Error:``)
+    passes through :func:`relgrade.terminal.inert_output`: names, reasons and file names
+    from outside show a bidi or control character as ``\\u202e``, never raw.
     """
+    with inert_output():
+        _run_stage(main, *args, params_path=params_path, check=check)
+
+
+def _run_stage(main, *args, params_path, check) -> None:
     ex = None
     try:
         ex = Experiment.load(params_path)

@@ -773,7 +773,9 @@ class _Run:
 
     def note_send(self, res) -> bool:
         """Count a send toward the run's streak of lost processes; True when the cluster
-        is deemed broken (:func:`cluster_broken`): then the run is stopped."""
+        is deemed broken (:func:`cluster_broken`), or the runner found a service of its
+        node dead (:attr:`relgrade.graders.rayexec.RayRunner.dead`): then the run is
+        stopped."""
         with self.lock:
             if not res.lost:
                 self.lost_streak, self.lost_since = 0, None
@@ -781,9 +783,15 @@ class _Run:
             self.lost_streak += 1
             if self.lost_since is None:
                 self.lost_since = time.monotonic()
-            broken = cluster_broken(self.lost_streak, self.lost_since, time.monotonic(),
-                                    workers=self.setup.workers, timeout=self.setup.timeout)
-            if broken and self.summary.broken is None:
+            dead = getattr(self.runner, "dead", None)
+            broken = dead is not None or cluster_broken(
+                self.lost_streak, self.lost_since, time.monotonic(),
+                workers=self.setup.workers, timeout=self.setup.timeout)
+            if dead is not None and self.summary.broken is None:
+                self.summary.broken = (
+                    f"{dead} refuses connections: it died, and this machine's Ray node can "
+                    "run no more tasks")
+            elif broken and self.summary.broken is None:
                 self.summary.broken = (
                     f"{self.lost_streak} grader processes in a row were lost with their Ray "
                     f"worker over {time.monotonic() - self.lost_since:.0f} s (last: "

@@ -26,6 +26,13 @@ Failures:
   again, up to three times, after checking the spool for an answer the command printed
   before the worker died (:mod:`relgrade.graders.cache`); those re-sends are counted as
   ``lost`` and do not use up ``retries``;
+* a dead raylet or runtime-environment agent on the driver's machine: Ray's driver waits
+  for its task for ever (no error reaches it). While a task runs, the driver checks every
+  :data:`PROBE_EVERY` seconds that both still accept a TCP connection at the ports Ray
+  lists for this node (``ray.nodes()``: ``NodeManagerPort``, ``RuntimeEnvAgentPort``; each
+  watched only if it accepted one when the run started); one that refuses ends the task as
+  ``lost`` and sets :attr:`RayRunner.dead`, which ends the run
+  at once (``_Run.note_send`` in :mod:`relgrade.graders.command`) naming what died;
 * Ctrl-C, or ``kill -9`` of the driver: running tasks are cancelled (a killed driver's
   job is ended by Ray, and its workers with it); accepted batches are already on disk, the
   next run resumes. Ray ends a dead driver's workers a moment later, not at once: a grader
@@ -51,6 +58,13 @@ from relgrade.errors import RelgradeError
 
 #: Seconds between checks for a stop request while waiting on a task.
 _POLL = 0.2
+
+#: Seconds between checks, while a task runs, that this machine's raylet and runtime-env
+#: agent still accept connections (:meth:`RayRunner.dead_service`).
+PROBE_EVERY = 1.0
+
+#: Seconds one such check waits for a connection.
+PROBE_TIMEOUT = 2.0
 
 
 def _host_port(address: str) -> tuple[str, int] | None:
@@ -108,6 +122,54 @@ def check_reachable(address: str, *, timeout: float) -> None:
             f"cannot reach the Ray cluster at {address} ({why}). Start it (ray start "
             "--head), or fix --address / graders.NAME.address; --connect-timeout sets the "
             "wait") from None
+
+
+def node_services(nodes: list[dict], node_id: str) -> list[tuple[str, str, int]]:
+    """The raylet and runtime-env agent of node ``node_id``: ``(what, host, port)`` each.
+
+    Parameters
+    ----------
+    nodes : list of dict
+        ``ray.nodes()``: each node's ``NodeID``, ``NodeManagerAddress``,
+        ``NodeManagerPort`` and (Ray 2.9 and later) ``RuntimeEnvAgentPort``.
+    node_id : str
+        The driver's node (``ray.get_runtime_context().get_node_id()``).
+
+    Returns
+    -------
+    list of (str, str, int)
+        ``("Ray raylet", host, port)`` and ``("Ray runtime-env agent", host, port)``; a
+        service without a port above 0 is left out, and so is everything for a node not
+        listed.
+
+    Examples
+    --------
+    >>> node_services([{"NodeID": "n1", "NodeManagerAddress": "10.0.0.5",
+    ...                 "NodeManagerPort": 41725, "RuntimeEnvAgentPort": 33855}], "n1")
+    [('Ray raylet', '10.0.0.5', 41725), ('Ray runtime-env agent', '10.0.0.5', 33855)]
+    """
+    out = []
+    for node in nodes:
+        if node.get("NodeID") != node_id:
+            continue
+        host = node.get("NodeManagerAddress")
+        for what, key in (("Ray raylet", "NodeManagerPort"),
+                          ("Ray runtime-env agent", "RuntimeEnvAgentPort")):
+            port = node.get(key)
+            if host and isinstance(port, int) and port > 0:
+                out.append((what, host, port))
+    return out
+
+
+def _accepts(host: str, port: int) -> bool:
+    """Whether ``host:port`` accepts a TCP connection within :data:`PROBE_TIMEOUT` seconds."""
+    import socket
+
+    try:
+        with socket.create_connection((host, port), timeout=PROBE_TIMEOUT):
+            return True
+    except OSError:
+        return False
 
 
 def import_ray():
@@ -183,6 +245,17 @@ class RayRunner:
         self._task = ray.remote(num_cpus=1, max_retries=0)(raytask.run_command)
         self._node = ray.get_runtime_context().get_node_id()
         self._driver = (os.getpid(), raytask.process_start(os.getpid()))
+        #: What of this machine's Ray node died (``"the Ray raylet at HOST:PORT"``), once a
+        #: check found it refusing connections; None while all is well.
+        self.dead: str | None = None
+        try:
+            listed = node_services(ray.nodes(), self._node)
+        except Exception:  # noqa: BLE001 - a Ray (client) that cannot list nodes: none watched
+            listed = []
+        # watched only if reachable now: from a machine outside the cluster (Ray Client) the
+        # node's ports may be closed to this machine, which says nothing of the node
+        self._services = [s for s in listed if _accepts(s[1], s[2])]
+        self._probed = time.monotonic()
 
     def run(self, argv: Sequence[str], data: bytes, *, timeout: float,
             spool: Path | None = None):
@@ -204,11 +277,16 @@ class RayRunner:
             self._active.add(ref)
         try:
             while True:
-                done, _ = ray.wait([ref], timeout=_POLL)
-                if done:
-                    break
+                if self.dead is None:
+                    done, _ = ray.wait([ref], timeout=_POLL)
+                    if done:
+                        break
                 if self.stopping.is_set():
                     return CommandResult(None, "", "", time.perf_counter() - t0, killed=True)
+                dead = self.dead or self.dead_service()
+                if dead is not None:
+                    return CommandResult(None, "", f"{dead} refuses connections: it died",
+                                         time.perf_counter() - t0, lost=True)
             try:
                 out = ray.get(ref)
             except (ray.exceptions.TaskCancelledError, ray.exceptions.WorkerCrashedError,
@@ -227,11 +305,38 @@ class RayRunner:
         return CommandResult(out["returncode"], out["stdout"], out["stderr"], out["seconds"],
                              timed_out=out["timed_out"])
 
+    def dead_service(self) -> str | None:
+        """Check, at most every :data:`PROBE_EVERY` seconds, that this machine's raylet and
+        runtime-env agent accept a TCP connection; what refused (also kept in
+        :attr:`dead`), or None.
+
+        A connection that is refused, reset or not answered within :data:`PROBE_TIMEOUT`
+        seconds counts as dead: Ray's driver, waiting on a task, would otherwise wait for
+        ever once the raylet is gone. Only services that accepted a connection when the
+        runner started are watched.
+        """
+        with self._lock:
+            if self.dead is not None or time.monotonic() - self._probed < PROBE_EVERY:
+                return self.dead
+            self._probed = time.monotonic()
+            services = list(self._services)
+        for what, host, port in services:
+            if not _accepts(host, port):
+                with self._lock:
+                    if self.dead is None:
+                        self.dead = f"the {what} at {host}:{port}"
+                return self.dead
+        return None
+
     def stop(self) -> None:
-        """Refuse new tasks and cancel the running ones (their processes die with them)."""
+        """Refuse new tasks and cancel the running ones (their processes die with them).
+
+        After :attr:`dead` is set nothing is cancelled: Ray cannot reach the tasks (and a
+        cancel could wait on the dead raylet); the grader processes die with their workers.
+        """
         with self._lock:
             self.stopping.set()
-            refs = list(self._active)
+            refs = [] if self.dead is not None else list(self._active)
         for ref in refs:
             try:
                 self._ray.cancel(ref, force=True)
