@@ -865,7 +865,8 @@ def current_table(bank: pd.DataFrame, *, graders: Mapping, pool: pd.DataFrame,
                   rubric_sha256: str, rubric_version: str, round: int,
                   intents_sha256: str | None,
                   files: Mapping[str, GraderFile] | None = None,
-                  key_pairs: pd.DataFrame | None = None) -> tuple[pd.DataFrame, dict]:
+                  key_pairs: pd.DataFrame | None = None,
+                  carry=None) -> tuple[pd.DataFrame, dict]:
     """The grades table of the current pool: current grades only, and its manifest.
 
     Parameters
@@ -878,7 +879,7 @@ def current_table(bank: pd.DataFrame, *, graders: Mapping, pool: pd.DataFrame,
         The current pool (``query_id``, ``chunk_id``).
     audit_query_ids : iterable of str
         The audit sample: an auditor's grades count only on these queries.
-    content, intents, rubric_sha256, rubric_version
+    content, intents, rubric_sha256, rubric_version, carry
         What the pool shows now (see :func:`relgrade.protocol.bank.currency`).
     round : int
         Params ``grading.round``: the round every row of the table serves in.
@@ -906,7 +907,7 @@ def current_table(bank: pd.DataFrame, *, graders: Mapping, pool: pd.DataFrame,
     audit = sorted({str(q) for q in audit_query_ids})
     pairs = pool_pairs_of(pool)
     now = current_grades(bank, content=content, intents=intents, rubric_sha256=rubric_sha256,
-                         rubric_version=rubric_version)
+                         rubric_version=rubric_version, carry=carry)
     in_pool = [(q, c) in pairs for q, c in zip(now["query_id"], now["chunk_id"])]
     now = now[pd.Series(in_pool, index=now.index, dtype=bool)]
     tables, roles, entries = {}, {}, {}

@@ -1,0 +1,145 @@
+"""The rubric's revision chain and the disputes file of an experiment, as read from disk.
+
+The rules are :mod:`relgrade.protocol.rubric` (sections, revisions, which grades a revision
+makes stale) and :mod:`relgrade.protocol.disputes`; this module finds the files: the rubric
+of params ``grading.rubric``, each version it revises (``VERSION.md`` in the same folder),
+the revision log ``CHANGELOG.md`` beside them, and the disputes file (params
+``paths.disputes``).
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pandas as pd
+
+from relgrade.errors import InputError
+from relgrade.io import files as io
+from relgrade.protocol import disputes as dsp
+from relgrade.protocol import rubric as rb
+
+#: The longest chain of revisions followed (a loop of ``revises`` lines is refused).
+MAX_CHAIN = 100
+
+
+def disputes_path(ex) -> Path | None:
+    """The disputes file (params ``paths.disputes``), or None when params name none."""
+    return None if ex.params.paths.disputes is None else ex.path("disputes")
+
+
+def read_disputes(ex) -> pd.DataFrame:
+    """Every recorded dispute (:data:`relgrade.protocol.disputes.RECORDED` columns); empty
+    when params name no disputes file or it does not exist yet.
+
+    Raises
+    ------
+    InputError
+        A line of the file is not a JSON object (naming the file and line).
+    """
+    path = disputes_path(ex)
+    if path is None or not path.exists():
+        return dsp.table([])
+    return dsp.table(row for _, row in io.iter_jsonl(path))
+
+
+def chain(ex) -> list[tuple[str, rb.Rubric, str]]:
+    """The rubric of params ``grading.rubric`` and every version it revises, newest first.
+
+    Returns
+    -------
+    list of (str, Rubric, str)
+        ``(sha256 of the file's bytes, the parsed rubric, the file relative to the
+        experiment)``.
+
+    Raises
+    ------
+    InputError
+        One line naming the file: a revised file's version line is not the version its
+        revision names; a revised version's file is missing; a revision names no
+        section, an unknown section, misses one it changed or names one it did not
+        (:func:`relgrade.protocol.rubric.check_revision`); a settled dispute is not recorded
+        or the changelog does not name it; the chain loops.
+    """
+    path = ex.rubric_path()
+    if not path.exists():
+        raise InputError("rubric file not found", path=path, item="grading.rubric")
+    out = []
+    seen = set()
+    want = None  # the head file's version line is the params' business; older ones are checked
+    recorded = None
+    while True:
+        name = _rel(ex, path)
+        text = io.read_utf8(path)
+        r = rb.parse(text, source=name)
+        if want is not None and r.version is not None and str(r.version) != str(want):
+            raise InputError(f"the rubric's version line says {r.version}, the revision "
+                             f"chain expects {want}", path=name, line=1, item="version")
+        out.append((io.sha256_file(path), r, name))
+        prev = r.front.get("revises")
+        if not prev:
+            break
+        if prev in seen or len(out) > MAX_CHAIN:
+            raise InputError("the rubric's revisions loop", path=name, item="revises",
+                             found=prev)
+        seen.add(prev)
+        older = path.parent / f"{prev}.md"
+        if not older.exists():
+            raise InputError(f"the revised rubric {prev} is kept beside its revision",
+                             path=name, item="revises", found=f"no {_rel(ex, older)}",
+                             fix=f"Keep the {prev} file in git (a grade made under it is "
+                                 "judged against it)")
+        rb.check_revision(rb.parse(io.read_utf8(older), source=_rel(ex, older)), r,
+                          source=name, old_source=_rel(ex, older))
+        if r.front.get("settles"):
+            recorded = read_disputes(ex) if recorded is None else recorded
+            _check_settles(ex, r, name, path.parent / "CHANGELOG.md", recorded)
+        path, want = older, prev
+    return out
+
+
+def _check_settles(ex, r: rb.Rubric, name: str, changelog: Path, recorded) -> None:
+    ids = set(recorded["id"])
+    unknown = [d for d in r.front["settles"] if d not in ids]
+    if unknown:
+        raise InputError("a rubric revision settles only recorded disputes", path=name,
+                         item="settles", found=", ".join(unknown),
+                         fix="List the ids `relgrade disputes` prints")
+    entry = _changelog_entry(changelog, str(r.version)) if changelog.exists() else None
+    if entry is None:
+        raise InputError(f"the revision log has an entry `## {r.version}` naming the disputes "
+                         "it settles", path=_rel(ex, changelog), item=str(r.version),
+                         fix=f"Add `## {r.version}` with what changed and why")
+    missing = [d for d in r.front["settles"] if d not in entry]
+    if missing:
+        raise InputError(f"the revision log's entry for {r.version} names the disputes the "
+                         "revision settles", path=_rel(ex, changelog), item=str(r.version),
+                         found="not named: " + ", ".join(missing))
+
+
+def _changelog_entry(path: Path, version: str) -> str | None:
+    """The text of the changelog's ``## VERSION`` entry (up to the next ``## ``)."""
+    text = io.read_utf8(path)
+    m = re.search(rf"^## {re.escape(version)}\b.*?(?=^## |\Z)", text, flags=re.M | re.S)
+    return None if m is None else m.group(0)
+
+
+def _rel(ex, path: Path) -> str:
+    try:
+        return Path(path).relative_to(ex.root).as_posix()
+    except ValueError:
+        return Path(path).as_posix()
+
+
+def carry(ex) -> rb.Carry:
+    """What the experiment's earlier rubrics carry over (:func:`relgrade.protocol.rubric.carry`),
+    with the disputes on record: their sections count as named by every grade of their pair.
+
+    Raises
+    ------
+    InputError
+        As :func:`chain`.
+    """
+    found = chain(ex)
+    c = rb.carry(found)
+    return c.with_disputes(read_disputes(ex)) if c.touched else c
