@@ -9,6 +9,7 @@ the revision log ``CHANGELOG.md`` beside them, and the disputes file (params
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
@@ -32,6 +33,9 @@ def read_disputes(ex) -> pd.DataFrame:
     """Every recorded dispute (:data:`relgrade.protocol.disputes.RECORDED` columns); empty
     when params name no disputes file or it does not exist yet.
 
+    A last line without its line end (an append cut short by a crash, never acknowledged)
+    is left out, as the next append cuts it away.
+
     Raises
     ------
     InputError
@@ -40,7 +44,87 @@ def read_disputes(ex) -> pd.DataFrame:
     path = disputes_path(ex)
     if path is None or not path.exists():
         return dsp.table([])
-    return dsp.table(row for _, row in io.iter_jsonl(path))
+    data = path.read_bytes()
+    if data and not data.endswith(b"\n"):
+        data = data[:data.rfind(b"\n") + 1]
+    rows = []
+    for n, line in enumerate(data.decode("utf-8").splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError as e:
+            raise InputError("not a JSON line", path=_rel(ex, path), line=n,
+                             found=e.msg) from None
+        if not isinstance(row, dict):
+            raise InputError("a recorded dispute is a JSON object", path=_rel(ex, path),
+                             line=n)
+        rows.append(row)
+    return dsp.table(rows)
+
+
+def current_sections(ex) -> dict:
+    """The current rubric's sections by id (:func:`relgrade.protocol.rubric.parse`)."""
+    path = ex.rubric_path()
+    if not path.exists():
+        raise InputError("rubric file not found", path=path, item="grading.rubric")
+    return rb.parse(io.read_utf8(path), source=_rel(ex, path)).sections
+
+
+def file_disputes(ex, rows, *, source, via: str, lines=None) -> tuple[int, int]:
+    """Check filed disputes and append the new ones to the disputes file, all or nothing.
+
+    Parameters
+    ----------
+    ex : relgrade.experiment.files.Experiment
+        The experiment.
+    rows : sequence of mapping
+        Filed disputes (:data:`relgrade.protocol.disputes.FILED` keys, in order).
+    source : str
+        The file (or ``the grading page``) named in errors; ``lines`` the rows' line numbers.
+    via : str
+        ``import`` or ``page``, recorded.
+
+    Returns
+    -------
+    (int, int)
+        How many were recorded, and how many were skipped as recorded before (same id).
+
+    Raises
+    ------
+    InputError
+        The first row that breaks a rule of
+        :func:`relgrade.protocol.disputes.check_dispute` (nothing is recorded); params name
+        no disputes file; no row.
+    StorageError
+        The disk did not take the whole write (the file is as before).
+    """
+    from relgrade.canonical import jsonl_bytes
+    from relgrade.graders.store import append_lines, now_utc
+    from relgrade.protocol import grades
+
+    path = ex.path("disputes")
+    pool = io.read_table(ex.path("pool"), columns=["query_id", "chunk_id"])
+    rules = dict(pool_pairs=grades.pool_pairs_of(pool), graders=list(ex.params.graders_dict()),
+                 scale=ex.params.need("scale").grades, sections=current_sections(ex))
+    lines = list(lines) if lines is not None else [None] * len(rows)
+    filed = [dsp.check_dispute(r, source=source, line=n, **rules) for r, n in zip(rows, lines)]
+    if not filed:
+        raise InputError("no dispute to file", path=source)
+    when = now_utc()
+    version = str(ex.params.grading.rubric_version)
+    new = [dsp.recorded(f, rubric_version=version, filed_at=when, via=via) for f in filed]
+    have = set(read_disputes(ex)["id"])
+    fresh, seen = [], set()
+    for r in new:
+        if r["id"] in have or r["id"] in seen:
+            continue
+        seen.add(r["id"])
+        fresh.append(r)
+    if fresh:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        append_lines(path, jsonl_bytes(fresh))
+    return len(fresh), len(new) - len(fresh)
 
 
 def chain(ex) -> list[tuple[str, rb.Rubric, str]]:

@@ -574,6 +574,8 @@ def stage_body(stage: Stage, ex: Experiment, modes: frozenset, *, graph, src: Pa
     params = [_path(p) for p in stage.params if _applies(p, modes)]
     if stage.name in ("gate", "ppi") and ex.params.judges is not None:
         params.append("judges")  # whether a calibration owed stops the stage, and its age
+    if stage.name in ("grades", "key"):  # what decides which grades a revision kept current
+        deps += [d for d in _revision_deps(ex) if d not in deps]
     if stage.name in ("packets", "grades") and ex.params.grading.share_from:
         deps += _share_deps(ex)
         params.append("grading.share_from")
@@ -585,6 +587,23 @@ def stage_body(stage: Stage, ex: Experiment, modes: frozenset, *, graph, src: Pa
         if entries:
             body[kind] = entries
     return body
+
+
+def _revision_deps(ex: Experiment) -> list[str]:
+    """The disputes file (params ``paths.disputes``) and, when the rubric revises an earlier
+    version, every earlier version's file and the revision log beside them
+    (:mod:`relgrade.experiment.revisions`): a grade made under an earlier rubric is current or
+    stale by them."""
+    from relgrade.experiment import revisions
+
+    out = ["${paths.disputes}"] if ex.params.paths.disputes else []
+    if ex.params.grading.rubric and ex.rubric_path().exists():
+        files = [name for _, _, name in revisions.chain(ex)[1:]]
+        if files:
+            log = (ex.rubric_path().parent / "CHANGELOG.md")
+            files.append(log.relative_to(ex.root).as_posix())
+        out += [f for f in files if (ex.root / f).exists()]
+    return out
 
 
 def render(ex: Experiment, *, repo: Path | None = None, name: str | None = None,

@@ -27,7 +27,6 @@ import pandas as pd
 
 from relgrade.canonical import canonical_json, sha256_bytes
 from relgrade.errors import PendingWork
-from relgrade.protocol.rubric import Carry
 from relgrade.schema import PENDING, require
 
 #: Why a pool pair is pending for a grader.
@@ -87,7 +86,7 @@ def intent_sha256(intents: pd.DataFrame) -> pd.Series:
 
 def currency(bank: pd.DataFrame, *, content: pd.Series, intents: pd.Series,
              rubric_sha256: str, rubric_version: str | None = None,
-             carry: Carry | None = None) -> pd.Series:
+             carry=None) -> pd.Series:
     """Whether each bank grade is current, and if not, what moved.
 
     Parameters
@@ -149,7 +148,7 @@ def currency(bank: pd.DataFrame, *, content: pd.Series, intents: pd.Series,
 
 def current_grades(bank: pd.DataFrame, *, content: pd.Series, intents: pd.Series,
                    rubric_sha256: str, rubric_version: str | None = None,
-                   carry: Carry | None = None) -> pd.DataFrame:
+                   carry=None) -> pd.DataFrame:
     """The bank's current grades, latest per (grader, query_id, chunk_id).
 
     Returns
@@ -197,7 +196,7 @@ def pending_work(pool: pd.DataFrame, bank: pd.DataFrame, *, key_grader: str, aud
                  rubric_sha256: str, rubric_version: str | None = None,
                  regrade: pd.DataFrame | None = None, triage_grader: str | None = None,
                  key_pairs: pd.DataFrame | None = None,
-                 carry: Carry | None = None) -> pd.DataFrame:
+                 carry=None) -> pd.DataFrame:
     """The pairs each grader still owes for the current pool.
 
     Parameters
