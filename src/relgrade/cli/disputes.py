@@ -78,9 +78,10 @@ def import_cmd(file, params_path):
 
     ex = Experiment.load(params_path)
     rows = list(io.iter_jsonl(file))
-    n, skipped = revisions.file_disputes(ex, [r for _, r in rows], lines=[n for n, _ in rows],
+    ids, skipped = revisions.file_disputes(ex, [r for _, r in rows], lines=[n for n, _ in rows],
                                          source=file.as_posix(), via="import")
     target = ex.path("disputes")
+    n = len(ids) - skipped
     click.echo(f"filed {n} dispute{'s' if n != 1 else ''} from {file.as_posix()} in "
                f"{target.relative_to(ex.root).as_posix()}")
     if skipped:

@@ -128,8 +128,25 @@ def build_site(params_path=None, *, graders=None, tokens_path=None):
                 rubric=ex.rubric(), scale=list(ex.params.need("scale").grades),
                 max_reason_words=ex.params.need("grading.max_reason_words"),
                 max_reason_chars=grading.max_reason_chars,
-                writer=SingleWriter(), round=grading.round)
+                writer=SingleWriter(), round=grading.round, **_disputes(ex))
     return site, list(stores.values())
+
+
+def _disputes(ex) -> dict:
+    """The page's dispute button: the rubric's sections and the recorder, when params name a
+    disputes file (``paths.disputes``)."""
+    from relgrade.experiment import revisions
+
+    if revisions.disputes_path(ex) is None:
+        return {}
+    sections = [(s.id, s.heading or "text before the first section")
+                for s in revisions.current_sections(ex).values()]
+
+    def record(row: dict) -> str:
+        ids, _ = revisions.file_disputes(ex, [row], source="the grading page", via="page")
+        return ids[0]
+
+    return {"sections": sections, "file_dispute": record}
 
 
 def _no_human_grader(params_path, graders: dict) -> InputError:

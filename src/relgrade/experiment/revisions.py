@@ -71,7 +71,7 @@ def current_sections(ex) -> dict:
     return rb.parse(io.read_utf8(path), source=_rel(ex, path)).sections
 
 
-def file_disputes(ex, rows, *, source, via: str, lines=None) -> tuple[int, int]:
+def file_disputes(ex, rows, *, source, via: str, lines=None) -> tuple[list, int]:
     """Check filed disputes and append the new ones to the disputes file, all or nothing.
 
     Parameters
@@ -87,8 +87,9 @@ def file_disputes(ex, rows, *, source, via: str, lines=None) -> tuple[int, int]:
 
     Returns
     -------
-    (int, int)
-        How many were recorded, and how many were skipped as recorded before (same id).
+    (list of str, int)
+        The ids of the filed disputes, in order (one filed twice once), and how many of
+        them were recorded before (same id: skipped).
 
     Raises
     ------
@@ -115,16 +116,16 @@ def file_disputes(ex, rows, *, source, via: str, lines=None) -> tuple[int, int]:
     version = str(ex.params.grading.rubric_version)
     new = [dsp.recorded(f, rubric_version=version, filed_at=when, via=via) for f in filed]
     have = set(read_disputes(ex)["id"])
-    fresh, seen = [], set()
+    fresh, ids = [], list(dict.fromkeys(r["id"] for r in new))
     for r in new:
-        if r["id"] in have or r["id"] in seen:
+        if r["id"] in have:
             continue
-        seen.add(r["id"])
+        have.add(r["id"])
         fresh.append(r)
     if fresh:
         path.parent.mkdir(parents=True, exist_ok=True)
         append_lines(path, jsonl_bytes(fresh))
-    return len(fresh), len(new) - len(fresh)
+    return ids, len(ids) - len(fresh)
 
 
 def chain(ex) -> list[tuple[str, rb.Rubric, str]]:
