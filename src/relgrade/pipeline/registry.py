@@ -590,19 +590,16 @@ def stage_body(stage: Stage, ex: Experiment, modes: frozenset, *, graph, src: Pa
 
 
 def _revision_deps(ex: Experiment) -> list[str]:
-    """The disputes file (params ``paths.disputes``) and, when the rubric revises an earlier
-    version, every earlier version's file and the revision log beside them
-    (:mod:`relgrade.experiment.revisions`): a grade made under an earlier rubric is current or
-    stale by them."""
-    from relgrade.experiment import revisions
-
+    """The disputes file (params ``paths.disputes``) and the rubric's folder: the versions a
+    revision revises and the revision log sit beside the rubric
+    (:mod:`relgrade.experiment.revisions`), and whether a grade made under an earlier rubric is
+    current is decided from them. The folder, not the files of the chain, so a revision
+    written in it leaves the pipeline's shape as it was."""
     out = ["${paths.disputes}"] if ex.params.paths.disputes else []
-    if ex.params.grading.rubric and ex.rubric_path().exists():
-        files = [name for _, _, name in revisions.chain(ex)[1:]]
-        if files:
-            log = (ex.rubric_path().parent / "CHANGELOG.md")
-            files.append(log.relative_to(ex.root).as_posix())
-        out += [f for f in files if (ex.root / f).exists()]
+    if ex.params.grading.rubric:
+        folder = Path(ex.params.grading.rubric).parent.as_posix()
+        if folder not in ("", "."):
+            out.append(folder)
     return out
 
 
