@@ -89,6 +89,7 @@ def build_site(params_path=None, *, graders=None, tokens_path=None):
     from relgrade.experiment.params import PARAMS_FILE
     from relgrade.graders.command import packet_meta
     from relgrade.graders.store import GradeStore, SingleWriter
+    from relgrade.experiment import revisions
     from relgrade.schema import PANEL_ROLES
     from relgrade.web.app import Site, site_graders
 
@@ -117,7 +118,8 @@ def build_site(params_path=None, *, graders=None, tokens_path=None):
             files = ex.grader_files(n)
             mine = own[n] if n in own else packets_by_role[specs[n]["role"]]
             ex.ensure_meta(files, packet_meta(mine))
-            stores[n] = GradeStore(files.grades, made_on=ex.made_on(mine)).open()
+            stores[n] = GradeStore(files.grades, made_on=ex.made_on(mine),
+                                   carried=revisions.carried_check(ex)).open()
     except BaseException:
         for st in stores.values():
             st.close()

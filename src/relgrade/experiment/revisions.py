@@ -228,3 +228,27 @@ def carry(ex) -> rb.Carry:
     found = chain(ex)
     c = rb.carry(found)
     return c.with_disputes(read_disputes(ex)) if c.touched else c
+
+
+def carried_check(ex):
+    """For a grade store (:class:`relgrade.graders.store.GradeStore`'s ``carried``): whether
+    a recorded grade made under an earlier rubric is still current; None when the rubric
+    revises none (then any other rubric is outdated, as :func:`carry` would say too).
+
+    Raises
+    ------
+    InputError
+        As :func:`chain`.
+    """
+    c = carry(ex)
+    if not c.touched:
+        return None
+
+    def carried(row: dict, made: dict) -> bool:
+        one = pd.DataFrame({"query_id": [str(row.get("query_id"))],
+                            "chunk_id": [str(row.get("chunk_id"))],
+                            "reason": [str(row.get("reason") or "")],
+                            "rubric_sha256": [str(made.get("rubric_sha256"))]})
+        return bool(c.carried(one).iat[0])
+
+    return carried
