@@ -80,3 +80,33 @@ def test_open_disputes_group_by_section_in_the_rubrics_order_and_leave_settled_o
          "reason": "a pointer, not a copy"}]
     assert list(a) == list(dsp.RECORDED)
     assert json.loads(json.dumps(a))["via"] == "import"
+
+
+def _experiment(root):
+    """The two things the disputes reader asks of an experiment: its params' path and root."""
+    from types import SimpleNamespace
+
+    paths = SimpleNamespace(disputes="data/disputes.jsonl")
+    return SimpleNamespace(root=root, params=SimpleNamespace(paths=paths),
+                           path=lambda name: root / getattr(paths, name))
+
+
+def test_a_torn_last_line_of_the_disputes_file_was_never_acknowledged_and_is_skipped(tmp_path):
+    from relgrade.canonical import jsonl_bytes
+    from relgrade.experiment.revisions import read_disputes
+
+    one = dsp.recorded(_row(), rubric_version="v1", filed_at="2026-12-06T00:00:00Z", via="page")
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data/disputes.jsonl").write_bytes(jsonl_bytes([one]) + b'{"id": "d-01')
+    table = read_disputes(_experiment(tmp_path))
+    assert table["id"].tolist() == [one["id"]]
+
+
+def test_a_broken_whole_line_of_the_disputes_file_is_refused_naming_file_and_line(tmp_path):
+    from relgrade.experiment.revisions import read_disputes
+
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data/disputes.jsonl").write_text('[1, 2]\n')
+    with pytest.raises(InputError) as e:
+        read_disputes(_experiment(tmp_path))
+    assert str(e.value) == "data/disputes.jsonl:1: a recorded dispute is a JSON object"

@@ -94,8 +94,10 @@ def _pending_line(proc) -> str:
 
 def _owed(a: int, b: int) -> str:
     return (f"Pending: grading: {a} pairs need grader-a ({a} stale), {b} need auditor-b ({b} "
-            "stale); run `relgrade grade run --grader grader-a` and "
-            "`relgrade grade run --grader auditor-b`, then `dvc repro` again.")
+            "stale); run `relgrade grade import --grader grader-a FILE` and "
+            "`relgrade grade import --grader auditor-b FILE`, then `dvc repro` again. This is "
+            "work owed, not a failure: DVC reports the stage as failed so that the pipeline "
+            "stops here.")
 
 
 def _file_on_page(base: str, query_id: str, chunk_id: str, batches: list) -> None:

@@ -73,8 +73,8 @@ def _provenance(ex, gate, qrels_sha256):
     lock = getattr(ex.params.paths, "audit_lock", None)
     lock_path = ex.file(lock) if lock else None
     out = _provenance_of(ex, gate, qrels_sha256, rubric_path, prompt, lock_path)
-    chain = revisions.carry(ex)
-    if chain.revisions:  # the rubric's revisions since the first: changes, disputes settled
+    chain = revisions.carry(ex) if rubric_path is not None and rubric_path.exists() else None
+    if chain is not None and chain.revisions:  # the rubric's revisions since the first: changes, disputes settled
         out["rubric_revisions"] = rubric_mod.revision_record(chain)
     return out
 
