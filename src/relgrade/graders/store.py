@@ -809,7 +809,9 @@ class GradeStore:
                 return True
             return self._current(k)
 
-    def _current(self, k) -> bool:
+    def _current(self, k, latest: dict | None = None) -> bool:
+        """Whether recorded key ``k``'s latest grade is current (``latest``: key → its last
+        row, when the caller has it)."""
         now = self._made_now(dict(zip(self.key_fields, k)))
         if now == self._made[k]:
             return True
@@ -818,7 +820,8 @@ class GradeStore:
         moved = {f for f, a, b in zip(MADE_ON, now, self._made[k]) if a != b}
         if not moved <= {"rubric_version", "rubric_sha256"}:
             return False
-        row = next((r for _, r in reversed(self.rows) if self._key(r) == k), None)
+        row = (latest.get(k) if latest is not None else
+               next((r for _, r in reversed(self.rows) if self._key(r) == k), None))
         return row is not None and bool(self.carried(row, dict(zip(MADE_ON, self._made[k]))))
 
     def current_keys(self) -> frozenset:
@@ -830,7 +833,10 @@ class GradeStore:
         with self._lock:
             if self.made_on is None:
                 return frozenset(self._keys)
-            return frozenset(k for k in self._keys if k not in self._made or self._current(k))
+            latest = ({self._key(r): r for _, r in self.rows} if self.carried is not None
+                      else None)
+            return frozenset(k for k in self._keys
+                             if k not in self._made or self._current(k, latest))
 
     def _key(self, row) -> tuple:
         return tuple(str(row.get(k)) for k in self.key_fields)
