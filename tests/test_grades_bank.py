@@ -90,6 +90,12 @@ def test_a_grade_file_without_its_bank_sidecar_is_refused_naming_the_file():
     assert "g/round-1.jsonl" in str(e.value)
 
 
+def test_an_empty_grade_file_without_a_sidecar_holds_no_grade_and_is_no_error():
+    # the grading page opens a person's round file before anything is saved
+    judged = _bank({"grader-a": [_file([], with_bank=False)]})
+    assert judged.empty
+
+
 def test_a_grade_row_without_its_bank_line_is_refused():
     f = _file([("q1", "a", 2), ("q1", "b", 0)])
     f.bank = f.bank[:1]

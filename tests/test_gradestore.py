@@ -269,3 +269,30 @@ def test_a_bank_line_cut_short_by_a_crash_is_left_out_and_cut_before_the_next_ap
     append_bank(path, [{"query_id": "q1", "chunk_id": "b"}])
     assert bank_path(path).read_text() == ('{"query_id":"q1","chunk_id":"a"}\n'
                                            '{"query_id":"q1","chunk_id":"b"}\n')
+
+
+def test_a_grade_a_rubric_revision_left_alone_stays_current_and_is_not_offered_again(tmp_path):
+    path = tmp_path / "round-1.jsonl"
+    made = {"content_sha256": "C", "intent_sha256": "I", "rubric_version": "v1",
+            "rubric_sha256": "R1"}
+    with GradeStore(path, made_on=lambda r: made).open() as st:
+        st.append([{"query_id": "q1", "chunk_id": "a", "reason": "§traps fine", "grade": 2},
+                   {"query_id": "q1", "chunk_id": "b", "reason": "no section", "grade": 0}])
+    revised = dict(made, rubric_version="v2", rubric_sha256="R2")
+    edited = dict(revised, content_sha256="C2")
+    seen = []
+
+    def carried(row, on):  # what relgrade.experiment.revisions.carried_check gives a store
+        seen.append((row["chunk_id"], on["rubric_sha256"]))
+        return "§traps" in row["reason"]
+
+    with GradeStore(path, made_on=lambda r: revised, carried=carried).open() as st:
+        assert st.current_keys() == frozenset({("q1", "a")})
+        assert st.is_current(("q1", "a")) and not st.is_current(("q1", "b"))
+    assert ("a", "R1") in seen
+    # a grade whose chunk changed too is outdated whatever its sections
+    with GradeStore(path, made_on=lambda r: edited, carried=carried).open() as st:
+        assert st.current_keys() == frozenset()
+    # without the revision chain, a rubric change outdates every grade, as before
+    with GradeStore(path, made_on=lambda r: revised).open() as st:
+        assert st.current_keys() == frozenset()

@@ -34,6 +34,7 @@ COMMANDS = {
     "compare": "relgrade.cli.compare:compare_cmd",
     "corpus": "relgrade.cli.corpus:corpus_cmd",
     "design": "relgrade.cli.design:design_cmd",
+    "disputes": "relgrade.cli.disputes:disputes_cmd",
     "evaluate": "relgrade.cli.evaluate:evaluate_cmd",
     "grade": "relgrade.cli.grade:grade_cmd",
     "init": "relgrade.cli.init:init_cmd",
@@ -222,6 +223,7 @@ COMMAND_HELP = {
     "corpus": "The corpus: pin a source archive (spec), write the chunk table (export), or "
               "edit one chunk's text (edit).",
     "design": "Write DESIGN.md from params and, once the key is frozen, its record.",
+    "disputes": "List open disputes grouped by rubric section: count, pairs, reasons.",
     "evaluate": "Score each RUN against QRELS: one row per run, one column per measure.",
     "grade": "Record grades for the pool, only ever adding to what is already recorded.",
     "init": "Create an experiment in FOLDER (e.g. experiments/NAME).",

@@ -213,11 +213,13 @@ def export_cmd(provider, grader, output, params_path):
     from relgrade.experiment.files import Experiment
     from relgrade.graders.batchfiles import request_lines
     from relgrade.graders.store import GradeStore
+    from relgrade.experiment import revisions
     from relgrade.io.files import write_bytes
 
     ex = Experiment.load(params_path, resolve=True)
     files = ex.grader_files(grader)
-    with GradeStore(files.grades, made_on=ex.made_on(ex.grader_packets(grader))) as store:
+    with GradeStore(files.grades, made_on=ex.made_on(ex.grader_packets(grader)),
+                    carried=revisions.carried_check(ex)) as store:
         owed, _, _ = _owed(ex, grader, provider, store)
     data = request_lines(owed, provider)
     pairs = sum(len(b.chunks) for b in owed)
@@ -261,6 +263,7 @@ def _import_batch(results: Path, grader: str, params_path, *, partial: bool = Fa
     from relgrade.graders.batchfiles import read_results, results_provider
     from relgrade.graders.cache import MISS, CallCache, answer_digest
     from relgrade.graders.store import GradeStore
+    from relgrade.experiment import revisions
     from relgrade.text import inert
 
     ex = Experiment.load(params_path, resolve=True)
@@ -269,7 +272,8 @@ def _import_batch(results: Path, grader: str, params_path, *, partial: bool = Fa
     provider = results_provider(data, source=results)
     files = ex.grader_files(grader)
     packets = ex.grader_packets(grader)
-    with GradeStore(files.grades, made_on=ex.made_on(packets)) as store:
+    with GradeStore(files.grades, made_on=ex.made_on(packets),
+                    carried=revisions.carried_check(ex)) as store:
         owed, packets, spec = _owed(ex, grader, provider, store)
         judge = _provider_judge(ex, grader, provider, spec)
         got = read_results(data, source=results, owed=owed, grader=grader, kind=spec["kind"],

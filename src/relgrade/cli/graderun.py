@@ -128,6 +128,7 @@ def run_cmd(grader, workers, executor, address, connect_timeout, dry_run, max_ca
     from relgrade.graders.price import Cap, reason_cap
     from relgrade.graders.self_consistency import self_consistency
     from relgrade.graders.store import GradeStore
+    from relgrade.experiment import revisions
     from relgrade.io.files import write_json
 
     if max_calls is not None and max_calls < 1:
@@ -173,7 +174,8 @@ def run_cmd(grader, workers, executor, address, connect_timeout, dry_run, max_ca
         max_calls=max_calls, max_cost=grading.max_cost, price=price,
         reason_chars=reason_chars, scale=scale)
     ex.ensure_meta(files, graderun.packet_meta(packets))
-    store = GradeStore(files.grades, made_on=ex.made_on(packets)).open()
+    store = GradeStore(files.grades, made_on=ex.made_on(packets),
+                       carried=revisions.carried_check(ex)).open()
     sample_store = None
     previous = signal.getsignal(signal.SIGTERM)
 

@@ -89,6 +89,7 @@ def build_site(params_path=None, *, graders=None, tokens_path=None):
     from relgrade.experiment.params import PARAMS_FILE
     from relgrade.graders.command import packet_meta
     from relgrade.graders.store import GradeStore, SingleWriter
+    from relgrade.experiment import revisions
     from relgrade.schema import PANEL_ROLES
     from relgrade.web.app import Site, site_graders
 
@@ -117,7 +118,8 @@ def build_site(params_path=None, *, graders=None, tokens_path=None):
             files = ex.grader_files(n)
             mine = own[n] if n in own else packets_by_role[specs[n]["role"]]
             ex.ensure_meta(files, packet_meta(mine))
-            stores[n] = GradeStore(files.grades, made_on=ex.made_on(mine)).open()
+            stores[n] = GradeStore(files.grades, made_on=ex.made_on(mine),
+                                   carried=revisions.carried_check(ex)).open()
     except BaseException:
         for st in stores.values():
             st.close()
@@ -129,7 +131,7 @@ def build_site(params_path=None, *, graders=None, tokens_path=None):
                 max_reason_words=ex.params.need("grading.max_reason_words"),
                 max_reason_chars=grading.max_reason_chars,
                 writer=SingleWriter(), round=grading.round,
-                gold_watch=_gold_watch(ex) if "rater" in roles else None)
+                gold_watch=_gold_watch(ex) if "rater" in roles else None, **_disputes(ex))
     return site, list(stores.values())
 
 
@@ -147,6 +149,23 @@ def _gold_watch(ex):
     gold = gold_questions(read_gold(ex, pool), queues)
     return GoldWatch(queues=queues, gold=gold, min_accuracy=ex.params.gold.min_accuracy,
                      min_gold=ex.params.gold.min_gold)
+
+
+def _disputes(ex) -> dict:
+    """The page's dispute button: the rubric's sections and the recorder, when params name a
+    disputes file (``paths.disputes``)."""
+    from relgrade.experiment import revisions
+
+    if revisions.disputes_path(ex) is None:
+        return {}
+    sections = [(s.id, s.heading or "text before the first section")
+                for s in revisions.current_sections(ex).values()]
+
+    def record(row: dict) -> str:
+        ids, _ = revisions.file_disputes(ex, [row], source="the grading page", via="page")
+        return ids[0]
+
+    return {"sections": sections, "file_dispute": record}
 
 
 def _no_human_grader(params_path, graders: dict) -> InputError:

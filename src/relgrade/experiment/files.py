@@ -429,6 +429,21 @@ class Experiment:
             rows, bank, source=files.grades.as_posix(), bank_source=files.bank.as_posix()).records
         latest = {(str(r.get("query_id")), str(r.get("chunk_id"))): line
                   for (_, r), line in zip(rows, records)}
+        reasons = {(str(r.get("query_id")), str(r.get("chunk_id"))): r.get("reason")
+                   for _, r in rows}
+        carry = None
+
+        def carried(pair, line) -> bool:
+            # made under an earlier rubric whose revisions since left its sections alone
+            nonlocal carry
+            if carry is None:
+                from relgrade.experiment import revisions
+
+                carry = revisions.carry(self)
+            one = pd.DataFrame({"query_id": [pair[0]], "chunk_id": [pair[1]],
+                                "reason": [reasons.get(pair) or ""],
+                                "rubric_sha256": [str(line.get("rubric_sha256"))]})
+            return bool(carry.carried(one).iat[0])
 
         def owed(qid, chunk):
             pair = (str(qid), str(chunk["chunk_id"]))
@@ -436,8 +451,12 @@ class Experiment:
                 return True
             line = latest.get(pair)
             now = made_now({"query_id": pair[0], "chunk_id": pair[1]})
-            return line is not None and now is not None and any(
-                line.get(k) != now[k] for k in now)
+            if line is None or now is None:
+                return False
+            moved = [k for k in now if line.get(k) != now[k]]
+            if moved and set(moved) <= {"rubric_version", "rubric_sha256"}:
+                return not carried(pair, line)
+            return bool(moved)
 
         out = {}
         for qid, packet in packets.items():

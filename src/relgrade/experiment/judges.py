@@ -7,6 +7,7 @@ token and cost rules).
 
 from __future__ import annotations
 
+from relgrade.experiment import revisions
 from relgrade.graders import command as graderun
 from relgrade.graders.cache import judge_identity
 from relgrade.graders.exchange import prompt_template, prompt_template_text
@@ -47,7 +48,8 @@ def estimate_owed(ex, grader: str, setup, packets, files, *, rubric: str, scale,
         A running ``grade run`` holds the grade file.
     """
     if files.grades.exists():  # opened only to read (it stays as it is)
-        with GradeStore(files.grades, made_on=ex.made_on(packets)).open() as store:
+        with GradeStore(files.grades, made_on=ex.made_on(packets),
+                        carried=revisions.carried_check(ex)).open() as store:
             sample_store = None
             if setup.samples > 1 and files.samples.exists():
                 sample_store = GradeStore(files.samples,

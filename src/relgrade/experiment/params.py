@@ -179,6 +179,8 @@ class Paths(_Section):
     adjudication: str | None = None
     # grading at scale: every accepted grader answer, by request (private: holds reasons)
     call_cache: str | None = None
+    # disputes filed against the rubric (git-tracked, append-only; docs/disputes.md)
+    disputes: str | None = None
 
 
 class Scale(_Section):

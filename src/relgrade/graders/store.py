@@ -577,6 +577,10 @@ class GradeStore:
     made_on : callable, optional
         Grade row → what it is made on (:data:`relgrade.schema.MADE_ON`); when given, every
         row written is first recorded in the bank sidecar (:func:`bank_path`).
+    carried : callable, optional
+        ``(latest row, its made-on dict) -> bool``: a recorded grade whose rubric alone
+        differs from now is current when this says so (a rubric revision left its sections
+        alone); without it, any difference makes it outdated.
 
     Attributes
     ----------
@@ -600,6 +604,9 @@ class GradeStore:
     path: Path
     key_fields: Sequence[str] = ("query_id", "chunk_id")
     made_on: Callable[[dict], dict | None] | None = None
+    #: ``(row, made-on dict) -> bool``: whether a recorded grade made under an earlier rubric
+    #: is still current (:meth:`relgrade.protocol.rubric.Carry.carried`); None: never.
+    carried: Callable[[dict, dict], bool] | None = None
     rows: list = field(default_factory=list, init=False)
     recovery: Recovery = field(default_factory=Recovery, init=False)
     replacements: list = field(default_factory=list, init=False)
@@ -800,7 +807,22 @@ class GradeStore:
                 return False
             if self.made_on is None or k not in self._made:
                 return True
-            return self._made_now(dict(zip(self.key_fields, k))) == self._made[k]
+            return self._current(k)
+
+    def _current(self, k, latest: dict | None = None) -> bool:
+        """Whether recorded key ``k``'s latest grade is current (``latest``: key → its last
+        row, when the caller has it)."""
+        now = self._made_now(dict(zip(self.key_fields, k)))
+        if now == self._made[k]:
+            return True
+        if self.carried is None or now is None:
+            return False
+        moved = {f for f, a, b in zip(MADE_ON, now, self._made[k]) if a != b}
+        if not moved <= {"rubric_version", "rubric_sha256"}:
+            return False
+        row = (latest.get(k) if latest is not None else
+               next((r for _, r in reversed(self.rows) if self._key(r) == k), None))
+        return row is not None and bool(self.carried(row, dict(zip(MADE_ON, self._made[k]))))
 
     def current_keys(self) -> frozenset:
         """Recorded keys whose latest grade was made on what the packets show now.
@@ -811,8 +833,10 @@ class GradeStore:
         with self._lock:
             if self.made_on is None:
                 return frozenset(self._keys)
-            return frozenset(k for k in self._keys if k not in self._made
-                             or self._made_now(dict(zip(self.key_fields, k))) == self._made[k])
+            latest = ({self._key(r): r for _, r in self.rows} if self.carried is not None
+                      else None)
+            return frozenset(k for k in self._keys
+                             if k not in self._made or self._current(k, latest))
 
     def _key(self, row) -> tuple:
         return tuple(str(row.get(k)) for k in self.key_fields)

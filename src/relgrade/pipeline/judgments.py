@@ -16,6 +16,7 @@ from dataclasses import dataclass, field, replace
 
 import pandas as pd
 
+from relgrade.experiment import revisions
 from relgrade.pipeline import sharing
 from relgrade.io import files as io
 from relgrade.protocol import bank, grades, regrade, triage
@@ -40,7 +41,8 @@ class Judgments:
         The pairs a partial round regrades (``query_id``, ``chunk_id``); None for a full round.
     now : dict
         What a grade must be made on to be current: ``content``, ``intents`` (Series of
-        sha256), ``rubric_sha256``, ``rubric_version``.
+        sha256), ``rubric_sha256``, ``rubric_version``, ``carry`` (the rubric's revision
+        chain: :func:`relgrade.experiment.revisions.carry`).
     pending : pandas.DataFrame
         :data:`relgrade.schema.PENDING`: who owes which pool pair, and why.
     round_pairs : pandas.DataFrame
@@ -132,7 +134,8 @@ def current_now(ex, *, chunks: pd.DataFrame | None = None) -> dict:
         content=bank.content_sha256(chunks),
         intents=bank.intent_sha256(io.read_table(ex.path("intents"),
                                                  columns=["query_id", "intent"])),
-        rubric_sha256=ex.rubric_sha256(), rubric_version=ex.params.grading.rubric_version)
+        rubric_sha256=ex.rubric_sha256(), rubric_version=ex.params.grading.rubric_version,
+        carry=revisions.carry(ex))
 
 
 def judgments(ex, pool: pd.DataFrame, audit_ids, *,

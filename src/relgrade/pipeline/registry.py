@@ -577,6 +577,8 @@ def stage_body(stage: Stage, ex: Experiment, modes: frozenset, *, graph, src: Pa
         # settings (judges.probe) are the probe command's, and rerun no stage
         params += [f"judges.{k}" for k in ("max_age_days", "require_calibration")
                    if k in ex.params.judges.as_dict()]
+    if stage.name in ("grades", "key"):  # what decides which grades a revision kept current
+        deps += [d for d in _revision_deps(ex) if d not in deps]
     if stage.name in ("packets", "grades") and ex.params.grading.share_from:
         deps += _share_deps(ex)
         params.append("grading.share_from")
@@ -588,6 +590,20 @@ def stage_body(stage: Stage, ex: Experiment, modes: frozenset, *, graph, src: Pa
         if entries:
             body[kind] = entries
     return body
+
+
+def _revision_deps(ex: Experiment) -> list[str]:
+    """The disputes file (params ``paths.disputes``) and the rubric's folder: the versions a
+    revision revises and the revision log sit beside the rubric
+    (:mod:`relgrade.experiment.revisions`), and whether a grade made under an earlier rubric is
+    current is decided from them. The folder, not the files of the chain, so a revision
+    written in it leaves the pipeline's shape as it was."""
+    out = ["${paths.disputes}"] if ex.params.paths.disputes else []
+    if ex.params.grading.rubric:
+        folder = Path(ex.params.grading.rubric).parent.as_posix()
+        if folder not in ("", "."):
+            out.append(folder)
+    return out
 
 
 def render(ex: Experiment, *, repo: Path | None = None, name: str | None = None,

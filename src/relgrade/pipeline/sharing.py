@@ -152,7 +152,7 @@ def source_bank(source: Experiment, graders) -> pd.DataFrame:
 
 def reuse(own: pd.DataFrame, shared, *, graders, pool: pd.DataFrame, content: pd.Series,
           intents: pd.Series, rubric_sha256: str,
-          rubric_version: str | None = None) -> pd.DataFrame:
+          rubric_version: str | None = None, carry=None) -> pd.DataFrame:
     """The shared grades that count here: current, of a grader here, of a pool pair, not owned.
 
     Parameters
@@ -166,7 +166,7 @@ def reuse(own: pd.DataFrame, shared, *, graders, pool: pd.DataFrame, content: pd
         The graders of this experiment; a source's grade counts for the grader of its name.
     pool : pandas.DataFrame
         This experiment's pool (``query_id``, ``chunk_id``).
-    content, intents, rubric_sha256, rubric_version
+    content, intents, rubric_sha256, rubric_version, carry
         What this experiment shows now (as for :func:`relgrade.protocol.bank.currency`).
 
     Returns
@@ -180,7 +180,7 @@ def reuse(own: pd.DataFrame, shared, *, graders, pool: pd.DataFrame, content: pd
         Rows in source order, then bank order.
     """
     now = dict(content=content, intents=intents, rubric_sha256=rubric_sha256,
-               rubric_version=rubric_version)
+               rubric_version=rubric_version, carry=carry)
     names = {str(g) for g in graders}
     pairs = grades.pool_pairs_of(pool)
     mine = bank.current_grades(own, **now)

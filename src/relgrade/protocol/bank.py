@@ -85,7 +85,8 @@ def intent_sha256(intents: pd.DataFrame) -> pd.Series:
 
 
 def currency(bank: pd.DataFrame, *, content: pd.Series, intents: pd.Series,
-             rubric_sha256: str, rubric_version: str | None = None) -> pd.Series:
+             rubric_sha256: str, rubric_version: str | None = None,
+             carry=None) -> pd.Series:
     """Whether each bank grade is current, and if not, what moved.
 
     Parameters
@@ -101,6 +102,11 @@ def currency(bank: pd.DataFrame, *, content: pd.Series, intents: pd.Series,
     rubric_version : str, optional
         The current rubric version (params ``grading.rubric_version``); when given, a grade
         recorded under another version (column ``rubric_version``) is ``"rubric"`` too.
+    carry : relgrade.protocol.rubric.Carry, optional
+        The rubric's revision chain: a grade made under an earlier rubric of the chain whose
+        named sections no revision since has touched stays current
+        (:meth:`relgrade.protocol.rubric.Carry.carried`; needs the column ``reason``).
+        Without it, any other rubric makes a grade stale.
 
     Returns
     -------
@@ -130,6 +136,10 @@ def currency(bank: pd.DataFrame, *, content: pd.Series, intents: pd.Series,
     status[bank["rubric_sha256"].astype(str) != str(rubric_sha256)] = "rubric"
     if rubric_version is not None and "rubric_version" in bank.columns:
         status[bank["rubric_version"].astype(str) != str(rubric_version)] = "rubric"
+    if carry is not None and carry.touched and "reason" in bank.columns:
+        older = status.eq("rubric")
+        if older.any():
+            status[older & carry.carried(bank).reindex(bank.index, fill_value=False)] = "current"
     status[bank["intent_sha256"].astype(str) != now_intent] = "intent"
     status[bank["content_sha256"].astype(str) != now_content] = "content"
     status[now_content.isna()] = "chunk gone"
@@ -137,7 +147,8 @@ def currency(bank: pd.DataFrame, *, content: pd.Series, intents: pd.Series,
 
 
 def current_grades(bank: pd.DataFrame, *, content: pd.Series, intents: pd.Series,
-                   rubric_sha256: str, rubric_version: str | None = None) -> pd.DataFrame:
+                   rubric_sha256: str, rubric_version: str | None = None,
+                   carry=None) -> pd.DataFrame:
     """The bank's current grades, latest per (grader, query_id, chunk_id).
 
     Returns
@@ -148,7 +159,7 @@ def current_grades(bank: pd.DataFrame, *, content: pd.Series, intents: pd.Series
         highest ``round`` is kept, and within a round the last recorded.
     """
     ok = bank[currency(bank, content=content, intents=intents, rubric_sha256=rubric_sha256,
-                       rubric_version=rubric_version).eq("current")]
+                       rubric_version=rubric_version, carry=carry).eq("current")]
     return latest_grades(ok)
 
 
@@ -184,7 +195,8 @@ def pending_work(pool: pd.DataFrame, bank: pd.DataFrame, *, key_grader: str, aud
                  audit_ids: Iterable[str], content: pd.Series, intents: pd.Series,
                  rubric_sha256: str, rubric_version: str | None = None,
                  regrade: pd.DataFrame | None = None, triage_grader: str | None = None,
-                 key_pairs: pd.DataFrame | None = None) -> pd.DataFrame:
+                 key_pairs: pd.DataFrame | None = None,
+                 carry=None) -> pd.DataFrame:
     """The pairs each grader still owes for the current pool.
 
     Parameters
@@ -198,7 +210,7 @@ def pending_work(pool: pd.DataFrame, bank: pd.DataFrame, *, key_grader: str, aud
         The grader who owes every pool pair, and the one who owes the audited queries' pairs.
     audit_ids : iterable of str
         The locked audit sample.
-    content, intents, rubric_sha256, rubric_version
+    content, intents, rubric_sha256, rubric_version, carry
         As for :func:`currency`.
     regrade : pandas.DataFrame, optional
         The pairs a partial round regrades (``query_id``, ``chunk_id``; see
@@ -236,7 +248,7 @@ def pending_work(pool: pd.DataFrame, bank: pd.DataFrame, *, key_grader: str, aud
     require(bank, ["grader"], what="the judgment bank")
     pairs = pool[["query_id", "chunk_id"]].astype(str).drop_duplicates()
     status = currency(bank, content=content, intents=intents, rubric_sha256=rubric_sha256,
-                      rubric_version=rubric_version)
+                      rubric_version=rubric_version, carry=carry)
     ids = {str(q) for q in audit_ids}
     again = (set() if regrade is None else
              set(zip(regrade["query_id"].astype(str), regrade["chunk_id"].astype(str))))

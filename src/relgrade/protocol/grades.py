@@ -770,7 +770,7 @@ def bank_of_file(f: GraderFile, *, name: str, spec: Mapping, scale: Iterable[int
     Raises
     ------
     InputError
-        A row rule of :func:`validate_grade_rows`; the file has no bank sidecar (what its
+        A row rule of :func:`validate_grade_rows`; the file has rows but no bank sidecar (what its
         grades were made on is unknown: refused, never assumed); a grade row without its
         bank line, or a file and sidecar that disagree in their body
         (:func:`relgrade.protocol.sidecar.pair_rows`: row i is made on bank line i; trailing
@@ -785,7 +785,10 @@ def bank_of_file(f: GraderFile, *, name: str, spec: Mapping, scale: Iterable[int
                               max_reason_words=max_reason_words, source=f.source,
                               max_reason_chars=max_reason_chars, allow_repeats=True,
                               reasonless=imported_without_reasons(rows, f.bank))
-    if f.bank is None:
+    bank_lines = f.bank
+    if bank_lines is None and not rows:
+        bank_lines = []  # an empty grade file (a page opened, nothing saved): nothing unknown
+    if bank_lines is None:
         raise InputError("a grade file without its bank sidecar: what its grades were made "
                          "on (chunk content, intent line, rubric) is unknown", path=f.source,
                          item=name, found=f"no {f.bank_source}",
@@ -794,10 +797,10 @@ def bank_of_file(f: GraderFile, *, name: str, spec: Mapping, scale: Iterable[int
                              "it from git")
     # Row i was made on bank line i (sidecar.pair_rows); trailing lines without a row
     # belong to a batch that was never acknowledged and are left out.
-    paired = sidecar.pair_rows(rows, f.bank, source=f.source, bank_source=f.bank_source)
+    paired = sidecar.pair_rows(rows, bank_lines, source=f.source, bank_source=f.bank_source)
     cols: dict[str, list] = {c: [] for c in (*MADE_ON, "graded_at")}
     used: dict[tuple[str, str], list[tuple]] = {}
-    for (q, c), (line, _), row in zip(zip(df["query_id"], df["chunk_id"]), f.bank,
+    for (q, c), (line, _), row in zip(zip(df["query_id"], df["chunk_id"]), bank_lines,
                                       paired.records):
         before = used.setdefault((q, c), [])
         now = tuple(row.get(k) for k in MADE_ON)
@@ -865,7 +868,8 @@ def current_table(bank: pd.DataFrame, *, graders: Mapping, pool: pd.DataFrame,
                   rubric_sha256: str, rubric_version: str, round: int,
                   intents_sha256: str | None,
                   files: Mapping[str, GraderFile] | None = None,
-                  key_pairs: pd.DataFrame | None = None) -> tuple[pd.DataFrame, dict]:
+                  key_pairs: pd.DataFrame | None = None,
+                  carry=None) -> tuple[pd.DataFrame, dict]:
     """The grades table of the current pool: current grades only, and its manifest.
 
     Parameters
@@ -878,7 +882,7 @@ def current_table(bank: pd.DataFrame, *, graders: Mapping, pool: pd.DataFrame,
         The current pool (``query_id``, ``chunk_id``).
     audit_query_ids : iterable of str
         The audit sample: an auditor's grades count only on these queries.
-    content, intents, rubric_sha256, rubric_version
+    content, intents, rubric_sha256, rubric_version, carry
         What the pool shows now (see :func:`relgrade.protocol.bank.currency`).
     round : int
         Params ``grading.round``: the round every row of the table serves in.
@@ -906,7 +910,7 @@ def current_table(bank: pd.DataFrame, *, graders: Mapping, pool: pd.DataFrame,
     audit = sorted({str(q) for q in audit_query_ids})
     pairs = pool_pairs_of(pool)
     now = current_grades(bank, content=content, intents=intents, rubric_sha256=rubric_sha256,
-                         rubric_version=rubric_version)
+                         rubric_version=rubric_version, carry=carry)
     in_pool = [(q, c) in pairs for q, c in zip(now["query_id"], now["chunk_id"])]
     now = now[pd.Series(in_pool, index=now.index, dtype=bool)]
     tables, roles, entries = {}, {}, {}

@@ -42,7 +42,7 @@ import re
 import secrets
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Mapping
+from typing import Callable, Mapping
 from urllib.parse import quote, urlsplit
 
 from fastapi import FastAPI, Request
@@ -67,6 +67,7 @@ COOKIE = "relgrade_token"
 #: The form field holding the session's form token.
 CSRF_FIELD = "csrf"
 _INT = re.compile(r"^-?[0-9]+$")  # ASCII digits only: int() also reads "２"
+_DISPUTE_ID = re.compile(r"^d-[0-9a-f]{12}$")
 _FILENAME = re.compile(r"[\w./-]+\.[A-Za-z0-9]+")
 
 #: Response headers on every page: no inline script may run, nothing is framed or cached.
@@ -187,6 +188,12 @@ class Site:
     gold_watch : GoldWatch or None
         With a rater panel and gold: raters whose saved grades fall below the gold rule
         are stopped on the page (nothing they saved is lost).
+    sections : list of (str, str)
+        The rubric's sections (id, heading) a dispute may name; empty: no dispute button.
+    file_dispute : callable, optional
+        ``dispute (dict of the filed fields) -> its id``: checks and records a dispute (one
+        filed before is recorded once; raising :class:`~relgrade.errors.InputError` with nothing recorded);
+        None: no dispute button.
     """
 
     graders: dict
@@ -197,6 +204,8 @@ class Site:
     round: int = 1
     max_reason_chars: int = 300
     gold_watch: GoldWatch | None = None
+    sections: list = field(default_factory=list)
+    file_dispute: Callable | None = None
     rubric_html: str = field(default="", init=False)
     _code_cache: dict = field(default_factory=dict, init=False, repr=False)
 
@@ -497,7 +506,7 @@ def create_app(site: Site) -> FastAPI:
         return RedirectResponse(url(g, *nxt) if nxt else url(g), status_code=303)
 
     def render_batch(request, g, qid, b, *, values=None, error=None, error_index=None,
-                     chunk_errors=None, status=200):
+                     chunk_errors=None, status=200, dispute=None):
         # chunk_errors: index -> message, each shown on its own chunk (every too-long reason
         # of the batch at once); error with error_index: one chunk's; error alone: the form's
         p = packet_for(g, qid, b)
@@ -532,6 +541,12 @@ def create_app(site: Site) -> FastAPI:
             "next_url": url(g, qid, b + 1) if b + 1 < nb else None,
             "action": url(g, qid, b), "draft_key": f"{g.name}|{qid}|{b}",
             "reason_optional_zero": not reason_required(g.kind, g.role, 0),
+            "disputes_on": site.file_dispute is not None and bool(site.sections),
+            "sections": site.sections, "dispute_action": url(g, qid, b) + "/dispute",
+            "dispute": dispute or {},
+            "disputed": (request.query_params.get("disputed", "")
+                         if _DISPUTE_ID.match(request.query_params.get("disputed", ""))
+                         else None),
         }, status_code=status)
 
     @app.get("/g/{name}/q/{qid}", response_class=HTMLResponse)
@@ -628,6 +643,37 @@ def create_app(site: Site) -> FastAPI:
                                     error=f"{e}. Nothing was saved; try again in a moment.")
         nxt = next_batch(g, after=(qid, b))
         return RedirectResponse(url(g, *nxt) if nxt else url(g), status_code=303)
+
+    @app.post("/g/{name}/q/{qid}/{b}/dispute", response_class=HTMLResponse)
+    async def file_dispute(request: Request, name: str, qid: str, b: int):
+        """File a dispute on one chunk of the batch: the grader's grade, the rubric section
+        read, a reason. It never changes a grade; nothing is recorded when it is refused."""
+        g = grader_for(request, name)
+        p = packet_for(g, qid, b)
+        await check_cross_site(request)
+        if site.file_dispute is None:
+            raise _Denied(404, "Disputes are not taken on this page.")
+        form = await request.form()
+        batch = p["batches"][b]
+        raw_i = str(form.get("chunk", ""))
+        i = int(raw_i) if _INT.match(raw_i) and 0 <= int(raw_i) < len(batch) else None
+        raw_g = str(form.get("grade", "")).strip()
+        entered = {"index": i, "grade": raw_g, "section": str(form.get("section", "")),
+                   "reason": str(form.get("reason", ""))}
+        if i is None:
+            return render_batch(request, g, qid, b, status=400, dispute=entered,
+                                error="The dispute names no chunk of this batch. Nothing was "
+                                      "recorded.")
+        row = {"query_id": qid, "chunk_id": str(batch[i]["chunk_id"]), "grader": g.name,
+               "grade": int(raw_g) if _INT.match(raw_g) else raw_g,
+               "section": entered["section"], "reason": entered["reason"]}
+        try:
+            filed = await asyncio.to_thread(site.file_dispute, row)
+        except InputError as e:
+            msg = _form_message(e).replace("Nothing was saved.", "Nothing was recorded.")
+            return render_batch(request, g, qid, b, status=400, dispute=entered,
+                                error=f"Dispute not filed: {msg}", error_index=i)
+        return RedirectResponse(f"{url(g, qid, b)}?disputed={filed}", status_code=303)
 
     return app
 

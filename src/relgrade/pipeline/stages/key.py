@@ -41,7 +41,9 @@ from relgrade.io import files as io
 from relgrade.graders.cache import NOT_RECORDED, judge_counts
 from relgrade.io.trec import write_trec_qrels
 from relgrade.protocol import corrections as corrections_mod
+from relgrade.experiment import revisions
 from relgrade.protocol import key, ledger, triage
+from relgrade.protocol import rubric as rubric_mod
 from relgrade.schema import MADE_ON
 
 #: What the post-hoc folder holds while no post-hoc key stands beside the frozen one.
@@ -70,6 +72,14 @@ def _provenance(ex, gate, qrels_sha256):
     prompt = Path(str(resources.files("relgrade") / "prompts" / "grader.md"))
     lock = getattr(ex.params.paths, "audit_lock", None)
     lock_path = ex.file(lock) if lock else None
+    out = _provenance_of(ex, gate, qrels_sha256, rubric_path, prompt, lock_path)
+    chain = revisions.carry(ex) if rubric_path is not None and rubric_path.exists() else None
+    if chain is not None and chain.revisions:  # the rubric's revisions since the first: changes, disputes settled
+        out["rubric_revisions"] = rubric_mod.revision_record(chain)
+    return out
+
+
+def _provenance_of(ex, gate, qrels_sha256, rubric_path, prompt, lock_path):
     return key.record_provenance(
         qrels_sha256=qrels_sha256,
         rubric_sha256=io.sha256_file(rubric_path) if rubric_path and rubric_path.exists() else None,

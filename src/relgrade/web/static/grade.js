@@ -93,6 +93,7 @@
   document.addEventListener("keydown", function (ev) {
     if (ev.ctrlKey || ev.metaKey || ev.altKey) { return; }
     var t = ev.target;
+    if (t && t.closest && t.closest(".dispute")) { return; }  // the dispute form types freely
     if (t && t.tagName === "TEXTAREA") {
       if (ev.key === "Escape" || (ev.key === "Enter" && !ev.shiftKey)) {
         ev.preventDefault();
