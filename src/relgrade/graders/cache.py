@@ -270,11 +270,24 @@ def named_files(argv: Sequence[str], *, tree, cwd=None) -> dict[str, str]:
     InputError
         A named file exists but cannot be read.
     """
-    if tree is None:
+    found = command_script(argv, tree=tree, cwd=cwd)
+    if found is None:
         return {}
+    arg, path = found
+    try:
+        return {arg: sha256_bytes(path.read_bytes())}
+    except OSError as e:
+        raise InputError("a file the grader command names cannot be read", path=arg,
+                         found=str(e)) from None
+
+
+def command_script(argv: Sequence[str], *, tree, cwd=None) -> tuple[str, Path] | None:
+    """The argv entry that names the command's program or script in the working tree, and
+    that file's resolved path (the rule of :func:`named_files`), or None."""
+    if tree is None:
+        return None
     top = Path(tree).resolve()
     here = Path.cwd() if cwd is None else Path(cwd)
-    out: dict[str, str] = {}
     for arg in argv:
         arg = str(arg)
         if not arg or "\0" in arg:
@@ -282,16 +295,11 @@ def named_files(argv: Sequence[str], *, tree, cwd=None) -> dict[str, str]:
         try:
             found = [p for p in ((here / arg).resolve(), (top / arg).resolve())
                      if p.is_relative_to(top) and p.is_file()]
-            if not found:
-                continue
-            out[arg] = sha256_bytes(found[0].read_bytes())
-            break  # the program or script alone (see above)
-        except OSError as e:
-            raise InputError("a file the grader command names cannot be read", path=arg,
-                             found=str(e)) from None
-        except ValueError:  # not a path at all
+        except (OSError, ValueError):  # not a path at all
             continue
-    return out
+        if found:
+            return arg, found[0]
+    return None
 
 
 def declared_env(keys: Sequence[str], environ: Mapping[str, str]) -> dict[str, str | None]:
