@@ -111,9 +111,11 @@ def import_cmd(file, batch, grader, round_, fmt, partial, recheck, params_path):
     else:
         rows = judgment_objects(file)
     target = ex.grader_files(grader, rnd).grades
+    recheck_made_on = None
     if recheck is not None:
-        check["pool_pairs"], check["audit_query_ids"], target = _recheck_target(ex, recheck,
-                                                                                grader, spec)
+        check["pool_pairs"], target, recheck_made_on = _recheck_target(ex, recheck, grader,
+                                                                       spec)
+        check["audit_query_ids"] = None
     new = grades.validate_grader_file(rows, source=file.as_posix(), reasonless=reasonless,
                                       **check)
     if new.empty:
@@ -123,7 +125,7 @@ def import_cmd(file, batch, grader, round_, fmt, partial, recheck, params_path):
     rows = new[ROW_COLUMNS].to_dict("records")
     # The bank records what each imported grade is made on: the chunk and intent line as the
     # pool shows them now, and the rubric file as it is now.
-    made_on = ex.made_on_now()
+    made_on = ex.made_on_now() if recheck_made_on is None else recheck_made_on
     skipped: list = []
     total = GradeStore(target, made_on=made_on).import_rows(
         rows, source=file, note=grades.imported_from(file, io.sha256_file(file), fmt),
@@ -152,8 +154,8 @@ def import_cmd(file, batch, grader, round_, fmt, partial, recheck, params_path):
 
 
 def _recheck_target(ex, judge_grader, people, spec):
-    """The drawn re-check pairs of ``judge_grader``'s identity now, no audit scope, and the
-    file ``people``'s re-check grades go to.
+    """The drawn re-check pairs of ``judge_grader``'s identity now, the file ``people``'s
+    re-check grades go to, and what each is made on (what the re-check's packets show).
 
     Raises
     ------
@@ -175,7 +177,8 @@ def _recheck_target(ex, judge_grader, people, spec):
                          item=f"graders.{judge_grader}",
                          fix=f"Run: relgrade judge recheck --grader {judge_grader}")
     pairs = {(str(p["query_id"]), str(p["chunk_id"])) for p in d["pairs"]}
-    return pairs, None, rc.grade_path(ex, judge_grader, judge, people)
+    return (pairs, rc.grade_path(ex, judge_grader, judge, people),
+            ex.made_on(rc.recheck_packets(ex, judge_grader, d)))
 
 
 # --- provider batch files --------------------------------------------------------
