@@ -21,6 +21,7 @@ import pandas as pd
 from relgrade.errors import InputError, PendingWork, RelgradeError
 from relgrade.experiment import recheck
 from relgrade.experiment.judges import current_judge
+from relgrade.experiment.layout import key_judges, model_judges  # noqa: F401 (their home)
 from relgrade.io import files as io
 from relgrade.io.judge_ledger import LEDGER, append_entry, read_ledger
 from relgrade.experiment.params import Judges
@@ -47,12 +48,6 @@ def experiment_name(ex) -> str:
     """The experiment's folder relative to the repository's top, POSIX (``.`` at the top)."""
     rel = Path(ex.root).resolve().relative_to(ex.working_tree())
     return rel.as_posix() or "."
-
-
-def model_judges(ex) -> list[str]:
-    """The experiment's model graders that have a command (and so a judge identity)."""
-    return [name for name, g in ex.params.graders.items()
-            if g.kind == "model" and g.as_dict().get("command") is not None]
 
 
 def people_grader(ex, grader: str) -> str:
@@ -384,16 +379,6 @@ def resolve_identity(ex, grader: str, prefix: str) -> str:
 def judges_params(ex) -> Judges:
     """Params ``judges`` (its defaults when the section is absent)."""
     return ex.params.judges or Judges()
-
-
-def key_judges(ex) -> list[str]:
-    """The model graders with a command whose grades make the key: ``grading.key_grader``
-    and, in triage mode, the graders of role ``triage``."""
-    names = [ex.params.grading.key_grader]
-    if ex.params.grading.mode == "triage":
-        names += [n for n, g in ex.params.graders.items() if g.role == "triage"]
-    judges = model_judges(ex)
-    return [n for n in dict.fromkeys(names) if n in judges]
 
 
 def owed_calibrations(ex, graders, *, seconds_of=None) -> list[str]:

@@ -8,7 +8,7 @@ token and cost rules).
 from __future__ import annotations
 
 from relgrade.graders import command as graderun
-from relgrade.graders.cache import command_script, judge_identity
+from relgrade.graders.cache import judge_identity
 from relgrade.graders.exchange import prompt_template, prompt_template_text
 from relgrade.graders.price import Estimate, estimate, price_for, reason_cap
 from relgrade.graders.store import GradeStore
@@ -110,17 +110,3 @@ def current_judge(ex, grader: str) -> str:
         setup, template_text=prompt_template_text(), rubric=ex.rubric(),
         tree=ex.working_tree()))
 
-
-def judge_script(ex, grader: str):
-    """The file of the working tree grader ``grader``'s command runs (its program or script,
-    which its judge identity hashes: :func:`relgrade.graders.cache.command_script`), or
-    None when it names none.
-
-    Raises
-    ------
-    InputError
-        The grader has no command.
-    """
-    setup = graderun.grader_setup(ex.params.grader(grader), grader, path=ex.params.source)
-    found = command_script(setup.argv, tree=ex.working_tree(), cwd=ex.working_tree())
-    return None if found is None else found[1]

@@ -81,6 +81,7 @@ from typing import Iterable, Mapping, Sequence
 from relgrade.canonical import canonical_json, jsonl_bytes, sha256_bytes
 from relgrade.errors import InputError
 from relgrade.graders.store import append_lines, now_utc
+from relgrade.io.files import command_script
 
 #: The ``cache`` value hashed into every key; a new version changes every key.
 CACHE_VERSION = "relgrade-call-cache/3"
@@ -279,27 +280,6 @@ def named_files(argv: Sequence[str], *, tree, cwd=None) -> dict[str, str]:
     except OSError as e:
         raise InputError("a file the grader command names cannot be read", path=arg,
                          found=str(e)) from None
-
-
-def command_script(argv: Sequence[str], *, tree, cwd=None) -> tuple[str, Path] | None:
-    """The argv entry that names the command's program or script in the working tree, and
-    that file's resolved path (the rule of :func:`named_files`), or None."""
-    if tree is None:
-        return None
-    top = Path(tree).resolve()
-    here = Path.cwd() if cwd is None else Path(cwd)
-    for arg in argv:
-        arg = str(arg)
-        if not arg or "\0" in arg:
-            continue
-        try:
-            found = [p for p in ((here / arg).resolve(), (top / arg).resolve())
-                     if p.is_relative_to(top) and p.is_file()]
-        except (OSError, ValueError):  # not a path at all
-            continue
-        if found:
-            return arg, found[0]
-    return None
 
 
 def declared_env(keys: Sequence[str], environ: Mapping[str, str]) -> dict[str, str | None]:

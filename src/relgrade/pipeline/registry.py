@@ -46,7 +46,7 @@ import yaml
 
 from relgrade.errors import InputError
 from relgrade.experiment.files import Experiment
-from relgrade.experiment.layout import experiment_label, find_repository
+from relgrade.experiment.layout import experiment_label, find_repository, judge_scripts
 from relgrade.experiment.params import PARAMS_FILE
 from relgrade.io.files import read_yaml
 
@@ -546,25 +546,6 @@ def _fused_file_sources(ex: Experiment) -> list[str]:
                    if f in arms and arms[f].get("kind") == "file"})
 
 
-def _judge_scripts(ex: Experiment) -> list[str]:
-    """The files of the working tree the key's model judges' commands run, relative to the
-    experiment's folder (POSIX), sorted; a judge whose command cannot be read is skipped
-    (its stage names the error)."""
-    from relgrade.errors import RelgradeError
-    from relgrade.experiment.calibration import key_judges
-    from relgrade.experiment.judges import judge_script
-
-    out = set()
-    for grader in key_judges(ex):
-        try:
-            path = judge_script(ex, grader)
-        except RelgradeError:
-            continue
-        if path is not None:
-            out.add(Path(os.path.relpath(path, Path(ex.root).resolve())).as_posix())
-    return sorted(out)
-
-
 def _outputs(entries: Iterable, modes: frozenset) -> list:
     out = []
     for e in entries:
@@ -595,7 +576,7 @@ def stage_body(stage: Stage, ex: Experiment, modes: frozenset, *, graph, src: Pa
         params.append("judges")  # whether a calibration owed stops the stage, and its age
         # the key judges' scripts: an edited template or script is a new judge identity,
         # whose calibration (or re-check) the stage names as owed
-        deps += [d for d in _judge_scripts(ex) if d not in deps]
+        deps += [d for d in judge_scripts(ex) if d not in deps]
     if stage.name in ("packets", "grades") and ex.params.grading.share_from:
         deps += _share_deps(ex)
         params.append("grading.share_from")
