@@ -224,5 +224,5 @@ def test_no_input_file_of_bytes_that_are_not_utf8_raises_a_traceback(inputs, mon
 def test_the_tree_walk_sees_every_command():
     seen = {" ".join(p) for p, _ in commands()}
     assert {"grade correct", "grade run", "corpus edit", "init", "serve", "status"} <= seen
-    assert {"arm add", "arm remove", "judge status", "judge record"} <= seen
-    assert len(seen) == 32
+    assert {"arm add", "arm remove", "judge status", "judge record", "judge recheck"} <= seen
+    assert len(seen) == 33
