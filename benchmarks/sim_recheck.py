@@ -1,28 +1,33 @@
 """Known-truth simulation of the targeted re-check (relgrade.protocol.recheck).
 
 Each replicate builds one frame of ``n_queries`` x ``per_query`` pairs a model judge graded.
-People's grade of each pair (0-2) is drawn from ``--human-shares``; the judge before the
+People's grade of each pair (0-2) is drawn from ``--human-shares`` (default: the shares of
+the repository's own key, data/key/key.jsonl: 0.71, 0.205, 0.085). The judge before the
 identity change gives people's grade with probability ``--agree`` and a neighbouring grade
 otherwise (the lower or the higher one, evenly; at the ends the only neighbour). The judge
 after the change raises each grade below 2 by one with the probability that moves its mean
 grade by ``--shift`` (0.2 grade by default), pair by pair from the same draw.
 
-Measured, per replicate:
+Measured, per replicate, with the library's own functions as relgrade runs them:
 
-* **power**: both identities are re-checked as relgrade plans it (the judge's grades as
-  strata, the size from ``judges.recheck.kappa_halfwidth`` with the planning agreement
-  ``--agree`` and the floor and ceiling, Neyman allocation, a seeded draw per identity),
-  people grade the drawn pairs, and the stratified leniency of each is compared
-  (:func:`relgrade.protocol.recheck.leniency_shift`): caught when the interval of the
-  difference excludes 0. ``--shift 0`` gives the false-alarm rate. The share of the frame
-  people graded is reported (per identity).
-* **stratified vs uniform**: at the re-check's size, the spread (standard deviation over
-  replicates) of the weighted kappa of the new judge from the stratified design, and from
-  a uniform sample of the same size whose kappa is scikit-learn's
-  ``cohen_kappa_score(weights="quadratic")``; the pairs a uniform sample needs for the same
-  interval width is ``n * sd_uniform^2 / sd_stratified^2``, and it is checked by drawing
-  uniform samples of that size. The stratified interval's coverage of the frame's own
-  kappa (the estimand) is reported too.
+* the previous identity's calibration: its re-check, stratified by its own grades, sized by
+  the rule (``judges.recheck``: ``--halfwidth``, ``--min-pairs``, ``--max-pairs``) with the
+  planning agreement ``--agree``, drawn, graded by people, estimated stratified;
+* the identity now: its re-check stratified by the grades the key holds (``--strata key``,
+  the previous identity's, as relgrade does after an identity change; ``--strata own``: by
+  the new judge's own grades of the whole frame), planned with the previous identity's
+  recorded confusion, graded by the new judge and people;
+* **power**: the shift is caught when the interval of the leniency difference excludes 0
+  (:func:`relgrade.protocol.recheck.leniency_shift`); ``--shift 0`` gives the false-alarm
+  rate; the share of the frame people graded per identity is reported;
+* **stratified vs uniform**: the spread (standard deviation over replicates) of the new
+  judge's weighted kappa around the frame's own kappa (the estimand) from the stratified
+  re-check at its size ``n``, and from uniform samples of ``f * n`` pairs for ``f`` from 1 to
+  2.5, each scored with scikit-learn's ``cohen_kappa_score(weights="quadratic")``; the
+  uniform size with the stratified spread (interpolated in ``1 / sd^2`` between the
+  bracketing factors, so the finite population correction is included) is what a uniform
+  re-check needs for the same interval width. The stratified interval's coverage of the
+  frame's kappa is reported too.
 
 Run::
 
@@ -65,18 +70,24 @@ def judge_after(m, shift, rng):
     return m + up
 
 
-def recheck(frame_ids, judge, human, plan_args, rng):
-    frame = frame_ids.assign(grade=judge)
-    counts = {g: int((judge == g).sum()) for g in SCALE}
-    plan = plan_recheck(counts, **plan_args)
+def recheck(frame_ids, strata, judge, human, plan_args, rng, planning):
+    """One re-check as relgrade runs it: plan on the strata's counts, draw, people grade,
+    the stratified estimate of ``judge`` against ``human``."""
+    frame = frame_ids.assign(grade=strata)
+    counts = {g: int((strata == g).sum()) for g in SCALE}
+    plan = plan_recheck(counts, **plan_args, planning=planning)
     drawn = draw_recheck(frame, plan, rng=rng)
-    idx = drawn["row"].to_numpy() if "row" in drawn else None
-    pos = frame_ids.reset_index().merge(drawn, on=["query_id", "chunk_id"])["index"].to_numpy()
+    pos = drawn["chunk_id"].str[1:].astype(int).to_numpy()
     graded = drawn.assign(model=judge[pos], human=human[pos])
     est = stratified_calibration(graded, plan.shares, scale=SCALE, relevant_min=1,
                                  level=plan_args["level"])
-    del idx
-    return plan, est
+    return plan, est, graded
+
+
+def confusion(graded):
+    c = np.zeros((3, 3), dtype=int)
+    np.add.at(c, (graded["model"].to_numpy(), graded["human"].to_numpy()), 1)
+    return c
 
 
 def main():
@@ -85,9 +96,13 @@ def main():
     ap.add_argument("--seed", type=int, default=20261206)
     ap.add_argument("--n-queries", type=int, default=50)
     ap.add_argument("--per-query", type=int, default=40)
-    ap.add_argument("--human-shares", type=float, nargs=3, default=[0.7, 0.2, 0.1])
+    ap.add_argument("--human-shares", type=float, nargs=3, default=[0.71, 0.205, 0.085])
     ap.add_argument("--agree", type=float, default=0.75)
     ap.add_argument("--shift", type=float, default=0.2)
+    ap.add_argument("--strata", choices=["key", "own"], default="key",
+                    help="key: the new judge's re-check is stratified by the grades the key "
+                         "holds (the previous identity's), as relgrade does after an identity "
+                         "change; own: by the new judge's own grades of the whole frame")
     ap.add_argument("--halfwidth", type=float, default=0.1)
     ap.add_argument("--min-pairs", type=int, default=50)
     ap.add_argument("--max-pairs", type=int, default=400)
@@ -97,63 +112,69 @@ def main():
     n = a.n_queries * a.per_query
     ids = pd.DataFrame({"query_id": [f"q{i // a.per_query:03d}" for i in range(n)],
                         "chunk_id": [f"c{i:05d}" for i in range(n)]})
-    plan_args = dict(scale=SCALE, relevant_min=1, planning=planning_table(SCALE, agreement=a.agree),
-                     halfwidth=a.halfwidth, level=a.level, min_pairs=a.min_pairs,
-                     max_pairs=a.max_pairs)
-    root = np.random.SeedSequence(a.seed)
-    caught, fracs, sizes, strat_k, unif_k, covered, widths, true_k = [], [], [], [], [], [], [], []
-    shifts = []
-    for child in root.spawn(a.replicates):
+    plan_args = dict(scale=SCALE, relevant_min=1, halfwidth=a.halfwidth, level=a.level,
+                     min_pairs=a.min_pairs, max_pairs=a.max_pairs)
+    shares = np.asarray(a.human_shares) / sum(a.human_shares)
+    factors = (1.0, 1.2, 1.4, 1.6, 1.8, 2.0, 2.5)
+    caught, fracs, sizes, strat_dev, covered, widths, shifts = [], [], [], [], [], [], []
+    unif_dev = {f: [] for f in factors}
+    for child in np.random.SeedSequence(a.seed).spawn(a.replicates):
         rng = np.random.default_rng(child)
-        h = rng.choice(3, size=n, p=np.asarray(a.human_shares) / sum(a.human_shares))
+        h = rng.choice(3, size=n, p=shares)
         m1 = judge_before(h, a.agree, rng)
         m2 = judge_after(m1, a.shift, rng)
         shifts.append(float((m2 - m1).mean()))
-        p1, e1 = recheck(ids, m1, h, plan_args, rng)
-        p2, e2 = recheck(ids, m2, h, plan_args, rng)
+        # the previous identity's calibration: its own re-check, planned without a record
+        p1, e1, g1 = recheck(ids, m1, m1, h, plan_args, rng,
+                             planning_table(SCALE, agreement=a.agree))
+        # the identity now: planned with the previous one's recorded confusion
+        p2, e2, _ = recheck(ids, m1 if a.strata == "key" else m2, m2, h, plan_args, rng,
+                            planning_table(SCALE, confusion=confusion(g1)))
         s = leniency_shift(e2["leniency"], e1["leniency"], level=a.level)
         caught.append(bool(s and s["shifted"]))
         fracs += [p1.size / n, p2.size / n]
         sizes.append(p2.size)
         k_true = cohen_kappa_score(m2, h, weights="quadratic")
-        true_k.append(k_true)
         wk = e2["weighted_kappa"]
-        strat_k.append(wk["value"])
+        strat_dev.append(wk["value"] - k_true)
         widths.append(wk["high"] - wk["low"])
         covered.append(wk["low"] <= k_true <= wk["high"])
-        u = rng.choice(n, size=p2.size, replace=False)
-        unif_k.append(cohen_kappa_score(m2[u], h[u], weights="quadratic"))
-    strat_dev = np.asarray(strat_k) - np.asarray(true_k)
-    unif_dev = np.asarray(unif_k) - np.asarray(true_k)
-    sd_s, sd_u = float(strat_dev.std(ddof=1)), float(unif_dev.std(ddof=1))
-    size = int(np.median(sizes))
-    need_u = math.ceil(size * sd_u ** 2 / sd_s ** 2)
-    # check: uniform samples of that size reach the stratified spread
-    check = []
-    for child in np.random.SeedSequence(a.seed + 1).spawn(a.replicates):
-        rng = np.random.default_rng(child)
-        h = rng.choice(3, size=n, p=np.asarray(a.human_shares) / sum(a.human_shares))
-        m2 = judge_after(judge_before(h, a.agree, rng), a.shift, rng)
-        u = rng.choice(n, size=min(need_u, n), replace=False)
-        check.append(cohen_kappa_score(m2[u], h[u], weights="quadratic")
-                     - cohen_kappa_score(m2, h, weights="quadratic"))
+        for f in factors:
+            u = rng.choice(n, size=min(n, round(f * p2.size)), replace=False)
+            unif_dev[f].append(cohen_kappa_score(m2[u], h[u], weights="quadratic") - k_true)
     cpu = time.process_time() - t0
-    z = 1.959963984540054
+    sd_s = float(np.std(strat_dev, ddof=1))
+    sd_u = {f: float(np.std(v, ddof=1)) for f, v in unif_dev.items()}
+    size = float(np.mean(sizes))
+    # the uniform size with the stratified spread: linear in 1/sd^2 between the bracketing
+    # factors (sd falls as the sample grows; the finite population correction included)
+    need = None
+    fs = list(factors)
+    for lo, hi in zip(fs, fs[1:]):
+        if sd_u[lo] >= sd_s >= sd_u[hi]:
+            x0, x1 = sd_u[lo] ** -2, sd_u[hi] ** -2
+            t = (sd_s ** -2 - x0) / (x1 - x0) if x1 != x0 else 0.0
+            need = (lo + t * (hi - lo)) * size
+            break
+    caught_p = float(np.mean(caught))
     print(f"frame {n} pairs ({a.n_queries} queries x {a.per_query}); people's shares "
-          f"{a.human_shares}; judge agrees {a.agree}; shift {a.shift} (realised mean "
-          f"{np.mean(shifts):.3f}); replicates {a.replicates}; seed {a.seed}")
-    print(f"re-check size: median {size}, range {min(sizes)}-{max(sizes)}; people graded "
-          f"{100 * np.mean(fracs):.1f}% of the frame per identity (max {100 * max(fracs):.1f}%)")
-    print(f"shift caught: {100 * np.mean(caught):.1f}% "
-          f"(95% binomial half-width {100 * 1.96 * math.sqrt(np.mean(caught) * (1 - np.mean(caught)) / len(caught)):.1f})")
+          f"{[round(float(x), 3) for x in shares]}; judge agrees {a.agree}; shift {a.shift} (realised mean "
+          f"{np.mean(shifts):.3f}); strata {a.strata}; replicates {a.replicates}; seed {a.seed}")
+    print(f"re-check size (identity now): mean {size:.1f}, range {min(sizes)}-{max(sizes)}; "
+          f"people graded {100 * np.mean(fracs):.1f}% of the frame per identity "
+          f"(max {100 * max(fracs):.1f}%)")
+    print(f"shift caught: {100 * caught_p:.1f}% (binomial 95% half-width "
+          f"{100 * 1.96 * math.sqrt(caught_p * (1 - caught_p) / len(caught)):.1f})")
     print(f"weighted kappa, stratified: sd {sd_s:.4f}, mean reported width "
-          f"{np.mean(widths):.4f} (planned {2 * a.halfwidth:.3f}), coverage of the frame's "
-          f"kappa {100 * np.mean(covered):.1f}%, mean error {strat_dev.mean():+.4f}")
-    print(f"weighted kappa, uniform at {size}: sd {sd_u:.4f} (width {2 * z * sd_u:.4f}); "
-          f"uniform needs {need_u} pairs for the stratified spread: the stratified re-check "
-          f"needs {100 * (1 - size / need_u):.1f}% fewer")
-    print(f"check: uniform at {need_u}: sd {np.std(check, ddof=1):.4f} "
-          f"(stratified at {size}: {sd_s:.4f})")
+          f"{np.mean(widths):.4f} (asked {2 * a.halfwidth:.3f}), coverage of the frame's "
+          f"kappa {100 * np.mean(covered):.1f}%, mean error {np.mean(strat_dev):+.4f}")
+    print("weighted kappa, uniform: " + ", ".join(
+        f"x{f:g} sd {sd_u[f]:.4f}" for f in factors))
+    if need is None:
+        print("uniform needs more than x2.5 the pairs, or fewer than the stratified size")
+    else:
+        print(f"uniform needs {need:.0f} pairs for the stratified spread at {size:.0f}: the "
+              f"stratified re-check needs {100 * (1 - size / need):.1f}% fewer")
     print(f"CPU seconds: {cpu:.1f}; load average {os.getloadavg()[0]:.2f}")
 
 

@@ -242,13 +242,27 @@ def test_a_changed_judge_script_owes_a_recheck_that_the_cli_loop_draws_grades_an
     assert f"  {old['judge'][:12]} measured" in out and f"  {new['judge'][:12]} measured" in out
 
 
-@pytest.mark.parametrize("value", [0, -5])
-def test_a_recheck_size_param_of_zero_or_less_is_one_error_line(root, value):  # noqa: F811
-    edit_params(root, **{"judges.recheck.min_pairs": value})
+@pytest.mark.parametrize("key, value, rule", [
+    ("min_pairs", 0, "must be an integer > 0"), ("min_pairs", -5, "must be an integer > 0"),
+    ("max_pairs", 0, "must be an integer > 0"),
+    ("kappa_halfwidth", 0, "must be a number > 0 and <= 1"),
+    ("kappa_halfwidth", -0.1, "must be a number > 0 and <= 1")])
+def test_a_recheck_size_param_of_zero_or_less_is_one_error_line(root, key, value,  # noqa: F811
+                                                                rule):
+    edit_params(root, **{f"judges.recheck.{key}": value})
+    for args in (("judge", "status"), ("status",), ("judge", "recheck", "--grader", "grader-a")):
+        res = invoke(root, *args)
+        assert res.exit_code == 1 and res.output.startswith("Error: "), res.output
+        assert len(res.output.strip().splitlines()) == 1
+        assert f"judges.recheck.{key}" in res.output and rule in res.output
+    assert not (root / "data/grades/grader-a/recheck").exists()
+
+
+def test_a_floor_above_the_ceiling_is_one_error_line(root):  # noqa: F811
+    edit_params(root, **{"judges.recheck.min_pairs": 60, "judges.recheck.max_pairs": 40})
     res = invoke(root, "judge", "status")
-    assert res.exit_code == 1 and res.output.startswith("Error: ")
-    assert len(res.output.strip().splitlines()) == 1
-    assert "judges.recheck.min_pairs" in res.output and "must be an integer > 0" in res.output
+    assert res.exit_code == 1 and len(res.output.strip().splitlines()) == 1
+    assert "min_pairs (60) must not exceed max_pairs (40)" in res.output
 
 
 def test_a_hand_edited_draw_is_one_error_line_and_is_never_redrawn(root):  # noqa: F811

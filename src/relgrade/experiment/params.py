@@ -656,8 +656,9 @@ class Recheck(_Section):
     def _floor_below_ceiling(self):
         if self.min_pairs > self.max_pairs:
             raise PydanticCustomError(
-                "relgrade_value", "min_pairs ({lo}) must not exceed max_pairs ({hi})",
-                {"lo": self.min_pairs, "hi": self.max_pairs})
+                "relgrade_scale", "{rule}",
+                {"rule": f"min_pairs ({self.min_pairs}) must not exceed max_pairs "
+                         f"({self.max_pairs})"})
         return self
 
 
