@@ -132,7 +132,7 @@ def main():
                             planning_table(SCALE, confusion=confusion(g1)))
         s = leniency_shift(e2["leniency"], e1["leniency"], level=a.level)
         caught.append(bool(s and s["shifted"]))
-        fracs += [p1.size / n, p2.size / n]
+        fracs.append((p1.size / n, p2.size / n))
         sizes.append(p2.size)
         k_true = cohen_kappa_score(m2, h, weights="quadratic")
         wk = e2["weighted_kappa"]
@@ -160,9 +160,11 @@ def main():
     print(f"frame {n} pairs ({a.n_queries} queries x {a.per_query}); people's shares "
           f"{[round(float(x), 3) for x in shares]}; judge agrees {a.agree}; shift {a.shift} (realised mean "
           f"{np.mean(shifts):.3f}); strata {a.strata}; replicates {a.replicates}; seed {a.seed}")
-    print(f"re-check size (identity now): mean {size:.1f}, range {min(sizes)}-{max(sizes)}; "
-          f"people graded {100 * np.mean(fracs):.1f}% of the frame per identity "
-          f"(max {100 * max(fracs):.1f}%)")
+    before, now = np.asarray(fracs).T
+    print(f"re-check size (identity now): mean {size:.1f}, range {min(sizes)}-{max(sizes)}: "
+          f"people graded {100 * now.mean():.1f}% of the frame (max {100 * now.max():.1f}%); "
+          f"the previous identity's re-check {100 * before.mean():.1f}% "
+          f"(max {100 * before.max():.1f}%)")
     print(f"shift caught: {100 * caught_p:.1f}% (binomial 95% half-width "
           f"{100 * 1.96 * math.sqrt(caught_p * (1 - caught_p) / len(caught)):.1f})")
     print(f"weighted kappa, stratified: sd {sd_s:.4f}, mean reported width "

@@ -126,7 +126,8 @@ def _calibration(ex, st) -> list[str]:
     except RelgradeError as e:
         return [f"calibration: the judges' ledger cannot be read: {e}"]
     st["calibration"] = {s["grader"]: {"judge": s["judge"], "state": s["state"],
-                                       "why": s["why"], "owed": s["owed"], "ready": s["ready"]}
+                                       "why": s["why"], "owed": s["owed"], "ready": s["ready"],
+                                       "recheck": s.get("recheck")}
                          for s in states}
     people = [n for n, g in ex.params.graders.items() if g.kind == "human"]
     if states and not people and all(s["state"] != "calibrated" for s in states):
