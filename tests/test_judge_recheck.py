@@ -237,6 +237,10 @@ def test_a_changed_judge_script_owes_a_recheck_that_the_cli_loop_draws_grades_an
     assert new["leniency"]["mean"] == pytest.approx(-share0)
     assert new["leniency_shift"]["against_judge"] == old["judge"]
     assert new["leniency_shift"]["shift"] == pytest.approx(-share0 - old["leniency"]["mean"])
+    # recorded again: the same measurement, not appended twice
+    res = invoke(root, "judge", "record", "--grader", "grader-a")
+    assert res.exit_code == 0 and "already in" in res.output, res.output
+    assert len(read_ledger(root / "judges/ledger.jsonl")) == 2
     out = invoke(root, "judge", "status").output
     assert f"identity {new['judge'][:12]}: calibrated" in judge_line(out)
     assert f"  {old['judge'][:12]} measured" in out and f"  {new['judge'][:12]} measured" in out

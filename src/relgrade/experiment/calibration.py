@@ -229,14 +229,14 @@ def measure_from_recheck(ex, grader: str, *, against: str | None,
         A re-check is drawn but no drawn pair is graded by both the judge now and people.
     """
     judge = current_judge(ex, grader)
-    d = recheck.read_draw(ex, grader, judge)
+    d = recheck.latest_draw(ex, grader, judge)
     if d is None:
         return None
     against = against or people_grader(ex, grader)
     got = recheck.measure_recheck(ex, grader, judge, against, d)
     if got is None:
         raise InputError("no pair of the re-check is graded by both the judge now and "
-                         f"{against}", path=recheck.draw_path(ex, grader, judge),
+                         f"{against}", path=recheck.draw_path(ex, grader, judge, d["tag"]),
                          item=f"judge {judge[:12]}",
                          fix=f"Grade the re-check: relgrade grade run --grader {grader} "
                              f"--recheck, and people's grades imported with --recheck {grader}")

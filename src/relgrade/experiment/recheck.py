@@ -60,19 +60,20 @@ def tag(ex, grader: str, judge: str) -> str:
     return f"{judge[:12]}-{done + 1}"
 
 
-def folder(ex, grader: str, judge: str) -> Path:
-    """``paths.grades_in/GRADER/recheck/TAG`` (:func:`tag`)."""
-    return ex.path("grades_in") / grader / "recheck" / tag(ex, grader, judge)
+def folder(ex, grader: str, judge: str, name: str | None = None) -> Path:
+    """``paths.grades_in/GRADER/recheck/TAG``: TAG ``name``, default the one now
+    (:func:`tag`)."""
+    return ex.path("grades_in") / grader / "recheck" / (name or tag(ex, grader, judge))
 
 
-def draw_path(ex, grader: str, judge: str) -> Path:
+def draw_path(ex, grader: str, judge: str, name: str | None = None) -> Path:
     """The re-check's locked draw, ``.../recheck/TAG/draw.json``."""
-    return folder(ex, grader, judge) / "draw.json"
+    return folder(ex, grader, judge, name) / "draw.json"
 
 
-def grade_path(ex, grader: str, judge: str, who: str) -> Path:
+def grade_path(ex, grader: str, judge: str, who: str, name: str | None = None) -> Path:
     """Where ``who`` (the judge or the people grader) records its re-check grades."""
-    return folder(ex, grader, judge) / f"{who}.jsonl"
+    return folder(ex, grader, judge, name) / f"{who}.jsonl"
 
 
 def judge_files(ex, grader: str, judge: str) -> GraderFiles:
@@ -161,19 +162,32 @@ def plan(ex, grader: str, table: pd.DataFrame | None = None) -> tuple[RecheckPla
                         max_pairs=r.max_pairs), source
 
 
-def read_draw(ex, grader: str, judge: str) -> dict | None:
-    """The locked draw of ``grader``'s re-check of identity ``judge``, or None.
+def latest_draw(ex, grader: str, judge: str) -> dict | None:
+    """The newest draw of ``grader``'s re-checks of identity ``judge``: the one owed now, else
+    the one last recorded (so recording it again finds the same measurement); None."""
+    now = int(tag(ex, grader, judge).rsplit("-", 1)[1])
+    for k in range(now, 0, -1):
+        d = read_draw(ex, grader, judge, f"{judge[:12]}-{k}")
+        if d is not None:
+            return d
+    return None
+
+
+def read_draw(ex, grader: str, judge: str, name: str | None = None) -> dict | None:
+    """The locked draw of ``grader``'s re-check of identity ``judge`` (TAG ``name``, default
+    the one owed now), or None.
 
     Raises
     ------
     InputError
         The file is not a draw relgrade wrote (no pairs, or pairs without a stratum).
     """
-    path = draw_path(ex, grader, judge)
+    path = draw_path(ex, grader, judge, name)
     if not path.exists():
         return None
     d = io.read_json(path)
     if not isinstance(d, dict) or not isinstance(d.get("pairs"), list) or d.get("judge") != judge \
+            or d.get("tag") != path.parent.name \
             or any(not isinstance(p, dict) or {"query_id", "chunk_id", "stratum"} - set(p)
                    for p in d["pairs"]):
         raise InputError("a re-check draw names its judge and its pairs with their stratum",
@@ -197,7 +211,8 @@ def draw(ex, grader: str, judge: str) -> tuple[dict, bool]:
     p, source = plan(ex, grader, table)
     seed = derive_seed(ex.params.need("seed"), STREAM, grader, judge)
     pairs = draw_recheck(table, p, rng=np.random.default_rng(seed))
-    out = {"grader": grader, "judge": judge, "seed": seed, "stream": STREAM,
+    out = {"grader": grader, "judge": judge, "tag": tag(ex, grader, judge), "seed": seed,
+           "stream": STREAM,
            "params": _params(ex).model_dump(), "planning": source, "plan": p.as_dict(),
            "pairs": [{"query_id": q, "chunk_id": c, "stratum": int(s)} for q, c, s in
                      zip(pairs["query_id"], pairs["chunk_id"], pairs["stratum"])]}
@@ -231,8 +246,10 @@ def graded(ex, grader: str, judge: str, against: str, d: dict) -> tuple[pd.DataF
         ``graded_at`` of the grades used (None with no pair).
     """
     rubric = ex.rubric_sha256()
-    model = _latest(grade_path(ex, grader, judge, grader), judge=judge, rubric_sha256=rubric)
-    human = _latest(grade_path(ex, grader, judge, against), judge=None, rubric_sha256=rubric)
+    model = _latest(grade_path(ex, grader, judge, grader, d["tag"]), judge=judge,
+                    rubric_sha256=rubric)
+    human = _latest(grade_path(ex, grader, judge, against, d["tag"]), judge=None,
+                    rubric_sha256=rubric)
     rows, times = [], []
     for p in d["pairs"]:
         pair = (str(p["query_id"]), str(p["chunk_id"]))
@@ -320,7 +337,7 @@ def recheck_packets(ex, grader: str, d: dict, *, owed_by: str | None = None,
     """
     pairs = {(p["query_id"], p["chunk_id"]) for p in d["pairs"]}
     if owed_by is not None:
-        done = _latest(grade_path(ex, grader, d["judge"], owed_by), judge=judge,
+        done = _latest(grade_path(ex, grader, d["judge"], owed_by, d["tag"]), judge=judge,
                        rubric_sha256=ex.rubric_sha256())
         pairs -= set(done)
     out = {}
@@ -355,7 +372,8 @@ def measure_recheck(ex, grader: str, judge: str, against: str, d: dict) -> dict 
             "confusion": conf.tolist(), "scale": list(scale.grades),
             "relevant_min": scale.relevant_min, "leniency": est["leniency"],
             "leniency_by_family": {}, "notes": est["notes"],
-            "recheck": {"draw": draw_path(ex, grader, judge).relative_to(ex.root).as_posix(),
+            "recheck": {"draw": draw_path(ex, grader, judge, d["tag"]).relative_to(
+                            ex.root).as_posix(),
                         "seed": d["seed"], "stream": d["stream"], "size": len(d["pairs"]),
                         "strata": est["strata"], "population": est["population"],
                         "estimator": "stratified (weights: the strata's shares of the frame), "
