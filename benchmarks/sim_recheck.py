@@ -158,8 +158,9 @@ def main():
             break
     caught_p = float(np.mean(caught))
     print(f"frame {n} pairs ({a.n_queries} queries x {a.per_query}); people's shares "
-          f"{[round(float(x), 3) for x in shares]}; judge agrees {a.agree}; shift {a.shift} (realised mean "
-          f"{np.mean(shifts):.3f}); strata {a.strata}; replicates {a.replicates}; seed {a.seed}")
+          f"{[round(float(x), 3) for x in shares]}; judge agrees {a.agree}; shift {a.shift} "
+          f"(realised mean {np.mean(shifts):.3f}); strata {a.strata}; replicates "
+          f"{a.replicates}; seed {a.seed}")
     before, now = np.asarray(fracs).T
     print(f"re-check size (identity now): mean {size:.1f}, range {min(sizes)}-{max(sizes)}: "
           f"people graded {100 * now.mean():.1f}% of the frame (max {100 * now.max():.1f}%); "
