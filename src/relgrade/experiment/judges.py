@@ -109,4 +109,3 @@ def current_judge(ex, grader: str) -> str:
     return judge_identity(graderun.grader_identity(
         setup, template_text=prompt_template_text(), rubric=ex.rubric(),
         tree=ex.working_tree()))
-
