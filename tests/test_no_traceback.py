@@ -198,7 +198,9 @@ EARLIER = {"compare --qrels", "compare --groups", "compare --params", "grade imp
            "grade import --params", "serve --tokens", "clicks pairs log_path",
            "corpus export --corpus", "corpus export --params", "init --gold",
            "init --click-log", "init --query-log", "init --queries", "evaluate run_paths", "evaluate --inclusion",
-           "agreement b", "aggregate --gold"}
+           "agreement b", "aggregate --gold",
+           # an A/B results file must be read first (the placeholder is not one)
+           "reconcile --segments", "reconcile --query-log"}
 
 
 @pytest.mark.parametrize("path, command, param", list(input_files()))
@@ -224,5 +226,6 @@ def test_no_input_file_of_bytes_that_are_not_utf8_raises_a_traceback(inputs, mon
 def test_the_tree_walk_sees_every_command():
     seen = {" ".join(p) for p, _ in commands()}
     assert {"grade correct", "grade run", "corpus edit", "init", "serve", "status"} <= seen
-    assert {"arm add", "arm remove", "judge status", "judge record"} <= seen
-    assert len(seen) == 32
+    assert {"arm add", "arm remove", "judge status", "judge record", "judge recheck"} <= seen
+    assert {"judge probe", "metrics exp", "reconcile", "disputes import"} <= seen
+    assert len(seen) == 38

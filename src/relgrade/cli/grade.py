@@ -43,9 +43,14 @@ def grade_cmd():
               help="With --batch: record every valid answer of a batch still owed, list each "
                    "refused line with its rule, and exit 1 when any was refused (default: one "
                    "refused line refuses the whole file).")
+@click.option("--recheck", "recheck", default=None, metavar="JUDGE",
+              help="People's grades of the judge re-check drawn for model grader JUDGE's "
+                   "identity now: checked against the drawn pairs and recorded in the "
+                   "re-check's own file, never in the round's (the key, the audit and the "
+                   "ppi human sample stay as they are).")
 @params_option
 @handle_errors
-def import_cmd(file, batch, grader, round_, fmt, partial, params_path):
+def import_cmd(file, batch, grader, round_, fmt, partial, recheck, params_path):
     """Validate FILE against the pool and append its grades to the grader's round file.
 
     FILE is checked exactly as the grades stage checks a grader's file. A row recorded before
@@ -70,6 +75,8 @@ def import_cmd(file, batch, grader, round_, fmt, partial, params_path):
         raise click.UsageError("give either FILE or --batch RESULTS")
     if partial and batch is None:
         raise click.UsageError("--partial applies to --batch RESULTS only")
+    if recheck is not None and (batch is not None or round_ is not None):
+        raise click.UsageError("--recheck takes FILE, without --batch or --round")
     if batch is not None:
         if fmt is not None or round_ is not None:
             raise click.UsageError("--batch takes neither --format nor --round (it records "
@@ -103,17 +110,22 @@ def import_cmd(file, batch, grader, round_, fmt, partial, params_path):
         rows, _ = labelstudio.annotation_rows(io.read_json(file), source=file.as_posix())
     else:
         rows = judgment_objects(file)
+    target = ex.grader_files(grader, rnd).grades
+    recheck_made_on = None
+    if recheck is not None:
+        check["pool_pairs"], target, recheck_made_on = _recheck_target(ex, recheck, grader,
+                                                                       spec)
+        check["audit_query_ids"] = None
     new = grades.validate_grader_file(rows, source=file.as_posix(), reasonless=reasonless,
                                       **check)
     if new.empty:
         raise InputError("no grade rows to import", path=file)
-    target = ex.grader_files(grader, rnd).grades
     manifest = ex.path("intents_manifest")
     intents_sha256 = io.read_json(manifest).get("sha256") if manifest.exists() else None
     rows = new[ROW_COLUMNS].to_dict("records")
     # The bank records what each imported grade is made on: the chunk and intent line as the
     # pool shows them now, and the rubric file as it is now.
-    made_on = ex.made_on_now()
+    made_on = ex.made_on_now() if recheck_made_on is None else recheck_made_on
     skipped: list = []
     total = GradeStore(target, made_on=made_on).import_rows(
         rows, source=file, note=grades.imported_from(file, io.sha256_file(file), fmt),
@@ -128,7 +140,7 @@ def import_cmd(file, batch, grader, round_, fmt, partial, params_path):
             **{**check, "pool_pairs": None, "audit_query_ids": None}))
     # The round's sidecar names the intents and rubric graded from now; each grade's own
     # made-on line (in the bank) is what decides whether it is current.
-    if rnd == grading.round and intents_sha256:
+    if rnd == grading.round and intents_sha256 and recheck is None:
         ex.ensure_meta(ex.grader_files(grader, rnd),
                        {"intents_sha256": intents_sha256,
                         "rubric_version": str(grading.rubric_version), "round": rnd})
@@ -139,6 +151,34 @@ def import_cmd(file, batch, grader, round_, fmt, partial, params_path):
         k = len(skipped)
         click.echo(f"Note: skipped {k} row{'s' if k != 1 else ''} of {file.name} already "
                    f"recorded byte for byte in {target.as_posix()} (the same grade and reason)")
+
+
+def _recheck_target(ex, judge_grader, people, spec):
+    """The drawn re-check pairs of ``judge_grader``'s identity now, the file ``people``'s
+    re-check grades go to, and what each is made on (what the re-check's packets show).
+
+    Raises
+    ------
+    InputError
+        ``people`` is not a human grader, or no re-check is drawn.
+    """
+    from relgrade.experiment import recheck as rc
+    from relgrade.experiment.judges import current_judge
+
+    if spec.get("kind") != "human":
+        raise InputError("a re-check is graded by people: --grader must be a human grader",
+                         path=ex.params.source, item=f"graders.{people}",
+                         found=str(spec.get("kind")))
+    judge = current_judge(ex, judge_grader)
+    d = rc.read_draw(ex, judge_grader, judge)
+    if d is None:
+        raise InputError(f"no re-check is drawn for {judge_grader}'s judge identity now "
+                         f"({judge[:12]})", path=rc.draw_path(ex, judge_grader, judge),
+                         item=f"graders.{judge_grader}",
+                         fix=f"Run: relgrade judge recheck --grader {judge_grader}")
+    pairs = {(str(p["query_id"]), str(p["chunk_id"])) for p in d["pairs"]}
+    return (pairs, rc.grade_path(ex, judge_grader, judge, people),
+            ex.made_on(rc.recheck_packets(ex, judge_grader, d)))
 
 
 # --- provider batch files --------------------------------------------------------

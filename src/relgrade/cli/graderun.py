@@ -77,6 +77,23 @@ def summary_lines(s: graderun.RunSummary, grader: str) -> list[str]:
     return lines
 
 
+def _recheck_work(ex, grader):
+    """The packets of the drawn re-check of ``grader``'s identity now and the judge's
+    re-check files (:mod:`relgrade.experiment.recheck`)."""
+    from relgrade.errors import InputError
+    from relgrade.experiment import recheck as rc
+    from relgrade.experiment.judges import current_judge
+
+    judge = current_judge(ex, grader)
+    d = rc.read_draw(ex, grader, judge)
+    if d is None:
+        raise InputError(f"no re-check is drawn for {grader}'s judge identity now "
+                         f"({judge[:12]})", path=rc.draw_path(ex, grader, judge),
+                         item=f"graders.{grader}",
+                         fix=f"Run: relgrade judge recheck --grader {grader}")
+    return rc.recheck_packets(ex, grader, d), rc.judge_files(ex, grader, judge)
+
+
 @click.command("run")
 @click.option("--grader", "grader", required=True, help="The grader (params `graders`) to run.")
 @click.option("--workers", type=click.IntRange(min=1), default=None,
@@ -99,12 +116,15 @@ def summary_lines(s: graderun.RunSummary, grader: str) -> list[str]:
 @click.option("--max-calls", "max_calls", type=int, default=None,
               help="Start at most N grader processes (N >= 1): the run stops cleanly before "
                    "the request that would cross it.")
+@click.option("--recheck", "recheck", is_flag=True,
+              help="Grade the judge re-check drawn for the grader's identity now (relgrade "
+                   "judge recheck) into its own file, not the round's: the key stays as it is.")
 @params_option
 @click.option("--progress/--no-progress", default=None,
               help="Show a progress bar (default: when stderr is a terminal).")
 @handle_errors
 def run_cmd(grader, workers, executor, address, connect_timeout, dry_run, max_calls,
-            params_path, progress):
+            recheck, params_path, progress):
     """Grade every pool pair that GRADER has not graded yet, with its command.
 
     Each batch of at most five chunks goes to a fresh process of graders.NAME.command as a
@@ -155,6 +175,8 @@ def run_cmd(grader, workers, executor, address, connect_timeout, dry_run, max_ca
                            source=str(ex.grader_packets_folder(grader)))
     rubric = ex.rubric()
     files = ex.grader_files(grader)
+    if recheck:
+        packets, files = _recheck_work(ex, grader)
     price = grader_price(ex, grader)
     reason_chars = reason_cap(max_reason_chars, max_reason_words)
     if grading.max_cost is not None and price is None:

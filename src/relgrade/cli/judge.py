@@ -17,6 +17,8 @@ import json
 
 import click
 
+from relgrade.errors import InputError
+
 from relgrade.cli.options import params_option
 from relgrade.cli.render import handle_errors
 
@@ -40,9 +42,10 @@ def status_cmd(params_path, as_json):
     from relgrade.experiment.calibration import (entry_line, judge_states, ledger_path,
                                                   state_line)
     from relgrade.experiment.files import Experiment
+    from relgrade.pipeline.cost import people_seconds
 
     ex = Experiment.load(params_path)
-    states = judge_states(ex)
+    states = judge_states(ex, seconds_of=people_seconds(ex))
     if as_json:
         click.echo(json.dumps(states, indent=2, ensure_ascii=False))
         return
@@ -134,3 +137,39 @@ def probe_cmd(params_path, grader, probes, as_json):
         raise RelgradeError("judge probe failed: " + "; ".join(
             f"{p} flip rate {report['probes'][p]['flip_rate']:.3f} above "
             f"judges.probe.max_flip_rate {limit:g}" for p in report["failed"]))
+
+
+@judge_cmd.command("recheck")
+@params_option
+@click.option("--grader", "grader", required=True,
+              help="The key's model grader whose judge identity now owes a re-check.")
+@handle_errors
+def recheck_cmd(params_path, grader):
+    """Draw the targeted re-check of GRADER's judge identity now and lock it: a sample of
+    its graded pool pairs stratified by the grade the key holds, sized by params
+    judges.recheck for the weighted kappa's interval half-width, drawn with a seed derived
+    from params seed (recorded in the draw). Drawn once; running it again prints the draw.
+    Then the judge grades it (relgrade grade run --grader GRADER --recheck), people grade it
+    (relgrade packets export --recheck GRADER, relgrade grade import --recheck GRADER) and
+    relgrade judge record writes the stratified measurement to the ledger."""
+    from relgrade.experiment import recheck
+    from relgrade.experiment.calibration import key_judges, people_grader
+    from relgrade.experiment.files import Experiment
+    from relgrade.experiment.judges import current_judge
+    from relgrade.pipeline.cost import seconds_per_judgment
+
+    ex = Experiment.load(params_path)
+    if grader not in key_judges(ex):
+        raise InputError("a re-check is drawn for a model grader of the key with a command",
+                         path=ex.params.source, item=f"graders.{grader}",
+                         found=", ".join(key_judges(ex)) or "no such grader")
+    judge = current_judge(ex, grader)
+    d, written = recheck.draw(ex, grader, judge)
+    against = people_grader(ex, grader)
+    o = recheck.owed(ex, grader, judge, against,
+                     seconds=seconds_per_judgment(ex.params, against))
+    where = "drawn and locked in" if written else "already drawn in"
+    click.echo(f"re-check of {grader} identity {judge[:12]} {where} {o['draw']} "
+               f"(seed {d['seed']}, planned with {d['planning']}; weighted kappa half-width "
+               f"{d['plan']['planned_halfwidth']:.3f} expected)")
+    click.echo("owed: " + recheck.owed_words(ex, grader, o))

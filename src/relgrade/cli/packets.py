@@ -27,7 +27,7 @@ def packets_cmd():
 
 
 @packets_cmd.command("export")
-@click.option("--role", required=True, type=click.Choice(ROLE_NAMES),
+@click.option("--role", default=None, type=click.Choice(ROLE_NAMES),
               help="Whose packets: every query (grader) or the audit sample (auditor).")
 @click.option("--out", "out", required=True, type=click.Path(dir_okay=False),
               help="The file to write.")
@@ -44,17 +44,33 @@ def packets_cmd():
                    "it holds a current grade of left out; --all: every pair. Default: --owed "
                    "once the grader has grades recorded this round (a change loop), else "
                    "--all.")
+@click.option("--recheck", "recheck", default=None, metavar="GRADER",
+              help="Instead of a role's packets: the judge re-check drawn for model grader "
+                   "GRADER's identity now, only the pairs people still owe of it.")
 @params_option
 @handle_errors
-def export_cmd(role, out, fmt, grader, owed, params_path):
+def export_cmd(role, out, fmt, grader, owed, recheck, params_path):
     """Write the packets of ROLE (built by `dvc repro packets`) to one file, by query id:
     every pair on a first export, only what the grader still owes once it has grades
-    recorded (--owed/--all decide)."""
+    recorded (--owed/--all decide). With --recheck GRADER: the pairs of GRADER's drawn
+    judge re-check that people (--grader, default the human grader it is measured against)
+    have not graded for it yet, and nothing else."""
     from relgrade.experiment.files import Experiment
     from relgrade.io.files import read_json, write_bytes
     from relgrade.protocol import packets
 
     ex = Experiment.load(params_path)
+    if recheck is not None:
+        built, who = _recheck_packets(ex, recheck, grader)
+        module, _, name = EXPORT_FORMATS[fmt].partition(":")
+        write_bytes(out, getattr(importlib.import_module(module), name)(built))
+        pairs = sum(len(batch) for p in built for batch in p["batches"])
+        click.echo(f"Wrote {len(built)} re-check packets of {recheck} to {out}: the {pairs} "
+                   f"pairs {who} still owes; import the grades with relgrade grade import "
+                   f"FILE --grader {who} --recheck {recheck}")
+        return
+    if role is None:
+        raise click.UsageError("give --role (or --recheck GRADER)")
     folder = ex.packets_folder(role)
     files = sorted(folder.glob("*.json")) if folder.is_dir() else []
     if not files:
@@ -81,3 +97,20 @@ def export_cmd(role, out, fmt, grader, owed, params_path):
     what = f"the {pairs} pairs {who} still owes" if owed else "every pair"
     click.echo(f"Wrote {len(built)} {role} packets to {out}: {what}"
                f"{' (--all for every pair)' if owed else ''}")
+
+
+def _recheck_packets(ex, judge_grader, people):
+    """The packets of ``judge_grader``'s drawn re-check that ``people`` still owe, and who."""
+    from relgrade.experiment import recheck as rc
+    from relgrade.experiment.calibration import people_grader
+    from relgrade.experiment.judges import current_judge
+
+    judge = current_judge(ex, judge_grader)
+    d = rc.read_draw(ex, judge_grader, judge)
+    if d is None:
+        raise InputError(f"no re-check is drawn for {judge_grader}'s judge identity now "
+                         f"({judge[:12]})", path=rc.draw_path(ex, judge_grader, judge),
+                         item=f"graders.{judge_grader}",
+                         fix=f"Run: relgrade judge recheck --grader {judge_grader}")
+    who = people or people_grader(ex, judge_grader)
+    return list(rc.recheck_packets(ex, judge_grader, d, owed_by=who).values()), who

@@ -119,13 +119,15 @@ def _calibration(ex, st) -> list[str]:
     command that records it. The lines to print."""
     from relgrade.errors import RelgradeError
     from relgrade.experiment.calibration import judge_states, state_line
+    from relgrade.pipeline.cost import people_seconds
 
     try:
-        states = judge_states(ex)
+        states = judge_states(ex, seconds_of=people_seconds(ex))
     except RelgradeError as e:
         return [f"calibration: the judges' ledger cannot be read: {e}"]
     st["calibration"] = {s["grader"]: {"judge": s["judge"], "state": s["state"],
-                                       "why": s["why"], "owed": s["owed"], "ready": s["ready"]}
+                                       "why": s["why"], "owed": s["owed"], "ready": s["ready"],
+                                       "recheck": s.get("recheck")}
                          for s in states}
     people = [n for n, g in ex.params.graders.items() if g.kind == "human"]
     if states and not people and all(s["state"] != "calibrated" for s in states):

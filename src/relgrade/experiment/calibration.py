@@ -19,12 +19,15 @@ from pathlib import Path
 import pandas as pd
 
 from relgrade.errors import InputError, PendingWork, RelgradeError
+from relgrade.experiment import recheck
 from relgrade.experiment.judges import current_judge
+from relgrade.experiment.layout import key_judges, model_judges  # noqa: F401 (their home)
 from relgrade.io import files as io
 from relgrade.io.judge_ledger import LEDGER, append_entry, read_ledger
 from relgrade.experiment.params import Judges
 from relgrade.graders.cache import NOT_RECORDED, judge_counts
 from relgrade.protocol.calibration import calibration_state, measure_calibration
+from relgrade.protocol.recheck import leniency_shift
 from relgrade.protocol.reliability import Resampling
 from relgrade.rng import derive_seed
 
@@ -45,12 +48,6 @@ def experiment_name(ex) -> str:
     """The experiment's folder relative to the repository's top, POSIX (``.`` at the top)."""
     rel = Path(ex.root).resolve().relative_to(ex.working_tree())
     return rel.as_posix() or "."
-
-
-def model_judges(ex) -> list[str]:
-    """The experiment's model graders that have a command (and so a judge identity)."""
-    return [name for name, g in ex.params.graders.items()
-            if g.kind == "model" and g.as_dict().get("command") is not None]
 
 
 def people_grader(ex, grader: str) -> str:
@@ -206,7 +203,11 @@ def record(ex, grader: str, *, against: str | None = None,
     """
     path = ledger_path(ex)
     entries = read_ledger(path)
-    entry = measure(ex, grader, against=against, judge=judge)
+    entry = None
+    if judge is None and grader in model_judges(ex):
+        entry = measure_from_recheck(ex, grader, against=against, entries=entries)
+    if entry is None:
+        entry = measure(ex, grader, against=against, judge=judge)
     same = [e for e in entries if (e.get("experiment"), e.get("judge"), e.get("against"))
             == (entry["experiment"], entry["judge"], entry["against"])]
     if same and {k: v for k, v in same[-1].items() if k not in ("prev", "sha256")} == entry:
@@ -214,7 +215,48 @@ def record(ex, grader: str, *, against: str | None = None,
     return append_entry(path, entry), True
 
 
-def judge_states(ex, *, now: datetime | None = None) -> list[dict]:
+def measure_from_recheck(ex, grader: str, *, against: str | None,
+                         entries: list[dict]) -> dict | None:
+    """The ledger entry of ``grader``'s identity now measured on its drawn re-check
+    (:func:`relgrade.experiment.recheck.measure_recheck`), or None when no re-check is drawn
+    for it. The entry adds ``leniency_shift``: the leniency now minus that of the grader's
+    newest entry under another identity in this experiment
+    (:func:`relgrade.protocol.recheck.leniency_shift`; None without one).
+
+    Raises
+    ------
+    InputError
+        A re-check is drawn but no drawn pair is graded by both the judge now and people.
+    """
+    judge = current_judge(ex, grader)
+    d = recheck.latest_draw(ex, grader, judge)
+    if d is None:
+        return None
+    against = against or people_grader(ex, grader)
+    got = recheck.measure_recheck(ex, grader, judge, against, d)
+    if got is None:
+        raise InputError("no pair of the re-check is graded by both the judge now and "
+                         f"{against}", path=recheck.draw_path(ex, grader, judge, d["tag"]),
+                         item=f"judge {judge[:12]}",
+                         fix=f"Grade the re-check: relgrade grade run --grader {grader} "
+                             f"--recheck, and people's grades imported with --recheck {grader}")
+    name = experiment_name(ex)
+    before = [e for e in entries if e.get("experiment") == name and e.get("grader") == grader
+              and e.get("judge") != judge]
+    shift = None if not before else leniency_shift(got["leniency"], before[-1]["leniency"],
+                                                   level=d["params"]["level"])
+    return {"experiment": name, "grader": grader, "judge": judge, "against": against,
+            "round": ex.params.grading.round,
+            "rubric_version": ex.params.grading.rubric_version,
+            "rubric_sha256": ex.rubric_sha256()} | got | {
+        "leniency_shift": None if shift is None else shift | {
+            "against_judge": before[-1]["judge"]},
+        "self_consistency": None,
+        "interval": {"method": "stratified-delta", "level": d["params"]["level"],
+                     "seed": d["seed"], "stream": d["stream"]}}
+
+
+def judge_states(ex, *, now: datetime | None = None, seconds_of=None) -> list[dict]:
     """Per model grader with a command: its identity now and its calibration's state.
 
     Parameters
@@ -254,15 +296,21 @@ def judge_states(ex, *, now: datetime | None = None) -> list[dict]:
                         "entries": mine, "owed": None, "ready": None})
             continue
         out.append(identity_state(ex, grader, judge, entries=mine, rubric_sha256=rubric,
-                                  now=now, current=True))
+                                  now=now, current=True, seconds_of=seconds_of))
     return out
 
 
 def identity_state(ex, grader: str, judge: str, *, entries, rubric_sha256: str,
-                   now: datetime, current: bool) -> dict:
+                   now: datetime, current: bool, seconds_of=None) -> dict:
     """One judge identity's calibration state, as :func:`judge_states` gives it (and
     ``entries``: the ledger entries of ``grader`` in this experiment). ``current`` False
-    (an identity that is not the grader's now) adds ``--identity`` to the owed command."""
+    (an identity that is not the grader's now) adds ``--identity`` to the owed command.
+
+    For a key judge's identity now (:func:`key_judges`) whose calibration is stale, or
+    missing with no pair people graded that it graded too, or whose re-check is drawn, the
+    state adds ``recheck``: what the targeted re-check owes
+    (:func:`relgrade.experiment.recheck.owed`, with ``words``), priced by ``seconds_of``
+    (grader name -> seconds per judgment; without it no re-check is described)."""
     state, why, latest = calibration_state(
         [e for e in entries if e.get("judge") == judge], rubric_sha256=rubric_sha256, now=now,
         max_age_days=judges_params(ex).max_age_days)
@@ -275,8 +323,28 @@ def identity_state(ex, grader: str, judge: str, *, entries, rubric_sha256: str,
                                                 rubric_sha256=rubric_sha256)[0])}
         except InputError:
             ready = None  # no human grader to measure against: judge record says so
-    return {"grader": grader, "judge": judge, "state": state, "why": why, "latest": latest,
-            "entries": entries, "owed": owed, "ready": ready}
+    out = {"grader": grader, "judge": judge, "state": state, "why": why, "latest": latest,
+           "entries": entries, "owed": owed, "ready": ready}
+    if state != "calibrated" and current and seconds_of is not None \
+            and grader in key_judges(ex):
+        out["recheck"] = recheck_state(ex, grader, judge, state=state, ready=ready,
+                                       seconds_of=seconds_of)
+    return out
+
+
+def recheck_state(ex, grader: str, judge: str, *, state: str, ready, seconds_of) -> dict | None:
+    """The re-check owed by ``grader``'s identity now ``judge`` (see :func:`identity_state`),
+    or None when the calibration can be recorded from pairs people already graded (a first
+    calibration on the audit or human sample)."""
+    drawn = recheck.read_draw(ex, grader, judge) is not None
+    if not drawn and state == "none" and ready and ready["pairs"]:
+        return None
+    against = ready["against"] if ready else None
+    try:
+        o = recheck.owed(ex, grader, judge, against, seconds=seconds_of(against or ""))
+    except InputError as e:
+        return {"error": str(e)}
+    return o | {"words": recheck.owed_words(ex, grader, o)}
 
 
 def made_under(ex, grader: str) -> list[str]:
@@ -313,17 +381,7 @@ def judges_params(ex) -> Judges:
     return ex.params.judges or Judges()
 
 
-def key_judges(ex) -> list[str]:
-    """The model graders with a command whose grades make the key: ``grading.key_grader``
-    and, in triage mode, the graders of role ``triage``."""
-    names = [ex.params.grading.key_grader]
-    if ex.params.grading.mode == "triage":
-        names += [n for n, g in ex.params.graders.items() if g.role == "triage"]
-    judges = model_judges(ex)
-    return [n for n in dict.fromkeys(names) if n in judges]
-
-
-def owed_calibrations(ex, graders) -> list[str]:
+def owed_calibrations(ex, graders, *, seconds_of=None) -> list[str]:
     """What the gate and ppi stages print as pending: per model grader of ``graders``, per
     judge identity its grades of the round were made under (its identity now when none
     names one) that has no calibration, or a stale one, the line that names the re-check
@@ -363,9 +421,9 @@ def owed_calibrations(ex, graders) -> list[str]:
         except RelgradeError:
             continue  # no identity to check: `relgrade status` says why
         mine = [e for e in entries if e.get("experiment") == name and e.get("grader") == grader]
-        for judge in made_under(ex, grader) or [current]:
+        for judge in dict.fromkeys(made_under(ex, grader) + [current]):
             s = identity_state(ex, grader, judge, entries=mine, rubric_sha256=rubric, now=now,
-                               current=judge == current)
+                               current=judge == current, seconds_of=seconds_of)
             if s["state"] in ("none", "stale"):
                 lines.append(state_line(s).removeprefix("judge: "))
     if lines and judges_params(ex).require_calibration:
@@ -417,6 +475,13 @@ def state_line(s: dict) -> str:
     head = f"judge: {s['grader']} identity {s['judge'][:12]}: "
     if s["state"] == "calibrated":
         return head + f"calibrated ({s['why']})"
+    r = s.get("recheck")
+    if r:
+        stale = 'calibration stale, ' if s['state'] == 'stale' else ''
+        if "error" in r:
+            return head + (f"{stale}{s['why']}; owed: a re-check against people, which "
+                           f"cannot be planned yet: {r['error']}")
+        return head + f"{stale}{s['why']}; owed: {r['words']}"
     ready = s.get("ready")
     basis = (" (neither grading.key_grader nor grading.auditor is a human grader: name one "
              "with --against NAME)") if not ready else (

@@ -480,3 +480,44 @@ def review_command(ex) -> str:
     where = "" if repo == root else f" --experiment {root.relative_to(repo).as_posix()}"
     auditor = ex.params.grading.auditor or "NAME"
     return f"run `relgrade intents review{where} --reviewer {auditor}`"
+
+
+# --- the experiment's model judges ------------------------------------------------------
+
+def model_judges(ex) -> list[str]:
+    """The experiment's model graders that have a command (and so a judge identity)."""
+    return [name for name, g in ex.params.graders.items()
+            if g.kind == "model" and g.as_dict().get("command") is not None]
+
+
+def key_judges(ex) -> list[str]:
+    """The model graders with a command whose grades make the key: ``grading.key_grader``
+    and, in triage mode, the graders of role ``triage``."""
+    names = [ex.params.grading.key_grader]
+    if ex.params.grading.mode == "triage":
+        names += [n for n, g in ex.params.graders.items() if g.role == "triage"]
+    judges = model_judges(ex)
+    return [n for n in dict.fromkeys(names) if n in judges]
+
+
+def judge_scripts(ex) -> list[str]:
+    """The files of the working tree the key judges' commands run (their programs or
+    scripts, which their judge identities hash: :func:`relgrade.io.files.command_script`),
+    relative to the experiment's folder, POSIX, sorted. A command that does not parse as
+    a command line names none here (``grade run`` and the stages say why)."""
+    import shlex
+
+    from relgrade.io.files import command_script
+
+    tree = working_tree(ex.root)
+    out = set()
+    for name in key_judges(ex):
+        value = ex.params.graders[name].as_dict().get("command")
+        try:
+            argv = shlex.split(value) if isinstance(value, str) else [str(a) for a in value]
+        except (ValueError, TypeError):
+            continue
+        found = command_script(argv, tree=tree, cwd=tree)
+        if found is not None:
+            out.add(Path(os.path.relpath(found[1], Path(ex.root).resolve())).as_posix())
+    return sorted(out)

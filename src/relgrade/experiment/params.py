@@ -656,19 +656,47 @@ class JudgesProbe(_Section):
     level: Probability = 0.95
 
 
+class Recheck(_Section):
+    """``judges.recheck``: the size of a judge's targeted re-check (see docs/judges.md).
+
+    People re-check a sample of the key judge's graded pairs stratified by its grade, sized
+    so that the weighted kappa's interval at ``level`` has half-width ``kappa_halfwidth``
+    (:func:`relgrade.protocol.recheck.plan_recheck`), held within ``[min_pairs,
+    max_pairs]``; without a recorded confusion to plan with, people are assumed to give the
+    judge's grade with probability ``planning_agreement``.
+    """
+
+    kappa_halfwidth: Annotated[float, _number(integer=False, gt=0, le=1)] = 0.08
+    level: Annotated[float, _number(integer=False, gt=0, lt=1)] = 0.95
+    min_pairs: Annotated[int, _number(integer=True, gt=0)] = 50
+    max_pairs: Annotated[int, _number(integer=True, gt=0)] = 400
+    planning_agreement: Annotated[float, _number(integer=False, gt=0, lt=1)] = 0.75
+
+    @model_validator(mode="after")
+    def _floor_below_ceiling(self):
+        if self.min_pairs > self.max_pairs:
+            raise PydanticCustomError(
+                "relgrade_scale", "{rule}",
+                {"rule": f"min_pairs ({self.min_pairs}) must not exceed max_pairs "
+                         f"({self.max_pairs})"})
+        return self
+
+
 class Judges(_Section):
-    """``judges``: how long a model judge's calibration against people holds.
+    """``judges``: how long a model judge's calibration against people holds, and how large
+    its re-check is.
 
     A calibration in the judges' ledger (``judges/ledger.jsonl``, see docs/judges.md)
     measured more than ``max_age_days`` days before now is stale: the judge owes a re-check.
     A model judge of the key with no calibration, or a stale one, is printed as pending work
     by the gate and ppi stages; with ``require_calibration`` they stop there (exit 3) until
-    it is recorded.
+    it is recorded. ``recheck`` sizes the re-check (:class:`Recheck`).
     """
 
     max_age_days: Annotated[float, _number(integer=False, gt=0)] = 90
     require_calibration: Flag = False
     probe: JudgesProbe = Field(default_factory=JudgesProbe)
+    recheck: Recheck = Field(default_factory=Recheck)
 
 
 class Holes(_Section):

@@ -81,6 +81,7 @@ from typing import Iterable, Mapping, Sequence
 from relgrade.canonical import canonical_json, jsonl_bytes, sha256_bytes
 from relgrade.errors import InputError
 from relgrade.graders.store import append_lines, now_utc
+from relgrade.io.files import command_script
 
 #: The ``cache`` value hashed into every key; a new version changes every key.
 CACHE_VERSION = "relgrade-call-cache/3"
@@ -270,28 +271,15 @@ def named_files(argv: Sequence[str], *, tree, cwd=None) -> dict[str, str]:
     InputError
         A named file exists but cannot be read.
     """
-    if tree is None:
+    found = command_script(argv, tree=tree, cwd=cwd)
+    if found is None:
         return {}
-    top = Path(tree).resolve()
-    here = Path.cwd() if cwd is None else Path(cwd)
-    out: dict[str, str] = {}
-    for arg in argv:
-        arg = str(arg)
-        if not arg or "\0" in arg:
-            continue
-        try:
-            found = [p for p in ((here / arg).resolve(), (top / arg).resolve())
-                     if p.is_relative_to(top) and p.is_file()]
-            if not found:
-                continue
-            out[arg] = sha256_bytes(found[0].read_bytes())
-            break  # the program or script alone (see above)
-        except OSError as e:
-            raise InputError("a file the grader command names cannot be read", path=arg,
-                             found=str(e)) from None
-        except ValueError:  # not a path at all
-            continue
-    return out
+    arg, path = found
+    try:
+        return {arg: sha256_bytes(path.read_bytes())}
+    except OSError as e:
+        raise InputError("a file the grader command names cannot be read", path=arg,
+                         found=str(e)) from None
 
 
 def declared_env(keys: Sequence[str], environ: Mapping[str, str]) -> dict[str, str | None]:

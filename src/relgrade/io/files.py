@@ -488,3 +488,40 @@ def atomic_dir(path) -> Iterator[Path]:
         for leftover in (tmp, old):
             if leftover.exists():
                 shutil.rmtree(leftover)
+
+
+def command_script(argv, *, tree, cwd=None) -> tuple[str, Path] | None:
+    """The file of the working tree a command runs: its first argv entry that, taken as a
+    path (relative ones from ``cwd``, else from the top of ``tree``), is a regular file
+    (symlinks followed) inside ``tree``; with that file's resolved path. None when no entry
+    names one, or ``tree`` is None. Files outside the tree (the interpreter, system tools)
+    never count; entries after the first file are the command's data.
+
+    Parameters
+    ----------
+    argv : sequence of str
+    tree : str or os.PathLike or None
+    cwd : str or os.PathLike, optional
+        Where the command runs (default: the current folder).
+
+    Returns
+    -------
+    (str, pathlib.Path) or None
+        The argv entry as written and the file.
+    """
+    if tree is None:
+        return None
+    top = Path(tree).resolve()
+    here = Path.cwd() if cwd is None else Path(cwd)
+    for arg in argv:
+        arg = str(arg)
+        if not arg or "\0" in arg:
+            continue
+        try:
+            found = [p for p in ((here / arg).resolve(), (top / arg).resolve())
+                     if p.is_relative_to(top) and p.is_file()]
+        except (OSError, ValueError):  # not a path at all
+            continue
+        if found:
+            return arg, found[0]
+    return None

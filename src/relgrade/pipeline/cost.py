@@ -51,6 +51,12 @@ def seconds_per_judgment(params, grader: str) -> float:
     return float(value)
 
 
+def people_seconds(ex):
+    """``grader name -> seconds per judgment`` (:func:`seconds_per_judgment`) over the
+    experiment ``ex``'s params: how the judge re-check's people's work is priced."""
+    return lambda grader: seconds_per_judgment(ex.params, grader)
+
+
 #: Who did a grader's work: a person (priced in annotator-hours) or a model (in calls).
 PERSON, MODEL = "person", "model"
 

@@ -46,7 +46,7 @@ import yaml
 
 from relgrade.errors import InputError
 from relgrade.experiment.files import Experiment
-from relgrade.experiment.layout import experiment_label, find_repository
+from relgrade.experiment.layout import experiment_label, find_repository, judge_scripts
 from relgrade.experiment.params import PARAMS_FILE
 from relgrade.io.files import read_yaml
 
@@ -573,10 +573,13 @@ def stage_body(stage: Stage, ex: Experiment, modes: frozenset, *, graph, src: Pa
         deps += [str(d) for d in ex.params.gold.deps if str(d) not in deps]
     params = [_path(p) for p in stage.params if _applies(p, modes)]
     if stage.name in ("gate", "ppi") and ex.params.judges is not None:
-        # whether a calibration owed stops the stage, and its age, key by key: the probe's
-        # settings (judges.probe) are the probe command's, and rerun no stage
-        params += [f"judges.{k}" for k in ("max_age_days", "require_calibration")
+        # whether a calibration owed stops the stage, its age and the re-check's size, key by
+        # key: the probe's settings (judges.probe) are the probe command's, and rerun no stage
+        params += [f"judges.{k}" for k in ("max_age_days", "require_calibration", "recheck")
                    if k in ex.params.judges.as_dict()]
+        # the key judges' scripts: an edited template or script is a new judge identity,
+        # whose calibration (or re-check) the stage names as owed
+        deps += [d for d in judge_scripts(ex) if d not in deps]
     if stage.name in ("grades", "key"):  # what decides which grades a revision kept current
         deps += [d for d in _revision_deps(ex) if d not in deps]
     if stage.name in ("packets", "grades") and ex.params.grading.share_from:

@@ -19,6 +19,7 @@ calibration against people in the judges' ledger, or a stale one, is pending wor
 from relgrade.errors import GateFailed
 from relgrade.experiment.calibration import PENDING_GOES_ON, key_judges, owed_calibrations
 from relgrade.io import files as io
+from relgrade.pipeline.cost import people_seconds
 from relgrade.protocol import triage
 from relgrade.protocol.audit import audit_coverage
 from relgrade.protocol.gate import (
@@ -34,7 +35,8 @@ from relgrade.protocol.gate import (
 def run(ex):
     p, grading = ex.params, ex.params.grading
     key_grader, auditor = p.need("grading.key_grader"), p.need("grading.auditor")
-    owed = owed_calibrations(ex, key_judges(ex))  # stops here when calibration is required
+    # stops here when calibration is required
+    owed = owed_calibrations(ex, key_judges(ex), seconds_of=people_seconds(ex))
     measures = io.read_json(ex.path("agreement"))
     grades = io.read_table(ex.path("grades"), columns=["query_id", "chunk_id", "grader", "round"])
     pool = io.read_table(ex.path("pool"), columns=["query_id", "chunk_id"])

@@ -41,6 +41,7 @@ from relgrade.evaluation.settings import design_pairs
 from relgrade.experiment.calibration import PENDING_GOES_ON, owed_calibrations
 from relgrade.io import files as io
 from relgrade.io.runs import read_run
+from relgrade.pipeline.cost import people_seconds
 from relgrade.pipeline.stages.audit import check_sample_lock, locked_design, sample_design
 from relgrade.rng import stage_rng
 
@@ -177,7 +178,8 @@ def run(ex):
         p.grading.round
     arms = sorted(map(str, p.need("arms")))
     measures = list(cfg.measures or [p.need("metrics.primary")])
-    owed = owed_calibrations(ex, [key_grader])  # stops here when calibration is required
+    # stops here when calibration is required
+    owed = owed_calibrations(ex, [key_grader], seconds_of=people_seconds(ex))
     key, record = ex.read_key()
     pool = io.read_table(ex.path("pool"), columns=["query_id", "chunk_id"])
     queries = sorted(set(pool["query_id"].astype(str)))
