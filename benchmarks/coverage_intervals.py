@@ -25,7 +25,15 @@ Three studies, each over simulated populations whose true value is known:
    uses: Student t on the per-query values, percentile, BCa, expanded percentile
    (Hesterberg 2015), studentized bootstrap (bootstrap-t) and Hall's (1992)
    skewness-corrected t (Johnson 1978 made monotone); plus relgrade's own
-   :func:`relgrade.evaluation.stats.difference_interval` (the rule it ships).
+   :func:`relgrade.evaluation.stats.difference_interval` (the rule it ships). Then the
+   candidates for the cells that rule misses (deterministic, so the columns before them
+   reproduce on the same seeds): the empirical-likelihood interval (Owen 1988) and its
+   Bartlett-corrected form (DiCiccio, Hall & Romano 1991); ties as a known atom at 0 (the
+   non-zero values' t or corrected-EL interval times the Clopper-Pearson interval of their
+   share, each at 1 - alpha/2); and the betting interval for values in [-1, 1]
+   (Waudby-Smith & Ramdas 2023); with a second table of median widths.
+   ``--part paired-shift``: the same intervals at a true mean of +0.04 (share excluding 0,
+   median width) at 12, 36 and 100 queries.
 3. **Verdict test** (``--part tests``): false rejection at level 0.05 on the mean-zero
    difference populations, and power at a true shift of +0.04, of the sign-flip test (the
    old verdict test), the paired t test, Hall's skewness-corrected t test, and relgrade's
@@ -590,12 +598,12 @@ def atom_rows(x: np.ndarray, inner: str, level: float = LEVEL):
 
 def betting_rows(x: np.ndarray, level: float = LEVEL, bound: float = 1.0,
                  c: float = 0.5, iters: int = 40):
-    """Waudby-Smith & Ramdas's (2023, JRSS-B, Theorem 3 and Remark 3) hedged-capital
-    confidence interval for the mean of values in ``[-bound, bound]``, valid at every n
-    (no asymptotics): rescaled to ``y = (x + bound) / (2 bound)`` in [0, 1], the set of
-    ``m`` with ``max(K+(m) / 2, K-(m) / 2) < 1 / alpha`` (theta = 1/2), ``K+- = prod_i (1 +- lam_i+-(m)
-    (y_i - m))``, predictable plug-in bets ``lam_i = sqrt(2 log(2 / alpha) / (n
-    sigma2_{i-1}))`` truncated at ``c / m`` (``c / (1 - m)`` for K-), ``sigma2_i = (1/4 +
+    """Waudby-Smith & Ramdas's (2023, JRSS-B 86(1)) hedged-capital confidence interval
+    for the mean of values in ``[-bound, bound]``, valid at every n (no asymptotics), with
+    predictable plug-in bets tuned to a fixed n: rescaled to ``y = (x + bound) / (2 bound)``
+    in [0, 1], the set of ``m`` with ``max(K+(m) / 2, K-(m) / 2) < 1 / alpha`` (theta 1/2),
+    ``K+- = prod_i (1 +- lam_i+-(m) (y_i - m))``, bets
+    ``lam_i = sqrt(2 log(2 / alpha) / (n sigma2_{i-1}))`` truncated at ``c / m`` (``c / (1 - m)`` for K-), ``sigma2_i = (1/4 +
     sum_{j<=i} (y_j - mu_j)^2) / (i + 1)``, ``mu_i = (1/2 + sum_{j<=i} y_j) / (i + 1)``; the
     values in the order given. Each end by bisection between the mean and the bound.
     Returns (low, high) on the scale of x, each (R,)."""
