@@ -606,7 +606,8 @@ def betting_rows(x: np.ndarray, level: float = LEVEL, bound: float = 1.0,
     ``lam_i = sqrt(2 log(2 / alpha) / (n sigma2_{i-1}))`` truncated at ``c / m``
     (``c / (1 - m)`` for K-), ``sigma2_i = (1/4 + sum_{j<=i} (y_j - mu_j)^2) / (i + 1)``,
     ``mu_i = (1/2 + sum_{j<=i} y_j) / (i + 1)``; the values in the order given.
-    Each end by bisection between the mean and the bound. Returns (low, high) on the scale of x, each (R,)."""
+    Each end by bisection between the mean and the bound.
+    Returns (low, high) on the scale of x, each (R,)."""
     r, n = x.shape
     alpha = 1 - level
     y = (x + bound) / (2 * bound)
