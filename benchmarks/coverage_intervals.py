@@ -486,18 +486,8 @@ def _masked_moments(x: np.ndarray, mask: np.ndarray):
         return k, m, (d ** 2).sum(1) / k, (d ** 3).sum(1) / k, (d ** 4).sum(1) / k
 
 
-def el_statistic(x: np.ndarray, mu: np.ndarray, mask: np.ndarray | None = None,
-                 iters: int = 50) -> np.ndarray:
-    """Owen's (1988) empirical log-likelihood ratio statistic ``-2 log R(mu)`` of each row's
-    mean: ``2 sum_i log(1 + lam (x_i - mu))`` with ``lam`` the root of
-    ``sum_i (x_i - mu) / (1 + lam (x_i - mu)) = 0`` (Newton safeguarded by bisection on the
-    bracket where every ``1 + lam z_i > 0``).
-
-    x : (R, n) float; mu : (R,) float; mask : (R, n) bool, the values that count (all
-    by default). Returns (R,) float, ``inf`` where ``mu`` is not strictly inside the
-    masked values' range (the empirical likelihood is 0 there).
-    """
-    mask = np.ones(x.shape, bool) if mask is None else mask
+def _el_multiplier(x: np.ndarray, mu: np.ndarray, mask: np.ndarray, iters: int = 60):
+    """Statistic ``-2 log R(mu)`` (R,), multiplier ``lam`` (R,) and ``inside`` (R,) bool."""
     z = np.where(mask, x - mu[:, None], 0.0)
     zmax = np.where(mask, z, -np.inf).max(1)
     zmin = np.where(mask, z, np.inf).min(1)
@@ -509,6 +499,8 @@ def el_statistic(x: np.ndarray, mu: np.ndarray, mask: np.ndarray | None = None,
     for _ in range(iters):
         den = 1.0 + lam[:, None] * z
         g = (z / den).sum(1)
+        if np.all(~inside | (np.abs(g) <= 1e-11 * (1.0 + np.abs(z).sum(1)))):
+            break
         dg = -(z ** 2 / den ** 2).sum(1)
         lo = np.where(g > 0, lam, lo)     # g decreases in lam: the root lies above lam
         hi = np.where(g > 0, hi, lam)
@@ -517,29 +509,54 @@ def el_statistic(x: np.ndarray, mu: np.ndarray, mask: np.ndarray | None = None,
         ok = (step > lo) & (step < hi) & np.isfinite(step)
         lam = np.where(ok, step, 0.5 * (lo + hi))
         lam = np.where(inside, lam, 0.0)
-        if np.all(np.abs(g) <= 1e-13 * (1.0 + np.abs(z).sum(1))):
-            break
     with np.errstate(all="ignore"):
         s = 2.0 * np.log1p(np.where(mask, lam[:, None] * z, 0.0)).sum(1)
-    return np.where(inside, s, np.inf)
+    return np.where(inside, s, np.inf), lam, inside
+
+
+def el_statistic(x: np.ndarray, mu: np.ndarray, mask: np.ndarray | None = None) -> np.ndarray:
+    """Owen's (1988) empirical log-likelihood ratio statistic ``-2 log R(mu)`` of each row's
+    mean: ``2 sum_i log(1 + lam (x_i - mu))`` with ``lam`` the root of
+    ``sum_i (x_i - mu) / (1 + lam (x_i - mu)) = 0`` (Newton safeguarded by bisection on the
+    bracket where every ``1 + lam z_i > 0``).
+
+    x : (R, n) float; mu : (R,) float; mask : (R, n) bool, the values that count (all
+    by default). Returns (R,) float, ``inf`` where ``mu`` is not strictly inside the
+    masked values' range (the empirical likelihood is 0 there).
+    """
+    mask = np.ones(x.shape, bool) if mask is None else mask
+    return _el_multiplier(x, mu, mask)[0]
 
 
 def el_interval_rows(x: np.ndarray, thresholds: np.ndarray, mask: np.ndarray | None = None,
-                     iters: int = 40):
+                     iters: int = 30, tol: float = 1e-11):
     """The empirical-likelihood interval ``{mu: -2 log R(mu) <= c}`` of each row's mean
-    (Owen 1988; it lies inside the values' range): (low, high), each (R,), found by
-    bisection between the mean and the extreme value (-2 log R rises monotonically away
-    from the mean). ``thresholds`` (R,) is ``c`` per row (e.g. ``chi2_1(0.95)``)."""
+    (Owen 1988; it lies inside the values' range): (low, high), each (R,). Each end is the
+    root of ``-2 log R(mu) = c`` between the mean and the extreme value (the statistic
+    rises monotonically away from the mean), by Newton's method on its derivative
+    ``d(-2 log R)/d mu = -2 k lam`` (k the values counted; Owen 2001, ch. 3) safeguarded
+    by bisection. ``thresholds`` (R,) is ``c`` per row (e.g. ``chi2_1(0.95)``)."""
     mask = np.ones(x.shape, bool) if mask is None else mask
-    _, m, *_ = _masked_moments(x, mask)
+    k, m, m2, *_ = _masked_moments(x, mask)
     ends = []
-    for far in (np.where(mask, x, np.inf).min(1), np.where(mask, x, -np.inf).max(1)):
+    for sign, far in ((-1, np.where(mask, x, np.inf).min(1)),
+                      (1, np.where(mask, x, -np.inf).max(1))):
         a, b = m.copy(), far.copy()
+        mu = m + sign * np.sqrt(thresholds * m2 / k)     # the normal-theory end
+        mu = np.where((mu - a) * (mu - b) < 0, mu, 0.5 * (a + b))
         for _ in range(iters):
-            mid = 0.5 * (a + b)
-            over = el_statistic(x, mid, mask) > thresholds
-            a, b = np.where(over, a, mid), np.where(over, mid, b)
-        ends.append(0.5 * (a + b))
+            stat, lam, _ = _el_multiplier(x, mu, mask)
+            over = stat > thresholds
+            a, b = np.where(over, a, mu), np.where(over, mu, b)
+            with np.errstate(all="ignore"):
+                step = mu - (stat - thresholds) / (-2.0 * k * lam)
+            ok = np.isfinite(step) & ((step - a) * (step - b) <= 0)
+            new = np.where(ok, step, 0.5 * (a + b))
+            done = np.abs(new - mu) <= tol * (1.0 + np.abs(mu))
+            mu = new
+            if np.all(done):
+                break
+        ends.append(mu)
     return ends[0], ends[1]
 
 
