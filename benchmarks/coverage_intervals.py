@@ -32,7 +32,8 @@ Three studies, each over simulated populations whose true value is known:
    non-zero values' t or corrected-EL interval times the Clopper-Pearson interval of their
    share, each at 1 - alpha/2); and the betting interval for values in [-1, 1]
    (Waudby-Smith & Ramdas 2023); with a second table of median widths.
-   ``--part paired-shift``: the same intervals at a true mean of +0.04 (share excluding 0,
+   ``--new-only`` computes t, relgrade's rule and these candidates alone on the same
+   samples. ``--part paired-shift``: the same intervals at a true mean of +0.04 (share excluding 0,
    median width) at 12, 36 and 100 queries.
 3. **Verdict test** (``--part tests``): false rejection at level 0.05 on the mean-zero
    difference populations, and power at a true shift of +0.04, of the sign-flip test (the
