@@ -113,3 +113,18 @@ def test_betting_interval_matches_a_scalar_transcription_of_the_hedged_capital(c
         ref = _betting_scalar(list(x[i]))
         assert (lo[i], hi[i]) == pytest.approx(ref, abs=1e-9)
         assert lo[i] < x[i].mean() < hi[i]
+
+
+def test_atom_el_takes_the_corrected_el_interval_of_the_non_zero_values(ci):
+    nz = np.array([0.1, 0.3, -0.05, 0.02])
+    x = np.array([[0.0, 0.1, 0.0, 0.3, -0.05, 0.0, 0.02]])
+    lo, hi = ci.atom_rows(x, "el")
+    mu_lo, mu_hi = ci.el_rows(nz[None], 0.975, bartlett=True)
+    p_lo, p_hi = sps.binomtest(4, 7).proportion_ci(0.975, "exact")
+    assert mu_lo[0] < 0 < mu_hi[0]
+    assert (lo[0], hi[0]) == pytest.approx((p_hi * mu_lo[0], p_hi * mu_hi[0]), abs=1e-12)
+    # one non-zero value: the non-zero mean is only known to lie in [-1, 1]
+    one = np.array([[0.0, 0.0, 0.2, 0.0]])
+    p1 = sps.binomtest(1, 4).proportion_ci(0.975, "exact").high
+    lo1, hi1 = ci.atom_rows(one, "el")
+    assert (lo1[0], hi1[0]) == pytest.approx((-p1, p1), abs=1e-12)
