@@ -590,7 +590,7 @@ def atom_rows(x: np.ndarray, inner: str, level: float = LEVEL):
     ``mu`` on the k non-zero values; the mean's interval is the product set's range
     ``[min(p_lo mu_lo, p_hi mu_lo), max(p_lo mu_hi, p_hi mu_hi)]``. Fewer than 2 non-zero
     values: ``mu`` in [-1, 1] (the differences' bound). Returns (low, high), each (R,)."""
-    r, n = x.shape
+    n = x.shape[1]
     inner_level = 1 - (1 - level) / 2
     mask = x != 0
     k, m, m2, *_ = _masked_moments(x, mask)
