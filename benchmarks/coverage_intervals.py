@@ -25,7 +25,16 @@ Three studies, each over simulated populations whose true value is known:
    uses: Student t on the per-query values, percentile, BCa, expanded percentile
    (Hesterberg 2015), studentized bootstrap (bootstrap-t) and Hall's (1992)
    skewness-corrected t (Johnson 1978 made monotone); plus relgrade's own
-   :func:`relgrade.evaluation.stats.difference_interval` (the rule it ships).
+   :func:`relgrade.evaluation.stats.difference_interval` (the rule it ships). Then the
+   candidates for the cells that rule misses (deterministic, so the columns before them
+   reproduce on the same seeds): the empirical-likelihood interval (Owen 1988) and its
+   Bartlett-corrected form (DiCiccio, Hall & Romano 1991); ties as a known atom at 0 (the
+   non-zero values' t or corrected-EL interval times the Clopper-Pearson interval of their
+   share, each at 1 - alpha/2); and the betting interval for values in [-1, 1]
+   (Waudby-Smith & Ramdas 2023); with a second table of median widths.
+   ``--new-only`` computes t, relgrade's rule and these candidates alone on the same
+   samples. ``--part paired-shift``: the same intervals at a true mean of +0.04 (share excluding 0,
+   median width) at 12, 36 and 100 queries.
 3. **Verdict test** (``--part tests``): false rejection at level 0.05 on the mean-zero
    difference populations, and power at a true shift of +0.04, of the sign-flip test (the
    old verdict test), the paired t test, Hall's skewness-corrected t test, and relgrade's
@@ -467,24 +476,260 @@ def relgrade_intervals(x: np.ndarray, seed: int, b: int):
     return lows, highs
 
 
-def paired_study(replicates: int, resamples: int, seed: int, sizes=SIZES) -> list[str]:
+# --- 2b. candidates for the missed cells: empirical likelihood, ties as an atom, betting --
+
+def _masked_moments(x: np.ndarray, mask: np.ndarray):
+    """Count, mean and central moments 2-4 (divisor k) of each row's masked values."""
+    k = mask.sum(1)
+    with np.errstate(all="ignore"):
+        m = np.where(mask, x, 0.0).sum(1) / k
+        d = np.where(mask, x - m[:, None], 0.0)
+        return k, m, (d ** 2).sum(1) / k, (d ** 3).sum(1) / k, (d ** 4).sum(1) / k
+
+
+def _el_multiplier(x: np.ndarray, mu: np.ndarray, mask: np.ndarray, iters: int = 60):
+    """Statistic ``-2 log R(mu)`` (R,), multiplier ``lam`` (R,) and ``inside`` (R,) bool."""
+    z = np.where(mask, x - mu[:, None], 0.0)
+    zmax = np.where(mask, z, -np.inf).max(1)
+    zmin = np.where(mask, z, np.inf).min(1)
+    inside = (zmin < 0) & (zmax > 0)
+    with np.errstate(all="ignore"):
+        lo = np.where(inside, -1.0 / zmax, 0.0)
+        hi = np.where(inside, -1.0 / zmin, 0.0)
+    lam = np.zeros(len(x))
+    for _ in range(iters):
+        den = 1.0 + lam[:, None] * z
+        g = (z / den).sum(1)
+        if np.all(~inside | (np.abs(g) <= 1e-11 * (1.0 + np.abs(z).sum(1)))):
+            break
+        dg = -(z ** 2 / den ** 2).sum(1)
+        lo = np.where(g > 0, lam, lo)     # g decreases in lam: the root lies above lam
+        hi = np.where(g > 0, hi, lam)
+        with np.errstate(all="ignore"):
+            step = lam - g / dg
+        ok = (step > lo) & (step < hi) & np.isfinite(step)
+        lam = np.where(ok, step, 0.5 * (lo + hi))
+        lam = np.where(inside, lam, 0.0)
+    with np.errstate(all="ignore"):
+        s = 2.0 * np.log1p(np.where(mask, lam[:, None] * z, 0.0)).sum(1)
+    return np.where(inside, s, np.inf), lam, inside
+
+
+def el_statistic(x: np.ndarray, mu: np.ndarray, mask: np.ndarray | None = None) -> np.ndarray:
+    """Owen's (1988) empirical log-likelihood ratio statistic ``-2 log R(mu)`` of each row's
+    mean: ``2 sum_i log(1 + lam (x_i - mu))`` with ``lam`` the root of
+    ``sum_i (x_i - mu) / (1 + lam (x_i - mu)) = 0`` (Newton safeguarded by bisection on the
+    bracket where every ``1 + lam z_i > 0``).
+
+    x : (R, n) float; mu : (R,) float; mask : (R, n) bool, the values that count (all
+    by default). Returns (R,) float, ``inf`` where ``mu`` is not strictly inside the
+    masked values' range (the empirical likelihood is 0 there).
+    """
+    mask = np.ones(x.shape, bool) if mask is None else mask
+    return _el_multiplier(x, mu, mask)[0]
+
+
+def el_interval_rows(x: np.ndarray, thresholds: np.ndarray, mask: np.ndarray | None = None,
+                     iters: int = 30, tol: float = 1e-11):
+    """The empirical-likelihood interval ``{mu: -2 log R(mu) <= c}`` of each row's mean
+    (Owen 1988; it lies inside the values' range): (low, high), each (R,). Each end is the
+    root of ``-2 log R(mu) = c`` between the mean and the extreme value (the statistic
+    rises monotonically away from the mean), by Newton's method on its derivative
+    ``d(-2 log R)/d mu = -2 k lam`` (k the values counted; Owen 2001, ch. 3) safeguarded
+    by bisection. ``thresholds`` (R,) is ``c`` per row (e.g. ``chi2_1(0.95)``)."""
+    mask = np.ones(x.shape, bool) if mask is None else mask
+    k, m, m2, *_ = _masked_moments(x, mask)
+    ends = []
+    for sign, far in ((-1, np.where(mask, x, np.inf).min(1)),
+                      (1, np.where(mask, x, -np.inf).max(1))):
+        a, b = m.copy(), far.copy()
+        mu = m + sign * np.sqrt(thresholds * m2 / k)     # the normal-theory end
+        mu = np.where((mu - a) * (mu - b) < 0, mu, 0.5 * (a + b))
+        for _ in range(iters):
+            stat, lam, _ = _el_multiplier(x, mu, mask)
+            over = stat > thresholds
+            a, b = np.where(over, a, mu), np.where(over, mu, b)
+            with np.errstate(all="ignore"):
+                step = mu - (stat - thresholds) / (-2.0 * k * lam)
+            ok = np.isfinite(step) & ((step - a) * (step - b) <= 0)
+            new = np.where(ok, step, 0.5 * (a + b))
+            done = np.abs(new - mu) <= tol * (1.0 + np.abs(mu))
+            mu = new
+            if np.all(done):
+                break
+        ends.append(mu)
+    return ends[0], ends[1]
+
+
+def bartlett_factor(x: np.ndarray, mask: np.ndarray | None = None) -> np.ndarray:
+    """DiCiccio, Hall & Romano's (1991) Bartlett factor ``1 + a / n`` of each row, with
+    ``a = mu4 / (2 mu2^2) - mu3^2 / (3 mu2^3)`` from the sample central moments; the
+    corrected interval is ``{mu: -2 log R(mu) <= chi2_1(level) (1 + a / n)}``."""
+    mask = np.ones(x.shape, bool) if mask is None else mask
+    k, _, m2, m3, m4 = _masked_moments(x, mask)
+    with np.errstate(all="ignore"):
+        a = m4 / (2 * m2 ** 2) - m3 ** 2 / (3 * m2 ** 3)
+    return 1.0 + np.nan_to_num(a, nan=0.0) / k
+
+
+def el_rows(x: np.ndarray, level: float = LEVEL, bartlett: bool = False,
+            mask: np.ndarray | None = None):
+    """The (Bartlett-corrected) empirical-likelihood interval of each row's mean."""
+    c = np.full(len(x), sps.chi2.ppf(level, 1))
+    if bartlett:
+        c = c * bartlett_factor(x, mask)
+    return el_interval_rows(x, c, mask)
+
+
+def atom_rows(x: np.ndarray, inner: str, level: float = LEVEL):
+    """Ties as a known atom at 0: ``mean = p * mu`` with ``p`` the share of non-zero
+    queries and ``mu`` the non-zero values' mean. Each part gets an interval at
+    ``1 - alpha / 2`` (Bonferroni, so the pair covers jointly at >= ``level`` when each
+    part does): Clopper & Pearson (1934) for ``p`` from the k non-zero of n, Student t
+    (``inner="t"``) or the Bartlett-corrected empirical likelihood (``inner="el"``) for
+    ``mu`` on the k non-zero values; the mean's interval is the product set's range
+    ``[min(p_lo mu_lo, p_hi mu_lo), max(p_lo mu_hi, p_hi mu_hi)]``. Fewer than 2 non-zero
+    values: ``mu`` in [-1, 1] (the differences' bound). Returns (low, high), each (R,)."""
+    n = x.shape[1]
+    inner_level = 1 - (1 - level) / 2
+    mask = x != 0
+    k, m, m2, *_ = _masked_moments(x, mask)
+    alpha = 1 - inner_level
+    with np.errstate(all="ignore"):
+        p_lo = np.where(k > 0, sps.beta.ppf(alpha / 2, k, n - k + 1), 0.0)
+        p_hi = np.where(k < n, sps.beta.ppf(1 - alpha / 2, k + 1, n - k), 1.0)
+    few = k < 2
+    if inner == "t":
+        kk = np.maximum(k, 2)
+        with np.errstate(all="ignore"):
+            se = np.sqrt(m2 * k / (kk - 1) / kk)
+        q = sps.t.ppf((1 + inner_level) / 2, kk - 1)
+        mu_lo, mu_hi = m - q * se, m + q * se
+    else:
+        safe = np.where(few[:, None], np.array([-1.0, 1.0] + [0.0] * (n - 2))[None], x)
+        smask = np.where(few[:, None], np.arange(n)[None] < 2, mask)
+        mu_lo, mu_hi = el_rows(safe, inner_level, bartlett=True, mask=smask)
+    mu_lo = np.where(few, -1.0, mu_lo)
+    mu_hi = np.where(few, 1.0, mu_hi)
+    low = np.minimum(p_lo * mu_lo, p_hi * mu_lo)
+    high = np.maximum(p_lo * mu_hi, p_hi * mu_hi)
+    return low, high
+
+
+def betting_rows(x: np.ndarray, level: float = LEVEL, bound: float = 1.0,
+                 c: float = 0.5, iters: int = 40):
+    """Waudby-Smith & Ramdas's (2023, JRSS-B 86(1)) hedged-capital confidence interval
+    for the mean of values in ``[-bound, bound]``, valid at every n (no asymptotics), with
+    predictable plug-in bets tuned to a fixed n: rescaled to ``y = (x + bound) / (2 bound)``
+    in [0, 1], the set of ``m`` with ``max(K+(m) / 2, K-(m) / 2) < 1 / alpha`` (theta 1/2),
+    ``K+- = prod_i (1 +- lam_i+-(m) (y_i - m))``, bets
+    ``lam_i = sqrt(2 log(2 / alpha) / (n sigma2_{i-1}))`` truncated at ``c / m``
+    (``c / (1 - m)`` for K-), ``sigma2_i = (1/4 + sum_{j<=i} (y_j - mu_j)^2) / (i + 1)``,
+    ``mu_i = (1/2 + sum_{j<=i} y_j) / (i + 1)``; the values in the order given.
+    Each end by bisection between the mean and the bound.
+    Returns (low, high) on the scale of x, each (R,)."""
+    r, n = x.shape
+    alpha = 1 - level
+    y = (x + bound) / (2 * bound)
+    i = np.arange(1, n + 1)
+    mu = (0.5 + np.cumsum(y, 1)) / (i + 1)
+    s2 = (0.25 + np.cumsum((y - mu) ** 2, 1)) / (i + 1)
+    s2_prev = np.concatenate([np.full((r, 1), 0.25), s2[:, :-1]], 1)
+    lam = np.sqrt(2 * math.log(2 / alpha) / (n * s2_prev))
+    ybar = y.mean(1)
+
+    def rejects(m):
+        with np.errstate(all="ignore"):
+            lp = np.minimum(lam, c / m[:, None])
+            lm = np.minimum(lam, c / (1 - m[:, None]))
+            kp = np.log1p(lp * (y - m[:, None])).sum(1)
+            km = np.log1p(-lm * (y - m[:, None])).sum(1)
+        return np.maximum(kp, km) + math.log(0.5) >= math.log(1 / alpha)
+
+    ends = []
+    for far in (np.zeros(r), np.ones(r)):
+        a, b = ybar.copy(), far
+        for _ in range(iters):
+            mid = 0.5 * (a + b)
+            out = rejects(mid)
+            a, b = np.where(out, a, mid), np.where(out, mid, b)
+        ends.append(2 * bound * 0.5 * (a + b) - bound)
+    return ends[0], ends[1]
+
+
+def new_candidate_intervals(x: np.ndarray) -> dict:
+    """The candidates for the missed cells on each row of x (R, n): {name: (low, high)};
+    deterministic (no resampling), so the other columns' random streams are untouched."""
+    return {"EL": el_rows(x), "EL Bartlett": el_rows(x, bartlett=True),
+            "atom t": atom_rows(x, "t"), "atom EL-B": atom_rows(x, "el"),
+            "betting": betting_rows(x)}
+
+
+NEW_NAMES = ("EL", "EL Bartlett", "atom t", "atom EL-B", "betting")
+
+
+def paired_study(replicates: int, resamples: int, seed: int, sizes=SIZES,
+                 new_only: bool = False) -> list[str]:
+    """Coverage and median widths of every candidate; ``new_only`` computes t, relgrade's
+    rule and the new candidates alone (the same samples and the same values: the
+    resampling columns in between draw after the samples are made)."""
     names = ["t", "percentile", "BCa", "expanded percentile", "bootstrap-t", "Hall t",
-             "relgrade"]
+             "relgrade", *NEW_NAMES]
+    if new_only:
+        names = ["t", "relgrade", *NEW_NAMES]
     lines = [f"Paired differences and arm means, {replicates} replicates, {resamples} "
              f"resamples, nominal {LEVEL:.0%}: coverage %", "",
              "| population | n | " + " | ".join(names) + " |",
              "|---|---|" + "---|" * len(names)]
+    wide = ["", "Median width of the same intervals", "",
+            "| population | n | t | relgrade | " + " | ".join(NEW_NAMES) + " |",
+            "|---|---|---|---|" + "---|" * len(NEW_NAMES)]
     for pi, pop in enumerate(POPULATIONS):
         for n in sizes:
             rng = np.random.default_rng([seed, pi, n])
             reps = replicates if n < 500 else max(replicates // 2, 500)
             x = population(pop, rng, (reps, n))
             truth = TRUE_MEAN.get(pop, 0.0)
-            iv = candidate_intervals(x, rng, resamples)
+            if new_only:
+                m, se = x.mean(1), x.std(1, ddof=1) / math.sqrt(n)
+                tq = sps.t.ppf((1 + LEVEL) / 2, n - 1)
+                iv = {"t": (m - tq * se, m + tq * se)}
+            else:
+                iv = candidate_intervals(x, rng, resamples)
             iv["relgrade"] = relgrade_intervals(x, seed + n, resamples)
+            iv.update(new_candidate_intervals(x))
             cov = [100 * np.mean((lo <= truth) & (truth <= hi)) for lo, hi in
                    (iv[k] for k in names)]
             lines.append(f"| {pop} | {n} | " + " | ".join(f"{c:.1f}" for c in cov) + " |")
+            wd = [np.median(iv[k][1] - iv[k][0]) for k in ("t", "relgrade", *NEW_NAMES)]
+            wide.append(f"| {pop} | {n} | " + " | ".join(f"{w:.3f}" for w in wd) + " |")
+            print(lines[-1], flush=True)
+    return lines + wide
+
+
+def shift_study(replicates: int, resamples: int, seed: int, shift: float = 0.04,
+                sizes=(12, 36, 100)) -> list[str]:
+    """At a true mean ``shift`` on every difference population: the share of intervals
+    that exclude 0 (the interval's power) and their median width, for relgrade's rule,
+    t and the new candidates."""
+    names = ("t", "relgrade", *NEW_NAMES)
+    lines = [f"Paired differences shifted by {shift:+.2f}, {replicates} replicates, "
+             f"{resamples} resamples: intervals excluding 0 % (median width)", "",
+             "| population | n | " + " | ".join(names) + " |",
+             "|---|---|" + "---|" * len(names)]
+    for pi, pop in enumerate(p for p in POPULATIONS if not p.startswith("arm")):
+        for n in sizes:
+            rng = np.random.default_rng([seed, pi, n, int(shift * 100)])
+            x = population(pop, rng, (replicates, n)) + shift
+            m, se = x.mean(1), x.std(1, ddof=1) / math.sqrt(n)
+            tq = sps.t.ppf((1 + LEVEL) / 2, n - 1)
+            iv = {"t": (m - tq * se, m + tq * se),
+                  "relgrade": relgrade_intervals(x, seed + n, resamples)}
+            iv.update(new_candidate_intervals(x))
+            cells = [f"{100 * np.mean((lo > 0) | (hi < 0)):.1f} ({np.median(hi - lo):.3f})"
+                     for lo, hi in (iv[k] for k in names)]
+            lines.append(f"| {pop} | {n} | " + " | ".join(cells) + " |")
+            print(lines[-1], flush=True)
     return lines
 
 
@@ -540,13 +785,16 @@ def test_study(replicates: int, flips: int, seed: int, sizes=(12, 36, 100)) -> l
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--part", choices=("agreement", "agreement-candidates", "agreement-widths",
-                                       "paired", "tests", "all"), default="all")
+                                       "paired", "paired-shift", "tests", "all"),
+                    default="all")
     ap.add_argument("--replicates", type=int, default=1000)
     ap.add_argument("--resamples", type=int, default=2000)
     ap.add_argument("--flips", type=int, default=2000)
     ap.add_argument("--seed", type=int, default=35)
     ap.add_argument("--units", choices=("both", "query"), default="both",
                     help="agreement part: both resampling units, or queries only")
+    ap.add_argument("--new-only", action="store_true",
+                    help="paired part: t, relgrade's rule and the new candidates alone")
     args = ap.parse_args(argv)
     t0 = time.process_time()
     parts = ("agreement", "paired", "tests") if args.part == "all" else (args.part,)
@@ -560,7 +808,10 @@ def main(argv=None) -> None:
         elif part == "agreement-candidates":
             lines = agreement_candidates_study(args.replicates, args.resamples, 10, args.seed)
         elif part == "paired":
-            lines = paired_study(args.replicates, args.resamples, args.seed)
+            lines = paired_study(args.replicates, args.resamples, args.seed,
+                                 new_only=args.new_only)
+        elif part == "paired-shift":
+            lines = shift_study(args.replicates, args.resamples, args.seed)
         else:
             lines = test_study(args.replicates, args.flips, args.seed)
         print("\n".join(lines))
