@@ -22,25 +22,27 @@ def bet(t: int, s2_prev: float) -> float:
 
 
 def test_hedged_capital_on_two_values_matches_the_arithmetic():
-    # values 0.2, 0.3 on [0, 1], null mean 0.1, independent draws.
-    # t = 1: s2_0 = 1/4; the + bet is truncated at c/m = 0.5/0.1 = 5, the - bet at
-    # c/(1-m) = 0.5/0.9.
+    # values 0.2, 0.3 on [0, 1], null mean 0.15, independent draws; c = 3/4 (WSR 2023).
+    c = anytime.TRUNCATION
+    assert c == 0.75
+    # t = 1: s2_0 = 1/4; the + bet is truncated at c/m = 0.75/0.15 = 5, the - bet at
+    # c/(1-m) = 0.75/0.85.
     lam1 = bet(1, 0.25)
     assert lam1 > 5
-    kp1 = 1 + 5 * (0.2 - 0.1)
-    km1 = 1 - (0.5 / 0.9) * (0.2 - 0.1)
+    kp1 = 1 + 5 * (0.2 - 0.15)
+    km1 = 1 - (0.75 / 0.85) * (0.2 - 0.15)
     # t = 2: xbar_1 = (1/2 + 0.2) / 2 = 0.35, s2_1 = (1/4 + (0.2 - 0.35)^2) / 2
     s2_1 = (0.25 + 0.15 ** 2) / 2
     lam2 = bet(2, s2_1)
     assert lam2 < 5                                  # the + bet is not truncated now
-    kp2 = kp1 * (1 + lam2 * (0.3 - 0.1))
-    km2 = km1 * (1 - (0.5 / 0.9) * (0.3 - 0.1))
+    kp2 = kp1 * (1 + lam2 * (0.3 - 0.15))
+    km2 = km1 * (1 - (0.75 / 0.85) * (0.3 - 0.15))
     expected = np.log([(kp1 + km1) / 2, (kp2 + km2) / 2])
-    got = anytime.log_capital(np.array([0.2, 0.3]), np.array([0.1]), alpha=ALPHA,
+    got = anytime.log_capital(np.array([0.2, 0.3]), np.array([0.15]), alpha=ALPHA,
                               population=None)[0]
     assert got == pytest.approx(expected, abs=1e-12)
     cs = anytime.confidence_sequence([0.2, 0.3], lower_bound=0.0, upper_bound=1.0,
-                                     null=0.1)
+                                     null=0.15)
     # p_t = 1 / max_{s<=t} K_s
     assert cs.p_value == pytest.approx([1 / max(1.0, (kp1 + km1) / 2),
                                         1 / max((kp1 + km1) / 2, (kp2 + km2) / 2)], abs=1e-12)
@@ -48,10 +50,10 @@ def test_hedged_capital_on_two_values_matches_the_arithmetic():
 
 def test_a_difference_on_minus_one_to_one_is_rescaled_before_betting():
     # differences 0.8, 0.8 on [-1, 1] are 0.9, 0.9 on [0, 1]; the null 0 is m = 0.5, where
-    # both bets are truncated at c/0.5 = 1: K+ = 1.4^t, K- = 0.6^t.
+    # both bets are truncated at c/0.5 = 1.5: K+ = (1 + 1.5 * 0.4)^t = 1.6^t, K- = 0.4^t.
     cs = anytime.confidence_sequence([0.8, 0.8], lower_bound=-1.0, upper_bound=1.0)
-    k1 = (1.4 + 0.6) / 2
-    k2 = (1.4 ** 2 + 0.6 ** 2) / 2
+    k1 = (1.6 + 0.4) / 2
+    k2 = (1.6 ** 2 + 0.4 ** 2) / 2
     assert cs.p_value == pytest.approx([1 / k1, 1 / k2], abs=1e-12)
     assert cs.mean == pytest.approx([0.8, 0.8])
 
@@ -73,8 +75,8 @@ def _scalar_log_capital(x, m, alpha, population):
         if dead:
             out.append(math.inf)
         else:
-            lp = lam if mu == 0 else min(lam, 0.5 / mu)
-            lm = lam if mu == 1 else min(lam, 0.5 / (1 - mu))
+            lp = lam if mu == 0 else min(lam, 0.75 / mu)
+            lm = lam if mu == 1 else min(lam, 0.75 / (1 - mu))
             kp *= 1 + lp * (xt - mu)
             km *= 1 - lm * (xt - mu)
             out.append(math.log((kp + km) / 2))
@@ -151,14 +153,14 @@ def test_a_zero_margin_settles_only_by_significance():
 
 def test_the_rule_stops_at_the_first_batch_end_where_all_settle():
     # one comparison whose differences are all 0.8: the capital at the null 0 grows by
-    # (1.4^t + 0.6^t) / 2 and passes 1/alpha = 20 at t = 11 (14.5 at t = 10, 20.2 at 11),
-    # so batches of 4 look at 4, 8, 12 and stop at 12; batches of 11 stop at 11.
-    k = [(1.4 ** t + 0.6 ** t) / 2 for t in range(1, 13)]
-    assert k[9] < 20 <= k[10]
-    r = anytime.run_stop([[0.8] * 30], level=0.95, margin=0.0, batch=4, population=None)
-    assert (r.stopped_at, r.settled, r.sample) == (12, True, 30)
-    r = anytime.run_stop([[0.8] * 30], level=0.95, margin=0.0, batch=11, population=None)
-    assert r.stopped_at == 11
+    # (1.6^t + 0.4^t) / 2 and passes 1/alpha = 20 at t = 8 (13.4 at t = 7, 21.5 at 8),
+    # so batches of 3 look at 3, 6, 9 and stop at 9; batches of 8 stop at 8.
+    k = [(1.6 ** t + 0.4 ** t) / 2 for t in range(1, 10)]
+    assert k[6] < 20 <= k[7]
+    r = anytime.run_stop([[0.8] * 30], level=0.95, margin=0.0, batch=3, population=None)
+    assert (r.stopped_at, r.settled, r.sample) == (9, True, 30)
+    r = anytime.run_stop([[0.8] * 30], level=0.95, margin=0.0, batch=8, population=None)
+    assert r.stopped_at == 8
 
 
 def test_an_unsettled_family_uses_the_whole_sample():
