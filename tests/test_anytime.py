@@ -1,5 +1,5 @@
 """Anytime-valid confidence sequences and the stopping rule (relgrade.evaluation.anytime):
-hand-computed capital on tiny sequences (Waudby-Smith & Ramdas 2023's hedged, predictable
+hand-computed capital on tiny sequences (Waudby-Smith & Ramdas 2024's hedged, predictable
 plug-in betting), an independent scalar implementation of the without-replacement capital,
 Holm against the hand arithmetic, and the errors on bad input."""
 
@@ -17,12 +17,12 @@ ALPHA = 0.05
 
 
 def bet(t: int, s2_prev: float) -> float:
-    """The predictable plug-in bet of WSR 2023, eq. 26, written out."""
+    """The predictable plug-in bet of WSR 2024, eq. 26, written out."""
     return math.sqrt(2 * math.log(2 / ALPHA) / (s2_prev * t * math.log(1 + t)))
 
 
 def test_hedged_capital_on_two_values_matches_the_arithmetic():
-    # values 0.2, 0.3 on [0, 1], null mean 0.15, independent draws; c = 3/4 (WSR 2023).
+    # values 0.2, 0.3 on [0, 1], null mean 0.15, independent draws; c = 3/4 (WSR 2024).
     c = anytime.TRUNCATION
     assert c == 0.75
     # t = 1: s2_0 = 1/4; the + bet is truncated at c/m = 0.75/0.15 = 5, the - bet at

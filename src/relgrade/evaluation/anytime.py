@@ -8,7 +8,7 @@ mean of the whole query population *at every t at once* with probability at leas
 Stopping at a data-dependent time (when every verdict is settled) therefore keeps the
 coverage, which a fixed-sample interval recomputed after each batch does not.
 
-The sequence is the hedged betting confidence sequence of Waudby-Smith & Ramdas (2023), in its
+The sequence is the hedged betting confidence sequence of Waudby-Smith & Ramdas (2024), in its
 sampling-without-replacement form (Waudby-Smith & Ramdas 2020): the queries are drawn without
 replacement from a finite population of ``N`` (the pooled queries), and the estimand is their
 mean. For a candidate mean ``m`` (values rescaled to [0, 1]) the mean of the queries not yet
@@ -19,7 +19,7 @@ two gamblers bet that the next value is above (``+``) or below (``-``) it::
     K_t^-(m) = prod_{i<=t} (1 - lam_i^- (x_i - mu_i(m)))
     K_t(m)   = (K_t^+(m) + K_t^-(m)) / 2
 
-with predictable bets (the "predictable plug-in" of WSR 2023, eq. 26-27)
+with predictable bets (the "predictable plug-in" bets of WSR 2024)
 ``lam_i = sqrt(2 log(2/alpha) / (s2_{i-1} i log(1 + i)))``, ``s2`` the regularised running
 variance ``(1/4 + sum_{j<=i} (x_j - xbar_j)^2) / (i + 1)`` around the regularised running mean
 ``xbar_j = (1/2 + sum_{k<=j} x_k) / (j + 1)``, truncated to ``lam_i^+ <= c / mu_i(m)`` and
@@ -38,9 +38,9 @@ nonnegative martingale starting at 1, so by Ville's inequality
 References
 ----------
 I. Waudby-Smith, A. Ramdas, "Estimating means of bounded random variables by betting",
-Journal of the Royal Statistical Society B 86(1) (2023) 1-27 (arXiv:2010.09686): hedged
-capital (section 4.3), predictable plug-in bets (eq. 26-27), sampling without replacement
-(section 6).
+Journal of the Royal Statistical Society B 86(1) (2024) 1-27 (arXiv:2010.09686, 2020): the
+hedged capital process, the predictable plug-in bets and their truncation, sampling without
+replacement.
 I. Waudby-Smith, A. Ramdas, "Confidence sequences for sampling without replacement",
 NeurIPS 2020 (arXiv:2006.04347).
 A. Ramdas, P. Grünwald, V. Vovk, G. Shafer, "Game-theoretic statistics and safe anytime-valid
@@ -58,7 +58,7 @@ from statsmodels.stats.multitest import multipletests
 
 from relgrade.errors import InputError
 
-#: Truncation of the bets (WSR 2023's ``c``, who suggest 1/2 or 3/4): a gambler never stakes
+#: Truncation of the bets (WSR 2024's ``c``, who suggest 1/2 or 3/4): a gambler never stakes
 #: more than three quarters of what the remaining population's mean allows, so every factor
 #: is at least 1/4 (benchmarks/README.md compares it with 1/2).
 TRUNCATION = 0.75
@@ -125,7 +125,7 @@ def _check(values: np.ndarray, lower_bound: float, upper_bound: float, level: fl
 
 
 def plug_in_bets(x: np.ndarray, *, alpha: float) -> np.ndarray:
-    """Predictable plug-in bets of WSR 2023 (eq. 26-27), before truncation.
+    """Predictable plug-in bets of WSR 2024, before truncation.
 
     Parameters
     ----------
@@ -225,7 +225,7 @@ def confidence_sequence(values, *, lower_bound: float, upper_bound: float, level
 
     Notes
     -----
-    Waudby-Smith & Ramdas (2023), sections 4.3 and 6; see the module docstring.
+    Waudby-Smith & Ramdas (2024); see the module docstring.
 
     Examples
     --------
