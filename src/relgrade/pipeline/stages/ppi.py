@@ -18,7 +18,11 @@ human key (the auditor's grades of the round, with the metrics stage's own score
   (:func:`relgrade.evaluation.ranksets.ppi_rank_sets`: each arm's rank interval with
   simultaneous coverage at ``ppi.level``, ``metrics.bootstrap`` resamples from the stream
   "ppi-rank-sets" of params ``seed``);
-* the design: the sample, its seed, the rectifier and every lambda.
+* the design: the sample, its seed, the rectifier and every lambda;
+* with params ``grading.stop: anytime``, the stopping rule's look (``stop``): people grade the
+  sample in the seeded order of ``paths.stop``; the stage reads only the queries owed so far,
+  and either stops with the next batch owed or, once every comparison is settled, says
+  "settled at N of M queries" and estimates on those N queries (see :func:`_look`).
 
 A model key grader whose judge identity has no calibration against people in the judges'
 ledger, or a stale one, is pending work: printed after the estimates, or, with params
