@@ -106,7 +106,7 @@ BAD = {
                          "grading.batch_szie: unknown key. Known keys here: rubric, "
                          "rubric_version, round, batch_size, max_reason_words, "
                          "max_reason_chars, key_grader, auditor, post_hoc, regrade, "
-                         "deviations, mode, share_from, max_cost"),
+                         "deviations, mode, share_from, max_cost, stop, stop_batch, stop_margin"),
 }
 
 

@@ -138,6 +138,19 @@ def _calibration(ex, st) -> list[str]:
     return [state_line(s).replace("judge: ", "calibration: ", 1) for s in states]
 
 
+def stop_line(stop: Mapping) -> str:
+    """The stopping rule's line: settled (nothing more owed) or how far people have to go."""
+    if stop.get("state") == "unreadable":
+        return f"stopping rule: unreadable: {stop['error']}"
+    looks = ", ".join(map(str, stop["looks"])) or "none yet"
+    if stop["settled_at"] is not None:
+        return (f"stopping rule: settled at {stop['settled_at']} of {stop['sample']} queries "
+                f"(looks at {looks}); people owe no further query of the human sample")
+    return (f"stopping rule: not settled (looks at {looks}); people owe the first "
+            f"{stop['owed']} of {stop['sample']} queries of the seeded order, "
+            f"{stop['batch']} a batch (margin {stop['margin']:g}, seed {stop['seed']})")
+
+
 def status_lines(st: Mapping) -> list[str]:
     """The status as plain-words lines (see the module docstring).
 
@@ -196,6 +209,8 @@ def status_lines(st: Mapping) -> list[str]:
     a = st["audit"]
     out.append(f"audit sample: {counted(len(a['queries']), 'query')} chosen ({', '.join(a['queries'])})"
                if a["state"] == "chosen" else not_done("audit sample", a, "not chosen yet"))
+    if "stop" in st:
+        out.append(stop_line(st["stop"]))
 
     tri = (st.get("pending") or {}).get("triage")
     if tri is not None:

@@ -113,6 +113,57 @@ def _difference(est: dict, a: str, b: str) -> dict | None:
     return None
 
 
+#: The estimator that decides a comparison when the human grading stopped early.
+ANYTIME = "anytime"
+
+
+def anytime_verdict(arm_a: str, arm_b: str, measure: str, row: dict, *, stop: dict) -> str:
+    """One plain sentence on a difference (A − B) decided by the anytime stopping rule.
+
+    Parameters
+    ----------
+    row : dict
+        The difference's row of ``ppi.json``'s ``stop`` block: ``delta``, ``low``, ``high``
+        (the confidence sequence at the stop), ``p_holm``, ``significant``, ``equivalent``.
+    stop : dict
+        The ``stop`` block: ``words`` ("settled at N of M queries"), ``margin``.
+
+    Examples
+    --------
+    >>> anytime_verdict("a", "b", "m", {"delta": 0.2, "low": 0.1, "high": 0.3, "p_holm": 0.01,
+    ...                 "significant": True, "equivalent": False},
+    ...                 stop={"words": "settled at 8 of 12 queries", "margin": 0.0})
+    'a better than b on m by 0.200 [0.100, 0.300], anytime p=0.01 after Holm (people, settled at 8 of 12 queries)'
+    """
+    est, lo, hi = float(row["delta"]), float(row["low"]), float(row["high"])
+    who = f"(people, {stop['words']})"
+    if row["significant"]:
+        win, lose = (arm_a, arm_b) if est > 0 else (arm_b, arm_a)
+        e, a, b = (est, lo, hi) if est > 0 else (-est, -hi, -lo)
+        return (f"{win} better than {lose} on {measure} by {_f(e)} [{_f(a)}, {_f(b)}], "
+                f"anytime p={_p(row['p_holm'])} after Holm {who}")
+    if row.get("equivalent"):
+        return (f"no difference beyond the margin {stop['margin']:g} on {measure} between "
+                f"{arm_a} and {arm_b}: {_f(est, '+')} [{_f(lo, '+')}, {_f(hi, '+')}] {who}")
+    return (f"no detectable difference on {measure} between {arm_a} and {arm_b}: "
+            f"{_f(est, '+')} [{_f(lo, '+')}, {_f(hi, '+')}], anytime p={_p(row['p_holm'])} "
+            f"after Holm {who}")
+
+
+def _anytime_row(stop: dict, measure: str, a: str, b: str) -> dict | None:
+    """The stop block's row of a − b (mirrored from b − a)."""
+    for r in (stop.get("measures") or {}).get(measure, []):
+        if (r["arm_a"], r["arm_b"]) == (a, b):
+            return dict(r)
+        if (r["arm_a"], r["arm_b"]) == (b, a):
+            r = dict(r)
+            r["delta"], r["low"], r["high"] = -r["delta"], -r["high"], -r["low"]
+            r["low_simultaneous"], r["high_simultaneous"] = \
+                -r["high_simultaneous"], -r["low_simultaneous"]
+            return r
+    return None
+
+
 def _brief(row: dict, *keys: str) -> dict:
     return {k: row.get(k) for k in keys if k in row}
 
@@ -213,6 +264,20 @@ def govern(report: dict, ppi: dict, *, source=None) -> dict:
                                                             "p_holm", "significant")}
         c["verdict"] = ppi_verdict(c["arm_a"], c["arm_b"], m, e, n=e["n"], big_n=e["N"],
                                    model_only=model)
+        row = _anytime_row(ppi.get("stop") or {}, m, c["arm_a"], c["arm_b"])
+        if row is not None:
+            # people stopped early: the confidence sequence decides, PPI++ on the queries
+            # graded stands beside it (its fixed-sample interval ignores the stop)
+            c["ppi++"] = {"delta": c["delta"], "low": c["low"], "high": c["high"],
+                          "p_holm": c["p_holm"], "significant": c["significant"],
+                          "verdict": c["verdict"]}
+            c.update(estimator=ANYTIME, delta=row["delta"], low=row["low"], high=row["high"],
+                     se=None, p=row["p"], p_holm=row["p_holm"],
+                     significant=bool(row["significant"]),
+                     equivalent=bool(row["equivalent"]),
+                     interval="anytime confidence sequence (hedged betting, without "
+                              "replacement)")
+            c["verdict"] = anytime_verdict(c["arm_a"], c["arm_b"], m, row, stop=ppi["stop"])
     any_est = next(iter(estimates.values()))
     n, big_n = any_est["n"], any_est["N"]
     out["estimator"] = {
@@ -220,5 +285,14 @@ def govern(report: dict, ppi: dict, *, source=None) -> dict:
         "human_grader": design.get("human_grader"), "model_grader": design.get("model_grader"),
         "note": DECIDED_BY.format(n=n, N=big_n, family=max(
             [len(estimates[m]["differences"]) for m in decided] or [0]))}
+    stop = ppi.get("stop")
+    if stop is not None:
+        out["estimator"]["stop"] = {k: stop.get(k) for k in (
+            "rule", "settled", "settled_at", "graded", "sample", "margin", "words")}
+        out["estimator"]["note"] += (
+            f" People graded the human sample in a seeded order and stopped early "
+            f"({stop['words']}): each comparison is decided by its anytime-valid confidence "
+            f"sequence and Holm over anytime p-values on the queries they graded; PPI++ on "
+            f"those queries stands beside it.")
     out["verdicts"] = [c["verdict"] for c in out.get("comparisons", [])]
     return out

@@ -26,6 +26,7 @@ from relgrade.io.runs import read_run
 from relgrade.protocol import grades as grades_mod
 from relgrade.protocol import ledger as ledger_mod
 from relgrade.protocol import packets as packets_mod
+from relgrade.protocol import stopping as stopping_mod
 from relgrade.protocol.bank import packet_made_on
 from relgrade.protocol.key import MADE_ON_COLUMNS, check_whole
 from relgrade.protocol.sidecar import pair_rows
@@ -318,11 +319,62 @@ class Experiment:
             meta_source=files.meta.as_posix(), bank=self.read_bank(files),
             bank_source=files.bank.as_posix())
 
-    def audit_ids(self) -> list[str] | None:
+    def audit_ids(self, *, whole: bool = False) -> list[str] | None:
         """The audited query ids (``paths.audit``), in the file's order; None before the audit
-        stage has written it."""
+        stage has written it.
+
+        With params ``grading.stop: anytime`` (ppi mode) the ids people owe now: the first
+        queries of the seeded grading order up to the next look, or up to where the rule
+        settled (:meth:`stop_record`); ``whole=True`` gives the whole locked sample.
+        """
         path = self.path("audit")
-        return [str(r["query_id"]) for r in io.read_jsonl(path)] if path.is_file() else None
+        if not path.is_file():
+            return None
+        ids = [str(r["query_id"]) for r in io.read_jsonl(path)]
+        if whole or self.params.grading.stop == "none":
+            return ids
+        return stopping_mod.owed_queries(self.stop_record(ids),
+                                         batch=self.params.grading.stop_batch)
+
+    def stop_record(self, sample=None) -> dict:
+        """The stopping rule's record of this round's locked sample (params ``paths.stop``).
+
+        The file's record when it belongs to the locked sample of the round; else a new one
+        with no look (:func:`relgrade.protocol.stopping.new_record`), not written.
+
+        Parameters
+        ----------
+        sample : list of str, optional
+            The locked sample's ids (read from ``paths.audit`` when not given).
+
+        Raises
+        ------
+        InputError
+            ``paths.stop`` is missing from params, or the file is not a JSON object.
+        """
+        p = self.params
+        sample = sample if sample is not None else self.audit_ids(whole=True) or []
+        lock_path = self.path("audit_lock")
+        lock_sha = io.read_json(lock_path).get("sha256") if lock_path.is_file() else None
+        path = self.path("stop")
+        if path.is_file():
+            record = io.read_json(path)
+            if not isinstance(record, dict) or "order" not in record:
+                raise InputError("the stopping rule's record must be a JSON object with an "
+                                 "order", path=path, found=type(record).__name__,
+                                 fix="restore it from git (git checkout -- FILE)")
+            if stopping_mod.matches(record, round=p.grading.round, lock_sha256=lock_sha):
+                if sorted(record["order"]) != sorted(map(str, sample)):
+                    raise InputError("the stopping rule's order is not the locked sample",
+                                     path=path, found=f"{len(record['order'])} queries, "
+                                     f"the lock holds {len(sample)}",
+                                     fix="restore it from git (git checkout -- FILE)")
+                return record
+        level = p.ppi.level if p.ppi is not None else 0.95
+        return stopping_mod.new_record(sample, seed=p.need("seed"),
+                                       batch=p.grading.stop_batch,
+                                       margin=p.grading.stop_margin, level=level,
+                                       round=p.grading.round, lock_sha256=lock_sha)
 
     def packets_built_for(self) -> dict:
         """What the packets folder was built for, as the packets stage recorded it.

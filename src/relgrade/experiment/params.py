@@ -129,6 +129,8 @@ class Paths(_Section):
     intents_manifest: str | None = None
     audit: str | None = None
     audit_lock: str | None = None
+    # the stopping rule's record (grading.stop: anytime)
+    stop: str | None = None
     packets: str | None = None
     orders: str | None = None
     grades_in: str | None = None
@@ -367,6 +369,17 @@ class Grading(_Section):
     #: (> 0; needs a price for the grader): the request that would cross it is not sent
     #: (see docs/grading-at-scale.md).
     max_cost: Annotated[float, _number(integer=False, gt=0, what="a cost > 0")] | None = None
+    #: ``none``: people grade the whole human sample; ``anytime``: they grade it in a seeded
+    #: order, ``stop_batch`` queries at a time, and stop once an anytime-valid confidence
+    #: sequence settles every Holm verdict (ppi mode; see docs/ppi.md, "Stopping early").
+    stop: Literal["none", "anytime"] = "none"
+    #: Queries people grade between two looks of the stopping rule (>= 1).
+    stop_batch: Positive = 5
+    #: Indifference margin of the stopping rule, in the measure's units (>= 0): a difference
+    #: whose sequence lies within [-margin, margin] is settled as "no difference that
+    #: matters"; 0 settles only by significance.
+    stop_margin: Annotated[float, _number(integer=False, ge=0, le=1,
+                                          what="a number in [0, 1]")] = 0.0
 
 
 class Price(_Section):
@@ -829,6 +842,20 @@ class Params(BaseModel):
             return self.triage.grader
         named = sorted(n for n, g in self.graders.items() if g.role == "triage")
         return named[0] if len(named) == 1 else None
+
+    @model_validator(mode="after")
+    def _stop_has_a_human_sample(self):
+        if self.grading.stop != "none" and self.grading.mode != "ppi":
+            raise PydanticCustomError(
+                "relgrade_stop", "grading.stop: {stop} needs a human sample to stop on: set "
+                "grading.mode: ppi (found mode {mode})",
+                {"stop": self.grading.stop, "mode": self.grading.mode})
+        if self.grading.stop != "none" and self.paths.stop is None:
+            raise PydanticCustomError(
+                "relgrade_stop", "grading.stop: {stop} needs paths.stop, the file that records "
+                "the grading order and the rule's looks (e.g. data/audit/stop.json)",
+                {"stop": self.grading.stop})
+        return self
 
     @model_validator(mode="after")
     def _ppi_has_its_sample(self):

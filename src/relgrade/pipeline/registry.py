@@ -52,7 +52,7 @@ from relgrade.io.files import read_yaml
 
 #: Every mode a stage or an entry may be declared for.
 MODES = ("single", "triage", "raters", "ppi", "sample", "tail", "clicks", "gold",
-         "click_simulation", "click_rankings", "click_key", "holes")
+         "click_simulation", "click_rankings", "click_key", "holes", "stop")
 #: The modes of the blind-grading protocol (an experiment has exactly one of them).
 PROTOCOL = frozenset({"single", "triage", "raters", "ppi"})
 
@@ -209,7 +209,8 @@ def stages() -> tuple[Stage, ...]:
         Stage("audit", "audit", _ALL,
               params=("seed", _e("audit.fraction", *_PROVENANCE_AUDIT),
                       _e("audit.min_queries", *_PROVENANCE_AUDIT), "grading.round",
-                      _e("grading.mode", "ppi"), _e("ppi", "ppi")),  # the sample's size
+                      _e("grading.mode", "ppi"), _e("ppi", "ppi"),  # the sample's size
+                      _e("grading.stop", "stop"), _e("grading.stop_batch", "stop"), _e("grading.stop_margin", "stop")),  # the stopping rule's record
               deps=("${paths.provenance}", "${paths.pool_manifest}", "${paths.queries}"),
               outs=(_kept("${paths.audit}"), _kept("${paths.audit_lock}")),
               doc="The audit queries (in ppi mode the human sample: a seeded uniform draw of "
@@ -224,10 +225,11 @@ def stages() -> tuple[Stage, ...]:
                       "grading.rubric_version", "grading.key_grader", "grading.auditor",
                       "graders", "scale.grades", "scale.relevant_min", _e("grading.mode", *_MODE),
                       _e("triage", "triage"), _e("raters.per_pair", "raters"),
-                      _e("gold", "raters")),  # a rater removed on gold is dealt no more
+                      _e("gold", "raters"),  # a rater removed on gold is dealt no more
+                      _e("grading.stop_batch", "stop")),
               deps=("${paths.pool}", "${paths.pool_manifest}", "${paths.chunks}",
                     "${paths.intents}", "${paths.intents_manifest}", "${paths.audit}",
-                    "${grading.rubric}",
+                    "${grading.rubric}", _e("${paths.stop}", "stop"),
                     "${paths.grades_in}",  # a partial regrade holds the pairs graded relevant
                     _e("${gold.input}", "raters")),
               outs=("${paths.packets}", "${paths.orders}", _e("${paths.assignment}", "raters"),
@@ -240,12 +242,13 @@ def stages() -> tuple[Stage, ...]:
                       "grading.key_grader", "grading.auditor", "graders",
                       "gates.audit_coverage_min", _e("grading.mode", *_MODE),
                       _e("triage", "triage"), _e("seed", "triage"),
-                      _e("gold", "raters")),  # a rater removed on gold owes nothing
+                      _e("gold", "raters"),  # a rater removed on gold owes nothing
+                      _e("grading.stop_batch", "stop")),
               deps=("${paths.packets}",  # the protocol's order: packets before grades
                     "${paths.grades_in}", "${paths.pool}", "${paths.chunks}", "${paths.intents}",
                     "${paths.intents_manifest}", "${paths.audit}", "${grading.rubric}",
                     _e("${paths.assignment}", "raters"), _e("${paths.triage_queue}", "triage"),
-                    _e("${gold.input}", "raters")),
+                    _e("${gold.input}", "raters"), _e("${paths.stop}", "stop")),
               outs=(_e("${paths.grades}", "single", "triage", "ppi"),
                     _e("${paths.rater_grades}", "raters"), _kept("${paths.grades_manifest}")),
               doc="The current grades of the pool from the judgment bank, or the pending "
@@ -272,7 +275,7 @@ def stages() -> tuple[Stage, ...]:
                       "grading.auditor", "grading.round", "agreement.bootstrap",
                       "agreement.level"),
               deps=("${paths.grades}", "${paths.grades_in}", "${paths.audit}", "${paths.queries}",
-                    "${paths.orders}"),
+                    "${paths.orders}", _e("${paths.stop}", "stop")),
               outs=("${paths.disagreements}", _kept("${paths.diagnostics}"),
                     _kept("${paths.agreement}")),
               plots=(_e("${paths.confusion}", cache=False, persist=True, template="confusion",
@@ -286,7 +289,7 @@ def stages() -> tuple[Stage, ...]:
                       "grading.key_grader", "grading.auditor", "grading.round",
                       "graders", "arms", _e("grading.mode", "triage", "ppi")),
               deps=("${paths.agreement}", "${paths.pool}", "${paths.grades}", "${paths.audit}",
-                    _e("${paths.triage_queue}", "triage")),
+                    _e("${paths.triage_queue}", "triage"), _e("${paths.stop}", "stop")),
               outs=(_e("${paths.gate}", cache=False),),
               doc="Agreement gates, a complete audit and the family rule; a fail stops the "
                   "pipeline (and removes the pass record)."),
@@ -342,10 +345,10 @@ def stages() -> tuple[Stage, ...]:
               params=("seed", "ppi", "metrics.primary", "metrics.cutoffs", "metrics.bootstrap",
                       "scale.relevant_min", "metrics.baseline", "metrics.pairs",
                       "runs.ties", "grading.key_grader", "grading.auditor", "grading.round",
-                      "graders", "arms", "cost"),
+                      "graders", "arms", "cost", _e("grading.stop", "stop"), _e("grading.stop_batch", "stop"), _e("grading.stop_margin", "stop")),
               deps=("${paths.per_query}", "${paths.key}", "${paths.record}", "${paths.grades}",
                     "${paths.audit}", "${paths.audit_lock}", "${paths.runs}", "${paths.pool}",
-                    "${paths.queries}"),
+                    "${paths.queries}", _e("${paths.stop}", "stop")),
               # the budget curve is an output here and a plot at the top, where its axes are
               outs=(_kept("${paths.ppi_budget}"),),
               metrics=(_e("${paths.ppi}", cache=False, persist=True),),
@@ -435,6 +438,8 @@ def modes_of(ex: Experiment) -> frozenset:
         modes.add("gold")
     if p.holes is not None:
         modes.add("holes")
+    if p.grading.stop != "none":
+        modes.add("stop")
     return frozenset(modes)
 
 

@@ -408,7 +408,8 @@ def read_status(ex: Experiment) -> dict:
 
     params = ex.params
     pool = load("pool", "pool", lambda p: io.read_table(p, columns=["query_id", "chunk_id"]))
-    audit = load("audit", "audit", lambda p: [str(r["query_id"]) for r in io.read_jsonl(p)])
+    # with a stopping rule, the queries of the human sample people owe now (not the rest)
+    audit = load("audit", "audit", lambda p: ex.audit_ids())
     # Each grader's current grades of the pool, read through the judgment bank: a grade of a
     # pair that left the pool, or a stale one, is kept in the bank and simply not counted.
     rows: dict = {}
@@ -512,6 +513,11 @@ def read_status(ex: Experiment) -> dict:
             st["holes"] = holes_status(ex)
         except RelgradeError as e:
             st["holes"] = {"state": "unreadable", "error": str(e)}
+    if params.grading.stop != "none" and audit is not None:
+        try:
+            st["stop"] = stop_status(ex)
+        except RelgradeError as e:
+            st["stop"] = {"state": "unreadable", "error": str(e)}
     st["design"] = {"unfilled": unfilled_parts(ex)}
     warnings = share_warnings(ex)
     if warnings:
@@ -659,3 +665,22 @@ def click_status(ex: Experiment) -> dict:
             path = ex.path(name)
             outputs[name] = path.as_posix() if path.exists() else None
     return {"log": ex.params.clicks.log, "outputs": outputs}
+
+
+def stop_status(ex) -> dict:
+    """Where the stopping rule stands (params ``grading.stop: anytime``).
+
+    Returns
+    -------
+    dict
+        ``rule``, ``sample`` (the locked human sample's size), ``owed`` (queries of the seeded
+        order people owe now, graded or not), ``looks`` (query counts looked at),
+        ``settled_at`` (None until settled), ``batch``, ``margin``, ``seed``.
+    """
+    record = ex.stop_record()
+    owed = len(ex.audit_ids() or [])
+    return {"state": "settled" if record.get("settled_at") is not None else "grading",
+            "rule": record["rule"], "sample": record["sample"], "owed": owed,
+            "looks": [int(x["t"]) for x in record.get("looks") or []],
+            "settled_at": record.get("settled_at"), "batch": ex.params.grading.stop_batch,
+            "margin": record["margin"], "seed": record["seed"]}

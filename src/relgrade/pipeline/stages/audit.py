@@ -300,4 +300,18 @@ def run(ex):
     how = "drawn now" if drawn else "locked"
     print(f"audit: {len(table)} queries for round {lock['round']}, {how} (from pool "
           f"{lock['pool_version']}, lock sha256 {lock['sha256'][:12]})")
+    if ex.params.grading.stop != "none":
+        _start_stop_record(ex)
+
+
+def _start_stop_record(ex) -> None:
+    """Write the stopping rule's record of this round's sample when the file holds none (a
+    record of the same sample, with its looks, is kept as it is)."""
+    record = ex.stop_record()
+    path = ex.path("stop")
+    if not path.is_file() or io.read_json(path) != record:
+        io.write_json(path, record)
+    print(f"audit: people grade the sample in a seeded order (seed {record['seed']}, stream "
+          f"{record['stream']}), {ex.params.grading.stop_batch} queries a batch; they owe "
+          f"{len(ex.audit_ids())} of {record['sample']} now")
 

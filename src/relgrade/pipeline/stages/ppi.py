@@ -18,7 +18,11 @@ human key (the auditor's grades of the round, with the metrics stage's own score
   (:func:`relgrade.evaluation.ranksets.ppi_rank_sets`: each arm's rank interval with
   simultaneous coverage at ``ppi.level``, ``metrics.bootstrap`` resamples from the stream
   "ppi-rank-sets" of params ``seed``);
-* the design: the sample, its seed, the rectifier and every lambda.
+* the design: the sample, its seed, the rectifier and every lambda;
+* with params ``grading.stop: anytime``, the stopping rule's look (``stop``): people grade the
+  sample in the seeded order of ``paths.stop``; the stage reads only the queries owed so far,
+  and either stops with the next batch owed or, once every comparison is settled, says
+  "settled at N of M queries" and estimates on those N queries (see :func:`_look`).
 
 A model key grader whose judge identity has no calibration against people in the judges'
 ledger, or a stale one, is pending work: printed after the estimates, or, with params
@@ -35,11 +39,14 @@ import math
 import numpy as np
 import pandas as pd
 
-from relgrade.errors import InputError
-from relgrade.evaluation import budget, judge_audit, metrics, pooled, ppi_table, ranksets
+from relgrade.errors import InputError, PendingWork
+from relgrade.evaluation import anytime, budget, judge_audit, metrics, pooled, ppi_table, \
+    ranksets
 from relgrade.evaluation.settings import design_pairs
 from relgrade.experiment.calibration import PENDING_GOES_ON, owed_calibrations
+from relgrade.experiment.layout import grade_commands
 from relgrade.io import files as io
+from relgrade.protocol import stopping
 from relgrade.io.runs import read_run
 from relgrade.pipeline.cost import people_seconds
 from relgrade.pipeline.stages.audit import check_sample_lock, locked_design, sample_design
@@ -186,6 +193,15 @@ def run(ex):
     sample = human_sample_ids(ex, queries,
                               minimum=3 if cfg.interval in ppi_table.NEEDS_THREE else 2)
 
+    stop_record = None
+    if p.grading.stop != "none":
+        # people grade the sample in the record's seeded order: only the first queries of
+        # it, up to this look, are read
+        stop_record = ex.stop_record(sample)
+        stopping.check_unchanged(stop_record, margin=p.grading.stop_margin, level=cfg.level,
+                                 seed=seed, path=ex.path("stop"))
+        order = stopping.owed_queries(stop_record, batch=p.grading.stop_batch)
+        sample = sorted(order)
     human = human_grades(ex, sample)
     groups = io.read_table(ex.path("queries"), columns=["query_id", "group"])
     runs = {arm: read_run(ex.path("runs") / f"{arm}.trec") for arm in arms}
@@ -207,6 +223,10 @@ def run(ex):
     # decision's: in ppi mode these differences decide (the compare stage reads them)
     settings = p.compare_settings()
     pairs = design_pairs(arms, baseline=settings.baseline, mode=settings.pairs)
+    stop = None
+    if stop_record is not None:
+        stop = _look(ex, stop_record, order, human_tables, measures, pairs, level=level,
+                     population=len(queries))
     estimates, rank_sets = {}, {}
     for m in measures:
         if not (model_tables[arms[0]]["measure"] == m).any():
@@ -255,6 +275,7 @@ def run(ex):
             "zero_for_no_relevant": "a query with no relevant chunk under a key counts 0"},
         "estimates": estimates,
         "rank_sets": rank_sets,
+        **({"stop": stop} if stop is not None else {}),
         "judge_audit": audit.to_dict() | {"k": k, "model_family":
                                           graders.get(key_grader, {}).get("family")},
         "budget": {"reference": f"the decision with every human judgment of the "
@@ -275,7 +296,73 @@ def run(ex):
             print(f"ppi {m} {arm}: PPI++ {e['estimate']:.4f} [{e['low']:.4f}, {e['high']:.4f}] "
                   f"(lambda {e['lambda']:.2f}); model-only {mo['estimate']:.4f}; "
                   f"human-only {ho['estimate']:.4f} (n={e['n']}, N={e['N']})")
+    if stop is not None:
+        print(f"ppi: {stop['words']}")
     for line in audit.flags:
         print(f"judge audit: {line}")
     for line in owed:
         print(f"{PENDING_GOES_ON}{line}")
+
+
+def _look(ex, record: dict, order: list[str], human_tables: dict, measures: list[str],
+          pairs, *, level: float, population: int) -> dict:
+    """One look of the stopping rule (params ``grading.stop: anytime``) at the queries people
+    have graded in the record's order.
+
+    Per measure, each comparison's per-query human-key differences (arm A − arm B, in [-1, 1])
+    in grading order give the hedged betting confidence sequence and anytime p-value
+    (:func:`relgrade.evaluation.anytime.run_stop`; sampling without replacement from the
+    ``population`` pooled queries); Holm runs over each measure's comparisons. The look is
+    recorded (``paths.stop``). Not settled with queries of the sample left: people owe the
+    next batch, and the stage stops (:class:`~relgrade.errors.PendingWork`) before it
+    writes anything else. Settled, or the sample used up: the record says so and the
+    returned block (``ppi.json``'s ``stop``) holds the verdicts at the stop.
+    """
+    p = ex.params
+    t, size = len(order), int(record["sample"])
+    families, settled = {}, True
+    for m in measures:
+        wide = _wide(human_tables, m, order)
+        diffs = np.vstack([wide.loc[a].to_numpy() - wide.loc[b].to_numpy() for a, b in pairs])
+        r = anytime.run_stop(diffs, level=level, margin=p.grading.stop_margin, batch=t,
+                             population=population)
+        settled = settled and r.settled
+        families[m] = (r, pairs)
+    looks = [dict(x) for x in record.get("looks") or []]
+    if not looks or looks[-1]["t"] != t:
+        looks.append({"t": t, "settled": bool(settled)})
+    new = dict(record, looks=looks, settled_at=t if settled else None,
+               batch=p.grading.stop_batch)
+    if new != record or not ex.path("stop").is_file():
+        io.write_json(ex.path("stop"), new)
+    if not settled and t < size:
+        auditor = p.need("grading.auditor")
+        nxt = stopping.owed_queries(new, batch=p.grading.stop_batch)[t:]
+        how = grade_commands(ex).get(auditor, f"relgrade grade run --grader {auditor}")
+        raise PendingWork(
+            f"grading: the stopping rule is not settled at {t} of {size} human-sample "
+            f"queries; {auditor} owes the next {len(nxt)} ({', '.join(nxt[:8])}"
+            f"{', ...' if len(nxt) > 8 else ''}); run `{how}`")
+    words = (f"settled at {t} of {size} queries" if settled else
+             f"not settled at {size} of {size} queries: the verdicts are those of the whole "
+             "sample")
+    out = {"rule": stopping.ANYTIME, "settled": bool(settled), "settled_at": t if settled
+           else None, "graded": t, "sample": size, "queries": population,
+           "batch": p.grading.stop_batch, "margin": p.grading.stop_margin, "level": level,
+           "seed": record["seed"], "stream": record["stream"], "order": order,
+           "looks": looks, "words": words,
+           "method": "hedged betting confidence sequence, sampling without replacement "
+                     "(Waudby-Smith & Ramdas 2024); Holm over anytime p-values",
+           "measures": {}}
+    for m, (r, prs) in families.items():
+        s, i = r.settlement, t - 1
+        rows = []
+        for j, (a, b) in enumerate(prs):
+            c, cs = r.cs[j], r.cs_simultaneous[j]
+            rows.append({"arm_a": a, "arm_b": b, "delta": c.mean[i], "low": c.low[i],
+                         "high": c.high[i], "low_simultaneous": cs.low[i],
+                         "high_simultaneous": cs.high[i], "p": c.p_value[i],
+                         "p_holm": s.p_holm[j], "significant": bool(s.significant[j]),
+                         "equivalent": bool(s.equivalent[j]), "n": t})
+        out["measures"][m] = rows
+    return _clean(out)

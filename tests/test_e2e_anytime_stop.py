@@ -1,0 +1,174 @@
+"""End to end: a ppi experiment with `grading.stop: anytime`, run by the user's loop
+(`dvc repro`, the command its Pending line names, people's grades brought in with
+`relgrade grade import` in the seeded order the Pending lines name, `dvc repro` again): the
+ppi stage settles before the sample is used up, says "settled at N of M queries", and
+`relgrade status` owes nothing more; the anytime p-value in ppi.json equals an independent
+scalar computation on the per-query differences people's grades give.
+
+Arms: ``good`` ranks each topic's answer and pointer first (on kw01 and qu01 the pointer
+first), ``poor`` ranks the two near misses first; the human grader grades by the fixture's
+truth, the model grader is lenient (tests/graders/lenient_grader.py).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+import yaml
+
+from tests.e2e import tiny
+from tests.test_anytime import _scalar_log_capital
+from tests.test_e2e_init_modes import _repo
+
+pytestmark = [pytest.mark.slow]
+
+MODEL = f"{sys.executable} {Path(__file__).with_name('graders') / 'lenient_grader.py'}"
+EXP = "experiments/stop"
+NDCG = "nDCG(dcg='exp-log2')@10"
+
+
+def _runs(root):
+    inp = root / "data/input/runs"
+    with open(inp / "good.trec", "w") as g, open(inp / "poor.trec", "w") as p:
+        for qid, *_ in tiny.TOPICS:
+            first = (["pointer", "answer"] if qid.endswith("01") else ["answer", "pointer"])
+            for r, kind in enumerate(first + ["miss1", "miss2"], 1):
+                g.write(f"{qid} Q0 {qid}-{kind} {r} {10 - r} good\n")
+            for r, kind in enumerate(["miss1", "miss2", "pointer", "answer"], 1):
+                p.write(f"{qid} Q0 {qid}-{kind} {r} {10 - r} poor\n")
+
+
+def _people_grade(root, folder, queries, i):
+    """People grade the named queries in full (by the truth) and import them as qrels."""
+    pool = pd.read_parquet(folder / "data/pool/pool.parquet")
+    lines = [f"{q} 0 {c} {tiny.truth(c)}" for q, c in zip(pool["query_id"], pool["chunk_id"])
+             if q in queries]
+    f = root / f"people-{i}.qrels"
+    f.write_text("\n".join(lines) + "\n")
+    tiny.run(root, "relgrade", "grade", "import", str(f), "--grader", "person-h",
+             "--experiment", EXP)
+
+
+@pytest.fixture(scope="module")
+def stopped(tmp_path_factory):
+    root = _repo(tmp_path_factory, "stop")
+    _runs(root)
+    tiny.run(root, "relgrade", "init", EXP, "--corpus", "data/input/chunks.jsonl",
+             "--queries", "data/input/queries.tsv", "--intents", "data/input/intents.tsv",
+             "--run", "good=data/input/runs/good.trec", "--run",
+             "poor=data/input/runs/poor.trec", "--baseline", "poor", "--pool-depth", "4",
+             "--grader", "model-m", "--grader-command", MODEL, "--auditor", "person-h",
+             "--mode", "ppi", "--human-fraction", "1.0")
+    folder = root / EXP
+    params = yaml.safe_load((folder / "params.yaml").read_text())
+    params["grading"].update(stop="anytime", stop_batch=4, stop_margin=0.0)
+    (folder / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+    tiny.run(root, "relgrade", "pipeline", "render", "--experiment", EXP)
+    tiny.run(root, "relgrade", "intents", "review", "--experiment", EXP, "--reviewer",
+             "person-h")
+    seen, outs, named = [], [], []
+    for i in range(8):
+        proc = tiny.run(root, "dvc", "repro", f"{EXP}/dvc.yaml", check=False)
+        outs.append(proc.stdout + proc.stderr)
+        if proc.returncode == 0:
+            break
+        assert "Traceback" not in proc.stderr, proc.stderr[-3000:]
+        pending = [x for x in proc.stderr.splitlines() if x.startswith("Pending: ")]
+        assert pending, proc.stdout[-2000:] + proc.stderr[-2000:]
+        seen += pending
+        for command in re.findall(r"`(relgrade grade run [^`]*)`", pending[0]):
+            tiny.run(root, *command.split(), "--no-progress")
+        if "person-h" in pending[0]:
+            queries = re.findall(r"\b(?:kw|qu)\d\d\b", pending[0].split("person-h", 1)[1])
+            named.append(queries)
+            _people_grade(root, folder, queries, i)
+    else:
+        raise AssertionError(f"dvc repro did not complete: {seen}")
+    return root, folder, seen, outs, named
+
+
+def test_people_are_asked_for_batches_in_the_seeded_order(stopped):
+    _, folder, _, _, named = stopped
+    record = json.loads((folder / "data/audit/stop.json").read_text())
+    order = record["order"]
+    assert sorted(order) == sorted(q for q, *_ in tiny.TOPICS)
+    # each Pending line named the next batch of 4 of the recorded order, nothing else
+    assert [sorted(b) for b in named] == [sorted(order[4 * i:4 * i + 4])
+                                          for i in range(len(named))]
+
+
+def test_the_stage_settles_before_the_sample_is_used_up_and_says_so(stopped):
+    _, folder, _, outs, named = stopped
+    record = json.loads((folder / "data/audit/stop.json").read_text())
+    n = record["settled_at"]
+    assert n is not None and n < 12
+    assert [x["t"] for x in record["looks"]] == list(range(4, n + 1, 4))
+    assert f"ppi: settled at {n} of 12 queries" in outs[-1]
+    # people graded exactly the first n queries of the order
+    graded = {json.loads(x)["query_id"] for x in
+              (folder / "data/grades/person-h/round-1.jsonl").read_text().splitlines()}
+    assert graded == set(record["order"][:n])
+    assert sum(len(b) for b in named) == n
+
+
+def test_status_owes_nothing_once_settled(stopped):
+    root, _, _, _, _ = stopped
+    out = tiny.run(root, "relgrade", "status", "--experiment", EXP).stdout
+    n = json.loads((root / EXP / "data/audit/stop.json").read_text())["settled_at"]
+    assert (f"stopping rule: settled at {n} of 12 queries (looks at "
+            f"{', '.join(str(t) for t in range(4, n + 1, 4))}); people owe no further query "
+            "of the human sample") in out
+    assert "person-h (person): " in out and re.search(r"person-h \(person\): \d+ spent, 0 "
+                                                      r"pending", out)
+    again = tiny.run(root, "dvc", "repro", f"{EXP}/dvc.yaml", check=False)
+    assert again.returncode == 0 and "Pending:" not in again.stderr
+
+
+def test_the_anytime_p_value_equals_an_independent_computation(stopped):
+    _, folder, _, _, _ = stopped
+    ppi = json.loads((folder / "metrics/ppi.json").read_text())
+    stop = ppi["stop"]
+    (row,) = stop["measures"][NDCG]
+    order = stop["order"][:stop["settled_at"]]
+    # people's nDCG@10 (gain 2^g - 1) under the truth: the ideal list is answer (2), pointer (1)
+    idcg = 3 / np.log2(2) + 1 / np.log2(3)
+    good = {True: (1 / np.log2(2) + 3 / np.log2(3)) / idcg, False: 1.0}   # pointer first?
+    poor = (1 / np.log2(4) + 3 / np.log2(5)) / idcg                      # misses first
+    d = np.array([good[q.endswith("01")] - poor for q in order])
+    assert row["delta"] == pytest.approx(d.mean(), abs=1e-12)
+    x = (d + 1) / 2
+    log_k = _scalar_log_capital(list(x), 0.5, 0.05, stop["queries"])
+    p = min(1.0, float(np.exp(-max(log_k))))
+    assert row["p"] == pytest.approx(p, rel=1e-9, abs=1e-12)
+    assert row["significant"] and row["p_holm"] <= 0.05
+
+
+def test_the_comparison_is_decided_by_the_rule_and_the_report_says_where_it_stopped(stopped):
+    _, folder, _, _, _ = stopped
+    comps = json.loads((folder / "metrics/comparisons.json").read_text())
+    n = json.loads((folder / "data/audit/stop.json").read_text())["settled_at"]
+    (c,) = [c for c in comps["comparisons"] if c["measure"] == NDCG]
+    assert c["estimator"] == "anytime" and c["significant"]
+    assert f"settled at {n} of 12 queries" in c["verdict"]
+    assert "ppi++" in c
+    assert f"settled at {n} of 12 queries" in comps["estimator"]["note"]
+
+
+def test_a_batch_size_of_zero_is_one_error_line(stopped):
+    root, folder, _, _, _ = stopped
+    text = (folder / "params.yaml").read_text()
+    try:
+        (folder / "params.yaml").write_text(text.replace("stop_batch: 4", "stop_batch: 0"))
+        proc = tiny.run(root, "relgrade", "status", "--experiment", EXP, check=False)
+        assert proc.returncode == 1
+        lines = [x for x in proc.stderr.splitlines() if x.strip()]
+        assert len(lines) == 1 and lines[0].startswith("Error: ")
+        assert "grading.stop_batch: must be an integer >= 1 (found 0)" in lines[0]
+    finally:
+        (folder / "params.yaml").write_text(text)
