@@ -31,6 +31,7 @@ COMMANDS = {
     "compare": "relgrade.cli.compare:compare_cmd",
     "corpus": "relgrade.cli.corpus:corpus_cmd",
     "design": "relgrade.cli.design:design_cmd",
+    "drift": "relgrade.cli.drift:drift_cmd",
     "evaluate": "relgrade.cli.evaluate:evaluate_cmd",
     "grade": "relgrade.cli.grade:grade_cmd",
     "init": "relgrade.cli.init:init_cmd",
@@ -209,6 +210,7 @@ COMMAND_HELP = {
     "corpus": "The corpus: pin a source archive (spec), write the chunk table (export), or "
               "edit one chunk's text (edit).",
     "design": "Write DESIGN.md from params and, once the key is frozen, its record.",
+    "drift": "Compare the experiment's sampled query set with a current query log.",
     "evaluate": "Score each RUN against QRELS: one row per run, one column per measure.",
     "grade": "Record grades for the pool, only ever adding to what is already recorded.",
     "init": "Create an experiment in FOLDER (e.g. experiments/NAME).",
@@ -219,7 +221,7 @@ COMMAND_HELP = {
     "packets": "Grading packets: what a grader sees for each query, and nothing else.",
     "pipeline": "The DVC pipeline of each experiment, rendered from the stage registry.",
     "pool": "The pool of the experiment's arms.",
-    "queries": "Query sets: sample one from a query log.",
+    "queries": "Query sets: sample one from a query log, or refresh a slice of one.",
     "serve": "Serve the grading web page.",
     "status": "Say where the experiment stands: frozen inputs, pool, intents, grading, gate, "
               "key, metrics.",
