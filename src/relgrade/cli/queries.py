@@ -166,7 +166,7 @@ def refresh_cmd(params_path, log_path, share):
                          fix="give the current log a name of its own (e.g. with its date)")
     kept_rel = (cfg.refresh.previous if cfg.refresh is not None else
                 (Path(ex.params.queries.input).parent / "queries.previous.tsv").as_posix())
-    preview = refreshing.refresh(previous, counts, share=share, allocation=cfg.allocation,
+    preview = refreshing.refresh(previous, counts, share=share,
                                  rng=np.random.default_rng(
                                      derive_seed(seed, refreshing.SEED_PURPOSE)),
                                  what="--share")
@@ -195,6 +195,11 @@ def refresh_cmd(params_path, log_path, share):
     click.echo(f"wrote {ex.file(kept_rel).as_posix()} (the set before the refresh), "
                f"{target.as_posix()}, params queries.log and sample.refresh, "
                f"{dvc_yaml.as_posix()}")
+    files = sorted(name for name, arm in (ex.params.arms or {}).items()
+                   if getattr(arm, "kind", None) == "file")
+    if files:
+        click.echo("note: the runs of arms of kind file must cover the refreshed set: "
+                   f"{', '.join(files)} (run them again once the sample stage has drawn it)")
     click.echo(f"next: dvc repro {dvc_yaml.as_posix()} (the sample stage draws this refresh; "
                "the new queries' intents, pool pairs and grades are then pending work, "
                "named by `relgrade status`)")

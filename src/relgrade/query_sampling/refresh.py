@@ -10,9 +10,12 @@ A query set is kept for a long time so that numbers stay comparable; on a schedu
    traffic now); the rest of the slice is a seeded uniform draw without replacement from the
    set's other queries. When more queries are gone than the slice holds, all of them are
    retired and the slice grows to match (the result says so).
-3. As many new queries are drawn from the current log, among the queries not in the set, by
-   the sampler itself (:func:`relgrade.query_sampling.sample_queries`: strata of the current
-   log, the same allocation, πps within a stratum).
+3. As many new queries are drawn from the current log, stratum by stratum, among the
+   queries not in the set, by the sampler itself
+   (:func:`relgrade.query_sampling.sample_queries`, πps within a stratum): each retired
+   query is replaced by one from its stratum in the current log (its previous group when
+   the log lost it). A stratum with too few new queries gives what it has; the rest come
+   from the other strata, as :func:`relgrade.query_sampling.allocate` spreads them.
 4. The whole refreshed set is weighted against the current log (traffic drifts even where
    the queries do not): each query's ``group`` is its current stratum, and within a stratum
    the sampler's rule is applied to the set's members there (:func:`stratum_weights`), so the
@@ -157,21 +160,19 @@ class Refresh:
                 "gone": list(self.gone), "unrepresented": list(self.unrepresented)}
 
 
-def refresh(previous: pd.DataFrame, counts: pd.DataFrame, *, share: float, allocation="equal",
+def refresh(previous: pd.DataFrame, counts: pd.DataFrame, *, share: float,
             rng: np.random.Generator, what: str = "refresh share") -> Refresh:
     """Replace a slice of a query set with queries drawn from a current log.
 
     Parameters
     ----------
     previous : pandas.DataFrame of shape (n, >= 2)
-        The set being refreshed: ``query_id`` and ``query`` (other columns are ignored).
+        The set being refreshed: ``query_id`` and ``query``, and ``group`` (its stratum when
+        drawn; used for a retired query the current log lost); other columns are ignored.
     counts : pandas.DataFrame
         :func:`relgrade.query_sampling.strata` of the current log.
     share : float
         The share of the set to replace, in (0, 1) (:func:`slice_size`).
-    allocation : str or mapping, default "equal"
-        How the slice is split over the current strata (as for
-        :func:`relgrade.query_sampling.sample_queries`).
     rng : numpy.random.Generator
         The retirement draw, then the sampler's draws.
     what : str, default "refresh share"
@@ -186,8 +187,7 @@ def refresh(previous: pd.DataFrame, counts: pd.DataFrame, *, share: float, alloc
     InputError
         ``share`` outside (0, 1); the set has fewer than 2 queries or lacks ``query``; a
         query of the set appears twice; the current log holds fewer new queries than the
-        slice, or the slice is smaller than the strata the allocation samples (the sampler's
-        rules).
+        slice.
     """
     if not isinstance(rng, np.random.Generator):
         raise TypeError("rng must be a numpy.random.Generator")
@@ -218,7 +218,15 @@ def refresh(previous: pd.DataFrame, counts: pd.DataFrame, *, share: float, alloc
         raise InputError(f"the current query log holds {len(candidates)} queries that are not "
                          f"in the set, fewer than the {replaced} to replace",
                          fix="lower the refresh share, or refresh from a larger log")
-    drawn = sample_queries(candidates, n=replaced, allocation=allocation, rng=rng)
+    stratum_now = dict(zip(counts["query"], counts["stratum"]))
+    group_then = (dict(zip(texts, previous["group"].astype(str)))
+                  if "group" in previous.columns else {})
+    quota = {s: 0 for s in STRATA}
+    for t in retired:
+        s = stratum_now.get(t, group_then.get(t))
+        quota[s if s in quota else STRATA[-1]] += 1
+    drawn = sample_queries(candidates, n=replaced, allocation=_fill(quota, candidates),
+                           rng=rng)
     members = set(kept) | set(drawn["query"])
     table = counts.reset_index(drop=True)
     rows, weights = [], []
@@ -249,3 +257,16 @@ def refresh(previous: pd.DataFrame, counts: pd.DataFrame, *, share: float, alloc
                    added=sorted(ids_after[t] for t in drawn["query"]),
                    gone=sorted(ids_before[t] for t in gone), kept=len(kept),
                    unrepresented=unrepresented)
+
+
+def _fill(quota: dict, candidates: pd.DataFrame) -> dict:
+    """The slice's share per stratum: ``quota``, with what a stratum cannot give (too few new
+    queries) moved to the strata that can, most frequent first."""
+    have = candidates["stratum"].value_counts().to_dict()
+    out = {s: min(quota[s], int(have.get(s, 0))) for s in STRATA}
+    short = sum(quota.values()) - sum(out.values())
+    for s in STRATA:
+        extra = min(short, int(have.get(s, 0)) - out[s])
+        out[s] += extra
+        short -= extra
+    return out

@@ -26,7 +26,7 @@ def _refresh(ex, cfg, counts, seed):
     previous = ex.file(cfg.refresh.previous)
     table, _ = read_rows(previous, ["query_id", "query"])
     child = derive_seed(seed, refreshing.SEED_PURPOSE)
-    out = refreshing.refresh(table, counts, share=cfg.refresh.share, allocation=cfg.allocation,
+    out = refreshing.refresh(table, counts, share=cfg.refresh.share,
                              rng=np.random.default_rng(child),
                              what=f"{ex.params.source}: sample.refresh.share")
     block = {"previous": cfg.refresh.previous, "previous_sha256": sha256_file(previous),
