@@ -199,7 +199,8 @@ def refresh_cmd(params_path, log_path, share):
                    if getattr(arm, "kind", None) == "file")
     if files:
         click.echo("note: the runs of arms of kind file must cover the refreshed set: "
-                   f"{', '.join(files)} (run them again once the sample stage has drawn it)")
+                   f"{', '.join(files)} (run them again after `dvc repro "
+                   f"{dvc_yaml.as_posix()}:queries`)")
     click.echo(f"next: dvc repro {dvc_yaml.as_posix()} (the sample stage draws this refresh; "
                "the new queries' intents, pool pairs and grades are then pending work, "
                "named by `relgrade status`)")

@@ -4,7 +4,9 @@ The sample is drawn once per grading round and written to the audit lock
 (``paths.audit_lock``), which is committed with git. While the lock's round is
 ``grading.round`` the stage only rewrites the audit table from the lock: a pool change (an
 arm, a depth, a tail sample) never re-draws the audited queries. A new round, or
-``relgrade audit redraw``, draws a new sample. A lock edited by hand is refused.
+``relgrade audit redraw``, draws a new sample. A lock edited by hand is refused. A lock
+holding queries a query-set refresh retired (the sample manifest's ``refresh.retired``) is
+pending work naming ``relgrade audit redraw --force``: those queries can no longer be audited.
 
 In dvc.yaml the lock is an output with ``cache: false`` (git keeps it, so a fresh clone has
 it and ``dvc repro`` finds the stage up to date) and ``persist: true`` (dvc does not delete
