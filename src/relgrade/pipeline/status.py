@@ -523,8 +523,9 @@ def read_status(ex: Experiment) -> dict:
 
 
 def _refresh_status(ex) -> dict | None:
-    """The last query-set refresh (the sample manifest's ``refresh`` block) and the intents it
-    still owes, or None when the set was not refreshed (or the manifest cannot be read)."""
+    """The last query-set refresh (the sample manifest's ``refresh`` block) and what the intent
+    table (params ``intents.input``) still lacks or holds too many of, or None when the set was
+    not refreshed (or the manifest cannot be read)."""
     if not getattr(ex.params.paths, "sample_manifest", None):
         return None
     path = ex.path("sample_manifest")
@@ -534,19 +535,18 @@ def _refresh_status(ex) -> dict | None:
         return None
     if not block:
         return None
-    frozen = set()
-    intents = getattr(ex.params.paths, "intents", None)
-    if intents and ex.path("intents").exists():
+    written = set()  # the intent table the user edits (params intents.input)
+    if ex.params.intents is not None and ex.file(ex.params.intents.input).exists():
         try:
-            frozen = set(io.read_table(ex.path("intents"))["query_id"].astype(str))
+            written = set(io.read_table(ex.file(ex.params.intents.input))["query_id"].astype(str))
         except (RelgradeError, KeyError):
-            frozen = set()
+            written = set()
     added, retired = list(block.get("added") or []), list(block.get("retired") or [])
     return {"share": block.get("share"), "replaced": block.get("replaced"),
             "kept": block.get("kept"), "added": added, "retired": retired,
             "log": ex.params.queries.log if ex.params.queries else None,
-            "intents_owed": [q for q in added if q not in frozen],
-            "intents_stale": [q for q in retired if q in frozen],
+            "intents_owed": [q for q in added if q not in written],
+            "intents_stale": [q for q in retired if q in written],
             "review": review_command(ex)}
 
 
