@@ -50,7 +50,7 @@ def test_only_the_package_registers_commands():
     assert set(main.commands) == {"aggregate", "agreement", "audit", "clicks", "compare", "evaluate",
                                   "grade", "intents", "packets", "queries", "serve",
                                   "status", "budget", "init", "design", "corpus", "pool", "metrics",
-                                  "pipeline", "arm", "judge", "reconcile", "disputes"}
+                                  "pipeline", "arm", "judge", "reconcile", "disputes", "drift"}
 
 
 def test_number_prints_undefined_for_what_does_not_exist():

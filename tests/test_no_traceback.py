@@ -200,7 +200,9 @@ EARLIER = {"compare --qrels", "compare --groups", "compare --params", "grade imp
            "init --click-log", "init --query-log", "init --queries", "evaluate run_paths", "evaluate --inclusion",
            "agreement b", "aggregate --gold",
            # an A/B results file must be read first (the placeholder is not one)
-           "reconcile --segments", "reconcile --query-log"}
+           "reconcile --segments", "reconcile --query-log",
+           # a sampled experiment (params queries.log) and a share first
+           "drift --log", "queries refresh --log", "queries refresh --params"}
 
 
 @pytest.mark.parametrize("path, command, param", list(input_files()))
@@ -227,5 +229,6 @@ def test_the_tree_walk_sees_every_command():
     seen = {" ".join(p) for p, _ in commands()}
     assert {"grade correct", "grade run", "corpus edit", "init", "serve", "status"} <= seen
     assert {"arm add", "arm remove", "judge status", "judge record", "judge recheck"} <= seen
-    assert {"judge probe", "metrics exp", "reconcile", "disputes import"} <= seen
-    assert len(seen) == 38
+    assert {"judge probe", "metrics exp", "reconcile", "disputes import", "drift",
+            "queries refresh"} <= seen
+    assert len(seen) == 40

@@ -100,7 +100,8 @@ BAD = {
     "gate_typo": (lambda p: p.update(gate=p.pop("gates")),
                   "gate: unknown key. Known keys here: seed, paths, scale, corpus, queries, "
                   "arms, runs, pool, intents, audit, grading, graders, gates, metrics, clicks, "
-                  "cost, judges, agreement, sample, triage, raters, gold, aggregation, adjudication, ppi, "
+                  "cost, judges, agreement, sample, drift, triage, raters, gold, aggregation, adjudication, "
+                  "ppi, "
                   "holes, prices"),
     "section_key_typo": (_set("grading.batch_szie", 3),
                          "grading.batch_szie: unknown key. Known keys here: rubric, "

@@ -45,7 +45,7 @@ def _seed(seed, params_path: Path) -> int:
 
 @click.group("queries")
 def queries_cmd():
-    """Query sets: sample one from a query log."""
+    """Query sets: sample one from a query log, or refresh a slice of one."""
 
 
 @queries_cmd.command("sample")
@@ -110,3 +110,97 @@ def sample_cmd(log_path, n, allocation, seed, params_path, head_share, torso_sha
                f"effective size under the traffic weights {n_eff:.1f}")
     click.echo(f"wrote {out_path}; to use it set queries.groups: [head, torso, tail] "
                "(and metrics.weighted: true for traffic-weighted means) in the params file")
+
+
+@queries_cmd.command("refresh")
+@params_option
+@click.option("--log", "log_path", required=True,
+              type=click.Path(dir_okay=False, path_type=Path),
+              help="The current query log the new queries are drawn from.")
+@click.option("--share", type=float, required=True,
+              help="The share of the query set to replace, between 0 and 1 (`relgrade drift` "
+                   "recommends one).")
+@handle_errors
+def refresh_cmd(params_path, log_path, share):
+    """Refresh a slice of the experiment's sampled query set from a current query log.
+
+    Keeps the set as it stands in params sample.refresh.previous (a copy beside the set),
+    copies LOG into the experiment's data/input and points queries.log at it, and writes
+    sample.refresh (share, previous) into the params file, comments kept; the sample stage
+    then replaces that share of the set with queries the sampler draws from LOG (seeded from
+    params seed), keeps the rest and weights the whole set against LOG. Prints the queries
+    retired and added, and what to run next. Nothing is written when anything is refused.
+    """
+    import shutil
+
+    import numpy as np
+
+    from relgrade import query_sampling as querylog
+    from relgrade.experiment.files import Experiment
+    from relgrade.experiment.params_edit import edited_params
+    from relgrade.io.files import read_rows, read_utf8, sha256_file, write_text
+    from relgrade.io.querylog import read_query_log
+    from relgrade.pipeline.registry import render
+    from relgrade.query_sampling import refresh as refreshing
+    from relgrade.rng import derive_seed
+
+    ex = Experiment.load(params_path)
+    ex.params.need("queries.log")
+    cfg = ex.params.need("sample")
+    seed = ex.params.need("seed")
+    set_path = ex.file(ex.params.queries.input)
+    previous, _ = read_rows(set_path, ["query_id", "query"])
+    refreshing.slice_size(share, len(previous), what="--share")
+    log, lines = read_query_log(log_path)
+    counts = querylog.strata(log, head_share=cfg.head_share, torso_share=cfg.torso_share,
+                             path=log_path, lines=lines)
+    root = ex.root.resolve()
+    try:
+        log_rel = log_path.resolve().relative_to(root).as_posix()
+    except ValueError:
+        log_rel = (Path(ex.params.queries.log).parent / log_path.name).as_posix()
+    target = ex.file(log_rel)
+    if target.exists() and target.resolve() != log_path.resolve() \
+            and sha256_file(target) != sha256_file(log_path):
+        raise InputError(f"{target.as_posix()} already holds another log", path=log_path,
+                         fix="give the current log a name of its own (e.g. with its date)")
+    kept_rel = (cfg.refresh.previous if cfg.refresh is not None else
+                (Path(ex.params.queries.input).parent / "queries.previous.tsv").as_posix())
+    preview = refreshing.refresh(previous, counts, share=share,
+                                 rng=np.random.default_rng(
+                                     derive_seed(seed, refreshing.SEED_PURPOSE)),
+                                 what="--share")
+    text = read_utf8(set_path)
+    params_text, params = edited_params(ex.params.source, {
+        "queries.log": log_rel, "sample.refresh": {"share": share, "previous": kept_rel}})
+    dvc_yaml = ex.root / "dvc.yaml"
+    pipeline = render(Experiment(ex.root, params)) \
+        if dvc_yaml.exists() else None
+    # everything is computed: now the writes
+    if target.resolve() != log_path.resolve():
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(log_path, target)
+    write_text(ex.file(kept_rel), text)
+    write_text(ex.params.source, params_text)
+    if pipeline is not None:
+        write_text(dvc_yaml, pipeline)
+
+    queries = dict(zip(preview.table["query_id"], preview.table["query"]))
+    click.echo(f"refresh: {preview.replaced} of {len(previous)} queries replaced from "
+               f"{log_path.as_posix()} (share {share:g}); {preview.kept} kept")
+    click.echo(f"  retired: {', '.join(preview.retired)}")
+    if preview.gone:
+        click.echo(f"  (no longer in the log: {', '.join(preview.gone)})")
+    click.echo("  added: " + ", ".join(f"{q} ({queries[q]})" for q in preview.added))
+    click.echo(f"wrote {ex.file(kept_rel).as_posix()} (the set before the refresh), "
+               f"{target.as_posix()}, params queries.log and sample.refresh, "
+               f"{dvc_yaml.as_posix()}")
+    files = sorted(name for name, arm in (ex.params.arms or {}).items()
+                   if getattr(arm, "kind", None) == "file")
+    if files:
+        click.echo("note: the runs of arms of kind file must cover the refreshed set: "
+                   f"{', '.join(files)} (run them again after `dvc repro "
+                   f"{dvc_yaml.as_posix()}:queries`)")
+    click.echo(f"next: dvc repro {dvc_yaml.as_posix()} (the sample stage draws this refresh; "
+               "the new queries' intents, pool pairs and grades are then pending work, "
+               "named by `relgrade status`)")

@@ -206,6 +206,17 @@ def status_lines(st: Mapping) -> list[str]:
                    f"sha256 {_short(i['sha256'])}{flagged}")
     else:
         out.append(not_done("intents", i, "not reviewed yet (no packets before the review)"))
+    r = st.get("refresh")
+    if r is not None:
+        line = (f"refresh: {r['replaced']} of {r['replaced'] + r['kept']} queries replaced from "
+                f"{r['log']} (share {r['share']}); added {', '.join(r['added'])}")
+        if r["intents_owed"] or r["intents_stale"]:
+            parts = ([f"intents owed for {', '.join(r['intents_owed'])}"]
+                     if r["intents_owed"] else [])
+            parts += ([f"the intents of retired {', '.join(r['intents_stale'])} go"]
+                      if r["intents_stale"] else [])
+            line += f"; {'; '.join(parts)}: edit the intent table, then {r['review']}"
+        out.append(line)
     a = st["audit"]
     out.append(f"audit sample: {counted(len(a['queries']), 'query')} chosen ({', '.join(a['queries'])})"
                if a["state"] == "chosen" else not_done("audit sample", a, "not chosen yet"))

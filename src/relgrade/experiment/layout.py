@@ -466,6 +466,20 @@ def grade_commands(ex) -> dict[str, str]:
     return out
 
 
+def redraw_command(ex) -> str:
+    """The ``relgrade audit redraw --force`` a user types (at the repository's top) to draw
+    experiment ``ex``'s audit sample again.
+
+    Returns
+    -------
+    str
+        ``relgrade audit redraw --force [--experiment PATH]``.
+    """
+    root, repo = _root_and_repository(ex)
+    where = "" if repo == root else f" --experiment {root.relative_to(repo).as_posix()}"
+    return f"relgrade audit redraw --force{where}"
+
+
 def review_command(ex) -> str:
     """The ``relgrade intents review`` a user types (at the repository's top, or anywhere in
     it: ``--experiment`` is read from the top too) to review experiment ``ex``'s intents, as

@@ -240,6 +240,19 @@ class Queries(_Section):
         return self
 
 
+class SampleRefresh(_Section):
+    """``sample.refresh``: the query set is a refresh of ``previous``, not a fresh draw.
+
+    The ``sample`` stage keeps ``1 - share`` of the set in ``previous`` and draws the rest
+    from ``queries.log`` (see :mod:`relgrade.query_sampling.refresh`); ``relgrade queries
+    refresh`` writes this section. Keep it while the refreshed set is in use: without it the
+    stage draws a whole new set.
+    """
+
+    share: Probability
+    previous: str
+
+
 class Sample(_Section):
     """``sample``: how the query set is drawn from ``queries.log`` (stage ``sample``).
 
@@ -256,6 +269,21 @@ class Sample(_Section):
                                          what="a number in (0, 1)")] = 0.5
     torso_share: Annotated[float, _number(integer=False, gt=0, lt=1,
                                           what="a number in (0, 1)")] = 0.3
+    refresh: SampleRefresh | None = None
+
+
+class Drift(_Section):
+    """``drift``: what ``relgrade drift`` tolerates and how it resamples.
+
+    ``max_shift``: the total variation distance between the query set's and the current
+    log's strata above which the set is flagged; ``bootstrap`` resamples of the log's issued
+    queries give the distance's interval at ``level``
+    (see :mod:`relgrade.query_sampling.drift`).
+    """
+
+    max_shift: Probability = 0.1
+    bootstrap: Positive = 2000
+    level: Probability = 0.95
 
 
 class _Arm(_Section):
@@ -778,6 +806,7 @@ class Params(BaseModel):
     judges: Judges | None = None
     agreement: Agreement = Field(default_factory=Agreement)
     sample: Sample | None = None
+    drift: Drift | None = None
     triage: Triage | None = None
     raters: Raters | None = None
     gold: Gold | None = None

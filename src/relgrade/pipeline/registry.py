@@ -18,6 +18,7 @@ raters     ``grading.mode: raters``: a rater panel with gold, aggregation, adjud
 ppi        ``grading.mode: ppi``: a model key grader on every pair, people on a uniform
            sample of queries, prediction-powered estimates (the ``ppi`` stage)
 sample     ``queries.log`` is set: the ``sample`` stage draws the query set from the log
+refresh    ``sample.refresh`` is set: the ``sample`` stage refreshes a slice of a kept set
 tail       ``pool.tail_sample > 0``: a sampled tail beyond the pool depth
 clicks     a ``clicks`` section and no protocol sections: the click stages only
 gold       raters mode with ``gold.command``: the ``gold`` stage writes the gold file
@@ -51,7 +52,7 @@ from relgrade.experiment.params import PARAMS_FILE
 from relgrade.io.files import read_yaml
 
 #: Every mode a stage or an entry may be declared for.
-MODES = ("single", "triage", "raters", "ppi", "sample", "tail", "clicks", "gold",
+MODES = ("single", "triage", "raters", "ppi", "sample", "refresh", "tail", "clicks", "gold",
          "click_simulation", "click_rankings", "click_key", "holes", "stop")
 #: The modes of the blind-grading protocol (an experiment has exactly one of them).
 PROTOCOL = frozenset({"single", "triage", "raters", "ppi"})
@@ -179,8 +180,8 @@ def stages() -> tuple[Stage, ...]:
     return (
         Stage("sample", "sample", frozenset({"sample"}),
               params=("seed", "queries.log", "sample.n", "sample.allocation", "sample.head_share",
-                      "sample.torso_share"),
-              deps=("${queries.log}",),
+                      "sample.torso_share", _e("sample.refresh", "refresh")),
+              deps=("${queries.log}", _e("${sample.refresh.previous}", "refresh")),
               outs=(_e("${queries.input}", cache=False), _e("${paths.sample_manifest}", cache=False)),
               doc="The query set drawn from the query log: head/torso/tail strata, traffic weights."),
         Stage("corpus", "corpus", _ALL, params=("corpus.input",), deps=("${corpus.input}",),
@@ -421,7 +422,7 @@ def modes_of(ex: Experiment) -> frozenset:
     -------
     frozenset of str
         Exactly one of ``single``, ``triage``, ``raters``, ``ppi``, plus ``sample``,
-        ``tail``, ``gold`` and ``holes`` when they apply; or, for a click experiment,
+        ``refresh``, ``tail``, ``gold`` and ``holes`` when they apply; or, for a click experiment,
         ``clicks`` with the ``click_*`` parts it has.
     """
     p = ex.params
@@ -432,6 +433,8 @@ def modes_of(ex: Experiment) -> frozenset:
     modes = {p.grading.mode}
     if p.queries is not None and p.queries.log:
         modes.add("sample")
+        if p.sample is not None and p.sample.refresh is not None:
+            modes.add("refresh")
     if p.pool is not None and p.pool.tail_sample > 0:
         modes.add("tail")
     if p.grading.mode == "raters" and p.gold is not None and p.gold.command:

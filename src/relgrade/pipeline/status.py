@@ -21,7 +21,7 @@ from relgrade.pipeline import sharing
 from relgrade.pipeline.cost import status_cost
 from relgrade.pipeline.design import unfilled_parts
 from relgrade.experiment.files import Experiment
-from relgrade.experiment.layout import grade_commands
+from relgrade.experiment.layout import grade_commands, review_command
 from relgrade.pipeline.judgments import judgments, pending_status
 from relgrade.experiment.params import Params
 from relgrade.io import files as io
@@ -518,11 +518,42 @@ def read_status(ex: Experiment) -> dict:
             st["stop"] = stop_status(ex)
         except RelgradeError as e:
             st["stop"] = {"state": "unreadable", "error": str(e)}
+    refresh = _refresh_status(ex)
+    if refresh is not None:
+        st["refresh"] = refresh
     st["design"] = {"unfilled": unfilled_parts(ex)}
     warnings = share_warnings(ex)
     if warnings:
         st["warnings"] = warnings
     return st
+
+
+def _refresh_status(ex) -> dict | None:
+    """The last query-set refresh (the sample manifest's ``refresh`` block) and what the intent
+    table (params ``intents.input``) still lacks or holds too many of, or None when the set was
+    not refreshed (or the manifest cannot be read)."""
+    if not getattr(ex.params.paths, "sample_manifest", None):
+        return None
+    path = ex.path("sample_manifest")
+    try:
+        block = io.read_json(path).get("refresh") if path.exists() else None
+    except RelgradeError:
+        return None
+    if not block:
+        return None
+    written = set()  # the intent table the user edits (params intents.input)
+    if ex.params.intents is not None and ex.file(ex.params.intents.input).exists():
+        try:
+            written = set(io.read_table(ex.file(ex.params.intents.input))["query_id"].astype(str))
+        except (RelgradeError, KeyError):
+            written = set()
+    added, retired = list(block.get("added") or []), list(block.get("retired") or [])
+    return {"share": block.get("share"), "replaced": block.get("replaced"),
+            "kept": block.get("kept"), "added": added, "retired": retired,
+            "log": ex.params.queries.log if ex.params.queries else None,
+            "intents_owed": [q for q in added if q not in written],
+            "intents_stale": [q for q in retired if q in written],
+            "review": review_command(ex)}
 
 
 def _key_owed(params: Params, pending: pd.DataFrame) -> pd.DataFrame:

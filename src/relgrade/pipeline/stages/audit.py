@@ -4,7 +4,9 @@ The sample is drawn once per grading round and written to the audit lock
 (``paths.audit_lock``), which is committed with git. While the lock's round is
 ``grading.round`` the stage only rewrites the audit table from the lock: a pool change (an
 arm, a depth, a tail sample) never re-draws the audited queries. A new round, or
-``relgrade audit redraw``, draws a new sample. A lock edited by hand is refused.
+``relgrade audit redraw``, draws a new sample. A lock edited by hand is refused. A lock
+holding queries a query-set refresh retired (the sample manifest's ``refresh.retired``) is
+pending work naming ``relgrade audit redraw --force``: those queries can no longer be audited.
 
 In dvc.yaml the lock is an output with ``cache: false`` (git keeps it, so a fresh clone has
 it and ``dvc repro`` finds the stage up to date) and ``persist: true`` (dvc does not delete
@@ -30,8 +32,9 @@ import re
 
 import pandas as pd
 
-from relgrade.errors import InputError, ProtocolError
+from relgrade.errors import InputError, PendingWork, ProtocolError
 from relgrade.experiment.files import Experiment
+from relgrade.experiment.layout import redraw_command
 from relgrade.io import files as io
 from relgrade.protocol import audit
 from relgrade.rng import stage_rng
@@ -294,8 +297,24 @@ def redraw_audit(ex: Experiment, *, force: bool = False) -> tuple[dict, dict | N
     return new, old
 
 
+def _retired_in_lock(ex, table) -> None:
+    """Pending work when the locked audit sample holds queries a query-set refresh retired
+    (the sample manifest's ``refresh.retired``): they can no longer be audited."""
+    if not getattr(ex.params.paths, "sample_manifest", None) \
+            or not ex.path("sample_manifest").exists():
+        return
+    block = io.read_json(ex.path("sample_manifest")).get("refresh") or {}
+    gone = sorted(set(table["query_id"].astype(str)) & set(block.get("retired") or []))
+    if gone:
+        raise PendingWork(f"audit: the locked audit sample holds {len(gone)} quer"
+                          f"{'y' if len(gone) == 1 else 'ies'} the query-set refresh retired "
+                          f"({', '.join(gone)}); run `{redraw_command(ex)}` to draw it from "
+                          "the current pool")
+
+
 def run(ex):
     table, lock, drawn = locked_audit(ex)
+    _retired_in_lock(ex, table)
     write_jsonl(ex.path("audit"), table.to_dict(orient="records"))
     how = "drawn now" if drawn else "locked"
     print(f"audit: {len(table)} queries for round {lock['round']}, {how} (from pool "
