@@ -12,6 +12,8 @@ from relgrade.cli.render import handle_errors, number, table
 
 DEFAULT_MEASURES = ("nDCG(dcg='exp-log2')@10", "R@10", "RR@10", "Judged@10")
 INFERRED_MEASURES = ("xinfAP", "infNDCG")
+#: The engines ``--engine`` names.
+ENGINES = ("local", "spark")
 
 
 def _run_names(paths: list[Path]) -> list[str]:
@@ -58,12 +60,22 @@ def _run_names(paths: list[Path]) -> list[str]:
 @click.option("--relevant-min", type=int, default=1, show_default=True,
               help="Lowest grade that counts as relevant for measures that do not say rel= "
                    "(trec_eval -l).")
+@click.option("--engine", type=click.Choice(list(ENGINES)), default="local",
+              show_default=True,
+              help="Where the runs and qrels are read, checked, ranked and joined: local "
+                   "(Arrow and numpy in this process) or spark (Spark SQL, for TREC files "
+                   "that live in a lake; needs the spark extra and Java 17+). The measures "
+                   "and the output are the same.")
+@click.option("--spark-master", default=None, metavar="URL",
+              help="Spark's master URL with --engine spark (default: local[2]); e.g. "
+                   "spark://host:7077, yarn, k8s://...")
 @scale_option(default=None,
               help="The grade scale, comma-separated (e.g. 0,1,2): a qrels grade off it is an "
                    "error. Default: any integer grade.")
 @handle_errors
 def evaluate_cmd(qrels_path, run_paths, measure_names, inclusion_path, per_query, as_json,
-                 trec_output, ties, missing, no_relevant, relevant_min, scale):
+                 trec_output, ties, missing, no_relevant, relevant_min, engine, spark_master,
+                 scale):
     """Score each RUN against QRELS: one row per run, one column per measure.
 
     QRELS is TREC qrels (qid iter docid grade), a JSONL key or Parquet, read by the rules of
@@ -84,11 +96,31 @@ def evaluate_cmd(qrels_path, run_paths, measure_names, inclusion_path, per_query
 
     if as_json and trec_output:
         raise click.UsageError("--json and --trec-eval-output exclude each other")
+    if spark_master is not None and engine != "spark":
+        raise click.UsageError("--spark-master needs --engine spark")
     defaults = DEFAULT_MEASURES + (INFERRED_MEASURES if inclusion_path else ())
     measures = parse_measures(measure_names or defaults, relevant_min=relevant_min)
     names = [str(m) for m in measures]
-    qrels = read_judgments(qrels_path, scale=parse_scale(scale))[["query_id", "chunk_id",
-                                                                  "grade"]]
+    if engine == "spark" and (inclusion_path is not None
+                              or any(m.needs_inclusion for m in measures)):
+        raise click.UsageError("--engine spark does not score xinfAP or infNDCG "
+                               "(--inclusion): use --engine local")
+    spark_rows = None
+    if engine == "spark":
+        from relgrade.tables import spark, spark_scoring
+
+        depth, levels = metrics.ranked_reads(measures)
+        spark_rows = spark_scoring.ranked_rows(
+            spark.session(spark_master or spark.DEFAULT_MASTER, app_name="relgrade-evaluate"),
+            qrels_path, list(run_paths), ties=ties, depth=depth, levels=levels,
+            scale=parse_scale(scale))
+    # Spark's rows, or the local engine's reading, whose rules and messages decide whenever
+    # Spark leaves an input to them
+    if spark_rows is not None:
+        qrels = spark_rows.qrels.to_pandas()
+    else:
+        qrels = read_judgments(qrels_path, scale=parse_scale(scale))[["query_id", "chunk_id",
+                                                                      "grade"]]
     key = metrics.index_qrels(qrels)
     del qrels
     key_prob = None
@@ -102,17 +134,24 @@ def evaluate_cmd(qrels_path, run_paths, measure_names, inclusion_path, per_query
     excluded = metrics.excluded_queries(key, measures) if no_relevant == "exclude" else {}
     n_queries = key.n_queries
     results, tables, answered, unknown, extra = {}, {}, {}, {}, {}
-    for name, path in zip(_run_names(list(run_paths)), run_paths):
-        run = read_run(path)
-        validate_run(run, path=path)
-        extra[str(path)] = extra_fields_note(path, run)
-        pq = metrics.per_query(qrels=key, run=run, measures=measures,
-                               on_missing_query=missing, ties=ties, no_relevant=no_relevant,
-                               inclusion=key_prob)
+    for i, (name, path) in enumerate(zip(_run_names(list(run_paths)), run_paths)):
+        if spark_rows is not None:
+            ranked = spark_rows.runs[i]
+            pq = metrics.per_query_ranked(qrels=key, ranked=ranked.rows, measures=measures,
+                                          on_missing_query=missing, no_relevant=no_relevant)
+            answered[name], unknown[name] = ranked.answered, ranked.unknown
+            extra[str(path)] = None  # Spark reads six fields a line or leaves the run
+        else:
+            run = read_run(path)
+            validate_run(run, path=path)
+            extra[str(path)] = extra_fields_note(path, run)
+            pq = metrics.per_query(qrels=key, run=run, measures=measures,
+                                   on_missing_query=missing, ties=ties,
+                                   no_relevant=no_relevant, inclusion=key_prob)
+            answered[name], unknown[name] = metrics.query_coverage(key, run)
+            del run
         means = metrics.mean(pq).reindex(names)
         results[name] = {m: (None if v != v else float(v)) for m, v in means.items()}
-        answered[name], unknown[name] = metrics.query_coverage(key, run)
-        del run
         if per_query or trec_output:
             tables[name] = pq
     notes = _notes(excluded, n_queries, answered, unknown, extra, missing)

@@ -241,11 +241,7 @@ def _score_run(key: KeyIndex, run: pd.DataFrame, measures: list[Measure], on_mis
 
     # uncut RR needs a deeper look only where the top `depth` holds nothing relevant: it
     # reads the top rows like a cut measure, and _deep_rr ranks the other queries' lists
-    deep = [m for m in measures if m.name == "RR" and m.cutoff is None]
-    depths = [_depth(m) for m in measures if not (m.name == "RR" and m.cutoff is None)]
-    depth = None if None in depths else max(depths, default=DEEP_RR_DEPTH)
-    if depth is None:
-        deep = []
+    depth, deep = _reads(measures)
     full = (rq, score, rank, chunk_ids, run_qids) if deep else None
     n_ret = np.bincount(rq, minlength=key.n_queries)
     if depth is not None:
@@ -282,11 +278,23 @@ def _score_run(key: KeyIndex, run: pd.DataFrame, measures: list[Measure], on_mis
 
     rows = _Rows(key=key, qs=qs, pos=pos, grade=grade, judged=judged, n_ret=n_ret,
                  sampled=sampled, incl=incl)
-    answered = n_ret > 0
+    return _values(rows, measures, on_missing, no_relevant,
+                   {m: functools.partial(_deep_rr, rows, m, depth, full, ties) for m in deep})
+
+
+def _values(rows: _Rows, measures: list[Measure], on_missing: str, no_relevant: str,
+            special: dict | None = None) -> dict:
+    """Per measure: (values, counted) arrays over the key's queries, from ranked rows.
+
+    ``special``: measure -> a callable computing its values another way (uncut RR's
+    deeper look).
+    """
+    key = rows.key
+    answered = rows.n_ret > 0
     out = {}
     for m in measures:
-        if m in deep:
-            value = _deep_rr(rows, m, depth, full, ties)
+        if special and m in special:
+            value = special[m]()
         else:
             value = _COMPUTE[m.name](rows, m)
         if m.needs_relevant and no_relevant == "exclude":
@@ -296,6 +304,15 @@ def _score_run(key: KeyIndex, run: pd.DataFrame, measures: list[Measure], on_mis
         counted = defined & answered if on_missing == "skip" else defined
         out[str(m)] = (value, counted)
     return out
+
+
+def _reads(measures: list[Measure]) -> tuple[int | None, list[Measure]]:
+    """How deep the measures read each ranked list (None: whole lists), and the uncut RR
+    measures that look past that depth only where it holds nothing relevant."""
+    deep = [m for m in measures if m.name == "RR" and m.cutoff is None]
+    depths = [_depth(m) for m in measures if not (m.name == "RR" and m.cutoff is None)]
+    depth = None if None in depths else max(depths, default=DEEP_RR_DEPTH)
+    return depth, (deep if depth is not None else [])
 
 
 def _key_rows(key: KeyIndex, qs: np.ndarray, order: np.ndarray, chunk_ids: pa.ChunkedArray,
@@ -926,6 +943,109 @@ def per_query(*, qrels: pd.DataFrame, run: pd.DataFrame, measures,
                                    incl))
     pa.default_memory_pool().release_unused()  # scoring's Arrow temporaries are garbage
     return table
+
+
+def ranked_reads(measures, *, relevant_min: int = 1) -> tuple[int | None, tuple[int, ...]]:
+    """Which ranked rows the measures read: what :func:`per_query_ranked` needs.
+
+    Parameters
+    ----------
+    measures : str, Measure, or sequence of them
+        As for :func:`per_query`.
+    relevant_min : int, default 1
+        ``rel`` of measure names that do not set it.
+
+    Returns
+    -------
+    depth : int or None
+        Every row of a list at canonical rank <= depth is read (the largest cutoff of the
+        cut measures; 10 when uncut RR is the only measure); None: whole lists.
+    levels : tuple of int
+        For uncut RR at each of these relevance levels (ascending), each list's first row
+        graded >= level is read too, wherever it lies; empty when ``depth`` is None.
+
+    Raises
+    ------
+    InputError
+        A measure name does not parse, or none is given.
+
+    Examples
+    --------
+    >>> ranked_reads(["nDCG@10", "R@100", "RR"])
+    (100, (1,))
+    >>> ranked_reads(["AP", "RR@10"])
+    (None, ())
+    """
+    depth, deep = _reads(_parse_all(measures, relevant_min))
+    return depth, tuple(sorted({int(m.rel) for m in deep}))
+
+
+def per_query_ranked(*, qrels, ranked: pa.Table, measures, on_missing_query: str = "zero",
+                     relevant_min: int = 1, no_relevant: str = "exclude") -> pd.DataFrame:
+    """Each measure's value for each query of the qrels, from rows ranked elsewhere.
+
+    The rows come already ranked and joined to the qrels (by an engine that reads the run
+    where it lies, :mod:`relgrade.tables.spark_scoring`); the measures are computed by the
+    same code as :func:`per_query`'s, so the table equals :func:`per_query`'s on the same
+    run, value for value.
+
+    Parameters
+    ----------
+    qrels : pandas.DataFrame or KeyIndex
+        As for :func:`per_query`.
+    ranked : pyarrow.Table
+        One row per ranked row read, any row order, columns ``query_id`` (string),
+        ``pos`` (integer: 1-based canonical rank in the query's whole list,
+        :func:`relgrade.ranking.canonical_order`), ``grade`` (integer, null when the qrels
+        do not grade the pair) and ``n_ret`` (integer: rows the run lists for the query).
+        It holds the rows :func:`ranked_reads` names (more are harmless), each
+        (query, pos) once; rows of queries outside the qrels are ignored.
+    measures : str, Measure, or sequence of them
+        As for :func:`per_query`; not xinfAP or infNDCG.
+    on_missing_query, relevant_min, no_relevant
+        As for :func:`per_query`.
+
+    Returns
+    -------
+    pandas.DataFrame
+        As :func:`per_query`: ``query_id``, ``measure``, ``value``.
+
+    Raises
+    ------
+    InputError
+        A measure does not parse or needs inclusion probabilities; a column is missing;
+        ``on_missing_query`` or ``no_relevant`` is unknown; bad qrels (as
+        :func:`per_query`).
+    """
+    if on_missing_query not in ON_MISSING:
+        raise InputError("on_missing_query must be `zero` or `skip`",
+                         found=repr(on_missing_query))
+    if no_relevant not in NO_RELEVANT:
+        raise InputError("no_relevant must be `exclude` or `zero`", found=repr(no_relevant))
+    parsed = _parse_all(measures, relevant_min)
+    inferred = [str(m) for m in parsed if m.needs_inclusion]
+    if inferred:
+        raise InputError(f"{inferred[0]} cannot be scored from ranked rows alone",
+                         fix="Score it with per_query and the inclusion probabilities")
+    missing = [c for c in ("query_id", "pos", "grade", "n_ret")
+               if c not in ranked.column_names]
+    if missing:
+        raise InputError("ranked rows need the columns query_id, pos, grade, n_ret",
+                         found="no " + ", ".join(missing))
+    key = index_qrels(qrels)
+    rq = codes_in(_checked_ids(ranked["query_id"], "query_id", separator=False),
+                  key.query_ids).astype(np.int64)
+    pos = ranked["pos"].to_numpy().astype(np.int64)
+    keep = np.flatnonzero(rq >= 0)
+    order = keep[np.lexsort((pos[keep], rq[keep]))]
+    qs, pos = rq[order], pos[order]
+    grade_col = ranked["grade"].take(pa.array(order))
+    judged = grade_col.is_valid().to_numpy(zero_copy_only=False)
+    grade = grade_col.fill_null(0).to_numpy().astype(key.grade.dtype)
+    n_ret = np.zeros(key.n_queries, dtype=np.int64)
+    n_ret[qs] = ranked["n_ret"].to_numpy()[order]
+    rows = _Rows(key=key, qs=qs, pos=pos, grade=grade, judged=judged, n_ret=n_ret)
+    return _table(key, _values(rows, parsed, on_missing_query, no_relevant))
 
 
 def _no_inclusion(name: str) -> InputError:

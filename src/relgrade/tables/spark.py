@@ -89,6 +89,7 @@ def session(master: str = DEFAULT_MASTER, *, app_name: str = "relgrade-pool"):
     try:
         spark = (SparkSession.builder.master(master).appName(app_name)
                  .config("spark.ui.enabled", "false")
+                 .config("spark.ui.showConsoleProgress", "false")
                  .config("spark.sql.shuffle.partitions", "8")
                  .config("spark.sql.session.timeZone", "UTC")
                  .getOrCreate())
@@ -99,6 +100,64 @@ def session(master: str = DEFAULT_MASTER, *, app_name: str = "relgrade-pool"):
                             "and that the master is reachable") from None
     spark.sparkContext.setLogLevel("ERROR")
     return spark
+
+
+def parse_runs(spark, paths, *, view: str = "relgrade_parsed") -> bool:
+    """Register Spark's parse of TREC runs as the temporary view ``view``.
+
+    Parameters
+    ----------
+    spark : pyspark.sql.SparkSession
+        From :func:`session`.
+    paths : sequence of path or URL
+        The runs, at least one; run ``i`` is ``arm = i`` in the view.
+    view : str, default "relgrade_parsed"
+        The view's name.
+
+    Returns
+    -------
+    bool
+        False when Spark cannot read a run (missing, unreadable): nothing is registered.
+        Otherwise True, and ``view`` holds one row per line of every run (lazily): ``arm``
+        (int), ``ok`` (the line is in the plain layout), ``query_id``, ``chunk_id``,
+        ``score_text`` (str; "" when not ``ok``), ``rank`` (bigint) and ``score`` (double),
+        null when the field does not parse.
+    """
+    from pyspark.sql import functions as F
+
+    try:
+        lines = None
+        for i, path in enumerate(paths):
+            text = spark.read.text(str(path)).selectExpr(f"{i} AS arm", "value")
+            lines = text if lines is None else lines.unionAll(text)
+    except Exception:  # a missing or unreadable run: the local engine names it
+        return False
+    # the pattern goes to Spark as a value, not inside SQL text (no escapes to undo)
+    fields = [F.regexp_extract("value", _LINE, k).alias(name) for name, k in _FIELDS.items()]
+    (lines.select("arm", F.col("value").rlike(_LINE).alias("ok"), *fields)
+     .selectExpr("arm", "ok", "query_id", "chunk_id", "score_text",
+                 "try_cast(rank_text AS BIGINT) AS rank",
+                 "try_cast(score_text AS DOUBLE) AS score")
+     .createOrReplaceTempView(view))
+    return True
+
+
+def run_problems(spark, n_runs: int, *, joins: str = "", unknown: str = "") -> bool:
+    """Whether a run parsed by :func:`parse_runs` is empty, holds a line outside the plain
+    layout or a row breaking a rule (unparsed rank or score, a score not finite or written
+    as negative zero, U+001F in an id, a chunk twice for one query; with ``joins`` and
+    ``unknown``, SQL fragments over ``relgrade_parsed AS p``, an unknown id too).
+
+    Returns
+    -------
+    bool
+        True when any of the ``n_runs`` runs does: the local engine must decide.
+    """
+    counts = spark.sql(_PROBLEMS.format(unknown=unknown, joins=joins)).collect()
+    found = {int(row["arm"]): (int(row["rows"]), int(row["bad"])) for row in counts}
+    if any(found.get(i, (0, 0))[0] == 0 or found[i][1] for i in range(n_runs)):
+        return True
+    return bool(spark.sql(_DUPLICATES).collect())
 
 
 def _known(spark, path, column: str):
@@ -162,24 +221,10 @@ def arm_candidates(spark, paths: Mapping[str, object], *, depth: int, ties: str 
         raise InputError("pool depth must be an integer >= 1", item="pool depth",
                          found=repr(depth))
     names = list(paths)
-    try:
-        lines = None
-        for i, arm in enumerate(names):
-            text = spark.read.text(str(paths[arm])).selectExpr(f"{i} AS arm", "value")
-            lines = text if lines is None else lines.unionAll(text)
-    except Exception:  # a missing or unreadable run: the local engine names it
-        return None
-    if lines is None:
+    if not names:
         return {}
-    from pyspark.sql import functions as F
-
-    # the pattern goes to Spark as a value, not inside SQL text (no escapes to undo)
-    fields = [F.regexp_extract("value", _LINE, k).alias(name) for name, k in _FIELDS.items()]
-    (lines.select("arm", F.col("value").rlike(_LINE).alias("ok"), *fields)
-     .selectExpr("arm", "ok", "query_id", "chunk_id", "score_text",
-                 "try_cast(rank_text AS BIGINT) AS rank",
-                 "try_cast(score_text AS DOUBLE) AS score")
-     .createOrReplaceTempView("relgrade_parsed"))
+    if not parse_runs(spark, [paths[arm] for arm in names]):
+        return None
     joins, unknown = [], []
     for name, path, col in (("q", queries, "query_id"), ("c", chunks, "chunk_id")):
         if path is None:
@@ -191,12 +236,7 @@ def arm_candidates(spark, paths: Mapping[str, object], *, depth: int, ties: str 
         known.distinct().createOrReplaceTempView(view)
         joins.append(f"LEFT JOIN {view} AS {name} ON p.{col} = {name}.{col}")
         unknown.append(f"OR {name}.{col} IS NULL")
-    counts = spark.sql(_PROBLEMS.format(unknown=" ".join(unknown),
-                                        joins=" ".join(joins))).collect()
-    found = {int(row["arm"]): (int(row["rows"]), int(row["bad"])) for row in counts}
-    if any(found.get(i, (0, 0))[0] == 0 or found[i][1] for i in range(len(names))):
-        return None
-    if spark.sql(_DUPLICATES).collect():
+    if run_problems(spark, len(names), unknown=" ".join(unknown), joins=" ".join(joins)):
         return None
     key = "score DESC" if ties == "score" else "rank ASC"
     kept = spark.sql(_CANDIDATES.format(key=key, depth=int(depth))).toArrow()
