@@ -20,7 +20,6 @@ spaces or longer than :data:`MAX_ID_CHARS` characters is refused before any scan
 
 from __future__ import annotations
 
-import bisect
 import functools
 import json
 import re
@@ -55,7 +54,6 @@ MAX_ID_CHARS = 64
 _ID_VALUE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:+/@=-]*")
 
 _BLOCK = MIN_SHARED // 2
-_SEP = "\x00"
 _JSON_STRING = re.compile(r'"(?:[^"\\\n]|\\.)*"')
 
 
@@ -365,94 +363,34 @@ class _Phrases:
 def find_private(bundle: bytes | Mapping[str, bytes],
                  private_texts: Mapping[str, Iterable[tuple[str, str]]], *,
                  allowed: Iterable[str] = ()) -> list[Leak]:
-    """Every private text that appears in the bundle (see :func:`scan_private`)."""
+    """Every private text that appears in the bundle (see :func:`scan_private`).
+
+    The bundle's files are scanned whole, in name order, by
+    :class:`relgrade.protocol.private_scan.BundleScan` (which also scans a file fed in chunks).
+    """
+    from relgrade.protocol.private_scan import BundleScan, PrivateIndex
+
     files = {"bundle": bundle} if isinstance(bundle, (bytes, bytearray)) else dict(bundle)
-    allowed = {str(a) for a in allowed}
-    segs: list[tuple[str, str, str]] = []  # (text, mode, file)
+    scan = BundleScan(PrivateIndex(private_texts), allowed)
     for name in sorted(files):
-        segs += [(t, mode, name) for t, mode in _segments(name, bytes(files[name]), allowed) if t]
+        scan.add_file(name, bytes(files[name]))
+    return scan.leaks()
 
-    def joined(parts):
-        """The parts joined by a separator no text holds, and each part's start offset."""
-        starts, pos = [], 0
-        for t, _, _ in parts:
-            starts.append(pos)
-            pos += len(t) + 1
-        return _SEP.join(t for t, _, _ in parts), starts
 
-    def owner(parts, starts, i):
-        return parts[bisect.bisect_right(starts, i) - 1][2]
+def refuse_leaks(leaks: list[Leak], *, limit: int = 10) -> None:
+    """Raise when ``leaks`` is not empty.
 
-    runs = [s for s in segs if s[1] in ("run", "prose")]
-    hay, hay_starts = joined(runs)
-    short_segs = [s for s in segs if s[1] == "run"]
-    short_hay, short_starts = joined(short_segs)
-    whole = {}  # a single word matches a whole JSON string or a field of a text line
-    values = {}  # ... and a tiny text only a whole JSON value or a field, never a key
-    for t, mode, name in segs:
-        if mode in ("json", "key"):
-            whole.setdefault(t, name)
-            if mode == "json":
-                values.setdefault(t, name)
-        elif mode == "line":
-            for w in t.split(" "):
-                whole.setdefault(w, name)
-                values.setdefault(w, name)
-
-    phrases = _Phrases(short_hay)
-    found_at: dict[str, int | None] = {}  # a short phrase -> where it first matches, if it does
-    leaks: dict[tuple[str, str], Leak] = {}
-    blocks: dict[str, list[tuple[str, str, str, int, str]]] = {}
-    for kind, items in private_texts.items():
-        for ident, raw in items:
-            if not isinstance(raw, str):
-                continue
-            ident, text = str(ident), _norm(raw)
-            plain = " ".join(raw.split())  # shown in messages, as the private text has it
-            if not any(ch.isalpha() for ch in text):
-                continue
-            if len(text) < MIN_SHORT:
-                if text in values:
-                    leaks.setdefault((kind, ident), Leak(kind, ident, values[text], plain))
-                continue
-            if len(text) >= MIN_SHARED:
-                for s in range(0, len(text) - _BLOCK + 1, _BLOCK):
-                    blocks.setdefault(text[s:s + _BLOCK], []).append(
-                        (kind, ident, text, s, plain))
-            elif " " not in text:
-                if text in whole:
-                    leaks.setdefault((kind, ident), Leak(kind, ident, whole[text], plain))
-            else:
-                if text not in found_at:
-                    found_at[text] = phrases.first(text)
-                at = found_at[text]
-                if at is not None:
-                    leaks.setdefault((kind, ident), Leak(
-                        kind, ident, owner(short_segs, short_starts, at), plain))
-    if blocks:
-        for i in range(len(hay) - _BLOCK + 1):
-            cands = blocks.get(hay[i:i + _BLOCK])
-            if not cands:
-                continue
-            for kind, ident, text, s, plain in cands:
-                if (kind, ident) in leaks:
-                    continue
-                left = 0
-                while (i - left - 1 >= 0 and s - left - 1 >= 0
-                       and hay[i - left - 1] == text[s - left - 1]):
-                    left += 1
-                right = _BLOCK
-                while (i + right < len(hay) and s + right < len(text)
-                       and hay[i + right] == text[s + right]):
-                    right += 1
-                shared = text[s - left:s + right]
-                if len(shared) >= MIN_SHARED and sum(ch.isalnum() for ch in shared) >= MIN_ALNUM:
-                    # the private text's own letters when normalising kept every offset
-                    if len(plain) == len(text):
-                        shared = plain[s - left:s + right]
-                    leaks[(kind, ident)] = Leak(kind, ident, owner(runs, hay_starts, i),
-                                                _cut(shared.strip()))
-    return sorted(leaks.values(), key=lambda leak: (leak.kind, leak.id))
+    Raises
+    ------
+    ProtocolError
+        Listing the leaks (kind, id, file and the shared text cut to 60 characters), at most
+        ``limit`` of them, and saying that nothing was published.
+    """
+    if leaks:
+        shown = "; ".join(str(leak) for leak in leaks[:limit])
+        more = f"; and {len(leaks) - limit} more" if len(leaks) > limit else ""
+        raise ProtocolError(f"private text in the publish bundle ({len(leaks)} found): "
+                            f"{shown}{more}. Nothing was published")
 
 
 def scan_private(bundle: bytes | Mapping[str, bytes],
@@ -505,10 +443,5 @@ def scan_private(bundle: bytes | Mapping[str, bytes],
     relgrade's own wording) or a whole whitespace-separated field of a text line. Inside a
     longer string it would match by chance (``db`` inside ``nDCG@10``'s neighbours).
     """
-    leaks = find_private(bundle, private_texts, allowed=allowed)
-    if leaks:
-        shown = "; ".join(str(leak) for leak in leaks[:limit])
-        more = f"; and {len(leaks) - limit} more" if len(leaks) > limit else ""
-        raise ProtocolError(f"private text in the publish bundle ({len(leaks)} found): "
-                            f"{shown}{more}. Nothing was published")
+    refuse_leaks(find_private(bundle, private_texts, allowed=allowed), limit=limit)
     return []
