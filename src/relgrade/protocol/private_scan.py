@@ -17,9 +17,9 @@ boundary:
   window with its word boundaries intact;
 - single words and tiny texts are matched per line, which never crosses a chunk.
 
-Memory is that of the private-text index (:class:`PrivateIndex`: one entry per private text)
-plus one window of at most about ``max(chunk, 4·M)`` characters, whatever the size of the file
-fed.
+Memory is that of the private-text index (:class:`PrivateIndex`: each distinct private text
+once, whoever it belongs to) plus one window of at most about ``max(chunk, 4·M)`` characters,
+whatever the size of the file fed.
 """
 
 from __future__ import annotations
@@ -38,56 +38,83 @@ _LETTERISH = re.compile(r"[^\W\d_]")  # every alphabetic character (and a few mo
 
 
 class PrivateIndex:
-    """Every private text, normalised and sorted by how it is matched.
+    """Every distinct private text, normalised and sorted by how it is matched.
+
+    The index holds each distinct normalised text once, never who it belongs to: a reason
+    given for a million pairs is one entry. Whose a found text is (kind, id and the text as
+    written) is looked up by a second pass over the private texts, made only when something
+    was found (:meth:`BundleScan.leaks`).
 
     Parameters
     ----------
-    private_texts : mapping of str to iterable of (str, str)
+    private_texts : mapping, or callable returning a mapping, of str to iterable of (str, str)
         kind → ``(id, text)`` pairs (``query``, ``intent``, ``chunk``, ``reason``), as for
-        :func:`relgrade.protocol.publish.scan_private`. Iterated once; a text that is not a
-        ``str`` or holds no letter is not indexed.
+        :func:`relgrade.protocol.publish.scan_private`. A callable is called once per pass
+        and must give the same pairs in the same order each time (e.g. tables read in
+        batches); a mapping is held in memory. A text that is not a ``str`` or holds no
+        letter is not indexed.
 
     Attributes
     ----------
-    tiny, single, phrases : dict of str to list of tuple
+    tiny, single, phrases : set of str
         Texts shorter than ``MIN_SHORT``; single words; several words shorter than
-        ``MIN_SHARED``: normalised text → ``(order, kind, id, plain)`` entries, ``order``
-        the text's place in the iteration, ``plain`` its whitespace-collapsed original.
-    blocks : dict of str to list of tuple
-        Each aligned ``MIN_SHARED // 2``-character block of a long text → ``(order, kind,
-        id, text, offset, plain)`` entries.
+        ``MIN_SHARED``.
+    texts : list of str
+        The long texts (at least ``MIN_SHARED`` characters), each once.
+    blocks : dict of str to int or list of int
+        Each aligned ``MIN_SHARED // 2``-character block of a long text → where it is, as
+        ``number << 32 | offset`` (``number`` indexes :attr:`texts`), or a list of those
+        when the block is in several places.
     longest : int
         Characters of the longest long text (0 when there is none).
     """
 
-    def __init__(self, private_texts: Mapping[str, Iterable[tuple[str, str]]]):
-        self.tiny: dict[str, list[tuple]] = {}
-        self.single: dict[str, list[tuple]] = {}
-        self.phrases: dict[str, list[tuple]] = {}
-        self.blocks: dict[str, list[tuple]] = {}
+    def __init__(self, private_texts):
+        if callable(private_texts):
+            self._source = private_texts
+        else:
+            held = {kind: list(items) for kind, items in private_texts.items()}
+            self._source = lambda: held
+        self.tiny: set[str] = set()
+        self.single: set[str] = set()
+        self.phrases: set[str] = set()
+        self.texts: list[str] = []
+        self.number: dict[str, int] = {}
+        self.blocks: dict[str, int | list[int]] = {}
         self.longest = 0
-        order = 0
         block = rules._BLOCK
-        for kind, items in private_texts.items():
+        for _, _, _, text in self.entries():
+            if len(text) < rules.MIN_SHORT:
+                self.tiny.add(text)
+            elif len(text) >= rules.MIN_SHARED:
+                if text in self.number:
+                    continue
+                no = self.number[text] = len(self.texts)
+                self.texts.append(text)
+                self.longest = max(self.longest, len(text))
+                for s in range(0, len(text) - block + 1, block):
+                    at = (no << 32) | s
+                    was = self.blocks.setdefault(text[s:s + block], at)
+                    if was != at:
+                        if isinstance(was, int):
+                            self.blocks[text[s:s + block]] = [was, at]
+                        else:
+                            was.append(at)
+            elif " " not in text:
+                self.single.add(text)
+            else:
+                self.phrases.add(text)
+
+    def entries(self):
+        """Yield ``(kind, id, raw, text)`` for every private text that is indexed, in the
+        order given: the original and its normalised form (one pass over the source)."""
+        for kind, items in self._source().items():
             for ident, raw in items:
                 if not isinstance(raw, str):
                     continue
-                ident, text = str(ident), rules.normalise(raw)
-                if not any(ch.isalpha() for ch in text):
-                    continue
-                plain = " ".join(raw.split())
-                order += 1
-                if len(text) < rules.MIN_SHORT:
-                    self.tiny.setdefault(text, []).append((order, kind, ident, plain))
-                elif len(text) >= rules.MIN_SHARED:
-                    self.longest = max(self.longest, len(text))
-                    for s in range(0, len(text) - block + 1, block):
-                        self.blocks.setdefault(text[s:s + block], []).append(
-                            (order, kind, ident, text, s, plain))
-                elif " " not in text:
-                    self.single.setdefault(text, []).append((order, kind, ident, plain))
-                else:
-                    self.phrases.setdefault(text, []).append((order, kind, ident, plain))
+                text = rules.normalise(raw)
+                if any(ch.isalpha() for ch in text):
+                    yield kind, str(ident), raw, text
 
 
 class BundleScan:
@@ -112,8 +139,8 @@ class BundleScan:
     def __init__(self, index: PrivateIndex, allowed: Iterable[str] = ()):
         self.index = index
         self.allowed = {str(a) for a in allowed}
-        self._short: dict[int, tuple[str, tuple]] = {}  # order -> (first file, entry)
-        self._long: dict[tuple[str, str], tuple[tuple, rules.Leak]] = {}
+        self._short: dict[str, str] = {}  # short text -> first file (by name) it is in
+        self._long: dict[int, tuple] = {}  # long text number -> (file, offset, s, left, right)
 
     # --- feeding ----------------------------------------------------------------------
 
@@ -146,20 +173,17 @@ class BundleScan:
 
     # --- matching ---------------------------------------------------------------------
 
-    def _hit_short(self, name: str, entries) -> None:
-        for e in entries:
-            seen = self._short.get(e[0])
-            if seen is None or name < seen[0]:
-                self._short[e[0]] = (name, e)
+    def _hit_short(self, name: str, text: str) -> None:
+        seen = self._short.get(text)
+        if seen is None or name < seen:
+            self._short[text] = name
 
     def _point(self, name: str, text: str, mode: str) -> None:
         """A JSON string (``json``), object key (``key``) or a text line's fields (``line``)."""
         idx = self.index
         for w in (text.split(" ") if mode == "line" else (text,)):
-            if mode != "key" and w in idx.tiny:
-                self._hit_short(name, idx.tiny[w])
-            if w in idx.single:
-                self._hit_short(name, idx.single[w])
+            if (mode != "key" and w in idx.tiny) or w in idx.single:
+                self._hit_short(name, w)
 
     def _window(self, name: str, hay: str, *, base: int, lo: int, hi: int,
                 phrases: bool) -> None:
@@ -168,21 +192,22 @@ class BundleScan:
         idx = self.index
         if phrases and idx.phrases and _LETTERISH.search(hay):
             found = rules._Phrases(hay)
-            for text, entries in idx.phrases.items():
+            for text in idx.phrases:
                 if found.first(text) is not None:
-                    self._hit_short(name, entries)
+                    self._hit_short(name, text)
         if not idx.blocks:
             return
-        block, blocks, n = rules._BLOCK, idx.blocks, len(hay)
+        block, blocks, texts, n = rules._BLOCK, idx.blocks, idx.texts, len(hay)
         for i in range(lo, min(hi, n - block + 1)):
-            cands = blocks.get(hay[i:i + block])
-            if not cands:
+            at = blocks.get(hay[i:i + block])
+            if at is None:
                 continue
-            for j, (_, kind, ident, text, s, plain) in enumerate(cands):
-                where = (name, base + i, j)
-                seen = self._long.get((kind, ident))
-                if seen is not None and seen[0] <= where:
+            for packed in ((at,) if isinstance(at, int) else at):
+                no, s = packed >> 32, packed & 0xFFFFFFFF
+                seen = self._long.get(no)
+                if seen is not None and seen[:2] <= (name, base + i):
                     continue
+                text = texts[no]
                 left = 0
                 while (i - left - 1 >= 0 and s - left - 1 >= 0
                        and hay[i - left - 1] == text[s - left - 1]):
@@ -193,15 +218,15 @@ class BundleScan:
                 shared = text[s - left:s + right]
                 if (len(shared) >= rules.MIN_SHARED
                         and sum(ch.isalnum() for ch in shared) >= rules.MIN_ALNUM):
-                    if len(plain) == len(text):
-                        shared = plain[s - left:s + right]
-                    self._long[(kind, ident)] = (where, rules.Leak(
-                        kind, ident, name, rules._cut(shared.strip())))
+                    self._long[no] = (name, base + i, s, left, right)
 
     # --- the result -------------------------------------------------------------------
 
     def leaks(self) -> list[rules.Leak]:
         """Every private text found so far, sorted by kind and id.
+
+        When anything was found, the private texts are read once more to name whose they
+        are (:meth:`PrivateIndex.entries`).
 
         Returns
         -------
@@ -209,11 +234,30 @@ class BundleScan:
             One per (kind, id): the first of its texts (in the order given) found as a short
             text, else the first place (file name order, then offset) a long one was found.
         """
-        out: dict[tuple[str, str], rules.Leak] = {}
-        for order in sorted(self._short):
-            name, (_, kind, ident, plain) = self._short[order]
-            out.setdefault((kind, ident), rules.Leak(kind, ident, name, plain))
-        for key, (_, leak) in self._long.items():
+        if not self._short and not self._long:
+            return []
+        short: dict[tuple[str, str], rules.Leak] = {}
+        long: dict[tuple[str, str], tuple[tuple, rules.Leak]] = {}
+        number = self.index.number
+        for order, (kind, ident, raw, text) in enumerate(self.index.entries()):
+            key = (kind, ident)
+            if len(text) < rules.MIN_SHARED:
+                if text in self._short and key not in short:
+                    short[key] = rules.Leak(kind, ident, self._short[text], " ".join(raw.split()))
+                continue
+            hit = self._long.get(number[text])
+            if hit is None:
+                continue
+            name, pos, s, left, right = hit
+            seen = long.get(key)
+            if seen is not None and seen[0] <= (name, pos, order):
+                continue
+            plain = " ".join(raw.split())
+            shown = (plain if len(plain) == len(text) else text)[s - left:s + right]
+            long[key] = ((name, pos, order), rules.Leak(kind, ident, name,
+                                                        rules._cut(shown.strip())))
+        out = dict(short)
+        for key, (_, leak) in long.items():
             out.setdefault(key, leak)
         return sorted(out.values(), key=lambda leak: (leak.kind, leak.id))
 

@@ -6,7 +6,7 @@ key's).
 
 The bundle is streamed: the key is read in batches and its qrels written to the temporary
 folder as they are made, each chunk scanned for private text as it is written (the scan's
-state carried across chunks); the private texts are read in batches into the scan's index.
+state carried across chunks); the private texts are read in batches into the scan's index (each distinct text once).
 Nothing is swapped in unless every file was written and the scan found nothing.
 """
 
@@ -36,7 +36,7 @@ def _ids(path, column: str):
 def run(ex):
     metrics = {p.stem: io.read_json(p) for p in sorted(ex.path("metrics").glob("*.json"))}
     record, key_batches, key_path = ex.key_batches()
-    index = PrivateIndex({
+    index = PrivateIndex(lambda: {  # read again only to name the owners of a leak
         "query": _pairs(ex.path("queries"), "query_id", "query"),
         "intent": _pairs(ex.path("intents"), "query_id", "intent"),
         "chunk": _pairs(ex.path("chunks"), "chunk_id", "text"),
