@@ -201,7 +201,8 @@ def test_stage_writes_the_bundle_when_clean(tmp_path):
 def test_stage_refuses_a_key_out_of_canonical_order_and_writes_nothing(tmp_path):
     """The qrels are streamed from the key as it is on disk, so a key file the key stage did
     not write (rows out of order) is refused by line, not sorted in memory."""
-    rows = [{"query_id": q, "chunk_id": c, "grade": int(g)} for q, c, g in KEY.itertuples(index=False)]
+    rows = [{"query_id": q, "chunk_id": c, "grade": int(g)}
+            for q, c, g in KEY.itertuples(index=False)]
     out = _stage_dir(tmp_path, key_lines=[json.dumps(r) + "\n" for r in rows])
     proc = _run(tmp_path)
     assert proc.returncode == 1

@@ -6,7 +6,8 @@ key's).
 
 The bundle is streamed: the key is read in batches and its qrels written to the temporary
 folder as they are made, each chunk scanned for private text as it is written (the scan's
-state carried across chunks); the private texts are read in batches into the scan's index (each distinct text once).
+state carried across chunks); the private texts are read in batches into the scan's index (each distinct
+text once).
 Nothing is swapped in unless every file was written and the scan found nothing.
 """
 
