@@ -172,3 +172,41 @@ def test_a_phrase_cut_from_a_longer_word_at_a_window_start_is_not_a_leak(monkeyp
     for cut in range(1, len(data)):
         assert _feed_in_two(data, cut, private, allowed) == []
     assert reference.find_private({"key.qrels": data}, private, allowed=allowed) == []
+
+
+# --- the key streamed as qrels ----------------------------------------------------------------
+
+def test_the_key_read_in_many_batches_gives_the_qrels_of_the_whole_key(tmp_path):
+    """600 rows, read about 1 KB of the file at a time (dozens of batches): the streamed
+    qrels are byte for byte the whole key's, and the README counts every row."""
+    import pandas as pd
+
+    from relgrade.io.batches import iter_key_batches
+    from relgrade.protocol.key import key_bytes, qrels_text
+
+    rnd = random.Random(3)
+    key = pd.DataFrame({"query_id": [f"q{i // 20:03d}" for i in range(600)],
+                        "chunk_id": [f"doc{i % 20:02d}é" for i in range(600)],
+                        "grade": [rnd.randint(0, 3) for _ in range(600)]}).sample(frac=1,
+                                                                                  random_state=1)
+    path = tmp_path / "key.jsonl"
+    path.write_bytes(key_bytes(key))
+    batches = list(iter_key_batches(path, block_bytes=1024))
+    assert len(batches) > 20
+    stream = publish.QrelsStream(iter(batches), source=path)
+    assert b"".join(stream) == qrels_text(key).encode("utf-8")
+    assert stream.rows == 600
+
+
+def test_a_row_out_of_order_across_a_batch_boundary_is_refused_with_its_line():
+    import pandas as pd
+
+    from relgrade.errors import InputError
+
+    first = pd.DataFrame({"query_id": ["q1", "q2"], "chunk_id": ["a", "b"], "grade": [1, 0]})
+    second = pd.DataFrame({"query_id": ["q2"], "chunk_id": ["a"], "grade": [2]})
+    with pytest.raises(InputError) as e:
+        b"".join(publish.QrelsStream([first, second], source="key.jsonl"))
+    assert str(e.value) == ("key.jsonl:3: pair (q2, a): a key is in canonical order (query_id, "
+                            "then chunk_id) (found after (q2, b)). Rerun the key stage: it "
+                            "writes the key sorted and hashed")
