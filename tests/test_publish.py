@@ -14,6 +14,7 @@ import yaml
 
 from relgrade.errors import ProtocolError
 from relgrade.protocol import publish
+from relgrade.protocol.key import key_bytes
 
 REPO = Path(__file__).resolve().parents[1]
 HASH = "ab" * 32
@@ -143,7 +144,7 @@ def test_the_error_lists_at_most_limit_leaks():
 
 # --- the stage -----------------------------------------------------------------------------
 
-def _stage_dir(root, metrics=METRICS):
+def _stage_dir(root, metrics=METRICS, key_lines=None):
     params = yaml.safe_load((REPO / "params.yaml").read_text())
     (root / "params.yaml").write_text(yaml.safe_dump(params))
     p = params["paths"]
@@ -157,8 +158,9 @@ def _stage_dir(root, metrics=METRICS):
             path.write_text(json.dumps(obj))
 
     (root / p["key"]).parent.mkdir(parents=True, exist_ok=True)
-    (root / p["key"]).write_text("".join(json.dumps(r) + "\n"
-                                         for r in KEY.to_dict(orient="records")))
+    # the key in the canonical byte form the key stage writes (sorted, one JSON line a row)
+    (root / p["key"]).write_bytes(key_bytes(KEY) if key_lines is None
+                                  else "".join(key_lines).encode())
     # the stage reads the key checked against its record: the record holds the file's hash
     sha = hashlib.sha256((root / p["key"]).read_bytes()).hexdigest()
     put("record", RECORD | {"key_sha256": sha})
@@ -194,6 +196,33 @@ def test_stage_writes_the_bundle_when_clean(tmp_path):
                                                      "record.json"]
     assert (out / "key.qrels").read_bytes() == _files()["key.qrels"]
     assert [p.name for p in out.parent.iterdir() if out.name in p.name] == [out.name]
+
+
+def test_stage_refuses_a_key_out_of_canonical_order_and_writes_nothing(tmp_path):
+    """The qrels are streamed from the key as it is on disk, so a key file the key stage did
+    not write (rows out of order) is refused by line, not sorted in memory."""
+    rows = [{"query_id": q, "chunk_id": c, "grade": int(g)}
+            for q, c, g in KEY.itertuples(index=False)]
+    out = _stage_dir(tmp_path, key_lines=[json.dumps(r) + "\n" for r in rows])
+    proc = _run(tmp_path)
+    assert proc.returncode == 1
+    assert proc.stderr == (
+        "Error: data/key/key.jsonl:2: pair (kw01, docs/cache.md:intro): a key is in canonical "
+        "order (query_id, then chunk_id) (found after (kw01, src/cache.py:evict)). Rerun the "
+        "key stage: it writes the key sorted and hashed\n")
+    assert not out.exists()
+    assert [p.name for p in out.parent.iterdir() if out.name in p.name] == []
+
+
+def test_stage_refuses_a_pair_graded_twice_in_the_key(tmp_path):
+    rows = ['{"query_id":"kw01","chunk_id":"a","grade":1}\n',
+            '{"query_id":"kw01","chunk_id":"a","grade":2}\n']
+    out = _stage_dir(tmp_path, key_lines=rows)
+    proc = _run(tmp_path)
+    assert proc.returncode == 1
+    assert proc.stderr.startswith("Error: data/key/key.jsonl:2: pair (kw01, a): a key holds one "
+                                  "grade per pair (found two rows)")
+    assert not out.exists()
 
 
 def test_stage_refuses_a_metrics_file_with_a_planted_reason_and_writes_nothing(tmp_path):

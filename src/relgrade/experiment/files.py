@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Iterator
 
 import pandas as pd
 
@@ -663,6 +664,36 @@ class Experiment:
                                   if files.qrels is not None and files.qrels.exists() else None),
                     record_source=files.record, key_source=files.key, qrels_source=files.qrels)
         return pd.DataFrame(io.read_jsonl(files.key), columns=KEY_COLUMNS), record
+
+    def key_batches(self) -> tuple[dict, "Iterator[pd.DataFrame]", Path]:
+        """The frozen key in batches, checked first to have been written with its record.
+
+        Returns
+        -------
+        record : dict
+            The key's record, as :meth:`read_key` returns it.
+        batches : iterator of pandas.DataFrame
+            The key file's rows in its order, columns ``query_id``, ``chunk_id``, ``grade``,
+            about 4 MiB of the file per batch (see
+            :func:`relgrade.io.batches.iter_key_batches`): memory holds one batch.
+        path : pathlib.Path
+            The key file.
+
+        Raises
+        ------
+        InputError, ProtocolError
+            As :meth:`read_key`, before any batch (the file's sha256 is checked in a streamed
+            pass first).
+        """
+        from relgrade.io.batches import iter_key_batches
+
+        files = self.key_files()
+        record = io.read_json(files.record)
+        check_whole(record, key_sha256=io.sha256_file(files.key),
+                    qrels_sha256=(io.sha256_file(files.qrels)
+                                  if files.qrels is not None and files.qrels.exists() else None),
+                    record_source=files.record, key_source=files.key, qrels_source=files.qrels)
+        return record, iter_key_batches(files.key), files.key
 
     # --- the void ledger ---------------------------------------------------------------
 

@@ -20,18 +20,17 @@ spaces or longer than :data:`MAX_ID_CHARS` characters is refused before any scan
 
 from __future__ import annotations
 
-import bisect
 import functools
 import json
 import re
 import sys
 import unicodedata
 from dataclasses import dataclass
-from typing import Iterable, Mapping
+from typing import Iterable, Iterator, Mapping
 
 import pandas as pd
 
-from relgrade.errors import ProtocolError
+from relgrade.errors import InputError, ProtocolError
 from relgrade.protocol.key import qrels_text
 
 #: Record fields copied into the bundle.
@@ -55,7 +54,6 @@ MAX_ID_CHARS = 64
 _ID_VALUE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:+/@=-]*")
 
 _BLOCK = MIN_SHARED // 2
-_SEP = "\x00"
 _JSON_STRING = re.compile(r'"(?:[^"\\\n]|\\.)*"')
 
 
@@ -118,6 +116,49 @@ def _cut(text: str, n: int = 60) -> str:
     return text if len(text) <= n else text[: n - 1] + "…"
 
 
+def _checked_public(record: Mapping, metrics: Mapping[str, Mapping]) -> dict:
+    """The record's public fields, after the checks of :func:`bundle_files`."""
+    if not metrics:
+        raise ProtocolError("nothing to publish: no arm has metrics yet; run the metrics "
+                            "stage after the key is frozen")
+    for arm, m in sorted(metrics.items()):
+        if m.get("key_sha256") != record.get("key_sha256"):
+            raise ProtocolError(f"metrics of arm {arm} were computed from key "
+                                f"{m.get('key_sha256')}, not the frozen key "
+                                f"{record.get('key_sha256')}; rerun the metrics stage")
+    public = {k: record[k] for k in PUBLIC_RECORD_KEYS if k in record}
+    check_id_fields(public, source="record")
+    for arm in sorted(metrics):
+        check_id_fields({"arm": arm}, source="metrics")  # the arm's name, a key of the bundle
+        check_id_fields(metrics[arm], source=f"metrics of arm {arm}")
+    return public
+
+
+def _dumps(obj) -> bytes:
+    return (json.dumps(obj, indent=2, ensure_ascii=False) + "\n").encode("utf-8")
+
+
+def readme_bytes(record: Mapping, metrics: Mapping[str, Mapping], pairs: int) -> bytes:
+    """The bundle's ``README.txt``: what it holds, the key's hash, arms and graded ``pairs``."""
+    readme = (
+        "relgrade public bundle\n\n"
+        "key.qrels     the frozen key as TREC qrels: query_id 0 chunk_id grade\n"
+        "record.json   the key's sha256, pool version, rubric version, round, freeze time,\n"
+        "              dropped query ids and whether the numbers are post-hoc\n"
+        "metrics.json  per-arm metrics computed from that key, keyed by arm\n\n"
+        f"key sha256: {record.get('key_sha256')}\n"
+        f"pool version: {record.get('pool_version')}\n"
+        f"arms: {len(metrics)}; graded pairs: {pairs}\n\n"
+        "The key's hash is the sha256 of its canonical JSON Lines form (see relgrade's\n"
+        "docs/formats.md). Query text, intents, chunk text and reasons are not included.\n"
+    )
+    if any("traffic_weighted" in m for m in metrics.values()):
+        readme += ("\nEach arm's `traffic_weighted` block holds means weighted by the traffic each\n"
+                   "query stands for (its weight in the query sample); every other mean is\n"
+                   "unweighted.\n")
+    return readme.encode("utf-8")
+
+
 def bundle_files(key: pd.DataFrame, record: Mapping, metrics: Mapping[str, Mapping]) -> dict:
     """The public bundle's files.
 
@@ -135,7 +176,8 @@ def bundle_files(key: pd.DataFrame, record: Mapping, metrics: Mapping[str, Mappi
     dict of str to bytes
         ``key.qrels`` (TREC qrels, canonical order), ``record.json`` (the fields of
         :data:`PUBLIC_RECORD_KEYS`), ``metrics.json`` (arm → metrics, arms sorted) and
-        ``README.txt`` (what the bundle holds).
+        ``README.txt`` (what the bundle holds). The same bytes as :func:`bundle_parts`
+        streams.
 
     Raises
     ------
@@ -144,45 +186,101 @@ def bundle_files(key: pd.DataFrame, record: Mapping, metrics: Mapping[str, Mappi
         differs), there are no metrics, or a field of :data:`ID_FIELDS` holds text (see
         :func:`check_id_fields`).
     """
-    if not metrics:
-        raise ProtocolError("nothing to publish: no arm has metrics yet; run the metrics "
-                            "stage after the key is frozen")
-    for arm, m in sorted(metrics.items()):
-        if m.get("key_sha256") != record.get("key_sha256"):
-            raise ProtocolError(f"metrics of arm {arm} were computed from key "
-                                f"{m.get('key_sha256')}, not the frozen key "
-                                f"{record.get('key_sha256')}; rerun the metrics stage")
-    public = {k: record[k] for k in PUBLIC_RECORD_KEYS if k in record}
-    check_id_fields(public, source="record")
-    for arm in sorted(metrics):
-        check_id_fields({"arm": arm}, source="metrics")  # the arm's name, a key of the bundle
-        check_id_fields(metrics[arm], source=f"metrics of arm {arm}")
-
-    def dumps(obj) -> bytes:
-        return (json.dumps(obj, indent=2, ensure_ascii=False) + "\n").encode("utf-8")
-
-    readme = (
-        "relgrade public bundle\n\n"
-        "key.qrels     the frozen key as TREC qrels: query_id 0 chunk_id grade\n"
-        "record.json   the key's sha256, pool version, rubric version, round, freeze time,\n"
-        "              dropped query ids and whether the numbers are post-hoc\n"
-        "metrics.json  per-arm metrics computed from that key, keyed by arm\n\n"
-        f"key sha256: {record.get('key_sha256')}\n"
-        f"pool version: {record.get('pool_version')}\n"
-        f"arms: {len(metrics)}; graded pairs: {len(key)}\n\n"
-        "The key's hash is the sha256 of its canonical JSON Lines form (see relgrade's\n"
-        "docs/formats.md). Query text, intents, chunk text and reasons are not included.\n"
-    )
-    if any("traffic_weighted" in m for m in metrics.values()):
-        readme += ("\nEach arm's `traffic_weighted` block holds means weighted by the traffic each\n"
-                   "query stands for (its weight in the query sample); every other mean is\n"
-                   "unweighted.\n")
+    public = _checked_public(record, metrics)
     return {
         "key.qrels": qrels_text(key).encode("utf-8"),
-        "record.json": dumps(public),
-        "metrics.json": dumps({arm: dict(metrics[arm]) for arm in sorted(metrics)}),
-        "README.txt": readme.encode("utf-8"),
+        "record.json": _dumps(public),
+        "metrics.json": _dumps({arm: dict(metrics[arm]) for arm in sorted(metrics)}),
+        "README.txt": readme_bytes(record, metrics, len(key)),
     }
+
+
+class QrelsStream:
+    """The key as TREC qrels bytes, one chunk per batch of key rows, checked on the way.
+
+    Iterating yields ``query_id 0 chunk_id grade`` lines (UTF-8 bytes) for each batch;
+    afterwards :attr:`rows` holds how many rows there were. The key must already be in its
+    canonical order (sorted by query id, then chunk id, by code point: the order the key
+    stage writes and hashes), which is checked row by row, across batches too, so the
+    bytes equal :func:`relgrade.protocol.key.qrels_text` of the whole key without sorting
+    it in memory.
+
+    Parameters
+    ----------
+    batches : iterable of pandas.DataFrame
+        Columns ``query_id``, ``chunk_id``, ``grade`` (integer), the key's rows in order.
+    source : str or os.PathLike, optional
+        The key file, named in errors.
+
+    Raises
+    ------
+    InputError
+        (while iterating) Two rows grade the same pair, or a row comes before the one
+        above it in the canonical order; the error names the file and the row's line.
+    """
+
+    def __init__(self, batches: Iterable[pd.DataFrame], *, source=None):
+        self.batches, self.source, self.rows = batches, source, 0
+
+    def __iter__(self):
+        last = None
+        for batch in self.batches:
+            qs = batch["query_id"].astype(str).tolist()
+            cs = batch["chunk_id"].astype(str).tolist()
+            gs = [int(g) for g in batch["grade"].tolist()]
+            lines = []
+            for q, c, g in zip(qs, cs, gs):
+                pair = (q, c)
+                self.rows += 1
+                if last is not None and pair <= last:
+                    same = pair == last
+                    raise InputError(
+                        "a key holds one grade per pair" if same else
+                        "a key is in canonical order (query_id, then chunk_id)",
+                        path=self.source, line=self.rows, item=f"pair ({q}, {c})",
+                        found="two rows" if same else f"after ({last[0]}, {last[1]})",
+                        fix="Rerun the key stage: it writes the key sorted and hashed")
+                last = pair
+                lines.append(f"{q} 0 {c} {g}\n")
+            yield "".join(lines).encode("utf-8")
+
+
+#: The bundle's files streamed as lines (scanned chunk by chunk), the others are small.
+LINE_FILES = ("key.qrels",)
+
+
+def bundle_parts(key_batches: Iterable[pd.DataFrame], record: Mapping,
+                 metrics: Mapping[str, Mapping], *,
+                 source=None) -> Iterator[tuple[str, Iterable[bytes]]]:
+    """The public bundle as a stream: each file's name and its bytes in chunks.
+
+    Yields the files of :func:`bundle_files`, byte for byte, in the order ``key.qrels``,
+    ``record.json``, ``metrics.json``, ``README.txt``: the qrels as a :class:`QrelsStream`
+    over ``key_batches`` (consume it before asking for the next file: the README counts
+    its rows), the others as one chunk each.
+
+    Parameters
+    ----------
+    key_batches : iterable of pandas.DataFrame
+        The frozen key's rows in canonical order, in batches (see :class:`QrelsStream`).
+    record, metrics
+        As for :func:`bundle_files`.
+    source : str or os.PathLike, optional
+        The key file, named in errors.
+
+    Raises
+    ------
+    ProtocolError
+        As :func:`bundle_files`, before the first file.
+    InputError
+        While the qrels are consumed (see :class:`QrelsStream`).
+    """
+    public = _checked_public(record, metrics)
+    qrels = QrelsStream(key_batches, source=source)
+    yield "key.qrels", qrels
+    yield "record.json", [_dumps(public)]
+    yield "metrics.json", [_dumps({arm: dict(metrics[arm]) for arm in sorted(metrics)})]
+    yield "README.txt", [readme_bytes(record, metrics, qrels.rows)]
 
 
 def check_id_fields(doc: Mapping, *, source: str) -> None:
@@ -365,94 +463,34 @@ class _Phrases:
 def find_private(bundle: bytes | Mapping[str, bytes],
                  private_texts: Mapping[str, Iterable[tuple[str, str]]], *,
                  allowed: Iterable[str] = ()) -> list[Leak]:
-    """Every private text that appears in the bundle (see :func:`scan_private`)."""
+    """Every private text that appears in the bundle (see :func:`scan_private`).
+
+    The bundle's files are scanned whole, in name order, by
+    :class:`relgrade.protocol.private_scan.BundleScan` (which also scans a file fed in chunks).
+    """
+    from relgrade.protocol.private_scan import BundleScan, PrivateIndex
+
     files = {"bundle": bundle} if isinstance(bundle, (bytes, bytearray)) else dict(bundle)
-    allowed = {str(a) for a in allowed}
-    segs: list[tuple[str, str, str]] = []  # (text, mode, file)
+    scan = BundleScan(PrivateIndex(private_texts), allowed)
     for name in sorted(files):
-        segs += [(t, mode, name) for t, mode in _segments(name, bytes(files[name]), allowed) if t]
+        scan.add_file(name, bytes(files[name]))
+    return scan.leaks()
 
-    def joined(parts):
-        """The parts joined by a separator no text holds, and each part's start offset."""
-        starts, pos = [], 0
-        for t, _, _ in parts:
-            starts.append(pos)
-            pos += len(t) + 1
-        return _SEP.join(t for t, _, _ in parts), starts
 
-    def owner(parts, starts, i):
-        return parts[bisect.bisect_right(starts, i) - 1][2]
+def refuse_leaks(leaks: list[Leak], *, limit: int = 10) -> None:
+    """Raise when ``leaks`` is not empty.
 
-    runs = [s for s in segs if s[1] in ("run", "prose")]
-    hay, hay_starts = joined(runs)
-    short_segs = [s for s in segs if s[1] == "run"]
-    short_hay, short_starts = joined(short_segs)
-    whole = {}  # a single word matches a whole JSON string or a field of a text line
-    values = {}  # ... and a tiny text only a whole JSON value or a field, never a key
-    for t, mode, name in segs:
-        if mode in ("json", "key"):
-            whole.setdefault(t, name)
-            if mode == "json":
-                values.setdefault(t, name)
-        elif mode == "line":
-            for w in t.split(" "):
-                whole.setdefault(w, name)
-                values.setdefault(w, name)
-
-    phrases = _Phrases(short_hay)
-    found_at: dict[str, int | None] = {}  # a short phrase -> where it first matches, if it does
-    leaks: dict[tuple[str, str], Leak] = {}
-    blocks: dict[str, list[tuple[str, str, str, int, str]]] = {}
-    for kind, items in private_texts.items():
-        for ident, raw in items:
-            if not isinstance(raw, str):
-                continue
-            ident, text = str(ident), _norm(raw)
-            plain = " ".join(raw.split())  # shown in messages, as the private text has it
-            if not any(ch.isalpha() for ch in text):
-                continue
-            if len(text) < MIN_SHORT:
-                if text in values:
-                    leaks.setdefault((kind, ident), Leak(kind, ident, values[text], plain))
-                continue
-            if len(text) >= MIN_SHARED:
-                for s in range(0, len(text) - _BLOCK + 1, _BLOCK):
-                    blocks.setdefault(text[s:s + _BLOCK], []).append(
-                        (kind, ident, text, s, plain))
-            elif " " not in text:
-                if text in whole:
-                    leaks.setdefault((kind, ident), Leak(kind, ident, whole[text], plain))
-            else:
-                if text not in found_at:
-                    found_at[text] = phrases.first(text)
-                at = found_at[text]
-                if at is not None:
-                    leaks.setdefault((kind, ident), Leak(
-                        kind, ident, owner(short_segs, short_starts, at), plain))
-    if blocks:
-        for i in range(len(hay) - _BLOCK + 1):
-            cands = blocks.get(hay[i:i + _BLOCK])
-            if not cands:
-                continue
-            for kind, ident, text, s, plain in cands:
-                if (kind, ident) in leaks:
-                    continue
-                left = 0
-                while (i - left - 1 >= 0 and s - left - 1 >= 0
-                       and hay[i - left - 1] == text[s - left - 1]):
-                    left += 1
-                right = _BLOCK
-                while (i + right < len(hay) and s + right < len(text)
-                       and hay[i + right] == text[s + right]):
-                    right += 1
-                shared = text[s - left:s + right]
-                if len(shared) >= MIN_SHARED and sum(ch.isalnum() for ch in shared) >= MIN_ALNUM:
-                    # the private text's own letters when normalising kept every offset
-                    if len(plain) == len(text):
-                        shared = plain[s - left:s + right]
-                    leaks[(kind, ident)] = Leak(kind, ident, owner(runs, hay_starts, i),
-                                                _cut(shared.strip()))
-    return sorted(leaks.values(), key=lambda leak: (leak.kind, leak.id))
+    Raises
+    ------
+    ProtocolError
+        Listing the leaks (kind, id, file and the shared text cut to 60 characters), at most
+        ``limit`` of them, and saying that nothing was published.
+    """
+    if leaks:
+        shown = "; ".join(str(leak) for leak in leaks[:limit])
+        more = f"; and {len(leaks) - limit} more" if len(leaks) > limit else ""
+        raise ProtocolError(f"private text in the publish bundle ({len(leaks)} found): "
+                            f"{shown}{more}. Nothing was published")
 
 
 def scan_private(bundle: bytes | Mapping[str, bytes],
@@ -505,10 +543,5 @@ def scan_private(bundle: bytes | Mapping[str, bytes],
     relgrade's own wording) or a whole whitespace-separated field of a text line. Inside a
     longer string it would match by chance (``db`` inside ``nDCG@10``'s neighbours).
     """
-    leaks = find_private(bundle, private_texts, allowed=allowed)
-    if leaks:
-        shown = "; ".join(str(leak) for leak in leaks[:limit])
-        more = f"; and {len(leaks) - limit} more" if len(leaks) > limit else ""
-        raise ProtocolError(f"private text in the publish bundle ({len(leaks)} found): "
-                            f"{shown}{more}. Nothing was published")
+    refuse_leaks(find_private(bundle, private_texts, allowed=allowed), limit=limit)
     return []

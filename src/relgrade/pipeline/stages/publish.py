@@ -3,28 +3,67 @@
 Publishes the frozen key only, read with its qrels and record checked to have been written
 together; post-hoc keys and their metrics stay out of the bundle (the decision is the frozen
 key's).
+
+The bundle is streamed: the key is read in batches and its qrels written to the temporary
+folder as they are made, each chunk scanned for private text as it is written (the scan's
+state carried across chunks); the private texts are read in batches into the scan's index (each distinct
+text once).
+Nothing is swapped in unless every file was written and the scan found nothing.
 """
 
+from relgrade.io import batches as stream
 from relgrade.io import files as io
 from relgrade.protocol import publish
+from relgrade.protocol.private_scan import BundleScan, PrivateIndex
+
+
+def _pairs(path, id_column: str, text_column: str):
+    """``(id, text)`` of a table, read batch by batch."""
+    for batch in stream.iter_table_batches(path, [id_column, text_column]):
+        yield from zip(batch[id_column], batch[text_column])
+
+
+def _reasons(path):
+    """``("grader query_id chunk_id", reason)`` of the grades table, batch by batch."""
+    for b in stream.iter_table_batches(path, ["grader", "query_id", "chunk_id", "reason"]):
+        yield from zip(b["grader"] + " " + b["query_id"] + " " + b["chunk_id"], b["reason"])
+
+
+def _ids(path, column: str):
+    for batch in stream.iter_table_batches(path, [column]):
+        yield from batch[column]
 
 
 def run(ex):
-    read = lambda name: io.read_table(ex.path(name))  # noqa: E731
     metrics = {p.stem: io.read_json(p) for p in sorted(ex.path("metrics").glob("*.json"))}
-    key, record = ex.read_key()
-    files = publish.bundle_files(key, record, metrics)
-    queries, intents, chunks, grades = read("queries"), read("intents"), read("chunks"), read("grades")
-    publish.scan_private(files, {
-        "query": zip(queries["query_id"], queries["query"]),
-        "intent": zip(intents["query_id"], intents["intent"]),
-        "chunk": zip(chunks["chunk_id"], chunks["text"]),
-        "reason": zip(grades["grader"] + " " + grades["query_id"] + " " + grades["chunk_id"],
-                      grades["reason"]),
-    }, allowed=[*queries["query_id"], *chunks["chunk_id"], *metrics])
+    record, key_batches, key_path = ex.key_batches()
+    index = PrivateIndex(lambda: {  # read again only to name the owners of a leak
+        "query": _pairs(ex.path("queries"), "query_id", "query"),
+        "intent": _pairs(ex.path("intents"), "query_id", "intent"),
+        "chunk": _pairs(ex.path("chunks"), "chunk_id", "text"),
+        "reason": _reasons(ex.path("grades")),
+    })
+    scan = BundleScan(index, allowed=[*_ids(ex.path("queries"), "query_id"),
+                                      *_ids(ex.path("chunks"), "chunk_id"), *metrics])
     out = ex.path("publish")
+    names = []
     with io.atomic_dir(out) as tmp:  # built beside the old folder, then swapped in
-        for name, data in files.items():
-            io.write_bytes(tmp / name, data)
-    print(f"published {', '.join(files)} to {out}")
+        for name, parts in publish.bundle_parts(key_batches, record, metrics, source=key_path):
+            if name in publish.LINE_FILES:
+                lines = scan.lines(name)
+                stream.write_chunks(tmp / name, _scanned(parts, lines))
+                lines.close()
+            else:
+                data = b"".join(parts)
+                scan.add_file(name, data)
+                stream.write_chunks(tmp / name, [data])
+            names.append(name)
+        publish.refuse_leaks(scan.leaks())
+    print(f"published {', '.join(names)} to {out}")
 
+
+def _scanned(parts, lines):
+    """The chunks of ``parts``, each fed to the line scan ``lines`` as it passes."""
+    for chunk in parts:
+        lines.feed(chunk)
+        yield chunk
