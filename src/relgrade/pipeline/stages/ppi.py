@@ -20,6 +20,15 @@ human key (the auditor's grades of the round, with the metrics stage's own score
   "ppi-rank-sets" of params ``seed``);
 * the design: the sample, its seed, the rectifier and every lambda.
 
+When the key grader's probe report ``judges/probe-GRADER.json`` exists (``relgrade judge
+probe``), measured under the key grader's judge identity now and on the rubric now, the
+paraphrase component of each arm's per-query metric and of each paired difference's is
+measured on its paraphrase answers (:mod:`relgrade.evaluation.ppi_paraphrase`, metric units)
+and, with params ``judges.probe.widen`` (the default), every PPI++ interval is widened by
+it (:func:`relgrade.evaluation.ppi_table.widen_block`); ``paraphrase`` in the output records
+the report's sha256, the components and whether it widened. A report of another identity
+or rubric is recorded as ignored, with the reason. Without a report nothing changes.
+
 A model key grader whose judge identity has no calibration against people in the judges'
 ledger, or a stale one, is pending work: printed after the estimates, or, with params
 ``judges.require_calibration``, the stage stops before it writes anything (exit 3).
@@ -37,8 +46,10 @@ import pandas as pd
 
 from relgrade.errors import InputError
 from relgrade.evaluation import budget, judge_audit, metrics, pooled, ppi_table, ranksets
+from relgrade.evaluation.ppi_paraphrase import metric_prompt_variances, paraphrase_metric_cells
 from relgrade.evaluation.settings import design_pairs
 from relgrade.experiment.calibration import PENDING_GOES_ON, owed_calibrations
+from relgrade.experiment.probe_report import ppi_paraphrase_source, prompt_draws
 from relgrade.io import files as io
 from relgrade.io.runs import read_run
 from relgrade.pipeline.stages.audit import check_sample_lock, locked_design, sample_design
@@ -170,6 +181,28 @@ def first_reaching(curve: pd.DataFrame, *, tau: float = 0.9) -> dict:
     return out
 
 
+def _paraphrase_record(source: dict, components: dict, draws: int | None) -> dict:
+    """The ``paraphrase`` entry of the output: the source report and, per measure, the
+    components of each arm and each difference (metric units squared)."""
+    out = {k: source[k] for k in ("source", "sha256", "judge", "used", "widen", "note")}
+    out["widened"] = bool(source["used"] and source["widen"])
+    if not source["used"]:
+        return out
+    out |= {"paraphrases": source["paraphrases"], "draws": draws,
+            "probed_queries": int(source["answers"]["query_id"].nunique()),
+            "probed_pairs": int(len(source["answers"].drop_duplicates(
+                ["query_id", "chunk_id"]))),
+            "components": {}}
+    for m, c in components.items():
+        out["components"][m] = {
+            "arms": {a: e["components"] | {"prompt_variance": e["prompt_variance"]}
+                     for a, e in c["arms"].items()},
+            "differences": [{"arm_a": a, "arm_b": b} | e["components"]
+                            | {"prompt_variance": e["prompt_variance"]}
+                            for (a, b), e in c["differences"].items()]}
+    return out
+
+
 def run(ex):
     p = ex.params
     cfg, seed = p.need("ppi"), p.need("seed")
@@ -205,6 +238,9 @@ def run(ex):
     # decision's: in ppi mode these differences decide (the compare stage reads them)
     settings = p.compare_settings()
     pairs = design_pairs(arms, baseline=settings.baseline, mode=settings.pairs)
+    para = ppi_paraphrase_source(ex, key_grader)
+    draws = prompt_draws(ex, key_grader, sample) if para and para["used"] else None
+    components = {}
     estimates, rank_sets = {}, {}
     for m in measures:
         if not (model_tables[arms[0]]["measure"] == m).any():
@@ -212,8 +248,21 @@ def run(ex):
                              path=p.source, item="ppi.measures", found=m,
                              fix="name a measure of metrics/arms/ARM.json")
         wide_model, wide_human = _wide(model_tables, m, queries), _wide(human_tables, m, sample)
+        widen = None
+        if para and para["used"]:
+            cells = paraphrase_metric_cells(
+                key, para["answers"], runs, measure=m, cutoffs=p.need("metrics").cutoffs,
+                relevant_min=p.need("scale").relevant_min, ties=p.runs.ties, groups=groups)
+            components[m] = metric_prompt_variances(cells, arms=arms, pairs=pairs,
+                                                     n_queries=len(queries))
+            if para["widen"]:
+                c = components[m]
+                widen = {"arms": {a: e["prompt_variance"] for a, e in c["arms"].items()},
+                         "differences": {k: e["prompt_variance"]
+                                         for k, e in c["differences"].items()}}
         estimates[m] = ppi_table.ppi_table(wide_model, wide_human, measure=m,
-                                           level=level, interval=interval, pairs=pairs)
+                                           level=level, interval=interval, pairs=pairs,
+                                           prompt_variance=widen, draws=draws or 1)
         rank_sets[m] = _rank_sets(wide_model, wide_human, m, seed=seed, level=level,
                                   n_resamples=p.need("metrics").bootstrap)
 
@@ -252,6 +301,7 @@ def run(ex):
             "interval_words": ppi_table.INTERVAL_WORDS[interval], "level": level,
             "zero_for_no_relevant": "a query with no relevant chunk under a key counts 0"},
         "estimates": estimates,
+    } | ({"paraphrase": _paraphrase_record(para, components, draws)} if para else {}) | {
         "rank_sets": rank_sets,
         "judge_audit": audit.to_dict() | {"k": k, "model_family":
                                           graders.get(key_grader, {}).get("family")},
@@ -273,6 +323,12 @@ def run(ex):
             print(f"ppi {m} {arm}: PPI++ {e['estimate']:.4f} [{e['low']:.4f}, {e['high']:.4f}] "
                   f"(lambda {e['lambda']:.2f}); model-only {mo['estimate']:.4f}; "
                   f"human-only {ho['estimate']:.4f} (n={e['n']}, N={e['N']})")
+    if para:
+        print(f"ppi paraphrase: {para['source']} (sha256 {para['sha256'][:12]}): "
+              + (para["note"] if not para["used"] else
+                 ("widened the PPI++ intervals" if para["widen"] else
+                  "component recorded, not widened (judges.probe.widen: false)")
+                 + f", {draws} prompt draw(s)"))
     for line in audit.flags:
         print(f"judge audit: {line}")
     for line in owed:
