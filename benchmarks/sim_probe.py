@@ -197,14 +197,14 @@ def part_ppi_metric(rng, reps: int, *, changed: bool, N: int = 300, n: int = 30,
               "differences": {("a", "b"): comp["differences"][("a", "b")]["prompt_variance"]}}
         truth = {"a": human_all["a"].mean(), "b": human_all["b"].mean()}
         truth["a-b"] = truth["a"] - truth["b"]
-        for name, t in (("ppi", None), ("widened", pv)):
-            tab = ppi_table(model, human, measure="nDCG@10", pairs=[("a", "b")],
-                            prompt_variance=t, draws=2 if changed else 1)
-            got = [(tab["arms"][a]["ppi++"], truth[a]) for a in "ab"] + \
-                [(tab["differences"][0]["ppi++"], truth["a-b"])]
-            for row, tr in got:
-                cover[name] += row["low"] <= tr <= row["high"]
-                width[name].append(row["high"] - row["low"])
+        tab = ppi_table(model, human, measure="nDCG@10", pairs=[("a", "b")],
+                        prompt_variance=pv, draws=2 if changed else 1)
+        got = [(tab["arms"][a]["ppi++"], truth[a]) for a in "ab"] + \
+            [(tab["differences"][0]["ppi++"], truth["a-b"])]
+        for row, tr in got:  # the row keeps its interval before the widening
+            for name, r in (("ppi", row["paraphrase"]["unwidened"]), ("widened", row)):
+                cover[name] += r["low"] <= tr <= r["high"]
+                width[name].append(r["high"] - r["low"])
         rows += 3
     return {**{f"cover_{k}": v / rows for k, v in cover.items()},
             "width_ppi": float(np.mean(width["ppi"])),
@@ -216,32 +216,39 @@ def main() -> None:
     ap.add_argument("--replicates", type=int, default=500)
     ap.add_argument("--seed", type=int, default=20261206)
     ap.add_argument("--paraphrases", type=int, default=4)
+    ap.add_argument("--parts", default="1234",
+                    help="Which parts to run (digits 1-4; default all).")
     a = ap.parse_args()
     rng = np.random.default_rng(a.seed)
     load = os.getloadavg()[0]
     t0 = time.process_time()
-    v = part_variance(rng, a.replicates, a.paraphrases)
-    print(f"1. paraphrase component: planted {v['planted']:.4f}, mean estimate "
-          f"{v['mean']:.4f} (MC se {v['mc_se']:.4f}), ratio {v['ratio']:.3f}; one replicate's "
-          f"estimate / planted: quartiles {v['q25']:.2f}, {v['q75']:.2f} "
-          f"({a.replicates} replicates, {a.paraphrases} paraphrases x 200 pairs x 2 samples)")
-    f = part_flags(rng, a.replicates)
-    for name, r in f.items():
-        print(f"2. {name} judge: mean flip rate {r['mean_rate']:.3f}; flagged (rate > 0.1) "
-              f"{r['flagged']:.1%}; interval's lower end > 0.1 {r['low_flagged']:.1%} "
-              f"(200 pairs in 20 queries)")
-    for changed in (False, True):
+    if "1" in a.parts:
+        v = part_variance(rng, a.replicates, a.paraphrases)
+        print(f"1. paraphrase component: planted {v['planted']:.4f}, mean estimate "
+              f"{v['mean']:.4f} (MC se {v['mc_se']:.4f}), ratio {v['ratio']:.3f}; one replicate's "
+              f"estimate / planted: quartiles {v['q25']:.2f}, {v['q75']:.2f} "
+              f"({a.replicates} replicates, {a.paraphrases} paraphrases x 200 pairs x 2 "
+              "samples)", flush=True)
+    if "2" in a.parts:
+        f = part_flags(rng, a.replicates)
+        for name, r in f.items():
+            print(f"2. {name} judge: mean flip rate {r['mean_rate']:.3f}; flagged (rate > "
+                  f"0.1) {r['flagged']:.1%}; interval's lower end > 0.1 "
+                  f"{r['low_flagged']:.1%} (200 pairs in 20 queries)", flush=True)
+    for changed in (False, True) if "3" in a.parts else ():
         p = part_ppi(rng, a.replicates, changed=changed)
         label = "sample graded under another paraphrase" if changed else "one paraphrase"
         print(f"3. ppi, {label}: coverage PPI++ {p['cover_ppi']:.1%} (width "
               f"{p['width_ppi']:.3f}), widened {p['cover_widened']:.1%} (width "
-              f"{p['width_widened']:.3f}), model-only {p['cover_model_only']:.1%}")
-    for changed in (False, True):
+              f"{p['width_widened']:.3f}), model-only {p['cover_model_only']:.1%}",
+              flush=True)
+    for changed in (False, True) if "4" in a.parts else ():
         p = part_ppi_metric(rng, a.replicates, changed=changed)
         label = "sample graded under another paraphrase" if changed else "one paraphrase"
         print(f"4. ppi nDCG@10 (arms and difference), {label}: coverage PPI++ "
               f"{p['cover_ppi']:.1%} (width {p['width_ppi']:.3f}), widened "
-              f"{p['cover_widened']:.1%} (width {p['width_widened']:.3f})")
+              f"{p['cover_widened']:.1%} (width {p['width_widened']:.3f}); "
+              f"{a.replicates} replicates x 3 intervals", flush=True)
     print(f"CPU seconds {time.process_time() - t0:.1f}; load average at start {load:.2f}")
 
 
