@@ -44,8 +44,12 @@ def probed(tmp_path_factory):
     _loop(root, EXP)
     folder = root / EXP
     before = json.loads((folder / "metrics/ppi.json").read_text())
+    # the wording moves this judge's grades: the probe's gate fails (exit 1) after it has
+    # written the report, which the ppi stage then uses
     probe = tiny.run(root, "relgrade", "judge", "probe", "--experiment", EXP,
-                     "--probe", "paraphrase")
+                     "--probe", "paraphrase", check=False)
+    assert probe.returncode == 1, probe.stdout + probe.stderr
+    assert "written to experiments/ppi/judges/probe-model-m.json" in probe.stdout
     repro = tiny.run(root, "dvc", "repro", f"{EXP}/dvc.yaml")
     after = json.loads((folder / "metrics/ppi.json").read_text())
     return root, folder, before, probe, repro, after
