@@ -10,6 +10,7 @@ by the user's loop (`dvc repro` and the commands its Pending line names).
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import sys
@@ -78,8 +79,6 @@ def test_repro_widens_each_interval_by_the_recorded_component(probed):
     report_bytes = (folder / "judges/probe-model-m.json").read_bytes()
     report = json.loads(report_bytes)
     para = after["paraphrase"]
-    import hashlib
-
     assert para["sha256"] == hashlib.sha256(report_bytes).hexdigest()
     assert (para["used"], para["widen"], para["widened"], para["draws"]) == (True, True, True, 1)
     assert para["judge"] == report["judge"] and para["note"] is None
@@ -129,3 +128,19 @@ def test_a_probe_of_another_identity_is_ignored_with_a_note(probed):
     assert out["estimates"] == before["estimates"]
     md = (folder / "metrics/report.md").read_text()
     assert "ignored: measured under judge identity 000000000000" in md
+
+
+def test_a_probe_report_edited_by_hand_is_one_error_line_and_nothing_is_written(probed):
+    root, folder, *_ = probed
+    path = folder / "judges/probe-model-m.json"
+    report = json.loads(path.read_text())
+    report["probes"]["paraphrase"]["answers"]["rows"][3] = ["q01", "c1", "one", 0, 2]
+    path.write_text(json.dumps(report, indent=2))
+    kept = (folder / "metrics/ppi.json").read_bytes()
+    proc = tiny.run(root, "dvc", "repro", f"{EXP}/dvc.yaml", check=False)
+    assert proc.returncode != 0
+    errors = [x for x in proc.stderr.splitlines() if x.startswith("Error:")]
+    assert len(errors) == 1 and "probe-model-m.json" in errors[0]
+    assert "probes.paraphrase.answers.rows[3]" in errors[0]
+    assert "is not [query_id, chunk_id, prompt, sample, grade]" in errors[0]
+    assert (folder / "metrics/ppi.json").read_bytes() == kept
