@@ -132,3 +132,57 @@ def test_without_a_prompt_variance_the_table_is_as_before_to_the_byte():
     b = ppi_table(model, human, measure="x", pairs=[("a", "b")], prompt_variance=None)
     assert json.dumps(a) == json.dumps(b)
     assert "paraphrase" not in a["arms"]["a"]["ppi++"]
+
+
+def test_the_ppi_stage_reads_the_key_graders_probe_report_and_the_widen_switch_once_they_exist(
+        tmp_path):
+    import shutil
+    from pathlib import Path
+
+    import yaml
+
+    from relgrade.experiment.files import Experiment
+    from relgrade.pipeline import registry
+
+    exp = Path(__file__).resolve().parents[1] / "experiments" / "ppi-sim"
+    root = tmp_path / "ppi-sim"
+    root.mkdir()
+    shutil.copy(exp / "params.yaml", root / "params.yaml")
+    raw = yaml.safe_load((root / "params.yaml").read_text())
+    ppi = next(s for s in registry.stages() if s.name == "ppi")
+
+    def body(raw):
+        ex = Experiment.from_mapping(raw, root=root)
+        return registry.stage_body(ppi, ex, registry.modes_of(ex), graph=None,
+                                   src=tmp_path / "src", root_rel="..")
+
+    plain = body(raw)
+    assert not any("judges" in d for d in plain["deps"])
+    assert not any("judges" in p for p in plain["params"])
+    (root / "judges").mkdir()
+    (root / "judges" / "probe-model-m.json").write_text("{}")
+    (root / "judges" / "probe-other.json").write_text("{}")  # not the key grader's
+    switched = body(raw | {"judges": {"probe": {"widen": False, "max_flip_rate": 0.2}}})
+    assert [d for d in switched["deps"] if "judges" in d] == ["judges/probe-model-m.json"]
+    assert [p for p in switched["params"] if "judges" in p] == ["judges.probe.widen"]
+
+
+def test_with_the_switch_off_the_record_keeps_the_components_and_says_nothing_was_widened():
+    from relgrade.pipeline.stages.ppi import _paraphrase_record
+
+    comps = {RR: metric_prompt_variances(cells(), arms=["a", "b"], pairs=[("a", "b")],
+                                         n_queries=10)}
+    source = {"source": "judges/probe-m.json", "sha256": "ab" * 32, "judge": "cd" * 32,
+              "used": True, "widen": False, "note": None, "paraphrases": 2,
+              "answers": ANSWERS}
+    rec = _paraphrase_record(source, comps, 1)
+    assert (rec["widen"], rec["widened"], rec["draws"]) == (False, False, 1)
+    assert (rec["probed_queries"], rec["probed_pairs"]) == (3, 6)
+    a = rec["components"][RR]["arms"]["a"]
+    assert a["prompt_variance"] == pytest.approx(11 / 240) and a["prompt"] == pytest.approx(1 / 24)
+    d = rec["components"][RR]["differences"][0]
+    assert (d["arm_a"], d["arm_b"]) == ("a", "b")
+    ignored = _paraphrase_record(source | {"used": False, "note": "ignored: x"}, {}, None)
+    assert ignored == {"source": "judges/probe-m.json", "sha256": "ab" * 32,
+                       "judge": "cd" * 32, "used": False, "widen": False, "note": "ignored: x",
+                       "widened": False}
