@@ -134,13 +134,13 @@ def test_a_probe_report_edited_by_hand_is_one_error_line_and_nothing_is_written(
     root, folder, *_ = probed
     path = folder / "judges/probe-model-m.json"
     report = json.loads(path.read_text())
-    report["probes"]["paraphrase"]["answers"]["rows"][3] = ["q01", "c1", "one", 0, 2]
+    report["probes"]["paraphrase"]["answer_rows"]["rows"][3] = ["q01", "c1", "one", 0, 2]
     path.write_text(json.dumps(report, indent=2))
     kept = (folder / "metrics/ppi.json").read_bytes()
     proc = tiny.run(root, "dvc", "repro", f"{EXP}/dvc.yaml", check=False)
     assert proc.returncode != 0
     errors = [x for x in proc.stderr.splitlines() if x.startswith("Error:")]
     assert len(errors) == 1 and "probe-model-m.json" in errors[0]
-    assert "probes.paraphrase.answers.rows[3]" in errors[0]
+    assert "probes.paraphrase.answer_rows.rows[3]" in errors[0]
     assert "is not [query_id, chunk_id, prompt, sample, grade]" in errors[0]
     assert (folder / "metrics/ppi.json").read_bytes() == kept

@@ -217,7 +217,7 @@ def test_probe_flags_a_judge_swayed_by_the_injected_line(tmp_path):
     assert len(report["probes"]["paraphrase"]["paraphrase_rules"]) == 3
     # the answers under each paraphrase are kept, one row per pair, paraphrase and sample,
     # sorted: 14 pairs x 3 paraphrases x 1 sample; this judge answers as it graded
-    kept = report["probes"]["paraphrase"]["answers"]
+    kept = report["probes"]["paraphrase"]["answer_rows"]
     assert kept["columns"] == ["query_id", "chunk_id", "prompt", "sample", "grade"]
     assert len(kept["rows"]) == 42 and kept["rows"] == sorted(kept["rows"])
     assert {tuple(r[2:4]) for r in kept["rows"]} == {(1, 0), (2, 0), (3, 0)}

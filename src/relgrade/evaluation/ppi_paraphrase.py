@@ -1,7 +1,7 @@
 """The paraphrase component of a model judge, in the units of a per-query metric.
 
 ``relgrade judge probe`` keeps the judge's answers on the audit sample's pairs under each
-paraphrase of its prompt template (the ``paraphrase`` probe's ``answers``, see
+paraphrase of its prompt template (the ``paraphrase`` probe's ``answer_rows``, see
 docs/judges.md). A prediction-powered estimate averages per-query metric values (nDCG and
 the like), not grades; so the component that widens its interval must be measured on those
 values. Two functions:

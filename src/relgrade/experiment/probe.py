@@ -138,7 +138,7 @@ def run_probe(ex, grader: str | None = None, *, probes=None, runner=None) -> dic
         its :func:`~relgrade.evaluation.robustness.flip_rate` result (``paraphrase`` adds
         ``components``, :func:`~relgrade.evaluation.robustness.variance_components`, and
         ``paraphrase_rules``, the wording chosen per rule for each paraphrase, and
-        ``answers``, ``{"columns": ["query_id", "chunk_id", "prompt", "sample", "grade"],
+        ``answer_rows``, ``{"columns": ["query_id", "chunk_id", "prompt", "sample", "grade"],
         "rows": [...]}``, every answer under a paraphrase, sorted, so the ppi stage can
         compute each query's metric under each paraphrase; ``interval_seed``, the
         bootstrap's child seed), ``rubric_sha256`` (the rubric the judge was asked on),
@@ -221,7 +221,7 @@ def run_probe(ex, grader: str | None = None, *, probes=None, runner=None) -> dic
             r["paraphrase_rules"] = [list(c) for c, _ in paraphrases]
             kept = a.rename(columns={"variant": "prompt"}).sort_values(
                 ["query_id", "chunk_id", "prompt", "sample"])
-            r["answers"] = {"columns": ["query_id", "chunk_id", "prompt", "sample", "grade"],
+            r["answer_rows"] = {"columns": ["query_id", "chunk_id", "prompt", "sample", "grade"],
                             "rows": [[str(q), str(c), int(k), int(s), int(g)] for q, c, k, s, g
                                      in kept[["query_id", "chunk_id", "prompt", "sample",
                                               "grade"]].itertuples(index=False)]}

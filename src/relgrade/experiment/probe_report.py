@@ -23,7 +23,7 @@ from relgrade.experiment.layout import probe_report_file
 #: The report's format version.
 PROBE_FORMAT = "relgrade-judge-probe/1"
 
-#: The columns of the paraphrase probe's ``answers`` in the report.
+#: The columns of the paraphrase probe's ``answer_rows`` in the report.
 ANSWER_COLUMNS = ("query_id", "chunk_id", "prompt", "sample", "grade")
 
 
@@ -35,13 +35,13 @@ def report_path(ex, grader: str) -> Path:
 
 def _answers(report: dict, path: Path) -> pd.DataFrame | None:
     para = (report.get("probes") or {}).get("paraphrase")
-    if not isinstance(para, dict) or "answers" not in para:
+    if not isinstance(para, dict) or "answer_rows" not in para:
         return None
-    a = para["answers"]
+    a = para["answer_rows"]
     if not isinstance(a, dict) or list(a.get("columns") or []) != list(ANSWER_COLUMNS) \
             or not isinstance(a.get("rows"), list):
         raise InputError("the probe report's paraphrase answers are not in the written form",
-                         path=path, item="probes.paraphrase.answers",
+                         path=path, item="probes.paraphrase.answer_rows",
                          fix="run relgrade judge probe again (it writes the report anew)")
     for i, row in enumerate(a["rows"]):
         ok = isinstance(row, list) and len(row) == 5 and all(
@@ -49,7 +49,7 @@ def _answers(report: dict, path: Path) -> pd.DataFrame | None:
             isinstance(x, int) and not isinstance(x, bool) for x in row[2:])
         if not ok:
             raise InputError("a paraphrase answer is not [query_id, chunk_id, prompt, sample, "
-                             "grade]", path=path, item=f"probes.paraphrase.answers.rows[{i}]",
+                             "grade]", path=path, item=f"probes.paraphrase.answer_rows.rows[{i}]",
                              found=repr(row)[:80],
                              fix="run relgrade judge probe again (it writes the report anew)")
     return pd.DataFrame(a["rows"], columns=list(ANSWER_COLUMNS)).astype(
