@@ -215,6 +215,14 @@ def test_probe_flags_a_judge_swayed_by_the_injected_line(tmp_path):
     assert comp["pair"] == pytest.approx(68 / 7 / 13)
     assert (comp["pairs"], comp["prompts"], comp["samples"]) == (14, 3, 1)
     assert len(report["probes"]["paraphrase"]["paraphrase_rules"]) == 3
+    # the answers under each paraphrase are kept, one row per pair, paraphrase and sample,
+    # sorted: 14 pairs x 3 paraphrases x 1 sample; this judge answers as it graded
+    kept = report["probes"]["paraphrase"]["answer_rows"]
+    assert kept["columns"] == ["query_id", "chunk_id", "prompt", "sample", "grade"]
+    assert len(kept["rows"]) == 42 and kept["rows"] == sorted(kept["rows"])
+    assert {tuple(r[2:4]) for r in kept["rows"]} == {(1, 0), (2, 0), (3, 0)}
+    assert sorted(r[4] for r in kept["rows"]) == [0] * 12 + [1] * 12 + [2] * 18
+    assert len(report["rubric_sha256"]) == 64
     # 3 paraphrases x 2 queries x 2 batches + 4 chunk probes x 4 batches: 28 processes
     assert report["commands"] == 28
     # probe answers are not grades: the grade files and the bank are as they were

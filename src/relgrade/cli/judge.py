@@ -98,6 +98,29 @@ def record_cmd(params_path, grader, against, identity):
     click.echo(f"Commit {path}.")
 
 
+def _render_ppi_pipeline(ex, grader: str, report, *, quiet: bool) -> None:
+    """In ppi mode, the key grader's report is a dependency of the ppi stage: render the
+    experiment's dvc.yaml again when that adds it (nothing else is rendered here)."""
+    from pathlib import Path
+
+    from relgrade.experiment.files import Experiment
+    from relgrade.io.files import write_text
+    from relgrade.pipeline.registry import render
+
+    p = ex.params
+    dvc = Path(ex.root) / "dvc.yaml"
+    if p.grading.mode != "ppi" or p.grading.key_grader != grader or not dvc.is_file():
+        return
+    text = render(Experiment.load(p.source))
+    if text == dvc.read_text("utf-8"):
+        return
+    write_text(dvc, text)
+    if not quiet:
+        click.echo(f"rendered {dvc.relative_to(ex.working_tree()).as_posix()}: the ppi stage "
+                   f"reads {Path(report).relative_to(ex.working_tree()).as_posix()}; run dvc "
+                   "repro, then commit both")
+
+
 @judge_cmd.command("probe")
 @params_option
 @click.option("--grader", "grader", default=None,
@@ -114,8 +137,11 @@ def probe_cmd(params_path, grader, probes, as_json):
     relevant" line, padding to twice the length, the batch order reversed. Prints per probe
     the flip rate and the mean signed shift against the pairs' grades of record, with
     intervals resampled by query, and the paraphrase variance components; writes the report
-    to judges/probe-GRADER.json in the experiment. Probe answers are not grades: nothing
-    reaches the grade files, the bank or the key. A flip rate above
+    to judges/probe-GRADER.json in the experiment, the answers under each paraphrase
+    included. In ppi mode, for the key grader, the experiment's dvc.yaml is rendered again
+    so that the ppi stage depends on the report: the next dvc repro widens the PPI++
+    intervals by the paraphrase component (params judges.probe.widen turns that off).
+    Probe answers are not grades: nothing reaches the grade files, the bank or the key. A flip rate above
     judges.probe.max_flip_rate is an Error naming the probe (exit 1), after the report."""
     from relgrade.errors import RelgradeError
     from relgrade.experiment.files import Experiment
@@ -132,6 +158,7 @@ def probe_cmd(params_path, grader, probes, as_json):
         for line in report_lines(report):
             click.echo(line)
         click.echo(f"written to {path.relative_to(ex.working_tree()).as_posix()}")
+    _render_ppi_pipeline(ex, report["grader"], path, quiet=as_json)
     if report["failed"]:
         limit = report["params"]["max_flip_rate"]
         raise RelgradeError("judge probe failed: " + "; ".join(

@@ -553,6 +553,42 @@ def _iv(row: dict) -> str:
     return f"{_num(row['estimate'], 4)} [{_num(row['low'], 4)}, {_num(row['high'], 4)}]"
 
 
+def paraphrase_sentence(ppi: dict) -> str | None:
+    """The prediction-powered section's sentence on the judge's paraphrase component (None
+    when the ppi stage read no probe report).
+
+    Parameters
+    ----------
+    ppi : dict
+        The ppi stage's result; its ``paraphrase`` entry (see docs/ppi.md) is read.
+
+    Examples
+    --------
+    >>> paraphrase_sentence({"paraphrase": {"source": "judges/probe-m.json", "sha256": "ab" * 32,
+    ...     "used": False, "widen": True, "widened": False, "note": "ignored: another rubric"}})
+    'Paraphrase component: judges/probe-m.json (sha256 abababababab) ignored: another rubric.'
+    """
+    para = ppi.get("paraphrase")
+    if not para:
+        return None
+    head = f"Paraphrase component: {para['source']} (sha256 {para['sha256'][:12]})"
+    if not para["used"]:
+        return f"{head} {para['note']}."
+    parts = []
+    for m, c in para["components"].items():
+        arms = ", ".join(f"{a} {_num(e['prompt_variance'], 6)}" for a, e in c["arms"].items())
+        diffs = ", ".join(f"{e['arm_a']} − {e['arm_b']} {_num(e['prompt_variance'], 6)}"
+                          for e in c["differences"])
+        parts.append(f"{m}: {arms}" + (f"; differences {diffs}" if diffs else ""))
+    what = (f"every PPI++ interval is widened by {para['draws']} × λ² × the prompt variance "
+            "of the mean of the model's per-query values" if para["widened"] else
+            "recorded, not widened (judges.probe.widen: false)")
+    return (f"{head}, measured under the key grader's judge identity now on "
+            f"{para['probed_pairs']} pairs of {para['probed_queries']} queries × "
+            f"{para['paraphrases']} paraphrases: {what}. Prompt variance of the mean, "
+            f"metric units squared: " + " | ".join(parts) + ".")
+
+
 def ppi_cells(ppi: dict) -> dict:
     """The prediction-powered section's formatted cells, from the ppi stage's ``ppi.json``.
 
@@ -618,7 +654,7 @@ def ppi_cells(ppi: dict) -> dict:
                          f"budget {_num(r['budget'], 2)} ({r['judgments']} judgments, "
                          f"{_num(r['annotator_hours'], 2)} h)")
              for s, r in b["tau_0.9"].items()]
-    return {"design": design, "measures": measures,
+    return {"design": design, "paraphrase": paraphrase_sentence(ppi), "measures": measures,
             "audit": {"leniency": leniency, "order": order, "flags": ja["flags"] or ["none"],
                       "spread": _num(ja["spread"], 3), "max_spread": _num(ja["max_spread"], 3)},
             "budget": {"reference": b["reference"], "curve": curve, "reach": reach}}

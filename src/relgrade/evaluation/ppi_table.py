@@ -33,6 +33,7 @@ from relgrade.errors import InputError
 from relgrade.evaluation.measures import value_range
 from relgrade.evaluation.ppi import (holm, jackknife_rows, jackknife_rows_each,
                                      ppi_mean_rows, regression_se_rows)
+from relgrade.evaluation.robustness import paraphrase_widened
 
 #: Interval kinds: ``jackknife`` (the default: PPI++ with one lambda shared by the arms and,
 #: per difference, the smaller of the differences' shared lambda and its own, the
@@ -239,22 +240,82 @@ def clip_interval(low: float, high: float, bounds) -> tuple[float, float, bool]:
     return lo, hi, bool(lo != low or hi != high)
 
 
+def widen_block(block: dict, prompt_variance, *, draws: int, interval: str,
+                level: float) -> dict:
+    """A PPI++ block of :func:`estimate_rows` with every row's interval widened by the
+    paraphrase component of its model term.
+
+    Parameters
+    ----------
+    block : dict
+        ``estimate_rows(...)["ppi++"]`` (arrays of shape (m,)). Not modified.
+    prompt_variance : array-like of shape (m,), float
+        Per row, the prompt variance of the mean of the model's per-query values
+        (:func:`relgrade.evaluation.robustness.prompt_variance_of_mean`, metric units
+        squared, >= 0).
+    draws : {1, 2}
+        Independent prompt draws (see
+        :func:`relgrade.evaluation.robustness.paraphrase_widened`).
+    interval, level
+        The block's interval kind and level (its quantile is kept).
+
+    Returns
+    -------
+    dict
+        The block with ``se``, ``low`` and ``high`` widened, and under ``paraphrase`` per
+        row ``prompt_variance``, ``added_variance`` (``draws * lambda^2 *
+        prompt_variance``) and the unwidened ``se``, ``low``, ``high``.
+
+    Notes
+    -----
+    Per row, :func:`~relgrade.evaluation.robustness.paraphrase_widened` gives
+    ``se_w = sqrt(se^2 + draws * lambda^2 * prompt_variance)``; the interval is
+    ``estimate -/+ q * se_w`` with the row's own quantile ``q`` (normal, or Student's t on
+    the row's degrees of freedom), so with the ``normal`` kind it is exactly
+    ``paraphrase_widened``'s interval. The ``jackknife`` kind's cap applies to ``se``
+    before the widening: the widened interval may be wider than human-only.
+    """
+    pv = np.asarray(prompt_variance, dtype=np.float64)
+    se_w, added = np.empty_like(pv), np.empty_like(pv)
+    for i, v in enumerate(pv):
+        w = paraphrase_widened(float(block["estimate"][i]), float(block["se"][i]),
+                               lam=float(block["lambda"][i]), prompt_variance=float(v),
+                               draws=draws, level=level)
+        se_w[i], added[i] = w["se"], w["added_variance"]
+    half = _quantile(interval, 1.0 - float(level), block["df"]) * se_w
+    est = block["estimate"]
+    return block | {"se": se_w, "low": est - half, "high": est + half,
+                    "paraphrase": {"prompt_variance": pv, "added_variance": added,
+                                   "draws": draws, "se": block["se"], "low": block["low"],
+                                   "high": block["high"]}}
+
+
 def _row(block: dict, i: int, *, n: int, N: int, interval: str, level: float,
          method: str, bounds=None) -> dict:
     lam = float(block["lambda"][i])
     low, high, clipped = clip_interval(float(block["low"][i]), float(block["high"][i]), bounds)
-    return {"method": method, "estimate": float(block["estimate"][i]),
-            "se": float(block["se"][i]), "low": low, "high": high, "clipped": clipped,
-            "lambda": None if math.isnan(lam) else lam,
-            "n": 0 if method == "model-only" else int(n),
-            "N": 0 if method == "human-only" else int(N), "interval": interval,
-            "df": int(block["df"][i]), "level": float(level)} | (
-                {"capped": bool(block["capped"][i])} if method == "ppi++" else {})
+    out = {"method": method, "estimate": float(block["estimate"][i]),
+           "se": float(block["se"][i]), "low": low, "high": high, "clipped": clipped,
+           "lambda": None if math.isnan(lam) else lam,
+           "n": 0 if method == "model-only" else int(n),
+           "N": 0 if method == "human-only" else int(N), "interval": interval,
+           "df": int(block["df"][i]), "level": float(level)} | (
+               {"capped": bool(block["capped"][i])} if method == "ppi++" else {})
+    para = block.get("paraphrase")
+    if para is not None:
+        u_low, u_high, _ = clip_interval(float(para["low"][i]), float(para["high"][i]), bounds)
+        out["paraphrase"] = {"prompt_variance": float(para["prompt_variance"][i]),
+                             "draws": int(para["draws"]),
+                             "added_variance": float(para["added_variance"][i]),
+                             "unwidened": {"se": float(para["se"][i]), "low": u_low,
+                                           "high": u_high}}
+    return out
 
 
 def ppi_table(model_values: pd.DataFrame, human_values: pd.DataFrame, *, measure: str,
               level: float = 0.95, interval: str = "jackknife",
-              pairs: Sequence[tuple[str, str]] | None = None) -> dict:
+              pairs: Sequence[tuple[str, str]] | None = None,
+              prompt_variance: dict | None = None, draws: int = 1) -> dict:
     """Per-arm and paired-difference estimates of one measure, three estimators each.
 
     Parameters
@@ -275,6 +336,15 @@ def ppi_table(model_values: pd.DataFrame, human_values: pd.DataFrame, *, measure
         differences themselves) and its own (``tuning="per-row"``).
     pairs : sequence of (arm_a, arm_b), optional
         The comparisons (A - B); default every pair of arms in index order.
+    prompt_variance : dict, optional
+        ``{"arms": {arm: float}, "differences": {(arm_a, arm_b): float}}``: per arm and per
+        difference, the prompt variance of the mean of the model's per-query values (metric
+        units squared, from the judge's paraphrase probe). Given, every PPI++ interval is
+        widened by it (:func:`widen_block`), its p-values (and Holm's) taken on the widened
+        standard error, and each PPI++ row carries ``paraphrase``. Default None: nothing
+        is widened and the rows are as without it.
+    draws : {1, 2}, default 1
+        Independent prompt draws behind the model term (with ``prompt_variance``).
 
     Returns
     -------
@@ -323,6 +393,13 @@ def ppi_table(model_values: pd.DataFrame, human_values: pd.DataFrame, *, measure
                          found=str(n), fix="raise ppi.human_fraction or ppi.human_queries, "
                                            "or set ppi.interval: t")
     est = estimate_rows(y, yhat, f, level=level, interval=interval)
+    if prompt_variance is not None:
+        missing = [a for a in arms if a not in prompt_variance["arms"]]
+        if missing:
+            raise InputError("every arm needs its prompt variance to be widened",
+                             item=f"arm {missing[0]}, {measure}")
+        est["ppi++"] = widen_block(est["ppi++"], [prompt_variance["arms"][a] for a in arms],
+                                   draws=draws, interval=interval, level=level)
     zero = [arms[i] for i in np.flatnonzero(~(est["ppi++"]["se"] > 0))]
     if zero:
         raise InputError("the PPI++ standard error is 0, so no interval is defined",
@@ -348,6 +425,14 @@ def ppi_table(model_values: pd.DataFrame, human_values: pd.DataFrame, *, measure
     ib = np.array([pos[b] for _, b in pairs])
     d = estimate_rows(y[ia] - y[ib], yhat[ia] - yhat[ib], f[ia] - f[ib], level=level,
                       interval=interval, tuning="per-row")
+    if prompt_variance is not None:
+        diffs = prompt_variance["differences"]
+        missing = [p for p in pairs if tuple(p) not in diffs]
+        if missing:
+            raise InputError("every difference needs its prompt variance to be widened",
+                             item=f"{missing[0][0]} - {missing[0][1]}, {measure}")
+        d["ppi++"] = widen_block(d["ppi++"], [diffs[tuple(p)] for p in pairs], draws=draws,
+                                 interval=interval, level=level)
     rows = [{"arm_a": a, "arm_b": b} for a, b in pairs]
     for m in ESTIMATORS:
         block = d[m]

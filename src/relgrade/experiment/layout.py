@@ -26,6 +26,13 @@ EXPERIMENTS_DIR = "experiments"
 NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 
 
+def probe_report_file(root, grader: str) -> Path:
+    """Where ``relgrade judge probe`` writes the probe report of model grader ``grader``:
+    ``judges/probe-GRADER.json`` in the experiment's folder ``root`` (beside the
+    repository's ledger for the top-level experiment)."""
+    return Path(root) / "judges" / f"probe-{grader}.json"
+
+
 def check_name(name: str, *, path=None) -> str:
     """An experiment name, checked: one path segment (see :data:`NAME_PATTERN`).
 

@@ -685,7 +685,10 @@ class JudgesProbe(_Section):
     ``probes`` are run on the audit sample: ``paraphrase`` asks under ``paraphrases``
     seeded rewordings of the prompt template (seed derived from ``seed``), the others under
     perturbed chunks. A probe whose flip rate exceeds ``max_flip_rate`` fails the command;
-    the intervals resample queries ``resamples`` times at ``level``.
+    the intervals resample queries ``resamples`` times at ``level``. With ``widen`` (the
+    default) the ppi stage widens its PPI++ intervals by the paraphrase component of the
+    key grader's report, when that report was measured under the judge identity now
+    (docs/ppi.md); ``widen: false`` records the component and widens nothing.
     """
 
     probes: list[Literal["paraphrase", "stuff", "inject", "pad", "reverse"]] = Field(
@@ -695,6 +698,7 @@ class JudgesProbe(_Section):
     max_flip_rate: Share = 0.1
     resamples: Annotated[int, _number(integer=True, ge=100)] = 1000
     level: Probability = 0.95
+    widen: Flag = True
 
 
 class Recheck(_Section):

@@ -12,8 +12,6 @@ The report is written to ``judges/probe-GRADER.json`` in the experiment's folder
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
 import pandas as pd
 
@@ -21,6 +19,7 @@ from relgrade.errors import InputError
 from relgrade.evaluation.robustness import flip_rate, variance_components
 from relgrade.experiment.calibration import _latest, judges_params, model_judges
 from relgrade.experiment.judges import current_judge
+from relgrade.experiment.probe_report import PROBE_FORMAT, report_path
 from relgrade.graders import command as graderun
 from relgrade.graders.cache import CallCache
 from relgrade.graders.exchange import prompt_template, prompt_template_text
@@ -28,14 +27,8 @@ from relgrade.graders.probe import ProbeRequest, ask_probes
 from relgrade.protocol.probes import CHUNK_PROBES, paraphrase_templates, perturb_batch
 from relgrade.rng import derive_seed
 
-#: The report's format version.
-PROBE_FORMAT = "relgrade-judge-probe/1"
-
-
-def report_path(ex, grader: str) -> Path:
-    """Where the probe report of ``grader`` goes: ``judges/probe-GRADER.json`` in the
-    experiment's folder (beside the repository's ledger for the top-level experiment)."""
-    return Path(ex.root) / "judges" / f"probe-{grader}.json"
+__all__ = ["PROBE_FORMAT", "report_path", "probe_grader", "build_requests", "run_probe",
+           "report_lines"]
 
 
 def probe_grader(ex, grader: str | None) -> str:
@@ -144,8 +137,12 @@ def run_probe(ex, grader: str | None = None, *, probes=None, runner=None) -> dic
         child seed), ``stream``, the params used, ``pairs``/``queries`` probed, per probe
         its :func:`~relgrade.evaluation.robustness.flip_rate` result (``paraphrase`` adds
         ``components``, :func:`~relgrade.evaluation.robustness.variance_components`, and
-        ``paraphrase_rules``, the wording chosen per rule for each paraphrase;
-        ``interval_seed``, the bootstrap's child seed), ``failed``
+        ``paraphrase_rules``, the wording chosen per rule for each paraphrase, and
+        ``answer_rows``, ``{"columns": ["query_id", "chunk_id", "prompt", "sample", "grade"],
+        "rows": [...]}``, every answer under a paraphrase, sorted, so the ppi stage can
+        compute each query's metric under each paraphrase; ``interval_seed``, the
+        bootstrap's child seed), ``rubric_sha256`` (the rubric the judge was asked on),
+        ``failed``
         (probes above ``max_flip_rate``) and ``refused`` (requests refused on every attempt).
 
     Raises
@@ -205,6 +202,7 @@ def run_probe(ex, grader: str | None = None, *, probes=None, runner=None) -> dic
                            columns=["query_id", "chunk_id", "base"])
     answers = run.answers.merge(base_df, on=["query_id", "chunk_id"], how="inner")
     report = {"format": PROBE_FORMAT, "grader": grader, "judge": judge,
+              "rubric_sha256": ex.rubric_sha256(),
               "seed": seed, "stream": "judge-probe", "params": params.model_dump(),
               "pairs": len(base), "queries": len({q for q, _ in base}),
               "samples": setup.samples, "commands": run.commands, "cache_hits": run.cache_hits,
@@ -221,6 +219,12 @@ def run_probe(ex, grader: str | None = None, *, probes=None, runner=None) -> dic
         if probe == "paraphrase":
             r["components"] = variance_components(a.rename(columns={"variant": "prompt"}))
             r["paraphrase_rules"] = [list(c) for c, _ in paraphrases]
+            kept = a.rename(columns={"variant": "prompt"}).sort_values(
+                ["query_id", "chunk_id", "prompt", "sample"])
+            r["answer_rows"] = {"columns": ["query_id", "chunk_id", "prompt", "sample", "grade"],
+                            "rows": [[str(q), str(c), int(k), int(s), int(g)] for q, c, k, s, g
+                                     in kept[["query_id", "chunk_id", "prompt", "sample",
+                                              "grade"]].itertuples(index=False)]}
         report["probes"][probe] = r
     report["failed"] = [p for p, r in report["probes"].items()
                         if r["flip_rate"] > params.max_flip_rate]

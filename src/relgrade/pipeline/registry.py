@@ -47,7 +47,8 @@ import yaml
 
 from relgrade.errors import InputError
 from relgrade.experiment.files import Experiment
-from relgrade.experiment.layout import experiment_label, find_repository, judge_scripts
+from relgrade.experiment.layout import (experiment_label, find_repository, judge_scripts,
+                                      probe_report_file)
 from relgrade.experiment.params import PARAMS_FILE
 from relgrade.io.files import read_yaml
 
@@ -554,6 +555,17 @@ def _fused_file_sources(ex: Experiment) -> list[str]:
                    if f in arms and arms[f].get("kind") == "file"})
 
 
+def probe_report_deps(ex: Experiment) -> list[str]:
+    """The key grader's probe report (``judges/probe-GRADER.json``, relative to the
+    experiment's folder) when it exists: the ppi stage widens its intervals by it, so
+    ``relgrade judge probe`` renders the pipeline again after writing it."""
+    grader = ex.params.grading.key_grader
+    if not grader:
+        return []
+    path = probe_report_file(ex.root, grader)
+    return [path.relative_to(Path(ex.root)).as_posix()] if path.is_file() else []
+
+
 def _outputs(entries: Iterable, modes: frozenset) -> list:
     out = []
     for e in entries:
@@ -582,12 +594,17 @@ def stage_body(stage: Stage, ex: Experiment, modes: frozenset, *, graph, src: Pa
     params = [_path(p) for p in stage.params if _applies(p, modes)]
     if stage.name in ("gate", "ppi") and ex.params.judges is not None:
         # whether a calibration owed stops the stage, its age and the re-check's size, key by
-        # key: the probe's settings (judges.probe) are the probe command's, and rerun no stage
+        # key: the probe's settings (judges.probe) are the probe command's, and rerun no stage,
+        # but for judges.probe.widen, which the ppi stage reads
         params += [f"judges.{k}" for k in ("max_age_days", "require_calibration", "recheck")
                    if k in ex.params.judges.as_dict()]
+        if stage.name == "ppi" and "widen" in ex.params.judges.as_dict().get("probe", {}):
+            params.append("judges.probe.widen")
         # the key judges' scripts: an edited template or script is a new judge identity,
         # whose calibration (or re-check) the stage names as owed
         deps += [d for d in judge_scripts(ex) if d not in deps]
+    if stage.name == "ppi":  # the key grader's probe report, once relgrade judge probe wrote it
+        deps += probe_report_deps(ex)
     if stage.name in ("grades", "key"):  # what decides which grades a revision kept current
         deps += [d for d in _revision_deps(ex) if d not in deps]
     if stage.name in ("packets", "grades") and ex.params.grading.share_from:

@@ -24,6 +24,15 @@ human key (the auditor's grades of the round, with the metrics stage's own score
   and either stops with the next batch owed or, once every comparison is settled, says
   "settled at N of M queries" and estimates on those N queries (see :func:`_look`).
 
+When the key grader's probe report ``judges/probe-GRADER.json`` exists (``relgrade judge
+probe``), measured under the key grader's judge identity now and on the rubric now, the
+paraphrase component of each arm's per-query metric and of each paired difference's is
+measured on its paraphrase answers (:mod:`relgrade.evaluation.ppi_paraphrase`, metric units)
+and, with params ``judges.probe.widen`` (the default), every PPI++ interval is widened by
+it (:func:`relgrade.evaluation.ppi_table.widen_block`); ``paraphrase`` in the output records
+the report's sha256, the components and whether it widened. A report of another identity
+or rubric is recorded as ignored, with the reason. Without a report nothing changes.
+
 A model key grader whose judge identity has no calibration against people in the judges'
 ledger, or a stale one, is pending work: printed after the estimates, or, with params
 ``judges.require_calibration``, the stage stops before it writes anything (exit 3).
@@ -42,9 +51,11 @@ import pandas as pd
 from relgrade.errors import InputError, PendingWork
 from relgrade.evaluation import anytime, budget, judge_audit, metrics, pooled, ppi_table, \
     ranksets
+from relgrade.evaluation.ppi_paraphrase import metric_prompt_variances, paraphrase_metric_cells
 from relgrade.evaluation.settings import design_pairs
 from relgrade.experiment.calibration import PENDING_GOES_ON, owed_calibrations
 from relgrade.experiment.layout import grade_commands
+from relgrade.experiment.probe_report import ppi_paraphrase_source, prompt_draws
 from relgrade.io import files as io
 from relgrade.protocol import stopping
 from relgrade.io.runs import read_run
@@ -178,6 +189,28 @@ def first_reaching(curve: pd.DataFrame, *, tau: float = 0.9) -> dict:
     return out
 
 
+def _paraphrase_record(source: dict, components: dict, draws: int | None) -> dict:
+    """The ``paraphrase`` entry of the output: the source report and, per measure, the
+    components of each arm and each difference (metric units squared)."""
+    out = {k: source[k] for k in ("source", "sha256", "judge", "used", "widen", "note")}
+    out["widened"] = bool(source["used"] and source["widen"])
+    if not source["used"]:
+        return out
+    out |= {"paraphrases": source["paraphrases"], "draws": draws,
+            "probed_queries": int(source["answers"]["query_id"].nunique()),
+            "probed_pairs": int(len(source["answers"].drop_duplicates(
+                ["query_id", "chunk_id"]))),
+            "components": {}}
+    for m, c in components.items():
+        out["components"][m] = {
+            "arms": {a: e["components"] | {"prompt_variance": e["prompt_variance"]}
+                     for a, e in c["arms"].items()},
+            "differences": [{"arm_a": a, "arm_b": b} | e["components"]
+                            | {"prompt_variance": e["prompt_variance"]}
+                            for (a, b), e in c["differences"].items()]}
+    return out
+
+
 def run(ex):
     p = ex.params
     cfg, seed = p.need("ppi"), p.need("seed")
@@ -227,6 +260,9 @@ def run(ex):
     if stop_record is not None:
         stop = _look(ex, stop_record, order, human_tables, measures, pairs, level=level,
                      population=len(queries))
+    para = ppi_paraphrase_source(ex, key_grader)
+    draws = prompt_draws(ex, key_grader, sample) if para and para["used"] else None
+    components = {}
     estimates, rank_sets = {}, {}
     for m in measures:
         if not (model_tables[arms[0]]["measure"] == m).any():
@@ -234,8 +270,21 @@ def run(ex):
                              path=p.source, item="ppi.measures", found=m,
                              fix="name a measure of metrics/arms/ARM.json")
         wide_model, wide_human = _wide(model_tables, m, queries), _wide(human_tables, m, sample)
+        widen = None
+        if para and para["used"]:
+            cells = paraphrase_metric_cells(
+                key, para["answers"], runs, measure=m, cutoffs=p.need("metrics").cutoffs,
+                relevant_min=p.need("scale").relevant_min, ties=p.runs.ties, groups=groups)
+            components[m] = metric_prompt_variances(cells, arms=arms, pairs=pairs,
+                                                     n_queries=len(queries))
+            if para["widen"]:
+                c = components[m]
+                widen = {"arms": {a: e["prompt_variance"] for a, e in c["arms"].items()},
+                         "differences": {k: e["prompt_variance"]
+                                         for k, e in c["differences"].items()}}
         estimates[m] = ppi_table.ppi_table(wide_model, wide_human, measure=m,
-                                           level=level, interval=interval, pairs=pairs)
+                                           level=level, interval=interval, pairs=pairs,
+                                           prompt_variance=widen, draws=draws or 1)
         rank_sets[m] = _rank_sets(wide_model, wide_human, m, seed=seed, level=level,
                                   n_resamples=p.need("metrics").bootstrap)
 
@@ -274,6 +323,7 @@ def run(ex):
             "interval_words": ppi_table.INTERVAL_WORDS[interval], "level": level,
             "zero_for_no_relevant": "a query with no relevant chunk under a key counts 0"},
         "estimates": estimates,
+    } | ({"paraphrase": _paraphrase_record(para, components, draws)} if para else {}) | {
         "rank_sets": rank_sets,
         **({"stop": stop} if stop is not None else {}),
         "judge_audit": audit.to_dict() | {"k": k, "model_family":
@@ -298,6 +348,12 @@ def run(ex):
                   f"human-only {ho['estimate']:.4f} (n={e['n']}, N={e['N']})")
     if stop is not None:
         print(f"ppi: {stop['words']}")
+    if para:
+        print(f"ppi paraphrase: {para['source']} (sha256 {para['sha256'][:12]}): "
+              + (para["note"] if not para["used"] else
+                 ("widened the PPI++ intervals" if para["widen"] else
+                  "component recorded, not widened (judges.probe.widen: false)")
+                 + f", {draws} prompt draw(s)"))
     for line in audit.flags:
         print(f"judge audit: {line}")
     for line in owed:
