@@ -158,7 +158,8 @@ def run_cmd(grader, workers, executor, address, connect_timeout, dry_run, max_ca
     ex = Experiment.load(params_path, resolve=True)
     setup = graderun.grader_setup(ex.params.grader(grader), grader, path=params_path,
                                   workers=workers, executor=executor, address=address,
-                                  connect_timeout=connect_timeout)
+                                  connect_timeout=connect_timeout, folder=ex.root,
+                                  tree=ex.working_tree())
     stale = edited_since_build(ex)
     if stale is not None:
         raise ProtocolError(f"{stale}; nothing was graded. Run `{repro_command(ex)}` first: "

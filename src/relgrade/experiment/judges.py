@@ -7,6 +7,9 @@ token and cost rules).
 
 from __future__ import annotations
 
+import dataclasses
+from pathlib import Path
+
 from relgrade.experiment import revisions
 from relgrade.graders import command as graderun
 from relgrade.graders.cache import judge_identity
@@ -87,7 +90,8 @@ def owed_estimate(ex, grader: str) -> Estimate:
         The grader has no command, its packets cannot be read, or its grade file is held by
         a running ``grade run``.
     """
-    setup = graderun.grader_setup(ex.params.grader(grader), grader, path=ex.params.source)
+    setup = graderun.grader_setup(ex.params.grader(grader), grader, path=ex.params.source,
+                                  folder=ex.root, tree=ex.working_tree())
     packets = ex.grader_packets(grader)
     g = ex.params.grading
     words = ex.params.need("grading.max_reason_words")
@@ -108,6 +112,9 @@ def current_judge(ex, grader: str) -> str:
         The grader has no command, or a file its command names cannot be read.
     """
     setup = graderun.grader_setup(ex.params.grader(grader), grader, path=ex.params.source)
+    # the command's paths read from the experiment's folder, as grade run reads them; a
+    # script gone missing is grade run's error to name, not the identity's
+    setup = dataclasses.replace(setup, folder=str(Path(ex.root).resolve()))
     return judge_identity(graderun.grader_identity(
         setup, template_text=prompt_template_text(), rubric=ex.rubric(),
         tree=ex.working_tree()))

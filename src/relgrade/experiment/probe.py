@@ -57,17 +57,23 @@ def probe_grader(ex, grader: str | None) -> str:
 
 
 def _baseline(ex, grader: str, judge: str | None, audit: list[str], *,
-              any_judge: bool = False) -> dict:
-    """(query_id, chunk_id) → the grader's grade of record, for the audited pairs whose
-    latest grade was made under judge identity ``judge`` (any, with ``any_judge``) on the
-    rubric now."""
+              any_judge: bool = False) -> tuple[dict, int]:
+    """The grader's grades of record on the audited pairs, on the rubric now: (query_id,
+    chunk_id) → grade, for the pairs whose latest grade was made under judge identity
+    ``judge`` (any, with ``any_judge``) or whose bank line names no identity (a legacy grade,
+    recorded before identities were); and how many of them are legacy grades."""
     rows, bank = _latest(ex, grader)
     rubric_sha = ex.rubric_sha256()
     wanted = set(audit)
-    return {pair: int(rows[pair]["grade"]) for pair, b in bank.items()
-            if pair[0] in wanted and pair in rows
-            and (any_judge or b.get("judge") == judge)
-            and b.get("rubric_sha256") == rubric_sha}
+    out, legacy = {}, 0
+    for pair, b in bank.items():
+        if pair[0] not in wanted or pair not in rows or b.get("rubric_sha256") != rubric_sha:
+            continue
+        made_by = b.get("judge")
+        if made_by is None or any_judge or made_by == judge:
+            out[pair] = int(rows[pair]["grade"])
+            legacy += made_by is None
+    return out, legacy
 
 
 def build_requests(packets: dict, base: dict, *, probes, templates, own_template,
@@ -161,15 +167,16 @@ def run_probe(ex, grader: str | None = None, *, probes=None, runner=None) -> dic
     if not chosen:
         raise InputError("judge probe needs at least one probe", item="--probe")
     grader = probe_grader(ex, grader)
-    setup = graderun.grader_setup(ex.params.grader(grader), grader, path=ex.params.source)
+    setup = graderun.grader_setup(ex.params.grader(grader), grader, path=ex.params.source,
+                                  folder=ex.root, tree=ex.working_tree())
     audit = ex.audit_ids()
     if not audit:
         raise InputError("judge probe runs on the audit sample, and there is none yet",
                          path=ex.path("audit"), fix="Run: dvc repro audit")
     judge = current_judge(ex, grader)
-    base = _baseline(ex, grader, judge, audit)
+    base, legacy = _baseline(ex, grader, judge, audit)
     if not base:
-        others = _baseline(ex, grader, None, audit, any_judge=True)
+        others, _ = _baseline(ex, grader, None, audit, any_judge=True)
         if others:
             raise InputError("no audited pair has a grade of the judge now to compare with",
                              item=grader, found=f"{len(others)} audited pairs graded under "
@@ -205,6 +212,7 @@ def run_probe(ex, grader: str | None = None, *, probes=None, runner=None) -> dic
               "rubric_sha256": ex.rubric_sha256(),
               "seed": seed, "stream": "judge-probe", "params": params.model_dump(),
               "pairs": len(base), "queries": len({q for q, _ in base}),
+              "legacy_pairs": legacy,
               "samples": setup.samples, "commands": run.commands, "cache_hits": run.cache_hits,
               "probes": {}, "refused": run.failures}
     for probe in chosen:
@@ -254,6 +262,12 @@ def report_lines(report: dict) -> list[str]:
                    f"{_f(r['shift'], True):>7} "
                    f"{'[' + _f(si['low'], True) + ', ' + _f(si['high'], True) + ']':>17} "
                    f"{r['pairs']:>5}  {gate}")
+    if report.get("legacy_pairs"):
+        out.insert(1, f"{report['legacy_pairs']} of the {report['pairs']} grades of record "
+                      "carry no judge identity (recorded before identities were): compared "
+                      f"as the grades of identity {report['judge'][:12]}, the judge now; if "
+                      "its command, template or settings changed since, the flips include "
+                      "that change")
     para = report["probes"].get("paraphrase")
     if para:
         c = para["components"]

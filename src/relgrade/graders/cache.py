@@ -259,7 +259,8 @@ def named_files(argv: Sequence[str], *, tree, cwd=None) -> dict[str, str]:
     tree : str or os.PathLike or None
         The working tree (the repository holding the experiment); None reads no file.
     cwd : str or os.PathLike, optional
-        The folder the command runs in (default: the current folder).
+        The folder relative paths are read from first: the experiment's folder (default:
+        the current folder).
 
     Returns
     -------

@@ -177,6 +177,14 @@ class GraderSetup:
     settings : tuple of (str, object)
         The settings the grader declares part of its identity (``identity_keys``), each with
         its value as written: part of :func:`grader_identity`.
+    folder : str or None
+        The experiment's folder (resolved): relative paths in the command are read from it
+        first, then from the top of the working tree (:func:`resolve_command`). None: from
+        the folder the process runs in.
+    run_argv : tuple of str
+        The command as it is run: ``argv`` with every entry naming a file of the working
+        tree replaced by that file's absolute path, resolved once when the setup is read
+        (empty: ``argv`` as written). ``argv`` as written stays the identity's.
     """
 
     name: str
@@ -193,6 +201,83 @@ class GraderSetup:
     env_keys: tuple = ()
     connect_timeout: float = DEFAULTS["connect_timeout"]
     settings: tuple = ()
+    folder: str | None = None
+    run_argv: tuple = ()
+
+    def process_argv(self, *, remote: bool = False) -> tuple:
+        """The argv a process of this grader is started with: :attr:`run_argv` (else
+        :attr:`argv`) on this machine; ``argv`` as written with ``remote`` (a Ray cluster's
+        workers have their own folders)."""
+        return self.argv if remote else (self.run_argv or self.argv)
+
+
+#: Name endings of the scripts a grader command may run (``python sim/grader.py``): an argv
+#: entry ending so that names no file is a missing script (:func:`resolve_command`).
+SCRIPT_SUFFIXES = (".py", ".sh", ".bash", ".js", ".mjs", ".cjs", ".ts", ".rb", ".pl", ".r",
+                   ".jl", ".php", ".lua")
+
+
+def resolve_command(argv: Sequence[str], *, grader: str, folder, tree=None,
+                    path=None) -> tuple:
+    """A grader command with its relative file paths resolved once, whatever the folder the
+    command is typed in.
+
+    Each argv entry after the program (and the program itself when written as a path, with a
+    ``/``) that is not an option (``-x``, ``--x=...``) is looked up as a path relative to the
+    experiment's ``folder``, then relative to the top of ``tree`` (the form the shipped
+    experiments use: ``python experiments/NAME/sim/grader.py``); the first that is a regular
+    file is put in the argv as an absolute path. Other entries stay as written.
+
+    Parameters
+    ----------
+    argv : sequence of str
+        The command as written (:func:`relgrade.graders.exchange.parse_command`).
+    grader : str
+        The grader's name, for the error message.
+    folder : str or os.PathLike
+        The experiment's folder.
+    tree : str or os.PathLike, optional
+        The working tree (the repository); None looks only in ``folder``.
+    path : str, optional
+        The params file, for the error message.
+
+    Returns
+    -------
+    tuple of str
+        The argv to start processes with.
+
+    Raises
+    ------
+    InputError
+        An entry that names a script (it ends in one of :data:`SCRIPT_SUFFIXES`, or it is
+        the program written as a path) is a file in neither place: a permanent error, so no
+        process is started (a missing script is not a failure a retry can mend).
+    """
+    here = Path(folder)
+    bases = [here] + ([Path(tree)] if tree is not None and Path(tree) != here else [])
+    out = []
+    for i, arg in enumerate(argv):
+        arg = str(arg)
+        pathlike = bool(arg) and not arg.startswith("-") and "\0" not in arg \
+            and (i > 0 or "/" in arg)
+        if not pathlike:
+            out.append(arg)
+            continue
+        given = Path(arg)
+        found = [given] if given.is_absolute() else [b / given for b in bases]
+        hit = next((p for p in found if p.is_file()), None)
+        if hit is not None:
+            out.append(str(hit.resolve()))
+            continue
+        if arg.lower().endswith(SCRIPT_SUFFIXES) or (i == 0 and "/" in arg):
+            where = " or ".join(str(p) for p in found)
+            raise InputError(f"grader {grader}: its command names a script that does not "
+                             f"exist ({where}); a missing script is not retried",
+                             path=path, item=f"graders.{grader}.command", found=arg,
+                             fix="Write the script's path relative to the experiment's folder "
+                                 "(or to the repository's top), or restore the file")
+        out.append(arg)
+    return tuple(out)
 
 
 def _int_param(value, name, grader, path, minimum):
@@ -204,7 +289,8 @@ def _int_param(value, name, grader, path, minimum):
 
 def grader_setup(spec: Mapping, name: str, *, path=None, workers: int | None = None,
                  executor: str | None = None, address: str | None = None,
-                 connect_timeout: float | None = None) -> GraderSetup:
+                 connect_timeout: float | None = None, folder=None,
+                 tree=None) -> GraderSetup:
     """Read and check one command grader's settings.
 
     Parameters
@@ -224,6 +310,12 @@ def grader_setup(spec: Mapping, name: str, *, path=None, workers: int | None = N
         Overrides ``graders.NAME.address`` (the ``--address`` option).
     connect_timeout : float, optional
         Overrides ``graders.NAME.connect_timeout`` (the ``--connect-timeout`` option).
+    folder : str or os.PathLike, optional
+        The experiment's folder: the command's relative paths are resolved from it (then
+        from ``tree``'s top) once, here (:func:`resolve_command`). None leaves them as
+        written, read from the folder the process runs in.
+    tree : str or os.PathLike, optional
+        The working tree (the repository holding the experiment).
 
     Returns
     -------
@@ -237,7 +329,8 @@ def grader_setup(spec: Mapping, name: str, *, path=None, workers: int | None = N
         import``); a ``timeout``, ``retries``, ``workers`` or ``samples`` that is not a valid number; an
         ``input`` mode other than ``json`` or ``prompt``; an ``executor`` other than
         ``local`` or ``ray``; an ``address`` that is not a string; a ``connect_timeout``
-        that is not a number of seconds > 0.
+        that is not a number of seconds > 0; with ``folder``, a script the command names
+        that does not exist (:func:`resolve_command`).
     """
     g = spec
     role, kind = g["role"], g["kind"]
@@ -287,10 +380,15 @@ def grader_setup(spec: Mapping, name: str, *, path=None, workers: int | None = N
                              "entry does not set", path=path, item=name, found=repr(k),
                              fix=f"Set graders.{name}.{k} or remove it from identity_keys")
         settings.append((str(k), g[k]))
+    here = None if folder is None else str(Path(folder).resolve())
+    run_argv = () if here is None else resolve_command(
+        argv, grader=name, folder=here, tree=None if tree is None else Path(tree).resolve(),
+        path=path)
     return GraderSetup(name=name, role=role, kind=kind, argv=argv, timeout=float(timeout),
                        retries=retries, workers=n_workers, samples=samples, input=mode,
                        executor=where, address=addr, env_keys=tuple(g.get("env_keys") or ()),
-                       connect_timeout=float(connect), settings=tuple(settings))
+                       connect_timeout=float(connect), settings=tuple(settings),
+                       folder=here, run_argv=run_argv)
 
 
 def grader_identity(setup: GraderSetup, *, template_text: str | None, rubric: str | None,
@@ -325,7 +423,7 @@ def grader_identity(setup: GraderSetup, *, template_text: str | None, rubric: st
     s = setup
     return command_identity(
         s.argv, input_mode=s.input, grader=s.name, role=s.role,
-        files=named_files(s.argv, tree=tree),
+        files=named_files(s.argv, tree=tree, cwd=s.folder),
         env=declared_env(s.env_keys, os.environ if environ is None else environ),
         template=template_text, rubric=rubric, samples=s.samples, settings=dict(s.settings))
 
@@ -886,7 +984,7 @@ class _Run:
             while True:
                 spool = None if key is None else self.cache.spool_file(key)
                 self.count(commands=1)
-                res = self.runner.run(s.argv, data, timeout=s.timeout, spool=spool)
+                res = self.runner.run(s.process_argv(remote=s.executor == "ray"), data, timeout=s.timeout, spool=spool)
                 self.count(command_seconds=res.seconds)
                 if not res.killed and self.note_send(res):
                     res = CommandResult(None, "", "", res.seconds, killed=True)
@@ -1136,7 +1234,7 @@ def run_grader(
         raise ProtocolError("samples > 1 needs a sample store")
     if s.input == "prompt" and template is None:
         raise ProtocolError("input: prompt needs the prompt template")
-    exe = s.argv[0]
+    exe = s.process_argv(remote=s.executor == "ray")[0]
     if s.executor == "local" and shutil.which(exe) is None \
             and not (os.sep in exe and os.access(exe, os.X_OK)):
         raise InputError("grader command not found or not executable", item=s.name, found=exe,

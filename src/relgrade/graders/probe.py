@@ -152,7 +152,7 @@ def ask_probes(requests: Sequence[ProbeRequest], *, setup: GraderSetup, rubric: 
                 hit = False
                 with lock:
                     run.commands += 1
-                res = runner.run(s.argv, data, timeout=s.timeout)
+                res = runner.run(s.process_argv(), data, timeout=s.timeout)
                 if res.killed:
                     return
                 if res.timed_out or res.returncode != 0:

@@ -1,0 +1,57 @@
+"""`relgrade judge probe` on a copy of the shipped experiments/ppi-sim, whose model grades
+were recorded before judge identities were: the probe compares the judge now with those
+grades of record and says that they carry no identity (docs/judges.md, "Which pairs").
+
+The copy needs the experiment's DVC outputs (its packets and runs): present in a working copy
+where the pipeline ran (or after `dvc checkout`), absent from a fresh clone, where this test is
+skipped and says so.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from relgrade.cli import main
+
+REPO = Path(__file__).resolve().parents[1]
+EXP = REPO / "experiments" / "ppi-sim"
+
+
+def _outputs_present() -> bool:
+    return (EXP / "data/packets/grader").is_dir() and (EXP / "data/runs/tfidf.trec").is_file()
+
+
+@pytest.mark.skipif(not _outputs_present(), reason="experiments/ppi-sim's DVC outputs are not "
+                    "checked out (dvc checkout experiments/ppi-sim/dvc.yaml)")
+def test_the_probe_runs_on_legacy_grades_and_says_they_carry_no_identity(tmp_path,
+                                                                        monkeypatch):
+    repo = tmp_path / "repo"
+    (repo / "stages").mkdir(parents=True)
+    shutil.copy(REPO / "dvc.yaml", repo / "dvc.yaml")
+    copy = repo / "experiments" / "ppi-sim"
+    shutil.copytree(EXP, copy, ignore=shutil.ignore_patterns("judges"))
+    bank = copy / "data/grades/model-m/round-1.bank.jsonl"
+    assert '"judge"' not in bank.read_text()  # legacy: no line names an identity
+    kept = {p: p.read_bytes() for p in (copy / "data/grades").rglob("*") if p.is_file()}
+    audit = [json.loads(line)["query_id"] for line in
+             (copy / "data/audit/audit.jsonl").read_text().splitlines()]
+    audited = sum(1 for line in (copy / "data/grades/model-m/round-1.jsonl").read_text()
+                  .splitlines() if json.loads(line)["query_id"] in audit)
+
+    monkeypatch.chdir(copy)  # typed inside the experiment's folder, as printed
+    res = CliRunner().invoke(main, ["judge", "probe", "--experiment", "experiments/ppi-sim",
+                                    "--probe", "stuff"])
+    assert res.exit_code == 0, res.output
+    report = json.loads((copy / "judges/probe-model-m.json").read_text())
+    assert report["pairs"] == audited == 240 and report["legacy_pairs"] == 240
+    assert "240 of the 240 grades of record carry no judge identity" in res.output
+    # the simulated judge grades from the pair alone (sim/model_grader.py), unchanged since
+    # its grades were recorded: stuffing the query's words flips none of the 240
+    assert report["probes"]["stuff"]["flip_rate"] == 0.0
+    assert report["probes"]["stuff"]["flipped_pairs"] == 0
+    assert {p: p.read_bytes() for p in (copy / "data/grades").rglob("*") if p.is_file()} == kept
