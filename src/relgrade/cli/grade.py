@@ -163,19 +163,12 @@ def _recheck_target(ex, judge_grader, people, spec):
         ``people`` is not a human grader, or no re-check is drawn.
     """
     from relgrade.experiment import recheck as rc
-    from relgrade.experiment.judges import current_judge
 
     if spec.get("kind") != "human":
         raise InputError("a re-check is graded by people: --grader must be a human grader",
                          path=ex.params.source, item=f"graders.{people}",
                          found=str(spec.get("kind")))
-    judge = current_judge(ex, judge_grader)
-    d = rc.read_draw(ex, judge_grader, judge)
-    if d is None:
-        raise InputError(f"no re-check is drawn for {judge_grader}'s judge identity now "
-                         f"({judge[:12]})", path=rc.draw_path(ex, judge_grader, judge),
-                         item=f"graders.{judge_grader}",
-                         fix=f"Run: relgrade judge recheck --grader {judge_grader}")
+    judge, d = rc.drawn(ex, judge_grader)
     pairs = {(str(p["query_id"]), str(p["chunk_id"])) for p in d["pairs"]}
     return (pairs, rc.grade_path(ex, judge_grader, judge, people),
             ex.made_on(rc.recheck_packets(ex, judge_grader, d)))

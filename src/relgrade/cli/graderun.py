@@ -78,19 +78,18 @@ def summary_lines(s: graderun.RunSummary, grader: str) -> list[str]:
 
 
 def _recheck_work(ex, grader):
-    """The packets of the drawn re-check of ``grader``'s identity now and the judge's
-    re-check files (:mod:`relgrade.experiment.recheck`)."""
-    from relgrade.errors import InputError
+    """The packets of the drawn re-check ``grader`` grades and its re-check files
+    (:mod:`relgrade.experiment.recheck`): a key judge grades its own identity's re-check; a
+    human grader with a command (a simulated person) the people's side of the re-check of
+    the key judge measured against it."""
     from relgrade.experiment import recheck as rc
-    from relgrade.experiment.judges import current_judge
 
-    judge = current_judge(ex, grader)
-    d = rc.read_draw(ex, grader, judge)
-    if d is None:
-        raise InputError(f"no re-check is drawn for {grader}'s judge identity now "
-                         f"({judge[:12]})", path=rc.draw_path(ex, grader, judge),
-                         item=f"graders.{grader}",
-                         fix=f"Run: relgrade judge recheck --grader {grader}")
+    if ex.params.grader(grader)["kind"] == "human":
+        judge_grader = rc.graded_by(ex, grader)
+        judge, d = rc.drawn(ex, judge_grader)
+        return (rc.recheck_packets(ex, judge_grader, d),
+                rc.judge_files(ex, judge_grader, judge, grader))
+    judge, d = rc.drawn(ex, grader)
     return rc.recheck_packets(ex, grader, d), rc.judge_files(ex, grader, judge)
 
 

@@ -180,16 +180,13 @@ def recheck_cmd(params_path, grader):
     (relgrade packets export --recheck GRADER, relgrade grade import --recheck GRADER) and
     relgrade judge record writes the stratified measurement to the ledger."""
     from relgrade.experiment import recheck
-    from relgrade.experiment.calibration import key_judges, people_grader
+    from relgrade.experiment.calibration import people_grader
     from relgrade.experiment.files import Experiment
     from relgrade.experiment.judges import current_judge
     from relgrade.pipeline.cost import seconds_per_judgment
 
     ex = Experiment.load(params_path)
-    if grader not in key_judges(ex):
-        raise InputError("a re-check is drawn for a model grader of the key with a command",
-                         path=ex.params.source, item=f"graders.{grader}",
-                         found=", ".join(key_judges(ex)) or "no such grader")
+    recheck.check_key_judge(ex, grader)
     judge = current_judge(ex, grader)
     d, written = recheck.draw(ex, grader, judge)
     against = people_grader(ex, grader)

@@ -65,17 +65,21 @@ def export_cmd(role, out, fmt, grader, owed, recheck, params_path):
         module, _, name = EXPORT_FORMATS[fmt].partition(":")
         write_bytes(out, getattr(importlib.import_module(module), name)(built))
         pairs = sum(len(batch) for p in built for batch in p["batches"])
+        from relgrade.experiment.recheck import experiment_option
+
         click.echo(f"Wrote {len(built)} re-check packets of {recheck} to {out}: the {pairs} "
                    f"pairs {who} still owes; import the grades with relgrade grade import "
-                   f"FILE --grader {who} --recheck {recheck}")
+                   f"FILE --grader {who} --recheck {recheck}{experiment_option(ex)}")
         return
     if role is None:
         raise click.UsageError("give --role (or --recheck GRADER)")
     folder = ex.packets_folder(role)
     files = sorted(folder.glob("*.json")) if folder.is_dir() else []
     if not files:
+        from relgrade.experiment.layout import repro_command
+
         raise InputError(f"no {role} packets found", path=folder,
-                         fix="Run: dvc repro packets")
+                         fix=f"Run: {repro_command(ex, 'packets')}")
     built = [packets.check_packet(read_json(f), path=f) for f in files]
     built.sort(key=lambda p: p["query_id"])
     if owed is False and grader is not None:
@@ -103,14 +107,7 @@ def _recheck_packets(ex, judge_grader, people):
     """The packets of ``judge_grader``'s drawn re-check that ``people`` still owe, and who."""
     from relgrade.experiment import recheck as rc
     from relgrade.experiment.calibration import people_grader
-    from relgrade.experiment.judges import current_judge
 
-    judge = current_judge(ex, judge_grader)
-    d = rc.read_draw(ex, judge_grader, judge)
-    if d is None:
-        raise InputError(f"no re-check is drawn for {judge_grader}'s judge identity now "
-                         f"({judge[:12]})", path=rc.draw_path(ex, judge_grader, judge),
-                         item=f"graders.{judge_grader}",
-                         fix=f"Run: relgrade judge recheck --grader {judge_grader}")
+    _, d = rc.drawn(ex, judge_grader)
     who = people or people_grader(ex, judge_grader)
     return list(rc.recheck_packets(ex, judge_grader, d, owed_by=who).values()), who

@@ -52,6 +52,7 @@ def reconcile_cmd(params_path, ab_path, segments_path, log_path, as_json):
     from relgrade.evaluation import compare as cmp
     from relgrade.evaluation import reconcile as rec
     from relgrade.experiment.files import Experiment
+    from relgrade.experiment.layout import repro_command
     from relgrade.io import files as io
     from relgrade.io.abtest import read_ab_result
 
@@ -76,7 +77,7 @@ def reconcile_cmd(params_path, ab_path, segments_path, log_path, as_json):
     shallow = rec.shallow_measures(primary, metrics.cutoffs, sorted(per_query["measure"].unique()))
     if primary not in set(per_query["measure"]):
         raise InputError("the primary measure has no per-query values", item=primary,
-                         fix="Run the metrics stage first (dvc repro metrics)")
+                         fix=f"Run the metrics stage first: {repro_command(ex, 'metrics')}")
     drift = None
     if log_path is not None:
         drift = _drift(ex, log_path, p)

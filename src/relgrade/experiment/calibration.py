@@ -50,6 +50,16 @@ def experiment_name(ex) -> str:
     return rel.as_posix() or "."
 
 
+#: The state of a judge in an experiment that declares no human grader: nothing to measure
+#: it against, so nothing is owed (a simulated panel, say).
+NO_PEOPLE = "no people"
+
+
+def people(ex) -> list[str]:
+    """The experiment's human graders (params ``graders.NAME.kind: human``), in params order."""
+    return [n for n, g in ex.params.graders.items() if g.kind == "human"]
+
+
 def people_grader(ex, grader: str) -> str:
     """Whose grades grader ``grader`` is measured against: the first of params
     ``grading.key_grader``, ``grading.auditor`` that is a human grader (the people's key in
@@ -268,7 +278,8 @@ def judge_states(ex, *, now: datetime | None = None, seconds_of=None) -> list[di
     -------
     list of dict
         ``grader``, ``judge`` (64 hex, None when it cannot be computed), ``state``
-        (``calibrated``, ``none``, ``stale``, or ``unknown`` when the identity cannot be
+        (``calibrated``, ``none``, ``stale``, :data:`NO_PEOPLE` when the experiment declares
+        no human grader, so nothing can be owed, or ``unknown`` when the identity cannot be
         computed), ``why`` (words), ``latest`` (the newest entry of this experiment for the
         identity, or None), ``entries`` (every ledger entry of the grader in this
         experiment, any identity, oldest first), ``owed`` (the command that records a
@@ -315,6 +326,12 @@ def identity_state(ex, grader: str, judge: str, *, entries, rubric_sha256: str,
         [e for e in entries if e.get("judge") == judge], rubric_sha256=rubric_sha256, now=now,
         max_age_days=judges_params(ex).max_age_days)
     owed, ready = None, None
+    if state != "calibrated" and not people(ex):
+        # no command could pay it: not owed work, a fact about the experiment
+        return {"grader": grader, "judge": judge, "state": NO_PEOPLE,
+                "why": f"{why}, and no people's grades to calibrate against: the experiment "
+                       "declares no human grader",
+                "latest": latest, "entries": entries, "owed": None, "ready": None}
     if state != "calibrated":
         owed = owed_command(ex, grader) + ("" if current else f" --identity {judge[:12]}")
         try:
@@ -475,6 +492,8 @@ def state_line(s: dict) -> str:
     head = f"judge: {s['grader']} identity {s['judge'][:12]}: "
     if s["state"] == "calibrated":
         return head + f"calibrated ({s['why']})"
+    if s["state"] == NO_PEOPLE:
+        return head + f"{s['why']}; nothing owed (declare a grader of kind human to measure it)"
     r = s.get("recheck")
     if r:
         stale = 'calibration stale, ' if s['state'] == 'stale' else ''

@@ -18,7 +18,7 @@ from typing import Iterator
 import pandas as pd
 
 from relgrade.errors import InputError, ProtocolError
-from relgrade.experiment.layout import inside_tree, working_tree
+from relgrade.experiment.layout import inside_tree, repro_command, working_tree
 from relgrade.experiment.params import PARAMS_FILE, Params, load_params, parse_params
 from relgrade.graders.store import bank_path, read_bank
 from relgrade.io import files as io
@@ -285,8 +285,8 @@ class Experiment:
             :func:`relgrade.protocol.packets.check_packet` refuses.
         """
         role = self.params.grader(name)["role"]
-        fix = ("Run: dvc repro (the aggregation stage writes the expert's packets)"
-               if role == "expert" else "Run: dvc repro packets")
+        fix = (f"Run: {repro_command(self)} (the aggregation stage writes the expert's packets)"
+               if role == "expert" else f"Run: {repro_command(self, 'packets')}")
         return self._packets_in(self.grader_packets_folder(name), what=f"{name}'s", fix=fix)
 
     def grader_packets_folder(self, name: str) -> Path:
@@ -421,7 +421,9 @@ class Experiment:
                 + ", ".join(stale) + f". Rebuild them first: {repro_command(self, 'packets')}")
 
     def _packets_in(self, folder: Path, *, what: str,
-                    fix: str = "Run: dvc repro packets") -> dict:
+                    fix: str | None = None) -> dict:
+        if fix is None:
+            fix = f"Run: {repro_command(self, 'packets')}"
         if getattr(self.params.paths, "packets", None) and folder.is_relative_to(
                 self.path("packets")):
             self.check_packets_current()
@@ -567,7 +569,8 @@ class Experiment:
             if not self.path(name).exists():
                 raise InputError(f"the {name} table is missing, so what a grade is made on "
                                  "cannot be recorded", path=self.path(name),
-                                 fix="Run: dvc repro " + {"chunks": "corpus"}.get(name, name))
+                                 fix="Run: " + repro_command(
+                                     self, {"chunks": "corpus"}.get(name, name)))
         content = content_sha256(io.read_table(self.path("chunks"),
                                                columns=["chunk_id", "header", "text"]))
         intents = intent_sha256(io.read_table(self.path("intents"),
@@ -851,7 +854,8 @@ class Experiment:
             path = pq_dir / f"{arm}.parquet"
             if not path.exists():
                 raise InputError("per-query values missing", path=path, item=f"arm {arm}",
-                                 fix="Run the metrics stage first (dvc repro metrics)")
+                                 fix="Run the metrics stage first: "
+                                     f"{repro_command(self, 'metrics')}")
             t = io.read_table(path, columns=["query_id", "measure", "value"])
             tables.append(t.assign(arm=arm))
         if not tables:

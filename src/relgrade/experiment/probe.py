@@ -19,6 +19,7 @@ from relgrade.errors import InputError
 from relgrade.evaluation.robustness import flip_rate, variance_components
 from relgrade.experiment.calibration import _latest, judges_params, model_judges
 from relgrade.experiment.judges import current_judge
+from relgrade.experiment.layout import repro_command
 from relgrade.experiment.probe_report import PROBE_FORMAT, report_path
 from relgrade.graders import command as graderun
 from relgrade.graders.cache import CallCache
@@ -172,7 +173,8 @@ def run_probe(ex, grader: str | None = None, *, probes=None, runner=None) -> dic
     audit = ex.audit_ids()
     if not audit:
         raise InputError("judge probe runs on the audit sample, and there is none yet",
-                         path=ex.path("audit"), fix="Run: dvc repro audit")
+                         path=ex.path("audit"),
+                         fix=f"Run: {repro_command(ex, 'audit')}")
     judge = current_judge(ex, grader)
     base, legacy = _baseline(ex, grader, judge, audit)
     if not base:

@@ -31,6 +31,8 @@ import pandas as pd
 
 from relgrade.errors import InputError
 from relgrade.experiment.files import GraderFiles
+from relgrade.experiment.judges import current_judge
+from relgrade.experiment.layout import key_judges, repro_command
 from relgrade.graders.store import bank_path, read_bank
 from relgrade.io import files as io
 from relgrade.io.judge_ledger import read_ledger
@@ -76,15 +78,125 @@ def grade_path(ex, grader: str, judge: str, who: str, name: str | None = None) -
     return folder(ex, grader, judge, name) / f"{who}.jsonl"
 
 
-def judge_files(ex, grader: str, judge: str) -> GraderFiles:
-    """The judge's re-check files, shaped as ``grade run`` writes a round's."""
+def judge_files(ex, grader: str, judge: str, who: str | None = None) -> GraderFiles:
+    """The re-check files of ``who`` (default: the judge ``grader`` itself; else the people
+    grader grading it), shaped as ``grade run`` writes a round's."""
     f = folder(ex, grader, judge)
-    grades = f / f"{grader}.jsonl"
-    return GraderFiles(grader=grader, round=ex.params.grading.round, grades=grades,
-                       meta=f / f"{grader}.meta.json", bank=bank_path(grades),
-                       samples=f / "samples" / f"{grader}.jsonl",
-                       consistency=f / f"{grader}.consistency.json",
-                       corrections=f / f"{grader}.corrections.jsonl")
+    who = who or grader
+    grades = f / f"{who}.jsonl"
+    return GraderFiles(grader=who, round=ex.params.grading.round, grades=grades,
+                       meta=f / f"{who}.meta.json", bank=bank_path(grades),
+                       samples=f / "samples" / f"{who}.jsonl",
+                       consistency=f / f"{who}.consistency.json",
+                       corrections=f / f"{who}.corrections.jsonl")
+
+
+def experiment_option(ex) -> str:
+    """`` --experiment NAME`` for an experiment below the repository's top, else ``""``."""
+    from relgrade.experiment.calibration import experiment_name
+
+    name = experiment_name(ex)
+    return "" if name == "." else f" --experiment {name}"
+
+
+def people_steps(ex, judge_grader: str, people: str, *, run: bool = True) -> str:
+    """The commands with which ``people`` grade the re-check of ``judge_grader``: the
+    packets export and the import, and (with ``run``) ``grade run --recheck`` when
+    ``people`` has a command (a simulated person)."""
+    where = experiment_option(ex)
+    steps = (f"relgrade packets export --recheck {judge_grader} --out recheck.jsonl{where}, "
+             f"then relgrade grade import recheck-graded.jsonl --grader {people} "
+             f"--recheck {judge_grader}{where}")
+    spec = ex.params.graders.get(people)
+    if run and spec is not None and spec.as_dict().get("command") is not None:
+        steps += f" (or, with {people}'s command: relgrade grade run --grader {people} --recheck{where})"
+    return steps
+
+
+def check_key_judge(ex, grader: str) -> None:
+    """Refuse a re-check of ``grader`` unless it is a model grader of the key with a command
+    (:func:`relgrade.experiment.layout.key_judges`).
+
+    Raises
+    ------
+    InputError
+        It is not one; the fix names the key judges, and for a human grader the commands
+        with which people grade a key judge's re-check.
+    """
+    judges = key_judges(ex)
+    if grader in judges:
+        return
+    spec = ex.params.graders.get(grader)
+    if spec is not None and spec.kind == "human" and judges:
+        fix = (f"{grader} is a human grader: people grade the re-check drawn for the key's "
+               "judge, " + "; ".join(people_steps(ex, j, grader) for j in judges))
+    else:
+        fix = ("name the key's model judge (grading.key_grader, or a triage grader) with "
+               "--grader" if judges else "this experiment's key has no model judge with a "
+               "command, so no re-check is owed")
+    raise InputError("a re-check is drawn for, and graded against, a model grader of the key "
+                     "with a command", path=ex.params.source, item=f"graders.{grader}",
+                     found=", ".join(judges) or "no such grader", fix=fix)
+
+
+def drawn(ex, grader: str) -> tuple[str, dict]:
+    """The judge identity now of key judge ``grader`` and the re-check drawn for it: what
+    ``grade run --recheck``, ``grade import --recheck`` and ``packets export --recheck``
+    work on.
+
+    Returns
+    -------
+    (str, dict)
+        The identity (64 hex) and the draw (:func:`read_draw`).
+
+    Raises
+    ------
+    InputError
+        ``grader`` is not a key judge (:func:`check_key_judge`), or no re-check is drawn for
+        its identity now (the fix names ``relgrade judge recheck``, which draws it).
+    """
+    check_key_judge(ex, grader)
+    judge = current_judge(ex, grader)
+    d = read_draw(ex, grader, judge)
+    if d is None:
+        raise InputError(f"no re-check is drawn for {grader}'s judge identity now "
+                         f"({judge[:12]})", path=draw_path(ex, grader, judge),
+                         item=f"graders.{grader}",
+                         fix=f"Run: relgrade judge recheck --grader {grader}{experiment_option(ex)}")
+    return judge, d
+
+
+def graded_by(ex, people: str) -> str:
+    """The key judge whose re-check human grader ``people`` grades: the one key judge
+    measured against them (:func:`relgrade.experiment.calibration.people_grader`).
+
+    Raises
+    ------
+    InputError
+        ``people`` is no human grader, or is the people grader of no key judge, or of more
+        than one (then each judge's re-check is graded through its packets).
+    """
+    from relgrade.experiment.calibration import people_grader
+
+    spec = ex.params.graders.get(people)
+    judges = key_judges(ex)
+    if spec is None or spec.kind != "human":
+        check_key_judge(ex, people)  # a grader neither judge nor people: its error
+    mine = []
+    for j in judges:
+        try:
+            if people_grader(ex, j) == people:
+                mine.append(j)
+        except InputError:
+            continue
+    if len(mine) == 1:
+        return mine[0]
+    raise InputError(f"{people} grades the re-check of "
+                     + (f"{len(mine)} key judges" if mine else "no key judge"),
+                     path=ex.params.source, item=f"graders.{people}",
+                     fix="; ".join(people_steps(ex, j, people, run=False)
+                                   for j in (mine or judges))
+                     or "this experiment's key has no model judge with a command")
 
 
 def frame(ex, grader: str) -> pd.DataFrame:
@@ -104,12 +216,12 @@ def frame(ex, grader: str) -> pd.DataFrame:
     path = ex.path("grades")
     if not path.exists():
         raise InputError("a re-check is drawn from the key judge's grades: the grades table "
-                         "is not built yet", path=path, fix="Run: dvc repro")
+                         "is not built yet", path=path, fix=f"Run: {repro_command(ex)}")
     table = io.read_table(path, columns=["query_id", "chunk_id", "grader", "grade"])
     mine = table[table["grader"].astype(str) == grader]
     if mine.empty:
         raise InputError(f"the grades table holds no grade of {grader} to draw a re-check from",
-                         path=path, item=grader, fix="Run: dvc repro")
+                         path=path, item=grader, fix=f"Run: {repro_command(ex)}")
     out = pd.DataFrame({"query_id": mine["query_id"].astype(str),
                         "chunk_id": mine["chunk_id"].astype(str),
                         "grade": mine["grade"].astype("int64")})
@@ -318,9 +430,7 @@ def owed_words(ex, grader: str, o: dict) -> str:
     if o["judge"]:
         steps.append(f"relgrade grade run --grader {grader} --recheck{where}")
     if o["people"]:
-        steps.append(f"relgrade packets export --recheck {grader} --out recheck.jsonl{where}, "
-                     f"then relgrade grade import recheck-graded.jsonl --grader {who} "
-                     f"--recheck {grader}{where}")
+        steps.append(people_steps(ex, grader, who))
     steps.append(f"relgrade judge record --grader {grader}{where}")
     return head + ": " + "; ".join(steps)
 

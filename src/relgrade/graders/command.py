@@ -249,9 +249,10 @@ def resolve_command(argv: Sequence[str], *, grader: str, folder, tree=None,
     Raises
     ------
     InputError
-        An entry that names a script (it ends in one of :data:`SCRIPT_SUFFIXES`, or it is
-        the program written as a path) is a file in neither place: a permanent error, so no
-        process is started (a missing script is not a failure a retry can mend).
+        An argument that names a script (it ends in one of :data:`SCRIPT_SUFFIXES`) is a
+        file in neither place: a permanent error, so no process is started (a missing script
+        is not a failure a retry can mend). A missing program is :func:`run_grader`'s
+        "grader command not found" error.
     """
     here = Path(folder)
     bases = [here] + ([Path(tree)] if tree is not None and Path(tree) != here else [])
@@ -269,7 +270,7 @@ def resolve_command(argv: Sequence[str], *, grader: str, folder, tree=None,
         if hit is not None:
             out.append(str(hit.resolve()))
             continue
-        if arg.lower().endswith(SCRIPT_SUFFIXES) or (i == 0 and "/" in arg):
+        if i > 0 and arg.lower().endswith(SCRIPT_SUFFIXES):
             where = " or ".join(str(p) for p in found)
             raise InputError(f"grader {grader}: its command names a script that does not "
                              f"exist ({where}); a missing script is not retried",
