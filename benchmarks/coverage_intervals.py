@@ -31,7 +31,7 @@ Three studies, each over simulated populations whose true value is known:
    Bartlett-corrected form (DiCiccio, Hall & Romano 1991); ties as a known atom at 0 (the
    non-zero values' t or corrected-EL interval times the Clopper-Pearson interval of their
    share, each at 1 - alpha/2); and the betting interval for values in [-1, 1]
-   (Waudby-Smith & Ramdas 2023); with a second table of median widths.
+   (Waudby-Smith & Ramdas 2024); with a second table of median widths.
    ``--new-only`` computes t, relgrade's rule and these candidates alone on the same
    samples. ``--part paired-shift``: the same intervals at a true mean of +0.04 (share excluding 0,
    median width) at 12, 36 and 100 queries.
@@ -618,7 +618,7 @@ def atom_rows(x: np.ndarray, inner: str, level: float = LEVEL):
 
 def betting_rows(x: np.ndarray, level: float = LEVEL, bound: float = 1.0,
                  c: float = 0.5, iters: int = 40):
-    """Waudby-Smith & Ramdas's (2023, JRSS-B 86(1)) hedged-capital confidence interval
+    """Waudby-Smith & Ramdas's (2024, JRSS-B 86(1)) hedged-capital confidence interval
     for the mean of values in ``[-bound, bound]``, valid at every n (no asymptotics), with
     predictable plug-in bets tuned to a fixed n: rescaled to ``y = (x + bound) / (2 bound)``
     in [0, 1], the set of ``m`` with ``max(K+(m) / 2, K-(m) / 2) < 1 / alpha`` (theta 1/2),

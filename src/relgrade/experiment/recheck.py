@@ -109,7 +109,8 @@ def people_steps(ex, judge_grader: str, people: str, *, run: bool = True) -> str
              f"--recheck {judge_grader}{where}")
     spec = ex.params.graders.get(people)
     if run and spec is not None and spec.as_dict().get("command") is not None:
-        steps += f" (or, with {people}'s command: relgrade grade run --grader {people} --recheck{where})"
+        steps += (f" (or, with {people}'s command: relgrade grade run --grader {people} "
+                  f"--recheck{where})")
     return steps
 
 
@@ -162,7 +163,8 @@ def drawn(ex, grader: str) -> tuple[str, dict]:
         raise InputError(f"no re-check is drawn for {grader}'s judge identity now "
                          f"({judge[:12]})", path=draw_path(ex, grader, judge),
                          item=f"graders.{grader}",
-                         fix=f"Run: relgrade judge recheck --grader {grader}{experiment_option(ex)}")
+                         fix=f"Run: relgrade judge recheck --grader {grader}"
+                             f"{experiment_option(ex)}")
     return judge, d
 
 

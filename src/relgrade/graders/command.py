@@ -985,7 +985,8 @@ class _Run:
             while True:
                 spool = None if key is None else self.cache.spool_file(key)
                 self.count(commands=1)
-                res = self.runner.run(s.process_argv(remote=s.executor == "ray"), data, timeout=s.timeout, spool=spool)
+                res = self.runner.run(s.process_argv(remote=s.executor == "ray"), data,
+                                      timeout=s.timeout, spool=spool)
                 self.count(command_seconds=res.seconds)
                 if not res.killed and self.note_send(res):
                     res = CommandResult(None, "", "", res.seconds, killed=True)
