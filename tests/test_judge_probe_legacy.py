@@ -1,6 +1,7 @@
 """`relgrade judge probe` on a copy of the shipped experiments/ppi-sim, whose model grades
 were recorded before judge identities were: the probe compares the judge now with those
-grades of record and says that they carry no identity (docs/judges.md, "Which pairs").
+grades of record and says that they carry no identity (docs/judges.md, "Which pairs"); in
+ppi mode it renders the pipeline again and names the sub-experiment's `dvc repro`.
 
 The copy needs the experiment's DVC outputs (its packets and runs): present in a working copy
 where the pipeline ran (or after `dvc checkout`), absent from a fresh clone, where this test is
@@ -11,12 +12,14 @@ from __future__ import annotations
 
 import json
 import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
 
 from relgrade.cli import main
+from tests.test_judge_printed_commands import _dvc_accepts
 
 REPO = Path(__file__).resolve().parents[1]
 EXP = REPO / "experiments" / "ppi-sim"
@@ -55,3 +58,10 @@ def test_the_probe_runs_on_legacy_grades_and_says_they_carry_no_identity(tmp_pat
     assert report["probes"]["stuff"]["flip_rate"] == 0.0
     assert report["probes"]["stuff"]["flipped_pairs"] == 0
     assert {p: p.read_bytes() for p in (copy / "data/grades").rglob("*") if p.is_file()} == kept
+    # ppi mode: the pipeline is rendered again with the report as the ppi stage's dep, and
+    # the dvc repro it names is the sub-experiment's, a target DVC accepts
+    repro = res.output.split("; run `")[1].split("`")[0]
+    assert repro == "dvc repro experiments/ppi-sim/dvc.yaml"
+    assert "judges/probe-model-m.json" in (copy / "dvc.yaml").read_text()
+    subprocess.run(["dvc", "init", "--no-scm", "-q"], cwd=repo, check=True)
+    _dvc_accepts(repo, repro)

@@ -116,9 +116,11 @@ def _render_ppi_pipeline(ex, grader: str, report, *, quiet: bool) -> None:
         return
     write_text(dvc, text)
     if not quiet:
+        from relgrade.experiment.layout import repro_command
+
         click.echo(f"rendered {dvc.relative_to(ex.working_tree()).as_posix()}: the ppi stage "
-                   f"reads {Path(report).relative_to(ex.working_tree()).as_posix()}; run dvc "
-                   "repro, then commit both")
+                   f"reads {Path(report).relative_to(ex.working_tree()).as_posix()}; run "
+                   f"`{repro_command(ex)}` (at the repository's top), then commit both")
 
 
 @judge_cmd.command("probe")
