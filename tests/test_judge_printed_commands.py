@@ -221,3 +221,17 @@ def test_judge_status_and_reconcile_name_the_sub_experiments_dvc_repro(tmp_path,
     repro = res.output.split("Run the metrics stage first: ")[1].strip()
     assert repro == "dvc repro experiments/ppi-sim/dvc.yaml:metrics"
     _dvc_accepts(root, repro)
+
+
+def test_judge_record_without_pairs_of_the_judge_now_names_the_recheck_that_draws_them(repo):
+    sub = repo / SUB
+    _grades_table(sub)
+    script = sub / "sim/grader.py"
+    script.write_text(script.read_text() + "# prompt: answer with the grade first\n")
+    res = cli("judge", "record", "--experiment", SUB)
+    assert res.exit_code == 1 and len(res.output.strip().splitlines()) == 1
+    assert "grade run does not ask again for a current grade" in res.output
+    draw = "relgrade judge recheck " + res.output.split("relgrade judge recheck ")[1].strip()
+    assert draw == f"relgrade judge recheck --grader grader-a --experiment {SUB}"
+    res = run_printed(draw)
+    assert res.exit_code == 0 and "drawn and locked in" in res.output, res.output

@@ -174,11 +174,16 @@ def measure(ex, grader: str, *, against: str | None = None, judge: str | None = 
     paired, measured_at = paired_grades(ex, grader, against, judge=judge,
                                         rubric_sha256=rubric)
     if paired.empty:
+        where = recheck.experiment_option(ex)
+        fix = (f"Its grades of the pairs {against} graded were made under another identity "
+               "(or before identities were recorded), and grade run does not ask again for a "
+               "current grade: draw the targeted re-check, relgrade judge recheck --grader "
+               f"{grader}{where}" if grader in key_judges(ex) else
+               f"Grade with the judge now pairs that {against} graded (relgrade grade run "
+               f"--grader {grader}{where} asks for the pairs it has no current grade of)")
         raise InputError("no pair has both a grade made under the judge now and a grade of "
                          "people on the same chunk and rubric", path=ex.grader_files(grader).bank,
-                         item=f"judge {judge[:12]}",
-                         fix=f"Grade with the judge now (relgrade grade run --grader {grader}) "
-                             f"pairs that {against} graded")
+                         item=f"judge {judge[:12]}", fix=fix)
     scale, rnd = ex.params.need("scale"), ex.params.grading.round
     boot, seed = ex.params.agreement, derive_seed(ex.params.need("seed"), "judge-calibration",
                                                   rnd)
