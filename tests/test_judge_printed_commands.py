@@ -235,3 +235,29 @@ def test_judge_record_without_pairs_of_the_judge_now_names_the_recheck_that_draw
     assert draw == f"relgrade judge recheck --grader grader-a --experiment {SUB}"
     res = run_printed(draw)
     assert res.exit_code == 0 and "drawn and locked in" in res.output, res.output
+
+
+def test_a_person_without_a_command_is_sent_to_the_packets_export_that_works(repo):
+    sub = repo / SUB
+    _grades_table(sub)
+    params = yaml.safe_load((sub / "params.yaml").read_text())
+    del params["graders"]["person-b"]["command"]
+    (sub / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+    res = cli("grade", "run", "--grader", "person-b", "--experiment", SUB, "--no-progress")
+    assert res.exit_code == 1
+    assert f"`relgrade serve --grader person-b --experiment {SUB}`" in res.output
+    assert f"`relgrade grade import --grader person-b FILE --experiment {SUB}`" in res.output
+    script = sub / "sim/grader.py"
+    script.write_text(script.read_text() + "# prompt: answer with the grade first\n")
+    assert cli("judge", "recheck", "--grader", "grader-a", "--experiment", SUB).exit_code == 0
+    res = cli("grade", "run", "--grader", "person-b", "--recheck", "--experiment", SUB,
+              "--no-progress")
+    assert res.exit_code == 1 and len(res.output.strip().splitlines()) == 1
+    assert "person-b has no command: people grade the re-check of grader-a by hand" in res.output
+    export = "relgrade packets export " + res.output.split("relgrade packets export ")[1] \
+        .split(", then ")[0]
+    res = run_printed(export)
+    assert res.exit_code == 0, res.output
+    assert re.search(r"the [6-9] pairs person-b still owes", res.output)  # the whole draw
+    assert (sub / "recheck.jsonl").is_file()
+    assert f"--recheck grader-a --experiment {SUB}" in res.output  # the import it names

@@ -154,11 +154,19 @@ def run_cmd(grader, workers, executor, address, connect_timeout, dry_run, max_ca
         raise InputError("--max-calls must be an integer >= 1", found=str(max_calls),
                          fix="Give the most grader processes the run may start, or leave "
                              "the option out")
+    from relgrade.experiment import recheck as rc
+
     ex = Experiment.load(params_path, resolve=True)
-    setup = graderun.grader_setup(ex.params.grader(grader), grader, path=params_path,
+    spec = ex.params.grader(grader)
+    if recheck and spec["kind"] == "human" and spec.get("command") is None:
+        judge_grader = rc.graded_by(ex, grader)
+        raise InputError(f"{grader} has no command: people grade the re-check of "
+                         f"{judge_grader} by hand", path=params_path, item=grader,
+                         fix=rc.people_steps(ex, judge_grader, grader, run=False))
+    setup = graderun.grader_setup(spec, grader, path=params_path,
                                   workers=workers, executor=executor, address=address,
                                   connect_timeout=connect_timeout, folder=ex.root,
-                                  tree=ex.working_tree())
+                                  tree=ex.working_tree(), where=rc.experiment_option(ex))
     stale = edited_since_build(ex)
     if stale is not None:
         raise ProtocolError(f"{stale}; nothing was graded. Run `{repro_command(ex)}` first: "

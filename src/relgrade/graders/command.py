@@ -291,7 +291,7 @@ def _int_param(value, name, grader, path, minimum):
 def grader_setup(spec: Mapping, name: str, *, path=None, workers: int | None = None,
                  executor: str | None = None, address: str | None = None,
                  connect_timeout: float | None = None, folder=None,
-                 tree=None) -> GraderSetup:
+                 tree=None, where: str = "") -> GraderSetup:
     """Read and check one command grader's settings.
 
     Parameters
@@ -317,6 +317,9 @@ def grader_setup(spec: Mapping, name: str, *, path=None, workers: int | None = N
         written, read from the folder the process runs in.
     tree : str or os.PathLike, optional
         The working tree (the repository holding the experiment).
+    where : str, default ""
+        The ``--experiment NAME`` option (with its leading space) the commands named in
+        the errors need, for an experiment below the repository's top.
 
     Returns
     -------
@@ -338,13 +341,14 @@ def grader_setup(spec: Mapping, name: str, *, path=None, workers: int | None = N
     if g.get("command") is None and kind == "human":
         raise InputError("a human grader has no command to run: a person grades on the web "
                          "page", path=path, item=name,
-                         fix=f"Run `relgrade serve --grader {name}` and open the login link "
-                             f"it prints, or record grades made elsewhere with `relgrade grade "
-                             f"import --grader {name} FILE`")
+                         fix=f"Run `relgrade serve --grader {name}{where}` and open the login "
+                             f"link it prints, or record grades made elsewhere with `relgrade "
+                             f"grade import --grader {name} FILE{where}`")
     if g.get("command") is None and kind == "import":
         raise InputError("a grader of kind import has no command to run: its grades come "
                          "from a file", path=path, item=name,
-                         fix=f"Record them with `relgrade grade import --grader {name} FILE`")
+                         fix=f"Record them with `relgrade grade import --grader {name} "
+                             f"FILE{where}`")
     if g.get("command") is None:
         raise InputError("grader has no command to run", path=path, item=name,
                          fix=f"Set graders.{name}.command (see docs/graders.md)")
