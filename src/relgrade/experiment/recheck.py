@@ -129,8 +129,10 @@ def check_key_judge(ex, grader: str) -> None:
         return
     spec = ex.params.graders.get(grader)
     if spec is not None and spec.kind == "human" and judges:
+        mine = _measured_against(ex, grader)
         fix = (f"{grader} is a human grader: people grade the re-check drawn for the key's "
-               "judge, " + "; ".join(people_steps(ex, j, grader) for j in judges))
+               "judge, " + "; ".join(people_steps(ex, j, grader, run=mine == [j])
+                                     for j in judges))
     else:
         fix = ("name the key's model judge (grading.key_grader, or a triage grader) with "
                "--grader" if judges else "this experiment's key has no model judge with a "
@@ -168,6 +170,20 @@ def drawn(ex, grader: str) -> tuple[str, dict]:
     return judge, d
 
 
+def _measured_against(ex, people: str) -> list[str]:
+    """The key judges whose people grader is ``people``."""
+    from relgrade.experiment.calibration import people_grader
+
+    mine = []
+    for j in key_judges(ex):
+        try:
+            if people_grader(ex, j) == people:
+                mine.append(j)
+        except InputError:
+            continue
+    return mine
+
+
 def graded_by(ex, people: str) -> str:
     """The key judge whose re-check human grader ``people`` grades: the one key judge
     measured against them (:func:`relgrade.experiment.calibration.people_grader`).
@@ -178,19 +194,11 @@ def graded_by(ex, people: str) -> str:
         ``people`` is no human grader, or is the people grader of no key judge, or of more
         than one (then each judge's re-check is graded through its packets).
     """
-    from relgrade.experiment.calibration import people_grader
-
     spec = ex.params.graders.get(people)
     judges = key_judges(ex)
     if spec is None or spec.kind != "human":
         check_key_judge(ex, people)  # a grader neither judge nor people: its error
-    mine = []
-    for j in judges:
-        try:
-            if people_grader(ex, j) == people:
-                mine.append(j)
-        except InputError:
-            continue
+    mine = _measured_against(ex, people)
     if len(mine) == 1:
         return mine[0]
     raise InputError(f"{people} grades the re-check of "
