@@ -6,7 +6,7 @@ experiment's folder of a sub-experiment (docs/judges.md):
   --recheck`), until the judge is calibrated;
 - the refusals' `Run:` commands (`grade run --grader PERSON --recheck` before the draw,
   `judge recheck --grader PERSON`);
-- an experiment with no human grader owes no calibration;
+- an experiment with no human grader (the shipped crowd-sim) owes no calibration;
 - the `dvc repro` that `judge status` and `relgrade reconcile` name for a sub-experiment is a
   target DVC accepts (checked with `dvc stage list` on a copy of the shipped ppi-sim).
 """
@@ -181,20 +181,30 @@ def test_an_experiment_with_no_human_grader_owes_no_calibration(repo):
 
 # --- the dvc repro a sub-experiment's messages name ---------------------------------------------
 
-def _ppi_sim_copy(tmp_path: Path) -> Path:
-    """A DVC repository holding a copy of the shipped ppi-sim's committed files only."""
+def _shipped_copy(tmp_path: Path, name: str = "ppi-sim") -> Path:
+    """A DVC repository holding a copy of a shipped experiment's committed files only."""
     root = tmp_path / "repo"
     (root / "stages").mkdir(parents=True)
     shutil.copy(REPO / "dvc.yaml", root / "dvc.yaml")
-    exp = REPO / "experiments/ppi-sim"
-    tracked = subprocess.run(["git", "ls-files", "experiments/ppi-sim"], cwd=REPO,
+    tracked = subprocess.run(["git", "ls-files", f"experiments/{name}"], cwd=REPO,
                              capture_output=True, text=True, check=True).stdout.split()
+    assert f"experiments/{name}/dvc.yaml" in tracked
     for rel in tracked:
         (root / rel).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy(REPO / rel, root / rel)
-    assert (exp / "dvc.yaml").is_file()
     subprocess.run(["dvc", "init", "--no-scm", "-q"], cwd=root, check=True)
     return root
+
+
+def test_the_shipped_crowd_sim_lists_its_seven_simulated_raters_with_nothing_owed(
+        tmp_path, monkeypatch):
+    root = _shipped_copy(tmp_path, "crowd-sim")
+    monkeypatch.chdir(root)
+    res = cli("judge", "status", "--experiment", "experiments/crowd-sim")
+    assert res.exit_code == 0, res.output
+    lines = [x for x in res.output.splitlines() if x.startswith("judge: ")]
+    assert len(lines) == 7 and not any("owed:" in x for x in lines)
+    assert all("no people's grades to calibrate against" in x for x in lines)
 
 
 def _dvc_accepts(root: Path, command: str) -> None:
@@ -207,7 +217,7 @@ def _dvc_accepts(root: Path, command: str) -> None:
 
 
 def test_judge_status_and_reconcile_name_the_sub_experiments_dvc_repro(tmp_path, monkeypatch):
-    root = _ppi_sim_copy(tmp_path)
+    root = _shipped_copy(tmp_path)
     monkeypatch.chdir(root)
     out = cli("judge", "status", "--experiment", "experiments/ppi-sim").output
     repro = out.split("the grades table is not built yet. Run: ")[1].splitlines()[0]
