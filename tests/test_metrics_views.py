@@ -45,13 +45,16 @@ def test_dvc_commands_scope_metrics_by_folder_plots_by_dvc_yaml_and_exp_by_colum
 
 def test_decision_rows_put_the_baseline_first_and_leave_what_a_file_lacks_none():
     rows = decision_rows({"z": {"measure": "m", "mean": 0.5, "baseline": "b", "delta": 0.25,
-                                "p_holm": 0.01},
+                                "p_holm": 0.01, "estimator": "ppi++",
+                                "delta_estimator": "anytime"},
                           "b": {"measure": "m", "mean": 0.25, "low": 0.2, "high": 0.3}})
     assert rows == [
         {"arm": "b", "measure": "m", "mean": 0.25, "low": 0.2, "high": 0.3, "judged": None,
-         "baseline": None, "delta": None, "p_holm": None},
+         "baseline": None, "delta": None, "p_holm": None, "estimator": None,
+         "delta_estimator": None},
         {"arm": "z", "measure": "m", "mean": 0.5, "low": None, "high": None, "judged": None,
-         "baseline": "b", "delta": 0.25, "p_holm": 0.01}]
+         "baseline": "b", "delta": 0.25, "p_holm": 0.01, "estimator": "ppi++",
+         "delta_estimator": "anytime"}]
 
 
 def test_metrics_show_lists_only_that_experiments_arms_then_dvcs_scoped_commands():

@@ -206,6 +206,8 @@ def _against(report: dict, arm: str, base: str, measure: str) -> dict | None:
             sign = 1.0 if (c["arm_a"], c["arm_b"]) == (arm, base) else -1.0
             out = {"delta": sign * c["delta"], "p_holm": c["p_holm"],
                    "significant": c["significant"]}
+            if c.get("estimator"):
+                out["estimator"] = c["estimator"]
             # ppi mode: the model key's and the human sample's differences stand beside
             for label, key in (("model_only", "model_only"), ("human_only", "human_only")):
                 other = c.get(key)
@@ -254,7 +256,10 @@ def arm_summaries(report: dict, *, primary: str | None = None, source=None,
         ``human_queries``, ``model_only_mean``/``_low``/``_high``,
         ``human_only_mean``/``_low``/``_high`` and, against the baseline,
         ``model_only_delta``, ``model_only_p_holm``, ``human_only_delta``,
-        ``human_only_p_holm``.
+        ``human_only_p_holm``. When the comparison against the baseline was decided by
+        another estimator than the arm's mean (``"anytime"``: the stopping rule's confidence
+        sequence, params ``grading.stop: anytime``), the row names it as
+        ``delta_estimator``: ``delta`` and ``p_holm`` are that estimator's.
 
     Raises
     ------
@@ -296,6 +301,10 @@ def arm_summaries(report: dict, *, primary: str | None = None, source=None,
             vs = _against(report, arm, base, measure)
             if vs is not None:
                 row.update(baseline=base, delta=vs["delta"], p_holm=vs["p_holm"])
+                if vs.get("estimator") and vs["estimator"] != row.get("estimator"):
+                    # the difference was made by another estimator than the mean (the
+                    # anytime stopping rule's confidence sequence): the file names it
+                    row["delta_estimator"] = vs["estimator"]
                 row.update({k: v for k, v in vs.items() if k.startswith(("model_only_",
                                                                          "human_only_"))})
         ranks = _ranks_for(rank_sets, measure).get(arm)
@@ -721,7 +730,10 @@ def build_decision(report: dict, *, primary: str | None = None, source=None,
     if report.get("estimator"):
         e = report["estimator"]
         header.append(("decided by", f"PPI++ ({e.get('human_sample')} of {e.get('queries')} "
-                                     "queries graded by people, the rest by the model)"))
+                                     "queries graded by people, the rest by the model)"
+                       + ("" if not e.get("comparisons") else
+                          f"; the comparisons by the {e['comparisons']} stopping rule "
+                          f"({(e.get('stop') or {}).get('words', UNDEFINED)})")))
     level = f"{settings.get('level', 0.95):.0%}"
     change = f"{settings.get('min_relative_change', 0.02):.0%}"
 

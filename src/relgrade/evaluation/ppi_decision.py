@@ -185,7 +185,9 @@ def govern(report: dict, ppi: dict, *, source=None) -> dict:
     -------
     dict
         A new report. Top level: ``estimator`` = ``{"decides": "ppi++", "measures": [...],
-        "human_sample": n, "queries": N, "note": sentence}``; ``verdicts`` rebuilt.
+        "human_sample": n, "queries": N, "note": sentence}`` (with the anytime stopping rule
+        also ``"comparisons": "anytime"`` and ``stop``, the note naming both); ``verdicts``
+        rebuilt.
         Per arm and estimated measure: ``estimator: "ppi++"``, ``estimate``, ``low``,
         ``high``, ``se`` PPI++'s, ``method`` ``"ppi++ (INTERVAL)"``, ``lambda``, ``capped``,
         ``human_n``; ``model_only`` (the compare stage's entry: ``estimate``, ``low``,
@@ -289,10 +291,16 @@ def govern(report: dict, ppi: dict, *, source=None) -> dict:
     if stop is not None:
         out["estimator"]["stop"] = {k: stop.get(k) for k in (
             "rule", "settled", "settled_at", "graded", "sample", "margin", "words")}
-        out["estimator"]["note"] += (
-            f" People graded the human sample in a seeded order and stopped early "
-            f"({stop['words']}): each comparison is decided by its anytime-valid confidence "
+        # the arms stay PPI++'s, the comparisons are the rule's: the block names both
+        out["estimator"]["comparisons"] = ANYTIME
+        out["estimator"]["note"] = (
+            f"The arms' estimates are PPI++'s (the model grader's key on every query, "
+            f"rectified by people's grades on the {n} human-sample queries the stopping rule "
+            f"read, of {big_n}); the comparisons are decided by the anytime stopping rule: "
+            f"people graded the human sample in a seeded order and stopped early "
+            f"({stop['words']}), each comparison is decided by its anytime-valid confidence "
             f"sequence and Holm over anytime p-values on the queries they graded; PPI++ on "
-            f"those queries stands beside it.")
+            f"those queries stands beside it (ppi++ in each comparison), model-only and "
+            f"human-only in the prediction-powered section.")
     out["verdicts"] = [c["verdict"] for c in out.get("comparisons", [])]
     return out

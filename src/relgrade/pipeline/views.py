@@ -25,7 +25,7 @@ from relgrade.experiment.layout import experiment_label, find_repository
 
 #: The columns of :func:`decision_rows`, in order.
 DECISION_COLUMNS = ("arm", "measure", "mean", "low", "high", "judged", "baseline", "delta",
-                    "p_holm")
+                    "p_holm", "estimator", "delta_estimator")
 
 
 def _relative(path: Path, start: Path) -> str:
