@@ -16,7 +16,8 @@ from click.testing import CliRunner
 from relgrade.cli import main as cli
 from relgrade.experiment.files import Experiment
 from relgrade.experiment.layout import DEFAULT_EXPERIMENT, experiment_folders
-from relgrade.pipeline.views import decision_rows, dvc_commands, exp_rows, exp_table
+from relgrade.pipeline.views import decision_rows, dvc_commands, exp_notes, exp_rows, \
+    exp_table
 
 REPO = Path(__file__).resolve().parents[1]
 CROWD = REPO / "experiments" / "crowd-sim"
@@ -234,3 +235,23 @@ def test_exp_table_splits_the_arms_into_blocks_no_wider_than_the_width():
     assert lines[2] == lines[5] == "" and len(lines) == 8
     with pytest.raises(ValueError, match="width 30 is below 40"):
         exp_table(rows, width=30)
+
+
+def test_the_exp_table_marks_a_difference_the_anytime_rule_made_and_says_so():
+    m = {"metrics/decision/a.json": {"data": {"mean": 0.5}},
+         "metrics/decision/b.json": {"data": {"mean": 0.625, "baseline": "a", "delta": 0.125,
+                                              "p_holm": 0.25, "estimator": "ppi++"}}}
+    stopped = {"metrics/decision/a.json": {"data": {"mean": 0.5}},
+               "metrics/decision/b.json": {"data": {"mean": 0.75, "baseline": "a",
+                                                    "delta": 0.25, "p_holm": 0.001,
+                                                    "estimator": "ppi++",
+                                                    "delta_estimator": "anytime"}}}
+    rows = exp_rows([{"rev": "workspace", "name": None, "data": {"metrics": stopped}},
+                     {"rev": "0123456789abcdef", "name": None, "data": {"metrics": m}}],
+                    "metrics/decision")
+    # columns: rev 9 wide (workspace), a 5 (0.500), b 19 (the marked cell), two spaces apart
+    assert exp_table(rows) + exp_notes(rows) == [
+        "rev" + " " * 6 + "  " + " " * 4 + "a" + "  " + " " * 18 + "b",
+        "workspace" + "  " + "0.500" + "  " + "0.750 +0.250* p<.01",
+        "0123456" + " " * 2 + "  " + "0.500" + "  " + " 0.625 +0.125 p0.25",
+        "* delta and p: anytime (workspace)"]

@@ -177,14 +177,15 @@ def exp_cmd(as_json, params_path):
     terminal's width (80 columns when not a terminal): one row per revision (the workspace,
     each commit, each `dvc exp run` experiment), one column per arm reading MEAN DELTA pP
     (mean of the primary measure, difference from the baseline, Holm-adjusted p-value),
-    the arms in blocks that fit. `dvc exp show` itself names a column by the file's path
+    the arms in blocks that fit; a difference the anytime stopping rule made is marked *
+    and a last line names the revisions. `dvc exp show` itself names a column by the file's path
     from the repository's top and cannot fit an experiment with two arms in 80 columns."""
     import shutil
 
     from relgrade.errors import InputError
     from relgrade.experiment.files import Experiment
     from relgrade.experiment.layout import find_repository
-    from relgrade.pipeline.views import exp_rows, exp_table, experiment_name
+    from relgrade.pipeline.views import exp_notes, exp_rows, exp_table, experiment_name
 
     ex = Experiment.load(params_path)
     repo = find_repository(ex.root)
@@ -208,7 +209,7 @@ def exp_cmd(as_json, params_path):
     width = max(40, shutil.get_terminal_size((80, 24)).columns)
     title = f"{name}: {len(rows)} revisions; per arm: mean, delta from the baseline, Holm p"
     click.echo(title[:width])
-    for line in exp_table(rows, width=width):
+    for line in exp_table(rows, width=width) + exp_notes(rows):
         click.echo(line)
 
 
