@@ -256,7 +256,8 @@ def diff_decisions(old: Mapping[str, Mapping], new: Mapping[str, Mapping],
     'not comparable: no decision files at HEAD~1'
     >>> c = {"bm25": {"measure": "R@10", "mean": 0.5, "pool_version": "p-1",
     ...               "estimator": "ppi++"}}
-    >>> diff_decisions(c, {"bm25": c["bm25"] | {"delta_estimator": "anytime"}})["reason"]
+    >>> d = {"bm25": c["bm25"], "tfidf": c["bm25"] | {"delta_estimator": "anytime"}}
+    >>> diff_decisions(c | {"tfidf": c["bm25"]}, d)["reason"]
     'not comparable: estimator ppi++ vs ppi++; delta anytime'
     """
     def values(files, field):
@@ -270,10 +271,12 @@ def diff_decisions(old: Mapping[str, Mapping], new: Mapping[str, Mapping],
     measures = (values(old, "measure"), values(new, "measure"))
     def made_by(files):
         # the estimator of the means, and of the differences when another made them (the
-        # anytime stopping rule's): "ppi++; delta anytime"
-        return sorted({str(f["estimator"]) + (f"; delta {f['delta_estimator']}"
-                                              if f.get("delta_estimator") else "")
-                       for f in files.values() if f.get("estimator") is not None})
+        # anytime stopping rule's): ["ppi++; delta anytime"]
+        means = values(files, "estimator")
+        deltas = values(files, "delta_estimator")
+        if not means:
+            return []
+        return [", ".join(means) + (f"; delta {', '.join(deltas)}" if deltas else "")]
 
     estimators = (made_by(old), made_by(new))
     unstamped = [a for files in (old, new) for a, f in files.items()

@@ -355,6 +355,12 @@ def run(ex):
                   f"human-only {ho['estimate']:.4f} (n={e['n']}, N={e['N']})")
     if stop is not None:
         print(f"ppi: {stop['words']}")
+        if stop["graded_beyond"]:
+            k = len(stop["graded_beyond"])
+            print(f"ppi: {k} more quer{'y' if k == 1 else 'ies'} of the sample graded beyond "
+                  "the stop, kept in the bank, not used (the rule decides at its stop): "
+                  + ", ".join(stop["graded_beyond"][:8])
+                  + (", ..." if k > 8 else ""))
     if para:
         print(f"ppi paraphrase: {para['source']} (sha256 {para['sha256'][:12]}): "
               + (para["note"] if not para["used"] else
