@@ -314,6 +314,12 @@ def arm_summaries(report: dict, *, primary: str | None = None, source=None,
     return out
 
 
+def _by(entry: dict) -> str:
+    """In ppi mode, the estimator that made an interval, to follow it in the report's tables
+    (" (ppi++)", " (anytime)", " (model-only)"); "" outside ppi mode."""
+    return f" ({entry['estimator']})" if entry.get("estimator") else ""
+
+
 def _ranks_for(rank_sets: dict | None, measure: str) -> dict:
     if not rank_sets or rank_sets.get("measure") != measure:
         return {}
@@ -747,14 +753,16 @@ def build_decision(report: dict, *, primary: str | None = None, source=None,
             if ci.get("unweighted_mean") is not None:
                 mean += f" (unweighted {_num(ci['unweighted_mean'])})"
             arms.append({"arm": arm, "measure": m, "mean": mean,
-                         "ci": f"[{_num(ci['low'])}, {_num(ci['high'])}]", "se": _num(ci["se"]),
+                         "ci": f"[{_num(ci['low'])}, {_num(ci['high'])}]" + _by(ci),
+                         "se": _num(ci["se"]),
                          "n": _int(ci.get("n")), "needed": _int(pw.get("n_needed"))})
     pairs, segments = [], []
     for c in comparisons:
         pw = c.get("power") or {}
         pairs.append({"a": c["arm_a"], "b": c["arm_b"], "measure": c["measure"],
                       "delta": _num(c["delta"], sign="+"),
-                      "ci": f"[{_num(c['low'], sign='+')}, {_num(c['high'], sign='+')}]",
+                      "ci": f"[{_num(c['low'], sign='+')}, {_num(c['high'], sign='+')}]"
+                            + _by(c),
                       "p_rand": _p(c.get("p_test", c.get("p_randomization"))), "p_holm": _p(c.get("p_holm")),
                       "significant": "yes" if c.get("significant") else "no",
                       "power_now": _num(pw.get("power_now"), 2),

@@ -37,9 +37,9 @@ DECIDED_BY = ("Decided by PPI++: the model grader's key on every query, rectifie
               "beside it in the prediction-powered section.")
 
 _ARM_KEYS = ("estimate", "low", "high", "se")
-_PAIR_KEYS = ("delta", "low", "high", "se", "interval", "p_randomization", "p_holm",
-              "significant", "verdict", "mean_a", "mean_b", "relative", "segments",
-              "segment_cancellation", "holm_family")
+_PAIR_KEYS = ("delta", "low", "high", "se", "interval", "p_randomization", "p_test", "test",
+              "power", "p_holm", "significant", "verdict", "mean_a", "mean_b", "relative",
+              "segments", "segment_cancellation", "holm_family")
 
 
 def _f(x: float, sign: str = "") -> str:
@@ -196,8 +196,9 @@ def govern(report: dict, ppi: dict, *, source=None) -> dict:
         ``delta``, ``low``, ``high``, ``se``, ``p`` (unadjusted), ``p_holm``, ``significant``,
         ``mean_a``, ``mean_b``, ``relative``, ``holm_family`` (comparisons on the measure),
         ``verdict`` PPI++'s (:func:`ppi_verdict`); ``p_randomization`` None (no
-        randomization test decides); segments moved under ``model_only`` beside the model
-        key's other numbers; ``human_only`` the sample's difference (``delta``, ``low``,
+        randomization test decides), ``p_test`` the estimator's unadjusted p-value and
+        ``test`` its name, ``power`` None (the model key's power analysis, like its segments,
+        moved under ``model_only`` beside the model key's other numbers); ``human_only`` the sample's difference (``delta``, ``low``,
         ``high``, ``se``, ``p``, ``p_holm``, ``significant``). Entries on other measures
         carry ``estimator: "model-only"`` and their verdicts say so.
 
@@ -256,7 +257,8 @@ def govern(report: dict, ppi: dict, *, source=None) -> dict:
         c["model_only"] = model
         c.update(estimator=DECIDES, delta=e["estimate"], low=e["low"], high=e["high"],
                  se=e["se"], interval=f"ppi++ ({e['interval']})", p=e["p"],
-                 p_randomization=None, p_holm=e["p_holm"], significant=bool(e["significant"]),
+                 p_randomization=None, p_test=e["p"], test=DECIDES, power=None,
+                 p_holm=e["p_holm"], significant=bool(e["significant"]),
                  mean_a=arm_a, mean_b=arm_b,
                  relative=None if arm_b == 0 else e["estimate"] / arm_b,
                  holm_family=len(est["differences"]), segments=[],
@@ -274,7 +276,7 @@ def govern(report: dict, ppi: dict, *, source=None) -> dict:
                           "p_holm": c["p_holm"], "significant": c["significant"],
                           "verdict": c["verdict"]}
             c.update(estimator=ANYTIME, delta=row["delta"], low=row["low"], high=row["high"],
-                     se=None, p=row["p"], p_holm=row["p_holm"],
+                     se=None, p=row["p"], p_test=row["p"], test=ANYTIME, p_holm=row["p_holm"],
                      significant=bool(row["significant"]),
                      equivalent=bool(row["equivalent"]),
                      interval="anytime confidence sequence (hedged betting, without "
