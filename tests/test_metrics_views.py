@@ -16,7 +16,8 @@ from click.testing import CliRunner
 from relgrade.cli import main as cli
 from relgrade.experiment.files import Experiment
 from relgrade.experiment.layout import DEFAULT_EXPERIMENT, experiment_folders
-from relgrade.pipeline.views import decision_rows, dvc_commands, exp_rows, exp_table
+from relgrade.pipeline.views import decision_rows, dvc_commands, exp_notes, exp_rows, \
+    exp_table
 
 REPO = Path(__file__).resolve().parents[1]
 CROWD = REPO / "experiments" / "crowd-sim"
@@ -45,13 +46,16 @@ def test_dvc_commands_scope_metrics_by_folder_plots_by_dvc_yaml_and_exp_by_colum
 
 def test_decision_rows_put_the_baseline_first_and_leave_what_a_file_lacks_none():
     rows = decision_rows({"z": {"measure": "m", "mean": 0.5, "baseline": "b", "delta": 0.25,
-                                "p_holm": 0.01},
+                                "p_holm": 0.01, "estimator": "ppi++",
+                                "delta_estimator": "anytime"},
                           "b": {"measure": "m", "mean": 0.25, "low": 0.2, "high": 0.3}})
     assert rows == [
         {"arm": "b", "measure": "m", "mean": 0.25, "low": 0.2, "high": 0.3, "judged": None,
-         "baseline": None, "delta": None, "p_holm": None},
+         "baseline": None, "delta": None, "p_holm": None, "estimator": None,
+         "delta_estimator": None},
         {"arm": "z", "measure": "m", "mean": 0.5, "low": None, "high": None, "judged": None,
-         "baseline": "b", "delta": 0.25, "p_holm": 0.01}]
+         "baseline": "b", "delta": 0.25, "p_holm": 0.01, "estimator": "ppi++",
+         "delta_estimator": "anytime"}]
 
 
 def test_metrics_show_lists_only_that_experiments_arms_then_dvcs_scoped_commands():
@@ -231,3 +235,23 @@ def test_exp_table_splits_the_arms_into_blocks_no_wider_than_the_width():
     assert lines[2] == lines[5] == "" and len(lines) == 8
     with pytest.raises(ValueError, match="width 30 is below 40"):
         exp_table(rows, width=30)
+
+
+def test_the_exp_table_marks_a_difference_the_anytime_rule_made_and_says_so():
+    m = {"metrics/decision/a.json": {"data": {"mean": 0.5}},
+         "metrics/decision/b.json": {"data": {"mean": 0.625, "baseline": "a", "delta": 0.125,
+                                              "p_holm": 0.25, "estimator": "ppi++"}}}
+    stopped = {"metrics/decision/a.json": {"data": {"mean": 0.5}},
+               "metrics/decision/b.json": {"data": {"mean": 0.75, "baseline": "a",
+                                                    "delta": 0.25, "p_holm": 0.001,
+                                                    "estimator": "ppi++",
+                                                    "delta_estimator": "anytime"}}}
+    rows = exp_rows([{"rev": "workspace", "name": None, "data": {"metrics": stopped}},
+                     {"rev": "0123456789abcdef", "name": None, "data": {"metrics": m}}],
+                    "metrics/decision")
+    # columns: rev 9 wide (workspace), a 5 (0.500), b 19 (the marked cell), two spaces apart
+    assert exp_table(rows) + exp_notes(rows) == [
+        "rev" + " " * 6 + "  " + " " * 4 + "a" + "  " + " " * 18 + "b",
+        "workspace" + "  " + "0.500" + "  " + "0.750 +0.250* p<.01",
+        "0123456" + " " * 2 + "  " + "0.500" + "  " + " 0.625 +0.125 p0.25",
+        "* delta and p: anytime (workspace)"]

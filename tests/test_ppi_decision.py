@@ -113,3 +113,33 @@ def test_a_ppi_record_of_another_key_or_arm_is_refused():
     with pytest.raises(InputError) as e:
         govern(report(), short)
     assert "lacks an arm" in str(e.value) and "dense" in str(e.value)
+
+
+def test_a_comparison_the_anytime_rule_decided_names_it_in_every_number():
+    # people stopped at 8 of 12 queries; the rule's row is dense − bm25, the report's
+    # comparison bm25 − dense: mirrored
+    row = {"arm_a": "dense", "arm_b": "bm25", "delta": 0.125, "low": 0.0625, "high": 0.25,
+           "low_simultaneous": 0.0625, "high_simultaneous": 0.25, "p": 0.02, "p_holm": 0.02,
+           "significant": True, "equivalent": False, "n": 8}
+    stop = {"rule": "anytime", "settled": True, "settled_at": 8, "graded": 8, "sample": 12,
+            "margin": 0.0, "words": "settled at 8 of 12 queries", "measures": {P: [row]}}
+    out = govern(report(), ppi_record() | {"stop": stop})
+    (c,) = [c for c in out["comparisons"] if c["measure"] == P]
+    assert (c["estimator"], c["delta"], c["low"], c["high"]) == \
+        ("anytime", -0.125, -0.25, -0.0625)
+    # the verdict test's p-value is the rule's, not the model key's; the model key's test and
+    # power analysis stand beside, under model_only
+    assert (c["p_test"], c["test"], c["power"]) == (0.02, "anytime", None)
+    assert c["model_only"]["p_randomization"] == 0.01
+    assert c["model_only"]["power"] == {"power_now": 0.9, "n_needed": 12}
+    assert out["estimator"]["comparisons"] == "anytime"
+    # the decision file of dense: its mean PPI++'s, its difference from bm25 the rule's
+    dense = decision.arm_summaries(out, primary=P)["dense"]
+    assert (dense["estimator"], dense["mean"]) == ("ppi++", 0.47)
+    assert (dense["delta_estimator"], dense["delta"], dense["p_holm"]) == \
+        ("anytime", 0.125, 0.02)
+    md = decision.to_markdown(decision.build_decision(out, primary=P))
+    (line,) = [x for x in md.splitlines() if x.startswith(f"| bm25 | dense | {P} |")]
+    assert "| -0.1250 | [-0.2500, -0.0625] (anytime) | 0.02 | 0.02 | yes | — | — |" in line
+    assert f"| dense | {P} | 0.4700 | [0.4000, 0.5400] (ppi++) |" in md
+    assert "the comparisons by the anytime stopping rule (settled at 8 of 12 queries)" in md

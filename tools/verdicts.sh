@@ -56,7 +56,12 @@ if (raw.get("grading") or {}).get("mode") != "ppi" or not comparisons \
         or not (params.parent / comparisons).is_file():
     sys.exit(0)
 estimator = json.loads((params.parent / comparisons).read_text(encoding="utf-8")).get("estimator")
-if estimator:
+if estimator and estimator.get("comparisons"):
+    stop = estimator.get("stop") or {}
+    print(f"  (decided by the {estimator['comparisons']} stopping rule: people graded the "
+          f"human sample in a seeded order, {stop.get('words')}; the arms' estimates are "
+          "PPI++'s, PPI++ on the same queries stands beside each comparison in the report)")
+elif estimator:
     print(f"  (decided by PPI++: people graded {estimator['human_sample']} of "
           f"{estimator['queries']} queries, the model every query; model-only and human-only "
           "stand beside it in the report)")

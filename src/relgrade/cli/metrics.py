@@ -116,7 +116,8 @@ def diff_cmd(a_rev, b_rev, as_json, params_path):
 def show_cmd(as_json, params_path):
     """Print one experiment's decision per arm (metrics/decision/ARM.json): measure, mean,
     interval, Judged@k, and the difference from the baseline with its Holm-adjusted p-value.
-    In ppi mode these are PPI++'s, and a line says so.
+    In ppi mode these are PPI++'s, and a line says so; with the anytime stopping rule the
+    differences are the rule's, and a second line says so.
     `dvc metrics show` lists every experiment of the repository; this lists one, then prints
     DVC's own commands limited to it (metrics, plots, experiments table). When a post-hoc key
     stands beside the frozen one, a line says so: the rows are the frozen key's (JSON:
@@ -147,6 +148,12 @@ def show_cmd(as_json, params_path):
                       if d.get("human_queries") is not None), None)
         click.echo(f"estimator: {', '.join(estimators)} (people on {human} queries, the model "
                    "on every query); model_only_* and human_only_* beside it in the files")
+        by = sorted({str(d["delta_estimator"]) for d in decisions.values()
+                     if d.get("delta_estimator")})
+        if by:  # the differences were made by another estimator (the stopping rule's)
+            click.echo(f"delta and p_holm: {', '.join(by)} (the stopping rule's confidence "
+                       "sequence on people's grades in the seeded order, Holm over anytime "
+                       "p-values; delta_estimator in the files)")
     cells = [[r["arm"], str(r["measure"]), number(r["mean"]),
               f"[{number(r['low'])}, {number(r['high'])}]", number(r["judged"]),
               "" if r["delta"] is None else f"{r['delta']:+.4f}",
@@ -170,14 +177,15 @@ def exp_cmd(as_json, params_path):
     terminal's width (80 columns when not a terminal): one row per revision (the workspace,
     each commit, each `dvc exp run` experiment), one column per arm reading MEAN DELTA pP
     (mean of the primary measure, difference from the baseline, Holm-adjusted p-value),
-    the arms in blocks that fit. `dvc exp show` itself names a column by the file's path
+    the arms in blocks that fit; a difference the anytime stopping rule made is marked *
+    and a last line names the revisions. `dvc exp show` itself names a column by the file's path
     from the repository's top and cannot fit an experiment with two arms in 80 columns."""
     import shutil
 
     from relgrade.errors import InputError
     from relgrade.experiment.files import Experiment
     from relgrade.experiment.layout import find_repository
-    from relgrade.pipeline.views import exp_rows, exp_table, experiment_name
+    from relgrade.pipeline.views import exp_notes, exp_rows, exp_table, experiment_name
 
     ex = Experiment.load(params_path)
     repo = find_repository(ex.root)
@@ -201,7 +209,7 @@ def exp_cmd(as_json, params_path):
     width = max(40, shutil.get_terminal_size((80, 24)).columns)
     title = f"{name}: {len(rows)} revisions; per arm: mean, delta from the baseline, Holm p"
     click.echo(title[:width])
-    for line in exp_table(rows, width=width):
+    for line in exp_table(rows, width=width) + exp_notes(rows):
         click.echo(line)
 
 

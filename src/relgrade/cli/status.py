@@ -139,16 +139,31 @@ def _calibration(ex, st) -> list[str]:
 
 
 def stop_line(stop: Mapping) -> str:
-    """The stopping rule's line: settled (nothing more owed) or how far people have to go."""
+    """The stopping rule's line: settled (nothing more owed) or how far people have to go,
+    counted from the grades recorded; the margin and seed are params' now, and a look taken
+    under other settings is named."""
     if stop.get("state") == "unreadable":
         return f"stopping rule: unreadable: {stop['error']}"
     looks = ", ".join(map(str, stop["looks"])) or "none yet"
+    changed = "".join(
+        f"; {k} is {v['now']:g} in params but the looks were taken with {v['was']:g}: the "
+        "ppi stage refuses it (restore it, or start a new grading.round)"
+        for k, v in (stop.get("looked_with") or {}).items())
     if stop["settled_at"] is not None:
         return (f"stopping rule: settled at {stop['settled_at']} of {stop['sample']} queries "
-                f"(looks at {looks}); people owe no further query of the human sample")
-    return (f"stopping rule: not settled (looks at {looks}); people owe the first "
-            f"{stop['owed']} of {stop['sample']} queries of the seeded order, "
-            f"{stop['batch']} a batch (margin {stop['margin']:g}, seed {stop['seed']})")
+                f"(looks at {looks}); people owe no further query of the human sample"
+                + changed)
+    owed = stop["owed"]
+    if not owed:
+        return (f"stopping rule: not settled (looks at {looks}); people have graded the first "
+                f"{stop['reads']} of {stop['sample']} queries of the seeded order and owe "
+                f"none now: `dvc repro` looks at them ({stop['batch']} a batch, margin "
+                f"{stop['margin']:g}, seed {stop['seed']})" + changed)
+    return (f"stopping rule: not settled (looks at {looks}); people owe {len(owed)} of the "
+            f"first {stop['reads']} of {stop['sample']} queries of the seeded order "
+            f"({', '.join(owed[:8])}{', ...' if len(owed) > 8 else ''}), "
+            f"{stop['batch']} a batch (margin {stop['margin']:g}, seed {stop['seed']})"
+            + changed)
 
 
 def status_lines(st: Mapping) -> list[str]:

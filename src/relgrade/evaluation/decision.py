@@ -206,6 +206,8 @@ def _against(report: dict, arm: str, base: str, measure: str) -> dict | None:
             sign = 1.0 if (c["arm_a"], c["arm_b"]) == (arm, base) else -1.0
             out = {"delta": sign * c["delta"], "p_holm": c["p_holm"],
                    "significant": c["significant"]}
+            if c.get("estimator"):
+                out["estimator"] = c["estimator"]
             # ppi mode: the model key's and the human sample's differences stand beside
             for label, key in (("model_only", "model_only"), ("human_only", "human_only")):
                 other = c.get(key)
@@ -254,7 +256,10 @@ def arm_summaries(report: dict, *, primary: str | None = None, source=None,
         ``human_queries``, ``model_only_mean``/``_low``/``_high``,
         ``human_only_mean``/``_low``/``_high`` and, against the baseline,
         ``model_only_delta``, ``model_only_p_holm``, ``human_only_delta``,
-        ``human_only_p_holm``.
+        ``human_only_p_holm``. When the comparison against the baseline was decided by
+        another estimator than the arm's mean (``"anytime"``: the stopping rule's confidence
+        sequence, params ``grading.stop: anytime``), the row names it as
+        ``delta_estimator``: ``delta`` and ``p_holm`` are that estimator's.
 
     Raises
     ------
@@ -296,6 +301,10 @@ def arm_summaries(report: dict, *, primary: str | None = None, source=None,
             vs = _against(report, arm, base, measure)
             if vs is not None:
                 row.update(baseline=base, delta=vs["delta"], p_holm=vs["p_holm"])
+                if vs.get("estimator") and vs["estimator"] != row.get("estimator"):
+                    # the difference was made by another estimator than the mean (the
+                    # anytime stopping rule's confidence sequence): the file names it
+                    row["delta_estimator"] = vs["estimator"]
                 row.update({k: v for k, v in vs.items() if k.startswith(("model_only_",
                                                                          "human_only_"))})
         ranks = _ranks_for(rank_sets, measure).get(arm)
@@ -303,6 +312,12 @@ def arm_summaries(report: dict, *, primary: str | None = None, source=None,
             row.update(rank_low=ranks["rank_low"], rank_high=ranks["rank_high"])
         out[arm] = row
     return out
+
+
+def _by(entry: dict) -> str:
+    """In ppi mode, the estimator that made an interval, to follow it in the report's tables
+    (" (ppi++)", " (anytime)", " (model-only)"); "" outside ppi mode."""
+    return f" ({entry['estimator']})" if entry.get("estimator") else ""
 
 
 def _ranks_for(rank_sets: dict | None, measure: str) -> dict:
@@ -721,7 +736,10 @@ def build_decision(report: dict, *, primary: str | None = None, source=None,
     if report.get("estimator"):
         e = report["estimator"]
         header.append(("decided by", f"PPI++ ({e.get('human_sample')} of {e.get('queries')} "
-                                     "queries graded by people, the rest by the model)"))
+                                     "queries graded by people, the rest by the model)"
+                       + ("" if not e.get("comparisons") else
+                          f"; the comparisons by the {e['comparisons']} stopping rule "
+                          f"({(e.get('stop') or {}).get('words', UNDEFINED)})")))
     level = f"{settings.get('level', 0.95):.0%}"
     change = f"{settings.get('min_relative_change', 0.02):.0%}"
 
@@ -735,14 +753,16 @@ def build_decision(report: dict, *, primary: str | None = None, source=None,
             if ci.get("unweighted_mean") is not None:
                 mean += f" (unweighted {_num(ci['unweighted_mean'])})"
             arms.append({"arm": arm, "measure": m, "mean": mean,
-                         "ci": f"[{_num(ci['low'])}, {_num(ci['high'])}]", "se": _num(ci["se"]),
+                         "ci": f"[{_num(ci['low'])}, {_num(ci['high'])}]" + _by(ci),
+                         "se": _num(ci["se"]),
                          "n": _int(ci.get("n")), "needed": _int(pw.get("n_needed"))})
     pairs, segments = [], []
     for c in comparisons:
         pw = c.get("power") or {}
         pairs.append({"a": c["arm_a"], "b": c["arm_b"], "measure": c["measure"],
                       "delta": _num(c["delta"], sign="+"),
-                      "ci": f"[{_num(c['low'], sign='+')}, {_num(c['high'], sign='+')}]",
+                      "ci": f"[{_num(c['low'], sign='+')}, {_num(c['high'], sign='+')}]"
+                            + _by(c),
                       "p_rand": _p(c.get("p_test", c.get("p_randomization"))), "p_holm": _p(c.get("p_holm")),
                       "significant": "yes" if c.get("significant") else "no",
                       "power_now": _num(pw.get("power_now"), 2),

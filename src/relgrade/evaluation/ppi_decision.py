@@ -37,9 +37,9 @@ DECIDED_BY = ("Decided by PPI++: the model grader's key on every query, rectifie
               "beside it in the prediction-powered section.")
 
 _ARM_KEYS = ("estimate", "low", "high", "se")
-_PAIR_KEYS = ("delta", "low", "high", "se", "interval", "p_randomization", "p_holm",
-              "significant", "verdict", "mean_a", "mean_b", "relative", "segments",
-              "segment_cancellation", "holm_family")
+_PAIR_KEYS = ("delta", "low", "high", "se", "interval", "p_randomization", "p_test", "test",
+              "power", "p_holm", "significant", "verdict", "mean_a", "mean_b", "relative",
+              "segments", "segment_cancellation", "holm_family")
 
 
 def _f(x: float, sign: str = "") -> str:
@@ -185,7 +185,9 @@ def govern(report: dict, ppi: dict, *, source=None) -> dict:
     -------
     dict
         A new report. Top level: ``estimator`` = ``{"decides": "ppi++", "measures": [...],
-        "human_sample": n, "queries": N, "note": sentence}``; ``verdicts`` rebuilt.
+        "human_sample": n, "queries": N, "note": sentence}`` (with the anytime stopping rule
+        also ``"comparisons": "anytime"`` and ``stop``, the note naming both); ``verdicts``
+        rebuilt.
         Per arm and estimated measure: ``estimator: "ppi++"``, ``estimate``, ``low``,
         ``high``, ``se`` PPI++'s, ``method`` ``"ppi++ (INTERVAL)"``, ``lambda``, ``capped``,
         ``human_n``; ``model_only`` (the compare stage's entry: ``estimate``, ``low``,
@@ -194,8 +196,9 @@ def govern(report: dict, ppi: dict, *, source=None) -> dict:
         ``delta``, ``low``, ``high``, ``se``, ``p`` (unadjusted), ``p_holm``, ``significant``,
         ``mean_a``, ``mean_b``, ``relative``, ``holm_family`` (comparisons on the measure),
         ``verdict`` PPI++'s (:func:`ppi_verdict`); ``p_randomization`` None (no
-        randomization test decides); segments moved under ``model_only`` beside the model
-        key's other numbers; ``human_only`` the sample's difference (``delta``, ``low``,
+        randomization test decides), ``p_test`` the estimator's unadjusted p-value and
+        ``test`` its name, ``power`` None (the model key's power analysis, like its segments,
+        moved under ``model_only`` beside the model key's other numbers); ``human_only`` the sample's difference (``delta``, ``low``,
         ``high``, ``se``, ``p``, ``p_holm``, ``significant``). Entries on other measures
         carry ``estimator: "model-only"`` and their verdicts say so.
 
@@ -254,7 +257,8 @@ def govern(report: dict, ppi: dict, *, source=None) -> dict:
         c["model_only"] = model
         c.update(estimator=DECIDES, delta=e["estimate"], low=e["low"], high=e["high"],
                  se=e["se"], interval=f"ppi++ ({e['interval']})", p=e["p"],
-                 p_randomization=None, p_holm=e["p_holm"], significant=bool(e["significant"]),
+                 p_randomization=None, p_test=e["p"], test=DECIDES, power=None,
+                 p_holm=e["p_holm"], significant=bool(e["significant"]),
                  mean_a=arm_a, mean_b=arm_b,
                  relative=None if arm_b == 0 else e["estimate"] / arm_b,
                  holm_family=len(est["differences"]), segments=[],
@@ -272,7 +276,7 @@ def govern(report: dict, ppi: dict, *, source=None) -> dict:
                           "p_holm": c["p_holm"], "significant": c["significant"],
                           "verdict": c["verdict"]}
             c.update(estimator=ANYTIME, delta=row["delta"], low=row["low"], high=row["high"],
-                     se=None, p=row["p"], p_holm=row["p_holm"],
+                     se=None, p=row["p"], p_test=row["p"], test=ANYTIME, p_holm=row["p_holm"],
                      significant=bool(row["significant"]),
                      equivalent=bool(row["equivalent"]),
                      interval="anytime confidence sequence (hedged betting, without "
@@ -289,10 +293,16 @@ def govern(report: dict, ppi: dict, *, source=None) -> dict:
     if stop is not None:
         out["estimator"]["stop"] = {k: stop.get(k) for k in (
             "rule", "settled", "settled_at", "graded", "sample", "margin", "words")}
-        out["estimator"]["note"] += (
-            f" People graded the human sample in a seeded order and stopped early "
-            f"({stop['words']}): each comparison is decided by its anytime-valid confidence "
+        # the arms stay PPI++'s, the comparisons are the rule's: the block names both
+        out["estimator"]["comparisons"] = ANYTIME
+        out["estimator"]["note"] = (
+            f"The arms' estimates are PPI++'s (the model grader's key on every query, "
+            f"rectified by people's grades on the {n} human-sample queries the stopping rule "
+            f"read, of {big_n}); the comparisons are decided by the anytime stopping rule: "
+            f"people graded the human sample in a seeded order and stopped early "
+            f"({stop['words']}), each comparison is decided by its anytime-valid confidence "
             f"sequence and Holm over anytime p-values on the queries they graded; PPI++ on "
-            f"those queries stands beside it.")
+            f"those queries stands beside it (ppi++ in each comparison), model-only and "
+            f"human-only in the prediction-powered section.")
     out["verdicts"] = [c["verdict"] for c in out.get("comparisons", [])]
     return out

@@ -235,7 +235,9 @@ def diff_decisions(old: Mapping[str, Mapping], new: Mapping[str, Mapping],
     -------
     dict
         ``comparable`` (bool: both sides hold decision files, and every file on both sides
-        names one and the same pool version, measure and estimator), ``reason`` (str: why
+        names one and the same pool version, measure and estimator, the estimator of the
+        differences included: ``delta_estimator``, e.g. the anytime stopping rule's),
+        ``reason`` (str: why
         not, e.g. ``"not comparable: pool p-aaa vs p-bbb"``, ``"not comparable: estimator
         the key's mean vs ppi++"`` or ``"not comparable: no decision files at HEAD~1"``, or
         ``""``), ``pools``, ``keys`` and ``estimators`` (``(old, new)``, each the sorted
@@ -252,6 +254,11 @@ def diff_decisions(old: Mapping[str, Mapping], new: Mapping[str, Mapping],
     'not comparable: pool p-1 vs p-2'
     >>> diff_decisions({}, b, sides=("HEAD~1", "HEAD"))["reason"]
     'not comparable: no decision files at HEAD~1'
+    >>> c = {"bm25": {"measure": "R@10", "mean": 0.5, "pool_version": "p-1",
+    ...               "estimator": "ppi++"}}
+    >>> d = {"bm25": c["bm25"], "tfidf": c["bm25"] | {"delta_estimator": "anytime"}}
+    >>> diff_decisions(c | {"tfidf": c["bm25"]}, d)["reason"]
+    'not comparable: estimator ppi++ vs ppi++; delta anytime'
     """
     def values(files, field):
         return sorted({str(f.get(field)) for f in files.values() if f.get(field) is not None})
@@ -262,7 +269,16 @@ def diff_decisions(old: Mapping[str, Mapping], new: Mapping[str, Mapping],
     pools = (values(old, "pool_version"), values(new, "pool_version"))
     keys = (values(old, "key"), values(new, "key"))
     measures = (values(old, "measure"), values(new, "measure"))
-    estimators = (values(old, "estimator"), values(new, "estimator"))
+    def made_by(files):
+        # the estimator of the means, and of the differences when another made them (the
+        # anytime stopping rule's): ["ppi++; delta anytime"]
+        means = values(files, "estimator")
+        deltas = values(files, "delta_estimator")
+        if not means:
+            return []
+        return [", ".join(means) + (f"; delta {', '.join(deltas)}" if deltas else "")]
+
+    estimators = (made_by(old), made_by(new))
     unstamped = [a for files in (old, new) for a, f in files.items()
                  if f.get("pool_version") is None]
     empty = list(dict.fromkeys(name for files, name in zip((old, new), sides) if not files))

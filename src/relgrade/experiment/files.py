@@ -324,9 +324,11 @@ class Experiment:
         """The audited query ids (``paths.audit``), in the file's order; None before the audit
         stage has written it.
 
-        With params ``grading.stop: anytime`` (ppi mode) the ids people owe now: the first
-        queries of the seeded grading order up to the next look, or up to where the rule
-        settled (:meth:`stop_record`); ``whole=True`` gives the whole locked sample.
+        With params ``grading.stop: anytime`` (ppi mode) the ids the rule reads now: the first
+        queries of the seeded grading order up to the next look, or further when people
+        graded ahead of it (:meth:`stop_graded`), or up to where the rule settled
+        (:meth:`stop_record`, :func:`relgrade.protocol.stopping.owed_queries`);
+        ``whole=True`` gives the whole locked sample.
         """
         path = self.path("audit")
         if not path.is_file():
@@ -335,13 +337,39 @@ class Experiment:
         if whole or self.params.grading.stop == "none":
             return ids
         return stopping_mod.owed_queries(self.stop_record(ids),
-                                         batch=self.params.grading.stop_batch)
+                                         batch=self.params.grading.stop_batch,
+                                         graded=self.stop_graded(ids))
+
+    def stop_graded(self, sample=None) -> set[str]:
+        """The human sample's queries the human grader (params ``grading.auditor``) has any
+        grade of this round in its grade file, whatever order they were graded in.
+
+        Parameters
+        ----------
+        sample : list of str, optional
+            The locked sample's ids (read from ``paths.audit`` when not given).
+
+        Returns
+        -------
+        set of str
+            Query ids; empty before the grader has a grade file of the round.
+        """
+        sample = set(map(str, sample if sample is not None
+                         else self.audit_ids(whole=True) or []))
+        auditor = self.params.grading.auditor
+        if not auditor:
+            return set()
+        grades = self.grader_files(auditor).grades
+        if not grades.is_file():
+            return set()
+        return {str(r.get("query_id")) for _, r in io.iter_jsonl(grades)} & sample
 
     def stop_record(self, sample=None) -> dict:
         """The stopping rule's record of this round's locked sample (params ``paths.stop``).
 
-        The file's record when it belongs to the locked sample of the round; else a new one
-        with no look (:func:`relgrade.protocol.stopping.new_record`), not written.
+        The file's record when it belongs to the locked sample of the round and holds a look;
+        else a new one with no look, from params now
+        (:func:`relgrade.protocol.stopping.new_record`), not written.
 
         Parameters
         ----------
@@ -364,7 +392,10 @@ class Experiment:
                 raise InputError("the stopping rule's record must be a JSON object with an "
                                  "order", path=path, found=type(record).__name__,
                                  fix="restore it from git (git checkout -- FILE)")
-            if stopping_mod.matches(record, round=p.grading.round, lock_sha256=lock_sha):
+            if stopping_mod.matches(record, round=p.grading.round, lock_sha256=lock_sha) \
+                    and record.get("looks"):
+                # a record with looks is the rule the looks were taken under; one without
+                # holds nothing params do not give (order, margin, level, batch follow them)
                 if sorted(record["order"]) != sorted(map(str, sample)):
                     raise InputError("the stopping rule's order is not the locked sample",
                                      path=path, found=f"{len(record['order'])} queries, "

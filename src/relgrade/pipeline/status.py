@@ -704,14 +704,32 @@ def stop_status(ex) -> dict:
     Returns
     -------
     dict
-        ``rule``, ``sample`` (the locked human sample's size), ``owed`` (queries of the seeded
-        order people owe now, graded or not), ``looks`` (query counts looked at),
-        ``settled_at`` (None until settled), ``batch``, ``margin``, ``seed``.
+        ``rule``, ``sample`` (the locked human sample's size), ``reads`` (queries of the
+        seeded order the rule reads now: up to its next look, or as far as people graded
+        ahead of it), ``owed`` (those of them people have not graded, in the order),
+        ``graded`` (queries of the sample people have graded, any order), ``looks`` (query
+        counts looked at), ``settled_at`` (None until settled), ``batch``, ``margin`` and
+        ``seed`` (params now), ``looked_with`` (when a look was taken with another margin,
+        level or seed than params give now: ``{"grading.stop_margin": {"now": 0.1, "was":
+        0.05}}``, the ppi stage refuses such a change; else empty).
     """
+    p = ex.params
     record = ex.stop_record()
-    owed = len(ex.audit_ids() or [])
+    reads = ex.audit_ids() or []
+    graded = ex.stop_graded(record["order"])
+    level = p.ppi.level if p.ppi is not None else 0.95
+    looked_with = {}
+    if record.get("looks"):
+        for k, now, was in (("grading.stop_margin", float(p.grading.stop_margin),
+                             float(record["margin"])),
+                            ("ppi.level", float(level), float(record["level"])),
+                            ("seed", int(p.need("seed")), int(record["seed"]))):
+            if now != was:
+                looked_with[k] = {"now": now, "was": was}
     return {"state": "settled" if record.get("settled_at") is not None else "grading",
-            "rule": record["rule"], "sample": record["sample"], "owed": owed,
+            "rule": record["rule"], "sample": record["sample"], "reads": len(reads),
+            "owed": [q for q in reads if q not in graded], "graded": len(graded),
             "looks": [int(x["t"]) for x in record.get("looks") or []],
-            "settled_at": record.get("settled_at"), "batch": ex.params.grading.stop_batch,
-            "margin": record["margin"], "seed": record["seed"]}
+            "settled_at": record.get("settled_at"), "batch": p.grading.stop_batch,
+            "margin": p.grading.stop_margin, "seed": p.need("seed"),
+            "looked_with": looked_with}

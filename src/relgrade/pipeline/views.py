@@ -25,7 +25,7 @@ from relgrade.experiment.layout import experiment_label, find_repository
 
 #: The columns of :func:`decision_rows`, in order.
 DECISION_COLUMNS = ("arm", "measure", "mean", "low", "high", "judged", "baseline", "delta",
-                    "p_holm")
+                    "p_holm", "estimator", "delta_estimator")
 
 
 def _relative(path: Path, start: Path) -> str:
@@ -134,7 +134,9 @@ def exp_rows(entries: list, prefix: str) -> list[dict]:
     -------
     list of dict
         ``{"rev": str, "commit": str or None, "arms": {ARM: {"mean", "delta", "p_holm",
-        "baseline"}}}``, in DVC's order: the workspace, then each baseline commit followed
+        "baseline"}}}`` (and ``delta_estimator`` when the file names one: the difference
+        was made by another estimator than the mean, e.g. the anytime stopping rule),
+        in DVC's order: the workspace, then each baseline commit followed
         by the experiments based on it. ``rev`` is the experiment's, branch's or tag's name,
         else the commit's first 7 hex digits; ``commit`` the full hash (``None`` for the
         workspace). A revision DVC could not read (a failed experiment) has no arms.
@@ -159,6 +161,8 @@ def exp_rows(entries: list, prefix: str) -> list[dict]:
         rows.append({"rev": str(name), "commit": None if rev == "workspace" else rev,
                      "arms": {arm: {k: d.get(k) for k in ("mean", "delta", "p_holm",
                                                           "baseline")}
+                              | ({"delta_estimator": d["delta_estimator"]}
+                                 if d.get("delta_estimator") else {})
                               for arm, d in sorted(files.items())}})
 
     for entry in entries:
@@ -169,12 +173,34 @@ def exp_rows(entries: list, prefix: str) -> list[dict]:
     return rows
 
 
+#: The mark of a difference another estimator than the mean made (``delta_estimator``).
+MARK = "*"
+
+
+def exp_notes(rows: list[dict]) -> list[str]:
+    """The lines under :func:`exp_table` naming the estimators of marked differences.
+
+    Examples
+    --------
+    >>> exp_notes([{"rev": "workspace", "arms": {"b": {"mean": 0.6, "delta": 0.1,
+    ...                                                "delta_estimator": "anytime"}}}])
+    ['* delta and p: anytime (workspace)']
+    """
+    by: dict[str, list[str]] = {}
+    for r in rows:
+        for v in r["arms"].values():
+            e = v.get("delta_estimator")
+            if e and r["rev"] not in by.setdefault(str(e), []):
+                by[str(e)].append(r["rev"])
+    return [f"{MARK} delta and p: {e} ({', '.join(revs)})" for e, revs in sorted(by.items())]
+
+
 def _cell(values: Mapping | None) -> str:
     if not values or values.get("mean") is None:
         return "—"
     text = f"{values['mean']:.3f}"
     if values.get("delta") is not None:
-        text += f" {values['delta']:+.3f}"
+        text += f" {values['delta']:+.3f}" + (MARK if values.get("delta_estimator") else "")
         p = values.get("p_holm")
         if p is not None:
             text += " p<.01" if p < 0.005 else f" p{p:.2f}"
@@ -187,7 +213,9 @@ def exp_table(rows: list[dict], *, width: int = 80) -> list[str]:
     Each cell reads ``MEAN DELTA pP``: the arm's primary mean, its difference from the
     baseline and the Holm-adjusted p-value (the baseline: its mean alone; ``—`` where the
     revision has no decision for the arm), three and two decimals, a p-value below 0.005 as
-    ``p<.01``. The arms (baseline
+    ``p<.01``; a difference made by another estimator than the mean (``delta_estimator``,
+    the anytime stopping rule's) is marked :data:`MARK` and :func:`exp_notes` says why. The
+    arms (baseline
     first, then by name) are split into as many blocks as needed so that no line is
     wider than ``width``; each block repeats the revision column and is set off by a blank
     line.

@@ -4,8 +4,12 @@ and how many of its queries people owe now.
 With params ``grading.stop: anytime`` people grade the locked human sample (ppi mode) in one
 seeded order, ``grading.stop_batch`` queries at a time. After each batch the ppi stage looks
 (:func:`relgrade.evaluation.anytime.run_stop`) and records the look here; once every verdict
-is settled the record says where (``settled_at``) and nobody owes another query. The record is
-a small JSON file in git (params ``paths.stop``), so the order and every look can be checked:
+is settled the record says where (``settled_at``) and nobody owes another query. What people
+owe is counted from the grades recorded: queries at the head of the order they graded ahead of
+the rule (in another order, or the whole sample before the rule was turned on) are read at the
+next looks, batch by batch, and grades beyond a settled point are not read
+(:func:`owed_count`). The record is a small JSON file in git (params ``paths.stop``), so the
+order and every look can be checked:
 
 ``{"rule": "anytime", "round": 1, "sample_lock_sha256": "...", "seed": 0, "stream":
 "stop-order", "order": ["q07", "q02", ...], "sample": 12, "batch": 4, "margin": 0.05,
@@ -71,23 +75,61 @@ def matches(record: Mapping | None, *, round: int, lock_sha256: str) -> bool:  #
         and record.get("sample_lock_sha256") == lock_sha256
 
 
-def owed_count(record: Mapping, *, batch: int) -> int:
-    """How many queries of the order people owe now.
+def graded_prefix(order: Sequence[str], graded) -> int:
+    """How many queries at the head of ``order`` people have graded (``graded``: a set of
+    query ids), counted up to the first one they have not.
+
+    Examples
+    --------
+    >>> graded_prefix(["q3", "q1", "q2"], {"q3", "q2"})
+    1
+    """
+    n = 0
+    for q in order:
+        if q not in graded:
+            break
+        n += 1
+    return n
+
+
+def owed_count(record: Mapping, *, batch: int, graded=frozenset()) -> int:
+    """How many queries of the order the rule reads now (people owe those not yet graded).
 
     The settled point once settled; else the last look plus one batch (``batch``, the params'
-    current batch size), at most the whole sample; the first batch before any look.
+    current batch size), at most the whole sample; the first batch before any look. Queries
+    people graded ahead of the rule count too: when the head of the order up to query ``k``
+    is graded (``graded``, the sample's query ids the human grader has grades of, in any
+    order), the rule reads at least those ``k``, so the next look takes them in. Grades
+    beyond a settled point are not read (the rule decided at its stop).
+
+    Examples
+    --------
+    >>> r = {"order": ["a", "b", "c", "d", "e"], "sample": 5, "looks": [], "settled_at": None}
+    >>> owed_count(r, batch=2), owed_count(r, batch=2, graded={"a", "b", "c", "e"})
+    (2, 3)
+    >>> owed_count(r | {"settled_at": 2}, batch=2, graded=set("abcde"))
+    2
     """
     size = int(record["sample"])
     if record.get("settled_at") is not None:
         return int(record["settled_at"])
     looks = record.get("looks") or []
     seen = int(looks[-1]["t"]) if looks else 0
-    return min(size, seen + int(batch))
+    return max(min(size, seen + int(batch)),
+               graded_prefix(list(record["order"]), set(map(str, graded))))
 
 
-def owed_queries(record: Mapping, *, batch: int) -> list[str]:
+def owed_queries(record: Mapping, *, batch: int, graded=frozenset()) -> list[str]:
     """The first :func:`owed_count` queries of the record's order."""
-    return list(record["order"])[: owed_count(record, batch=batch)]
+    return list(record["order"])[: owed_count(record, batch=batch, graded=graded)]
+
+
+def next_look(record: Mapping, *, batch: int) -> int:
+    """Where the rule looks next: the last look plus ``batch`` (the first batch before any
+    look), at most the whole sample."""
+    looks = record.get("looks") or []
+    seen = int(looks[-1]["t"]) if looks else 0
+    return min(int(record["sample"]), seen + int(batch))
 
 
 def check_unchanged(record: Mapping, *, margin: float, level: float, seed: int,

@@ -324,13 +324,18 @@ def run(ex):
 
 
 def _start_stop_record(ex) -> None:
-    """Write the stopping rule's record of this round's sample when the file holds none (a
-    record of the same sample, with its looks, is kept as it is)."""
+    """Write the stopping rule's record of this round's sample when the file holds none, or
+    one with no look that params no longer give (a record of the same sample with its looks
+    is kept as it is)."""
     record = ex.stop_record()
     path = ex.path("stop")
     if not path.is_file() or io.read_json(path) != record:
         io.write_json(path, record)
+    reads = ex.audit_ids() or []
+    graded = ex.stop_graded(record["order"])
+    owed = [q for q in reads if q not in graded]
     print(f"audit: people grade the sample in a seeded order (seed {record['seed']}, stream "
-          f"{record['stream']}), {ex.params.grading.stop_batch} queries a batch; they owe "
-          f"{len(ex.audit_ids())} of {record['sample']} now")
+          f"{record['stream']}), {ex.params.grading.stop_batch} queries a batch; the rule "
+          f"reads the first {len(reads)} of {record['sample']} now, people owe {len(owed)} "
+          f"of them ({len(graded)} of the sample graded)")
 

@@ -229,11 +229,12 @@ def run(ex):
     stop_record = None
     if p.grading.stop != "none":
         # people grade the sample in the record's seeded order: only the first queries of
-        # it, up to this look, are read
+        # it, up to this look (or as far as people graded ahead of it), are read
         stop_record = ex.stop_record(sample)
         stopping.check_unchanged(stop_record, margin=p.grading.stop_margin, level=cfg.level,
                                  seed=seed, path=ex.path("stop"))
-        order = stopping.owed_queries(stop_record, batch=p.grading.stop_batch)
+        order = stopping.owed_queries(stop_record, batch=p.grading.stop_batch,
+                                      graded=ex.stop_graded(sample))
         sample = sorted(order)
     human = human_grades(ex, sample)
     groups = io.read_table(ex.path("queries"), columns=["query_id", "group"])
@@ -260,6 +261,12 @@ def run(ex):
     if stop_record is not None:
         stop = _look(ex, stop_record, order, human_tables, measures, pairs, level=level,
                      population=len(queries))
+        # the estimates stand on the queries the rule read up to its stop; grades of the
+        # sample beyond it stay in the bank, unused
+        sample = sorted(stop["order"])
+        human = human[human["query_id"].astype(str).isin(sample)]
+        human_tables = {a: t[t["query_id"].astype(str).isin(sample)]
+                        for a, t in human_tables.items()}
     para = ppi_paraphrase_source(ex, key_grader)
     draws = prompt_draws(ex, key_grader, sample) if para and para["used"] else None
     components = {}
@@ -348,6 +355,12 @@ def run(ex):
                   f"human-only {ho['estimate']:.4f} (n={e['n']}, N={e['N']})")
     if stop is not None:
         print(f"ppi: {stop['words']}")
+        if stop["graded_beyond"]:
+            k = len(stop["graded_beyond"])
+            print(f"ppi: {k} more quer{'y' if k == 1 else 'ies'} of the sample graded beyond "
+                  "the stop, kept in the bank, not used (the rule decides at its stop): "
+                  + ", ".join(stop["graded_beyond"][:8])
+                  + (", ..." if k > 8 else ""))
     if para:
         print(f"ppi paraphrase: {para['source']} (sha256 {para['sha256'][:12]}): "
               + (para["note"] if not para["used"] else
@@ -362,51 +375,76 @@ def run(ex):
 
 def _look(ex, record: dict, order: list[str], human_tables: dict, measures: list[str],
           pairs, *, level: float, population: int) -> dict:
-    """One look of the stopping rule (params ``grading.stop: anytime``) at the queries people
-    have graded in the record's order.
+    """The looks of the stopping rule (params ``grading.stop: anytime``) at the queries people
+    have graded, in the record's order.
 
-    Per measure, each comparison's per-query human-key differences (arm A − arm B, in [-1, 1])
-    in grading order give the hedged betting confidence sequence and anytime p-value
-    (:func:`relgrade.evaluation.anytime.run_stop`; sampling without replacement from the
-    ``population`` pooled queries); Holm runs over each measure's comparisons. The look is
-    recorded (``paths.stop``). Not settled with queries of the sample left: people owe the
-    next batch, and the stage stops (:class:`~relgrade.errors.PendingWork`) before it
-    writes anything else. Settled, or the sample used up: the record says so and the
-    returned block (``ppi.json``'s ``stop``) holds the verdicts at the stop.
+    The rule looks after each batch: at the last look plus ``grading.stop_batch`` queries of
+    the order, then again one batch further, as long as people have graded every query up to
+    there (``order``: the queries read, the head of the record's order), and stops at the
+    first look that settles. Queries people graded ahead of the rule (another order than the
+    seeded one, or the whole sample graded before the rule was turned on) are looked at batch
+    by batch as if they had come in the seeded order; grades beyond the first settling look
+    are not used (the rule decided there). This is valid whatever order people graded in: the
+    seeded order is a uniform random order of a uniform sample, drawn independently of the
+    grades, and the rule reads it sequentially (Waudby-Smith & Ramdas 2020, 2024: the
+    sequence covers at every look at once, so at the first settling one too).
+
+    At each look, per measure, each comparison's per-query human-key differences (arm A − arm
+    B, in [-1, 1]) in grading order give the hedged betting confidence sequence and anytime
+    p-value (:func:`relgrade.evaluation.anytime.run_stop`; sampling without replacement from
+    the ``population`` pooled queries); Holm runs over each measure's comparisons. The looks
+    are recorded (``paths.stop``, with the params' margin, level and batch they were taken
+    under). Not settled with queries of the sample left: people owe the queries of the next
+    batch they have not graded, and the stage stops (:class:`~relgrade.errors.PendingWork`)
+    before it writes anything else. Settled, or the sample used up: the record says so and
+    the returned block (``ppi.json``'s ``stop``) holds the verdicts at the stop, ``order``
+    the queries the rule read, and ``graded_beyond`` the sample's queries people graded
+    that it did not read.
     """
     p = ex.params
-    t, size = len(order), int(record["sample"])
-    families, settled = {}, True
-    for m in measures:
-        wide = _wide(human_tables, m, order)
-        diffs = np.vstack([wide.loc[a].to_numpy() - wide.loc[b].to_numpy() for a, b in pairs])
-        r = anytime.run_stop(diffs, level=level, margin=p.grading.stop_margin, batch=t,
-                             population=population)
-        settled = settled and r.settled
-        families[m] = (r, pairs)
+    size, batch = int(record["sample"]), p.grading.stop_batch
     looks = [dict(x) for x in record.get("looks") or []]
-    if not looks or looks[-1]["t"] != t:
-        looks.append({"t": t, "settled": bool(settled)})
-    new = dict(record, looks=looks, settled_at=t if settled else None,
-               batch=p.grading.stop_batch)
+    new = dict(record, looks=looks, batch=batch, margin=p.grading.stop_margin, level=level)
+    while True:
+        t = int(new["settled_at"]) if new.get("settled_at") is not None else \
+            stopping.next_look(new, batch=batch)
+        if t > len(order):
+            break  # people have not graded the next batch in full yet
+        families, settled = {}, True
+        for m in measures:
+            wide = _wide(human_tables, m, order[:t])
+            diffs = np.vstack([wide.loc[a].to_numpy() - wide.loc[b].to_numpy()
+                               for a, b in pairs])
+            r = anytime.run_stop(diffs, level=level, margin=p.grading.stop_margin, batch=t,
+                                 population=population)
+            settled = settled and r.settled
+            families[m] = (r, pairs)
+        if not looks or looks[-1]["t"] != t:
+            looks.append({"t": t, "settled": bool(settled)})
+        new["settled_at"] = t if settled else None
+        if settled or t >= size:
+            break
     if new != record or not ex.path("stop").is_file():
         io.write_json(ex.path("stop"), new)
-    if not settled and t < size:
+    if t > len(order):
         auditor = p.need("grading.auditor")
-        nxt = stopping.owed_queries(new, batch=p.grading.stop_batch)[t:]
+        graded = set(order) | ex.stop_graded(record["order"])
+        nxt = [q for q in list(record["order"])[len(order):t] if q not in graded]
         how = grade_commands(ex).get(auditor, f"relgrade grade run --grader {auditor}")
         raise PendingWork(
-            f"grading: the stopping rule is not settled at {t} of {size} human-sample "
-            f"queries; {auditor} owes the next {len(nxt)} ({', '.join(nxt[:8])}"
+            f"grading: the stopping rule is not settled at {len(order)} of {size} "
+            f"human-sample queries; {auditor} owes the next {len(nxt)} ({', '.join(nxt[:8])}"
             f"{', ...' if len(nxt) > 8 else ''}); run `{how}`")
+    read = list(order[:t])
+    beyond = sorted(ex.stop_graded(record["order"]) - set(read))
     words = (f"settled at {t} of {size} queries" if settled else
              f"not settled at {size} of {size} queries: the verdicts are those of the whole "
              "sample")
     out = {"rule": stopping.ANYTIME, "settled": bool(settled), "settled_at": t if settled
            else None, "graded": t, "sample": size, "queries": population,
-           "batch": p.grading.stop_batch, "margin": p.grading.stop_margin, "level": level,
-           "seed": record["seed"], "stream": record["stream"], "order": order,
-           "looks": looks, "words": words,
+           "batch": batch, "margin": p.grading.stop_margin, "level": level,
+           "seed": record["seed"], "stream": record["stream"], "order": read,
+           "looks": looks, "words": words, "graded_beyond": beyond,
            "method": "hedged betting confidence sequence, sampling without replacement "
                      "(Waudby-Smith & Ramdas 2024); Holm over anytime p-values",
            "measures": {}}
