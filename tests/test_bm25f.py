@@ -2,15 +2,20 @@
 
 from __future__ import annotations
 
+import copy
 import math
 
 import numpy as np
 import pandas as pd
 import pytest
+import yaml
 
 from relgrade import retrieve
+from relgrade.errors import InputError
+from relgrade.experiment.params import load_params
 from relgrade.retrieve.bm25 import BM25Scorer
 from relgrade.retrieve.bm25f import BM25FScorer
+from tests.test_params import DEFAULT
 
 HEADERS = ["core.py › def parse_args", "utils.py › def echo", "docs › Options"]
 TEXTS = ["return parser", "print the parse result twice parse", "option values"]
@@ -71,3 +76,26 @@ def test_bm25f_arm_from_params_ranks_with_its_header_weight():
         == ["c0", "c1"]
     assert retrieve.run_arm("f1", arms, chunks=chunks, queries=queries)["chunk_id"].tolist() \
         == ["c1", "c0"]
+
+
+def _params_with(tmp_path, arm):
+    p = copy.deepcopy(DEFAULT)
+    p["arms"]["f"] = arm
+    path = tmp_path / "params.yaml"
+    path.write_text(yaml.safe_dump(p, sort_keys=False))
+    return load_params(path)
+
+
+def test_params_take_a_bm25f_arm_with_header_weight_3_by_default(tmp_path):
+    params = _params_with(tmp_path, {"kind": "bm25f", "depth": 100})
+    assert params.arms["f"].header_weight == 3
+    params = _params_with(tmp_path, {"kind": "bm25f", "depth": 100, "header_weight": 12})
+    assert params.arms["f"].header_weight == 12
+
+
+@pytest.mark.parametrize("weight", [0, 2.5])
+def test_params_refuse_a_header_weight_below_1_or_not_whole_naming_the_key(tmp_path, weight):
+    with pytest.raises(InputError) as e:
+        _params_with(tmp_path, {"kind": "bm25f", "depth": 100, "header_weight": weight})
+    assert "arms.f.header_weight" in str(e.value)
+    assert f"(found {weight})" in str(e.value)
