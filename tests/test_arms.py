@@ -143,3 +143,13 @@ def test_the_render_check_runs_under_dvc_and_only_inside_a_relgrade_repository(
     alone = tmp_path_factory.mktemp("outside") / "alone"
     shutil.copytree(repo / EXP, alone)
     require_rendered(Experiment.load(alone / "params.yaml"))
+
+
+def test_add_a_bm25f_arm_writes_its_kind_and_library_source(repo):  # noqa: F811
+    assert init("--arm", "bm25=bm25").exit_code == 0
+    res = arm("add", "fields", "--kind", "bm25f")
+    assert res.exit_code == 0, res.output
+    assert res.output.splitlines()[0] == (
+        f"Added arm fields (bm25f) to {EXP}/params.yaml; rendered {EXP}/dvc.yaml.")
+    assert yaml.safe_load((repo / EXP / "params.yaml").read_text())["arms"]["fields"] == {
+        "kind": "bm25f", "depth": 100, "source": "../../src/relgrade/retrieve/bm25f.py"}

@@ -1,6 +1,6 @@
 """End to end on a copy of the repository's default experiment: disputes and rubric revisions.
 
-The copy holds the committed grades of grader-a (521 pool pairs) and auditor-b (173 audit
+The copy holds the committed grades of grader-a (577 pool pairs) and auditor-b (200 audit
 pairs), which name no rubric section, plus a person, carol, who grades on the page. The
 journey, as a team would walk it:
 
@@ -17,7 +17,7 @@ journey, as a team would walk it:
    reason) and ``dvc repro key`` freezes a key whose record names v2 and the dispute it
    settled; ``relgrade disputes`` lists only carol's dispute.
 5. Rubric v3 changes the section ``split-answer``: ``dvc repro`` stops on exactly the grades
-   naming it (counted from the grade files), far fewer than the 521 pairs.
+   naming it (counted from the grade files), far fewer than the 577 pairs.
 """
 
 from __future__ import annotations
@@ -281,10 +281,11 @@ def test_grades_naming_no_section_are_stale_after_a_revision_unless_a_dispute_pl
     p2, audit = journey["p2"], journey["audit"]
     proc = journey["v2_repro"]
     assert proc.returncode != 0
-    # 521 pairs, 173 audited; the pair carol disputed under outdated-text (not audited) is
-    # placed by her dispute in a section v2 did not touch: grader-a's grade of it stays
+    # 577 pairs, 200 audited (521 and 173 before bm25f's pairs joined the default pool); the
+    # pair carol disputed under outdated-text (not audited) is placed by her dispute in a
+    # section v2 did not touch: grader-a's grade of it stays
     n_pool, n_audit = len(journey["pool"]), int(journey["pool"].query_id.isin(audit).sum())
-    assert (n_pool, n_audit) == (521, 173)
+    assert (n_pool, n_audit) == (577, 200)
     assert p2[0] not in audit
     assert _pending_line(proc) == _owed(n_pool - 1, n_audit)
 
@@ -311,5 +312,5 @@ def test_a_revision_of_one_section_makes_only_the_grades_under_it_stale(journey)
     # catalogue (boundary-cases), and duplicates was already regraded under v2
     stale_a = sum(1 for r in regraded["grader-a"] if r["grade"] == 1)
     stale_b = sum(1 for r in regraded["auditor-b"] if r["grade"] == 1)
-    assert 0 < stale_a < 521 and 0 < stale_b < 173
+    assert 0 < stale_a < 577 and 0 < stale_b < 200
     assert _pending_line(proc) == _owed(stale_a, stale_b)

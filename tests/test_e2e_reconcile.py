@@ -158,7 +158,7 @@ def test_one_arms_finds_unjudged_rank_pool_bias_first(clone, tmp_path):
     (['{"control": "bm25", "treatment": "semantic", "metric": "CTR", "delta": 0.02, '
       '"low": 0.01, "high": 0.03}'], None,
      "Error: bad.jsonl:1: semantic: treatment is not an arm of the experiment. "
-     "Arms: bm25, hybrid, tfidf"),
+     "Arms: bm25, bm25f, hybrid, tfidf"),
     (['{"control": "bm25", "treatment": "hybrid", "metric": "CTR", "delta": 0.02, '
       '"low": 0.01, "high": 0.03}', '{"control": "bm25",'], None,
      "Error: bad.jsonl:2: not valid JSON (found Expecting property name enclosed in double "

@@ -56,8 +56,8 @@ BAD = {
                            "grading.round: must be an integer >= 1 (found 'one')"),
     "round_zero": (_set("grading.round", 0), "grading.round: must be an integer >= 1 (found 0)"),
     "unknown_arm_kind": (_set("arms.bm25.kind", "lucene"),
-                         "arms.bm25.kind: unknown arm kind; must be one of bm25, tfidf, rrf, "
-                         "file, embed (found 'lucene')"),
+                         "arms.bm25.kind: unknown arm kind; must be one of bm25, bm25f, tfidf, "
+                         "rrf, file, embed (found 'lucene')"),
     "cutoff_zero": (_set("metrics.cutoffs", [3, 0]),
                     "metrics.cutoffs[1]: must be an integer >= 1 (found 0)"),
     "bootstrap_999": (_set("metrics.bootstrap", 999),

@@ -52,7 +52,8 @@ def test_it_is_labelled_simulated_and_runs_in_ppi_mode_on_the_default_pool_and_r
     assert params["ppi"]["human_queries"] == 10  # docs/ppi.md: at least 10 human queries
     assert params["arms"]["tfidf"]["family"] == params["graders"]["model-m"]["family"]
     pool = json.loads((EXP / "data" / "pool" / "manifest.json").read_text(encoding="utf-8"))
-    # the default experiment's pool (its 521 pairs are the known truth, sim/truth.jsonl) plus
+    # the default experiment's pool before bm25f joined (its 521 pairs are the known truth,
+    # sim/truth.jsonl) plus
     # the random arm's top 10 of each of the 36 queries, 352 of which are new pairs
     truth = {(r["query_id"], r["chunk_id"]) for r in map(
         json.loads, (EXP / "sim" / "truth.jsonl").read_text(encoding="utf-8").splitlines())}

@@ -191,7 +191,7 @@ def test_hybrid_arm_is_rrf_of_its_fused_arms_computed_in_process():
      "arms.h.fuse: the run of a fused file arm was not given (found f)"),
     ({"a": {"kind": "bm25", "depth": 5}, "g": {"kind": "rrf", "depth": 5, "fuse": ["a"]},
       "h": {"kind": "rrf", "depth": 5, "fuse": ["g"]}}, "h",
-     "arms.h.fuse: an rrf arm fuses arms of kind bm25, tfidf, embed, file (found g of kind rrf)"),
+     "arms.h.fuse: an rrf arm fuses arms of kind bm25, bm25f, tfidf, embed, file (found g of kind rrf)"),
 ])
 def test_bad_arm_settings_are_refused_naming_the_param(arms, name, message):
     with pytest.raises(InputError) as e:

@@ -97,7 +97,9 @@ def test_partly_graded_pool_gives_the_exact_lines(exp):
         "audit: 0 of 2 pairs graded by auditor-b (round 1)",
         "gate: not run yet (no agreement metrics)",
         "key: not frozen yet",
+        # the arms are the repository's params' (bm25f joined the default experiment)
         "metrics bm25: missing",
+        "metrics bm25f: missing",
         "metrics hybrid: missing",
         "metrics tfidf: missing",
         # both graders are command graders (kind model): 4 grades made, 3 + 2 owed, one
@@ -268,7 +270,7 @@ def test_frozen_key_metrics_and_a_pool_that_grew_since(exp):
                              _use("p-111111111111", KEY_HASH)])
     lines = _status(root).splitlines()
     lines = lines[:next(i for i, x in enumerate(lines) if x.startswith("judging cost:"))]
-    assert lines[-7:] == [
+    assert lines[-8:] == [
         # the pass record is the old pool's: the audited q2 is owed by auditor-b (2 pairs)
         "gate: waiting for the audit queries' grades (auditor-b owes 2); the last gate record "
         "(passed) predates them: 2 have no grade; the gate runs again once they are graded",
@@ -280,6 +282,7 @@ def test_frozen_key_metrics_and_a_pool_that_grew_since(exp):
         "need auditor-b (audit query q2); run `relgrade grade import --grader grader-a FILE` "
         "and `relgrade grade import --grader auditor-b FILE`, then `dvc repro`",
         "metrics bm25: present (key 9f9f9f9f9f9f)",
+        "metrics bm25f: missing",
         "metrics hybrid: missing",
         "metrics tfidf: stale (computed from key 000000000000, not the frozen key)",
     ]
@@ -295,7 +298,7 @@ def test_a_key_of_this_pool_with_pairs_owed_is_the_previous_key_not_the_current_
                                              "post_hoc": False})
     _put(root, p["ledger"], [_use("p-222222222222", KEY_HASH)])
     lines = _status(root).splitlines()
-    assert [x for x in lines if x.startswith(("key:", "metrics bm25"))] == [
+    assert [x for x in lines if x.startswith(("key:", "metrics bm25:"))] == [
         # grader-a lacks q1's n1 and q3's e, f; auditor-b the audited q2's c, d
         "key: no current key until the owed grades are in: 3 pairs need grader-a (3 new), 2 "
         "need auditor-b (audit query q2); run `relgrade grade import --grader grader-a FILE` "

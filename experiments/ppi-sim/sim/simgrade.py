@@ -1,7 +1,8 @@
 """The shared part of ppi-sim's SIMULATED graders: the known truth and each pair's draws.
 
-The known truth is the default experiment's frozen key, copied to ``truth.jsonl`` beside this
-file (521 pairs over 36 queries, pool version p-d97bb8ce83c2); a pair it does not hold is
+The known truth is the default experiment's frozen key before bm25f joined its arms, copied to
+``truth.jsonl`` beside this file (521 pairs over 36 queries, pool version p-d97bb8ce83c2, key
+sha256 61e7a0b8bfb6...); a pair it does not hold is
 truly 0. A pair's draws are ``sha256(seed, tag, query_id, chunk_id)`` read as numbers in
 [0, 1), so a grade depends on neither batching, order nor worker count.
 """

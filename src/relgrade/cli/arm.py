@@ -33,7 +33,7 @@ def _next(ex) -> list[str]:
 
 @arm_cmd.command("add")
 @click.argument("name")
-@click.option("--kind", type=click.Choice(["bm25", "tfidf", "rrf", "embed"]), default=None,
+@click.option("--kind", type=click.Choice(["bm25", "bm25f", "tfidf", "rrf", "embed"]), default=None,
               help="A computed arm.")
 @click.option("--run", "run", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="An external run (TREC, JSONL or Parquet): copied to "

@@ -31,7 +31,7 @@ _PATH = click.Path(dir_okay=False, path_type=Path)
               show_default=True,
               help="With --query-log: how the sample is split over head, torso and tail.")
 @click.option("--arm", "arms", multiple=True, metavar="NAME=KIND",
-              help="A built-in arm: bm25, tfidf, embed, rrf (fuses every other arm) or "
+              help="A built-in arm: bm25, bm25f, tfidf, embed, rrf (fuses every other arm) or "
                    "rrf:A,B (fuses arms A and B, external runs included). Repeatable.")
 @click.option("--run", "runs", multiple=True, metavar="NAME=FILE",
               help="An external run (TREC, JSONL or Parquet) as an arm. Repeatable.")

@@ -300,6 +300,15 @@ class Bm25Arm(_Arm):
     b: Share | None = None
 
 
+class Bm25fArm(_Arm):
+    """An arm ranked by BM25F over header and text (``header_weight``, ``k1``, ``b`` optional)."""
+
+    kind: Literal["bm25f"]
+    header_weight: Annotated[int, _number(integer=True, ge=1, what="an integer >= 1")] = 3
+    k1: Annotated[float, _number(integer=False, ge=0)] | None = None
+    b: Share | None = None
+
+
 class TfidfArm(_Arm):
     """An arm ranked by TF-IDF cosine similarity."""
 
@@ -328,8 +337,8 @@ class FileArm(_Arm):
     source: str = Field(min_length=1)
 
 
-Arm = Annotated[Bm25Arm | TfidfArm | RrfArm | FileArm | EmbedArm, Field(discriminator="kind")]
-ARM_KINDS = ("bm25", "tfidf", "rrf", "file", "embed")
+Arm = Annotated[Bm25Arm | Bm25fArm | TfidfArm | RrfArm | FileArm | EmbedArm, Field(discriminator="kind")]
+ARM_KINDS = ("bm25", "bm25f", "tfidf", "rrf", "file", "embed")
 
 
 class Runs(_Section):

@@ -26,7 +26,8 @@ from relgrade.pipeline.registry import render
 from relgrade.ranking import validate_run
 
 #: The library file each computed arm kind is ranked by (its ``source``).
-BUILT_IN = {"bm25": "src/relgrade/retrieve/bm25.py", "tfidf": "src/relgrade/retrieve/tfidf.py",
+BUILT_IN = {"bm25": "src/relgrade/retrieve/bm25.py", "bm25f": "src/relgrade/retrieve/bm25f.py",
+            "tfidf": "src/relgrade/retrieve/tfidf.py",
             "rrf": "src/relgrade/retrieve/fusion.py", "embed": "src/relgrade/retrieve/embed.py"}
 #: Depth of a new arm's run.
 ARM_DEPTH = 100
@@ -47,7 +48,7 @@ def arm_spec(ex: Experiment, name: str, *, kind: str | None, run: Path | None,
         The experiment it joins.
     name : str
         The arm's name: one path segment of letters, digits, ``.``, ``_``, ``-``.
-    kind : {"bm25", "tfidf", "rrf", "embed"} or None
+    kind : {"bm25", "bm25f", "tfidf", "rrf", "embed"} or None
         A computed arm; None with ``run``.
     run : pathlib.Path or None
         An external run (TREC, JSONL or Parquet): a ``file`` arm whose run is copied to

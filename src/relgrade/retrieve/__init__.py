@@ -3,6 +3,8 @@
 Arm kinds (params ``arms.NAME.kind``):
 
 - ``bm25``: :class:`relgrade.retrieve.bm25.BM25Scorer` (optional ``k1``, ``b``);
+- ``bm25f``: :class:`relgrade.retrieve.bm25f.BM25FScorer`, the header's terms counted
+  ``header_weight`` times (default 3; optional ``k1``, ``b``);
 - ``tfidf``: :class:`relgrade.retrieve.tfidf.TfidfScorer`;
 - ``rrf``: :func:`relgrade.retrieve.fusion.rrf` of the arms listed in ``fuse``, computed
   here from the same chunks and queries (a ``file`` arm's run is passed in, as read) (optional ``k``, default 60; optional
@@ -25,9 +27,9 @@ from relgrade.errors import InputError
 from relgrade.ranking import SCORE_DIGITS, round_scores, top_k, validate_run
 from relgrade.schema import RUN
 
-KINDS = ("bm25", "tfidf", "rrf", "embed", "file")
+KINDS = ("bm25", "bm25f", "tfidf", "rrf", "embed", "file")
 #: kinds computed in-process
-SCORED = ("bm25", "tfidf", "embed")
+SCORED = ("bm25", "bm25f", "tfidf", "embed")
 #: kinds an ``rrf`` arm can fuse: the computed ones and external runs
 FUSABLE = (*SCORED, "file")
 
@@ -203,6 +205,14 @@ def _scorer(config: dict, chunks: pd.DataFrame):
         from relgrade.retrieve.bm25 import K1, B, BM25Scorer
 
         return BM25Scorer(docs, k1=float(config.get("k1", K1)), b=float(config.get("b", B)))
+    if kind == "bm25f":
+        from relgrade.retrieve.bm25 import K1, B
+        from relgrade.retrieve.bm25f import BM25FScorer
+
+        return BM25FScorer(chunks["header"].astype("str").tolist(),
+                           chunks["text"].astype("str").tolist(),
+                           header_weight=int(config.get("header_weight", 3)),
+                           k1=float(config.get("k1", K1)), b=float(config.get("b", B)))
     if kind == "tfidf":
         from relgrade.retrieve.tfidf import TfidfScorer
 
