@@ -60,7 +60,7 @@ def disputes_cmd(ctx, as_json, params_path):
 
 
 @disputes_cmd.command("import")
-@click.argument("file", type=click.Path(dir_okay=False, exists=True, path_type=Path))
+@click.argument("file", type=click.Path(path_type=Path))
 @params_option
 @handle_errors
 def import_cmd(file, params_path):
@@ -76,6 +76,7 @@ def import_cmd(file, params_path):
     from relgrade.experiment.files import Experiment
     from relgrade.io import files as io
 
+    io.require_input_file(file, option="FILE")
     ex = Experiment.load(params_path)
     rows = list(io.iter_jsonl(file))
     ids, skipped = revisions.file_disputes(ex, [r for _, r in rows], lines=[n for n, _ in rows],

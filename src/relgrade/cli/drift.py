@@ -21,10 +21,10 @@ def _points(x: float) -> str:
 @click.command("drift")
 @params_option
 @click.option("--log", "log_path", required=True,
-              type=click.Path(dir_okay=False, path_type=Path),
+              type=click.Path(path_type=Path),
               help="The current query log (as for `relgrade queries sample`: one query per "
                    "line, or a .tsv, .parquet or .jsonl with query and count).")
-@click.option("--out", "out_path", default=None, type=click.Path(dir_okay=False, path_type=Path),
+@click.option("--out", "out_path", default=None, type=click.Path(path_type=Path),
               help="The JSON to write (default: drift.json beside the sample manifest, "
                    "data/queries/drift.json).")
 @handle_errors
@@ -44,11 +44,15 @@ def drift_cmd(params_path, log_path, out_path):
     from relgrade.errors import InputError
     from relgrade.experiment.files import Experiment
     from relgrade.experiment.params import Drift
-    from relgrade.io.files import read_json, read_rows, sha256_file, write_json
+    from relgrade.io.files import (read_json, read_rows, require_input_file,
+                                   require_output_file, sha256_file, write_json)
     from relgrade.io.querylog import read_query_log
     from relgrade.query_sampling import drift as drifting
     from relgrade.rng import derive_seed
 
+    require_input_file(log_path, option="--log")
+    if out_path is not None:
+        require_output_file(out_path, option="--out")
     ex = Experiment.load(params_path)
     reference_path = ex.file(ex.params.need("queries.log"))
     cfg = ex.params.need("sample")

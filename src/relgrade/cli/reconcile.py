@@ -18,7 +18,9 @@ from relgrade.cli.options import params_option
 from relgrade.cli.render import handle_errors
 from relgrade.errors import InputError
 
-_file = click.Path(dir_okay=False, path_type=Path)
+# existence and kind are checked by the command itself, so a missing file or a folder is one
+# `Error:` line (relgrade.io.files.require_input_file), not a usage error
+_file = click.Path(path_type=Path)
 
 
 @click.command("reconcile")
@@ -55,6 +57,10 @@ def reconcile_cmd(params_path, ab_path, segments_path, log_path, as_json):
     from relgrade.io import files as io
     from relgrade.io.abtest import read_ab_result
 
+    for path, option in ((ab_path, "--ab"), (segments_path, "--segments"),
+                         (log_path, "--query-log")):
+        if path is not None:
+            io.require_input_file(path, option=option)
     ex = Experiment.load(params_path)
     p = ex.params
     arms = sorted(map(str, p.need("arms")))
