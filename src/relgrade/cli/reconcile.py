@@ -150,8 +150,12 @@ def _with_segments(per_query, path):
 
 def _drift(ex, log_path, p):
     """:func:`relgrade.query_sampling.query_set_drift` of the experiment's query set
-    against the log at ``log_path``, cut into strata as ``relgrade queries sample`` cuts it."""
+    against the log at ``log_path`` (counted as ``relgrade queries sample`` counts it), with
+    the strata distance ``relgrade drift`` prints
+    (:func:`relgrade.experiment.query_drift.measure`) when the set was sampled from a log
+    (params ``queries.log``), else None."""
     from relgrade import query_sampling
+    from relgrade.experiment import query_drift
     from relgrade.io import files as io
     from relgrade.io.querylog import read_query_log
 
@@ -164,4 +168,9 @@ def _drift(ex, log_path, p):
         log, head_share=shares.head_share if shares else 0.5,
         torso_share=shares.torso_share if shares else 0.3, path=log_path, lines=lines)
     queries = io.read_table(ex.path("queries"), columns=["query_id", "query"])
-    return query_sampling.query_set_drift(queries, counted)
+    out = query_sampling.query_set_drift(queries, counted)
+    if p.queries is None or not p.queries.log:
+        return out | {"distance": None, "distance_interval": None}
+    measured = query_drift.measure(ex, log_path)
+    return out | {"distance": measured.total_variation,
+                  "distance_interval": list(measured.interval)}
