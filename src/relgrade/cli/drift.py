@@ -71,7 +71,7 @@ def drift_cmd(params_path, log_path, out_path):
                f"({100 * result.level:g}% bootstrap, {result.bootstrap} resamples, seed "
                f"{child}); Jensen-Shannon {result.jensen_shannon:.3f}")
     if result.new_frequent:
-        click.echo("new frequent queries (the log's head, not in the set):")
+        click.echo("New frequent queries (the log's head, not in the set):")
         rows = [[r["query_id"], r["query"], str(r["count"]), _pct(r["share"]), r["reference"]]
                 for r in result.new_frequent]
         click.echo("\n".join("  " + line for line in render.table(
@@ -84,6 +84,6 @@ def drift_cmd(params_path, log_path, out_path):
                    f"refresh --experiment {ex.root.as_posix()} --log {log_path.as_posix()} "
                    f"--share {share:g}")
     else:
-        click.echo(f"no drift beyond drift.max_shift {settings.max_shift:g}: no refresh "
+        click.echo(f"No drift beyond drift.max_shift {settings.max_shift:g}: no refresh "
                    "needed beyond the scheduled one")
-    click.echo(f"wrote {out_path.as_posix()}")
+    click.echo(f"Wrote {out_path.as_posix()}")

@@ -180,14 +180,26 @@ def refresh_cmd(params_path, log_path, share):
     dvc_yaml = ex.root / "dvc.yaml"
     pipeline = render(Experiment(ex.root, params)) \
         if dvc_yaml.exists() else None
-    # everything is computed: now the writes
-    if target.resolve() != log_path.resolve():
+    # everything is computed: now the writes, each only when it changes the file
+    wrote, unchanged = [], []
+    if target.resolve() == log_path.resolve() or (
+            target.is_file() and sha256_file(target) == sha256_file(log_path)):
+        unchanged.append(target.as_posix())
+    else:
         target.parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(log_path, target)
-    write_text(ex.file(kept_rel), text)
-    write_text(ex.params.source, params_text)
-    if pipeline is not None:
-        write_text(dvc_yaml, pipeline)
+        wrote.append(target.as_posix())
+    for path, new, what in ((ex.file(kept_rel), text, " (the set before the refresh)"),
+                            (Path(ex.params.source), params_text,
+                             " (queries.log and sample.refresh)"),
+                            (dvc_yaml, pipeline, "")):
+        if new is None:
+            continue
+        if path.is_file() and read_utf8(path) == new:
+            unchanged.append(path.as_posix())
+            continue
+        write_text(path, new)
+        wrote.append(path.as_posix() + what)
 
     queries = dict(zip(preview.table["query_id"], preview.table["query"]))
     click.echo(f"refresh: {preview.replaced} of {len(previous)} queries replaced from "
@@ -196,9 +208,10 @@ def refresh_cmd(params_path, log_path, share):
     if preview.gone:
         click.echo(f"  (no longer in the log: {', '.join(preview.gone)})")
     click.echo("  added: " + ", ".join(f"{q} ({queries[q]})" for q in preview.added))
-    click.echo(f"wrote {ex.file(kept_rel).as_posix()} (the set before the refresh), "
-               f"{target.as_posix()}, params queries.log and sample.refresh, "
-               f"{dvc_yaml.as_posix()}")
+    if wrote:
+        click.echo(f"Wrote {', '.join(wrote)}")
+    if unchanged:
+        click.echo(f"Unchanged (nothing written): {', '.join(unchanged)}")
     files = sorted(name for name, arm in (ex.params.arms or {}).items()
                    if getattr(arm, "kind", None) == "file")
     if files:
