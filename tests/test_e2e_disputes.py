@@ -245,8 +245,8 @@ def test_an_imported_dispute_and_one_filed_on_the_page_list_under_their_sections
     # depend on it
     assert journey["imported"] == (
         "Filed 1 dispute from one.jsonl in data/disputes.jsonl\n"
-        "Rendered dvc.yaml: the grades and key stages now depend on data/disputes.jsonl. "
-        "Commit both\n")
+        "Rendered dvc.yaml: the grades and key stages now depend on data/disputes.jsonl\n"
+        "Commit data/disputes.jsonl and dvc.yaml\n")
     assert journey["again"].splitlines() == [
         "Filed 0 disputes from one.jsonl in data/disputes.jsonl",
         "Note: skipped 1 dispute recorded before (the same pair, grader, grade, section and "

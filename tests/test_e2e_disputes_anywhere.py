@@ -101,7 +101,8 @@ def test_import_files_the_dispute_names_the_file_in_params_and_renders_the_pipel
         f"Filed 1 dispute from one.jsonl in data/disputes.jsonl\n"
         f"Added paths.disputes: data/disputes.jsonl to {EXP}/params.yaml\n"
         f"Rendered {EXP}/dvc.yaml: the grades and key stages now depend on "
-        "data/disputes.jsonl. Commit both\n")
+        "data/disputes.jsonl\n"
+        f"Commit {EXP}/data/disputes.jsonl, {EXP}/params.yaml and {EXP}/dvc.yaml\n")
     params = yaml.safe_load(journey["params_after_import"])
     assert params["paths"]["disputes"] == "data/disputes.jsonl"
     rows = (journey["root"] / EXP / "data/disputes.jsonl").read_text().splitlines()
@@ -116,5 +117,5 @@ def test_repro_after_the_first_dispute_runs_on_the_file(journey):
     assert second.returncode == 0, second.stdout + second.stderr
     assert "Errno" not in second.stderr and "disputes.jsonl' is empty" not in second.stderr
     # the new dep reruns the stages that read it; a dispute alone changes no grade
-    assert "Running stage 'grades'" in second.stdout
+    assert f"Running stage '{EXP}/dvc.yaml:grades'" in second.stdout
     assert journey["listed"].stdout.startswith("1 open dispute on rubric v1, 1 section\n")

@@ -89,16 +89,25 @@ def import_cmd(file, params_path):
     target = done.path.relative_to(ex.root).as_posix()
     n = len(ids) - skipped
     click.echo(f"Filed {n} dispute{'s' if n != 1 else ''} from {file.as_posix()} in {target}")
-    tree = ex.working_tree()
+    tree = ex.working_tree().resolve()
+
+    def shown(path) -> str:
+        return Path(path).resolve().relative_to(tree).as_posix()
+
+    changed = [shown(done.path)] if n else []
     if done.params_added:
-        click.echo(f"Added paths.disputes: {target} to "
-                   f"{Path(ex.params.source).resolve().relative_to(tree.resolve()).as_posix()}")
+        changed.append(shown(ex.params.source))
+        click.echo(f"Added paths.disputes: {target} to {shown(ex.params.source)}")
     if done.rendered is not None:
-        click.echo(f"Rendered {done.rendered.resolve().relative_to(tree.resolve()).as_posix()}: "
-                   f"the grades and key stages now depend on {target}. Commit both")
+        changed.append(shown(done.rendered))
+        click.echo(f"Rendered {shown(done.rendered)}: the grades and key stages now depend on "
+                   f"{target}")
     if skipped:
         click.echo(f"Note: skipped {skipped} dispute{'s' if skipped != 1 else ''} recorded "
                    "before (the same pair, grader, grade, section and reason)")
+    if changed:
+        click.echo("Commit " + (", ".join(changed[:-1]) + " and " if len(changed) > 1 else "")
+                   + changed[-1])
 
 
 @disputes_cmd.command("sections")
