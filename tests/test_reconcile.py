@@ -225,3 +225,16 @@ def test_pool_bias_names_the_arm_whose_finds_are_unjudged():
     assert out["condensed_delta"] == pytest.approx(0.0)
     assert out["strength"] == pytest.approx((1 - 1 / np.log2(3)) / 0.1)
     assert out["only_found"]["t"] == {"pairs": 4, "only": 2, "share": 0.5}
+
+
+def test_the_markdown_says_in_a_sentence_when_no_explanation_is_supported():
+    result = {"online": {"metric": "CTR", "treatment": "b", "control": "a", "delta": 0.01,
+                         "low": -0.01, "high": 0.03, "verdict": "no change"},
+              "offline": {"measure": "nDCG@10", "delta": 0.0, "low": -0.1, "high": 0.1, "n": 4,
+                          "verdict": "no change"},
+              "contradiction": False, "checks": {name: None for name in rec.CHECKS},
+              "conclusion": []}
+    lines = rec.markdown(result).splitlines()
+    assert lines[2] == "Online (CTR): b against a +1.0% [-1.0%, +3.0%]: no change."
+    assert lines[-2:] == ["Conclusion, most supported first:",
+                          "- None of the five explanations is supported by these numbers"]

@@ -636,7 +636,7 @@ def markdown(result: dict) -> str:
                      f"{c['strength']:.2f} | {c['text'].replace('|', '/')} |")
     lines += ["", "Conclusion, most supported first:"]
     if not result["conclusion"]:
-        lines.append("- none of the five explanations is supported by these numbers")
+        lines.append("- None of the five explanations is supported by these numbers")
     for c in result["conclusion"]:
         lines.append(f"{c['rank']}. {c['check']} (strength {c['strength']:.2f}): {c['text']}")
     return "\n".join(lines) + "\n"
