@@ -53,3 +53,22 @@ def test_a_missing_file_or_a_folder_is_one_error_line_naming_path_and_rule(tmp_p
     assert (done.exit_code, done.stdout, done.stderr) == (1, "", f"Error: {message}\n")
     assert sorted(p.name for p in tmp_path.iterdir()) == before
     assert list((tmp_path / "adir").iterdir()) == []
+
+
+def test_a_dispute_before_the_pool_exists_names_the_repro_that_builds_it(tmp_path,
+                                                                        monkeypatch):
+    from tests.graders import experiment as ex
+
+    graders = {"alice": {"role": "grader", "kind": "human", "family": "person"}}
+    ex.build(tmp_path, queries=2, chunks=3, audit=1, graders=graders,
+             rubric="version: v1\n\n# Rubric\n\n## 1. The scale\n\n0, 1 or 2.\n")
+    (tmp_path / "one.jsonl").write_text(
+        '{"query_id": "q01", "chunk_id": "c1", "grader": "alice", "grade": 1, '
+        '"section": "the-scale", "reason": "r"}\n')
+    monkeypatch.chdir(tmp_path)
+    done = CliRunner().invoke(main, ["disputes", "import", "one.jsonl"])
+    assert (done.exit_code, done.stdout) == (1, "")
+    assert done.stderr == ("Error: data/pool/pool.parquet: a dispute is on a pair of the pool, "
+                           "and the pool is not built yet. Run `dvc repro dvc.yaml:pool` (at "
+                           "the repository's top) first\n")
+    assert not (tmp_path / "data/disputes.jsonl").exists()
