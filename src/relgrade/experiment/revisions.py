@@ -106,10 +106,8 @@ def file_disputes(ex, rows, *, source, via: str, lines=None) -> tuple[list, int]
 
     path = ex.path("disputes")
     if not ex.path("pool").is_file():  # a dispute is on a pair of the pool: it must exist
-        from relgrade.experiment.calibration import experiment_name
-
-        name = experiment_name(ex)
-        target = "dvc.yaml:pool" if name == "." else f"{name}/dvc.yaml:pool"
+        name = Path(ex.root).resolve().relative_to(ex.working_tree().resolve()).as_posix()
+        target = "dvc.yaml:pool" if name in ("", ".") else f"{name}/dvc.yaml:pool"
         raise InputError("a dispute is on a pair of the pool, and the pool is not built yet",
                          path=ex.path("pool"),
                          fix=f"Run `dvc repro {target}` (at the repository's top) first")
