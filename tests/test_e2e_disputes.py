@@ -166,7 +166,7 @@ def journey(tmp_path_factory):
                                         + row(p1, "duplicatez") + "\n")
     out["refused"] = {name: tiny.run(root, "relgrade", "disputes", "import", f"{name}.jsonl",
                                      check=False) for name in ("outside", "unknown")}
-    out["after_refused"] = disputes.read_bytes()
+    out["after_refused"] = disputes.exists()
 
     (root / "one.jsonl").write_text(row(p1, "duplicates") + "\n")
     out["imported"] = tiny.run(root, "relgrade", "disputes", "import", "one.jsonl").stdout
@@ -234,16 +234,21 @@ def test_bad_dispute_files_get_one_error_line_and_record_nothing(journey):
     assert unknown.stderr == (f"Error: unknown.jsonl:2: {p1[0]}/{p1[1]}: unknown section id: a "
                               "dispute names a section of the current rubric (found "
                               "duplicatez). See `relgrade disputes sections` for the ids\n")
-    # line 1 of unknown.jsonl was good, yet nothing of the file was recorded
-    assert journey["after_refused"] == b""
+    # line 1 of unknown.jsonl was good, yet nothing of the file was recorded: no file yet
+    assert journey["after_refused"] is False
 
 
 def test_an_imported_dispute_and_one_filed_on_the_page_list_under_their_sections(journey):
     p1, p2 = journey["p1"], journey["p2"]
     first, second = journey["recorded"]
-    assert journey["imported"] == "filed 1 dispute from one.jsonl in data/disputes.jsonl\n"
+    # the first dispute creates the file, and the pipeline's grades and key stages then
+    # depend on it
+    assert journey["imported"] == (
+        "Filed 1 dispute from one.jsonl in data/disputes.jsonl\n"
+        "Rendered dvc.yaml: the grades and key stages now depend on data/disputes.jsonl\n"
+        "Commit data/disputes.jsonl and dvc.yaml\n")
     assert journey["again"].splitlines() == [
-        "filed 0 disputes from one.jsonl in data/disputes.jsonl",
+        "Filed 0 disputes from one.jsonl in data/disputes.jsonl",
         "Note: skipped 1 dispute recorded before (the same pair, grader, grade, section and "
         "reason)"]
     assert (first["query_id"], first["chunk_id"], first["section"], first["via"]) == (

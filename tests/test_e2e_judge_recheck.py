@@ -93,7 +93,7 @@ def test_an_edited_prompt_template_owes_a_stratified_recheck_that_people_grade_a
     script.write_text(JUDGE.replace("Be strict.", "Be generous."))
     status = tiny.run(root, "relgrade", "status", "--experiment", exp).stdout
     owed = re.search(r"owed: a re-check of (\d+) pairs of (\d+) stratified by the judge's "
-                     r"grade \(([^)]*)\); person-h owe (\d+) \(([\d.]+) annotator-hours at 45 s "
+                     r"grade \(([^)]*)\); person-h owes (\d+) \(([\d.]+) annotator-hours at 45 s "
                      r"each\), the judge (\d+): relgrade judge recheck --grader model-m "
                      rf"--experiment {exp}", status)
     assert owed, status
@@ -105,7 +105,7 @@ def test_an_edited_prompt_template_owes_a_stratified_recheck_that_people_grade_a
     goes_on = [x for x in (proc.stdout + proc.stderr).splitlines()
                if x.startswith("Pending, the stage goes on")]
     assert any(f"a re-check of {size} pairs of {frame}" in x and
-               f"person-h owe {people} ({hours:.2f} annotator-hours" in x for x in goes_on), \
+               f"person-h owes {people} ({hours:.2f} annotator-hours" in x for x in goes_on), \
         proc.stdout[-3000:]
 
     # the loop: draw, the judge grades it, people grade it, record

@@ -101,6 +101,11 @@ def refreshed(tmp_path_factory):
               "record": json.loads((root / EXP / "data/key/record.json").read_text())}
     strata, counts = _shifted_log(root)
     drift = tiny.run(root, "relgrade", "drift", "--experiment", EXP, "--log", LOG)
+    (root / "ab.jsonl").write_text(json.dumps({"control": "bm25", "treatment": "tfidf",
+                                               "metric": "CTR", "delta": 0.02, "low": -0.01,
+                                               "high": 0.05}) + "\n")
+    reconciled = tiny.run(root, "relgrade", "reconcile", "--experiment", EXP, "--ab",
+                          "ab.jsonl", "--query-log", LOG, "--json")
     flagged = next(x for x in drift.stdout.splitlines() if x.startswith("DRIFT: "))
     refresh = tiny.run(root, *shlex.split(flagged.rsplit(": ", 1)[1]))
     nxt = next(x for x in refresh.stdout.splitlines() if x.startswith("next: "))
@@ -115,8 +120,19 @@ def refreshed(tmp_path_factory):
     tiny.run(root, "python", "tools/random_run.py", EXP, "random")
     _until_done(root, repro, second, status)
     return {"status": status, "root": root, "exp": root / EXP, "before": before, "strata": strata,
-            "counts": counts, "drift": drift, "refresh": refresh, "second": second,
+            "counts": counts, "drift": drift, "refresh": refresh, "reconciled": reconciled, "second": second,
             "repro": repro}
+
+
+def test_reconcile_prints_the_drift_distance_relgrade_drift_prints(refreshed):
+    # one definition: the same set and log give the same total variation and interval
+    drift = json.loads((refreshed["exp"] / "data/queries/drift.json").read_text())
+    check = json.loads(refreshed["reconciled"].stdout)["checks"]["drift"]
+    assert check["distance"] == drift["total_variation"]
+    assert check["distance_interval"] == drift["interval"]
+    tv = f"{drift['total_variation']:.3f}"
+    assert f"total variation {tv} " in refreshed["drift"].stdout
+    assert f"(total variation, as relgrade drift) {tv} " in check["text"]
 
 
 def test_drift_flags_a_tail_grown_by_twenty_points(refreshed):

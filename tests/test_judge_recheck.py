@@ -183,7 +183,7 @@ def test_a_changed_judge_script_owes_a_recheck_that_the_cli_loop_draws_grades_an
     assert "no calibration recorded; owed: a re-check of " in line
     size = int(line.split("owed: a re-check of ")[1].split()[0])
     assert 6 <= size <= 9 and f" pairs of 28 stratified by the judge's grade (" in line
-    assert f"; person-b owe {size} ({size * 40 / 3600:.2f} annotator-hours at 40 s each), " \
+    assert f"; person-b owes {size} ({size * 40 / 3600:.2f} annotator-hours at 40 s each), " \
            f"the judge {size}: relgrade judge recheck --grader grader-a" in line
     status = invoke(root, "status").output
     assert f"owed: a re-check of {size} pairs of 28" in status

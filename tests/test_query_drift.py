@@ -276,7 +276,9 @@ def test_refresh_writes_the_params_section_the_previous_set_and_the_log(experime
     assert params["sample"]["refresh"] == {"share": 0.34,
                                            "previous": "data/input/queries.previous.tsv"}
     text = (experiment / "params.yaml").read_text()
-    assert text.startswith("# the experiment\n") and "last quarter" not in text
+    # the user's comments stay, the one on the changed line included
+    assert text.startswith("# the experiment\n")
+    assert "  log: data/input/now.tsv   # last quarter\n" in text, text
     assert (experiment / "data/input/now.tsv").read_text() == \
         (experiment.parent / "now.tsv").read_text()
     assert (experiment / "data/input/queries.previous.tsv").read_text() == \
@@ -290,6 +292,22 @@ def test_refresh_writes_the_params_section_the_previous_set_and_the_log(experime
     manifest = json.loads((experiment / "data/queries/sample.json").read_text())
     assert f"  retired: {', '.join(manifest['refresh']['retired'])}" in res.output
     assert manifest["refresh"]["replaced"] == 1 and math.isclose(manifest["weight_sum"], 45)
+
+
+def test_refresh_again_with_the_same_log_writes_nothing_and_says_unchanged(experiment):
+    args = ["queries", "refresh", "--experiment", "exp", "--log", "now.tsv", "--share", "0.34"]
+    first = CliRunner().invoke(cli, args)
+    assert first.exit_code == 0, first.output
+    assert ("Wrote exp/data/input/now.tsv, exp/data/input/queries.previous.tsv (the set before "
+            "the refresh), exp/params.yaml (queries.log and sample.refresh)\n") in first.output
+    assert "Unchanged" not in first.output
+    before = {p: (experiment / p).stat().st_mtime_ns for p in _files(experiment)}
+    again = CliRunner().invoke(cli, args)
+    assert again.exit_code == 0, again.output
+    assert "Wrote" not in again.output
+    assert ("Unchanged (nothing written): exp/data/input/now.tsv, "
+            "exp/data/input/queries.previous.tsv, exp/params.yaml\n") in again.output
+    assert {p: (experiment / p).stat().st_mtime_ns for p in _files(experiment)} == before
 
 
 @pytest.mark.parametrize("seed", range(5))

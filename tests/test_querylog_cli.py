@@ -157,7 +157,7 @@ def test_shares_and_allocation_options_change_the_strata_and_the_split(tmp_path,
      "with query and count; give a log of one query per line another extension (.txt)"),
     ("badcount", ["--n", 1, "--seed", 1],
      "{log}:3: count must be a positive integer (found 'many')"),
-    ("absent", ["--n", 5, "--seed", 1], "{log}: file not found"),
+    ("absent", ["--n", 5, "--seed", 1], "{log}: LOG: file not found"),
 ])
 def test_bad_input_is_an_error_and_writes_nothing(tmp_path, setup, args, message):
     texts = {"blank": ("log.txt", "\n  \n\n"), "log": ("log.txt", log_text()),

@@ -77,7 +77,7 @@ def test_only_found_by_counts_the_top_k_no_other_arm_ranked_within_the_depth():
     assert rec.only_found_by(runs, k=2, depth=3).set_index("arm").loc["a", "only"] == 0
 
 
-def test_query_set_drift_counts_absent_queries_and_the_strata_distance():
+def test_query_set_drift_counts_absent_queries_and_leaves_the_distance_to_drift():
     queries = pd.DataFrame({"query_id": ["a", "b", "c", "d"],
                             "query": ["x", "y", "old one", "old two"]})
     log = pd.DataFrame({"query": ["x", "y", "z"], "count": [6, 3, 1],
@@ -85,8 +85,8 @@ def test_query_set_drift_counts_absent_queries_and_the_strata_distance():
     d = query_set_drift(queries, log)
     assert d["absent"] == ["c", "d"] and d["absent_share"] == 0.5
     assert d["covered_traffic"] == pytest.approx(0.9)
-    # set: head 1/4, torso 1/4, tail 0, absent 1/2; log: 0.6, 0.3, 0.1, 0
-    assert d["distance"] == pytest.approx(0.5 * (0.35 + 0.05 + 0.1 + 0.5))
+    # the strata distance has one definition (query_sampling.drift.drift): not a second one here
+    assert "distance" not in d and "set_strata" not in d
 
 
 def test_query_set_drift_refuses_a_log_without_queries():
@@ -99,7 +99,7 @@ def test_drift_is_supported_from_a_fifth_of_the_queries_gone():
     values = pd.DataFrame({"query_id": list("abcde"), "treatment": [1.0, 1.0, 0, 0, 0],
                            "control": [0.0, 0.0, 0.5, 0.5, 0.5]})
     drift = {"present": ["a", "b"], "absent": ["c", "d", "e"], "absent_share": 0.6,
-             "covered_traffic": 0.5, "distance": 0.6}
+             "covered_traffic": 0.5, "distance": 0.6, "distance_interval": [0.55, 0.65]}
     out = rec.drift_check(drift, values, online="better", se=0.1)
     # all queries: (1 + 1 - 1.5) / 5 = 0.1; present ones: 1.0; move 0.9 / 0.1 = 9 errors
     assert out["delta_all"] == pytest.approx(0.1) and out["delta_present"] == pytest.approx(1.0)
@@ -135,6 +135,39 @@ def test_power_carries_the_online_change_over_and_counts_the_queries_needed():
     outside = rec.power_check(_pair(-0.135, -0.25, -0.02, 0.05), n=36, control_mean=0.7,
                               online_delta=0.002)
     assert not outside["supported"] and outside["strength"] == 0.0
+
+
+def test_power_with_zero_offline_spread_is_degenerate_not_no_change_to_detect():
+    # every query's difference is the same 0.1: se 0, the interval a point; the online +2%
+    # of a control at 0.5 is +0.01, a change there is to detect, but no sample size exists
+    out = rec.power_check(_pair(0.1, 0.1, 0.1, 0.0), n=12, control_mean=0.5,
+                          online_delta=0.02)
+    assert out["n_needed"] is None and not out["inside"]
+    assert out["text"] == (
+        "offline +0.100 [+0.100, +0.100] over 12 queries; the online +2.0% is +0.010 in "
+        "offline units, outside the interval; queries needed undefined (the offline "
+        "differences have zero spread, so the check is degenerate: a sample size needs a "
+        "standard error above 0)")
+    assert rec.power_check(_pair(0.1, 0.0, 0.2, 0.05), n=12, control_mean=0.5,
+                           online_delta=0.0)["text"].endswith(
+        "(the online change is 0: there is no change to detect)")
+    assert rec.power_check(_pair(0.1, 0.0, 0.2, 0.05), n=12, control_mean=0.0,
+                           online_delta=0.02)["text"].endswith(
+        "(the control's offline mean is 0, so a relative change has no size)")
+
+
+def test_the_drift_text_names_the_one_distance_or_says_it_is_undefined():
+    values = pd.DataFrame({"query_id": ["a", "b"], "treatment": [1.0, 0.0],
+                           "control": [0.0, 0.0]})
+    base = {"present": ["a", "b"], "absent": [], "absent_share": 0.0, "covered_traffic": 0.5}
+    sampled = rec.drift_check(base | {"distance": 0.4391, "distance_interval": [0.41, 0.47]},
+                              values, online="better", se=0.1)
+    assert ("strata distance (total variation, as relgrade drift) 0.439 [0.410, 0.470]"
+            in sampled["text"])
+    plain = rec.drift_check(base | {"distance": None, "distance_interval": None}, values,
+                            online="better", se=0.1)
+    assert ("strata distance undefined (the set was not sampled from a query log: no params "
+            "queries.log)" in plain["text"])
 
 
 def test_segments_cancel_when_one_group_is_above_zero_and_another_below():
@@ -192,3 +225,16 @@ def test_pool_bias_names_the_arm_whose_finds_are_unjudged():
     assert out["condensed_delta"] == pytest.approx(0.0)
     assert out["strength"] == pytest.approx((1 - 1 / np.log2(3)) / 0.1)
     assert out["only_found"]["t"] == {"pairs": 4, "only": 2, "share": 0.5}
+
+
+def test_the_markdown_says_in_a_sentence_when_no_explanation_is_supported():
+    result = {"online": {"metric": "CTR", "treatment": "b", "control": "a", "delta": 0.01,
+                         "low": -0.01, "high": 0.03, "verdict": "no change"},
+              "offline": {"measure": "nDCG@10", "delta": 0.0, "low": -0.1, "high": 0.1, "n": 4,
+                          "verdict": "no change"},
+              "contradiction": False, "checks": {name: None for name in rec.CHECKS},
+              "conclusion": []}
+    lines = rec.markdown(result).splitlines()
+    assert lines[2] == "Online (CTR): b against a +1.0% [-1.0%, +3.0%]: no change."
+    assert lines[-2:] == ["Conclusion, most supported first:",
+                          "- None of the five explanations is supported by these numbers"]

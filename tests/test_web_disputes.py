@@ -29,11 +29,10 @@ Grade each copy alone.
 """
 
 
-@pytest.fixture
-def web(tmp_path):
+def _web(tmp_path, paths):
     graders = {"alice": {"role": "grader", "kind": "human", "family": "person"}}
     packets = ex.build(tmp_path, queries=2, chunks=3, audit=1, graders=graders, rubric=RUBRIC,
-                       paths={"disputes": "data/disputes.jsonl"})
+                       paths=paths)
     pool = pd.DataFrame([(q, c["chunk_id"]) for q, p in packets.items()
                          for b in p["batches"] for c in b], columns=["query_id", "chunk_id"])
     (tmp_path / "data/pool").mkdir(parents=True)
@@ -42,7 +41,16 @@ def web(tmp_path):
     tab = Tab(create_app(site))
     assert tab.get(f"/login?token={site.graders['alice'].token}",
                    follow_redirects=False).status_code == 303
-    yield tmp_path, tab, packets
+    return tmp_path, tab, packets, site, stores
+
+
+@pytest.fixture(params=["named", "unnamed"])
+def web(tmp_path, request):
+    """The page over params that name the disputes file, and over params that name none
+    (an experiment made before disputes existed): the button is there in both."""
+    paths = {"disputes": "data/disputes.jsonl"} if request.param == "named" else {}
+    root, tab, packets, site, stores = _web(tmp_path, paths)
+    yield root, tab, packets
     site.writer.close()
     for s in stores:
         s.close()
@@ -94,3 +102,22 @@ def test_a_refused_dispute_says_why_on_the_page_and_records_nothing(web, data, s
     assert r.status_code == 400
     assert shown in r.text
     assert not (root / "data/disputes.jsonl").exists()
+
+
+def test_the_first_dispute_on_the_page_names_the_disputes_file_in_params(tmp_path):
+    import yaml
+
+    root, tab, packets, site, stores = _web(tmp_path, {})
+    try:
+        assert "disputes" not in yaml.safe_load((root / "params.yaml").read_text())["paths"]
+        r = tab.post("/g/alice/q/q01/0/dispute", follow_redirects=False,
+                     data={"chunk": "0", "grade": "1", "section": "duplicates",
+                           "reason": "a copy"})
+        assert r.status_code == 303
+        params = yaml.safe_load((root / "params.yaml").read_text())
+        assert params["paths"]["disputes"] == "data/disputes.jsonl"
+        assert len((root / "data/disputes.jsonl").read_text().splitlines()) == 1
+    finally:
+        site.writer.close()
+        for s in stores:
+            s.close()

@@ -119,8 +119,6 @@ def write_inputs(root: Path) -> None:
     params["metrics"]["bootstrap"] = 1000
     (root / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
     (root / "data" / "grades").mkdir(parents=True, exist_ok=True)
-    if params["paths"].get("disputes"):  # the repository's params name it; it ships empty
-        (root / params["paths"]["disputes"]).touch()
 
 
 def git(root: Path, *args: str) -> None:

@@ -60,7 +60,7 @@ def disputes_cmd(ctx, as_json, params_path):
 
 
 @disputes_cmd.command("import")
-@click.argument("file", type=click.Path(dir_okay=False, exists=True, path_type=Path))
+@click.argument("file", type=click.Path(path_type=Path))
 @params_option
 @handle_errors
 def import_cmd(file, params_path):
@@ -71,22 +71,43 @@ def import_cmd(file, params_path):
     the scale, a section id of the current rubric, a reason of at most 300 characters); one
     bad line refuses the file and nothing is recorded. A dispute recorded before (the same
     fields) is skipped with a note. Grades are never changed.
+
+    The first dispute creates the disputes file (params paths.disputes, added as
+    data/disputes.jsonl when the params name none) and renders the experiment's dvc.yaml
+    again: its grades and key stages then depend on the file.
     """
-    from relgrade.experiment import revisions
     from relgrade.experiment.files import Experiment
     from relgrade.io import files as io
+    from relgrade.pipeline import disputes as filing
 
+    io.require_input_file(file, option="FILE")
     ex = Experiment.load(params_path)
     rows = list(io.iter_jsonl(file))
-    ids, skipped = revisions.file_disputes(ex, [r for _, r in rows], lines=[n for n, _ in rows],
-                                         source=file.as_posix(), via="import")
-    target = ex.path("disputes")
+    done = filing.file(ex, [r for _, r in rows], lines=[n for n, _ in rows],
+                       source=file.as_posix(), via="import")
+    ids, skipped = done.ids, done.skipped
+    target = done.path.relative_to(ex.root).as_posix()
     n = len(ids) - skipped
-    click.echo(f"filed {n} dispute{'s' if n != 1 else ''} from {file.as_posix()} in "
-               f"{target.relative_to(ex.root).as_posix()}")
+    click.echo(f"Filed {n} dispute{'s' if n != 1 else ''} from {file.as_posix()} in {target}")
+    tree = ex.working_tree().resolve()
+
+    def shown(path) -> str:
+        return Path(path).resolve().relative_to(tree).as_posix()
+
+    changed = [shown(done.path)] if n else []
+    if done.params_added:
+        changed.append(shown(ex.params.source))
+        click.echo(f"Added paths.disputes: {target} to {shown(ex.params.source)}")
+    if done.rendered is not None:
+        changed.append(shown(done.rendered))
+        click.echo(f"Rendered {shown(done.rendered)}: the grades and key stages now depend on "
+                   f"{target}")
     if skipped:
         click.echo(f"Note: skipped {skipped} dispute{'s' if skipped != 1 else ''} recorded "
                    "before (the same pair, grader, grade, section and reason)")
+    if changed:
+        click.echo("Commit " + (", ".join(changed[:-1]) + " and " if len(changed) > 1 else "")
+                   + changed[-1])
 
 
 @disputes_cmd.command("sections")

@@ -21,10 +21,10 @@ def _points(x: float) -> str:
 @click.command("drift")
 @params_option
 @click.option("--log", "log_path", required=True,
-              type=click.Path(dir_okay=False, path_type=Path),
+              type=click.Path(path_type=Path),
               help="The current query log (as for `relgrade queries sample`: one query per "
                    "line, or a .tsv, .parquet or .jsonl with query and count).")
-@click.option("--out", "out_path", default=None, type=click.Path(dir_okay=False, path_type=Path),
+@click.option("--out", "out_path", default=None, type=click.Path(path_type=Path),
               help="The JSON to write (default: drift.json beside the sample manifest, "
                    "data/queries/drift.json).")
 @handle_errors
@@ -37,46 +37,20 @@ def drift_cmd(params_path, log_path, out_path):
     log's frequent queries the set lacks, and a recommended refresh slice; flags the set when
     the distance exceeds params drift.max_shift (default 0.1). Writes the same as JSON.
     """
-    import numpy as np
-
-    from relgrade import query_sampling as querylog
     from relgrade.cli import render
-    from relgrade.errors import InputError
+    from relgrade.experiment import query_drift
     from relgrade.experiment.files import Experiment
     from relgrade.experiment.params import Drift
-    from relgrade.io.files import read_json, read_rows, sha256_file, write_json
-    from relgrade.io.querylog import read_query_log
-    from relgrade.query_sampling import drift as drifting
-    from relgrade.rng import derive_seed
+    from relgrade.io.files import (require_input_file, require_output_file, sha256_file,
+                                   write_json)
 
+    require_input_file(log_path, option="--log")
+    if out_path is not None:
+        require_output_file(out_path, option="--out")
     ex = Experiment.load(params_path)
-    reference_path = ex.file(ex.params.need("queries.log"))
-    cfg = ex.params.need("sample")
-    seed = ex.params.need("seed")
     settings = ex.params.drift or Drift()
-    set_path = ex.file(ex.params.need("queries").input)
-    if ex.params.paths.sample_manifest and ex.path("sample_manifest").exists():
-        drawn = read_json(ex.path("sample_manifest")).get("log_sha256")
-        if drawn and reference_path.exists() and drawn != sha256_file(reference_path):
-            raise InputError("the log changed since the query set was drawn from it (its sha256 "
-                             "differs from the sample manifest's)", path=reference_path,
-                             fix="run `dvc repro` so the sample stage draws from it, or restore "
-                                 "the log the set was drawn from")
-    query_set, _ = read_rows(set_path, ["query_id", "query", "group", "weight"])
-    query_set = query_set.assign(query=[querylog.normalize_query(str(q))
-                                        for q in query_set["query"]])
-    ref_log, ref_lines = read_query_log(reference_path)
-    reference = querylog.strata(ref_log, head_share=cfg.head_share,
-                                torso_share=cfg.torso_share, path=reference_path,
-                                lines=ref_lines)
-    log, lines = read_query_log(log_path)
-    current = querylog.strata(log, head_share=cfg.head_share, torso_share=cfg.torso_share,
-                              path=log_path, lines=lines)
-    child = derive_seed(seed, drifting.SEED_PURPOSE)
-    result = drifting.drift(query_set, reference=reference, current=current,
-                            rng=np.random.default_rng(child), seed=seed, child_seed=child,
-                            threshold=settings.max_shift, bootstrap=settings.bootstrap,
-                            level=settings.level)
+    result = query_drift.measure(ex, log_path)
+    child = result.child_seed
     out_path = out_path or (ex.path("sample_manifest").parent / "drift.json"
                             if ex.params.paths.sample_manifest
                             else ex.root / "data/queries/drift.json")
@@ -97,7 +71,7 @@ def drift_cmd(params_path, log_path, out_path):
                f"({100 * result.level:g}% bootstrap, {result.bootstrap} resamples, seed "
                f"{child}); Jensen-Shannon {result.jensen_shannon:.3f}")
     if result.new_frequent:
-        click.echo("new frequent queries (the log's head, not in the set):")
+        click.echo("New frequent queries (the log's head, not in the set):")
         rows = [[r["query_id"], r["query"], str(r["count"]), _pct(r["share"]), r["reference"]]
                 for r in result.new_frequent]
         click.echo("\n".join("  " + line for line in render.table(
@@ -110,6 +84,6 @@ def drift_cmd(params_path, log_path, out_path):
                    f"refresh --experiment {ex.root.as_posix()} --log {log_path.as_posix()} "
                    f"--share {share:g}")
     else:
-        click.echo(f"no drift beyond drift.max_shift {settings.max_shift:g}: no refresh "
+        click.echo(f"No drift beyond drift.max_shift {settings.max_shift:g}: no refresh "
                    "needed beyond the scheduled one")
-    click.echo(f"wrote {out_path.as_posix()}")
+    click.echo(f"Wrote {out_path.as_posix()}")

@@ -185,7 +185,7 @@ def exp_cmd(as_json, params_path):
     from relgrade.errors import InputError
     from relgrade.experiment.files import Experiment
     from relgrade.experiment.layout import find_repository
-    from relgrade.pipeline.views import exp_notes, exp_rows, exp_table, experiment_name
+    from relgrade.pipeline.views import exp_notes, exp_rows, exp_table, exp_title, experiment_name
 
     ex = Experiment.load(params_path)
     repo = find_repository(ex.root)
@@ -207,8 +207,8 @@ def exp_cmd(as_json, params_path):
         raise InputError("no revision has decision files", path=ex.path("decision"),
                          fix="Run `dvc repro` until the metrics stage has run")
     width = max(40, shutil.get_terminal_size((80, 24)).columns)
-    title = f"{name}: {len(rows)} revisions; per arm: mean, delta from the baseline, Holm p"
-    click.echo(title[:width])
+    for line in exp_title(name, len(rows), width=width):
+        click.echo(line)
     for line in exp_table(rows, width=width) + exp_notes(rows):
         click.echo(line)
 

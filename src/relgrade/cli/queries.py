@@ -49,7 +49,7 @@ def queries_cmd():
 
 
 @queries_cmd.command("sample")
-@click.argument("log_path", metavar="LOG", type=click.Path(dir_okay=False, path_type=Path))
+@click.argument("log_path", metavar="LOG", type=click.Path(path_type=Path))
 @click.option("--n", "n", type=int, required=True,
               help="How many distinct queries to sample (at most the distinct queries in LOG).")
 @click.option("--allocation", default="equal", show_default=True,
@@ -63,7 +63,7 @@ def queries_cmd():
               help="Share of the traffic the torso's queries make together; the tail has "
                    "the rest.")
 @click.option("--out", "out_path", required=True,
-              type=click.Path(dir_okay=False, path_type=Path),
+              type=click.Path(path_type=Path),
               help="The queries TSV to write (query_id, query, group, weight, count).")
 @handle_errors
 def sample_cmd(log_path, n, allocation, seed, params_path, head_share, torso_share, out_path):
@@ -79,10 +79,12 @@ def sample_cmd(log_path, n, allocation, seed, params_path, head_share, torso_sha
 
     from relgrade import query_sampling as querylog
     from relgrade.cli import render
-    from relgrade.io.files import write_text
+    from relgrade.io.files import require_input_file, require_output_file, write_text
     from relgrade.io.querylog import read_query_log
     from relgrade.rng import derive_seed
 
+    require_input_file(log_path, option="LOG")
+    require_output_file(out_path, option="--out")
     shares = parse_allocation(allocation)
     querylog.check_shares(head_share, torso_share)
     seed = _seed(seed, params_path)
@@ -115,7 +117,7 @@ def sample_cmd(log_path, n, allocation, seed, params_path, head_share, torso_sha
 @queries_cmd.command("refresh")
 @params_option
 @click.option("--log", "log_path", required=True,
-              type=click.Path(dir_okay=False, path_type=Path),
+              type=click.Path(path_type=Path),
               help="The current query log the new queries are drawn from.")
 @click.option("--share", type=float, required=True,
               help="The share of the query set to replace, between 0 and 1 (`relgrade drift` "
@@ -138,12 +140,14 @@ def refresh_cmd(params_path, log_path, share):
     from relgrade import query_sampling as querylog
     from relgrade.experiment.files import Experiment
     from relgrade.experiment.params_edit import edited_params
-    from relgrade.io.files import read_rows, read_utf8, sha256_file, write_text
+    from relgrade.io.files import (read_rows, read_utf8, require_input_file, sha256_file,
+                                   write_text)
     from relgrade.io.querylog import read_query_log
     from relgrade.pipeline.registry import render
     from relgrade.query_sampling import refresh as refreshing
     from relgrade.rng import derive_seed
 
+    require_input_file(log_path, option="--log")
     ex = Experiment.load(params_path)
     ex.params.need("queries.log")
     cfg = ex.params.need("sample")
@@ -176,14 +180,26 @@ def refresh_cmd(params_path, log_path, share):
     dvc_yaml = ex.root / "dvc.yaml"
     pipeline = render(Experiment(ex.root, params)) \
         if dvc_yaml.exists() else None
-    # everything is computed: now the writes
-    if target.resolve() != log_path.resolve():
+    # everything is computed: now the writes, each only when it changes the file
+    wrote, unchanged = [], []
+    if target.resolve() == log_path.resolve() or (
+            target.is_file() and sha256_file(target) == sha256_file(log_path)):
+        unchanged.append(target.as_posix())
+    else:
         target.parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(log_path, target)
-    write_text(ex.file(kept_rel), text)
-    write_text(ex.params.source, params_text)
-    if pipeline is not None:
-        write_text(dvc_yaml, pipeline)
+        wrote.append(target.as_posix())
+    for path, new, what in ((ex.file(kept_rel), text, " (the set before the refresh)"),
+                            (Path(ex.params.source), params_text,
+                             " (queries.log and sample.refresh)"),
+                            (dvc_yaml, pipeline, "")):
+        if new is None:
+            continue
+        if path.is_file() and read_utf8(path) == new:
+            unchanged.append(path.as_posix())
+            continue
+        write_text(path, new)
+        wrote.append(path.as_posix() + what)
 
     queries = dict(zip(preview.table["query_id"], preview.table["query"]))
     click.echo(f"refresh: {preview.replaced} of {len(previous)} queries replaced from "
@@ -192,9 +208,10 @@ def refresh_cmd(params_path, log_path, share):
     if preview.gone:
         click.echo(f"  (no longer in the log: {', '.join(preview.gone)})")
     click.echo("  added: " + ", ".join(f"{q} ({queries[q]})" for q in preview.added))
-    click.echo(f"wrote {ex.file(kept_rel).as_posix()} (the set before the refresh), "
-               f"{target.as_posix()}, params queries.log and sample.refresh, "
-               f"{dvc_yaml.as_posix()}")
+    if wrote:
+        click.echo(f"Wrote {', '.join(wrote)}")
+    if unchanged:
+        click.echo(f"Unchanged (nothing written): {', '.join(unchanged)}")
     files = sorted(name for name, arm in (ex.params.arms or {}).items()
                    if getattr(arm, "kind", None) == "file")
     if files:

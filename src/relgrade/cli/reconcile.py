@@ -18,7 +18,9 @@ from relgrade.cli.options import params_option
 from relgrade.cli.render import handle_errors
 from relgrade.errors import InputError
 
-_file = click.Path(dir_okay=False, path_type=Path)
+# existence and kind are checked by the command itself, so a missing file or a folder is one
+# `Error:` line (relgrade.io.files.require_input_file), not a usage error
+_file = click.Path(path_type=Path)
 
 
 @click.command("reconcile")
@@ -56,6 +58,10 @@ def reconcile_cmd(params_path, ab_path, segments_path, log_path, as_json):
     from relgrade.io import files as io
     from relgrade.io.abtest import read_ab_result
 
+    for path, option in ((ab_path, "--ab"), (segments_path, "--segments"),
+                         (log_path, "--query-log")):
+        if path is not None:
+            io.require_input_file(path, option=option)
     ex = Experiment.load(params_path)
     p = ex.params
     arms = sorted(map(str, p.need("arms")))
@@ -145,8 +151,12 @@ def _with_segments(per_query, path):
 
 def _drift(ex, log_path, p):
     """:func:`relgrade.query_sampling.query_set_drift` of the experiment's query set
-    against the log at ``log_path``, cut into strata as ``relgrade queries sample`` cuts it."""
+    against the log at ``log_path`` (counted as ``relgrade queries sample`` counts it), with
+    the strata distance ``relgrade drift`` prints
+    (:func:`relgrade.experiment.query_drift.measure`) when the set was sampled from a log
+    (params ``queries.log``), else None."""
     from relgrade import query_sampling
+    from relgrade.experiment import query_drift
     from relgrade.io import files as io
     from relgrade.io.querylog import read_query_log
 
@@ -159,4 +169,9 @@ def _drift(ex, log_path, p):
         log, head_share=shares.head_share if shares else 0.5,
         torso_share=shares.torso_share if shares else 0.3, path=log_path, lines=lines)
     queries = io.read_table(ex.path("queries"), columns=["query_id", "query"])
-    return query_sampling.query_set_drift(queries, counted)
+    out = query_sampling.query_set_drift(queries, counted)
+    if p.queries is None or not p.queries.log:
+        return out | {"distance": None, "distance_interval": None}
+    measured = query_drift.measure(ex, log_path)
+    return out | {"distance": measured.total_variation,
+                  "distance_interval": list(measured.interval)}

@@ -152,18 +152,23 @@ def _gold_watch(ex):
 
 
 def _disputes(ex) -> dict:
-    """The page's dispute button: the rubric's sections and the recorder, when params name a
-    disputes file (``paths.disputes``)."""
+    """The page's dispute button: the rubric's sections and the recorder. The first dispute
+    creates the disputes file (params ``paths.disputes``, added when the params name none)
+    and renders the pipeline again (:func:`relgrade.pipeline.disputes.file`)."""
     from relgrade.experiment import revisions
+    from relgrade.experiment.files import Experiment
+    from relgrade.pipeline import disputes as filing
 
-    if revisions.disputes_path(ex) is None:
-        return {}
+    if not ex.params.grading.rubric or not ex.rubric_path().is_file():
+        return {}  # no rubric, no section to dispute
     sections = [(s.id, s.heading or "text before the first section")
                 for s in revisions.current_sections(ex).values()]
 
     def record(row: dict) -> str:
-        ids, _ = revisions.file_disputes(ex, [row], source="the grading page", via="page")
-        return ids[0]
+        # params as they are now: the first dispute may have added paths.disputes
+        done = filing.file(Experiment.load(ex.params.source), [row],
+                           source="the grading page", via="page")
+        return done.ids[0]
 
     return {"sections": sections, "file_dispute": record}
 

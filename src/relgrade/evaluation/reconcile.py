@@ -247,7 +247,10 @@ def drift_check(drift: dict, values: pd.DataFrame, *, online: str, se: float) ->
     Parameters
     ----------
     drift : dict
-        :func:`relgrade.query_sampling.query_set_drift`'s result.
+        :func:`relgrade.query_sampling.query_set_drift`'s result, with ``distance``: the
+        total variation of :func:`relgrade.query_sampling.drift.drift` (the number
+        ``relgrade drift`` prints for the same set and log) and ``distance_interval``, or
+        both None when the set was not sampled from a query log (no strata to compare).
     values : pandas.DataFrame
         The primary measure's per-query values (``query_id``, ``treatment``, ``control``).
     online : {"better", "worse", "no change"}
@@ -272,12 +275,22 @@ def drift_check(drift: dict, values: pd.DataFrame, *, online: str, se: float) ->
     strength = max(move, 0.0) if supported else 0.0
     text = (f"{len(drift['absent'])} of {len(values)} evaluated queries "
             f"({drift['absent_share']:.0%}) are absent from the current log; the set covers "
-            f"{drift['covered_traffic']:.1%} of its traffic; strata distance "
-            f"{drift['distance']:.2f}; difference on every query {delta_all:+.3f}, on the "
+            f"{drift['covered_traffic']:.1%} of its traffic; "
+            + _distance_text(drift)
+            + f"; difference on every query {delta_all:+.3f}, on the "
             "queries still issued " + ("none" if delta_present is None
                                        else f"{delta_present:+.3f}"))
     return drift | {"delta_all": delta_all, "delta_present": delta_present,
                     "supported": supported, "strength": strength, "text": text}
+
+
+def _distance_text(drift: dict) -> str:
+    if drift.get("distance") is None:
+        return ("strata distance undefined (the set was not sampled from a query log: no "
+                "params queries.log)")
+    low, high = drift["distance_interval"]
+    return (f"strata distance (total variation, as relgrade drift) {drift['distance']:.3f} "
+            f"[{low:.3f}, {high:.3f}]")
 
 
 # --- 3. cutoff mismatch --------------------------------------------------------------------
@@ -363,11 +376,24 @@ def power_check(pair: dict, *, n: int, control_mean: float, online_delta: float,
     text = (f"offline {pair['delta']:+.3f} [{pair['low']:+.3f}, {pair['high']:+.3f}] over "
             f"{n} queries; the online {online_delta:+.1%} is {implied:+.3f} in offline units, "
             + ("inside" if inside else "outside") + " the interval; ")
-    text += (f"about {n_needed} queries would detect it with power {power:.0%}"
-             if n_needed is not None else "queries needed undefined (no change to detect)")
+    if n_needed is not None:
+        text += f"about {n_needed} queries would detect it with power {power:.0%}"
+    else:
+        text += "queries needed undefined (" + _undefined_power(online_delta, se,
+                                                               control_mean) + ")"
     return {"implied": implied, "inside": inside, "n": int(n), "n_needed": n_needed,
             "supported": inside, "strength": max(strength, 0.0) if inside else 0.0,
             "text": text}
+
+
+def _undefined_power(online_delta: float, se: float, control_mean: float) -> str:
+    """Why the queries needed cannot be computed: the first of the three causes that holds."""
+    if se <= 0:
+        return ("the offline differences have zero spread, so the check is degenerate: a "
+                "sample size needs a standard error above 0")
+    if control_mean == 0:
+        return "the control's offline mean is 0, so a relative change has no size"
+    return "the online change is 0: there is no change to detect"
 
 
 # --- 5. segment cancellation ---------------------------------------------------------------
@@ -610,7 +636,7 @@ def markdown(result: dict) -> str:
                      f"{c['strength']:.2f} | {c['text'].replace('|', '/')} |")
     lines += ["", "Conclusion, most supported first:"]
     if not result["conclusion"]:
-        lines.append("- none of the five explanations is supported by these numbers")
+        lines.append("- None of the five explanations is supported by these numbers")
     for c in result["conclusion"]:
         lines.append(f"{c['rank']}. {c['check']} (strength {c['strength']:.2f}): {c['text']}")
     return "\n".join(lines) + "\n"

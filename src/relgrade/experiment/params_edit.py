@@ -21,7 +21,9 @@ def edited_params(path, changes: Mapping[str, object]) -> tuple[str, Params]:
     changes : mapping of str to object
         Dotted key (``"sample.refresh"``) → its new value (plain YAML values: str, number,
         list, dict). A key that is missing is added at the end of its section, before the
-        comment lines that follow the section.
+        comment lines that follow the section. A key that already holds the value is left as
+        it is; a key given a new value keeps the comment at the end of its line (the user's
+        words about the key).
 
     Returns
     -------
@@ -58,9 +60,9 @@ def edited_params(path, changes: Mapping[str, object]) -> tuple[str, Params]:
             if not isinstance(parent.get(head), dict):
                 parent[head] = CommentedMap()
             parent = parent[head]
+        if last in parent and _plain(parent[last]) == _plain(value):
+            continue  # already so: the line, its comment and its quoting stay as they are
         if last in parent or not isinstance(parent, CommentedMap) or not len(parent):
-            if last in parent and isinstance(parent, CommentedMap):
-                _drop_line_comment(parent, last)
             parent[last] = _commented(value)
             continue
         # the comment lines after a section's last key belong to what follows the section:
@@ -76,17 +78,6 @@ def edited_params(path, changes: Mapping[str, object]) -> tuple[str, Params]:
     out = _io.StringIO()
     yaml.dump(doc, out)
     return out.getvalue(), params
-
-
-def _drop_line_comment(parent, key) -> None:
-    """Drop the comment at the end of ``key``'s line (it described the old value); the
-    blank and comment lines after it stay."""
-    tokens = parent.ca.items.get(key)
-    token = tokens[2] if tokens and len(tokens) > 2 else None
-    if token is None or not token.value.lstrip(" ").startswith("#"):
-        return
-    rest = token.value.split("\n", 1)[1] if "\n" in token.value else ""
-    token.value = "\n" + rest
 
 
 def _commented(value):

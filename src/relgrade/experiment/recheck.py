@@ -432,7 +432,8 @@ def owed_words(ex, grader: str, o: dict) -> str:
     strata = ", ".join(f"grade {k}: {v}" for k, v in sorted(o["per_stratum"].items()))
     who = o["against"] or "people"
     head = (f"a re-check of {o['size']} pairs of {o['frame']} stratified by the judge's grade "
-            f"({strata}); {who} owe {o['people']} ({o['hours']:.2f} annotator-hours at "
+            f"({strata}); {who} {'owe' if who == 'people' else 'owes'} {o['people']} "
+            f"({o['hours']:.2f} annotator-hours at "
             f"{o['seconds']:g} s each), the judge {o['judge']}")
     if not o["drawn"]:
         return head + f": relgrade judge recheck --grader {grader}{where}"

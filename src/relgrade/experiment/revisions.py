@@ -105,6 +105,12 @@ def file_disputes(ex, rows, *, source, via: str, lines=None) -> tuple[list, int]
     from relgrade.protocol import grades
 
     path = ex.path("disputes")
+    if not ex.path("pool").is_file():  # a dispute is on a pair of the pool: it must exist
+        name = Path(ex.root).resolve().relative_to(ex.working_tree().resolve()).as_posix()
+        target = "dvc.yaml:pool" if name in ("", ".") else f"{name}/dvc.yaml:pool"
+        raise InputError("a dispute is on a pair of the pool, and the pool is not built yet",
+                         path=ex.path("pool"),
+                         fix=f"Run `dvc repro {target}` (at the repository's top) first")
     pool = io.read_table(ex.path("pool"), columns=["query_id", "chunk_id"])
     rules = dict(pool_pairs=grades.pool_pairs_of(pool), graders=list(ex.params.graders_dict()),
                  scale=ex.params.need("scale").grades, sections=current_sections(ex))

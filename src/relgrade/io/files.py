@@ -24,6 +24,68 @@ from relgrade.errors import InputError
 BOM = b"\xef\xbb\xbf"
 
 
+# --- paths given on a command line -----------------------------------------------------
+
+def require_input_file(path, *, option: str | None = None) -> Path:
+    """``path`` as an existing file to read, or the error that says why it is not one.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        A path the user gave (a command's argument or option).
+    option : str, optional
+        The argument or option it came from (``--ab``), named in the error.
+
+    Returns
+    -------
+    pathlib.Path
+
+    Raises
+    ------
+    InputError
+        ``file not found`` (nothing at ``path``) or ``is a folder, not a file``, naming the
+        path and ``option``.
+    """
+    path = Path(path)
+    if path.is_dir():
+        raise InputError("is a folder, not a file", path=path, item=option,
+                         fix="Give the file's path")
+    if not path.is_file():
+        raise InputError("file not found", path=path, item=option)
+    return path
+
+
+def require_output_file(path, *, option: str | None = None) -> Path:
+    """``path`` as a file a command may write: not a folder, its folder not a file.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        The output path the user gave.
+    option : str, optional
+        The option it came from (``--out``), named in the error.
+
+    Returns
+    -------
+    pathlib.Path
+
+    Raises
+    ------
+    InputError
+        ``path`` is a folder (``is a folder, where the output file goes``), or a part of
+        its folder path is a file.
+    """
+    path = Path(path)
+    if path.is_dir():
+        raise InputError("is a folder, where the output file goes", path=path, item=option,
+                         fix="Give a file's path (in that folder, if it is the place)")
+    for parent in path.parents:
+        if parent.exists() and not parent.is_dir():
+            raise InputError("a part of this path is a file, where a folder is expected",
+                             path=path, item=option, found=parent.as_posix())
+    return path
+
+
 # --- hashing files ----------------------------------------------------------------------
 
 def sha256_file(path) -> str:

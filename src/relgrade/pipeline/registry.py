@@ -625,8 +625,15 @@ def _revision_deps(ex: Experiment) -> list[str]:
     revision revises and the revision log sit beside the rubric
     (:mod:`relgrade.experiment.revisions`), and whether a grade made under an earlier rubric is
     current is decided from them. The folder, not the files of the chain, so a revision
-    written in it leaves the pipeline's shape as it was."""
-    out = ["${paths.disputes}"] if ex.params.paths.disputes else []
+    written in it leaves the pipeline's shape as it was.
+
+    The disputes file is a dep only once it exists: the first dispute filed creates it, and
+    ``relgrade disputes import`` (and the grading page) render the pipeline again then
+    (:mod:`relgrade.pipeline.disputes`). Before that no dispute exists, so nothing of it can
+    decide a grade's staleness; and DVC neither fails on a missing dep nor warns on an empty
+    one."""
+    out = (["${paths.disputes}"] if ex.params.paths.disputes
+           and ex.path("disputes").is_file() else [])
     if ex.params.grading.rubric:
         folder = Path(ex.params.grading.rubric).parent.as_posix()
         if folder not in ("", "."):

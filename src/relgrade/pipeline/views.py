@@ -207,6 +207,36 @@ def _cell(values: Mapping | None) -> str:
     return text
 
 
+def exp_title(name: str, revisions: int, *, width: int = 80) -> list[str]:
+    """The title of :func:`exp_table`, wrapped at word boundaries to ``width`` characters.
+
+    Parameters
+    ----------
+    name : str
+        The experiment's name (:func:`experiment_name`).
+    revisions : int
+        How many revisions the table has.
+    width : int, default 80
+        Characters per line (at least 40); a line after the first is indented two spaces.
+
+    Returns
+    -------
+    list of str
+        The title's lines; a word longer than a line (a long experiment name) is the only
+        thing ever broken inside.
+
+    Examples
+    --------
+    >>> exp_title("ppi-sim", 1, width=40)
+    ['ppi-sim: 1 revision; per arm: mean,', '  delta from the baseline, Holm p']
+    """
+    import textwrap
+
+    text = (f"{name}: {revisions} revision{'s' if revisions != 1 else ''}; per arm: mean, "
+            "delta from the baseline, Holm p")
+    return textwrap.wrap(text, width=width, subsequent_indent="  ", break_on_hyphens=False)
+
+
 def exp_table(rows: list[dict], *, width: int = 80) -> list[str]:
     """:func:`exp_rows` as text lines no wider than ``width``, arms in blocks that fit.
 

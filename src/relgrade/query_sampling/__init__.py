@@ -717,9 +717,9 @@ def query_set_drift(queries: pd.DataFrame, log: pd.DataFrame) -> dict:
     queries : pandas.DataFrame of shape (n_queries, >= 2)
         ``query_id`` and ``query`` (text, matched after :func:`normalize_query`) of the
         evaluated set. Not modified.
-    log : pandas.DataFrame of shape (n_distinct, 3)
-        The current log counted into strata by :func:`strata`: ``query`` (normalised),
-        ``count`` (int > 0), ``stratum`` (head/torso/tail). Not modified.
+    log : pandas.DataFrame of shape (n_distinct, >= 2)
+        The current log counted by :func:`strata`: ``query`` (normalised) and ``count``
+        (int > 0); other columns are ignored. Not modified.
 
     Returns
     -------
@@ -727,9 +727,10 @@ def query_set_drift(queries: pd.DataFrame, log: pd.DataFrame) -> dict:
         ``log_queries`` (distinct) and ``log_traffic`` (issued queries); ``present`` (list
         of query ids found in the log) and ``absent`` (the others); ``absent_share``
         (float in [0, 1]); ``covered_traffic`` (share of the log's traffic the set's queries
-        account for); ``set_strata`` (share of the evaluated queries in each stratum of the
-        current log, and ``absent``) against ``log_strata`` (each stratum's share of the
-        traffic); ``distance``: the total-variation distance between the two, in [0, 1].
+        account for). No distance between the set's and the log's strata: that has one
+        definition, :func:`relgrade.query_sampling.drift.drift`'s total variation over the
+        strata of the log the set was drawn from, which needs a sampled set (``relgrade
+        drift``; ``relgrade reconcile`` adds it when params name ``queries.log``).
 
     Raises
     ------
@@ -739,28 +740,22 @@ def query_set_drift(queries: pd.DataFrame, log: pd.DataFrame) -> dict:
     Examples
     --------
     >>> q = pd.DataFrame({"query_id": ["a", "b"], "query": ["X ", "gone"]})
-    >>> log = pd.DataFrame({"query": ["x", "y"], "count": [3, 1], "stratum": ["head", "tail"]})
+    >>> log = pd.DataFrame({"query": ["x", "y"], "count": [3, 1]})
     >>> d = query_set_drift(q, log)
-    >>> d["absent"], d["absent_share"], d["covered_traffic"], d["distance"]
-    (['b'], 0.5, 0.75, 0.5)
+    >>> d["absent"], d["absent_share"], d["covered_traffic"]
+    (['b'], 0.5, 0.75)
     """
     if len(log) == 0 or int(log["count"].sum()) == 0:
         raise InputError("the query log holds no queries",
                          fix="Give a log with at least one issued query")
     total = int(log["count"].sum())
-    stratum = dict(zip(log["query"].astype(str), log["stratum"].astype(str)))
     counts = dict(zip(log["query"].astype(str), log["count"].astype(int)))
     q = pd.DataFrame({"query_id": queries["query_id"].astype(str),
                       "query": [normalize_query(str(t)) for t in queries["query"]]})
-    where = [stratum.get(t, "absent") for t in q["query"]]
-    present = [i for i, s in zip(q["query_id"], where) if s != "absent"]
-    absent = [i for i, s in zip(q["query_id"], where) if s == "absent"]
+    issued = [t in counts for t in q["query"]]
+    present = [i for i, hit in zip(q["query_id"], issued) if hit]
+    absent = [i for i, hit in zip(q["query_id"], issued) if not hit]
     n = max(len(q), 1)
     covered = sum(counts[t] for t in set(q["query"]) if t in counts) / total
-    set_strata = {s: sum(w == s for w in where) / n for s in (*STRATA, "absent")}
-    traffic = log.groupby(log["stratum"].astype(str))["count"].sum()
-    log_strata = {s: float(traffic.get(s, 0)) / total for s in STRATA} | {"absent": 0.0}
-    distance = 0.5 * sum(abs(set_strata[s] - log_strata[s]) for s in set_strata)
     return {"log_queries": int(len(log)), "log_traffic": total, "present": present,
-            "absent": absent, "absent_share": len(absent) / n, "covered_traffic": covered,
-            "set_strata": set_strata, "log_strata": log_strata, "distance": float(distance)}
+            "absent": absent, "absent_share": len(absent) / n, "covered_traffic": covered}
