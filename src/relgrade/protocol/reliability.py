@@ -1,6 +1,6 @@
 """Confidence intervals for agreement statistics, with the query as the unit.
 
-A kappa computed on 173 audited pairs of 10 queries is an estimate; how far it could move
+A kappa computed on 200 audited pairs of 10 queries is an estimate; how far it could move
 with another sample decides whether it clears a band (see :mod:`relgrade.protocol.bands`).
 The audit samples *queries*, and how often two graders disagree varies from query to query
 (an ambiguous intent splits them on most of its pairs), so the pairs of one query are not

@@ -1,6 +1,6 @@
 """Stage `retrieve ARM`: one arm's run over the chunks and queries → data/runs/ARM.trec.
 
-Computed arms (bm25, tfidf, rrf, embed) rank the chunks themselves; a `file` arm's run is
+Computed arms (bm25, bm25f, tfidf, rrf, embed) rank the chunks themselves; a `file` arm's run is
 read from its `source`, checked against the corpus and queries, and rewritten in canonical
 order; an `rrf` arm may fuse `file` arms, whose runs are read the same way. Either way the
 file holds ranks 1..n ≤ depth per query, tagged with the arm's name. A run file with fields
