@@ -68,10 +68,6 @@ def stopped(tmp_path_factory):
     folder = root / EXP
     params = yaml.safe_load((folder / "params.yaml").read_text())
     params["grading"].update(stop="anytime", stop_batch=4, stop_margin=0.0)
-    # the stopping rule draws no resample: the least the params allow (1000, against 10,000
-    # and 2,000 by default) keeps each repro's compare, ppi and agreement stages short
-    params["metrics"].update(bootstrap=1000, permutations=1000)
-    params["agreement"]["bootstrap"] = 1000
     (folder / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
     tiny.run(root, "relgrade", "pipeline", "render", "--experiment", EXP)
     tiny.run(root, "relgrade", "intents", "review", "--experiment", EXP, "--reviewer",
