@@ -4,7 +4,11 @@ wall seconds and CPU seconds (user + system of pytest and every process it waite
 average at the start and end of each run.
 
     python benchmarks/suite_modules.py tests/test_e2e_dvc.py tests/test_e2e_void.py \\
-        [--rounds 1] [--before TREE] [--out benchmarks/out/suite_modules.json]
+        [--rounds 1] [--before TREE] [--together] [--out benchmarks/out/suite_modules.json]
+
+With ``--together`` the modules run in one pytest run, as one xdist worker runs them: a
+session fixture they share (tests/conftest.py) is built once, which a run of each module
+alone cannot show.
 
 With ``--before TREE`` (another checkout of the repository, e.g. ``git worktree add`` of the
 previous commit), each round runs the module from that tree right before this one, so the two
@@ -29,15 +33,15 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def run_module(tree: Path, module: str) -> dict:
-    """One pytest run of ``module`` (a path relative to ``tree``) in ``tree`` with
-    ``tree/src`` first on ``PYTHONPATH``.
+    """One pytest run of ``module`` (a path relative to ``tree``, or several separated by
+    spaces: one run of them all) in ``tree`` with ``tree/src`` first on ``PYTHONPATH``.
 
     Returns ``{"wall_s", "cpu_s", "load_start", "load_end", "outcome"}``: seconds (float),
     1-minute load averages (float) and pytest's last summary line (str).
     Raises ``subprocess.CalledProcessError`` if pytest exits with a failure.
     """
     env = {**os.environ, "PYTHONPATH": str(tree / "src")}
-    cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", module]
+    cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *module.split()]
     load_start = os.getloadavg()[0]
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t = time.perf_counter()
@@ -57,10 +61,13 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("modules", nargs="+", help="test modules, relative to the repository")
     ap.add_argument("--rounds", type=int, default=1)
     ap.add_argument("--before", type=Path, help="another checkout to pair each run with")
+    ap.add_argument("--together", action="store_true",
+                    help="run the modules in one pytest run, as one xdist worker runs them "
+                         "(session fixtures built once)")
     ap.add_argument("--out", type=Path, default=ROOT / "benchmarks/out/suite_modules.json")
     args = ap.parse_args(argv)
     results = {}
-    for module in args.modules:
+    for module in [" ".join(args.modules)] if args.together else args.modules:
         rounds = []
         for _ in range(args.rounds):
             pair = {}

@@ -1,7 +1,8 @@
 """Test collection: the grader scripts under tests/graders/ run as subprocesses, never imported.
 
-The end-to-end experiments several modules start from are built once per test run (session
-fixtures below, shared by the xdist workers) and copied by each test that changes one:
+The end-to-end experiments several modules start from (the tiny experiment, and the shipped
+experiments/crowd-sim) are built once per test run (session fixtures below, shared by the
+xdist workers) and copied by each test that changes one:
 building them is most of those modules' time, and a copy (git, DVC cache and all) is the
 same repository.
 """
@@ -73,3 +74,15 @@ def truth_frozen_built(tmp_path_factory, packets_built):
         tiny.run(root, "dvc", "repro")
 
     return _built_once(tmp_path_factory, "truth-frozen-built", build)
+
+
+@pytest.fixture(scope="session")
+def crowd_sim_pooled(tmp_path_factory):
+    """experiments/crowd-sim copied into a new git + DVC repository (``tests.e2e.shipped``)
+    and run to its pool, built once per test run: the folder holds the repository ``repo``
+    (copy it with ``tiny.copy_repo`` to change it) and ``pool.out``, the standard output of
+    that ``dvc repro``. The crowd, adjudication switch, live raters and refresh modules start
+    from it."""
+    from tests.e2e import shipped
+
+    return _built_once(tmp_path_factory, "crowd-sim-pooled", shipped.build_crowd_pooled)

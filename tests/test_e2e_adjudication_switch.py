@@ -2,19 +2,18 @@
 in the bank: a changed adjudication queue is pending work, never an error.
 
 The experiment is copied as in tests/test_e2e_crowd.py (its raters' and auditor's committed
-grades, not the expert's), with ``aggregation.method: dawid-skene``. The loop, each time to
-the key: `dvc repro` stops with the expert's queue pending; `relgrade grade run --grader
-expert-e`; `dvc repro` completes. Then the method is switched to the majority vote, whose
-queue adds the ties of two kept raters (the spread rule is the same for both methods): the
-`Pending:` line names only those pairs for the expert; once graded, the key is made. Switched
-back to Dawid-Skene, the ties' grades are set aside (kept in the bank, unused) and the key is
-the first one, byte for byte.
+grades, not the expert's; the shared copy run to its pool), with ``aggregation.method:
+dawid-skene``. The loop, each time to the key: `dvc repro` stops with the expert's queue
+pending; `relgrade grade run --grader expert-e`; `dvc repro` completes. Then the method is
+switched to the majority vote, whose queue adds the ties of two kept raters (the spread rule
+is the same for both methods): the `Pending:` line names only those pairs for the expert;
+once graded, the key is made. Switched back to Dawid-Skene, the ties' grades are set aside
+(kept in the bank, unused) and the key is the first one, byte for byte.
 """
 
 from __future__ import annotations
 
 import json
-import shutil
 
 import pytest
 
@@ -45,24 +44,11 @@ def _expert(root):
 
 
 @pytest.fixture(scope="module")
-def switched(tmp_path_factory):
-    root = tmp_path_factory.mktemp("switch")
-    shutil.copytree(tiny.REPO / "stages", root / "stages",
-                    ignore=shutil.ignore_patterns("__pycache__"))
-    shutil.copytree(tiny.REPO / "src", root / "src",
-                    ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
-    src, exp = tiny.REPO / EXP, root / EXP
-    exp.mkdir(parents=True)
-    for name in ("params.yaml", "dvc.yaml", "DESIGN.md"):
-        shutil.copy(src / name, exp / name)
-    for folder in ("rubric", "sim", "data/input"):
-        shutil.copytree(src / folder, exp / folder, ignore=shutil.ignore_patterns("__pycache__"))
-    for grader in ("rater-1", "rater-2", "rater-3", "rater-4", "rater-5", "auditor-b"):
-        shutil.copytree(src / "data/grades" / grader, exp / "data/grades" / grader)
-    shutil.copy(tiny.REPO / ".dvcignore", root / ".dvcignore")
-    tiny.git(root, "init", "-q")
-    tiny.run(root, "dvc", "init", "-q")
-    tiny.run(root, "dvc", "config", "core.analytics", "false")
+def switched(tmp_path_factory, crowd_sim_pooled):
+    # the copy (tests.e2e.shipped) with sample -> pool run, shared by the crowd-sim modules
+    # (tests/conftest.py): the pool stage reads none of the params changed below
+    root = tiny.copy_repo(crowd_sim_pooled / "repo", tmp_path_factory.mktemp("switch"))
+    exp = root / EXP
     _method(exp, "dawid-skene")
     # Dawid-Skene's key agrees less with the auditor (binary kappa 0.58): the gate is not
     # what this test is about, so it is loosened to let the key be made under both methods
@@ -70,7 +56,6 @@ def switched(tmp_path_factory):
     text = params.read_text()
     assert "binary_kappa_min: 0.60" in text
     params.write_text(text.replace("binary_kappa_min: 0.60", "binary_kappa_min: 0.50", 1))
-    tiny.run(root, "dvc", "repro", f"{EXP}/dvc.yaml:pool")
     out = {"ds_first": tiny.run(root, "dvc", "repro", KEY, check=False)}
     out["ds_queue"] = _queue(exp)
     _expert(root)

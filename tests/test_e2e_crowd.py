@@ -1,6 +1,7 @@
 """End to end: the simulated crowd of experiments/crowd-sim through `dvc repro`.
 
-The experiment is copied into a temporary git + dvc repository with the stage scripts and
+The experiment is copied into a temporary git + dvc repository (tests/e2e/shipped.py; the
+copy, run to its pool, is built once per test run and shared) with the stage scripts and
 the sources, with its inputs (the simulated query log, the sampled query set and the intents
 written for it, the truth, the gold) and the committed grade files of its five simulated
 raters and its simulated auditor (made by `relgrade grade run` through sim/rater.py) but not
@@ -36,30 +37,16 @@ EXP = "experiments/crowd-sim"
 
 
 @pytest.fixture(scope="module")
-def crowd(tmp_path_factory):
-    root = tmp_path_factory.mktemp("crowd")
-    shutil.copytree(tiny.REPO / "stages", root / "stages",
-                    ignore=shutil.ignore_patterns("__pycache__"))
-    shutil.copytree(tiny.REPO / "src", root / "src",
-                    ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
-    src = tiny.REPO / EXP
+def crowd(tmp_path_factory, crowd_sim_pooled):
+    # the copy (tests.e2e.shipped) with sample -> pool run is shared with the other crowd-sim
+    # modules (tests/conftest.py); this module works on its own copy of it
+    root = tiny.copy_repo(crowd_sim_pooled / "repo", tmp_path_factory.mktemp("crowd"))
     exp = root / EXP
-    exp.mkdir(parents=True)
-    for name in ("params.yaml", "dvc.yaml", "DESIGN.md"):
-        shutil.copy(src / name, exp / name)
-    for folder in ("rubric", "sim", "data/input"):
-        shutil.copytree(src / folder, exp / folder, ignore=shutil.ignore_patterns("__pycache__"))
-    for grader in ("rater-1", "rater-2", "rater-3", "rater-4", "rater-5", "auditor-b"):
-        shutil.copytree(src / "data/grades" / grader, exp / "data/grades" / grader)
-    shutil.copy(tiny.REPO / ".dvcignore", root / ".dvcignore")  # bytecode is not a change
-    tiny.git(root, "init", "-q")
-    tiny.run(root, "dvc", "init", "-q")
-    tiny.run(root, "dvc", "config", "core.analytics", "false")
     # the gold file is private: the gold stage writes it from the pool and the simulation's
     # truth (params gold.command), a DVC-cached output, in the same dvc repro
-    pooled = tiny.run(root, "dvc", "repro", f"{EXP}/dvc.yaml:pool")
+    pooled = (crowd_sim_pooled / "pool.out").read_text()  # `dvc repro {EXP}/dvc.yaml:pool`
     first = tiny.run(root, "dvc", "repro", f"{EXP}/dvc.yaml", check=False)
-    first.stdout = pooled.stdout + first.stdout  # sample -> pool ran first
+    first.stdout = pooled + first.stdout  # sample -> pool ran first
     status_before = tiny.run(root, "relgrade", "status", "--experiment", EXP).stdout
     tiny.run(root, "relgrade", "grade", "run", "--experiment", EXP, "--grader", "expert-e",
              "--no-progress")

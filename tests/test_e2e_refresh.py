@@ -17,36 +17,17 @@ import json
 import math
 import re
 import shlex
-import shutil
 
 import pandas as pd
 import pytest
 
 from relgrade import query_sampling as querylog
-from tests.e2e import tiny
+from tests.e2e import shipped, tiny
 
 pytestmark = [pytest.mark.slow]
 
 EXP = "experiments/crowd-sim"
 LOG = "logs/2027-q1.tsv"
-
-
-def _copy(root):
-    for folder in ("stages", "src"):
-        shutil.copytree(tiny.REPO / folder, root / folder,
-                        ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
-    (root / "tools").mkdir()
-    shutil.copy(tiny.REPO / "tools/random_run.py", root / "tools/random_run.py")
-    for name in ("dvc.yaml", "params.yaml", ".dvcignore"):  # a clone's top
-        shutil.copy(tiny.REPO / name, root / name)
-    src, exp = tiny.REPO / EXP, root / EXP
-    exp.mkdir(parents=True)
-    for name in ("params.yaml", "dvc.yaml", "DESIGN.md"):
-        shutil.copy(src / name, exp / name)
-    for folder in ("rubric", "sim", "data/input"):
-        shutil.copytree(src / folder, exp / folder, ignore=shutil.ignore_patterns("__pycache__"))
-    for grader in ("rater-1", "rater-2", "rater-3", "rater-4", "rater-5", "auditor-b"):
-        shutil.copytree(src / "data/grades" / grader, exp / "data/grades" / grader)
 
 
 def _pending_commands(stderr: str) -> list[str]:
@@ -88,13 +69,11 @@ def _shifted_log(root) -> tuple[dict, dict]:
 
 
 @pytest.fixture(scope="module")
-def refreshed(tmp_path_factory):
-    root = tmp_path_factory.mktemp("refresh")
-    _copy(root)
-    tiny.git(root, "init", "-q")
-    tiny.run(root, "dvc", "init", "-q")
-    tiny.run(root, "dvc", "config", "core.analytics", "false")
-    tiny.run(root, "dvc", "repro", f"{EXP}/dvc.yaml:pool")
+def refreshed(tmp_path_factory, crowd_sim_pooled):
+    # the copy (tests.e2e.shipped) with sample -> pool run, shared by the crowd-sim modules
+    # (tests/conftest.py); given a clone's top here: the pool is the same with it or without
+    root = tiny.copy_repo(crowd_sim_pooled / "repo", tmp_path_factory.mktemp("refresh"))
+    shipped.add_top(root)
     first = []
     _until_done(root, ["dvc", "repro", f"{EXP}/dvc.yaml"], first)
     before = {"set": pd.read_csv(root / EXP / "data/input/queries.sampled.tsv", sep="\t"),

@@ -1,0 +1,76 @@
+"""The repository's shipped experiments (experiments/NAME) copied into a new git + DVC
+repository, as the end-to-end modules that run them start from them.
+
+A copy holds what a clone would give the experiment: the stage scripts and the sources its
+stages depend on (``src/``, so the computed deps of its ``dvc.yaml`` resolve), the top
+``.dvcignore`` (bytecode is not a change), and the experiment's own committed files named by
+the caller; DVC outputs are never copied, ``dvc repro`` makes them.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+from tests.e2e import tiny
+
+CROWD = "experiments/crowd-sim"
+#: crowd-sim's committed grade folders a rig starts from: its five simulated raters and its
+#: simulated auditor; the expert's (expert-e) are left out, the tests grade its queue.
+CROWD_GRADERS = ("rater-1", "rater-2", "rater-3", "rater-4", "rater-5", "auditor-b")
+#: crowd-sim's committed files a rig copies (its inputs, rubric, simulation and pipeline).
+CROWD_FILES = ("params.yaml", "dvc.yaml", "DESIGN.md", "rubric", "sim", "data/input")
+
+
+def copy_experiment(root: Path, exp: str, files, graders=()) -> Path:
+    """Copy ``stages/``, ``src/`` and ``.dvcignore`` of the repository and the experiment
+    ``exp``'s entries ``files`` (files or folders, relative to it) and grade folders
+    ``data/grades/GRADER`` of ``graders`` into ``root`` (which may exist if empty).
+
+    Returns the experiment's folder in the copy, ``root / exp``.
+    """
+    ignore = shutil.ignore_patterns("__pycache__", "*.egg-info")
+    for folder in ("stages", "src"):
+        shutil.copytree(tiny.REPO / folder, root / folder, ignore=ignore)
+    shutil.copy(tiny.REPO / ".dvcignore", root / ".dvcignore")
+    src, dest = tiny.REPO / exp, root / exp
+    dest.mkdir(parents=True)
+    for name in files:
+        if (src / name).is_dir():
+            shutil.copytree(src / name, dest / name, ignore=ignore)
+        else:
+            (dest / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy(src / name, dest / name)
+    for grader in graders:
+        shutil.copytree(src / "data/grades" / grader, dest / "data/grades" / grader)
+    return dest
+
+
+def add_top(root: Path) -> None:
+    """Give the copy a clone's top: the default experiment's ``dvc.yaml`` and ``params.yaml``
+    (its outputs are not made) and ``tools/random_run.py``, which writes a file arm's run."""
+    (root / "tools").mkdir(exist_ok=True)
+    shutil.copy(tiny.REPO / "tools/random_run.py", root / "tools/random_run.py")
+    for name in ("dvc.yaml", "params.yaml"):
+        shutil.copy(tiny.REPO / name, root / name)
+
+
+def init_repo(root: Path) -> None:
+    """``git init``, ``dvc init`` and DVC's analytics off in ``root``."""
+    tiny.git(root, "init", "-q")
+    tiny.run(root, "dvc", "init", "-q")
+    tiny.run(root, "dvc", "config", "core.analytics", "false")
+
+
+def build_crowd_pooled(folder: Path) -> None:
+    """crowd-sim copied with :data:`CROWD_FILES` and :data:`CROWD_GRADERS` into the new
+    repository ``folder / "repo"`` and ``dvc repro experiments/crowd-sim/dvc.yaml:pool`` run
+    (sample, corpus, queries, the arms' runs and the pool; no stage that reads the graders
+    params or the grade files); that command's standard output is kept in
+    ``folder / "pool.out"``. Copy ``folder / "repo"`` (``tiny.copy_repo``) to change it."""
+    root = folder / "repo"
+    root.mkdir()
+    copy_experiment(root, CROWD, CROWD_FILES, CROWD_GRADERS)
+    init_repo(root)
+    pooled = tiny.run(root, "dvc", "repro", f"{CROWD}/dvc.yaml:pool")
+    (folder / "pool.out").write_text(pooled.stdout)
