@@ -27,6 +27,7 @@ import yaml
 
 from tests.e2e import tiny
 from tests.test_anytime import _scalar_log_capital
+from tests.test_e2e_anytime_stop import _runs  # the same two arms
 from tests.test_e2e_init_modes import _repo
 
 pytestmark = [pytest.mark.slow]
@@ -34,17 +35,6 @@ pytestmark = [pytest.mark.slow]
 MODEL = f"{sys.executable} {Path(__file__).with_name('graders') / 'lenient_grader.py'}"
 EXP = "experiments/late"
 NDCG = "nDCG(dcg='exp-log2')@10"
-
-
-def _runs(root):
-    inp = root / "data/input/runs"
-    with open(inp / "good.trec", "w") as g, open(inp / "poor.trec", "w") as p:
-        for qid, *_ in tiny.TOPICS:
-            first = (["pointer", "answer"] if qid.endswith("01") else ["answer", "pointer"])
-            for r, kind in enumerate(first + ["miss1", "miss2"], 1):
-                g.write(f"{qid} Q0 {qid}-{kind} {r} {10 - r} good\n")
-            for r, kind in enumerate(["miss1", "miss2", "pointer", "answer"], 1):
-                p.write(f"{qid} Q0 {qid}-{kind} {r} {10 - r} poor\n")
 
 
 def _difference(qid):

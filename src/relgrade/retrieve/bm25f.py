@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-import numpy as np
-
-from relgrade.retrieve.bm25 import B, K1
+from relgrade.retrieve.bm25 import B, K1, BM25Scorer
 from relgrade.retrieve.tokenize import tokenize
 
 
-class BM25FScorer:
+class BM25FScorer(BM25Scorer):
     """BM25F scores of every chunk for a query: header terms count ``header_weight`` times.
 
     Parameters
@@ -64,15 +62,8 @@ class BM25FScorer:
         headers, texts = list(headers), list(texts)
         if len(headers) != len(texts):
             raise ValueError(f"{len(headers)} headers for {len(texts)} texts")
+        # the weighted fields make one document each; scores() is then BM25Scorer's own
         self._index = bm25s.BM25(k1=k1, b=b, method="lucene", dtype="float64")
         self._index.index([tokenize(h) * header_weight + tokenize(t)
                            for h, t in zip(headers, texts)], show_progress=False)
         self.n_docs = len(headers)
-
-    def scores(self, query: str) -> np.ndarray:
-        """Scores of every chunk for ``query``, ndarray of float64, shape (n_docs,)."""
-        terms = list(dict.fromkeys(tokenize(query)))  # distinct, in order
-        ids = self._index.get_tokens_ids(terms)
-        if not ids:
-            return np.zeros(self.n_docs, dtype=np.float64)
-        return np.asarray(self._index.get_scores(ids), dtype=np.float64)
