@@ -57,6 +57,19 @@ def test_relative_script_paths_resolve_from_the_experiment_folder_then_the_top(t
                            tree=top) == ("llm", "-m", "my-model")
 
 
+def test_with_no_relgrade_top_a_script_path_resolves_from_the_folder_typed_in(tmp_path,
+                                                                            monkeypatch):
+    # a folder of experiments with no top dvc.yaml: the experiment is its own working tree,
+    # and a path written from the folder the command is typed in resolves from there
+    (tmp_path / "experiments/sub/sim").mkdir(parents=True)
+    script = tmp_path / "experiments/sub/sim/grader.py"
+    script.write_text("print()\n")
+    folder = tmp_path / "experiments/sub"
+    monkeypatch.chdir(tmp_path)
+    assert resolve_command(["python", "experiments/sub/sim/grader.py"], grader="g",
+                           folder=folder, tree=folder) == ("python", str(script.resolve()))
+
+
 def test_a_missing_script_is_an_error_naming_the_grader_and_both_places_looked(tmp_path):
     with pytest.raises(InputError) as err:
         resolve_command(["python", "sim/gone.py"], grader="model-m", folder=tmp_path / "e",

@@ -225,8 +225,10 @@ def resolve_command(argv: Sequence[str], *, grader: str, folder, tree=None,
     Each argv entry after the program (and the program itself when written as a path, with a
     ``/``) that is not an option (``-x``, ``--x=...``) is looked up as a path relative to the
     experiment's ``folder``, then relative to the top of ``tree`` (the form the shipped
-    experiments use: ``python experiments/NAME/sim/grader.py``); the first that is a regular
-    file is put in the argv as an absolute path. Other entries stay as written.
+    experiments use: ``python experiments/NAME/sim/grader.py``), then relative to the folder
+    the command is typed in (a folder of experiments with no relgrade top, where such a path
+    was always read from there); the first that is a regular file is put in the argv as an
+    absolute path. Other entries stay as written.
 
     Parameters
     ----------
@@ -254,8 +256,10 @@ def resolve_command(argv: Sequence[str], *, grader: str, folder, tree=None,
         is not a failure a retry can mend). A missing program is :func:`run_grader`'s
         "grader command not found" error.
     """
-    here = Path(folder)
-    bases = [here] + ([Path(tree)] if tree is not None and Path(tree) != here else [])
+    bases = []
+    for base in (Path(folder), None if tree is None else Path(tree), Path.cwd()):
+        if base is not None and base.resolve() not in [b.resolve() for b in bases]:
+            bases.append(base)
     out = []
     for i, arg in enumerate(argv):
         arg = str(arg)
