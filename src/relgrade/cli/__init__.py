@@ -8,8 +8,9 @@ and each command module keeps its heavy imports inside the function that runs it
 errors become ``Error: ...`` on stderr and exit status 1
 (:func:`relgrade.cli.render.handle_errors`); click's usage errors (a missing option, a bad
 choice, an unknown option or command) become one ``Error:`` line naming the option, the rule
-and ``relgrade COMMAND --help``, exit status 2 (:func:`usage_error`). Everything a command prints passes through
-:func:`relgrade.terminal.inert_output` (:meth:`LazyGroup.main`): query and chunk text,
+and ``relgrade COMMAND --help``, exit status 2 (:func:`usage_error`). Everything a command
+prints passes through :func:`relgrade.terminal.inert_output` (:meth:`LazyGroup.main`): query
+and chunk text,
 names, reasons and file names from outside show a bidi or control character as
 ``\u202e``, never raw.
 """
