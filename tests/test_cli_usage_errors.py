@@ -42,6 +42,12 @@ def test_an_unknown_command_and_a_top_level_unknown_option_are_one_line():
         "Error: No such option '--bogus': relgrade has no such option. See relgrade --help")
 
 
+def test_a_mistyped_option_names_the_close_ones_in_the_same_line():
+    assert _one_line(CliRunner().invoke(main, ["evaluate", "--threads", "0", "a", "b"])) == (
+        "Error: No such option '--threads': relgrade evaluate has no such option (did you "
+        "mean --ties?). See relgrade evaluate --help")
+
+
 def test_a_commands_own_usage_rule_is_one_line():
     assert _one_line(CliRunner().invoke(main, ["status", "--experiment", "a", "--params",
                                                "b.yaml"])) == (

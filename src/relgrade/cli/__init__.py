@@ -184,7 +184,9 @@ def usage_error(e: click.UsageError) -> click.UsageError:
     if isinstance(e, click.MissingParameter):
         text += f": {where} requires it"
     elif isinstance(e, click.NoSuchOption):
-        text += f": {where} has no such option"
+        text = f"No such option '{e.option_name}': {where} has no such option"
+        if e.possibilities:
+            text += f" (did you mean {' or '.join(sorted(e.possibilities))}?)"
     stop = "" if text.endswith(("?", "!")) else "."
     out = UsageLine(f"{text}{stop} See {where} --help", ctx=e.ctx)
     out.exit_code = e.exit_code
