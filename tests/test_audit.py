@@ -130,8 +130,10 @@ def test_a_group_too_small_for_its_even_share_is_refused():
     with pytest.raises(InputError) as e:
         A.choose_audit(prov[prov.query_id.isin(qs.query_id)], qs, fraction=0.1, min_queries=6,
                        rng=np.random.default_rng(0))
-    assert str(e.value).startswith("group question: group 'question' has 2 pooled queries, "
-                                   "fewer than its even share of the audit (3 of 6)")
+    # 2 groups, the smaller with 2 pooled queries: at most 2 x 2 = 4 audit queries
+    assert str(e.value) == ("audit.min_queries: group 'question' has 2 pooled queries, "
+                            "fewer than its even share of the audit (3 of 6). Add queries to "
+                            "this group, or lower audit.min_queries to 4 or less")
 
 
 def test_queries_without_pooled_chunks_are_not_eligible():

@@ -172,4 +172,4 @@ def test_an_unknown_engine_is_one_error_line(tmp_path):
     assert result.exit_code == 2
     errors = [line for line in result.output.splitlines() if line.startswith("Error:")]
     assert errors == ["Error: Invalid value for '--engine': 'hadoop' is not one of "
-                      "'local', 'spark'."]
+                      "'local', 'spark'. See relgrade evaluate --help"]

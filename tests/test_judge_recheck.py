@@ -285,3 +285,32 @@ def test_a_hand_edited_draw_is_one_error_line_and_is_never_redrawn(root):  # noq
         assert res.exit_code == 1 and res.output.startswith("Error: "), res.output
         assert len(res.output.strip().splitlines()) == 1 and "draw.json" in res.output
     assert json.loads(draw_file.read_text()) == d  # left as it was
+
+
+def test_a_calibrated_identity_owes_no_recheck_and_draws_nothing_unless_asked_again(
+        root):  # noqa: F811
+    # the identity now is calibrated on the audit's 14 pairs, measured today
+    assert invoke(root, "judge", "record").exit_code == 0
+    _grades_table(root)
+    edit_params(root, **{"judges.recheck.min_pairs": 6, "judges.recheck.max_pairs": 9})
+    judge = read_ledger(root / "judges/ledger.jsonl")[0]["judge"]
+    assert f"identity {judge[:12]}: calibrated (measured 0 days ago)" in judge_line(
+        invoke(root, "judge", "status").output)
+    res = invoke(root, "judge", "recheck", "--grader", "grader-a")
+    assert res.exit_code == 0, res.output
+    assert res.output == (f"re-check of grader-a identity {judge[:12]}: calibrated (measured "
+                          "0 days ago); nothing owed, nothing drawn (a re-measurement anyway: "
+                          "relgrade judge recheck --grader grader-a --again)\n")
+    assert not (root / "data/grades/grader-a/recheck").exists()
+    # judge record still finds the same measurement: no draw stands in its way
+    res = invoke(root, "judge", "record", "--grader", "grader-a")
+    assert res.exit_code == 0 and "already in" in res.output, res.output
+    # --again: the periodic re-measurement is drawn under the identity's second tag
+    res = invoke(root, "judge", "recheck", "--grader", "grader-a", "--again")
+    assert res.exit_code == 0, res.output
+    draw_file = root / f"data/grades/grader-a/recheck/{judge[:12]}-2/draw.json"
+    assert f"drawn and locked in {draw_file.relative_to(root).as_posix()}" in res.output
+    assert 6 <= len(json.loads(draw_file.read_text())["pairs"]) <= 9
+    # once drawn, the plain command prints the draw it owes (not "nothing owed")
+    res = invoke(root, "judge", "recheck", "--grader", "grader-a")
+    assert res.exit_code == 0 and "already drawn in" in res.output, res.output

@@ -6,8 +6,11 @@ imported only when that command is looked up (to run it or print its help), so
 ``relgrade --help`` and ``relgrade --version`` import neither pandas nor numpy nor scipy,
 and each command module keeps its heavy imports inside the function that runs it. Library
 errors become ``Error: ...`` on stderr and exit status 1
-(:func:`relgrade.cli.render.handle_errors`). Everything a command prints passes through
-:func:`relgrade.terminal.inert_output` (:meth:`LazyGroup.main`): query and chunk text,
+(:func:`relgrade.cli.render.handle_errors`); click's usage errors (a missing option, a bad
+choice, an unknown option or command) become one ``Error:`` line naming the option, the rule
+and ``relgrade COMMAND --help``, exit status 2 (:func:`usage_error`). Everything a command
+prints passes through :func:`relgrade.terminal.inert_output` (:meth:`LazyGroup.main`): query
+and chunk text,
 names, reasons and file names from outside show a bidi or control character as
 ``\u202e``, never raw.
 """
@@ -108,6 +111,12 @@ class LazyGroup(click.Group):
         with inert_output():
             return super().main(*args, **kwargs)
 
+    def make_context(self, info_name, args, parent=None, **extra):
+        try:
+            return super().make_context(info_name, args, parent=parent, **extra)
+        except click.UsageError as e:
+            raise usage_error(e) from None
+
     def parse_args(self, ctx, args):
         refuse_undecodable(args)
         return super().parse_args(ctx, args)
@@ -115,6 +124,8 @@ class LazyGroup(click.Group):
     def invoke(self, ctx):
         try:
             return super().invoke(ctx)
+        except click.UsageError as e:
+            raise usage_error(e) from None
         except (UnicodeError, OSError) as e:
             message = plain_error(e)
             if message is None:
@@ -128,6 +139,58 @@ class LazyGroup(click.Group):
         if rows:
             with formatter.section("Commands"):
                 formatter.write_dl(rows)
+
+
+class UsageLine(click.UsageError):
+    """A usage error shown as one ``Error:`` line, without click's usage block and hint;
+    the exit status stays click's for usage errors (2)."""
+
+    def show(self, file=None) -> None:
+        click.ClickException.show(self, file)
+
+
+def command_path(ctx: click.Context | None) -> str:
+    """``relgrade SUB ...``: the command a usage error belongs to, spelled as the user
+    types it whatever name the top group was called by (``ctx`` None: ``relgrade``)."""
+    names = []
+    while ctx is not None and ctx.parent is not None:
+        names.append(ctx.info_name)
+        ctx = ctx.parent
+    return " ".join(["relgrade", *reversed(names)])
+
+
+def usage_error(e: click.UsageError) -> click.UsageError:
+    """Click's usage error ``e`` (a missing option or argument, a bad value or choice, an
+    unknown option or command, a command's own usage rule) as one line naming the option
+    and the rule, and where the command's options are described.
+
+    Parameters
+    ----------
+    e : click.UsageError
+
+    Returns
+    -------
+    click.UsageError
+        A :class:`UsageLine` (exit status 2) with the text ``"Missing option '--grader': relgrade
+        grade run requires it. See relgrade grade run --help"``; ``e`` itself when it is a
+        request for the help text (a group called without a command) or already one line.
+    """
+    from click.exceptions import NoArgsIsHelpError
+
+    if isinstance(e, (UsageLine, NoArgsIsHelpError)):
+        return e
+    where = command_path(e.ctx)
+    text = " ".join(e.format_message().split()).rstrip(".")
+    if isinstance(e, click.MissingParameter):
+        text += f": {where} requires it"
+    elif isinstance(e, click.NoSuchOption):
+        text = f"No such option '{e.option_name}': {where} has no such option"
+        if e.possibilities:
+            text += f" (did you mean {' or '.join(sorted(e.possibilities))}?)"
+    stop = "" if text.endswith(("?", "!")) else "."
+    out = UsageLine(f"{text}{stop} See {where} --help", ctx=e.ctx)
+    out.exit_code = e.exit_code
+    return out
 
 
 def _undecodable_at(text: str) -> int | None:

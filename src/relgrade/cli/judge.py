@@ -172,17 +172,24 @@ def probe_cmd(params_path, grader, probes, as_json):
 @params_option
 @click.option("--grader", "grader", required=True,
               help="The key's model grader whose judge identity now owes a re-check.")
+@click.option("--again", is_flag=True,
+              help="Draw a re-measurement even though the identity's calibration holds "
+                   "(a periodic re-check); without it a calibrated identity owes nothing and "
+                   "nothing is drawn.")
 @handle_errors
-def recheck_cmd(params_path, grader):
+def recheck_cmd(params_path, grader, again):
     """Draw the targeted re-check of GRADER's judge identity now and lock it: a sample of
     its graded pool pairs stratified by the grade the key holds, sized by params
     judges.recheck for the weighted kappa's interval half-width, drawn with a seed derived
     from params seed (recorded in the draw). Drawn once; running it again prints the draw.
     Then the judge grades it (relgrade grade run --grader GRADER --recheck), people grade it
     (relgrade packets export --recheck GRADER, relgrade grade import --recheck GRADER) and
-    relgrade judge record writes the stratified measurement to the ledger."""
+    relgrade judge record writes the stratified measurement to the ledger.
+
+    An identity whose calibration holds (judge status: calibrated, not stale) owes nothing:
+    the command says so, draws nothing and exits 0; --again draws a re-measurement anyway."""
     from relgrade.experiment import recheck
-    from relgrade.experiment.calibration import people_grader
+    from relgrade.experiment.calibration import identity_calibration, people_grader
     from relgrade.experiment.files import Experiment
     from relgrade.experiment.judges import current_judge
     from relgrade.pipeline.cost import seconds_per_judgment
@@ -190,6 +197,13 @@ def recheck_cmd(params_path, grader):
     ex = Experiment.load(params_path)
     recheck.check_key_judge(ex, grader)
     judge = current_judge(ex, grader)
+    state, why = identity_calibration(ex, grader, judge)
+    if state == "calibrated" and not again and recheck.read_draw(ex, grader, judge) is None:
+        where = recheck.experiment_option(ex)
+        click.echo(f"re-check of {grader} identity {judge[:12]}: calibrated ({why}); nothing "
+                   f"owed, nothing drawn (a re-measurement anyway: relgrade judge recheck "
+                   f"--grader {grader}{where} --again)")
+        return
     d, written = recheck.draw(ex, grader, judge)
     against = people_grader(ex, grader)
     o = recheck.owed(ex, grader, judge, against,

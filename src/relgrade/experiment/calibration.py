@@ -316,6 +316,32 @@ def judge_states(ex, *, now: datetime | None = None, seconds_of=None) -> list[di
     return out
 
 
+def identity_calibration(ex, grader: str, judge: str, *,
+                         now: datetime | None = None) -> tuple[str, str]:
+    """Whether ``grader``'s identity ``judge`` has a calibration that holds in this
+    experiment (:func:`relgrade.protocol.calibration.calibration_state` over the ledger's
+    entries of this experiment, grader and identity, aged by params ``judges.max_age_days``).
+
+    Returns
+    -------
+    (str, str)
+        The state (``calibrated``, ``stale`` or ``none``) and why in words
+        (``"measured 0 days ago"``).
+
+    Raises
+    ------
+    InputError
+        The ledger does not read.
+    """
+    name = experiment_name(ex)
+    mine = [e for e in read_ledger(ledger_path(ex)) if e.get("experiment") == name
+            and e.get("grader") == grader and e.get("judge") == judge]
+    state, why, _ = calibration_state(mine, rubric_sha256=ex.rubric_sha256(),
+                                      now=now or datetime.now(timezone.utc),
+                                      max_age_days=judges_params(ex).max_age_days)
+    return state, why
+
+
 def identity_state(ex, grader: str, judge: str, *, entries, rubric_sha256: str,
                    now: datetime, current: bool, seconds_of=None) -> dict:
     """One judge identity's calibration state, as :func:`judge_states` gives it (and

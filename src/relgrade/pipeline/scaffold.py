@@ -38,7 +38,9 @@ from relgrade.experiment.layout import (
     share_source,
 )
 from relgrade.experiment.params import PARAMS_FILE, load_params
+from relgrade import query_sampling as querylog
 from relgrade.io.files import atomic_dir, read_yaml, write_json, write_text
+from relgrade.io.querylog import read_query_log
 from relgrade.protocol.gate import PEOPLE_FAMILY
 from relgrade.protocol.intents import UNREVIEWED
 
@@ -600,6 +602,38 @@ def check_written(params: dict, expected: dict) -> None:
                              fix="Give plain names and values")
 
 
+def even_audit(plan) -> tuple[int, int, str] | None:
+    """The largest audit an experiment sampled from a query log can take evenly from its
+    strata, known before the sample is drawn.
+
+    The sample stage splits ``plan.sample_n`` over the log's strata
+    (:func:`relgrade.query_sampling.sample_allocation`, params ``sample.head_share`` 0.5 and
+    ``sample.torso_share`` 0.3 as init writes them) and the audit takes the same number of
+    queries from each stratum sampled (:func:`relgrade.protocol.audit.audit_size`), so it
+    can take at most ``G x m``: ``G`` strata with queries, ``m`` the fewest any of them gives.
+
+    Returns
+    -------
+    (int, int, str) or None
+        ``G x m``, ``m`` and the stratum giving ``m`` (the first such, in ``head``,
+        ``torso``, ``tail`` order); None when no stratum gets a query.
+
+    Raises
+    ------
+    InputError
+        The log does not read, or ``sample_n`` or the allocation does not fit it (as the
+        sample stage would say).
+    """
+    table, lines = read_query_log(Path(plan.query_log))
+    counts = querylog.strata(table, path=plan.query_log, lines=lines)
+    per = {s: k for s, k in querylog.sample_allocation(
+        counts, n=plan.sample_n, allocation=plan.allocation).items() if k > 0}
+    if not per:
+        return None
+    fewest = min(per, key=lambda s: (per[s], querylog.STRATA.index(s)))
+    return len(per) * per[fewest], per[fewest], fewest
+
+
 def init_experiment(plan: Plan) -> Experiment:
     """Write the experiment ``plan`` asks for, in one piece.
 
@@ -692,7 +726,15 @@ def init_experiment(plan: Plan) -> Experiment:
         n_queries = len(queries) if queries is not None else plan.sample_n
         if plan.mode == "ppi":
             human_sample_size(plan, n_queries)  # refused here, before people grade anything
-        if n_queries is not None and n_queries < audit_min:
+        even = None if plan.query_log is None else even_audit(plan)
+        if even is not None and even[0] < min(audit_min, plan.sample_n):
+            audit_min = even[0]
+            deviations.append(f"audit.min_queries is {audit_min}: the sample of "
+                              f"{plan.sample_n} queries draws {even[1]}, the fewest of its "
+                              f"strata, from {even[2]}, and the audit takes an even share of "
+                              f"each stratum ({audit_min} = {audit_min // even[1]} x "
+                              f"{even[1]}), not the {plan.audit_min} it asks for")
+        elif n_queries is not None and n_queries < audit_min:
             audit_min = n_queries
             deviations.append(f"audit.min_queries is {audit_min}, every query: the experiment "
                               f"has {audit_min} queries, fewer than the {plan.audit_min} the "

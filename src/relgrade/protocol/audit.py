@@ -111,7 +111,9 @@ def choose_audit(provenance: pd.DataFrame, queries: pd.DataFrame, *, fraction: f
     ------
     InputError
         ``fraction`` or ``min_queries`` is out of range; the pool covers fewer queries than
-        the audit needs; a group has fewer pooled queries than its even share.
+        the audit needs; a group has fewer pooled queries than its even share (item
+        ``audit.min_queries``; the fix names the largest ``min_queries`` every group can
+        meet, ``G`` times the smallest group's pooled queries).
 
     Notes
     -----
@@ -147,15 +149,20 @@ def choose_audit(provenance: pd.DataFrame, queries: pd.DataFrame, *, fraction: f
                          fix="Add queries, or lower audit.min_queries / audit.fraction")
 
     chosen = []
+    smallest = min(int((eligible["group"] == g).sum()) for g in groups)
     for group in groups:
         members = eligible[eligible["group"] == group].sort_values(
             ["unique_share", "key"], ascending=[False, True], kind="stable")
         if len(members) < per_group:
+            most = smallest * len(groups)  # the largest sample every group can give evenly
+            lower = (f"lower audit.min_queries to {most} or less" if
+                     math.ceil(round(fraction * len(qids), 9)) <= most else
+                     "lower audit.fraction")
             raise InputError(f"group {group!r} has {len(members)} pooled quer"
                              f"{'y' if len(members) == 1 else 'ies'}, fewer than its even "
                              f"share of the audit ({per_group} of {per_group * len(groups)})",
-                             item=f"group {group}",
-                             fix="Add queries to this group, or lower audit.min_queries")
+                             item="audit.min_queries",
+                             fix=f"Add queries to this group, or {lower}")
         shares = members["unique_share"].to_numpy()
         for rank, (qid, value) in enumerate(zip(members["query_id"][:per_group],
                                                 shares[:per_group]), start=1):

@@ -495,6 +495,42 @@ def _sample_stratum(c: np.ndarray, m: int, rng: np.random.Generator):
     return chosen, np.array([weight[int(i)] for i in chosen], dtype=np.float64)
 
 
+def sample_allocation(counts: pd.DataFrame, *, n: int, allocation="equal") -> dict:
+    """How many of ``n`` sampled queries each stratum gives: :func:`sample_queries`'s split,
+    which depends on the log's strata only (no random draw), so it is known before the
+    sample is drawn.
+
+    Parameters
+    ----------
+    counts : pandas.DataFrame of shape (n_distinct, 3)
+        The table :func:`strata` returns.
+    n : int
+        The sample size (params ``sample.n``).
+    allocation : {"equal", "proportional"} or mapping of str to float, default "equal"
+        As :func:`sample_queries`.
+
+    Returns
+    -------
+    dict of str to int
+        Stratum (each of :data:`STRATA`) -> queries drawn from it; the values sum to ``n``.
+
+    Raises
+    ------
+    InputError
+        As :func:`sample_queries`.
+
+    Examples
+    --------
+    >>> table = strata(pd.DataFrame({"query": list("aaaaaabbbc")}))
+    >>> sample_allocation(table, n=3)
+    {'head': 1, 'torso': 1, 'tail': 1}
+    """
+    _, c, stratum = _counts_arrays(counts)
+    sizes = {s: int((stratum == s).sum()) for s in STRATA}
+    traffic = {s: int(c[stratum == s].sum()) for s in STRATA}
+    return allocate(sizes, _shares(allocation, sizes, traffic), n=n)
+
+
 def sample_queries(counts: pd.DataFrame, *, n: int, allocation="equal",
                    rng: np.random.Generator) -> pd.DataFrame:
     """A stratified sample of ``n`` distinct queries with traffic weights.
@@ -562,9 +598,7 @@ def sample_queries(counts: pd.DataFrame, *, n: int, allocation="equal",
     if not isinstance(rng, np.random.Generator):
         raise TypeError("rng must be a numpy.random.Generator")
     texts, c, stratum = _counts_arrays(counts)
-    sizes = {s: int((stratum == s).sum()) for s in STRATA}
-    traffic = {s: int(c[stratum == s].sum()) for s in STRATA}
-    alloc = allocate(sizes, _shares(allocation, sizes, traffic), n=n)
+    alloc = sample_allocation(counts, n=n, allocation=allocation)
     rows, weights = [], []
     for s in STRATA:
         if alloc[s] == 0:

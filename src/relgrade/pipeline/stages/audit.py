@@ -29,6 +29,7 @@ provenance-balanced draw; each locked row's ``reason`` names the design, so the 
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 import pandas as pd
 
@@ -188,11 +189,28 @@ def draw_audit(ex: Experiment) -> pd.DataFrame:
     if ex.params.grading.mode == "ppi":
         return draw_human_sample(ex)
     cfg = ex.params.need("audit")
-    return audit.choose_audit(
-        io.read_table(ex.path("provenance")),
-        io.read_table(ex.path("queries"), columns=["query_id", "group"]),
-        fraction=cfg.fraction, min_queries=cfg.min_queries,
-        rng=stage_rng(ex.params.need("seed"), "audit"))
+    try:
+        return audit.choose_audit(
+            io.read_table(ex.path("provenance")),
+            io.read_table(ex.path("queries"), columns=["query_id", "group"]),
+            fraction=cfg.fraction, min_queries=cfg.min_queries,
+            rng=stage_rng(ex.params.need("seed"), "audit"))
+    except InputError as e:
+        if e.path is not None or not str(e.item).startswith("audit."):
+            raise
+        # a size the pool cannot meet: the line to change is in the params file
+        raise InputError(e.rule, path=params_shown(ex), item=e.item, found=e.found,
+                         fix=e.fix) from None
+
+
+def params_shown(ex: Experiment) -> str:
+    """The experiment's params file as a user at the repository's top names it
+    (``experiments/mine/params.yaml``), or its absolute path outside the working tree."""
+    source = Path(ex.params.source).resolve()
+    try:
+        return source.relative_to(Path(ex.working_tree()).resolve()).as_posix()
+    except ValueError:
+        return source.as_posix()
 
 
 def _pool_version(ex: Experiment) -> str:
