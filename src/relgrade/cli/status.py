@@ -159,11 +159,15 @@ def stop_line(stop: Mapping) -> str:
                 f"{stop['reads']} of {stop['sample']} queries of the seeded order and owe "
                 f"none now: `dvc repro` looks at them ({stop['batch']} a batch, margin "
                 f"{stop['margin']:g}, seed {stop['seed']})" + changed)
+    run = ""
+    if stop.get("how"):
+        run = (f"; run `{stop['build']}` (it writes their packets), then `{stop['how']}`"
+               if stop.get("build") else f"; run `{stop['how']}`")
     return (f"stopping rule: not settled (looks at {looks}); people owe {len(owed)} of the "
             f"first {stop['reads']} of {stop['sample']} queries of the seeded order "
             f"({', '.join(owed[:8])}{', ...' if len(owed) > 8 else ''}), "
             f"{stop['batch']} a batch (margin {stop['margin']:g}, seed {stop['seed']})"
-            + changed)
+            + run + changed)
 
 
 def status_lines(st: Mapping) -> list[str]:
