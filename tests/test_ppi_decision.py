@@ -9,6 +9,7 @@ import pytest
 from relgrade.errors import InputError
 from relgrade.evaluation import decision
 from relgrade.evaluation.ppi_decision import govern, ppi_verdict
+from relgrade.pipeline.stages.ppi import used_up_words
 from tests.test_decision import DEEP, P, report
 
 
@@ -143,3 +144,18 @@ def test_a_comparison_the_anytime_rule_decided_names_it_in_every_number():
     assert "| -0.1250 | [-0.2500, -0.0625] (anytime) | 0.02 | 0.02 | yes | — | — |" in line
     assert f"| dense | {P} | 0.4700 | [0.4000, 0.5400] (ppi++) |" in md
     assert "the comparisons by the anytime stopping rule (settled at 8 of 12 queries)" in md
+
+
+def test_a_used_up_sample_is_not_called_an_early_stop():
+    row = {"arm_a": "dense", "arm_b": "bm25", "delta": 0.125, "low": -0.0625, "high": 0.25,
+           "low_simultaneous": -0.0625, "high_simultaneous": 0.25, "p": 0.3, "p_holm": 0.3,
+           "significant": False, "equivalent": False, "n": 8}
+    words = used_up_words(8)
+    assert words == ("the whole sample is graded; the rule did not settle: verdicts from all "
+                     "8 queries")
+    stop = {"rule": "anytime", "settled": False, "settled_at": None, "graded": 8, "sample": 8,
+            "margin": 0.0, "level": 0.95, "words": words, "measures": {P: [row]}}
+    note = govern(report(), ppi_record() | {"stop": stop})["estimator"]["note"]
+    assert "stopped early" not in note
+    assert (f"people graded the human sample in a seeded order ({words}), each comparison is "
+            "decided") in note

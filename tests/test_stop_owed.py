@@ -83,3 +83,9 @@ def test_the_status_line_names_the_packets_build_before_the_grade_command():
                             how="relgrade grade run --grader auditor-b", build=None))
     assert built.endswith("(margin 0, seed 0); run `relgrade grade run --grader auditor-b`")
 
+
+def test_the_status_line_says_a_used_up_sample_is_graded_and_did_not_settle():
+    line = stop_line(_stop(looks=[4, 8, 12], reads=12, owed=[], graded=12))
+    assert line == ("stopping rule: the whole sample is graded; the rule did not settle "
+                    "(looks at 4, 8, 12): verdicts from all 12 queries; people owe no further "
+                    "query of the human sample")

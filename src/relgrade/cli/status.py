@@ -154,6 +154,10 @@ def stop_line(stop: Mapping) -> str:
                 f"(looks at {looks}); people owe no further query of the human sample"
                 + changed)
     owed = stop["owed"]
+    if stop["looks"] and stop["looks"][-1] >= stop["sample"]:
+        return (f"stopping rule: the whole sample is graded; the rule did not settle (looks at "
+                f"{looks}): verdicts from all {stop['sample']} queries; people owe no further "
+                "query of the human sample" + changed)
     if not owed:
         return (f"stopping rule: not settled (looks at {looks}); people have graded the first "
                 f"{stop['reads']} of {stop['sample']} queries of the seeded order and owe "

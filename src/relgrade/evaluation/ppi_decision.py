@@ -299,8 +299,11 @@ def govern(report: dict, ppi: dict, *, source=None) -> dict:
             f"The arms' estimates are PPI++'s (the model grader's key on every query, "
             f"rectified by people's grades on the {n} human-sample queries the stopping rule "
             f"read, of {big_n}); the comparisons are decided by the anytime stopping rule: "
-            f"people graded the human sample in a seeded order and stopped early "
-            f"({stop['words']}), each comparison is decided by its anytime-valid confidence "
+            + (f"people graded the human sample in a seeded order and stopped early "
+               f"({stop['words']})"
+               if stop.get("settled") and (stop.get("settled_at") or 0) < stop["sample"] else
+               f"people graded the human sample in a seeded order ({stop['words']})")
+            + ", each comparison is decided by its anytime-valid confidence "
             f"sequence and Holm over anytime p-values on the queries they graded; PPI++ on "
             f"those queries stands beside it (ppi++ in each comparison), model-only and "
             f"human-only in the prediction-powered section.")

@@ -373,6 +373,18 @@ def run(ex):
         print(f"{PENDING_GOES_ON}{line}")
 
 
+def used_up_words(size: int) -> str:
+    """What the stage says when the stopping rule used the whole human sample of ``size``
+    queries without settling.
+
+    Examples
+    --------
+    >>> used_up_words(8)
+    'the whole sample is graded; the rule did not settle: verdicts from all 8 queries'
+    """
+    return f"the whole sample is graded; the rule did not settle: verdicts from all {size} queries"
+
+
 def _look(ex, record: dict, order: list[str], human_tables: dict, measures: list[str],
           pairs, *, level: float, population: int) -> dict:
     """The looks of the stopping rule (params ``grading.stop: anytime``) at the queries people
@@ -443,8 +455,7 @@ def _look(ex, record: dict, order: list[str], human_tables: dict, measures: list
     read = list(order[:t])
     beyond = sorted(ex.stop_graded(record["order"]) - set(read))
     words = (f"settled at {t} of {size} queries" if settled else
-             f"not settled at {size} of {size} queries: the verdicts are those of the whole "
-             "sample")
+             used_up_words(size))
     out = {"rule": stopping.ANYTIME, "settled": bool(settled), "settled_at": t if settled
            else None, "graded": t, "sample": size, "queries": population,
            "batch": batch, "margin": p.grading.stop_margin, "level": level,
