@@ -1,13 +1,16 @@
 """End to end: a ppi experiment with `grading.stop: anytime`, run by the user's loop
-(`dvc repro`, the command its Pending line names, people's grades brought in with
-`relgrade grade import` in the seeded order the Pending lines name, `dvc repro` again): the
+(`dvc repro`, then every command its Pending line names, run as printed and in order: the
+`dvc repro PATH/dvc.yaml:packets` that writes the next batch's packets, then the human
+grader's `relgrade grade run`, which grades exactly that batch; `dvc repro` again;
+`relgrade status` names the same owed queries and commands as each Pending line): the
 ppi stage settles before the sample is used up, says "settled at N of M queries", and
 `relgrade status` owes nothing more; the anytime p-value in ppi.json equals an independent
 scalar computation on the per-query differences people's grades give.
 
 Arms: ``good`` ranks each topic's answer and pointer first (on kw01 and qu01 the pointer
 first), ``poor`` ranks the two near misses first; the human grader grades by the fixture's
-truth, the model grader is lenient (tests/graders/lenient_grader.py).
+truth (tests/graders/tiny_grader.py), the model grader is lenient
+(tests/graders/lenient_grader.py).
 """
 
 from __future__ import annotations
@@ -29,6 +32,8 @@ from tests.test_e2e_init_modes import _repo
 pytestmark = [pytest.mark.slow]
 
 MODEL = f"{sys.executable} {Path(__file__).with_name('graders') / 'lenient_grader.py'}"
+#: The human grader grades by the fixture's truth, through the command the Pending lines name.
+PEOPLE = f"{sys.executable} {Path(__file__).with_name('graders') / 'tiny_grader.py'}"
 EXP = "experiments/stop"
 NDCG = "nDCG(dcg='exp-log2')@10"
 
@@ -44,17 +49,6 @@ def _runs(root):
                 p.write(f"{qid} Q0 {qid}-{kind} {r} {10 - r} poor\n")
 
 
-def _people_grade(root, folder, queries, i):
-    """People grade the named queries in full (by the truth) and import them as qrels."""
-    pool = pd.read_parquet(folder / "data/pool/pool.parquet")
-    lines = [f"{q} 0 {c} {tiny.truth(c)}" for q, c in zip(pool["query_id"], pool["chunk_id"])
-             if q in queries]
-    f = root / f"people-{i}.qrels"
-    f.write_text("\n".join(lines) + "\n")
-    tiny.run(root, "relgrade", "grade", "import", str(f), "--grader", "person-h",
-             "--experiment", EXP)
-
-
 @pytest.fixture(scope="module")
 def stopped(tmp_path_factory):
     root = _repo(tmp_path_factory, "stop")
@@ -64,7 +58,7 @@ def stopped(tmp_path_factory):
              "--run", "good=data/input/runs/good.trec", "--run",
              "poor=data/input/runs/poor.trec", "--baseline", "poor", "--pool-depth", "4",
              "--grader", "model-m", "--grader-command", MODEL, "--auditor", "person-h",
-             "--mode", "ppi", "--human-fraction", "1.0")
+             "--auditor-command", PEOPLE, "--mode", "ppi", "--human-fraction", "1.0")
     folder = root / EXP
     params = yaml.safe_load((folder / "params.yaml").read_text())
     params["grading"].update(stop="anytime", stop_batch=4, stop_margin=0.0)
@@ -72,7 +66,7 @@ def stopped(tmp_path_factory):
     tiny.run(root, "relgrade", "pipeline", "render", "--experiment", EXP)
     tiny.run(root, "relgrade", "intents", "review", "--experiment", EXP, "--reviewer",
              "person-h")
-    seen, outs, named = [], [], []
+    seen, outs, named, graded_ids = [], [], [], []
     for i in range(8):
         proc = tiny.run(root, "dvc", "repro", f"{EXP}/dvc.yaml", check=False)
         outs.append(proc.stdout + proc.stderr)
@@ -82,14 +76,36 @@ def stopped(tmp_path_factory):
         pending = [x for x in proc.stderr.splitlines() if x.startswith("Pending: ")]
         assert pending, proc.stdout[-2000:] + proc.stderr[-2000:]
         seen += pending
-        for command in re.findall(r"`(relgrade grade run [^`]*)`", pending[0]):
-            tiny.run(root, *command.split(), "--no-progress")
         if "person-h" in pending[0]:
             queries = re.findall(r"\b(?:kw|qu)\d\d\b", pending[0].split("person-h", 1)[1])
             named.append(queries)
-            _people_grade(root, folder, queries, i)
+        if "person-h owes" in pending[0]:  # the ppi stage's look: the next batch
+            # relgrade status names the same owed queries and the same commands
+            status = tiny.run(root, "relgrade", "status", "--experiment", EXP).stdout
+            line = next(x for x in status.splitlines() if "stopping rule:" in x)
+            assert f"({', '.join(queries)})" in line, (line, pending[0])
+            assert re.findall(r"`([^`]*)`", line) == [
+                f"dvc repro {EXP}/dvc.yaml:packets",
+                f"relgrade grade run --grader person-h --experiment {EXP}"], line
+        # every command the Pending line names, run as printed, in order
+        commands = re.findall(r"`((?:dvc repro|relgrade grade run) [^`]*)`", pending[0])
+        assert commands, pending[0]
+        if "person-h owes" in pending[0]:
+            assert commands == re.findall(r"`([^`]*)`", line) + [f"dvc repro {EXP}/dvc.yaml"]
+        for command in commands:
+            if command == f"dvc repro {EXP}/dvc.yaml":
+                continue  # the look again: the loop's next turn
+            if command.startswith("dvc"):
+                tiny.run(root, *command.split())
+                continue
+            done = tiny.run(root, *command.split(), "--no-progress").stdout
+            if "--grader person-h" in command:
+                # the batch is graded by the printed command itself, nothing else
+                assert re.search(rf"person-h: graded {4 * len(queries)} pairs", done), done
+                graded_ids.append(set(queries))
     else:
         raise AssertionError(f"dvc repro did not complete: {seen}")
+    assert [len(g) for g in graded_ids] == [len(b) for b in named]
     return root, folder, seen, outs, named
 
 

@@ -8,7 +8,8 @@ import pytest
 
 from relgrade.errors import InputError
 from relgrade.evaluation import decision
-from relgrade.evaluation.ppi_decision import govern, ppi_verdict
+from relgrade.evaluation.ppi_decision import anytime_verdict, govern, ppi_verdict
+from relgrade.pipeline.stages.ppi import used_up_words
 from tests.test_decision import DEEP, P, report
 
 
@@ -143,3 +144,38 @@ def test_a_comparison_the_anytime_rule_decided_names_it_in_every_number():
     assert "| -0.1250 | [-0.2500, -0.0625] (anytime) | 0.02 | 0.02 | yes | — | — |" in line
     assert f"| dense | {P} | 0.4700 | [0.4000, 0.5400] (ppi++) |" in md
     assert "the comparisons by the anytime stopping rule (settled at 8 of 12 queries)" in md
+
+
+def test_an_anytime_verdict_whose_own_sequence_excludes_0_says_holm_took_it_back():
+    # one of 3 comparisons: its own 95% sequence [-0.741, -0.026] excludes 0, Holm's p 0.11
+    # does not reject; at 1 − 0.05/3 the sequence [-0.812, +0.050] holds 0
+    row = {"delta": -0.533, "low": -0.741, "high": -0.026, "low_simultaneous": -0.812,
+           "high_simultaneous": 0.05, "p_holm": 0.11, "significant": False,
+           "equivalent": False}
+    stop = {"words": "settled at 8 of 12 queries", "margin": 0.0, "level": 0.95,
+            "measures": {P: [{}, {}, {}]}}
+    assert anytime_verdict("a", "b", P, row, stop=stop) == (
+        f"no detectable difference on {P} between a and b: -0.533 [-0.741, -0.026], anytime "
+        "p=0.11 after Holm; the confidence sequence shown is each comparison's own at 95% "
+        "and excludes 0 only before correcting for the 3 comparisons made (at 1 − 0.05/3 it "
+        "is [-0.812, +0.050]) (people, settled at 8 of 12 queries)")
+    # a sequence that holds 0, or a family of one, needs no such words
+    assert "before correcting" not in anytime_verdict(
+        "a", "b", P, row | {"high": 0.01}, stop=stop)
+    assert "before correcting" not in anytime_verdict(
+        "a", "b", P, row, stop=stop | {"measures": {P: [{}]}})
+
+
+def test_a_used_up_sample_is_not_called_an_early_stop():
+    row = {"arm_a": "dense", "arm_b": "bm25", "delta": 0.125, "low": -0.0625, "high": 0.25,
+           "low_simultaneous": -0.0625, "high_simultaneous": 0.25, "p": 0.3, "p_holm": 0.3,
+           "significant": False, "equivalent": False, "n": 8}
+    words = used_up_words(8)
+    assert words == ("the whole sample is graded; the rule did not settle: verdicts from all "
+                     "8 queries")
+    stop = {"rule": "anytime", "settled": False, "settled_at": None, "graded": 8, "sample": 8,
+            "margin": 0.0, "level": 0.95, "words": words, "measures": {P: [row]}}
+    note = govern(report(), ppi_record() | {"stop": stop})["estimator"]["note"]
+    assert "stopped early" not in note
+    assert (f"people graded the human sample in a seeded order ({words}), each comparison is "
+            "decided") in note

@@ -68,3 +68,24 @@ def test_the_status_line_names_a_margin_changed_after_a_look():
                     "further query of the human sample; grading.stop_margin is 0.1 in params "
                     "but the looks were taken with 0.05: the ppi stage refuses it (restore "
                     "it, or start a new grading.round)")
+
+
+def test_the_status_line_names_the_packets_build_before_the_grade_command():
+    # the ppi stage's look moved the batch after the packets stage ran: the packets of the
+    # owed queries are built first, as the ppi stage's Pending line says
+    line = stop_line(_stop(looks=[2], reads=4, owed=["qu03", "qu05"], graded=2,
+                           how="relgrade grade run --grader auditor-b --experiment e/p",
+                           build="dvc repro e/p/dvc.yaml:packets"))
+    assert line.endswith("(qu03, qu05), 4 a batch (margin 0, seed 0); run `dvc repro "
+                         "e/p/dvc.yaml:packets` (it writes their packets), then `relgrade "
+                         "grade run --grader auditor-b --experiment e/p`")
+    built = stop_line(_stop(looks=[2], reads=4, owed=["qu03", "qu05"], graded=2,
+                            how="relgrade grade run --grader auditor-b", build=None))
+    assert built.endswith("(margin 0, seed 0); run `relgrade grade run --grader auditor-b`")
+
+
+def test_the_status_line_says_a_used_up_sample_is_graded_and_did_not_settle():
+    line = stop_line(_stop(looks=[4, 8, 12], reads=12, owed=[], graded=12))
+    assert line == ("stopping rule: the whole sample is graded; the rule did not settle "
+                    "(looks at 4, 8, 12): verdicts from all 12 queries; people owe no further "
+                    "query of the human sample")

@@ -154,16 +154,24 @@ def stop_line(stop: Mapping) -> str:
                 f"(looks at {looks}); people owe no further query of the human sample"
                 + changed)
     owed = stop["owed"]
+    if stop["looks"] and stop["looks"][-1] >= stop["sample"]:
+        return (f"stopping rule: the whole sample is graded; the rule did not settle (looks at "
+                f"{looks}): verdicts from all {stop['sample']} queries; people owe no further "
+                "query of the human sample" + changed)
     if not owed:
         return (f"stopping rule: not settled (looks at {looks}); people have graded the first "
                 f"{stop['reads']} of {stop['sample']} queries of the seeded order and owe "
                 f"none now: `dvc repro` looks at them ({stop['batch']} a batch, margin "
                 f"{stop['margin']:g}, seed {stop['seed']})" + changed)
+    run = ""
+    if stop.get("how"):
+        run = (f"; run `{stop['build']}` (it writes their packets), then `{stop['how']}`"
+               if stop.get("build") else f"; run `{stop['how']}`")
     return (f"stopping rule: not settled (looks at {looks}); people owe {len(owed)} of the "
             f"first {stop['reads']} of {stop['sample']} queries of the seeded order "
             f"({', '.join(owed[:8])}{', ...' if len(owed) > 8 else ''}), "
             f"{stop['batch']} a batch (margin {stop['margin']:g}, seed {stop['seed']})"
-            + changed)
+            + run + changed)
 
 
 def status_lines(st: Mapping) -> list[str]:

@@ -126,7 +126,12 @@ def anytime_verdict(arm_a: str, arm_b: str, measure: str, row: dict, *, stop: di
         The difference's row of ``ppi.json``'s ``stop`` block: ``delta``, ``low``, ``high``
         (the confidence sequence at the stop), ``p_holm``, ``significant``, ``equivalent``.
     stop : dict
-        The ``stop`` block: ``words`` ("settled at N of M queries"), ``margin``.
+        The ``stop`` block: ``words`` ("settled at N of M queries"), ``margin``, and, when
+        given, ``level`` and ``measures`` (the rows of each measure's Holm family): a
+        difference not significant after Holm whose own confidence sequence (level
+        ``level``, the one shown) excludes 0 is said to exclude it only before correcting
+        for the family's k comparisons, with the sequence at ``1 − (1 − level)/k``
+        (``low_simultaneous``, ``high_simultaneous``) when the row holds it.
 
     Examples
     --------
@@ -145,9 +150,19 @@ def anytime_verdict(arm_a: str, arm_b: str, measure: str, row: dict, *, stop: di
     if row.get("equivalent"):
         return (f"no difference beyond the margin {stop['margin']:g} on {measure} between "
                 f"{arm_a} and {arm_b}: {_f(est, '+')} [{_f(lo, '+')}, {_f(hi, '+')}] {who}")
-    return (f"no detectable difference on {measure} between {arm_a} and {arm_b}: "
+    text = (f"no detectable difference on {measure} between {arm_a} and {arm_b}: "
             f"{_f(est, '+')} [{_f(lo, '+')}, {_f(hi, '+')}], anytime p={_p(row['p_holm'])} "
-            f"after Holm {who}")
+            f"after Holm")
+    k = len((stop.get("measures") or {}).get(measure) or [])
+    if (lo > 0 or hi < 0) and k > 1:
+        level = float(stop.get("level", 0.95))
+        text += (f"; the confidence sequence shown is each comparison's own at "
+                 f"{level:.0%} and excludes 0 only before correcting for the {k} comparisons "
+                 f"made")
+        if row.get("low_simultaneous") is not None:
+            text += (f" (at 1 − {1 - level:g}/{k} it is [{_f(row['low_simultaneous'], '+')}, "
+                     f"{_f(row['high_simultaneous'], '+')}])")
+    return f"{text} {who}"
 
 
 def _anytime_row(stop: dict, measure: str, a: str, b: str) -> dict | None:
@@ -299,8 +314,11 @@ def govern(report: dict, ppi: dict, *, source=None) -> dict:
             f"The arms' estimates are PPI++'s (the model grader's key on every query, "
             f"rectified by people's grades on the {n} human-sample queries the stopping rule "
             f"read, of {big_n}); the comparisons are decided by the anytime stopping rule: "
-            f"people graded the human sample in a seeded order and stopped early "
-            f"({stop['words']}), each comparison is decided by its anytime-valid confidence "
+            + (f"people graded the human sample in a seeded order and stopped early "
+               f"({stop['words']})"
+               if stop.get("settled") and (stop.get("settled_at") or 0) < stop["sample"] else
+               f"people graded the human sample in a seeded order ({stop['words']})")
+            + ", each comparison is decided by its anytime-valid confidence "
             f"sequence and Holm over anytime p-values on the queries they graded; PPI++ on "
             f"those queries stands beside it (ppi++ in each comparison), model-only and "
             f"human-only in the prediction-powered section.")

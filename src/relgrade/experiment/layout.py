@@ -473,6 +473,38 @@ def grade_commands(ex) -> dict[str, str]:
     return out
 
 
+def packets_build_command(ex, grader: str, queries: Sequence[str]) -> str | None:
+    """The ``dvc repro`` that writes grader ``grader``'s packets of ``queries`` first, when
+    its packets folder does not hold them yet (None when it does).
+
+    The stopping rule (params ``grading.stop: anytime``) moves its next batch when the ppi
+    stage looks, after the packets stage ran: the packets of that batch exist only once the
+    packets stage runs again (it reads the rule's record), and ``relgrade grade run``,
+    ``relgrade serve`` and ``relgrade packets export`` read the packets.
+
+    Parameters
+    ----------
+    ex : relgrade.experiment.files.Experiment
+    grader : str
+        A grader of params ``graders``.
+    queries : sequence of str
+        Query ids the grader owes.
+
+    Returns
+    -------
+    str or None
+        :func:`repro_command` of stage ``packets`` (``dvc repro PATH/dvc.yaml:packets``), or
+        None when every query has a packet of the grader.
+    """
+    try:
+        held = set(ex.grader_packets(grader))
+    except InputError:
+        held = set()
+    if all(str(q) in held for q in queries):
+        return None
+    return repro_command(ex, "packets")
+
+
 def redraw_command(ex) -> str:
     """The ``relgrade audit redraw --force`` a user types (at the repository's top) to draw
     experiment ``ex``'s audit sample again.

@@ -21,7 +21,7 @@ from relgrade.pipeline import sharing
 from relgrade.pipeline.cost import status_cost
 from relgrade.pipeline.design import unfilled_parts
 from relgrade.experiment.files import Experiment
-from relgrade.experiment.layout import grade_commands, review_command
+from relgrade.experiment.layout import grade_commands, packets_build_command, review_command
 from relgrade.pipeline.judgments import judgments, pending_status
 from relgrade.experiment.params import Params
 from relgrade.io import files as io
@@ -709,7 +709,10 @@ def stop_status(ex) -> dict:
         ahead of it), ``owed`` (those of them people have not graded, in the order),
         ``graded`` (queries of the sample people have graded, any order), ``looks`` (query
         counts looked at), ``settled_at`` (None until settled), ``batch``, ``margin`` and
-        ``seed`` (params now), ``looked_with`` (when a look was taken with another margin,
+        ``seed`` (params now), ``grader`` (params ``grading.auditor``), ``how`` (the command
+        that grades the owed queries, None when none is owed), ``build`` (the ``dvc repro``
+        that writes their packets first when the packets folder lacks them, else None),
+        ``looked_with`` (when a look was taken with another margin,
         level or seed than params give now: ``{"grading.stop_margin": {"now": 0.1, "was":
         0.05}}``, the ppi stage refuses such a change; else empty).
     """
@@ -726,9 +729,14 @@ def stop_status(ex) -> dict:
                             ("seed", int(p.need("seed")), int(record["seed"]))):
             if now != was:
                 looked_with[k] = {"now": now, "was": was}
+    owed = [q for q in reads if q not in graded]
+    auditor = p.grading.auditor
+    how = grade_commands(ex).get(auditor) if auditor else None
+    build = packets_build_command(ex, auditor, owed) if auditor and owed else None
     return {"state": "settled" if record.get("settled_at") is not None else "grading",
             "rule": record["rule"], "sample": record["sample"], "reads": len(reads),
-            "owed": [q for q in reads if q not in graded], "graded": len(graded),
+            "owed": owed, "graded": len(graded), "grader": auditor,
+            "how": how if owed else None, "build": build,
             "looks": [int(x["t"]) for x in record.get("looks") or []],
             "settled_at": record.get("settled_at"), "batch": p.grading.stop_batch,
             "margin": p.grading.stop_margin, "seed": p.need("seed"),

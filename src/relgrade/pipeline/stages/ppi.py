@@ -54,7 +54,7 @@ from relgrade.evaluation import anytime, budget, judge_audit, metrics, pooled, p
 from relgrade.evaluation.ppi_paraphrase import metric_prompt_variances, paraphrase_metric_cells
 from relgrade.evaluation.settings import design_pairs
 from relgrade.experiment.calibration import PENDING_GOES_ON, owed_calibrations
-from relgrade.experiment.layout import grade_commands
+from relgrade.experiment.layout import grade_commands, packets_build_command
 from relgrade.experiment.probe_report import ppi_paraphrase_source, prompt_draws
 from relgrade.io import files as io
 from relgrade.protocol import stopping
@@ -373,6 +373,18 @@ def run(ex):
         print(f"{PENDING_GOES_ON}{line}")
 
 
+def used_up_words(size: int) -> str:
+    """What the stage says when the stopping rule used the whole human sample of ``size``
+    queries without settling.
+
+    Examples
+    --------
+    >>> used_up_words(8)
+    'the whole sample is graded; the rule did not settle: verdicts from all 8 queries'
+    """
+    return f"the whole sample is graded; the rule did not settle: verdicts from all {size} queries"
+
+
 def _look(ex, record: dict, order: list[str], human_tables: dict, measures: list[str],
           pairs, *, level: float, population: int) -> dict:
     """The looks of the stopping rule (params ``grading.stop: anytime``) at the queries people
@@ -396,7 +408,10 @@ def _look(ex, record: dict, order: list[str], human_tables: dict, measures: list
     are recorded (``paths.stop``, with the params' margin, level and batch they were taken
     under). Not settled with queries of the sample left: people owe the queries of the next
     batch they have not graded, and the stage stops (:class:`~relgrade.errors.PendingWork`)
-    before it writes anything else. Settled, or the sample used up: the record says so and
+    before it writes anything else, naming the commands in the order to type them: the
+    ``dvc repro PATH/dvc.yaml:packets`` that writes the batch's packets while the packets
+    folder lacks them (this look moved the batch after the packets stage ran;
+    :func:`relgrade.experiment.layout.packets_build_command`), then the grader's command. Settled, or the sample used up: the record says so and
     the returned block (``ppi.json``'s ``stop``) holds the verdicts at the stop, ``order``
     the queries the rule read, and ``graded_beyond`` the sample's queries people graded
     that it did not read.
@@ -431,15 +446,16 @@ def _look(ex, record: dict, order: list[str], human_tables: dict, measures: list
         graded = set(order) | ex.stop_graded(record["order"])
         nxt = [q for q in list(record["order"])[len(order):t] if q not in graded]
         how = grade_commands(ex).get(auditor, f"relgrade grade run --grader {auditor}")
+        build = packets_build_command(ex, auditor, nxt)
         raise PendingWork(
             f"grading: the stopping rule is not settled at {len(order)} of {size} "
             f"human-sample queries; {auditor} owes the next {len(nxt)} ({', '.join(nxt[:8])}"
-            f"{', ...' if len(nxt) > 8 else ''}); run `{how}`")
+            f"{', ...' if len(nxt) > 8 else ''}); run "
+            + (f"`{build}` (it writes their packets), then `{how}`" if build else f"`{how}`"))
     read = list(order[:t])
     beyond = sorted(ex.stop_graded(record["order"]) - set(read))
     words = (f"settled at {t} of {size} queries" if settled else
-             f"not settled at {size} of {size} queries: the verdicts are those of the whole "
-             "sample")
+             used_up_words(size))
     out = {"rule": stopping.ANYTIME, "settled": bool(settled), "settled_at": t if settled
            else None, "graded": t, "sample": size, "queries": population,
            "batch": batch, "margin": p.grading.stop_margin, "level": level,
