@@ -485,9 +485,11 @@ def read_status(ex: Experiment) -> dict:
         record=record, problems=problems, post_hoc_record=post_hoc, ledger=ledger,
         dvc=dvc_health(*ex.dvc_files()), triage_pairs=triage_pairs, round_owed=round_owed)
     try:
-        ex.check_packets_current()
+        stale_packets = ex.packets_stale()  # another pool, round, intents or rubric
     except RelgradeError as e:
-        st.setdefault("other_problems", {})["packets"] = str(e)
+        stale_packets = e
+    if stale_packets is not None:
+        st.setdefault("other_problems", {})["packets"] = str(stale_packets)
     if pending is not None:
         st["pending"] = pending
         owed = {g: n for g, n in pending.get("audit_owed", {}).items() if n}
