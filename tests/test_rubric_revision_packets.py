@@ -15,12 +15,14 @@ import hashlib
 import json
 from pathlib import Path
 
+import pandas as pd
 import yaml
 from click.testing import CliRunner
 
 from relgrade.cli import main
 from relgrade.experiment.files import Experiment
 from relgrade.experiment.layout import grade_commands
+from relgrade.protocol.bank import pending_message
 from tests.graders import experiment as rig
 
 REBUILD = "dvc repro experiments/sub/dvc.yaml:packets"
@@ -120,5 +122,13 @@ def test_status_commands_name_the_packets_rebuild_before_grading_while_they_are_
     sub = _repo(tmp_path)
     assert grade_commands(Experiment.load(sub / "params.yaml"))["grader-a"] == RUN
     _revise(sub)
-    assert grade_commands(Experiment.load(sub / "params.yaml"))["grader-a"] == (
-        f"{REBUILD}`, then `{RUN}")
+    how = grade_commands(Experiment.load(sub / "params.yaml"))
+    assert how["grader-a"] == f"{REBUILD}`, then `{RUN}"
+    # the line status and `dvc repro` print: the rebuild once, then each grader's command
+    owed = pd.DataFrame([("grader-a", "q01", "q01-c0", "stale"),
+                         ("auditor-b", "q01", "q01-c0", "audit")],
+                        columns=["grader", "query_id", "chunk_id", "why"])
+    how["auditor-b"] = f"{REBUILD}`, then `relgrade serve --experiment experiments/sub"
+    assert pending_message(owed, how=how) == (
+        "grading: 1 pair needs grader-a (1 stale), 1 needs auditor-b (audit query q01); "
+        f"run `{REBUILD}`, then `{RUN}` and `relgrade serve --experiment experiments/sub`")
