@@ -32,6 +32,14 @@ from relgrade.protocol.bank import packet_made_on
 from relgrade.protocol.key import MADE_ON_COLUMNS, check_whole
 from relgrade.protocol.sidecar import pair_rows
 
+def _typed(path: Path) -> str:
+    """``path`` as typed from the current folder (relative when below it, else as given)."""
+    try:
+        return Path(path).resolve().relative_to(Path.cwd().resolve()).as_posix()
+    except ValueError:
+        return Path(path).as_posix()
+
+
 #: Columns of the frozen key, as the key stage writes them.
 KEY_COLUMNS = ["query_id", "chunk_id", "grade"]
 
@@ -459,7 +467,7 @@ class Experiment:
                                              if built_sha is not None else "")
         named = f"rubric {version} (sha256 {str(sha)[:12]}, {self.params.grading.rubric})"
         return ProtocolError(
-            f"the packets in {self.path('packets').as_posix()} were made under {made}, "
+            f"the packets in {_typed(self.path('packets'))} were made under {made}, "
             f"params name {named}: grades made from them would be stale at once. "
             f"Rebuild the packets first: {repro_command(self, 'packets')}")
 
@@ -485,7 +493,7 @@ class Experiment:
         stale = [f"{k} {built.get(k)} (now {v})" for k, v in now.items() if built.get(k) != v]
         if stale:
             raise ProtocolError(
-                f"the packets in {self.path('packets').as_posix()} are out of date: built for "
+                f"the packets in {_typed(self.path('packets'))} are out of date: built for "
                 + ", ".join(stale) + f". Rebuild them first: {repro_command(self, 'packets')}")
 
     def packets_stale(self) -> ProtocolError | None:
