@@ -13,12 +13,16 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pandas as pd
 import yaml
 from click.testing import CliRunner
 
+import relgrade
 from relgrade.cli import main
 from relgrade.experiment.files import Experiment
 from relgrade.experiment.layout import grade_commands
@@ -132,3 +136,23 @@ def test_status_commands_name_the_packets_rebuild_before_grading_while_they_are_
     assert pending_message(owed, how=how) == (
         "grading: 1 pair needs grader-a (1 stale), 1 needs auditor-b (audit query q01); "
         f"run `{REBUILD}`, then `{RUN}` and `relgrade serve --experiment experiments/sub`")
+
+
+def test_the_grading_page_refuses_to_start_on_the_v1_packets(tmp_path):
+    (tmp_path / "stages").mkdir()
+    (tmp_path / "dvc.yaml").write_text("stages: {}\n")
+    sub = tmp_path / "experiments" / "sub"
+    rig.build(sub, graders={"carol": {"role": "grader", "kind": "human", "family": "person"}})
+    _revise(sub)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(
+        [str(Path(relgrade.__file__).parents[1]), os.environ.get("PYTHONPATH", "")])}
+    # a subprocess with a timeout: a page that started anyway would serve until stopped
+    proc = subprocess.run([sys.executable, "-c", "from relgrade.cli import main; main()", "serve", "--experiment",
+                           "experiments/sub", "--port", "0", "--tokens",
+                           str(tmp_path / "tokens.yaml")], cwd=tmp_path, env=env,
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    (line,) = [x for x in proc.stderr.splitlines() if x.startswith("Error:")]
+    assert "made under rubric v1" in line and "params name rubric v2" in line
+    assert line.endswith(REBUILD)
+    assert not (sub / "data/grades").exists()
