@@ -2,8 +2,8 @@
 
 Packets carry the rubric version they were made under (and their folder's manifest the
 rubric file's sha256). A grade made from them would record that version beside the new
-rubric's sha256 and be stale at once, so `relgrade grade run` and `relgrade grade import`
-refuse them with one `Error:` line naming both rubrics and the `dvc repro ...:packets` that
+rubric's sha256 and be stale at once, so `relgrade grade run`, `relgrade grade import` and
+the grading page (`relgrade serve`) refuse them with one `Error:` line naming both rubrics and the `dvc repro ...:packets` that
 rebuilds them, and record nothing; the commands status prints name that rebuild first.
 Run as a user types them, at the repository's top, on the tiny grading set-up of
 tests/graders/experiment.py placed at experiments/sub.
