@@ -93,6 +93,9 @@ def import_cmd(file, batch, grader, round_, fmt, partial, recheck, params_path):
 
     ex = Experiment.load(params_path)
     spec = ex.params.grader(grader)
+    stale = ex.packets_rubric_stale() if recheck is None else None
+    if stale is not None:  # grades of the old packets would be stale as soon as recorded
+        raise stale
     fmt = fmt or ("qrels" if file.suffix.lower() == ".qrels" else "jsonl")
     grading = ex.params.grading
     rnd = grading.round if round_ is None else round_

@@ -30,7 +30,8 @@ def status_cmd(params_path, as_json):
     For each grader it counts the pool pairs graded in the current round and names, query by
     query, the pairs that still lack a grade (after the pool grew, only those need grading).
     Exits 1, naming the exact fix, when DVC's own files are broken (a truncated dvc.lock,
-    an empty .dvc/tmp/rwlock) or the ledger lacks a use of a key that metrics files show.
+    an empty .dvc/tmp/rwlock), the ledger lacks a use of a key that metrics files show, or
+    the rubric's revision is refused (a wrong `changes:` line, see docs/disputes.md).
     """
     from relgrade.experiment.files import Experiment
     from relgrade.pipeline.new_arms import refuse_holes_folder
@@ -255,10 +256,16 @@ def status_lines(st: Mapping) -> list[str]:
                    f"its {tri['model_zeros']} 0s")
     from relgrade.schema import TRIAGE_ROLE  # pandas and pyarrow: not for --help
 
+    if st.get("rubric", {}).get("state") == "refused":
+        out.append(f"rubric: refused: {st['rubric']['error']}")
     for name, g in st["grading"].items():
         step = "audit" if g["role"] == "auditor" else "grading"
         what = ("pairs" if g["role"] == "auditor" else "pool pairs" if tri is None
                 or g["role"] == TRIAGE_ROLE else "triage queue pairs")
+        if g["state"] == "blocked":  # the rubric's fault, not the grade file's
+            out.append(f"{step}: {name}'s grades cannot be counted until the rubric is fixed "
+                       "(see `rubric:` above)")
+            continue
         if g["state"] == "invalid":
             out.append(f"{step}: {name}'s round {g['round']} file is invalid: {g['error']}")
             continue

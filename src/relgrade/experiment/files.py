@@ -32,6 +32,14 @@ from relgrade.protocol.bank import packet_made_on
 from relgrade.protocol.key import MADE_ON_COLUMNS, check_whole
 from relgrade.protocol.sidecar import pair_rows
 
+def _typed(path: Path) -> str:
+    """``path`` as typed from the current folder (relative when below it, else as given)."""
+    try:
+        return Path(path).resolve().relative_to(Path.cwd().resolve()).as_posix()
+    except ValueError:
+        return Path(path).as_posix()
+
+
 #: Columns of the frozen key, as the key stage writes them.
 KEY_COLUMNS = ["query_id", "chunk_id", "grade"]
 
@@ -422,13 +430,46 @@ class Experiment:
 
     def packets_current(self) -> dict:
         """What packets must be built for now: the pool manifest's ``pool_version``, params
-        ``grading.round`` and the frozen intents' ``sha256`` (each only when known)."""
+        ``grading.round``, the frozen intents' ``sha256``, params ``grading.rubric_version``
+        and the rubric file's ``rubric_sha256`` (each only when known)."""
         now: dict = {"round": self.params.grading.round}
         for name, key, out in (("pool_manifest", "pool_version", "pool_version"),
                                ("intents_manifest", "sha256", "intents_sha256")):
             if getattr(self.params.paths, name, None) and self.path(name).is_file():
                 now[out] = io.read_json(self.path(name)).get(key)
+        now.update(self._rubric_now())
         return now
+
+    def _rubric_now(self) -> dict:
+        """Params' ``rubric_version`` and the rubric file's ``rubric_sha256``, each when known."""
+        now: dict = {}
+        if self.params.grading.rubric_version is not None:
+            now["rubric_version"] = str(self.params.grading.rubric_version)
+        if self.params.grading.rubric is not None and self.rubric_path().is_file():
+            now["rubric_sha256"] = io.sha256_file(self.rubric_path())
+        return now
+
+    def _rubric_stale(self, built_version, built_sha) -> ProtocolError | None:
+        """The refusal of packets made under another rubric than params name, or None.
+
+        ``built_version`` / ``built_sha`` are what the packets were made under (None when
+        not recorded: that part is not compared)."""
+        from relgrade.experiment.layout import repro_command
+
+        now = self._rubric_now()
+        version, sha = now.get("rubric_version"), now.get("rubric_sha256")
+        moved_version = built_version is not None and version is not None and (
+            str(built_version) != version)
+        moved_sha = built_sha is not None and sha is not None and str(built_sha) != sha
+        if not (moved_version or moved_sha):
+            return None
+        made = f"rubric {built_version}" + (f" (sha256 {str(built_sha)[:12]})"
+                                             if built_sha is not None else "")
+        named = f"rubric {version} (sha256 {str(sha)[:12]}, {self.params.grading.rubric})"
+        return ProtocolError(
+            f"the packets in {_typed(self.path('packets'))} were made under {made}, "
+            f"params name {named}: grades made from them would be stale at once. "
+            f"Rebuild the packets first: {repro_command(self, 'packets')}")
 
     def check_packets_current(self) -> None:
         """Refuse packets built for another pool version, round or intent table.
@@ -444,12 +485,57 @@ class Experiment:
         built = self.packets_built_for()
         if not built:  # packets of an older relgrade, or written by hand: nothing to compare
             return
-        now = self.packets_current()
+        rubric = self._rubric_stale(built.get("rubric_version"), built.get("rubric_sha256"))
+        if rubric is not None:
+            raise rubric
+        now = {k: v for k, v in self.packets_current().items()
+               if k not in ("rubric_version", "rubric_sha256")}
         stale = [f"{k} {built.get(k)} (now {v})" for k, v in now.items() if built.get(k) != v]
         if stale:
             raise ProtocolError(
-                f"the packets in {self.path('packets').as_posix()} are out of date: built for "
+                f"the packets in {_typed(self.path('packets'))} are out of date: built for "
                 + ", ".join(stale) + f". Rebuild them first: {repro_command(self, 'packets')}")
+
+    def packets_stale(self) -> ProtocolError | None:
+        """Why the packets folder must be rebuilt before grading, or None when it need not.
+
+        The manifest's check (:meth:`check_packets_current`); when the manifest records no
+        rubric (packets of an older relgrade), the first packet's ``rubric_version`` stands
+        for the folder (one build writes one version into every packet).
+
+        Returns
+        -------
+        ProtocolError or None
+            The refusal :meth:`check_packets_current` or :meth:`check_packets_rubric` would
+            raise (its message names the ``dvc repro ...:packets`` that rebuilds them).
+        """
+        if not getattr(self.params.paths, "packets", None):
+            return None
+        try:
+            self.check_packets_current()
+        except ProtocolError as e:
+            return e
+        return self.packets_rubric_stale()
+
+    def packets_rubric_stale(self) -> ProtocolError | None:
+        """The refusal of a packets folder made under another rubric than params name, or
+        None: the manifest's ``rubric_version`` and ``rubric_sha256``, or, when it records
+        none (packets of an older relgrade), the first packet's ``rubric_version`` (one build
+        writes one version into every packet). No packets folder: None."""
+        if not getattr(self.params.paths, "packets", None):
+            return None
+        built = self.packets_built_for()
+        if "rubric_version" in built:
+            return self._rubric_stale(built.get("rubric_version"), built.get("rubric_sha256"))
+        folder = self.path("packets")
+        found = sorted(folder.rglob("*.json")) if folder.is_dir() else []
+        first = next((f for f in found if f.name != packets_mod.PACKETS_MANIFEST), None)
+        if first is None:
+            return None
+        packet = io.read_json(first)
+        if not isinstance(packet, dict):
+            return None
+        return self._rubric_stale(packet.get("rubric_version"), None)
 
     def _packets_in(self, folder: Path, *, what: str,
                     fix: str | None = None) -> dict:
@@ -465,7 +551,26 @@ class Experiment:
         for f in files:
             p = packets_mod.check_packet(io.read_json(f), path=f)
             out[str(p["query_id"])] = p
+        self.check_packets_rubric(out)
         return dict(sorted(out.items()))
+
+    def check_packets_rubric(self, packets: dict) -> None:
+        """Refuse packets whose ``rubric_version`` is not params ``grading.rubric_version``.
+
+        Packets carry the version they were made under; a grade made from them records
+        that version, so grading them after a rubric revision would record grades stale at
+        once (or carry one rubric's version with another's sha256).
+
+        Raises
+        ------
+        ProtocolError
+            A packet made under another version; the message names the packets' rubric,
+            params' rubric and the ``dvc repro ...:packets`` that rebuilds them.
+        """
+        for packet in packets.values():
+            err = self._rubric_stale(packet.get("rubric_version"), None)
+            if err is not None:
+                raise err
 
     def rubric_path(self) -> Path:
         """The rubric file (params ``grading.rubric``), relative to the experiment's root.
@@ -575,7 +680,14 @@ class Experiment:
             "rubric_sha256"}`` of its pair as the packet shows it (with the rubric file's
             sha256 now), or None for a pair no packet holds; for
             :class:`relgrade.graders.store.GradeStore`'s ``made_on``.
+
+        Raises
+        ------
+        ProtocolError
+            A packet made under another rubric version than params name
+            (:meth:`check_packets_rubric`): its version and today's sha256 would disagree.
         """
+        self.check_packets_rubric(packets)
         table = packet_made_on(packets, rubric_sha256=self.rubric_sha256())
         return lambda row: table.get((str(row["query_id"]), str(row["chunk_id"])))
 

@@ -18,6 +18,7 @@ from pathlib import Path
 
 from relgrade.errors import InputError
 from relgrade.experiment.params import PARAMS_FILE
+from relgrade.protocol.bank import THEN
 from relgrade.text import hidden_at
 
 #: The folder, under the repository, that holds every experiment but the default one.
@@ -459,17 +460,24 @@ def grade_commands(ex) -> dict[str, str]:
         ``relgrade grade import --grader NAME FILE`` (grades made elsewhere); each with
         ``--experiment PATH`` when the experiment is not the repository's top one (``PATH``
         relative to the repository). An experiment outside any repository gets no suffix.
+        While the packets must be rebuilt first (:meth:`Experiment.packets_stale`, e.g.
+        after a rubric revision), each is ``dvc repro ...:packets`` +
+        :data:`relgrade.protocol.bank.THEN` + the command, which
+        :func:`relgrade.protocol.bank.pending_message` names once before the commands.
     """
     root, repo = _root_and_repository(ex)
     where = "" if repo == root else f" --experiment {root.relative_to(repo).as_posix()}"
+    # packets to be rebuilt first (a rubric revision, a new pool): grading the old ones
+    # is refused, so the rebuild is named before the grading command
+    first = repro_command(ex, "packets") + THEN if ex.packets_stale() else ""
     out = {}
     for name, grader in ex.params.graders_dict().items():
         if grader.get("command"):
-            out[name] = f"relgrade grade run --grader {name}{where}"
+            out[name] = f"{first}relgrade grade run --grader {name}{where}"
         elif grader.get("kind") == "human":
-            out[name] = f"relgrade serve{where}"
+            out[name] = f"{first}relgrade serve{where}"
         else:
-            out[name] = f"relgrade grade import --grader {name}{where} FILE"
+            out[name] = f"{first}relgrade grade import --grader {name}{where} FILE"
     return out
 
 

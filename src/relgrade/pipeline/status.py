@@ -407,6 +407,7 @@ def read_status(ex: Experiment) -> dict:
             return None
 
     params = ex.params
+    rubric = _rubric_refused(ex)
     pool = load("pool", "pool", lambda p: io.read_table(p, columns=["query_id", "chunk_id"]))
     # with a stopping rule, the queries of the human sample people owe now (not the rest)
     audit = load("audit", "audit", lambda p: ex.audit_ids())
@@ -414,7 +415,9 @@ def read_status(ex: Experiment) -> dict:
     # pair that left the pool, or a stale one, is kept in the bank and simply not counted.
     rows: dict = {}
     pending, triage_pairs, round_owed, key_owed = None, None, None, None
-    if pool is not None and audit is not None:
+    # a refused rubric is the rubric's fault: no grade can be judged current, and no
+    # grader's file is blamed for it
+    if pool is not None and audit is not None and rubric is None:
         try:
             held = judgments(ex, pool, audit)
             key_owed = _key_owed(params, held.pending)
@@ -484,10 +487,16 @@ def read_status(ex: Experiment) -> dict:
         gate=load("gate", "gate", io.read_json),
         record=record, problems=problems, post_hoc_record=post_hoc, ledger=ledger,
         dvc=dvc_health(*ex.dvc_files()), triage_pairs=triage_pairs, round_owed=round_owed)
+    if rubric is not None:
+        st["rubric"] = rubric
+        for g in st["grading"].values():
+            g.update(state="blocked", error="the rubric is refused")
     try:
-        ex.check_packets_current()
+        stale_packets = ex.packets_stale()  # another pool, round, intents or rubric
     except RelgradeError as e:
-        st.setdefault("other_problems", {})["packets"] = str(e)
+        stale_packets = e
+    if stale_packets is not None:
+        st.setdefault("other_problems", {})["packets"] = str(stale_packets)
     if pending is not None:
         st["pending"] = pending
         owed = {g: n for g, n in pending.get("audit_owed", {}).items() if n}
@@ -667,8 +676,25 @@ def share_warnings(ex: Experiment) -> list[str]:
 
 def status_failed(st: Mapping) -> bool:
     """Whether the status shows something that must be fixed before any stage can run:
-    a broken DVC file or a ledger that lacks a witnessed use."""
-    return bool(st.get("dvc")) or st.get("ledger", {}).get("state") == "refused"
+    a broken DVC file, a ledger that lacks a witnessed use, or a refused rubric."""
+    return (bool(st.get("dvc")) or st.get("ledger", {}).get("state") == "refused"
+            or st.get("rubric", {}).get("state") == "refused")
+
+
+def _rubric_refused(ex: Experiment) -> dict | None:
+    """``{"state": "refused", "file", "error"}`` when the rubric's revision chain is refused
+    (:func:`relgrade.experiment.revisions.chain`: a wrong ``changes:`` line, a missing
+    revised file, an unrecorded settled dispute ...), else None (also with no rubric file:
+    the steps that need it say so)."""
+    from relgrade.experiment import revisions
+
+    if ex.params.grading.rubric is None or not ex.rubric_path().is_file():
+        return None
+    try:
+        revisions.chain(ex)
+    except RelgradeError as e:
+        return {"state": "refused", "file": str(ex.params.grading.rubric), "error": str(e)}
+    return None
 
 
 #: The click outputs :func:`click_status` reports, in this order, when ``paths`` declares them.

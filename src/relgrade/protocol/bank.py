@@ -292,6 +292,11 @@ def pending_counts(pending: pd.DataFrame, graders: Iterable[str]) -> dict[str, d
     return out
 
 
+#: Joins a command to run first and the grading command in a ``how`` entry of
+#: :func:`pending_message` (``dvc repro packets`, then `relgrade grade run --grader g``).
+THEN = "`, then `"
+
+
 def pending_message(pending: pd.DataFrame, *, how: Mapping[str, str] | None = None) -> str:
     """One line saying who owes what, and how to do it.
 
@@ -301,7 +306,8 @@ def pending_message(pending: pd.DataFrame, *, how: Mapping[str, str] | None = No
         :func:`pending_work`'s table (not empty).
     how : mapping of str to str, optional
         Per grader, the command that grades its pending pairs (each owing grader's is named
-        once, in order). Without it: ``relgrade grade run --grader NAME`` for the first owing
+        once, in order); an entry ``FIRST`` + :data:`THEN` + ``COMMAND`` names a command to
+        run before it (each such first command is named once, before all the others). Without it: ``relgrade grade run --grader NAME`` for the first owing
         grader, and ``relgrade serve`` as the other way.
 
     Returns
@@ -322,6 +328,9 @@ def pending_message(pending: pd.DataFrame, *, how: Mapping[str, str] | None = No
     ...                  columns=PENDING)
     >>> pending_message(e, how={"e": "relgrade grade run --grader e"})
     'grading: 2 pairs need e (adjudication queries q, r); run `relgrade grade run --grader e`'
+    >>> pending_message(p, how={"g": "dvc repro packets" + THEN + "relgrade grade run --grader g",
+    ...                         "x": "dvc repro packets" + THEN + "relgrade serve"})
+    'grading: 2 pairs need g (1 new, 1 stale), 1 needs x (audit query r); run `dvc repro packets`, then `relgrade grade run --grader g` and `relgrade serve`'
     """
     parts, first = [], None
     for grader, rows in pending.groupby("grader", sort=False):
@@ -345,7 +354,16 @@ def pending_message(pending: pd.DataFrame, *, how: Mapping[str, str] | None = No
                 "`relgrade serve`")
     commands = list(dict.fromkeys(how.get(g, f"relgrade grade run --grader {g}")
                                   for g in pending["grader"].drop_duplicates()))
-    return f"grading: {', '.join(parts)}; run " + " and ".join(f"`{c}`" for c in commands)
+    # a command to run first (``FIRST`, then `COMMAND``, e.g. a packets rebuild) is named once
+    before, after = [], []
+    for c in commands:
+        *pre, last = c.split(THEN)
+        before += pre
+        after.append(last)
+    run = " and ".join(f"`{c}`" for c in dict.fromkeys(after))
+    if before:
+        run = " and ".join(f"`{c}`" for c in dict.fromkeys(before)) + ", then " + run
+    return f"grading: {', '.join(parts)}; run " + run
 
 
 def packet_made_on(packets: Mapping[str, Mapping], *,

@@ -284,16 +284,18 @@ def check_revision(old: Rubric, new: Rubric, *, source, old_source) -> None:
                          line=line, item="changes", found=", ".join(unknown),
                          fix="Name sections by their ids (`relgrade disputes sections`)")
     differ = changed_sections(old, new)
+    # the version revised: its own version line, else the one the revision names
+    since = old.version or new.front.get("revises") or old_source
     missing = [c for c in differ if c not in changes]
     if missing:
-        raise InputError(f"sections changed since {old.version} but not named in the "
+        raise InputError(f"sections changed since {since} but not named in the "
                          "revision's changes", path=source, line=line, item="changes",
                          found=", ".join(missing),
                          fix=f"Name them, or undo the edit (compare with {old_source})")
     same = [c for c in changes if c not in differ]
     if same:
         raise InputError(f"sections named in the revision's changes are unchanged since "
-                         f"{old.version}", path=source, line=line, item="changes",
+                         f"{since}", path=source, line=line, item="changes",
                          found=", ".join(same), fix="Name only the sections the revision changed")
 
 
