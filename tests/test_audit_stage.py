@@ -97,6 +97,23 @@ def test_redraw_draws_the_round_again_from_the_current_pool(tmp_path):
     assert (lock["round"], lock["pool_version"]) == (1, "p-000000000002")
     assert "redrawn from pool p-000000000002: k3, k1" in res.output
     assert "(was: k3, k2" in res.output
+    assert res.output.rstrip().endswith("Commit it and run `dvc repro`.")  # its own top
+
+
+def test_redraw_of_a_sub_experiment_names_its_own_dvc_repro(tmp_path):
+    # a relgrade repository (stages/ and dvc.yaml at its top) holding experiments/sub: the
+    # printed command typed at the top must run the sub-experiment, not the top's pipeline
+    (tmp_path / "stages").mkdir()
+    (tmp_path / "dvc.yaml").write_text("stages: {}\n")
+    sub = tmp_path / "experiments" / "sub"
+    sub.mkdir(parents=True)
+    _run(sub)
+    _deeper_pool().to_parquet(sub / "prov.parquet")
+    (sub / "pool.json").write_text(json.dumps({"pool_version": "p-000000000002"}))
+    res = _redraw(sub)
+    assert res.exit_code == 0, res.output
+    assert res.output.rstrip().endswith(
+        "Commit it and run `dvc repro experiments/sub/dvc.yaml`.")
 
 
 def test_redraw_is_refused_once_the_auditor_has_grades_of_the_round_unless_forced(tmp_path):

@@ -22,9 +22,11 @@ def redraw_cmd(force, params_path):
     """Draw the audit sample of the current grading.round again, from the current pool's
     provenance, and write it to the audit lock (paths.audit_lock). Refused once the auditor
     has grades of the round (the sample is chosen before grading) unless --force. Commit the
-    lock, then run `dvc repro` to rebuild the audit table and the packets."""
-    from relgrade.pipeline.stages.audit import redraw_audit
+    lock, then run the experiment's `dvc repro` (printed) to rebuild the audit table and the
+    packets."""
     from relgrade.experiment.files import Experiment
+    from relgrade.experiment.layout import repro_command
+    from relgrade.pipeline.stages.audit import redraw_audit
 
     ex = Experiment.load(params_path)
     new, old = redraw_audit(ex, force=force)
@@ -32,4 +34,4 @@ def redraw_cmd(force, params_path):
     was = ", ".join(q["query_id"] for q in old["queries"]) if old else "no readable lock"
     click.echo(f"audit lock for round {new['round']} redrawn from pool {new['pool_version']}: "
                f"{', '.join(ids)} (was: {was}); wrote {ex.params.paths.audit_lock}, sha256 "
-               f"{new['sha256'][:12]}. Commit it and run `dvc repro`.")
+               f"{new['sha256'][:12]}. Commit it and run `{repro_command(ex)}`.")
