@@ -170,9 +170,12 @@ def test_packets_hold_exactly_the_allowed_keys_and_file_names(experiment):
                 pool[pool.query_id == packet["query_id"]].chunk_id)
     assert sorted(p.name for p in (root / "data/packets").iterdir()) == [
         "auditor", "grader", "manifest.json"]
-    # the folder's record says what the packets were built for, and nothing of the arms
+    # the folder's record says what the packets were built for (the rubric among it: this
+    # experiment names a rubric version and no rubric file, so no rubric sha256), and nothing
+    # of the arms
     built_for = json.loads((root / "data/packets/manifest.json").read_text())
-    assert sorted(built_for) == ["intents_sha256", "pool_version", "regrade", "round"]
+    assert sorted(built_for) == ["intents_sha256", "pool_version", "regrade", "round",
+                                 "rubric_version"]
 
 
 def test_display_order_is_the_recorded_seeded_shuffle(experiment):
