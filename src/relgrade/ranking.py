@@ -5,10 +5,15 @@ A run is a long table ``query_id`` (str), ``chunk_id`` (str), ``rank`` (int64), 
 :data:`relgrade.schema.RUNS`). Pooling and every metric read a run through
 :func:`canonical_ranking`, so they all see one and the same order; they code ids as integers
 through :func:`id_codes`, :func:`sorted_codes` and :func:`codes_in`, so the id order is
-defined once. Files of runs are read by :mod:`relgrade.io.runs`.
+defined once. :func:`run_codes` codes one run's query ids and hashes its chunk ids once, for
+the duplicate check of :func:`validate_run` and the qrels join of
+:func:`relgrade.evaluation.metrics.per_query` to share. Files of runs are read by
+:mod:`relgrade.io.runs`.
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
@@ -34,7 +39,76 @@ def _row_item(run: pd.DataFrame, row: int) -> str:
     return item
 
 
-def validate_run(run: pd.DataFrame, *, path=None, queries=None, chunks=None) -> None:
+@dataclass(frozen=True, eq=False)
+class RunCodes:
+    """One run's ids coded once: what the duplicate check and the qrels join both hash.
+
+    Build it with :func:`run_codes`; pass it as ``codes=`` to :func:`validate_run`,
+    :func:`relgrade.evaluation.metrics.per_query` and
+    :func:`relgrade.evaluation.metrics.query_coverage` of the same run (rows unchanged).
+    """
+
+    query: np.ndarray       # int64 (n_rows,): position of each row's query id in `queries`
+    queries: pa.Array       # large_string (n_distinct,): the distinct query ids, first seen first
+    chunk_hash: np.ndarray  # uint64 (n_rows,): the 64-bit hash of each chunk id's UTF-8 bytes
+
+
+def _require_run_columns(run: pd.DataFrame, path) -> None:
+    missing = [c for c in RUN if c not in run.columns]
+    if missing:
+        raise InputError(f"a run needs the columns {', '.join(RUN)}", path=path,
+                         found="no " + ", ".join(missing))
+
+
+def run_codes(run: pd.DataFrame, *, path=None) -> RunCodes:
+    """Code a run's query ids and hash its chunk ids, once for every later step.
+
+    Parameters
+    ----------
+    run : pandas.DataFrame
+        One arm's run: columns ``query_id``, ``chunk_id``, ``rank``, ``score`` (no ``arm``),
+        as :func:`relgrade.io.runs.read_run` returns it. Not modified.
+    path : str or os.PathLike, optional
+        The file the run came from, named in the error.
+
+    Returns
+    -------
+    RunCodes
+        ``query`` (int64, shape (n_rows,)): Arrow's dictionary code of each row's query
+        id, in order of first appearance; ``queries`` (pyarrow large_string array): those
+        ids; ``chunk_hash`` (uint64, shape (n_rows,)): the chunk ids' 64-bit text hash,
+        the one :func:`pair_hashes` combines with a query code.
+
+    Raises
+    ------
+    InputError
+        A column is missing, the run has an ``arm`` column (code each arm's rows apart),
+        or a query id is missing (null).
+    """
+    _require_run_columns(run, path)
+    if "arm" in run.columns:
+        raise InputError("run codes are for one arm's run, without an arm column", path=path)
+    encoded = pc.dictionary_encode(arrow_ids(run["query_id"]).combine_chunks())
+    if encoded.null_count:
+        raise InputError("query_id is missing in a row", path=path)
+    return RunCodes(query=encoded.indices.to_numpy(zero_copy_only=False).astype(np.int64),
+                    queries=encoded.dictionary.cast(pa.large_string()),
+                    chunk_hash=_text_hash(arrow_ids(run["chunk_id"])))
+
+
+def check_codes(run: pd.DataFrame, codes: RunCodes | None, path=None) -> None:
+    """Raise InputError unless ``codes`` (when given) can be those of ``run``: one arm, as
+    many rows."""
+    if codes is None:
+        return
+    if "arm" in run.columns or len(codes.query) != len(run) or \
+            len(codes.chunk_hash) != len(run):
+        raise InputError("run codes were made for another run", path=path,
+                         fix="Pass run_codes(run) of this very run")
+
+
+def validate_run(run: pd.DataFrame, *, path=None, queries=None, chunks=None,
+                 codes: RunCodes | None = None) -> None:
     """Check a run against the rules every arm's run must follow.
 
     Parameters
@@ -48,6 +122,9 @@ def validate_run(run: pd.DataFrame, *, path=None, queries=None, chunks=None) -> 
         Every known query id; when given, a run row for another query is an error.
     chunks : iterable of str, optional
         Every known chunk id (the corpus); when given, an unknown chunk is an error.
+    codes : RunCodes, optional
+        :func:`run_codes` of this run (one arm): the duplicate check uses its query codes
+        and chunk hashes instead of computing them again. The outcome is the same.
 
     Returns
     -------
@@ -59,12 +136,10 @@ def validate_run(run: pd.DataFrame, *, path=None, queries=None, chunks=None) -> 
         The run has no rows; a column is missing; a score is NaN or infinite (naming the
         query and chunk); a chunk is listed twice for one query (naming query, chunk and
         both ranks); a query id or chunk id is not in ``queries`` / ``chunks`` (naming the
-        first one and how many rows are affected).
+        first one and how many rows are affected); ``codes`` were made for another run.
     """
-    missing = [c for c in RUN if c not in run.columns]
-    if missing:
-        raise InputError(f"a run needs the columns {', '.join(RUN)}", path=path,
-                         found="no " + ", ".join(missing))
+    _require_run_columns(run, path)
+    check_codes(run, codes, path)
     if len(run) == 0:
         raise InputError("the run is empty", path=path,
                          fix="Give every arm at least one ranked chunk")
@@ -81,7 +156,7 @@ def validate_run(run: pd.DataFrame, *, path=None, queries=None, chunks=None) -> 
             row = int(np.flatnonzero(held.to_numpy(zero_copy_only=False))[0])
             raise InputError(f"{c} holds the control character U+001F", path=path,
                              item=_row_item(run, row))
-    rows = _repeated_rows(run, _group_columns(run) + ["chunk_id"])
+    rows = _repeated_rows(run, _group_columns(run) + ["chunk_id"], codes)
     if rows is not None:
         ranks = run["rank"].to_numpy()[rows]
         raise InputError("a chunk is listed twice for one query", path=path,
@@ -104,23 +179,29 @@ def validate_run(run: pd.DataFrame, *, path=None, queries=None, chunks=None) -> 
                                    f"first {', '.join(first)}")
 
 
-def _repeated_rows(run: pd.DataFrame, columns: list[str]) -> np.ndarray | None:
+def _repeated_rows(run: pd.DataFrame, columns: list[str],
+                   codes: RunCodes | None = None) -> np.ndarray | None:
     """The first two rows (in row order) that agree on every column, or None.
 
     The list columns (arm, query) are few distinct values and are dictionary-encoded; the
     chunk ids, nearly all distinct, are hashed to 64 bits straight from Arrow's buffers
     (hashing a million strings into a table costs more than reading the file). Rows are
     sorted by (list code, hash) and only rows whose hashes tie are compared as text, so a
-    hash collision cannot make a false duplicate.
+    hash collision cannot make a false duplicate. ``codes`` (one arm's run, columns query
+    and chunk): the query codes and chunk hashes already made.
     """
     *lists, last = columns
-    group = np.zeros(len(run), dtype=np.uint64)
-    for c in lists:
-        encoded = pc.dictionary_encode(arrow_ids(run[c]).combine_chunks())
-        group = group * np.uint64(max(len(encoded.dictionary), 1)) + \
-            encoded.indices.to_numpy(zero_copy_only=False).astype(np.uint64)
     chunk = arrow_ids(run[last])
-    h = pair_hashes(group, chunk)
+    if codes is not None:
+        group = codes.query.astype(np.uint64)
+        h = pair_hashes_of(group, codes.chunk_hash)
+    else:
+        group = np.zeros(len(run), dtype=np.uint64)
+        for c in lists:
+            encoded = pc.dictionary_encode(arrow_ids(run[c]).combine_chunks())
+            group = group * np.uint64(max(len(encoded.dictionary), 1)) + \
+                encoded.indices.to_numpy(zero_copy_only=False).astype(np.uint64)
+        h = pair_hashes(group, chunk)
     sorted_h = np.sort(h)
     if not (sorted_h[1:] == sorted_h[:-1]).any():
         return None  # the usual case, told by one sort of the hashes
@@ -171,8 +252,26 @@ def pair_hashes(codes: np.ndarray, ids: pa.ChunkedArray) -> np.ndarray:
         Equal pairs hash alike; unequal pairs collide with probability about 2^-64, so a
         caller compares the real ids wherever two hashes tie.
     """
+    return pair_hashes_of(codes, _text_hash(ids))
+
+
+def pair_hashes_of(codes: np.ndarray, text_hash: np.ndarray) -> np.ndarray:
+    """:func:`pair_hashes` from the ids' text hashes (:attr:`RunCodes.chunk_hash`).
+
+    Parameters
+    ----------
+    codes : ndarray of int, shape (n_rows,)
+        Non-negative codes.
+    text_hash : ndarray of uint64, shape (n_rows,)
+        The ids' 64-bit text hashes, as :func:`run_codes` makes them.
+
+    Returns
+    -------
+    ndarray of uint64, shape (n_rows,)
+        Equal to ``pair_hashes(codes, ids)``; no string is read.
+    """
     with np.errstate(over="ignore"):
-        return _text_hash(ids) ^ (np.asarray(codes).astype(np.uint64) * _MIX2)
+        return text_hash ^ (np.asarray(codes).astype(np.uint64) * _MIX2)
 
 
 def _text_hash(ids: pa.ChunkedArray) -> np.ndarray:

@@ -92,7 +92,8 @@ def evaluate_cmd(qrels_path, run_paths, measure_names, inclusion_path, per_query
     from relgrade.io.judgments import read_judgments
     from relgrade.io.runs import read_run
     from relgrade.io.trec import extra_fields_note, read_inclusion
-    from relgrade.ranking import validate_run
+    from relgrade.ranking import run_codes, validate_run
+    from relgrade.schema import RUN
 
     if as_json and trec_output:
         raise click.UsageError("--json and --trec-eval-output exclude each other")
@@ -143,13 +144,16 @@ def evaluate_cmd(qrels_path, run_paths, measure_names, inclusion_path, per_query
             extra[str(path)] = None  # Spark reads six fields a line or leaves the run
         else:
             run = read_run(path)
-            validate_run(run, path=path)
+            # one arm's ids coded once: the duplicate check, the qrels join and the
+            # coverage note share them (a file with an arm column is checked as it is)
+            codes = run_codes(run, path=path) if set(run.columns) == set(RUN) else None
+            validate_run(run, path=path, codes=codes)
             extra[str(path)] = extra_fields_note(path, run)
             pq = metrics.per_query(qrels=key, run=run, measures=measures,
                                    on_missing_query=missing, ties=ties,
-                                   no_relevant=no_relevant, inclusion=key_prob)
-            answered[name], unknown[name] = metrics.query_coverage(key, run)
-            del run
+                                   no_relevant=no_relevant, inclusion=key_prob, codes=codes)
+            answered[name], unknown[name] = metrics.query_coverage(key, run, codes=codes)
+            del run, codes
         means = metrics.mean(pq).reindex(names)
         results[name] = {m: (None if v != v else float(v)) for m, v in means.items()}
         if per_query or trec_output:

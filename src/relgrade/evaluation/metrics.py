@@ -36,11 +36,14 @@ from relgrade.evaluation.measures import SPECS, Measure, parse_measure
 from relgrade.ranking import (
     ID_SEPARATOR,
     TIES,
+    RunCodes,
     arrow_ids,
     canonical_order,
+    check_codes,
     codes_in,
     holds_separator,
     pair_hashes,
+    pair_hashes_of,
     pair_keys,
     ranks_in_sorted,
 )
@@ -210,11 +213,13 @@ class Inclusion:
 
 
 def _score_run(key: KeyIndex, run: pd.DataFrame, measures: list[Measure], on_missing: str,
-               ties: str, no_relevant: str = "exclude", incl: Inclusion | None = None):
+               ties: str, no_relevant: str = "exclude", incl: Inclusion | None = None,
+               codes: RunCodes | None = None):
     """Per measure: (values, counted) arrays over the key's queries.
 
     ``incl``: the qrels rows' inclusion probabilities (:func:`inclusion_at`), for the
-    inferred measures.
+    inferred measures. ``codes``: :func:`relgrade.ranking.run_codes` of the run, whose
+    query codes and chunk hashes the qrels join reuses.
     """
     missing = [c for c in RUN if c not in run.columns]
     if missing:
@@ -222,7 +227,13 @@ def _score_run(key: KeyIndex, run: pd.DataFrame, measures: list[Measure], on_mis
                          found="no " + ", ".join(missing))
     run_qids = _checked_ids(run["query_id"], "query_id", separator=False)
     chunk_ids = _checked_ids(run["chunk_id"], "chunk_id", separator=False)
-    rq = codes_in(run_qids, key.query_ids)
+    if codes is not None:
+        # each distinct query id is looked up once, not each row's
+        rq = codes_in(pa.chunked_array([codes.queries]), key.query_ids)[codes.query]
+        chunk_hash = codes.chunk_hash
+    else:
+        rq = codes_in(run_qids, key.query_ids)
+        chunk_hash = None
     score = run["score"].to_numpy(dtype=np.float64, na_value=np.nan)
     rank = run["rank"].to_numpy() if ties == "rank" else None
     keep = rq >= 0  # queries outside the qrels are ignored
@@ -232,6 +243,7 @@ def _score_run(key: KeyIndex, run: pd.DataFrame, measures: list[Measure], on_mis
         chunk_ids = chunk_ids.take(pa.array(rows))
         run_qids = run_qids.take(pa.array(rows))
         rank = rank[rows] if rank is not None else None
+        chunk_hash = chunk_hash[rows] if chunk_hash is not None else None
     bad = ~np.isfinite(score)
     if bad.any():
         row = int(np.flatnonzero(bad)[0])
@@ -242,7 +254,7 @@ def _score_run(key: KeyIndex, run: pd.DataFrame, measures: list[Measure], on_mis
     # uncut RR needs a deeper look only where the top `depth` holds nothing relevant: it
     # reads the top rows like a cut measure, and _deep_rr ranks the other queries' lists
     depth, deep = _reads(measures)
-    full = (rq, score, rank, chunk_ids, run_qids) if deep else None
+    full = (rq, score, rank, chunk_ids, run_qids, chunk_hash) if deep else None
     n_ret = np.bincount(rq, minlength=key.n_queries)
     if depth is not None:
         # only rows that can reach the top `depth` of their list are ranked: a prefix of the
@@ -253,6 +265,7 @@ def _score_run(key: KeyIndex, run: pd.DataFrame, measures: list[Measure], on_mis
             rank = rank[cut] if rank is not None else None
             rows = pa.array(cut)
             chunk_ids, run_qids = chunk_ids.take(rows), run_qids.take(rows)
+            chunk_hash = chunk_hash[cut] if chunk_hash is not None else None
             del rows
     order = canonical_order(rq, score, chunk_ids, rank=rank, ties=ties, depth=depth)
     qs = rq[order]
@@ -261,8 +274,9 @@ def _score_run(key: KeyIndex, run: pd.DataFrame, measures: list[Measure], on_mis
     if len(pos) and depth is not None and depth < pos.max():
         top = np.flatnonzero(pos <= depth)
         order, qs, pos = order[top], qs[top], pos[top]
-    at = _key_rows(key, qs, order, chunk_ids, run_qids)
-    del chunk_ids, run_qids, rq, score, rank
+    at = _key_rows(key, qs, order, chunk_ids, run_qids,
+                   chunk_hash[order] if chunk_hash is not None else None)
+    del chunk_ids, run_qids, rq, score, rank, chunk_hash
     hit = np.flatnonzero(at >= 0)
     judged = np.zeros(len(pos), dtype=bool)
     judged[at[hit]] = True
@@ -316,16 +330,17 @@ def _reads(measures: list[Measure]) -> tuple[int | None, list[Measure]]:
 
 
 def _key_rows(key: KeyIndex, qs: np.ndarray, order: np.ndarray, chunk_ids: pa.ChunkedArray,
-              run_qids: pa.ChunkedArray) -> np.ndarray:
+              run_qids: pa.ChunkedArray, chunk_hash: np.ndarray | None = None) -> np.ndarray:
     """For each qrels row, the ranked row of the same (query, chunk), -1 when none.
 
     ``order`` picks the ranked rows (in canonical order, query codes ``qs``) out of the
-    run's ``chunk_ids`` and ``run_qids``. Raises InputError when a chunk is listed twice
-    for one query among those rows.
+    run's ``chunk_ids`` and ``run_qids``; ``chunk_hash``, when given, holds those rows'
+    chunk id hashes. Raises InputError when a chunk is listed twice for one query among
+    those rows.
     """
     rows = pa.array(order)
     top_chunks = _checked_ids(chunk_ids.take(rows), "chunk_id")  # no U+001F in a pair key
-    at = _grade_rows(key, qs, top_chunks)
+    at = _grade_rows(key, qs, top_chunks, chunk_hash)
     if at is None:  # two ranked pairs hash alike: look the pairs up as text
         top_pairs = pair_keys(run_qids.take(rows), top_chunks)
         # a ranked pair seen twice is a chunk listed twice for one query
@@ -355,19 +370,25 @@ def _deep_rr(r: _Rows, m: Measure, depth: int, full: tuple, ties: str) -> np.nda
     :func:`_rr` over the whole ranked run.
     """
     value = _rr(r, m)
-    rq, score, rank, chunk_ids, run_qids = full
+    rq, score, rank, chunk_ids, run_qids, chunk_hash = full
     key = r.key
     need = (value == 0) & (r.n_ret > depth) & (key.num_relevant(m.rel) > 0)
     if not need.any():
         return value
     sub = np.flatnonzero(need[rq])
     wanted = np.flatnonzero(need[key.q] & (key.grade >= m.rel))  # qrels rows
-    # a row can be relevant only when its chunk id is one of those queries' relevant chunks
-    maybe = pc.is_in(chunk_ids, value_set=pc.unique(key.chunk_ids.take(pa.array(wanted)))
-                     ).to_numpy(zero_copy_only=False)
-    maybe = np.flatnonzero(maybe & need[rq])
     table = pd.Index(key.pair_hash[wanted])
-    hashes = pair_hashes(rq[maybe], chunk_ids.take(pa.array(maybe)))
+    if chunk_hash is not None:
+        # the run's chunk ids are hashed already: look every row of those lists up
+        maybe = sub
+        hashes = pair_hashes_of(rq[maybe], chunk_hash[maybe])
+    else:
+        # a row can be relevant only when its chunk id is one of those queries' relevant
+        # chunks
+        maybe = pc.is_in(chunk_ids, value_set=pc.unique(key.chunk_ids.take(pa.array(wanted)))
+                         ).to_numpy(zero_copy_only=False)
+        maybe = np.flatnonzero(maybe & need[rq])
+        hashes = pair_hashes(rq[maybe], chunk_ids.take(pa.array(maybe)))
     if table.is_unique:
         at = table.get_indexer(hashes)
         cand = np.flatnonzero(at >= 0)
@@ -414,14 +435,17 @@ def _deep_rr(r: _Rows, m: Measure, depth: int, full: tuple, ties: str) -> np.nda
     return value
 
 
-def _grade_rows(key: KeyIndex, qs: np.ndarray, chunks: pa.ChunkedArray) -> np.ndarray | None:
+def _grade_rows(key: KeyIndex, qs: np.ndarray, chunks: pa.ChunkedArray,
+                chunk_hash: np.ndarray | None = None) -> np.ndarray | None:
     """For each qrels row, the ranked row of the same (query, chunk), -1 when none.
 
-    The join runs on 64-bit pair hashes (no per-row string is built); every matched pair is
-    then compared as text. None when two ranked rows hash alike or a match is false: the
-    caller then joins on the text itself (and finds any chunk listed twice).
+    The join runs on 64-bit pair hashes (no per-row string is built; ``chunk_hash``: the
+    chunks' text hashes, when made already); every matched pair is then compared as text.
+    None when two ranked rows hash alike or a match is false: the caller then joins on the
+    text itself (and finds any chunk listed twice).
     """
-    ranked = pd.Index(pair_hashes(qs, chunks))
+    ranked = pd.Index(pair_hashes(qs, chunks) if chunk_hash is None
+                      else pair_hashes_of(qs, chunk_hash))
     if not ranked.is_unique:
         return None
     at = ranked.get_indexer(key.pair_hash)
@@ -799,7 +823,8 @@ def _parse_all(measures, relevant_min: int) -> list[Measure]:
 def per_query(*, qrels: pd.DataFrame, run: pd.DataFrame, measures,
               on_missing_query: str = "zero", ties: str = "score",
               relevant_min: int = 1, no_relevant: str = "exclude",
-              inclusion: pd.DataFrame | None = None) -> pd.DataFrame:
+              inclusion: pd.DataFrame | None = None,
+              codes: RunCodes | None = None) -> pd.DataFrame:
     """Each measure's value for each query of the qrels.
 
     Parameters
@@ -831,6 +856,11 @@ def per_query(*, qrels: pd.DataFrame, run: pd.DataFrame, measures,
         sample (the pool table's column; :func:`relgrade.io.trec.read_trec_inclusion`). Every
         qrels pair with a grade >= 0 needs one; rows for pairs the qrels do not grade are
         ignored. Not modified.
+    codes : RunCodes, optional
+        :func:`relgrade.ranking.run_codes` of ``run`` (one arm, no ``arm`` column), as
+        :func:`relgrade.ranking.validate_run` used them: the run's query ids are then
+        looked up once per distinct id and its chunk ids are not hashed again. The table
+        is the same.
 
     Returns
     -------
@@ -850,7 +880,7 @@ def per_query(*, qrels: pd.DataFrame, run: pd.DataFrame, measures,
         not finite; a measure name does not parse; ``on_missing_query``, ``ties`` or
         ``no_relevant`` is unknown; xinfAP or infNDCG is asked for without ``inclusion``;
         an inclusion probability is not in (0, 1], a pair has two, or a judged pair has
-        none (naming the query and the chunk).
+        none (naming the query and the chunk); ``codes`` were made for another run.
 
     Notes
     -----
@@ -926,6 +956,7 @@ def per_query(*, qrels: pd.DataFrame, run: pd.DataFrame, measures,
             incl = inclusion
         else:
             incl = inclusion_at(key, inclusion, measure=inferred[0])
+    check_codes(run, codes)
     if "arm" in run.columns:
         codes, arms = pd.factorize(run["arm"].astype("str"), sort=True)
         tables = []
@@ -940,7 +971,7 @@ def per_query(*, qrels: pd.DataFrame, run: pd.DataFrame, measures,
                                  **_table(key, {}).to_dict("series")})
         return pd.concat(tables, ignore_index=True)
     table = _table(key, _score_run(key, run, parsed, on_missing_query, ties, no_relevant,
-                                   incl))
+                                   incl, codes))
     pa.default_memory_pool().release_unused()  # scoring's Arrow temporaries are garbage
     return table
 
@@ -1193,7 +1224,8 @@ def excluded_queries(qrels: pd.DataFrame, measures, *, relevant_min: int = 1) ->
     return out
 
 
-def query_coverage(qrels, run: pd.DataFrame) -> tuple[int, tuple[int, str | None]]:
+def query_coverage(qrels, run: pd.DataFrame, *,
+                   codes: RunCodes | None = None) -> tuple[int, tuple[int, str | None]]:
     """How many qrels queries a run answers, and which run queries the qrels lack.
 
     Parameters
@@ -1202,6 +1234,9 @@ def query_coverage(qrels, run: pd.DataFrame) -> tuple[int, tuple[int, str | None
         As for :func:`per_query`.
     run : pandas.DataFrame
         A run with a ``query_id`` column.
+    codes : RunCodes, optional
+        :func:`relgrade.ranking.run_codes` of ``run``: its distinct query ids are taken
+        from there instead of being found again.
 
     Returns
     -------
@@ -1212,7 +1247,12 @@ def query_coverage(qrels, run: pd.DataFrame) -> tuple[int, tuple[int, str | None
         order (None when there is none).
     """
     key = index_qrels(qrels)
-    ids = pc.unique(_checked_ids(run["query_id"], "query_id", separator=False).combine_chunks())
+    if codes is not None:
+        check_codes(run, codes)
+        ids = codes.queries
+    else:
+        ids = pc.unique(_checked_ids(run["query_id"], "query_id",
+                                     separator=False).combine_chunks())
     inside = codes_in(pa.chunked_array([ids]), key.query_ids) >= 0
     outside = ids.filter(pa.array(~inside))
     first = min(outside.to_pylist()) if len(outside) else None
