@@ -32,6 +32,13 @@ Contenders and what each computes per arm, at cutoffs 3, 5 and 10:
 instead, :data:`ANCHOR_MEASURES` (``ndcg_cut.10 recall.10 recip_rank``, trec_eval's names,
 which ``relgrade evaluate -m`` reads): uncut reciprocal rank among them.
 
+``pyarrow-read`` is the floor: it only reads the ten TREC runs with pyarrow's CSV reader,
+one thread, the query, chunk and score fields, ids dictionary-encoded, and computes nothing
+(it has no R@10 check). ``--base REV``: ``relgrade-evaluate`` is also
+run with the ``src/`` of git revision REV (extracted once under ``benchmarks/out/``), as
+the contender ``relgrade-evaluate@REV``, in the same interleaved rounds: a change and its
+base are paired round by round.
+
 The whole-process columns (``process wall`` and ``process CPU``, user + system seconds of
 every thread) include interpreter start-up and imports; the load average is recorded at the
 start and the end.
@@ -54,7 +61,8 @@ from pathlib import Path
 
 CUTOFFS = (3, 5, 10)
 TOOLS = ("relgrade-trec", "relgrade-parquet", "relgrade-trec-validated", "pytrec_eval",
-         "ir_measures", "ranx", "relgrade-evaluate", "relgrade-evaluate-full")
+         "ir_measures", "ranx", "relgrade-evaluate", "relgrade-evaluate-full", "pyarrow-read")
+REPO = Path(__file__).resolve().parents[1]
 # relgrade evaluate's measures: nDCG, R, RR at each cutoff ...
 EVALUATE_MEASURES = [f"{m}@{k}" for k in CUTOFFS for m in ("nDCG", "R", "RR")]
 # the anchor's set, trec_eval's names (uncut reciprocal rank)
@@ -161,6 +169,29 @@ def _ranx(data: Path):
     return time.perf_counter() - start, time.process_time() - cpu_start, check
 
 
+def _pyarrow_read(data: Path):
+    """The floor: every run read by pyarrow's CSV reader, one thread, only the fields a
+    measure needs (query, chunk, score), ids dictionary-encoded; nothing computed."""
+    import pyarrow as pa
+    import pyarrow.csv as pacsv
+
+    start, cpu_start = time.perf_counter(), time.process_time()
+    ids = pa.dictionary(pa.int32(), pa.string())
+    for path in _arms(data, "trec"):
+        table = pacsv.read_csv(
+            str(path),
+            read_options=pacsv.ReadOptions(
+                column_names=["query_id", "q0", "chunk_id", "rank", "score", "tag"],
+                use_threads=False),
+            parse_options=pacsv.ParseOptions(delimiter=" ", quote_char=False,
+                                             double_quote=False, escape_char=False),
+            convert_options=pacsv.ConvertOptions(
+                column_types={"query_id": ids, "chunk_id": ids, "score": pa.float64()},
+                include_columns=["query_id", "chunk_id", "score"]))
+        del table
+    return time.perf_counter() - start, time.process_time() - cpu_start, []
+
+
 def _evaluate(data: Path, measures: list[str]):
     import contextlib
     import io
@@ -193,8 +224,10 @@ def _worker(tool: str, data: Path, anchor: bool = False) -> dict:
         seconds, cpu, check = _ir_measures(data)
     elif tool == "ranx":
         seconds, cpu, check = _ranx(data)
-    elif tool == "relgrade-evaluate":
+    elif tool == "relgrade-evaluate" or tool.startswith("relgrade-evaluate@"):
         seconds, cpu, check = _evaluate(data, ANCHOR_MEASURES if anchor else EVALUATE_MEASURES)
+    elif tool == "pyarrow-read":
+        seconds, cpu, check = _pyarrow_read(data)
     elif tool == "relgrade-evaluate-full":
         seconds, cpu, check = _evaluate(data, FULL_MEASURES)
     else:
@@ -207,14 +240,28 @@ def _worker(tool: str, data: Path, anchor: bool = False) -> dict:
 
 # --- the parent: run each contender in a fresh process -------------------------------
 
-def _run_child(tool: str, data: Path, timeout: float, anchor: bool = False) -> dict:
+def _base_src(rev: str, out: Path) -> Path:
+    """The ``src/`` of git revision ``rev``, extracted once under ``out``."""
+    tree = out / f"base-{rev}"
+    if not (tree / "src").exists():
+        tree.mkdir(parents=True, exist_ok=True)
+        archive = subprocess.run(["git", "-C", str(REPO), "archive", rev, "src"], check=True,
+                                 capture_output=True).stdout
+        subprocess.run(["tar", "-x", "-C", str(tree)], input=archive, check=True)
+    return tree / "src"
+
+
+def _run_child(tool: str, data: Path, timeout: float, anchor: bool = False,
+               src: Path | None = None) -> dict:
     # children run one at a time, so the change in the children's rusage is this child's
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
+    env = {**os.environ, "PYTHONWARNINGS": "ignore"}
+    if src is not None:  # another revision's relgrade
+        env["PYTHONPATH"] = str(src)
     proc = subprocess.run([sys.executable, __file__, "--worker", tool, "--data", str(data)]
                           + (["--anchor"] if anchor else []),
-                          capture_output=True, text=True, timeout=timeout,
-                          env={**os.environ, "PYTHONWARNINGS": "ignore"})
+                          capture_output=True, text=True, timeout=timeout, env=env)
     wall = time.perf_counter() - start
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if proc.returncode != 0:
@@ -237,16 +284,22 @@ def main(argv=None) -> int:
     ap.add_argument("--worker", default=None, help=argparse.SUPPRESS)
     ap.add_argument("--anchor", action="store_true",
                     help="pytrec_eval and relgrade-evaluate on ndcg_cut.10 recall.10 recip_rank")
+    ap.add_argument("--base", default=None, metavar="REV",
+                    help="also run relgrade-evaluate with the src/ of this git revision")
     args = ap.parse_args(argv)
     if args.worker:
         print(json.dumps(_worker(args.worker, args.data, args.anchor)))
         return 0
     tools = args.tools.split(",")
+    srcs = {}
+    if args.base:
+        srcs[f"relgrade-evaluate@{args.base}"] = _base_src(args.base, args.out.parent)
+        tools.append(f"relgrade-evaluate@{args.base}")
     results = {t: [] for t in tools}
     load_start = os.getloadavg()
     for r in range(args.repeat):
         for tool in tools:
-            res = _run_child(tool, args.data, args.timeout, args.anchor)
+            res = _run_child(tool, args.data, args.timeout, args.anchor, srcs.get(tool))
             results[tool].append(res)
             shown = (f"{res['seconds']:.2f} s, {res['peak_rss_mib']:.0f} MiB"
                      if "seconds" in res else f"failed: {res['error']}")
@@ -284,6 +337,13 @@ def main(argv=None) -> int:
                 if "process_cpu" in x and "process_cpu" in b]
         if cpus and tool != "pytrec_eval":
             s["process_cpu_speedup_vs_pytrec_eval_median"] = statistics.median(cpus)
+    # whole-process CPU over the floor's (pyarrow-read), round by round
+    floor = results.get("pyarrow-read", [])
+    for tool, s in summary.items():
+        ratios = [x["process_cpu"] / f["process_cpu"] for x, f in zip(results[tool], floor)
+                  if "process_cpu" in x and "process_cpu" in f]
+        if ratios and tool != "pyarrow-read":
+            s["process_cpu_over_floor_median"] = statistics.median(ratios)
     # the full measure set against nDCG/R/RR alone, round by round
     if "relgrade-evaluate" in results and "relgrade-evaluate-full" in summary:
         pairs = [f["process_wall"] / e["process_wall"]
@@ -292,9 +352,9 @@ def main(argv=None) -> int:
         if pairs:
             summary["relgrade-evaluate-full"]["process_ratio_to_evaluate_median"] = \
                 statistics.median(pairs)
-    ref = next((s["check"] for s in summary.values() if "check" in s), None)
+    ref = next((s["check"] for s in summary.values() if s.get("check")), None)
     for tool, s in summary.items():
-        if "check" in s and ref is not None:
+        if s.get("check") and ref is not None:
             s["check_max_diff"] = max(abs(a - b) for a, b in zip(s["check"], ref))
     args.out.parent.mkdir(parents=True, exist_ok=True)
     load_end = os.getloadavg()
@@ -318,7 +378,12 @@ def main(argv=None) -> int:
               f"{s['cpu_seconds_median']:.2f} | {s['process_wall_median']:.2f} | "
               f"{'' if whole is None else f'{whole:.1f}'} | {s['process_cpu_median']:.2f} | "
               f"{'' if whole_cpu is None else f'{whole_cpu:.1f}'} | "
-              f"{s['peak_rss_mib_max']:.0f} | max diff {s['check_max_diff']:.1e} |")
+              f"{s['peak_rss_mib_max']:.0f} | "
+              f"{'max diff %.1e' % s['check_max_diff'] if 'check_max_diff' in s else 'none'} |")
+    for tool, s in summary.items():
+        if "process_cpu_over_floor_median" in s:
+            print(f"{tool}: whole-process CPU {s['process_cpu_over_floor_median']:.2f}x the "
+                  f"floor's (pyarrow-read), median per round")
     full = summary.get("relgrade-evaluate-full", {}).get("process_ratio_to_evaluate_median")
     if full is not None:
         print(f"full measure set / nDCG, R, RR alone (whole process, median per round): "
