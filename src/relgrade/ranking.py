@@ -75,9 +75,10 @@ def run_codes(run: pd.DataFrame, *, path=None) -> RunCodes:
     -------
     RunCodes
         ``query`` (int64, shape (n_rows,)): Arrow's dictionary code of each row's query
-        id, in order of first appearance; ``queries`` (pyarrow large_string array): those
-        ids; ``chunk_hash`` (uint64, shape (n_rows,)): the chunk ids' 64-bit text hash,
-        the one :func:`pair_hashes` combines with a query code.
+        id, in order of first appearance (one hash lookup per block of adjacent equal
+        ids); ``queries`` (pyarrow large_string array): those ids; ``chunk_hash``
+        (uint64, shape (n_rows,)): the chunk ids' 64-bit text hash, the one
+        :func:`pair_hashes` combines with a query code.
 
     Raises
     ------
@@ -88,11 +89,21 @@ def run_codes(run: pd.DataFrame, *, path=None) -> RunCodes:
     _require_run_columns(run, path)
     if "arm" in run.columns:
         raise InputError("run codes are for one arm's run, without an arm column", path=path)
-    encoded = pc.dictionary_encode(arrow_ids(run["query_id"]).combine_chunks())
-    if encoded.null_count:
+    qids = arrow_ids(run["query_id"]).combine_chunks()
+    if qids.null_count:
         raise InputError("query_id is missing in a row", path=path)
-    return RunCodes(query=encoded.indices.to_numpy(zero_copy_only=False).astype(np.int64),
-                    queries=encoded.dictionary.cast(pa.large_string()),
+    n = len(qids)
+    # a ranked list's rows are usually adjacent: only the first row of each block of equal
+    # query ids is dictionary-encoded, and its code repeated over the block (the codes are
+    # those of encoding every row: first seen, first coded)
+    head = np.ones(n, dtype=bool)
+    if n > 1:
+        head[1:] = pc.not_equal(qids[1:], qids[:-1]).to_numpy(zero_copy_only=False)
+    starts = np.flatnonzero(head)
+    encoded = pc.dictionary_encode(qids.take(pa.array(starts, type=pa.int64())))
+    query = np.repeat(encoded.indices.to_numpy(zero_copy_only=False).astype(np.int64),
+                      np.diff(np.r_[starts, n]))
+    return RunCodes(query=query, queries=encoded.dictionary.cast(pa.large_string()),
                     chunk_hash=_text_hash(arrow_ids(run["chunk_id"])))
 
 

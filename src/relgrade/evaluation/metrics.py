@@ -227,6 +227,10 @@ def _score_run(key: KeyIndex, run: pd.DataFrame, measures: list[Measure], on_mis
                          found="no " + ", ".join(missing))
     run_qids = _checked_ids(run["query_id"], "query_id", separator=False)
     chunk_ids = _checked_ids(run["chunk_id"], "chunk_id", separator=False)
+    if chunk_ids.num_chunks > 1:
+        # one contiguous array: each later take of a few rows would otherwise concatenate
+        # every chunk again (Arrow's take on a chunked array)
+        chunk_ids = pa.chunked_array([chunk_ids.combine_chunks()])
     if codes is not None:
         # each distinct query id is looked up once, not each row's
         rq = codes_in(pa.chunked_array([codes.queries]), key.query_ids)[codes.query]
