@@ -50,6 +50,8 @@ from relgrade.ranking import (
 from relgrade.schema import QRELS, RUN
 
 ON_MISSING = ("zero", "skip")
+#: Bits in uncut RR's prefilter of pair hashes (a power of two; 1 MiB of bools).
+_BIT_TABLE = 1 << 20
 #: How deep uncut RR looks before ranking whole lists when no cut measure sets the depth.
 DEEP_RR_DEPTH = 10
 NO_RELEVANT = ("exclude", "zero")
@@ -383,9 +385,15 @@ def _deep_rr(r: _Rows, m: Measure, depth: int, full: tuple, ties: str) -> np.nda
     wanted = np.flatnonzero(need[key.q] & (key.grade >= m.rel))  # qrels rows
     table = pd.Index(key.pair_hash[wanted])
     if chunk_hash is not None:
-        # the run's chunk ids are hashed already: look every row of those lists up
-        maybe = sub
-        hashes = pair_hashes_of(rq[maybe], chunk_hash[maybe])
+        # the run's chunk ids are hashed already: every row of those lists is a candidate;
+        # a bit table of the wanted pairs' low hash bits drops nearly all of them before
+        # the hash table is asked
+        hashes = pair_hashes_of(rq[sub], chunk_hash[sub])
+        bits = np.zeros(_BIT_TABLE, dtype=bool)
+        bits[key.pair_hash[wanted] & np.uint64(_BIT_TABLE - 1)] = True
+        kept = np.flatnonzero(bits[hashes & np.uint64(_BIT_TABLE - 1)])
+        maybe, hashes = sub[kept], hashes[kept]
+        del bits, kept
     else:
         # a row can be relevant only when its chunk id is one of those queries' relevant
         # chunks
@@ -418,8 +426,10 @@ def _deep_rr(r: _Rows, m: Measure, depth: int, full: tuple, ties: str) -> np.nda
     best = cand[order[first]]                 # each query's first relevant row
     slot = np.full(key.n_queries, -1, dtype=np.int64)
     slot[rq[best]] = np.arange(len(best))
-    sub = sub[slot[rq[sub]] >= 0]             # the lists that hold a relevant chunk
     b = slot[rq[sub]]
+    holds = b >= 0
+    sub, b = sub[holds], b[holds]             # the lists that hold a relevant chunk
+    del holds
     s, bs = score[sub], score[best][b]
     if ties == "rank":
         k, bk = rank[sub], rank[best][b]
