@@ -108,8 +108,27 @@ def run_codes(run: pd.DataFrame, *, path=None) -> RunCodes:
 
 
 def check_codes(run: pd.DataFrame, codes: RunCodes | None, path=None) -> None:
-    """Raise InputError unless ``codes`` (when given) can be those of ``run``: one arm, as
-    many rows."""
+    """Check that ``codes`` can be :func:`run_codes` of ``run``.
+
+    Parameters
+    ----------
+    run : pandas.DataFrame
+        The run the codes are passed with.
+    codes : RunCodes or None
+        None passes.
+    path : str or os.PathLike, optional
+        The run's file, named in the error.
+
+    Returns
+    -------
+    None
+
+    Raises
+    ------
+    InputError
+        ``run`` has an ``arm`` column, or ``codes`` hold another number of rows. (Codes of
+        another run with as many rows are not detected: pass the codes of this very run.)
+    """
     if codes is None:
         return
     if "arm" in run.columns or len(codes.query) != len(run) or \
