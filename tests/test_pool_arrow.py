@@ -187,6 +187,28 @@ def test_pool_candidates_equal_build_pool_of_the_canonical_ranking(ties, tail):
     assert (got[2]["tail_pairs"] > 0) == (tail > 0)
 
 
+def test_pool_tables_are_the_arrow_form_of_pool_candidates():
+    rng = np.random.default_rng(5)
+    runs = {arm: random_run(rng, queries=4, per_query=9, shuffle=False) for arm in ("a", "b")}
+    cands = {a: P.arm_candidates(to_table(r), 6) for a, r in runs.items()}
+    kwargs = {"depth": 2, "tail_sample": 2, "tail_depth": 6}
+    pool, prov, stats = P.pool_tables(cands, rng=np.random.default_rng(1), **kwargs)
+    want = P.pool_candidates(cands, rng=np.random.default_rng(1), **kwargs)
+    assert pool.schema == pa.schema([("query_id", pa.large_string()),
+                                     ("chunk_id", pa.large_string()),
+                                     ("inclusion_prob", pa.float64())])
+    assert prov.schema.names == ["query_id", "chunk_id", "arm", "rank", "score", "source"]
+    assert [prov.schema.field(c).type for c in ("rank", "score", "source")] == [
+        pa.int64(), pa.float64(), pa.large_string()]
+    pd.testing.assert_frame_equal(pool.to_pandas(), want[0])
+    pd.testing.assert_frame_equal(prov.to_pandas(), want[1])
+    assert stats == want[2]
+    # the manifest counts the same pairs and queries from either form
+    made = {"seed": 1, "depth": 2, "tail_sample": 2, "tail_depth": 6, "arms": ["b", "a"]}
+    assert P.pool_manifest(pool, **made) == P.pool_manifest(want[0], **made)
+    assert P.pool_manifest(pool, **made)["queries"] == 4
+
+
 def test_pool_candidates_break_score_ties_by_chunk_id_descending():
     # arm x ties c1 and c2 at the top: trec_eval's rule ranks c2 first, so at depth 1 the
     # pool is {c2}; arm y's c10 beats c9 ("c9" > "c10" as byte strings) at equal score.
