@@ -267,3 +267,27 @@ def test_id_set_agrees_with_arrow_is_in():
         values = pa.array([f"doc{i}" for i in rng.integers(0, 5000, size=rng.integers(1, 8))])
         want = bool(pa.compute.all(pa.compute.is_in(values, value_set=pa.array(corpus))).as_py())
         assert known.holds_all(values) == want
+
+
+def _hash_by_hand(text: str) -> int:
+    """The documented string hash, in Python integers: h = byte length; per 8-byte word w
+    (little-endian, the last zero-padded) h = (h ^ w) * M1; then splitmix64's finaliser."""
+    m = (1 << 64) - 1
+    m1, m2 = 0xBF58476D1CE4E5B9, 0x94D049BB133111EB
+    data = text.encode("utf-8")
+    h = len(data)
+    for i in range(0, len(data), 8):
+        h = ((h ^ int.from_bytes(data[i:i + 8].ljust(8, b"\0"), "little")) * m1) & m
+    h = ((h ^ (h >> 30)) * m1) & m
+    h = ((h ^ (h >> 27)) * m2) & m
+    return h ^ (h >> 31)
+
+
+def test_chunk_hashes_are_the_documented_hash_of_each_id():
+    ids = ["", "c", "doc12345", "doc123456", "é☃-chunk-0001-of-the-corpus", "abcdefgh" * 3]
+    arr = pa.chunked_array([pa.array(ids[:2], pa.large_string()),
+                            pa.array(ids[2:], pa.large_string()).slice(0)])
+    assert P.text_hashes(arr).tolist() == [_hash_by_hand(t) for t in ids]
+    # a slice starts its strings mid-buffer
+    assert P.text_hashes(pa.array(ids, pa.large_string()).slice(3)).tolist() == \
+        [_hash_by_hand(t) for t in ids[3:]]
