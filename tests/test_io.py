@@ -198,3 +198,18 @@ def test_arrow_parquet_refuses_a_type_pandas_metadata_is_not_made_for(tmp_path):
     with pytest.raises(ValueError, match="when"):
         io.write_arrow_parquet(tmp_path / "x.parquet", table)
     assert not (tmp_path / "x.parquet").exists()
+
+
+def test_arrow_parquet_of_a_table_in_several_chunks_has_the_bytes_pandas_writes(tmp_path):
+    import pyarrow as pa
+
+    table = pa.table({
+        "query_id": pa.chunked_array([pa.array(["q1", "q2"], pa.large_string()),
+                                      pa.array(["q3"], pa.large_string())]),
+        "inclusion_prob": pa.chunked_array([[1.0, 0.5], [0.25]])})
+    io.write_arrow_parquet(tmp_path / "arrow.parquet", table)
+    io.write_parquet(tmp_path / "pandas.parquet", table.to_pandas())
+    assert (tmp_path / "arrow.parquet").read_bytes() == \
+        (tmp_path / "pandas.parquet").read_bytes()
+    assert io.read_table(tmp_path / "arrow.parquet")["inclusion_prob"].tolist() == \
+        [1.0, 0.5, 0.25]
