@@ -205,7 +205,7 @@ def worker(name: str, fmt: str, folder: Path, out: Path, depth: int) -> None:
         return
     import relgrade.experiment.stage  # noqa: F401  (what the stage's process imports)
     _load()
-    from relgrade.io.files import write_json, write_parquet
+    from relgrade.io.files import write_arrow_parquet, write_json, write_parquet
     from relgrade.pipeline.stages.pool import pool_files
 
     paths = {p.stem: p for p in sorted(folder.glob(f"*{suffix}"))}
@@ -234,8 +234,11 @@ def worker(name: str, fmt: str, folder: Path, out: Path, depth: int) -> None:
             stacked = list(workers.map(load, paths))
         table, provenance, stats = pool.build_pool(
             ranking.canonical_ranking(pd.concat(stacked, ignore_index=True)), depth=depth)
-    write_parquet(out / "pool.parquet", table)
-    write_parquet(out / "provenance.parquet", provenance)
+    # the stage's code gives Arrow tables (written as the stage writes them), the pandas
+    # path DataFrames
+    write = write_parquet if "pandas" in name else write_arrow_parquet
+    write(out / "pool.parquet", table)
+    write(out / "provenance.parquet", provenance)
     write_json(out / "manifest.json", pool.pool_manifest(
         table, seed=0, depth=depth, tail_sample=0, tail_depth=None, arms=list(paths)))
     write_json(out / "stats.json", stats)
@@ -495,7 +498,7 @@ def stage_steps(exp: Path) -> dict[str, float]:
     clock = time.process_time
     t = clock()
     from relgrade.experiment.files import Experiment
-    from relgrade.io.files import write_json, write_parquet
+    from relgrade.io.files import write_arrow_parquet, write_json
     from relgrade.io.runtable import read_run_table
     from relgrade.pipeline import runner
     from relgrade.pipeline.stages import pool as stage
@@ -527,12 +530,12 @@ def stage_steps(exp: Path) -> dict[str, float]:
     out["known-id check (one DuckDB query)"] = clock() - t
     del runs
     t = clock()
-    table, provenance, stats = protocol.pool_candidates(cuts, depth=10)
+    table, provenance, stats = protocol.pool_tables(cuts, depth=10)
     out["rank the candidates, pool, provenance, statistics"] = clock() - t
     with tempfile.TemporaryDirectory() as scratch:
         t = clock()
-        write_parquet(Path(scratch) / "pool.parquet", table)
-        write_parquet(Path(scratch) / "provenance.parquet", provenance)
+        write_arrow_parquet(Path(scratch) / "pool.parquet", table)
+        write_arrow_parquet(Path(scratch) / "provenance.parquet", provenance)
         out["write pool and provenance Parquet"] = clock() - t
         t = clock()
         write_json(Path(scratch) / "manifest.json", protocol.pool_manifest(

@@ -142,3 +142,74 @@ def test_read_rows_refuses_a_missing_column_naming_the_file(tmp_path):
     with pytest.raises(InputError) as e:
         io.read_rows(p, ["query_id", "group"])
     assert e.value.rule == "missing column(s) group" and e.value.path == str(p)
+
+
+# --- Arrow tables written as pandas writes them -------------------------------------------
+
+def _arrow_table(rows):
+    import numpy as np
+    import pyarrow as pa
+
+    return pa.table({
+        "query_id": pa.array([r[0] for r in rows], type=pa.large_string()),
+        "chunk_id": pa.array([r[1] for r in rows], type=pa.string()),
+        "rank": pa.array([r[2] for r in rows], type=pa.int64()),
+        "score": pa.array([r[3] for r in rows], type=pa.float64()),
+        "seen": pa.array([r[4] for r in rows], type=pa.bool_()),
+    }) if rows else pa.table({
+        "query_id": pa.array([], type=pa.large_string()),
+        "score": pa.array(np.zeros(0), type=pa.float64())})
+
+
+@pytest.mark.parametrize("rows", [
+    [("q1", "c1", 1, 2.5, True), ("q2", "é ☃", 2, -0.0, False)],
+    [("q\"1", "c\\1", 3, float("nan"), True)],  # a NaN score: pandas hands it on as null
+    [],
+])
+def test_arrow_parquet_has_the_bytes_pandas_writes(tmp_path, rows):
+    table = _arrow_table(rows)
+    io.write_arrow_parquet(tmp_path / "arrow.parquet", table)
+    io.write_parquet(tmp_path / "pandas.parquet", table.to_pandas())
+    assert (tmp_path / "arrow.parquet").read_bytes() == \
+        (tmp_path / "pandas.parquet").read_bytes()
+
+
+def test_pandas_schema_metadata_is_what_pyarrow_stores_for_the_frame():
+    import json
+
+    import pyarrow as pa
+
+    table = _arrow_table([("q1", "c1", 1, 2.5, True)])
+    want = pa.Table.from_pandas(table.to_pandas(), preserve_index=False).schema.metadata
+    got = io.pandas_schema_metadata(table)
+    assert got == want[b"pandas"]
+    meta = json.loads(got)
+    assert [(c["name"], c["pandas_type"], c["numpy_type"]) for c in meta["columns"]] == [
+        ("query_id", "object", "str"), ("chunk_id", "object", "str"),
+        ("rank", "int64", "int64"), ("score", "float64", "float64"),
+        ("seen", "bool", "bool")]
+    assert meta["index_columns"] == [] and meta["pandas_version"] == pd.__version__
+
+
+def test_arrow_parquet_refuses_a_type_pandas_metadata_is_not_made_for(tmp_path):
+    import pyarrow as pa
+
+    table = pa.table({"when": pa.array([1], type=pa.timestamp("s"))})
+    with pytest.raises(ValueError, match="when"):
+        io.write_arrow_parquet(tmp_path / "x.parquet", table)
+    assert not (tmp_path / "x.parquet").exists()
+
+
+def test_arrow_parquet_of_a_table_in_several_chunks_has_the_bytes_pandas_writes(tmp_path):
+    import pyarrow as pa
+
+    table = pa.table({
+        "query_id": pa.chunked_array([pa.array(["q1", "q2"], pa.large_string()),
+                                      pa.array(["q3"], pa.large_string())]),
+        "inclusion_prob": pa.chunked_array([[1.0, 0.5], [0.25]])})
+    io.write_arrow_parquet(tmp_path / "arrow.parquet", table)
+    io.write_parquet(tmp_path / "pandas.parquet", table.to_pandas())
+    assert (tmp_path / "arrow.parquet").read_bytes() == \
+        (tmp_path / "pandas.parquet").read_bytes()
+    assert io.read_table(tmp_path / "arrow.parquet")["inclusion_prob"].tolist() == \
+        [1.0, 0.5, 0.25]

@@ -187,6 +187,28 @@ def test_pool_candidates_equal_build_pool_of_the_canonical_ranking(ties, tail):
     assert (got[2]["tail_pairs"] > 0) == (tail > 0)
 
 
+def test_pool_tables_are_the_arrow_form_of_pool_candidates():
+    rng = np.random.default_rng(5)
+    runs = {arm: random_run(rng, queries=4, per_query=9, shuffle=False) for arm in ("a", "b")}
+    cands = {a: P.arm_candidates(to_table(r), 6) for a, r in runs.items()}
+    kwargs = {"depth": 2, "tail_sample": 2, "tail_depth": 6}
+    pool, prov, stats = P.pool_tables(cands, rng=np.random.default_rng(1), **kwargs)
+    want = P.pool_candidates(cands, rng=np.random.default_rng(1), **kwargs)
+    assert pool.schema == pa.schema([("query_id", pa.large_string()),
+                                     ("chunk_id", pa.large_string()),
+                                     ("inclusion_prob", pa.float64())])
+    assert prov.schema.names == ["query_id", "chunk_id", "arm", "rank", "score", "source"]
+    assert [prov.schema.field(c).type for c in ("rank", "score", "source")] == [
+        pa.int64(), pa.float64(), pa.large_string()]
+    pd.testing.assert_frame_equal(pool.to_pandas(), want[0])
+    pd.testing.assert_frame_equal(prov.to_pandas(), want[1])
+    assert stats == want[2]
+    # the manifest counts the same pairs and queries from either form
+    made = {"seed": 1, "depth": 2, "tail_sample": 2, "tail_depth": 6, "arms": ["b", "a"]}
+    assert P.pool_manifest(pool, **made) == P.pool_manifest(want[0], **made)
+    assert P.pool_manifest(pool, **made)["queries"] == 4
+
+
 def test_pool_candidates_break_score_ties_by_chunk_id_descending():
     # arm x ties c1 and c2 at the top: trec_eval's rule ranks c2 first, so at depth 1 the
     # pool is {c2}; arm y's c10 beats c9 ("c9" > "c10" as byte strings) at equal score.
@@ -245,3 +267,27 @@ def test_id_set_agrees_with_arrow_is_in():
         values = pa.array([f"doc{i}" for i in rng.integers(0, 5000, size=rng.integers(1, 8))])
         want = bool(pa.compute.all(pa.compute.is_in(values, value_set=pa.array(corpus))).as_py())
         assert known.holds_all(values) == want
+
+
+def _hash_by_hand(text: str) -> int:
+    """The documented string hash, in Python integers: h = byte length; per 8-byte word w
+    (little-endian, the last zero-padded) h = (h ^ w) * M1; then splitmix64's finaliser."""
+    m = (1 << 64) - 1
+    m1, m2 = 0xBF58476D1CE4E5B9, 0x94D049BB133111EB
+    data = text.encode("utf-8")
+    h = len(data)
+    for i in range(0, len(data), 8):
+        h = ((h ^ int.from_bytes(data[i:i + 8].ljust(8, b"\0"), "little")) * m1) & m
+    h = ((h ^ (h >> 30)) * m1) & m
+    h = ((h ^ (h >> 27)) * m2) & m
+    return h ^ (h >> 31)
+
+
+def test_chunk_hashes_are_the_documented_hash_of_each_id():
+    ids = ["", "c", "doc12345", "doc123456", "é☃-chunk-0001-of-the-corpus", "abcdefgh" * 3]
+    arr = pa.chunked_array([pa.array(ids[:2], pa.large_string()),
+                            pa.array(ids[2:], pa.large_string()).slice(0)])
+    assert P.text_hashes(arr).tolist() == [_hash_by_hand(t) for t in ids]
+    # a slice starts its strings mid-buffer
+    assert P.text_hashes(pa.array(ids, pa.large_string()).slice(3)).tolist() == \
+        [_hash_by_hand(t) for t in ids[3:]]

@@ -259,11 +259,15 @@ _MASKS = np.array([(1 << (8 * i)) - 1 for i in range(9)], dtype=np.uint64)  # lo
 
 
 def _mix(x: np.ndarray) -> np.ndarray:
-    """splitmix64's finaliser: a bijection of uint64 that spreads every input bit."""
+    """splitmix64's finaliser: a bijection of uint64 that spreads every input bit. ``x`` is
+    overwritten (and returned) when it is a uint64 array."""
+    x = np.asarray(x, dtype=np.uint64)
     with np.errstate(over="ignore"):
-        x = (x ^ (x >> np.uint64(30))) * _MIX1
-        x = (x ^ (x >> np.uint64(27))) * _MIX2
-    return x ^ (x >> np.uint64(31))
+        for shift, mul in ((30, _MIX1), (27, _MIX2)):
+            np.bitwise_xor(x, x >> np.uint64(shift), out=x)
+            np.multiply(x, mul, out=x)
+        np.bitwise_xor(x, x >> np.uint64(31), out=x)
+    return x
 
 
 def pair_hashes(codes: np.ndarray, ids: pa.ChunkedArray) -> np.ndarray:
@@ -305,7 +309,15 @@ def pair_hashes_of(codes: np.ndarray, text_hash: np.ndarray) -> np.ndarray:
 
 
 def _text_hash(ids: pa.ChunkedArray) -> np.ndarray:
-    """A 64-bit hash of each string's UTF-8 bytes, read 8 bytes at a time (uint64)."""
+    """A 64-bit hash of each string's UTF-8 bytes, read 8 bytes at a time (uint64).
+
+    The hash of a string of ``n`` bytes is ``_mix(h)`` with ``h = n`` and, for each of its
+    ``ceil(n / 8)`` 8-byte words ``w`` (the last one zero-padded, little-endian),
+    ``h = (h ^ w) * _MIX1``: a function of the string alone, so equal strings hash alike
+    in any two arrays and any Arrow chunks. (Until 2026-12 a string shorter than the
+    longest of its chunk took extra rounds for the words it does not have, so the same
+    id could hash differently in a run and in the qrels: matches were missed.)
+    """
     out = []
     for chunk in ids.chunks:
         n = len(chunk)
@@ -315,19 +327,27 @@ def _text_hash(ids: pa.ChunkedArray) -> np.ndarray:
             chunk.offset: chunk.offset + n + 1]
         raw = chunk.buffers()[2]
         data = np.frombuffer(raw, dtype=np.uint8) if raw is not None else np.zeros(0, np.uint8)
-        data = np.concatenate([data[offsets[0]: offsets[-1]], np.zeros(8, np.uint8)])
-        starts = offsets[:-1] - offsets[0]
         lengths = np.diff(offsets)
+        words = int(-(-int(lengths.max()) // 8))
+        # zeros past the end, so every string's every word can be read without a bound check
+        data = np.concatenate([data[offsets[0]: offsets[-1]],
+                               np.zeros(8 * max(words, 1), np.uint8)])
+        starts = offsets[:-1] - offsets[0]
         # every 8-byte window of the bytes, unaligned (x86 and ARM read these)
         windows = np.ndarray(shape=(len(data) - 7,), dtype="<u8", buffer=data, strides=(1,))
         h = lengths.astype(np.uint64)
         with np.errstate(over="ignore"):
-            for w in range(int(-(-lengths.max() // 8))):
-                at = starts + 8 * w
-                word = windows[np.minimum(at, len(windows) - 1)]
-                # keep only the string's own bytes of the window
-                word &= _MASKS[np.clip(lengths - 8 * w, 0, 8)]
-                h = (h ^ word) * _MIX1
+            for w in range(words):
+                word = windows[starts + 8 * w if w else starts]
+                if not (lengths >= 8 * (w + 1)).all():
+                    # keep only the string's own bytes of the window
+                    word &= _MASKS[np.clip(lengths - 8 * w, 0, 8)]
+                if (lengths > 8 * w).all():
+                    np.bitwise_xor(h, word, out=h)
+                    np.multiply(h, _MIX1, out=h)
+                else:
+                    # a string without a w-th word keeps its hash: no round for it
+                    h = np.where(lengths > 8 * w, (h ^ word) * _MIX1, h)
         out.append(_mix(h))
     return np.concatenate(out) if out else np.zeros(0, dtype=np.uint64)
 

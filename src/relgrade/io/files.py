@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Iterable, Iterator
 
 if TYPE_CHECKING:
     import pandas as pd
+    import pyarrow as pa
 
 from relgrade.canonical import jsonl_bytes
 from relgrade.errors import InputError
@@ -496,6 +497,96 @@ def write_parquet(path, df: pd.DataFrame) -> None:
     """Write ``df`` to Parquet atomically, without the pandas index."""
     with atomic_path(path) as tmp:
         df.to_parquet(tmp, index=False)
+
+
+# Arrow type -> (pandas_type, numpy_type) as pandas' metadata names a column written from
+# pandas' default dtypes (pandas 3: text is dtype `str`)
+_PANDAS_TYPES = {"large_string": ("object", "str"), "string": ("object", "str"),
+                 "int64": ("int64", "int64"), "double": ("float64", "float64"),
+                 "bool": ("bool", "bool")}
+
+
+def pandas_schema_metadata(table: pa.Table) -> bytes:
+    """The ``pandas`` schema metadata pyarrow stores when it writes a DataFrame without its
+    index (``DataFrame.to_parquet(index=False)``), made without importing pandas.
+
+    Parameters
+    ----------
+    table : pyarrow.Table
+        Columns of type large_string or string (pandas 3's ``str`` dtype), int64, float64
+        or bool.
+
+    Returns
+    -------
+    bytes
+        The JSON pyarrow's ``pandas_compat.construct_metadata`` writes for the DataFrame
+        ``table.to_pandas()`` (``json.dumps`` with its default separators): ``index_columns``
+        and ``column_indexes`` empty, one entry per column (``name``, ``field_name``,
+        ``pandas_type``, ``numpy_type``, ``metadata``), ``attributes``, ``creator``
+        (pyarrow and its version) and ``pandas_version`` (the installed pandas' version,
+        from its package metadata).
+
+    Raises
+    ------
+    ValueError
+        A column of another type, or a column name that is not a string.
+    """
+    import importlib.metadata
+
+    import pyarrow as pa
+
+    columns = []
+    for field in table.schema:
+        kind = _PANDAS_TYPES.get(str(field.type))
+        if kind is None or not isinstance(field.name, str):
+            raise ValueError(f"no pandas metadata for column {field.name!r} of type "
+                             f"{field.type}")
+        columns.append({"name": field.name, "field_name": field.name, "pandas_type": kind[0],
+                        "numpy_type": kind[1], "metadata": None})
+    return json.dumps({"index_columns": [], "column_indexes": [], "columns": columns,
+                       "attributes": {},
+                       "creator": {"library": "pyarrow", "version": pa.__version__},
+                       "pandas_version": importlib.metadata.version("pandas")}).encode()
+
+
+def write_arrow_parquet(path, table: pa.Table) -> None:
+    """Write an Arrow table to Parquet atomically, byte for byte as :func:`write_parquet`
+    writes ``table.to_pandas()`` (the same schema metadata, :func:`pandas_schema_metadata`,
+    and the same writer options), without importing pandas.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        The Parquet file to write.
+    table : pyarrow.Table
+        Columns of the types :func:`pandas_schema_metadata` takes; its own schema metadata
+        is replaced; as the round trip through pandas does, a string column is written as
+        large_string and a NaN of a float column as null.
+
+    Raises
+    ------
+    ValueError
+        As :func:`pandas_schema_metadata`.
+    InputError
+        As :func:`atomic_path`: the folder cannot be made or written.
+    """
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    metadata = pandas_schema_metadata(table)
+    for i, field in enumerate(table.schema):
+        if pa.types.is_string(field.type):  # pandas' str dtype comes back as large_string
+            table = table.set_column(i, field.with_type(pa.large_string()),
+                                     table[i].cast(pa.large_string()))
+        # pandas hands a float NaN to Arrow as a null
+        if pa.types.is_floating(field.type) and pc.any(pc.is_nan(table[i])).as_py():
+            column = table[i]
+            table = table.set_column(i, field, pc.if_else(
+                pc.is_nan(column), pa.scalar(None, field.type), column))
+    table = table.replace_schema_metadata({b"pandas": metadata})
+    with atomic_path(path) as tmp:
+        pq.write_table(table, tmp)
 
 
 def write_tsv(path, df: pd.DataFrame) -> None:

@@ -22,17 +22,24 @@ from __future__ import annotations
 
 import numbers
 from itertools import combinations
+from typing import TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from relgrade.canonical import canonical_json, sha256_bytes
 from relgrade.errors import InputError
-from relgrade.ranking import (arrow_ids, holds_separator, id_codes, ids_at, pair_hashes,
+from relgrade.ranking import (arrow_ids, holds_separator, id_codes, pair_hashes,
                               ranks_in_sorted, validate_run)
 from relgrade.schema import RUNS
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+# the pool is built as Arrow tables (:func:`pool_tables`), which the pool stage writes as
+# they are (:func:`relgrade.io.files.write_arrow_parquet`); the functions that return
+# pandas DataFrames convert them at the end
 
 
 def _int_param(value, name: str, *, minimum: int) -> int:
@@ -261,6 +268,27 @@ def pool_candidates(candidates, *, depth: int, ties: str = "score", tail_sample:
                     tail_depth: int | None = None,
                     rng: np.random.Generator | None = None
                     ) -> tuple[pd.DataFrame, pd.DataFrame, dict]:
+    """Rank every arm's candidate rows canonically and pool them, as pandas DataFrames.
+
+    :func:`pool_tables` with the pool and the provenance converted to pandas
+    (``pyarrow.Table.to_pandas``: ids of dtype ``str``, a fresh 0..n-1 index); the
+    parameters, errors and values are those of :func:`pool_tables`.
+
+    Returns
+    -------
+    pool, provenance, stats
+        Exactly what ``build_pool(canonical_ranking(stacked, ties=ties), ...)`` returns for
+        the stacked candidates (see :func:`build_pool`).
+    """
+    pool, provenance, stats = pool_tables(candidates, depth=depth, ties=ties,
+                                          tail_sample=tail_sample, tail_depth=tail_depth,
+                                          rng=rng)
+    return pool.to_pandas(), provenance.to_pandas(), stats
+
+
+def pool_tables(candidates, *, depth: int, ties: str = "score", tail_sample: int = 0,
+                tail_depth: int | None = None, rng: np.random.Generator | None = None
+                ) -> tuple[pa.Table, pa.Table, dict]:
     """Rank every arm's candidate rows canonically and pool them: the pool stage's last step.
 
     Parameters
@@ -275,9 +303,14 @@ def pool_candidates(candidates, *, depth: int, ties: str = "score", tail_sample:
 
     Returns
     -------
-    pool, provenance, stats
-        Exactly what ``build_pool(canonical_ranking(stacked, ties=ties), ...)`` returns for
-        the stacked candidates (see :func:`build_pool`).
+    pool : pyarrow.Table of shape (n_pairs, 3)
+        ``query_id``, ``chunk_id`` (large_string), ``inclusion_prob`` (float64): the rows
+        of :func:`build_pool`'s pool, same order.
+    provenance : pyarrow.Table of shape (n_found, 6)
+        ``query_id``, ``chunk_id``, ``arm`` (large_string), ``rank`` (int64), ``score``
+        (float64), ``source`` (large_string): :func:`build_pool`'s columns and rows.
+    stats : dict
+        As :func:`build_pool`.
 
     Raises
     ------
@@ -444,6 +477,7 @@ def build_pool(runs: pd.DataFrame, *, depth: int, tail_sample: int = 0,
 
     Examples
     --------
+    >>> import pandas as pd
     >>> runs = pd.DataFrame({"arm": ["a", "a", "b"], "query_id": ["q", "q", "q"],
     ...                      "chunk_id": ["c1", "c2", "c2"], "rank": [1, 2, 1],
     ...                      "score": [2.0, 1.0, 5.0]})
@@ -462,9 +496,11 @@ def build_pool(runs: pd.DataFrame, *, depth: int, tail_sample: int = 0,
     qc, qu = id_codes(sub["query_id"])
     cc, cu = id_codes(sub["chunk_id"])
     ac, au = id_codes(sub["arm"])
-    return _pool_codes(qc, qu, cc, cu, ac, au, sub["rank"].to_numpy(dtype=np.int64),
-                       sub["score"].to_numpy(dtype=np.float64), depth=depth,
-                       tail_sample=tail_sample, tail_depth=tail_depth, rng=rng)
+    pool, provenance, stats = _pool_codes(
+        qc, qu, cc, cu, ac, au, sub["rank"].to_numpy(dtype=np.int64),
+        sub["score"].to_numpy(dtype=np.float64), depth=depth, tail_sample=tail_sample,
+        tail_depth=tail_depth, rng=rng)
+    return pool.to_pandas(), provenance.to_pandas(), stats
 
 
 def _pool_params(depth, tail_sample, tail_depth, rng) -> tuple[int, int, int | None]:
@@ -482,8 +518,8 @@ def _pool_params(depth, tail_sample, tail_depth, rng) -> tuple[int, int, int | N
 
 
 def _pool_codes(qc, qu, cc, cu, ac, au, rank, score, *, depth, tail_sample, tail_depth,
-                rng) -> tuple[pd.DataFrame, pd.DataFrame, dict]:
-    """:func:`build_pool` on id codes: ``qc``/``cc``/``ac`` (int64, shape (n_rows,)) index
+                rng) -> tuple[pa.Table, pa.Table, dict]:
+    """:func:`build_pool` on id codes, as Arrow tables: ``qc``/``cc``/``ac`` (int64, shape (n_rows,)) index
     the byte-ordered distinct ids ``qu``/``cu``/``au`` (pyarrow arrays); ``rank`` (int64,
     canonical) and ``score`` (float64) per row; params already checked. Rows ranked below
     the deepest pooled rank are ignored."""
@@ -534,10 +570,10 @@ def _pool_codes(qc, qu, cc, cu, ac, au, rank, score, *, depth, tail_sample, tail
         all_prob = np.concatenate([all_prob, tail_prob])
         merged = np.argsort(all_keys, kind="stable")
         all_keys, all_prob = all_keys[merged], all_prob[merged]
-    pool = pd.DataFrame({
-        "query_id": ids_at(qu, all_keys // n_c),
-        "chunk_id": ids_at(cu, all_keys % n_c),
-        "inclusion_prob": all_prob.astype(np.float64),
+    pool = pa.table({
+        "query_id": _ids_at(qu, all_keys // n_c),
+        "chunk_id": _ids_at(cu, all_keys % n_c),
+        "inclusion_prob": pa.array(all_prob.astype(np.float64)),
     })
 
     # Provenance: every arm's row for a pooled pair (top-depth rows, sampled tail rows).
@@ -545,14 +581,14 @@ def _pool_codes(qc, qu, cc, cu, ac, au, rank, score, *, depth, tail_sample, tail
     if tail_keys.size:
         chosen |= np.isin(pair, tail_keys)
     rows = order[chosen[order]]
-    provenance = pd.DataFrame({
-        "query_id": ids_at(qu, qc[rows]),
-        "chunk_id": ids_at(cu, cc[rows]),
-        "arm": ids_at(au, ac[rows]),
-        "rank": rank[rows],
-        "score": score[rows],
+    provenance = pa.table({
+        "query_id": _ids_at(qu, qc[rows]),
+        "chunk_id": _ids_at(cu, cc[rows]),
+        "arm": _ids_at(au, ac[rows]),
+        "rank": pa.array(rank[rows].astype(np.int64)),
+        "score": pa.array(score[rows].astype(np.float64)),
         "source": pa.array(["tail", "depth"], type=pa.large_string()).take(
-            pa.array(top[rows].view(np.int8))).to_pandas(),
+            pa.array(top[rows].view(np.int8))),
     })
 
     stats = _stats(pool_keys=all_keys, n_c=n_c, depth_keys=depth_keys,
@@ -560,6 +596,12 @@ def _pool_codes(qc, qu, cc, cu, ac, au, rank, score, *, depth, tail_sample, tail
                    top_query=qc[top_sorted], arms=au.to_pylist(), n_q=n_q,
                    tail_pairs=int(tail_keys.size))
     return pool, provenance, stats
+
+
+def _ids_at(uniques: pa.Array, codes: np.ndarray) -> pa.Array:
+    """``uniques[codes]`` as a large_string Arrow array (what
+    :func:`relgrade.ranking.ids_at` gives, before pandas)."""
+    return pc.cast(uniques.take(pa.array(codes, type=pa.int64())), pa.large_string())
 
 
 def _runs_of(sorted_keys: np.ndarray, *, index: bool = False
@@ -629,12 +671,12 @@ def _round(value):
     return None if value is None else round(value, 6)
 
 
-def pool_bytes(pool: pd.DataFrame) -> bytes:
+def pool_bytes(pool: pd.DataFrame | pa.Table) -> bytes:
     """The pool's canonical JSON Lines bytes, from which its version is hashed.
 
     Parameters
     ----------
-    pool : pandas.DataFrame
+    pool : pandas.DataFrame or pyarrow.Table
         Columns ``query_id`` and ``chunk_id`` (other columns are ignored).
 
     Returns
@@ -717,7 +759,7 @@ def _concatenated(strings: pa.Array) -> bytes:
     return data.to_pybytes()[int(offsets[0]):int(offsets[-1])]
 
 
-def pool_version(pool: pd.DataFrame) -> str:
+def pool_version(pool: pd.DataFrame | pa.Table) -> str:
     """The pool's version: ``"p-"`` + the first 12 hex digits of sha256(:func:`pool_bytes`).
 
     Two pools with the same pairs have the same version, whatever their row order or
@@ -725,15 +767,19 @@ def pool_version(pool: pd.DataFrame) -> str:
 
     Examples
     --------
+    >>> import pandas as pd
     >>> pool_version(pd.DataFrame({"query_id": ["q"], "chunk_id": ["c"]}))[:2]
     'p-'
     """
     return "p-" + sha256_bytes(pool_bytes(pool))[:12]
 
 
-def pool_manifest(pool: pd.DataFrame, *, seed: int, depth: int, tail_sample: int,
+def pool_manifest(pool: pd.DataFrame | pa.Table, *, seed: int, depth: int, tail_sample: int,
                   tail_depth: int | None, arms) -> dict:
     """The pool manifest (params ``paths.pool_manifest``).
+
+    ``pool`` is the pool table (pandas or Arrow, columns ``query_id`` and ``chunk_id``);
+    the other arguments are the pool params and the arms pooled.
 
     Returns
     -------
@@ -748,6 +794,6 @@ def pool_manifest(pool: pd.DataFrame, *, seed: int, depth: int, tail_sample: int
         "tail_sample": int(tail_sample),
         "tail_depth": None if tail_depth is None else int(tail_depth),
         "pairs": int(len(pool)),
-        "queries": int(pool["query_id"].nunique()),
+        "queries": int(pc.count_distinct(arrow_ids(pool["query_id"])).as_py()),
         "arms": sorted(str(a) for a in arms),
     }

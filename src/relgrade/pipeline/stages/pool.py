@@ -14,7 +14,7 @@ import os
 from concurrent.futures import ThreadPoolExecutor
 
 from relgrade.errors import InputError
-from relgrade.io.files import read_column, write_json, write_parquet
+from relgrade.io.files import read_column, write_arrow_parquet, write_json
 from relgrade.io.runtable import read_run_table
 from relgrade.protocol import pool
 from relgrade.ranking import validate_run
@@ -38,14 +38,14 @@ def run(ex):
             depth=(cfg.tail_depth or cfg.depth) if cfg.tail_sample else cfg.depth,
             ties=ties, queries=ex.path("queries"), chunks=ex.path("chunks"))
     if stacked is not None:
-        table, provenance, stats = pool.pool_candidates(stacked, **options)
+        table, provenance, stats = pool.pool_tables(stacked, **options)
     else:
         # the local engine, also whenever Spark met a run it leaves to the reference rules
         queries, chunks = known_ids(ex)
         table, provenance, stats = pool_files(paths, queries=queries, chunks=chunks,
                                               **options)
-    write_parquet(ex.path("pool"), table)
-    write_parquet(ex.path("provenance"), provenance)
+    write_arrow_parquet(ex.path("pool"), table)
+    write_arrow_parquet(ex.path("provenance"), provenance)
     write_json(ex.path("pool_manifest"), pool.pool_manifest(
         table, seed=seed, depth=cfg.depth, tail_sample=cfg.tail_sample,
         tail_depth=cfg.tail_depth, arms=list(arms)))
@@ -83,7 +83,8 @@ def pool_files(paths, *, depth: int, tail_sample: int = 0, tail_depth: int | Non
     Returns
     -------
     pool, provenance, stats
-        As :func:`relgrade.protocol.pool.build_pool`.
+        As :func:`relgrade.protocol.pool.pool_tables` (the pool and the provenance as
+        Arrow tables, the rows and columns of :func:`relgrade.protocol.pool.build_pool`).
 
     Raises
     ------
@@ -132,5 +133,5 @@ def pool_files(paths, *, depth: int, tail_sample: int = 0, tail_depth: int | Non
                          chunks=chunks)
     stacked = {arm: got[1] for arm, (got, _) in zip(paths, loaded)}
     del loaded
-    return pool.pool_candidates(stacked, depth=depth, ties=ties, tail_sample=tail_sample,
-                                tail_depth=tail_depth, rng=rng)
+    return pool.pool_tables(stacked, depth=depth, ties=ties, tail_sample=tail_sample,
+                            tail_depth=tail_depth, rng=rng)
