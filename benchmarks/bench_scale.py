@@ -60,19 +60,16 @@ def measured(cmd: list[str], cwd: Path, src: Path = REPO / "src") -> dict:
     """Run ``cmd`` in ``cwd`` with relgrade imported from ``src``; its CPU-seconds (user+sys,
     children included), wall seconds and peak RSS in MiB. Raises RuntimeError with its
     stderr when it fails."""
-    start = time.perf_counter()
-    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
-        proc = subprocess.Popen(cmd, cwd=cwd, env=_env(src), stdout=out, stderr=err,
-                                stdin=subprocess.DEVNULL)
-        _, status, usage = os.wait4(proc.pid, 0)
-        proc.returncode = os.waitstatus_to_exitcode(status)
-        wall = time.perf_counter() - start
-        if proc.returncode != 0:
-            err.seek(0)
-            raise RuntimeError(f"{' '.join(cmd)} failed ({proc.returncode}):\n"
-                               f"{err.read().decode(errors='replace')[-4000:]}")
-    return {"cpu_s": usage.ru_utime + usage.ru_stime, "user_s": usage.ru_utime,
-            "sys_s": usage.ru_stime, "wall_s": wall, "rss_mib": usage.ru_maxrss / 1024}
+    job = json.dumps({"cmd": [str(c) for c in cmd], "cwd": str(cwd)})
+    # started from launch.py, a small process: see its notes on what a child's peak counts
+    done = subprocess.run([sys.executable, str(Path(__file__).resolve().parent / "launch.py"),
+                           job], env=_env(src), capture_output=True, text=True, check=True)
+    got = json.loads(done.stdout)
+    if got["returncode"] != 0:
+        raise RuntimeError(f"{' '.join(map(str, cmd))} failed ({got['returncode']}):\n"
+                           f"{got['stderr']}")
+    return {"cpu_s": got["user_s"] + got["sys_s"], "user_s": got["user_s"],
+            "sys_s": got["sys_s"], "wall_s": got["wall_s"], "rss_mib": got["maxrss_kib"] / 1024}
 
 
 def write_inputs(folder: Path, n: int, seed: int) -> pd.DataFrame:

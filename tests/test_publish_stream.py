@@ -11,6 +11,8 @@ from __future__ import annotations
 import json
 import random
 
+import numpy as np
+import pyarrow as pa
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -210,3 +212,49 @@ def test_a_row_out_of_order_across_a_batch_boundary_is_refused_with_its_line():
     assert str(e.value) == ("key.jsonl:3: pair (q2, a): a key is in canonical order (query_id, "
                             "then chunk_id) (found after (q2, b)). Rerun the key stage: it "
                             "writes the key sorted and hashed")
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(seed=st.integers(0, 2**32 - 1))
+def test_block_hash_collisions_never_make_or_hide_a_leak(seed):
+    """With a multiplier of 1 every block's hash is the sum of its code points, so blocks
+    that are anagrams of each other collide all the time (on these bundles about six times
+    as many texts are looked up as with the real multiplier): the characters decide."""
+    rnd = random.Random(seed)
+    private = _private(rnd)
+    files = _bundle(rnd, private)
+    want = _rows(reference.find_private(files, private, allowed=["bm25"]))
+    old = private_scan._PRIME
+    private_scan._PRIME = 1
+    try:
+        assert _rows(publish.find_private(files, private, allowed=["bm25"])) == want
+    finally:
+        private_scan._PRIME = old
+
+
+def test_a_block_hash_is_the_polynomial_of_its_code_points():
+    codes = np.array([ord(c) for c in "abcd"], dtype=np.uint64)
+    p = private_scan._PRIME
+    # runs of 3: "abc" and "bcd", 97·p² + 98·p + 99 and 98·p² + 99·p + 100, modulo 2**64
+    want = [(97 * p * p + 98 * p + 99) % 2**64, (98 * p * p + 99 * p + 100) % 2**64]
+    assert private_scan.block_hashes(codes, 3).tolist() == want
+    assert private_scan.block_hashes(codes, 5).size == 0
+
+
+def test_the_index_holds_each_long_text_once_in_the_order_first_given():
+    long_a = "the eviction policy of the cache is least recently used"
+    long_b = "a timeout of thirty seconds applies to every http request"
+    index = private_scan.PrivateIndex({"chunk": [("c1", long_b), ("c2", long_a)],
+                                       "reason": [("r1", long_b.upper()), ("r2", "ok then")]})
+    assert index.texts.to_pylist() == [long_b, long_a]
+    assert index.number(long_a) == 1 and index.number("not indexed at all, not in it") is None
+    # 57 and 55 characters: two aligned 20-character blocks each
+    assert index.block_hash.size == 4
+    assert sorted(index.block_at.tolist()) == [0, 20, (1 << 32) | 0, (1 << 32) | 20]
+    assert index.longest == len(long_b)
+
+
+def test_texts_sharing_a_hash_are_both_kept_and_repeats_once():
+    texts = pa.chunked_array([["x" * 40, "y" * 40], ["x" * 40, "z" * 40]])
+    hashes = np.array([5, 5, 5, 7], dtype="int64")  # y's hash collides with x's
+    assert private_scan._first_of_each(texts, hashes).tolist() == [0, 1, 3]
