@@ -64,7 +64,7 @@ def _call_cache(ex, st) -> list[str]:
 
     if not ex.params.paths.grades_in:
         return []
-    counts = {name: cache_counts(ex.read_bank(files))
+    counts = {name: cache_counts(ex.bank_table(files))
               for name, files in ex.grader_round_files().items()}
     counts = {k: v for k, v in counts.items() if v["hit"] + v["miss"]}
     if counts:
@@ -92,7 +92,7 @@ def _judges(ex, st) -> list[str]:
         except RelgradeError as e:
             lines.append(f"judge: {name} identity cannot be computed: {e}")
             continue
-        counts = judge_counts(ex.read_bank(files[name])) if name in files else {}
+        counts = judge_counts(ex.bank_table(files[name])) if name in files else {}
         judges[name] = {"identity": judge, "grades": counts}
         lines.append(judge_status_line(name, judge, counts))
         if not ex.params.prices:

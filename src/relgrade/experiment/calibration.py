@@ -401,7 +401,7 @@ def made_under(ex, grader: str) -> list[str]:
     files = ex.grader_files(grader)
     if not files.grades.exists():
         return []
-    counts = judge_counts(ex.read_bank(files))
+    counts = judge_counts(ex.bank_table(files))
     counts.pop(NOT_RECORDED, None)
     return sorted(counts, key=lambda j: -counts[j])
 

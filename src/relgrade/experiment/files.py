@@ -229,6 +229,19 @@ class Experiment:
         """A grade file's bank sidecar lines, ``[(line, row), ...]``, or None without one."""
         return read_bank(files.grades)
 
+    def bank_table(self, files: GraderFiles):
+        """A grade file's bank sidecar for counting: its columns
+        (:func:`relgrade.io.grade_columns.read_bank_columns`, a ``pyarrow.Table``) when it
+        can be read so, else its lines as :meth:`read_bank` gives them (which refuses a bad
+        line as before); None without a sidecar. For the counts of
+        :mod:`relgrade.graders.cache` (``cache_counts``, ``judge_counts``), which take
+        either."""
+        if files.bank.is_file():
+            table = read_bank_columns(files.bank)
+            if table is not None:
+                return table
+        return read_bank(files.grades)
+
     def consistency(self, grader: str, round: int | None = None) -> dict | None:
         """A grader's self-consistency for ``round`` (``samples``, ``pairs``,
         ``fleiss_kappa``, ``unanimous_share``), or None when it was run once per pair."""

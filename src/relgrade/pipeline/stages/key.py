@@ -93,7 +93,7 @@ def _judges(ex):
     """Per grader whose bank names a judge identity: the round's grades per identity."""
     if not ex.params.paths.grades_in:
         return None
-    counts = {name: judge_counts(ex.read_bank(files))
+    counts = {name: judge_counts(ex.bank_table(files))
               for name, files in ex.grader_round_files().items()}
     return {k: v for k, v in counts.items() if set(v) - {NOT_RECORDED}}
 
