@@ -21,7 +21,7 @@ from relgrade.errors import InputError, ProtocolError
 from relgrade.experiment.layout import inside_tree, repro_command, working_tree
 from relgrade.experiment.params import PARAMS_FILE, Params, load_params, parse_params
 from relgrade.graders.store import bank_path, read_bank
-from relgrade.io.grade_columns import read_bank_columns, read_grade_columns
+from relgrade.io.grade_columns import read_bank_columns, read_round_columns
 from relgrade.io import files as io
 from relgrade.io import githistory
 from relgrade.io.runs import read_run
@@ -337,12 +337,7 @@ class Experiment:
         -------
         relgrade.protocol.grades.GraderFile
         """
-        columns = None
-        if files.grades.is_file() and files.bank.is_file():
-            rows = read_grade_columns(files.grades)
-            bank = read_bank_columns(files.bank) if rows is not None else None
-            if bank is not None:
-                columns = (rows, bank)
+        columns = read_round_columns(files.grades, files.bank)
         return grades_mod.GraderFile(
             rows=io.iter_jsonl(files.grades), source=files.grades.as_posix(),
             sha256=io.sha256_file(files.grades), round=files.round,

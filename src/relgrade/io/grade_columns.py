@@ -155,6 +155,29 @@ def read_bank_columns(path) -> pa.Table | None:
     return _dictionaries(table)
 
 
+def read_round_columns(grades, bank) -> tuple[pa.Table, pa.Table] | None:
+    """A grade file and its bank sidecar as columns, or None when either is left to the rows.
+
+    Parameters
+    ----------
+    grades, bank : str or os.PathLike
+        The grade file (``round-N.jsonl``) and its sidecar (``round-N.bank.jsonl``).
+
+    Returns
+    -------
+    tuple of (pyarrow.Table, pyarrow.Table) or None
+        :func:`read_grade_columns`' and :func:`read_bank_columns`' tables; None when
+        either file is missing or either reader returns None.
+    """
+    if not (Path(grades).is_file() and Path(bank).is_file()):
+        return None
+    rows = read_grade_columns(grades)
+    if rows is None:
+        return None
+    lines = read_bank_columns(bank)
+    return None if lines is None else (rows, lines)
+
+
 def _dictionaries(table: pa.Table) -> pa.Table:
     fmt = pc.struct_field(table.column("imported_from"), "format") \
         if table.num_rows else pa.chunked_array([], pa.string())
