@@ -176,6 +176,7 @@ def _hash_mismatches(lines, digests) -> int:
         return 0
     t = pa.table({"line": lines, "digest": digests.cast(pa.string())})
     with connect(threads=1) as con:
+        con.execute("SET enable_progress_bar = false")  # a stage's output stays its own
         con.register("t", t)
         (count,) = con.execute("SELECT count(*) FROM t WHERE digest IS NOT NULL "
                                "AND sha256(line) <> digest").fetchone()
