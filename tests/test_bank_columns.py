@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 
 from relgrade.canonical import canonical_json, jsonl_bytes
 from relgrade.errors import InputError
-from relgrade.graders.cache import cache_counts, judge_counts
+from relgrade.graders.cache import CACHE_FIELDS, JUDGE_FIELDS, cache_counts, judge_counts
 from relgrade.graders.store import bank_path, read_bank
 from relgrade.io.files import iter_jsonl
 from relgrade.io.grade_columns import read_bank_columns, read_grade_columns
@@ -223,6 +223,12 @@ def test_cache_and_judge_counts_from_columns_equal_those_from_lines(tmp_path):
     assert judge_counts(table) == judge_counts(by_lines) == \
         {"j2": 1, "identity not recorded": 1, "j3": 1}
     assert list(judge_counts(table)) == list(judge_counts(by_lines))
+    # read with only the fields each count needs, the same counts
+    narrow = read_bank_columns(bank_path(path), JUDGE_FIELDS)
+    assert narrow.column_names == ["query_id", "chunk_id", "judge"]
+    assert judge_counts(narrow) == judge_counts(by_lines)
+    assert cache_counts(read_bank_columns(bank_path(path), CACHE_FIELDS)) == \
+        cache_counts(by_lines)
 
 
 def test_whitespace_is_exactly_what_str_isspace_calls_whitespace():

@@ -229,15 +229,15 @@ class Experiment:
         """A grade file's bank sidecar lines, ``[(line, row), ...]``, or None without one."""
         return read_bank(files.grades)
 
-    def bank_table(self, files: GraderFiles):
+    def bank_table(self, files: GraderFiles, fields=None):
         """A grade file's bank sidecar for counting: its columns
         (:func:`relgrade.io.grade_columns.read_bank_columns`, a ``pyarrow.Table``) when it
         can be read so, else its lines as :meth:`read_bank` gives them (which refuses a bad
         line as before); None without a sidecar. For the counts of
         :mod:`relgrade.graders.cache` (``cache_counts``, ``judge_counts``), which take
-        either."""
+        either. ``fields``: only these sidecar fields as columns (all when None)."""
         if files.bank.is_file():
-            table = read_bank_columns(files.bank)
+            table = read_bank_columns(files.bank, fields)
             if table is not None:
                 return table
         return read_bank(files.grades)

@@ -571,6 +571,13 @@ def drop_spool(paths: Iterable) -> None:
             pass
 
 
+#: The bank sidecar fields :func:`cache_counts` reads from a table.
+CACHE_FIELDS = ("cache",)
+
+#: The bank sidecar fields :func:`judge_counts` reads from a table.
+JUDGE_FIELDS = ("query_id", "chunk_id", "judge")
+
+
 def cache_counts(bank) -> dict[str, int]:
     """How a grade file's grades were answered, from its bank sidecar.
 

@@ -106,13 +106,16 @@ def read_grade_columns(path) -> pa.Table | None:
         .append_column("line", lines.cast(pa.string()))
 
 
-def read_bank_columns(path) -> pa.Table | None:
+def read_bank_columns(path, fields=None) -> pa.Table | None:
     """A bank sidecar as columns, made-on hashes and other repeated strings as dictionaries.
 
     Parameters
     ----------
     path : str or os.PathLike
         The sidecar (``round-N.bank.jsonl``); it must exist.
+    fields : sequence of str, optional
+        Only these fields of :data:`BANK_LINE_SCHEMA` (a count needs two or three; the
+        others are skipped, never built); all of them when None.
 
     Returns
     -------
@@ -147,9 +150,11 @@ def read_bank_columns(path) -> pa.Table | None:
             return None
     if last and not last.endswith(b"\n"):
         return None  # a torn last line: read_bank leaves it out
+    schema = BANK_LINE_SCHEMA if fields is None else \
+        pa.schema([f for f in BANK_LINE_SCHEMA if f.name in set(fields)])
     if not last:
-        return _dictionaries(BANK_LINE_SCHEMA.empty_table())
-    table = _parse(str(path), BANK_LINE_SCHEMA, unexpected="ignore")
+        return _dictionaries(schema.empty_table())
+    table = _parse(str(path), schema, unexpected="ignore")
     if table is None or table.num_rows != lines:
         return None  # refused, a blank line, or two objects on one line
     return _dictionaries(table)
@@ -179,10 +184,13 @@ def read_round_columns(grades, bank) -> tuple[pa.Table, pa.Table] | None:
 
 
 def _dictionaries(table: pa.Table) -> pa.Table:
-    fmt = pc.struct_field(table.column("imported_from"), "format") \
-        if table.num_rows else pa.chunked_array([], pa.string())
-    table = table.drop_columns(["imported_from"]).append_column("imported_format", fmt)
+    if "imported_from" in table.column_names:
+        fmt = pc.struct_field(table.column("imported_from"), "format") \
+            if table.num_rows else pa.chunked_array([], pa.string())
+        table = table.drop_columns(["imported_from"]).append_column("imported_format", fmt)
     for name in DICTIONARY_COLUMNS:
+        if name not in table.column_names:
+            continue
         i = table.schema.get_field_index(name)
         table = table.set_column(i, name, pc.dictionary_encode(table.column(name)))
     return table.combine_chunks()
