@@ -36,7 +36,6 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from relgrade.schema import BANK, MADE_ON
-from relgrade.tables.engine import connect
 
 #: The characters :meth:`str.isspace` calls whitespace (and :meth:`str.split` splits on),
 #: as a regular-expression class body (RE2 syntax).
@@ -174,6 +173,9 @@ def _hash_mismatches(lines, digests) -> int:
     ``sha256`` over the UTF-8 bytes; rows whose bank line has none are not counted)."""
     if digests.null_count == len(digests):
         return 0
+    # imported here: DuckDB adds about 13 MiB to a process, and only a bank read needs it
+    from relgrade.tables.engine import connect
+
     t = pa.table({"line": lines, "digest": digests.cast(pa.string())})
     with connect(threads=1) as con:
         con.execute("SET enable_progress_bar = false")  # a stage's output stays its own
