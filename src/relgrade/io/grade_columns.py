@@ -77,7 +77,7 @@ def read_grade_columns(path) -> pa.Table | None:
         ``query_id``, ``chunk_id``, ``reason`` (string), ``grade`` (int64), in file order
         (blank lines skipped), plus ``keys_in_order`` (bool: the line names exactly
         ``query_id``, ``chunk_id``, ``reason``, ``grade`` in that order, each once, written
-        ``"key":``) and ``line`` (string: the line's bytes, for the hash its bank line
+        ``"key":``) and ``line`` (large_string: the line's bytes, for the hash its bank line
         binds it to). None when Arrow refuses the file or it holds what only the row path
         reads (see the module): read it row by row then.
     """
@@ -103,7 +103,7 @@ def read_grade_columns(path) -> pa.Table | None:
     for before, after in zip(at, at[1:]):
         ordered = pc.and_(ordered, pc.less(before, after))
     return table.append_column("keys_in_order", ordered) \
-        .append_column("line", lines.cast(pa.string()))
+        .append_column("line", lines)
 
 
 def read_bank_columns(path, fields=None) -> pa.Table | None:
