@@ -216,9 +216,14 @@ def run_one(n: int, seed: int, keep: Path | None) -> dict:
         shutil.rmtree(root, ignore_errors=True)
 
 
-def rerun(kept: Path, steps: list[str]) -> dict:
+def rerun(kept: Path, steps: list[str], srcs: list[Path] | None = None,
+          repeats: int = 1) -> dict:
     """Time ``steps`` again on an experiment folder kept by ``--keep`` (after a change to a
-    stage), each as its own process, in a fresh root holding this checkout's stages."""
+    stage), each as its own process, in a fresh root holding this checkout's stages.
+
+    With ``srcs`` (several ``src`` folders, e.g. a base revision's and this checkout's),
+    each step runs once per folder in turn, ``repeats`` times (A B A B ...: paired,
+    interleaved); the result is then ``{step: {src: [run, ...]}}``."""
     root = Path(tempfile.mkdtemp(prefix="relgrade-rerun-", dir=kept.resolve().parent))
     exp = root / EXP
     try:
@@ -235,9 +240,21 @@ def rerun(kept: Path, steps: list[str]) -> dict:
         commands["status"] = [*relgrade, "status", "--experiment", EXP]
         out = {}
         for name in steps:
-            out[name] = measured(commands[name], root if name == "status" else exp)
-            print(f"  rerun {name}: {out[name]['cpu_s']:.1f} CPU-s, {out[name]['wall_s']:.1f} s, "
-                  f"{out[name]['rss_mib']:.0f} MiB", file=sys.stderr, flush=True)
+            if srcs is None:
+                out[name] = measured(commands[name], root if name == "status" else exp)
+                print(f"  rerun {name}: {out[name]['cpu_s']:.1f} CPU-s, "
+                      f"{out[name]['wall_s']:.1f} s, {out[name]['rss_mib']:.0f} MiB",
+                      file=sys.stderr, flush=True)
+                continue
+            out[name] = {str(src): [] for src in srcs}
+            for _ in range(repeats):
+                for src in srcs:
+                    run = measured(commands[name], root if name == "status" else exp,
+                                   src.resolve())
+                    out[name][str(src)].append(run)
+                    print(f"  rerun {name} [{src}]: {run['cpu_s']:.1f} CPU-s, "
+                          f"{run['wall_s']:.1f} s, {run['rss_mib']:.0f} MiB",
+                          file=sys.stderr, flush=True)
         return out
     finally:
         if exp.exists():
@@ -272,10 +289,16 @@ def main() -> None:
                     help="An experiment folder kept by --keep: time --steps on it again.")
     ap.add_argument("--steps", nargs="+", default=[],
                     help="With --rerun: the steps (stage names as in the table, or status).")
+    ap.add_argument("--src", type=Path, nargs="+", default=None,
+                    help="With --rerun: src folders to run each step with in turn (e.g. a "
+                         "base revision's, from `git archive REV src`, and ./src).")
+    ap.add_argument("--repeats", type=int, default=1,
+                    help="With --rerun --src: rounds of paired, interleaved runs.")
     args = ap.parse_args()
     if args.rerun is not None:
         load = os.getloadavg()
-        out = {"kept": str(args.rerun), "load_before": load, "steps": rerun(args.rerun, args.steps),
+        out = {"kept": str(args.rerun), "load_before": load,
+               "steps": rerun(args.rerun, args.steps, args.src, args.repeats),
                "load_after": os.getloadavg()}
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(json.dumps(out, indent=1))

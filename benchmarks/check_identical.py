@@ -7,7 +7,9 @@ imported grades) is made twice from the same seed: once with the stages and code
 revision ``REV`` (``git archive``), once with this checkout; every stage runs in order in
 each. Then every file of the two experiment folders is compared byte for byte, after one
 masking: ISO times (``2026-12-02T11:30:00+00:00``), which record when a key was frozen or a
-metrics stage ran. Exits 1 and lists the files that differ, if any.
+metrics stage ran, and the temporary folder each experiment was built in, which bank lines
+name as the folder of the file a grade import came from. Exits 1 and lists the files that
+differ, if any.
 
 Used to show that a change to the stages' speed left every output as it was.
 """
@@ -40,9 +42,17 @@ def export(rev: str, into: Path) -> Path:
     return into
 
 
-def files(folder: Path) -> dict[str, bytes]:
-    return {p.relative_to(folder).as_posix(): _TIME.sub(b"<time>", p.read_bytes())
-            for p in sorted(folder.rglob("*")) if p.is_file()}
+def files(folder: Path, root: Path | None = None) -> dict[str, bytes]:
+    """Every file under ``folder``, ISO times masked, and the temporary ``root`` the
+    experiment was built in (named on bank lines: the file each grade import came from)."""
+    out = {}
+    for p in sorted(folder.rglob("*")):
+        if p.is_file():
+            data = _TIME.sub(b"<time>", p.read_bytes())
+            if root is not None:
+                data = data.replace(str(root).encode(), b"<root>")
+            out[p.relative_to(folder).as_posix()] = data
+    return out
 
 
 def main() -> None:
@@ -63,7 +73,7 @@ def main() -> None:
                 exp, truth = bench_scale.build(root, n, args.seed, tree)
                 bench_scale.run_pipeline(exp, truth, args.seed, tree / "src",
                                          label=f"{name} N={n} ")
-                out[name] = files(exp)
+                out[name] = files(exp, root)
             a, b = out["base"], out["new"]
             differ = sorted(k for k in a.keys() | b.keys() if a.get(k) != b.get(k))
             print(f"N={n}: {len(a)} files compared; {len(differ)} differ"

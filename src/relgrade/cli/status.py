@@ -60,11 +60,11 @@ def status_cmd(params_path, as_json):
 def _call_cache(ex, st) -> list[str]:
     """Per grader of the current round, how its grades were answered (the call cache's hits
     and misses, from the bank); added to ``st`` under ``call_cache``; the lines to print."""
-    from relgrade.graders.cache import cache_counts, cache_status_line
+    from relgrade.graders.cache import CACHE_FIELDS, cache_counts, cache_status_line
 
     if not ex.params.paths.grades_in:
         return []
-    counts = {name: cache_counts(ex.read_bank(files))
+    counts = {name: cache_counts(ex.bank_table(files, CACHE_FIELDS))
               for name, files in ex.grader_round_files().items()}
     counts = {k: v for k, v in counts.items() if v["hit"] + v["miss"]}
     if counts:
@@ -79,7 +79,7 @@ def _judges(ex, st) -> list[str]:
     The lines to print."""
     from relgrade.experiment.judges import current_judge, owed_estimate
     from relgrade.errors import RelgradeError
-    from relgrade.graders.cache import judge_counts, judge_status_line
+    from relgrade.graders.cache import JUDGE_FIELDS, judge_counts, judge_status_line
 
     files = ex.grader_round_files() if ex.params.paths.grades_in else {}
     lines, judges, prices = [], {}, {}
@@ -92,7 +92,8 @@ def _judges(ex, st) -> list[str]:
         except RelgradeError as e:
             lines.append(f"judge: {name} identity cannot be computed: {e}")
             continue
-        counts = judge_counts(ex.read_bank(files[name])) if name in files else {}
+        counts = (judge_counts(ex.bank_table(files[name], JUDGE_FIELDS)) if name in files
+                  else {})
         judges[name] = {"identity": judge, "grades": counts}
         lines.append(judge_status_line(name, judge, counts))
         if not ex.params.prices:

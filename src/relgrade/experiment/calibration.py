@@ -25,7 +25,7 @@ from relgrade.experiment.layout import key_judges, model_judges  # noqa: F401 (t
 from relgrade.io import files as io
 from relgrade.io.judge_ledger import LEDGER, append_entry, read_ledger
 from relgrade.experiment.params import Judges
-from relgrade.graders.cache import NOT_RECORDED, judge_counts
+from relgrade.graders.cache import JUDGE_FIELDS, NOT_RECORDED, judge_counts
 from relgrade.protocol.calibration import calibration_state, measure_calibration
 from relgrade.protocol.recheck import leniency_shift
 from relgrade.protocol.reliability import Resampling
@@ -401,7 +401,7 @@ def made_under(ex, grader: str) -> list[str]:
     files = ex.grader_files(grader)
     if not files.grades.exists():
         return []
-    counts = judge_counts(ex.read_bank(files))
+    counts = judge_counts(ex.bank_table(files, JUDGE_FIELDS))
     counts.pop(NOT_RECORDED, None)
     return sorted(counts, key=lambda j: -counts[j])
 

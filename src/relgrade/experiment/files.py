@@ -21,6 +21,7 @@ from relgrade.errors import InputError, ProtocolError
 from relgrade.experiment.layout import inside_tree, repro_command, working_tree
 from relgrade.experiment.params import PARAMS_FILE, Params, load_params, parse_params
 from relgrade.graders.store import bank_path, read_bank
+from relgrade.io.grade_columns import read_bank_columns, read_round_columns
 from relgrade.io import files as io
 from relgrade.io import githistory
 from relgrade.io.runs import read_run
@@ -228,6 +229,19 @@ class Experiment:
         """A grade file's bank sidecar lines, ``[(line, row), ...]``, or None without one."""
         return read_bank(files.grades)
 
+    def bank_table(self, files: GraderFiles, fields=None):
+        """A grade file's bank sidecar for counting: its columns
+        (:func:`relgrade.io.grade_columns.read_bank_columns`, a ``pyarrow.Table``) when it
+        can be read so, else its lines as :meth:`read_bank` gives them (which refuses a bad
+        line as before); None without a sidecar. For the counts of
+        :mod:`relgrade.graders.cache` (``cache_counts``, ``judge_counts``), which take
+        either. ``fields``: only these sidecar fields as columns (all when None)."""
+        if files.bank.is_file():
+            table = read_bank_columns(files.bank, fields)
+            if table is not None:
+                return table
+        return read_bank(files.grades)
+
     def consistency(self, grader: str, round: int | None = None) -> dict | None:
         """A grader's self-consistency for ``round`` (``samples``, ``pairs``,
         ``fleiss_kappa``, ``unanimous_share``), or None when it was run once per pair."""
@@ -308,8 +322,10 @@ class Experiment:
         return self.packets_folder(role)
 
     def grader_file(self, files) -> grades_mod.GraderFile:
-        """One grader's round files as the judgment bank reads them (rows streamed, sidecars
-        loaded).
+        """One grader's round files as the judgment bank reads them: as columns when both
+        files can be read so (:mod:`relgrade.io.grade_columns`), the rows streamed and the
+        bank lines read only if a row must be named in an error; else rows streamed and the
+        bank lines loaded.
 
         Parameters
         ----------
@@ -321,12 +337,15 @@ class Experiment:
         -------
         relgrade.protocol.grades.GraderFile
         """
+        columns = read_round_columns(files.grades, files.bank)
         return grades_mod.GraderFile(
             rows=io.iter_jsonl(files.grades), source=files.grades.as_posix(),
             sha256=io.sha256_file(files.grades), round=files.round,
             meta=io.read_json(files.meta) if files.meta.exists() else None,
-            meta_source=files.meta.as_posix(), bank=self.read_bank(files),
-            bank_source=files.bank.as_posix())
+            meta_source=files.meta.as_posix(),
+            bank=None if columns is not None else self.read_bank(files),
+            bank_source=files.bank.as_posix(), columns=columns,
+            load_bank=None if columns is None else (lambda: self.read_bank(files)))
 
     def audit_ids(self, *, whole: bool = False) -> list[str] | None:
         """The audited query ids (``paths.audit``), in the file's order; None before the audit

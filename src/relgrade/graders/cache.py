@@ -78,6 +78,10 @@ import uuid
 from pathlib import Path
 from typing import Iterable, Mapping, Sequence
 
+import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
+
 from relgrade.canonical import canonical_json, jsonl_bytes, sha256_bytes
 from relgrade.errors import InputError
 from relgrade.graders.store import append_lines, now_utc
@@ -567,14 +571,22 @@ def drop_spool(paths: Iterable) -> None:
             pass
 
 
-def cache_counts(bank: Iterable[tuple[int, dict]] | None) -> dict[str, int]:
+#: The bank sidecar fields :func:`cache_counts` reads from a table.
+CACHE_FIELDS = ("cache",)
+
+#: The bank sidecar fields :func:`judge_counts` reads from a table.
+JUDGE_FIELDS = ("query_id", "chunk_id", "judge")
+
+
+def cache_counts(bank) -> dict[str, int]:
     """How a grade file's grades were answered, from its bank sidecar.
 
     Parameters
     ----------
-    bank : iterable of (int, dict), or None
-        The bank lines (:func:`relgrade.graders.store.read_bank`); None for a grade file
-        without a sidecar.
+    bank : iterable of (int, dict), pyarrow.Table, or None
+        The bank lines (:func:`relgrade.graders.store.read_bank`), or the sidecar as
+        columns (:func:`relgrade.io.grade_columns.read_bank_columns`, column ``cache``);
+        None for a grade file without a sidecar.
 
     Returns
     -------
@@ -589,6 +601,12 @@ def cache_counts(bank: Iterable[tuple[int, dict]] | None) -> dict[str, int]:
     {'hit': 1, 'miss': 1, 'none': 1}
     """
     out = {HIT: 0, MISS: 0, "none": 0}
+    if isinstance(bank, pa.Table):
+        marks = bank.column("cache").cast(pa.string())
+        for mark in (HIT, MISS):
+            out[mark] = int(pc.sum(pc.fill_null(pc.equal(marks, mark), False)).as_py() or 0)
+        out["none"] = bank.num_rows - out[HIT] - out[MISS]
+        return out
     for _, line in bank or ():
         mark = line.get("cache")
         out[mark if mark in (HIT, MISS) else "none"] += 1
@@ -616,14 +634,15 @@ def cache_status_line(grader: str, counts: Mapping[str, int]) -> str | None:
 NOT_RECORDED = "identity not recorded"
 
 
-def judge_counts(bank: Iterable[tuple[int, dict]] | None) -> dict[str, int]:
+def judge_counts(bank) -> dict[str, int]:
     """Under which judge identity a grade file's grades were made, from its bank sidecar.
 
     Parameters
     ----------
-    bank : iterable of (int, dict), or None
-        The bank lines (:func:`relgrade.graders.store.read_bank`); None for a grade file
-        without a sidecar.
+    bank : iterable of (int, dict), pyarrow.Table, or None
+        The bank lines (:func:`relgrade.graders.store.read_bank`), or the sidecar as
+        columns (:func:`relgrade.io.grade_columns.read_bank_columns`: ``query_id``,
+        ``chunk_id``, ``judge``); None for a grade file without a sidecar.
 
     Returns
     -------
@@ -640,6 +659,8 @@ def judge_counts(bank: Iterable[tuple[int, dict]] | None) -> dict[str, int]:
     ...               (3, {"query_id": "q", "chunk_id": "a", "judge": "j2"})])
     {'identity not recorded': 1, 'j2': 1}
     """
+    if isinstance(bank, pa.Table):
+        return _judge_counts_of_columns(bank)
     latest: dict = {}
     for _, line in bank or ():
         pair = (line.get("query_id"), line.get("chunk_id"))
@@ -649,6 +670,19 @@ def judge_counts(bank: Iterable[tuple[int, dict]] | None) -> dict[str, int]:
     for judge in latest.values():
         out[judge] = out.get(judge, 0) + 1
     return out
+
+
+def _judge_counts_of_columns(bank: pa.Table) -> dict[str, int]:
+    """:func:`judge_counts` over the sidecar's columns: each pair's last line, judges
+    counted in the order those lines come."""
+    judge = bank.column("judge").cast(pa.string())
+    judge = pc.if_else(pc.fill_null(pc.equal(judge, ""), True), NOT_RECORDED, judge)
+    t = pd.DataFrame({"query_id": bank.column("query_id").to_pandas(),
+                      "chunk_id": bank.column("chunk_id").to_pandas(),
+                      "judge": judge.to_pandas()})
+    last = t.drop_duplicates(["query_id", "chunk_id"], keep="last")
+    sizes = last.groupby("judge", sort=False).size()
+    return {str(k): int(v) for k, v in sizes.items()}
 
 
 def judge_status_line(grader: str, current: str, counts: Mapping[str, int]) -> str:

@@ -21,6 +21,7 @@ import pandas as pd
 from relgrade.errors import InputError
 from relgrade.graders.store import bank_path, read_bank
 from relgrade.io.files import iter_jsonl
+from relgrade.io.grade_columns import read_round_columns
 from relgrade.protocol.bank import latest_grades
 from relgrade.protocol.grades import GraderFile, bank_of_file
 
@@ -75,8 +76,11 @@ def read_recorded(path, *, scale: Iterable[int]) -> Recorded:
         duplicate, not a supersession).
     """
     path = Path(path)
+    columns = read_round_columns(path, bank_path(path))  # the rows only to word an error
     f = GraderFile(rows=iter_jsonl(path), source=path.as_posix(), sha256="",
-                   bank=read_bank(path), bank_source=bank_path(path).as_posix())
+                   bank=None if columns is not None else read_bank(path),
+                   bank_source=bank_path(path).as_posix(), columns=columns,
+                   load_bank=None if columns is None else (lambda: read_bank(path)))
     # a grader's files live in its own folder (data/grades/NAME/round-N.jsonl): errors name it
     rows = bank_of_file(f, name=path.parent.name or path.name, spec=_ANY_GRADER, scale=scale,
                         max_reason_words=sys.maxsize, max_reason_chars=sys.maxsize)

@@ -184,7 +184,7 @@ def judgments(ex, pool: pd.DataFrame, audit_ids, *,
             gf = ex.grader_file(f)
             parts.append(grades.judgment_bank({name: [gf]}, **rules))
             if r == current:
-                files[name] = replace(gf, rows=(), bank=None)
+                files[name] = replace(gf, rows=(), bank=None, columns=None, load_bank=None)
             del gf
     if parts:
         judged = pd.concat(parts, ignore_index=True)

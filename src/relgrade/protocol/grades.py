@@ -21,7 +21,7 @@ import numpy as np
 import pandas as pd
 
 from relgrade.errors import InputError
-from relgrade.protocol import sidecar
+from relgrade.protocol import bank_columns, sidecar
 from relgrade.protocol.bank import current_grades
 from relgrade.schema import (
     BANK,
@@ -639,6 +639,15 @@ class GraderFile:
         has none.
     bank_source : str or None
         The bank sidecar's path.
+    columns : tuple of (pyarrow.Table, pyarrow.Table) or None
+        The grade file and its bank sidecar read as columns
+        (:func:`relgrade.io.grade_columns.read_grade_columns` and
+        :func:`~relgrade.io.grade_columns.read_bank_columns`), when both could be; the
+        judgment bank is then built from them (:mod:`relgrade.protocol.bank_columns`) and
+        ``rows`` and the bank lines are read only when a row breaks a rule, to word it.
+    load_bank : callable or None
+        Returns the bank lines when ``bank`` is None because they were not read yet (with
+        ``columns``); None when ``bank`` is all there is.
     """
 
     rows: Iterable[tuple[int, Mapping]]
@@ -649,6 +658,8 @@ class GraderFile:
     round: int | None = None
     bank: list | None = None
     bank_source: str | None = None
+    columns: tuple | None = None
+    load_bank: Callable[[], list | None] | None = None
 
 
 def collect_grades(
@@ -728,7 +739,9 @@ def collect_grades(
                                       audit_query_ids=audit, scale=scale,
                                       max_reason_words=max_reason_words, source=f.source,
                                       max_reason_chars=max_reason_chars,
-                                      reasonless=imported_without_reasons(rows, f.bank))
+                                      reasonless=imported_without_reasons(
+                                          rows, f.bank if f.load_bank is None
+                                          else f.load_bank()))
             tables[name] = df
         entries[name] = grader_entry(
             name, spec, graded=df, pool=pool, audit_query_ids=audit,
@@ -776,16 +789,29 @@ def bank_of_file(f: GraderFile, *, name: str, spec: Mapping, scale: Iterable[int
         (:func:`relgrade.protocol.sidecar.pair_rows`: row i is made on bank line i; trailing
         bank lines without rows are ignored); a bank line without a value of
         :data:`relgrade.schema.MADE_ON`.
+
+    Notes
+    -----
+    With ``f.columns`` the rules are checked over columns first
+    (:func:`relgrade.protocol.bank_columns.bank_of_columns`); the rows are read one by one
+    only when a row breaks one, to name the first such row as the row path does.
     """
+    if f.columns is not None:
+        out = bank_columns.bank_of_columns(
+            *f.columns, name=name, spec=spec, round=int(f.round or 0), scale=scale,
+            max_reason_words=max_reason_words, max_reason_chars=max_reason_chars,
+            reasonless_formats=REASONLESS_FORMATS)
+        if out is not None:
+            return out
     rows = [(line, row) for line, row in f.rows]
+    bank_lines = f.bank if f.load_bank is None else f.load_bank()
     # a grade imported from TREC qrels has no reason, whatever the grader's kind: its bank
     # line says so (and the sidecar pairing below checks the line is the row's)
     df = validate_grader_file(rows, name=name, spec=spec, pool_pairs=None,
                               audit_query_ids=None, scale=scale,
                               max_reason_words=max_reason_words, source=f.source,
                               max_reason_chars=max_reason_chars, allow_repeats=True,
-                              reasonless=imported_without_reasons(rows, f.bank))
-    bank_lines = f.bank
+                              reasonless=imported_without_reasons(rows, bank_lines))
     if bank_lines is None and not rows:
         bank_lines = []  # an empty grade file (a page opened, nothing saved): nothing unknown
     if bank_lines is None:

@@ -38,7 +38,7 @@ import pandas as pd
 from relgrade.errors import InputError, ProtocolError
 from relgrade.experiment.progress import QUIET_SECONDS, step_printer
 from relgrade.io import files as io
-from relgrade.graders.cache import NOT_RECORDED, judge_counts
+from relgrade.graders.cache import JUDGE_FIELDS, NOT_RECORDED, judge_counts
 from relgrade.io.trec import write_trec_qrels
 from relgrade.protocol import corrections as corrections_mod
 from relgrade.experiment import revisions
@@ -93,7 +93,7 @@ def _judges(ex):
     """Per grader whose bank names a judge identity: the round's grades per identity."""
     if not ex.params.paths.grades_in:
         return None
-    counts = {name: judge_counts(ex.read_bank(files))
+    counts = {name: judge_counts(ex.bank_table(files, JUDGE_FIELDS))
               for name, files in ex.grader_round_files().items()}
     return {k: v for k, v in counts.items() if set(v) - {NOT_RECORDED}}
 

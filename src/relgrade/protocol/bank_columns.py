@@ -1,0 +1,185 @@
+"""The judgment bank's row rules stated over columns: one grade file and its sidecar at a time.
+
+:func:`relgrade.protocol.grades.bank_of_file` checks a grade file row by row (keys and their
+order, ids, scale, reasons, the pairing with the bank sidecar, one grade per pair and
+made-on record). :func:`bank_of_columns` states the same rules over Arrow columns
+(:mod:`relgrade.io.grade_columns` reads them) and builds the same table. It never words an
+error: when any row breaks a rule it returns None, and the caller reads the file row by
+row, which stops at the first bad row with the message it always gave (the file, the line,
+the pair, the rule). Every rule is checked here at least as strictly as there, so a file
+accepted here is accepted there with the same table.
+
+The rules, as columns:
+
+* keys: exactly ``query_id, chunk_id, reason, grade`` in that order (the reader's
+  ``keys_in_order``; Arrow refused other keys, types and repeats already);
+* ids: not empty and not only whitespace (whitespace as :meth:`str.isspace` has it);
+* grade on the scale; reason at most ``max_reason_chars`` code points and
+  ``max_reason_words`` words (runs of non-whitespace, as :meth:`str.split` counts them);
+  not empty where :func:`relgrade.protocol.grades.reason_required` asks for one, unless
+  the row's bank line says it was imported from a format without reasons;
+* row i is made on bank line i: as many lines as rows at least, the same pair, and a
+  ``row_sha256`` (when the line has one) equal to the sha256 of the row's line, which is
+  the canonical JSON :func:`relgrade.protocol.sidecar.row_sha256` hashes whenever relgrade
+  wrote it (a line written otherwise goes to the row path, which hashes the parsed row);
+* every made-on value a non-empty string; no two rows of one pair made on the same
+  content, intent and rubric.
+"""
+
+from __future__ import annotations
+
+from typing import Collection, Iterable, Mapping
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from relgrade.schema import BANK, MADE_ON
+
+#: The characters :meth:`str.isspace` calls whitespace (and :meth:`str.split` splits on),
+#: as a regular-expression class body (RE2 syntax).
+WHITESPACE = (r"\t\n\x0b\x0c\r\x1c-\x1f \x{85}\x{a0}\x{1680}\x{2000}-\x{200a}\x{2028}"
+              r"\x{2029}\x{202f}\x{205f}\x{3000}")
+
+
+def word_counts(texts: pa.Array) -> np.ndarray:
+    """Words per text as ``len(text.split())`` counts them.
+
+    Parameters
+    ----------
+    texts : pyarrow.Array or ChunkedArray of string, shape (n,)
+
+    Returns
+    -------
+    numpy.ndarray of int64, shape (n,)
+        Runs of characters that are not whitespace (:data:`WHITESPACE`).
+
+    Examples
+    --------
+    >>> word_counts(pa.array(["two words", "", "  a\\u00a0b\\x1fc "])).tolist()
+    [2, 0, 3]
+    """
+    return pc.count_substring_regex(texts, f"[^{WHITESPACE}]+") \
+        .to_numpy(zero_copy_only=False).astype(np.int64)
+
+
+def blank_ids(ids: pa.Array) -> np.ndarray:
+    """Whether each id is empty or only whitespace (``not id.strip()``).
+
+    Examples
+    --------
+    >>> blank_ids(pa.array(["q1", "", " \\u3000", "a b"])).tolist()
+    [False, True, True, False]
+    """
+    return pc.match_substring_regex(ids, f"^[{WHITESPACE}]*$") \
+        .to_numpy(zero_copy_only=False).astype(bool)
+
+
+def _strings(col) -> pd.Series:
+    """A string column as the row path builds it (pandas' ``str`` dtype)."""
+    if pa.types.is_dictionary(col.type):
+        col = col.cast(pa.string())
+    return pd.Series(col.to_pandas(), dtype="str")
+
+
+def bank_of_columns(rows: pa.Table, bank: pa.Table, *, name: str, spec: Mapping,
+                    round: int, scale: Iterable[int], max_reason_words: int,
+                    max_reason_chars: int = 300,
+                    reasonless_formats: Collection[str] = ()) -> pd.DataFrame | None:
+    """One grade file and its bank sidecar as judgment-bank rows, checked over columns.
+
+    Parameters
+    ----------
+    rows : pyarrow.Table of shape (n_rows, 6)
+        :func:`relgrade.io.grade_columns.read_grade_columns`'s table of the grade file.
+    bank : pyarrow.Table of shape (n_lines, 11)
+        :func:`relgrade.io.grade_columns.read_bank_columns`'s table of its sidecar.
+    name : str
+        The grader.
+    spec : mapping
+        Its params entry (``role``, ``kind``).
+    round : int
+        The file's round (0 when unknown).
+    scale, max_reason_words, max_reason_chars
+        As for :func:`relgrade.protocol.grades.validate_grade_rows`.
+    reasonless_formats : collection of str
+        Import formats whose grades carry no reason
+        (:data:`relgrade.protocol.grades.REASONLESS_FORMATS`).
+
+    Returns
+    -------
+    pandas.DataFrame of shape (n_rows, 13), or None
+        :data:`relgrade.schema.BANK` plus ``sequence`` (the row's 0-based position), equal
+        to :func:`relgrade.protocol.grades.bank_of_file`'s table of the same files; None
+        when any row breaks a rule of the module (read the file row by row for the
+        message).
+    """
+    n = rows.num_rows
+    if n > bank.num_rows:
+        return None  # grade rows without their bank lines
+    if not n:
+        return None  # nothing to gain; the row path handles an empty file
+    bank = bank.slice(0, n)
+    qid, cid = rows.column("query_id"), rows.column("chunk_id")
+    grade = rows.column("grade")
+    reason = rows.column("reason")
+    fmt = bank.column("imported_format")
+    words = word_counts(reason)
+    kind, role = spec["kind"], spec["role"]
+    needed = np.full(n, kind != "import")
+    if kind == "human" and role == "auditor":
+        needed &= grade.to_numpy() != 0
+    reasonless = pc.fill_null(pc.is_in(fmt, value_set=pa.array(sorted(reasonless_formats),
+                                                                 pa.string())), False)
+    bad = ~rows.column("keys_in_order").to_numpy(zero_copy_only=False).astype(bool)
+    bad |= blank_ids(qid) | blank_ids(cid)
+    bad |= ~pc.is_in(grade, value_set=pa.array(sorted({int(g) for g in scale}), pa.int64())) \
+        .to_numpy(zero_copy_only=False).astype(bool)
+    bad |= pc.utf8_length(reason).to_numpy(zero_copy_only=False) > max_reason_chars
+    bad |= words > max_reason_words
+    bad |= needed & (words == 0) & ~reasonless.to_numpy(zero_copy_only=False).astype(bool)
+    for k in ("query_id", "chunk_id"):  # row i is made on bank line i: the same pair
+        same = pc.fill_null(pc.equal(bank.column(k), rows.column(k)), False)
+        bad |= ~same.to_numpy(zero_copy_only=False).astype(bool)
+    for k in MADE_ON:
+        col = bank.column(k).cast(pa.string())
+        empty = pc.fill_null(pc.equal(col, ""), True)
+        bad |= empty.to_numpy(zero_copy_only=False).astype(bool)
+    if bad.any():
+        return None
+    if _hash_mismatches(rows.column("line"), bank.column("row_sha256")):
+        return None
+    made = pa.table({"query_id": qid, "chunk_id": cid,
+                     **{k: bank.column(k).cast(pa.string()) for k in MADE_ON}})
+    keys = made.group_by(list(made.column_names), use_threads=False).aggregate([])
+    if keys.num_rows != n:
+        return None  # two rows of one pair made on the same content, intent and rubric
+    graded_at = pc.fill_null(bank.column("graded_at").cast(pa.string()), "")
+    out = pd.DataFrame({"query_id": _strings(qid), "chunk_id": _strings(cid)})
+    out["grader"] = name
+    out["round"] = int(round)
+    out["grade"] = pd.Series(grade.to_numpy(), dtype="int64")
+    out["reason"] = _strings(reason)
+    for k in MADE_ON:
+        out[k] = _strings(bank.column(k))
+    out["graded_at"] = _strings(graded_at)
+    out["sequence"] = np.arange(n, dtype="int64")
+    return out[[*BANK, "sequence"]]
+
+
+def _hash_mismatches(lines, digests) -> int:
+    """How many rows' recorded ``row_sha256`` is not the sha256 of their line (DuckDB's
+    ``sha256`` over the UTF-8 bytes; rows whose bank line has none are not counted)."""
+    if digests.null_count == len(digests):
+        return 0
+    # imported here: DuckDB adds about 13 MiB to a process, and only a bank read needs it
+    from relgrade.tables.engine import connect
+
+    t = pa.table({"line": lines, "digest": digests.cast(pa.string())})
+    with connect(threads=1) as con:
+        con.execute("SET enable_progress_bar = false")  # a stage's output stays its own
+        con.register("t", t)
+        (count,) = con.execute("SELECT count(*) FROM t WHERE digest IS NOT NULL "
+                               "AND sha256(line) <> digest").fetchone()
+    return int(count)

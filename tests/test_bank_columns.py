@@ -1,0 +1,254 @@
+"""The judgment bank read as columns: the same table as the row path, the same error words.
+
+A grade file and its bank sidecar are written here the way relgrade writes them (canonical
+JSON lines, the sidecar's ``row_sha256`` binding each line to its row), then read twice:
+as columns (:mod:`relgrade.io.grade_columns`, :mod:`relgrade.protocol.bank_columns`) and
+row by row (:func:`relgrade.protocol.grades.bank_of_file` without columns). Every table
+must be equal, and every refusal must be the row path's message, byte for byte.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pandas as pd
+import pyarrow as pa
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from relgrade.canonical import canonical_json, jsonl_bytes
+from relgrade.errors import InputError
+from relgrade.graders.cache import CACHE_FIELDS, JUDGE_FIELDS, cache_counts, judge_counts
+from relgrade.graders.store import bank_path, read_bank
+from relgrade.io.files import iter_jsonl
+from relgrade.io.grade_columns import read_bank_columns, read_grade_columns
+from relgrade.protocol import bank_columns, grades
+from relgrade.protocol.sidecar import row_sha256
+
+H = {"content": "c" * 64, "intent": "i" * 64, "rubric": "r" * 64}
+MODEL = {"role": "grader", "kind": "model", "family": "f"}
+HUMAN_AUDITOR = {"role": "auditor", "kind": "human", "family": "people"}
+
+
+def _rows():
+    return [{"query_id": "q1", "chunk_id": "a", "reason": "defines the function", "grade": 2},
+            {"query_id": "q1", "chunk_id": "b", "reason": "unrelated", "grade": 0},
+            {"query_id": "q2", "chunk_id": "a", "reason": "mentions it once", "grade": 1}]
+
+
+def _line(row, **extra):
+    line = {"query_id": str(row["query_id"]), "chunk_id": str(row["chunk_id"]),
+            "content_sha256": H["content"], "intent_sha256": H["intent"],
+            "rubric_version": "v1", "rubric_sha256": H["rubric"],
+            "graded_at": "2026-12-06T10:00:00Z", "row_sha256": row_sha256(row)}
+    return {**line, **extra}
+
+
+def _write(tmp_path, rows, lines=None, *, raw=None, raw_bank=None):
+    path = tmp_path / "grader-a" / "round-1.jsonl"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(raw if raw is not None else jsonl_bytes(rows))
+    lines = [_line(r) for r in rows] if lines is None else lines
+    bank_path(path).write_bytes(raw_bank if raw_bank is not None else jsonl_bytes(lines))
+    return path
+
+
+def _both(path, spec=MODEL, scale=(0, 1, 2), words=15):
+    """(columns' result or error text, rows' result or error text, bank_of_columns hit)."""
+    def run(columns):
+        try:
+            f = grades.GraderFile(rows=iter_jsonl(path), source=path.as_posix(), sha256="",
+                                  round=1, bank=None if columns else read_bank(path),
+                                  bank_source=bank_path(path).as_posix(),
+                                  columns=columns,
+                                  load_bank=(lambda: read_bank(path)) if columns else None)
+            return grades.bank_of_file(f, name="grader-a", spec=spec, scale=scale,
+                                       max_reason_words=words)
+        except InputError as e:
+            return str(e)
+
+    rows_t, bank_t = read_grade_columns(path), read_bank_columns(bank_path(path))
+    columns = (rows_t, bank_t) if rows_t is not None and bank_t is not None else None
+    hit = columns is not None and bank_columns.bank_of_columns(
+        *columns, name="grader-a", spec=spec, round=1, scale=scale, max_reason_words=words,
+        reasonless_formats=grades.REASONLESS_FORMATS) is not None
+    return run(columns), run(None), hit
+
+
+def test_a_file_relgrade_wrote_is_built_from_columns_into_the_row_paths_table(tmp_path):
+    rows = _rows() + [{"query_id": "q2", "chunk_id": "b", "reason": "žluťoučký kůň",
+                       "grade": 1}]
+    lines = [_line(r) for r in rows]
+    lines[1]["cache"] = "hit"
+    lines[2]["imported_from"] = {"file": "x.jsonl", "sha256": "s", "format": "jsonl"}
+    lines[3].pop("graded_at")  # an old line without a time reads as ""
+    path = _write(tmp_path, rows, lines)
+    cols, by_rows, hit = _both(path)
+    assert hit
+    pd.testing.assert_frame_equal(cols, by_rows)
+    assert cols["graded_at"].tolist() == ["2026-12-06T10:00:00Z"] * 3 + [""]
+    assert cols["sequence"].tolist() == [0, 1, 2, 3]
+    assert cols["grade"].tolist() == [2, 0, 1, 1]
+
+
+def test_a_pair_regraded_on_new_content_keeps_both_rows_on_the_column_path(tmp_path):
+    rows = _rows() + [{"query_id": "q1", "chunk_id": "a", "reason": "now it is gone",
+                       "grade": 0}]
+    lines = [_line(r) for r in rows]
+    lines[3]["content_sha256"] = "d" * 64
+    cols, by_rows, hit = _both(_write(tmp_path, rows, lines))
+    assert hit
+    pd.testing.assert_frame_equal(cols, by_rows)
+    assert len(cols) == 4
+
+
+def test_trailing_bank_lines_without_rows_are_left_out_on_the_column_path(tmp_path):
+    rows = _rows()
+    lines = [_line(r) for r in rows] + [_line({"query_id": "q9", "chunk_id": "z",
+                                                "reason": "x", "grade": 1})]
+    cols, by_rows, hit = _both(_write(tmp_path, rows, lines))
+    assert hit
+    pd.testing.assert_frame_equal(cols, by_rows)
+    assert len(cols) == 3
+
+
+def _bad_cases():
+    rows = _rows()
+    good = jsonl_bytes(rows)
+    lines = [_line(r) for r in rows]
+    out = {}
+    swapped = good.replace(b'"reason":"unrelated","grade":0', b'"grade":0,"reason":"unrelated"')
+    out["keys out of order"] = (swapped, None, MODEL)
+    out["a grade off the scale"] = (good.replace(b'"grade":2', b'"grade":3'), None, MODEL)
+    out["a grade written 1.0"] = (good.replace(b'"grade":1', b'"grade":1.0'), None, MODEL)
+    out["a grade written true"] = (good.replace(b'"grade":1', b'"grade":true'), None, MODEL)
+    out["an empty query id"] = (good.replace(b'"query_id":"q2"', b'"query_id":""'), None, MODEL)
+    out["a query id of no-break spaces"] = (
+        good.replace(b'"query_id":"q2"', '"query_id":"\u00a0 "'.encode()), None, MODEL)
+    out["a reason of 16 words"] = (
+        good.replace(b'"unrelated"', b'"' + b" ".join([b"w"] * 16) + b'"'), None, MODEL)
+    out["a reason of 301 characters"] = (
+        good.replace(b'"unrelated"', b'"' + b"x" * 301 + b'"'), None, MODEL)
+    out["an empty reason from a model"] = (good.replace(b'"unrelated"', b'""'), None, MODEL)
+    out["a reason that is a lone surrogate"] = (
+        good.replace(b'"unrelated"', b'"\\ud83d"'), None, MODEL)
+    out["a missing reason"] = (good.replace(b'"reason":"unrelated",', b""), None, MODEL)
+    out["an extra key"] = (good.replace(b'"grade":0}', b'"grade":0,"x":1}'), None, MODEL)
+    out["a comment line"] = (b"# graded by hand\n" + good, None, MODEL)
+    out["a line that is not JSON"] = (good + b"{oops\n", None, MODEL)
+    out["a row without its bank line"] = (good, jsonl_bytes(lines[:2]), MODEL)
+    moved = [lines[1], lines[0], lines[2]]
+    out["a bank line of another pair"] = (good, jsonl_bytes(moved), MODEL)
+    other = [dict(lines[0], row_sha256="0" * 64), *lines[1:]]
+    out["a bank line of another grade of the pair"] = (good, jsonl_bytes(other), MODEL)
+    empty = [dict(lines[0], intent_sha256=""), *lines[1:]]
+    out["a bank line without an intent hash"] = (good, jsonl_bytes(empty), MODEL)
+    nulled = [dict(lines[0], rubric_sha256=None), *lines[1:]]
+    out["a bank line with a null rubric hash"] = (good, jsonl_bytes(nulled), MODEL)
+    twice = good + jsonl_bytes([rows[0]])
+    out["one pair twice on the same content"] = (twice, jsonl_bytes(lines + [lines[0]]), MODEL)
+    out["a bank line that is not an object"] = (good, jsonl_bytes(lines[:2]) + b"[1]\n", MODEL)
+    return out
+
+
+@pytest.mark.parametrize("case", list(_bad_cases()))
+def test_a_bad_file_is_refused_with_the_row_paths_message_word_for_word(tmp_path, case):
+    raw, raw_bank, spec = _bad_cases()[case]
+    path = _write(tmp_path, _rows(), raw=raw, raw_bank=raw_bank)
+    cols, by_rows, hit = _both(path, spec=spec)
+    assert isinstance(by_rows, str), "the row path refuses the file"
+    assert not hit, "the column path never accepts what the row path refuses"
+    assert cols == by_rows
+
+
+def test_a_human_auditors_zero_without_reason_and_a_qrels_import_are_accepted(tmp_path):
+    rows = _rows()
+    rows[1]["reason"] = ""  # a human auditor's 0 needs no reason
+    lines = [_line(r) for r in rows]
+    cols, by_rows, hit = _both(_write(tmp_path, rows, lines), spec=HUMAN_AUDITOR)
+    assert hit
+    pd.testing.assert_frame_equal(cols, by_rows)
+    rows[1]["grade"] = 1  # but a 1 does, unless its bank line says it came from qrels
+    lines = [_line(r) for r in rows]
+    cols, by_rows, hit = _both(_write(tmp_path, rows, lines), spec=HUMAN_AUDITOR)
+    assert not hit and cols == by_rows and "reason required" in cols
+    lines[1]["imported_from"] = {"file": "old.qrels", "sha256": "s", "format": "qrels"}
+    cols, by_rows, hit = _both(_write(tmp_path, rows, lines), spec=HUMAN_AUDITOR)
+    assert hit
+    pd.testing.assert_frame_equal(cols, by_rows)
+
+
+def test_files_the_column_path_leaves_to_the_rows_are_still_read_the_same(tmp_path):
+    rows = _rows()
+    # integer ids, spaces after the separators, CRLF line ends: valid, read row by row
+    spaced = "".join(json.dumps(r) + "\r\n" for r in rows).encode()
+    numeric = [dict(r, chunk_id=7) for r in rows[:1]]
+    for raw, rows_now in ((spaced, rows), (jsonl_bytes(numeric), numeric)):
+        path = _write(tmp_path, rows_now, raw=raw)
+        cols, by_rows, hit = _both(path)
+        assert not isinstance(by_rows, str)
+        pd.testing.assert_frame_equal(cols, by_rows)
+
+
+def test_a_sidecar_whose_last_line_is_torn_is_left_to_read_bank(tmp_path):
+    rows = _rows()
+    path = _write(tmp_path, rows, raw_bank=jsonl_bytes([_line(r) for r in rows])
+                  + b'{"query_id":"q3","chu')
+    assert read_bank_columns(bank_path(path)) is None
+    assert len(read_bank(path)) == 3
+    cols, by_rows, _ = _both(path)
+    pd.testing.assert_frame_equal(cols, by_rows)
+
+
+def test_made_on_hashes_are_held_as_dictionary_columns(tmp_path):
+    path = _write(tmp_path, _rows())
+    table = read_bank_columns(bank_path(path))
+    for name in ("intent_sha256", "rubric_version", "rubric_sha256", "graded_at"):
+        assert pa.types.is_dictionary(table.schema.field(name).type)
+        assert len(table.column(name).chunk(0).dictionary) == 1  # one value, 3 codes
+
+
+def test_cache_and_judge_counts_from_columns_equal_those_from_lines(tmp_path):
+    rows = _rows() + [{"query_id": "q1", "chunk_id": "a", "reason": "again", "grade": 1}]
+    lines = [_line(r) for r in rows]
+    lines[0].update(cache="hit", judge="j1")
+    lines[1].update(cache="miss", judge="j2")
+    lines[2].update(judge="")
+    lines[3].update(cache="hit", judge="j3", content_sha256="d" * 64)
+    path = _write(tmp_path, rows, lines)
+    table, by_lines = read_bank_columns(bank_path(path)), read_bank(path)
+    assert cache_counts(table) == cache_counts(by_lines) == {"hit": 2, "miss": 1, "none": 1}
+    # q1/a's latest line names j3; q1/b j2; q2/a none
+    assert judge_counts(table) == judge_counts(by_lines) == \
+        {"j2": 1, "identity not recorded": 1, "j3": 1}
+    assert list(judge_counts(table)) == list(judge_counts(by_lines))
+    # read with only the fields each count needs, the same counts
+    narrow = read_bank_columns(bank_path(path), JUDGE_FIELDS)
+    assert narrow.column_names == ["query_id", "chunk_id", "judge"]
+    assert judge_counts(narrow) == judge_counts(by_lines)
+    assert cache_counts(read_bank_columns(bank_path(path), CACHE_FIELDS)) == \
+        cache_counts(by_lines)
+
+
+def test_whitespace_is_exactly_what_str_isspace_calls_whitespace():
+    spaces = [chr(c) for c in range(0x110000) if chr(c).isspace()]
+    others = [chr(c) for c in range(0x3001) if not chr(c).isspace()
+              and not 0xD800 <= c <= 0xDFFF]
+    assert bank_columns.blank_ids(pa.array(spaces)).all()
+    assert not bank_columns.blank_ids(pa.array(others)).any()
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.text(alphabet=st.characters(blacklist_categories=["Cs"]), max_size=30),
+                min_size=1, max_size=20))
+def test_words_and_blank_ids_agree_with_python_string_methods(texts):
+    arr = pa.array(texts, pa.string())
+    assert bank_columns.word_counts(arr).tolist() == [len(t.split()) for t in texts]
+    assert bank_columns.blank_ids(arr).tolist() == [not t.strip() for t in texts]
+
+
+def test_the_row_hash_of_a_canonical_line_is_the_hash_of_its_bytes():
+    row = _rows()[2]
+    import hashlib
+    assert row_sha256(row) == hashlib.sha256(canonical_json(row).encode()).hexdigest()
