@@ -169,6 +169,13 @@ _PROVENANCE_AUDIT = ("single", "triage", "raters")  # ppi mode draws a uniform h
 _ALL = frozenset(m for m in MODES if not m.startswith("click"))
 _CLICKS = frozenset({"clicks"})
 _MODE = ("triage", "raters")
+#: ``grading.stop`` in every ppi experiment (the only mode it may be turned on in), not only
+#: once it is on: a stage that reads the audited queries (``Experiment.audit_ids``) or the
+#: stopping rule's record behaves differently with it, so turning it on by hand reruns the
+#: stage, whose check of the pipeline's shape (:mod:`relgrade.pipeline.runner`) then names
+#: ``relgrade pipeline render``. DVC refuses a listed key that params.yaml lacks, so
+#: ``relgrade init`` writes ``grading.stop: none`` into a ppi experiment's params.
+_STOP = _e("grading.stop", "ppi")
 
 
 def stages() -> tuple[Stage, ...]:
@@ -212,7 +219,8 @@ def stages() -> tuple[Stage, ...]:
               params=("seed", _e("audit.fraction", *_PROVENANCE_AUDIT),
                       _e("audit.min_queries", *_PROVENANCE_AUDIT), "grading.round",
                       _e("grading.mode", "ppi"), _e("ppi", "ppi"),  # the sample's size
-                      _e("grading.stop", "stop"), _e("grading.stop_batch", "stop"), _e("grading.stop_margin", "stop")),  # the stopping rule's record
+                      _STOP, _e("grading.stop_batch", "stop"),
+                      _e("grading.stop_margin", "stop")),  # the stopping rule's record
               deps=("${paths.provenance}", "${paths.pool_manifest}", "${paths.queries}"),
               outs=(_kept("${paths.audit}"), _kept("${paths.audit_lock}")),
               doc="The audit queries (in ppi mode the human sample: a seeded uniform draw of "
@@ -228,7 +236,7 @@ def stages() -> tuple[Stage, ...]:
                       "graders", "scale.grades", "scale.relevant_min", _e("grading.mode", *_MODE),
                       _e("triage", "triage"), _e("raters.per_pair", "raters"),
                       _e("gold", "raters"),  # a rater removed on gold is dealt no more
-                      _e("grading.stop_batch", "stop")),
+                      _STOP, _e("grading.stop_batch", "stop")),
               deps=("${paths.pool}", "${paths.pool_manifest}", "${paths.chunks}",
                     "${paths.intents}", "${paths.intents_manifest}", "${paths.audit}",
                     "${grading.rubric}", _e("${paths.stop}", "stop"),
@@ -245,7 +253,7 @@ def stages() -> tuple[Stage, ...]:
                       "gates.audit_coverage_min", _e("grading.mode", *_MODE),
                       _e("triage", "triage"), _e("seed", "triage"),
                       _e("gold", "raters"),  # a rater removed on gold owes nothing
-                      _e("grading.stop_batch", "stop")),
+                      _STOP, _e("grading.stop_batch", "stop")),
               deps=("${paths.packets}",  # the protocol's order: packets before grades
                     "${paths.grades_in}", "${paths.pool}", "${paths.chunks}", "${paths.intents}",
                     "${paths.intents_manifest}", "${paths.audit}", "${grading.rubric}",
@@ -275,7 +283,7 @@ def stages() -> tuple[Stage, ...]:
         Stage("agreement", "agreement", _ALL,
               params=("seed", "scale.grades", "scale.relevant_min", "grading.key_grader",
                       "grading.auditor", "grading.round", "agreement.bootstrap",
-                      "agreement.level"),
+                      "agreement.level", _STOP),
               deps=("${paths.grades}", "${paths.grades_in}", "${paths.audit}", "${paths.queries}",
                     "${paths.orders}", _e("${paths.stop}", "stop")),
               outs=("${paths.disagreements}", _kept("${paths.diagnostics}"),
@@ -289,7 +297,7 @@ def stages() -> tuple[Stage, ...]:
                       "gates.disagreement_max", "gates.two_step_max",
                       "gates.audit_coverage_min", "gates.require_distinct_families",
                       "grading.key_grader", "grading.auditor", "grading.round",
-                      "graders", "arms", _e("grading.mode", "triage", "ppi")),
+                      "graders", "arms", _e("grading.mode", "triage", "ppi"), _STOP),
               deps=("${paths.agreement}", "${paths.pool}", "${paths.grades}", "${paths.audit}",
                     _e("${paths.triage_queue}", "triage"), _e("${paths.stop}", "stop")),
               outs=(_e("${paths.gate}", cache=False),),
@@ -333,7 +341,8 @@ def stages() -> tuple[Stage, ...]:
                       "metrics.level", "metrics.baseline", "metrics.min_relative_change",
                       "metrics.power", "metrics.alpha", "metrics.interval", "metrics.pairs",
                       "metrics.weighted", "metrics.primary", "pool.depth", "scale.relevant_min",
-                      "runs.ties", "grading.auditor", "grading.round", _e("grading.mode", *_MODE)),
+                      "runs.ties", "grading.auditor", "grading.round", _e("grading.mode", *_MODE),
+                      _STOP),
               deps=("${paths.per_query}", "${paths.key}", "${paths.qrels}", "${paths.record}",
                     "${paths.runs}", "${paths.grades}", "${paths.audit}", "${paths.provenance}",
                     "${paths.queries}", _e("${paths.pool}", "tail"),
@@ -347,7 +356,8 @@ def stages() -> tuple[Stage, ...]:
               params=("seed", "ppi", "metrics.primary", "metrics.cutoffs", "metrics.bootstrap",
                       "scale.relevant_min", "metrics.baseline", "metrics.pairs",
                       "runs.ties", "grading.key_grader", "grading.auditor", "grading.round",
-                      "graders", "arms", "cost", _e("grading.stop", "stop"), _e("grading.stop_batch", "stop"), _e("grading.stop_margin", "stop")),
+                      "graders", "arms", "cost", _STOP, _e("grading.stop_batch", "stop"),
+                      _e("grading.stop_margin", "stop")),
               deps=("${paths.per_query}", "${paths.key}", "${paths.record}", "${paths.grades}",
                     "${paths.audit}", "${paths.audit_lock}", "${paths.runs}", "${paths.pool}",
                     "${paths.queries}", _e("${paths.stop}", "stop")),
