@@ -398,7 +398,9 @@ def test_an_unreviewed_intent_table_is_pending_work_naming_the_review_command(re
         run_stage(intents.run, params_path=ex_dir / "params.yaml")
     assert stop.value.code == 3
     err = capsys.readouterr().err
-    assert err.startswith("Pending: data/input/intents.review.json: the intent table is not "
+    # every path and command as typed at the repository's top
+    assert err.startswith("Pending: experiments/second/data/input/intents.review.json: the "
+                          "intent table is not "
                           "reviewed yet; intents are frozen only after review. run `relgrade "
                           "intents review --experiment experiments/second --reviewer auditor-b`"
                           ", then `dvc repro experiments/second/dvc.yaml` again")
