@@ -651,6 +651,50 @@ def judge_counts(bank: Iterable[tuple[int, dict]] | None) -> dict[str, int]:
     return out
 
 
+#: The :func:`template_counts` key of grades whose bank line names no prompt template.
+TEMPLATE_NOT_RECORDED = "template not recorded"
+
+
+def template_counts(bank: Iterable[tuple[int, dict]] | None) -> dict[str, int]:
+    """With which prompt template a grade file's grades were made, from its bank sidecar.
+
+    A model grader's bank line names the sha256 of the prompt template its request was
+    rendered with (``template_sha256``, the ``template`` digest of its judge identity,
+    :func:`model_identity`), so the key's record names the templates its grades were made
+    with, not the template file as it is when the key is frozen.
+
+    Parameters
+    ----------
+    bank : iterable of (int, dict), or None
+        The bank lines (:func:`relgrade.graders.store.read_bank`); None for a grade file
+        without a sidecar.
+
+    Returns
+    -------
+    dict of str to int
+        Template sha256 (64 hex) → pairs whose latest bank line names it;
+        :data:`TEMPLATE_NOT_RECORDED` → pairs whose latest line names none (a line written
+        before templates were recorded, a person's grade, an import). In the order of the
+        pairs' latest lines.
+
+    Examples
+    --------
+    >>> template_counts([(1, {"query_id": "q", "chunk_id": "a", "template_sha256": "t1"}),
+    ...                  (2, {"query_id": "q", "chunk_id": "b", "judge": "j"}),
+    ...                  (3, {"query_id": "q", "chunk_id": "a", "template_sha256": "t2"})])
+    {'template not recorded': 1, 't2': 1}
+    """
+    latest: dict = {}
+    for _, line in bank or ():
+        pair = (line.get("query_id"), line.get("chunk_id"))
+        latest.pop(pair, None)
+        latest[pair] = line.get("template_sha256") or TEMPLATE_NOT_RECORDED
+    out: dict[str, int] = {}
+    for template in latest.values():
+        out[template] = out.get(template, 0) + 1
+    return out
+
+
 def judge_status_line(grader: str, current: str, counts: Mapping[str, int]) -> str:
     """One ``relgrade status`` line: a model grader's current judge identity (12 hex digits)
     and how many of its recorded grades were made under it, under others, or under none

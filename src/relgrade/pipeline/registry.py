@@ -318,7 +318,6 @@ def stages() -> tuple[Stage, ...]:
               outs=(_kept("${paths.key}"), _kept("${paths.qrels}"), _kept("${paths.record}"),
                     _kept("${paths.key_made_on}"), _kept("${paths.key_post_hoc}"),
                     _kept("${paths.key_previous}"), _kept("${paths.triage_key}", "triage")),
-              resources=("prompts/grader.md",),
               doc="The frozen key after a passed gate: sorted, sha256-hashed, with its record. "
                   "The ledger and metrics files are read as witnesses of earlier use, not "
                   "deps (they are written after the key)."),
