@@ -19,7 +19,8 @@ from hypothesis import strategies as st
 
 from relgrade.canonical import canonical_json, jsonl_bytes
 from relgrade.errors import InputError
-from relgrade.graders.cache import CACHE_FIELDS, JUDGE_FIELDS, cache_counts, judge_counts
+from relgrade.graders.cache import (CACHE_FIELDS, JUDGE_FIELDS, TEMPLATE_FIELDS, cache_counts,
+                                    judge_counts, template_counts)
 from relgrade.graders.store import bank_path, read_bank
 from relgrade.io.files import iter_jsonl
 from relgrade.io.grade_columns import read_bank_columns, read_grade_columns
@@ -229,6 +230,20 @@ def test_cache_and_judge_counts_from_columns_equal_those_from_lines(tmp_path):
     assert judge_counts(narrow) == judge_counts(by_lines)
     assert cache_counts(read_bank_columns(bank_path(path), CACHE_FIELDS)) == \
         cache_counts(by_lines)
+
+
+def test_template_counts_from_columns_equal_those_from_lines(tmp_path):
+    rows = _rows() + [{"query_id": "q1", "chunk_id": "a", "reason": "again", "grade": 1}]
+    lines = [_line(r) for r in rows]
+    lines[0].update(judge="j1", template_sha256="t1")
+    lines[1].update(judge="j1", template_sha256="t1")
+    lines[3].update(judge="j1", template_sha256="t2")
+    path = _write(tmp_path, rows, lines)
+    table = read_bank_columns(bank_path(path), TEMPLATE_FIELDS)
+    # q1/a's latest line names t2, q1/b t1, q2/a no template
+    want = {"t1": 1, "template not recorded": 1, "t2": 1}
+    assert template_counts(table) == template_counts(read_bank(path)) == want
+    assert list(template_counts(table)) == list(template_counts(read_bank(path)))
 
 
 def test_whitespace_is_exactly_what_str_isspace_calls_whitespace():

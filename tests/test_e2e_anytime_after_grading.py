@@ -8,7 +8,7 @@ owe from the recorded grades and shows params' margin; the decision files and `r
 metrics show` name the estimator of the differences (the rule's), and `relgrade metrics diff`
 calls the committed PPI++ revision and the anytime workspace not comparable.
 
-Arms as in tests/test_e2e_anytime_stop.py: ``good`` ranks each topic's answer and pointer
+Arms as in tests/e2e/anytime.py: ``good`` ranks each topic's answer and pointer
 first (on kw01 and qu01 the pointer first), ``poor`` the two near misses first; people grade
 by the fixture's truth, the model grader is lenient (tests/graders/lenient_grader.py).
 """
@@ -17,22 +17,19 @@ from __future__ import annotations
 
 import json
 import re
-import sys
-from pathlib import Path
+import subprocess
 
 import numpy as np
 import pandas as pd
 import pytest
 import yaml
 
-from tests.e2e import tiny
+from tests.e2e import anytime, tiny
 from tests.test_anytime import _scalar_log_capital
-from tests.test_e2e_anytime_stop import _runs  # the same two arms
 from tests.test_e2e_init_modes import _repo
 
 pytestmark = [pytest.mark.slow]
 
-MODEL = f"{sys.executable} {Path(__file__).with_name('graders') / 'lenient_grader.py'}"
 EXP = "experiments/late"
 NDCG = "nDCG(dcg='exp-log2')@10"
 
@@ -56,13 +53,7 @@ def _set_params(folder, **grading):
 @pytest.fixture(scope="module")
 def late(tmp_path_factory):
     root = _repo(tmp_path_factory, "late")
-    _runs(root)
-    tiny.run(root, "relgrade", "init", EXP, "--corpus", "data/input/chunks.jsonl",
-             "--queries", "data/input/queries.tsv", "--intents", "data/input/intents.tsv",
-             "--run", "good=data/input/runs/good.trec", "--run",
-             "poor=data/input/runs/poor.trec", "--baseline", "poor", "--pool-depth", "4",
-             "--grader", "model-m", "--grader-command", MODEL, "--auditor", "person-h",
-             "--mode", "ppi", "--human-fraction", "1.0")
+    anytime.init(root, EXP)
     folder = root / EXP
     tiny.run(root, "relgrade", "intents", "review", "--experiment", EXP, "--reviewer",
              "person-h")
@@ -89,8 +80,12 @@ def late(tmp_path_factory):
         raise AssertionError("dvc repro did not complete without the rule")
     tiny.git(root, "add", "-A")
     tiny.git(root, "commit", "-qm", "whole sample graded, PPI++ decides")
-    # the rule turned on afterwards, with the default margin first
+    # the rule turned on afterwards, with the default margin first; `dvc repro` before the
+    # pipeline is rendered again reruns the stages that list grading.stop, which refuse
     _set_params(folder, stop="anytime", stop_batch=4, stop_margin=0.05)
+    unrendered = tiny.run(root, "dvc", "repro", f"{EXP}/dvc.yaml", check=False)
+    changed = subprocess.run(["git", "status", "--porcelain"], cwd=root, check=True,
+                             capture_output=True, text=True).stdout.splitlines()
     tiny.run(root, "relgrade", "pipeline", "render", "--experiment", EXP)
     tiny.run(root, "dvc", "repro", f"{EXP}/dvc.yaml:audit")
     before = tiny.run(root, "relgrade", "status", "--experiment", EXP).stdout
@@ -98,7 +93,7 @@ def late(tmp_path_factory):
     status = tiny.run(root, "relgrade", "status", "--experiment", EXP).stdout
     first = tiny.run(root, "dvc", "repro", f"{EXP}/dvc.yaml", check=False)
     again = tiny.run(root, "dvc", "repro", f"{EXP}/dvc.yaml", check=False)
-    return root, folder, before, status, first, again
+    return root, folder, before, status, first, again, (unrendered, changed)
 
 
 def _expected_stop(order, population):
@@ -112,8 +107,22 @@ def _expected_stop(order, population):
     raise AssertionError("the hand computation does not settle")
 
 
+def test_turning_the_rule_on_without_rendering_is_one_error_naming_render(late):
+    # no stage is "up to date": the stages that read the audited queries list grading.stop,
+    # so dvc runs the first of them (audit), whose check of the pipeline's shape refuses
+    unrendered, changed = late[-1]
+    assert unrendered.returncode != 0
+    assert "Traceback" not in unrendered.stderr, unrendered.stderr[-3000:]
+    errors = [x for x in unrendered.stderr.splitlines() if x.startswith("Error: ")]
+    assert len(errors) == 1, unrendered.stderr
+    assert f"Run `relgrade pipeline render --experiment {EXP}`" in errors[0]
+    assert "stages: audit, packets, grades, agreement, gate" in errors[0]
+    # nothing committed was deleted or rewritten: only the params file the user edited moved
+    assert changed == [f" M {EXP}/params.yaml"], changed
+
+
 def test_nothing_is_owed_when_people_graded_the_whole_sample_first(late):
-    _, folder, before, status, first, again = late
+    _, folder, before, status, first, again, _ = late
     record = json.loads((folder / "data/audit/stop.json").read_text())
     order = record["order"]
     assert order != sorted(order)  # people graded in another order than the rule's
@@ -135,7 +144,7 @@ def test_nothing_is_owed_when_people_graded_the_whole_sample_first(late):
 
 
 def test_status_shows_the_margin_params_give_now(late):
-    root, _, before, status, _, _ = late
+    root, _, before, status, _, _, _ = late
     # the record the audit stage wrote holds margin 0.05; params now say 0, and no look yet
     assert "margin 0.05, seed" in before
     assert "margin 0, seed" in status and "margin 0.05" not in status
@@ -145,7 +154,7 @@ def test_status_shows_the_margin_params_give_now(late):
 
 
 def test_the_files_and_views_name_the_estimator_of_each_number(late):
-    root, folder, _, _, _, _ = late
+    root, folder, _, _, _, _, _ = late
     record = json.loads((folder / "data/audit/stop.json").read_text())
     n, delta = _expected_stop(record["order"], 12)
     good = json.loads((folder / "metrics/decision/good.json").read_text())

@@ -17,48 +17,26 @@ from __future__ import annotations
 
 import json
 import re
-import sys
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pytest
 import yaml
 
-from tests.e2e import tiny
+from tests.e2e import anytime, tiny
 from tests.test_anytime import _scalar_log_capital
 from tests.test_e2e_init_modes import _repo
 
 pytestmark = [pytest.mark.slow]
 
-MODEL = f"{sys.executable} {Path(__file__).with_name('graders') / 'lenient_grader.py'}"
-#: The human grader grades by the fixture's truth, through the command the Pending lines name.
-PEOPLE = f"{sys.executable} {Path(__file__).with_name('graders') / 'tiny_grader.py'}"
 EXP = "experiments/stop"
 NDCG = "nDCG(dcg='exp-log2')@10"
-
-
-def _runs(root):
-    inp = root / "data/input/runs"
-    with open(inp / "good.trec", "w") as g, open(inp / "poor.trec", "w") as p:
-        for qid, *_ in tiny.TOPICS:
-            first = (["pointer", "answer"] if qid.endswith("01") else ["answer", "pointer"])
-            for r, kind in enumerate(first + ["miss1", "miss2"], 1):
-                g.write(f"{qid} Q0 {qid}-{kind} {r} {10 - r} good\n")
-            for r, kind in enumerate(["miss1", "miss2", "pointer", "answer"], 1):
-                p.write(f"{qid} Q0 {qid}-{kind} {r} {10 - r} poor\n")
 
 
 @pytest.fixture(scope="module")
 def stopped(tmp_path_factory):
     root = _repo(tmp_path_factory, "stop")
-    _runs(root)
-    tiny.run(root, "relgrade", "init", EXP, "--corpus", "data/input/chunks.jsonl",
-             "--queries", "data/input/queries.tsv", "--intents", "data/input/intents.tsv",
-             "--run", "good=data/input/runs/good.trec", "--run",
-             "poor=data/input/runs/poor.trec", "--baseline", "poor", "--pool-depth", "4",
-             "--grader", "model-m", "--grader-command", MODEL, "--auditor", "person-h",
-             "--auditor-command", PEOPLE, "--mode", "ppi", "--human-fraction", "1.0")
+    anytime.init(root, EXP, auditor_command=anytime.PEOPLE)
     folder = root / EXP
     params = yaml.safe_load((folder / "params.yaml").read_text())
     params["grading"].update(stop="anytime", stop_batch=4, stop_margin=0.0)

@@ -181,7 +181,7 @@ def test_new_queries_are_pending_work_never_an_error(refreshed):
     assert any(s.startswith(
         f"Pending: intents: 3 queries added by the query-set refresh need an intent "
         f"({', '.join(block['added'])}); the lines of 3 retired queries go "
-        f"({', '.join(block['retired'])}): edit data/input/intents.tsv, then run `relgrade "
+        f"({', '.join(block['retired'])}): edit {EXP}/data/input/intents.tsv, then run `relgrade "
         f"intents review --experiment {EXP} --reviewer auditor-b`") for s in stops)
     assert any(s.startswith("Pending: grading: ") for s in stops)
     # status names the intents owed while they are owed, and prices the grading owed

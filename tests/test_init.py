@@ -88,11 +88,46 @@ def test_init_writes_params_pipeline_rubric_inputs_and_design(repo):
     assert set(pipeline["stages"]) == set(yaml.safe_load((REPO / "dvc.yaml").read_text())["stages"])
     rubric = (ex / "rubric/v1.md").read_text()
     assert "click" not in rubric.lower()
-    assert rubric.startswith("Version: v1\n") and FILL_IN in rubric
+    assert rubric.startswith("version: v1\n") and FILL_IN in rubric
     design = (ex / "DESIGN.md").read_text()
     assert design.startswith("# Design record: second\n")
     assert unfilled(design) == ["question", "corpus", "graders", "deviations"]
     assert "- `ext`: file, depth 100, from `data/input/runs/ext.trec`" in design
+
+
+def test_the_init_rubrics_query_forms_and_boundary_cases_are_cases_a_revision_keeps_apart(repo):
+    # a revision of one case of the rubric relgrade init writes leaves current the grades that
+    # name another case: only those naming it, or naming none, are graded again
+    import hashlib
+
+    import pandas as pd
+
+    from relgrade.protocol import bank
+    from relgrade.protocol import rubric as rb
+
+    assert init("--arm", "bm25=bm25").exit_code == 0
+    text = (repo / "experiments/second/rubric/v1.md").read_text()
+    v1 = rb.parse(text)
+    assert v1.front["version"] == "v1"
+    assert [s for s, sec in v1.sections.items() if not sec.general] == [
+        "query-forms", "where", "how", "why", "which-or-what", "boundary-cases",
+        "right-subject-wrong-aspect", "neighbouring-question",
+        "header-only-or-table-of-contents", "duplicates", "split-answer",
+        "primary-text-example-or-commentary", "outdated-text"]
+    v2_text = text.replace("version: v1\n", "version: v2\nrevises: v1\nchanges: duplicates\n",
+                           1).replace("never lower one because", "never grade one lower because")
+    v2 = rb.parse(v2_text)
+    rb.check_revision(v1, v2, source="rubric/v2.md", old_source="rubric/v1.md")
+    sha1, sha2 = (hashlib.sha256(t.encode()).hexdigest() for t in (text, v2_text))
+    carry = rb.carry([(sha2, v2, "rubric/v2.md"), (sha1, v1, "rubric/v1.md")])
+    reasons = ["§neighbouring-question answers how to install, not where", "§where the module "
+               "defining it", "§duplicates same text as another chunk", "no case named"]
+    grades = pd.DataFrame({"query_id": "q", "chunk_id": [f"c{i}" for i in range(4)],
+                           "reason": reasons, "rubric_sha256": sha1, "content_sha256": "h",
+                           "intent_sha256": "i", "grader": "g"})
+    status = bank.currency(grades, content=pd.Series({f"c{i}": "h" for i in range(4)}),
+                           intents=pd.Series({"q": "i"}), rubric_sha256=sha2, carry=carry)
+    assert status.tolist() == ["current", "current", "rubric", "rubric"]
 
 
 def test_init_refuses_a_folder_that_is_not_empty_unless_forced(repo):
@@ -398,7 +433,9 @@ def test_an_unreviewed_intent_table_is_pending_work_naming_the_review_command(re
         run_stage(intents.run, params_path=ex_dir / "params.yaml")
     assert stop.value.code == 3
     err = capsys.readouterr().err
-    assert err.startswith("Pending: data/input/intents.review.json: the intent table is not "
+    # every path and command as typed at the repository's top
+    assert err.startswith("Pending: experiments/second/data/input/intents.review.json: the "
+                          "intent table is not "
                           "reviewed yet; intents are frozen only after review. run `relgrade "
                           "intents review --experiment experiments/second --reviewer auditor-b`"
                           ", then `dvc repro experiments/second/dvc.yaml` again")

@@ -131,13 +131,54 @@ def test_the_record_holds_the_qrels_rubric_prompt_commands_gates_and_agreement(t
     rec = json.loads((tmp_path / p["record"]).read_text())
     assert rec["qrels_sha256"] == hashlib.sha256(b"q1 0 a 2\nq1 0 b 0\n").hexdigest()
     assert rec["rubric_sha256"] == hashlib.sha256(b"grade 2 when it answers\n").hexdigest()
-    prompt = (REPO / "src/relgrade/prompts/grader.md").read_bytes()
-    assert rec["prompt_template_sha256"] == hashlib.sha256(prompt).hexdigest()
+    # no grade file with a bank in grades_in: no model grade, so no template made the key
+    assert rec["prompt_template_sha256"] is None
+    assert rec["prompt_template_note"] == ("no model grader graded this round: no prompt "
+                                           "template made a grade of the key")
+    assert "prompt_templates" not in rec
     assert rec["grader_commands"] == {"auditor-b": None, "grader-a": None}
     assert rec["gates"] == {"binary_kappa_min": 0.8}
     assert rec["agreement"] == {"binary_kappa": 0.9, "pairs": 3}
     assert "audit_lock_sha256" not in rec
     assert rec["key_sha256"] == KEY_SHA  # the key itself is unchanged by the new fields
+
+
+def _bank(root, p, grader, lines):
+    """A grade file of ``grader`` in grades_in with its bank sidecar of ``lines``."""
+    folder = root / p["grades_in"] / grader
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "round-1.jsonl").write_text("".join(
+        json.dumps({"query_id": q, "chunk_id": c, "reason": "r", "grade": 0}) + "\n"
+        for q, c, _ in lines))
+    (folder / "round-1.bank.jsonl").write_text("".join(
+        json.dumps({"query_id": q, "chunk_id": c, **extra}) + "\n" for q, c, extra in lines))
+
+
+def test_the_record_names_the_template_the_grades_name_not_the_template_file(tmp_path):
+    p = _stage_dir(tmp_path)
+    made_with = "7" * 64  # not the template file's sha256: a grade made before an edit of it
+    _bank(tmp_path, p, "grader-a", [("q1", "a", {"judge": "j" * 64, "template_sha256": made_with}),
+                                    ("q1", "b", {"judge": "j" * 64, "template_sha256": made_with})])
+    _bank(tmp_path, p, "auditor-b", [("q1", "a", {})])  # a person: no judge, no template
+    assert _run_stage(tmp_path).returncode == 0
+    rec = json.loads((tmp_path / p["record"]).read_text())
+    assert rec["prompt_template_sha256"] == made_with
+    assert rec["prompt_templates"] == {"grader-a": {made_with: 2}}
+    assert "prompt_template_note" not in rec
+
+
+def test_grades_that_name_no_template_are_said_so_not_guessed(tmp_path):
+    p = _stage_dir(tmp_path)
+    # legacy bank lines: a judge identity, no template named
+    _bank(tmp_path, p, "grader-a", [("q1", "a", {"judge": "j" * 64}),
+                                    ("q1", "b", {"judge": "j" * 64})])
+    assert _run_stage(tmp_path).returncode == 0
+    rec = json.loads((tmp_path / p["record"]).read_text())
+    assert rec["prompt_template_sha256"] is None
+    assert rec["prompt_templates"] == {"grader-a": {"template not recorded": 2}}
+    assert rec["prompt_template_note"] == (
+        "the key's model grades name no prompt template (recorded before grade lines named "
+        "it, or graded outside relgrade): the template they were made with is not known")
 
 
 # --- a kill between the key's writes ---------------------------------------------------------

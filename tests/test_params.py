@@ -259,8 +259,11 @@ def test_several_problems_are_counted_after_the_first(tmp_path):
                                        p["metrics"].update(bootstrap=5)))
     with pytest.raises(InputError) as e:
         load_params(path)
+    # each further problem is named, not only counted
     assert str(e.value) == (f"{path}: seed: must be an integer >= 0 (found -1). "
-                            "2 more problems in this file")
+                            "2 more problems in this file: grading.batch_size: must be an "
+                            "integer from 1 to 5 (found 9); metrics.bootstrap: must be an "
+                            "integer >= 1000 (found 5)")
 
 
 def test_the_default_params_load_with_their_values_and_types_unchanged():

@@ -116,3 +116,26 @@ def test_grades_depends_on_what_packets_writes_in_every_grading_experiment(folde
     rel = (folder / "dvc.yaml").relative_to(REPO).as_posix()
     lines = _dry_order(REPO, f"{rel}:grades")
     assert any("packets" in line for line in lines)
+
+
+def test_every_output_kept_in_git_persists_so_a_refused_stage_deletes_none():
+    # DVC deletes a stage's outputs before running it unless they persist, and a stage refuses
+    # bad params only once it runs: an output kept in git (cache: false) must persist
+    for stage in registry.stages():
+        for kind in ("outs", "metrics", "plots"):
+            for entry in getattr(stage, kind):
+                if isinstance(entry, registry.Entry) and not entry.cache:
+                    assert entry.persist, (stage.name, kind, entry.path)
+
+
+@pytest.mark.parametrize("folder", FOLDERS, ids=lambda p: p.relative_to(REPO).as_posix() or ".")
+def test_every_committed_dvc_yaml_lets_its_git_kept_outputs_persist(folder):
+    stages = yaml.safe_load((folder / "dvc.yaml").read_text())["stages"]
+    for name, stage in stages.items():
+        body = stage.get("do", stage)
+        for kind in ("outs", "metrics", "plots"):
+            for entry in body.get(kind) or []:
+                if isinstance(entry, dict):
+                    ((path, opts),) = entry.items()
+                    if opts.get("cache") is False:
+                        assert opts.get("persist") is True, (name, path)

@@ -322,6 +322,33 @@ def test_a_key_of_this_pool_with_pairs_owed_is_the_previous_key_not_the_current_
         _status(root).splitlines()
 
 
+def test_the_key_line_of_an_experiment_below_the_top_names_its_own_dvc_repro(exp, tmp_path_factory):
+    # the same experiment as experiments/sub of a repository (stages/ and dvc.yaml at its
+    # top): every command the key line names is the one typed at the top, dvc repro included
+    import re
+    import shutil
+
+    root, p = exp
+    _put(root, p["record"], {"key_sha256": KEY_HASH, "pool_version": "p-222222222222",
+                             "pairs": 5, "queries": 2, "dropped_queries": ["q3"],
+                             "post_hoc": False})
+    repo = tmp_path_factory.mktemp("repo")
+    (repo / "stages").mkdir()
+    (repo / "dvc.yaml").write_text("stages: {}\n")
+    sub = repo / "experiments" / "sub"
+    shutil.copytree(root, sub)
+    (line,) = [x for x in _status(sub).splitlines() if x.startswith("key: no current key")]
+    assert line.endswith(", then `dvc repro experiments/sub/dvc.yaml`"), line
+    commands = re.findall(r"`([^`]*)`", line)
+    assert commands == ["relgrade grade import --grader grader-a --experiment "
+                        "experiments/sub FILE",
+                        "relgrade grade import --grader auditor-b --experiment "
+                        "experiments/sub FILE",
+                        "dvc repro experiments/sub/dvc.yaml"], line
+    assert json.loads(_status(sub, "--json"))["key"]["repro"] == \
+        "dvc repro experiments/sub/dvc.yaml"
+
+
 def test_with_an_incomplete_audit_allowed_the_auditors_open_pairs_leave_the_key_current(exp):
     root, p = exp
     params = yaml.safe_load((root / "params.yaml").read_text())

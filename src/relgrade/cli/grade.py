@@ -297,7 +297,9 @@ def _import_batch(results: Path, grader: str, params_path, *, partial: bool = Fa
     from relgrade.experiment.files import Experiment
     from relgrade.graders import command as graderun
     from relgrade.graders.batchfiles import read_results, results_provider
+    from relgrade.canonical import sha256_bytes
     from relgrade.graders.cache import MISS, CallCache, answer_digest
+    from relgrade.graders.exchange import prompt_template_text
     from relgrade.graders.store import GradeStore
     from relgrade.experiment import revisions
     from relgrade.text import inert
@@ -322,8 +324,10 @@ def _import_batch(results: Path, grader: str, params_path, *, partial: bool = Fa
                 CallCache(cache_path).put_many(
                     (b.key, text) for b, _, text in got.answered)
             ex.ensure_meta(files, graderun.packet_meta(packets))
-            notes = [{"judge": judge, "cache": MISS, "via": f"{provider} batch",
-                      "answer_sha256": answer_digest(b.key, text)}
+            # the prompt template the judge identity names (its `template` digest)
+            template = sha256_bytes(prompt_template_text().encode("utf-8"))
+            notes = [{"judge": judge, "template_sha256": template, "cache": MISS,
+                      "via": f"{provider} batch", "answer_sha256": answer_digest(b.key, text)}
                      for b, _, text in got.answered]
             results_of = store.append_many([rows for _, rows, _ in got.answered],
                                            notes=notes)

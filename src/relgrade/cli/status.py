@@ -395,12 +395,14 @@ def previous_key_lines(k: Mapping) -> list[str]:
 
 
 def _owed_text(k: Mapping) -> str:
-    """What a key waits for, in words, ending with what to run."""
+    """What a key waits for, in words, ending with what to run: the experiment's own
+    ``dvc repro`` as typed at the repository's top (``k["repro"]``, e.g. ``dvc repro
+    experiments/NAME/dvc.yaml``), like every other command the status prints."""
     parts = [k["owed_message"]] if k.get("owed_message") else []
     for grader, why in (k.get("owed") or {}).items():
         if why.get("adjudicate"):
             parts.append(f"{counted(why['adjudicate'], 'queued pair')} to adjudicate by {grader}")
-    return "; ".join(parts) + ", then `dvc repro`"
+    return "; ".join(parts) + f", then `{k.get('repro') or 'dvc repro'}`"
 
 
 def _last_pass(gt: Mapping, round_now) -> str:

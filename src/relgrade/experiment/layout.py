@@ -527,6 +527,32 @@ def redraw_command(ex) -> str:
     return f"relgrade audit redraw --force{where}"
 
 
+def top_path(ex, relative) -> str:
+    """A file of experiment ``ex`` named in params (relative to its folder), as a user at the
+    repository's top types it, beside the commands the messages name.
+
+    Parameters
+    ----------
+    ex : relgrade.experiment.files.Experiment
+    relative : str or os.PathLike
+        The path as params give it (``data/input/intents.tsv``).
+
+    Returns
+    -------
+    str
+        ``experiments/NAME/data/input/intents.tsv`` for an experiment below the top; the
+        path itself for the top's experiment (or outside any repository).
+
+    Examples
+    --------
+    >>> from types import SimpleNamespace
+    >>> top_path(SimpleNamespace(root="/nowhere/x"), "data/input/intents.tsv")
+    'data/input/intents.tsv'
+    """
+    root, repo = _root_and_repository(ex)
+    return (root / relative).relative_to(repo).as_posix()
+
+
 def review_command(ex) -> str:
     """The ``relgrade intents review`` a user types (at the repository's top, or anywhere in
     it: ``--experiment`` is read from the top too) to review experiment ``ex``'s intents, as

@@ -1062,11 +1062,29 @@ def _found(value: Any) -> str:
 
 
 def _as_input_error(err: ValidationError, path: Path) -> InputError:
-    """The first problem pydantic found, as one :class:`InputError` about ``path``."""
+    """The first problem pydantic found, as one :class:`InputError` about ``path``; the
+    others are named in its fix (``1 more problem in this file: grading.key_grader: is
+    required``), each as its key and rule, so nothing found is left unsaid."""
     problems = err.errors(include_url=False)
     # a typo'd key is the cause of the "is required" pydantic reports beside it: name it first
     problems.sort(key=lambda p: p["type"] != "extra_forbidden")
-    e = problems[0]
+    item, rule, found, fix = _problem(problems[0])
+    if len(problems) > 1:
+        more = len(problems) - 1
+        others = "; ".join(_short(*_problem(e)[:3]) for e in problems[1:])
+        fix = (fix + ". " if fix else "") + (f"{more} more problem{'s' if more > 1 else ''} "
+                                             f"in this file: {others}")
+    return InputError(rule, path=path, item=item, found=found, fix=fix)
+
+
+def _short(item: str | None, rule: str, found: str | None) -> str:
+    """One problem in a few words: ``KEY: RULE (found VALUE)``."""
+    return (f"{item}: " if item else "") + rule + (f" (found {found})" if found is not None
+                                                   else "")
+
+
+def _problem(e: dict) -> tuple[str | None, str, str | None, str | None]:
+    """One pydantic error as (the dotted key, the rule broken, what was found, the fix)."""
     loc = [f"[{p}]" if isinstance(p, int) else str(p) for p in e["loc"]]
     kind, ctx = e["type"], e.get("ctx") or {}
     found = None if kind in ("missing", "extra_forbidden") else _found(e.get("input"))
@@ -1100,12 +1118,7 @@ def _as_input_error(err: ValidationError, path: Path) -> InputError:
     # inside a discriminated union pydantic adds the tag to the location: drop it
     loc = [p for i, p in enumerate(loc)
            if not (i > 0 and loc[i - 1] in _arm_names(e) and p in ARM_KINDS)]
-    if len(problems) > 1:
-        more = len(problems) - 1
-        fix = (fix + ". " if fix else "") + (f"{more} more problem{'s' if more > 1 else ''} "
-                                             "in this file")
-    return InputError(rule, path=path, item=".".join(loc).replace(".[", "[") or None,
-                      found=found, fix=fix)
+    return ".".join(loc).replace(".[", "[") or None, rule, found, fix
 
 
 def _known_keys(parent: list[str]) -> list[str]:

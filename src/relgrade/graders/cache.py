@@ -576,6 +576,8 @@ CACHE_FIELDS = ("cache",)
 
 #: The bank sidecar fields :func:`judge_counts` reads from a table.
 JUDGE_FIELDS = ("query_id", "chunk_id", "judge")
+#: The sidecar fields :func:`template_counts` (with :func:`judge_counts`) reads.
+TEMPLATE_FIELDS = ("query_id", "chunk_id", "judge", "template_sha256")
 
 
 def cache_counts(bank) -> dict[str, int]:
@@ -673,16 +675,68 @@ def judge_counts(bank) -> dict[str, int]:
 
 
 def _judge_counts_of_columns(bank: pa.Table) -> dict[str, int]:
-    """:func:`judge_counts` over the sidecar's columns: each pair's last line, judges
-    counted in the order those lines come."""
-    judge = bank.column("judge").cast(pa.string())
-    judge = pc.if_else(pc.fill_null(pc.equal(judge, ""), True), NOT_RECORDED, judge)
+    """:func:`judge_counts` over the sidecar's columns."""
+    return _latest_counts_of_columns(bank, "judge", NOT_RECORDED)
+
+
+def _latest_counts_of_columns(bank: pa.Table, field: str, missing: str) -> dict[str, int]:
+    """Pairs per value of ``field`` on each pair's last line (``missing`` where the line
+    has none), counted in the order those lines come."""
+    value = bank.column(field).cast(pa.string())
+    value = pc.if_else(pc.fill_null(pc.equal(value, ""), True), missing, value)
     t = pd.DataFrame({"query_id": bank.column("query_id").to_pandas(),
                       "chunk_id": bank.column("chunk_id").to_pandas(),
-                      "judge": judge.to_pandas()})
+                      "value": value.to_pandas()})
     last = t.drop_duplicates(["query_id", "chunk_id"], keep="last")
-    sizes = last.groupby("judge", sort=False).size()
+    sizes = last.groupby("value", sort=False).size()
     return {str(k): int(v) for k, v in sizes.items()}
+
+
+#: The :func:`template_counts` key of grades whose bank line names no prompt template.
+TEMPLATE_NOT_RECORDED = "template not recorded"
+
+
+def template_counts(bank) -> dict[str, int]:
+    """With which prompt template a grade file's grades were made, from its bank sidecar.
+
+    A model grader's bank line names the sha256 of the prompt template its request was
+    rendered with (``template_sha256``, the ``template`` digest of its judge identity,
+    :func:`model_identity`), so the key's record names the templates its grades were made
+    with, not the template file as it is when the key is frozen.
+
+    Parameters
+    ----------
+    bank : iterable of (int, dict), pyarrow.Table, or None
+        The bank lines (:func:`relgrade.graders.store.read_bank`), or the sidecar as
+        columns (:func:`relgrade.io.grade_columns.read_bank_columns`: ``query_id``,
+        ``chunk_id``, ``template_sha256``); None for a grade file without a sidecar.
+
+    Returns
+    -------
+    dict of str to int
+        Template sha256 (64 hex) → pairs whose latest bank line names it;
+        :data:`TEMPLATE_NOT_RECORDED` → pairs whose latest line names none (a line written
+        before templates were recorded, a person's grade, an import). In the order of the
+        pairs' latest lines.
+
+    Examples
+    --------
+    >>> template_counts([(1, {"query_id": "q", "chunk_id": "a", "template_sha256": "t1"}),
+    ...                  (2, {"query_id": "q", "chunk_id": "b", "judge": "j"}),
+    ...                  (3, {"query_id": "q", "chunk_id": "a", "template_sha256": "t2"})])
+    {'template not recorded': 1, 't2': 1}
+    """
+    if isinstance(bank, pa.Table):
+        return _latest_counts_of_columns(bank, "template_sha256", TEMPLATE_NOT_RECORDED)
+    latest: dict = {}
+    for _, line in bank or ():
+        pair = (line.get("query_id"), line.get("chunk_id"))
+        latest.pop(pair, None)
+        latest[pair] = line.get("template_sha256") or TEMPLATE_NOT_RECORDED
+    out: dict[str, int] = {}
+    for template in latest.values():
+        out[template] = out.get(template, 0) + 1
+    return out
 
 
 def judge_status_line(grader: str, current: str, counts: Mapping[str, int]) -> str:

@@ -1080,7 +1080,10 @@ class _Run:
                 rows = agg.to_dict("records")
             rows = [{"query_id": str(r["query_id"]), "chunk_id": str(r["chunk_id"]),
                      "reason": str(r["reason"]), "grade": int(r["grade"])} for r in rows]
+            # the bank line names the judge and the prompt template the request was made with
             note = {"judge": self.judge}
+            if self.identity.get("template"):
+                note["template_sha256"] = self.identity["template"]
             if self.cache is not None:
                 note.update({"cache": HIT if hit else MISS,
                              "answer_sha256": digests[0] if len(digests) == 1 else digests})

@@ -43,11 +43,12 @@ BANK_LINE_SCHEMA = pa.schema(
     [("query_id", pa.string()), ("chunk_id", pa.string()),
      *[(k, pa.string()) for k in MADE_ON], ("graded_at", pa.string()),
      ("row_sha256", pa.string()), ("cache", pa.string()), ("judge", pa.string()),
+     ("template_sha256", pa.string()),
      ("imported_from", pa.struct([("format", pa.string())]))])
 
 #: Sidecar columns held as dictionary columns: few distinct values, repeated on every line.
 DICTIONARY_COLUMNS = ("intent_sha256", "rubric_version", "rubric_sha256", "graded_at",
-                      "cache", "judge")
+                      "cache", "judge", "template_sha256")
 
 _BOM = b"\xef\xbb\xbf"
 _BLOCK = 1 << 24  # bytes per block when a sidecar is checked for UTF-8
@@ -119,7 +120,7 @@ def read_bank_columns(path, fields=None) -> pa.Table | None:
 
     Returns
     -------
-    pyarrow.Table of shape (n_lines, 11), or None
+    pyarrow.Table of shape (n_lines, 12), or None
         The fields of :data:`BANK_LINE_SCHEMA` (null where a line has none), those of
         :data:`DICTIONARY_COLUMNS` dictionary-encoded (int32 codes), ``imported_from`` as
         the string column ``imported_format``; in file order, blank lines skipped. None

@@ -169,6 +169,13 @@ _PROVENANCE_AUDIT = ("single", "triage", "raters")  # ppi mode draws a uniform h
 _ALL = frozenset(m for m in MODES if not m.startswith("click"))
 _CLICKS = frozenset({"clicks"})
 _MODE = ("triage", "raters")
+#: ``grading.stop`` in every ppi experiment (the only mode it may be turned on in), not only
+#: once it is on: a stage that reads the audited queries (``Experiment.audit_ids``) or the
+#: stopping rule's record behaves differently with it, so turning it on by hand reruns the
+#: stage, whose check of the pipeline's shape (:mod:`relgrade.pipeline.runner`) then names
+#: ``relgrade pipeline render``. DVC refuses a listed key that params.yaml lacks, so
+#: ``relgrade init`` writes ``grading.stop: none`` into a ppi experiment's params.
+_STOP = _e("grading.stop", "ppi")
 
 
 def stages() -> tuple[Stage, ...]:
@@ -183,7 +190,7 @@ def stages() -> tuple[Stage, ...]:
               params=("seed", "queries.log", "sample.n", "sample.allocation", "sample.head_share",
                       "sample.torso_share", _e("sample.refresh", "refresh")),
               deps=("${queries.log}", _e("${sample.refresh.previous}", "refresh")),
-              outs=(_e("${queries.input}", cache=False), _e("${paths.sample_manifest}", cache=False)),
+              outs=(_kept("${queries.input}"), _kept("${paths.sample_manifest}")),
               doc="The query set drawn from the query log: head/torso/tail strata, traffic weights."),
         Stage("corpus", "corpus", _ALL, params=("corpus.input",), deps=("${corpus.input}",),
               outs=("${paths.chunks}", _kept("${paths.corpus_manifest}")),
@@ -212,7 +219,8 @@ def stages() -> tuple[Stage, ...]:
               params=("seed", _e("audit.fraction", *_PROVENANCE_AUDIT),
                       _e("audit.min_queries", *_PROVENANCE_AUDIT), "grading.round",
                       _e("grading.mode", "ppi"), _e("ppi", "ppi"),  # the sample's size
-                      _e("grading.stop", "stop"), _e("grading.stop_batch", "stop"), _e("grading.stop_margin", "stop")),  # the stopping rule's record
+                      _STOP, _e("grading.stop_batch", "stop"),
+                      _e("grading.stop_margin", "stop")),  # the stopping rule's record
               deps=("${paths.provenance}", "${paths.pool_manifest}", "${paths.queries}"),
               outs=(_kept("${paths.audit}"), _kept("${paths.audit_lock}")),
               doc="The audit queries (in ppi mode the human sample: a seeded uniform draw of "
@@ -228,7 +236,7 @@ def stages() -> tuple[Stage, ...]:
                       "graders", "scale.grades", "scale.relevant_min", _e("grading.mode", *_MODE),
                       _e("triage", "triage"), _e("raters.per_pair", "raters"),
                       _e("gold", "raters"),  # a rater removed on gold is dealt no more
-                      _e("grading.stop_batch", "stop")),
+                      _STOP, _e("grading.stop_batch", "stop")),
               deps=("${paths.pool}", "${paths.pool_manifest}", "${paths.chunks}",
                     "${paths.intents}", "${paths.intents_manifest}", "${paths.audit}",
                     "${grading.rubric}", _e("${paths.stop}", "stop"),
@@ -245,7 +253,7 @@ def stages() -> tuple[Stage, ...]:
                       "gates.audit_coverage_min", _e("grading.mode", *_MODE),
                       _e("triage", "triage"), _e("seed", "triage"),
                       _e("gold", "raters"),  # a rater removed on gold owes nothing
-                      _e("grading.stop_batch", "stop")),
+                      _STOP, _e("grading.stop_batch", "stop")),
               deps=("${paths.packets}",  # the protocol's order: packets before grades
                     "${paths.grades_in}", "${paths.pool}", "${paths.chunks}", "${paths.intents}",
                     "${paths.intents_manifest}", "${paths.audit}", "${grading.rubric}",
@@ -262,20 +270,20 @@ def stages() -> tuple[Stage, ...]:
               deps=("${paths.rater_grades}", "${paths.assignment}", "${paths.pool}",
                     "${paths.chunks}", "${paths.intents}", "${paths.intents_manifest}",
                     "${gold.input}"),
-              outs=(_e("${paths.aggregate}", cache=False), "${paths.aggregated}",
-                    _e("${paths.adjudication_queue}", cache=False),
+              outs=(_kept("${paths.aggregate}"), "${paths.aggregated}",
+                    _kept("${paths.adjudication_queue}"),
                     "${paths.adjudication_packets}"),
               doc="Gold accuracy, rater removal and one aggregated grade per pair; the "
                   "adjudication queue."),
         Stage("adjudicate", "adjudicate", frozenset({"raters"}),
               params=("grading.key_grader", "grading.round", "adjudication.expert"),
               deps=("${paths.rater_grades}", "${paths.aggregated}", "${paths.adjudication_queue}"),
-              outs=("${paths.grades}", _e("${paths.adjudication}", cache=False)),
+              outs=("${paths.grades}", _kept("${paths.adjudication}")),
               doc="The expert's grades replace the aggregate on the queued pairs."),
         Stage("agreement", "agreement", _ALL,
               params=("seed", "scale.grades", "scale.relevant_min", "grading.key_grader",
                       "grading.auditor", "grading.round", "agreement.bootstrap",
-                      "agreement.level"),
+                      "agreement.level", _STOP),
               deps=("${paths.grades}", "${paths.grades_in}", "${paths.audit}", "${paths.queries}",
                     "${paths.orders}", _e("${paths.stop}", "stop")),
               outs=("${paths.disagreements}", _kept("${paths.diagnostics}"),
@@ -289,12 +297,13 @@ def stages() -> tuple[Stage, ...]:
                       "gates.disagreement_max", "gates.two_step_max",
                       "gates.audit_coverage_min", "gates.require_distinct_families",
                       "grading.key_grader", "grading.auditor", "grading.round",
-                      "graders", "arms", _e("grading.mode", "triage", "ppi")),
+                      "graders", "arms", _e("grading.mode", "triage", "ppi"), _STOP),
               deps=("${paths.agreement}", "${paths.pool}", "${paths.grades}", "${paths.audit}",
                     _e("${paths.triage_queue}", "triage"), _e("${paths.stop}", "stop")),
-              outs=(_e("${paths.gate}", cache=False),),
+              outs=(_kept("${paths.gate}"),),
               doc="Agreement gates, a complete audit and the family rule; a fail stops the "
-                  "pipeline (and removes the pass record)."),
+                  "pipeline (and the stage removes the pass record; a refusal before the "
+                  "gates are checked, bad params say, leaves it)."),
         Stage("key", "key", _ALL,
               params=("scale.relevant_min", "grading.key_grader", "grading.round",
                       "grading.rubric", "grading.rubric_version", "grading.post_hoc",
@@ -309,7 +318,6 @@ def stages() -> tuple[Stage, ...]:
               outs=(_kept("${paths.key}"), _kept("${paths.qrels}"), _kept("${paths.record}"),
                     _kept("${paths.key_made_on}"), _kept("${paths.key_post_hoc}"),
                     _kept("${paths.key_previous}"), _kept("${paths.triage_key}", "triage")),
-              resources=("prompts/grader.md",),
               doc="The frozen key after a passed gate: sorted, sha256-hashed, with its record. "
                   "The ledger and metrics files are read as witnesses of earlier use, not "
                   "deps (they are written after the key)."),
@@ -333,7 +341,8 @@ def stages() -> tuple[Stage, ...]:
                       "metrics.level", "metrics.baseline", "metrics.min_relative_change",
                       "metrics.power", "metrics.alpha", "metrics.interval", "metrics.pairs",
                       "metrics.weighted", "metrics.primary", "pool.depth", "scale.relevant_min",
-                      "runs.ties", "grading.auditor", "grading.round", _e("grading.mode", *_MODE)),
+                      "runs.ties", "grading.auditor", "grading.round", _e("grading.mode", *_MODE),
+                      _STOP),
               deps=("${paths.per_query}", "${paths.key}", "${paths.qrels}", "${paths.record}",
                     "${paths.runs}", "${paths.grades}", "${paths.audit}", "${paths.provenance}",
                     "${paths.queries}", _e("${paths.pool}", "tail"),
@@ -347,7 +356,8 @@ def stages() -> tuple[Stage, ...]:
               params=("seed", "ppi", "metrics.primary", "metrics.cutoffs", "metrics.bootstrap",
                       "scale.relevant_min", "metrics.baseline", "metrics.pairs",
                       "runs.ties", "grading.key_grader", "grading.auditor", "grading.round",
-                      "graders", "arms", "cost", _e("grading.stop", "stop"), _e("grading.stop_batch", "stop"), _e("grading.stop_margin", "stop")),
+                      "graders", "arms", "cost", _STOP, _e("grading.stop_batch", "stop"),
+                      _e("grading.stop_margin", "stop")),
               deps=("${paths.per_query}", "${paths.key}", "${paths.record}", "${paths.grades}",
                     "${paths.audit}", "${paths.audit_lock}", "${paths.runs}", "${paths.pool}",
                     "${paths.queries}", _e("${paths.stop}", "stop")),
@@ -384,21 +394,21 @@ def stages() -> tuple[Stage, ...]:
               doc="The decision report and one small file per arm (the dvc metrics)."),
         Stage("simulate", "click_simulate", frozenset({"click_simulation"}),
               params=("seed", "clicks.simulate", "clicks.log", "clicks.rankings", "clicks.key"),
-              outs=("${clicks.log}", _e("data/clicks/truth.json", cache=False),
-                    _e("${clicks.rankings}", cache=False), _e("${clicks.key}", cache=False)),
+              outs=("${clicks.log}", _kept("data/clicks/truth.json"),
+                    _kept("${clicks.rankings}"), _kept("${clicks.key}")),
               doc="A seeded, labelled-simulated click log with its truth."),
         Stage("propensity", "propensity", _CLICKS,
               params=("seed", "clicks.log", "clicks.method", "clicks.max_position",
                       "clicks.bootstrap", "clicks.level"),
               deps=("${clicks.log}",),
-              metrics=(_e("${paths.click_propensity}", cache=False),),
-              plots=(_e("${paths.click_propensity_plot}", cache=False, x="position",
-                        y="propensity"),),
+              metrics=(_kept("${paths.click_propensity}"),),
+              plots=(_e("${paths.click_propensity_plot}", cache=False, persist=True,
+                        x="position", y="propensity"),),
               doc="The position propensity curve of the click log."),
         Stage("ips", "ips", frozenset({"click_rankings"}),
               params=("seed", "clicks.clip", "clicks.bootstrap", "clicks.level"),
               deps=("${clicks.log}", "${clicks.rankings}", "${paths.click_propensity}"),
-              metrics=(_e("${paths.click_ips}", cache=False),),
+              metrics=(_kept("${paths.click_ips}"),),
               doc="IPS and self-normalised IPS estimates of each ranking."),
         Stage("pairs", "click_pairs", _CLICKS, params=("clicks.clip",),
               deps=("${clicks.log}", "${paths.click_propensity}"),
@@ -407,7 +417,7 @@ def stages() -> tuple[Stage, ...]:
         Stage("training_set", "training_set", frozenset({"click_key"}),
               params=("clicks.key", "clicks.exclude_eval_queries"),
               deps=("${clicks.key}", "${paths.click_pairs}"),
-              outs=(_e("${paths.training_set}", cache=False),),
+              outs=(_kept("${paths.training_set}"),),
               doc="The key's grades and the click pairs, as one training set."),
     )
 

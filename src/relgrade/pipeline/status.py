@@ -21,7 +21,8 @@ from relgrade.pipeline import sharing
 from relgrade.pipeline.cost import status_cost
 from relgrade.pipeline.design import unfilled_parts
 from relgrade.experiment.files import Experiment
-from relgrade.experiment.layout import grade_commands, packets_build_command, review_command
+from relgrade.experiment.layout import (grade_commands, packets_build_command, repro_command,
+                                      review_command)
 from relgrade.pipeline.judgments import judgments, pending_status
 from relgrade.experiment.params import Params
 from relgrade.io import files as io
@@ -514,7 +515,7 @@ def read_status(ex: Experiment) -> dict:
         if key_owed is not None and st["key"].get("state") in ("frozen", "stale") and (
                 len(key_owed) or adjudication.get("pending")):
             st["key"] = key_while_owed(st["key"], key_owed, how=grade_commands(ex),
-                                       adjudication=adjudication)
+                                       adjudication=adjudication, repro=repro_command(ex))
     if params.holes is not None:  # arms that joined after the key froze: what they owe
         from relgrade.pipeline.new_arms import holes_status
 
@@ -577,7 +578,7 @@ def _key_owed(params: Params, pending: pd.DataFrame) -> pd.DataFrame:
 
 
 def key_while_owed(key: Mapping, owed: pd.DataFrame, *, how: Mapping[str, str] | None = None,
-                   adjudication: Mapping | None = None) -> dict:
+                   adjudication: Mapping | None = None, repro: str | None = None) -> dict:
     """The key's status while pairs of the current pool are owed: the frozen key is the
     previous one, and no current key exists until the owed grades are in.
 
@@ -599,6 +600,11 @@ def key_while_owed(key: Mapping, owed: pd.DataFrame, *, how: Mapping[str, str] |
         (:func:`relgrade.experiment.layout.grade_commands`).
     adjudication : mapping, optional
         A rater panel's ``{"expert", "pending", "queries"}`` (its adjudication queue).
+    repro : str, optional
+        The ``dvc repro`` that freezes the key once the grades are in, as typed at the
+        repository's top (:func:`relgrade.experiment.layout.repro_command`:
+        ``dvc repro experiments/NAME/dvc.yaml`` for an experiment below the top); kept as
+        ``repro`` (default ``dvc repro``).
 
     Returns
     -------
@@ -632,7 +638,7 @@ def key_while_owed(key: Mapping, owed: pd.DataFrame, *, how: Mapping[str, str] |
     out.update(state="previous" if key.get("state") == "frozen" else key.get("state"),
                current=False, owed=counts,
                owed_pairs=int(sum(sum(c.values()) for c in counts.values())),
-               owed_message=message)
+               owed_message=message, repro=repro or "dvc repro")
     return out
 
 

@@ -390,6 +390,8 @@ def record_provenance(
     gate: Mapping,
     audit_lock_sha256: str | None = None,
     judges: Mapping[str, Mapping[str, int]] | None = None,
+    prompt_templates: Mapping[str, Mapping[str, int]] | None = None,
+    prompt_template_note: str | None = None,
 ) -> dict:
     """The record's integrity fields: what the key was made with, beyond its inputs.
 
@@ -402,7 +404,9 @@ def record_provenance(
     rubric_sha256 : str or None
         The rubric file's hash (params ``grading.rubric``).
     prompt_template_sha256 : str or None
-        The hash of the grader prompt template model graders were given.
+        The hash of the prompt template the key's model grades were made with, when they
+        name one and the same (from their bank lines); None otherwise, with
+        ``prompt_template_note`` saying why.
     graders : mapping of str to mapping
         Params ``graders``: each grader's ``command`` is recorded (None for graders
         without one: people and imports).
@@ -415,14 +419,21 @@ def record_provenance(
         Per model grader, judge identity (64 hex) → grades of the round made under it
         (``"identity not recorded"`` for grades whose bank line names none); see
         :func:`relgrade.graders.cache.judge_counts`.
+    prompt_templates : mapping of str to mapping of str to int, optional
+        Per model grader, prompt template sha256 → grades of the round made with it
+        (``"template not recorded"`` for grades whose bank line names none); see
+        :func:`relgrade.graders.cache.template_counts`.
+    prompt_template_note : str, optional
+        Why ``prompt_template_sha256`` is None (no model grade, grades that name no
+        template, several templates).
 
     Returns
     -------
     dict
         ``qrels_sha256``, ``rubric_sha256``, ``prompt_template_sha256``, ``grader_commands``
         (grader → command, sorted by grader), ``gates``, ``agreement``, then
-        ``gate_warnings``, ``audit_lock_sha256`` and ``judges`` (sorted by grader) when
-        given.
+        ``gate_warnings``, ``audit_lock_sha256``, ``judges``, ``prompt_templates`` (sorted
+        by grader) and ``prompt_template_note`` when given.
 
     Examples
     --------
@@ -449,7 +460,65 @@ def record_provenance(
         out["audit_lock_sha256"] = audit_lock_sha256
     if judges:
         out["judges"] = {name: dict(judges[name]) for name in sorted(judges)}
+    if prompt_templates:
+        out["prompt_templates"] = {g: dict(prompt_templates[g]) for g in sorted(prompt_templates)}
+    if prompt_template_note:
+        out["prompt_template_note"] = str(prompt_template_note)
     return out
+
+
+#: What the record says when no model grade of the round names a prompt template.
+NO_TEMPLATE_RECORDED = ("the key's model grades name no prompt template (recorded before "
+                        "grade lines named it, or graded outside relgrade): the template "
+                        "they were made with is not known")
+
+
+def grades_template(templates: Mapping[str, Mapping[str, int]], *,
+                    not_recorded: str = "template not recorded") -> tuple[str | None, str | None]:
+    """The prompt template a key's model grades were made with, from their bank lines.
+
+    Parameters
+    ----------
+    templates : mapping of str to mapping of str to int
+        Per model grader, template sha256 → grades made with it, ``not_recorded`` → grades
+        whose bank line names none (:func:`relgrade.graders.cache.template_counts`).
+    not_recorded : str, default "template not recorded"
+        The key of grades naming no template.
+
+    Returns
+    -------
+    (str or None, str or None)
+        ``(sha256, None)`` when every grade names one and the same template; else
+        ``(None, note)``: no model grader graded, no grade names a template
+        (:data:`NO_TEMPLATE_RECORDED`), or the grades name several (or some name none).
+
+    Examples
+    --------
+    >>> grades_template({"m": {"t" * 64: 12}})[0] == "t" * 64
+    True
+    >>> grades_template({"m": {"template not recorded": 12}})[1] == NO_TEMPLATE_RECORDED
+    True
+    >>> grades_template({"m": {"a" * 64: 3, "template not recorded": 2}})[1]
+    'the model grades were made with 1 prompt template and 2 grades name none (see prompt_templates)'
+    >>> grades_template({})
+    (None, 'no model grader graded this round: no prompt template made a grade of the key')
+    """
+    counts: dict[str, int] = {}
+    for per in templates.values():
+        for sha, n in per.items():
+            counts[sha] = counts.get(sha, 0) + int(n)
+    named = sorted(k for k in counts if k != not_recorded)
+    if not counts:
+        return None, "no model grader graded this round: no prompt template made a grade of the key"
+    if not named:
+        return None, NO_TEMPLATE_RECORDED
+    if len(named) == 1 and not_recorded not in counts:
+        return named[0], None
+    none = counts.get(not_recorded, 0)
+    return None, (f"the model grades were made with {len(named)} prompt "
+                  f"template{'s' if len(named) > 1 else ''}"
+                  + (f" and {none} grade{'s' if none > 1 else ''} name none" if none else "")
+                  + " (see prompt_templates)")
 
 
 def qrels_text(key: pd.DataFrame) -> str:

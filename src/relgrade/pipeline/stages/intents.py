@@ -15,7 +15,7 @@ from relgrade.io.files import (
     write_parquet,
 )
 from relgrade.errors import PendingWork
-from relgrade.experiment.layout import review_command
+from relgrade.experiment.layout import review_command, top_path
 from relgrade.protocol import intents
 from relgrade.schema import INTENTS
 
@@ -25,11 +25,13 @@ def run(ex):
     src, review = ex.file(cfg.input), ex.file(cfg.review)
     table, lines = read_rows(src, INTENTS)
     queries = read_table(ex.path("queries"))
-    _refresh_pending(ex, table, queries, src, review_command(ex))
+    # the pending work names the files as typed at the repository's top, beside its commands
+    _refresh_pending(ex, table, queries, top_path(ex, cfg.input), review_command(ex))
     frozen = intents.validate_intents(table, queries=queries,
                                       path=src, lines=lines)
     record = read_json(review) if review.exists() else None
-    manifest = intents.check_review(frozen, record, path=cfg.review, fix=review_command(ex))
+    manifest = intents.check_review(frozen, record, path=top_path(ex, cfg.review),
+                                    fix=review_command(ex))
     write_parquet(ex.path("intents"), frozen)
     write_json(ex.path("intents_manifest"), manifest)
 

@@ -30,7 +30,6 @@ experiment, the pairs reused per grader and how many key pairs' grades came from
 
 import shutil
 from datetime import datetime, timezone
-from importlib import resources
 from pathlib import Path
 
 import pandas as pd
@@ -38,7 +37,8 @@ import pandas as pd
 from relgrade.errors import InputError, ProtocolError
 from relgrade.experiment.progress import QUIET_SECONDS, step_printer
 from relgrade.io import files as io
-from relgrade.graders.cache import JUDGE_FIELDS, NOT_RECORDED, judge_counts
+from relgrade.graders.cache import (JUDGE_FIELDS, NOT_RECORDED, TEMPLATE_FIELDS,
+                                    TEMPLATE_NOT_RECORDED, judge_counts, template_counts)
 from relgrade.io.trec import write_trec_qrels
 from relgrade.protocol import corrections as corrections_mod
 from relgrade.experiment import revisions
@@ -69,24 +69,41 @@ def _check_rounds(ex, grades_manifest, rnd):
 def _provenance(ex, gate, qrels_sha256):
     rubric = ex.params.grading.rubric
     rubric_path = ex.file(rubric) if rubric else None
-    prompt = Path(str(resources.files("relgrade") / "prompts" / "grader.md"))
     lock = getattr(ex.params.paths, "audit_lock", None)
     lock_path = ex.file(lock) if lock else None
-    out = _provenance_of(ex, gate, qrels_sha256, rubric_path, prompt, lock_path)
+    out = _provenance_of(ex, gate, qrels_sha256, rubric_path, lock_path)
     chain = revisions.carry(ex) if rubric_path is not None and rubric_path.exists() else None
     if chain is not None and chain.revisions:  # the rubric's revisions since the first: changes, disputes settled
         out["rubric_revisions"] = rubric_mod.revision_record(chain)
     return out
 
 
-def _provenance_of(ex, gate, qrels_sha256, rubric_path, prompt, lock_path):
+def _provenance_of(ex, gate, qrels_sha256, rubric_path, lock_path):
+    # the prompt template(s) the grades were made with, as their bank lines name them: not
+    # the template file now, which a grade made before an edit of it never saw
+    templates = _templates(ex)
+    template, note = key.grades_template(templates, not_recorded=TEMPLATE_NOT_RECORDED)
     return key.record_provenance(
         qrels_sha256=qrels_sha256,
         rubric_sha256=io.sha256_file(rubric_path) if rubric_path and rubric_path.exists() else None,
-        prompt_template_sha256=io.sha256_file(prompt) if prompt.exists() else None,
+        prompt_template_sha256=template, prompt_templates=templates,
+        prompt_template_note=note,
         graders=ex.params.graders_dict(), gate=gate,
         audit_lock_sha256=io.sha256_file(lock_path) if lock_path and lock_path.exists() else None,
         judges=_judges(ex))
+
+
+def _templates(ex):
+    """Per model grader of the round (a grader whose bank names a judge identity): its
+    grades per prompt template sha256, from the bank lines."""
+    if not ex.params.paths.grades_in:
+        return {}
+    out = {}
+    for name, files in ex.grader_round_files().items():
+        bank = ex.bank_table(files, TEMPLATE_FIELDS)
+        if set(judge_counts(bank)) - {NOT_RECORDED}:
+            out[name] = template_counts(bank)
+    return out
 
 
 def _judges(ex):
