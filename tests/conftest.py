@@ -90,6 +90,21 @@ def crowd_sim_pooled(tmp_path_factory):
 
 
 @pytest.fixture(scope="session")
+def crowd_sim_adjudicated(tmp_path_factory, crowd_sim_pooled):
+    """``crowd_sim_pooled`` given a clone's top and taken one turn of the user's loop further
+    (``tests.e2e.shipped.build_crowd_adjudicated``): the first full ``dvc repro``, which stops
+    at the expert's adjudication, ``relgrade status`` there, and the expert's ``relgrade grade
+    run`` its Pending line names; built once per test run. The folder holds the repository
+    ``repo`` (copy it with ``tiny.copy_repo`` to change it), ``first.json`` (that ``dvc
+    repro``, read with ``shipped.crowd_first``) and ``status.txt``. The crowd and refresh
+    modules start from it."""
+    from tests.e2e import shipped
+
+    return _built_once(tmp_path_factory, "crowd-sim-adjudicated",
+                       lambda folder: shipped.build_crowd_adjudicated(folder, crowd_sim_pooled))
+
+
+@pytest.fixture(scope="session")
 def ppi_sim_built(tmp_path_factory):
     """experiments/ppi-sim as a clone has it, in a new git + DVC repository, run to its ppi
     stage (``tests.e2e.shipped.build_ppi_sim``), built once per test run: the folder holds the
