@@ -38,7 +38,8 @@ def run_module(tree: Path, module: str) -> dict:
 
     Returns ``{"wall_s", "cpu_s", "load_start", "load_end", "outcome"}``: seconds (float),
     1-minute load averages (float) and pytest's last summary line (str).
-    Raises ``subprocess.CalledProcessError`` if pytest exits with a failure.
+    Raises ``subprocess.CalledProcessError`` if pytest exits with a failure, after printing
+    the end of pytest's output (its failures) to stderr.
     """
     env = {**os.environ, "PYTHONPATH": str(tree / "src")}
     cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *module.split()]
@@ -49,6 +50,7 @@ def run_module(tree: Path, module: str) -> dict:
     wall = time.perf_counter() - t
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if proc.returncode != 0:
+        print(proc.stdout[-6000:], proc.stderr[-2000:], sep="\n", file=sys.stderr)
         raise subprocess.CalledProcessError(proc.returncode, cmd, proc.stdout, proc.stderr)
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     return {"wall_s": wall, "cpu_s": cpu, "load_start": load_start,

@@ -1,7 +1,8 @@
 """Test collection: the grader scripts under tests/graders/ run as subprocesses, never imported.
 
-The end-to-end experiments several modules start from (the tiny experiment, and the shipped
-experiments/crowd-sim) are built once per test run (session fixtures below, shared by the
+The end-to-end experiments several modules start from (the tiny experiment, a ppi experiment
+made by `relgrade init --mode ppi` over its inputs, and the shipped experiments/crowd-sim and
+experiments/ppi-sim) are built once per test run (session fixtures below, shared by the
 xdist workers) and copied by each test that changes one:
 building them is most of those modules' time, and a copy (git, DVC cache and all) is the
 same repository.
@@ -89,6 +90,21 @@ def crowd_sim_pooled(tmp_path_factory):
 
 
 @pytest.fixture(scope="session")
+def crowd_sim_adjudicated(tmp_path_factory, crowd_sim_pooled):
+    """``crowd_sim_pooled`` given a clone's top and taken one turn of the user's loop further
+    (``tests.e2e.shipped.build_crowd_adjudicated``): the first full ``dvc repro``, which stops
+    at the expert's adjudication, ``relgrade status`` there, and the expert's ``relgrade grade
+    run`` its Pending line names; built once per test run. The folder holds the repository
+    ``repo`` (copy it with ``tiny.copy_repo`` to change it), ``first.json`` (that ``dvc
+    repro``, read with ``shipped.crowd_first``) and ``status.txt``. The crowd and refresh
+    modules start from it."""
+    from tests.e2e import shipped
+
+    return _built_once(tmp_path_factory, "crowd-sim-adjudicated",
+                       lambda folder: shipped.build_crowd_adjudicated(folder, crowd_sim_pooled))
+
+
+@pytest.fixture(scope="session")
 def ppi_sim_built(tmp_path_factory):
     """experiments/ppi-sim as a clone has it, in a new git + DVC repository, run to its ppi
     stage (``tests.e2e.shipped.build_ppi_sim``), built once per test run: the folder holds the
@@ -96,3 +112,16 @@ def ppi_sim_built(tmp_path_factory):
     from tests.e2e import shipped
 
     return _built_once(tmp_path_factory, "ppi-sim-built", shipped.build_ppi_sim)
+
+
+@pytest.fixture(scope="session")
+def ppi_graded(tmp_path_factory):
+    """The tiny experiment's inputs with a ppi experiment made by ``relgrade init --mode ppi``
+    (the lenient model grader and a human sample of half the queries), its first ``dvc
+    repro`` stopped at the grading owed and both graders' ``relgrade grade run`` done
+    (``tests.test_e2e_ppi.build_graded``), built once per test run: the folder holds the
+    repository ``repo`` (copy it with ``tiny.copy_repo`` to change it) and ``pending.json``,
+    that ``dvc repro``'s Pending lines. The ppi and judge ledger modules start from it."""
+    from tests.test_e2e_ppi import build_graded
+
+    return _built_once(tmp_path_factory, "ppi-graded", build_graded)

@@ -1,7 +1,8 @@
 """End to end: the simulated crowd of experiments/crowd-sim through `dvc repro`.
 
 The experiment is copied into a temporary git + dvc repository (tests/e2e/shipped.py; the
-copy, run to its pool, is built once per test run and shared) with the stage scripts and
+copy, run to its pool and through the first turn below, is built once per test run and
+shared) with a clone's top, the stage scripts and
 the sources, with its inputs (the simulated query log, the sampled query set and the intents
 written for it, the truth, the gold) and the committed grade files of its five simulated
 raters and its simulated auditor (made by `relgrade grade run` through sim/rater.py) but not
@@ -29,7 +30,7 @@ import yaml
 
 from relgrade import query_sampling as querylog
 from relgrade.rng import derive_seed
-from tests.e2e import tiny
+from tests.e2e import shipped, tiny
 
 pytestmark = [pytest.mark.slow]
 
@@ -37,19 +38,18 @@ EXP = "experiments/crowd-sim"
 
 
 @pytest.fixture(scope="module")
-def crowd(tmp_path_factory, crowd_sim_pooled):
-    # the copy (tests.e2e.shipped) with sample -> pool run is shared with the other crowd-sim
-    # modules (tests/conftest.py); this module works on its own copy of it
-    root = tiny.copy_repo(crowd_sim_pooled / "repo", tmp_path_factory.mktemp("crowd"))
+def crowd(tmp_path_factory, crowd_sim_adjudicated):
+    # the copy (tests.e2e.shipped) with sample -> pool run, given a clone's top, then the
+    # loop's first turn: the full `dvc repro` (stopped at adjudication), `relgrade status`
+    # there and the expert's `relgrade grade run --grader expert-e --experiment EXP` its
+    # Pending line names, is shared with the refresh module (tests/conftest.py); this module
+    # works on its own copy of it
+    root = tiny.copy_repo(crowd_sim_adjudicated / "repo", tmp_path_factory.mktemp("crowd"))
     exp = root / EXP
     # the gold file is private: the gold stage writes it from the pool and the simulation's
     # truth (params gold.command), a DVC-cached output, in the same dvc repro
-    pooled = (crowd_sim_pooled / "pool.out").read_text()  # `dvc repro {EXP}/dvc.yaml:pool`
-    first = tiny.run(root, "dvc", "repro", f"{EXP}/dvc.yaml", check=False)
-    first.stdout = pooled + first.stdout  # sample -> pool ran first
-    status_before = tiny.run(root, "relgrade", "status", "--experiment", EXP).stdout
-    tiny.run(root, "relgrade", "grade", "run", "--experiment", EXP, "--grader", "expert-e",
-             "--no-progress")
+    first = shipped.crowd_first(crowd_sim_adjudicated)  # stdout: sample -> pool ran first
+    status_before = (crowd_sim_adjudicated / "status.txt").read_text()
     # to the arms' metrics: compare, report and publish are the default pipeline's, tested
     # elsewhere, and left out here to keep the test short
     second = tiny.run(root, "dvc", "repro", f"{EXP}/dvc.yaml:metrics@bm25",

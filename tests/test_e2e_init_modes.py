@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.e2e import tiny
+from tests.e2e import shipped, tiny
 
 pytestmark = [pytest.mark.slow]
 
@@ -25,13 +25,37 @@ GRADER = Path(__file__).with_name("graders") / "tiny_grader.py"
 COMMAND = f"{sys.executable} {GRADER}"
 
 
-def _repo(tmp_path_factory, name):
-    root = tmp_path_factory.mktemp(name)
+def _bare(root):
+    """The tiny experiment's inputs (``tiny.write_inputs``) in a new git + DVC repository
+    ``root``: ``git init``, ``dvc init``, DVC's analytics off; no experiment yet."""
     tiny.write_inputs(root)
-    tiny.git(root, "init", "-q")
-    tiny.run(root, "dvc", "init", "-q")
-    tiny.run(root, "dvc", "config", "core.analytics", "false")
-    return root
+    shipped.init_repo(root)
+
+
+def _repo(tmp_path_factory, name):
+    """A new folder ``name`` (numbered by ``tmp_path_factory.mktemp``) holding :func:`_bare`'s
+    repository: built once per test run (shared by the xdist workers, tests/conftest.py) and
+    copied (work tree, git and DVC), so each caller has its own. Returns the folder."""
+    from tests.conftest import _built_once
+
+    bare = _built_once(tmp_path_factory, "tiny-inputs", _bare)
+    return tiny.copy_repo(bare, tmp_path_factory.mktemp(name))
+
+
+def _turn(root, exp):
+    """One turn of the user's loop: `dvc repro`, then every `relgrade grade run` its Pending
+    line names.
+
+    Returns the pending lines of that `dvc repro` (a list of str), empty if it completed."""
+    proc = tiny.run(root, "dvc", "repro", f"{exp}/dvc.yaml", check=False)
+    if proc.returncode == 0:
+        return []
+    pending = [x for x in proc.stderr.splitlines() if x.startswith("Pending: ")]
+    assert pending, proc.stdout[-2000:] + proc.stderr[-2000:]
+    assert "Traceback" not in proc.stderr
+    for command in re.findall(r"`(relgrade grade run [^`]*)`", pending[0]):
+        tiny.run(root, *command.split(), "--no-progress")
+    return pending
 
 
 def _loop(root, exp, *, rounds=4):
@@ -40,15 +64,10 @@ def _loop(root, exp, *, rounds=4):
     Returns the pending lines seen, in order."""
     seen = []
     for _ in range(rounds):
-        proc = tiny.run(root, "dvc", "repro", f"{exp}/dvc.yaml", check=False)
-        if proc.returncode == 0:
+        pending = _turn(root, exp)
+        if not pending:
             return seen
-        pending = [x for x in proc.stderr.splitlines() if x.startswith("Pending: ")]
-        assert pending, proc.stdout[-2000:] + proc.stderr[-2000:]
-        assert "Traceback" not in proc.stderr
         seen += pending
-        for command in re.findall(r"`(relgrade grade run [^`]*)`", pending[0]):
-            tiny.run(root, *command.split(), "--no-progress")
     raise AssertionError(f"dvc repro did not complete after {rounds} rounds: {seen}")
 
 

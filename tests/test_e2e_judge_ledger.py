@@ -2,6 +2,11 @@
 `judges.require_calibration`, run by the user's loop alone: `dvc repro`, the commands its
 Pending lines name (grading, then the judge's calibration), `dvc repro` again; the ledger then
 holds the model judge's identity and `relgrade judge status` says it is calibrated.
+
+The experiment starts as tests/test_e2e_ppi.py's (the session fixture ``ppi_graded``: made by
+init, intents reviewed, the loop's first turn taken, the grading it owed done); the judges
+params are set and the pipeline rendered before the gate or the ppi stage has ever run, the
+only stages those params reach.
 """
 
 from __future__ import annotations
@@ -13,17 +18,21 @@ import pytest
 import yaml
 
 from tests.e2e import tiny
-from tests.test_e2e_init_modes import _repo
-from tests.test_e2e_ppi import _init
+from tests.test_e2e_ppi import EXP
 
 pytestmark = [pytest.mark.slow]
 
 
 def test_a_required_calibration_stops_the_gate_until_judge_record_then_the_loop_completes(
-        tmp_path_factory):
-    root = _repo(tmp_path_factory, "judged")
-    exp = "experiments/ppi"
-    _init(root, exp, "--human-fraction", "0.5")
+        tmp_path, ppi_graded):
+    # made by `relgrade init --mode ppi --human-fraction 0.5`, intents reviewed, `dvc repro`
+    # stopped at the grading owed and its `relgrade grade run` commands run (ppi_graded)
+    root = tiny.copy_repo(ppi_graded / "repo", tmp_path / "judged")
+    exp = EXP
+    stages = yaml.safe_load((root / exp / "dvc.lock").read_text())["stages"]
+    assert "gate" not in stages and "ppi" not in stages  # neither has run yet
+    seen = json.loads((ppi_graded / "pending.json").read_text())
+    assert any("need model-m" in x for x in seen)
     params_path = root / exp / "params.yaml"
     params = yaml.safe_load(params_path.read_text())
     params["judges"] = {"max_age_days": 30, "require_calibration": True}
@@ -33,10 +42,7 @@ def test_a_required_calibration_stops_the_gate_until_judge_record_then_the_loop_
     for stage in ("gate", "ppi"):
         assert {"judges.max_age_days", "judges.require_calibration"} <= \
             set(stages[stage]["params"])
-    tiny.run(root, "relgrade", "intents", "review", "--experiment", exp, "--reviewer",
-             "person-h")
-    seen = []
-    for _ in range(5):
+    for _ in range(4):
         proc = tiny.run(root, "dvc", "repro", f"{exp}/dvc.yaml", check=False)
         if proc.returncode == 0:
             break

@@ -22,7 +22,7 @@ import yaml
 from scipy import stats as sps
 
 from tests.e2e import tiny
-from tests.test_e2e_init_modes import _loop, _repo
+from tests.test_e2e_init_modes import _bare, _loop, _repo, _turn
 
 pytestmark = [pytest.mark.slow]
 
@@ -40,16 +40,40 @@ def _init(root, exp, *args):
                     "--auditor-command", HUMAN, "--mode", "ppi", *args)
 
 
-@pytest.fixture(scope="module")
-def ppi_run(tmp_path_factory):
-    root = _repo(tmp_path_factory, "ppi")
-    exp = "experiments/ppi"
-    _init(root, exp, "--human-fraction", "0.5")
-    tiny.run(root, "relgrade", "pipeline", "check", "--experiment", exp)
-    tiny.run(root, "relgrade", "intents", "review", "--experiment", exp, "--reviewer",
+EXP = "experiments/ppi"
+
+
+def build_graded(folder):
+    """The tiny experiment's inputs in a new git + DVC repository ``folder / "repo"``, the
+    ppi experiment :data:`EXP` made in it by ``relgrade init --mode ppi --human-fraction 0.5``
+    (the lenient model grader model-m, the human grader person-h), the pipeline checked, the
+    intents reviewed, and the first turn of the user's loop taken: ``dvc repro`` stops at the
+    grading owed and both ``relgrade grade run`` commands its Pending line names are run. No
+    stage after the grades has run, so the gate and the ppi stage run first in a copy.
+
+    The Pending lines of that ``dvc repro`` are kept in ``folder / "pending.json"`` (a JSON
+    list of str). Copy ``folder / "repo"`` (``tiny.copy_repo``) to change it; the session
+    fixture ``ppi_graded`` (tests/conftest.py) builds it once per test run for this module
+    and tests/test_e2e_judge_ledger.py."""
+    root = folder / "repo"
+    root.mkdir()
+    _bare(root)
+    _init(root, EXP, "--human-fraction", "0.5")
+    tiny.run(root, "relgrade", "pipeline", "check", "--experiment", EXP)
+    tiny.run(root, "relgrade", "intents", "review", "--experiment", EXP, "--reviewer",
              "person-h")
-    seen = _loop(root, exp)
-    return root, root / exp, seen
+    pending = _turn(root, EXP)
+    assert pending, "the first dvc repro of a ppi experiment completed without any grade"
+    (folder / "pending.json").write_text(json.dumps(pending))
+
+
+@pytest.fixture(scope="module")
+def ppi_run(tmp_path_factory, ppi_graded):
+    # the first turn of the loop (dvc repro, the grading it names) is ppi_graded's
+    root = tiny.copy_repo(ppi_graded / "repo", tmp_path_factory.mktemp("ppi"))
+    seen = json.loads((ppi_graded / "pending.json").read_text())
+    seen += _loop(root, EXP, rounds=3)
+    return root, root / EXP, seen
 
 
 def _values(folder, arm, queries, sample=None):

@@ -105,3 +105,48 @@ def build_ppi_sim(folder: Path) -> None:
     add_top(root)
     init_repo(root)
     tiny.run(root, "dvc", "repro", f"{PPI}/dvc.yaml:ppi")
+
+
+def build_crowd_adjudicated(folder: Path, pooled: Path) -> None:
+    """A copy of :func:`build_crowd_pooled`'s repository ``pooled / "repo"`` in
+    ``folder / "repo"``, given a clone's top (:func:`add_top`: the experiment's pipeline and
+    pool are the same with it or without; with it relgrade's printed commands name the
+    experiment, ``--experiment experiments/crowd-sim``, as in a clone), taken one turn further
+    by the user's loop: ``dvc repro experiments/crowd-sim/dvc.yaml`` (it stops at the
+    adjudication the expert owes), ``relgrade status``, then the ``relgrade grade run``
+    commands its Pending line names (the expert's), run as printed. The stages after the
+    aggregation (the key and all after it) have not run.
+
+    Kept beside it: ``first.json``, that ``dvc repro``'s ``{"returncode", "stdout",
+    "stderr"}`` with the pool's run (``pooled / "pool.out"``) before its stdout, and
+    ``status.txt``, the status printed at that stop. Copy ``folder / "repo"``
+    (``tiny.copy_repo``) to change it.
+    """
+    import json
+    import re
+
+    root = tiny.copy_repo(pooled / "repo", folder / "repo")
+    add_top(root)
+    first = tiny.run(root, "dvc", "repro", f"{CROWD}/dvc.yaml", check=False)
+    assert first.returncode != 0, "crowd-sim's first dvc repro owed no adjudication"
+    status = tiny.run(root, "relgrade", "status", "--experiment", CROWD).stdout
+    line = next(x for x in first.stderr.splitlines() if x.startswith("Pending: "))
+    commands = [c for c in re.findall(r"`([^`]+)`", line) if c.startswith("relgrade ")]
+    assert commands == [f"relgrade grade run --grader expert-e --experiment {CROWD}"], line
+    for command in commands:
+        tiny.run(root, *command.split(), "--no-progress")
+    (folder / "first.json").write_text(json.dumps({
+        "returncode": first.returncode, "stderr": first.stderr,
+        "stdout": (pooled / "pool.out").read_text() + first.stdout}))
+    (folder / "status.txt").write_text(status)
+
+
+def crowd_first(folder: Path):
+    """:func:`build_crowd_adjudicated`'s first ``dvc repro`` as a
+    :class:`subprocess.CompletedProcess` (its stdout after the pool's run)."""
+    import json
+    import subprocess
+
+    first = json.loads((folder / "first.json").read_text())
+    return subprocess.CompletedProcess(["dvc", "repro", f"{CROWD}/dvc.yaml"],
+                                       first["returncode"], first["stdout"], first["stderr"])
