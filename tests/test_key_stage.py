@@ -273,3 +273,17 @@ def test_a_round_two_file_with_its_own_reasons_or_a_round_two_sidecar_is_accepte
     proc = _run_stage(tmp_path / "attested")
     assert proc.returncode == 0, proc.stderr
     assert os.path.exists(tmp_path / "attested/data/key/record.json")
+
+
+def test_a_model_graders_lines_without_identity_name_no_template_and_the_auditor_is_left_out(
+        tmp_path):
+    p = _stage_dir(tmp_path)
+    # grader-a is kind: model in params; its lines (imported, or written before identities
+    # were recorded) name neither judge nor template; the auditor's template is not the key's
+    _bank(tmp_path, p, "grader-a", [("q1", "a", {}), ("q1", "b", {})])
+    _bank(tmp_path, p, "auditor-b", [("q1", "a", {"judge": "j" * 64, "template_sha256": "5" * 64})])
+    assert _run_stage(tmp_path).returncode == 0
+    rec = json.loads((tmp_path / p["record"]).read_text())
+    assert rec["prompt_template_sha256"] is None
+    assert rec["prompt_templates"] == {"grader-a": {"template not recorded": 2}}
+    assert rec["prompt_template_note"].startswith("the key's model grades name no prompt template")

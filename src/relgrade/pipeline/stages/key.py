@@ -94,15 +94,20 @@ def _provenance_of(ex, gate, qrels_sha256, rubric_path, lock_path):
 
 
 def _templates(ex):
-    """Per model grader of the round (a grader whose bank names a judge identity): its
-    grades per prompt template sha256, from the bank lines."""
+    """Per model grader whose grades make the key (not an auditor; ``kind: model`` in
+    params, or a bank naming a judge identity): its grades per prompt template sha256, from
+    the bank lines. A model grader whose grades have no bank sidecar names no template."""
     if not ex.params.paths.grades_in:
         return {}
+    graders = ex.params.graders
+    kinds = {name: g.kind for name, g in graders.items()}
     out = {}
     for name, files in ex.grader_round_files().items():
+        if name in graders and graders[name].role == "auditor":
+            continue  # the auditor's grades are compared with the key, never part of it
         bank = ex.bank_table(files, TEMPLATE_FIELDS)
-        if set(judge_counts(bank)) - {NOT_RECORDED}:
-            out[name] = template_counts(bank)
+        if kinds.get(name) == "model" or set(judge_counts(bank)) - {NOT_RECORDED}:
+            out[name] = template_counts(bank) or {TEMPLATE_NOT_RECORDED: 0}
     return out
 
 
