@@ -32,9 +32,10 @@ def test_an_edited_prompt_template_leaves_the_record_naming_the_one_the_grades_u
     record_path = root / "data/key/record.json"
     before = record_path.read_bytes()
     record = json.loads(before)
-    n = {g: _lines(root / f"data/grades/{g}/round-1.jsonl") for g in ("auditor-b", "grader-a")}
+    # the key grader's grades make the key; the auditor's are compared with it, never in it
+    n = _lines(root / "data/grades/grader-a/round-1.jsonl")
     assert record["prompt_template_sha256"] == made_with
-    assert record["prompt_templates"] == {g: {made_with: n[g]} for g in n}
+    assert record["prompt_templates"] == {"grader-a": {made_with: n}}
     assert "prompt_template_note" not in record
 
     template.write_text(template.read_text() + "\nAnswer in English.\n")

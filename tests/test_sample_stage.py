@@ -132,7 +132,8 @@ def test_init_with_a_query_log_writes_the_sample_stage_first(tmp_path, monkeypat
     sample = pipe["stages"]["sample"]
     assert sample["cmd"] == "python ../../stages/sample.py"
     assert "${queries.log}" in sample["deps"] and "../../stages/sample.py" in sample["deps"]
-    assert sample["outs"][0] == {"${queries.input}": {"cache": False}}
+    # kept in git, so it persists: a stage refused for bad params deletes no committed file
+    assert sample["outs"][0] == {"${queries.input}": {"cache": False, "persist": True}}
     params = yaml.safe_load((ex / "params.yaml").read_text())
     assert params["queries"] == {"input": "data/input/queries.sampled.tsv",
                                  "groups": ["head", "torso", "tail"],
