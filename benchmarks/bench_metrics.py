@@ -274,6 +274,13 @@ def _run_child(tool: str, data: Path, timeout: float, anchor: bool = False,
     return out
 
 
+def _round_ratio_median(top: list[dict], bottom: list[dict], field: str) -> float | None:
+    """Median over rounds of ``top[i][field] / bottom[i][field]`` (rounds where both have
+    it), or None when none has."""
+    ratios = [t[field] / b[field] for t, b in zip(top, bottom) if field in t and field in b]
+    return statistics.median(ratios) if ratios else None
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--data", type=Path, default=Path("benchmarks/data/metrics"))
@@ -323,27 +330,21 @@ def main(argv=None) -> int:
     # speed-up over pytrec_eval, taken round by round (each round runs every contender
     # back to back, so a busy machine slows both sides of one ratio alike)
     base = results.get("pytrec_eval", [])
-    for tool, s in summary.items():
-        pairs = [b["seconds"] / x["seconds"] for x, b in zip(results[tool], base)
-                 if "seconds" in x and "seconds" in b]
-        if pairs and tool != "pytrec_eval":
-            s["speedup_vs_pytrec_eval_median"] = statistics.median(pairs)
-        # the same, whole process: interpreter start-up and imports included
-        walls = [b["process_wall"] / x["process_wall"] for x, b in zip(results[tool], base)
-                 if "process_wall" in x and "process_wall" in b]
-        if walls and tool != "pytrec_eval":
-            s["process_speedup_vs_pytrec_eval_median"] = statistics.median(walls)
-        cpus = [b["process_cpu"] / x["process_cpu"] for x, b in zip(results[tool], base)
-                if "process_cpu" in x and "process_cpu" in b]
-        if cpus and tool != "pytrec_eval":
-            s["process_cpu_speedup_vs_pytrec_eval_median"] = statistics.median(cpus)
-    # whole-process CPU over the floor's (pyarrow-read), round by round
     floor = results.get("pyarrow-read", [])
     for tool, s in summary.items():
-        ratios = [x["process_cpu"] / f["process_cpu"] for x, f in zip(results[tool], floor)
-                  if "process_cpu" in x and "process_cpu" in f]
-        if ratios and tool != "pyarrow-read":
-            s["process_cpu_over_floor_median"] = statistics.median(ratios)
+        if tool != "pytrec_eval":
+            for field, name in (("seconds", "speedup_vs_pytrec_eval_median"),
+                                # the same, whole process: start-up and imports included
+                                ("process_wall", "process_speedup_vs_pytrec_eval_median"),
+                                ("process_cpu", "process_cpu_speedup_vs_pytrec_eval_median")):
+                ratio = _round_ratio_median(base, results[tool], field)
+                if ratio is not None:
+                    s[name] = ratio
+        # whole-process CPU over the floor's (pyarrow-read), round by round
+        if tool != "pyarrow-read":
+            ratio = _round_ratio_median(results[tool], floor, "process_cpu")
+            if ratio is not None:
+                s["process_cpu_over_floor_median"] = ratio
     # the full measure set against nDCG/R/RR alone, round by round
     if "relgrade-evaluate" in results and "relgrade-evaluate-full" in summary:
         pairs = [f["process_wall"] / e["process_wall"]
