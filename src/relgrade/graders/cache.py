@@ -662,21 +662,22 @@ def judge_counts(bank) -> dict[str, int]:
     {'identity not recorded': 1, 'j2': 1}
     """
     if isinstance(bank, pa.Table):
-        return _judge_counts_of_columns(bank)
+        return _latest_counts_of_columns(bank, "judge", NOT_RECORDED)
+    return _latest_counts_of_lines(bank, "judge", NOT_RECORDED)
+
+
+def _latest_counts_of_lines(bank, field: str, missing: str) -> dict[str, int]:
+    """Pairs per value of ``field`` on each pair's last bank line (``missing`` where the
+    line has none), in the order of those lines; ``bank`` as ``read_bank`` gives it."""
     latest: dict = {}
     for _, line in bank or ():
         pair = (line.get("query_id"), line.get("chunk_id"))
         latest.pop(pair, None)
-        latest[pair] = line.get("judge") or NOT_RECORDED
+        latest[pair] = line.get(field) or missing
     out: dict[str, int] = {}
-    for judge in latest.values():
-        out[judge] = out.get(judge, 0) + 1
+    for value in latest.values():
+        out[value] = out.get(value, 0) + 1
     return out
-
-
-def _judge_counts_of_columns(bank: pa.Table) -> dict[str, int]:
-    """:func:`judge_counts` over the sidecar's columns."""
-    return _latest_counts_of_columns(bank, "judge", NOT_RECORDED)
 
 
 def _latest_counts_of_columns(bank: pa.Table, field: str, missing: str) -> dict[str, int]:
@@ -728,15 +729,7 @@ def template_counts(bank) -> dict[str, int]:
     """
     if isinstance(bank, pa.Table):
         return _latest_counts_of_columns(bank, "template_sha256", TEMPLATE_NOT_RECORDED)
-    latest: dict = {}
-    for _, line in bank or ():
-        pair = (line.get("query_id"), line.get("chunk_id"))
-        latest.pop(pair, None)
-        latest[pair] = line.get("template_sha256") or TEMPLATE_NOT_RECORDED
-    out: dict[str, int] = {}
-    for template in latest.values():
-        out[template] = out.get(template, 0) + 1
-    return out
+    return _latest_counts_of_lines(bank, "template_sha256", TEMPLATE_NOT_RECORDED)
 
 
 def judge_status_line(grader: str, current: str, counts: Mapping[str, int]) -> str:

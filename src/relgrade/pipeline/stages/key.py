@@ -37,7 +37,7 @@ import pandas as pd
 from relgrade.errors import InputError, ProtocolError
 from relgrade.experiment.progress import QUIET_SECONDS, step_printer
 from relgrade.io import files as io
-from relgrade.graders.cache import (JUDGE_FIELDS, NOT_RECORDED, TEMPLATE_FIELDS,
+from relgrade.graders.cache import (NOT_RECORDED, TEMPLATE_FIELDS,
                                     TEMPLATE_NOT_RECORDED, judge_counts, template_counts)
 from relgrade.io.trec import write_trec_qrels
 from relgrade.protocol import corrections as corrections_mod
@@ -81,7 +81,7 @@ def _provenance(ex, gate, qrels_sha256):
 def _provenance_of(ex, gate, qrels_sha256, rubric_path, lock_path):
     # the prompt template(s) the grades were made with, as their bank lines name them: not
     # the template file now, which a grade made before an edit of it never saw
-    templates = _templates(ex)
+    judges, templates = _judges_and_templates(ex)
     template, note = key.grades_template(templates, not_recorded=TEMPLATE_NOT_RECORDED)
     return key.record_provenance(
         qrels_sha256=qrels_sha256,
@@ -90,34 +90,28 @@ def _provenance_of(ex, gate, qrels_sha256, rubric_path, lock_path):
         prompt_template_note=note,
         graders=ex.params.graders_dict(), gate=gate,
         audit_lock_sha256=io.sha256_file(lock_path) if lock_path and lock_path.exists() else None,
-        judges=_judges(ex))
+        judges=judges)
 
 
-def _templates(ex):
-    """Per model grader whose grades make the key (not an auditor; ``kind: model`` in
-    params, or a bank naming a judge identity): its grades per prompt template sha256, from
-    the bank lines. A model grader whose grades have no bank sidecar names no template."""
+def _judges_and_templates(ex):
+    """From each grader's bank sidecar, read once: per grader whose bank names a judge
+    identity, the round's grades per identity (None without ``grades_in``); and per model
+    grader whose grades make the key (not an auditor; ``kind: model`` in params, or a bank
+    naming a judge identity), its grades per prompt template sha256. A model grader whose
+    grades have no bank sidecar names no template."""
     if not ex.params.paths.grades_in:
-        return {}
+        return None, {}
     graders = ex.params.graders
-    kinds = {name: g.kind for name, g in graders.items()}
-    out = {}
+    judges, templates = {}, {}
     for name, files in ex.grader_round_files().items():
+        bank = ex.bank_table(files, TEMPLATE_FIELDS)
+        judges[name] = judge_counts(bank)
+        named = set(judges[name]) - {NOT_RECORDED}
         if name in graders and graders[name].role == "auditor":
             continue  # the auditor's grades are compared with the key, never part of it
-        bank = ex.bank_table(files, TEMPLATE_FIELDS)
-        if kinds.get(name) == "model" or set(judge_counts(bank)) - {NOT_RECORDED}:
-            out[name] = template_counts(bank) or {TEMPLATE_NOT_RECORDED: 0}
-    return out
-
-
-def _judges(ex):
-    """Per grader whose bank names a judge identity: the round's grades per identity."""
-    if not ex.params.paths.grades_in:
-        return None
-    counts = {name: judge_counts(ex.bank_table(files, JUDGE_FIELDS))
-              for name, files in ex.grader_round_files().items()}
-    return {k: v for k, v in counts.items() if set(v) - {NOT_RECORDED}}
+        if (name in graders and graders[name].kind == "model") or named:
+            templates[name] = template_counts(bank) or {TEMPLATE_NOT_RECORDED: 0}
+    return {k: v for k, v in judges.items() if set(v) - {NOT_RECORDED}}, templates
 
 
 def _write(files, table, record, gate, ex, made_on):
