@@ -19,5 +19,6 @@ export PATH="$PWD/.venv/bin:$PATH"
 lint-imports --no-cache
 # --dist loadscope: each test module runs whole on one worker, so an end-to-end module's
 # module-scoped experiment is built once; modules go out in file order, the long end-to-end
-# ones early, the many short ones after them to even out the two workers.
-exec .venv/bin/python -m pytest -n 2 --dist loadscope --no-loadscope-reorder "$@"
+# ones early, the many short ones after them to even out the two workers. --durations: the
+# slowest tests are listed at the end of every run, where the suite's time goes.
+exec .venv/bin/python -m pytest -n 2 --dist loadscope --no-loadscope-reorder --durations=60 "$@"
