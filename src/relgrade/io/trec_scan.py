@@ -1,0 +1,294 @@
+"""A TREC run file read, coded and checked for repeated chunks in one compiled pass.
+
+:func:`relgrade.io.trec.read_trec_run` parses a run with Arrow's CSV reader, then
+:func:`relgrade.ranking.run_codes` codes its query ids and hashes its chunk ids, and
+:func:`relgrade.ranking.validate_run` sorts a million hashes to find a chunk listed twice.
+:func:`scan_trec_run` does the three in one pass over the file's bytes (a memory map read as
+a numpy byte array, never a Python object per line), compiled by numba, with the same
+results: the same table, the same :class:`relgrade.ranking.RunCodes`, and a proof that no
+query lists a chunk twice when it can give one.
+
+It accepts only lines it is sure to read as the existing reader does, and leaves every other
+file to it (it returns None), so that file is read, accepted or refused exactly as before,
+with the same message:
+
+* fields separated by single spaces, or by single tabs when the file's first line holds a
+  tab (:func:`relgrade.io.sniff.field_separator`); six fields a line; a line ends in LF or
+  CRLF (the last one may end the file); a UTF-8 byte-order mark at the start is skipped;
+* every id, ``Q0`` and tag field is one or more printable ASCII bytes (0x21-0x7E): no
+  empty field, no other separator, control byte (U+001F among them) or non-ASCII byte;
+* the rank is ``-?[0-9]{1,18}``;
+* the score is ``-?[0-9]+(\\.[0-9]+)?([eE][+-]?[0-9]+)?``; when its significant digits
+  form an integer ``w <= 2^53`` and its decimal exponent ``e`` lies in [-22, 22], it is
+  ``w * 10^e`` (or ``w / 10^-e``) in float64, exact operands and one correctly rounded
+  operation (Clinger 1990, "How to read floating point numbers accurately", PLDI); other
+  scores are parsed by Python's ``float()`` (correctly rounded, as Arrow's parser is), and
+  a score that is not finite leaves the file to the reader.
+
+Blank lines, fields after the sixth, ``+`` signs, hex ranks, ``inf``/``nan`` and the like
+all leave the file to the reader. Without numba (or an empty file), too.
+"""
+
+from __future__ import annotations
+
+import math
+import mmap
+import os
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from relgrade.io.files import BOM
+from relgrade.io.sniff import field_separator, read_head
+
+KERNELS_MODULE = "relgrade.io._trec_scan_kernels"
+
+#: Bytes of run files one process must read before it loads the compiled scan: loading
+#: numba and its cached code costs about 0.5 CPU-s once per process, and the scan saves
+#: about 0.12 CPU-s per 40 MB of run (benchmarks/README.md, "One compiled pass ...").
+SCAN_MIN_BYTES = 160 << 20
+
+
+def worth_scanning(paths) -> bool:
+    """Whether reading ``paths`` should go through the compiled scan.
+
+    Parameters
+    ----------
+    paths : iterable of str or os.PathLike
+        The run files one process is about to read.
+
+    Returns
+    -------
+    bool
+        True when the kernels are loaded already, or the files (those that exist) hold at
+        least :data:`SCAN_MIN_BYTES` bytes together.
+    """
+    if KERNELS_MODULE in sys.modules:
+        return True
+    total = 0
+    for p in paths:
+        try:
+            total += os.stat(p).st_size
+        except OSError:
+            continue  # the reader names a missing file
+    return total >= SCAN_MIN_BYTES
+
+
+@dataclass(frozen=True, eq=False)
+class ScannedRun:
+    """One TREC run file's columns and codes, as :func:`scan_trec_run` makes them.
+
+    Arrays of shape (n_rows,), in file order.
+    """
+
+    query_offsets: np.ndarray  # int64 (n_rows + 1,): Arrow string offsets into query_bytes
+    query_bytes: np.ndarray    # uint8: the query ids' bytes, one after the other
+    chunk_offsets: np.ndarray  # int64 (n_rows + 1,)
+    chunk_bytes: np.ndarray    # uint8
+    rank: np.ndarray           # int64
+    score: np.ndarray          # float64, finite
+    chunk_hash: np.ndarray     # uint64: ranking._text_hash of each chunk id
+    heads: np.ndarray          # int64 (n_blocks,): first row of each block of equal query ids
+    repeated_hash: bool        # some block holds one chunk hash twice
+
+    @property
+    def n_rows(self) -> int:
+        return len(self.rank)
+
+
+def _kernels():
+    """The compiled kernels module, imported on first use; None without numba."""
+    try:
+        from relgrade.io import _trec_scan_kernels as k
+    except ImportError:  # pragma: no cover - numba is a dependency; the fallback is Arrow's
+        return None
+    return k
+
+
+def _parse_slow(data: np.ndarray, bounds: np.ndarray) -> np.ndarray | None:
+    """Python's float() of each field ``data[begin:end]``; None when one is not finite."""
+    out = np.empty(len(bounds), dtype=np.float64)
+    raw = data.tobytes() if len(bounds) > 64 else None
+    for i, (b, e) in enumerate(bounds.tolist()):
+        text = raw[b:e] if raw is not None else data[b:e].tobytes()
+        v = float(text)
+        if not math.isfinite(v):
+            return None
+        out[i] = v
+    return out
+
+
+def scan_bytes(data: np.ndarray, delim: bytes, *, compiled=None) -> ScannedRun | None:
+    """Scan a TREC run held in memory.
+
+    Parameters
+    ----------
+    data : ndarray of uint8, shape (n_bytes,)
+        The file's bytes (a byte-order mark included).
+    delim : bytes
+        ``b" "`` or ``b"\\t"``: the separator :func:`relgrade.io.sniff.field_separator` tells.
+    compiled : module, optional
+        The kernels (default: imported on first use).
+
+    Returns
+    -------
+    ScannedRun or None
+        None when a line is outside what the scan accepts (see the module's notes), the
+        file holds no line, or numba is not installed.
+    """
+    k = compiled or _kernels()
+    if k is None or len(data) == 0:
+        return None
+    start = len(BOM) if data[:len(BOM)].tobytes() == BOM else 0
+    if start >= len(data):
+        return None
+    n_lines = int(k.count_lines(data))
+    qoff = np.empty(n_lines + 1, dtype=np.int64)
+    coff = np.empty(n_lines + 1, dtype=np.int64)
+    rank = np.empty(n_lines, dtype=np.int64)
+    score = np.empty(n_lines, dtype=np.float64)
+    heads = np.empty(n_lines, dtype=np.int64)
+    slow = np.empty(n_lines, dtype=np.int64)
+    # at most the file's size; pages never written are never touched
+    qbytes = np.empty(len(data), dtype=np.uint8)
+    cbytes = np.empty(len(data), dtype=np.uint8)
+    status, n, n_heads, n_slow, _ = k.scan(data, start, delim[0], qoff, qbytes, coff, cbytes,
+                                           rank, score, slow, heads)
+    if status != k.OK or n == 0:
+        return None
+    if n_slow:
+        rows = slow[:n_slow]
+        values = _parse_slow(data, k.field_bounds(data, start, delim[0], rows, 4))
+        if values is None:
+            return None  # inf or nan: the reader names the line
+        score[rows] = values
+    heads = heads[:n_heads].copy()
+    chash = np.empty(n, dtype=np.uint64)
+    k.hash_ids(cbytes, coff, chash)
+    return ScannedRun(query_offsets=qoff[:n + 1], query_bytes=qbytes[:qoff[n]],
+                      chunk_offsets=coff[:n + 1], chunk_bytes=cbytes[:coff[n]],
+                      rank=rank[:n], score=score[:n], chunk_hash=chash, heads=heads,
+                      repeated_hash=bool(k.repeated_in_blocks(chash, heads, n)))
+
+
+def scan_trec_run(path) -> ScannedRun | None:
+    """Scan a TREC run file in one compiled pass (see the module's notes).
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        The run file.
+
+    Returns
+    -------
+    ScannedRun or None
+        None: the file is left to :func:`relgrade.io.trec.read_trec_run` (a layout or line
+        the scan does not accept, an empty file, no numba).
+
+    Raises
+    ------
+    InputError
+        The file is missing or is a folder (:func:`relgrade.io.sniff.read_head`).
+    """
+    path = Path(path)
+    separator = field_separator(read_head(path))
+    if separator is None:
+        return None
+    k = _kernels()
+    if k is None:
+        return None
+    with open(path, "rb") as f:
+        if f.seek(0, 2) == 0:
+            return None
+        with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mm:
+            data = np.frombuffer(mm, dtype=np.uint8)
+            try:
+                return scan_bytes(data, separator[0], compiled=k)
+            finally:
+                del data  # the map can close only when no array views it
+
+
+def coded_run(scanned: ScannedRun):
+    """The run table and its :class:`relgrade.ranking.RunCodes`, from a scan.
+
+    Parameters
+    ----------
+    scanned : ScannedRun
+
+    Returns
+    -------
+    (pandas.DataFrame, RunCodes)
+        The table :func:`relgrade.io.trec.read_trec_run` returns for the same file
+        (``query_id``, ``chunk_id`` str, ``rank`` int64, ``score`` float64, file order), and
+        the codes :func:`relgrade.ranking.run_codes` makes of it; ``RunCodes.distinct`` is
+        True when every query id's rows are adjacent and none of them holds one chunk
+        hash twice, which proves that no chunk is listed twice for one query.
+    """
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    from relgrade.ranking import RunCodes
+
+    n = scanned.n_rows
+    qids = pa.LargeStringArray.from_buffers(n, pa.py_buffer(scanned.query_offsets),
+                                            pa.py_buffer(scanned.query_bytes))
+    cids = pa.LargeStringArray.from_buffers(n, pa.py_buffer(scanned.chunk_offsets),
+                                            pa.py_buffer(scanned.chunk_bytes))
+    # run_codes' coding: the first row of each block of equal ids dictionary-encoded, its
+    # code repeated over the block (first seen, first coded)
+    heads = scanned.heads
+    encoded = pc.dictionary_encode(qids.take(pa.array(heads, type=pa.int64())))
+    query = np.repeat(encoded.indices.to_numpy(zero_copy_only=False).astype(np.int64),
+                      np.diff(np.r_[heads, n]))
+    one_block_each = len(encoded.dictionary) == len(heads)
+    codes = RunCodes(query=query, queries=encoded.dictionary.cast(pa.large_string()),
+                     chunk_hash=scanned.chunk_hash,
+                     distinct=one_block_each and not scanned.repeated_hash)
+    table = pa.table({"query_id": qids, "chunk_id": cids, "rank": scanned.rank,
+                      "score": scanned.score})
+    return table.to_pandas(split_blocks=True, self_destruct=True), codes
+
+
+def read_run_coded(path, *, scan: bool = True) -> tuple:
+    """Read a run and code its ids once: :func:`relgrade.io.runs.read_run` and
+    :func:`relgrade.ranking.run_codes`, with one compiled pass over a TREC file's bytes
+    where it can.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        A run file, as for :func:`relgrade.io.runs.read_run`.
+    scan : bool, default True
+        Try :func:`scan_trec_run` first on a TREC file (any extension
+        but ``.jsonl``, ``.ndjson``, ``.parquet``). Its result is the same; it costs a
+        one-off 0.5 CPU-s in a process to load numba's compiled code, so a caller with
+        little to read passes False (see :func:`worth_scanning`).
+
+    Returns
+    -------
+    (pandas.DataFrame, RunCodes or None)
+        The table ``read_run`` returns, and :func:`relgrade.ranking.run_codes` of it;
+        None for a file with an ``arm`` column (several arms' rows are not coded as one).
+        Codes from the scan may carry ``distinct=True``: the scan proved that no chunk is
+        listed twice for one query.
+
+    Raises
+    ------
+    InputError
+        As ``read_run`` (a file the scan does not accept is read by it, with its
+        messages), and as :func:`relgrade.ranking.run_codes`.
+    """
+    from relgrade.io.runs import read_run
+    from relgrade.ranking import run_codes
+    from relgrade.schema import RUN
+
+    path = Path(path)
+    if scan and path.suffix.lower() not in (".jsonl", ".ndjson", ".parquet"):
+        scanned = scan_trec_run(path)
+        if scanned is not None:
+            return coded_run(scanned)
+    run = read_run(path)
+    codes = run_codes(run, path=path) if set(run.columns) == set(RUN) else None
+    return run, codes
