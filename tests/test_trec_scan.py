@@ -227,3 +227,21 @@ def test_evaluate_prints_the_same_with_and_without_the_scan(tmp_path, monkeypatc
     assert (scanned.exit_code, scanned.output) == (plain.exit_code, plain.output)
     if name in ("dup", "nan", "short", "sep"):
         assert scanned.exit_code == 1 and "Error:" in scanned.output
+
+
+@pytest.mark.parametrize("block", [1, 5, 13, 64])
+@pytest.mark.parametrize("text", [
+    b"\xef\xbb\xbf1 Q0 doc-a 1 3.25 r\r\n1 Q0 doc-b 2 2 r\r\n2 Q0 c 1 1e-2 r",
+    b"10\tQ0\ta\t1\t0.1234567890123456789\tr\n10\tQ0\tb\t2\t2\tr\n11\tQ0\ta\t1\t-5\tr\n",
+])
+def test_block_boundaries_anywhere_give_the_same_run(tmp_path, monkeypatch, block, text):
+    path, _ = _scan(tmp_path, text)
+    monkeypatch.setattr(trec_scan, "BLOCK_BYTES", block)
+    _same_as_reader(path)
+
+
+@pytest.mark.parametrize("block", [1, 7, 64])
+def test_a_bad_line_after_the_first_block_is_left_to_the_reader(tmp_path, monkeypatch, block):
+    path, _ = _scan(tmp_path, b"1 Q0 a 1 3 r\n1 Q0 b 2 2 r\n1 Q0 c 3 inf r\n")
+    monkeypatch.setattr(trec_scan, "BLOCK_BYTES", block)
+    assert trec_scan.scan_trec_run(path) is None

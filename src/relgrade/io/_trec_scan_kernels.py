@@ -18,16 +18,6 @@ _TWO53 = 1 << 53
 
 
 @numba.njit(cache=True, nogil=True)
-def count_lines(data):
-    """Line ends (LF) in ``data``, plus one: an upper bound of its lines."""
-    n = 1
-    for i in range(data.shape[0]):
-        if data[i] == 10:
-            n += 1
-    return n
-
-
-@numba.njit(cache=True, nogil=True)
 def _fold(h, word):
     return (h ^ word) * _MIX1
 
@@ -48,76 +38,82 @@ def _printable(b):
     return 0x21 <= b <= 0x7E
 
 
-@numba.njit(cache=True, nogil=True)
-def scan(data, start, delim, qoff, qbytes, coff, cbytes, rank, score, slow, heads):
-    """Split, parse and hash every line of a TREC run held in ``data``.
+# positions in the counters array of scan()
+ROW, NQ, NC, NHEADS, NSLOW, NS = 0, 1, 2, 3, 4, 5
 
-    Returns ``(status, n_rows, n_heads, n_slow, position)``: ``status`` :data:`OK` or
-    :data:`NOT_MINE` (``position``: the byte offset where the scan gave up). ``qoff`` /
-    ``coff`` (n_rows + 1) and ``qbytes`` / ``cbytes``: the query and chunk ids' bytes,
-    Arrow's string layout; ``rank`` int64, ``score`` float64 (NaN on ``slow`` rows: those
-    whose score the caller must parse, their indexes in ``slow``); ``heads``: the rows whose
-    query id differs from the row before. (The chunk ids are hashed by :func:`hash_ids`
-    afterwards: a pass of its own runs about three times faster than the same work here.)
+
+@numba.njit(cache=True, nogil=True)
+def scan(data, start, delim, qoff, qbytes, coff, cbytes, rank, score, slow, soff, sbytes,
+         heads, counts):
+    """Split, parse and code the whole lines of a TREC run held in ``data[start:]``.
+
+    Resumable: ``counts`` (int64, 6) holds rows, query-id bytes, chunk-id bytes, heads, slow
+    rows and slow-score bytes written so far, and is advanced; a file is fed in blocks of
+    whole lines (the last block may lack its final LF). Returns ``(status, position)``:
+    :data:`OK`, or :data:`NOT_MINE` and the offset in ``data`` where the scan gave up.
+    ``qoff`` / ``coff`` (n_rows + 1, ``[0]`` set by the caller) and ``qbytes`` /
+    ``cbytes``: the query and chunk ids' bytes, Arrow's string layout; ``rank`` int64;
+    ``score`` float64, NaN on the ``slow`` rows, whose score text is copied to ``sbytes``
+    (offsets ``soff``) for the caller to parse; ``heads``: the rows whose query id differs
+    from the row before. (The chunk ids are hashed by :func:`hash_ids` afterwards: a pass of
+    its own runs about three times faster than the same work here.)
     """
     n = data.shape[0]
     p = start
-    row = 0
-    nq = 0
-    nc = 0
-    nheads = 0
-    nslow = 0
-    qoff[0] = 0
-    coff[0] = 0
-    prev_q0 = 0
-    prev_q1 = 0
+    row = counts[ROW]
+    nq = counts[NQ]
+    nc = counts[NC]
+    nheads = counts[NHEADS]
+    nslow = counts[NSLOW]
+    ns = counts[NS]
     while p < n:
         # --- field 1: query id
         q0 = nq
         while p < n and data[p] != delim:
             b = data[p]
             if not _printable(b):
-                return NOT_MINE, row, nheads, nslow, p
+                return NOT_MINE, p
             qbytes[nq] = b
             nq += 1
             p += 1
         if nq == q0 or p >= n:
-            return NOT_MINE, row, nheads, nslow, p
+            return NOT_MINE, p
         p += 1
         qoff[row + 1] = nq
         # a new block of equal query ids?
-        same = row > 0 and (nq - q0) == (prev_q1 - prev_q0)
-        if same:
-            for j in range(nq - q0):
-                if qbytes[q0 + j] != qbytes[prev_q0 + j]:
-                    same = False
-                    break
+        same = False
+        if row > 0:
+            prev = qoff[row - 1]
+            if nq - q0 == q0 - prev:
+                same = True
+                for j in range(nq - q0):
+                    if qbytes[q0 + j] != qbytes[prev + j]:
+                        same = False
+                        break
         if not same:
             heads[nheads] = row
             nheads += 1
-        prev_q0 = q0
-        prev_q1 = nq
         # --- field 2: Q0 (read, checked, dropped)
         f = p
         while p < n and data[p] != delim:
             if not _printable(data[p]):
-                return NOT_MINE, row, nheads, nslow, p
+                return NOT_MINE, p
             p += 1
         if p == f or p >= n:
-            return NOT_MINE, row, nheads, nslow, p
+            return NOT_MINE, p
         p += 1
         # --- field 3: chunk id
         c0 = nc
         while p < n and data[p] != delim:
             b = data[p]
             if not _printable(b):
-                return NOT_MINE, row, nheads, nslow, p
+                return NOT_MINE, p
             cbytes[nc] = b
             nc += 1
             p += 1
         length = nc - c0
         if length == 0 or p >= n:
-            return NOT_MINE, row, nheads, nslow, p
+            return NOT_MINE, p
         p += 1
         coff[row + 1] = nc
         # --- field 4: rank, -?[0-9]{1,18}
@@ -131,10 +127,11 @@ def scan(data, start, delim, qoff, qbytes, coff, cbytes, rank, score, slow, head
             r = r * 10 + (data[p] - 48)
             p += 1
         if p == f or p - f > 18 or p >= n or data[p] != delim:
-            return NOT_MINE, row, nheads, nslow, p
+            return NOT_MINE, p
         rank[row] = -r if neg else r
         p += 1
         # --- field 5: score, -?[0-9]+(\.[0-9]+)?([eE][-+]?[0-9]+)?
+        s0 = p
         neg = False
         if p < n and data[p] == 45:
             neg = True
@@ -156,7 +153,7 @@ def scan(data, start, delim, qoff, qbytes, coff, cbytes, rank, score, slow, head
                     dropped = True
             p += 1
         if p == f:
-            return NOT_MINE, row, nheads, nslow, p
+            return NOT_MINE, p
         if p < n and data[p] == 46:  # '.'
             p += 1
             f = p
@@ -171,7 +168,7 @@ def scan(data, start, delim, qoff, qbytes, coff, cbytes, rank, score, slow, head
                     dropped = True
                 p += 1
             if p == f:
-                return NOT_MINE, row, nheads, nslow, p
+                return NOT_MINE, p
         if p < n and (data[p] == 101 or data[p] == 69):  # 'e', 'E'
             p += 1
             eneg = False
@@ -185,10 +182,10 @@ def scan(data, start, delim, qoff, qbytes, coff, cbytes, rank, score, slow, head
                     e = e * 10 + (data[p] - 48)
                 p += 1
             if p == f:
-                return NOT_MINE, row, nheads, nslow, p
+                return NOT_MINE, p
             exp10 += -e if eneg else e
         if p >= n or data[p] != delim:
-            return NOT_MINE, row, nheads, nslow, p
+            return NOT_MINE, p
         p += 1
         if m == 0 and not dropped:
             score[row] = -0.0 if neg else 0.0
@@ -199,7 +196,11 @@ def scan(data, start, delim, qoff, qbytes, coff, cbytes, rank, score, slow, head
         else:
             score[row] = np.nan
             slow[nslow] = row
+            for j in range(s0, p - 1):
+                sbytes[ns] = data[j]
+                ns += 1
             nslow += 1
+            soff[nslow] = ns
         # --- field 6: tag; then the line's end (LF, CRLF, or the file's end)
         f = p
         while p < n and data[p] != 10:
@@ -207,15 +208,21 @@ def scan(data, start, delim, qoff, qbytes, coff, cbytes, rank, score, slow, head
             if b == 13 and p + 1 < n and data[p + 1] == 10:
                 break
             if not _printable(b):
-                return NOT_MINE, row, nheads, nslow, p
+                return NOT_MINE, p
             p += 1
         if p == f:
-            return NOT_MINE, row, nheads, nslow, p
+            return NOT_MINE, p
         if p < n and data[p] == 13:
             p += 1
         p += 1
         row += 1
-    return OK, row, nheads, nslow, p
+    counts[ROW] = row
+    counts[NQ] = nq
+    counts[NC] = nc
+    counts[NHEADS] = nheads
+    counts[NSLOW] = nslow
+    counts[NS] = ns
+    return OK, p
 
 
 @numba.njit(cache=True, nogil=True)
@@ -250,31 +257,12 @@ def hash_ids(cbytes, coff, out):
 
 
 @numba.njit(cache=True, nogil=True)
-def field_bounds(data, start, delim, rows, field):
-    """Byte offsets ``(begin, end)`` of field ``field`` (0-based) on each of ``rows``
-    (ascending row numbers of a file :func:`scan` accepted)."""
-    out = np.empty((rows.shape[0], 2), dtype=np.int64)
-    p = start
-    row = 0
-    i = 0
-    while i < rows.shape[0]:
-        if row == rows[i]:
-            q = p
-            for _ in range(field):
-                while data[q] != delim:
-                    q += 1
-                q += 1
-            e = q
-            while data[e] != delim:
-                e += 1
-            out[i, 0] = q
-            out[i, 1] = e
-            i += 1
-        while data[p] != 10:
-            p += 1
-        p += 1
-        row += 1
-    return out
+def last_line_end(data, n):
+    """The offset of the last LF in ``data[:n]``, -1 when there is none."""
+    for i in range(n - 1, -1, -1):
+        if data[i] == 10:
+            return i
+    return -1
 
 
 @numba.njit(cache=True, nogil=True)

@@ -32,7 +32,6 @@ all leave the file to the reader. Without numba (or an empty file), too.
 from __future__ import annotations
 
 import math
-import mmap
 import os
 import sys
 from dataclasses import dataclass
@@ -107,17 +106,60 @@ def _kernels():
     return k
 
 
-def _parse_slow(data: np.ndarray, bounds: np.ndarray) -> np.ndarray | None:
-    """Python's float() of each field ``data[begin:end]``; None when one is not finite."""
-    out = np.empty(len(bounds), dtype=np.float64)
-    raw = data.tobytes() if len(bounds) > 64 else None
-    for i, (b, e) in enumerate(bounds.tolist()):
-        text = raw[b:e] if raw is not None else data[b:e].tobytes()
-        v = float(text)
-        if not math.isfinite(v):
+#: Bytes read from a run file at a time: the file is never held whole, only its columns.
+BLOCK_BYTES = 1 << 22
+
+
+class _Columns:
+    """The scan's output arrays, sized for a file of ``size`` bytes (a line takes at least
+    12: six one-byte fields, five separators, a line end), and what is written so far."""
+
+    def __init__(self, size: int, compiled):
+        rows = size // 12 + 2
+        self.k = compiled
+        self.qoff = np.empty(rows + 1, dtype=np.int64)
+        self.coff = np.empty(rows + 1, dtype=np.int64)
+        self.soff = np.empty(rows + 1, dtype=np.int64)
+        self.qoff[0] = self.coff[0] = self.soff[0] = 0
+        self.rank = np.empty(rows, dtype=np.int64)
+        self.score = np.empty(rows, dtype=np.float64)
+        self.slow = np.empty(rows, dtype=np.int64)
+        self.heads = np.empty(rows, dtype=np.int64)
+        # at most the file's size each; pages never written are never touched
+        self.qbytes = np.empty(size, dtype=np.uint8)
+        self.cbytes = np.empty(size, dtype=np.uint8)
+        self.sbytes = np.empty(size, dtype=np.uint8)
+        self.counts = np.zeros(6, dtype=np.int64)
+
+    def feed(self, data: np.ndarray, start: int, delim: bytes) -> bool:
+        """Scan the whole lines of ``data[start:]``; False: the file is not the scan's."""
+        status, _ = self.k.scan(data, start, delim[0], self.qoff, self.qbytes, self.coff,
+                                self.cbytes, self.rank, self.score, self.slow, self.soff,
+                                self.sbytes, self.heads, self.counts)
+        return status == self.k.OK
+
+    def finish(self) -> ScannedRun | None:
+        """The scanned run; None when it has no row or a score is not finite."""
+        k = self.k
+        n, nq, nc, n_heads, n_slow, ns = (int(x) for x in self.counts)
+        if n == 0:
             return None
-        out[i] = v
-    return out
+        if n_slow:
+            # rare scores outside Clinger's fast path: Python's float(), correctly rounded
+            text = self.sbytes[:ns].tobytes()
+            offs = self.soff[:n_slow + 1].tolist()
+            values = [float(text[offs[i]:offs[i + 1]]) for i in range(n_slow)]
+            if not all(map(math.isfinite, values)):
+                return None  # inf: the reader names the line
+            self.score[self.slow[:n_slow]] = values
+        chash = np.empty(n, dtype=np.uint64)
+        k.hash_ids(self.cbytes, self.coff[:n + 1], chash)
+        heads = self.heads[:n_heads].copy()
+        return ScannedRun(query_offsets=self.qoff[:n + 1], query_bytes=self.qbytes[:nq],
+                          chunk_offsets=self.coff[:n + 1], chunk_bytes=self.cbytes[:nc],
+                          rank=self.rank[:n], score=self.score[:n], chunk_hash=chash,
+                          heads=heads,
+                          repeated_hash=bool(k.repeated_in_blocks(chash, heads, n)))
 
 
 def scan_bytes(data: np.ndarray, delim: bytes, *, compiled=None) -> ScannedRun | None:
@@ -142,35 +184,8 @@ def scan_bytes(data: np.ndarray, delim: bytes, *, compiled=None) -> ScannedRun |
     if k is None or len(data) == 0:
         return None
     start = len(BOM) if data[:len(BOM)].tobytes() == BOM else 0
-    if start >= len(data):
-        return None
-    n_lines = int(k.count_lines(data))
-    qoff = np.empty(n_lines + 1, dtype=np.int64)
-    coff = np.empty(n_lines + 1, dtype=np.int64)
-    rank = np.empty(n_lines, dtype=np.int64)
-    score = np.empty(n_lines, dtype=np.float64)
-    heads = np.empty(n_lines, dtype=np.int64)
-    slow = np.empty(n_lines, dtype=np.int64)
-    # at most the file's size; pages never written are never touched
-    qbytes = np.empty(len(data), dtype=np.uint8)
-    cbytes = np.empty(len(data), dtype=np.uint8)
-    status, n, n_heads, n_slow, _ = k.scan(data, start, delim[0], qoff, qbytes, coff, cbytes,
-                                           rank, score, slow, heads)
-    if status != k.OK or n == 0:
-        return None
-    if n_slow:
-        rows = slow[:n_slow]
-        values = _parse_slow(data, k.field_bounds(data, start, delim[0], rows, 4))
-        if values is None:
-            return None  # inf or nan: the reader names the line
-        score[rows] = values
-    heads = heads[:n_heads].copy()
-    chash = np.empty(n, dtype=np.uint64)
-    k.hash_ids(cbytes, coff, chash)
-    return ScannedRun(query_offsets=qoff[:n + 1], query_bytes=qbytes[:qoff[n]],
-                      chunk_offsets=coff[:n + 1], chunk_bytes=cbytes[:coff[n]],
-                      rank=rank[:n], score=score[:n], chunk_hash=chash, heads=heads,
-                      repeated_hash=bool(k.repeated_in_blocks(chash, heads, n)))
+    out = _Columns(len(data), k)
+    return out.finish() if out.feed(data, start, delim) else None
 
 
 def scan_trec_run(path) -> ScannedRun | None:
@@ -200,14 +215,35 @@ def scan_trec_run(path) -> ScannedRun | None:
     if k is None:
         return None
     with open(path, "rb") as f:
-        if f.seek(0, 2) == 0:
+        size = os.fstat(f.fileno()).st_size
+        if size == 0:
             return None
-        with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mm:
-            data = np.frombuffer(mm, dtype=np.uint8)
-            try:
-                return scan_bytes(data, separator[0], compiled=k)
-            finally:
-                del data  # the map can close only when no array views it
+        out = _Columns(size, k)
+        # room for a byte-order mark in the first read, whatever the block
+        buf = np.empty(max(min(size, BLOCK_BYTES), len(BOM)) + 1, dtype=np.uint8)
+        carry, start = 0, None
+        while True:
+            got = f.readinto(memoryview(buf)[carry:])
+            end = carry + got
+            if start is None:
+                start = len(BOM) if buf[:min(end, len(BOM))].tobytes() == BOM else 0
+            if got and end == len(buf):
+                # a full block: scan its whole lines, keep the rest for the next block
+                last = int(k.last_line_end(buf, end))
+                if last < start:  # a line longer than the block
+                    buf = np.concatenate([buf, np.empty(len(buf), dtype=np.uint8)])
+                    carry = end
+                    continue
+                if not out.feed(buf[:last + 1], start, separator[0]):
+                    return None
+                carry = end - last - 1
+                buf[:carry] = buf[last + 1:end].copy()
+                start = 0
+                continue
+            # the file's end: the rest, whose last line may lack its LF
+            if end > start and not out.feed(buf[:end], start, separator[0]):
+                return None
+            return out.finish()
 
 
 def coded_run(scanned: ScannedRun):
