@@ -14,8 +14,8 @@ proof is given and :func:`relgrade.ranking.validate_run` checks the whole run as
 numba caches the compiled code on disk next to the module (or in its user-wide cache
 directory when the package's folder is not writable), so only a process that finds no cache
 compiles (about 3 CPU-s, once); loading numba and the cached code costs about 0.5 CPU-s
-and 120 MiB a process (0.8 CPU-s more, all told, for one run read by the scan rather than by
-Arrow), which is why callers scan only when they have enough to read
+and 120 MiB a process (0.4-0.5 CPU-s more, all told, for one run read by the scan rather
+than by Arrow), which is why callers scan only when they have enough to read
 (:func:`worth_scanning`).
 
 It accepts only lines it is sure to read as the existing reader does, and leaves every other
@@ -55,8 +55,8 @@ from relgrade.io.sniff import field_separator, read_head
 KERNELS_MODULE = "relgrade.io._trec_scan_kernels"
 
 #: Bytes of run files one process must read before it loads the compiled scan: loading
-#: numba and its cached code costs about 0.8 CPU-s once per process, and the scan saves
-#: about 0.15 CPU-s per 40 MB of run: it pays from about 225 MB (benchmarks/README.md,
+#: numba and its cached code costs about 0.5 CPU-s once per process, and the scan saves
+#: about 0.1 CPU-s per 40 MB of run: it pays from about 200 MB (benchmarks/README.md,
 #: "One compiled pass over each TREC run's bytes").
 SCAN_MIN_BYTES = 256 << 20
 
@@ -310,7 +310,7 @@ def read_run_coded(path, *, scan: bool = True) -> tuple:
     scan : bool, default True
         Try :func:`scan_trec_run` first on a TREC file (any extension
         but ``.jsonl``, ``.ndjson``, ``.parquet``). Its result is the same; it costs a
-        one-off 0.8 CPU-s in a process to load numba's compiled code, so a caller with
+        one-off 0.5 CPU-s in a process to load numba's compiled code, so a caller with
         little to read passes False (see :func:`worth_scanning`).
 
     Returns
