@@ -33,8 +33,9 @@ def _finish(h):
 
 @numba.njit(cache=True, nogil=True)
 def _printable(b):
-    """Whether a byte may stand inside a field the scan accepts: printable ASCII, not the
-    separator (the other separator, control bytes and non-ASCII are left to the reader)."""
+    """Whether a byte may stand inside a field the scan accepts: printable ASCII, 0x21-0x7E
+    (never a separator, a line end, another control byte or a non-ASCII byte: a file with
+    one is left to the reader)."""
     return 0x21 <= b <= 0x7E
 
 

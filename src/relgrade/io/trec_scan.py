@@ -190,6 +190,15 @@ def scan_bytes(data: np.ndarray, delim: bytes, *, compiled=None) -> ScannedRun |
     ScannedRun or None
         None when a line is outside what the scan accepts (see the module's notes), the
         file holds no line, or numba is not installed.
+
+    Examples
+    --------
+    >>> line = np.frombuffer(b"q1 Q0 d7 3 2.5e-1 bm25\\n", dtype=np.uint8)
+    >>> s = scan_bytes(line, b" ")
+    >>> s.n_rows, s.rank.tolist(), s.score.tolist(), s.chunk_bytes.tobytes()
+    (1, [3], [0.25], b'd7')
+    >>> scan_bytes(np.frombuffer(b"q1 Q0 d7 3 inf bm25\\n", dtype=np.uint8), b" ") is None
+    True
     """
     k = compiled or _kernels()
     if k is None or len(data) == 0:
