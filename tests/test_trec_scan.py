@@ -245,3 +245,15 @@ def test_a_bad_line_after_the_first_block_is_left_to_the_reader(tmp_path, monkey
     path, _ = _scan(tmp_path, b"1 Q0 a 1 3 r\n1 Q0 b 2 2 r\n1 Q0 c 3 inf r\n")
     monkeypatch.setattr(trec_scan, "BLOCK_BYTES", block)
     assert trec_scan.scan_trec_run(path) is None
+
+
+def test_when_the_output_arrays_are_refused_the_reader_reads_the_file(tmp_path, monkeypatch):
+    path, _ = _scan(tmp_path, b"1 Q0 a 1 3 r\n")
+
+    def refuse(size, compiled):
+        raise MemoryError
+
+    monkeypatch.setattr(trec_scan, "_Columns", refuse)
+    assert trec_scan.scan_trec_run(path) is None
+    run, _ = read_run_coded(path)
+    pd.testing.assert_frame_equal(run, read_run(path))

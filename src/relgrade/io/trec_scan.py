@@ -173,6 +173,15 @@ class _Columns:
                           repeated_hash=bool(k.repeated_in_blocks(chash, heads, n)))
 
 
+def _columns(size: int, compiled) -> _Columns | None:
+    """The output arrays for ``size`` bytes, or None when the system refuses them (their
+    bound is generous: a line of 12 bytes; the reader then reads the file as before)."""
+    try:
+        return _Columns(size, compiled)
+    except MemoryError:
+        return None
+
+
 def scan_bytes(data: np.ndarray, delim: bytes, *, compiled=None) -> ScannedRun | None:
     """Scan a TREC run held in memory.
 
@@ -204,7 +213,9 @@ def scan_bytes(data: np.ndarray, delim: bytes, *, compiled=None) -> ScannedRun |
     if k is None or len(data) == 0:
         return None
     start = len(BOM) if data[:len(BOM)].tobytes() == BOM else 0
-    out = _Columns(len(data), k)
+    out = _columns(len(data), k)
+    if out is None:
+        return None
     return out.finish() if out.feed(data, start, delim) else None
 
 
@@ -238,7 +249,9 @@ def scan_trec_run(path) -> ScannedRun | None:
         size = os.fstat(f.fileno()).st_size
         if size == 0:
             return None
-        out = _Columns(size, k)
+        out = _columns(size, k)
+        if out is None:
+            return None
         # room for a byte-order mark in the first read, whatever the block
         buf = np.empty(max(min(size, BLOCK_BYTES), len(BOM)) + 1, dtype=np.uint8)
         carry, start = 0, None
