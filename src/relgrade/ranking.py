@@ -51,6 +51,10 @@ class RunCodes:
     query: np.ndarray       # int64 (n_rows,): position of each row's query id in `queries`
     queries: pa.Array       # large_string (n_distinct,): the distinct query ids, first seen first
     chunk_hash: np.ndarray  # uint64 (n_rows,): the 64-bit hash of each chunk id's UTF-8 bytes
+    #: True only when it is proven that no (query, chunk) pair repeats (every query's rows
+    #: adjacent, no chunk hash twice among them): the duplicate check then has nothing to
+    #: do. :func:`relgrade.io.trec_scan.coded_run` proves it while it reads the file.
+    distinct: bool = False
 
 
 def _require_run_columns(run: pd.DataFrame, path) -> None:
@@ -221,6 +225,8 @@ def _repeated_rows(run: pd.DataFrame, columns: list[str],
     and chunk): the query codes and chunk hashes already made.
     """
     *lists, last = columns
+    if codes is not None and codes.distinct:
+        return None  # proven when the codes were made: no chunk hash repeats in a query
     chunk = arrow_ids(run[last])
     if codes is not None:
         group = codes.query.astype(np.uint64)

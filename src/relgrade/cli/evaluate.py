@@ -90,10 +90,9 @@ def evaluate_cmd(qrels_path, run_paths, measure_names, inclusion_path, per_query
     from relgrade.evaluation import metrics
     from relgrade.evaluation.measures import parse_measures
     from relgrade.io.judgments import read_judgments
-    from relgrade.io.runs import read_run
     from relgrade.io.trec import extra_fields_note, read_inclusion
-    from relgrade.ranking import run_codes, validate_run
-    from relgrade.schema import RUN
+    from relgrade.io.trec_scan import read_run_coded, worth_scanning
+    from relgrade.ranking import validate_run
 
     if as_json and trec_output:
         raise click.UsageError("--json and --trec-eval-output exclude each other")
@@ -134,6 +133,9 @@ def evaluate_cmd(qrels_path, run_paths, measure_names, inclusion_path, per_query
         del inclusion
     excluded = metrics.excluded_queries(key, measures) if no_relevant == "exclude" else {}
     n_queries = key.n_queries
+    # TREC runs read, coded and checked for repeats in one compiled pass when there is
+    # enough to read to repay loading the compiled code
+    scan = spark_rows is None and worth_scanning(run_paths)
     results, tables, answered, unknown, extra = {}, {}, {}, {}, {}
     for i, (name, path) in enumerate(zip(_run_names(list(run_paths)), run_paths)):
         if spark_rows is not None:
@@ -143,10 +145,9 @@ def evaluate_cmd(qrels_path, run_paths, measure_names, inclusion_path, per_query
             answered[name], unknown[name] = ranked.answered, ranked.unknown
             extra[str(path)] = None  # Spark reads six fields a line or leaves the run
         else:
-            run = read_run(path)
             # one arm's ids coded once: the duplicate check, the qrels join and the
             # coverage note share them (a file with an arm column is checked as it is)
-            codes = run_codes(run, path=path) if set(run.columns) == set(RUN) else None
+            run, codes = read_run_coded(path, scan=scan)
             validate_run(run, path=path, codes=codes)
             extra[str(path)] = extra_fields_note(path, run)
             pq = metrics.per_query(qrels=key, run=run, measures=measures,

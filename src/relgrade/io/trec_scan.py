@@ -1,0 +1,363 @@
+"""A TREC run file read, coded and checked for repeated chunks in one compiled pass.
+
+:func:`relgrade.io.trec.read_trec_run` parses a run with Arrow's CSV reader, then
+:func:`relgrade.ranking.run_codes` codes its query ids and hashes its chunk ids, and
+:func:`relgrade.ranking.validate_run` sorts a million hashes to find a chunk listed twice.
+:func:`scan_trec_run` does the three in one pass over the file's bytes (read 4 MiB of whole
+lines at a time into one numpy byte array, never a Python object per line), compiled by
+numba, with the same results: the same table, the same :class:`relgrade.ranking.RunCodes`,
+and a proof that no query lists a chunk twice when it can give one. The chunk ids are then
+hashed in a second, tight pass over their copied bytes, and the proof is one hash table
+per block of adjacent rows of one query (when a query's rows are split over the file, no
+proof is given and :func:`relgrade.ranking.validate_run` checks the whole run as before).
+
+numba caches the compiled code on disk next to the module (or in its user-wide cache
+directory when the package's folder is not writable), so only a process that finds no cache
+compiles (about 3 CPU-s, once); loading numba and the cached code costs about 0.5 CPU-s
+and 120 MiB a process (0.4-0.5 CPU-s more, all told, for one run read by the scan rather
+than by Arrow), which is why callers scan only when they have enough to read
+(:func:`worth_scanning`).
+
+It accepts only lines it is sure to read as the existing reader does, and leaves every other
+file to it (it returns None), so that file is read, accepted or refused exactly as before,
+with the same message:
+
+* fields separated by single spaces, or by single tabs when the file's first line holds a
+  tab (:func:`relgrade.io.sniff.field_separator`); six fields a line; a line ends in LF or
+  CRLF (the last one may end the file); a UTF-8 byte-order mark at the start is skipped;
+* every id, ``Q0`` and tag field is one or more printable ASCII bytes (0x21-0x7E): no
+  empty field, no other separator, control byte (U+001F among them) or non-ASCII byte;
+* the rank is ``-?[0-9]{1,18}``;
+* the score is ``-?[0-9]+(\\.[0-9]+)?([eE][+-]?[0-9]+)?``; when its significant digits
+  form an integer ``w <= 2^53`` and its decimal exponent ``e`` lies in [-22, 22], it is
+  ``w * 10^e`` (or ``w / 10^-e``) in float64, exact operands and one correctly rounded
+  operation (Clinger 1990, "How to read floating point numbers accurately", PLDI); other
+  scores are parsed by Python's ``float()`` (correctly rounded, as Arrow's parser is), and
+  a score that is not finite leaves the file to the reader.
+
+Blank lines, fields after the sixth, ``+`` signs, hex ranks, ``inf``/``nan`` and the like
+all leave the file to the reader. Without numba (or an empty file), too.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from relgrade.io.files import BOM
+from relgrade.io.sniff import field_separator, read_head
+
+KERNELS_MODULE = "relgrade.io._trec_scan_kernels"
+
+#: Bytes of run files one process must read before it loads the compiled scan: loading
+#: numba and its cached code costs about 0.5 CPU-s once per process, and the scan saves
+#: about 0.1 CPU-s per 40 MB of run: it pays from about 200 MB (benchmarks/README.md,
+#: "One compiled pass over each TREC run's bytes").
+SCAN_MIN_BYTES = 256 << 20
+
+
+def worth_scanning(paths) -> bool:
+    """Whether reading ``paths`` should go through the compiled scan.
+
+    Parameters
+    ----------
+    paths : iterable of str or os.PathLike
+        The run files one process is about to read.
+
+    Returns
+    -------
+    bool
+        True when the kernels are loaded already, or the files (those that exist) hold at
+        least :data:`SCAN_MIN_BYTES` bytes together.
+    """
+    if KERNELS_MODULE in sys.modules:
+        return True
+    total = 0
+    for p in paths:
+        try:
+            total += os.stat(p).st_size
+        except OSError:
+            continue  # the reader names a missing file
+    return total >= SCAN_MIN_BYTES
+
+
+@dataclass(frozen=True, eq=False)
+class ScannedRun:
+    """One TREC run file's columns and codes, as :func:`scan_trec_run` makes them.
+
+    Arrays of shape (n_rows,), in file order.
+    """
+
+    query_offsets: np.ndarray  # int64 (n_rows + 1,): Arrow string offsets into query_bytes
+    query_bytes: np.ndarray    # uint8: the query ids' bytes, one after the other
+    chunk_offsets: np.ndarray  # int64 (n_rows + 1,)
+    chunk_bytes: np.ndarray    # uint8
+    rank: np.ndarray           # int64
+    score: np.ndarray          # float64, finite
+    chunk_hash: np.ndarray     # uint64: ranking._text_hash of each chunk id
+    heads: np.ndarray          # int64 (n_blocks,): first row of each block of equal query ids
+    repeated_hash: bool        # some block holds one chunk hash twice
+
+    @property
+    def n_rows(self) -> int:
+        return len(self.rank)
+
+
+def _kernels():
+    """The compiled kernels module, imported on first use; None without numba."""
+    try:
+        from relgrade.io import _trec_scan_kernels as k
+    except ImportError:  # pragma: no cover - numba is a dependency; the fallback is Arrow's
+        return None
+    return k
+
+
+#: Bytes read from a run file at a time: the file is never held whole, only its columns.
+BLOCK_BYTES = 1 << 22
+
+
+class _Columns:
+    """The scan's output arrays, sized for a file of ``size`` bytes (a line takes at least
+    12: six one-byte fields, five separators, a line end), and what is written so far."""
+
+    def __init__(self, size: int, compiled):
+        rows = size // 12 + 2
+        self.k = compiled
+        self.qoff = np.empty(rows + 1, dtype=np.int64)
+        self.coff = np.empty(rows + 1, dtype=np.int64)
+        self.soff = np.empty(rows + 1, dtype=np.int64)
+        self.qoff[0] = self.coff[0] = self.soff[0] = 0
+        self.rank = np.empty(rows, dtype=np.int64)
+        self.score = np.empty(rows, dtype=np.float64)
+        self.slow = np.empty(rows, dtype=np.int64)
+        self.heads = np.empty(rows, dtype=np.int64)
+        # at most the file's size each; pages never written are never touched
+        self.qbytes = np.empty(size, dtype=np.uint8)
+        self.cbytes = np.empty(size, dtype=np.uint8)
+        self.sbytes = np.empty(size, dtype=np.uint8)
+        self.counts = np.zeros(6, dtype=np.int64)
+
+    def feed(self, data: np.ndarray, start: int, delim: bytes) -> bool:
+        """Scan the whole lines of ``data[start:]``; False: the file is not the scan's."""
+        status, _ = self.k.scan(data, start, delim[0], self.qoff, self.qbytes, self.coff,
+                                self.cbytes, self.rank, self.score, self.slow, self.soff,
+                                self.sbytes, self.heads, self.counts)
+        return status == self.k.OK
+
+    def finish(self) -> ScannedRun | None:
+        """The scanned run; None when it has no row or a score is not finite."""
+        k = self.k
+        n, nq, nc, n_heads, n_slow, ns = (int(x) for x in self.counts)
+        if n == 0:
+            return None
+        if n_slow:
+            # rare scores outside Clinger's fast path: Python's float(), correctly rounded
+            text = self.sbytes[:ns].tobytes()
+            offs = self.soff[:n_slow + 1].tolist()
+            values = [float(text[offs[i]:offs[i + 1]]) for i in range(n_slow)]
+            if not all(map(math.isfinite, values)):
+                return None  # inf: the reader names the line
+            self.score[self.slow[:n_slow]] = values
+        chash = np.empty(n, dtype=np.uint64)
+        k.hash_ids(self.cbytes, self.coff[:n + 1], chash)
+        heads = self.heads[:n_heads].copy()
+        return ScannedRun(query_offsets=self.qoff[:n + 1], query_bytes=self.qbytes[:nq],
+                          chunk_offsets=self.coff[:n + 1], chunk_bytes=self.cbytes[:nc],
+                          rank=self.rank[:n], score=self.score[:n], chunk_hash=chash,
+                          heads=heads,
+                          repeated_hash=bool(k.repeated_in_blocks(chash, heads, n)))
+
+
+def _columns(size: int, compiled) -> _Columns | None:
+    """The output arrays for ``size`` bytes, or None when the system refuses them (their
+    bound is generous: a line of 12 bytes; the reader then reads the file as before)."""
+    try:
+        return _Columns(size, compiled)
+    except MemoryError:
+        return None
+
+
+def scan_bytes(data: np.ndarray, delim: bytes, *, compiled=None) -> ScannedRun | None:
+    """Scan a TREC run held in memory.
+
+    Parameters
+    ----------
+    data : ndarray of uint8, shape (n_bytes,)
+        The file's bytes (a byte-order mark included).
+    delim : bytes
+        ``b" "`` or ``b"\\t"``: the separator :func:`relgrade.io.sniff.field_separator` tells.
+    compiled : module, optional
+        The kernels (default: imported on first use).
+
+    Returns
+    -------
+    ScannedRun or None
+        None when a line is outside what the scan accepts (see the module's notes), the
+        file holds no line, or numba is not installed.
+
+    Examples
+    --------
+    >>> line = np.frombuffer(b"q1 Q0 d7 3 2.5e-1 bm25\\n", dtype=np.uint8)
+    >>> s = scan_bytes(line, b" ")
+    >>> s.n_rows, s.rank.tolist(), s.score.tolist(), s.chunk_bytes.tobytes()
+    (1, [3], [0.25], b'd7')
+    >>> scan_bytes(np.frombuffer(b"q1 Q0 d7 3 inf bm25\\n", dtype=np.uint8), b" ") is None
+    True
+    """
+    k = compiled or _kernels()
+    if k is None or len(data) == 0:
+        return None
+    start = len(BOM) if data[:len(BOM)].tobytes() == BOM else 0
+    out = _columns(len(data), k)
+    if out is None:
+        return None
+    return out.finish() if out.feed(data, start, delim) else None
+
+
+def scan_trec_run(path) -> ScannedRun | None:
+    """Scan a TREC run file in one compiled pass (see the module's notes).
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        The run file.
+
+    Returns
+    -------
+    ScannedRun or None
+        None: the file is left to :func:`relgrade.io.trec.read_trec_run` (a layout or line
+        the scan does not accept, an empty file, no numba).
+
+    Raises
+    ------
+    InputError
+        The file is missing or is a folder (:func:`relgrade.io.sniff.read_head`).
+    """
+    path = Path(path)
+    separator = field_separator(read_head(path))
+    if separator is None:
+        return None
+    k = _kernels()
+    if k is None:
+        return None
+    with open(path, "rb") as f:
+        size = os.fstat(f.fileno()).st_size
+        if size == 0:
+            return None
+        out = _columns(size, k)
+        if out is None:
+            return None
+        # room for a byte-order mark in the first read, whatever the block
+        buf = np.empty(max(min(size, BLOCK_BYTES), len(BOM)) + 1, dtype=np.uint8)
+        carry, start = 0, None
+        while True:
+            got = f.readinto(memoryview(buf)[carry:])
+            end = carry + got
+            if start is None:
+                start = len(BOM) if buf[:min(end, len(BOM))].tobytes() == BOM else 0
+            if got and end == len(buf):
+                # a full block: scan its whole lines, keep the rest for the next block
+                last = int(k.last_line_end(buf, end))
+                if last < start:  # a line longer than the block
+                    buf = np.concatenate([buf, np.empty(len(buf), dtype=np.uint8)])
+                    carry = end
+                    continue
+                if not out.feed(buf[:last + 1], start, separator[0]):
+                    return None
+                carry = end - last - 1
+                buf[:carry] = buf[last + 1:end].copy()
+                start = 0
+                continue
+            # the file's end: the rest, whose last line may lack its LF
+            if end > start and not out.feed(buf[:end], start, separator[0]):
+                return None
+            return out.finish()
+
+
+def coded_run(scanned: ScannedRun):
+    """The run table and its :class:`relgrade.ranking.RunCodes`, from a scan.
+
+    Parameters
+    ----------
+    scanned : ScannedRun
+
+    Returns
+    -------
+    (pandas.DataFrame, RunCodes)
+        The table :func:`relgrade.io.trec.read_trec_run` returns for the same file
+        (``query_id``, ``chunk_id`` str, ``rank`` int64, ``score`` float64, file order), and
+        the codes :func:`relgrade.ranking.run_codes` makes of it; ``RunCodes.distinct`` is
+        True when every query id's rows are adjacent and none of them holds one chunk
+        hash twice, which proves that no chunk is listed twice for one query.
+    """
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    from relgrade.ranking import RunCodes
+
+    n = scanned.n_rows
+    qids = pa.LargeStringArray.from_buffers(n, pa.py_buffer(scanned.query_offsets),
+                                            pa.py_buffer(scanned.query_bytes))
+    cids = pa.LargeStringArray.from_buffers(n, pa.py_buffer(scanned.chunk_offsets),
+                                            pa.py_buffer(scanned.chunk_bytes))
+    # run_codes' coding: the first row of each block of equal ids dictionary-encoded, its
+    # code repeated over the block (first seen, first coded)
+    heads = scanned.heads
+    encoded = pc.dictionary_encode(qids.take(pa.array(heads, type=pa.int64())))
+    query = np.repeat(encoded.indices.to_numpy(zero_copy_only=False).astype(np.int64),
+                      np.diff(np.r_[heads, n]))
+    one_block_each = len(encoded.dictionary) == len(heads)
+    codes = RunCodes(query=query, queries=encoded.dictionary.cast(pa.large_string()),
+                     chunk_hash=scanned.chunk_hash,
+                     distinct=one_block_each and not scanned.repeated_hash)
+    table = pa.table({"query_id": qids, "chunk_id": cids, "rank": scanned.rank,
+                      "score": scanned.score})
+    return table.to_pandas(split_blocks=True, self_destruct=True), codes
+
+
+def read_run_coded(path, *, scan: bool = True) -> tuple:
+    """Read a run and code its ids once: :func:`relgrade.io.runs.read_run` and
+    :func:`relgrade.ranking.run_codes`, with one compiled pass over a TREC file's bytes
+    where it can.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        A run file, as for :func:`relgrade.io.runs.read_run`.
+    scan : bool, default True
+        Try :func:`scan_trec_run` first on a TREC file (any extension
+        but ``.jsonl``, ``.ndjson``, ``.parquet``). Its result is the same; it costs a
+        one-off 0.5 CPU-s in a process to load numba's compiled code, so a caller with
+        little to read passes False (see :func:`worth_scanning`).
+
+    Returns
+    -------
+    (pandas.DataFrame, RunCodes or None)
+        The table ``read_run`` returns, and :func:`relgrade.ranking.run_codes` of it;
+        None for a file with an ``arm`` column (several arms' rows are not coded as one).
+        Codes from the scan may carry ``distinct=True``: the scan proved that no chunk is
+        listed twice for one query.
+
+    Raises
+    ------
+    InputError
+        As ``read_run`` (a file the scan does not accept is read by it, with its
+        messages), and as :func:`relgrade.ranking.run_codes`.
+    """
+    from relgrade.io.runs import read_run
+    from relgrade.ranking import run_codes
+    from relgrade.schema import RUN
+
+    path = Path(path)
+    if scan and path.suffix.lower() not in (".jsonl", ".ndjson", ".parquet"):
+        scanned = scan_trec_run(path)
+        if scanned is not None:
+            return coded_run(scanned)
+    run = read_run(path)
+    codes = run_codes(run, path=path) if set(run.columns) == set(RUN) else None
+    return run, codes

@@ -1,0 +1,259 @@
+"""The compiled scan of a TREC run file gives what the reader, ``run_codes`` and the duplicate
+check give, or leaves the file to them; ``relgrade evaluate`` prints the same either way."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+from click.testing import CliRunner
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from relgrade.cli import main
+from relgrade.errors import InputError
+from relgrade.io import trec_scan
+from relgrade.io.runs import read_run
+from relgrade.io.trec_scan import read_run_coded
+from relgrade.ranking import run_codes, validate_run
+
+MASK = (1 << 64) - 1
+MIX1, MIX2 = 0xBF58476D1CE4E5B9, 0x94D049BB133111EB
+
+
+def _hash(text: str) -> int:
+    """ranking._text_hash written out with Python integers (its docstring's formula)."""
+    data = text.encode()
+    h = len(data)
+    for i in range(0, len(data), 8):
+        h = ((h ^ int.from_bytes(data[i:i + 8], "little")) * MIX1) & MASK
+    h ^= h >> 30
+    h = (h * MIX1) & MASK
+    h ^= h >> 27
+    h = (h * MIX2) & MASK
+    return h ^ (h >> 31)
+
+
+def _scan(tmp_path, text: bytes):
+    path = tmp_path / "r.trec"
+    path.write_bytes(text)
+    return path, trec_scan.scan_trec_run(path)
+
+
+def _same_as_reader(path):
+    scanned = trec_scan.scan_trec_run(path)
+    assert scanned is not None
+    run, codes = trec_scan.coded_run(scanned)
+    ref = read_run(path)
+    ref_codes = run_codes(ref, path=path)
+    pd.testing.assert_frame_equal(run, ref, check_exact=True)
+    assert run.dtypes.tolist() == ref.dtypes.tolist()
+    assert np.array_equal(run["score"].to_numpy().view(np.uint64),
+                          ref["score"].to_numpy().view(np.uint64))
+    assert np.array_equal(codes.query, ref_codes.query)
+    assert codes.queries.equals(ref_codes.queries)
+    assert np.array_equal(codes.chunk_hash, ref_codes.chunk_hash)
+    return run, codes
+
+
+def test_scan_reads_a_small_run_as_the_reader_does_with_hand_computed_hashes(tmp_path):
+    path, _ = _scan(tmp_path, b"q2 Q0 doc-long-id-17 1 2.5 bm25\n"
+                              b"q2 Q0 d 2 -0.25 bm25\n"
+                              b"q1 Q0 d 1 1e3 bm25\n"
+                              b"q1 Q0 chunk_0007 2 007.50 bm25\n")
+    run, codes = _same_as_reader(path)
+    assert run["query_id"].tolist() == ["q2", "q2", "q1", "q1"]
+    assert run["rank"].tolist() == [1, 2, 1, 2]
+    assert run["score"].tolist() == [2.5, -0.25, 1000.0, 7.5]
+    # first seen, first coded
+    assert codes.query.tolist() == [0, 0, 1, 1]
+    assert codes.queries.to_pylist() == ["q2", "q1"]
+    assert codes.chunk_hash.tolist() == [_hash("doc-long-id-17"), _hash("d"), _hash("d"),
+                                         _hash("chunk_0007")]
+    assert codes.distinct  # each query one block, no chunk twice in it
+
+
+@pytest.mark.parametrize("text", [
+    b"1\tQ0\ta\t1\t3\trun\n1\tQ0\tb\t2\t2\trun\n",            # tabs
+    b"1 Q0 a 1 3 run\r\n1 Q0 b 2 2 run\r\n",                    # CRLF
+    b"\xef\xbb\xbf1 Q0 a 1 3 run\n2 Q0 b 1 2 run",              # BOM, no final LF
+    b"1 Q0 a -3 0.1 run\n1 Q0 b 0 -0 run\n1 Q0 c 12 1E+05 run\n",  # signs, exponents
+    b"1 Q0 a 1 0.30000000000000004 r\n1 Q0 b 2 123456789012345678901234 r\n"
+    b"1 Q0 c 3 1e-300 r\n1 Q0 d 4 4.9e-324 r\n1 Q0 e 5 1.7976931348623157e308 r\n",
+])
+def test_scan_agrees_with_the_reader_on_separators_line_ends_and_numbers(tmp_path, text):
+    path, scanned = _scan(tmp_path, text)
+    assert scanned is not None
+    _same_as_reader(path)
+
+
+def test_a_query_in_two_blocks_is_coded_once_and_proves_nothing(tmp_path):
+    path, _ = _scan(tmp_path, b"a Q0 x 1 3 r\nb Q0 x 1 3 r\na Q0 y 2 2 r\n")
+    run, codes = _same_as_reader(path)
+    assert codes.query.tolist() == [0, 1, 0]
+    assert not codes.distinct  # the duplicate check runs in full
+    validate_run(run, path=path, codes=codes)
+
+
+@pytest.mark.parametrize("text", [
+    b"1 Q0 a 1 3 r\n1 Q0 a 2 2 r\n",               # adjacent repeat
+    b"1 Q0 a 1 3 r\n2 Q0 b 1 3 r\n1 Q0 a 5 2 r\n",  # repeat across blocks
+])
+def test_a_repeated_chunk_is_refused_with_the_readers_message(tmp_path, text):
+    path, _ = _scan(tmp_path, text)
+    run, codes = read_run_coded(path)
+    assert not codes.distinct
+    with pytest.raises(InputError) as scanned:
+        validate_run(run, path=path, codes=codes)
+    ref = read_run(path)
+    with pytest.raises(InputError) as plain:
+        validate_run(ref, path=path)
+    assert str(scanned.value) == str(plain.value)
+    assert "a chunk is listed twice for one query" in str(plain.value)
+
+
+NOT_MINE = [
+    b"",                                   # empty
+    b"\xef\xbb\xbf",                       # a byte-order mark alone
+    b"1 Q0 a 1 3 r\n\n1 Q0 b 2 2 r\n",     # blank line
+    b"1 Q0 a 1 3 r\n1  Q0 b 2 2 r\n",      # doubled separator
+    b" 1 Q0 a 1 3 r\n",                    # leading separator
+    b"1 Q0 a 1 3 r \n",                    # trailing separator
+    b"1 Q0 a 1 3 r extra\n",               # a seventh field
+    b"1 Q0 a 1 3\n",                       # five fields
+    b"1 Q0 a\t1 3 r\n",                    # the other separator
+    b"1\tQ0\ta b\t1\t3\tr\n",              # a space in a tab-separated id
+    b"1 Q0 a\x0b 1 3 r\n",                 # vertical tab
+    b"1 Q0 a\x1fb 1 3 r\n",                # U+001F in an id
+    "1 Q0 caf\u00e9 1 3 r\n".encode(),     # non-ASCII
+    b"1 Q0 a\xff 1 3 r\n",                 # invalid UTF-8
+    b"1 Q0 a 1 +3 r\n",                    # plus sign
+    b"1 Q0 a 1 inf r\n",
+    b"1 Q0 a 1 nan r\n",
+    b"1 Q0 a 1 1e400 r\n",                 # overflows to inf
+    b"1 Q0 a 1 .5 r\n",
+    b"1 Q0 a 1 1. r\n",
+    b"1 Q0 a 1 1_0 r\n",
+    b"1 Q0 a 0x1 3 r\n",                   # hex rank
+    b"1 Q0 a 1.0 3 r\n",                   # rank not an integer
+    b"1 Q0 a 1 3 r\r1 Q0 b 2 2 r\n",       # a lone CR
+    b"1 Q0 a 1 3\tr\n",
+]
+
+
+@pytest.mark.parametrize("text", NOT_MINE)
+def test_lines_outside_the_scan_are_left_to_the_reader(tmp_path, text):
+    path, scanned = _scan(tmp_path, text)
+    assert scanned is None
+    # and read_run_coded then gives what the reader gives: a table or its error
+    try:
+        ref = read_run(path)
+    except InputError as e:
+        with pytest.raises(InputError) as got:
+            read_run_coded(path)
+        assert str(got.value) == str(e)
+    else:
+        run, _ = read_run_coded(path)
+        pd.testing.assert_frame_equal(run, ref, check_exact=True)
+
+
+def test_without_numba_the_reader_reads_every_file(tmp_path, monkeypatch):
+    path, _ = _scan(tmp_path, b"1 Q0 a 1 3 r\n")
+    monkeypatch.setattr(trec_scan, "_kernels", lambda: None)
+    assert trec_scan.scan_trec_run(path) is None
+    run, codes = read_run_coded(path)
+    pd.testing.assert_frame_equal(run, read_run(path))
+    assert not codes.distinct
+
+
+_NUMBER = st.from_regex(r"\A-?[0-9]{1,25}(\.[0-9]{1,25})?([eE][+-]?[0-9]{1,3})?\Z")
+
+
+@settings(max_examples=600, deadline=None)
+@given(st.one_of(_NUMBER, st.floats(allow_nan=False, allow_infinity=False).map(repr)))
+def test_scores_are_pythons_float_bit_for_bit(text):
+    value = float(text)
+    line = f"1 Q0 a 1 {text} r\n".encode()
+    scanned = trec_scan.scan_bytes(np.frombuffer(line, dtype=np.uint8), b" ")
+    if not np.isfinite(value) or "inf" in text or "nan" in text:
+        assert scanned is None
+        return
+    assert scanned is not None, text
+    got = scanned.score[0]
+    assert np.float64(value).view(np.uint64) == got.view(np.uint64), text
+
+
+def _cli(tmp_path, runs, *args):
+    return CliRunner().invoke(main, ["evaluate", str(tmp_path / "key.qrels"),
+                                     *map(str, runs), *args])
+
+
+CLI_RUNS = {
+    "good": b"1 Q0 a 1 3.5 r\n1 Q0 b 2 3.5 r\n1 Q0 c 3 1 r\n2 Q0 a 1 2 r\n2 Q0 d 2 1e-1 r\n",
+    "dup": b"1 Q0 a 1 3 r\n1 Q0 a 2 2 r\n",
+    "split": b"1 Q0 a 1 3 r\n2 Q0 a 1 3 r\n1 Q0 b 2 2 r\n",
+    "nan": b"1 Q0 a 1 nan r\n",
+    "short": b"1 Q0 a 1 3 r\n1 Q0 b 2\n",
+    "extra": b"1 Q0 a 1 3 r x\n1 Q0 b 2 2 r\n",
+    "sep": b"1 Q0 a\x1fb 1 3 r\n",
+}
+
+
+@pytest.mark.parametrize("args", [
+    ("-m", "ndcg_cut.10", "-m", "recall.10", "-m", "recip_rank", "--per-query"),
+    ("--ties", "rank", "-m", "RR", "-m", "ndcg_cut.10", "--per-query", "--json"),
+    ("--trec-eval-output", "--per-query", "-m", "recip_rank", "-m", "AP"),
+])
+@pytest.mark.parametrize("name", sorted(CLI_RUNS))
+def test_evaluate_prints_the_same_with_and_without_the_scan(tmp_path, monkeypatch, name,
+                                                            args):
+    (tmp_path / "key.qrels").write_text("1 0 a 2\n1 0 c 1\n2 0 d 1\n2 0 e 2\n")
+    run = tmp_path / f"{name}.trec"
+    run.write_bytes(CLI_RUNS[name])
+    good = tmp_path / "good.trec"
+    good.write_bytes(CLI_RUNS["good"])
+    monkeypatch.setattr(trec_scan, "SCAN_MIN_BYTES", 1 << 62)
+    monkeypatch.delitem(__import__("sys").modules, trec_scan.KERNELS_MODULE, raising=False)
+    assert not trec_scan.worth_scanning([run])
+    plain = _cli(tmp_path, [good, run], *args)
+    monkeypatch.setattr(trec_scan, "SCAN_MIN_BYTES", 0)
+    assert trec_scan.worth_scanning([run])
+    calls = []
+    scan = trec_scan.scan_trec_run
+    monkeypatch.setattr(trec_scan, "scan_trec_run",
+                        lambda path: calls.append(scan(path) is not None) or scan(path))
+    scanned = _cli(tmp_path, [good, run], *args)
+    assert calls and calls[0]  # the good run went through the scan
+    assert (scanned.exit_code, scanned.output) == (plain.exit_code, plain.output)
+    if name in ("dup", "nan", "short", "sep"):
+        assert scanned.exit_code == 1 and "Error:" in scanned.output
+
+
+@pytest.mark.parametrize("block", [1, 5, 13, 64])
+@pytest.mark.parametrize("text", [
+    b"\xef\xbb\xbf1 Q0 doc-a 1 3.25 r\r\n1 Q0 doc-b 2 2 r\r\n2 Q0 c 1 1e-2 r",
+    b"10\tQ0\ta\t1\t0.1234567890123456789\tr\n10\tQ0\tb\t2\t2\tr\n11\tQ0\ta\t1\t-5\tr\n",
+])
+def test_block_boundaries_anywhere_give_the_same_run(tmp_path, monkeypatch, block, text):
+    path, _ = _scan(tmp_path, text)
+    monkeypatch.setattr(trec_scan, "BLOCK_BYTES", block)
+    _same_as_reader(path)
+
+
+@pytest.mark.parametrize("block", [1, 7, 64])
+def test_a_bad_line_after_the_first_block_is_left_to_the_reader(tmp_path, monkeypatch, block):
+    path, _ = _scan(tmp_path, b"1 Q0 a 1 3 r\n1 Q0 b 2 2 r\n1 Q0 c 3 inf r\n")
+    monkeypatch.setattr(trec_scan, "BLOCK_BYTES", block)
+    assert trec_scan.scan_trec_run(path) is None
+
+
+def test_when_the_output_arrays_are_refused_the_reader_reads_the_file(tmp_path, monkeypatch):
+    path, _ = _scan(tmp_path, b"1 Q0 a 1 3 r\n")
+
+    def refuse(size, compiled):
+        raise MemoryError
+
+    monkeypatch.setattr(trec_scan, "_Columns", refuse)
+    assert trec_scan.scan_trec_run(path) is None
+    run, _ = read_run_coded(path)
+    pd.testing.assert_frame_equal(run, read_run(path))
