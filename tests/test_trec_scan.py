@@ -257,3 +257,26 @@ def test_when_the_output_arrays_are_refused_the_reader_reads_the_file(tmp_path, 
     assert trec_scan.scan_trec_run(path) is None
     run, _ = read_run_coded(path)
     pd.testing.assert_frame_equal(run, read_run(path))
+
+
+def test_a_read_only_install_without_a_cache_folder_falls_back_to_the_reader(tmp_path):
+    # numba raises RuntimeError at import when it finds no writable cache location (a
+    # read-only site-packages and no writable home); simulated by removing its locators
+    import subprocess
+    import sys
+
+    path = tmp_path / "r.trec"
+    path.write_bytes(b"1 Q0 a 1 3 r\n1 Q0 b 2 2.5 r\n2 Q0 a 1 1 r\n")
+    code = (
+        "import sys\n"
+        "from numba.core import caching\n"
+        "caching.CacheImpl._locator_classes = []\n"
+        "from relgrade.io import trec_scan\n"
+        "from relgrade.evaluation import _resample\n"
+        "assert trec_scan._kernels() is None and _resample._kernels() is None\n"
+        "assert trec_scan.scan_trec_run(sys.argv[1]) is None\n"
+        "run, codes = trec_scan.read_run_coded(sys.argv[1])\n"
+        "print(run['chunk_id'].tolist(), run['score'].tolist(), codes.query.tolist())\n")
+    out = subprocess.run([sys.executable, "-c", code, str(path)], capture_output=True,
+                         text=True, check=True).stdout
+    assert out.strip() == "['a', 'b', 'a'] [3.0, 2.5, 1.0] [0, 0, 1]"

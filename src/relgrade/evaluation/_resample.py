@@ -38,10 +38,13 @@ KERNELS_MODULE = "relgrade.evaluation._resample_kernels"
 def _kernels():
     """The compiled kernels ``(pairwise, rows, flip_count)``, imported on first use (numba
     caches their machine code on disk; the import lock makes threads share one import, and
-    numba compiles each kernel once under its own lock); None without numba."""
+    numba compiles each kernel once under its own lock); None without numba, or when numba
+    finds no writable place for its cache (a read-only install with no writable user cache
+    directory: numba raises RuntimeError when the module is imported). numpy's path gives the
+    same numbers."""
     try:
         from relgrade.evaluation import _resample_kernels as k
-    except ImportError:  # pragma: no cover - numba is a dependency; the fallback is numpy
+    except (ImportError, RuntimeError):
         return None
     return k.pairwise, k.rows, k.flip_count
 

@@ -109,10 +109,13 @@ class ScannedRun:
 
 
 def _kernels():
-    """The compiled kernels module, imported on first use; None without numba."""
+    """The compiled kernels module, imported on first use; None without numba, or when numba
+    finds no writable place for its cache (a read-only install with no writable user cache
+    directory: numba then raises RuntimeError when the module is imported). The reader gives
+    the same table either way."""
     try:
         from relgrade.io import _trec_scan_kernels as k
-    except ImportError:  # pragma: no cover - numba is a dependency; the fallback is Arrow's
+    except (ImportError, RuntimeError):
         return None
     return k
 
