@@ -96,6 +96,14 @@ class KeyIndex:
                 self.q, weights=(self.grade >= 0) & (self.grade < rel), minlength=self.n_queries)
         return self.memo[("nnonrel", rel)]
 
+    def pair_lookup(self) -> pd.Index | None:
+        """The qrels rows' pair hashes as a hashed index (built once per key), or None when
+        two rows' pairs hash alike."""
+        if "pairs" not in self.memo:
+            index = pd.Index(self.pair_hash)
+            self.memo["pairs"] = index if index.is_unique else None
+        return self.memo["pairs"]
+
     def max_grade(self) -> np.ndarray:
         """Per query code: its highest grade in the qrels, at least 0 (float64)."""
         if "maxgrade" not in self.memo:
@@ -260,19 +268,25 @@ def _score_run(key: KeyIndex, run: pd.DataFrame, measures: list[Measure], on_mis
     # uncut RR needs a deeper look only where the top `depth` holds nothing relevant: it
     # reads the top rows like a cut measure, and _deep_rr ranks the other queries' lists
     depth, deep = _reads(measures)
-    full = (rq, score, rank, chunk_ids, run_qids, chunk_hash) if deep else None
-    n_ret = np.bincount(rq, minlength=key.n_queries)
+    cut = lists = None
     if depth is not None:
         # only rows that can reach the top `depth` of their list are ranked: a prefix of the
         # canonical order, ties at the cut included, so their ranks are the full run's
-        cut = _top_rows(rq, score if ties == "score" else rank, depth, ties)
-        if cut is not None:
-            rq, score = rq[cut], score[cut]
-            rank = rank[cut] if rank is not None else None
-            rows = pa.array(cut)
-            chunk_ids, run_qids = chunk_ids.take(rows), run_qids.take(rows)
-            chunk_hash = chunk_hash[cut] if chunk_hash is not None else None
-            del rows
+        cut, lists = _top_rows(rq, score if ties == "score" else rank, depth, ties)
+    if lists is not None:  # one block per list: its length is the list's
+        starts, lengths = lists
+        n_ret = np.zeros(key.n_queries, dtype=np.int64)
+        n_ret[rq[starts]] = lengths
+    else:
+        n_ret = np.bincount(rq, minlength=key.n_queries)
+    full = (rq, score, rank, chunk_ids, run_qids, chunk_hash, lists) if deep else None
+    # the query ids are read only to name a chunk listed twice: taken when that happens
+    qid_rows = cut
+    if cut is not None:
+        rq, score = rq[cut], score[cut]
+        rank = rank[cut] if rank is not None else None
+        chunk_ids = chunk_ids.take(pa.array(cut))
+        chunk_hash = chunk_hash[cut] if chunk_hash is not None else None
     order = canonical_order(rq, score, chunk_ids, rank=rank, ties=ties, depth=depth)
     qs = rq[order]
     pos = ranks_in_sorted(qs)
@@ -281,7 +295,9 @@ def _score_run(key: KeyIndex, run: pd.DataFrame, measures: list[Measure], on_mis
         top = np.flatnonzero(pos <= depth)
         order, qs, pos = order[top], qs[top], pos[top]
     at = _key_rows(key, qs, order, chunk_ids, run_qids,
-                   chunk_hash[order] if chunk_hash is not None else None)
+                   chunk_hash[order] if chunk_hash is not None else None,
+                   qid_order=qid_rows[order] if qid_rows is not None else None,
+                   distinct=codes is not None and codes.distinct)
     del chunk_ids, run_qids, rq, score, rank, chunk_hash
     hit = np.flatnonzero(at >= 0)
     judged = np.zeros(len(pos), dtype=bool)
@@ -336,19 +352,24 @@ def _reads(measures: list[Measure]) -> tuple[int | None, list[Measure]]:
 
 
 def _key_rows(key: KeyIndex, qs: np.ndarray, order: np.ndarray, chunk_ids: pa.ChunkedArray,
-              run_qids: pa.ChunkedArray, chunk_hash: np.ndarray | None = None) -> np.ndarray:
+              run_qids: pa.ChunkedArray, chunk_hash: np.ndarray | None = None, *,
+              qid_order: np.ndarray | None = None, distinct: bool = False) -> np.ndarray:
     """For each qrels row, the ranked row of the same (query, chunk), -1 when none.
 
     ``order`` picks the ranked rows (in canonical order, query codes ``qs``) out of the
-    run's ``chunk_ids`` and ``run_qids``; ``chunk_hash``, when given, holds those rows'
-    chunk id hashes. Raises InputError when a chunk is listed twice for one query among
-    those rows.
+    run's ``chunk_ids`` and ``run_qids``; ``qid_order``, when given, picks the same rows
+    out of ``run_qids`` instead (the query ids of a run whose chunk ids were cut to its top
+    rows). ``chunk_hash``, when given, holds those rows' chunk id hashes. ``distinct``:
+    the run's pairs are proven distinct (:attr:`relgrade.ranking.RunCodes.distinct`), so
+    the ranked rows are looked up among the qrels' pairs rather than the other way round.
+    Raises InputError when a chunk is listed twice for one query among those rows.
     """
     rows = pa.array(order)
     top_chunks = _checked_ids(chunk_ids.take(rows), "chunk_id")  # no U+001F in a pair key
-    at = _grade_rows(key, qs, top_chunks, chunk_hash)
+    at = _grade_rows(key, qs, top_chunks, chunk_hash, distinct=distinct)
     if at is None:  # two ranked pairs hash alike: look the pairs up as text
-        top_pairs = pair_keys(run_qids.take(rows), top_chunks)
+        top_pairs = pair_keys(run_qids.take(rows if qid_order is None else
+                                            pa.array(qid_order)), top_chunks)
         # a ranked pair seen twice is a chunk listed twice for one query
         encoded = pc.dictionary_encode(top_pairs.combine_chunks())
         if len(encoded.dictionary) < len(encoded):
@@ -372,16 +393,23 @@ def _deep_rr(r: _Rows, m: Measure, depth: int, full: tuple, ties: str) -> np.nda
     first relevant one, and its rank is 1 + the rows of its list that come before it in
     canonical order (a higher score, or an equal score and a chunk id greater as bytes;
     with ``ties="rank"`` the rank column first). ``full``: the run's (query codes, scores,
-    ranks or None, chunk ids, query ids), every row of the key's queries. The values equal
+    ranks or None, chunk ids, query ids, chunk hashes or None, the lists' blocks or None:
+    :func:`_top_rows`), every row of the key's queries. The values equal
     :func:`_rr` over the whole ranked run.
     """
     value = _rr(r, m)
-    rq, score, rank, chunk_ids, run_qids, chunk_hash = full
+    rq, score, rank, chunk_ids, run_qids, chunk_hash, lists = full
     key = r.key
     need = (value == 0) & (r.n_ret > depth) & (key.num_relevant(m.rel) > 0)
     if not need.any():
         return value
-    sub = np.flatnonzero(need[rq])
+    if lists is not None:  # each list one block: its rows are index arithmetic
+        starts, lengths = lists
+        needed = np.flatnonzero(need[rq[starts]])
+        sub = _ranges(starts[needed], lengths[needed])
+        del needed
+    else:
+        sub = np.flatnonzero(need[rq])
     wanted = np.flatnonzero(need[key.q] & (key.grade >= m.rel))  # qrels rows
     table = pd.Index(key.pair_hash[wanted])
     if chunk_hash is not None:
@@ -450,19 +478,34 @@ def _deep_rr(r: _Rows, m: Measure, depth: int, full: tuple, ties: str) -> np.nda
 
 
 def _grade_rows(key: KeyIndex, qs: np.ndarray, chunks: pa.ChunkedArray,
-                chunk_hash: np.ndarray | None = None) -> np.ndarray | None:
+                chunk_hash: np.ndarray | None = None, *,
+                distinct: bool = False) -> np.ndarray | None:
     """For each qrels row, the ranked row of the same (query, chunk), -1 when none.
 
     The join runs on 64-bit pair hashes (no per-row string is built; ``chunk_hash``: the
     chunks' text hashes, when made already); every matched pair is then compared as text.
-    None when two ranked rows hash alike or a match is false: the caller then joins on the
-    text itself (and finds any chunk listed twice).
+    None when two ranked rows hash alike (with ``distinct``: alike and like a qrels pair)
+    or a match is false: the caller then joins on the text itself (and finds any chunk
+    listed twice). ``distinct``: the ranked pairs are known to be distinct, so no index of
+    them is built: each is looked up in the key's own (:meth:`KeyIndex.pair_lookup`), one
+    index for every run scored against the key; the result is the same.
     """
-    ranked = pd.Index(pair_hashes(qs, chunks) if chunk_hash is None
-                      else pair_hashes_of(qs, chunk_hash))
-    if not ranked.is_unique:
-        return None
-    at = ranked.get_indexer(key.pair_hash)
+    hashes = pair_hashes(qs, chunks) if chunk_hash is None else pair_hashes_of(qs, chunk_hash)
+    lookup = key.pair_lookup() if distinct else None
+    if lookup is not None:
+        # each ranked row's qrels row; a qrels row named by two ranked rows means two
+        # ranked pairs hash alike
+        of_row = lookup.get_indexer(hashes)
+        named = np.flatnonzero(of_row >= 0)
+        at = np.full(len(key.pair_hash), -1, dtype=np.intp)
+        at[of_row[named]] = named
+        if (at[of_row[named]] != named).any():
+            return None
+    else:
+        ranked = pd.Index(hashes)
+        if not ranked.is_unique:
+            return None
+        at = ranked.get_indexer(key.pair_hash)
     hit = np.flatnonzero(at >= 0)
     rows = pa.array(at[hit])
     same = (key.q[hit] == qs[at[hit]]) & pc.equal(
@@ -473,8 +516,10 @@ def _grade_rows(key: KeyIndex, qs: np.ndarray, chunks: pa.ChunkedArray,
 
 
 def _top_rows(group: np.ndarray, sort_key: np.ndarray, depth: int,
-              ties: str) -> np.ndarray | None:
-    """Rows that can reach the top ``depth`` of their ranked list, or None to keep all.
+              ties: str) -> tuple[np.ndarray | None, tuple | None]:
+    """Rows that can reach the top ``depth`` of their ranked list (None: keep all), and the
+    lists' blocks ((first row, length) int64 arrays, one per list; None when the lists are
+    not one ordered block each).
 
     ``sort_key`` is the score (higher first, ``ties="score"``) or the rank (lower first).
     When every list is one contiguous block already ordered by that key (as run files are
@@ -484,7 +529,7 @@ def _top_rows(group: np.ndarray, sort_key: np.ndarray, depth: int,
     """
     n = len(group)
     if n == 0:
-        return None
+        return None, None
     same = group[1:] == group[:-1]
     if ties == "score":
         ordered = sort_key[1:] <= sort_key[:-1]
@@ -492,28 +537,40 @@ def _top_rows(group: np.ndarray, sort_key: np.ndarray, depth: int,
         ordered = sort_key[1:] >= sort_key[:-1]
     ordered |= ~same
     if not ordered.all():
-        return None
+        return None, None
     del ordered
     starts = np.flatnonzero(np.r_[True, ~same])
     lengths = np.diff(np.r_[starts, n])
-    if lengths.max() <= depth:
-        return None  # nothing to cut
     if len(np.unique(group[starts])) != len(starts):
-        return None  # a list is split over several blocks
-    # a run of equal keys starts at each list's first row and wherever the key changes;
-    # run ids grow down the file, so a row is kept when its id is at most that of its
-    # list's depth-th row (4-byte ids: no row-sized float or int64 temporaries)
-    change = np.empty(n, dtype=bool)
-    change[0] = True
-    np.not_equal(sort_key[1:], sort_key[:-1], out=change[1:])
-    change[1:] |= ~same
-    del same
-    run_id = np.cumsum(change, dtype=np.int32 if n < 2**31 else np.int64)
-    del change
+        return None, None  # a list is split over several blocks
+    if lengths.max() <= depth:
+        return None, (starts, lengths)  # nothing to cut
+    # each list keeps its first `depth` rows and, when its depth-th row ties with the next
+    # one, the rest of that run of equal keys: index arithmetic on the blocks, not a pass
+    # over every row (a row-wise pass runs only when some list ties at its cut)
+    kept = np.minimum(lengths, depth)
     long_enough = np.flatnonzero(lengths > depth)
-    last = np.full(len(starts), np.iinfo(run_id.dtype).max, dtype=run_id.dtype)
-    last[long_enough] = run_id[starts[long_enough] + depth - 1]
-    return np.flatnonzero(run_id <= np.repeat(last, lengths))
+    cut = starts[long_enough] + (depth - 1)  # each long list's depth-th row
+    tied = sort_key[cut + 1] == sort_key[cut]
+    if tied.any():
+        # a run of equal keys ends at a row whose next row holds another key or starts
+        # another list (the last row ends the last run)
+        change = np.empty(n, dtype=bool)
+        np.not_equal(sort_key[1:], sort_key[:-1], out=change[:-1])
+        change[:-1] |= ~same
+        change[-1] = True
+        del same
+        ends = np.flatnonzero(change)  # each run's last row
+        at = long_enough[tied]
+        kept[at] = ends[np.searchsorted(ends, cut[tied])] + 1 - starts[at]
+    return _ranges(starts, kept), (starts, lengths)
+
+
+def _ranges(starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+    """The rows of blocks: ``starts[i] .. starts[i] + lengths[i] - 1`` for each i, in turn
+    (int64, shape (lengths.sum(),))."""
+    offset = np.cumsum(lengths) - lengths
+    return np.arange(int(lengths.sum()), dtype=np.int64) + np.repeat(starts - offset, lengths)
 
 
 def _check_no_duplicates(codes: np.ndarray, dictionary: pa.Array) -> None:
