@@ -930,8 +930,9 @@ def per_query(*, qrels: pd.DataFrame, run: pd.DataFrame, measures,
     codes : RunCodes, optional
         :func:`relgrade.ranking.run_codes` of ``run`` (one arm, no ``arm`` column), as
         :func:`relgrade.ranking.validate_run` used them: the run's query ids are then
-        looked up once per distinct id and its chunk ids are not hashed again. The table
-        is the same.
+        looked up once per distinct id and its chunk ids are not hashed again; with
+        ``distinct=True`` the ranked rows are looked up in the key's own pair index
+        (:meth:`KeyIndex.pair_lookup`, built once per key). The table is the same.
 
     Returns
     -------
