@@ -452,12 +452,22 @@ def _deep_rr(r: _Rows, m: Measure, depth: int, full: tuple, ties: str) -> np.nda
     cq = rq[cand][order]
     first = np.r_[True, cq[1:] != cq[:-1]]
     best = cand[order[first]]                 # each query's first relevant row
-    slot = np.full(key.n_queries, -1, dtype=np.int64)
-    slot[rq[best]] = np.arange(len(best))
-    b = slot[rq[sub]]
-    holds = b >= 0
-    sub, b = sub[holds], b[holds]             # the lists that hold a relevant chunk
-    del holds
+    if lists is not None:
+        # the blocks of the lists that hold a relevant chunk, in file order, and the rows
+        # of each: index arithmetic
+        starts, lengths = lists
+        block = np.searchsorted(starts, best, side="right") - 1
+        by_row = np.argsort(block)
+        sub = _ranges(starts[block[by_row]], lengths[block[by_row]])
+        b = np.repeat(by_row, lengths[block[by_row]])
+        del block, by_row
+    else:
+        slot = np.full(key.n_queries, -1, dtype=np.int64)
+        slot[rq[best]] = np.arange(len(best))
+        b = slot[rq[sub]]
+        holds = b >= 0
+        sub, b = sub[holds], b[holds]         # the lists that hold a relevant chunk
+        del holds
     s, bs = score[sub], score[best][b]
     if ties == "rank":
         k, bk = rank[sub], rank[best][b]
