@@ -563,16 +563,15 @@ def _top_rows(group: np.ndarray, sort_key: np.ndarray, depth: int,
     cut = starts[long_enough] + (depth - 1)  # each long list's depth-th row
     tied = sort_key[cut + 1] == sort_key[cut]
     if tied.any():
-        # a run of equal keys ends at a row whose next row holds another key or starts
-        # another list (the last row ends the last run)
-        change = np.empty(n, dtype=bool)
-        np.not_equal(sort_key[1:], sort_key[:-1], out=change[:-1])
-        change[:-1] |= ~same
-        change[-1] = True
-        del same
-        ends = np.flatnonzero(change)  # each run's last row
+        # the rows below the cut of a list that ties there: those equal to its depth-th
+        # row's key are a prefix of them (the list is ordered), so they are counted
         at = long_enough[tied]
-        kept[at] = ends[np.searchsorted(ends, cut[tied])] + 1 - starts[at]
+        below = lengths[at] - depth
+        rows = _ranges(cut[tied] + 1, below)
+        equal = sort_key[rows] == np.repeat(sort_key[cut[tied]], below)
+        kept[at] += np.bincount(np.repeat(np.arange(len(at)), below)[equal],
+                                minlength=len(at))
+        del rows, equal
     return _ranges(starts, kept), (starts, lengths)
 
 
