@@ -15,6 +15,7 @@ from click.testing import CliRunner
 
 from relgrade import ranking
 from relgrade.cli import main
+from relgrade.errors import InputError
 from relgrade.evaluation import metrics
 from relgrade.io import trec_scan
 from relgrade.io.trec_scan import read_run_coded
@@ -117,3 +118,25 @@ def test_a_ranked_pair_hashing_like_another_qrels_pair_is_caught_by_the_text():
     assert metrics._grade_rows(key, qs, chunks, np.array([y, y]), distinct=True) is None
     assert metrics._grade_rows(key, qs, chunks, hashes, distinct=True).tolist() == [1]
     assert metrics._grade_rows(key, qs, chunks, hashes).tolist() == [1]
+
+
+def test_qrels_read_by_the_reader_are_indexed_without_counting_their_pairs_again(tmp_path):
+    qrels = pd.DataFrame({"query_id": ["q2", "q1", "q1"], "chunk_id": ["a", "b", "a"],
+                          "grade": [1, 0, 2]})
+    checked = metrics.index_qrels(qrels, pairs_checked=True)
+    plain = metrics.index_qrels(qrels)
+    for name in ("q", "grade", "pair_hash", "ideal_q", "ideal_pos", "ideal_grade"):
+        assert np.array_equal(getattr(checked, name), getattr(plain, name)), name
+    assert checked.query_ids.to_pylist() == ["q1", "q2"] and checked.q.tolist() == [1, 0, 0]
+    twice = pd.concat([qrels, qrels.iloc[[1]]], ignore_index=True)
+    with pytest.raises(InputError, match="query q1, chunk b: one .query, chunk. pair is "
+                                        "graded twice in the qrels"):
+        metrics.index_qrels(twice)
+    # the command still refuses a repeated pair: the reader names both lines
+    (tmp_path / "key.qrels").write_text("q1 0 b 0\nq1 0 a 2\nq1 0 b 1\n")
+    (tmp_path / "arm.trec").write_text(RUN)
+    result = CliRunner().invoke(main, ["evaluate", str(tmp_path / "key.qrels"),
+                                       str(tmp_path / "arm.trec")])
+    assert result.exit_code == 1
+    assert result.output.startswith(f"Error: {tmp_path / 'key.qrels'}:3: ")
+    assert "graded twice" in result.output and "lines 1 and 3" in result.output

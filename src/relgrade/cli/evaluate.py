@@ -121,7 +121,8 @@ def evaluate_cmd(qrels_path, run_paths, measure_names, inclusion_path, per_query
     else:
         qrels = read_judgments(qrels_path, scale=parse_scale(scale))[["query_id", "chunk_id",
                                                                       "grade"]]
-    key = metrics.index_qrels(qrels)
+    # read_judgments refuses a pair graded twice, naming its lines: not looked for again
+    key = metrics.index_qrels(qrels, pairs_checked=spark_rows is None)
     del qrels
     key_prob = None
     inferred = [str(m) for m in measures if m.needs_inclusion]

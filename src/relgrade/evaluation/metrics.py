@@ -131,7 +131,7 @@ class KeyIndex:
         return ideal
 
 
-def index_qrels(qrels) -> KeyIndex:
+def index_qrels(qrels, *, pairs_checked: bool = False) -> KeyIndex:
     """Check qrels and index them for :func:`per_query`.
 
     Parameters
@@ -139,6 +139,10 @@ def index_qrels(qrels) -> KeyIndex:
     qrels : pandas.DataFrame or KeyIndex
         Columns ``query_id``, ``chunk_id``, ``grade`` (integer), shape (n_pairs, 3). A
         KeyIndex is returned as it is.
+    pairs_checked : bool, default False
+        The caller has refused a pair graded twice already (qrels from
+        :func:`relgrade.io.judgments.read_judgments`, which names both lines), so the pairs
+        are not coded and counted again. The index is the same.
 
     Returns
     -------
@@ -149,7 +153,7 @@ def index_qrels(qrels) -> KeyIndex:
     InputError
         A column is missing, a grade is not an integer, an id is missing or holds the
         unit-separator character U+001F, or one (query, chunk) pair is graded twice (naming
-        the query and the chunk).
+        the query and the chunk; not looked for with ``pairs_checked``).
     """
     if isinstance(qrels, KeyIndex):
         return qrels
@@ -171,6 +175,18 @@ def index_qrels(qrels) -> KeyIndex:
     query_ids = pc.unique(qids)
     query_ids = query_ids.take(pc.array_sort_indices(query_ids))
     q = codes_in(qids, pa.chunked_array([query_ids]))
+    if not pairs_checked:
+        _check_pairs_once(q, qids, cids)
+    pairs = pair_keys(qids, cids)
+    ideal = np.lexsort((-grade, q))
+    return KeyIndex(query_ids=pa.chunked_array([query_ids]), q=q, grade=grade, pairs=pairs,
+                    chunk_ids=cids, pair_hash=pair_hashes(q, cids),
+                    ideal_q=q[ideal], ideal_pos=ranks_in_sorted(q[ideal]),
+                    ideal_grade=grade[ideal])
+
+
+def _check_pairs_once(q: np.ndarray, qids: pa.ChunkedArray, cids: pa.ChunkedArray) -> None:
+    """Raise InputError naming the first (query, chunk) pair graded twice, if any."""
     # one int64 code per (query, chunk): a hash of integers finds a pair graded twice
     chunk_codes = pc.dictionary_encode(cids.combine_chunks())
     pair_code = q.astype(np.int64) * max(len(chunk_codes.dictionary), 1) + \
@@ -181,13 +197,6 @@ def index_qrels(qrels) -> KeyIndex:
         raise InputError("one (query, chunk) pair is graded twice in the qrels",
                          item=f"query {qids[row].as_py()}, chunk {cids[row].as_py()}",
                          fix="Keep one grade per pair")
-    del chunk_codes, pair_code, codes
-    pairs = pair_keys(qids, cids)
-    ideal = np.lexsort((-grade, q))
-    return KeyIndex(query_ids=pa.chunked_array([query_ids]), q=q, grade=grade, pairs=pairs,
-                    chunk_ids=cids, pair_hash=pair_hashes(q, cids),
-                    ideal_q=q[ideal], ideal_pos=ranks_in_sorted(q[ideal]),
-                    ideal_grade=grade[ideal])
 
 
 def _checked_ids(values, name: str, *, separator: bool = True) -> pa.ChunkedArray:
