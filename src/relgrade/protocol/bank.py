@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from typing import Iterable, Mapping
 
+import numpy as np
 import pandas as pd
 
 from relgrade.canonical import canonical_json, sha256_bytes
@@ -133,17 +134,43 @@ def currency(bank: pd.DataFrame, *, content: pd.Series, intents: pd.Series,
     now_content = bank["chunk_id"].astype(str).map(content)
     now_intent = bank["query_id"].astype(str).map(intents)
     status = pd.Series("current", index=bank.index, dtype=object)
-    status[bank["rubric_sha256"].astype(str) != str(rubric_sha256)] = "rubric"
+    status[_differs(bank["rubric_sha256"], str(rubric_sha256))] = "rubric"
     if rubric_version is not None and "rubric_version" in bank.columns:
-        status[bank["rubric_version"].astype(str) != str(rubric_version)] = "rubric"
+        status[_differs(bank["rubric_version"], str(rubric_version))] = "rubric"
     if carry is not None and carry.touched and "reason" in bank.columns:
         older = status.eq("rubric")
         if older.any():
             status[older & carry.carried(bank).reindex(bank.index, fill_value=False)] = "current"
-    status[bank["intent_sha256"].astype(str) != now_intent] = "intent"
-    status[bank["content_sha256"].astype(str) != now_content] = "content"
+    status[_differs(bank["intent_sha256"], now_intent)] = "intent"
+    status[_differs(bank["content_sha256"], now_content)] = "content"
     status[now_content.isna()] = "chunk gone"
     return status
+
+
+def _differs(column: pd.Series, now) -> np.ndarray:
+    """``column.astype(str) != now`` element by element, without one string per row when
+    ``column`` is categorical (the judgment bank's made-on hashes): compared as codes.
+
+    Parameters
+    ----------
+    column : pandas.Series, shape (n,)
+        A bank column (str or categorical of str, never missing).
+    now : str or pandas.Series of shape (n,) aligned with ``column``
+        The value now, or per row (missing where there is none: then it differs).
+
+    Returns
+    -------
+    numpy.ndarray of bool, shape (n,)
+    """
+    if not isinstance(column.dtype, pd.CategoricalDtype):
+        return (column.astype(str) != now).to_numpy()
+    cats = column.cat.categories
+    codes = column.cat.codes.to_numpy()
+    if isinstance(now, str):
+        at = cats.get_indexer([now])[0]
+        return codes != at if at >= 0 else np.ones(len(codes), dtype=bool)
+    at = cats.get_indexer(now.to_numpy(dtype=object))  # -1 where now is not a category
+    return codes != at
 
 
 def current_grades(bank: pd.DataFrame, *, content: pd.Series, intents: pd.Series,

@@ -37,6 +37,10 @@ import pyarrow.compute as pc
 
 from relgrade.schema import BANK, MADE_ON
 
+#: Judgment-bank columns held as pandas categoricals: few distinct values, repeated on every
+#: row (the intent of a query, the rubric, the time of a batch), each held once.
+CATEGORICAL = ("intent_sha256", "rubric_version", "rubric_sha256", "graded_at")
+
 #: The characters :meth:`str.isspace` calls whitespace (and :meth:`str.split` splits on),
 #: as a regular-expression class body (RE2 syntax).
 WHITESPACE = (r"\t\n\x0b\x0c\r\x1c-\x1f \x{85}\x{a0}\x{1680}\x{2000}-\x{200a}\x{2028}"
@@ -76,11 +80,16 @@ def blank_ids(ids: pa.Array) -> np.ndarray:
         .to_numpy(zero_copy_only=False).astype(bool)
 
 
+_STR = {pa.string(): pd.StringDtype("pyarrow", na_value=np.nan),
+        pa.large_string(): pd.StringDtype("pyarrow", na_value=np.nan)}
+
+
 def _strings(col) -> pd.Series:
-    """A string column as the row path builds it (pandas' ``str`` dtype)."""
+    """A string column as the row path builds it (pandas' ``str`` dtype, on the Arrow
+    buffers: no Python string per row)."""
     if pa.types.is_dictionary(col.type):
         col = col.cast(pa.string())
-    return pd.Series(col.to_pandas(), dtype="str")
+    return pd.Series(col.to_pandas(types_mapper=_STR.get), dtype="str")
 
 
 def bank_of_columns(rows: pa.Table, bank: pa.Table, *, name: str, spec: Mapping,
@@ -148,38 +157,143 @@ def bank_of_columns(rows: pa.Table, bank: pa.Table, *, name: str, spec: Mapping,
         bad |= empty.to_numpy(zero_copy_only=False).astype(bool)
     if bad.any():
         return None
-    if _hash_mismatches(rows.column("line"), bank.column("row_sha256")):
-        return None
-    made = pa.table({"query_id": qid, "chunk_id": cid,
-                     **{k: bank.column(k).cast(pa.string()) for k in MADE_ON}})
-    keys = made.group_by(list(made.column_names), use_threads=False).aggregate([])
-    if keys.num_rows != n:
+    digest = bank.column("row_sha256")
+    if digest.null_count < len(digest):  # a line without one: bound by the pair alone
+        same = pc.fill_null(pc.equal(rows.column("line_sha256"), digest), True)
+        if not pc.all(same).as_py():
+            return None
+    if _repeated_made_on(qid, cid, bank):
         return None  # two rows of one pair made on the same content, intent and rubric
-    graded_at = pc.fill_null(bank.column("graded_at").cast(pa.string()), "")
+    pa.default_memory_pool().release_unused()  # the checks' temporaries are garbage now
     out = pd.DataFrame({"query_id": _strings(qid), "chunk_id": _strings(cid)})
     out["grader"] = name
     out["round"] = int(round)
     out["grade"] = pd.Series(grade.to_numpy(), dtype="int64")
     out["reason"] = _strings(reason)
     for k in MADE_ON:
-        out[k] = _strings(bank.column(k))
-    out["graded_at"] = _strings(graded_at)
+        out[k] = _held(bank.column(k), k)
+    out["graded_at"] = _held(bank.column("graded_at"), "graded_at")
     out["sequence"] = np.arange(n, dtype="int64")
     return out[[*BANK, "sequence"]]
 
 
-def _hash_mismatches(lines, digests) -> int:
-    """How many rows' recorded ``row_sha256`` is not the sha256 of their line (DuckDB's
-    ``sha256`` over the UTF-8 bytes; rows whose bank line has none are not counted)."""
-    if digests.null_count == len(digests):
-        return 0
-    # imported here: DuckDB adds about 13 MiB to a process, and only a bank read needs it
-    from relgrade.tables.engine import connect
+def _repeated_made_on(qid, cid, bank: pa.Table) -> bool:
+    """Whether two rows of one pair were made on the same :data:`MADE_ON` values.
 
-    t = pa.table({"line": lines, "digest": digests.cast(pa.string())})
-    with connect(threads=1) as con:
-        con.execute("SET enable_progress_bar = false")  # a stage's output stays its own
-        con.register("t", t)
-        (count,) = con.execute("SELECT count(*) FROM t WHERE digest IS NOT NULL "
-                               "AND sha256(line) <> digest").fetchone()
-    return int(count)
+    Each pair is coded as one int64 (query code × chunk count + chunk code); only rows of a
+    pair that occurs more than once are compared on their made-on values (as dictionary
+    codes), so the common file, one row per pair, costs one integer hash table."""
+    q = pc.dictionary_encode(qid).combine_chunks()
+    c = pc.dictionary_encode(cid).combine_chunks()
+    pair = q.indices.to_numpy(zero_copy_only=False).astype(np.int64) * len(c.dictionary) \
+        + c.indices.to_numpy(zero_copy_only=False)
+    del q, c
+    _, first, counts = np.unique(pair, return_inverse=True, return_counts=True)
+    again = counts[first] > 1
+    del first, counts
+    if not again.any():
+        return False
+    rows = np.flatnonzero(again)
+    made = pa.table({"pair": pa.array(pair[rows]),
+                     **{k: _codes(bank.column(k)).take(pa.array(rows)) for k in MADE_ON}})
+    keys = made.group_by(list(made.column_names), use_threads=False).aggregate([])
+    return keys.num_rows != len(rows)
+
+
+def _codes(col) -> pa.Array:
+    """A column's dictionary codes (int32), or the column itself when it is not one."""
+    if isinstance(col, pa.ChunkedArray):
+        col = col.combine_chunks()
+    return col.indices if pa.types.is_dictionary(col.type) else col
+
+
+def _held(col, name: str) -> pd.Series:
+    """A bank column as the judgment bank's table holds it: a categorical for the columns of
+    :data:`CATEGORICAL` (sorted categories, built from the dictionary, never from one string
+    per row; a missing time is ``""``), a ``str`` column otherwise."""
+    if name not in CATEGORICAL:
+        return _strings(col)
+    if isinstance(col, pa.ChunkedArray):
+        col = col.combine_chunks()
+    if not pa.types.is_dictionary(col.type):
+        col = pc.dictionary_encode(col)
+    values = col.dictionary.to_pylist()
+    codes = pc.fill_null(col.indices, 0).to_numpy(zero_copy_only=False)
+    if col.null_count:  # only a time may be missing (the made-on values were checked)
+        codes = np.where(col.is_null().to_numpy(zero_copy_only=False), len(values), codes)
+        values = values + [""]
+    return categorical_from(values, codes)
+
+
+def categorical_from(values: list, codes: np.ndarray) -> pd.Series:
+    """A categorical Series of ``values[codes]``, categories the distinct values in Python
+    string order (as :func:`as_categorical` makes them).
+
+    Parameters
+    ----------
+    values : list of str, length k
+        The dictionary (repeats allowed).
+    codes : numpy.ndarray of int, shape (n,)
+        Positions in ``values``, each in ``[0, k)``.
+
+    Returns
+    -------
+    pandas.Series of category dtype, shape (n,)
+    """
+    cats = sorted(set(values))
+    where = {v: i for i, v in enumerate(cats)}
+    remap = np.array([where[v] for v in values], dtype=np.int32)
+    taken = remap[np.asarray(codes, dtype=np.int64)] if len(codes) else \
+        np.zeros(0, dtype=np.int32)
+    return pd.Series(pd.Categorical.from_codes(taken, categories=pd.Index(cats, dtype="str")))
+
+
+def as_categorical(values) -> pd.Series:
+    """Strings as the judgment bank holds a column of :data:`CATEGORICAL`.
+
+    Parameters
+    ----------
+    values : sequence of str, length n
+
+    Returns
+    -------
+    pandas.Series of category dtype, shape (n,)
+        Categories the distinct values in Python string order (``str`` dtype).
+
+    Examples
+    --------
+    >>> as_categorical(["b", "a", "b"]).cat.codes.tolist()
+    [1, 0, 1]
+    """
+    values = list(values)
+    where: dict = {}
+    codes = np.fromiter((where.setdefault(v, len(where)) for v in values), dtype=np.int64,
+                        count=len(values))
+    return categorical_from(list(where), codes)
+
+
+def concat_bank(parts: list) -> pd.DataFrame:
+    """Judgment-bank tables stacked, the columns of :data:`CATEGORICAL` kept categorical.
+
+    Parameters
+    ----------
+    parts : list of pandas.DataFrame
+        Tables of :func:`bank_of_columns` or :func:`relgrade.protocol.grades.bank_of_file`
+        (same columns); at least one.
+
+    Returns
+    -------
+    pandas.DataFrame
+        ``pandas.concat(parts, ignore_index=True)``, except that each column of
+        :data:`CATEGORICAL` is one categorical over the union of the parts' categories (in
+        Python string order): ``pandas.concat`` would turn categoricals with different
+        categories into one Python string per row.
+    """
+    if len(parts) == 1:
+        return parts[0].reset_index(drop=True)
+    cats = {k: sorted(set().union(*(p[k].cat.categories for p in parts)))
+            for k in CATEGORICAL if all(isinstance(p[k].dtype, pd.CategoricalDtype)
+                                        for p in parts)}
+    parts = [p.assign(**{k: p[k].cat.set_categories(pd.Index(c, dtype="str"))
+                         for k, c in cats.items()}) for p in parts]
+    return pd.concat(parts, ignore_index=True)

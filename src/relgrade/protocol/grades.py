@@ -842,9 +842,14 @@ def bank_of_file(f: GraderFile, *, name: str, spec: Mapping, scale: Iterable[int
                                  item=f"{name}: {_pair_item(q, c)}",
                                  fix="Restore the bank sidecar from git")
             cols[k].append("" if value is None else str(value))
+    held = {k: bank_columns.as_categorical(v) if k in bank_columns.CATEGORICAL
+            else pd.Series(v, dtype="str") for k, v in cols.items()}
+    del cols
     out = pd.DataFrame({"query_id": df["query_id"], "chunk_id": df["chunk_id"],
                         "grader": name, "round": int(f.round or 0), "grade": df["grade"],
-                        "reason": df["reason"], **cols})
+                        "reason": df["reason"]})
+    for k, v in held.items():
+        out[k] = v.array  # by position: ``df`` keeps the file's row index
     out["sequence"] = np.arange(len(out), dtype="int64")
     return out[[*BANK, "sequence"]]
 
@@ -883,10 +888,12 @@ def judgment_bank(files: Mapping[str, Iterable[GraderFile]], *, graders: Mapping
                           max_reason_words=max_reason_words, max_reason_chars=max_reason_chars)
              for name in sorted(files) for f in files[name]]
     if not parts:
-        return pd.DataFrame({c: pd.Series([], dtype="int64" if c in ("round", "grade",
-                                                                     "sequence") else "str")
+        return pd.DataFrame({c: bank_columns.as_categorical([])
+                             if c in bank_columns.CATEGORICAL else
+                             pd.Series([], dtype="int64" if c in ("round", "grade", "sequence")
+                                       else "str")
                              for c in [*BANK, "sequence"]})
-    return pd.concat(parts, ignore_index=True)
+    return bank_columns.concat_bank(parts)
 
 
 def current_table(bank: pd.DataFrame, *, graders: Mapping, pool: pd.DataFrame,
