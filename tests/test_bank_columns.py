@@ -342,3 +342,19 @@ def test_currency_of_categorical_hashes_equals_that_of_strings():
     assert currency(held, **now).tolist() == expected
     assert currency(held, **dict(now, rubric_sha256="new")).tolist() == \
         ["rubric", "rubric", "intent", "intent"]
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(["q1", "q2"]), st.sampled_from(["a", "b", "c"]),
+                          st.sampled_from(["same", "other", ""])), max_size=8),
+       st.lists(st.tuples(st.sampled_from(["q1", "q2"]), st.sampled_from(["a", "b", "c"]),
+                          st.sampled_from(["same", "old", ""])), max_size=8))
+def test_carried_reasons_over_columns_count_what_the_rows_count(now, before):
+    from relgrade.protocol.ledger import carried_reasons
+
+    def frame(rows):
+        return pd.DataFrame(rows, columns=["query_id", "chunk_id", "reason"], dtype="str")
+
+    last = {(q, c): r for q, c, r in before}  # the row rule: the pair's last reason
+    expected = sum(1 for q, c, r in now if last.get((q, c)) == r)
+    assert carried_reasons(frame(now), frame(before)) == expected

@@ -64,7 +64,8 @@ def _parse(source, schema: pa.Schema, *, unexpected: str) -> pa.Table | None:
         return None
 
 
-def read_grade_columns(path, *, block_size: int = _BLOCK) -> pa.Table | None:
+def read_grade_columns(path, *, block_size: int = _BLOCK,
+                       digests: bool = True) -> pa.Table | None:
     """A grade round file as columns, with what the row rules need of each raw line.
 
     The file is read in blocks of whole lines (``block_size`` bytes, cut after the last
@@ -78,6 +79,9 @@ def read_grade_columns(path, *, block_size: int = _BLOCK) -> pa.Table | None:
         The grade file (``round-N.jsonl``); it must exist.
     block_size : int, optional
         Bytes read at a time (16 MiB); a line longer than that is read whole.
+    digests : bool, optional
+        Whether to hash the lines (``line_sha256``); a reader of the rows' fields alone,
+        which binds no bank line, passes False.
 
     Returns
     -------
@@ -86,7 +90,8 @@ def read_grade_columns(path, *, block_size: int = _BLOCK) -> pa.Table | None:
         (blank lines skipped), plus ``keys_in_order`` (bool: the line names exactly
         ``query_id``, ``chunk_id``, ``reason``, ``grade`` in that order, each once, written
         ``"key":``) and ``line_sha256`` (string: the lowercase hex sha256 of the line's
-        bytes without its newline, the hash its bank line binds it to). None when Arrow
+        bytes without its newline, the hash its bank line binds it to; left out without
+        ``digests``). None when Arrow
         refuses the file or it holds what only the row path reads (see the module): read it
         row by row then.
     """
@@ -111,7 +116,9 @@ def read_grade_columns(path, *, block_size: int = _BLOCK) -> pa.Table | None:
                 part = _grade_block(data)
                 if part is None:
                     return None
-                if part.num_rows:
+                if not digests:
+                    part = part.drop_columns(["line"])
+                elif part.num_rows:
                     if con is None:
                         con = _hasher()
                     part = _hashed(con, part)
@@ -121,8 +128,9 @@ def read_grade_columns(path, *, block_size: int = _BLOCK) -> pa.Table | None:
     finally:
         if con is not None:
             con.close()
-    schema = GRADE_ROW_SCHEMA.append(pa.field("keys_in_order", pa.bool_())) \
-        .append(pa.field("line_sha256", pa.string()))
+    schema = GRADE_ROW_SCHEMA.append(pa.field("keys_in_order", pa.bool_()))
+    if digests:
+        schema = schema.append(pa.field("line_sha256", pa.string()))
     parts = [p for p in parts if p.num_rows]
     if not parts:
         return schema.empty_table()
