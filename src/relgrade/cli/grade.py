@@ -121,6 +121,7 @@ def import_cmd(file, batch, grader, round_, fmt, partial, recheck, params_path):
         check["audit_query_ids"] = None
     new = grades.validate_grader_file(rows, source=file.as_posix(), reasonless=reasonless,
                                       **check)
+    del rows  # the parsed lines: the validated table holds what is recorded
     if new.empty:
         raise InputError("no grade rows to import", path=file)
     manifest = ex.path("intents_manifest")
