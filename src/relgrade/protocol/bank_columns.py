@@ -92,6 +92,120 @@ def _strings(col) -> pd.Series:
     return pd.Series(col.to_pandas(types_mapper=_STR.get), dtype="str")
 
 
+def row_rule_breaks(rows: pa.Table, *, spec: Mapping, scale: Iterable[int],
+                    max_reason_words: int, max_reason_chars: int = 300,
+                    reasonless: np.ndarray | None = None) -> np.ndarray:
+    """Which grade rows break a row rule of
+    :func:`relgrade.protocol.grades.validate_grade_rows`, over columns.
+
+    Parameters
+    ----------
+    rows : pyarrow.Table of shape (n_rows, >= 5)
+        :func:`relgrade.io.grade_columns.read_grade_columns`' table (``query_id``,
+        ``chunk_id``, ``reason``, ``grade``, ``keys_in_order``).
+    spec : mapping
+        The grader's params entry (``role``, ``kind``): whether a reason is required
+        (:func:`relgrade.protocol.grades.reason_required`).
+    scale, max_reason_words, max_reason_chars
+        As for :func:`relgrade.protocol.grades.validate_grade_rows`.
+    reasonless : numpy.ndarray of bool, shape (n_rows,), optional
+        Rows excused from the reason (imported from a format without reasons).
+
+    Returns
+    -------
+    numpy.ndarray of bool, shape (n_rows,)
+        True where the keys are out of order, an id is blank, the grade is off the scale,
+        or the reason is too long or missing where one is required.
+    """
+    n = rows.num_rows
+    qid, cid = rows.column("query_id"), rows.column("chunk_id")
+    grade, reason = rows.column("grade"), rows.column("reason")
+    words = word_counts(reason)
+    kind, role = spec["kind"], spec["role"]
+    needed = np.full(n, kind != "import")
+    if kind == "human" and role == "auditor":
+        needed &= grade.to_numpy() != 0
+    if reasonless is not None:
+        needed &= ~reasonless
+    bad = ~rows.column("keys_in_order").to_numpy(zero_copy_only=False).astype(bool)
+    bad |= blank_ids(qid) | blank_ids(cid)
+    bad |= ~pc.is_in(grade, value_set=pa.array(sorted({int(g) for g in scale}), pa.int64())) \
+        .to_numpy(zero_copy_only=False).astype(bool)
+    bad |= pc.utf8_length(reason).to_numpy(zero_copy_only=False) > max_reason_chars
+    bad |= words > max_reason_words
+    bad |= needed & (words == 0)
+    return bad
+
+
+def rows_of_columns(rows: pa.Table, *, spec: Mapping, pool: pd.DataFrame | None,
+                    audit_query_ids: Iterable[str] | None, scale: Iterable[int],
+                    max_reason_words: int,
+                    max_reason_chars: int = 300) -> pd.DataFrame | None:
+    """A grader's new rows checked over columns as
+    :func:`relgrade.protocol.grades.validate_grader_file` checks them row by row.
+
+    Parameters
+    ----------
+    rows : pyarrow.Table of shape (n_rows, >= 5)
+        :func:`relgrade.io.grade_columns.read_grade_columns`' table of the file.
+    spec : mapping
+        The grader's params entry (``role``, ``kind``).
+    pool : pandas.DataFrame or None
+        The pool (``query_id``, ``chunk_id``, strings): every row's pair must be in it;
+        None skips that check.
+    audit_query_ids : iterable of str or None
+        For an auditor, the audit queries its rows must be of; None skips that check.
+    scale, max_reason_words, max_reason_chars
+        As for :func:`relgrade.protocol.grades.validate_grade_rows`.
+
+    Returns
+    -------
+    pandas.DataFrame of shape (n_rows, 4), or None
+        ``query_id``, ``chunk_id``, ``reason`` (``str``), ``grade`` (int64) in file order,
+        equal to :func:`relgrade.protocol.grades.validate_grader_file`'s table of the same
+        file; None when the file is empty or any row breaks a rule (a row rule, a pair
+        outside the pool, a pair given twice, an auditor's query outside the audit sample):
+        read it row by row then, for the message.
+    """
+    n = rows.num_rows
+    if not n:
+        return None
+    if row_rule_breaks(rows, spec=spec, scale=scale, max_reason_words=max_reason_words,
+                       max_reason_chars=max_reason_chars).any():
+        return None
+    qid, cid = rows.column("query_id"), rows.column("chunk_id")
+    if _pair_codes(qid, cid)[1] != n:
+        return None  # a pair given twice
+    if spec["role"] == "auditor" and audit_query_ids is not None:
+        audit = pa.array(sorted({str(q) for q in audit_query_ids}), pa.string())
+        if not pc.all(pc.is_in(qid, value_set=audit)).as_py():
+            return None
+    if pool is not None:
+        pairs = pa.table({"query_id": qid, "chunk_id": cid})
+        pooled = pa.table({"query_id": pa.array(pool["query_id"].astype(str), pa.string()),
+                           "chunk_id": pa.array(pool["chunk_id"].astype(str), pa.string())})
+        outside = pairs.join(pooled, keys=["query_id", "chunk_id"], join_type="left anti",
+                             use_threads=False)
+        del pairs, pooled
+        if outside.num_rows:
+            return None
+    out = pd.DataFrame({"query_id": _strings(qid), "chunk_id": _strings(cid),
+                        "reason": _strings(rows.column("reason")),
+                        "grade": pd.Series(rows.column("grade").to_numpy(), dtype="int64")})
+    pa.default_memory_pool().release_unused()  # the checks' temporaries are garbage now
+    return out
+
+
+def _pair_codes(qid, cid) -> tuple[np.ndarray, int]:
+    """Each row's pair as one int64 code (query code × chunk count + chunk code), and how
+    many distinct pairs there are."""
+    q = pc.dictionary_encode(qid).combine_chunks()
+    c = pc.dictionary_encode(cid).combine_chunks()
+    pair = q.indices.to_numpy(zero_copy_only=False).astype(np.int64) * len(c.dictionary) \
+        + c.indices.to_numpy(zero_copy_only=False)
+    return pair, int(len(np.unique(pair)))
+
+
 def bank_of_columns(rows: pa.Table, bank: pa.Table, *, name: str, spec: Mapping,
                     round: int, scale: Iterable[int], max_reason_words: int,
                     max_reason_chars: int = 300,
@@ -134,20 +248,11 @@ def bank_of_columns(rows: pa.Table, bank: pa.Table, *, name: str, spec: Mapping,
     grade = rows.column("grade")
     reason = rows.column("reason")
     fmt = bank.column("imported_format")
-    words = word_counts(reason)
-    kind, role = spec["kind"], spec["role"]
-    needed = np.full(n, kind != "import")
-    if kind == "human" and role == "auditor":
-        needed &= grade.to_numpy() != 0
     reasonless = pc.fill_null(pc.is_in(fmt, value_set=pa.array(sorted(reasonless_formats),
                                                                  pa.string())), False)
-    bad = ~rows.column("keys_in_order").to_numpy(zero_copy_only=False).astype(bool)
-    bad |= blank_ids(qid) | blank_ids(cid)
-    bad |= ~pc.is_in(grade, value_set=pa.array(sorted({int(g) for g in scale}), pa.int64())) \
-        .to_numpy(zero_copy_only=False).astype(bool)
-    bad |= pc.utf8_length(reason).to_numpy(zero_copy_only=False) > max_reason_chars
-    bad |= words > max_reason_words
-    bad |= needed & (words == 0) & ~reasonless.to_numpy(zero_copy_only=False).astype(bool)
+    bad = row_rule_breaks(rows, spec=spec, scale=scale, max_reason_words=max_reason_words,
+                          max_reason_chars=max_reason_chars,
+                          reasonless=reasonless.to_numpy(zero_copy_only=False).astype(bool))
     for k in ("query_id", "chunk_id"):  # row i is made on bank line i: the same pair
         same = pc.fill_null(pc.equal(bank.column(k), rows.column(k)), False)
         bad |= ~same.to_numpy(zero_copy_only=False).astype(bool)
