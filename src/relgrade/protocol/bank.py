@@ -147,6 +147,40 @@ def currency(bank: pd.DataFrame, *, content: pd.Series, intents: pd.Series,
     return status
 
 
+def pair_member(left: pd.DataFrame, right: pd.DataFrame) -> np.ndarray:
+    """Whether each ``(query_id, chunk_id)`` of ``left`` is a pair of ``right``, over columns.
+
+    What ``[(q, c) in set(zip(right...)) for q, c in zip(left...)]`` answers, with the ids
+    compared as strings, without one Python tuple per pair (a million-pair pool's set of
+    tuples costs hundreds of MiB).
+
+    Parameters
+    ----------
+    left, right : pandas.DataFrame
+        Columns ``query_id``, ``chunk_id`` (any dtype; compared as ``str``).
+
+    Returns
+    -------
+    numpy.ndarray of bool, shape (len(left),)
+        In ``left``'s row order.
+
+    Examples
+    --------
+    >>> a = pd.DataFrame({"query_id": ["q", "q", "r"], "chunk_id": ["a", "b", "a"]})
+    >>> b = pd.DataFrame({"query_id": ["q", "r", "r"], "chunk_id": ["b", "a", "a"]})
+    >>> pair_member(a, b).tolist()
+    [False, True, True]
+    """
+    keys = ["query_id", "chunk_id"]
+    if not len(left):
+        return np.zeros(0, dtype=bool)
+    lhs = pd.DataFrame({k: left[k].astype(str).to_numpy() for k in keys})
+    rhs = pd.DataFrame({k: right[k].astype(str).to_numpy() for k in keys}).drop_duplicates()
+    rhs["_in"] = True
+    hit = lhs.merge(rhs, on=keys, how="left", sort=False)["_in"]  # keeps left's order
+    return hit.notna().to_numpy()
+
+
 def _differs(column: pd.Series, now) -> np.ndarray:
     """``column.astype(str) != now`` element by element, without one string per row when
     ``column`` is categorical (the judgment bank's made-on hashes): compared as codes.
@@ -287,14 +321,23 @@ def pending_work(pool: pd.DataFrame, bank: pd.DataFrame, *, key_grader: str, aud
         owed[triage_grader] = (pairs, NEW)
     frames = []
     for grader, (wanted, why) in owed.items():
-        mine = bank["grader"].astype(str) == grader
-        keys = bank.loc[mine, ["query_id", "chunk_id"]].astype(str)
-        current = set(zip(keys["query_id"][status[mine].eq("current")],
-                          keys["chunk_id"][status[mine].eq("current")]))
-        graded = set(zip(keys["query_id"], keys["chunk_id"]))
-        rows = [(grader, q, c, REGRADE if (q, c) in again else STALE if (q, c) in graded else why)
-                for q, c in zip(wanted["query_id"], wanted["chunk_id"]) if (q, c) not in current]
-        frames.append(pd.DataFrame(rows, columns=PENDING))
+        mine = (bank["grader"].astype(str) == grader).to_numpy()
+        keys = bank.loc[mine, ["query_id", "chunk_id"]]
+        current = keys[status[mine].eq("current").to_numpy()]
+        # membership over columns, in the order of ``wanted`` (no set of pair tuples)
+        owe = wanted[~pair_member(wanted, current)]
+        if again:
+            is_again = np.fromiter(((q, c) in again for q, c in
+                                    zip(owe["query_id"], owe["chunk_id"])), dtype=bool,
+                                   count=len(owe))
+        else:
+            is_again = np.zeros(len(owe), dtype=bool)
+        is_graded = pair_member(owe, keys)
+        reasons = np.where(is_again, REGRADE, np.where(is_graded, STALE, why))
+        frames.append(pd.DataFrame({"grader": [grader] * len(owe),
+                                    "query_id": owe["query_id"].tolist(),
+                                    "chunk_id": owe["chunk_id"].tolist(),
+                                    "why": reasons.tolist()}, columns=PENDING))
     out = pd.concat(frames, ignore_index=True)  # the key grader first, then the auditor
     return out.sort_values(["query_id", "chunk_id"], kind="stable") \
         .sort_values("grader", key=lambda g: g.ne(key_grader), kind="stable") \

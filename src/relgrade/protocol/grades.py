@@ -22,7 +22,7 @@ import pandas as pd
 
 from relgrade.errors import InputError
 from relgrade.protocol import bank_columns, sidecar
-from relgrade.protocol.bank import current_grades
+from relgrade.protocol.bank import current_grades, pair_member
 from relgrade.schema import (
     BANK,
     GRADE_KEYS,
@@ -510,12 +510,15 @@ def missing_pairs(graded: pd.DataFrame, pool: pd.DataFrame, *,
         query_id → the chunk ids of its pool that lack a grade; queries in Python string
         order, chunk ids sorted the same way; queries with nothing missing left out.
     """
-    have = set(zip(graded["query_id"].astype(str), graded["chunk_id"].astype(str)))
     wanted = set(graded["query_id"].astype(str)) if queries is None else set(queries)
+    pairs = pool[["query_id", "chunk_id"]]
+    pairs = pairs[pairs["query_id"].astype(str).isin(wanted).to_numpy()]
+    # the pairs lacking a grade found over columns; only those (few) become tuples
+    lacking = pairs[~pair_member(pairs, graded)]
     out: dict[str, list[str]] = {}
-    for q, c in sorted(pool_pairs_of(pool)):
-        if q in wanted and (q, c) not in have:
-            out.setdefault(q, []).append(c)
+    for q, c in sorted(set(zip(lacking["query_id"].astype(str),
+                               lacking["chunk_id"].astype(str)))):
+        out.setdefault(q, []).append(c)
     return out
 
 
@@ -941,11 +944,10 @@ def current_table(bank: pd.DataFrame, *, graders: Mapping, pool: pd.DataFrame,
     """
     files = files or {}
     audit = sorted({str(q) for q in audit_query_ids})
-    pairs = pool_pairs_of(pool)
+    n_pairs = len(pool[["query_id", "chunk_id"]].astype(str).drop_duplicates())
     now = current_grades(bank, content=content, intents=intents, rubric_sha256=rubric_sha256,
                          rubric_version=rubric_version, carry=carry)
-    in_pool = [(q, c) in pairs for q, c in zip(now["query_id"], now["chunk_id"])]
-    now = now[pd.Series(in_pool, index=now.index, dtype=bool)]
+    now = now[pair_member(now, pool)]
     tables, roles, entries = {}, {}, {}
     for name in sorted(graders):
         spec = graders[name]
@@ -967,7 +969,7 @@ def current_table(bank: pd.DataFrame, *, graders: Mapping, pool: pd.DataFrame,
         entries[name] = entry
     manifest = {"rubric_version": rubric_version, "rubric_sha256": rubric_sha256,
                 "round": int(round), "rounds": sorted({int(r) for r in bank["round"]}),
-                "intents_sha256": intents_sha256, "pool_pairs": len(pairs),
+                "intents_sha256": intents_sha256, "pool_pairs": n_pairs,
                 "graders": entries}
     return long_table(tables, roles=roles, round=round), manifest
 
