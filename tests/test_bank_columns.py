@@ -267,3 +267,94 @@ def test_the_row_hash_of_a_canonical_line_is_the_hash_of_its_bytes():
     row = _rows()[2]
     import hashlib
     assert row_sha256(row) == hashlib.sha256(canonical_json(row).encode()).hexdigest()
+
+
+def test_a_grade_file_read_in_small_blocks_equals_it_read_in_one(tmp_path):
+    # 40 rows of about 80 bytes: 16-byte blocks split every line, 100-byte blocks cut
+    # between lines and inside them; each line's hash is the sha256 of its bytes
+    rows = [{"query_id": f"q{i // 7}", "chunk_id": f"c{i}", "reason": "žluťoučký " * (i % 3),
+             "grade": i % 3} for i in range(40)]
+    path = _write(tmp_path, rows)
+    whole = read_grade_columns(path)
+    for size in (16, 100, 1 << 20):
+        assert read_grade_columns(path, block_size=size).equals(whole)
+    assert whole.column("line_sha256").to_pylist() == [row_sha256(r) for r in rows]
+    assert whole.column("grade").to_pylist() == [i % 3 for i in range(40)]
+    path.write_bytes(jsonl_bytes(rows)[:-1])  # no newline after the last line
+    assert read_grade_columns(path, block_size=100).equals(whole)
+
+
+def test_a_bad_line_in_a_later_block_sends_the_file_to_the_row_path(tmp_path):
+    rows = [{"query_id": "q", "chunk_id": f"c{i}", "reason": "r", "grade": 1}
+            for i in range(30)]
+    raw = jsonl_bytes(rows).replace(b'"chunk_id":"c27"', b'"chunk_id":27')
+    path = _write(tmp_path, rows, raw=raw)
+    assert read_grade_columns(path, block_size=64) is None
+
+
+def test_the_banks_made_on_columns_are_categoricals_on_both_paths(tmp_path):
+    rows = _rows()
+    lines = [_line(r) for r in rows]
+    lines[2]["intent_sha256"] = "j" * 64
+    cols, by_rows, hit = _both(_write(tmp_path, rows, lines))
+    assert hit
+    pd.testing.assert_frame_equal(cols, by_rows)
+    for name in bank_columns.CATEGORICAL:
+        assert isinstance(cols[name].dtype, pd.CategoricalDtype)
+    assert list(cols["intent_sha256"].cat.categories) == ["i" * 64, "j" * 64]
+    assert cols["intent_sha256"].cat.codes.tolist() == [0, 0, 1]
+    assert cols["content_sha256"].dtype == "str"
+
+
+def test_two_files_of_the_bank_stack_into_one_categorical_per_column(tmp_path):
+    a = pd.DataFrame({"intent_sha256": bank_columns.as_categorical(["x", "y"]),
+                      "rubric_version": bank_columns.as_categorical(["v1", "v1"]),
+                      "rubric_sha256": bank_columns.as_categorical(["r", "r"]),
+                      "graded_at": bank_columns.as_categorical(["t1", "t1"])})
+    b = pd.DataFrame({"intent_sha256": bank_columns.as_categorical(["w"]),
+                      "rubric_version": bank_columns.as_categorical(["v2"]),
+                      "rubric_sha256": bank_columns.as_categorical(["r"]),
+                      "graded_at": bank_columns.as_categorical([""])})
+    both = bank_columns.concat_bank([a, b])
+    assert list(both["intent_sha256"].cat.categories) == ["w", "x", "y"]
+    assert both["intent_sha256"].tolist() == ["x", "y", "w"]
+    assert both["rubric_version"].tolist() == ["v1", "v1", "v2"]
+    assert both["graded_at"].tolist() == ["t1", "t1", ""]
+    assert all(isinstance(both[k].dtype, pd.CategoricalDtype) for k in bank_columns.CATEGORICAL)
+
+
+def test_currency_of_categorical_hashes_equals_that_of_strings():
+    from relgrade.protocol.bank import currency
+
+    plain = pd.DataFrame({"query_id": ["q", "q", "r", "s"], "chunk_id": ["a", "b", "a", "c"],
+                          "content_sha256": ["A", "B", "A", "C"],
+                          "intent_sha256": ["i", "i", "old", "k"],
+                          "rubric_version": ["v1", "v0", "v1", "v1"],
+                          "rubric_sha256": ["r", "r", "r", "r"]})
+    held = plain.assign(**{k: bank_columns.as_categorical(plain[k])
+                           for k in ("intent_sha256", "rubric_version", "rubric_sha256")})
+    now = dict(content=pd.Series({"a": "A", "b": "B", "c": "C"}),
+               intents=pd.Series({"q": "i", "r": "i"}), rubric_sha256="r",
+               rubric_version="v1")
+    # s has no intent now (differs), r's intent moved, b was graded under rubric v0
+    expected = ["current", "rubric", "intent", "intent"]
+    assert currency(plain, **now).tolist() == expected
+    assert currency(held, **now).tolist() == expected
+    assert currency(held, **dict(now, rubric_sha256="new")).tolist() == \
+        ["rubric", "rubric", "intent", "intent"]
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(["q1", "q2"]), st.sampled_from(["a", "b", "c"]),
+                          st.sampled_from(["same", "other", ""])), max_size=8),
+       st.lists(st.tuples(st.sampled_from(["q1", "q2"]), st.sampled_from(["a", "b", "c"]),
+                          st.sampled_from(["same", "old", ""])), max_size=8))
+def test_carried_reasons_over_columns_count_what_the_rows_count(now, before):
+    from relgrade.protocol.ledger import carried_reasons
+
+    def frame(rows):
+        return pd.DataFrame(rows, columns=["query_id", "chunk_id", "reason"], dtype="str")
+
+    last = {(q, c): r for q, c, r in before}  # the row rule: the pair's last reason
+    expected = sum(1 for q, c, r in now if last.get((q, c)) == r)
+    assert carried_reasons(frame(now), frame(before)) == expected

@@ -416,3 +416,36 @@ def test_counts_in_messages_agree_with_their_nouns(exp):
     assert res.exit_code == 1
     assert (": 2 pairs already recorded in data/grades/grader-a/round-1.jsonl (found (q1, a), "
             "(q1, b)). Remove them from again.jsonl;") in res.output
+
+
+def test_a_file_checked_as_columns_records_what_the_row_reader_records(exp):
+    # canonical lines are read as columns; the same rows with CRLF line ends only by rows
+    rows = [_row("q1", "b", 1), _row("q1", "a", 2), _row("q3", "d", 0, reason="Off topic.")]
+    columns = exp / "columns.jsonl"
+    columns.write_text("".join(json.dumps(r, separators=(",", ":")) + "\n" for r in rows))
+    by_rows = exp / "rows.jsonl"
+    by_rows.write_bytes(columns.read_bytes().replace(b"\n", b"\r\n"))
+    recorded = {}
+    for src, grader in ((columns, "grader-a"), (by_rows, "person-h")):
+        res = _import(str(src), "--grader", grader)
+        assert res.exit_code == 0, res.output
+        target = exp / f"data/grades/{grader}/round-1.jsonl"
+        bank = [json.loads(line) for line in
+                target.with_name("round-1.bank.jsonl").read_text().splitlines()]
+        recorded[grader] = (target.read_bytes(),
+                            [{k: v for k, v in b.items() if k not in ("graded_at", "imported_from")}
+                             for b in bank])
+    assert recorded["grader-a"] == recorded["person-h"]
+    assert recorded["grader-a"][0] == columns.read_bytes()
+
+
+def test_a_pair_twice_in_a_clean_file_is_refused_by_the_row_readers_words(exp):
+    src = exp / "twice.jsonl"
+    src.write_text("".join(json.dumps(r, separators=(",", ":")) + "\n"
+                           for r in (_row("q1", "a", 2), _row("q1", "b", 1), _row("q1", "a", 0))))
+    res = _import(str(src), "--grader", "grader-a")
+    assert res.exit_code == 1
+    assert res.output.startswith(
+        f"Error: {src.as_posix()}:3: grader-a: pair (q1, a): second row for one pair "
+        "(first on line 1)")
+    assert not (exp / TARGET).exists()

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from relgrade.errors import InputError, ProtocolError
-from relgrade.graders.store import GradeStore, marker_path
+from relgrade.graders.store import GradeStore, bank_path, marker_path
 
 
 def _row(q, c, g):
@@ -86,3 +86,56 @@ def test_rows_recorded_byte_for_byte_are_skipped_and_named_others_still_refused(
     with pytest.raises(InputError, match="1 pair already recorded"):
         GradeStore(path).import_rows([_row("q1", "d", 2), _row("q1", "a", 1)], skipped=[])
     assert path.read_bytes() == before
+
+
+def _made_on(row):
+    if row["chunk_id"] == "gone":
+        return None
+    return {"content_sha256": "c" * 64, "intent_sha256": "i" * 64, "rubric_version": "v1",
+            "rubric_sha256": "r" * 64}
+
+
+def test_an_import_written_in_blocks_has_the_bytes_of_one_block(tmp_path, monkeypatch):
+    import relgrade.graders.store as store
+
+    rows = [_row(f"q{i // 3}", f"c{i}", i % 3) for i in range(10)]
+    one, blocks = tmp_path / "one" / "round-1.jsonl", tmp_path / "blocks" / "round-1.jsonl"
+    monkeypatch.setattr(store, "now_utc", lambda: "2026-12-06T12:00:00Z")
+    GradeStore(one, made_on=_made_on).import_rows(rows, note={"format": "jsonl"})
+    monkeypatch.setattr(store, "IMPORT_BLOCK", 3)  # 4 blocks: 3, 3, 3 and 1 rows
+    assert GradeStore(blocks, made_on=_made_on).import_rows(rows, note={"format": "jsonl"}) \
+        == 10
+    assert blocks.read_bytes() == one.read_bytes()
+    assert bank_path(blocks).read_bytes() == bank_path(one).read_bytes()
+    assert len(bank_path(blocks).read_bytes().splitlines()) == 10
+
+
+def test_a_pair_no_packet_shows_in_a_later_block_writes_nothing(tmp_path, monkeypatch):
+    import relgrade.graders.store as store
+
+    path = tmp_path / "g" / "round-1.jsonl"
+    GradeStore(path, made_on=_made_on).import_rows([_row("q0", "a", 1)])
+    before, bank_before = path.read_bytes(), bank_path(path).read_bytes()
+    monkeypatch.setattr(store, "IMPORT_BLOCK", 2)
+    rows = [_row("q1", f"c{i}", 1) for i in range(5)] + [_row("q1", "gone", 2)]
+    with pytest.raises(InputError, match="no packet shows this pair"):
+        GradeStore(path, made_on=_made_on).import_rows(rows)
+    assert path.read_bytes() == before and bank_path(path).read_bytes() == bank_before
+
+
+def test_a_block_that_fails_cuts_the_sidecar_back_to_its_size_before_the_first(tmp_path):
+    from relgrade.graders.store import append_lines
+
+    path = tmp_path / "side.jsonl"
+    path.write_bytes(b'{"a":1}\n')
+
+    def blocks():
+        yield b'{"b":2}\n'
+        yield b'{"c":3}\n'
+        raise OSError(28, "no space left")
+
+    with pytest.raises(OSError):
+        append_lines(path, blocks())
+    assert path.read_bytes() == b'{"a":1}\n'
+    assert append_lines(path, iter([b'{"b":2}\n', b"", b'{"c":3}\n'])) == 8
+    assert path.read_bytes() == b'{"a":1}\n{"b":2}\n{"c":3}\n'

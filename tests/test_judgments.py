@@ -297,3 +297,24 @@ def test_an_id_with_a_unicode_space_is_refused_in_qrels_and_jsonl_alike(tmp_path
     assert _error(jsonl) == f"{jsonl}:2: query_id is empty or holds whitespace (found 'q\\xa01')"
     fine = _text(tmp_path, "ok.qrels", "q\u00e91 0 \u00e9 1\n")
     assert read_judgments(fine)["query_id"].tolist() == ["q\u00e91"]
+
+
+def test_a_key_file_read_as_columns_equals_it_read_one_object_per_line(tmp_path):
+    from relgrade.io.files import read_jsonl
+    from relgrade.io.judgments import read_key_table
+
+    cols = ["query_id", "chunk_id", "grade"]
+    cases = {
+        "canonical": b'{"query_id":"q1","chunk_id":"a","grade":2}\n'
+                     b'{"query_id":"q1","chunk_id":"b","grade":0}\n',
+        "an integer id": b'{"query_id":"q1","chunk_id":7,"grade":1}\n',
+        "another key": b'{"query_id":"q1","chunk_id":"a","grade":1,"x":1}\n',
+        "empty": b"",
+    }
+    for name, raw in cases.items():
+        path = tmp_path / f"{name}.jsonl"
+        path.write_bytes(raw)
+        got = read_key_table(path)
+        pd.testing.assert_frame_equal(got, pd.DataFrame(read_jsonl(path), columns=cols))
+    got = read_key_table(tmp_path / "canonical.jsonl")
+    assert got["grade"].tolist() == [2, 0] and got["chunk_id"].tolist() == ["a", "b"]

@@ -265,6 +265,20 @@ def test_a_round_two_file_copied_from_round_one_is_refused(tmp_path, one_changed
     assert not (tmp_path / p["key"]).exists()
 
 
+def test_a_copied_round_with_crlf_line_ends_is_refused_through_the_row_reader(tmp_path):
+    # CRLF lines are left to the row reader by the column reader: the same count, same words
+    p = _round_two(tmp_path, copy=True, one_changed=True)
+    folder = tmp_path / p["grades_in"] / "grader-a"
+    for name in ("round-1.jsonl", "round-2.jsonl"):
+        f = folder / name
+        f.write_bytes(f.read_bytes().replace(b"\n", b"\r\n"))
+    proc = _run_stage(tmp_path)
+    assert proc.returncode == 1
+    assert proc.stderr.startswith(
+        "Error: round 2: data/grades/grader-a/round-2.jsonl (grader-a) is 3 of its 3 rows "
+        "repeat the reason of data/grades/grader-a/round-1.jsonl")
+
+
 def test_a_round_two_file_with_its_own_reasons_or_a_round_two_sidecar_is_accepted(tmp_path):
     _round_two(tmp_path / "fresh", copy=False) if (tmp_path / "fresh").mkdir() is None else None
     assert _run_stage(tmp_path / "fresh").returncode == 0

@@ -87,8 +87,9 @@ def import_cmd(file, batch, grader, round_, fmt, partial, recheck, params_path):
     from relgrade.graders import labelstudio
     from relgrade.graders.store import GradeStore, read_bank
     from relgrade.io import files as io
+    from relgrade.io.grade_columns import read_grade_columns
     from relgrade.io.judgments import judgment_objects, judgment_rows
-    from relgrade.protocol import grades
+    from relgrade.protocol import bank_columns, grades
     from relgrade.schema import ROW_COLUMNS
 
     ex = Experiment.load(params_path)
@@ -99,28 +100,44 @@ def import_cmd(file, batch, grader, round_, fmt, partial, recheck, params_path):
     fmt = fmt or ("qrels" if file.suffix.lower() == ".qrels" else "jsonl")
     grading = ex.params.grading
     rnd = grading.round if round_ is None else round_
+    pool = io.read_table(ex.path("pool"), columns=["query_id", "chunk_id"])
     check = dict(name=grader, spec=spec, scale=ex.params.need("scale").grades,
                  max_reason_words=ex.params.need("grading.max_reason_words"),
                  max_reason_chars=grading.max_reason_chars,
-                 audit_query_ids=ex.audit_ids(),
-                 pool_pairs=grades.pool_pairs_of(io.read_table(
-                     ex.path("pool"), columns=["query_id", "chunk_id"])))
-    reasonless: frozenset = frozenset()
-    if fmt == "qrels":
-        rows = judgment_rows(file, fmt="qrels", scale=check["scale"])
-        reasonless = frozenset(line for line, _ in rows)  # TREC qrels carry no reasons
-    elif fmt == "label-studio":
-        rows, _ = labelstudio.annotation_rows(io.read_json(file), source=file.as_posix())
-    else:
-        rows = judgment_objects(file)
+                 audit_query_ids=ex.audit_ids(), pool_pairs=None)
     target = ex.grader_files(grader, rnd).grades
+    new = None
+    if fmt == "jsonl" and recheck is None and file.is_file():
+        # JSONL grade rows as columns, read in blocks and checked over columns; any row
+        # that breaks a rule (or a file only the row reader reads) goes to the rows below,
+        # which name it
+        table = read_grade_columns(file, digests=False)
+        if table is not None:
+            new = bank_columns.rows_of_columns(
+                table, spec=spec, pool=pool, audit_query_ids=check["audit_query_ids"],
+                scale=check["scale"], max_reason_words=check["max_reason_words"],
+                max_reason_chars=check["max_reason_chars"])
+        del table
     recheck_made_on = None
-    if recheck is not None:
-        check["pool_pairs"], target, recheck_made_on = _recheck_target(ex, recheck, grader,
-                                                                       spec)
-        check["audit_query_ids"] = None
-    new = grades.validate_grader_file(rows, source=file.as_posix(), reasonless=reasonless,
-                                      **check)
+    if new is None:
+        check["pool_pairs"] = grades.pool_pairs_of(pool)
+        reasonless: frozenset = frozenset()
+        if fmt == "qrels":
+            rows = judgment_rows(file, fmt="qrels", scale=check["scale"])
+            reasonless = frozenset(line for line, _ in rows)  # TREC qrels carry no reasons
+        elif fmt == "label-studio":
+            rows, _ = labelstudio.annotation_rows(io.read_json(file), source=file.as_posix())
+        else:
+            rows = judgment_objects(file)
+        if recheck is not None:
+            check["pool_pairs"], target, recheck_made_on = _recheck_target(ex, recheck,
+                                                                           grader, spec)
+            check["audit_query_ids"] = None
+        new = grades.validate_grader_file(rows, source=file.as_posix(),
+                                          reasonless=reasonless, **check)
+        del rows  # the parsed lines: the validated table holds what is recorded
+        check["pool_pairs"] = None
+    del pool
     if new.empty:
         raise InputError("no grade rows to import", path=file)
     manifest = ex.path("intents_manifest")

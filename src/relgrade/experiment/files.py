@@ -24,6 +24,7 @@ from relgrade.graders.store import bank_path, read_bank
 from relgrade.io.grade_columns import read_bank_columns, read_round_columns
 from relgrade.io import files as io
 from relgrade.io import githistory
+from relgrade.io.judgments import read_key_table
 from relgrade.io.runs import read_run
 from relgrade.protocol import grades as grades_mod
 from relgrade.protocol import ledger as ledger_mod
@@ -828,7 +829,7 @@ class Experiment:
                     qrels_sha256=(io.sha256_file(files.qrels)
                                   if files.qrels is not None and files.qrels.exists() else None),
                     record_source=files.record, key_source=files.key, qrels_source=files.qrels)
-        return pd.DataFrame(io.read_jsonl(files.key), columns=KEY_COLUMNS), record
+        return read_key_table(files.key, KEY_COLUMNS), record
 
     def key_batches(self) -> tuple[dict, "Iterator[pd.DataFrame]", Path]:
         """The frozen key in batches, checked first to have been written with its record.

@@ -99,7 +99,7 @@ from typing import Callable, Iterable, Sequence
 
 from relgrade.canonical import canonical_json, jsonl_bytes
 from relgrade.errors import InputError, ProtocolError, StorageError
-from relgrade.io.files import iter_jsonl, write_bytes
+from relgrade.io.files import iter_jsonl, write_blocks
 from relgrade.protocol.sidecar import pair_rows, row_sha256
 from relgrade.schema import MADE_ON
 
@@ -161,13 +161,23 @@ def bank_rows(rows: Iterable[dict], made_on, *, graded_at: str,
     for r, note in zip(rows, notes):
         m = made_on(r)
         if m is None:
-            raise InputError("no packet shows this pair, so what its grade is made on is "
-                             "unknown", item=f"pair ({r.get('query_id')}, {r.get('chunk_id')})",
-                             fix="Grade only the pairs of the current packets")
+            raise unknown_pair(r)
         out.append({"query_id": str(r["query_id"]), "chunk_id": str(r["chunk_id"]),
                     **{k: m[k] for k in MADE_ON}, "graded_at": graded_at,
                     "row_sha256": row_sha256(r), **(note or {})})
     return out
+
+
+def unknown_pair(row: dict) -> InputError:
+    """The refusal of a grade row whose pair no packet shows (its made-on is unknown)."""
+    return InputError("no packet shows this pair, so what its grade is made on is "
+                      "unknown", item=f"pair ({row.get('query_id')}, {row.get('chunk_id')})",
+                      fix="Grade only the pairs of the current packets")
+
+
+#: Rows per block when an import writes its grade rows and bank lines: what is held of
+#: them at once is one block's dicts and bytes, whatever the file's size.
+IMPORT_BLOCK = 65536
 
 
 def storage_error(path, error: OSError) -> StorageError:
@@ -248,21 +258,25 @@ def append_bank(path, rows: list[dict]) -> int:
     return append_lines(bank_path(path), jsonl_bytes(rows) if rows else b"")
 
 
-def append_lines(path, data: bytes) -> int:
+def append_lines(path, data: bytes | Iterable[bytes]) -> int:
     """Append whole lines to the file ``path`` durably, under an exclusive ``flock``.
 
     The lock is taken on the file itself, so several processes may append to one file (a
     call cache two experiments share); under it, a last line without its line end (a write
     cut short by a crash: never acknowledged) is cut away, ``data`` is written whole and the
     file ``fsync``-ed (:func:`write_all`) before the lock is released. A file created here
-    has its name made durable too.
+    has its name made durable too. ``data`` given as blocks is written block by block (each
+    made only when the one before is on disk, then synced); when any block fails (the disk,
+    or an exception while making it), the file is cut back to its size before the first,
+    so it is all or nothing as for one block.
 
     Parameters
     ----------
     path : str or os.PathLike
         The file (created when missing; its folder must exist).
-    data : bytes
-        One or more complete lines, each ending with ``\n`` (may be empty).
+    data : bytes or iterable of bytes
+        One or more complete lines, each ending with ``\n`` (may be empty); or blocks of
+        such lines.
 
     Returns
     -------
@@ -289,8 +303,20 @@ def append_lines(path, data: bytes) -> int:
                 else:
                     size = (size - len(tail) + cut + 1) if cut >= 0 else 0
                 os.ftruncate(fd, size)
-        if data:
-            write_all(fd, data, path=path, start=size)
+        if isinstance(data, (bytes, bytearray, memoryview)):
+            if data:
+                write_all(fd, data, path=path, start=size)
+            return size
+        end = size
+        try:
+            for block in data:
+                if block:
+                    end = write_all(fd, block, path=path, start=end)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.ftruncate(fd, size)
+                os.fsync(fd)
+            raise
         return size
     finally:
         os.close(fd)  # releases the lock
@@ -1130,14 +1156,22 @@ class GradeStore:
                                      "beside it)")
             if before and not before.endswith(b"\n"):
                 before += b"\n"
-            data = jsonl_bytes(rows)
+            step = IMPORT_BLOCK
+            data = [jsonl_bytes(rows[i:i + step]) for i in range(0, len(rows), step)]
             bank_size = None
             if self.made_on is not None:
-                bank_size = append_bank(target, bank_rows(rows, self.made_on,
-                                                          graded_at=now_utc(),
-                                                          notes=[note] * len(rows)))
+                for r in rows:  # every pair known before anything is written
+                    if self.made_on(r) is None:
+                        raise unknown_pair(r)
+                graded_at = now_utc()
+                # the bank lines made and written a block at a time (one fsync each); a
+                # failure cuts the sidecar back to its size before the first
+                bank_size = append_lines(bank_path(target), (
+                    jsonl_bytes(bank_rows(rows[i:i + step], self.made_on, graded_at=graded_at,
+                                          notes=[note] * len(rows[i:i + step])))
+                    for i in range(0, len(rows), step)))
             try:
-                write_bytes(target, before + data)
+                write_blocks(target, [before, *data])
             except OSError as e:
                 if bank_size is not None:
                     cut_bank(target, bank_size)

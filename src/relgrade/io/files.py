@@ -461,6 +461,14 @@ def write_bytes(path, data: bytes) -> None:
         tmp.write_bytes(data)
 
 
+def write_blocks(path, blocks: Iterable[bytes]) -> None:
+    """Write ``blocks`` one after another to ``path`` atomically: the bytes of
+    ``write_bytes(path, b"".join(blocks))`` without the joined copy in memory."""
+    with atomic_path(path) as tmp, open(tmp, "wb") as f:
+        for block in blocks:
+            f.write(block)
+
+
 def write_text(path, text: str) -> None:
     """Write UTF-8 ``text`` to ``path`` atomically (LF line ends as given)."""
     write_bytes(path, text.encode("utf-8"))

@@ -64,13 +64,24 @@ def _parse(source, schema: pa.Schema, *, unexpected: str) -> pa.Table | None:
         return None
 
 
-def read_grade_columns(path) -> pa.Table | None:
+def read_grade_columns(path, *, block_size: int = _BLOCK,
+                       digests: bool = True) -> pa.Table | None:
     """A grade round file as columns, with what the row rules need of each raw line.
+
+    The file is read in blocks of whole lines (``block_size`` bytes, cut after the last
+    newline of each), so the raw lines are never all held at once: each block's lines are
+    checked for their key order and hashed (DuckDB's ``sha256`` over their UTF-8 bytes,
+    one thread), then dropped.
 
     Parameters
     ----------
     path : str or os.PathLike
         The grade file (``round-N.jsonl``); it must exist.
+    block_size : int, optional
+        Bytes read at a time (16 MiB); a line longer than that is read whole.
+    digests : bool, optional
+        Whether to hash the lines (``line_sha256``); a reader of the rows' fields alone,
+        which binds no bank line, passes False.
 
     Returns
     -------
@@ -78,12 +89,62 @@ def read_grade_columns(path) -> pa.Table | None:
         ``query_id``, ``chunk_id``, ``reason`` (string), ``grade`` (int64), in file order
         (blank lines skipped), plus ``keys_in_order`` (bool: the line names exactly
         ``query_id``, ``chunk_id``, ``reason``, ``grade`` in that order, each once, written
-        ``"key":``) and ``line`` (large_string: the line's bytes, for the hash its bank line
-        binds it to). None when Arrow refuses the file or it holds what only the row path
-        reads (see the module): read it row by row then.
+        ``"key":``) and ``line_sha256`` (string: the lowercase hex sha256 of the line's
+        bytes without its newline, the hash its bank line binds it to; left out without
+        ``digests``). None when Arrow
+        refuses the file or it holds what only the row path reads (see the module): read it
+        row by row then.
     """
-    data = Path(path).read_bytes()
-    if data.startswith(_BOM) or b"\r" in data:
+    parts, con = [], None
+    try:
+        with Path(path).open("rb") as f:
+            rest, first = b"", True
+            while True:
+                block = f.read(block_size)
+                data = rest + block
+                if block:
+                    cut = data.rfind(b"\n") + 1
+                    if not cut:
+                        rest = data  # no newline yet: a line longer than a block
+                        continue
+                    data, rest = data[:cut], data[cut:]
+                elif not data:
+                    break
+                if first and data.startswith(_BOM):
+                    return None
+                first = False
+                part = _grade_block(data)
+                if part is None:
+                    return None
+                if not digests:
+                    part = part.drop_columns(["line"])
+                elif part.num_rows:
+                    if con is None:
+                        con = _hasher()
+                    part = _hashed(con, part)
+                parts.append(part)
+                if not block:
+                    break
+    finally:
+        if con is not None:
+            con.close()
+    schema = GRADE_ROW_SCHEMA.append(pa.field("keys_in_order", pa.bool_()))
+    if digests:
+        schema = schema.append(pa.field("line_sha256", pa.string()))
+    parts = [p for p in parts if p.num_rows]
+    if not parts:
+        return schema.empty_table()
+    table = pa.Table.from_batches([b for p in parts for b in p.to_batches()], schema) \
+        .combine_chunks()
+    del parts
+    pa.default_memory_pool().release_unused()  # the blocks' lines are garbage now
+    return table
+
+
+def _grade_block(data: bytes) -> pa.Table | None:
+    """One block of whole lines as columns plus ``line`` (its lines, blank ones left out),
+    or None when it is not what the column path reads."""
+    if b"\r" in data:
         return None
     try:
         text = pa.array([data], type=pa.large_binary()).cast(pa.large_string())
@@ -91,7 +152,6 @@ def read_grade_columns(path) -> pa.Table | None:
         return None
     table = _parse(pa.BufferReader(data), GRADE_ROW_SCHEMA, unexpected="error") \
         if data.strip() else GRADE_ROW_SCHEMA.empty_table()
-    del data
     lines = pc.list_flatten(pc.split_pattern(text, "\n"))
     del text
     lines = lines.filter(pc.not_equal(pc.utf8_length(lines), 0))
@@ -103,8 +163,33 @@ def read_grade_columns(path) -> pa.Table | None:
     ordered = pc.greater_equal(at[0], 0)
     for before, after in zip(at, at[1:]):
         ordered = pc.and_(ordered, pc.less(before, after))
-    return table.append_column("keys_in_order", ordered) \
-        .append_column("line", lines)
+    return table.append_column("keys_in_order", ordered).append_column("line", lines)
+
+
+def _hasher():
+    """A one-thread DuckDB connection that keeps row order (for :func:`_hashed`)."""
+    # imported here: DuckDB adds about 13 MiB to a process, and only a grade file needs it
+    from relgrade.tables.engine import connect
+
+    con = connect(threads=1)
+    con.execute("SET enable_progress_bar = false")  # a stage's output stays its own
+    con.execute("SET preserve_insertion_order = true")
+    return con
+
+
+def _hashed(con, part: pa.Table) -> pa.Table:
+    """``part`` with its ``line`` column replaced by ``line_sha256`` (hex, row order kept)."""
+    lines = pa.table({"line": part.column("line")})
+    con.register("block_lines", lines)
+    try:
+        digests = con.sql("SELECT sha256(line) AS d FROM block_lines") \
+            .to_arrow_table().column("d")
+    finally:
+        con.unregister("block_lines")
+    if len(digests) != part.num_rows:
+        raise RuntimeError("DuckDB returned another number of hashes than lines")
+    return part.drop_columns(["line"]).append_column(
+        "line_sha256", digests.cast(pa.string()))
 
 
 def read_bank_columns(path, fields=None) -> pa.Table | None:
@@ -155,10 +240,10 @@ def read_bank_columns(path, fields=None) -> pa.Table | None:
         pa.schema([f for f in BANK_LINE_SCHEMA if f.name in set(fields)])
     if not last:
         return _dictionaries(schema.empty_table())
-    table = _parse(str(path), schema, unexpected="ignore")
+    table = _stream(path, schema)
     if table is None or table.num_rows != lines:
         return None  # refused, a blank line, or two objects on one line
-    return _dictionaries(table)
+    return table
 
 
 def read_round_columns(grades, bank) -> tuple[pa.Table, pa.Table] | None:
@@ -182,6 +267,26 @@ def read_round_columns(grades, bank) -> tuple[pa.Table, pa.Table] | None:
         return None
     lines = read_bank_columns(bank)
     return None if lines is None else (rows, lines)
+
+
+def _stream(path: Path, schema: pa.Schema) -> pa.Table | None:
+    """The sidecar parsed block by block (Arrow's streaming JSON reader, one thread), each
+    block's repeated strings dictionary-encoded before the next is read; None when Arrow
+    refuses it. The blocks' dictionaries are unified into one per column."""
+    try:
+        reader = pj.open_json(path, read_options=pj.ReadOptions(use_threads=False,
+                                                                block_size=_BLOCK // 2),
+                              parse_options=pj.ParseOptions(explicit_schema=schema,
+                                                            unexpected_field_behavior="ignore"))
+        parts = [_dictionaries(pa.Table.from_batches([batch])) for batch in reader]
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+        return None
+    if not parts:
+        return _dictionaries(schema.empty_table())
+    table = pa.concat_tables(parts).unify_dictionaries().combine_chunks()
+    del parts
+    pa.default_memory_pool().release_unused()  # the parser's blocks are garbage now
+    return table
 
 
 def _dictionaries(table: pa.Table) -> pa.Table:

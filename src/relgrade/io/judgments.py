@@ -207,6 +207,54 @@ def judgment_objects(path) -> list[tuple[int, dict]]:
     return list(_objects(Path(path)))
 
 
+def read_key_table(path, columns: Sequence[str] = ("query_id", "chunk_id", "grade")
+                   ) -> pd.DataFrame:
+    """A key file (``key.jsonl``) as a table, read as Arrow columns.
+
+    A key relgrade froze is canonical JSON lines of ``query_id``, ``chunk_id`` (strings)
+    and ``grade`` (an integer); Arrow's JSON reader parses it under that schema (one
+    thread) into pandas' ``str`` and int64 columns, without a Python dict per line. A file
+    it refuses (another type, a key missing), an empty one or one with other keys is read
+    one object per line (:func:`relgrade.io.files.read_jsonl`), as before.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        The key file; it must exist.
+    columns : sequence of str
+        The table's columns, in order (the key's three).
+
+    Returns
+    -------
+    pandas.DataFrame of shape (n_pairs, 3)
+        ``pandas.DataFrame(read_jsonl(path), columns=columns)``: the file's rows in order.
+    """
+    import pyarrow as pa
+    import pyarrow.json as pj
+
+    from relgrade.io.files import read_jsonl
+
+    cols = list(columns)
+    schema = pa.schema([("query_id", pa.string()), ("chunk_id", pa.string()),
+                        ("grade", pa.int64())])
+    table = None
+    if cols == schema.names and Path(path).stat().st_size:
+        try:
+            table = pj.read_json(path, read_options=pj.ReadOptions(use_threads=False),
+                                 parse_options=pj.ParseOptions(
+                                     explicit_schema=schema,
+                                     unexpected_field_behavior="error"))
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+            table = None
+    if table is None or not table.num_rows or any(c.null_count for c in table.columns):
+        return pd.DataFrame(read_jsonl(path), columns=cols)
+    text = pd.StringDtype("pyarrow", na_value=np.nan)
+    out = table.to_pandas(types_mapper={pa.string(): text, pa.large_string(): text}.get)
+    del table
+    pa.default_memory_pool().release_unused()  # the parser's blocks are garbage now
+    return out.astype({"query_id": "str", "chunk_id": "str", "grade": "int64"})
+
+
 def read_grades_table(path, *, scale: Iterable[int] | None = None,
                       labels: Sequence[str] | None = None,
                       repeats: bool = False) -> pd.DataFrame:

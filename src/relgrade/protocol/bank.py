@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from typing import Iterable, Mapping
 
+import numpy as np
 import pandas as pd
 
 from relgrade.canonical import canonical_json, sha256_bytes
@@ -133,17 +134,77 @@ def currency(bank: pd.DataFrame, *, content: pd.Series, intents: pd.Series,
     now_content = bank["chunk_id"].astype(str).map(content)
     now_intent = bank["query_id"].astype(str).map(intents)
     status = pd.Series("current", index=bank.index, dtype=object)
-    status[bank["rubric_sha256"].astype(str) != str(rubric_sha256)] = "rubric"
+    status[_differs(bank["rubric_sha256"], str(rubric_sha256))] = "rubric"
     if rubric_version is not None and "rubric_version" in bank.columns:
-        status[bank["rubric_version"].astype(str) != str(rubric_version)] = "rubric"
+        status[_differs(bank["rubric_version"], str(rubric_version))] = "rubric"
     if carry is not None and carry.touched and "reason" in bank.columns:
         older = status.eq("rubric")
         if older.any():
             status[older & carry.carried(bank).reindex(bank.index, fill_value=False)] = "current"
-    status[bank["intent_sha256"].astype(str) != now_intent] = "intent"
-    status[bank["content_sha256"].astype(str) != now_content] = "content"
+    status[_differs(bank["intent_sha256"], now_intent)] = "intent"
+    status[_differs(bank["content_sha256"], now_content)] = "content"
     status[now_content.isna()] = "chunk gone"
     return status
+
+
+def pair_member(left: pd.DataFrame, right: pd.DataFrame) -> np.ndarray:
+    """Whether each ``(query_id, chunk_id)`` of ``left`` is a pair of ``right``, over columns.
+
+    What ``[(q, c) in set(zip(right...)) for q, c in zip(left...)]`` answers, with the ids
+    compared as strings, without one Python tuple per pair (a million-pair pool's set of
+    tuples costs hundreds of MiB).
+
+    Parameters
+    ----------
+    left, right : pandas.DataFrame
+        Columns ``query_id``, ``chunk_id`` (any dtype; compared as ``str``).
+
+    Returns
+    -------
+    numpy.ndarray of bool, shape (len(left),)
+        In ``left``'s row order.
+
+    Examples
+    --------
+    >>> a = pd.DataFrame({"query_id": ["q", "q", "r"], "chunk_id": ["a", "b", "a"]})
+    >>> b = pd.DataFrame({"query_id": ["q", "r", "r"], "chunk_id": ["b", "a", "a"]})
+    >>> pair_member(a, b).tolist()
+    [False, True, True]
+    """
+    keys = ["query_id", "chunk_id"]
+    if not len(left):
+        return np.zeros(0, dtype=bool)
+    lhs = pd.DataFrame({k: left[k].astype(str).to_numpy() for k in keys})
+    rhs = pd.DataFrame({k: right[k].astype(str).to_numpy() for k in keys}).drop_duplicates()
+    rhs["_in"] = True
+    hit = lhs.merge(rhs, on=keys, how="left", sort=False)["_in"]  # keeps left's order
+    return hit.notna().to_numpy()
+
+
+def _differs(column: pd.Series, now) -> np.ndarray:
+    """``column.astype(str) != now`` element by element, without one string per row when
+    ``column`` is categorical (the judgment bank's made-on hashes): compared as codes.
+
+    Parameters
+    ----------
+    column : pandas.Series, shape (n,)
+        A bank column (str or categorical of str, never missing).
+    now : str or pandas.Series of shape (n,) aligned with ``column``
+        The value now, or per row (missing where there is none: then it differs).
+
+    Returns
+    -------
+    numpy.ndarray of bool, shape (n,)
+    """
+    if not isinstance(column.dtype, pd.CategoricalDtype):
+        return (column.astype(str) != now).to_numpy()
+    cats = column.cat.categories
+    codes = column.cat.codes.to_numpy()
+    if isinstance(now, str):
+        at = cats.get_indexer([now])[0]
+        return codes != at if at >= 0 else np.ones(len(codes), dtype=bool)
+    at = cats.get_indexer(now.to_numpy(dtype=object))  # -1 where now is not a category
+    return codes != at
 
 
 def current_grades(bank: pd.DataFrame, *, content: pd.Series, intents: pd.Series,
@@ -260,14 +321,23 @@ def pending_work(pool: pd.DataFrame, bank: pd.DataFrame, *, key_grader: str, aud
         owed[triage_grader] = (pairs, NEW)
     frames = []
     for grader, (wanted, why) in owed.items():
-        mine = bank["grader"].astype(str) == grader
-        keys = bank.loc[mine, ["query_id", "chunk_id"]].astype(str)
-        current = set(zip(keys["query_id"][status[mine].eq("current")],
-                          keys["chunk_id"][status[mine].eq("current")]))
-        graded = set(zip(keys["query_id"], keys["chunk_id"]))
-        rows = [(grader, q, c, REGRADE if (q, c) in again else STALE if (q, c) in graded else why)
-                for q, c in zip(wanted["query_id"], wanted["chunk_id"]) if (q, c) not in current]
-        frames.append(pd.DataFrame(rows, columns=PENDING))
+        mine = (bank["grader"].astype(str) == grader).to_numpy()
+        keys = bank.loc[mine, ["query_id", "chunk_id"]]
+        current = keys[status[mine].eq("current").to_numpy()]
+        # membership over columns, in the order of ``wanted`` (no set of pair tuples)
+        owe = wanted[~pair_member(wanted, current)]
+        if again:
+            is_again = np.fromiter(((q, c) in again for q, c in
+                                    zip(owe["query_id"], owe["chunk_id"])), dtype=bool,
+                                   count=len(owe))
+        else:
+            is_again = np.zeros(len(owe), dtype=bool)
+        is_graded = pair_member(owe, keys)
+        reasons = np.where(is_again, REGRADE, np.where(is_graded, STALE, why))
+        frames.append(pd.DataFrame({"grader": [grader] * len(owe),
+                                    "query_id": owe["query_id"].tolist(),
+                                    "chunk_id": owe["chunk_id"].tolist(),
+                                    "why": reasons.tolist()}, columns=PENDING))
     out = pd.concat(frames, ignore_index=True)  # the key grader first, then the auditor
     return out.sort_values(["query_id", "chunk_id"], kind="stable") \
         .sort_values("grader", key=lambda g: g.ne(key_grader), kind="stable") \

@@ -37,6 +37,10 @@ import pyarrow.compute as pc
 
 from relgrade.schema import BANK, MADE_ON
 
+#: Judgment-bank columns held as pandas categoricals: few distinct values, repeated on every
+#: row (the intent of a query, the rubric, the time of a batch), each held once.
+CATEGORICAL = ("intent_sha256", "rubric_version", "rubric_sha256", "graded_at")
+
 #: The characters :meth:`str.isspace` calls whitespace (and :meth:`str.split` splits on),
 #: as a regular-expression class body (RE2 syntax).
 WHITESPACE = (r"\t\n\x0b\x0c\r\x1c-\x1f \x{85}\x{a0}\x{1680}\x{2000}-\x{200a}\x{2028}"
@@ -76,11 +80,130 @@ def blank_ids(ids: pa.Array) -> np.ndarray:
         .to_numpy(zero_copy_only=False).astype(bool)
 
 
+_STR = {pa.string(): pd.StringDtype("pyarrow", na_value=np.nan),
+        pa.large_string(): pd.StringDtype("pyarrow", na_value=np.nan)}
+
+
 def _strings(col) -> pd.Series:
-    """A string column as the row path builds it (pandas' ``str`` dtype)."""
+    """A string column as the row path builds it (pandas' ``str`` dtype, on the Arrow
+    buffers: no Python string per row)."""
     if pa.types.is_dictionary(col.type):
         col = col.cast(pa.string())
-    return pd.Series(col.to_pandas(), dtype="str")
+    return pd.Series(col.to_pandas(types_mapper=_STR.get), dtype="str")
+
+
+def row_rule_breaks(rows: pa.Table, *, spec: Mapping, scale: Iterable[int],
+                    max_reason_words: int, max_reason_chars: int = 300,
+                    reasonless: np.ndarray | None = None) -> np.ndarray:
+    """Which grade rows break a row rule of
+    :func:`relgrade.protocol.grades.validate_grade_rows`, over columns.
+
+    Parameters
+    ----------
+    rows : pyarrow.Table of shape (n_rows, >= 5)
+        :func:`relgrade.io.grade_columns.read_grade_columns`' table (``query_id``,
+        ``chunk_id``, ``reason``, ``grade``, ``keys_in_order``).
+    spec : mapping
+        The grader's params entry (``role``, ``kind``): whether a reason is required
+        (:func:`relgrade.protocol.grades.reason_required`).
+    scale, max_reason_words, max_reason_chars
+        As for :func:`relgrade.protocol.grades.validate_grade_rows`.
+    reasonless : numpy.ndarray of bool, shape (n_rows,), optional
+        Rows excused from the reason (imported from a format without reasons).
+
+    Returns
+    -------
+    numpy.ndarray of bool, shape (n_rows,)
+        True where the keys are out of order, an id is blank, the grade is off the scale,
+        or the reason is too long or missing where one is required.
+    """
+    n = rows.num_rows
+    qid, cid = rows.column("query_id"), rows.column("chunk_id")
+    grade, reason = rows.column("grade"), rows.column("reason")
+    words = word_counts(reason)
+    kind, role = spec["kind"], spec["role"]
+    needed = np.full(n, kind != "import")
+    if kind == "human" and role == "auditor":
+        needed &= grade.to_numpy() != 0
+    if reasonless is not None:
+        needed &= ~reasonless
+    bad = ~rows.column("keys_in_order").to_numpy(zero_copy_only=False).astype(bool)
+    bad |= blank_ids(qid) | blank_ids(cid)
+    bad |= ~pc.is_in(grade, value_set=pa.array(sorted({int(g) for g in scale}), pa.int64())) \
+        .to_numpy(zero_copy_only=False).astype(bool)
+    bad |= pc.utf8_length(reason).to_numpy(zero_copy_only=False) > max_reason_chars
+    bad |= words > max_reason_words
+    bad |= needed & (words == 0)
+    return bad
+
+
+def rows_of_columns(rows: pa.Table, *, spec: Mapping, pool: pd.DataFrame | None,
+                    audit_query_ids: Iterable[str] | None, scale: Iterable[int],
+                    max_reason_words: int,
+                    max_reason_chars: int = 300) -> pd.DataFrame | None:
+    """A grader's new rows checked over columns as
+    :func:`relgrade.protocol.grades.validate_grader_file` checks them row by row.
+
+    Parameters
+    ----------
+    rows : pyarrow.Table of shape (n_rows, >= 5)
+        :func:`relgrade.io.grade_columns.read_grade_columns`' table of the file.
+    spec : mapping
+        The grader's params entry (``role``, ``kind``).
+    pool : pandas.DataFrame or None
+        The pool (``query_id``, ``chunk_id``, strings): every row's pair must be in it;
+        None skips that check.
+    audit_query_ids : iterable of str or None
+        For an auditor, the audit queries its rows must be of; None skips that check.
+    scale, max_reason_words, max_reason_chars
+        As for :func:`relgrade.protocol.grades.validate_grade_rows`.
+
+    Returns
+    -------
+    pandas.DataFrame of shape (n_rows, 4), or None
+        ``query_id``, ``chunk_id``, ``reason`` (``str``), ``grade`` (int64) in file order,
+        equal to :func:`relgrade.protocol.grades.validate_grader_file`'s table of the same
+        file; None when the file is empty or any row breaks a rule (a row rule, a pair
+        outside the pool, a pair given twice, an auditor's query outside the audit sample):
+        read it row by row then, for the message.
+    """
+    n = rows.num_rows
+    if not n:
+        return None
+    if row_rule_breaks(rows, spec=spec, scale=scale, max_reason_words=max_reason_words,
+                       max_reason_chars=max_reason_chars).any():
+        return None
+    qid, cid = rows.column("query_id"), rows.column("chunk_id")
+    if _pair_codes(qid, cid)[1] != n:
+        return None  # a pair given twice
+    if spec["role"] == "auditor" and audit_query_ids is not None:
+        audit = pa.array(sorted({str(q) for q in audit_query_ids}), pa.string())
+        if not pc.all(pc.is_in(qid, value_set=audit)).as_py():
+            return None
+    if pool is not None:
+        pairs = pa.table({"query_id": qid, "chunk_id": cid})
+        pooled = pa.table({"query_id": pa.array(pool["query_id"].astype(str), pa.string()),
+                           "chunk_id": pa.array(pool["chunk_id"].astype(str), pa.string())})
+        outside = pairs.join(pooled, keys=["query_id", "chunk_id"], join_type="left anti",
+                             use_threads=False)
+        del pairs, pooled
+        if outside.num_rows:
+            return None
+    out = pd.DataFrame({"query_id": _strings(qid), "chunk_id": _strings(cid),
+                        "reason": _strings(rows.column("reason")),
+                        "grade": pd.Series(rows.column("grade").to_numpy(), dtype="int64")})
+    pa.default_memory_pool().release_unused()  # the checks' temporaries are garbage now
+    return out
+
+
+def _pair_codes(qid, cid) -> tuple[np.ndarray, int]:
+    """Each row's pair as one int64 code (query code × chunk count + chunk code), and how
+    many distinct pairs there are."""
+    q = pc.dictionary_encode(qid).combine_chunks()
+    c = pc.dictionary_encode(cid).combine_chunks()
+    pair = q.indices.to_numpy(zero_copy_only=False).astype(np.int64) * len(c.dictionary) \
+        + c.indices.to_numpy(zero_copy_only=False)
+    return pair, int(len(np.unique(pair)))
 
 
 def bank_of_columns(rows: pa.Table, bank: pa.Table, *, name: str, spec: Mapping,
@@ -125,20 +248,11 @@ def bank_of_columns(rows: pa.Table, bank: pa.Table, *, name: str, spec: Mapping,
     grade = rows.column("grade")
     reason = rows.column("reason")
     fmt = bank.column("imported_format")
-    words = word_counts(reason)
-    kind, role = spec["kind"], spec["role"]
-    needed = np.full(n, kind != "import")
-    if kind == "human" and role == "auditor":
-        needed &= grade.to_numpy() != 0
     reasonless = pc.fill_null(pc.is_in(fmt, value_set=pa.array(sorted(reasonless_formats),
                                                                  pa.string())), False)
-    bad = ~rows.column("keys_in_order").to_numpy(zero_copy_only=False).astype(bool)
-    bad |= blank_ids(qid) | blank_ids(cid)
-    bad |= ~pc.is_in(grade, value_set=pa.array(sorted({int(g) for g in scale}), pa.int64())) \
-        .to_numpy(zero_copy_only=False).astype(bool)
-    bad |= pc.utf8_length(reason).to_numpy(zero_copy_only=False) > max_reason_chars
-    bad |= words > max_reason_words
-    bad |= needed & (words == 0) & ~reasonless.to_numpy(zero_copy_only=False).astype(bool)
+    bad = row_rule_breaks(rows, spec=spec, scale=scale, max_reason_words=max_reason_words,
+                          max_reason_chars=max_reason_chars,
+                          reasonless=reasonless.to_numpy(zero_copy_only=False).astype(bool))
     for k in ("query_id", "chunk_id"):  # row i is made on bank line i: the same pair
         same = pc.fill_null(pc.equal(bank.column(k), rows.column(k)), False)
         bad |= ~same.to_numpy(zero_copy_only=False).astype(bool)
@@ -148,38 +262,143 @@ def bank_of_columns(rows: pa.Table, bank: pa.Table, *, name: str, spec: Mapping,
         bad |= empty.to_numpy(zero_copy_only=False).astype(bool)
     if bad.any():
         return None
-    if _hash_mismatches(rows.column("line"), bank.column("row_sha256")):
-        return None
-    made = pa.table({"query_id": qid, "chunk_id": cid,
-                     **{k: bank.column(k).cast(pa.string()) for k in MADE_ON}})
-    keys = made.group_by(list(made.column_names), use_threads=False).aggregate([])
-    if keys.num_rows != n:
+    digest = bank.column("row_sha256")
+    if digest.null_count < len(digest):  # a line without one: bound by the pair alone
+        same = pc.fill_null(pc.equal(rows.column("line_sha256"), digest), True)
+        if not pc.all(same).as_py():
+            return None
+    if _repeated_made_on(qid, cid, bank):
         return None  # two rows of one pair made on the same content, intent and rubric
-    graded_at = pc.fill_null(bank.column("graded_at").cast(pa.string()), "")
+    pa.default_memory_pool().release_unused()  # the checks' temporaries are garbage now
     out = pd.DataFrame({"query_id": _strings(qid), "chunk_id": _strings(cid)})
     out["grader"] = name
     out["round"] = int(round)
     out["grade"] = pd.Series(grade.to_numpy(), dtype="int64")
     out["reason"] = _strings(reason)
     for k in MADE_ON:
-        out[k] = _strings(bank.column(k))
-    out["graded_at"] = _strings(graded_at)
+        out[k] = _held(bank.column(k), k)
+    out["graded_at"] = _held(bank.column("graded_at"), "graded_at")
     out["sequence"] = np.arange(n, dtype="int64")
     return out[[*BANK, "sequence"]]
 
 
-def _hash_mismatches(lines, digests) -> int:
-    """How many rows' recorded ``row_sha256`` is not the sha256 of their line (DuckDB's
-    ``sha256`` over the UTF-8 bytes; rows whose bank line has none are not counted)."""
-    if digests.null_count == len(digests):
-        return 0
-    # imported here: DuckDB adds about 13 MiB to a process, and only a bank read needs it
-    from relgrade.tables.engine import connect
+def _repeated_made_on(qid, cid, bank: pa.Table) -> bool:
+    """Whether two rows of one pair were made on the same :data:`MADE_ON` values.
 
-    t = pa.table({"line": lines, "digest": digests.cast(pa.string())})
-    with connect(threads=1) as con:
-        con.execute("SET enable_progress_bar = false")  # a stage's output stays its own
-        con.register("t", t)
-        (count,) = con.execute("SELECT count(*) FROM t WHERE digest IS NOT NULL "
-                               "AND sha256(line) <> digest").fetchone()
-    return int(count)
+    Each pair is coded as one int64 (query code × chunk count + chunk code); only rows of a
+    pair that occurs more than once are compared on their made-on values (as dictionary
+    codes), so the common file, one row per pair, costs one integer hash table."""
+    q = pc.dictionary_encode(qid).combine_chunks()
+    c = pc.dictionary_encode(cid).combine_chunks()
+    pair = q.indices.to_numpy(zero_copy_only=False).astype(np.int64) * len(c.dictionary) \
+        + c.indices.to_numpy(zero_copy_only=False)
+    del q, c
+    _, first, counts = np.unique(pair, return_inverse=True, return_counts=True)
+    again = counts[first] > 1
+    del first, counts
+    if not again.any():
+        return False
+    rows = np.flatnonzero(again)
+    made = pa.table({"pair": pa.array(pair[rows]),
+                     **{k: _codes(bank.column(k)).take(pa.array(rows)) for k in MADE_ON}})
+    keys = made.group_by(list(made.column_names), use_threads=False).aggregate([])
+    return keys.num_rows != len(rows)
+
+
+def _codes(col) -> pa.Array:
+    """A column's dictionary codes (int32), or the column itself when it is not one."""
+    if isinstance(col, pa.ChunkedArray):
+        col = col.combine_chunks()
+    return col.indices if pa.types.is_dictionary(col.type) else col
+
+
+def _held(col, name: str) -> pd.Series:
+    """A bank column as the judgment bank's table holds it: a categorical for the columns of
+    :data:`CATEGORICAL` (sorted categories, built from the dictionary, never from one string
+    per row; a missing time is ``""``), a ``str`` column otherwise."""
+    if name not in CATEGORICAL:
+        return _strings(col)
+    if isinstance(col, pa.ChunkedArray):
+        col = col.combine_chunks()
+    if not pa.types.is_dictionary(col.type):
+        col = pc.dictionary_encode(col)
+    values = col.dictionary.to_pylist()
+    codes = pc.fill_null(col.indices, 0).to_numpy(zero_copy_only=False)
+    if col.null_count:  # only a time may be missing (the made-on values were checked)
+        codes = np.where(col.is_null().to_numpy(zero_copy_only=False), len(values), codes)
+        values = values + [""]
+    return categorical_from(values, codes)
+
+
+def categorical_from(values: list, codes: np.ndarray) -> pd.Series:
+    """A categorical Series of ``values[codes]``, categories the distinct values in Python
+    string order (as :func:`as_categorical` makes them).
+
+    Parameters
+    ----------
+    values : list of str, length k
+        The dictionary (repeats allowed).
+    codes : numpy.ndarray of int, shape (n,)
+        Positions in ``values``, each in ``[0, k)``.
+
+    Returns
+    -------
+    pandas.Series of category dtype, shape (n,)
+    """
+    cats = sorted(set(values))
+    where = {v: i for i, v in enumerate(cats)}
+    remap = np.array([where[v] for v in values], dtype=np.int32)
+    taken = remap[np.asarray(codes, dtype=np.int64)] if len(codes) else \
+        np.zeros(0, dtype=np.int32)
+    return pd.Series(pd.Categorical.from_codes(taken, categories=pd.Index(cats, dtype="str")))
+
+
+def as_categorical(values) -> pd.Series:
+    """Strings as the judgment bank holds a column of :data:`CATEGORICAL`.
+
+    Parameters
+    ----------
+    values : sequence of str, length n
+
+    Returns
+    -------
+    pandas.Series of category dtype, shape (n,)
+        Categories the distinct values in Python string order (``str`` dtype).
+
+    Examples
+    --------
+    >>> as_categorical(["b", "a", "b"]).cat.codes.tolist()
+    [1, 0, 1]
+    """
+    values = list(values)
+    where: dict = {}
+    codes = np.fromiter((where.setdefault(v, len(where)) for v in values), dtype=np.int64,
+                        count=len(values))
+    return categorical_from(list(where), codes)
+
+
+def concat_bank(parts: list) -> pd.DataFrame:
+    """Judgment-bank tables stacked, the columns of :data:`CATEGORICAL` kept categorical.
+
+    Parameters
+    ----------
+    parts : list of pandas.DataFrame
+        Tables of :func:`bank_of_columns` or :func:`relgrade.protocol.grades.bank_of_file`
+        (same columns); at least one.
+
+    Returns
+    -------
+    pandas.DataFrame
+        ``pandas.concat(parts, ignore_index=True)``, except that each column of
+        :data:`CATEGORICAL` is one categorical over the union of the parts' categories (in
+        Python string order): ``pandas.concat`` would turn categoricals with different
+        categories into one Python string per row.
+    """
+    if len(parts) == 1:
+        return parts[0].reset_index(drop=True)
+    cats = {k: sorted(set().union(*(p[k].cat.categories for p in parts)))
+            for k in CATEGORICAL if all(isinstance(p[k].dtype, pd.CategoricalDtype)
+                                        for p in parts)}
+    parts = [p.assign(**{k: p[k].cat.set_categories(pd.Index(c, dtype="str"))
+                         for k, c in cats.items()}) for p in parts]
+    return pd.concat(parts, ignore_index=True)

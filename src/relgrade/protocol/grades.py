@@ -22,7 +22,7 @@ import pandas as pd
 
 from relgrade.errors import InputError
 from relgrade.protocol import bank_columns, sidecar
-from relgrade.protocol.bank import current_grades
+from relgrade.protocol.bank import current_grades, pair_member
 from relgrade.schema import (
     BANK,
     GRADE_KEYS,
@@ -510,12 +510,15 @@ def missing_pairs(graded: pd.DataFrame, pool: pd.DataFrame, *,
         query_id → the chunk ids of its pool that lack a grade; queries in Python string
         order, chunk ids sorted the same way; queries with nothing missing left out.
     """
-    have = set(zip(graded["query_id"].astype(str), graded["chunk_id"].astype(str)))
     wanted = set(graded["query_id"].astype(str)) if queries is None else set(queries)
+    pairs = pool[["query_id", "chunk_id"]]
+    pairs = pairs[pairs["query_id"].astype(str).isin(wanted).to_numpy()]
+    # the pairs lacking a grade found over columns; only those (few) become tuples
+    lacking = pairs[~pair_member(pairs, graded)]
     out: dict[str, list[str]] = {}
-    for q, c in sorted(pool_pairs_of(pool)):
-        if q in wanted and (q, c) not in have:
-            out.setdefault(q, []).append(c)
+    for q, c in sorted(set(zip(lacking["query_id"].astype(str),
+                               lacking["chunk_id"].astype(str)))):
+        out.setdefault(q, []).append(c)
     return out
 
 
@@ -842,9 +845,14 @@ def bank_of_file(f: GraderFile, *, name: str, spec: Mapping, scale: Iterable[int
                                  item=f"{name}: {_pair_item(q, c)}",
                                  fix="Restore the bank sidecar from git")
             cols[k].append("" if value is None else str(value))
+    held = {k: bank_columns.as_categorical(v) if k in bank_columns.CATEGORICAL
+            else pd.Series(v, dtype="str") for k, v in cols.items()}
+    del cols
     out = pd.DataFrame({"query_id": df["query_id"], "chunk_id": df["chunk_id"],
                         "grader": name, "round": int(f.round or 0), "grade": df["grade"],
-                        "reason": df["reason"], **cols})
+                        "reason": df["reason"]})
+    for k, v in held.items():
+        out[k] = v.array  # by position: ``df`` keeps the file's row index
     out["sequence"] = np.arange(len(out), dtype="int64")
     return out[[*BANK, "sequence"]]
 
@@ -883,10 +891,12 @@ def judgment_bank(files: Mapping[str, Iterable[GraderFile]], *, graders: Mapping
                           max_reason_words=max_reason_words, max_reason_chars=max_reason_chars)
              for name in sorted(files) for f in files[name]]
     if not parts:
-        return pd.DataFrame({c: pd.Series([], dtype="int64" if c in ("round", "grade",
-                                                                     "sequence") else "str")
+        return pd.DataFrame({c: bank_columns.as_categorical([])
+                             if c in bank_columns.CATEGORICAL else
+                             pd.Series([], dtype="int64" if c in ("round", "grade", "sequence")
+                                       else "str")
                              for c in [*BANK, "sequence"]})
-    return pd.concat(parts, ignore_index=True)
+    return bank_columns.concat_bank(parts)
 
 
 def current_table(bank: pd.DataFrame, *, graders: Mapping, pool: pd.DataFrame,
@@ -934,11 +944,10 @@ def current_table(bank: pd.DataFrame, *, graders: Mapping, pool: pd.DataFrame,
     """
     files = files or {}
     audit = sorted({str(q) for q in audit_query_ids})
-    pairs = pool_pairs_of(pool)
+    n_pairs = len(pool[["query_id", "chunk_id"]].astype(str).drop_duplicates())
     now = current_grades(bank, content=content, intents=intents, rubric_sha256=rubric_sha256,
                          rubric_version=rubric_version, carry=carry)
-    in_pool = [(q, c) in pairs for q, c in zip(now["query_id"], now["chunk_id"])]
-    now = now[pd.Series(in_pool, index=now.index, dtype=bool)]
+    now = now[pair_member(now, pool)]
     tables, roles, entries = {}, {}, {}
     for name in sorted(graders):
         spec = graders[name]
@@ -960,7 +969,7 @@ def current_table(bank: pd.DataFrame, *, graders: Mapping, pool: pd.DataFrame,
         entries[name] = entry
     manifest = {"rubric_version": rubric_version, "rubric_sha256": rubric_sha256,
                 "round": int(round), "rounds": sorted({int(r) for r in bank["round"]}),
-                "intents_sha256": intents_sha256, "pool_pairs": len(pairs),
+                "intents_sha256": intents_sha256, "pool_pairs": n_pairs,
                 "graders": entries}
     return long_table(tables, roles=roles, round=round), manifest
 

@@ -22,6 +22,8 @@ from __future__ import annotations
 
 from typing import Iterable, Mapping
 
+import pandas as pd
+
 from relgrade.errors import ProtocolError
 
 LEDGER_KEYS = ("pool_version", "rubric_version", "round", "key_sha256", "used_at")
@@ -345,6 +347,51 @@ def witnesses(metrics: Mapping[str, Mapping], records: Iterable[Mapping]) -> lis
 CARRIED_SHARE = 0.5
 
 
+def round_to_check(round: int, meta: Mapping | None) -> bool:
+    """Whether :func:`check_fresh_round` compares a round-``round`` file with the previous
+    round's: from round 2 on, unless its sidecar ``meta`` records ``"round": round``.
+
+    Examples
+    --------
+    >>> round_to_check(2, None), round_to_check(2, {"round": 2}), round_to_check(1, None)
+    (True, False, False)
+    """
+    return int(round) >= 2 and not (isinstance(meta, Mapping)
+                                    and meta.get("round") == int(round))
+
+
+def carried_reasons(rows: pd.DataFrame, previous: pd.DataFrame) -> int:
+    """How many rows repeat the previous round's reason for the same pair, over columns.
+
+    Parameters
+    ----------
+    rows, previous : pandas.DataFrame
+        The round-N and round-(N-1) grade rows (``query_id``, ``chunk_id``, ``reason``,
+        strings); a pair repeated in ``previous`` counts with its last row.
+
+    Returns
+    -------
+    int
+        The rows of ``rows`` whose reason is not missing and equals the last reason of the
+        same pair in ``previous`` (what :func:`check_fresh_round` counts row by row).
+
+    Examples
+    --------
+    >>> a = pd.DataFrame({"query_id": ["q", "q"], "chunk_id": ["a", "b"],
+    ...                   "reason": ["same", "new"]})
+    >>> b = pd.DataFrame({"query_id": ["q", "q", "q"], "chunk_id": ["a", "b", "b"],
+    ...                   "reason": ["same", "new", "old"]})
+    >>> carried_reasons(a, b)
+    1
+    """
+    keys = ["query_id", "chunk_id"]
+    last = previous[[*keys, "reason"]].drop_duplicates(keys, keep="last") \
+        .rename(columns={"reason": "before"})
+    both = rows[[*keys, "reason"]].merge(last, on=keys, how="left", sort=False)
+    return int((both["reason"].notna() & (both["reason"] == both["before"])
+                .fillna(False).astype(bool)).sum())
+
+
 def check_fresh_round(
     rows: Iterable[Mapping],
     previous: Iterable[Mapping],
@@ -368,9 +415,10 @@ def check_fresh_round(
 
     Parameters
     ----------
-    rows, previous : iterable of dict
+    rows, previous : iterable of dict, or pandas.DataFrame
         The round-N and round-(N-1) grade rows of one grader (``query_id``, ``chunk_id``,
-        ``reason``).
+        ``reason``): dicts as read row by row, or both as columns (string columns; counted
+        by :func:`carried_reasons`).
     round : int
         N, the round of ``rows``.
     identical : bool
@@ -393,18 +441,22 @@ def check_fresh_round(
     >>> check_fresh_round(a, [{**a[0], "grade": 1}], round=2, identical=False,
     ...                   meta={"round": 2}, grader="g", source="r2", previous_source="r1")
     """
-    if int(round) < 2 or (isinstance(meta, Mapping) and meta.get("round") == int(round)):
+    if not round_to_check(round, meta):
         return
-    before = {(str(r.get("query_id")), str(r.get("chunk_id"))): r.get("reason")
-              for r in previous}
-    rows = list(rows)
-    carried = sum(1 for r in rows
-                  if before.get((str(r.get("query_id")), str(r.get("chunk_id")))) == r.get("reason")
-                  and r.get("reason") is not None)
+    if isinstance(rows, pd.DataFrame) and isinstance(previous, pd.DataFrame):
+        carried, n_rows = carried_reasons(rows, previous), len(rows)
+    else:
+        before = {(str(r.get("query_id")), str(r.get("chunk_id"))): r.get("reason")
+                  for r in previous}
+        rows = list(rows)
+        carried = sum(1 for r in rows
+                      if before.get((str(r.get("query_id")), str(r.get("chunk_id"))))
+                      == r.get("reason") and r.get("reason") is not None)
+        n_rows = len(rows)
     if identical:
         found = "byte-identical to"
-    elif rows and carried >= CARRIED_SHARE * len(rows):
-        found = f"{carried} of its {len(rows)} rows repeat the reason of"
+    elif n_rows and carried >= CARRIED_SHARE * n_rows:
+        found = f"{carried} of its {n_rows} rows repeat the reason of"
     else:
         return
     n = int(round)

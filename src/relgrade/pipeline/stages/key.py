@@ -32,13 +32,16 @@ import shutil
 from datetime import datetime, timezone
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
+import pyarrow as pa
 
 from relgrade.errors import InputError, ProtocolError
 from relgrade.experiment.progress import QUIET_SECONDS, step_printer
 from relgrade.io import files as io
 from relgrade.graders.cache import (NOT_RECORDED, TEMPLATE_FIELDS,
                                     TEMPLATE_NOT_RECORDED, judge_counts, template_counts)
+from relgrade.io.grade_columns import read_grade_columns
 from relgrade.io.trec import write_trec_qrels
 from relgrade.protocol import corrections as corrections_mod
 from relgrade.experiment import revisions
@@ -59,11 +62,26 @@ def _check_rounds(ex, grades_manifest, rnd):
         now, before = ex.grader_files(name, rnd), ex.grader_files(name, rnd - 1)
         if not entry.get("file") or not now.grades.exists() or not before.grades.exists():
             continue
+        meta = io.read_json(now.meta) if now.meta.exists() else None
+        if not ledger.round_to_check(rnd, meta):
+            continue  # the sidecar records the round: neither file is read
+        identical = io.sha256_file(now.grades) == io.sha256_file(before.grades)
+        rows, previous = _reasons(now.grades), _reasons(before.grades)
+        if rows is None or previous is None:  # a file only the row reader reads
+            rows, previous = io.read_jsonl(now.grades), io.read_jsonl(before.grades)
         ledger.check_fresh_round(
-            io.read_jsonl(now.grades), io.read_jsonl(before.grades), round=rnd,
-            identical=io.sha256_file(now.grades) == io.sha256_file(before.grades),
-            meta=io.read_json(now.meta) if now.meta.exists() else None, grader=name,
+            rows, previous, round=rnd, identical=identical, meta=meta, grader=name,
             source=now.grades.as_posix(), previous_source=before.grades.as_posix())
+
+
+def _reasons(path):
+    """A grade file's ``query_id``, ``chunk_id`` and ``reason`` as string columns (Arrow's
+    reader, no line hashes), or None when the column reader leaves the file to the rows."""
+    table = read_grade_columns(path, digests=False)
+    if table is None:
+        return None
+    return table.select(["query_id", "chunk_id", "reason"]).to_pandas(
+        types_mapper={pa.string(): pd.StringDtype("pyarrow", na_value=np.nan)}.get)
 
 
 def _provenance(ex, gate, qrels_sha256):
