@@ -139,3 +139,41 @@ def test_a_block_that_fails_cuts_the_sidecar_back_to_its_size_before_the_first(t
     assert path.read_bytes() == b'{"a":1}\n'
     assert append_lines(path, iter([b'{"b":2}\n', b"", b'{"c":3}\n'])) == 8
     assert path.read_bytes() == b'{"a":1}\n{"b":2}\n{"c":3}\n'
+
+
+@pytest.mark.parametrize("left", ["whole", "torn"])
+def test_a_reimport_after_a_killed_one_cuts_the_bank_lines_it_left(tmp_path, monkeypatch, left):
+    # a kill -9 between the bank lines and the grade rows leaves the sidecar and no grade
+    # file (all its lines written, or the last block torn mid-line); the import run again
+    # must record one bank line per row, equal to an import that was never stopped
+    import relgrade.graders.store as store
+
+    monkeypatch.setattr(store, "now_utc", lambda: "2026-12-06T12:00:00Z")
+    rows = [_row("q1", f"c{i}", i % 3) for i in range(4)]
+    clean = tmp_path / "clean" / "round-1.jsonl"
+    GradeStore(clean, made_on=_made_on).import_rows(rows)
+    path = tmp_path / "g" / "round-1.jsonl"
+    path.parent.mkdir()
+    bank = bank_path(clean).read_bytes()
+    bank_path(path).write_bytes(bank if left == "whole" else bank[:len(bank) * 2 // 3])
+    assert GradeStore(path, made_on=_made_on).import_rows(rows) == 4
+    assert path.read_bytes() == clean.read_bytes()
+    assert bank_path(path).read_bytes() == bank
+    assert len(bank_path(path).read_bytes().splitlines()) == 4
+
+
+def test_a_reimport_cuts_only_the_lines_past_the_recorded_rows(tmp_path, monkeypatch):
+    import relgrade.graders.store as store
+
+    monkeypatch.setattr(store, "now_utc", lambda: "2026-12-06T12:00:00Z")
+    path = tmp_path / "g" / "round-1.jsonl"
+    GradeStore(path, made_on=_made_on).import_rows([_row("q0", "a", 1)])
+    first = bank_path(path).read_bytes()
+    # a second import killed after its bank lines: two lines without rows
+    other = tmp_path / "o" / "round-1.jsonl"
+    GradeStore(other, made_on=_made_on).import_rows([_row("q9", "x", 0), _row("q9", "y", 2)])
+    bank_path(path).write_bytes(first + bank_path(other).read_bytes())
+    assert GradeStore(path, made_on=_made_on).import_rows([_row("q1", "b", 2)]) == 2
+    lines = bank_path(path).read_bytes().splitlines()
+    assert len(lines) == 2 and lines[0] + b"\n" == first
+    assert b'"chunk_id":"b"' in lines[1]

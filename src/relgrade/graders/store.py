@@ -1099,6 +1099,8 @@ class GradeStore:
         ------
         ProtocolError
             Another process holds the file, or an interrupted batch is not recovered.
+            (Bank lines a stopped import left past the grade file's last row, or in a
+            sidecar with no grade file, are not an interrupted batch: they are cut first.)
         InputError
             A recorded line is not a JSON object; ``check`` refuses the recorded rows; a
             row's key is already recorded (naming up to ten of them; nothing is written);
@@ -1120,8 +1122,12 @@ class GradeStore:
             done_keys = {self._key(row) for _, row in recorded}
             made = {}
             if self.made_on is not None:
-                # what each recorded pair's latest grade was made on (its paired record)
-                records = trim_bank(target, recorded) if before else None
+                # bank lines past the last recorded row were left by a write that stopped
+                # (a killed import or batch, never acknowledged; with no grade file yet, all
+                # of them): cut before anything is added, as opening the store cuts them, so
+                # the new rows pair with their own lines. Then what each recorded pair's
+                # latest grade was made on (its paired record).
+                records = trim_bank(target, recorded)
                 for (_, row), line in zip(recorded, records or []):
                     made[self._key(row)] = tuple(line.get(k) for k in MADE_ON)
 
