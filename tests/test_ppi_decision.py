@@ -141,7 +141,8 @@ def test_a_comparison_the_anytime_rule_decided_names_it_in_every_number():
         ("anytime", 0.125, 0.02)
     md = decision.to_markdown(decision.build_decision(out, primary=P))
     (line,) = [x for x in md.splitlines() if x.startswith(f"| bm25 | dense | {P} |")]
-    assert "| -0.1250 | [-0.2500, -0.0625] (anytime) | 0.02 | 0.02 | yes | — | — |" in line
+    assert ("| -0.1250 | [-0.2500, -0.0625] (anytime) | 0.02 | 0.02 (of 1 on the measure) | yes "
+            "| — | — |") in line
     assert f"| dense | {P} | 0.4700 | [0.4000, 0.5400] (ppi++) |" in md
     assert "the comparisons by the anytime stopping rule (settled at 8 of 12 queries)" in md
 
@@ -179,3 +180,38 @@ def test_a_used_up_sample_is_not_called_an_early_stop():
     assert "stopped early" not in note
     assert (f"people graded the human sample in a seeded order ({words}), each comparison is "
             "decided") in note
+
+
+def test_the_ppi_report_names_the_holm_family_of_every_p_value():
+    # PPI++ decides P, whose family is its 1 comparison (the ppi record's differences on
+    # P); R@10 stays model-only, adjusted by the compare stage over both comparisons (2)
+    record = ppi_record()
+    record["design"].update(level=0.9, queries=20, human_fraction=0.3, seed=1,
+                            human_sample=["q1"], rectifier="r", interval="jackknife")
+    record.update(judge_audit={"leniency": [], "order": [], "flags": [], "spread": 0.0,
+                               "max_spread": 0.15},
+                  budget={"reference": "r", "curve": [], "tau_0.9": {}})
+    out = govern(report(), record)
+    md = decision.to_markdown(decision.build_decision(out, primary=P, ppi=record))
+    assert ("- Holm: `PPI++ verdicts over the 1 comparison on their measure "
+            f"({P}) at alpha 0.1; model-only verdicts over all 2 comparisons made at alpha "
+            "0.05`") in md.splitlines()
+    assert (f"On the primary measure, {P} (PPI++, Holm-adjusted over the 1 comparison made "
+            "on it):") in md.splitlines()
+    assert "| p (verdict test) | p (Holm, of the family named) | significant |" in md
+    rows = {line.split(" | ")[2]: line.split(" | ")[6] for line in md.splitlines()
+            if line.startswith("| bm25 | dense |")}
+    assert rows == {P: "0.16 (of 1 on the measure)", DEEP: "0.2 (of all 2)"}
+    assert "| difference | PPI++ | Holm p (of the measure's 1) | significant |" in md
+    html = decision.to_html(decision.build_decision(out, primary=P, ppi=record))
+    assert "(PPI++, Holm-adjusted over the 1 comparison made on it)" in html
+    assert "<th>Holm p (of the measure's 1)</th>" in html
+    assert "<th>p (Holm, of the family named)</th>" in html
+
+
+def test_the_single_mode_report_keeps_its_one_holm_family_words():
+    md = decision.to_markdown(decision.build_decision(report(), primary=P))
+    assert "- Holm: `2 comparisons at alpha 0.05`" in md.splitlines()
+    assert f"On the primary measure, {P} (Holm-adjusted over every comparison made):" in md
+    assert "| p (verdict test) | p (Holm) | significant |" in md
+    assert "| bm25 | dense | R@10 | +0.0500 | [-0.0100, +0.1100] | 0.01 | 0.2 | no |" in md

@@ -95,6 +95,13 @@ class Decision:
     decided_by : str
         In ppi mode, the sentence saying that PPI++ decides and what stands beside it (the
         report's ``estimator.note``); "" otherwise.
+    primary_holm : str
+        The Verdicts heading's words on the Holm family of the primary measure's verdicts:
+        every comparison made (single mode), or in ppi mode the comparisons on the measure
+        (PPI++ or anytime) or every comparison (a measure left model-only).
+    holm_column : str
+        The paired-comparisons table's Holm column header; in ppi mode it says that each
+        cell names its family.
     """
 
     header: list
@@ -122,6 +129,8 @@ class Decision:
     post_hoc: dict | None = None
     ranks: dict | None = None
     decided_by: str = ""
+    primary_holm: str = "Holm-adjusted over every comparison made"
+    holm_column: str = "p (Holm)"
 
 
 def _cutoff(measure: str) -> int | None:
@@ -312,6 +321,104 @@ def arm_summaries(report: dict, *, primary: str | None = None, source=None,
             row.update(rank_low=ranks["rank_low"], rank_high=ranks["rank_high"])
         out[arm] = row
     return out
+
+
+def holm_families(report: dict) -> dict | None:
+    """In ppi mode, the Holm family each comparison's p-value was adjusted over.
+
+    Parameters
+    ----------
+    report : dict
+        The comparison report (JSON layout); ppi mode when it has a top-level ``estimator``
+        block (:func:`relgrade.evaluation.ppi_decision.govern`).
+
+    Returns
+    -------
+    dict or None
+        None outside ppi mode (one family: every comparison made). Else ``{"all": K,
+        "measures": {measure: (estimator, k)}}``: ``K`` the compare stage's family (every
+        comparison made, the family of a model-only row), and per measure the ppi stage
+        estimated, the estimator that decides its comparisons (``"ppi++"`` or
+        ``"anytime"``) and ``k`` the comparisons on that measure, its Holm family
+        (docs/ppi.md: Holm's family is the comparisons made, per measure).
+
+    Examples
+    --------
+    >>> holm_families({"estimator": {"decides": "ppi++"}, "comparisons": [
+    ...     {"measure": "m", "estimator": "ppi++", "holm_family": 2,
+    ...      "model_only": {"holm_family": 4}},
+    ...     {"measure": "r", "estimator": "model-only", "holm_family": 4}]})
+    {'all': 4, 'measures': {'m': ('ppi++', 2)}}
+    """
+    if not report.get("estimator"):
+        return None
+    every, measures = 0, {}
+    for c in report.get("comparisons") or []:
+        if c.get("estimator") in (None, "model-only"):
+            every = max(every, int(c.get("holm_family") or 0))
+            continue
+        every = max(every, int((c.get("model_only") or {}).get("holm_family") or 0))
+        measures[c["measure"]] = (str(c["estimator"]), int(c.get("holm_family") or 0))
+    return {"all": every, "measures": measures}
+
+
+def _comparisons(k: int) -> str:
+    return f"{k} comparison{'s' if k != 1 else ''}"
+
+
+def _estimator_name(estimator: str) -> str:
+    return "PPI++" if estimator == "ppi++" else estimator
+
+
+def holm_header(report: dict) -> str | None:
+    """The report header's Holm line in ppi mode, naming both families (None outside it).
+
+    Examples
+    --------
+    >>> holm_header({"settings": {"alpha": 0.05},
+    ...     "estimator": {"decides": "ppi++", "alpha": 0.05},
+    ...     "comparisons": [{"measure": "m", "estimator": "ppi++", "holm_family": 2,
+    ...                      "model_only": {"holm_family": 4}},
+    ...                     {"measure": "r", "estimator": "model-only", "holm_family": 4}]})
+    'PPI++ verdicts over the 2 comparisons on their measure (m) at alpha 0.05; model-only verdicts over all 4 comparisons made at alpha 0.05'
+    """
+    families = holm_families(report)
+    if families is None:
+        return None
+    alpha = (report.get("settings") or {}).get("alpha", UNDEFINED)
+    ppi_alpha = (report.get("estimator") or {}).get("alpha")
+    groups: dict = {}
+    for m, (est, k) in families["measures"].items():
+        groups.setdefault((est, k), []).append(m)
+    parts = [f"{_estimator_name(est)} verdicts over the {_comparisons(k)} on their measure "
+             f"({', '.join(ms)})" + ("" if ppi_alpha is None else f" at alpha {ppi_alpha:g}")
+             for (est, k), ms in groups.items()]
+    parts.append(f"model-only verdicts over all {families['all']} comparisons made at alpha "
+                 f"{alpha}")
+    return "; ".join(parts)
+
+
+def _family_note(c: dict, families: dict | None) -> str:
+    """In ppi mode, after a Holm p-value in the comparisons table, the family it was adjusted
+    over: `` (of 3 on the measure)`` or `` (of all 27)``; "" outside ppi mode."""
+    if families is None or c.get("p_holm") is None:
+        return ""
+    if c["measure"] in families["measures"] and c.get("estimator") not in (None, "model-only"):
+        return f" (of {families['measures'][c['measure']][1]} on the measure)"
+    return f" (of all {families['all']})"
+
+
+def _family_words(report: dict, measure: str, families: dict | None) -> dict:
+    """The Verdicts heading's family words and the Holm column's header, in ppi mode."""
+    if families is None:
+        return {}
+    if measure in families["measures"]:
+        est, k = families["measures"][measure]
+        words = f"{_estimator_name(est)}, Holm-adjusted over the {_comparisons(k)} made on it"
+    else:
+        words = f"model key only, Holm-adjusted over all {families['all']} comparisons made"
+    return {"primary_holm": words,
+            "holm_column": "p (Holm, of the family named)"}
 
 
 def _by(entry: dict) -> str:
@@ -649,7 +756,7 @@ def ppi_cells(ppi: dict) -> dict:
         capped = sum(bool(r["ppi++"].get("capped")) for r in est["arms"].values()) + \
             sum(bool(r["ppi++"].get("capped")) for r in est["differences"])
         measures.append({"measure": m, "n": est["n"], "N": est["N"], "arms": arms,
-                         "pairs": pairs, "capped": capped})
+                         "pairs": pairs, "capped": capped, "family": len(est["differences"])})
     ja = ppi["judge_audit"]
     leniency = [{"arm": x["arm"], "family": x["family"] or "", "mean": _num(x["mean"], 3),
                  "interval": f"[{_num(x['low'], 3)}, {_num(x['high'], 3)}]",
@@ -729,7 +836,8 @@ def build_decision(report: dict, *, primary: str | None = None, source=None,
               ("randomization", _randomization(settings, comparisons)),
               ("verdict test", _VERDICT_TESTS.get(str(settings.get("test", "sign-flip")),
                                                   UNDEFINED)),
-              ("Holm", f"{family} comparisons at alpha {settings.get('alpha', UNDEFINED)}"),
+              ("Holm", holm_header(report) or
+               f"{family} comparisons at alpha {settings.get('alpha', UNDEFINED)}"),
               ("baseline", str(settings.get("baseline") or "none"))]
     if report.get("weighted"):
         header.append(("query weights", str(report.get("weighting") or "traffic-weighted")))
@@ -745,6 +853,7 @@ def build_decision(report: dict, *, primary: str | None = None, source=None,
 
     caveats = judged_caveats(report)
     lines = verdicts(report)
+    families = holm_families(report)
     arms = []
     for arm, per_measure in _need(report, "arms").items():
         for m, ci in per_measure.items():
@@ -763,7 +872,8 @@ def build_decision(report: dict, *, primary: str | None = None, source=None,
                       "delta": _num(c["delta"], sign="+"),
                       "ci": f"[{_num(c['low'], sign='+')}, {_num(c['high'], sign='+')}]"
                             + _by(c),
-                      "p_rand": _p(c.get("p_test", c.get("p_randomization"))), "p_holm": _p(c.get("p_holm")),
+                      "p_rand": _p(c.get("p_test", c.get("p_randomization"))),
+                      "p_holm": _p(c.get("p_holm")) + _family_note(c, families),
                       "significant": "yes" if c.get("significant") else "no",
                       "power_now": _num(pw.get("power_now"), 2),
                       "needed": _int(pw.get("n_needed")),
@@ -842,7 +952,8 @@ def build_decision(report: dict, *, primary: str | None = None, source=None,
         ppi=ppi_cells(ppi) if ppi else None,
         post_hoc=post_hoc_cells(post_hoc) if post_hoc else None,
         ranks=rank_set_cells(rank_sets) if _ranks_for(rank_sets, measure) else None,
-        decided_by=str((report.get("estimator") or {}).get("note") or ""))
+        decided_by=str((report.get("estimator") or {}).get("note") or ""),
+        **_family_words(report, measure, families))
 
 
 

@@ -302,6 +302,7 @@ def govern(report: dict, ppi: dict, *, source=None) -> dict:
     out["estimator"] = {
         "decides": DECIDES, "measures": decided, "human_sample": n, "queries": big_n,
         "human_grader": design.get("human_grader"), "model_grader": design.get("model_grader"),
+        "alpha": None if design.get("level") is None else round(1 - float(design["level"]), 12),
         "note": DECIDED_BY.format(n=n, N=big_n, family=max(
             [len(estimates[m]["differences"]) for m in decided] or [0]))}
     stop = ppi.get("stop")
