@@ -200,7 +200,8 @@ def govern(report: dict, ppi: dict, *, source=None) -> dict:
     -------
     dict
         A new report. Top level: ``estimator`` = ``{"decides": "ppi++", "measures": [...],
-        "human_sample": n, "queries": N, "note": sentence}`` (with the anytime stopping rule
+        "human_sample": n, "queries": N, "alpha": 1 - ppi level (None when the design does
+        not record it), "note": sentence}`` (with the anytime stopping rule
         also ``"comparisons": "anytime"`` and ``stop``, the note naming both); ``verdicts``
         rebuilt.
         Per arm and estimated measure: ``estimator: "ppi++"``, ``estimate``, ``low``,
