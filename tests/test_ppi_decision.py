@@ -215,3 +215,32 @@ def test_the_single_mode_report_keeps_its_one_holm_family_words():
     assert f"On the primary measure, {P} (Holm-adjusted over every comparison made):" in md
     assert "| p (verdict test) | p (Holm) | significant |" in md
     assert "| bm25 | dense | R@10 | +0.0500 | [-0.0100, +0.1100] | 0.01 | 0.2 | no |" in md
+
+
+def test_with_lambda_0_the_arms_and_rank_sets_say_they_rest_on_the_human_sample():
+    # lambda 0 on every arm: PPI++ is the human-only mean of the 6 sample queries of 20
+    record = ppi_record()
+    for r in record["estimates"][P]["arms"].values():
+        r["ppi++"]["lambda"] = 0.0
+    out = govern(report(), record)
+    ranks = {"measure": P, "level": 0.95, "n_resamples": 100, "queries": 20,
+             "human_queries": 6, "seed": 3, "stream": "s",
+             "arms": {"dense": {"estimate": 0.47, "rank_low": 1, "rank_high": 2},
+                      "bm25": {"estimate": 0.42, "rank_low": 1, "rank_high": 2}},
+             "tied_groups": [["dense", "bm25"]]}
+    md = decision.to_markdown(decision.build_decision(out, primary=P, rank_sets=ranks))
+    # the model key's power analysis (n_needed 100 in the report) is labelled as such
+    assert f"| dense | {P} | 0.4700 | [0.4000, 0.5400] (ppi++) | 0.0300 | 6 (people only: " \
+           "λ = 0) | 100 (model-only) |" in md.splitlines()
+    # R@10 stays the model key's, over all 20 queries
+    assert f"| dense | {DEEP} | 0.5500 | [0.4500, 0.6500] (model-only) | 0.0500 | 20 | 100 |" \
+        in md.splitlines()
+    assert ("From PPI++ estimates (model key on every query, rectified on 6 human-graded "
+            "queries; here λ = 0, so each estimate is the human-only one and rests on those "
+            "6 queries alone) over 20 queries") in md
+    # with lambda above 0 the rows keep every query the model graded
+    md = decision.to_markdown(decision.build_decision(govern(report(), ppi_record()),
+                                                      primary=P, rank_sets=ranks))
+    assert f"| dense | {P} | 0.4700 | [0.4000, 0.5400] (ppi++) | 0.0300 | 20 | 100 " \
+           "(model-only) |" in md.splitlines()
+    assert "λ = 0" not in md

@@ -421,6 +421,33 @@ def _family_words(report: dict, measure: str, families: dict | None) -> dict:
             "holm_column": "p (Holm, of the family named)"}
 
 
+def _rests_on(ci: dict, power: dict) -> dict:
+    """An arms-table row's ``n`` and ``needed`` cells: the queries its number rests on and
+    the queries a 2% change needs.
+
+    Outside ppi mode, the arm's queries and its power analysis as they are. On a PPI++ row
+    the power analysis is the model key's (the compare stage's), labelled ``(model-only)``;
+    and with ``lambda`` 0 PPI++ equals human-only, so the row counts the human sample's
+    queries, not all of them.
+
+    Examples
+    --------
+    >>> _rests_on({"n": 36, "estimator": "ppi++", "lambda": 0.0, "human_n": 11},
+    ...           {"n_needed": 97})
+    {'n': '11 (people only: λ = 0)', 'needed': '97 (model-only)'}
+    >>> _rests_on({"n": 36}, {"n_needed": 97})
+    {'n': '36', 'needed': '97'}
+    """
+    n, needed = _int(ci.get("n")), _int(power.get("n_needed"))
+    if ci.get("estimator") != "ppi++":
+        return {"n": n, "needed": needed}
+    if ci.get("lambda") == 0 and ci.get("human_n") is not None:
+        n = f"{_int(ci['human_n'])} (people only: λ = 0)"
+    if needed != UNDEFINED:
+        needed += " (model-only)"
+    return {"n": n, "needed": needed}
+
+
 def _by(entry: dict) -> str:
     """In ppi mode, the estimator that made an interval, to follow it in the report's tables
     (" (ppi++)", " (anytime)", " (model-only)"); "" outside ppi mode."""
@@ -433,7 +460,7 @@ def _ranks_for(rank_sets: dict | None, measure: str) -> dict:
     return rank_sets.get("arms") or {}
 
 
-def rank_set_cells(rank_sets: dict) -> dict:
+def rank_set_cells(rank_sets: dict, *, human_only: bool = False) -> dict:
     """The rank-sets section's cells.
 
     Parameters
@@ -441,6 +468,9 @@ def rank_set_cells(rank_sets: dict) -> dict:
     rank_sets : dict
         :func:`relgrade.evaluation.ranksets.table_rank_sets`'s layout (or the ppi stage's,
         with ``human_queries``).
+    human_only : bool, default False
+        The ppi stage's shared ``lambda`` is 0 on the measure: PPI++ equals human-only, and
+        the sentence says the estimates rest on the human sample's queries alone.
 
     Returns
     -------
@@ -455,8 +485,11 @@ def rank_set_cells(rank_sets: dict) -> dict:
              "ranks": str(arms[a]["rank_low"]) if arms[a]["rank_low"] == arms[a]["rank_high"]
              else f"{arms[a]['rank_low']}–{arms[a]['rank_high']}"} for a in order]
     on = ("PPI++ estimates (model key on every query, rectified on "
-          f"{_int(rank_sets.get('human_queries'))} human-graded queries)"
-          if rank_sets.get("human_queries") is not None else "the frozen key's per-query means")
+          f"{_int(rank_sets.get('human_queries'))} human-graded queries"
+          + ("; here λ = 0, so each estimate is the human-only one and rests on those "
+             f"{_int(rank_sets.get('human_queries'))} queries alone" if human_only else "")
+          + ")" if rank_sets.get("human_queries") is not None
+          else "the frozen key's per-query means")
     sentence = (f"Each arm's rank on {rank_sets['measure']} (1 the best) with simultaneous "
                 f"{rank_sets['level']:.0%} coverage: with that probability every arm's true rank "
                 f"lies in its set at once. From {on} over {_int(rank_sets.get('queries'))} "
@@ -863,8 +896,7 @@ def build_decision(report: dict, *, primary: str | None = None, source=None,
                 mean += f" (unweighted {_num(ci['unweighted_mean'])})"
             arms.append({"arm": arm, "measure": m, "mean": mean,
                          "ci": f"[{_num(ci['low'])}, {_num(ci['high'])}]" + _by(ci),
-                         "se": _num(ci["se"]),
-                         "n": _int(ci.get("n")), "needed": _int(pw.get("n_needed"))})
+                         "se": _num(ci["se"]), **_rests_on(ci, pw)})
     pairs, segments = [], []
     for c in comparisons:
         pw = c.get("power") or {}
@@ -951,10 +983,18 @@ def build_decision(report: dict, *, primary: str | None = None, source=None,
         cost=cost_cells(cost) if cost else None,
         ppi=ppi_cells(ppi) if ppi else None,
         post_hoc=post_hoc_cells(post_hoc) if post_hoc else None,
-        ranks=rank_set_cells(rank_sets) if _ranks_for(rank_sets, measure) else None,
+        ranks=rank_set_cells(rank_sets, human_only=_lambda_zero(report, measure))
+        if _ranks_for(rank_sets, measure) else None,
         decided_by=str((report.get("estimator") or {}).get("note") or ""),
         **_family_words(report, measure, families))
 
+
+
+def _lambda_zero(report: dict, measure: str) -> bool:
+    """Every arm's PPI++ ``lambda`` on ``measure`` is 0 (PPI++ equals human-only)."""
+    lams = [per[measure].get("lambda") for per in report["arms"].values()
+            if measure in per and per[measure].get("estimator") == "ppi++"]
+    return bool(lams) and all(lam == 0 for lam in lams)
 
 
 #: The verdict's test as the header names it (params ``metrics.test``; a report written
