@@ -64,7 +64,7 @@ def test_ppi_plus_plus_replaces_the_model_key_numbers_and_keeps_them_beside():
     assert c["verdict"] == (
         f"no detectable difference on {P} between bm25 and dense: -0.050 [-0.120, +0.020], "
         "p=0.16 after Holm (PPI++, people on 6 of 20 queries); the model key alone would "
-        "call it significant (p=0.004), not what decides")
+        "call it significant (p=0.004, Holm over all 2 comparisons), not what decides")
     # a measure the ppi stage did not estimate stays the model key's, and says so
     deep = out["comparisons"][1]
     assert deep["estimator"] == "model-only" and deep["delta"] == 0.05
@@ -202,7 +202,8 @@ def test_the_ppi_report_names_the_holm_family_of_every_p_value():
     rows = {line.split(" | ")[2]: line.split(" | ")[6] for line in md.splitlines()
             if line.startswith("| bm25 | dense |")}
     assert rows == {P: "0.16 (of 1 on the measure)", DEEP: "0.2 (of all 2)"}
-    assert "| difference | PPI++ | Holm p (of the measure's 1) | significant |" in md
+    assert ("| difference | PPI++ | Holm p (of the measure's 1) | significant | model-only | "
+            "significant (Holm of 1) | human-only | significant (Holm of 1) |") in md
     html = decision.to_html(decision.build_decision(out, primary=P, ppi=record))
     assert "(PPI++, Holm-adjusted over the 1 comparison made on it)" in html
     assert "<th>Holm p (of the measure's 1)</th>" in html
