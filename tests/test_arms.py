@@ -3,10 +3,16 @@ rewritten alone, the pipeline rendered, refusals that write nothing."""
 
 from __future__ import annotations
 
+import re
+import shlex
+from pathlib import Path
+
 import yaml
 from click.testing import CliRunner
 
 from relgrade.cli import main as cli
+from relgrade.cli.arm import frozen_key_note
+from relgrade.experiment.files import Experiment
 from relgrade.experiment.sections import replace_section
 from tests.test_init import init, repo  # noqa: F401  (the fixture)
 
@@ -153,3 +159,45 @@ def test_add_a_bm25f_arm_writes_its_kind_and_library_source(repo):  # noqa: F811
         f"Added arm fields (bm25f) to {EXP}/params.yaml; rendered {EXP}/dvc.yaml.")
     assert yaml.safe_load((repo / EXP / "params.yaml").read_text())["arms"]["fields"] == {
         "kind": "bm25f", "depth": 100, "source": "../../src/relgrade/retrieve/bm25f.py"}
+
+
+def _note_commands(note):
+    return [shlex.split(c) for c in re.findall(r"`([^`]+)`", note)]
+
+
+def test_a_frozen_ppi_key_note_names_no_holes_and_its_commands_run_as_printed(repo):  # noqa: F811
+    assert init("--run", "ext=in/runs/ext.trec", "--mode", "ppi", "--grader-command",
+                "python g.py", "--human-queries", "4").exit_code == 0
+    res = arm("add", "fresh", "--run", "in/runs/ext.trec", "--depth", "10")
+    assert res.exit_code == 0, res.output
+    ex = Experiment.load(repo / EXP / "params.yaml")
+    assert frozen_key_note(ex, "fresh", run=Path("in/runs/ext.trec")) is None  # not frozen
+    (repo / EXP / "data/key").mkdir(parents=True)
+    (repo / EXP / "data/key/record.json").write_text("{}\n")
+    note = frozen_key_note(ex, "fresh", run=Path("in/runs/ext.trec"))
+    assert note == (
+        "note: the key is frozen; in ppi mode the key is the model grader's, so an arm cannot "
+        f"join it under holes: `dvc repro {EXP}/dvc.yaml` owes the grading priced above and "
+        "freezes a new key (the report translates the previous one); to take the arm back, "
+        f"`relgrade arm remove fresh --experiment {EXP}` (docs/new-arm.md).")
+    assert "--holes" not in note
+    repro, remove = _note_commands(note)
+    # the dvc target is the experiment's pipeline file, named from the repository's top
+    assert repro[:2] == ["dvc", "repro"] and (repo / repro[2]).is_file()
+    assert remove[0] == "relgrade"
+    done = CliRunner().invoke(cli, remove[1:])
+    assert done.exit_code == 0, done.output
+    assert "fresh" not in yaml.safe_load((repo / EXP / "params.yaml").read_text())["arms"]
+
+
+def test_a_frozen_key_note_outside_ppi_mode_names_the_holes_way_with_its_experiment(
+        repo):  # noqa: F811
+    assert init("--arm", "bm25=bm25", "--run", "ext=in/runs/ext.trec").exit_code == 0
+    assert arm("add", "fresh", "--run", "in/runs/ext.trec").exit_code == 0
+    (repo / EXP / "data/key").mkdir(parents=True)
+    (repo / EXP / "data/key/record.json").write_text("{}\n")
+    ex = Experiment.load(repo / EXP / "params.yaml")
+    assert frozen_key_note(ex, "fresh", run=Path("in/runs/ext.trec")) == (
+        f"note: the key is frozen; to keep it as it is, `relgrade arm remove fresh "
+        f"--experiment {EXP}`, then add the run with --holes (docs/new-arm.md).")
+    assert frozen_key_note(ex, "fresh", run=None) is None  # a computed arm: no note

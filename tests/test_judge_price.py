@@ -306,3 +306,26 @@ def test_the_keys_record_counts_grades_per_judge_and_leaves_older_records_unchan
     rec = record_provenance(**common, judges={"grader-a": {"j" * 64: 26,
                                                             "identity not recorded": 2}})
     assert rec["judges"] == {"grader-a": {"j" * 64: 26, "identity not recorded": 2}}
+
+
+def test_status_prices_every_grader_with_a_command_each_on_its_own_lines(root):
+    # grader-a (a model, every pair graded) has no price; auditor-b, a person answering
+    # through a command (as a ppi experiment's human grader), has one and owes the audit
+    # sample: q01 and q02, 7 chunks each in batches of 5 and 2, so 4 requests of 14 chunks
+    g = graders(root)
+    g["auditor-b"] = {**g["grader-a"], "role": "auditor", "kind": "human", "family": "human"}
+    edit_params(root, **{"graders": g, "grading.auditor": "auditor-b",
+                         "prices": {"auditor-b": {"input_per_1k": 0.5, "output_per_1k": 2}}})
+    assert run(root).exit_code == 0
+    dry = CliRunner().invoke(main, ["grade", "run", "--grader", "auditor-b", "--params",
+                                    str(root / "params.yaml"), "--dry-run"])
+    assert dry.exit_code == 0, dry.output
+    lines = status(root).splitlines()
+    assert "price: grader-a: no price (add prices.grader-a with input_per_1k and " \
+           "output_per_1k to params to see the cost)" in lines
+    owed = [x for x in lines if x.startswith("price: auditor-b: ")]
+    # the same two lines the dry run prints for it, prefixed
+    assert owed == [f"price: {x}" for x in dry.output.splitlines()[1:3]]
+    assert owed[0].startswith("price: auditor-b: would send 4 requests (14 chunks); ")
+    assert owed[1].startswith("price: auditor-b: cost low ")
+    assert not any(x.startswith("judge: auditor-b") for x in lines)  # a person: no judge

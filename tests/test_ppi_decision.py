@@ -64,7 +64,7 @@ def test_ppi_plus_plus_replaces_the_model_key_numbers_and_keeps_them_beside():
     assert c["verdict"] == (
         f"no detectable difference on {P} between bm25 and dense: -0.050 [-0.120, +0.020], "
         "p=0.16 after Holm (PPI++, people on 6 of 20 queries); the model key alone would "
-        "call it significant (p=0.004), not what decides")
+        "call it significant (p=0.004, Holm over all 2 comparisons), not what decides")
     # a measure the ppi stage did not estimate stays the model key's, and says so
     deep = out["comparisons"][1]
     assert deep["estimator"] == "model-only" and deep["delta"] == 0.05
@@ -141,7 +141,8 @@ def test_a_comparison_the_anytime_rule_decided_names_it_in_every_number():
         ("anytime", 0.125, 0.02)
     md = decision.to_markdown(decision.build_decision(out, primary=P))
     (line,) = [x for x in md.splitlines() if x.startswith(f"| bm25 | dense | {P} |")]
-    assert "| -0.1250 | [-0.2500, -0.0625] (anytime) | 0.02 | 0.02 | yes | — | — |" in line
+    assert ("| -0.1250 | [-0.2500, -0.0625] (anytime) | 0.02 | 0.02 (of 1 on the measure) | yes "
+            "| — | — |") in line
     assert f"| dense | {P} | 0.4700 | [0.4000, 0.5400] (ppi++) |" in md
     assert "the comparisons by the anytime stopping rule (settled at 8 of 12 queries)" in md
 
@@ -179,3 +180,68 @@ def test_a_used_up_sample_is_not_called_an_early_stop():
     assert "stopped early" not in note
     assert (f"people graded the human sample in a seeded order ({words}), each comparison is "
             "decided") in note
+
+
+def test_the_ppi_report_names_the_holm_family_of_every_p_value():
+    # PPI++ decides P, whose family is its 1 comparison (the ppi record's differences on
+    # P); R@10 stays model-only, adjusted by the compare stage over both comparisons (2)
+    record = ppi_record()
+    record["design"].update(level=0.9, queries=20, human_fraction=0.3, seed=1,
+                            human_sample=["q1"], rectifier="r", interval="jackknife")
+    record.update(judge_audit={"leniency": [], "order": [], "flags": [], "spread": 0.0,
+                               "max_spread": 0.15},
+                  budget={"reference": "r", "curve": [], "tau_0.9": {}})
+    out = govern(report(), record)
+    md = decision.to_markdown(decision.build_decision(out, primary=P, ppi=record))
+    assert ("- Holm: `PPI++ verdicts over the 1 comparison on their measure "
+            f"({P}) at alpha 0.1; model-only verdicts over all 2 comparisons made at alpha "
+            "0.05`") in md.splitlines()
+    assert (f"On the primary measure, {P} (PPI++, Holm-adjusted over the 1 comparison made "
+            "on it):") in md.splitlines()
+    assert "| p (verdict test) | p (Holm, of the family named) | significant |" in md
+    rows = {line.split(" | ")[2]: line.split(" | ")[6] for line in md.splitlines()
+            if line.startswith("| bm25 | dense |")}
+    assert rows == {P: "0.16 (of 1 on the measure)", DEEP: "0.2 (of all 2)"}
+    assert ("| difference | PPI++ | Holm p (of the measure's 1) | significant | model-only | "
+            "significant (Holm of 1) | human-only | significant (Holm of 1) |") in md
+    html = decision.to_html(decision.build_decision(out, primary=P, ppi=record))
+    assert "(PPI++, Holm-adjusted over the 1 comparison made on it)" in html
+    assert "<th>Holm p (of the measure's 1)</th>" in html
+    assert "<th>p (Holm, of the family named)</th>" in html
+
+
+def test_the_single_mode_report_keeps_its_one_holm_family_words():
+    md = decision.to_markdown(decision.build_decision(report(), primary=P))
+    assert "- Holm: `2 comparisons at alpha 0.05`" in md.splitlines()
+    assert f"On the primary measure, {P} (Holm-adjusted over every comparison made):" in md
+    assert "| p (verdict test) | p (Holm) | significant |" in md
+    assert "| bm25 | dense | R@10 | +0.0500 | [-0.0100, +0.1100] | 0.01 | 0.2 | no |" in md
+
+
+def test_with_lambda_0_the_arms_and_rank_sets_say_they_rest_on_the_human_sample():
+    # lambda 0 on every arm: PPI++ is the human-only mean of the 6 sample queries of 20
+    record = ppi_record()
+    for r in record["estimates"][P]["arms"].values():
+        r["ppi++"]["lambda"] = 0.0
+    out = govern(report(), record)
+    ranks = {"measure": P, "level": 0.95, "n_resamples": 100, "queries": 20,
+             "human_queries": 6, "seed": 3, "stream": "s",
+             "arms": {"dense": {"estimate": 0.47, "rank_low": 1, "rank_high": 2},
+                      "bm25": {"estimate": 0.42, "rank_low": 1, "rank_high": 2}},
+             "tied_groups": [["dense", "bm25"]]}
+    md = decision.to_markdown(decision.build_decision(out, primary=P, rank_sets=ranks))
+    # the model key's power analysis (n_needed 100 in the report) is labelled as such
+    assert f"| dense | {P} | 0.4700 | [0.4000, 0.5400] (ppi++) | 0.0300 | 6 (people only: " \
+           "λ = 0) | 100 (model-only) |" in md.splitlines()
+    # R@10 stays the model key's, over all 20 queries
+    assert f"| dense | {DEEP} | 0.5500 | [0.4500, 0.6500] (model-only) | 0.0500 | 20 | 100 |" \
+        in md.splitlines()
+    assert ("From PPI++ estimates (model key on every query, rectified on 6 human-graded "
+            "queries; here λ = 0, so each estimate is the human-only one and rests on those "
+            "6 queries alone) over 20 queries") in md
+    # with lambda above 0 the rows keep every query the model graded
+    md = decision.to_markdown(decision.build_decision(govern(report(), ppi_record()),
+                                                      primary=P, rank_sets=ranks))
+    assert f"| dense | {P} | 0.4700 | [0.4000, 0.5400] (ppi++) | 0.0300 | 20 | 100 " \
+           "(model-only) |" in md.splitlines()
+    assert "λ = 0" not in md

@@ -70,7 +70,7 @@ def test_the_report_shows_the_three_estimates_side_by_side_with_audit_and_curve(
         row = next(line for line in table.splitlines() if line.startswith(f"| {arm} |"))
         # a t interval may reach below 0 (random's, around a mean of 0.045)
         assert len(re.findall(r"-?\d\.\d{4} \[-?\d\.\d{4}, -?\d\.\d{4}\]", row)) == 3
-    assert "| difference | PPI++ | Holm p |" in table
+    assert "| difference | PPI++ | Holm p (of the measure's 3) |" in table
     audit = _section(report, "### Judge audit")
     assert "family affinity: arm tfidf shares the model grader's family" in audit
     assert "kendall tau" in audit

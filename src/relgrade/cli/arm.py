@@ -92,11 +92,50 @@ def add_cmd(name, kind, run, fuse, depth, on_key, model_grader, human_grader, hu
                    f"{plan['new_pairs']} of them new (today {plan['pairs_now']}).")
         for line in cost_lines(plan["cost"]):
             click.echo(line)
-        if ex.path("record").exists() and run is not None:
-            click.echo(f"note: the key is frozen; to keep it as it is, `relgrade arm remove "
-                       f"{name}`, then add the run with --holes (docs/new-arm.md).")
+        note = frozen_key_note(ex, name, run=run)
+        if note:
+            click.echo(note)
     for line in _next(ex):
         click.echo(line)
+
+
+def frozen_key_note(ex, name: str, *, run) -> str | None:
+    """The note ``arm add`` prints when arm ``name`` joins the pool of a frozen key.
+
+    Parameters
+    ----------
+    ex : relgrade.experiment.files.Experiment
+        The experiment, with ``name`` already in its arms.
+    name : str
+        The arm just added.
+    run : path or None
+        The external run it was added with (None for a computed arm: no note).
+
+    Returns
+    -------
+    str or None
+        None without a frozen key (params ``paths.record`` absent) or for a computed arm.
+        Else one line whose commands run as printed at the repository's top (``--experiment
+        PATH`` for an experiment below it). Outside ppi mode: the run can keep the key as it
+        is by joining under ``holes.arms`` (``relgrade arm remove NAME``, then ``relgrade arm
+        add NAME --run FILE --holes`` with the holes' graders and sample, docs/new-arm.md).
+        In ppi mode a holes section is refused (the key is the model grader's), so the note
+        says the arm joins the pool: the next ``dvc repro`` owes the grading priced above
+        and freezes a new key, which the report translates from the previous one, and
+        ``relgrade arm remove NAME`` takes the arm back.
+    """
+    from relgrade.experiment.layout import experiment_option, repro_command
+
+    if run is None or not ex.path("record").exists():
+        return None
+    remove = f"relgrade arm remove {name}{experiment_option(ex)}"
+    if ex.params.grading.mode == "ppi":
+        return (f"note: the key is frozen; in ppi mode the key is the model grader's, so an "
+                f"arm cannot join it under holes: `{repro_command(ex, cwd=Path.cwd())}` owes "
+                f"the grading priced above and freezes a new key (the report translates the "
+                f"previous one); to take the arm back, `{remove}` (docs/new-arm.md).")
+    return (f"note: the key is frozen; to keep it as it is, `{remove}`, then add the run with "
+            f"--holes (docs/new-arm.md).")
 
 
 def _holes_added(ex, name) -> None:

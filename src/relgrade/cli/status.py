@@ -74,9 +74,10 @@ def _call_cache(ex, st) -> list[str]:
 
 def _judges(ex, st) -> list[str]:
     """Per model grader with a command: its judge identity now and under which identities
-    its recorded grades (current round) were made, added to ``st`` under ``judges``; with a
-    price table (params ``prices``), the price of its owed requests, under ``owed_price``.
-    The lines to print."""
+    its recorded grades (current round) were made, added to ``st`` under ``judges``. With a
+    price table (params ``prices``), per grader with a command (a model grader, or a person
+    answering through one: every grader ``grade run`` runs), the price of its owed requests
+    or the advice to add one, under ``owed_price``. The lines to print."""
     from relgrade.experiment.judges import current_judge, owed_estimate
     from relgrade.errors import RelgradeError
     from relgrade.graders.cache import JUDGE_FIELDS, judge_counts, judge_status_line
@@ -85,17 +86,20 @@ def _judges(ex, st) -> list[str]:
     lines, judges, prices = [], {}, {}
     for name, g in ex.params.graders.items():
         spec = g.as_dict()
-        if g.kind != "model" or spec.get("command") is None:
+        if spec.get("command") is None:
             continue
-        try:
-            judge = current_judge(ex, name)
-        except RelgradeError as e:
-            lines.append(f"judge: {name} identity cannot be computed: {e}")
-            continue
-        counts = (judge_counts(ex.bank_table(files[name], JUDGE_FIELDS)) if name in files
-                  else {})
-        judges[name] = {"identity": judge, "grades": counts}
-        lines.append(judge_status_line(name, judge, counts))
+        if g.kind == "model":  # a judge: its identity; a person's command has none
+            try:
+                judge = current_judge(ex, name)
+            except RelgradeError as e:
+                lines.append(f"judge: {name} identity cannot be computed: {e}")
+                continue
+            counts = (judge_counts(ex.bank_table(files[name], JUDGE_FIELDS)) if name in files
+                      else {})
+            judges[name] = {"identity": judge, "grades": counts}
+            lines.append(judge_status_line(name, judge, counts))
+        # every grader `grade run` runs gets its own price (or how to add one), as its
+        # `grade run --dry-run` prints it: a person answering through a command too
         if not ex.params.prices:
             continue
         try:

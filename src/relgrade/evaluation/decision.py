@@ -95,6 +95,13 @@ class Decision:
     decided_by : str
         In ppi mode, the sentence saying that PPI++ decides and what stands beside it (the
         report's ``estimator.note``); "" otherwise.
+    primary_holm : str
+        The Verdicts heading's words on the Holm family of the primary measure's verdicts:
+        every comparison made (single mode), or in ppi mode the comparisons on the measure
+        (PPI++ or anytime) or every comparison (a measure left model-only).
+    holm_column : str
+        The paired-comparisons table's Holm column header; in ppi mode it says that each
+        cell names its family.
     """
 
     header: list
@@ -122,6 +129,8 @@ class Decision:
     post_hoc: dict | None = None
     ranks: dict | None = None
     decided_by: str = ""
+    primary_holm: str = "Holm-adjusted over every comparison made"
+    holm_column: str = "p (Holm)"
 
 
 def _cutoff(measure: str) -> int | None:
@@ -314,6 +323,131 @@ def arm_summaries(report: dict, *, primary: str | None = None, source=None,
     return out
 
 
+def holm_families(report: dict) -> dict | None:
+    """In ppi mode, the Holm family each comparison's p-value was adjusted over.
+
+    Parameters
+    ----------
+    report : dict
+        The comparison report (JSON layout); ppi mode when it has a top-level ``estimator``
+        block (:func:`relgrade.evaluation.ppi_decision.govern`).
+
+    Returns
+    -------
+    dict or None
+        None outside ppi mode (one family: every comparison made). Else ``{"all": K,
+        "measures": {measure: (estimator, k)}}``: ``K`` the compare stage's family (every
+        comparison made, the family of a model-only row), and per measure the ppi stage
+        estimated, the estimator that decides its comparisons (``"ppi++"`` or
+        ``"anytime"``) and ``k`` the comparisons on that measure, its Holm family
+        (docs/ppi.md: Holm's family is the comparisons made, per measure).
+
+    Examples
+    --------
+    >>> holm_families({"estimator": {"decides": "ppi++"}, "comparisons": [
+    ...     {"measure": "m", "estimator": "ppi++", "holm_family": 2,
+    ...      "model_only": {"holm_family": 4}},
+    ...     {"measure": "r", "estimator": "model-only", "holm_family": 4}]})
+    {'all': 4, 'measures': {'m': ('ppi++', 2)}}
+    """
+    if not report.get("estimator"):
+        return None
+    every, measures = 0, {}
+    for c in report.get("comparisons") or []:
+        if c.get("estimator") in (None, "model-only"):
+            every = max(every, int(c.get("holm_family") or 0))
+            continue
+        every = max(every, int((c.get("model_only") or {}).get("holm_family") or 0))
+        measures[c["measure"]] = (str(c["estimator"]), int(c.get("holm_family") or 0))
+    return {"all": every, "measures": measures}
+
+
+def _comparisons(k: int) -> str:
+    return f"{k} comparison{'s' if k != 1 else ''}"
+
+
+def _estimator_name(estimator: str) -> str:
+    return "PPI++" if estimator == "ppi++" else estimator
+
+
+def holm_header(report: dict) -> str | None:
+    """The report header's Holm line in ppi mode, naming both families (None outside it).
+
+    Examples
+    --------
+    >>> holm_header({"settings": {"alpha": 0.05},
+    ...     "estimator": {"decides": "ppi++", "alpha": 0.05},
+    ...     "comparisons": [{"measure": "m", "estimator": "ppi++", "holm_family": 2,
+    ...                      "model_only": {"holm_family": 4}},
+    ...                     {"measure": "r", "estimator": "model-only", "holm_family": 4}]})
+    'PPI++ verdicts over the 2 comparisons on their measure (m) at alpha 0.05; model-only verdicts over all 4 comparisons made at alpha 0.05'
+    """
+    families = holm_families(report)
+    if families is None:
+        return None
+    alpha = (report.get("settings") or {}).get("alpha", UNDEFINED)
+    ppi_alpha = (report.get("estimator") or {}).get("alpha")
+    groups: dict = {}
+    for m, (est, k) in families["measures"].items():
+        groups.setdefault((est, k), []).append(m)
+    parts = [f"{_estimator_name(est)} verdicts over the {_comparisons(k)} on their measure "
+             f"({', '.join(ms)})" + ("" if ppi_alpha is None else f" at alpha {ppi_alpha:g}")
+             for (est, k), ms in groups.items()]
+    parts.append(f"model-only verdicts over all {families['all']} comparisons made at alpha "
+                 f"{alpha}")
+    return "; ".join(parts)
+
+
+def _family_note(c: dict, families: dict | None) -> str:
+    """In ppi mode, after a Holm p-value in the comparisons table, the family it was adjusted
+    over: `` (of 3 on the measure)`` or `` (of all 27)``; "" outside ppi mode."""
+    if families is None or c.get("p_holm") is None:
+        return ""
+    if c["measure"] in families["measures"] and c.get("estimator") not in (None, "model-only"):
+        return f" (of {families['measures'][c['measure']][1]} on the measure)"
+    return f" (of all {families['all']})"
+
+
+def _family_words(report: dict, measure: str, families: dict | None) -> dict:
+    """The Verdicts heading's family words and the Holm column's header, in ppi mode."""
+    if families is None:
+        return {}
+    if measure in families["measures"]:
+        est, k = families["measures"][measure]
+        words = f"{_estimator_name(est)}, Holm-adjusted over the {_comparisons(k)} made on it"
+    else:
+        words = f"model key only, Holm-adjusted over all {families['all']} comparisons made"
+    return {"primary_holm": words,
+            "holm_column": "p (Holm, of the family named)"}
+
+
+def _rests_on(ci: dict, power: dict) -> dict:
+    """An arms-table row's ``n`` and ``needed`` cells: the queries its number rests on and
+    the queries a 2% change needs.
+
+    Outside ppi mode, the arm's queries and its power analysis as they are. On a PPI++ row
+    the power analysis is the model key's (the compare stage's), labelled ``(model-only)``;
+    and with ``lambda`` 0 PPI++ equals human-only, so the row counts the human sample's
+    queries, not all of them.
+
+    Examples
+    --------
+    >>> _rests_on({"n": 36, "estimator": "ppi++", "lambda": 0.0, "human_n": 11},
+    ...           {"n_needed": 97})
+    {'n': '11 (people only: λ = 0)', 'needed': '97 (model-only)'}
+    >>> _rests_on({"n": 36}, {"n_needed": 97})
+    {'n': '36', 'needed': '97'}
+    """
+    n, needed = _int(ci.get("n")), _int(power.get("n_needed"))
+    if ci.get("estimator") != "ppi++":
+        return {"n": n, "needed": needed}
+    if ci.get("lambda") == 0 and ci.get("human_n") is not None:
+        n = f"{_int(ci['human_n'])} (people only: λ = 0)"
+    if needed != UNDEFINED:
+        needed += " (model-only)"
+    return {"n": n, "needed": needed}
+
+
 def _by(entry: dict) -> str:
     """In ppi mode, the estimator that made an interval, to follow it in the report's tables
     (" (ppi++)", " (anytime)", " (model-only)"); "" outside ppi mode."""
@@ -326,7 +460,7 @@ def _ranks_for(rank_sets: dict | None, measure: str) -> dict:
     return rank_sets.get("arms") or {}
 
 
-def rank_set_cells(rank_sets: dict) -> dict:
+def rank_set_cells(rank_sets: dict, *, human_only: bool = False) -> dict:
     """The rank-sets section's cells.
 
     Parameters
@@ -334,6 +468,9 @@ def rank_set_cells(rank_sets: dict) -> dict:
     rank_sets : dict
         :func:`relgrade.evaluation.ranksets.table_rank_sets`'s layout (or the ppi stage's,
         with ``human_queries``).
+    human_only : bool, default False
+        The ppi stage's shared ``lambda`` is 0 on the measure: PPI++ equals human-only, and
+        the sentence says the estimates rest on the human sample's queries alone.
 
     Returns
     -------
@@ -348,8 +485,11 @@ def rank_set_cells(rank_sets: dict) -> dict:
              "ranks": str(arms[a]["rank_low"]) if arms[a]["rank_low"] == arms[a]["rank_high"]
              else f"{arms[a]['rank_low']}–{arms[a]['rank_high']}"} for a in order]
     on = ("PPI++ estimates (model key on every query, rectified on "
-          f"{_int(rank_sets.get('human_queries'))} human-graded queries)"
-          if rank_sets.get("human_queries") is not None else "the frozen key's per-query means")
+          f"{_int(rank_sets.get('human_queries'))} human-graded queries"
+          + ("; here λ = 0, so each estimate is the human-only one and rests on those "
+             f"{_int(rank_sets.get('human_queries'))} queries alone" if human_only else "")
+          + ")" if rank_sets.get("human_queries") is not None
+          else "the frozen key's per-query means")
     sentence = (f"Each arm's rank on {rank_sets['measure']} (1 the best) with simultaneous "
                 f"{rank_sets['level']:.0%} coverage: with that probability every arm's true rank "
                 f"lies in its set at once. From {on} over {_int(rank_sets.get('queries'))} "
@@ -649,7 +789,7 @@ def ppi_cells(ppi: dict) -> dict:
         capped = sum(bool(r["ppi++"].get("capped")) for r in est["arms"].values()) + \
             sum(bool(r["ppi++"].get("capped")) for r in est["differences"])
         measures.append({"measure": m, "n": est["n"], "N": est["N"], "arms": arms,
-                         "pairs": pairs, "capped": capped})
+                         "pairs": pairs, "capped": capped, "family": len(est["differences"])})
     ja = ppi["judge_audit"]
     leniency = [{"arm": x["arm"], "family": x["family"] or "", "mean": _num(x["mean"], 3),
                  "interval": f"[{_num(x['low'], 3)}, {_num(x['high'], 3)}]",
@@ -729,7 +869,8 @@ def build_decision(report: dict, *, primary: str | None = None, source=None,
               ("randomization", _randomization(settings, comparisons)),
               ("verdict test", _VERDICT_TESTS.get(str(settings.get("test", "sign-flip")),
                                                   UNDEFINED)),
-              ("Holm", f"{family} comparisons at alpha {settings.get('alpha', UNDEFINED)}"),
+              ("Holm", holm_header(report) or
+               f"{family} comparisons at alpha {settings.get('alpha', UNDEFINED)}"),
               ("baseline", str(settings.get("baseline") or "none"))]
     if report.get("weighted"):
         header.append(("query weights", str(report.get("weighting") or "traffic-weighted")))
@@ -745,6 +886,7 @@ def build_decision(report: dict, *, primary: str | None = None, source=None,
 
     caveats = judged_caveats(report)
     lines = verdicts(report)
+    families = holm_families(report)
     arms = []
     for arm, per_measure in _need(report, "arms").items():
         for m, ci in per_measure.items():
@@ -754,8 +896,7 @@ def build_decision(report: dict, *, primary: str | None = None, source=None,
                 mean += f" (unweighted {_num(ci['unweighted_mean'])})"
             arms.append({"arm": arm, "measure": m, "mean": mean,
                          "ci": f"[{_num(ci['low'])}, {_num(ci['high'])}]" + _by(ci),
-                         "se": _num(ci["se"]),
-                         "n": _int(ci.get("n")), "needed": _int(pw.get("n_needed"))})
+                         "se": _num(ci["se"]), **_rests_on(ci, pw)})
     pairs, segments = [], []
     for c in comparisons:
         pw = c.get("power") or {}
@@ -763,7 +904,8 @@ def build_decision(report: dict, *, primary: str | None = None, source=None,
                       "delta": _num(c["delta"], sign="+"),
                       "ci": f"[{_num(c['low'], sign='+')}, {_num(c['high'], sign='+')}]"
                             + _by(c),
-                      "p_rand": _p(c.get("p_test", c.get("p_randomization"))), "p_holm": _p(c.get("p_holm")),
+                      "p_rand": _p(c.get("p_test", c.get("p_randomization"))),
+                      "p_holm": _p(c.get("p_holm")) + _family_note(c, families),
                       "significant": "yes" if c.get("significant") else "no",
                       "power_now": _num(pw.get("power_now"), 2),
                       "needed": _int(pw.get("n_needed")),
@@ -841,9 +983,18 @@ def build_decision(report: dict, *, primary: str | None = None, source=None,
         cost=cost_cells(cost) if cost else None,
         ppi=ppi_cells(ppi) if ppi else None,
         post_hoc=post_hoc_cells(post_hoc) if post_hoc else None,
-        ranks=rank_set_cells(rank_sets) if _ranks_for(rank_sets, measure) else None,
-        decided_by=str((report.get("estimator") or {}).get("note") or ""))
+        ranks=rank_set_cells(rank_sets, human_only=_lambda_zero(report, measure))
+        if _ranks_for(rank_sets, measure) else None,
+        decided_by=str((report.get("estimator") or {}).get("note") or ""),
+        **_family_words(report, measure, families))
 
+
+
+def _lambda_zero(report: dict, measure: str) -> bool:
+    """Every arm's PPI++ ``lambda`` on ``measure`` is 0 (PPI++ equals human-only)."""
+    lams = [per[measure].get("lambda") for per in report["arms"].values()
+            if measure in per and per[measure].get("estimator") == "ppi++"]
+    return bool(lams) and all(lam == 0 for lam in lams)
 
 
 #: The verdict's test as the header names it (params ``metrics.test``; a report written

@@ -65,8 +65,9 @@ def ppi_verdict(arm_a: str, arm_b: str, measure: str, row: dict, *, n: int, big_
     n, big_n : int
         Human-sample queries and all queries.
     model_only : dict, optional
-        The model key's own comparison (``significant``, ``p_holm``): named when it decides
-        otherwise.
+        The model key's own comparison (``significant``, ``p_holm``, ``holm_family``: the
+        compare stage's family, every comparison made): named, with its family, when it
+        decides otherwise.
 
     Returns
     -------
@@ -92,9 +93,11 @@ def ppi_verdict(arm_a: str, arm_b: str, measure: str, row: dict, *, n: int, big_
     if model_only is not None and bool(model_only.get("significant")) != bool(
             row["significant"]):
         said = "significant" if model_only.get("significant") else "not significant"
-        p = model_only.get("p_holm")
+        p, k = model_only.get("p_holm"), model_only.get("holm_family")
+        # the model key's p-value is the compare stage's: Holm over every comparison made
+        family = "" if not k else f", Holm over all {k} comparisons"
         text += (f"; the model key alone would call it {said}"
-                 + ("" if p is None else f" (p={_p(p)})") + ", not what decides")
+                 + ("" if p is None else f" (p={_p(p)}{family})") + ", not what decides")
     return text
 
 
@@ -200,7 +203,8 @@ def govern(report: dict, ppi: dict, *, source=None) -> dict:
     -------
     dict
         A new report. Top level: ``estimator`` = ``{"decides": "ppi++", "measures": [...],
-        "human_sample": n, "queries": N, "note": sentence}`` (with the anytime stopping rule
+        "human_sample": n, "queries": N, "alpha": 1 - ppi level (None when the design does
+        not record it), "note": sentence}`` (with the anytime stopping rule
         also ``"comparisons": "anytime"`` and ``stop``, the note naming both); ``verdicts``
         rebuilt.
         Per arm and estimated measure: ``estimator: "ppi++"``, ``estimate``, ``low``,
@@ -302,6 +306,7 @@ def govern(report: dict, ppi: dict, *, source=None) -> dict:
     out["estimator"] = {
         "decides": DECIDES, "measures": decided, "human_sample": n, "queries": big_n,
         "human_grader": design.get("human_grader"), "model_grader": design.get("model_grader"),
+        "alpha": None if design.get("level") is None else round(1 - float(design["level"]), 12),
         "note": DECIDED_BY.format(n=n, N=big_n, family=max(
             [len(estimates[m]["differences"]) for m in decided] or [0]))}
     stop = ppi.get("stop")

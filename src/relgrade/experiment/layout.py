@@ -513,6 +513,20 @@ def packets_build_command(ex, grader: str, queries: Sequence[str]) -> str | None
     return repro_command(ex, "packets")
 
 
+def experiment_option(ex) -> str:
+    """The `` --experiment PATH`` a command typed at the repository's top needs to name
+    experiment ``ex`` ("" for the top's own experiment, or outside any repository).
+
+    Examples
+    --------
+    >>> from types import SimpleNamespace
+    >>> experiment_option(SimpleNamespace(root="/nowhere/x"))
+    ''
+    """
+    root, repo = _root_and_repository(ex)
+    return "" if repo == root else f" --experiment {root.relative_to(repo).as_posix()}"
+
+
 def redraw_command(ex) -> str:
     """The ``relgrade audit redraw --force`` a user types (at the repository's top) to draw
     experiment ``ex``'s audit sample again.
