@@ -402,6 +402,20 @@ def test_invalid_grade_file_is_reported_not_raised(exp):
             "grade outside the scale 0-2 (found 5)") in lines
 
 
+def test_one_graders_invalid_file_is_blamed_on_that_grader_alone(exp):
+    root, p = exp
+    _grades(root, p, "grader-a", [_row("q1", "a", 2)])
+    _grades(root, p, "auditor-b", [_row("q2", "c", 5)])
+    lines = _status(root).splitlines()
+    path = (root / p["grades_in"] / "auditor-b/round-1.jsonl").as_posix()
+    assert (f"audit: auditor-b's round 1 file is invalid: {path}:1: auditor-b: pair (q2, c): "
+            "grade outside the scale 0-2 (found 5)") in lines
+    assert ("grading: grader-a's grades cannot be counted until auditor-b's file is fixed "
+            "(see its line)") in lines
+    assert not any(line.startswith("grading: grader-a's round 1 file is invalid")
+                   for line in lines)
+
+
 def test_empty_directory_says_nothing_is_built():
     params = yaml.safe_load((REPO / "params.yaml").read_text())
     st = experiment_status(params=parse_params(params))

@@ -267,6 +267,10 @@ def status_lines(st: Mapping) -> list[str]:
         step = "audit" if g["role"] == "auditor" else "grading"
         what = ("pairs" if g["role"] == "auditor" else "pool pairs" if tri is None
                 or g["role"] == TRIAGE_ROLE else "triage queue pairs")
+        if g["state"] == "blocked" and g.get("blocked_by"):  # another grader's file
+            out.append(f"{step}: {name}'s grades cannot be counted until "
+                       f"{g['blocked_by']}'s file is fixed (see its line)")
+            continue
         if g["state"] == "blocked":  # the rubric's fault, not the grade file's
             out.append(f"{step}: {name}'s grades cannot be counted until the rubric is fixed "
                        "(see `rubric:` above)")

@@ -415,6 +415,7 @@ def read_status(ex: Experiment) -> dict:
     # Each grader's current grades of the pool, read through the judgment bank: a grade of a
     # pair that left the pool, or a stale one, is kept in the bank and simply not counted.
     rows: dict = {}
+    blocked_by: dict[str, str] = {}
     pending, triage_pairs, round_owed, key_owed = None, None, None, None
     # a refused rubric is the rubric's fault: no grade can be judged current, and no
     # grader's file is blamed for it
@@ -451,9 +452,13 @@ def read_status(ex: Experiment) -> dict:
             elif held.triage_grader is not None:
                 pending["triage"] = {"grader": held.triage_grader, "queue": None}
         except RelgradeError as e:
-            for name in ex.grader_round_files():
+            files = ex.grader_round_files()
+            for name in files:
                 rows[name] = str(e)
             pending = {"error": str(e)}
+            # the refusal names one grader's file: the others are fine, only not countable
+            culprit = _grader_named(e, files, ex.root)
+            blocked_by = {name: culprit for name in files if culprit not in (None, name)}
     try:
         ledger = {"state": "complete", "entries": len(ex.ledger())}
     except RelgradeError as e:
@@ -492,6 +497,10 @@ def read_status(ex: Experiment) -> dict:
         st["rubric"] = rubric
         for g in st["grading"].values():
             g.update(state="blocked", error="the rubric is refused")
+    for name, culprit in blocked_by.items():
+        if name in st["grading"]:
+            st["grading"][name].update(state="blocked", blocked_by=culprit,
+                                       error=f"{culprit}'s file is invalid")
     try:
         stale_packets = ex.packets_stale()  # another pool, round, intents or rubric
     except RelgradeError as e:
@@ -564,6 +573,25 @@ def _refresh_status(ex) -> dict | None:
             "intents_owed": [q for q in added if q not in written],
             "intents_stale": [q for q in retired if q in written],
             "review": review_command(ex)}
+
+
+def _grader_named(error: RelgradeError, files: Mapping, root) -> str | None:
+    """The grader whose grade file or bank sidecar ``error`` names (its ``path``), or None.
+
+    ``files`` maps grader → :class:`relgrade.experiment.files.GraderFiles`; a relative path
+    is read from the working folder, then from the experiment's ``root``.
+    """
+    from pathlib import Path
+
+    named = getattr(error, "path", None)
+    if not named:
+        return None
+    here = Path(named)
+    candidates = {here.resolve(), (Path(root) / here).resolve()}
+    for name, f in files.items():
+        if {f.grades.resolve(), f.bank.resolve()} & candidates:
+            return name
+    return None
 
 
 def _key_owed(params: Params, pending: pd.DataFrame) -> pd.DataFrame:
