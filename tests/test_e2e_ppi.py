@@ -364,6 +364,8 @@ def test_a_params_change_that_would_move_the_sample_is_refused_by_the_audit_stag
             errors = [x for x in (done.stdout + done.stderr).splitlines()
                       if x.startswith("Error: ")]
             assert len(errors) == 1, done.stdout + done.stderr
+            # named from the repository's top, where the dvc repro was typed
+            assert errors[0].startswith("Error: experiments/ppi/data/audit/lock.json: ")
             assert "the human sample is locked: model-m (the model grader) has" in errors[0]
             assert "locked with share 0.5; seed 0, stream ppi-sample" in errors[0]
             assert (folder / "data/audit/lock.json").read_bytes() == lock

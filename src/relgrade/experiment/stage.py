@@ -16,6 +16,7 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Callable
+from pathlib import Path
 
 from relgrade.errors import PENDING_EXIT, GateFailed, PendingWork, RelgradeError
 from relgrade.terminal import inert_output
@@ -48,6 +49,33 @@ def again_command(ex) -> str:
         return f"`{top}` again"
     rel = top.split()[-1].removesuffix("/dvc.yaml")
     return f"`{top}` again (at the repository's top; `{here}` in {rel})"
+
+
+def _named_from_top(error: RelgradeError, ex) -> str:
+    """``error``'s message, its file named from the repository's top.
+
+    DVC runs an experiment's stages in the experiment's folder, so a file an error names is
+    relative to it (``data/audit/lock.json``); typed at the repository's top, where relgrade's
+    commands and docs are given, that names the default experiment's file. For an experiment
+    below the top, an :class:`~relgrade.errors.InputError` whose path is relative to the
+    stage's folder gets the folder before it (``experiments/x/data/audit/lock.json``); any
+    other error, and every error of the experiment at the top, is printed as it is.
+    """
+    from relgrade.errors import InputError
+    from relgrade.experiment.layout import find_repository
+
+    path = getattr(error, "path", None)
+    if ex is None or not isinstance(error, InputError) or not path or os.path.isabs(path):
+        return str(error)
+    try:
+        repo = find_repository(ex.root)
+    except RelgradeError:
+        return str(error)
+    root = Path(ex.root).resolve()
+    if root == repo or not root.is_relative_to(repo) or Path.cwd().resolve() != root:
+        return str(error)
+    error.path = f"{root.relative_to(repo).as_posix()}/{path}"
+    return error._message()
 
 
 def run_stage(main: Callable[..., None], *args: str, params_path=PARAMS_FILE,
@@ -95,5 +123,5 @@ def _run_stage(main, *args, params_path, check) -> None:
             print(f"Warning: {line}", file=sys.stderr)
         sys.exit(1)
     except RelgradeError as e:
-        print(f"Error: {inert(str(e), keep=chr(10))}", file=sys.stderr)
+        print(f"Error: {inert(_named_from_top(e, ex), keep=chr(10))}", file=sys.stderr)
         sys.exit(1)
