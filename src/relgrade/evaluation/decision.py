@@ -408,7 +408,7 @@ def _family_note(c: dict, families: dict | None) -> str:
     return f" (of all {families['all']})"
 
 
-def _family_words(report: dict, measure: str, families: dict | None) -> dict:
+def _family_words(measure: str, families: dict | None) -> dict:
     """The Verdicts heading's family words and the Holm column's header, in ppi mode."""
     if families is None:
         return {}
@@ -986,8 +986,7 @@ def build_decision(report: dict, *, primary: str | None = None, source=None,
         ranks=rank_set_cells(rank_sets, human_only=_lambda_zero(report, measure))
         if _ranks_for(rank_sets, measure) else None,
         decided_by=str((report.get("estimator") or {}).get("note") or ""),
-        **_family_words(report, measure, families))
-
+        **_family_words(measure, families))
 
 
 def _lambda_zero(report: dict, measure: str) -> bool:

@@ -465,8 +465,7 @@ def grade_commands(ex) -> dict[str, str]:
         :data:`relgrade.protocol.bank.THEN` + the command, which
         :func:`relgrade.protocol.bank.pending_message` names once before the commands.
     """
-    root, repo = _root_and_repository(ex)
-    where = "" if repo == root else f" --experiment {root.relative_to(repo).as_posix()}"
+    where = experiment_option(ex)
     # packets to be rebuilt first (a rubric revision, a new pool): grading the old ones
     # is refused, so the rebuild is named before the grading command
     first = repro_command(ex, "packets") + THEN if ex.packets_stale() else ""
@@ -536,8 +535,7 @@ def redraw_command(ex) -> str:
     str
         ``relgrade audit redraw --force [--experiment PATH]``.
     """
-    root, repo = _root_and_repository(ex)
-    where = "" if repo == root else f" --experiment {root.relative_to(repo).as_posix()}"
+    where = experiment_option(ex)
     return f"relgrade audit redraw --force{where}"
 
 
@@ -577,8 +575,7 @@ def review_command(ex) -> str:
     str
         ``run `relgrade intents review [--experiment PATH] --reviewer AUDITOR```.
     """
-    root, repo = _root_and_repository(ex)
-    where = "" if repo == root else f" --experiment {root.relative_to(repo).as_posix()}"
+    where = experiment_option(ex)
     auditor = ex.params.grading.auditor or "NAME"
     return f"run `relgrade intents review{where} --reviewer {auditor}`"
 

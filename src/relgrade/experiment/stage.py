@@ -58,23 +58,17 @@ def _named_from_top(error: RelgradeError, ex) -> str:
     relative to it (``data/audit/lock.json``); typed at the repository's top, where relgrade's
     commands and docs are given, that names the default experiment's file. For an experiment
     below the top, an :class:`~relgrade.errors.InputError` whose path is relative to the
-    stage's folder gets the folder before it (``experiments/x/data/audit/lock.json``); any
-    other error, and every error of the experiment at the top, is printed as it is.
+    stage's folder is named as :func:`relgrade.experiment.layout.top_path` names a file
+    (``experiments/x/data/audit/lock.json``); any other error is printed as it is.
     """
     from relgrade.errors import InputError
-    from relgrade.experiment.layout import find_repository
+    from relgrade.experiment.layout import top_path
 
     path = getattr(error, "path", None)
-    if ex is None or not isinstance(error, InputError) or not path or os.path.isabs(path):
+    if ex is None or not isinstance(error, InputError) or not path or os.path.isabs(path) \
+            or Path.cwd().resolve() != Path(ex.root).resolve():
         return str(error)
-    try:
-        repo = find_repository(ex.root)
-    except RelgradeError:
-        return str(error)
-    root = Path(ex.root).resolve()
-    if root == repo or not root.is_relative_to(repo) or Path.cwd().resolve() != root:
-        return str(error)
-    error.path = f"{root.relative_to(repo).as_posix()}/{path}"
+    error.path = top_path(ex, path)
     return error._message()
 
 

@@ -18,7 +18,7 @@ from collections.abc import Callable
 
 from relgrade.errors import InputError
 from relgrade.experiment import stage
-from relgrade.experiment.layout import find_repository
+from relgrade.experiment.layout import experiment_option, find_repository
 from relgrade.experiment.params import PARAMS_FILE
 
 #: The environment variable DVC sets for every stage command it runs.
@@ -53,8 +53,7 @@ def require_rendered(ex) -> None:
     differ = shape(ex.root, ex=ex, repo=repo)
     if not differ:
         return
-    root = ex.root.resolve()
-    where = "" if root == repo else f" --experiment {root.relative_to(repo).as_posix()}"
+    where = experiment_option(ex)
     raise InputError(
         f"the pipeline differs from what {PARAMS_FILE} gives (stages: {', '.join(differ)}): "
         "the params were edited without rendering the pipeline", path=ex.root / "dvc.yaml",
