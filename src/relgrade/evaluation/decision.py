@@ -373,6 +373,19 @@ def _estimator_name(estimator: str) -> str:
 def holm_header(report: dict) -> str | None:
     """The report header's Holm line in ppi mode, naming both families (None outside it).
 
+    Parameters
+    ----------
+    report : dict
+        The comparison report (JSON layout), as :func:`holm_families` takes it; its
+        ``settings.alpha`` is the model-only family's level, ``estimator.alpha`` (when
+        present) the ppi stage's (``1 - ppi.level``).
+
+    Returns
+    -------
+    str or None
+        One line: per (estimator, family size) the measures it decides, then the model-only
+        family over every comparison made; None outside ppi mode.
+
     Examples
     --------
     >>> holm_header({"settings": {"alpha": 0.05},

@@ -516,6 +516,17 @@ def experiment_option(ex) -> str:
     """The `` --experiment PATH`` a command typed at the repository's top needs to name
     experiment ``ex`` ("" for the top's own experiment, or outside any repository).
 
+    Parameters
+    ----------
+    ex : relgrade.experiment.files.Experiment
+        Anything with a ``root`` folder.
+
+    Returns
+    -------
+    str
+        ``" --experiment experiments/NAME"`` (POSIX, relative to the repository found from
+        ``ex.root`` upward) or ``""``.
+
     Examples
     --------
     >>> from types import SimpleNamespace

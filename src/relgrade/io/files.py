@@ -463,7 +463,23 @@ def write_bytes(path, data: bytes) -> None:
 
 def write_blocks(path, blocks: Iterable[bytes]) -> None:
     """Write ``blocks`` one after another to ``path`` atomically: the bytes of
-    ``write_bytes(path, b"".join(blocks))`` without the joined copy in memory."""
+    ``write_bytes(path, b"".join(blocks))`` without the joined copy in memory.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        The file; replaced whole, or left as it was.
+    blocks : iterable of bytes
+        Consumed once, in order.
+
+    Raises
+    ------
+    InputError
+        The folder cannot be made or written (:func:`atomic_path`), before any write.
+    OSError
+        The write or the rename failed (a full disk); ``path`` is unchanged and the
+        temporary file removed.
+    """
     with atomic_path(path) as tmp, open(tmp, "wb") as f:
         for block in blocks:
             f.write(block)
