@@ -114,8 +114,8 @@ def test_bad_run_is_an_error_naming_the_file(tmp_path):
     result = _invoke(tmp_path, str(tmp_path / "dup.trec"))
     assert result.exit_code == 1
     assert result.output.strip() == (
-        f"Error: {tmp_path / 'dup.trec'}: query q1, chunk a: a chunk is listed twice for one "
-        "query (found at ranks 1 and 2). List each chunk at most once per query")
+        f"Error: {tmp_path / 'dup.trec'}:2: query q1, chunk a: a chunk is listed twice for "
+        "one query (found lines 1 and 2). List each chunk at most once per query")
     _files(tmp_path, nan="q1 Q0 a 1 nan x\n")
     result = _invoke(tmp_path, str(tmp_path / "nan.trec"))
     assert result.exit_code == 1

@@ -126,5 +126,5 @@ def test_the_command_scores_a_split_list_and_looks_past_the_cut(tmp_path):
                                        str(tmp_path / "dup.trec")])
     assert result.exit_code != 0
     assert result.output.strip() == (
-        f"Error: {tmp_path / 'dup.trec'}: query q2, chunk d2: a chunk is listed twice for one "
-        "query (found at ranks 2 and 2). List each chunk at most once per query")
+        f"Error: {tmp_path / 'dup.trec'}:25: query q2, chunk d2: a chunk is listed twice for "
+        "one query (found lines 15 and 25). List each chunk at most once per query")

@@ -132,8 +132,8 @@ QRELS = "q1 0 a 2\nq1 0 b 0\nq2 0 c 1\n"
 
 @pytest.mark.parametrize("qrels, run, error", [
     (QRELS, "q1 Q0 a 1 2.0 r\nq1 Q0 x 2 1.5 r\nq1 Q0 a 3 1.0 r\n",
-     "Error: {run}: query q1, chunk a: a chunk is listed twice for one query "
-     "(found at ranks 1 and 3)"),
+     "Error: {run}:3: query q1, chunk a: a chunk is listed twice for one query "
+     "(found lines 1 and 3)"),
     (QRELS + "q1 0 a 1\n", "q1 Q0 a 1 2.0 r\n",
      "Error: {qrels}:4: query q1, chunk a: one (query, chunk) pair is graded twice "
      "(found lines 1 and 4)"),

@@ -143,7 +143,8 @@ def test_a_run_in_another_layout_is_pooled_as_locally(spark, tmp_path):
     ("q1 Q0 c1 1 3.0 x\n", "q1 Q0 c1 1 3.0 y\nq2 Q0 nope 2 1.0 y\n",
      ("runs/y.trec", "query q2, chunk nope", "unknown chunk id")),
     ("q1 Q0 c1 1 3.0 x\nq1 Q0 c1 2 1.0 x\n", "q9 Q0 c1 1 3.0 y\n",
-     ("runs/x.trec", "query q1, chunk c1", "a chunk is listed twice for one query")),
+     ("runs/x.trec:2: query q1, chunk c1", "a chunk is listed twice for one query",
+      "(found lines 1 and 2)")),
     ("q1 Q0 c1 1 nan x\n", "q1 Q0 c1 1 3.0 y\n",
      ("runs/x.trec:1", "score must be a finite number", "found 'nan'")),
 ])

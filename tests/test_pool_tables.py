@@ -16,7 +16,7 @@ from relgrade import ranking as R
 from relgrade.errors import InputError
 from relgrade.experiment.files import Experiment
 from relgrade.io.files import read_column, read_table
-from relgrade.io.runs import read_run
+from relgrade.io.runs import read_run, run_lines
 from relgrade.pipeline.stages import pool as pool_stage
 from relgrade.tables.engine import connect
 from relgrade.tables.pooling import runs_naming_unknown_ids
@@ -96,9 +96,13 @@ def test_runs_naming_unknown_ids_agree_with_arrow_is_in():
     # x names an unknown chunk, y lists a chunk twice: x comes first, so x's rule is named
     ("q1 Q0 c1 1 3.0 x\nq1 Q0 nope 2 1.0 x\n", "q1 Q0 c1 1 3.0 y\nq1 Q0 c1 2 2.0 y\n",
      ("runs/x.trec", "query q1, chunk nope", "unknown chunk id")),
-    # and the other way round
+    # and the other way round, naming the repeat's line and the first one's
     ("q1 Q0 c1 1 3.0 x\nq1 Q0 c1 2 2.0 x\n", "q1 Q0 c1 1 3.0 y\nq1 Q0 nope 2 1.0 y\n",
-     ("runs/x.trec", "query q1, chunk c1", "a chunk is listed twice for one query")),
+     ("runs/x.trec:2: query q1, chunk c1", "a chunk is listed twice for one query",
+      "(found lines 1 and 2)")),
+    # a blank line is a line of the file, not a row of the run
+    ("q1 Q0 c1 1 3.0 x\n\nq1 Q0 c1 2 2.0 x\n", "q1 Q0 c1 1 3.0 y\n",
+     ("runs/x.trec:3: query q1, chunk c1", "(found lines 1 and 3)")),
     # an unknown query in the second arm, after a good first arm
     ("q1 Q0 c1 1 3.0 x\n", "q1 Q0 c1 1 3.0 y\nq7 Q0 c2 1 1.0 y\n",
      ("runs/y.trec", "query q7, chunk c2", "unknown query id")),
@@ -111,11 +115,12 @@ def test_pool_stage_names_the_first_bad_arm_with_the_reference_message(tmp_path,
         pool_stage.run(Experiment.from_mapping(params))
     msg = str(e.value)
     assert all(part in msg for part in named), msg
-    arm = named[0].split("/")[1].removesuffix(".trec")
+    arm = named[0].split("/")[1].split(".trec")[0]
     with pytest.raises(InputError) as reference:
         R.validate_run(read_run(tmp_path / "runs" / f"{arm}.trec"),
                        path=tmp_path / "runs" / f"{arm}.trec",
-                       queries=["q1", "q2"], chunks=[f"c{i}" for i in range(6)])
+                       queries=["q1", "q2"], chunks=[f"c{i}" for i in range(6)],
+                       lines=run_lines(tmp_path / "runs" / f"{arm}.trec"))
     assert msg == str(reference.value).replace(str(tmp_path / "runs"), "runs")
     assert not (tmp_path / "out").exists() and not (tmp_path / "private").exists()
 

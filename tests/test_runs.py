@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from relgrade.errors import InputError
-from relgrade.io.runs import read_run
+from relgrade.io.runs import read_run, run_lines
 from relgrade.ranking import canonical_ranking, top_k, validate_run
 
 
@@ -263,3 +263,47 @@ def test_unknown_chunk_ids_are_named_first_few_distinct_in_file_order():
         validate_run(_run(rows), path="r.trec", chunks=["a"])
     assert str(e.value) == ("r.trec: query q1, chunk x0: unknown chunk id (found 7 row(s) name "
                             "chunks that are not in the corpus, first x0, x1, x2, x3, x4)")
+
+
+# --- where a run's rows sit in its file ------------------------------------------------
+
+def test_a_repeated_chunk_in_a_trec_file_names_its_line_and_the_first_ones(tmp_path):
+    # a byte-order mark, CRLF ends and two blank lines (one of spaces): rows 0, 1, 2 are
+    # lines 1, 3, 5
+    path = tmp_path / "bm25.trec"
+    path.write_bytes(b"\xef\xbb\xbfq1 Q0 a 1 3 t\r\n\r\nq1 Q0 b 2 2 t\r\n \t \r\n"
+                     b"q1 Q0 a 3 1 t\r\n")
+    run = read_run(path)
+    assert run_lines(path).lines([2, 0, 1]) == [5, 1, 3]
+    with pytest.raises(InputError) as e:
+        validate_run(run, path=path, lines=run_lines(path))
+    assert str(e.value) == (f"{path}:5: query q1, chunk a: a chunk is listed twice for one "
+                            "query (found lines 1 and 5). List each chunk at most once per "
+                            "query")
+
+
+def test_a_repeated_chunk_in_a_jsonl_run_names_its_lines(tmp_path):
+    path = tmp_path / "r.jsonl"
+    path.write_text('{"query_id": "q1", "chunk_id": "a", "rank": 1, "score": 3}\n\n'
+                    '{"query_id": "q2", "chunk_id": "a", "rank": 1, "score": 3}\n'
+                    '{"query_id": "q1", "chunk_id": "a", "rank": 2, "score": 1}\n')
+    with pytest.raises(InputError) as e:
+        validate_run(read_run(path), path=path, lines=run_lines(path))
+    assert str(e.value).startswith(f"{path}:4: query q1, chunk a: a chunk is listed twice "
+                                   "for one query (found lines 1 and 4)")
+
+
+def test_a_parquet_run_has_no_lines_and_its_repeat_names_the_ranks(tmp_path):
+    path = tmp_path / "r.parquet"
+    _run([("q1", "a", 1, 3.0), ("q1", "a", 4, 1.0)]).to_parquet(path)
+    assert run_lines(path) is None
+    with pytest.raises(InputError, match=r"r\.parquet: query q1, chunk a: .*found at ranks "
+                                         r"1 and 4"):
+        validate_run(read_run(path), path=path, lines=run_lines(path))
+
+
+def test_lines_of_a_file_that_lost_rows_since_it_was_read_are_refused(tmp_path):
+    path = tmp_path / "r.trec"
+    path.write_text("q1 Q0 a 1 3 t\n")
+    with pytest.raises(InputError, match="the file changed since it was read"):
+        run_lines(path).lines([0, 1])

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from relgrade.cli import main
 from relgrade.errors import InputError
 from relgrade.io import trec_scan
-from relgrade.io.runs import read_run
+from relgrade.io.runs import read_run, run_lines
 from relgrade.io.trec_scan import read_run_coded
 from relgrade.ranking import run_codes, validate_run
 
@@ -95,21 +95,23 @@ def test_a_query_in_two_blocks_is_coded_once_and_proves_nothing(tmp_path):
     validate_run(run, path=path, codes=codes)
 
 
-@pytest.mark.parametrize("text", [
-    b"1 Q0 a 1 3 r\n1 Q0 a 2 2 r\n",               # adjacent repeat
-    b"1 Q0 a 1 3 r\n2 Q0 b 1 3 r\n1 Q0 a 5 2 r\n",  # repeat across blocks
+@pytest.mark.parametrize("text, lines", [
+    (b"1 Q0 a 1 3 r\n1 Q0 a 2 2 r\n", (1, 2)),               # adjacent repeat
+    (b"1 Q0 a 1 3 r\n2 Q0 b 1 3 r\n1 Q0 a 5 2 r\n", (1, 3)),  # repeat across blocks
 ])
-def test_a_repeated_chunk_is_refused_with_the_readers_message(tmp_path, text):
+def test_a_repeated_chunk_is_refused_with_the_readers_message(tmp_path, text, lines):
     path, _ = _scan(tmp_path, text)
     run, codes = read_run_coded(path)
     assert not codes.distinct
     with pytest.raises(InputError) as scanned:
-        validate_run(run, path=path, codes=codes)
+        validate_run(run, path=path, codes=codes, lines=run_lines(path))
     ref = read_run(path)
     with pytest.raises(InputError) as plain:
-        validate_run(ref, path=path)
+        validate_run(ref, path=path, lines=run_lines(path))
     assert str(scanned.value) == str(plain.value)
-    assert "a chunk is listed twice for one query" in str(plain.value)
+    assert str(plain.value).startswith(
+        f"{path}:{lines[1]}: query 1, chunk a: a chunk is listed twice for one query "
+        f"(found lines {lines[0]} and {lines[1]})")
 
 
 NOT_MINE = [

@@ -142,7 +142,7 @@ def check_codes(run: pd.DataFrame, codes: RunCodes | None, path=None) -> None:
 
 
 def validate_run(run: pd.DataFrame, *, path=None, queries=None, chunks=None,
-                 codes: RunCodes | None = None) -> None:
+                 codes: RunCodes | None = None, lines=None) -> None:
     """Check a run against the rules every arm's run must follow.
 
     Parameters
@@ -159,6 +159,11 @@ def validate_run(run: pd.DataFrame, *, path=None, queries=None, chunks=None,
     codes : RunCodes, optional
         :func:`run_codes` of this run (one arm): the duplicate check uses its query codes
         and chunk hashes instead of computing them again. The outcome is the same.
+    lines : object, optional
+        Where ``run``'s rows sit in ``path``, when ``run`` holds that file's rows in file
+        order: its method ``lines(rows)`` gives the 1-based line of each 0-based row
+        (:func:`relgrade.io.runs.run_lines`; asked only to word an error). None: a run
+        built in memory or read from a file without lines (Parquet).
 
     Returns
     -------
@@ -169,8 +174,9 @@ def validate_run(run: pd.DataFrame, *, path=None, queries=None, chunks=None,
     InputError
         The run has no rows; a column is missing; a score is NaN or infinite (naming the
         query and chunk); a chunk is listed twice for one query (naming query, chunk and
-        both ranks); a query id or chunk id is not in ``queries`` / ``chunks`` (naming the
-        first one and how many rows are affected); ``codes`` were made for another run.
+        the lines of both rows, the second as ``path:line``, given ``lines``; else both
+        ranks); a query id or chunk id is not in ``queries`` / ``chunks`` (naming the first
+        one and how many rows are affected); ``codes`` were made for another run.
     """
     _require_run_columns(run, path)
     check_codes(run, codes, path)
@@ -192,9 +198,14 @@ def validate_run(run: pd.DataFrame, *, path=None, queries=None, chunks=None,
                              item=_row_item(run, row))
     rows = _repeated_rows(run, _group_columns(run) + ["chunk_id"], codes)
     if rows is not None:
+        item = _row_item(run, int(rows[0]))
+        if lines is not None:
+            first, then = lines.lines([int(r) for r in rows])
+            raise InputError("a chunk is listed twice for one query", path=path, line=then,
+                             item=item, found=f"lines {first} and {then}",
+                             fix="List each chunk at most once per query")
         ranks = run["rank"].to_numpy()[rows]
-        raise InputError("a chunk is listed twice for one query", path=path,
-                         item=_row_item(run, int(rows[0])),
+        raise InputError("a chunk is listed twice for one query", path=path, item=item,
                          found=f"at ranks {int(ranks[0])} and {int(ranks[1])}",
                          fix="List each chunk at most once per query")
     for col, known, what in (("query_id", queries, "query"), ("chunk_id", chunks, "chunk")):

@@ -245,7 +245,7 @@ def _score_runs(qrels_path: Path, run_paths: list[Path], measure_names: list[str
     from relgrade.evaluation.measures import parse_measure
     from relgrade.io.files import sha256_file
     from relgrade.io.judgments import read_judgments
-    from relgrade.io.runs import read_run
+    from relgrade.io.runs import read_run, run_lines
     from relgrade.ranking import validate_run
 
     measures = [parse_measure(m, relevant_min=relevant_min) for m in measure_names]
@@ -265,7 +265,7 @@ def _score_runs(qrels_path: Path, run_paths: list[Path], measure_names: list[str
             n for n in names if names.count(n) > 1))
     for name, path in zip(names, run_paths):
         run = read_run(path)
-        validate_run(run, path=path)
+        validate_run(run, path=path, lines=run_lines(path))
         pq = metrics.per_query(qrels=key, run=run, measures=measures, on_missing_query="zero",
                                ties=ties)
         tables.append(pq.assign(arm=name))

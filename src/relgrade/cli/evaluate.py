@@ -91,6 +91,7 @@ def evaluate_cmd(qrels_path, run_paths, measure_names, inclusion_path, per_query
     from relgrade.evaluation.measures import parse_measures
     from relgrade.io.judgments import read_judgments
     from relgrade.io.trec import extra_fields_note, read_inclusion
+    from relgrade.io.runs import run_lines
     from relgrade.io.trec_scan import read_run_coded, worth_scanning
     from relgrade.ranking import validate_run
 
@@ -149,7 +150,7 @@ def evaluate_cmd(qrels_path, run_paths, measure_names, inclusion_path, per_query
             # one arm's ids coded once: the duplicate check, the qrels join and the
             # coverage note share them (a file with an arm column is checked as it is)
             run, codes = read_run_coded(path, scan=scan)
-            validate_run(run, path=path, codes=codes)
+            validate_run(run, path=path, codes=codes, lines=run_lines(path))
             extra[str(path)] = extra_fields_note(path, run)
             pq = metrics.per_query(qrels=key, run=run, measures=measures,
                                    on_missing_query=missing, ties=ties,

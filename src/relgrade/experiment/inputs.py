@@ -35,7 +35,7 @@ from relgrade.io.files import (
     write_text,
     write_tsv,
 )
-from relgrade.io.runs import read_run
+from relgrade.io.runs import read_run, run_lines
 from relgrade.protocol import corpus as corpus_mod
 from relgrade.protocol import intents as intents_mod
 from relgrade.protocol import queries as queries_mod
@@ -294,7 +294,8 @@ def run_input(arm: str, src, folder, *, queries: pd.DataFrame,
     """
     src = Path(src)
     run = read_run(src)
-    validate_run(run, path=src, queries=queries["query_id"].astype(str), chunks=chunk_ids)
+    validate_run(run, path=src, queries=queries["query_id"].astype(str), chunks=chunk_ids,
+                 lines=run_lines(src))
     name = f"runs/{arm}{src.suffix.lower() or '.trec'}"
     (folder / "runs").mkdir(exist_ok=True)
     shutil.copyfile(src, folder / name)

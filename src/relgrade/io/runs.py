@@ -14,9 +14,11 @@ import pandas as pd
 import pyarrow as pa
 
 from relgrade.errors import InputError
-from relgrade.io.files import iter_jsonl, read_parquet
+from relgrade.io.files import BOM, iter_jsonl, read_parquet
 from relgrade.io.trec import read_trec_run
 from relgrade.schema import RUN
+
+_TREC_SPACE = " \t\r\x0b\x0c"  # the ASCII whitespace a TREC line is split on
 
 
 def _as_ids(values: pd.Series, name: str, path) -> pd.Series:
@@ -100,6 +102,93 @@ def _read_jsonl_run(path: Path) -> pd.DataFrame:
     if arms and len(arms) == len(df):
         df["arm"] = pd.Series(arms, dtype="str")
     return df
+
+
+class RunLines:
+    """Where the rows a run reader returns sit in their file, found only when asked.
+
+    Row ``i`` of :func:`read_run`'s table for a TREC or JSON Lines file is the file's
+    ``i``-th line that is not blank (a TREC line of ASCII whitespace alone, a JSON Lines
+    line of whitespace alone: the lines both readers skip). Nothing is read until
+    :meth:`lines` is called, which :func:`relgrade.ranking.validate_run` does only to word
+    an error. Make one with :func:`run_lines`.
+    """
+
+    def __init__(self, path, *, trec: bool):
+        self.path = Path(path)
+        self._blank = ((lambda text: not text.strip(_TREC_SPACE)) if trec
+                       else (lambda text: not text.strip()))
+
+    def lines(self, rows) -> list[int]:
+        """The 1-based line of each 0-based row in ``rows``.
+
+        Parameters
+        ----------
+        rows : sequence of int
+            Rows of the table the reader returned for this file, each below its row count.
+
+        Returns
+        -------
+        list of int
+            One line number per row, in the order of ``rows``.
+
+        Raises
+        ------
+        InputError
+            The file is missing, or holds fewer rows than asked for (it changed since it
+            was read).
+        """
+        want = {int(r) for r in rows}
+        found: dict[int, int] = {}
+        row = -1
+        try:
+            f = open(self.path, "rb")
+        except OSError:
+            raise InputError("file not found", path=self.path) from None
+        with f:
+            for i, raw in enumerate(f, start=1):
+                if i == 1 and raw.startswith(BOM):
+                    raw = raw[len(BOM):]
+                text = raw.rstrip(b"\n").removesuffix(b"\r").decode("utf-8", "replace")
+                if self._blank(text):
+                    continue
+                row += 1
+                if row in want:
+                    found[row] = i
+                    if len(found) == len(want):
+                        break
+        if len(found) < len(want):
+            raise InputError("the file changed since it was read: it has fewer rows",
+                             path=self.path, found=f"{row + 1} rows")
+        return [found[int(r)] for r in rows]
+
+
+def run_lines(path) -> RunLines | None:
+    """Where the rows :func:`read_run` returns for ``path`` sit in the file.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        A run file, as for :func:`read_run`.
+
+    Returns
+    -------
+    RunLines or None
+        None for a Parquet file (it has no lines); the file is not read here.
+
+    Examples
+    --------
+    >>> import tempfile, os
+    >>> with tempfile.TemporaryDirectory() as d:
+    ...     p = os.path.join(d, "a.trec")
+    ...     _ = open(p, "w").write("q Q0 a 1 2 t\\n\\n  \\nq Q0 b 2 1 t\\n")
+    ...     run_lines(p).lines([1, 0])
+    [4, 1]
+    """
+    suffix = Path(path).suffix.lower()
+    if suffix == ".parquet":
+        return None
+    return RunLines(path, trec=suffix not in (".jsonl", ".ndjson"))
 
 
 def read_run(path) -> pd.DataFrame:

@@ -21,7 +21,7 @@ from relgrade.experiment.layout import check_name, find_repository
 from relgrade.experiment.params import PARAMS_FILE
 from relgrade.experiment.sections import write_section
 from relgrade.io.files import read_table, write_text
-from relgrade.io.runs import read_run
+from relgrade.io.runs import read_run, run_lines
 from relgrade.pipeline.registry import render
 from relgrade.ranking import validate_run
 
@@ -239,7 +239,7 @@ def _check_run(ex: Experiment, run: Path) -> None:
     chunks = (read_table(ex.path("chunks"), columns=["chunk_id"])["chunk_id"]
               if ex.path("chunks").exists() else None)
     if queries is not None:
-        validate_run(table, path=run, queries=queries.astype(str),
+        validate_run(table, path=run, queries=queries.astype(str), lines=run_lines(run),
                      chunks=chunks.astype(str) if chunks is not None else None)
 
 

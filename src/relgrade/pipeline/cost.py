@@ -346,7 +346,7 @@ def plan_pool(ex, depth: int | None = None, *, runs: Mapping | None = None) -> d
     from relgrade import ranking
     from relgrade.pipeline.judgments import judgments
     from relgrade.io.files import read_json, read_table
-    from relgrade.io.runs import read_run
+    from relgrade.io.runs import read_run, run_lines
     from relgrade.protocol import bank
     from relgrade.protocol import pool as pool_mod
     from relgrade.rng import stage_rng
@@ -370,8 +370,10 @@ def plan_pool(ex, depth: int | None = None, *, runs: Mapping | None = None) -> d
     stacked = []
     for arm in arms:
         path = ex.path("runs") / f"{arm}.trec"
-        run = runs[str(arm)] if str(arm) in runs else read_run(path)
-        ranking.validate_run(run, path=path, queries=queries, chunks=chunks)
+        made = str(arm) in runs  # a run made in memory has no lines
+        run = runs[str(arm)] if made else read_run(path)
+        ranking.validate_run(run, path=path, queries=queries, chunks=chunks,
+                             lines=None if made else run_lines(path))
         stacked.append(pool_mod.top_candidates(run, deepest, ties=ties).assign(arm=str(arm)))
     table, _, _ = pool_mod.build_pool(
         ranking.canonical_ranking(pd.concat(stacked, ignore_index=True), ties=ties),

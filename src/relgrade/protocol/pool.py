@@ -178,7 +178,8 @@ def text_hashes(ids) -> np.ndarray:
 
 
 def arm_candidates(run: pa.Table, depth: int, *, ties: str = "score", path=None,
-                   queries: IdSet | None = None, chunks: IdSet | None = None) -> pa.Table:
+                   queries: IdSet | None = None, chunks: IdSet | None = None,
+                   lines=None) -> pa.Table:
     """Check one arm's run and keep the rows that can reach its canonical top ``depth``.
 
     The pool stage's per-arm step, on the Arrow table
@@ -201,6 +202,9 @@ def arm_candidates(run: pa.Table, depth: int, *, ties: str = "score", path=None,
     queries, chunks : IdSet, optional
         The known query ids / chunk ids (the query set, the corpus); a row naming another
         id is an error.
+    lines : object, optional
+        Where ``run``'s rows sit in ``path`` (:func:`relgrade.io.runs.run_lines`), passed
+        to :func:`relgrade.ranking.validate_run` to name the lines of a chunk listed twice.
 
     Returns
     -------
@@ -259,7 +263,7 @@ def arm_candidates(run: pa.Table, depth: int, *, ties: str = "score", path=None,
         # the reference check names the first bad row, as every other reader of a run sees it
         validate_run(run.to_pandas(), path=path,
                      queries=None if queries is None else queries.ids,
-                     chunks=None if chunks is None else chunks.ids)
+                     chunks=None if chunks is None else chunks.ids, lines=lines)
     key = -score if ties == "score" else run["rank"].to_numpy().astype(np.float64)
     return run.filter(pa.array(_cut_mask(group, key, depth)))
 

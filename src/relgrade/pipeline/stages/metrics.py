@@ -22,7 +22,7 @@ from relgrade.errors import InputError
 from relgrade.evaluation import metrics, weighting
 from relgrade.experiment.progress import QUIET_SECONDS, step_printer
 from relgrade.io import files as io
-from relgrade.io.runs import read_run
+from relgrade.io.runs import read_run, run_lines
 from relgrade.protocol import ledger
 from relgrade.ranking import validate_run
 
@@ -74,7 +74,7 @@ def run(ex, arm):
     queries = io.read_table(ex.path("queries"), columns=["query_id", "group"])
     run_path = ex.path("runs") / f"{arm}.trec"
     run = read_run(run_path)
-    validate_run(run, path=run_path, queries=queries["query_id"])
+    validate_run(run, path=run_path, queries=queries["query_id"], lines=run_lines(run_path))
 
     inclusion = None
     if ex.params.pool is not None and ex.params.pool.tail_sample:

@@ -16,6 +16,7 @@ from concurrent.futures import ThreadPoolExecutor
 from relgrade.errors import InputError
 from relgrade.io.files import read_column, write_arrow_parquet, write_json
 from relgrade.io.runtable import read_run_table
+from relgrade.io.runs import run_lines
 from relgrade.protocol import pool
 from relgrade.ranking import validate_run
 from relgrade.rng import stage_rng
@@ -101,7 +102,8 @@ def pool_files(paths, *, depth: int, tail_sample: int = 0, tail_depth: int | Non
         arm, path = item
         try:
             run = read_run_table(path)
-            cut = pool.arm_candidates(run, deepest, ties=ties, path=path)
+            cut = pool.arm_candidates(run, deepest, ties=ties, path=path,
+                                      lines=run_lines(path))
         except InputError as e:  # raised below, in the arms' order
             return None, e
         # the cut keeps every query's first row, so its query ids are the run's
@@ -130,7 +132,7 @@ def pool_files(paths, *, depth: int, tail_sample: int = 0, tail_depth: int | Non
             # the reference check names the first bad row, as every other reader of a run
             # sees it
             validate_run(read_run_table(path).to_pandas(), path=path, queries=queries,
-                         chunks=chunks)
+                         chunks=chunks, lines=run_lines(path))
     stacked = {arm: got[1] for arm, (got, _) in zip(paths, loaded)}
     del loaded
     return pool.pool_tables(stacked, depth=depth, ties=ties, tail_sample=tail_sample,
