@@ -198,6 +198,7 @@ def status_lines(st: Mapping) -> list[str]:
     out: list[str] = [f"dvc: {d['file']} {d['problem']}; fix: {d['fix']}"
                       for d in st.get("dvc", [])]
     out += [f"warning: {w}" for w in st.get("warnings", [])]
+    out += params_changed_lines(st.get("params_changed") or {}, dvc_broken=bool(st.get("dvc")))
     for origin, by_grader in ((st.get("pending") or {}).get("shared") or {}).items():
         counts = ", ".join(f"{g} {n}" for g, n in by_grader.items())
         out.append(f"shared: {counted(sum(by_grader.values()), 'pair')} reused from {origin} "
@@ -373,6 +374,76 @@ def status_lines(st: Mapping) -> list[str]:
         out.append(f"{step}: cannot be read: {error}")
     if st.get("ledger", {}).get("state") == "refused":
         out.append(f"ledger: refused: {st['ledger']['error']}")
+    return out
+
+
+def _names(kind: str, names) -> str:
+    return f"{kind}{'s' if len(names) > 1 else ''} {', '.join(names)}"
+
+
+def _value(v) -> str:
+    return json.dumps(v, ensure_ascii=False) if isinstance(v, (str, list)) else str(v)
+
+
+def params_changed_lines(pc: Mapping, *, dvc_broken: bool = False) -> list[str]:
+    """What params changed since the last ``dvc repro``, and what that means for the lines
+    that follow (the pool, the grading counts and the cost are the last run's).
+
+    Parameters
+    ----------
+    pc : mapping
+        :func:`relgrade.pipeline.since_repro.params_since_repro`'s result (empty: nothing
+        to say).
+    dvc_broken : bool, default False
+        DVC's own files are reported broken already (their ``dvc:`` line names the fix), so
+        an unreadable lock is not reported twice.
+
+    Returns
+    -------
+    list of str
+        No line unless params changed (or the lock cannot be read); else a ``params:`` line
+        naming the change, and a line on what it means.
+
+    Examples
+    --------
+    >>> pc = {"state": "changed", "keys": {"arms": {}, "pool.depth": {"was": 3, "now": 5}},
+    ...       "stages": ["retrieve@a", "pool"], "repro": "dvc repro",
+    ...       "arms": {"added": ["x"], "removed": [], "changed": []}}
+    >>> for line in params_changed_lines(pc): print(line)
+    params: changed since the last dvc repro: arm x added; pool.depth 3 -> 5
+      the pool, grading and cost below are the last run's: arm x has no run and no pool pairs yet, so its pairs are neither counted nor priced; `dvc repro` makes its run and pools it, then stops at the grading owed, which `relgrade status` then counts and prices
+    """
+    if pc.get("state") == "unreadable" and not dvc_broken:
+        return [f"params: cannot be compared with the last dvc repro: {pc['error']}"]
+    if pc.get("state") != "changed":
+        return []
+    arms = pc.get("arms") or {}
+    parts = [f"{_names('arm', arms[what])} {word}"
+             for what, word in (("added", "added"), ("removed", "removed"),
+                                ("changed", "edited")) if arms.get(what)]
+    for key, change in pc["keys"].items():
+        if key == "arms" and parts:
+            continue
+        if "now" not in change:
+            parts.append(f"{key} deleted")
+        elif isinstance(change["now"], Mapping) or isinstance(change.get("was"), Mapping):
+            parts.append(f"{key} edited")
+        else:
+            parts.append(f"{key} {_value(change['was'])} -> {_value(change['now'])}")
+    out = [f"params: changed since the last dvc repro: {'; '.join(parts)}"]
+    repro = pc["repro"]
+    if arms.get("added"):
+        added = _names("arm", arms["added"])
+        its = "its" if len(arms["added"]) == 1 else "their"
+        out.append(f"  the pool, grading and cost below are the last run's: {added} "
+                   f"{'has' if len(arms['added']) == 1 else 'have'} no run and no pool "
+                   f"pairs yet, so {its} pairs are neither counted nor priced; `{repro}` "
+                   f"makes {its} run{'' if its == 'its' else 's'} and pools "
+                   f"{'it' if its == 'its' else 'them'}, then stops at the grading owed, "
+                   "which `relgrade status` then counts and prices")
+    else:
+        out.append(f"  `{repro}` reruns {_names('stage', pc['stages'])}; what is below is "
+                   "the last run's")
     return out
 
 

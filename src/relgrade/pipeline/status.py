@@ -24,6 +24,7 @@ from relgrade.experiment.files import Experiment
 from relgrade.experiment.layout import (grade_commands, packets_build_command, repro_command,
                                       review_command)
 from relgrade.pipeline.judgments import judgments, pending_status
+from relgrade.pipeline.since_repro import params_since_repro
 from relgrade.experiment.params import Params
 from relgrade.io import files as io
 from relgrade.protocol import bank, grades, triage
@@ -385,7 +386,10 @@ def read_status(ex: Experiment) -> dict:
     Returns
     -------
     dict
-        As :func:`experiment_status`; with a ``holes`` section also ``holes``: what the
+        As :func:`experiment_status`, plus ``params_changed``: the params keys edited since
+        the last ``dvc repro`` and the arms added, removed or edited
+        (:func:`relgrade.pipeline.since_repro.params_since_repro`); with a ``holes``
+        section also ``holes``: what the
         arms that joined after the key froze owe and their level claim
         (:func:`relgrade.pipeline.new_arms.holes_status`, or ``{"state": "unreadable",
         "error"}``).
@@ -541,6 +545,8 @@ def read_status(ex: Experiment) -> dict:
     if refresh is not None:
         st["refresh"] = refresh
     st["design"] = {"unfilled": unfilled_parts(ex)}
+    # params edited since the last run: what is above is the last run's
+    st["params_changed"] = params_since_repro(ex)
     warnings = share_warnings(ex)
     if warnings:
         st["warnings"] = warnings

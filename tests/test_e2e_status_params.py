@@ -1,0 +1,91 @@
+"""End to end: `relgrade status` after params changed since the last `dvc repro`.
+
+The tiny experiment (tests/e2e/tiny.py) with `dvc repro packets` run, copied; its params are
+then changed the way a user changes them (`relgrade arm add`, `relgrade arm remove`, a hand
+edit of a plain key) and the status read before `dvc repro` runs again. The lock compared
+against is the one DVC wrote.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import yaml
+
+from tests.e2e import tiny
+
+pytestmark = [pytest.mark.slow]
+
+
+@pytest.fixture
+def repo(tmp_path, packets_built):
+    return tiny.copy_repo(packets_built, tmp_path / "repo")
+
+
+def _status(root):
+    text = tiny.run(root, "relgrade", "status", check=False).stdout.splitlines()
+    doc = json.loads(tiny.run(root, "relgrade", "status", "--json", check=False).stdout)
+    return text, doc["params_changed"]
+
+
+def _set_depth(root, depth):
+    params = yaml.safe_load((root / "params.yaml").read_text())
+    params["pool"]["depth"] = depth
+    (root / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+
+
+def test_status_right_after_the_last_repro_says_nothing_of_params(repo):
+    text, changed = _status(repo)
+    assert changed == {"state": "unchanged"}
+    assert not [line for line in text if line.startswith("params:")]
+
+
+def test_an_added_arm_is_named_as_neither_pooled_nor_priced_until_dvc_repro(repo):
+    before, _ = _status(repo)
+    pool_line = next(line for line in before if line.startswith("pool:"))
+    tiny.run(repo, "relgrade", "arm", "add", "extra", "--run", "data/input/runs/lexical.trec")
+    text, changed = _status(repo)
+    assert text[:2] == [
+        "params: changed since the last dvc repro: arm extra added",
+        "  the pool, grading and cost below are the last run's: arm extra has no run and no "
+        "pool pairs yet, so its pairs are neither counted nor priced; `dvc repro` makes its "
+        "run and pools it, then stops at the grading owed, which `relgrade status` then "
+        "counts and prices"]
+    assert pool_line in text  # the pool is still the last run's, and says so above
+    # every stage that read params `arms` (each arm's run and the pool) reruns
+    assert changed["state"] == "changed"
+    assert changed["arms"] == {"added": ["extra"], "removed": [], "changed": []}
+    assert changed["stages"] == ["pool", "retrieve@dense", "retrieve@lexical", "retrieve@mixed"]
+    assert list(changed["keys"]) == ["arms"]
+    assert set(changed["keys"]["arms"]["now"]) - set(changed["keys"]["arms"]["was"]) == {"extra"}
+    assert changed["repro"] == "dvc repro"
+
+
+def test_a_removed_arm_is_named_as_removed(repo):
+    tiny.run(repo, "relgrade", "arm", "remove", "mixed")
+    text, changed = _status(repo)
+    assert changed["arms"] == {"added": [], "removed": ["mixed"], "changed": []}
+    assert text[0] == "params: changed since the last dvc repro: arm mixed removed"
+    # retrieve@mixed recorded `arms` too, but dvc.yaml has it no more
+    assert text[1] == ("  `dvc repro` reruns stages pool, retrieve@dense, retrieve@lexical; "
+                       "what is below is the last run's")
+
+
+def test_a_deeper_pool_edited_by_hand_names_both_depths_until_the_pool_is_made(repo):
+    _set_depth(repo, 7)  # the tiny experiment's pool is 5 deep
+    text, changed = _status(repo)
+    assert text[:2] == ["params: changed since the last dvc repro: pool.depth 5 -> 7",
+                        "  `dvc repro` reruns stage pool; what is below is the last run's"]
+    assert changed["keys"] == {"pool.depth": {"was": 5, "now": 7}}
+    assert changed["stages"] == ["pool"]
+    tiny.run(repo, "dvc", "repro", "pool")
+    assert _status(repo)[1] == {"state": "unchanged"}
+
+
+def test_a_truncated_lock_is_named_once_by_its_dvc_line_not_by_a_params_line(repo):
+    (repo / "dvc.lock").write_text("schema: '2.0'\nstages:\n  corpus: [\n")
+    text, changed = _status(repo)
+    assert changed["state"] == "unreadable" and "dvc.lock" in changed["error"]
+    assert text[0].startswith("dvc: dvc.lock is not valid YAML")
+    assert not [line for line in text if line.startswith("params:")]
