@@ -15,11 +15,8 @@ import os
 from collections.abc import Mapping
 from pathlib import Path
 
-import yaml
-
-from relgrade.errors import RelgradeError
+from relgrade.errors import InputError
 from relgrade.experiment.layout import repro_command
-from relgrade.io.files import read_yaml
 
 _MISSING = object()
 
@@ -32,6 +29,24 @@ def _lookup(raw: Mapping, key: str):
             return _MISSING
         value = value[part]
     return value
+
+
+def _load_as_dvc(path: Path):
+    """A YAML file read as DVC reads ``dvc.lock`` and params files: ruamel.yaml's safe
+    loader (YAML 1.2; PyYAML reads the ``1e-07`` DVC writes as a string, ``yes`` as a
+    boolean). Raises InputError naming ``path`` when it cannot be read or parsed."""
+    from ruamel.yaml import YAML
+    from ruamel.yaml.error import YAMLError
+
+    try:
+        return YAML(typ="safe").load(path.read_bytes())
+    except OSError as e:
+        raise InputError("cannot be read", path=path, found=e.strerror) from None
+    except YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        raise InputError("not valid YAML", path=path,
+                         line=None if mark is None else mark.line + 1,
+                         found=getattr(e, "problem", None)) from None
 
 
 def _params_key(ex) -> str:
@@ -74,15 +89,10 @@ def params_since_repro(ex) -> dict:
     if not lock_path.exists():
         return {"state": "no run"}
     try:
-        raw = read_yaml(ex.params.source)
-        # libyaml's parser where it is installed: a lock of 200 kB in 0.05 CPU-s, not 0.3
-        lock = yaml.load(lock_path.read_bytes(),
-                         Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
-    except RelgradeError as e:
+        lock = _load_as_dvc(lock_path)
+        raw = _load_as_dvc(Path(ex.params.source))
+    except InputError as e:
         return {"state": "unreadable", "error": str(e)}
-    except (OSError, yaml.YAMLError) as e:
-        return {"state": "unreadable",
-                "error": f"{lock_path.as_posix()}: not valid YAML ({type(e).__name__})"}
     stages = lock.get("stages") if isinstance(lock, Mapping) else None
     if not isinstance(stages, Mapping) or not stages:
         return {"state": "no run"}

@@ -1,0 +1,44 @@
+"""params_since_repro on the locks DVC wrote for the shipped experiments (read, not run)."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+from relgrade.experiment.files import Experiment
+from relgrade.pipeline.since_repro import params_since_repro
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def _copy(tmp_path, name):
+    for f in ("params.yaml", "dvc.lock"):
+        shutil.copy(REPO / "experiments" / name / f, tmp_path / f)
+    return tmp_path / "params.yaml"
+
+
+def test_a_float_dvc_wrote_without_a_dot_equals_the_params_value(tmp_path):
+    # the lock holds `tol: 1e-07` (YAML 1.2: a float; PyYAML would read a string) and params
+    # `tol: 1.0e-7`: DVC sees no change, nor may the status
+    params = _copy(tmp_path, "crowd-sim")
+    assert "tol: 1e-07" in (tmp_path / "dvc.lock").read_text()
+    assert "tol: 1.0e-7" in params.read_text()
+    assert params_since_repro(Experiment.load(params)) == {"state": "unchanged"}
+
+
+def test_an_edited_nested_value_names_its_key_both_values_and_the_stage(tmp_path):
+    params = _copy(tmp_path, "crowd-sim")
+    params.write_text(params.read_text().replace("tol: 1.0e-7", "tol: 1.0e-6", 1))
+    got = params_since_repro(Experiment.load(params))
+    assert got["state"] == "changed"
+    assert got["keys"] == {"aggregation": {
+        "was": {"method": "majority", "tol": 1e-07, "max_iter": 2000},
+        "now": {"method": "majority", "tol": 1e-06, "max_iter": 2000}}}
+    assert got["stages"] == ["aggregate"]
+    assert got["arms"] == {"added": [], "removed": [], "changed": []}
+
+
+def test_without_a_lock_nothing_has_run(tmp_path):
+    params = _copy(tmp_path, "crowd-sim")
+    (tmp_path / "dvc.lock").unlink()
+    assert params_since_repro(Experiment.load(params)) == {"state": "no run"}
