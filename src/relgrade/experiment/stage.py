@@ -14,6 +14,8 @@ error: it prints ``Pending: ...`` naming what is owed, the command that does it 
 from __future__ import annotations
 
 import os
+import posixpath
+import re
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -59,7 +61,11 @@ def _named_from_top(error: RelgradeError, ex) -> str:
     commands and docs are given, that names the default experiment's file. For an experiment
     below the top, an :class:`~relgrade.errors.InputError` whose path is relative to the
     stage's folder is named as :func:`relgrade.experiment.layout.top_path` names a file
-    (``experiments/x/data/audit/lock.json``); any other error is printed as it is.
+    (``experiments/x/data/audit/lock.json``), and so is that same path wherever the error's
+    rule, what it found or its fix repeat it (``git checkout -- data/audit/lock.json``), and
+    any path below the same folder there (a grade file's bank sidecar beside it); other
+    words of that text are left as they are, since which of them name files is not known.
+    Any other error is printed as it is.
     """
     from relgrade.errors import InputError
     from relgrade.experiment.layout import top_path
@@ -69,6 +75,17 @@ def _named_from_top(error: RelgradeError, ex) -> str:
             or Path.cwd().resolve() != Path(ex.root).resolve():
         return str(error)
     error.path = top_path(ex, path)
+    # the same path, or one below the same folder (a grade file's bank sidecar beside it), as
+    # a whole word: not the tail of a longer path (``x/data/a.json``) nor, for a path with no
+    # folder, the head of a longer name (``a.json.bak`` for ``a.json``); a sentence's full
+    # stop after it is not part of it
+    folder = posixpath.dirname(path)
+    body = re.escape(path) + (f"|{re.escape(folder + '/')}[\\w./-]*\\w" if folder else "")
+    word = re.compile(rf"(?<![\w./-])(?:{body})(?![\w/-]|\.\w)")
+    for field in ("rule", "found", "fix"):
+        text = getattr(error, field)
+        if isinstance(text, str):
+            setattr(error, field, word.sub(lambda m: top_path(ex, m.group(0)), text))
     return error._message()
 
 

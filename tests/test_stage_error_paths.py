@@ -1,0 +1,81 @@
+"""A sub-experiment's stage error names its file from the repository's top, in its fix too."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from relgrade.errors import InputError
+from relgrade.experiment.stage import run_stage
+from relgrade.protocol.audit import check_lock
+
+REPO = Path(__file__).resolve().parents[1]
+LOCK = {"round": 1, "pool_version": "p-0", "sha256": "0" * 64,
+        "queries": [{"query_id": "q1", "group": "g", "unique_share": 0.5, "reason": "r"}]}
+
+
+@pytest.fixture
+def sub(tmp_path, monkeypatch):
+    """A repository's top (``stages/`` and ``dvc.yaml``) with experiments/x below it, the
+    working folder, as DVC runs x's stages."""
+    (tmp_path / "stages").mkdir()
+    (tmp_path / "dvc.yaml").write_text("stages: {}\n")
+    folder = tmp_path / "experiments" / "x"
+    folder.mkdir(parents=True)
+    shutil.copy(REPO / "params.yaml", folder / "params.yaml")
+    monkeypatch.chdir(folder)
+    return folder
+
+
+def _error(capsys, main) -> str:
+    with pytest.raises(SystemExit) as done:
+        run_stage(main)
+    assert done.value.code == 1
+    lines = capsys.readouterr().err.splitlines()
+    assert len(lines) == 1
+    return lines[0]
+
+
+def test_the_lock_named_in_a_fix_is_the_one_named_first_both_from_the_top(sub, capsys):
+    def main(ex):
+        check_lock(LOCK, path=ex.path("audit_lock"))
+
+    line = _error(capsys, main)
+    assert line.startswith("Error: experiments/x/data/audit/lock.json: ")
+    assert "does not match its sha256" in line
+    # typed at the top, the fix restores this experiment's lock, not the top experiment's
+    assert ("Restore the lock from git (`git checkout -- experiments/x/data/audit/lock.json`)"
+            in line)
+    assert line.count("data/audit/lock.json") == 2
+
+
+def test_only_the_errors_own_path_as_a_whole_word_is_renamed(sub, capsys):
+    def main(ex):
+        raise InputError("a.json is older than data/a.json.bak and b/a.json", path="a.json",
+                         found="a.json.", fix="Remove a.json, keep x/a.json and a.json2")
+
+    assert _error(capsys, main) == (
+        "Error: experiments/x/a.json: experiments/x/a.json is older than data/a.json.bak and "
+        "b/a.json (found experiments/x/a.json.). Remove experiments/x/a.json, keep x/a.json "
+        "and a.json2")
+
+
+def test_a_sidecar_beside_the_file_is_named_from_the_top_with_it(sub, capsys):
+    # as the grade store words a grade file and its bank sidecar that disagree
+    from relgrade.protocol.sidecar import repair_hint
+
+    grades = "data/grades/grader-a/round-1.jsonl"
+
+    def main(ex):
+        raise InputError("the grade file and its bank sidecar disagree", path=grades, line=3,
+                         fix=repair_hint(grades, "data/grades/grader-a/round-1.bank.jsonl")
+                         + "; data/key/record.json is not read")
+
+    line = _error(capsys, main)
+    assert line.startswith("Error: experiments/x/data/grades/grader-a/round-1.jsonl:3: ")
+    assert ("(`git checkout -- experiments/x/data/grades/grader-a/round-1.jsonl "
+            "experiments/x/data/grades/grader-a/round-1.bank.jsonl`)") in line
+    # a file in another folder is not known to be a path from the stage's folder
+    assert line.endswith("; data/key/record.json is not read")
