@@ -197,20 +197,6 @@ def test_pair_keys_with_more_queries_than_the_key_holds_compare_whole_hashes():
     assert P._pairs_may_repeat(np.array([3, 3, 0]), hashes, many)
 
 
-def test_a_trec_line_longer_than_a_parse_block_reads_as_read_run_reads_it(tmp_path,
-                                                                          monkeypatch):
-    from relgrade.io import runtable
-
-    monkeypatch.setattr(runtable, "_CSV_BLOCK_BYTES", 64)
-    path = tmp_path / "a.trec"
-    long_id = "c" * 200
-    path.write_text(f"q1 Q0 {long_id} 1 2.0 t\nq1 Q0 d2 2 1.0 t\nq2 Q0 d1 1 0.5 t\n")
-    table = read_run_table(path)
-    assert table.schema == RUN_SCHEMA
-    assert table["chunk_id"].to_pylist() == [long_id, "d2", "d1"]
-    pd.testing.assert_frame_equal(as_frame(table), read_run(path)[R.RUN], check_dtype=False)
-
-
 # --- pooling the candidates -------------------------------------------------------------
 
 def reference_pool(runs: dict[str, pd.DataFrame], deepest: int, **kwargs):

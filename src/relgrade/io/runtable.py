@@ -28,11 +28,6 @@ RUN_SCHEMA = pa.schema([("query_id", pa.large_string()), ("chunk_id", pa.large_s
 # the TREC fields, by position: name and whether relgrade keeps it
 _TREC_FIELDS = ["query_id", "q0", "chunk_id", "rank", "score", "tag"]
 
-#: Bytes of a TREC file Arrow's CSV reader parses at a time: blocks that stay in the
-#: processor's cache parse faster than 16 MiB ones (benchmarks/README.md, "Pooling"). A
-#: line longer than a block makes Arrow refuse the file, which ``read_run`` then reads.
-_CSV_BLOCK_BYTES = 1 << 20
-
 
 def read_run_table(path) -> pa.Table:
     """Read a run file into an Arrow table, choosing the format by its extension.
@@ -112,15 +107,13 @@ def _trec_table(path: Path) -> pa.Table | None:
     if separator is None:
         return None
     delim, needles = separator
-    # ids parsed as string (32-bit offsets, each block's own) and widened once at the end:
-    # Arrow's parse into large_string costs more than the parse and the cast together
-    types = {"query_id": pa.string(), "q0": pa.string(), "chunk_id": pa.string(),
+    types = {"query_id": pa.large_string(), "q0": pa.string(), "chunk_id": pa.large_string(),
              "rank": pa.int64(), "score": pa.float64(), "tag": pa.string()}
     try:
         table = pacsv.read_csv(
             str(path),
             read_options=pacsv.ReadOptions(column_names=_TREC_FIELDS, use_threads=False,
-                                           block_size=_CSV_BLOCK_BYTES),
+                                           block_size=1 << 24),
             parse_options=pacsv.ParseOptions(delimiter=delim.decode(), quote_char=False,
                                              double_quote=False, escape_char=False,
                                              ignore_empty_lines=False),
@@ -135,7 +128,7 @@ def _trec_table(path: Path) -> pa.Table | None:
     for chunk in table["score"].chunks:
         if not np.isfinite(chunk.to_numpy()).all():
             return None  # read_run names the line
-    return table.select(RUN).cast(RUN_SCHEMA)
+    return table.select(RUN)
 
 
 def empty_or_holds(col: pa.ChunkedArray, needles: tuple[bytes, ...]) -> bool:
