@@ -223,9 +223,8 @@ def arm_candidates(run: pa.Table, depth: int, *, ties: str = "score", path=None,
     duplicate check sorts a key of each (query, chunk) pair (the query code over the chunk
     id's :func:`text_hashes`, :func:`_pairs_may_repeat`), and the same chunk hashes are
     looked up in ``chunks`` (:meth:`IdSet.holds_all`); whenever a check fails, or two keys
-    tie,
-    the run goes through :func:`relgrade.ranking.validate_run`, which compares the real
-    ids and raises its own error, so the message is the same whichever path finds it.
+    tie, the run goes through :func:`relgrade.ranking.validate_run`, which compares the
+    real ids and raises its own error, so the message is the same whichever path finds it.
     """
     if ties not in ("score", "rank"):
         raise InputError("runs.ties must be `score` or `rank`",
@@ -244,8 +243,8 @@ def arm_candidates(run: pa.Table, depth: int, *, ties: str = "score", path=None,
                or holds_separator(arrow_ids(chunk)))
     text = None
     if not suspect:
-        # one hash of each chunk id serves the duplicate check (mixed with the query code:
-        # equal pairs hash alike) and the corpus check
+        # one hash of each chunk id serves the duplicate check (under the query code: equal
+        # pairs key alike) and the corpus check
         text = text_hashes(chunk)
         suspect = _pairs_may_repeat(group, text, len(encoded.dictionary))
     if not suspect and queries is not None:
@@ -275,9 +274,10 @@ def _pairs_may_repeat(group: np.ndarray, text: np.ndarray, n_groups: int) -> boo
     ``group`` (int, shape (n,)): each row's query code, below ``n_groups``; ``text``
     (uint64, shape (n,)): each row's :func:`text_hashes` of its chunk id.
 
-    With fewer than 2^24 queries, each pair's key is the query code over the hash's top 40
-    bits, and the keys are sorted by a stable sort (timsort): a run whose queries' rows are
-    adjacent, as TREC runs are written, has its keys sorted already block by block, and
+    With at most 2^24 queries, each pair's key is the query code over the hash's top 40
+    bits, and the keys are sorted by a stable sort (timsort): the codes number queries in
+    the order they first appear, so a run whose queries' rows are adjacent, as TREC runs
+    are written, has its keys sorted already block by block, and
     only each query's own rows are ordered, at about a third of the cost of sorting 64-bit
     hashes. Two chunks of one query tie on 40 bits with probability about ``m^2 / 2^41``
     for ``m`` rows of the query; a tie only sends the run to the exact check.
