@@ -159,6 +159,44 @@ def test_arm_candidates_refuse_a_non_finite_score_and_an_empty_run():
         P.arm_candidates(to_table(run.iloc[:0]), 1)
 
 
+def test_a_chunk_listed_twice_in_a_split_query_is_refused_with_validate_runs_message(tmp_path):
+    # q1's rows stand in two blocks, c1 once in each; c2 in two queries is no repeat
+    path = tmp_path / "x.trec"
+    path.write_text("q1 Q0 c1 1 3.0 t\nq1 Q0 c2 2 2.0 t\nq2 Q0 c2 1 5.0 t\n"
+                    "q1 Q0 c1 3 1.0 t\n")
+    with pytest.raises(InputError) as fast:
+        P.arm_candidates(read_run_table(path), 10, path=path)
+    with pytest.raises(InputError) as reference:
+        R.validate_run(read_run(path), path=path)
+    assert str(fast.value) == str(reference.value)
+    assert "query q1, chunk c1" in str(fast.value)
+
+
+def test_two_chunks_whose_pair_keys_tie_are_both_kept():
+    # c1710554 and c1477066 hash to 0x3d63b5fe3b317039 and 0x3d63b5fe3b8adb8e: the same top
+    # 40 bits, so their pair keys in one query tie; the exact check finds two distinct
+    # chunks and the run is cut as any other
+    ids = pa.array(["c1710554", "c1477066"], type=pa.large_string())
+    hashes = P.text_hashes(ids)
+    assert hashes.tolist() == [0x3D63B5FE3B317039, 0x3D63B5FE3B8ADB8E]
+    assert P._pairs_may_repeat(np.zeros(2, dtype=np.int64), hashes, 1)
+    assert not P._pairs_may_repeat(np.array([0, 1]), hashes, 2)
+    run = pd.DataFrame({"query_id": ["q1", "q1", "q1"],
+                        "chunk_id": ["c1710554", "c1477066", "c7"], "rank": [1, 2, 3],
+                        "score": [3.0, 2.0, 1.0]})
+    kept = P.arm_candidates(to_table(run), 2)
+    assert kept["chunk_id"].to_pylist() == ["c1710554", "c1477066"]
+
+
+def test_pair_keys_with_more_queries_than_the_key_holds_compare_whole_hashes():
+    # above 2^24 query codes the key is the whole hash mixed with the code: only a true
+    # repeat of (code, hash) ties
+    hashes = np.array([5, 5, 6], dtype=np.uint64)
+    many = (1 << 24) + 1
+    assert not P._pairs_may_repeat(np.array([0, 1, 0]), hashes, many)
+    assert P._pairs_may_repeat(np.array([3, 3, 0]), hashes, many)
+
+
 # --- pooling the candidates -------------------------------------------------------------
 
 def reference_pool(runs: dict[str, pd.DataFrame], deepest: int, **kwargs):
