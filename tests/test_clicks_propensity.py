@@ -598,3 +598,21 @@ def test_a_chunk_shown_twice_is_found_in_a_session_of_any_length_up_to_64(n):
         ClickLog.from_frame(frame(rows), source="log.parquet")
     assert str(e.value) == ("log.parquet: session s1: a session shows each chunk at most once "
                             f"(found chunk c00 at positions 1, {n})")
+
+
+@pytest.mark.parametrize("column, value, rule", [
+    ("chunk_id", "", "chunk_id must be a non-empty string or an integer"),
+    ("position", 0, "position must be a whole number of at least 1"),
+    ("clicked", 2, r"clicked must be 0 or 1 \(or true / false\)"),
+    ("randomized", "maybe", r"randomized must be true or false \(or 1 / 0\)"),
+])
+def test_one_bad_value_in_an_otherwise_clean_log_is_refused_by_its_rule(column, value, rule):
+    # The fast pass has no counter per rule: a bad value sets no position bit, so its list
+    # shows fewer positions than rows, and the exact pass words the rule broken.
+    rows = [(f"s{s}", "q", f"c{k}", k, k % 2, "r", False) for s in (1, 2) for k in (1, 2, 3)]
+    df = frame(rows).astype({column: object})
+    df.loc[4, column] = value  # session s2, position 2
+    with pytest.raises(InputError, match=rf"^log.parquet: session s2(, position 2)?: {rule} "
+                                         r"\(found "):
+        ClickLog.from_frame(df, source="log.parquet")
+    assert ClickLog.from_frame(frame(rows)).patterns is not None

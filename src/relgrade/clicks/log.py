@@ -232,11 +232,13 @@ class ClickLog:
         -----
         One pass over the log, grouped by (session, query, ranker), for the row rules and the
         session rules and for :attr:`patterns` (``check_log.sql``, whose per-list state is
-        bit masks of positions and a list of 64-bit chunk hashes). A log that pass flags (a
-        broken rule, a chunk hash repeated, a position above 64) is checked again by the
-        exact pass (``check_log_exact.sql``), which finds the first row or session breaking
-        a rule and words the error, so every bad log is refused with the same message
-        whichever pass saw it first. The randomized slice's pairing is checked by the
+        a row count, bit masks of positions and chunk hashes, and a list of 32-bit chunk
+        hashes; a row with a bad value or a position above 64 sets no bit, so the position
+        mask flags it with the repeated positions). A log that pass flags (a broken rule, a
+        chunk hash repeated, a position above 64) is checked again by the exact pass
+        (``check_log_exact.sql``), which finds the first row or session breaking a rule and
+        words the error, so every bad log is refused with the same message whichever pass
+        saw it first. The randomized slice's pairing is checked by the
         randomization estimator, which is its only reader.
         """
         columns = list(relation.columns)
@@ -255,12 +257,13 @@ class ClickLog:
 
         # One grouped pass checks the log and keeps the click patterns of its sessions; only
         # a log it flags is looked at again, by the exact pass that words the error.
-        rows, lists, sessions, bad, deep, repeated_position, repeated_chunk, histogram = \
+        rows, lists, sessions, flagged, repeated_chunk, histogram = \
             con.execute(sql("check_log")).fetchall()[0]
         if rows == 0:
             raise InputError("the log has no rows", path=source)
-        if bad or deep or repeated_position or repeated_chunk or lists != sessions:
-            rows, sessions = _check_exactly(con, source, expressions)
+        deep = 0
+        if flagged or repeated_chunk or lists != sessions:
+            rows, sessions, deep = _check_exactly(con, source, expressions)
         return cls(con=con, source=str(source), rows=int(rows), sessions=int(sessions),
                    patterns=None if deep else _patterns(histogram))
 
@@ -300,9 +303,10 @@ def _check_exactly(con: duckdb.DuckDBPyConnection, source: str,
 
     Returns
     -------
-    tuple of (int, int)
-        Rows and sessions, when nothing is broken after all (two chunk ids of a session
-        whose 64-bit hashes are equal, or positions above 64 that do not repeat).
+    tuple of (int, int, int)
+        Rows, sessions and rows at a position above 64, when nothing is broken after all
+        (two chunk ids of a session whose hashes are equal, or positions above 64 that do
+        not repeat).
 
     Raises
     ------
@@ -311,7 +315,7 @@ def _check_exactly(con: duckdb.DuckDBPyConnection, source: str,
     """
     result = con.execute(sql("check_log_exact")).fetchall()[0]
     counts = dict(zip(["rows", *LOG_COLUMNS], result[:len(LOG_COLUMNS) + 1]))
-    sessions, *firsts = result[len(LOG_COLUMNS) + 1:]
+    sessions, deep, *firsts = result[len(LOG_COLUMNS) + 1:]
     for column in LOG_COLUMNS:
         if counts[column]:
             session, position, found = con.execute(sql("bad_value").format(
@@ -329,7 +333,7 @@ def _check_exactly(con: duckdb.DuckDBPyConnection, source: str,
         if session is not None:
             rows = con.execute(sql("session_rows"), {"session_id": session}).df()
             raise session_error(rows, source, rule, session)
-    return int(counts["rows"]), int(sessions)
+    return int(counts["rows"]), int(sessions), int(deep)
 
 
 #: The columns of :attr:`ClickLog.patterns`.

@@ -8,7 +8,8 @@
 -- above 64 through a list, which is empty for ordinary logs) and distinct chunks through
 -- their 64-bit hashes, which keeps the per-session state small; a repeated hash is
 -- confirmed on the session's own rows before it is reported (repeated_chunk_exact.sql).
--- The session rules are read only when no row breaks a row rule.
+-- The session rules are read only when no row breaks a row rule. It also counts the rows at
+-- a position above 64, which a valid log may have (the caller then reads no patterns).
 WITH per_session AS (
     SELECT session_id,
            count(*) AS rows,
@@ -18,6 +19,7 @@ WITH per_session AS (
            count(*) FILTER (WHERE clicked IS NULL) AS null_clicked,
            count(*) FILTER (WHERE ranker IS NULL) AS null_ranker,
            count(*) FILTER (WHERE randomized IS NULL) AS null_randomized,
+           count(*) FILTER (WHERE position > 64) AS deep,
            coalesce(bit_count(bit_or(CASE WHEN position <= 64
                                           THEN CAST(1 AS UBIGINT) << CAST(position - 1 AS UBIGINT)
                                           END)), 0)
@@ -38,6 +40,7 @@ SELECT coalesce(sum(rows), 0) AS rows,
        coalesce(sum(null_ranker), 0) AS ranker,
        coalesce(sum(null_randomized), 0) AS randomized,
        count(*) AS sessions,
+       coalesce(sum(deep), 0) AS deep,
        min(session_id) FILTER (WHERE positions < rows) AS repeated_position,
        min(session_id) FILTER (WHERE chunks < rows) AS repeated_chunk,
        min(session_id) FILTER (WHERE several_queries) AS several_queries,
