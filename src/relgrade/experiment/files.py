@@ -784,9 +784,9 @@ class Experiment:
                                  "cannot be recorded", path=self.path(name),
                                  fix="Run: " + repro_command(
                                      self, {"chunks": "corpus"}.get(name, name)))
-        content = content_sha256(io.read_table(self.path("chunks"),
+        content = content_sha256(io.read_table(self.path("chunks"), only=True,
                                                columns=["chunk_id", "header", "text"]))
-        intents = intent_sha256(io.read_table(self.path("intents"),
+        intents = intent_sha256(io.read_table(self.path("intents"), only=True,
                                               columns=["query_id", "intent"]))
         rubric = {"rubric_version": str(self.params.grading.rubric_version),
                   "rubric_sha256": self.rubric_sha256()}

@@ -319,13 +319,21 @@ def run(ex):
     key.require_gate(gate, source=gate_path)
     manifests = {name: io.read_json(ex.path(f"{name}_manifest"))
                  for name in ("corpus", "queries", "intents", "pool", "grades")}
-    grades_table, design, provenance = io.read_table(ex.path("grades")), None, None
+    if "shared" in manifests["grades"]:  # the shared counts read each row's origin too
+        grades_table = io.read_table(ex.path("grades"))
+    else:  # the columns the key and triage read: not the reasons
+        grades_table = io.read_table(ex.path("grades"), only=True, columns=[
+            "query_id", "chunk_id", "grader", "round", "grade"])
+    design, provenance = None, None
     if grading.mode == "triage":
         grades_table, design, provenance = _triage(ex, grades_table)
     table, dropped = key.build_key(
         grades_table, key_grader=ex.params.need("grading.key_grader"),
-        round=grading.round, pool=io.read_table(ex.path("pool")),
+        round=grading.round,
+        pool=io.read_table(ex.path("pool"), columns=["query_id", "chunk_id"], only=True),
         relevant_min=ex.params.need("scale").relevant_min)
+    if "shared" not in manifests["grades"]:
+        del grades_table  # read again by nothing below
     step("the ledger, the rounds and what the key revises")
     used = ex.ledger()
     _check_rounds(ex, manifests["grades"], grading.round)
