@@ -1105,8 +1105,14 @@ class Experiment:
 def _codes_of(ids: pd.Series, table: pd.Series) -> tuple[np.ndarray, pd.Index]:
     """Each id's value in ``table`` (a Series indexed by id, as ``Series.get`` finds it) as
     a code into the table's distinct values, -1 for an id the table lacks."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
     values = table.to_numpy(dtype=object)
     words = pd.Index(values, dtype=object).unique()
     codes = words.get_indexer(values)
-    at = table.index.get_indexer(ids.to_numpy(dtype=object))
+    at = pc.index_in(pa.array(ids, type=pa.large_string()),
+                     value_set=pa.array(table.index.to_numpy(dtype=object),
+                                        type=pa.large_string()))
+    at = pc.fill_null(at, -1).to_numpy(zero_copy_only=False)
     return np.where(at >= 0, codes[np.maximum(at, 0)] if len(codes) else -1, -1), words

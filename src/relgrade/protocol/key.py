@@ -15,6 +15,11 @@ non-ASCII characters written as UTF-8 rather than escaped, and ids as JSON strin
 by a single LF. An empty key is zero bytes. ``key_sha256`` is the lowercase hex sha256 of
 those bytes. The key file (params ``paths.key``) is written in exactly this form, so
 ``sha256sum key.jsonl`` reproduces the hash.
+
+The key is built, sorted, written and compared as Arrow columns, never as a Python object
+per pair: Arrow orders strings by their UTF-8 bytes, which is code point order, and a
+string JSON escapes (a quote, a backslash, a control character) is written by the
+:mod:`json` module itself, so the bytes are those of the definition above.
 """
 
 from __future__ import annotations
@@ -212,8 +217,8 @@ def build_key(
     table = _sorted_table(mine)
     pairs = ["query_id", "chunk_id"]
     pool_pairs = pa.table({"query_id": _ids(pool["query_id"]), "chunk_id": _ids(pool["chunk_id"])})
-    outside = _sorted_table(table.join(pool_pairs.group_by(pairs).aggregate([]), keys=pairs,
-                                       join_type="left anti", use_threads=False).to_pandas())
+    outside = _sorted_table(table.join(pool_pairs, keys=pairs, join_type="left anti",
+                                       use_threads=False).to_pandas())
     if outside.num_rows:
         q, c = outside["query_id"][0].as_py(), outside["chunk_id"][0].as_py()
         raise InputError("the key grader graded a pair outside the pool", item=f"pair ({q}, {c})",
@@ -373,24 +378,23 @@ def made_on_blocks(key: pd.DataFrame, made_on: pd.DataFrame, *,
 
 def _made_on_table(made_on: pd.DataFrame) -> pa.Table:
     """A made-on table as Arrow text (each value as ``str`` gives it; the hashes as
-    dictionary columns), one row per pair: the last row of a pair listed twice."""
-    table = pa.table({"query_id": _plain_text(made_on["query_id"]),
-                      "chunk_id": _plain_text(made_on["chunk_id"]),
-                      **{name: _text(made_on[name]) for name in _MADE}})
-    if table.num_rows:
-        last = (table.select(_PAIR).append_column("row", pa.array(np.arange(table.num_rows)))
-                .group_by(_PAIR, use_threads=False).aggregate([("row", "max")]))
-        table = table.take(last["row_max"])
-    return table
+    dictionary columns), in its rows' order."""
+    return pa.table({"query_id": _plain_text(made_on["query_id"]),
+                     "chunk_id": _plain_text(made_on["chunk_id"]),
+                     **{name: _text(made_on[name]) for name in _MADE}})
 
 
 def _with_made_on(table: pa.Table, made_on: pd.DataFrame) -> pa.Table:
-    """The sorted key ``table`` with each pair's made-on columns (null for a pair without a
-    made-on row) and ``made`` (bool: the pair has one), in the key's order."""
+    """The sorted key ``table`` with each pair's made-on columns (from the last made-on row
+    of the pair; null for a pair without one) and ``made`` (bool: the pair has one), in
+    the key's order."""
     made = _made_on_table(made_on)
     joined = table.select(_PAIR).append_column("row", pa.array(np.arange(table.num_rows))).join(
         made.select(_PAIR).append_column("at", pa.array(np.arange(made.num_rows))),
-        keys=_PAIR, join_type="left outer", use_threads=False)
+        keys=_PAIR, join_type="left outer", use_threads=False).select(["row", "at"])
+    if joined.num_rows > table.num_rows:  # a pair with several made-on rows: the last counts
+        joined = joined.group_by("row", use_threads=False).aggregate([("at", "max")]) \
+            .rename_columns(["row", "at"])
     at = joined["at"].take(pc.sort_indices(joined["row"]))
     for name in _MADE:
         table = table.append_column(name, made[name].take(at))

@@ -334,11 +334,13 @@ def run(ex):
         relevant_min=ex.params.need("scale").relevant_min)
     if "shared" not in manifests["grades"]:
         del grades_table  # read again by nothing below
+    pa.default_memory_pool().release_unused()  # the grades' and the joins' blocks
     step("the ledger, the rounds and what the key revises")
     used = ex.ledger()
     _check_rounds(ex, manifests["grades"], grading.round)
     made_on = _made_on(ex, table)
     revises, regraded = _revision(ex, table, made_on)
+    pa.default_memory_pool().release_unused()  # the frozen key's and the comparison's
     status = ledger.check_void(used, pool_version=manifests["pool"]["pool_version"],
                                rubric_version=rubric_version, round=grading.round,
                                key_sha256=key.key_sha256(table), post_hoc=grading.post_hoc,
