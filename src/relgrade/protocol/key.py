@@ -217,10 +217,10 @@ def build_key(
     table = _sorted_table(mine)
     pairs = ["query_id", "chunk_id"]
     pool_pairs = pa.table({"query_id": _ids(pool["query_id"]), "chunk_id": _ids(pool["chunk_id"])})
-    outside = _sorted_table(table.join(pool_pairs, keys=pairs, join_type="left anti",
-                                       use_threads=False).to_pandas())
-    if outside.num_rows:
-        q, c = outside["query_id"][0].as_py(), outside["chunk_id"][0].as_py()
+    outside = table.join(pool_pairs, keys=pairs, join_type="left anti", use_threads=False)
+    if outside.num_rows:  # named: the first in the key's order
+        first = pc.sort_indices(outside, sort_keys=[(p, "ascending") for p in pairs])[0].as_py()
+        q, c = outside["query_id"][first].as_py(), outside["chunk_id"][first].as_py()
         raise InputError("the key grader graded a pair outside the pool", item=f"pair ({q}, {c})",
                          found=f"{outside.num_rows} such pairs",
                          fix="Rerun the grades stage against the current pool")
