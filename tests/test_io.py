@@ -213,3 +213,13 @@ def test_arrow_parquet_of_a_table_in_several_chunks_has_the_bytes_pandas_writes(
         (tmp_path / "pandas.parquet").read_bytes()
     assert io.read_table(tmp_path / "arrow.parquet")["inclusion_prob"].tolist() == \
         [1.0, 0.5, 0.25]
+
+
+def test_read_table_only_reads_the_columns_asked_for_in_their_order(tmp_path):
+    df = pd.DataFrame({"a": ["x", "y"], "b": [1, 2], "c": ["long text", "more"]})
+    io.write_parquet(tmp_path / "t.parquet", df)
+    got = io.read_table(tmp_path / "t.parquet", columns=["b", "a"], only=True)
+    assert got.columns.tolist() == ["b", "a"]
+    pd.testing.assert_frame_equal(got, io.read_table(tmp_path / "t.parquet")[["b", "a"]])
+    with pytest.raises(InputError, match="missing column"):
+        io.read_table(tmp_path / "t.parquet", columns=["a", "d"], only=True)

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
 
+import numpy as np
 import pandas as pd
 
 from relgrade.errors import InputError, ProtocolError
@@ -24,7 +25,7 @@ from relgrade.graders.store import bank_path, read_bank
 from relgrade.io.grade_columns import read_bank_columns, read_round_columns
 from relgrade.io import files as io
 from relgrade.io import githistory
-from relgrade.io.judgments import read_key_table
+from relgrade.io.judgments import read_key_table, read_made_on_table
 from relgrade.io.runs import read_run
 from relgrade.protocol import grades as grades_mod
 from relgrade.protocol import ledger as ledger_mod
@@ -726,6 +727,55 @@ class Experiment:
         InputError
             A table or the rubric file is missing.
         """
+        content, intents, rubric = self._made_on_sources()
+
+        def made_on(row):
+            c, q = content.get(str(row["chunk_id"])), intents.get(str(row["query_id"]))
+            if c is None or q is None:
+                return None
+            return {"content_sha256": c, "intent_sha256": q, **rubric}
+        return made_on
+
+    def made_on_now_table(self, pairs: pd.DataFrame) -> pd.DataFrame:
+        """What a grade of each pair is made on today, as columns: :meth:`made_on_now` for a
+        whole table, without a dict per pair.
+
+        Parameters
+        ----------
+        pairs : pandas.DataFrame of shape (n_pairs, >= 2)
+            ``query_id``, ``chunk_id``.
+
+        Returns
+        -------
+        pandas.DataFrame of shape (n_pairs, 6)
+            ``query_id``, ``chunk_id`` as given, then :data:`relgrade.schema.MADE_ON`
+            (``content_sha256``, ``intent_sha256``, ``rubric_version``, ``rubric_sha256``)
+            as categoricals of str; all four missing (NaN) for a pair whose chunk or query
+            the tables lack. Row ``i`` holds what :meth:`made_on_now` returns for pair ``i``.
+
+        Raises
+        ------
+        InputError
+            A table or the rubric file is missing.
+        """
+        content, intents, rubric = self._made_on_sources()
+        c = _codes_of(pairs["chunk_id"].astype(str), content)
+        q = _codes_of(pairs["query_id"].astype(str), intents)
+        known = (c[0] >= 0) & (q[0] >= 0)
+        out = pd.DataFrame({"query_id": pairs["query_id"].to_numpy(),
+                            "chunk_id": pairs["chunk_id"].to_numpy()})
+        out["query_id"] = out["query_id"].astype(pairs["query_id"].dtype)
+        out["chunk_id"] = out["chunk_id"].astype(pairs["chunk_id"].dtype)
+        for name, (codes, words) in (("content_sha256", c), ("intent_sha256", q)):
+            out[name] = pd.Categorical.from_codes(np.where(known, codes, -1), categories=words)
+        for name, value in rubric.items():
+            out[name] = pd.Categorical.from_codes(np.where(known, 0, -1),
+                                                  categories=pd.Index([value], dtype=object))
+        return out
+
+    def _made_on_sources(self):
+        """The chunks' content hashes and the intents' hashes (Series by id) and the rubric
+        fields, as :meth:`made_on_now` and :meth:`made_on_now_table` look them up."""
         from relgrade.protocol.bank import content_sha256, intent_sha256
 
         for name in ("chunks", "intents"):
@@ -734,19 +784,13 @@ class Experiment:
                                  "cannot be recorded", path=self.path(name),
                                  fix="Run: " + repro_command(
                                      self, {"chunks": "corpus"}.get(name, name)))
-        content = content_sha256(io.read_table(self.path("chunks"),
+        content = content_sha256(io.read_table(self.path("chunks"), only=True,
                                                columns=["chunk_id", "header", "text"]))
-        intents = intent_sha256(io.read_table(self.path("intents"),
+        intents = intent_sha256(io.read_table(self.path("intents"), only=True,
                                               columns=["query_id", "intent"]))
         rubric = {"rubric_version": str(self.params.grading.rubric_version),
                   "rubric_sha256": self.rubric_sha256()}
-
-        def made_on(row):
-            c, q = content.get(str(row["chunk_id"])), intents.get(str(row["query_id"]))
-            if c is None or q is None:
-                return None
-            return {"content_sha256": c, "intent_sha256": q, **rubric}
-        return made_on
+        return content, intents, rubric
 
     # --- the frozen key ----------------------------------------------------------------
 
@@ -787,7 +831,7 @@ class Experiment:
         if got != want:
             raise ProtocolError(f"{files.made_on}: sha256 {got} is not the {want} its record "
                                 f"{files.record} froze; restore both from git")
-        return pd.DataFrame(io.read_jsonl(files.made_on), columns=list(MADE_ON_COLUMNS))
+        return read_made_on_table(files.made_on, MADE_ON_COLUMNS)
 
     def post_hoc_metrics_folder(self, arm: str) -> Path:
         """One arm's post-hoc metrics: ``paths.metrics_post_hoc/ARM/`` (``metrics.json``,
@@ -1056,3 +1100,19 @@ class Experiment:
             kwargs["inclusion"] = io.read_table(
                 self.path("pool"), columns=["query_id", "chunk_id", "inclusion_prob"])
         return kwargs
+
+
+def _codes_of(ids: pd.Series, table: pd.Series) -> tuple[np.ndarray, pd.Index]:
+    """Each id's value in ``table`` (a Series indexed by id, as ``Series.get`` finds it) as
+    a code into the table's distinct values, -1 for an id the table lacks."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    values = table.to_numpy(dtype=object)
+    words = pd.Index(values, dtype=object).unique()
+    codes = words.get_indexer(values)
+    at = pc.index_in(pa.array(ids, type=pa.large_string()),
+                     value_set=pa.array(table.index.to_numpy(dtype=object),
+                                        type=pa.large_string()))
+    at = pc.fill_null(at, -1).to_numpy(zero_copy_only=False)
+    return np.where(at >= 0, codes[np.maximum(at, 0)] if len(codes) else -1, -1), words

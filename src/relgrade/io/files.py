@@ -218,8 +218,19 @@ def read_tsv(path, *, columns: list[str] | None = None) -> pd.DataFrame:
     return df
 
 
-def read_table(path, *, columns: list[str] | None = None) -> pd.DataFrame:
+def read_table(path, *, columns: list[str] | None = None,
+               only: bool = False) -> pd.DataFrame:
     """Read a table from ``.parquet``, ``.jsonl``/``.ndjson`` or ``.tsv``, by extension.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        The file.
+    columns : list of str, optional
+        Columns the table must have.
+    only : bool, default False
+        Return ``columns`` alone, in that order; from a Parquet file only they are read
+        (the others are never decoded), so the values are those of the whole table's.
 
     Raises
     ------
@@ -229,7 +240,8 @@ def read_table(path, *, columns: list[str] | None = None) -> pd.DataFrame:
     path = Path(path)
     suffix = path.suffix.lower()
     if suffix == ".parquet":
-        df = read_parquet(path)
+        df = read_parquet(path, columns=_present_columns(path, columns) if only and columns
+                          else None)
     elif suffix in (".jsonl", ".ndjson"):
         import pandas as pd
 
@@ -240,7 +252,19 @@ def read_table(path, *, columns: list[str] | None = None) -> pd.DataFrame:
         raise InputError("unknown table format (use .parquet, .jsonl or .tsv)", path=path,
                          found=suffix or "no extension")
     _require_columns(df, columns, path)
-    return df
+    return df[list(columns)] if only and columns else df
+
+
+def _present_columns(path: Path, columns: list[str]) -> list[str]:
+    """The columns of ``columns`` a Parquet file holds (a missing one is named by the check
+    that follows the read)."""
+    import pyarrow.parquet as pq
+
+    try:
+        names = set(pq.read_schema(path).names)
+    except Exception:  # a missing or corrupt file: read_parquet words the error
+        return list(columns)
+    return [c for c in columns if c in names]
 
 
 def read_column(path, column: str):
@@ -328,8 +352,8 @@ def _row_lines(lines: list[str], *, header: bool) -> list[int]:
     return [i + 1 for i in range(start, len(lines)) if lines[i].strip()]
 
 
-def read_parquet(path) -> pd.DataFrame:
-    """A Parquet file as a DataFrame.
+def read_parquet(path, columns: list[str] | None = None) -> pd.DataFrame:
+    """A Parquet file as a DataFrame (only ``columns``, in that order, when given).
 
     Raises
     ------
@@ -342,7 +366,7 @@ def read_parquet(path) -> pd.DataFrame:
     import pandas as pd
 
     try:
-        return pd.read_parquet(path)
+        return pd.read_parquet(path, columns=columns)
     except Exception as e:  # pyarrow raises several types for a corrupt file
         raise InputError("not a readable Parquet file", path=path, found=str(e)) from None
 

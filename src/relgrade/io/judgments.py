@@ -255,6 +255,65 @@ def read_key_table(path, columns: Sequence[str] = ("query_id", "chunk_id", "grad
     return out.astype({"query_id": "str", "chunk_id": "str", "grade": "int64"})
 
 
+def read_made_on_table(path, columns: Sequence[str]) -> pd.DataFrame:
+    """A key's made-on file (``made_on.jsonl``) as a table, read as Arrow columns.
+
+    A made-on file relgrade wrote is canonical JSON lines of string fields, ``query_id``,
+    ``chunk_id`` and the hashes of what each key row's grade was made on. Arrow's streaming
+    JSON reader parses it under that schema (one thread, blocks of 8 MiB), each block's
+    hashes dictionary-encoded before the next is read, so the hashes cost a code per line
+    and each distinct hash once. A file it refuses (another type, a key missing or
+    unknown), an empty one, or one with a null is read one object per line
+    (:func:`relgrade.io.files.read_jsonl`), as before.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        The made-on file; it must exist.
+    columns : sequence of str
+        The table's columns, in order (:data:`relgrade.protocol.key.MADE_ON_COLUMNS`).
+
+    Returns
+    -------
+    pandas.DataFrame of shape (n_pairs, len(columns))
+        The file's rows in order: ``query_id``, ``chunk_id`` as str, every other column a
+        categorical of str (the values of ``pandas.DataFrame(read_jsonl(path),
+        columns=columns)``); from the row reader, that frame itself.
+    """
+    import pyarrow.json as pj
+
+    from relgrade.io.files import read_jsonl
+
+    cols = list(columns)
+    schema = pa.schema([(name, pa.string()) for name in cols])
+    table = None
+    if Path(path).stat().st_size:
+        try:
+            reader = pj.open_json(path, read_options=pj.ReadOptions(use_threads=False,
+                                                                    block_size=1 << 23),
+                                  parse_options=pj.ParseOptions(
+                                      explicit_schema=schema, unexpected_field_behavior="error"))
+            parts = []
+            for batch in reader:
+                if any(c.null_count for c in batch.columns):
+                    raise pa.ArrowInvalid("a null field")
+                parts.append(pa.table([c if name in cols[:2] else pc.dictionary_encode(c)
+                                       for name, c in zip(cols, batch.columns)], names=cols))
+            table = pa.concat_tables(parts).unify_dictionaries() if parts else None
+            del parts
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+            table = None
+    if table is None or not table.num_rows:
+        return pd.DataFrame(read_jsonl(path), columns=cols)
+    text = pd.StringDtype("pyarrow", na_value=np.nan)
+    out = pd.DataFrame({name: (table[name].to_pandas(types_mapper={
+        pa.string(): text, pa.large_string(): text}.get).astype("str") if name in cols[:2]
+        else table[name].to_pandas()) for name in cols})
+    del table
+    pa.default_memory_pool().release_unused()  # the parser's blocks are garbage now
+    return out
+
+
 def read_grades_table(path, *, scale: Iterable[int] | None = None,
                       labels: Sequence[str] | None = None,
                       repeats: bool = False) -> pd.DataFrame:

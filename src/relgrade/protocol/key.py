@@ -15,30 +15,157 @@ non-ASCII characters written as UTF-8 rather than escaped, and ids as JSON strin
 by a single LF. An empty key is zero bytes. ``key_sha256`` is the lowercase hex sha256 of
 those bytes. The key file (params ``paths.key``) is written in exactly this form, so
 ``sha256sum key.jsonl`` reproduces the hash.
+
+The key is built, sorted, written and compared as Arrow columns, never as a Python object
+per pair: Arrow orders strings by their UTF-8 bytes, which is code point order, and a
+string JSON escapes (a quote, a backslash, a control character) is written by the
+:mod:`json` module itself, so the bytes are those of the definition above.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-from typing import Iterable, Mapping
+from typing import Iterable, Iterator, Mapping
 
+import numpy as np
 import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
 
 from relgrade.canonical import canonical_json
 from relgrade.errors import InputError, ProtocolError
 
 
-def _sorted_rows(key: pd.DataFrame) -> list[tuple[str, str, int]]:
-    # plain lists first: iterating an Arrow-backed column element by element is slow
-    rows = sorted(zip(key["query_id"].astype(str).tolist(),
-                      key["chunk_id"].astype(str).tolist(),
-                      (int(g) for g in key["grade"].tolist())))
-    for a, b in zip(rows, rows[1:]):
-        if a[:2] == b[:2]:
+def _sorted_table(key: pd.DataFrame) -> pa.Table:
+    """The key's rows as Arrow columns in canonical order; refuses two rows of one pair.
+
+    Returns a table of ``query_id``, ``chunk_id`` (``large_string``, the ids as ``str``
+    gives them) and ``grade`` (int64), sorted by (query_id, chunk_id, grade). Arrow orders
+    strings by their UTF-8 bytes, which is Unicode code point order: Python's string order.
+    """
+    table = pa.table({
+        "query_id": _ids(key["query_id"]), "chunk_id": _ids(key["chunk_id"]),
+        "grade": pa.array(key["grade"].to_numpy(dtype="int64"), type=pa.int64()),
+    })
+    order = pc.sort_indices(table, sort_keys=[("query_id", "ascending"),
+                                              ("chunk_id", "ascending"),
+                                              ("grade", "ascending")])
+    table = table.take(order).combine_chunks()
+    n = table.num_rows
+    if n > 1:
+        q, c = table["query_id"], table["chunk_id"]
+        same = pc.and_(pc.equal(q.slice(1), q.slice(0, n - 1)),
+                       pc.equal(c.slice(1), c.slice(0, n - 1)))
+        if pc.any(same).as_py():
+            i = int(np.flatnonzero(same.to_numpy(zero_copy_only=False))[0])
             raise InputError("a key holds one grade per pair",
-                             item=f"pair ({a[0]}, {a[1]})", found="two rows")
-    return rows
+                             item=f"pair ({q[i].as_py()}, {c[i].as_py()})", found="two rows")
+    return table
+
+
+def _ids(column: pd.Series) -> pa.Array:
+    """An id column as ``str`` gives it, as an Arrow ``large_string`` array."""
+    return pa.array(column.astype(str), type=pa.large_string())
+
+
+def _plain_text(column: pd.Series) -> pa.Array:
+    """Each value of ``column`` as ``str(value)`` gives it (a missing value too: ``"nan"``,
+    ``"None"``), as an Arrow ``large_string`` array without nulls."""
+    if isinstance(column.dtype, pd.StringDtype):
+        return pc.fill_null(pa.array(column, type=pa.large_string()),
+                            str(column.dtype.na_value))
+    if column.dtype == object or isinstance(column.dtype, pd.CategoricalDtype):
+        column = column.astype(object)
+        plain = column.map(lambda v: isinstance(v, str)).to_numpy(dtype=bool)
+        if not plain.all():
+            column = column.where(plain, column.map(str))
+        return pa.array(column, type=pa.large_string())
+    return pa.array(column.astype(str), type=pa.large_string())
+
+
+def _text(column: pd.Series) -> pa.DictionaryArray:
+    """:func:`_plain_text` as a dictionary array: each distinct text once, a code per row.
+    A categorical column's categories are converted once, not per row."""
+    if isinstance(column.dtype, pd.CategoricalDtype):
+        codes = column.cat.codes.to_numpy().astype(np.int32)
+        words = _plain_text(pd.Series(column.cat.categories, dtype=object))
+        if (codes < 0).any():  # a missing value, as str(nan)
+            words = pa.concat_arrays([words, pa.array(["nan"], pa.large_string())])
+            codes = np.where(codes < 0, len(words) - 1, codes).astype(np.int32)
+        return pa.DictionaryArray.from_arrays(pa.array(codes), words)
+    return pc.dictionary_encode(_plain_text(column))
+
+
+def _one(values) -> pa.Array:
+    """A chunked array as one array (dictionaries unified)."""
+    if isinstance(values, pa.ChunkedArray):
+        if pa.types.is_dictionary(values.type):
+            values = pa.table({"v": values}).unify_dictionaries()["v"]
+        values = values.combine_chunks()
+    return values
+
+
+def _plain(values) -> pa.Array:
+    """A dictionary array decoded to its values; any other array as it is."""
+    values = _one(values)
+    if pa.types.is_dictionary(values.type):
+        return values.dictionary.take(values.indices)
+    return values
+
+
+#: Characters :func:`relgrade.canonical.canonical_json` escapes in a string.
+_ESCAPED = r'[\x00-\x1f"\\]'
+
+
+def _json_strings(values) -> pa.Array:
+    """Each string as canonical JSON writes it (quoted; ``"``, backslash and control
+    characters escaped, everything else as it is). A dictionary array stays one: its
+    dictionary is encoded, once per distinct string."""
+    values = _one(values)
+    if pa.types.is_dictionary(values.type):
+        return pa.DictionaryArray.from_arrays(values.indices,
+                                              _json_strings(values.dictionary))
+    values = values.cast(pa.large_string())
+    quoted = pc.binary_join_element_wise(_word('"'), values, _word('"'), _word(""))
+    odd = pc.match_substring_regex(values, _ESCAPED)
+    if pc.any(odd).as_py():  # the few that need an escape, written by the json module itself
+        mask = odd.to_numpy(zero_copy_only=False)
+        escaped = [canonical_json(v) for v in values.filter(odd).to_pylist()]
+        quoted = pc.replace_with_mask(quoted, pa.array(mask),
+                                      pa.array(escaped, type=pa.large_string()))
+    return quoted
+
+
+def _joined(lines) -> memoryview:
+    """The bytes of an Arrow string array's values, one after the other, without a copy."""
+    lines = _one(lines).cast(pa.large_string())
+    if len(lines) == 0:
+        return memoryview(b"")
+    offsets = np.frombuffer(lines.buffers()[1], dtype=np.int64)
+    start, stop = int(offsets[lines.offset]), int(offsets[lines.offset + len(lines)])
+    return memoryview(lines.buffers()[2])[start:stop]
+
+
+def _jsonl(columns: Mapping[str, pa.Array]) -> memoryview:
+    """Canonical JSON lines (keys in the order given, LF-terminated) of string columns,
+    already JSON-encoded (:func:`_json_strings`, or integers as text)."""
+    parts: list = []
+    for i, (name, values) in enumerate(columns.items()):
+        parts += [_word(("{" if i == 0 else ",") + canonical_json(name) + ":"),
+                  _plain(values).cast(pa.large_string())]
+    return _joined(pc.binary_join_element_wise(*parts, _word("}\n"), _word("")))
+
+
+def _word(text: str) -> pa.Scalar:
+    """A constant of a line, as the ``large_string`` the columns are."""
+    return pa.scalar(text, pa.large_string())
+
+
+def _key_lines(table: pa.Table) -> memoryview:
+    return _jsonl({"query_id": _json_strings(table["query_id"]),
+                   "chunk_id": _json_strings(table["chunk_id"]),
+                   "grade": table["grade"].cast(pa.large_string())})
 
 
 def build_key(
@@ -87,21 +214,23 @@ def build_key(
     """
     mine = grades[(grades["grader"].astype(str) == key_grader)
                   & (grades["round"].astype("int64") == int(round))]
-    rows = _sorted_rows(mine)
-    have = {(q, c): g for q, c, g in rows}
-    pool_pairs = sorted(zip(pool["query_id"].astype(str), pool["chunk_id"].astype(str)))
-    pool_set = set(pool_pairs)
-    outside = [p for p in have if p not in pool_set]
-    if outside:
-        q, c = outside[0]
+    table = _sorted_table(mine)
+    pairs = ["query_id", "chunk_id"]
+    pool_pairs = pa.table({"query_id": _ids(pool["query_id"]), "chunk_id": _ids(pool["chunk_id"])})
+    outside = table.join(pool_pairs, keys=pairs, join_type="left anti", use_threads=False)
+    if outside.num_rows:  # named: the first in the key's order
+        first = pc.sort_indices(outside, sort_keys=[(p, "ascending") for p in pairs])[0].as_py()
+        q, c = outside["query_id"][first].as_py(), outside["chunk_id"][first].as_py()
         raise InputError("the key grader graded a pair outside the pool", item=f"pair ({q}, {c})",
-                         found=f"{len(outside)} such pairs",
+                         found=f"{outside.num_rows} such pairs",
                          fix="Rerun the grades stage against the current pool")
-    missing: dict[str, int] = {}
-    for p in pool_pairs:
-        if p not in have:
-            missing[p[0]] = missing.get(p[0], 0) + 1
-    if missing:
+    # every pool row without a key grade (a pair the pool lists twice counts twice), per query
+    lacking = pool_pairs.join(table.select(pairs), keys=pairs, join_type="left anti",
+                              use_threads=False)
+    if lacking.num_rows:
+        per = _by_query(lacking.group_by("query_id", use_threads=False)
+                        .aggregate([("chunk_id", "count")]))
+        missing = dict(zip(per["query_id"].to_pylist(), per["chunk_id_count"].to_pylist()))
         n = sum(missing.values())
         shown = ", ".join(f"{q} ({k})" for q, k in list(missing.items())[:10])
         more = f" and {len(missing) - 10} more" if len(missing) > 10 else ""
@@ -109,21 +238,28 @@ def build_key(
                          f"{len(missing)} queries: {shown}{more}", item=key_grader,
                          fix=f"Grade them (`relgrade grade` grades only the missing pairs) "
                              f"for round {int(round)}")
-    best: dict[str, int] = {}
-    for q, _, g in rows:
-        best[q] = max(best.get(q, g), g)
-    dropped = sorted(q for q, g in best.items() if g < relevant_min)
-    kept = [r for r in rows if r[0] not in set(dropped)]
-    if not kept:
+    best = _by_query(table.group_by("query_id", use_threads=False).aggregate([("grade", "max")]))
+    dropped = best["query_id"].filter(pc.less(best["grade_max"], relevant_min)).to_pylist()
+    kept = table.filter(pc.invert(pc.is_in(table["query_id"],
+                                           value_set=pa.array(dropped, pa.large_string()))))
+    if not kept.num_rows:
         raise InputError("no query has a chunk graded relevant: the key would be empty",
                          item=key_grader, found=f"{len(dropped)} queries dropped",
                          fix="Check the grades and params scale.relevant_min")
-    key = pd.DataFrame({
-        "query_id": pd.Series([r[0] for r in kept], dtype="str"),
-        "chunk_id": pd.Series([r[1] for r in kept], dtype="str"),
-        "grade": pd.Series([r[2] for r in kept], dtype="int64"),
-    })
-    return key, dropped
+    return _frame(kept), dropped
+
+
+def _by_query(table: pa.Table) -> pa.Table:
+    """A table of one row per query, sorted by ``query_id`` (code point order)."""
+    return table.take(pc.sort_indices(table["query_id"]))
+
+
+def _frame(table: pa.Table) -> pd.DataFrame:
+    """A sorted key table as pandas: ``query_id``, ``chunk_id`` (str), ``grade`` (int64)."""
+    text = pd.StringDtype("pyarrow", na_value=np.nan)
+    out = table.select(["query_id", "chunk_id", "grade"]).to_pandas(
+        types_mapper={pa.string(): text, pa.large_string(): text}.get)
+    return out.astype({"query_id": "str", "chunk_id": "str", "grade": "int64"})
 
 
 def key_bytes(key: pd.DataFrame) -> bytes:
@@ -150,19 +286,18 @@ def key_bytes(key: pd.DataFrame) -> bytes:
     ...                         "grade": [0, 2]}))
     b'{"query_id":"q1","chunk_id":"\\xc3\\xa9","grade":2}\\n{"query_id":"q2","chunk_id":"7","grade":0}\\n'
     """
-    return "".join(
-        canonical_json({"query_id": q, "chunk_id": c, "grade": g}) + "\n"
-        for q, c, g in _sorted_rows(key)
-    ).encode("utf-8")
+    return _key_lines(_sorted_table(key)).tobytes()
 
 
 def key_sha256(key: pd.DataFrame) -> str:
     """The key's hash: hex sha256 of :func:`key_bytes` (64 lowercase hex characters)."""
-    return hashlib.sha256(key_bytes(key)).hexdigest()
+    return hashlib.sha256(_key_lines(_sorted_table(key))).hexdigest()
 
 
 #: Columns of a key's made-on table: what each key row's grade was made on.
 MADE_ON_COLUMNS = ("query_id", "chunk_id", "content_sha256", "intent_sha256", "rubric_sha256")
+_PAIR = ["query_id", "chunk_id"]
+_MADE = list(MADE_ON_COLUMNS[2:])
 
 
 def made_on_bytes(key: pd.DataFrame, made_on: pd.DataFrame) -> bytes:
@@ -199,18 +334,84 @@ def made_on_bytes(key: pd.DataFrame, made_on: pd.DataFrame) -> bytes:
     >>> made_on_bytes(k, m)
     b'{"query_id":"q","chunk_id":"c","content_sha256":"h","intent_sha256":"i","rubric_sha256":"r"}\\n'
     """
-    table = {(str(r.query_id), str(r.chunk_id)): r for r in made_on.itertuples(index=False)}
-    lines = []
-    for q, c, _ in _sorted_rows(key):
-        r = table.get((q, c))
-        if r is None:
-            raise InputError("a key pair without what its grade was made on",
-                             item=f"pair ({q}, {c})")
-        lines.append(canonical_json({"query_id": q, "chunk_id": c,
-                                     "content_sha256": str(r.content_sha256),
-                                     "intent_sha256": str(r.intent_sha256),
-                                     "rubric_sha256": str(r.rubric_sha256)}) + "\n")
-    return "".join(lines).encode("utf-8")
+    return b"".join(made_on_blocks(key, made_on))
+
+
+def made_on_blocks(key: pd.DataFrame, made_on: pd.DataFrame, *,
+                   rows: int = 1 << 16) -> Iterator[bytes]:
+    """:func:`made_on_bytes` in blocks of ``rows`` lines, for a writer that streams them
+    (:func:`relgrade.io.files.write_blocks`): memory holds one block's lines, not the file.
+
+    Parameters
+    ----------
+    key, made_on : pandas.DataFrame
+        As :func:`made_on_bytes`.
+    rows : int, default 65536
+        Lines per block.
+
+    Returns
+    -------
+    iterator of bytes
+        Blocks whose concatenation is :func:`made_on_bytes`; none for an empty key.
+
+    Raises
+    ------
+    InputError
+        A key pair has no made-on row: raised by the call, before any block.
+    """
+    table = _with_made_on(_sorted_table(key), made_on)
+    made = table["made"].to_numpy()
+    if not made.all():
+        i = int(np.flatnonzero(~made)[0])
+        raise InputError("a key pair without what its grade was made on",
+                         item=f"pair ({table['query_id'][i].as_py()}, "
+                              f"{table['chunk_id'][i].as_py()})")
+    encoded = {name: _json_strings(table[name]) for name in MADE_ON_COLUMNS}
+    del table
+
+    def blocks():
+        for start in range(0, len(made), rows):
+            yield _jsonl({name: values.slice(start, rows)
+                          for name, values in encoded.items()}).tobytes()
+    return blocks()
+
+
+def _made_on_table(made_on: pd.DataFrame) -> pa.Table:
+    """A made-on table as Arrow text (each value as ``str`` gives it; the hashes as
+    dictionary columns), in its rows' order."""
+    return pa.table({"query_id": _plain_text(made_on["query_id"]),
+                     "chunk_id": _plain_text(made_on["chunk_id"]),
+                     **{name: _text(made_on[name]) for name in _MADE}})
+
+
+def _with_made_on(table: pa.Table, made_on: pd.DataFrame) -> pa.Table:
+    """The sorted key ``table`` with each pair's made-on columns (from the last made-on row
+    of the pair; null for a pair without one) and ``made`` (bool: the pair has one), in
+    the key's order."""
+    made = _made_on_table(made_on)
+    joined = table.select(_PAIR).append_column("row", pa.array(np.arange(table.num_rows))).join(
+        made.select(_PAIR).append_column("at", pa.array(np.arange(made.num_rows))),
+        keys=_PAIR, join_type="left outer", use_threads=False).select(["row", "at"])
+    if joined.num_rows > table.num_rows:  # a pair with several made-on rows: the last counts
+        joined = joined.group_by("row", use_threads=False).aggregate([("at", "max")]) \
+            .rename_columns(["row", "at"])
+    at = joined["at"].take(pc.sort_indices(joined["row"]))
+    for name in _MADE:
+        table = table.append_column(name, made[name].take(at))
+    return table.append_column("made", pc.is_valid(at))
+
+
+def _codes(a, b) -> tuple[np.ndarray, np.ndarray]:
+    """Two dictionary arrays' values as integer codes of one shared dictionary (-1: null),
+    so that equal strings get equal codes."""
+    a, b = _one(a), _one(b)
+    ids = pc.dictionary_encode(pa.concat_arrays([a.dictionary, b.dictionary])).indices
+    ids = ids.to_numpy(zero_copy_only=False)
+
+    def codes(x, own):
+        i = pc.fill_null(x.indices, -1).to_numpy(zero_copy_only=False).astype(np.int64)
+        return np.where(i >= 0, own[np.maximum(i, 0)] if len(own) else -1, -1)
+    return codes(a, ids[:len(a.dictionary)]), codes(b, ids[len(a.dictionary):])
 
 
 def content_revision(old_key: pd.DataFrame, old_made_on: pd.DataFrame,
@@ -249,35 +450,44 @@ def content_revision(old_key: pd.DataFrame, old_made_on: pd.DataFrame,
     >>> r["regraded"], r["changed"]
     ([{'query_id': 'q', 'chunk_id': 'a', 'content_sha256': 'A2', 'grade_before': 2, 'grade': 0}], [])
     """
-    def table(key, made_on):
-        made = {(str(r.query_id), str(r.chunk_id)): (str(r.content_sha256),
-                                                      str(r.intent_sha256),
-                                                      str(r.rubric_sha256))
-                for r in made_on.itertuples(index=False)}
-        return {(q, c): (g, made.get((q, c))) for q, c, g in _sorted_rows(key)}
+    old = _with_made_on(_sorted_table(old_key), old_made_on)
+    new = _with_made_on(_sorted_table(new_key), new_made_on)
+    both = old.select(_PAIR).append_column("i0", pa.array(np.arange(old.num_rows))).join(
+        new.select(_PAIR).append_column("i1", pa.array(np.arange(new.num_rows))),
+        keys=_PAIR, join_type="full outer", use_threads=False)
+    both = both.take(pc.sort_indices(both, sort_keys=[(p, "ascending") for p in _PAIR]))
+    i0 = pc.fill_null(both["i0"], -1).to_numpy()
+    i1 = pc.fill_null(both["i1"], -1).to_numpy()
+    common = np.flatnonzero((i0 >= 0) & (i1 >= 0))
+    a, b = i0[common], i1[common]
+    made0, made1 = old["made"].to_numpy()[a], new["made"].to_numpy()[b]
+    same_text = np.ones(len(common), dtype=bool)
+    for name in _MADE:
+        c0, c1 = _codes(old[name], new[name])
+        same_text &= c0[a] == c1[b]
+    same_made = (~made0 & ~made1) | (made0 & made1 & same_text)
+    g0, g1 = old["grade"].to_numpy()[a], new["grade"].to_numpy()[b]
 
-    old, new = table(old_key, old_made_on), table(new_key, new_made_on)
-    regraded, changed = [], []
-    for pair in sorted(old.keys() & new.keys()):
-        (g0, m0), (g1, m1) = old[pair], new[pair]
-        if m0 != m1:
-            regraded.append({"query_id": pair[0], "chunk_id": pair[1],
-                             "content_sha256": None if m1 is None else m1[0],
-                             "grade_before": g0, "grade": g1})
-        elif g0 != g1:
-            changed.append(pair)
-    return {"regraded": regraded, "changed": changed,
-            "added": sorted(new.keys() - old.keys()), "removed": sorted(old.keys() - new.keys())}
+    def pairs(at) -> list[tuple[str, str]]:
+        at = pa.array(at, type=pa.int64())
+        return list(zip(both["query_id"].take(at).to_pylist(),
+                        both["chunk_id"].take(at).to_pylist()))
+
+    moved = np.flatnonzero(~same_made)
+    content = new["content_sha256"].take(pa.array(b[moved], type=pa.int64())).to_pylist()
+    regraded = [{"query_id": q, "chunk_id": c, "content_sha256": h if m else None,
+                 "grade_before": int(before), "grade": int(after)}
+                for (q, c), h, m, before, after in zip(pairs(common[moved]), content,
+                                                       made1[moved], g0[moved], g1[moved])]
+    return {"regraded": regraded,
+            "changed": pairs(common[same_made & (g0 != g1)]),
+            "added": pairs(np.flatnonzero((i1 >= 0) & (i0 < 0))),
+            "removed": pairs(np.flatnonzero((i0 >= 0) & (i1 < 0)))}
 
 
 def qrels_frame(key: pd.DataFrame) -> pd.DataFrame:
     """The key in canonical order as a qrels table (``query_id``, ``chunk_id``, ``grade``)."""
-    rows = _sorted_rows(key)
-    return pd.DataFrame({
-        "query_id": pd.Series([r[0] for r in rows], dtype="str"),
-        "chunk_id": pd.Series([r[1] for r in rows], dtype="str"),
-        "grade": pd.Series([r[2] for r in rows], dtype="int64"),
-    })
+    return _frame(_sorted_table(key))
 
 
 def require_gate(gate: Mapping | None, *, source) -> None:
@@ -523,7 +733,11 @@ def grades_template(templates: Mapping[str, Mapping[str, int]], *,
 
 def qrels_text(key: pd.DataFrame) -> str:
     """The key as TREC qrels text, ``query_id 0 chunk_id grade`` per line, canonical order."""
-    return "".join(f"{q} 0 {c} {g}\n" for q, c, g in _sorted_rows(key))
+    table = _sorted_table(key)
+    lines = pc.binary_join_element_wise(table["query_id"], _word("0"), table["chunk_id"],
+                                        table["grade"].cast(pa.large_string()), _word(" "))
+    return _joined(pc.binary_join_element_wise(lines, _word("\n"), _word(""))
+                   ).tobytes().decode("utf-8")
 
 
 def check_whole(record: Mapping, *, key_sha256: str, qrels_sha256: str | None,

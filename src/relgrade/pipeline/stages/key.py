@@ -47,7 +47,6 @@ from relgrade.protocol import corrections as corrections_mod
 from relgrade.experiment import revisions
 from relgrade.protocol import key, ledger, triage
 from relgrade.protocol import rubric as rubric_mod
-from relgrade.schema import MADE_ON
 
 #: What the post-hoc folder holds while no post-hoc key stands beside the frozen one.
 NO_POST_HOC = ("No post-hoc key: the frozen key ({frozen}) is the only key of pool {pool}, "
@@ -138,7 +137,7 @@ def _write(files, table, record, gate, ex, made_on):
     write_trec_qrels(files.qrels, key.qrels_frame(table))
     record |= _provenance(ex, gate, io.sha256_file(files.qrels))
     if files.made_on is not None:
-        io.write_bytes(files.made_on, key.made_on_bytes(table, made_on))
+        io.write_blocks(files.made_on, key.made_on_blocks(table, made_on))
         record["made_on_sha256"] = io.sha256_file(files.made_on)
     io.write_json(files.record, record)
     return record
@@ -212,12 +211,7 @@ def _frozen_at(ex, key_sha256, *, post_hoc):
 def _made_on(ex, table):
     """What each key pair's grade was made on: the grades stage let only current grades
     through, so that is the chunk, intent line and rubric as they are now."""
-    now = ex.made_on_now()
-    rows = []
-    for q, c in zip(table["query_id"], table["chunk_id"]):
-        made = now({"query_id": q, "chunk_id": c})
-        rows.append({"query_id": q, "chunk_id": c, **(made or {})})
-    return pd.DataFrame(rows, columns=["query_id", "chunk_id", *MADE_ON])
+    return ex.made_on_now_table(table[["query_id", "chunk_id"]])
 
 
 def _revision(ex, table, made_on):
@@ -325,18 +319,28 @@ def run(ex):
     key.require_gate(gate, source=gate_path)
     manifests = {name: io.read_json(ex.path(f"{name}_manifest"))
                  for name in ("corpus", "queries", "intents", "pool", "grades")}
-    grades_table, design, provenance = io.read_table(ex.path("grades")), None, None
+    if "shared" in manifests["grades"]:  # the shared counts read each row's origin too
+        grades_table = io.read_table(ex.path("grades"))
+    else:  # the columns the key and triage read: not the reasons
+        grades_table = io.read_table(ex.path("grades"), only=True, columns=[
+            "query_id", "chunk_id", "grader", "round", "grade"])
+    design, provenance = None, None
     if grading.mode == "triage":
         grades_table, design, provenance = _triage(ex, grades_table)
     table, dropped = key.build_key(
         grades_table, key_grader=ex.params.need("grading.key_grader"),
-        round=grading.round, pool=io.read_table(ex.path("pool")),
+        round=grading.round,
+        pool=io.read_table(ex.path("pool"), columns=["query_id", "chunk_id"], only=True),
         relevant_min=ex.params.need("scale").relevant_min)
+    if "shared" not in manifests["grades"]:
+        del grades_table  # read again by nothing below
+    pa.default_memory_pool().release_unused()  # the grades' and the joins' blocks
     step("the ledger, the rounds and what the key revises")
     used = ex.ledger()
     _check_rounds(ex, manifests["grades"], grading.round)
     made_on = _made_on(ex, table)
     revises, regraded = _revision(ex, table, made_on)
+    pa.default_memory_pool().release_unused()  # the frozen key's and the comparison's
     status = ledger.check_void(used, pool_version=manifests["pool"]["pool_version"],
                                rubric_version=rubric_version, round=grading.round,
                                key_sha256=key.key_sha256(table), post_hoc=grading.post_hoc,
