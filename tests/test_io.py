@@ -223,3 +223,27 @@ def test_read_table_only_reads_the_columns_asked_for_in_their_order(tmp_path):
     pd.testing.assert_frame_equal(got, io.read_table(tmp_path / "t.parquet")[["b", "a"]])
     with pytest.raises(InputError, match="missing column"):
         io.read_table(tmp_path / "t.parquet", columns=["a", "d"], only=True)
+
+
+def test_read_yaml_gives_what_pyyamls_own_parser_gives_for_the_repositorys_pipeline_files():
+    # read_yaml parses with libyaml when PyYAML has it; the result must not depend on that
+    from pathlib import Path
+
+    import yaml
+
+    repo = Path(__file__).resolve().parents[1]
+    for name in ("params.yaml", "dvc.yaml", "dvc.lock"):
+        text = (repo / name).read_text("utf-8")
+        assert io.read_yaml(repo / name) == yaml.safe_load(text), name
+
+
+def test_read_yaml_names_the_line_and_column_where_pyyamls_parser_stops(tmp_path):
+    # libyaml refuses the document first; the message comes from PyYAML's own parser
+    path = tmp_path / "params.yaml"
+    path.write_text("seed: 7\npool:\n  depth: [5\n")
+    with pytest.raises(InputError) as e:
+        io.read_yaml(path)
+    # libyaml would say line 4, column 1, "did not find expected ',' or ']'"
+    assert str(e.value).startswith(
+        f"{path}:3:12: not valid YAML (found expected ',' or ']', but got '<stream end>': "
+        "'  depth: [5')")

@@ -54,7 +54,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from statsmodels.stats.multitest import multipletests
 
 from relgrade.errors import InputError
 
@@ -335,6 +334,7 @@ def settle(p_values, low_simultaneous, high_simultaneous, *, alpha: float,
         raise InputError(rule="family-wise error in (0, 1)", item="alpha", found=alpha)
     if margin < 0:
         raise InputError(rule="indifference margin >= 0", item="margin", found=margin)
+    from statsmodels.stats.multitest import multipletests
     reject, adjusted, _, _ = multipletests(p, alpha=alpha, method="holm")
     lo = np.asarray(low_simultaneous, dtype=np.float64)
     hi = np.asarray(high_simultaneous, dtype=np.float64)

@@ -46,7 +46,6 @@ from typing import Mapping
 
 import numpy as np
 import pandas as pd
-from scipy import stats as sps
 
 from relgrade.errors import InputError
 from relgrade.evaluation.ppi import holm, human_sample
@@ -118,6 +117,7 @@ class HoleEstimate:
         """
         if self.se == 0:
             return 1.0 if self.estimate == 0 else 0.0
+        from scipy import stats as sps
         return float(2.0 * sps.t.sf(abs(self.estimate) / self.se, self.df))
 
     def to_dict(self) -> dict:
@@ -490,6 +490,7 @@ def new_arm_estimate(*, filled, holes, pairs, sample, human,
 
 
 def _estimate(est, se, df, lam, capped, n, h, method, level) -> HoleEstimate:
+    from scipy import stats as sps
     half = float(sps.t.ppf(0.5 + level / 2.0, df)) * float(se)
     return HoleEstimate(estimate=float(est), se=float(se), low=float(est - half),
                         high=float(est + half), df=int(df), lam=lam, capped=capped, n=int(n),
@@ -643,6 +644,7 @@ def transport_check(*, old_model, old_human, old_query, new_model, new_human, ne
     se = math.sqrt(var)
     if var > 0:
         df = var ** 2 / (v_old ** 2 / (c_old - 1) + v_new ** 2 / (c_new - 1))
+        from scipy import stats as sps
         p = float(2.0 * sps.t.sf(abs(diff) / se, df))
         half = float(sps.t.ppf(1.0 - a / 2.0, df)) * se
     else:

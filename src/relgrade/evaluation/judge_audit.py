@@ -23,7 +23,6 @@ from dataclasses import dataclass, field
 from typing import Mapping, Sequence
 
 import numpy as np
-from scipy import stats as sps
 
 from relgrade.errors import InputError
 from relgrade.evaluation.pooled import ndcg_at_k
@@ -210,6 +209,7 @@ def arm_leniency(human_grades, model_grades, ranked, *, sample, k: int = 10,
     s = _sample(sample, h.shape[0])
     names = [str(i) for i in range(r.shape[0])] if arms is None else [str(a) for a in arms]
     fam = dict(families or {})
+    from scipy import stats as sps
     z = float(sps.norm.ppf(1 - alpha / 2))
     diff = m[s] - h[s]                                       # (n, width)
     padded = np.concatenate([diff, np.full((s.size, 1), np.nan)], axis=1)

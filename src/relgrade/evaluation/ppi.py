@@ -37,8 +37,6 @@ from typing import Mapping, Sequence
 
 import numpy as np
 import pandas as pd
-from scipy import stats as sps
-from statsmodels.stats.multitest import multipletests
 
 from relgrade.errors import InputError
 
@@ -95,6 +93,7 @@ class PPIEstimate:
         """
         if self.se == 0:
             return 1.0 if self.estimate == 0 else 0.0
+        from scipy import stats as sps
         return float(2.0 * sps.norm.sf(abs(self.estimate) / self.se))
 
     def to_dict(self) -> dict:
@@ -158,6 +157,7 @@ def _finish(estimate: float, se: float, *, alpha: float, lam, n: int, N: int, me
                              fix="sample more queries, or pass zero_variance='degenerate' "
                                  "to accept a zero-width interval")
         se = 0.0
+    from scipy import stats as sps
     half = float(sps.norm.ppf(1.0 - alpha / 2.0)) * se
     return PPIEstimate(estimate=float(estimate), se=float(se), low=float(estimate - half),
                        high=float(estimate + half), lam=None if lam is None else float(lam),
@@ -677,6 +677,7 @@ def normal_p_values(estimate, se) -> np.ndarray:
     :meth:`PPIEstimate.p_value`.
     """
     e, s = np.asarray(estimate, dtype=np.float64), np.asarray(se, dtype=np.float64)
+    from scipy import stats as sps
     with np.errstate(invalid="ignore", divide="ignore"):
         p = 2.0 * sps.norm.sf(np.abs(e) / np.where(s > 0, s, 1.0))
     return np.where(s > 0, p, np.where(e == 0, 1.0, 0.0))
@@ -842,6 +843,7 @@ def holm(p_values: Sequence[float], *, alpha: float = 0.05) -> tuple[np.ndarray,
         return np.zeros(0), np.zeros(0, dtype=bool)
     if not (np.isfinite(p).all() and (p >= 0).all() and (p <= 1).all()):
         raise InputError("p-values must lie in [0, 1]", found=str(p[~((p >= 0) & (p <= 1))][:3]))
+    from statsmodels.stats.multitest import multipletests
     reject, adjusted, _, _ = multipletests(p, alpha=_check_alpha(alpha), method="holm")
     return adjusted, reject
 

@@ -27,7 +27,6 @@ from typing import Sequence
 
 import numpy as np
 import pandas as pd
-from scipy import stats as sps
 
 from relgrade.errors import InputError
 from relgrade.evaluation.measures import value_range
@@ -90,12 +89,16 @@ def rectifier(interval: str) -> str:
 
 
 def _quantile(interval: str, alpha: float, df) -> np.ndarray:
+    from scipy import stats as sps
+
     if interval == "normal":
         return np.asarray(sps.norm.ppf(1.0 - alpha / 2.0))
     return np.asarray(sps.t.ppf(1.0 - alpha / 2.0, df))
 
 
 def _p_values(est: np.ndarray, se: np.ndarray, interval: str, df) -> np.ndarray:
+    from scipy import stats as sps
+
     with np.errstate(invalid="ignore", divide="ignore"):
         z = np.abs(est) / np.where(se > 0, se, 1.0)
     p = 2.0 * (sps.norm.sf(z) if interval == "normal" else sps.t.sf(z, df))

@@ -18,7 +18,6 @@ from typing import Mapping
 
 import numpy as np
 import pandas as pd
-import scipy.stats as sps
 
 from relgrade.errors import InputError
 
@@ -249,6 +248,8 @@ def paraphrase_widened(estimate: float, se: float, *, lam: float, prompt_varianc
                          f"{prompt_variance}, draws {draws}")
     added = draws * lam ** 2 * prompt_variance
     se_w = float(np.sqrt(se ** 2 + added))
+    import scipy.stats as sps
+
     z = float(sps.norm.ppf((1 + level) / 2))
     return {"estimate": float(estimate), "se": se_w, "low": float(estimate - z * se_w),
             "high": float(estimate + z * se_w), "added_variance": float(added)}

@@ -20,7 +20,6 @@ from typing import Iterable, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
-from scipy import stats as sps
 
 from relgrade.errors import InputError
 from relgrade.protocol.agreement import agreement, audit_intervals
@@ -80,6 +79,7 @@ def leniency(diff, queries, *, level: float = 0.95) -> dict:
     out = {"mean": ratio, "se": None, "low": None, "high": None, "pairs": int(d.size),
            "queries": g}
     if g >= 2:
+        from scipy import stats as sps
         z = float(sps.norm.ppf(0.5 + level / 2))
         u = s_q - ratio * m_q
         se = math.sqrt(g / (g - 1) * float((u ** 2).sum())) / float(m_q.sum())

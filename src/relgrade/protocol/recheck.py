@@ -73,7 +73,6 @@ from typing import Mapping, Sequence
 
 import numpy as np
 import pandas as pd
-from scipy import stats as sps
 
 from relgrade.errors import InputError
 
@@ -316,6 +315,7 @@ def plan_recheck(frame_counts: Mapping[int, int], *, scale: Sequence[int], relev
         c = np.zeros_like(p)
         c[s] = planning[s]
         sd[s] = math.sqrt(_cell_variance(c, grad))
+    from scipy import stats as sps
     z = float(sps.norm.ppf(0.5 + level / 2))
     spread = float((w * sd).sum())
     rule = max(1, math.ceil((z * spread / halfwidth) ** 2))
@@ -462,6 +462,7 @@ def stratified_calibration(graded: pd.DataFrame, strata_shares: Mapping[int, flo
         raise InputError("a re-check estimate needs at least one pair graded by people",
                          found="0 pairs in the strata")
     p = p / p.sum()
+    from scipy import stats as sps
     z = float(sps.norm.ppf(0.5 + level / 2))
     stats = statistics(p, scale=scale, relevant_min=relevant_min)
     out = {}
@@ -522,6 +523,7 @@ def leniency_shift(new: Mapping, old: Mapping, *, level: float) -> dict | None:
         return None
     d = float(new["mean"]) - float(old["mean"])
     se = math.hypot(float(new["se"]), float(old["se"]))
+    from scipy import stats as sps
     z = float(sps.norm.ppf(0.5 + level / 2))
     return {"shift": d, "se": se, "low": d - z * se, "high": d + z * se,
             "shifted": bool(d - z * se > 0 or d + z * se < 0)}

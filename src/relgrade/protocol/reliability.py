@@ -63,8 +63,6 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
-from scipy import special
-from scipy import stats as sps
 
 from relgrade.errors import InputError
 
@@ -145,6 +143,9 @@ def quantile_levels(level: float, units: int, *, expanded: bool) -> tuple[float,
     """
     if not expanded or units < 2:
         return (1 - level) / 2, (1 + level) / 2
+    from scipy import special
+    from scipy import stats as sps
+
     c = math.sqrt(units / (units - 1)) * float(sps.t.ppf((1 + level) / 2, units - 1))
     return float(special.ndtr(-c)), float(special.ndtr(c))
 
@@ -330,6 +331,7 @@ def jackknife_t(per_unit: np.ndarray, stat, *, level: float, transform) -> tuple
     if not np.isfinite(theta) or not np.all(np.isfinite(loo)):
         return None
     se = math.sqrt((g - 1) / g * float(((loo - loo.mean()) ** 2).sum()))
+    from scipy import stats as sps
     q = float(sps.t.ppf((1 + level) / 2, g - 1))
     inv = _INVERSE[transform]
     return float(inv(theta - q * se)), float(inv(theta + q * se))

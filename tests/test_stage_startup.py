@@ -1,0 +1,48 @@
+"""A stage's process imports scipy.stats and statsmodels only when its work uses them.
+
+Each stage DVC runs is a fresh Python process that imports its entry script's modules
+(``relgrade.pipeline.runner`` and ``relgrade.pipeline.stages.NAME``); scipy.stats and
+statsmodels cost it most of a CPU-second, paid again at every stage of every ``dvc repro``.
+The modules that need a quantile, a tail probability or Holm's correction import them in the
+function that computes it, so only the stages whose module needs them at import load them.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import relgrade.pipeline.stages as stages_pkg
+
+STAGES = sorted(p.stem for p in Path(stages_pkg.__file__).parent.glob("*.py")
+                if p.stem != "__init__")
+
+#: The stages whose module imports a part of scipy or statsmodels on purpose, and which.
+NEEDS = {
+    # Holm's correction (statsmodels) and the t intervals (scipy.stats) at every run
+    "compare": ("scipy", "statsmodels"),
+    # the propensity-weighted sums as sparse matrices
+    "ips": ("scipy",),
+}
+
+
+def _imported(modules: list[str]) -> set[str]:
+    """The top-level packages a fresh interpreter holds after importing the stage runner and
+    ``modules``."""
+    probe = (f"import sys, relgrade.pipeline.runner, {', '.join(modules)}\n"
+             "print(' '.join(sorted({m.split('.')[0] for m in sys.modules})))")
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                         check=True)
+    return set(out.stdout.split())
+
+
+def test_every_stage_module_is_listed():
+    assert {"gate", "audit", "report", "holes", "ppi", "agreement"} <= set(STAGES)
+    assert set(NEEDS) <= set(STAGES)
+
+
+def test_the_stages_import_neither_scipy_nor_statsmodels_unless_their_module_needs_them():
+    # one process for all of them: a package any of them imports is in its sys.modules
+    others = [f"relgrade.pipeline.stages.{name}" for name in STAGES if name not in NEEDS]
+    assert _imported(others) & {"scipy", "statsmodels"} == set()
