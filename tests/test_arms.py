@@ -82,8 +82,16 @@ def test_remove_refuses_the_baseline_and_a_fused_arm_then_removes_one(repo):  # 
     assert res.exit_code == 1 and "the arm is the baseline" in res.output
     res = arm("remove", "ext")
     assert res.exit_code == 1 and "the arm is fused by other arms (found hyb)" in res.output
+    ex = Experiment.load(repo / EXP / "params.yaml")
+    made = {a: [ex.path("metrics") / f"{a}.json", ex.path("per_query") / f"{a}.parquet"]
+            for a in ("tfidf", "hyb")}
+    for path in made["tfidf"] + made["hyb"]:  # as the metrics stage leaves them
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text("{}")
     res = arm("remove", "tfidf")
     assert res.exit_code == 0, res.output
+    # the removed arm's metrics go with it (publish would read them as from an older key)
+    assert [p.exists() for p in made["tfidf"] + made["hyb"]] == [False, False, True, True]
     assert res.output.splitlines()[-1] == (
         f"Pending: none; `dvc repro {EXP}/dvc.yaml` re-pools without it (no grading is owed).")
     params = yaml.safe_load((repo / EXP / "params.yaml").read_text())

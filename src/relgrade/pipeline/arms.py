@@ -247,7 +247,9 @@ def remove_arm(ex: Experiment, name: str) -> Experiment:
     """Remove arm ``name`` from experiment ``ex``, render its pipeline and drop its run.
 
     The arm's run under params ``paths.runs`` (a cached output) is deleted, so the pool
-    stage no longer sees it; an external run's copy under ``data/input/runs/`` stays, in git.
+    stage no longer sees it, and so are its metrics file (params ``paths.metrics``) and its
+    per-query values (``paths.per_query``), so the publish stage and ``status`` no longer
+    read them as an arm's; an external run's copy under ``data/input/runs/`` stays, in git.
 
     Raises
     ------
@@ -275,9 +277,13 @@ def remove_arm(ex: Experiment, name: str) -> Experiment:
     new = Experiment(ex.root, params)
     write_text(ex.root / "dvc.yaml", render(new))
     _gitignore(new, name, keep=False)
-    run = ex.path("runs") / f"{name}.trec"
-    if run.is_file():
-        run.unlink()
+    # the arm's own outputs go with its stages: a metrics file left behind would be read
+    # as an arm's metrics computed from an older key
+    for made in (ex.path("runs") / f"{name}.trec", ex.path("metrics") / f"{name}.json",
+                 *([ex.path("per_query") / f"{name}.parquet"]
+                   if getattr(ex.params.paths, "per_query", None) else [])):
+        if made.is_file():
+            made.unlink()
     return Experiment.load(params_path)
 
 
