@@ -79,3 +79,24 @@ def test_a_sidecar_beside_the_file_is_named_from_the_top_with_it(sub, capsys):
             "experiments/x/data/grades/grader-a/round-1.bank.jsonl`)") in line
     # a file in another folder is not known to be a path from the stage's folder
     assert line.endswith("; data/key/record.json is not read")
+
+
+def test_a_relgrade_command_in_a_fix_names_the_experiment_it_acts_on(sub, capsys):
+    def main(ex):
+        check_lock(LOCK, path=ex.path("audit_lock"))
+
+    line = _error(capsys, main)
+    # typed at the top as printed, the redraw acts on experiments/x, not the top experiment
+    assert "or draw a new sample for the round with " \
+        "`relgrade audit redraw --experiment experiments/x`" in line
+
+
+def test_a_command_already_naming_an_experiment_and_one_without_a_path_keep_their_words(
+        sub, capsys):
+    def main(ex):
+        raise InputError("no human sample", fix="run `relgrade status --experiment other`, "
+                         "then `relgrade audit redraw`; not relgrade status")
+
+    assert _error(capsys, main) == (
+        "Error: no human sample. run `relgrade status --experiment other`, then "
+        "`relgrade audit redraw --experiment experiments/x`; not relgrade status")

@@ -378,7 +378,7 @@ def ppi_table(model_values: pd.DataFrame, human_values: pd.DataFrame, *, measure
     if outside:
         raise InputError("the human sample must be a subset of the pool's queries",
                          found=", ".join(map(str, outside[:5])),
-                         fix="draw the sample from the pool (relgrade audit redraw)")
+                         fix="draw the sample from the pool (`relgrade audit redraw`)")
     if list(model_values.index) != list(human_values.index):
         raise InputError("the model-key and human-key tables must hold the same arms",
                          found=f"{list(model_values.index)} and {list(human_values.index)}")

@@ -65,15 +65,28 @@ def _named_from_top(error: RelgradeError, ex) -> str:
     rule, what it found or its fix repeat it (``git checkout -- data/audit/lock.json``), and
     any path below the same folder there (a grade file's bank sidecar beside it); other
     words of that text are left as they are, since which of them name files is not known.
-    Any other error is printed as it is.
+    A relgrade command the text names in backticks (`` `relgrade audit redraw` ``) without
+    ``--experiment`` gets the experiment's option, as the commands relgrade prints elsewhere
+    do. Any other error is printed as it is.
     """
     from relgrade.errors import InputError
-    from relgrade.experiment.layout import top_path
+    from relgrade.experiment.layout import experiment_option, top_path
 
-    path = getattr(error, "path", None)
-    if ex is None or not isinstance(error, InputError) or not path or os.path.isabs(path) \
+    if ex is None or not isinstance(error, InputError) \
             or Path.cwd().resolve() != Path(ex.root).resolve():
         return str(error)
+    option = experiment_option(ex)
+    if option:  # a relgrade command typed at the top acts on the default experiment
+        def aimed(m: re.Match) -> str:
+            command = m.group(1)
+            return m.group(0) if "--experiment" in command else f"`{command}{option}`"
+        for field in ("rule", "found", "fix"):
+            text = getattr(error, field)
+            if isinstance(text, str):
+                setattr(error, field, re.sub(r"`(relgrade [^`]*)`", aimed, text))
+    path = getattr(error, "path", None)
+    if not path or os.path.isabs(path):
+        return error._message()
     error.path = top_path(ex, path)
     # the same path, or one below the same folder (a grade file's bank sidecar beside it), as
     # a whole word: not the tail of a longer path (``x/data/a.json``) nor, for a path with no

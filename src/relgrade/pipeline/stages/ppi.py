@@ -110,7 +110,7 @@ def human_sample_ids(ex, pool_queries, *, minimum: int = 2) -> list[str]:
         raise InputError("the human sample must be a subset of the pool's queries",
                          path=lock_path, found=", ".join(outside[:5]),
                          fix="draw the sample again from the current pool "
-                             "(relgrade audit redraw, or a new grading.round)")
+                             "(`relgrade audit redraw`, or a new grading.round)")
     if len(ids) < minimum:
         kind = "the jackknife or regression interval" if minimum == 3 else "an interval"
         raise InputError(f"{kind} needs a human sample of at least {minimum} queries",
