@@ -42,3 +42,27 @@ def test_without_a_lock_nothing_has_run(tmp_path):
     params = _copy(tmp_path, "crowd-sim")
     (tmp_path / "dvc.lock").unlink()
     assert params_since_repro(Experiment.load(params)) == {"state": "no run"}
+
+
+def test_a_removed_arms_stages_left_in_the_lock_are_not_a_change_after_the_repro(tmp_path):
+    # after `arm remove bm25f` and a dvc repro, every stage dvc.yaml still has recorded the
+    # arms without bm25f; DVC keeps retrieve@bm25f and metrics@bm25f in the lock, with the old
+    # arms, but never runs them again: nothing is left to rerun
+    import yaml
+    from ruamel.yaml import YAML
+
+    for f in ("params.yaml", "dvc.lock", "dvc.yaml"):
+        shutil.copy(REPO / f, tmp_path / f)
+    params = yaml.safe_load((tmp_path / "params.yaml").read_text())
+    del params["arms"]["bm25f"]
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+    lock = YAML(typ="safe").load((tmp_path / "dvc.lock").read_bytes())
+    gone = sorted(s for s in lock["stages"] if s.endswith("@bm25f"))
+    assert gone == ["metrics@bm25f", "retrieve@bm25f"]
+    for stage, entry in lock["stages"].items():
+        recorded = (entry.get("params") or {}).get("params.yaml") or {}
+        if stage not in gone and "arms" in recorded:
+            del recorded["arms"]["bm25f"]
+    (tmp_path / "dvc.lock").write_text(yaml.safe_dump(lock, sort_keys=False))
+    assert params_since_repro(Experiment.load(tmp_path / "params.yaml")) == {
+        "state": "unchanged"}

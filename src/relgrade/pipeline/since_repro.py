@@ -55,6 +55,32 @@ def _params_key(ex) -> str:
     return Path(os.path.relpath(Path(ex.params.source), ex.root)).as_posix()
 
 
+def _stages_now(dvc_yaml: Path, raw) -> set[str] | None:
+    """The stage names ``dvc_yaml`` defines with params ``raw``: a plain stage's name, and
+    ``NAME@ITEM`` for each item a ``foreach: ${KEY}`` stage expands over (the keys of a
+    mapping, the items of a list), as DVC names them; None when the file cannot be read or
+    a ``foreach`` is of another form (every lock stage is then compared)."""
+    try:
+        stages = _load_as_dvc(dvc_yaml).get("stages")
+    except (InputError, AttributeError):
+        return None
+    if not isinstance(stages, Mapping):
+        return None
+    names = set()
+    for name, body in stages.items():
+        over = body.get("foreach") if isinstance(body, Mapping) else None
+        if over is None:
+            names.add(str(name))
+            continue
+        if not (isinstance(over, str) and over.startswith("${") and over.endswith("}")):
+            return None
+        items = _lookup(raw, over[2:-1].strip())
+        if items is _MISSING or not isinstance(items, (Mapping, list)):
+            return None
+        names.update(f"{name}@{item}" for item in items)
+    return names
+
+
 def params_since_repro(ex) -> dict:
     """Compare the experiment's params with what its last ``dvc repro`` recorded.
 
@@ -97,10 +123,15 @@ def params_since_repro(ex) -> dict:
     if not isinstance(stages, Mapping) or not stages:
         return {"state": "no run"}
     name = _params_key(ex)
+    # a stage dvc.yaml no longer has (a removed arm's retrieve@ARM) stays in the lock, but
+    # dvc repro never runs it: its record is not compared
+    defined = _stages_now(lock_path.with_name("dvc.yaml"), raw)
     keys: dict[str, dict] = {}
     changed_stages: list[str] = []
     arms_then = _MISSING
     for stage, entry in stages.items():
+        if defined is not None and str(stage) not in defined:
+            continue
         recorded = ((entry or {}).get("params") or {}).get(name) if isinstance(
             entry, Mapping) else None
         if not isinstance(recorded, Mapping):
