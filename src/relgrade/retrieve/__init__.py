@@ -112,7 +112,7 @@ def run_arm(name: str, arms: dict, *, chunks: pd.DataFrame, queries: pd.DataFram
 
 
 def external_run(run: pd.DataFrame, *, depth: int, ties: str = "score", path=None,
-                 queries=None, chunks=None) -> pd.DataFrame:
+                 queries=None, chunks=None, lines=None) -> pd.DataFrame:
     """Check an external run and return its canonical top ``depth`` per query.
 
     Parameters
@@ -127,6 +127,9 @@ def external_run(run: pd.DataFrame, *, depth: int, ties: str = "score", path=Non
         The run file, named in errors.
     queries, chunks : iterable of str, optional
         Known query ids and chunk ids.
+    lines : relgrade.io.runs.RunLines, optional
+        Where ``run``'s rows sit in ``path`` (:func:`relgrade.io.runs.run_lines`): a chunk
+        listed twice is then named by its lines, not its ranks.
 
     Returns
     -------
@@ -141,7 +144,7 @@ def external_run(run: pd.DataFrame, *, depth: int, ties: str = "score", path=Non
     """
     if isinstance(depth, bool) or not isinstance(depth, int) or depth < 1:
         raise InputError("`depth` must be a positive integer", found=repr(depth))
-    validate_run(run, path=path, queries=queries, chunks=chunks)
+    validate_run(run, path=path, queries=queries, chunks=chunks, lines=lines)
     return top_k(run[RUN], depth, ties=ties)
 
 

@@ -13,6 +13,7 @@ import sys
 from relgrade import retrieve
 from relgrade.io.files import read_table
 from relgrade.io.runs import read_run as _read_run
+from relgrade.io.runs import run_lines
 from relgrade.io.trec import extra_fields_note, write_trec_run
 
 
@@ -50,7 +51,8 @@ def arm_run(ex, arm: str):
         source = ex.file(config["source"])
         run = retrieve.external_run(read_run(source), depth=config["depth"], ties=ties,
                                     path=source, queries=queries["query_id"].astype("str"),
-                                    chunks=chunks["chunk_id"].astype("str"))
+                                    chunks=chunks["chunk_id"].astype("str"),
+                                    lines=run_lines(source))
     else:
         # the external runs an rrf arm fuses, read and checked as a file arm's own run is
         external = {}
@@ -61,7 +63,7 @@ def arm_run(ex, arm: str):
                 external[str(other)] = retrieve.external_run(
                     read_run(path), depth=other_config["depth"], ties=ties, path=path,
                     queries=queries["query_id"].astype("str"),
-                    chunks=chunks["chunk_id"].astype("str"))
+                    chunks=chunks["chunk_id"].astype("str"), lines=run_lines(path))
         run = retrieve.run_arm(arm, arms, chunks=chunks, queries=queries,
                                source=ex.params.source, external=external, ties=ties)
     return run
