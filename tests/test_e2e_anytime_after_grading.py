@@ -147,7 +147,10 @@ def test_status_shows_the_margin_params_give_now(late):
     root, _, before, status, _, _, _ = late
     # the record the audit stage wrote holds margin 0.05; params now say 0, and no look yet
     assert "margin 0.05, seed" in before
-    assert "margin 0, seed" in status and "margin 0.05" not in status
+    # the edit itself is named first, as a params change since the last dvc repro
+    assert "grading.stop_margin 0.05 -> 0.0" in status.splitlines()[0]
+    rule = "\n".join(x for x in status.splitlines() if not x.startswith("params: "))
+    assert "margin 0, seed" in rule and "margin 0.05" not in rule
     out = tiny.run(root, "relgrade", "status", "--experiment", EXP).stdout
     n = json.loads((root / EXP / "data/audit/stop.json").read_text())["settled_at"]
     assert f"stopping rule: settled at {n} of 12 queries" in out
