@@ -371,6 +371,8 @@ def main(argv=None) -> None:
     ap.add_argument("--replicates", type=int, default=500)
     ap.add_argument("--seed", type=int, default=20261201)
     ap.add_argument("--model-sd", type=float, default=Setting.model_sd)
+    ap.add_argument("--human-sd", type=float, default=Setting.human_sd,
+                    help="people's grading noise (sd on the latent scale)")
     ap.add_argument("--leniency", type=float, default=Setting.leniency)
     ap.add_argument("--affinity", type=float, default=Setting.affinity)
     ap.add_argument("--favoured", type=float, default=Setting.favoured,
@@ -386,7 +388,7 @@ def main(argv=None) -> None:
     # about 98% of this script's time over thousands of families, and no number changes
     # without it. Only this benchmark process skips it.
     gc.collect = lambda generation=2: 0
-    setting = Setting(model_sd=args.model_sd, leniency=args.leniency, affinity=args.affinity,
+    setting = Setting(model_sd=args.model_sd, human_sd=args.human_sd, leniency=args.leniency, affinity=args.affinity,
                       favoured=args.favoured, favoured_gamma=args.favoured_gamma)
     e = simulate(setting, np.random.default_rng(derive_seed(args.seed, "sim-ppi", "kappa")))
     kh, km = kappas(e)
