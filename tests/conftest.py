@@ -125,3 +125,15 @@ def ppi_graded(tmp_path_factory):
     from tests.test_e2e_ppi import build_graded
 
     return _built_once(tmp_path_factory, "ppi-graded", build_graded)
+
+
+@pytest.fixture(scope="session")
+def a_keyed(tmp_path_factory):
+    """The tiny experiment's inputs with ``experiments/a`` made by ``relgrade init`` (bm25 and
+    tfidf, the command grader for both graders), graded and run to its frozen key
+    (``tests.test_e2e_share.build_keyed``), built once per test run: the folder holds the
+    repository ``repo`` (copy it with ``tiny.copy_repo`` to change it), ``init.json`` and
+    ``key.json``. The share and disputes-anywhere modules start from it."""
+    from tests.test_e2e_share import build_keyed
+
+    return _built_once(tmp_path_factory, "a-keyed", build_keyed)
