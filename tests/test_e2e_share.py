@@ -38,27 +38,24 @@ def _grade(root: Path, exp: str) -> None:
                  "--no-progress")
 
 
-def build_keyed(folder: Path) -> None:
+def build_keyed(folder: Path, bare: Path) -> None:
     """The tiny experiment's inputs at the top of a new git + DVC repository ``folder /
-    "repo"`` (never run), ``relgrade init experiments/a`` with two built-in arms (bm25, tfidf),
-    pool depth 3 and the command grader (tests/graders/tiny_grader.py) for both graders, its
-    intents reviewed by auditor-b, ``dvc repro experiments/a/dvc.yaml:packets``, both graders'
-    ``relgrade grade run`` and ``dvc repro experiments/a/dvc.yaml:key``: the key frozen, its
-    metrics and report not run.
+    "repo"`` (never run; a copy of ``bare``, the ``_repo`` template of
+    tests/test_e2e_init_modes.py), ``relgrade init experiments/a`` with two built-in arms
+    (bm25, tfidf), pool depth 3 and the command grader (tests/graders/tiny_grader.py) for both
+    graders, its intents reviewed by auditor-b, ``dvc repro experiments/a/dvc.yaml:packets``,
+    both graders' ``relgrade grade run`` and ``dvc repro experiments/a/dvc.yaml:key``: the key
+    frozen, its metrics and report not run.
 
     Kept beside it: ``init.json``, ``{"params", "pipeline"}``, the text of the experiment's
-    params.yaml and dvc.yaml right after ``relgrade init``; and ``key.json``, ``{"returncode", "stdout",
-    "stderr", "disputes_file"}``, the last ``dvc repro`` and whether ``data/disputes.jsonl``
-    existed after it. The session fixture ``a_keyed`` (tests/conftest.py) builds it once per
-    test run for this module and tests/test_e2e_disputes_anywhere.py; copy ``folder /
-    "repo"`` (``tiny.copy_repo``) to change it.
+    params.yaml and dvc.yaml right after ``relgrade init``; and ``key.json``, ``{"returncode",
+    "stdout", "stderr", "disputes_file"}``, the last ``dvc repro`` and whether
+    ``data/disputes.jsonl`` existed after it. The session fixture ``a_keyed``
+    (tests/conftest.py) builds it once per test run for this module and
+    tests/test_e2e_disputes_anywhere.py; copy ``folder / "repo"`` (``tiny.copy_repo``) to
+    change it.
     """
-    root = folder / "repo"
-    root.mkdir()
-    tiny.write_inputs(root)
-    tiny.git(root, "init", "-q")
-    tiny.run(root, "dvc", "init", "-q")
-    tiny.run(root, "dvc", "config", "core.analytics", "false")
+    root = tiny.copy_repo(bare, folder / "repo")
     command = f"{sys.executable} {GRADER}"
     graders = ["--grader-command", command, "--auditor-command", command]
     tiny.run(root, "relgrade", "init", A, *INPUTS, *graders)
