@@ -1,11 +1,11 @@
 """Test collection: the grader scripts under tests/graders/ run as subprocesses, never imported.
 
 The end-to-end experiments several modules start from (the tiny experiment, a ppi experiment
-made by `relgrade init --mode ppi` over its inputs, and the shipped experiments/crowd-sim and
-experiments/ppi-sim) are built once per test run (session fixtures below, shared by the
-xdist workers) and copied by each test that changes one:
-building them is most of those modules' time, and a copy (git, DVC cache and all) is the
-same repository.
+made by `relgrade init --mode ppi` over its inputs, a plain one made by `relgrade init` and run
+to its key, and the shipped experiments/crowd-sim and experiments/ppi-sim) are built once per
+test run (session fixtures below, shared by the xdist workers) and copied by each test that
+changes one: building them is most of those modules' time, and a copy (git, DVC cache and
+all) is the same repository.
 """
 
 import os
@@ -125,3 +125,17 @@ def ppi_graded(tmp_path_factory):
     from tests.test_e2e_ppi import build_graded
 
     return _built_once(tmp_path_factory, "ppi-graded", build_graded)
+
+
+@pytest.fixture(scope="session")
+def a_keyed(tmp_path_factory):
+    """The tiny experiment's inputs with ``experiments/a`` made by ``relgrade init`` (bm25 and
+    tfidf, the command grader for both graders), graded and run to its frozen key
+    (``tests.test_e2e_share.build_keyed``), built once per test run: the folder holds the
+    repository ``repo`` (copy it with ``tiny.copy_repo`` to change it), ``init.json`` and
+    ``key.json``. The share and disputes-anywhere modules start from it."""
+    from tests.test_e2e_init_modes import _bare
+    from tests.test_e2e_share import build_keyed
+
+    bare = _built_once(tmp_path_factory, "tiny-inputs", _bare)
+    return _built_once(tmp_path_factory, "a-keyed", lambda folder: build_keyed(folder, bare))

@@ -11,6 +11,7 @@ import pytest
 import yaml
 
 from tests.e2e import tiny
+from tests.test_e2e_init_modes import _repo
 
 GRADER = Path(__file__).with_name("graders") / "tiny_grader.py"
 
@@ -20,14 +21,10 @@ pytestmark = [pytest.mark.slow]  # a DVC corpus stage run (about 40 s)
 @pytest.fixture(scope="module")
 def built(tmp_path_factory):
     """The tiny experiment with its corpus stage run (manifest of the chunks file read)."""
-    root = tmp_path_factory.mktemp("edit")
-    tiny.write_inputs(root)
+    root = _repo(tmp_path_factory, "edit")  # the tiny inputs in a new git + DVC repository
     params = yaml.safe_load((root / "params.yaml").read_text())
     params["graders"]["grader-a"]["command"] = [sys.executable, str(GRADER)]
     (root / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
-    tiny.git(root, "init", "-q")
-    tiny.run(root, "dvc", "init", "-q")
-    tiny.run(root, "dvc", "config", "core.analytics", "false")
     tiny.run(root, "dvc", "repro", "corpus")
     return root
 

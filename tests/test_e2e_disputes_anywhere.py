@@ -1,20 +1,20 @@
 """End to end: disputes in an experiment below the top, made by `relgrade init`.
 
 In a temporary git + dvc repository holding the tiny experiment at the top, `relgrade init
-experiments/second` makes an experiment that is graded and run to its key. Its params name
-the disputes file (`paths.disputes`), which does not exist yet: its pipeline does not depend
-on it, so `dvc repro` neither fails on a missing file nor warns on an empty one. The
-`paths.disputes` line is then taken out (an experiment made before disputes existed);
-`relgrade disputes import FILE --experiment experiments/second` files a dispute, adds the
-line back, creates the file and renders the experiment's dvc.yaml again, as it prints; the
-`dvc repro` after it runs the grades and key stages, which now depend on the file.
+experiments/a` makes an experiment that is graded and run to its key (the build
+tests/test_e2e_share.py starts from too). Its params name the disputes file
+(`paths.disputes`), which does not exist yet: its pipeline does not depend on it, so `dvc
+repro` neither fails on a missing file nor warns on an empty one. The `paths.disputes` line
+is then taken out (an experiment made before disputes existed); `relgrade disputes import
+FILE --experiment experiments/a` files a dispute, adds the line back, creates the file and
+renders the experiment's dvc.yaml again, as it prints; the `dvc repro` after it runs the
+grades and key stages, which now depend on the file.
 """
 
 from __future__ import annotations
 
 import json
-import sys
-from pathlib import Path
+import subprocess
 
 import pandas as pd
 import pytest
@@ -24,39 +24,29 @@ from tests.e2e import tiny
 
 pytestmark = [pytest.mark.slow]
 
-GRADER = Path(__file__).with_name("graders") / "tiny_grader.py"
-EXP = "experiments/second"
+EXP = "experiments/a"
 LINE = "  disputes: data/disputes.jsonl"
 
 
-def _stages_on_disputes(root) -> list[str]:
-    pipeline = yaml.safe_load((root / EXP / "dvc.yaml").read_text())["stages"]
+def _stages_on_disputes(text: str) -> list[str]:
+    """The stages of a dvc.yaml (its text) that depend on the disputes file."""
+    pipeline = yaml.safe_load(text)["stages"]
     return sorted(name for name, s in pipeline.items()
                   if "${paths.disputes}" in s.get("deps", []))
 
 
 @pytest.fixture(scope="module")
-def journey(tmp_path_factory):
-    root = tmp_path_factory.mktemp("anywhere")
-    tiny.write_inputs(root)
-    tiny.git(root, "init", "-q")
-    tiny.run(root, "dvc", "init", "-q")
-    tiny.run(root, "dvc", "config", "core.analytics", "false")
-    command = f"{sys.executable} {GRADER}"
-    tiny.run(root, "relgrade", "init", EXP, "--corpus", "data/input/chunks.jsonl",
-             "--queries", "data/input/queries.tsv", "--intents", "data/input/intents.tsv",
-             "--arm", "bm25=bm25", "--arm", "tfidf=tfidf", "--pool-depth", "3",
-             "--audit-min", "4", "--grader-command", command, "--auditor-command", command)
-    out = {"params_after_init": (root / EXP / "params.yaml").read_text(),
-           "stages_before": _stages_on_disputes(root)}
-    tiny.run(root, "relgrade", "intents", "review", "--experiment", EXP, "--reviewer",
-             "auditor-b")
-    tiny.run(root, "dvc", "repro", f"{EXP}/dvc.yaml:packets")
-    for name in ("grader-a", "auditor-b"):
-        tiny.run(root, "relgrade", "grade", "run", "--experiment", EXP, "--grader", name,
-                 "--no-progress")
-    out["first"] = tiny.run(root, "dvc", "repro", f"{EXP}/dvc.yaml:key")
-    out["file_before"] = (root / EXP / "data/disputes.jsonl").exists()
+def journey(tmp_path_factory, a_keyed):
+    # the experiment made, reviewed, graded and run to its key: a copy of the shared build
+    # (tests/conftest.py, tests.test_e2e_share.build_keyed), which ran exactly these commands
+    root = tiny.copy_repo(a_keyed / "repo", tmp_path_factory.mktemp("anywhere"))
+    made = json.loads((a_keyed / "init.json").read_text())
+    out = {"params_after_init": made["params"],
+           "stages_before": _stages_on_disputes(made["pipeline"])}
+    key = json.loads((a_keyed / "key.json").read_text())
+    out["first"] = subprocess.CompletedProcess(["dvc", "repro", f"{EXP}/dvc.yaml:key"],
+                                               key["returncode"], key["stdout"], key["stderr"])
+    out["file_before"] = key["disputes_file"]
 
     # an experiment whose params predate disputes: no paths.disputes
     params = root / EXP / "params.yaml"
@@ -75,7 +65,7 @@ def journey(tmp_path_factory):
     out["imported"] = tiny.run(root, "relgrade", "disputes", "import", "one.jsonl",
                                "--experiment", EXP)
     out["params_after_import"] = params.read_text()
-    out["stages_after"] = _stages_on_disputes(root)
+    out["stages_after"] = _stages_on_disputes((root / EXP / "dvc.yaml").read_text())
     out["check"] = tiny.run(root, "relgrade", "pipeline", "check", "--experiment", EXP,
                           check=False)
     out["second"] = tiny.run(root, "dvc", "repro", f"{EXP}/dvc.yaml:key", check=False)

@@ -21,6 +21,7 @@ import pytest
 import yaml
 
 from tests.e2e import tiny
+from tests.test_e2e_init_modes import _repo
 
 pytestmark = [pytest.mark.slow]
 
@@ -39,11 +40,7 @@ def _ignores(folder: Path) -> dict:
 
 @pytest.fixture(scope="module")
 def second(tmp_path_factory):
-    root = tmp_path_factory.mktemp("init")
-    tiny.write_inputs(root)
-    tiny.git(root, "init", "-q")
-    tiny.run(root, "dvc", "init", "-q")
-    tiny.run(root, "dvc", "config", "core.analytics", "false")
+    root = _repo(tmp_path_factory, "init")  # the tiny inputs in a new git + DVC repository
     command = f"{sys.executable} {GRADER}"
     made = tiny.run(root, "relgrade", "init", EXP, "--corpus", "data/input/chunks.jsonl",
                     "--queries", "data/input/queries.tsv", "--intents", "data/input/intents.tsv",

@@ -25,6 +25,7 @@ GRADER = Path(__file__).with_name("graders") / "tiny_grader.py"
 INPUTS = ["--corpus", "data/input/chunks.jsonl", "--queries", "data/input/queries.tsv",
           "--intents", "data/input/intents.tsv", "--arm", "bm25=bm25", "--arm", "tfidf=tfidf",
           "--pool-depth", "3", "--audit-min", "4"]
+A = "experiments/a"
 
 
 def _pairs(table: pd.DataFrame) -> set:
@@ -37,21 +38,47 @@ def _grade(root: Path, exp: str) -> None:
                  "--no-progress")
 
 
-@pytest.fixture(scope="module")
-def shared(tmp_path_factory):
-    root = tmp_path_factory.mktemp("share")
-    tiny.write_inputs(root)
-    tiny.git(root, "init", "-q")
-    tiny.run(root, "dvc", "init", "-q")
-    tiny.run(root, "dvc", "config", "core.analytics", "false")
+def build_keyed(folder: Path, bare: Path) -> None:
+    """The tiny experiment's inputs at the top of a new git + DVC repository ``folder /
+    "repo"`` (never run; a copy of ``bare``, the ``_repo`` template of
+    tests/test_e2e_init_modes.py), ``relgrade init experiments/a`` with two built-in arms
+    (bm25, tfidf), pool depth 3 and the command grader (tests/graders/tiny_grader.py) for both
+    graders, its intents reviewed by auditor-b, ``dvc repro experiments/a/dvc.yaml:packets``,
+    both graders' ``relgrade grade run`` and ``dvc repro experiments/a/dvc.yaml:key``: the key
+    frozen, its metrics and report not run.
+
+    Kept beside it: ``init.json``, ``{"params", "pipeline"}``, the text of the experiment's
+    params.yaml and dvc.yaml right after ``relgrade init``; and ``key.json``, ``{"returncode",
+    "stdout", "stderr", "disputes_file"}``, the last ``dvc repro`` and whether
+    ``data/disputes.jsonl`` existed after it. The session fixture ``a_keyed``
+    (tests/conftest.py) builds it once per test run for this module and
+    tests/test_e2e_disputes_anywhere.py; copy ``folder / "repo"`` (``tiny.copy_repo``) to
+    change it.
+    """
+    root = tiny.copy_repo(bare, folder / "repo")
     command = f"{sys.executable} {GRADER}"
     graders = ["--grader-command", command, "--auditor-command", command]
-    tiny.run(root, "relgrade", "init", "experiments/a", *INPUTS, *graders)
-    tiny.run(root, "relgrade", "intents", "review", "--experiment", "experiments/a",
-             "--reviewer", "auditor-b")
-    tiny.run(root, "dvc", "repro", "experiments/a/dvc.yaml:packets")
-    _grade(root, "experiments/a")
-    tiny.run(root, "dvc", "repro", "experiments/a/dvc.yaml:key")  # frozen; its report is not needed
+    tiny.run(root, "relgrade", "init", A, *INPUTS, *graders)
+    (folder / "init.json").write_text(json.dumps({
+        "params": (root / A / "params.yaml").read_text(),
+        "pipeline": (root / A / "dvc.yaml").read_text()}))
+    tiny.run(root, "relgrade", "intents", "review", "--experiment", A, "--reviewer",
+             "auditor-b")
+    tiny.run(root, "dvc", "repro", f"{A}/dvc.yaml:packets")
+    _grade(root, A)
+    key = tiny.run(root, "dvc", "repro", f"{A}/dvc.yaml:key")  # its report is not needed
+    (folder / "key.json").write_text(json.dumps({
+        "returncode": key.returncode, "stdout": key.stdout, "stderr": key.stderr,
+        "disputes_file": (root / A / "data/disputes.jsonl").exists()}))
+
+
+@pytest.fixture(scope="module")
+def shared(tmp_path_factory, a_keyed):
+    # experiments/a made, graded and run to its frozen key: a copy of the shared build
+    # (tests/conftest.py), which ran exactly these commands
+    root = tiny.copy_repo(a_keyed / "repo", tmp_path_factory.mktemp("share"))
+    command = f"{sys.executable} {GRADER}"
+    graders = ["--grader-command", command, "--auditor-command", command]
     tiny.run(root, "relgrade", "init", "experiments/b", *INPUTS, "--run",
              "ext=data/input/runs/mixed.trec", "--share-from", "../a", *graders)
     tiny.run(root, "relgrade", "intents", "review", "--experiment", "experiments/b",

@@ -15,20 +15,17 @@ import pytest
 import yaml
 
 from tests.e2e import tiny
+from tests.test_e2e_init_modes import _repo
 
 pytestmark = [pytest.mark.slow]
 
 
 @pytest.fixture(scope="module")
 def tailed(tmp_path_factory):
-    root = tmp_path_factory.mktemp("tail")
-    tiny.write_inputs(root)
+    root = _repo(tmp_path_factory, "tail")  # the tiny inputs in a new git + DVC repository
     params = yaml.safe_load((root / "params.yaml").read_text())
     params["pool"]["tail_sample"] = 2
     (root / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
-    tiny.git(root, "init", "-q")
-    tiny.run(root, "dvc", "init", "-q")
-    tiny.run(root, "dvc", "config", "core.analytics", "false")
     tiny.run(root, "relgrade", "pipeline", "render")  # the tail mode's dvc.yaml
     tiny.run(root, "relgrade", "intents", "review", "--reviewer", "auditor-b")
     tiny.run(root, "dvc", "repro", "packets")

@@ -12,6 +12,7 @@ import scipy.stats as sps
 import yaml
 
 from tests.e2e import tiny
+from tests.test_e2e_init_modes import _repo
 
 pytestmark = [pytest.mark.slow]
 
@@ -56,12 +57,8 @@ def _run(path):
 
 @pytest.fixture(scope="module")
 def deepened(tmp_path_factory):
-    root = tmp_path_factory.mktemp("translate")
-    tiny.write_inputs(root)
+    root = _repo(tmp_path_factory, "translate")  # the tiny inputs in a new git + DVC repository
     _params(root, lambda p: p["metrics"].update(primary="nDCG(dcg='exp-log2')@10"))
-    tiny.git(root, "init", "-q")
-    tiny.run(root, "dvc", "init", "-q")
-    tiny.run(root, "dvc", "config", "core.analytics", "false")
     tiny.run(root, "relgrade", "intents", "review", "--reviewer", "auditor-b")
     # Both graders grade every pair the arms return (their top 8), from the truth table,
     # before any pool exists: the depth-5 pool and the depth-8 one find every grade made,
