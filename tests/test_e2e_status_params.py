@@ -53,10 +53,12 @@ def test_an_added_arm_is_named_as_neither_pooled_nor_priced_until_dvc_repro(repo
         "run and pools it, then stops at the grading owed, which `relgrade status` then "
         "counts and prices"]
     assert pool_line in text  # the pool is still the last run's, and says so above
-    # every stage that read params `arms` (each arm's run and the pool) reruns
+    # every stage that read params `arms` (each arm's run and the pool) reruns, and the new
+    # arm's own stages run for the first time
     assert changed["state"] == "changed"
     assert changed["arms"] == {"added": ["extra"], "removed": [], "changed": []}
-    assert changed["stages"] == ["pool", "retrieve@dense", "retrieve@lexical", "retrieve@mixed"]
+    assert changed["stages"] == ["metrics@extra", "pool", "retrieve@dense", "retrieve@extra",
+                                 "retrieve@lexical", "retrieve@mixed"]
     assert list(changed["keys"]) == ["arms"]
     assert set(changed["keys"]["arms"]["now"]) - set(changed["keys"]["arms"]["was"]) == {"extra"}
     assert changed["repro"] == "dvc repro"

@@ -66,3 +66,20 @@ def test_a_removed_arms_stages_left_in_the_lock_are_not_a_change_after_the_repro
     (tmp_path / "dvc.lock").write_text(yaml.safe_dump(lock, sort_keys=False))
     assert params_since_repro(Experiment.load(tmp_path / "params.yaml")) == {
         "state": "unchanged"}
+
+
+def test_an_added_arms_own_stages_are_listed_with_those_that_rerun(tmp_path):
+    # retrieve@plain and metrics@plain have no lock entry (they never ran), yet dvc repro
+    # runs them: the list names them beside the stages that recorded `arms`
+    import yaml
+
+    for f in ("params.yaml", "dvc.lock", "dvc.yaml"):
+        shutil.copy(REPO / f, tmp_path / f)
+    params = yaml.safe_load((tmp_path / "params.yaml").read_text())
+    params["arms"]["plain"] = {"kind": "bm25", "depth": 100,
+                               "source": "src/relgrade/retrieve/bm25.py"}
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+    got = params_since_repro(Experiment.load(tmp_path / "params.yaml"))
+    assert got["arms"] == {"added": ["plain"], "removed": [], "changed": []}
+    assert got["stages"] == ["gate", "metrics@plain", "pool", "retrieve@bm25", "retrieve@bm25f",
+                             "retrieve@hybrid", "retrieve@plain", "retrieve@tfidf"]

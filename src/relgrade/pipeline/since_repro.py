@@ -98,15 +98,18 @@ def params_since_repro(ex) -> dict:
         "now": value}}, "stages": [name, ...], "arms": {"added": [...], "removed": [...],
         "changed": [...]}, "repro": str}``: each params key whose value differs from the
         one a stage recorded (``now`` absent when the key was deleted), the stages that
-        recorded it and ``dvc repro`` reruns (sorted; a removed arm's own stages,
-        ``NAME@ARM``, left out: ``dvc.yaml`` no longer has them), the arms added, removed or
+        recorded it and ``dvc repro`` reruns, with the stages of an added arm that
+        ``dvc.yaml`` defines (``retrieve@ARM``, ``metrics@ARM``: no lock entry yet, run for
+        the first time), sorted (a removed arm's own stages, ``NAME@ARM``, left out:
+        ``dvc.yaml`` no longer has them), the arms added, removed or
         edited since the arms the lock recorded (each list sorted), and the ``dvc repro``
         that brings the outputs up to date.
 
     Notes
     -----
     A key a stage never read (a stage new since the last run, such as ``retrieve@NAME`` of
-    an added arm) is not compared: its stage has no lock entry. Every arm's stages read the
+    an added arm) is not compared: its stage has no lock entry (an added arm's stages are
+    listed all the same). Every arm's stages read the
     whole ``arms`` mapping, so an added arm shows as a change of ``arms``. When stages
     recorded different values of one key (some ran after an edit, some before), ``was`` is
     the first stage's.
@@ -158,5 +161,9 @@ def params_since_repro(ex) -> dict:
     # a removed arm's own stages (retrieve@ARM, metrics@ARM) are gone from dvc.yaml
     gone = set(arms["removed"])
     changed_stages = [s for s in changed_stages if s.partition("@")[2] not in gone]
+    # an added arm's own stages have no lock entry yet: dvc repro runs them all the same
+    added = set(arms["added"])
+    changed_stages += [s for s in sorted(defined or ()) if s not in stages
+                       and "@" in s and s.partition("@")[2] in added]
     return {"state": "changed", "keys": keys, "stages": sorted(changed_stages), "arms": arms,
             "repro": repro_command(ex)}
