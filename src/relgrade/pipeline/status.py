@@ -529,6 +529,9 @@ def read_status(ex: Experiment) -> dict:
                 len(key_owed) or adjudication.get("pending")):
             st["key"] = key_while_owed(st["key"], key_owed, how=grade_commands(ex),
                                        adjudication=adjudication, repro=repro_command(ex))
+        elif key_owed is not None and st["key"].get("state") == "stale":
+            # every pair of the new pool is graded: the next dvc repro freezes its key
+            st["key"].update(owed_pairs=0, repro=repro_command(ex))
     if params.holes is not None:  # arms that joined after the key froze: what they owe
         from relgrade.pipeline.new_arms import holes_status
 
