@@ -199,6 +199,7 @@ def status_lines(st: Mapping) -> list[str]:
                       for d in st.get("dvc", [])]
     out += [f"warning: {w}" for w in st.get("warnings", [])]
     out += params_changed_lines(st.get("params_changed") or {}, dvc_broken=bool(st.get("dvc")))
+    out += inputs_changed_lines(st.get("inputs_changed") or {})
     for origin, by_grader in ((st.get("pending") or {}).get("shared") or {}).items():
         counts = ", ".join(f"{g} {n}" for g, n in by_grader.items())
         out.append(f"shared: {counted(sum(by_grader.values()), 'pair')} reused from {origin} "
@@ -443,6 +444,40 @@ def params_changed_lines(pc: Mapping, *, dvc_broken: bool = False) -> list[str]:
         out.append(f"  `{repro}` reruns {_names('stage', pc['stages'])}; what is below is "
                    "the last run's")
     return out
+
+
+def inputs_changed_lines(ic: Mapping) -> list[str]:
+    """What inputs changed since the last ``dvc repro`` (a grader's file edited by hand, the
+    audit lock rewritten), and which stages ``dvc repro`` reruns for them.
+
+    Parameters
+    ----------
+    ic : mapping
+        :func:`relgrade.pipeline.since_repro.inputs_since_repro`'s result (empty: nothing
+        to say). An unreadable lock is said by the ``params:`` or ``dvc:`` line already.
+
+    Returns
+    -------
+    list of str
+        No line unless a file differs from the lock; else an ``inputs:`` line naming each
+        path (relative to the experiment's folder) and how it changed, and a line naming the
+        stages that recorded them.
+
+    Examples
+    --------
+    >>> ic = {"state": "changed", "repro": "dvc repro", "stages": ["audit", "grades"],
+    ...       "paths": {"data/audit/lock.json": {"change": "edited", "stages": ["audit"]},
+    ...                 "data/grades": {"change": "edited", "stages": ["grades"]}}}
+    >>> for line in inputs_changed_lines(ic): print(line)
+    inputs: changed since the last dvc repro: data/audit/lock.json edited; data/grades edited
+      `dvc repro` reruns stages audit, grades and those after them; their outputs below are the last run's
+    """
+    if ic.get("state") != "changed":
+        return []
+    parts = [f"{path} {c['change']}" for path, c in ic["paths"].items()]
+    return [f"inputs: changed since the last dvc repro: {'; '.join(parts)}",
+            f"  `{ic['repro']}` reruns {_names('stage', ic['stages'])} and those after them; "
+            "their outputs below are the last run's"]
 
 
 def previous_key_lines(k: Mapping) -> list[str]:
