@@ -15,6 +15,7 @@ lock), compared with the files now, hashed as DVC 3 hashes them.
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Mapping
 from pathlib import Path
@@ -35,15 +36,40 @@ def _lookup(raw: Mapping, key: str):
     return value
 
 
+#: Within :func:`one_reading`: the files :func:`_load_as_dvc` parsed, by path.
+_READ: dict | None = None
+
+
+@contextlib.contextmanager
+def one_reading():
+    """Within the block, :func:`_load_as_dvc` parses each file once: the status compares
+    params and then inputs with one ``dvc.lock`` and one ``dvc.yaml`` (what is read is
+    never changed)."""
+    global _READ
+    outer = _READ
+    _READ = {} if outer is None else outer
+    try:
+        yield
+    finally:
+        _READ = outer
+
+
 def _load_as_dvc(path: Path):
     """A YAML file read as DVC reads ``dvc.lock`` and params files: ruamel.yaml's safe
     loader (YAML 1.2; PyYAML reads the ``1e-07`` DVC writes as a string, ``yes`` as a
-    boolean). Raises InputError naming ``path`` when it cannot be read or parsed."""
+    boolean). Raises InputError naming ``path`` when it cannot be read or parsed. Within
+    :func:`one_reading`, a file read before is not parsed again."""
     from ruamel.yaml import YAML
     from ruamel.yaml.error import YAMLError
 
+    seen = str(Path(path).resolve())
+    if _READ is not None and seen in _READ:
+        return _READ[seen]
     try:
-        return YAML(typ="safe").load(path.read_bytes())
+        data = YAML(typ="safe").load(path.read_bytes())
+        if _READ is not None:
+            _READ[seen] = data
+        return data
     except OSError as e:
         raise InputError("cannot be read", path=path, found=e.strerror) from None
     except YAMLError as e:
