@@ -344,7 +344,7 @@ def _change(path: Path, recorded: Mapping, ignore: list[str]) -> str | None:
     if not path.is_dir() and "size" in recorded and path.stat().st_size != recorded["size"]:
         return "edited"  # cheaply, before any byte is hashed
     try:
-        md5, size, nfiles = dvc_md5(path, ignore=ignore)
+        md5 = dvc_md5(path, ignore=ignore)[0]
     except OSError:
         return "edited"
     return None if md5 == want else "edited"
