@@ -102,8 +102,54 @@ def test_remove_refuses_the_baseline_and_a_fused_arm_then_removes_one(repo):  # 
 def test_replace_section_keeps_comments_around_the_section_and_appends_a_missing_one():
     text = "# top\nseed: 1\n# the arms\narms:\n  a: {kind: bm25}\n  # inner\n\n# pool\npool: {}\n"
     assert replace_section(text, "arms", {"b": {"kind": "tfidf"}}) == (
-        "# top\nseed: 1\n# the arms\narms:\n  b:\n    kind: tfidf\n\n# pool\npool: {}\n")
+        "# top\nseed: 1\n# the arms\narms:\n  b:\n    kind: tfidf\n  # inner\n\n# pool\n"
+        "pool: {}\n")
     assert replace_section("seed: 1", "arms", {}) == "seed: 1\narms: {}\n"
+
+
+COMMENTED_ARMS = """arms:
+  # the baseline: plain BM25, as the team runs it
+  bm25:
+    kind: bm25   # Okapi, k1 1.2
+    depth: 100
+    source: ../../src/relgrade/retrieve/bm25.py
+  # the vendor's run, delivered weekly
+  ext:
+    kind: file
+    depth: 100
+    source: data/input/runs/ext.trec  # copied from in/runs
+"""
+
+
+def test_add_and_remove_keep_the_comments_inside_the_arms_section(repo):  # noqa: F811
+    assert init("--arm", "bm25=bm25", "--run", "ext=in/runs/ext.trec").exit_code == 0
+    params = repo / EXP / "params.yaml"
+    text = params.read_text()
+    start = text.index("\narms:\n") + 1
+    end = text.index("\n", text.index("source: data/input/runs/ext.trec")) + 1
+    assert yaml.safe_load(text[start:end]) == yaml.safe_load(COMMENTED_ARMS)
+    text = text[:start] + COMMENTED_ARMS + text[end:]
+    end = start + len(COMMENTED_ARMS)
+    params.write_text(text)
+    res = arm("add", "tf", "--kind", "tfidf")
+    assert res.exit_code == 0, res.output
+    # every line of the section is kept, comments and spacing included; the arm follows them
+    assert params.read_text() == text[:start] + COMMENTED_ARMS + (
+        "  tf:\n    kind: tfidf\n    depth: 100\n"
+        "    source: ../../src/relgrade/retrieve/tfidf.py\n") + text[end:]
+    res = arm("remove", "tf")
+    assert res.exit_code == 0, res.output
+    assert params.read_text() == text
+    # a removed arm takes the comment lines above it; the ones above the next arm stay
+    res = arm("add", "hyb", "--kind", "rrf", "--fuse", "bm25")
+    assert res.exit_code == 0, res.output
+    assert arm("remove", "ext").exit_code == 0
+    assert params.read_text() == text[:start] + (
+        "arms:\n  # the baseline: plain BM25, as the team runs it\n  bm25:\n"
+        "    kind: bm25   # Okapi, k1 1.2\n    depth: 100\n"
+        "    source: ../../src/relgrade/retrieve/bm25.py\n"
+        "  hyb:\n    kind: rrf\n    depth: 100\n    k: 60\n    fuse:\n    - bm25\n"
+        "    source: ../../src/relgrade/retrieve/fusion.py\n") + text[end:]
 
 
 def test_shape_names_the_stages_a_hand_edit_changed_and_none_for_committed_ones(repo):  # noqa: F811
@@ -209,3 +255,12 @@ def test_a_frozen_key_note_outside_ppi_mode_names_the_holes_way_with_its_experim
         f"note: the key is frozen; to keep it as it is, `relgrade arm remove fresh "
         f"--experiment {EXP}`, then add the run with --holes (docs/new-arm.md).")
     assert frozen_key_note(ex, "fresh", run=None) is None  # a computed arm: no note
+
+
+def test_setting_a_section_of_a_shipped_params_file_to_its_own_value_changes_no_byte():
+    # the round trip keeps quoting, long lines and each file's own sequence indentation
+    top = Path(__file__).resolve().parents[1]
+    for path in [top / "params.yaml", *sorted((top / "experiments").glob("*/params.yaml"))]:
+        text = path.read_text()
+        for name, value in yaml.safe_load(text).items():
+            assert replace_section(text, name, value) == text, (path, name)

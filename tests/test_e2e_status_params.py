@@ -53,10 +53,12 @@ def test_an_added_arm_is_named_as_neither_pooled_nor_priced_until_dvc_repro(repo
         "run and pools it, then stops at the grading owed, which `relgrade status` then "
         "counts and prices"]
     assert pool_line in text  # the pool is still the last run's, and says so above
-    # every stage that read params `arms` (each arm's run and the pool) reruns
+    # every stage that read params `arms` (each arm's run and the pool) reruns, and the new
+    # arm's own stages run for the first time
     assert changed["state"] == "changed"
     assert changed["arms"] == {"added": ["extra"], "removed": [], "changed": []}
-    assert changed["stages"] == ["pool", "retrieve@dense", "retrieve@lexical", "retrieve@mixed"]
+    assert changed["stages"] == ["metrics@extra", "pool", "retrieve@dense", "retrieve@extra",
+                                 "retrieve@lexical", "retrieve@mixed"]
     assert list(changed["keys"]) == ["arms"]
     assert set(changed["keys"]["arms"]["now"]) - set(changed["keys"]["arms"]["was"]) == {"extra"}
     assert changed["repro"] == "dvc repro"
@@ -89,3 +91,30 @@ def test_a_truncated_lock_is_named_once_by_its_dvc_line_not_by_a_params_line(rep
     assert changed["state"] == "unreadable" and "dvc.lock" in changed["error"]
     assert text[0].startswith("dvc: dvc.lock is not valid YAML")
     assert not [line for line in text if line.startswith("params:")]
+
+
+def test_an_edited_audit_lock_and_a_new_grade_file_are_the_changes_dvc_status_sees(repo):
+    text, _ = _status(repo)
+    assert not [line for line in text if line.startswith("inputs:")]
+    lock = repo / "data/audit/lock.json"
+    lock.write_text(lock.read_text() + "\n")  # one byte more: DVC sees another file
+    tiny.write_grades(repo, "grader-a", tiny.grade_rows({(tiny.TOPICS[0][0],
+                                                          tiny.chunks()[0]["chunk_id"])}))
+    doc = json.loads(tiny.run(repo, "relgrade", "status", "--json", check=False).stdout)
+    changed = doc["inputs_changed"]
+    assert changed["state"] == "changed"
+    assert {p: c["change"] for p, c in changed["paths"].items()} == {
+        "data/audit/lock.json": "edited", "data/grades": "edited"}
+    # DVC's own view: each stage that ran (DVC reports those that never ran as changed too)
+    # and whose dependency or output among these paths it finds modified, relgrade names
+    dvc = json.loads(tiny.run(repo, "dvc", "status", "--json").stdout)
+    ran = set(yaml.safe_load((repo / "dvc.lock").read_text())["stages"])
+    seen = {(stage, path) for stage, problems in dvc.items()
+            if stage in ran and isinstance(problems, list)
+            for problem in problems if isinstance(problem, dict)
+            for kind, paths in problem.items() if kind in ("changed deps", "changed outs")
+            for path, how in paths.items() if path in changed["paths"] and how == "modified"}
+    assert seen == {(s, p) for p, c in changed["paths"].items() for s in c["stages"]}
+    text, _ = _status(repo)
+    assert "inputs: changed since the last dvc repro: data/audit/lock.json edited; " \
+        "data/grades edited" in text

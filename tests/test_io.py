@@ -247,3 +247,23 @@ def test_read_yaml_names_the_line_and_column_where_pyyamls_parser_stops(tmp_path
     assert str(e.value).startswith(
         f"{path}:3:12: not valid YAML (found expected ',' or ']', but got '<stream end>': "
         "'  depth: [5')")
+
+
+def test_a_yaml_parser_message_starting_with_found_reads_the_word_once(tmp_path):
+    # PyYAML says "found character '\t' that cannot start any token": wrapped in relgrade's
+    # "(found ...)" it read "found found"
+    path = tmp_path / "params.yaml"
+    path.write_text("pool:\n\tdepth: 5\n")
+    with pytest.raises(InputError) as e:
+        io.read_yaml(path)
+    assert str(e.value).startswith(
+        f"{path}:2:1: not valid YAML (found character '\\t' that cannot start any token: "
+        "'\\tdepth: 5')")
+    path.write_text("seed: *s\n")
+    with pytest.raises(InputError) as e:
+        io.read_yaml(path)
+    assert "found found" not in str(e.value)
+    assert "(found undefined alias 's': 'seed: *s')" in str(e.value)
+    # a value found is still introduced by the word
+    assert str(InputError("grade outside the scale", found="3")) == \
+        "grade outside the scale (found 3)"

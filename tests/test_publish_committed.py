@@ -62,6 +62,40 @@ def test_every_experiment_with_a_bundle_is_checked():
 
 @pytest.mark.parametrize("exp", EXPERIMENTS, ids=lambda p: p.name if p != REPO else "default")
 def test_the_streamed_bundle_equals_the_committed_one_byte_for_byte(exp, tmp_path):
+    want, root = _committed(exp, tmp_path)
+    stage.run(Experiment.load(root / "params.yaml"))
+    assert _bundle(root) == want
+
+
+def test_a_metrics_file_of_no_arm_is_left_out_of_the_bundle_with_a_note(tmp_path, capsys):
+    # a file left in the metrics folder by an arm removed by hand is no arm of params: the
+    # bundle holds exactly the arms of params, as committed
+    want, root = _committed(REPO, tmp_path)
+    arms = root / "metrics" / "arms"
+    shutil.copy(arms / "bm25.json", arms / "old.json")
+    stage.run(Experiment.load(root / "params.yaml"))
+    assert _bundle(root) == want
+    assert capsys.readouterr().out.splitlines()[0] == (
+        f"note: {arms}: old.json left out of the bundle: not an arm of params `arms` (delete "
+        "the file if no longer wanted)")
+    # an arm of params without its metrics: the stage stops, naming it, and writes nothing
+    from relgrade.errors import ProtocolError
+
+    (arms / "tfidf.json").unlink()
+    shutil.rmtree(root / "data" / "publish")
+    with pytest.raises(ProtocolError, match=r"no metrics file for arm tfidf of params `arms`"):
+        stage.run(Experiment.load(root / "params.yaml"))
+    assert not (root / "data" / "publish").exists()
+
+
+def _bundle(root: Path) -> dict[str, str]:
+    return {p.relative_to(root).as_posix(): hashlib.md5(p.read_bytes()).hexdigest()
+            for p in sorted((root / "data" / "publish").iterdir())}
+
+
+def _committed(exp: Path, tmp_path: Path) -> tuple[dict[str, str], Path]:
+    """The committed bundle's files (path → md5) and a scratch copy of the publish stage's
+    inputs; skips when no DVC cache holds them."""
     lock = yaml.safe_load((exp / "dvc.lock").read_text())["stages"]["publish"]
     want: dict[str, str] = {}
     for out in lock["outs"]:
@@ -89,7 +123,4 @@ def test_the_streamed_bundle_equals_the_committed_one_byte_for_byte(exp, tmp_pat
             target = root / rel
             target.parent.mkdir(parents=True, exist_ok=True)
             shutil.copy(exp / rel if md5 is None else _object(md5), target)
-    stage.run(Experiment.load(root / "params.yaml"))
-    got = {p.relative_to(root).as_posix(): hashlib.md5(p.read_bytes()).hexdigest()
-           for p in sorted((root / "data" / "publish").iterdir())}
-    assert got == want
+    return want, root

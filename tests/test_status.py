@@ -270,22 +270,38 @@ def test_frozen_key_metrics_and_a_pool_that_grew_since(exp):
                              _use("p-111111111111", KEY_HASH)])
     lines = _status(root).splitlines()
     lines = lines[:next(i for i, x in enumerate(lines) if x.startswith("judging cost:"))]
-    assert lines[-8:] == [
+    assert lines[-7:] == [
         # the pass record is the old pool's: the audited q2 is owed by auditor-b (2 pairs)
         "gate: waiting for the audit queries' grades (auditor-b owes 2); the last gate record "
         "(passed) predates them: 2 have no grade; the gate runs again once they are graded",
-        f"key: frozen, sha256 {KEY_HASH}, 5 pairs over 2 queries; dropped queries: q3",
-        "key: frozen for pool p-111111111111, but the pool is now p-222222222222: grade the "
-        "new pairs, then freeze a new key",
+        # no current key, first: the frozen one is the old pool's, not "key: frozen"
         # grader-a lacks q1's n1 and q3's e, f; auditor-b the audited q2's c, d
         "key: no current key until the owed grades are in: 3 pairs need grader-a (3 new), 2 "
         "need auditor-b (audit query q2); run `relgrade grade import --grader grader-a FILE` "
         "and `relgrade grade import --grader auditor-b FILE`, then `dvc repro`",
-        "metrics bm25: present (key 9f9f9f9f9f9f)",
+        f"key: frozen key kept for the old pool (not current): sha256 {KEY_HASH}, pool "
+        "p-111111111111, 5 pairs over 2 queries; dropped queries: q3",
+        "metrics bm25: present (key 9f9f9f9f9f9f, the old pool's key)",
         "metrics bm25f: missing",
         "metrics hybrid: missing",
         "metrics tfidf: stale (computed from key 000000000000, not the frozen key)",
     ]
+    # --json says the same: the frozen key is the old pool's, none is current
+    key = json.loads(_status(root, "--json"))["key"]
+    assert (key["state"], key["current"], key["pool_version"], key["pool_now"],
+            key["owed_pairs"]) == ("stale", False, "p-111111111111", "p-222222222222", 5)
+    # every pair of the new pool graded: still no current key until dvc repro freezes one
+    _grades(root, p, "grader-a", [_row("q1", "a", 2), _row("q1", "b", 0), _row("q1", "n1"),
+                                  _row("q2", "c"), _row("q2", "d"), _row("q3", "e"),
+                                  _row("q3", "f")])
+    _grades(root, p, "auditor-b", [_row("q2", "c"), _row("q2", "d")])
+    assert [x for x in _status(root).splitlines() if x.startswith("key:")] == [
+        "key: no current key for pool p-222222222222 yet: its pairs are graded; `dvc repro` "
+        "freezes its key",
+        f"key: frozen key kept for the old pool (not current): sha256 {KEY_HASH}, pool "
+        "p-111111111111, 5 pairs over 2 queries; dropped queries: q3"]
+    key = json.loads(_status(root, "--json"))["key"]
+    assert (key["state"], key["current"], key["owed_pairs"]) == ("stale", False, 0)
 
 
 def test_a_key_of_this_pool_with_pairs_owed_is_the_previous_key_not_the_current_one(exp):

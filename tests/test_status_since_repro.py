@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import shutil
 from pathlib import Path
 
@@ -66,3 +67,88 @@ def test_a_removed_arms_stages_left_in_the_lock_are_not_a_change_after_the_repro
     (tmp_path / "dvc.lock").write_text(yaml.safe_dump(lock, sort_keys=False))
     assert params_since_repro(Experiment.load(tmp_path / "params.yaml")) == {
         "state": "unchanged"}
+
+
+def test_an_added_arms_own_stages_are_listed_with_those_that_rerun(tmp_path):
+    # retrieve@plain and metrics@plain have no lock entry (they never ran), yet dvc repro
+    # runs them: the list names them beside the stages that recorded `arms`
+    import yaml
+
+    for f in ("params.yaml", "dvc.lock", "dvc.yaml"):
+        shutil.copy(REPO / f, tmp_path / f)
+    params = yaml.safe_load((tmp_path / "params.yaml").read_text())
+    params["arms"]["plain"] = {"kind": "bm25", "depth": 100,
+                               "source": "src/relgrade/retrieve/bm25.py"}
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+    got = params_since_repro(Experiment.load(tmp_path / "params.yaml"))
+    assert got["arms"] == {"added": ["plain"], "removed": [], "changed": []}
+    assert got["stages"] == ["gate", "metrics@plain", "pool", "retrieve@bm25", "retrieve@bm25f",
+                             "retrieve@hybrid", "retrieve@plain", "retrieve@tfidf"]
+
+
+# --- inputs -------------------------------------------------------------------------------
+
+def _lock_paths(root: Path) -> list[str]:
+    """Every path the lock at ``root`` records that exists there, code left out."""
+    from ruamel.yaml import YAML
+
+    lock = YAML(typ="safe").load((root / "dvc.lock").read_bytes())
+    return sorted({e["path"] for s in lock["stages"].values() for what in ("deps", "outs")
+                   for e in s.get(what) or [] if not e["path"].endswith(".py")
+                   and (root / e["path"]).exists()})
+
+
+def test_every_committed_experiment_reads_its_inputs_as_its_lock_records_them():
+    # hashed as DVC 3 hashed them (a file's md5, a folder's listing with .dvcignore applied):
+    # right after the committed `dvc repro`, no input is changed
+    from relgrade.pipeline.since_repro import inputs_since_repro
+
+    for params in [REPO / "params.yaml", *sorted(REPO.glob("experiments/*/params.yaml"))]:
+        assert inputs_since_repro(Experiment.load(params)) == {"state": "unchanged"}, params
+
+
+def test_an_edited_audit_lock_and_a_hand_edited_grade_are_named_with_their_stages(tmp_path):
+    from click.testing import CliRunner
+
+    from relgrade.cli import main
+    from relgrade.pipeline.since_repro import inputs_since_repro
+
+    for name in ("params.yaml", "dvc.yaml", "dvc.lock", ".dvcignore", *_lock_paths(REPO)):
+        source, target = REPO / name, tmp_path / name
+        target.parent.mkdir(parents=True, exist_ok=True)
+        if source.is_dir():
+            shutil.copytree(source, target, dirs_exist_ok=True)
+        else:
+            shutil.copy(source, target)
+    (tmp_path / ".dvc").mkdir()
+    ex = Experiment.load(tmp_path / "params.yaml")
+    assert inputs_since_repro(ex) == {"state": "unchanged"}
+    # a leftover a crash leaves is ignored by DVC (.dvcignore), and so here
+    (tmp_path / "data/grades/grader-a/.round-1.jsonl.inflight").write_text("x")
+    assert inputs_since_repro(ex) == {"state": "unchanged"}
+    # one grade changed by hand, 1 -> 2: the same size, another md5
+    grades = tmp_path / "data/grades/grader-a/round-1.jsonl"
+    text = grades.read_text()
+    first = text.index('"grade": 1') if '"grade": 1' in text else text.index('"grade":1')
+    grades.write_text(text[:first] + text[first:].replace("1", "2", 1))
+    assert grades.stat().st_size == (REPO / "data/grades/grader-a/round-1.jsonl").stat().st_size
+    lock = tmp_path / "data/audit/lock.json"
+    lock.write_text(lock.read_text().replace('"round": 1', '"round": 2', 1))
+    got = inputs_since_repro(ex)
+    assert got == {"state": "changed", "paths": {
+        "data/audit/lock.json": {"change": "edited", "stages": ["audit"]},
+        "data/grades": {"change": "edited",
+                        "stages": ["agreement", "grades", "key", "packets"]}},
+        "stages": ["agreement", "audit", "grades", "key", "packets"], "repro": "dvc repro"}
+    res = CliRunner().invoke(main, ["status", "--params", str(tmp_path / "params.yaml"),
+                                    "--json"])
+    assert json.loads(res.output)["inputs_changed"] == got
+    res = CliRunner().invoke(main, ["status", "--params", str(tmp_path / "params.yaml")])
+    lines = res.output.splitlines()
+    i = lines.index("inputs: changed since the last dvc repro: data/audit/lock.json edited; "
+                    "data/grades edited")
+    assert lines[i + 1] == ("  `dvc repro` reruns stages agreement, audit, grades, key, packets "
+                            "and those after them; their outputs below are the last run's")
+    lock.unlink()
+    assert inputs_since_repro(ex)["paths"]["data/audit/lock.json"] == {
+        "change": "deleted", "stages": ["audit"]}

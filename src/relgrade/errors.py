@@ -30,7 +30,9 @@ class InputError(RelgradeError):
     item : str, optional
         The id (query id, chunk id, pair, grader) the error is about.
     found : str, optional
-        What was found instead.
+        What was found instead, printed as ``(found FOUND)``; a text that already starts
+        with the word (a parser's own message, "found character '\\t' that cannot start
+        any token") is printed as it is, ``(FOUND)``, so the word is not doubled.
     fix : str, optional
         How to fix it.
 
@@ -40,6 +42,8 @@ class InputError(RelgradeError):
     'g.jsonl:3: grade outside the scale 0-2 (found 3)'
     >>> str(InputError("not valid YAML", path="p.yaml", line=4, column=19))
     'p.yaml:4:19: not valid YAML'
+    >>> str(InputError("not valid YAML", path="p.yaml", found="found undefined alias 'a'"))
+    "p.yaml: not valid YAML (found undefined alias 'a')"
 
     Text from outside (path, item, found) is shown inert (:func:`relgrade.text.inert`):
 
@@ -75,10 +79,32 @@ class InputError(RelgradeError):
             msg += f"{inert(str(self.item))}: "
         msg += self.rule
         if self.found is not None:
-            msg += f" (found {inert(str(self.found))})"
+            msg += f" {found_clause(inert(str(self.found)))}"
         if self.fix:
             msg += f". {self.fix}"
         return msg
+
+
+def found_clause(found: str) -> str:
+    """What was found, in parentheses, the word "found" said once.
+
+    Parameters
+    ----------
+    found : str
+        What was found; a parser's own message may start with the word already
+        (PyYAML's "found character '\\t' that cannot start any token").
+
+    Returns
+    -------
+    str
+        ``(found FOUND)``, or ``(FOUND)`` when ``found`` starts with "found ".
+
+    Examples
+    --------
+    >>> found_clause("3"), found_clause("found unexpected end of stream")
+    ('(found 3)', '(found unexpected end of stream)')
+    """
+    return f"({found})" if found.startswith("found ") else f"(found {found})"
 
 
 class ProtocolError(RelgradeError):

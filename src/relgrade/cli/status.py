@@ -199,6 +199,7 @@ def status_lines(st: Mapping) -> list[str]:
                       for d in st.get("dvc", [])]
     out += [f"warning: {w}" for w in st.get("warnings", [])]
     out += params_changed_lines(st.get("params_changed") or {}, dvc_broken=bool(st.get("dvc")))
+    out += inputs_changed_lines(st.get("inputs_changed") or {})
     for origin, by_grader in ((st.get("pending") or {}).get("shared") or {}).items():
         counts = ", ".join(f"{g} {n}" for g, n in by_grader.items())
         out.append(f"shared: {counted(sum(by_grader.values()), 'pair')} reused from {origin} "
@@ -332,18 +333,14 @@ def status_lines(st: Mapping) -> list[str]:
     k = st["key"]
     if k["state"] == "previous":
         out += previous_key_lines(k)
-    elif k["state"] in ("frozen", "stale"):
+    elif k["state"] == "stale":
+        out += stale_key_lines(k)
+    elif k["state"] == "frozen":
         dropped = ", ".join(k["dropped"]) or "none"
         size = (f", {counted(k['pairs'], 'pair')} over {counted(k['queries'], 'query')}"
                 if k.get("pairs") else "")
         label = " (post-hoc)" if k["post_hoc"] else ""
         out.append(f"key: frozen{label}, sha256 {k['sha256']}{size}; dropped queries: {dropped}")
-        if k["state"] == "stale":
-            out.append(f"key: frozen for pool {k['pool_version']}, but the pool is now "
-                       f"{k['pool_now']}: grade the new pairs, then freeze a new key")
-            if k.get("owed_pairs"):
-                out.append(f"key: no current key until the owed grades are in: "
-                           f"{_owed_text(k)}")
     else:
         out.append(not_done("key", k, "not frozen yet"))
     if k.get("post_hoc_key"):
@@ -355,6 +352,8 @@ def status_lines(st: Mapping) -> list[str]:
             label = ", post-hoc" if m.get("post_hoc") else ""
             if k["state"] == "previous" and not m.get("post_hoc"):
                 label = ", the previous key"
+            elif k["state"] == "stale" and not m.get("post_hoc"):
+                label = ", the old pool's key"
             out.append(f"metrics {arm}: present (key {_short(m['key_sha256'])}{label})")
         elif m["state"] == "stale":
             out.append(f"metrics {arm}: stale (computed from key {_short(m['key_sha256'])}, "
@@ -447,6 +446,40 @@ def params_changed_lines(pc: Mapping, *, dvc_broken: bool = False) -> list[str]:
     return out
 
 
+def inputs_changed_lines(ic: Mapping) -> list[str]:
+    """What inputs changed since the last ``dvc repro`` (a grader's file edited by hand, the
+    audit lock rewritten), and which stages ``dvc repro`` reruns for them.
+
+    Parameters
+    ----------
+    ic : mapping
+        :func:`relgrade.pipeline.since_repro.inputs_since_repro`'s result (empty: nothing
+        to say). An unreadable lock is said by the ``params:`` or ``dvc:`` line already.
+
+    Returns
+    -------
+    list of str
+        No line unless a file differs from the lock; else an ``inputs:`` line naming each
+        path (relative to the experiment's folder) and how it changed, and a line naming the
+        stages that recorded them.
+
+    Examples
+    --------
+    >>> ic = {"state": "changed", "repro": "dvc repro", "stages": ["audit", "grades"],
+    ...       "paths": {"data/audit/lock.json": {"change": "edited", "stages": ["audit"]},
+    ...                 "data/grades": {"change": "edited", "stages": ["grades"]}}}
+    >>> for line in inputs_changed_lines(ic): print(line)
+    inputs: changed since the last dvc repro: data/audit/lock.json edited; data/grades edited
+      `dvc repro` reruns stages audit, grades and those after them; their outputs below are the last run's
+    """
+    if ic.get("state") != "changed":
+        return []
+    parts = [f"{path} {c['change']}" for path, c in ic["paths"].items()]
+    return [f"inputs: changed since the last dvc repro: {'; '.join(parts)}",
+            f"  `{ic['repro']}` reruns {_names('stage', ic['stages'])} and those after them; "
+            "their outputs below are the last run's"]
+
+
 def previous_key_lines(k: Mapping) -> list[str]:
     """The key while pairs of the current pool are owed (state ``previous``, see
     :func:`relgrade.pipeline.status.key_while_owed`): no current key, what is owed and how to
@@ -471,6 +504,38 @@ def previous_key_lines(k: Mapping) -> list[str]:
     return [f"key: no current key until the owed grades are in: {_owed_text(k)}",
             f"key: previous key kept{label} (not current): sha256 {k['sha256']}, pool "
             f"{k.get('pool_version') or '?'}{size}; dropped queries: {dropped}"]
+
+
+def stale_key_lines(k: Mapping) -> list[str]:
+    """The key when the frozen one is of another pool version (state ``stale``): no current
+    key (what is owed, or, with ``owed_pairs`` 0, the ``repro`` that freezes the new pool's
+    key), then the frozen key, kept for the old pool.
+
+    Examples
+    --------
+    >>> stale_key_lines({"state": "stale", "sha256": "ab" * 32, "pool_version": "p-1",
+    ...     "pool_now": "p-2", "pairs": 9, "queries": 3, "dropped": [], "post_hoc": False})
+    ... # doctest: +NORMALIZE_WHITESPACE
+    ['key: no current key for pool p-2: grade the new pairs, then freeze a new key',
+     'key: frozen key kept for the old pool (not current): sha256
+      abababababababababababababababababababababababababababababababab, pool p-1, 9 pairs over
+      3 queries; dropped queries: none']
+    """
+    if k.get("owed_pairs"):
+        first = f"key: no current key until the owed grades are in: {_owed_text(k)}"
+    elif k.get("owed_pairs") == 0:
+        first = (f"key: no current key for pool {k.get('pool_now') or '?'} yet: its pairs are "
+                 f"graded; `{k.get('repro') or 'dvc repro'}` freezes its key")
+    else:
+        first = (f"key: no current key for pool {k.get('pool_now') or '?'}: grade the new "
+                 "pairs, then freeze a new key")
+    size = (f", {counted(k['pairs'], 'pair')} over {counted(k['queries'], 'query')}"
+            if k.get("pairs") else "")
+    label = " (post-hoc)" if k.get("post_hoc") else ""
+    dropped = ", ".join(k.get("dropped") or []) or "none"
+    return [first, f"key: frozen key kept for the old pool{label} (not current): sha256 "
+                   f"{k['sha256']}, pool {k.get('pool_version') or '?'}{size}; dropped "
+                   f"queries: {dropped}"]
 
 
 def _owed_text(k: Mapping) -> str:

@@ -35,7 +35,7 @@ from pydantic import (
 )
 from pydantic_core import PydanticCustomError
 
-from relgrade.errors import InputError
+from relgrade.errors import InputError, found_clause
 from relgrade.evaluation.settings import Settings
 from relgrade.io.files import read_yaml
 from relgrade.schema import check_scale
@@ -1079,8 +1079,8 @@ def _as_input_error(err: ValidationError, path: Path) -> InputError:
 
 def _short(item: str | None, rule: str, found: str | None) -> str:
     """One problem in a few words: ``KEY: RULE (found VALUE)``."""
-    return (f"{item}: " if item else "") + rule + (f" (found {found})" if found is not None
-                                                   else "")
+    return (f"{item}: " if item else "") + rule + (f" {found_clause(str(found))}"
+                                                   if found is not None else "")
 
 
 def _problem(e: dict) -> tuple[str | None, str, str | None, str | None]:

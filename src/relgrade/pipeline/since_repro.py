@@ -7,10 +7,15 @@ comparison without DVC (two YAML reads, no file hashed), so ``relgrade status`` 
 its pool, grading counts and cost are of the last run, and what the edit will change: an arm
 added to params (by hand or by ``relgrade arm add``) has no run and no pool pairs until
 ``dvc repro`` makes them, and its pairs are not counted or priced before then.
+
+:func:`inputs_since_repro` does the same for files: the md5 ``dvc.lock`` records for each
+input a stage read (a grader's file, the rubric) and each output kept in git (the audit
+lock), compared with the files now, hashed as DVC 3 hashes them.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Mapping
 from pathlib import Path
@@ -31,15 +36,40 @@ def _lookup(raw: Mapping, key: str):
     return value
 
 
+#: Within :func:`one_reading`: the files :func:`_load_as_dvc` parsed, by path.
+_READ: dict | None = None
+
+
+@contextlib.contextmanager
+def one_reading():
+    """Within the block, :func:`_load_as_dvc` parses each file once: the status compares
+    params and then inputs with one ``dvc.lock`` and one ``dvc.yaml`` (what is read is
+    never changed)."""
+    global _READ
+    outer = _READ
+    _READ = {} if outer is None else outer
+    try:
+        yield
+    finally:
+        _READ = outer
+
+
 def _load_as_dvc(path: Path):
     """A YAML file read as DVC reads ``dvc.lock`` and params files: ruamel.yaml's safe
     loader (YAML 1.2; PyYAML reads the ``1e-07`` DVC writes as a string, ``yes`` as a
-    boolean). Raises InputError naming ``path`` when it cannot be read or parsed."""
+    boolean). Raises InputError naming ``path`` when it cannot be read or parsed. Within
+    :func:`one_reading`, a file read before is not parsed again."""
     from ruamel.yaml import YAML
     from ruamel.yaml.error import YAMLError
 
+    seen = str(Path(path).resolve())
+    if _READ is not None and seen in _READ:
+        return _READ[seen]
     try:
-        return YAML(typ="safe").load(path.read_bytes())
+        data = YAML(typ="safe").load(path.read_bytes())
+        if _READ is not None:
+            _READ[seen] = data
+        return data
     except OSError as e:
         raise InputError("cannot be read", path=path, found=e.strerror) from None
     except YAMLError as e:
@@ -98,15 +128,18 @@ def params_since_repro(ex) -> dict:
         "now": value}}, "stages": [name, ...], "arms": {"added": [...], "removed": [...],
         "changed": [...]}, "repro": str}``: each params key whose value differs from the
         one a stage recorded (``now`` absent when the key was deleted), the stages that
-        recorded it and ``dvc repro`` reruns (sorted; a removed arm's own stages,
-        ``NAME@ARM``, left out: ``dvc.yaml`` no longer has them), the arms added, removed or
+        recorded it and ``dvc repro`` reruns, with the stages of an added arm that
+        ``dvc.yaml`` defines (``retrieve@ARM``, ``metrics@ARM``: no lock entry yet, run for
+        the first time), sorted (a removed arm's own stages, ``NAME@ARM``, left out:
+        ``dvc.yaml`` no longer has them), the arms added, removed or
         edited since the arms the lock recorded (each list sorted), and the ``dvc repro``
         that brings the outputs up to date.
 
     Notes
     -----
     A key a stage never read (a stage new since the last run, such as ``retrieve@NAME`` of
-    an added arm) is not compared: its stage has no lock entry. Every arm's stages read the
+    an added arm) is not compared: its stage has no lock entry (an added arm's stages are
+    listed all the same). Every arm's stages read the
     whole ``arms`` mapping, so an added arm shows as a change of ``arms``. When stages
     recorded different values of one key (some ran after an edit, some before), ``was`` is
     the first stage's.
@@ -158,5 +191,242 @@ def params_since_repro(ex) -> dict:
     # a removed arm's own stages (retrieve@ARM, metrics@ARM) are gone from dvc.yaml
     gone = set(arms["removed"])
     changed_stages = [s for s in changed_stages if s.partition("@")[2] not in gone]
+    # an added arm's own stages have no lock entry yet: dvc repro runs them all the same
+    added = set(arms["added"])
+    changed_stages += [s for s in sorted(defined or ()) if s not in stages
+                       and "@" in s and s.partition("@")[2] in added]
     return {"state": "changed", "keys": keys, "stages": sorted(changed_stages), "arms": arms,
+            "repro": repro_command(ex)}
+
+
+# --- inputs edited since the last run ----------------------------------------------------
+
+def _kept_outputs(dvc_yaml: Path, raw) -> set[str] | None:
+    """The paths of the outputs ``dvc_yaml`` keeps in git (``cache: false``: manifests, the
+    audit lock, the key and its record, metrics files), with ``${KEY}`` read from params
+    ``raw`` and a ``foreach`` stage's ``${key}`` set to each item; an output whose path
+    cannot be resolved so is left out. None when the file cannot be read."""
+    import re
+
+    try:
+        stages = _load_as_dvc(dvc_yaml).get("stages")
+    except (InputError, AttributeError):
+        return None
+    if not isinstance(stages, Mapping):
+        return None
+    var = re.compile(r"\$\{\s*([^}]+?)\s*\}")
+    out: set[str] = set()
+    for body in stages.values():
+        if not isinstance(body, Mapping):
+            continue
+        keys = [None]
+        if "foreach" in body:
+            over = body.get("foreach")
+            items = _lookup(raw, over[2:-1].strip()) if isinstance(over, str) and \
+                over.startswith("${") else _MISSING
+            keys = list(items) if isinstance(items, (Mapping, list)) else []
+            body = body.get("do") or {}
+        for entry in body.get("outs") or []:
+            if not (isinstance(entry, Mapping) and len(entry) == 1):
+                continue
+            (path, flags), = entry.items()
+            if not (isinstance(flags, Mapping) and flags.get("cache") is False):
+                continue
+            for key in keys:
+                def value(m, key=key):
+                    got = str(key) if m.group(1) == "key" and key is not None else \
+                        _lookup(raw, m.group(1))
+                    if got is _MISSING or isinstance(got, (Mapping, list)):
+                        raise KeyError(m.group(1))
+                    return str(got)
+                try:
+                    out.add(var.sub(value, str(path)))
+                except KeyError:
+                    continue
+    return out
+
+
+def _ignored(root: Path) -> list[str]:
+    """The patterns of the ``.dvcignore`` files from ``root`` up to the DVC repository's
+    folder (the nearest holding ``.dvc``), comments and blank lines left out."""
+    patterns: list[str] = []
+    here = root.resolve()
+    for folder in (here, *here.parents):
+        path = folder / ".dvcignore"
+        if path.is_file():
+            patterns += [line.strip() for line in path.read_text("utf-8").splitlines()
+                         if line.strip() and not line.lstrip().startswith("#")]
+        if (folder / ".dvc").is_dir():
+            break
+    return patterns
+
+
+def _skipped(parts: tuple[str, ...], patterns: list[str]) -> bool:
+    """Whether DVC leaves a file out of a folder's hash: a ``.dvcignore`` pattern without a
+    slash matches any part of its path (``__pycache__/`` a folder, ``.*.inflight`` a file's
+    name), a pattern with one matches the path from the folder hashed."""
+    from fnmatch import fnmatchcase
+
+    for pattern in patterns:
+        folder_only = pattern.endswith("/")
+        pat = pattern.rstrip("/")
+        if "/" in pat:
+            if fnmatchcase("/".join(parts), pat.lstrip("/")):
+                return True
+            continue
+        names = parts[:-1] if folder_only else parts
+        if any(fnmatchcase(name, pat) for name in names):
+            return True
+    return False
+
+
+def _md5(path: Path) -> str:
+    import hashlib
+
+    digest = hashlib.md5()
+    with path.open("rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def dvc_md5(path: Path, *, ignore: list[str] = ()) -> tuple[str, int, int]:
+    """The md5 DVC 3 records for a file or folder (``hash: md5`` in ``dvc.lock``), its size
+    in bytes and its number of files.
+
+    Parameters
+    ----------
+    path : pathlib.Path
+        A file, or a folder.
+    ignore : list of str
+        ``.dvcignore`` patterns (:func:`_skipped`): files DVC leaves out of a folder.
+
+    Returns
+    -------
+    tuple of (str, int, int)
+        A file's md5 of its bytes, size, 1; a folder's md5 of its listing (every file's
+        ``{"md5", "relpath"}``, sorted by path, as JSON) with ``.dir`` appended, its files'
+        total size and their number.
+
+    Raises
+    ------
+    OSError
+        A file cannot be read.
+    """
+    import hashlib
+    import json
+
+    if not path.is_dir():
+        return _md5(path), path.stat().st_size, 1
+    entries = []
+    for file in path.rglob("*"):
+        if not file.is_file():
+            continue
+        parts = file.relative_to(path).parts
+        if not _skipped(parts, ignore):
+            entries.append((parts, file))
+    entries.sort(key=lambda e: e[0])
+    listing = [{"md5": _md5(f), "relpath": "/".join(p)} for p, f in entries]
+    digest = hashlib.md5(json.dumps(listing, sort_keys=True).encode("utf-8")).hexdigest()
+    return f"{digest}.dir", sum(f.stat().st_size for _, f in entries), len(entries)
+
+
+def _change(path: Path, recorded: Mapping, ignore: list[str]) -> str | None:
+    """``"deleted"``, ``"edited"`` or None (as recorded) for one lock entry; None too for an
+    entry DVC 3 did not hash with md5 (nothing to compare with)."""
+    if recorded.get("hash") != "md5" or not isinstance(recorded.get("md5"), str):
+        return None
+    if not path.exists():
+        return "deleted"
+    want = recorded["md5"]
+    if want.endswith(".dir") != path.is_dir():
+        return "edited"
+    if not path.is_dir() and "size" in recorded and path.stat().st_size != recorded["size"]:
+        return "edited"  # cheaply, before any byte is hashed
+    try:
+        md5 = dvc_md5(path, ignore=ignore)[0]
+    except OSError:
+        return "edited"
+    return None if md5 == want else "edited"
+
+
+def inputs_since_repro(ex) -> dict:
+    """Compare the experiment's inputs with what its last ``dvc repro`` recorded.
+
+    The files compared are those ``dvc.lock`` records for the stages ``dvc.yaml`` still
+    has: every dependency no stage makes (the graders' files under ``paths.grades_in``, the
+    rubric, the corpus and query inputs, an external run), its code (``.py``) left out, and
+    every output kept in git (``cache: false``: the audit lock, manifests, the key and its
+    record, metrics files), which a person or a relgrade command may rewrite between runs.
+    Each is hashed as DVC 3 hashes it (md5 of a file's bytes; of a folder's listing, its
+    ``.dvcignore`` patterns applied), after a cheaper size check; outputs DVC caches are not
+    hashed (they are made, not edited).
+
+    Parameters
+    ----------
+    ex : relgrade.experiment.files.Experiment
+        The experiment (its ``dvc.lock`` and ``dvc.yaml`` beside the params file).
+
+    Returns
+    -------
+    dict
+        ``{"state": "no run"}`` without a ``dvc.lock`` (or one without stages), ``{"state":
+        "unreadable", "error": str}`` when it or ``dvc.yaml`` cannot be read, ``{"state":
+        "unchanged"}``, or ``{"state": "changed", "paths": {path: {"change": "edited" |
+        "deleted", "stages": [name, ...]}}, "stages": [name, ...], "repro": str}``: each
+        path (relative to the experiment's folder, as the lock records it, sorted) that
+        differs from the lock, the stages that recorded it (sorted), every such stage (the
+        ones ``dvc repro`` reruns, with the stages after them) and the ``dvc repro`` that
+        brings the outputs up to date.
+    """
+    lock_path, _ = ex.dvc_files()
+    if not lock_path.exists():
+        return {"state": "no run"}
+    try:
+        lock = _load_as_dvc(lock_path)
+        raw = _load_as_dvc(Path(ex.params.source))
+    except InputError as e:
+        return {"state": "unreadable", "error": str(e)}
+    stages = lock.get("stages") if isinstance(lock, Mapping) else None
+    if not isinstance(stages, Mapping) or not stages:
+        return {"state": "no run"}
+    dvc_yaml = lock_path.with_name("dvc.yaml")
+    defined = _stages_now(dvc_yaml, raw)
+    kept = _kept_outputs(dvc_yaml, raw)
+    if kept is None:
+        return {"state": "unreadable", "error": f"{dvc_yaml}: cannot be read"}
+    entries = {str(s): e for s, e in stages.items() if isinstance(e, Mapping)
+               and (defined is None or str(s) in defined)}
+
+    def listed(entry, what):
+        return [x for x in entry.get(what) or [] if isinstance(x, Mapping) and "path" in x]
+
+    outs = {str(o["path"]) for e in entries.values() for o in listed(e, "outs")}
+    # a stage's output, a folder of outputs (the runs of retrieve@ARM), or inside one
+    made = outs | {"/".join(Path(p).parts[:i]) for p in outs for i in range(1, len(Path(p).parts))}
+
+    def is_made(path: str) -> bool:
+        parts = Path(path).parts
+        return path in made or any("/".join(parts[:i]) in outs for i in range(1, len(parts)))
+
+    watched: dict[str, tuple[Mapping, list[str]]] = {}
+    for stage, entry in entries.items():
+        for dep in listed(entry, "deps"):
+            path = str(dep["path"])
+            if not is_made(path) and not path.endswith(".py"):
+                watched.setdefault(path, (dep, []))[1].append(stage)
+        for out in listed(entry, "outs"):
+            if str(out["path"]) in kept:
+                watched.setdefault(str(out["path"]), (out, []))[1].append(stage)
+    ignore = _ignored(ex.root)
+    changed = {}
+    for path in sorted(watched):
+        recorded, by = watched[path]
+        change = _change(ex.root / path, recorded, ignore)
+        if change is not None:
+            changed[path] = {"change": change, "stages": sorted(by)}
+    if not changed:
+        return {"state": "unchanged"}
+    return {"state": "changed", "paths": changed,
+            "stages": sorted({s for c in changed.values() for s in c["stages"]}),
             "repro": repro_command(ex)}

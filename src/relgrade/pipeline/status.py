@@ -24,7 +24,7 @@ from relgrade.experiment.files import Experiment
 from relgrade.experiment.layout import (grade_commands, packets_build_command, repro_command,
                                       review_command)
 from relgrade.pipeline.judgments import judgments, pending_status
-from relgrade.pipeline.since_repro import params_since_repro
+from relgrade.pipeline.since_repro import inputs_since_repro, one_reading, params_since_repro
 from relgrade.experiment.params import Params
 from relgrade.io import files as io
 from relgrade.protocol import bank, grades, triage
@@ -529,6 +529,9 @@ def read_status(ex: Experiment) -> dict:
                 len(key_owed) or adjudication.get("pending")):
             st["key"] = key_while_owed(st["key"], key_owed, how=grade_commands(ex),
                                        adjudication=adjudication, repro=repro_command(ex))
+        elif key_owed is not None and st["key"].get("state") == "stale":
+            # every pair of the new pool is graded: the next dvc repro freezes its key
+            st["key"].update(owed_pairs=0, repro=repro_command(ex))
     if params.holes is not None:  # arms that joined after the key froze: what they owe
         from relgrade.pipeline.new_arms import holes_status
 
@@ -546,7 +549,10 @@ def read_status(ex: Experiment) -> dict:
         st["refresh"] = refresh
     st["design"] = {"unfilled": unfilled_parts(ex)}
     # params edited since the last run: what is above is the last run's
-    st["params_changed"] = params_since_repro(ex)
+    with one_reading():  # one parse of dvc.lock and dvc.yaml for both
+        st["params_changed"] = params_since_repro(ex)
+        # inputs edited since the last run (a grade file, the audit lock): the same
+        st["inputs_changed"] = inputs_since_repro(ex)
     warnings = share_warnings(ex)
     if warnings:
         st["warnings"] = warnings

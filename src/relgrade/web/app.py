@@ -56,7 +56,7 @@ from pygments.formatters import HtmlFormatter
 from pygments.lexers import TextLexer, get_lexer_for_filename
 from pygments.util import ClassNotFound
 
-from relgrade.errors import InputError, ProtocolError
+from relgrade.errors import InputError, ProtocolError, found_clause
 from relgrade.graders.store import GradeStore, SingleWriter
 from relgrade.protocol.grades import reason_required, scale_text, validate_grade_rows
 from relgrade.protocol.packets import check_batch
@@ -682,7 +682,7 @@ def _form_message(e: InputError) -> str:
     """An error for the form: the rule and what was found, without file and line."""
     msg = e.rule[0].upper() + e.rule[1:]
     if e.found is not None:
-        msg += f" (found {e.found})"
+        msg += f" {found_clause(str(e.found))}"
     if e.fix:
         msg += f". {e.fix}"
     return msg + ". Nothing was saved."

@@ -2,7 +2,8 @@
 
 Publishes the frozen key only, read with its qrels and record checked to have been written
 together; post-hoc keys and their metrics stay out of the bundle (the decision is the frozen
-key's).
+key's). It publishes the metrics of exactly the arms of params ``arms``: another file in the
+metrics folder is left out with a note, an arm without metrics stops the stage.
 
 The bundle is streamed: the key is read in batches and its qrels written to the temporary
 folder as they are made, each chunk scanned for private text as it is written (the scan's
@@ -34,8 +35,43 @@ def _ids(path, column: str):
         yield from batch[column]
 
 
+def arm_metrics(ex) -> tuple[dict, list[str]]:
+    """The metrics the bundle publishes: exactly the arms of params ``arms``.
+
+    Returns
+    -------
+    metrics : dict of str to dict
+        Arm (in params order) → its metrics JSON, read from params ``paths.metrics``/ARM.json.
+    left_out : list of str
+        The other ``*.json`` files of that folder (sorted): a file no arm of params names,
+        such as one left by an arm removed by hand, is not an arm's metrics and stays out.
+
+    Raises
+    ------
+    ProtocolError
+        An arm of params has no metrics file (the metrics stage has not run for it).
+    InputError
+        A metrics file is not valid JSON (naming the file and line).
+    """
+    from relgrade.errors import ProtocolError
+
+    folder = ex.path("metrics")
+    arms = [str(a) for a in ex.params.arms_dict()]
+    missing = [a for a in arms if not (folder / f"{a}.json").is_file()]
+    if missing:
+        raise ProtocolError(f"{folder}: no metrics file for arm{'s' if len(missing) > 1 else ''} "
+                            f"{', '.join(missing)} of params `arms`; run the metrics stage "
+                            f"(`dvc repro`) first")
+    left_out = sorted(p.name for p in folder.glob("*.json") if p.stem not in arms)
+    return {a: io.read_json(folder / f"{a}.json") for a in arms}, left_out
+
+
 def run(ex):
-    metrics = {p.stem: io.read_json(p) for p in sorted(ex.path("metrics").glob("*.json"))}
+    metrics, left_out = arm_metrics(ex)
+    if left_out:
+        print(f"note: {ex.path('metrics')}: {', '.join(left_out)} left out of the bundle: not "
+              f"an arm of params `arms` (delete the file{'s' if len(left_out) > 1 else ''} if "
+              "no longer wanted)")
     record, key_batches, key_path = ex.key_batches()
     index = PrivateIndex(lambda: {  # read again only to name the owners of a leak
         "query": _pairs(ex.path("queries"), "query_id", "query"),
