@@ -60,7 +60,10 @@ def test_the_report_counts_holes_and_corrects_the_arm_by_hand():
     e = out["estimates"]["ppi++"]
     assert e["estimate"] == pytest.approx(theta, abs=1e-12)
     assert e["se"] == pytest.approx(se, abs=1e-12)
-    assert (e["low"], e["high"]) == pytest.approx((theta - half, theta + half), abs=1e-12)
+    # the t interval runs past 1, which no mean of nDCG reaches: cut there, as ppi mode cuts
+    assert theta + half > 1
+    assert (e["low"], e["high"], e["clipped"]) == (pytest.approx(theta - half, abs=1e-12),
+                                                   1.0, True)
     assert (e["lambda"], e["n"], e["hole_queries"], e["N"], e["df"]) == (0.0, 3, 4, 6, 2)
     f = np.array([V1, 1.0, 1.0, 1.0, 1.0, 1.0])
     assert out["estimates"]["model-only"]["estimate"] == pytest.approx(f.mean(), abs=1e-12)
@@ -83,6 +86,20 @@ def test_the_difference_with_an_old_arm_uses_the_same_corrected_values_by_hand()
     assert row["p"] == pytest.approx(p, abs=1e-12)
     assert row["p_holm"] == pytest.approx(p, abs=1e-12)   # one old arm: Holm leaves it
     assert row["significant"] is bool(p <= 0.05)
+    half = sps.t.ppf(0.975, 2) * se          # within [-1, 1]: not cut
+    assert (row["low"], row["high"], row["clipped"]) == (
+        pytest.approx(est - half, abs=1e-12), pytest.approx(est + half, abs=1e-12), False)
+
+
+def test_a_difference_interval_past_the_range_of_a_difference_is_cut_to_it():
+    # the old arm scores 0 but on q5 (0.9): the new arm's differences 0.79, 1, 0.1 on the
+    # sampled queries spread so widely that the t interval (2 degrees of freedom) passes 1
+    o = np.array([0.0, 0.0, 0.0, 0.0, 0.9, 0.0])
+    (row,) = report(old={"bm25": pd.Series(o, index=QS)})["comparisons"]
+    est, half = row["estimate"], sps.t.ppf(0.975, row["df"]) * row["se"]
+    assert row["df"] == 2 and est + half > 1
+    assert (row["low"], row["high"], row["clipped"]) == (
+        pytest.approx(est - half, abs=1e-12), 1.0, True)
 
 
 def test_the_transport_sides_are_the_old_pairs_and_the_sampled_holes():

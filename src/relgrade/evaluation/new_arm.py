@@ -29,7 +29,8 @@ import pandas as pd
 from relgrade.errors import InputError
 from relgrade.evaluation import holes as hl
 from relgrade.evaluation import metrics
-from relgrade.evaluation.measures import parse_measure
+from relgrade.evaluation.measures import parse_measure, value_range
+from relgrade.evaluation.ppi_table import clip_interval
 from relgrade.schema import KEY, PAIR, RUN, require
 
 #: The level claim's verdicts, by :attr:`relgrade.evaluation.holes.TransportCheck.refuse`.
@@ -179,7 +180,10 @@ def new_arm_report(*, arm: str, run: pd.DataFrame, key: pd.DataFrame, queries: S
         (:meth:`relgrade.evaluation.holes.HoleEstimate.to_dict`) and ``key-only`` (the
         mean with every hole counted as not relevant: ``{"method", "estimate"}``);
         ``comparisons``: one record per old arm, sorted by name
-        (:func:`relgrade.evaluation.holes.new_arm_comparisons`' columns); ``transport``
+        (:func:`relgrade.evaluation.holes.new_arm_comparisons`' columns, and ``clipped``);
+        every interval cut to the range its quantity can take ([0, 1] for a mean of nDCG,
+        [-1, 1] for a difference; ``clipped`` says whether an end moved), as ppi mode cuts
+        them; ``transport``
         (:meth:`relgrade.evaluation.holes.TransportCheck.to_dict`); ``level_claim`` (a value
         of :data:`LEVEL_CLAIM`).
 
@@ -246,18 +250,37 @@ def new_arm_report(*, arm: str, run: pd.DataFrame, key: pd.DataFrame, queries: S
         old_query=ref["query_id"].to_numpy(), new_model=both["model"].to_numpy(dtype=float),
         new_human=both["human"].to_numpy(dtype=float), new_query=both["query_id"].to_numpy(),
         alpha=alpha, tolerance=tolerance)
+    bounds = _range(measure)
+    diff_bounds = None if bounds is None else (bounds[0] - bounds[1], bounds[1] - bounds[0])
     return {
         "arm": str(arm), "measure": str(measure), "queries": len(qs),
         "pairs": int(c["pairs"].sum()), "holes": int(c["holes"].sum()),
         "hole_rate": hl.hole_rate(c["holes"].to_numpy(), c["pairs"].to_numpy()),
         "hole_queries": int((c["holes"] > 0).sum()), "sample": s_ids,
-        "estimates": {"ppi++": est["ppi++"].to_dict(), "model-only": est["model-only"].to_dict(),
+        "estimates": {"ppi++": _clipped(est["ppi++"].to_dict(), bounds),
+                      "model-only": _clipped(est["model-only"].to_dict(), bounds),
                       "key-only": {"method": "key-only", "estimate": float(key_only.mean())}},
-        "comparisons": [{k2: _plain(v) for k2, v in row.items()}
+        "comparisons": [_clipped({k2: _plain(v) for k2, v in row.items()}, diff_bounds)
                         for row in comps.to_dict(orient="records")],
         "transport": check.to_dict(),
         "level_claim": LEVEL_CLAIM[check.refuse],
     }
+
+
+def _range(measure: str):
+    """The range a mean of ``measure`` can take, None for a count or an unparsed name."""
+    try:
+        return value_range(measure)
+    except InputError:
+        return None
+
+
+def _clipped(row: dict, bounds) -> dict:
+    """``row`` (an estimate or a difference) with ``low``/``high`` cut to ``bounds`` and
+    ``clipped`` saying whether either moved, as ppi mode cuts its intervals
+    (:func:`relgrade.evaluation.ppi_table.clip_interval`)."""
+    low, high, clipped = clip_interval(float(row["low"]), float(row["high"]), bounds)
+    return {**row, "low": low, "high": high, "clipped": clipped}
 
 
 def _grade(grades: pd.DataFrame, name: str) -> pd.DataFrame:
@@ -420,6 +443,11 @@ def report_lines(record: dict) -> list[str]:
     lines.append(f"- model-only (holes graded by the model, uncorrected): "
                  f"{_f(record['estimates']['model-only']['estimate'])}; key-only (holes "
                  f"counted as not relevant): {_f(record['estimates']['key-only']['estimate'])}")
+    if record["comparisons"]:
+        lines.append("- differences with the old arms: PPI++ on the per-query differences "
+                     "(the new arm's corrected value minus the old arm's on the frozen key, "
+                     "every query), each with its own weight of the model's grades, so a "
+                     "difference need not equal the difference of the two means")
     for row in record["comparisons"]:
         lines.append(f"- {row['arm_a']} − {row['arm_b']}: {_f(row['estimate'])} "
                      f"[{_f(row['low'])}, {_f(row['high'])}], Holm p = {row['p_holm']:.2g}"
