@@ -383,7 +383,9 @@ def decision_fields(record: dict, *, key_sha256: str | None = None,
     dict
         ``measure``, ``mean``, ``low``, ``high`` (the corrected PPI++ estimate and interval),
         ``method`` (``"ppi++ on holes"``), ``hole_rate``, ``model_only_mean``,
-        ``key_only_mean``, ``level_claim`` (a value of :data:`LEVEL_CLAIM`), then
+        ``key_only_mean``, ``level_claim`` (a value of :data:`LEVEL_CLAIM`), ``judged``
+        (1 − hole rate: the share of its pairs within the measure's cutoff that the frozen
+        key graded, before the holes were; absent when the arm has no such pair), then
         ``pool_version`` and ``key`` when given, and with a baseline among the old arms
         ``baseline``, ``delta`` (new − baseline on the same corrected per-query values) and
         ``p_holm`` (Holm over every old arm; each one's difference is in the record).
@@ -393,6 +395,8 @@ def decision_fields(record: dict, *, key_sha256: str | None = None,
            "low": e["ppi++"]["low"], "high": e["ppi++"]["high"], "method": "ppi++ on holes",
            "hole_rate": record["hole_rate"], "model_only_mean": e["model-only"]["estimate"],
            "key_only_mean": e["key-only"]["estimate"], "level_claim": record["level_claim"]}
+    if record.get("pairs"):  # the share of its pairs within the cutoff the frozen key graded
+        out["judged"] = 1.0 - float(record["hole_rate"])
     if pool_version:
         out["pool_version"] = pool_version
     if key_sha256:
@@ -403,8 +407,53 @@ def decision_fields(record: dict, *, key_sha256: str | None = None,
     return out
 
 
-def _f(x, digits: int = 4) -> str:
-    return f"{round(float(x), digits) + 0.0:.{digits}f}"
+def _f(x, digits: int = 4, sign: str = "") -> str:
+    return f"{round(float(x), digits) + 0.0:{sign}.{digits}f}"
+
+
+def verdict_lines(record: dict) -> list[str]:
+    """The new arm's comparisons with the old arms as the report's Verdicts sentences.
+
+    Parameters
+    ----------
+    record : dict
+        :func:`new_arm_report`'s result.
+
+    Returns
+    -------
+    list of str
+        One sentence per old arm, in the words of an old arm's verdict (who is better by how
+        much with the interval and the Holm-adjusted p-value, or no detectable difference),
+        then how it was made: PPI++ on the per-query differences with the new arm's corrected
+        values, Holm over the new arm's comparisons, and its level claim.
+
+    Examples
+    --------
+    >>> rec = {"measure": "nDCG@10", "level_claim": "level claim holds", "comparisons": [
+    ...     {"arm_a": "new", "arm_b": "bm25", "estimate": -0.2, "low": -0.3, "high": -0.1,
+    ...      "p_holm": 0.004, "significant": True}]}
+    >>> print(verdict_lines(rec)[0])
+    bm25 better than new on nDCG@10 by 0.200 [0.100, 0.300], p=0.004 after Holm (new joined after the key froze: PPI++ on its holes, Holm over its 1 comparison with the old arms; level claim holds)
+    """
+    rows = record["comparisons"]
+    how = (f"({rows[0]['arm_a'] if rows else record.get('arm')} joined after the key froze: "
+           f"PPI++ on its holes, Holm over its {len(rows)} comparison"
+           f"{'s' if len(rows) != 1 else ''} with the old arms; {record['level_claim']})")
+    out = []
+    m = record["measure"]
+    for r in rows:
+        est, lo, hi, p = r["estimate"], r["low"], r["high"], f"{r['p_holm']:.2g}"
+        if r["significant"]:
+            win, lose = (r["arm_a"], r["arm_b"]) if est > 0 else (r["arm_b"], r["arm_a"])
+            if est < 0:
+                est, lo, hi = -est, -hi, -lo
+            out.append(f"{win} better than {lose} on {m} by {_f(est, 3)} [{_f(lo, 3)}, "
+                       f"{_f(hi, 3)}], p={p} after Holm {how}")
+        else:
+            out.append(f"no detectable difference on {m} between {r['arm_a']} and "
+                       f"{r['arm_b']}: {_f(est, 3, '+')} [{_f(lo, 3, '+')}, {_f(hi, 3, '+')}], "
+                       f"p={p} after Holm {how}")
+    return out
 
 
 def report_lines(record: dict) -> list[str]:
