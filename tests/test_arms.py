@@ -264,3 +264,70 @@ def test_setting_a_section_of_a_shipped_params_file_to_its_own_value_changes_no_
         text = path.read_text()
         for name, value in yaml.safe_load(text).items():
             assert replace_section(text, name, value) == text, (path, name)
+
+
+def _holes_experiment(repo):  # noqa: F811
+    """experiments/second with grader-a a model (a command) and aud a person."""
+    assert init("--arm", "bm25=bm25", "--arm", "tfidf=tfidf", "--grader-command", "python g.py",
+                "--auditor", "aud").exit_code == 0
+    for name in ("fresh", "fresh2"):
+        (repo / f"in/runs/{name}.trec").write_bytes((repo / "in/runs/ext.trec").read_bytes())
+    return repo / EXP / "params.yaml"
+
+
+def test_holes_graders_of_the_wrong_kind_are_refused_naming_the_grader_and_nothing_is_written(
+        repo):  # noqa: F811
+    _holes_experiment(repo)
+    files = {p: p.read_bytes() for p in (repo / EXP).rglob("*") if p.is_file()}
+    # aud is a person, grader-a a model: swapped, each is named with its kind
+    res = arm("add", "fresh", "--run", "in/runs/fresh.trec", "--holes", "--model-grader", "aud",
+              "--human-grader", "grader-a", "--human-fraction", "0.5")
+    assert res.exit_code == 1
+    assert res.output == (
+        f"Error: {EXP}/params.yaml: holes.model_grader aud is a grader of kind human "
+        "(graders.aud.kind): the model_grader must be of kind model (or import); swap the "
+        "two or name another grader\n")
+    # a person as the people's grader, a second person as the model: the model is named
+    res = arm("add", "fresh", "--run", "in/runs/fresh.trec", "--holes", "--model-grader",
+              "grader-a", "--human-grader", "grader-a", "--human-fraction", "0.5")
+    assert res.exit_code == 1 and "is also the model grader" in res.output
+    assert {p: p.read_bytes() for p in (repo / EXP).rglob("*") if p.is_file()} == files
+    assert not (repo / EXP / "data/input/runs/fresh.trec").exists()
+
+
+def test_remove_takes_a_holes_arm_out_of_holes_and_the_section_with_its_last_arm(
+        repo):  # noqa: F811
+    params = _holes_experiment(repo)
+    before = params.read_text()
+    dvc_before = (repo / EXP / "dvc.yaml").read_text()
+    for name in ("fresh", "fresh2"):
+        res = arm("add", name, "--run", f"in/runs/{name}.trec", "--holes", "--model-grader",
+                  "grader-a", "--human-grader", "aud", "--human-fraction", "0.5")
+        assert res.exit_code == 0, res.output
+    ex = Experiment.load(params)
+    decision = ex.path("decision")
+    decision.mkdir(parents=True)
+    for name in ("bm25", "fresh", "fresh2"):  # as the report stage leaves them
+        (decision / f"{name}.json").write_text("{}\n")
+    res = arm("remove", "fresh")
+    assert res.exit_code == 0, res.output
+    assert res.output.splitlines() == [
+        f"Removed arm fresh from holes.arms in {EXP}/params.yaml; rendered {EXP}/dvc.yaml.",
+        f"Pending: none; `dvc repro {EXP}/dvc.yaml` rewrites the holes' record and the report "
+        "without it (no grading is owed; the grades recorded for its holes stay)."]
+    holes = yaml.safe_load(params.read_text())["holes"]
+    assert list(holes["arms"]) == ["fresh2"] and holes["model_grader"] == "grader-a"
+    assert sorted(p.name for p in decision.iterdir()) == ["bm25.json", "fresh2.json"]
+    dvc = yaml.safe_load((repo / EXP / "dvc.yaml").read_text())
+    assert dvc["stages"]["holes"]["deps"][-1] == "data/input/runs/fresh2.trec"
+    assert "data/input/runs/fresh.trec" not in dvc["stages"]["holes"]["deps"]
+    # the last one: the section goes, and every other line is as before the arms came
+    assert arm("remove", "fresh2").exit_code == 0
+    after = params.read_text()
+    assert "holes" not in yaml.safe_load(after)
+    assert after == before
+    assert (repo / EXP / "dvc.yaml").read_text() == dvc_before
+    check = CliRunner().invoke(cli, ["pipeline", "check", "--experiment", EXP])
+    assert check.exit_code == 0, check.output
+    res = arm("remove", "fresh")
+    assert res.exit_code == 1 and "not an arm of the experiment (found bm25, tfidf)" in res.output

@@ -354,17 +354,19 @@ def test_arm_add_prices_the_pairs_the_pool_stage_then_adds(changed):
     new = set(zip(pool.query_id, pool.chunk_id)) - set(zip(before.query_id, before.chunk_id))
     assert new and len(pool) == len(before) + len(new)
     audited = sum(q in changed["audit"] for q, _ in new)
+    audited_before = sum(q in changed["audit"] for q in before.query_id)
     out = changed["added"].stdout.splitlines()
     assert out[0] == (f"Added arm fused (rrf) to {EXP}/params.yaml; rendered {EXP}/dvc.yaml.")
     # priced with both new arms' runs made in memory (lex's is not made yet either)
     assert out[1] == (f"Pending: the pool with fused holds {len(pool)} pairs, {len(new)} of "
                       f"them new (today {len(before)}).")
-    # each grader's line names who works (a model is priced in calls, a person in hours)
+    # each grader's line names who works (a model is priced in calls, a person in hours) and
+    # what it has spent: a grade of each pair of the pool before, the auditor's of the audit
     lines = "\n".join(out)
-    assert re.search(rf"^  grader-a \((model|person)\): 0 spent, {len(new)} pending at ", lines,
-                     re.M), lines
-    assert re.search(rf"^  auditor-b \((model|person)\): 0 spent, {audited} pending at ", lines,
-                     re.M), lines
+    assert re.search(rf"^  grader-a \((model|person)\): {len(before)} spent, {len(new)} pending "
+                     "at ", lines, re.M), lines
+    assert re.search(rf"^  auditor-b \((model|person)\): {audited_before} spent, {audited} "
+                     "pending at ", lines, re.M), lines
     assert out[-1].startswith(f"Next: dvc repro {EXP}/dvc.yaml (it stops at the grading owed")
 
 

@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 import json
+import os
+import re
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -14,7 +18,10 @@ from relgrade.cli import main as cli
 from relgrade.errors import InputError
 from relgrade.pipeline.design import FILL_IN, unfilled
 from relgrade.experiment.inputs import beir_corpus, beir_queries
-from relgrade.experiment.layout import check_disjoint, check_name, claimed_paths
+from relgrade.experiment.files import Experiment
+from relgrade.experiment.layout import (check_disjoint, check_name, claimed_paths,
+                                        experiment_folders)
+from relgrade.pipeline.new_arms import work_params
 from tests.e2e import tiny
 
 REPO = Path(__file__).resolve().parents[1]
@@ -487,3 +494,44 @@ def test_init_in_ppi_mode_leaves_the_holes_paths_out(repo):
     assert res.exit_code == 0, res.output
     paths = yaml.safe_load((repo / "experiments/second/params.yaml").read_text())["paths"]
     assert "holes" not in paths and "holes_work" not in paths
+
+
+def test_a_holes_folder_inside_an_experiment_is_no_experiment_of_the_repository(repo):
+    # an arm joins experiments/hs after its key froze: the holes stage writes the holes'
+    # folder, data/holes, with a params.yaml of its own for the graders' commands
+    hs = repo / "experiments/hs"
+    assert init("--arm", "bm25=bm25", "--grader-command", "python g.py", "--auditor", "aud",
+                folder="experiments/hs").exit_code == 0
+    shutil.copy(repo / "in/runs/ext.trec", repo / "in/runs/fresh.trec")
+    res = CliRunner().invoke(cli, ["arm", "add", "fresh", "--run", "in/runs/fresh.trec",
+                                   "--holes", "--model-grader", "grader-a", "--human-grader",
+                                   "aud", "--human-fraction", "0.5", "--experiment",
+                                   "experiments/hs"])
+    assert res.exit_code == 0, res.output
+    ex = Experiment.load(hs / "params.yaml")
+    work = ex.path("holes_work")
+    work.mkdir(parents=True)
+    (work / "params.yaml").write_text(yaml.safe_dump(work_params(ex, work), sort_keys=False))
+    assert work == hs / "data/holes"
+    assert experiment_folders(repo) == [repo / "experiments/hs"]
+    # a later experiment is made (the holes' paths are hs's, not a second claim)
+    assert init("--arm", "bm25=bm25", folder="experiments/other").exit_code == 0
+    listed = CliRunner().invoke(cli, ["pipeline", "list"])
+    assert (listed.exit_code, listed.output) == (0, "experiments/hs\nexperiments/other\n")
+    rendered = CliRunner().invoke(cli, ["pipeline", "render", "--all"])
+    assert rendered.exit_code == 0, rendered.output
+    assert rendered.output == (f"{repo / 'experiments/hs/dvc.yaml'}: unchanged\n"
+                               f"{repo / 'experiments/other/dvc.yaml'}: unchanged\n")
+    checked = CliRunner().invoke(cli, ["pipeline", "check", "--all"])
+    assert checked.exit_code == 0, checked.output
+    assert "data/holes" not in checked.output
+    # tools/repro.sh's loop over the experiments: each one's design record and status
+    script = (REPO / "tools/repro.sh").read_text()
+    loop = script[script.index("for dir in $(relgrade pipeline list)"):]
+    loop = loop[:loop.index("\ndone\n") + len("\ndone\n")]
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
+    proc = subprocess.run(["bash", "-euo", "pipefail", "-c", loop], cwd=repo, env=env,
+                          capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    assert re.findall(r"^Status of (.*):$", proc.stdout, re.M) == [
+        "experiments/hs", "experiments/other"]

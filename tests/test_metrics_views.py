@@ -87,6 +87,28 @@ def test_metrics_show_before_the_metrics_stage_is_an_error_naming_the_folder(tmp
                           "Run `dvc repro` until the metrics stage has run\n")
 
 
+def test_metrics_show_prints_a_field_a_file_lacks_as_missing_and_a_null_one_as_undefined(
+        tmp_path):
+    (tmp_path / "params.yaml").write_text((CROWD / "params.yaml").read_text())
+    (tmp_path / "stages").mkdir()        # a relgrade repository of its own
+    (tmp_path / "dvc.yaml").write_text("stages: {}\n")
+    folder = tmp_path / "metrics/decision"
+    folder.mkdir(parents=True)
+    m = "nDCG@10"
+    (folder / "a.json").write_text(json.dumps({"measure": m, "mean": 0.5, "low": 0.4,
+                                               "high": 0.6, "judged": None}))
+    (folder / "b.json").write_text(json.dumps({"measure": m, "mean": 0.4, "low": 0.3,
+                                               "high": 0.5, "baseline": "a", "delta": -0.1,
+                                               "p_holm": 0.2}))
+    res = CliRunner().invoke(cli, ["metrics", "show", "--params", str(tmp_path / "params.yaml")])
+    assert res.exit_code == 0, res.output
+    rows = {line.split()[0]: line.split() for line in res.output.splitlines()
+            if line.startswith(("a ", "b "))}
+    assert rows["a"][5] == "undefined"      # the file holds judged: null
+    assert rows["b"][5] == "missing"        # the file has no judged at all
+    assert "undefined" not in " ".join(rows["b"])
+
+
 # --- metrics diff of an experiment in a subfolder ------------------------------------------
 
 

@@ -60,7 +60,10 @@ def test_the_report_counts_holes_and_corrects_the_arm_by_hand():
     e = out["estimates"]["ppi++"]
     assert e["estimate"] == pytest.approx(theta, abs=1e-12)
     assert e["se"] == pytest.approx(se, abs=1e-12)
-    assert (e["low"], e["high"]) == pytest.approx((theta - half, theta + half), abs=1e-12)
+    # the t interval runs past 1, which no mean of nDCG reaches: cut there, as ppi mode cuts
+    assert theta + half > 1
+    assert (e["low"], e["high"], e["clipped"]) == (pytest.approx(theta - half, abs=1e-12),
+                                                   1.0, True)
     assert (e["lambda"], e["n"], e["hole_queries"], e["N"], e["df"]) == (0.0, 3, 4, 6, 2)
     f = np.array([V1, 1.0, 1.0, 1.0, 1.0, 1.0])
     assert out["estimates"]["model-only"]["estimate"] == pytest.approx(f.mean(), abs=1e-12)
@@ -83,6 +86,34 @@ def test_the_difference_with_an_old_arm_uses_the_same_corrected_values_by_hand()
     assert row["p"] == pytest.approx(p, abs=1e-12)
     assert row["p_holm"] == pytest.approx(p, abs=1e-12)   # one old arm: Holm leaves it
     assert row["significant"] is bool(p <= 0.05)
+    half = sps.t.ppf(0.975, 2) * se          # within [-1, 1]: not cut
+    assert (row["low"], row["high"], row["clipped"]) == (
+        pytest.approx(est - half, abs=1e-12), pytest.approx(est + half, abs=1e-12), False)
+
+
+def test_a_difference_interval_past_the_range_of_a_difference_is_cut_to_it():
+    # the old arm scores 0 but on q5 (0.9): the new arm's differences 0.79, 1, 0.1 on the
+    # sampled queries spread so widely that the t interval (2 degrees of freedom) passes 1
+    o = np.array([0.0, 0.0, 0.0, 0.0, 0.9, 0.0])
+    (row,) = report(old={"bm25": pd.Series(o, index=QS)})["comparisons"]
+    est, half = row["estimate"], sps.t.ppf(0.975, row["df"]) * row["se"]
+    assert row["df"] == 2 and est + half > 1
+    assert (row["low"], row["high"], row["clipped"]) == (
+        pytest.approx(est - half, abs=1e-12), 1.0, True)
+
+
+def test_the_verdicts_of_a_new_arm_read_as_an_old_arms_and_say_how_they_were_made():
+    out = report()
+    (row,) = out["comparisons"]
+    (line,) = new_arm.verdict_lines(out)
+    how = ("(dense joined after the key froze: PPI++ on its holes, Holm over its 1 "
+           f"comparison with the old arms; {out['level_claim']})")
+    if row["significant"]:
+        assert line.startswith("dense better than bm25 on ") and line.endswith(how)
+    else:
+        assert line == (f"no detectable difference on {MEASURE} between dense and bm25: "
+                        f"{row['estimate']:+.3f} [{row['low']:+.3f}, {row['high']:+.3f}], "
+                        f"p={row['p_holm']:.2g} after Holm {how}")
 
 
 def test_the_transport_sides_are_the_old_pairs_and_the_sampled_holes():
@@ -182,7 +213,9 @@ def test_the_decision_file_carries_the_corrected_estimate_and_the_verdict():
                       "hole_rate": pytest.approx(1 / 3),
                       "model_only_mean": out["estimates"]["model-only"]["estimate"],
                       "key_only_mean": out["estimates"]["key-only"]["estimate"],
-                      "level_claim": out["level_claim"], "pool_version": "v1",
+                      "level_claim": out["level_claim"],
+                      "judged": pytest.approx(8 / 12),   # 8 of the 12 pairs in the key
+                      "pool_version": "v1",
                       "key": "abababababab", "baseline": "bm25", "delta": row["estimate"],
                       "p_holm": row["p_holm"]}
     # without a baseline among the old arms, no difference is written (the record has them)
@@ -201,5 +234,7 @@ def test_the_report_section_says_a_refused_level_claim():
     # bias on the holes 2 - 0 = 2 grades, none on the old pairs
     assert len(refused) == 1 and "(2.000 grade)" in refused[0] and "(0.000)" in refused[0]
     assert lines[-1].startswith("- dense − bm25: ")
+    assert lines[-2].startswith("- differences with the old arms: PPI++ on the per-query "
+                                "differences")
     kept = new_arm.report_lines(report())
     assert not any("refused" in x for x in kept)

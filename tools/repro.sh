@@ -37,9 +37,9 @@ for dir in metrics/decision $(find experiments -mindepth 2 -maxdepth 3 -type d \
   echo
   dvc metrics show "$dir"
 done
-for params in params.yaml $(find experiments -name params.yaml 2>/dev/null | sort); do
-  [ -f "$params" ] || continue
-  dir=$(dirname "$params")
+# every experiment (relgrade pipeline list: a folder inside another experiment's, such as a
+# holes folder, is part of that one)
+for dir in $(relgrade pipeline list); do
   echo
   echo "Status of $dir:"
   # the design record takes in the frozen key's facts; person-written parts are kept

@@ -164,8 +164,16 @@ def remove_cmd(name, params_path):
     from relgrade.experiment.layout import repro_command
     from relgrade.pipeline.arms import remove_arm
 
-    ex = remove_arm(Experiment.load(params_path), name)
+    before = Experiment.load(params_path)
+    ex = remove_arm(before, name)
     where = _where(ex)
+    if before.params.holes is not None and name in before.params.holes.arms:
+        click.echo(f"Removed arm {name} from holes.arms in {where}/params.yaml; rendered "
+                   f"{where}/dvc.yaml.")
+        click.echo(f"Pending: none; `{repro_command(ex, cwd=Path.cwd())}` rewrites the holes' "
+                   "record and the report without it (no grading is owed; the grades "
+                   "recorded for its holes stay).")
+        return
     click.echo(f"Removed arm {name} from {where}/params.yaml; rendered {where}/dvc.yaml.")
     click.echo(f"Pending: none; `{repro_command(ex, cwd=Path.cwd())}` re-pools without it "
                "(no grading is owed).")

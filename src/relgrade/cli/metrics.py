@@ -115,7 +115,9 @@ def diff_cmd(a_rev, b_rev, as_json, params_path):
 @handle_errors
 def show_cmd(as_json, params_path):
     """Print one experiment's decision per arm (metrics/decision/ARM.json): measure, mean,
-    interval, Judged@k, and the difference from the baseline with its Holm-adjusted p-value.
+    interval, Judged@k, and the difference from the baseline with its Holm-adjusted p-value
+    (a field an arm's file lacks prints as `missing`; one it holds without a value, as
+    `undefined`).
     In ppi mode these are PPI++'s, and a line says so; with the anytime stopping rule the
     differences are the rule's, and a second line says so.
     `dvc metrics show` lists every experiment of the repository; this lists one, then prints
@@ -154,8 +156,11 @@ def show_cmd(as_json, params_path):
             click.echo(f"delta and p_holm: {', '.join(by)} (the stopping rule's confidence "
                        "sequence on people's grades in the seeded order, Holm over anytime "
                        "p-values; delta_estimator in the files)")
-    cells = [[r["arm"], str(r["measure"]), number(r["mean"]),
-              f"[{number(r['low'])}, {number(r['high'])}]", number(r["judged"]),
+    def cell(r, name):  # a field the arm's file lacks is missing; one it holds as null, undefined
+        return number(r[name]) if name in decisions[r["arm"]] else "missing"
+
+    cells = [[r["arm"], str(r["measure"]), cell(r, "mean"),
+              f"[{cell(r, 'low')}, {cell(r, 'high')}]", cell(r, "judged"),
               "" if r["delta"] is None else f"{r['delta']:+.4f}",
               "" if r["p_holm"] is None else number(r["p_holm"])] for r in rows]
     for line in table(["arm", "measure", "mean", "interval", "judged", "delta", "p_holm"],

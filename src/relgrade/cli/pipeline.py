@@ -21,7 +21,21 @@ def _folders(experiment, every: bool) -> list[Path]:
 @click.group("pipeline")
 def pipeline_cmd():
     """The DVC pipeline of each experiment, rendered from the stage registry. `render` writes
-    dvc.yaml; `check` says whether the committed one equals its rendering."""
+    dvc.yaml; `check` says whether the committed one equals its rendering; `list` names the
+    experiments."""
+
+
+@pipeline_cmd.command("list")
+@handle_errors
+def list_cmd():
+    """Print every experiment of the repository, one folder a line, relative to its top: `.`
+    (when the top holds params.yaml), then each folder under experiments/ holding a
+    params.yaml, except one inside another experiment's folder (e.g. a holes folder)."""
+    from relgrade.experiment.layout import experiment_folders, find_repository
+
+    repo = find_repository(Path("."))
+    for folder in experiment_folders(repo):
+        click.echo(folder.relative_to(repo).as_posix() or ".")
 
 
 @pipeline_cmd.command("render")

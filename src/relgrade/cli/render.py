@@ -149,8 +149,10 @@ def holes_lines(h: Mapping) -> list[str]:
     list of str
         One line while the holes cannot be listed; else per new arm a line with its holes,
         its sampled hole queries and what the model grader and people owe (priced), and a
-        line with its level claim (or that it is not computed yet); then the commands that
-        grade what is owed.
+        line with its level claim (or that it is not computed yet); then, while any is owed
+        and ``h`` has the folder's ``cost``, what the holes stage asks of each grader for
+        every arm together (the sum of the arms' lines counts a shared pair, and a query
+        sampled for one arm only, differently); then the commands that grade what is owed.
 
     Examples
     --------
@@ -188,6 +190,14 @@ def holes_lines(h: Mapping) -> list[str]:
                    f"{100 * v['hole_rate']:.1f}%, the model grader's bias on the holes minus "
                    f"on the old pairs {v['transport_difference']:+.3f} grade "
                    f"(p = {v['transport_p']:.2g})")
+    total = h.get("cost")
+    if total and total.get("pending"):
+        g = total["graders"]
+        out.append(
+            f"holes, every arm together (what the holes stage asks: a pair two arms share "
+            f"once, people every hole of a query sampled for any arm): {model} (model) owes "
+            f"{g[model]['pending']} ({_price(total, model)}), {human} (people) owes "
+            f"{g[human]['pending']} ({_price(total, human)})")
     if h.get("commands"):
         out.append("holes: to grade them: " + "; ".join(h["commands"].values()))
     return out

@@ -367,6 +367,11 @@ def status_lines(st: Mapping) -> list[str]:
         from relgrade.pipeline.cost import cost_lines  # pandas: not for --help
 
         out += cost_lines(st["cost"])
+        held = (st.get("holes") or {}).get("cost") or {}
+        if held.get("pending"):  # the lines above are the key's: the holes' work is beside
+            out.append(f"  holes (beside the key's judging cost above): {held['pending']} "
+                       f"pending ({held['pending_hours']:.2f} annotator-hours + "
+                       f"{held['pending_calls']} model calls), as the holes stage asks")
     if st.get("design", {}).get("unfilled"):
         out.append("design: unfilled: " + "; ".join(st["design"]["unfilled"]))
     for step, error in st.get("other_problems", {}).items():

@@ -29,7 +29,8 @@ import pandas as pd
 from relgrade.errors import InputError
 from relgrade.evaluation import holes as hl
 from relgrade.evaluation import metrics
-from relgrade.evaluation.measures import parse_measure
+from relgrade.evaluation.measures import parse_measure, value_range
+from relgrade.evaluation.ppi_table import clip_interval
 from relgrade.schema import KEY, PAIR, RUN, require
 
 #: The level claim's verdicts, by :attr:`relgrade.evaluation.holes.TransportCheck.refuse`.
@@ -179,7 +180,10 @@ def new_arm_report(*, arm: str, run: pd.DataFrame, key: pd.DataFrame, queries: S
         (:meth:`relgrade.evaluation.holes.HoleEstimate.to_dict`) and ``key-only`` (the
         mean with every hole counted as not relevant: ``{"method", "estimate"}``);
         ``comparisons``: one record per old arm, sorted by name
-        (:func:`relgrade.evaluation.holes.new_arm_comparisons`' columns); ``transport``
+        (:func:`relgrade.evaluation.holes.new_arm_comparisons`' columns, and ``clipped``);
+        every interval cut to the range its quantity can take ([0, 1] for a mean of nDCG,
+        [-1, 1] for a difference; ``clipped`` says whether an end moved), as ppi mode cuts
+        them; ``transport``
         (:meth:`relgrade.evaluation.holes.TransportCheck.to_dict`); ``level_claim`` (a value
         of :data:`LEVEL_CLAIM`).
 
@@ -246,18 +250,37 @@ def new_arm_report(*, arm: str, run: pd.DataFrame, key: pd.DataFrame, queries: S
         old_query=ref["query_id"].to_numpy(), new_model=both["model"].to_numpy(dtype=float),
         new_human=both["human"].to_numpy(dtype=float), new_query=both["query_id"].to_numpy(),
         alpha=alpha, tolerance=tolerance)
+    bounds = _range(measure)
+    diff_bounds = None if bounds is None else (bounds[0] - bounds[1], bounds[1] - bounds[0])
     return {
         "arm": str(arm), "measure": str(measure), "queries": len(qs),
         "pairs": int(c["pairs"].sum()), "holes": int(c["holes"].sum()),
         "hole_rate": hl.hole_rate(c["holes"].to_numpy(), c["pairs"].to_numpy()),
         "hole_queries": int((c["holes"] > 0).sum()), "sample": s_ids,
-        "estimates": {"ppi++": est["ppi++"].to_dict(), "model-only": est["model-only"].to_dict(),
+        "estimates": {"ppi++": _clipped(est["ppi++"].to_dict(), bounds),
+                      "model-only": _clipped(est["model-only"].to_dict(), bounds),
                       "key-only": {"method": "key-only", "estimate": float(key_only.mean())}},
-        "comparisons": [{k2: _plain(v) for k2, v in row.items()}
+        "comparisons": [_clipped({k2: _plain(v) for k2, v in row.items()}, diff_bounds)
                         for row in comps.to_dict(orient="records")],
         "transport": check.to_dict(),
         "level_claim": LEVEL_CLAIM[check.refuse],
     }
+
+
+def _range(measure: str):
+    """The range a mean of ``measure`` can take, None for a count or an unparsed name."""
+    try:
+        return value_range(measure)
+    except InputError:
+        return None
+
+
+def _clipped(row: dict, bounds) -> dict:
+    """``row`` (an estimate or a difference) with ``low``/``high`` cut to ``bounds`` and
+    ``clipped`` saying whether either moved, as ppi mode cuts its intervals
+    (:func:`relgrade.evaluation.ppi_table.clip_interval`)."""
+    low, high, clipped = clip_interval(float(row["low"]), float(row["high"]), bounds)
+    return {**row, "low": low, "high": high, "clipped": clipped}
 
 
 def _grade(grades: pd.DataFrame, name: str) -> pd.DataFrame:
@@ -360,7 +383,9 @@ def decision_fields(record: dict, *, key_sha256: str | None = None,
     dict
         ``measure``, ``mean``, ``low``, ``high`` (the corrected PPI++ estimate and interval),
         ``method`` (``"ppi++ on holes"``), ``hole_rate``, ``model_only_mean``,
-        ``key_only_mean``, ``level_claim`` (a value of :data:`LEVEL_CLAIM`), then
+        ``key_only_mean``, ``level_claim`` (a value of :data:`LEVEL_CLAIM`), ``judged``
+        (1 − hole rate: the share of its pairs within the measure's cutoff that the frozen
+        key graded, before the holes were; absent when the arm has no such pair), then
         ``pool_version`` and ``key`` when given, and with a baseline among the old arms
         ``baseline``, ``delta`` (new − baseline on the same corrected per-query values) and
         ``p_holm`` (Holm over every old arm; each one's difference is in the record).
@@ -370,6 +395,8 @@ def decision_fields(record: dict, *, key_sha256: str | None = None,
            "low": e["ppi++"]["low"], "high": e["ppi++"]["high"], "method": "ppi++ on holes",
            "hole_rate": record["hole_rate"], "model_only_mean": e["model-only"]["estimate"],
            "key_only_mean": e["key-only"]["estimate"], "level_claim": record["level_claim"]}
+    if record.get("pairs"):  # the share of its pairs within the cutoff the frozen key graded
+        out["judged"] = 1.0 - float(record["hole_rate"])
     if pool_version:
         out["pool_version"] = pool_version
     if key_sha256:
@@ -380,8 +407,53 @@ def decision_fields(record: dict, *, key_sha256: str | None = None,
     return out
 
 
-def _f(x, digits: int = 4) -> str:
-    return f"{round(float(x), digits) + 0.0:.{digits}f}"
+def _f(x, digits: int = 4, sign: str = "") -> str:
+    return f"{round(float(x), digits) + 0.0:{sign}.{digits}f}"
+
+
+def verdict_lines(record: dict) -> list[str]:
+    """The new arm's comparisons with the old arms as the report's Verdicts sentences.
+
+    Parameters
+    ----------
+    record : dict
+        :func:`new_arm_report`'s result.
+
+    Returns
+    -------
+    list of str
+        One sentence per old arm, in the words of an old arm's verdict (who is better by how
+        much with the interval and the Holm-adjusted p-value, or no detectable difference),
+        then how it was made: PPI++ on the per-query differences with the new arm's corrected
+        values, Holm over the new arm's comparisons, and its level claim.
+
+    Examples
+    --------
+    >>> rec = {"measure": "nDCG@10", "level_claim": "level claim holds", "comparisons": [
+    ...     {"arm_a": "new", "arm_b": "bm25", "estimate": -0.2, "low": -0.3, "high": -0.1,
+    ...      "p_holm": 0.004, "significant": True}]}
+    >>> print(verdict_lines(rec)[0])
+    bm25 better than new on nDCG@10 by 0.200 [0.100, 0.300], p=0.004 after Holm (new joined after the key froze: PPI++ on its holes, Holm over its 1 comparison with the old arms; level claim holds)
+    """
+    rows = record["comparisons"]
+    how = (f"({rows[0]['arm_a'] if rows else record.get('arm')} joined after the key froze: "
+           f"PPI++ on its holes, Holm over its {len(rows)} comparison"
+           f"{'s' if len(rows) != 1 else ''} with the old arms; {record['level_claim']})")
+    out = []
+    m = record["measure"]
+    for r in rows:
+        est, lo, hi, p = r["estimate"], r["low"], r["high"], f"{r['p_holm']:.2g}"
+        if r["significant"]:
+            win, lose = (r["arm_a"], r["arm_b"]) if est > 0 else (r["arm_b"], r["arm_a"])
+            if est < 0:
+                est, lo, hi = -est, -hi, -lo
+            out.append(f"{win} better than {lose} on {m} by {_f(est, 3)} [{_f(lo, 3)}, "
+                       f"{_f(hi, 3)}], p={p} after Holm {how}")
+        else:
+            out.append(f"no detectable difference on {m} between {r['arm_a']} and "
+                       f"{r['arm_b']}: {_f(est, 3, '+')} [{_f(lo, 3, '+')}, {_f(hi, 3, '+')}], "
+                       f"p={p} after Holm {how}")
+    return out
 
 
 def report_lines(record: dict) -> list[str]:
@@ -420,6 +492,11 @@ def report_lines(record: dict) -> list[str]:
     lines.append(f"- model-only (holes graded by the model, uncorrected): "
                  f"{_f(record['estimates']['model-only']['estimate'])}; key-only (holes "
                  f"counted as not relevant): {_f(record['estimates']['key-only']['estimate'])}")
+    if record["comparisons"]:
+        lines.append("- differences with the old arms: PPI++ on the per-query differences "
+                     "(the new arm's corrected value minus the old arm's on the frozen key, "
+                     "every query), each with its own weight of the model's grades, so a "
+                     "difference need not equal the difference of the two means")
     for row in record["comparisons"]:
         lines.append(f"- {row['arm_a']} − {row['arm_b']}: {_f(row['estimate'])} "
                      f"[{_f(row['low'])}, {_f(row['high'])}], Holm p = {row['p_holm']:.2g}"

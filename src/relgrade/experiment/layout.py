@@ -288,7 +288,13 @@ def share_source(entry: str, base, *, item: str, source=None) -> Path:
 
 def experiment_folders(repo) -> list[Path]:
     """Every experiment of the repository: its top folder when it has ``params.yaml``, then
-    each folder under ``experiments/`` holding a ``params.yaml``, sorted.
+    each folder under ``experiments/`` holding a ``params.yaml``, sorted, except a folder
+    inside another one of them.
+
+    A folder inside an experiment's folder is part of that experiment, never an experiment
+    of its own, though it may hold a ``params.yaml``: the holes folder of an arm that joined
+    after the key froze (``paths.holes_work``, e.g. ``experiments/NAME/data/holes``) does,
+    for the graders' commands.
 
     Parameters
     ----------
@@ -304,8 +310,9 @@ def experiment_folders(repo) -> list[Path]:
     out = [repo] if (repo / PARAMS_FILE).is_file() else []
     under = repo / EXPERIMENTS_DIR
     if under.is_dir():
-        out += sorted(p.parent for p in under.rglob(str(PARAMS_FILE))
-                      if not any(part.startswith(".") for part in p.relative_to(under).parts))
+        found = {p.parent for p in under.rglob(str(PARAMS_FILE))
+                 if not any(part.startswith(".") for part in p.relative_to(under).parts)}
+        out += sorted(f for f in found if not any(parent in found for parent in f.parents))
     return out
 
 

@@ -949,6 +949,14 @@ class Params(BaseModel):
             raise PydanticCustomError(
                 "relgrade_holes", "holes.human_grader {name} is also the model grader: the "
                 "holes' sample must be graded by another grader", {"name": h.model_grader})
+        for what, name, wrong, right in (("model_grader", h.model_grader, "human", "model"),
+                                         ("human_grader", h.human_grader, "model", "human")):
+            if self.graders[name].kind == wrong:
+                raise PydanticCustomError(
+                    "relgrade_holes", "holes.{what} {name} is a grader of kind {kind} "
+                    "(graders.{name}.kind): the {what} must be of kind {right} (or import); "
+                    "swap the two or name another grader",
+                    {"what": what, "name": name, "kind": wrong, "right": right})
         missing = [n for n in ("holes", "holes_work") if not getattr(self.paths, n)]
         if missing:
             raise PydanticCustomError(

@@ -52,11 +52,23 @@ def replace_section(text: str, name: str, value) -> str:
     'seed: 1\\narms:\\n  a: {kind: bm25}  # first\\n  b:\\n    kind: tfidf\\n# next\\npool: {}\\n'
     """
     lines = text.splitlines(keepends=True)
+    span = _span(lines, name)
+    if span is None:
+        block = yaml.safe_dump({name: value}, sort_keys=False, allow_unicode=True, width=100)
+        return text + ("" if text.endswith("\n") or not text else "\n") + block
+    start, last = span
+    section = "".join(lines[start:last + 1])
+    if not section.endswith("\n"):
+        section += "\n"
+    return "".join(lines[:start]) + _round_trip(section, name, value) + "".join(lines[last + 1:])
+
+
+def _span(lines: list[str], name: str) -> tuple[int, int] | None:
+    """The first and last line of top-level section ``name`` (None when it is not there)."""
     start = next((i for i, line in enumerate(lines)
                   if (m := _TOP_KEY.match(line)) and m.group(1) == name), None)
     if start is None:
-        block = yaml.safe_dump({name: value}, sort_keys=False, allow_unicode=True, width=100)
-        return text + ("" if text.endswith("\n") or not text else "\n") + block
+        return None
     end = start + 1
     last = start  # the section's last indented (or continued) line
     while end < len(lines):
@@ -66,10 +78,42 @@ def replace_section(text: str, name: str, value) -> str:
         if line.strip() and not line.startswith("#"):
             last = end
         end += 1
-    section = "".join(lines[start:last + 1])
-    if not section.endswith("\n"):
-        section += "\n"
-    return "".join(lines[:start]) + _round_trip(section, name, value) + "".join(lines[last + 1:])
+    return start, last
+
+
+def drop_section(path, name: str) -> Params:
+    """Remove top-level section ``name`` from the params file at ``path`` (its lines as
+    :func:`replace_section` finds them), every other line kept.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        The params file.
+    name : str
+        The section (``holes``).
+
+    Returns
+    -------
+    Params
+        The params as written.
+
+    Raises
+    ------
+    InputError
+        The section is not there, or the params without it are invalid (nothing is written
+        then).
+    """
+    path = Path(path)
+    text = path.read_text("utf-8")
+    lines = text.splitlines(keepends=True)
+    span = _span(lines, name)
+    if span is None:
+        raise InputError(f"the params have no section `{name}`", path=path)
+    new = "".join(lines[:span[0]]) + "".join(lines[span[1] + 1:])
+    params = parse_params(yaml.safe_load(new) or {}, source=path)
+    write_text(path, new)
+    return params
+
 
 
 def _indent(section: str) -> tuple[int, int]:

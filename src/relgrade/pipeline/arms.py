@@ -19,7 +19,7 @@ from relgrade.errors import InputError
 from relgrade.experiment.files import Experiment
 from relgrade.experiment.layout import check_name, find_repository
 from relgrade.experiment.params import PARAMS_FILE
-from relgrade.experiment.sections import write_section
+from relgrade.experiment.sections import drop_section, write_section
 from relgrade.io.files import read_table, write_text
 from relgrade.io.runs import read_run, run_lines
 from relgrade.pipeline.registry import render
@@ -251,16 +251,27 @@ def remove_arm(ex: Experiment, name: str) -> Experiment:
     per-query values (``paths.per_query``), so the publish stage and ``status`` no longer
     read them as an arm's; an external run's copy under ``data/input/runs/`` stays, in git.
 
+    An arm under params ``holes.arms`` (one that joined after the key froze) leaves that
+    section (the whole section with its last arm); its run file stays, in git. The holes
+    stage's record and the report stage's decision files are rewritten without it at the
+    next ``dvc repro``; the grades recorded in the holes folder (``paths.holes_work``) stay.
+
     Raises
     ------
     InputError
         The arm is not there, is the baseline (params ``metrics.baseline``), is fused by
         another arm, or is the experiment's last arm.
     """
+    holes = ex.params.holes
+    if holes is not None and name in holes.arms:
+        return _remove_hole_arm(ex, name)
     arms = ex.params.arms_dict()
     if name not in arms:
+        found = ", ".join(arms)
+        if holes is not None:
+            found += "; under holes.arms: " + ", ".join(holes.arms)
         raise InputError("not an arm of the experiment", path=ex.params.source,
-                         item=f"arms.{name}", found=", ".join(arms))
+                         item=f"arms.{name}", found=found)
     if len(arms) == 1:
         raise InputError("an experiment needs at least one arm", item=name)
     baseline = ex.params.metrics.baseline if ex.params.metrics is not None else None
@@ -284,6 +295,22 @@ def remove_arm(ex: Experiment, name: str) -> Experiment:
                    if getattr(ex.params.paths, "per_query", None) else [])):
         if made.is_file():
             made.unlink()
+    return Experiment.load(params_path)
+
+
+def _remove_hole_arm(ex: Experiment, name: str) -> Experiment:
+    """Remove ``name`` from params ``holes.arms`` (the section with its last arm), render."""
+    params_path = ex.root / PARAMS_FILE
+    section = ex.params.holes.model_dump(mode="json", exclude_defaults=True)
+    section["arms"] = {a: c for a, c in section["arms"].items() if a != name}
+    params = (write_section(params_path, "holes", section) if section["arms"]
+              else drop_section(params_path, "holes"))
+    new = Experiment(ex.root, params)
+    write_text(ex.root / "dvc.yaml", render(new))
+    # its decision file would be read as a decision until the report stage reruns
+    decision_file = ex.path("decision") / f"{name}.json" if ex.params.paths.decision else None
+    if decision_file is not None and decision_file.is_file():
+        decision_file.unlink()
     return Experiment.load(params_path)
 
 

@@ -332,7 +332,8 @@ def plan_pool(ex, depth: int | None = None, *, runs: Mapping | None = None) -> d
     dict
         ``{"depth", "pool_version" (the version the pool would have), "pool_version_now",
         "pairs", "pairs_now", "new_pairs" (pairs not in today's pool), "cost"
-        (:func:`judging_cost` of the judgments owed)}``.
+        (:func:`judging_cost` of the judgments owed, with ``spent`` the judgments each
+        grader's files already hold, as ``relgrade status`` counts them)}``.
 
     Raises
     ------
@@ -392,7 +393,9 @@ def plan_pool(ex, depth: int | None = None, *, runs: Mapping | None = None) -> d
     key_grader = ex.params.need("grading.key_grader")
     auditor = ex.params.need("grading.auditor")
     owed = bank.pending_counts(held.pending, [key_grader, auditor])
-    counts = {g: {"spent": 0, "pending": sum(owed[g].values())} for g in owed}
+    # spent: every judgment each grader's files already hold (as the status counts them)
+    counts = {g: {"spent": int(held.made.get(g, 0)), "pending": sum(owed[g].values())}
+              for g in owed}
     seconds = prices(ex.params, counts)
     return {"depth": depth, "pool_version": version,
             "pool_version_now": (read_json(manifest_path).get("pool_version")

@@ -21,8 +21,11 @@ keys' sha256 and each arm's primary measure under both (from `paths.metrics` and
 `paths.metrics_post_hoc`). The verdicts and the decision files stay the frozen key's.
 With a `holes` section, each arm that joined after the key froze gets its decision file and
 a report section from `paths.holes` (the holes stage: its PPI++ estimate, hole rate and
-transport verdict, "level claim refused" when the check refuses).
+transport verdict, "level claim refused" when the check refuses), and its comparisons with
+the old arms join the Verdicts (PPI++ on its corrected per-query values, so said in each).
 """
+
+from dataclasses import replace
 
 from markupsafe import escape
 
@@ -133,8 +136,14 @@ def run(ex):
                                      ppi=ppi, post_hoc=_post_hoc(ex, measure), rank_sets=ranks)
     summaries = decision.arm_summaries(report, primary=result.primary, source=source,
                                        rank_sets=ranks)
-    markdown, html = decision.to_markdown(result), decision.to_html(result)
     holes = _holes(ex)
+    if holes:  # the new arms' comparisons join the verdicts on their measure
+        extra = [(r["measure"], line) for r in holes["arms"].values()
+                 for line in new_arm.verdict_lines(r)]
+        result = replace(
+            result, verdicts=result.verdicts + [t for m, t in extra if m == result.primary],
+            other_verdicts=result.other_verdicts + [t for m, t in extra if m != result.primary])
+    markdown, html = decision.to_markdown(result), decision.to_html(result)
     markdown, html = _with_holes(markdown, html, holes)
     with io.atomic_dir(ex.path("decision")) as tmp:
         for arm, row in summaries.items():
