@@ -230,6 +230,10 @@ def test_a_sample_too_small_for_the_interval_is_refused_naming_the_lock(ppi_run)
         human_sample_ids(ex, queries, minimum=7)   # the locked sample holds 6
     assert "needs a human sample of at least 7 queries" in str(e.value)
     assert "lock.json" in str(e.value) and "found 6" in str(e.value)
+    # a round's sample cannot grow: the fix names the params key, the file and a new round
+    assert ("start a new round, with grading.round: 2 and a ppi.human_fraction in "
+            "experiments/ppi/params.yaml that gives at least 7 queries") in str(e.value)
+    assert "ppi.interval: t" not in str(e.value)
 
 
 def test_init_refuses_a_human_grader_named_like_the_model_and_a_bad_fraction(tmp_path_factory):
@@ -473,6 +477,22 @@ def test_a_deleted_lock_does_not_let_the_sample_be_drawn_after_the_model_graded(
             "(round 1's grades stay in git)"], out
         assert not lock_path.exists()  # nothing written
         assert (folder / "data/audit/audit.jsonl").read_bytes() == audit_table
+        # the grade file deleted too: its bank sidecar still records the model's grades
+        sidecar = model_grades.with_name("round-1.bank.jsonl")
+        banked = sum(1 for line in sidecar.read_text().splitlines() if line.strip())
+        kept = model_grades.read_bytes()
+        model_grades.unlink()
+        try:
+            done = tiny.run(root, "dvc", "repro", "-s", "experiments/ppi/dvc.yaml:audit",
+                            check=False)
+        finally:
+            model_grades.write_bytes(kept)
+        errors = [x for x in (done.stdout + done.stderr).splitlines()
+                  if x.startswith("Error: ")]
+        assert done.returncode != 0 and len(errors) == 1, done.stdout + done.stderr
+        assert (f"model-m (the model grader) has {banked} grades of round 1 in "
+                "experiments/ppi/data/grades/model-m/round-1.bank.jsonl") in errors[0]
+        assert not lock_path.exists()
     finally:
         params.write_text(text)
         lock_path.write_bytes(lock)

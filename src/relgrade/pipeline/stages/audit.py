@@ -272,10 +272,11 @@ def refuse_draw_after_model(ex: Experiment, lock: dict | None, *, path) -> None:
     """Refuse to draw a ppi human sample once the model grader has graded the round.
 
     What records that the model's grades were seen is its grade file of the round
-    (``paths.grades_in``/GRADER/round-R.jsonl, committed with git): the lock can be deleted,
-    and dvc.lock or the audit table say nothing the grade file does not. So a draw is refused
-    whenever that file holds a grade, whether the lock is missing, of another round, or was
-    never written.
+    (``paths.grades_in``/GRADER/round-R.jsonl, committed with git), and the file's bank
+    sidecar (``round-R.bank.jsonl``) when the grade file was deleted or emptied: the lock can
+    be deleted, dvc.lock's outs and the audit table are rewritten by the stage itself, and
+    neither says which grades were seen. So a draw is refused whenever either file holds a
+    line, whether the lock is missing, of another round, or was never written.
 
     Parameters
     ----------
@@ -289,15 +290,21 @@ def refuse_draw_after_model(ex: Experiment, lock: dict | None, *, path) -> None:
     Raises
     ------
     InputError
-        ``grading.key_grader`` has at least one grade row in its file of ``grading.round``:
-        one line naming the lock, the grade file and its count, and how to go on (restore
-        the lock from git, or start a new ``grading.round``). Nothing is written.
+        ``grading.key_grader`` has at least one grade row in its file of ``grading.round``
+        (or, without one, in its bank sidecar): one line naming the lock, the file and its
+        count, and how to go on (restore the lock from git, or start a new
+        ``grading.round``). Nothing is written.
     """
-    graded = key_grader_grades(ex)
+    model, rnd = ex.params.grading.key_grader, ex.params.grading.round
+    files = ex.grader_files(model)
+    graded, record = key_grader_grades(ex), files.grades
+    if not graded and files.bank.is_file():
+        # the grade file gone or emptied: its bank sidecar still records what was graded
+        graded = sum(1 for line in io.read_lines(files.bank) if line.strip())
+        record = files.bank
     if not graded:
         return
-    model, rnd = ex.params.grading.key_grader, ex.params.grading.round
-    grades = top_path(ex, ex.grader_files(model).grades)
+    grades = top_path(ex, record)
     found = (f"no lock of round {rnd}" if lock is None
              else f"a lock of round {lock.get('round')}, not of round {rnd}")
     raise InputError(
