@@ -50,11 +50,6 @@ TUNINGS = ("shared", "per-row")
 #: Interval kinds that need 3 human-sample queries (the others 2, in this module).
 NEEDS_THREE = ("jackknife", "regression")
 
-#: The least human sample the ppi stage takes, whatever ``ppi.interval``: the ``jackknife``
-#: and ``regression`` intervals re-tune lambda on the sample, and the PPI++ rank-sets
-#: (:func:`relgrade.evaluation.ranksets.ppi_rank_sets`) need 3 queries for every kind.
-#: ``relgrade init``, params ``ppi.human_queries`` and the audit stage refuse a smaller one.
-MIN_SAMPLE = 3
 
 #: Each interval kind in words (the report's design sentence).
 INTERVAL_WORDS = {

@@ -362,7 +362,7 @@ HUMAN_FRACTION = 0.2
 
 #: The fewest human-sample queries ``init`` accepts: the default ``jackknife`` interval
 #: deletes one query at a time and re-tunes lambda on the rest, which needs 3 (the ppi
-#: stage's least sample, :data:`relgrade.evaluation.ppi_table.MIN_SAMPLE`, whatever the
+#: stage's least sample, :data:`relgrade.evaluation.ppi.MIN_SAMPLE`, whatever the
 #: interval; params and the audit stage apply the same rule).
 MIN_HUMAN_QUERIES = 3
 

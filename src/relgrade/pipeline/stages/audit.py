@@ -35,13 +35,12 @@ import pandas as pd
 
 from relgrade.errors import InputError, PendingWork, ProtocolError
 from relgrade.experiment.files import Experiment
-from relgrade.evaluation import ppi_table
 from relgrade.experiment.layout import redraw_command, top_path
 from relgrade.io import files as io
 from relgrade.protocol import audit
 from relgrade.rng import stage_rng
 from relgrade.io.files import write_jsonl
-from relgrade.evaluation.ppi import human_sample
+from relgrade.evaluation.ppi import MIN_SAMPLE, human_sample
 
 #: The name the human sample's random generator is derived under (with params ``seed``).
 PPI_SAMPLE_STREAM = "ppi-sample"
@@ -322,7 +321,7 @@ def check_sample_size(ex: Experiment) -> None:
     The rule of ``relgrade init``
     (:func:`relgrade.pipeline.scaffold.human_sample_size`): ``round(ppi.human_fraction ×
     N)`` or ``ppi.human_queries``, with ``N`` the pooled queries, must be at least
-    :data:`relgrade.evaluation.ppi_table.MIN_SAMPLE` and at most ``N``. Checked before a
+    :data:`relgrade.evaluation.ppi.MIN_SAMPLE` and at most ``N``. Checked before a
     sample is drawn (:func:`draw_human_sample`), so a sample too small is never locked.
 
     Raises
@@ -338,9 +337,9 @@ def check_sample_size(ex: Experiment) -> None:
     else:
         size = int(round(cfg.human_fraction * n))
         key, said = "ppi.human_fraction", f"{cfg.human_fraction:g} of {n} pooled queries = {size}"
-    if size < ppi_table.MIN_SAMPLE:
+    if size < MIN_SAMPLE:
         raise InputError(
-            f"the human sample needs at least {ppi_table.MIN_SAMPLE} queries (the ppi stage's "
+            f"the human sample needs at least {MIN_SAMPLE} queries (the ppi stage's "
             "intervals and rank-sets need them)", path=ex.params.source, item=key, found=said,
             fix=f"Raise it (the pool has {n} queries) before the audit stage draws the sample")
     if size > n:

@@ -51,6 +51,7 @@ import pandas as pd
 from relgrade.errors import InputError, PendingWork
 from relgrade.evaluation import anytime, budget, judge_audit, metrics, pooled, ppi_table, \
     ranksets
+from relgrade.evaluation.ppi import MIN_SAMPLE
 from relgrade.evaluation.ppi_paraphrase import metric_prompt_variances, paraphrase_metric_cells
 from relgrade.evaluation.settings import design_pairs
 from relgrade.experiment.calibration import PENDING_GOES_ON, owed_calibrations
@@ -87,7 +88,7 @@ def human_sample_ids(ex, pool_queries, *, minimum: int = 2) -> list[str]:
     """The locked human sample, checked to be queries of the pool.
 
     ``minimum`` is the least sample size; the stage passes
-    :data:`relgrade.evaluation.ppi_table.MIN_SAMPLE` (3, whatever ``ppi.interval``).
+    :data:`relgrade.evaluation.ppi.MIN_SAMPLE` (3, whatever ``ppi.interval``).
 
     Raises
     ------
@@ -228,7 +229,7 @@ def run(ex):
     key, record = ex.read_key()
     pool = io.read_table(ex.path("pool"), columns=["query_id", "chunk_id"])
     queries = sorted(set(pool["query_id"].astype(str)))
-    sample = human_sample_ids(ex, queries, minimum=ppi_table.MIN_SAMPLE)
+    sample = human_sample_ids(ex, queries, minimum=MIN_SAMPLE)
 
     stop_record = None
     if p.grading.stop != "none":
