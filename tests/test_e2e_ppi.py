@@ -185,6 +185,13 @@ def test_in_ppi_mode_the_rank_sets_rest_on_the_ppi_estimates(ppi_run):
         summary = json.loads((folder / f"metrics/decision/{arm}.json").read_text())
         assert (summary["rank_low"], summary["rank_high"]) == (
             ranks["arms"][arm]["rank_low"], ranks["arms"][arm]["rank_high"])
+    # comparisons.json's rank-sets are the ones that decide, the model key's beside them
+    compared = json.loads((folder / "metrics/comparisons.json").read_text())["rank_sets"]
+    assert compared["estimator"] == "ppi++"
+    assert {k: v for k, v in compared.items() if k not in ("estimator", "model_only")} == ranks
+    assert compared["model_only"]["estimator"] == "model-only"
+    assert compared["model_only"]["stream"] == "rank-sets"
+    assert compared["model_only"]["measure"] == NDCG
 
 
 def test_the_key_record_names_the_sample_and_the_gate_rule(ppi_run):
@@ -223,6 +230,10 @@ def test_a_sample_too_small_for_the_interval_is_refused_naming_the_lock(ppi_run)
         human_sample_ids(ex, queries, minimum=7)   # the locked sample holds 6
     assert "needs a human sample of at least 7 queries" in str(e.value)
     assert "lock.json" in str(e.value) and "found 6" in str(e.value)
+    # a round's sample cannot grow: the fix names the params key, the file and a new round
+    assert ("start a new round, with grading.round: 2 and a ppi.human_fraction in "
+            "experiments/ppi/params.yaml that gives at least 7 queries") in str(e.value)
+    assert "ppi.interval: t" not in str(e.value)
 
 
 def test_init_refuses_a_human_grader_named_like_the_model_and_a_bad_fraction(tmp_path_factory):
@@ -421,3 +432,90 @@ def test_before_any_grade_a_params_change_draws_the_sample_again(tmp_path_factor
     second = json.loads(lock_path.read_text())
     assert second["queries"][0]["reason"].endswith("(count 5; seed 0, stream ppi-sample)")
     assert len(second["queries"]) == 5
+    # a share that gives fewer queries than the ppi stage needs is refused before the audit
+    # stage draws (init's rule: round(0.2 x 12) = 2 < 3), naming the file and the key; the
+    # lock stays as it was
+    locked = lock_path.read_bytes()
+    params.write_text(params.read_text().replace("human_fraction: null", "human_fraction: 0.2", 1)
+                      .replace("human_queries: 5", "human_queries: null", 1))
+    small = tiny.run(root, "dvc", "repro", f"{exp}/dvc.yaml:audit", check=False)
+    assert small.returncode != 0
+    errors = [x for x in (small.stdout + small.stderr).splitlines() if x.startswith("Error: ")]
+    assert errors == [
+        f"Error: {exp}/params.yaml: ppi.human_fraction: the human sample needs at least 3 "
+        "queries (the ppi stage's intervals and rank-sets need them) (found 0.2 of 12 pooled "
+        "queries = 2). Raise it (the pool has 12 queries) before the audit stage draws the "
+        "sample"], small.stdout + small.stderr
+    assert lock_path.read_bytes() == locked
+
+
+def test_a_deleted_lock_does_not_let_the_sample_be_drawn_after_the_model_graded(ppi_run):
+    root, folder, _ = ppi_run
+    params, lock_path = folder / "params.yaml", folder / "data/audit/lock.json"
+    text, lock = params.read_text(), lock_path.read_bytes()
+    audit_table = (folder / "data/audit/audit.jsonl").read_bytes()
+    model_grades = folder / "data/grades/model-m/round-1.jsonl"
+    count = sum(1 for line in model_grades.read_text().splitlines() if line.strip())
+    assert count > 0
+    try:
+        lock_path.unlink()
+        params.write_text(text.replace("human_fraction: 0.5", "human_fraction: 0.25", 1))
+        done = tiny.run(root, "dvc", "repro", "-s", "experiments/ppi/dvc.yaml:audit",
+                        check=False)
+        assert done.returncode != 0
+        out = done.stdout + done.stderr
+        assert "queries for round 1, drawn now" not in out
+        errors = [x for x in out.splitlines() if x.startswith("Error: ")]
+        assert errors == [
+            "Error: experiments/ppi/data/audit/lock.json: the human sample cannot be drawn "
+            f"now: model-m (the model grader) has {count} grades of round 1 in "
+            "experiments/ppi/data/grades/model-m/round-1.jsonl, and a sample drawn after "
+            "the model's grades are seen gives no valid PPI++ estimate (found no lock of "
+            "round 1). Restore the round's lock from git (`git checkout -- "
+            "experiments/ppi/data/audit/lock.json`), or start a new round honestly: set "
+            "grading.round: 2, whose sample is drawn before model-m grades that round "
+            "(round 1's grades stay in git)"], out
+        assert not lock_path.exists()  # nothing written
+        assert (folder / "data/audit/audit.jsonl").read_bytes() == audit_table
+        # the grade file deleted too: its bank sidecar still records the model's grades
+        sidecar = model_grades.with_name("round-1.bank.jsonl")
+        banked = sum(1 for line in sidecar.read_text().splitlines() if line.strip())
+        kept = model_grades.read_bytes()
+        model_grades.unlink()
+        try:
+            done = tiny.run(root, "dvc", "repro", "-s", "experiments/ppi/dvc.yaml:audit",
+                            check=False)
+        finally:
+            model_grades.write_bytes(kept)
+        errors = [x for x in (done.stdout + done.stderr).splitlines()
+                  if x.startswith("Error: ")]
+        assert done.returncode != 0 and len(errors) == 1, done.stdout + done.stderr
+        assert (f"model-m (the model grader) has {banked} grades of round 1 in "
+                "experiments/ppi/data/grades/model-m/round-1.bank.jsonl") in errors[0]
+        assert not lock_path.exists()
+    finally:
+        params.write_text(text)
+        lock_path.write_bytes(lock)
+
+
+def test_a_hand_edited_lock_in_ppi_mode_suggests_what_works_there(ppi_run):
+    root, folder, _ = ppi_run
+    lock_path = folder / "data/audit/lock.json"
+    lock = lock_path.read_bytes()
+    try:
+        edited = json.loads(lock)
+        edited["queries"] = edited["queries"][1:]
+        lock_path.write_text(json.dumps(edited))
+        done = tiny.run(root, "dvc", "repro", "-s", "experiments/ppi/dvc.yaml:audit",
+                        check=False)
+        errors = [x for x in (done.stdout + done.stderr).splitlines()
+                  if x.startswith("Error: ")]
+        assert done.returncode != 0 and len(errors) == 1, done.stdout + done.stderr
+        assert errors[0].startswith("Error: experiments/ppi/data/audit/lock.json: the audit "
+                                    "lock's content does not match its sha256")
+        assert ("Restore the lock from git (`git checkout -- "
+                "experiments/ppi/data/audit/lock.json`): in ppi mode `relgrade audit redraw "
+                "--experiment experiments/ppi` is refused once the model grader has grades of "
+                "the round; a new sample is a new round (set grading.round: 2") in errors[0]
+    finally:
+        lock_path.write_bytes(lock)

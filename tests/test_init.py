@@ -466,6 +466,48 @@ def test_a_rater_panel_draws_a_tenth_of_the_pool_as_gold_unless_told(repo):
     assert not (repo / "experiments/fourth").exists()
 
 
+@pytest.mark.parametrize("rows, said", [
+    ("query_id\tchunk_id\tgrade\nkw01\tkw01-answer\t5\n",
+     "a gold grade is off the scale 0, 1, 2 (found 5)"),
+    ("query_id\tchunk_id\nkw01\tkw01-answer\n",
+     "the gold table lacks column(s) grade (found columns query_id, chunk_id)"),
+    ("query_id\tchunk_id\tgrade\nkw01\tkw01-answer\t2\nkw01\tkw01-answer\t1\n",
+     "pair (kw01, kw01-answer): the gold table lists a pair twice. Keep one known grade per "
+     "pair"),
+    ("query_id\tchunk_id\tgrade\nkw01\tkw01-answer\ttwo\n",
+     "a gold grade must be a whole number (found 'two')"),
+    ("query_id\tchunk_id\tgrade\nzz99\tkw01-answer\t1\n",
+     "pair (zz99, kw01-answer): a gold pair is not in the pool (found query zz99 is not one "
+     "of the experiment's queries). Gold questions are pool pairs with a known grade"),
+])
+def test_init_refuses_a_gold_file_the_packets_stage_would_refuse(repo, rows, said):
+    gold = repo / "in" / "gold.tsv"
+    gold.write_text(rows)
+    res = init("--arm", "bm25=bm25", "--mode", "raters", "--gold", str(gold),
+               *[a for i in range(1, 5) for a in ("--rater", f"rater-{i}")])
+    assert res.exit_code == 1
+    lines = res.output.splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"Error: {gold}: "), res.output
+    assert said in lines[0]
+    assert not (repo / "experiments/second").exists()
+
+
+def test_the_gold_rules_at_init_are_the_packets_stages():
+    # the same function and messages: a pool pair off the scale is refused alike
+    import pandas as pd
+
+    from relgrade.raters.assign import check_panel_gold
+
+    gold = pd.DataFrame({"query_id": ["q1"], "chunk_id": ["c1"], "grade": [5]})
+    pool = pd.DataFrame({"query_id": ["q1"], "chunk_id": ["c1"]})
+    with pytest.raises(InputError) as staged:
+        check_panel_gold(gold, pool=pool, scale=[0, 1, 2], path="g.tsv")
+    with pytest.raises(InputError) as early:
+        check_panel_gold(gold, pool=None, scale=[0, 1, 2], path="g.tsv")
+    assert str(staged.value) == str(early.value) == (
+        "g.tsv: pair (q1, c1): a gold grade is off the scale 0, 1, 2 (found 5)")
+
+
 def test_init_declares_the_holes_paths_so_a_new_arm_needs_only_the_holes_section(repo):
     res = init("--run", "ext=in/runs/ext.trec", "--grader-command", "python grade.py")
     assert res.exit_code == 0, res.output

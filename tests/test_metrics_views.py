@@ -109,6 +109,29 @@ def test_metrics_show_prints_a_field_a_file_lacks_as_missing_and_a_null_one_as_u
     assert "undefined" not in " ".join(rows["b"])
 
 
+@pytest.mark.parametrize("content, said", [
+    ("[1]\n", "a decision file must be a JSON object of one arm's decision (measure, mean, "
+               "...) (found a JSON list)"),
+    ('{"measure": "R@10", "mean": "x"}\n',
+     "a decision file's mean must be a number or null (found 'x')"),
+    ('{"measure": "R@10", "mean": 0.5, "p_holm": true}\n',
+     "a decision file's p_holm must be a number or null (found True)"),
+    ('{"mean": 0.5}\n', "a decision file needs measure (found none)"),
+    ('{"measure": 10, "mean": 0.5}\n', "a decision file's measure must be text or null "
+                                        "(found 10)"),
+])
+def test_metrics_show_refuses_a_decision_file_of_the_wrong_shape_naming_it(tmp_path, content,
+                                                                            said):
+    (tmp_path / "params.yaml").write_text((CROWD / "params.yaml").read_text())
+    _decide(tmp_path, {"bm25": 0.5})
+    bad = tmp_path / "metrics/decision/tfidf.json"
+    bad.write_text(content)
+    res = CliRunner().invoke(cli, ["metrics", "show", "--params", str(tmp_path / "params.yaml")])
+    assert res.exit_code == 1
+    assert res.output == (f"Error: {bad}: {said}. Restore the file (git checkout, or dvc "
+                          "repro rewrites it)\n")
+
+
 # --- metrics diff of an experiment in a subfolder ------------------------------------------
 
 

@@ -37,15 +37,14 @@ def test_a_ppi_section_gets_the_honest_interval_and_the_audit_defaults(tmp_path)
 @pytest.mark.parametrize("section, message", [
     ({"human_fraction": 0.0}, "ppi.human_fraction: must be a number in (0, 1] (found 0.0)"),
     ({"human_fraction": 1.5}, "ppi.human_fraction: must be a number in (0, 1] (found 1.5)"),
-    ({"human_queries": 1}, "ppi.human_queries: must be an integer >= 2 (an interval needs 2 "
-                           "queries) (found 1)"),
+    ({"human_queries": 1}, "ppi.human_queries: must be an integer >= 3 (the ppi stage's "
+                           "intervals and rank-sets need 3 queries) (found 1)"),
     ({"human_fraction": 0.1, "human_queries": 5}, "give exactly one of ppi.human_fraction and "
                                                   "ppi.human_queries (found both)"),
-    ({"human_queries": 2}, "ppi.human_queries: the jackknife interval needs at least 3 "
-                           "sample queries (it re-tunes lambda on the sample); raise it or "
-                           "set ppi.interval: t (found 2)"),
-    ({"human_queries": 2, "interval": "regression"},
-     "ppi.human_queries: the regression interval needs at least 3 sample queries"),
+    ({"human_queries": 2}, "ppi.human_queries: must be an integer >= 3 (the ppi stage's "
+                           "intervals and rank-sets need 3 queries) (found 2)"),
+    # the t interval too: the ppi stage's PPI++ rank-sets need 3 queries whatever the interval
+    ({"human_queries": 2, "interval": "t"}, "ppi.human_queries: must be an integer >= 3"),
     ({"human_fraction": 0.1, "interval": "wald"}, "ppi.interval: must be one of jackknife, "
                                                   "regression, t or normal (found 'wald')"),
 ])
@@ -75,6 +74,7 @@ def test_ppi_mode_without_a_ppi_section_is_refused(tmp_path):
     assert "grading.mode is ppi but there is no `ppi` section" in str(e.value)
 
 
-def test_two_sample_queries_are_enough_for_the_t_interval(tmp_path):
-    _, params = _load(tmp_path, _ppi(human_queries=2, interval="t"))
-    assert (params.ppi.human_queries, params.ppi.interval) == (2, "t")
+def test_three_sample_queries_are_enough_for_every_interval(tmp_path):
+    for interval in ("jackknife", "regression", "t", "normal"):
+        _, params = _load(tmp_path, _ppi(human_queries=3, interval=interval))
+        assert (params.ppi.human_queries, params.ppi.interval) == (3, interval)

@@ -75,6 +75,24 @@ def test_ppi_plus_plus_replaces_the_model_key_numbers_and_keeps_them_beside():
     assert out["estimator"]["decides"] == "ppi++" and out["estimator"]["measures"] == [P]
 
 
+def _ranks(estimate_a, estimate_b, stream):
+    return {"measure": P, "level": 0.95, "n_resamples": 1000, "seed": 0, "stream": stream,
+            "arms": {"bm25": {"estimate": estimate_a, "rank_low": 1, "rank_high": 2},
+                     "dense": {"estimate": estimate_b, "rank_low": 1, "rank_high": 2}},
+            "tied_groups": [["dense", "bm25"]]}
+
+
+def test_the_rank_sets_of_the_comparisons_file_are_ppi_plus_plus_with_the_model_keys_beside():
+    model = _ranks(0.40, 0.50, "rank-sets")
+    ppi = _ranks(0.42, 0.47, f"ppi-rank-sets {P}") | {"human_queries": 6}
+    out = govern(report() | {"rank_sets": model}, ppi_record() | {"rank_sets": {P: ppi}})
+    assert out["rank_sets"] == ppi | {"estimator": "ppi++",
+                                      "model_only": model | {"estimator": "model-only"}}
+    # no PPI++ rank-sets on that measure: the model key's stay, labelled as such
+    alone = govern(report() | {"rank_sets": model}, ppi_record())
+    assert alone["rank_sets"] == model | {"estimator": "model-only"}
+
+
 def test_the_decision_files_and_the_report_read_the_ppi_numbers():
     out = govern(report(), ppi_record())
     rows = decision.arm_summaries(out, primary=P)

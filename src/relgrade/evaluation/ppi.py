@@ -166,6 +166,13 @@ def _finish(estimate: float, se: float, *, alpha: float, lam, n: int, N: int, me
 
 # --- the estimators ------------------------------------------------------------------
 
+#: The least human sample the ppi stage takes, whatever ``ppi.interval``: the ``jackknife``
+#: and ``regression`` intervals re-tune lambda on the sample, and the PPI++ rank-sets
+#: (:func:`relgrade.evaluation.ranksets.ppi_rank_sets`) need 3 queries for every kind.
+#: ``relgrade init``, params ``ppi.human_queries`` and the audit stage refuse a smaller one.
+MIN_SAMPLE = 3
+
+
 def human_sample(n_queries: int, *, fraction=None, count=None,
                  rng: np.random.Generator) -> np.ndarray:
     """A seeded uniform sample of queries to grade by people in full.

@@ -207,6 +207,10 @@ def govern(report: dict, ppi: dict, *, source=None) -> dict:
         not record it), "note": sentence}`` (with the anytime stopping rule
         also ``"comparisons": "anytime"`` and ``stop``, the note naming both); ``verdicts``
         rebuilt.
+        ``rank_sets``: the ppi stage's PPI++ rank-sets of the report's rank-sets measure
+        (``ppi.json``'s ``rank_sets``) with ``estimator: "ppi++"``, the model key's under
+        ``model_only`` (``estimator: "model-only"``); the model key's alone, labelled
+        ``estimator: "model-only"``, when the ppi stage has none on that measure.
         Per arm and estimated measure: ``estimator: "ppi++"``, ``estimate``, ``low``,
         ``high``, ``se`` PPI++'s, ``method`` ``"ppi++ (INTERVAL)"``, ``lambda``, ``capped``,
         ``human_n``; ``model_only`` (the compare stage's entry: ``estimate``, ``low``,
@@ -327,5 +331,15 @@ def govern(report: dict, ppi: dict, *, source=None) -> dict:
             f"sequence and Holm over anytime p-values on the queries they graded; PPI++ on "
             f"those queries stands beside it (ppi++ in each comparison), model-only and "
             f"human-only in the prediction-powered section.")
+    model_ranks = out.get("rank_sets")
+    if isinstance(model_ranks, dict):
+        # the rank-sets that decide are PPI++'s (the ppi stage's, on the same measure); the
+        # model key's stay beside them, labelled
+        ranks = (ppi.get("rank_sets") or {}).get(model_ranks.get("measure"))
+        if ranks is not None:
+            out["rank_sets"] = {**ranks, "estimator": DECIDES,
+                                "model_only": {**model_ranks, "estimator": MODEL_ONLY}}
+        else:
+            out["rank_sets"] = {**model_ranks, "estimator": MODEL_ONLY}
     out["verdicts"] = [c["verdict"] for c in out.get("comparisons", [])]
     return out

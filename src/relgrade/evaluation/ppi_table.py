@@ -47,8 +47,9 @@ INTERVALS = ("jackknife", "regression", "t", "normal")
 #: How the ``jackknife`` kind tunes lambda over rows: one for all (arms), or per row (differences).
 TUNINGS = ("shared", "per-row")
 
-#: Interval kinds that need 3 human-sample queries (the others 2).
+#: Interval kinds that need 3 human-sample queries (the others 2, in this module).
 NEEDS_THREE = ("jackknife", "regression")
+
 
 #: Each interval kind in words (the report's design sentence).
 INTERVAL_WORDS = {

@@ -551,24 +551,26 @@ class PPI(_Section):
     """``ppi``: prediction-powered estimates (``grading.mode: ppi``, see docs/ppi.md).
 
     The human sample is a seeded uniform draw of queries (seed derived from ``seed``):
-    ``human_fraction`` of them, in (0, 1], or ``human_queries`` of them (at least 2); give
-    one. ``level`` is the confidence level of every interval and ``1 - level`` the
+    ``human_fraction`` of them, in (0, 1], or ``human_queries`` of them (at least 3, for
+    every interval kind: the ppi stage's rank-sets need 3, as ``relgrade init`` does; a
+    fraction that gives fewer on the pool is refused by the audit stage before it draws);
+    give one. ``level`` is the confidence level of every interval and ``1 - level`` the
     family-wise error rate of the Holm verdicts; ``interval`` is ``jackknife`` (the default:
     one lambda shared by the arms and, per difference, the smaller of one lambda shared by
     the differences and the difference's own, the jackknife variance that
     counts its tuning on the sample, Student's t on n - 1 degrees of freedom, never wider
-    than human-only; it holds its level at 20 sample queries in benchmarks/README.md; needs
-    3 sample queries), ``regression`` (lambda per arm, PPI++'s small-sample regression
-    variance, Student's t on n - 2; needs 3), ``t`` (unbiased variances and Student's t on
+    than human-only; it holds its level at 20 sample queries in benchmarks/README.md),
+    ``regression`` (lambda per arm, PPI++'s small-sample regression variance, Student's t
+    on n - 2), ``t`` (unbiased variances and Student's t on
     n - 1 degrees of freedom) or ``normal`` (ppi-python's plug-in interval).
     ``measures`` defaults to ``metrics.primary``.
     """
 
     human_fraction: Annotated[float, _number(integer=False, gt=0, le=1,
                                              what="a number in (0, 1]")] | None = None
-    human_queries: Annotated[int, _number(integer=True, ge=2,
-                                          what="an integer >= 2 (an interval needs 2 "
-                                               "queries)")] | None = None
+    human_queries: Annotated[int, _number(integer=True, ge=3,
+                                          what="an integer >= 3 (the ppi stage's intervals "
+                                               "and rank-sets need 3 queries)")] | None = None
     level: Probability = 0.95
     interval: Literal["jackknife", "regression", "t", "normal"] = "jackknife"
     measures: list[str] | None = None
@@ -582,12 +584,6 @@ class PPI(_Section):
                 "relgrade_ppi", "give exactly one of ppi.human_fraction and ppi.human_queries "
                 "(found {found})", {"found": "both" if self.human_fraction is not None
                                     else "neither"})
-        if self.interval in ("jackknife", "regression") and (self.human_queries or 3) < 3:
-            raise PydanticCustomError(
-                "relgrade_ppi", "ppi.human_queries: the {kind} interval needs at least 3 "
-                "sample queries (it re-tunes lambda on the sample); raise it or set "
-                "ppi.interval: t (found {found})",
-                {"kind": self.interval, "found": self.human_queries})
         return self
 
 

@@ -22,6 +22,68 @@ def _git(root: Path, *args: str) -> subprocess.CompletedProcess:
                           stdin=subprocess.DEVNULL)
 
 
+#: Fields of a decision file that hold a number (or null), besides those starting with
+#: ``model_only_`` or ``human_only_`` (ppi mode's labelled estimates).
+NUMBER_FIELDS = ("mean", "low", "high", "judged", "delta", "p_holm", "rank_low", "rank_high",
+                 "human_queries")
+
+#: Fields of a decision file that hold text (or null).
+TEXT_FIELDS = ("measure", "baseline", "estimator", "delta_estimator", "pool_version", "key")
+
+
+def check_decision(data, *, path) -> dict:
+    """A decision file's content, checked to be of the shape the metrics stage writes.
+
+    Parameters
+    ----------
+    data : object
+        The file as read from JSON.
+    path : str or Path
+        The file (or ``REV:PATH``), named in the message.
+
+    Returns
+    -------
+    dict
+        ``data`` itself.
+
+    Raises
+    ------
+    InputError
+        ``data`` is not a JSON object; it lacks ``measure`` or ``mean``; a field of
+        :data:`NUMBER_FIELDS` (or one starting with ``model_only_`` or ``human_only_``) is
+        neither a number nor null; a field of :data:`TEXT_FIELDS` is neither text nor null.
+
+    Examples
+    --------
+    >>> check_decision({"measure": "nDCG@10", "mean": 0.5}, path="d/a.json")["mean"]
+    0.5
+    >>> check_decision({"measure": "nDCG@10", "mean": "x"}, path="d/a.json")
+    Traceback (most recent call last):
+    ...
+    relgrade.errors.InputError: d/a.json: a decision file's mean must be a number or null (found 'x'). Restore the file (git checkout, or dvc repro rewrites it)
+    """
+    fix = "Restore the file (git checkout, or dvc repro rewrites it)"
+    if not isinstance(data, dict):
+        raise InputError("a decision file must be a JSON object of one arm's decision "
+                         "(measure, mean, ...)", path=path,
+                         found=f"a JSON {type(data).__name__.replace('dict', 'object')}",
+                         fix=fix)
+    for name in ("measure", "mean"):
+        if name not in data:
+            raise InputError(f"a decision file needs {name}", path=path, found="none",
+                             fix=fix)
+    for name, value in data.items():
+        number = name in NUMBER_FIELDS or name.startswith(("model_only_", "human_only_"))
+        if number and value is not None and (isinstance(value, bool)
+                                             or not isinstance(value, (int, float))):
+            raise InputError(f"a decision file's {name} must be a number or null", path=path,
+                             found=repr(value), fix=fix)
+        if name in TEXT_FIELDS and value is not None and not isinstance(value, str):
+            raise InputError(f"a decision file's {name} must be text or null", path=path,
+                             found=repr(value), fix=fix)
+    return data
+
+
 def read_decisions(ex, rev: str | None = None) -> dict[str, dict]:
     """Arm → its decision file, from the workspace (``rev`` None) or from git revision ``rev``.
 
@@ -42,13 +104,15 @@ def read_decisions(ex, rev: str | None = None) -> dict[str, dict]:
     ------
     InputError
         Not inside a git repository, or ``rev`` is not a revision of it (naming it); a file
-        is not valid JSON (naming the file, and the revision).
+        is not valid JSON, or not of a decision file's shape (:func:`check_decision`),
+        naming the file, and the revision.
     """
     folder = ex.path("decision")
     if rev is None:
         if not folder.is_dir():
             return {}
-        return {p.stem: io.read_json(p) for p in sorted(folder.glob("*.json"))}
+        return {p.stem: check_decision(io.read_json(p), path=p)
+                for p in sorted(folder.glob("*.json"))}
     top = _git(ex.root, "rev-parse", "--show-toplevel")
     if top.returncode != 0:
         raise InputError("reading an earlier revision needs a git repository",
@@ -67,8 +131,9 @@ def read_decisions(ex, rev: str | None = None) -> dict[str, dict]:
             continue
         shown = _git(top, "show", f"{rev}:{relative}/{name}")
         try:
-            out[name[:-len(".json")]] = json.loads(shown.stdout)
+            data = json.loads(shown.stdout)
         except json.JSONDecodeError as e:
             raise InputError("not valid JSON", path=f"{rev}:{relative}/{name}", line=e.lineno,
                              found=e.msg) from None
+        out[name[:-len(".json")]] = check_decision(data, path=f"{rev}:{relative}/{name}")
     return out

@@ -72,6 +72,50 @@ def read_gold(ex, pool: pd.DataFrame) -> pd.DataFrame | None:
     return check_panel_gold(table, pool=pool, scale=ex.params.need("scale").grades, path=path)
 
 
+def check_gold_file(path, *, scale, queries=None) -> pd.DataFrame:
+    """A gold file given to ``relgrade init --gold``, checked before the pool exists.
+
+    The rules of the packets stage (:func:`read_gold`,
+    :func:`relgrade.raters.assign.check_panel_gold`) with their messages, except that a
+    pair's place in the pool cannot be checked yet: the packets stage checks it once the pool
+    exists. A pair whose query is not one of the experiment's queries can never be pooled,
+    and is refused here.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        The gold file (TSV, JSONL, CSV or Parquet: ``query_id``, ``chunk_id``, ``grade``).
+    scale : iterable of int
+        The grade scale params will hold (``scale.grades``).
+    queries : iterable of str, optional
+        The experiment's query ids; None to skip that check.
+
+    Returns
+    -------
+    pandas.DataFrame of shape (n_gold, 3)
+        As :func:`relgrade.raters.gold.check_gold`.
+
+    Raises
+    ------
+    InputError
+        A column is missing, an id empty, a grade missing, not a whole number or off the
+        scale, a pair listed twice, or a pair's query not among ``queries``; each names the
+        file and the pair.
+    """
+    known = check_panel_gold(io.read_table(path), pool=None, scale=scale, path=path)
+    if queries is not None:
+        ids = set(map(str, queries))
+        outside = known[~known["query_id"].isin(ids)]
+        if len(outside):
+            row = outside.iloc[0]
+            raise InputError("a gold pair is not in the pool", path=path,
+                             item=f"pair ({row['query_id']}, {row['chunk_id']})",
+                             found=f"query {row['query_id']} is not one of the experiment's "
+                                   "queries",
+                             fix="Gold questions are pool pairs with a known grade")
+    return known
+
+
 def build_rater_orders(ex, pool: pd.DataFrame, *, on_dealt=None) -> pd.DataFrame:
     """Every rater's queue in display order, gold among the work (the private assignment table).
 

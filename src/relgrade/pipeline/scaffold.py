@@ -25,6 +25,7 @@ from relgrade.experiment import inputs
 from relgrade.pipeline.arms import ARM_DEPTH, BUILT_IN  # the kinds --arm accepts, as `arm add`
 from relgrade.pipeline.stages.corpus import build_corpus
 from relgrade.pipeline.design import write_design
+from relgrade.pipeline.panel import check_gold_file
 from relgrade.pipeline.registry import render
 from relgrade.experiment.files import Experiment
 from relgrade.experiment.layout import (
@@ -315,6 +316,10 @@ MODE_PATHS = {
 }
 
 
+#: The grade scale ``init`` writes in params (``scale.grades``), against which ``--gold`` is
+#: checked.
+INIT_SCALE = (0, 1, 2)
+
 #: Where ``init --gold`` copies the gold file: private, kept out of git (its answers would
 #: let a rater who reads the repository skip the gold questions); track it with ``dvc add``.
 GOLD_INPUT = "data/private/gold.tsv"
@@ -356,7 +361,9 @@ def mode_params(plan: Plan) -> tuple[str, str]:
 HUMAN_FRACTION = 0.2
 
 #: The fewest human-sample queries ``init`` accepts: the default ``jackknife`` interval
-#: deletes one query at a time and re-tunes lambda on the rest, which needs 3.
+#: deletes one query at a time and re-tunes lambda on the rest, which needs 3 (the ppi
+#: stage's least sample, :data:`relgrade.evaluation.ppi.MIN_SAMPLE`, whatever the
+#: interval; params and the audit stage apply the same rule).
 MIN_HUMAN_QUERIES = 3
 
 
@@ -740,6 +747,9 @@ def init_experiment(plan: Plan) -> Experiment:
                               f"has {audit_min} queries, fewer than the {plan.audit_min} the "
                               "audit asks for")
         if plan.gold is not None:  # private: under data/private/, git-ignored below
+            # the packets stage's rules, now; a pair's place in the pool is checked there
+            check_gold_file(plan.gold, scale=INIT_SCALE,
+                            queries=None if queries is None else queries["query_id"])
             (tmp / GOLD_INPUT).parent.mkdir(parents=True, exist_ok=True)
             shutil.copyfile(plan.gold, tmp / GOLD_INPUT)
         mode_paths, mode_sections = mode_params(plan)

@@ -233,7 +233,7 @@ def lock_audit(chosen: pd.DataFrame, *, round: int, pool_version: str) -> dict:
     return lock
 
 
-def check_lock(lock, *, path=None) -> pd.DataFrame:
+def check_lock(lock, *, path=None, fix: str | None = None) -> pd.DataFrame:
     """The audit table of a committed lock, after checking its form and its hash.
 
     Parameters
@@ -242,6 +242,9 @@ def check_lock(lock, *, path=None) -> pd.DataFrame:
         The lock as read from JSON.
     path : str or Path, optional
         The lock file, for messages.
+    fix : str, optional
+        How to go on, said after a refusal (``FILE`` stands for the lock); default: restore
+        the lock from git, or draw a new sample with ``relgrade audit redraw``.
 
     Returns
     -------
@@ -256,8 +259,9 @@ def check_lock(lock, *, path=None) -> pd.DataFrame:
         the hash of the content (the lock was edited by hand). The message gives the fix:
         restore the lock from git, or draw a new sample with ``relgrade audit redraw``.
     """
-    fix = ("Restore the lock from git (`git checkout -- FILE`), or draw a new sample for the "
-           "round with `relgrade audit redraw`").replace("FILE", str(path) if path else "the lock")
+    fix = (fix or "Restore the lock from git (`git checkout -- FILE`), or draw a new sample for "
+           "the round with `relgrade audit redraw`").replace("FILE", str(path) if path
+                                                             else "the lock")
     keys = (*LOCK_KEYS, "sha256")
     if not isinstance(lock, dict) or any(k not in lock for k in keys):
         raise InputError(f"an audit lock is an object with {', '.join(keys)}", path=path,

@@ -172,7 +172,7 @@ def check_assignment(assignment: pd.DataFrame) -> pd.DataFrame:
     return assignment
 
 
-def check_panel_gold(gold: pd.DataFrame, *, pool: pd.DataFrame, scale: Iterable[int],
+def check_panel_gold(gold: pd.DataFrame, *, pool: pd.DataFrame | None, scale: Iterable[int],
                      path=None) -> pd.DataFrame:
     """The gold table checked against the pool and the scale.
 
@@ -180,8 +180,9 @@ def check_panel_gold(gold: pd.DataFrame, *, pool: pd.DataFrame, scale: Iterable[
     ----------
     gold : pandas.DataFrame of shape (n_gold, >= 3)
         ``query_id``, ``chunk_id``, ``grade``: pool pairs whose grade is known.
-    pool : pandas.DataFrame
-        The pool (``query_id``, ``chunk_id``).
+    pool : pandas.DataFrame or None
+        The pool (``query_id``, ``chunk_id``); None before the pool exists (``relgrade
+        init``): every other rule is checked, the pool's is left to the packets stage.
     scale : iterable of int
         The grade scale (params ``scale.grades``).
     path : str or os.PathLike, optional
@@ -202,9 +203,10 @@ def check_panel_gold(gold: pd.DataFrame, *, pool: pd.DataFrame, scale: Iterable[
         known = check_gold(gold)
     except InputError as e:
         raise InputError(e.rule, path=path, item=e.item, found=e.found, fix=e.fix) from None
-    in_pool = set(zip(pool["query_id"].astype(str), pool["chunk_id"].astype(str)))
+    in_pool = None if pool is None else set(zip(pool["query_id"].astype(str),
+                                                pool["chunk_id"].astype(str)))
     for q, c, g in zip(known["query_id"], known["chunk_id"], known["grade"]):
-        if (q, c) not in in_pool:
+        if in_pool is not None and (q, c) not in in_pool:
             raise InputError("a gold pair is not in the pool", path=path,
                              item=f"pair ({q}, {c})",
                              fix="Gold questions are pool pairs with a known grade")

@@ -35,12 +35,12 @@ import pandas as pd
 
 from relgrade.errors import InputError, PendingWork, ProtocolError
 from relgrade.experiment.files import Experiment
-from relgrade.experiment.layout import redraw_command
+from relgrade.experiment.layout import redraw_command, top_path
 from relgrade.io import files as io
 from relgrade.protocol import audit
 from relgrade.rng import stage_rng
 from relgrade.io.files import write_jsonl
-from relgrade.evaluation.ppi import human_sample
+from relgrade.evaluation.ppi import MIN_SAMPLE, human_sample
 
 #: The name the human sample's random generator is derived under (with params ``seed``).
 PPI_SAMPLE_STREAM = "ppi-sample"
@@ -58,10 +58,11 @@ def draw_human_sample(ex: Experiment) -> pd.DataFrame:
     Raises
     ------
     InputError
-        ``ppi.human_queries`` exceeds the pool's queries, or the sample would hold fewer
-        than 2 queries (see :func:`relgrade.evaluation.ppi.human_sample`).
+        Params give a sample of fewer than 3 queries or more than the pool holds
+        (:func:`check_sample_size`, the rule of ``relgrade init``).
     """
     cfg, seed = ex.params.need("ppi"), ex.params.need("seed")
+    check_sample_size(ex)  # init's rule, before anything is drawn
     provenance = io.read_table(ex.path("provenance"))
     queries = io.read_table(ex.path("queries"), columns=["query_id", "group"])
     pooled = sorted(set(provenance["query_id"].astype(str)))
@@ -231,22 +232,121 @@ def locked_audit(ex: Experiment) -> tuple[pd.DataFrame, dict, bool]:
     InputError
         The lock was edited by hand or is malformed (with the fix); an input is missing; in
         ppi mode, params would move the locked sample after grading began
-        (:func:`check_sample_lock`). In ppi mode a change of those params before any grade
+        (:func:`check_sample_lock`), a sample would be drawn while the model grader has
+        grades of the round (:func:`refuse_draw_after_model`: a deleted lock is this case),
+        or params give a sample too small for the ppi stage when one is drawn
+        (:func:`check_sample_size`). In ppi mode a change of those params before any grade
         of the round draws the sample again.
     """
     path = ex.path("audit_lock")
     lock = io.read_json(path) if path.exists() else None
-    if lock is not None and ex.params.grading.mode == "ppi":
-        audit.check_lock(lock, path=path)
+    ppi = ex.params.grading.mode == "ppi"
+    if lock is not None and ppi:
+        audit.check_lock(lock, path=path, fix=ppi_lock_fix(ex))
         if lock.get("round") == ex.params.grading.round \
                 and not check_sample_lock(ex, lock, path=path):
             lock = None  # params moved the sample before anything was graded: draw again
+    if ppi and (lock is None or lock.get("round") != ex.params.grading.round):
+        refuse_draw_after_model(ex, lock, path=path)
     table, lock, drawn = audit.audit_for_round(
         lock, lambda: draw_audit(ex),
         round=ex.params.grading.round, pool_version=_pool_version(ex), path=path)
     if drawn:
         io.write_json(path, lock)
     return table, lock, drawn
+
+
+def ppi_lock_fix(ex: Experiment) -> str:
+    """What to do about a ppi lock that fails :func:`relgrade.protocol.audit.check_lock`
+    (``FILE`` stands for the lock): restore it from git, or start a new round, since
+    ``relgrade audit redraw`` is refused in ppi mode once the model grader has graded."""
+    rnd = ex.params.grading.round
+    return ("Restore the lock from git (`git checkout -- FILE`): in ppi mode `relgrade audit "
+            "redraw` is refused once the model grader has grades of the round; a new sample "
+            f"is a new round (set grading.round: {rnd + 1}, whose sample is drawn before the "
+            "model grades that round)")
+
+
+def refuse_draw_after_model(ex: Experiment, lock: dict | None, *, path) -> None:
+    """Refuse to draw a ppi human sample once the model grader has graded the round.
+
+    What records that the model's grades were seen is its grade file of the round
+    (``paths.grades_in``/GRADER/round-R.jsonl, committed with git), and the file's bank
+    sidecar (``round-R.bank.jsonl``) when the grade file was deleted or emptied: the lock can
+    be deleted, dvc.lock's outs and the audit table are rewritten by the stage itself, and
+    neither says which grades were seen. So a draw is refused whenever either file holds a
+    line, whether the lock is missing, of another round, or was never written.
+
+    Parameters
+    ----------
+    ex : Experiment
+        In ppi mode.
+    lock : dict or None
+        The lock found (checked), or None when there is none.
+    path : str or Path
+        The lock file, named in the message.
+
+    Raises
+    ------
+    InputError
+        ``grading.key_grader`` has at least one grade row in its file of ``grading.round``
+        (or, without one, in its bank sidecar): one line naming the lock, the file and its
+        count, and how to go on (restore the lock from git, or start a new
+        ``grading.round``). Nothing is written.
+    """
+    model, rnd = ex.params.grading.key_grader, ex.params.grading.round
+    files = ex.grader_files(model)
+    graded, record = key_grader_grades(ex), files.grades
+    if not graded and files.bank.is_file():
+        # the grade file gone or emptied: its bank sidecar still records what was graded
+        graded = sum(1 for line in io.read_lines(files.bank) if line.strip())
+        record = files.bank
+    if not graded:
+        return
+    grades = top_path(ex, record)
+    found = (f"no lock of round {rnd}" if lock is None
+             else f"a lock of round {lock.get('round')}, not of round {rnd}")
+    raise InputError(
+        f"the human sample cannot be drawn now: {model} (the model grader) has {graded} "
+        f"grades of round {rnd} in {grades}, and a sample drawn after the model's grades are "
+        "seen gives no valid PPI++ estimate", path=path, found=found,
+        fix=f"Restore the round's lock from git (`git checkout -- {path}`), or start a new "
+            f"round honestly: set grading.round: {rnd + 1}, whose sample is drawn before "
+            f"{model} grades that round (round {rnd}'s grades stay in git)")
+
+
+def check_sample_size(ex: Experiment) -> None:
+    """Refuse params whose human sample would hold fewer queries than the ppi stage needs.
+
+    The rule of ``relgrade init``
+    (:func:`relgrade.pipeline.scaffold.human_sample_size`): ``round(ppi.human_fraction ×
+    N)`` or ``ppi.human_queries``, with ``N`` the pooled queries, must be at least
+    :data:`relgrade.evaluation.ppi.MIN_SAMPLE` and at most ``N``. Checked before a
+    sample is drawn (:func:`draw_human_sample`), so a sample too small is never locked.
+
+    Raises
+    ------
+    InputError
+        Naming the params file and the key, what it gives on the pool, and the fix.
+    """
+    cfg = ex.params.need("ppi")
+    provenance = io.read_table(ex.path("provenance"), columns=["query_id"])
+    n = len(set(provenance["query_id"].astype(str)))
+    if cfg.human_queries is not None:
+        size, key, said = int(cfg.human_queries), "ppi.human_queries", str(cfg.human_queries)
+    else:
+        size = int(round(cfg.human_fraction * n))
+        key, said = "ppi.human_fraction", f"{cfg.human_fraction:g} of {n} pooled queries = {size}"
+    if size < MIN_SAMPLE:
+        raise InputError(
+            f"the human sample needs at least {MIN_SAMPLE} queries (the ppi stage's "
+            "intervals and rank-sets need them)", path=ex.params.source, item=key, found=said,
+            fix=f"Raise it (the pool has {n} queries) before the audit stage draws the sample")
+    if size > n:
+        raise InputError("the human sample cannot hold more queries than the pool has",
+                         path=ex.params.source, item=key,
+                         found=f"{said}, of {n} pooled queries",
+                         fix=f"Give at most {n}")
 
 
 def auditor_has_grades(ex: Experiment) -> bool:

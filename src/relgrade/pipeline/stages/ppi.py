@@ -51,6 +51,7 @@ import pandas as pd
 from relgrade.errors import InputError, PendingWork
 from relgrade.evaluation import anytime, budget, judge_audit, metrics, pooled, ppi_table, \
     ranksets
+from relgrade.evaluation.ppi import MIN_SAMPLE
 from relgrade.evaluation.ppi_paraphrase import metric_prompt_variances, paraphrase_metric_cells
 from relgrade.evaluation.settings import design_pairs
 from relgrade.experiment.calibration import PENDING_GOES_ON, owed_calibrations
@@ -60,7 +61,8 @@ from relgrade.io import files as io
 from relgrade.protocol import stopping
 from relgrade.io.runs import read_run
 from relgrade.pipeline.cost import people_seconds
-from relgrade.pipeline.stages.audit import check_sample_lock, locked_design, sample_design
+from relgrade.pipeline.stages.audit import check_sample_lock, locked_design, params_shown, \
+    sample_design
 from relgrade.rng import stage_rng
 
 #: The statistics of the plot table, per strategy.
@@ -85,8 +87,8 @@ def _clean(x):
 def human_sample_ids(ex, pool_queries, *, minimum: int = 2) -> list[str]:
     """The locked human sample, checked to be queries of the pool.
 
-    ``minimum`` is the least sample size of the interval kind: 2, or 3 for ``jackknife`` and
-    ``regression``.
+    ``minimum`` is the least sample size; the stage passes
+    :data:`relgrade.evaluation.ppi.MIN_SAMPLE` (3, whatever ``ppi.interval``).
 
     Raises
     ------
@@ -112,11 +114,15 @@ def human_sample_ids(ex, pool_queries, *, minimum: int = 2) -> list[str]:
                          fix="draw the sample again from the current pool "
                              "(`relgrade audit redraw`, or a new grading.round)")
     if len(ids) < minimum:
-        kind = "the jackknife or regression interval" if minimum == 3 else "an interval"
-        raise InputError(f"{kind} needs a human sample of at least {minimum} queries",
-                         path=lock_path, found=str(len(ids)),
-                         fix="raise ppi.human_fraction or ppi.human_queries"
-                             + (", or set ppi.interval: t" if minimum == 3 else ""))
+        cfg, rnd = ex.params.need("ppi"), ex.params.grading.round
+        key = "ppi.human_fraction" if cfg.human_fraction is not None else "ppi.human_queries"
+        raise InputError(
+            f"the ppi stage needs a human sample of at least {minimum} queries (its intervals "
+            f"and rank-sets), and round {rnd}'s sample is locked", path=lock_path,
+            found=str(len(ids)),
+            fix=f"The sample of a round cannot grow once drawn: start a new round, with "
+                f"grading.round: {rnd + 1} and a {key} in {params_shown(ex)} that gives at "
+                f"least {minimum} queries (its sample is drawn before the model grades it)")
     return sorted(ids)
 
 
@@ -223,8 +229,7 @@ def run(ex):
     key, record = ex.read_key()
     pool = io.read_table(ex.path("pool"), columns=["query_id", "chunk_id"])
     queries = sorted(set(pool["query_id"].astype(str)))
-    sample = human_sample_ids(ex, queries,
-                              minimum=3 if cfg.interval in ppi_table.NEEDS_THREE else 2)
+    sample = human_sample_ids(ex, queries, minimum=MIN_SAMPLE)
 
     stop_record = None
     if p.grading.stop != "none":
