@@ -164,6 +164,7 @@ def _with_positions(grades: pd.DataFrame, positions: pd.DataFrame) -> pd.DataFra
                 p[col] = p[col].astype(str)
                 g[col] = g[col].astype(str)
     p = p[keys + ["position"]]
+    g = g[keys + [c for c in ("grader", "grade") if c not in keys]]  # what the join serves
     dup = p.duplicated(keys, keep=False)
     if dup.any():
         first = p[dup].iloc[0]
@@ -283,6 +284,8 @@ def grading_diagnostics(grades: pd.DataFrame, positions: pd.DataFrame | None = N
     interval excludes 0.
     """
     g = normalised_grades(grades)
+    # only the columns read below: a reason or other text column is never copied
+    g = g[[c for c in g.columns if c in (*PAIR, "grader", "grade", "role", "round", order)]]
     g = g[g["grade"].notna()]
     out: dict = {}
     notes: list[str] = []
