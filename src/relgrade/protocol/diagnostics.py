@@ -32,7 +32,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from relgrade.errors import InputError
-from relgrade.ranking import arrow_ids, codes_in
+from relgrade.ranking import arrow_ids, codes_in, id_codes
 from relgrade.schema import PAIR, normalised_grades, require
 
 
@@ -240,6 +240,13 @@ def leniency_drift(grades: pd.DataFrame, *, order: str = "sequence", bins: int =
                        "mean_grade": np.float64})
 
 
+def _clusters(query_ids: pd.Series) -> np.ndarray:
+    """The queries as int64 codes in their ids' code point order (Python's str order), the
+    order :func:`slope_interval` sorts its groups in: the same clusters, summed in the same
+    order, as the ids themselves, without an object array of one str per grade."""
+    return id_codes(query_ids)[0]
+
+
 def _within(values: pd.Series, keys: list[pd.Series]) -> np.ndarray:
     """Values centred on their display's mean (one display = query, role, round)."""
     return (values - values.groupby(keys).transform("mean")).to_numpy(float)
@@ -346,7 +353,7 @@ def grading_diagnostics(grades: pd.DataFrame, positions: pd.DataFrame | None = N
             keys = [part[c] for c in shown]
             fit = slope_interval(_within(part["position"].astype(float), keys),
                                  _within(part["grade"].astype(float), keys),
-                                 part["query_id"].to_numpy(), level=level, intercept=False)
+                                 _clusters(part["query_id"]), level=level, intercept=False)
             record(grader, "position", fit)
             means = part.groupby("_third")["grade"].mean()
             out[grader]["mean_by_third"] = {t: float(means[t]) for t in
@@ -363,7 +370,7 @@ def grading_diagnostics(grades: pd.DataFrame, positions: pd.DataFrame | None = N
             rank = np.arange(len(part), dtype=float)
             span = rank / (len(rank) - 1) if len(rank) > 1 else rank
             fit = slope_interval(span, part["grade"].to_numpy(float),
-                                 part["query_id"].to_numpy(), level=level)
+                                 _clusters(part["query_id"]), level=level)
             record(grader, "drift", fit)
             rows = table[table["grader"] == grader]
             out[grader]["mean_by_stretch"] = {str(int(b)): float(m) for b, m in
