@@ -115,3 +115,43 @@ def test_a_bank_without_made_on_columns_is_refused():
         bank.currency(pd.DataFrame({"query_id": ["q1"], "chunk_id": ["a"]}),
                       content=pd.Series(dtype=object), intents=pd.Series(dtype=object),
                       rubric_sha256=RUBRIC)
+
+
+def test_currency_is_the_same_with_made_on_columns_as_strings_or_categoricals():
+    # four grades: current; content edited (chunk b); intent edited (q2); chunk c removed
+    graded = _bank([("grader-a", "q1", "a"), ("grader-a", "q1", "b"), ("grader-a", "q2", "a"),
+                    ("grader-a", "q2", "c")])
+    graded.loc[1, "content_sha256"] = "0" * 64
+    graded.loc[2, "intent_sha256"] = "1" * 64
+    content = bank.content_sha256(CHUNKS[CHUNKS.chunk_id != "c"])
+    intents = bank.intent_sha256(INTENTS)
+    want = ["current", "content", "intent", "chunk gone"]
+    as_str = graded.astype({k: "str" for k in ("content_sha256", "intent_sha256")})
+    as_cat = graded.astype({k: "category" for k in ("content_sha256", "intent_sha256")})
+    for table in (graded, as_str, as_cat):
+        assert bank.currency(table, content=content, intents=intents,
+                             rubric_sha256=RUBRIC).tolist() == want
+
+
+def test_currency_counts_a_missing_hash_now_as_moved():
+    graded = _bank([("grader-a", "q1", "a"), ("grader-a", "q2", "a")])
+    intents = bank.intent_sha256(INTENTS)
+    intents["q2"] = None  # no intent hash now for q2: its grade cannot be current
+    status = bank.currency(graded, content=bank.content_sha256(CHUNKS), intents=intents,
+                           rubric_sha256=RUBRIC)
+    assert status.tolist() == ["current", "intent"]
+
+
+def test_pair_membership_compares_ids_as_strings_and_ignores_unknown_ids():
+    left = pd.DataFrame({"query_id": [1, 1, 2, 3], "chunk_id": ["a", "b", "a", "a"]})
+    right = pd.DataFrame({"query_id": pd.Categorical(["1", "2"]), "chunk_id": ["b", "a"]})
+    assert bank.pair_member(left, right).tolist() == [False, True, True, False]
+    assert bank.pair_member(left, right.iloc[:0]).tolist() == [False] * 4
+
+
+def test_current_grades_keep_only_the_columns_asked_for_besides_the_pair_keys():
+    cur = bank.current_grades(_bank([("grader-a", "q1", "a")]),
+                              content=bank.content_sha256(CHUNKS),
+                              intents=bank.intent_sha256(INTENTS), rubric_sha256=RUBRIC,
+                              columns=["grade"])
+    assert list(cur.columns) == ["grader", "query_id", "chunk_id", "round", "grade"]

@@ -373,3 +373,18 @@ def test_stage_refuses_a_bad_file_and_writes_nothing(tmp_path):
                            "grade outside the scale 0-2 (found 3)\n")
     assert not (tmp_path / p["grades"]).exists()
     assert not (tmp_path / p["grades_manifest"]).exists()
+
+
+def test_long_table_sorts_ids_in_code_point_order_with_ties_in_row_order():
+    # Python's str order: "Z" < "a" < "z" < "é" (U+00E9) < "€" (U+20AC) < "😀" (U+1F600);
+    # UTF-16 order would put the astral "😀" before "€". The two q1/c rows of grader-a keep
+    # their file order (sequence 1 then 3).
+    rows = pd.DataFrame({"query_id": ["é", "q1", "😀", "q1", "€", "Z"],
+                         "chunk_id": ["c", "c", "c", "c", "c", "c"],
+                         "grade": [0, 1, 2, 0, 1, 2], "reason": ["r"] * 6})
+    table = grades.long_table({"grader-a": rows, "auditor-b": rows.iloc[[5, 0]]},
+                              roles={"grader-a": "grader", "auditor-b": "auditor"}, round=1)
+    assert table[["query_id", "grader", "sequence"]].values.tolist() == [
+        ["Z", "auditor-b", 0], ["Z", "grader-a", 5], ["q1", "grader-a", 1],
+        ["q1", "grader-a", 3], ["é", "auditor-b", 1], ["é", "grader-a", 0],
+        ["€", "grader-a", 4], ["😀", "grader-a", 2]]

@@ -672,3 +672,37 @@ def test_an_extra_auditor_is_in_the_judging_cost_as_in_its_audit_line(exp):
         "  expert-c (person): 1 spent, 1 pending at 30 s each (0.01 h to go)"]
     # the gate waits on the protocol's auditor only: expert-c's open pair is not owed to it
     assert json.loads(_status(root, "--json"))["pending"]["audit_owed"] == {"auditor-b": 2}
+
+
+def test_progress_counts_a_pool_pair_listed_twice_twice_and_orders_ids_as_python_does():
+    from relgrade.pipeline.status import _grader_progress
+
+    # q"é" sorts after "q2" (U+00E9 > "2"); chunk "B" before "a"; q2/a is listed twice
+    pool = pd.DataFrame({"query_id": ["qé", "q2", "q2", "q2", "q1", "qé"],
+                         "chunk_id": ["a", "a", "B", "a", "x", "b"]})
+    rows = pd.DataFrame({"query_id": ["q2", "qé", "zz"], "chunk_id": ["a", "b", "n"]})
+    got = _grader_progress(rows, spec={"role": "grader", "kind": "model"}, pool=pool,
+                           audit=None)
+    assert got == {"role": "grader", "kind": "model", "state": "graded", "graded": 3,
+                   "of": 6, "partial": {"q2": {"missing": ["B"], "pool": 3},
+                                        "qé": {"missing": ["a"], "pool": 2}},
+                   "not_started": ["q1"]}
+    audited = _grader_progress(rows, spec={"role": "auditor", "kind": "model"}, pool=pool,
+                               audit=["q2"])
+    assert (audited["graded"], audited["of"], audited["partial"]) == (
+        2, 3, {"q2": {"missing": ["B"], "pool": 3}})
+
+
+def test_the_bank_keeps_made_on_hashes_as_categoricals_across_graders(exp):
+    from relgrade.experiment.files import Experiment
+    from relgrade.pipeline.judgments import judgments
+
+    root, p = exp
+    # the auditor's grades are made on q2's intent only, grader-a's on q1's and q2's
+    _grades(root, p, "auditor-b", [_row("q2", "c"), _row("q2", "d")])
+    ex = Experiment.load(root / "params.yaml")
+    held = judgments(ex, pd.read_parquet(root / p["pool"]), ["q2"])
+    assert held.bank["grader"].tolist() == ["auditor-b"] * 2 + ["grader-a"] * 4
+    for k in ("intent_sha256", "rubric_sha256", "graded_at"):
+        assert isinstance(held.bank[k].dtype, pd.CategoricalDtype), k
+    assert held.bank["intent_sha256"].nunique() == 2

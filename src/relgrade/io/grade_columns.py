@@ -134,11 +134,10 @@ def read_grade_columns(path, *, block_size: int = _BLOCK,
     parts = [p for p in parts if p.num_rows]
     if not parts:
         return schema.empty_table()
-    table = pa.Table.from_batches([b for p in parts for b in p.to_batches()], schema) \
-        .combine_chunks()
+    table = pa.Table.from_batches([b for p in parts for b in p.to_batches()], schema)
     del parts
     pa.default_memory_pool().release_unused()  # the blocks' lines are garbage now
-    return table
+    return _combined(table)
 
 
 def _grade_block(data: bytes) -> pa.Table | None:
@@ -283,9 +282,22 @@ def _stream(path: Path, schema: pa.Schema) -> pa.Table | None:
         return None
     if not parts:
         return _dictionaries(schema.empty_table())
-    table = pa.concat_tables(parts).unify_dictionaries().combine_chunks()
+    table = pa.concat_tables(parts).unify_dictionaries()
     del parts
     pa.default_memory_pool().release_unused()  # the parser's blocks are garbage now
+    return _combined(table)
+
+
+def _combined(table: pa.Table) -> pa.Table:
+    """``table.combine_chunks()``, one column at a time: each column's blocks are let go
+    once it is copied, so the copy costs one column's size, not the table's."""
+    for i, name in enumerate(table.column_names):
+        column = table.column(i)
+        if column.num_chunks > 1:
+            table = table.set_column(i, name, pa.chunked_array([column.combine_chunks()],
+                                                                column.type))
+            del column
+            pa.default_memory_pool().release_unused()
     return table
 
 

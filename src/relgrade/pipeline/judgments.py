@@ -19,7 +19,7 @@ import pandas as pd
 from relgrade.experiment import revisions
 from relgrade.pipeline import sharing
 from relgrade.io import files as io
-from relgrade.protocol import bank, grades, regrade, triage
+from relgrade.protocol import bank, bank_columns, grades, regrade, triage
 from relgrade.schema import PENDING
 
 
@@ -187,7 +187,10 @@ def judgments(ex, pool: pd.DataFrame, audit_ids, *,
                 files[name] = replace(gf, rows=(), bank=None, columns=None, load_bank=None)
             del gf
     if parts:
-        judged = pd.concat(parts, ignore_index=True)
+        # the made-on columns stay categorical (pandas.concat would spell out every row's
+        # hash as a string when the graders' categories differ), and the parts go at once
+        judged = bank_columns.concat_bank(parts)
+    del parts
     # every judgment of every round's own files (the chain's before sharing, regrades or
     # currency set any aside; earlier full rounds' too): what was made, and so paid for
     made_by_round = judgments_made(ex, judged, rounds=chain)

@@ -14,7 +14,9 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Mapping
 
+import numpy as np
 import pandas as pd
+import pyarrow as pa
 
 from relgrade.errors import RelgradeError
 from relgrade.pipeline import sharing
@@ -37,6 +39,7 @@ from relgrade.protocol.gate import (
     looser_than_protocol,
     relaxed_lines,
 )
+from relgrade.ranking import id_codes
 from relgrade.schema import PANEL_ROLES, TRIAGE_ROLE
 
 _STEPS = ("corpus", "queries", "pool", "intents", "audit", "gate", "key")
@@ -58,20 +61,21 @@ def _grader_progress(rows: pd.DataFrame | str | None, *, spec: Mapping,
     if rows is None:
         rows = pd.DataFrame({"query_id": pd.Series([], dtype="str"),
                              "chunk_id": pd.Series([], dtype="str")})
-    have = set(zip(rows["query_id"].astype(str), rows["chunk_id"].astype(str)))
-    out["state"] = "graded" if have else "not started"
-    if pool is None:
-        return out | {"graded": len(have), "of": None}
+    out["state"] = "graded" if len(rows) else "not started"
     auditor = spec.get("role") == "auditor"
-    if auditor and audit is None:
-        return out | {"graded": len(have), "of": None, "waiting": "audit sample"}
+    if pool is None or (auditor and audit is None):
+        n = len(rows[["query_id", "chunk_id"]].astype(str).drop_duplicates())
+        return out | {"graded": n, "of": None} | ({} if pool is None else
+                                                  {"waiting": "audit sample"})
     scope = set(audit) if auditor else None
-    pairs = zip(pool["query_id"].astype(str), pool["chunk_id"].astype(str))
-    if owed is not None:  # a partial round: what it owes, the rest carried from before
-        pairs = owed["pairs"]
-        out |= {"carried": int(owed["carried"]), "from_rounds": list(owed["from_rounds"])}
-        have -= {pair for pair in have if pair not in owed["pairs"]}
-        out["state"] = "graded" if have else "not started"
+    if owed is None:  # the pool's pairs, over columns (no Python tuple per pair)
+        return _pool_progress(out, rows, pool, scope)
+    # a partial round: what it owes, the rest carried from before
+    have = set(zip(rows["query_id"].astype(str), rows["chunk_id"].astype(str)))
+    pairs = owed["pairs"]
+    out |= {"carried": int(owed["carried"]), "from_rounds": list(owed["from_rounds"])}
+    have -= {pair for pair in have if pair not in owed["pairs"]}
+    out["state"] = "graded" if have else "not started"
     by_query: dict[str, list[str]] = {}
     for q, c in sorted(pairs):
         if scope is None or q in scope:
@@ -86,6 +90,43 @@ def _grader_progress(rows: pd.DataFrame | str | None, *, spec: Mapping,
         elif missing:
             partial[q] = {"missing": missing, "pool": len(cs)}
     if total and graded == total:
+        out["state"] = "complete"
+    return out | {"graded": graded, "of": total, "partial": partial,
+                  "not_started": not_started}
+
+
+def _pool_progress(out: dict, rows: pd.DataFrame, pool: pd.DataFrame,
+                   scope: set | None) -> dict:
+    """:func:`_grader_progress` of a full round over columns: the pool's pairs (of the
+    ``scope`` queries when given) in (query_id, chunk_id) order, Python's string order, a
+    pair listed twice counted twice; which of them ``rows`` grades."""
+    pairs = pd.DataFrame({"query_id": pool["query_id"].astype(str),
+                          "chunk_id": pool["chunk_id"].astype(str)})
+    if scope is not None:
+        pairs = pairs[pairs["query_id"].isin(list(scope)).to_numpy(dtype=bool)]
+    if not len(pairs):
+        return out | {"graded": 0, "of": 0, "partial": {}, "not_started": []}
+    hit = bank.pair_member(pairs, rows)
+    q, queries = id_codes(pairs["query_id"])  # codes in the ids' code point order
+    c, chunks = id_codes(pairs["chunk_id"])
+    order = np.lexsort((c, q))
+    q, c, lacking = q[order], c[order], ~hit[order]
+    size = np.bincount(q, minlength=len(queries))
+    short = np.bincount(q[lacking], minlength=len(queries))
+    graded, total = int(hit.sum()), len(pairs)
+    not_started = queries.take(pa.array(np.flatnonzero(short == size))).to_pylist()
+    partial = {}
+    some = (short > 0) & (short < size)
+    if some.any():
+        rows_of = lacking & some[q]
+        mq, mc = q[rows_of], c[rows_of]
+        cut = np.flatnonzero(np.diff(mq)) + 1
+        names = chunks.take(pa.array(mc)).to_pylist()
+        for part, start in zip(np.split(np.arange(len(mq)), cut), [0, *cut.tolist()]):
+            at = int(mq[start])
+            partial[queries[at].as_py()] = {"missing": [names[i] for i in part],
+                                            "pool": int(size[at])}
+    if graded == total:
         out["state"] = "complete"
     return out | {"graded": graded, "of": total, "partial": partial,
                   "not_started": not_started}
@@ -463,6 +504,8 @@ def read_status(ex: Experiment) -> dict:
             # the refusal names one grader's file: the others are fine, only not countable
             culprit = _grader_named(e, files, ex.root)
             blocked_by = {name: culprit for name in files if culprit not in (None, name)}
+    # the bank and the grades table are counted: let them go before the key is read
+    held = table = on_audit = None
     try:
         ledger = {"state": "complete", "entries": len(ex.ledger())}
     except RelgradeError as e:

@@ -133,21 +133,27 @@ def pair_grades(grades: pd.DataFrame, *, rater_a: str, rater_b: str, round: int 
         raise InputError("agreement needs two different graders", item=str(rater_a))
     require(grades, RATINGS, what="the grades table")
     names = (str(rater_a), str(rater_b))
-    who = grades["grader"].astype(str).to_numpy()
-    keep = np.isin(who, names) & grades["grade"].notna().to_numpy()
+    keep = (grades["grader"].astype(str).isin(names).to_numpy(dtype=bool)
+            & grades["grade"].notna().to_numpy())
     if round is not None:
         require(grades, ["round"], what="the grades table")
         keep &= (pd.to_numeric(grades["round"], errors="coerce") == int(round)).to_numpy()
-    qids = grades["query_id"].astype(str).to_numpy()
     if queries is not None:
         # a hash lookup: np.isin on object arrays compares every row with every query
-        keep &= pd.Series(qids, dtype=object).isin([str(q) for q in queries]).to_numpy()
-    cids = grades["chunk_id"].astype(str).to_numpy()
-    values = grades["grade"].to_numpy()
-    reasons = (grades["reason"].to_numpy() if "reason" in grades.columns
-               else np.full(len(grades), "", dtype=object))
+        keep &= grades["query_id"].astype(str).isin([str(q) for q in queries]) \
+            .to_numpy(dtype=bool)
+    # only the kept rows become Python objects: on the whole pool (the diagnostics' table)
+    # one str per row and column would outweigh the table itself
+    kept = grades.iloc[np.flatnonzero(keep)]
+    who = kept["grader"].astype(str).to_numpy()
+    qids = kept["query_id"].astype(str).to_numpy()
+    cids = kept["chunk_id"].astype(str).to_numpy()
+    values = kept["grade"].to_numpy()
+    reasons = (kept["reason"].to_numpy() if "reason" in kept.columns
+               else np.full(len(kept), "", dtype=object))
+    del kept
     sides: dict[str, dict] = {names[0]: {}, names[1]: {}}
-    for i in np.flatnonzero(keep):
+    for i in range(len(who)):
         side, key = sides[who[i]], (qids[i], cids[i])
         if key in side:
             raise InputError("a grader has two grades for one pair",

@@ -25,9 +25,12 @@ from typing import Iterable, Mapping
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
 
 from relgrade.canonical import canonical_json, sha256_bytes
 from relgrade.errors import PendingWork
+from relgrade.ranking import arrow_ids, codes_in
 from relgrade.schema import PENDING, require
 
 #: Why a pool pair is pending for a grader.
@@ -131,8 +134,8 @@ def currency(bank: pd.DataFrame, *, content: pd.Series, intents: pd.Series,
     """
     require(bank, ["query_id", "chunk_id", "content_sha256", "intent_sha256", "rubric_sha256"],
             what="the judgment bank")
-    now_content = bank["chunk_id"].astype(str).map(content)
-    now_intent = bank["query_id"].astype(str).map(intents)
+    intent_moved, _ = _differs_mapped(bank["intent_sha256"], bank["query_id"], intents)
+    content_moved, gone = _differs_mapped(bank["content_sha256"], bank["chunk_id"], content)
     status = pd.Series("current", index=bank.index, dtype=object)
     status[_differs(bank["rubric_sha256"], str(rubric_sha256))] = "rubric"
     if rubric_version is not None and "rubric_version" in bank.columns:
@@ -141,10 +144,61 @@ def currency(bank: pd.DataFrame, *, content: pd.Series, intents: pd.Series,
         older = status.eq("rubric")
         if older.any():
             status[older & carry.carried(bank).reindex(bank.index, fill_value=False)] = "current"
-    status[_differs(bank["intent_sha256"], now_intent)] = "intent"
-    status[_differs(bank["content_sha256"], now_content)] = "content"
-    status[now_content.isna()] = "chunk gone"
+    status[intent_moved] = "intent"
+    status[content_moved] = "content"
+    status[gone] = "chunk gone"
     return status
+
+
+def _differs_mapped(column: pd.Series, keys: pd.Series,
+                    now: pd.Series) -> tuple[np.ndarray, np.ndarray]:
+    """``_differs(column, keys.astype(str).map(now))`` and where that map finds nothing,
+    without a string per row: each row's key is looked up among ``now``'s index and the
+    values are compared as codes of one dictionary.
+
+    Parameters
+    ----------
+    column : pandas.Series, shape (n,)
+        A bank column (str or categorical of str).
+    keys : pandas.Series, shape (n,)
+        Each row's id (``chunk_id`` or ``query_id``), compared as str.
+    now : pandas.Series of str
+        The value now, indexed by id (a missing value counts as no value).
+
+    Returns
+    -------
+    differs : numpy.ndarray of bool, shape (n,)
+        As :func:`_differs` gives it for the mapped values.
+    missing : numpy.ndarray of bool, shape (n,)
+        Where the mapped value is missing (no such id now, or a missing value).
+    """
+    try:
+        if not now.index.is_unique:
+            raise ValueError("ids repeat")  # Series.map refuses them: keep its error
+        ids = pa.chunked_array([pa.array(now.index.astype(str), type=pa.large_string())])
+        values = pa.array(now.to_numpy(dtype=object), type=pa.large_string(),
+                          from_pandas=True)
+    except (ValueError, TypeError, pa.ArrowInvalid, pa.ArrowTypeError):
+        mapped = keys.astype(str).map(now)
+        return _differs(column, mapped), mapped.isna().to_numpy()
+    at = codes_in(arrow_ids(keys.astype(str)), ids).astype(np.int64)  # -1: no such id
+    absent = values.is_null().to_numpy(zero_copy_only=False)
+    if isinstance(column.dtype, pd.CategoricalDtype):
+        # the value now as a code of the column's categories (-1: not one, or missing)
+        code = column.cat.categories.get_indexer(now.to_numpy(dtype=object))
+        code[absent] = -1
+        now_codes = np.where(at >= 0, code[np.maximum(at, 0)], -1)
+        differs = column.cat.codes.to_numpy() != now_codes
+    else:
+        # both sides as codes of the distinct values now; a missing side always differs
+        distinct = pa.chunked_array([pc.unique(values.drop_null())])
+        code = codes_in(pa.chunked_array([values]), distinct).astype(np.int64)
+        code[absent] = -1
+        now_codes = np.where(at >= 0, code[np.maximum(at, 0)], -1)
+        mine = codes_in(arrow_ids(column.astype(str)), distinct)
+        differs = (mine != now_codes) | (now_codes < 0) | (mine < 0)
+    missing = (at < 0) | np.where(at >= 0, absent[np.maximum(at, 0)], True)
+    return differs, missing
 
 
 def pair_member(left: pd.DataFrame, right: pd.DataFrame) -> np.ndarray:
@@ -171,14 +225,24 @@ def pair_member(left: pd.DataFrame, right: pd.DataFrame) -> np.ndarray:
     >>> pair_member(a, b).tolist()
     [False, True, True]
     """
-    keys = ["query_id", "chunk_id"]
     if not len(left):
         return np.zeros(0, dtype=bool)
-    lhs = pd.DataFrame({k: left[k].astype(str).to_numpy() for k in keys})
-    rhs = pd.DataFrame({k: right[k].astype(str).to_numpy() for k in keys}).drop_duplicates()
-    rhs["_in"] = True
-    hit = lhs.merge(rhs, on=keys, how="left", sort=False)["_in"]  # keeps left's order
-    return hit.notna().to_numpy()
+    if not len(right):
+        return np.zeros(len(left), dtype=bool)
+    # each pair as one int64 (its query's and chunk's positions among right's distinct ids),
+    # so no Python string is made per row: Arrow's hash lookups, then a sorted membership
+    at, width = [], []
+    for k in ("query_id", "chunk_id"):
+        ids = arrow_ids(right[k].astype(str))
+        distinct = pa.chunked_array([pc.unique(ids.combine_chunks())])
+        at.append((codes_in(arrow_ids(left[k].astype(str)), distinct).astype(np.int64),
+                   codes_in(ids, distinct).astype(np.int64)))
+        width.append(len(distinct))
+    (lq, rq), (lc, rc) = at
+    known = (lq >= 0) & (lc >= 0)
+    hit = np.zeros(len(left), dtype=bool)
+    hit[known] = np.isin(lq[known] * width[1] + lc[known], rq * width[1] + rc, kind="sort")
+    return hit
 
 
 def _differs(column: pd.Series, now) -> np.ndarray:
@@ -209,8 +273,16 @@ def _differs(column: pd.Series, now) -> np.ndarray:
 
 def current_grades(bank: pd.DataFrame, *, content: pd.Series, intents: pd.Series,
                    rubric_sha256: str, rubric_version: str | None = None,
-                   carry=None) -> pd.DataFrame:
+                   carry=None, columns: Iterable[str] | None = None) -> pd.DataFrame:
     """The bank's current grades, latest per (grader, query_id, chunk_id).
+
+    Parameters
+    ----------
+    bank, content, intents, rubric_sha256, rubric_version, carry
+        As for :func:`currency`.
+    columns : iterable of str, optional
+        Keep only these columns of ``bank`` besides ``grader``, ``query_id``, ``chunk_id``
+        and ``round`` (the made-on hashes, say, are left out of the copy); all when None.
 
     Returns
     -------
@@ -219,9 +291,12 @@ def current_grades(bank: pd.DataFrame, *, content: pd.Series, intents: pd.Series
         more than one current grade of a pair (a later round regraded it), the one of the
         highest ``round`` is kept, and within a round the last recorded.
     """
-    ok = bank[currency(bank, content=content, intents=intents, rubric_sha256=rubric_sha256,
-                       rubric_version=rubric_version, carry=carry).eq("current")]
-    return latest_grades(ok)
+    now = currency(bank, content=content, intents=intents, rubric_sha256=rubric_sha256,
+                   rubric_version=rubric_version, carry=carry).eq("current")
+    if columns is not None:
+        wanted = {"grader", "query_id", "chunk_id", "round", *columns}
+        bank = bank[[c for c in bank.columns if c in wanted]]
+    return latest_grades(bank[now])
 
 
 def latest_grades(bank: pd.DataFrame) -> pd.DataFrame:

@@ -28,8 +28,11 @@ from typing import Sequence
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
 
 from relgrade.errors import InputError
+from relgrade.ranking import arrow_ids, codes_in, id_codes
 from relgrade.schema import PAIR, normalised_grades, require
 
 
@@ -150,26 +153,42 @@ def _with_positions(grades: pd.DataFrame, positions: pd.DataFrame) -> pd.DataFra
     g = normalised_grades(grades)
     g = g[g["grade"].notna()]
     require(positions, ["query_id", "chunk_id", "position"], what="the position table")
-    p = positions.copy()
-    p["query_id"] = p["query_id"].astype(str)
-    p["chunk_id"] = p["chunk_id"].astype(str)
-    keys = list(PAIR)
-    for col in ("role", "round"):
-        if col in p.columns and col in g.columns:
-            keys.append(col)
-            if col == "round":
-                p[col] = p[col].astype(np.int64)
-                g[col] = g[col].astype(np.int64)
-            else:
-                p[col] = p[col].astype(str)
-                g[col] = g[col].astype(str)
-    p = p[keys + ["position"]]
-    dup = p.duplicated(keys, keep=False)
+    keys = list(PAIR) + [col for col in ("role", "round")
+                         if col in positions.columns and col in g.columns]
+    g = g[keys + [c for c in ("grader", "grade") if c not in keys]]  # what the join serves
+    # each display row's key (pair, role, round) as one int64 over the position table's
+    # distinct values, so the join and the check for a pair listed twice hash integers
+    # rather than strings row by row; a grade row whose key is not there gets -1
+    shown = np.zeros(len(positions), dtype=np.int64)
+    graded = np.zeros(len(g), dtype=np.int64)
+    for col in keys:
+        if col == "round":
+            mine = positions[col].astype(np.int64).to_numpy()
+            theirs = g[col].astype(np.int64).to_numpy()
+            codes, values = pd.factorize(mine)
+            found = pd.Index(values).get_indexer(theirs)
+        else:
+            mine = arrow_ids(positions[col].astype(str))
+            distinct = pa.chunked_array([pc.unique(mine.combine_chunks())])
+            codes = codes_in(mine, distinct)
+            found = codes_in(arrow_ids(g[col].astype(str)), distinct)
+            values = distinct
+        width = max(len(values), 1)
+        shown = shown * width + codes
+        graded = np.where((graded >= 0) & (found >= 0), graded * width + found, -1)
+    _, first, counts = np.unique(shown, return_inverse=True, return_counts=True)
+    dup = counts[first] > 1
     if dup.any():
-        first = p[dup].iloc[0]
+        at = int(np.flatnonzero(dup)[0])
         raise InputError("the position table lists one pair twice",
-                         item=f"pair ({first['query_id']}, {first['chunk_id']})")
-    joined = g.merge(p, on=keys, how="inner")
+                         item=f"pair ({positions['query_id'].astype(str).iat[at]}, "
+                              f"{positions['chunk_id'].astype(str).iat[at]})")
+    where = pd.Index(shown).get_indexer(graded)  # the display row of each grade, or -1
+    hit = np.flatnonzero(where >= 0)  # in the grades' order, as an inner merge keeps it
+    joined = g.iloc[hit].reset_index(drop=True)
+    for col in keys:  # the key columns as the merge typed them
+        joined[col] = joined[col].astype(np.int64 if col == "round" else str)
+    joined["position"] = positions["position"].to_numpy()[where[hit]]
     joined["grade"] = joined["grade"].astype(np.int64)
     joined["position"] = joined["position"].astype(np.int64)
     return joined
@@ -219,6 +238,13 @@ def leniency_drift(grades: pd.DataFrame, *, order: str = "sequence", bins: int =
            .agg(grades="size", mean_grade="mean").reset_index())
     return out.astype({"grader": str, "bin": np.int64, "grades": np.int64,
                        "mean_grade": np.float64})
+
+
+def _clusters(query_ids: pd.Series) -> np.ndarray:
+    """The queries as int64 codes in their ids' code point order (Python's str order), the
+    order :func:`slope_interval` sorts its groups in: the same clusters, summed in the same
+    order, as the ids themselves, without an object array of one str per grade."""
+    return id_codes(query_ids)[0]
 
 
 def _within(values: pd.Series, keys: list[pd.Series]) -> np.ndarray:
@@ -283,6 +309,8 @@ def grading_diagnostics(grades: pd.DataFrame, positions: pd.DataFrame | None = N
     interval excludes 0.
     """
     g = normalised_grades(grades)
+    # only the columns read below: a reason or other text column is never copied
+    g = g[[c for c in g.columns if c in (*PAIR, "grader", "grade", "role", "round", order)]]
     g = g[g["grade"].notna()]
     out: dict = {}
     notes: list[str] = []
@@ -325,7 +353,7 @@ def grading_diagnostics(grades: pd.DataFrame, positions: pd.DataFrame | None = N
             keys = [part[c] for c in shown]
             fit = slope_interval(_within(part["position"].astype(float), keys),
                                  _within(part["grade"].astype(float), keys),
-                                 part["query_id"].to_numpy(), level=level, intercept=False)
+                                 _clusters(part["query_id"]), level=level, intercept=False)
             record(grader, "position", fit)
             means = part.groupby("_third")["grade"].mean()
             out[grader]["mean_by_third"] = {t: float(means[t]) for t in
@@ -342,7 +370,7 @@ def grading_diagnostics(grades: pd.DataFrame, positions: pd.DataFrame | None = N
             rank = np.arange(len(part), dtype=float)
             span = rank / (len(rank) - 1) if len(rank) > 1 else rank
             fit = slope_interval(span, part["grade"].to_numpy(float),
-                                 part["query_id"].to_numpy(), level=level)
+                                 _clusters(part["query_id"]), level=level)
             record(grader, "drift", fit)
             rows = table[table["grader"] == grader]
             out[grader]["mean_by_stretch"] = {str(int(b)): float(m) for b, m in

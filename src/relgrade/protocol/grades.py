@@ -23,6 +23,7 @@ import pandas as pd
 from relgrade.errors import InputError
 from relgrade.protocol import bank_columns, sidecar
 from relgrade.protocol.bank import current_grades, pair_member
+from relgrade.ranking import id_codes
 from relgrade.schema import (
     BANK,
     GRADE_KEYS,
@@ -510,7 +511,7 @@ def missing_pairs(graded: pd.DataFrame, pool: pd.DataFrame, *,
         query_id → the chunk ids of its pool that lack a grade; queries in Python string
         order, chunk ids sorted the same way; queries with nothing missing left out.
     """
-    wanted = set(graded["query_id"].astype(str)) if queries is None else set(queries)
+    wanted = set(graded["query_id"].astype(str).unique()) if queries is None else set(queries)
     pairs = pool[["query_id", "chunk_id"]]
     pairs = pairs[pairs["query_id"].astype(str).isin(wanted).to_numpy()]
     # the pairs lacking a grade found over columns; only those (few) become tuples
@@ -563,9 +564,12 @@ def long_table(tables: Mapping[str, pd.DataFrame], *, roles: Mapping[str, str],
     out = out.astype({"query_id": "str", "chunk_id": "str", "grader": "str", "role": "str",
                       "round": "int64", "grade": "int64", "reason": "str",
                       "sequence": "int64"})
-    # Python string order, ties in row order (the row number is the last key)
-    order = [i for *_, i in sorted(zip(out["query_id"].tolist(), out["chunk_id"].tolist(),
-                                       out["grader"].tolist(), range(len(out))))]
+    # Python string order, ties in row order: a stable sort of the ids' codes, whose order
+    # is the ids' byte order (code point order, as Python compares str); no str per row
+    keys = [id_codes(out[k])[0] for k in ("grader", "chunk_id", "query_id")] if len(out) \
+        else []
+    order = np.lexsort(keys) if keys else np.zeros(0, dtype=np.int64)
+    del keys
     return out.iloc[order].reset_index(drop=True)[GRADES]
 
 
@@ -946,7 +950,8 @@ def current_table(bank: pd.DataFrame, *, graders: Mapping, pool: pd.DataFrame,
     audit = sorted({str(q) for q in audit_query_ids})
     n_pairs = len(pool[["query_id", "chunk_id"]].astype(str).drop_duplicates())
     now = current_grades(bank, content=content, intents=intents, rubric_sha256=rubric_sha256,
-                         rubric_version=rubric_version, carry=carry)
+                         rubric_version=rubric_version, carry=carry,
+                         columns=["reason", "grade", "sequence"])
     now = now[pair_member(now, pool)]
     tables, roles, entries = {}, {}, {}
     for name in sorted(graders):
