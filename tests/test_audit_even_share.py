@@ -13,8 +13,7 @@ import yaml
 from click.testing import CliRunner
 
 from relgrade.cli import main as cli
-from relgrade.errors import InputError
-from relgrade.experiment.files import Experiment
+from relgrade.experiment.stage import run_stage
 from relgrade.pipeline.stages import audit as audit_stage
 from tests.e2e import tiny
 from tests.test_audit import provenance, queries
@@ -69,7 +68,8 @@ def test_init_keeps_every_query_when_the_strata_share_the_sample_evenly(tmp_path
         "the audit asks for"]
 
 
-def test_the_audit_stage_names_the_params_file_and_the_largest_minimum_that_fits(tmp_path):
+def test_the_audit_stage_names_the_params_file_and_the_largest_minimum_that_fits(
+        tmp_path, monkeypatch, capsys):
     # groups keyword (k1-k4) and question (u1, u2) pooled; 6 audit queries ask 3 of each;
     # question has 2, so at most 2 x 2 = 4.
     _repository(tmp_path)
@@ -85,10 +85,13 @@ def test_the_audit_stage_names_the_params_file_and_the_largest_minimum_that_fits
         "paths": {"provenance": "prov.parquet", "queries": "queries.parquet",
                   "pool_manifest": "pool.json", "audit": "audit.jsonl",
                   "audit_lock": "lock.json"}}))
-    with pytest.raises(InputError) as e:
-        audit_stage.run(Experiment.load(ex_dir / "params.yaml"))
-    assert str(e.value) == (
-        "experiments/mine/params.yaml: audit.min_queries: group 'question' has 2 pooled "
+    # as DVC runs the stage: in the experiment's folder, the error printed from the top once
+    monkeypatch.chdir(ex_dir)
+    with pytest.raises(SystemExit) as e:
+        run_stage(audit_stage.run)
+    assert e.value.code == 1
+    assert capsys.readouterr().err == (
+        "Error: experiments/mine/params.yaml: audit.min_queries: group 'question' has 2 pooled "
         "queries, fewer than its even share of the audit (3 of 6). Add queries to this group, "
-        "or lower audit.min_queries to 4 or less")
+        "or lower audit.min_queries to 4 or less\n")
     assert not (ex_dir / "audit.jsonl").exists() and not (ex_dir / "lock.json").exists()

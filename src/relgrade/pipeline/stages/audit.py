@@ -199,8 +199,9 @@ def draw_audit(ex: Experiment) -> pd.DataFrame:
     except InputError as e:
         if e.path is not None or not str(e.item).startswith("audit."):
             raise
-        # a size the pool cannot meet: the line to change is in the params file
-        raise InputError(e.rule, path=params_shown(ex), item=e.item, found=e.found,
+        # a size the pool cannot meet: the line to change is in the params file (named as
+        # loaded; the stage's runner names it from the repository's top)
+        raise InputError(e.rule, path=ex.params.source, item=e.item, found=e.found,
                          fix=e.fix) from None
 
 
