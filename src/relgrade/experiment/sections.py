@@ -115,7 +115,6 @@ def drop_section(path, name: str) -> Params:
     return params
 
 
-
 def _indent(section: str) -> tuple[int, int]:
     """How a section's text indents: a mapping's keys (the first indented line; 2 when
     none) and a block sequence's dashes past the key that holds it (the first such

@@ -79,6 +79,23 @@ def _load_as_dvc(path: Path):
                          found=getattr(e, "problem", None)) from None
 
 
+def _lock_and_params(ex, lock_path: Path):
+    """The lock's ``stages`` mapping and the params file, both read as DVC reads them; or the
+    state to report instead (``{"state": "no run"}`` when there is no lock or no stage in it,
+    ``{"state": "unreadable", "error": ...}`` when either file cannot be read)."""
+    if not lock_path.exists():
+        return {"state": "no run"}
+    try:
+        lock = _load_as_dvc(lock_path)
+        raw = _load_as_dvc(Path(ex.params.source))
+    except InputError as e:
+        return {"state": "unreadable", "error": str(e)}
+    stages = lock.get("stages") if isinstance(lock, Mapping) else None
+    if not isinstance(stages, Mapping) or not stages:
+        return {"state": "no run"}
+    return stages, raw
+
+
 def _params_key(ex) -> str:
     """The name ``dvc.lock`` records the experiment's params file under: its path relative
     to the folder of ``dvc.yaml`` (the experiment's root), ``params.yaml`` by default."""
@@ -145,16 +162,10 @@ def params_since_repro(ex) -> dict:
     the first stage's.
     """
     lock_path, _ = ex.dvc_files()
-    if not lock_path.exists():
-        return {"state": "no run"}
-    try:
-        lock = _load_as_dvc(lock_path)
-        raw = _load_as_dvc(Path(ex.params.source))
-    except InputError as e:
-        return {"state": "unreadable", "error": str(e)}
-    stages = lock.get("stages") if isinstance(lock, Mapping) else None
-    if not isinstance(stages, Mapping) or not stages:
-        return {"state": "no run"}
+    read = _lock_and_params(ex, lock_path)
+    if isinstance(read, dict):
+        return read
+    stages, raw = read
     name = _params_key(ex)
     # a stage dvc.yaml no longer has (a removed arm's retrieve@ARM) stays in the lock, but
     # dvc repro never runs it: its record is not compared
@@ -380,16 +391,10 @@ def inputs_since_repro(ex) -> dict:
         brings the outputs up to date.
     """
     lock_path, _ = ex.dvc_files()
-    if not lock_path.exists():
-        return {"state": "no run"}
-    try:
-        lock = _load_as_dvc(lock_path)
-        raw = _load_as_dvc(Path(ex.params.source))
-    except InputError as e:
-        return {"state": "unreadable", "error": str(e)}
-    stages = lock.get("stages") if isinstance(lock, Mapping) else None
-    if not isinstance(stages, Mapping) or not stages:
-        return {"state": "no run"}
+    read = _lock_and_params(ex, lock_path)
+    if isinstance(read, dict):
+        return read
+    stages, raw = read
     dvc_yaml = lock_path.with_name("dvc.yaml")
     defined = _stages_now(dvc_yaml, raw)
     kept = _kept_outputs(dvc_yaml, raw)
