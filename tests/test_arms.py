@@ -81,7 +81,10 @@ def test_remove_refuses_the_baseline_and_a_fused_arm_then_removes_one(repo):  # 
     res = arm("remove", "bm25")
     assert res.exit_code == 1 and "the arm is the baseline" in res.output
     res = arm("remove", "ext")
-    assert res.exit_code == 1 and "the arm is fused by other arms (found hyb)" in res.output
+    assert res.exit_code == 1
+    assert res.output == (f"Error: {EXP}/params.yaml: arms.ext: the arm is fused by other arms "
+                          "(found hyb). Remove those arms, or the arm from their `fuse`, "
+                          "first\n")
     ex = Experiment.load(repo / EXP / "params.yaml")
     made = {a: [ex.path("metrics") / f"{a}.json", ex.path("per_query") / f"{a}.parquet"]
             for a in ("tfidf", "hyb")}

@@ -95,18 +95,18 @@ def test_metrics_show_prints_a_field_a_file_lacks_as_missing_and_a_null_one_as_u
     folder = tmp_path / "metrics/decision"
     folder.mkdir(parents=True)
     m = "nDCG@10"
-    (folder / "a.json").write_text(json.dumps({"measure": m, "mean": 0.5, "low": 0.4,
+    (folder / "bm25.json").write_text(json.dumps({"measure": m, "mean": 0.5, "low": 0.4,
                                                "high": 0.6, "judged": None}))
-    (folder / "b.json").write_text(json.dumps({"measure": m, "mean": 0.4, "low": 0.3,
-                                               "high": 0.5, "baseline": "a", "delta": -0.1,
+    (folder / "tfidf.json").write_text(json.dumps({"measure": m, "mean": 0.4, "low": 0.3,
+                                               "high": 0.5, "baseline": "bm25", "delta": -0.1,
                                                "p_holm": 0.2}))
     res = CliRunner().invoke(cli, ["metrics", "show", "--params", str(tmp_path / "params.yaml")])
     assert res.exit_code == 0, res.output
     rows = {line.split()[0]: line.split() for line in res.output.splitlines()
-            if line.startswith(("a ", "b "))}
-    assert rows["a"][5] == "undefined"      # the file holds judged: null
-    assert rows["b"][5] == "missing"        # the file has no judged at all
-    assert "undefined" not in " ".join(rows["b"])
+            if line.startswith(("bm25 ", "tfidf "))}
+    assert rows["bm25"][5] == "undefined"      # the file holds judged: null
+    assert rows["tfidf"][5] == "missing"        # the file has no judged at all
+    assert "undefined" not in " ".join(rows["tfidf"])
 
 
 @pytest.mark.parametrize("content, said", [
@@ -119,6 +119,10 @@ def test_metrics_show_prints_a_field_a_file_lacks_as_missing_and_a_null_one_as_u
     ('{"mean": 0.5}\n', "a decision file needs measure (found none)"),
     ('{"measure": 10, "mean": 0.5}\n', "a decision file's measure must be text or null "
                                         "(found 10)"),
+    ('{"measure": "R@10", "mean": NaN}\n',
+     "a decision file's mean must be a finite number or null (found nan)"),
+    ('{"measure": "R@10", "mean": 0.5, "high": Infinity}\n',
+     "a decision file's high must be a finite number or null (found inf)"),
 ])
 def test_metrics_show_refuses_a_decision_file_of_the_wrong_shape_naming_it(tmp_path, content,
                                                                             said):
@@ -300,3 +304,39 @@ def test_the_exp_table_marks_a_difference_the_anytime_rule_made_and_says_so():
         "workspace" + "  " + "0.500" + "  " + "0.750 +0.250* p<.01",
         "0123456" + " " * 2 + "  " + "0.500" + "  " + " 0.625 +0.125 p0.25",
         "* delta and p: anytime (workspace)"]
+
+
+def test_metrics_diff_names_a_damaged_file_of_a_revision_and_does_not_advise_restoring_it(
+        subfolder_repo):
+    bad = subfolder_repo / "experiments" / "httpx" / "metrics" / "decision" / "bm25.json"
+    bad.write_text('{"measure": "R@10", "mean": "abc"}\n')
+    _git(subfolder_repo, "add", "-A")
+    _git(subfolder_repo, "commit", "-qm", "a damaged decision file")
+    res = CliRunner().invoke(cli, ["metrics", "diff", "HEAD~1", "HEAD", "--experiment",
+                                   "experiments/httpx"])
+    assert res.exit_code == 1
+    assert res.output == (
+        "Error: HEAD:experiments/httpx/metrics/decision/bm25.json: a decision file's mean "
+        "must be a number or null (found 'abc'). That revision's file cannot be compared; "
+        "compare other revisions, or commit a file `dvc repro` rewrote\n")
+
+
+def test_metrics_show_leaves_out_a_file_of_no_arm_and_names_an_arm_without_one(tmp_path):
+    (tmp_path / "params.yaml").write_text((CROWD / "params.yaml").read_text())
+    (tmp_path / "stages").mkdir()        # a relgrade repository of its own
+    (tmp_path / "dvc.yaml").write_text("stages: {}\n")
+    _decide(tmp_path, {"bm25": 0.5, "tfidf": 0.25, "ghost": 0.75})  # random has none
+    res = CliRunner().invoke(cli, ["metrics", "show", "--params", str(tmp_path / "params.yaml")])
+    assert res.exit_code == 0, res.output
+    lines = res.output.splitlines()
+    assert [line.split()[0] for line in lines[2:4]] == ["bm25", "tfidf"]
+    assert not any(line.startswith("ghost") for line in lines)
+    assert f"note: {tmp_path}/metrics/decision/ghost.json is the file of no arm of params; " \
+           "not shown" in lines
+    assert "note: no decision file for random yet; run `dvc repro` until the report stage " \
+           "has run" in lines
+    res = CliRunner().invoke(cli, ["metrics", "show", "--json", "--params",
+                                   str(tmp_path / "params.yaml")])
+    data = json.loads(res.output)
+    assert [r["arm"] for r in data["arms"]] == ["bm25", "tfidf"]
+    assert data["not_arms"] == ["ghost"] and data["arms_without_file"] == ["random"]

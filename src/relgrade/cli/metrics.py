@@ -117,7 +117,8 @@ def show_cmd(as_json, params_path):
     """Print one experiment's decision per arm (metrics/decision/ARM.json): measure, mean,
     interval, Judged@k, and the difference from the baseline with its Holm-adjusted p-value
     (a field an arm's file lacks prints as `missing`; one it holds without a value, as
-    `undefined`).
+    `undefined`). A file of no arm of params is left out with a note, and an arm without a
+    file is named (JSON: not_arms, arms_without_file).
     In ppi mode these are PPI++'s, and a line says so; with the anytime stopping rule the
     differences are the rule's, and a second line says so.
     `dvc metrics show` lists every experiment of the repository; this lists one, then prints
@@ -131,6 +132,12 @@ def show_cmd(as_json, params_path):
 
     ex = Experiment.load(params_path)
     decisions = read_decisions(ex)
+    stray, absent = [], []
+    if ex.params.arms:  # the arms of params, and those that joined a frozen key
+        arms = set(ex.params.arms) | set(ex.params.holes.arms if ex.params.holes else ())
+        stray = sorted(set(decisions) - arms)
+        absent = sorted(arms - set(decisions)) if decisions else []
+        decisions = {a: d for a, d in decisions.items() if a in arms}
     rows = decision_rows(decisions)
     if not rows:
         raise InputError("no decision files yet", path=ex.path("decision"),
@@ -138,8 +145,8 @@ def show_cmd(as_json, params_path):
     name = experiment_name(ex)
     post_hoc = _post_hoc_key(ex)
     if as_json:
-        click.echo(json.dumps({"experiment": name, "arms": rows, "post_hoc_key": post_hoc},
-                              indent=2))
+        click.echo(json.dumps({"experiment": name, "arms": rows, "post_hoc_key": post_hoc,
+                               "not_arms": stray, "arms_without_file": absent}, indent=2))
         return
     key = next((d["key"] for d in decisions.values() if d.get("key")), None)
     baseline = next((r["baseline"] for r in rows if r["baseline"]), rows[0]["arm"])
@@ -168,6 +175,13 @@ def show_cmd(as_json, params_path):
         click.echo(line)
     if post_hoc is not None:
         click.echo(_post_hoc_line(post_hoc))
+    folder = ex.path("decision")
+    for arm in stray:  # as the publish stage leaves such a file out of the bundle
+        click.echo(f"note: {folder / (arm + '.json')} is the file of no arm of params; "
+                   "not shown")
+    if absent:
+        click.echo(f"note: no decision file for {', '.join(absent)} yet; run `dvc repro` "
+                   "until the report stage has run")
     click.echo(f"DVC's views of {name} alone:")
     for argv in dvc_commands(ex).values():
         click.echo("  " + shlex.join(argv))

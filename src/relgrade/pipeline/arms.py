@@ -273,7 +273,8 @@ def remove_arm(ex: Experiment, name: str) -> Experiment:
         raise InputError("not an arm of the experiment", path=ex.params.source,
                          item=f"arms.{name}", found=found)
     if len(arms) == 1:
-        raise InputError("an experiment needs at least one arm", item=name)
+        raise InputError("an experiment needs at least one arm", path=ex.params.source,
+                         item=f"arms.{name}")
     baseline = ex.params.metrics.baseline if ex.params.metrics is not None else None
     if name == baseline:
         raise InputError("the arm is the baseline others are compared with",
@@ -281,7 +282,8 @@ def remove_arm(ex: Experiment, name: str) -> Experiment:
                          fix="Set metrics.baseline to another arm first")
     fusing = sorted(a for a, c in arms.items() if name in (c.get("fuse") or []))
     if fusing:
-        raise InputError("the arm is fused by other arms", item=name, found=", ".join(fusing),
+        raise InputError("the arm is fused by other arms", path=ex.params.source,
+                         item=f"arms.{name}", found=", ".join(fusing),
                          fix="Remove those arms, or the arm from their `fuse`, first")
     params_path = ex.root / PARAMS_FILE
     params = write_section(params_path, "arms", {a: c for a, c in arms.items() if a != name})

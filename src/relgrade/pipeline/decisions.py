@@ -10,6 +10,7 @@ subfolder lists only what lies under that subfolder, whatever path it is given.
 from __future__ import annotations
 
 import json
+import math
 import subprocess
 from pathlib import Path
 
@@ -31,7 +32,7 @@ NUMBER_FIELDS = ("mean", "low", "high", "judged", "delta", "p_holm", "rank_low",
 TEXT_FIELDS = ("measure", "baseline", "estimator", "delta_estimator", "pool_version", "key")
 
 
-def check_decision(data, *, path) -> dict:
+def check_decision(data, *, path, committed: bool = False) -> dict:
     """A decision file's content, checked to be of the shape the metrics stage writes.
 
     Parameters
@@ -40,6 +41,9 @@ def check_decision(data, *, path) -> dict:
         The file as read from JSON.
     path : str or Path
         The file (or ``REV:PATH``), named in the message.
+    committed : bool, default False
+        The file was read from a git revision: the message's fix says that revision cannot
+        be compared as it is, rather than to restore the file.
 
     Returns
     -------
@@ -51,7 +55,7 @@ def check_decision(data, *, path) -> dict:
     InputError
         ``data`` is not a JSON object; it lacks ``measure`` or ``mean``; a field of
         :data:`NUMBER_FIELDS` (or one starting with ``model_only_`` or ``human_only_``) is
-        neither a number nor null; a field of :data:`TEXT_FIELDS` is neither text nor null.
+        neither a number nor null, or is NaN or infinite; a field of :data:`TEXT_FIELDS` is neither text nor null.
 
     Examples
     --------
@@ -62,7 +66,9 @@ def check_decision(data, *, path) -> dict:
     ...
     relgrade.errors.InputError: d/a.json: a decision file's mean must be a number or null (found 'x'). Restore the file (git checkout, or dvc repro rewrites it)
     """
-    fix = "Restore the file (git checkout, or dvc repro rewrites it)"
+    fix = ("That revision's file cannot be compared; compare other revisions, or commit a "
+           "file `dvc repro` rewrote" if committed else
+           "Restore the file (git checkout, or dvc repro rewrites it)")
     if not isinstance(data, dict):
         raise InputError("a decision file must be a JSON object of one arm's decision "
                          "(measure, mean, ...)", path=path,
@@ -78,6 +84,10 @@ def check_decision(data, *, path) -> dict:
                                              or not isinstance(value, (int, float))):
             raise InputError(f"a decision file's {name} must be a number or null", path=path,
                              found=repr(value), fix=fix)
+        if number and isinstance(value, float) and not math.isfinite(value):
+            # relgrade writes these files without NaN or infinity (JSON has neither)
+            raise InputError(f"a decision file's {name} must be a finite number or null",
+                             path=path, found=repr(value), fix=fix)
         if name in TEXT_FIELDS and value is not None and not isinstance(value, str):
             raise InputError(f"a decision file's {name} must be text or null", path=path,
                              found=repr(value), fix=fix)
@@ -135,5 +145,6 @@ def read_decisions(ex, rev: str | None = None) -> dict[str, dict]:
         except json.JSONDecodeError as e:
             raise InputError("not valid JSON", path=f"{rev}:{relative}/{name}", line=e.lineno,
                              found=e.msg) from None
-        out[name[:-len(".json")]] = check_decision(data, path=f"{rev}:{relative}/{name}")
+        out[name[:-len(".json")]] = check_decision(data, path=f"{rev}:{relative}/{name}",
+                                                   committed=True)
     return out
