@@ -17,8 +17,10 @@ ARM = {"kind": "file", "depth": 10, "source": "data/input/runs/fresh.trec"}
 
 def _holes(**change):
     p = copy.deepcopy(DEFAULT)
+    # the holes' sample is graded by a person: the default graders are both models
+    p["graders"]["person-h"] = {"role": "auditor", "kind": "human"}
     p["holes"] = {"arms": {"fresh": ARM}, "model_grader": "auditor-b",
-                  "human_grader": "grader-a", "human_fraction": 0.1} | change
+                  "human_grader": "person-h", "human_fraction": 0.1} | change
     return p
 
 
@@ -39,6 +41,11 @@ def test_a_holes_section_takes_the_transport_defaults(tmp_path):
     ({"arms": {"bm25": ARM}}, "holes.arms.bm25 is also under arms"),
     ({"model_grader": "judge"}, "holes.model_grader judge is not declared under graders"),
     ({"human_grader": "auditor-b"}, "holes.human_grader auditor-b is also the model grader"),
+    ({"human_grader": "grader-a"}, "holes.human_grader grader-a is a grader of kind model "
+                                   "(graders.grader-a.kind): the human_grader must be of kind "
+                                   "human (or import)"),
+    ({"model_grader": "person-h", "human_grader": "grader-a"},
+     "holes.model_grader person-h is a grader of kind human"),
     ({"human_fraction": 0}, "holes.human_fraction: must be a number in (0, 1]"),
     ({"transport_tolerance": -0.1}, "holes.transport_tolerance"),
     ({"arms": {"fresh": {"kind": "bm25", "depth": 10}}}, "holes.arms.fresh"),
