@@ -102,16 +102,22 @@ def _params_key(ex) -> str:
     return Path(os.path.relpath(Path(ex.params.source), ex.root)).as_posix()
 
 
+def _dvc_yaml_stages(dvc_yaml: Path) -> Mapping | None:
+    """``dvc_yaml``'s ``stages`` mapping as DVC reads it; None when it cannot be read."""
+    try:
+        stages = _load_as_dvc(dvc_yaml).get("stages")
+    except (InputError, AttributeError):
+        return None
+    return stages if isinstance(stages, Mapping) else None
+
+
 def _stages_now(dvc_yaml: Path, raw) -> set[str] | None:
     """The stage names ``dvc_yaml`` defines with params ``raw``: a plain stage's name, and
     ``NAME@ITEM`` for each item a ``foreach: ${KEY}`` stage expands over (the keys of a
     mapping, the items of a list), as DVC names them; None when the file cannot be read or
     a ``foreach`` is of another form (every lock stage is then compared)."""
-    try:
-        stages = _load_as_dvc(dvc_yaml).get("stages")
-    except (InputError, AttributeError):
-        return None
-    if not isinstance(stages, Mapping):
+    stages = _dvc_yaml_stages(dvc_yaml)
+    if stages is None:
         return None
     names = set()
     for name, body in stages.items():
@@ -219,11 +225,8 @@ def _kept_outputs(dvc_yaml: Path, raw) -> set[str] | None:
     cannot be resolved so is left out. None when the file cannot be read."""
     import re
 
-    try:
-        stages = _load_as_dvc(dvc_yaml).get("stages")
-    except (InputError, AttributeError):
-        return None
-    if not isinstance(stages, Mapping):
+    stages = _dvc_yaml_stages(dvc_yaml)
+    if stages is None:
         return None
     var = re.compile(r"\$\{\s*([^}]+?)\s*\}")
     out: set[str] = set()
