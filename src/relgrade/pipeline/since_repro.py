@@ -15,7 +15,6 @@ lock), compared with the files now, hashed as DVC 3 hashes them.
 
 from __future__ import annotations
 
-import contextlib
 import os
 from collections.abc import Mapping
 from pathlib import Path
@@ -36,39 +35,22 @@ def _lookup(raw: Mapping, key: str):
     return value
 
 
-#: Within :func:`one_reading`: the files :func:`_load_as_dvc` parsed, by path.
-_READ: dict | None = None
-
-
-@contextlib.contextmanager
-def one_reading():
-    """Within the block, :func:`_load_as_dvc` parses each file once: the status compares
-    params and then inputs with one ``dvc.lock`` and one ``dvc.yaml`` (what is read is
-    never changed)."""
-    global _READ
-    outer = _READ
-    _READ = {} if outer is None else outer
-    try:
-        yield
-    finally:
-        _READ = outer
-
-
-def _load_as_dvc(path: Path):
+def _load_as_dvc(path: Path, read: dict | None = None):
     """A YAML file read as DVC reads ``dvc.lock`` and params files: ruamel.yaml's safe
     loader (YAML 1.2; PyYAML reads the ``1e-07`` DVC writes as a string, ``yes`` as a
-    boolean). Raises InputError naming ``path`` when it cannot be read or parsed. Within
-    :func:`one_reading`, a file read before is not parsed again."""
+    boolean). Raises InputError naming ``path`` when it cannot be read or parsed. With
+    ``read`` (resolved path → parsed content, filled here), a file read before is not
+    parsed again."""
     from ruamel.yaml import YAML
     from ruamel.yaml.error import YAMLError
 
     seen = str(Path(path).resolve())
-    if _READ is not None and seen in _READ:
-        return _READ[seen]
+    if read is not None and seen in read:
+        return read[seen]
     try:
         data = YAML(typ="safe").load(path.read_bytes())
-        if _READ is not None:
-            _READ[seen] = data
+        if read is not None:
+            read[seen] = data
         return data
     except OSError as e:
         raise InputError("cannot be read", path=path, found=e.strerror) from None
@@ -79,15 +61,15 @@ def _load_as_dvc(path: Path):
                          found=getattr(e, "problem", None)) from None
 
 
-def _lock_and_params(ex, lock_path: Path):
+def _lock_and_params(ex, lock_path: Path, read: dict | None):
     """The lock's ``stages`` mapping and the params file, both read as DVC reads them; or the
     state to report instead (``{"state": "no run"}`` when there is no lock or no stage in it,
     ``{"state": "unreadable", "error": ...}`` when either file cannot be read)."""
     if not lock_path.exists():
         return {"state": "no run"}
     try:
-        lock = _load_as_dvc(lock_path)
-        raw = _load_as_dvc(Path(ex.params.source))
+        lock = _load_as_dvc(lock_path, read)
+        raw = _load_as_dvc(Path(ex.params.source), read)
     except InputError as e:
         return {"state": "unreadable", "error": str(e)}
     stages = lock.get("stages") if isinstance(lock, Mapping) else None
@@ -102,21 +84,21 @@ def _params_key(ex) -> str:
     return Path(os.path.relpath(Path(ex.params.source), ex.root)).as_posix()
 
 
-def _dvc_yaml_stages(dvc_yaml: Path) -> Mapping | None:
+def _dvc_yaml_stages(dvc_yaml: Path, read: dict | None) -> Mapping | None:
     """``dvc_yaml``'s ``stages`` mapping as DVC reads it; None when it cannot be read."""
     try:
-        stages = _load_as_dvc(dvc_yaml).get("stages")
+        stages = _load_as_dvc(dvc_yaml, read).get("stages")
     except (InputError, AttributeError):
         return None
     return stages if isinstance(stages, Mapping) else None
 
 
-def _stages_now(dvc_yaml: Path, raw) -> set[str] | None:
+def _stages_now(dvc_yaml: Path, raw, read: dict | None = None) -> set[str] | None:
     """The stage names ``dvc_yaml`` defines with params ``raw``: a plain stage's name, and
     ``NAME@ITEM`` for each item a ``foreach: ${KEY}`` stage expands over (the keys of a
     mapping, the items of a list), as DVC names them; None when the file cannot be read or
     a ``foreach`` is of another form (every lock stage is then compared)."""
-    stages = _dvc_yaml_stages(dvc_yaml)
+    stages = _dvc_yaml_stages(dvc_yaml, read)
     if stages is None:
         return None
     names = set()
@@ -134,13 +116,16 @@ def _stages_now(dvc_yaml: Path, raw) -> set[str] | None:
     return names
 
 
-def params_since_repro(ex) -> dict:
+def params_since_repro(ex, *, read: dict | None = None) -> dict:
     """Compare the experiment's params with what its last ``dvc repro`` recorded.
 
     Parameters
     ----------
     ex : relgrade.experiment.files.Experiment
         The experiment (its ``dvc.lock`` beside the params file).
+    read : dict, optional
+        Resolved path → parsed YAML, shared by calls that read the same ``dvc.lock``,
+        ``dvc.yaml`` and params file (filled here); None parses every file anew.
 
     Returns
     -------
@@ -168,14 +153,14 @@ def params_since_repro(ex) -> dict:
     the first stage's.
     """
     lock_path, _ = ex.dvc_files()
-    read = _lock_and_params(ex, lock_path)
-    if isinstance(read, dict):
-        return read
-    stages, raw = read
+    got = _lock_and_params(ex, lock_path, read)
+    if isinstance(got, dict):
+        return got
+    stages, raw = got
     name = _params_key(ex)
     # a stage dvc.yaml no longer has (a removed arm's retrieve@ARM) stays in the lock, but
     # dvc repro never runs it: its record is not compared
-    defined = _stages_now(lock_path.with_name("dvc.yaml"), raw)
+    defined = _stages_now(lock_path.with_name("dvc.yaml"), raw, read)
     keys: dict[str, dict] = {}
     changed_stages: list[str] = []
     arms_then = _MISSING
@@ -218,14 +203,14 @@ def params_since_repro(ex) -> dict:
 
 # --- inputs edited since the last run ----------------------------------------------------
 
-def _kept_outputs(dvc_yaml: Path, raw) -> set[str] | None:
+def _kept_outputs(dvc_yaml: Path, raw, read: dict | None = None) -> set[str] | None:
     """The paths of the outputs ``dvc_yaml`` keeps in git (``cache: false``: manifests, the
     audit lock, the key and its record, metrics files), with ``${KEY}`` read from params
     ``raw`` and a ``foreach`` stage's ``${key}`` set to each item; an output whose path
     cannot be resolved so is left out. None when the file cannot be read."""
     import re
 
-    stages = _dvc_yaml_stages(dvc_yaml)
+    stages = _dvc_yaml_stages(dvc_yaml, read)
     if stages is None:
         return None
     var = re.compile(r"\$\{\s*([^}]+?)\s*\}")
@@ -364,7 +349,7 @@ def _change(path: Path, recorded: Mapping, ignore: list[str]) -> str | None:
     return None if md5 == want else "edited"
 
 
-def inputs_since_repro(ex) -> dict:
+def inputs_since_repro(ex, *, read: dict | None = None) -> dict:
     """Compare the experiment's inputs with what its last ``dvc repro`` recorded.
 
     The files compared are those ``dvc.lock`` records for the stages ``dvc.yaml`` still
@@ -380,6 +365,8 @@ def inputs_since_repro(ex) -> dict:
     ----------
     ex : relgrade.experiment.files.Experiment
         The experiment (its ``dvc.lock`` and ``dvc.yaml`` beside the params file).
+    read : dict, optional
+        As :func:`params_since_repro`'s: files already parsed there are not parsed again.
 
     Returns
     -------
@@ -394,13 +381,13 @@ def inputs_since_repro(ex) -> dict:
         brings the outputs up to date.
     """
     lock_path, _ = ex.dvc_files()
-    read = _lock_and_params(ex, lock_path)
-    if isinstance(read, dict):
-        return read
-    stages, raw = read
+    got = _lock_and_params(ex, lock_path, read)
+    if isinstance(got, dict):
+        return got
+    stages, raw = got
     dvc_yaml = lock_path.with_name("dvc.yaml")
-    defined = _stages_now(dvc_yaml, raw)
-    kept = _kept_outputs(dvc_yaml, raw)
+    defined = _stages_now(dvc_yaml, raw, read)
+    kept = _kept_outputs(dvc_yaml, raw, read)
     if kept is None:
         return {"state": "unreadable", "error": f"{dvc_yaml}: cannot be read"}
     entries = {str(s): e for s, e in stages.items() if isinstance(e, Mapping)

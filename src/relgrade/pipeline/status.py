@@ -26,7 +26,7 @@ from relgrade.experiment.files import Experiment
 from relgrade.experiment.layout import (grade_commands, packets_build_command, repro_command,
                                       review_command)
 from relgrade.pipeline.judgments import judgments, pending_status
-from relgrade.pipeline.since_repro import inputs_since_repro, one_reading, params_since_repro
+from relgrade.pipeline.since_repro import inputs_since_repro, params_since_repro
 from relgrade.experiment.params import Params
 from relgrade.io import files as io
 from relgrade.protocol import bank, grades, triage
@@ -592,10 +592,10 @@ def read_status(ex: Experiment) -> dict:
         st["refresh"] = refresh
     st["design"] = {"unfilled": unfilled_parts(ex)}
     # params edited since the last run: what is above is the last run's
-    with one_reading():  # one parse of dvc.lock and dvc.yaml for both
-        st["params_changed"] = params_since_repro(ex)
-        # inputs edited since the last run (a grade file, the audit lock): the same
-        st["inputs_changed"] = inputs_since_repro(ex)
+    read: dict = {}  # one parse of dvc.lock, dvc.yaml and params for both comparisons
+    st["params_changed"] = params_since_repro(ex, read=read)
+    # inputs edited since the last run (a grade file, the audit lock): the same
+    st["inputs_changed"] = inputs_since_repro(ex, read=read)
     warnings = share_warnings(ex)
     if warnings:
         st["warnings"] = warnings
