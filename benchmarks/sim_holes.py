@@ -16,7 +16,9 @@ arm's holes (``p = bias / share of pairs below grade 3``).
 
 The model grades every hole; people grade every hole of a seeded uniform sample of
 ``fraction`` of the queries with holes, and the model also grades the pool's pairs of those
-queries (the transport check's old side). Every estimate comes from the library
+queries (the transport check's old side). The rank-sets of the old arms and the new arm
+(``new_arm_rank_sets``, 1,000 resamples) are checked against the true ranks of the old arms'
+means and the new arm's true mean. Every estimate comes from the library
 (:mod:`relgrade.evaluation.holes`). Run::
 
     python benchmarks/sim_holes.py --replicates 500 --seed 20261206
@@ -33,7 +35,7 @@ import time
 
 import numpy as np
 
-from relgrade.evaluation.holes import (new_arm_comparisons, new_arm_estimate,
+from relgrade.evaluation.holes import (new_arm_comparisons, new_arm_estimate, new_arm_rank_sets,
                                        sample_hole_queries, transport_check)
 from relgrade.evaluation.pooled import ndcg_at_k
 
@@ -43,7 +45,8 @@ K = 10
 
 
 def replicate(rng: np.random.Generator, *, n_queries: int, n_docs: int, fraction: float,
-              bias_old: float, bias_new: float, alpha: float, tolerance: float) -> dict:
+              bias_old: float, bias_new: float, alpha: float, tolerance: float,
+              rank_resamples: int = 1000) -> dict:
     """One experiment: the new arm's estimates, its comparisons and the transport verdict."""
     r = rng.normal(0.0, 0.5, (n_queries, 1)) + rng.normal(0.0, 1.0, (n_queries, n_docs))
     grade = np.digitize(r, CUTS).astype(np.float64)
@@ -79,6 +82,9 @@ def replicate(rng: np.random.Generator, *, n_queries: int, n_docs: int, fraction
     comp = new_arm_comparisons("new", filled=filled, holes=holes, pairs=pairs, sample=sample,
                                human=truth_q[sample],
                                old={f"o{i}": old_vals[i] for i in range(len(OLD_BETA))})
+    ranks = new_arm_rank_sets(filled=filled, holes=holes, pairs=pairs, sample=sample,
+                              human=truth_q[sample], rng=rng, n_resamples=rank_resamples,
+                              old={f"o{i}": old_vals[i] for i in range(len(OLD_BETA))})
     sq = np.zeros(n_queries, dtype=bool)
     sq[sample] = True
     old_pairs = pooled & sq[:, None]
@@ -91,6 +97,9 @@ def replicate(rng: np.random.Generator, *, n_queries: int, n_docs: int, fraction
     truth = float(truth_q.mean())
     diff_truth = truth - old_vals.mean(axis=1)
     ppi, naive = est["ppi++"], est["model-only"]
+    # true ranks (1 the best) of the old arms' means and the new arm's true mean
+    true_vals = np.append(old_vals.mean(axis=1), truth)
+    true_rank = 1 + (true_vals[None, :] > true_vals[:, None]).sum(axis=1)
     return {"truth": truth, "ppi_cover": ppi.covers(truth), "naive_cover": naive.covers(truth),
             "ppi_err": ppi.estimate - truth, "naive_err": naive.estimate - truth,
             "ppi_width": ppi.high - ppi.low, "ppi_capped": ppi.capped,
@@ -98,6 +107,10 @@ def replicate(rng: np.random.Generator, *, n_queries: int, n_docs: int, fraction
                            zip(comp["low"], comp["high"], diff_truth)],
             "hole_rate": float(holes.sum() / pairs.sum()),
             "holes_graded": float(hole[sample].sum() / hole.sum()), "n": int(sample.size),
+            "rank_cover": bool(((ranks.rank_low <= true_rank)
+                                 & (true_rank <= ranks.rank_high)).all()),
+            "rank_size_new": int(ranks.rank_high[-1] - ranks.rank_low[-1] + 1),
+            "rank_size_mean": float((ranks.rank_high - ranks.rank_low + 1).mean()),
             "refuse": tc.refuse, "bias_diff_seen": tc.difference,
             "bias_diff_pop": float((model - grade)[hole].mean()
                                    - (model - grade)[pooled].mean())}
@@ -121,7 +134,10 @@ def run(setting: dict, replicates: int, seed: int) -> dict:
             "holes_human_graded": float(col["holes_graded"].mean()),
             "sampled_queries": float(col["n"].mean()),
             "bias_difference_population": float(col["bias_diff_pop"].mean()),
-            "transport_refused": float(col["refuse"].mean())}
+            "transport_refused": float(col["refuse"].mean()),
+            "rank_set_coverage": float(col["rank_cover"].mean()),
+            "rank_set_size_new_arm": float(col["rank_size_new"].mean()),
+            "rank_set_size_mean": float(col["rank_size_mean"].mean())}
 
 
 def main(argv=None) -> None:
@@ -157,7 +173,9 @@ def main(argv=None) -> None:
               f"holes graded by people {res['holes_human_graded']:.3f}, "
               f"sampled queries {res['sampled_queries']:.1f}; ppi++ bias "
               f"{res['ppi_bias']:+.4f}, width {res['ppi_mean_width']:.4f}, capped "
-              f"{res['ppi_capped']:.3f}; model-only bias {res['model_only_bias']:+.4f}",
+              f"{res['ppi_capped']:.3f}; model-only bias {res['model_only_bias']:+.4f}; "
+              f"rank-sets cover {res['rank_set_coverage']:.3f}, new arm's set size "
+              f"{res['rank_set_size_new_arm']:.2f}, mean size {res['rank_set_size_mean']:.2f}",
               flush=True)
     print(f"CPU seconds: {time.process_time() - t0:.1f} (load average "
           f"{os.getloadavg()[0]:.1f})", file=sys.stderr)

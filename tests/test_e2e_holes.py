@@ -229,6 +229,15 @@ def test_new_arms_on_a_frozen_key_get_their_corrected_estimates_and_change_nothi
     assert (decision["baseline"], decision["delta"], decision["p_holm"]) == (
         "lexical", vs["estimate"], vs["p_holm"])
     assert decision["judged"] == pytest.approx(1 - 8 / 56)   # what the key graded of its 56
+    # its rank among the old arms and itself: the record's rank-set, every arm in it, the
+    # new arm's estimate the corrected one; the old arms' files keep their own ranks
+    ranks = fresh["rank_set"]
+    assert set(ranks["arms"]) == {*tiny.ARMS, "fresh"}
+    assert ranks["arms"]["fresh"]["estimate"] == ppi["estimate"]
+    assert (decision["rank_low"], decision["rank_high"]) == (
+        ranks["arms"]["fresh"]["rank_low"], ranks["arms"]["fresh"]["rank_high"])
+    assert 1 <= decision["rank_low"] <= decision["rank_high"] <= len(tiny.ARMS) + 1
+    assert holes["design"]["rank_set_streams"]["fresh"] == "holes-rank-sets-fresh"
     # its comparisons are verdicts on the primary measure: in the report and verdicts.sh
     text = (root / "metrics/report.md").read_text()
     verdicts = text[text.index("## Verdicts\n"):]
@@ -250,6 +259,7 @@ def test_new_arms_on_a_frozen_key_get_their_corrected_estimates_and_change_nothi
     assert refused["mean"] == lax["estimates"]["ppi++"]["estimate"]
     report = (root / "metrics/report.md").read_text()
     assert "## New arm fresh on the frozen key" in report
+    assert "- rank among the old arms: " in report and "tied groups, best first: " in report
     section = report[report.index("## New arm skewed on the frozen key"):]
     assert "- **level claim refused**: the model grader's bias on the sampled holes " \
            "(2.000 grade) differs from its bias on the old arms' pairs (0.000) by 2.000" in section

@@ -273,3 +273,45 @@ def test_the_new_arms_per_query_metric_from_the_filled_key_feeds_the_estimate():
     # every query has a hole (no exact stratum)
     assert est.estimate == pytest.approx((2 * low + 1) / 3, abs=1e-12)
     assert est.lam == 0.0
+
+
+# Old arms around the new arm (its estimate THETA = 0.4333): one better by 0.5 on every
+# query, one at 0 everywhere, and a twin equal to the filled values, so its mean is THETA
+# too (the model values of the stratum with holes are constant: lambda 0 on every resample).
+OLD = {"high": FILLED + 0.5, "low": np.zeros(6), "twin": FILLED.copy()}
+
+
+def _ranks(rng_seed=0, **kw):
+    return holes.new_arm_rank_sets(filled=FILLED, holes=HOLES, pairs=PAIRS, sample=SAMPLE,
+                                   human=HUMAN, old=kw.pop("old", OLD),
+                                   rng=np.random.default_rng(rng_seed), **kw)
+
+
+def test_a_new_arms_rank_set_ranks_it_by_its_corrected_estimate_among_the_old_arms():
+    r = _ranks()
+    # estimates: the old arms' means, then the new arm's (new_arm_estimate's, by hand)
+    assert r.estimate == pytest.approx([THETA + 0.5, 0.0, THETA, THETA], abs=1e-15)
+    est = holes.new_arm_estimate(filled=FILLED, holes=HOLES, pairs=PAIRS, sample=SAMPLE,
+                                 human=HUMAN)["ppi++"].estimate
+    assert r.estimate[-1] == pytest.approx(est, abs=1e-15)
+    # high is surely first and low surely last; the twin and the new arm share ranks 2-3
+    assert r.rank_low.tolist() == [1, 4, 2, 2]
+    assert r.rank_high.tolist() == [1, 4, 3, 3]
+    assert r.tied_groups() == [[0], [2, 3], [1]]
+
+
+def test_a_new_arms_rank_set_repeats_with_its_seed():
+    a, b = _ranks(7), _ranks(7)
+    assert a.critical == b.critical and a.n_resamples == 1000
+    assert _ranks(7, n_resamples=200).n_resamples == 200
+
+
+@pytest.mark.parametrize("kw, rule", [
+    ({"old": {}}, "at least one old arm"),
+    ({"old": {"a": np.zeros(5)}}, "one value per query"),
+    ({"n_resamples": 50}, "at least 100 bootstrap resamples"),
+    ({"level": 1.0}, "level must lie in"),
+])
+def test_bad_input_to_a_new_arms_rank_set_is_refused(kw, rule):
+    with pytest.raises(InputError, match=rule):
+        _ranks(**kw)

@@ -48,7 +48,8 @@ import numpy as np
 import pandas as pd
 
 from relgrade.errors import InputError
-from relgrade.evaluation.ppi import holm, human_sample
+from relgrade.evaluation import ranksets
+from relgrade.evaluation.ppi import holm, human_sample, tune_lambda_shared
 from relgrade.evaluation.ppi_table import estimate_rows
 from relgrade.ranking import top_k
 from relgrade.schema import KEY, PAIR, RUN, require
@@ -655,3 +656,106 @@ def transport_check(*, old_model, old_human, old_query, new_model, new_human, ne
                           df=float(df), p=p, low=diff - half, high=diff + half,
                           pairs_old=m_old, pairs_new=m_new, queries_old=c_old,
                           queries_new=c_new, alpha=a, tolerance=tol, refuse=refuse)
+
+
+#: How a new arm's rank-set among the old arms is built, in words (recorded beside it).
+RANK_SET_METHOD = (
+    "simultaneous max-t bootstrap intervals of every pairwise difference of the old arms' "
+    "means on the frozen key and the new arm's PPI++ estimate on its holes; each resample "
+    "draws the queries without holes and the queries with holes (paired across the arms), "
+    "and independently the human sample of holes, and re-tunes the new arm's lambda; "
+    "rank_low = 1 + arms surely better, rank_high = arms - arms surely worse")
+
+
+def new_arm_rank_sets(*, filled, holes, pairs, sample, human,
+                      old: Mapping[str, np.ndarray], rng: np.random.Generator,
+                      level: float = 0.95, n_resamples: int = 1000):
+    """The old arms' and the new arm's rank intervals with simultaneous coverage.
+
+    Parameters
+    ----------
+    filled, holes, pairs, sample, human
+        As in :func:`new_arm_estimate`.
+    old : mapping of arm -> array-like of shape (N,), float
+        Each old arm's per-query metric on the frozen key, the queries in ``filled``'s order
+        (at least one old arm).
+    rng : numpy.random.Generator
+        Source of the bootstrap: for consecutive blocks of resamples (their sizes depend
+        only on the shapes), ``rng.integers`` over the queries without holes, then over the
+        queries with holes, then over the sample.
+    level : float, default 0.95
+        Simultaneous coverage of the rank intervals.
+    n_resamples : int, default 1000
+        Bootstrap resamples (at least 100).
+
+    Returns
+    -------
+    relgrade.evaluation.ranksets.RankSets
+        Over the arms in ``old``'s order, then the new arm (last); ``estimate`` is each old
+        arm's mean and the new arm's PPI++ estimate (:func:`new_arm_estimate`'s).
+
+    Raises
+    ------
+    InputError
+        As :func:`new_arm_estimate`; no old arm, or an old arm without one finite value per
+        query; a level outside (0, 1) or fewer than 100 resamples.
+
+    Notes
+    -----
+    The rank-sets of :mod:`relgrade.evaluation.ranksets` (max-t over every pair of arms,
+    Chatzi et al., NeurIPS 2024) with the new arm's estimator of :func:`new_arm_estimate`.
+    The strata are resampled within themselves (their sizes held fixed, as the estimate
+    holds them), paired across the arms so that query difficulty cancels in the
+    differences; the human sample is resampled on its own, as ``ppi_rank_sets`` resamples
+    ppi mode's sample, and ``lambda`` is re-tuned on each resample
+    (:func:`relgrade.evaluation.ppi.tune_lambda_shared` with one row) so its tuning is
+    counted.
+    """
+    f, h, _, s, y = _design(filled, holes, pairs, sample, human)
+    if s.size < 3:
+        raise InputError("the new arm's rank-set needs at least 3 sampled queries",
+                         found=f"{s.size}", fix="raise holes.human_fraction")
+    names = list(old)
+    if not names:
+        raise InputError("a rank-set of a new arm needs at least one old arm", found="none")
+    rows = []
+    for name in names:
+        o = _vector(old[name], f"old arm {name}'s per-query values")
+        if o.size != f.size:
+            raise InputError("an old arm needs one value per query of the new arm",
+                             item=str(name), found=f"{o.size} values, {f.size} queries")
+        rows.append(o)
+    o = np.vstack(rows)                                                 # (K, N)
+    lv, b = ranksets.check_resampling(level, n_resamples)
+    hole_q, exact_q = np.flatnonzero(h > 0), np.flatnonzero(h == 0)
+    big_n, n, n_h, n_0 = f.size, s.size, hole_q.size, exact_q.size
+    lam = tune_lambda_shared(y[None, :], f[s][None, :], f[hole_q][None, :])
+    theta_h = lam * f[hole_q].mean() + (y - lam * f[s]).mean()
+    theta = (n_h * theta_h + (f[exact_q].sum() if n_0 else 0.0)) / big_n
+    est = np.append(o.mean(axis=1), theta)
+    o0, oh, f0, fh, fs = o[:, exact_q], o[:, hole_q], f[exact_q], f[hole_q], f[s]
+    blocks = []
+    for size in ranksets.resample_blocks(b, (o.shape[0] + 1) * (big_n + n)):
+        i0 = rng.integers(0, n_0, size=(size, n_0)) if n_0 else None
+        ih = rng.integers(0, n_h, size=(size, n_h))
+        si = rng.integers(0, n, size=(size, n))
+        old_sum = oh[:, ih].sum(axis=2)                                 # (K, B)
+        new_exact = np.zeros(size)
+        if n_0:
+            old_sum = old_sum + o0[:, i0].sum(axis=2)
+            new_exact = f0[i0].sum(axis=1)
+        fhs, ys, xs = fh[ih], y[si], fs[si]                             # (B, N_h), (B, n)
+        cov = ((ys - ys.mean(axis=1, keepdims=True))
+               * (xs - xs.mean(axis=1, keepdims=True))).mean(axis=1)
+        tot = n + n_h
+        s1 = xs.sum(axis=1) + fhs.sum(axis=1)
+        s2 = (xs ** 2).sum(axis=1) + (fhs ** 2).sum(axis=1)
+        var = (s2 - s1 ** 2 / tot) / (tot - 1)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            lam_b = np.where(var > 0, cov / ((1.0 + n / n_h) * np.where(var > 0, var, 1.0)),
+                             0.0)
+        lam_b = np.clip(lam_b, 0.0, 1.0)
+        theta_hb = lam_b * fhs.mean(axis=1) + (ys - lam_b[:, None] * xs).mean(axis=1)
+        new = (n_h * theta_hb + new_exact) / big_n
+        blocks.append(np.column_stack([old_sum.T / big_n, new]))
+    return ranksets.from_bootstrap(est, np.concatenate(blocks), level=lv)

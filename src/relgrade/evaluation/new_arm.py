@@ -133,7 +133,8 @@ def new_arm_report(*, arm: str, run: pd.DataFrame, key: pd.DataFrame, queries: S
                    sample: Sequence[str], old: Mapping[str, pd.Series],
                    old_pairs: pd.DataFrame, measure: str, relevant_min: int = 1,
                    ties: str = "score", level: float = 0.95, alpha: float = 0.05,
-                   tolerance: float = 0.1) -> dict:
+                   tolerance: float = 0.1, rng: np.random.Generator | None = None,
+                   n_resamples: int = 1000) -> dict:
     """The new arm's record: hole rate, corrected estimate, differences, transport verdict.
 
     Parameters
@@ -170,6 +171,10 @@ def new_arm_report(*, arm: str, run: pd.DataFrame, key: pd.DataFrame, queries: S
     alpha, tolerance : float
         The transport rule's level and tolerance in grades (params
         ``holes.transport_alpha`` and ``holes.transport_tolerance``).
+    rng : numpy.random.Generator, optional
+        Source of the rank-set's bootstrap; None (or no old arm): no rank-set.
+    n_resamples : int, default 1000
+        The rank-set's bootstrap resamples (at least 100).
 
     Returns
     -------
@@ -185,7 +190,10 @@ def new_arm_report(*, arm: str, run: pd.DataFrame, key: pd.DataFrame, queries: S
         [-1, 1] for a difference; ``clipped`` says whether an end moved), as ppi mode cuts
         them; ``transport``
         (:meth:`relgrade.evaluation.holes.TransportCheck.to_dict`); ``level_claim`` (a value
-        of :data:`LEVEL_CLAIM`).
+        of :data:`LEVEL_CLAIM`); with ``rng`` and an old arm, ``rank_set``: the old arms'
+        and the new arm's rank intervals with simultaneous coverage ``level``
+        (:func:`relgrade.evaluation.holes.new_arm_rank_sets`), ``{"measure", "method",
+        "queries"}`` and :meth:`relgrade.evaluation.ranksets.RankSets.to_dict`.
 
     Raises
     ------
@@ -250,6 +258,11 @@ def new_arm_report(*, arm: str, run: pd.DataFrame, key: pd.DataFrame, queries: S
         old_query=ref["query_id"].to_numpy(), new_model=both["model"].to_numpy(dtype=float),
         new_human=both["human"].to_numpy(dtype=float), new_query=both["query_id"].to_numpy(),
         alpha=alpha, tolerance=tolerance)
+    rank_set = None
+    if rng is not None and old_values:
+        r = hl.new_arm_rank_sets(old=old_values, rng=rng, n_resamples=n_resamples, **design)
+        rank_set = {"measure": str(measure), "method": hl.RANK_SET_METHOD,
+                    "queries": len(qs)} | r.to_dict([*old_values, str(arm)])
     bounds = _range(measure)
     diff_bounds = None if bounds is None else (bounds[0] - bounds[1], bounds[1] - bounds[0])
     return {
@@ -264,7 +277,7 @@ def new_arm_report(*, arm: str, run: pd.DataFrame, key: pd.DataFrame, queries: S
                         for row in comps.to_dict(orient="records")],
         "transport": check.to_dict(),
         "level_claim": LEVEL_CLAIM[check.refuse],
-    }
+    } | ({"rank_set": rank_set} if rank_set is not None else {})
 
 
 def _range(measure: str):
@@ -388,7 +401,9 @@ def decision_fields(record: dict, *, key_sha256: str | None = None,
         key graded, before the holes were; absent when the arm has no such pair), then
         ``pool_version`` and ``key`` when given, and with a baseline among the old arms
         ``baseline``, ``delta`` (new − baseline on the same corrected per-query values) and
-        ``p_holm`` (Holm over every old arm; each one's difference is in the record).
+        ``p_holm`` (Holm over every old arm; each one's difference is in the record);
+        with the record's ``rank_set``, the arm's ``rank_low`` and ``rank_high`` among the
+        old arms and itself (the old arms' files keep their ranks among themselves).
     """
     e = record["estimates"]
     out = {"measure": record["measure"], "mean": e["ppi++"]["estimate"],
@@ -404,6 +419,9 @@ def decision_fields(record: dict, *, key_sha256: str | None = None,
     for row in record["comparisons"]:
         if baseline is not None and row["arm_b"] == str(baseline):
             out.update(baseline=row["arm_b"], delta=row["estimate"], p_holm=row["p_holm"])
+    ranks = (record.get("rank_set") or {}).get("arms", {}).get(record["arm"])
+    if ranks:
+        out.update(rank_low=ranks["rank_low"], rank_high=ranks["rank_high"])
     return out
 
 
@@ -501,4 +519,20 @@ def report_lines(record: dict) -> list[str]:
         lines.append(f"- {row['arm_a']} − {row['arm_b']}: {_f(row['estimate'])} "
                      f"[{_f(row['low'])}, {_f(row['high'])}], Holm p = {row['p_holm']:.2g}"
                      + (" (significant)" if row["significant"] else ""))
+    lines.extend(_rank_lines(record))
     return lines
+
+
+def _rank_lines(record: dict) -> list[str]:
+    """The new arm's rank among the old arms and its tied groups, or nothing."""
+    rs = record.get("rank_set")
+    if not rs:
+        return []
+    me = rs["arms"][record["arm"]]
+    ranks = (str(me["rank_low"]) if me["rank_low"] == me["rank_high"]
+             else f"{me['rank_low']}–{me['rank_high']}")
+    groups = "; ".join(", ".join(g) for g in rs["tied_groups"])
+    return [f"- rank among the old arms: {ranks} of {len(rs['arms'])} "
+            f"({round(100 * rs['level'])}% simultaneous rank-sets of the old arms and "
+            f"{record['arm']}, {rs['n_resamples']} resamples); tied groups, best first: "
+            f"{groups}. The old arms' own rank-sets above leave the new arms out"]

@@ -122,13 +122,33 @@ METHOD_PPI = ("simultaneous max-t bootstrap intervals of every pairwise differen
 BLOCK_ELEMENTS = 1 << 22
 
 
-def _blocks(n_resamples: int, per_resample: int):
-    """Sizes of consecutive blocks of resamples, each under :data:`BLOCK_ELEMENTS`."""
+def resample_blocks(n_resamples: int, per_resample: int):
+    """Sizes of consecutive blocks of resamples, each under :data:`BLOCK_ELEMENTS` elements.
+
+    Parameters
+    ----------
+    n_resamples : int
+        Resamples in all.
+    per_resample : int
+        Elements one resample gathers (arms times queries).
+
+    Returns
+    -------
+    list of int
+        Block sizes summing to ``n_resamples``; they depend on the two arguments only.
+    """
     step = max(1, BLOCK_ELEMENTS // max(1, per_resample))
     return [min(step, n_resamples - i) for i in range(0, n_resamples, step)]
 
 
-def _check(level, n_resamples) -> tuple[float, int]:
+def check_resampling(level, n_resamples) -> tuple[float, int]:
+    """``level`` and ``n_resamples`` as a float and an int.
+
+    Raises
+    ------
+    InputError
+        ``level`` outside (0, 1), or fewer than 100 resamples.
+    """
     lv = float(level)
     if not 0.0 < lv < 1.0:
         raise InputError("the rank-sets' level must lie in (0, 1)", found=str(level))
@@ -263,11 +283,11 @@ def rank_sets(values, *, rng: np.random.Generator, level: float = 0.95,
     ([1, 2, 3], [1, 2, 3])
     """
     v = _matrix(values, "per-query values", 2)
-    lv, b = _check(level, n_resamples)
+    lv, b = check_resampling(level, n_resamples)
     q = v.shape[1]
     if weights is None:
         boot = np.concatenate([v[:, rng.integers(0, q, size=(rows, q))].mean(axis=2).T
-                               for rows in _blocks(b, v.shape[0] * q)])    # (B, K)
+                               for rows in resample_blocks(b, v.shape[0] * q)])    # (B, K)
         return from_bootstrap(v.mean(axis=1), boot, level=lv,
                               higher_is_better=higher_is_better)
     w = np.asarray(weights, dtype=np.float64)
@@ -275,7 +295,7 @@ def rank_sets(values, *, rng: np.random.Generator, level: float = 0.95,
         raise InputError("query weights must be positive finite numbers, one per query",
                          found=f"shape {w.shape}")
     blocks = []
-    for rows in _blocks(b, v.shape[0] * q):
+    for rows in resample_blocks(b, v.shape[0] * q):
         idx = rng.integers(0, q, size=(rows, q))
         wi = w[idx]                                                    # (rows, Q)
         blocks.append(((v[:, idx] * wi).sum(axis=2) / wi.sum(axis=1)).T)
@@ -331,12 +351,12 @@ def ppi_rank_sets(human, model_sample, model_all, *, rng: np.random.Generator,
     if y.shape != yhat.shape or f.shape[0] != y.shape[0] or f.shape[1] < y.shape[1]:
         raise InputError("per-arm values need shapes (K, n), (K, n) and (K, N) with N >= n",
                          found=f"{y.shape}, {yhat.shape}, {f.shape}")
-    lv, b = _check(level, n_resamples)
+    lv, b = check_resampling(level, n_resamples)
     n, big_n = y.shape[1], f.shape[1]
     lam = tune_lambda_shared(y, yhat, f)
     est = lam * f.mean(axis=1) + (y - lam * yhat).mean(axis=1)
     boot = np.concatenate([_ppi_block(y, yhat, f, rng, rows)
-                           for rows in _blocks(b, y.shape[0] * (n + big_n))])
+                           for rows in resample_blocks(b, y.shape[0] * (n + big_n))])
     return from_bootstrap(est, boot, level=lv, higher_is_better=higher_is_better)
 
 

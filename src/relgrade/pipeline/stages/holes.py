@@ -18,8 +18,10 @@ output, so a grade recorded there reruns the stage at the next ``dvc repro``.
 With every hole graded, each arm's record (:func:`relgrade.evaluation.new_arm.new_arm_report`:
 hole rate, PPI++ estimate beside model-only and key-only, differences with every old arm on
 the old arms' per-query values of the metrics stage, the transport check against the pairs of
-the key that both graders graded, the level-claim verdict) goes to ``paths.holes``; the report
-stage turns it into the arm's decision file and report section.
+the key that both graders graded, the level-claim verdict, and its rank-set among the old arms,
+bootstrap stream ``holes-rank-sets-ARM`` of params ``seed``, ``metrics.bootstrap``
+resamples) goes to ``paths.holes``; the report stage turns it into the arm's decision file
+and report section.
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ from relgrade.io import files as io
 from relgrade.pipeline.judgments import judgments
 from relgrade.pipeline.new_arms import AUDIT, GRADES, PACKETS, POOL, hole_plan, work_params
 from relgrade.protocol import bank, packets
+from relgrade.rng import stage_rng
 
 
 def _write_work(ex, work, pool, audit_ids) -> Experiment:
@@ -107,11 +110,14 @@ def run(ex):
             human_grades=graded[h.human_grader],
             sample=sorted(set(mine.loc[mine["sampled"], "query_id"])), old=old,
             old_pairs=reference, measure=measure, relevant_min=relevant_min, ties=ties,
-            level=h.level, alpha=h.transport_alpha, tolerance=h.transport_tolerance)
+            level=h.level, alpha=h.transport_alpha, tolerance=h.transport_tolerance,
+            rng=stage_rng(seed, f"holes-rank-sets-{arm}"), n_resamples=p.metrics.bootstrap)
     out = {"key_sha256": record["key_sha256"], "pool_version": record.get("pool_version"),
            "design": {"model_grader": h.model_grader, "human_grader": h.human_grader,
                       "human_fraction": h.human_fraction, "seed": seed,
                       "sample_streams": {arm: f"holes-{arm}" for arm in runs},
+                      "rank_set_streams": {arm: f"holes-rank-sets-{arm}" for arm in runs},
+                      "rank_set_resamples": p.metrics.bootstrap,
                       "measure": measure, "level": h.level,
                       "transport_alpha": h.transport_alpha,
                       "transport_tolerance": h.transport_tolerance,
