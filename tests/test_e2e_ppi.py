@@ -12,6 +12,7 @@ a fraction outside (0, 1], a sample locked on queries the pool no longer holds.
 from __future__ import annotations
 
 import json
+import re
 import sys
 from pathlib import Path
 
@@ -493,6 +494,40 @@ def test_a_deleted_lock_does_not_let_the_sample_be_drawn_after_the_model_graded(
         assert (f"model-m (the model grader) has {banked} grades of round 1 in "
                 "experiments/ppi/data/grades/model-m/round-1.bank.jsonl") in errors[0]
         assert not lock_path.exists()
+        # the grade file and its sidecar deleted: the round's meta file says the model
+        # started; that deleted too, the grades as committed in git still refuse the draw
+        before = tiny.run(root, "git", "rev-parse", "-q", "--verify", "HEAD",
+                          check=False).stdout.strip()
+        index = (root / ".git/index").read_bytes()
+        tiny.run(root, "git", "add", "-f", str(model_grades))
+        tiny.run(root, "git", "commit", "-q", "-m", "model-m's grades of round 1")
+        meta = model_grades.with_name("round-1.meta.json")
+        saved = {f: f.read_bytes() for f in (model_grades, sidecar, meta)}
+        try:
+            model_grades.unlink()
+            sidecar.unlink()
+            seen = []
+            for gone in (None, meta):
+                if gone is not None:
+                    gone.unlink()
+                done = tiny.run(root, "dvc", "repro", "-s", "experiments/ppi/dvc.yaml:audit",
+                                check=False)
+                errors = [x for x in (done.stdout + done.stderr).splitlines()
+                          if x.startswith("Error: ")]
+                assert done.returncode != 0 and len(errors) == 1, done.stdout + done.stderr
+                seen.append(errors[0])
+                assert not lock_path.exists()
+        finally:
+            for f, data in saved.items():
+                f.write_bytes(data)
+            # the commit taken back: the repository as the fixture made it
+            tiny.run(root, "git", "update-ref", *(("HEAD", before) if before else ("-d", "HEAD")))
+            (root / ".git/index").write_bytes(index)
+        assert ("model-m (the model grader) started grading round 1 "
+                "(experiments/ppi/data/grades/model-m/round-1.meta.json exists)") in seen[0]
+        assert re.search(r"model-m \(the model grader\) has grades of round 1 in "
+                         r"experiments/ppi/data/grades/model-m/round-1\.jsonl as committed "
+                         r"in [0-9a-f]{12} \(deleted since\)", seen[1]), seen[1]
     finally:
         params.write_text(text)
         lock_path.write_bytes(lock)

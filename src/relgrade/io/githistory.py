@@ -80,3 +80,44 @@ def committed_versions(path) -> list[tuple[str, bytes]] | None:
                                 f"{err.strip()}")
         out.append((commit, shown.stdout))
     return out
+
+
+def last_nonempty_commit(path) -> str | None:
+    """The newest commit holding a non-empty version of the file ``path``, or None.
+
+    Cheaper than :func:`committed_versions` when only the fact matters: each commit's
+    version is sized (``git cat-file -s``), not read.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        The file (it need not exist now).
+
+    Returns
+    -------
+    str or None
+        The commit's full hash; None when no commit holds the file with content, or
+        ``path`` is not inside a git working tree.
+
+    Raises
+    ------
+    ProtocolError
+        git cannot be run, or ``git log`` fails in the working tree.
+    """
+    path = Path(path).resolve()
+    tree = work_tree(path.parent)
+    if tree is None:
+        return None
+    rel = path.relative_to(tree.resolve()).as_posix()
+    log = _git(tree, "log", "--format=%H", "--", rel)
+    if log.returncode != 0:
+        err = log.stderr.decode("utf-8", "replace").strip()
+        if "does not have any commits" in err:
+            return None
+        raise ProtocolError(f"git log of {rel} failed in {tree.as_posix()}: {err}; repair the "
+                            "repository (or run relgrade where `git log` works)")
+    for commit in log.stdout.decode().split():
+        size = _git(tree, "cat-file", "-s", f"{commit}:{rel}")
+        if size.returncode == 0 and int(size.stdout.decode().strip() or 0) > 0:
+            return commit
+    return None

@@ -37,6 +37,7 @@ from relgrade.errors import InputError, PendingWork, ProtocolError
 from relgrade.experiment.files import Experiment
 from relgrade.experiment.layout import redraw_command, top_path
 from relgrade.io import files as io
+from relgrade.io import githistory
 from relgrade.protocol import audit
 from relgrade.rng import stage_rng
 from relgrade.io.files import write_jsonl
@@ -276,7 +277,9 @@ def refuse_draw_after_model(ex: Experiment, lock: dict | None, *, path) -> None:
     sidecar (``round-R.bank.jsonl``) when the grade file was deleted or emptied: the lock can
     be deleted, dvc.lock's outs and the audit table are rewritten by the stage itself, and
     neither says which grades were seen. So a draw is refused whenever either file holds a
-    line, whether the lock is missing, of another round, or was never written.
+    line, whether the lock is missing, of another round, or was never written; and with both
+    gone, when the round's ``round-R.meta.json`` (written as the grader starts the round)
+    exists, or git's history holds the grade file with content.
 
     Parameters
     ----------
@@ -291,8 +294,9 @@ def refuse_draw_after_model(ex: Experiment, lock: dict | None, *, path) -> None:
     ------
     InputError
         ``grading.key_grader`` has at least one grade row in its file of ``grading.round``
-        (or, without one, in its bank sidecar): one line naming the lock, the file and its
-        count, and how to go on (restore the lock from git, or start a new
+        (or, without one, in its bank sidecar), or has its meta file of the round, or its
+        grade file was committed with content: one line naming the lock, the record and
+        what it holds, and how to go on (restore the lock from git, or start a new
         ``grading.round``). Nothing is written.
     """
     model, rnd = ex.params.grading.key_grader, ex.params.grading.round
@@ -302,15 +306,22 @@ def refuse_draw_after_model(ex: Experiment, lock: dict | None, *, path) -> None:
         # the grade file gone or emptied: its bank sidecar still records what was graded
         graded = sum(1 for line in io.read_lines(files.bank) if line.strip())
         record = files.bank
-    if not graded:
-        return
-    grades = top_path(ex, record)
+    what = f"has {graded} grades of round {rnd} in {top_path(ex, record)}"
+    if not graded and files.meta.is_file():
+        # written when the grader started the round, before its first grade
+        what = f"started grading round {rnd} ({top_path(ex, files.meta)} exists)"
+    elif not graded:
+        commit = githistory.last_nonempty_commit(files.grades)
+        if commit is None:
+            return
+        what = (f"has grades of round {rnd} in {top_path(ex, files.grades)} as committed "
+                f"in {commit[:12]} (deleted since)")
     found = (f"no lock of round {rnd}" if lock is None
              else f"a lock of round {lock.get('round')}, not of round {rnd}")
     raise InputError(
-        f"the human sample cannot be drawn now: {model} (the model grader) has {graded} "
-        f"grades of round {rnd} in {grades}, and a sample drawn after the model's grades are "
-        "seen gives no valid PPI++ estimate", path=path, found=found,
+        f"the human sample cannot be drawn now: {model} (the model grader) {what}, and a "
+        "sample drawn after the model's grades are seen gives no valid PPI++ estimate",
+        path=path, found=found,
         fix=f"Restore the round's lock from git (`git checkout -- {path}`), or start a new "
             f"round honestly: set grading.round: {rnd + 1}, whose sample is drawn before "
             f"{model} grades that round (round {rnd}'s grades stay in git)")
