@@ -119,6 +119,8 @@ def test_new_arms_on_a_frozen_key_get_their_corrected_estimates_and_change_nothi
     proc = tiny.run(root, "dvc", "repro", check=False)
     assert proc.returncode != 0 and "Traceback" not in proc.stderr, proc.stderr
     line, = [x for x in (proc.stderr + proc.stdout).splitlines() if x.startswith("Pending:")]
+    # people owe the holes of the sampled queries, named as such (not "audit queries")
+    assert "(sampled quer" in line and "audit quer" not in line, line
 
     # the status says what each arm's holes owe: the model grader every hole (in calls),
     # people every hole of the sampled queries (in annotator-hours, 30 s a judgment)

@@ -442,7 +442,8 @@ def pending_counts(pending: pd.DataFrame, graders: Iterable[str]) -> dict[str, d
 THEN = "`, then `"
 
 
-def pending_message(pending: pd.DataFrame, *, how: Mapping[str, str] | None = None) -> str:
+def pending_message(pending: pd.DataFrame, *, how: Mapping[str, str] | None = None,
+                    sample: str = "audit") -> str:
     """One line saying who owes what, and how to do it.
 
     Parameters
@@ -452,8 +453,12 @@ def pending_message(pending: pd.DataFrame, *, how: Mapping[str, str] | None = No
     how : mapping of str to str, optional
         Per grader, the command that grades its pending pairs (each owing grader's is named
         once, in order); an entry ``FIRST`` + :data:`THEN` + ``COMMAND`` names a command to
-        run before it (each such first command is named once, before all the others). Without it: ``relgrade grade run --grader NAME`` for the first owing
-        grader, and ``relgrade serve`` as the other way.
+        run before it (each such first command is named once, before all the others).
+        Without it: ``relgrade grade run --grader NAME`` for the first owing grader, and
+        ``relgrade serve`` as the other way.
+    sample : str, default "audit"
+        What the queries of the ``audit`` rows are called (``"audit"`` queries of the key's
+        audit; ``"sampled"`` for a new arm's human sample of holes).
 
     Returns
     -------
@@ -469,6 +474,8 @@ def pending_message(pending: pd.DataFrame, *, how: Mapping[str, str] | None = No
     'grading: 2 pairs need g (1 new, 1 stale), 1 needs x (audit query r); run `relgrade grade run --grader g` or `relgrade serve`'
     >>> pending_message(p, how={"g": "relgrade grade run --grader g", "x": "relgrade serve"})
     'grading: 2 pairs need g (1 new, 1 stale), 1 needs x (audit query r); run `relgrade grade run --grader g` and `relgrade serve`'
+    >>> pending_message(p, sample="sampled")[:60]
+    'grading: 2 pairs need g (1 new, 1 stale), 1 needs x (sampled'
     >>> e = pd.DataFrame([("e", "q", "a", "adjudicate"), ("e", "r", "b", "adjudicate")],
     ...                  columns=PENDING)
     >>> pending_message(e, how={"e": "relgrade grade run --grader e"})
@@ -485,7 +492,8 @@ def pending_message(pending: pd.DataFrame, *, how: Mapping[str, str] | None = No
         detail = [f"{int(counts[w])} {w}" for w in (NEW, STALE, REGRADE) if w in counts]
         if AUDIT in counts:
             qids = sorted(rows.loc[rows["why"] == AUDIT, "query_id"].unique())
-            detail.append("audit quer" + ("y " if len(qids) == 1 else "ies ") + ", ".join(qids))
+            detail.append(f"{sample} quer" + ("y " if len(qids) == 1 else "ies ")
+                          + ", ".join(qids))
         if ADJUDICATE in counts:
             qids = sorted(rows.loc[rows["why"] == ADJUDICATE, "query_id"].unique())
             detail.append("adjudication quer" + ("y " if len(qids) == 1 else "ies ")
@@ -558,8 +566,16 @@ def packet_made_on(packets: Mapping[str, Mapping], *,
     return out
 
 
-def require_no_pending(pending: pd.DataFrame, *, how: Mapping[str, str] | None = None) -> None:
+def require_no_pending(pending: pd.DataFrame, *, how: Mapping[str, str] | None = None,
+                       sample: str = "audit") -> None:
     """Stop when any grader still owes pairs: pending work, named, is not an error of the data.
+
+    Parameters
+    ----------
+    pending : pandas.DataFrame
+        :func:`pending_work`'s table.
+    how, sample
+        As in :func:`pending_message`.
 
     Raises
     ------
@@ -568,4 +584,4 @@ def require_no_pending(pending: pd.DataFrame, *, how: Mapping[str, str] | None =
         per grader the counts and the command that does the work). Nothing is written.
     """
     if len(pending):
-        raise PendingWork(pending_message(pending, how=how))
+        raise PendingWork(pending_message(pending, how=how, sample=sample))

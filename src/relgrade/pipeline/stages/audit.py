@@ -259,9 +259,22 @@ def locked_audit(ex: Experiment) -> tuple[pd.DataFrame, dict, bool]:
 
 
 def ppi_lock_fix(ex: Experiment) -> str:
-    """What to do about a ppi lock that fails :func:`relgrade.protocol.audit.check_lock`
-    (``FILE`` stands for the lock): restore it from git, or start a new round, since
-    ``relgrade audit redraw`` is refused in ppi mode once the model grader has graded."""
+    """What to do about a ppi lock that fails :func:`relgrade.protocol.audit.check_lock`.
+
+    Restore it from git, or start a new round, since ``relgrade audit redraw`` is refused in
+    ppi mode once the model grader has graded.
+
+    Parameters
+    ----------
+    ex : Experiment
+        In ppi mode (params ``grading.round``).
+
+    Returns
+    -------
+    str
+        The fix sentence of the refusal, ``FILE`` standing for the lock's path (the caller
+        puts it in).
+    """
     rnd = ex.params.grading.round
     return ("Restore the lock from git (`git checkout -- FILE`): in ppi mode `relgrade audit "
             "redraw` is refused once the model grader has grades of the round; a new sample "

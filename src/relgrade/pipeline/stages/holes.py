@@ -91,7 +91,7 @@ def run(ex):
     work = ex.path("holes_work")
     sub = _write_work(ex, work, pool, audit_ids)
     held = judgments(sub, pool, audit_ids)
-    bank.require_no_pending(held.pending, how=grade_commands(sub))
+    bank.require_no_pending(held.pending, how=grade_commands(sub), sample="sampled")
     current = bank.current_grades(held.bank, **held.now)
     current = current.astype({"query_id": str, "chunk_id": str, "grader": str})
     graded = {name: current.loc[current["grader"] == name, ["query_id", "chunk_id", "grade"]]
