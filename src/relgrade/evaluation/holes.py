@@ -197,6 +197,15 @@ def _vector(values, what: str, *, dtype=np.float64) -> np.ndarray:
     return v
 
 
+def _old_vector(old: Mapping[str, np.ndarray], name: str, size: int) -> np.ndarray:
+    """Old arm ``name``'s per-query values, checked to be ``size`` finite numbers."""
+    o = _vector(old[name], f"old arm {name}'s per-query values")
+    if o.size != size:
+        raise InputError("an old arm needs one value per query of the new arm",
+                         item=str(name), found=f"{o.size} values, {size} queries")
+    return o
+
+
 def _counts(values, what: str, size: int) -> np.ndarray:
     v = np.asarray(values)
     if v.ndim != 1 or v.size != size:
@@ -544,10 +553,7 @@ def new_arm_comparisons(new_arm: str, *, filled, holes, pairs, sample, human,
         return pd.DataFrame(columns=cols)
     out = []
     for name in names:
-        o = _vector(old[name], f"old arm {name}'s per-query values")
-        if o.size != f.size:
-            raise InputError("an old arm needs one value per query of the new arm",
-                             item=str(name), found=f"{o.size} values, {f.size} queries")
+        o = _old_vector(old, name, f.size)
         est, se, rows = _stratified((f - o)[None, :], (y - o[s])[None, :], h, s, level=level)
         e = _estimate(est[0], se[0], s.size - 1, float(rows["lambda"][0]),
                       bool(rows["capped"][0]), s.size, h, "ppi++", level)
@@ -718,14 +724,7 @@ def new_arm_rank_sets(*, filled, holes, pairs, sample, human,
     names = list(old)
     if not names:
         raise InputError("a rank-set of a new arm needs at least one old arm", found="none")
-    rows = []
-    for name in names:
-        o = _vector(old[name], f"old arm {name}'s per-query values")
-        if o.size != f.size:
-            raise InputError("an old arm needs one value per query of the new arm",
-                             item=str(name), found=f"{o.size} values, {f.size} queries")
-        rows.append(o)
-    o = np.vstack(rows)                                                 # (K, N)
+    o = np.vstack([_old_vector(old, name, f.size) for name in names])  # (K, N)
     lv, b = ranksets.check_resampling(level, n_resamples)
     hole_q, exact_q = np.flatnonzero(h > 0), np.flatnonzero(h == 0)
     big_n, n, n_h, n_0 = f.size, s.size, hole_q.size, exact_q.size

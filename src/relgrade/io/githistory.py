@@ -36,6 +36,24 @@ def _git(tree: Path, *args: str) -> subprocess.CompletedProcess:
                             "works") from None
 
 
+def _commits(path) -> tuple[Path, str, list[str]] | None:
+    """The working tree, ``path`` relative to it and the commits touching it, newest first
+    (none in a repository without commits); None outside any working tree."""
+    path = Path(path).resolve()
+    tree = work_tree(path.parent)
+    if tree is None:
+        return None
+    rel = path.relative_to(tree.resolve()).as_posix()
+    log = _git(tree, "log", "--format=%H", "--", rel)
+    if log.returncode != 0:
+        err = log.stderr.decode("utf-8", "replace").strip()
+        if "does not have any commits" in err:
+            return tree, rel, []
+        raise ProtocolError(f"git log of {rel} failed in {tree.as_posix()}: {err}; repair the "
+                            "repository (or run relgrade where `git log` works)")
+    return tree, rel, log.stdout.decode().split()
+
+
 def committed_versions(path) -> list[tuple[str, bytes]] | None:
     """Every committed version of the file ``path``, newest first.
 
@@ -57,20 +75,12 @@ def committed_versions(path) -> list[tuple[str, bytes]] | None:
         git cannot be run, or ``git log`` / ``git show`` fails in the working tree (the
         message quotes git's error).
     """
-    path = Path(path).resolve()
-    tree = work_tree(path.parent)
-    if tree is None:
+    found = _commits(path)
+    if found is None:
         return None
-    rel = path.relative_to(tree.resolve()).as_posix()
-    log = _git(tree, "log", "--format=%H", "--", rel)
-    if log.returncode != 0:
-        err = log.stderr.decode("utf-8", "replace").strip()
-        if "does not have any commits" in err:
-            return []
-        raise ProtocolError(f"git log of {rel} failed in {tree.as_posix()}: {err}; repair the "
-                            "repository (or run relgrade where `git log` works)")
+    tree, rel, commits = found
     out = []
-    for commit in log.stdout.decode().split():
+    for commit in commits:
         shown = _git(tree, "show", f"{commit}:{rel}")
         if shown.returncode != 0:
             err = shown.stderr.decode("utf-8", "replace")
@@ -104,19 +114,11 @@ def last_nonempty_commit(path) -> str | None:
     ProtocolError
         git cannot be run, or ``git log`` fails in the working tree.
     """
-    path = Path(path).resolve()
-    tree = work_tree(path.parent)
-    if tree is None:
+    found = _commits(path)
+    if found is None:
         return None
-    rel = path.relative_to(tree.resolve()).as_posix()
-    log = _git(tree, "log", "--format=%H", "--", rel)
-    if log.returncode != 0:
-        err = log.stderr.decode("utf-8", "replace").strip()
-        if "does not have any commits" in err:
-            return None
-        raise ProtocolError(f"git log of {rel} failed in {tree.as_posix()}: {err}; repair the "
-                            "repository (or run relgrade where `git log` works)")
-    for commit in log.stdout.decode().split():
+    tree, rel, commits = found
+    for commit in commits:
         size = _git(tree, "cat-file", "-s", f"{commit}:{rel}")
         if size.returncode == 0 and int(size.stdout.decode().strip() or 0) > 0:
             return commit
