@@ -157,3 +157,33 @@ def test_jsonl_key_without_extension_and_missing_qrels(tmp_path):
                                        str(tmp_path / "r.trec")])
     assert result.exit_code == 1
     assert result.output.strip() == f"Error: {tmp_path / 'absent.qrels'}: file not found"
+
+
+def test_arrow_buffers_come_from_the_system_allocator_during_the_command_only(tmp_path):
+    # in a fresh process, where nothing else asks Arrow's system pool for memory: its
+    # high-water mark rises while the command reads and scores a run, and the default pool is
+    # put back afterwards, also after an error
+    import subprocess
+    import sys
+
+    _files(tmp_path, bm25=RUN, dup="q1 Q0 a 1 2 x\nq1 Q0 a 2 1 x\n")
+    code = (
+        "import sys\n"
+        "import pyarrow as pa\n"
+        "from relgrade.cli import main\n"
+        "before = pa.default_memory_pool()\n"
+        "print(pa.system_memory_pool().max_memory())\n"
+        "for run in sys.argv[2:]:\n"
+        "    try:\n"
+        "        main(['evaluate', sys.argv[1], run, '--json'], standalone_mode=False)\n"
+        "    except Exception as e:\n"
+        "        print(type(e).__name__)\n"
+        "    print(pa.default_memory_pool().backend_name == before.backend_name,\n"
+        "          pa.system_memory_pool().max_memory() > 0)\n")
+    out = subprocess.run([sys.executable, "-c", code, str(tmp_path / "key.qrels"),
+                          str(tmp_path / "bm25.trec"), str(tmp_path / "dup.trec")],
+                         capture_output=True, text=True, check=True).stdout
+    lines = out.splitlines()
+    assert lines[0] == "0"
+    assert json.loads("\n".join(lines[1:-3]))["runs"]["bm25"]["R@10"] == (1 + 0.5 + 0) / 3
+    assert lines[-3:] == ["True True", "ClickException", "True True"]

@@ -282,3 +282,31 @@ def test_a_read_only_install_without_a_cache_folder_falls_back_to_the_reader(tmp
     out = subprocess.run([sys.executable, "-c", code, str(path)], capture_output=True,
                          text=True, check=True).stdout
     assert out.strip() == "['a', 'b', 'a'] [3.0, 2.5, 1.0] [0, 0, 1]"
+
+
+@pytest.mark.parametrize("first, loaded", [
+    ("", "False True None"),
+    ("import scipy.linalg\n", "True True True"),
+])
+def test_loading_the_scan_leaves_scipy_linear_algebra_unimported_and_numbas_blas_answer_as_it_was(
+        first, loaded):
+    # numba's CPU target probes for BLAS by importing scipy.linalg.cython_blas when it first
+    # loads; the scan answers the probe "absent" and puts numba's answer back afterwards (True:
+    # SciPy is installed), so code compiled later in the process is compiled as before; when
+    # SciPy's linear algebra is loaded already, nothing is touched
+    import subprocess
+    import sys
+
+    code = (first +
+            "import sys\n"
+            "from relgrade.io import trec_scan\n"
+            "assert trec_scan._kernels() is not None\n"
+            "import numba.np.arraymath as arraymath\n"
+            "probe = sys.modules.get('scipy.linalg.cython_blas')\n"
+            "print('scipy.linalg' in sys.modules, arraymath._HAVE_BLAS,\n"
+            "      None if probe is None else probe.__name__ == 'scipy.linalg.cython_blas')\n"
+            "import scipy.linalg.cython_blas\n"
+            "print(trec_scan._kernels() is trec_scan._kernels())\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True).stdout
+    assert out.split("\n")[:2] == [loaded, "True"]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 from pathlib import Path
 
@@ -86,6 +87,37 @@ def evaluate_cmd(qrels_path, run_paths, measure_names, inclusion_path, per_query
     need something relevant, and the output says how many were (--no-relevant zero scores
     it 0 instead).
     """
+    with _system_allocator():
+        _evaluate(qrels_path, run_paths, measure_names, inclusion_path, per_query, as_json,
+                  trec_output, ties, missing, no_relevant, relevant_min, engine, spark_master,
+                  scale)
+
+
+@contextlib.contextmanager
+def _system_allocator():
+    """Arrow's buffers from the C library's allocator (``pyarrow.system_memory_pool``)
+    while the command runs, the previous default pool put back afterwards.
+
+    Arrow's default allocator (mimalloc in pyarrow's wheels) keeps pages it has freed for
+    later use; over the qrels' checks and ten runs' scans, joins and conversions they add
+    about 25 MiB to the command's peak, at no measurable gain in CPU time
+    (benchmarks/README.md, "relgrade evaluate's peak memory"). Buffers keep the pool they
+    came from, so a table made before or after the command is unaffected.
+    """
+    import pyarrow as pa
+
+    before = pa.default_memory_pool()
+    pa.set_memory_pool(pa.system_memory_pool())
+    try:
+        yield
+    finally:
+        pa.set_memory_pool(before)
+
+
+def _evaluate(qrels_path, run_paths, measure_names, inclusion_path, per_query, as_json,
+              trec_output, ties, missing, no_relevant, relevant_min, engine, spark_master,
+              scale):
+    """``relgrade evaluate``'s work, as :func:`evaluate_cmd` describes it."""
     # heavy libraries are imported here, so `relgrade --help` does not pay for them
     from relgrade.evaluation import metrics
     from relgrade.evaluation.measures import parse_measures

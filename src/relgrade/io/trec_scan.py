@@ -41,6 +41,8 @@ all leave the file to the reader. Without numba (or an empty file), too.
 
 from __future__ import annotations
 
+import contextlib
+import importlib.util
 import math
 import os
 import sys
@@ -112,12 +114,51 @@ def _kernels():
     """The compiled kernels module, imported on first use; None without numba, or when numba
     finds no writable place for its cache (a read-only install with no writable user cache
     directory: numba then raises RuntimeError when the module is imported). The reader gives
-    the same table either way."""
+    the same table either way.
+
+    The first kernel call loads numba's CPU target, and with it SciPy's linear algebra
+    (numba probes for BLAS by importing ``scipy.linalg.cython_blas``), which the scan never
+    uses: about 15 MiB and 0.2 CPU-s a process. That first call is made here, with the probe
+    answered "absent" (:func:`_without_blas_probe`)."""
     try:
-        from relgrade.io import _trec_scan_kernels as k
+        with _without_blas_probe():
+            from relgrade.io import _trec_scan_kernels as k
+
+            k.last_line_end(np.zeros(1, dtype=np.uint8), 1)  # loads the target, once
     except (ImportError, RuntimeError):
         return None
     return k
+
+
+#: The module numba imports to probe for BLAS when its CPU target first loads.
+_BLAS_PROBE = "scipy.linalg.cython_blas"
+
+
+@contextlib.contextmanager
+def _without_blas_probe():
+    """While numba's CPU target loads for the first time in the process, make its BLAS probe
+    find nothing, then put back what the probe would have found.
+
+    numba (``numba.np.arraymath``, when the target first loads) imports
+    ``scipy.linalg.cython_blas`` only to decide whether ``np.correlate`` and ``np.convolve``
+    compiled later call BLAS's dot or a plain loop; its own ``np.dot`` and ``np.linalg``
+    import SciPy when they are compiled. The probe's answer is restored afterwards from
+    whether SciPy is installed (found without importing it), so code compiled later in the
+    process is compiled as it would have been. Once the target is loaded (or SciPy's linear
+    algebra is imported already) this does nothing.
+    """
+    if "numba.np.arraymath" in sys.modules or _BLAS_PROBE in sys.modules:
+        yield
+        return
+    sys.modules[_BLAS_PROBE] = None  # an import of it raises ImportError
+    try:
+        yield
+    finally:
+        if sys.modules.get(_BLAS_PROBE, 0) is None:
+            del sys.modules[_BLAS_PROBE]
+        arraymath = sys.modules.get("numba.np.arraymath")
+        if arraymath is not None and hasattr(arraymath, "_HAVE_BLAS"):
+            arraymath._HAVE_BLAS = importlib.util.find_spec("scipy") is not None
 
 
 #: Bytes read from a run file at a time: the file is never held whole, only its columns.
