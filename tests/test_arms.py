@@ -298,6 +298,28 @@ def test_holes_graders_of_the_wrong_kind_are_refused_naming_the_grader_and_nothi
     assert not (repo / EXP / "data/input/runs/fresh.trec").exists()
 
 
+def test_a_holes_folder_with_another_graders_grades_is_refused_naming_it_and_nothing_is_written(
+        repo):  # noqa: F811
+    _holes_experiment(repo)
+    # an earlier holes arm's model grader left its grades in the holes' folder
+    left = repo / EXP / "data/holes/grades/judge-old"
+    left.mkdir(parents=True)
+    (left / "round-1.jsonl").write_text('{"query_id": "q1"}\n')
+    files = {p: p.read_bytes() for p in (repo / EXP).rglob("*") if p.is_file()}
+    res = arm("add", "fresh", "--run", "in/runs/fresh.trec", "--holes", "--model-grader",
+              "grader-a", "--human-grader", "aud", "--human-fraction", "0.5")
+    assert res.exit_code == 1
+    assert res.output == (
+        f"Error: {EXP}/data/holes/grades/judge-old: judge-old: the holes' folder holds grades "
+        "of a grader that is not a holes grader now (found holes graders grader-a (model) and "
+        "aud (people)). Grade the holes with judge-old again (--model-grader or "
+        f"--human-grader judge-old: its grades are reused), or move {EXP}/data/holes/grades/"
+        "judge-old out of the holes' folder (`git mv`; its grades stay in git) to grade the "
+        "holes anew\n")
+    assert {p: p.read_bytes() for p in (repo / EXP).rglob("*") if p.is_file()} == files
+    assert not (repo / EXP / "data/input/runs/fresh.trec").exists()
+
+
 def test_remove_takes_a_holes_arm_out_of_holes_and_the_section_with_its_last_arm(
         repo):  # noqa: F811
     params = _holes_experiment(repo)
@@ -324,8 +346,13 @@ def test_remove_takes_a_holes_arm_out_of_holes_and_the_section_with_its_last_arm
     dvc = yaml.safe_load((repo / EXP / "dvc.yaml").read_text())
     assert dvc["stages"]["holes"]["deps"][-1] == "data/input/runs/fresh2.trec"
     assert "data/input/runs/fresh.trec" not in dvc["stages"]["holes"]["deps"]
-    # the last one: the section goes, and every other line is as before the arms came
+    # the last one: the section goes, and every other line is as before the arms came; the
+    # holes' record goes with it (no stage is left to rewrite it without the arm)
+    record = ex.path("holes")
+    record.parent.mkdir(parents=True, exist_ok=True)
+    record.write_text('{"arms": {"fresh2": {}}}\n')
     assert arm("remove", "fresh2").exit_code == 0
+    assert not record.exists()
     after = params.read_text()
     assert "holes" not in yaml.safe_load(after)
     assert after == before

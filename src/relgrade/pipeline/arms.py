@@ -191,6 +191,8 @@ def add_hole_arm(ex: Experiment, name: str, *, run: Path, depth: int = ARM_DEPTH
     InputError
         As :func:`arm_spec`; the name is taken under ``holes.arms``; a new section lacks one
         of the three settings; the run names a query or chunk the experiment does not have;
+        the holes' folder holds grades of another grader
+        (:func:`relgrade.pipeline.new_arms.check_hole_graders`);
         the params are invalid (a holes section in ppi mode, an unknown grader ...). Nothing
         is written then.
     """
@@ -211,6 +213,11 @@ def add_hole_arm(ex: Experiment, name: str, *, run: Path, depth: int = ARM_DEPTH
                              + " (docs/new-arm.md)")
     section["arms"] = {**section.get("arms", {}), name: spec}
     _check_run(ex, run)
+    from relgrade.pipeline.new_arms import check_hole_graders
+
+    work = ex.params.paths.holes_work or HOLES_PATHS["holes_work"]
+    check_hole_graders(ex.root / work, model_grader=section["model_grader"],
+                       human_grader=section["human_grader"])
     params_path = ex.root / PARAMS_FILE
     text = params_path.read_text("utf-8")
     try:
@@ -301,7 +308,8 @@ def remove_arm(ex: Experiment, name: str) -> Experiment:
 
 
 def _remove_hole_arm(ex: Experiment, name: str) -> Experiment:
-    """Remove ``name`` from params ``holes.arms`` (the section with its last arm), render."""
+    """Remove ``name`` from params ``holes.arms`` (the section with its last arm, and then the
+    holes' record ``paths.holes``, which no stage would rewrite), render."""
     params_path = ex.root / PARAMS_FILE
     section = ex.params.holes.model_dump(mode="json", exclude_defaults=True)
     section["arms"] = {a: c for a, c in section["arms"].items() if a != name}
@@ -313,6 +321,10 @@ def _remove_hole_arm(ex: Experiment, name: str) -> Experiment:
     decision_file = ex.path("decision") / f"{name}.json" if ex.params.paths.decision else None
     if decision_file is not None and decision_file.is_file():
         decision_file.unlink()
+    record = ex.path("holes") if ex.params.paths.holes else None
+    if not section["arms"] and record is not None and record.is_file():
+        # with the section gone no stage rewrites the record: it would still name the arm
+        record.unlink()
     return Experiment.load(params_path)
 
 

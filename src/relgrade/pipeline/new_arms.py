@@ -86,12 +86,15 @@ def hole_plan(ex) -> HolePlan:
     Raises
     ------
     InputError
-        No ``holes`` section; the key, its record, the queries or a run is missing or
+        No ``holes`` section; the holes' folder holds grades of another grader
+        (:func:`check_hole_graders`); the key, its record, the queries or a run is missing or
         unreadable; and as :func:`relgrade.evaluation.new_arm.owed_holes` (fewer than 3
         queries with holes, a sample below 3).
     """
     p = ex.params
     h, seed = p.need("holes"), p.need("seed")
+    check_hole_graders(ex.path("holes_work"), model_grader=h.model_grader,
+                       human_grader=h.human_grader)
     measure = h.measure or p.need("metrics").primary
     key, record = ex.read_key()
     queries = sorted(set(io.read_table(ex.path("queries"), columns=["query_id"])["query_id"]
@@ -108,6 +111,42 @@ def hole_plan(ex) -> HolePlan:
     audit_ids = sorted(set(every.loc[every["sampled"], "query_id"]))
     return HolePlan(measure=measure, key=key, record=record, queries=queries, runs=runs,
                     owed=owed, pool=pool, audit_ids=audit_ids)
+
+
+def check_hole_graders(work, *, model_grader: str, human_grader: str) -> None:
+    """Refuse a holes' folder that holds grades of a grader other than the two holes graders.
+
+    The folder's own experiment declares only the two, so the grades an earlier holes grader
+    left there (they stay when an arm is removed) would stop every read of its bank.
+
+    Parameters
+    ----------
+    work : pathlib.Path
+        The holes' folder (params ``paths.holes_work``); it need not exist yet.
+    model_grader, human_grader : str
+        Params ``holes.model_grader`` and ``holes.human_grader``.
+
+    Raises
+    ------
+    InputError
+        A grader folder under ``work/grades`` with a grade file of a grader that is neither,
+        naming the folder and how to go on.
+    """
+    folder = Path(work) / GRADES
+    if not folder.is_dir():
+        return
+    ours = {str(model_grader), str(human_grader)}
+    for sub in sorted(folder.iterdir()):
+        if (sub.is_dir() and not sub.name.startswith(".") and sub.name not in ours
+                and any(sub.glob("round-*.jsonl"))):
+            raise InputError(
+                "the holes' folder holds grades of a grader that is not a holes grader now",
+                path=sub, item=sub.name,
+                found=f"holes graders {model_grader} (model) and {human_grader} (people)",
+                fix=f"Grade the holes with {sub.name} again (--model-grader or "
+                    f"--human-grader {sub.name}: its grades are reused), or move {sub} out "
+                    "of the holes' folder (`git mv`; its grades stay in git) to grade the "
+                    "holes anew")
 
 
 def _rel(path, start) -> str:
