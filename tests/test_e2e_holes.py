@@ -101,6 +101,27 @@ def test_new_arms_on_a_frozen_key_get_their_corrected_estimates_and_change_nothi
     ranked = _new_run(root)
     skewed = _new_run(root, "skewed", hole="miss1")   # its holes: near misses, truth 0
 
+    # a person who graded no pair of the key cannot be the holes' people: the transport check
+    # would have no reference side; refused before anyone grades a hole, nothing written
+    text = (root / "params.yaml").read_text()
+    declared = yaml.safe_load(text)
+    declared["graders"]["expert-d"] = {**declared["graders"]["grader-a"], "role": "auditor"}
+    (root / "params.yaml").write_text(yaml.safe_dump(declared, sort_keys=False))
+    edited = (root / "params.yaml").read_bytes()
+    refused = tiny.run(root, "relgrade", "arm", "add", "fresh", "--run",
+                       "data/input/runs/fresh.trec", "--depth", "5", "--holes",
+                       "--model-grader", "auditor-b", "--human-grader", "expert-d",
+                       "--human-fraction", "0.5", check=False)
+    errors = [x for x in (refused.stdout + refused.stderr).splitlines()
+              if x.startswith("Error: ")]
+    assert refused.returncode == 1 and len(errors) == 1, refused.stdout + refused.stderr
+    grades_table = yaml.safe_load(text)["paths"]["grades"]
+    assert errors[0].startswith(
+        f"Error: {grades_table}: auditor-b and expert-d: no pair of the old arms was graded "
+        "by both graders"), errors[0]
+    assert (root / "params.yaml").read_bytes() == edited
+    (root / "params.yaml").write_text(text)
+
     # the command a user types: the first arm makes the holes section, the second joins it
     first = tiny.run(root, "relgrade", "arm", "add", "fresh", "--run",
                      "data/input/runs/fresh.trec", "--depth", "5", "--holes", "--model-grader",

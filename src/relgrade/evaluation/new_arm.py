@@ -368,7 +368,10 @@ def reference_pairs(grades: pd.DataFrame, *, model_grader: str, human_grader: st
         raise InputError("no pair of the old arms was graded by both graders, so the model "
                          "grader's bias there is unknown",
                          item=f"{model_grader} and {human_grader}",
-                         fix="let the model grader grade the human-graded pairs of the key")
+                         fix="name holes graders who both graded pairs of the key (people of "
+                             "the key's grading or audit, a model that graded the pool), or "
+                             "have the one that did not grade the other's pairs of the key "
+                             "first")
     both = both.astype({"model": np.int64, "human": np.int64})
     return both.sort_values(PAIR, kind="stable").reset_index(drop=True)[list(OLD_PAIRS)]
 

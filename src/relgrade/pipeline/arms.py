@@ -192,7 +192,9 @@ def add_hole_arm(ex: Experiment, name: str, *, run: Path, depth: int = ARM_DEPTH
         As :func:`arm_spec`; the name is taken under ``holes.arms``; a new section lacks one
         of the three settings; the run names a query or chunk the experiment does not have;
         the holes' folder holds grades of another grader
-        (:func:`relgrade.pipeline.new_arms.check_hole_graders`);
+        (:func:`relgrade.pipeline.new_arms.check_hole_graders`); with a frozen key, the two
+        holes graders graded no pair of it in common
+        (:func:`relgrade.pipeline.new_arms.reference_side`);
         the params are invalid (a holes section in ppi mode, an unknown grader ...). Nothing
         is written then.
     """
@@ -213,11 +215,14 @@ def add_hole_arm(ex: Experiment, name: str, *, run: Path, depth: int = ARM_DEPTH
                              + " (docs/new-arm.md)")
     section["arms"] = {**section.get("arms", {}), name: spec}
     _check_run(ex, run)
-    from relgrade.pipeline.new_arms import check_hole_graders
+    from relgrade.pipeline.new_arms import check_hole_graders, reference_side
 
     work = ex.params.paths.holes_work or HOLES_PATHS["holes_work"]
-    check_hole_graders(ex.root / work, model_grader=section["model_grader"],
-                       human_grader=section["human_grader"])
+    graders = {"model_grader": section["model_grader"], "human_grader": section["human_grader"]}
+    check_hole_graders(ex.root / work, **graders)
+    if ex.params.paths.key and ex.path("key").is_file() and ex.path("grades").is_file():
+        # before anyone grades a hole: the transport check needs the key's pairs both graded
+        reference_side(ex, ex.read_key()[0], **graders)
     params_path = ex.root / PARAMS_FILE
     text = params_path.read_text("utf-8")
     try:

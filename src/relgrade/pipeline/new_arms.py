@@ -113,6 +113,41 @@ def hole_plan(ex) -> HolePlan:
                     owed=owed, pool=pool, audit_ids=audit_ids)
 
 
+def reference_side(ex, key: pd.DataFrame, *, model_grader: str,
+                   human_grader: str) -> pd.DataFrame:
+    """The transport check's reference side: the key's pairs both holes graders graded, from
+    the grades stage's table (its latest round).
+
+    Parameters
+    ----------
+    ex : relgrade.experiment.files.Experiment
+        The experiment (params ``paths.grades``).
+    key : pandas.DataFrame
+        The frozen key (``query_id``, ``chunk_id``, ...).
+    model_grader, human_grader : str
+        Params ``holes.model_grader`` and ``holes.human_grader``.
+
+    Returns
+    -------
+    pandas.DataFrame
+        :data:`relgrade.evaluation.new_arm.OLD_PAIRS`.
+
+    Raises
+    ------
+    InputError
+        As :func:`relgrade.evaluation.new_arm.reference_pairs` (no pair graded by both
+        among them), naming the grades table.
+    """
+    path = ex.path("grades")
+    grades = io.read_table(path, columns=["query_id", "chunk_id", "grader", "grade", "round"])
+    grades = grades[grades["round"] == grades["round"].max()]
+    try:
+        return new_arm.reference_pairs(grades, model_grader=model_grader,
+                                       human_grader=human_grader, pairs=key)
+    except InputError as e:
+        raise InputError(e.rule, path=path, item=e.item, found=e.found, fix=e.fix) from None
+
+
 def check_hole_graders(work, *, model_grader: str, human_grader: str) -> None:
     """Refuse a holes' folder that holds grades of a grader other than the two holes graders.
 

@@ -36,7 +36,8 @@ from relgrade.experiment.layout import grade_commands
 from relgrade.experiment.params import PARAMS_FILE
 from relgrade.io import files as io
 from relgrade.pipeline.judgments import judgments
-from relgrade.pipeline.new_arms import AUDIT, GRADES, PACKETS, POOL, hole_plan, work_params
+from relgrade.pipeline.new_arms import (AUDIT, GRADES, PACKETS, POOL, hole_plan,
+                                        reference_side, work_params)
 from relgrade.protocol import bank, packets
 from relgrade.rng import stage_rng
 
@@ -88,6 +89,9 @@ def run(ex):
     plan = hole_plan(ex)
     measure, key, record, queries = plan.measure, plan.key, plan.record, plan.queries
     runs, owed, pool, audit_ids = plan.runs, plan.owed, plan.pool, plan.audit_ids
+    # before anyone grades a hole: the transport check needs old pairs both graders graded
+    reference = reference_side(ex, key, model_grader=h.model_grader,
+                               human_grader=h.human_grader)
     work = ex.path("holes_work")
     sub = _write_work(ex, work, pool, audit_ids)
     held = judgments(sub, pool, audit_ids)
@@ -96,11 +100,6 @@ def run(ex):
     current = current.astype({"query_id": str, "chunk_id": str, "grader": str})
     graded = {name: current.loc[current["grader"] == name, ["query_id", "chunk_id", "grade"]]
               for name in (h.model_grader, h.human_grader)}
-    grades = io.read_table(ex.path("grades"), columns=["query_id", "chunk_id", "grader",
-                                                       "grade", "round"])
-    grades = grades[grades["round"] == grades["round"].max()]
-    reference = new_arm.reference_pairs(grades, model_grader=h.model_grader,
-                                        human_grader=h.human_grader, pairs=key)
     old = _old_values(ex, measure)
     records = {}
     for arm, r in runs.items():
