@@ -164,6 +164,40 @@ def test_pool_plan_prices_a_deeper_pool_without_writing(second):
     assert plan["cost"]["pending_hours"] == 0
 
 
+def test_pool_plan_prices_an_extra_auditors_share_as_the_status_does(second):
+    root, *_ = second
+    ex = root / EXP
+    params = ex / "params.yaml"
+    before = params.read_text()
+    raw = yaml.safe_load(before)
+    # a second auditor, a person: it owes the audited queries' pairs of the deeper pool too
+    raw["graders"]["expert-c"] = {**raw["graders"]["auditor-b"], "kind": "human",
+                                  "family": "human"}
+    raw["graders"]["expert-c"].pop("model", None)
+    try:
+        params.write_text(yaml.safe_dump(raw, sort_keys=False))
+        plan = json.loads(tiny.run(root, "relgrade", "pool", "plan", "--experiment", EXP,
+                                   "--depth", "5", "--json").stdout)
+        status = json.loads(tiny.run(root, "relgrade", "status", "--experiment", EXP,
+                                     "--json").stdout)
+    finally:
+        params.write_text(before)
+    now = pd.read_parquet(ex / "data/pool/pool.parquet")
+    have = set(zip(now.query_id, now.chunk_id))
+    audit = {json.loads(x)["query_id"] for x in (ex / "data/audit/audit.jsonl").read_text()
+             .splitlines()}
+    deeper = _pool_by_hand(ex, 5)
+    graders = plan["cost"]["graders"]
+    assert set(graders) == {"grader-a", "auditor-b", "expert-c"}
+    # at today's depth expert-c owes every audited pair; the deeper pool adds its new ones
+    assert graders["expert-c"]["pending"] == sum(q in audit for q, _ in deeper) > 0
+    assert graders["expert-c"]["spent"] == 0
+    assert plan["cost"]["pending_hours"] > 0      # a person's work, in annotator-hours
+    # spent as the status counts it, grader by grader
+    assert {g: v["spent"] for g, v in graders.items()} == {
+        g: v["spent"] for g, v in status["cost"]["graders"].items()}
+
+
 def test_pool_plan_without_depth_prices_todays_depth(second):
     root, *_ = second
     ex = root / EXP

@@ -333,7 +333,8 @@ def plan_pool(ex, depth: int | None = None, *, runs: Mapping | None = None) -> d
         ``{"depth", "pool_version" (the version the pool would have), "pool_version_now",
         "pairs", "pairs_now", "new_pairs" (pairs not in today's pool), "cost"
         (:func:`judging_cost` of the judgments owed, with ``spent`` the judgments each
-        grader's files already hold, as ``relgrade status`` counts them)}``.
+        grader's files already hold, as ``relgrade status`` counts them, over the graders
+        the status names: :func:`relgrade.pipeline.judgments.owing_graders`)}``.
 
     Raises
     ------
@@ -345,7 +346,7 @@ def plan_pool(ex, depth: int | None = None, *, runs: Mapping | None = None) -> d
     import pandas as pd
 
     from relgrade import ranking
-    from relgrade.pipeline.judgments import judgments
+    from relgrade.pipeline.judgments import judgments, owing_graders
     from relgrade.io.files import read_json, read_table
     from relgrade.io.runs import read_run, run_lines
     from relgrade.protocol import bank
@@ -390,9 +391,9 @@ def plan_pool(ex, depth: int | None = None, *, runs: Mapping | None = None) -> d
                     for q, c in zip(table["query_id"].astype(str), table["chunk_id"].astype(str)))
     audit = ex.audit_ids() or []
     held = judgments(ex, table, audit)
-    key_grader = ex.params.need("grading.key_grader")
-    auditor = ex.params.need("grading.auditor")
-    owed = bank.pending_counts(held.pending, [key_grader, auditor])
+    # every grader that owes work, as the status names them (an extra auditor included)
+    names, owing = owing_graders(ex, held)
+    owed = bank.pending_counts(owing, names)
     # spent: every judgment each grader's files already hold (as the status counts them)
     counts = {g: {"spent": int(held.made.get(g, 0)), "pending": sum(owed[g].values())}
               for g in owed}

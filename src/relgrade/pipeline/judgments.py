@@ -326,6 +326,42 @@ def triage_queue(ex, judged: pd.DataFrame, pool: pd.DataFrame, *, now: dict,
         zero_sample=p.need("triage").zero_sample, seed=p.need("seed"), round=p.grading.round)
 
 
+def owing_graders(ex, held: Judgments) -> tuple[list[str], pd.DataFrame]:
+    """Who owes the round's work and the table of what they owe.
+
+    Parameters
+    ----------
+    ex : relgrade.experiment.files.Experiment
+        The experiment (its graders and mode).
+    held : Judgments
+        The round's judgments (:func:`judgments`).
+
+    Returns
+    -------
+    names : list of str
+        The key grader and the auditor; in triage mode the triage grader; with a rater panel
+        the raters and the auditor instead; then every other declared grader of role grader
+        or auditor (an extra auditor).
+    owing : pandas.DataFrame
+        :attr:`Judgments.pending`, with :attr:`Judgments.others_pending` below it.
+    """
+    from relgrade.pipeline.panel import is_panel, raters_of
+
+    key_grader = ex.params.need("grading.key_grader")
+    auditor = ex.params.need("grading.auditor")
+    names = [key_grader, auditor]
+    if held.triage_grader is not None:  # triage mode: the model grader owes the pool too
+        names.append(held.triage_grader)
+    if is_panel(ex):  # the key grader is the aggregate: the raters are who owes the work
+        names = [*raters_of(ex), auditor]
+    if held.others_pending is None:
+        return names, held.pending
+    # other declared graders (an extra auditor, say)
+    names += [g for g, spec in sorted(ex.params.graders_dict().items())
+              if spec["role"] in ("grader", "auditor") and g not in names]
+    return names, pd.concat([held.pending, held.others_pending], ignore_index=True)
+
+
 def pending_status(ex, *, held: Judgments, table: pd.DataFrame,
                    adjudication: bool = True) -> dict:
     """Per grader, its judgments made, its current grades of the pool and the pairs it owes.
@@ -360,19 +396,7 @@ def pending_status(ex, *, held: Judgments, table: pd.DataFrame,
     """
     from relgrade.pipeline.panel import expert_pending, is_panel, raters_of, removed_now
 
-    key_grader = ex.params.need("grading.key_grader")
-    auditor = ex.params.need("grading.auditor")
-    names = [key_grader, auditor]
-    if held.triage_grader is not None:  # triage mode: the model grader owes the pool too
-        names.append(held.triage_grader)
-    if is_panel(ex):  # the key grader is the aggregate: the raters are who owes the work
-        names = [*raters_of(ex), auditor]
-    if held.others_pending is not None:  # other declared graders (an extra auditor, say)
-        names += [g for g, spec in sorted(ex.params.graders_dict().items())
-                  if spec["role"] in ("grader", "auditor") and g not in names]
-        owing = pd.concat([held.pending, held.others_pending], ignore_index=True)
-    else:
-        owing = held.pending
+    names, owing = owing_graders(ex, held)
     counts = bank.pending_counts(owing, names)
     manifest = ex.path("pool_manifest")
     version = io.read_json(manifest).get("pool_version") if manifest.exists() else None
