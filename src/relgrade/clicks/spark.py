@@ -65,7 +65,7 @@ def session(master: str = DEFAULT_MASTER, *, app_name: str = "relgrade-clicks"):
         nowhere, a master that does not answer); raised before anything is read or written.
     """
     # Imported here: relgrade.tables.spark imports pyarrow, which a DuckDB click command,
-    # importing this module through the engines, does not need (about 48 MiB resident).
+    # importing this module through the engines, does not need (about 47 MiB resident).
     from relgrade.tables.spark import session as spark_session
 
     return spark_session(master, app_name=app_name)
