@@ -122,4 +122,21 @@ def test_clicks_propensity_estimates_prints_and_writes_a_curve_without_importing
     heavy = _heavy_after(code)
     assert out.exists()
     assert "duckdb" in heavy and "numpy" in heavy
-    assert "pandas" not in heavy
+    assert "pandas" not in heavy and "pyarrow" not in heavy
+
+
+def test_clicks_pairs_writes_its_pairs_without_importing_pandas_or_pyarrow(tmp_path):
+    from tests.test_clicks_propensity import SEED, simulate_log
+
+    log, curve, out = (tmp_path / "log.parquet", tmp_path / "curve.json",
+                       tmp_path / "pairs.parquet")
+    simulate_log(SEED, sessions=400, randomized_share=0.2)[0].to_parquet(log, index=False)
+    main(["clicks", "propensity", str(log), "--bootstrap", "20", "--out", str(curve)],
+         standalone_mode=False)
+    code = ("from relgrade.cli import main\n"
+            f"main(['clicks', 'pairs', {str(log)!r}, '--propensity', {str(curve)!r}, "
+            f"'--out', {str(out)!r}], standalone_mode=False)")
+    heavy = _heavy_after(code)
+    assert out.exists()
+    assert "duckdb" in heavy and "numpy" in heavy
+    assert "pandas" not in heavy and "pyarrow" not in heavy

@@ -109,6 +109,41 @@ def skip_above_by_loop(log: pd.DataFrame, weight: dict) -> list[tuple]:
     return out
 
 
+
+def test_weight_columns_are_the_columns_of_ips_weights():
+    props = {1: 1.0, 2: 0.5, 3: 0.25, 4: 0.08, 5: 0.0, 6: float("nan")}
+    columns = P.weight_columns(props, clip=10)
+    table = P.ips_weights(props, clip=10)
+    assert list(columns) == list(table.columns) == list(P.WEIGHT_COLUMNS)
+    for name, values in columns.items():
+        assert values.dtype == table[name].dtype == P.WEIGHT_COLUMNS[name]
+        assert values.tolist() == table[name].tolist()
+    assert columns["weight"].tolist() == [1.0, 2.0, 4.0, 10.0, 10.0]
+    curve = PropensityCurve.from_dict(
+        {"positions": [{"position": k, "propensity": p} for k, p in HAND_PROPENSITY.items()]})
+    for name, values in P.weights_from_curve(curve, clip=10, frame=False).items():
+        assert values.tolist() == P.ips_weights(HAND_PROPENSITY, clip=10)[name].tolist()
+    with pytest.raises(InputError, match="the propensity curve defines no position"):
+        P.weights_from_curve(PropensityCurve.from_dict(
+            {"positions": [{"position": 1, "propensity": None}]}), frame=False)
+
+
+@pytest.mark.parametrize("propensity,clip", [(HAND_PROPENSITY, 10), (HAND_PROPENSITY, 3),
+                                             ({1: 1.0, 2: 0.5, 3: 0.25}, 10)],
+                         ids=["clip-10", "clip-3", "no-weight-at-4"])
+def test_pairs_and_summary_from_weight_columns_equal_those_from_the_table(propensity, clip):
+    log = ClickLog.from_frame(frame(HAND))
+    table = P.ips_weights(propensity, clip=clip)
+    columns = P.weight_columns(propensity, clip=clip)
+    assert P.skip_above(log, columns).fetchall() == P.skip_above(log, table).fetchall()
+    counts = P.position_counts(log)
+    # Counted by hand from HAND above.
+    assert {c: v.tolist() for c, v in counts.items()} == {
+        "position": [1, 2, 3, 4], "shown": [3, 3, 3, 2], "clicks": [1, 1, 2, 1]}
+    assert P.summary_from_positions(counts, columns, sessions=3) \
+        == P.click_summary(log, table)
+
+
 def test_pairs_equal_a_pure_python_reading_of_the_skip_above_rule():
     log, _, _ = simulate_log(SEED, sessions=2000, randomized_share=0.3)
     propensity = {k: 1.0 / k for k in range(1, 9)}  # clicks at 9 and 10 give no pair

@@ -616,3 +616,27 @@ def test_one_bad_value_in_an_otherwise_clean_log_is_refused_by_its_rule(column, 
                                          r"\(found "):
         ClickLog.from_frame(df, source="log.parquet")
     assert ClickLog.from_frame(frame(rows)).patterns is not None
+
+
+@pytest.mark.parametrize("counts", [[1, 1, 1, 1, 1], [2, 1, 1, 1]], ids=["one-unit-rows",
+                                                                      "a-grouped-row"])
+def test_a_bootstrap_resample_takes_n_units_with_replacement(counts):
+    # Unit 0's evidence at the lower position is 1, every other unit's 0, and every unit's
+    # upper evidence is 1 (all units of a row alike), so p(2) of a resample is
+    # (times unit 0 was taken) / n. Taking n = 5 units with replacement, that count is
+    # Binomial(5, 1/5) for a unit of its own: mean 1, variance 5 * 1/5 * 4/5 = 0.8; for a
+    # row of two units Binomial(5, 2/5): mean 2, variance 1.2. The uniform picks drawn when
+    # every row is one unit and the multinomial of grouped rows must both give these.
+    counts = np.array(counts)
+    n = counts.sum()
+    evidence = np.zeros((len(counts), 1, 2))
+    evidence[:, 0, 0] = 1.0
+    evidence[0, 0, 1] = 1.0
+    reps = PR.bootstrap_chain(evidence, counts, rng=rng(3), n_boot=20_000)
+    taken = reps[:, 1] * n
+    assert np.allclose(taken, np.round(taken)) and taken.min() >= 0 and taken.max() <= n
+    p = counts[0] / n
+    assert abs(taken.mean() - n * p) < 0.03
+    assert abs(taken.var() - n * p * (1 - p)) < 0.05
+    # The same seed gives the same resamples.
+    assert np.array_equal(reps, PR.bootstrap_chain(evidence, counts, rng=rng(3), n_boot=20_000))

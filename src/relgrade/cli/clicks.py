@@ -141,7 +141,7 @@ def pairs_cmd(log_path, propensity_path, clip, out_path, memory_limit, engine_na
 
     curve = PR.PropensityCurve.from_dict(io.read_json(propensity_path),
                                          source=propensity_path.as_posix())
-    weights = P.weights_from_curve(curve, clip=clip)
+    weights = P.weights_from_curve(curve, clip=clip, frame=False)
     runner = engine.get(engine_name, memory_limit=memory_limit, spark_master=spark_master,
                         threads=threads)
     with runner.errors(log_path):

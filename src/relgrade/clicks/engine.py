@@ -152,8 +152,9 @@ class DuckDBEngine:
                                    {"p": str(out)}).fetchall()[0][0])
 
     def clicks_by_position(self, log: ClickLog):
-        """Impressions and clicks per position (``position``, ``shown``, ``clicks``)."""
-        return pairs.clicks_by_position(log)
+        """Impressions and clicks per position (``position``, ``shown``, ``clicks``), as
+        :func:`relgrade.clicks.pairs.position_counts`' numpy columns."""
+        return pairs.position_counts(log)
 
 
 @dataclass(frozen=True)
@@ -189,8 +190,10 @@ class SparkEngine:
         return int(log.spark.read.parquet(str(out)).count())
 
     def clicks_by_position(self, log):
-        """Impressions and clicks per position (``position``, ``shown``, ``clicks``)."""
-        return spark.clicks_by_position(log)
+        """Impressions and clicks per position (``position``, ``shown``, ``clicks``), as
+        numpy columns of int64 like the DuckDB engine's."""
+        table = spark.clicks_by_position(log)
+        return {c: table[c].to_numpy(dtype="int64") for c in ("position", "shown", "clicks")}
 
 
 def get(name: str, *, memory_limit: str | None = None, spark_master: str | None = None,

@@ -38,6 +38,55 @@ PAIR_COLUMNS = ("query_id", "preferred_chunk_id", "other_chunk_id", "weight", "s
 #: The name of the weights view the pair and click-through queries join on.
 WEIGHTS_VIEW = "relgrade_clicks_weights"
 
+#: The columns of :func:`weight_columns` and :func:`ips_weights`, with their dtypes.
+WEIGHT_COLUMNS = {"position": np.int64, "propensity": np.float64, "weight": np.float64,
+                  "clipped": np.bool_}
+
+
+def weight_columns(propensity: PropensityCurve | Mapping[int, float], *,
+                   clip: float = DEFAULT_CLIP) -> dict:
+    """:func:`ips_weights` as a dict of numpy columns (no pandas).
+
+    Parameters
+    ----------
+    propensity, clip
+        As :func:`ips_weights`.
+
+    Returns
+    -------
+    dict of str to numpy.ndarray
+        ``position`` (int64), ``propensity`` (float64), ``weight`` (float64), ``clipped``
+        (bool), of equal length, sorted by position: the columns of :func:`ips_weights`.
+
+    Raises
+    ------
+    InputError
+        As :func:`ips_weights`.
+
+    Examples
+    --------
+    >>> weight_columns({1: 1.0, 2: 0.5, 3: 0.05}, clip=10)["weight"].tolist()
+    [1.0, 2.0, 10.0]
+    """
+    if isinstance(clip, bool) or not isinstance(clip, (int, float)) or not math.isfinite(clip) \
+            or clip < 1:
+        raise InputError("the weight clip must be a finite number of at least 1 "
+                         "(weights are 1 / p(k) with p(k) at most p(1) = 1)", found=repr(clip))
+    if isinstance(propensity, PropensityCurve):
+        propensity = propensity.propensities()
+    rows = []
+    for k, p in sorted(propensity.items()):
+        p = float(p)
+        if math.isnan(p):
+            continue
+        if p < 0 or math.isinf(p):
+            raise InputError("a propensity must be a number greater than 0",
+                             item=f"position {k}", found=repr(p))
+        raw = math.inf if p == 0 else 1.0 / p
+        rows.append((int(k), p, min(raw, float(clip)), raw > clip))
+    return {name: np.array([r[i] for r in rows], dtype=dtype)
+            for i, (name, dtype) in enumerate(WEIGHT_COLUMNS.items())}
+
 
 def ips_weights(propensity: PropensityCurve | Mapping[int, float], *,
                 clip: float = DEFAULT_CLIP) -> pd.DataFrame:
@@ -74,41 +123,31 @@ def ips_weights(propensity: PropensityCurve | Mapping[int, float], *,
     >>> ips_weights({1: 1.0, 2: 0.5, 3: 0.05}, clip=10)["weight"].tolist()
     [1.0, 2.0, 10.0]
     """
-    if isinstance(clip, bool) or not isinstance(clip, (int, float)) or not math.isfinite(clip) \
-            or clip < 1:
-        raise InputError("the weight clip must be a finite number of at least 1 "
-                         "(weights are 1 / p(k) with p(k) at most p(1) = 1)", found=repr(clip))
-    if isinstance(propensity, PropensityCurve):
-        propensity = propensity.propensities()
-    rows = []
-    for k, p in sorted(propensity.items()):
-        p = float(p)
-        if math.isnan(p):
-            continue
-        if p < 0 or math.isinf(p):
-            raise InputError("a propensity must be a number greater than 0",
-                             item=f"position {k}", found=repr(p))
-        raw = math.inf if p == 0 else 1.0 / p
-        rows.append((int(k), p, min(raw, float(clip)), raw > clip))
     import pandas as pd
 
-    return pd.DataFrame(rows, columns=["position", "propensity", "weight", "clipped"]).astype(
-        {"position": "int64", "propensity": "float64", "weight": "float64", "clipped": "bool"})
+    return pd.DataFrame(weight_columns(propensity, clip=clip))
 
 
-def _register(log: ClickLog, weights: pd.DataFrame) -> None:
-    log.con.register(WEIGHTS_VIEW, weights[["position", "weight"]].copy())
+def _register(log: ClickLog, weights) -> None:
+    """``weights``' positions and weights as the temporary table :data:`WEIGHTS_VIEW`
+    (``position`` BIGINT, ``weight`` DOUBLE), from a DataFrame or a dict of columns alike."""
+    log.con.execute(
+        f"CREATE OR REPLACE TEMP TABLE {WEIGHTS_VIEW} AS "
+        "SELECT unnest(CAST($position AS BIGINT[])) AS position, "
+        "unnest(CAST($weight AS DOUBLE[])) AS weight",
+        {"position": np.asarray(weights["position"], dtype=np.int64).tolist(),
+         "weight": np.asarray(weights["weight"], dtype=np.float64).tolist()})
 
 
-def skip_above(log: ClickLog, weights: pd.DataFrame) -> duckdb.DuckDBPyRelation:
+def skip_above(log: ClickLog, weights) -> duckdb.DuckDBPyRelation:
     """Skip-above preference pairs, each weighted by the clicked position's IPS weight.
 
     Parameters
     ----------
     log : ClickLog
         The impression log.
-    weights : pandas.DataFrame
-        From :func:`ips_weights`: ``position``, ``weight``.
+    weights : pandas.DataFrame or dict of str to numpy.ndarray
+        From :func:`ips_weights` or :func:`weight_columns`: ``position``, ``weight``.
 
     Returns
     -------
@@ -147,15 +186,15 @@ def skip_above(log: ClickLog, weights: pd.DataFrame) -> duckdb.DuckDBPyRelation:
     return log.con.sql(sql("skip_above"))
 
 
-def click_summary(log: ClickLog, weights: pd.DataFrame) -> dict:
+def click_summary(log: ClickLog, weights) -> dict:
     """What a pairs run used and left out, per position (a small aggregate).
 
     Parameters
     ----------
     log : ClickLog
         The impression log.
-    weights : pandas.DataFrame
-        From :func:`ips_weights`.
+    weights : pandas.DataFrame or dict of str to numpy.ndarray
+        From :func:`ips_weights` or :func:`weight_columns`.
 
     Returns
     -------
@@ -179,16 +218,35 @@ def clicks_by_position(log: ClickLog) -> pd.DataFrame:
     Returns
     -------
     pandas.DataFrame
-        ``position`` (int64), ``shown`` and ``clicks`` (int64: impressions and clicks at the
-        position), one row per position the log shows, ordered by position: read from
-        :attr:`ClickLog.patterns` (the masks of shown and clicked positions per session)
-        without another pass over the log, else by ``sql/clicks_by_position.sql``.
+        :func:`position_counts` as a table: ``position`` (int64), ``shown`` and ``clicks``
+        (int64), one row per position the log shows, ordered by position.
     """
     import pandas as pd
 
+    return pd.DataFrame(position_counts(log))
+
+
+def position_counts(log: ClickLog) -> dict:
+    """Impressions and clicks per position as numpy columns (no pandas).
+
+    Parameters
+    ----------
+    log : ClickLog
+        The impression log.
+
+    Returns
+    -------
+    dict of str to numpy.ndarray
+        ``position`` (int64), ``shown`` and ``clicks`` (int64: impressions and clicks at the
+        position), one entry per position the log shows, ordered by position: read from
+        :attr:`ClickLog.patterns` (the masks of shown and clicked positions per session)
+        without another pass over the log, else by ``sql/clicks_by_position.sql``.
+    """
     if log.patterns is None:
-        return log.con.execute(sql("clicks_by_position")).df().astype(
-            {"position": "int64", "shown": "int64", "clicks": "int64"})
+        rows = log.con.execute(sql("clicks_by_position")).fetchnumpy()
+        order = np.argsort(np.asarray(rows["position"], dtype=np.int64), kind="stable")
+        return {c: np.asarray(rows[c], dtype=np.int64)[order]
+                for c in ("position", "shown", "clicks")}
     sessions = np.asarray(log.patterns["sessions"], dtype=np.int64)
     bits = np.arange(64, dtype=np.uint64)
     masks = {c: (np.asarray(log.patterns[c], dtype=np.uint64)[:, None] >> bits) & np.uint64(1)
@@ -196,20 +254,19 @@ def clicks_by_position(log: ClickLog) -> pd.DataFrame:
     shown = sessions @ masks["shown"].astype(np.int64)
     clicks = sessions @ masks["clicks"].astype(np.int64)
     at = np.flatnonzero(shown)
-    return pd.DataFrame({"position": (at + 1).astype(np.int64), "shown": shown[at],
-                         "clicks": clicks[at]})
+    return {"position": (at + 1).astype(np.int64), "shown": shown[at], "clicks": clicks[at]}
 
 
-def summary_from_positions(by_position: pd.DataFrame, weights: pd.DataFrame, *,
-                           sessions: int) -> dict:
+def summary_from_positions(by_position, weights, *, sessions: int) -> dict:
     """:func:`click_summary` from impressions and clicks per position (any engine).
 
     Parameters
     ----------
-    by_position : pandas.DataFrame
-        ``position``, ``shown``, ``clicks`` (as ``sql/clicks_by_position.sql`` returns).
-    weights : pandas.DataFrame
-        From :func:`ips_weights`.
+    by_position : pandas.DataFrame or dict of str to numpy.ndarray
+        ``position``, ``shown``, ``clicks`` (as ``sql/clicks_by_position.sql`` returns, or
+        :func:`position_counts`), one entry per position.
+    weights : pandas.DataFrame or dict of str to numpy.ndarray
+        From :func:`ips_weights` or :func:`weight_columns`.
     sessions : int
         Sessions in the log.
 
@@ -218,32 +275,35 @@ def summary_from_positions(by_position: pd.DataFrame, weights: pd.DataFrame, *,
     dict
         As :func:`click_summary`.
     """
-    merged = by_position.merge(weights, on="position", how="left")
-    has_weight = merged["weight"].notna()
-    clipped = merged["clipped"].fillna(False).astype(bool)
-    clicked = merged["clicks"] > 0
+    position = np.asarray(by_position["position"], dtype=np.int64)
+    shown = np.asarray(by_position["shown"], dtype=np.int64)
+    clicks = np.asarray(by_position["clicks"], dtype=np.int64)
+    weighted = np.asarray(weights["position"], dtype=np.int64)
+    has_weight = np.isin(position, weighted)
+    clipped = np.isin(position, weighted[np.asarray(weights["clipped"], dtype=bool)])
+    clicked = clicks > 0
     return {
-        "impressions": int(merged["shown"].sum()),
+        "impressions": int(shown.sum()),
         "sessions": int(sessions),
-        "clicks": int(merged["clicks"].sum()),
-        "clicks_weighted": int(merged.loc[has_weight, "clicks"].sum()),
-        "clicks_without_propensity": int(merged.loc[~has_weight, "clicks"].sum()),
-        "positions_without_propensity": merged.loc[~has_weight & clicked, "position"]
-        .astype(int).tolist(),
-        "clicks_clipped": int(merged.loc[clipped, "clicks"].sum()),
-        "positions_clipped": merged.loc[clipped & clicked, "position"].astype(int).tolist(),
+        "clicks": int(clicks.sum()),
+        "clicks_weighted": int(clicks[has_weight].sum()),
+        "clicks_without_propensity": int(clicks[~has_weight].sum()),
+        "positions_without_propensity": position[~has_weight & clicked].tolist(),
+        "clicks_clipped": int(clicks[clipped].sum()),
+        "positions_clipped": position[clipped & clicked].tolist(),
     }
 
 
-def click_through(log: ClickLog, weights: pd.DataFrame) -> duckdb.DuckDBPyRelation:
+def click_through(log: ClickLog, weights) -> duckdb.DuckDBPyRelation:
     """Impressions, clicks and IPS-weighted clicks per (query, chunk, position).
 
     Parameters
     ----------
     log : ClickLog
         The impression log.
-    weights : pandas.DataFrame
-        From :func:`ips_weights`; rows at positions without a weight are left out.
+    weights : pandas.DataFrame or dict of str to numpy.ndarray
+        From :func:`ips_weights` or :func:`weight_columns`; rows at positions without a
+        weight are left out.
 
     Returns
     -------
@@ -263,16 +323,32 @@ def click_through(log: ClickLog, weights: pd.DataFrame) -> duckdb.DuckDBPyRelati
     return log.con.sql(sql("click_through"))
 
 
-def weights_from_curve(curve: PropensityCurve, *, clip: float = DEFAULT_CLIP) -> pd.DataFrame:
+def weights_from_curve(curve: PropensityCurve, *, clip: float = DEFAULT_CLIP,
+                       frame: bool = True):
     """:func:`ips_weights` of a curve read from a file; the positions it defines.
+
+    Parameters
+    ----------
+    curve : PropensityCurve
+        The curve.
+    clip : float, default 10.0
+        As :func:`ips_weights`.
+    frame : bool, default True
+        A ``pandas.DataFrame`` (:func:`ips_weights`); False: a dict of numpy columns
+        (:func:`weight_columns`), which the pairs commands use so as not to import pandas.
+
+    Returns
+    -------
+    pandas.DataFrame or dict of str to numpy.ndarray
+        ``position``, ``propensity``, ``weight``, ``clipped``, at least one position.
 
     Raises
     ------
     InputError
         As :func:`ips_weights`, or the curve defines no position.
     """
-    weights = ips_weights(curve, clip=clip)
-    if weights.empty:
+    weights = ips_weights(curve, clip=clip) if frame else weight_columns(curve, clip=clip)
+    if not len(weights["position"]):
         raise InputError("the propensity curve defines no position", fix="Estimate one with "
                          "`relgrade clicks propensity` on a log with clicks")
     return weights

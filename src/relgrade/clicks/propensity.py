@@ -21,9 +21,12 @@ Randomness
 ----------
 Each resample draws, from the caller's :class:`numpy.random.Generator`, the number of times
 every unit is taken: ``rng.multinomial(n, m / n)`` for ``n`` units grouped in rows of ``m``
-identical ones (a session pattern; ``m = 1`` for a query). That is resampling ``n`` units
-with replacement. Resamples are drawn in blocks, one after the other, so the stream does not
-depend on the block size.
+identical ones (a session pattern). When every row is one unit (``m = 1``: a query), the
+resample is ``n`` uniform picks ``rng.integers(0, n, n)``, counted per unit: the same
+multinomial, drawn at a tenth of the cost. Either way this is resampling ``n`` units with
+replacement. Resamples are drawn in blocks, one after the other: the multinomial's stream
+does not depend on the block size, and the uniform picks' blocks are set by the number of
+units alone, so a curve depends on its log and its seed only.
 """
 
 from __future__ import annotations
@@ -263,7 +266,10 @@ def bootstrap_chain(evidence: np.ndarray, counts: np.ndarray, *, rng: np.random.
     A resample takes ``n = counts.sum()`` units with replacement, drawn as the multinomial
     ``rng.multinomial(n, counts / n)`` of how often each row is taken, and sums their
     evidence per link; this is the nonparametric bootstrap (Efron & Tibshirani 1993) computed
-    on grouped units.
+    on grouped units. When every row is one unit (``counts`` all 1), the same multinomial is
+    drawn as ``n`` uniform picks of a row (``rng.integers(0, n, size=(b, n))``) counted per
+    row, which costs a tenth of numpy's multinomial over ``n`` equal cells (that draws one
+    binomial per cell).
     """
     evidence = np.asarray(evidence, dtype=np.float64)
     counts = np.asarray(counts, dtype=np.int64)
@@ -273,10 +279,17 @@ def bootstrap_chain(evidence: np.ndarray, counts: np.ndarray, *, rng: np.random.
     probs = counts / total
     block = max(1, min(n_boot, _BLOCK_ELEMENTS // max(n_rows, 1)))
     out = np.empty((n_boot, links + 1))
+    single = total == n_rows  # every row is one unit (counts are at least 1)
     done = 0
     while done < n_boot:
         b = min(block, n_boot - done)
-        weights = rng.multinomial(total, probs, size=b).astype(np.float64)
+        if single:
+            picks = rng.integers(0, n_rows, size=(b, n_rows))
+            picks += np.arange(b, dtype=picks.dtype)[:, None] * n_rows
+            weights = np.bincount(picks.ravel(), minlength=b * n_rows).reshape(
+                b, n_rows).astype(np.float64)
+        else:
+            weights = rng.multinomial(total, probs, size=b).astype(np.float64)
         out[done:done + b] = chain((weights @ flat).reshape(b, links, 2))
         done += b
     return out

@@ -29,7 +29,6 @@ from relgrade.clicks.propensity import (
     unpaired_randomized_error,
 )
 from relgrade.errors import InputError
-from relgrade.tables.spark import session as spark_session
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -65,6 +64,10 @@ def session(master: str = DEFAULT_MASTER, *, app_name: str = "relgrade-clicks"):
         PySpark is not installed, or Spark cannot start (no Java, ``JAVA_HOME`` pointing
         nowhere, a master that does not answer); raised before anything is read or written.
     """
+    # Imported here: relgrade.tables.spark imports pyarrow, which a DuckDB click command,
+    # importing this module through the engines, does not need (about 47 MiB resident).
+    from relgrade.tables.spark import session as spark_session
+
     return spark_session(master, app_name=app_name)
 
 
@@ -257,8 +260,16 @@ def estimate(log: SparkLog, *, method: str, rng: np.random.Generator, max_positi
     return fn(log, rng=rng, max_position=max_position, n_boot=n_boot, level=level)
 
 
-def skip_above(log: SparkLog, weights: pd.DataFrame):
+def skip_above(log: SparkLog, weights):
     """:func:`relgrade.clicks.pairs.skip_above` as a lazy Spark DataFrame.
+
+    Parameters
+    ----------
+    log : SparkLog
+        The impression log.
+    weights : pandas.DataFrame or dict of str to numpy.ndarray
+        From :func:`relgrade.clicks.pairs.ips_weights` or
+        :func:`relgrade.clicks.pairs.weight_columns`: ``position``, ``weight``.
 
     Returns
     -------
@@ -266,7 +277,10 @@ def skip_above(log: SparkLog, weights: pd.DataFrame):
         Columns ``query_id``, ``preferred_chunk_id``, ``other_chunk_id``, ``weight``,
         ``session_id``, globally ordered as DuckDB's; write it with ``.write.parquet``.
     """
-    table = weights[["position", "weight"]].astype({"position": "int64", "weight": "float64"})
+    import pandas as pd
+
+    table = pd.DataFrame({"position": np.asarray(weights["position"], dtype=np.int64),
+                          "weight": np.asarray(weights["weight"], dtype=np.float64)})
     log.spark.createDataFrame(table).createOrReplaceTempView(WEIGHTS_VIEW)
     return log.spark.sql(sql("skip_above"))
 

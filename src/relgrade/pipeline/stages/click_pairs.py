@@ -16,7 +16,7 @@ def run(ex):
     c = ex.params.need("clicks")
     curve_path = ex.path("click_propensity")
     curve = PR.PropensityCurve.from_dict(io.read_json(curve_path), source=curve_path.as_posix())
-    weights = P.weights_from_curve(curve, clip=c.clip)
+    weights = P.weights_from_curve(curve, clip=c.clip, frame=False)
     log_path = ex.file(c.log)
     out = ex.path("click_pairs")
     runner = engine.get(c.engine, memory_limit=c.memory_limit, spark_master=c.spark_master)
