@@ -59,7 +59,7 @@ def test_add_refusals_write_nothing(repo):  # noqa: F811
         (("add", "a/b", "--kind", "bm25"), "an arm name starts with a letter or digit"),
         (("add", "x", "--kind", "bm25", "--holes"), "--holes takes an external run"),
         (("add", "x", "--run", "in/runs/ext.trec", "--model-grader", "grader-a"),
-         "--model-grader go with --holes"),
+         "--model-grader goes with --holes"),
         (("add", "x", "--run", "in/runs/ext.trec", "--holes", "--human-fraction", "0.2"),
          "an arm on the frozen key needs the holes' graders and sample"),
         (("add", "x", "--run", "in/runs/ext.trec", "--holes", "--model-grader", "nobody",

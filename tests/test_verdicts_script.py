@@ -86,3 +86,25 @@ def test_a_ppi_experiment_says_ppi_decides_or_that_its_report_predates_it(tmp_pa
             "model-only and human-only stand beside it in the report)\n") in done.stdout
     assert ("  (written before PPI++ decided in ppi mode: these lines are on the model "
             "grader's key; rerun the compare and report stages)\n") in done.stdout
+
+
+def test_a_damaged_params_or_comparisons_file_is_one_error_line_not_a_traceback(tmp_path):
+    _experiment(tmp_path / "experiments" / "p", "metrics/report.md")
+    params = tmp_path / "experiments" / "p" / "params.yaml"
+    raw = yaml.safe_load(params.read_text())
+    raw["grading"] = {"mode": "ppi"}
+    params.write_text(yaml.safe_dump(raw))
+    comparisons = tmp_path / "experiments" / "p" / "metrics" / "comparisons.json"
+    comparisons.write_text("{bad")
+    done = _run(tmp_path)
+    assert done.returncode == 1 and "Traceback" not in done.stderr
+    assert done.stderr.splitlines() == [
+        "Error: experiments/p/metrics/comparisons.json: not valid JSON (Expecting property "
+        "name enclosed in double quotes: line 1 column 2 (char 1)). Restore it (git "
+        "checkout, or dvc repro rewrites it)"]
+    params.write_text(params.read_text() + "paths: [\n")
+    done = _run(tmp_path)
+    assert done.returncode == 1 and "Traceback" not in done.stderr
+    assert done.stderr.splitlines() == [
+        "Error: experiments/p/params.yaml: not a readable YAML file (while parsing a flow "
+        "node). Fix or restore it (git checkout)"]

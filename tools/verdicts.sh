@@ -15,7 +15,13 @@ from pathlib import Path
 import yaml
 
 params = Path(sys.argv[1])
-raw = yaml.safe_load(params.read_text(encoding="utf-8")) or {}
+try:
+    raw = yaml.safe_load(params.read_text(encoding="utf-8")) or {}
+except (OSError, UnicodeDecodeError, yaml.YAMLError) as e:
+    sys.exit(f"Error: {params}: not a readable YAML file ({str(e).splitlines()[0]}). "
+             "Fix or restore it (git checkout)")
+if not isinstance(raw, dict):
+    sys.exit(f"Error: {params}: params must be a YAML mapping. Fix or restore it")
 paths = raw.get("paths") or {}
 if paths.get("report_md"):
     print(params.parent / paths["report_md"])
@@ -55,7 +61,13 @@ comparisons = (raw.get("paths") or {}).get("comparisons")
 if (raw.get("grading") or {}).get("mode") != "ppi" or not comparisons \
         or not (params.parent / comparisons).is_file():
     sys.exit(0)
-estimator = json.loads((params.parent / comparisons).read_text(encoding="utf-8")).get("estimator")
+path = params.parent / comparisons
+try:
+    record = json.loads(path.read_text(encoding="utf-8"))
+except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+    sys.exit(f"Error: {path}: not valid JSON ({e}). Restore it (git checkout, or dvc repro "
+             "rewrites it)")
+estimator = record.get("estimator") if isinstance(record, dict) else None
 if estimator and estimator.get("comparisons"):
     stop = estimator.get("stop") or {}
     print(f"  (decided by the {estimator['comparisons']} stopping rule: people graded the "

@@ -76,7 +76,8 @@ def add_cmd(name, kind, run, fuse, depth, on_key, model_grader, human_grader, hu
         return _holes_added(ex, name)
     given = [k for k, v in holes_opts.items() if v is not None]
     if given:
-        raise InputError(f"{', '.join(given)} go with --holes", item=name)
+        verb = "goes" if len(given) == 1 else "go"
+        raise InputError(f"{', '.join(given)} {verb} with --holes", item=name)
     ex = add_arm(Experiment.load(params_path), name, kind=kind, run=run,
                  fuse=[f for f in fuse.split(",") if f] if fuse else None, depth=depth)
     spec = ex.params.arms_dict()[name]
