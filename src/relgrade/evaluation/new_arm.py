@@ -444,7 +444,8 @@ def verdict_lines(record: dict) -> list[str]:
     -------
     list of str
         One sentence per old arm, in the words of an old arm's verdict (who is better by how
-        much with the interval and the Holm-adjusted p-value, or no detectable difference),
+        much with the interval and the Holm-adjusted p-value, or no detectable difference,
+        saying when the interval excludes 0 only before Holm's correction),
         then how it was made: PPI++ on the per-query differences with the new arm's corrected
         values, Holm over the new arm's comparisons, and its level claim.
 
@@ -455,6 +456,11 @@ def verdict_lines(record: dict) -> list[str]:
     ...      "p_holm": 0.004, "significant": True}]}
     >>> print(verdict_lines(rec)[0])
     bm25 better than new on nDCG@10 by 0.200 [0.100, 0.300], p=0.004 after Holm (new joined after the key froze: PPI++ on its holes, Holm over its 1 comparison with the old arms; level claim holds)
+    >>> rec["comparisons"] = [dict(rec["comparisons"][0], p_holm=0.12, significant=False),
+    ...                       dict(rec["comparisons"][0], arm_b="dense", p_holm=0.5,
+    ...                            significant=False, low=-0.3, high=0.1)]
+    >>> print(verdict_lines(rec)[0])
+    no detectable difference on nDCG@10 between new and bm25: -0.200 [-0.300, -0.100], p=0.12 after Holm; the interval excludes 0 only before correcting for the 2 comparisons made (new joined after the key froze: PPI++ on its holes, Holm over its 2 comparisons with the old arms; level claim holds)
     """
     rows = record["comparisons"]
     how = (f"({rows[0]['arm_a'] if rows else record.get('arm')} joined after the key froze: "
@@ -471,9 +477,11 @@ def verdict_lines(record: dict) -> list[str]:
             out.append(f"{win} better than {lose} on {m} by {_f(est, 3)} [{_f(lo, 3)}, "
                        f"{_f(hi, 3)}], p={p} after Holm {how}")
         else:
+            caveat = (f"; the interval excludes 0 only before correcting for the {len(rows)} "
+                      "comparisons made" if (lo > 0 or hi < 0) and len(rows) > 1 else "")
             out.append(f"no detectable difference on {m} between {r['arm_a']} and "
                        f"{r['arm_b']}: {_f(est, 3, '+')} [{_f(lo, 3, '+')}, {_f(hi, 3, '+')}], "
-                       f"p={p} after Holm {how}")
+                       f"p={p} after Holm{caveat} {how}")
     return out
 
 
