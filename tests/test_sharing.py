@@ -179,8 +179,9 @@ def test_status_warns_when_a_hand_edited_share_from_lacks_its_dep(repo):  # noqa
     where = (second / "dvc.yaml").as_posix()
     assert share_warnings(ex) == [
         f"{where}: stage {s} lacks the dep ../first/data/grades (a share source's grades), "
-        "so dvc will not rerun it when they change; add `- ../first/data/grades` under "
-        f"stages.{s}.deps" for s in ("packets", "grades")]
+        "so dvc will not rerun it when they change; render the pipeline from params: "
+        "`relgrade pipeline render --experiment experiments/second` (at the repository's top)"
+        for s in ("packets", "grades")]
 
 
 # --- sources stay inside the repository ------------------------------------------------

@@ -743,13 +743,14 @@ def _round_owed(held, table: pd.DataFrame, names) -> dict:
 def share_warnings(ex: Experiment) -> list[str]:
     """Warnings about params ``grading.share_from``: a pipeline stage that reads grades but
     lacks the dep on a share source's grade files (DVC cannot take deps from a params list,
-    so a hand-edited ``share_from`` needs its dep written by hand), or a refused source.
+    so a hand-edited ``share_from`` needs the pipeline rendered again), or a refused source.
 
     Returns
     -------
     list of str
-        One line per missing dep, naming the ``dvc.yaml``, the stage and the line to add;
-        empty when nothing is shared or every dep is there.
+        One line per missing dep, naming the ``dvc.yaml``, the stage, the dep and the
+        ``relgrade pipeline render`` that writes it; empty when nothing is shared or every dep
+        is there.
     """
     if not ex.params.grading.share_from:
         return []
@@ -758,9 +759,12 @@ def share_warnings(ex: Experiment) -> list[str]:
         missing = sharing.missing_deps(ex, io.read_yaml(path)) if path.exists() else []
     except RelgradeError as e:
         return [str(e)]
+    from relgrade.experiment.layout import experiment_option
+
+    render = f"relgrade pipeline render{experiment_option(ex)}"
     return [f"{path.as_posix()}: stage {m['stage']} lacks the dep {m['dep']} (a share "
-            "source's grades), so dvc will not rerun it when they change; add "
-            f"`- {m['dep']}` under stages.{m['stage']}.deps" for m in missing]
+            "source's grades), so dvc will not rerun it when they change; render the "
+            f"pipeline from params: `{render}` (at the repository's top)" for m in missing]
 
 
 def status_failed(st: Mapping) -> bool:
