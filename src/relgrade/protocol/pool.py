@@ -425,14 +425,16 @@ def _cut_mask(group: np.ndarray, key: np.ndarray, depth: int) -> np.ndarray:
     """Rows whose ``key`` (smaller is better) is at most the ``depth``-th smallest key of
     their list ``group``; every row of a list shorter than ``depth``. Boolean, shape (n,)."""
     n = len(group)
-    # Rows already grouped by list and ordered by key: no sort needed.
-    same = group[1:] == group[:-1]
-    starts = np.flatnonzero(np.r_[True, ~same])
-    presorted = (np.all(key[1:][same] >= key[:-1][same])
+    # Rows already grouped by list and ordered by key: no sort needed, and no copy.
+    new_list = group[1:] != group[:-1]
+    starts = np.flatnonzero(np.r_[True, new_list])
+    presorted = (bool(np.all((key[1:] >= key[:-1]) | new_list))
                  and len(np.unique(group[starts])) == len(starts))
-    order = np.arange(n) if presorted else np.lexsort((key, group))
-    g_sorted, k_sorted = group[order], key[order]
-    if not presorted:
+    if presorted:
+        g_sorted, k_sorted = group, key
+    else:
+        order = np.lexsort((key, group))
+        g_sorted, k_sorted = group[order], key[order]
         starts = np.flatnonzero(np.r_[True, g_sorted[1:] != g_sorted[:-1]])
     lengths = np.diff(np.r_[starts, n])
     # the depth-th best key of each list (lists shorter than depth keep every row)
