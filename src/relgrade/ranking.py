@@ -301,13 +301,14 @@ def _mix(x: np.ndarray) -> np.ndarray:
     return x
 
 
-def pair_hashes(codes: np.ndarray, ids: pa.ChunkedArray) -> np.ndarray:
+def pair_hashes(codes: np.ndarray | None, ids: pa.ChunkedArray) -> np.ndarray:
     """A 64-bit hash of each (integer code, string id) pair, e.g. (query code, chunk id).
 
     Parameters
     ----------
-    codes : ndarray of int, shape (n_rows,)
-        Non-negative codes (a query's position in a sorted id list).
+    codes : ndarray of int, shape (n_rows,), or None
+        Non-negative codes (a query's position in a sorted id list); None hashes each id as
+        with code 0 (the id's text hash alone), without an array of zeros.
     ids : pyarrow.ChunkedArray of large_string, shape (n_rows,)
         As :func:`arrow_ids` returns.
 
@@ -317,7 +318,8 @@ def pair_hashes(codes: np.ndarray, ids: pa.ChunkedArray) -> np.ndarray:
         Equal pairs hash alike; unequal pairs collide with probability about 2^-64, so a
         caller compares the real ids wherever two hashes tie.
     """
-    return pair_hashes_of(codes, _text_hash(ids))
+    text = _text_hash(ids)
+    return text if codes is None else pair_hashes_of(codes, text)
 
 
 def pair_hashes_of(codes: np.ndarray, text_hash: np.ndarray) -> np.ndarray:

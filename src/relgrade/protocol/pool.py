@@ -174,8 +174,7 @@ class IdSet:
 def text_hashes(ids) -> np.ndarray:
     """A 64-bit hash (uint64, shape (n,)) of each string's UTF-8 bytes; equal strings hash
     alike (:func:`relgrade.ranking.pair_hashes` with code 0)."""
-    arr = arrow_ids(ids)
-    return pair_hashes(np.zeros(len(arr), dtype=np.int64), arr)
+    return pair_hashes(None, arrow_ids(ids))
 
 
 def arm_candidates(run: pa.Table, depth: int, *, ties: str = "score", path=None,
@@ -289,11 +288,16 @@ def _pairs_may_repeat(group: np.ndarray, text: np.ndarray, n_groups: int) -> boo
     for ``m`` rows of the query; a tie only sends the run to the exact check.
     """
     with np.errstate(over="ignore"):
+        # the keys made and sorted in one array of their own (no copy per step)
+        keys = group.astype(np.uint64)
         if n_groups <= 1 << _QUERY_BITS:
-            keys = np.sort((group.astype(np.uint64) << np.uint64(64 - _QUERY_BITS))
-                           | (text >> np.uint64(_QUERY_BITS)), kind="stable")
+            np.left_shift(keys, np.uint64(64 - _QUERY_BITS), out=keys)
+            np.bitwise_or(keys, text >> np.uint64(_QUERY_BITS), out=keys)
+            keys.sort(kind="stable")
         else:
-            keys = np.sort(text ^ (group.astype(np.uint64) * _MIX))
+            np.multiply(keys, _MIX, out=keys)
+            np.bitwise_xor(keys, text, out=keys)
+            keys.sort()
     return bool((keys[1:] == keys[:-1]).any())
 
 
