@@ -611,28 +611,22 @@ _NUMPY_TYPES = {str(t): np.dtype(d) for t, d in (
 
 
 def numpy_values(values) -> np.ndarray:
-    """The values of an Arrow integer or float array as a numpy array (what ``to_numpy``
-    gives), read from its buffer.
+    """The values of an Arrow array as a numpy array: what ``to_numpy(zero_copy_only=False)``
+    gives, read from the buffer for integers and floats without nulls.
 
     Arrow's ``to_numpy`` converts through its pandas conversion code, which imports pandas
     on its first call in a process (0.26 CPU-s); reading the buffer does not. A single chunk
-    is not copied.
+    is not copied. Other types, and arrays holding a null, go through ``to_numpy``.
 
     Parameters
     ----------
-    values : pyarrow.Array or pyarrow.ChunkedArray of intN, uintN or floatN, shape (n,)
-        Without nulls.
+    values : pyarrow.Array or pyarrow.ChunkedArray, shape (n,)
 
     Returns
     -------
     ndarray of shape (n,)
-        The matching numpy dtype (int64 -> int64, double -> float64, ...); read-only when
-        it is a view of the Arrow buffer.
-
-    Raises
-    ------
-    TypeError
-        Another type, or a null among the values.
+        For intN, uintN and floatN without nulls the matching numpy dtype (int64 -> int64,
+        double -> float64, ...), read-only when it is a view of the Arrow buffer.
 
     Examples
     --------
@@ -642,8 +636,8 @@ def numpy_values(values) -> np.ndarray:
     chunks = values.chunks if isinstance(values, pa.ChunkedArray) else [values]
     dtype = _NUMPY_TYPES.get(str(values.type))
     if dtype is None or values.null_count:
-        raise TypeError(f"not an integer or float array without nulls: {values.type}, "
-                        f"{values.null_count} null(s)")
+        return values.to_numpy(zero_copy_only=False) if isinstance(values, pa.Array) \
+            else values.to_numpy()
     parts = [np.frombuffer(c.buffers()[1], dtype=dtype)[c.offset: c.offset + len(c)]
              for c in chunks if len(c)]
     if len(parts) == 1:

@@ -241,8 +241,7 @@ def arm_candidates(run: pa.Table, depth: int, *, ties: str = "score", path=None,
     chunk = run["chunk_id"]
     encoded = pc.dictionary_encode(query)
     group = numpy_values(encoded.indices)
-    score = numpy_values(run["score"]) if not run["score"].null_count \
-        else run["score"].to_numpy()
+    score = numpy_values(run["score"])
     suspect = (run["score"].null_count > 0 or not np.isfinite(score).all()
                or holds_separator(arrow_ids(encoded.dictionary))
                or holds_separator(arrow_ids(chunk)))
@@ -626,7 +625,8 @@ def _pool_codes(qc, qu, cc, cu, ac, au, rank, score, *, depth, tail_sample, tail
         "arm": _ids_at(au, ac[rows]),
         "rank": arrow_array(rank[rows].astype(np.int64)),
         "score": arrow_array(score[rows].astype(np.float64)),
-        "source": arrow_strings(["tail", "depth"]).take(arrow_array(top[rows].view(np.int8))),
+        "source": arrow_strings(["tail", "depth"]).take(
+            arrow_array(top[rows].view(np.int8))),
     })
 
     stats = _stats(pool_keys=all_keys, n_c=n_c, depth_keys=depth_keys,
