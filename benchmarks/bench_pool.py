@@ -3,6 +3,7 @@
     python benchmarks/generate.py --seed 7 --only pooling
     python benchmarks/bench_pool.py --process [--rounds 5]     # whole processes, paired
     python benchmarks/bench_pool.py --stage [--base REV] [--rounds 3]   # the stage as DVC runs it
+    python benchmarks/bench_pool.py --stage-steps [--base REV] [--rounds 5]   # CPU per step
     python benchmarks/bench_pool.py [--data benchmarks/data/pooling] [--depth 10] [--repeat 5]
 
 ``--process`` runs every contender as a fresh Python process (interpreter start, imports,
@@ -488,15 +489,30 @@ def stage_main(args) -> int:
     return 0
 
 
-def stage_steps(exp: Path) -> dict[str, float]:
-    """CPU seconds (``time.process_time``) of each step of the pool stage's code, in this
-    process, one step after another, arms read and cut in one thread (the stage uses one
-    thread per core for that step); run as ``--stage-steps`` in a fresh process so the
-    imports are counted. The outputs go to a scratch folder."""
+def stage_steps(exp: Path) -> list[tuple[str, float, float]]:
+    """User and system CPU seconds of each step of the pool stage's code, in this process,
+    one step after another, arms read and cut in one thread (the stage uses one thread per
+    core for that step): run as ``--stage-steps-worker`` in a fresh process, so the imports
+    are counted. The outputs go to a scratch folder. The last entry is the process's CPU so
+    far (the parent subtracts it from the whole process's to get the exit)."""
+    import resource
     import tempfile
 
-    clock = time.process_time
-    t = clock()
+    def clock():
+        r = resource.getrusage(resource.RUSAGE_SELF)
+        return r.ru_utime, r.ru_stime
+
+    out = []
+    last = [clock()]
+
+    def step(name):
+        now = clock()
+        out.append((name, now[0] - last[0][0], now[1] - last[0][1]))
+        last[0] = clock()
+
+    start = clock()
+    out.append(("interpreter start (until the stage's first import)", *start))
+    last[0] = start
     from relgrade.experiment.files import Experiment
     from relgrade.io.files import write_arrow_parquet, write_json
     from relgrade.io.runtable import read_run_table
@@ -506,43 +522,100 @@ def stage_steps(exp: Path) -> dict[str, float]:
     from relgrade.tables.engine import connect
     from relgrade.tables.pooling import runs_naming_unknown_ids
 
-    out = {"imports (the stage's process)": clock() - t}
-    t = clock()
+    step("imports (relgrade.pipeline.runner, the stage module)")
     ex = Experiment.load(exp / "params.yaml")
     os.environ["DVC_STAGE"] = "pool"
     runner.require_rendered(ex)
-    out["params and the pipeline's shape check"] = clock() - t
-    t = clock()
+    step("params and the pipeline's shape check")
     queries, chunks = stage.known_ids(ex)
-    out["known ids: the id column of the query table and the corpus"] = clock() - t
+    step("known ids: the id column of the query table and of the corpus")
     arms = [str(a) for a in ex.params.need("arms")]
-    t = clock()
-    runs = [read_run_table(ex.path("runs") / f"{a}.trec") for a in arms]
-    out["read the runs into Arrow"] = clock() - t
-    t = clock()
-    cuts = {a: protocol.arm_candidates(r, 10) for a, r in zip(arms, runs)}
-    out["check (scores, U+001F, duplicates) and cut, every arm"] = clock() - t
-    t = clock()
+    chunk_ids, cuts = [], {}
+    for a in arms:
+        run = read_run_table(ex.path("runs") / f"{a}.trec")
+        step(f"scan: read {a}.trec into Arrow")
+        cuts[a] = protocol.arm_candidates(run, 10)
+        chunk_ids.append(run["chunk_id"])
+        del run
+        step(f"scan: check and cut {a}")
     with connect() as con:
         assert not runs_naming_unknown_ids(
-            con, query_ids=[c["query_id"] for c in cuts.values()],
-            chunk_ids=[r["chunk_id"] for r in runs], queries=queries, chunks=chunks)
-    out["known-id check (one DuckDB query)"] = clock() - t
-    del runs
-    t = clock()
+            con, query_ids=[c["query_id"] for c in cuts.values()], chunk_ids=chunk_ids,
+            queries=queries, chunks=chunks)
+    step("known-id check (one DuckDB query, every row of every arm)")
+    del chunk_ids
     table, provenance, stats = protocol.pool_tables(cuts, depth=10)
-    out["rank the candidates, pool, provenance, statistics"] = clock() - t
+    step("union: rank the candidates, pool, provenance, statistics")
     with tempfile.TemporaryDirectory() as scratch:
-        t = clock()
         write_arrow_parquet(Path(scratch) / "pool.parquet", table)
+        step("write the pool (Parquet)")
         write_arrow_parquet(Path(scratch) / "provenance.parquet", provenance)
-        out["write pool and provenance Parquet"] = clock() - t
-        t = clock()
+        step("write the provenance (Parquet)")
         write_json(Path(scratch) / "manifest.json", protocol.pool_manifest(
             table, seed=0, depth=10, tail_sample=0, tail_depth=None, arms=arms))
+        step("write the manifest (pool version: sha256 of the canonical JSON Lines)")
         write_json(Path(scratch) / "stats.json", stats)
-        out["manifest (pool version) and statistics"] = clock() - t
+        step("write the statistics")
+    out.append(("(in-process total)", *clock()))
+    out.append(("(pandas loaded)", float("pandas" in sys.modules), 0.0))
     return out
+
+
+def stage_steps_main(args) -> int:
+    """``--stage-steps``: :func:`stage_steps` in fresh processes, ``--rounds`` times, paired
+    with the same steps on the ``src/`` of ``--base`` when given; medians per step."""
+    import json
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    import bench_scale
+
+    exp = args.out / "stage-repo" / STAGE_EXP
+    srcs = {"this change": bench_scale.REPO / "src"}
+    if args.base:
+        srcs[args.base] = args.out / f"base-{args.base}" / "src"
+        if not srcs[args.base].exists():
+            print(f"run --stage --base {args.base} first (it extracts that src/)",
+                  file=sys.stderr)
+            return 1
+    got = {name: [] for name in srcs}
+    print(f"load average at start: {' '.join(f'{x:.2f}' for x in os.getloadavg())}",
+          flush=True)
+    for r in range(args.rounds):
+        for name in list(srcs)[r % len(srcs):] + list(srcs)[:r % len(srcs)]:
+            proc = subprocess.Popen([sys.executable, __file__, "--stage-steps-worker",
+                                     "--out", str(args.out)], stdout=subprocess.PIPE,
+                                    env=bench_scale._env(srcs[name]))
+            _, status, usage = os.wait4(proc.pid, 0)
+            steps = json.loads(proc.stdout.read())
+            proc.stdout.close()
+            if status:
+                raise SystemExit(f"--stage-steps-worker failed ({name})")
+            inside = next(s for s in steps if s[0] == "(in-process total)")
+            steps.append(("exit (interpreter teardown)", usage.ru_utime - inside[1],
+                          usage.ru_stime - inside[2]))
+            steps.append(("whole process (os.wait4)", usage.ru_utime, usage.ru_stime))
+            for what in ("read", "check and cut"):
+                mine = [x for x in steps if x[0].startswith(f"scan: {what} ")]
+                steps.append((f"scan: {what}, the ten arms together",
+                              sum(x[1] for x in mine), sum(x[2] for x in mine)))
+            got[name].append(steps)
+            print(f"round {r + 1} {name}: {usage.ru_utime + usage.ru_stime:.2f} CPU-s",
+                  flush=True)
+    print(f"load average at end: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    names = [s[0] for s in got["this change"][0] if s[0] != "(in-process total)"]
+    print(f"\n{'step':74}" + "".join(f" {n[:22]:>22}" for n in srcs))
+    for i, step in enumerate(names):
+        cells = []
+        for name in srcs:
+            rows = [dict((s[0], s[1:]) for s in steps)[step] for steps in got[name]]
+            if step == "(pandas loaded)":
+                cells.append(f"{'yes' if rows[0][0] else 'no':>22}")
+                continue
+            u = float(np.median([x[0] for x in rows]))
+            t = float(np.median([x[1] for x in rows]))
+            cells.append(f"{u + t:8.3f} ({u:.2f}+{t:.2f})".rjust(22))
+        print(f"{step:74}" + "".join(cells))
+    return 0
 
 
 def pairs(df: pd.DataFrame) -> set:
@@ -564,8 +637,10 @@ def main(argv=None) -> int:
                          "(made once under --out), paired with DuckDB on its TREC runs")
     ap.add_argument("--base", help="with --stage: also time the stage of this git revision")
     ap.add_argument("--stage-steps", action="store_true",
-                    help="CPU seconds per step of the pool stage's code on the --stage "
-                         "experiment (made first with --stage)")
+                    help="CPU seconds (user+sys) per step of the pool stage's code on the "
+                         "--stage experiment (made first with --stage), in --rounds fresh "
+                         "processes, paired with --base when given")
+    ap.add_argument("--stage-steps-worker", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--duckdb-stage", choices=["rank", "score"], help=argparse.SUPPRESS)
     ap.add_argument("--worker", choices=PROCESS_CONTENDERS, help=argparse.SUPPRESS)
     ap.add_argument("--format", choices=["parquet", "trec"], help=argparse.SUPPRESS)
@@ -575,12 +650,14 @@ def main(argv=None) -> int:
         _load()
         write_known(args.data / "runs", args.out / "known")
         return 0
-    if args.stage_steps:
-        steps = stage_steps(args.out / "stage-repo" / STAGE_EXP)
-        for step, seconds in steps.items():
-            print(f"{step:60} {seconds:5.2f}")
-        print(f"{'total':60} {sum(steps.values()):5.2f}")
+    if args.stage_steps_worker:
+        import json
+
+        print(json.dumps(stage_steps(args.out / "stage-repo" / STAGE_EXP)))
         return 0
+    if args.stage_steps:
+        _load()
+        return stage_steps_main(args)
     if args.duckdb_stage:
         duckdb_stage_worker(args.duckdb_stage, args.data, args.out, args.depth)
         return 0

@@ -13,15 +13,29 @@ the duplicate check of :func:`validate_run` and the qrels join of
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from relgrade.errors import InputError
 from relgrade.schema import RUN
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+# pandas is imported where a function builds a pandas object, never at module level: the
+# pool stage's process works on Arrow tables alone and does not load it (0.26 CPU-s). A
+# value can only be a pandas object when pandas is loaded already, so the type checks ask
+# sys.modules (:func:`_loaded_pandas`).
+
+
+def _loaded_pandas():
+    """The pandas module when some code has imported it, else None."""
+    return sys.modules.get("pandas")
 
 TIES = ("score", "rank")
 
@@ -287,13 +301,14 @@ def _mix(x: np.ndarray) -> np.ndarray:
     return x
 
 
-def pair_hashes(codes: np.ndarray, ids: pa.ChunkedArray) -> np.ndarray:
+def pair_hashes(codes: np.ndarray | None, ids: pa.ChunkedArray) -> np.ndarray:
     """A 64-bit hash of each (integer code, string id) pair, e.g. (query code, chunk id).
 
     Parameters
     ----------
-    codes : ndarray of int, shape (n_rows,)
-        Non-negative codes (a query's position in a sorted id list).
+    codes : ndarray of int, shape (n_rows,), or None
+        Non-negative codes (a query's position in a sorted id list); None hashes each id as
+        with code 0 (the id's text hash alone), without an array of zeros.
     ids : pyarrow.ChunkedArray of large_string, shape (n_rows,)
         As :func:`arrow_ids` returns.
 
@@ -303,7 +318,8 @@ def pair_hashes(codes: np.ndarray, ids: pa.ChunkedArray) -> np.ndarray:
         Equal pairs hash alike; unequal pairs collide with probability about 2^-64, so a
         caller compares the real ids wherever two hashes tie.
     """
-    return pair_hashes_of(codes, _text_hash(ids))
+    text = _text_hash(ids)
+    return text if codes is None else pair_hashes_of(codes, text)
 
 
 def pair_hashes_of(codes: np.ndarray, text_hash: np.ndarray) -> np.ndarray:
@@ -410,6 +426,8 @@ def pair_keys(*ids: pa.ChunkedArray) -> pa.ChunkedArray:
 
 
 def _id_set(known) -> pa.Array:
+    import pandas as pd
+
     if isinstance(known, (pd.Series, pd.Index, np.ndarray, list, tuple, pa.Array,
                           pa.ChunkedArray)):
         values = known
@@ -462,11 +480,12 @@ def id_codes(values) -> tuple[np.ndarray, pa.Array]:
         raise InputError("an id is missing", found=f"{arr.null_count} empty value(s)")
     encoded = pc.dictionary_encode(arr.combine_chunks())
     dictionary = encoded.dictionary
-    order = pc.array_sort_indices(dictionary).to_numpy()
+    sort = pc.array_sort_indices(dictionary)
+    order = numpy_values(sort)
     position = np.empty(len(order), dtype=np.int64)
     position[order] = np.arange(len(order))
-    codes = position[encoded.indices.to_numpy()]
-    return codes, dictionary.take(pa.array(order))
+    codes = position[numpy_values(encoded.indices)]
+    return codes, dictionary.take(sort)
 
 
 def sorted_codes(values) -> tuple[np.ndarray, pd.Index]:
@@ -489,6 +508,8 @@ def sorted_codes(values) -> tuple[np.ndarray, pd.Index]:
     InputError
         An id is missing (null).
     """
+    import pandas as pd
+
     codes, uniques = id_codes(values)
     return codes, pd.Index(pd.Series(uniques, dtype="str"))
 
@@ -544,6 +565,110 @@ def codes_in(values: pa.ChunkedArray, value_set: pa.ChunkedArray) -> np.ndarray:
     return found.to_numpy()
 
 
+def arrow_array(values: np.ndarray) -> pa.Array:
+    """A numpy array as an Arrow array, made from its buffer (what ``pa.array`` gives).
+
+    ``pyarrow.array`` asks pandas, on its first call in a process, whether the values are a
+    pandas object, and so imports pandas (0.26 CPU-s) even for a numpy array; building the
+    array from its buffer does not. Numbers are not copied.
+
+    Parameters
+    ----------
+    values : ndarray of bool, int or float, shape (n,)
+
+    Returns
+    -------
+    pyarrow.Array of shape (n,)
+        bool, intN / uintN or floatN as ``values``' dtype, no nulls.
+
+    Raises
+    ------
+    TypeError
+        ``values`` is not one-dimensional or of another dtype.
+
+    Examples
+    --------
+    >>> arrow_array(np.array([True, False, True])).to_pylist()
+    [True, False, True]
+    >>> arrow_array(np.arange(3)[::-1]).to_pylist()
+    [2, 1, 0]
+    """
+    values = np.ascontiguousarray(values)
+    if values.ndim != 1 or values.dtype.kind not in "biuf":
+        raise TypeError(f"not a 1-d array of bool or numbers: {values.dtype} "
+                        f"of shape {values.shape}")
+    if values.dtype.kind == "b":  # Arrow packs booleans 8 to a byte, first in the low bit
+        return pa.Array.from_buffers(pa.bool_(), len(values), [
+            None, pa.py_buffer(np.packbits(values, bitorder="little"))])
+    return pa.Array.from_buffers(pa.from_numpy_dtype(values.dtype), len(values),
+                                 [None, pa.py_buffer(values)])
+
+
+_NUMPY_TYPES = {str(t): np.dtype(d) for t, d in (
+    (pa.int8(), "i1"), (pa.int16(), "<i2"), (pa.int32(), "<i4"), (pa.int64(), "<i8"),
+    (pa.uint8(), "u1"), (pa.uint16(), "<u2"), (pa.uint32(), "<u4"), (pa.uint64(), "<u8"),
+    (pa.float32(), "<f4"), (pa.float64(), "<f8"))}
+
+
+def numpy_values(values) -> np.ndarray:
+    """The values of an Arrow array as a numpy array: what ``to_numpy(zero_copy_only=False)``
+    gives, read from the buffer for integers and floats without nulls.
+
+    Arrow's ``to_numpy`` converts through its pandas conversion code, which imports pandas
+    on its first call in a process (0.26 CPU-s); reading the buffer does not. A single chunk
+    is not copied. Other types, and arrays holding a null, go through ``to_numpy``.
+
+    Parameters
+    ----------
+    values : pyarrow.Array or pyarrow.ChunkedArray, shape (n,)
+
+    Returns
+    -------
+    ndarray of shape (n,)
+        For intN, uintN and floatN without nulls the matching numpy dtype (int64 -> int64,
+        double -> float64, ...), read-only when it is a view of the Arrow buffer.
+
+    Examples
+    --------
+    >>> numpy_values(pa.chunked_array([[1, 2], [3]])).tolist()
+    [1, 2, 3]
+    """
+    chunks = values.chunks if isinstance(values, pa.ChunkedArray) else [values]
+    dtype = _NUMPY_TYPES.get(str(values.type))
+    if dtype is None or values.null_count:
+        return values.to_numpy(zero_copy_only=False) if isinstance(values, pa.Array) \
+            else values.to_numpy()
+    parts = [np.frombuffer(c.buffers()[1], dtype=dtype)[c.offset: c.offset + len(c)]
+             for c in chunks if len(c)]
+    if len(parts) == 1:
+        return parts[0]
+    return np.concatenate(parts) if parts else np.zeros(0, dtype=dtype)
+
+
+def arrow_strings(values) -> pa.Array:
+    """Python strings as an Arrow large_string array, built from their UTF-8 bytes (without
+    ``pa.array``'s pandas import, see :func:`arrow_array`).
+
+    Parameters
+    ----------
+    values : sequence of str, length n
+
+    Returns
+    -------
+    pyarrow.Array of large_string, shape (n,), no nulls.
+
+    Examples
+    --------
+    >>> arrow_strings(["b", "", "\u00e9"]).to_pylist()
+    ['b', '', 'é']
+    """
+    data = [str(v).encode() for v in values]
+    offsets = np.zeros(len(data) + 1, dtype=np.int64)
+    np.cumsum([len(b) for b in data], out=offsets[1:])
+    return pa.Array.from_buffers(pa.large_string(), len(data), [
+        None, pa.py_buffer(offsets), pa.py_buffer(b"".join(data))])
+
+
 def arrow_ids(values) -> pa.ChunkedArray:
     """Ids as an Arrow ``large_string`` array (zero-copy for pandas' Arrow-backed ``str``).
 
@@ -555,10 +680,16 @@ def arrow_ids(values) -> pa.ChunkedArray:
     -------
     pyarrow.ChunkedArray of large_string, shape (n_rows,)
     """
-    if isinstance(values, pd.Series) and not isinstance(values.dtype, (pd.StringDtype,
-                                                                       pd.CategoricalDtype)):
+    pd = _loaded_pandas()
+    if pd is not None and isinstance(values, pd.Series) and not isinstance(
+            values.dtype, (pd.StringDtype, pd.CategoricalDtype)):
         values = values.astype("str")
-    arr = values if isinstance(values, (pa.Array, pa.ChunkedArray)) else pa.array(values)
+    if isinstance(values, (pa.Array, pa.ChunkedArray)):
+        arr = values
+    elif isinstance(values, (list, tuple)) and all(isinstance(v, str) for v in values):
+        arr = arrow_strings(values)
+    else:
+        arr = pa.array(values)
     if isinstance(arr, pa.Array):
         arr = pa.chunked_array([arr])
     if not pa.types.is_large_string(arr.type):
@@ -734,6 +865,7 @@ def canonical_ranking(run: pd.DataFrame, *, ties: str = "score") -> pd.DataFrame
 
     Examples
     --------
+    >>> import pandas as pd
     >>> run = pd.DataFrame({"query_id": ["q", "q", "q"], "chunk_id": ["d1", "d2", "d3"],
     ...                     "rank": [1, 2, 3], "score": [1.0, 1.0, 2.0]})
     >>> canonical_ranking(run)["chunk_id"].tolist()

@@ -15,8 +15,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
 
+from typing import TYPE_CHECKING
+
 import numpy as np
-import pandas as pd
 
 from relgrade.errors import InputError, ProtocolError
 from relgrade.experiment.layout import inside_tree, repro_command, working_tree
@@ -25,15 +26,18 @@ from relgrade.graders.store import bank_path, read_bank
 from relgrade.io.grade_columns import read_bank_columns, read_round_columns
 from relgrade.io import files as io
 from relgrade.io import githistory
-from relgrade.io.judgments import read_key_table, read_made_on_table
 from relgrade.io.runs import read_run
-from relgrade.protocol import grades as grades_mod
-from relgrade.protocol import ledger as ledger_mod
-from relgrade.protocol import packets as packets_mod
 from relgrade.protocol import stopping as stopping_mod
-from relgrade.protocol.bank import packet_made_on
-from relgrade.protocol.key import MADE_ON_COLUMNS, check_whole
 from relgrade.protocol.sidecar import pair_rows
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from relgrade.protocol import grades as grades_mod
+
+# pandas, and the protocol modules that import it (grades, ledger, packets, bank, key, the
+# key and made-on readers), are imported by the methods that use them: a stage that needs
+# none of them (the pool stage works on Arrow tables) starts without pandas (0.26 CPU-s).
 
 def _typed(path: Path) -> str:
     """``path`` as typed from the current folder (relative when below it, else as given)."""
@@ -339,6 +343,8 @@ class Experiment:
         -------
         relgrade.protocol.grades.GraderFile
         """
+        from relgrade.protocol import grades as grades_mod
+
         columns = read_round_columns(files.grades, files.bank)
         return grades_mod.GraderFile(
             rows=io.iter_jsonl(files.grades), source=files.grades.as_posix(),
@@ -446,6 +452,8 @@ class Experiment:
             ``pool_version``, ``round``, ``intents_sha256`` (and ``regrade``) of
             ``PACKETS/manifest.json``; empty when the folder holds no manifest.
         """
+        from relgrade.protocol import packets as packets_mod
+
         path = self.path("packets") / packets_mod.PACKETS_MANIFEST
         return io.read_json(path) if path.is_file() else {}
 
@@ -543,6 +551,8 @@ class Experiment:
         None: the manifest's ``rubric_version`` and ``rubric_sha256``, or, when it records
         none (packets of an older relgrade), the first packet's ``rubric_version`` (one build
         writes one version into every packet). No packets folder: None."""
+        from relgrade.protocol import packets as packets_mod
+
         if not getattr(self.params.paths, "packets", None):
             return None
         built = self.packets_built_for()
@@ -560,6 +570,8 @@ class Experiment:
 
     def _packets_in(self, folder: Path, *, what: str,
                     fix: str | None = None) -> dict:
+        from relgrade.protocol import packets as packets_mod
+
         if fix is None:
             fix = f"Run: {repro_command(self, 'packets')}"
         if getattr(self.params.paths, "packets", None) and folder.is_relative_to(
@@ -631,6 +643,8 @@ class Experiment:
         dict
             query id → packet with only the owed chunks.
         """
+        import pandas as pd
+
         files = self.grader_files(grader)
         made_now = self.made_on(packets)
         rows = list(io.iter_jsonl(files.grades)) if files.grades.exists() else []
@@ -708,6 +722,8 @@ class Experiment:
             A packet made under another rubric version than params name
             (:meth:`check_packets_rubric`): its version and today's sha256 would disagree.
         """
+        from relgrade.protocol.bank import packet_made_on
+
         self.check_packets_rubric(packets)
         table = packet_made_on(packets, rubric_sha256=self.rubric_sha256())
         return lambda row: table.get((str(row["query_id"]), str(row["chunk_id"])))
@@ -758,6 +774,8 @@ class Experiment:
         InputError
             A table or the rubric file is missing.
         """
+        import pandas as pd
+
         content, intents, rubric = self._made_on_sources()
         c = _codes_of(pairs["chunk_id"].astype(str), content)
         q = _codes_of(pairs["query_id"].astype(str), intents)
@@ -821,6 +839,9 @@ class Experiment:
         ProtocolError
             The file's sha256 is not the record's ``made_on_sha256``.
         """
+        from relgrade.io.judgments import read_made_on_table
+        from relgrade.protocol.key import MADE_ON_COLUMNS
+
         files = self.key_files()
         if files.made_on is None or not files.made_on.exists() or not files.record.exists():
             return None
@@ -867,6 +888,9 @@ class Experiment:
             differs from the record's ``qrels_sha256`` (see
             :func:`relgrade.protocol.key.check_whole`).
         """
+        from relgrade.io.judgments import read_key_table
+        from relgrade.protocol.key import check_whole
+
         files = self.key_files(post_hoc=post_hoc, previous=previous)
         record = io.read_json(files.record)
         check_whole(record, key_sha256=io.sha256_file(files.key),
@@ -895,6 +919,8 @@ class Experiment:
             As :meth:`read_key`, before any batch (the file's sha256 is checked in a streamed
             pass first).
         """
+        from relgrade.protocol.key import check_whole
+
         from relgrade.io.batches import iter_key_batches
 
         files = self.key_files()
@@ -948,6 +974,8 @@ class Experiment:
             :func:`relgrade.protocol.ledger.require_complete`): the fix is to restore it
             from git.
         """
+        from relgrade.protocol import ledger as ledger_mod
+
         path = self.path("ledger")
         try:
             entries = io.read_jsonl(path) if path.exists() else []
@@ -987,6 +1015,8 @@ class Experiment:
         ProtocolError
             git cannot be run, or fails (:func:`relgrade.io.githistory.committed_versions`).
         """
+        from relgrade.protocol import ledger as ledger_mod
+
         path = self.path("ledger")
         versions = githistory.committed_versions(path)
         out, seen = [], set()
@@ -1051,6 +1081,8 @@ class Experiment:
         ProtocolError
             The key's hash differs from its record.
         """
+        import pandas as pd
+
         p = self.params
         settings = p.compare_settings()
         metrics = p.need("metrics")
@@ -1105,6 +1137,8 @@ class Experiment:
 def _codes_of(ids: pd.Series, table: pd.Series) -> tuple[np.ndarray, pd.Index]:
     """Each id's value in ``table`` (a Series indexed by id, as ``Series.get`` finds it) as
     a code into the table's distinct values, -1 for an id the table lacks."""
+    import pandas as pd
+
     import pyarrow as pa
     import pyarrow.compute as pc
 

@@ -18,7 +18,6 @@ from pathlib import Path
 
 from relgrade.errors import InputError
 from relgrade.experiment.params import PARAMS_FILE
-from relgrade.protocol.bank import THEN
 from relgrade.text import hidden_at
 
 #: The folder, under the repository, that holds every experiment but the default one.
@@ -472,6 +471,8 @@ def grade_commands(ex) -> dict[str, str]:
         :data:`relgrade.protocol.bank.THEN` + the command, which
         :func:`relgrade.protocol.bank.pending_message` names once before the commands.
     """
+    from relgrade.protocol.bank import THEN  # it loads pandas, which a stage may not need
+
     where = experiment_option(ex)
     # packets to be rebuilt first (a rubric revision, a new pool): grading the old ones
     # is refused, so the rebuild is named before the grading command

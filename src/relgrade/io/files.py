@@ -307,7 +307,10 @@ def read_column(path, column: str):
         if field is not None and (pa.types.is_string(field.type)
                                   or pa.types.is_large_string(field.type)):
             try:
-                return pq.read_table(path, columns=[column])[column]
+                # ParquetFile, not read_table: pyarrow.dataset, which read_table loads,
+                # imports pandas (0.26 CPU-s in a process that needs no pandas)
+                with pq.ParquetFile(path) as parquet:
+                    return parquet.read(columns=[column])[column]
             except Exception as e:  # pyarrow raises several types for a corrupt file
                 raise InputError("not a readable Parquet file", path=path,
                                  found=str(e)) from None

@@ -8,20 +8,27 @@ relgrade's dtypes (plus ``arm`` when the file has one); checking the run's rules
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
 import pyarrow as pa
 
 from relgrade.errors import InputError
 from relgrade.io.files import BOM, iter_jsonl, read_parquet
-from relgrade.io.trec import read_trec_run
 from relgrade.schema import RUN
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+# pandas (and the TREC reader, which imports it) are imported by the functions that build a
+# DataFrame: the pool stage takes :func:`run_lines` from here and never loads pandas.
 
 _TREC_SPACE = " \t\r\x0b\x0c"  # the ASCII whitespace a TREC line is split on
 
 
 def _as_ids(values: pd.Series, name: str, path) -> pd.Series:
+    import pandas as pd
+
     if values.isna().any():
         row = int(np.flatnonzero(values.isna().to_numpy())[0])
         raise InputError(f"{name} is missing", path=path, item=f"row {row + 1}")
@@ -33,6 +40,8 @@ def _as_ids(values: pd.Series, name: str, path) -> pd.Series:
 
 def _coerce(df: pd.DataFrame, path) -> pd.DataFrame:
     """Columns of the run contract with relgrade's dtypes; extra columns other than arm dropped."""
+    import pandas as pd
+
     missing = [c for c in RUN if c not in df.columns]
     if missing:
         raise InputError(f"a run needs the columns {', '.join(RUN)}", path=path,
@@ -67,6 +76,8 @@ def _coerce(df: pd.DataFrame, path) -> pd.DataFrame:
 
 
 def _read_jsonl_run(path: Path) -> pd.DataFrame:
+    import pandas as pd
+
     cols = {c: [] for c in RUN}
     arms = []
     for line, obj in iter_jsonl(path):
@@ -224,4 +235,6 @@ def read_run(path) -> pd.DataFrame:
         df = read_parquet(path)
         pa.default_memory_pool().release_unused()  # the decoder's buffers are garbage now
         return _coerce(df, path)
+    from relgrade.io.trec import read_trec_run
+
     return read_trec_run(path)

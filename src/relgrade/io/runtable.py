@@ -19,6 +19,7 @@ import pyarrow as pa
 
 from relgrade.errors import InputError
 from relgrade.io.sniff import field_separator, read_head
+from relgrade.ranking import numpy_values
 from relgrade.schema import RUN
 
 #: The Arrow schema of a run table: ids as large_string (the type pandas keeps them in).
@@ -125,9 +126,8 @@ def _trec_table(path: Path) -> pa.Table | None:
     for name in ("query_id", "q0", "chunk_id", "tag"):
         if empty_or_holds(table[name], needles):
             return None
-    for chunk in table["score"].chunks:
-        if not np.isfinite(chunk.to_numpy()).all():
-            return None  # read_run names the line
+    if not np.isfinite(numpy_values(table["score"])).all():
+        return None  # read_run names the line
     return table.select(RUN)
 
 

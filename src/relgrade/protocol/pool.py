@@ -30,8 +30,9 @@ import pyarrow.compute as pc
 
 from relgrade.canonical import canonical_json, sha256_bytes
 from relgrade.errors import InputError
-from relgrade.ranking import (arrow_ids, holds_separator, id_codes, pair_hashes,
-                              ranks_in_sorted, validate_run)
+from relgrade.ranking import (arrow_array, arrow_ids, arrow_strings, holds_separator,
+                              id_codes, numpy_values, pair_hashes, ranks_in_sorted,
+                              validate_run)
 from relgrade.schema import RUNS
 
 if TYPE_CHECKING:
@@ -173,8 +174,7 @@ class IdSet:
 def text_hashes(ids) -> np.ndarray:
     """A 64-bit hash (uint64, shape (n,)) of each string's UTF-8 bytes; equal strings hash
     alike (:func:`relgrade.ranking.pair_hashes` with code 0)."""
-    arr = arrow_ids(ids)
-    return pair_hashes(np.zeros(len(arr), dtype=np.int64), arr)
+    return pair_hashes(None, arrow_ids(ids))
 
 
 def arm_candidates(run: pa.Table, depth: int, *, ties: str = "score", path=None,
@@ -240,8 +240,8 @@ def arm_candidates(run: pa.Table, depth: int, *, ties: str = "score", path=None,
     query = run["query_id"].combine_chunks()
     chunk = run["chunk_id"]
     encoded = pc.dictionary_encode(query)
-    group = encoded.indices.to_numpy(zero_copy_only=False)
-    score = run["score"].to_numpy()
+    group = numpy_values(encoded.indices)
+    score = numpy_values(run["score"])
     suspect = (run["score"].null_count > 0 or not np.isfinite(score).all()
                or holds_separator(arrow_ids(encoded.dictionary))
                or holds_separator(arrow_ids(chunk)))
@@ -261,8 +261,8 @@ def arm_candidates(run: pa.Table, depth: int, *, ties: str = "score", path=None,
         validate_run(run.to_pandas(), path=path,
                      queries=None if queries is None else queries.ids,
                      chunks=None if chunks is None else chunks.ids, lines=lines)
-    key = -score if ties == "score" else run["rank"].to_numpy().astype(np.float64)
-    return run.filter(pa.array(_cut_mask(group, key, depth)))
+    key = -score if ties == "score" else numpy_values(run["rank"]).astype(np.float64)
+    return run.filter(arrow_array(_cut_mask(group, key, depth)))
 
 
 #: Bits of a pair key that hold the query code in :func:`_pairs_may_repeat`; the other 40
@@ -287,11 +287,16 @@ def _pairs_may_repeat(group: np.ndarray, text: np.ndarray, n_groups: int) -> boo
     for ``m`` rows of the query; a tie only sends the run to the exact check.
     """
     with np.errstate(over="ignore"):
+        # the keys made and sorted in one array of their own (no copy per step)
+        keys = group.astype(np.uint64)
         if n_groups <= 1 << _QUERY_BITS:
-            keys = np.sort((group.astype(np.uint64) << np.uint64(64 - _QUERY_BITS))
-                           | (text >> np.uint64(_QUERY_BITS)), kind="stable")
+            np.left_shift(keys, np.uint64(64 - _QUERY_BITS), out=keys)
+            np.bitwise_or(keys, text >> np.uint64(_QUERY_BITS), out=keys)
+            keys.sort(kind="stable")
         else:
-            keys = np.sort(text ^ (group.astype(np.uint64) * _MIX))
+            np.multiply(keys, _MIX, out=keys)
+            np.bitwise_xor(keys, text, out=keys)
+            keys.sort()
     return bool((keys[1:] == keys[:-1]).any())
 
 
@@ -367,9 +372,9 @@ def pool_tables(candidates, *, depth: int, ties: str = "score", tail_sample: int
     chunk = pa.chunked_array([c for t in tables for c in t["chunk_id"].chunks],
                              type=pa.large_string())
     cc, cu = id_codes(chunk)
-    score = np.concatenate([t["score"].to_numpy() for t in tables]) if tables \
+    score = np.concatenate([numpy_values(t["score"]) for t in tables]) if tables \
         else np.empty(0)
-    raw_rank = np.concatenate([t["rank"].to_numpy() for t in tables]) if tables \
+    raw_rank = np.concatenate([numpy_values(t["rank"]) for t in tables]) if tables \
         else np.empty(0, dtype=np.int64)
     rank = _canonical_ranks(ac * max(len(qu), 1) + qc, score, cc, len(cu),
                             rank=raw_rank if ties == "rank" else None)
@@ -423,14 +428,16 @@ def _cut_mask(group: np.ndarray, key: np.ndarray, depth: int) -> np.ndarray:
     """Rows whose ``key`` (smaller is better) is at most the ``depth``-th smallest key of
     their list ``group``; every row of a list shorter than ``depth``. Boolean, shape (n,)."""
     n = len(group)
-    # Rows already grouped by list and ordered by key: no sort needed.
-    same = group[1:] == group[:-1]
-    starts = np.flatnonzero(np.r_[True, ~same])
-    presorted = (np.all(key[1:][same] >= key[:-1][same])
+    # Rows already grouped by list and ordered by key: no sort needed, and no copy.
+    new_list = group[1:] != group[:-1]
+    starts = np.flatnonzero(np.r_[True, new_list])
+    presorted = (bool(np.all((key[1:] >= key[:-1]) | new_list))
                  and len(np.unique(group[starts])) == len(starts))
-    order = np.arange(n) if presorted else np.lexsort((key, group))
-    g_sorted, k_sorted = group[order], key[order]
-    if not presorted:
+    if presorted:
+        g_sorted, k_sorted = group, key
+    else:
+        order = np.lexsort((key, group))
+        g_sorted, k_sorted = group[order], key[order]
         starts = np.flatnonzero(np.r_[True, g_sorted[1:] != g_sorted[:-1]])
     lengths = np.diff(np.r_[starts, n])
     # the depth-th best key of each list (lists shorter than depth keep every row)
@@ -604,7 +611,7 @@ def _pool_codes(qc, qu, cc, cu, ac, au, rank, score, *, depth, tail_sample, tail
     pool = pa.table({
         "query_id": _ids_at(qu, all_keys // n_c),
         "chunk_id": _ids_at(cu, all_keys % n_c),
-        "inclusion_prob": pa.array(all_prob.astype(np.float64)),
+        "inclusion_prob": arrow_array(all_prob.astype(np.float64)),
     })
 
     # Provenance: every arm's row for a pooled pair (top-depth rows, sampled tail rows).
@@ -616,10 +623,10 @@ def _pool_codes(qc, qu, cc, cu, ac, au, rank, score, *, depth, tail_sample, tail
         "query_id": _ids_at(qu, qc[rows]),
         "chunk_id": _ids_at(cu, cc[rows]),
         "arm": _ids_at(au, ac[rows]),
-        "rank": pa.array(rank[rows].astype(np.int64)),
-        "score": pa.array(score[rows].astype(np.float64)),
-        "source": pa.array(["tail", "depth"], type=pa.large_string()).take(
-            pa.array(top[rows].view(np.int8))),
+        "rank": arrow_array(rank[rows].astype(np.int64)),
+        "score": arrow_array(score[rows].astype(np.float64)),
+        "source": arrow_strings(["tail", "depth"]).take(
+            arrow_array(top[rows].view(np.int8))),
     })
 
     stats = _stats(pool_keys=all_keys, n_c=n_c, depth_keys=depth_keys,
@@ -632,7 +639,8 @@ def _pool_codes(qc, qu, cc, cu, ac, au, rank, score, *, depth, tail_sample, tail
 def _ids_at(uniques: pa.Array, codes: np.ndarray) -> pa.Array:
     """``uniques[codes]`` as a large_string Arrow array (what
     :func:`relgrade.ranking.ids_at` gives, before pandas)."""
-    return pc.cast(uniques.take(pa.array(codes, type=pa.int64())), pa.large_string())
+    return pc.cast(uniques.take(arrow_array(np.asarray(codes, dtype=np.int64))),
+                   pa.large_string())
 
 
 def _runs_of(sorted_keys: np.ndarray, *, index: bool = False
@@ -722,7 +730,7 @@ def pool_bytes(pool: pd.DataFrame | pa.Table) -> bytes:
     q = arrow_ids(pool["query_id"]).combine_chunks()
     c = arrow_ids(pool["chunk_id"]).combine_chunks()
     if not _is_sorted(q, c):                 # a pool from build_pool is sorted already
-        order = pa.array(np.lexsort((id_codes(c)[0], id_codes(q)[0])), type=pa.int64())
+        order = arrow_array(np.lexsort((id_codes(c)[0], id_codes(q)[0])).astype(np.int64))
         q, c = q.take(order), c.take(order)
     if not (_needs_escape(q) or _needs_escape(c)):
         # the usual ids: each line is one element-wise join, quotes included
@@ -757,9 +765,10 @@ def _is_sorted(q: pa.Array, c: pa.Array) -> bool:
 
 def _join(*parts) -> pa.Array:
     """Element-wise concatenation of Arrow string arrays and Python string constants."""
-    args = [pa.scalar(p, pa.large_string()) if isinstance(p, str)
+    # constants as scalars taken from an array: pa.scalar would import pandas (arrow_array)
+    args = [arrow_strings([p])[0] if isinstance(p, str)
             else pc.cast(p, pa.large_string()) for p in parts]
-    return pc.binary_join_element_wise(*args, pa.scalar("", pa.large_string()))
+    return pc.binary_join_element_wise(*args, arrow_strings([""])[0])
 
 
 # What json.dumps escapes when ensure_ascii=False: '"', '\\' and control characters.
