@@ -10,8 +10,9 @@ closure touches as one folder, the modules directly under ``src/relgrade`` and t
 script as files), each with the repository's ``.dvcignore`` (bytecode left out of a folder),
 intents reviewed, ``dvc repro packets`` run (nine stages) and both graders' round files
 written from the truth table. Each round copies each build and runs ``dvc repro`` in the copy
-(from the packets to the report: the grades, agreement, gate, key, per-arm evaluation,
-comparison and report stages), one variant right after the other, in alternating order.
+(11 stages: packets again, as the grade folder it reads changed, then grades, agreement,
+gate, key, the per-arm metrics, publish, compare and report), one variant right after the
+other, in alternating order.
 Figures: median wall and CPU seconds (user + system of dvc and every stage process it waited
 for), the median of the per-round CPU ratios files/folders, and the size of each build's
 ``dvc.lock`` after the run; the 1-minute load average is printed with them.
