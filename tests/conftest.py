@@ -17,6 +17,27 @@ collect_ignore = ["graders/grader.py", "graders/tiny_grader.py", "graders/lenien
                   "graders/swayable_grader.py", "graders/wording_grader.py"]
 
 
+def pytest_sessionstart(session):
+    """Compile relgrade's bytecode once for the run, beside the package the tests import.
+
+    The end-to-end tests start thousands of processes that import relgrade (every stage DVC
+    runs, every ``relgrade`` command). Where ``PYTHONDONTWRITEBYTECODE`` is set, as container
+    images often set it, none of them writes the bytecode it compiles, so each compiled the
+    package's modules again: about 0.09 CPU-seconds of a stage process's 0.8
+    (benchmarks/README.md, "Test suite time"). Python still reads bytecode that exists, and
+    checks it against the source's time and size. Files already compiled are skipped (each
+    xdist worker calls this too; a write is atomic); a folder that cannot be written to is
+    left as it is. Every copy of ``src/`` the tests make leaves ``__pycache__`` out, and
+    ``.dvcignore`` leaves it out of DVC's hashes.
+    """
+    import compileall
+    from pathlib import Path
+
+    import relgrade
+
+    compileall.compile_dir(Path(relgrade.__file__).parent, quiet=2)
+
+
 def _built_once(tmp_path_factory, name, build):
     """The folder ``name`` made by ``build(folder)`` once for the whole run: under pytest-xdist
     the workers share the run's temporary root, the first to take the lock builds it and the

@@ -46,3 +46,24 @@ def test_the_stages_import_neither_scipy_nor_statsmodels_unless_their_module_nee
     # one process for all of them: a package any of them imports is in its sys.modules
     others = [f"relgrade.pipeline.stages.{name}" for name in STAGES if name not in NEEDS]
     assert _imported(others) & {"scipy", "statsmodels"} == set()
+
+
+def test_a_stage_process_finds_bytecode_for_every_module_it_imports():
+    # tests/conftest.py compiles the package once a run: a process started without writing
+    # bytecode (PYTHONDONTWRITEBYTECODE) then reads it instead of compiling each module
+    import os
+
+    probe = ("import sys, importlib.util, relgrade.pipeline.runner, "
+             "relgrade.pipeline.stages.grades\n"
+             "print('\\n'.join(m.__file__ for n, m in sorted(sys.modules.items())\n"
+             "                 if n.startswith('relgrade') and getattr(m, '__file__', None)))")
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                         check=True, env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1"})
+    files = [Path(f) for f in out.stdout.split()]
+    assert len(files) > 20
+    if not os.access(files[0].parent, os.W_OK):
+        return  # an installed, read-only package: nothing could be compiled
+    import importlib.util
+
+    missing = [f for f in files if not Path(importlib.util.cache_from_source(str(f))).is_file()]
+    assert missing == []
