@@ -357,6 +357,21 @@ def test_a_redraw_after_the_model_graded_is_refused_with_or_without_force(ppi_ru
         assert "the human sample is locked: model-m (the model grader) has" in lines[0]
         assert "set grading.round: 2" in lines[0]
         assert (folder / "data/audit/lock.json").read_bytes() == lock
+    # the grade file deleted: its sidecar still records the model's grades, --force or not
+    model_grades = folder / "data/grades/model-m/round-1.jsonl"
+    kept = model_grades.read_bytes()
+    model_grades.unlink()
+    try:
+        done = tiny.run(root, "relgrade", "audit", "redraw", "--force", "--experiment",
+                        "experiments/ppi", check=False)
+    finally:
+        model_grades.write_bytes(kept)
+    lines = done.stderr.strip().splitlines()
+    assert done.returncode == 1 and len(lines) == 1, done.stdout + done.stderr
+    assert re.search(r"the human sample is locked: model-m \(the model grader\) has \d+ "
+                     r"grades of round 1 in experiments/ppi/data/grades/model-m/"
+                     r"round-1\.bank\.jsonl, ", lines[0]), lines[0]
+    assert (folder / "data/audit/lock.json").read_bytes() == lock
 
 
 def test_a_params_change_that_would_move_the_sample_is_refused_by_the_audit_stage(ppi_run):

@@ -28,6 +28,7 @@ provenance-balanced draw; each locked row's ``reason`` names the design, so the 
 
 from __future__ import annotations
 
+import os
 import re
 from pathlib import Path
 
@@ -282,6 +283,42 @@ def ppi_lock_fix(ex: Experiment) -> str:
             "model grades that round)")
 
 
+def model_graded(ex: Experiment) -> str | None:
+    """What records that the key grader (the model, in ppi mode) graded ``grading.round``.
+
+    In order: its grade file's rows; the file's bank sidecar (the grade file deleted or
+    emptied); the round's ``round-R.meta.json`` (written as the grader starts the round);
+    git's history of the grade file with content.
+
+    Returns
+    -------
+    str or None
+        The words for a message ("has 24 grades of round 1 in FILE", "started grading round
+        1 (FILE exists)", "has grades of round 1 in FILE as committed in COMMIT (deleted
+        since)"); None when nothing records a grade.
+    """
+    model, rnd = ex.params.grading.key_grader, ex.params.grading.round
+    files = ex.grader_files(model)
+    graded, record = key_grader_grades(ex), files.grades
+
+    def named(path) -> str:  # as typed at the repository's top, whatever the working folder
+        return top_path(ex, os.path.relpath(path, ex.root))
+
+    if not graded and files.bank.is_file():
+        # the grade file gone or emptied: its bank sidecar still records what was graded
+        graded = sum(1 for line in io.read_lines(files.bank) if line.strip())
+        record = files.bank
+    if graded:
+        return f"has {graded} grades of round {rnd} in {named(record)}"
+    if files.meta.is_file():
+        return f"started grading round {rnd} ({named(files.meta)} exists)"
+    commit = githistory.last_nonempty_commit(files.grades)
+    if commit is None:
+        return None
+    return (f"has grades of round {rnd} in {named(files.grades)} as committed in "
+            f"{commit[:12]} (deleted since)")
+
+
 def refuse_draw_after_model(ex: Experiment, lock: dict | None, *, path) -> None:
     """Refuse to draw a ppi human sample once the model grader has graded the round.
 
@@ -313,22 +350,9 @@ def refuse_draw_after_model(ex: Experiment, lock: dict | None, *, path) -> None:
         ``grading.round``). Nothing is written.
     """
     model, rnd = ex.params.grading.key_grader, ex.params.grading.round
-    files = ex.grader_files(model)
-    graded, record = key_grader_grades(ex), files.grades
-    if not graded and files.bank.is_file():
-        # the grade file gone or emptied: its bank sidecar still records what was graded
-        graded = sum(1 for line in io.read_lines(files.bank) if line.strip())
-        record = files.bank
-    what = f"has {graded} grades of round {rnd} in {top_path(ex, record)}"
-    if not graded and files.meta.is_file():
-        # written when the grader started the round, before its first grade
-        what = f"started grading round {rnd} ({top_path(ex, files.meta)} exists)"
-    elif not graded:
-        commit = githistory.last_nonempty_commit(files.grades)
-        if commit is None:
-            return
-        what = (f"has grades of round {rnd} in {top_path(ex, files.grades)} as committed "
-                f"in {commit[:12]} (deleted since)")
+    what = model_graded(ex)
+    if what is None:
+        return
     found = (f"no lock of round {rnd}" if lock is None
              else f"a lock of round {lock.get('round')}, not of round {rnd}")
     raise InputError(
@@ -401,8 +425,8 @@ def redraw_audit(ex: Experiment, *, force: bool = False) -> tuple[dict, dict | N
     Raises
     ------
     ProtocolError
-        In ppi mode, the key grader (the model) has grades of this round, whatever
-        ``force``: a human sample drawn after the model's grades are seen gives no valid
+        In ppi mode, anything records that the key grader (the model) graded this round
+        (:func:`model_graded`), whatever ``force``: a human sample drawn after the model's grades are seen gives no valid
         prediction-powered estimate. The auditor already has grades of this round and
         ``force`` is False: the protocol
         draws the sample before grading, so a sample redrawn after the auditor has seen some
@@ -410,12 +434,12 @@ def redraw_audit(ex: Experiment, *, force: bool = False) -> tuple[dict, dict | N
         the sample stop counting toward the audit.
     """
     auditor = ex.params.grading.auditor
-    graded = key_grader_grades(ex) if ex.params.grading.mode == "ppi" else 0
+    graded = model_graded(ex) if ex.params.grading.mode == "ppi" else None
     if graded:  # no --force: a human sample drawn after the judge is seen is not valid
         model, rnd = ex.params.grading.key_grader, ex.params.grading.round
         raise ProtocolError(
             f"{ex.path('audit_lock')}: the human sample is locked: {model} (the model grader) "
-            f"has {graded} grades of round {rnd} in {ex.grader_files(model).grades}, and a "
+            f"{graded}, and a "
             "sample drawn after the model's grades are seen gives no valid PPI++ estimate "
             "(--force does not apply). Keep the sample, or start a new round honestly: set "
             f"grading.round: {rnd + 1}, whose sample is drawn before {model} grades that "
