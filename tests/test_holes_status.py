@@ -30,3 +30,13 @@ def test_the_search_stops_at_the_repository_top_and_passes_over_unreadable_param
     (repo / "data").mkdir()
     (repo / "data/params.yaml").write_text("paths: [unclosed\n")
     assert holes_parent(repo / "data/holes") is None
+
+
+def test_a_holes_record_of_another_shape_is_not_computed_and_says_so():
+    from relgrade.pipeline.new_arms import _verdict
+
+    for record in ({"arms": {"fresh": 3}}, {"arms": [1]}, {"arms": {"fresh": {"estimates": 1}}}):
+        got = _verdict(record, "fresh", key_sha256="k", sample=[], owed=0)
+        assert got["state"] == "not computed"
+    assert _verdict({"arms": {"fresh": 3}}, "fresh", key_sha256="k", sample=[],
+                    owed=0)["error"].startswith("the holes' record is not of the shape")

@@ -267,3 +267,18 @@ def test_a_yaml_parser_message_starting_with_found_reads_the_word_once(tmp_path)
     # a value found is still introduced by the word
     assert str(InputError("grade outside the scale", found="3")) == \
         "grade outside the scale (found 3)"
+
+
+@pytest.mark.parametrize("text, found", [("[1, 2]", "an array"), ("3", "a number"),
+                                         ('"x"', "a string"), ("null", "null")])
+def test_a_json_record_that_is_not_an_object_is_refused_naming_what_it_is(tmp_path, text,
+                                                                         found):
+    path = tmp_path / "record.json"
+    path.write_text(text)
+    with pytest.raises(InputError) as e:
+        io.read_json_object(path)
+    assert str(e.value) == (f"{path}: must be a JSON object (relgrade writes one here) "
+                            f"(found {found}). Restore it (git checkout, or dvc repro "
+                            "rewrites it)")
+    path.write_text('{"a": 1}')
+    assert io.read_json_object(path) == {"a": 1}

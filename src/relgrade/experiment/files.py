@@ -892,7 +892,7 @@ class Experiment:
         from relgrade.protocol.key import check_whole
 
         files = self.key_files(post_hoc=post_hoc, previous=previous)
-        record = io.read_json(files.record)
+        record = io.read_json_object(files.record)
         check_whole(record, key_sha256=io.sha256_file(files.key),
                     qrels_sha256=(io.sha256_file(files.qrels)
                                   if files.qrels is not None and files.qrels.exists() else None),
@@ -990,8 +990,8 @@ class Experiment:
                 continue
             rec = self.key_files(post_hoc=post_hoc).record
             if rec.exists():
-                try:
-                    records.append(io.read_json(rec))
+                try:  # a damaged record witnesses nothing (the key stage refuses it)
+                    records.append(io.read_json_object(rec))
                 except InputError:
                     pass
         ledger_mod.require_complete(

@@ -452,6 +452,25 @@ def read_json(path):
         raise InputError("not valid JSON", path=path, line=e.lineno, found=e.msg) from None
 
 
+def read_json_object(path) -> dict:
+    """A JSON document from ``path`` that must be an object (relgrade's records and
+    manifests are).
+
+    Raises
+    ------
+    InputError
+        Not valid JSON (as :func:`read_json`), or valid JSON of another type (an array, a
+        number ...), naming the file and the type found.
+    """
+    obj = read_json(path)
+    if not isinstance(obj, dict):
+        kind = {list: "an array", str: "a string", bool: "true or false",
+                type(None): "null"}.get(type(obj), "a number")
+        raise InputError("must be a JSON object (relgrade writes one here)", path=path,
+                         found=kind, fix="Restore it (git checkout, or dvc repro rewrites it)")
+    return obj
+
+
 # --- atomic writing ------------------------------------------------------------------
 
 @contextlib.contextmanager

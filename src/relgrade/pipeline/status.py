@@ -510,7 +510,7 @@ def read_status(ex: Experiment) -> dict:
         ledger = {"state": "complete", "entries": len(ex.ledger())}
     except RelgradeError as e:
         ledger = {"state": "refused", "error": str(e)}
-    record = load("key", "record", io.read_json)
+    record = load("key", "record", io.read_json_object)
     if record is not None and ex.path("key").exists():
         try:
             ex.read_key()
@@ -527,17 +527,17 @@ def read_status(ex: Experiment) -> dict:
     metrics = {}
     for p in sorted(metrics_dir.glob("*.json")) if metrics_dir.is_dir() else []:
         try:
-            metrics[p.stem] = io.read_json(p)
+            metrics[p.stem] = io.read_json_object(p)
         except RelgradeError as e:
             problems[f"metrics {p.stem}"] = str(e)
     st = experiment_status(
         params=params, pool=pool, audit_query_ids=audit, grader_rows=rows, metrics=metrics,
-        corpus_manifest=load("corpus", "corpus_manifest", io.read_json),
-        queries_manifest=load("queries", "queries_manifest", io.read_json),
-        pool_manifest=load("pool", "pool_manifest", io.read_json),
-        intents_manifest=load("intents", "intents_manifest", io.read_json),
-        agreement=load("gate", "agreement", io.read_json),
-        gate=load("gate", "gate", io.read_json),
+        corpus_manifest=load("corpus", "corpus_manifest", io.read_json_object),
+        queries_manifest=load("queries", "queries_manifest", io.read_json_object),
+        pool_manifest=load("pool", "pool_manifest", io.read_json_object),
+        intents_manifest=load("intents", "intents_manifest", io.read_json_object),
+        agreement=load("gate", "agreement", io.read_json_object),
+        gate=load("gate", "gate", io.read_json_object),
         record=record, problems=problems, post_hoc_record=post_hoc, ledger=ledger,
         dvc=dvc_health(*ex.dvc_files()), triage_pairs=triage_pairs, round_owed=round_owed)
     if rubric is not None:
