@@ -108,3 +108,31 @@ def test_a_damaged_params_or_comparisons_file_is_one_error_line_not_a_traceback(
     assert done.stderr.splitlines() == [
         "Error: experiments/p/params.yaml: not a readable YAML file (while parsing a flow "
         "node). Fix or restore it (git checkout)"]
+
+
+def test_records_of_another_shape_are_one_error_line_each(tmp_path):
+    _experiment(tmp_path / "experiments" / "p", "metrics/report.md")
+    params = tmp_path / "experiments" / "p" / "params.yaml"
+    raw = yaml.safe_load(params.read_text())
+    raw["grading"] = {"mode": "ppi"}
+    params.write_text(yaml.safe_dump(raw))
+    comparisons = tmp_path / "experiments" / "p" / "metrics" / "comparisons.json"
+    for text in ("[1, 2]", '{"estimator": "ppi++"}', '{"estimator": {"x": 1}}',
+                 '{"estimator": {"comparisons": "anytime", "stop": "s"}}'):
+        comparisons.write_text(text)
+        done = _run(tmp_path)
+        assert done.returncode == 1 and "Traceback" not in done.stderr, (text, done.stderr)
+        assert done.stderr.splitlines() == [
+            "Error: experiments/p/metrics/comparisons.json: not of the shape the compare "
+            "stage writes (its estimator). Restore it (git checkout, or dvc repro rewrites "
+            "it)"], text
+    comparisons.write_text("{}")
+    for paths in ([1], {"report_md": 5}):
+        params.write_text(yaml.safe_dump({**raw, "paths": paths}))
+        done = _run(tmp_path)
+        assert done.returncode == 1 and "Traceback" not in done.stderr, (paths, done.stderr)
+        assert done.stderr.splitlines()[0].startswith(
+            "Error: experiments/p/params.yaml: paths must be a mapping of names to file paths")
+    params.write_text(yaml.safe_dump({**raw, "grading": "ppi"}))
+    done = _run(tmp_path)
+    assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr

@@ -23,6 +23,10 @@ except (OSError, UnicodeDecodeError, yaml.YAMLError) as e:
 if not isinstance(raw, dict):
     sys.exit(f"Error: {params}: params must be a YAML mapping. Fix or restore it")
 paths = raw.get("paths") or {}
+if not isinstance(paths, dict) or not all(isinstance(paths.get(k), (str, type(None)))
+                                          for k in ("report_md", "click_ips")):
+    sys.exit(f"Error: {params}: paths must be a mapping of names to file paths (relgrade "
+             "checks the whole file: relgrade status). Fix or restore it (git checkout)")
 if paths.get("report_md"):
     print(params.parent / paths["report_md"])
 elif raw.get("clicks") and paths.get("click_ips"):
@@ -57,9 +61,10 @@ import yaml
 
 params = Path(sys.argv[1])
 raw = yaml.safe_load(params.read_text(encoding="utf-8")) or {}
-comparisons = (raw.get("paths") or {}).get("comparisons")
-if (raw.get("grading") or {}).get("mode") != "ppi" or not comparisons \
-        or not (params.parent / comparisons).is_file():
+grading = raw.get("grading")
+comparisons = raw["paths"].get("comparisons")
+if not isinstance(grading, dict) or grading.get("mode") != "ppi" \
+        or not isinstance(comparisons, str) or not (params.parent / comparisons).is_file():
     sys.exit(0)
 path = params.parent / comparisons
 try:
@@ -68,8 +73,15 @@ except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
     sys.exit(f"Error: {path}: not valid JSON ({e}). Restore it (git checkout, or dvc repro "
              "rewrites it)")
 estimator = record.get("estimator") if isinstance(record, dict) else None
+stop = estimator.get("stop") if isinstance(estimator, dict) else None
+if not isinstance(record, dict) or not isinstance(estimator, (dict, type(None))) \
+        or not isinstance(stop, (dict, type(None))) \
+        or (estimator and not estimator.get("comparisons")
+            and not {"human_sample", "queries"} <= set(estimator)):
+    sys.exit(f"Error: {path}: not of the shape the compare stage writes (its estimator). "
+             "Restore it (git checkout, or dvc repro rewrites it)")
 if estimator and estimator.get("comparisons"):
-    stop = estimator.get("stop") or {}
+    stop = stop or {}
     print(f"  (decided by the {estimator['comparisons']} stopping rule: people graded the "
           f"human sample in a seeded order, {stop.get('words')}; the arms' estimates are "
           "PPI++'s, PPI++ on the same queries stands beside each comparison in the report)")
