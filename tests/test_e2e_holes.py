@@ -298,3 +298,18 @@ def test_new_arms_on_a_frozen_key_get_their_corrected_estimates_and_change_nothi
     assert after["arms"]["skewed"]["owed"] == {"auditor-b": 0, "grader-a": 0}
     plain = tiny.run(root, "relgrade", "status").stdout
     assert f"holes skewed: level claim refused: {lax['measure']} " in plain
+
+    # the people's sample is locked once they graded it: a fraction that would move fresh's
+    # sample is refused by the stage, naming the record, and nothing of the holes changes
+    text = (root / "params.yaml").read_text()
+    assert "human_fraction: 0.5" in text
+    record_bytes = (root / "metrics/holes.json").read_bytes()
+    (root / "params.yaml").write_text(text.replace("human_fraction: 0.5",
+                                                   "human_fraction: 0.9", 1))
+    moved = tiny.run(root, "dvc", "repro", check=False)
+    errors = [x for x in (moved.stdout + moved.stderr).splitlines() if x.startswith("Error: ")]
+    assert moved.returncode != 0 and len(errors) == 1, moved.stdout + moved.stderr
+    assert errors[0].startswith("Error: ") and "data/holes/samples.json: holes.arms." in \
+        errors[0] and "human sample of holes would move after people graded it" in errors[0]
+    assert (root / "metrics/holes.json").read_bytes() == record_bytes
+    (root / "params.yaml").write_text(text)

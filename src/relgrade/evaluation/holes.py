@@ -49,7 +49,7 @@ import pandas as pd
 
 from relgrade.errors import InputError
 from relgrade.evaluation import ranksets
-from relgrade.evaluation.ppi import holm, human_sample, tune_lambda_shared
+from relgrade.evaluation.ppi import holm, human_sample
 from relgrade.evaluation.ppi_table import estimate_rows
 from relgrade.ranking import top_k
 from relgrade.schema import KEY, PAIR, RUN, require
@@ -728,9 +728,9 @@ def new_arm_rank_sets(*, filled, holes, pairs, sample, human,
     lv, b = ranksets.check_resampling(level, n_resamples)
     hole_q, exact_q = np.flatnonzero(h > 0), np.flatnonzero(h == 0)
     big_n, n, n_h, n_0 = f.size, s.size, hole_q.size, exact_q.size
-    lam = tune_lambda_shared(y[None, :], f[s][None, :], f[hole_q][None, :])
-    theta_h = lam * f[hole_q].mean() + (y - lam * f[s]).mean()
-    theta = (n_h * theta_h + (f[exact_q].sum() if n_0 else 0.0)) / big_n
+    # the new arm's point estimate exactly as its record and decision file carry it
+    theta = new_arm_estimate(filled=f, holes=h, pairs=pairs, sample=s, human=y,
+                             level=lv)["ppi++"].estimate
     est = np.append(o.mean(axis=1), theta)
     o0, oh, f0, fh, fs = o[:, exact_q], o[:, hole_q], f[exact_q], f[hole_q], f[s]
     blocks = []

@@ -215,14 +215,6 @@ def add_hole_arm(ex: Experiment, name: str, *, run: Path, depth: int = ARM_DEPTH
                              + " (docs/new-arm.md)")
     section["arms"] = {**section.get("arms", {}), name: spec}
     _check_run(ex, run)
-    from relgrade.pipeline.new_arms import check_hole_graders, reference_side
-
-    work = ex.params.paths.holes_work or HOLES_PATHS["holes_work"]
-    graders = {"model_grader": section["model_grader"], "human_grader": section["human_grader"]}
-    check_hole_graders(ex.root / work, **graders)
-    if ex.params.paths.key and ex.path("key").is_file() and ex.path("grades").is_file():
-        # before anyone grades a hole: the transport check needs the key's pairs both graded
-        reference_side(ex, ex.read_key()[0], **graders)
     params_path = ex.root / PARAMS_FILE
     text = params_path.read_text("utf-8")
     try:
@@ -232,6 +224,7 @@ def add_hole_arm(ex: Experiment, name: str, *, run: Path, depth: int = ARM_DEPTH
                                                              HOLES_PATHS.items()
                                                              if k not in paths}})
         params = write_section(params_path, "holes", section)
+        _check_hole_graders(ex, section)  # after the params' own checks (the graders' kinds)
         target = ex.file(spec["source"])
         if not (target.exists() and target.resolve() == Path(run).resolve()):
             target.parent.mkdir(parents=True, exist_ok=True)
@@ -241,6 +234,18 @@ def add_hole_arm(ex: Experiment, name: str, *, run: Path, depth: int = ARM_DEPTH
         write_text(params_path, text)  # the params as they were: nothing half-added
         raise
     return Experiment.load(params_path)
+
+
+def _check_hole_graders(ex: Experiment, section: dict) -> None:
+    """The holes' folder holds no other grader's grades, and with a frozen key the two holes
+    graders graded some of its pairs in common (before anyone grades a hole)."""
+    from relgrade.pipeline.new_arms import check_hole_graders, reference_side
+
+    work = ex.params.paths.holes_work or HOLES_PATHS["holes_work"]
+    graders = {"model_grader": section["model_grader"], "human_grader": section["human_grader"]}
+    check_hole_graders(ex.root / work, **graders)
+    if ex.params.paths.key and ex.path("key").is_file() and ex.path("grades").is_file():
+        reference_side(ex, ex.read_key()[0], **graders)
 
 
 def _check_run(ex: Experiment, run: Path) -> None:

@@ -33,6 +33,10 @@ from relgrade.rng import stage_rng
 #: The holes' own pool, audit and packets inside ``paths.holes_work``.
 POOL, AUDIT, PACKETS, GRADES = "pool.parquet", "audit.jsonl", "packets", "grades"
 
+#: The holes' folder's record of each arm's human sample (``{"key_sha256", "arms": {arm:
+#: [query ids]}}``), the lock :func:`check_hole_samples` holds people's grades to.
+SAMPLES = "samples.json"
+
 
 @dataclass(frozen=True)
 class HolePlan:
@@ -146,6 +150,66 @@ def reference_side(ex, key: pd.DataFrame, *, model_grader: str,
                                        human_grader=human_grader, pairs=key)
     except InputError as e:
         raise InputError(e.rule, path=path, item=e.item, found=e.found, fix=e.fix) from None
+
+
+def check_hole_samples(work, plan: HolePlan, *, human_grader: str, key_sha256: str) -> dict:
+    """Refuse a human sample of holes that moved after people graded it.
+
+    A sample is drawn before anyone grades (seeded, ``holes.human_fraction``); a change of
+    the fraction or the seed that moves an arm's sample once people graded its holes would
+    choose the queries after the grades were seen, as ppi mode's locked sample forbids.
+
+    Parameters
+    ----------
+    work : pathlib.Path
+        The holes' folder (its :data:`SAMPLES` record and ``grades/HUMAN/round-*.jsonl``).
+    plan : HolePlan
+        The plan of the params now (:func:`hole_plan`).
+    human_grader : str
+        Params ``holes.human_grader``.
+    key_sha256 : str
+        The frozen key's sha256: a sample recorded for another key is not held to (the
+        holes themselves changed).
+
+    Returns
+    -------
+    dict
+        The record to write (:data:`SAMPLES`): the key and each arm's sample now.
+
+    Raises
+    ------
+    InputError
+        An arm's recorded sample (same key) differs from the plan's while people have a
+        grade of one of its queries, naming the arm, both samples and how to go on.
+    """
+    now = {arm: sorted(set(owed.loc[owed["sampled"], "query_id"].astype(str)))
+           for arm, owed in plan.owed.items()}
+    record = {"key_sha256": key_sha256, "arms": now}
+    path = Path(work) / SAMPLES
+    if not path.is_file():
+        return record
+    old = io.read_json_object(path)
+    if old.get("key_sha256") != key_sha256 or not isinstance(old.get("arms"), dict):
+        return record
+    graded = set()
+    for f in sorted((Path(work) / GRADES / str(human_grader)).glob("round-*.jsonl")):
+        graded |= {str(row.get("query_id")) for _, row in io.iter_jsonl(f)}
+    for arm, sample in now.items():
+        before = old["arms"].get(arm)
+        if before is None or list(before) == sample:
+            continue
+        seen = sorted(set(map(str, before)) & graded)
+        if seen:
+            raise InputError(
+                f"arm {arm}'s human sample of holes would move after people graded it "
+                f"({human_grader} graded holes of {', '.join(seen)})", path=path,
+                item=f"holes.arms.{arm}",
+                found=f"sample {', '.join(map(str, before))}; params now give "
+                      f"{', '.join(sample)}",
+                fix="Restore holes.human_fraction and seed as they were when the sample "
+                    "was drawn, or add the arm again under a new name (its own sample)")
+    return {"key_sha256": key_sha256, "arms": {**{a: s for a, s in old["arms"].items()
+                                                    if a not in now}, **now}}
 
 
 def check_hole_graders(work, *, model_grader: str, human_grader: str) -> None:

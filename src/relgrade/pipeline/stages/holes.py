@@ -36,8 +36,9 @@ from relgrade.experiment.layout import grade_commands
 from relgrade.experiment.params import PARAMS_FILE
 from relgrade.io import files as io
 from relgrade.pipeline.judgments import judgments
-from relgrade.pipeline.new_arms import (AUDIT, GRADES, PACKETS, POOL, hole_plan,
-                                        reference_side, work_params)
+from relgrade.pipeline.new_arms import (AUDIT, GRADES, PACKETS, POOL, SAMPLES,
+                                        check_hole_samples, hole_plan, reference_side,
+                                        work_params)
 from relgrade.protocol import bank, packets
 from relgrade.rng import stage_rng
 
@@ -93,7 +94,10 @@ def run(ex):
     reference = reference_side(ex, key, model_grader=h.model_grader,
                                human_grader=h.human_grader)
     work = ex.path("holes_work")
+    samples = check_hole_samples(work, plan, human_grader=h.human_grader,
+                                 key_sha256=record["key_sha256"])
     sub = _write_work(ex, work, pool, audit_ids)
+    io.write_json(work / SAMPLES, samples)
     held = judgments(sub, pool, audit_ids)
     bank.require_no_pending(held.pending, how=grade_commands(sub), sample="sampled")
     current = bank.current_grades(held.bank, **held.now)
