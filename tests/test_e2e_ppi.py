@@ -488,7 +488,9 @@ def test_a_deleted_lock_does_not_let_the_sample_be_drawn_after_the_model_graded(
             "experiments/ppi/data/grades/model-m/round-1.jsonl, and a sample drawn after "
             "the model's grades are seen gives no valid PPI++ estimate (found no lock of "
             "round 1). Restore the round's lock from git (`git checkout -- "
-            "experiments/ppi/data/audit/lock.json`), or start a new round honestly: set "
+            "experiments/ppi/data/audit/lock.json`; if its deletion was committed, from the "
+            "commit before it: `git log -- experiments/ppi/data/audit/lock.json`), or start "
+            "a new round honestly: set "
             "grading.round: 2, whose sample is drawn before model-m grades that round "
             "(round 1's grades stay in git)"], out
         assert not lock_path.exists()  # nothing written

@@ -359,7 +359,8 @@ def refuse_draw_after_model(ex: Experiment, lock: dict | None, *, path) -> None:
         f"the human sample cannot be drawn now: {model} (the model grader) {what}, and a "
         "sample drawn after the model's grades are seen gives no valid PPI++ estimate",
         path=path, found=found,
-        fix=f"Restore the round's lock from git (`git checkout -- {path}`), or start a new "
+        fix=f"Restore the round's lock from git (`git checkout -- {path}`; if its deletion "
+            f"was committed, from the commit before it: `git log -- {path}`), or start a new "
             f"round honestly: set grading.round: {rnd + 1}, whose sample is drawn before "
             f"{model} grades that round (round {rnd}'s grades stay in git)")
 
