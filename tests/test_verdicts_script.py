@@ -88,13 +88,19 @@ def test_a_ppi_experiment_says_ppi_decides_or_that_its_report_predates_it(tmp_pa
             "grader's key; rerun the compare and report stages)\n") in done.stdout
 
 
-def test_a_damaged_params_or_comparisons_file_is_one_error_line_not_a_traceback(tmp_path):
+def _ppi_experiment(tmp_path):
+    """experiments/p in ppi mode with a report: its params file, the params, and where its
+    comparisons file goes."""
     _experiment(tmp_path / "experiments" / "p", "metrics/report.md")
     params = tmp_path / "experiments" / "p" / "params.yaml"
     raw = yaml.safe_load(params.read_text())
     raw["grading"] = {"mode": "ppi"}
     params.write_text(yaml.safe_dump(raw))
-    comparisons = tmp_path / "experiments" / "p" / "metrics" / "comparisons.json"
+    return params, raw, tmp_path / "experiments" / "p" / "metrics" / "comparisons.json"
+
+
+def test_a_damaged_params_or_comparisons_file_is_one_error_line_not_a_traceback(tmp_path):
+    params, raw, comparisons = _ppi_experiment(tmp_path)
     comparisons.write_text("{bad")
     done = _run(tmp_path)
     assert done.returncode == 1 and "Traceback" not in done.stderr
@@ -111,12 +117,7 @@ def test_a_damaged_params_or_comparisons_file_is_one_error_line_not_a_traceback(
 
 
 def test_records_of_another_shape_are_one_error_line_each(tmp_path):
-    _experiment(tmp_path / "experiments" / "p", "metrics/report.md")
-    params = tmp_path / "experiments" / "p" / "params.yaml"
-    raw = yaml.safe_load(params.read_text())
-    raw["grading"] = {"mode": "ppi"}
-    params.write_text(yaml.safe_dump(raw))
-    comparisons = tmp_path / "experiments" / "p" / "metrics" / "comparisons.json"
+    params, raw, comparisons = _ppi_experiment(tmp_path)
     for text in ("[1, 2]", '{"estimator": "ppi++"}', '{"estimator": {"x": 1}}',
                  '{"estimator": {"comparisons": "anytime", "stop": "s"}}'):
         comparisons.write_text(text)
