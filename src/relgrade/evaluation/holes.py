@@ -714,7 +714,7 @@ def new_arm_rank_sets(*, filled, holes, pairs, sample, human,
     holds them), paired across the arms so that query difficulty cancels in the
     differences; the human sample is resampled on its own, as ``ppi_rank_sets`` resamples
     ppi mode's sample, and ``lambda`` is re-tuned on each resample
-    (:func:`relgrade.evaluation.ppi.tune_lambda_shared` with one row) so its tuning is
+    (:func:`relgrade.evaluation.ranksets.resampled_lambda` with one row) so its tuning is
     counted.
     """
     f, h, _, s, y = _design(filled, holes, pairs, sample, human)
@@ -744,17 +744,9 @@ def new_arm_rank_sets(*, filled, holes, pairs, sample, human,
             old_sum = old_sum + o0[:, i0].sum(axis=2)
             new_exact = f0[i0].sum(axis=1)
         fhs, ys, xs = fh[ih], y[si], fs[si]                             # (B, N_h), (B, n)
-        cov = ((ys - ys.mean(axis=1, keepdims=True))
-               * (xs - xs.mean(axis=1, keepdims=True))).mean(axis=1)
-        tot = n + n_h
-        s1 = xs.sum(axis=1) + fhs.sum(axis=1)
-        s2 = (xs ** 2).sum(axis=1) + (fhs ** 2).sum(axis=1)
-        var = (s2 - s1 ** 2 / tot) / (tot - 1)
-        with np.errstate(invalid="ignore", divide="ignore"):
-            lam_b = np.where(var > 0, cov / ((1.0 + n / n_h) * np.where(var > 0, var, 1.0)),
-                             0.0)
-        lam_b = np.clip(lam_b, 0.0, 1.0)
-        theta_hb = lam_b * fhs.mean(axis=1) + (ys - lam_b[:, None] * xs).mean(axis=1)
+        fh_mean = fhs.mean(axis=1)
+        lam_b = ranksets.resampled_lambda(ys[None], xs[None], fhs[None], fh_mean[None])
+        theta_hb = lam_b * fh_mean + (ys - lam_b[:, None] * xs).mean(axis=1)
         new = (n_h * theta_hb + new_exact) / big_n
         blocks.append(np.column_stack([old_sum.T / big_n, new]))
     return ranksets.from_bootstrap(est, np.concatenate(blocks), level=lv)

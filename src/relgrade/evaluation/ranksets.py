@@ -368,7 +368,33 @@ def _ppi_block(y, yhat, f, rng, rows: int) -> np.ndarray:
     ys, xs = y[:, si], yhat[:, si]                                    # (K, B, n)
     fs = f[:, fi]                                                     # (K, B, N)
     fs_mean = fs.mean(axis=2)                                         # (K, B)
-    # the shared lambda re-tuned on each resample (tune_lambda_shared, vectorised)
+    lam_b = resampled_lambda(ys, xs, fs, fs_mean)
+    return (lam_b * fs_mean + (ys - lam_b[None, :, None] * xs).mean(axis=2)).T    # (B, K)
+
+
+def resampled_lambda(ys, xs, fs, fs_mean) -> np.ndarray:
+    """The PPI++ weight shared by ``K`` rows, re-tuned on each of ``B`` resamples at once.
+
+    :func:`relgrade.evaluation.ppi.tune_lambda_shared` vectorised over resamples (PPI++'s
+    power tuning of one ``lambda`` for a vector estimand, Angelopoulos, Duchi and Zrnic
+    2023, section 6).
+
+    Parameters
+    ----------
+    ys, xs : numpy.ndarray of shape (K, B, n), float64
+        Per row and resample, the human-key and model-key values on the resampled sample.
+    fs : numpy.ndarray of shape (K, B, N), float64
+        Per row and resample, the model-key values on the resampled model-graded queries.
+    fs_mean : numpy.ndarray of shape (K, B), float64
+        ``fs.mean(axis=2)`` (the caller needs it too).
+
+    Returns
+    -------
+    numpy.ndarray of shape (B,), float64
+        ``clip(sum_r cov(Y_r, Yhat_r) / ((1 + n/N) * sum_r var(Yhat_r u F_r)), 0, 1)`` per
+        resample; 0 where every row's model-key values are constant.
+    """
+    n, big_n = ys.shape[2], fs.shape[2]
     cov = ((ys - ys.mean(axis=2, keepdims=True))
            * (xs - xs.mean(axis=2, keepdims=True))).mean(axis=2).sum(axis=0)       # (B,)
     tot = n + big_n
@@ -378,8 +404,7 @@ def _ppi_block(y, yhat, f, rng, rows: int) -> np.ndarray:
     with np.errstate(invalid="ignore", divide="ignore"):
         lam_b = np.where(var > 0, cov / ((1.0 + n / big_n) * np.where(var > 0, var, 1.0)),
                          0.0)
-    lam_b = np.clip(lam_b, 0.0, 1.0)
-    return (lam_b * fs_mean + (ys - lam_b[None, :, None] * xs).mean(axis=2)).T    # (B, K)
+    return np.clip(lam_b, 0.0, 1.0)
 
 
 def table_rank_sets(per_query: pd.DataFrame, *, measure: str, rng: np.random.Generator,
