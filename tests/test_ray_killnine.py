@@ -39,7 +39,8 @@ def test_kill_9_of_driver_workers_and_graders_loses_no_grade_and_answers_no_requ
     assert (out.duplicates, out.lost, out.torn_left, out.bank_mismatches) == (0, 0, 0, 0)
     # no request (by the sha256 of its bytes, one-to-one with its cache key) answered twice,
     # none sent again once answered; a batch answered twice only when its first grader
-    # process was killed after printing (a killed process's answer is refused: the retry's
+    # process was killed after printing, or was left without a reader by the kill of its
+    # Ray worker or driver (an answer nobody acknowledged is asked for again: the retry's
     # request differs by its attempt number, or, after the driver too is killed, the next
     # run asks the refused request again, which is right and not counted)
     assert (out.answered_twice, out.resent_after_answer) == (0, 0)

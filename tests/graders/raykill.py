@@ -129,8 +129,12 @@ class Outcome:
     seconds: float = 0.0
     cpu_seconds: float = 0.0
     killed: list = field(default_factory=list)  # (kind, pid) of every kill
+    #: grader processes alive under a Ray worker or a driver when that one was killed: the
+    #: process that reads their answer is gone, so no answer of theirs can be acknowledged
+    orphaned: set = field(default_factory=set)
     #: batches answered twice whose first answer came from a grader process killed after
-    #: it printed (its exit status is that of the kill, so the answer is refused)
+    #: it printed (its exit status is that of the kill, so the answer is refused), or from
+    #: one orphaned by the kill of its worker or driver (nobody read the answer)
     answered_then_killed: int = 0
     log: list = field(default_factory=list)
 
@@ -375,12 +379,17 @@ def kill_loop(root: Path, *, address: str, packets: dict, kills: int, seed: int,
                 raise RuntimeError(f"the run ended before kill {sum(out.kills.values()) + 1} "
                                    f"(give it more work): {text[-2000:]}")
             raise RuntimeError("the kill loop ran out of time")
+        # the graders whose answers this kill leaves unread: every grader of the driver's
+        # job, or those under the killed worker (taken before the kill, while they are alive)
+        under = {g for g, w in grader_processes(marker)
+                 if kind == "driver" or (kind == "worker" and w == target)}
         try:
             os.kill(target, signal.SIGKILL)
             out.kills[kind] += 1
             out.killed.append((kind, target))
         except ProcessLookupError:  # it finished just now: kill another one of its kind
             continue
+        out.orphaned |= under
         i += 1
         if kind == "driver":
             ended(driver)
@@ -407,7 +416,8 @@ def kill_loop(root: Path, *, address: str, packets: dict, kills: int, seed: int,
     out.answered_twice = sum(1 for n in dones.values() if n > 1)
     out.batches_answered_twice = sum(1 for n in batches.values() if n > 1)
     out.answered_then_killed = sum(1 for pids in answerers.values()
-                                   if len(pids) > 1 and pids[0] in killed_graders)
+                                   if len(pids) > 1
+                                   and pids[0] in killed_graders | out.orphaned)
     spool = root / "data/private/call-cache.jsonl.spool"
     left = sorted(spool.glob("*.out")) if spool.is_dir() else []
     out.spool_files = [(p.name, p.stat().st_size) for p in left]
