@@ -209,6 +209,14 @@ def test_pool_plan_without_depth_prices_todays_depth(second):
     assert plan["pairs"] == plan["pairs_now"] == len(now) == len(_pool_by_hand(ex, 3))
     assert plan["pool_version"] == plan["pool_version_now"]
     assert plan["new_pairs"] == 0 and plan["cost"]["pending"] == 0
+    # the text says what each grader has spent and owes, in the lines status prints
+    text = tiny.run(root, "relgrade", "pool", "plan", "--experiment", EXP).stdout.splitlines()
+    status = tiny.run(root, "relgrade", "status", "--experiment", EXP).stdout.splitlines()
+    cost = plan["cost"]  # model graders, one call a judgment
+    assert text[1] == (f"judging cost: {cost['spent']} judgments spent ({cost['spent_calls']} "
+                       "model calls), 0 pending (0 model calls)")
+    assert text[1:] == [line for line in status if line.startswith(
+        ("judging cost:", *(f"  {g} (" for g in plan["cost"]["graders"])))]
 
 
 def test_pool_plan_before_a_new_arms_run_is_made_names_the_arm_and_its_repro(second):

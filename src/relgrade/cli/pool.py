@@ -30,7 +30,7 @@ def plan_cmd(depth, as_json, params_path):
     pool.depth): what an arm added to params would cost. Every arm in params is pooled, so an
     arm whose run is not made yet is an error naming the `dvc repro` that makes it. Writes
     nothing."""
-    from relgrade.pipeline.cost import plan_pool
+    from relgrade.pipeline.cost import cost_lines, plan_pool
     from relgrade.experiment.files import Experiment
 
     plan = plan_pool(Experiment.load(params_path), depth)
@@ -40,17 +40,6 @@ def plan_cmd(depth, as_json, params_path):
     click.echo(f"pool at depth {plan['depth']}: {plan['pairs']} pairs, version "
                f"{plan['pool_version']} (now {plan['pairs_now']} pairs, version "
                f"{plan['pool_version_now'] or 'none'}); {plan['new_pairs']} pairs new to the pool")
-    cost = plan["cost"]
-    kinds = {g["worker"] for g in cost["graders"].values()}
-    price = [f"{cost['pending_hours']:.2f} annotator-hours" if "person" in kinds else "",
-             f"{cost['pending_calls']} model calls" if "model" in kinds else ""]
-    click.echo(f"grading it: {cost['pending']} judgments owed, "
-               f"{' + '.join(p for p in price if p) or 'nothing'}")
-    for name, g in cost["graders"].items():
-        if g["worker"] == "model":
-            click.echo(f"  {name} (model): {g['pending']} at {g['calls_per_judgment']} "
-                       f"call{'s' if g['calls_per_judgment'] != 1 else ''} each "
-                       f"({g['pending_calls']} calls)")
-        else:
-            click.echo(f"  {name} (person): {g['pending']} at {g['seconds_per_judgment']:g} s "
-                       f"each ({g['pending_hours']:.2f} h)")
+    # the same cost lines `relgrade status` and `relgrade arm add` print: spent and pending
+    for line in cost_lines(plan["cost"]):
+        click.echo(line)
