@@ -211,6 +211,23 @@ def test_a_model_family_shared_by_grader_and_auditor_still_warns_beside_a_person
         "grader grader-a is of the same family as arm dense (claude)"]
 
 
+
+def test_an_extra_auditor_is_held_to_the_auditors_rule_not_compared_as_a_grader():
+    from relgrade.protocol.gate import family_warnings
+
+    roles = {"grader-a": "grader", "auditor-b": "auditor", "auditor-c": "auditor"}
+    # two auditors of one family, the grader of another: no conflict
+    assert family_warnings(key_grader="grader-a", auditor="auditor-b",
+                           graders={"grader-a": "gemini", "auditor-b": "claude",
+                                    "auditor-c": "claude"},
+                           arms={"dense": "claude"}, roles=roles) == []
+    # the extra auditor shares the grader's family: named as an auditor
+    assert family_warnings(key_grader="grader-a", auditor="auditor-b",
+                           graders={"grader-a": "gemini", "auditor-b": "claude",
+                                    "auditor-c": "gemini"},
+                           arms={"dense": "claude"}, roles=roles) == [
+        "auditor auditor-c is of the same family as grader grader-a (gemini)"]
+
 PEOPLE = {"grader-a": {"role": "grader", "kind": "human", "family": "human"},
           "auditor-b": {"role": "auditor", "kind": "human", "family": "human"}}
 

@@ -298,7 +298,8 @@ PEOPLE_FAMILY = "human"
 
 
 def family_warnings(*, key_grader: str, auditor: str, graders: Mapping[str, str | None],
-                    arms: Mapping[str, str | None]) -> list[str]:
+                    arms: Mapping[str, str | None],
+                    roles: Mapping[str, str] | None = None) -> list[str]:
     """Lines naming where the protocol's model-family rule is broken.
 
     The auditor should come from another model family than the graders (so their errors are
@@ -315,6 +316,10 @@ def family_warnings(*, key_grader: str, auditor: str, graders: Mapping[str, str 
         Every grader's declared ``family``.
     arms : mapping of str to (str or None)
         Every arm's declared ``family``.
+    roles : mapping of str to str, optional
+        Every grader's params ``role``. A grader of role ``auditor`` besides ``auditor`` (an
+        extra auditor) is held to the auditor's rule, not compared as a grader: two auditors
+        of one family are no conflict, an extra auditor of a grader's family is.
 
     Returns
     -------
@@ -330,15 +335,20 @@ def family_warnings(*, key_grader: str, auditor: str, graders: Mapping[str, str 
     >>> family_warnings(key_grader="g", auditor="a", graders={"g": "human", "a": "human"},
     ...                 arms={"bm25": None})
     []
+    >>> family_warnings(key_grader="g", auditor="a", graders={"g": "y", "a": "x", "a2": "x"},
+    ...                 arms={}, roles={"g": "grader", "a": "auditor", "a2": "auditor"})
+    []
     """
     lines = []
     fam = {name: (str(f) if f and str(f).lower() != PEOPLE_FAMILY else None)
            for name, f in graders.items()}
-    audit_family = fam.get(auditor)
-    for name in sorted(fam):
-        if name != auditor and audit_family and fam[name] == audit_family:
-            lines.append(f"auditor {auditor} is of the same family as grader {name} ({audit_family})")
-    for name in [key_grader] + sorted(n for n in fam if n not in (key_grader, auditor)):
+    auditors = [auditor] + sorted(n for n, r in (roles or {}).items()
+                                  if r == "auditor" and n != auditor and n in fam)
+    for who in auditors:
+        for name in sorted(fam):
+            if name not in auditors and fam.get(who) and fam[name] == fam[who]:
+                lines.append(f"auditor {who} is of the same family as grader {name} ({fam[who]})")
+    for name in [key_grader] + sorted(n for n in fam if n != key_grader and n not in auditors):
         if not fam.get(name):
             continue
         for arm, f in sorted(arms.items()):

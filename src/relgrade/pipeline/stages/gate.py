@@ -52,7 +52,8 @@ def run(ex):
     families = family_warnings(
         key_grader=key_grader, auditor=auditor,
         graders={name: g.get("family") for name, g in p.graders_dict().items()},
-        arms={name: a.family for name, a in (p.arms or {}).items()})
+        arms={name: a.family for name, a in (p.arms or {}).items()},
+        roles={name: g.get("role") for name, g in p.graders_dict().items()})
     thresholds = p.need("gates").thresholds()
     result = check_audit_gates(measures, thresholds, coverage=coverage,
                                key_grader=key_grader, auditor=auditor, families=families)
