@@ -122,6 +122,20 @@ def test_new_arms_on_a_frozen_key_get_their_corrected_estimates_and_change_nothi
     assert (root / "params.yaml").read_bytes() == edited
     (root / "params.yaml").write_text(text)
 
+    # a share of the 8 queries with holes too small for the stage's sample (2 of 8, the
+    # jackknife needs 3) is refused now, not at the next repro; nothing written
+    dvc_yaml = (root / "dvc.yaml").read_bytes()
+    small = tiny.run(root, "relgrade", "arm", "add", "fresh", "--run",
+                     "data/input/runs/fresh.trec", "--depth", "5", "--holes", "--model-grader",
+                     "auditor-b", "--human-grader", "grader-a", "--human-fraction", "0.2",
+                     check=False)
+    assert small.returncode == 1 and small.stdout == "", small.stdout + small.stderr
+    assert small.stderr.startswith(
+        "Error: the human sample of holes needs at least 3 queries (jackknife)"), small.stderr
+    assert "2 of 8 queries with holes" in small.stderr and "holes.human_fraction" in small.stderr
+    assert (root / "params.yaml").read_text() == text
+    assert (root / "dvc.yaml").read_bytes() == dvc_yaml
+
     # the command a user types: the first arm makes the holes section, the second joins it
     first = tiny.run(root, "relgrade", "arm", "add", "fresh", "--run",
                      "data/input/runs/fresh.trec", "--depth", "5", "--holes", "--model-grader",

@@ -194,7 +194,9 @@ def add_hole_arm(ex: Experiment, name: str, *, run: Path, depth: int = ARM_DEPTH
         the holes' folder holds grades of another grader
         (:func:`relgrade.pipeline.new_arms.check_hole_graders`); with a frozen key, the two
         holes graders graded no pair of it in common
-        (:func:`relgrade.pipeline.new_arms.reference_side`);
+        (:func:`relgrade.pipeline.new_arms.reference_side`), or the new arm has fewer than 3
+        queries with holes or a human sample below 3 queries
+        (:func:`relgrade.pipeline.new_arms.hole_plan`);
         the params are invalid (a holes section in ppi mode, an unknown grader ...). Nothing
         is written then.
     """
@@ -217,6 +219,7 @@ def add_hole_arm(ex: Experiment, name: str, *, run: Path, depth: int = ARM_DEPTH
     _check_run(ex, run)
     params_path = ex.root / PARAMS_FILE
     text = params_path.read_text("utf-8")
+    copied = None
     try:
         paths = ex.params.paths.model_dump(mode="json", exclude_none=True)
         if any(k not in paths for k in HOLES_PATHS):
@@ -229,9 +232,13 @@ def add_hole_arm(ex: Experiment, name: str, *, run: Path, depth: int = ARM_DEPTH
         if not (target.exists() and target.resolve() == Path(run).resolve()):
             target.parent.mkdir(parents=True, exist_ok=True)
             shutil.copyfile(run, target)
+            copied = target
+        _check_hole_plan(Experiment(ex.root, params))
         write_text(ex.root / "dvc.yaml", render(Experiment(ex.root, params)))
     except BaseException:
         write_text(params_path, text)  # the params as they were: nothing half-added
+        if copied is not None:
+            copied.unlink(missing_ok=True)
         raise
     return Experiment.load(params_path)
 
@@ -246,6 +253,16 @@ def _check_hole_graders(ex: Experiment, section: dict) -> None:
     check_hole_graders(ex.root / work, **graders)
     if ex.params.paths.key and ex.path("key").is_file() and ex.path("grades").is_file():
         reference_side(ex, ex.read_key()[0], **graders)
+
+
+def _check_hole_plan(ex: Experiment) -> None:
+    """With a frozen key, the holes stage's own refusals now rather than at the next ``dvc
+    repro``: a new arm with fewer than 3 queries with holes, or a human sample
+    (``holes.human_fraction``) below 3 queries."""
+    from relgrade.pipeline.new_arms import hole_plan
+
+    if ex.path("record").exists() and ex.path("key").is_file():
+        hole_plan(ex)
 
 
 def _check_run(ex: Experiment, run: Path) -> None:
