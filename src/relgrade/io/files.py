@@ -456,6 +456,16 @@ def read_json_object(path) -> dict:
     """A JSON document from ``path`` that must be an object (relgrade's records and
     manifests are).
 
+    Parameters
+    ----------
+    path : str or pathlib.Path
+        The file, UTF-8 JSON.
+
+    Returns
+    -------
+    dict
+        The object, as :func:`json.loads` gives it.
+
     Raises
     ------
     InputError

@@ -290,6 +290,12 @@ def model_graded(ex: Experiment) -> str | None:
     emptied); the round's ``round-R.meta.json`` (written as the grader starts the round);
     git's history of the grade file with content.
 
+    Parameters
+    ----------
+    ex : relgrade.experiment.files.Experiment
+        The experiment (params ``grading.key_grader``, ``grading.round``; the key grader's
+        files under ``paths.grades_in``).
+
     Returns
     -------
     str or None
