@@ -52,11 +52,13 @@ from relgrade.io.sniff import field_separator, read_head
 
 KERNELS_MODULE = "relgrade.io._trec_scan"
 
-#: Bytes of run files one process must read before it loads the compiled scan: loading
-#: numba and its cached code costs about 0.5 CPU-s once per process, and the scan saves
-#: about 0.1 CPU-s per 40 MB of run: it pays from about 200 MB (benchmarks/README.md,
-#: "One compiled pass over each TREC run's bytes").
-SCAN_MIN_BYTES = 256 << 20
+#: Bytes of run files one process must read before it uses the compiled scan. 0: the C
+#: module costs nothing worth counting to load, and the scan costs no more than the reader
+#: on a run of 2,000 lines and less from there on (0.78 of the reader's CPU on one run of
+#: 40 MB; benchmarks/README.md, "The TREC scan in C"). (It was 256 MiB while the scan was
+#: numba code, whose load cost 0.5 CPU-s a process.) Set it higher to make callers read
+#: with the reader.
+SCAN_MIN_BYTES = 0
 
 
 def worth_scanning(paths) -> bool:
@@ -70,7 +72,7 @@ def worth_scanning(paths) -> bool:
     Returns
     -------
     bool
-        True when the kernels are loaded already, or the files (those that exist) hold at
+        True when the C module is loaded already, or the files (those that exist) hold at
         least :data:`SCAN_MIN_BYTES` bytes together.
     """
     if KERNELS_MODULE in sys.modules:
@@ -330,9 +332,8 @@ def read_run_coded(path, *, scan: bool = True) -> tuple:
         A run file, as for :func:`relgrade.io.runs.read_run`.
     scan : bool, default True
         Try :func:`scan_trec_run` first on a TREC file (any extension
-        but ``.jsonl``, ``.ndjson``, ``.parquet``). Its result is the same; it costs a
-        one-off 0.5 CPU-s in a process to load numba's compiled code, so a caller with
-        little to read passes False (see :func:`worth_scanning`).
+        but ``.jsonl``, ``.ndjson``, ``.parquet``). Its result is the same, at a lower cost
+        (see :func:`worth_scanning`); False reads with the reader.
 
     Returns
     -------
