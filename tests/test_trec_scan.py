@@ -369,6 +369,9 @@ def test_the_c_scan_fills_its_arrays_only_within_their_bounds():
         k.scan(data, 0, ord(" "), *{**out, "qoff": out["qoff"].astype(np.int32)}.values())
     with pytest.raises(TypeError, match="writable"):
         k.scan(data, 0, ord(" "), *{**out, "rank": data}.values())
+    misaligned = np.zeros(49, np.uint8)[1:].view(np.int64)  # six int64 at an odd address
+    with pytest.raises(TypeError, match="counts: an aligned array of int64"):
+        k.scan(data, 0, ord(" "), *{**out, "counts": misaligned}.values())
     with pytest.raises(ValueError, match="start 99 is outside"):
         k.scan(data, 99, ord(" "), *_outputs(len(data)).values())
     with pytest.raises(ValueError, match="delim"):

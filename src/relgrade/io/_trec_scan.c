@@ -99,6 +99,14 @@ get_array(PyObject *obj, Py_buffer *view, const ItemType *type, int writable,
                      type->name);
         return -1;
     }
+    /* reading an int64_t or a double through a misaligned pointer is undefined behaviour
+     * (numpy can make such views, from a buffer at an odd offset) */
+    if ((uintptr_t)view->buf % (uintptr_t)type->itemsize != 0) {
+        PyBuffer_Release(view);
+        PyErr_Format(PyExc_TypeError, "%s: an aligned array of %s is needed", arg,
+                     type->name);
+        return -1;
+    }
     return 0;
 }
 
