@@ -144,7 +144,9 @@ class _Columns:
         self.counts = np.zeros(6, dtype=np.int64)
 
     def feed(self, data: np.ndarray, start: int, delim: bytes) -> bool:
-        """Scan the whole lines of ``data[start:]``; False: the file is not the scan's."""
+        """Scan the whole lines of ``data[start:]``; False: the file is not the scan's, or
+        it outgrew the arrays (it grew while read: the C scan answers FULL and writes
+        nothing past them)."""
         status, _ = self.k.scan(data, start, delim[0], self.qoff, self.qbytes, self.coff,
                                 self.cbytes, self.rank, self.score, self.slow, self.soff,
                                 self.sbytes, self.heads, self.counts)
