@@ -108,3 +108,18 @@ def test_the_compiled_path_is_taken_from_the_element_threshold_on():
     assert _resample.available(g, n, elements=(small + 1) * n)
     # below the threshold only when the kernels are not loaded yet (here they are)
     assert _resample.kernels_for(small * n) is not None
+
+
+def test_a_read_only_install_without_a_numba_cache_folder_leaves_resampling_to_numpy():
+    # numba raises RuntimeError at import when it finds no writable cache location (a
+    # read-only site-packages and no writable home); simulated by removing its locators
+    import subprocess
+    import sys
+
+    code = ("from numba.core import caching\n"
+            "caching.CacheImpl._locator_classes = []\n"
+            "from relgrade.evaluation import _resample\n"
+            "print(_resample._kernels())\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True).stdout
+    assert out.strip() == "None"

@@ -159,7 +159,7 @@ def test_lines_outside_the_scan_are_left_to_the_reader(tmp_path, text):
         pd.testing.assert_frame_equal(run, ref, check_exact=True)
 
 
-def test_without_numba_the_reader_reads_every_file(tmp_path, monkeypatch):
+def test_without_the_c_module_the_reader_reads_every_file(tmp_path, monkeypatch):
     path, _ = _scan(tmp_path, b"1 Q0 a 1 3 r\n")
     monkeypatch.setattr(trec_scan, "_kernels", lambda: None)
     assert trec_scan.scan_trec_run(path) is None
@@ -261,9 +261,9 @@ def test_when_the_output_arrays_are_refused_the_reader_reads_the_file(tmp_path, 
     pd.testing.assert_frame_equal(run, read_run(path))
 
 
-def test_a_read_only_install_without_a_cache_folder_falls_back_to_the_reader(tmp_path):
-    # numba raises RuntimeError at import when it finds no writable cache location (a
-    # read-only site-packages and no writable home); simulated by removing its locators
+def test_without_the_c_module_in_a_fresh_process_the_reader_reads_every_file(tmp_path):
+    # an install made without a C compiler has no relgrade.io._trec_scan; simulated by
+    # making its import fail
     import subprocess
     import sys
 
@@ -271,42 +271,125 @@ def test_a_read_only_install_without_a_cache_folder_falls_back_to_the_reader(tmp
     path.write_bytes(b"1 Q0 a 1 3 r\n1 Q0 b 2 2.5 r\n2 Q0 a 1 1 r\n")
     code = (
         "import sys\n"
-        "from numba.core import caching\n"
-        "caching.CacheImpl._locator_classes = []\n"
+        "sys.modules['relgrade.io._trec_scan'] = None\n"
         "from relgrade.io import trec_scan\n"
-        "from relgrade.evaluation import _resample\n"
-        "assert trec_scan._kernels() is None and _resample._kernels() is None\n"
+        "assert trec_scan._kernels() is None\n"
         "assert trec_scan.scan_trec_run(sys.argv[1]) is None\n"
         "run, codes = trec_scan.read_run_coded(sys.argv[1])\n"
-        "print(run['chunk_id'].tolist(), run['score'].tolist(), codes.query.tolist())\n")
+        "print(run['chunk_id'].tolist(), run['score'].tolist(), codes.query.tolist(),\n"
+        "      codes.distinct)\n")
     out = subprocess.run([sys.executable, "-c", code, str(path)], capture_output=True,
                          text=True, check=True).stdout
-    assert out.strip() == "['a', 'b', 'a'] [3.0, 2.5, 1.0] [0, 0, 1]"
+    assert out.strip() == "['a', 'b', 'a'] [3.0, 2.5, 1.0] [0, 0, 1] False"
 
 
-@pytest.mark.parametrize("first, loaded", [
-    ("", "False True None"),
-    ("import scipy.linalg\n", "True True True"),
-])
-def test_loading_the_scan_leaves_scipy_linear_algebra_unimported_and_numbas_blas_answer_as_it_was(
-        first, loaded):
-    # numba's CPU target probes for BLAS by importing scipy.linalg.cython_blas when it first
-    # loads; the scan answers the probe "absent" and puts numba's answer back afterwards (True:
-    # SciPy is installed), so code compiled later in the process is compiled as before; when
-    # SciPy's linear algebra is loaded already, nothing is touched
+def test_evaluate_scans_in_a_fresh_process_without_loading_numba_or_llvmlite(tmp_path):
+    # the scan is C: the process that reads runs through it never loads numba and its LLVM
+    # (about 120 MiB and 0.5 CPU-s); nDCG@10 is trec_eval's, linear gain: query 1 ranks a
+    # (grade 2) first, ideal a then c (grade 1); query 2 ranks d (grade 1) second
+    import json
     import subprocess
     import sys
 
-    code = (first +
-            "import sys\n"
-            "from relgrade.io import trec_scan\n"
-            "assert trec_scan._kernels() is not None\n"
-            "import numba.np.arraymath as arraymath\n"
-            "probe = sys.modules.get('scipy.linalg.cython_blas')\n"
-            "print('scipy.linalg' in sys.modules, arraymath._HAVE_BLAS,\n"
-            "      None if probe is None else probe.__name__ == 'scipy.linalg.cython_blas')\n"
-            "import scipy.linalg.cython_blas\n"
-            "print(trec_scan._kernels() is trec_scan._kernels())\n")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         check=True).stdout
-    assert out.split("\n")[:2] == [loaded, "True"]
+    (tmp_path / "key.qrels").write_text("1 0 a 2\n1 0 c 1\n2 0 d 1\n")
+    run = tmp_path / "r.trec"
+    run.write_text("1 Q0 a 1 3 r\n1 Q0 b 2 2 r\n2 Q0 x 1 5 r\n2 Q0 d 2 4 r\n")
+    code = (
+        "import sys\n"
+        "from relgrade.io import trec_scan\n"
+        "trec_scan.SCAN_MIN_BYTES = 0\n"
+        "scanned = []\n"
+        "scan = trec_scan.scan_trec_run\n"
+        "trec_scan.scan_trec_run = lambda p: scanned.append(scan(p) is not None) or scan(p)\n"
+        "from relgrade.cli import main\n"
+        "try:\n"
+        "    main(sys.argv[1:], prog_name='relgrade')\n"
+        "finally:\n"
+        "    print([m in sys.modules for m in ('numba', 'llvmlite', trec_scan.KERNELS_MODULE)],\n"
+        "          scanned, file=sys.stderr)\n")
+    done = subprocess.run([sys.executable, "-c", code, "evaluate", str(tmp_path / "key.qrels"),
+                           str(run), "-m", "recip_rank", "-m", "ndcg_cut.10", "--json"],
+                          capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert done.stderr.strip() == "[False, False, True] [True]"
+    got = json.loads(done.stdout)["runs"]["r"]
+    assert got["RR"] == (1 + 1 / 2) / 2
+    assert got["nDCG@10"] == pytest.approx((2 / (2 + 1 / np.log2(3)) + 1 / np.log2(3)) / 2,
+                                           rel=1e-15)
+
+
+def test_a_file_that_outgrows_its_size_while_read_is_left_to_the_reader(tmp_path, monkeypatch):
+    # the output arrays are sized by the file's size when it is opened; a file that grows
+    # while it is read fills them up: the C scan answers FULL, never writes past them, and
+    # the reader reads the file (simulated by arrays sized for half the file)
+    path, _ = _scan(tmp_path, b"1 Q0 a 1 3 r\n" * 40)
+    columns = trec_scan._columns
+    monkeypatch.setattr(trec_scan, "_columns", lambda size, k: columns(size // 2, k))
+    assert trec_scan.scan_trec_run(path) is None
+    run, _ = read_run_coded(path)
+    pd.testing.assert_frame_equal(run, read_run(path))
+
+
+def _outputs(size):
+    rows = size // 12 + 2
+    return dict(qoff=np.zeros(rows + 1, np.int64), qbytes=np.zeros(size, np.uint8),
+                coff=np.zeros(rows + 1, np.int64), cbytes=np.zeros(size, np.uint8),
+                rank=np.zeros(rows, np.int64), score=np.zeros(rows, np.float64),
+                slow=np.zeros(rows, np.int64), soff=np.zeros(rows + 1, np.int64),
+                sbytes=np.zeros(size, np.uint8), heads=np.zeros(rows, np.int64),
+                counts=np.zeros(6, np.int64))
+
+
+def test_the_c_scan_fills_its_arrays_only_within_their_bounds():
+    k = trec_scan._kernels()
+    if k is None:
+        pytest.skip("the C scan is not built")
+    data = np.frombuffer(b"q1 Q0 d7 3 2.5e-1 t\nq1 Q0 d8 4 1e-30 t\nq2 Q0 d7 1 5 t\n",
+                         dtype=np.uint8)
+    out = _outputs(len(data))
+    assert k.scan(data, 0, ord(" "), *out.values()) == (k.OK, len(data))
+    # rows, query-id bytes, chunk-id bytes, blocks, slow scores and their bytes
+    assert out["counts"].tolist() == [3, 6, 6, 2, 1, 5]
+    assert out["qoff"][:4].tolist() == [0, 2, 4, 6] and out["heads"][:2].tolist() == [0, 2]
+    assert out["rank"][:3].tolist() == [3, 4, 1] and out["score"][[0, 2]].tolist() == [0.25, 5]
+    assert out["slow"][0] == 1 and out["sbytes"][:5].tobytes() == b"1e-30"
+    chash = np.zeros(3, np.uint64)
+    k.hash_ids(out["cbytes"], out["coff"][:4], chash)
+    assert chash.tolist() == [_hash("d7"), _hash("d8"), _hash("d7")]
+    assert k.repeated_in_blocks(chash, out["heads"][:2], 3) is False
+    assert k.repeated_in_blocks(chash, np.array([0], np.int64), 3) is True
+    # one array an item short: FULL, and the counters untouched
+    for name, room in {"rank": 2, "heads": 1, "qbytes": 5, "slow": 0, "sbytes": 4}.items():
+        small = _outputs(len(data))
+        small[name] = small[name][:room]
+        assert k.scan(data, 0, ord(" "), *small.values())[0] == k.FULL, name
+        assert small["counts"].tolist() == [0] * 6
+    # arguments of the wrong kind or out of range are refused, never read
+    with pytest.raises(TypeError, match="qoff: a one-dimensional array of int64"):
+        k.scan(data, 0, ord(" "), *{**out, "qoff": out["qoff"].astype(np.int32)}.values())
+    with pytest.raises(TypeError, match="writable"):
+        k.scan(data, 0, ord(" "), *{**out, "rank": data}.values())
+    misaligned = np.zeros(49, np.uint8)[1:].view(np.int64)  # six int64 at an odd address
+    with pytest.raises(TypeError, match="counts: an aligned array of int64"):
+        k.scan(data, 0, ord(" "), *{**out, "counts": misaligned}.values())
+    with pytest.raises(ValueError, match="start 99 is outside"):
+        k.scan(data, 99, ord(" "), *_outputs(len(data)).values())
+    with pytest.raises(ValueError, match="delim"):
+        k.scan(data, 0, ord("a"), *_outputs(len(data)).values())
+    bad = _outputs(len(data))
+    bad["counts"][0] = len(bad["qoff"])
+    with pytest.raises(ValueError, match="counts lie outside"):
+        k.scan(data, 0, ord(" "), *bad.values())
+    bad = _outputs(len(data))
+    bad["counts"][0], bad["qoff"][0] = 2, 7  # row 2 reads qoff[1] = 0 after qoff[0] = 7
+    bad["qoff"][1] = 99
+    with pytest.raises(ValueError, match="qoff does not match counts"):
+        k.scan(data, 0, ord(" "), *bad.values())
+    with pytest.raises(ValueError, match="coff must hold"):
+        k.hash_ids(out["cbytes"][:3], out["coff"][:4], chash)
+    with pytest.raises(ValueError, match="heads must be"):
+        k.repeated_in_blocks(chash, np.array([0, 2], np.int64), 4)
+    with pytest.raises(ValueError, match="outside the data"):
+        k.last_line_end(data, len(data) + 1)
+    assert k.last_line_end(data, len(data)) == len(data) - 1
+    assert k.last_line_end(data, 5) == -1

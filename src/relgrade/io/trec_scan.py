@@ -5,18 +5,16 @@
 :func:`relgrade.ranking.validate_run` sorts a million hashes to find a chunk listed twice.
 :func:`scan_trec_run` does the three in one pass over the file's bytes (read 4 MiB of whole
 lines at a time into one numpy byte array, never a Python object per line), compiled by
-numba, with the same results: the same table, the same :class:`relgrade.ranking.RunCodes`,
-and a proof that no query lists a chunk twice when it can give one. The chunk ids are then
-hashed in a second, tight pass over their copied bytes, and the proof is one hash table
-per block of adjacent rows of one query (when a query's rows are split over the file, no
-proof is given and :func:`relgrade.ranking.validate_run` checks the whole run as before).
+a C module built with the package (``relgrade.io._trec_scan``, from ``_trec_scan.c``),
+with the same results: the same table, the same :class:`relgrade.ranking.RunCodes`, and a
+proof that no query lists a chunk twice when it can give one. The chunk ids are then hashed
+in a second, tight pass over their copied bytes, and the proof is one hash table per block
+of adjacent rows of one query (when a query's rows are split over the file, no proof is
+given and :func:`relgrade.ranking.validate_run` checks the whole run as before).
 
-numba caches the compiled code on disk next to the module (or in its user-wide cache
-directory when the package's folder is not writable), so only a process that finds no cache
-compiles (about 3 CPU-s, once); loading numba and the cached code costs about 0.5 CPU-s
-and 120 MiB a process (0.4-0.5 CPU-s more, all told, for one run read by the scan rather
-than by Arrow), which is why callers scan only when they have enough to read
-(:func:`worth_scanning`).
+The C module is built when the package is installed (``pip install``; optional: without a
+C compiler the package installs without it, and every run is then read by the reader).
+Loading it costs nothing worth counting, and no compiler runs in the process.
 
 It accepts only lines it is sure to read as the existing reader does, and leaves every other
 file to it (it returns None), so that file is read, accepted or refused exactly as before,
@@ -36,13 +34,11 @@ with the same message:
   a score that is not finite leaves the file to the reader.
 
 Blank lines, fields after the sixth, ``+`` signs, hex ranks, ``inf``/``nan`` and the like
-all leave the file to the reader. Without numba (or an empty file), too.
+all leave the file to the reader. Without the C module (or an empty file), too.
 """
 
 from __future__ import annotations
 
-import contextlib
-import importlib.util
 import math
 import os
 import sys
@@ -54,13 +50,15 @@ import numpy as np
 from relgrade.io.files import BOM
 from relgrade.io.sniff import field_separator, read_head
 
-KERNELS_MODULE = "relgrade.io._trec_scan_kernels"
+KERNELS_MODULE = "relgrade.io._trec_scan"
 
-#: Bytes of run files one process must read before it loads the compiled scan: loading
-#: numba and its cached code costs about 0.5 CPU-s once per process, and the scan saves
-#: about 0.1 CPU-s per 40 MB of run: it pays from about 200 MB (benchmarks/README.md,
-#: "One compiled pass over each TREC run's bytes").
-SCAN_MIN_BYTES = 256 << 20
+#: Bytes of run files one process must read before it uses the compiled scan. 0: the C
+#: module costs nothing worth counting to load, and the scan costs no more than the reader
+#: on a run of 2,000 lines and less from there on (0.78 of the reader's CPU on one run of
+#: 40 MB; benchmarks/README.md, "The TREC scan in C"). (It was 256 MiB while the scan was
+#: numba code, whose load cost 0.5 CPU-s a process.) Set it higher to make callers read
+#: with the reader.
+SCAN_MIN_BYTES = 0
 
 
 def worth_scanning(paths) -> bool:
@@ -74,7 +72,7 @@ def worth_scanning(paths) -> bool:
     Returns
     -------
     bool
-        True when the kernels are loaded already, or the files (those that exist) hold at
+        True when the C module is loaded already, or the files (those that exist) hold at
         least :data:`SCAN_MIN_BYTES` bytes together.
     """
     if KERNELS_MODULE in sys.modules:
@@ -111,54 +109,13 @@ class ScannedRun:
 
 
 def _kernels():
-    """The compiled kernels module, imported on first use; None without numba, or when numba
-    finds no writable place for its cache (a read-only install with no writable user cache
-    directory: numba then raises RuntimeError when the module is imported). The reader gives
-    the same table either way.
-
-    The first kernel call loads numba's CPU target, and with it SciPy's linear algebra
-    (numba probes for BLAS by importing ``scipy.linalg.cython_blas``), which the scan never
-    uses: about 15 MiB and 0.2 CPU-s a process. That first call is made here, with the probe
-    answered "absent" (:func:`_without_blas_probe`)."""
+    """The compiled scan, :mod:`relgrade.io._trec_scan`; None when the package was installed
+    without it (no C compiler at install time). The reader gives the same table either way."""
     try:
-        with _without_blas_probe():
-            from relgrade.io import _trec_scan_kernels as k
-
-            k.last_line_end(np.zeros(1, dtype=np.uint8), 1)  # loads the target, once
-    except (ImportError, RuntimeError):
+        from relgrade.io import _trec_scan as k
+    except ImportError:
         return None
     return k
-
-
-#: The module numba imports to probe for BLAS when its CPU target first loads.
-_BLAS_PROBE = "scipy.linalg.cython_blas"
-
-
-@contextlib.contextmanager
-def _without_blas_probe():
-    """While numba's CPU target loads for the first time in the process, make its BLAS probe
-    find nothing, then put back what the probe would have found.
-
-    numba (``numba.np.arraymath``, when the target first loads) imports
-    ``scipy.linalg.cython_blas`` only to decide whether ``np.correlate`` and ``np.convolve``
-    compiled later call BLAS's dot or a plain loop; its own ``np.dot`` and ``np.linalg``
-    import SciPy when they are compiled. The probe's answer is restored afterwards from
-    whether SciPy is installed (found without importing it), so code compiled later in the
-    process is compiled as it would have been. Once the target is loaded (or SciPy's linear
-    algebra is imported already) this does nothing.
-    """
-    if "numba.np.arraymath" in sys.modules or _BLAS_PROBE in sys.modules:
-        yield
-        return
-    sys.modules[_BLAS_PROBE] = None  # an import of it raises ImportError
-    try:
-        yield
-    finally:
-        if sys.modules.get(_BLAS_PROBE, 0) is None:
-            del sys.modules[_BLAS_PROBE]
-        arraymath = sys.modules.get("numba.np.arraymath")
-        if arraymath is not None and hasattr(arraymath, "_HAVE_BLAS"):
-            arraymath._HAVE_BLAS = importlib.util.find_spec("scipy") is not None
 
 
 #: Bytes read from a run file at a time: the file is never held whole, only its columns.
@@ -187,7 +144,9 @@ class _Columns:
         self.counts = np.zeros(6, dtype=np.int64)
 
     def feed(self, data: np.ndarray, start: int, delim: bytes) -> bool:
-        """Scan the whole lines of ``data[start:]``; False: the file is not the scan's."""
+        """Scan the whole lines of ``data[start:]``; False: the file is not the scan's, or
+        it outgrew the arrays (it grew while read: the C scan answers FULL and writes
+        nothing past them)."""
         status, _ = self.k.scan(data, start, delim[0], self.qoff, self.qbytes, self.coff,
                                 self.cbytes, self.rank, self.score, self.slow, self.soff,
                                 self.sbytes, self.heads, self.counts)
@@ -242,7 +201,7 @@ def scan_bytes(data: np.ndarray, delim: bytes, *, compiled=None) -> ScannedRun |
     -------
     ScannedRun or None
         None when a line is outside what the scan accepts (see the module's notes), the
-        file holds no line, or numba is not installed.
+        file holds no line, or the C module is not built.
 
     Examples
     --------
@@ -275,7 +234,7 @@ def scan_trec_run(path) -> ScannedRun | None:
     -------
     ScannedRun or None
         None: the file is left to :func:`relgrade.io.trec.read_trec_run` (a layout or line
-        the scan does not accept, an empty file, no numba).
+        the scan does not accept, an empty file, no C module).
 
     Raises
     ------
@@ -375,9 +334,8 @@ def read_run_coded(path, *, scan: bool = True) -> tuple:
         A run file, as for :func:`relgrade.io.runs.read_run`.
     scan : bool, default True
         Try :func:`scan_trec_run` first on a TREC file (any extension
-        but ``.jsonl``, ``.ndjson``, ``.parquet``). Its result is the same; it costs a
-        one-off 0.5 CPU-s in a process to load numba's compiled code, so a caller with
-        little to read passes False (see :func:`worth_scanning`).
+        but ``.jsonl``, ``.ndjson``, ``.parquet``). Its result is the same, at a lower cost
+        (see :func:`worth_scanning`); False reads with the reader.
 
     Returns
     -------
