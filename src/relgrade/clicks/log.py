@@ -34,10 +34,11 @@ PART_VIEW = "relgrade_clicks_part"
 
 #: About how many rows the check groups at a time when the log is stored sorted by session
 #: (:func:`session_bounds`). The check's hash table holds one entry per session of a range,
-#: so this bounds its memory (about 40 MiB per million rows of ten-row sessions) whatever
-#: the log's size, at no cost in CPU when the ranges start on row groups that no session
-#: spans (each range reads only its own row groups).
-PART_ROWS = 2_000_000
+#: so this bounds its memory (about 35 MiB per million rows of ten-row sessions) whatever
+#: the log's size. A range that starts on a row group no session spans costs no CPU (each
+#: range reads only its own row groups); one that starts inside a session reads the row
+#: group before it twice, so a range ends inside a session only once it holds twice this.
+PART_ROWS = 500_000
 
 _INTEGER_TYPES = {"TINYINT", "SMALLINT", "INTEGER", "BIGINT", "HUGEINT", "UTINYINT",
                   "USMALLINT", "UINTEGER", "UBIGINT", "UHUGEINT"}
