@@ -348,7 +348,8 @@ def relgrade_steps(log: Path, out: Path) -> dict[str, float]:
     steps = {}
     t = time.process_time()
     con = clicks.connect()
-    log_ = ClickLog.from_relation(con, con.read_parquet(str(log)), source=str(log))
+    log_ = ClickLog.from_relation(con, con.read_parquet(str(log)), source=str(log),
+                                  files=[str(log)])
     steps["open and check the log (one pass; keeps the patterns)"] = time.process_time() - t
     t = time.process_time()
     curve = PR.randomization(log_, rng=np.random.default_rng(0), n_boot=N_BOOT)

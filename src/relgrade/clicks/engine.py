@@ -53,7 +53,7 @@ def duckdb_relation(con: duckdb.DuckDBPyConnection, path) -> duckdb.DuckDBPyRela
     path = Path(path)
     name = path.name.lower()
     if path.is_dir():
-        files = sorted(str(p) for p in path.glob("*.parquet"))
+        files = parquet_files(path)
         if not files:
             raise InputError("folder holds no .parquet file", path=path)
         return con.read_parquet(files, union_by_name=True)
@@ -65,6 +65,26 @@ def duckdb_relation(con: duckdb.DuckDBPyConnection, path) -> duckdb.DuckDBPyRela
         return con.read_csv(str(path), header=True, all_varchar=True, delimiter=",")
     raise InputError("unknown log format (use .parquet, a folder of .parquet files, or .csv)",
                      path=path, found=path.suffix or "no extension")
+
+
+def parquet_files(path) -> list[str] | None:
+    """The Parquet files :func:`duckdb_relation` reads for ``path`` (None: not Parquet).
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        As :func:`duckdb_relation`.
+
+    Returns
+    -------
+    list of str or None
+        The file itself, or a folder's ``.parquet`` files sorted by name; None for a CSV
+        file, or a path that is neither.
+    """
+    path = Path(path)
+    if path.is_dir():
+        return sorted(str(p) for p in path.glob("*.parquet")) or None
+    return [str(path)] if path.name.lower().endswith(".parquet") else None
 
 
 def open_log(path, *, memory_limit: str | None = None,
@@ -90,7 +110,9 @@ def open_log(path, *, memory_limit: str | None = None,
         As :func:`duckdb_relation` and :meth:`ClickLog.from_relation`.
     """
     con = connect(memory_limit=memory_limit, threads=threads)
-    return ClickLog.from_relation(con, duckdb_relation(con, path), source=Path(path).as_posix())
+    relation = duckdb_relation(con, path)
+    return ClickLog.from_relation(con, relation, source=Path(path).as_posix(),
+                                  files=parquet_files(path))
 
 
 @contextlib.contextmanager

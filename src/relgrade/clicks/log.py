@@ -29,6 +29,17 @@ RAW_VIEW = "relgrade_clicks_raw"
 #: The name of the typed, validated view every query of this package reads.
 LOG_VIEW = "relgrade_clicks_log"
 
+#: The name of the typed view over one range of session ids that ``check_log.sql`` reads.
+PART_VIEW = "relgrade_clicks_part"
+
+#: About how many rows the check groups at a time when the log is stored sorted by session
+#: (:func:`session_bounds`). The check's hash table holds one entry per session of a range,
+#: so this bounds its memory (about 35 MiB per million rows of ten-row sessions) whatever
+#: the log's size. A range that starts on a row group no session spans costs no CPU (each
+#: range reads only its own row groups); one that starts inside a session reads the row
+#: group before it twice, so a range ends inside a session only once it holds twice this.
+PART_ROWS = 500_000
+
 _INTEGER_TYPES = {"TINYINT", "SMALLINT", "INTEGER", "BIGINT", "HUGEINT", "UTINYINT",
                   "USMALLINT", "UINTEGER", "UBIGINT", "UHUGEINT"}
 _FLOAT_TYPES = {"FLOAT", "DOUBLE"}
@@ -199,7 +210,7 @@ class ClickLog:
 
     @classmethod
     def from_relation(cls, con: duckdb.DuckDBPyConnection, relation: duckdb.DuckDBPyRelation,
-                      *, source: str) -> "ClickLog":
+                      *, source: str, files: list[str] | None = None) -> "ClickLog":
         """Validate ``relation`` as an impression log and open it as ``LOG_VIEW`` on ``con``.
 
         Parameters
@@ -213,6 +224,11 @@ class ClickLog:
             or the strings ``true`` / ``false`` / ``1`` / ``0`` (a CSV read as text).
         source : str
             The file the log came from, for error messages.
+        files : list of str, optional
+            The Parquet files ``relation`` reads, when it reads Parquet. If their row groups'
+            statistics show the log stored sorted by session id, the check reads it one range
+            of session ids at a time (:func:`session_bounds`); otherwise, and when None, in
+            one pass. Either way the result is the same.
 
         Returns
         -------
@@ -240,6 +256,12 @@ class ClickLog:
         words the error, so every bad log is refused with the same message whichever pass
         saw it first. The randomized slice's pairing is checked by the
         randomization estimator, which is its only reader.
+
+        On a log stored sorted by session, the grouped pass runs once per range of session
+        ids, each filtered on the stored ``session_id`` so that DuckDB's Parquet reader reads
+        only the row groups of the range: its hash table holds a range's sessions, not the
+        log's. No session spans two ranges (rows with a missing id are in the first), so the
+        counts add up and the patterns' histograms merge by key into the one-pass result.
         """
         columns = list(relation.columns)
         require_columns(columns, source)
@@ -253,12 +275,25 @@ class ClickLog:
                                  path=source, fix=LOG_RULES[column])
             expressions[column] = expression
         relation.create_view(RAW_VIEW, replace=True)
-        con.execute(sql("log_view").format(**expressions))
+        con.execute(sql("log_view").format(view=LOG_VIEW, source=RAW_VIEW, **expressions))
 
-        # One grouped pass checks the log and keeps the click patterns of its sessions; only
-        # a log it flags is looked at again, by the exact pass that words the error.
-        rows, lists, sessions, flagged, repeated_chunk, histogram = \
-            con.execute(sql("check_log")).fetchall()[0]
+        # One grouped pass checks the log and keeps the click patterns of its sessions (one
+        # pass per range of sessions when the log is stored sorted by session); only a log
+        # it flags is looked at again, by the exact pass that words the error.
+        bounds = []
+        if files and str(types["session_id"]).upper() in ("VARCHAR", *_INTEGER_TYPES):
+            bounds = session_bounds(con, files, part_rows=PART_ROWS,
+                                    integer=_family(types["session_id"]) == "integer")
+        rows = lists = sessions = flagged = repeated_chunk = 0
+        histograms = []
+        for where in _part_filters(bounds):
+            rows_of = RAW_VIEW if where is None else f"(SELECT * FROM {RAW_VIEW} WHERE {where})"
+            con.execute(sql("log_view").format(view=PART_VIEW, source=rows_of, **expressions))
+            part = con.execute(sql("check_log")).fetchall()[0]
+            rows, lists, sessions, flagged, repeated_chunk = (
+                a + b for a, b in zip((rows, lists, sessions, flagged, repeated_chunk), part[:5]))
+            histograms.append(part[5])
+        histogram = histograms[0] if len(histograms) == 1 else _merge_histograms(histograms)
         if rows == 0:
             raise InputError("the log has no rows", path=source)
         deep = 0
@@ -347,6 +382,103 @@ def _patterns(histogram) -> dict:
                for c in PATTERN_COLUMNS[:4]}
     columns["sessions"] = np.array(counts, dtype=np.int64)
     return columns
+
+
+def _merge_histograms(histograms: list) -> dict:
+    """Several ranges' histograms of session masks as one, keys in DuckDB's order (by
+    ``shown``, then ``clicks``, ``flagged``, ``flagged_clicks``, as unsigned integers)."""
+    counts: dict[tuple, int] = {}
+    for histogram in histograms:
+        for key, n in zip((histogram or {}).get("key", []), (histogram or {}).get("value", [])):
+            k = tuple(key[c] for c in PATTERN_COLUMNS[:4])
+            counts[k] = counts.get(k, 0) + n
+    keys = sorted(counts)
+    return {"key": [dict(zip(PATTERN_COLUMNS[:4], k)) for k in keys],
+            "value": [counts[k] for k in keys]}
+
+
+def session_bounds(con: duckdb.DuckDBPyConnection, files: list[str], *, integer: bool,
+                   part_rows: int = PART_ROWS) -> list:
+    """Where to cut a Parquet log stored sorted by session into ranges checked one at a time.
+
+    Parameters
+    ----------
+    con : duckdb.DuckDBPyConnection
+        A connection to read the files' metadata on (no row is read).
+    files : list of str
+        The log's Parquet files.
+    integer : bool
+        Whether ``session_id`` is stored as integers (else as strings).
+    part_rows : int, default :data:`PART_ROWS`
+        About how many rows a range should hold.
+
+    Returns
+    -------
+    list of str or list of int
+        Increasing session ids, each the first of a range (the first range starts below
+        them all): each is the smallest id of a row group, taken once a range holds at least
+        ``part_rows`` rows and the row group before ends below it, or once it holds twice
+        that (the row group before, which a session spans, is then read by both ranges).
+        Empty, for one pass over the whole log, when the log holds fewer than twice
+        ``part_rows`` rows, when a row group has no statistics for ``session_id``, or when
+        the row groups' ranges of ids overlap (the log is not stored sorted by session, and
+        each range would read most row groups).
+
+    Notes
+    -----
+    The statistics only decide how the work is split; the ranges themselves are exact
+    filters on the stored ids, so a file whose statistics are off costs time, never a
+    wrong count.
+    """
+    try:
+        groups = con.execute(
+            "SELECT row_group_num_rows, stats_min_value, stats_max_value "
+            "FROM parquet_metadata($files) WHERE path_in_schema = 'session_id'",
+            {"files": [str(f) for f in files]}).fetchall()
+    except duckdb.Error:
+        return []
+    if sum(n for n, _, _ in groups) < 2 * part_rows:
+        return []
+    if any(lo is None or hi is None for _, lo, hi in groups):
+        return []
+    if integer:
+        try:
+            groups = [(n, int(lo), int(hi)) for n, lo, hi in groups]
+        except ValueError:
+            return []
+    groups.sort(key=lambda g: (g[1], g[2]))
+    if any(before[2] > after[1] for before, after in zip(groups, groups[1:])):
+        return []
+    bounds, since = [], 0
+    for (n, _, end), (_, start, _) in zip(groups, groups[1:]):
+        since += n
+        if since >= part_rows and (end < start or since >= 2 * part_rows) \
+                and (not bounds or start > bounds[-1]):
+            bounds.append(start)
+            since = 0
+    return bounds
+
+
+def _part_filters(bounds: list) -> list[str | None]:
+    """The SQL conditions on the stored ``session_id`` of the ranges cut at ``bounds``
+    (``[None]``: the whole log). Rows with a missing id fall in the first range."""
+    if not bounds:
+        return [None]
+
+    def literal(value) -> str:
+        return str(int(value)) if isinstance(value, int) else "'" + value.replace("'", "''") + "'"
+
+    edges = [None, *bounds, None]
+    column = '"session_id"'
+    filters = []
+    for lo, hi in zip(edges, edges[1:]):
+        if lo is None:
+            filters.append(f"{column} IS NULL OR {column} < {literal(hi)}")
+        elif hi is None:
+            filters.append(f"{column} >= {literal(lo)}")
+        else:
+            filters.append(f"{column} >= {literal(lo)} AND {column} < {literal(hi)}")
+    return filters
 
 
 def _confirm_repeated_chunk(con, session: str) -> str | None:

@@ -15,6 +15,9 @@
 -- Only the other lists (about 14% of ten-row lists) count their distinct hashes, kept as the
 -- hash's upper 32 bits to halve the list's memory (a collision there only sends the log to
 -- the exact pass, which compares the ids).
+-- It reads relgrade_clicks_part: the whole log, or, for a log stored sorted by session, one
+-- range of session ids at a time (the caller adds up the ranges' rows; no session spans two
+-- ranges, so every count is a sum and the histograms merge by key).
 -- The result is one row: the totals of the check and a histogram of the lists' masks (a
 -- few hundred distinct patterns for millions of sessions), from which the randomization
 -- estimate and the clicks per position are read without another pass. Anything flagged
@@ -30,7 +33,7 @@ WITH typed AS (
            CAST(clicked AS UBIGINT) AS clicked,
            CAST(randomized AS UBIGINT) AS randomized,
            hash(chunk_id) AS chunk_hash
-    FROM relgrade_clicks_log
+    FROM relgrade_clicks_part
 ), lists AS (
     SELECT session_id, query_id, ranker,
            count(*) AS rows,
