@@ -84,18 +84,23 @@ class _HashIndex:
 
     def __init__(self, values: np.ndarray):
         values = np.asarray(values, dtype=np.uint64)
-        self.order = np.argsort(values, kind="stable")
+        # equal hashes are asked for only when they are unique (get_indexer) or only
+        # whether present (holds): their order among themselves does not matter
+        self.order = np.argsort(values)
         self.sorted = values[self.order]
         n = len(values)
         self.is_unique = not bool((self.sorted[1:] == self.sorted[:-1]).any())
         bits = max(int(2 * n).bit_length(), 1)  # at least 2 buckets per value
         self.shift = np.uint64(64 - bits)
-        bounds = np.arange(1 << bits, dtype=np.uint64) << self.shift
-        self.start = np.r_[np.searchsorted(self.sorted, bounds), n].astype(np.int64)
+        # bucket b holds the sorted rows start[b] .. start[b + 1] - 1
+        self.start = np.zeros((1 << bits) + 1, dtype=np.int64)
+        np.cumsum(np.bincount((self.sorted >> self.shift).astype(np.intp),
+                              minlength=1 << bits), out=self.start[1:])
 
     def get_indexer(self, values: np.ndarray) -> np.ndarray:
-        """The position of each value among the hashes (the first, when one repeats), -1
-        when absent (intp, shape of ``values``)."""
+        """The position of each value among the hashes, -1 when absent (intp, shape of
+        ``values``; for hashes that are not unique, the position of one of the equal
+        ones)."""
         values = np.asarray(values, dtype=np.uint64)
         out = np.full(len(values), -1, dtype=np.intp)
         bucket = (values >> self.shift).astype(np.intp)
