@@ -16,7 +16,7 @@ from relgrade.errors import InputError
 from relgrade.evaluation import metrics
 from relgrade.io.judgments import read_judgment_table, read_judgments
 from relgrade.io.runs import read_run
-from relgrade.io.runtable import read_run_columns
+from relgrade.io.runcolumns import read_run_columns
 from relgrade.ranking import arrow_array, numpy_values, validate_run
 
 QRELS = "q1 0 a 2\nq1 0 b 1\nq2 0 c 1\nq3 0 d 0\n"

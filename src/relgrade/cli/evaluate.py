@@ -125,7 +125,7 @@ def _evaluate(qrels_path, run_paths, measure_names, inclusion_path, per_query, a
     from relgrade.evaluation.measures import parse_measures
     from relgrade.io.judgments import read_judgment_table
     from relgrade.io.runs import run_lines
-    from relgrade.io.runtable import read_run_columns
+    from relgrade.io.runcolumns import read_run_columns
     from relgrade.io.trec import extra_fields_note, read_inclusion
     from relgrade.io.trec_scan import worth_scanning
     from relgrade.ranking import validate_run
@@ -156,7 +156,7 @@ def _evaluate(qrels_path, run_paths, measure_names, inclusion_path, per_query, a
         qrels = spark_rows.qrels.to_pandas()
     else:
         qrels = read_judgment_table(qrels_path, scale=parse_scale(scale))
-    # read_judgments refuses a pair graded twice, naming its lines: not looked for again
+    # the qrels reader refuses a pair graded twice, naming its lines: not looked for again
     key = metrics.index_qrels(qrels, pairs_checked=spark_rows is None)
     del qrels
     key_prob = None
@@ -195,11 +195,12 @@ def _evaluate(qrels_path, run_paths, measure_names, inclusion_path, per_query, a
             del run, codes
         results[name] = _means(metrics, pq, names)
         if per_query or trec_output:
-            tables[name] = _rows(pq)
+            tables[name] = pq
     notes = _notes(excluded, n_queries, answered, unknown, extra, missing)
     if trec_output:
         for name in results:
-            click.echo("\n".join(_trec_lines(name, tables[name], measures, per_query)))
+            click.echo("\n".join(_trec_lines(name, _rows(tables[name]), measures,
+                                              per_query)))
         for note in notes:
             click.echo(note, err=True)
         return
@@ -210,12 +211,12 @@ def _evaluate(qrels_path, run_paths, measure_names, inclusion_path, per_query, a
         if per_query:
             doc["per_query"] = [
                 {"run": r, "query_id": q, "measure": m, "value": float(v)}
-                for r, rows in tables.items() for q, m, v in rows]
+                for r, pq in tables.items() for q, m, v in _rows(pq)]
         click.echo(json.dumps(doc, indent=2, ensure_ascii=False))
         return
     if per_query:
-        rows = [[r, q, m, number(v, digits=None)] for r, got in tables.items()
-                for q, m, v in got]
+        rows = [[r, q, m, number(v, digits=None)] for r, pq in tables.items()
+                for q, m, v in _rows(pq)]
         click.echo("\n".join(table(["run", "query_id", "measure", "value"], rows)))
         click.echo()
     rows = [[name] + [number(results[name][m], digits=None) for m in names] for name in results]
