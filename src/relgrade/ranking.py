@@ -13,6 +13,7 @@ the duplicate check of :func:`validate_run` and the qrels join of
 
 from __future__ import annotations
 
+import functools
 import sys
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -42,14 +43,64 @@ TIES = ("score", "rank")
 
 # --- checking ------------------------------------------------------------------------
 
-def _group_columns(run: pd.DataFrame) -> list[str]:
-    return ["arm", "query_id"] if "arm" in run.columns else ["query_id"]
+def column_names(table) -> list[str]:
+    """The column names of a pandas DataFrame or a pyarrow Table, in order.
+
+    Parameters
+    ----------
+    table : pandas.DataFrame or pyarrow.Table
+
+    Returns
+    -------
+    list of str
+
+    Examples
+    --------
+    >>> column_names(pa.table({"query_id": arrow_strings(["q1"])}))
+    ['query_id']
+    """
+    if isinstance(table, pa.Table):
+        return table.column_names
+    return [str(c) for c in table.columns]
 
 
-def _row_item(run: pd.DataFrame, row: int) -> str:
-    item = f"query {run['query_id'].iat[row]}, chunk {run['chunk_id'].iat[row]}"
-    if "arm" in run.columns:
-        item = f"arm {run['arm'].iat[row]}, " + item
+def float_values(values) -> np.ndarray:
+    """A column of numbers as float64, a missing value as NaN.
+
+    Parameters
+    ----------
+    values : pandas.Series, pyarrow.Array or pyarrow.ChunkedArray, shape (n,)
+        Numbers (an integer or float type).
+
+    Returns
+    -------
+    ndarray of float64, shape (n,)
+        A float64 Arrow column without nulls is read from its buffer (:func:`numpy_values`),
+        not copied.
+    """
+    if isinstance(values, (pa.Array, pa.ChunkedArray)):
+        if values.null_count:
+            return np.asarray([np.nan if v is None else v for v in values.to_pylist()],
+                              dtype=np.float64)
+        return numpy_values(values).astype(np.float64, copy=False)
+    return values.to_numpy(dtype=np.float64, na_value=np.nan)
+
+
+def _group_columns(run) -> list[str]:
+    return ["arm", "query_id"] if "arm" in column_names(run) else ["query_id"]
+
+
+def _cell(run, column: str, row: int):
+    """One value of a DataFrame's or an Arrow table's column, as a Python object."""
+    if isinstance(run, pa.Table):
+        return run[column][row].as_py()
+    return run[column].iat[row]
+
+
+def _row_item(run, row: int) -> str:
+    item = f"query {_cell(run, 'query_id', row)}, chunk {_cell(run, 'chunk_id', row)}"
+    if "arm" in column_names(run):
+        item = f"arm {_cell(run, 'arm', row)}, " + item
     return item
 
 
@@ -71,21 +122,23 @@ class RunCodes:
     distinct: bool = False
 
 
-def _require_run_columns(run: pd.DataFrame, path) -> None:
-    missing = [c for c in RUN if c not in run.columns]
+def _require_run_columns(run, path) -> None:
+    names = column_names(run)
+    missing = [c for c in RUN if c not in names]
     if missing:
         raise InputError(f"a run needs the columns {', '.join(RUN)}", path=path,
                          found="no " + ", ".join(missing))
 
 
-def run_codes(run: pd.DataFrame, *, path=None) -> RunCodes:
+def run_codes(run, *, path=None) -> RunCodes:
     """Code a run's query ids and hash its chunk ids, once for every later step.
 
     Parameters
     ----------
-    run : pandas.DataFrame
+    run : pandas.DataFrame or pyarrow.Table
         One arm's run: columns ``query_id``, ``chunk_id``, ``rank``, ``score`` (no ``arm``),
-        as :func:`relgrade.io.runs.read_run` returns it. Not modified.
+        as :func:`relgrade.io.runs.read_run` or
+        :func:`relgrade.io.runtable.read_run_table` returns it. Not modified.
     path : str or os.PathLike, optional
         The file the run came from, named in the error.
 
@@ -105,7 +158,7 @@ def run_codes(run: pd.DataFrame, *, path=None) -> RunCodes:
         or a query id is missing (null).
     """
     _require_run_columns(run, path)
-    if "arm" in run.columns:
+    if "arm" in column_names(run):
         raise InputError("run codes are for one arm's run, without an arm column", path=path)
     qids = arrow_ids(run["query_id"]).combine_chunks()
     if qids.null_count:
@@ -116,21 +169,21 @@ def run_codes(run: pd.DataFrame, *, path=None) -> RunCodes:
     # those of encoding every row: first seen, first coded)
     head = np.ones(n, dtype=bool)
     if n > 1:
-        head[1:] = pc.not_equal(qids[1:], qids[:-1]).to_numpy(zero_copy_only=False)
-    starts = np.flatnonzero(head)
-    encoded = pc.dictionary_encode(qids.take(pa.array(starts, type=pa.int64())))
-    query = np.repeat(encoded.indices.to_numpy(zero_copy_only=False).astype(np.int64),
+        head[1:] = numpy_values(pc.not_equal(qids[1:], qids[:-1]))
+    starts = np.flatnonzero(head).astype(np.int64)
+    encoded = pc.dictionary_encode(qids.take(arrow_array(starts)))
+    query = np.repeat(numpy_values(encoded.indices).astype(np.int64),
                       np.diff(np.r_[starts, n]))
     return RunCodes(query=query, queries=encoded.dictionary.cast(pa.large_string()),
                     chunk_hash=_text_hash(arrow_ids(run["chunk_id"])))
 
 
-def check_codes(run: pd.DataFrame, codes: RunCodes | None, path=None) -> None:
+def check_codes(run, codes: RunCodes | None, path=None) -> None:
     """Check that ``codes`` can be :func:`run_codes` of ``run``.
 
     Parameters
     ----------
-    run : pandas.DataFrame
+    run : pandas.DataFrame or pyarrow.Table
         The run the codes are passed with.
     codes : RunCodes or None
         None passes.
@@ -149,21 +202,23 @@ def check_codes(run: pd.DataFrame, codes: RunCodes | None, path=None) -> None:
     """
     if codes is None:
         return
-    if "arm" in run.columns or len(codes.query) != len(run) or \
+    if "arm" in column_names(run) or len(codes.query) != len(run) or \
             len(codes.chunk_hash) != len(run):
         raise InputError("run codes were made for another run", path=path,
                          fix="Pass run_codes(run) of this very run")
 
 
-def validate_run(run: pd.DataFrame, *, path=None, queries=None, chunks=None,
+def validate_run(run, *, path=None, queries=None, chunks=None,
                  codes: RunCodes | None = None, lines=None) -> None:
     """Check a run against the rules every arm's run must follow.
 
     Parameters
     ----------
-    run : pandas.DataFrame
+    run : pandas.DataFrame or pyarrow.Table
         Columns ``query_id``, ``chunk_id``, ``rank``, ``score`` (and ``arm`` when stacked),
-        as returned by :func:`relgrade.io.runs.read_run`. Not modified.
+        as returned by :func:`relgrade.io.runs.read_run` (or, as Arrow,
+        :func:`relgrade.io.runtable.read_run_table`). Not modified. The checks and their
+        messages are the same for both.
     path : str or os.PathLike, optional
         The file the run came from, named in the error.
     queries : iterable of str, optional
@@ -197,7 +252,7 @@ def validate_run(run: pd.DataFrame, *, path=None, queries=None, chunks=None,
     if len(run) == 0:
         raise InputError("the run is empty", path=path,
                          fix="Give every arm at least one ranked chunk")
-    score = run["score"].to_numpy(dtype=np.float64, na_value=np.nan)
+    score = float_values(run["score"])
     bad = ~np.isfinite(score)
     if bad.any():
         row = int(np.flatnonzero(bad)[0])
@@ -218,7 +273,8 @@ def validate_run(run: pd.DataFrame, *, path=None, queries=None, chunks=None,
             raise InputError("a chunk is listed twice for one query", path=path, line=then,
                              item=item, found=f"lines {first} and {then}",
                              fix="List each chunk at most once per query")
-        ranks = run["rank"].to_numpy()[rows]
+        ranks = (numpy_values(run["rank"]) if isinstance(run, pa.Table)
+                 else run["rank"].to_numpy())[rows]
         raise InputError("a chunk is listed twice for one query", path=path, item=item,
                          found=f"at ranks {int(ranks[0])} and {int(ranks[1])}",
                          fix="List each chunk at most once per query")
@@ -238,7 +294,7 @@ def validate_run(run: pd.DataFrame, *, path=None, queries=None, chunks=None,
                                    f"first {', '.join(first)}")
 
 
-def _repeated_rows(run: pd.DataFrame, columns: list[str],
+def _repeated_rows(run, columns: list[str],
                    codes: RunCodes | None = None) -> np.ndarray | None:
     """The first two rows (in row order) that agree on every column, or None.
 
@@ -261,7 +317,7 @@ def _repeated_rows(run: pd.DataFrame, columns: list[str],
         for c in lists:
             encoded = pc.dictionary_encode(arrow_ids(run[c]).combine_chunks())
             group = group * np.uint64(max(len(encoded.dictionary), 1)) + \
-                encoded.indices.to_numpy(zero_copy_only=False).astype(np.uint64)
+                numpy_values(encoded.indices).astype(np.uint64)
         h = pair_hashes(group, chunk)
     sorted_h = np.sort(h)
     if not (sorted_h[1:] == sorted_h[:-1]).any():
@@ -422,7 +478,14 @@ def pair_keys(*ids: pa.ChunkedArray) -> pa.ChunkedArray:
     -------
     pyarrow.ChunkedArray of large_string, shape (n_rows,)
     """
-    return pc.binary_join_element_wise(*ids, pa.scalar(ID_SEPARATOR, pa.large_string()))
+    return pc.binary_join_element_wise(*ids, _separator())
+
+
+@functools.lru_cache(maxsize=None)
+def _separator() -> pa.Scalar:
+    """U+001F as an Arrow large_string scalar (taken from an array: ``pa.scalar`` imports
+    pandas on its first call in a process)."""
+    return arrow_strings([ID_SEPARATOR])[0]
 
 
 def _id_set(known) -> pa.Array:
@@ -558,11 +621,17 @@ def codes_in(values: pa.ChunkedArray, value_set: pa.ChunkedArray) -> np.ndarray:
     >>> codes_in(arrow_ids(["b", "x"]), arrow_ids(["a", "b"])).tolist()
     [1, -1]
     """
-    found = pc.index_in(values, value_set=value_set.combine_chunks()).fill_null(-1)
-    if isinstance(found, pa.ChunkedArray):
-        return np.concatenate([c.to_numpy() for c in found.chunks]) if found.num_chunks \
-            else np.zeros(0, dtype=np.int32)
-    return found.to_numpy()
+    found = pc.index_in(values, value_set=value_set.combine_chunks())
+    if not len(found):
+        return np.zeros(0, dtype=np.int32)
+    # a scalar taken from an array: fill_null(-1) would make it with pa.scalar
+    return np.array(numpy_values(found.fill_null(_minus_one())), dtype=np.int32)
+
+
+@functools.lru_cache(maxsize=None)
+def _minus_one() -> pa.Scalar:
+    """-1 as an Arrow int32 scalar (taken from an array: ``pa.scalar`` imports pandas)."""
+    return arrow_array(np.array([-1], dtype=np.int32))[0]
 
 
 def arrow_array(values: np.ndarray) -> pa.Array:
@@ -612,7 +681,7 @@ _NUMPY_TYPES = {str(t): np.dtype(d) for t, d in (
 
 def numpy_values(values) -> np.ndarray:
     """The values of an Arrow array as a numpy array: what ``to_numpy(zero_copy_only=False)``
-    gives, read from the buffer for integers and floats without nulls.
+    gives, read from the buffer for booleans, integers and floats without nulls.
 
     Arrow's ``to_numpy`` converts through its pandas conversion code, which imports pandas
     on its first call in a process (0.26 CPU-s); reading the buffer does not. A single chunk
@@ -626,7 +695,8 @@ def numpy_values(values) -> np.ndarray:
     -------
     ndarray of shape (n,)
         For intN, uintN and floatN without nulls the matching numpy dtype (int64 -> int64,
-        double -> float64, ...), read-only when it is a view of the Arrow buffer.
+        double -> float64, ...), read-only when it is a view of the Arrow buffer; for
+        booleans without nulls, bool (unpacked from the bits, a new array).
 
     Examples
     --------
@@ -634,6 +704,14 @@ def numpy_values(values) -> np.ndarray:
     [1, 2, 3]
     """
     chunks = values.chunks if isinstance(values, pa.ChunkedArray) else [values]
+    if pa.types.is_boolean(values.type) and not values.null_count:
+        # Arrow's bits, the first value in the lowest bit: unpacked from the buffer
+        parts = [np.unpackbits(np.frombuffer(c.buffers()[1], dtype=np.uint8),
+                               bitorder="little")[c.offset: c.offset + len(c)].view(bool)
+                 for c in chunks if len(c)]
+        if len(parts) == 1:
+            return parts[0]
+        return np.concatenate(parts) if parts else np.zeros(0, dtype=bool)
     dtype = _NUMPY_TYPES.get(str(values.type))
     if dtype is None or values.null_count:
         return values.to_numpy(zero_copy_only=False) if isinstance(values, pa.Array) \
@@ -781,11 +859,12 @@ def canonical_order(group: np.ndarray, score: np.ndarray, chunk_id, *,
             begins = first_rows - list_starts[list_of] + 1 <= depth
             inside = begins[segment - 1]
             pos, segment = pos[inside], segment[inside]
-        tied_ids = arrow_ids(chunk_id).take(pa.array(order[pos]))
-        within = pc.sort_indices(pa.table({"segment": segment, "chunk_id": tied_ids}),
+        tied_ids = arrow_ids(chunk_id).take(arrow_array(order[pos]))
+        within = pc.sort_indices(pa.table({"segment": arrow_array(segment),
+                                           "chunk_id": tied_ids}),
                                  sort_keys=[("segment", "ascending"),
                                             ("chunk_id", "descending")])
-        order[pos] = order[pos][within.to_numpy()]
+        order[pos] = order[pos][numpy_values(within)]
     return order
 
 

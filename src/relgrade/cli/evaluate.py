@@ -118,13 +118,16 @@ def _evaluate(qrels_path, run_paths, measure_names, inclusion_path, per_query, a
               trec_output, ties, missing, no_relevant, relevant_min, engine, spark_master,
               scale):
     """``relgrade evaluate``'s work, as :func:`evaluate_cmd` describes it."""
-    # heavy libraries are imported here, so `relgrade --help` does not pay for them
+    # heavy libraries are imported here, so `relgrade --help` does not pay for them; pandas
+    # is not among them: TREC qrels and runs are read, checked and scored on Arrow and
+    # numpy columns (other formats are read through pandas, imported by their readers)
     from relgrade.evaluation import metrics
     from relgrade.evaluation.measures import parse_measures
-    from relgrade.io.judgments import read_judgments
-    from relgrade.io.trec import extra_fields_note, read_inclusion
+    from relgrade.io.judgments import read_judgment_table
     from relgrade.io.runs import run_lines
-    from relgrade.io.trec_scan import read_run_coded, worth_scanning
+    from relgrade.io.runcolumns import read_run_columns
+    from relgrade.io.trec import extra_fields_note, read_inclusion
+    from relgrade.io.trec_scan import worth_scanning
     from relgrade.ranking import validate_run
 
     if as_json and trec_output:
@@ -152,9 +155,8 @@ def _evaluate(qrels_path, run_paths, measure_names, inclusion_path, per_query, a
     if spark_rows is not None:
         qrels = spark_rows.qrels.to_pandas()
     else:
-        qrels = read_judgments(qrels_path, scale=parse_scale(scale))[["query_id", "chunk_id",
-                                                                      "grade"]]
-    # read_judgments refuses a pair graded twice, naming its lines: not looked for again
+        qrels = read_judgment_table(qrels_path, scale=parse_scale(scale))
+    # the qrels reader refuses a pair graded twice, naming its lines: not looked for again
     key = metrics.index_qrels(qrels, pairs_checked=spark_rows is None)
     del qrels
     key_prob = None
@@ -167,8 +169,8 @@ def _evaluate(qrels_path, run_paths, measure_names, inclusion_path, per_query, a
         del inclusion
     excluded = metrics.excluded_queries(key, measures) if no_relevant == "exclude" else {}
     n_queries = key.n_queries
-    # TREC runs read, coded and checked for repeats in one compiled pass when there is
-    # enough to read to repay loading the compiled code
+    # TREC runs read, coded and checked for repeats in one compiled pass (the C scan; Arrow's
+    # reader where the package was installed without it)
     scan = spark_rows is None and worth_scanning(run_paths)
     results, tables, answered, unknown, extra = {}, {}, {}, {}, {}
     for i, (name, path) in enumerate(zip(_run_names(list(run_paths)), run_paths)):
@@ -181,22 +183,24 @@ def _evaluate(qrels_path, run_paths, measure_names, inclusion_path, per_query, a
         else:
             # one arm's ids coded once: the duplicate check, the qrels join and the
             # coverage note share them (a file with an arm column is checked as it is)
-            run, codes = read_run_coded(path, scan=scan)
+            run, codes = read_run_columns(path, scan=scan)
             validate_run(run, path=path, codes=codes, lines=run_lines(path))
             extra[str(path)] = extra_fields_note(path, run)
-            pq = metrics.per_query(qrels=key, run=run, measures=measures,
-                                   on_missing_query=missing, ties=ties,
-                                   no_relevant=no_relevant, inclusion=key_prob, codes=codes)
+            # one arm's rows as an Arrow table; a file with an arm column (read by pandas)
+            # is scored arm by arm into a DataFrame
+            score = metrics.per_query if codes is None else metrics.per_query_table
+            pq = score(qrels=key, run=run, measures=measures, on_missing_query=missing,
+                       ties=ties, no_relevant=no_relevant, inclusion=key_prob, codes=codes)
             answered[name], unknown[name] = metrics.query_coverage(key, run, codes=codes)
             del run, codes
-        means = metrics.mean(pq).reindex(names)
-        results[name] = {m: (None if v != v else float(v)) for m, v in means.items()}
+        results[name] = _means(metrics, pq, names)
         if per_query or trec_output:
             tables[name] = pq
     notes = _notes(excluded, n_queries, answered, unknown, extra, missing)
     if trec_output:
         for name in results:
-            click.echo("\n".join(_trec_lines(name, tables[name], measures, per_query)))
+            click.echo("\n".join(_trec_lines(name, _rows(tables[name]), measures,
+                                              per_query)))
         for note in notes:
             click.echo(note, err=True)
         return
@@ -207,13 +211,12 @@ def _evaluate(qrels_path, run_paths, measure_names, inclusion_path, per_query, a
         if per_query:
             doc["per_query"] = [
                 {"run": r, "query_id": q, "measure": m, "value": float(v)}
-                for r, pq in tables.items()
-                for q, m, v in pq[["query_id", "measure", "value"]].itertuples(index=False)]
+                for r, pq in tables.items() for q, m, v in _rows(pq)]
         click.echo(json.dumps(doc, indent=2, ensure_ascii=False))
         return
     if per_query:
-        rows = [[r, q, m, number(v, digits=None)] for r, pq in tables.items() for q, m, v in
-                pq[["query_id", "measure", "value"]].itertuples(index=False)]
+        rows = [[r, q, m, number(v, digits=None)] for r, pq in tables.items()
+                for q, m, v in _rows(pq)]
         click.echo("\n".join(table(["run", "query_id", "measure", "value"], rows)))
         click.echo()
     rows = [[name] + [number(results[name][m], digits=None) for m in names] for name in results]
@@ -222,8 +225,31 @@ def _evaluate(qrels_path, run_paths, measure_names, inclusion_path, per_query, a
         click.echo(note)
 
 
-def _trec_lines(run_name: str, pq, measures, per_query: bool) -> list[str]:
-    """trec_eval's output lines for one run: ``name<TAB>query<TAB>value``, name padded."""
+def _means(metrics, pq, names: list[str]) -> dict:
+    """Each measure's mean over its queries (None when no query counts), in ``names``'
+    order: :func:`relgrade.evaluation.metrics.mean`'s values."""
+    if hasattr(pq, "column_names"):  # an Arrow table
+        means = metrics.measure_means(pq)
+        values = [means.get(m) for m in names]
+    else:
+        values = metrics.mean(pq).reindex(names).tolist()
+    return {m: (None if v is None or v != v else float(v)) for m, v in zip(names, values)}
+
+
+def _rows(pq) -> list[tuple]:
+    """The per-query table's ``(query_id, measure, value)`` rows, in its order, as Python
+    objects."""
+    if hasattr(pq, "column_names"):  # an Arrow table
+        return list(zip(pq["query_id"].to_pylist(), pq["measure"].to_pylist(),
+                        pq["value"].to_pylist()))
+    return list(pq[["query_id", "measure", "value"]].itertuples(index=False))
+
+
+def _trec_lines(run_name: str, rows: list[tuple], measures, per_query: bool) -> list[str]:
+    """trec_eval's output lines for one run: ``name<TAB>query<TAB>value``, name padded.
+    ``rows``: :func:`_rows` of its per-query table."""
+    import numpy as np
+
     from relgrade.evaluation.measures import trec_eval_name
 
     printed = {str(m): trec_eval_name(m) or str(m) for m in measures}
@@ -236,18 +262,19 @@ def _trec_lines(run_name: str, pq, measures, per_query: bool) -> list[str]:
     out = []
     if per_query:
         order = {name: i for i, name in enumerate(printed)}
-        rows = sorted(pq[["query_id", "measure", "value"]].itertuples(index=False),
-                      key=lambda r: (r[0], order[r[1]]))
-        out += [line(m, q, v) for q, m, v in rows]
+        out += [line(m, q, v) for q, m, v in sorted(rows, key=lambda r: (r[0], order[r[1]]))]
     out.append(f"{'runid':<22}\tall\t{run_name}")
-    out.append(f"{'num_q':<22}\tall\t{pq['query_id'].nunique()}")
+    out.append(f"{'num_q':<22}\tall\t{len({q for q, _, _ in rows})}")
     for measure in printed:
-        values = pq.loc[pq["measure"] == measure, "value"]
+        values = np.array([v for _, m, v in rows if m == measure], dtype=np.float64)
         if not len(values):
             continue
-        # trec_eval sums the counts over queries and averages everything else
-        out.append(line(measure, "all",
-                        values.sum() if measure in counts else values.mean()))
+        # trec_eval sums the counts over queries and averages everything else: numpy's sum
+        # (NaN as 0), and the mean as that sum over the values that are not NaN, as
+        # pandas' Series.sum and Series.mean make them
+        valid = ~np.isnan(values)
+        total = np.where(valid, values, 0.0).sum() if not valid.all() else values.sum()
+        out.append(line(measure, "all", total if measure in counts else total / valid.sum()))
     return out
 
 

@@ -19,15 +19,20 @@ The rules, each pinned by a test:
   row in the per-query table, so it never enters a mean, and :func:`excluded_queries` lists
   it;
 * a cutoff cuts: RR@10 is 0 when the first relevant chunk is at rank 11.
+
+Runs and qrels may be pandas DataFrames or pyarrow Tables; :func:`per_query_table` and
+:func:`measure_means` keep the whole computation on numpy and Arrow columns, so a process
+that reads its inputs into Arrow (``relgrade evaluate``) never imports pandas (0.26 CPU-s
+and some 40 MiB). pandas is imported where a DataFrame is built for a caller.
 """
 
 from __future__ import annotations
 
 import functools
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -37,11 +42,16 @@ from relgrade.ranking import (
     ID_SEPARATOR,
     TIES,
     RunCodes,
+    arrow_array,
     arrow_ids,
+    arrow_strings,
     canonical_order,
     check_codes,
     codes_in,
+    column_names,
+    float_values,
     holds_separator,
+    numpy_values,
     pair_hashes,
     pair_hashes_of,
     pair_keys,
@@ -49,12 +59,71 @@ from relgrade.ranking import (
 )
 from relgrade.schema import QRELS, RUN
 
+if TYPE_CHECKING:
+    import pandas as pd
+
 ON_MISSING = ("zero", "skip")
 #: Bits in uncut RR's prefilter of pair hashes (a power of two; 1 MiB of bools).
 _BIT_TABLE = 1 << 20
 #: How deep uncut RR looks before ranking whole lists when no cut measure sets the depth.
 DEEP_RR_DEPTH = 10
 NO_RELEVANT = ("exclude", "zero")
+
+
+# --- 64-bit hashes, looked up ----------------------------------------------------------
+
+class _HashIndex:
+    """Positions of uint64 hashes, found through their sorted copy.
+
+    The hashes are spread evenly over 64 bits (:func:`relgrade.ranking.pair_hashes`), so
+    their top bits tell, within a few rows, where a value sits in the sorted copy: a
+    lookup reads one bucket (the sorted rows whose top bits are the value's) instead of
+    searching the whole copy. What ``pandas.Index(values).get_indexer`` gives, without
+    pandas.
+    """
+
+    def __init__(self, values: np.ndarray):
+        values = np.asarray(values, dtype=np.uint64)
+        # equal hashes are asked for only when they are unique (get_indexer) or only
+        # whether present (holds): their order among themselves does not matter
+        self.order = np.argsort(values)
+        self.sorted = values[self.order]
+        n = len(values)
+        self.is_unique = not bool((self.sorted[1:] == self.sorted[:-1]).any())
+        bits = max(int(2 * n).bit_length(), 1)  # at least 2 buckets per value
+        self.shift = np.uint64(64 - bits)
+        # bucket b holds the sorted rows start[b] .. start[b + 1] - 1
+        self.start = np.zeros((1 << bits) + 1, dtype=np.int64)
+        np.cumsum(np.bincount((self.sorted >> self.shift).astype(np.intp),
+                              minlength=1 << bits), out=self.start[1:])
+
+    def get_indexer(self, values: np.ndarray) -> np.ndarray:
+        """The position of each value among the hashes, -1 when absent (intp, shape of
+        ``values``; for hashes that are not unique, the position of one of the equal
+        ones)."""
+        values = np.asarray(values, dtype=np.uint64)
+        out = np.full(len(values), -1, dtype=np.intp)
+        bucket = (values >> self.shift).astype(np.intp)
+        pos, end = self.start[bucket], self.start[bucket + 1]
+        live = np.flatnonzero(pos < end)
+        pos, end = pos[live], end[live]
+        while len(live):
+            hit = self.sorted[pos] == values[live]
+            out[live[hit]] = self.order[pos[hit]]
+            more = ~hit & (pos + 1 < end)
+            live, pos, end = live[more], pos[more] + 1, end[more]
+        return out
+
+    def holds(self, values: np.ndarray) -> np.ndarray:
+        """Whether each value is one of the hashes (bool, shape of ``values``)."""
+        return self.get_indexer(values) >= 0
+
+
+def _first_repeat(codes: np.ndarray) -> int | None:
+    """The first row (in row order) whose code an earlier row holds, or None."""
+    order = np.argsort(codes, kind="stable")
+    later = np.flatnonzero(codes[order][1:] == codes[order][:-1])
+    return int(order[later + 1].min()) if len(later) else None
 
 
 # --- the qrels, indexed once ---------------------------------------------------------
@@ -96,11 +165,11 @@ class KeyIndex:
                 self.q, weights=(self.grade >= 0) & (self.grade < rel), minlength=self.n_queries)
         return self.memo[("nnonrel", rel)]
 
-    def pair_lookup(self) -> pd.Index | None:
-        """The qrels rows' pair hashes as a hashed index (built once per key), or None when
+    def pair_lookup(self) -> _HashIndex | None:
+        """The qrels rows' pair hashes indexed for lookup (built once per key), or None when
         two rows' pairs hash alike."""
         if "pairs" not in self.memo:
-            index = pd.Index(self.pair_hash)
+            index = _HashIndex(self.pair_hash)
             self.memo["pairs"] = index if index.is_unique else None
         return self.memo["pairs"]
 
@@ -136,7 +205,7 @@ def index_qrels(qrels, *, pairs_checked: bool = False) -> KeyIndex:
 
     Parameters
     ----------
-    qrels : pandas.DataFrame or KeyIndex
+    qrels : pandas.DataFrame, pyarrow.Table or KeyIndex
         Columns ``query_id``, ``chunk_id``, ``grade`` (integer), shape (n_pairs, 3). A
         KeyIndex is returned as it is.
     pairs_checked : bool, default False
@@ -157,19 +226,18 @@ def index_qrels(qrels, *, pairs_checked: bool = False) -> KeyIndex:
     """
     if isinstance(qrels, KeyIndex):
         return qrels
-    missing = [c for c in QRELS if c not in qrels.columns]
+    names = column_names(qrels)
+    missing = [c for c in QRELS if c not in names]
     if missing:
         raise InputError("qrels need the columns query_id, chunk_id, grade",
                          found="no " + ", ".join(missing))
-    grade = pd.to_numeric(qrels["grade"], errors="coerce")
-    bad = (grade.isna() | (grade != np.round(grade))).to_numpy()
-    if bad.any():
-        row = int(np.flatnonzero(bad)[0])
-        raise InputError("a grade must be an integer",
-                         item=f"query {qrels['query_id'].iat[row]}, "
-                              f"chunk {qrels['chunk_id'].iat[row]}",
-                         found=repr(qrels["grade"].iat[row]))
-    grade = grade.to_numpy().astype(np.int64)
+    if isinstance(qrels, pa.Table) and pa.types.is_integer(qrels["grade"].type) and \
+            not qrels["grade"].null_count:
+        grade = numpy_values(qrels["grade"]).astype(np.int64)
+    else:
+        if isinstance(qrels, pa.Table):
+            qrels = qrels.select(QRELS).to_pandas()  # the check below words the error
+        grade = _integer_grades(qrels)
     qids = _checked_ids(qrels["query_id"], "query_id")
     cids = _checked_ids(qrels["chunk_id"], "chunk_id")
     query_ids = pc.unique(qids)
@@ -185,15 +253,30 @@ def index_qrels(qrels, *, pairs_checked: bool = False) -> KeyIndex:
                     ideal_grade=grade[ideal])
 
 
+def _integer_grades(qrels: pd.DataFrame) -> np.ndarray:
+    """A DataFrame's grade column as int64; InputError naming the first pair whose grade is
+    not an integer."""
+    import pandas as pd
+
+    grade = pd.to_numeric(qrels["grade"], errors="coerce")
+    bad = (grade.isna() | (grade != np.round(grade))).to_numpy()
+    if bad.any():
+        row = int(np.flatnonzero(bad)[0])
+        raise InputError("a grade must be an integer",
+                         item=f"query {qrels['query_id'].iat[row]}, "
+                              f"chunk {qrels['chunk_id'].iat[row]}",
+                         found=repr(qrels["grade"].iat[row]))
+    return grade.to_numpy().astype(np.int64)
+
+
 def _check_pairs_once(q: np.ndarray, qids: pa.ChunkedArray, cids: pa.ChunkedArray) -> None:
     """Raise InputError naming the first (query, chunk) pair graded twice, if any."""
-    # one int64 code per (query, chunk): a hash of integers finds a pair graded twice
+    # one int64 code per (query, chunk): sorted, equal neighbours are a pair graded twice
     chunk_codes = pc.dictionary_encode(cids.combine_chunks())
     pair_code = q.astype(np.int64) * max(len(chunk_codes.dictionary), 1) + \
-        chunk_codes.indices.to_numpy(zero_copy_only=False)
-    codes = pd.Index(pair_code)
-    if not codes.is_unique:
-        row = int(np.flatnonzero(codes.duplicated())[0])
+        numpy_values(chunk_codes.indices)
+    row = _first_repeat(pair_code)
+    if row is not None:
         raise InputError("one (query, chunk) pair is graded twice in the qrels",
                          item=f"query {qids[row].as_py()}, chunk {cids[row].as_py()}",
                          fix="Keep one grade per pair")
@@ -231,7 +314,7 @@ class Inclusion:
     #                      was drawn: (k/pi - 1) / (k - 1), k the stratum's judged chunks
 
 
-def _score_run(key: KeyIndex, run: pd.DataFrame, measures: list[Measure], on_missing: str,
+def _score_run(key: KeyIndex, run, measures: list[Measure], on_missing: str,
                ties: str, no_relevant: str = "exclude", incl: Inclusion | None = None,
                codes: RunCodes | None = None):
     """Per measure: (values, counted) arrays over the key's queries.
@@ -240,7 +323,8 @@ def _score_run(key: KeyIndex, run: pd.DataFrame, measures: list[Measure], on_mis
     inferred measures. ``codes``: :func:`relgrade.ranking.run_codes` of the run, whose
     query codes and chunk hashes the qrels join reuses.
     """
-    missing = [c for c in RUN if c not in run.columns]
+    names = column_names(run)
+    missing = [c for c in RUN if c not in names]
     if missing:
         raise InputError("a run needs the columns query_id, chunk_id, rank, score",
                          found="no " + ", ".join(missing))
@@ -257,14 +341,17 @@ def _score_run(key: KeyIndex, run: pd.DataFrame, measures: list[Measure], on_mis
     else:
         rq = codes_in(run_qids, key.query_ids)
         chunk_hash = None
-    score = run["score"].to_numpy(dtype=np.float64, na_value=np.nan)
-    rank = run["rank"].to_numpy() if ties == "rank" else None
+    score = float_values(run["score"])
+    rank = None
+    if ties == "rank":
+        rank = numpy_values(run["rank"]) if isinstance(run, pa.Table) else \
+            run["rank"].to_numpy()
     keep = rq >= 0  # queries outside the qrels are ignored
     if not keep.all():
         rows = np.flatnonzero(keep)
         rq, score = rq[rows], score[rows]
-        chunk_ids = chunk_ids.take(pa.array(rows))
-        run_qids = run_qids.take(pa.array(rows))
+        chunk_ids = chunk_ids.take(arrow_array(rows))
+        run_qids = run_qids.take(arrow_array(rows))
         rank = rank[rows] if rank is not None else None
         chunk_hash = chunk_hash[rows] if chunk_hash is not None else None
     bad = ~np.isfinite(score)
@@ -294,7 +381,7 @@ def _score_run(key: KeyIndex, run: pd.DataFrame, measures: list[Measure], on_mis
     if cut is not None:
         rq, score = rq[cut], score[cut]
         rank = rank[cut] if rank is not None else None
-        chunk_ids = chunk_ids.take(pa.array(cut))
+        chunk_ids = chunk_ids.take(arrow_array(cut))
         chunk_hash = chunk_hash[cut] if chunk_hash is not None else None
     order = canonical_order(rq, score, chunk_ids, rank=rank, ties=ties, depth=depth)
     qs = rq[order]
@@ -373,16 +460,16 @@ def _key_rows(key: KeyIndex, qs: np.ndarray, order: np.ndarray, chunk_ids: pa.Ch
     the ranked rows are looked up among the qrels' pairs rather than the other way round.
     Raises InputError when a chunk is listed twice for one query among those rows.
     """
-    rows = pa.array(order)
+    rows = arrow_array(order)
     top_chunks = _checked_ids(chunk_ids.take(rows), "chunk_id")  # no U+001F in a pair key
     at = _grade_rows(key, qs, top_chunks, chunk_hash, distinct=distinct)
     if at is None:  # two ranked pairs hash alike: look the pairs up as text
         top_pairs = pair_keys(run_qids.take(rows if qid_order is None else
-                                            pa.array(qid_order)), top_chunks)
+                                            arrow_array(qid_order)), top_chunks)
         # a ranked pair seen twice is a chunk listed twice for one query
         encoded = pc.dictionary_encode(top_pairs.combine_chunks())
         if len(encoded.dictionary) < len(encoded):
-            _check_no_duplicates(encoded.indices.to_numpy(), encoded.dictionary)
+            _check_no_duplicates(numpy_values(encoded.indices), encoded.dictionary)
         del encoded
         # the ranked pairs are distinct and so are the key's: look each key pair up among
         # the ranked ones (hashing the shorter side), and give its grade to the row it names
@@ -420,7 +507,7 @@ def _deep_rr(r: _Rows, m: Measure, depth: int, full: tuple, ties: str) -> np.nda
     else:
         sub = np.flatnonzero(need[rq])
     wanted = np.flatnonzero(need[key.q] & (key.grade >= m.rel))  # qrels rows
-    table = pd.Index(key.pair_hash[wanted])
+    table = _HashIndex(key.pair_hash[wanted])
     if chunk_hash is not None:
         # the run's chunk ids are hashed already: every row of those lists is a candidate;
         # a bit table of the wanted pairs' low hash bits drops nearly all of them before
@@ -434,28 +521,27 @@ def _deep_rr(r: _Rows, m: Measure, depth: int, full: tuple, ties: str) -> np.nda
     else:
         # a row can be relevant only when its chunk id is one of those queries' relevant
         # chunks
-        maybe = pc.is_in(chunk_ids, value_set=pc.unique(key.chunk_ids.take(pa.array(wanted)))
-                         ).to_numpy(zero_copy_only=False)
+        maybe = numpy_values(pc.is_in(
+            chunk_ids, value_set=pc.unique(key.chunk_ids.take(arrow_array(wanted)))))
         maybe = np.flatnonzero(maybe & need[rq])
-        hashes = pair_hashes(rq[maybe], chunk_ids.take(pa.array(maybe)))
+        hashes = pair_hashes(rq[maybe], chunk_ids.take(arrow_array(maybe)))
     if table.is_unique:
         at = table.get_indexer(hashes)
         cand = np.flatnonzero(at >= 0)
         at, cand = wanted[at[cand]], maybe[cand]
         # a hash match is the pair only when the text says so
-        same = (key.q[at] == rq[cand]) & pc.equal(
-            key.chunk_ids.take(pa.array(at)), chunk_ids.take(pa.array(cand))).to_numpy(
-            zero_copy_only=False)
+        same = (key.q[at] == rq[cand]) & numpy_values(pc.equal(
+            key.chunk_ids.take(arrow_array(at)), chunk_ids.take(arrow_array(cand))))
         cand = cand[same]
     else:  # two qrels pairs hash alike: match the pairs as text
-        cand = maybe[np.isin(hashes, table.to_numpy())]
-        at = codes_in(pair_keys(run_qids.take(pa.array(cand)),
-                                chunk_ids.take(pa.array(cand))), key.pairs)
+        cand = maybe[table.holds(hashes)]
+        at = codes_in(pair_keys(run_qids.take(arrow_array(cand)),
+                                chunk_ids.take(arrow_array(cand))), key.pairs)
         cand = cand[(at >= 0) & (key.grade[np.maximum(at, 0)] >= m.rel)]
     del maybe, table, hashes
     if not len(cand):
         return value
-    cand_chunks = chunk_ids.take(pa.array(cand))
+    cand_chunks = chunk_ids.take(arrow_array(cand))
     order = canonical_order(rq[cand], score[cand], cand_chunks,
                             rank=rank[cand] if rank is not None else None, ties=ties)
     cq = rq[cand][order]
@@ -487,9 +573,8 @@ def _deep_rr(r: _Rows, m: Measure, depth: int, full: tuple, ties: str) -> np.nda
         tied = s == bs
     tied_rows = np.flatnonzero(tied)
     # equal keys: a chunk id greater as bytes comes first (trec_eval's strcmp, descending)
-    greater = pc.greater(chunk_ids.take(pa.array(sub[tied_rows])),
-                         chunk_ids.take(pa.array(best[b[tied_rows]]))).to_numpy(
-        zero_copy_only=False)
+    greater = numpy_values(pc.greater(chunk_ids.take(arrow_array(sub[tied_rows])),
+                                      chunk_ids.take(arrow_array(best[b[tied_rows]]))))
     before[tied_rows[greater]] = True
     ahead = np.bincount(rq[sub[before]], minlength=key.n_queries)
     value[rq[best]] = 1.0 / (ahead[rq[best]] + 1)
@@ -521,14 +606,14 @@ def _grade_rows(key: KeyIndex, qs: np.ndarray, chunks: pa.ChunkedArray,
         if (at[of_row[named]] != named).any():
             return None
     else:
-        ranked = pd.Index(hashes)
+        ranked = _HashIndex(hashes)
         if not ranked.is_unique:
             return None
         at = ranked.get_indexer(key.pair_hash)
     hit = np.flatnonzero(at >= 0)
-    rows = pa.array(at[hit])
-    same = (key.q[hit] == qs[at[hit]]) & pc.equal(
-        key.chunk_ids.take(pa.array(hit)), chunks.take(rows)).to_numpy(zero_copy_only=False)
+    rows = arrow_array(at[hit].astype(np.int64))
+    same = (key.q[hit] == qs[at[hit]]) & numpy_values(pc.equal(
+        key.chunk_ids.take(arrow_array(hit)), chunks.take(rows)))
     if not same.all():
         return None
     return at
@@ -1020,6 +1105,7 @@ def per_query(*, qrels: pd.DataFrame, run: pd.DataFrame, measures,
 
     Examples
     --------
+    >>> import pandas as pd
     >>> qrels = pd.DataFrame({"query_id": ["q1", "q1"], "chunk_id": ["a", "b"],
     ...                       "grade": [2, 1]})
     >>> run = pd.DataFrame({"query_id": ["q1", "q1"], "chunk_id": ["x", "b"],
@@ -1047,7 +1133,11 @@ def per_query(*, qrels: pd.DataFrame, run: pd.DataFrame, measures,
         else:
             incl = inclusion_at(key, inclusion, measure=inferred[0])
     check_codes(run, codes)
-    if "arm" in run.columns:
+    if "arm" in column_names(run):
+        import pandas as pd
+
+        if isinstance(run, pa.Table):
+            run = run.to_pandas()
         codes, arms = pd.factorize(run["arm"].astype("str"), sort=True)
         tables = []
         for i, arm in enumerate(arms):
@@ -1062,6 +1152,62 @@ def per_query(*, qrels: pd.DataFrame, run: pd.DataFrame, measures,
         return pd.concat(tables, ignore_index=True)
     table = _table(key, _score_run(key, run, parsed, on_missing_query, ties, no_relevant,
                                    incl, codes))
+    pa.default_memory_pool().release_unused()  # scoring's Arrow temporaries are garbage
+    return table
+
+
+def per_query_table(*, qrels, run: pa.Table, measures, on_missing_query: str = "zero",
+                    ties: str = "score", relevant_min: int = 1, no_relevant: str = "exclude",
+                    inclusion=None, codes: RunCodes | None = None) -> pa.Table:
+    """:func:`per_query` of one arm's run, as an Arrow table: no pandas object is made.
+
+    Parameters
+    ----------
+    qrels : pyarrow.Table, pandas.DataFrame or KeyIndex
+        As for :func:`per_query`.
+    run : pyarrow.Table or pandas.DataFrame
+        One arm's run: ``query_id``, ``chunk_id`` (string), ``rank`` (integer), ``score``
+        (float64), shape (n_rows, 4), as :func:`relgrade.io.runtable.read_run_table`
+        returns it; no ``arm`` column. Not modified.
+    measures, on_missing_query, ties, relevant_min, no_relevant, inclusion, codes
+        As for :func:`per_query`.
+
+    Returns
+    -------
+    pyarrow.Table
+        ``query_id`` (large_string), ``measure`` (large_string), ``value`` (float64): the
+        rows and values of :func:`per_query`'s table, in its order.
+
+    Raises
+    ------
+    InputError
+        As :func:`per_query`; or the run has an ``arm`` column.
+    """
+    if "arm" in column_names(run):
+        raise InputError("per_query_table scores one arm's run, without an arm column",
+                         fix="Score a stacked run with per_query")
+    if on_missing_query not in ON_MISSING:
+        raise InputError("on_missing_query must be `zero` or `skip`",
+                         found=repr(on_missing_query))
+    if ties not in TIES:
+        raise InputError("ties must be `score` or `rank`", found=repr(ties))
+    if no_relevant not in NO_RELEVANT:
+        raise InputError("no_relevant must be `exclude` or `zero`", found=repr(no_relevant))
+    parsed = _parse_all(measures, relevant_min)
+    key = index_qrels(qrels)
+    incl = None
+    inferred = [str(m) for m in parsed if m.needs_inclusion]
+    if inferred:
+        if isinstance(inclusion, Inclusion):
+            if inclusion.prob.shape != key.q.shape:
+                raise InputError("inclusion probabilities were indexed for other qrels",
+                                 fix="Pass inclusion_at(key, table) of the same KeyIndex")
+            incl = inclusion
+        else:
+            incl = inclusion_at(key, inclusion, measure=inferred[0])
+    check_codes(run, codes)
+    table = _arrow_table(key, _score_run(key, run, parsed, on_missing_query, ties,
+                                         no_relevant, incl, codes))
     pa.default_memory_pool().release_unused()  # scoring's Arrow temporaries are garbage
     return table
 
@@ -1160,7 +1306,7 @@ def per_query_ranked(*, qrels, ranked: pa.Table, measures, on_missing_query: str
     keep = np.flatnonzero(rq >= 0)
     order = keep[np.lexsort((pos[keep], rq[keep]))]
     qs, pos = rq[order], pos[order]
-    grade_col = ranked["grade"].take(pa.array(order))
+    grade_col = ranked["grade"].take(arrow_array(order))
     judged = grade_col.is_valid().to_numpy(zero_copy_only=False)
     grade = grade_col.fill_null(0).to_numpy().astype(key.grade.dtype)
     n_ret = np.zeros(key.n_queries, dtype=np.int64)
@@ -1208,6 +1354,8 @@ def inclusion_at(key, inclusion: pd.DataFrame | None, *, path=None,
         has two probabilities; a pair the qrels grade >= 0 has none (naming the query and the
         chunk, and ``path``).
     """
+    import pandas as pd
+
     key = index_qrels(key)
     if inclusion is None:
         raise _no_inclusion(measure)
@@ -1261,6 +1409,8 @@ def inclusion_at(key, inclusion: pd.DataFrame | None, *, path=None,
 
 
 def _table(key: KeyIndex, scored: dict) -> pd.DataFrame:
+    import pandas as pd
+
     sel, which, values = [], [], []
     for i, (value, counted) in enumerate(scored.values()):
         rows = np.flatnonzero(counted)
@@ -1278,12 +1428,30 @@ def _table(key: KeyIndex, scored: dict) -> pd.DataFrame:
     })
 
 
-def excluded_queries(qrels: pd.DataFrame, measures, *, relevant_min: int = 1) -> dict:
+def _arrow_table(key: KeyIndex, scored: dict) -> pa.Table:
+    """:func:`_table`'s rows as an Arrow table (ids and names large_string)."""
+    sel, which, values = [], [], []
+    for i, (value, counted) in enumerate(scored.values()):
+        rows = np.flatnonzero(counted)
+        sel.append(rows)
+        which.append(np.full(len(rows), i, dtype=np.int32))
+        values.append(value[rows])
+    sel = np.concatenate(sel) if sel else np.zeros(0, dtype=np.int64)
+    names = pa.DictionaryArray.from_arrays(
+        arrow_array(np.concatenate(which) if which else np.zeros(0, dtype=np.int32)),
+        arrow_strings(list(scored)))
+    value = np.concatenate(values) if values else np.zeros(0)
+    return pa.table({"query_id": key.query_ids.take(arrow_array(sel.astype(np.int64))),
+                     "measure": names.cast(pa.large_string()),
+                     "value": arrow_array(value.astype(np.float64, copy=False))})
+
+
+def excluded_queries(qrels, measures, *, relevant_min: int = 1) -> dict:
     """The queries of the qrels on which each measure is undefined.
 
     Parameters
     ----------
-    qrels : pandas.DataFrame
+    qrels : pandas.DataFrame, pyarrow.Table or KeyIndex
         Columns ``query_id``, ``chunk_id``, ``grade``.
     measures : str, Measure, or sequence of them
         As for :func:`per_query`.
@@ -1310,19 +1478,19 @@ def excluded_queries(qrels: pd.DataFrame, measures, *, relevant_min: int = 1) ->
             out[str(m)] = []
             continue
         none = key.num_relevant(m.level) == 0
-        out[str(m)] = key.query_ids.filter(pa.array(none)).to_pylist()
+        out[str(m)] = key.query_ids.filter(arrow_array(none)).to_pylist()
     return out
 
 
-def query_coverage(qrels, run: pd.DataFrame, *,
+def query_coverage(qrels, run, *,
                    codes: RunCodes | None = None) -> tuple[int, tuple[int, str | None]]:
     """How many qrels queries a run answers, and which run queries the qrels lack.
 
     Parameters
     ----------
-    qrels : pandas.DataFrame or KeyIndex
+    qrels : pandas.DataFrame, pyarrow.Table or KeyIndex
         As for :func:`per_query`.
-    run : pandas.DataFrame
+    run : pandas.DataFrame or pyarrow.Table
         A run with a ``query_id`` column.
     codes : RunCodes, optional
         :func:`relgrade.ranking.run_codes` of ``run``: its distinct query ids are taken
@@ -1344,9 +1512,56 @@ def query_coverage(qrels, run: pd.DataFrame, *,
         ids = pc.unique(_checked_ids(run["query_id"], "query_id",
                                      separator=False).combine_chunks())
     inside = codes_in(pa.chunked_array([ids]), key.query_ids) >= 0
-    outside = ids.filter(pa.array(~inside))
+    outside = ids.filter(arrow_array(~inside))
     first = min(outside.to_pylist()) if len(outside) else None
     return int(inside.sum()), (len(outside), first)
+
+
+def measure_means(table: pa.Table) -> dict:
+    """Mean of each measure over its queries, from :func:`per_query_table`'s table.
+
+    Parameters
+    ----------
+    table : pyarrow.Table
+        ``query_id``, ``measure``, ``value`` (float64), one arm's rows.
+
+    Returns
+    -------
+    dict
+        Measure name -> float mean (a Python float), in the order the table first lists
+        each measure; equal, bit for bit, to :func:`mean` of the same rows as a DataFrame.
+
+    Notes
+    -----
+    :func:`mean` sums with pandas' grouped sum: ``numpy.add.reduceat`` over each measure's
+    block when the measures' rows are in blocks of one measure each (as
+    :func:`per_query_table` makes them) and no value is NaN, else pandas' compensated
+    (Kahan) sum skipping NaN; the mean is that sum over the measure's row count. The same
+    operations are made here, in that order.
+    """
+    measure = table["measure"].combine_chunks()
+    n = len(measure)
+    if n == 0:
+        return {}
+    encoded = pc.dictionary_encode(measure)
+    codes = numpy_values(encoded.indices).astype(np.int64)
+    names = encoded.dictionary.to_pylist()
+    values = float_values(table["value"])
+    counts = np.bincount(codes, minlength=len(names)).astype(np.float64)
+    starts = np.flatnonzero(np.r_[True, codes[1:] != codes[:-1]])
+    if len(starts) == len(names) and not np.isnan(values).any():
+        sums = np.add.reduceat(values, starts)
+    else:
+        sums = np.zeros(len(names))
+        comp = np.zeros(len(names))
+        for c, v in zip(codes.tolist(), values.tolist()):
+            if v != v:
+                continue
+            y = v - comp[c]
+            t = sums[c] + y
+            comp[c] = t - sums[c] - y
+            sums[c] = t
+    return {name: float(s / k) for name, s, k in zip(names, sums, counts)}
 
 
 def mean(per_query: pd.DataFrame, *, weights=None) -> pd.Series:
@@ -1371,6 +1586,8 @@ def mean(per_query: pd.DataFrame, *, weights=None) -> pd.Series:
     InputError
         A query has no weight, or a weight is negative or not finite.
     """
+    import pandas as pd
+
     keys = ["arm", "measure"] if "arm" in per_query.columns else ["measure"]
     values = per_query["value"].to_numpy(dtype=np.float64)
     if weights is None:
@@ -1448,6 +1665,8 @@ def evaluate_arm(*, key: pd.DataFrame, run: pd.DataFrame, cutoffs, relevant_min:
     summary = {"queries": int(counted)}
     summary.update({m: (None if v != v else float(v)) for m, v in means.items()})
     if groups is not None:
+        import pandas as pd
+
         lookup = pd.Series(groups["group"].astype("str").to_numpy(),
                            index=groups["query_id"].astype("str").to_numpy())
         group = table["query_id"].map(lookup)

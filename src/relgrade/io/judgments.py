@@ -48,17 +48,23 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Iterable, Iterator, Sequence
+from typing import TYPE_CHECKING, Iterable, Iterator, Sequence
 
 import numpy as np
-import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from relgrade.errors import InputError
 from relgrade.io.files import BOM, iter_jsonl, read_lines, read_parquet
 from relgrade.io.sniff import read_head
-from relgrade.io.trec import read_trec_qrels
+from relgrade.io.trec import QRELS_SCHEMA, read_trec_qrels, read_trec_qrels_table
+from relgrade.ranking import numpy_values
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+# pandas is imported by the functions that build a DataFrame: :func:`read_judgment_table`
+# reads TREC qrels into Arrow for ``relgrade evaluate``, whose process never loads it.
 
 #: The formats :func:`read_judgments` reads.
 FORMATS = ("jsonl", "qrels", "parquet")
@@ -153,6 +159,58 @@ def read_judgments(path, *, scale: Iterable[int] | None = None,
     return _read(Path(path), scale=scale, fmt=fmt, lines_needed=False, labels=labels)[0]
 
 
+def read_judgment_table(path, *, scale: Iterable[int] | None = None) -> pa.Table:
+    """:func:`read_judgments`' pairs and grades as an Arrow table, for scoring.
+
+    TREC qrels that Arrow's CSV reader takes (:func:`relgrade.io.trec.read_trec_qrels_table`)
+    are read and checked on Arrow columns, without pandas; any other file, and any file
+    that breaks a rule, is read by :func:`read_judgments`, which accepts or refuses it with
+    its own message. The rows are the same either way.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        A judgment file, as for :func:`read_judgments` (its format told from the file).
+    scale : iterable of int, optional
+        The allowed grades; ``None`` accepts every integer.
+
+    Returns
+    -------
+    pyarrow.Table of shape (n_judgments, 3)
+        ``query_id``, ``chunk_id`` (large_string), ``grade`` (int64), in file order: the
+        first three columns of ``read_judgments(path, scale=scale)``.
+
+    Raises
+    ------
+    InputError
+        As :func:`read_judgments`.
+    """
+    if judgment_format(path) == "qrels":
+        table = read_trec_qrels_table(path)
+        if _passes(table, scale):
+            return table
+    df = read_judgments(path, scale=scale)
+    return pa.Table.from_pandas(df[["query_id", "chunk_id", "grade"]],
+                                preserve_index=False).cast(QRELS_SCHEMA)
+
+
+def _passes(table: pa.Table, scale) -> bool:
+    """Whether TREC qrels read into Arrow keep the rules :func:`_read` checks after the
+    reader's own (pairs graded twice are refused by the reader): no comment line, no
+    empty or spaced id, every grade on the scale, not empty."""
+    if table.num_rows == 0:
+        return False
+    if numpy_values(pc.starts_with(table["query_id"], pattern="#")).any():
+        return False
+    for name in ("query_id", "chunk_id"):
+        if _blank_or_spaced(table[name]).any():
+            return False
+    if scale is not None and not np.isin(numpy_values(table["grade"]),
+                                         [int(g) for g in scale]).all():
+        return False
+    return True
+
+
 def judgment_rows(path, *, scale: Iterable[int] | None = None,
                   fmt: str | None = None) -> list[tuple[int, dict]]:
     """Judgments as grade rows with their line numbers, for a grade-row validator.
@@ -229,6 +287,8 @@ def read_key_table(path, columns: Sequence[str] = ("query_id", "chunk_id", "grad
     pandas.DataFrame of shape (n_pairs, 3)
         ``pandas.DataFrame(read_jsonl(path), columns=columns)``: the file's rows in order.
     """
+    import pandas as pd
+
     import pyarrow as pa
     import pyarrow.json as pj
 
@@ -280,6 +340,8 @@ def read_made_on_table(path, columns: Sequence[str]) -> pd.DataFrame:
         categorical of str (the values of ``pandas.DataFrame(read_jsonl(path),
         columns=columns)``); from the row reader, that frame itself.
     """
+    import pandas as pd
+
     import pyarrow.json as pj
 
     from relgrade.io.files import read_jsonl
@@ -345,6 +407,8 @@ def read_grades_table(path, *, scale: Iterable[int] | None = None,
         Any rule of the module, applied per grader and round; an unknown extension; a round
         that is not an integer.
     """
+    import pandas as pd
+
     path = Path(path)
     suffix = path.suffix.lower()
     if suffix == ".parquet":
@@ -370,6 +434,8 @@ def read_grades_table(path, *, scale: Iterable[int] | None = None,
 
 
 def _read(path: Path, *, scale, fmt, lines_needed: bool, labels=None):
+    import pandas as pd
+
     kind = judgment_format(path, fmt)
     if kind == "qrels":
         df = read_trec_qrels(path)
@@ -421,6 +487,8 @@ def _json_id(value, name: str, path: Path, line: int) -> str:
 def _jsonl_table(path: Path, *, ids: tuple[str, ...], reason: bool = False,
                  round_: bool = False,
                  labels: Sequence[str] | None = None) -> tuple[pd.DataFrame, np.ndarray]:
+    import pandas as pd
+
     required = (*ids, "grade")
     cols: dict[str, list] = {name: [] for name in required}
     reasons, rounds, lines = [], [], []
@@ -467,6 +535,8 @@ def _require(df: pd.DataFrame, columns: list[str], path: Path) -> None:
 
 
 def _id_column(col: pd.Series, name: str, path: Path, rows: np.ndarray) -> pd.Series:
+    import pandas as pd
+
     if pd.api.types.is_integer_dtype(col.dtype) and not col.isna().any():
         return col.astype("int64").astype("str")
     bad = col.map(lambda v: isinstance(v, bool) or not isinstance(v, (str, int, np.integer)))
@@ -496,6 +566,8 @@ def _label_code(value, labels: Sequence[str], *, path: Path, line: int, item: st
 
 def _grade_column(df: pd.DataFrame, path: Path, rows: np.ndarray,
                   labels: Sequence[str] | None = None) -> pd.Series:
+    import pandas as pd
+
     col = df["grade"]
     if labels is not None:
         codes = [(_label_code(v, labels, path=path, line=int(r),
@@ -583,19 +655,21 @@ def _check(df: pd.DataFrame, *, path: Path, lines, key: list[str], scale,
                          found=f"{where}s {a} and {b}", fix="Keep one grade per pair")
 
 
-def _blank_or_spaced(col: pd.Series) -> np.ndarray:
+def _blank_or_spaced(col) -> np.ndarray:
     """True where an id is empty or holds a character ``str.isspace`` calls whitespace.
 
     Arrow's regex engine finds the few ids with a character outside printable ASCII; only
     those are looked at in Python (TREC fields are already split on ASCII whitespace, but
     may hold a no-break space or another Unicode space).
     """
-    arr = pa.array(col, type=pa.large_string())
-    bad = pc.equal(arr, "").to_numpy(zero_copy_only=False).astype(bool)
-    odd = np.flatnonzero(pc.match_substring_regex(arr, r"[^\x21-\x7e]")
-                         .to_numpy(zero_copy_only=False))
+    if isinstance(col, (pa.Array, pa.ChunkedArray)):
+        arr = col.cast(pa.large_string())
+    else:
+        arr = pa.array(col, type=pa.large_string())
+    bad = numpy_values(pc.binary_length(arr)) == 0
+    odd = np.flatnonzero(numpy_values(pc.match_substring_regex(arr, r"[^\x21-\x7e]")))
     for i in odd:
-        bad[i] = any(ch.isspace() for ch in col.iat[i])
+        bad[i] = any(ch.isspace() for ch in arr[int(i)].as_py())
     return bad
 
 

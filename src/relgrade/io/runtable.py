@@ -71,7 +71,7 @@ def read_run_table(path) -> pa.Table:
     if suffix == ".parquet":
         table = _parquet_table(path)
     elif suffix not in (".jsonl", ".ndjson"):
-        table = _trec_table(path)
+        table = trec_table(path)
     if table is not None:
         return table
     from relgrade.io.runs import read_run
@@ -101,9 +101,22 @@ def _parquet_table(path: Path) -> pa.Table | None:
     return table.cast(RUN_SCHEMA)
 
 
-def _trec_table(path: Path) -> pa.Table | None:
+def trec_table(path) -> pa.Table | None:
+    """A TREC run parsed by Arrow's CSV reader (one thread), or None when the file is not
+    one it takes as it is (see :func:`read_run_table`'s notes; None leaves the file to
+    :func:`relgrade.io.runs.read_run`, which names a bad line).
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+
+    Returns
+    -------
+    pyarrow.Table of :data:`RUN_SCHEMA`, or None
+    """
     import pyarrow.csv as pacsv
 
+    path = Path(path)
     separator = field_separator(read_head(path))
     if separator is None:
         return None

@@ -18,9 +18,9 @@ import math
 import mmap
 import re
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.csv as pacsv
@@ -29,7 +29,18 @@ from relgrade.errors import InputError
 from relgrade.io.files import atomic_path, read_lines
 from relgrade.io.runtable import empty_or_holds
 from relgrade.io.sniff import field_separator, read_head
+from relgrade.ranking import arrow_array, numpy_values, pair_keys
 from relgrade.schema import QRELS, RUN
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+# pandas is imported by the functions that build a DataFrame: ``relgrade evaluate`` reads
+# qrels through :func:`read_trec_qrels_table` and never loads it (0.26 CPU-s).
+
+#: The Arrow schema of :func:`read_trec_qrels_table`'s table.
+QRELS_SCHEMA = pa.schema([("query_id", pa.large_string()), ("chunk_id", pa.large_string()),
+                          ("grade", pa.int64())])
 
 _INT = re.compile(r"[+-]?[0-9]+\Z")
 _ASCII_SPACE = " \t\r\x0b\x0c"  # C's isspace(), as trec_eval splits its lines
@@ -152,6 +163,8 @@ def _parse_score(text: str, path: Path, line: int) -> float:
 
 
 def _ids_frame(columns: dict) -> pd.DataFrame:
+    import pandas as pd
+
     df = pd.DataFrame(columns)
     for name in ("query_id", "chunk_id"):
         df[name] = df[name].astype("str")
@@ -160,6 +173,8 @@ def _ids_frame(columns: dict) -> pd.DataFrame:
 
 def _read_run_table(path: Path) -> tuple[pd.DataFrame, np.ndarray | None]:
     """The run and, when some lines were skipped, the line number of each row."""
+    import pandas as pd
+
     # Arrow buffers freed since the last call (a previous run dropped by the caller) go back
     # to the system before the parser allocates, so they do not add to its peak
     pa.default_memory_pool().release_unused()
@@ -201,17 +216,20 @@ def extra_fields_note(path, run: pd.DataFrame) -> str | None:
     ----------
     path : str or os.PathLike
         The run file, named in the note.
-    run : DataFrame
-        The table :func:`read_trec_run` returned (its ``attrs[EXTRA_FIELDS]``).
+    run : DataFrame or pyarrow.Table
+        The table :func:`read_trec_run` returned (its ``attrs[EXTRA_FIELDS]``); an Arrow
+        table (read six fields a line) has no note.
 
     Examples
     --------
+    >>> import pandas as pd
     >>> run = pd.DataFrame()
     >>> run.attrs[EXTRA_FIELDS] = {"lines": 3, "first": 2}
     >>> extra_fields_note("a.trec", run)
     'Note: a.trec: 3 line(s) have fields after the sixth (first: line 2); they were ignored.'
     """
-    info = run.attrs.get(EXTRA_FIELDS)
+    # an Arrow table comes from a reader that takes six fields a line and no more
+    info = getattr(run, "attrs", {}).get(EXTRA_FIELDS)
     if not info:
         return None
     return (f"Note: {path}: {info['lines']} line(s) have fields after the sixth "
@@ -277,26 +295,73 @@ def read_trec_qrels(path) -> pd.DataFrame:
     # grades decide the key: a file with a 0x anywhere is read exactly (see _has_hex_prefix)
     table = None if _has_hex_prefix(path) else _fast_table(path, _QRELS_FIELDS)
     if table is not None:
-        df = table.select(QRELS).to_pandas()
-        lines = None
-    else:
-        qids, dids, grades, line_list = [], [], [], []
-        for i, f in _exact_rows(path, 4, "qid iter docid rel"):
-            qids.append(f[0])
-            dids.append(f[2])
-            grades.append(_parse_int(f[3], "grade", path, i))
-            line_list.append(i)
-        df = _ids_frame({"query_id": pd.Series(qids, dtype="str"),
-                         "chunk_id": pd.Series(dids, dtype="str"),
-                         "grade": np.asarray(grades, dtype=np.int64)})
-        lines = np.asarray(line_list, dtype=np.int64)
-    pairs = pc.binary_join_element_wise(
-        pa.array(df["query_id"]).cast(pa.large_string()),
-        pa.array(df["chunk_id"]).cast(pa.large_string()), pa.scalar("\x1f", pa.large_string()))
+        _refuse_repeated_pairs(table["query_id"], table["chunk_id"], None, path)
+        return table.select(QRELS).to_pandas()
+    df, lines = _exact_qrels(path)
+    _refuse_repeated_pairs(pa.chunked_array([pa.array(df["query_id"])]).cast(pa.large_string()),
+                           pa.chunked_array([pa.array(df["chunk_id"])]).cast(pa.large_string()),
+                           lines, path)
+    return df
+
+
+def read_trec_qrels_table(path) -> pa.Table:
+    """Read TREC qrels into an Arrow table: :func:`read_trec_qrels`'s rows and rules.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        As for :func:`read_trec_qrels`.
+
+    Returns
+    -------
+    pyarrow.Table of shape (n_pairs, 3)
+        :data:`QRELS_SCHEMA`: ``query_id``, ``chunk_id`` (large_string), ``grade`` (int64),
+        in file order; the values of ``read_trec_qrels(path)``. A file that Arrow's CSV
+        reader takes (single spaces or single tabs, no ``0x``) is read without pandas;
+        any other is read by :func:`read_trec_qrels` itself.
+
+    Raises
+    ------
+    InputError
+        As :func:`read_trec_qrels`, with the same messages.
+    """
+    path = Path(path)
+    table = None if _has_hex_prefix(path) else _fast_table(path, _QRELS_FIELDS)
+    if table is None:
+        return pa.Table.from_pandas(read_trec_qrels(path)[QRELS],
+                                    preserve_index=False).cast(QRELS_SCHEMA)
+    _refuse_repeated_pairs(table["query_id"], table["chunk_id"], None, path)
+    return table.select(QRELS).cast(QRELS_SCHEMA)
+
+
+def _exact_qrels(path: Path):
+    """Qrels read line by line (every whitespace layout): the frame and each row's line."""
+    import pandas as pd
+
+    qids, dids, grades, line_list = [], [], [], []
+    for i, f in _exact_rows(path, 4, "qid iter docid rel"):
+        qids.append(f[0])
+        dids.append(f[2])
+        grades.append(_parse_int(f[3], "grade", path, i))
+        line_list.append(i)
+    df = _ids_frame({"query_id": pd.Series(qids, dtype="str"),
+                     "chunk_id": pd.Series(dids, dtype="str"),
+                     "grade": np.asarray(grades, dtype=np.int64)})
+    return df, np.asarray(line_list, dtype=np.int64)
+
+
+def _refuse_repeated_pairs(qids: pa.ChunkedArray, cids: pa.ChunkedArray, lines, path) -> None:
+    """InputError naming the first pair graded twice (query, chunk and both lines), if any.
+
+    ``qids``, ``cids``: large_string columns of the qrels' rows; ``lines``: each row's line
+    number, None when row i is on line i + 1.
+    """
+    pairs = pair_keys(qids, cids)
     counts = pc.value_counts(pairs)
-    repeated = pc.filter(counts.field("values"), pc.greater(counts.field("counts"), 1))
+    repeated = counts.field("values").filter(
+        arrow_array(numpy_values(counts.field("counts")) > 1))
     if len(repeated):
-        same = np.flatnonzero(pc.equal(pairs, repeated[0]).to_numpy(zero_copy_only=False))
+        same = np.flatnonzero(numpy_values(pc.equal(pairs, repeated[0])))
         q, c = repeated[0].as_py().split("\x1f", 1)
         line_no = lines[same] if lines is not None else same + 1
         raise InputError("one (query, chunk) pair is graded twice", path=path,
@@ -305,7 +370,6 @@ def read_trec_qrels(path) -> pd.DataFrame:
                          fix="Keep one grade per pair")
     del pairs, counts, repeated
     pa.default_memory_pool().release_unused()  # the check's hash tables are garbage now
-    return df
 
 
 # --- writing -------------------------------------------------------------------------
@@ -443,6 +507,8 @@ def read_trec_inclusion(path) -> pd.DataFrame:
         listed twice (naming both lines). Without ``prob``: naming the query and stratum
         when a stratum has no judged line (its probability would be 0).
     """
+    import pandas as pd
+
     path = Path(path)
     qids, dids, strata, rels, probs, lines = [], [], [], [], [], []
     width = None
@@ -531,6 +597,8 @@ def read_inclusion(path) -> pd.DataFrame:
         column is missing, or a probability is not in (0, 1] (naming the row, 1-based, and
         the pair).
     """
+    import pandas as pd
+
     path = Path(path)
     if path.suffix != ".parquet":
         return read_trec_inclusion(path)

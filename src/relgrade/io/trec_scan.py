@@ -298,28 +298,9 @@ def coded_run(scanned: ScannedRun):
         True when every query id's rows are adjacent and none of them holds one chunk
         hash twice, which proves that no chunk is listed twice for one query.
     """
-    import pyarrow as pa
-    import pyarrow.compute as pc
+    from relgrade.io.runcolumns import scanned_table
 
-    from relgrade.ranking import RunCodes
-
-    n = scanned.n_rows
-    qids = pa.LargeStringArray.from_buffers(n, pa.py_buffer(scanned.query_offsets),
-                                            pa.py_buffer(scanned.query_bytes))
-    cids = pa.LargeStringArray.from_buffers(n, pa.py_buffer(scanned.chunk_offsets),
-                                            pa.py_buffer(scanned.chunk_bytes))
-    # run_codes' coding: the first row of each block of equal ids dictionary-encoded, its
-    # code repeated over the block (first seen, first coded)
-    heads = scanned.heads
-    encoded = pc.dictionary_encode(qids.take(pa.array(heads, type=pa.int64())))
-    query = np.repeat(encoded.indices.to_numpy(zero_copy_only=False).astype(np.int64),
-                      np.diff(np.r_[heads, n]))
-    one_block_each = len(encoded.dictionary) == len(heads)
-    codes = RunCodes(query=query, queries=encoded.dictionary.cast(pa.large_string()),
-                     chunk_hash=scanned.chunk_hash,
-                     distinct=one_block_each and not scanned.repeated_hash)
-    table = pa.table({"query_id": qids, "chunk_id": cids, "rank": scanned.rank,
-                      "score": scanned.score})
+    table, codes = scanned_table(scanned)  # the Arrow table relgrade evaluate scores
     return table.to_pandas(split_blocks=True, self_destruct=True), codes
 
 
