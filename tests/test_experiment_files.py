@@ -122,3 +122,42 @@ def test_atomic_dir_creates_a_missing_folder_and_its_parent(tmp_path):
     with atomic_dir(out) as tmp:
         pd.DataFrame({"x": [1]}).to_csv(tmp / "x.csv", index=False)
     assert (out / "x.csv").read_text() == "x\n1\n"
+
+
+def test_compare_inputs_hand_the_noise_band_the_auditors_grades_alone(tmp_path):
+    from relgrade.evaluation.noise import auditor_key
+
+    (tmp_path / "m").mkdir()
+    for arm in ("a1", "a2"):
+        pd.DataFrame({"query_id": ["q1", "q2"], "measure": ["nDCG@10"] * 2,
+                      "value": [0.5, 0.25]}).to_parquet(tmp_path / "m" / f"{arm}.parquet")
+    whole = pd.DataFrame({
+        "query_id": ["q1", "q1", "q2", "q1", "q2"], "chunk_id": ["c1", "c2", "c1", "c1", "c1"],
+        "grader": ["grader-a", "grader-a", "grader-a", "auditor-b", "auditor-b"],
+        "role": ["grader"] * 3 + ["auditor"] * 2, "round": [1] * 5, "grade": [2, 0, 1, 3, 0],
+        "reason": ["r"] * 5, "sequence": [0, 1, 2, 0, 1]})
+    (tmp_path / "g").mkdir()
+    whole.to_parquet(tmp_path / "g/grades.parquet")
+    (tmp_path / "audit.jsonl").write_text('{"query_id": "q1"}\n')
+    ex = Experiment.from_mapping({
+        "paths": {"per_query": "m", "grades": "g/grades.parquet", "audit": "audit.jsonl",
+                  "key": "k/key.jsonl", "record": "k/record.json"},
+        "arms": {a: {"kind": "file", "source": f"{a}.trec", "depth": 10} for a in ("a1", "a2")},
+        "seed": 7, "metrics": {"cutoffs": [10], "baseline": "a1"},
+        "grading": {"round": 1, "key_grader": "grader-a", "auditor": "auditor-b"}},
+        root=tmp_path)
+    kept = ex.compare_inputs(full=False)["grades"]
+    # the auditor's two rows (of both queries: the band limits them to the audit itself),
+    # the five columns the band reads
+    assert kept.to_dict("list") == {"query_id": ["q1", "q2"], "chunk_id": ["c1", "c1"],
+                                    "grader": ["auditor-b", "auditor-b"], "round": [1, 1],
+                                    "grade": [3, 0]}
+    # the band's key is the one the whole table gives: q1/c1 takes the auditor's 3
+    key = pd.DataFrame({"query_id": ["q1", "q1", "q2"], "chunk_id": ["c1", "c2", "c1"],
+                        "grade": [2, 0, 1]})
+    args = dict(key=key, audit_queries=["q1"], auditor="auditor-b", round=1)
+    from_kept, info_kept = auditor_key(grades=kept, **args)
+    from_whole, info_whole = auditor_key(grades=whole, **args)
+    assert from_kept["grade"].tolist() == from_whole["grade"].tolist() == [3, 0, 1]
+    assert info_kept == info_whole == {"queries": 1, "pairs": 2, "replaced": 1, "kept": 1,
+                                       "changed": 1}

@@ -1072,7 +1072,11 @@ class Experiment:
         Returns
         -------
         dict
-            Keyword arguments for :func:`relgrade.evaluation.compare.full_report`.
+            Keyword arguments for :func:`relgrade.evaluation.compare.full_report`. Its
+            ``grades`` (when the grades table and the audit exist) hold the auditor's rows
+            alone (params ``grading.auditor``; every row when none is named), columns
+            ``query_id``, ``chunk_id``, ``grader``, ``round``, ``grade``: the label-noise
+            band reads nothing else.
 
         Raises
         ------
@@ -1120,8 +1124,14 @@ class Experiment:
                 kwargs["runs"] = pd.concat([read_run(run_dir / f"{a}.trec").assign(arm=a)
                                             for a in arms], ignore_index=True)
         if have("grades") and have("audit"):
-            kwargs["grades"] = io.read_table(
-                self.path("grades"), columns=["query_id", "chunk_id", "grader", "round", "grade"])
+            # the label-noise band reads the auditor's grades alone: only they are kept, and
+            # only the five columns it reads (not the key grader's row of every pool pair)
+            grades = io.read_table(
+                self.path("grades"), columns=["query_id", "chunk_id", "grader", "round", "grade"],
+                only=True)
+            if p.grading.auditor is not None:
+                grades = grades[grades["grader"].astype(str) == str(p.grading.auditor)]
+            kwargs["grades"] = grades
             kwargs["audit_queries"] = self.audit_ids()
         if full:
             kwargs["provenance"] = io.read_table(self.path("provenance"))
