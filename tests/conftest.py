@@ -118,11 +118,25 @@ def crowd_sim_adjudicated(tmp_path_factory, crowd_sim_pooled):
     run`` its Pending line names; built once per test run. The folder holds the repository
     ``repo`` (copy it with ``tiny.copy_repo`` to change it), ``first.json`` (that ``dvc
     repro``, read with ``shipped.crowd_first``) and ``status.txt``. The crowd and refresh
-    modules start from it."""
+    modules start from its next turn, ``crowd_sim_reported``."""
     from tests.e2e import shipped
 
     return _built_once(tmp_path_factory, "crowd-sim-adjudicated",
                        lambda folder: shipped.build_crowd_adjudicated(folder, crowd_sim_pooled))
+
+
+@pytest.fixture(scope="session")
+def crowd_sim_reported(tmp_path_factory, crowd_sim_adjudicated):
+    """``crowd_sim_adjudicated`` taken through the loop's second turn (``tests.e2e.shipped.
+    build_crowd_reported``): ``dvc repro experiments/crowd-sim/dvc.yaml`` with the expert's
+    grades in, from the grades stage to the key, the arms' metrics and the report; built once
+    per test run. The folder holds the repository ``repo`` (copy it with ``tiny.copy_repo`` to
+    change it) and ``second.json`` (that ``dvc repro``, read with ``shipped.crowd_second``).
+    The crowd and refresh modules start from it."""
+    from tests.e2e import shipped
+
+    return _built_once(tmp_path_factory, "crowd-sim-reported",
+                       lambda folder: shipped.build_crowd_reported(folder, crowd_sim_adjudicated))
 
 
 @pytest.fixture(scope="session")

@@ -1,7 +1,7 @@
 """End to end: the simulated crowd of experiments/crowd-sim through `dvc repro`.
 
 The experiment is copied into a temporary git + dvc repository (tests/e2e/shipped.py; the
-copy, run to its pool and through the first turn below, is built once per test run and
+copy, run to its pool and through both turns below, is built once per test run and
 shared) with a clone's top, the stage scripts and
 the sources, with its inputs (the simulated query log, the sampled query set and the intents
 written for it, the truth, the gold) and the committed grade files of its five simulated
@@ -9,9 +9,9 @@ raters and its simulated auditor (made by `relgrade grade run` through sim/rater
 the expert's; the gold file is private, so it is rebuilt by sim/make_gold.py after `dvc repro`
 of the pool stage. The first full `dvc repro` runs packets -> grades ->
 aggregate and stops at adjudicate, naming the expert's pending pairs (Pending, not Error); `relgrade grade run
---grader expert-e` grades the queue through real subprocesses; the second `dvc repro` runs to
-the arms' metrics. Checks: the sample stage draws the committed query set with its traffic
-weights and records its seed; the spammer is removed by gold and nobody else; the key
+--grader expert-e` grades the queue through real subprocesses; the second full `dvc repro`
+runs through the key to the arms' metrics (and on to the report). Checks: the sample stage
+draws the committed query set with its traffic weights and records its seed; the spammer is removed by gold and nobody else; the key
 recovers the truth at the rate the confusion matrices predict; the expert's fresh grades
 equal the committed ones; the arms' metrics carry traffic-weighted means.
 """
@@ -38,22 +38,20 @@ EXP = "experiments/crowd-sim"
 
 
 @pytest.fixture(scope="module")
-def crowd(tmp_path_factory, crowd_sim_adjudicated):
+def crowd(tmp_path_factory, crowd_sim_adjudicated, crowd_sim_reported):
     # the copy (tests.e2e.shipped) with sample -> pool run, given a clone's top, then the
     # loop's first turn: the full `dvc repro` (stopped at adjudication), `relgrade status`
     # there and the expert's `relgrade grade run --grader expert-e --experiment EXP` its
-    # Pending line names, is shared with the refresh module (tests/conftest.py); this module
-    # works on its own copy of it
-    root = tiny.copy_repo(crowd_sim_adjudicated / "repo", tmp_path_factory.mktemp("crowd"))
+    # Pending line names; and its second turn: the full `dvc repro` again, now through the
+    # key to the arms' metrics and the report. Both turns are shared with the refresh module
+    # (tests/conftest.py); this module works on its own copy of the result
+    root = tiny.copy_repo(crowd_sim_reported / "repo", tmp_path_factory.mktemp("crowd"))
     exp = root / EXP
     # the gold file is private: the gold stage writes it from the pool and the simulation's
     # truth (params gold.command), a DVC-cached output, in the same dvc repro
     first = shipped.crowd_first(crowd_sim_adjudicated)  # stdout: sample -> pool ran first
     status_before = (crowd_sim_adjudicated / "status.txt").read_text()
-    # to the arms' metrics: compare, report and publish are the default pipeline's, tested
-    # elsewhere, and left out here to keep the test short
-    second = tiny.run(root, "dvc", "repro", f"{EXP}/dvc.yaml:metrics@bm25",
-                      f"{EXP}/dvc.yaml:metrics@tfidf")
+    second = shipped.crowd_second(crowd_sim_reported)
     return exp, first, second, status_before
 
 

@@ -69,14 +69,14 @@ def _shifted_log(root) -> tuple[dict, dict]:
 
 
 @pytest.fixture(scope="module")
-def refreshed(tmp_path_factory, crowd_sim_adjudicated):
+def refreshed(tmp_path_factory, crowd_sim_reported):
     # the copy (tests.e2e.shipped) with sample -> pool run, given a clone's top (the pool is
-    # the same with it or without), and the loop's first turn taken with it: the full `dvc
-    # repro` stopped at the expert's adjudication, then the `relgrade grade run` its Pending
-    # line names, run as printed; shared with test_e2e_crowd.py (tests/conftest.py)
-    root = tiny.copy_repo(crowd_sim_adjudicated / "repo", tmp_path_factory.mktemp("refresh"))
-    first = [shipped.crowd_first(crowd_sim_adjudicated)]
-    _until_done(root, ["dvc", "repro", f"{EXP}/dvc.yaml"], first)
+    # the same with it or without), and the loop taken with it to the first key and report:
+    # the full `dvc repro` stopped at the expert's adjudication, the `relgrade grade run` its
+    # Pending line names, run as printed, and the full `dvc repro` again, which completes;
+    # shared with test_e2e_crowd.py (tests/conftest.py)
+    root = tiny.copy_repo(crowd_sim_reported / "repo", tmp_path_factory.mktemp("refresh"))
+    assert shipped.crowd_second(crowd_sim_reported).returncode == 0
     before = {"set": pd.read_csv(root / EXP / "data/input/queries.sampled.tsv", sep="\t"),
               "record": json.loads((root / EXP / "data/key/record.json").read_text())}
     strata, counts = _shifted_log(root)

@@ -25,10 +25,18 @@ pytestmark = [pytest.mark.slow]
 ROOT = Path(__file__).resolve().parents[1]
 ENV = dict(os.environ, PYTHONPATH=f"{ROOT / 'src'}{os.pathsep}{ROOT}")
 KILLS = 22
+#: Queries of 25 chunks (5 batches each): enough work that the slow grader never finishes it
+#: before the last kill. A killed run records at most one batch per 0.1 s per worker (2
+#: workers) from its first recorded batch to the kill, plus the batches then in flight: at
+#: most 5 * (2 + 20 * (delay + 0.02)) rows per kill, 2,032 rows over the 22 seeded delays
+#: (17.7 s in all), so 110 queries (2,750 pairs) leave a quarter of the work ungraded at
+#: least. Every pair is graded twice more (the uninterrupted run and the resumed one): the
+#: size is most of the test's time.
+QUERIES = 110
 
 
 def build(root, mode, workers):
-    return ex.build(root, queries=150, chunks=25, graders={
+    return ex.build(root, queries=QUERIES, chunks=25, graders={
         "grader-a": {"role": "grader", "kind": "model", "family": "test",
                      "command": ex.command(mode), "timeout": 30, "retries": 0,
                      "workers": workers}})

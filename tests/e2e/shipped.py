@@ -150,3 +150,31 @@ def crowd_first(folder: Path):
     first = json.loads((folder / "first.json").read_text())
     return subprocess.CompletedProcess(["dvc", "repro", f"{CROWD}/dvc.yaml"],
                                        first["returncode"], first["stdout"], first["stderr"])
+
+
+def build_crowd_reported(folder: Path, adjudicated: Path) -> None:
+    """A copy of :func:`build_crowd_adjudicated`'s repository ``adjudicated / "repo"`` in
+    ``folder / "repo"`` taken through the loop's second turn: ``dvc repro
+    experiments/crowd-sim/dvc.yaml`` with the expert's grades in, which runs from the grades
+    stage to the key, the arms' metrics and the report.
+
+    Kept beside it: ``second.json``, that ``dvc repro``'s ``{"returncode", "stdout",
+    "stderr"}`` (read it with :func:`crowd_second`). Copy ``folder / "repo"``
+    (``tiny.copy_repo``) to change it.
+    """
+    import json
+
+    root = tiny.copy_repo(adjudicated / "repo", folder / "repo")
+    second = tiny.run(root, "dvc", "repro", f"{CROWD}/dvc.yaml")
+    (folder / "second.json").write_text(json.dumps({
+        "returncode": second.returncode, "stdout": second.stdout, "stderr": second.stderr}))
+
+
+def crowd_second(folder: Path):
+    """:func:`build_crowd_reported`'s ``dvc repro`` as a :class:`subprocess.CompletedProcess`."""
+    import json
+    import subprocess
+
+    second = json.loads((folder / "second.json").read_text())
+    return subprocess.CompletedProcess(["dvc", "repro", f"{CROWD}/dvc.yaml"],
+                                       second["returncode"], second["stdout"], second["stderr"])
