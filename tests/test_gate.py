@@ -14,7 +14,12 @@ import yaml
 
 from relgrade.errors import InputError, ProtocolError
 from relgrade.protocol import agreement as ag
-from relgrade.protocol.gate import GENERAL_ADVICE, check_gates
+from relgrade.protocol.gate import (
+    GENERAL_ADVICE,
+    ONE_CATEGORY_ADVICE,
+    check_gates,
+    one_category,
+)
 
 REPO = Path(__file__).resolve().parents[1]
 GATES = {"weighted_kappa_min": 0.75, "binary_kappa_min": 0.80, "disagreement_max": 0.10,
@@ -63,11 +68,59 @@ def test_undefined_kappa_fails_with_a_line_saying_why():
     r = check_gates(m, GATES)
     assert not r.passed
     assert r.lines == (
-        "weighted_kappa undefined: both raters gave every pair grade 1, so chance agreement "
-        "is 1 and kappa is 0/0 (gate >= 0.75)",
-        "binary_kappa undefined: both raters gave every pair a relevant grade (>= 1), so "
-        "chance agreement is 1 and kappa is 0/0 (gate >= 0.8)",
+        "weighted_kappa undefined: both graders gave all 5 audited pairs grade 1, so chance "
+        "agreement is 1 and kappa is 0/0: chance-corrected agreement cannot be measured on a "
+        "sample of one category (gate >= 0.75)",
+        "binary_kappa undefined: both graders gave all 5 audited pairs a relevant grade "
+        "(>= 1), so chance agreement is 1 and kappa is 0/0: chance-corrected agreement cannot "
+        "be measured on a sample of one category (gate >= 0.8)",
     )
+    # the sample, not the rubric, is at fault: no advice to revise and regrade
+    assert r.advice == (ONE_CATEGORY_ADVICE,)
+
+
+def test_all_relevant_sample_names_the_category_and_advises_a_larger_sample_only():
+    # Both graders put all 4 pairs on the relevant side, splitting 1 and 2 the same way:
+    # weighted kappa is 1 (both used grades 1 and 2, and agree on each), binary kappa 0/0.
+    m = ag.agreement([1, 2, 2, 1], [1, 2, 2, 1], scale=[0, 1, 2], relevant_min=1)
+    assert m["weighted_kappa"] == 1.0 and m["binary_kappa"] is None
+    r = check_gates(m, GATES, sample_advice="use a larger audit sample")
+    assert not r.passed
+    assert r.lines == (
+        "binary_kappa undefined: both graders gave all 4 audited pairs a relevant grade "
+        "(>= 1), so chance agreement is 1 and kappa is 0/0: chance-corrected agreement cannot "
+        "be measured on a sample of one category (gate >= 0.8)",)
+    assert r.advice == ("use a larger audit sample",)
+
+
+def test_a_one_category_sample_with_another_failing_measure_gets_both_advices():
+    # All 5 pairs relevant for both graders, but 1 and 2 swapped on 4 of them: binary kappa
+    # 0/0, disagreement 4/5 = 0.8 > 0.1, weighted kappa below 0 (it fails too).
+    m = ag.agreement([1, 2, 1, 2, 2], [2, 1, 2, 1, 2], scale=[0, 1, 2], relevant_min=1)
+    r = check_gates(m, GATES)
+    assert [line.split(" ", 1)[0] for line in r.lines] == [
+        "weighted_kappa", "binary_kappa", "disagreement"]
+    assert r.lines[2] == "disagreement 0.8 > 0.1"
+    assert r.advice == (ONE_CATEGORY_ADVICE, GENERAL_ADVICE)
+
+
+def test_one_grader_of_one_category_is_a_kappa_of_0_with_the_regrade_advice():
+    # Only the auditor varies: kappa is defined (0, observed = chance agreement); the graders
+    # disagree on 1 of 4 pairs, which is a grading matter, not the sample's.
+    m = ag.agreement([1, 1, 1, 1], [1, 1, 0, 1], scale=[0, 1, 2], relevant_min=1)
+    assert m["binary_kappa"] == 0.0
+    r = check_gates(m, GATES)
+    assert "binary_kappa 0 < 0.8" in r.lines
+    assert r.advice == (GENERAL_ADVICE,)
+
+
+def test_one_category_reads_the_agreement_note_only_for_a_one_category_sample():
+    m = ag.agreement([0, 0, 0], [0, 0, 0], scale=[0, 1, 2], relevant_min=1)
+    assert one_category("binary_kappa", m) == "a grade below 1 (not relevant)"
+    assert one_category("weighted_kappa", m) == "grade 0"
+    assert one_category("binary_kappa", ag.agreement([], [], scale=[0, 1, 2],
+                                                     relevant_min=1)) is None
+    assert one_category("binary_kappa", GOOD) is None
 
 
 def test_no_pairs_fails_every_gate_as_undefined():
@@ -179,3 +232,40 @@ def test_gate_stage_fails_with_one_line_per_measure_and_leaves_no_pass_record(tm
     assert lines[2:] == ["Warning: auditor auditor-b is of the same family as grader grader-a "
                          "(anthropic-claude)"]
     assert not out.exists()
+
+
+def test_gate_stage_on_an_all_relevant_audit_names_the_category_and_a_larger_sample(tmp_path):
+    # Two pooled queries, q1 audited; both graders give its two pairs grade 1.
+    params = yaml.safe_load((REPO / "params.yaml").read_text())
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump(params))
+    p = params["paths"]
+    measures = ag.agreement([1, 1], [1, 1], scale=[0, 1, 2], relevant_min=1) | {"round": 1}
+    (tmp_path / p["agreement"]).parent.mkdir(parents=True, exist_ok=True)
+    (tmp_path / p["agreement"]).write_text(json.dumps(measures))
+    for name, table in (("pool", {"query_id": ["q1", "q1", "q2"], "chunk_id": ["a", "b", "c"]}),
+                        ("grades", {"query_id": ["q1"] * 4, "chunk_id": ["a", "b"] * 2,
+                                    "grader": ["grader-a"] * 2 + ["auditor-b"] * 2,
+                                    "round": [1] * 4, "grade": [1, 1, 1, 1]})):
+        (tmp_path / p[name]).parent.mkdir(parents=True, exist_ok=True)
+        pd.DataFrame(table).to_parquet(tmp_path / p[name])
+    (tmp_path / p["audit"]).parent.mkdir(parents=True, exist_ok=True)
+    (tmp_path / p["audit"]).write_text('{"query_id": "q1"}\n')
+    done = subprocess.run([sys.executable, str(REPO / "stages" / "gate.py")], cwd=tmp_path,
+                          capture_output=True, text=True)
+    assert done.returncode == 1
+    lines = done.stderr.splitlines()
+    assert lines[:2] == [
+        "Gate failed: weighted_kappa undefined: both graders gave all 2 audited pairs grade 1, "
+        "so chance agreement is 1 and kappa is 0/0: chance-corrected agreement cannot be "
+        "measured on a sample of one category (gate >= 0.75)",
+        "Gate failed: binary_kappa undefined: both graders gave all 2 audited pairs a relevant "
+        "grade (>= 1), so chance agreement is 1 and kappa is 0/0: chance-corrected agreement "
+        "cannot be measured on a sample of one category (gate >= 0.8)"]
+    advice = [line for line in lines if line.startswith("Advice: ")]
+    assert len(advice) == 1, lines
+    assert "revising the rubric cannot help" in advice[0]
+    assert (f"raise audit.min_queries (now {params['audit']['min_queries']}; 1 of 2 queries "
+            f"are audited) or audit.fraction (now {params['audit']['fraction']:g}), and set "
+            f"grading.round: {params['grading']['round'] + 1}") in advice[0]
+    assert "read the disagreements" not in done.stderr
+    assert not (tmp_path / p["gate"]).exists()

@@ -3,7 +3,12 @@
 :func:`check_gates` compares the agreement measures (the agreement stage's metrics) with the
 thresholds in params ``gates`` and returns a :class:`GateResult`: whether it passed, one line
 per failing measure (``weighted_kappa 0.71 < 0.75``), and what to do next. An undefined
-measure fails, with a line saying it is undefined and why.
+measure fails, with a line saying it is undefined and why. A kappa is undefined when both
+graders gave every audited pair one category (all relevant, say): chance agreement is then 1,
+and agreement beyond chance cannot be measured on that sample however well they agree. The
+protocol gates kappa, not raw agreement, so this fails too, but its advice is about the
+sample (a larger audit sample in a new round, holding both relevant and non-relevant pairs),
+not the rubric.
 
 On a fail the protocol reads the disagreements with their reasons, names the cause (an
 ambiguous intent, a missing boundary rule, or drift), revises the rubric or the intents, logs
@@ -17,6 +22,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import re
 from dataclasses import dataclass, field
 from typing import Mapping
 
@@ -41,6 +47,21 @@ GENERAL_ADVICE = (
     "read the disagreements (paths.disagreements) with both reasons and name the cause: an "
     "ambiguous intent, a missing boundary rule, or drift; revise the rubric or the intents, "
     "log the revision, and regrade the whole pool from fresh orders in a new grading.round")
+
+#: The advice when a kappa is undefined because both graders used one category for every
+#: audited pair (:func:`one_category`); the gate stage gives a version naming the params file,
+#: the current values and the command.
+ONE_CATEGORY_ADVICE = (
+    "kappa is undefined because every audited pair fell in one category for both graders, "
+    "not because they disagree: revising the rubric cannot help. Kappa needs an audit sample "
+    "that holds both relevant and non-relevant pairs: raise audit.min_queries or "
+    "audit.fraction (in triage mode also triage.zero_sample, so people grade more of the "
+    "model's 0s) and start a new grading.round, whose audit sample is drawn before grading")
+
+#: The agreement stage's reason for a kappa whose chance agreement is 1
+#: (:func:`relgrade.protocol.agreement.agreement`'s notes).
+_ONE_CATEGORY = re.compile(r"both raters gave every pair (?P<category>.+), so chance "
+                           r"agreement is 1 and kappa is 0/0")
 
 
 @dataclass(frozen=True)
@@ -129,17 +150,61 @@ def _shown(value: float, other: float) -> str:
     return repr(value)
 
 
-def _why_undefined(name: str, measures: Mapping) -> str:
-    notes = measures.get("notes") or []
-    for note in notes:
+def _note(name: str, measures: Mapping) -> str | None:
+    for note in measures.get("notes") or []:
         if isinstance(note, str) and note.startswith(f"{name} is undefined: "):
             return note[len(f"{name} is undefined: "):]
+    return None
+
+
+def one_category(name: str, measures: Mapping) -> str | None:
+    """The category both graders gave every audited pair, when that left ``name`` undefined.
+
+    Parameters
+    ----------
+    name : str
+        A kappa of the agreement metrics (``weighted_kappa``, ``binary_kappa``, ``kappa``).
+    measures : mapping
+        The agreement metrics, with their ``notes``.
+
+    Returns
+    -------
+    str or None
+        The category in the agreement stage's words (``"grade 2"``, ``"a relevant grade
+        (>= 1)"``); None when ``name`` is defined, or undefined for another reason (no pair).
+
+    Examples
+    --------
+    >>> one_category("binary_kappa", {"binary_kappa": None, "notes": [
+    ...     "binary_kappa is undefined: both raters gave every pair a relevant grade (>= 1), "
+    ...     "so chance agreement is 1 and kappa is 0/0"]})
+    'a relevant grade (>= 1)'
+    """
+    if _number(measures.get(name)) is not None:
+        return None
+    found = _ONE_CATEGORY.fullmatch(_note(name, measures) or "")
+    return found.group("category") if found else None
+
+
+def _why_undefined(name: str, measures: Mapping) -> str:
+    category = one_category(name, measures)
+    if category is not None:
+        pairs = measures.get("pairs")
+        which = ("every audited pair" if not isinstance(pairs, int) or isinstance(pairs, bool)
+                 else "the 1 audited pair" if pairs == 1 else f"all {pairs} audited pairs")
+        return (f"both graders gave {which} {category}, so chance agreement is 1 and kappa "
+                "is 0/0: chance-corrected agreement cannot be measured on a sample of one "
+                "category")
+    note = _note(name, measures)
+    if note is not None:
+        return note
     if measures.get("pairs") == 0:
         return "no pair has grades from both raters"
     return "the agreement stage reported no value"
 
 
-def check_gates(measures: Mapping, gates: Mapping) -> GateResult:
+def check_gates(measures: Mapping, gates: Mapping, *,
+                sample_advice: str = ONE_CATEGORY_ADVICE) -> GateResult:
     """Compare the agreement measures with the gates.
 
     Parameters
@@ -152,12 +217,19 @@ def check_gates(measures: Mapping, gates: Mapping) -> GateResult:
     gates : mapping
         params ``gates``: ``weighted_kappa_min``, ``binary_kappa_min``,
         ``disagreement_max``, ``two_step_max`` (numbers).
+    sample_advice : str, default :data:`ONE_CATEGORY_ADVICE`
+        The advice given when a kappa is undefined because both graders gave every audited
+        pair one category (:func:`one_category`): the sample, not the rubric, is at fault.
 
     Returns
     -------
     GateResult
         ``passed`` when every measure is defined and on the right side of its threshold
-        (a kappa equal to its minimum passes, a share equal to its maximum passes).
+        (a kappa equal to its minimum passes, a share equal to its maximum passes). A kappa
+        left undefined by a sample of one category fails too (the protocol gates kappa
+        itself, and perfect raw agreement on such a sample says nothing beyond chance); its
+        line names the category and the number of pairs, and ``advice`` starts with
+        ``sample_advice``, followed by the regrade advice only when another measure fails.
 
     Raises
     ------
@@ -240,7 +312,13 @@ def check_gates(measures: Mapping, gates: Mapping) -> GateResult:
                   "grading.round (a partial regrade)")
     else:
         advice = GENERAL_ADVICE
-    return GateResult(False, tuple(lines), (advice,), kept, thresholds)
+    one = {name for name, _ in GATES.values() if one_category(name, measures) is not None}
+    if not one:
+        return GateResult(False, tuple(lines), (advice,), kept, thresholds)
+    # a kappa undefined on a one-category sample: only a sample with both kinds of pairs helps
+    others = [line for line in lines if line.split(" ", 1)[0] not in one]
+    return GateResult(False, tuple(lines), (sample_advice, *((advice,) if others else ())),
+                      kept, thresholds)
 
 
 def _relevant_grades(measures: Mapping) -> list[int]:
@@ -414,7 +492,8 @@ def _coverage_fails(coverage: Mapping, minimum: float, *, key_grader: str,
 
 def check_audit_gates(measures: Mapping, gates: Mapping, *, coverage: Mapping,
                       key_grader: str, auditor: str,
-                      families: list[str] | tuple[str, ...] = ()) -> GateResult:
+                      families: list[str] | tuple[str, ...] = (),
+                      sample_advice: str = ONE_CATEGORY_ADVICE) -> GateResult:
     """The whole gate: agreement (:func:`check_gates`), a complete audit, the family rule.
 
     Parameters
@@ -432,6 +511,8 @@ def check_audit_gates(measures: Mapping, gates: Mapping, *, coverage: Mapping,
         The two graders compared (named in the coverage line and its advice).
     families : sequence of str, default ()
         :func:`family_warnings`' lines.
+    sample_advice : str, default :data:`ONE_CATEGORY_ADVICE`
+        As :func:`check_gates`.
 
     Returns
     -------
@@ -463,7 +544,7 @@ def check_audit_gates(measures: Mapping, gates: Mapping, *, coverage: Mapping,
     (False, ('audit coverage 2 of 4 pairs (0.5) < 1: a has graded 2 of 4 audit pairs, g 4 of 4 (query q2 incomplete)',))
     """
     agreement_gates = {k: v for k, v in gates.items() if k not in AUDIT_GATES}
-    result = check_gates(measures, agreement_gates)
+    result = check_gates(measures, agreement_gates, sample_advice=sample_advice)
     minimum = gates.get("audit_coverage_min", PROTOCOL_GATES["audit_coverage_min"])
     m = _number(minimum)
     if m is None or not 0 <= m <= 1:

@@ -18,10 +18,12 @@ calibration against people in the judges' ledger, or a stale one, is pending wor
 
 from relgrade.errors import GateFailed
 from relgrade.experiment.calibration import PENDING_GOES_ON, key_judges, owed_calibrations
+from relgrade.experiment.layout import repro_command
 from relgrade.io import files as io
 from relgrade.pipeline.cost import people_seconds
 from relgrade.protocol import triage
 from relgrade.protocol.audit import audit_coverage
+from relgrade.pipeline.stages.audit import params_shown
 from relgrade.protocol.gate import (
     PPI_GATE_NOTE,
     PPI_NOT_APPLIED,
@@ -30,6 +32,51 @@ from relgrade.protocol.gate import (
     ppi_gate,
     relaxed_lines,
 )
+
+
+def one_category_advice(ex, *, audited: int, queries: int) -> str:
+    """What to do when a kappa is undefined because both graders gave every audited pair one
+    category: a larger audit sample in a new round, named as typed at the repository's top.
+
+    Parameters
+    ----------
+    ex : relgrade.experiment.files.Experiment
+        The experiment (params ``audit``, ``grading.round``, ``grading.mode``, ``triage``).
+    audited, queries : int
+        The audited queries, and the queries of the pool (or, in triage mode, of people's
+        queue).
+
+    Returns
+    -------
+    str
+        One sentence: why the rubric is not at fault, which params to raise (with their
+        current values) in which file, the new ``grading.round``, and the ``dvc repro``.
+    """
+    p = ex.params
+    rnd, where = p.grading.round, params_shown(ex)
+    triage = p.grading.mode == "triage"
+    raise_ = []
+    cfg = p.audit
+    if cfg is not None and audited < queries:
+        raise_.append(f"audit.min_queries (now {cfg.min_queries}; {audited} of {queries} "
+                      f"queries are audited) or audit.fraction (now {cfg.fraction:g})")
+    if triage and p.triage is not None and p.triage.zero_sample < 1:
+        raise_.append(f"triage.zero_sample (now {p.triage.zero_sample:g}), so people "
+                      "grade more of the model's 0s")
+    if not raise_:
+        return ("kappa is undefined because every audited pair fell in one category for both "
+                "graders, not because they disagree: revising the rubric cannot help. Every "
+                f"one of the {queries} pooled queries is audited already, so a sample with "
+                "both relevant and non-relevant pairs needs more queries or a deeper pool "
+                f"(pool.depth in {where}), graded in a new round (grading.round: {rnd + 1}); "
+                f"then `{repro_command(ex)}`")
+    return ("kappa is undefined because every audited pair fell in one category for both "
+            "graders, not because they disagree: revising the rubric cannot help. Kappa needs "
+            f"an audit sample that holds both relevant and non-relevant pairs: in {where} raise "
+            + " and ".join(raise_)
+            + f", and set grading.round: {rnd + 1}, whose audit sample is drawn before grading "
+            f"(round {rnd}'s grades stay in git); then run `{repro_command(ex)}` and grade the "
+            "new round as before")
 
 
 def run(ex):
@@ -55,8 +102,13 @@ def run(ex):
         arms={name: a.family for name, a in (p.arms or {}).items()},
         roles={name: g.get("role") for name, g in p.graders_dict().items()})
     thresholds = p.need("gates").thresholds()
+    audited = ex.audit_ids() or []
+    sample_advice = one_category_advice(
+        ex, audited=len(set(map(str, audited))),
+        queries=len(set(pool["query_id"].astype(str))))
     result = check_audit_gates(measures, thresholds, coverage=coverage,
-                               key_grader=key_grader, auditor=auditor, families=families)
+                               key_grader=key_grader, auditor=auditor, families=families,
+                               sample_advice=sample_advice)
     if grading.mode == "ppi":
         result = ppi_gate(result, measures, thresholds)
     relaxed, not_applied = relaxed_lines(result.relaxed)
