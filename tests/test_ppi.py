@@ -241,6 +241,59 @@ def test_the_ppi_table_refuses_a_sample_outside_the_pool_and_a_zero_variance_arm
         ppi_table(model, model[["q1"]], measure="nDCG@10")
 
 
+def test_a_zero_variance_arm_is_refused_with_its_values_and_advice_that_can_work():
+    from relgrade.evaluation.ppi_table import LARGER_SAMPLE, ppi_table
+
+    # Arm a is 1 on each of the 3 sampled queries under both keys; the model key gives 0.5 on
+    # the fourth, unsampled query. With the t interval (lambda per arm) y is constant, so
+    # cov(y, yhat) = 0, lambda = 0 and the PPI++ standard error is sd(y)/sqrt(3) = 0.
+    model = pd.DataFrame([[1.0, 1.0, 1.0, 0.5], [1.0, 0.0, 1.0, 0.5]], index=["a", "b"],
+                         columns=["q1", "q2", "q3", "q4"])
+    human = pd.DataFrame([[1.0, 1.0, 1.0], [1.0, 0.0, 0.5]], index=["a", "b"],
+                         columns=["q1", "q2", "q3"])
+    with pytest.raises(InputError) as e:
+        ppi_table(model, human, measure="nDCG@10", interval="t")
+    assert str(e.value) == (
+        "arm a, nDCG@10: the PPI++ standard error is 0: the arm's value is the same on every "
+        "sampled query, so no interval can be formed from them (found 1 on each of the 3 "
+        "sampled queries by the human key, 1 on each by the model key, varying over the 4 "
+        "queries by the model key). The model key's nDCG@10 varies over the 4 queries, so a "
+        f"larger sample can hold queries of other values. {LARGER_SAMPLE}")
+    # the caller's words for a larger sample (the ppi stage: a new round) replace the default
+    with pytest.raises(InputError) as e:
+        ppi_table(model, human, measure="nDCG@10", interval="t", larger_sample="New round.")
+    assert str(e.value).endswith("so a larger sample can hold queries of other values. "
+                                 "New round.")
+
+
+def test_a_zero_variance_arm_on_every_query_is_told_no_larger_sample_exists():
+    from relgrade.evaluation.ppi_table import ppi_table
+
+    flat = pd.DataFrame([[0.5, 0.5, 0.5]], index=["a"], columns=["q1", "q2", "q3"])
+    with pytest.raises(InputError) as e:
+        ppi_table(flat, flat, measure="nDCG@10", larger_sample="New round.")
+    assert str(e.value) == (
+        "arm a, nDCG@10: the PPI++ standard error is 0: the arm's value is the same on every "
+        "sampled query, so no interval can be formed from them (found 0.5 on each of the 3 "
+        "sampled queries by the human key, 0.5 on each by the model key, 0.5 on all 3 queries "
+        "by the model key). The sample holds all 3 queries already, so no larger sample "
+        "exists: nDCG@10 does not vary over this query set; add queries to the experiment "
+        "(graded in a new grading.round), or name measures that vary in ppi.measures")
+
+
+def test_a_zero_variance_arm_whose_model_key_is_constant_too_is_told_what_a_sample_can_do():
+    from relgrade.evaluation.ppi_table import ppi_table
+
+    model = pd.DataFrame([[1.0, 1.0, 1.0, 1.0]], index=["a"], columns=["q1", "q2", "q3", "q4"])
+    with pytest.raises(InputError) as e:
+        ppi_table(model, model[["q1", "q2", "q3"]], measure="nDCG@10",
+                  larger_sample="New round.")
+    assert str(e.value).endswith(
+        "1 on all 4 queries by the model key). The model key gives 1 on all 4 queries too, so "
+        "a larger sample helps only if people grade some query it adds otherwise than the "
+        "model. New round.")
+
+
 def test_the_t_interval_of_the_ppi_table_is_the_hand_computed_one():
     from scipy import stats as sps
     from relgrade.evaluation.ppi_table import ppi_table

@@ -316,10 +316,96 @@ def _row(block: dict, i: int, *, n: int, N: int, interval: str, level: float,
     return out
 
 
+#: :func:`ppi_table`'s default advice for a larger human sample (the ppi stage gives its own,
+#: naming the new round the sample lock asks for).
+LARGER_SAMPLE = ("Draw a larger human sample (ppi.human_fraction or ppi.human_queries) before "
+                 "the model grades")
+
+
+def _same(values: np.ndarray) -> float | None:
+    """The value every entry of ``values`` holds, or None when they differ (or there is none)."""
+    return float(values[0]) if values.size and bool(np.all(values == values[0])) else None
+
+
+def spread_words(human: np.ndarray, model_sample: np.ndarray, model_all: np.ndarray) -> str:
+    """One arm's per-query values in words, for the zero-standard-error refusal.
+
+    Parameters
+    ----------
+    human, model_sample : numpy.ndarray of float, shape (n,)
+        The arm's per-query values on the human sample, under the human and the model key.
+    model_all : numpy.ndarray of float, shape (N,)
+        Its values on every query, under the model key.
+
+    Returns
+    -------
+    str
+        E.g. ``"1 on each of the 3 sampled queries by the human key, 1 on each by the model
+        key, 1 on all 6 queries by the model key"``; a key whose values differ is said to
+        vary.
+
+    Examples
+    --------
+    >>> spread_words(np.array([1.0, 1.0]), np.array([1.0, 0.5]), np.array([1.0, 0.5, 0.0]))
+    '1 on each of the 2 sampled queries by the human key, varying on them by the model key, varying over the 3 queries by the model key'
+    """
+    n, big_n = human.size, model_all.size
+    h, m, a = _same(human), _same(model_sample), _same(model_all)
+    return ", ".join((
+        (f"{h:g} on each of the {n} sampled queries" if h is not None
+         else f"varying over the {n} sampled queries") + " by the human key",
+        (f"{m:g} on each" if m is not None else "varying on them") + " by the model key",
+        (f"{a:g} on all {big_n} queries" if a is not None
+         else f"varying over the {big_n} queries") + " by the model key"))
+
+
+def zero_spread_fix(human: np.ndarray, model_all: np.ndarray, *, measure: str,
+                    larger_sample: str = LARGER_SAMPLE) -> str:
+    """What can help an arm whose PPI++ standard error is 0.
+
+    Parameters
+    ----------
+    human : numpy.ndarray of float, shape (n,)
+        The arm's per-query values on the human sample, under the human key.
+    model_all : numpy.ndarray of float, shape (N,)
+        Its values on every query, under the model key.
+    measure : str
+        The measure, named in the advice.
+    larger_sample : str, default :data:`LARGER_SAMPLE`
+        How to get a larger human sample, in the caller's words.
+
+    Returns
+    -------
+    str
+        With a sample smaller than the query set: why a larger sample can help (a query
+        the sample lacks may give another value; when the model key gives the same value on
+        every query, only where people grade otherwise), then ``larger_sample``. With a sample of every query: no larger sample exists; more queries, or
+        another measure in ``ppi.measures``.
+
+    Examples
+    --------
+    >>> zero_spread_fix(np.array([1.0, 1.0]), np.array([1.0, 1.0]), measure="nDCG@10")
+    'The sample holds all 2 queries already, so no larger sample exists: nDCG@10 does not vary over this query set; add queries to the experiment (graded in a new grading.round), or name measures that vary in ppi.measures'
+    """
+    n, big_n = human.size, model_all.size
+    if n >= big_n:
+        return (f"The sample holds all {big_n} queries already, so no larger sample exists: "
+                f"{measure} does not vary over this query set; add queries to the experiment "
+                "(graded in a new grading.round), or name measures that vary in ppi.measures")
+    a = _same(model_all)
+    why = (f"The model key gives {a:g} on all {big_n} queries too, so a larger sample helps "
+           "only if people grade some query it adds otherwise than the model"
+           if a is not None else
+           f"The model key's {measure} varies over the {big_n} queries, so a larger sample "
+           "can hold queries of other values")
+    return f"{why}. {larger_sample}"
+
+
 def ppi_table(model_values: pd.DataFrame, human_values: pd.DataFrame, *, measure: str,
               level: float = 0.95, interval: str = "jackknife",
               pairs: Sequence[tuple[str, str]] | None = None,
-              prompt_variance: dict | None = None, draws: int = 1) -> dict:
+              prompt_variance: dict | None = None, draws: int = 1,
+              larger_sample: str = LARGER_SAMPLE) -> dict:
     """Per-arm and paired-difference estimates of one measure, three estimators each.
 
     Parameters
@@ -349,6 +435,10 @@ def ppi_table(model_values: pd.DataFrame, human_values: pd.DataFrame, *, measure
         is widened and the rows are as without it.
     draws : {1, 2}, default 1
         Independent prompt draws behind the model term (with ``prompt_variance``).
+    larger_sample : str, default :data:`LARGER_SAMPLE`
+        How to get a larger human sample, in the caller's words: the fix of the refusals
+        below when the sample is smaller than the query set (the ppi stage names a new
+        ``grading.round``, since a round's sample is locked once drawn).
 
     Returns
     -------
@@ -363,8 +453,8 @@ def ppi_table(model_values: pd.DataFrame, human_values: pd.DataFrame, *, measure
         different arms, fewer than 2 sample queries (3 with the ``jackknife`` and
         ``regression`` intervals),
         or the PPI++ standard error of an arm
-        is 0 (every per-query value on the sample and on all queries is constant: no
-        interval is defined).
+        is 0 (its value is the same on every sampled query: no interval can be formed; the
+        message gives the values, and :func:`zero_spread_fix`'s advice).
 
     Examples
     --------
@@ -391,11 +481,10 @@ def ppi_table(model_values: pd.DataFrame, human_values: pd.DataFrame, *, measure
     n, big_n = y.shape[1], f.shape[1]
     if n < 2:
         raise InputError("an interval needs at least 2 human-sample queries", found=str(n),
-                         fix="raise ppi.human_fraction or ppi.human_queries")
+                         fix=larger_sample)
     if interval in NEEDS_THREE and n < 3:
         raise InputError(f"the {interval} interval needs at least 3 human-sample queries",
-                         found=str(n), fix="raise ppi.human_fraction or ppi.human_queries, "
-                                           "or set ppi.interval: t")
+                         found=str(n), fix=f"{larger_sample}, or set ppi.interval: t")
     est = estimate_rows(y, yhat, f, level=level, interval=interval)
     if prompt_variance is not None:
         missing = [a for a in arms if a not in prompt_variance["arms"]]
@@ -404,13 +493,16 @@ def ppi_table(model_values: pd.DataFrame, human_values: pd.DataFrame, *, measure
                              item=f"arm {missing[0]}, {measure}")
         est["ppi++"] = widen_block(est["ppi++"], [prompt_variance["arms"][a] for a in arms],
                                    draws=draws, interval=interval, level=level)
-    zero = [arms[i] for i in np.flatnonzero(~(est["ppi++"]["se"] > 0))]
-    if zero:
-        raise InputError("the PPI++ standard error is 0, so no interval is defined",
-                         item=f"arm {zero[0]}, {measure}",
-                         found="every per-query value is constant on the sample and on all "
-                               "queries",
-                         fix="raise ppi.human_fraction or ppi.human_queries")
+    zero = np.flatnonzero(~(est["ppi++"]["se"] > 0))
+    if zero.size:
+        i = int(zero[0])
+        same = _same(y[i]) is not None
+        raise InputError(
+            "the PPI++ standard error is 0: "
+            + ("the arm's value is the same on every sampled query, so no interval can be "
+               "formed from them" if same else "no interval can be formed"),
+            item=f"arm {arms[i]}, {measure}", found=spread_words(y[i], yhat[i], f[i]),
+            fix=zero_spread_fix(y[i], f[i], measure=measure, larger_sample=larger_sample))
     out = {"measure": measure, "level": float(level), "interval": interval, "n": n,
            "N": big_n, "arms": {}, "differences": []}
     try:  # a bounded measure's intervals are clipped to its range, and marked clipped

@@ -126,6 +126,32 @@ def human_sample_ids(ex, pool_queries, *, minimum: int = 2) -> list[str]:
     return sorted(ids)
 
 
+def larger_sample_fix(ex) -> str:
+    """How to get a larger human sample, as the sample lock allows: a new round.
+
+    Parameters
+    ----------
+    ex : relgrade.experiment.files.Experiment
+        In ppi mode (params ``grading.round``, ``ppi``).
+
+    Returns
+    -------
+    str
+        The fix of the ppi table's refusals (a sample too small, an arm with the same value on
+        every sampled query), naming the params key in use with its value and the file as
+        typed at the repository's top: a round's sample is locked once drawn, so a larger one
+        is a new ``grading.round`` whose sample is drawn before the model grades it.
+    """
+    cfg, rnd = ex.params.need("ppi"), ex.params.grading.round
+    key, now = (("ppi.human_fraction", f"{cfg.human_fraction:g}")
+                if cfg.human_fraction is not None
+                else ("ppi.human_queries", str(cfg.human_queries)))
+    return (f"Round {rnd}'s human sample is locked (raising {key} alone is refused), so a "
+            f"larger sample is a new round: set grading.round: {rnd + 1} and a larger {key} "
+            f"(now {now}) in {params_shown(ex)}; its sample is drawn before the model grades "
+            f"that round, and round {rnd}'s grades stay in git")
+
+
 def human_grades(ex, sample) -> pd.DataFrame:
     """The human key of the sample: the human grader's grades of the round on its queries.
 
@@ -296,7 +322,8 @@ def run(ex):
                                          for k, e in c["differences"].items()}}
         estimates[m] = ppi_table.ppi_table(wide_model, wide_human, measure=m,
                                            level=level, interval=interval, pairs=pairs,
-                                           prompt_variance=widen, draws=draws or 1)
+                                           prompt_variance=widen, draws=draws or 1,
+                                           larger_sample=larger_sample_fix(ex))
         rank_sets[m] = _rank_sets(wide_model, wide_human, m, seed=seed, level=level,
                                   n_resamples=p.need("metrics").bootstrap)
 
