@@ -269,3 +269,26 @@ def test_gate_stage_on_an_all_relevant_audit_names_the_category_and_a_larger_sam
             f"grading.round: {params['grading']['round'] + 1}") in advice[0]
     assert "read the disagreements" not in done.stderr
     assert not (tmp_path / p["gate"]).exists()
+
+
+def test_in_triage_mode_the_advice_names_the_zero_sample_and_the_audit_size(tmp_path):
+    from relgrade.experiment.files import Experiment
+    from relgrade.pipeline.stages.gate import one_category_advice
+
+    params = yaml.safe_load((REPO / "params.yaml").read_text())
+    params["grading"]["mode"] = "triage"
+    params["graders"]["model-t"] = {"role": "triage", "kind": "model", "family": "x",
+                                    "model": "m"}
+    params["triage"] = {"zero_sample": 0.2}
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump(params))
+    ex = Experiment.load(tmp_path / "params.yaml")
+    tail = (", and set grading.round: 2, whose audit sample is drawn before grading (round 1's "
+            "grades stay in git); then run `dvc repro` and grade the new round as before")
+    assert one_category_advice(ex, audited=2, queries=6).endswith(
+        "in params.yaml raise triage.zero_sample (now 0.2), so people grade more of the "
+        "model's 0s, or audit.min_queries (now 10; 2 of 6 queries are audited) or "
+        "audit.fraction (now 0.1)" + tail)
+    # every queue query audited already: only the zero sample can grow
+    assert one_category_advice(ex, audited=6, queries=6).endswith(
+        "in params.yaml raise triage.zero_sample (now 0.2), so people grade more of the "
+        "model's 0s" + tail)

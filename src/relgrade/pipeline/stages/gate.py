@@ -56,13 +56,13 @@ def one_category_advice(ex, *, audited: int, queries: int) -> str:
     rnd, where = p.grading.round, params_shown(ex)
     triage = p.grading.mode == "triage"
     raise_ = []
+    if triage and p.triage is not None and p.triage.zero_sample < 1:
+        raise_.append(f"triage.zero_sample (now {p.triage.zero_sample:g}), so people "
+                      "grade more of the model's 0s,")
     cfg = p.audit
     if cfg is not None and audited < queries:
         raise_.append(f"audit.min_queries (now {cfg.min_queries}; {audited} of {queries} "
                       f"queries are audited) or audit.fraction (now {cfg.fraction:g})")
-    if triage and p.triage is not None and p.triage.zero_sample < 1:
-        raise_.append(f"triage.zero_sample (now {p.triage.zero_sample:g}), so people "
-                      "grade more of the model's 0s")
     if not raise_:
         return ("kappa is undefined because every audited pair fell in one category for both "
                 "graders, not because they disagree: revising the rubric cannot help. Every "
@@ -73,7 +73,7 @@ def one_category_advice(ex, *, audited: int, queries: int) -> str:
     return ("kappa is undefined because every audited pair fell in one category for both "
             "graders, not because they disagree: revising the rubric cannot help. Kappa needs "
             f"an audit sample that holds both relevant and non-relevant pairs: in {where} raise "
-            + " and ".join(raise_)
+            + " or ".join(raise_).rstrip(",")
             + f", and set grading.round: {rnd + 1}, whose audit sample is drawn before grading "
             f"(round {rnd}'s grades stay in git); then run `{repro_command(ex)}` and grade the "
             "new round as before")
