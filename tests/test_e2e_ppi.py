@@ -237,6 +237,27 @@ def test_a_sample_too_small_for_the_interval_is_refused_naming_the_lock(ppi_run)
     assert "ppi.interval: t" not in str(e.value)
 
 
+def test_an_arm_of_one_value_on_the_sample_is_told_a_larger_sample_is_a_new_round(ppi_run):
+    _, folder, _ = ppi_run
+    from relgrade.errors import InputError
+    from relgrade.evaluation.ppi_table import ppi_table
+    from relgrade.experiment.files import Experiment
+    from relgrade.pipeline.stages.ppi import larger_sample_fix
+
+    ex = Experiment.load(folder / "params.yaml")
+    fix = larger_sample_fix(ex)
+    # what the lock allows (raising the share alone is refused, as tested above): a new round
+    assert fix == ("Round 1's human sample is locked (raising ppi.human_fraction alone is "
+                   "refused), so a larger sample is a new round: set grading.round: 2 and a "
+                   "larger ppi.human_fraction (now 0.5) in experiments/ppi/params.yaml; its "
+                   "sample is drawn before the model grades that round, and round 1's grades "
+                   "stay in git")
+    model = pd.DataFrame([[1.0, 1.0, 1.0, 0.0]], index=["bm25"], columns=["q1", "q2", "q3", "q4"])
+    with pytest.raises(InputError) as e:
+        ppi_table(model, model[["q1", "q2", "q3"]], measure=NDCG, larger_sample=fix)
+    assert str(e.value).endswith(f"can hold queries of other values. {fix}")
+
+
 def test_init_refuses_a_human_grader_named_like_the_model_and_a_bad_fraction(tmp_path_factory):
     root = _repo(tmp_path_factory, "ppi-refused")
     same = tiny.run(root, "relgrade", "init", "experiments/x", "--corpus",
