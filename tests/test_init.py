@@ -193,7 +193,9 @@ def test_run_with_chunks_not_in_the_corpus_names_the_first_few_and_writes_nothin
         "kw02 Q0 nope-1 1 1.0 x\n")
     res = init("--run", "bad=in/runs/bad.trec")
     assert res.exit_code == 1
-    assert res.output == ("Error: in/runs/bad.trec: query kw01, chunk nope-1: unknown chunk id "
+    # nope-1 is the chunk of the file's second line: the error names that line, as the
+    # duplicate-chunk check does.
+    assert res.output == ("Error: in/runs/bad.trec:2: query kw01, chunk nope-1: unknown chunk id "
                           "(found 3 row(s) name chunks that are not in the corpus, first "
                           "nope-1, nope-2)\n")
     assert not (repo / "experiments").exists() or not any((repo / "experiments").iterdir())
