@@ -373,6 +373,28 @@ def test_a_parquet_chunks_corpus_is_copied_and_checked(repo):
         repo / "in/chunks.parquet").read_bytes()
 
 
+def test_a_corpus_line_or_row_without_chunk_id_is_refused_as_missing_naming_where(repo):
+    import pandas as pd
+
+    chunks = tiny.chunks()[:3]
+    lines = [json.dumps(c) for c in chunks]
+    lines[1] = json.dumps({k: v for k, v in chunks[1].items() if k != "chunk_id"})
+    (repo / "in/chunks.jsonl").write_text("\n".join(lines) + "\n")
+    res = init("--run", "ext=in/runs/ext.trec")
+    assert res.exit_code == 1
+    assert res.output == "Error: in/chunks.jsonl:2: chunk_id is missing: every chunk needs one\n"
+    table = pd.DataFrame(chunks)
+    table.loc[2, "chunk_id"] = None
+    table.to_parquet(repo / "in/chunks.parquet", index=False)
+    res = CliRunner().invoke(cli, ["init", "experiments/pq", "--corpus", "in/chunks.parquet",
+                                   "--queries", "in/queries.tsv", "--intents",
+                                   "in/intents.tsv", "--run", "ext=in/runs/ext.trec"])
+    assert res.exit_code == 1
+    assert res.output == ("Error: in/chunks.parquet: row 3: chunk_id is missing: every chunk "
+                          "needs one\n")
+    assert not (repo / "experiments").exists() or not any((repo / "experiments").iterdir())
+
+
 def test_another_experiment_with_sections_unknown_here_is_read_for_its_paths_only(repo):
     other = repo / "experiments/clicks-sim"
     other.mkdir(parents=True)
