@@ -99,6 +99,14 @@ def test_an_arm_matched_by_only_some_impressions_stands_and_the_note_says_the_sh
             "logged); they earn no clicks in either estimate, which rests on the 2 of 10 "
             "logged impressions (20.0%) of chunks it ranks") in res.notes
     assert not any(n.startswith("arm alpha") for n in res.notes)
+    # delta ranks q1's three shown chunks and nothing of q2: nothing it ranks is unshown,
+    # but only s1's and s2's 6 rows of the 10 match it
+    delta = pd.concat([HAND_RANKINGS, ranking("delta", [("q1", "a", 1), ("q1", "b", 2),
+                                                        ("q1", "c", 3)])], ignore_index=True)
+    res = I.arm_estimates(ClickLog.from_frame(frame(HAND)), HAND_P, delta,
+                          rng=np.random.default_rng(0), clip=3, n_boot=20)
+    assert ("arm delta: the estimate rests on the 6 of 10 logged impressions (60.0%) of "
+            "chunks it ranks; clicks on the others earn it nothing") in res.notes
     log = ClickLog.from_frame(frame(HAND))
     I.session_patterns(log, I.examinations(HAND_RANKINGS, ips_weights_of(HAND_P, clip=3)),
                        max_position=3, joint=False)

@@ -491,11 +491,15 @@ def _notes(table, by_position, weighted, clipped, clip, *, matched, impressions
         notes.append(f"{left:,} click(s) at position(s) {ks} have no propensity and are left "
                      "out of every estimate")
     for rec in table.itertuples(index=False):
+        m = int(matched[rec.arm])
+        share = (f"the {m:,} of {impressions:,} logged impressions ({m / impressions:.1%}) "
+                 "of chunks it ranks")
         if rec.ranked_not_in_log or rec.queries_not_in_log:
             notes.append(f"arm {rec.arm}: {rec.ranked_not_in_log:,} of {rec.ranked:,} ranked "
                          f"chunks never shown in the log ({rec.queries_not_in_log:,} ranked "
                          "queries never logged); they earn no clicks in either estimate, "
-                         f"which rests on the {matched[rec.arm]:,} of {impressions:,} logged "
-                         f"impressions ({matched[rec.arm] / impressions:.1%}) of chunks it "
-                         "ranks")
+                         f"which rests on {share}")
+        elif m < impressions:
+            notes.append(f"arm {rec.arm}: the estimate rests on {share}; clicks on the "
+                         "others earn it nothing")
     return notes
