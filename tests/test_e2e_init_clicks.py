@@ -103,8 +103,8 @@ def test_a_log_whose_queries_match_no_ranking_stops_the_ips_stage_with_one_error
     errors = [x for x in (proc.stdout + proc.stderr).splitlines() if x.startswith("Error: ")]
     assert errors == [
         "Error: experiments/logged/data/input/clicks.parquet: no logged impression matches "
-        "the ranking of arm(s) r0, r1 in experiments/logged/data/input/rankings: IPS and SNIPS would be 0 whatever users clicked, so "
-        "there is no estimate (found for each, 0 of 18,000 impressions showing a (query, "
+        "the ranking of arm(s) r0, r1 in experiments/logged/data/input/rankings: IPS and "
+        "SNIPS would be 0 whatever users clicked, so there is no estimate (found for each, 0 of 18,000 impressions showing a (query, "
         "chunk) it ranks within positions 1-10 of the propensity curve). Check that the "
         "rankings and the log use the same query and chunk ids, or leave the arm out of the "
         "rankings folder"]
