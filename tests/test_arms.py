@@ -75,6 +75,28 @@ def test_add_refusals_write_nothing(repo):  # noqa: F811
     assert {p: p.read_bytes() for p in (repo / EXP).rglob("*") if p.is_file()} == files
 
 
+def test_add_a_run_with_an_unknown_chunk_names_its_first_line_and_writes_nothing(
+        repo):  # noqa: F811
+    from relgrade.pipeline.stages import corpus, queries
+
+    assert init("--arm", "bm25=bm25", "--run", "ext=in/runs/ext.trec").exit_code == 0
+    # arm add checks a run against the corpus and queries once their stages have run
+    ex = Experiment.load(repo / EXP / "params.yaml")
+    corpus.run(ex)
+    queries.run(ex)
+    files = {p: p.read_bytes() for p in (repo / EXP).rglob("*") if p.is_file()}
+    # lines 1 and 3 are known; line 2 names the first unknown chunk, line 4 the second
+    (repo / "in/runs/bad.trec").write_text(
+        "kw01 Q0 kw01-answer 1 3.0 x\nkw01 Q0 nope-1 2 2.0 x\nkw02 Q0 kw01-answer 1 1.0 x\n"
+        "kw02 Q0 nope-2 2 0.5 x\n")
+    res = arm("add", "bad", "--run", "in/runs/bad.trec")
+    assert res.exit_code == 1
+    assert res.output == ("Error: in/runs/bad.trec:2: query kw01, chunk nope-1: unknown chunk "
+                          "id (found 2 row(s) name chunks that are not in the corpus, first "
+                          "nope-1, nope-2)\n")
+    assert {p: p.read_bytes() for p in (repo / EXP).rglob("*") if p.is_file()} == files
+
+
 def test_remove_refuses_the_baseline_and_a_fused_arm_then_removes_one(repo):  # noqa: F811
     assert init("--arm", "bm25=bm25", "--arm", "tfidf=tfidf", "--arm", "hyb=rrf:bm25,ext",
                 "--run", "ext=in/runs/ext.trec").exit_code == 0

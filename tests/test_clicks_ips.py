@@ -90,6 +90,62 @@ def test_chunks_and_queries_absent_from_the_log_are_reported_not_refused():
                for n in hand_result().notes)
 
 
+def test_an_arm_matched_by_only_some_impressions_stands_and_the_note_says_the_share():
+    # beta ranks (q1, a) at 1 (examination 1): 2 of the 10 logged rows show it (s1 a@1,
+    # s2 a@2, both at weighted positions); alpha ranks every shown pair within 1-3: 10 of 10.
+    res = hand_result()
+    assert res.table.set_index("arm").loc["beta", "ips"] == pytest.approx(0.75)
+    assert ("arm beta: 2 of 3 ranked chunks never shown in the log (1 ranked queries never "
+            "logged); they earn no clicks in either estimate, which rests on the 2 of 10 "
+            "logged impressions (20.0%) of chunks it ranks") in res.notes
+    assert not any(n.startswith("arm alpha") for n in res.notes)
+    # delta ranks q1's three shown chunks and nothing of q2: nothing it ranks is unshown,
+    # but only s1's and s2's 6 rows of the 10 match it
+    delta = pd.concat([HAND_RANKINGS, ranking("delta", [("q1", "a", 1), ("q1", "b", 2),
+                                                        ("q1", "c", 3)])], ignore_index=True)
+    res = I.arm_estimates(ClickLog.from_frame(frame(HAND)), HAND_P, delta,
+                          rng=np.random.default_rng(0), clip=3, n_boot=20)
+    assert ("arm delta: the estimate rests on the 6 of 10 logged impressions (60.0%) of "
+            "chunks it ranks; clicks on the others earn it nothing") in res.notes
+    log = ClickLog.from_frame(frame(HAND))
+    I.session_patterns(log, I.examinations(HAND_RANKINGS, ips_weights_of(HAND_P, clip=3)),
+                       max_position=3, joint=False)
+    cover = I.log_coverage(log, ["alpha", "beta"], [1, 2, 3])
+    assert cover.to_dict("index") == {"alpha": {"chunks": 0, "queries": 0, "impressions": 10},
+                                      "beta": {"chunks": 2, "queries": 1, "impressions": 2}}
+    # position 2 without a weight: beta keeps s1 a@1 only, alpha loses its 4 rows at 2
+    assert I.log_coverage(log, ["alpha", "beta"], [1, 3])["impressions"].tolist() == [6, 1]
+
+
+def ips_weights_of(p, *, clip):
+    from relgrade.clicks.pairs import ips_weights
+    return ips_weights(p, clip=clip)
+
+
+ZZ = [(s, "zz" + q, d, k, c, r, z) for s, q, d, k, c, r, z in HAND]
+
+
+@pytest.mark.parametrize("log_rows, rankings, arms, each", [
+    # the log's query ids all prefixed: no logged query is among the rankings' queries
+    (ZZ, HAND_RANKINGS, "alpha, beta", "for each, "),
+    # gamma ranks a shown chunk, but only at rank 4, below the curve (examination 0)
+    (HAND, pd.concat([HAND_RANKINGS, ranking("gamma", [("q1", "a", 4), ("q1", "zz", 1)])],
+                     ignore_index=True), "gamma", ""),
+])
+def test_an_arm_no_logged_impression_matches_is_refused_naming_log_rankings_and_arm(
+        log_rows, rankings, arms, each):
+    log = ClickLog.from_frame(frame(log_rows), source="clicks/log.parquet")
+    with pytest.raises(InputError) as e:
+        I.arm_estimates(log, HAND_P, rankings, rng=np.random.default_rng(0), clip=3,
+                        n_boot=20, source="clicks/rankings")
+    assert str(e.value) == (
+        f"clicks/log.parquet: no logged impression matches the ranking of arm(s) {arms} in "
+        "clicks/rankings: IPS and SNIPS would be 0 whatever users clicked, so there is no "
+        f"estimate (found {each}0 of 10 impressions showing a (query, chunk) it ranks within "
+        "positions 1-3 of the propensity curve). Check that the rankings and the log use "
+        "the same query and chunk ids, or leave the arm out of the rankings folder")
+
+
 def test_intervals_hold_the_point_estimate_and_the_same_seed_gives_the_same_bounds():
     a, b = hand_result(), hand_result()
     pd.testing.assert_frame_equal(a.table, b.table)

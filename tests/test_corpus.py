@@ -154,6 +154,14 @@ def _table(**over):
     (_table(text=["t", None, "t"]), [1, 2, 3], "c.jsonl:2: b: `text` must be a string (found a missing value)"),
     (_table(header=["h", "h", 3]), None, "c.jsonl: c: `header` must be a string (found 3)"),
     (_table(chunk_id=["a", "a", "b"]), None, "c.jsonl: a: duplicate chunk_id (first at row 1)"),
+    # A JSON Lines row without the key, and a Parquet/CSV cell with no value, come to the
+    # check as NaN / None / pd.NA: the message says the field is missing, not "not a string".
+    (_table(chunk_id=["a", float("nan"), "c"]), [1, 2, 3],
+     "c.jsonl:2: chunk_id is missing: every chunk needs one"),
+    (_table(chunk_id=["a", "b", None]), None,
+     "c.jsonl: row 3: chunk_id is missing: every chunk needs one"),
+    (_table(chunk_id=pd.array(["a", pd.NA, "c"], dtype="string")), None,
+     "c.jsonl: row 2: chunk_id is missing: every chunk needs one"),
 ])
 def test_bad_chunks_file_names_the_line_or_id_and_the_rule(table, lines, message):
     with pytest.raises(InputError) as e:

@@ -180,6 +180,31 @@ def test_duplicate_chunk_id_in_jsonl_names_the_line(tmp_path):
         "Error: data/input/chunks.jsonl:3: a: duplicate chunk_id (first at line 1)"))
 
 
+def test_a_jsonl_line_without_chunk_id_is_refused_as_missing_naming_the_line(tmp_path):
+    data = (b'{"chunk_id": "a", "header": "h", "text": "t", "source": "s"}\n\n'
+            b'{"header": "h", "text": "u", "source": "s"}\n')
+    setup(tmp_path, "data/input/chunks.jsonl", {"data/input/chunks.jsonl": data})
+    proc = run_stage(tmp_path)
+    assert_failed_cleanly(proc, tmp_path, starts=(
+        "Error: data/input/chunks.jsonl:3: chunk_id is missing: every chunk needs one"))
+
+
+def test_a_tsv_row_with_an_empty_chunk_id_names_its_line_and_a_parquet_null_its_row(tmp_path):
+    # header on line 1, a blank line 3: the row with no chunk_id sits on line 4
+    data = b"chunk_id\theader\ttext\tsource\na\th\tt\ts\n\n\th\tu\ts\n"
+    setup(tmp_path, "data/input/chunks.tsv", {"data/input/chunks.tsv": data})
+    assert_failed_cleanly(run_stage(tmp_path), tmp_path,
+                          starts="Error: data/input/chunks.tsv:4: chunk_id is empty")
+    buf = io.BytesIO()
+    pd.DataFrame({"chunk_id": ["a", None], "header": ["h", "h"], "text": ["t", "u"],
+                  "source": ["s", "s"]}).to_parquet(buf, index=False)
+    other = tmp_path / "pq"
+    other.mkdir()
+    setup(other, "data/input/chunks.parquet", {"data/input/chunks.parquet": buf.getvalue()})
+    assert_failed_cleanly(run_stage(other), other, starts=(
+        "Error: data/input/chunks.parquet: row 2: chunk_id is missing: every chunk needs one"))
+
+
 @pytest.mark.slow
 def test_real_click_sdist_downloads_verifies_and_chunks(tmp_path):
     setup(tmp_path, "data/input/corpus.source.yaml", {

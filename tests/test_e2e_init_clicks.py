@@ -78,3 +78,35 @@ def test_init_refuses_a_click_experiment_without_its_log(tmp_path):
     assert proc.returncode == 1
     assert "a click experiment needs its click log" in proc.stderr
     assert not (root / "experiments/x").exists()
+
+
+def test_a_log_whose_queries_match_no_ranking_stops_the_ips_stage_with_one_error(tmp_path):
+    # The fresh-clone report: every logged query id prefixed "zz", so no logged impression
+    # is of a query the rankings rank. IPS used to print 0.0000 [0.0000, 0.0000] per arm
+    # and exit 0; now the ips stage refuses, naming the log and the rankings, and writes
+    # nothing.
+    root = tmp_path / "repo"
+    root.mkdir()
+    tiny.write_inputs(root)
+    tiny.git(root, "init", "-q")
+    tiny.run(root, "dvc", "init", "-q")
+    tiny.run(root, "dvc", "config", "core.analytics", "false")
+    _inputs(root / "given")
+    log = pd.read_parquet(root / "given/log.parquet")
+    log["query_id"] = "zz" + log["query_id"].astype(str)
+    log.to_parquet(root / "given/log.parquet", index=False)
+    exp = "experiments/logged"
+    tiny.run(root, "relgrade", "init", exp, "--mode", "clicks", "--click-log",
+             "given/log.parquet", "--rankings", "given/rankings", "--click-key", "given/key")
+    proc = tiny.run(root, "dvc", "repro", f"{exp}/dvc.yaml:ips", check=False)
+    assert proc.returncode != 0
+    errors = [x for x in (proc.stdout + proc.stderr).splitlines() if x.startswith("Error: ")]
+    assert errors == [
+        "Error: experiments/logged/data/input/clicks.parquet: no logged impression matches "
+        "the ranking of arm(s) r0, r1 in experiments/logged/data/input/rankings: IPS and "
+        "SNIPS would be 0 whatever users clicked, so there is no estimate (found for each, 0 of 18,000 impressions showing a (query, "
+        "chunk) it ranks within positions 1-10 of the propensity curve). Check that the "
+        "rankings and the log use the same query and chunk ids, or leave the arm out of the "
+        "rankings folder"]
+    assert (root / exp / "metrics/propensity.json").is_file()
+    assert not (root / exp / "metrics/ips.json").exists()

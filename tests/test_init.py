@@ -193,7 +193,9 @@ def test_run_with_chunks_not_in_the_corpus_names_the_first_few_and_writes_nothin
         "kw02 Q0 nope-1 1 1.0 x\n")
     res = init("--run", "bad=in/runs/bad.trec")
     assert res.exit_code == 1
-    assert res.output == ("Error: in/runs/bad.trec: query kw01, chunk nope-1: unknown chunk id "
+    # nope-1 is the chunk of the file's second line: the error names that line, as the
+    # duplicate-chunk check does.
+    assert res.output == ("Error: in/runs/bad.trec:2: query kw01, chunk nope-1: unknown chunk id "
                           "(found 3 row(s) name chunks that are not in the corpus, first "
                           "nope-1, nope-2)\n")
     assert not (repo / "experiments").exists() or not any((repo / "experiments").iterdir())
@@ -369,6 +371,28 @@ def test_a_parquet_chunks_corpus_is_copied_and_checked(repo):
     assert res.exit_code == 0, res.output
     assert (repo / "experiments/pq/data/input/chunks.parquet").read_bytes() == (
         repo / "in/chunks.parquet").read_bytes()
+
+
+def test_a_corpus_line_or_row_without_chunk_id_is_refused_as_missing_naming_where(repo):
+    import pandas as pd
+
+    chunks = tiny.chunks()[:3]
+    lines = [json.dumps(c) for c in chunks]
+    lines[1] = json.dumps({k: v for k, v in chunks[1].items() if k != "chunk_id"})
+    (repo / "in/chunks.jsonl").write_text("\n".join(lines) + "\n")
+    res = init("--run", "ext=in/runs/ext.trec")
+    assert res.exit_code == 1
+    assert res.output == "Error: in/chunks.jsonl:2: chunk_id is missing: every chunk needs one\n"
+    table = pd.DataFrame(chunks)
+    table.loc[2, "chunk_id"] = None
+    table.to_parquet(repo / "in/chunks.parquet", index=False)
+    res = CliRunner().invoke(cli, ["init", "experiments/pq", "--corpus", "in/chunks.parquet",
+                                   "--queries", "in/queries.tsv", "--intents",
+                                   "in/intents.tsv", "--run", "ext=in/runs/ext.trec"])
+    assert res.exit_code == 1
+    assert res.output == ("Error: in/chunks.parquet: row 3: chunk_id is missing: every chunk "
+                          "needs one\n")
+    assert not (repo / "experiments").exists() or not any((repo / "experiments").iterdir())
 
 
 def test_another_experiment_with_sections_unknown_here_is_read_for_its_paths_only(repo):

@@ -361,7 +361,7 @@ def test_stage_rewrites_a_file_arm_and_refuses_unknown_chunks_on_one_line(tmp_pa
     proc = run_retrieve(tmp_path, "bad")
     assert proc.returncode == 1
     assert proc.stderr.strip().splitlines() == [
-        "Error: bad.trec: query k1, chunk nope: unknown chunk id (found 1 row(s) name chunks "
+        "Error: bad.trec:2: query k1, chunk nope: unknown chunk id (found 1 row(s) name chunks "
         "that are not in the corpus, first nope)"]
     assert not (tmp_path / "data/runs/bad.trec").exists()
 

@@ -293,6 +293,31 @@ def test_a_repeated_chunk_in_a_jsonl_run_names_its_lines(tmp_path):
                                    "for one query (found lines 1 and 4)")
 
 
+def test_an_unknown_chunk_or_query_in_a_trec_file_names_the_line_of_its_first_row(tmp_path):
+    # a byte-order mark, CRLF ends and a blank line: rows 0, 1, 2, 3 are lines 1, 2, 4, 5;
+    # the first unknown chunk (x) is row 2, line 4; the first unknown query (q9) row 3, line 5
+    path = tmp_path / "r.trec"
+    path.write_bytes(b"\xef\xbb\xbfq1 Q0 a 1 3 t\r\nq1 Q0 b 2 2 t\r\n\r\nq1 Q0 x 3 1 t\r\n"
+                     b"q9 Q0 y 1 1 t\r\n")
+    with pytest.raises(InputError) as e:
+        validate_run(read_run(path), path=path, lines=run_lines(path), chunks=["a", "b"])
+    assert str(e.value) == (f"{path}:4: query q1, chunk x: unknown chunk id (found 2 row(s) "
+                            "name chunks that are not in the corpus, first x, y)")
+    with pytest.raises(InputError) as e:
+        validate_run(read_run(path), path=path, lines=run_lines(path), queries=["q1"])
+    assert str(e.value) == (f"{path}:5: query q9, chunk y: unknown query id (found 1 row(s) "
+                            "name queries that are not in the query set, first q9)")
+
+
+def test_an_unknown_chunk_in_a_jsonl_run_names_its_line(tmp_path):
+    path = tmp_path / "r.jsonl"
+    path.write_text('{"query_id": "q1", "chunk_id": "a", "rank": 1, "score": 3}\n\n'
+                    '{"query_id": "q1", "chunk_id": "zz", "rank": 2, "score": 1}\n')
+    with pytest.raises(InputError) as e:
+        validate_run(read_run(path), path=path, lines=run_lines(path), chunks=["a"])
+    assert str(e.value).startswith(f"{path}:3: query q1, chunk zz: unknown chunk id")
+
+
 def test_a_parquet_run_has_no_lines_and_its_repeat_names_the_ranks(tmp_path):
     path = tmp_path / "r.parquet"
     _run([("q1", "a", 1, 3.0), ("q1", "a", 4, 1.0)]).to_parquet(path)

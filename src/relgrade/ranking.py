@@ -245,7 +245,8 @@ def validate_run(run, *, path=None, queries=None, chunks=None,
         query and chunk); a chunk is listed twice for one query (naming query, chunk and
         the lines of both rows, the second as ``path:line``, given ``lines``; else both
         ranks); a query id or chunk id is not in ``queries`` / ``chunks`` (naming the first
-        one and how many rows are affected); ``codes`` were made for another run.
+        one, its line as ``path:line`` given ``lines``, and how many rows are affected);
+        ``codes`` were made for another run.
     """
     _require_run_columns(run, path)
     check_codes(run, codes, path)
@@ -287,7 +288,9 @@ def validate_run(run, *, path=None, queries=None, chunks=None,
             row = int(np.flatnonzero(unknown)[0])
             # the first few distinct unknown ids, in file order: enough to see the pattern
             first = list(dict.fromkeys(run[col].to_numpy()[unknown].astype(str)))[:5]
-            raise InputError(f"unknown {what} id", path=path, item=_row_item(run, row),
+            line = lines.lines([row])[0] if lines is not None else None
+            raise InputError(f"unknown {what} id", path=path, line=line,
+                             item=_row_item(run, row),
                              found=f"{int(unknown.sum())} row(s) name "
                                    f"{'queries' if what == 'query' else 'chunks'} that are not "
                                    f"in the {'query set' if what == 'query' else 'corpus'}, "

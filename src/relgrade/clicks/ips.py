@@ -94,7 +94,8 @@ class IpsResult:
     propensity_resampled : bool
         Whether each resample re-estimated the propensity curve.
     notes : list of str
-        The clipping bias note, clicks left out, chunks and queries absent from the log.
+        The clipping bias note, clicks left out, chunks and queries absent from the log
+        (with the share of logged impressions the arm's estimate rests on).
     """
 
     table: pd.DataFrame
@@ -189,7 +190,8 @@ def session_patterns(log: ClickLog, exams: pd.DataFrame, *, max_position: int,
     log : ClickLog
         The impression log.
     exams : pandas.DataFrame
-        ``arm``, ``query_id``, ``chunk_id``, ``rank`` (from :func:`examinations`).
+        ``arm``, ``query_id``, ``chunk_id``, ``rank``, ``examination`` (from
+        :func:`examinations`); registered as the view :data:`RANKINGS_VIEW`.
     max_position : int
         ``K``: clicks and ranks below it are left out.
     joint : bool
@@ -209,7 +211,7 @@ def session_patterns(log: ClickLog, exams: pd.DataFrame, *, max_position: int,
     """
     arms = sorted(exams["arm"].unique().tolist())
     codes = {a: i for i, a in enumerate(arms)}
-    view = exams[["arm", "query_id", "chunk_id", "rank"]].copy()
+    view = exams[["arm", "query_id", "chunk_id", "rank", "examination"]].copy()
     view["arm_code"] = exams["arm"].map(codes).astype(np.int64)
     log.con.register(RANKINGS_VIEW, view)
     log.con.execute(sql("randomized_pairs"))
@@ -317,13 +319,18 @@ def arm_estimates(log: ClickLog, propensity, rankings: pd.DataFrame, *,
     InputError
         Bad settings; a rankings table that breaks :func:`examinations`' rules; a curve
         that defines no position; with ``resample_propensity``, randomized rows that do not
-        form adjacent pairs.
+        form adjacent pairs; an arm that no logged impression matches (see Notes), naming
+        the log, the arms and ``source``.
 
     Notes
     -----
     A ranked chunk the log never shows, or a query it never answers, earns nothing: IPS
     can only credit what users were shown (the selection bias the seed warns of). Such
-    chunks are counted per arm and named in the notes, never an error. The point estimates
+    chunks are counted per arm and named in the notes, with the share of the logged
+    impressions the estimate rests on (:func:`log_coverage`). An arm that no
+    impression matches at all is refused: its IPS and SNIPS would be 0 whatever users
+    clicked, which is no estimate (a log whose query or chunk ids differ from the
+    rankings' gives exactly this). The point estimates
     use ``propensity`` as given; the resamples only set the intervals.
 
     Examples
@@ -357,6 +364,8 @@ def arm_estimates(log: ClickLog, propensity, rankings: pd.DataFrame, *,
         _check_pairs(log)
     arms, patterns, counts = session_patterns(log, exams, max_position=k_max,
                                               joint=resample_propensity)
+    coverage = log_coverage(log, arms, weights["position"])
+    _refuse_unmatched(log, coverage, source=source, k_max=k_max)
     n = int(counts.sum())
     settings = {"n_arms": len(arms), "max_position": k_max, "clip": float(clip)}
     ips, snips = rewards(counts @ patterns, n, propensity=p_point, **settings)
@@ -372,7 +381,6 @@ def arm_estimates(log: ClickLog, propensity, rankings: pd.DataFrame, *,
             propensity=None if resample_propensity else p_point, **settings)
         done += b
     alpha = (1 - level) / 2
-    absent = log.con.execute(sql("ips_absent")).df().set_index("arm")
     ranked = exams.groupby("arm").size()
     table = pd.DataFrame({
         "arm": arms, "ips": ips, "ips_low": _nan_quantile(reps_ips, alpha),
@@ -380,13 +388,14 @@ def arm_estimates(log: ClickLog, propensity, rankings: pd.DataFrame, *,
         "snips_low": _nan_quantile(reps_snips, alpha),
         "snips_high": _nan_quantile(reps_snips, 1 - alpha),
         "ranked": [int(ranked[a]) for a in arms],
-        "ranked_not_in_log": [int(absent.loc[a, "chunks"]) for a in arms],
-        "queries_not_in_log": [int(absent.loc[a, "queries"]) for a in arms]})
+        "ranked_not_in_log": [int(coverage.loc[a, "chunks"]) for a in arms],
+        "queries_not_in_log": [int(coverage.loc[a, "queries"]) for a in arms]})
     by_position = log.con.execute(sql("clicks_by_position")).df().merge(
         weights, on="position", how="left")
     weighted = by_position["weight"].notna()
     clipped = by_position["clipped"].fillna(False).astype(bool)
-    notes = _notes(table, by_position, weighted, clipped, float(clip))
+    notes = _notes(table, by_position, weighted, clipped, float(clip),
+                   matched=coverage["impressions"], impressions=log.rows)
     if not resample_propensity:
         notes.append("the propensity curve was held fixed: the intervals leave out its "
                      "own estimation error")
@@ -399,6 +408,51 @@ def arm_estimates(log: ClickLog, propensity, rankings: pd.DataFrame, *,
                      clicks_clipped=int(by_position.loc[clipped, "clicks"].sum()),
                      clip=float(clip), n_boot=int(n_boot), level=float(level),
                      propensity_resampled=bool(resample_propensity), notes=notes)
+
+
+def log_coverage(log: ClickLog, arms: list[str], positions) -> pd.DataFrame:
+    """Per arm, what of its ranking the log shows, and the impressions it can be scored on.
+
+    An impression (a row of the log) matches an arm when it is shown at a position with a
+    click weight and the arm ranks its (query, chunk) at a rank the curve covers
+    (examination above 0): only such rows can credit the arm with a click.
+
+    Parameters
+    ----------
+    log : ClickLog
+        The impression log, with :data:`RANKINGS_VIEW` registered on its connection (by
+        :func:`session_patterns`).
+    arms : list of str
+        The arms, as :func:`session_patterns` returns them.
+    positions : array-like of int, shape (n_positions,)
+        The positions with a click weight.
+
+    Returns
+    -------
+    pandas.DataFrame
+        Indexed by ``arm`` (in the order of ``arms``), int64 columns ``chunks`` (ranked
+        (query, chunk) pairs the log never shows), ``queries`` (ranked queries it never
+        answers) and ``impressions`` (logged rows matching the arm, 0 for none).
+    """
+    table = log.con.execute(sql("ips_absent"),
+                            {"positions": [int(k) for k in positions]}).df()
+    return table.set_index("arm").reindex(arms).astype("int64")
+
+
+def _refuse_unmatched(log: ClickLog, coverage: pd.DataFrame, *, source: str,
+                      k_max: int) -> None:
+    none = [str(a) for a in coverage.index[coverage["impressions"] == 0]]
+    if not none:
+        return
+    raise InputError(
+        f"no logged impression matches the ranking of arm(s) {', '.join(none)} in {source}: "
+        "IPS and SNIPS would be 0 whatever users clicked, so there is no estimate",
+        path=log.source,
+        found=f"{'for each, ' if len(none) > 1 else ''}0 of {log.rows:,} impressions "
+              f"showing a (query, chunk) it ranks within positions 1-{k_max} of the "
+              "propensity curve",
+        fix="Check that the rankings and the log use the same query and chunk ids, or "
+            "leave the arm out of the rankings folder")
 
 
 def _check_pairs(log: ClickLog) -> None:
@@ -421,7 +475,8 @@ def _nan_quantile(reps: np.ndarray, q: float) -> np.ndarray:
     return out
 
 
-def _notes(table, by_position, weighted, clipped, clip) -> list[str]:
+def _notes(table, by_position, weighted, clipped, clip, *, matched, impressions
+           ) -> list[str]:
     notes = []
     n_clipped = int(by_position.loc[clipped, "clicks"].sum())
     if n_clipped:
@@ -436,8 +491,15 @@ def _notes(table, by_position, weighted, clipped, clip) -> list[str]:
         notes.append(f"{left:,} click(s) at position(s) {ks} have no propensity and are left "
                      "out of every estimate")
     for rec in table.itertuples(index=False):
+        m = int(matched[rec.arm])
+        share = (f"the {m:,} of {impressions:,} logged impressions ({m / impressions:.1%}) "
+                 "of chunks it ranks")
         if rec.ranked_not_in_log or rec.queries_not_in_log:
             notes.append(f"arm {rec.arm}: {rec.ranked_not_in_log:,} of {rec.ranked:,} ranked "
                          f"chunks never shown in the log ({rec.queries_not_in_log:,} ranked "
-                         "queries never logged); they earn no clicks in either estimate")
+                         "queries never logged); they earn no clicks in either estimate, "
+                         f"which rests on {share}")
+        elif m < impressions:
+            notes.append(f"arm {rec.arm}: the estimate rests on {share}; clicks on the "
+                         "others earn it nothing")
     return notes

@@ -26,6 +26,7 @@ import pandas as pd
 from relgrade.canonical import jsonl_bytes, sha256_bytes
 from relgrade.errors import InputError
 from relgrade.protocol import chunking
+from relgrade.schema import is_missing
 
 SPEC_KINDS = ("pypi-sdist", "sdist-file")
 _HEX64 = re.compile(r"^[0-9a-f]{64}$")
@@ -307,7 +308,8 @@ def validate_chunks(df: pd.DataFrame, *, path=None, lines=None) -> pd.DataFrame:
     Raises
     ------
     InputError
-        A required column is missing; an empty table; a ``chunk_id`` that is empty, holds
+        A required column is missing; an empty table; a row without a ``chunk_id`` (names
+        its line, or its row when ``lines`` is None); a ``chunk_id`` that is empty, holds
         whitespace (TREC files are whitespace-separated) or repeats; a ``header``,
         ``text`` or ``source`` that is not a string; a line number that is not a
         non-negative integer.
@@ -328,6 +330,9 @@ def validate_chunks(df: pd.DataFrame, *, path=None, lines=None) -> pd.DataFrame:
         ref = {"path": path, "line": line} if line is not None else {"path": path}
         row_name = None if line is not None else f"row {i + 1}"
         cid = row["chunk_id"]
+        if is_missing(cid):
+            raise InputError("chunk_id is missing: every chunk needs one", **ref,
+                             item=row_name)
         if isinstance(cid, bool) or not isinstance(cid, (str, int)):
             raise InputError("chunk_id must be a string", **ref, item=row_name,
                              found=repr(cid))

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from relgrade.io.files import iter_jsonl, read_table, read_yaml, sha256_file
+from relgrade.io.files import iter_jsonl, read_rows, read_yaml, sha256_file
 from relgrade.io.sdist import fetch_sdist
 from relgrade.protocol import corpus
 from relgrade.io.files import write_json, write_parquet
@@ -59,7 +59,7 @@ def build_corpus(src, *, allow_empty: bool = False) -> tuple[pd.DataFrame, dict]
         rows = list(iter_jsonl(src))
         table, lines = pd.DataFrame([r for _, r in rows]), [n for n, _ in rows]
     else:
-        table, lines = read_table(src), None
+        table, lines = read_rows(src)  # lines None for Parquet: errors then name the row
     return corpus.corpus_from_table(table, sha256=sha256_file(src), path=src, lines=lines,
                                     allow_empty=allow_empty)
 
