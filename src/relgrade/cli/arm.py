@@ -84,8 +84,14 @@ def add_cmd(name, kind, run, fuse, depth, on_key, model_grader, human_grader, hu
     where = _where(ex)
     click.echo(f"Added arm {name} ({spec['kind']}) to {where}/params.yaml; rendered "
                f"{where}/dvc.yaml.")
-    plan = price_arm(ex, name)
-    if plan is None:
+    try:
+        plan = price_arm(ex, name)
+    except InputError as e:  # the arm is added; the pool it gives cannot be made as it is
+        click.echo(f"warning: the pool with {name} cannot be priced: {e}", err=True)
+        plan = False
+    if plan is False:
+        pass
+    elif plan is None:
         click.echo("Pending: the experiment has no pool yet; `dvc repro` makes the arm's run "
                    "with the others.")
     else:

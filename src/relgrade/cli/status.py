@@ -374,6 +374,14 @@ def status_lines(st: Mapping) -> list[str]:
                        f"{held['pending_calls']} model calls), as the holes stage asks")
     if st.get("design", {}).get("unfilled"):
         out.append("design: unfilled: " + "; ".join(st["design"]["unfilled"]))
+    missing = st.get("assignment")
+    if missing:
+        why = (f"the packets stage failed: {missing['error']}; the raters' pending work is "
+               "not counted until it runs" if missing.get("error") else
+               "the packets stage has not run on this pool; the raters' pending work is "
+               "counted from the queues it would deal")
+        out.append(f"assignment: missing ({missing['path']}): {why}. "
+                   f"Run: {missing['repro']}")
     for step, error in st.get("other_problems", {}).items():
         out.append(f"{step}: cannot be read: {error}")
     if st.get("ledger", {}).get("state") == "refused":

@@ -333,23 +333,26 @@ def plan_pool(ex, depth: int | None = None, *, runs: Mapping | None = None) -> d
         ``{"depth", "pool_version" (the version the pool would have), "pool_version_now",
         "pairs", "pairs_now", "new_pairs" (pairs not in today's pool), "cost"
         (:func:`judging_cost` of the judgments owed, with ``spent`` the judgments each
-        grader's files already hold, as ``relgrade status`` counts them, over the graders
-        the status names: :func:`relgrade.pipeline.judgments.owing_graders`)}``.
+        grader's files already hold, over the graders the status names, both counted as
+        ``relgrade status`` counts them: :func:`relgrade.pipeline.judgments.pending_status`;
+        with a rater panel the raters owe the queues the packets stage would deal from the
+        new pool, in memory from the same seeds, and the expert is listed)}``.
 
     Raises
     ------
     InputError
         ``depth`` below 1; the chunks, the queries or the audit sample is missing; an arm's
         run is not made yet (naming the arm and the ``dvc repro`` to run first); a run is
-        invalid.
+        invalid; with a rater panel, the new pool holds too few gold pairs for params
+        ``gold.fraction`` (the packets stage would refuse it the same way).
     """
     import pandas as pd
 
     from relgrade import ranking
-    from relgrade.pipeline.judgments import judgments, owing_graders
+    from relgrade.pipeline.judgments import judgments, pending_status
+    from relgrade.pipeline.panel import build_rater_orders, is_panel
     from relgrade.io.files import read_json, read_table
     from relgrade.io.runs import read_run, run_lines
-    from relgrade.protocol import bank
     from relgrade.protocol import pool as pool_mod
     from relgrade.rng import stage_rng
 
@@ -390,13 +393,14 @@ def plan_pool(ex, depth: int | None = None, *, runs: Mapping | None = None) -> d
     new_pairs = sum((q, c) not in have
                     for q, c in zip(table["query_id"].astype(str), table["chunk_id"].astype(str)))
     audit = ex.audit_ids() or []
-    held = judgments(ex, table, audit)
-    # every grader that owes work, as the status names them (an extra auditor included)
-    names, owing = owing_graders(ex, held)
-    owed = bank.pending_counts(owing, names)
-    # spent: every judgment each grader's files already hold (as the status counts them)
-    counts = {g: {"spent": int(held.made.get(g, 0)), "pending": sum(owed[g].values())}
-              for g in owed}
+    # a rater panel: the raters owe the queues the packets stage would deal from this pool
+    # (same seeds, gold and re-deals), not the assignment of today's pool
+    assignment = build_rater_orders(ex, table) if is_panel(ex) else None
+    held = judgments(ex, table, audit, assignment=assignment)
+    # every grader the status names (an extra auditor, a panel's expert included), counted
+    # as the status counts them: spent every judgment its files hold, pending what it owes
+    made = judgment_counts(pending_status(ex, held=held, table=pd.DataFrame({"grader": []})))
+    counts = {g: {"spent": c["spent"], "pending": c["pending"]} for g, c in made.items()}
     seconds = prices(ex.params, counts)
     return {"depth": depth, "pool_version": version,
             "pool_version_now": (read_json(manifest_path).get("pool_version")

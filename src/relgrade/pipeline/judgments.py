@@ -139,7 +139,8 @@ def current_now(ex, *, chunks: pd.DataFrame | None = None) -> dict:
 
 
 def judgments(ex, pool: pd.DataFrame, audit_ids, *,
-              chunks: pd.DataFrame | None = None) -> Judgments:
+              chunks: pd.DataFrame | None = None,
+              assignment: pd.DataFrame | None = None) -> Judgments:
     """The current round's judgments for ``pool``: merged bank, partial scope, pending work.
 
     Parameters
@@ -153,6 +154,10 @@ def judgments(ex, pool: pd.DataFrame, audit_ids, *,
     chunks : pandas.DataFrame, optional
         The chunk table to judge currency against instead of the built one (see
         :func:`current_now`): what would be pending after an edit of the corpus.
+    assignment : pandas.DataFrame, optional
+        With a rater panel, the raters' queues to count what they owe against
+        (:func:`relgrade.pipeline.panel.build_rater_orders` of ``pool``, for a pool not made
+        yet); None: the assignment the packets stage wrote.
 
     Returns
     -------
@@ -246,7 +251,7 @@ def judgments(ex, pool: pd.DataFrame, audit_ids, *,
         # owe their queues (work and gold alike), the auditor the audit queries
         from relgrade.pipeline.panel import rater_pending
 
-        pending = pd.concat([rater_pending(ex, judged, now, pool),
+        pending = pd.concat([rater_pending(ex, judged, now, pool, queue=assignment),
                              pending[pending["grader"] != key_grader]], ignore_index=True)
     else:
         others = _others_pending(ex, judged, pool, audit_ids, now=now, regrade=scope,

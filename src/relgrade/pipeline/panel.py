@@ -126,12 +126,38 @@ def build_rater_orders(ex, pool: pd.DataFrame, *, on_dealt=None) -> pd.DataFrame
     raters; the gold questions are dealt first, so each rater gets its share of them. With
     gold, the open pairs of a rater removed on their grades so far are dealt again
     (:func:`dealt_queues`); ``on_dealt``, when given, is called with the :class:`Dealt`.
+
+    It writes nothing: the packets stage writes its result as the assignment, and a plan
+    (:func:`relgrade.pipeline.cost.plan_pool`) prices a pool not made yet from it.
+
+    Parameters
+    ----------
+    pool : pandas.DataFrame
+        The pool (``query_id``, ``chunk_id``), made or only planned.
+
+    Returns
+    -------
+    pandas.DataFrame
+        :data:`relgrade.raters.assign.RATER_ORDERS`, one row per (rater, pair).
+
+    Raises
+    ------
+    InputError
+        The gold file is missing or malformed, or a gold pair is not in ``pool``
+        (:func:`read_gold`); the gold file holds too few of ``pool``'s pairs for params
+        ``gold.fraction`` (naming the params file); as :func:`dealt_queues`.
     """
     seed, grading = ex.params.need("seed"), ex.params.grading
     gold = read_gold(ex, pool)
     if gold is not None:
-        gold = select_gold(gold, pool=pool, fraction=ex.params.gold.fraction,
-                           rng=stage_rng(seed, "gold"))
+        try:
+            gold = select_gold(gold, pool=pool, fraction=ex.params.gold.fraction,
+                               rng=stage_rng(seed, "gold"))
+        except InputError as e:  # a params rule: name the params file, as params errors do
+            if e.path is not None:
+                raise
+            raise InputError(e.rule, path=ex.params.source, item=e.item, found=e.found,
+                             fix=e.fix) from None
     assignment = assign_pairs(pool, raters_of(ex), per_pair=ex.params.need("raters").per_pair,
                               rng=stage_rng(seed, "raters"), first=gold)
     queues = rater_queues(assignment, gold)
@@ -377,7 +403,8 @@ def removed_now(ex) -> list[str]:
     return removed_raters(ex, judged, now, pool, read_assignment(ex))
 
 
-def rater_pending(ex, judged: pd.DataFrame, now: dict, pool: pd.DataFrame) -> pd.DataFrame:
+def rater_pending(ex, judged: pd.DataFrame, now: dict, pool: pd.DataFrame, *,
+                  queue: pd.DataFrame | None = None) -> pd.DataFrame:
     """The pairs each rater still owes: their queue (work and gold alike) less current grades;
     nothing for a rater removed on gold (:func:`removed_raters`).
 
@@ -390,14 +417,23 @@ def rater_pending(ex, judged: pd.DataFrame, now: dict, pool: pd.DataFrame) -> pd
         ``rubric_version``).
     pool : pandas.DataFrame
         The pool (``query_id``, ``chunk_id``).
+    queue : pandas.DataFrame, optional
+        The assignment to count against (:func:`build_rater_orders` of a pool not made yet);
+        None: the one the packets stage wrote (:func:`read_assignment`).
 
     Returns
     -------
     pandas.DataFrame
         :data:`relgrade.schema.PENDING`, ``why`` ``"new"`` or ``"stale"``, raters in name
         order.
+
+    Raises
+    ------
+    InputError
+        ``queue`` is None and the packets stage has written no assignment.
     """
-    queue = read_assignment(ex)
+    if queue is None:
+        queue = read_assignment(ex)
     removed = set(removed_raters(ex, judged, now, pool, queue))
     status = bank.currency(judged, **now) if len(judged) else pd.Series([], dtype=str)
     frames = []

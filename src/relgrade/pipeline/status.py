@@ -26,6 +26,7 @@ from relgrade.experiment.files import Experiment
 from relgrade.experiment.layout import (grade_commands, packets_build_command, repro_command,
                                       review_command)
 from relgrade.pipeline.judgments import judgments, pending_status
+from relgrade.pipeline.panel import is_panel
 from relgrade.pipeline.since_repro import inputs_since_repro, params_since_repro
 from relgrade.experiment.params import Params
 from relgrade.io import files as io
@@ -464,9 +465,15 @@ def read_status(ex: Experiment) -> dict:
     pending, triage_pairs, round_owed, key_owed = None, None, None, None
     # a refused rubric is the rubric's fault: no grade can be judged current, and no
     # grader's file is blamed for it
+    assignment = None
     if pool is not None and audit is not None and rubric is None:
         try:
-            held = judgments(ex, pool, audit)
+            queue = None
+            if is_panel(ex) and not ex.path("assignment").exists():
+                # the packets stage has not run on this pool, or failed: say so, and count
+                # the raters' work from the queues it would deal (none, if it would refuse)
+                assignment, queue = missing_assignment(ex, pool)
+            held = judgments(ex, pool, audit, assignment=queue)
             key_owed = _key_owed(params, held.pending)
             table, _ = grades.current_table(held.bank, graders=params.graders_dict(), pool=pool,
                                             audit_query_ids=audit, round=params.grading.round,
@@ -554,6 +561,8 @@ def read_status(ex: Experiment) -> dict:
         stale_packets = e
     if stale_packets is not None:
         st.setdefault("other_problems", {})["packets"] = str(stale_packets)
+    if assignment is not None:
+        st["assignment"] = assignment
     if pending is not None:
         st["pending"] = pending
         owed = {g: n for g, n in pending.get("audit_owed", {}).items() if n}
@@ -600,6 +609,42 @@ def read_status(ex: Experiment) -> dict:
     if warnings:
         st["warnings"] = warnings
     return st
+
+
+def missing_assignment(ex: Experiment, pool: pd.DataFrame) -> tuple[dict, pd.DataFrame]:
+    """What the status says when a rater panel's assignment (params ``paths.assignment``) is
+    missing, and the queues to count the raters' pending work against meanwhile.
+
+    The packets stage writes the assignment; it is missing when that stage has not run on
+    this pool yet, or failed (DVC removes a failed stage's outputs).
+
+    Parameters
+    ----------
+    ex : Experiment
+        The experiment (a rater panel).
+    pool : pandas.DataFrame
+        The pool on disk (``query_id``, ``chunk_id``).
+
+    Returns
+    -------
+    (dict, pandas.DataFrame)
+        ``{"state": "missing", "path": str, "repro": the ``dvc repro`` of the packets stage
+        as typed at the repository's top, "error": the packets stage's refusal or None}``,
+        and the queues it would deal
+        (:func:`relgrade.pipeline.panel.build_rater_orders`; with no rows when it would
+        refuse, ``error`` then says why).
+    """
+    from relgrade.pipeline.panel import build_rater_orders
+    from relgrade.raters.assign import RATER_ORDERS
+
+    out = {"state": "missing", "path": str(ex.path("assignment")),
+           "repro": repro_command(ex, "packets"), "error": None}
+    try:
+        queue = build_rater_orders(ex, pool)
+    except RelgradeError as e:
+        out["error"] = str(e)
+        queue = pd.DataFrame({c: [] for c in RATER_ORDERS})
+    return out, queue
 
 
 def _refresh_status(ex) -> dict | None:
