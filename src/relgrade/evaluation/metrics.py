@@ -994,6 +994,34 @@ def _parse_all(measures, relevant_min: int) -> list[Measure]:
     return seen
 
 
+def _scoring_inputs(qrels, run, measures, on_missing_query: str, ties: str, no_relevant: str,
+                    relevant_min: int, inclusion, codes):
+    """:func:`per_query`'s and :func:`per_query_table`'s checks of their settings, and what
+    both score with: the parsed measures, the qrels' :class:`KeyIndex` and the inclusion
+    probabilities (None unless an inferred measure needs them). Raises as they do."""
+    if on_missing_query not in ON_MISSING:
+        raise InputError("on_missing_query must be `zero` or `skip`",
+                         found=repr(on_missing_query))
+    if ties not in TIES:
+        raise InputError("ties must be `score` or `rank`", found=repr(ties))
+    if no_relevant not in NO_RELEVANT:
+        raise InputError("no_relevant must be `exclude` or `zero`", found=repr(no_relevant))
+    parsed = _parse_all(measures, relevant_min)
+    key = index_qrels(qrels)
+    incl = None
+    inferred = [str(m) for m in parsed if m.needs_inclusion]
+    if inferred:
+        if isinstance(inclusion, Inclusion):
+            if inclusion.prob.shape != key.q.shape:
+                raise InputError("inclusion probabilities were indexed for other qrels",
+                                 fix="Pass inclusion_at(key, table) of the same KeyIndex")
+            incl = inclusion
+        else:
+            incl = inclusion_at(key, inclusion, measure=inferred[0])
+    check_codes(run, codes)
+    return parsed, key, incl
+
+
 def per_query(*, qrels: pd.DataFrame, run: pd.DataFrame, measures,
               on_missing_query: str = "zero", ties: str = "score",
               relevant_min: int = 1, no_relevant: str = "exclude",
@@ -1113,26 +1141,8 @@ def per_query(*, qrels: pd.DataFrame, run: pd.DataFrame, measures,
     >>> per_query(qrels=qrels, run=run, measures=["RR@10"])["value"].tolist()
     [0.5]
     """
-    if on_missing_query not in ON_MISSING:
-        raise InputError("on_missing_query must be `zero` or `skip`",
-                         found=repr(on_missing_query))
-    if ties not in TIES:
-        raise InputError("ties must be `score` or `rank`", found=repr(ties))
-    if no_relevant not in NO_RELEVANT:
-        raise InputError("no_relevant must be `exclude` or `zero`", found=repr(no_relevant))
-    parsed = _parse_all(measures, relevant_min)
-    key = index_qrels(qrels)
-    incl = None
-    inferred = [str(m) for m in parsed if m.needs_inclusion]
-    if inferred:
-        if isinstance(inclusion, Inclusion):
-            if inclusion.prob.shape != key.q.shape:
-                raise InputError("inclusion probabilities were indexed for other qrels",
-                                 fix="Pass inclusion_at(key, table) of the same KeyIndex")
-            incl = inclusion
-        else:
-            incl = inclusion_at(key, inclusion, measure=inferred[0])
-    check_codes(run, codes)
+    parsed, key, incl = _scoring_inputs(qrels, run, measures, on_missing_query, ties,
+                                        no_relevant, relevant_min, inclusion, codes)
     if "arm" in column_names(run):
         import pandas as pd
 
@@ -1186,26 +1196,8 @@ def per_query_table(*, qrels, run: pa.Table, measures, on_missing_query: str = "
     if "arm" in column_names(run):
         raise InputError("per_query_table scores one arm's run, without an arm column",
                          fix="Score a stacked run with per_query")
-    if on_missing_query not in ON_MISSING:
-        raise InputError("on_missing_query must be `zero` or `skip`",
-                         found=repr(on_missing_query))
-    if ties not in TIES:
-        raise InputError("ties must be `score` or `rank`", found=repr(ties))
-    if no_relevant not in NO_RELEVANT:
-        raise InputError("no_relevant must be `exclude` or `zero`", found=repr(no_relevant))
-    parsed = _parse_all(measures, relevant_min)
-    key = index_qrels(qrels)
-    incl = None
-    inferred = [str(m) for m in parsed if m.needs_inclusion]
-    if inferred:
-        if isinstance(inclusion, Inclusion):
-            if inclusion.prob.shape != key.q.shape:
-                raise InputError("inclusion probabilities were indexed for other qrels",
-                                 fix="Pass inclusion_at(key, table) of the same KeyIndex")
-            incl = inclusion
-        else:
-            incl = inclusion_at(key, inclusion, measure=inferred[0])
-    check_codes(run, codes)
+    parsed, key, incl = _scoring_inputs(qrels, run, measures, on_missing_query, ties,
+                                        no_relevant, relevant_min, inclusion, codes)
     table = _arrow_table(key, _score_run(key, run, parsed, on_missing_query, ties,
                                          no_relevant, incl, codes))
     pa.default_memory_pool().release_unused()  # scoring's Arrow temporaries are garbage
@@ -1409,27 +1401,18 @@ def inclusion_at(key, inclusion: pd.DataFrame | None, *, path=None,
 
 
 def _table(key: KeyIndex, scored: dict) -> pd.DataFrame:
+    """:func:`_arrow_table`'s rows as a DataFrame (ids and names of pandas' ``str`` dtype)."""
     import pandas as pd
 
-    sel, which, values = [], [], []
-    for i, (value, counted) in enumerate(scored.values()):
-        rows = np.flatnonzero(counted)
-        sel.append(rows)
-        which.append(np.full(len(rows), i, dtype=np.int32))
-        values.append(value[rows])
-    sel = np.concatenate(sel) if sel else np.zeros(0, dtype=np.int64)
-    names = pa.DictionaryArray.from_arrays(
-        pa.array(np.concatenate(which) if which else np.zeros(0, dtype=np.int32)),
-        pa.array(list(scored), type=pa.large_string()))
-    return pd.DataFrame({
-        "query_id": pd.Series(key.query_ids.take(pa.array(sel)), dtype="str"),
-        "measure": pd.Series(names.cast(pa.large_string()), dtype="str"),
-        "value": np.concatenate(values) if values else np.zeros(0),
-    })
+    table = _arrow_table(key, scored)
+    return pd.DataFrame({"query_id": pd.Series(table["query_id"].combine_chunks(), dtype="str"),
+                         "measure": pd.Series(table["measure"].combine_chunks(), dtype="str"),
+                         "value": numpy_values(table["value"].combine_chunks())})
 
 
 def _arrow_table(key: KeyIndex, scored: dict) -> pa.Table:
-    """:func:`_table`'s rows as an Arrow table (ids and names large_string)."""
+    """One row per query and measure a query is counted in (``query_id``, ``measure``
+    large_string; ``value`` float64), measure by measure in ``scored``'s order."""
     sel, which, values = [], [], []
     for i, (value, counted) in enumerate(scored.values()):
         rows = np.flatnonzero(counted)
