@@ -48,15 +48,19 @@ GENERAL_ADVICE = (
     "ambiguous intent, a missing boundary rule, or drift; revise the rubric or the intents, "
     "log the revision, and regrade the whole pool from fresh orders in a new grading.round")
 
+#: Why a one-category sample is not the rubric's fault: the opening of every such advice.
+NOT_THE_RUBRIC = (
+    "kappa is undefined because every audited pair fell in one category for both graders, "
+    "not because they disagree: revising the rubric cannot help.")
+
 #: The advice when a kappa is undefined because both graders used one category for every
 #: audited pair (:func:`one_category`); the gate stage gives a version naming the params file,
 #: the current values and the command.
 ONE_CATEGORY_ADVICE = (
-    "kappa is undefined because every audited pair fell in one category for both graders, "
-    "not because they disagree: revising the rubric cannot help. Kappa needs an audit sample "
-    "that holds both relevant and non-relevant pairs: raise audit.min_queries or "
-    "audit.fraction (in triage mode also triage.zero_sample, so people grade more of the "
-    "model's 0s) and start a new grading.round, whose audit sample is drawn before grading")
+    NOT_THE_RUBRIC + " Kappa needs an audit sample that holds both relevant and non-relevant "
+    "pairs: raise audit.min_queries or audit.fraction (in triage mode also "
+    "triage.zero_sample, so people grade more of the model's 0s) and start a new "
+    "grading.round, whose audit sample is drawn before grading")
 
 #: The agreement stage's reason for a kappa whose chance agreement is 1
 #: (:func:`relgrade.protocol.agreement.agreement`'s notes).
@@ -425,7 +429,8 @@ def family_warnings(*, key_grader: str, auditor: str, graders: Mapping[str, str 
     for who in auditors:
         for name in sorted(fam):
             if name not in auditors and fam.get(who) and fam[name] == fam[who]:
-                lines.append(f"auditor {who} is of the same family as grader {name} ({fam[who]})")
+                lines.append(f"auditor {who} is of the same family as grader {name} "
+                             f"({fam[who]})")
     for name in [key_grader] + sorted(n for n in fam if n != key_grader and n not in auditors):
         if not fam.get(name):
             continue

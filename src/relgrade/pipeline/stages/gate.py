@@ -25,6 +25,7 @@ from relgrade.protocol import triage
 from relgrade.protocol.audit import audit_coverage
 from relgrade.pipeline.stages.audit import params_shown
 from relgrade.protocol.gate import (
+    NOT_THE_RUBRIC,
     PPI_GATE_NOTE,
     PPI_NOT_APPLIED,
     check_audit_gates,
@@ -64,15 +65,13 @@ def one_category_advice(ex, *, audited: int, queries: int) -> str:
         raise_.append(f"audit.min_queries (now {cfg.min_queries}; {audited} of {queries} "
                       f"queries are audited) or audit.fraction (now {cfg.fraction:g})")
     if not raise_:
-        return ("kappa is undefined because every audited pair fell in one category for both "
-                "graders, not because they disagree: revising the rubric cannot help. Every "
-                f"one of the {queries} pooled queries is audited already, so a sample with "
-                "both relevant and non-relevant pairs needs more queries or a deeper pool "
+        return (f"{NOT_THE_RUBRIC} Every one of the {queries} pooled queries is audited "
+                "already, so a sample with both relevant and non-relevant pairs needs more "
+                "queries or a deeper pool "
                 f"(pool.depth in {where}), graded in a new round (grading.round: {rnd + 1}); "
                 f"then `{repro_command(ex)}`")
-    return ("kappa is undefined because every audited pair fell in one category for both "
-            "graders, not because they disagree: revising the rubric cannot help. Kappa needs "
-            f"an audit sample that holds both relevant and non-relevant pairs: in {where} raise "
+    return (f"{NOT_THE_RUBRIC} Kappa needs an audit sample that holds both relevant and "
+            f"non-relevant pairs: in {where} raise "
             + " or ".join(raise_).rstrip(",")
             + f", and set grading.round: {rnd + 1}, whose audit sample is drawn before grading "
             f"(round {rnd}'s grades stay in git); then run `{repro_command(ex)}` and grade the "
