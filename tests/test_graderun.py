@@ -187,6 +187,11 @@ def test_a_bad_grader_is_retried_then_reported_and_nothing_of_it_is_recorded(tmp
     assert "failed: query q01 batch 0: grader-a command, q01 batch 0" in result.output
     assert message in result.output
     assert not grades_file(tmp_path).exists()  # nothing recorded: no empty file left
+    # the exit is one Error line, last, naming the failures, what is kept and the rerun
+    last = result.output.strip().splitlines()[-1]
+    assert last.startswith("Error: 1 batch of grader-a failed on every attempt")
+    assert "the 0 grades recorded in this run are kept" in last
+    assert last.endswith("relgrade grade run --grader grader-a")
 
 
 def test_a_grader_that_hangs_is_killed_at_the_timeout(tmp_path):

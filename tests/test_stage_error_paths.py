@@ -100,3 +100,45 @@ def test_a_command_already_naming_an_experiment_and_one_without_a_path_keep_thei
     assert _error(capsys, main) == (
         "Error: no human sample. run `relgrade status --experiment other`, then "
         "`relgrade audit redraw --experiment experiments/x`; not relgrade status")
+
+
+def _parses(command: str, tmp_path) -> None:
+    """Parse a printed relgrade command with relgrade's own CLI, as typed (FILE an existing
+    file): click raises UsageError on a missing option or argument."""
+    import shlex
+    import warnings
+
+    import click
+
+    from relgrade.cli import main as cli
+
+    (tmp_path / "FILE").write_text("")
+    args = [str(tmp_path / "FILE") if a == "FILE" else a for a in shlex.split(command)][1:]
+    ctx, group = cli.make_context("relgrade", list(args)), cli
+    while isinstance(group, click.Group):
+        with warnings.catch_warnings():  # the subcommand's words, under either click 8 name
+            warnings.simplefilter("ignore", DeprecationWarning)
+            rest = [*ctx.protected_args, *ctx.args]
+        name, group, args = group.resolve_command(ctx, rest)
+        ctx = group.make_context(name, list(args), parent=ctx)
+
+
+def test_a_grade_file_and_sidecar_that_disagree_name_complete_regrade_commands(
+        sub, capsys, tmp_path):
+    from relgrade.protocol.sidecar import repair_hint
+
+    grades = "data/grades/grader-a/round-1.jsonl"
+
+    def main(ex):
+        raise InputError("the grade file and its bank sidecar disagree", path=grades, line=3,
+                         fix=repair_hint(grades, "data/grades/grader-a/round-1.bank.jsonl"))
+
+    import re
+
+    commands = re.findall(r"`(relgrade [^`]*)`", _error(capsys, main))
+    assert commands == [
+        "relgrade grade run --grader grader-a --experiment experiments/x",
+        "relgrade serve --experiment experiments/x",
+        "relgrade grade import FILE --grader grader-a --experiment experiments/x"]
+    for command in commands:
+        _parses(command, tmp_path)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import signal
 import sys
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import click
@@ -278,5 +279,14 @@ def run_cmd(grader, workers, executor, address, connect_timeout, dry_run, max_ca
     if summary.interrupted:
         sys.exit(130)
     if summary.failures:
-        sys.exit(1)
+        from relgrade.experiment.layout import grade_commands
+
+        # the failures are listed above; the exit is an Error line like every command's
+        n = len(summary.failures)
+        raise click.ClickException(
+            f"{n} batch{'es' if n > 1 else ''} of {grader} failed on every attempt (each "
+            f"listed above with its error); the {summary.graded} grades recorded in this run "
+            f"are kept. Fix {grader}'s command (graders.{grader}.command in "
+            f"{Path(params_path).as_posix()}), then run the same command again to grade what is left: "
+            f"{grade_commands(ex)[grader]}")
 

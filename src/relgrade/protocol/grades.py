@@ -825,9 +825,8 @@ def bank_of_file(f: GraderFile, *, name: str, spec: Mapping, scale: Iterable[int
         raise InputError("a grade file without its bank sidecar: what its grades were made "
                          "on (chunk content, intent line, rubric) is unknown", path=f.source,
                          item=name, found=f"no {f.bank_source}",
-                         fix="Record grades through `relgrade grade import`, `relgrade grade "
-                             "run` or `relgrade serve`, which write the sidecar; or restore "
-                             "it from git")
+                         fix=f"Record grades through {sidecar.regrade_commands(name)}, "
+                             "which write the sidecar; or restore it from git")
     # Row i was made on bank line i (sidecar.pair_rows); trailing lines without a row
     # belong to a batch that was never acknowledged and are left out.
     paired = sidecar.pair_rows(rows, bank_lines, source=f.source, bank_source=f.bank_source)

@@ -51,12 +51,21 @@ def _pair(row: Mapping) -> tuple[str, str]:
     return str(row.get("query_id")), str(row.get("chunk_id"))
 
 
+def regrade_commands(grader: str) -> str:
+    """The commands that record a grader's grades with their bank sidecar, each complete as
+    printed: ``relgrade grade run --grader G`` (a command grader), ``relgrade serve`` and
+    ``relgrade grade import FILE --grader G`` (people; FILE their grades)."""
+    return (f"`relgrade grade run --grader {grader}` (a command grader), `relgrade serve` or "
+            f"`relgrade grade import FILE --grader {grader}` (people's grades in FILE)")
+
+
 def repair_hint(source, bank_source) -> str:
-    """The fix named when a grade file and its sidecar disagree."""
+    """The fix named when a grade file and its sidecar disagree; the grader is the grade
+    file's folder (``paths.grades_in``/GRADER/round-R.jsonl)."""
     return (f"Restore both from the same commit (`git checkout -- {Path(source).as_posix()} "
             f"{Path(bank_source).as_posix()}`), then grade again what is missing with "
-            "`relgrade grade run` or `relgrade serve`; relgrade never guesses which record a "
-            "grade was made on")
+            f"{regrade_commands(Path(source).parent.name)}; relgrade never guesses which "
+            "record a grade was made on")
 
 
 @dataclass(frozen=True)
