@@ -152,3 +152,81 @@ def test_an_edited_audit_lock_and_a_hand_edited_grade_are_named_with_their_stage
     lock.unlink()
     assert inputs_since_repro(ex)["paths"]["data/audit/lock.json"] == {
         "change": "deleted", "stages": ["audit"]}
+
+
+def _lock_stage_out(lock: dict, stage: str, path: str, md5: str) -> None:
+    """Set the md5 ``stage``'s lock entry records for its output ``path``: as DVC records it
+    after the stage made the file again."""
+    (out,) = [o for o in lock["stages"][stage]["outs"] if o["path"] == path]
+    out["md5"] = md5
+
+
+def test_the_committed_locks_have_no_decision_stage_behind_its_inputs():
+    from relgrade.pipeline.since_repro import stages_behind
+
+    for params in [REPO / "params.yaml", *sorted((REPO / "experiments").glob("*/params.yaml"))]:
+        assert stages_behind(Experiment.load(params)) == {}, params
+
+
+def test_a_ppi_stage_that_stopped_after_the_grades_were_made_again_is_named_stale(tmp_path):
+    # dvc repro remade the grades table (people's grades changed) and the ppi stage refused:
+    # the grades stage's entry records the new md5, the ppi stage's still the one it read
+    from ruamel.yaml import YAML
+
+    from relgrade.cli.status import behind_lines
+    from relgrade.pipeline.since_repro import stages_behind
+
+    for f in ("params.yaml", "dvc.lock", "dvc.yaml"):
+        shutil.copy(REPO / "experiments" / "ppi-sim" / f, tmp_path / f)
+    yaml = YAML(typ="safe")
+    lock = yaml.load((tmp_path / "dvc.lock").read_bytes())
+    grades = next(o["path"] for o in lock["stages"]["grades"]["outs"]
+                  if o["path"].endswith("grades.parquet"))
+    readers = sorted(s for s, e in lock["stages"].items()
+                     if s.split("@")[0] in ("key", "metrics", "ppi", "compare", "report", "holes")
+                     and any(d["path"] == grades for d in e.get("deps", [])))
+    assert "ppi" in readers
+    _lock_stage_out(lock, "grades", grades, "0" * 32)
+    with open(tmp_path / "dvc.lock", "w") as f:
+        yaml.dump(lock, f)
+    got = stages_behind(Experiment.load(tmp_path / "params.yaml"))
+    assert got["repro"] == "dvc repro"
+    assert got["stages"] == {s: [(grades, "grades")] for s in readers}
+    assert behind_lines({"repro": "dvc repro", "stages": {"ppi": got["stages"]["ppi"]}}) == [
+        f"stale: ppi last ran on an earlier {grades} (made again since by grades); its files "
+        "below are of the earlier input, and `dvc repro` runs it again (an Error line there "
+        "says why it stops)"]
+
+
+def test_metrics_show_says_its_rows_are_stale_when_the_ppi_stage_stopped_after_new_grades(
+        tmp_path):
+    from click.testing import CliRunner
+    from ruamel.yaml import YAML
+
+    from relgrade.cli import main
+
+    # a repository's top (stages/ and dvc.yaml) with the experiment below it
+    (tmp_path / "stages").mkdir()
+    (tmp_path / "dvc.yaml").write_text("stages: {}\n")
+    tmp_path = tmp_path / "experiments" / "ppi-sim"
+    tmp_path.mkdir(parents=True)
+    for f in ("params.yaml", "dvc.lock", "dvc.yaml"):
+        shutil.copy(REPO / "experiments" / "ppi-sim" / f, tmp_path / f)
+    shutil.copytree(REPO / "experiments" / "ppi-sim" / "metrics" / "decision",
+                    tmp_path / "metrics" / "decision")
+    show = ["metrics", "show", "--params", str(tmp_path / "params.yaml")]
+    before = CliRunner().invoke(main, show)
+    assert before.exit_code == 0 and "stale:" not in before.output
+    yaml = YAML(typ="safe")
+    lock = yaml.load((tmp_path / "dvc.lock").read_bytes())
+    grades = next(o["path"] for o in lock["stages"]["grades"]["outs"]
+                  if o["path"].endswith("grades.parquet"))
+    _lock_stage_out(lock, "grades", grades, "0" * 32)
+    with open(tmp_path / "dvc.lock", "w") as f:
+        yaml.dump(lock, f)
+    after = CliRunner().invoke(main, show)
+    assert after.exit_code == 0
+    assert (f"stale: ppi last ran on an earlier {grades} (made again since by grades); these "
+            "files are of the earlier input") in after.output
+    as_json = json.loads(CliRunner().invoke(main, show + ["--json"]).output)
+    assert as_json["stale"]["ppi"] == [[grades, "grades"]]

@@ -124,10 +124,14 @@ def show_cmd(as_json, params_path):
     `dvc metrics show` lists every experiment of the repository; this lists one, then prints
     DVC's own commands limited to it (metrics, plots, experiments table). When a post-hoc key
     stands beside the frozen one, a line says so: the rows are the frozen key's (JSON:
-    post_hoc_key, else null)."""
+    post_hoc_key, else null). When a decision stage stopped after its input was made again
+    (the ppi stage refusing changed grades), a `stale:` line names it: the rows are of the
+    earlier input (JSON: stale, stage -> [[path, the stage that made it again]])."""
     from relgrade.errors import InputError
     from relgrade.experiment.files import Experiment
+    from relgrade.cli.status import behind_lines
     from relgrade.pipeline.decisions import read_decisions
+    from relgrade.pipeline.since_repro import stages_behind
     from relgrade.pipeline.views import decision_rows, dvc_commands, experiment_name
 
     ex = Experiment.load(params_path)
@@ -144,9 +148,12 @@ def show_cmd(as_json, params_path):
                          fix="Run `dvc repro` until the metrics stage has run")
     name = experiment_name(ex)
     post_hoc = _post_hoc_key(ex)
+    # a decision stage that stopped after its input was remade: these files are of the old one
+    behind = stages_behind(ex)
     if as_json:
         click.echo(json.dumps({"experiment": name, "arms": rows, "post_hoc_key": post_hoc,
-                               "not_arms": stray, "arms_without_file": absent}, indent=2))
+                               "not_arms": stray, "arms_without_file": absent,
+                               "stale": behind.get("stages", {})}, indent=2))
         return
     key = next((d["key"] for d in decisions.values() if d.get("key")), None)
     baseline = next((r["baseline"] for r in rows if r["baseline"]), rows[0]["arm"])
@@ -175,6 +182,8 @@ def show_cmd(as_json, params_path):
         click.echo(line)
     if post_hoc is not None:
         click.echo(_post_hoc_line(post_hoc))
+    for line in behind_lines(behind):
+        click.echo(line.replace("its files below are", "these files are"))
     folder = ex.path("decision")
     for arm in stray:  # as the publish stage leaves such a file out of the bundle
         click.echo(f"note: {folder / (arm + '.json')} is the file of no arm of params; "

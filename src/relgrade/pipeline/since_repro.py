@@ -425,3 +425,68 @@ def inputs_since_repro(ex, *, read: dict | None = None) -> dict:
     return {"state": "changed", "paths": changed,
             "stages": sorted({s for c in changed.values() for s in c["stages"]}),
             "repro": repro_command(ex)}
+
+
+#: The stages whose outputs a user reads as the decision (the key, the arms' metrics, the
+#: ppi estimates, the comparisons, the report, a new arm's estimate on its holes): each is
+#: named by :func:`stages_behind` when it last ran on an earlier version of a file another
+#: stage has made again since.
+DECISION_STAGES = ("key", "metrics", "ppi", "compare", "report", "holes")
+
+
+def stages_behind(ex, *, read: dict | None = None) -> dict:
+    """The decision stages whose last run read an earlier version of a file that another
+    stage has made again since (the stage failed or refused after its input was remade).
+
+    DVC's lock records, for every stage, the md5 of each dependency as the stage last read
+    it, and of each output as the stage last made it. When ``dvc repro`` remakes a file (the
+    grades table, after people's grades changed) and a stage after it stops with an error
+    (the ppi stage refusing), the later stage's lock entry keeps the md5 it read before: its
+    outputs (the decision files ``relgrade status`` and ``relgrade metrics show`` print) are
+    of the earlier input. Only the lock is read; no file is hashed.
+
+    Parameters
+    ----------
+    ex : relgrade.experiment.files.Experiment
+        The experiment (its ``dvc.lock`` and ``dvc.yaml`` beside the params file).
+    read : dict, optional
+        As :func:`params_since_repro`'s.
+
+    Returns
+    -------
+    dict
+        ``{}`` when no decision stage is behind (or there is no readable lock); else
+        ``{"stages": {stage: [(path, maker), ...]}, "repro": str}``: each stage of
+        :data:`DECISION_STAGES` (``metrics@ARM`` included, by the name before ``@``) that
+        is behind, sorted, with the paths (relative to the experiment's folder, sorted) it
+        read in an earlier version and the stage that made each since, and the ``dvc
+        repro`` that reruns it.
+    """
+    lock_path, _ = ex.dvc_files()
+    got = _lock_and_params(ex, lock_path, read)
+    if isinstance(got, dict):
+        return {}
+    stages, raw = got
+    defined = _stages_now(lock_path.with_name("dvc.yaml"), raw, read)
+    entries = {str(s): e for s, e in stages.items() if isinstance(e, Mapping)
+               and (defined is None or str(s) in defined)}
+
+    def listed(entry, what):
+        return [x for x in entry.get(what) or [] if isinstance(x, Mapping) and "path" in x]
+
+    made = {str(o["path"]): (stage, o.get("md5")) for stage, e in entries.items()
+            for o in listed(e, "outs")}
+    behind: dict[str, list[tuple[str, str]]] = {}
+    for stage, entry in entries.items():
+        if stage.split("@")[0] not in DECISION_STAGES:
+            continue
+        for dep in listed(entry, "deps"):
+            maker = made.get(str(dep["path"]))
+            if maker is None or maker[0] == stage or dep.get("md5") is None \
+                    or maker[1] is None or dep.get("md5") == maker[1]:
+                continue
+            behind.setdefault(stage, []).append((str(dep["path"]), maker[0]))
+    if not behind:
+        return {}
+    return {"stages": {s: sorted(p) for s, p in sorted(behind.items())},
+            "repro": repro_command(ex)}

@@ -27,7 +27,8 @@ from relgrade.experiment.layout import (grade_commands, packets_build_command, r
                                       review_command)
 from relgrade.pipeline.judgments import judgments, pending_status
 from relgrade.pipeline.panel import is_panel
-from relgrade.pipeline.since_repro import inputs_since_repro, params_since_repro
+from relgrade.pipeline.since_repro import (inputs_since_repro, params_since_repro,
+                                           stages_behind)
 from relgrade.experiment.params import Params
 from relgrade.io import files as io
 from relgrade.protocol import bank, grades, triage
@@ -605,6 +606,10 @@ def read_status(ex: Experiment) -> dict:
     st["params_changed"] = params_since_repro(ex, read=read)
     # inputs edited since the last run (a grade file, the audit lock): the same
     st["inputs_changed"] = inputs_since_repro(ex, read=read)
+    # a decision stage that stopped after its input was remade: its files are of the old input
+    behind = stages_behind(ex, read=read)
+    if behind:
+        st["behind"] = behind
     warnings = share_warnings(ex)
     if warnings:
         st["warnings"] = warnings
