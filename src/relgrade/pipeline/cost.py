@@ -122,7 +122,8 @@ def judging_cost(counts: Mapping[str, Mapping[str, int]],
     ----------
     counts : mapping
         Grader → ``{"spent": int, "pending": int}`` (judgments made and still owed),
-        optionally with ``"spent_by_round": {round: int}`` (kept as given).
+        optionally with ``"spent_by_round": {round: int}`` (kept as given) and
+        ``"spent_recheck"`` (the judges' re-check judgments among ``spent``; kept).
     seconds : mapping
         Grader → its price, :func:`prices`' entry (``worker``, ``seconds_per_judgment``,
         ``calls_per_judgment``), or a bare number of seconds per judgment (a person's).
@@ -165,6 +166,8 @@ def judging_cost(counts: Mapping[str, Mapping[str, int]],
                          "pending_hours": pending * s / SECONDS_PER_HOUR}
         if n.get("spent_by_round"):
             out[name]["spent_by_round"] = {str(r): int(k) for r, k in n["spent_by_round"].items()}
+        if n.get("spent_recheck"):  # judges' re-checks: in spent, said apart
+            out[name]["spent_recheck"] = int(n["spent_recheck"])
     return {"graders": out,
             "spent": sum(g["spent"] for g in out.values()),
             "pending": sum(g["pending"] for g in out.values()),
@@ -234,6 +237,7 @@ def report_cost(params, grades_manifest: Mapping) -> dict | None:
                          fix="Rerun the grades stage: dvc repro -f -s grades")
     counts = {str(g): {"spent": int(c["spent"]), "pending": int(c["pending"]),
                        "spent_by_round": dict(c.get("spent_by_round") or {})}
+              | ({"spent_recheck": int(c["spent_recheck"])} if c.get("spent_recheck") else {})
               for g, c in sorted(counts.items())}  # graders in name order, rounds kept
     return judging_cost(counts, prices(params, counts))
 
@@ -273,8 +277,11 @@ def cost_lines(cost: Mapping) -> list[str]:
                     f" each ({g['pending_calls']} calls to go)")
         else:
             each = f"{g['seconds_per_judgment']:g} s each ({g['pending_hours']:.2f} h to go)"
-        out.append(f"  {name} ({g.get('worker', PERSON)}): {g['spent']} spent"
-                   f"{f' ({mine})' if mine else ''}, {g['pending']} pending at {each}")
+        recheck = (f"{', ' if mine else ''}{g['spent_recheck']} for judge calibration"
+                   if g.get("spent_recheck") else "")
+        said = f" ({mine}{recheck})" if mine or recheck else ""
+        out.append(f"  {name} ({g.get('worker', PERSON)}): {g['spent']} spent{said}, "
+                   f"{g['pending']} pending at {each}")
     return out
 
 

@@ -406,11 +406,14 @@ def pending_status(ex, *, held: Judgments, table: pd.DataFrame,
     manifest = ex.path("pool_manifest")
     version = io.read_json(manifest).get("pool_version") if manifest.exists() else None
 
+    rechecks = recheck_judgments(ex)
+
     def entry(g):
         return {"made": int(held.made.get(g, 0)),
                 "made_by_round": {int(r): int(n)
                                   for r, n in held.made_by_round.get(g, {}).items()},
-                "current": int((table["grader"] == g).sum())}
+                "current": int((table["grader"] == g).sum())} | (
+            {"made_recheck": rechecks[g]} if rechecks.get(g) else {})
 
     out = {"pool_version": version, "rounds": list(held.rounds),
            "graders": {g: {**entry(g), **counts[g]} for g in names}}
@@ -430,6 +433,33 @@ def pending_status(ex, *, held: Judgments, table: pd.DataFrame,
     return out
 
 
+def recheck_judgments(ex) -> dict[str, int]:
+    """Per grader, the judgments it made for judges' re-checks: the non-blank lines of its
+    files ``paths.grades_in/JUDGE/recheck/TAG/GRADER.jsonl`` (:mod:`relgrade.experiment.recheck`;
+    the judge's own grades of the drawn pairs, and people's). They enter no key, but each
+    was made, so the judging cost counts them.
+
+    Parameters
+    ----------
+    ex : relgrade.experiment.files.Experiment
+        The experiment (params ``paths.grades_in``).
+
+    Returns
+    -------
+    dict of str to int
+        Grader -> re-check judgments, only graders with at least one, in name order.
+    """
+    folder = ex.path("grades_in")
+    out: dict[str, int] = {}
+    for f in sorted(folder.glob("*/recheck/*/*.jsonl")) if folder.is_dir() else []:
+        if f.name.endswith(".bank.jsonl"):
+            continue
+        n = sum(1 for line in io.read_lines(f) if line.strip())
+        if n:
+            out[f.stem] = out.get(f.stem, 0) + n
+    return dict(sorted(out.items()))
+
+
 def judgment_counts(pending: Mapping) -> dict[str, dict[str, int]]:
     """Per grader, the judgments spent and pending, from what it has made and owes.
 
@@ -446,11 +476,13 @@ def judgment_counts(pending: Mapping) -> dict[str, dict[str, int]]:
     Returns
     -------
     dict
-        Grader → ``{"spent": made, "pending": the sum of every pending_* count}``, plus
-        ``"spent_by_round": {round (str): made that round}`` when the grader's files span
-        more than one round: spent is every judgment the
+        Grader → ``{"spent": made + made_recheck, "pending": the sum of every pending_*
+        count}``, plus ``"spent_by_round": {round (str): made that round}`` when the
+        grader's files span more than one round, and ``"spent_recheck"`` when it made
+        judges' re-check judgments (:func:`recheck_judgments`): spent is every judgment the
         grader's files of every round hold (stale, superseded by a regrade, set aside by a
-        later full round or unused ones included: each was made, so paid for), pending what
+        later full round or unused ones included: each was made, so paid for) and its
+        re-check files, pending what
         it owes now for any reason (new, stale, audit, regrade, adjudication). The rounds are
         strings, as the grades manifest's JSON keeps them.
 
@@ -465,8 +497,11 @@ def judgment_counts(pending: Mapping) -> dict[str, dict[str, int]]:
     """
     out = {}
     for g, c in pending["graders"].items():
-        out[str(g)] = {"spent": int(c["made"]),
+        recheck = int(c.get("made_recheck", 0))
+        out[str(g)] = {"spent": int(c["made"]) + recheck,
                        "pending": int(sum(v for k, v in c.items() if k.startswith("pending_")))}
+        if recheck:
+            out[str(g)]["spent_recheck"] = recheck
         by_round = c.get("made_by_round") or {}
         if len(by_round) > 1:
             out[str(g)]["spent_by_round"] = {str(r): int(n) for r, n in by_round.items()}
