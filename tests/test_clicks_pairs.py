@@ -49,6 +49,17 @@ def test_skip_above_pairs_of_the_hand_example_with_their_weights():
     assert rel.fetchall() == HAND_PAIRS
 
 
+def test_the_joins_table_of_clicks_leaves_out_the_clicks_at_position_1():
+    # The hand example's five clicks: s1 at 3, s2 at 1 and 4, s3 at 2 and 3. s2's click at
+    # position 1 has nothing above it, gives no pair, and is not in the join's table.
+    log = ClickLog.from_frame(frame(HAND))
+    pairs = P.skip_above(log, P.ips_weights(HAND_PROPENSITY, clip=10)).fetchall()
+    table = log.con.execute("SELECT session_id, position, weight FROM relgrade_clicks_clicked "
+                            "ORDER BY session_id, position").fetchall()
+    assert table == [("s1", 3, 4.0), ("s2", 4, 10.0), ("s3", 2, 2.0), ("s3", 3, 4.0)]
+    assert pairs == HAND_PAIRS
+
+
 def test_without_the_clip_the_deep_click_keeps_its_full_weight():
     log = ClickLog.from_frame(frame(HAND))
     got = P.skip_above(log, P.ips_weights(HAND_PROPENSITY, clip=100)).fetchall()

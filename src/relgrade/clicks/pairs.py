@@ -153,8 +153,9 @@ def skip_above(log: ClickLog, weights) -> duckdb.DuckDBPyRelation:
     -------
     duckdb.DuckDBPyRelation
         Lazy, over a temporary table of the log's weighted clicks that this call creates
-        (``relgrade_clicks_clicked``: one pass over the log, one row per click; DuckDB keeps
-        it in memory and spills it when needed). Columns :data:`PAIR_COLUMNS`:
+        (``relgrade_clicks_clicked``: one pass over the log, one row per click below
+        position 1, which alone can give a pair; DuckDB keeps it in memory and spills it
+        when needed). Columns :data:`PAIR_COLUMNS`:
         ``query_id``, ``preferred_chunk_id`` (clicked
         at position k), ``other_chunk_id`` (shown above k and not clicked), ``weight``
         (``weights`` at k) and ``session_id``; ordered by session id, then the clicked
