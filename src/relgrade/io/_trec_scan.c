@@ -731,22 +731,67 @@ table_slots(Py_ssize_t items)
     return (size & (size - 1)) == 0 ? size : 0;
 }
 
+/* How many ids or rows ahead id_table and unknown_at ask for the table slot they will
+ * touch (each is a cache miss; several in flight overlap). */
+#define PREFETCH_AHEAD 16
+
+static inline void
+prefetch(const void *p)
+{
+#if defined(__GNUC__) || defined(__clang__)
+    __builtin_prefetch(p);
+#else
+    (void)p;
+#endif
+}
+
+/* The hash of id r, bytes[off[r]:off[r + 1]], into *h: 1, 0 when it cannot be referenced
+ * (too long, or starting too far), -1 on bad offsets. */
+static inline int
+known_id_hash(const uint8_t *bytes, Py_ssize_t n_bytes, const int64_t *off, Py_ssize_t r,
+              uint64_t *h)
+{
+    const int64_t f = off[r], e = off[r + 1];
+    if (f < 0 || e < f || e > n_bytes) {
+        return -1;
+    }
+    if ((uint64_t)(e - f) > REF_MAX_LEN || (uint64_t)f > REF_MAX_START) {
+        return 0;
+    }
+    *h = text_hash(bytes + f, e - f);
+    return 1;
+}
+
 /* Insert ids r = 0 .. n - 1 (bytes[off[r]:off[r + 1]]) into a zeroed table of `size`
- * slots, size > n. Returns 1, 0 when an id cannot be referenced, -1 on bad offsets. */
+ * slots, size > n. Each id is hashed PREFETCH_AHEAD ids before it is inserted (its hash
+ * waits in a ring), so its slot is on its way to the cache by then. Returns 1, 0 when an
+ * id cannot be referenced, -1 on bad offsets. */
 static int
 fill_table(uint64_t *table, uint64_t size, const uint8_t *bytes, Py_ssize_t n_bytes,
            const int64_t *off, Py_ssize_t n)
 {
     const uint64_t mask = size - 1;
+    uint64_t ring[PREFETCH_AHEAD];
+    for (Py_ssize_t r = 0; r < n && r < PREFETCH_AHEAD; r++) {
+        const int ok = known_id_hash(bytes, n_bytes, off, r, &ring[r]);
+        if (ok <= 0) {
+            return ok;
+        }
+        prefetch(table + 2 * (ring[r] & mask));
+    }
     for (Py_ssize_t r = 0; r < n; r++) {
+        const uint64_t h = ring[r % PREFETCH_AHEAD];
+        const Py_ssize_t next = r + PREFETCH_AHEAD;
+        if (next < n) {
+            uint64_t *slot_of_next = &ring[next % PREFETCH_AHEAD];
+            const int ok = known_id_hash(bytes, n_bytes, off, next, slot_of_next);
+            if (ok <= 0) {
+                return ok;
+            }
+            prefetch(table + 2 * (*slot_of_next & mask));
+        }
+        /* off[r], off[r + 1] were checked when id r was hashed */
         const int64_t f = off[r], e = off[r + 1];
-        if (f < 0 || e < f || e > n_bytes) {
-            return -1;
-        }
-        if ((uint64_t)(e - f) > REF_MAX_LEN || (uint64_t)f > REF_MAX_START) {
-            return 0;
-        }
-        const uint64_t h = text_hash(bytes + f, e - f);
         uint64_t slot = h & mask;
         while (table[2 * slot + 1] != 0) {  /* ends: fewer ids than slots */
             slot = (slot + 1) & mask;
@@ -839,10 +884,6 @@ in_table(const uint64_t *table, uint64_t mask, const uint8_t *known, Py_ssize_t 
     return 0;
 }
 
-/* How many rows ahead unknown_at asks for the table slot it will read (a probe is a cache
- * miss; several in flight overlap). */
-#define PREFETCH_AHEAD 16
-
 PyDoc_STRVAR(unknown_at_doc,
 "unknown_at(table, known_bytes, bytes, off, hashes, rows) -> int\n\n"
 "The first item whose id is not in the table id_table filled from known_bytes, -1 when\n"
@@ -897,23 +938,21 @@ py_unknown_at(PyObject *self, PyObject *args)
     int bad = 0;
     Py_BEGIN_ALLOW_THREADS
     for (Py_ssize_t i = 0; i < n_items; i++) {
-#if defined(__GNUC__) || defined(__clang__)
         if (hashes != NULL) {
             /* two steps ahead: the slot of a later row, then (its slot now in the cache)
              * the known bytes that slot refers to; only addresses are formed, and a
              * prefetch never faults */
             if (i + PREFETCH_AHEAD < n_items) {
-                __builtin_prefetch(table + 2 * (hashes[i + PREFETCH_AHEAD] & mask));
+                prefetch(table + 2 * (hashes[i + PREFETCH_AHEAD] & mask));
             }
             if (i + PREFETCH_AHEAD / 2 < n_items) {
                 const uint64_t ref = table[2 * (hashes[i + PREFETCH_AHEAD / 2] & mask) + 1];
                 const uint64_t start = (ref >> REF_LEN_BITS) - 1;
                 if (ref != 0 && start < (uint64_t)n_known) {
-                    __builtin_prefetch(known + start);
+                    prefetch(known + start);
                 }
             }
         }
-#endif
         const int64_t r = rows != NULL ? rows[i] : (int64_t)i;
         if (r < 0 || r >= n_off - 1) {
             bad = 1;
