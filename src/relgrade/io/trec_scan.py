@@ -35,6 +35,11 @@ with the same message:
 
 Blank lines, fields after the sixth, ``+`` signs, hex ranks, ``inf``/``nan`` and the like
 all leave the file to the reader. Without the C module (or an empty file), too.
+
+:class:`KnownIds` checks the ids a scan read against known ones (the pool stage: every
+row's chunk against the corpus, every query against the query set) in the same C module:
+an open-addressing table of the known ids keyed by the scan's chunk hash, each match
+confirmed byte for byte.
 """
 
 from __future__ import annotations

@@ -1,11 +1,12 @@
 """Stage `pool`: every arm's run → the pool, its private provenance, manifest and statistics.
 
-Each arm in params `arms` is read from `paths.runs/ARM.trec` straight into Arrow, checked
-(finite scores, no chunk twice for a query) and cut to the rows that can reach the pooled
-ranks, in one pass per arm (arms in parallel threads). Every row of every arm is then
-checked against the known query and chunk ids in one DuckDB query
-(:mod:`relgrade.tables.pooling`); the candidates are ranked canonically (`runs.ties`) and
-pooled. With params ``pool.engine: spark`` the reading, checks and cut run on Spark
+Each arm in params `arms` is read from `paths.runs/ARM.trec`, checked (finite scores, no
+chunk twice for a query, every row's query and chunk known) and cut to the rows that can
+reach the pooled ranks, one pass per arm (arms in parallel threads): a TREC run through the
+compiled scan, its ids looked up in compiled tables of the known ids
+(:class:`relgrade.io.trec_scan.KnownIds`); any other run into Arrow, its ids checked in one
+DuckDB query (:mod:`relgrade.tables.pooling`). The candidates are then ranked canonically
+(`runs.ties`) and pooled. With params ``pool.engine: spark`` the reading, checks and cut run on Spark
 (:mod:`relgrade.tables.spark`) and the same rows are pooled; a run Spark leaves to the
 reference rules (another layout, a bad row) is pooled on the local engine.
 """
