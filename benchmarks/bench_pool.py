@@ -519,8 +519,6 @@ def stage_steps(exp: Path) -> list[tuple[str, float, float]]:
     from relgrade.pipeline import runner
     from relgrade.pipeline.stages import pool as stage
     from relgrade.protocol import pool as protocol
-    from relgrade.tables.engine import connect
-    from relgrade.tables.pooling import runs_naming_unknown_ids
 
     step("imports (relgrade.pipeline.runner, the stage module)")
     ex = Experiment.load(exp / "params.yaml")
@@ -530,20 +528,46 @@ def stage_steps(exp: Path) -> list[tuple[str, float, float]]:
     queries, chunks = stage.known_ids(ex)
     step("known ids: the id column of the query table and of the corpus")
     arms = [str(a) for a in ex.params.need("arms")]
-    chunk_ids, cuts = [], {}
-    for a in arms:
-        run = read_run_table(ex.path("runs") / f"{a}.trec")
-        step(f"scan: read {a}.trec into Arrow")
-        cuts[a] = protocol.arm_candidates(run, 10)
-        chunk_ids.append(run["chunk_id"])
-        del run
-        step(f"scan: check and cut {a}")
-    with connect() as con:
-        assert not runs_naming_unknown_ids(
-            con, query_ids=[c["query_id"] for c in cuts.values()], chunk_ids=chunk_ids,
-            queries=queries, chunks=chunks)
-    step("known-id check (one DuckDB query, every row of every arm)")
-    del chunk_ids
+    cuts = {}
+    if hasattr(stage, "_scanned_candidates"):
+        # the compiled path: the known ids as hash tables, each run scanned, every row's
+        # ids looked up, then cut
+        from relgrade.io.runcolumns import scanned_table
+        from relgrade.io.trec_scan import scan_trec_run, scanned_ids_known
+        from relgrade.ranking import arrow_array
+
+        known = stage._known_tables(queries, chunks)
+        assert known is not None, "the C module is not built"
+        step("known ids: compiled tables of the query and chunk ids")
+        for a in arms:
+            scanned = scan_trec_run(ex.path("runs") / f"{a}.trec")
+            step(f"scan: read {a}.trec (compiled: parse, chunk hashes, repeat proof)")
+            assert scanned_ids_known(scanned, queries=known[0], chunks=known[1])
+            step(f"scan: check ids of {a} (compiled tables, every row)")
+            table, codes = scanned_table(scanned)
+            assert codes.distinct
+            keep = protocol.candidate_mask(codes.query, scanned.score, scanned.rank, 10)
+            cuts[a] = table.filter(arrow_array(keep))
+            del scanned, table, codes
+            step(f"scan: cut {a}")
+    else:
+        chunk_ids = []
+        for a in arms:
+            run = read_run_table(ex.path("runs") / f"{a}.trec")
+            step(f"scan: read {a}.trec into Arrow")
+            cuts[a] = protocol.arm_candidates(run, 10)
+            chunk_ids.append(run["chunk_id"])
+            del run
+            step(f"scan: check and cut {a}")
+        from relgrade.tables.engine import connect
+        from relgrade.tables.pooling import runs_naming_unknown_ids
+
+        with connect() as con:
+            assert not runs_naming_unknown_ids(
+                con, query_ids=[c["query_id"] for c in cuts.values()], chunk_ids=chunk_ids,
+                queries=queries, chunks=chunks)
+        step("known-id check (one DuckDB query, every row of every arm)")
+        del chunk_ids
     table, provenance, stats = protocol.pool_tables(cuts, depth=10)
     step("union: rank the candidates, pool, provenance, statistics")
     with tempfile.TemporaryDirectory() as scratch:
@@ -594,19 +618,25 @@ def stage_steps_main(args) -> int:
             steps.append(("exit (interpreter teardown)", usage.ru_utime - inside[1],
                           usage.ru_stime - inside[2]))
             steps.append(("whole process (os.wait4)", usage.ru_utime, usage.ru_stime))
-            for what in ("read", "check and cut"):
+            for what in ("read", "check and cut", "check ids of", "cut"):
                 mine = [x for x in steps if x[0].startswith(f"scan: {what} ")]
-                steps.append((f"scan: {what}, the ten arms together",
-                              sum(x[1] for x in mine), sum(x[2] for x in mine)))
+                if mine:
+                    steps.append((f"scan: {what}, the ten arms together",
+                                  sum(x[1] for x in mine), sum(x[2] for x in mine)))
             got[name].append(steps)
             print(f"round {r + 1} {name}: {usage.ru_utime + usage.ru_stime:.2f} CPU-s",
                   flush=True)
     print(f"load average at end: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
-    names = [s[0] for s in got["this change"][0] if s[0] != "(in-process total)"]
+    # the steps of every revision, in the order each gives them (revisions may differ)
+    names = list(dict.fromkeys(s[0] for name in srcs for s in got[name][0]
+                               if s[0] != "(in-process total)"))
     print(f"\n{'step':74}" + "".join(f" {n[:22]:>22}" for n in srcs))
     for i, step in enumerate(names):
         cells = []
         for name in srcs:
+            if step not in dict((s[0], s[1:]) for s in got[name][0]):
+                cells.append(f"{'-':>22}")
+                continue
             rows = [dict((s[0], s[1:]) for s in steps)[step] for steps in got[name]]
             if step == "(pandas loaded)":
                 cells.append(f"{'yes' if rows[0][0] else 'no':>22}")
@@ -646,6 +676,9 @@ def main(argv=None) -> int:
     ap.add_argument("--format", choices=["parquet", "trec"], help=argparse.SUPPRESS)
     ap.add_argument("--write-known", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
+    # absolute: the stage's processes run in the experiment's folder, where a relative
+    # PYTHONPATH to --base's src/ would name nothing (and the installed src/ would be used)
+    args.out = args.out.resolve()
     if args.write_known:
         _load()
         write_known(args.data / "runs", args.out / "known")

@@ -139,3 +139,15 @@ def test_every_committed_dvc_yaml_lets_its_git_kept_outputs_persist(folder):
                     ((path, opts),) = entry.items()
                     if opts.get("cache") is False:
                         assert opts.get("persist") is True, (name, path)
+
+
+def test_a_stage_that_loads_the_compiled_scan_depends_on_its_c_source():
+    # the C module is no node of the import graph: its source is listed with the module
+    # that loads it (registry.DATA_FILES), for the pool stage, which scans TREC runs
+    graph = registry.import_graph()
+    by_name = {s.name: s for s in registry.stages()}
+    pool = registry.code_deps(by_name["pool"], graph, src=SRC, root_rel="")
+    assert "src/relgrade/io/_trec_scan.c" in pool and "src/relgrade/io/trec_scan.py" in pool
+    metrics = registry.code_deps(by_name["metrics"], graph, src=SRC, root_rel="")
+    assert "src/relgrade/io/trec_scan.py" not in metrics
+    assert "src/relgrade/io/_trec_scan.c" not in metrics

@@ -1,7 +1,7 @@
 /*
  * relgrade.io._trec_scan: the compiled passes of relgrade.io.trec_scan.
  *
- * Four functions over numpy arrays (any object exporting a C-contiguous, one-dimensional
+ * Six functions over numpy arrays (any object exporting a C-contiguous, one-dimensional
  * buffer of the stated item type):
  *
  *   scan(data, start, delim, qoff, qbytes, coff, cbytes, rank, score, slow, soff, sbytes,
@@ -9,6 +9,8 @@
  *   hash_ids(cbytes, coff, out) -> None
  *   last_line_end(data, n) -> int
  *   repeated_in_blocks(chash, heads, n_rows) -> bool
+ *   id_table(known_bytes, known_off, table) -> bool
+ *   unknown_at(table, known_bytes, bytes, off, hashes, rows) -> int
  *
  * trec_scan.py documents what each computes; the comments here say how and why. Plain C99
  * and the CPython API: no LLVM or compiler at run time, so a process that scans a run loads
@@ -703,6 +705,297 @@ py_repeated_in_blocks(PyObject *self, PyObject *args)
 }
 
 /* ---------------------------------------------------------------------------------------
+ * id_table, unknown_at: exact membership of ids in a set of known ids
+ * ------------------------------------------------------------------------------------- */
+
+/* The table is an open-addressing hash table with linear probing, held in a caller's uint64
+ * array of 2 * size items (size a power of two larger than the number of ids, so at least
+ * one slot stays empty and every probe sequence ends): slot s is table[2s] (the id's
+ * text_hash) and table[2s + 1] (a reference to the id's bytes: ((start + 1) << 24) | length,
+ * 0 for an empty slot). The reference holds the bytes' place itself, so a probe that finds
+ * its hash compares the bytes with one more memory access, not two (offsets, then bytes).
+ * An id of 2^24 bytes or more, or bytes past 2^40 - 1, cannot be referenced: id_table then
+ * answers False and the caller checks another way. */
+#define REF_LEN_BITS 24
+#define REF_MAX_LEN ((UINT64_C(1) << REF_LEN_BITS) - 1)
+#define REF_MAX_START ((UINT64_C(1) << (64 - REF_LEN_BITS)) - 2)
+
+/* The table's size in slots, or 0 when its length is not 2 * a power of two. */
+static uint64_t
+table_slots(Py_ssize_t items)
+{
+    if (items < 2 || items % 2 != 0) {
+        return 0;
+    }
+    const uint64_t size = (uint64_t)items / 2;
+    return (size & (size - 1)) == 0 ? size : 0;
+}
+
+/* How many ids or rows ahead id_table and unknown_at ask for the table slot they will
+ * touch (each is a cache miss; several in flight overlap). */
+#define PREFETCH_AHEAD 16
+
+static inline void
+prefetch(const void *p)
+{
+#if defined(__GNUC__) || defined(__clang__)
+    __builtin_prefetch(p);
+#else
+    (void)p;
+#endif
+}
+
+/* The hash of id r, bytes[off[r]:off[r + 1]], into *h: 1, 0 when it cannot be referenced
+ * (too long, or starting too far), -1 on bad offsets. */
+static inline int
+known_id_hash(const uint8_t *bytes, Py_ssize_t n_bytes, const int64_t *off, Py_ssize_t r,
+              uint64_t *h)
+{
+    const int64_t f = off[r], e = off[r + 1];
+    if (f < 0 || e < f || e > n_bytes) {
+        return -1;
+    }
+    if ((uint64_t)(e - f) > REF_MAX_LEN || (uint64_t)f > REF_MAX_START) {
+        return 0;
+    }
+    *h = text_hash(bytes + f, e - f);
+    return 1;
+}
+
+/* Insert ids r = 0 .. n - 1 (bytes[off[r]:off[r + 1]]) into a zeroed table of `size`
+ * slots, size > n. Each id is hashed PREFETCH_AHEAD ids before it is inserted (its hash
+ * waits in a ring), so its slot is on its way to the cache by then. Returns 1, 0 when an
+ * id cannot be referenced, -1 on bad offsets. */
+static int
+fill_table(uint64_t *table, uint64_t size, const uint8_t *bytes, Py_ssize_t n_bytes,
+           const int64_t *off, Py_ssize_t n)
+{
+    const uint64_t mask = size - 1;
+    uint64_t ring[PREFETCH_AHEAD];
+    for (Py_ssize_t r = 0; r < n && r < PREFETCH_AHEAD; r++) {
+        const int ok = known_id_hash(bytes, n_bytes, off, r, &ring[r]);
+        if (ok <= 0) {
+            return ok;
+        }
+        prefetch(table + 2 * (ring[r] & mask));
+    }
+    for (Py_ssize_t r = 0; r < n; r++) {
+        const uint64_t h = ring[r % PREFETCH_AHEAD];
+        const Py_ssize_t next = r + PREFETCH_AHEAD;
+        if (next < n) {
+            uint64_t *slot_of_next = &ring[next % PREFETCH_AHEAD];
+            const int ok = known_id_hash(bytes, n_bytes, off, next, slot_of_next);
+            if (ok <= 0) {
+                return ok;
+            }
+            prefetch(table + 2 * (*slot_of_next & mask));
+        }
+        /* off[r], off[r + 1] were checked when id r was hashed */
+        const int64_t f = off[r], e = off[r + 1];
+        uint64_t slot = h & mask;
+        while (table[2 * slot + 1] != 0) {  /* ends: fewer ids than slots */
+            slot = (slot + 1) & mask;
+        }
+        table[2 * slot] = h;
+        table[2 * slot + 1] = (((uint64_t)f + 1) << REF_LEN_BITS) | (uint64_t)(e - f);
+    }
+    return 1;
+}
+
+PyDoc_STRVAR(id_table_doc,
+"id_table(known_bytes, known_off, table) -> bool\n\n"
+"Fill table (uint64, 2 * size items, size a power of two > len(known_off) - 1) with the\n"
+"ids known_bytes[known_off[r]:known_off[r + 1]] (uint8; int64 offsets, non-decreasing,\n"
+"within known_bytes), keyed by their text_hash (hash_ids' hash). False (and the table\n"
+"unusable) when an id is 2^24 bytes or longer or starts past 2^40 - 2; ValueError for\n"
+"bad offsets or a table of the wrong size.");
+
+static PyObject *
+py_id_table(PyObject *self, PyObject *args)
+{
+    PyObject *o_bytes, *o_off, *o_table;
+    if (!PyArg_ParseTuple(args, "OOO:id_table", &o_bytes, &o_off, &o_table)) {
+        return NULL;
+    }
+    Py_buffer vb, vo, vt;
+    if (get_array(o_bytes, &vb, &U8, 0, "known_bytes") < 0) {
+        return NULL;
+    }
+    if (get_array(o_off, &vo, &I64, 0, "known_off") < 0) {
+        PyBuffer_Release(&vb);
+        return NULL;
+    }
+    if (get_array(o_table, &vt, &U64, 1, "table") < 0) {
+        PyBuffer_Release(&vo);
+        PyBuffer_Release(&vb);
+        return NULL;
+    }
+    const Py_ssize_t n = length(&vo) - 1;
+    const uint64_t size = table_slots(length(&vt));
+    int status = -2;  /* the table's size */
+    if (n >= 0 && size > (uint64_t)n) {
+        uint64_t *table = vt.buf;
+        Py_BEGIN_ALLOW_THREADS
+        memset(table, 0, (size_t)vt.len);
+        status = fill_table(table, size, vb.buf, length(&vb), vo.buf, n);
+        Py_END_ALLOW_THREADS
+    }
+    PyBuffer_Release(&vt);
+    PyBuffer_Release(&vo);
+    PyBuffer_Release(&vb);
+    if (status == -2) {
+        PyErr_SetString(PyExc_ValueError, "id_table: known_off must hold at least one offset "
+                        "and table 2 * size items, size a power of two above the ids' count");
+        return NULL;
+    }
+    if (status == -1) {
+        PyErr_SetString(PyExc_ValueError, "id_table: known_off must hold non-decreasing "
+                        "offsets within known_bytes");
+        return NULL;
+    }
+    return PyBool_FromLong(status);
+}
+
+/* Whether the id bytes[f:e] (hash h) is in the table. The reference is checked against
+ * the known bytes' length before they are read (the table is a caller's array). Returns
+ * 1, 0, or -1 for a reference outside known_bytes. */
+static inline int
+in_table(const uint64_t *table, uint64_t mask, const uint8_t *known, Py_ssize_t n_known,
+         const uint8_t *id, int64_t len, uint64_t h)
+{
+    uint64_t slot = h & mask;
+    /* at most size probes: a table filled by someone else may have no empty slot */
+    for (uint64_t tries = 0; tries <= mask; tries++, slot = (slot + 1) & mask) {
+        const uint64_t ref = table[2 * slot + 1];
+        if (ref == 0) {
+            return 0;
+        }
+        if (table[2 * slot] != h || (int64_t)(ref & REF_MAX_LEN) != len) {
+            continue;
+        }
+        const uint64_t start = (ref >> REF_LEN_BITS) - 1;
+        if (start > (uint64_t)n_known || (uint64_t)len > (uint64_t)n_known - start) {
+            return -1;
+        }
+        if (memcmp(known + start, id, (size_t)len) == 0) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
+PyDoc_STRVAR(unknown_at_doc,
+"unknown_at(table, known_bytes, bytes, off, hashes, rows) -> int\n\n"
+"The first item whose id is not in the table id_table filled from known_bytes, -1 when\n"
+"every one is: item i is the string bytes[off[r]:off[r + 1]] (uint8; int64 offsets\n"
+"within bytes) of row r = rows[i] (int64, 0 <= r < len(off) - 1), or r = i for every\n"
+"row when rows is None. hashes (uint64, one per item): their text_hash when the caller\n"
+"has it, else None (computed here). Ids compare byte for byte where the hashes match, so\n"
+"a hash collision never passes an unknown id. ValueError for bad offsets, rows, a\n"
+"hashes array of another length, or a table that does not match known_bytes.");
+
+static PyObject *
+py_unknown_at(PyObject *self, PyObject *args)
+{
+    PyObject *o_table, *o_known, *o_bytes, *o_off, *o_hashes, *o_rows;
+    if (!PyArg_ParseTuple(args, "OOOOOO:unknown_at", &o_table, &o_known, &o_bytes, &o_off,
+                          &o_hashes, &o_rows)) {
+        return NULL;
+    }
+    enum { TABLE, KNOWN, BYTES, OFF, HASHES, ROWS, N_ARGS };
+    struct { PyObject *obj; const ItemType *type; const char *name; } spec[] = {
+        {o_table, &U64, "table"}, {o_known, &U8, "known_bytes"}, {o_bytes, &U8, "bytes"},
+        {o_off, &I64, "off"}, {o_hashes, &U64, "hashes"}, {o_rows, &I64, "rows"},
+    };
+    Py_buffer views[N_ARGS];
+    int held[N_ARGS] = {0};
+    PyObject *result = NULL;
+    for (int a = 0; a < N_ARGS; a++) {
+        if (spec[a].obj == Py_None && (a == HASHES || a == ROWS)) {
+            continue;
+        }
+        if (get_array(spec[a].obj, &views[a], spec[a].type, 0, spec[a].name) < 0) {
+            goto release;
+        }
+        held[a] = 1;
+    }
+    const uint64_t size = table_slots(length(&views[TABLE]));
+    const Py_ssize_t n_off = length(&views[OFF]);
+    const Py_ssize_t n_items = held[ROWS] ? length(&views[ROWS]) : n_off - 1;
+    if (size == 0 || n_off < 1 || (held[HASHES] && length(&views[HASHES]) != n_items)) {
+        PyErr_SetString(PyExc_ValueError, "unknown_at: table must hold 2 * a power of two "
+                        "items, off at least one offset, hashes one per item");
+        goto release;
+    }
+    const uint64_t *table = views[TABLE].buf;
+    const uint8_t *known = views[KNOWN].buf, *bytes = views[BYTES].buf;
+    const Py_ssize_t n_known = length(&views[KNOWN]), n_bytes = length(&views[BYTES]);
+    const int64_t *off = views[OFF].buf;
+    const uint64_t *hashes = held[HASHES] ? views[HASHES].buf : NULL;
+    const int64_t *rows = held[ROWS] ? views[ROWS].buf : NULL;
+    const uint64_t mask = size - 1;
+    Py_ssize_t first = -1;
+    int bad = 0;
+    Py_BEGIN_ALLOW_THREADS
+    for (Py_ssize_t i = 0; i < n_items; i++) {
+        if (hashes != NULL) {
+            /* two steps ahead: the slot of a later row, then (its slot now in the cache)
+             * the known bytes that slot refers to; only addresses are formed, and a
+             * prefetch never faults */
+            if (i + PREFETCH_AHEAD < n_items) {
+                prefetch(table + 2 * (hashes[i + PREFETCH_AHEAD] & mask));
+            }
+            if (i + PREFETCH_AHEAD / 2 < n_items) {
+                const uint64_t ref = table[2 * (hashes[i + PREFETCH_AHEAD / 2] & mask) + 1];
+                const uint64_t start = (ref >> REF_LEN_BITS) - 1;
+                if (ref != 0 && start < (uint64_t)n_known) {
+                    prefetch(known + start);
+                }
+            }
+        }
+        const int64_t r = rows != NULL ? rows[i] : (int64_t)i;
+        if (r < 0 || r >= n_off - 1) {
+            bad = 1;
+            break;
+        }
+        const int64_t f = off[r], e = off[r + 1];
+        if (f < 0 || e < f || e > n_bytes) {
+            bad = 1;
+            break;
+        }
+        const uint64_t h = hashes != NULL ? hashes[i] : text_hash(bytes + f, e - f);
+        const int found = in_table(table, mask, known, n_known, bytes + f, e - f, h);
+        if (found < 0) {
+            bad = 2;
+            break;
+        }
+        if (!found) {
+            first = i;
+            break;
+        }
+    }
+    Py_END_ALLOW_THREADS
+    if (bad == 1) {
+        PyErr_SetString(PyExc_ValueError, "unknown_at: rows must lie within off, and off "
+                        "hold non-decreasing offsets within bytes");
+        goto release;
+    }
+    if (bad == 2) {
+        PyErr_SetString(PyExc_ValueError, "unknown_at: the table refers to bytes outside "
+                        "known_bytes (filled from other ids)");
+        goto release;
+    }
+    result = PyLong_FromSsize_t(first);
+release:
+    for (int a = N_ARGS - 1; a >= 0; a--) {
+        if (held[a]) {
+            PyBuffer_Release(&views[a]);
+        }
+    }
+    return result;
+}
+
+/* ---------------------------------------------------------------------------------------
  * The module
  * ------------------------------------------------------------------------------------- */
 
@@ -711,6 +1004,8 @@ static PyMethodDef methods[] = {
     {"hash_ids", py_hash_ids, METH_VARARGS, hash_ids_doc},
     {"last_line_end", py_last_line_end, METH_VARARGS, last_line_end_doc},
     {"repeated_in_blocks", py_repeated_in_blocks, METH_VARARGS, repeated_in_blocks_doc},
+    {"id_table", py_id_table, METH_VARARGS, id_table_doc},
+    {"unknown_at", py_unknown_at, METH_VARARGS, unknown_at_doc},
     {NULL, NULL, 0, NULL},
 };
 
@@ -732,7 +1027,8 @@ static PyModuleDef_Slot slots[] = {
 
 PyDoc_STRVAR(module_doc,
 "The compiled passes of relgrade.io.trec_scan: split and parse a TREC run's lines, hash\n"
-"its chunk ids, prove no block of one query holds a chunk twice.");
+"its chunk ids, prove no block of one query holds a chunk twice, and check ids against\n"
+"a table of known ids.");
 
 static struct PyModuleDef moduledef = {
     PyModuleDef_HEAD_INIT,

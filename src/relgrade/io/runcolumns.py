@@ -3,8 +3,9 @@
 :func:`read_run_columns` is :func:`relgrade.io.trec_scan.read_run_coded` without pandas: a
 TREC run becomes an Arrow table and its :class:`relgrade.ranking.RunCodes`, from the compiled
 scan's buffers or from Arrow's CSV reader (:func:`relgrade.io.runtable.read_run_table`'s
-parse); any other file is read by :func:`relgrade.io.runs.read_run` as before. No stage
-imports this module (the scan's compiled kernels stay out of the stages' code deps).
+parse); any other file is read by :func:`relgrade.io.runs.read_run` as before. The pool
+stage uses :func:`scanned_table` for the runs it scans, so this module, the scan and its C
+source are among that stage's code deps (and no other stage's).
 """
 
 from __future__ import annotations

@@ -35,6 +35,11 @@ with the same message:
 
 Blank lines, fields after the sixth, ``+`` signs, hex ranks, ``inf``/``nan`` and the like
 all leave the file to the reader. Without the C module (or an empty file), too.
+
+:class:`KnownIds` checks the ids a scan read against known ones (the pool stage: every
+row's chunk against the corpus, every query against the query set) in the same C module:
+an open-addressing table of the known ids keyed by the scan's chunk hash, each match
+confirmed byte for byte.
 """
 
 from __future__ import annotations
@@ -280,6 +285,130 @@ def scan_trec_run(path) -> ScannedRun | None:
             if end > start and not out.feed(buf[:end], start, separator[0]):
                 return None
             return out.finish()
+
+
+class KnownIds:
+    """Known ids (a query set, a corpus's chunk ids) in a compiled hash table, for an exact
+    check of every id a scanned run names.
+
+    Built once from the ids' Arrow buffers (no Python object per id): each id is keyed by
+    the 64-bit hash the scan gives each chunk id (``ScannedRun.chunk_hash``), and a probe
+    that finds its hash compares the bytes themselves, so a hash collision never passes an
+    unknown id. Use :meth:`build`, which answers None where the table cannot be made.
+
+    Attributes
+    ----------
+    n_ids : int
+        How many ids the table holds (repeats kept; nulls dropped).
+    """
+
+    def __init__(self, data: np.ndarray, table: np.ndarray, n_ids: int, compiled):
+        self._data, self._table, self.n_ids, self._k = data, table, n_ids, compiled
+
+    @classmethod
+    def build(cls, ids) -> KnownIds | None:
+        """The table of ``ids``.
+
+        Parameters
+        ----------
+        ids : pyarrow.Array or pyarrow.ChunkedArray of string or large_string, shape (n,)
+            The known ids (as :func:`relgrade.io.files.read_column` reads them). Nulls
+            are dropped: they name no id.
+
+        Returns
+        -------
+        KnownIds or None
+            None without the C module, for ids of another type, or an id of 2^24 bytes
+            or more (the caller then checks the ids as before).
+        """
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        k = _kernels()
+        if k is None or not isinstance(ids, (pa.Array, pa.ChunkedArray)) or not (
+                pa.types.is_string(ids.type) or pa.types.is_large_string(ids.type)):
+            return None
+        if ids.null_count:
+            ids = pc.drop_null(ids)
+        arr = ids.combine_chunks() if isinstance(ids, pa.ChunkedArray) else ids
+        arr = arr.cast(pa.large_string())
+        n = len(arr)
+        data, offsets = _string_buffers(arr)
+        slots = 1 << max(1, (2 * n - 1).bit_length())  # at most half full
+        table = np.empty(2 * slots, dtype=np.uint64)
+        if not k.id_table(data, offsets, table):
+            return None
+        return cls(data, table, n, k)
+
+    def unknown_at(self, data: np.ndarray, offsets: np.ndarray, *,
+                   hashes: np.ndarray | None = None, rows: np.ndarray | None = None) -> int:
+        """The first of some strings that is not a known id.
+
+        Parameters
+        ----------
+        data : ndarray of uint8
+            The strings' bytes.
+        offsets : ndarray of int64, shape (n + 1,)
+            String ``r`` is ``data[offsets[r]:offsets[r + 1]]`` (Arrow's string layout).
+        hashes : ndarray of uint64, optional
+            Each checked string's hash (``ScannedRun.chunk_hash``), one per checked string;
+            computed when None.
+        rows : ndarray of int64, optional
+            Check only these strings (``ScannedRun.heads``: one row per block of a query);
+            None: every one.
+
+        Returns
+        -------
+        int
+            The position (in ``rows``, or the row) of the first string not known; -1 when
+            every one is.
+
+        Raises
+        ------
+        ValueError
+            Offsets outside ``data``, ``rows`` outside the strings, or ``hashes`` of
+            another length.
+        """
+        return int(self._k.unknown_at(self._table, self._data, data, offsets, hashes, rows))
+
+
+def _string_buffers(arr) -> tuple[np.ndarray, np.ndarray]:
+    """A large_string Arrow array's bytes (uint8) and its ``len + 1`` offsets (int64, into
+    those bytes; a slice's offsets as they stand), without a copy."""
+    n = len(arr)
+    buffers = arr.buffers()
+    offsets = np.frombuffer(buffers[1], dtype=np.int64)[arr.offset:arr.offset + n + 1] \
+        if buffers[1] is not None else np.zeros(n + 1, dtype=np.int64)
+    data = np.frombuffer(buffers[2], dtype=np.uint8) if buffers[2] is not None \
+        else np.zeros(0, dtype=np.uint8)
+    return data, offsets
+
+
+def scanned_ids_known(scanned: ScannedRun, *, queries: KnownIds | None = None,
+                      chunks: KnownIds | None = None) -> bool:
+    """Whether every row of a scanned run names a known query and a known chunk.
+
+    Parameters
+    ----------
+    scanned : ScannedRun
+    queries, chunks : KnownIds, optional
+        The query set's and the corpus's ids; a check is skipped when None.
+
+    Returns
+    -------
+    bool
+        True when every chunk id (every row's, by its hash and then its bytes) is in
+        ``chunks`` and every query id is in ``queries`` (the first row of each block of
+        equal query ids stands for the block's rows). Exact: ids compare byte for byte.
+    """
+    if chunks is not None and chunks.unknown_at(
+            scanned.chunk_bytes, scanned.chunk_offsets, hashes=scanned.chunk_hash) >= 0:
+        return False
+    if queries is not None and queries.unknown_at(
+            scanned.query_bytes, scanned.query_offsets,
+            rows=np.asarray(scanned.heads, dtype=np.int64)) >= 0:
+        return False
+    return True
 
 
 def coded_run(scanned: ScannedRun):

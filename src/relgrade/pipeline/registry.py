@@ -58,13 +58,16 @@ MODES = ("single", "triage", "raters", "ppi", "sample", "refresh", "tail", "clic
 #: The modes of the blind-grading protocol (an experiment has exactly one of them).
 PROTOCOL = frozenset({"single", "triage", "raters", "ppi"})
 
-#: The package data files a module reads at run time (globs relative to ``src/relgrade``):
-#: a stage whose import closure holds the module depends on them too.
+#: The package data files a module reads at run time, and the C source of a compiled
+#: module it loads (an extension module is no node of the import graph: ``from relgrade.io
+#: import _trec_scan`` counts as an import of ``relgrade.io``), as globs relative to
+#: ``src/relgrade``: a stage whose import closure holds the module depends on them too.
 DATA_FILES = {
     "relgrade.clicks.log": ("clicks/sql/*.sql",),
     "relgrade.clicks.spark": ("clicks/sql/spark/*.sql",),
     "relgrade.evaluation.decision": ("evaluation/templates/*.j2",),
     "relgrade.graders.exchange": ("prompts/grader.md",),
+    "relgrade.io.trec_scan": ("io/_trec_scan.c",),
     "relgrade.pipeline.design": ("pipeline/templates/DESIGN.md.j2",),
     "relgrade.pipeline.scaffold": ("pipeline/templates/*",),
     "relgrade.web.app": ("web/templates/*", "web/static/*"),

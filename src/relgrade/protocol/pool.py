@@ -265,6 +265,43 @@ def arm_candidates(run: pa.Table, depth: int, *, ties: str = "score", path=None,
     return run.filter(arrow_array(_cut_mask(group, key, depth)))
 
 
+def candidate_mask(group: np.ndarray, score: np.ndarray, rank: np.ndarray, depth: int, *,
+                   ties: str = "score") -> np.ndarray:
+    """The rows of an already checked run that can reach its canonical top ``depth``: the
+    cut of :func:`arm_candidates`, on columns a caller holds already (the pool stage's
+    compiled scan of a TREC run).
+
+    Parameters
+    ----------
+    group : ndarray of int, shape (n_rows,)
+        Each row's ranked list (query) code; equal codes, one list.
+    score : ndarray of float64, shape (n_rows,)
+        Finite scores.
+    rank : ndarray of int64, shape (n_rows,)
+    depth : int
+        The deepest canonical rank needed, >= 1.
+    ties : {"score", "rank"}, default "score"
+
+    Returns
+    -------
+    ndarray of bool, shape (n_rows,)
+        True for the rows :func:`arm_candidates` keeps of the same run: score at least the
+        ``depth``-th highest of their list (``ties="score"``), or rank at most the
+        ``depth``-th lowest (``ties="rank"``), ties at the cut included.
+
+    Raises
+    ------
+    InputError
+        ``ties`` is neither ``"score"`` nor ``"rank"``; ``depth`` is not a positive integer.
+    """
+    if ties not in ("score", "rank"):
+        raise InputError("runs.ties must be `score` or `rank`",
+                         item="runs.ties", found=repr(ties))
+    depth = _int_param(depth, "pool depth", minimum=1)
+    key = -score if ties == "score" else np.asarray(rank).astype(np.float64)
+    return _cut_mask(group, key, depth)
+
+
 #: Bits of a pair key that hold the query code in :func:`_pairs_may_repeat`; the other 40
 #: hold the top bits of the chunk id's hash.
 _QUERY_BITS = 24

@@ -1,27 +1,27 @@
 """Stage `pool`: every arm's run → the pool, its private provenance, manifest and statistics.
 
-Each arm in params `arms` is read from `paths.runs/ARM.trec` straight into Arrow, checked
-(finite scores, no chunk twice for a query) and cut to the rows that can reach the pooled
-ranks, in one pass per arm (arms in parallel threads). Every row of every arm is then
-checked against the known query and chunk ids in one DuckDB query
-(:mod:`relgrade.tables.pooling`); the candidates are ranked canonically (`runs.ties`) and
-pooled. With params ``pool.engine: spark`` the reading, checks and cut run on Spark
+Each arm in params `arms` is read from `paths.runs/ARM.trec`, checked (finite scores, no
+chunk twice for a query, every row's query and chunk known) and cut to the rows that can
+reach the pooled ranks, one pass per arm (arms in parallel threads): a TREC run through the
+compiled scan, its ids looked up in compiled tables of the known ids
+(:class:`relgrade.io.trec_scan.KnownIds`); any other run into Arrow, its ids checked in one
+DuckDB query (:mod:`relgrade.tables.pooling`). The candidates are then ranked canonically
+(`runs.ties`) and pooled. With params ``pool.engine: spark`` the reading, checks and cut run on Spark
 (:mod:`relgrade.tables.spark`) and the same rows are pooled; a run Spark leaves to the
 reference rules (another layout, a bad row) is pooled on the local engine.
 """
 
 import os
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 from relgrade.errors import InputError
 from relgrade.io.files import read_column, write_arrow_parquet, write_json
 from relgrade.io.runtable import read_run_table
 from relgrade.io.runs import run_lines
 from relgrade.protocol import pool
-from relgrade.ranking import validate_run
+from relgrade.ranking import arrow_array, validate_run
 from relgrade.rng import stage_rng
-from relgrade.tables.engine import connect
-from relgrade.tables.pooling import runs_naming_unknown_ids
 
 
 def run(ex):
@@ -63,9 +63,19 @@ def known_ids(ex):
 
 def pool_files(paths, *, depth: int, tail_sample: int = 0, tail_depth: int | None = None,
                ties: str = "score", rng=None, queries=None, chunks=None):
-    """Pool run files: each read into Arrow, checked and cut (one thread per core), every
-    row checked against the known ids in one DuckDB query, then the candidates ranked and
-    pooled.
+    """Pool run files: each read, checked and cut (one thread per core), every row checked
+    against the known ids, then the candidates ranked and pooled.
+
+    A TREC run the compiled scan takes (:func:`relgrade.io.trec_scan.scan_trec_run`: its
+    usual layout, every query's rows adjacent, no chunk twice for a query) is parsed,
+    hashed and proven free of repeats in one pass, and every row's chunk id and query id is
+    looked up in compiled tables of the known ids (:class:`relgrade.io.trec_scan.KnownIds`:
+    by hash, then byte for byte). Any other run (another format or layout, a run the scan
+    leaves to the reader, a run it cannot prove free of repeats) and every run of an
+    install without the C module is read into Arrow and checked by
+    :func:`relgrade.protocol.pool.arm_candidates`, its ids in one DuckDB query
+    (:mod:`relgrade.tables.pooling`), as before. A run naming an unknown id, by either way,
+    is refused by :func:`relgrade.ranking.validate_run`, so the message is the same.
 
     Parameters
     ----------
@@ -97,17 +107,26 @@ def pool_files(paths, *, depth: int, tail_sample: int = 0, tail_depth: int | Non
     """
     deepest = (tail_depth or depth) if tail_sample else depth
     check_ids = queries is not None or chunks is not None
+    # the known ids as compiled tables, for the runs the scan reads (None: no C module, or
+    # ids it cannot hold; those runs are then read and checked as any other)
+    known = None
+    if any(_scannable(p) for p in paths.values()):
+        known = _known_tables(queries, chunks)
 
     def load(item):
         arm, path = item
         try:
+            if known is not None:
+                got = _scanned_candidates(path, deepest, ties, known)
+                if got is not None:
+                    return got, None
             run = read_run_table(path)
             cut = pool.arm_candidates(run, deepest, ties=ties, path=path,
                                       lines=run_lines(path))
         except InputError as e:  # raised below, in the arms' order
             return None, e
         # the cut keeps every query's first row, so its query ids are the run's
-        return (run["chunk_id"] if check_ids else None, cut), None
+        return (run["chunk_id"] if check_ids else None, cut, None), None
 
     # one thread per core: more threads parse more files at once, which costs memory and
     # system time (page faults) without finishing sooner
@@ -118,13 +137,19 @@ def pool_files(paths, *, depth: int, tail_sample: int = 0, tail_depth: int | Non
     # unknown id, and it comes first
     first_bad = next((i for i, (_, error) in enumerate(loaded) if error is not None),
                      len(loaded))
-    unknown = set()
-    if check_ids and first_bad:
+    # the scanned arms were checked against the known ids as they were read; the others
+    # are checked in one DuckDB query
+    unknown = {i for i, (got, _) in enumerate(loaded[:first_bad]) if got[2] is False}
+    read = [i for i, (got, _) in enumerate(loaded[:first_bad]) if got[2] is None]
+    if check_ids and read:
+        from relgrade.tables.engine import connect
+        from relgrade.tables.pooling import runs_naming_unknown_ids
+
         with connect() as con:
-            unknown = set(runs_naming_unknown_ids(
-                con, query_ids=[got[1]["query_id"] for got, _ in loaded[:first_bad]],
-                chunk_ids=[got[0] for got, _ in loaded[:first_bad]], queries=queries,
-                chunks=chunks))
+            unknown |= {read[j] for j in runs_naming_unknown_ids(
+                con, query_ids=[loaded[i][0][1]["query_id"] for i in read],
+                chunk_ids=[loaded[i][0][0] for i in read], queries=queries,
+                chunks=chunks)}
     for i, ((arm, path), (got, error)) in enumerate(zip(paths.items(), loaded)):
         if error is not None:
             raise error
@@ -137,3 +162,54 @@ def pool_files(paths, *, depth: int, tail_sample: int = 0, tail_depth: int | Non
     del loaded
     return pool.pool_tables(stacked, depth=depth, ties=ties, tail_sample=tail_sample,
                             tail_depth=tail_depth, rng=rng)
+
+
+def _scannable(path) -> bool:
+    """Whether ``path`` is read as a TREC run (any extension but JSON Lines and Parquet)."""
+    return Path(path).suffix.lower() not in (".jsonl", ".ndjson", ".parquet")
+
+
+def _known_tables(queries, chunks):
+    """The known query and chunk ids as :class:`relgrade.io.trec_scan.KnownIds` (None
+    where not given), or None when the C module is missing or a table cannot be made."""
+    from relgrade.io.trec_scan import KnownIds, _kernels
+    from relgrade.ranking import arrow_ids
+
+    if _kernels() is None:
+        return None
+    tables = []
+    for ids in (queries, chunks):
+        if ids is None:
+            tables.append(None)
+            continue
+        table = KnownIds.build(arrow_ids(ids))
+        if table is None:
+            return None
+        tables.append(table)
+    return tuple(tables)
+
+
+def _scanned_candidates(path, deepest: int, ties: str, known):
+    """One TREC run through the compiled scan: ``(None, cut, ids_known)``, where ``cut`` is
+    :func:`relgrade.protocol.pool.arm_candidates`' table of the same run and
+    ``ids_known`` whether every row names a known query and chunk (None: no id given to
+    check); None when the run is not the scan's to pool (the caller reads it as before):
+    not a TREC file, a line the scan does not take, or no proof that no chunk is listed
+    twice for one query."""
+    from relgrade.io.runcolumns import scanned_table
+    from relgrade.io.trec_scan import scan_trec_run, scanned_ids_known
+
+    if not _scannable(path):
+        return None
+    scanned = scan_trec_run(path)
+    if scanned is None:
+        return None
+    table, codes = scanned_table(scanned)
+    if not codes.distinct:
+        return None  # a query in several blocks, or a chunk hash twice in one: the reader
+    queries, chunks = known
+    ids_known = None
+    if queries is not None or chunks is not None:
+        ids_known = scanned_ids_known(scanned, queries=queries, chunks=chunks)
+    keep = pool.candidate_mask(codes.query, scanned.score, scanned.rank, deepest, ties=ties)
+    return None, table.filter(arrow_array(keep)), ids_known
