@@ -17,7 +17,9 @@ the rewritten report and so decides on PPI++.
 
 Why PPI++ decides: its interval covers what people would give however biased the model is
 (Angelopoulos, Duchi & Zrnic, "PPI++", arXiv:2311.01453, 2023); model-only does not, and
-human-only is never narrower (the ``jackknife`` kind caps PPI++ at the human-only width).
+human-only is never narrower (the ``jackknife`` kind caps PPI++ at the human-only width,
+except where that width is 0: people gave one value on every sampled query, and the PPI++
+row is marked ``wider_than_human_only``).
 """
 
 from __future__ import annotations
