@@ -20,6 +20,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import yaml
+from markupsafe import escape
 from scipy import stats as sps
 
 from tests.e2e import tiny
@@ -148,8 +149,14 @@ def test_ppi_json_equals_ppi_python_on_the_per_query_values(ppi_run):
         se = np.sqrt((n - 1) / n * ((loo - loo.mean()) ** 2).sum()
                      + lam_hat ** 2 * f.var(ddof=1) / big_n)
         se_human = y.std(ddof=1) / np.sqrt(n)
-        assert row["ppi++"]["capped"] == bool(se > se_human > 0)
-        se = min(se, se_human) if se_human > 0 else se
+        # a human-only standard error within 1e-12 of the values' scale is 0 (people gave
+        # one value on every sampled query, up to float noise): nothing caps PPI++ there,
+        # and the row says it is wider than human-only
+        spread = se_human > 1e-12 * np.abs(y).max()
+        assert row["ppi++"]["capped"] == bool(se > se_human and spread)
+        assert row["ppi++"].get("wider_than_human_only", False) == bool(
+            se > se_human and not spread)
+        se = min(se, se_human) if spread else se
         half = sps.t.ppf(0.975, n - 1) * se
         assert row["ppi++"]["low"] == pytest.approx(row["ppi++"]["estimate"] - half, abs=1e-9)
         assert row["ppi++"]["high"] == pytest.approx(row["ppi++"]["estimate"] + half, abs=1e-9)
@@ -592,3 +599,32 @@ def test_a_hand_edited_lock_in_ppi_mode_suggests_what_works_there(ppi_run):
                 "the round; a new sample is a new round (set grading.round: 2") in errors[0]
     finally:
         lock_path.write_bytes(lock)
+
+
+def test_a_sample_under_ten_queries_is_warned_by_the_stage_its_record_and_the_report(
+        ppi_run, tmp_path, capsys):
+    root, folder, _ = ppi_run
+    from relgrade.evaluation.ppi_table import small_sample_words
+    from relgrade.experiment.files import Experiment
+    from relgrade.pipeline.stages.ppi import larger_sample_fix, run
+
+    ex = Experiment.load(folder / "params.yaml")
+    words = small_sample_words(6, fix=larger_sample_fix(ex))
+    assert words.startswith("the human sample holds 6 queries, fewer than the 10 or more "
+                            "docs/ppi.md recommends")
+    assert words.endswith("Round 1's human sample is locked (raising ppi.human_fraction alone "
+                          "is refused), so a larger sample is a new round: set grading.round: "
+                          "2 and a larger ppi.human_fraction (now 0.5) in "
+                          "experiments/ppi/params.yaml; its sample is drawn before the model "
+                          "grades that round, and round 1's grades stay in git")
+    record = json.loads((folder / "metrics/ppi.json").read_text())
+    assert record["design"]["small_sample"] == {"n": 6, "recommended": 10, "words": words}
+    report = (folder / "metrics/report.md").read_text()
+    verdicts = report.split("## Verdicts")[1].split("## Judged@k")[0]
+    assert f"**Warning: {words}**" in verdicts
+    assert f"<strong>Warning: {escape(words)}</strong>" in (
+        folder / "metrics/report.html").read_text()
+    # the stage prints it, on a copy (its output written again there)
+    copy = tiny.copy_repo(root, tmp_path / "repo")
+    run(Experiment.load(copy / EXP / "params.yaml"))
+    assert f"ppi: warning: {words}\n" in capsys.readouterr().out

@@ -601,3 +601,24 @@ def test_a_holes_folder_inside_an_experiment_is_no_experiment_of_the_repository(
     assert proc.returncode == 0, proc.stderr
     assert re.findall(r"^Status of (.*):$", proc.stdout, re.M) == [
         "experiments/hs", "experiments/other"]
+
+
+def test_a_ppi_sample_under_ten_queries_is_warned_with_inits_own_fix(repo):
+    # 12 queries, --human-fraction 0.25: round(3.0) = 3 queries; 10 / 12 = 0.83 gives
+    # round(9.96) = 10
+    res = init("--arm", "bm25=bm25", "--mode", "ppi", "--grader-command", "python g.py",
+               "--human-fraction", "0.25", folder="experiments/few")
+    assert res.exit_code == 0, res.output
+    assert "Human sample: 3 of 12 queries" in res.output
+    assert ("Warning: the human sample holds 3 queries, fewer than the 10 or more docs/ppi.md "
+            "recommends: PPI++ intervals from so few queries are wide and cover the truth "
+            "less often than stated, so verdicts on them are weak evidence. Run relgrade init "
+            "again with --force and --human-queries 10 (or --human-fraction 0.83), or set "
+            "ppi.human_queries: 10 (and ppi.human_fraction: null) in "
+            "experiments/few/params.yaml before the first dvc repro draws the sample\n"
+            ) in res.output
+    # the recommended size: no warning
+    res = init("--arm", "bm25=bm25", "--mode", "ppi", "--grader-command", "python g.py",
+               "--human-queries", "10", folder="experiments/enough")
+    assert res.exit_code == 0, res.output
+    assert "Human sample: 10 of 12 queries" in res.output and "Warning" not in res.output

@@ -263,3 +263,26 @@ def test_with_lambda_0_the_arms_and_rank_sets_say_they_rest_on_the_human_sample(
     assert f"| dense | {P} | 0.4700 | [0.4000, 0.5400] (ppi++) | 0.0300 | 20 | 100 " \
            "(model-only) |" in md.splitlines()
     assert "λ = 0" not in md
+
+
+def test_a_ppi_verdict_excluding_0_only_before_holm_says_so():
+    row = {"estimate": -0.468, "low": -0.736, "high": -0.199, "p_holm": 0.052,
+           "significant": False}
+    assert ppi_verdict("fresh", "lex", "nDCG@10", row, n=3, big_n=15, family=3) == (
+        "no detectable difference on nDCG@10 between fresh and lex: -0.468 [-0.736, -0.199], "
+        "p=0.052 after Holm; the interval excludes 0 only before correcting for the 3 "
+        "comparisons made (PPI++, people on 3 of 15 queries)")
+    # one comparison: nothing was corrected, so nothing to say
+    assert "only before correcting" not in ppi_verdict("fresh", "lex", "nDCG@10", row, n=3,
+                                                      big_n=15, family=1)
+
+
+def test_govern_gives_the_ppi_verdict_its_holm_family():
+    rec = ppi_record()
+    diff = rec["estimates"][P]["differences"][0]
+    diff["ppi++"].update(estimate=0.05, low=0.01, high=0.09, p_holm=0.07, significant=False)
+    diff2 = {**diff, "arm_a": "bm25", "arm_b": "dense"}  # a family of 2
+    rec["estimates"][P]["differences"].append(diff2)
+    out = govern(report(), rec)
+    verdict = next(c["verdict"] for c in out["comparisons"] if c["measure"] == P)
+    assert "excludes 0 only before correcting for the 2 comparisons made" in verdict

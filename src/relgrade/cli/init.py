@@ -11,6 +11,28 @@ from relgrade.cli.render import handle_errors
 _PATH = click.Path(dir_okay=False, path_type=Path)
 
 
+def _larger_sample_at_init(n_queries: int, where: str) -> str:
+    """How to follow the recommended human-sample size at ``relgrade init`` (a sentence, no
+    final stop): init's options, or the params key before the audit stage draws the sample.
+
+    Examples
+    --------
+    >>> _larger_sample_at_init(15, "experiments/x")
+    'Run relgrade init again with --force and --human-queries 10 (or --human-fraction 0.67), or set ppi.human_queries: 10 (and ppi.human_fraction: null) in experiments/x/params.yaml before the first dvc repro draws the sample'
+    >>> _larger_sample_at_init(6, "experiments/x")
+    'The experiment has 6 queries, fewer than 10: add queries (--queries) and run relgrade init again with --force, or sample all of them (--human-queries 6)'
+    """
+    from relgrade.evaluation.ppi_table import RECOMMENDED_SAMPLE as r
+
+    if n_queries < r:
+        return (f"The experiment has {n_queries} queries, fewer than {r}: add queries "
+                f"(--queries) and run relgrade init again with --force, or sample all of them "
+                f"(--human-queries {n_queries})")
+    return (f"Run relgrade init again with --force and --human-queries {r} (or --human-fraction "
+            f"{r / n_queries:.2g}), or set ppi.human_queries: {r} (and ppi.human_fraction: "
+            f"null) in {where}/params.yaml before the first dvc repro draws the sample")
+
+
 @click.command("init")
 @click.argument("folder", type=click.Path(path_type=Path))
 @click.option("--corpus", default=None, type=_PATH,
@@ -150,14 +172,19 @@ def init_cmd(folder, corpus, queries, intents, query_log, sample_n, allocation, 
         click.echo(f"Note (recorded in params grading.deviations): {line}")
     if mode == "ppi":
         from relgrade.io.files import read_tsv
+        from relgrade.evaluation.ppi_table import small_sample_words
         from relgrade.pipeline.scaffold import human_sample_size
 
         n = sample_n if query_log is not None else len(
             read_tsv(ex.root / ex.params.queries.input))
-        click.echo(f"Human sample: {human_sample_size(plan, n)} of {n} queries, drawn and "
+        size = human_sample_size(plan, n)
+        click.echo(f"Human sample: {size} of {n} queries, drawn and "
                    "locked by the audit stage before any grade; once the model grader has "
                    "graded, a change of seed, ppi.human_fraction or ppi.human_queries is "
                    "refused (a new grading.round draws a new sample)")
+        small = small_sample_words(size, fix=_larger_sample_at_init(n, where))
+        if small is not None:
+            click.echo(f"Warning: {small}")
     if ex.params.gold is not None:
         click.echo(f"Note: the gold file is private: {where}/{ex.params.gold.input} is kept "
                    f"out of git; track it with `dvc add {where}/{ex.params.gold.input}` and "

@@ -713,8 +713,12 @@ def post_hoc_cells(post_hoc: dict) -> dict:
 
 
 def _capped(row: dict) -> str:
-    """`` (capped)`` after a PPI++ interval held to the human-only half-width, else ``""``."""
-    return " (capped)" if row.get("capped") else ""
+    """`` (capped)`` after a PPI++ interval held to the human-only half-width, `` (wider than
+    human-only)`` after one the cap did not hold because the human-only interval has zero
+    width (:func:`relgrade.evaluation.ppi_table.estimate_rows`), else ``""``."""
+    if row.get("capped"):
+        return " (capped)"
+    return " (wider than human-only)" if row.get("wider_than_human_only") else ""
 
 
 def _iv(row: dict) -> str:
@@ -769,8 +773,11 @@ def ppi_cells(ppi: dict) -> dict:
     Returns
     -------
     dict
-        ``design`` (one sentence), ``measures`` (per measure: ``arms`` and ``pairs`` rows of
-        the three estimates, each ``estimate [low, high]``, with lambda and Holm verdicts),
+        ``design`` (one sentence), ``small_sample`` (the warning the ppi stage recorded for
+        a human sample under the recommended size, ``design.small_sample.words``; None when
+        it recorded none), ``measures`` (per measure: ``arms`` and ``pairs`` rows of
+        the three estimates, each ``estimate [low, high]``, with lambda and Holm verdicts,
+        ``capped`` and ``wider`` the counts of rows marked so),
         ``audit`` (leniency rows, order rows, flags) and ``budget`` (curve rows and the
         first budget reaching tau 0.9 per strategy).
     """
@@ -801,8 +808,11 @@ def ppi_cells(ppi: dict) -> dict:
                  for r in est["differences"]]
         capped = sum(bool(r["ppi++"].get("capped")) for r in est["arms"].values()) + \
             sum(bool(r["ppi++"].get("capped")) for r in est["differences"])
+        wider = sum(bool(r["ppi++"].get("wider_than_human_only"))
+                    for r in [*est["arms"].values(), *est["differences"]])
         measures.append({"measure": m, "n": est["n"], "N": est["N"], "arms": arms,
-                         "pairs": pairs, "capped": capped, "family": len(est["differences"])})
+                         "pairs": pairs, "capped": capped, "wider": wider,
+                         "family": len(est["differences"])})
     ja = ppi["judge_audit"]
     leniency = [{"arm": x["arm"], "family": x["family"] or "", "mean": _num(x["mean"], 3),
                  "interval": f"[{_num(x['low'], 3)}, {_num(x['high'], 3)}]",
@@ -822,7 +832,9 @@ def ppi_cells(ppi: dict) -> dict:
                          f"budget {_num(r['budget'], 2)} ({r['judgments']} judgments, "
                          f"{_num(r['annotator_hours'], 2)} h)")
              for s, r in b["tau_0.9"].items()]
-    return {"design": design, "paraphrase": paraphrase_sentence(ppi), "measures": measures,
+    small = (d.get("small_sample") or {}).get("words")
+    return {"design": design, "small_sample": None if small is None else f"Warning: {small}",
+            "paraphrase": paraphrase_sentence(ppi), "measures": measures,
             "audit": {"leniency": leniency, "order": order, "flags": ja["flags"] or ["none"],
                       "spread": _num(ja["spread"], 3), "max_spread": _num(ja["max_spread"], 3)},
             "budget": {"reference": b["reference"], "curve": curve, "reach": reach}}

@@ -17,7 +17,9 @@ the rewritten report and so decides on PPI++.
 
 Why PPI++ decides: its interval covers what people would give however biased the model is
 (Angelopoulos, Duchi & Zrnic, "PPI++", arXiv:2311.01453, 2023); model-only does not, and
-human-only is never narrower (the ``jackknife`` kind caps PPI++ at the human-only width).
+human-only is never narrower (the ``jackknife`` kind caps PPI++ at the human-only width,
+except where that width is 0: people gave one value on every sampled query, and the PPI++
+row is marked ``wider_than_human_only``).
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from __future__ import annotations
 import copy
 
 from relgrade.errors import InputError
+from relgrade.evaluation.report import before_holm_note
 
 #: The estimator that decides in ppi mode, and the labels of the two beside it.
 DECIDES, MODEL_ONLY, HUMAN_ONLY = "ppi++", "model-only", "human-only"
@@ -51,7 +54,7 @@ def _p(p: float) -> str:
 
 
 def ppi_verdict(arm_a: str, arm_b: str, measure: str, row: dict, *, n: int, big_n: int,
-                model_only: dict | None = None) -> str:
+                model_only: dict | None = None, family: int | None = None) -> str:
     """One plain sentence on a PPI++ difference (A − B), as the report's verdicts read.
 
     Parameters
@@ -68,6 +71,11 @@ def ppi_verdict(arm_a: str, arm_b: str, measure: str, row: dict, *, n: int, big_
         The model key's own comparison (``significant``, ``p_holm``, ``holm_family``: the
         compare stage's family, every comparison made): named, with its family, when it
         decides otherwise.
+    family : int, optional
+        The comparisons on the measure Holm adjusted over: a difference not significant
+        after Holm whose own interval excludes 0 says it excludes 0 only before correcting
+        for them (:func:`relgrade.evaluation.report.before_holm_note`, the model-key
+        verdicts' clause).
 
     Returns
     -------
@@ -78,6 +86,9 @@ def ppi_verdict(arm_a: str, arm_b: str, measure: str, row: dict, *, n: int, big_
     >>> ppi_verdict("a", "b", "m", {"estimate": -0.1, "low": -0.15, "high": -0.05,
     ...             "p_holm": 0.004, "significant": True}, n=10, big_n=40)
     'b better than a on m by 0.100 [0.050, 0.150], p=0.004 after Holm (PPI++, people on 10 of 40 queries)'
+    >>> ppi_verdict("fresh", "lex", "m", {"estimate": -0.468, "low": -0.736, "high": -0.199,
+    ...             "p_holm": 0.052, "significant": False}, n=3, big_n=15, family=3)
+    'no detectable difference on m between fresh and lex: -0.468 [-0.736, -0.199], p=0.052 after Holm; the interval excludes 0 only before correcting for the 3 comparisons made (PPI++, people on 3 of 15 queries)'
     """
     est, lo, hi = float(row["estimate"]), float(row["low"]), float(row["high"])
     who = f"(PPI++, people on {n} of {big_n} queries)"
@@ -89,7 +100,7 @@ def ppi_verdict(arm_a: str, arm_b: str, measure: str, row: dict, *, n: int, big_
     else:
         text = (f"no detectable difference on {measure} between {arm_a} and {arm_b}: "
                 f"{_f(est, '+')} [{_f(lo, '+')}, {_f(hi, '+')}], p={_p(row['p_holm'])} after "
-                f"Holm {who}")
+                f"Holm{before_holm_note(lo, hi, family)} {who}")
     if model_only is not None and bool(model_only.get("significant")) != bool(
             row["significant"]):
         said = "significant" if model_only.get("significant") else "not significant"
@@ -290,7 +301,7 @@ def govern(report: dict, ppi: dict, *, source=None) -> dict:
         c["human_only"] = {"delta": h["estimate"], **_brief(h, "low", "high", "se", "p",
                                                             "p_holm", "significant")}
         c["verdict"] = ppi_verdict(c["arm_a"], c["arm_b"], m, e, n=e["n"], big_n=e["N"],
-                                   model_only=model)
+                                   model_only=model, family=len(est["differences"]))
         row = _anytime_row(ppi.get("stop") or {}, m, c["arm_a"], c["arm_b"])
         if row is not None:
             # people stopped early: the confidence sequence decides, PPI++ on the queries

@@ -50,6 +50,73 @@ TUNINGS = ("shared", "per-row")
 #: Interval kinds that need 3 human-sample queries (the others 2, in this module).
 NEEDS_THREE = ("jackknife", "regression")
 
+#: A standard error at or below ``SE_ZERO_RTOL`` times the scale of the values it comes from
+#: (the largest absolute per-query value entering it, metric units) counts as 0. Values that
+#: are all the same give a standard error of exactly 0 in exact arithmetic, but the PPI++
+#: estimators (lambda tuned, re-tuned per jackknife deletion, subtracted back) leave
+#: floating-point noise of a few units of float64's epsilon (2.2e-16) times the scale
+#: (1.57e-16 for nDCG values of 1 on a 3-query sample), growing at most with the log of the
+#: number of values summed. 1e-12 is about 4,500 epsilons, far above that noise for any query
+#: count, and far below any real standard error: one query out of a million moved by a
+#: millionth of the scale already gives a standard error about 1e-9 times the scale.
+SE_ZERO_RTOL = 1e-12
+
+#: The human sample docs/ppi.md recommends at least (queries): below it the intervals get
+#: wide and their coverage falls (:data:`relgrade.evaluation.ppi.MIN_SAMPLE` is the least
+#: taken at all).
+RECOMMENDED_SAMPLE = 10
+
+
+def zero_se_tolerance(*values) -> np.ndarray:
+    """Per row, the standard error at or below which :func:`ppi_table` takes it as 0.
+
+    Parameters
+    ----------
+    *values : array-like of shape (m, k), float
+        The per-query values entering each of ``m`` rows' standard errors (any number of
+        tables, each with its own ``k``; metric units).
+
+    Returns
+    -------
+    numpy.ndarray of shape (m,), float
+        :data:`SE_ZERO_RTOL` times the largest absolute value of each row (0 for a row of
+        zeros, whose standard error is then exactly 0).
+
+    Examples
+    --------
+    >>> zero_se_tolerance(np.array([[1.0, 0.5], [0.0, 0.0]]), np.array([[0.2], [0.0]]))
+    array([1.e-12, 0.e+00])
+    """
+    scale = np.max(np.hstack([np.abs(np.asarray(v, dtype=np.float64)) for v in values]),
+                   axis=1)
+    return SE_ZERO_RTOL * scale
+
+
+def small_sample_words(n: int, *, fix: str) -> str | None:
+    """The warning for a human sample smaller than :data:`RECOMMENDED_SAMPLE` (None when it
+    is not).
+
+    Parameters
+    ----------
+    n : int
+        Human-sample queries.
+    fix : str
+        How to get a larger sample, in the caller's words (a sentence, no final stop).
+
+    Examples
+    --------
+    >>> small_sample_words(3, fix="Raise ppi.human_queries")
+    'the human sample holds 3 queries, fewer than the 10 or more docs/ppi.md recommends: PPI++ intervals from so few queries are wide and cover the truth less often than stated, so verdicts on them are weak evidence. Raise ppi.human_queries'
+    >>> small_sample_words(10, fix="x") is None
+    True
+    """
+    if n >= RECOMMENDED_SAMPLE:
+        return None
+    return (f"the human sample holds {n} quer{'y' if n == 1 else 'ies'}, fewer than the "
+            f"{RECOMMENDED_SAMPLE} or more docs/ppi.md recommends: PPI++ intervals from so few "
+            "queries are wide and cover the truth less often than stated, so verdicts on them "
+            f"are weak evidence. {fix}")
+
 
 #: Each interval kind in words (the report's design sentence).
 INTERVAL_WORDS = {
@@ -97,13 +164,17 @@ def _quantile(interval: str, alpha: float, df) -> np.ndarray:
     return np.asarray(sps.t.ppf(1.0 - alpha / 2.0, df))
 
 
-def _p_values(est: np.ndarray, se: np.ndarray, interval: str, df) -> np.ndarray:
+def _p_values(est: np.ndarray, se: np.ndarray, interval: str, df,
+              tol: np.ndarray | float = 0.0) -> np.ndarray:
+    """Two-sided p-values of ``est / se``; a standard error at or below ``tol`` (per row,
+    :func:`zero_se_tolerance`) counts as 0: p 1 for an estimate within ``tol`` of 0, else 0."""
     from scipy import stats as sps
 
+    spread = se > tol
     with np.errstate(invalid="ignore", divide="ignore"):
-        z = np.abs(est) / np.where(se > 0, se, 1.0)
+        z = np.abs(est) / np.where(spread, se, 1.0)
     p = 2.0 * (sps.norm.sf(z) if interval == "normal" else sps.t.sf(z, df))
-    return np.where(se > 0, p, np.where(est == 0, 1.0, 0.0))
+    return np.where(spread, p, np.where(np.abs(est) <= tol, 1.0, 0.0))
 
 
 def estimate_rows(human, model_sample, model_all, *, level: float = 0.95,
@@ -126,7 +197,9 @@ def estimate_rows(human, model_sample, model_all, *, level: float = 0.95,
         ``m`` rows and the jackknife standard error of
         :func:`relgrade.evaluation.ppi.jackknife_rows` (needs ``n >= 3``), capped at the
         human-only standard error where that is positive (same quantile, so the interval
-        is never wider than a human-only interval of positive width);
+        is never wider than a human-only interval of positive width; where the human-only
+        standard error is 0, within :func:`zero_se_tolerance`, nothing is capped and the row
+        is marked ``wider_than_human_only``);
         ``regression``: the same, except that ``ppi++`` takes the small-sample standard
         error of :func:`relgrade.evaluation.ppi.regression_se_rows` and Student's t on
         ``n - 2`` degrees of freedom (``n - 1`` where ``lambda`` is 0; needs ``n >= 3``);
@@ -142,10 +215,14 @@ def estimate_rows(human, model_sample, model_all, *, level: float = 0.95,
     Returns
     -------
     dict
-        ``{estimator: {"estimate", "se", "low", "high", "lambda", "df", "capped"}}`` for
-        each of :data:`ESTIMATORS`, every value an array of shape (m,) (``df`` per row,
-        integer; ``lambda`` 0 for human-only and NaN for model-only; ``capped`` True where
-        the ``jackknife`` kind took the human-only standard error, else False).
+        ``{estimator: {"estimate", "se", "low", "high", "lambda", "df", "capped",
+        "wider_than_human_only"}}`` for each of :data:`ESTIMATORS`, every value an array of
+        shape (m,) (``df`` per row, integer; ``lambda`` 0 for human-only and NaN for
+        model-only; ``capped`` True where the ``jackknife`` kind took the human-only standard
+        error, else False; ``wider_than_human_only`` True where the ``jackknife`` kind's
+        PPI++ standard error exceeds a human-only one of 0 (people gave the same value on
+        every sampled query: a zero-width human-only interval is no interval, so nothing caps
+        PPI++), else False).
 
     Raises
     ------
@@ -190,9 +267,11 @@ def estimate_rows(human, model_sample, model_all, *, level: float = 0.95,
     n, big_n, m = y.shape[1], f.shape[1], y.shape[0]
     df = np.full(m, n - 1, dtype=np.int64)
     se_human = y.std(axis=1, ddof=ddof) / math.sqrt(n)
-    capped = np.zeros(m, dtype=bool)
+    capped, wider = np.zeros(m, dtype=bool), np.zeros(m, dtype=bool)
     if interval == "jackknife":
-        capped = (se > se_human) & (se_human > 0)
+        human_spread = se_human > zero_se_tolerance(y)
+        capped = (se > se_human) & human_spread
+        wider = (se > se_human) & ~human_spread
         se = np.where(capped, se_human, se)
     if interval == "regression":
         se, df = regression_se_rows(y, model_sample, f, lam)
@@ -208,7 +287,9 @@ def estimate_rows(human, model_sample, model_all, *, level: float = 0.95,
         half = _quantile(interval, alpha, d) * s
         out[name] = {"estimate": est, "se": s, "low": est - half, "high": est + half,
                      "lambda": lm, "df": d,
-                     "capped": capped if name == "ppi++" else np.zeros(m, dtype=bool)}
+                     "capped": capped if name == "ppi++" else np.zeros(m, dtype=bool),
+                     "wider_than_human_only":
+                         wider if name == "ppi++" else np.zeros(m, dtype=bool)}
     return out
 
 
@@ -304,7 +385,10 @@ def _row(block: dict, i: int, *, n: int, N: int, interval: str, level: float,
            "n": 0 if method == "model-only" else int(n),
            "N": 0 if method == "human-only" else int(N), "interval": interval,
            "df": int(block["df"][i]), "level": float(level)} | (
-               {"capped": bool(block["capped"][i])} if method == "ppi++" else {})
+               {"capped": bool(block["capped"][i])} if method == "ppi++" else {}) | (
+               # only where it holds: a row without it is as before the mark existed
+               {"wider_than_human_only": True}
+               if method == "ppi++" and bool(block["wider_than_human_only"][i]) else {})
     para = block.get("paraphrase")
     if para is not None:
         u_low, u_high, _ = clip_interval(float(para["low"][i]), float(para["high"][i]), bounds)
@@ -323,8 +407,13 @@ LARGER_SAMPLE = ("Draw a larger human sample (ppi.human_fraction or ppi.human_qu
 
 
 def _same(values: np.ndarray) -> float | None:
-    """The value every entry of ``values`` holds, or None when they differ (or there is none)."""
-    return float(values[0]) if values.size and bool(np.all(values == values[0])) else None
+    """The value every entry of ``values`` holds, or None when they differ (or there is none);
+    entries within :data:`SE_ZERO_RTOL` of the largest magnitude count as the same (a
+    difference of two arms carries floating-point noise: 0.8 - 0.7 is 0.10000000000000009)."""
+    if not values.size:
+        return None
+    tol = SE_ZERO_RTOL * float(np.max(np.abs(values)))
+    return float(values[0]) if bool(np.all(np.abs(values - values[0]) <= tol)) else None
 
 
 def spread_words(human: np.ndarray, model_sample: np.ndarray, model_all: np.ndarray) -> str:
@@ -452,9 +541,16 @@ def ppi_table(model_values: pd.DataFrame, human_values: pd.DataFrame, *, measure
         The human sample is not a subset of the model-graded queries, the two tables hold
         different arms, fewer than 2 sample queries (3 with the ``jackknife`` and
         ``regression`` intervals),
-        or the PPI++ standard error of an arm
-        is 0 (its value is the same on every sampled query: no interval can be formed; the
-        message gives the values, and :func:`zero_spread_fix`'s advice).
+        the PPI++ standard error of an arm is 0 (its value is the same on every sampled
+        query: no interval can be formed; the message gives the values, and
+        :func:`zero_spread_fix`'s advice), or the PPI++ standard error of a paired difference
+        is 0 while its estimate is not (the difference is the same nonzero value on every
+        sampled query, and under the model key: no interval or test can be formed, and a
+        p-value near 0 would be a degenerate claim; same message and advice). "0" is within
+        :func:`zero_se_tolerance` of the values entering it (for a difference, the larger of
+        its two arms'), so floating-point noise does not pass for spread. A difference whose
+        standard error and estimate are both 0 (two arms equal on every query) is kept:
+        estimate 0, p 1, not significant.
 
     Examples
     --------
@@ -493,7 +589,9 @@ def ppi_table(model_values: pd.DataFrame, human_values: pd.DataFrame, *, measure
                              item=f"arm {missing[0]}, {measure}")
         est["ppi++"] = widen_block(est["ppi++"], [prompt_variance["arms"][a] for a in arms],
                                    draws=draws, interval=interval, level=level)
-    zero = np.flatnonzero(~(est["ppi++"]["se"] > 0))
+    # "0" in metric units: floating-point noise (1.57e-16 for values all 1) is no spread
+    tol = zero_se_tolerance(y, yhat, f)
+    zero = np.flatnonzero(~(est["ppi++"]["se"] > tol))
     if zero.size:
         i = int(zero[0])
         same = _same(y[i]) is not None
@@ -529,10 +627,25 @@ def ppi_table(model_values: pd.DataFrame, human_values: pd.DataFrame, *, measure
                              item=f"{missing[0][0]} - {missing[0][1]}, {measure}")
         d["ppi++"] = widen_block(d["ppi++"], [diffs[tuple(p)] for p in pairs], draws=draws,
                                  interval=interval, level=level)
+    # a difference's noise is that of its two arms' values: the larger arm tolerance
+    tol_d = np.maximum(tol[ia], tol[ib])
+    e = d["ppi++"]
+    flat = np.flatnonzero(~(e["se"] > tol_d) & (np.abs(e["estimate"]) > tol_d))
+    if flat.size:
+        j = int(flat[0])
+        a, b = pairs[j]
+        dy, dyhat, df_ = y[ia[j]] - y[ib[j]], yhat[ia[j]] - yhat[ib[j]], f[ia[j]] - f[ib[j]]
+        raise InputError(
+            "the PPI++ standard error of a paired difference is 0 while the difference is "
+            f"not: {a} - {b} is {float(e['estimate'][j]):g} with no spread, so no interval "
+            "or test can be formed from it (a p-value would claim a certainty the sample "
+            "does not give)", item=f"{a} - {b}, {measure}",
+            found=spread_words(dy, dyhat, df_),
+            fix=zero_spread_fix(dy, df_, measure=measure, larger_sample=larger_sample))
     rows = [{"arm_a": a, "arm_b": b} for a, b in pairs]
     for m in ESTIMATORS:
         block = d[m]
-        p = _p_values(block["estimate"], block["se"], interval, block["df"])
+        p = _p_values(block["estimate"], block["se"], interval, block["df"], tol_d)
         adjusted, reject = holm(p, alpha=1.0 - float(level))
         for j, row in enumerate(rows):
             row[m] = _row(block, j, n=n, N=big_n, interval=interval, level=level, method=m,

@@ -138,9 +138,7 @@ class PairResult:
                     f"p={p} after Holm")
             if d.method == "degenerate" and d.estimate == 0:
                 text += "; the two arms score the same on every query"
-            if d.excludes_zero() and self.family > 1:
-                text += (f"; the interval excludes 0 only before correcting for the "
-                         f"{self.family} comparisons made")
+            text += before_holm_note(d.low, d.high, self.family)
             pw = self.power
             if pw.n_needed is not None and pw.n_needed > pw.n:
                 text += (f"; about {pw.n_needed} queries would detect a "
@@ -200,6 +198,39 @@ def _test_caption(settings) -> str:
 
 def _fmt_p(p: float) -> str:
     return f"{p:.2g}"
+
+
+def before_holm_note(low: float, high: float, family: int | None) -> str:
+    """The clause a verdict of no detectable difference carries when its interval excludes
+    0 only before Holm's correction ("" otherwise).
+
+    Parameters
+    ----------
+    low, high : float
+        The comparison's own interval (metric units), at the stated level, not corrected
+        for the family.
+    family : int or None
+        The comparisons Holm adjusted over (None or 1: no correction, no clause).
+
+    Returns
+    -------
+    str
+        ``"; the interval excludes 0 only before correcting for the K comparisons made"``
+        when the interval lies strictly on one side of 0 and ``family > 1``, else ``""``.
+        Shared by the model-key verdicts (:meth:`PairResult.verdict`) and PPI++'s
+        (:func:`relgrade.evaluation.ppi_decision.ppi_verdict`).
+
+    Examples
+    --------
+    >>> before_holm_note(-0.736, -0.199, 3)
+    '; the interval excludes 0 only before correcting for the 3 comparisons made'
+    >>> before_holm_note(-0.1, 0.2, 3), before_holm_note(0.1, 0.2, 1)
+    ('', '')
+    """
+    if (low > 0 or high < 0) and family is not None and family > 1:
+        return (f"; the interval excludes 0 only before correcting for the {family} "
+                "comparisons made")
+    return ""
 
 
 def _f(x: float, sign: str = "", digits: int = 4) -> str:

@@ -18,7 +18,11 @@ human key (the auditor's grades of the round, with the metrics stage's own score
   (:func:`relgrade.evaluation.ranksets.ppi_rank_sets`: each arm's rank interval with
   simultaneous coverage at ``ppi.level``, ``metrics.bootstrap`` resamples from the stream
   "ppi-rank-sets" of params ``seed``);
-* the design: the sample, its seed, the rectifier and every lambda;
+* the design: the sample, its seed, the rectifier and every lambda; with a locked sample
+  smaller than :data:`relgrade.evaluation.ppi_table.RECOMMENDED_SAMPLE` queries also
+  ``small_sample`` (its size, the recommendation and the warning's words, naming
+  :func:`larger_sample_fix`), which the stage prints and the report shows under its
+  verdicts (a warning, not a refusal);
 * with params ``grading.stop: anytime``, the stopping rule's look (``stop``): people grade the
   sample in the seeded order of ``paths.stop``; the stage reads only the queries owed so far,
   and either stops with the next batch owed or, once every comparison is settled, says
@@ -152,6 +156,31 @@ def larger_sample_fix(ex) -> str:
             f"that round, and round {rnd}'s grades stay in git")
 
 
+def small_sample_record(ex, n: int) -> dict | None:
+    """The design's warning for a locked human sample smaller than docs/ppi.md recommends.
+
+    Parameters
+    ----------
+    ex : relgrade.experiment.files.Experiment
+        In ppi mode.
+    n : int
+        Queries in the round's locked human sample.
+
+    Returns
+    -------
+    dict or None
+        ``{"n", "recommended", "words"}`` (``words``:
+        :func:`relgrade.evaluation.ppi_table.small_sample_words` with
+        :func:`larger_sample_fix`) when ``n`` is below
+        :data:`relgrade.evaluation.ppi_table.RECOMMENDED_SAMPLE`, else None (nothing is
+        recorded, so a sample of the recommended size leaves ``ppi.json`` as it was).
+    """
+    words = ppi_table.small_sample_words(n, fix=larger_sample_fix(ex))
+    if words is None:
+        return None
+    return {"n": int(n), "recommended": ppi_table.RECOMMENDED_SAMPLE, "words": words}
+
+
 def human_grades(ex, sample) -> pd.DataFrame:
     """The human key of the sample: the human grader's grades of the round on its queries.
 
@@ -256,6 +285,7 @@ def run(ex):
     pool = io.read_table(ex.path("pool"), columns=["query_id", "chunk_id"])
     queries = sorted(set(pool["query_id"].astype(str)))
     sample = human_sample_ids(ex, queries, minimum=MIN_SAMPLE)
+    small = small_sample_record(ex, len(sample))
 
     stop_record = None
     if p.grading.stop != "none":
@@ -360,7 +390,8 @@ def run(ex):
             "seed": seed, "sample_stream": "ppi-sample", "sample_lock_sha256": lock["sha256"],
             "rectifier": ppi_table.rectifier(interval), "interval": interval,
             "interval_words": ppi_table.INTERVAL_WORDS[interval], "level": level,
-            "zero_for_no_relevant": "a query with no relevant chunk under a key counts 0"},
+            "zero_for_no_relevant": "a query with no relevant chunk under a key counts 0"}
+        | ({"small_sample": small} if small is not None else {}),
         "estimates": estimates,
     } | ({"paraphrase": _paraphrase_record(para, components, draws)} if para else {}) | {
         "rank_sets": rank_sets,
@@ -379,6 +410,8 @@ def run(ex):
     table = _plot_table(curve)
     with io.atomic_path(ex.path("ppi_budget")) as tmp:
         table.to_csv(tmp, index=False, lineterminator="\n", float_format="%.6g")
+    if small is not None:
+        print(f"ppi: warning: {small['words']}")
     for m, est in estimates.items():
         for arm, row in est["arms"].items():
             e, mo, ho = row["ppi++"], row["model-only"], row["human-only"]

@@ -1,0 +1,173 @@
+"""PPI++ at the edges of its data: a standard error that is 0 up to floating-point noise (an
+arm whose people gave every sampled pair grade 2; a paired difference the same on every
+query), a PPI++ interval wider than a zero-width human-only one, and the warning for a human
+sample under the recommended size."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from relgrade.errors import InputError
+from relgrade.evaluation import decision, metrics
+from relgrade.evaluation.ppi_table import (LARGER_SAMPLE, RECOMMENDED_SAMPLE, SE_ZERO_RTOL,
+                                           estimate_rows, ppi_table, small_sample_words,
+                                           zero_se_tolerance)
+
+NDCG = "nDCG(dcg='exp-log2')@10"
+QUERIES = [f"q{i:02d}" for i in range(1, 16)]
+LEX = [0.6, 0.3, 0.9, 0.5, 0.2, 0.7, 0.4, 0.8, 0.1, 0.6, 0.3, 0.5, 0.9, 0.2, 0.4]
+
+
+def _all_grade_two_ndcg(depths) -> pd.Series:
+    """Per query, relgrade's nDCG@10 of a run whose ``depth`` chunks people all graded 2:
+    DCG equals the ideal DCG, so every value is 1 in exact arithmetic."""
+    run, key = [], []
+    for q, depth in zip(QUERIES, depths):
+        for r in range(1, depth + 1):
+            run.append({"query_id": q, "chunk_id": f"{q}-c{r}", "rank": r, "score": 20.0 - r})
+            key.append({"query_id": q, "chunk_id": f"{q}-c{r}", "grade": 2})
+    _, table = metrics.evaluate_arm(key=pd.DataFrame(key), run=pd.DataFrame(run),
+                                    cutoffs=[10])
+    table = table[table["measure"] == NDCG]
+    return pd.Series(table["value"].to_numpy(float), index=table["query_id"].astype(str))
+
+
+def test_every_grade_2_on_a_three_query_sample_is_refused_though_float_noise_gives_se_1e16():
+    # 15 queries, a 3-query human sample, people grade every pair of fused and mine 2, and so
+    # does the model: nDCG is 1 on every query, but float sums leave 1 - 2.2e-16 on some
+    ones = _all_grade_two_ndcg([3, 5, 7, 10, 4, 6, 8, 9, 3, 5, 7, 10, 4, 6, 8])
+    assert np.allclose(ones, 1.0, rtol=0, atol=1e-15) and not (ones == 1.0).all()
+    sample = ["q02", "q03", "q04"]
+    model = pd.DataFrame([ones.to_numpy(), ones.to_numpy(), LEX], index=["fused", "mine", "lex"],
+                         columns=QUERIES)
+    human = pd.DataFrame([ones[sample].to_numpy(), ones[sample].to_numpy(), [0.5, 0.4, 0.3]],
+                         index=model.index, columns=sample)
+    # the noise the refusal used to let through: a positive standard error of about 1e-16
+    raw = estimate_rows(human.to_numpy(), model[sample].to_numpy(), model.to_numpy())
+    assert 0 < raw["ppi++"]["se"][0] < 1e-15
+    with pytest.raises(InputError) as e:
+        ppi_table(model, human, measure=NDCG)
+    assert str(e.value) == (
+        f"arm fused, {NDCG}: the PPI++ standard error is 0: the arm's value is the same on "
+        "every sampled query, so no interval can be formed from them (found 1 on each of the "
+        "3 sampled queries by the human key, 1 on each by the model key, 1 on all 15 queries "
+        "by the model key). The model key gives 1 on all 15 queries too, so a larger sample "
+        f"helps only if people grade some query it adds otherwise than the model. "
+        f"{LARGER_SAMPLE}")
+
+
+def test_every_grade_0_is_refused_the_same_way():
+    zeros = pd.DataFrame([[0.0] * 15, LEX], index=["fused", "lex"], columns=QUERIES)
+    human = pd.DataFrame([[0.0] * 3, [0.5, 0.4, 0.3]], index=zeros.index,
+                         columns=["q02", "q03", "q04"])
+    with pytest.raises(InputError, match=r"arm fused, .*the PPI\+\+ standard error is 0"):
+        ppi_table(zeros, human, measure=NDCG)
+
+
+def test_a_difference_of_0_1_on_every_query_is_refused_not_given_p_near_0():
+    # arm b is arm a less 0.1 on every query under both keys; each arm varies, so neither is
+    # refused, but a - b is 0.1 everywhere (0.8 - 0.7 = 0.10000000000000009 in floats): its
+    # PPI++ standard error is noise (~1e-17) and its p-value was ~1e-32
+    a = [0.2, 0.5, 0.8, 0.6, 0.3, 0.9]
+    b = [0.1, 0.4, 0.7, 0.5, 0.2, 0.8]
+    cols = ["q1", "q2", "q3", "q4", "q5", "q6"]
+    model = pd.DataFrame([a, b], index=["a", "b"], columns=cols)
+    human = model[["q1", "q2", "q3"]]
+    with pytest.raises(InputError) as e:
+        ppi_table(model, human, measure=NDCG, larger_sample="New round.")
+    assert str(e.value) == (
+        f"a - b, {NDCG}: the PPI++ standard error of a paired difference is 0 while the "
+        "difference is not: a - b is 0.1 with no spread, so no interval or test can be formed "
+        "from it (a p-value would claim a certainty the sample does not give) (found 0.1 on "
+        "each of the 3 sampled queries by the human key, 0.1 on each by the model key, 0.1 on "
+        "all 6 queries by the model key). The model key gives 0.1 on all 6 queries too, so a "
+        "larger sample helps only if people grade some query it adds otherwise than the "
+        "model. New round.")
+    # with the t interval too (lambda per row)
+    with pytest.raises(InputError, match="standard error of a paired difference is 0"):
+        ppi_table(model, human, measure=NDCG, interval="t")
+
+
+def test_two_arms_equal_on_every_query_give_difference_0_with_p_1():
+    a = [0.2, 0.5, 0.8, 0.6, 0.3, 0.9]
+    model = pd.DataFrame([a, a], index=["a", "b"], columns=["q1", "q2", "q3", "q4", "q5", "q6"])
+    t = ppi_table(model, model[["q1", "q2", "q3"]], measure=NDCG)
+    row = t["differences"][0]["ppi++"]
+    assert (row["estimate"], row["se"], row["p"], row["p_holm"], row["significant"]) == \
+        (0.0, 0.0, 1.0, 1.0, False)
+
+
+def test_zero_is_relative_to_the_scale_of_the_values():
+    # tolerance 1e-12 times the largest |value| of the row; a row of zeros has tolerance 0
+    assert SE_ZERO_RTOL == 1e-12
+    tol = zero_se_tolerance(np.array([[0.5, -2.0], [0.0, 0.0]]), np.array([[1.0], [0.0]]))
+    assert tol.tolist() == [2e-12, 0.0]
+    # a measure in small units keeps its intervals: values around 1e-6 with a real spread
+    a = np.array([1.0, 3.0, 2.0, 4.0, 2.0, 3.0]) * 1e-6
+    model = pd.DataFrame([a, a[::-1]], index=["a", "b"],
+                         columns=["q1", "q2", "q3", "q4", "q5", "q6"])
+    t = ppi_table(model, model[["q1", "q2", "q3", "q4"]], measure="custom", interval="t")
+    # human-only of arm a: the sample 1, 3, 2, 4 (e-6) has sd sqrt(5/3) e-6, se over 2
+    assert t["arms"]["a"]["human-only"]["se"] == pytest.approx(np.sqrt(5 / 3) / 2 * 1e-6,
+                                                               rel=1e-12)
+    assert t["arms"]["a"]["ppi++"]["se"] > 0
+
+
+def test_ppi_wider_than_a_zero_width_human_only_interval_is_marked_not_capped():
+    # arm a: people give 1 on each sampled query, the model varies there; arm b: people track
+    # the model, so the shared lambda is positive and arm a's PPI++ has spread while its
+    # human-only standard error is 0: no cap (a zero-width interval is no interval), marked
+    f = np.array([[1.0, 0.6, 0.8, 0.7, 0.9, 0.5, 1.0, 0.6],
+                  [0.1, 0.9, 0.4, 0.6, 0.2, 0.8, 0.3, 0.7]])
+    cols = [f"q{i}" for i in range(1, 9)]
+    model = pd.DataFrame(f, index=["a", "b"], columns=cols)
+    human = pd.DataFrame([[1.0, 1.0, 1.0, 1.0], [0.15, 0.85, 0.45, 0.55]], index=["a", "b"],
+                         columns=cols[:4])
+    t = ppi_table(model, human, measure="custom")
+    a = t["arms"]["a"]
+    assert a["ppi++"]["lambda"] > 0 and a["ppi++"]["se"] > 0
+    assert (a["human-only"]["low"], a["human-only"]["high"], a["human-only"]["se"]) == \
+        (1.0, 1.0, 0.0)
+    assert a["ppi++"]["capped"] is False and a["ppi++"]["wider_than_human_only"] is True
+    assert a["ppi++"]["high"] - a["ppi++"]["low"] > 0
+    # arm b has a human-only spread: no mark at all (rows as before the mark existed)
+    assert "wider_than_human_only" not in t["arms"]["b"]["ppi++"]
+
+
+def test_a_sample_under_ten_queries_gets_a_warning_naming_size_advice_and_fix():
+    assert RECOMMENDED_SAMPLE == 10
+    assert small_sample_words(3, fix="Set grading.round: 2") == (
+        "the human sample holds 3 queries, fewer than the 10 or more docs/ppi.md recommends: "
+        "PPI++ intervals from so few queries are wide and cover the truth less often than "
+        "stated, so verdicts on them are weak evidence. Set grading.round: 2")
+    assert small_sample_words(10, fix="x") is None
+
+
+def _ppi_json(estimates, **design):
+    return {"design": {"model_grader": "model-m", "human_grader": "person-h", "queries": 15,
+                       "human_sample": ["q1", "q2", "q3"], "human_fraction": 0.2, "seed": 0,
+                       "rectifier": "r", "interval": "jackknife", "level": 0.95} | design,
+            "estimates": estimates,
+            "judge_audit": {"leniency": [], "order": [], "flags": [], "spread": 0.0,
+                            "max_spread": 0.15},
+            "budget": {"reference": "r", "curve": [], "tau_0.9": {}}}
+
+
+def test_the_report_shows_the_small_sample_warning_and_marks_ppi_wider_than_human_only():
+    f = np.array([[1.0, 0.6, 0.8, 0.7, 0.9, 0.5, 1.0, 0.6],
+                  [0.1, 0.9, 0.4, 0.6, 0.2, 0.8, 0.3, 0.7]])
+    cols = [f"q{i}" for i in range(1, 9)]
+    est = ppi_table(pd.DataFrame(f, index=["a", "b"], columns=cols),
+                    pd.DataFrame([[1.0] * 4, [0.15, 0.85, 0.45, 0.55]], index=["a", "b"],
+                                 columns=cols[:4]), measure="custom")
+    words = small_sample_words(4, fix="Set grading.round: 2")
+    cells = decision.ppi_cells(_ppi_json({"custom": est},
+                                         small_sample={"n": 4, "recommended": 10,
+                                                       "words": words}))
+    assert cells["small_sample"] == f"Warning: {words}"
+    assert cells["measures"][0]["wider"] == 1
+    assert cells["measures"][0]["arms"][0]["ppi"].endswith(" (wider than human-only)")
+    # a design without the record (a sample of 10 or more): no warning
+    assert decision.ppi_cells(_ppi_json({"custom": est}))["small_sample"] is None
