@@ -13,6 +13,9 @@ from relgrade.cli.render import handle_errors, number, table
 
 DEFAULT_MEASURES = ("nDCG(dcg='exp-log2')@10", "R@10", "RR@10", "Judged@10")
 INFERRED_MEASURES = ("xinfAP", "infNDCG")
+#: How to fix an empty run file given to the command (there are no arms here).
+EMPTY_RUN_FIX = ("Give the run at least one ranked chunk, or leave the file out of "
+                 "`relgrade evaluate`")
 #: The engines ``--engine`` names.
 ENGINES = ("local", "spark")
 
@@ -184,7 +187,8 @@ def _evaluate(qrels_path, run_paths, measure_names, inclusion_path, per_query, a
             # one arm's ids coded once: the duplicate check, the qrels join and the
             # coverage note share them (a file with an arm column is checked as it is)
             run, codes = read_run_columns(path, scan=scan)
-            validate_run(run, path=path, codes=codes, lines=run_lines(path))
+            validate_run(run, path=path, codes=codes, lines=run_lines(path),
+                         empty_fix=EMPTY_RUN_FIX)
             extra[str(path)] = extra_fields_note(path, run)
             # one arm's rows as an Arrow table; a file with an arm column (read by pandas)
             # is scored arm by arm into a DataFrame
