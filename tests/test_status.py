@@ -134,6 +134,29 @@ def test_failed_gate_says_why(exp):
     assert "gate: failed: weighted_kappa 0.5 < 0.75" in lines
 
 
+def test_a_one_category_sample_gets_the_gate_stage_s_own_advice_with_files_and_values(exp):
+    from relgrade.protocol import agreement as ag
+
+    root, p = exp
+    # both graders gave the audit query q2's two pairs grade 1: both kappas are 0/0
+    _grades(root, p, "auditor-b", [_row("q2", "c"), _row("q2", "d")])
+    _put(root, p["agreement"],
+         ag.agreement([1, 1], [1, 1], scale=[0, 1, 2], relevant_min=1) | {"round": 1})
+    lines = _status(root).splitlines()
+    at = next(i for i, line in enumerate(lines) if line.startswith("gate: failed: "))
+    # the stage's words: the params file, the values now (1 of the pool's 3 queries audited,
+    # params' min_queries 10 and fraction 0.1), the next round and the command
+    assert lines[at + 1] == (
+        "  advice: kappa is undefined because every audited pair fell in one category for "
+        "both graders, not because they disagree: revising the rubric cannot help. Kappa "
+        "needs an audit sample that holds both relevant and non-relevant pairs: in "
+        "params.yaml raise audit.min_queries (now 10; 1 of 3 queries are audited) or "
+        "audit.fraction (now 0.1), and set grading.round: 2, whose audit sample is drawn "
+        "before grading (round 1's grades stay in git); then run `dvc repro` and grade the "
+        "new round as before")
+    assert not lines[at + 2].startswith("  advice:")  # nothing else fails: no regrade advice
+
+
 def test_agreement_of_an_earlier_round_is_not_read_as_this_rounds_gate(exp):
     root, p = exp
     _grades(root, p, "auditor-b", [_row("q2", "c"), _row("q2", "d")])

@@ -320,6 +320,7 @@ def status_lines(st: Mapping) -> list[str]:
                    + _last_pass(gt, st["round"]))
     elif gt["state"] == "failed":
         out.append("gate: failed: " + "; ".join(gt["lines"]))
+        out += [f"  advice: {line}" for line in gt.get("advice") or []]
     elif gt["state"] == "unreadable":
         out.append(unreadable("gate", gt))
     elif gt.get("would_pass"):

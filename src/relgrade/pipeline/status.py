@@ -34,6 +34,7 @@ from relgrade.protocol import bank, grades, triage
 from relgrade.protocol.audit import audit_coverage
 from relgrade.protocol.gate import (
     AUDIT_GATES,
+    ONE_CATEGORY_ADVICE,
     GateResult,
     check_audit_gates,
     check_gates,
@@ -154,18 +155,21 @@ def _passed_gate(gate: Mapping, params: Params) -> dict:
             "coverage": gate.get("coverage"), "round": gate.get("round")}
 
 
-def _would_gate(params: Params, agreement: Mapping, *, pool, audit, rows) -> GateResult:
+def _would_gate(params: Params, agreement: Mapping, *, pool, audit, rows,
+                sample_advice: str = ONE_CATEGORY_ADVICE) -> GateResult:
     """The gate on the files as they are, before the gate stage has run.
 
     With the pool, the audit sample and both graders' rows at hand the audit's coverage is
     checked too (a grader without a file has graded nothing); otherwise agreement alone.
+    ``sample_advice``: the advice for a kappa a one-category sample leaves undefined.
     """
     gates = params.gates.thresholds() if params.gates else {}
     key_grader, auditor = params.grading.key_grader, params.grading.auditor
     both = [rows.get(name) for name in (key_grader, auditor)]
     if pool is None or audit is None or not key_grader or not auditor or \
             any(isinstance(r, str) for r in both):
-        return check_gates(agreement, {k: v for k, v in gates.items() if k not in AUDIT_GATES})
+        return check_gates(agreement, {k: v for k, v in gates.items() if k not in AUDIT_GATES},
+                           sample_advice=sample_advice)
     graded = pd.concat([pd.DataFrame({"query_id": r["query_id"].astype(str),
                                       "chunk_id": r["chunk_id"].astype(str), "grader": name})
                         for name, r in zip((key_grader, auditor), both) if r is not None]
@@ -174,7 +178,7 @@ def _would_gate(params: Params, agreement: Mapping, *, pool, audit, rows) -> Gat
     coverage = audit_coverage(pool, graded, audit_ids=audit, key_grader=key_grader,
                               auditor=auditor)
     return check_audit_gates(agreement, gates, coverage=coverage, key_grader=key_grader,
-                             auditor=auditor)
+                             auditor=auditor, sample_advice=sample_advice)
 
 
 def experiment_status(
@@ -197,6 +201,7 @@ def experiment_status(
     dvc: Iterable[Mapping] | None = None,
     triage_pairs: pd.DataFrame | None = None,
     round_owed: Mapping[str, Mapping] | None = None,
+    sample_advice: str = ONE_CATEGORY_ADVICE,
 ) -> dict:
     """The experiment's state, one entry per protocol step.
 
@@ -239,12 +244,18 @@ def experiment_status(
         A partial regrade: grader → ``{"pairs": set of (query_id, chunk_id) this round owes
         it, "carried": int (its current grades the earlier rounds carry over),
         "from_rounds": [int, ...]}``; its progress counts these pairs, not the pool.
+    sample_advice : str, default :data:`relgrade.protocol.gate.ONE_CATEGORY_ADVICE`
+        The advice for a kappa left undefined because both graders gave every audited pair
+        one category: :func:`read_status` passes the gate stage's own version, which names
+        the params file, the values to raise and the command
+        (:func:`relgrade.pipeline.stages.gate.one_category_advice`).
 
     Returns
     -------
     dict
         Keys ``corpus``, ``queries``, ``pool``, ``intents``, ``audit``, ``grading``
-        (grader → progress), ``gate``, ``key``, ``metrics`` (arm → state), ``round``,
+        (grader → progress), ``gate`` (a failed gate with its ``lines`` and the
+        ``advice`` the gate stage would print), ``key``, ``metrics`` (arm → state), ``round``,
         ``ledger``, ``dvc`` (list of problems, empty when healthy); each step has a
         ``state`` (e.g. ``frozen``, ``missing``, ``passed``, ``failed``, ``stale``,
         ``unreadable``); ``key`` has ``post_hoc_key`` when a post-hoc key stands beside it,
@@ -316,11 +327,13 @@ def experiment_status(
         st["gate"] = _passed_gate(gate, params)
     elif agreement is not None:
         try:
-            result = _would_gate(params, agreement, pool=pool, audit=audit, rows=rows)
+            result = _would_gate(params, agreement, pool=pool, audit=audit, rows=rows,
+                                 sample_advice=sample_advice)
         except Exception as e:  # an unreadable gate setup is itself worth reporting
             st["gate"] = {"state": "unreadable", "error": str(e)}
         else:
-            st["gate"] = ({"state": "failed", "lines": list(result.lines)} if not result.passed
+            st["gate"] = ({"state": "failed", "lines": list(result.lines),
+                           "advice": list(result.advice)} if not result.passed
                           else {"state": "not run", "would_pass": True})
     elif stale_round is not None:
         st["gate"] = {"state": "not run", "agreement_round": stale_round}
@@ -412,6 +425,19 @@ def dvc_health(lock, rwlock) -> list[dict]:
                         "problem": "is empty or not JSON (left by a killed dvc command)",
                         "fix": f"rm {rwlock.as_posix()}"})
     return out
+
+
+def _sample_advice(ex: Experiment, pool, audit, triage_pairs) -> str:
+    """The gate stage's advice for a one-category audit sample, with the audited queries
+    counted against the pool's (in triage mode, people's queue's) as the stage counts
+    them; the generic advice while the pool or the audit sample is missing."""
+    from relgrade.pipeline.stages.gate import one_category_advice
+
+    queue = triage_pairs if ex.params.grading.mode == "triage" else pool
+    if queue is None or audit is None:
+        return ONE_CATEGORY_ADVICE
+    return one_category_advice(ex, audited=len(set(map(str, audit))),
+                               queries=len(set(queue["query_id"].astype(str))))
 
 
 def read_status(ex: Experiment) -> dict:
@@ -546,7 +572,8 @@ def read_status(ex: Experiment) -> dict:
         agreement=load("gate", "agreement", io.read_json_object),
         gate=load("gate", "gate", io.read_json_object),
         record=record, problems=problems, post_hoc_record=post_hoc, ledger=ledger,
-        dvc=dvc_health(*ex.dvc_files()), triage_pairs=triage_pairs, round_owed=round_owed)
+        dvc=dvc_health(*ex.dvc_files()), triage_pairs=triage_pairs, round_owed=round_owed,
+        sample_advice=_sample_advice(ex, pool, audit, triage_pairs))
     if rubric is not None:
         st["rubric"] = rubric
         for g in st["grading"].values():
