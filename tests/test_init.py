@@ -424,6 +424,34 @@ def test_init_refuses_a_chunk_with_empty_text_with_the_corpus_stage_s_rule_and_m
             assert res.output == f"Error: {stage.value}\n"
 
 
+def test_init_refuses_a_click_log_the_click_stages_refuse_with_their_message(repo):
+    from relgrade.clicks import engine, simulate
+
+    log = simulate.position_based_log(7, sessions=40, queries=4, positions=3, rankers=1,
+                                      randomized_share=0.3).log
+    log.to_parquet(repo / "in/log.parquet", index=False)
+    fine = CliRunner().invoke(cli, ["init", "experiments/c", "--mode", "clicks",
+                                    "--click-log", "in/log.parquet"])
+    assert fine.exit_code == 0, fine.output
+    # the second impression of the first session at position 0
+    log.loc[1, "position"] = 0
+    log.to_parquet(repo / "in/odd.parquet", index=False)
+    res = CliRunner().invoke(cli, ["init", "experiments/d", "--mode", "clicks",
+                                   "--click-log", "in/odd.parquet"])
+    assert res.exit_code == 1
+    session = log.loc[1, "session_id"]
+    assert res.output == (
+        f"Error: in/odd.parquet: session {session}: position must be a whole number of at "
+        "least 1 (found 0). 1 row(s) break this rule\n")
+    # the propensity stage's own reading of the log, word for word
+    runner = engine.get("duckdb")
+    with pytest.raises(InputError) as stage:
+        with runner.errors("in/odd.parquet"):
+            runner.open_log("in/odd.parquet")
+    assert res.output == f"Error: {stage.value}\n"
+    assert not (repo / "experiments/d").exists()
+
+
 def test_another_experiment_with_sections_unknown_here_is_read_for_its_paths_only(repo):
     other = repo / "experiments/clicks-sim"
     other.mkdir(parents=True)
