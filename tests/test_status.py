@@ -111,6 +111,33 @@ def test_partly_graded_pool_gives_the_exact_lines(exp):
     ]
 
 
+def test_a_review_signed_before_the_first_repro_is_named_with_the_repro_that_freezes_it(exp):
+    root, p = exp
+    params = yaml.safe_load((root / "params.yaml").read_text())
+    (root / p["intents_manifest"]).unlink()  # `relgrade intents review`, no dvc repro yet
+    review = root / params["intents"]["review"]
+    review.parent.mkdir(parents=True, exist_ok=True)
+    record = {"reviewer": "auditor-b", "table_sha256": "abcdef012345" + "3" * 52,
+              "reviewed_at": "2026-02-03T04:05:06+00:00", "flagged": ["q3"]}
+    review.write_text(json.dumps(record))
+    lines = _status(root).splitlines()
+    assert lines[3] == ("intents: reviewed by auditor-b at 2026-02-03T04:05:06+00:00, sha256 "
+                        "abcdef012345; flagged for a second look: q3; not frozen yet: "
+                        "`dvc repro` freezes them")
+    # a new review of an edited table, the old one still frozen: both are named
+    _put(root, p["intents_manifest"], {"sha256": "1234567890ab" + "2" * 52,
+                                       "reviewer": "auditor-b",
+                                       "reviewed_at": "2026-01-02T03:04:05+00:00",
+                                       "flagged": []})
+    assert _status(root).splitlines()[3].endswith(
+        "not frozen yet: `dvc repro` freezes them; frozen now: sha256 1234567890ab")
+    # the review frozen: the frozen line, as before
+    review.write_text(json.dumps(record | {"table_sha256": "1234567890ab" + "2" * 52}))
+    assert _status(root).splitlines()[3] == (
+        "intents: frozen, reviewed by auditor-b at 2026-01-02T03:04:05+00:00, sha256 "
+        "1234567890ab")
+
+
 def test_json_status_lists_the_missing_pairs_by_query(exp):
     root, _ = exp
     st = json.loads(_status(root, "--json"))

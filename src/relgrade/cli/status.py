@@ -235,6 +235,14 @@ def status_lines(st: Mapping) -> list[str]:
         flagged = f"; flagged for a second look: {', '.join(i['flagged'])}" if i["flagged"] else ""
         out.append(f"intents: frozen, reviewed by {i['reviewer']} at {i['reviewed_at']}, "
                    f"sha256 {_short(i['sha256'])}{flagged}")
+    elif i["state"] == "signed":
+        # reviewed, not frozen yet: the next dvc repro's intents stage freezes this review
+        flagged = f"; flagged for a second look: {', '.join(i['flagged'])}" if i["flagged"] else ""
+        now = (f"; frozen now: sha256 {_short(i['frozen_sha256'])}"
+               if i.get("frozen_sha256") else "")
+        out.append(f"intents: reviewed by {i['reviewer']} at {i['reviewed_at']}, sha256 "
+                   f"{_short(i['table_sha256'])}{flagged}; not frozen yet: `{i['repro']}` "
+                   f"freezes them{now}")
     else:
         out.append(not_done("intents", i, "not reviewed yet (no packets before the review)"))
     r = st.get("refresh")

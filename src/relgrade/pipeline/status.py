@@ -31,6 +31,7 @@ from relgrade.pipeline.since_repro import inputs_since_repro, params_since_repro
 from relgrade.experiment.params import Params
 from relgrade.io import files as io
 from relgrade.protocol import bank, grades, triage
+from relgrade.protocol.intents import is_unreviewed
 from relgrade.protocol.audit import audit_coverage
 from relgrade.protocol.gate import (
     AUDIT_GATES,
@@ -427,6 +428,34 @@ def dvc_health(lock, rwlock) -> list[dict]:
     return out
 
 
+def _review_pending(ex: Experiment, intents: Mapping) -> dict | None:
+    """The intents' state when a review is signed that the intents stage has not frozen yet
+    (``relgrade intents review`` run, ``dvc repro`` not yet): ``{"state": "signed",
+    "reviewer", "reviewed_at", "table_sha256", "flagged", "frozen_sha256" (the table frozen
+    now, or None), "repro"}``; None when nothing is pending (no review, the review frozen
+    already, or the intents' files unreadable, which their own line reports)."""
+    cfg = ex.params.intents
+    if cfg is None or intents.get("state") not in ("missing", "reviewed"):
+        return None
+    path = ex.file(cfg.review)
+    if not path.exists():
+        return None
+    try:
+        record = io.read_json(path)
+    except RelgradeError:
+        return None  # the intents stage names the broken file when it runs
+    if is_unreviewed(record) or not isinstance(record, Mapping) or \
+            not isinstance(record.get("table_sha256"), str):
+        return None
+    frozen = intents.get("sha256") if intents.get("state") == "reviewed" else None
+    if frozen == record["table_sha256"]:
+        return None
+    return {"state": "signed", "reviewer": record.get("reviewer"),
+            "reviewed_at": record.get("reviewed_at"), "table_sha256": record["table_sha256"],
+            "flagged": list(record.get("flagged") or []), "frozen_sha256": frozen,
+            "repro": repro_command(ex)}
+
+
 def _sample_advice(ex: Experiment, pool, audit, triage_pairs) -> str:
     """The gate stage's advice for a one-category audit sample, with the audited queries
     counted against the pool's (in triage mode, people's queue's) as the stage counts
@@ -623,6 +652,9 @@ def read_status(ex: Experiment) -> dict:
             st["stop"] = stop_status(ex)
         except RelgradeError as e:
             st["stop"] = {"state": "unreadable", "error": str(e)}
+    signed = _review_pending(ex, st["intents"])
+    if signed is not None:
+        st["intents"] = signed
     refresh = _refresh_status(ex)
     if refresh is not None:
         st["refresh"] = refresh
