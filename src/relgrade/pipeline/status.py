@@ -428,6 +428,25 @@ def dvc_health(lock, rwlock) -> list[dict]:
     return out
 
 
+def _pending_pool(ex: Experiment, added: list[str]) -> dict:
+    """What the next ``dvc repro`` does for arms added since the last one: their runs made
+    in memory as their retrieve stages make them, the pool they give and the judgments each
+    grader will then owe, as ``relgrade arm add`` and ``relgrade pool plan`` price them
+    (:func:`relgrade.pipeline.arms.plan_with_runs`): ``{"pairs", "new_pairs",
+    "pairs_now", "pool_version", "made_in_memory", "owed": {grader: judgments}}``, or
+    ``{"error": message}`` when the pool cannot be planned now."""
+    from relgrade.pipeline.arms import plan_with_runs
+
+    try:
+        plan = plan_with_runs(ex, made=added)
+    except RelgradeError as e:
+        return {"error": str(e)}
+    return {"pairs": plan["pairs"], "new_pairs": plan["new_pairs"],
+            "pairs_now": plan["pairs_now"], "pool_version": plan["pool_version"],
+            "made_in_memory": plan["made_in_memory"],
+            "owed": {g: int(c["pending"]) for g, c in plan["cost"]["graders"].items()}}
+
+
 def _review_pending(ex: Experiment, intents: Mapping) -> dict | None:
     """The intents' state when a review is signed that the intents stage has not frozen yet
     (``relgrade intents review`` run, ``dvc repro`` not yet): ``{"state": "signed",
@@ -662,6 +681,9 @@ def read_status(ex: Experiment) -> dict:
     # params edited since the last run: what is above is the last run's
     read: dict = {}  # one parse of dvc.lock, dvc.yaml and params for both comparisons
     st["params_changed"] = params_since_repro(ex, read=read)
+    added = (st["params_changed"].get("arms") or {}).get("added") or []
+    if st["params_changed"].get("state") == "changed" and added and pool is not None:
+        st["params_changed"]["pending_pool"] = _pending_pool(ex, added)
     # inputs edited since the last run (a grade file, the audit lock): the same
     st["inputs_changed"] = inputs_since_repro(ex, read=read)
     warnings = share_warnings(ex)
