@@ -12,7 +12,7 @@ names exactly the pairs that lack a grade, grouped by query, so only those get g
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 
 import numpy as np
 import pandas as pd
@@ -202,7 +202,7 @@ def experiment_status(
     dvc: Iterable[Mapping] | None = None,
     triage_pairs: pd.DataFrame | None = None,
     round_owed: Mapping[str, Mapping] | None = None,
-    sample_advice: str = ONE_CATEGORY_ADVICE,
+    sample_advice: str | Callable[[], str] = ONE_CATEGORY_ADVICE,
 ) -> dict:
     """The experiment's state, one entry per protocol step.
 
@@ -245,10 +245,11 @@ def experiment_status(
         A partial regrade: grader → ``{"pairs": set of (query_id, chunk_id) this round owes
         it, "carried": int (its current grades the earlier rounds carry over),
         "from_rounds": [int, ...]}``; its progress counts these pairs, not the pool.
-    sample_advice : str, default :data:`relgrade.protocol.gate.ONE_CATEGORY_ADVICE`
+    sample_advice : str or callable, default :data:`relgrade.protocol.gate.ONE_CATEGORY_ADVICE`
         The advice for a kappa left undefined because both graders gave every audited pair
-        one category: :func:`read_status` passes the gate stage's own version, which names
-        the params file, the values to raise and the command
+        one category, or a function of no argument that returns it (called only when the
+        gate is checked here): :func:`read_status` passes the gate stage's own version,
+        which names the params file, the values to raise and the command
         (:func:`relgrade.pipeline.stages.gate.one_category_advice`).
 
     Returns
@@ -329,7 +330,8 @@ def experiment_status(
     elif agreement is not None:
         try:
             result = _would_gate(params, agreement, pool=pool, audit=audit, rows=rows,
-                                 sample_advice=sample_advice)
+                                 sample_advice=(sample_advice() if callable(sample_advice)
+                                                else sample_advice))
         except Exception as e:  # an unreadable gate setup is itself worth reporting
             st["gate"] = {"state": "unreadable", "error": str(e)}
         else:
@@ -621,7 +623,7 @@ def read_status(ex: Experiment) -> dict:
         gate=load("gate", "gate", io.read_json_object),
         record=record, problems=problems, post_hoc_record=post_hoc, ledger=ledger,
         dvc=dvc_health(*ex.dvc_files()), triage_pairs=triage_pairs, round_owed=round_owed,
-        sample_advice=_sample_advice(ex, pool, audit, triage_pairs))
+        sample_advice=lambda: _sample_advice(ex, pool, audit, triage_pairs))
     if rubric is not None:
         st["rubric"] = rubric
         for g in st["grading"].values():
