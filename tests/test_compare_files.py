@@ -72,6 +72,15 @@ def test_compare_qrels_gives_means_tests_and_effect_size_computed_by_hand(files)
     assert doc["settings"]["seed"] == 0 and doc["settings"]["baseline"] == "a"
 
 
+def test_compare_qrels_on_an_empty_run_gives_a_fix_for_the_command_not_for_arms(files):
+    (files / "c.run").write_text("")
+    result = _invoke("--qrels", files / "qrels.txt", files / "a.run", files / "c.run")
+    assert result.exit_code == 1
+    assert result.output.strip() == (
+        f"Error: {files / 'c.run'}: the run is empty. Give the run at least one ranked "
+        "chunk, or leave the file out of `relgrade compare --qrels`")
+
+
 def test_compare_qrels_records_the_inputs_it_rests_on(files):
     doc = _json("--qrels", files / "qrels.txt", files / "a.run", files / "b.run", "-m", "RR@10",
                 "--bootstrap", 100, "--permutations", 100)

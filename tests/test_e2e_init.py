@@ -219,34 +219,47 @@ def test_pool_plan_without_depth_prices_todays_depth(second):
         ("judging cost:", *(f"  {g} (" for g in plan["cost"]["graders"])))]
 
 
-def test_pool_plan_before_a_new_arms_run_is_made_names_the_arm_and_its_repro(second):
-    root, *_ = second
-    params = root / EXP / "params.yaml"
-    before = params.read_text()
-    raw = yaml.safe_load(before)
-    raw["arms"]["bm25b"] = dict(raw["arms"]["bm25"])
-    try:
-        params.write_text(yaml.safe_dump(raw, sort_keys=False))
-        proc = tiny.run(root, "relgrade", "pool", "plan", "--experiment", EXP, "--depth", "5",
-                        check=False)
-        fusion = raw["arms"]["bm25"]["source"].replace("bm25.py", "fusion.py")
-        raw["arms"]["fused"] = {"kind": "rrf", "depth": 8, "k": 60, "fuse": ["bm25", "tfidf"],
-                                "source": fusion}
-        params.write_text(yaml.safe_dump(raw, sort_keys=False))
-        inside = tiny.run(root / EXP, "relgrade", "pool", "plan", check=False)
-    finally:
-        params.write_text(before)
-    assert proc.returncode == 1 and proc.stdout == ""
-    assert proc.stderr == (
-        f"Error: {EXP}/data/runs/bm25b.trec: arm bm25b has no run yet. Make it first with "
-        f"`dvc repro {EXP}/dvc.yaml:retrieve@bm25b`: the plan pools every arm of params "
-        "`arms`, and a pool without bm25b is not the one `dvc repro` makes\n")
-    assert inside.returncode == 1
-    assert inside.stderr == (
-        "Error: data/runs: arms bm25b, fused have no runs yet. Make them first with "
-        f"`dvc repro {EXP}/dvc.yaml:retrieve@bm25b {EXP}/dvc.yaml:retrieve@fused`: the plan "
-        "pools every arm of params `arms`, and a pool without them is not the one `dvc "
-        "repro` makes\n")
+def test_pool_plan_right_after_arm_add_prices_the_new_runs_made_as_dvc_repro_makes_them(
+        second, tmp_path):
+    # pool plan used to refuse until the new arms' runs were made; it now makes them in
+    # memory, as their retrieve stages will (and as `arm add` prices them)
+    root = tiny.copy_repo(second[0], tmp_path / "repo")
+    ex = root / EXP
+    tiny.run(root, "relgrade", "arm", "add", "bm25b", "--kind", "bm25", "--depth", "8",
+             "--experiment", EXP)
+    tiny.run(ex, "relgrade", "arm", "add", "fused", "--kind", "rrf", "--fuse", "bm25,tfidf",
+             "--depth", "8")
+    before = _snapshot(ex)
+    inside = tiny.run(ex, "relgrade", "pool", "plan")
+    planned = json.loads(tiny.run(root, "relgrade", "pool", "plan", "--experiment", EXP,
+                                  "--json").stdout)
+    assert _snapshot(ex) == before  # nothing written
+    assert inside.stdout.splitlines()[1] == (
+        "arms bm25b, fused: no run yet, made in memory for this plan as `dvc repro "
+        "retrieve@bm25b retrieve@fused` will make them")
+    assert planned["made_in_memory"] == ["bm25b", "fused"]
+    # the runs the retrieve stages then write give the same plan, read from their files
+    tiny.run(root, "dvc", "repro", f"{EXP}/dvc.yaml:retrieve@bm25b",
+             f"{EXP}/dvc.yaml:retrieve@fused")
+    from_files = json.loads(tiny.run(root, "relgrade", "pool", "plan", "--experiment", EXP,
+                                     "--json").stdout)
+    assert from_files.pop("made_in_memory") == []
+    planned.pop("made_in_memory")
+    assert planned == from_files
+    # by hand: bm25b ranks as bm25 does, so only fused can add pairs to today's pool
+    now = pd.read_parquet(ex / "data/pool/pool.parquet")
+    have = set(zip(now.query_id, now.chunk_id))
+    runs = {arm: pd.read_csv(ex / f"data/runs/{arm}.trec", sep=" ", header=None,
+                             names=["query_id", "q0", "chunk_id", "rank", "score", "tag"],
+                             dtype={"query_id": str, "chunk_id": str})
+            for arm in ("bm25", "bm25b", "fused")}
+    assert runs["bm25b"][["query_id", "chunk_id", "score"]].equals(
+        runs["bm25"][["query_id", "chunk_id", "score"]])
+    top = runs["fused"].sort_values(["query_id", "score", "chunk_id"],
+                                    ascending=[True, False, False]).groupby("query_id").head(3)
+    added = set(zip(top.query_id, top.chunk_id)) - have
+    assert planned["new_pairs"] == len(added)
+    assert planned["pairs"] == len(have) + len(added)
 
 
 def test_corpus_export_writes_the_chunk_table_an_external_run_can_use(second):

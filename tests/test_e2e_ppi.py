@@ -429,6 +429,33 @@ def test_a_params_change_that_would_move_the_sample_is_refused_by_the_audit_stag
         params.write_text(text)
 
 
+def test_a_refused_seed_change_stops_at_the_pool_stage_before_its_manifest_is_rewritten(
+        ppi_graded, tmp_path):
+    # seed is a param of the pool stage too, and DVC runs the pool first: the audit stage's
+    # refusal used to come after the pool stage had rewritten its manifest with the new seed
+    root = tiny.copy_repo(ppi_graded / "repo", tmp_path / "repo")
+    folder = root / EXP
+    kept = {name: (folder / name).read_bytes()
+            for name in ("data/pool/manifest.json", "data/audit/lock.json")}
+    params = folder / "params.yaml"
+    assert "seed: 0\n" in params.read_text()
+    params.write_text(params.read_text().replace("seed: 0\n", "seed: 1\n", 1))
+    done = tiny.run(root, "dvc", "repro", f"{EXP}/dvc.yaml", check=False)
+    assert done.returncode != 0
+    out = done.stdout + done.stderr
+    errors = [x for x in out.splitlines() if x.startswith("Error: ")]
+    assert len(errors) == 1, out
+    assert errors[0].startswith(f"Error: {EXP}/data/audit/lock.json: the human sample is "
+                                "locked: model-m (the model grader) has")
+    assert ("locked with share 0.5; seed 0, stream ppi-sample; params now give share 0.5; "
+            "seed 1, stream ppi-sample") in errors[0]
+    # the pool stage refused, and no stage after it ran
+    assert f"Running stage '{EXP}/dvc.yaml:pool'" in out
+    assert f"Running stage '{EXP}/dvc.yaml:audit'" not in out
+    for name, data in kept.items():
+        assert (folder / name).read_bytes() == data, name
+
+
 @pytest.mark.parametrize("args, said", [
     (("--mode", "ppi", "--human-fraction", "0.2"),
      "--human-fraction: the human sample needs at least 3 queries (the jackknife interval "

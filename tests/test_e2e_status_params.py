@@ -64,6 +64,23 @@ def test_an_added_arm_is_named_as_neither_pooled_nor_priced_until_dvc_repro(repo
     assert changed["repro"] == "dvc repro"
 
 
+def test_an_added_arm_s_pending_pool_is_priced_from_its_run_made_in_memory(repo):
+    before, _ = _status(repo)
+    tiny.run(repo, "relgrade", "arm", "add", "extra", "--run", "data/input/runs/lexical.trec")
+    text, changed = _status(repo)
+    # extra is a copy of lexical's run, so its pool is today's and each grader owes what it
+    # owes today (no grade made yet: grader-a every pool pair, auditor-b the audit queries')
+    today = int(next(line for line in before if line.startswith("pool: ")).split()[1])
+    audit_pairs = int(next(line for line in before if line.startswith("audit: "))
+                      .split(" of ")[1].split()[0])
+    assert text[2] == (
+        f"  pending, priced from its run made in memory: the pool with arm extra holds "
+        f"{today} pairs, 0 of them new (today {today}); then owed: grader-a {today}, "
+        f"auditor-b {audit_pairs} judgments")
+    assert changed["pending_pool"]["made_in_memory"] == ["extra"]
+    assert changed["pending_pool"]["new_pairs"] == 0
+
+
 def test_a_removed_arm_is_named_as_removed(repo):
     tiny.run(repo, "relgrade", "arm", "remove", "mixed")
     text, changed = _status(repo)

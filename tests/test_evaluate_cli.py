@@ -123,6 +123,17 @@ def test_bad_run_is_an_error_naming_the_file(tmp_path):
                                      "finite number (found 'nan')")
 
 
+def test_an_empty_run_s_fix_speaks_of_the_command_not_of_arms(tmp_path):
+    # outside an experiment there are no arms: the fix names the run and the command
+    _files(tmp_path, bm25=RUN, empty="", blank="\n  \n")
+    for name in ("empty", "blank"):
+        result = _invoke(tmp_path, str(tmp_path / "bm25.trec"), str(tmp_path / f"{name}.trec"))
+        assert result.exit_code == 1
+        assert result.output.strip() == (
+            f"Error: {tmp_path / f'{name}.trec'}: the run is empty. Give the run at least one "
+            "ranked chunk, or leave the file out of `relgrade evaluate`")
+
+
 def test_bad_measure_name_is_an_error(tmp_path):
     _files(tmp_path)
     result = _invoke(tmp_path, str(tmp_path / "bm25.trec"), "-m", "nDGC@10")

@@ -46,13 +46,40 @@ def test_trec_eval_output_prints_measure_query_value_lines(tmp_path):
         "P_1                   \tq3\t0.0000",
         "P_2                   \tq3\t0.0000",
         "num_rel_ret           \tq3\t0",
-        "runid                 \tall\tsys",
+        "runid                 \tall\tt",  # the run's tag, as trec_eval prints it
         "num_q                 \tall\t3",
         f"map                   \tall\t{(ap1 + 1 + 0) / 3:.4f}",
         f"P_1                   \tall\t{1 / 3:.4f}",
         f"P_2                   \tall\t{1 / 3:.4f}",
         "num_rel_ret           \tall\t3",  # trec_eval sums the counts
     ]
+
+
+def _runid(result) -> list[str]:
+    return [line.split("\t")[2] for line in result.stdout.splitlines()
+            if line.startswith("runid ")]
+
+
+def test_the_runid_line_is_the_tag_of_the_run_s_last_line_as_trec_eval_prints_it(tmp_path):
+    # trec_eval keeps the sixth field of the last line it reads and checks no other line
+    run = RUN.replace("q1 Q0 x 1 3.0 t\n", "q1 Q0 x 1 3.0 first\n") \
+             .replace("q3 Q0 e 1 1.0 t\n", "q3 Q0 e 1 1.0 last extra fields\n\n  \n")
+    files = _files(tmp_path, run=run)
+    result = _invoke(*files, "-m", "map", "--trec-eval-output")
+    assert result.exit_code == 0, result.output
+    assert _runid(result) == ["last"]
+    # the table, the JSON and the notes keep naming the run by its file
+    assert _invoke(*files, "-m", "map").output.splitlines()[1].split()[0] == "sys"
+
+
+def test_a_run_without_tags_is_named_by_its_file_on_the_runid_line(tmp_path):
+    _files(tmp_path)
+    (tmp_path / "other.jsonl").write_text(
+        '{"query_id": "q1", "chunk_id": "a", "rank": 1, "score": 2.0}\n')
+    result = _invoke(str(tmp_path / "key.qrels"), str(tmp_path / "sys.trec"),
+                     str(tmp_path / "other.jsonl"), "-m", "map", "--trec-eval-output")
+    assert result.exit_code == 0, result.output
+    assert _runid(result) == ["t", "other"]
 
 
 def test_no_relevant_exclude_is_the_default_and_says_so(tmp_path):

@@ -395,6 +395,63 @@ def test_a_corpus_line_or_row_without_chunk_id_is_refused_as_missing_naming_wher
     assert not (repo / "experiments").exists() or not any((repo / "experiments").iterdir())
 
 
+def test_init_refuses_a_chunk_with_empty_text_with_the_corpus_stage_s_rule_and_message(repo):
+    import pandas as pd
+
+    from relgrade.pipeline.stages.corpus import build_corpus
+
+    chunks = tiny.chunks()
+    chunks[3]["text"], chunks[7]["text"] = "  \n", ""
+    (repo / "in/chunks.jsonl").write_text("".join(json.dumps(c) + "\n" for c in chunks))
+    pd.DataFrame(chunks).to_parquet(repo / "in/chunks.parquet", index=False)
+    (repo / "in/beir.jsonl").write_text("".join(
+        json.dumps({"_id": c["chunk_id"], "text": c["text"]}) + "\n" for c in chunks))
+    for corpus, where in (("in/chunks.jsonl", ":4"), ("in/chunks.parquet", ""),
+                          ("in/beir.jsonl", ":4")):
+        res = CliRunner().invoke(cli, ["init", "experiments/e", "--corpus", corpus,
+                                       "--queries", "in/queries.tsv", "--intents",
+                                       "in/intents.tsv", "--run", "ext=in/runs/ext.trec"])
+        assert res.exit_code == 1, res.output
+        # the first blank chunk (line 4, kw01-miss2) and how many there are (2)
+        assert res.output == (
+            f"Error: {corpus}{where}: kw01-miss2: chunk text is empty (found 2 chunks with "
+            "empty or blank text). Remove those chunks, or set corpus.allow_empty: true to "
+            "keep them (they are then counted in the corpus manifest)\n")
+        assert not (repo / "experiments").exists() or not any((repo / "experiments").iterdir())
+        if corpus != "in/beir.jsonl":  # the stage reads chunks files (init converts BEIR)
+            with pytest.raises(InputError) as stage:
+                build_corpus(corpus)
+            assert res.output == f"Error: {stage.value}\n"
+
+
+def test_init_refuses_a_click_log_the_click_stages_refuse_with_their_message(repo):
+    from relgrade.clicks import engine, simulate
+
+    log = simulate.position_based_log(7, sessions=40, queries=4, positions=3, rankers=1,
+                                      randomized_share=0.3).log
+    log.to_parquet(repo / "in/log.parquet", index=False)
+    fine = CliRunner().invoke(cli, ["init", "experiments/c", "--mode", "clicks",
+                                    "--click-log", "in/log.parquet"])
+    assert fine.exit_code == 0, fine.output
+    # the second impression of the first session at position 0
+    log.loc[1, "position"] = 0
+    log.to_parquet(repo / "in/odd.parquet", index=False)
+    res = CliRunner().invoke(cli, ["init", "experiments/d", "--mode", "clicks",
+                                   "--click-log", "in/odd.parquet"])
+    assert res.exit_code == 1
+    session = log.loc[1, "session_id"]
+    assert res.output == (
+        f"Error: in/odd.parquet: session {session}: position must be a whole number of at "
+        "least 1 (found 0). 1 row(s) break this rule\n")
+    # the propensity stage's own reading of the log, word for word
+    runner = engine.get("duckdb")
+    with pytest.raises(InputError) as stage:
+        with runner.errors("in/odd.parquet"):
+            runner.open_log("in/odd.parquet")
+    assert res.output == f"Error: {stage.value}\n"
+    assert not (repo / "experiments/d").exists()
+
+
 def test_another_experiment_with_sections_unknown_here_is_read_for_its_paths_only(repo):
     other = repo / "experiments/clicks-sim"
     other.mkdir(parents=True)

@@ -111,6 +111,33 @@ def test_partly_graded_pool_gives_the_exact_lines(exp):
     ]
 
 
+def test_a_review_signed_before_the_first_repro_is_named_with_the_repro_that_freezes_it(exp):
+    root, p = exp
+    params = yaml.safe_load((root / "params.yaml").read_text())
+    (root / p["intents_manifest"]).unlink()  # `relgrade intents review`, no dvc repro yet
+    review = root / params["intents"]["review"]
+    review.parent.mkdir(parents=True, exist_ok=True)
+    record = {"reviewer": "auditor-b", "table_sha256": "abcdef012345" + "3" * 52,
+              "reviewed_at": "2026-02-03T04:05:06+00:00", "flagged": ["q3"]}
+    review.write_text(json.dumps(record))
+    lines = _status(root).splitlines()
+    assert lines[3] == ("intents: reviewed by auditor-b at 2026-02-03T04:05:06+00:00, sha256 "
+                        "abcdef012345; flagged for a second look: q3; not frozen yet: "
+                        "`dvc repro` freezes them")
+    # a new review of an edited table, the old one still frozen: both are named
+    _put(root, p["intents_manifest"], {"sha256": "1234567890ab" + "2" * 52,
+                                       "reviewer": "auditor-b",
+                                       "reviewed_at": "2026-01-02T03:04:05+00:00",
+                                       "flagged": []})
+    assert _status(root).splitlines()[3].endswith(
+        "not frozen yet: `dvc repro` freezes them; frozen now: sha256 1234567890ab")
+    # the review frozen: the frozen line, as before
+    review.write_text(json.dumps(record | {"table_sha256": "1234567890ab" + "2" * 52}))
+    assert _status(root).splitlines()[3] == (
+        "intents: frozen, reviewed by auditor-b at 2026-01-02T03:04:05+00:00, sha256 "
+        "1234567890ab")
+
+
 def test_json_status_lists_the_missing_pairs_by_query(exp):
     root, _ = exp
     st = json.loads(_status(root, "--json"))
@@ -132,6 +159,29 @@ def test_failed_gate_says_why(exp):
     _put(root, p["agreement"], AGREEMENT)
     lines = _status(root).splitlines()
     assert "gate: failed: weighted_kappa 0.5 < 0.75" in lines
+
+
+def test_a_one_category_sample_gets_the_gate_stage_s_own_advice_with_files_and_values(exp):
+    from relgrade.protocol import agreement as ag
+
+    root, p = exp
+    # both graders gave the audit query q2's two pairs grade 1: both kappas are 0/0
+    _grades(root, p, "auditor-b", [_row("q2", "c"), _row("q2", "d")])
+    _put(root, p["agreement"],
+         ag.agreement([1, 1], [1, 1], scale=[0, 1, 2], relevant_min=1) | {"round": 1})
+    lines = _status(root).splitlines()
+    at = next(i for i, line in enumerate(lines) if line.startswith("gate: failed: "))
+    # the stage's words: the params file, the values now (1 of the pool's 3 queries audited,
+    # params' min_queries 10 and fraction 0.1), the next round and the command
+    assert lines[at + 1] == (
+        "  advice: kappa is undefined because every audited pair fell in one category for "
+        "both graders, not because they disagree: revising the rubric cannot help. Kappa "
+        "needs an audit sample that holds both relevant and non-relevant pairs: in "
+        "params.yaml raise audit.min_queries (now 10; 1 of 3 queries are audited) or "
+        "audit.fraction (now 0.1), and set grading.round: 2, whose audit sample is drawn "
+        "before grading (round 1's grades stay in git); then run `dvc repro` and grade the "
+        "new round as before")
+    assert not lines[at + 2].startswith("  advice:")  # nothing else fails: no regrade advice
 
 
 def test_agreement_of_an_earlier_round_is_not_read_as_this_rounds_gate(exp):

@@ -208,8 +208,13 @@ def check_codes(run, codes: RunCodes | None, path=None) -> None:
                          fix="Pass run_codes(run) of this very run")
 
 
+#: How to fix an empty run inside an experiment, where every run is an arm's.
+EMPTY_RUN_FIX = "Give every arm at least one ranked chunk"
+
+
 def validate_run(run, *, path=None, queries=None, chunks=None,
-                 codes: RunCodes | None = None, lines=None) -> None:
+                 codes: RunCodes | None = None, lines=None,
+                 empty_fix: str = EMPTY_RUN_FIX) -> None:
     """Check a run against the rules every arm's run must follow.
 
     Parameters
@@ -233,6 +238,9 @@ def validate_run(run, *, path=None, queries=None, chunks=None,
         order: its method ``lines(rows)`` gives the 1-based line of each 0-based row
         (:func:`relgrade.io.runs.run_lines`; asked only to word an error). None: a run
         built in memory or read from a file without lines (Parquet).
+    empty_fix : str, default :data:`EMPTY_RUN_FIX`
+        The fix an empty run's error gives: an experiment's arm by default; a command on
+        plain files words it for itself (``relgrade evaluate``, ``relgrade compare``).
 
     Returns
     -------
@@ -251,8 +259,7 @@ def validate_run(run, *, path=None, queries=None, chunks=None,
     _require_run_columns(run, path)
     check_codes(run, codes, path)
     if len(run) == 0:
-        raise InputError("the run is empty", path=path,
-                         fix="Give every arm at least one ranked chunk")
+        raise InputError("the run is empty", path=path, fix=empty_fix)
     score = float_values(run["score"])
     bad = ~np.isfinite(score)
     if bad.any():

@@ -265,7 +265,9 @@ def _score_runs(qrels_path: Path, run_paths: list[Path], measure_names: list[str
             n for n in names if names.count(n) > 1))
     for name, path in zip(names, run_paths):
         run = read_run(path)
-        validate_run(run, path=path, lines=run_lines(path))
+        validate_run(run, path=path, lines=run_lines(path),
+                     empty_fix="Give the run at least one ranked chunk, or leave the file "
+                               "out of `relgrade compare --qrels`")
         pq = metrics.per_query(qrels=key, run=run, measures=measures, on_missing_query="zero",
                                ties=ties)
         tables.append(pq.assign(arm=name))

@@ -13,6 +13,9 @@ from relgrade.cli.render import handle_errors, number, table
 
 DEFAULT_MEASURES = ("nDCG(dcg='exp-log2')@10", "R@10", "RR@10", "Judged@10")
 INFERRED_MEASURES = ("xinfAP", "infNDCG")
+#: How to fix an empty run file given to the command (there are no arms here).
+EMPTY_RUN_FIX = ("Give the run at least one ranked chunk, or leave the file out of "
+                 "`relgrade evaluate`")
 #: The engines ``--engine`` names.
 ENGINES = ("local", "spark")
 
@@ -184,7 +187,8 @@ def _evaluate(qrels_path, run_paths, measure_names, inclusion_path, per_query, a
             # one arm's ids coded once: the duplicate check, the qrels join and the
             # coverage note share them (a file with an arm column is checked as it is)
             run, codes = read_run_columns(path, scan=scan)
-            validate_run(run, path=path, codes=codes, lines=run_lines(path))
+            validate_run(run, path=path, codes=codes, lines=run_lines(path),
+                         empty_fix=EMPTY_RUN_FIX)
             extra[str(path)] = extra_fields_note(path, run)
             # one arm's rows as an Arrow table; a file with an arm column (read by pandas)
             # is scored arm by arm into a DataFrame
@@ -198,9 +202,9 @@ def _evaluate(qrels_path, run_paths, measure_names, inclusion_path, per_query, a
             tables[name] = pq
     notes = _notes(excluded, n_queries, answered, unknown, extra, missing)
     if trec_output:
-        for name in results:
-            click.echo("\n".join(_trec_lines(name, _rows(tables[name]), measures,
-                                              per_query)))
+        for name, path in zip(results, run_paths):
+            click.echo("\n".join(_trec_lines(_runid(path, name), _rows(tables[name]),
+                                              measures, per_query)))
         for note in notes:
             click.echo(note, err=True)
         return
@@ -245,9 +249,25 @@ def _rows(pq) -> list[tuple]:
     return list(pq[["query_id", "measure", "value"]].itertuples(index=False))
 
 
+def _runid(path: Path, name: str) -> str:
+    """What trec_eval prints on a run's ``runid`` line: the tag (sixth field) of a TREC run's
+    last line (:func:`relgrade.io.trec.last_run_tag`), as trec_eval keeps it whatever tags
+    the other lines hold; ``name`` for a JSONL or Parquet run, which has no tag, and for a
+    path this machine cannot open (a run Spark read from a lake)."""
+    from relgrade.io.trec import last_run_tag
+
+    if Path(path).suffix.lower() in (".jsonl", ".ndjson", ".parquet"):  # read_run's rule
+        return name
+    try:
+        return last_run_tag(path) or name
+    except OSError:
+        return name
+
+
 def _trec_lines(run_name: str, rows: list[tuple], measures, per_query: bool) -> list[str]:
-    """trec_eval's output lines for one run: ``name<TAB>query<TAB>value``, name padded.
-    ``rows``: :func:`_rows` of its per-query table."""
+    """trec_eval's output lines for one run: ``name<TAB>query<TAB>value``, name padded;
+    ``run_name`` goes on the ``runid`` line. ``rows``: :func:`_rows` of its per-query
+    table."""
     import numpy as np
 
     from relgrade.evaluation.measures import trec_eval_name

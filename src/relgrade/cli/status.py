@@ -236,6 +236,14 @@ def status_lines(st: Mapping) -> list[str]:
         flagged = f"; flagged for a second look: {', '.join(i['flagged'])}" if i["flagged"] else ""
         out.append(f"intents: frozen, reviewed by {i['reviewer']} at {i['reviewed_at']}, "
                    f"sha256 {_short(i['sha256'])}{flagged}")
+    elif i["state"] == "signed":
+        # reviewed, not frozen yet: the next dvc repro's intents stage freezes this review
+        flagged = f"; flagged for a second look: {', '.join(i['flagged'])}" if i["flagged"] else ""
+        now = (f"; frozen now: sha256 {_short(i['frozen_sha256'])}"
+               if i.get("frozen_sha256") else "")
+        out.append(f"intents: reviewed by {i['reviewer']} at {i['reviewed_at']}, sha256 "
+                   f"{_short(i['table_sha256'])}{flagged}; not frozen yet: `{i['repro']}` "
+                   f"freezes them{now}")
     else:
         out.append(not_done("intents", i, "not reviewed yet (no packets before the review)"))
     r = st.get("refresh")
@@ -321,6 +329,7 @@ def status_lines(st: Mapping) -> list[str]:
                    + _last_pass(gt, st["round"]))
     elif gt["state"] == "failed":
         out.append("gate: failed: " + "; ".join(gt["lines"]))
+        out += [f"  advice: {line}" for line in gt.get("advice") or []]
     elif gt["state"] == "unreadable":
         out.append(unreadable("gate", gt))
     elif gt.get("would_pass"):
@@ -406,7 +415,9 @@ def params_changed_lines(pc: Mapping, *, dvc_broken: bool = False) -> list[str]:
     ----------
     pc : mapping
         :func:`relgrade.pipeline.since_repro.params_since_repro`'s result (empty: nothing
-        to say).
+        to say), with ``pending_pool`` when arms were added and a pool exists
+        (:func:`relgrade.pipeline.status.read_status`: the pool the next ``dvc repro``
+        makes with them, priced).
     dvc_broken : bool, default False
         DVC's own files are reported broken already (their ``dvc:`` line names the fix), so
         an unreadable lock is not reported twice.
@@ -415,7 +426,9 @@ def params_changed_lines(pc: Mapping, *, dvc_broken: bool = False) -> list[str]:
     -------
     list of str
         No line unless params changed (or the lock cannot be read); else a ``params:`` line
-        naming the change, and a line on what it means.
+        naming the change, and a line on what it means; with ``pending_pool``, a line with
+        the pending work: the pool with the added arms and the judgments each grader then
+        owes.
 
     Examples
     --------
@@ -454,6 +467,16 @@ def params_changed_lines(pc: Mapping, *, dvc_broken: bool = False) -> list[str]:
                    f"makes {its} run{'' if its == 'its' else 's'} and pools "
                    f"{'it' if its == 'its' else 'them'}, then stops at the grading owed, "
                    "which `relgrade status` then counts and prices")
+        plan = pc.get("pending_pool")
+        if plan and "error" in plan:
+            out.append(f"  pending: the pool with {added} cannot be planned now: "
+                       f"{plan['error']}")
+        elif plan:
+            owed = ", ".join(f"{g} {n}" for g, n in plan["owed"].items())
+            out.append(f"  pending, priced from {its} run{'' if its == 'its' else 's'} made in "
+                       f"memory: the pool with {added} holds {plan['pairs']} pairs, "
+                       f"{plan['new_pairs']} of them new (today {plan['pairs_now']}); then "
+                       f"owed: {owed or 'nothing'} judgments")
     else:
         out.append(f"  `{repro}` reruns {_names('stage', pc['stages'])}; what is below is "
                    "the last run's")

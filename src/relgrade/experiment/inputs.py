@@ -69,8 +69,10 @@ def corpus_input(src, folder) -> tuple[str, pd.Series | None]:
     InputError
         An unknown suffix; a bad source spec (see
         :func:`relgrade.protocol.corpus.parse_source_spec`) or missing local archive; a chunks
-        table that fails :func:`relgrade.protocol.corpus.validate_chunks`; a BEIR line without
-        ``_id`` (names the line) or without ``text``.
+        table that fails :func:`relgrade.protocol.corpus.validate_chunks`, or holds a chunk
+        whose text is empty or blank (:func:`relgrade.protocol.corpus.check_empty`, the
+        corpus stage's rule under ``corpus.allow_empty: false``, naming the first such chunk
+        and its line); a BEIR line without ``_id`` (names the line) or without ``text``.
     """
     src = Path(src)
     suffix = src.suffix.lower()
@@ -89,16 +91,20 @@ def corpus_input(src, folder) -> tuple[str, pd.Series | None]:
         return "corpus.source.yaml", None
     if suffix == ".parquet":
         chunks = corpus_mod.validate_chunks(read_table(src), path=src)
+        # the corpus stage's rule, under the params init writes (corpus.allow_empty false)
+        corpus_mod.check_empty(chunks, path=src)
         shutil.copyfile(src, folder / "chunks.parquet")
         return "chunks.parquet", chunks["chunk_id"].astype(str)
     if suffix in (".jsonl", ".ndjson"):
         rows = list(iter_jsonl(src))
         if any("_id" in row for _, row in rows) and not any("chunk_id" in row for _, row in rows):
             converted = beir_corpus(rows, path=src)
+            corpus_mod.check_empty(converted, path=src, lines=[n for n, _ in rows])
             write_jsonl(folder / "chunks.jsonl", converted.to_dict("records"))
             return "chunks.jsonl", converted["chunk_id"]
         table = pd.DataFrame([row for _, row in rows])
         chunks = corpus_mod.validate_chunks(table, path=src, lines=[n for n, _ in rows])
+        corpus_mod.check_empty(chunks, path=src, lines=[n for n, _ in rows])
         shutil.copyfile(src, folder / "chunks.jsonl")
         return "chunks.jsonl", chunks["chunk_id"].astype(str)
     raise InputError("a corpus is a source spec (.yaml), a chunks file (.jsonl, .parquet) or "

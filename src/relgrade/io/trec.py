@@ -270,6 +270,70 @@ def read_trec_run(path) -> pd.DataFrame:
     return _read_run_table(Path(path))[0]
 
 
+def last_run_tag(path, *, block: int = 1 << 16) -> str | None:
+    """The run tag trec_eval prints on its ``runid`` line: the sixth field of the file's last
+    non-blank line.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        A TREC run file (``qid Q0 docid rank score tag``) that :func:`read_trec_run` has
+        read; only its tail is read here, ``block`` bytes at a time from the end.
+    block : int, default 65536
+        Bytes read per step.
+
+    Returns
+    -------
+    str or None
+        The tag, as written; None when the file has no non-blank line or its last one has
+        fewer than six fields.
+
+    Raises
+    ------
+    OSError
+        The file cannot be opened.
+
+    Notes
+    -----
+    trec_eval keeps the tag of the last line it reads and checks no other line, so a file
+    whose lines carry several tags is reported under its last line's (trec_eval's
+    ``get_trec_results.c``). Blank lines are skipped, as the run readers skip them; fields
+    are split on the ASCII whitespace every TREC line is split on, and the text is decoded as
+    UTF-8 (the readers refuse a file that is not).
+
+    Examples
+    --------
+    >>> import tempfile, os
+    >>> with tempfile.TemporaryDirectory() as d:
+    ...     p = os.path.join(d, "a.trec")
+    ...     _ = open(p, "w").write("q1 Q0 a 1 2.0 first\\nq1 Q0 b 2 1.0 last x\\n\\n")
+    ...     last_run_tag(p)
+    'last'
+    """
+    space = _ASCII_SPACE.encode()
+    with open(path, "rb") as f:
+        end = f.seek(0, 2)
+        tail = b""
+        while True:
+            start = max(0, end - block)
+            f.seek(start)
+            tail = f.read(end - start) + tail
+            end = start
+            lines = tail.split(b"\n")
+            # every line but the first is whole; the first is whole at the file's start
+            whole = range(len(lines)) if start == 0 else range(1, len(lines))
+            last = next((i for i in reversed(whole) if lines[i].strip(space)), None)
+            if last is not None or start == 0:
+                break
+    if last is None:
+        return None
+    text = lines[last].decode("utf-8", "replace")
+    if start == 0 and last == 0:
+        text = text.removeprefix("\ufeff")
+    fields = _WHITESPACE.split(text.strip(_ASCII_SPACE))
+    return fields[5] if len(fields) >= 6 else None
+
+
 def read_trec_qrels(path) -> pd.DataFrame:
     """Read TREC qrels.
 

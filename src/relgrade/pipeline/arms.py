@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 import shutil
+from collections.abc import Sequence
 from pathlib import Path
 
 from relgrade.errors import InputError
@@ -370,12 +371,46 @@ def price_arm(ex: Experiment, name: str) -> dict | None:
     InputError
         An arm's run is invalid, or another arm's run is not made yet.
     """
-    from relgrade.pipeline.cost import plan_pool
-    from relgrade.pipeline.stages.retrieve import arm_run
-
     needed = ("chunks", "queries", "pool", "audit")
     if not all(ex.path(n).exists() for n in needed):
         return None
+    return plan_with_runs(ex, made=[name])
+
+
+def plan_with_runs(ex: Experiment, depth: int | None = None, *,
+                   made: Sequence[str] = ()) -> dict:
+    """:func:`relgrade.pipeline.cost.plan_pool`'s plan, with the run of every arm of params
+    ``arms`` that has none under ``paths.runs`` yet (an arm just added) made in memory as
+    its ``retrieve`` stage makes it (:func:`relgrade.pipeline.stages.retrieve.arm_run`).
+
+    Parameters
+    ----------
+    ex : Experiment
+    depth : int, optional
+        The pool depth to price; None: params ``pool.depth``.
+    made : sequence of str, optional
+        Arms whose run is made in memory even when a file exists (``relgrade arm add``'s
+        new arm, whose file may be an older arm's of that name).
+
+    Returns
+    -------
+    dict
+        The plan, plus ``made_in_memory``: the arms (in params order) whose runs were made
+        in memory, which the next ``dvc repro`` writes.
+
+    Raises
+    ------
+    InputError
+        As ``plan_pool`` (a missing chunks, queries or audit file is named before any run
+        is made); an arm whose run is made here is invalid (the retrieve stage's message).
+    """
+    from relgrade.pipeline.cost import plan_pool
+    from relgrade.pipeline.stages.retrieve import arm_run
+
     missing = [str(a) for a in ex.params.arms_dict()
-               if str(a) == name or not (ex.path("runs") / f"{a}.trec").is_file()]
-    return plan_pool(ex, runs={a: arm_run(ex, a) for a in missing})
+               if str(a) in made or not (ex.path("runs") / f"{a}.trec").is_file()]
+    if missing and all(ex.path(n).exists() for n in ("chunks", "queries", "audit")):
+        runs = {a: arm_run(ex, a) for a in missing}
+    else:  # plan_pool names what is missing, or there is no run to make
+        runs, missing = {}, []
+    return plan_pool(ex, depth, runs=runs) | {"made_in_memory": missing}

@@ -807,6 +807,29 @@ CLICK_PATHS = {"click_propensity": "metrics/propensity.json",
                "training_set": "data/training"}
 
 
+def check_click_log(path) -> None:
+    """Refuse a click log the click stages would refuse: it is opened and validated as the
+    ``propensity`` stage opens it, on the default engine (DuckDB) that init's params use.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        The click log (Parquet, CSV or JSON Lines; docs/clicks.md).
+
+    Raises
+    ------
+    InputError
+        The stage's own error for the log (:func:`relgrade.clicks.engine.open_log`): a
+        missing column, a value off its rule (naming the session and position), a session
+        showing two chunks at one position, a file DuckDB cannot read.
+    """
+    from relgrade.clicks import engine  # DuckDB: only for a click experiment
+
+    runner = engine.get("duckdb")
+    with runner.errors(path):
+        runner.open_log(path).con.close()
+
+
 def init_click_experiment(plan: Plan) -> Experiment:
     """Write a click experiment (``relgrade init --mode clicks``): params, the rendered
     ``dvc.yaml`` (propensity, pairs, and IPS and the training set when their inputs are
@@ -826,7 +849,8 @@ def init_click_experiment(plan: Plan) -> Experiment:
     Raises
     ------
     InputError
-        No click log, or it is not a file; rankings that are not a folder of files; a key
+        No click log, or it is not a file, or a log the click stages refuse
+        (:func:`check_click_log`); rankings that are not a folder of files; a key
         folder without ``key.jsonl`` and ``record.json``; the folder is not inside a relgrade repository, is
         its top, or is not empty (without ``force``). Nothing is written then.
     """
@@ -853,6 +877,7 @@ def init_click_experiment(plan: Plan) -> Experiment:
                                               for f in ("key.jsonl", "record.json")):
         raise InputError("the key folder lacks key.jsonl or record.json", item="--click-key",
                          path=plan.click_key, fix="Give a frozen key's folder, e.g. data/key")
+    check_click_log(plan.click_log)
     with atomic_dir(target) as tmp:
         data = tmp / "data" / "input"
         data.mkdir(parents=True)

@@ -12,7 +12,7 @@ names exactly the pairs that lack a grade, grouped by query, so only those get g
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 
 import numpy as np
 import pandas as pd
@@ -32,9 +32,11 @@ from relgrade.pipeline.since_repro import (inputs_since_repro, params_since_repr
 from relgrade.experiment.params import Params
 from relgrade.io import files as io
 from relgrade.protocol import bank, grades, triage
+from relgrade.protocol.intents import is_unreviewed
 from relgrade.protocol.audit import audit_coverage
 from relgrade.protocol.gate import (
     AUDIT_GATES,
+    ONE_CATEGORY_ADVICE,
     GateResult,
     check_audit_gates,
     check_gates,
@@ -155,18 +157,21 @@ def _passed_gate(gate: Mapping, params: Params) -> dict:
             "coverage": gate.get("coverage"), "round": gate.get("round")}
 
 
-def _would_gate(params: Params, agreement: Mapping, *, pool, audit, rows) -> GateResult:
+def _would_gate(params: Params, agreement: Mapping, *, pool, audit, rows,
+                sample_advice: str = ONE_CATEGORY_ADVICE) -> GateResult:
     """The gate on the files as they are, before the gate stage has run.
 
     With the pool, the audit sample and both graders' rows at hand the audit's coverage is
     checked too (a grader without a file has graded nothing); otherwise agreement alone.
+    ``sample_advice``: the advice for a kappa a one-category sample leaves undefined.
     """
     gates = params.gates.thresholds() if params.gates else {}
     key_grader, auditor = params.grading.key_grader, params.grading.auditor
     both = [rows.get(name) for name in (key_grader, auditor)]
     if pool is None or audit is None or not key_grader or not auditor or \
             any(isinstance(r, str) for r in both):
-        return check_gates(agreement, {k: v for k, v in gates.items() if k not in AUDIT_GATES})
+        return check_gates(agreement, {k: v for k, v in gates.items() if k not in AUDIT_GATES},
+                           sample_advice=sample_advice)
     graded = pd.concat([pd.DataFrame({"query_id": r["query_id"].astype(str),
                                       "chunk_id": r["chunk_id"].astype(str), "grader": name})
                         for name, r in zip((key_grader, auditor), both) if r is not None]
@@ -175,7 +180,7 @@ def _would_gate(params: Params, agreement: Mapping, *, pool, audit, rows) -> Gat
     coverage = audit_coverage(pool, graded, audit_ids=audit, key_grader=key_grader,
                               auditor=auditor)
     return check_audit_gates(agreement, gates, coverage=coverage, key_grader=key_grader,
-                             auditor=auditor)
+                             auditor=auditor, sample_advice=sample_advice)
 
 
 def experiment_status(
@@ -198,6 +203,7 @@ def experiment_status(
     dvc: Iterable[Mapping] | None = None,
     triage_pairs: pd.DataFrame | None = None,
     round_owed: Mapping[str, Mapping] | None = None,
+    sample_advice: str | Callable[[], str] = ONE_CATEGORY_ADVICE,
 ) -> dict:
     """The experiment's state, one entry per protocol step.
 
@@ -240,12 +246,19 @@ def experiment_status(
         A partial regrade: grader → ``{"pairs": set of (query_id, chunk_id) this round owes
         it, "carried": int (its current grades the earlier rounds carry over),
         "from_rounds": [int, ...]}``; its progress counts these pairs, not the pool.
+    sample_advice : str or callable, default :data:`relgrade.protocol.gate.ONE_CATEGORY_ADVICE`
+        The advice for a kappa left undefined because both graders gave every audited pair
+        one category, or a function of no argument that returns it (called only when the
+        gate is checked here): :func:`read_status` passes the gate stage's own version,
+        which names the params file, the values to raise and the command
+        (:func:`relgrade.pipeline.stages.gate.one_category_advice`).
 
     Returns
     -------
     dict
         Keys ``corpus``, ``queries``, ``pool``, ``intents``, ``audit``, ``grading``
-        (grader → progress), ``gate``, ``key``, ``metrics`` (arm → state), ``round``,
+        (grader → progress), ``gate`` (a failed gate with its ``lines`` and the
+        ``advice`` the gate stage would print), ``key``, ``metrics`` (arm → state), ``round``,
         ``ledger``, ``dvc`` (list of problems, empty when healthy); each step has a
         ``state`` (e.g. ``frozen``, ``missing``, ``passed``, ``failed``, ``stale``,
         ``unreadable``); ``key`` has ``post_hoc_key`` when a post-hoc key stands beside it,
@@ -317,11 +330,14 @@ def experiment_status(
         st["gate"] = _passed_gate(gate, params)
     elif agreement is not None:
         try:
-            result = _would_gate(params, agreement, pool=pool, audit=audit, rows=rows)
+            result = _would_gate(params, agreement, pool=pool, audit=audit, rows=rows,
+                                 sample_advice=(sample_advice() if callable(sample_advice)
+                                                else sample_advice))
         except Exception as e:  # an unreadable gate setup is itself worth reporting
             st["gate"] = {"state": "unreadable", "error": str(e)}
         else:
-            st["gate"] = ({"state": "failed", "lines": list(result.lines)} if not result.passed
+            st["gate"] = ({"state": "failed", "lines": list(result.lines),
+                           "advice": list(result.advice)} if not result.passed
                           else {"state": "not run", "would_pass": True})
     elif stale_round is not None:
         st["gate"] = {"state": "not run", "agreement_round": stale_round}
@@ -413,6 +429,66 @@ def dvc_health(lock, rwlock) -> list[dict]:
                         "problem": "is empty or not JSON (left by a killed dvc command)",
                         "fix": f"rm {rwlock.as_posix()}"})
     return out
+
+
+def _pending_pool(ex: Experiment, added: list[str]) -> dict:
+    """What the next ``dvc repro`` does for arms added since the last one: their runs made
+    in memory as their retrieve stages make them, the pool they give and the judgments each
+    grader will then owe, as ``relgrade arm add`` and ``relgrade pool plan`` price them
+    (:func:`relgrade.pipeline.arms.plan_with_runs`): ``{"pairs", "new_pairs",
+    "pairs_now", "pool_version", "made_in_memory", "owed": {grader: judgments}}``, or
+    ``{"error": message}`` when the pool cannot be planned now."""
+    from relgrade.pipeline.arms import plan_with_runs
+
+    try:
+        plan = plan_with_runs(ex, made=added)
+    except RelgradeError as e:
+        return {"error": str(e)}
+    return {"pairs": plan["pairs"], "new_pairs": plan["new_pairs"],
+            "pairs_now": plan["pairs_now"], "pool_version": plan["pool_version"],
+            "made_in_memory": plan["made_in_memory"],
+            "owed": {g: int(c["pending"]) for g, c in plan["cost"]["graders"].items()}}
+
+
+def _review_pending(ex: Experiment, intents: Mapping) -> dict | None:
+    """The intents' state when a review is signed that the intents stage has not frozen yet
+    (``relgrade intents review`` run, ``dvc repro`` not yet): ``{"state": "signed",
+    "reviewer", "reviewed_at", "table_sha256", "flagged", "frozen_sha256" (the table frozen
+    now, or None), "repro"}``; None when nothing is pending (no review, the review frozen
+    already, or the intents' files unreadable, which their own line reports)."""
+    cfg = ex.params.intents
+    if cfg is None or intents.get("state") not in ("missing", "reviewed"):
+        return None
+    path = ex.file(cfg.review)
+    if not path.exists():
+        return None
+    try:
+        record = io.read_json(path)
+    except RelgradeError:
+        return None  # the intents stage names the broken file when it runs
+    if is_unreviewed(record) or not isinstance(record, Mapping) or \
+            not isinstance(record.get("table_sha256"), str):
+        return None
+    frozen = intents.get("sha256") if intents.get("state") == "reviewed" else None
+    if frozen == record["table_sha256"]:
+        return None
+    return {"state": "signed", "reviewer": record.get("reviewer"),
+            "reviewed_at": record.get("reviewed_at"), "table_sha256": record["table_sha256"],
+            "flagged": list(record.get("flagged") or []), "frozen_sha256": frozen,
+            "repro": repro_command(ex)}
+
+
+def _sample_advice(ex: Experiment, pool, audit, triage_pairs) -> str:
+    """The gate stage's advice for a one-category audit sample, with the audited queries
+    counted against the pool's (in triage mode, people's queue's) as the stage counts
+    them; the generic advice while the pool or the audit sample is missing."""
+    from relgrade.pipeline.stages.gate import one_category_advice
+
+    queue = triage_pairs if ex.params.grading.mode == "triage" else pool
+    if queue is None or audit is None:
+        return ONE_CATEGORY_ADVICE
+    return one_category_advice(ex, audited=len(set(map(str, audit))),
+                               queries=len(set(queue["query_id"].astype(str))))
 
 
 def read_status(ex: Experiment) -> dict:
@@ -547,7 +623,8 @@ def read_status(ex: Experiment) -> dict:
         agreement=load("gate", "agreement", io.read_json_object),
         gate=load("gate", "gate", io.read_json_object),
         record=record, problems=problems, post_hoc_record=post_hoc, ledger=ledger,
-        dvc=dvc_health(*ex.dvc_files()), triage_pairs=triage_pairs, round_owed=round_owed)
+        dvc=dvc_health(*ex.dvc_files()), triage_pairs=triage_pairs, round_owed=round_owed,
+        sample_advice=lambda: _sample_advice(ex, pool, audit, triage_pairs))
     if rubric is not None:
         st["rubric"] = rubric
         for g in st["grading"].values():
@@ -597,6 +674,9 @@ def read_status(ex: Experiment) -> dict:
             st["stop"] = stop_status(ex)
         except RelgradeError as e:
             st["stop"] = {"state": "unreadable", "error": str(e)}
+    signed = _review_pending(ex, st["intents"])
+    if signed is not None:
+        st["intents"] = signed
     refresh = _refresh_status(ex)
     if refresh is not None:
         st["refresh"] = refresh
@@ -604,6 +684,9 @@ def read_status(ex: Experiment) -> dict:
     # params edited since the last run: what is above is the last run's
     read: dict = {}  # one parse of dvc.lock, dvc.yaml and params for both comparisons
     st["params_changed"] = params_since_repro(ex, read=read)
+    added = (st["params_changed"].get("arms") or {}).get("added") or []
+    if st["params_changed"].get("state") == "changed" and added and pool is not None:
+        st["params_changed"]["pending_pool"] = _pending_pool(ex, added)
     # inputs edited since the last run (a grade file, the audit lock): the same
     st["inputs_changed"] = inputs_since_repro(ex, read=read)
     # a decision stage that stopped after its input was remade: its files are of the old input

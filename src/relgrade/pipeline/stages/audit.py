@@ -221,6 +221,39 @@ def _pool_version(ex: Experiment) -> str:
     return str(io.read_json(ex.path("pool_manifest")).get("pool_version"))
 
 
+def refuse_moved_sample(ex: Experiment) -> None:
+    """Refuse params that would move the current round's locked ppi human sample after
+    grading began, before a stage that runs ahead of the audit stage writes anything.
+
+    Params ``seed`` is a param of the pool stage too (the tail sample's draw, the pool
+    manifest), and DVC runs the pool stage first: the pool stage calls this before it
+    reads a run, so a refused seed change leaves the pool and its manifest as they were.
+    The check is the audit stage's (:func:`check_sample_lock`, on a lock that passes
+    :func:`relgrade.protocol.audit.check_lock`), with the same message.
+
+    Parameters
+    ----------
+    ex : Experiment
+        Any experiment: outside ppi mode, or without a lock of the current round, nothing is
+        checked (the audit stage then draws or refuses as usual).
+
+    Raises
+    ------
+    InputError
+        The lock was edited by hand or is malformed; params would move the locked sample
+        and the model grader or the human grader has grades of the round.
+    """
+    if ex.params.grading.mode != "ppi":
+        return
+    path = ex.path("audit_lock")
+    if not path.exists():
+        return
+    lock = io.read_json(path)
+    audit.check_lock(lock, path=path, fix=ppi_lock_fix(ex))
+    if lock.get("round") == ex.params.grading.round:
+        check_sample_lock(ex, lock, path=path)
+
+
 def locked_audit(ex: Experiment) -> tuple[pd.DataFrame, dict, bool]:
     """The audit sample for ``grading.round``: the committed lock's, or a new draw (then locked).
 

@@ -25,6 +25,12 @@ from relgrade.rng import stage_rng
 
 
 def run(ex):
+    if ex.params.grading.mode == "ppi":
+        # the seed is the human sample's too: a change the audit stage would refuse is
+        # refused here, before the pool or its manifest is rewritten
+        from relgrade.pipeline.stages.audit import refuse_moved_sample
+
+        refuse_moved_sample(ex)
     cfg, ties, seed = ex.params.need("pool"), ex.params.runs.ties, ex.params.need("seed")
     arms = ex.params.need("arms")
     paths = {str(arm): ex.path("runs") / f"{arm}.trec" for arm in arms}
