@@ -613,7 +613,7 @@ def locked_audit(ex: Experiment) -> tuple[pd.DataFrame, dict, bool]:
             lock = None  # params moved the sample before anything was graded: draw again
     if ppi and (lock is None or lock.get("round") != ex.params.grading.round):
         refuse_draw_after_model(ex, lock, path=path)
-        refuse_new_seed(ex, lock if lock is not None else None, path=path)
+        refuse_new_seed(ex, lock, path=path)
     table, lock, drawn = audit.audit_for_round(
         lock, lambda: draw_audit(ex),
         round=ex.params.grading.round, pool_version=_pool_version(ex), path=path,
