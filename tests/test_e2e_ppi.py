@@ -574,10 +574,17 @@ def test_a_deleted_lock_does_not_let_the_sample_be_drawn_after_the_model_graded(
         tiny.run(root, "git", "add", "-f", str(model_grades))
         tiny.run(root, "git", "commit", "-q", "-m", "model-m's grades of round 1")
         meta = model_grades.with_name("round-1.meta.json")
-        saved = {f: f.read_bytes() for f in (model_grades, sidecar, meta)}
+        # the human grader's files of the round would refuse the draw first (any grader's
+        # record of the round does): moved aside, so the model's meta file and git history
+        # are what is left
+        human = sorted((folder / "data/grades/person-h").glob("round-1.*"))
+        assert human
+        saved = {f: f.read_bytes() for f in (model_grades, sidecar, meta, *human)}
         try:
             model_grades.unlink()
             sidecar.unlink()
+            for f in human:
+                f.unlink()
             seen = []
             for gone in (None, meta):
                 if gone is not None:

@@ -123,3 +123,55 @@ def last_nonempty_commit(path) -> str | None:
         if size.returncode == 0 and int(size.stdout.decode().strip() or 0) > 0:
             return commit
     return None
+
+
+def last_nonempty_commit_matching(folder, pattern: str, *,
+                                  keep=None) -> tuple[str, Path] | None:
+    """The newest commit holding, with content, a file under ``folder`` that matches
+    ``pattern``, and that file; None when none does.
+
+    Parameters
+    ----------
+    folder : str or os.PathLike
+        A folder (it need not exist now: deleted files' history is read too).
+    pattern : str
+        A git glob pathspec relative to ``folder`` (``"*/round-1.jsonl"``: ``*`` does not
+        cross a ``/``).
+    keep : callable, optional
+        ``keep(path) -> bool`` on a matching file's absolute path: files it rejects are
+        passed over (default: every file counts).
+
+    Returns
+    -------
+    (str, pathlib.Path) or None
+        The commit's full hash and the matching file's absolute path; None when no commit
+        holds such a file with content, or ``folder`` is not inside a git working tree.
+
+    Raises
+    ------
+    ProtocolError
+        git cannot be run, or ``git log`` fails in the working tree.
+    """
+    folder = Path(folder).resolve()
+    tree = work_tree(folder)
+    if tree is None:
+        return None
+    rel = folder.relative_to(tree.resolve()).as_posix()
+    spec = f":(glob){pattern}" if rel == "." else f":(glob){rel}/{pattern}"
+    log = _git(tree, "log", "--format=%H", "--name-only", "--", spec)
+    if log.returncode != 0:
+        err = log.stderr.decode("utf-8", "replace").strip()
+        if "does not have any commits" in err:
+            return None
+        raise ProtocolError(f"git log of {rel}/{pattern} failed in {tree.as_posix()}: {err}; "
+                            "repair the repository (or run relgrade where `git log` works)")
+    commit = None
+    for line in log.stdout.decode("utf-8", "replace").splitlines():
+        line = line.strip()
+        if len(line) == 40 and all(c in "0123456789abcdef" for c in line):
+            commit = line
+        elif line and commit is not None and (keep is None or keep(tree / line)):
+            size = _git(tree, "cat-file", "-s", f"{commit}:{line}")
+            if size.returncode == 0 and int(size.stdout.decode().strip() or 0) > 0:
+                return commit, tree / line
+    return None

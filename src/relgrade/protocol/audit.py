@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 import numbers
+import re
 
 import numpy as np
 import pandas as pd
@@ -180,6 +181,33 @@ def choose_audit(provenance: pd.DataFrame, queries: pd.DataFrame, *, fraction: f
 LOCK_KEYS = ("round", "pool_version", "queries")
 
 
+#: The optional key of a ppi lock that records the pooled query ids its sample was drawn from.
+POOLED_KEY = "pooled_sha256"
+
+
+def pooled_sha256(query_ids) -> str:
+    """The sha256 of a set of pooled query ids, as a ppi lock records it (``pooled_sha256``).
+
+    Parameters
+    ----------
+    query_ids : iterable of str
+        The pooled query ids (any order; repeats count once).
+
+    Returns
+    -------
+    str
+        64 lowercase hex digits over the UTF-8 bytes of the canonical JSON list of the
+        sorted, distinct ids (``["q1","q2"]``).
+
+    Examples
+    --------
+    >>> pooled_sha256(["q2", "q1", "q2"]) == sha256_bytes(b'["q1","q2"]')
+    True
+    """
+    ids = sorted({str(q) for q in query_ids})
+    return sha256_bytes(canonical_json(ids).encode("utf-8"))
+
+
 def lock_sha256(lock: dict) -> str:
     """The sha256 of an audit lock's content.
 
@@ -188,14 +216,19 @@ def lock_sha256(lock: dict) -> str:
     str
         64 lowercase hex digits over the UTF-8 bytes of relgrade's canonical JSON
         (:func:`relgrade.canonical.canonical_json`) of ``{"round", "pool_version",
-        "queries"}`` in that order, each query row in :data:`AUDIT` order.
+        "queries"}`` in that order, each query row in :data:`AUDIT` order, followed by
+        ``pooled_sha256`` when the lock records it (a ppi lock drawn since it is recorded;
+        a lock without it hashes as before).
     """
     body = {"round": int(lock["round"]), "pool_version": str(lock["pool_version"]),
             "queries": [{c: q.get(c) for c in AUDIT} for q in lock["queries"]]}
+    if POOLED_KEY in lock:
+        body[POOLED_KEY] = str(lock[POOLED_KEY])
     return sha256_bytes(canonical_json(body).encode("utf-8"))
 
 
-def lock_audit(chosen: pd.DataFrame, *, round: int, pool_version: str) -> dict:
+def lock_audit(chosen: pd.DataFrame, *, round: int, pool_version: str,
+               pooled: str | None = None) -> dict:
     """The audit lock of a round: the chosen queries, why, and the pool they were drawn from.
 
     The protocol draws the audit sample once, before grading; a later pool change (an arm
@@ -211,11 +244,15 @@ def lock_audit(chosen: pd.DataFrame, *, round: int, pool_version: str) -> dict:
         The grading round the sample is drawn for (>= 1).
     pool_version : str
         The pool version whose provenance it was drawn from.
+    pooled : str, optional
+        :func:`pooled_sha256` of the query ids the sample was drawn from (a ppi human
+        sample), recorded as ``pooled_sha256`` so the draw can be checked later.
 
     Returns
     -------
     dict
-        ``{"round", "pool_version", "queries": [row, ...], "sha256"}``; ``sha256`` is
+        ``{"round", "pool_version", "queries": [row, ...], "sha256"}`` (with
+        ``"pooled_sha256"`` before ``"sha256"`` when ``pooled`` is given); ``sha256`` is
         :func:`lock_sha256` of the rest.
 
     Examples
@@ -229,6 +266,8 @@ def lock_audit(chosen: pd.DataFrame, *, round: int, pool_version: str) -> dict:
              "unique_share": float(r.unique_share), "reason": str(r.reason)}
             for r in chosen[AUDIT].itertuples(index=False)]
     lock = {"round": int(round), "pool_version": str(pool_version), "queries": rows}
+    if pooled is not None:
+        lock[POOLED_KEY] = str(pooled)
     lock["sha256"] = lock_sha256(lock)
     return lock
 
@@ -274,6 +313,9 @@ def check_lock(lock, *, path=None, fix: str | None = None) -> pd.DataFrame:
     if len(set(ids)) != len(ids):
         raise InputError("an audit lock lists a query twice", path=path,
                          item=next(i for i in ids if ids.count(i) > 1), fix=fix)
+    if POOLED_KEY in lock and not re.fullmatch(r"[0-9a-f]{64}", str(lock[POOLED_KEY])):
+        raise InputError(f"an audit lock's {POOLED_KEY} is 64 lowercase hex digits", path=path,
+                         found=repr(lock[POOLED_KEY]), fix=fix)
     if lock_sha256(lock) != lock["sha256"]:
         raise InputError("the audit lock's content does not match its sha256 (edited by hand?)",
                          path=path, found=lock_sha256(lock), fix=fix)
@@ -334,8 +376,8 @@ def audit_coverage(pool: pd.DataFrame, grades: pd.DataFrame, *, audit_ids, key_g
             "queries_incomplete": incomplete}
 
 
-def audit_for_round(lock, draw, *, round: int, pool_version: str, path=None
-                    ) -> tuple[pd.DataFrame, dict, bool]:
+def audit_for_round(lock, draw, *, round: int, pool_version: str, path=None,
+                    pooled=None) -> tuple[pd.DataFrame, dict, bool]:
     """The audit sample of ``round``: the committed lock's when it is this round's, else a draw.
 
     The sample is drawn once per round and then locked: while the lock's round equals the
@@ -356,6 +398,9 @@ def audit_for_round(lock, draw, *, round: int, pool_version: str, path=None
         The current pool's version, recorded in a new lock.
     path : str or Path, optional
         The lock file, for messages.
+    pooled : callable, optional
+        ``pooled() -> str``, the :func:`pooled_sha256` a new lock records (called only
+        when one is drawn); without it a new lock records none.
 
     Returns
     -------
@@ -385,5 +430,6 @@ def audit_for_round(lock, draw, *, round: int, pool_version: str, path=None
         table = check_lock(lock, path=path)
         if int(lock["round"]) == int(round):
             return table, lock, False
-    new = lock_audit(draw(), round=round, pool_version=pool_version)
+    new = lock_audit(draw(), round=round, pool_version=pool_version,
+                     pooled=pooled() if pooled is not None else None)
     return check_lock(new, path=path), new, True
