@@ -9,6 +9,7 @@ with `grading.post_hoc: true` it runs, and every ppi number is labelled post-hoc
 
 from __future__ import annotations
 
+import hashlib
 import json
 import shutil
 
@@ -53,11 +54,14 @@ def test_a_reimported_human_grade_folder_is_void_then_post_hoc_when_declared(
     ledger_path = folder / "data/ledger.jsonl"
     human = [json.loads(x) for x in ledger_path.read_text().splitlines()
              if json.loads(x).get("kind") == "ppi-human"]
-    ppi_before = (folder / "metrics/ppi.json").read_bytes()
-    assert len(human) == 1 and json.loads(ppi_before)["human_key_sha256"] == \
+    assert len(human) == 1
+    kept = folder / "data/ledger.ppi-human" / human[0]["key_sha256"]
+    # the human key kept beside the ledger: its bytes hash to the entry's hash
+    data = kept.with_suffix(".jsonl").read_bytes()
+    assert hashlib.sha256(data).hexdigest() == human[0]["key_sha256"]
+    assert json.loads(kept.with_suffix(".json").read_text())["key_sha256"] == \
         human[0]["key_sha256"]
-    kept = folder / "data/ledger.ppi-human" / f"{human[0]['key_sha256']}.jsonl"
-    assert kept.is_file()
+    assert "post_hoc" not in json.loads((folder / "metrics/ppi.json").read_text())
 
     # the trial's commands: delete the human grader's folder, import other grades, repro
     flipped, pairs = _flipped(root, folder)
@@ -105,7 +109,7 @@ def test_a_reimported_human_grade_folder_is_void_then_post_hoc_when_declared(
         human[0]["key_sha256"], ppi["human_key_sha256"]]
 
 
-def test_a_ledger_cut_of_its_human_key_line_is_refused_naming_the_ppi_output(
+def test_a_ledger_cut_of_its_human_key_line_is_refused_naming_the_kept_record(
         reported, tmp_path_factory):
     root = tiny.copy_repo(reported, tmp_path_factory.mktemp("ppi-trunc"))
     folder = root / EXP
@@ -113,6 +117,7 @@ def test_a_ledger_cut_of_its_human_key_line_is_refused_naming_the_ppi_output(
     lines = ledger_path.read_text().splitlines(keepends=True)
     kept = [x for x in lines if json.loads(x).get("kind") != "ppi-human"]
     assert len(kept) == len(lines) - 1
+    human = next(json.loads(x) for x in lines if x not in kept)["key_sha256"]
     ledger_path.write_text("".join(kept))  # the human key's line cut off
     tiny.run(root, "git", "commit", "-q", "-am", "the ledger truncated")  # and committed
     params_path = folder / "params.yaml"
@@ -124,4 +129,5 @@ def test_a_ledger_cut_of_its_human_key_line_is_refused_naming_the_ppi_output(
     errors = [x for x in proc.stderr.splitlines() if x.startswith("Error: ")]
     assert len(errors) == 1 and errors[0].startswith(
         "Error: ledger: data/ledger.jsonl has no entry for human key "), proc.stderr
-    assert "which metrics/ppi.json shows was used by the ppi stage" in errors[0]
+    assert f"which data/ledger.ppi-human/{human}.json shows was used by the ppi stage" \
+        in errors[0]

@@ -275,21 +275,20 @@ def test_a_changed_human_key_is_post_hoc_when_allowed_and_a_revision_when_regrad
     assert ledger.decision_key(revised, kind=ledger.HUMAN, **AT) == NEWER
 
 
-def test_a_human_key_use_the_ppi_output_shows_is_missing_from_a_truncated_ledger():
-    ppi = {"mode": "ppi", "key_sha256": OLD, "pool_version": AT["pool_version"],
-           "human_key_sha256": NEW, "design": {"round": 1}}
-    record = {"key_sha256": OLD, "pool_version": AT["pool_version"], "rubric_version": "v1",
-              "round": 1}
-    used = ledger.human_witness(ppi, [record], source="metrics/ppi.json")
-    assert used == [{"kind": "ppi-human", "key_sha256": NEW, "pool_version": AT["pool_version"],
-                     "source": "metrics/ppi.json", "round": 1, "rubric_version": "v1"}]
+def test_a_human_key_use_its_kept_record_shows_is_missing_from_a_truncated_ledger():
+    source = f"data/ledger.ppi-human/{NEW}.json"
+    kept = {source: {"kind": "ppi-human", "key_sha256": NEW, "grader": "person-h",
+                     "uses": [AT]}}
+    used = ledger.human_witnesses(kept)
+    assert used == [{"kind": "ppi-human", "key_sha256": NEW, **AT, "source": source}]
     ledger.require_complete(_human(_used(OLD), NEW), used, ledger_path="L")  # complete
     # the key's entry alone (the human key's line cut off), or the same hash as a key's
-    for entries in (_used(OLD), _used(OLD, NEW)):
+    for entries in ([], _used(OLD), _used(OLD, NEW)):
         with pytest.raises(ProtocolError, match=r"^ledger: L has no entry for human key b{64} "
-                           r"on pool p-0123456789ab, which metrics/ppi\.json shows was used "
-                           r"by the ppi stage"):
+                           r"on pool p-0123456789ab, which data/ledger\.ppi-human/b{64}\.json "
+                           r"shows was used by the ppi stage"):
             ledger.require_complete(entries, used, ledger_path="L")
-    # an output written before relgrade recorded the human key witnesses nothing
-    assert ledger.human_witness({k: v for k, v in ppi.items() if k != "human_key_sha256"},
-                                [record], source="x") == []
+    # the human key used in another round is another use
+    with pytest.raises(ProtocolError):
+        ledger.require_complete(_human([], NEW), ledger.human_witnesses(
+            {source: kept[source] | {"uses": [AT, AT | {"round": 2}]}}), ledger_path="L")

@@ -957,8 +957,9 @@ class Experiment:
 
         The witnesses are every metrics file (:meth:`metrics_files`: the key hash and pool
         version it was computed on), completed with the rubric version and round of the
-        frozen and post-hoc records at hand, the ppi stage's output (``paths.ppi``: the
-        human key it used, :func:`relgrade.protocol.ledger.human_witness`), and, in a git repository, every entry of the
+        frozen and post-hoc records at hand, the records of the human keys the ppi stage kept
+        beside the ledger (:meth:`human_key_records`,
+        :func:`relgrade.protocol.ledger.human_witnesses`), and, in a git repository, every entry of the
         ledger's committed history (:meth:`ledger_history`): deleting the ledger and the
         metrics files together does not make a used key fresh.
 
@@ -995,20 +996,13 @@ class Experiment:
                     records.append(io.read_json_object(rec))
                 except InputError:
                     pass
-        human = []
-        ppi = getattr(self.params.paths, "ppi", None) and self.path("ppi")
-        if ppi and ppi.is_file():
-            try:  # an unreadable output witnesses nothing (the ppi stage rewrites it)
-                human = ledger_mod.human_witness(io.read_json(ppi), records,
-                                                 source=ppi.as_posix())
-            except InputError:
-                pass
         ledger_mod.require_complete(
-            entries, ledger_mod.witnesses(self.metrics_files(), records) + human
-            + self.ledger_history(), ledger_path=path)
+            entries, ledger_mod.witnesses(self.metrics_files(), records)
+            + ledger_mod.human_witnesses(self.human_key_records()) + self.ledger_history(),
+            ledger_path=path)
         return entries
 
-    def human_key_files(self, sha256: str) -> tuple[Path, Path]:
+    def human_key_files(self, sha256: str) -> tuple[Path, Path, Path]:
         """Where a human key the ppi stage used is kept, beside the ledger (in git).
 
         Parameters
@@ -1018,16 +1012,33 @@ class Experiment:
 
         Returns
         -------
-        key, made_on : pathlib.Path
-            ``LEDGER.ppi-human/SHA256.jsonl`` (the human key in
-            :func:`relgrade.protocol.key.key_bytes` form: its sha256 is ``sha256``) and
-            ``LEDGER.ppi-human/SHA256.made_on.jsonl`` (what each grade was made on,
-            :func:`relgrade.protocol.key.made_on_bytes`), where ``LEDGER`` is ``paths.ledger``
-            without its suffix.
+        key, made_on, record : pathlib.Path
+            In ``LEDGER.ppi-human/`` (``LEDGER`` is ``paths.ledger`` without its suffix):
+            ``SHA256.jsonl``, the human key in :func:`relgrade.protocol.key.key_bytes` form
+            (its sha256 is ``sha256``); ``SHA256.made_on.jsonl``, what each grade was made on
+            (:func:`relgrade.protocol.key.made_on_bytes`); ``SHA256.json``, the record of its
+            uses (``kind``, ``key_sha256``, ``grader``, ``pairs``, ``queries`` and ``uses``,
+            each ``{"pool_version", "rubric_version", "round"}``), which witness them if the
+            ledger loses them (:meth:`human_key_records`).
         """
         ledger = self.path("ledger")
         folder = ledger.with_name(ledger.stem + ".ppi-human")
-        return folder / f"{sha256}.jsonl", folder / f"{sha256}.made_on.jsonl"
+        return (folder / f"{sha256}.jsonl", folder / f"{sha256}.made_on.jsonl",
+                folder / f"{sha256}.json")
+
+    def human_key_records(self) -> dict[str, dict]:
+        """Every record of a human key kept beside the ledger (:meth:`human_key_files`):
+        path → content; a file that does not read as a JSON object is left out.
+        """
+        ledger = self.path("ledger")
+        folder = ledger.with_name(ledger.stem + ".ppi-human")
+        out = {}
+        for p in sorted(folder.glob("*.json")) if folder.is_dir() else []:
+            try:
+                out[p.as_posix()] = io.read_json_object(p)
+            except InputError:
+                continue
+        return out
 
     def read_human_key(self, entry: dict) -> tuple[pd.DataFrame, pd.DataFrame] | None:
         """A human key the ledger records (its entry), as kept beside it, or None when
@@ -1043,7 +1054,7 @@ class Experiment:
         from relgrade.io.judgments import read_key_table, read_made_on_table
         from relgrade.protocol.key import MADE_ON_COLUMNS
 
-        key_path, made_path = self.human_key_files(str(entry["key_sha256"]))
+        key_path, made_path, _ = self.human_key_files(str(entry["key_sha256"]))
         if not key_path.is_file() or not made_path.is_file():
             return None
         if io.sha256_file(key_path) != entry["key_sha256"] \

@@ -438,47 +438,47 @@ def witnesses(metrics: Mapping[str, Mapping], records: Iterable[Mapping]) -> lis
     return out
 
 
-def human_witness(ppi: Mapping, records: Iterable[Mapping], *, source) -> list[dict]:
-    """The use of a human key that the ppi stage's output shows (its ``human_key_sha256``).
+def human_witnesses(records: Mapping[str, Mapping]) -> list[dict]:
+    """The uses of human keys that the ppi stage's kept records show.
+
+    The ppi stage keeps, beside the ledger, each human key it used with a record of that
+    use (:meth:`relgrade.experiment.files.Experiment.human_key_files`); like the metrics
+    files for a key (:func:`witnesses`), the records witness the uses a deleted, truncated
+    or edited ledger would lose.
 
     Parameters
     ----------
-    ppi : dict
-        The ppi stage's output (``paths.ppi``): ``human_key_sha256``, ``pool_version``,
-        ``key_sha256`` (the model key) and ``design.round``. An output without
-        ``human_key_sha256`` (written before relgrade recorded it) witnesses nothing.
-    records : iterable of dict
-        The key records at hand: the rubric version is the one of the record of the model
-        key the output names.
-    source : str or os.PathLike
-        The output file, named in the message of :func:`require_complete`.
+    records : mapping of str to dict
+        Each record file's path → its content: ``key_sha256`` and ``uses``, a list of
+        ``{"pool_version", "rubric_version", "round"}``. A record without ``key_sha256``
+        witnesses nothing.
 
     Returns
     -------
     list of dict
-        Zero or one use (``kind`` ``"ppi-human"``, ``key_sha256`` the human key's,
-        ``pool_version``, ``source``, ``round`` and, when its record is at hand,
-        ``rubric_version``).
+        One use per record and use, in the order given: ``kind`` ``"ppi-human"``,
+        ``key_sha256``, ``pool_version``, ``rubric_version``, ``round`` (those the record
+        has) and ``source`` (input for :func:`missing_uses` and :func:`require_complete`).
 
     Examples
     --------
-    >>> human_witness({"human_key_sha256": "h", "key_sha256": "k", "pool_version": "p-1",
-    ...                "design": {"round": 1}}, [{"key_sha256": "k", "rubric_version": "v1"}],
-    ...               source="metrics/ppi.json")
-    [{'kind': 'ppi-human', 'key_sha256': 'h', 'pool_version': 'p-1', 'source': 'metrics/ppi.json', 'round': 1, 'rubric_version': 'v1'}]
+    >>> human_witnesses({"data/ledger.ppi-human/h.json": {"kind": "ppi-human",
+    ...     "key_sha256": "h", "uses": [{"pool_version": "p-1", "rubric_version": "v1",
+    ...                                  "round": 1}]}})
+    [{'kind': 'ppi-human', 'key_sha256': 'h', 'pool_version': 'p-1', 'rubric_version': 'v1', 'round': 1, 'source': 'data/ledger.ppi-human/h.json'}]
     """
-    if not isinstance(ppi, Mapping) or not ppi.get("human_key_sha256"):
-        return []
-    use = {"kind": HUMAN, "key_sha256": ppi["human_key_sha256"],
-           "pool_version": ppi.get("pool_version"), "source": str(source)}
-    rnd = (ppi.get("design") or {}).get("round")
-    if rnd is not None:
-        use["round"] = rnd
-    for r in records:
-        if r and r.get("key_sha256") == ppi.get("key_sha256") and r.get("rubric_version"):
-            use["rubric_version"] = r["rubric_version"]
-            break
-    return [use]
+    out = []
+    for source, r in records.items():
+        if not isinstance(r, Mapping) or not r.get("key_sha256"):
+            continue
+        for at in r.get("uses") or []:
+            if not isinstance(at, Mapping):
+                continue
+            use = {"kind": HUMAN, "key_sha256": r["key_sha256"],
+                   "pool_version": at.get("pool_version")}
+            use |= {k: at[k] for k in ("rubric_version", "round") if at.get(k) is not None}
+            out.append(use | {"source": str(source)})
+    return out
 
 
 #: A round-N grade file is a copy of round N-1 when at least this share of its rows repeat

@@ -42,13 +42,14 @@ here, as a query missing from a run does (the estimand is the mean over every po
 
 The human key is under the void rule (:mod:`relgrade.protocol.ledger`): before ``paths.ppi``
 is written, its use for the frozen key's (pool version, rubric version, round) goes to the
-ledger (``paths.ledger``, ``"kind": "ppi-human"``), the key and what each grade was made on
-kept beside it (:meth:`~relgrade.experiment.files.Experiment.human_key_files`), and
-``paths.ppi`` names it (``human_key_sha256``), witnessing the use. A different human key for
+ledger (``paths.ledger``, ``"kind": "ppi-human"``), the key, what each grade was made on and
+a record of the use kept beside it (:meth:`~relgrade.experiment.files.Experiment.human_key_files`:
+the record witnesses the use if the ledger loses it). ``paths.ppi`` is unchanged by this,
+except for a post-hoc human key. A different human key for
 the same triple is refused before anything is estimated (``void:``, naming the ledger and the
 pairs that changed), unless it is a revision (every changed pair regraded on changed
 content, :func:`relgrade.protocol.key.revision_pairs`) or params set ``grading.post_hoc``,
-which labels the output ``post_hoc: true``.
+which labels the output ``post_hoc: true`` (with a note and the ``human_key_sha256`` used).
 """
 
 from __future__ import annotations
@@ -367,8 +368,9 @@ def run(ex):
     out = {
         "mode": "ppi",
         "key_sha256": record["key_sha256"], "pool_version": record["pool_version"],
-        "human_key_sha256": human_use["sha256"],
-        **({"post_hoc": True, "post_hoc_note": POST_HOC_NOTE}
+        # a changed human key allowed by grading.post_hoc: every ppi number says so
+        **({"post_hoc": True, "post_hoc_note": POST_HOC_NOTE,
+            "human_key_sha256": human_use["sha256"]}
            if human_use["status"] == ledger.POST_HOC else {}),
         "design": {
             "model_grader": key_grader, "human_grader": auditor, "round": rnd,
@@ -482,14 +484,24 @@ def _human_key_use(ex, human: pd.DataFrame, record: dict) -> dict:
 
 
 def _record_human_key(ex, use: dict) -> None:
-    """Keep the human key and its made-on table beside the ledger (once per hash,
-    :meth:`Experiment.human_key_files`), then add its use to the ledger (idempotent)."""
-    key_path, made_path = ex.human_key_files(use["sha256"])
+    """Keep the human key, its made-on table and the record of its use beside the ledger
+    (once per hash, :meth:`Experiment.human_key_files`), then add its use to the ledger
+    (idempotent)."""
+    key_path, made_path, record_path = ex.human_key_files(use["sha256"])
     key_path.parent.mkdir(parents=True, exist_ok=True)
     if not key_path.is_file() or io.sha256_file(key_path) != use["sha256"]:
         io.write_bytes(key_path, key_mod.key_bytes(use["key"]))
     if not made_path.is_file():  # kept as first written: the ledger entry holds its hash
         io.write_bytes(made_path, key_mod.made_on_bytes(use["key"], use["made_on"]))
+    # its uses (pool, rubric, round), witnessed apart from the ledger
+    kept = ex.human_key_records().get(record_path.as_posix())
+    uses = list((kept or {}).get("uses") or [])
+    if use["at"] not in uses:
+        io.write_json(record_path, {"kind": ledger.HUMAN, "key_sha256": use["sha256"],
+                                    "grader": ex.params.need("grading.auditor"),
+                                    "pairs": int(len(use["key"])),
+                                    "queries": int(use["key"]["query_id"].nunique()),
+                                    "uses": uses + [use["at"]]})
     now = datetime.now(timezone.utc).isoformat(timespec="seconds")
     entries = ledger.add_use(use["entries"], key_sha256=use["sha256"], used_at=now,
                              kind=ledger.HUMAN, revises=use["revises"],
