@@ -4,7 +4,8 @@ A ppi experiment made by `relgrade init --mode ppi` (tests/test_e2e_ppi.py's) is
 user's loop to its report. Then, as a new user did: the human grader's folder is deleted and
 grades with some flipped are imported under the same name, and `dvc repro` runs again. The
 ppi stage refuses (the ledger records the human key its estimates used) and writes nothing;
-with `grading.post_hoc: true` it runs, and every ppi number is labelled post-hoc.
+with `grading.post_hoc: true` it runs, and every ppi number is labelled post-hoc. A renamed
+human grader with the same grades is the same human key; the ledger cut of its line is refused.
 """
 
 from __future__ import annotations
@@ -131,3 +132,24 @@ def test_a_ledger_cut_of_its_human_key_line_is_refused_naming_the_kept_record(
         "Error: ledger: data/ledger.jsonl has no entry for human key "), proc.stderr
     assert f"which data/ledger.ppi-human/{human}.json shows was used by the ppi stage" \
         in errors[0]
+
+
+def test_a_renamed_human_grader_with_the_same_grades_is_the_same_human_key(
+        reported, tmp_path_factory):
+    root = tiny.copy_repo(reported, tmp_path_factory.mktemp("ppi-renamed"))
+    folder = root / EXP
+    ledger_before = (folder / "data/ledger.jsonl").read_bytes()
+    same = root / "same.jsonl"
+    shutil.copyfile(folder / "data/grades/person-h/round-1.jsonl", same)
+    shutil.rmtree(folder / "data/grades/person-h")
+    params_path = folder / "params.yaml"
+    text = params_path.read_text().replace("person-h", "person-j")
+    params_path.write_text(text)
+    tiny.run(root, "relgrade", "grade", "import", str(same), "--grader", "person-j",
+             "--experiment", EXP)
+    proc = tiny.run(root, "dvc", "repro", f"{EXP}/dvc.yaml", check=False)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    # the grader's name is not part of the human key: nothing new in the ledger
+    assert (folder / "data/ledger.jsonl").read_bytes() == ledger_before
+    ppi = json.loads((folder / "metrics/ppi.json").read_text())
+    assert ppi["design"]["human_grader"] == "person-j" and "post_hoc" not in ppi
