@@ -104,6 +104,7 @@ def test_a_reimported_human_grade_folder_is_void_then_post_hoc_when_declared(
     verdicts = report.split("## Verdicts")[1].split("\n## ")[0]
     lines = [x for x in verdicts.splitlines() if x.startswith("- ")]
     assert lines and all(x.startswith("- post-hoc: ") for x in lines)
+    assert "yes: the human sample's grades changed after the ppi estimates were seen" in report
     # the decision human key stays the first one: the ledger adds the post-hoc use
     entries = [json.loads(x) for x in ledger_path.read_text().splitlines()]
     assert [e["key_sha256"] for e in entries if e.get("kind") == "ppi-human"] == [

@@ -876,7 +876,10 @@ def build_decision(report: dict, *, primary: str | None = None, source=None,
     family = max([c.get("holm_family") or 0 for c in comparisons] or [0])
     header = [("key sha256", str(report.get("key_sha256") or UNDEFINED)),
               ("pool version", str(report.get("pool_version") or UNDEFINED)),
-              ("post-hoc", "yes: the key changed after metrics were seen"
+              ("post-hoc", ("yes: the human sample's grades changed after the ppi "
+                            "estimates were seen"
+                            if (report.get("estimator") or {}).get("post_hoc")
+                            else "yes: the key changed after metrics were seen")
                if report.get("post_hoc") else "no"),
               ("pool depth", _int(bias.get("depth"))),
               ("seed", _int(settings.get("seed"))),
