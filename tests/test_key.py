@@ -317,6 +317,29 @@ def test_an_intent_edit_counts_as_changed_evidence_for_every_pair_of_the_query()
     assert diff["changed"] == []
 
 
+def test_a_human_key_revises_only_when_every_changed_pair_was_regraded_on_new_content():
+    # the rule the key stage and the ppi stage share (key.revision_pairs), on a human key:
+    # the sample's pairs (q1, a), (q1, b), (q2, c)
+    old = pd.DataFrame({"query_id": ["q1", "q1", "q2"], "chunk_id": ["a", "b", "c"],
+                        "grade": [2, 0, 1]})
+    before = _made_on([("q1", "a", "A", "i1", "r"), ("q1", "b", "B", "i1", "r"),
+                       ("q2", "c", "C", "i2", "r")])
+    # chunk a's text changed and a was regraded 2 -> 1: a revision
+    regraded = old.assign(grade=[1, 0, 1])
+    moved = before.assign(content_sha256=["A2", "B", "C"])
+    assert key.revision_pairs(key.content_revision(old, before, regraded, moved)) == [
+        {"query_id": "q1", "chunk_id": "a", "content_sha256": "A2", "grade_before": 2,
+         "grade": 1}]
+    # the grade folder deleted and imported again with b flipped, nothing else changed: void
+    flipped = old.assign(grade=[2, 2, 1])
+    assert key.revision_pairs(key.content_revision(old, before, flipped, before)) is None
+    # a's text changed and b flipped on the same text: the flip is not explained, void
+    both = old.assign(grade=[1, 2, 1])
+    assert key.revision_pairs(key.content_revision(old, before, both, moved)) is None
+    # the same grades (a renamed human grader imports them): no change, no revision
+    assert key.revision_pairs(key.content_revision(old, before, old, before)) is None
+
+
 def test_made_on_bytes_refuses_a_key_pair_without_its_made_on_row():
     k = pd.DataFrame({"query_id": ["q"], "chunk_id": ["a"], "grade": [1]})
     with pytest.raises(InputError, match=r"pair \(q, a\)"):

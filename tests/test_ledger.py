@@ -218,3 +218,77 @@ def test_outside_a_git_repository_the_ledger_file_alone_decides(tmp_path):
     (tmp_path / "data").mkdir()
     (tmp_path / "data/ledger.jsonl").write_text(json.dumps(_entry("k1")) + "\n")
     assert ex.ledger() == [_entry("k1")]
+
+
+# --- the human key of the ppi stage (kind "ppi-human") ---------------------------------
+
+def _human(entries, h, at="2026-01-09T00:00:00+00:00", **kw):
+    return ledger.add_use(entries, key_sha256=h, used_at=at, kind=ledger.HUMAN, **kw, **AT)
+
+
+def test_a_human_key_entry_says_its_kind_and_a_key_entry_stays_as_before():
+    entries = _human(_used(OLD), NEW, made_on_sha256="d" * 64)
+    assert list(entries[0]) == list(ledger.LEDGER_KEYS)  # no kind: a key's entry, unchanged
+    assert entries[1] == {**AT, "key_sha256": NEW, "used_at": "2026-01-09T00:00:00+00:00",
+                          "kind": "ppi-human", "made_on_sha256": "d" * 64}
+    # the same human key used again adds nothing; the same hash as a key is another use
+    assert _human(entries, NEW, at="later") == entries
+    assert len(ledger.add_use(entries, key_sha256=NEW, used_at="t", **AT)) == 3
+
+
+def test_a_changed_human_key_is_void_naming_the_ledger_and_the_pairs():
+    entries = _human(_used(OLD), NEW)
+    changed = [("q1", "c1"), ("q1", "c2"), ("q2", "c1"), ("q2", "c4"), ("q3", "c1"),
+               ("q3", "c9")]
+    with pytest.raises(ProtocolError) as e:
+        ledger.check_void(entries, key_sha256=NEWER, post_hoc=False, kind=ledger.HUMAN,
+                          ledger_path="data/ledger.jsonl", changed=changed, **AT)
+    msg = str(e.value)
+    assert msg.startswith(f"void: data/ledger.jsonl records human key {NEW} as the one the "
+                          "ppi stage used on pool p-0123456789ab, rubric v1, round 1 (at "
+                          f"2026-01-09T00:00:00+00:00); the human sample's grades now give "
+                          f"{NEWER} (6 pairs changed on unchanged content: q1/c1, q1/c2, "
+                          "q2/c1, q2/c4, q3/c1 and 1 more)")
+    assert "`grading.round`" in msg and "`grading.post_hoc: true`" in msg
+
+
+def test_the_human_key_and_the_key_decide_apart():
+    # the model key used for metrics does not make a first human key void, nor the reverse
+    entries = _used(OLD)
+    assert ledger.check_void(entries, key_sha256=NEW, post_hoc=False, kind=ledger.HUMAN,
+                             **AT) == "fresh"
+    entries = _human(entries, NEW)
+    assert ledger.decision_key(entries, kind=ledger.HUMAN, **AT) == NEW
+    assert ledger.decision_key(entries, **AT) == OLD
+    assert ledger.check_void(entries, key_sha256=OLD, post_hoc=False, **AT) == "same"
+    assert ledger.check_void(entries, key_sha256=NEW, post_hoc=False, kind=ledger.HUMAN,
+                             **AT) == "same"
+
+
+def test_a_changed_human_key_is_post_hoc_when_allowed_and_a_revision_when_regraded():
+    entries = _human([], NEW)
+    assert ledger.check_void(entries, key_sha256=NEWER, post_hoc=True, kind=ledger.HUMAN,
+                             **AT) == "post-hoc"
+    assert ledger.check_void(entries, key_sha256=NEWER, post_hoc=False, revises=NEW,
+                             kind=ledger.HUMAN, **AT) == "revised"
+    revised = _human(entries, NEWER, revises=NEW)
+    assert ledger.decision_key(revised, kind=ledger.HUMAN, **AT) == NEWER
+
+
+def test_a_human_key_use_its_kept_record_shows_is_missing_from_a_truncated_ledger():
+    source = f"data/ledger.ppi-human/{NEW}.json"
+    kept = {source: {"kind": "ppi-human", "key_sha256": NEW, "grader": "person-h",
+                     "uses": [AT]}}
+    used = ledger.human_witnesses(kept)
+    assert used == [{"kind": "ppi-human", "key_sha256": NEW, **AT, "source": source}]
+    ledger.require_complete(_human(_used(OLD), NEW), used, ledger_path="L")  # complete
+    # the key's entry alone (the human key's line cut off), or the same hash as a key's
+    for entries in ([], _used(OLD), _used(OLD, NEW)):
+        with pytest.raises(ProtocolError, match=r"^ledger: L has no entry for human key b{64} "
+                           r"on pool p-0123456789ab, which data/ledger\.ppi-human/b{64}\.json "
+                           r"shows was used by the ppi stage"):
+            ledger.require_complete(entries, used, ledger_path="L")
+    # the human key used in another round is another use
+    with pytest.raises(ProtocolError):
+        ledger.require_complete(_human([], NEW), ledger.human_witnesses(
+            {source: kept[source] | {"uses": [AT, AT | {"round": 2}]}}), ledger_path="L")

@@ -268,7 +268,9 @@ def arm_summaries(report: dict, *, primary: str | None = None, source=None,
         ``human_only_p_holm``. When the comparison against the baseline was decided by
         another estimator than the arm's mean (``"anytime"``: the stopping rule's confidence
         sequence, params ``grading.stop: anytime``), the row names it as
-        ``delta_estimator``: ``delta`` and ``p_holm`` are that estimator's.
+        ``delta_estimator``: ``delta`` and ``p_holm`` are that estimator's. A post-hoc
+        report (``post_hoc: true``: a changed key, or in ppi mode a changed human key,
+        allowed by ``grading.post_hoc``) gives every row ``post_hoc: true``.
 
     Raises
     ------
@@ -283,7 +285,8 @@ def arm_summaries(report: dict, *, primary: str | None = None, source=None,
     # what the numbers were computed on, so `dvc metrics diff` shows a change of key
     # (12 hex digits of the key's sha256 keep `dvc metrics show` narrow and tell keys apart)
     stamp = {k: v for k, v in (("pool_version", report.get("pool_version")),
-                               ("key", (report.get("key_sha256") or "")[:KEY_DIGITS])) if v}
+                               ("key", (report.get("key_sha256") or "")[:KEY_DIGITS]),
+                               ("post_hoc", report.get("post_hoc") is True)) if v}
     out = {}
     for arm, per_measure in _need(report, "arms", source).items():
         ci = per_measure.get(measure)
@@ -885,7 +888,10 @@ def build_decision(report: dict, *, primary: str | None = None, source=None,
     family = max([c.get("holm_family") or 0 for c in comparisons] or [0])
     header = [("key sha256", str(report.get("key_sha256") or UNDEFINED)),
               ("pool version", str(report.get("pool_version") or UNDEFINED)),
-              ("post-hoc", "yes: the key changed after metrics were seen"
+              ("post-hoc", ("yes: the human sample's grades changed after the ppi "
+                            "estimates were seen"
+                            if (report.get("estimator") or {}).get("post_hoc")
+                            else "yes: the key changed after metrics were seen")
                if report.get("post_hoc") else "no"),
               ("pool depth", _int(bias.get("depth"))),
               ("seed", _int(settings.get("seed"))),

@@ -217,7 +217,10 @@ def govern(report: dict, ppi: dict, *, source=None) -> dict:
         "human_sample": n, "queries": N, "alpha": 1 - ppi level (None when the design does
         not record it), "note": sentence}`` (with the anytime stopping rule
         also ``"comparisons": "anytime"`` and ``stop``, the note naming both); ``verdicts``
-        rebuilt.
+        rebuilt. When ``ppi`` says ``post_hoc: true`` (a human key changed after the ppi
+        stage's estimates were seen, allowed by ``grading.post_hoc``), the report's
+        ``post_hoc`` is true, ``estimator.post_hoc`` holds the ppi record's note and every
+        verdict starts with ``post-hoc:``.
         ``rank_sets``: the ppi stage's PPI++ rank-sets of the report's rank-sets measure
         (``ppi.json``'s ``rank_sets``) with ``estimator: "ppi++"``, the model key's under
         ``model_only`` (``estimator: "model-only"``); the model key's alone, labelled
@@ -352,5 +355,11 @@ def govern(report: dict, ppi: dict, *, source=None) -> dict:
                                 "model_only": {**model_ranks, "estimator": MODEL_ONLY}}
         else:
             out["rank_sets"] = {**model_ranks, "estimator": MODEL_ONLY}
-    out["verdicts"] = [c["verdict"] for c in out.get("comparisons", [])]
+    if ppi.get("post_hoc"):
+        # the human sample's grades changed after the estimates were seen (params
+        # grading.post_hoc): every number that decides is post-hoc, and says so
+        out["post_hoc"] = True
+        out["estimator"]["post_hoc"] = ppi.get("post_hoc_note") or True
+    prefix = "post-hoc: " if out.get("post_hoc") else ""
+    out["verdicts"] = [prefix + c["verdict"] for c in out.get("comparisons", [])]
     return out

@@ -957,7 +957,9 @@ class Experiment:
 
         The witnesses are every metrics file (:meth:`metrics_files`: the key hash and pool
         version it was computed on), completed with the rubric version and round of the
-        frozen and post-hoc records at hand, and, in a git repository, every entry of the
+        frozen and post-hoc records at hand, the records of the human keys the ppi stage kept
+        beside the ledger (:meth:`human_key_records`,
+        :func:`relgrade.protocol.ledger.human_witnesses`), and, in a git repository, every entry of the
         ledger's committed history (:meth:`ledger_history`): deleting the ledger and the
         metrics files together does not make a used key fresh.
 
@@ -995,9 +997,71 @@ class Experiment:
                 except InputError:
                     pass
         ledger_mod.require_complete(
-            entries, ledger_mod.witnesses(self.metrics_files(), records) + self.ledger_history(),
+            entries, ledger_mod.witnesses(self.metrics_files(), records)
+            + ledger_mod.human_witnesses(self.human_key_records()) + self.ledger_history(),
             ledger_path=path)
         return entries
+
+    def human_key_files(self, sha256: str) -> tuple[Path, Path, Path]:
+        """Where a human key the ppi stage used is kept, beside the ledger (in git).
+
+        Parameters
+        ----------
+        sha256 : str
+            The human key's hash (see :mod:`relgrade.protocol.ledger`).
+
+        Returns
+        -------
+        key, made_on, record : pathlib.Path
+            In ``LEDGER.ppi-human/`` (``LEDGER`` is ``paths.ledger`` without its suffix):
+            ``SHA256.jsonl``, the human key in :func:`relgrade.protocol.key.key_bytes` form
+            (its sha256 is ``sha256``); ``SHA256.made_on.jsonl``, what each grade was made on
+            (:func:`relgrade.protocol.key.made_on_bytes`); ``SHA256.json``, the record of its
+            uses (``kind``, ``key_sha256``, ``grader``, ``pairs``, ``queries`` and ``uses``,
+            each ``{"pool_version", "rubric_version", "round"}``), which witness them if the
+            ledger loses them (:meth:`human_key_records`).
+        """
+        ledger = self.path("ledger")
+        folder = ledger.with_name(ledger.stem + ".ppi-human")
+        return (folder / f"{sha256}.jsonl", folder / f"{sha256}.made_on.jsonl",
+                folder / f"{sha256}.json")
+
+    def human_key_records(self) -> dict[str, dict]:
+        """Every record of a human key kept beside the ledger (:meth:`human_key_files`):
+        path → content; a file that does not read as a JSON object is left out.
+        """
+        ledger = self.path("ledger")
+        folder = ledger.with_name(ledger.stem + ".ppi-human")
+        out = {}
+        for p in sorted(folder.glob("*.json")) if folder.is_dir() else []:
+            try:
+                out[p.as_posix()] = io.read_json_object(p)
+            except InputError:
+                continue
+        return out
+
+    def read_human_key(self, entry: dict) -> tuple[pd.DataFrame, pd.DataFrame] | None:
+        """A human key the ledger records (its entry), as kept beside it, or None when
+        it is not at hand whole: a file missing, the key file's sha256 not the entry's
+        ``key_sha256``, or the made-on file's not its ``made_on_sha256``.
+
+        Returns
+        -------
+        key, made_on : pandas.DataFrame or None
+            ``query_id``, ``chunk_id``, ``grade``; and
+            :data:`relgrade.protocol.key.MADE_ON_COLUMNS`.
+        """
+        from relgrade.io.judgments import read_key_table, read_made_on_table
+        from relgrade.protocol.key import MADE_ON_COLUMNS
+
+        key_path, made_path, _ = self.human_key_files(str(entry["key_sha256"]))
+        if not key_path.is_file() or not made_path.is_file():
+            return None
+        if io.sha256_file(key_path) != entry["key_sha256"] \
+                or io.sha256_file(made_path) != entry.get("made_on_sha256"):
+            return None
+        return read_key_table(key_path, KEY_COLUMNS), read_made_on_table(made_path,
+                                                                          MADE_ON_COLUMNS)
 
     def ledger_history(self) -> list[dict]:
         """The uses of keys that the ledger's committed history holds (git), as witnesses.
@@ -1006,7 +1070,8 @@ class Experiment:
         -------
         list of dict
             One use per entry of every committed version of ``paths.ledger`` (``key_sha256``,
-            ``pool_version``, ``rubric_version``, ``round``, ``source`` naming the commit),
+            ``pool_version``, ``rubric_version``, ``round``, ``kind`` for a human key's,
+            ``source`` naming the commit),
             first seen first; empty outside a git repository or before the ledger was ever
             committed. Lines of a version that are not complete entries witness nothing.
 
@@ -1030,6 +1095,8 @@ class Experiment:
                     continue
                 use = {"key_sha256": e["key_sha256"], "pool_version": e["pool_version"],
                        "rubric_version": e["rubric_version"], "round": e["round"]}
+                if ledger_mod.entry_kind(e) != ledger_mod.KEY:  # a human key's use
+                    use["kind"] = ledger_mod.entry_kind(e)
                 key = tuple(str(v) for v in use.values())
                 if key in seen:
                     continue

@@ -485,6 +485,39 @@ def content_revision(old_key: pd.DataFrame, old_made_on: pd.DataFrame,
             "removed": pairs(np.flatnonzero((i0 >= 0) & (i1 < 0)))}
 
 
+def revision_pairs(diff: Mapping) -> list[dict] | None:
+    """The pairs a revision regraded, or None when ``diff`` is not a revision.
+
+    The rule the key stage and the ppi stage share: a new key (the key, or the ppi stage's
+    human key) revises the decision key when every pair it differs on is in both keys and
+    was regraded on changed chunk content, intent line or rubric; a grade changed on the
+    same content, or a pair added or removed, is not a revision.
+
+    Parameters
+    ----------
+    diff : dict
+        :func:`content_revision` of the decision key and the new one.
+
+    Returns
+    -------
+    list of dict or None
+        ``diff["regraded"]`` when it is not empty and ``changed``, ``added`` and
+        ``removed`` are; else None.
+
+    Examples
+    --------
+    >>> revision_pairs({"regraded": [{"query_id": "q"}], "changed": [], "added": [],
+    ...                 "removed": []})
+    [{'query_id': 'q'}]
+    >>> revision_pairs({"regraded": [{"query_id": "q"}], "changed": [("q", "b")],
+    ...                 "added": [], "removed": []}) is None
+    True
+    """
+    if diff["changed"] or diff["added"] or diff["removed"] or not diff["regraded"]:
+        return None
+    return diff["regraded"]
+
+
 def qrels_frame(key: pd.DataFrame) -> pd.DataFrame:
     """The key in canonical order as a qrels table (``query_id``, ``chunk_id``, ``grade``)."""
     return _frame(_sorted_table(key))

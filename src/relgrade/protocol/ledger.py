@@ -12,9 +12,25 @@ decision key only on such pairs is a **revision** (its record names the pairs an
 they were regraded on); it becomes the decision key, and its ledger entry says which key it
 ``revises``. A grade that changes on unchanged content is still void.
 
+In ppi mode the decision comes from the PPI++ estimates, whose human term is the human
+grader's (``grading.auditor``) grades on the locked human sample: the **human key**. It falls
+under the same rule. Once the ppi stage has written its estimates for a (pool version, rubric
+version, round), the human key it used is recorded, and a different human key for the same
+triple is void unless params declare a new round or ``grading.post_hoc: true`` (every ppi
+number then labelled post-hoc); a human key that differs only on pairs whose chunk, intent
+line or rubric changed and were regraded is a revision, decided as for the key
+(:func:`relgrade.protocol.key.revision_pairs`). The human key's hash is the sha256 of its
+canonical byte form, :func:`relgrade.protocol.key.key_bytes` of its ``(query_id, chunk_id,
+grade)`` rows (one canonical JSON line per pair, in (query_id, chunk_id) order): the
+grader's name is not part of it, so a renamed human grader with the same grades is the same
+human key, and a grade folder deleted and imported again with other grades is a different one.
+
 The ledger itself is a git-tracked JSON Lines file (params ``paths.ledger``), one entry per key
 used for metrics: ``{"pool_version", "rubric_version", "round", "key_sha256", "used_at"}``
-and, for a revision, ``"revises"``.
+and, for a revision, ``"revises"``. An entry of a human key used by the ppi stage carries
+``"kind": "ppi-human"`` after ``used_at`` (an entry without ``kind`` is a key's); its
+``key_sha256`` is the human key's hash. Each kind has its own decision key: a key entry never
+decides a human key, nor the reverse.
 These functions work on its entries as a list of dicts; the stages read and write the file.
 """
 
@@ -32,6 +48,23 @@ FRESH = "fresh"
 SAME = "same"
 REVISED = "revised"
 POST_HOC = "post-hoc"
+
+#: The kind of a ledger entry of a key used for metrics (entries without ``kind``).
+KEY = "key"
+#: The kind of a ledger entry of a human key used for PPI++ estimates (the ppi stage).
+HUMAN = "ppi-human"
+KINDS = (KEY, HUMAN)
+
+
+def entry_kind(entry: Mapping) -> str:
+    """An entry's kind: its ``kind``, or :data:`KEY` for an entry without one.
+
+    Examples
+    --------
+    >>> entry_kind({"key_sha256": "k"}), entry_kind({"key_sha256": "h", "kind": "ppi-human"})
+    ('key', 'ppi-human')
+    """
+    return str(entry.get("kind") or KEY)
 
 
 def _triple(pool_version, rubric_version, round) -> tuple[str, str, int]:
@@ -51,6 +84,8 @@ def add_use(
     key_sha256: str,
     used_at: str,
     revises: str | None = None,
+    kind: str = KEY,
+    made_on_sha256: str | None = None,
 ) -> list[dict]:
     """The ledger with one more key used for metrics (idempotent).
 
@@ -69,18 +104,27 @@ def add_use(
     revises : str, optional
         The hash of the decision key this key revises because what some pairs were graded on
         changed (see :func:`check_void`); recorded as the entry's ``revises``.
+    kind : {"key", "ppi-human"}, default "key"
+        What was used: a key for metrics, or a human key for the ppi stage's estimates
+        (recorded as the entry's ``kind``; a key's entry has none).
+    made_on_sha256 : str, optional
+        A human key's: the sha256 of its made-on file kept beside the ledger (what each
+        of its grades was made on, :func:`relgrade.protocol.key.made_on_bytes`), so that a
+        later human key can be checked to be a revision of it.
 
     Returns
     -------
     list of dict
-        A new list: ``entries`` unchanged when the same (pool_version, rubric_version, round,
-        key_sha256) is already there (its first ``used_at`` is kept), else ``entries`` plus
-        one entry with the keys of :data:`LEDGER_KEYS`, in that order.
+        A new list: ``entries`` unchanged when the same (kind, pool_version, rubric_version,
+        round, key_sha256) is already there (its first ``used_at`` is kept), else ``entries``
+        plus one entry with the keys of :data:`LEDGER_KEYS`, in that order, then ``kind``
+        (not for a key), ``made_on_sha256`` and ``revises`` when given.
     """
     out = [dict(e) for e in entries]
     triple = _triple(pool_version, rubric_version, round)
     for e in out:
-        if _entry_triple(e) == triple and e["key_sha256"] == key_sha256:
+        if (_entry_triple(e) == triple and e["key_sha256"] == key_sha256
+                and entry_kind(e) == kind):
             return out
     entry = {
         "pool_version": str(pool_version),
@@ -89,6 +133,10 @@ def add_use(
         "key_sha256": str(key_sha256),
         "used_at": str(used_at),
     }
+    if kind != KEY:
+        entry["kind"] = str(kind)
+    if made_on_sha256:
+        entry["made_on_sha256"] = str(made_on_sha256)
     if revises:
         entry["revises"] = str(revises)
     out.append(entry)
@@ -96,9 +144,12 @@ def add_use(
 
 
 def decision_key(entries: Iterable[Mapping], *, pool_version: str, rubric_version: str,
-                 round: int) -> str | None:
+                 round: int, kind: str = KEY) -> str | None:
     """The decision key of a pool, rubric and round: the first key used for metrics, or the
     last revision of it (an entry whose ``revises`` names the decision key so far).
+
+    ``kind`` (default ``"key"``) reads only the entries of that kind: ``"ppi-human"`` gives
+    the decision human key of the ppi stage.
 
     Returns
     -------
@@ -115,7 +166,7 @@ def decision_key(entries: Iterable[Mapping], *, pool_version: str, rubric_versio
     'k2'
     """
     triple = _triple(pool_version, rubric_version, round)
-    used = [e for e in entries if _entry_triple(e) == triple]
+    used = [e for e in entries if _entry_triple(e) == triple and entry_kind(e) == kind]
     if not used:
         return None
     decision = used[0]["key_sha256"]
@@ -134,6 +185,9 @@ def check_void(
     key_sha256: str,
     post_hoc: bool,
     revises: str | None = None,
+    kind: str = KEY,
+    ledger_path=None,
+    changed: Iterable = (),
 ) -> str:
     """Whether a key may be used, given the keys already used for metrics.
 
@@ -154,6 +208,14 @@ def check_void(
         content, intent line or rubric changed since (the caller compares the two keys'
         made-on tables, :func:`relgrade.protocol.key.content_revision`). Such pairs were
         regraded on something new, so the change is a revision, not a second look.
+    kind : {"key", "ppi-human"}, default "key"
+        Which decision key to compare with: a key used for metrics, or a human key used by
+        the ppi stage (the void message then speaks of the human key).
+    ledger_path : str or os.PathLike, optional
+        The ledger file, named in the void message of a human key.
+    changed : iterable of (query_id, chunk_id), optional
+        The pairs whose grade differs from the decision key's (the caller's comparison),
+        the first five named in the void message of a human key.
 
     Returns
     -------
@@ -179,9 +241,9 @@ def check_void(
     frozen key or with a full blind regrade (a new round).
     """
     triple = _triple(pool_version, rubric_version, round)
-    used = [e for e in entries if _entry_triple(e) == triple]
+    used = [e for e in entries if _entry_triple(e) == triple and entry_kind(e) == kind]
     decision = decision_key(entries, pool_version=pool_version, rubric_version=rubric_version,
-                            round=round)
+                            round=round, kind=kind)
     if decision is None:
         return FRESH
     if decision == key_sha256:
@@ -191,6 +253,10 @@ def check_void(
     if post_hoc:
         return POST_HOC
     old = decision
+    if kind == HUMAN:
+        raise ProtocolError(human_void_message(
+            old=old, new=key_sha256, triple=triple, used_at=used[0].get("used_at", "?"),
+            ledger_path=ledger_path, changed=list(changed)))
     raise ProtocolError(
         f"void: key {old} was already used for metrics on pool {triple[0]}, rubric "
         f"{triple[1]}, round {triple[2]} (at {used[0].get('used_at', '?')}); this key differs "
@@ -198,6 +264,31 @@ def check_void(
         "regrade the whole pool blind from fresh orders) or set `grading.post_hoc: true` "
         "(every number is then labelled post-hoc)"
     )
+
+
+def human_void_message(*, old: str, new: str, triple: tuple, used_at: str, ledger_path,
+                       changed: list) -> str:
+    """The void message of a changed human key (see :func:`check_void`).
+
+    Examples
+    --------
+    >>> human_void_message(old="a" * 64, new="b" * 64, triple=("p-1", "v1", 1),
+    ...     used_at="t", ledger_path="data/ledger.jsonl", changed=[("q1", "c1")])[:46]
+    'void: data/ledger.jsonl records human key aaaa'
+    """
+    n = len(changed)
+    if n:
+        pairs = ", ".join(f"{q}/{c}" for q, c in changed[:5]) + (
+            f" and {n - 5} more" if n > 5 else "")
+        which = f"{n} pair{'s' if n != 1 else ''} changed on unchanged content: {pairs}"
+    else:
+        which = "the pairs that changed are unknown (the earlier human key is not at hand)"
+    return (f"void: {ledger_path} records human key {old} as the one the ppi stage "
+            f"used on pool {triple[0]}, rubric {triple[1]}, round {triple[2]} (at {used_at}); "
+            f"the human sample's grades now give {new} ({which}). People's grades of "
+            "the sample may not change once PPI++ estimates were seen. Either declare a new "
+            "round (raise `grading.round` in the params file: a new sample, graded blind) or "
+            "set `grading.post_hoc: true` (every ppi number is then labelled post-hoc)")
 
 
 def missing_uses(entries: Iterable[Mapping], used: Iterable[Mapping]) -> list[dict]:
@@ -213,7 +304,8 @@ def missing_uses(entries: Iterable[Mapping], used: Iterable[Mapping]) -> list[di
         The ledger's entries (see :func:`add_use`).
     used : iterable of dict
         Witnessed uses, each with ``key_sha256``, ``pool_version`` and ``source`` (the file
-        that shows it, for the message); ``rubric_version`` and ``round`` when known.
+        that shows it, for the message); ``rubric_version`` and ``round`` when known;
+        ``kind`` for a human key's use (``"ppi-human"``; matched with entries of that kind).
 
     Returns
     -------
@@ -225,6 +317,8 @@ def missing_uses(entries: Iterable[Mapping], used: Iterable[Mapping]) -> list[di
     out = []
     for use in used:
         def matches(e, use=use):
+            if entry_kind(e) != entry_kind(use):
+                return False
             if e["key_sha256"] != use["key_sha256"] or str(e["pool_version"]) != str(use["pool_version"]):
                 return False
             if use.get("rubric_version") is not None and str(e["rubric_version"]) != str(use["rubric_version"]):
@@ -248,9 +342,11 @@ def require_complete(entries: Iterable[Mapping], used: Iterable[Mapping], *, led
     if missing:
         first = missing[0]
         more = f" (and {len(missing) - 1} more)" if len(missing) > 1 else ""
+        what = ("human key", "used by the ppi stage") if entry_kind(first) == HUMAN else \
+            ("key", "used for metrics")
         raise ProtocolError(
-            f"ledger: {ledger_path} has no entry for key {first['key_sha256']} on pool "
-            f"{first['pool_version']}, which {first['source']} shows was used for metrics{more}; "
+            f"ledger: {ledger_path} has no entry for {what[0]} {first['key_sha256']} on pool "
+            f"{first['pool_version']}, which {first['source']} shows was {what[1]}{more}; "
             f"the ledger was deleted, truncated or edited. Restore it (`git checkout -- "
             f"{ledger_path}`) before freezing or scoring a key")
 
@@ -339,6 +435,49 @@ def witnesses(metrics: Mapping[str, Mapping], records: Iterable[Mapping]) -> lis
         elif r is not None:
             use |= {"rubric_version": r.get("rubric_version"), "round": r.get("round")}
         out.append(use)
+    return out
+
+
+def human_witnesses(records: Mapping[str, Mapping]) -> list[dict]:
+    """The uses of human keys that the ppi stage's kept records show.
+
+    The ppi stage keeps, beside the ledger, each human key it used with a record of that
+    use (:meth:`relgrade.experiment.files.Experiment.human_key_files`); like the metrics
+    files for a key (:func:`witnesses`), the records witness the uses a deleted, truncated
+    or edited ledger would lose.
+
+    Parameters
+    ----------
+    records : mapping of str to dict
+        Each record file's path → its content: ``key_sha256`` and ``uses``, a list of
+        ``{"pool_version", "rubric_version", "round"}``. A record without ``key_sha256``
+        witnesses nothing.
+
+    Returns
+    -------
+    list of dict
+        One use per record and use, in the order given: ``kind`` ``"ppi-human"``,
+        ``key_sha256``, ``pool_version``, ``rubric_version``, ``round`` (those the record
+        has) and ``source`` (input for :func:`missing_uses` and :func:`require_complete`).
+
+    Examples
+    --------
+    >>> human_witnesses({"data/ledger.ppi-human/h.json": {"kind": "ppi-human",
+    ...     "key_sha256": "h", "uses": [{"pool_version": "p-1", "rubric_version": "v1",
+    ...                                  "round": 1}]}})
+    [{'kind': 'ppi-human', 'key_sha256': 'h', 'pool_version': 'p-1', 'rubric_version': 'v1', 'round': 1, 'source': 'data/ledger.ppi-human/h.json'}]
+    """
+    out = []
+    for source, r in records.items():
+        if not isinstance(r, Mapping) or not r.get("key_sha256"):
+            continue
+        for at in r.get("uses") or []:
+            if not isinstance(at, Mapping):
+                continue
+            use = {"kind": HUMAN, "key_sha256": r["key_sha256"],
+                   "pool_version": at.get("pool_version")}
+            use |= {k: at[k] for k in ("rubric_version", "round") if at.get(k) is not None}
+            out.append(use | {"source": str(source)})
     return out
 
 

@@ -229,10 +229,10 @@ def _revision(ex, table, made_on):
         # a torn frozen key (killed between its writes) is rewritten by this stage; it cannot
         # vouch for a revision, so the ledger alone decides
         return None, None
-    diff = key.content_revision(old, old_made_on, table, made_on)
-    if diff["changed"] or diff["added"] or diff["removed"] or not diff["regraded"]:
+    regraded = key.revision_pairs(key.content_revision(old, old_made_on, table, made_on))
+    if regraded is None:
         return None, None
-    return record["key_sha256"], diff["regraded"]
+    return record["key_sha256"], regraded
 
 
 def _clear_post_hoc(ex, record):

@@ -43,11 +43,23 @@ ledger, or a stale one, is pending work: printed after the estimates, or, with p
 
 A query with no relevant chunk under a key has no nDCG in the per-query table: it counts 0
 here, as a query missing from a run does (the estimand is the mean over every pool query).
+
+The human key is under the void rule (:mod:`relgrade.protocol.ledger`): before ``paths.ppi``
+is written, its use for the frozen key's (pool version, rubric version, round) goes to the
+ledger (``paths.ledger``, ``"kind": "ppi-human"``), the key, what each grade was made on and
+a record of the use kept beside it (:meth:`~relgrade.experiment.files.Experiment.human_key_files`:
+the record witnesses the use if the ledger loses it). ``paths.ppi`` is unchanged by this,
+except for a post-hoc human key. A different human key for
+the same triple is refused before anything is estimated (``void:``, naming the ledger and the
+pairs that changed), unless it is a revision (every changed pair regraded on changed
+content, :func:`relgrade.protocol.key.revision_pairs`) or params set ``grading.post_hoc``,
+which labels the output ``post_hoc: true`` (with a note and the ``human_key_sha256`` used).
 """
 
 from __future__ import annotations
 
 import math
+from datetime import datetime, timezone
 
 import numpy as np
 import pandas as pd
@@ -62,7 +74,8 @@ from relgrade.experiment.calibration import PENDING_GOES_ON, owed_calibrations
 from relgrade.experiment.layout import grade_commands, packets_build_command
 from relgrade.experiment.probe_report import ppi_paraphrase_source, prompt_draws
 from relgrade.io import files as io
-from relgrade.protocol import stopping
+from relgrade.protocol import key as key_mod
+from relgrade.protocol import ledger, stopping
 from relgrade.io.runs import read_run
 from relgrade.pipeline.cost import people_seconds
 from relgrade.pipeline.stages.audit import check_sample_lock, locked_design, params_shown, \
@@ -328,6 +341,8 @@ def run(ex):
         human = human[human["query_id"].astype(str).isin(sample)]
         human_tables = {a: t[t["query_id"].astype(str).isin(sample)]
                         for a, t in human_tables.items()}
+    # the void rule on the human key, before anything is estimated or written
+    human_use = _human_key_use(ex, human, record)
     para = ppi_paraphrase_source(ex, key_grader)
     draws = prompt_draws(ex, key_grader, sample) if para and para["used"] else None
     components = {}
@@ -383,6 +398,10 @@ def run(ex):
     out = {
         "mode": "ppi",
         "key_sha256": record["key_sha256"], "pool_version": record["pool_version"],
+        # a changed human key allowed by grading.post_hoc: every ppi number says so
+        **({"post_hoc": True, "post_hoc_note": POST_HOC_NOTE,
+            "human_key_sha256": human_use["sha256"]}
+           if human_use["status"] == ledger.POST_HOC else {}),
         "design": {
             "model_grader": key_grader, "human_grader": auditor, "round": rnd,
             "human_sample": sample, "queries": len(queries),
@@ -406,6 +425,7 @@ def run(ex):
                    "tau_0.9": first_reaching(curve),
                    "curve": curve.to_dict(orient="records")},
     }
+    _record_human_key(ex, human_use)  # the human key's use first, then the estimates
     io.write_json(ex.path("ppi"), _clean(out))
     table = _plot_table(curve)
     with io.atomic_path(ex.path("ppi_budget")) as tmp:
@@ -436,6 +456,91 @@ def run(ex):
         print(f"judge audit: {line}")
     for line in owed:
         print(f"{PENDING_GOES_ON}{line}")
+
+
+#: What ``ppi.json`` says beside ``post_hoc: true``.
+POST_HOC_NOTE = ("the human sample's grades differ from the human key the ppi stage used "
+                 "before on this pool, rubric and round (params grading.post_hoc): every ppi "
+                 "number is post-hoc")
+
+
+def _human_key_use(ex, human: pd.DataFrame, record: dict) -> dict:
+    """The void rule on the human key (:mod:`relgrade.protocol.ledger`): its hash, what each
+    grade was made on, and the ledger with its use added.
+
+    Parameters
+    ----------
+    human : pandas.DataFrame
+        The human key the estimates use: ``query_id``, ``chunk_id``, ``grade``, one row per
+        pair of the human sample (as read up to the stopping rule's stop).
+    record : dict
+        The frozen key's record (its pool version, rubric version).
+
+    Returns
+    -------
+    dict
+        ``sha256``, ``status`` (:func:`relgrade.protocol.ledger.check_void`'s), ``key``
+        and ``made_on`` (the tables to keep beside the ledger), ``entries`` (the ledger
+        to write).
+
+    Raises
+    ------
+    ProtocolError
+        The ledger lacks a use that files witness (:meth:`Experiment.ledger`), or ``void:``
+        a different human key was used for the same pool, rubric and round, it is not a
+        revision, and params neither raise ``grading.round`` nor set ``grading.post_hoc``.
+    """
+    table = human[["query_id", "chunk_id", "grade"]].astype(
+        {"query_id": str, "chunk_id": str, "grade": "int64"})
+    sha = key_mod.key_sha256(table)
+    made_on = ex.made_on_now_table(table[["query_id", "chunk_id"]])
+    entries = ex.ledger()
+    at = {"pool_version": record["pool_version"], "rubric_version": record["rubric_version"],
+          "round": int(ex.params.grading.round)}
+    decision = ledger.decision_key(entries, kind=ledger.HUMAN, **at)
+    revises, changed = None, []
+    if decision is not None and decision != sha:
+        entry = next(e for e in reversed(entries) if e["key_sha256"] == decision
+                     and ledger.entry_kind(e) == ledger.HUMAN)
+        kept = ex.read_human_key(entry)
+        if kept is not None:
+            diff = key_mod.content_revision(kept[0], kept[1], table, made_on)
+            if key_mod.revision_pairs(diff) is not None:
+                revises = decision
+            changed = sorted(diff["changed"] + diff["added"] + diff["removed"])
+    status = ledger.check_void(entries, key_sha256=sha, post_hoc=ex.params.grading.post_hoc,
+                               revises=revises, kind=ledger.HUMAN,
+                               ledger_path=ex.path("ledger").as_posix(), changed=changed, **at)
+    return {"sha256": sha, "status": status, "key": table, "made_on": made_on,
+            "entries": entries, "at": at, "revises": revises if status == ledger.REVISED
+            else None}
+
+
+def _record_human_key(ex, use: dict) -> None:
+    """Keep the human key, its made-on table and the record of its use beside the ledger
+    (once per hash, :meth:`Experiment.human_key_files`), then add its use to the ledger
+    (idempotent)."""
+    key_path, made_path, record_path = ex.human_key_files(use["sha256"])
+    key_path.parent.mkdir(parents=True, exist_ok=True)
+    if not key_path.is_file() or io.sha256_file(key_path) != use["sha256"]:
+        io.write_bytes(key_path, key_mod.key_bytes(use["key"]))
+    if not made_path.is_file():  # kept as first written: the ledger entry holds its hash
+        io.write_bytes(made_path, key_mod.made_on_bytes(use["key"], use["made_on"]))
+    # its uses (pool, rubric, round), witnessed apart from the ledger
+    kept = ex.human_key_records().get(record_path.as_posix())
+    uses = list((kept or {}).get("uses") or [])
+    if use["at"] not in uses:
+        io.write_json(record_path, {"kind": ledger.HUMAN, "key_sha256": use["sha256"],
+                                    "grader": ex.params.need("grading.auditor"),
+                                    "pairs": int(len(use["key"])),
+                                    "queries": int(use["key"]["query_id"].nunique()),
+                                    "uses": uses + [use["at"]]})
+    now = datetime.now(timezone.utc).isoformat(timespec="seconds")
+    entries = ledger.add_use(use["entries"], key_sha256=use["sha256"], used_at=now,
+                             kind=ledger.HUMAN, revises=use["revises"],
+                             made_on_sha256=io.sha256_file(made_path), **use["at"])
+    if entries != use["entries"]:
+        io.write_jsonl(ex.path("ledger"), entries)
 
 
 def used_up_words(size: int) -> str:
