@@ -287,6 +287,35 @@ def stage_setup(root: Path, runs: dict[str, str]) -> dict:
             "pool": {"depth": 2, "tail_sample": 0, "tail_depth": 10}}
 
 
+#: Two arms' TREC runs over stage_setup's queries and chunks: their top-2 pool is
+#: (q1, c1), (q1, c3), (q2, c0), (q2, c4), (q2, c5).
+STAGE_RUNS = {"x": "q1 Q0 c1 1 3.0 x\nq1 Q0 c2 2 2.0 x\nq1 Q0 c3 3 2.0 x\nq2 Q0 c5 1 1 x\n",
+              "y": "q1 Q0 c3 1 5.0 y\nq1 Q0 c1 2 4.0 y\nq2 Q0 c4 1 1.0 y\nq2 Q0 c0 2 1.0 y\n"}
+
+
+def stage_process_loads(root: Path, modules: tuple[str, ...]) -> list[bool]:
+    """Run the pool stage as DVC runs it (``stages/pool.py`` in a fresh interpreter, in
+    ``root`` set up by :func:`stage_setup` with :data:`STAGE_RUNS`) and say, for each of
+    ``modules``, whether the process had imported it by its end."""
+    import subprocess
+    import sys
+
+    import yaml
+
+    (root / "params.yaml").write_text(yaml.safe_dump(stage_setup(root, STAGE_RUNS)))
+    entry = Path(__file__).resolve().parents[1] / "stages" / "pool.py"
+    probe = ("import runpy, sys\n"
+             f"sys.argv = [{str(entry)!r}]\n"
+             "try:\n"
+             f"    runpy.run_path({str(entry)!r}, run_name='__main__')\n"
+             "finally:\n"
+             f"    print(*(m in sys.modules for m in {tuple(modules)!r}))\n")
+    done = subprocess.run([sys.executable, "-c", probe], cwd=root, capture_output=True,
+                          text=True)
+    assert done.returncode == 0, done.stderr
+    return [word == "True" for word in done.stdout.split()]
+
+
 def test_pool_stage_writes_pool_provenance_manifest_and_stats(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     params = stage_setup(tmp_path, {

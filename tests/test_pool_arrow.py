@@ -337,26 +337,9 @@ def test_the_pool_stage_process_writes_its_outputs_without_loading_pandas(tmp_pa
     # pandas costs the stage's process 0.26 CPU-s to import; the stage works on Arrow tables
     # and numpy alone, and must not load it through pyarrow either (pa.array, to_numpy and
     # pyarrow.dataset import it on first use)
-    import subprocess
-    import sys
-    from pathlib import Path
+    from tests.test_pool import stage_process_loads
 
-    import yaml
-
-    runs = {"x": "q1 Q0 c1 1 3.0 x\nq1 Q0 c2 2 2.0 x\nq1 Q0 c3 3 2.0 x\nq2 Q0 c5 1 1 x\n",
-            "y": "q1 Q0 c3 1 5.0 y\nq1 Q0 c1 2 4.0 y\nq2 Q0 c4 1 1.0 y\nq2 Q0 c0 2 1.0 y\n"}
-    (tmp_path / "params.yaml").write_text(yaml.safe_dump(stage_setup(tmp_path, runs)))
-    entry = Path(__file__).resolve().parents[1] / "stages" / "pool.py"
-    probe = ("import runpy, sys\n"
-             f"sys.argv = [{str(entry)!r}]\n"
-             "try:\n"
-             f"    runpy.run_path({str(entry)!r}, run_name='__main__')\n"
-             "finally:\n"
-             "    print('pandas' in sys.modules)\n")
-    done = subprocess.run([sys.executable, "-c", probe], cwd=tmp_path, capture_output=True,
-                          text=True)
-    assert done.returncode == 0, done.stderr
-    assert done.stdout.split() == ["False"]
+    assert stage_process_loads(tmp_path, ("pandas",)) == [False]
     pool = pd.read_parquet(tmp_path / "out/pool.parquet")
     assert list(zip(pool.query_id, pool.chunk_id)) == [
         ("q1", "c1"), ("q1", "c3"), ("q2", "c0"), ("q2", "c4"), ("q2", "c5")]

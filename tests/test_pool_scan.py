@@ -278,29 +278,10 @@ def test_candidate_mask_keeps_the_rows_arm_candidates_keeps():
 def test_the_stage_process_pools_trec_runs_without_loading_duckdb(tmp_path):
     # every run is the scan's: the known ids are checked in the C module's tables, and the
     # process never imports DuckDB (nor pandas)
-    import subprocess
-    import sys
-    from pathlib import Path
+    from tests.test_pool import stage_process_loads
 
-    import yaml
-
-    from tests.test_pool import stage_setup
-
-    runs = {"x": "q1 Q0 c1 1 3.0 x\nq1 Q0 c2 2 2.0 x\nq1 Q0 c3 3 2.0 x\nq2 Q0 c5 1 1 x\n",
-            "y": "q1 Q0 c3 1 5.0 y\nq1 Q0 c1 2 4.0 y\nq2 Q0 c4 1 1.0 y\nq2 Q0 c0 2 1.0 y\n"}
-    (tmp_path / "params.yaml").write_text(yaml.safe_dump(stage_setup(tmp_path, runs)))
-    entry = Path(__file__).resolve().parents[1] / "stages" / "pool.py"
-    probe = ("import runpy, sys\n"
-             f"sys.argv = [{str(entry)!r}]\n"
-             "try:\n"
-             f"    runpy.run_path({str(entry)!r}, run_name='__main__')\n"
-             "finally:\n"
-             "    print(*(m in sys.modules for m in ('duckdb', 'pandas',"
-             " 'relgrade.io._trec_scan')))\n")
-    done = subprocess.run([sys.executable, "-c", probe], cwd=tmp_path, capture_output=True,
-                          text=True)
-    assert done.returncode == 0, done.stderr
-    assert done.stdout.split() == ["False", "False", "True"]
+    assert stage_process_loads(tmp_path, ("duckdb", "pandas", "relgrade.io._trec_scan")) \
+        == [False, False, True]
     pool = pa.parquet.read_table(tmp_path / "out/pool.parquet")
     assert list(zip(pool["query_id"].to_pylist(), pool["chunk_id"].to_pylist())) == [
         ("q1", "c1"), ("q1", "c3"), ("q2", "c0"), ("q2", "c4"), ("q2", "c5")]
