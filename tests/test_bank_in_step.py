@@ -146,12 +146,14 @@ def test_a_grade_file_and_bank_that_disagree_in_their_body_are_refused_naming_bo
     lines = path.read_text().splitlines()
     path.write_text("\n".join(lines[::-1]) + "\n")  # rows moved: row 1 is now (q1, c2)
     bank = bank_path(path).as_posix()
+    g = path.parent.name  # the grader: a grade file's folder
     expected = (f"{path.as_posix()}:1: pair (q1, c2): the grade file and its bank sidecar "
                 f"{bank} disagree: the record of this row (bank line 1) is of another pair "
                 f"(found record of (q1, c1)). Restore both from the same commit "
                 f"(`git checkout -- {path.as_posix()} {bank}`), then grade again what is "
-                "missing with `relgrade grade run` or `relgrade serve`; relgrade never "
-                "guesses which record a grade was made on")
+                f"missing with `relgrade grade run --grader {g}` (a command grader), "
+                f"`relgrade serve` or `relgrade grade import FILE --grader {g}` (people's "
+                "grades in FILE); relgrade never guesses which record a grade was made on")
     with pytest.raises(InputError) as e:
         GradeStore(path, made_on=lambda r: made_on("A")).open()
     assert str(e.value) == expected

@@ -247,7 +247,8 @@ def test_a_changed_human_key_is_void_naming_the_ledger_and_the_pairs():
     assert msg.startswith(f"void: data/ledger.jsonl records human key {NEW} as the one the "
                           "ppi stage used on pool p-0123456789ab, rubric v1, round 1 (at "
                           f"2026-01-09T00:00:00+00:00); the human sample's grades now give "
-                          f"{NEWER} (6 pairs changed on unchanged content: q1/c1, q1/c2, "
+                          f"{NEWER} (6 pairs differ: a grade changed on unchanged content, or a "
+                          "pair read that was not, or not read that was: q1/c1, q1/c2, "
                           "q2/c1, q2/c4, q3/c1 and 1 more)")
     assert "`grading.round`" in msg and "`grading.post_hoc: true`" in msg
 

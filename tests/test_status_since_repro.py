@@ -173,8 +173,7 @@ def test_a_ppi_stage_that_stopped_after_the_grades_were_made_again_is_named_stal
     # the grades stage's entry records the new md5, the ppi stage's still the one it read
     from ruamel.yaml import YAML
 
-    from relgrade.cli.status import behind_lines
-    from relgrade.pipeline.since_repro import stages_behind
+    from relgrade.pipeline.since_repro import behind_lines, stages_behind
 
     for f in ("params.yaml", "dvc.lock", "dvc.yaml"):
         shutil.copy(REPO / "experiments" / "ppi-sim" / f, tmp_path / f)

@@ -129,9 +129,8 @@ def show_cmd(as_json, params_path):
     earlier input (JSON: stale, stage -> [[path, the stage that made it again]])."""
     from relgrade.errors import InputError
     from relgrade.experiment.files import Experiment
-    from relgrade.cli.status import behind_lines
     from relgrade.pipeline.decisions import read_decisions
-    from relgrade.pipeline.since_repro import stages_behind
+    from relgrade.pipeline.since_repro import behind_lines, stages_behind
     from relgrade.pipeline.views import decision_rows, dvc_commands, experiment_name
 
     ex = Experiment.load(params_path)

@@ -200,7 +200,10 @@ def status_lines(st: Mapping) -> list[str]:
     out += [f"warning: {w}" for w in st.get("warnings", [])]
     out += params_changed_lines(st.get("params_changed") or {}, dvc_broken=bool(st.get("dvc")))
     out += inputs_changed_lines(st.get("inputs_changed") or {})
-    out += behind_lines(st.get("behind") or {})
+    if st.get("behind"):
+        from relgrade.pipeline.since_repro import behind_lines
+
+        out += behind_lines(st["behind"])
     for origin, by_grader in ((st.get("pending") or {}).get("shared") or {}).items():
         counts = ", ".join(f"{g} {n}" for g, n in by_grader.items())
         out.append(f"shared: {counted(sum(by_grader.values()), 'pair')} reused from {origin} "
@@ -515,34 +518,6 @@ def inputs_changed_lines(ic: Mapping) -> list[str]:
     return [f"inputs: changed since the last dvc repro: {'; '.join(parts)}",
             f"  `{ic['repro']}` reruns {_names('stage', ic['stages'])} and those after them; "
             "their outputs below are the last run's"]
-
-
-def behind_lines(behind: Mapping) -> list[str]:
-    """The decision stages whose files are of an earlier input (the stage stopped after its
-    input was made again), one line each.
-
-    Parameters
-    ----------
-    behind : mapping
-        :func:`relgrade.pipeline.since_repro.stages_behind`'s result (empty: nothing to say).
-
-    Returns
-    -------
-    list of str
-
-    Examples
-    --------
-    >>> for line in behind_lines({"repro": "dvc repro", "stages": {"ppi": [
-    ...         ("data/grades.parquet", "grades")]}}): print(line)
-    stale: ppi last ran on an earlier data/grades.parquet (made again since by grades); its files below are of the earlier input, and `dvc repro` runs it again (an Error line there says why it stops)
-    """
-    out = []
-    for stage, paths in (behind.get("stages") or {}).items():
-        read = ", ".join(f"{path} (made again since by {maker})" for path, maker in paths)
-        out.append(f"stale: {stage} last ran on an earlier {read}; its files below are of "
-                   f"the earlier input, and `{behind['repro']}` runs it again (an Error line "
-                   "there says why it stops)")
-    return out
 
 
 def previous_key_lines(k: Mapping) -> list[str]:

@@ -31,7 +31,6 @@ from relgrade.evaluation import holes as hl
 from relgrade.evaluation import metrics
 from relgrade.evaluation.measures import parse_measure, value_range
 from relgrade.evaluation.ppi_table import clip_interval
-from relgrade.evaluation.report import before_holm_note
 from relgrade.schema import KEY, PAIR, RUN, require
 
 #: The level claim's verdicts, by :attr:`relgrade.evaluation.holes.TransportCheck.refuse`.
@@ -478,6 +477,9 @@ def verdict_lines(record: dict) -> list[str]:
             out.append(f"{win} better than {lose} on {m} by {_f(est, 3)} [{_f(lo, 3)}, "
                        f"{_f(hi, 3)}], p={p} after Holm {how}")
         else:
+            # imported here: the report module loads scipy, which this module's callers need not
+            from relgrade.evaluation.report import before_holm_note
+
             caveat = before_holm_note(lo, hi, len(rows))
             out.append(f"no detectable difference on {m} between {r['arm_a']} and "
                        f"{r['arm_b']}: {_f(est, 3, '+')} [{_f(lo, 3, '+')}, {_f(hi, 3, '+')}], "

@@ -490,3 +490,31 @@ def stages_behind(ex, *, read: dict | None = None) -> dict:
         return {}
     return {"stages": {s: sorted(p) for s, p in sorted(behind.items())},
             "repro": repro_command(ex)}
+
+
+def behind_lines(behind: Mapping) -> list[str]:
+    """The decision stages whose files are of an earlier input (the stage stopped after its
+    input was made again), one line each.
+
+    Parameters
+    ----------
+    behind : mapping
+        :func:`relgrade.pipeline.since_repro.stages_behind`'s result (empty: nothing to say).
+
+    Returns
+    -------
+    list of str
+
+    Examples
+    --------
+    >>> for line in behind_lines({"repro": "dvc repro", "stages": {"ppi": [
+    ...         ("data/grades.parquet", "grades")]}}): print(line)
+    stale: ppi last ran on an earlier data/grades.parquet (made again since by grades); its files below are of the earlier input, and `dvc repro` runs it again (an Error line there says why it stops)
+    """
+    out = []
+    for stage, paths in (behind.get("stages") or {}).items():
+        read = ", ".join(f"{path} (made again since by {maker})" for path, maker in paths)
+        out.append(f"stale: {stage} last ran on an earlier {read}; its files below are of "
+                   f"the earlier input, and `{behind['repro']}` runs it again (an Error line "
+                   "there says why it stops)")
+    return out

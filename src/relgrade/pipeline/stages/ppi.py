@@ -507,7 +507,12 @@ def _human_key_use(ex, human: pd.DataFrame, record: dict) -> dict:
             diff = key_mod.content_revision(kept[0], kept[1], table, made_on)
             if key_mod.revision_pairs(diff) is not None:
                 revises = decision
-            changed = sorted(diff["changed"] + diff["added"] + diff["removed"])
+            elif ex.params.grading.stop != "none" and not diff["changed"]:
+                # the stopping rule reads people's grades in the seeded order, up to its
+                # stop: a read of more or fewer of the same grades, none of them changed,
+                # is the rule's look, not a second look at changed grades
+                revises = decision
+            changed = sorted(diff["changed"]) or sorted(diff["added"] + diff["removed"])
     status = ledger.check_void(entries, key_sha256=sha, post_hoc=ex.params.grading.post_hoc,
                                revises=revises, kind=ledger.HUMAN,
                                ledger_path=ex.path("ledger").as_posix(), changed=changed, **at)
