@@ -349,6 +349,18 @@ def _change(path: Path, recorded: Mapping, ignore: list[str]) -> str | None:
     return None if md5 == want else "edited"
 
 
+def _current_entries(stages: Mapping, defined: set[str] | None) -> dict[str, Mapping]:
+    """The lock's stage entries that ``dvc.yaml`` still defines (every one when ``defined``
+    is None), by stage name."""
+    return {str(s): e for s, e in stages.items() if isinstance(e, Mapping)
+            and (defined is None or str(s) in defined)}
+
+
+def _listed(entry: Mapping, what: str) -> list[Mapping]:
+    """A lock entry's ``deps`` or ``outs`` (``what``) that name a path."""
+    return [x for x in entry.get(what) or [] if isinstance(x, Mapping) and "path" in x]
+
+
 def inputs_since_repro(ex, *, read: dict | None = None) -> dict:
     """Compare the experiment's inputs with what its last ``dvc repro`` recorded.
 
@@ -390,13 +402,9 @@ def inputs_since_repro(ex, *, read: dict | None = None) -> dict:
     kept = _kept_outputs(dvc_yaml, raw, read)
     if kept is None:
         return {"state": "unreadable", "error": f"{dvc_yaml}: cannot be read"}
-    entries = {str(s): e for s, e in stages.items() if isinstance(e, Mapping)
-               and (defined is None or str(s) in defined)}
+    entries = _current_entries(stages, defined)
 
-    def listed(entry, what):
-        return [x for x in entry.get(what) or [] if isinstance(x, Mapping) and "path" in x]
-
-    outs = {str(o["path"]) for e in entries.values() for o in listed(e, "outs")}
+    outs = {str(o["path"]) for e in entries.values() for o in _listed(e, "outs")}
     # a stage's output, a folder of outputs (the runs of retrieve@ARM), or inside one
     made = outs | {"/".join(Path(p).parts[:i]) for p in outs for i in range(1, len(Path(p).parts))}
 
@@ -406,11 +414,11 @@ def inputs_since_repro(ex, *, read: dict | None = None) -> dict:
 
     watched: dict[str, tuple[Mapping, list[str]]] = {}
     for stage, entry in entries.items():
-        for dep in listed(entry, "deps"):
+        for dep in _listed(entry, "deps"):
             path = str(dep["path"])
             if not is_made(path) and not path.endswith(".py"):
                 watched.setdefault(path, (dep, []))[1].append(stage)
-        for out in listed(entry, "outs"):
+        for out in _listed(entry, "outs"):
             if str(out["path"]) in kept:
                 watched.setdefault(str(out["path"]), (out, []))[1].append(stage)
     ignore = _ignored(ex.root)
@@ -468,19 +476,15 @@ def stages_behind(ex, *, read: dict | None = None) -> dict:
         return {}
     stages, raw = got
     defined = _stages_now(lock_path.with_name("dvc.yaml"), raw, read)
-    entries = {str(s): e for s, e in stages.items() if isinstance(e, Mapping)
-               and (defined is None or str(s) in defined)}
-
-    def listed(entry, what):
-        return [x for x in entry.get(what) or [] if isinstance(x, Mapping) and "path" in x]
+    entries = _current_entries(stages, defined)
 
     made = {str(o["path"]): (stage, o.get("md5")) for stage, e in entries.items()
-            for o in listed(e, "outs")}
+            for o in _listed(e, "outs")}
     behind: dict[str, list[tuple[str, str]]] = {}
     for stage, entry in entries.items():
         if stage.split("@")[0] not in DECISION_STAGES:
             continue
-        for dep in listed(entry, "deps"):
+        for dep in _listed(entry, "deps"):
             maker = made.get(str(dep["path"]))
             if maker is None or maker[0] == stage or dep.get("md5") is None \
                     or maker[1] is None or dep.get("md5") == maker[1]:
