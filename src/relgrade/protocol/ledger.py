@@ -270,6 +270,26 @@ def human_void_message(*, old: str, new: str, triple: tuple, used_at: str, ledge
                        changed: list) -> str:
     """The void message of a changed human key (see :func:`check_void`).
 
+    Parameters
+    ----------
+    old, new : str
+        The decision human key's sha256 (as the ledger records it) and the one now.
+    triple : tuple of (str, str, int)
+        Its pool version, rubric version and round.
+    used_at : str
+        When the ledger records its use (ISO 8601).
+    ledger_path : str or os.PathLike
+        The ledger file, named first.
+    changed : list of (str, str)
+        The (query_id, chunk_id) pairs that differ (the first five are named); empty when
+        the earlier human key is not at hand.
+
+    Returns
+    -------
+    str
+        One line: the rule broken, the pairs, and the two ways forward (a new
+        ``grading.round``, or ``grading.post_hoc: true``).
+
     Examples
     --------
     >>> human_void_message(old="a" * 64, new="b" * 64, triple=("p-1", "v1", 1),

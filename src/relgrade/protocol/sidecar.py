@@ -54,7 +54,18 @@ def _pair(row: Mapping) -> tuple[str, str]:
 def regrade_commands(grader: str) -> str:
     """The commands that record a grader's grades with their bank sidecar, each complete as
     printed: ``relgrade grade run --grader G`` (a command grader), ``relgrade serve`` and
-    ``relgrade grade import FILE --grader G`` (people; FILE their grades)."""
+    ``relgrade grade import FILE --grader G`` (people; FILE their grades).
+
+    Parameters
+    ----------
+    grader : str
+        The grader (params ``graders``; the grade file's folder).
+
+    Returns
+    -------
+    str
+        The three commands in backticks, in words, for an error's fix.
+    """
     return (f"`relgrade grade run --grader {grader}` (a command grader), `relgrade serve` or "
             f"`relgrade grade import FILE --grader {grader}` (people's grades in FILE)")
 

@@ -169,7 +169,23 @@ def parse_design(design: str) -> dict | None:
 
 
 def pooled_ids(ex: Experiment) -> list[str]:
-    """The pool's query ids (``paths.provenance``), sorted: what the human sample is drawn from."""
+    """The pool's query ids (``paths.provenance``), sorted: what the human sample is drawn from.
+
+    Parameters
+    ----------
+    ex : Experiment
+        The experiment (params ``paths.provenance``; only its ``query_id`` column is read).
+
+    Returns
+    -------
+    list of str
+        The distinct query ids, sorted.
+
+    Raises
+    ------
+    InputError
+        The provenance table is missing or unreadable (:func:`relgrade.io.files.read_table`).
+    """
     provenance = io.read_table(ex.path("provenance"), columns=["query_id"])
     return sorted(set(provenance["query_id"].astype(str)))
 
@@ -436,7 +452,22 @@ def same_draw(ex: Experiment, lock: dict) -> bool:
 def recorded_seed(lock: dict | None, *, path) -> int | None:
     """The seed the human samples of an experiment are drawn with, as recorded: the design
     of ``lock`` (the lock in force), else of the newest version of the lock file that git
-    holds with one (the lock deleted); None when nothing records one."""
+    holds with one (the lock deleted); None when nothing records one.
+
+    Parameters
+    ----------
+    lock : dict or None
+        The lock in force (its queries' ``reason`` records the design), or None.
+    path : str or os.PathLike
+        The lock file (params ``paths.audit_lock``), whose git history is read when
+        ``lock`` records no design.
+
+    Returns
+    -------
+    int or None
+        The recorded seed (params ``seed`` at the draw); None when neither the lock nor any
+        committed version of it records a design (a version that is not JSON is skipped).
+    """
     design = parse_design(locked_design(lock) or "") if lock is not None else None
     if design is not None:
         return design["seed"]
