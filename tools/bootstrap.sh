@@ -27,12 +27,13 @@ if [ ! -x .venv/bin/python ]; then
   "$PY" -m venv .venv
 fi
 stamp=.venv/.relgrade-installed
-want=$(cat pyproject.toml setup.py tools/constraints.txt src/relgrade/io/_trec_scan.c |
+want=$(cat pyproject.toml setup.py tools/constraints.txt src/relgrade/io/_trec_scan.c \
+  src/relgrade/clicks/_log_scan.c |
   sha256sum | cut -d' ' -f1)
 # reinstalled also when the C module is missing (an editable install builds it in src/,
 # where `git clean` removes it) and this machine can build it
 built() {
-  .venv/bin/python -c 'import relgrade.io._trec_scan' 2>/dev/null ||
+  .venv/bin/python -c 'import relgrade.io._trec_scan, relgrade.clicks._log_scan' 2>/dev/null ||
     ! { command -v cc >/dev/null && has_headers .venv/bin/python; }
 }
 if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ] || ! built; then

@@ -226,9 +226,11 @@ class ClickLog:
             The file the log came from, for error messages.
         files : list of str, optional
             The Parquet files ``relation`` reads, when it reads Parquet. If their row groups'
-            statistics show the log stored sorted by session id, the check reads it one range
-            of session ids at a time (:func:`session_bounds`); otherwise, and when None, in
-            one pass. Either way the result is the same.
+            statistics show the log stored sorted by session id, the compiled pass is tried
+            first (:func:`_compiled_check`; string session ids only), and the SQL check
+            reads it one range of session ids at a time (:func:`session_bounds`);
+            otherwise, and when None, the SQL check reads it in one pass. Either way the
+            result is the same.
 
         Returns
         -------
@@ -257,6 +259,14 @@ class ClickLog:
         saw it first. The randomized slice's pairing is checked by the
         randomization estimator, which is its only reader.
 
+        A Parquet log whose row groups are stored in session order (string ids) is first
+        read by one compiled pass in stored order (``_log_scan.c``, over the typed view's
+        Arrow stream), which needs no grouping: each session is a run of rows. When it
+        proves every rule kept (the runs' ids increasing, so no session is two runs) it
+        gives the rows, sessions and patterns the grouped pass would; when it cannot (a
+        rule broken, rows out of order, a position above 64), the log goes through the
+        SQL check below as if the pass had not run, which words any error.
+
         On a log stored sorted by session, the grouped pass runs once per range of session
         ids, each filtered on the stored ``session_id`` so that DuckDB's Parquet reader reads
         only the row groups of the range: its hash table holds a range's sessions, not the
@@ -276,6 +286,17 @@ class ClickLog:
             expressions[column] = expression
         relation.create_view(RAW_VIEW, replace=True)
         con.execute(sql("log_view").format(view=LOG_VIEW, source=RAW_VIEW, **expressions))
+
+        # A log stored sorted by session is first offered to the compiled pass, which
+        # either proves it clean with its counts and patterns or leaves it to the SQL below.
+        if files and _family(types["session_id"]) == "string" and _stored_in_order(con, files):
+            settled = _compiled_check(con)
+            if settled is not None:
+                rows, sessions, patterns = settled
+                if rows == 0:
+                    raise InputError("the log has no rows", path=source)
+                return cls(con=con, source=str(source), rows=rows, sessions=sessions,
+                           patterns=patterns)
 
         # One grouped pass checks the log and keeps the click patterns of its sessions (one
         # pass per range of sessions when the log is stored sorted by session); only a log
@@ -457,6 +478,65 @@ def session_bounds(con: duckdb.DuckDBPyConnection, files: list[str], *, integer:
             bounds.append(start)
             since = 0
     return bounds
+
+
+def _stored_in_order(con: duckdb.DuckDBPyConnection, files: list[str]) -> bool:
+    """Whether the row groups of ``files``, in the order DuckDB reads them, hold increasing
+    ranges of ``session_id``, each starting at or above the last one's end (their
+    statistics; no row is read; a session may span two row groups).
+
+    Only decides whether the compiled pass is tried: the pass itself proves the order of the
+    rows it reads, and gives the log back to the SQL check when they are out of order.
+    """
+    try:
+        groups = con.execute(
+            "SELECT stats_min_value, stats_max_value FROM parquet_metadata($files) "
+            "WHERE path_in_schema = 'session_id' ORDER BY list_position($files, file_name), "
+            "row_group_id", {"files": [str(f) for f in files]}).fetchall()
+    except duckdb.Error:
+        return False
+    if not groups or any(lo is None or hi is None for lo, hi in groups):
+        return False
+    return all(before[1] <= after[0] for before, after in zip(groups, groups[1:]))
+
+
+def _compiled_check(con: duckdb.DuckDBPyConnection) -> tuple[int, int, dict] | None:
+    """The check of ``check_log.sql`` as one compiled pass over the typed log, in the order
+    the rows are stored (:mod:`relgrade.clicks._log_scan`).
+
+    Returns
+    -------
+    tuple of (int, int, dict) or None
+        The log's rows, its sessions and :attr:`ClickLog.patterns` (the histogram of the
+        sessions' masks in DuckDB's order, as ``check_log.sql`` gives them), when the pass
+        proves that the log breaks no rule: every session one run of rows, the runs' ids
+        increasing, no value breaking its column's rule, every position at most 64 and each
+        position and chunk at most once per session, one query and one ranker per session.
+        None when the compiled module is not built or the pass cannot prove it (a rule
+        broken, rows out of session order, a position above 64, a DuckDB error while
+        reading): the SQL check then decides, and words any error, as without this pass.
+    """
+    try:
+        from relgrade.clicks import _log_scan
+    except ImportError:
+        return None
+    relation = con.sql(f"SELECT session_id, query_id, ranker, chunk_id, position, clicked, "
+                       f"randomized FROM {LOG_VIEW}")
+    try:
+        stream = relation.__arrow_c_stream__()
+    except duckdb.Error:
+        return None
+    status, rows, sessions, keys, counts = _log_scan.check_sorted(stream)
+    if status != _log_scan.SETTLED:
+        return None
+    keys = np.frombuffer(keys, dtype=np.uint64).reshape(-1, 3)
+    counts = np.frombuffer(counts, dtype=np.int64)
+    histogram = sorted((int(shown), int(clicks), int(flagged), int(clicks & flagged), int(n))
+                       for (shown, clicks, flagged), n in zip(keys, counts))
+    patterns = {c: np.array([h[i] for h in histogram], dtype=np.uint64)
+                for i, c in enumerate(PATTERN_COLUMNS[:4])}
+    patterns["sessions"] = np.array([h[4] for h in histogram], dtype=np.int64)
+    return int(rows), int(sessions), patterns
 
 
 def _part_filters(bounds: list) -> list[str | None]:
