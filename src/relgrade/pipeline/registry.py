@@ -63,7 +63,7 @@ PROTOCOL = frozenset({"single", "triage", "raters", "ppi"})
 #: import _trec_scan`` counts as an import of ``relgrade.io``), as globs relative to
 #: ``src/relgrade``: a stage whose import closure holds the module depends on them too.
 DATA_FILES = {
-    "relgrade.clicks.log": ("clicks/sql/*.sql",),
+    "relgrade.clicks.log": ("clicks/sql/*.sql", "clicks/_log_scan.c"),
     "relgrade.clicks.spark": ("clicks/sql/spark/*.sql",),
     "relgrade.evaluation.decision": ("evaluation/templates/*.j2",),
     "relgrade.graders.exchange": ("prompts/grader.md",),
