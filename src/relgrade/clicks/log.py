@@ -520,13 +520,18 @@ def _compiled_check(con: duckdb.DuckDBPyConnection) -> tuple[int, int, dict] | N
         from relgrade.clicks import _log_scan
     except ImportError:
         return None
-    relation = con.sql(f"SELECT session_id, query_id, ranker, chunk_id, position, clicked, "
-                       f"randomized FROM {LOG_VIEW}")
+    # The rows in stored order whatever the number of threads (the connection drops that
+    # promise for the other queries; a plain scan keeps it at no cost on one thread).
+    con.execute("SET preserve_insertion_order = true")
     try:
-        stream = relation.__arrow_c_stream__()
+        relation = con.sql(f"SELECT session_id, query_id, ranker, chunk_id, position, clicked, "
+                           f"randomized FROM {LOG_VIEW}")
+        status, rows, sessions, keys, counts = _log_scan.check_sorted(
+            relation.__arrow_c_stream__())
     except duckdb.Error:
         return None
-    status, rows, sessions, keys, counts = _log_scan.check_sorted(stream)
+    finally:
+        con.execute("SET preserve_insertion_order = false")
     if status != _log_scan.SETTLED:
         return None
     keys = np.frombuffer(keys, dtype=np.uint64).reshape(-1, 3)
