@@ -201,3 +201,14 @@ def test_a_stream_of_other_columns_is_not_settled():
     assert _log_scan.check_sorted(relation.__arrow_c_stream__())[0] == _log_scan.NOT_MINE
     with pytest.raises(TypeError):
         _log_scan.check_sorted(object())
+
+
+@pytest.mark.parametrize("kept", [True, False])
+def test_the_callers_insertion_order_setting_is_left_as_it_was(tmp_path, kept):
+    path = write(tmp_path / "log.parquet", sessions_of([3, 3, 2]))
+    con = duckdb.connect(config={"preserve_insertion_order": kept})
+    log = ClickLog.from_relation(con, con.read_parquet(str(path)), source="log.parquet",
+                                 files=[str(path)])
+    assert (log.rows, log.sessions) == (8, 3)
+    setting = "SELECT current_setting('preserve_insertion_order')"
+    assert con.execute(setting).fetchall()[0][0] is kept

@@ -186,7 +186,7 @@ static int histogram_add(Histogram *h, uint64_t a, uint64_t b, uint64_t c, int64
 static int
 histogram_grow(Histogram *h)
 {
-    Histogram bigger;
+    Histogram bigger = {NULL, NULL, 0, 0};
     if (h->cap > SIZE_MAX / 6 / sizeof(uint64_t) || histogram_init(&bigger, h->cap * 2) < 0) {
         histogram_free(&bigger);
         return -1;

@@ -520,8 +520,10 @@ def _compiled_check(con: duckdb.DuckDBPyConnection) -> tuple[int, int, dict] | N
         from relgrade.clicks import _log_scan
     except ImportError:
         return None
-    # The rows in stored order whatever the number of threads (the connection drops that
-    # promise for the other queries; a plain scan keeps it at no cost on one thread).
+    # The rows in stored order whatever the number of threads (relgrade's connection drops
+    # that promise for the other queries; a plain scan keeps it at no cost on one thread).
+    # The caller's setting is restored afterwards.
+    kept = con.execute("SELECT current_setting('preserve_insertion_order')").fetchall()[0][0]
     con.execute("SET preserve_insertion_order = true")
     try:
         relation = con.sql(f"SELECT session_id, query_id, ranker, chunk_id, position, clicked, "
@@ -531,7 +533,7 @@ def _compiled_check(con: duckdb.DuckDBPyConnection) -> tuple[int, int, dict] | N
     except duckdb.Error:
         return None
     finally:
-        con.execute("SET preserve_insertion_order = false")
+        con.execute(f"SET preserve_insertion_order = {'true' if kept else 'false'}")
     if status != _log_scan.SETTLED:
         return None
     keys = np.frombuffer(keys, dtype=np.uint64).reshape(-1, 3)
