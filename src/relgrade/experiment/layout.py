@@ -627,6 +627,13 @@ def top_path(ex, relative) -> str:
     return (root / relative).relative_to(repo).as_posix()
 
 
+def disagreements_file(ex) -> str | None:
+    """Experiment ``ex``'s disagreements file (params ``paths.disagreements``) as a user at
+    the repository's top types it (:func:`top_path`), or None when params name none."""
+    relative = ex.params.paths.disagreements
+    return None if not relative else top_path(ex, relative)
+
+
 def review_command(ex) -> str:
     """The ``relgrade intents review`` a user types (at the repository's top, or anywhere in
     it: ``--experiment`` is read from the top too) to review experiment ``ex``'s intents, as
