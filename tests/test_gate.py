@@ -292,3 +292,13 @@ def test_in_triage_mode_the_advice_names_the_zero_sample_and_the_audit_size(tmp_
     assert one_category_advice(ex, audited=6, queries=6).endswith(
         "in params.yaml raise triage.zero_sample (now 0.2), so people grade more of the "
         "model's 0s" + tail)
+
+
+def test_the_regrade_advice_names_the_disagreements_file_it_is_given():
+    r = check_gates(with_(disagreement=0.125), GATES,
+                    disagreements="experiments/mine/data/private/disagreements.jsonl")
+    assert r.advice == (
+        "read the disagreements (experiments/mine/data/private/disagreements.jsonl) with both "
+        "reasons and name the cause: an ambiguous intent, a missing boundary rule, or drift; "
+        "revise the rubric or the intents, log the revision, and regrade the whole pool from "
+        "fresh orders in a new grading.round",)

@@ -679,3 +679,17 @@ def test_a_ppi_sample_under_ten_queries_is_warned_with_inits_own_fix(repo):
                "--human-queries", "10", folder="experiments/enough")
     assert res.exit_code == 0, res.output
     assert "Human sample: 10 of 12 queries" in res.output and "Warning" not in res.output
+
+
+def test_init_refuses_a_query_id_with_a_trailing_space_at_its_line(repo):
+    # Before, the id was frozen as "kw01 " and refused only when a run was written.
+    rows = (repo / "in/queries.tsv").read_text().splitlines(keepends=True)
+    qid = rows[1].split("\t")[0]
+    rows[1] = rows[1].replace(qid, qid + " ", 1)
+    (repo / "in/queries.tsv").write_text("".join(rows))
+    res = init("--arm", "bm25=bm25")
+    assert res.exit_code == 1
+    assert res.output == (f'Error: in/queries.tsv:2: query_id must not contain whitespace '
+                          f'(TREC files split on it) (found "{qid} "). Remove the spaces, '
+                          "tabs or line breaks from the id\n")
+    assert not (repo / "experiments").exists() or not any((repo / "experiments").iterdir())

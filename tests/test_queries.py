@@ -166,3 +166,15 @@ def test_stage_writes_table_and_manifest_and_nothing_on_error(tmp_path, monkeypa
     assert table["query_id"].tolist() == ["q1", "q2"]
     assert manifest == {"sha256": queries.queries_sha256(table), "queries": 2,
                         "groups": {"keyword": 1, "question": 1}}
+
+
+@pytest.mark.parametrize("qid", ["q005 ", "q 5", "q\u00a05"])
+def test_an_id_holding_whitespace_is_refused_naming_line_and_the_id_quoted(tmp_path, qid):
+    # A trailing space would be frozen into the query set, then refused only when a TREC
+    # run is written; the rule stops it at the input line instead.
+    p = write_tsv(tmp_path, f"q1\tcache eviction\tkeyword\n{qid}\tpage split\tquestion\n")
+    with pytest.raises(InputError) as e:
+        read(p)
+    assert str(e.value) == (f'{p}:3: query_id must not contain whitespace (TREC files split '
+                            f'on it) (found "{qid}"). Remove the spaces, tabs or line breaks '
+                            "from the id")

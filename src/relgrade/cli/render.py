@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import functools
 import math
+import os
 from collections.abc import Mapping
+from pathlib import Path
 
 import click
 
@@ -88,16 +90,52 @@ def handle_errors(fn):
     """Turn a :class:`~relgrade.errors.RelgradeError` into ``Error: ...`` and exit 1.
 
     The message is shown inert (:func:`relgrade.text.inert`, newlines kept): outside text in
-    it cannot steer the terminal."""
+    it cannot steer the terminal. For a command given another folder's experiment
+    (``--experiment`` or ``--params``: a ``params_path`` argument), every relgrade command the
+    message names in backticks gets that experiment's option
+    (:func:`relgrade.experiment.layout.aim_commands`), so it acts on the same experiment
+    when typed where the user stands."""
 
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
         try:
             return fn(*args, **kwargs)
         except RelgradeError as e:
-            raise click.ClickException(inert(str(e), keep="\n")) from None
+            message = aimed_at(str(e), kwargs.get("params_path"))
+            raise click.ClickException(inert(message, keep="\n")) from None
 
     return wrapper
+
+
+def aimed_at(message: str, params_path) -> str:
+    """``message`` with its relgrade commands in backticks aimed at the experiment of
+    ``params_path`` (:func:`relgrade.experiment.layout.aim_commands`).
+
+    Parameters
+    ----------
+    message : str
+    params_path : str, os.PathLike or None
+        The params file the command read (None: the message as it is).
+
+    Returns
+    -------
+    str
+        ``message``, each such command given ``--experiment PATH`` (PATH relative to the
+        folder the command runs in) when the experiment is another folder of the same
+        repository; else as it is.
+    """
+    if params_path is None:
+        return message
+    from relgrade.errors import InputError
+    from relgrade.experiment.layout import aim_commands, find_repository
+
+    root, here = Path(params_path).parent.resolve(), Path.cwd().resolve()
+    try:  # another repository's experiment, or none: its commands are typed there
+        if root == here or find_repository(root) != find_repository(here):
+            return message
+    except InputError:
+        return message
+    return aim_commands(message, f" --experiment {Path(os.path.relpath(root, here)).as_posix()}")
 
 
 def counted(count: int, word: str) -> str:

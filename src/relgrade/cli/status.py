@@ -17,7 +17,7 @@ from collections.abc import Mapping
 import click
 
 from relgrade.cli.options import params_option
-from relgrade.cli.render import counted, handle_errors, holes_lines
+from relgrade.cli.render import aimed_at, counted, handle_errors, holes_lines
 
 
 @click.command("status")
@@ -43,7 +43,7 @@ def status_cmd(params_path, as_json):
         # a click experiment: propensities, IPS estimates and training pairs, no judgments
         lines = click_status_lines(click_status(ex))
         click.echo(json.dumps({"clicks": lines}, indent=2) if as_json
-                   else "\n".join(inert(line) for line in lines))
+                   else "\n".join(inert(aimed_at(line, params_path)) for line in lines))
         return
     refuse_holes_folder(ex)  # a holes folder's status is its parent experiment's
     st = read_status(ex)
@@ -52,7 +52,8 @@ def status_cmd(params_path, as_json):
         click.echo(json.dumps(st, indent=2, ensure_ascii=False))
     else:
         for line in status_lines(st) + cache_lines:
-            click.echo(inert(line))
+            # a fix a line names is typed where the user stands: aimed at this experiment
+            click.echo(inert(aimed_at(line, params_path)))
     if status_failed(st):
         raise click.exceptions.Exit(1)
 

@@ -545,6 +545,49 @@ def experiment_option(ex) -> str:
     return "" if repo == root else f" --experiment {root.relative_to(repo).as_posix()}"
 
 
+#: relgrade's commands that take no ``--experiment`` (they name their files themselves).
+_NO_EXPERIMENT = frozenset({"init", "evaluate", "clicks", "aggregate"})
+
+
+def aim_commands(text: str, option: str) -> str:
+    """``text`` with every relgrade command it names in backticks (`` `relgrade serve` ``)
+    given the experiment's ``option`` when the command names no ``--experiment`` itself and
+    takes one (not ``relgrade init``, ``evaluate``, ``clicks`` or ``aggregate``).
+
+    A command an error names is typed where the user stands; unless it names its
+    experiment, it acts on the one of that folder (at the repository's top, the default
+    experiment), which is not the one the error is about.
+
+    Parameters
+    ----------
+    text : str
+        A message.
+    option : str
+        ``" --experiment PATH"`` (as :func:`experiment_option` gives it), or ``""`` to
+        leave the text as it is.
+
+    Returns
+    -------
+    str
+
+    Examples
+    --------
+    >>> aim_commands("run `relgrade serve` or `relgrade status --experiment y`",
+    ...              " --experiment x")
+    'run `relgrade serve --experiment x` or `relgrade status --experiment y`'
+    """
+    if not option:
+        return text
+
+    def aimed(m: re.Match) -> str:
+        command = m.group(1)
+        if "--experiment" in command or command.split()[1] in _NO_EXPERIMENT:
+            return m.group(0)
+        return f"`{command}{option}`"
+
+    return re.sub(r"`(relgrade [^`]*)`", aimed, text)
+
+
 def redraw_command(ex) -> str:
     """The ``relgrade audit redraw --force`` a user types (at the repository's top) to draw
     experiment ``ex``'s audit sample again.
@@ -582,6 +625,13 @@ def top_path(ex, relative) -> str:
     """
     root, repo = _root_and_repository(ex)
     return (root / relative).relative_to(repo).as_posix()
+
+
+def disagreements_file(ex) -> str | None:
+    """Experiment ``ex``'s disagreements file (params ``paths.disagreements``) as a user at
+    the repository's top types it (:func:`top_path`), or None when params name none."""
+    relative = ex.params.paths.disagreements
+    return None if not relative else top_path(ex, relative)
 
 
 def review_command(ex) -> str:

@@ -70,20 +70,16 @@ def _named_from_top(error: RelgradeError, ex) -> str:
     do. Any other error is printed as it is.
     """
     from relgrade.errors import InputError
-    from relgrade.experiment.layout import experiment_option, top_path
+    from relgrade.experiment.layout import aim_commands, experiment_option, top_path
 
     if ex is None or not isinstance(error, InputError) \
             or Path.cwd().resolve() != Path(ex.root).resolve():
         return str(error)
     option = experiment_option(ex)
-    if option:  # a relgrade command typed at the top acts on the default experiment
-        def aimed(m: re.Match) -> str:
-            command = m.group(1)
-            return m.group(0) if "--experiment" in command else f"`{command}{option}`"
-        for field in ("rule", "found", "fix"):
-            text = getattr(error, field)
-            if isinstance(text, str):
-                setattr(error, field, re.sub(r"`(relgrade [^`]*)`", aimed, text))
+    for field in ("rule", "found", "fix"):
+        text = getattr(error, field)
+        if isinstance(text, str):
+            setattr(error, field, aim_commands(text, option))
     path = getattr(error, "path", None)
     if not path or os.path.isabs(path):
         return error._message()

@@ -23,8 +23,8 @@ from relgrade.pipeline import sharing
 from relgrade.pipeline.cost import status_cost
 from relgrade.pipeline.design import unfilled_parts
 from relgrade.experiment.files import Experiment
-from relgrade.experiment.layout import (grade_commands, packets_build_command, repro_command,
-                                      review_command)
+from relgrade.experiment.layout import (disagreements_file, grade_commands, packets_build_command,
+                                      repro_command, review_command)
 from relgrade.pipeline.judgments import judgments, pending_status
 from relgrade.pipeline.panel import is_panel
 from relgrade.pipeline.since_repro import (inputs_since_repro, params_since_repro,
@@ -158,12 +158,14 @@ def _passed_gate(gate: Mapping, params: Params) -> dict:
 
 
 def _would_gate(params: Params, agreement: Mapping, *, pool, audit, rows,
-                sample_advice: str = ONE_CATEGORY_ADVICE) -> GateResult:
+                sample_advice: str = ONE_CATEGORY_ADVICE,
+                disagreements: str | None = None) -> GateResult:
     """The gate on the files as they are, before the gate stage has run.
 
     With the pool, the audit sample and both graders' rows at hand the audit's coverage is
     checked too (a grader without a file has graded nothing); otherwise agreement alone.
-    ``sample_advice``: the advice for a kappa a one-category sample leaves undefined.
+    ``sample_advice``: the advice for a kappa a one-category sample leaves undefined;
+    ``disagreements``: the disagreements file the regrade advice names.
     """
     gates = params.gates.thresholds() if params.gates else {}
     key_grader, auditor = params.grading.key_grader, params.grading.auditor
@@ -171,7 +173,7 @@ def _would_gate(params: Params, agreement: Mapping, *, pool, audit, rows,
     if pool is None or audit is None or not key_grader or not auditor or \
             any(isinstance(r, str) for r in both):
         return check_gates(agreement, {k: v for k, v in gates.items() if k not in AUDIT_GATES},
-                           sample_advice=sample_advice)
+                           sample_advice=sample_advice, disagreements=disagreements)
     graded = pd.concat([pd.DataFrame({"query_id": r["query_id"].astype(str),
                                       "chunk_id": r["chunk_id"].astype(str), "grader": name})
                         for name, r in zip((key_grader, auditor), both) if r is not None]
@@ -180,7 +182,8 @@ def _would_gate(params: Params, agreement: Mapping, *, pool, audit, rows,
     coverage = audit_coverage(pool, graded, audit_ids=audit, key_grader=key_grader,
                               auditor=auditor)
     return check_audit_gates(agreement, gates, coverage=coverage, key_grader=key_grader,
-                             auditor=auditor, sample_advice=sample_advice)
+                             auditor=auditor, sample_advice=sample_advice,
+                             disagreements=disagreements)
 
 
 def experiment_status(
@@ -204,6 +207,7 @@ def experiment_status(
     triage_pairs: pd.DataFrame | None = None,
     round_owed: Mapping[str, Mapping] | None = None,
     sample_advice: str | Callable[[], str] = ONE_CATEGORY_ADVICE,
+    disagreements: str | None = None,
 ) -> dict:
     """The experiment's state, one entry per protocol step.
 
@@ -252,6 +256,9 @@ def experiment_status(
         gate is checked here): :func:`read_status` passes the gate stage's own version,
         which names the params file, the values to raise and the command
         (:func:`relgrade.pipeline.stages.gate.one_category_advice`).
+    disagreements : str, optional
+        The disagreements file, named in a failed gate's regrade advice
+        (:func:`relgrade.experiment.layout.disagreements_file`).
 
     Returns
     -------
@@ -332,7 +339,8 @@ def experiment_status(
         try:
             result = _would_gate(params, agreement, pool=pool, audit=audit, rows=rows,
                                  sample_advice=(sample_advice() if callable(sample_advice)
-                                                else sample_advice))
+                                                else sample_advice),
+                                 disagreements=disagreements)
         except Exception as e:  # an unreadable gate setup is itself worth reporting
             st["gate"] = {"state": "unreadable", "error": str(e)}
         else:
@@ -624,7 +632,8 @@ def read_status(ex: Experiment) -> dict:
         gate=load("gate", "gate", io.read_json_object),
         record=record, problems=problems, post_hoc_record=post_hoc, ledger=ledger,
         dvc=dvc_health(*ex.dvc_files()), triage_pairs=triage_pairs, round_owed=round_owed,
-        sample_advice=lambda: _sample_advice(ex, pool, audit, triage_pairs))
+        sample_advice=lambda: _sample_advice(ex, pool, audit, triage_pairs),
+        disagreements=disagreements_file(ex))
     if rubric is not None:
         st["rubric"] = rubric
         for g in st["grading"].values():

@@ -208,7 +208,8 @@ def _why_undefined(name: str, measures: Mapping) -> str:
 
 
 def check_gates(measures: Mapping, gates: Mapping, *,
-                sample_advice: str = ONE_CATEGORY_ADVICE) -> GateResult:
+                sample_advice: str = ONE_CATEGORY_ADVICE,
+                disagreements: str | None = None) -> GateResult:
     """Compare the agreement measures with the gates.
 
     Parameters
@@ -224,6 +225,9 @@ def check_gates(measures: Mapping, gates: Mapping, *,
     sample_advice : str, default :data:`ONE_CATEGORY_ADVICE`
         The advice given when a kappa is undefined because both graders gave every audited
         pair one category (:func:`one_category`): the sample, not the rubric, is at fault.
+    disagreements : str, optional
+        The disagreements file as the user types it: named in the regrade advice in place of
+        its params key (``paths.disagreements``).
 
     Returns
     -------
@@ -315,7 +319,8 @@ def check_gates(measures: Mapping, gates: Mapping, *,
                   f"only the chunks graded {' or '.join(map(str, relevant))} in a new "
                   "grading.round (a partial regrade)")
     else:
-        advice = GENERAL_ADVICE
+        advice = (GENERAL_ADVICE if disagreements is None
+                  else GENERAL_ADVICE.replace("(paths.disagreements)", f"({disagreements})"))
     one = {name for name, _ in GATES.values() if one_category(name, measures) is not None}
     if not one:
         return GateResult(False, tuple(lines), (advice,), kept, thresholds)
@@ -498,7 +503,8 @@ def _coverage_fails(coverage: Mapping, minimum: float, *, key_grader: str,
 def check_audit_gates(measures: Mapping, gates: Mapping, *, coverage: Mapping,
                       key_grader: str, auditor: str,
                       families: list[str] | tuple[str, ...] = (),
-                      sample_advice: str = ONE_CATEGORY_ADVICE) -> GateResult:
+                      sample_advice: str = ONE_CATEGORY_ADVICE,
+                      disagreements: str | None = None) -> GateResult:
     """The whole gate: agreement (:func:`check_gates`), a complete audit, the family rule.
 
     Parameters
@@ -517,6 +523,8 @@ def check_audit_gates(measures: Mapping, gates: Mapping, *, coverage: Mapping,
     families : sequence of str, default ()
         :func:`family_warnings`' lines.
     sample_advice : str, default :data:`ONE_CATEGORY_ADVICE`
+        As :func:`check_gates`.
+    disagreements : str, optional
         As :func:`check_gates`.
 
     Returns
@@ -549,7 +557,8 @@ def check_audit_gates(measures: Mapping, gates: Mapping, *, coverage: Mapping,
     (False, ('audit coverage 2 of 4 pairs (0.5) < 1: a has graded 2 of 4 audit pairs, g 4 of 4 (query q2 incomplete)',))
     """
     agreement_gates = {k: v for k, v in gates.items() if k not in AUDIT_GATES}
-    result = check_gates(measures, agreement_gates, sample_advice=sample_advice)
+    result = check_gates(measures, agreement_gates, sample_advice=sample_advice,
+                         disagreements=disagreements)
     minimum = gates.get("audit_coverage_min", PROTOCOL_GATES["audit_coverage_min"])
     m = _number(minimum)
     if m is None or not 0 <= m <= 1:

@@ -10,6 +10,7 @@ Lines form so that the same queries give the same hash from any input format.
 from __future__ import annotations
 
 import math
+import re
 from typing import Sequence
 
 import numpy as np
@@ -21,6 +22,10 @@ from relgrade.schema import QUERIES, as_id, is_missing, shown
 
 #: Columns an input must have (``weight`` is optional).
 REQUIRED_COLUMNS = ["query_id", "query", "group"]
+
+# TREC runs and qrels split their lines on whitespace: an id holding any can be read in but
+# never written to, or matched in, a run.
+_WHITESPACE = re.compile(r"\s")
 
 
 def _weight(value, *, path, line, item) -> float:
@@ -67,8 +72,8 @@ def validate_queries(table: pd.DataFrame, *, groups: Sequence[str], path=None,
     Raises
     ------
     InputError
-        A required column is missing; an id is missing, empty or not a string/integer; a
-        query id appears twice (both lines are named); a query text is empty; a group is
+        A required column is missing; an id is missing, empty or not a string/integer; an id
+        holds whitespace (a space, tab or line break anywhere in it); a query id appears twice (both lines are named); a query text is empty; a group is
         not one of ``groups``; a weight is not a positive finite number; the table is empty.
         Each error names the file, the line and the query id.
     """
@@ -94,6 +99,10 @@ def validate_queries(table: pd.DataFrame, *, groups: Sequence[str], path=None,
                                               table["query"].tolist(),
                                               table["group"].tolist(), weights):
         qid = as_id(qid, "query_id", path=path, line=line)
+        if _WHITESPACE.search(qid):
+            raise InputError("query_id must not contain whitespace (TREC files split on it)",
+                             path=path, line=line, found=shown(qid),
+                             fix="Remove the spaces, tabs or line breaks from the id")
         if qid in seen:
             raise InputError(f"duplicate query id (first on line {seen[qid]})", path=path,
                              line=line, item=qid,

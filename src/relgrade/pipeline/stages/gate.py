@@ -18,7 +18,7 @@ calibration against people in the judges' ledger, or a stale one, is pending wor
 
 from relgrade.errors import GateFailed
 from relgrade.experiment.calibration import PENDING_GOES_ON, key_judges, owed_calibrations
-from relgrade.experiment.layout import repro_command
+from relgrade.experiment.layout import disagreements_file, repro_command
 from relgrade.io import files as io
 from relgrade.pipeline.cost import people_seconds
 from relgrade.protocol import triage
@@ -107,7 +107,8 @@ def run(ex):
         queries=len(set(pool["query_id"].astype(str))))
     result = check_audit_gates(measures, thresholds, coverage=coverage,
                                key_grader=key_grader, auditor=auditor, families=families,
-                               sample_advice=sample_advice)
+                               sample_advice=sample_advice,
+                               disagreements=disagreements_file(ex))
     if grading.mode == "ppi":
         result = ppi_gate(result, measures, thresholds)
     relaxed, not_applied = relaxed_lines(result.relaxed)
