@@ -2,10 +2,10 @@
 
 The end-to-end experiments several modules start from (the tiny experiment, a ppi experiment
 made by `relgrade init --mode ppi` over its inputs, a plain one made by `relgrade init` and run
-to its key, and the shipped experiments/crowd-sim and experiments/ppi-sim) are built once per
-test run (session fixtures below, shared by the xdist workers) and copied by each test that
-changes one: building them is most of those modules' time, and a copy (git, DVC cache and
-all) is the same repository.
+to its key, the shipped experiments/crowd-sim and experiments/ppi-sim, and the repository's
+default experiment) are built once per test run (session fixtures below, shared by the xdist
+workers) and copied by each test that changes one: building them is most of those modules'
+time, and a copy (git, DVC cache and all) is the same repository.
 """
 
 import os
@@ -147,6 +147,18 @@ def ppi_sim_built(tmp_path_factory):
     from tests.e2e import shipped
 
     return _built_once(tmp_path_factory, "ppi-sim-built", shipped.build_ppi_sim)
+
+
+@pytest.fixture(scope="session")
+def default_audited(tmp_path_factory):
+    """The repository's default experiment (its tracked files, no further experiment) in a
+    new git repository, run to its pool, frozen intents and audit (``tests.e2e.shipped.
+    build_default_audited``: the corpus from PyPI, the four arms' runs over its 1,136 chunks),
+    built once per test run: the folder holds the repository ``repo`` (copy it with
+    ``tiny.copy_repo`` to change it). The disputes and reconcile modules start from it."""
+    from tests.e2e import shipped
+
+    return _built_once(tmp_path_factory, "default-audited", shipped.build_default_audited)
 
 
 @pytest.fixture(scope="session")

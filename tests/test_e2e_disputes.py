@@ -23,8 +23,6 @@ journey, as a team would walk it:
 from __future__ import annotations
 
 import json
-import shutil
-import subprocess
 from pathlib import Path
 
 import pandas as pd
@@ -39,22 +37,6 @@ pytestmark = [pytest.mark.slow]
 SECTION_BY_GRADE = {0: "neighbouring-question", 1: "split-answer",
                     2: "implementation-test-or-doc"}
 TOKEN = "carol-disputes-token-0123456789"
-
-
-def _copy_default(root: Path) -> Path:
-    """The repository's default experiment (its tracked files as they are in the work tree,
-    without the further experiments, tests and benchmarks) in a fresh git repository."""
-    listed = subprocess.run(["git", "ls-files", "-z"], cwd=tiny.REPO, check=True,
-                            capture_output=True).stdout.decode().split("\0")
-    for name in listed:
-        if not name or name.split("/")[0] in ("experiments", "tests", "benchmarks"):
-            continue
-        src = tiny.REPO / name
-        if not src.is_file():
-            continue
-        (root / name).parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy2(src, root / name)
-    return root
 
 
 def _set_rubric(root: Path, version: str) -> None:
@@ -131,17 +113,21 @@ def _file_on_page(base: str, query_id: str, chunk_id: str, batches: list) -> Non
 
 
 @pytest.fixture(scope="module")
-def journey(tmp_path_factory):
+def journey(tmp_path_factory, request):
     if not Path(CHROMIUM).exists():
         pytest.skip("Debian's chromium is not installed at /usr/bin/chromium")
-    root = _copy_default(tmp_path_factory.mktemp("disputes"))
+    # the default experiment's tracked files in a new git repository, one commit, its stages
+    # before the packets run (tests/conftest.py, shared with the reconcile module): none of
+    # them reads the graders or a grade file
+    built = request.getfixturevalue("default_audited")
+    root = tiny.copy_repo(built / "repo", tmp_path_factory.mktemp("disputes"))
     params = root / "params.yaml"
     params.write_text(params.read_text().replace(
         "graders:\n", "graders:\n  carol:\n    role: grader\n    kind: human\n"
                       "    family: person\n", 1))
-    tiny.git(root, "init", "-q")
-    tiny.git(root, "add", "-A")
-    tiny.git(root, "commit", "-qm", "copy")
+    # carol is in the copy's one commit, as if the copy had been made with her
+    tiny.git(root, "add", "params.yaml")
+    tiny.git(root, "commit", "-q", "--amend", "-m", "copy")
     tiny.run(root, "dvc", "repro", "grades")
     out: dict = {"root": root}
 

@@ -1,6 +1,6 @@
-"""End to end, in a fresh clone of the repository's default experiment (`dvc repro metrics`
-rebuilds its runs and per-query values from the committed key): `relgrade reconcile` against
-synthetic A/B results, its explanation checked against the per-query values by hand."""
+"""End to end, in a copy of what a clone holds of the repository's default experiment (`dvc
+repro metrics` rebuilds its per-query values from the committed grades): `relgrade reconcile`
+against synthetic A/B results, its explanation checked against the per-query values by hand."""
 
 from __future__ import annotations
 
@@ -22,10 +22,11 @@ NDCG = "nDCG(dcg='exp-log2')@{}"
 
 
 @pytest.fixture(scope="module")
-def clone(tmp_path_factory):
-    root = tmp_path_factory.mktemp("reconcile") / "repo"
-    tiny.git(tmp_path_factory.getbasetemp(), "clone", "-q", str(tiny.REPO), str(root))
-    tiny.run(root, "dvc", "config", "--local", "core.analytics", "false")
+def clone(tmp_path_factory, default_audited):
+    # the default experiment's tracked files in a new git repository, its runs, pool and
+    # audit made (tests/conftest.py, shared with the disputes module); `dvc repro metrics`
+    # does the rest: the packets, the grades, agreement, gate, key and every arm's metrics
+    root = tiny.copy_repo(default_audited / "repo", tmp_path_factory.mktemp("reconcile"))
     tiny.run(root, "dvc", "repro", "metrics")
     return root
 

@@ -178,3 +178,44 @@ def crowd_second(folder: Path):
     second = json.loads((folder / "second.json").read_text())
     return subprocess.CompletedProcess(["dvc", "repro", f"{CROWD}/dvc.yaml"],
                                        second["returncode"], second["stdout"], second["stderr"])
+
+
+#: The default experiment's stages that read neither the graders params nor a grade file:
+#: the corpus (from PyPI), the queries, the four arms' runs, the pool, the frozen intents
+#: and the audit's draw. A shared build runs them; each module goes on from its own copy.
+DEFAULT_UNGRADED = ("intents", "audit")
+
+
+def copy_default(root: Path) -> Path:
+    """The repository's default experiment (its tracked files as they are in the work tree,
+    without the further experiments, tests and benchmarks) copied into ``root``, which may
+    exist if empty; no git repository is made. Returns ``root``."""
+    import subprocess
+
+    listed = subprocess.run(["git", "ls-files", "-z"], cwd=tiny.REPO, check=True,
+                            capture_output=True).stdout.decode().split("\0")
+    for name in listed:
+        if not name or name.split("/")[0] in ("experiments", "tests", "benchmarks"):
+            continue
+        src = tiny.REPO / name
+        if not src.is_file():
+            continue
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(src, root / name)
+    return root
+
+
+def build_default_audited(folder: Path) -> None:
+    """The default experiment (:func:`copy_default`) in the new git repository
+    ``folder / "repo"``, its files committed as one commit ``copy``, and ``dvc repro intents
+    audit`` run (:data:`DEFAULT_UNGRADED`: the stages before the packets; none reads the
+    graders params or a grade file, so a module that adds a grader or changes grades next
+    reruns none of them). The disputes and reconcile modules start from it. Copy
+    ``folder / "repo"`` (``tiny.copy_repo``) to change it."""
+    root = folder / "repo"
+    root.mkdir()
+    copy_default(root)
+    tiny.git(root, "init", "-q")
+    tiny.git(root, "add", "-A")
+    tiny.git(root, "commit", "-qm", "copy")
+    tiny.run(root, "dvc", "repro", *DEFAULT_UNGRADED)
