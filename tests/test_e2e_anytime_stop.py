@@ -87,6 +87,31 @@ def stopped(tmp_path_factory):
     return root, folder, seen, outs, named
 
 
+def _ran(proc) -> list[str]:
+    """The stages a `dvc repro` ran (its "Running stage 'NAME':" lines)."""
+    return re.findall(r"Running stage '([^']+)'", proc.stdout + proc.stderr)
+
+
+def test_once_settled_and_committed_dvc_repro_runs_nothing_and_status_is_clean(
+        stopped, tmp_path_factory):
+    # first in the module: a copy of the repository as the run that settled left it
+    root = tiny.copy_repo(stopped[0], tmp_path_factory.mktemp("at-rest"))
+    tiny.run(root, "git", "add", "-A")
+    tiny.run(root, "git", "commit", "-q", "-m", "the anytime experiment, settled")
+    record = (root / EXP / "data/audit/stop.json").read_bytes()
+    # beside the record, the queries the rule read: the first settled_at of its order
+    settled = json.loads(record)
+    assert (root / EXP / "data/audit/stop.json.reads").read_text().split() == \
+        settled["order"][:settled["settled_at"]]
+    # the run that settled the decision left nothing for the next one to do
+    again = tiny.run(root, "dvc", "repro", f"{EXP}/dvc.yaml")
+    assert _ran(again) == [], again.stdout[-3000:]
+    assert tiny.run(root, "dvc", "status", f"{EXP}/dvc.yaml").stdout.strip() == (
+        "Data and pipelines are up to date.")
+    assert tiny.run(root, "git", "status", "--porcelain").stdout == ""
+    assert (root / EXP / "data/audit/stop.json").read_bytes() == record
+
+
 def test_people_are_asked_for_batches_in_the_seeded_order(stopped):
     _, folder, _, _, named = stopped
     record = json.loads((folder / "data/audit/stop.json").read_text())
@@ -166,3 +191,4 @@ def test_a_batch_size_of_zero_is_one_error_line(stopped):
         assert "grading.stop_batch: must be an integer >= 1 (found 0)" in lines[0]
     finally:
         (folder / "params.yaml").write_text(text)
+

@@ -155,3 +155,100 @@ def test_a_renamed_human_grader_with_the_same_grades_is_the_same_human_key(
     assert (folder / "data/ledger.jsonl").read_bytes() == ledger_before
     ppi = json.loads((folder / "metrics/ppi.json").read_text())
     assert ppi["design"]["human_grader"] == "person-j" and "post_hoc" not in ppi
+
+
+def _edit_answer(root, folder, qid):
+    """`relgrade corpus edit` of ``qid``'s answer chunk: "implementation of" misspelt, which
+    people grade 0 (tests/graders/tiny_grader.py) and which leaves every arm's top 3 as it
+    was (the words' count is the same, the query words untouched): the pool version stays.
+    Returns the chunk id."""
+    cid = f"{qid}-answer"
+    chunks = [json.loads(x) for x in (folder / "data/input/chunks.jsonl").read_text()
+              .splitlines() if x.strip()]
+    text = next(c["text"] for c in chunks if c["chunk_id"] == cid)
+    assert "implementation of" in text
+    (root / "edited.txt").write_text(text.replace("implementation of", "implementaton of"))
+    tiny.run(root, "relgrade", "corpus", "edit", cid, "--text-file", "edited.txt",
+             "--experiment", EXP)
+    return cid
+
+
+def _human_entries(folder):
+    return [json.loads(x) for x in (folder / "data/ledger.jsonl").read_text().splitlines()
+            if json.loads(x).get("kind") == "ppi-human"]
+
+
+def test_people_regrading_an_edited_chunk_is_a_revision_of_the_human_key(
+        reported, tmp_path_factory):
+    root = tiny.copy_repo(reported, tmp_path_factory.mktemp("ppi-revision"))
+    folder = root / EXP
+    before = json.loads((folder / "metrics/ppi.json").read_text())
+    (first,) = _human_entries(folder)
+    sample = before["design"]["human_sample"]
+    cid = _edit_answer(root, folder, sample[0])
+    # the user's loop: dvc repro stops on the edited chunk's pairs, both graders regrade them
+    seen = _loop(root, EXP, rounds=3)
+    assert seen and "stale" in seen[0] and "person-h" in seen[0], seen
+    ppi = json.loads((folder / "metrics/ppi.json").read_text())
+    assert ppi["pool_version"] == before["pool_version"]  # the same pool: not a new key
+    # accepted as a revision: no post-hoc label, the ledger's new use revises the first
+    assert "post_hoc" not in ppi
+    entries = _human_entries(folder)
+    assert [e["key_sha256"] for e in entries] == [first["key_sha256"], entries[1]["key_sha256"]]
+    assert entries[1]["key_sha256"] != first["key_sha256"]
+    assert entries[1]["revises"] == first["key_sha256"]
+    # the human key kept beside the ledger: the edited pair graded 2, now 0; every other
+    # pair as before
+    def kept(entry):
+        path = folder / "data/ledger.ppi-human" / f"{entry['key_sha256']}.jsonl"
+        return {(r["query_id"], r["chunk_id"]): r["grade"]
+                for r in map(json.loads, path.read_text().splitlines())}
+    old, new = kept(first), kept(entries[1])
+    assert old[(sample[0], cid)] == 2 and new[(sample[0], cid)] == 0
+    assert {k: v for k, v in new.items() if k[1] != cid} == \
+        {k: v for k, v in old.items() if k[1] != cid}
+
+
+def test_an_unchanged_pair_regraded_beside_an_edited_chunk_is_void_naming_only_that_pair(
+        reported, tmp_path_factory):
+    root = tiny.copy_repo(reported, tmp_path_factory.mktemp("ppi-void-beside"))
+    folder = root / EXP
+    (first,) = _human_entries(folder)
+    sample = json.loads((folder / "metrics/ppi.json").read_text())["design"]["human_sample"]
+    cid = _edit_answer(root, folder, sample[0])
+    pending = tiny.run(root, "dvc", "repro", f"{EXP}/dvc.yaml", check=False)
+    assert pending.returncode != 0 and "Traceback" not in pending.stderr
+    for grader in ("model-m", "person-h"):  # the edited chunk's pairs, regraded
+        tiny.run(root, "relgrade", "grade", "run", "--grader", grader, "--experiment", EXP,
+                 "--no-progress")
+    # and people's grade of one pair whose content did not change: the pointer of the next
+    # sampled query, 1 -> 2 (the grade folder deleted and imported again, as a user did)
+    path = folder / "data/grades/person-h/round-1.jsonl"
+    latest = {}  # each pair's latest grade (the edited chunk's regrade replaces its first)
+    for x in path.read_text().splitlines():
+        r = json.loads(x)
+        latest[(r["query_id"], r["chunk_id"])] = r
+    rows = list(latest.values())
+    assert latest[(sample[0], cid)]["grade"] == 0
+    pair = (sample[1], f"{sample[1]}-pointer")
+    hit = [r for r in rows if (r["query_id"], r["chunk_id"]) == pair]
+    assert hit and all(r["grade"] == 1 for r in hit)
+    for r in hit:
+        r["grade"] = 2
+    (root / "regraded.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    shutil.rmtree(folder / "data/grades/person-h")
+    tiny.run(root, "relgrade", "grade", "import", "regraded.jsonl", "--grader", "person-h",
+             "--experiment", EXP)
+    ppi_before = (folder / "metrics/ppi.json").read_bytes()
+    proc = tiny.run(root, "dvc", "repro", f"{EXP}/dvc.yaml", check=False)
+    assert proc.returncode != 0 and "Traceback" not in proc.stderr, proc.stderr[-3000:]
+    errors = [x for x in proc.stderr.splitlines() if x.startswith("Error: ")]
+    assert len(errors) == 1, proc.stderr[-3000:]
+    assert errors[0].startswith("Error: void: data/ledger.jsonl records human key "
+                                f"{first['key_sha256']} as the one the ppi stage used on pool ")
+    # the one pair regraded on unchanged content, not the edited chunk's
+    assert ("(1 pair differs: a grade changed on unchanged content, or a pair read that was "
+            f"not, or not read that was: {pair[0]}/{pair[1]}). ") in errors[0]
+    assert cid not in errors[0]
+    assert (folder / "metrics/ppi.json").read_bytes() == ppi_before
+    assert [e["key_sha256"] for e in _human_entries(folder)] == [first["key_sha256"]]

@@ -395,7 +395,8 @@ def test_a_corpus_line_or_row_without_chunk_id_is_refused_as_missing_naming_wher
     assert not (repo / "experiments").exists() or not any((repo / "experiments").iterdir())
 
 
-def test_init_refuses_a_chunk_with_empty_text_with_the_corpus_stage_s_rule_and_message(repo):
+def test_init_refuses_a_chunk_with_empty_text_with_the_corpus_stage_s_rule_naming_its_option(
+        repo):
     import pandas as pd
 
     from relgrade.pipeline.stages.corpus import build_corpus
@@ -412,16 +413,52 @@ def test_init_refuses_a_chunk_with_empty_text_with_the_corpus_stage_s_rule_and_m
                                        "--queries", "in/queries.tsv", "--intents",
                                        "in/intents.tsv", "--run", "ext=in/runs/ext.trec"])
         assert res.exit_code == 1, res.output
-        # the first blank chunk (line 4, kw01-miss2) and how many there are (2)
-        assert res.output == (
-            f"Error: {corpus}{where}: kw01-miss2: chunk text is empty (found 2 chunks with "
-            "empty or blank text). Remove those chunks, or set corpus.allow_empty: true to "
-            "keep them (they are then counted in the corpus manifest)\n")
+        # the first blank chunk (line 4, kw01-miss2), how many there are (2), and init's
+        # option that keeps them
+        rule = (f"Error: {corpus}{where}: kw01-miss2: chunk text is empty (found 2 chunks "
+                "with empty or blank text). Remove those chunks, or ")
+        assert res.output == rule + (
+            "run relgrade init again with --allow-empty to keep them (params "
+            "corpus.allow_empty: true; they are then counted in the corpus manifest)\n")
         assert not (repo / "experiments").exists() or not any((repo / "experiments").iterdir())
         if corpus != "in/beir.jsonl":  # the stage reads chunks files (init converts BEIR)
             with pytest.raises(InputError) as stage:
                 build_corpus(corpus)
-            assert res.output == f"Error: {stage.value}\n"
+            assert f"Error: {stage.value}\n" == rule + (
+                "set corpus.allow_empty: true to keep them (they are then counted in the "
+                "corpus manifest)\n")
+
+
+@pytest.mark.parametrize("corpus", ["in/chunks.jsonl", "in/chunks.parquet", "in/beir.jsonl"])
+def test_init_allow_empty_keeps_chunks_with_empty_text_and_the_corpus_stage_counts_them(
+        repo, corpus):
+    import pandas as pd
+
+    from relgrade.pipeline.stages import corpus as corpus_stage
+
+    chunks = tiny.chunks()
+    chunks[3]["text"], chunks[7]["text"] = "  \n", ""
+    (repo / "in/chunks.jsonl").write_text("".join(json.dumps(c) + "\n" for c in chunks))
+    pd.DataFrame(chunks).to_parquet(repo / "in/chunks.parquet", index=False)
+    (repo / "in/beir.jsonl").write_text("".join(
+        json.dumps({"_id": c["chunk_id"], "text": c["text"]}) + "\n" for c in chunks))
+    res = CliRunner().invoke(cli, ["init", "experiments/e", "--corpus", corpus, "--queries",
+                                   "in/queries.tsv", "--intents", "in/intents.tsv", "--run",
+                                   "ext=in/runs/ext.trec", "--allow-empty"])
+    assert res.exit_code == 0, res.output
+    params = yaml.safe_load((repo / "experiments/e/params.yaml").read_text())
+    assert params["corpus"]["allow_empty"] is True
+    # the corpus stage, run on the experiment init wrote, keeps both and counts them
+    ex = Experiment.load(repo / "experiments/e/params.yaml")
+    corpus_stage.run(ex)
+    manifest = json.loads(ex.path("corpus_manifest").read_text())
+    assert manifest["chunks"] == 48 and manifest["empty_chunks"] == 2
+
+
+def test_init_without_allow_empty_writes_no_allow_empty_key(repo):
+    assert init("--run", "ext=in/runs/ext.trec").exit_code == 0
+    params = yaml.safe_load((repo / "experiments/second/params.yaml").read_text())
+    assert params["corpus"] == {"input": "data/input/chunks.jsonl"}
 
 
 def test_init_refuses_a_click_log_the_click_stages_refuse_with_their_message(repo):

@@ -171,3 +171,76 @@ def test_the_report_shows_the_small_sample_warning_and_marks_ppi_wider_than_huma
     assert cells["measures"][0]["arms"][0]["ppi"].endswith(" (wider than human-only)")
     # a design without the record (a sample of 10 or more): no warning
     assert decision.ppi_cells(_ppi_json({"custom": est}))["small_sample"] is None
+
+
+def _flat_model_difference():
+    """Arm b is arm a less 0.5 on every query under the model key; people's difference
+    varies on the 3 sampled queries (0.8, -0.1, 0.1)."""
+    cols = [f"q{i}" for i in range(1, 7)]
+    a = [1.0, 0.5, 0.8, 0.6, 0.9, 0.7]
+    model = pd.DataFrame([a, [x - 0.5 for x in a]], index=["a", "b"], columns=cols)
+    human = pd.DataFrame([[1.0, 0.0, 0.5], [0.2, 0.1, 0.4]], index=["a", "b"],
+                         columns=cols[:3])
+    return model, human
+
+
+@pytest.mark.parametrize("interval", ["jackknife", "regression", "t"])
+def test_a_model_only_difference_the_same_on_every_query_has_no_p_value_not_p_0(interval):
+    model, human = _flat_model_difference()
+    d = ppi_table(model, human, measure=NDCG, interval=interval)["differences"][0]
+    flat = d["model-only"]
+    assert flat["estimate"] == pytest.approx(0.5, abs=1e-15) and flat["se"] <= 1e-12
+    # it was p 0 and significant; now no test, as the PPI++ rule says for its own rows
+    assert (flat["p"], flat["p_holm"], flat["significant"]) == (None, None, False)
+    assert flat["no_spread"] == (
+        "a - b is 0.5 with no spread (model-only), so no test can be formed from it (a p-value "
+        "would claim a certainty the sample does not give): p undefined, not significant")
+    # people's difference has spread: a test as before. Mean 4/15, sd^2 201/900 (ddof 1),
+    # se sqrt(201/2700); Student's t on 2 degrees of freedom: p = 1 - |t| / sqrt(t^2 + 2)
+    t = (4 / 15) / np.sqrt(201 / 2700)
+    for method in ("human-only", "ppi++"):  # lambda 0: the model's difference has no spread
+        row = d[method]
+        assert row["estimate"] == pytest.approx(4 / 15, rel=1e-12)
+        assert row["se"] == pytest.approx(np.sqrt(201 / 2700), rel=1e-12)
+        assert row["p"] == pytest.approx(1 - t / np.sqrt(t * t + 2), rel=1e-9)
+        assert row["p_holm"] == row["p"] and "no_spread" not in row
+
+
+def test_a_flat_model_only_difference_stays_in_holm_s_family_as_p_1():
+    # a third arm: a - b flat under the model key, a - c and b - c not; Holm over 3 in each
+    model, human = _flat_model_difference()
+    model.loc["c"] = [0.3, 0.9, 0.1, 0.7, 0.2, 0.6]
+    human.loc["c"] = [0.5, 0.6, 0.2]
+    t = ppi_table(model, human, measure=NDCG, interval="t", pairs=[("a", "b"), ("a", "c"),
+                                                                   ("b", "c")])
+    rows = [d["model-only"] for d in t["differences"]]
+    assert rows[0]["p"] is None and rows[0]["p_holm"] is None
+    p = sorted(r["p"] for r in rows[1:])
+    # Holm with m = 3: the smaller p times 3, the larger times 2 (capped at 1, monotone)
+    first = min(1.0, 3 * p[0])
+    assert sorted(r["p_holm"] for r in rows[1:]) == pytest.approx(
+        [first, max(first, min(1.0, 2 * p[1]))], rel=1e-12)
+
+
+def test_a_human_only_difference_the_same_on_every_sampled_query_is_refused_through_ppi():
+    # people give a - b = 0.3 on each sampled query while the model's difference varies: the
+    # difference's own lambda is 0 (no covariance), so PPI++ is human-only and has no spread
+    # either, and the PPI++ rule refuses, naming the human key's values
+    cols = [f"q{i}" for i in range(1, 7)]
+    model = pd.DataFrame([[1.0, 0.5, 0.8, 0.6, 0.9, 0.7], [0.2, 0.4, 0.3, 0.5, 0.1, 0.6]],
+                         index=["a", "b"], columns=cols)
+    human = pd.DataFrame([[0.9, 0.6, 0.8], [0.6, 0.3, 0.5]], index=["a", "b"],
+                         columns=cols[:3])
+    with pytest.raises(InputError) as e:
+        ppi_table(model, human, measure=NDCG)
+    assert "a - b is 0.3 with no spread" in str(e.value)
+    assert "(found 0.3 on each of the 3 sampled queries by the human key, varying on them " \
+        "by the model key, varying over the 6 queries by the model key)" in str(e.value)
+
+
+def test_the_report_says_undefined_for_a_difference_with_no_spread():
+    model, human = _flat_model_difference()
+    est = ppi_table(model, human, measure="custom")
+    (pair,) = decision.ppi_cells(_ppi_json({"custom": est}))["measures"][0]["pairs"]
+    assert (pair["model_sig"], pair["human_sig"], pair["ppi_sig"]) == (
+        "undefined (no spread)", "no", "no")

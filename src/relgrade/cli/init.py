@@ -120,12 +120,17 @@ def _larger_sample_at_init(n_queries: int, where: str) -> str:
 @click.option("--click-method", type=click.Choice(["randomization", "harvesting"]),
               default="randomization", show_default=True,
               help="With --mode clicks: how position propensities are estimated.")
+@click.option("--allow-empty", is_flag=True,
+              help="Keep chunks whose text is empty or blank (params corpus.allow_empty: "
+                   "true; they are counted in the corpus manifest). Without it such a chunk "
+                   "is refused.")
 @click.option("--force", is_flag=True, help="Replace a folder that is not empty.")
 @handle_errors
 def init_cmd(folder, corpus, queries, intents, query_log, sample_n, allocation, arms, runs,
              baseline, pool_depth, audit_min, seed, key_grader, auditor, grader_command,
              auditor_command, share_from, mode, human_fraction, human_queries, triage, raters,
-             expert, gold, gold_fraction, click_log, rankings, click_key, click_method, force):
+             expert, gold, gold_fraction, click_log, rankings, click_key, click_method,
+             allow_empty, force):
     """Create an experiment in FOLDER (e.g. experiments/NAME): params.yaml, a dvc.yaml running
     the repository's stages there, a generic rubric, the inputs under data/input/, and
     DESIGN.md. FOLDER's last segment is the experiment's name: letters, digits, '.', '_', '-'.
@@ -163,7 +168,7 @@ def init_cmd(folder, corpus, queries, intents, query_log, sample_n, allocation, 
                 triage=parse_person(triage, option="--triage"),
                 raters=[parse_person(r, option="--rater") for r in raters],
                 expert=parse_person(expert, option="--expert"), gold=gold,
-                gold_fraction=gold_fraction)
+                gold_fraction=gold_fraction, allow_empty=allow_empty)
     ex = init_experiment(plan)
     where = folder.as_posix()
     arms_made = ", ".join(f"{a} ({c['kind']})" for a, c in ex.params.arms_dict().items())

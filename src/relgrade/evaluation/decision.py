@@ -724,6 +724,15 @@ def _capped(row: dict) -> str:
     return " (wider than human-only)" if row.get("wider_than_human_only") else ""
 
 
+def _significant(row: dict) -> str:
+    """A difference row's Holm verdict: ``yes`` or ``no``; ``undefined (no spread)`` for a
+    human-only or model-only difference with no spread, which has no test
+    (:func:`relgrade.evaluation.ppi_table.no_spread_words`)."""
+    if row.get("no_spread"):
+        return "undefined (no spread)"
+    return "yes" if row["significant"] else "no"
+
+
 def _iv(row: dict) -> str:
     return f"{_num(row['estimate'], 4)} [{_num(row['low'], 4)}, {_num(row['high'], 4)}]"
 
@@ -805,9 +814,9 @@ def ppi_cells(ppi: dict) -> dict:
                   "ppi_holm": _num(r["ppi++"]["p_holm"], 3),
                   "ppi_sig": "yes" if r["ppi++"]["significant"] else "no",
                   "model": _iv(r["model-only"]),
-                  "model_sig": "yes" if r["model-only"]["significant"] else "no",
+                  "model_sig": _significant(r["model-only"]),
                   "human": _iv(r["human-only"]),
-                  "human_sig": "yes" if r["human-only"]["significant"] else "no"}
+                  "human_sig": _significant(r["human-only"])}
                  for r in est["differences"]]
         capped = sum(bool(r["ppi++"].get("capped")) for r in est["arms"].values()) + \
             sum(bool(r["ppi++"].get("capped")) for r in est["differences"])

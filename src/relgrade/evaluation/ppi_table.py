@@ -490,6 +490,20 @@ def zero_spread_fix(human: np.ndarray, model_all: np.ndarray, *, measure: str,
     return f"{why}. {larger_sample}"
 
 
+def no_spread_words(arm_a: str, arm_b: str, estimate: float, method: str) -> str:
+    """Why a human-only or model-only paired difference has no p-value: its standard error is
+    0 while the difference is not (the PPI++ rule's words; a PPI++ row so is refused).
+
+    Examples
+    --------
+    >>> no_spread_words("good", "poor", 0.25, "model-only")
+    'good - poor is 0.25 with no spread (model-only), so no test can be formed from it (a p-value would claim a certainty the sample does not give): p undefined, not significant'
+    """
+    return (f"{arm_a} - {arm_b} is {estimate:g} with no spread ({method}), so no test can be "
+            "formed from it (a p-value would claim a certainty the sample does not give): p "
+            "undefined, not significant")
+
+
 def ppi_table(model_values: pd.DataFrame, human_values: pd.DataFrame, *, measure: str,
               level: float = 0.95, interval: str = "jackknife",
               pairs: Sequence[tuple[str, str]] | None = None,
@@ -534,6 +548,11 @@ def ppi_table(model_values: pd.DataFrame, human_values: pd.DataFrame, *, measure
     dict
         ``{"measure", "level", "interval", "n", "N", "arms": {arm: {estimator: row}},
         "differences": [{"arm_a", "arm_b", estimator: row + p, p_holm, significant}]}``.
+        A human-only or model-only difference whose standard error is 0 while its estimate is
+        not (the same nonzero value on every query it is taken over) has no test: ``p`` and
+        ``p_holm`` None, ``significant`` False and ``no_spread`` its words
+        (:func:`no_spread_words`); it counts in Holm's family as p 1. "0" is within the
+        tolerance of the PPI++ rule below.
 
     Raises
     ------
@@ -646,10 +665,18 @@ def ppi_table(model_values: pd.DataFrame, human_values: pd.DataFrame, *, measure
     for m in ESTIMATORS:
         block = d[m]
         p = _p_values(block["estimate"], block["se"], interval, block["df"], tol_d)
-        adjusted, reject = holm(p, alpha=1.0 - float(level))
+        # the PPI++ rule for the columns beside it: a nonzero difference with no spread has
+        # no test (PPI++ so was refused above); it stays in Holm's family, as p 1
+        flat = ~(block["se"] > tol_d) & (np.abs(block["estimate"]) > tol_d)
+        adjusted, reject = holm(np.where(flat, 1.0, p), alpha=1.0 - float(level))
         for j, row in enumerate(rows):
             row[m] = _row(block, j, n=n, N=big_n, interval=interval, level=level, method=m,
-                          bounds=diff_bounds) | {
-                "p": float(p[j]), "p_holm": float(adjusted[j]), "significant": bool(reject[j])}
+                          bounds=diff_bounds) | (
+                {"p": None, "p_holm": None, "significant": False,
+                 "no_spread": no_spread_words(row["arm_a"], row["arm_b"],
+                                              float(block["estimate"][j]), m)}
+                if flat[j] else
+                {"p": float(p[j]), "p_holm": float(adjusted[j]),
+                 "significant": bool(reject[j])})
     out["differences"] = rows
     return out

@@ -443,6 +443,46 @@ class Experiment:
                                        margin=p.grading.stop_margin, level=level,
                                        round=p.grading.round, lock_sha256=lock_sha)
 
+    def stop_reads_path(self) -> Path:
+        """The file of the queries the stopping rule reads now: params ``paths.stop`` with
+        ``.reads`` appended (``data/audit/stop.json.reads``), one query id a line, in the
+        record's order.
+
+        The stages before the ppi stage depend on it in place of the record (whose looks the
+        ppi stage writes after they ran): it changes whenever what they read from the record
+        (:meth:`audit_ids`) does, and not when a look settles on the queries they read already.
+
+        Raises
+        ------
+        InputError
+            ``paths.stop`` is missing from params.
+        """
+        path = self.path("stop")
+        return path.with_name(f"{path.name}.reads")
+
+    def write_stop_reads(self, record: dict) -> list[str]:
+        """Write :meth:`stop_reads_path` from the stopping rule's ``record`` (as
+        :meth:`audit_ids` reads it: params' batch, the human grader's grades now), only when
+        its bytes change.
+
+        Parameters
+        ----------
+        record : dict
+            The record as written to ``paths.stop`` (:mod:`relgrade.protocol.stopping`).
+
+        Returns
+        -------
+        list of str
+            The query ids written, the head of the record's order.
+        """
+        ids = stopping_mod.owed_queries(record, batch=self.params.grading.stop_batch,
+                                        graded=self.stop_graded(record["order"]))
+        data = "".join(f"{q}\n" for q in ids).encode()
+        path = self.stop_reads_path()
+        if not path.is_file() or path.read_bytes() != data:
+            io.write_bytes(path, data)
+        return ids
+
     def packets_built_for(self) -> dict:
         """What the packets folder was built for, as the packets stage recorded it.
 

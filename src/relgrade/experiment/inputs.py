@@ -46,7 +46,13 @@ from relgrade.schema import INTENTS
 DEFAULT_GROUP = "all"
 
 
-def corpus_input(src, folder) -> tuple[str, pd.Series | None]:
+#: ``relgrade init``'s advice for a chunk with no text: its option, and the params key it sets.
+ALLOW_EMPTY_FIX = ("Remove those chunks, or run relgrade init again with --allow-empty to keep "
+                   "them (params corpus.allow_empty: true; they are then counted in the corpus "
+                   "manifest)")
+
+
+def corpus_input(src, folder, *, allow_empty: bool = False) -> tuple[str, pd.Series | None]:
     """Check the corpus ``src`` and write it into ``folder``.
 
     Parameters
@@ -56,6 +62,9 @@ def corpus_input(src, folder) -> tuple[str, pd.Series | None]:
         a chunks Parquet file.
     folder : pathlib.Path
         The experiment's ``data/input`` folder being filled.
+    allow_empty : bool, default False
+        Accept chunks whose text is empty or blank (``relgrade init --allow-empty``, params
+        ``corpus.allow_empty``).
 
     Returns
     -------
@@ -70,9 +79,9 @@ def corpus_input(src, folder) -> tuple[str, pd.Series | None]:
         An unknown suffix; a bad source spec (see
         :func:`relgrade.protocol.corpus.parse_source_spec`) or missing local archive; a chunks
         table that fails :func:`relgrade.protocol.corpus.validate_chunks`, or holds a chunk
-        whose text is empty or blank (:func:`relgrade.protocol.corpus.check_empty`, the
-        corpus stage's rule under ``corpus.allow_empty: false``, naming the first such chunk
-        and its line); a BEIR line without ``_id`` (names the line) or without ``text``.
+        whose text is empty or blank unless ``allow_empty``
+        (:func:`relgrade.protocol.corpus.check_empty`, the corpus stage's rule, naming the
+        first such chunk and its line, and ``--allow-empty``); a BEIR line without ``_id`` (names the line) or without ``text``.
     """
     src = Path(src)
     suffix = src.suffix.lower()
@@ -91,20 +100,22 @@ def corpus_input(src, folder) -> tuple[str, pd.Series | None]:
         return "corpus.source.yaml", None
     if suffix == ".parquet":
         chunks = corpus_mod.validate_chunks(read_table(src), path=src)
-        # the corpus stage's rule, under the params init writes (corpus.allow_empty false)
-        corpus_mod.check_empty(chunks, path=src)
+        # the corpus stage's rule, under the params init writes (corpus.allow_empty)
+        corpus_mod.check_empty(chunks, path=src, allow_empty=allow_empty, fix=ALLOW_EMPTY_FIX)
         shutil.copyfile(src, folder / "chunks.parquet")
         return "chunks.parquet", chunks["chunk_id"].astype(str)
     if suffix in (".jsonl", ".ndjson"):
         rows = list(iter_jsonl(src))
         if any("_id" in row for _, row in rows) and not any("chunk_id" in row for _, row in rows):
             converted = beir_corpus(rows, path=src)
-            corpus_mod.check_empty(converted, path=src, lines=[n for n, _ in rows])
+            corpus_mod.check_empty(converted, path=src, lines=[n for n, _ in rows],
+                                   allow_empty=allow_empty, fix=ALLOW_EMPTY_FIX)
             write_jsonl(folder / "chunks.jsonl", converted.to_dict("records"))
             return "chunks.jsonl", converted["chunk_id"]
         table = pd.DataFrame([row for _, row in rows])
         chunks = corpus_mod.validate_chunks(table, path=src, lines=[n for n, _ in rows])
-        corpus_mod.check_empty(chunks, path=src, lines=[n for n, _ in rows])
+        corpus_mod.check_empty(chunks, path=src, lines=[n for n, _ in rows],
+                               allow_empty=allow_empty, fix=ALLOW_EMPTY_FIX)
         shutil.copyfile(src, folder / "chunks.jsonl")
         return "chunks.jsonl", chunks["chunk_id"].astype(str)
     raise InputError("a corpus is a source spec (.yaml), a chunks file (.jsonl, .parquet) or "

@@ -179,6 +179,13 @@ _MODE = ("triage", "raters")
 #: ``relgrade pipeline render``. DVC refuses a listed key that params.yaml lacks, so
 #: ``relgrade init`` writes ``grading.stop: none`` into a ppi experiment's params.
 _STOP = _e("grading.stop", "ppi")
+#: What the stages before the ppi stage depend on in place of the stopping rule's record: the
+#: queries the rule reads now (:meth:`relgrade.experiment.files.Experiment.stop_reads_path`),
+#: rewritten by the audit and ppi stages only when that list changes. They read the record
+#: itself (``Experiment.audit_ids``); the list changes whenever what they read from it does,
+#: but not when a look settles on the queries they already read, so the run that settles
+#: leaves them current (the ppi stage, which writes the looks, keeps the record as its dep).
+_READS = _e("${paths.stop}.reads", "stop")
 
 
 def stages() -> tuple[Stage, ...]:
@@ -242,7 +249,7 @@ def stages() -> tuple[Stage, ...]:
                       _STOP, _e("grading.stop_batch", "stop")),
               deps=("${paths.pool}", "${paths.pool_manifest}", "${paths.chunks}",
                     "${paths.intents}", "${paths.intents_manifest}", "${paths.audit}",
-                    "${grading.rubric}", _e("${paths.stop}", "stop"),
+                    "${grading.rubric}", _READS,
                     "${paths.grades_in}",  # a partial regrade holds the pairs graded relevant
                     _e("${gold.input}", "raters")),
               outs=("${paths.packets}", "${paths.orders}", _e("${paths.assignment}", "raters"),
@@ -261,7 +268,7 @@ def stages() -> tuple[Stage, ...]:
                     "${paths.grades_in}", "${paths.pool}", "${paths.chunks}", "${paths.intents}",
                     "${paths.intents_manifest}", "${paths.audit}", "${grading.rubric}",
                     _e("${paths.assignment}", "raters"), _e("${paths.triage_queue}", "triage"),
-                    _e("${gold.input}", "raters"), _e("${paths.stop}", "stop")),
+                    _e("${gold.input}", "raters"), _READS),
               outs=(_e("${paths.grades}", "single", "triage", "ppi"),
                     _e("${paths.rater_grades}", "raters"), _kept("${paths.grades_manifest}")),
               doc="The current grades of the pool from the judgment bank, or the pending "
@@ -288,7 +295,7 @@ def stages() -> tuple[Stage, ...]:
                       "grading.auditor", "grading.round", "agreement.bootstrap",
                       "agreement.level", _STOP),
               deps=("${paths.grades}", "${paths.grades_in}", "${paths.audit}", "${paths.queries}",
-                    "${paths.orders}", _e("${paths.stop}", "stop")),
+                    "${paths.orders}", _READS),
               outs=("${paths.disagreements}", _kept("${paths.diagnostics}"),
                     _kept("${paths.agreement}")),
               plots=(_e("${paths.confusion}", cache=False, persist=True, template="confusion",
@@ -302,7 +309,7 @@ def stages() -> tuple[Stage, ...]:
                       "grading.key_grader", "grading.auditor", "grading.round",
                       "graders", "arms", _e("grading.mode", "triage", "ppi"), _STOP),
               deps=("${paths.agreement}", "${paths.pool}", "${paths.grades}", "${paths.audit}",
-                    _e("${paths.triage_queue}", "triage"), _e("${paths.stop}", "stop")),
+                    _e("${paths.triage_queue}", "triage"), _READS),
               outs=(_kept("${paths.gate}"),),
               doc="Agreement gates, a complete audit and the family rule; a fail stops the "
                   "pipeline (and the stage removes the pass record; a refusal before the "

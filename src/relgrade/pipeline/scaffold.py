@@ -117,6 +117,8 @@ class Plan:
     #: Raters mode: the share of the pool drawn as gold questions (params ``gold.fraction``),
     #: in (0, 0.5].
     gold_fraction: float = GOLD_FRACTION
+    #: Keep chunks whose text is empty or blank (params ``corpus.allow_empty``).
+    allow_empty: bool = False
 
 
 def parse_pairs(values, *, option: str) -> dict[str, str]:
@@ -703,13 +705,15 @@ def init_experiment(plan: Plan) -> Experiment:
     with atomic_dir(target) as tmp:
         data = tmp / "data" / "input"
         data.mkdir(parents=True)
-        corpus_name, chunk_ids = inputs.corpus_input(plan.corpus, data)
+        corpus_name, chunk_ids = inputs.corpus_input(plan.corpus, data,
+                                                     allow_empty=plan.allow_empty)
         if plan.query_log is None:
             queries_name, queries, groups = inputs.queries_input(plan.queries, data)
             if chunk_ids is None and plan.runs:
                 # a source spec: build its chunks now, so a run's unknown chunk ids are
                 # refused here rather than by the retrieve stage
-                chunk_ids = build_corpus(plan.corpus)[0]["chunk_id"].astype(str)
+                chunk_ids = build_corpus(plan.corpus, allow_empty=plan.allow_empty)[0][
+                    "chunk_id"].astype(str)
             intents_name = inputs.intents_input(plan.intents, data, queries=queries)
             log_name = None
         else:
@@ -757,7 +761,8 @@ def init_experiment(plan: Plan) -> Experiment:
                                  autoescape=False)
         env.filters["yaml"] = yaml_value  # every value through the YAML serializer
         text = env.from_string(_template("params.yaml.j2")).render(
-            name=name, seed=plan.seed, corpus=corpus_name, queries=queries_name,
+            name=name, seed=plan.seed, corpus=corpus_name, allow_empty=plan.allow_empty,
+            queries=queries_name,
             groups=groups, intents=intents_name, pool_depth=plan.pool_depth,
             audit_min=audit_min, deviations=deviations, key_grader=plan.key_grader,
             auditor=plan.auditor, baseline=baseline, query_log=log_name,
@@ -771,7 +776,8 @@ def init_experiment(plan: Plan) -> Experiment:
             ("audit", "min_queries"): audit_min, ("grading", "key_grader"): plan.key_grader,
             ("grading", "auditor"): plan.auditor, ("metrics", "baseline"): baseline,
             ("grading", "deviations"): deviations,
-            ("grading", "share_from"): list(plan.share_from) or None})
+            ("grading", "share_from"): list(plan.share_from) or None,
+            ("corpus", "allow_empty"): True if plan.allow_empty else None})
         write_text(tmp / PARAMS_FILE, text)
         params = load_params(tmp / PARAMS_FILE)
         if params.intents is not None:  # no review yet: a dep DVC finds, pending work

@@ -239,8 +239,13 @@ def corpus_from_sdist(data: bytes, *, spec: dict, path=None,
     return chunks, manifest
 
 
+#: How to keep chunks with no text, in a params file (:func:`check_empty`'s default advice).
+ALLOW_EMPTY_FIX = ("Remove those chunks, or set corpus.allow_empty: true to keep them (they are "
+                   "then counted in the corpus manifest)")
+
+
 def check_empty(chunks: pd.DataFrame, *, allow_empty: bool = False, path=None,
-                lines=None) -> int:
+                lines=None, fix: str = ALLOW_EMPTY_FIX) -> int:
     """Refuse chunks with no text, unless allowed; the number of such chunks.
 
     A chunk whose text is empty or only whitespace gives a grader nothing to judge, and an
@@ -256,6 +261,8 @@ def check_empty(chunks: pd.DataFrame, *, allow_empty: bool = False, path=None,
         The file they came from, named in errors.
     lines : sequence of int, optional, length ``len(chunks)``
         The file line of each row, named in errors.
+    fix : str, default :data:`ALLOW_EMPTY_FIX`
+        The refusal's advice, in the caller's words (``relgrade init`` names its option).
 
     Returns
     -------
@@ -281,8 +288,7 @@ def check_empty(chunks: pd.DataFrame, *, allow_empty: bool = False, path=None,
         raise InputError("chunk text is empty", path=path, line=line,
                          item=str(chunks["chunk_id"].iat[i]),
                          found=f"{len(blank)} chunks with empty or blank text",
-                         fix="Remove those chunks, or set corpus.allow_empty: true to keep "
-                             "them (they are then counted in the corpus manifest)")
+                         fix=fix)
     return len(blank)
 
 

@@ -300,7 +300,8 @@ def human_void_message(*, old: str, new: str, triple: tuple, used_at: str, ledge
     if n:
         pairs = ", ".join(f"{q}/{c}" for q, c in changed[:5]) + (
             f" and {n - 5} more" if n > 5 else "")
-        which = (f"{n} pair{'s' if n != 1 else ''} differ: a grade changed on unchanged "
+        which = (f"{n} pair{'s' if n != 1 else ''} differ{'s' if n == 1 else ''}: a grade "
+                 "changed on unchanged "
                  f"content, or a pair read that was not, or not read that was: {pairs}")
     else:
         which = "the pairs that changed are unknown (the earlier human key is not at hand)"

@@ -879,12 +879,14 @@ def _ppi_note(ex, lock) -> str:
 def _start_stop_record(ex) -> None:
     """Write the stopping rule's record of this round's sample when the file holds none, or
     one with no look that params no longer give (a record of the same sample with its looks
-    is kept as it is)."""
+    is kept as it is); then the queries the rule reads now beside it
+    (:meth:`~relgrade.experiment.files.Experiment.write_stop_reads`), each file only when its
+    content changes."""
     record = ex.stop_record()
     path = ex.path("stop")
     if not path.is_file() or io.read_json(path) != record:
         io.write_json(path, record)
-    reads = ex.audit_ids() or []
+    reads = ex.write_stop_reads(record)
     graded = ex.stop_graded(record["order"])
     owed = [q for q in reads if q not in graded]
     print(f"audit: people grade the sample in a seeded order (seed {record['seed']}, stream "

@@ -616,6 +616,9 @@ def _look(ex, record: dict, order: list[str], human_tables: dict, measures: list
             break
     if new != record or not ex.path("stop").is_file():
         io.write_json(ex.path("stop"), new)
+    # what the stages before this one read from the record, rewritten only when it changes:
+    # a look that settles on the queries they read leaves them current
+    ex.write_stop_reads(new)
     if t > len(order):
         auditor = p.need("grading.auditor")
         graded = set(order) | ex.stop_graded(record["order"])
