@@ -392,9 +392,11 @@ def pool_tables(candidates, *, depth: int, ties: str = "score", tail_sample: int
 
     Notes
     -----
-    The ids are coded once (:func:`relgrade.ranking.id_codes`: byte order), and the
-    canonical order is :func:`relgrade.ranking.canonical_order` on those codes, so no
-    pandas frame of the candidates is built.
+    The ids are coded once in byte order (the query ids by
+    :func:`relgrade.ranking.id_codes`, the chunk ids by :func:`short_id_codes`, which
+    gives the same codes), and the canonical order is
+    :func:`relgrade.ranking.canonical_order` on those codes, so no pandas frame of the
+    candidates is built.
     """
     if ties not in ("score", "rank"):
         raise InputError("ties must be `score` or `rank`", found=repr(ties))
