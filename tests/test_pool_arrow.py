@@ -372,3 +372,34 @@ def test_arrow_strings_equal_pa_array_of_the_same_strings():
     values = ["b", "", "\u00e9t\u00e9", "q 1"]
     assert R.arrow_strings(values).equals(pa.array(values, pa.large_string()))
     assert R.arrow_ids(values).equals(pa.chunked_array([pa.array(values, pa.large_string())]))
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_short_id_codes_equal_id_codes_on_random_ids(seed):
+    # ids of 0..15 bytes (NUL, spaces, non-ASCII, prefixes of each other, repeats) in
+    # slices and several chunks: the numeric sort gives id_codes' codes and distinct ids
+    rng = np.random.default_rng(seed)
+    alphabet = ["a", "b", "\x00", " ", "é", "z", "0", "~"]
+    base = ["".join(rng.choice(alphabet, size=rng.integers(0, 8))) for _ in range(300)]
+    ids = [base[i] for i in rng.integers(0, len(base), size=2_000)]
+    ids = [s if len(s.encode()) <= 15 else s[:5] for s in ids] + ["", "a", "a\x00", "ab"]
+    arr = pa.chunked_array([pa.array(ids[:700], pa.large_string()),
+                            pa.array(ids[700:], pa.large_string())])
+    for values in (arr, arr.combine_chunks().slice(13, 1_500)):
+        got = P.short_id_codes(values)
+        want = R.id_codes(values)
+        assert got[0].tolist() == want[0].tolist()
+        assert got[1].equals(want[1])
+        # byte order, checked by Python's own sort of the UTF-8 bytes
+        assert [s.encode() for s in got[1].to_pylist()] == sorted(
+            {s.encode() for s in values.to_pylist()})
+
+
+def test_short_id_codes_leave_long_ids_and_nulls_to_id_codes():
+    long = pa.array(["x" * 16, "x" * 15, "a"], pa.large_string())
+    codes, uniques = P.short_id_codes(long)
+    assert codes.tolist() == [2, 1, 0] and uniques.to_pylist() == ["a", "x" * 15, "x" * 16]
+    with pytest.raises(InputError, match="an id is missing"):
+        P.short_id_codes(pa.array(["a", None], pa.large_string()))
+    empty = P.short_id_codes(pa.array([], pa.large_string()))
+    assert empty[0].tolist() == [] and len(empty[1]) == 0

@@ -392,9 +392,11 @@ def pool_tables(candidates, *, depth: int, ties: str = "score", tail_sample: int
 
     Notes
     -----
-    The ids are coded once (:func:`relgrade.ranking.id_codes`: byte order), and the
-    canonical order is :func:`relgrade.ranking.canonical_order` on those codes, so no
-    pandas frame of the candidates is built.
+    The ids are coded once in byte order (the query ids by
+    :func:`relgrade.ranking.id_codes`, the chunk ids by :func:`short_id_codes`, which
+    gives the same codes), and the canonical order is
+    :func:`relgrade.ranking.canonical_order` on those codes, so no pandas frame of the
+    candidates is built.
     """
     if ties not in ("score", "rank"):
         raise InputError("ties must be `score` or `rank`", found=repr(ties))
@@ -408,7 +410,7 @@ def pool_tables(candidates, *, depth: int, ties: str = "score", tail_sample: int
                                        type=pa.large_string()))
     chunk = pa.chunked_array([c for t in tables for c in t["chunk_id"].chunks],
                              type=pa.large_string())
-    cc, cu = id_codes(chunk)
+    cc, cu = short_id_codes(chunk)
     score = np.concatenate([numpy_values(t["score"]) for t in tables]) if tables \
         else np.empty(0)
     raw_rank = np.concatenate([numpy_values(t["rank"]) for t in tables]) if tables \
@@ -417,6 +419,81 @@ def pool_tables(candidates, *, depth: int, ties: str = "score", tail_sample: int
                             rank=raw_rank if ties == "rank" else None)
     return _pool_codes(qc, qu, cc, cu, ac, arm_ids, rank, score, depth=depth,
                        tail_sample=tail_sample, tail_depth=tail_depth, rng=rng)
+
+
+#: The longest ids :func:`short_id_codes` codes by numbers (two 8-byte words hold 15 bytes
+#: and the length).
+SHORT_ID_BYTES = 15
+# _KEEP_BYTES[k]: a big-endian word's first k bytes (k = 0 .. 8)
+_KEEP_BYTES = np.array([((1 << 64) - 1) ^ ((1 << (64 - 8 * k)) - 1) for k in range(9)],
+                       dtype=np.uint64)
+
+
+def short_id_codes(values) -> tuple[np.ndarray, pa.Array]:
+    """:func:`relgrade.ranking.id_codes` of ids of at most :data:`SHORT_ID_BYTES` bytes by
+    a numeric sort: the same codes and distinct ids, without Arrow's hash table and string
+    sort (about 0.09 of 0.23 CPU-s for the pool stage's 498k candidate chunk ids).
+
+    Parameters
+    ----------
+    values : pyarrow.ChunkedArray or pyarrow.Array of large_string, shape (n_rows,)
+
+    Returns
+    -------
+    codes : ndarray of int64, shape (n_rows,)
+    uniques : pyarrow.Array of large_string, shape (n_distinct,)
+        Exactly what :func:`relgrade.ranking.id_codes` returns for ``values``; an empty
+        array, a null, or an id of more than :data:`SHORT_ID_BYTES` bytes goes through it.
+
+    Raises
+    ------
+    InputError
+        An id is missing (null), as :func:`relgrade.ranking.id_codes` words it.
+
+    Notes
+    -----
+    Each id's bytes, zero-padded to 15, and its length as a 16th byte are read as two
+    big-endian 64-bit words; sorting the rows by (first word, second word) is sorting them
+    by their bytes (a shorter id ties with a longer one on the padding only when it is its
+    prefix, and then its length, the last byte, is smaller), so runs of equal words are the
+    distinct ids in byte order.
+
+    Examples
+    --------
+    >>> codes, uniques = short_id_codes(arrow_ids(["b", "ab", "a", "b"]))
+    >>> codes.tolist(), uniques.to_pylist()
+    ([2, 1, 0, 2], ['a', 'ab', 'b'])
+    """
+    arr = values.combine_chunks() if isinstance(values, pa.ChunkedArray) else values
+    n = len(arr)
+    if n == 0 or arr.null_count or not pa.types.is_large_string(arr.type):
+        return id_codes(values)
+    buffers = arr.buffers()
+    offsets = np.frombuffer(buffers[1], dtype=np.int64)[arr.offset:arr.offset + n + 1]
+    lengths = np.diff(offsets)
+    if int(lengths.max()) > SHORT_ID_BYTES:
+        return id_codes(values)
+    first, last = int(offsets[0]), int(offsets[-1])
+    data = np.zeros(last - first + 16, dtype=np.uint8)  # 16 bytes past the last id
+    if buffers[2] is not None:
+        data[:last - first] = np.frombuffer(buffers[2], dtype=np.uint8)[first:last]
+    # every byte position's next 8 bytes as a big-endian word (unaligned loads, no copy)
+    word_at = np.ndarray(shape=(len(data) - 7,), dtype=">u8", buffer=data, strides=(1,))
+    at = offsets[:-1] - first
+    # the id's own bytes kept (its first min(length, 8), then up to 7 more), the length
+    # as the last byte
+    high = word_at[at].astype(np.uint64) & _KEEP_BYTES[np.minimum(lengths, 8)]
+    low = word_at[at + 8].astype(np.uint64) & _KEEP_BYTES[np.clip(lengths - 8, 0, 7)]
+    low |= lengths.astype(np.uint64)
+    order = np.lexsort((low, high))
+    high, low = high[order], low[order]
+    new = np.empty(n, dtype=bool)
+    new[0] = True
+    np.not_equal(high[1:], high[:-1], out=new[1:])
+    new[1:] |= low[1:] != low[:-1]
+    codes = np.empty(n, dtype=np.int64)
+    codes[order] = np.cumsum(new) - 1
+    return codes, arr.take(arrow_array(order[new]))
 
 
 def _canonical_ranks(group: np.ndarray, score: np.ndarray, cc: np.ndarray, n_c: int, *,
