@@ -34,7 +34,8 @@ import pandas as pd
 
 from relgrade.errors import InputError
 from relgrade.protocol import bands, reliability
-from relgrade.protocol.diagnostics import grading_diagnostics
+from relgrade.protocol.diagnostics import (GradeCodes, PositionCodes, diagnose,
+                                            grading_diagnostics)
 from relgrade.protocol.reliability import Resampling
 from relgrade.schema import PAIR, RATINGS, check_scale, normalised_grades, require
 
@@ -1163,7 +1164,8 @@ def audit_agreement(grades: pd.DataFrame, *, audit_ids: Iterable[str], queries: 
                     relevant_min: int, positions: pd.DataFrame | None = None,
                     resampling: Resampling | None = None,
                     graders: Sequence[str] | None = None,
-                    panel: Sequence[str] | None = None) -> AuditReport:
+                    panel: Sequence[str] | None = None,
+                    whole: GradeCodes | None = None) -> AuditReport:
     """Agreement of the key grader and the auditor on the audit sample, ready to write.
 
     Parameters
@@ -1181,7 +1183,7 @@ def audit_agreement(grades: pd.DataFrame, *, audit_ids: Iterable[str], queries: 
         The grading round (params ``grading.round``).
     scale : iterable of int
     relevant_min : int
-    positions : pandas.DataFrame, optional
+    positions : pandas.DataFrame or PositionCodes, optional
         Display positions (the orders table) for the grading diagnostics.
     resampling : Resampling, optional
         Seed, resamples and level of the kappas' bootstrap intervals; without it no
@@ -1193,6 +1195,12 @@ def audit_agreement(grades: pd.DataFrame, *, audit_ids: Iterable[str], queries: 
         A rater panel's raters (role ``rater``): ``many_raters`` is then their agreement
         alone, over the pairs each of them graded (the aggregate, auditor and expert left
         out). Without it, every grader of the round when there are three or more.
+    whole : GradeCodes, optional
+        Every row of the grades table as codes
+        (:class:`relgrade.protocol.diagnostics.GradeCodes`), when ``grades`` holds the
+        audited queries' rows only (with their reasons): the notes and the diagnostics then
+        read it, and the results are those of the whole table. Not with three or more
+        graders in the round (the many-rater agreement reads the table itself).
 
     Returns
     -------
@@ -1215,6 +1223,8 @@ def audit_agreement(grades: pd.DataFrame, *, audit_ids: Iterable[str], queries: 
     InputError
         An audit query is missing from the queries table, a grader grades one pair twice,
         a grade is off the scale, or a table lacks a column.
+    ValueError
+        ``whole`` is given and three or more graders graded in the round.
     """
     labels = check_scale(scale, relevant_min)
     ids = [str(q) for q in audit_ids]
@@ -1229,12 +1239,20 @@ def audit_agreement(grades: pd.DataFrame, *, audit_ids: Iterable[str], queries: 
                                   queries=ids)
     res = agreement(paired["grade_a"].to_numpy(), paired["grade_b"].to_numpy(), scale=labels,
                     relevant_min=relevant_min, raters=(str(grader), str(auditor)))
-    g = normalised_grades(grades)
-    if "round" in g.columns:
-        g = g[pd.to_numeric(g["round"], errors="coerce") == int(round)]
+    if whole is None:
+        g = normalised_grades(grades)
+        if "round" in g.columns:
+            g = g[pd.to_numeric(g["round"], errors="coerce") == int(round)]
+        in_round = set(g["grader"].unique())
+    else:
+        g = whole.of_round(round) if whole.round is not None else whole
+        in_round = g.grader_names()
+        if len(in_round) >= 3:
+            raise ValueError("three or more graders in the round: pass the grades table "
+                             "whole, not as codes")
     notes = list(res["notes"])
     for who in (str(grader), str(auditor)):
-        if not (g["grader"] == who).any():
+        if who not in in_round:
             notes.insert(0, f"{who} has no grades in round {int(round)} yet: the measures are "
                             "undefined and the gate fails")
     audited = set(paired["query_id"])
@@ -1267,19 +1285,25 @@ def audit_agreement(grades: pd.DataFrame, *, audit_ids: Iterable[str], queries: 
         # Three or more graders in the round (raters): agreement among them too. With a
         # panel, among its raters only: the aggregate, the auditor and the expert grade
         # some pairs, and would leave Fleiss' kappa only the pairs they all graded.
-        among = [r for r in panel or [] if r in set(g["grader"].astype(str))]
+        among = [r for r in panel or [] if r in in_round]
         if len(among) >= 3:
             metrics["many_raters"] = many_rater_agreement(
                 g, labels, seed=resampling.seed, resamples=resampling.resamples,
                 level=resampling.level, raters=among)
-        elif panel is None and g["grader"].nunique() >= 3:
+        elif panel is None and len(in_round) >= 3:
             metrics["many_raters"] = many_rater_agreement(
                 g, labels, seed=resampling.seed, resamples=resampling.resamples,
                 level=resampling.level)
     # Every grader of the round, in its own grading order (the `sequence` column).
-    metrics["diagnostics"] = grading_diagnostics(
-        g, positions, graders=graders,
-        level=resampling.level if resampling is not None else 0.95)
+    level = resampling.level if resampling is not None else 0.95
+    if whole is None:
+        metrics["diagnostics"] = grading_diagnostics(g, positions, graders=graders,
+                                                     level=level)
+    else:
+        if positions is not None and not isinstance(positions, PositionCodes):
+            positions = PositionCodes.of_table(positions)
+        metrics["diagnostics"] = diagnose(g, positions, graders=graders, level=level)
+    del g
     confusion = pd.DataFrame({"grader": paired["grade_a"].astype(np.int64),
                               "auditor": paired["grade_b"].astype(np.int64)})
     d = disagreements(paired)
