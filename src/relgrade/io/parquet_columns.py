@@ -77,6 +77,13 @@ class ParquetColumns:
             raise InputError("not a readable Parquet file", path=self.path,
                              found=str(e)) from None
 
+    @staticmethod
+    def _release() -> None:
+        """Hand Arrow's freed read buffers back to the system (its pool keeps them)."""
+        import pyarrow as pa
+
+        pa.default_memory_pool().release_unused()
+
     def values(self, column: str) -> np.ndarray:
         """A numeric column as a numpy array, shape (n_rows,) (float with NaN where a value
         is missing).
@@ -86,7 +93,9 @@ class ParquetColumns:
         InputError
             The file cannot be read.
         """
-        return self._read(column).to_numpy()
+        values = self._read(column).to_numpy()
+        self._release()
+        return values
 
     def id_codes(self, column: str) -> "tuple[np.ndarray, pa.Array] | None":
         """A text column as integer codes whose order is the values' byte order (Python's
@@ -126,6 +135,8 @@ class ParquetColumns:
         for chunk in col.chunks:
             codes[at:at + len(chunk)] = rank[chunk.indices.to_numpy(zero_copy_only=False)]
             at += len(chunk)
+        del col
+        self._release()
         return codes, dictionary.take(pa.array(order))
 
     def rows(self, keep: np.ndarray) -> "pd.DataFrame":
@@ -163,6 +174,8 @@ class ParquetColumns:
                          else schema.empty_table().select(self.names))
                 # pandas' own metadata, so the columns come back as read_table types them
                 table = table.replace_schema_metadata(schema.metadata)
+            del parts
+            self._release()
         except Exception as e:  # pyarrow raises several types for a corrupt file
             raise InputError("not a readable Parquet file", path=self.path,
                              found=str(e)) from None

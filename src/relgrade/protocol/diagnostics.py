@@ -565,9 +565,13 @@ def _positions_of(codes: GradeCodes, positions: PositionCodes
         np.zeros(0, dtype=np.int64)
     row = order[at[hit]]
     del key, order, wanted, at
-    display_of_row = np.unique(_combined(shown), return_inverse=True)[1].reshape(-1)
+    display_of_row = _combined(shown)
+    if np.prod([float(max(w, 1)) for _, w in shown]) > max(4 * len(display_of_row), 1 << 20):
+        # too many possible displays to count by code: number the ones there are
+        display_of_row = np.unique(display_of_row, return_inverse=True)[1].reshape(-1)
     sizes = np.bincount(display_of_row)
     display = display_of_row[row]
+    del display_of_row
     return (hit, positions.position[row].astype(np.int64), display.astype(np.int64),
             sizes[display].astype(np.int64))
 
