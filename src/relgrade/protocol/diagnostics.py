@@ -431,7 +431,10 @@ class GradeCodes:
         values = self.round
         if values.dtype.kind not in "iuf":
             values = pd.to_numeric(pd.Series(values), errors="coerce").to_numpy()
-        return self.rows(np.flatnonzero(values == int(round)))
+        mine = values == int(round)
+        if mine.all():  # one round (the common case): the same rows, not a copy
+            return self
+        return self.rows(np.flatnonzero(mine))
 
     def grader_names(self) -> set[str]:
         """The graders that hold at least one row."""
