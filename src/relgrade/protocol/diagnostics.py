@@ -492,12 +492,16 @@ class PositionCodes:
                    else None)
 
 
-def _combined(parts: list[tuple[np.ndarray, int]]) -> np.ndarray:
+def _combined(parts: list[tuple]) -> np.ndarray:
     """One int64 per row from several codes (code, width): equal exactly when every code
-    is; -1 where any code is -1."""
-    out = np.zeros(len(parts[0][0]), dtype=np.int64)
-    bad = np.zeros(len(out), dtype=bool)
+    is; -1 where any code is -1. A code may be given as a function that makes it, so only
+    one part is held at a time."""
+    out = bad = None
     for codes, width in parts:
+        codes = codes() if callable(codes) else codes
+        if out is None:
+            out = np.zeros(len(codes), dtype=np.int64)
+            bad = np.zeros(len(out), dtype=bool)
         out *= max(width, 1)
         out += codes
         bad |= codes < 0
@@ -529,26 +533,31 @@ def _positions_of(codes: GradeCodes, positions: PositionCodes
     use_round = codes.round is not None and positions.round is not None
     # the position table's own codes: a pair listed twice, and the displays' sizes
     mine = [(positions.query, len(positions.queries)), (positions.chunk, len(positions.chunks))]
-    theirs = [(np.asarray(codes_in(pa.chunked_array([codes.queries]),
-                                   pa.chunked_array([positions.queries])),
-                          dtype=np.int64)[codes.query], len(positions.queries)),
-              (np.asarray(codes_in(pa.chunked_array([codes.chunks]),
-                                   pa.chunked_array([positions.chunks])),
-                          dtype=np.int64)[codes.chunk], len(positions.chunks))]
+    # the grades' codes in the position table's values, made one part at a time
+    query_at = np.asarray(codes_in(pa.chunked_array([codes.queries]),
+                                   pa.chunked_array([positions.queries])), dtype=np.int64)
+    chunk_at = np.asarray(codes_in(pa.chunked_array([codes.chunks]),
+                                   pa.chunked_array([positions.chunks])), dtype=np.int64)
+    theirs = [(lambda: query_at[codes.query], len(positions.queries)),
+              (lambda: chunk_at[codes.chunk], len(positions.chunks))]
     shown = [(positions.query, len(positions.queries))]
     if use_role:
         role_at = pd.Index(list(positions.roles)).get_indexer(list(codes.roles))
         mine.append((positions.role, len(positions.roles)))
-        theirs.append((role_at[codes.role], len(positions.roles)))
+        theirs.append((lambda: role_at[codes.role], len(positions.roles)))
         shown.append((positions.role, len(positions.roles)))
     if use_round:
         rounds, round_code = np.unique(positions.round.astype(np.int64), return_inverse=True)
-        graded_round = codes.round.astype(np.int64)
-        at = np.searchsorted(rounds, graded_round)
-        found = (at < len(rounds)) & (rounds[np.minimum(at, len(rounds) - 1)] == graded_round
-                                      if len(rounds) else False)
+
+        def round_at():
+            graded_round = codes.round.astype(np.int64)
+            at = np.searchsorted(rounds, graded_round)
+            found = (at < len(rounds)) & (rounds[np.minimum(at, len(rounds) - 1)]
+                                          == graded_round if len(rounds) else False)
+            return np.where(found, at, -1)
+
         mine.append((round_code, len(rounds)))
-        theirs.append((np.where(found, at, -1), len(rounds)))
+        theirs.append((round_at, len(rounds)))
         shown.append((round_code, len(rounds)))
     key = _combined(mine)
     order = np.argsort(key, kind="stable")
@@ -562,6 +571,7 @@ def _positions_of(codes: GradeCodes, positions: PositionCodes
         raise InputError("the position table lists one pair twice",
                          item=f"pair ({positions.queries[positions.query[at]].as_py()}, "
                               f"{positions.chunks[positions.chunk[at]].as_py()})")
+    del same
     wanted = _combined(theirs)
     at = np.minimum(np.searchsorted(key, wanted), max(len(key) - 1, 0))
     hit = np.flatnonzero((wanted >= 0) & (key[at] == wanted)) if len(key) else \
