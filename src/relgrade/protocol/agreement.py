@@ -31,11 +31,14 @@ from typing import Callable, Iterable, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
 
 from relgrade.errors import InputError
 from relgrade.protocol import bands, reliability
-from relgrade.protocol.diagnostics import grading_diagnostics
+from relgrade.protocol.diagnostics import (GradeCodes, PositionCodes, diagnose,
+                                            grading_diagnostics)
 from relgrade.protocol.reliability import Resampling
+from relgrade.ranking import id_codes
 from relgrade.schema import PAIR, RATINGS, check_scale, normalised_grades, require
 
 #: Columns of the table returned by :func:`pair_grades`.
@@ -145,10 +148,12 @@ def pair_grades(grades: pd.DataFrame, *, rater_a: str, rater_b: str, round: int 
     # only the kept rows become Python objects: on the whole pool (the diagnostics' table)
     # one str per row and column would outweigh the table itself
     kept = grades.iloc[np.flatnonzero(keep)]
+    values = kept["grade"].to_numpy()
+    if len(kept) and values.dtype.kind in "iuf" and np.isfinite(values).all():
+        return _paired_by_codes(kept, names, values)
     who = kept["grader"].astype(str).to_numpy()
     qids = kept["query_id"].astype(str).to_numpy()
     cids = kept["chunk_id"].astype(str).to_numpy()
-    values = kept["grade"].to_numpy()
     reasons = (kept["reason"].to_numpy() if "reason" in kept.columns
                else np.full(len(kept), "", dtype=object))
     del kept
@@ -176,6 +181,62 @@ def pair_grades(grades: pd.DataFrame, *, rater_a: str, rater_b: str, round: int 
         "grade_b": pd.Series([b[k][0] for k in both], dtype=np.int64),
         "reason_a": pd.Series([a[k][1] for k in both], dtype=str),
         "reason_b": pd.Series([b[k][1] for k in both], dtype=str),
+    })
+    return paired[PAIRED_COLUMNS], missing
+
+
+def _paired_by_codes(kept: pd.DataFrame, names: tuple[str, str],
+                     values: np.ndarray) -> tuple[pd.DataFrame, int]:
+    """:func:`pair_grades` of its kept rows when their grades are numbers: the same
+    checks, errors and table, over integer codes of the ids (a pair is one int64), so no
+    Python object is made per row, only per paired pair."""
+    grader, graders = id_codes(kept["grader"].astype(str))
+    side = (graders.to_pylist().index(names[1]) == grader) if names[1] in \
+        graders.to_pylist() else np.zeros(len(kept), dtype=bool)
+    query, queries = id_codes(kept["query_id"].astype(str))
+    chunk, chunks = id_codes(kept["chunk_id"].astype(str))
+    # a pair as one int64 in (query_id, chunk_id) order: the order sorted() gives the tuples
+    pair = query * max(len(chunks), 1) + chunk
+    del query, chunk
+    key = pair * 2 + side
+    order = np.argsort(key, kind="stable")
+    again = np.zeros(len(key), dtype=bool)  # a row whose grader graded its pair before
+    again[order[1:]] = key[order[1:]] == key[order[:-1]]
+    del key, order
+    fraction = values != np.floor(values) if values.dtype.kind == "f" else \
+        np.zeros(len(values), dtype=bool)
+    bad = np.flatnonzero(again | fraction)
+    if len(bad):  # the first offending row, checked as the rows are read
+        i = int(bad[0])
+        who = names[int(side[i])]
+        q, c = divmod(int(pair[i]), max(len(chunks), 1))
+        item = f"{who}: pair ({queries[q].as_py()}, {chunks[c].as_py()})"
+        if again[i]:
+            raise InputError("a grader has two grades for one pair", item=item,
+                             fix="Pass round= to compare one grading round, or keep one grade "
+                                 "per pair and grader")
+        raise InputError("grades must be integers", item=item, found=str(values[i].item()))
+    rows_a, rows_b = np.flatnonzero(~side), np.flatnonzero(side)
+    order_a, order_b = rows_a[np.argsort(pair[rows_a])], rows_b[np.argsort(pair[rows_b])]
+    both, at_a, at_b = np.intersect1d(pair[order_a], pair[order_b], assume_unique=True,
+                                      return_indices=True)
+    missing = len(rows_a) + len(rows_b) - 2 * len(both)
+    ra, rb = order_a[at_a], order_b[at_b]
+    width = max(len(chunks), 1)
+    reasons = kept["reason"] if "reason" in kept.columns else None
+
+    def said(rows):
+        if reasons is None:
+            return pd.Series([""] * len(rows), dtype=str)
+        return pd.Series([r if isinstance(r, str) else "" for r in reasons.iloc[rows]],
+                         dtype=str)
+
+    paired = pd.DataFrame({
+        "query_id": pd.Series(queries.take(pa.array(both // width)).to_pylist(), dtype=str),
+        "chunk_id": pd.Series(chunks.take(pa.array(both % width)).to_pylist(), dtype=str),
+        "grade_a": pd.Series(values[ra].astype(np.int64), dtype=np.int64),
+        "grade_b": pd.Series(values[rb].astype(np.int64), dtype=np.int64),
+        "reason_a": said(ra), "reason_b": said(rb),
     })
     return paired[PAIRED_COLUMNS], missing
 
@@ -1163,7 +1224,8 @@ def audit_agreement(grades: pd.DataFrame, *, audit_ids: Iterable[str], queries: 
                     relevant_min: int, positions: pd.DataFrame | None = None,
                     resampling: Resampling | None = None,
                     graders: Sequence[str] | None = None,
-                    panel: Sequence[str] | None = None) -> AuditReport:
+                    panel: Sequence[str] | None = None,
+                    whole: GradeCodes | None = None) -> AuditReport:
     """Agreement of the key grader and the auditor on the audit sample, ready to write.
 
     Parameters
@@ -1181,7 +1243,7 @@ def audit_agreement(grades: pd.DataFrame, *, audit_ids: Iterable[str], queries: 
         The grading round (params ``grading.round``).
     scale : iterable of int
     relevant_min : int
-    positions : pandas.DataFrame, optional
+    positions : pandas.DataFrame or PositionCodes, optional
         Display positions (the orders table) for the grading diagnostics.
     resampling : Resampling, optional
         Seed, resamples and level of the kappas' bootstrap intervals; without it no
@@ -1193,6 +1255,12 @@ def audit_agreement(grades: pd.DataFrame, *, audit_ids: Iterable[str], queries: 
         A rater panel's raters (role ``rater``): ``many_raters`` is then their agreement
         alone, over the pairs each of them graded (the aggregate, auditor and expert left
         out). Without it, every grader of the round when there are three or more.
+    whole : GradeCodes, optional
+        Every row of the grades table as codes
+        (:class:`relgrade.protocol.diagnostics.GradeCodes`), when ``grades`` holds the
+        audited queries' rows only (with their reasons): the notes and the diagnostics then
+        read it, and the results are those of the whole table. Not with three or more
+        graders in the round (the many-rater agreement reads the table itself).
 
     Returns
     -------
@@ -1215,6 +1283,8 @@ def audit_agreement(grades: pd.DataFrame, *, audit_ids: Iterable[str], queries: 
     InputError
         An audit query is missing from the queries table, a grader grades one pair twice,
         a grade is off the scale, or a table lacks a column.
+    ValueError
+        ``whole`` is given and three or more graders graded in the round.
     """
     labels = check_scale(scale, relevant_min)
     ids = [str(q) for q in audit_ids]
@@ -1229,12 +1299,20 @@ def audit_agreement(grades: pd.DataFrame, *, audit_ids: Iterable[str], queries: 
                                   queries=ids)
     res = agreement(paired["grade_a"].to_numpy(), paired["grade_b"].to_numpy(), scale=labels,
                     relevant_min=relevant_min, raters=(str(grader), str(auditor)))
-    g = normalised_grades(grades)
-    if "round" in g.columns:
-        g = g[pd.to_numeric(g["round"], errors="coerce") == int(round)]
+    if whole is None:
+        g = normalised_grades(grades)
+        if "round" in g.columns:
+            g = g[pd.to_numeric(g["round"], errors="coerce") == int(round)]
+        in_round = set(g["grader"].unique())
+    else:
+        g = whole.of_round(round) if whole.round is not None else whole
+        in_round = g.grader_names()
+        if len(in_round) >= 3:
+            raise ValueError("three or more graders in the round: pass the grades table "
+                             "whole, not as codes")
     notes = list(res["notes"])
     for who in (str(grader), str(auditor)):
-        if not (g["grader"] == who).any():
+        if who not in in_round:
             notes.insert(0, f"{who} has no grades in round {int(round)} yet: the measures are "
                             "undefined and the gate fails")
     audited = set(paired["query_id"])
@@ -1267,19 +1345,25 @@ def audit_agreement(grades: pd.DataFrame, *, audit_ids: Iterable[str], queries: 
         # Three or more graders in the round (raters): agreement among them too. With a
         # panel, among its raters only: the aggregate, the auditor and the expert grade
         # some pairs, and would leave Fleiss' kappa only the pairs they all graded.
-        among = [r for r in panel or [] if r in set(g["grader"].astype(str))]
+        among = [r for r in panel or [] if r in in_round]
         if len(among) >= 3:
             metrics["many_raters"] = many_rater_agreement(
                 g, labels, seed=resampling.seed, resamples=resampling.resamples,
                 level=resampling.level, raters=among)
-        elif panel is None and g["grader"].nunique() >= 3:
+        elif panel is None and len(in_round) >= 3:
             metrics["many_raters"] = many_rater_agreement(
                 g, labels, seed=resampling.seed, resamples=resampling.resamples,
                 level=resampling.level)
     # Every grader of the round, in its own grading order (the `sequence` column).
-    metrics["diagnostics"] = grading_diagnostics(
-        g, positions, graders=graders,
-        level=resampling.level if resampling is not None else 0.95)
+    level = resampling.level if resampling is not None else 0.95
+    if whole is None:
+        metrics["diagnostics"] = grading_diagnostics(g, positions, graders=graders,
+                                                     level=level)
+    else:
+        if positions is not None and not isinstance(positions, PositionCodes):
+            positions = PositionCodes.of_table(positions)
+        metrics["diagnostics"] = diagnose(g, positions, graders=graders, level=level)
+    del g
     confusion = pd.DataFrame({"grader": paired["grade_a"].astype(np.int64),
                               "auditor": paired["grade_b"].astype(np.int64)})
     d = disagreements(paired)

@@ -24,6 +24,7 @@ inputs.
 
 from __future__ import annotations
 
+from dataclasses import dataclass, replace
 from typing import Sequence
 
 import numpy as np
@@ -312,18 +313,338 @@ def grading_diagnostics(grades: pd.DataFrame, positions: pd.DataFrame | None = N
     # only the columns read below: a reason or other text column is never copied
     g = g[[c for c in g.columns if c in (*PAIR, "grader", "grade", "role", "round", order)]]
     g = g[g["grade"].notna()]
+    codes = GradeCodes.of_table(g, order=order)
+    del g
+    if positions is not None and not isinstance(positions, PositionCodes):
+        positions = PositionCodes.of_table(positions)
+    return diagnose(codes, positions, bins=bins, level=level, graders=graders, order=order)
+
+
+@dataclass(frozen=True)
+class GradeCodes:
+    """The columns of a long grades table the diagnostics read, one compact array each.
+
+    A table of millions of grades held as ids would cost a string per row and column; here
+    each id column is an integer code into its distinct values, so a caller can build it
+    from a file a column at a time (the agreement stage) and the diagnostics hold a few
+    bytes per grade.
+
+    Attributes
+    ----------
+    grader : ndarray of int, shape (n,)
+        Each row's grader as its position in ``graders``.
+    graders : tuple of str
+        The distinct graders in code point order.
+    query : ndarray of int, shape (n,)
+        Each row's query as its position in ``queries``: codes in the ids' code point
+        order, the order :func:`slope_interval` sorts its clusters in.
+    queries : pyarrow.Array of large_string
+        The distinct query ids in code point order.
+    chunk : ndarray of int, shape (n,)
+        Each row's chunk as its position in ``chunks``.
+    chunks : pyarrow.Array of large_string
+        The distinct chunk ids, in any order.
+    grade : ndarray, shape (n,)
+        The grades (int or float dtype).
+    graded : ndarray of bool, shape (n,), or None
+        Which rows hold a grade; None when every row does. Rows without one are left out
+        of every diagnostic.
+    role, roles : ndarray of int, shape (n,), and tuple of str; or None
+        Each row's role as its position in ``roles`` (distinct roles, as str); None when
+        the table has no ``role`` column.
+    round : ndarray, shape (n,), or None
+        The grading round of each row; None when the table has no ``round`` column.
+    sequence : ndarray, shape (n,), or None
+        The order-of-grading column (see :func:`leniency_drift`); None when absent.
+    """
+
+    grader: np.ndarray
+    graders: tuple
+    query: np.ndarray
+    queries: pa.Array
+    chunk: np.ndarray
+    chunks: pa.Array
+    grade: np.ndarray
+    graded: np.ndarray | None = None
+    role: np.ndarray | None = None
+    roles: tuple | None = None
+    round: np.ndarray | None = None
+    sequence: np.ndarray | None = None
+
+    @classmethod
+    def of_table(cls, grades: pd.DataFrame, *, order: str = "sequence") -> "GradeCodes":
+        """The codes of a long grades table (``query_id``, ``chunk_id``, ``grader``,
+        ``grade``; ``role``, ``round`` and ``order`` when present); ids are read as str.
+
+        Raises
+        ------
+        InputError
+            A column of :data:`relgrade.schema.RATINGS` is missing.
+        """
+        require(grades, ["query_id", "chunk_id", "grader", "grade"], what="the grades table")
+        names, grader = np.unique(grades["grader"].astype(str).to_numpy(dtype=object),
+                                  return_inverse=True)
+        query, queries = id_codes(grades["query_id"].astype(str))
+        chunk, chunks = id_codes(grades["chunk_id"].astype(str))
+        graded = grades["grade"].notna().to_numpy(dtype=bool)
+        role = roles = None
+        if "role" in grades.columns:
+            role, distinct = id_codes(grades["role"].astype(str))
+            roles = tuple(distinct.to_pylist())
+        return cls(grader=grader.astype(np.int64), graders=tuple(str(n) for n in names),
+                   query=query, queries=queries, chunk=chunk, chunks=chunks,
+                   grade=grades["grade"].to_numpy(),
+                   graded=None if graded.all() else graded, role=role, roles=roles,
+                   round=grades["round"].to_numpy() if "round" in grades.columns else None,
+                   sequence=grades[order].to_numpy() if order in grades.columns else None)
+
+    def __len__(self) -> int:
+        return len(self.grader)
+
+    def rows(self, keep: np.ndarray) -> "GradeCodes":
+        """The codes of the rows ``keep`` (bool mask or positions), in table order; the
+        distinct values are shared, not copied."""
+        def take(a):
+            return None if a is None else a[keep]
+
+        return replace(self, grader=self.grader[keep], query=self.query[keep],
+                       chunk=self.chunk[keep], grade=self.grade[keep], graded=take(self.graded),
+                       role=take(self.role), round=take(self.round),
+                       sequence=take(self.sequence))
+
+    def with_grades(self) -> "GradeCodes":
+        """The rows that hold a grade (all of them when :attr:`graded` is None)."""
+        return self if self.graded is None else replace(self.rows(self.graded), graded=None)
+
+    def of_round(self, round: int) -> "GradeCodes":
+        """The rows of grading round ``round`` (a round that is not a number matches none,
+        as ``pandas.to_numeric(errors="coerce")`` reads it).
+
+        Raises
+        ------
+        InputError
+            The table has no ``round`` column.
+        """
+        if self.round is None:
+            raise InputError("the grades table has no round column",
+                             fix="Pass the long grades table (it has a `round` column)")
+        values = self.round
+        if values.dtype.kind not in "iuf":
+            values = pd.to_numeric(pd.Series(values), errors="coerce").to_numpy()
+        mine = values == int(round)
+        if mine.all():  # one round (the common case): the same rows, not a copy
+            return self
+        return self.rows(np.flatnonzero(mine))
+
+    def grader_names(self) -> set[str]:
+        """The graders that hold at least one row."""
+        return {self.graders[i] for i in np.unique(self.grader)}
+
+
+@dataclass(frozen=True)
+class PositionCodes:
+    """The display positions (the orders table) as compact arrays: ids as integer codes
+    into their distinct values, as :class:`GradeCodes` holds a grades table.
+
+    Attributes
+    ----------
+    query, chunk : ndarray of int, shape (n,)
+        Each row's ids as positions in ``queries`` and ``chunks``.
+    queries, chunks : pyarrow.Array of large_string
+        Distinct ids, in any order.
+    position : ndarray of int, shape (n,)
+        0-based display position.
+    role, roles : ndarray of int and tuple of str, or None
+        Each row's role as its position in ``roles``; None without a ``role`` column.
+    round : ndarray, shape (n,), or None
+        The round of each row; None without a ``round`` column.
+    """
+
+    query: np.ndarray
+    queries: pa.Array
+    chunk: np.ndarray
+    chunks: pa.Array
+    position: np.ndarray
+    role: np.ndarray | None = None
+    roles: tuple | None = None
+    round: np.ndarray | None = None
+
+    @classmethod
+    def of_table(cls, positions: pd.DataFrame) -> "PositionCodes":
+        """The codes of a position table (``query_id``, ``chunk_id``, ``position``;
+        ``role`` and ``round`` when present); ids are read as str.
+
+        Raises
+        ------
+        InputError
+            A column is missing.
+        """
+        require(positions, ["query_id", "chunk_id", "position"], what="the position table")
+        query, queries = id_codes(positions["query_id"].astype(str))
+        chunk, chunks = id_codes(positions["chunk_id"].astype(str))
+        role = roles = None
+        if "role" in positions.columns:
+            role, distinct = id_codes(positions["role"].astype(str))
+            roles = tuple(distinct.to_pylist())
+        return cls(query=query, queries=queries, chunk=chunk, chunks=chunks,
+                   position=positions["position"].to_numpy(), role=role, roles=roles,
+                   round=positions["round"].to_numpy() if "round" in positions.columns
+                   else None)
+
+
+def _combined(parts: list[tuple]) -> np.ndarray:
+    """One int64 per row from several codes (code, width): equal exactly when every code
+    is; -1 where any code is -1. A code may be given as a function that makes it, so only
+    one part is held at a time."""
+    out = bad = None
+    for codes, width in parts:
+        codes = codes() if callable(codes) else codes
+        if out is None:
+            out = np.zeros(len(codes), dtype=np.int64)
+            bad = np.zeros(len(out), dtype=bool)
+        out *= max(width, 1)
+        out += codes
+        bad |= codes < 0
+    out[bad] = -1
+    return out
+
+
+def _positions_of(codes: GradeCodes, positions: PositionCodes
+                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[str]]:
+    """Each grade row's display row, its position, its display (query, role, round) and
+    that display's size.
+
+    Returns
+    -------
+    hit : ndarray of int64
+        The rows of ``codes`` shown at a known position, in table order.
+    position : ndarray of int64, shape (len(hit),)
+    display : ndarray of int64, shape (len(hit),)
+        A code per display (one query for one role and round, as the join reads them).
+    size : ndarray of int64, shape (len(hit),)
+        How many chunks that display shows.
+
+    Raises
+    ------
+    InputError
+        The position table lists one pair twice for the same role and round.
+    """
+    use_role = codes.role is not None and positions.role is not None
+    use_round = codes.round is not None and positions.round is not None
+    # the position table's own codes: a pair listed twice, and the displays' sizes
+    mine = [(positions.query, len(positions.queries)), (positions.chunk, len(positions.chunks))]
+    # the grades' codes in the position table's values, made one part at a time
+    query_at = np.asarray(codes_in(pa.chunked_array([codes.queries]),
+                                   pa.chunked_array([positions.queries])), dtype=np.int64)
+    chunk_at = np.asarray(codes_in(pa.chunked_array([codes.chunks]),
+                                   pa.chunked_array([positions.chunks])), dtype=np.int64)
+    theirs = [(lambda: query_at[codes.query], len(positions.queries)),
+              (lambda: chunk_at[codes.chunk], len(positions.chunks))]
+    shown = [(positions.query, len(positions.queries))]
+    if use_role:
+        role_at = pd.Index(list(positions.roles)).get_indexer(list(codes.roles))
+        mine.append((positions.role, len(positions.roles)))
+        theirs.append((lambda: role_at[codes.role], len(positions.roles)))
+        shown.append((positions.role, len(positions.roles)))
+    if use_round:
+        rounds, round_code = np.unique(positions.round.astype(np.int64), return_inverse=True)
+
+        def round_at():
+            graded_round = codes.round.astype(np.int64)
+            at = np.searchsorted(rounds, graded_round)
+            found = (at < len(rounds)) & (rounds[np.minimum(at, len(rounds) - 1)]
+                                          == graded_round if len(rounds) else False)
+            return np.where(found, at, -1)
+
+        mine.append((round_code, len(rounds)))
+        theirs.append((round_at, len(rounds)))
+        shown.append((round_code, len(rounds)))
+    key = _combined(mine)
+    order = np.argsort(key, kind="stable")
+    key = key[order]
+    same = key[1:] == key[:-1]
+    if same.any():
+        twice = np.zeros(len(key), dtype=bool)
+        twice[1:] |= same
+        twice[:-1] |= same
+        at = int(order[twice].min())
+        raise InputError("the position table lists one pair twice",
+                         item=f"pair ({positions.queries[positions.query[at]].as_py()}, "
+                              f"{positions.chunks[positions.chunk[at]].as_py()})")
+    del same
+    wanted = _combined(theirs)
+    at = np.minimum(np.searchsorted(key, wanted), max(len(key) - 1, 0))
+    hit = np.flatnonzero((wanted >= 0) & (key[at] == wanted)) if len(key) else \
+        np.zeros(0, dtype=np.int64)
+    row = order[at[hit]]
+    del key, order, wanted, at
+    display_of_row = _combined(shown)
+    if np.prod([float(max(w, 1)) for _, w in shown]) > max(4 * len(display_of_row), 1 << 20):
+        # too many possible displays to count by code: number the ones there are
+        display_of_row = np.unique(display_of_row, return_inverse=True)[1].reshape(-1)
+    sizes = np.bincount(display_of_row)
+    display = display_of_row[row]
+    del display_of_row
+    return (hit, positions.position[row].astype(np.int64), display.astype(np.int64),
+            sizes[display].astype(np.int64))
+
+
+def _centred(values: np.ndarray, groups: np.ndarray) -> np.ndarray:
+    """Values centred on their group's mean (pandas' group mean: the same sums)."""
+    s = pd.Series(values)
+    return (s - s.groupby(groups).transform("mean")).to_numpy(float)
+
+
+def _means(values: np.ndarray, groups: np.ndarray) -> pd.Series:
+    """The mean of ``values`` per group, groups sorted (pandas' group mean)."""
+    return pd.Series(values).groupby(groups, sort=True).mean()
+
+
+def diagnose(codes: GradeCodes, positions: PositionCodes | None = None, *, bins: int = 5,
+             level: float = 0.95, graders: Sequence[str] | None = None,
+             order: str = "sequence") -> dict:
+    """:func:`grading_diagnostics` of a grades table held as codes.
+
+    Parameters
+    ----------
+    codes : GradeCodes
+        The grades (any number of graders); rows without a grade are left out.
+    positions : PositionCodes, optional
+        The display positions; without them position bias is not computed.
+    bins, level, graders
+        As :func:`grading_diagnostics`.
+    order : str, default "sequence"
+        The name of the order-of-grading column, for the notes.
+
+    Returns
+    -------
+    dict
+        As :func:`grading_diagnostics`: the same values, computed in the same order.
+
+    Raises
+    ------
+    InputError
+        ``bins`` is not a positive integer (when drift is computed), ``level`` outside
+        (0, 1), or the position table lists one pair twice.
+    """
+    codes = codes.with_grades()
     out: dict = {}
     notes: list[str] = []
     flags: list[str] = []
-    for grader in sorted(set(g["grader"].unique()) | {str(x) for x in (graders or [])}):
-        mine = g[g["grader"] == grader]
+    counts = np.bincount(codes.grader, minlength=len(codes.graders))
+    _, first = np.unique(codes.grader, return_index=True)
+    first_of = dict(zip(np.unique(codes.grader).tolist(), first.tolist()))
+    index = {name: i for i, name in enumerate(codes.graders)}
+    present = {codes.graders[i] for i in first_of}
+    for grader in sorted(present | {str(x) for x in (graders or [])}):
+        i = index.get(grader)
+        n = int(counts[i]) if i is not None else 0
         out[grader] = {}
-        if "role" in g.columns and len(mine):
-            out[grader]["role"] = str(mine["role"].iat[0])
-        out[grader]["grades"] = int(len(mine))
-        if not len(mine):
+        if codes.role is not None and n:
+            out[grader]["role"] = str(codes.roles[codes.role[first_of[i]]])
+        out[grader]["grades"] = n
+        if not n:
             notes.append(f"{grader} has no grades: nothing to diagnose")
-    g = g.assign(grade=g["grade"].astype(float))
 
     def record(grader, what, fit):
         out[grader][f"{what}_slope"] = fit["slope"]
@@ -336,45 +657,50 @@ def grading_diagnostics(grades: pd.DataFrame, positions: pd.DataFrame | None = N
                          f"{'display position' if what == 'position' else 'whole sequence'}"
                          f", interval [{fit['low']:+.3f}, {fit['high']:+.3f}] excludes 0")
 
+    grade = codes.grade.astype(float)
     if positions is not None:
-        joined = _with_positions(g, positions)
-        shown = [c for c in ("query_id", "role", "round") if c in joined.columns
-                 and (c == "query_id" or c in positions.columns)]
-        sizes = positions.assign(query_id=positions["query_id"].astype(str))
-        if "role" in shown:
-            sizes = sizes.assign(role=sizes["role"].astype(str))
-        if "round" in shown:
-            sizes = sizes.assign(round=sizes["round"].astype(np.int64))
-        sizes = sizes.groupby(shown).size().rename("_n").reset_index()
-        joined = joined.merge(sizes, on=shown, how="left")
-        third = (3 * joined["position"] // joined["_n"]).clip(0, 2)
-        joined["_third"] = third.map({0: "first", 1: "middle", 2: "last"})
-        for grader, part in joined.groupby("grader", sort=True):
-            keys = [part[c] for c in shown]
-            fit = slope_interval(_within(part["position"].astype(float), keys),
-                                 _within(part["grade"].astype(float), keys),
-                                 _clusters(part["query_id"]), level=level, intercept=False)
-            record(grader, "position", fit)
-            means = part.groupby("_third")["grade"].mean()
-            out[grader]["mean_by_third"] = {t: float(means[t]) for t in
-                                            ("first", "middle", "last") if t in means.index}
+        hit, position, display, size = _positions_of(codes, positions)
+        # the join's grades are whole numbers, as the display table's merge typed them
+        whole = grade[hit].astype(np.int64)
+        third = np.clip(3 * position // size, 0, 2)
+        who = codes.grader[hit]
+        for i in np.unique(who):  # graders in name order
+            mine = np.flatnonzero(who == i)
+            fit = slope_interval(_centred(position[mine].astype(float), display[mine]),
+                                 _centred(whole[mine].astype(float), display[mine]),
+                                 codes.query[hit[mine]], level=level, intercept=False)
+            record(codes.graders[i], "position", fit)
+            means = _means(whole[mine], third[mine])
+            out[codes.graders[i]]["mean_by_third"] = {
+                name: float(means[t]) for t, name in enumerate(("first", "middle", "last"))
+                if t in means.index}
+        del hit, position, display, size, whole, third, who
     else:
         notes.append("position bias not computed: no display positions were given")
-    if order in g.columns:
-        table = leniency_drift(g, order=order, bins=bins)
-        for grader, part in g.groupby("grader", sort=True):
-            if part[order].duplicated().any():
-                notes.append(f"{grader}: its `{order}` values repeat (grades of two files "
+    if codes.sequence is not None:
+        if not isinstance(bins, (int, np.integer)) or isinstance(bins, bool) or bins < 1:
+            raise InputError("bins must be a positive integer", found=repr(bins))
+        for i in np.unique(codes.grader):  # graders in name order
+            mine = np.flatnonzero(codes.grader == i)
+            name = codes.graders[i]
+            sequence = codes.sequence[mine]
+            n = len(mine)
+            if len(np.unique(sequence)) < n:
+                notes.append(f"{name}: its `{order}` values repeat (grades of two files "
                              "merged in one round): ties are read in table order")
-            part = part.sort_values(order, kind="stable")
-            rank = np.arange(len(part), dtype=float)
-            span = rank / (len(rank) - 1) if len(rank) > 1 else rank
-            fit = slope_interval(span, part["grade"].to_numpy(float),
-                                 _clusters(part["query_id"]), level=level)
-            record(grader, "drift", fit)
-            rows = table[table["grader"] == grader]
-            out[grader]["mean_by_stretch"] = {str(int(b)): float(m) for b, m in
-                                              zip(rows["bin"], rows["mean_grade"])}
+            ranked = np.argsort(sequence, kind="stable")  # ties in table order
+            rank = np.empty(n, dtype=float)
+            rank[ranked] = np.arange(n, dtype=float)
+            stretch = (rank * bins // n).astype(np.int64) + 1
+            # the stretches' means are of whole grades, as leniency_drift's table has them
+            means = _means(grade[mine].astype(np.int64), stretch)
+            rank = np.arange(n, dtype=float)
+            span = rank / (n - 1) if n > 1 else rank
+            fit = slope_interval(span, grade[mine][ranked], codes.query[mine][ranked],
+                                 level=level)
+            record(name, "drift", fit)
+            out[name]["mean_by_stretch"] = {str(int(b)): float(m)
+                                           for b, m in zip(means.index, means.to_numpy())}
     else:
         notes.append(f"leniency drift not computed: the grades table has no `{order}` column "
                      "recording the order of grading")
