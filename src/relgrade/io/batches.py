@@ -9,6 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Iterable, Iterator
 
+import numpy as np
 import pandas as pd
 
 from relgrade.errors import InputError
@@ -296,11 +297,7 @@ def iter_query_blocks(path, columns: list[str], *, rows: int = BATCH_ROWS,
         return None
 
     def refuse(found):
-        row, above, below = found
-        raise QueryOrderError("rows are not in query_id order", path=path, item=f"row {row}",
-                         found=f"query {below!r} after query {above!r}",
-                         fix=f"Write the table again with {writer}, which orders its rows "
-                             "by query_id")
+        _refuse_order(path, writer, *found)
 
     if path.suffix.lower() != ".parquet":
         from relgrade.io.files import read_table
@@ -333,3 +330,60 @@ def iter_query_blocks(path, columns: list[str], *, rows: int = BATCH_ROWS,
         carry = table.slice(start)
     if carry is not None:
         yield carry.to_pandas()[columns]
+
+
+def whole_query_blocks(frames: Iterable[pd.DataFrame], *, path,
+                       writer: str = "its writer") -> Iterator[pd.DataFrame]:
+    """Batches of a table in ``query_id`` order regrouped into blocks of whole queries (the
+    rows of the last query of a batch wait for the next batch), the order checked as they
+    come.
+
+    Parameters
+    ----------
+    frames : iterable of pandas.DataFrame
+        The table's rows in order, in batches (e.g. :func:`iter_key_batches`), each with a
+        ``query_id`` column.
+    path : str or os.PathLike
+        The file the batches come from, named in the error.
+    writer : str, optional
+        The stage that writes the file in that order, named in the error's fix.
+
+    Yields
+    ------
+    pandas.DataFrame
+        The rows of some queries, every row of each, index from 0; in order.
+
+    Raises
+    ------
+    QueryOrderError
+        As :func:`iter_query_blocks`.
+    """
+    carry, previous, seen = None, None, 0
+    for df in frames:
+        if not len(df):
+            continue
+        q = df["query_id"].astype(str).to_numpy(dtype=object)
+        if previous is not None and q[0] < previous:
+            _refuse_order(path, writer, seen + 1, previous, q[0])
+        down = np.flatnonzero(q[1:] < q[:-1]) if len(q) > 1 else []
+        if len(down):
+            i = int(down[0])
+            _refuse_order(path, writer, seen + i + 2, q[i], q[i + 1])
+        seen += len(df)
+        previous = q[-1]
+        if carry is not None:
+            df = pd.concat([carry, df], ignore_index=True)
+            q = df["query_id"].astype(str).to_numpy(dtype=object)
+        start = int(np.argmax(q == previous))
+        if start:
+            yield df.iloc[:start].reset_index(drop=True)
+        carry = df.iloc[start:]
+    if carry is not None:
+        yield carry.reset_index(drop=True)
+
+
+def _refuse_order(path, writer: str, row: int, above: str, below: str):
+    raise QueryOrderError("rows are not in query_id order", path=path, item=f"row {row}",
+                          found=f"query {below!r} after query {above!r}",
+                          fix=f"Write the table again with {writer}, which orders its rows "
+                              "by query_id")
