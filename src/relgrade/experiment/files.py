@@ -1205,11 +1205,14 @@ class Experiment:
         if have("grades") and have("audit"):
             # the label-noise band reads the auditor's grades alone: only they are kept, and
             # only the five columns it reads (not the key grader's row of every pool pair)
-            grades = io.read_table(
-                self.path("grades"), columns=["query_id", "chunk_id", "grader", "round", "grade"],
-                only=True)
-            if p.grading.auditor is not None:
-                grades = grades[grades["grader"].astype(str) == str(p.grading.auditor)]
+            columns = ["query_id", "chunk_id", "grader", "round", "grade"]
+            if p.grading.auditor is not None:  # read a batch at a time, its rows kept
+                from relgrade.io.batches import rows_where_in
+
+                grades = rows_where_in(self.path("grades"), columns, "grader",
+                                       [str(p.grading.auditor)])
+            else:
+                grades = io.read_table(self.path("grades"), columns=columns, only=True)
             kwargs["grades"] = grades
             kwargs["audit_queries"] = self.audit_ids()
         if full:

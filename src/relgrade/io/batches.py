@@ -178,22 +178,54 @@ def query_rows(path, columns: list[str], query_ids, *,
     InputError
         The file is missing or unreadable, or lacks a column of ``columns``.
     """
+    return rows_where_in(path, columns, "query_id", query_ids, rows=rows)
+
+
+def rows_where_in(path, columns: list[str], column: str, values, *,
+                  rows: int = BATCH_ROWS) -> pd.DataFrame:
+    """The rows of a table whose ``column`` is one of ``values``, read a batch at a time:
+    memory holds one batch and the rows kept, never the whole table.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        A ``.parquet`` table (a ``.jsonl`` or ``.tsv`` table is read whole by
+        :func:`relgrade.io.files.read_table`, then cut).
+    columns : list of str
+        Columns to return, in this order; ``column`` among them.
+    column : str
+        The column tested.
+    values : iterable of str
+        The values whose rows are kept (compared as text: ``str(value)``).
+    rows : int, optional
+        Rows per batch read.
+
+    Returns
+    -------
+    pandas.DataFrame of shape (n_kept, len(columns))
+        The kept rows in the file's order, index 0..n_kept-1, dtypes as a whole read of the
+        same columns gives them.
+
+    Raises
+    ------
+    InputError
+        The file is missing or unreadable, or lacks a column of ``columns``.
+    """
     import pyarrow as pa
     import pyarrow.compute as pc
 
     path = Path(path)
-    wanted = sorted({str(q) for q in query_ids})
+    wanted = sorted({str(q) for q in values})
     if path.suffix.lower() != ".parquet":
         from relgrade.io.files import read_table
 
         df = read_table(path, columns=columns)[columns]
-        return df[df["query_id"].astype(str).isin(wanted)].reset_index(drop=True)
+        return df[df[column].astype(str).isin(wanted)].reset_index(drop=True)
     pf = _parquet_file(path, columns)
     value_set = pa.array(wanted, type=pa.large_string())
     kept = []
     for batch in pf.iter_batches(batch_size=rows, columns=columns):
-        mask = pc.is_in(_as_text(batch.column(columns.index("query_id"))),
-                        value_set=value_set)
+        mask = pc.is_in(_as_text(batch.column(columns.index(column))), value_set=value_set)
         kept.append(batch.filter(mask))
     schema = kept[0].schema if kept else pf.schema_arrow
     table = pa.Table.from_batches(kept, schema=schema) if kept else \
