@@ -399,18 +399,27 @@ def audit_coverage(pool: pd.DataFrame, grades: pd.DataFrame, *, audit_ids, key_g
     """
     ids = {str(q) for q in audit_ids}
     wanted = pool.loc[pool["query_id"].astype(str).isin(ids), ["query_id", "chunk_id"]]
-    wanted = set(zip(wanted["query_id"].astype(str), wanted["chunk_id"].astype(str)))
-
-    def graded_by(name):
-        g = grades.loc[grades["grader"].astype(str) == name]
-        return set(zip(g["query_id"].astype(str), g["chunk_id"].astype(str))) & wanted
-
-    by_key, by_auditor = graded_by(key_grader), graded_by(auditor)
+    parts = [wanted] + [grades.loc[grades["grader"].astype(str) == name,
+                                   ["query_id", "chunk_id"]]
+                        for name in (key_grader, auditor)]
+    # each (query, chunk) pair as one int64 code (sets of them, not of Python tuples)
+    queries, _ = pd.factorize(pd.concat([p["query_id"].astype(str) for p in parts],
+                                        ignore_index=True))
+    chunks, chunk_ids = pd.factorize(pd.concat([p["chunk_id"].astype(str) for p in parts],
+                                               ignore_index=True))
+    codes = queries.astype(np.int64) * max(len(chunk_ids), 1) + chunks
+    ends = np.cumsum([len(p) for p in parts])
+    pairs, first = np.unique(codes[:ends[0]], return_index=True)
+    by_key = np.isin(pairs, codes[ends[0]:ends[1]])
+    by_auditor = np.isin(pairs, codes[ends[1]:ends[2]])
     both = by_key & by_auditor
-    incomplete = sorted({q for q, _ in wanted - both})
-    return {"pairs": len(wanted), "both": len(both),
-            "key_grader_missing": len(wanted - by_key), "auditor_missing": len(wanted - by_auditor),
-            "coverage": (len(both) / len(wanted)) if wanted else None,
+    query_of = wanted["query_id"].astype(str).to_numpy(dtype=object)[first]
+    incomplete = sorted(set(query_of[~both].tolist()))
+    n, n_both = int(pairs.size), int(both.sum())
+    return {"pairs": n, "both": n_both,
+            "key_grader_missing": int((~by_key).sum()),
+            "auditor_missing": int((~by_auditor).sum()),
+            "coverage": (n_both / n) if n else None,
             "queries_incomplete": incomplete}
 
 
