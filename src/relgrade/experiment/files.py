@@ -1219,7 +1219,7 @@ class Experiment:
             # the label-noise band reads the audit queries' key rows alone
             audit = {str(q) for q in kwargs.get("audit_queries") or []}
             kwargs["qrels"] = _key_rows_of(files.key, audit)
-            kwargs["unique"] = _unique_contributions(self.path("provenance"))
+            kwargs["provenance"] = _provenance_blocks(self.path("provenance"))
             kwargs["depth"] = p.need("pool").depth
         if p.pool is not None and p.pool.tail_sample and have("pool"):
             # a sampled tail: the inferred measures' label-noise band scores the auditor's
@@ -1245,13 +1245,12 @@ def _key_rows_of(path: Path, queries: set[str]) -> pd.DataFrame:
     return pd.concat(parts, ignore_index=True)
 
 
-def _unique_contributions(path: Path):
-    """A callable giving :func:`relgrade.evaluation.poolbias.unique_contributions` of the
-    provenance table at ``depth``, the table read a block of whole queries at a time (the
-    pool stage writes it in query order; a table in another order, or not Parquet, is read
-    whole). The file is checked now: missing or unreadable, the errors of
+def _provenance_blocks(path: Path):
+    """A callable giving the provenance table's blocks of whole queries (every column), read
+    a block at a time when the table is in query order (the pool stage writes it so: checked
+    now, over its ``query_id`` column alone); a table in another order, or not Parquet, as
+    one block, read whole. The file is checked now: missing or unreadable, the errors of
     :func:`relgrade.io.files.read_table`."""
-    from relgrade.evaluation import poolbias
     from relgrade.io import batches
 
     names = None
@@ -1262,17 +1261,16 @@ def _unique_contributions(path: Path):
             names = pq.read_schema(path).names
         except Exception:  # not Parquet: read_table words the error
             names = None
-    if names is None or "query_id" not in names:
-        table = io.read_table(path)  # the errors, or a table read whole
-        return lambda depth: poolbias.unique_contributions(table, depth=depth)
-
-    def unique(depth):
+    if names is not None and "query_id" in names:
         try:
-            return poolbias.unique_contributions_blocks(
-                batches.iter_query_blocks(path, names), depth=depth)
+            for _ in batches.iter_query_blocks(path, ["query_id"]):
+                pass
         except batches.QueryOrderError:
-            return poolbias.unique_contributions(io.read_table(path), depth=depth)
-    return unique
+            names = None
+        else:
+            return lambda: batches.iter_query_blocks(path, names)
+    table = io.read_table(path)  # the errors, or a table read whole
+    return lambda: iter([table])
 
 
 def _key_run_blocks(path: Path, runs: pd.DataFrame):
