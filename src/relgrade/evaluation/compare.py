@@ -500,7 +500,7 @@ def compare_arms(per_query: pd.DataFrame, *, settings: Settings,
 
 
 def full_report(per_query: pd.DataFrame, *, settings: Settings, qrels: pd.DataFrame | None = None,
-                runs: pd.DataFrame | None = None, provenance: pd.DataFrame | None = None,
+                runs: pd.DataFrame | None = None, provenance=None,
                 depth: int | None = None, cutoffs: Sequence[int] = (),
                 grades: pd.DataFrame | None = None, audit_queries: Sequence[str] | None = None,
                 auditor: str | None = None, round: int = 1,  # noqa: A002
@@ -509,6 +509,7 @@ def full_report(per_query: pd.DataFrame, *, settings: Settings, qrels: pd.DataFr
                 measures: Sequence[str] | None = None, workers: int | None = None,
                 record: dict | None = None,
                 inclusion: pd.DataFrame | None = None,
+                blocks: Callable[[], Iterable[tuple[pd.DataFrame, pd.DataFrame]]] | None = None,
                 progress: Callable[[str], None] | None = None) -> Comparison:
     """:func:`compare_arms`, plus the pool-bias checks and the label-noise band.
 
@@ -523,9 +524,10 @@ def full_report(per_query: pd.DataFrame, *, settings: Settings, qrels: pd.DataFr
         The frozen key (``query_id``, ``chunk_id``, ``grade``).
     runs : pandas.DataFrame, optional
         Stacked runs (``arm``, ``query_id``, ``chunk_id``, ``rank``, ``score``).
-    provenance : pandas.DataFrame, optional
+    provenance : pandas.DataFrame or callable, optional
         Pool provenance; with ``qrels``, ``runs`` and ``depth`` it enables the pool-bias
-        checks (:func:`relgrade.evaluation.poolbias.pool_bias_report`).
+        checks (:func:`relgrade.evaluation.poolbias.pool_bias_report`). With ``blocks``, a
+        callable giving its blocks of whole queries.
     depth : int, optional
         Pool depth (params ``pool.depth``).
     cutoffs : sequence of int
@@ -550,6 +552,13 @@ def full_report(per_query: pd.DataFrame, *, settings: Settings, qrels: pd.DataFr
         ``inclusion_prob``: the pool table, params ``paths.pool``), needed when the
         per-query table holds inferred measures (xinfAP, infNDCG) and the label-noise band
         is computed: the auditor's key is scored on the same sample.
+    blocks : callable, optional
+        The pool-bias checks a block of whole queries at a time
+        (:func:`relgrade.evaluation.poolbias.pool_bias_blocks`), so the whole key and
+        provenance are never held: ``blocks()`` gives ``(key rows, run rows)`` per block,
+        and ``provenance`` is then a callable giving the provenance's blocks of whole
+        queries. ``qrels`` may then hold the audit queries' rows alone (the label-noise band
+        reads no others).
 
     Returns
     -------
@@ -585,7 +594,20 @@ def full_report(per_query: pd.DataFrame, *, settings: Settings, qrels: pd.DataFr
     result.record = record
     inferred = [m for m in result.measures if _inferred(m)]
     step("pool bias (each arm's pairs left out in turn)")
-    if qrels is not None and runs is not None and provenance is not None and depth is not None:
+    if blocks is not None and provenance is not None and runs is not None \
+            and depth is not None:
+        checked = [m for m in result.measures if m not in inferred]
+        pairs_unique = poolbias.unique_contributions_blocks(provenance(), depth=int(depth))
+        result.pool_bias = poolbias.pool_bias_blocks(
+            blocks(), unique=pairs_unique, arms=sorted(runs["arm"].astype(str).unique()),
+            depth=int(depth), measures=checked, cutoffs=list(cutoffs), ties=ties,
+            relevant_min=relevant_min)
+        del pairs_unique
+        if inferred:
+            result.pool_bias["not_checked"] = {"measures": inferred,
+                                               "note": INFERRED_POOL_BIAS_NOTE}
+    elif qrels is not None and runs is not None and provenance is not None \
+            and depth is not None:
         result.pool_bias = poolbias.pool_bias_report(
             qrels=qrels, runs=runs, provenance=provenance, depth=int(depth),
             measures=[m for m in result.measures if m not in inferred], cutoffs=list(cutoffs),

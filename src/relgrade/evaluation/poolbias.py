@@ -295,3 +295,195 @@ def pool_bias_report(*, qrels: pd.DataFrame, runs: pd.DataFrame, provenance: pd.
         "condensed": condensed_scores(qrels=qrels, runs=runs, measures=measures, ties=ties,
                                       relevant_min=relevant_min).to_dict("records"),
     }
+
+
+def unique_contributions_blocks(blocks, *, depth: int) -> pd.DataFrame:
+    """:func:`unique_contributions` of a provenance table given as blocks of whole queries
+    (every row of a query in one block, :func:`relgrade.io.batches.iter_query_blocks`):
+    each pair's arms are its own query's rows, so the table is the same.
+
+    Raises
+    ------
+    InputError
+        As :func:`unique_contributions`.
+    """
+    parts = [unique_contributions(block, depth=depth) for block in blocks]
+    if not parts:
+        return unique_contributions(pd.DataFrame(
+            {c: [] for c in ["query_id", "chunk_id", "arm", "rank", "source"]}), depth=depth)
+    out = pd.concat(parts, ignore_index=True)
+    return out.sort_values(["arm", "query_id", "chunk_id"]).reset_index(drop=True)
+
+
+def _in_order(per_query: pd.DataFrame, measures: Sequence[str]) -> pd.DataFrame:
+    """Blocks' per-query tables stacked into the order one call over every query gives: by
+    arm, then measure in the order asked, then query (each block's queries follow the
+    previous block's)."""
+    rank = {str(m): i for i, m in enumerate(measures)}
+    key = per_query["measure"].map(lambda m: rank.get(str(m), len(rank)))
+    arm_codes, _ = pd.factorize(per_query["arm"].astype(str), sort=True)
+    order = np.lexsort((key.to_numpy(dtype=np.int64), arm_codes))
+    return per_query.iloc[order].reset_index(drop=True)
+
+
+def _scored(qrels: pd.DataFrame, runs: pd.DataFrame, arms: Sequence[str],
+            **options) -> pd.DataFrame:
+    """:func:`relgrade.evaluation.metrics.per_query` of a block's stacked runs, with the rows
+    of every arm of ``arms`` the block's runs lack (its queries all scored as unanswered),
+    as the arm's rows in other blocks make a call over every query give them."""
+    out = metrics.per_query(qrels=qrels, run=runs, **options)
+    if not arms or "arm" not in runs.columns:
+        return out
+    present = set(runs["arm"].astype(str).unique())
+    missing = [a for a in arms if a not in present]
+    if not missing:
+        return out
+    empty = runs.iloc[:0].drop(columns="arm")
+    extra = [metrics.per_query(qrels=qrels, run=empty, **options).assign(arm=a)
+             for a in missing]
+    return pd.concat([out, *extra], ignore_index=True)[["arm", "query_id", "measure", "value"]]
+
+
+def pool_bias_blocks(blocks, *, unique: pd.DataFrame, arms: Sequence[str], depth: int,
+                     measures: Sequence[str], cutoffs: Sequence[int], ties: str = "score",
+                     relevant_min: int = 1) -> dict:
+    """:func:`pool_bias_report` computed a block of whole queries at a time.
+
+    Every per-query value of the three checks depends on its query's key pairs and run rows
+    alone, so each block is scored on its own and only the per-query values are kept (a few
+    rows per query, arm and measure); the means are taken at the end over the stacked values
+    in the order a single call gives them, so every number is the same.
+
+    Parameters
+    ----------
+    blocks : iterable of (pandas.DataFrame, pandas.DataFrame)
+        ``(qrels, runs)`` per block, in query order: the key's rows of some queries (every
+        row of each) and the stacked runs' rows of the same queries (``arm``, ``query_id``,
+        ``chunk_id``, ``rank``, ``score``). A query's rows are in one block only.
+    unique : pandas.DataFrame
+        :func:`unique_contributions` of the whole provenance (or
+        :func:`unique_contributions_blocks`).
+    arms : sequence of str
+        The arms of the whole runs table (sorted), as :func:`pool_bias_report` finds them.
+    depth, measures, cutoffs, ties, relevant_min
+        As :func:`pool_bias_report`.
+
+    Returns
+    -------
+    dict
+        As :func:`pool_bias_report`.
+
+    Raises
+    ------
+    InputError
+        As :func:`pool_bias_report`, for the first block that breaks a rule.
+    """
+    measures = [m for m in measures if not str(m).startswith("Judged")]
+    if isinstance(depth, bool) or not isinstance(depth, (int, np.integer)) or depth < 1:
+        raise InputError("pool.depth must be a positive integer", found=repr(depth))
+    arms = [str(a) for a in arms]
+    judged_names = [f"Judged@{int(k)}" for k in cutoffs]
+    by_query = unique.sort_values(["query_id", "chunk_id", "arm"], kind="stable")
+    uq = by_query["query_id"].astype(str).to_numpy()
+    judged, full, condensed = [], [], []
+    reduced = {a: [] for a in arms}
+    removed = {a: [0, 0] for a in arms}
+    blocks = iter(blocks)
+    first = next(blocks, None)
+    if first is None:
+        return pool_bias_report(qrels=pd.DataFrame({"query_id": [], "chunk_id": [],
+                                                    "grade": []}),
+                                runs=pd.DataFrame({c: [] for c in ["arm", "query_id",
+                                                                   "chunk_id", "rank",
+                                                                   "score"]}),
+                                provenance=pd.DataFrame({c: [] for c in [
+                                    "query_id", "chunk_id", "arm", "rank", "source"]}),
+                                depth=depth, measures=measures, cutoffs=cutoffs, ties=ties,
+                                relevant_min=relevant_min)
+    second = next(blocks, None)
+    # one block is scored as one call scores it; with more, an arm a block's runs lack
+    # gets its unanswered rows there, as a call over every query gives them
+    within = [] if second is None else arms
+
+    def chain():
+        yield first
+        if second is not None:
+            yield second
+            yield from blocks
+
+    for qrels, runs in chain():
+        judged.append(_scored(qrels, runs, within, measures=judged_names, ties=ties))
+        _need(runs, ["arm", "query_id", "chunk_id", "rank", "score"], "runs")
+        _need(qrels, ["query_id", "chunk_id", "grade"], "key")
+        full.append(_scored(qrels, runs, within, measures=measures, ties=ties,
+                            relevant_min=relevant_min))
+        key = qrels.assign(query_id=qrels["query_id"].astype(str),
+                           chunk_id=qrels["chunk_id"].astype(str))
+        ids = np.sort(key["query_id"].unique().astype(object)) if len(key) else np.array([])
+        if len(ids):
+            lo, hi = np.searchsorted(uq, ids[0], "left"), np.searchsorted(uq, ids[-1], "right")
+            here = by_query.iloc[lo:hi]
+            here = here[here["query_id"].astype(str).isin(ids)]
+        else:
+            here = by_query.iloc[:0]
+        pair_index = pd.MultiIndex.from_frame(key[["query_id", "chunk_id"]])
+        for arm in arms:
+            mine = here[here["arm"] == arm]
+            drop = pair_index.isin(pd.MultiIndex.from_frame(mine[["query_id", "chunk_id"]])) \
+                if len(mine) else np.zeros(len(key), dtype=bool)
+            removed[arm][0] += int(drop.sum())
+            removed[arm][1] += int((key.loc[drop, "grade"].astype(int) >= relevant_min).sum())
+            run = runs[runs["arm"].astype(str) == arm].drop(columns="arm")
+            reduced[arm].append(metrics.per_query(
+                qrels=key[~drop], run=run, measures=measures, ties=ties,
+                relevant_min=relevant_min).assign(arm=arm))
+        condensed.append(_scored(qrels, condensed_runs(runs, qrels), within,
+                                 measures=measures, ties=ties, relevant_min=relevant_min))
+
+    def stacked(parts, names):
+        if len(parts) == 1:
+            return parts[0]
+        return _in_order(pd.concat(parts, ignore_index=True), names)
+
+    counts = unique.groupby("arm").size()
+    judged_means = _means(stacked(judged, judged_names))
+    judged_means["k"] = judged_means["measure"].str.split("@").str[1].astype(int)
+    judged_out = judged_means.rename(columns={"mean": "judged"})[["arm", "k", "judged"]]
+    judged_out["unjudged_share"] = 1.0 - judged_out["judged"]
+    judged_out = judged_out.sort_values(["arm", "k"]).reset_index(drop=True)
+
+    full_means = _means(stacked(full, measures))
+    indexed = full_means.set_index(["arm", "measure"])
+    rows = []
+    for arm in arms:
+        red = stacked(reduced[arm], measures) if reduced[arm] else \
+            pd.DataFrame({"measure": [], "value": []})
+        red_means = red.groupby("measure", sort=False)["value"].agg(["mean", "size"])
+        for m in indexed.index.get_level_values("measure").unique():
+            f = float(indexed.loc[(arm, m), "mean"]) if (arm, m) in indexed.index else 0.0
+            r = float(red_means.loc[m, "mean"]) if m in red_means.index else 0.0
+            others = [float(indexed.loc[(o, m), "mean"]) for o in arms
+                      if o != arm and (o, m) in indexed.index]
+            rf, rr = _rank(f, others), _rank(r, others)
+            rows.append({"arm": arm, "measure": m, "full": f, "reduced": r, "change": r - f,
+                         "rank_full": rf, "rank_reduced": rr, "rank_change": rr - rf,
+                         "removed_pairs": removed[arm][0], "removed_relevant": removed[arm][1],
+                         "queries_full": int(indexed.loc[(arm, m), "queries"])
+                         if (arm, m) in indexed.index else 0,
+                         "queries_reduced": int(red_means.loc[m, "size"])
+                         if m in red_means.index else 0})
+    loo = pd.DataFrame(rows, columns=LOO_COLUMNS)
+
+    con = _means(stacked(condensed, measures))
+    out = full_means.merge(con, on=["arm", "measure"], how="left", suffixes=("_std", "_con"))
+    out = pd.DataFrame({"arm": out["arm"], "measure": out["measure"],
+                        "standard": out["mean_std"], "condensed": out["mean_con"].fillna(0.0)})
+    out["difference"] = out["condensed"] - out["standard"]
+    out = out.sort_values(["arm", "measure"], kind="stable").reset_index(drop=True)
+    return {
+        "depth": int(depth),
+        "unique_pairs": {a: int(counts.get(a, 0)) for a in arms},
+        "judged": judged_out.to_dict("records"),
+        "leave_one_arm_out": loo.to_dict("records"),
+        "condensed": out.to_dict("records"),
+    }

@@ -929,6 +929,13 @@ class Experiment:
             :func:`relgrade.protocol.key.check_whole`).
         """
         from relgrade.io.judgments import read_key_table
+
+        files, record = self._checked_key(post_hoc=post_hoc, previous=previous)
+        return read_key_table(files.key, KEY_COLUMNS), record
+
+    def _checked_key(self, *, post_hoc: bool = False, previous: bool = False):
+        """The key's files and its record, the key (and qrels) checked against the record
+        (:meth:`read_key`'s checks, before the key is read)."""
         from relgrade.protocol.key import check_whole
 
         files = self.key_files(post_hoc=post_hoc, previous=previous)
@@ -937,7 +944,7 @@ class Experiment:
                     qrels_sha256=(io.sha256_file(files.qrels)
                                   if files.qrels is not None and files.qrels.exists() else None),
                     record_source=files.record, key_source=files.key, qrels_source=files.qrels)
-        return read_key_table(files.key, KEY_COLUMNS), record
+        return files, record
 
     def key_batches(self) -> tuple[dict, "Iterator[pd.DataFrame]", Path]:
         """The frozen key in batches, checked first to have been written with its record.
@@ -1221,8 +1228,11 @@ class Experiment:
             kwargs["weights"] = dict(zip(q["query_id"].astype(str), q["weight"].astype(float)))
         have = (lambda name: True) if full else (lambda name: self.path(name).exists())
         if have("key") and have("record"):
-            key, record = self.read_key()
-            kwargs["qrels"] = key
+            if full:  # the stage: the key is read a block of whole queries at a time
+                files, record = self._checked_key()
+            else:
+                key, record = self.read_key()
+                kwargs["qrels"] = key
             kwargs["record"] = {"key_sha256": record.get("key_sha256"),
                                 "pool_version": record.get("pool_version"),
                                 "post_hoc": bool(record.get("post_hoc", False))}
@@ -1230,18 +1240,26 @@ class Experiment:
             if full or all((run_dir / f"{a}.trec").exists() for a in arms):
                 kwargs["runs"] = pd.concat([read_run(run_dir / f"{a}.trec").assign(arm=a)
                                             for a in arms], ignore_index=True)
+            if full:
+                kwargs["blocks"] = _key_run_blocks(files.key, kwargs["runs"])
         if have("grades") and have("audit"):
             # the label-noise band reads the auditor's grades alone: only they are kept, and
             # only the five columns it reads (not the key grader's row of every pool pair)
-            grades = io.read_table(
-                self.path("grades"), columns=["query_id", "chunk_id", "grader", "round", "grade"],
-                only=True)
-            if p.grading.auditor is not None:
-                grades = grades[grades["grader"].astype(str) == str(p.grading.auditor)]
+            columns = ["query_id", "chunk_id", "grader", "round", "grade"]
+            if p.grading.auditor is not None:  # read a batch at a time, its rows kept
+                from relgrade.io.batches import rows_where_in
+
+                grades = rows_where_in(self.path("grades"), columns, "grader",
+                                       [str(p.grading.auditor)])
+            else:
+                grades = io.read_table(self.path("grades"), columns=columns, only=True)
             kwargs["grades"] = grades
             kwargs["audit_queries"] = self.audit_ids()
         if full:
-            kwargs["provenance"] = io.read_table(self.path("provenance"))
+            # the label-noise band reads the audit queries' key rows alone
+            audit = {str(q) for q in kwargs.get("audit_queries") or []}
+            kwargs["qrels"] = _key_rows_of(files.key, audit)
+            kwargs["provenance"] = _provenance_blocks(self.path("provenance"))
             kwargs["depth"] = p.need("pool").depth
         if p.pool is not None and p.pool.tail_sample and have("pool"):
             # a sampled tail: the inferred measures' label-noise band scores the auditor's
@@ -1249,6 +1267,83 @@ class Experiment:
             kwargs["inclusion"] = io.read_table(
                 self.path("pool"), columns=["query_id", "chunk_id", "inclusion_prob"])
         return kwargs
+
+
+def _key_rows_of(path: Path, queries: set[str]) -> pd.DataFrame:
+    """The key file's rows of ``queries`` (``query_id``, ``chunk_id``, ``grade``), in its
+    order, read a batch at a time."""
+    import pandas as pd
+
+    from relgrade.io.batches import iter_key_batches
+
+    parts = [b[b["query_id"].astype(str).isin(queries)] for b in iter_key_batches(path)]
+    parts = [b for b in parts if len(b)]
+    if not parts:
+        return pd.DataFrame({"query_id": pd.Series([], dtype=str),
+                             "chunk_id": pd.Series([], dtype=str),
+                             "grade": pd.Series([], dtype=np.int64)})
+    return pd.concat(parts, ignore_index=True)
+
+
+def _provenance_blocks(path: Path):
+    """A callable giving the provenance table's blocks of whole queries (every column), read
+    a block at a time when the table is in query order (the pool stage writes it so: checked
+    now, over its ``query_id`` column alone); a table in another order, or not Parquet, as
+    one block, read whole. The file is checked now: missing or unreadable, the errors of
+    :func:`relgrade.io.files.read_table`."""
+    from relgrade.io import batches
+
+    names = None
+    if path.suffix.lower() == ".parquet" and path.exists():
+        import pyarrow.parquet as pq
+
+        try:
+            names = pq.read_schema(path).names
+        except Exception:  # not Parquet: read_table words the error
+            names = None
+    if names is not None and "query_id" in names:
+        try:
+            for _ in batches.iter_query_blocks(path, ["query_id"]):
+                pass
+        except batches.QueryOrderError:
+            names = None
+        else:
+            return lambda: batches.iter_query_blocks(path, names)
+    table = io.read_table(path)  # the errors, or a table read whole
+    return lambda: iter([table])
+
+
+def _key_run_blocks(path: Path, runs: pd.DataFrame):
+    """A callable giving ``(key rows, run rows)`` per block of whole queries of the key file
+    (in its query order, checked as it is read), the run rows those of the same queries and
+    of the run's queries the key lacks that sort between them (before the first, after the
+    last), so each run row is in one block; within a block, rows in the runs' order."""
+    import pandas as pd
+
+    from relgrade.io import batches
+
+    codes, ids = pd.factorize(runs["query_id"].astype(str), sort=True)
+    order = np.argsort(codes, kind="stable")
+    starts = np.concatenate(([0], np.cumsum(np.bincount(codes, minlength=len(ids)))))
+    ids = np.asarray(ids, dtype=object)
+
+    def rows_by_block():
+        done, pending = 0, None
+        keyed = batches.whole_query_blocks(batches.iter_key_batches(path), path=path,
+                                           writer="the key stage")
+        for key in keyed:
+            if pending is not None:
+                yield pending
+            upto = int(np.searchsorted(ids, str(key["query_id"].iloc[-1]), side="right"))
+            pending = (key, order[starts[done]:starts[upto]])
+            done = upto
+        if pending is not None:  # the last block takes the run's queries after the key's
+            yield pending[0], np.concatenate([pending[1], order[starts[done]:]])
+
+    def blocks():
+        for key, rows in rows_by_block():
+            yield key, runs.iloc[np.sort(rows)].reset_index(drop=True)
+    return blocks
 
 
 def _codes_of(ids: pd.Series, table: pd.Series) -> tuple[np.ndarray, pd.Index]:

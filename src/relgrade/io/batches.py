@@ -9,6 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Iterable, Iterator
 
+import numpy as np
 import pandas as pd
 
 from relgrade.errors import InputError
@@ -119,3 +120,302 @@ def write_chunks(path, chunks: Iterable[bytes]) -> int:
             f.write(chunk)
             n += len(chunk)
     return n
+
+
+def _parquet_file(path: Path, columns: list[str]):
+    """The open Parquet file at ``path``, its columns ``columns`` checked (the errors of
+    :func:`iter_table_batches`)."""
+    import pyarrow.parquet as pq
+
+    if not path.exists():
+        raise InputError("file not found", path=path)
+    try:
+        pf = pq.ParquetFile(path)
+    except Exception as e:  # pyarrow raises several types for a corrupt file
+        raise InputError("not a readable Parquet file", path=path, found=str(e)) from None
+    missing = [c for c in columns if c not in pf.schema_arrow.names]
+    if missing:
+        raise InputError(f"missing column(s) {', '.join(missing)}", path=path,
+                         found="columns " + ", ".join(pf.schema_arrow.names))
+    return pf
+
+
+def _as_text(column):
+    """An Arrow column as large_string (a dictionary decoded, a number spelled as ``str``
+    spells it)."""
+    import pyarrow as pa
+
+    if pa.types.is_dictionary(column.type):
+        column = column.cast(column.type.value_type)
+    return column.cast(pa.large_string())
+
+
+def query_rows(path, columns: list[str], query_ids, *,
+               rows: int = BATCH_ROWS) -> pd.DataFrame:
+    """The rows of a table whose ``query_id`` is one of ``query_ids``, read a batch at a time:
+    memory holds one batch and the rows kept, never the whole table.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        A ``.parquet`` table with a ``query_id`` column (a ``.jsonl`` or ``.tsv`` table is
+        read whole by :func:`relgrade.io.files.read_table`, then cut).
+    columns : list of str
+        Columns to return, in this order; ``query_id`` among them.
+    query_ids : iterable of str
+        The queries whose rows are kept (compared as text: ``str(id)``).
+    rows : int, optional
+        Rows per batch read.
+
+    Returns
+    -------
+    pandas.DataFrame of shape (n_kept, len(columns))
+        The kept rows in the file's order, index 0..n_kept-1, dtypes as a whole read of the
+        same columns gives them.
+
+    Raises
+    ------
+    InputError
+        The file is missing or unreadable, or lacks a column of ``columns``.
+    """
+    return rows_where_in(path, columns, "query_id", query_ids, rows=rows)
+
+
+def rows_where_in(path, columns: list[str], column: str, values, *,
+                  rows: int = BATCH_ROWS) -> pd.DataFrame:
+    """The rows of a table whose ``column`` is one of ``values``, read a batch at a time:
+    memory holds one batch and the rows kept, never the whole table.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        A ``.parquet`` table (a ``.jsonl`` or ``.tsv`` table is read whole by
+        :func:`relgrade.io.files.read_table`, then cut).
+    columns : list of str
+        Columns to return, in this order; ``column`` among them.
+    column : str
+        The column tested.
+    values : iterable of str
+        The values whose rows are kept (compared as text: ``str(value)``).
+    rows : int, optional
+        Rows per batch read.
+
+    Returns
+    -------
+    pandas.DataFrame of shape (n_kept, len(columns))
+        The kept rows in the file's order, index 0..n_kept-1, dtypes as a whole read of the
+        same columns gives them.
+
+    Raises
+    ------
+    InputError
+        The file is missing or unreadable, or lacks a column of ``columns``.
+    """
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    path = Path(path)
+    wanted = sorted({str(q) for q in values})
+    if path.suffix.lower() != ".parquet":
+        from relgrade.io.files import read_table
+
+        df = read_table(path, columns=columns)[columns]
+        return df[df[column].astype(str).isin(wanted)].reset_index(drop=True)
+    pf = _parquet_file(path, columns)
+    value_set = pa.array(wanted, type=pa.large_string())
+    kept = []
+    for batch in pf.iter_batches(batch_size=rows, columns=columns):
+        mask = pc.is_in(_as_text(batch.column(columns.index(column))), value_set=value_set)
+        kept.append(batch.filter(mask))
+    schema = kept[0].schema if kept else pf.schema_arrow
+    table = pa.Table.from_batches(kept, schema=schema) if kept else \
+        schema.empty_table().select(columns)
+    return table.to_pandas()[columns]
+
+
+def distinct_text(path, column: str, *, rows: int = BATCH_ROWS):
+    """The distinct values of one column of a table, as text, read a batch at a time: memory
+    holds one batch and the distinct values, never the whole column.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        A ``.parquet`` table (a ``.jsonl`` or ``.tsv`` table is read whole).
+    column : str
+        The column.
+    rows : int, optional
+        Rows per batch read.
+
+    Returns
+    -------
+    pyarrow.Array of large_string
+        Each distinct value once (``str(value)`` of a number), in no set order; a null is
+        not a value.
+
+    Raises
+    ------
+    InputError
+        The file is missing or unreadable, or lacks ``column``.
+    """
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    path = Path(path)
+    if path.suffix.lower() != ".parquet":
+        from relgrade.io.files import read_table
+
+        values = read_table(path, columns=[column])[column].astype(str).unique()
+        return pa.array(list(values), type=pa.large_string())
+    pf = _parquet_file(path, [column])
+    seen = pa.array([], type=pa.large_string())
+    for batch in pf.iter_batches(batch_size=rows, columns=[column]):
+        values = pc.unique(_as_text(batch.column(0)).drop_null())
+        seen = pc.unique(pa.concat_arrays([seen, values]))
+    return seen
+
+
+class QueryOrderError(InputError):
+    """A table read by :func:`iter_query_blocks` is not in ``query_id`` order."""
+
+
+def iter_query_blocks(path, columns: list[str], *, rows: int = BATCH_ROWS,
+                      writer: str = "its writer") -> Iterator[pd.DataFrame]:
+    """A table ordered by ``query_id`` read a block of whole queries at a time: every row of
+    a query is in one block, and memory holds about one batch of rows (more only while one
+    query's rows span several batches).
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        A ``.parquet`` table whose rows are in ``query_id`` order (text compared by code
+        point, which is UTF-8 byte order; a ``.jsonl`` or ``.tsv`` table is read whole, as
+        one block, and checked the same way).
+    columns : list of str
+        Columns to read, in this order; ``query_id`` among them.
+    rows : int, optional
+        Rows per batch read.
+    writer : str, optional
+        The stage that writes the file in that order, named in the error's fix.
+
+    Yields
+    ------
+    pandas.DataFrame
+        Columns ``columns`` (dtypes as stored), index from 0 in each block; the blocks
+        hold together all the table's rows, in order.
+
+    Raises
+    ------
+    InputError
+        The file is missing or unreadable, or lacks a column of ``columns``.
+    QueryOrderError
+        A row's ``query_id`` sorts before the one of the row above it (naming the 1-based
+        row and both ids). Blocks before the bad row have been yielded by then.
+    """
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    path = Path(path)
+    at = columns.index("query_id")
+
+    def disorder(q, first_row, previous):
+        """The 1-based row of the first id of ``q`` below the one above it, or None."""
+        if previous is not None and len(q) and q[0].as_py() < previous:
+            return first_row, previous, q[0].as_py()
+        if len(q) > 1:
+            down = pc.less(q.slice(1), q.slice(0, len(q) - 1))
+            if pc.any(down).as_py():
+                i = int(pc.index(down, True).as_py())
+                return first_row + i + 1, q[i].as_py(), q[i + 1].as_py()
+        return None
+
+    def refuse(found):
+        _refuse_order(path, writer, *found)
+
+    if path.suffix.lower() != ".parquet":
+        from relgrade.io.files import read_table
+
+        df = read_table(path, columns=columns)[columns]
+        found = disorder(pa.array(df["query_id"].astype(str), type=pa.large_string()), 1, None)
+        if found is not None:
+            refuse(found)
+        yield df
+        return
+    pf = _parquet_file(path, columns)
+    carry, previous, seen = None, None, 0
+    for batch in pf.iter_batches(batch_size=rows, columns=columns):
+        if not batch.num_rows:
+            continue
+        q = _as_text(batch.column(at))
+        found = disorder(q, seen + 1, previous)
+        if found is not None:
+            refuse(found)
+        seen += batch.num_rows
+        previous = q[len(q) - 1].as_py()
+        table = pa.Table.from_batches([batch])
+        if carry is not None:
+            table = pa.concat_tables([carry, table])
+            q = _as_text(table.column(at))
+        # the last query may go on in the next batch: its rows wait for it
+        start = int(pc.index(q, previous).as_py())
+        if start:
+            yield table.slice(0, start).to_pandas()[columns]
+        carry = table.slice(start)
+    if carry is not None:
+        yield carry.to_pandas()[columns]
+
+
+def whole_query_blocks(frames: Iterable[pd.DataFrame], *, path,
+                       writer: str = "its writer") -> Iterator[pd.DataFrame]:
+    """Batches of a table in ``query_id`` order regrouped into blocks of whole queries (the
+    rows of the last query of a batch wait for the next batch), the order checked as they
+    come.
+
+    Parameters
+    ----------
+    frames : iterable of pandas.DataFrame
+        The table's rows in order, in batches (e.g. :func:`iter_key_batches`), each with a
+        ``query_id`` column.
+    path : str or os.PathLike
+        The file the batches come from, named in the error.
+    writer : str, optional
+        The stage that writes the file in that order, named in the error's fix.
+
+    Yields
+    ------
+    pandas.DataFrame
+        The rows of some queries, every row of each, index from 0; in order.
+
+    Raises
+    ------
+    QueryOrderError
+        As :func:`iter_query_blocks`.
+    """
+    carry, previous, seen = None, None, 0
+    for df in frames:
+        if not len(df):
+            continue
+        q = df["query_id"].astype(str).to_numpy(dtype=object)
+        if previous is not None and q[0] < previous:
+            _refuse_order(path, writer, seen + 1, previous, q[0])
+        down = np.flatnonzero(q[1:] < q[:-1]) if len(q) > 1 else []
+        if len(down):
+            i = int(down[0])
+            _refuse_order(path, writer, seen + i + 2, q[i], q[i + 1])
+        seen += len(df)
+        previous = q[-1]
+        if carry is not None:
+            df = pd.concat([carry, df], ignore_index=True)
+            q = df["query_id"].astype(str).to_numpy(dtype=object)
+        start = int(np.argmax(q == previous))
+        if start:
+            yield df.iloc[:start].reset_index(drop=True)
+        carry = df.iloc[start:]
+    if carry is not None:
+        yield carry.reset_index(drop=True)
+
+
+def _refuse_order(path, writer: str, row: int, above: str, below: str):
+    raise QueryOrderError("rows are not in query_id order", path=path, item=f"row {row}",
+                          found=f"query {below!r} after query {above!r}",
+                          fix=f"Write the table again with {writer}, which orders its rows "
+                              "by query_id")

@@ -51,6 +51,38 @@ def unique_share(provenance: pd.DataFrame) -> pd.Series:
     return few.astype(np.float64).sort_index()
 
 
+def unique_share_blocks(blocks) -> pd.Series:
+    """:func:`unique_share` of a provenance table given as blocks of whole queries.
+
+    Parameters
+    ----------
+    blocks : iterable of pandas.DataFrame
+        The provenance's rows (``query_id``, ``chunk_id``, ``arm``, ``source``), every row of
+        a query in one block (:func:`relgrade.io.batches.iter_query_blocks`).
+
+    Returns
+    -------
+    pandas.Series of float64, indexed by query_id (sorted)
+        Equal to :func:`unique_share` of the blocks stacked: each query's share is computed
+        from its own rows alone, so block by block gives the same values.
+
+    Examples
+    --------
+    >>> a = pd.DataFrame({"query_id": ["q"] * 3, "chunk_id": ["a", "a", "b"],
+    ...                   "arm": ["x", "y", "x"], "source": ["depth"] * 3})
+    >>> b = pd.DataFrame({"query_id": ["r"] * 3, "chunk_id": ["c", "c", "c"],
+    ...                   "arm": ["x", "y", "z"], "source": ["depth"] * 3})
+    >>> unique_share_blocks([a, b]).to_dict()
+    {'q': 1.0, 'r': 0.0}
+    """
+    parts = [unique_share(block) for block in blocks]
+    parts = [p for p in parts if len(p)]
+    if not parts:
+        return unique_share(pd.DataFrame({"query_id": [], "chunk_id": [], "arm": [],
+                                          "source": []}))
+    return pd.concat(parts).astype(np.float64).sort_index()
+
+
 def _check(value, name, *, minimum, integer):
     ok = not isinstance(value, bool) and isinstance(value, numbers.Real)
     if ok and integer:
@@ -83,14 +115,16 @@ def audit_size(n_queries: int, n_groups: int, *, fraction: float, min_queries: i
     return needed, per_group
 
 
-def choose_audit(provenance: pd.DataFrame, queries: pd.DataFrame, *, fraction: float,
-                 min_queries: int, rng: np.random.Generator) -> pd.DataFrame:
+def choose_audit(provenance: pd.DataFrame | None, queries: pd.DataFrame, *, fraction: float,
+                 min_queries: int, rng: np.random.Generator,
+                 share: pd.Series | None = None) -> pd.DataFrame:
     """Choose the audit queries: balanced over groups, where the arms differ most.
 
     Parameters
     ----------
-    provenance : pandas.DataFrame
-        The private provenance table (see :func:`unique_share`).
+    provenance : pandas.DataFrame or None
+        The private provenance table (see :func:`unique_share`); None when ``share`` is
+        given.
     queries : pandas.DataFrame of shape (n_queries, >= 2)
         The validated queries table: ``query_id``, ``group``.
     fraction : float
@@ -100,6 +134,9 @@ def choose_audit(provenance: pd.DataFrame, queries: pd.DataFrame, *, fraction: f
     rng : numpy.random.Generator
         Breaks ties in ``unique_share``; one ``rng.random()`` per pooled query, drawn in
         ``query_id`` order.
+    share : pandas.Series of float64, optional
+        :func:`unique_share` of the provenance, when it was computed already (a block of
+        queries at a time: :func:`unique_share_blocks`); it replaces ``provenance``.
 
     Returns
     -------
@@ -133,7 +170,8 @@ def choose_audit(provenance: pd.DataFrame, queries: pd.DataFrame, *, fraction: f
     needed, per_group = audit_size(len(qids), len(groups), fraction=fraction,
                                    min_queries=min_queries)
 
-    share = unique_share(provenance)
+    if share is None:
+        share = unique_share(provenance)
     unknown = sorted(set(share.index) - set(group_of))
     if unknown:
         raise InputError("provenance names a query that is not in the query set",
@@ -361,18 +399,27 @@ def audit_coverage(pool: pd.DataFrame, grades: pd.DataFrame, *, audit_ids, key_g
     """
     ids = {str(q) for q in audit_ids}
     wanted = pool.loc[pool["query_id"].astype(str).isin(ids), ["query_id", "chunk_id"]]
-    wanted = set(zip(wanted["query_id"].astype(str), wanted["chunk_id"].astype(str)))
-
-    def graded_by(name):
-        g = grades.loc[grades["grader"].astype(str) == name]
-        return set(zip(g["query_id"].astype(str), g["chunk_id"].astype(str))) & wanted
-
-    by_key, by_auditor = graded_by(key_grader), graded_by(auditor)
+    parts = [wanted] + [grades.loc[grades["grader"].astype(str) == name,
+                                   ["query_id", "chunk_id"]]
+                        for name in (key_grader, auditor)]
+    # each (query, chunk) pair as one int64 code (sets of them, not of Python tuples)
+    queries, _ = pd.factorize(pd.concat([p["query_id"].astype(str) for p in parts],
+                                        ignore_index=True))
+    chunks, chunk_ids = pd.factorize(pd.concat([p["chunk_id"].astype(str) for p in parts],
+                                               ignore_index=True))
+    codes = queries.astype(np.int64) * max(len(chunk_ids), 1) + chunks
+    ends = np.cumsum([len(p) for p in parts])
+    pairs, first = np.unique(codes[:ends[0]], return_index=True)
+    by_key = np.isin(pairs, codes[ends[0]:ends[1]])
+    by_auditor = np.isin(pairs, codes[ends[1]:ends[2]])
     both = by_key & by_auditor
-    incomplete = sorted({q for q, _ in wanted - both})
-    return {"pairs": len(wanted), "both": len(both),
-            "key_grader_missing": len(wanted - by_key), "auditor_missing": len(wanted - by_auditor),
-            "coverage": (len(both) / len(wanted)) if wanted else None,
+    query_of = wanted["query_id"].astype(str).to_numpy(dtype=object)[first]
+    incomplete = sorted(set(query_of[~both].tolist()))
+    n, n_both = int(pairs.size), int(both.sum())
+    return {"pairs": n, "both": n_both,
+            "key_grader_missing": int((~by_key).sum()),
+            "auditor_missing": int((~by_auditor).sum()),
+            "coverage": (n_both / n) if n else None,
             "queries_incomplete": incomplete}
 
 

@@ -44,6 +44,7 @@ import pandas as pd
 from relgrade.errors import InputError, PendingWork, ProtocolError
 from relgrade.experiment.files import Experiment
 from relgrade.experiment.layout import redraw_command, top_path
+from relgrade.io import batches as stream
 from relgrade.io import files as io
 from relgrade.io import githistory
 from relgrade.protocol import audit
@@ -543,11 +544,12 @@ def draw_audit(ex: Experiment) -> pd.DataFrame:
         return draw_human_sample(ex)
     cfg = ex.params.need("audit")
     try:
+        share = unique_share(ex)  # the provenance first, as when it was read whole
         return audit.choose_audit(
-            io.read_table(ex.path("provenance")),
+            None,
             io.read_table(ex.path("queries"), columns=["query_id", "group"]),
             fraction=cfg.fraction, min_queries=cfg.min_queries,
-            rng=stage_rng(ex.params.need("seed"), "audit"))
+            rng=stage_rng(ex.params.need("seed"), "audit"), share=share)
     except InputError as e:
         if e.path is not None or not str(e.item).startswith("audit."):
             raise
@@ -555,6 +557,31 @@ def draw_audit(ex: Experiment) -> pd.DataFrame:
         # loaded; the stage's runner names it from the repository's top)
         raise InputError(e.rule, path=ex.params.source, item=e.item, found=e.found,
                          fix=e.fix) from None
+
+
+def unique_share(ex: Experiment) -> pd.Series:
+    """:func:`relgrade.protocol.audit.unique_share` of the provenance table
+    (``paths.provenance``), read a block of whole queries at a time.
+
+    The pool stage writes the provenance in query order, so memory holds one block, not the
+    table; a table in another order (written by other means) is read whole, with the same
+    result.
+
+    Returns
+    -------
+    pandas.Series of float64, indexed by query_id (sorted)
+
+    Raises
+    ------
+    InputError
+        The provenance table is missing, unreadable or lacks a column.
+    """
+    path = ex.path("provenance")
+    try:
+        return audit.unique_share_blocks(stream.iter_query_blocks(
+            path, ["query_id", "chunk_id", "arm", "source"]))
+    except stream.QueryOrderError:
+        return audit.unique_share(io.read_table(path))
 
 
 def params_shown(ex: Experiment) -> str:

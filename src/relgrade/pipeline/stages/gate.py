@@ -19,6 +19,7 @@ calibration against people in the judges' ledger, or a stale one, is pending wor
 from relgrade.errors import GateFailed
 from relgrade.experiment.calibration import PENDING_GOES_ON, key_judges, owed_calibrations
 from relgrade.experiment.layout import disagreements_file, repro_command
+from relgrade.io import batches as stream
 from relgrade.io import files as io
 from relgrade.pipeline.cost import people_seconds
 from relgrade.protocol import triage
@@ -84,16 +85,23 @@ def run(ex):
     # stops here when calibration is required
     owed = owed_calibrations(ex, key_judges(ex), seconds_of=people_seconds(ex))
     measures = io.read_json(ex.path("agreement"))
-    grades = io.read_table(ex.path("grades"), columns=["query_id", "chunk_id", "grader", "round"])
-    pool = io.read_table(ex.path("pool"), columns=["query_id", "chunk_id"])
+    audited = ex.audit_ids() or []
+    # the coverage reads the audited queries' rows alone: the grades and the pool are read a
+    # batch at a time and only those rows kept, so memory does not grow with the pool
+    grades = stream.query_rows(ex.path("grades"), ["query_id", "chunk_id", "grader", "round"],
+                               audited)
     if grading.mode == "triage":
         # the audit covers what people grade: the triage queue's pairs of the audited queries
         path = ex.path("triage_queue")
         pool = triage.people_queue(triage.typed_queue(io.read_table(path), path=path))
+        pooled = len(set(pool["query_id"].astype(str)))
+    else:
+        pool = stream.query_rows(ex.path("pool"), ["query_id", "chunk_id"], audited)
+        pooled = len(stream.distinct_text(ex.path("pool"), "query_id"))
     coverage = audit_coverage(
         pool,
         grades[grades["round"] == grading.round],
-        audit_ids=ex.audit_ids() or [],
+        audit_ids=audited,
         key_grader=key_grader, auditor=auditor)
     families = family_warnings(
         key_grader=key_grader, auditor=auditor,
@@ -101,10 +109,8 @@ def run(ex):
         arms={name: a.family for name, a in (p.arms or {}).items()},
         roles={name: g.get("role") for name, g in p.graders_dict().items()})
     thresholds = p.need("gates").thresholds()
-    audited = ex.audit_ids() or []
     sample_advice = one_category_advice(
-        ex, audited=len(set(map(str, audited))),
-        queries=len(set(pool["query_id"].astype(str))))
+        ex, audited=len(set(map(str, audited))), queries=pooled)
     result = check_audit_gates(measures, thresholds, coverage=coverage,
                                key_grader=key_grader, auditor=auditor, families=families,
                                sample_advice=sample_advice,

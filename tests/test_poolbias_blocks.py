@@ -1,0 +1,77 @@
+"""The pool-bias checks a block of whole queries at a time (`poolbias.pool_bias_blocks`,
+`unique_contributions_blocks`): the same report, number for number and row for row, as
+one call over every query, however the queries are cut into blocks."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from relgrade.evaluation import poolbias
+
+MEASURES = ["nDCG(dcg='exp-log2')@5", "R@5", "RR@10", "P@3", "Judged@5"]
+
+
+def _experiment(seed: int, n_queries: int = 23):
+    """Three arms' runs of depth 8 over 12 candidates a query, a key of their top 4 (one
+    query's key all 0), and the provenance the pool stage would write."""
+    rng = np.random.default_rng(seed)
+    queries = [f"q{i:02d}" for i in range(n_queries)]
+    runs, prov, key = [], [], {}
+    for q in queries:
+        cands = [f"{q}-c{j}" for j in range(12)]
+        for arm in ("x", "y", "z"):
+            picked = rng.permutation(cands)[:8]
+            for r, c in enumerate(picked, start=1):
+                runs.append({"arm": arm, "query_id": q, "chunk_id": str(c), "rank": r,
+                             "score": float(10 - r)})
+                if r <= 4:
+                    prov.append({"query_id": q, "chunk_id": str(c), "arm": arm, "rank": r,
+                                 "score": float(10 - r), "source": "depth"})
+                    key[(q, str(c))] = 0 if q == "q03" else int(rng.integers(0, 3))
+    runs = pd.DataFrame(runs)
+    runs = runs[~((runs["arm"] == "z") & (runs["query_id"] == "q05"))]  # z skips q05
+    prov = pd.DataFrame(prov).sort_values(["query_id", "chunk_id", "arm"]).reset_index(drop=True)
+    key = pd.DataFrame([{"query_id": q, "chunk_id": c, "grade": g}
+                        for (q, c), g in sorted(key.items())])
+    key = key[key["query_id"] != "q07"].reset_index(drop=True)  # a query the key dropped
+    return key, runs.reset_index(drop=True), prov
+
+
+def _blocks(key, runs, cuts):
+    ids = sorted(key["query_id"].unique())
+    edges = [0, *cuts, len(ids)]
+    for lo, hi in zip(edges[:-1], edges[1:]):
+        mine = set(ids[lo:hi])
+        yield (key[key["query_id"].isin(mine)].reset_index(drop=True),
+               runs[runs["query_id"].isin(mine)].reset_index(drop=True))
+
+
+@pytest.mark.parametrize("seed,cuts", [(1, []), (2, [1]), (3, [5, 6, 17]),
+                                       (4, list(range(1, 22)))])
+def test_the_report_by_blocks_is_the_report_over_every_query(seed, cuts):
+    key, runs, prov = _experiment(seed)
+    whole = poolbias.pool_bias_report(qrels=key, runs=runs, provenance=prov, depth=4,
+                                      measures=MEASURES, cutoffs=[3, 5])
+    unique = poolbias.unique_contributions_blocks(
+        [prov[prov["query_id"].isin(set(b))] for b in
+         np.array_split(np.array(sorted(prov["query_id"].unique())), 4)], depth=4)
+    pd.testing.assert_frame_equal(unique, poolbias.unique_contributions(prov, depth=4))
+    by_blocks = poolbias.pool_bias_blocks(
+        _blocks(key, runs, cuts), unique=unique, arms=["x", "y", "z"], depth=4,
+        measures=MEASURES, cutoffs=[3, 5])
+    assert by_blocks == whole  # floats equal exactly, rows in the same order
+
+
+def test_an_arm_left_out_loses_only_the_pairs_it_alone_brought():
+    key, runs, prov = _experiment(5, n_queries=4)
+    rep = poolbias.pool_bias_blocks(_blocks(key, runs, [1, 2]),
+                                    unique=poolbias.unique_contributions(prov, depth=4),
+                                    arms=["x", "y", "z"], depth=4, measures=["R@5"],
+                                    cutoffs=[5])
+    unique = poolbias.unique_contributions(prov, depth=4)
+    in_key = unique.merge(key, on=["query_id", "chunk_id"])
+    for row in rep["leave_one_arm_out"]:
+        assert row["removed_pairs"] == int((in_key["arm"] == row["arm"]).sum())
+    assert rep["unique_pairs"] == unique.groupby("arm").size().to_dict()
