@@ -184,6 +184,68 @@ def iter_jsonl(path, *, comments: str = "json") -> Iterator[tuple[int, dict]]:
         yield i, obj
 
 
+def iter_jsonl_blocks(path, *, size: int = 65_536) -> Iterator[tuple[list[int], list]]:
+    """The objects of a JSON Lines file a block of lines at a time, read as they are needed.
+
+    The lines and objects of :func:`iter_jsonl` (a leading BOM dropped, CRLF accepted, blank
+    lines skipped, 1-based line numbers), but the file is read one line at a time, so memory
+    holds one block, not the file.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        A JSON Lines file.
+    size : int, default 65,536
+        The most objects in one block.
+
+    Yields
+    ------
+    lines : list of int
+        The file line of each object, ascending.
+    objects : list
+        The parsed JSON values, one per non-blank line (objects or not: the caller checks).
+
+    Raises
+    ------
+    InputError
+        The file is missing; a line is not valid UTF-8 or not valid JSON (naming the line).
+        Unlike :func:`iter_jsonl`, whose :func:`read_lines` decodes the whole file first, an
+        error is raised when its block is reached, after the blocks before it.
+    """
+    path = Path(path)
+    try:
+        f = open(path, "rb")
+    except FileNotFoundError:
+        raise InputError("file not found", path=path) from None
+    with f:
+        lines: list[int] = []
+        objects: list = []
+        for i, raw in enumerate(f, start=1):
+            if i == 1 and raw.startswith(BOM):
+                raw = raw[len(BOM):]
+            if raw.endswith(b"\n"):
+                raw = raw[:-1]
+            if raw.endswith(b"\r"):
+                raw = raw[:-1]
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError as e:
+                raise InputError("not valid UTF-8", path=path, line=i,
+                                 found=f"byte 0x{raw[e.start]:02x} at column {e.start + 1}") from None
+            if not line.strip():
+                continue
+            try:
+                objects.append(json.loads(line))
+            except json.JSONDecodeError as e:
+                raise InputError("not valid JSON", path=path, line=i, found=e.msg) from None
+            lines.append(i)
+            if len(lines) >= size:
+                yield lines, objects
+                lines, objects = [], []
+        if lines:
+            yield lines, objects
+
+
 def read_jsonl(path) -> list[dict]:
     """All objects of a JSON Lines file (see :func:`iter_jsonl`)."""
     return [obj for _, obj in iter_jsonl(path)]
