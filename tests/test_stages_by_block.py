@@ -1,4 +1,4 @@
-"""The corpus stage reads and checks a chunks file a block at a time: the bytes of the
+"""The corpus and packets stages read, check and write a block at a time: the bytes of the
 whole-table path, and the whole-table path's refusals for anything unusual."""
 
 from __future__ import annotations
@@ -7,11 +7,13 @@ import json
 from pathlib import Path
 
 import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
 from relgrade.errors import InputError
 from relgrade.io import files
-from relgrade.io.files import iter_jsonl, iter_jsonl_blocks, write_parquet
+from relgrade.io.files import ParquetBlocks, iter_jsonl, iter_jsonl_blocks, write_parquet
 from relgrade.pipeline.stages import corpus as corpus_stage
 from relgrade.protocol.corpus import ChunkBlocks, corpus_from_table
 
@@ -117,3 +119,114 @@ def test_the_corpus_stage_refuses_a_bad_file_with_the_table_rules_message(tmp_pa
     assert corpus_stage.jsonl_chunks(p) is None
     with pytest.raises(InputError, match=r"chunks\.jsonl:2: c1: `text` must be a string"):
         corpus_stage.build_corpus(p)
+
+
+# --- Parquet written a row group at a time -----------------------------------------------
+
+def test_parquet_blocks_write_the_bytes_of_the_whole_frame_across_row_groups(tmp_path,
+                                                                              monkeypatch):
+    monkeypatch.setattr(files, "ROW_GROUP_ROWS", 1024)
+    frame = pd.DataFrame({"query_id": [f"q{i // 7:04d}" for i in range(3000)],
+                          "role": ["grader"] * 3000,
+                          "position": [i % 7 for i in range(3000)]})
+    frame["position"] = frame["position"].astype("int64")
+    with ParquetBlocks(tmp_path / "blocks.parquet") as w:
+        for lo in range(0, 3000, 700):  # blocks that straddle the row groups
+            w.write(frame.iloc[lo:lo + 700].reset_index(drop=True))
+    frame.to_parquet(tmp_path / "whole.parquet", index=False, row_group_size=1024)
+    assert (tmp_path / "blocks.parquet").read_bytes() == (tmp_path / "whole.parquet").read_bytes()
+    assert pq.ParquetFile(tmp_path / "blocks.parquet").num_row_groups == 3
+
+
+def test_parquet_blocks_under_one_row_group_write_the_bytes_of_write_parquet(tmp_path):
+    frame = pd.DataFrame({"a": ["x", "y", "z"], "n": [1, 2, 3]})
+    with ParquetBlocks(tmp_path / "blocks.parquet") as w:
+        w.write(frame.iloc[:2])
+        w.write(pa.Table.from_pandas(frame.iloc[2:], preserve_index=False))
+    write_parquet(tmp_path / "whole.parquet", frame)
+    assert (tmp_path / "blocks.parquet").read_bytes() == (tmp_path / "whole.parquet").read_bytes()
+
+
+def test_parquet_blocks_leave_the_old_file_when_the_writing_fails(tmp_path):
+    out = tmp_path / "t.parquet"
+    out.write_bytes(b"old")
+    with pytest.raises(RuntimeError):
+        with ParquetBlocks(out) as w:
+            w.write(pd.DataFrame({"a": ["x"]}))
+            raise RuntimeError("stop")
+    assert out.read_bytes() == b"old"
+    assert [p.name for p in tmp_path.iterdir()] == ["t.parquet"]
+
+
+# --- the packets stage ---------------------------------------------------------------------
+
+def _tree(folder: Path) -> dict[str, bytes]:
+    return {p.relative_to(folder).as_posix(): p.read_bytes()
+            for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+def _packets(repo: Path, monkeypatch, *, blocks: bool, rows: int = 7) -> dict[str, bytes]:
+    from relgrade.experiment.files import Experiment
+    from relgrade.pipeline.stages import packets as stage
+
+    ex = Experiment.load(repo / "params.yaml")
+    with monkeypatch.context() as m:
+        m.setattr(stage, "BLOCK_ROWS", rows)
+        if not blocks:
+            def whole_only(*a, **k):
+                raise stage._Whole("the whole-table path, for comparison")
+            m.setattr(stage, "_by_query_blocks", whole_only)
+        stage.run(ex)
+    out = _tree(ex.path("packets"))
+    out["orders"] = ex.path("orders").read_bytes()
+    return out
+
+
+def test_packets_by_query_block_are_the_bytes_of_the_whole_table_path(packets_built, tmp_path,
+                                                                       monkeypatch):
+    from relgrade.pipeline.stages import packets as stage
+    from tests.e2e import tiny
+
+    repo = tiny.copy_repo(packets_built, tmp_path / "repo")
+    monkeypatch.chdir(repo)
+    whole_path = _packets(repo, monkeypatch, blocks=False)
+    calls = []
+    real = stage._query_blocks
+    monkeypatch.setattr(stage, "_query_blocks", lambda *a, **k: calls.append(1) or real(*a, **k))
+    by_block = _packets(repo, monkeypatch, blocks=True, rows=7)
+    assert calls, "the packets were not built by query block"
+    assert by_block == whole_path
+    assert any(k.startswith("auditor/") for k in by_block)
+
+
+def test_query_blocks_keep_each_query_whole_and_refuse_an_unsorted_pool(tmp_path):
+    from relgrade.pipeline.stages import packets as stage
+
+    pool = tmp_path / "pool.parquet"
+    q = ["q1"] * 3 + ["q2"] * 5 + ["q3"] * 1
+    pq.write_table(pa.table({"query_id": q, "chunk_id": [f"c{i}" for i in range(9)]}), pool)
+    blocks = list(stage._query_blocks(pool, rows=2))
+    assert [b["query_id"].tolist() for b in blocks] == [["q1"] * 3, ["q2"] * 5, ["q3"]]
+    pq.write_table(pa.table({"query_id": ["q2", "q1"], "chunk_id": ["a", "b"]}), pool)
+    with pytest.raises(stage._Whole):
+        list(stage._query_blocks(pool, rows=1))
+
+
+def test_packets_stage_on_a_corpus_without_a_pooled_chunk_refuses_as_before(packets_built,
+                                                                            tmp_path,
+                                                                            monkeypatch):
+    from relgrade.experiment.files import Experiment
+    from relgrade.pipeline.stages import packets as stage
+    from tests.e2e import tiny
+
+    repo = tiny.copy_repo(packets_built, tmp_path / "repo")
+    monkeypatch.chdir(repo)
+    ex = Experiment.load(repo / "params.yaml")
+    pool = pq.read_table(ex.path("pool"))
+    gone = pool.column("chunk_id")[0].as_py()
+    chunks = pd.read_parquet(ex.path("chunks"))
+    write_parquet(ex.path("chunks"), chunks[chunks["chunk_id"] != gone])
+    before = _tree(ex.path("packets"))
+    with pytest.raises(InputError, match=f"{gone}: pooled chunk is not in the corpus"):
+        stage.run(ex)
+    assert _tree(ex.path("packets")) == before
