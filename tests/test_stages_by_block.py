@@ -230,3 +230,41 @@ def test_packets_stage_on_a_corpus_without_a_pooled_chunk_refuses_as_before(pack
     with pytest.raises(InputError, match=f"{gone}: pooled chunk is not in the corpus"):
         stage.run(ex)
     assert _tree(ex.path("packets")) == before
+
+
+# --- grade import: the rows' dicts a block at a time -----------------------------------------
+
+def test_frame_rows_import_the_bytes_of_the_rows_as_dicts(tmp_path, monkeypatch):
+    from relgrade.graders import store
+    from relgrade.graders.store import FrameRows, GradeStore
+
+    monkeypatch.setattr(store, "IMPORT_BLOCK", 2)  # blocks of two rows: five rows, three blocks
+    frame = pd.DataFrame({"query_id": ["q1"] * 5, "chunk_id": list("abcde"),
+                          "reason": ["Defines it."] * 5, "grade": [2, 0, 1, 0, 2]})
+    made_on = {"content_sha256": "c" * 64, "intent_sha256": "i" * 64, "rubric_version": "v1",
+               "rubric_sha256": "r" * 64}
+    paths = {}
+    for name, rows in (("dicts", frame.to_dict("records")), ("blocks", FrameRows(frame))):
+        path = paths[name] = tmp_path / name / "round-1.jsonl"
+        skipped = []
+        assert GradeStore(path, made_on=lambda r: made_on).import_rows(
+            rows, skipped=skipped, note={"imported_from": "x"}) == 5
+        assert skipped == []
+    assert paths["blocks"].read_bytes() == paths["dicts"].read_bytes()
+    assert paths["blocks"].read_bytes().count(b"\n") == 5
+    bank = [json.loads(line) for line in store.bank_path(paths["blocks"]).read_text().splitlines()]
+    assert [b["imported_from"] for b in bank] == ["x"] * 5
+
+
+def test_frame_rows_recorded_byte_for_byte_are_skipped_and_the_rest_added(tmp_path):
+    from relgrade.graders.store import FrameRows, GradeStore
+
+    path = tmp_path / "g" / "round-1.jsonl"
+    frame = pd.DataFrame({"query_id": ["q1", "q1"], "chunk_id": ["a", "b"],
+                          "reason": ["Defines it.", "Mentions it."], "grade": [2, 1]})
+    GradeStore(path).import_rows(FrameRows(frame.iloc[:1]))
+    skipped = []
+    assert GradeStore(path).import_rows(FrameRows(frame), skipped=skipped) == 2
+    assert skipped == [("q1", "a")]
+    assert path.read_bytes() == (b'{"query_id":"q1","chunk_id":"a","reason":"Defines it.","grade":2}\n'
+                                 b'{"query_id":"q1","chunk_id":"b","reason":"Mentions it.","grade":1}\n')
