@@ -770,6 +770,7 @@ class ParquetBlocks:
     Examples
     --------
     >>> import tempfile
+    >>> import pandas as pd
     >>> out = Path(tempfile.mkdtemp()) / "t.parquet"
     >>> with ParquetBlocks(out) as w:
     ...     w.write(pd.DataFrame({"a": ["x"], "n": [1]}))
