@@ -85,7 +85,7 @@ def import_cmd(file, batch, grader, round_, fmt, partial, recheck, params_path):
         return
     from relgrade.experiment.files import Experiment
     from relgrade.graders import labelstudio
-    from relgrade.graders.store import GradeStore, read_bank
+    from relgrade.graders.store import FrameRows, GradeStore, read_bank
     from relgrade.io import files as io
     from relgrade.io.grade_columns import read_grade_columns
     from relgrade.io.judgments import judgment_objects, judgment_rows
@@ -142,7 +142,7 @@ def import_cmd(file, batch, grader, round_, fmt, partial, recheck, params_path):
         raise InputError("no grade rows to import", path=file)
     manifest = ex.path("intents_manifest")
     intents_sha256 = io.read_json(manifest).get("sha256") if manifest.exists() else None
-    rows = new[ROW_COLUMNS].to_dict("records")
+    rows = FrameRows(new[ROW_COLUMNS])  # one block's dicts at a time
     # The bank records what each imported grade is made on: the chunk and intent line as the
     # pool shows them now, and the rubric file as it is now.
     made_on = ex.made_on_now() if recheck_made_on is None else recheck_made_on

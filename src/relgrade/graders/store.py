@@ -86,6 +86,7 @@ from __future__ import annotations
 import concurrent.futures
 import contextlib
 import fcntl
+import itertools
 import json
 import logging
 import os
@@ -1075,7 +1076,8 @@ class GradeStore:
         ----------
         rows : sequence of dict
             The rows to add, in order, each with the keys to write (written as canonical
-            JSON lines in that key order).
+            JSON lines in that key order); a :class:`FrameRows` makes them a block at a
+            time (read again on each pass, so never more than a block of dicts at once).
         check : callable, optional
             Called with the recorded rows, ``[(line, row), ...]``, before anything is
             compared, e.g. to validate them as the grades stage would; it raises to refuse.
@@ -1138,16 +1140,18 @@ class GradeStore:
                 return k in made and now is not None and now != made[k]
 
             if skipped is not None:
-                latest = {self._key(row): canonical_json(row) for _, row in recorded}
-                same = {id(r) for r in rows if self._key(r) in done_keys
-                        and not stale(self._key(r), r)
-                        and latest[self._key(r)] == canonical_json(r)}
-                skipped.extend(self._key(r) for r in rows if id(r) in same)
-                rows = [r for r in rows if id(r) not in same]
-                if not rows:
+                if done_keys:
+                    latest = {self._key(row): canonical_json(row) for _, row in recorded}
+                    same = {i for i, r in enumerate(rows) if self._key(r) in done_keys
+                            and not stale(self._key(r), r)
+                            and latest[self._key(r)] == canonical_json(r)}
+                    skipped.extend(self._key(r) for i, r in enumerate(rows) if i in same)
+                    if same:
+                        rows = [r for i, r in enumerate(rows) if i not in same]
+                if not len(rows):
                     return len(recorded)
             again = [self._key(r) for r in rows
-                     if self._key(r) in done_keys and not stale(self._key(r), r)]
+                     if self._key(r) in done_keys and not stale(self._key(r), r)] if done_keys else []
             if again:
                 shown = ", ".join(f"({', '.join(k)})" for k in again[:10])
                 name = Path(source).name if source is not None else "the imported file"
@@ -1163,7 +1167,8 @@ class GradeStore:
             if before and not before.endswith(b"\n"):
                 before += b"\n"
             step = IMPORT_BLOCK
-            data = [jsonl_bytes(rows[i:i + step]) for i in range(0, len(rows), step)]
+            # the grade file's new lines are made a block at a time as they are written
+            data = (jsonl_bytes(rows[i:i + step]) for i in range(0, len(rows), step))
             bank_size = None
             if self.made_on is not None:
                 for r in rows:  # every pair known before anything is written
@@ -1177,11 +1182,15 @@ class GradeStore:
                                           notes=[note] * len(rows[i:i + step])))
                     for i in range(0, len(rows), step)))
             try:
-                write_blocks(target, [before, *data])
+                write_blocks(target, itertools.chain([before], data))
             except OSError as e:
                 if bank_size is not None:
                     cut_bank(target, bank_size)
                 raise storage_error(target, e) from None
+            except BaseException:
+                if bank_size is not None:
+                    cut_bank(target, bank_size)
+                raise
             return len(recorded) + len(rows)
 
     def __enter__(self) -> "GradeStore":
@@ -1189,6 +1198,43 @@ class GradeStore:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+class FrameRows(Sequence):
+    """A table's rows as dicts (column → value), made a block at a time as they are read.
+
+    What :meth:`GradeStore.import_rows` takes, without a dict per row of a whole file in
+    memory at once: iterating or slicing makes the dicts of :data:`IMPORT_BLOCK` rows (or
+    of the slice) with ``DataFrame.to_dict("records")``, the same values that call gives for
+    the whole table.
+
+    Parameters
+    ----------
+    frame : pandas.DataFrame of shape (n_rows, n_columns)
+        The rows, in order; its columns are the dicts' keys, in order.
+
+    Examples
+    --------
+    >>> import pandas as pd
+    >>> rows = FrameRows(pd.DataFrame({"query_id": ["q1", "q2"], "grade": [0, 2]}))
+    >>> len(rows), rows[1], list(rows) == rows[0:2]
+    (2, {'query_id': 'q2', 'grade': 2}, True)
+    """
+
+    def __init__(self, frame):
+        self.frame = frame
+
+    def __len__(self) -> int:
+        return len(self.frame)
+
+    def __getitem__(self, at):
+        if isinstance(at, slice):
+            return self.frame.iloc[at].to_dict("records")
+        return self.frame.iloc[[at]].to_dict("records")[0]
+
+    def __iter__(self):
+        for i in range(0, len(self.frame), IMPORT_BLOCK):
+            yield from self.frame.iloc[i:i + IMPORT_BLOCK].to_dict("records")
 
 
 class SingleWriter:

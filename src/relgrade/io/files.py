@@ -184,6 +184,68 @@ def iter_jsonl(path, *, comments: str = "json") -> Iterator[tuple[int, dict]]:
         yield i, obj
 
 
+def iter_jsonl_blocks(path, *, size: int = 65_536) -> Iterator[tuple[list[int], list]]:
+    """The objects of a JSON Lines file a block of lines at a time, read as they are needed.
+
+    The lines and objects of :func:`iter_jsonl` (a leading BOM dropped, CRLF accepted, blank
+    lines skipped, 1-based line numbers), but the file is read one line at a time, so memory
+    holds one block, not the file.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        A JSON Lines file.
+    size : int, default 65,536
+        The most objects in one block.
+
+    Yields
+    ------
+    lines : list of int
+        The file line of each object, ascending.
+    objects : list
+        The parsed JSON values, one per non-blank line (objects or not: the caller checks).
+
+    Raises
+    ------
+    InputError
+        The file is missing; a line is not valid UTF-8 or not valid JSON (naming the line).
+        Unlike :func:`iter_jsonl`, whose :func:`read_lines` decodes the whole file first, an
+        error is raised when its block is reached, after the blocks before it.
+    """
+    path = Path(path)
+    try:
+        f = open(path, "rb")
+    except FileNotFoundError:
+        raise InputError("file not found", path=path) from None
+    with f:
+        lines: list[int] = []
+        objects: list = []
+        for i, raw in enumerate(f, start=1):
+            if i == 1 and raw.startswith(BOM):
+                raw = raw[len(BOM):]
+            if raw.endswith(b"\n"):
+                raw = raw[:-1]
+            if raw.endswith(b"\r"):
+                raw = raw[:-1]
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError as e:
+                raise InputError("not valid UTF-8", path=path, line=i,
+                                 found=f"byte 0x{raw[e.start]:02x} at column {e.start + 1}") from None
+            if not line.strip():
+                continue
+            try:
+                objects.append(json.loads(line))
+            except json.JSONDecodeError as e:
+                raise InputError("not valid JSON", path=path, line=i, found=e.msg) from None
+            lines.append(i)
+            if len(lines) >= size:
+                yield lines, objects
+                lines, objects = [], []
+        if lines:
+            yield lines, objects
+
+
 def read_jsonl(path) -> list[dict]:
     """All objects of a JSON Lines file (see :func:`iter_jsonl`)."""
     return [obj for _, obj in iter_jsonl(path)]
@@ -676,6 +738,145 @@ def write_arrow_parquet(path, table: pa.Table) -> None:
     table = table.replace_schema_metadata({b"pandas": metadata})
     with atomic_path(path) as tmp:
         pq.write_table(table, tmp)
+
+
+#: Rows in one Parquet row group as pyarrow writes a table by default (the C++ writer's
+#: ``DEFAULT_MAX_ROW_GROUP_LENGTH``): :class:`ParquetBlocks` cuts its row groups alike.
+ROW_GROUP_ROWS = 1024 * 1024
+
+
+class ParquetBlocks:
+    """A Parquet file written from blocks of rows, byte for byte as :func:`write_parquet`
+    writes the DataFrame of all the blocks stacked, holding at most one row group.
+
+    Blocks are buffered until a row group's :data:`ROW_GROUP_ROWS` rows are there; that row
+    group is written and dropped. The file is written beside ``path`` and swapped in by
+    :meth:`close` (as :func:`atomic_path` does); :meth:`abort`, or leaving a ``with`` block
+    by an exception, removes it and leaves ``path`` as it was.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        The Parquet file to write.
+
+    Raises
+    ------
+    ValueError
+        A block whose columns differ from the first block's, or of a type
+        :func:`pandas_schema_metadata` does not take.
+    InputError
+        As :func:`atomic_path`: the folder cannot be made or written.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> import pandas as pd
+    >>> out = Path(tempfile.mkdtemp()) / "t.parquet"
+    >>> with ParquetBlocks(out) as w:
+    ...     w.write(pd.DataFrame({"a": ["x"], "n": [1]}))
+    ...     w.write(pd.DataFrame({"a": ["y"], "n": [2]}))
+    >>> pd.read_parquet(out)["a"].tolist()
+    ['x', 'y']
+    """
+
+    def __init__(self, path):
+        self.path = Path(path)
+        self._context = atomic_path(self.path)
+        self._tmp = self._context.__enter__()
+        self._writer = None
+        self._schema = None
+        self._buffer: list = []
+        self._buffered = 0
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, kind, value, tb):
+        if kind is None:
+            self.close()
+        else:
+            self.abort()
+        return False
+
+    def write(self, block) -> None:
+        """Append a block of rows: a pandas DataFrame (as :func:`write_parquet` takes it)
+        or a pyarrow Table (as :func:`write_arrow_parquet` takes it)."""
+        import pyarrow as pa
+
+        table = block if isinstance(block, pa.Table) else pa.Table.from_pandas(
+            block, preserve_index=False)
+        table = _as_written(table)
+        if self._schema is None:
+            self._schema = table.schema
+        elif table.schema != self._schema:
+            raise ValueError(f"a block's columns differ from the first block's: "
+                             f"{table.schema} against {self._schema}")
+        if len(table):
+            self._buffer.append(table)
+            self._buffered += len(table)
+        while self._buffered >= ROW_GROUP_ROWS:
+            self._flush(ROW_GROUP_ROWS)
+
+    def _flush(self, rows: int) -> None:
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        table = pa.concat_tables(self._buffer)
+        group, rest = table.slice(0, rows).combine_chunks(), table.slice(rows)
+        self._buffer = [rest] if len(rest) else []
+        self._buffered = len(rest)
+        if self._writer is None:
+            self._writer = pq.ParquetWriter(self._tmp, group.schema)
+        self._writer.write_table(group)
+
+    def close(self) -> None:
+        """Write the last row group and put the file in place."""
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        if self._context is None:
+            return
+        if self._buffered or self._writer is None:
+            if self._buffered:
+                self._flush(self._buffered)
+            else:  # no row at all: the file of an empty table
+                if self._schema is None:
+                    raise ValueError("no block was written")
+                pq.write_table(pa.Table.from_batches([], schema=self._schema), self._tmp)
+        if self._writer is not None:
+            self._writer.close()
+        context, self._context = self._context, None
+        context.__exit__(None, None, None)
+
+    def abort(self) -> None:
+        """Remove the file being written; ``path`` is left as it was."""
+        if self._context is None:
+            return
+        if self._writer is not None:
+            self._writer.close()
+        context, self._context = self._context, None
+        try:
+            raise RuntimeError("aborted")
+        except RuntimeError as e:
+            context.__exit__(type(e), e, e.__traceback__)
+
+
+def _as_written(table):
+    """``table`` with the schema :func:`write_arrow_parquet` writes: strings as
+    large_string, a float NaN as null, pandas' schema metadata."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    metadata = pandas_schema_metadata(table)
+    for i, field in enumerate(table.schema):
+        if pa.types.is_string(field.type):
+            table = table.set_column(i, field.with_type(pa.large_string()),
+                                     table[i].cast(pa.large_string()))
+        if pa.types.is_floating(field.type) and pc.any(pc.is_nan(table[i])).as_py():
+            column = table[i]
+            table = table.set_column(i, field, pc.if_else(
+                pc.is_nan(column), pa.scalar(None, field.type), column))
+    return table.replace_schema_metadata({b"pandas": metadata})
 
 
 def write_tsv(path, df: pd.DataFrame) -> None:

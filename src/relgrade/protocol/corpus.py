@@ -21,9 +21,10 @@ import tarfile
 import zlib
 from pathlib import PurePosixPath
 
+import numpy as np
 import pandas as pd
 
-from relgrade.canonical import jsonl_bytes, sha256_bytes
+from relgrade.canonical import canonical_json, jsonl_bytes, sha256_bytes
 from relgrade.errors import InputError
 from relgrade.protocol import chunking
 from relgrade.schema import is_missing
@@ -425,6 +426,152 @@ def corpus_from_table(df: pd.DataFrame, *, sha256: str, path=None,
     if allow_empty:
         manifest["empty_chunks"] = empty
     return chunks, manifest
+
+
+class ChunkBlocks:
+    """A chunks file's rows checked a block at a time, kept as compact columns.
+
+    The usual chunks file (every row an object with string ``chunk_id``, ``header``,
+    ``text`` and ``source``, the same optional line numbers on every row, no empty text
+    unless allowed, no id twice) gives the table, manifest and hash of
+    :func:`corpus_from_table` without a Python object per row surviving its block: the
+    rows become Arrow columns, the canonical bytes of :func:`table_sha256` go through one
+    running hash, each id is kept as a 64-bit hash for the duplicate check and each
+    distinct ``source`` once. Any row outside that usual form (a rule broken, a type the
+    table rules would convert, an id hash seen twice) makes :meth:`add` return False: the
+    caller then checks the whole file with :func:`corpus_from_table`, whose messages name
+    the first broken rule in file order.
+
+    Parameters
+    ----------
+    allow_empty : bool, default False
+        Params ``corpus.allow_empty``: an empty or blank text is counted, not refused
+        (without it such a row returns False, and the table rules word the refusal).
+
+    Examples
+    --------
+    >>> blocks = ChunkBlocks()
+    >>> blocks.add([{"chunk_id": "a", "header": "h", "text": "x = 1", "source": "m.py"}])
+    True
+    >>> table, manifest = blocks.result(sha256="0" * 64, path="c.jsonl")
+    >>> table.column_names, manifest["chunks"], manifest["files"]
+    (['chunk_id', 'header', 'text', 'source'], 1, 1)
+    """
+
+    def __init__(self, *, allow_empty: bool = False):
+        import hashlib
+
+        self.allow_empty = bool(allow_empty)
+        self.columns: list[str] | None = None
+        self._blocks: list = []
+        self._hashes: list[np.ndarray] = []
+        self._digest = hashlib.sha256()
+        self._sources: set[str] = set()
+        self._blank = 0
+        self._rows = 0
+
+    def add(self, rows: list) -> bool:
+        """Check one block of rows and keep it; False when a row needs the table rules.
+
+        Parameters
+        ----------
+        rows : list
+            The parsed JSON value of each non-blank line, in file order.
+
+        Returns
+        -------
+        bool
+            True when every row is in the usual form and the block was kept.
+        """
+        import pyarrow as pa
+
+        if not rows:
+            return True
+        optional = None
+        cols: dict[str, list] = {}
+        for row in rows:
+            if type(row) is not dict:
+                return False
+            have = tuple(c for c in OPTIONAL_INT if c in row)
+            if optional is None:
+                optional = have
+                if self.columns is None:
+                    self.columns = REQUIRED + list(have)
+                if self.columns != REQUIRED + list(have):
+                    return False
+                cols = {c: [] for c in self.columns}
+            elif have != optional:
+                return False
+            for name in REQUIRED:
+                value = row.get(name)
+                if type(value) is not str:
+                    return False
+                cols[name].append(value)
+            cid = row["chunk_id"]
+            if not cid or _WHITESPACE.search(cid):
+                return False
+            for name in have:
+                value = row[name]
+                if type(value) is not int or not 0 <= value < 2 ** 63:
+                    return False
+                cols[name].append(value)
+            if not row["text"].strip():
+                if not self.allow_empty:
+                    return False
+                self._blank += 1
+        digest = self._digest
+        for record in zip(*cols.values()):
+            digest.update((canonical_json(dict(zip(self.columns, record))) + "\n")
+                          .encode("utf-8"))
+        self._hashes.append(pd.util.hash_array(np.asarray(cols["chunk_id"], dtype=object),
+                                               categorize=False))
+        self._sources.update(cols["source"])
+        self._blocks.append(pa.table({
+            c: pa.array(v, type=pa.int64() if c in OPTIONAL_INT else pa.large_string())
+            for c, v in cols.items()}))
+        self._rows += len(rows)
+        return True
+
+    def result(self, *, sha256: str, path=None):
+        """The chunks table and manifest, or None when the rows need the table rules.
+
+        Parameters
+        ----------
+        sha256 : str
+            The chunks file's sha256.
+        path : str or Path, optional
+            The chunks file, the manifest's ``source``.
+
+        Returns
+        -------
+        (pyarrow.Table, dict) or None
+            The table :func:`corpus_from_table` returns (as Arrow: ``large_string`` ids and
+            texts, int64 line numbers; rows in file order) and its manifest; None for an
+            empty file or when two ids share a 64-bit hash (a repeated id, or a collision the
+            table rules settle).
+        """
+        import pyarrow as pa
+
+        if not self._rows:
+            return None
+        hashes = np.concatenate(self._hashes)
+        self._hashes = []
+        hashes.sort()
+        if len(hashes) > 1 and bool(np.any(hashes[1:] == hashes[:-1])):
+            return None
+        del hashes
+        table = pa.concat_tables(self._blocks)
+        self._blocks = []
+        manifest = {
+            "source": f"chunks-file:{path}",
+            "sha256": sha256,
+            "chunks": int(self._rows),
+            "table_sha256": self._digest.hexdigest(),
+            "files": len(self._sources),
+        }
+        if self.allow_empty:
+            manifest["empty_chunks"] = self._blank
+        return table, manifest
 
 
 def table_sha256(chunks: pd.DataFrame) -> str:

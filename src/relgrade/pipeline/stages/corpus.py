@@ -17,10 +17,19 @@ from pathlib import Path
 
 import pandas as pd
 
-from relgrade.io.files import iter_jsonl, read_rows, read_yaml, sha256_file
+from relgrade.errors import InputError
+from relgrade.io.files import (
+    iter_jsonl,
+    iter_jsonl_blocks,
+    read_rows,
+    read_yaml,
+    sha256_file,
+    write_arrow_parquet,
+    write_json,
+    write_parquet,
+)
 from relgrade.io.sdist import fetch_sdist
 from relgrade.protocol import corpus
-from relgrade.io.files import write_json, write_parquet
 
 
 def build_corpus(src, *, allow_empty: bool = False) -> tuple[pd.DataFrame, dict]:
@@ -64,9 +73,47 @@ def build_corpus(src, *, allow_empty: bool = False) -> tuple[pd.DataFrame, dict]
                                     allow_empty=allow_empty)
 
 
+def jsonl_chunks(src, *, allow_empty: bool = False):
+    """A JSON Lines chunks file's table and manifest, read and checked a block at a time.
+
+    Parameters
+    ----------
+    src : str or os.PathLike
+        A ``.jsonl``/``.ndjson`` chunks file.
+    allow_empty : bool
+        Accept a chunk with an empty or blank text (params ``corpus.allow_empty``).
+
+    Returns
+    -------
+    (pyarrow.Table, dict) or None
+        What :func:`build_corpus` returns, the table as Arrow columns
+        (:class:`relgrade.protocol.corpus.ChunkBlocks`), when every row is in the usual
+        form; None when a row is not (or the file cannot be read as JSON Lines):
+        :func:`build_corpus` then checks the whole file and names the first broken rule.
+    """
+    blocks = corpus.ChunkBlocks(allow_empty=allow_empty)
+    try:
+        for _, rows in iter_jsonl_blocks(src):
+            if not blocks.add(rows):
+                return None
+    except InputError:
+        return None
+    return blocks.result(sha256=sha256_file(src), path=Path(src))
+
+
 def run(ex):
     cfg = ex.params.need("corpus")
-    chunks, manifest = build_corpus(ex.file(cfg.input), allow_empty=cfg.allow_empty)
-    write_parquet(ex.path("chunks"), chunks)
+    src = ex.file(cfg.input)
+    built = None
+    if Path(src).suffix.lower() in (".jsonl", ".ndjson"):
+        # the usual chunks file as compact columns, a block of lines at a time; any other
+        # row is left to the table rules below, which word the refusal
+        built = jsonl_chunks(src, allow_empty=cfg.allow_empty)
+    if built is not None:
+        write_arrow_parquet(ex.path("chunks"), built[0])
+        manifest = built[1]
+    else:
+        chunks, manifest = build_corpus(src, allow_empty=cfg.allow_empty)
+        write_parquet(ex.path("chunks"), chunks)
     write_json(ex.path("corpus_manifest"), manifest)
 
