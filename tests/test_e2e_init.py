@@ -120,8 +120,8 @@ def test_status_of_the_experiment_gives_the_key_cost_and_unfilled_design(second)
     # both are command graders (kind model): one call per judgment, no annotator-hours
     assert (cost["spent_calls"], cost["spent_hours"]) == (len(pool) + audited, 0)
     assert st["design"]["unfilled"] == [
-        "DESIGN.md: question", "DESIGN.md: corpus", "DESIGN.md: graders",
-        "DESIGN.md: deviations", "rubric/v1.md: corpus examples"]
+        f"{EXP}/DESIGN.md: question", f"{EXP}/DESIGN.md: corpus", f"{EXP}/DESIGN.md: graders",
+        f"{EXP}/DESIGN.md: deviations", f"{EXP}/rubric/v1.md: corpus examples"]
     text = tiny.run(root, "relgrade", "status", "--experiment", EXP).stdout
     assert f"key: frozen, sha256 {record['key_sha256']}" in text
 
