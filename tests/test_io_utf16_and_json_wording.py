@@ -87,3 +87,21 @@ def test_a_whole_last_line_without_a_newline_is_read(tmp_path):
     p = tmp_path / "round-1.jsonl"
     p.write_text('{"grade": 1}\n{"grade": 2}')
     assert io.read_jsonl(p) == [{"grade": 1}, {"grade": 2}]
+
+
+def test_a_recorded_dispute_that_is_not_json_is_worded_the_same_way(tmp_path):
+    from pathlib import Path
+
+    import yaml
+
+    from relgrade.experiment.files import Experiment
+    from relgrade.experiment.revisions import read_disputes
+
+    raw = yaml.safe_load((Path(__file__).resolve().parents[1] / "params.yaml").read_text())
+    raw["paths"]["disputes"] = "data/disputes.jsonl"
+    ex = Experiment.from_mapping(raw, root=tmp_path)
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "disputes.jsonl").write_text('{"query_id": "q1",\n{}\n')
+    assert _error(lambda _: read_disputes(ex), None) == (
+        "data/disputes.jsonl:1: not valid JSON: expecting property name enclosed in double "
+        "quotes at column 19")
