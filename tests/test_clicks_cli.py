@@ -176,7 +176,7 @@ def test_csv_ids_stay_text_exactly_as_written(tmp_path):
      "p(k) at most p(1) = 1) (found 0.5)\n"),
     (("pairs", "{d}/log.parquet", "--propensity", "{d}/bad.json", "--out",
       "{d}/pairs.parquet"),
-     "Error: {d}/bad.json:1: not valid JSON (found Expecting value)\n"),
+     "Error: {d}/bad.json:1: not valid JSON: expecting value at column 1\n"),
     (("pairs", "{d}/log.parquet", "--propensity", "{d}/log.parquet", "--out",
       "{d}/pairs.parquet"), None),
 ])

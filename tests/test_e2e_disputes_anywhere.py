@@ -88,7 +88,7 @@ def test_repro_without_a_disputes_file_neither_fails_nor_warns(journey):
 
 def test_import_files_the_dispute_names_the_file_in_params_and_renders_the_pipeline(journey):
     assert journey["imported"].stdout == (
-        f"Filed 1 dispute from one.jsonl in data/disputes.jsonl\n"
+        f"Filed 1 dispute from one.jsonl in {EXP}/data/disputes.jsonl\n"
         f"Added paths.disputes: data/disputes.jsonl to {EXP}/params.yaml\n"
         f"Rendered {EXP}/dvc.yaml: the grades and key stages now depend on "
         "data/disputes.jsonl\n"

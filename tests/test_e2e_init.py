@@ -49,26 +49,26 @@ def second(tmp_path_factory):
                     "--audit-min", "4", "--grader-command", command,
                     "--auditor-command", command)
     ignores = _ignores(root / EXP)
-    tiny.run(root, "relgrade", "intents", "review", "--experiment", EXP, "--reviewer",
-             "auditor-b")
+    review = tiny.run(root, "relgrade", "intents", "review", "--experiment", EXP, "--reviewer",
+                      "auditor-b")
     tiny.run(root, "dvc", "repro", f"{EXP}/dvc.yaml:packets")
     packets = sorted(p.name for p in (root / EXP / "data/packets/grader").iterdir())
     for name in ("grader-a", "auditor-b"):
         tiny.run(root, "relgrade", "grade", "run", "--experiment", EXP, "--grader", name,
                  "--no-progress")
-    tiny.run(root, "dvc", "repro", f"{EXP}/dvc.yaml")
-    return root, made, packets, ignores
+    repro = tiny.run(root, "dvc", "repro", f"{EXP}/dvc.yaml")
+    return root, made, packets, ignores, {"review": review.stdout, "repro": repro.stdout}
 
 
 def test_init_prints_the_arms_and_the_next_steps(second):
-    _, made, _, _ = second
+    _, made, *_ = second
     assert made.stdout.splitlines()[0] == (
         "Created experiment second in experiments/second: arms bm25 (bm25), tfidf (tfidf), "
         "ext (file).")
 
 
 def test_repro_to_the_packets_gives_one_packet_per_query(second):
-    _, _, packets, _ = second
+    _, _, packets, *_ = second
     assert packets == sorted(f"{q}.json" for q, *_ in tiny.TOPICS)
 
 
@@ -120,8 +120,8 @@ def test_status_of_the_experiment_gives_the_key_cost_and_unfilled_design(second)
     # both are command graders (kind model): one call per judgment, no annotator-hours
     assert (cost["spent_calls"], cost["spent_hours"]) == (len(pool) + audited, 0)
     assert st["design"]["unfilled"] == [
-        "DESIGN.md: question", "DESIGN.md: corpus", "DESIGN.md: graders",
-        "DESIGN.md: deviations", "rubric/v1.md: corpus examples"]
+        f"{EXP}/DESIGN.md: question", f"{EXP}/DESIGN.md: corpus", f"{EXP}/DESIGN.md: graders",
+        f"{EXP}/DESIGN.md: deviations", f"{EXP}/rubric/v1.md: corpus examples"]
     text = tiny.run(root, "relgrade", "status", "--experiment", EXP).stdout
     assert f"key: frozen, sha256 {record['key_sha256']}" in text
 
@@ -288,7 +288,7 @@ def test_init_ignores_every_cached_output_up_front_exactly_as_dvc_does(second):
     # dvc adds an output's .gitignore entry only when its stage succeeds; init writes them
     # all first, so a folder committed after a failed run never has git track a cached
     # output. After the full run dvc has added nothing: the entries were the ones it needs.
-    root, _, _, ignores = second
+    root, _, _, ignores, _ = second
     assert ignores["data/corpus/.gitignore"] == "/chunks.parquet\n"
     assert ignores["data/runs/.gitignore"] == "/bm25.trec\n/tfidf.trec\n/ext.trec\n"
     assert ignores["data/private/.gitignore"] == "/provenance.parquet\n/disagreements.jsonl\n"
@@ -476,3 +476,14 @@ def test_metrics_exp_shows_the_recorded_experiment_in_80_columns(changed):
     rows = [x for x in lines if x.startswith(recorded["rev"][:24] + " ")]
     baseline = next(d["baseline"] for d in decision.values() if d.get("baseline"))
     assert f"{decision[baseline]['mean']:.3f}" in rows[0]
+
+
+def test_lines_read_at_the_top_name_the_experiment_s_files_from_the_top(second):
+    # the stages run in experiments/second under DVC; their lines are read where the
+    # `dvc repro experiments/second/dvc.yaml` was typed
+    root, *_, printed = second
+    record = json.loads((root / EXP / "data/key/record.json").read_text())
+    assert printed["review"].rstrip().endswith(
+        f"wrote {EXP}/data/input/intents.review.json")
+    assert (f"key {record['key_sha256']} (fresh) in {EXP}/data/key/key.jsonl: "
+            f"{record['pairs']} pairs" in printed["repro"])

@@ -162,8 +162,8 @@ def test_one_arms_finds_unjudged_rank_pool_bias_first(clone, tmp_path):
      "Arms: bm25, bm25f, hybrid, tfidf"),
     (['{"control": "bm25", "treatment": "hybrid", "metric": "CTR", "delta": 0.02, '
       '"low": 0.01, "high": 0.03}', '{"control": "bm25",'], None,
-     "Error: bad.jsonl:2: not valid JSON (found Expecting property name enclosed in double "
-     "quotes)"),
+     "Error: bad.jsonl:2: not valid JSON: expecting property name enclosed in double quotes "
+     "at column 20"),
     (['{"control": "bm25", "treatment": "hybrid", "metric": "CTR", "delta": 0.02, '
       '"low": 0.01, "high": 0.03}'], "",
      "Error: log.txt: the query log holds no queries. Give a log with at least one issued "

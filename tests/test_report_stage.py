@@ -54,7 +54,7 @@ def test_bad_input_names_the_problem_and_writes_nothing(tmp_path, case):
         _main()(ex)
     source = str(tmp_path / "comparisons.json")
     assert str(e.value) == {
-        "not JSON": f"{source}:2: not valid JSON (found Expecting value)",
+        "not JSON": f"{source}:2: not valid JSON: expecting value at column 11",
         "no comparisons": f"{source}: comparisons: comparison report lacks a section. "
                           "rerun the compare stage (dvc repro compare)",
         "primary not compared": f"{source}: RR@3: primary measure not compared. set "

@@ -107,7 +107,8 @@ def test_partly_graded_pool_gives_the_exact_lines(exp):
         "judging cost: 4 judgments spent (4 model calls), 5 pending (5 model calls)",
         "  grader-a (model): 4 spent, 3 pending at 1 call each (3 calls to go)",
         "  auditor-b (model): 0 spent, 2 pending at 1 call each (2 calls to go)",
-        "design: unfilled: DESIGN.md: missing (relgrade design writes it)",
+        # the experiment given by an absolute --params: its file named where it is
+        f"design: unfilled: {root.as_posix()}/DESIGN.md: missing (relgrade design writes it)",
     ]
 
 

@@ -33,5 +33,5 @@ def redraw_cmd(force, params_path):
     ids = [q["query_id"] for q in new["queries"]]
     was = ", ".join(q["query_id"] for q in old["queries"]) if old else "no readable lock"
     click.echo(f"audit lock for round {new['round']} redrawn from pool {new['pool_version']}: "
-               f"{', '.join(ids)} (was: {was}); wrote {ex.params.paths.audit_lock}, sha256 "
+               f"{', '.join(ids)} (was: {was}); wrote {ex.path('audit_lock').as_posix()}, sha256 "
                f"{new['sha256'][:12]}. Commit it and run `{repro_command(ex)}`.")

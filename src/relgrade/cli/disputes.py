@@ -88,7 +88,8 @@ def import_cmd(file, params_path):
     ids, skipped = done.ids, done.skipped
     target = done.path.relative_to(ex.root).as_posix()
     n = len(ids) - skipped
-    click.echo(f"Filed {n} dispute{'s' if n != 1 else ''} from {file.as_posix()} in {target}")
+    click.echo(f"Filed {n} dispute{'s' if n != 1 else ''} from {file.as_posix()} in "
+               f"{Path(done.path).as_posix()}")
     tree = ex.working_tree().resolve()
 
     def shown(path) -> str:

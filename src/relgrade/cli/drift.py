@@ -61,7 +61,8 @@ def drift_cmd(params_path, log_path, out_path):
 
     click.echo(f"{log_path.as_posix()}: {result.issued} issued queries, {result.distinct} "
                f"distinct; the query set: {result.set_size} queries "
-               f"({ex.params.queries.input}, drawn from {ex.params.queries.log})")
+               f"({ex.file(ex.params.queries.input).as_posix()}, drawn from "
+               f"{ex.file(ex.params.queries.log).as_posix()})")
     rows = [[r["bucket"], _pct(r["set"]), _pct(r["log"]), _points(r["shift"]),
              str(r["log_queries"])] for r in result.shares]
     click.echo("\n".join(render.table(["stratum", "set", "log", "shift (points)",

@@ -41,12 +41,14 @@ def review_cmd(reviewer, params_path):
     record = intents.review_record(table, reviewer=reviewer, reviewed_at=now)
     for qid, text, why in zip(flagged["query_id"], flagged["intent"], flagged["why"]):
         click.echo(f"flagged {qid} ({why!r}: one reading, never an alternative): {text}")
-    write_json(ex.file(icfg.review), record)
+    review = ex.file(icfg.review)
+    write_json(review, record)
     click.echo(f"Reviewed {len(table)} intents as {record['reviewer']}: sha256 "
-               f"{record['table_sha256'][:12]}, {len(flagged)} flagged; wrote {icfg.review}")
+               f"{record['table_sha256'][:12]}, {len(flagged)} flagged; wrote "
+               f"{review.as_posix()}")
     if len(flagged):
         # advisory: the signature stands; the reviewer either meant one reading or edits the
         # intent and signs again (a signed table that changes is re-reviewed)
         click.echo("A flagged intent may offer a choice of readings, and an intent names one: "
                    "if it names one, nothing more to do; if not, edit its line in "
-                   f"{icfg.input} and run this command again.")
+                   f"{isrc.as_posix()} and run this command again.")

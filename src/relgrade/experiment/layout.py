@@ -627,6 +627,44 @@ def top_path(ex, relative) -> str:
     return (root / relative).relative_to(repo).as_posix()
 
 
+def stage_path(ex, path) -> str:
+    """A file of experiment ``ex`` that a stage prints, named as :func:`top_path` names it.
+
+    DVC runs a stage in the experiment's folder, but its lines are read at the repository's
+    top, where ``dvc repro experiments/NAME/dvc.yaml`` was typed: there ``data/key`` names
+    the top experiment's folder. Run in the experiment's folder, a stage names a file below
+    it from the top (``experiments/NAME/data/key/key.jsonl``), as its errors do
+    (:mod:`relgrade.experiment.stage`); otherwise, and for the top's experiment, the path is
+    printed as it is given.
+
+    Parameters
+    ----------
+    ex : relgrade.experiment.files.Experiment
+    path : str or os.PathLike
+        A path as :meth:`Experiment.path` or :meth:`Experiment.file` give it (under
+        ``ex.root``).
+
+    Returns
+    -------
+    str
+        POSIX form.
+
+    Examples
+    --------
+    >>> from types import SimpleNamespace
+    >>> stage_path(SimpleNamespace(root="/nowhere/x"), "/nowhere/x/data/key")
+    '/nowhere/x/data/key'
+    """
+    given = Path(path).as_posix()
+    if Path.cwd().resolve() != Path(ex.root).resolve():
+        return given
+    relative = os.path.relpath(path, ex.root)
+    if relative.startswith(".."):
+        return given
+    named = top_path(ex, relative)
+    return given if named == Path(relative).as_posix() else named
+
+
 def disagreements_file(ex) -> str | None:
     """Experiment ``ex``'s disagreements file (params ``paths.disagreements``) as a user at
     the repository's top types it (:func:`top_path`), or None when params name none."""

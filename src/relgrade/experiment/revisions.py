@@ -54,8 +54,7 @@ def read_disputes(ex) -> pd.DataFrame:
         try:
             row = json.loads(line)
         except json.JSONDecodeError as e:
-            raise InputError("not a JSON line", path=_rel(ex, path), line=n,
-                             found=e.msg) from None
+            raise io.json_error(e, path=_rel(ex, path), line=n) from None
         if not isinstance(row, dict):
             raise InputError("a recorded dispute is a JSON object", path=_rel(ex, path),
                              line=n)

@@ -24,6 +24,9 @@ from relgrade.errors import InputError
 
 BOM = b"\xef\xbb\xbf"
 
+#: The byte-order marks of UTF-16 (little- and big-endian).
+UTF16_BOMS = (b"\xff\xfe", b"\xfe\xff")
+
 
 # --- paths given on a command line -----------------------------------------------------
 
@@ -100,6 +103,117 @@ def sha256_file(path) -> str:
 
 # --- reading text --------------------------------------------------------------------
 
+def utf16_found(data: bytes) -> str | None:
+    """What shows that ``data`` (a file's first bytes) is UTF-16 text, or None.
+
+    Parameters
+    ----------
+    data : bytes
+        The file's first bytes (any length; the first line, at most 64 bytes of it, is read).
+
+    Returns
+    -------
+    str or None
+        ``"the UTF-16 byte-order mark 0xff 0xfe"`` (or ``0xfe 0xff``) when ``data`` starts with
+        one; ``"byte 0x00 at column N"`` (N 1-based, the first NUL) when the first line's
+        bytes alternate NUL and ASCII (UTF-16 without a mark: ``"1\\x00 \\x00"``), in either
+        order, over at least two characters; else None.
+
+    Examples
+    --------
+    >>> utf16_found(b"\\xff\\xfeq\\x001\\x00")
+    'the UTF-16 byte-order mark 0xff 0xfe'
+    >>> utf16_found("q1 Q0 c1 1".encode("utf-16-le"))
+    'byte 0x00 at column 2'
+    >>> utf16_found(b"q1 Q0 c1 1") is None
+    True
+    """
+    for mark in UTF16_BOMS:
+        if data.startswith(mark):
+            return f"the UTF-16 byte-order mark 0x{mark[0]:02x} 0x{mark[1]:02x}"
+    first = data[:64].split(b"\n", 1)[0]
+    pairs = len(first) // 2
+    if pairs < 2:
+        return None
+    even, odd = first[0:2 * pairs:2], first[1:2 * pairs:2]
+    for text, nul in ((even, odd), (odd, even)):
+        if not nul.strip(b"\x00") and all(0 < b < 0x80 for b in text):
+            return f"byte 0x00 at column {first.index(0) + 1}"
+    return None
+
+
+def refuse_utf16(path, data: bytes) -> None:
+    """Refuse a file whose first bytes ``data`` look like UTF-16 (:func:`utf16_found`).
+
+    The one place relgrade's text readers word it: ``FILE:1: not valid UTF-8: looks like
+    UTF-16; save it as UTF-8 (found ...)``, instead of a byte 0xff that is not UTF-8 or a
+    field holding NUL bytes.
+
+    Raises
+    ------
+    InputError
+        At ``path``, line 1, when ``data`` looks like UTF-16.
+    """
+    found = utf16_found(data)
+    if found is not None:
+        raise InputError("not valid UTF-8: looks like UTF-16; save it as UTF-8", path=path,
+                         line=1, found=found)
+
+
+def json_error(e: json.JSONDecodeError, *, path, line: int,
+               cut_off: bool = False) -> InputError:
+    """The error for JSON that does not parse, worded as one phrase with its column.
+
+    Parameters
+    ----------
+    e : json.JSONDecodeError
+        The parser's error (``e.msg`` ``"Unterminated string starting at"``, ``e.colno``).
+    path : str or os.PathLike
+        The file.
+    line : int
+        The 1-based line the error names.
+    cut_off : bool, default False
+        The line is the file's last and has no line end: it is said to look cut off (an
+        interrupted write), with the fix for a grade file.
+
+    Returns
+    -------
+    InputError
+        ``not valid JSON: unterminated string starting at column 41``; cut off, that
+        followed by ``: the last line has no line end, so it looks cut off (an interrupted
+        write)`` and the fix.
+
+    Examples
+    --------
+    >>> import json
+    >>> try:
+    ...     json.loads('{"a": "b')
+    ... except json.JSONDecodeError as e:
+    ...     print(json_error(e, path="g.jsonl", line=3))
+    g.jsonl:3: not valid JSON: unterminated string starting at column 7
+    """
+    words = e.msg[:1].lower() + e.msg[1:]  # "Unterminated string starting at" ends in "at"
+    rule = f"not valid JSON: {words}{'' if words.endswith(' at') else ' at'} column {e.colno}"
+    if not cut_off:
+        return InputError(rule, path=path, line=line)
+    rule += ("; it is the last line and has no line end, so it looks cut off (an interrupted "
+             "write)")
+    return InputError(rule, path=path, line=line,
+                      fix="For a grade file, run `relgrade grade run` for its grader again: "
+                          "opening the file cuts a torn last line away, and its pair is "
+                          "graded again. For another file, write it again")
+
+
+def _ends_with_newline(path) -> bool:
+    """Whether the file at ``path`` is empty or ends with ``\\n``."""
+    with open(path, "rb") as f:
+        f.seek(0, os.SEEK_END)
+        if f.tell() == 0:
+            return True
+        f.seek(-1, os.SEEK_END)
+        return f.read(1) == b"\n"
+
+
 def read_lines(path) -> list[str]:
     """Lines of a UTF-8 text file, without line ends.
 
@@ -108,13 +222,15 @@ def read_lines(path) -> list[str]:
     Raises
     ------
     InputError
-        The file is missing, or a line is not valid UTF-8 (the error names that line).
+        The file is missing, or a line is not valid UTF-8 (the error names that line; a
+        file that looks like UTF-16 is named as such, see :func:`refuse_utf16`).
     """
     path = Path(path)
     try:
         data = path.read_bytes()
     except FileNotFoundError:
         raise InputError("file not found", path=path) from None
+    refuse_utf16(path, data)
     if data.startswith(BOM):
         data = data[len(BOM):]
     raw_lines = data.split(b"\n")
@@ -146,6 +262,7 @@ def read_utf8(path) -> str:
         data = path.read_bytes()
     except FileNotFoundError:
         raise InputError("file not found", path=path) from None
+    refuse_utf16(path, data)
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as e:
@@ -166,9 +283,12 @@ def iter_jsonl(path, *, comments: str = "json") -> Iterator[tuple[int, dict]]:
     Raises
     ------
     InputError
-        A line is not valid JSON, or is JSON but not an object.
+        A line is not valid JSON (worded by :func:`json_error`; a last line without its line
+        end is said to look cut off), or is JSON but not an object.
     """
-    for i, line in enumerate(read_lines(path), start=1):
+    lines = read_lines(path)
+    ended = _ends_with_newline(path) if lines else True
+    for i, line in enumerate(lines, start=1):
         if not line.strip():
             continue
         if comments == "refuse" and line.lstrip().startswith("#"):
@@ -177,7 +297,8 @@ def iter_jsonl(path, *, comments: str = "json") -> Iterator[tuple[int, dict]]:
         try:
             obj = json.loads(line)
         except json.JSONDecodeError as e:
-            raise InputError("not valid JSON", path=path, line=i, found=e.msg) from None
+            cut_off = i == len(lines) and not ended
+            raise json_error(e, path=path, line=i, cut_off=cut_off) from None
         if not isinstance(obj, dict):
             raise InputError("each line must be a JSON object", path=path, line=i,
                              found=type(obj).__name__)
@@ -511,7 +632,7 @@ def read_json(path):
     try:
         return json.loads("\n".join(read_lines(path)))
     except json.JSONDecodeError as e:
-        raise InputError("not valid JSON", path=path, line=e.lineno, found=e.msg) from None
+        raise json_error(e, path=path, line=e.lineno) from None
 
 
 def read_json_object(path) -> dict:

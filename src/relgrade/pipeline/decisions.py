@@ -143,8 +143,7 @@ def read_decisions(ex, rev: str | None = None) -> dict[str, dict]:
         try:
             data = json.loads(shown.stdout)
         except json.JSONDecodeError as e:
-            raise InputError("not valid JSON", path=f"{rev}:{relative}/{name}", line=e.lineno,
-                             found=e.msg) from None
+            raise io.json_error(e, path=f"{rev}:{relative}/{name}", line=e.lineno) from None
         out[name[:-len(".json")]] = check_decision(data, path=f"{rev}:{relative}/{name}",
                                                    committed=True)
     return out

@@ -232,15 +232,19 @@ def unfilled_parts(ex) -> list[str]:
     list of str
         ``DESIGN.md: NAME`` for each unfilled block, ``RUBRIC: corpus examples`` when the
         rubric still holds :data:`FILL_IN`; ``DESIGN.md: missing`` without a design record.
+        Each file is named under ``ex.root`` as given (``experiments/x/DESIGN.md`` for an
+        experiment loaded as ``experiments/x``; ``DESIGN.md`` for the one in the working
+        folder).
     """
     out = []
     path = ex.root / DESIGN_FILE
     if not path.is_file():
-        out.append(f"{DESIGN_FILE}: missing (relgrade design writes it)")
+        out.append(f"{path.as_posix()}: missing (relgrade design writes it)")
     else:
-        out += [f"{DESIGN_FILE}: {name}" for name in unfilled(path.read_text(encoding="utf-8"))]
+        out += [f"{path.as_posix()}: {name}"
+                for name in unfilled(path.read_text(encoding="utf-8"))]
     rubric = ex.params.grading.rubric
     if rubric and ex.file(rubric).is_file() and FILL_IN in ex.file(rubric).read_text(
             encoding="utf-8"):
-        out.append(f"{rubric}: corpus examples")
+        out.append(f"{ex.file(rubric).as_posix()}: corpus examples")
     return out

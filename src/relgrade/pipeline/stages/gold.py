@@ -15,6 +15,7 @@ import shlex
 import subprocess
 
 from relgrade.errors import InputError
+from relgrade.experiment.layout import stage_path
 from relgrade.io.files import read_table
 from relgrade.pipeline.panel import read_gold
 
@@ -43,5 +44,6 @@ def run(ex):
                          item="gold.input", found=gold.command)
     pool = read_table(ex.path("pool"), columns=["query_id", "chunk_id"])
     table = read_gold(ex, pool)
-    print(f"gold: {len(table)} pool pairs with known grades in {gold.input} "
+    print(f"gold: {len(table)} pool pairs with known grades in "
+          f"{stage_path(ex, ex.file(gold.input))} "
           f"(from `{gold.command}`)")

@@ -37,6 +37,7 @@ import pandas as pd
 import pyarrow as pa
 
 from relgrade.errors import InputError, ProtocolError
+from relgrade.experiment.layout import stage_path
 from relgrade.experiment.progress import QUIET_SECONDS, step_printer
 from relgrade.io import files as io
 from relgrade.graders.cache import (NOT_RECORDED, TEMPLATE_FIELDS,
@@ -370,9 +371,10 @@ def run(ex):
         replaced = _keep_previous(ex, record["key_sha256"], used)
         record = _write(ex.key_files(), table, record, gate, ex, made_on)
         _note_previous(ex, record)
-        where = f"in {ex.path('key').as_posix()}"
+        where = f"in {stage_path(ex, ex.path('key'))}"
         if replaced:
-            where += f"; the key it replaced, {replaced}, kept in {ex.path('key_previous')}"
+            where += (f"; the key it replaced, {replaced}, kept in "
+                      f"{stage_path(ex, ex.path('key_previous'))}")
         if corrections:  # the frozen key stands; the corrected one beside it, post-hoc
             _, beside = _write_post_hoc(ex, table, dict(record), gate, made_on, corrections,
                                         frozen=record["key_sha256"])
@@ -421,7 +423,7 @@ def _write_post_hoc(ex, table, record, gate, made_on, corrections, *, frozen=Non
         io.write_text(tmp / "README.md", note.format(
             post_hoc=record["key_sha256"], frozen=frozen, pool=record["pool_version"],
             rubric=record["rubric_version"], round=record["round"]))
-    where = f"beside the frozen key, in {folder.as_posix()}"
+    where = f"beside the frozen key, in {stage_path(ex, folder)}"
     if notes:
         n = len(notes["corrections"])
         where = (f"a post-hoc key {record['key_sha256']} with {n} correction"

@@ -12,6 +12,7 @@ text once).
 Nothing is swapped in unless every file was written and the scan found nothing.
 """
 
+from relgrade.experiment.layout import stage_path
 from relgrade.io import batches as stream
 from relgrade.io import files as io
 from relgrade.protocol import publish
@@ -69,9 +70,9 @@ def arm_metrics(ex) -> tuple[dict, list[str]]:
 def run(ex):
     metrics, left_out = arm_metrics(ex)
     if left_out:
-        print(f"note: {ex.path('metrics')}: {', '.join(left_out)} left out of the bundle: not "
-              f"an arm of params `arms` (delete the file{'s' if len(left_out) > 1 else ''} if "
-              "no longer wanted)")
+        print(f"note: {stage_path(ex, ex.path('metrics'))}: {', '.join(left_out)} left out "
+              f"of the bundle: not an arm of params `arms` (delete the "
+              f"file{'s' if len(left_out) > 1 else ''} if no longer wanted)")
     record, key_batches, key_path = ex.key_batches()
     index = PrivateIndex(lambda: {  # read again only to name the owners of a leak
         "query": _pairs(ex.path("queries"), "query_id", "query"),
@@ -95,7 +96,7 @@ def run(ex):
                 stream.write_chunks(tmp / name, [data])
             names.append(name)
         publish.refuse_leaks(scan.leaks())
-    print(f"published {', '.join(names)} to {out}")
+    print(f"published {', '.join(names)} to {stage_path(ex, out)}")
 
 
 def _scanned(parts, lines):

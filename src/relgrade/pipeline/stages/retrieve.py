@@ -11,16 +11,19 @@ after the sixth is read as trec_eval reads it (the extra fields ignored), with t
 import sys
 
 from relgrade import retrieve
+from relgrade.experiment.layout import stage_path
 from relgrade.io.files import read_table
 from relgrade.io.runs import read_run as _read_run
 from relgrade.io.runs import run_lines
 from relgrade.io.trec import extra_fields_note, write_trec_run
 
 
-def read_run(path):
-    """The run file at ``path``; its extra-fields note, if any, printed on stderr."""
+def read_run(path, ex=None):
+    """The run file at ``path``; its extra-fields note, if any, printed on stderr, naming
+    the file as the stage's errors do (:func:`relgrade.experiment.layout.stage_path`, for
+    the experiment ``ex`` it belongs to)."""
     table = _read_run(path)
-    note = extra_fields_note(path, table)
+    note = extra_fields_note(path if ex is None else stage_path(ex, path), table)
     if note:
         print(note, file=sys.stderr)
     return table
@@ -49,7 +52,7 @@ def arm_run(ex, arm: str):
     config = retrieve.arm_config(arm, arms, source=ex.params.source)
     if config["kind"] == "file":
         source = ex.file(config["source"])
-        run = retrieve.external_run(read_run(source), depth=config["depth"], ties=ties,
+        run = retrieve.external_run(read_run(source, ex), depth=config["depth"], ties=ties,
                                     path=source, queries=queries["query_id"].astype("str"),
                                     chunks=chunks["chunk_id"].astype("str"),
                                     lines=run_lines(source))
@@ -61,7 +64,7 @@ def arm_run(ex, arm: str):
             if other_config["kind"] == "file":
                 path = ex.file(other_config["source"])
                 external[str(other)] = retrieve.external_run(
-                    read_run(path), depth=other_config["depth"], ties=ties, path=path,
+                    read_run(path, ex), depth=other_config["depth"], ties=ties, path=path,
                     queries=queries["query_id"].astype("str"),
                     chunks=chunks["chunk_id"].astype("str"), lines=run_lines(path))
         run = retrieve.run_arm(arm, arms, chunks=chunks, queries=queries,
