@@ -203,8 +203,9 @@ def test_edit_of_a_source_spec_exports_it_once_points_params_at_it_and_edits_one
 
 
 @pytest.mark.parametrize("chunk,text,message", [
+    # typed at the top, the export must name the experiment the edit was refused for
     ("no-such-chunk", "new text", "no chunk has this id. Take the id from `relgrade corpus "
-                                  "export` or the packets"),
+                                  "export --experiment experiments/pkg` or the packets"),
     (None, "  \n", "a chunk's text cannot be empty. Write the new text to the --text-file"),
     (None, None, "the text is the chunk's text already: nothing to edit"),
 ])
