@@ -152,32 +152,9 @@ def _as_text(column):
 
 def query_rows(path, columns: list[str], query_ids, *,
                rows: int = BATCH_ROWS) -> pd.DataFrame:
-    """The rows of a table whose ``query_id`` is one of ``query_ids``, read a batch at a time:
-    memory holds one batch and the rows kept, never the whole table.
-
-    Parameters
-    ----------
-    path : str or os.PathLike
-        A ``.parquet`` table with a ``query_id`` column (a ``.jsonl`` or ``.tsv`` table is
-        read whole by :func:`relgrade.io.files.read_table`, then cut).
-    columns : list of str
-        Columns to return, in this order; ``query_id`` among them.
-    query_ids : iterable of str
-        The queries whose rows are kept (compared as text: ``str(id)``).
-    rows : int, optional
-        Rows per batch read.
-
-    Returns
-    -------
-    pandas.DataFrame of shape (n_kept, len(columns))
-        The kept rows in the file's order, index 0..n_kept-1, dtypes as a whole read of the
-        same columns gives them.
-
-    Raises
-    ------
-    InputError
-        The file is missing or unreadable, or lacks a column of ``columns``.
-    """
+    """The rows of a table whose ``query_id`` is one of ``query_ids`` (compared as text),
+    read a batch at a time: :func:`rows_where_in` with ``column="query_id"``; the same
+    arguments, result and errors."""
     return rows_where_in(path, columns, "query_id", query_ids, rows=rows)
 
 

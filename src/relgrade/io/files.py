@@ -842,21 +842,9 @@ def write_arrow_parquet(path, table: pa.Table) -> None:
     InputError
         As :func:`atomic_path`: the folder cannot be made or written.
     """
-    import pyarrow as pa
-    import pyarrow.compute as pc
     import pyarrow.parquet as pq
 
-    metadata = pandas_schema_metadata(table)
-    for i, field in enumerate(table.schema):
-        if pa.types.is_string(field.type):  # pandas' str dtype comes back as large_string
-            table = table.set_column(i, field.with_type(pa.large_string()),
-                                     table[i].cast(pa.large_string()))
-        # pandas hands a float NaN to Arrow as a null
-        if pa.types.is_floating(field.type) and pc.any(pc.is_nan(table[i])).as_py():
-            column = table[i]
-            table = table.set_column(i, field, pc.if_else(
-                pc.is_nan(column), pa.scalar(None, field.type), column))
-    table = table.replace_schema_metadata({b"pandas": metadata})
+    table = _as_written(table)
     with atomic_path(path) as tmp:
         pq.write_table(table, tmp)
 
@@ -990,9 +978,10 @@ def _as_written(table):
 
     metadata = pandas_schema_metadata(table)
     for i, field in enumerate(table.schema):
-        if pa.types.is_string(field.type):
+        if pa.types.is_string(field.type):  # pandas' str dtype comes back as large_string
             table = table.set_column(i, field.with_type(pa.large_string()),
                                      table[i].cast(pa.large_string()))
+        # pandas hands a float NaN to Arrow as a null
         if pa.types.is_floating(field.type) and pc.any(pc.is_nan(table[i])).as_py():
             column = table[i]
             table = table.set_column(i, field, pc.if_else(
