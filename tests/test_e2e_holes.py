@@ -199,7 +199,7 @@ def test_new_arms_on_a_frozen_key_get_their_corrected_estimates_and_change_nothi
     assert proc.stderr.splitlines() == [
         "Error: data/holes/params.yaml: is the holes folder of another experiment "
         "(paths.holes_work there), not an experiment with a key of its own. Run "
-        "`relgrade status`: it says what the holes owe"]
+        "`relgrade status --experiment .`: it says what the holes owe"]
 
     commands = re.findall(r"`(relgrade grade run [^`]+)`", line)
     assert sorted(commands) == [

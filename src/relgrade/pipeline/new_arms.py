@@ -431,7 +431,9 @@ def refuse_holes_folder(ex) -> None:
         where = parent.resolve().relative_to(here).as_posix()
     except ValueError:
         where = parent.resolve().as_posix()
-    command = "relgrade status" + ("" if where == "." else f" --experiment {where}")
+    # named even when it is this folder: the error is about another folder's experiment,
+    # whose own commands would otherwise be aimed at it
+    command = f"relgrade status --experiment {where}"
     raise InputError("is the holes folder of another experiment (paths.holes_work there), "
                      "not an experiment with a key of its own", path=ex.params.source,
                      fix=f"Run `{command}`: it says what the holes owe")
