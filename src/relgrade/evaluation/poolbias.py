@@ -90,6 +90,30 @@ def _means(per_query: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame({"mean": g.mean(), "queries": g.size()}).reset_index()
 
 
+def _loo_rows(arm: str, arms, full: pd.DataFrame, reduced: pd.DataFrame, *,
+              removed: tuple[int, int]) -> list[dict]:
+    """The leave-one-out rows of ``arm``, one per measure of ``full`` (indexed by arm and
+    measure: ``mean``, ``queries``) against its per-query values on the reduced key
+    (``reduced``: ``measure``, ``value``); ``removed`` is (pairs, relevant pairs) the
+    reduced key lacks. Shared by the whole-table and the block paths."""
+    red_means = reduced.groupby("measure", sort=False)["value"].agg(["mean", "size"])
+    rows = []
+    for m in full.index.get_level_values("measure").unique():
+        f = float(full.loc[(arm, m), "mean"]) if (arm, m) in full.index else 0.0
+        r = float(red_means.loc[m, "mean"]) if m in red_means.index else 0.0
+        others = [float(full.loc[(o, m), "mean"]) for o in arms
+                  if o != arm and (o, m) in full.index]
+        rf, rr = _rank(f, others), _rank(r, others)
+        rows.append({"arm": arm, "measure": m, "full": f, "reduced": r, "change": r - f,
+                     "rank_full": rf, "rank_reduced": rr, "rank_change": rr - rf,
+                     "removed_pairs": removed[0], "removed_relevant": removed[1],
+                     "queries_full": int(full.loc[(arm, m), "queries"])
+                     if (arm, m) in full.index else 0,
+                     "queries_reduced": int(red_means.loc[m, "size"])
+                     if m in red_means.index else 0})
+    return rows
+
+
 def _rank(score: float, others: Sequence[float]) -> int:
     """1 + the number of other arms scoring strictly higher (ties share the better rank)."""
     return 1 + int(sum(o > score for o in others))
@@ -162,20 +186,8 @@ def leave_one_arm_out(*, qrels: pd.DataFrame, runs: pd.DataFrame, provenance: pd
         run = runs[runs["arm"].astype(str) == arm].drop(columns="arm")
         red = metrics.per_query(qrels=reduced_key, run=run, measures=measures, ties=ties,
                                 relevant_min=relevant_min)
-        red_means = red.groupby("measure", sort=False)["value"].agg(["mean", "size"])
-        for m in full.index.get_level_values("measure").unique():
-            f = float(full.loc[(arm, m), "mean"]) if (arm, m) in full.index else 0.0
-            r = float(red_means.loc[m, "mean"]) if m in red_means.index else 0.0
-            others = [float(full.loc[(o, m), "mean"]) for o in arms
-                      if o != arm and (o, m) in full.index]
-            rf, rr = _rank(f, others), _rank(r, others)
-            rows.append({"arm": arm, "measure": m, "full": f, "reduced": r, "change": r - f,
-                         "rank_full": rf, "rank_reduced": rr, "rank_change": rr - rf,
-                         "removed_pairs": int(drop.sum()), "removed_relevant": removed_relevant,
-                         "queries_full": int(full.loc[(arm, m), "queries"])
-                         if (arm, m) in full.index else 0,
-                         "queries_reduced": int(red_means.loc[m, "size"])
-                         if m in red_means.index else 0})
+        rows += _loo_rows(arm, arms, full, red,
+                          removed=(int(drop.sum()), removed_relevant))
     return pd.DataFrame(rows, columns=LOO_COLUMNS)
 
 
@@ -458,20 +470,7 @@ def pool_bias_blocks(blocks, *, unique: pd.DataFrame, arms: Sequence[str], depth
     for arm in arms:
         red = stacked(reduced[arm], measures) if reduced[arm] else \
             pd.DataFrame({"measure": [], "value": []})
-        red_means = red.groupby("measure", sort=False)["value"].agg(["mean", "size"])
-        for m in indexed.index.get_level_values("measure").unique():
-            f = float(indexed.loc[(arm, m), "mean"]) if (arm, m) in indexed.index else 0.0
-            r = float(red_means.loc[m, "mean"]) if m in red_means.index else 0.0
-            others = [float(indexed.loc[(o, m), "mean"]) for o in arms
-                      if o != arm and (o, m) in indexed.index]
-            rf, rr = _rank(f, others), _rank(r, others)
-            rows.append({"arm": arm, "measure": m, "full": f, "reduced": r, "change": r - f,
-                         "rank_full": rf, "rank_reduced": rr, "rank_change": rr - rf,
-                         "removed_pairs": removed[arm][0], "removed_relevant": removed[arm][1],
-                         "queries_full": int(indexed.loc[(arm, m), "queries"])
-                         if (arm, m) in indexed.index else 0,
-                         "queries_reduced": int(red_means.loc[m, "size"])
-                         if m in red_means.index else 0})
+        rows += _loo_rows(arm, arms, indexed, red, removed=removed[arm])
     loo = pd.DataFrame(rows, columns=LOO_COLUMNS)
 
     con = _means(stacked(condensed, measures))

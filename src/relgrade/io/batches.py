@@ -50,18 +50,7 @@ def iter_table_batches(path, columns: list[str], *,
 
         yield read_table(path, columns=columns)[columns]
         return
-    import pyarrow.parquet as pq
-
-    if not path.exists():
-        raise InputError("file not found", path=path)
-    try:
-        pf = pq.ParquetFile(path)
-    except Exception as e:  # pyarrow raises several types for a corrupt file
-        raise InputError("not a readable Parquet file", path=path, found=str(e)) from None
-    missing = [c for c in columns if c not in pf.schema_arrow.names]
-    if missing:
-        raise InputError(f"missing column(s) {', '.join(missing)}", path=path,
-                         found="columns " + ", ".join(pf.schema_arrow.names))
+    pf = _parquet_file(path, columns)
     for batch in pf.iter_batches(batch_size=rows, columns=columns):
         yield batch.to_pandas()[columns]
 
