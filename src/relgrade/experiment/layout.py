@@ -667,7 +667,19 @@ def stage_path(ex, path) -> str:
 
 def disagreements_file(ex) -> str | None:
     """Experiment ``ex``'s disagreements file (params ``paths.disagreements``) as a user at
-    the repository's top types it (:func:`top_path`), or None when params name none."""
+    the repository's top types it.
+
+    Parameters
+    ----------
+    ex : relgrade.experiment.files.Experiment
+
+    Returns
+    -------
+    str or None
+        The path in POSIX form (:func:`top_path`: ``experiments/NAME/data/private/...``
+        below the top, the params' own path for the top's experiment); None when params
+        name no disagreements file. Raises nothing.
+    """
     relative = ex.params.paths.disagreements
     return None if not relative else top_path(ex, relative)
 
