@@ -88,6 +88,27 @@ def test_a_difference_with_an_old_arm_is_corrected_per_query_by_hand():
     assert df["p_holm"].tolist() == pytest.approx([min(1.0, 2 * p1), 1.0], abs=1e-12)
 
 
+def test_a_difference_of_float_noise_alone_is_no_difference_p_1():
+    # (F + 0.7) - 0.7 differs from F by 5.6e-17 and -1.1e-16 on queries 0 and 1: the
+    # difference's estimate and standard error are both noise (about 1e-17), so p is 1
+    old = (FILLED + 0.7) - 0.7
+    assert (FILLED - old).tolist()[:2] == [5.551115123125783e-17, -1.1102230246251565e-16]
+    df = holes.new_arm_comparisons("new", filled=FILLED, holes=HOLES, pairs=PAIRS,
+                                   sample=SAMPLE, human=FILLED[SAMPLE], old={"o": old})
+    row = df.iloc[0]
+    assert 0.0 < row["se"] < 1e-15
+    assert (row["p"], row["p_holm"], bool(row["significant"])) == (1.0, 1.0, False)
+
+
+def test_a_nonzero_difference_with_no_spread_is_refused_not_given_p_0():
+    # F - O is 0.1 on every query and so is Y - O on the sample: estimate 0.1, se 0 up to noise
+    old = FILLED - 0.1
+    with pytest.raises(InputError, match=r"new - o is 0.1 with no spread") as err:
+        holes.new_arm_comparisons("new", filled=FILLED, holes=HOLES, pairs=PAIRS,
+                                  sample=SAMPLE, human=old[SAMPLE] + 0.1, old={"o": old})
+    assert "larger human sample" in str(err.value)
+
+
 def test_the_sample_draws_only_queries_with_holes_and_repeats_with_its_seed():
     h = np.array([0, 3, 1, 0, 2, 2, 1, 0, 4, 1, 1, 1])
     a = holes.sample_hole_queries(h, fraction=0.5, rng=np.random.default_rng(11))

@@ -625,3 +625,19 @@ def test_intervals_of_a_bounded_measure_are_clipped_to_its_range_and_marked():
     count = ppi_table(model, human, measure="NumRel", interval="normal")["arms"]["a"]
     assert count["human-only"]["high"] == pytest.approx(0.875 + half, abs=1e-12)
     assert count["human-only"]["clipped"] is False
+
+
+def test_normal_p_values_take_noise_within_the_tolerance_as_zero():
+    # 0.8 - 0.7 and 0.7 - 0.6 differ by 1.1e-16: as estimate and se that ratio is noise
+    noise = (0.8 - 0.7) - (0.7 - 0.6)
+    assert noise != 0.0
+    est, se = np.array([noise, 0.1, 0.0, 0.2]), np.array([abs(noise), 0.0, 0.0, 0.1])
+    exact = ppi.normal_p_values(est, se)
+    assert exact[0] == pytest.approx(2 * sps.norm.sf(1.0), abs=1e-15)   # noise read as z = 1
+    assert exact[1:3].tolist() == [0.0, 1.0]
+    tol = np.full(4, 1e-12)
+    p = ppi.normal_p_values(est, se, tol)
+    # noise within 1e-12: no difference (p 1); a nonzero estimate with no spread keeps 0.0;
+    # a real standard error is untouched: z = 2
+    assert p.tolist()[:3] == [1.0, 0.0, 1.0]
+    assert p[3] == pytest.approx(2 * sps.norm.sf(2.0), abs=1e-15)

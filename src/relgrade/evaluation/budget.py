@@ -29,6 +29,7 @@ from relgrade.errors import InputError
 from relgrade.evaluation.judge_audit import kendall_tau_b
 from relgrade.evaluation.pooled import ndcg_at_k
 from relgrade.evaluation.ppi import holm, human_sample, normal_p_values, ppi_mean_rows
+from relgrade.evaluation.ppi_table import zero_se_tolerance
 
 #: The replays :func:`budget_curve` knows.
 STRATEGIES = ("uniform", "ppi", "maxmean", "mtf")
@@ -127,9 +128,14 @@ def bandit_order(grades, ranked, *, method: str = "maxmean", k: int = 10,
     return out
 
 
-def _verdicts(est, se, alpha: float) -> np.ndarray:
-    """-1, 0 or +1 per comparison: the sign of a Holm-significant difference, else 0."""
-    _, reject = holm(normal_p_values(est, se), alpha=alpha)
+def _verdicts(est, se, alpha: float, *values) -> np.ndarray:
+    """-1, 0 or +1 per comparison: the sign of a Holm-significant difference, else 0.
+
+    ``values`` are the arms' per-query values entering each row (each of shape (m, k)): a
+    standard error and an estimate within float noise of them count as 0, as in the ppi
+    table (:func:`~relgrade.evaluation.ppi_table.zero_se_tolerance`)."""
+    tol = zero_se_tolerance(*values)
+    _, reject = holm(normal_p_values(est, se, tol), alpha=alpha)
     return np.where(reject, np.sign(est), 0.0)
 
 
@@ -216,7 +222,8 @@ def budget_curve(human_grades, ranked, *, rng: np.random.Generator, model_grades
     full_mean = full.mean(axis=1)
     top = np.argsort(-full_mean, kind="stable")[:max(2, math.ceil(n_arms / 2))]
     d_full = full[ia] - full[ib]
-    ref = _verdicts(d_full.mean(axis=1), d_full.std(axis=1) / math.sqrt(n_q), alpha)
+    ref = _verdicts(d_full.mean(axis=1), d_full.std(axis=1) / math.sqrt(n_q), alpha,
+                    full[ia], full[ib])
     model = None if m is None else ndcg_at_k(m, r, k=k)
     orders = {s: bandit_order(h, r, method=s, k=k) for s in ("maxmean", "mtf") if s in strategies}
 
@@ -242,13 +249,16 @@ def budget_curve(human_grades, ranked, *, rng: np.random.Generator, model_grades
             v = full[:, sample]
             d = v[ia] - v[ib]
             add("uniform", budget, spent, sample.size, v.mean(axis=1),
-                _verdicts(d.mean(axis=1), d.std(axis=1) / math.sqrt(sample.size), alpha))
+                _verdicts(d.mean(axis=1), d.std(axis=1) / math.sqrt(sample.size), alpha,
+                          v[ia], v[ib]))
         if "ppi" in strategies:
             est, _, _ = ppi_mean_rows(full[:, sample], model[:, sample], model)
             d_est, d_se, _ = ppi_mean_rows(full[ia][:, sample] - full[ib][:, sample],
                                            model[ia][:, sample] - model[ib][:, sample],
                                            model[ia] - model[ib])
-            add("ppi", budget, spent, sample.size, est, _verdicts(d_est, d_se, alpha))
+            add("ppi", budget, spent, sample.size, est,
+                _verdicts(d_est, d_se, alpha, full[ia][:, sample], full[ib][:, sample],
+                          model[ia], model[ib]))
         for s, order in orders.items():
             take = np.ceil(budget * pool_size).astype(np.int64)
             judged = np.arange(order.shape[1])[None, :] < take[:, None]
@@ -258,5 +268,6 @@ def budget_curve(human_grades, ranked, *, rng: np.random.Generator, model_grades
             v = ndcg_at_k(partial, r, k=k)
             d = v[ia] - v[ib]
             add(s, budget, int(np.minimum(take, pool_size).sum()), n_q, v.mean(axis=1),
-                _verdicts(d.mean(axis=1), d.std(axis=1) / math.sqrt(n_q), alpha))
+                _verdicts(d.mean(axis=1), d.std(axis=1) / math.sqrt(n_q), alpha,
+                          v[ia], v[ib]))
     return pd.DataFrame(rows, columns=COLUMNS)

@@ -50,7 +50,7 @@ import pandas as pd
 from relgrade.errors import InputError
 from relgrade.evaluation import ranksets
 from relgrade.evaluation.ppi import holm, human_sample
-from relgrade.evaluation.ppi_table import estimate_rows
+from relgrade.evaluation.ppi_table import estimate_rows, zero_se_tolerance
 from relgrade.ranking import top_k
 from relgrade.schema import KEY, PAIR, RUN, require
 
@@ -111,13 +111,22 @@ class HoleEstimate:
         """True when ``low <= value <= high``."""
         return self.low <= value <= self.high
 
-    def p_value(self) -> float:
+    def p_value(self, tol: float = 0.0) -> float:
         """Two-sided Student's t p-value of ``estimate = 0`` on :attr:`df` degrees of freedom.
 
-        With ``se == 0`` it is 1.0 for a zero estimate, else 0.0.
+        Parameters
+        ----------
+        tol : float, default 0.0
+            A standard error and an estimate at or below ``tol`` count as 0 (floating-point
+            noise; :func:`relgrade.evaluation.ppi_table.zero_se_tolerance` gives it).
+
+        Returns
+        -------
+        float
+            With ``se <= tol`` it is 1.0 for an estimate within ``tol`` of 0, else 0.0.
         """
-        if self.se == 0:
-            return 1.0 if self.estimate == 0 else 0.0
+        if not self.se > tol:
+            return 1.0 if abs(self.estimate) <= tol else 0.0
         from scipy import stats as sps
         return float(2.0 * sps.t.sf(abs(self.estimate) / self.se, self.df))
 
@@ -533,7 +542,11 @@ def new_arm_comparisons(new_arm: str, *, filled, holes, pairs, sample, human,
     Raises
     ------
     InputError
-        As :func:`new_arm_estimate`; an old arm with a value per query missing or not finite.
+        As :func:`new_arm_estimate`; an old arm with a value per query missing or not finite;
+        a difference whose standard error is 0 while its estimate is not (the same nonzero
+        value on every query: no interval or test can be formed). "0" is within
+        :func:`~relgrade.evaluation.ppi_table.zero_se_tolerance` of the values entering it;
+        a difference with both 0 (the arms equal on every query) gets ``p`` 1.
 
     Notes
     -----
@@ -557,9 +570,20 @@ def new_arm_comparisons(new_arm: str, *, filled, holes, pairs, sample, human,
         est, se, rows = _stratified((f - o)[None, :], (y - o[s])[None, :], h, s, level=level)
         e = _estimate(est[0], se[0], s.size - 1, float(rows["lambda"][0]),
                       bool(rows["capped"][0]), s.size, h, "ppi++", level)
+        # "0" in metric units, as the ppi table's rule: a difference's float noise is that
+        # of the arms' values entering it, not of the (maybe all-noise) difference itself
+        tol = float(zero_se_tolerance(f[None, :], o[None, :], y[None, :])[0])
+        if not e.se > tol and abs(e.estimate) > tol:
+            raise InputError(
+                "the standard error of a paired difference is 0 while the difference is "
+                f"not: {new_arm} - {name} is {e.estimate:g} with no spread, so no interval "
+                "or test can be formed from it (a p-value would claim a certainty the sample "
+                "does not give)", item=f"{new_arm} - {name}",
+                fix="grade the holes of more sampled queries (a larger human sample), or "
+                    "compare the arms on the human key alone")
         out.append({"arm_a": new_arm, "arm_b": name, "estimate": e.estimate, "se": e.se,
                     "low": e.low, "high": e.high, "df": e.df, "lambda": e.lam,
-                    "capped": e.capped, "n": e.n, "N": e.N, "p": e.p_value()})
+                    "capped": e.capped, "n": e.n, "N": e.N, "p": e.p_value(tol)})
     df = pd.DataFrame(out)
     adjusted, reject = holm(df["p"].to_numpy(), alpha=1.0 - float(level))
     df["p_holm"] = adjusted

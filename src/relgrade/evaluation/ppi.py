@@ -677,17 +677,30 @@ def regression_se_rows(human, model_sample, model_all, lam) -> tuple[np.ndarray,
     return np.sqrt(var), df
 
 
-def normal_p_values(estimate, se) -> np.ndarray:
+def normal_p_values(estimate, se, tol=0.0) -> np.ndarray:
     """Two-sided normal p-values ``2 * (1 - Phi(|estimate| / se))``, vectorised.
 
-    A zero ``se`` gives 1.0 for a zero estimate and 0.0 otherwise, as
-    :meth:`PPIEstimate.p_value`.
+    Parameters
+    ----------
+    estimate, se : array-like of shape (m,), float
+        Estimates and their standard errors.
+    tol : float or array-like of shape (m,), default 0.0
+        Per row, the standard error (and estimate) at or below which it counts as 0:
+        floating-point noise, e.g.
+        :func:`relgrade.evaluation.ppi_table.zero_se_tolerance` of the values entering it.
+
+    Returns
+    -------
+    numpy.ndarray of shape (m,), float
+        The p-values; a standard error within ``tol`` gives 1.0 for an estimate within
+        ``tol`` of 0 and 0.0 otherwise, as :meth:`PPIEstimate.p_value` does for an exact 0.
     """
     e, s = np.asarray(estimate, dtype=np.float64), np.asarray(se, dtype=np.float64)
+    t = np.broadcast_to(np.asarray(tol, dtype=np.float64), s.shape)
     from scipy import stats as sps
     with np.errstate(invalid="ignore", divide="ignore"):
-        p = 2.0 * sps.norm.sf(np.abs(e) / np.where(s > 0, s, 1.0))
-    return np.where(s > 0, p, np.where(e == 0, 1.0, 0.0))
+        p = 2.0 * sps.norm.sf(np.abs(e) / np.where(s > t, s, 1.0))
+    return np.where(s > t, p, np.where(np.abs(e) <= t, 1.0, 0.0))
 
 
 def human_only_mean(human, *, alpha: float = 0.05, zero_variance: str = "error") -> PPIEstimate:
