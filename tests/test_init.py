@@ -448,6 +448,9 @@ def test_init_allow_empty_keeps_chunks_with_empty_text_and_the_corpus_stage_coun
     assert res.exit_code == 0, res.output
     params = yaml.safe_load((repo / "experiments/e/params.yaml").read_text())
     assert params["corpus"]["allow_empty"] is True
+    # the corpus stage depends on the flag, so editing it by hand reruns the stage
+    stages = yaml.safe_load((repo / "experiments/e/dvc.yaml").read_text())["stages"]
+    assert stages["corpus"]["params"] == ["corpus.input", "corpus.allow_empty"]
     # the corpus stage, run on the experiment init wrote, keeps both and counts them
     ex = Experiment.load(repo / "experiments/e/params.yaml")
     corpus_stage.run(ex)
@@ -459,6 +462,9 @@ def test_init_without_allow_empty_writes_no_allow_empty_key(repo):
     assert init("--run", "ext=in/runs/ext.trec").exit_code == 0
     params = yaml.safe_load((repo / "experiments/second/params.yaml").read_text())
     assert params["corpus"] == {"input": "data/input/chunks.jsonl"}
+    # DVC refuses a listed params key that params.yaml lacks: the stage does not list it
+    stages = yaml.safe_load((repo / "experiments/second/dvc.yaml").read_text())["stages"]
+    assert stages["corpus"]["params"] == ["corpus.input"]
 
 
 def test_init_refuses_a_click_log_the_click_stages_refuse_with_their_message(repo):

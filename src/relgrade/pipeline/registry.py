@@ -202,7 +202,9 @@ def stages() -> tuple[Stage, ...]:
               deps=("${queries.log}", _e("${sample.refresh.previous}", "refresh")),
               outs=(_kept("${queries.input}"), _kept("${paths.sample_manifest}")),
               doc="The query set drawn from the query log: head/torso/tail strata, traffic weights."),
-        Stage("corpus", "corpus", _ALL, params=("corpus.input",), deps=("${corpus.input}",),
+        Stage("corpus", "corpus", _ALL,
+              params=("corpus.input", _e("corpus.allow_empty", "allow_empty")),
+              deps=("${corpus.input}",),
               outs=("${paths.chunks}", _kept("${paths.corpus_manifest}")),
               doc="The pinned corpus source, sha256-checked and chunked."),
         Stage("queries", "queries", _ALL, params=("queries.input", "queries.groups"),
@@ -443,7 +445,8 @@ def modes_of(ex: Experiment) -> frozenset:
     -------
     frozenset of str
         Exactly one of ``single``, ``triage``, ``raters``, ``ppi``, plus ``sample``,
-        ``refresh``, ``tail``, ``gold`` and ``holes`` when they apply; or, for a click experiment,
+        ``refresh``, ``tail``, ``gold``, ``holes``, ``stop`` and ``allow_empty`` (params.yaml
+        sets ``corpus.allow_empty``) when they apply; or, for a click experiment,
         ``clicks`` with the ``click_*`` parts it has.
     """
     p = ex.params
@@ -464,6 +467,10 @@ def modes_of(ex: Experiment) -> frozenset:
         modes.add("holes")
     if p.grading.stop != "none":
         modes.add("stop")
+    # DVC refuses a listed key that params.yaml lacks: the corpus stage lists
+    # ``corpus.allow_empty`` only where params.yaml sets it (``relgrade init --allow-empty``)
+    if p.corpus is not None and "allow_empty" in p.corpus.model_fields_set:
+        modes.add("allow_empty")
     return frozenset(modes)
 
 

@@ -46,7 +46,7 @@ def build_corpus(src, *, allow_empty: bool = False) -> tuple[pd.DataFrame, dict]
     Returns
     -------
     chunks : pandas.DataFrame
-        The CHUNKS table (:data:`relgrade.schema.CHUNKS`), sorted by ``chunk_id``.
+        The CHUNKS table (:data:`relgrade.schema.CHUNKS`), its rows in the input's order.
     manifest : dict
         The corpus manifest (source, sha256, counts).
 
