@@ -91,7 +91,7 @@ def test_import_files_the_dispute_names_the_file_in_params_and_renders_the_pipel
         f"Filed 1 dispute from one.jsonl in {EXP}/data/disputes.jsonl\n"
         f"Added paths.disputes: data/disputes.jsonl to {EXP}/params.yaml\n"
         f"Rendered {EXP}/dvc.yaml: the grades and key stages now depend on "
-        "data/disputes.jsonl\n"
+        f"{EXP}/data/disputes.jsonl\n"
         f"Commit {EXP}/data/disputes.jsonl, {EXP}/params.yaml and {EXP}/dvc.yaml\n")
     params = yaml.safe_load(journey["params_after_import"])
     assert params["paths"]["disputes"] == "data/disputes.jsonl"

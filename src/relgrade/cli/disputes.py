@@ -102,7 +102,7 @@ def import_cmd(file, params_path):
     if done.rendered is not None:
         changed.append(shown(done.rendered))
         click.echo(f"Rendered {shown(done.rendered)}: the grades and key stages now depend on "
-                   f"{target}")
+                   f"{shown(done.path)}")
     if skipped:
         click.echo(f"Note: skipped {skipped} dispute{'s' if skipped != 1 else ''} recorded "
                    "before (the same pair, grader, grade, section and reason)")
