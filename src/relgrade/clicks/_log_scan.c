@@ -1,9 +1,10 @@
 /*
  * relgrade.clicks._log_scan: the compiled check of an impression log stored sorted by session.
  *
- * One function:
+ * One function and one type:
  *
- *   check_sorted(stream) -> (status, rows, sessions, keys, counts)
+ *   check_sorted(stream, weights=None) -> (status, rows, sessions, keys, counts, pairs)
+ *   Pairs: the skip-above pairs made in the same pass, read as an Arrow C stream
  *
  * ``stream`` is a PyCapsule named "arrow_array_stream" (the Arrow C stream interface, as a
  * DuckDB relation's __arrow_c_stream__() returns it) whose batches are structs of the typed
@@ -24,6 +25,18 @@
  * in no particular order. Anything else, a stream of other columns or types, or a stream
  * that fails, answers NOT_MINE (rows, sessions 0, keys and counts empty): the caller then
  * runs the SQL check, which finds and words whatever the pass gave up on.
+ *
+ * With ``weights`` (64 float64: the weight of a click at positions 1..64, NaN where there is
+ * none), a settled log also gives its skip-above pairs, as sql/clicked.sql and
+ * sql/skip_above.sql make them: in each session, a click at position k > 1 with a weight is
+ * preferred to every unclicked chunk shown above it, in the order of the session ids (the
+ * stored order, which the pass proves increasing), then the clicked position, then the
+ * skipped one; the session's rows may be stored in any order of position. ``pairs`` is a
+ * Pairs object holding the columns query_id, preferred_chunk_id, other_chunk_id (large
+ * strings), weight (float64) and session_id (large string), none null, whose
+ * __arrow_c_stream__() gives a fresh stream over them each time, in batches of BATCH_ROWS
+ * rows (DuckDB's vector size). The columns are freed when the object and every stream and
+ * batch made from it are released (an atomic count: a consumer may release on any thread).
  *
  * Every read is checked against the lengths the Arrow arrays declare: offsets within the
  * data's declared size are trusted as the Arrow format promises, and a string longer than
@@ -1145,7 +1158,8 @@ static PyModuleDef_Slot slots[] = {
 PyDoc_STRVAR(module_doc,
 "The compiled check of relgrade.clicks.log for an impression log stored sorted by session:\n"
 "one pass over the typed log's Arrow stream that proves it clean and counts its sessions'\n"
-"click patterns, or leaves it to the SQL check.");
+"click patterns (and, given the weights, makes its skip-above pairs), or leaves it to the\n"
+"SQL check.");
 
 static struct PyModuleDef moduledef = {
     PyModuleDef_HEAD_INIT,

@@ -277,12 +277,15 @@ def write_compiled(log: ClickLog, made, out) -> int:
     kept = con.execute("SELECT current_setting('preserve_insertion_order')").fetchall()[0][0]
     con.execute("SET preserve_insertion_order = true")
     try:
-        con.from_arrow(made.table).create(COMPILED_TABLE)
+        con.from_arrow(made.table).create_view(f"{COMPILED_TABLE}_stream", replace=True)
+        con.execute(f"CREATE OR REPLACE TEMP TABLE {COMPILED_TABLE} AS "
+                    f"SELECT * FROM {COMPILED_TABLE}_stream")
         con.sql("SELECT query_id, preferred_chunk_id, "
                 "NULLIF(other_chunk_id, '') AS other_chunk_id, weight, session_id "
                 f"FROM {COMPILED_TABLE}").write_parquet(str(out))
-        con.execute(f"DROP TABLE {COMPILED_TABLE}")
     finally:
+        con.execute(f"DROP TABLE IF EXISTS {COMPILED_TABLE}")
+        con.execute(f"DROP VIEW IF EXISTS {COMPILED_TABLE}_stream")
         con.execute(f"SET preserve_insertion_order = {'true' if kept else 'false'}")
     return len(made.table)
 
