@@ -77,7 +77,7 @@ def small_ranges(monkeypatch):
     the compiled pass, which would settle a clean sorted log before the ranges are read,
     is left out (tests/test_clicks_log_scan.py checks it against the SQL check)."""
     monkeypatch.setattr(L, "PART_ROWS", 6000)
-    monkeypatch.setattr(L, "_compiled_check", lambda con: None)
+    monkeypatch.setattr(L, "_compiled_check", lambda con, pair_weights=None: None)
 
 
 def test_a_sorted_log_checked_a_range_at_a_time_gives_the_one_pass_result(tmp_path,

@@ -44,7 +44,8 @@ def compiled(path, threads=1, **settings):
     expressions = {c: L._expression(c, L._family(types[c])) for c in LOG_COLUMNS}
     relation.create_view(L.RAW_VIEW, replace=True)
     con.execute(L.sql("log_view").format(view=L.LOG_VIEW, source=L.RAW_VIEW, **expressions))
-    return L._compiled_check(con)
+    settled = L._compiled_check(con)
+    return None if settled is None else settled[:3]
 
 
 def by_sql(path):

@@ -145,7 +145,7 @@ def pairs_cmd(log_path, propensity_path, clip, out_path, memory_limit, engine_na
     runner = engine.get(engine_name, memory_limit=memory_limit, spark_master=spark_master,
                         threads=threads)
     with runner.errors(log_path):
-        log = runner.open_log(log_path)
+        log = runner.open_log(log_path, weights=weights)
         atomic = io.atomic_path if runner.pairs_layout == "file" else io.atomic_dir
         with atomic(out_path) as tmp:
             n_pairs = runner.write_pairs(log, weights, tmp)

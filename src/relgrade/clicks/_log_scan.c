@@ -1,9 +1,10 @@
 /*
  * relgrade.clicks._log_scan: the compiled check of an impression log stored sorted by session.
  *
- * One function:
+ * One function and one type:
  *
- *   check_sorted(stream) -> (status, rows, sessions, keys, counts)
+ *   check_sorted(stream, weights=None) -> (status, rows, sessions, keys, counts, pairs)
+ *   Pairs: the skip-above pairs made in the same pass, read as an Arrow C stream
  *
  * ``stream`` is a PyCapsule named "arrow_array_stream" (the Arrow C stream interface, as a
  * DuckDB relation's __arrow_c_stream__() returns it) whose batches are structs of the typed
@@ -24,6 +25,18 @@
  * in no particular order. Anything else, a stream of other columns or types, or a stream
  * that fails, answers NOT_MINE (rows, sessions 0, keys and counts empty): the caller then
  * runs the SQL check, which finds and words whatever the pass gave up on.
+ *
+ * With ``weights`` (64 float64: the weight of a click at positions 1..64, NaN where there is
+ * none), a settled log also gives its skip-above pairs, as sql/clicked.sql and
+ * sql/skip_above.sql make them: in each session, a click at position k > 1 with a weight is
+ * preferred to every unclicked chunk shown above it, in the order of the session ids (the
+ * stored order, which the pass proves increasing), then the clicked position, then the
+ * skipped one; the session's rows may be stored in any order of position. ``pairs`` is a
+ * Pairs object holding the columns query_id, preferred_chunk_id, other_chunk_id (large
+ * strings), weight (float64) and session_id (large string), none null, whose
+ * __arrow_c_stream__() gives a fresh stream over them each time, in batches of BATCH_ROWS
+ * rows (DuckDB's vector size). The columns are freed when the object and every stream and
+ * batch made from it are released (an atomic count: a consumer may release on any thread).
  *
  * Every read is checked against the lengths the Arrow arrays declare: offsets within the
  * data's declared size are trusted as the Arrow format promises, and a string longer than
@@ -293,17 +306,163 @@ has_nulls(const struct ArrowArray *a, int64_t parent_offset)
     return 0;
 }
 
+/* A growable array of int64 string offsets (one more than the strings). */
+typedef struct {
+    int64_t *data;
+    size_t len, cap;
+} Offsets;
+
+static int
+offsets_push(Offsets *o, int64_t v)
+{
+    if (o->len == o->cap) {
+        size_t cap = o->cap ? o->cap : 1024;
+        if (cap > SIZE_MAX / 2 / sizeof(int64_t)) {
+            return -1;
+        }
+        cap *= 2;
+        int64_t *data = realloc(o->data, cap * sizeof(int64_t));
+        if (data == NULL) {
+            return -1;
+        }
+        o->data = data;
+        o->cap = cap;
+    }
+    o->data[o->len++] = v;
+    return 0;
+}
+
+/* One string column of the pairs: its bytes and its offsets. */
+typedef struct {
+    Bytes bytes;
+    Offsets offsets;
+} StringColumn;
+
+static int
+column_push(StringColumn *c, const uint8_t *p, size_t n)
+{
+    if (c->offsets.len == 0 && offsets_push(&c->offsets, 0) < 0) {
+        return -1;
+    }
+    if (bytes_reserve(&c->bytes, n) < 0 || c->bytes.len + n > (size_t)INT64_MAX) {
+        return -1;
+    }
+    if (n) {
+        memcpy(c->bytes.data + c->bytes.len, p, n);
+    }
+    c->bytes.len += n;
+    return offsets_push(&c->offsets, (int64_t)c->bytes.len);
+}
+
+static void
+column_free(StringColumn *c)
+{
+    free(c->bytes.data);
+    free(c->offsets.data);
+    c->bytes.data = NULL;
+    c->offsets.data = NULL;
+}
+
+/* The skip-above pairs of the sessions passed so far, as skip_above.sql orders them (by
+ * session, then the clicked position, then the skipped one): the columns query_id,
+ * preferred_chunk_id, other_chunk_id, weight, session_id. */
+enum { P_QUERY = 0, P_PREFERRED = 1, P_OTHER = 2, P_SESSION = 3, N_PAIR_STRINGS = 4 };
+
+typedef struct {
+    StringColumn strings[N_PAIR_STRINGS];
+    double *weight;
+    size_t n, cap;
+} Pairs;
+
+static void
+pairs_free(Pairs *p)
+{
+    for (int c = 0; c < N_PAIR_STRINGS; c++) {
+        column_free(&p->strings[c]);
+    }
+    free(p->weight);
+    p->weight = NULL;
+    p->n = p->cap = 0;
+}
+
 /* The state of the pass between rows and batches. */
 typedef struct {
     Bytes session, query, ranker, chunks;
     uint64_t hashes[64];
     size_t chunk_end[64];  /* where each chunk id of the session ends in chunks */
+    int row_at[64];        /* the session's row (index into chunk_end) at position k + 1 */
     int n_chunks;          /* rows of the current session so far */
     int in_session;
     uint64_t shown, clicks, flagged;
     int64_t rows, sessions;
     Histogram histogram;
+    /* The pairs, when asked for: weights[k - 1] is the weight of a click at position k, NaN
+     * where the curve gives none (such a click gives no pair). */
+    int want_pairs;
+    double weights[64];
+    Pairs pairs;
 } State;
+
+/* The session's chunk id at position k (1-based; the position is shown). */
+static inline void
+chunk_at(const State *s, int k, const uint8_t **p, size_t *n)
+{
+    int row = s->row_at[k - 1];
+    size_t start = row ? s->chunk_end[row - 1] : 0;
+    *p = s->chunks.data + start;
+    *n = s->chunk_end[row] - start;
+}
+
+/* The current session's pairs, appended: for each click at a position k > 1 with a weight,
+ * in increasing k, one pair per unclicked position j < k, in increasing j. 0, or -1 when
+ * out of memory. */
+static int
+session_pairs(State *s)
+{
+    uint64_t skipped = s->shown & ~s->clicks;
+    for (int k = 2; k <= 64; k++) {
+        uint64_t bit = UINT64_C(1) << (k - 1);
+        if (!(s->clicks & bit) || s->weights[k - 1] != s->weights[k - 1]) {
+            continue;
+        }
+        uint64_t above = skipped & (bit - 1);
+        if (!above) {
+            continue;
+        }
+        const uint8_t *pref;
+        size_t pref_n;
+        chunk_at(s, k, &pref, &pref_n);
+        for (int j = 1; j < k; j++) {
+            if (!((above >> (j - 1)) & 1)) {
+                continue;
+            }
+            const uint8_t *other;
+            size_t other_n;
+            chunk_at(s, j, &other, &other_n);
+            Pairs *p = &s->pairs;
+            if (p->n == p->cap) {
+                size_t cap = p->cap ? 2 * p->cap : 4096;
+                if (cap > SIZE_MAX / sizeof(double)) {
+                    return -1;
+                }
+                double *w = realloc(p->weight, cap * sizeof(double));
+                if (w == NULL) {
+                    return -1;
+                }
+                p->weight = w;
+                p->cap = cap;
+            }
+            if (column_push(&p->strings[P_QUERY], s->query.data, s->query.len) < 0
+                    || column_push(&p->strings[P_PREFERRED], pref, pref_n) < 0
+                    || column_push(&p->strings[P_OTHER], other, other_n) < 0
+                    || column_push(&p->strings[P_SESSION], s->session.data, s->session.len) < 0) {
+                return -1;
+            }
+            p->weight[p->n++] = s->weights[k - 1];
+        }
+    }
+    return 0;
+}
 
 static int
 close_session(State *s)
@@ -312,6 +471,9 @@ close_session(State *s)
         return 0;
     }
     s->sessions++;
+    if (s->want_pairs && session_pairs(s) < 0) {
+        return -1;
+    }
     return histogram_add(&s->histogram, s->shown, s->clicks, s->flagged, 1);
 }
 
@@ -475,6 +637,7 @@ scan_batch(State *s, const struct ArrowArray *batch, const int wide[4])
         s->chunks.len += dn;
         s->hashes[s->n_chunks] = h;
         s->chunk_end[s->n_chunks] = s->chunks.len;
+        s->row_at[k - 1] = s->n_chunks;
         s->n_chunks++;
         int32_t c = clicked[clk_off + i];
         if (c != 0 && c != 1) {
@@ -502,6 +665,7 @@ state_free(State *s)
     free(s->ranker.data);
     free(s->chunks.data);
     histogram_free(&s->histogram);
+    pairs_free(&s->pairs);
 }
 
 /* The pass over the whole stream. SETTLED, NOT_MINE or -1 (out of memory). */
@@ -539,21 +703,341 @@ scan_stream(struct ArrowArrayStream *stream, State *s)
     return close_session(s) < 0 ? -1 : SETTLED;
 }
 
+/* The pairs handed to DuckDB: the columns, shared by the Python object and every Arrow
+ * stream and batch made from them (a consumer may release those on another thread, without
+ * the GIL, so the count is atomic and no Python object is touched there). */
+typedef struct {
+    Pairs pairs;
+    int64_t refs;
+} Shared;
+
+static void
+shared_release(Shared *sh)
+{
+    if (sh != NULL && __atomic_sub_fetch(&sh->refs, 1, __ATOMIC_ACQ_REL) == 0) {
+        pairs_free(&sh->pairs);
+        free(sh);
+    }
+}
+
+static void
+shared_keep(Shared *sh)
+{
+    __atomic_add_fetch(&sh->refs, 1, __ATOMIC_ACQ_REL);
+}
+
+/* Rows per Arrow batch: DuckDB's vector size, so that each batch is one of its chunks. */
+#define BATCH_ROWS 2048
+
+static const char *const pair_names[5] = {"query_id", "preferred_chunk_id", "other_chunk_id",
+                                          "weight", "session_id"};
+/* The stream's columns in pair_names' order: the string column of each (-1: the weight). */
+static const int pair_strings[5] = {P_QUERY, P_PREFERRED, P_OTHER, -1, P_SESSION};
+
+static void
+release_child_schema(struct ArrowSchema *schema)
+{
+    schema->release = NULL;
+}
+
+typedef struct {
+    struct ArrowSchema children[5];
+    struct ArrowSchema *pointers[5];
+} SchemaBlock;
+
+static void
+release_schema(struct ArrowSchema *schema)
+{
+    SchemaBlock *block = schema->private_data;
+    for (int c = 0; c < 5; c++) {
+        if (block->children[c].release) {
+            block->children[c].release(&block->children[c]);
+        }
+    }
+    free(block);
+    schema->release = NULL;
+}
+
+static int
+fill_schema(struct ArrowSchema *out)
+{
+    SchemaBlock *block = calloc(1, sizeof *block);
+    if (block == NULL) {
+        return -1;
+    }
+    for (int c = 0; c < 5; c++) {
+        struct ArrowSchema *child = &block->children[c];
+        child->format = pair_strings[c] < 0 ? "g" : "U";
+        child->name = pair_names[c];
+        child->flags = 0;  /* no column holds a null (no validity buffer is given) */
+        child->release = release_child_schema;
+        block->pointers[c] = child;
+    }
+    memset(out, 0, sizeof *out);
+    out->format = "+s";
+    out->name = "";
+    out->n_children = 5;
+    out->children = block->pointers;
+    out->release = release_schema;
+    out->private_data = block;
+    return 0;
+}
+
+/* A batch's column: its buffers' addresses and a hold on the shared columns. */
+typedef struct {
+    const void *buffers[3];
+    Shared *shared;
+} ChildPrivate;
+
+static void
+release_child_array(struct ArrowArray *array)
+{
+    ChildPrivate *child = array->private_data;
+    shared_release(child->shared);
+    free(child);
+    array->release = NULL;
+}
+
+typedef struct {
+    struct ArrowArray children[5];
+    struct ArrowArray *pointers[5];
+    const void *buffers[1];
+} BatchBlock;
+
+static void
+release_batch(struct ArrowArray *array)
+{
+    BatchBlock *block = array->private_data;
+    for (int c = 0; c < 5; c++) {
+        if (block->children[c].release) {
+            block->children[c].release(&block->children[c]);
+        }
+    }
+    free(block);
+    array->release = NULL;
+}
+
+typedef struct {
+    Shared *shared;
+    int64_t next;  /* the first row of the next batch */
+    const char *error;
+} StreamPrivate;
+
+static int
+stream_get_schema(struct ArrowArrayStream *stream, struct ArrowSchema *out)
+{
+    StreamPrivate *sp = stream->private_data;
+    if (fill_schema(out) < 0) {
+        sp->error = "out of memory";
+        return 12; /* ENOMEM */
+    }
+    return 0;
+}
+
+static int
+stream_get_next(struct ArrowArrayStream *stream, struct ArrowArray *out)
+{
+    StreamPrivate *sp = stream->private_data;
+    const Pairs *p = &sp->shared->pairs;
+    memset(out, 0, sizeof *out);
+    if (sp->next >= (int64_t)p->n) {
+        return 0;  /* the end: out->release stays NULL */
+    }
+    int64_t start = sp->next;
+    int64_t length = (int64_t)p->n - start < BATCH_ROWS ? (int64_t)p->n - start : BATCH_ROWS;
+    BatchBlock *block = calloc(1, sizeof *block);
+    if (block == NULL) {
+        sp->error = "out of memory";
+        return 12;
+    }
+    for (int c = 0; c < 5; c++) {
+        ChildPrivate *child = calloc(1, sizeof *child);
+        if (child == NULL) {
+            struct ArrowArray partial = {.private_data = block};
+            release_batch(&partial);
+            sp->error = "out of memory";
+            return 12;
+        }
+        struct ArrowArray *a = &block->children[c];
+        child->shared = sp->shared;
+        shared_keep(sp->shared);
+        if (pair_strings[c] < 0) {
+            child->buffers[1] = p->weight;
+            a->n_buffers = 2;
+        }
+        else {
+            const StringColumn *col = &p->strings[pair_strings[c]];
+            child->buffers[1] = col->offsets.data;
+            child->buffers[2] = col->bytes.data ? (const void *)col->bytes.data : (const void *)"";
+            a->n_buffers = 3;
+        }
+        a->length = length;
+        a->offset = start;
+        a->buffers = child->buffers;
+        a->release = release_child_array;
+        a->private_data = child;
+        block->pointers[c] = a;
+    }
+    out->length = length;
+    out->n_buffers = 1;
+    out->buffers = block->buffers;
+    out->n_children = 5;
+    out->children = block->pointers;
+    out->release = release_batch;
+    out->private_data = block;
+    sp->next = start + length;
+    return 0;
+}
+
+static const char *
+stream_last_error(struct ArrowArrayStream *stream)
+{
+    StreamPrivate *sp = stream->private_data;
+    return sp ? sp->error : NULL;
+}
+
+static void
+stream_release(struct ArrowArrayStream *stream)
+{
+    StreamPrivate *sp = stream->private_data;
+    if (sp) {
+        shared_release(sp->shared);
+        free(sp);
+    }
+    stream->private_data = NULL;
+    stream->release = NULL;
+}
+
+static void
+capsule_release_stream(PyObject *capsule)
+{
+    struct ArrowArrayStream *stream = PyCapsule_GetPointer(capsule, "arrow_array_stream");
+    if (stream == NULL) {
+        PyErr_Clear();
+        return;
+    }
+    if (stream->release) {
+        stream->release(stream);
+    }
+    free(stream);
+}
+
+/* The Python object: the pairs' columns, exported as Arrow C streams of BATCH_ROWS rows. */
+typedef struct {
+    PyObject_HEAD
+    Shared *shared;
+} PairsObject;
+
+static void
+pairs_dealloc(PairsObject *self)
+{
+    shared_release(self->shared);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static Py_ssize_t
+pairs_len(PairsObject *self)
+{
+    return (Py_ssize_t)self->shared->pairs.n;
+}
+
+static PyObject *
+pairs_arrow_c_stream(PairsObject *self, PyObject *args, PyObject *kwargs)
+{
+    static char *keywords[] = {"requested_schema", NULL};
+    PyObject *requested = Py_None;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|O", keywords, &requested)) {
+        return NULL;
+    }
+    if (requested != Py_None) {
+        PyErr_SetString(PyExc_NotImplementedError, "the pairs are exported in their own schema");
+        return NULL;
+    }
+    struct ArrowArrayStream *stream = calloc(1, sizeof *stream);
+    StreamPrivate *sp = calloc(1, sizeof *sp);
+    if (stream == NULL || sp == NULL) {
+        free(stream);
+        free(sp);
+        return PyErr_NoMemory();
+    }
+    sp->shared = self->shared;
+    shared_keep(self->shared);
+    stream->get_schema = stream_get_schema;
+    stream->get_next = stream_get_next;
+    stream->get_last_error = stream_last_error;
+    stream->release = stream_release;
+    stream->private_data = sp;
+    PyObject *capsule = PyCapsule_New(stream, "arrow_array_stream", capsule_release_stream);
+    if (capsule == NULL) {
+        stream_release(stream);
+        free(stream);
+    }
+    return capsule;
+}
+
+static PyMethodDef pairs_methods[] = {
+    {"__arrow_c_stream__", (PyCFunction)(void (*)(void))pairs_arrow_c_stream,
+     METH_VARARGS | METH_KEYWORDS,
+     "__arrow_c_stream__(requested_schema=None): the pairs as an Arrow C stream capsule\n"
+     "(query_id, preferred_chunk_id, other_chunk_id: large strings; weight: float64;\n"
+     "session_id: large string), in batches of 2,048 rows."},
+    {NULL, NULL, 0, NULL},
+};
+
+static PySequenceMethods pairs_as_sequence = {
+    .sq_length = (lenfunc)pairs_len,
+};
+
+static PyTypeObject PairsType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "relgrade.clicks._log_scan.Pairs",
+    .tp_basicsize = sizeof(PairsObject),
+    .tp_dealloc = (destructor)pairs_dealloc,
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "The skip-above pairs of a settled log (len: how many), read through "
+              "__arrow_c_stream__.",
+    .tp_methods = pairs_methods,
+    .tp_as_sequence = &pairs_as_sequence,
+};
+
 PyDoc_STRVAR(check_sorted_doc,
-"check_sorted(stream) -> (status, rows, sessions, keys, counts)\n\n"
+"check_sorted(stream, weights=None) -> (status, rows, sessions, keys, counts, pairs)\n\n"
 "Check a typed impression log stored sorted by session, from an Arrow C stream capsule\n"
 "(columns session_id, query_id, ranker, chunk_id, position, clicked, randomized). status\n"
 "SETTLED: the log breaks no rule; rows and sessions are its counts, keys (bytes of uint64,\n"
 "three per pattern: shown, clicks, flagged) and counts (bytes of int64) the histogram of\n"
-"its sessions' masks. status NOT_MINE: not settled here (the SQL check decides).");
+"its sessions' masks. status NOT_MINE: not settled here (the SQL check decides).\n"
+"weights: bytes of 64 float64, the weight of a click at positions 1..64 (NaN: none); when\n"
+"given and the log is settled, pairs is the log's skip-above pairs as a Pairs object, in\n"
+"skip_above.sql's order; else None.");
 
 static PyObject *
-py_check_sorted(PyObject *self, PyObject *capsule)
+py_check_sorted(PyObject *self, PyObject *args)
 {
     (void)self;
+    PyObject *capsule, *weights = Py_None;
+    if (!PyArg_ParseTuple(args, "O|O", &capsule, &weights)) {
+        return NULL;
+    }
     if (!PyCapsule_IsValid(capsule, "arrow_array_stream")) {
         PyErr_SetString(PyExc_TypeError, "check_sorted needs an arrow_array_stream capsule");
         return NULL;
+    }
+    State s;
+    memset(&s, 0, sizeof s);
+    if (weights != Py_None) {
+        Py_buffer view;
+        if (PyObject_GetBuffer(weights, &view, PyBUF_SIMPLE) < 0) {
+            return NULL;
+        }
+        if (view.len != (Py_ssize_t)sizeof s.weights) {
+            PyBuffer_Release(&view);
+            PyErr_SetString(PyExc_ValueError, "weights must be 64 float64 (512 bytes)");
+            return NULL;
+        }
+        memcpy(s.weights, view.buf, sizeof s.weights);
+        PyBuffer_Release(&view);
+        s.want_pairs = 1;
     }
     struct ArrowArrayStream *owned = PyCapsule_GetPointer(capsule, "arrow_array_stream");
     if (owned == NULL) {
@@ -567,15 +1051,14 @@ py_check_sorted(PyObject *self, PyObject *capsule)
     struct ArrowArrayStream stream = *owned;
     owned->release = NULL;
 
-    State s;
-    memset(&s, 0, sizeof s);
     int status = histogram_init(&s.histogram, 1024) < 0 ? -1 : scan_stream(&stream, &s);
     stream.release(&stream);
     if (status < 0) {
         state_free(&s);
         return PyErr_NoMemory();
     }
-    PyObject *keys, *counts;
+    PyObject *keys, *counts, *pairs = Py_None;
+    Py_INCREF(Py_None);
     if (status == SETTLED) {
         size_t n = s.histogram.used, at = 0;
         keys = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)(n * 3 * sizeof(uint64_t)));
@@ -583,6 +1066,7 @@ py_check_sorted(PyObject *self, PyObject *capsule)
         if (keys == NULL || counts == NULL) {
             Py_XDECREF(keys);
             Py_XDECREF(counts);
+            Py_DECREF(pairs);
             state_free(&s);
             return NULL;
         }
@@ -595,6 +1079,35 @@ py_check_sorted(PyObject *self, PyObject *capsule)
                 at++;
             }
         }
+        if (s.want_pairs) {
+            /* Every string column gets its leading offset even with no pair. */
+            for (int col = 0; col < N_PAIR_STRINGS; col++) {
+                if (s.pairs.strings[col].offsets.len == 0
+                        && offsets_push(&s.pairs.strings[col].offsets, 0) < 0) {
+                    Py_DECREF(keys);
+                    Py_DECREF(counts);
+                    Py_DECREF(pairs);
+                    state_free(&s);
+                    return PyErr_NoMemory();
+                }
+            }
+            Shared *shared = calloc(1, sizeof *shared);
+            PairsObject *obj = shared ? PyObject_New(PairsObject, &PairsType) : NULL;
+            if (obj == NULL) {
+                free(shared);
+                Py_DECREF(keys);
+                Py_DECREF(counts);
+                Py_DECREF(pairs);
+                state_free(&s);
+                return shared ? NULL : PyErr_NoMemory();
+            }
+            shared->pairs = s.pairs;  /* moved: state_free leaves it alone */
+            memset(&s.pairs, 0, sizeof s.pairs);
+            shared->refs = 1;
+            obj->shared = shared;
+            Py_DECREF(pairs);
+            pairs = (PyObject *)obj;
+        }
     }
     else {
         s.rows = s.sessions = 0;
@@ -603,17 +1116,18 @@ py_check_sorted(PyObject *self, PyObject *capsule)
         if (keys == NULL || counts == NULL) {
             Py_XDECREF(keys);
             Py_XDECREF(counts);
+            Py_DECREF(pairs);
             state_free(&s);
             return NULL;
         }
     }
     state_free(&s);
-    return Py_BuildValue("(iLLNN)", status, (long long)s.rows, (long long)s.sessions,
-                         keys, counts);
+    return Py_BuildValue("(iLLNNN)", status, (long long)s.rows, (long long)s.sessions,
+                         keys, counts, pairs);
 }
 
 static PyMethodDef methods[] = {
-    {"check_sorted", py_check_sorted, METH_O, check_sorted_doc},
+    {"check_sorted", py_check_sorted, METH_VARARGS, check_sorted_doc},
     {NULL, NULL, 0, NULL},
 };
 
@@ -621,7 +1135,16 @@ static int
 exec_module(PyObject *module)
 {
     if (PyModule_AddIntConstant(module, "SETTLED", SETTLED) < 0 ||
-            PyModule_AddIntConstant(module, "NOT_MINE", NOT_MINE) < 0) {
+            PyModule_AddIntConstant(module, "NOT_MINE", NOT_MINE) < 0 ||
+            PyModule_AddIntConstant(module, "BATCH_ROWS", BATCH_ROWS) < 0) {
+        return -1;
+    }
+    if (PyType_Ready(&PairsType) < 0) {
+        return -1;
+    }
+    Py_INCREF(&PairsType);
+    if (PyModule_AddObject(module, "Pairs", (PyObject *)&PairsType) < 0) {
+        Py_DECREF(&PairsType);
         return -1;
     }
     return 0;
@@ -635,7 +1158,8 @@ static PyModuleDef_Slot slots[] = {
 PyDoc_STRVAR(module_doc,
 "The compiled check of relgrade.clicks.log for an impression log stored sorted by session:\n"
 "one pass over the typed log's Arrow stream that proves it clean and counts its sessions'\n"
-"click patterns, or leaves it to the SQL check.");
+"click patterns (and, given the weights, makes its skip-above pairs), or leaves it to the\n"
+"SQL check.");
 
 static struct PyModuleDef moduledef = {
     PyModuleDef_HEAD_INIT,

@@ -88,7 +88,7 @@ def parquet_files(path) -> list[str] | None:
 
 
 def open_log(path, *, memory_limit: str | None = None,
-             threads: int | None = DEFAULT_THREADS) -> ClickLog:
+             threads: int | None = DEFAULT_THREADS, weights=None) -> ClickLog:
     """Open and validate the log at ``path`` on a new DuckDB connection.
 
     Parameters
@@ -99,6 +99,11 @@ def open_log(path, *, memory_limit: str | None = None,
         DuckDB's memory limit (see :func:`relgrade.clicks.log.connect`).
     threads : int or None, default :data:`relgrade.clicks.log.DEFAULT_THREADS`
         DuckDB's worker threads (see :func:`relgrade.clicks.log.connect`).
+    weights : dict of str to numpy.ndarray or pandas.DataFrame, optional
+        The IPS weights the pairs will be made with (:func:`relgrade.clicks.pairs.
+        weight_columns`): a log the compiled pass settles then gets its pairs in the same
+        pass (:attr:`ClickLog.compiled_pairs`), which :meth:`DuckDBEngine.write_pairs`
+        writes.
 
     Returns
     -------
@@ -112,7 +117,8 @@ def open_log(path, *, memory_limit: str | None = None,
     con = connect(memory_limit=memory_limit, threads=threads)
     relation = duckdb_relation(con, path)
     return ClickLog.from_relation(con, relation, source=Path(path).as_posix(),
-                                  files=parquet_files(path))
+                                  files=parquet_files(path),
+                                  pair_weights=pairs.compiled_weights(weights))
 
 
 @contextlib.contextmanager
@@ -155,9 +161,11 @@ class DuckDBEngine:
     #: The pairs are one Parquet file.
     pairs_layout: str = "file"
 
-    def open_log(self, path) -> ClickLog:
-        """:func:`open_log` with this engine's memory limit and threads."""
-        return open_log(path, memory_limit=self.memory_limit, threads=self.threads)
+    def open_log(self, path, *, weights=None) -> ClickLog:
+        """:func:`open_log` with this engine's memory limit and threads (``weights``: the
+        pairs' IPS weights, when the log is opened to write them)."""
+        return open_log(path, memory_limit=self.memory_limit, threads=self.threads,
+                        weights=weights)
 
     def errors(self, path):
         """:func:`duckdb_errors` for ``path``."""
@@ -168,7 +176,15 @@ class DuckDBEngine:
         return propensity.estimate(log, **kw)
 
     def write_pairs(self, log: ClickLog, weights, out) -> int:
-        """Write :func:`relgrade.clicks.pairs.skip_above` to the file ``out``; the count."""
+        """Write :func:`relgrade.clicks.pairs.skip_above` to the file ``out``; the count.
+
+        The pairs the compiled pass made while opening the log (:attr:`ClickLog.
+        compiled_pairs`, for these same weights) are written by
+        :func:`relgrade.clicks.pairs.write_compiled`, the same bytes as the SQL's.
+        """
+        made = pairs.compiled_for(log, weights)
+        if made is not None:
+            return pairs.write_compiled(log, made, out)
         pairs.skip_above(log, weights).write_parquet(str(out))
         return int(log.con.execute("SELECT count(*) FROM read_parquet($p)",
                                    {"p": str(out)}).fetchall()[0][0])
@@ -194,8 +210,9 @@ class SparkEngine:
     #: The pairs are a folder of Parquet part files.
     pairs_layout: str = "folder"
 
-    def open_log(self, path):
-        """Start (or reuse) the session, then read and validate the log there."""
+    def open_log(self, path, *, weights=None):
+        """Start (or reuse) the session, then read and validate the log there (``weights``
+        is accepted as by the DuckDB engine and not used: Spark makes the pairs in SQL)."""
         return spark.open_log(spark.session(self.master), path)
 
     def errors(self, path):

@@ -200,6 +200,11 @@ class ClickLog:
         pandas. None when the
         log shows a position above 64 (the masks cannot hold it) or the log was not built by
         :meth:`from_relation`; the estimators then read the log with SQL instead.
+    compiled_pairs : CompiledPairs or None
+        The log's skip-above pairs for the weights given to :meth:`from_relation`
+        (``pair_weights``), made by the compiled pass while it checked the log; None when
+        no weights were given or the compiled pass did not settle the log (the pairs are
+        then made by ``sql/skip_above.sql``).
     """
 
     con: duckdb.DuckDBPyConnection
@@ -207,10 +212,12 @@ class ClickLog:
     rows: int
     sessions: int
     patterns: dict | None = field(default=None, repr=False, compare=False)
+    compiled_pairs: CompiledPairs | None = field(default=None, repr=False, compare=False)
 
     @classmethod
     def from_relation(cls, con: duckdb.DuckDBPyConnection, relation: duckdb.DuckDBPyRelation,
-                      *, source: str, files: list[str] | None = None) -> "ClickLog":
+                      *, source: str, files: list[str] | None = None,
+                      pair_weights=None) -> "ClickLog":
         """Validate ``relation`` as an impression log and open it as ``LOG_VIEW`` on ``con``.
 
         Parameters
@@ -231,6 +238,10 @@ class ClickLog:
             reads it one range of session ids at a time (:func:`session_bounds`);
             otherwise, and when None, the SQL check reads it in one pass. Either way the
             result is the same.
+        pair_weights : dict of str to numpy.ndarray, optional
+            ``position`` and ``weight`` columns (:func:`relgrade.clicks.pairs.weight_columns`):
+            when given and the compiled pass settles the log, it also makes the log's
+            skip-above pairs with these weights (:attr:`compiled_pairs`).
 
         Returns
         -------
@@ -290,13 +301,13 @@ class ClickLog:
         # A log stored sorted by session is first offered to the compiled pass, which
         # either proves it clean with its counts and patterns or leaves it to the SQL below.
         if files and _family(types["session_id"]) == "string" and _stored_in_order(con, files):
-            settled = _compiled_check(con)
+            settled = _compiled_check(con, pair_weights)
             if settled is not None:
-                rows, sessions, patterns = settled
+                rows, sessions, patterns, compiled = settled
                 if rows == 0:
                     raise InputError("the log has no rows", path=source)
                 return cls(con=con, source=str(source), rows=rows, sessions=sessions,
-                           patterns=patterns)
+                           patterns=patterns, compiled_pairs=compiled)
 
         # One grouped pass checks the log and keeps the click patterns of its sessions (one
         # pass per range of sessions when the log is stored sorted by session); only a log
@@ -500,15 +511,24 @@ def _stored_in_order(con: duckdb.DuckDBPyConnection, files: list[str]) -> bool:
     return all(before[1] <= after[0] for before, after in zip(groups, groups[1:]))
 
 
-def _compiled_check(con: duckdb.DuckDBPyConnection) -> tuple[int, int, dict] | None:
+def _compiled_check(con: duckdb.DuckDBPyConnection,
+                    pair_weights=None) -> tuple[int, int, dict, CompiledPairs | None] | None:
     """The check of ``check_log.sql`` as one compiled pass over the typed log, in the order
     the rows are stored (:mod:`relgrade.clicks._log_scan`).
 
+    Parameters
+    ----------
+    con : duckdb.DuckDBPyConnection
+        The connection with the typed view :data:`LOG_VIEW`.
+    pair_weights : dict of str to numpy.ndarray, optional
+        ``position`` and ``weight``: the pass then also makes the skip-above pairs.
+
     Returns
     -------
-    tuple of (int, int, dict) or None
-        The log's rows, its sessions and :attr:`ClickLog.patterns` (the histogram of the
-        sessions' masks in DuckDB's order, as ``check_log.sql`` gives them), when the pass
+    tuple of (int, int, dict, CompiledPairs or None) or None
+        The log's rows, its sessions, :attr:`ClickLog.patterns` (the histogram of the
+        sessions' masks in DuckDB's order, as ``check_log.sql`` gives them) and the pairs
+        (None without ``pair_weights``), when the pass
         proves that the log breaks no rule: every session one run of rows, the runs' ids
         increasing, no value breaking its column's rule, every position at most 64 and each
         position and chunk at most once per session, one query and one ranker per session.
@@ -528,8 +548,9 @@ def _compiled_check(con: duckdb.DuckDBPyConnection) -> tuple[int, int, dict] | N
     try:
         relation = con.sql(f"SELECT session_id, query_id, ranker, chunk_id, position, clicked, "
                            f"randomized FROM {LOG_VIEW}")
-        status, rows, sessions, keys, counts = _log_scan.check_sorted(
-            relation.__arrow_c_stream__())
+        encoded = None if pair_weights is None else encode_weights(pair_weights)
+        status, rows, sessions, keys, counts, made = _log_scan.check_sorted(
+            relation.__arrow_c_stream__(), encoded)
     except duckdb.Error:
         return None
     finally:
@@ -543,7 +564,48 @@ def _compiled_check(con: duckdb.DuckDBPyConnection) -> tuple[int, int, dict] | N
     patterns = {c: np.array([h[i] for h in histogram], dtype=np.uint64)
                 for i, c in enumerate(PATTERN_COLUMNS[:4])}
     patterns["sessions"] = np.array([h[4] for h in histogram], dtype=np.int64)
-    return int(rows), int(sessions), patterns
+    compiled = None if made is None else CompiledPairs(weights=encoded, table=made)
+    return int(rows), int(sessions), patterns, compiled
+
+
+def encode_weights(weights) -> bytes:
+    """The weight of a click at positions 1 to 64 as the compiled pass reads them.
+
+    Parameters
+    ----------
+    weights : dict of str to numpy.ndarray or pandas.DataFrame
+        ``position`` (int) and ``weight`` (float) columns.
+
+    Returns
+    -------
+    bytes
+        64 native float64, the k-th the weight at position k, NaN where ``weights`` has
+        none (a click there gives no pair, as in ``sql/clicked.sql``'s join). Positions
+        outside 1–64 are left out: a log the compiled pass settles shows none.
+    """
+    table = np.full(64, np.nan, dtype=np.float64)
+    position = np.asarray(weights["position"], dtype=np.int64)
+    weight = np.asarray(weights["weight"], dtype=np.float64)
+    inside = (position >= 1) & (position <= 64)
+    table[position[inside] - 1] = weight[inside]
+    return table.tobytes()
+
+
+@dataclass(frozen=True)
+class CompiledPairs:
+    """Skip-above pairs made by the compiled pass, and the weights they were made with.
+
+    Attributes
+    ----------
+    weights : bytes
+        :func:`encode_weights` of the weights used.
+    table : relgrade.clicks._log_scan.Pairs
+        The pairs (``len`` gives how many), columns :data:`relgrade.clicks.pairs.PAIR_COLUMNS`
+        in ``sql/skip_above.sql``'s order, read by DuckDB through ``__arrow_c_stream__``.
+    """
+
+    weights: bytes
+    table: object = field(repr=False)
 
 
 def _part_filters(bounds: list) -> list[str | None]:

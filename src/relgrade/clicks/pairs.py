@@ -10,7 +10,11 @@ clicked position (Joachims, Swaminathan & Schnabel 2017, WSDM), clipped so that 
 deep in the list cannot dominate the training set.
 
 The pairs are produced by DuckDB (``sql/skip_above.sql``) as a lazy relation that the
-caller writes straight to Parquet: they never pass through Python.
+caller writes straight to Parquet: they never pass through Python. A log stored sorted by
+session that the compiled pass settles gets its pairs from that same pass, when it was opened
+with the weights (``open_log(path, weights=...)``): one read of the log instead of three,
+written by DuckDB as the same bytes (:func:`write_compiled`); every other log, and a log whose
+compiled module is not built, takes the SQL.
 """
 
 from __future__ import annotations
@@ -22,7 +26,7 @@ from typing import TYPE_CHECKING
 import duckdb
 import numpy as np
 
-from relgrade.clicks.log import ClickLog, sql
+from relgrade.clicks.log import ClickLog, encode_weights, sql
 from relgrade.clicks.propensity import PropensityCurve
 from relgrade.errors import InputError
 
@@ -34,6 +38,9 @@ DEFAULT_CLIP = 10.0
 
 #: The columns of the pairs table, in order.
 PAIR_COLUMNS = ("query_id", "preferred_chunk_id", "other_chunk_id", "weight", "session_id")
+
+#: The temporary table the compiled pass's pairs are written from (:func:`write_compiled`).
+COMPILED_TABLE = "relgrade_clicks_pairs"
 
 #: The name of the weights view the pair and click-through queries join on.
 WEIGHTS_VIEW = "relgrade_clicks_weights"
@@ -185,6 +192,102 @@ def skip_above(log: ClickLog, weights) -> duckdb.DuckDBPyRelation:
     _register(log, weights)
     log.con.execute(sql("clicked"))
     return log.con.sql(sql("skip_above"))
+
+
+def compiled_weights(weights):
+    """``weights`` when the compiled pass can make the pairs with them, else None.
+
+    Parameters
+    ----------
+    weights : pandas.DataFrame or dict of str to numpy.ndarray, or None
+        From :func:`ips_weights` or :func:`weight_columns`: ``position``, ``weight``.
+
+    Returns
+    -------
+    dict of str to numpy.ndarray or None
+        ``position`` (int64) and ``weight`` (float64) when every position is given once and
+        every weight is a number (what :func:`weight_columns` makes); None otherwise, and for
+        None, so that ``sql/skip_above.sql`` makes the pairs (its join repeats a pair for a
+        position given twice and keeps a NaN weight, which the compiled pass does not).
+    """
+    if weights is None:
+        return None
+    position = np.asarray(weights["position"], dtype=np.int64)
+    weight = np.asarray(weights["weight"], dtype=np.float64)
+    if len(np.unique(position)) != len(position) or np.isnan(weight).any():
+        return None
+    return {"position": position, "weight": weight}
+
+
+def compiled_for(log: ClickLog, weights):
+    """The pairs the compiled pass made for ``log`` with ``weights``, or None.
+
+    Parameters
+    ----------
+    log : ClickLog
+        The impression log.
+    weights : pandas.DataFrame or dict of str to numpy.ndarray
+        The weights the pairs are asked for.
+
+    Returns
+    -------
+    relgrade.clicks.log.CompiledPairs or None
+        :attr:`ClickLog.compiled_pairs` when it was made with these same weights (compared
+        as :func:`relgrade.clicks.log.encode_weights` gives them); None otherwise.
+    """
+    made = log.compiled_pairs
+    usable = compiled_weights(weights)
+    if made is None or usable is None or encode_weights(usable) != made.weights:
+        return None
+    return made
+
+
+def write_compiled(log: ClickLog, made, out) -> int:
+    """Write the compiled pass's pairs to the Parquet file ``out``; how many.
+
+    Parameters
+    ----------
+    log : ClickLog
+        The log the pairs were made from (its connection writes them).
+    made : relgrade.clicks.log.CompiledPairs
+        From :func:`compiled_for`.
+    out : str or os.PathLike
+        The Parquet file to write.
+
+    Returns
+    -------
+    int
+        The pairs written.
+
+    Notes
+    -----
+    The file is the same bytes as the SQL path's (``skip_above(...).write_parquet``; tested).
+    DuckDB's Parquet writer marks a column ``required`` when its statistics prove it holds
+    no NULL, and ``optional`` otherwise, and that changes every page's bytes. In the SQL path
+    the columns from the table of clicks (``query_id``, ``preferred_chunk_id``, ``weight``,
+    ``session_id``) are known to hold none, and ``other_chunk_id``, from the typed view,
+    is not. A scan of the Arrow stream has no statistics (every column ``optional``), so the
+    pairs are first inserted into the temporary table :data:`COMPILED_TABLE` (which keeps
+    statistics, in stored order) and ``other_chunk_id`` is read through the typed view's own
+    ``NULLIF(..., '')`` (no id is empty in a settled log, so no value changes). The same
+    rows in the same order then reach the writer as the SQL path's do, and the row groups
+    and pages come out the same.
+    """
+    con = log.con
+    kept = con.execute("SELECT current_setting('preserve_insertion_order')").fetchall()[0][0]
+    con.execute("SET preserve_insertion_order = true")
+    try:
+        con.from_arrow(made.table).create_view(f"{COMPILED_TABLE}_stream", replace=True)
+        con.execute(f"CREATE OR REPLACE TEMP TABLE {COMPILED_TABLE} AS "
+                    f"SELECT * FROM {COMPILED_TABLE}_stream")
+        con.sql("SELECT query_id, preferred_chunk_id, "
+                "NULLIF(other_chunk_id, '') AS other_chunk_id, weight, session_id "
+                f"FROM {COMPILED_TABLE}").write_parquet(str(out))
+    finally:
+        con.execute(f"DROP TABLE IF EXISTS {COMPILED_TABLE}")
+        con.execute(f"DROP VIEW IF EXISTS {COMPILED_TABLE}_stream")
+        con.execute(f"SET preserve_insertion_order = {'true' if kept else 'false'}")
+    return len(made.table)
 
 
 def click_summary(log: ClickLog, weights) -> dict:

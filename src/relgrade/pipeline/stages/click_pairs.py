@@ -21,7 +21,7 @@ def run(ex):
     out = ex.path("click_pairs")
     runner = engine.get(c.engine, memory_limit=c.memory_limit, spark_master=c.spark_master)
     with runner.errors(log_path):
-        log = runner.open_log(log_path)
+        log = runner.open_log(log_path, weights=weights)
         atomic = io.atomic_path if runner.pairs_layout == "file" else io.atomic_dir
         with atomic(out) as tmp:
             n = runner.write_pairs(log, weights, tmp)
