@@ -177,8 +177,8 @@ def unknown_pair(row: dict) -> InputError:
 
 
 #: Rows per block when an import writes its grade rows and bank lines: what is held of
-#: them at once is one block's dicts and bytes, whatever the file's size.
-IMPORT_BLOCK = 65536
+#: them at once is one block's dicts and bytes (about 2 KB a row), whatever the file's size.
+IMPORT_BLOCK = 16384
 
 
 def storage_error(path, error: OSError) -> StorageError:
@@ -1274,7 +1274,7 @@ def _row_blocks(rows, step: int):
     """``rows`` (a sequence of dicts) as lists of at most ``step`` dicts, in order; rows
     that make their own blocks (``rows.blocks()``, e.g. :class:`TableRows`) give those."""
     if hasattr(rows, "blocks"):
-        yield from rows.blocks()
+        yield from rows.blocks(step)
         return
     for i in range(0, len(rows), step):
         yield list(rows[i:i + step])
@@ -1338,7 +1338,7 @@ class TableRows:
     >>> import pyarrow as pa
     >>> t = pa.table({"query_id": ["q1", "q2"], "grade": [0, 2], "extra": [1, 1]})
     >>> rows = TableRows([t, t], 4, ["query_id", "grade"])
-    >>> len(rows), list(rows)[1], [len(b) for b in rows.blocks()]
+    >>> len(rows), list(rows)[1], [len(b) for b in rows.blocks(3)]
     (4, {'query_id': 'q2', 'grade': 2}, [2, 2])
     """
 
@@ -1350,10 +1350,14 @@ class TableRows:
     def __len__(self) -> int:
         return self.n_rows
 
-    def blocks(self):
-        """Each table's rows as a list of dicts, in order."""
+    def blocks(self, rows: int = 0):
+        """The rows as lists of dicts, in order: each table's rows, in lists of at most
+        ``rows`` (default :data:`IMPORT_BLOCK`)."""
+        rows = rows or IMPORT_BLOCK
         for table in self.tables:
-            yield table.select(self.columns).to_pylist()
+            table = table.select(self.columns)
+            for i in range(0, table.num_rows, rows):
+                yield table.slice(i, rows).to_pylist()
 
     def __iter__(self):
         for block in self.blocks():

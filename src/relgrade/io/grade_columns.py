@@ -327,8 +327,8 @@ class GradeBlocks:
     path : str or os.PathLike
         The grade file; it must exist.
     block_size : int, optional
-        Bytes read at a time (default :attr:`BLOCK`, 8 MiB: about 60,000 rows of a model
-        grader); a line longer than that is read whole.
+        Bytes read at a time (default :attr:`BLOCK`, 4 MiB: about 40,000 rows of the scale
+        benchmark's grader); a line longer than that is read whole.
 
     Attributes
     ----------
@@ -356,7 +356,7 @@ class GradeBlocks:
     """
 
     #: Bytes read at a time unless ``block_size`` is given.
-    BLOCK = _BLOCK // 2
+    BLOCK = _BLOCK // 4
 
     def __init__(self, path, *, block_size: int | None = None):
         self.path = Path(path)
