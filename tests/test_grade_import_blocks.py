@@ -112,3 +112,22 @@ def test_id_codes_find_known_ids_and_never_pass_an_unknown_one():
     known._hashes.sort()
     assert known.codes(pa.array(["zz"])).tolist() == [-1]
     assert not IdCodes(pa.array(["a", "b", "a"])).unique
+
+
+def test_a_new_import_refused_in_a_later_block_leaves_no_sidecar_behind(tmp_path, monkeypatch):
+    from relgrade.errors import InputError
+    from relgrade.graders import store
+    from relgrade.graders.store import GradeStore
+
+    made = {"content_sha256": "c" * 64, "intent_sha256": "i" * 64, "rubric_version": "v1",
+            "rubric_sha256": "r" * 64}
+    monkeypatch.setattr(store, "IMPORT_BLOCK", 2)
+    path = tmp_path / "g" / "round-1.jsonl"
+    rows = [_row("q1", f"c{i}", 1) for i in range(5)]
+    # the fifth row's pair is one no packet shows: found in the third block, after the
+    # first two blocks' bank lines were appended
+    with pytest.raises(InputError, match="no packet shows this pair"):
+        GradeStore(path, made_on=lambda r: None if r["chunk_id"] == "c4" else made) \
+            .import_rows(rows)
+    assert not path.exists() and not bank_path(path).exists()
+    assert not path.parent.exists()  # nor the folder made for it

@@ -660,7 +660,10 @@ class GradeStore:
         The fields that identify a row; a second row with the same key is refused.
     made_on : callable, optional
         Grade row → what it is made on (:data:`relgrade.schema.MADE_ON`); when given, every
-        row written is first recorded in the bank sidecar (:func:`bank_path`).
+        row written is first recorded in the bank sidecar (:func:`bank_path`). One with a
+        ``for_rows`` method (a block of rows → such a callable for them, e.g.
+        :class:`relgrade.experiment.made_on.MadeOnNow`) is asked once per block when
+        :meth:`import_rows` writes.
     carried : callable, optional
         ``(latest row, its made-on dict) -> bool``: a recorded grade whose rubric alone
         differs from now is current when this says so (a rubric revision left its sections
