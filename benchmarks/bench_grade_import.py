@@ -40,6 +40,8 @@ def main() -> None:
     ap.add_argument("--src", type=Path, nargs="+", required=True)
     ap.add_argument("--repeats", type=int, default=1)
     ap.add_argument("--out", type=Path, default=None)
+    ap.add_argument("--keep-files", type=Path, default=None,
+                    help="copy the last run's grade file and bank sidecar into this folder")
     args = ap.parse_args()
     root = Path(tempfile.mkdtemp(prefix="relgrade-import-", dir=args.kept.resolve().parent))
     try:
@@ -63,6 +65,10 @@ def main() -> None:
                 print(f"  grade import [{src}]: {run['cpu_s']:.1f} CPU-s, {run['wall_s']:.1f} s, "
                       f"{run['rss_mib']:.0f} MiB, grades {run['grades_sha256'][:12]}, bank "
                       f"{run['bank_sha256_masked'][:12]}", file=sys.stderr, flush=True)
+        if args.keep_files is not None:
+            args.keep_files.mkdir(parents=True, exist_ok=True)
+            for name in ("round-1.jsonl", "round-1.bank.jsonl"):
+                shutil.copy(folder / name, args.keep_files / name)
         same = {(r["grades_sha256"], r["bank_sha256_masked"]) for runs in out.values()
                 for r in runs}
         print(f"  the same bytes in every run: {len(same) == 1}", file=sys.stderr)
