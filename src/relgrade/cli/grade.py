@@ -100,14 +100,26 @@ def import_cmd(file, batch, grader, round_, fmt, partial, recheck, params_path):
     fmt = fmt or ("qrels" if file.suffix.lower() == ".qrels" else "jsonl")
     grading = ex.params.grading
     rnd = grading.round if round_ is None else round_
-    pool = io.read_table(ex.path("pool"), columns=["query_id", "chunk_id"])
+    # a JSON Lines file is read and checked a block of rows at a time, the pool and what
+    # each grade is made on held as codes (:func:`_blocks_checked`); any row that breaks a
+    # rule (or anything those readers do not model) goes to the whole-file paths below,
+    # which word the error
+    by_blocks = (fmt == "jsonl" and recheck is None and file.is_file()
+                 and ex.path("pool").is_file())
+    pool = None if by_blocks else io.read_table(ex.path("pool"),
+                                                columns=["query_id", "chunk_id"])
     check = dict(name=grader, spec=spec, scale=ex.params.need("scale").grades,
                  max_reason_words=ex.params.need("grading.max_reason_words"),
                  max_reason_chars=grading.max_reason_chars,
                  audit_query_ids=ex.audit_ids(), pool_pairs=None)
     target = ex.grader_files(grader, rnd).grades
     new = None
-    if fmt == "jsonl" and recheck is None and file.is_file():
+    blocks = None
+    if by_blocks:
+        blocks = _blocks_checked(ex, file, spec=spec, check=check)
+        if blocks is None:
+            pool = io.read_table(ex.path("pool"), columns=["query_id", "chunk_id"])
+    if blocks is None and fmt == "jsonl" and recheck is None and file.is_file():
         # JSONL grade rows as columns, read in blocks and checked over columns; any row
         # that breaks a rule (or a file only the row reader reads) goes to the rows below,
         # which name it
@@ -119,7 +131,7 @@ def import_cmd(file, batch, grader, round_, fmt, partial, recheck, params_path):
                 max_reason_chars=check["max_reason_chars"])
         del table
     recheck_made_on = None
-    if new is None:
+    if blocks is None and new is None:
         check["pool_pairs"] = grades.pool_pairs_of(pool)
         reasonless: frozenset = frozenset()
         if fmt == "qrels":
@@ -137,18 +149,25 @@ def import_cmd(file, batch, grader, round_, fmt, partial, recheck, params_path):
                                           reasonless=reasonless, **check)
         del rows  # the parsed lines: the validated table holds what is recorded
         check["pool_pairs"] = None
-    del pool
-    if new.empty:
-        raise InputError("no grade rows to import", path=file)
+    if blocks is not None:
+        rows, made_on, digest = blocks
+        n_new = len(rows)
+    else:
+        del pool
+        if new.empty:
+            raise InputError("no grade rows to import", path=file)
+        rows = FrameRows(new[ROW_COLUMNS])  # one block's dicts at a time
+        n_new = len(new)
+        del new
+        digest = io.sha256_file(file)
+        # The bank records what each imported grade is made on: the chunk and intent line as
+        # the pool shows them now, and the rubric file as it is now.
+        made_on = ex.made_on_now() if recheck_made_on is None else recheck_made_on
     manifest = ex.path("intents_manifest")
     intents_sha256 = io.read_json(manifest).get("sha256") if manifest.exists() else None
-    rows = FrameRows(new[ROW_COLUMNS])  # one block's dicts at a time
-    # The bank records what each imported grade is made on: the chunk and intent line as the
-    # pool shows them now, and the rubric file as it is now.
-    made_on = ex.made_on_now() if recheck_made_on is None else recheck_made_on
     skipped: list = []
     total = GradeStore(target, made_on=made_on).import_rows(
-        rows, source=file, note=grades.imported_from(file, io.sha256_file(file), fmt),
+        rows, source=file, note=grades.imported_from(file, digest, fmt),
         skipped=skipped,  # rows recorded before, byte for byte: a re-export, not a change
         # a pair graded again after its chunk, intent or rubric changed holds two rows; a
         # grade imported from qrels before has no reason, as its bank line says; a recorded
@@ -164,13 +183,101 @@ def import_cmd(file, batch, grader, round_, fmt, partial, recheck, params_path):
         ex.ensure_meta(ex.grader_files(grader, rnd),
                        {"intents_sha256": intents_sha256,
                         "rubric_version": str(grading.rubric_version), "round": rnd})
-    n = len(new) - len(skipped)
+    n = n_new - len(skipped)
     click.echo(f"imported {n} grade{'s' if n != 1 else ''} for {grader} (round {rnd}) into "
                f"{target.as_posix()}: {total} row{'s' if total != 1 else ''}")
     if skipped:
         k = len(skipped)
         click.echo(f"Note: skipped {k} row{'s' if k != 1 else ''} of {file.name} already "
                    f"recorded byte for byte in {target.as_posix()} (the same grade and reason)")
+
+
+def _blocks_checked(ex, file: Path, *, spec, check: dict):
+    """A JSON Lines grade file checked a block of rows at a time, for ``grade import``.
+
+    The file is read twice, a block of lines at a time
+    (:class:`relgrade.io.grade_columns.GradeBlocks`): once to check it
+    (:class:`relgrade.protocol.grade_blocks.BlockCheck`: the row rules, the audit sample,
+    the pool and what each grade is made on, as codes; one row per pair by a sort of the
+    pairs' codes), once more as the import writes it. Nothing pool- or file-sized is held
+    as Python objects.
+
+    Parameters
+    ----------
+    ex : relgrade.experiment.files.Experiment
+    file : pathlib.Path
+        The grade file (it exists).
+    spec : mapping
+        The grader's params entry.
+    check : dict
+        ``import_cmd``'s checks (``scale``, ``max_reason_words``, ``max_reason_chars``,
+        ``audit_query_ids``).
+
+    Returns
+    -------
+    tuple of (relgrade.graders.store.TableRows, relgrade.experiment.made_on.MadeOnNow, str)
+    or None
+        The rows (read again from the file block by block; a file that changed since it was
+        checked is refused then), what each is made on, and the file's sha256. None when
+        the whole-file paths must take the file: a row breaks a rule, a pair is given twice
+        or is outside the pool, the file holds no rows or what the column reader does not
+        read, or the corpus, intents or pool are not what these read (see
+        :meth:`relgrade.experiment.made_on.MadeOnNow.load`); those paths word the error.
+    """
+    import pyarrow.parquet as pq
+
+    from relgrade.experiment.made_on import MadeOnNow
+    from relgrade.graders.store import TableRows
+    from relgrade.io.grade_columns import GradeBlocks
+    from relgrade.protocol.grade_blocks import BlockCheck, pool_codes
+    from relgrade.schema import ROW_COLUMNS
+
+    pool_path = ex.path("pool")
+    if not pool_path.is_file() or pool_path.suffix.lower() != ".parquet":
+        return None
+    made_on = MadeOnNow.load(ex)
+    if made_on is None:
+        return None
+    try:
+        with pq.ParquetFile(pool_path) as f:
+            if not {"query_id", "chunk_id"} <= set(f.schema_arrow.names):
+                return None
+            pool = pool_codes(f.iter_batches(batch_size=1 << 17,
+                                             columns=["query_id", "chunk_id"],
+                                             use_threads=False),
+                              queries=made_on.queries, chunks=made_on.chunks)
+    except (OSError, ValueError):
+        return None
+    rules = BlockCheck(spec=spec, queries=made_on.queries, chunks=made_on.chunks, pool=pool,
+                       audit_query_ids=check["audit_query_ids"], scale=check["scale"],
+                       max_reason_words=check["max_reason_words"],
+                       max_reason_chars=check["max_reason_chars"])
+    blocks = GradeBlocks(file)
+    for block in blocks:
+        if block is None or not rules.add(block):
+            return None
+    n_rows = rules.n_rows
+    if not n_rows or not rules.finish():
+        return None
+    del pool, rules
+    digest = blocks.sha256
+
+    def again():
+        """The file's blocks as checked, or a refusal when it changed since."""
+        for block in blocks:
+            if block is None:
+                break
+            yield block
+        if blocks.sha256 != digest:
+            raise InputError("the file changed while it was imported; nothing was recorded",
+                             path=file, fix="Import it again once nothing writes to it")
+
+    class _Again:
+        def __iter__(self):
+            blocks.sha256 = None
+            return again()
+
+    return TableRows(_Again(), n_rows, ROW_COLUMNS), made_on, digest
 
 
 def _recheck_target(ex, judge_grader, people, spec):

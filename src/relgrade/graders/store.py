@@ -177,8 +177,8 @@ def unknown_pair(row: dict) -> InputError:
 
 
 #: Rows per block when an import writes its grade rows and bank lines: what is held of
-#: them at once is one block's dicts and bytes, whatever the file's size.
-IMPORT_BLOCK = 65536
+#: them at once is one block's dicts and bytes (about 2 KB a row), whatever the file's size.
+IMPORT_BLOCK = 16384
 
 
 def storage_error(path, error: OSError) -> StorageError:
@@ -289,40 +289,97 @@ def append_lines(path, data: bytes | Iterable[bytes]) -> int:
     StorageError
         The disk did not take the whole write; the file is as it was before it.
     """
-    path = Path(path)
-    created = not path.exists()
-    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        size = os.fstat(fd).st_size
-        if size:
-            tail = _pread_all(fd, max(0, size - 65536), size)
-            if not tail.endswith(b"\n"):
-                cut = tail.rfind(b"\n")
-                if cut < 0 and size > 65536:  # one enormous torn line: find its start
-                    size = _pread_all(fd, 0, size).rfind(b"\n") + 1
-                else:
-                    size = (size - len(tail) + cut + 1) if cut >= 0 else 0
-                os.ftruncate(fd, size)
-        if isinstance(data, (bytes, bytearray, memoryview)):
-            if data:
-                write_all(fd, data, path=path, start=size)
-            return size
-        end = size
+    if isinstance(data, (bytes, bytearray, memoryview)):
+        data = [data]
+    with LineAppender(path) as out:
+        for block in data:
+            out.write(block)
+    return out.start
+
+
+class LineAppender:
+    """Whole lines appended to a file block by block, durably, all or nothing.
+
+    What :func:`append_lines` does, for a caller that makes each block between other
+    writes (an import that appends a block's bank lines, then writes the block's grade
+    rows elsewhere): on entering, the file is opened (created when missing, its name made
+    durable), ``flock``-ed and a torn last line cut away; each :meth:`write` appends one
+    block and ``fsync``-s it (:func:`write_all`). Leaving by an exception cuts the file
+    back to its size on entering, so no block of an unfinished append outlives it; the
+    lock is released on leaving.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        The file (created when missing; its folder must exist).
+    remove_created : bool, default False
+        Leaving by an exception removes the file when it was created here (for a caller
+        that holds the only writer's lock of it, e.g. a grade file's bank sidecar under
+        :func:`writer_lock`: a refused import leaves no file behind).
+
+    Attributes
+    ----------
+    start : int
+        The file's size on entering, after any torn last line was cut away.
+
+    Raises
+    ------
+    StorageError
+        From :meth:`write`: the disk did not take the whole block (the file is cut back to
+        its size before it; leaving the ``with`` block cuts it back to :attr:`start`).
+    """
+
+    def __init__(self, path, *, remove_created: bool = False):
+        self.path = Path(path)
+        self.remove_created = remove_created
+        self.start = 0
+        self._end = 0
+        self._fd: int | None = None
+        self._created = False
+
+    def __enter__(self) -> "LineAppender":
+        path = self.path
+        self._created = not path.exists()
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
         try:
-            for block in data:
-                if block:
-                    end = write_all(fd, block, path=path, start=end)
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            size = os.fstat(fd).st_size
+            if size:
+                tail = _pread_all(fd, max(0, size - 65536), size)
+                if not tail.endswith(b"\n"):
+                    cut = tail.rfind(b"\n")
+                    if cut < 0 and size > 65536:  # one enormous torn line: find its start
+                        size = _pread_all(fd, 0, size).rfind(b"\n") + 1
+                    else:
+                        size = (size - len(tail) + cut + 1) if cut >= 0 else 0
+                    os.ftruncate(fd, size)
         except BaseException:
-            with contextlib.suppress(OSError):
-                os.ftruncate(fd, size)
-                os.fsync(fd)
+            os.close(fd)
+            if self._created:
+                _fsync_dir(path.parent)
             raise
-        return size
-    finally:
-        os.close(fd)  # releases the lock
-        if created:
-            _fsync_dir(path.parent)
+        self._fd, self.start, self._end = fd, size, size
+        return self
+
+    def write(self, block: bytes) -> None:
+        """Append ``block`` (whole lines, may be empty) and ``fsync`` it."""
+        if block:
+            self._end = write_all(self._fd, block, path=self.path, start=self._end)
+
+    def __exit__(self, kind, error, trace) -> None:
+        fd, self._fd = self._fd, None
+        try:
+            if kind is not None and self._end != self.start:
+                with contextlib.suppress(OSError):
+                    os.ftruncate(fd, self.start)
+                    os.fsync(fd)
+            if kind is not None and self._created and self.remove_created:
+                with contextlib.suppress(OSError):
+                    self.path.unlink()
+        finally:
+            os.close(fd)  # releases the lock
+            if self._created:
+                _fsync_dir(self.path.parent)
 
 
 def cut_bank(path, size: int) -> None:
@@ -603,7 +660,10 @@ class GradeStore:
         The fields that identify a row; a second row with the same key is refused.
     made_on : callable, optional
         Grade row → what it is made on (:data:`relgrade.schema.MADE_ON`); when given, every
-        row written is first recorded in the bank sidecar (:func:`bank_path`).
+        row written is first recorded in the bank sidecar (:func:`bank_path`). One with a
+        ``for_rows`` method (a block of rows → such a callable for them, e.g.
+        :class:`relgrade.experiment.made_on.MadeOnNow`) is asked once per block when
+        :meth:`import_rows` writes.
     carried : callable, optional
         ``(latest row, its made-on dict) -> bool``: a recorded grade whose rubric alone
         differs from now is current when this says so (a rubric revision left its sections
@@ -1076,8 +1136,9 @@ class GradeStore:
         ----------
         rows : sequence of dict
             The rows to add, in order, each with the keys to write (written as canonical
-            JSON lines in that key order); a :class:`FrameRows` makes them a block at a
-            time (read again on each pass, so never more than a block of dicts at once).
+            JSON lines in that key order); a :class:`FrameRows` or :class:`TableRows`
+            makes them a block at a time (read again on each pass, so never more than a
+            block of dicts at once).
         check : callable, optional
             Called with the recorded rows, ``[(line, row), ...]``, before anything is
             compared, e.g. to validate them as the grades stage would; it raises to refuse.
@@ -1166,38 +1227,60 @@ class GradeStore:
                                      "beside it)")
             if before and not before.endswith(b"\n"):
                 before += b"\n"
-            step = IMPORT_BLOCK
-            # the grade file's new lines are made a block at a time as they are written
-            data = (jsonl_bytes(rows[i:i + step]) for i in range(0, len(rows), step))
-            bank_size = None
-            if self.made_on is not None:
-                for r in rows:  # every pair known before anything is written
-                    if self.made_on(r) is None:
-                        raise unknown_pair(r)
-                graded_at = now_utc()
-                # the bank lines made and written a block at a time (one fsync each); a
-                # failure cuts the sidecar back to its size before the first
-                bank_size = append_lines(bank_path(target), (
-                    jsonl_bytes(bank_rows(rows[i:i + step], self.made_on, graded_at=graded_at,
-                                          notes=[note] * len(rows[i:i + step])))
-                    for i in range(0, len(rows), step)))
+            # One pass, a block at a time: each block's dicts are made once, its bank lines
+            # appended and synced, then its grade lines written to the temporary file that
+            # replaces the grade file after the last block. So every bank line is on disk
+            # before the grade file holds its row; a refusal (a pair whose made-on is
+            # unknown) or a failure in any block cuts the sidecar back to its size before
+            # the first (removing it when the import made it) and leaves the grade file as
+            # it was.
+            blocks = _row_blocks(rows, IMPORT_BLOCK)
             try:
-                write_blocks(target, itertools.chain([before], data))
-            except OSError as e:
-                if bank_size is not None:
-                    cut_bank(target, bank_size)
-                raise storage_error(target, e) from None
-            except BaseException:
-                if bank_size is not None:
-                    cut_bank(target, bank_size)
+                if self.made_on is None:
+                    write_blocks(target, itertools.chain(
+                        [before], (jsonl_bytes(block) for block in blocks)))
+                else:
+                    graded_at = now_utc()
+                    with LineAppender(bank_path(target), remove_created=True) as bank:
+                        write_blocks(target, self._import_lines(before, blocks, bank,
+                                                                graded_at=graded_at,
+                                                                note=note))
+            except StorageError:
                 raise
+            except OSError as e:
+                raise storage_error(target, e) from None
             return len(recorded) + len(rows)
+
+    def _import_lines(self, before: bytes, blocks, bank: "LineAppender", *, graded_at: str,
+                      note: dict | None):
+        """The grade file's bytes for :meth:`import_rows`, block by block: ``before``, then
+        each block's grade lines, once that block's bank lines are appended to ``bank``.
+        A ``made_on`` with a ``for_rows`` method (block → made-on function) looks each
+        block up at once."""
+        yield before
+        for block in blocks:
+            made_on = self.made_on
+            if hasattr(made_on, "for_rows"):
+                made_on = made_on.for_rows(block)
+            bank.write(jsonl_bytes(bank_rows(block, made_on, graded_at=graded_at,
+                                             notes=[note] * len(block))))
+            yield jsonl_bytes(block)
 
     def __enter__(self) -> "GradeStore":
         return self if self._fd is not None else self.open()
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+def _row_blocks(rows, step: int):
+    """``rows`` (a sequence of dicts) as lists of at most ``step`` dicts, in order; rows
+    that make their own blocks (``rows.blocks()``, e.g. :class:`TableRows`) give those."""
+    if hasattr(rows, "blocks"):
+        yield from rows.blocks(step)
+        return
+    for i in range(0, len(rows), step):
+        yield list(rows[i:i + step])
 
 
 class FrameRows(Sequence):
@@ -1235,6 +1318,53 @@ class FrameRows(Sequence):
     def __iter__(self):
         for i in range(0, len(self.frame), IMPORT_BLOCK):
             yield from self.frame.iloc[i:i + IMPORT_BLOCK].to_dict("records")
+
+
+class TableRows:
+    """Rows as dicts made from Arrow tables a block at a time, on every pass.
+
+    What :meth:`GradeStore.import_rows` takes for a file read a block of lines at a time
+    (:class:`relgrade.io.grade_columns.GradeBlocks`): the tables are read again on each
+    pass, and only one block's dicts exist at once.
+
+    Parameters
+    ----------
+    tables : iterable of pyarrow.Table
+        Re-iterable (each ``iter`` reads from the start); each table holds ``columns``.
+    n_rows : int
+        How many rows all the tables hold together (``len``).
+    columns : sequence of str
+        The dicts' keys, in order (e.g. :data:`relgrade.schema.ROW_COLUMNS`).
+
+    Examples
+    --------
+    >>> import pyarrow as pa
+    >>> t = pa.table({"query_id": ["q1", "q2"], "grade": [0, 2], "extra": [1, 1]})
+    >>> rows = TableRows([t, t], 4, ["query_id", "grade"])
+    >>> len(rows), list(rows)[1], [len(b) for b in rows.blocks(3)]
+    (4, {'query_id': 'q2', 'grade': 2}, [2, 2])
+    """
+
+    def __init__(self, tables, n_rows: int, columns):
+        self.tables = tables
+        self.n_rows = int(n_rows)
+        self.columns = list(columns)
+
+    def __len__(self) -> int:
+        return self.n_rows
+
+    def blocks(self, rows: int = 0):
+        """The rows as lists of dicts, in order: each table's rows, in lists of at most
+        ``rows`` (default :data:`IMPORT_BLOCK`)."""
+        rows = rows or IMPORT_BLOCK
+        for table in self.tables:
+            table = table.select(self.columns)
+            for i in range(0, table.num_rows, rows):
+                yield table.slice(i, rows).to_pylist()
+
+    def __iter__(self):
+        for block in self.blocks():
+            yield from block
 
 
 class SingleWriter:
