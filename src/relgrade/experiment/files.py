@@ -933,6 +933,22 @@ class Experiment:
         files, record = self._checked_key(post_hoc=post_hoc, previous=previous)
         return read_key_table(files.key, KEY_COLUMNS), record
 
+    def checked_key(self) -> tuple[KeyFiles, dict]:
+        """The frozen key's files and its record, the key (and qrels) checked against the
+        record as :meth:`read_key` checks them, before the key is read (a streamed sha256).
+
+        Returns
+        -------
+        files : KeyFiles
+        record : dict
+
+        Raises
+        ------
+        InputError, ProtocolError
+            As :meth:`read_key`.
+        """
+        return self._checked_key()
+
     def _checked_key(self, *, post_hoc: bool = False, previous: bool = False):
         """The key's files and its record, the key (and qrels) checked against the record
         (:meth:`read_key`'s checks, before the key is read)."""
