@@ -158,3 +158,24 @@ def test_the_stage_in_blocks_writes_the_bytes_of_the_whole_path(tmp_path, monkey
     for name in ("m/bm25.json", "pq/bm25.parquet"):
         assert (tmp_path / "ordered" / name).read_bytes() == \
             (tmp_path / "whole" / name).read_bytes(), name
+
+
+@pytest.mark.parametrize("bad", ["zzz Q0 c1 1 1.0 arm\n", "q039 Q0 c39-0 1 nan arm\n"])
+def test_a_refused_run_in_query_order_is_refused_as_the_whole_path_refuses_it(
+        tmp_path, monkeypatch, bad):
+    from relgrade.errors import InputError
+
+    monkeypatch.setattr(stage, "KEY_BLOCK_BYTES", 300)
+    monkeypatch.setattr(stage, "RUN_BLOCK_BYTES", 250)
+    messages = []
+    for name, shuffled in (("ordered", False), ("whole", True)):
+        ex = _experiment(tmp_path / name, 5, shuffled=shuffled)
+        path = ex.path("runs") / "bm25.trec"
+        path.write_text(path.read_text() + bad)  # last line: in order for the ordered run
+        with pytest.raises(InputError) as e:
+            stage.run(ex, "bm25")
+        messages.append(str(e.value).replace(str(tmp_path / name), "ROOT"))
+        assert not (tmp_path / name / "m").exists() and not (tmp_path / name / "pq").exists()
+        assert not (tmp_path / name / "ledger.jsonl").exists()
+    assert messages[0] == messages[1]
+    assert "bm25.trec:" in messages[0]  # the line is named
