@@ -251,3 +251,63 @@ def trec_query_blocks(path, *, block_bytes: int = 1 << 22) -> Iterator[pa.Table]
         carry = table.slice(start)
     if carry is not None:
         yield carry
+
+
+class RunCursor:
+    """A run's blocks of whole queries (:func:`trec_query_blocks`) handed out up to a query
+    id at a time: the rows of another table's block of queries, read as they are asked for.
+
+    Parameters
+    ----------
+    blocks : iterable of pyarrow.Table
+        A run's rows in ascending ``query_id`` order (:data:`RUN_SCHEMA`).
+
+    Examples
+    --------
+    >>> t = pa.table({"query_id": pa.array(["a", "b", "c"], pa.large_string()),
+    ...               "chunk_id": pa.array(["x", "y", "z"], pa.large_string()),
+    ...               "rank": [1, 1, 1], "score": [1.0, 1.0, 1.0]})
+    >>> cursor = RunCursor([t.slice(0, 2), t.slice(2)])
+    >>> cursor.upto("b")["query_id"].to_pylist(), cursor.rest()["query_id"].to_pylist()
+    (['a', 'b'], ['c'])
+    """
+
+    def __init__(self, blocks):
+        self._blocks = iter(blocks)
+        self._pending = None
+        self.rows = 0  # rows handed out so far
+
+    def upto(self, last: str) -> pa.Table:
+        """The rows not yet handed out whose ``query_id`` sorts at or before ``last`` (code
+        point order), in file order; an empty table when there are none."""
+        import pyarrow.compute as pc
+
+        parts = []
+        while True:
+            if self._pending is None:
+                self._pending = next(self._blocks, None)
+                if self._pending is None:
+                    break
+            block = self._pending
+            upto = int(pc.sum(pc.less_equal(block["query_id"], last)).as_py() or 0)
+            if upto == len(block):
+                parts.append(block)
+                self._pending = None
+                continue
+            if upto:
+                parts.append(block.slice(0, upto))
+                self._pending = block.slice(upto)
+            break
+        return self._stacked(parts)
+
+    def rest(self) -> pa.Table:
+        """Every row not yet handed out."""
+        parts = [] if self._pending is None else [self._pending]
+        self._pending = None
+        parts.extend(self._blocks)
+        return self._stacked(parts)
+
+    def _stacked(self, parts) -> pa.Table:
+        table = pa.concat_tables(parts) if parts else RUN_SCHEMA.empty_table()
+        self.rows += len(table)
+        return table

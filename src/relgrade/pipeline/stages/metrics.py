@@ -18,6 +18,8 @@ The ledger entries are written first, so no metric exists without the key's use 
 
 from datetime import datetime, timezone
 
+import pyarrow as pa
+
 from relgrade.errors import InputError
 from relgrade.evaluation import metrics, weighting
 from relgrade.experiment.progress import QUIET_SECONDS, step_printer
@@ -190,43 +192,18 @@ def _by_key_block(keyed, run_blocks):
     """``(key rows, run rows)`` per block of whole queries of the key: the run's rows of
     those queries, with its rows of queries the key lacks that sort between (before the
     first, after the last), so each run row is in one block. Both in ascending query order."""
-    import pyarrow as pa
-    import pyarrow.compute as pc
+    from relgrade.io.runtable import RunCursor
 
-    from relgrade.io.runtable import RUN_SCHEMA
-
-    def stacked(parts):
-        return pa.concat_tables(parts) if parts else RUN_SCHEMA.empty_table()
-
-    run_blocks = iter(run_blocks)
-    pending, held = None, None
+    cursor, held = RunCursor(run_blocks), None
     for key in keyed:
-        last = str(key["query_id"].iloc[-1])
-        parts = []
-        while True:
-            if pending is None:
-                pending = next(run_blocks, None)
-                if pending is None:
-                    break
-            upto = int(pc.sum(pc.less_equal(pending["query_id"], last)).as_py() or 0)
-            if upto == len(pending):
-                parts.append(pending)
-                pending = None
-                continue
-            if upto:
-                parts.append(pending.slice(0, upto))
-                pending = pending.slice(upto)
-            break
+        run = cursor.upto(str(key["query_id"].iloc[-1]))
         if held is not None:
-            yield held[0], stacked(held[1])
-        held = (key, parts)
-    if held is None:
-        return
-    key, parts = held
-    if pending is not None:
-        parts.append(pending)
-    parts.extend(run_blocks)  # the run's queries after the key's last
-    yield key, stacked(parts)
+            yield held
+        held = (key, run)
+    if held is not None:  # the last block takes the run's queries after the key's last
+        key, run = held
+        rest = cursor.rest()
+        yield key, (pa.concat_tables([run, rest]) if len(rest) else run)
 
 
 def _write_blocked(ex, arm, record, status, entries, values, query_ids, groups):
