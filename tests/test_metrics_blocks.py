@@ -179,3 +179,24 @@ def test_a_refused_run_in_query_order_is_refused_as_the_whole_path_refuses_it(
         assert not (tmp_path / name / "ledger.jsonl").exists()
     assert messages[0] == messages[1]
     assert "bm25.trec:" in messages[0]  # the line is named
+
+
+def test_a_key_is_read_in_blocks_of_whole_lines_and_a_bad_line_refused_in_arrows_words(
+        tmp_path):
+    from relgrade.errors import InputError
+    from relgrade.io.batches import iter_key_batches, line_blocks
+
+    key, _ = _random(8)
+    path = tmp_path / "key.jsonl"
+    path.write_text(key.to_json(orient="records", lines=True))
+    assert b"".join(line_blocks(path, 100)) == path.read_bytes()
+    assert all(b.endswith(b"\n") for b in line_blocks(path, 100))
+    got = pd.concat(list(iter_key_batches(path, block_bytes=300)), ignore_index=True)
+    pd.testing.assert_frame_equal(got, pd.concat(list(iter_key_batches(path)),
+                                                 ignore_index=True))
+    assert got["query_id"].tolist() == key["query_id"].tolist()
+    assert got["grade"].tolist() == key["grade"].tolist()
+    path.write_text(path.read_text() + '{"query_id": "q9", "chunk_id": 3, "grade": 1}\n')
+    with pytest.raises(InputError, match="not a key in JSON Lines form") as e:
+        list(iter_key_batches(path, block_bytes=300))
+    assert "in row" in str(e.value)  # Arrow's own words, as the streaming reader gives them

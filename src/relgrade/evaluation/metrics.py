@@ -1751,6 +1751,8 @@ def score_blocks(blocks, *, measures, ties: str = "score",
         for i, (value, count) in enumerate(scored.values()):
             values[i].append(value)
             counted[i].append(count)
+        del qrels, run, key, scored
+        pa.default_memory_pool().release_unused()  # the block's Arrow memory, handed back
     return ArmValues(
         names=names, query_ids=pa.chunked_array(ids, type=pa.large_string()),
         values=[np.concatenate(v) if v else np.zeros(0) for v in values],

@@ -205,30 +205,29 @@ def trec_query_blocks(path, *, block_bytes: int = 1 << 22) -> Iterator[pa.Table]
     delim, needles = separator
     types = {"query_id": pa.large_string(), "q0": pa.string(), "chunk_id": pa.large_string(),
              "rank": pa.int64(), "score": pa.float64(), "tag": pa.string()}
-    try:
-        reader = pacsv.open_csv(
-            str(path),
-            read_options=pacsv.ReadOptions(column_names=_TREC_FIELDS, use_threads=False,
-                                           block_size=block_bytes),
-            parse_options=pacsv.ParseOptions(delimiter=delim.decode(), quote_char=False,
-                                             double_quote=False, escape_char=False,
-                                             ignore_empty_lines=False),
-            convert_options=pacsv.ConvertOptions(column_types=types, null_values=[],
-                                                 true_values=[], false_values=[],
-                                                 strings_can_be_null=False))
-    except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError):
-        raise RunNotInBlocks(str(path)) from None
+    from relgrade.io.batches import line_blocks
+
+    options = dict(
+        read_options=pacsv.ReadOptions(column_names=_TREC_FIELDS, use_threads=False,
+                                       block_size=block_bytes),
+        parse_options=pacsv.ParseOptions(delimiter=delim.decode(), quote_char=False,
+                                         double_quote=False, escape_char=False,
+                                         ignore_empty_lines=False),
+        convert_options=pacsv.ConvertOptions(column_types=types, null_values=[],
+                                             true_values=[], false_values=[],
+                                             strings_can_be_null=False))
     carry, previous = None, None
-    while True:
+    # each block of whole lines parsed on its own: Arrow's streaming reader reads the whole
+    # file ahead of the batches it hands out
+    for data in line_blocks(path, block_bytes):
         try:
-            batch = reader.read_next_batch()
-        except StopIteration:
-            break
+            batch = pacsv.read_csv(pa.BufferReader(data), **options)
         except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError):
             raise RunNotInBlocks(str(path)) from None
+        del data
         if not batch.num_rows:
             continue
-        table = pa.Table.from_batches([batch])
+        table = batch
         for name in ("query_id", "q0", "chunk_id", "tag"):
             if empty_or_holds(table[name], needles):
                 raise RunNotInBlocks(str(path))
