@@ -510,6 +510,7 @@ def full_report(per_query: pd.DataFrame, *, settings: Settings, qrels: pd.DataFr
                 record: dict | None = None,
                 inclusion: pd.DataFrame | None = None,
                 blocks: Callable[[], Iterable[tuple[pd.DataFrame, pd.DataFrame]]] | None = None,
+                run_arms: Sequence[str] | None = None,
                 progress: Callable[[str], None] | None = None) -> Comparison:
     """:func:`compare_arms`, plus the pool-bias checks and the label-noise band.
 
@@ -559,6 +560,10 @@ def full_report(per_query: pd.DataFrame, *, settings: Settings, qrels: pd.DataFr
         and ``provenance`` is then a callable giving the provenance's blocks of whole
         queries. ``qrels`` may then hold the audit queries' rows alone (the label-noise band
         reads no others).
+    run_arms : sequence of str, optional
+        With ``blocks``: the arms whose run has a row, sorted (as ``runs``' ``arm`` column
+        would list them), when ``runs`` holds only the audit queries' rows (the label-noise
+        band reads no others) and ``blocks()`` gives every run row.
 
     Returns
     -------
@@ -599,7 +604,9 @@ def full_report(per_query: pd.DataFrame, *, settings: Settings, qrels: pd.DataFr
         checked = [m for m in result.measures if m not in inferred]
         pairs_unique = poolbias.unique_contributions_blocks(provenance(), depth=int(depth))
         result.pool_bias = poolbias.pool_bias_blocks(
-            blocks(), unique=pairs_unique, arms=sorted(runs["arm"].astype(str).unique()),
+            blocks(), unique=pairs_unique,
+            arms=(list(run_arms) if run_arms is not None
+                  else sorted(runs["arm"].astype(str).unique())),
             depth=int(depth), measures=checked, cutoffs=list(cutoffs), ties=ties,
             relevant_min=relevant_min)
         del pairs_unique

@@ -1529,7 +1529,12 @@ def measure_means(table: pa.Table) -> dict:
     encoded = pc.dictionary_encode(measure)
     codes = numpy_values(encoded.indices).astype(np.int64)
     names = encoded.dictionary.to_pylist()
-    values = float_values(table["value"])
+    return _grouped_means(codes, names, float_values(table["value"]))
+
+
+def _grouped_means(codes: np.ndarray, names: list, values: np.ndarray) -> dict:
+    """:func:`measure_means` of rows given as measure codes (int64, into ``names``, which
+    lists the measures in the order the rows first list them) and values (float64)."""
     counts = np.bincount(codes, minlength=len(names)).astype(np.float64)
     starts = np.flatnonzero(np.r_[True, codes[1:] != codes[:-1]])
     if len(starts) == len(names) and not np.isnan(values).any():
@@ -1658,3 +1663,97 @@ def evaluate_arm(*, key: pd.DataFrame, run: pd.DataFrame, cutoffs, relevant_min:
             raise InputError("a key query is not in the queries table", item=f"query {q}")
         table.insert(1, "group", group.astype("str"))
     return summary, table
+
+
+@dataclass(frozen=True)
+class ArmValues:
+    """One arm's per-query values held as arrays: :func:`evaluate_arm`'s table, compact.
+
+    ``query_ids`` are the key's query ids in code point order (every block's, stacked);
+    ``values[i]`` and ``counted[i]`` are measure i's value (float64) and whether the query
+    has a row for it (bool), one entry per query id; ``names`` the measures' canonical names.
+    """
+
+    names: list
+    query_ids: pa.ChunkedArray
+    values: list
+    counted: list
+
+    def table(self) -> pa.Table:
+        """The per-query table (``query_id``, ``measure`` large_string; ``value`` float64),
+        the rows and values of :func:`per_query_table` of the whole key and run."""
+        return _arrow_table(self, {n: (v, c) for n, v, c in
+                                   zip(self.names, self.values, self.counted)})
+
+    def measure_rows(self, i: int) -> tuple[np.ndarray, pa.Table]:
+        """Measure ``i``'s rows of :meth:`table`: the query positions (int64) and the table's
+        slice, made from the arrays (the whole table is never built)."""
+        rows = np.flatnonzero(self.counted[i])
+        return rows, pa.table({
+            "query_id": self.query_ids.take(arrow_array(rows.astype(np.int64))),
+            "measure": pa.array([self.names[i]] * len(rows), type=pa.large_string()),
+            "value": arrow_array(self.values[i][rows].astype(np.float64, copy=False))})
+
+    def means(self) -> dict:
+        """:func:`measure_means` of :meth:`table`, bit for bit, from the arrays: measure name
+        -> mean, for the measures with at least one row, in measure order."""
+        present = [i for i, c in enumerate(self.counted) if c.any()]
+        if not present:
+            return {}
+        codes = np.concatenate([np.full(int(self.counted[i].sum()), k, dtype=np.int64)
+                                for k, i in enumerate(present)])
+        values = np.concatenate([self.values[i][self.counted[i]].astype(np.float64, copy=False)
+                                 for i in present])
+        return _grouped_means(codes, [self.names[i] for i in present], values)
+
+
+def score_blocks(blocks, *, measures, ties: str = "score",
+                 relevant_min: int = 1) -> ArmValues:
+    """:func:`per_query_table` of a key and one arm's run given a block of whole queries at
+    a time, with ``on_missing_query="zero"`` and ``no_relevant="exclude"``.
+
+    Parameters
+    ----------
+    blocks : iterable of (qrels, run)
+        Per block, in ascending query id order (code point order, no query in two blocks):
+        the key's rows of some queries (``query_id``, ``chunk_id``, ``grade``; pandas or
+        Arrow) and the run's rows of the same queries, with any run rows of queries the key
+        lacks (``query_id``, ``chunk_id``, ``rank``, ``score``; may be empty).
+    measures : sequence of str or Measure
+        As for :func:`per_query`; no inferred measure (xinfAP, infNDCG).
+    ties, relevant_min
+        As for :func:`per_query`.
+
+    Returns
+    -------
+    ArmValues
+        Per measure, each key query's value and whether it is counted: every value the
+        same float a single :func:`per_query` call over the stacked blocks gives (each
+        query is scored from its own rows; the per-query sums are ``numpy.bincount`` in row
+        order and the running sums count whole numbers), in the same order.
+
+    Raises
+    ------
+    InputError
+        As :func:`per_query`, for the block it meets in; or an inferred measure is asked.
+    """
+    parsed = _parse_all(measures, relevant_min)
+    if any(m.needs_inclusion for m in parsed):
+        raise InputError("score_blocks does not take the inferred measures",
+                         fix="Score the whole key with per_query and its inclusion")
+    names = [str(m) for m in parsed]
+    ids, values, counted = [], [[] for _ in names], [[] for _ in names]
+    for qrels, run in blocks:
+        parsed, key, _ = _scoring_inputs(qrels, run, parsed, "zero", ties, "exclude",
+                                         relevant_min, None, None)
+        scored = _score_run(key, run, parsed, "zero", ties, "exclude")
+        ids.extend(c.cast(pa.large_string()) for c in key.query_ids.chunks)
+        for i, (value, count) in enumerate(scored.values()):
+            values[i].append(value)
+            counted[i].append(count)
+        del qrels, run, key, scored
+        pa.default_memory_pool().release_unused()  # the block's Arrow memory, handed back
+    return ArmValues(
+        names=names, query_ids=pa.chunked_array(ids, type=pa.large_string()),
+        values=[np.concatenate(v) if v else np.zeros(0) for v in values],
+        counted=[np.concatenate(c) if c else np.zeros(0, dtype=bool) for c in counted])

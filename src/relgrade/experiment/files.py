@@ -933,6 +933,22 @@ class Experiment:
         files, record = self._checked_key(post_hoc=post_hoc, previous=previous)
         return read_key_table(files.key, KEY_COLUMNS), record
 
+    def checked_key(self) -> tuple[KeyFiles, dict]:
+        """The frozen key's files and its record, the key (and qrels) checked against the
+        record as :meth:`read_key` checks them, before the key is read (a streamed sha256).
+
+        Returns
+        -------
+        files : KeyFiles
+        record : dict
+
+        Raises
+        ------
+        InputError, ProtocolError
+            As :meth:`read_key`.
+        """
+        return self._checked_key()
+
     def _checked_key(self, *, post_hoc: bool = False, previous: bool = False):
         """The key's files and its record, the key (and qrels) checked against the record
         (:meth:`read_key`'s checks, before the key is read)."""
@@ -1237,11 +1253,18 @@ class Experiment:
                                 "pool_version": record.get("pool_version"),
                                 "post_hoc": bool(record.get("post_hoc", False))}
             run_dir = self.path("runs")
-            if full or all((run_dir / f"{a}.trec").exists() for a in arms):
+            streamed = None
+            if full:  # runs in query order are read a block of queries at a time
+                streamed = _streamed_runs({a: run_dir / f"{a}.trec" for a in arms})
+            if streamed is not None:
+                kwargs["run_arms"] = streamed
+                kwargs["blocks"] = _key_streamed_blocks(
+                    files.key, {a: run_dir / f"{a}.trec" for a in streamed})
+            elif full or all((run_dir / f"{a}.trec").exists() for a in arms):
                 kwargs["runs"] = pd.concat([read_run(run_dir / f"{a}.trec").assign(arm=a)
                                             for a in arms], ignore_index=True)
-            if full:
-                kwargs["blocks"] = _key_run_blocks(files.key, kwargs["runs"])
+                if full:
+                    kwargs["blocks"] = _key_run_blocks(files.key, kwargs["runs"])
         if have("grades") and have("audit"):
             # the label-noise band reads the auditor's grades alone: only they are kept, and
             # only the five columns it reads (not the key grader's row of every pool pair)
@@ -1258,6 +1281,9 @@ class Experiment:
         if full:
             # the label-noise band reads the audit queries' key rows alone
             audit = {str(q) for q in kwargs.get("audit_queries") or []}
+            if "run_arms" in kwargs:  # and the audit queries' run rows alone
+                kwargs["runs"] = _streamed_rows_of(
+                    {a: run_dir / f"{a}.trec" for a in kwargs["run_arms"]}, audit)
             kwargs["qrels"] = _key_rows_of(files.key, audit)
             kwargs["provenance"] = _provenance_blocks(self.path("provenance"))
             kwargs["depth"] = p.need("pool").depth
@@ -1311,6 +1337,86 @@ def _provenance_blocks(path: Path):
             return lambda: batches.iter_query_blocks(path, names)
     table = io.read_table(path)  # the errors, or a table read whole
     return lambda: iter([table])
+
+
+def _streamed_runs(paths: dict) -> list[str] | None:
+    """The arms (sorted) whose run has a row, when every run of ``paths`` (arm -> file) is a
+    TREC file in query order that :func:`relgrade.io.runtable.trec_query_blocks` reads
+    (checked now, in one pass each); else None: the runs are read whole."""
+    from relgrade.io.runtable import RunNotInBlocks, trec_query_blocks
+
+    arms = []
+    for arm, path in sorted(paths.items()):
+        try:
+            rows = sum(len(b) for b in trec_query_blocks(path))
+        except RunNotInBlocks:
+            return None
+        if not rows:
+            return None
+        arms.append(arm)
+    return arms
+
+
+def _stacked_runs(tables: list[tuple[str, "pa.Table"]]) -> pd.DataFrame:
+    """Runs' rows as the stacked DataFrame ``read_run(...).assign(arm=a)`` of each arm in
+    turn gives them (``query_id``, ``chunk_id``, ``rank``, ``score``, ``arm``)."""
+    import pandas as pd
+
+    frames = [t.to_pandas().assign(arm=a) for a, t in tables]
+    return pd.concat(frames, ignore_index=True)
+
+
+def _streamed_rows_of(paths: dict, queries: set[str]) -> pd.DataFrame:
+    """The stacked runs' rows of ``queries`` (arms in ``paths``' order, file order), read a
+    block at a time, with the index of those rows in the whole stacked table."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    from relgrade.io.runtable import trec_query_blocks
+
+    wanted = pa.array(sorted(queries), type=pa.large_string())
+    tables, index, offset = [], [], 0
+    for arm, path in paths.items():
+        for block in trec_query_blocks(path):
+            keep = pc.is_in(block["query_id"], value_set=wanted).to_numpy(zero_copy_only=False)
+            rows = np.flatnonzero(keep)
+            if len(rows):
+                tables.append((arm, block.take(pa.array(rows))))
+                index.append(rows + offset)
+            offset += len(block)
+    if not tables:
+        from relgrade.io.runtable import RUN_SCHEMA
+
+        return _stacked_runs([(next(iter(paths)), RUN_SCHEMA.empty_table())])
+    out = _stacked_runs(tables)
+    out.index = np.concatenate(index)
+    return out
+
+
+def _key_streamed_blocks(path: Path, paths: dict):
+    """:func:`_key_run_blocks` of runs in query order (arm -> file), each read a block of
+    queries at a time beside the key's blocks: the same ``(key rows, run rows)``."""
+    from relgrade.io import batches
+    from relgrade.io.runtable import RunCursor, trec_query_blocks
+
+    def blocks():
+        cursors = {a: RunCursor(trec_query_blocks(p)) for a, p in paths.items()}
+        held = None
+        keyed = batches.whole_query_blocks(batches.iter_key_batches(path), path=path,
+                                           writer="the key stage")
+        for key in keyed:
+            last = str(key["query_id"].iloc[-1])
+            runs = [(a, c.upto(last)) for a, c in cursors.items()]
+            if held is not None:
+                yield held[0], _stacked_runs(held[1])
+            held = (key, runs)
+        if held is not None:  # the last block takes the runs' queries after the key's
+            import pyarrow as pa
+
+            key, runs = held
+            runs = [(a, pa.concat_tables([t, cursors[a].rest()])) for a, t in runs]
+            yield key, _stacked_runs(runs)
+    return blocks
 
 
 def _key_run_blocks(path: Path, runs: pd.DataFrame):

@@ -78,19 +78,74 @@ def iter_key_batches(path, *, block_bytes: int = BLOCK_BYTES) -> Iterator[pd.Dat
         raise InputError("file not found", path=path)
     schema = pa.schema([("query_id", pa.string()), ("chunk_id", pa.string()),
                         ("grade", pa.int64())])
+    options = dict(read_options=pj.ReadOptions(block_size=block_bytes, use_threads=False),
+                   parse_options=pj.ParseOptions(explicit_schema=schema,
+                                                 unexpected_field_behavior="error"))
     try:
-        reader = pj.open_json(
-            path, read_options=pj.ReadOptions(block_size=block_bytes, use_threads=False),
-            parse_options=pj.ParseOptions(explicit_schema=schema,
-                                          unexpected_field_behavior="error"))
+        # each block of whole lines parsed on its own: Arrow's streaming reader reads the
+        # whole file ahead of the batches it hands out
+        for block in line_blocks(path, block_bytes):
+            table = pj.read_json(pa.BufferReader(block), **options)
+            if any(col.null_count for col in table.columns):
+                raise InputError("a key row lacks query_id, chunk_id or grade", path=path,
+                                 fix="Rerun the key stage")
+            for batch in table.to_batches():
+                yield batch.to_pandas()
+            del table
+    except (pa.ArrowInvalid, pa.ArrowTypeError):
+        pass
+    else:
+        return
+    try:  # a file Arrow refuses: refused in the streaming reader's own words
+        reader = pj.open_json(path, **options)
         for batch in reader:
             if any(col.null_count for col in batch.columns):
                 raise InputError("a key row lacks query_id, chunk_id or grade", path=path,
                                  fix="Rerun the key stage")
-            yield batch.to_pandas()
     except (pa.ArrowInvalid, pa.ArrowTypeError) as e:
         raise InputError("not a key in JSON Lines form", path=path, found=str(e),
                          fix="Rerun the key stage") from None
+    raise InputError("not a key in JSON Lines form", path=path,
+                     fix="Rerun the key stage")
+
+
+def line_blocks(path, block_bytes: int = BLOCK_BYTES) -> Iterator[bytes]:
+    """A text file's bytes in blocks of whole lines, about ``block_bytes`` each (a line
+    longer than that is one block; the last block may lack its final newline).
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+    block_bytes : int, optional
+
+    Yields
+    ------
+    bytes
+        Together every byte of the file, in order; memory holds about two blocks.
+
+    Raises
+    ------
+    InputError
+        The file is missing or unreadable.
+    """
+    try:
+        with open(path, "rb") as f:
+            carry = b""
+            while True:
+                data = f.read(block_bytes)
+                if not data:
+                    break
+                data = carry + data
+                end = data.rfind(b"\n") + 1
+                if end == 0:  # no line ends here yet
+                    carry = data
+                    continue
+                carry = data[end:]
+                yield data[:end]
+            if carry:
+                yield carry
+    except OSError as e:
+        raise InputError("cannot read the file", path=path, found=str(e)) from None
 
 
 def write_chunks(path, chunks: Iterable[bytes]) -> int:

@@ -13,6 +13,7 @@ message naming the file and line.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Iterator
 
 import numpy as np
 import pyarrow as pa
@@ -158,3 +159,154 @@ def empty_or_holds(col: pa.ChunkedArray, needles: tuple[bytes, ...]) -> bool:
         if any(n in text for n in needles):
             return True
     return False
+
+
+class RunNotInBlocks(Exception):
+    """A run :func:`trec_query_blocks` cannot hand over a block of queries at a time: not a
+    TREC file its streaming parse takes as it is, or its rows not in ascending ``query_id``
+    order. Not an error of the run: the caller reads it whole (:func:`read_run_table` or
+    :func:`relgrade.io.runs.read_run`), which accepts or refuses it with the usual message."""
+
+
+def trec_query_blocks(path, *, block_bytes: int = 1 << 22) -> Iterator[pa.Table]:
+    """A TREC run whose rows are in ascending ``query_id`` order, a block of whole queries at
+    a time: memory holds about one block of the file's bytes as Arrow columns.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        A TREC run (any extension but ``.parquet``, ``.jsonl``, ``.ndjson``).
+    block_bytes : int, optional
+        Bytes of the file parsed per block.
+
+    Yields
+    ------
+    pyarrow.Table of :data:`RUN_SCHEMA`
+        The rows of some queries, every row of each, in file order; together every row of
+        the file, the same values :func:`trec_table` gives.
+
+    Raises
+    ------
+    RunNotInBlocks
+        Before or after some blocks were yielded: the file is not one :func:`trec_table`'s
+        parser takes as it is (see :func:`read_run_table`'s notes), or a row's ``query_id``
+        sorts before the one above it (ids compared by their UTF-8 bytes, which is code point
+        order). TREC writers promise no order: the caller then reads the run whole.
+    """
+    import pyarrow.compute as pc
+    import pyarrow.csv as pacsv
+
+    path = Path(path)
+    if path.suffix.lower() in (".parquet", ".jsonl", ".ndjson") or not path.exists():
+        raise RunNotInBlocks(str(path))
+    separator = field_separator(read_head(path))
+    if separator is None:
+        raise RunNotInBlocks(str(path))
+    delim, needles = separator
+    types = {"query_id": pa.large_string(), "q0": pa.string(), "chunk_id": pa.large_string(),
+             "rank": pa.int64(), "score": pa.float64(), "tag": pa.string()}
+    from relgrade.io.batches import line_blocks
+
+    options = dict(
+        read_options=pacsv.ReadOptions(column_names=_TREC_FIELDS, use_threads=False,
+                                       block_size=block_bytes),
+        parse_options=pacsv.ParseOptions(delimiter=delim.decode(), quote_char=False,
+                                         double_quote=False, escape_char=False,
+                                         ignore_empty_lines=False),
+        convert_options=pacsv.ConvertOptions(column_types=types, null_values=[],
+                                             true_values=[], false_values=[],
+                                             strings_can_be_null=False))
+    carry, previous = None, None
+    # each block of whole lines parsed on its own: Arrow's streaming reader reads the whole
+    # file ahead of the batches it hands out
+    for data in line_blocks(path, block_bytes):
+        try:
+            batch = pacsv.read_csv(pa.BufferReader(data), **options)
+        except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError):
+            raise RunNotInBlocks(str(path)) from None
+        del data
+        if not batch.num_rows:
+            continue
+        table = batch
+        for name in ("query_id", "q0", "chunk_id", "tag"):
+            if empty_or_holds(table[name], needles):
+                raise RunNotInBlocks(str(path))
+        if not np.isfinite(numpy_values(table["score"])).all():
+            raise RunNotInBlocks(str(path))
+        q = table["query_id"].combine_chunks()
+        if previous is not None and q[0].as_py() < previous:
+            raise RunNotInBlocks(str(path))
+        if len(q) > 1 and pc.any(pc.less(q.slice(1), q.slice(0, len(q) - 1))).as_py():
+            raise RunNotInBlocks(str(path))
+        previous = q[len(q) - 1].as_py()
+        table = table.select(RUN)
+        if carry is not None:
+            table = pa.concat_tables([carry, table])
+            q = table["query_id"].combine_chunks()
+        # the last query may go on in the next block: its rows wait for it
+        start = int(pc.index(q, previous).as_py())
+        if start:
+            yield table.slice(0, start)
+        carry = table.slice(start)
+    if carry is not None:
+        yield carry
+
+
+class RunCursor:
+    """A run's blocks of whole queries (:func:`trec_query_blocks`) handed out up to a query
+    id at a time: the rows of another table's block of queries, read as they are asked for.
+
+    Parameters
+    ----------
+    blocks : iterable of pyarrow.Table
+        A run's rows in ascending ``query_id`` order (:data:`RUN_SCHEMA`).
+
+    Examples
+    --------
+    >>> t = pa.table({"query_id": pa.array(["a", "b", "c"], pa.large_string()),
+    ...               "chunk_id": pa.array(["x", "y", "z"], pa.large_string()),
+    ...               "rank": [1, 1, 1], "score": [1.0, 1.0, 1.0]})
+    >>> cursor = RunCursor([t.slice(0, 2), t.slice(2)])
+    >>> cursor.upto("b")["query_id"].to_pylist(), cursor.rest()["query_id"].to_pylist()
+    (['a', 'b'], ['c'])
+    """
+
+    def __init__(self, blocks):
+        self._blocks = iter(blocks)
+        self._pending = None
+        self.rows = 0  # rows handed out so far
+
+    def upto(self, last: str) -> pa.Table:
+        """The rows not yet handed out whose ``query_id`` sorts at or before ``last`` (code
+        point order), in file order; an empty table when there are none."""
+        import pyarrow.compute as pc
+
+        parts = []
+        while True:
+            if self._pending is None:
+                self._pending = next(self._blocks, None)
+                if self._pending is None:
+                    break
+            block = self._pending
+            upto = int(pc.sum(pc.less_equal(block["query_id"], last)).as_py() or 0)
+            if upto == len(block):
+                parts.append(block)
+                self._pending = None
+                continue
+            if upto:
+                parts.append(block.slice(0, upto))
+                self._pending = block.slice(upto)
+            break
+        return self._stacked(parts)
+
+    def rest(self) -> pa.Table:
+        """Every row not yet handed out."""
+        parts = [] if self._pending is None else [self._pending]
+        self._pending = None
+        parts.extend(self._blocks)
+        return self._stacked(parts)
+
+    def _stacked(self, parts) -> pa.Table:
+        table = pa.concat_tables(parts) if parts else RUN_SCHEMA.empty_table()
+        self.rows += len(table)
+        return table
