@@ -65,11 +65,13 @@ def test_ppi_plus_plus_replaces_the_model_key_numbers_and_keeps_them_beside():
         f"no detectable difference on {P} between bm25 and dense: -0.050 [-0.120, +0.020], "
         "p=0.16 after Holm (PPI++, people on 6 of 20 queries); the model key alone would "
         "call it significant (p=0.004, Holm over all 2 comparisons), not what decides")
-    # a measure the ppi stage did not estimate stays the model key's, and says so
+    # a measure the ppi stage did not estimate stays the model key's, and says it is no
+    # decision
     deep = out["comparisons"][1]
     assert deep["estimator"] == "model-only" and deep["delta"] == 0.05
-    assert deep["verdict"] == "model key only (no PPI++ on this measure): no detectable " \
-                              "difference on R@10"
+    assert deep["verdict"] == (
+        "not a decision, the model key alone (no PPI++ on R@10; list it in ppi.measures for "
+        "people's verdict): no detectable difference on R@10")
     assert out["arms"]["bm25"][DEEP]["estimator"] == "model-only"
     assert out["verdicts"] == [c["verdict"], deep["verdict"]]
     assert out["estimator"]["decides"] == "ppi++" and out["estimator"]["measures"] == [P]

@@ -237,7 +237,7 @@ def govern(report: dict, ppi: dict, *, source=None) -> dict:
         ``test`` its name, ``power`` None (the model key's power analysis, like its segments,
         moved under ``model_only`` beside the model key's other numbers); ``human_only`` the sample's difference (``delta``, ``low``,
         ``high``, ``se``, ``p``, ``p_holm``, ``significant``). Entries on other measures
-        carry ``estimator: "model-only"`` and their verdicts say so.
+        carry ``estimator: "model-only"`` and their verdicts say they are not decisions.
 
     Raises
     ------
@@ -279,7 +279,10 @@ def govern(report: dict, ppi: dict, *, source=None) -> dict:
         m = c["measure"]
         if m not in estimates:
             c["estimator"] = MODEL_ONLY
-            c["verdict"] = f"model key only (no PPI++ on this measure): {c['verdict']}"
+            # people decide only the measures the ppi stage estimated: the model key's
+            # verdict is shown as what it is, never as a decision
+            c["verdict"] = (f"not a decision, the model key alone (no PPI++ on {m}; list it in "
+                            f"ppi.measures for people's verdict): {c['verdict']}")
             continue
         est = estimates[m]
         d = _difference(est, c["arm_a"], c["arm_b"])
