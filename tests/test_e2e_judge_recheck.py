@@ -120,7 +120,8 @@ def test_an_edited_prompt_template_owes_a_stratified_recheck_that_people_grade_a
                    "--experiment", exp).stdout
     assert "drawn and locked in" in out
     draw_file = re.search(r"locked in (\S+)", out)[1]
-    draw = json.loads((root / exp / draw_file).read_text())
+    assert draw_file.startswith(f"{exp}/")  # from the repository's top, where it is run
+    draw = json.loads((root / draw_file).read_text())
     assert len(draw["pairs"]) == size and isinstance(draw["seed"], int)
     assert sum(draw["plan"]["per_stratum"].values()) == size
     again = tiny.run(root, "relgrade", "judge", "recheck", "--grader", "model-m",

@@ -301,3 +301,55 @@ def test_a_model_graders_lines_without_identity_name_no_template_and_the_auditor
     assert rec["prompt_template_sha256"] is None
     assert rec["prompt_templates"] == {"grader-a": {"template not recorded": 2}}
     assert rec["prompt_template_note"].startswith("the key's model grades name no prompt template")
+
+
+def _with_command(root, command):
+    """Give grader-a a command in params.yaml, its script in the folder; its judge now."""
+    import yaml
+
+    from relgrade.experiment.judges import current_judge
+
+    params = yaml.safe_load((root / "params.yaml").read_text())
+    params["graders"]["grader-a"]["command"] = command
+    (root / "params.yaml").write_text(yaml.safe_dump(params))
+    (root / command.split()[-1]).write_text("print('a judge')\n")
+    return current_judge(Experiment.load(root / "params.yaml"), "grader-a")
+
+
+def test_the_record_names_the_command_whose_judge_made_the_grades(tmp_path):
+    p = _stage_dir(tmp_path)
+    now = _with_command(tmp_path, "python3 judge.py")
+    _bank(tmp_path, p, "grader-a", [("q1", "a", {"judge": now}), ("q1", "b", {"judge": now})])
+    assert _run_stage(tmp_path).returncode == 0
+    rec = json.loads((tmp_path / p["record"]).read_text())
+    assert rec["grader_commands"]["grader-a"] == "python3 judge.py"
+    assert "grader_commands_note" not in rec
+
+
+def test_a_judge_swapped_after_the_key_keeps_the_command_that_made_it_in_the_record(tmp_path):
+    p = _stage_dir(tmp_path)
+    old = _with_command(tmp_path, "python3 judge.py")
+    _bank(tmp_path, p, "grader-a", [("q1", "a", {"judge": old}), ("q1", "b", {"judge": old})])
+    assert _run_stage(tmp_path).returncode == 0
+    # the judge is swapped in params; the key's grades are the old judge's, unchanged
+    new = _with_command(tmp_path, "python3 judge2.py")
+    assert new != old
+    assert _run_stage(tmp_path).returncode == 0
+    rec = json.loads((tmp_path / p["record"]).read_text())
+    assert rec["grader_commands"]["grader-a"] == "python3 judge.py"
+    assert rec["judges"]["grader-a"] == {old: 2}
+    assert "grader_commands_note" not in rec
+
+
+def test_a_command_whose_judge_made_none_of_the_grades_is_not_named_as_theirs(tmp_path):
+    p = _stage_dir(tmp_path)
+    made_by = "7" * 64  # a judge params no longer name, and no standing record to say whose
+    _bank(tmp_path, p, "grader-a", [("q1", "a", {"judge": made_by})])
+    now = _with_command(tmp_path, "python3 judge2.py")
+    assert _run_stage(tmp_path).returncode == 0
+    rec = json.loads((tmp_path / p["record"]).read_text())
+    assert rec["grader_commands"]["grader-a"] is None
+    assert rec["grader_commands_note"] == {"grader-a": (
+        f"params now name 'python3 judge2.py' (judge {now[:12]}), which made none of the "
+        "key's grades; the command that made them is not known here (see params.yaml's git "
+        "history)")}

@@ -14,6 +14,7 @@ appends the measurement to ``judges/ledger.jsonl`` (see docs/judges.md).
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import click
 
@@ -209,7 +210,10 @@ def recheck_cmd(params_path, grader, again):
     o = recheck.owed(ex, grader, judge, against,
                      seconds=seconds_per_judgment(ex.params, against))
     where = "drawn and locked in" if written else "already drawn in"
-    click.echo(f"re-check of {grader} identity {judge[:12]} {where} {o['draw']} "
+    # named from the repository's top, as the other files relgrade prints
+    drawn = (Path(ex.root).resolve() / o["draw"]).relative_to(
+        Path(ex.working_tree()).resolve()).as_posix()
+    click.echo(f"re-check of {grader} identity {judge[:12]} {where} {drawn} "
                f"(seed {d['seed']}, planned with {d['planning']}; weighted kappa half-width "
                f"{d['plan']['planned_halfwidth']:.3f} expected)")
     click.echo("owed: " + recheck.owed_words(ex, grader, o))

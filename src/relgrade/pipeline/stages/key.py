@@ -101,7 +101,7 @@ def _provenance_of(ex, gate, qrels_sha256, rubric_path, lock_path):
     # the template file now, which a grade made before an edit of it never saw
     judges, templates = _judges_and_templates(ex)
     template, note = key.grades_template(templates, not_recorded=TEMPLATE_NOT_RECORDED)
-    return key.record_provenance(
+    out = key.record_provenance(
         qrels_sha256=qrels_sha256,
         rubric_sha256=io.sha256_file(rubric_path) if rubric_path and rubric_path.exists() else None,
         prompt_template_sha256=template, prompt_templates=templates,
@@ -109,6 +109,51 @@ def _provenance_of(ex, gate, qrels_sha256, rubric_path, lock_path):
         graders=ex.params.graders_dict(), gate=gate,
         audit_lock_sha256=io.sha256_file(lock_path) if lock_path and lock_path.exists() else None,
         judges=judges)
+    _commands_that_made(ex, out)
+    return out
+
+
+def _commands_that_made(ex, record):
+    """Make ``record["grader_commands"]`` name the commands that made the key's grades.
+
+    A model grader's command in params may have changed since its grades were made (a judge
+    swapped after the key was frozen): its judge identity now is then none of those in
+    ``record["judges"]``. Its entry keeps the standing record's command when that record
+    counts the same grades per identity, else it is None and ``grader_commands_note`` says
+    what params name now. In place; ``record`` as :func:`relgrade.protocol.key.record_provenance`
+    returns it."""
+    judges = record.get("judges") or {}
+    commands = record["grader_commands"]
+    swapped = {}
+    for name, counts in judges.items():
+        if commands.get(name) is None:
+            continue
+        from relgrade.experiment.judges import current_judge
+        try:
+            now = current_judge(ex, name)
+        except InputError:
+            continue  # a command whose files cannot be read now: grade run names that
+        if now not in counts:
+            swapped[name] = now
+    if not swapped:
+        return
+    standing = ex.key_files().record
+    try:
+        old = io.read_json(standing) if standing.exists() else {}
+    except InputError:
+        old = {}
+    notes = {}
+    for name, now in swapped.items():
+        before = (old.get("grader_commands") or {}).get(name)
+        if before is not None and (old.get("judges") or {}).get(name) == judges[name]:
+            commands[name] = before
+            continue
+        notes[name] = (f"params now name {commands[name]!r} (judge {now[:12]}), which made "
+                       "none of the key's grades; the command that made them is not known "
+                       "here (see params.yaml's git history)")
+        commands[name] = None
+    if notes:
+        record["grader_commands_note"] = notes
 
 
 def _judges_and_templates(ex):
