@@ -15,8 +15,11 @@ import os
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+import numpy as np
+import pyarrow.compute as pc
+
 from relgrade.errors import InputError
-from relgrade.io.files import read_column, write_arrow_parquet, write_json
+from relgrade.io.files import ParquetBlocks, read_column, write_arrow_parquet, write_json
 from relgrade.io.runtable import read_run_table
 from relgrade.io.runs import run_lines
 from relgrade.protocol import pool
@@ -49,8 +52,13 @@ def run(ex):
     else:
         # the local engine, also whenever Spark met a run it leaves to the reference rules
         queries, chunks = known_ids(ex)
+        # the known ids as compiled tables, made once for either way
+        known = _known_tables(queries, chunks) \
+            if any(_scannable(p) for p in paths.values()) else None
+        if pool_in_blocks(ex, paths, known=known, seed=seed, arms=arms, **options):
+            return
         table, provenance, stats = pool_files(paths, queries=queries, chunks=chunks,
-                                              **options)
+                                              known=known, **options)
     write_arrow_parquet(ex.path("pool"), table)
     write_arrow_parquet(ex.path("provenance"), provenance)
     write_json(ex.path("pool_manifest"), pool.pool_manifest(
@@ -68,7 +76,7 @@ def known_ids(ex):
 
 
 def pool_files(paths, *, depth: int, tail_sample: int = 0, tail_depth: int | None = None,
-               ties: str = "score", rng=None, queries=None, chunks=None):
+               ties: str = "score", rng=None, queries=None, chunks=None, known=None):
     """Pool run files: each read, checked and cut (one thread per core), every row checked
     against the known ids, then the candidates ranked and pooled.
 
@@ -96,6 +104,9 @@ def pool_files(paths, *, depth: int, tail_sample: int = 0, tail_depth: int | Non
     queries, chunks : array-like of str, optional
         The known query and chunk ids (pyarrow arrays, pandas Series, lists); a run naming
         another id is refused.
+    known : tuple, optional
+        ``queries`` and ``chunks`` as compiled tables (``_known_tables``), when the caller
+        made them already; made here when None.
 
     Returns
     -------
@@ -115,8 +126,7 @@ def pool_files(paths, *, depth: int, tail_sample: int = 0, tail_depth: int | Non
     check_ids = queries is not None or chunks is not None
     # the known ids as compiled tables, for the runs the scan reads (None: no C module, or
     # ids it cannot hold; those runs are then read and checked as any other)
-    known = None
-    if any(_scannable(p) for p in paths.values()):
+    if known is None and any(_scannable(p) for p in paths.values()):
         known = _known_tables(queries, chunks)
 
     def load(item):
@@ -219,3 +229,161 @@ def _scanned_candidates(path, deepest: int, ties: str, known):
         ids_known = scanned_ids_known(scanned, queries=queries, chunks=chunks)
     keep = pool.candidate_mask(codes.query, scanned.score, scanned.rank, deepest, ties=ties)
     return None, table.filter(arrow_array(keep)), ids_known
+
+
+def pool_in_blocks(ex, paths, *, known, seed: int, arms, depth: int, tail_sample: int = 0,
+                   tail_depth: int | None = None, ties: str = "score", rng=None) -> bool:
+    """Pool TREC runs whose queries come in order, a block of queries at a time, and write
+    the pool, provenance, manifest and statistics; False (nothing written) for runs that
+    are not for this path, which the caller then pools whole.
+
+    Each run is read through :func:`relgrade.io.trec_scan.scan_trec_blocks`, each block's
+    rows checked as :func:`pool_files` checks a scanned run (no chunk twice for a query,
+    every id known) and cut; the arms' blocks are merged by query, pooled by
+    :class:`relgrade.protocol.pool.PoolBlocks` and written a row group at a time
+    (:class:`relgrade.io.files.ParquetBlocks`), so the process holds one block of each
+    run, one row group of each output and compact per-query statistics, never the runs
+    or the pool. The files written are byte for byte those of :func:`pool_files`'s
+    tables.
+
+    Parameters
+    ----------
+    ex : relgrade.experiment.files.Experiment
+        Its ``pool``, ``provenance``, ``pool_manifest`` and ``pool_stats`` are written.
+    paths : mapping of str to path
+        Arm name -> its run file.
+    known : tuple or None
+        The query set's and the corpus's ids as compiled tables (``_known_tables`` of
+        :func:`known_ids`); None (no C module): False.
+    seed, arms
+        Params ``seed`` and ``arms``, for the manifest.
+    depth, tail_sample, tail_depth, ties, rng
+        As :func:`pool_files`.
+
+    Returns
+    -------
+    bool
+        True when every output was written. False, with nothing written, when a run is
+        not a TREC file the scan takes whole, its queries' ids are not in strictly
+        ascending byte order (each query's rows one block), a block may list a chunk
+        twice for a query, a row names an unknown id, or a param is out of range: the
+        whole-run path then pools, or refuses with its own message.
+    """
+    deepest = (tail_depth or depth) if tail_sample else depth
+    if known is None or not all(_scannable(p) for p in paths.values()):
+        return False
+    try:
+        builder = pool.PoolBlocks(list(paths), depth=depth, ties=ties,
+                                  tail_sample=tail_sample, tail_depth=tail_depth, rng=rng)
+    except InputError:
+        return False
+    outputs = [ex.path("pool"), ex.path("provenance")]
+    # the folders the writers make, removed again when the run is left to the whole path
+    made = [f for f in dict.fromkeys(a for o in outputs for a in reversed(Path(o).parents))
+            if not f.exists()]
+    writers = []
+
+    def abort():
+        for w in writers:
+            w.abort()
+        for folder in reversed(made):
+            try:
+                folder.rmdir()
+            except OSError:
+                pass
+
+    try:
+        writers.extend(ParquetBlocks(o) for o in outputs)
+        for block in _merged_blocks(paths, deepest, ties, known):
+            if block is None:
+                abort()
+                return False
+            for writer, table in zip(writers, builder.add(block)):
+                writer.write(table)
+    except InputError:
+        # a folder that cannot be written, a param out of range: the whole path says so,
+        # after any bad run
+        abort()
+        return False
+    except BaseException:
+        abort()
+        raise
+    for w in writers:
+        w.close()
+    write_json(ex.path("pool_manifest"), builder.manifest(
+        seed=seed, depth=depth, tail_sample=tail_sample, tail_depth=tail_depth,
+        arms=list(arms)))
+    write_json(ex.path("pool_stats"), builder.stats())
+    return True
+
+
+def _merged_blocks(paths, deepest: int, ties: str, known):
+    """The arms' candidate rows a block of queries at a time, in query order: dicts of arm
+    -> Arrow table (every arm, in ``paths``' order), from :func:`_arm_blocks`; a None
+    (and nothing after it) when a run is not for :func:`pool_in_blocks`."""
+    names = list(paths)
+    streams = [_arm_blocks(paths[a], deepest, ties, known) for a in names]
+    held: list = [None] * len(names)
+    done = [False] * len(names)
+    empty: list = [None] * len(names)
+    while True:
+        for i, stream in enumerate(streams):
+            if held[i] is None and not done[i]:
+                got = next(stream, False)
+                if got is None or (got is False and empty[i] is None):
+                    yield None  # not for this path (or a run without a row)
+                    return
+                if got is False:
+                    done[i] = True
+                else:
+                    held[i] = got
+                    empty[i] = got[2].slice(0, 0)
+        if all(h is None for h in held):
+            return
+        # the queries up to the least of the last ones the unfinished arms hold are whole
+        ends = [h[0][len(h[0]) - 1] for h, d in zip(held, done) if h is not None and not d]
+        bound = min(ends, key=lambda q: q.as_py()) if ends else None
+        block = {}
+        for i, name in enumerate(names):
+            if held[i] is None:
+                block[name] = empty[i]
+                continue
+            qids, starts, table = held[i]
+            n = len(qids) if bound is None else int(
+                pc.sum(pc.less_equal(qids, bound)).as_py() or 0)
+            block[name] = table.slice(0, int(starts[n]))
+            held[i] = None if n == len(qids) else (
+                qids.slice(n), starts[n:] - starts[n], table.slice(int(starts[n])))
+        yield block
+
+
+def _arm_blocks(path, deepest: int, ties: str, known):
+    """One TREC run's candidate rows a block of whole queries at a time:
+    ``(query_ids, starts, table)``, the block's query ids (large_string, strictly
+    ascending, each after the blocks' before), the first row of each in ``table`` (and
+    its end), and the cut rows (:func:`relgrade.protocol.pool.candidate_mask`); None,
+    and nothing after it, when the run is not for :func:`pool_in_blocks`."""
+    from relgrade.io.runcolumns import scanned_table
+    from relgrade.io.trec_scan import scan_trec_blocks, scanned_ids_known
+
+    queries, chunks = known
+    last = None
+    for scanned in scan_trec_blocks(path):
+        if scanned is None:
+            yield None
+            return
+        table, codes = scanned_table(scanned)
+        qids = codes.queries
+        ascending = len(qids) < 2 or pc.all(pc.less(qids.slice(0, len(qids) - 1),
+                                                    qids.slice(1))).as_py()
+        if (not codes.distinct or not ascending
+                or (last is not None and not pc.greater(qids[0], last).as_py())
+                or not scanned_ids_known(scanned, queries=queries, chunks=chunks)):
+            yield None
+            return
+        last = qids[len(qids) - 1]
+        keep = pool.candidate_mask(codes.query, scanned.score, scanned.rank, deepest,
+                                   ties=ties)
+        starts = np.r_[0, np.cumsum(np.bincount(codes.query[keep], minlength=len(qids)))]
+        del scanned, codes
+        yield qids, starts, table.filter(arrow_array(keep))
