@@ -39,10 +39,12 @@ def _scan_columns(run):
 
 # --- the scan a block of queries at a time -------------------------------------------------
 
+@pytest.mark.parametrize("end", ["\n", "\r\n"])
 @pytest.mark.parametrize("block", [16, 64, 100, 1 << 22])
-def test_the_blocks_stacked_are_the_whole_scan_and_hold_whole_queries(tmp_path, block):
+def test_the_blocks_stacked_are_the_whole_scan_and_hold_whole_queries(tmp_path, block, end):
     path = tmp_path / "r.trec"
-    path.write_bytes(b"\xef\xbb\xbf" + _run_text(np.random.default_rng(3), "a").encode())
+    path.write_bytes(b"\xef\xbb\xbf" + _run_text(np.random.default_rng(3), "a",
+                                                   end=end).encode())
     whole = trec_scan.scan_trec_run(path)
     pieces = list(trec_scan.scan_trec_blocks(path, block_bytes=block))
     assert all(p is not None for p in pieces)

@@ -333,7 +333,7 @@ def scan_trec_blocks(path, *, block_bytes: int | None = None) -> Iterator[Scanne
             yield None
             return
         buf = np.empty(max(min(size, block_bytes), len(BOM)) + 1, dtype=np.uint8)
-        carry, start, pending = 0, None, None
+        carry, start = 0, None
         while True:
             got = f.readinto(memoryview(buf)[carry:])
             end = carry + got
@@ -345,64 +345,45 @@ def scan_trec_blocks(path, *, block_bytes: int | None = None) -> Iterator[Scanne
                 buf = np.concatenate([buf, np.empty(len(buf), dtype=np.uint8)])
                 carry = end
                 continue
-            piece = None
-            if last + 1 > start:
-                out = _columns(last + 1 - start, k)
-                if out is None or not out.feed(buf[:last + 1], start, separator[0]):
-                    yield None
-                    return
-                piece = out.finish(repeated=False)
-                if piece is None:
-                    yield None
-                    return
-            piece = _joined(pending, piece)
-            if not whole:  # the file's end
-                if piece is not None:
-                    yield _with_repeats(piece, k)
+            if last + 1 <= start:  # the file's end, nothing left
                 return
-            cut = int(piece.heads[-1])  # the last query may go on in the next block
-            pending = _rows(piece, cut, piece.n_rows)
-            if cut > 0:
-                yield _with_repeats(_rows(piece, 0, cut), k)
-            del piece
-            carry = end - last - 1
-            buf[:carry] = buf[last + 1:end].copy()
+            out = _columns(last + 1 - start, k)
+            if out is None or not out.feed(buf[:last + 1], start, separator[0]):
+                yield None
+                return
+            piece = out.finish(repeated=False)
+            if piece is None:
+                yield None
+                return
+            if not whole:  # the file's end: every row
+                yield _with_repeats(piece, k)
+                return
+            # the last query may go on in the next block: its lines are read again there
+            cut = int(piece.heads[-1])
+            if cut == 0:  # one query fills the block: a larger block
+                buf = np.concatenate([buf, np.empty(len(buf), dtype=np.uint8)])
+                carry = end
+                continue
+            # row `cut`'s line starts after the cut-th line end (one line per row)
+            again = start + int(np.flatnonzero(buf[start:last + 1] == 10)[cut - 1]) + 1
+            yield _with_repeats(_rows(piece, 0, cut), k)
+            del piece, out
+            carry = end - again
+            buf[:carry] = buf[again:end].copy()
             start = 0
 
 
 def _rows(run: ScannedRun, a: int, b: int) -> ScannedRun:
-    """Rows ``a`` to ``b - 1`` of a scanned run (``a`` a head, or 0), copied."""
+    """Rows ``a`` to ``b - 1`` of a scanned run (``a`` a head, or 0); views of its arrays
+    where they can be."""
     qo, co = run.query_offsets, run.chunk_offsets
     heads = run.heads[(run.heads >= a) & (run.heads < b)] - a
     return ScannedRun(query_offsets=qo[a:b + 1] - qo[a],
-                      query_bytes=run.query_bytes[qo[a]:qo[b]].copy(),
+                      query_bytes=run.query_bytes[qo[a]:qo[b]],
                       chunk_offsets=co[a:b + 1] - co[a],
-                      chunk_bytes=run.chunk_bytes[co[a]:co[b]].copy(),
-                      rank=run.rank[a:b].copy(), score=run.score[a:b].copy(),
-                      chunk_hash=run.chunk_hash[a:b].copy(), heads=heads,
-                      repeated_hash=False)
-
-
-def _joined(first: ScannedRun | None, second: ScannedRun | None) -> ScannedRun | None:
-    """The rows of ``first`` then ``second``; one head where ``second``'s first query goes
-    on from ``first``'s last."""
-    if first is None or second is None:
-        return second if first is None else first
-    n = first.n_rows
-    qo, qb = first.query_offsets, first.query_bytes
-    same = (qb[qo[n - 1]:qo[n]].tobytes()
-            == second.query_bytes[:second.query_offsets[1]].tobytes())
-    heads2 = second.heads[1:] if same else second.heads
-    return ScannedRun(
-        query_offsets=np.concatenate([qo, second.query_offsets[1:] + qo[n]]),
-        query_bytes=np.concatenate([qb, second.query_bytes]),
-        chunk_offsets=np.concatenate([first.chunk_offsets,
-                                      second.chunk_offsets[1:] + first.chunk_offsets[n]]),
-        chunk_bytes=np.concatenate([first.chunk_bytes, second.chunk_bytes]),
-        rank=np.concatenate([first.rank, second.rank]),
-        score=np.concatenate([first.score, second.score]),
-        chunk_hash=np.concatenate([first.chunk_hash, second.chunk_hash]),
-        heads=np.concatenate([first.heads, heads2 + n]), repeated_hash=False)
+                      chunk_bytes=run.chunk_bytes[co[a]:co[b]],
+                      rank=run.rank[a:b], score=run.score[a:b],
+                      chunk_hash=run.chunk_hash[a:b], heads=heads, repeated_hash=False)
 
 
 def _with_repeats(run: ScannedRun, k) -> ScannedRun:
