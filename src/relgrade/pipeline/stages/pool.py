@@ -16,7 +16,6 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
-import pyarrow as pa
 import pyarrow.compute as pc
 
 from relgrade.errors import InputError
@@ -212,39 +211,24 @@ def _scanned_candidates(path, deepest: int, ties: str, known):
     ``ids_known`` whether every row names a known query and chunk (None: no id given to
     check); None when the run is not the scan's to pool (the caller reads it as before):
     not a TREC file, a line the scan does not take, or no proof that no chunk is listed
-    twice for one query.
-
-    The run is scanned, checked and cut a block of whole queries at a time
-    (:func:`relgrade.io.trec_scan.scan_trec_blocks`), so only the cut rows outlive their
-    block; every query's rows must be one block of the file (each query's id is seen in
-    one block only)."""
+    twice for one query."""
     from relgrade.io.runcolumns import scanned_table
-    from relgrade.io.trec_scan import scan_trec_blocks, scanned_ids_known
+    from relgrade.io.trec_scan import scan_trec_run, scanned_ids_known
 
     if not _scannable(path):
         return None
+    scanned = scan_trec_run(path)
+    if scanned is None:
+        return None
+    table, codes = scanned_table(scanned)
+    if not codes.distinct:
+        return None  # a query in several blocks, or a chunk hash twice in one: the reader
     queries, chunks = known
-    check = queries is not None or chunks is not None
-    ids_known = True if check else None
-    cuts, heads = [], []
-    for scanned in scan_trec_blocks(path):
-        if scanned is None:
-            return None
-        table, codes = scanned_table(scanned)
-        if not codes.distinct:
-            return None  # a query in several blocks, or a chunk hash twice in one: the reader
-        if ids_known:
-            ids_known = scanned_ids_known(scanned, queries=queries, chunks=chunks)
-        keep = pool.candidate_mask(codes.query, scanned.score, scanned.rank, deepest,
-                                   ties=ties)
-        heads.append(codes.queries)
-        cuts.append(table.filter(arrow_array(keep)))
-        del scanned, table, codes
-    if len(heads) > 1:
-        every = pa.chunked_array(heads)
-        if pc.count_distinct(every).as_py() != len(every):
-            return None  # a query's rows in two blocks of the file: the reader
-    return None, cuts[0] if len(cuts) == 1 else pa.concat_tables(cuts), ids_known
+    ids_known = None
+    if queries is not None or chunks is not None:
+        ids_known = scanned_ids_known(scanned, queries=queries, chunks=chunks)
+    keep = pool.candidate_mask(codes.query, scanned.score, scanned.rank, deepest, ties=ties)
+    return None, table.filter(arrow_array(keep)), ids_known
 
 
 def pool_in_blocks(ex, paths, *, known, seed: int, arms, depth: int, tail_sample: int = 0,
