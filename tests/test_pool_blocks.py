@@ -206,6 +206,7 @@ def test_the_stage_in_blocks_writes_the_whole_paths_bytes(tmp_path, monkeypatch,
                         lambda *a, **k: took.append(real(*a, **k)) or took[-1])
     # small blocks: each arm's run is read in several, cut at other queries in each arm
     monkeypatch.setattr(trec_scan, "BLOCK_BYTES", 200 + 50 * seed)
+    monkeypatch.setattr(stage, "BLOCK_ROWS", 10 + 40 * seed)
     stage.run(ex)
     assert took == [True]
     assert _written(tmp_path) == _whole_outputs(ex, tmp_path)
@@ -263,6 +264,7 @@ def test_the_pool_and_provenance_span_row_groups_as_the_whole_file_does(tmp_path
     rng = np.random.default_rng(11)
     ex = _stage(tmp_path, {a: _run_text(rng, a) for a in ("x", "y")}, depth=4)
     monkeypatch.setattr(trec_scan, "BLOCK_BYTES", 300)
+    monkeypatch.setattr(stage, "BLOCK_ROWS", 50)
     stage.run(ex)
     assert pq.ParquetFile(tmp_path / "out/pool.parquet").metadata.num_row_groups > 1
     assert _written(tmp_path) == _whole_outputs(ex, tmp_path)

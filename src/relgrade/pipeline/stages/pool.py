@@ -16,6 +16,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
+import pyarrow as pa
 import pyarrow.compute as pc
 
 from relgrade.errors import InputError
@@ -317,43 +318,69 @@ def pool_in_blocks(ex, paths, *, known, seed: int, arms, depth: int, tail_sample
     return True
 
 
+#: Candidate rows the block path gathers before it pools a block (more when one arm's
+#: block of the file holds more): fewer, larger blocks cost less per row, and the memory
+#: they take does not grow with the runs.
+BLOCK_ROWS = 1 << 18
+
+
 def _merged_blocks(paths, deepest: int, ties: str, known):
     """The arms' candidate rows a block of queries at a time, in query order: dicts of arm
     -> Arrow table (every arm, in ``paths``' order), from :func:`_arm_blocks`; a None
-    (and nothing after it) when a run is not for :func:`pool_in_blocks`."""
+    (and nothing after it) when a run is not for :func:`pool_in_blocks`. A block holds
+    every query up to the least of the last queries the unfinished arms have read, with
+    at least :data:`BLOCK_ROWS` rows read (or every row left)."""
     names = list(paths)
     streams = [_arm_blocks(paths[a], deepest, ties, known) for a in names]
-    held: list = [None] * len(names)
+    held: list[list] = [[] for _ in names]  # each arm's blocks read and not yet pooled
     done = [False] * len(names)
     empty: list = [None] * len(names)
+
+    def read(i) -> bool:
+        got = next(streams[i], False)
+        if got is None or (got is False and empty[i] is None):
+            return False  # not for this path (or a run without a row)
+        if got is False:
+            done[i] = True
+        else:
+            held[i].append(got)
+            empty[i] = got[2].slice(0, 0)
+        return True
+
+    def last(i):
+        return held[i][-1][0][len(held[i][-1][0]) - 1]
+
     while True:
-        for i, stream in enumerate(streams):
-            if held[i] is None and not done[i]:
-                got = next(stream, False)
-                if got is None or (got is False and empty[i] is None):
-                    yield None  # not for this path (or a run without a row)
-                    return
-                if got is False:
-                    done[i] = True
-                else:
-                    held[i] = got
-                    empty[i] = got[2].slice(0, 0)
-        if all(h is None for h in held):
+        for i in range(len(names)):
+            if not held[i] and not done[i] and not read(i):
+                yield None
+                return
+        # more rows: the next block of the arm whose last query read is least
+        while sum(b[2].num_rows for h in held for b in h) < BLOCK_ROWS:
+            live = [i for i in range(len(names)) if not done[i]]
+            if not live:
+                break
+            if not read(min(live, key=lambda i: last(i).as_py())):
+                yield None
+                return
+        if not any(held):
             return
         # the queries up to the least of the last ones the unfinished arms hold are whole
-        ends = [h[0][len(h[0]) - 1] for h, d in zip(held, done) if h is not None and not d]
+        ends = [last(i) for i in range(len(names)) if held[i] and not done[i]]
         bound = min(ends, key=lambda q: q.as_py()) if ends else None
         block = {}
         for i, name in enumerate(names):
-            if held[i] is None:
-                block[name] = empty[i]
-                continue
-            qids, starts, table = held[i]
-            n = len(qids) if bound is None else int(
-                pc.sum(pc.less_equal(qids, bound)).as_py() or 0)
-            block[name] = table.slice(0, int(starts[n]))
-            held[i] = None if n == len(qids) else (
-                qids.slice(n), starts[n:] - starts[n], table.slice(int(starts[n])))
+            parts, rest = [], []
+            for qids, starts, table in held[i]:
+                n = len(qids) if bound is None else int(
+                    pc.sum(pc.less_equal(qids, bound)).as_py() or 0)
+                parts.append(table.slice(0, int(starts[n])))
+                if n < len(qids):
+                    rest.append((qids.slice(n), starts[n:] - starts[n],
+                                 table.slice(int(starts[n]))))
+            held[i] = rest
+            block[name] = (parts[0] if len(parts) == 1 else pa.concat_tables(parts)) \
+                if parts else empty[i]
         yield block
 
 
