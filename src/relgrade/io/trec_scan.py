@@ -364,13 +364,32 @@ def scan_trec_blocks(path, *, block_bytes: int | None = None) -> Iterator[Scanne
                 buf = np.concatenate([buf, np.empty(len(buf), dtype=np.uint8)])
                 carry = end
                 continue
-            # row `cut`'s line starts after the cut-th line end (one line per row)
-            again = start + int(np.flatnonzero(buf[start:last + 1] == 10)[cut - 1]) + 1
+            again = _line_start(buf, start, last, piece.n_rows - cut)
             yield _with_repeats(_rows(piece, 0, cut), k)
             del piece, out
             carry = end - again
             buf[:carry] = buf[again:end].copy()
             start = 0
+
+
+def _line_start(buf: np.ndarray, start: int, last: int, lines: int) -> int:
+    """Where the last ``lines`` lines of ``buf[start:last + 1]`` begin: after the line end
+    before them (``buf[last]`` ends the last line; one line per scanned row, so fewer
+    lines than the scan's rows are never asked for)."""
+    window = 1 << 14
+    while True:
+        lo = max(start, last + 1 - window)
+        tail = buf[lo:last + 1].tobytes()
+        pos = len(tail)
+        for _ in range(lines + 1):
+            pos = tail.rfind(b"\n", 0, pos)
+            if pos < 0:
+                break
+        if pos >= 0:
+            return lo + pos + 1
+        if lo == start:
+            return start  # every line of the block
+        window *= 4
 
 
 def _rows(run: ScannedRun, a: int, b: int) -> ScannedRun:
