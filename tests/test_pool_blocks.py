@@ -268,3 +268,25 @@ def test_the_pool_and_provenance_span_row_groups_as_the_whole_file_does(tmp_path
     stage.run(ex)
     assert pq.ParquetFile(tmp_path / "out/pool.parquet").metadata.num_row_groups > 1
     assert _written(tmp_path) == _whole_outputs(ex, tmp_path)
+
+
+def test_a_run_left_to_the_whole_path_after_some_blocks_draws_the_same_tail_sample(
+        tmp_path, monkeypatch):
+    # y's last query comes out of byte order: the block path has pooled (and drawn tail
+    # keys for) the blocks before it when it gives the runs to the whole path
+    rng = np.random.default_rng(13)
+    monkeypatch.chdir(tmp_path)
+    lines = _run_text(rng, "y").splitlines(keepends=True)
+    first = [line for line in lines if line.startswith("q0 ")]
+    runs = {"x": _run_text(rng, "x"),
+            "y": "".join([line for line in lines if not line.startswith("q0 ")] + first)}
+    ex = _stage(tmp_path, runs, depth=2, tail_sample=2, tail_depth=9)
+    monkeypatch.setattr(trec_scan, "BLOCK_BYTES", 200)
+    monkeypatch.setattr(stage, "BLOCK_ROWS", 10)
+    drawn = []
+    real = P.PoolBlocks.add
+    monkeypatch.setattr(P.PoolBlocks, "add",
+                        lambda self, block: drawn.append(1) or real(self, block))
+    stage.run(ex)
+    assert drawn  # some blocks were pooled before the whole path took over
+    assert _written(tmp_path) == _whole_outputs(ex, tmp_path)

@@ -58,6 +58,8 @@ def run(ex):
             if any(_scannable(p) for p in paths.values()) else None
         if pool_in_blocks(ex, paths, known=known, seed=seed, arms=arms, **options):
             return
+        # the tail sample's draws start again: the block path may have drawn some
+        options["rng"] = stage_rng(seed, "pool")
         table, provenance, stats = pool_files(paths, queries=queries, chunks=chunks,
                                               known=known, **options)
     write_arrow_parquet(ex.path("pool"), table)
