@@ -9,6 +9,11 @@ DuckDB query (:mod:`relgrade.tables.pooling`). The candidates are then ranked ca
 (`runs.ties`) and pooled. With params ``pool.engine: spark`` the reading, checks and cut run on Spark
 (:mod:`relgrade.tables.spark`) and the same rows are pooled; a run Spark leaves to the
 reference rules (another layout, a bad row) is pooled on the local engine.
+
+On the local engine, TREC runs whose query ids come in ascending byte order are first
+pooled a block of queries at a time (:func:`pool_in_blocks`: memory bounded by a block and
+a row group, not by the runs); any run that path does not take, or in which it finds a
+fault, is pooled whole as above, with the same outputs and messages.
 """
 
 import os
