@@ -47,7 +47,8 @@ from __future__ import annotations
 import math
 import os
 import sys
-from dataclasses import dataclass
+from collections.abc import Iterator
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -157,8 +158,9 @@ class _Columns:
                                 self.sbytes, self.heads, self.counts)
         return status == self.k.OK
 
-    def finish(self) -> ScannedRun | None:
-        """The scanned run; None when it has no row or a score is not finite."""
+    def finish(self, *, repeated: bool = True) -> ScannedRun | None:
+        """The scanned run; None when it has no row or a score is not finite. Without
+        ``repeated``, its ``repeated_hash`` is left False (the caller finds it)."""
         k = self.k
         n, nq, nc, n_heads, n_slow, ns = (int(x) for x in self.counts)
         if n == 0:
@@ -178,7 +180,8 @@ class _Columns:
                           chunk_offsets=self.coff[:n + 1], chunk_bytes=self.cbytes[:nc],
                           rank=self.rank[:n], score=self.score[:n], chunk_hash=chash,
                           heads=heads,
-                          repeated_hash=bool(k.repeated_in_blocks(chash, heads, n)))
+                          repeated_hash=repeated and bool(k.repeated_in_blocks(chash, heads,
+                                                                               n)))
 
 
 def _columns(size: int, compiled) -> _Columns | None:
@@ -285,6 +288,127 @@ def scan_trec_run(path) -> ScannedRun | None:
             if end > start and not out.feed(buf[:end], start, separator[0]):
                 return None
             return out.finish()
+
+
+def scan_trec_blocks(path, *, block_bytes: int | None = None) -> Iterator[ScannedRun | None]:
+    """Scan a TREC run file a block of whole queries at a time (see the module's notes).
+
+    The file is read ``block_bytes`` of whole lines at a time; each block's rows are
+    yielded once the next block shows where their last query ends, so a query's rows
+    (adjacent in the file) are never split between two yields. Memory is bounded by a
+    block (and the longest query), not by the file.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        The run file.
+    block_bytes : int, optional
+        Bytes read at a time (default :data:`BLOCK_BYTES`; a line longer than that is read
+        whole).
+
+    Yields
+    ------
+    ScannedRun or None
+        The rows of one or more whole blocks of adjacent equal query ids, in file order;
+        ``heads`` and ``repeated_hash`` are those of these rows alone (a query whose rows
+        are split over the file shows up in two yields). None, and nothing after it, when
+        the rest of the file is not the scan's (as :func:`scan_trec_run` answers None:
+        the caller reads the file with the reader).
+
+    Raises
+    ------
+    InputError
+        The file is missing or is a folder (:func:`relgrade.io.sniff.read_head`).
+    """
+    path = Path(path)
+    block_bytes = block_bytes or BLOCK_BYTES
+    separator = field_separator(read_head(path))
+    k = _kernels()
+    if separator is None or k is None:
+        yield None
+        return
+    with open(path, "rb") as f:
+        size = os.fstat(f.fileno()).st_size
+        if size == 0:
+            yield None
+            return
+        buf = np.empty(max(min(size, block_bytes), len(BOM)) + 1, dtype=np.uint8)
+        carry, start = 0, None
+        while True:
+            got = f.readinto(memoryview(buf)[carry:])
+            end = carry + got
+            if start is None:
+                start = len(BOM) if buf[:min(end, len(BOM))].tobytes() == BOM else 0
+            whole = got and end == len(buf)
+            last = int(k.last_line_end(buf, end)) if whole else end - 1
+            if whole and last < start:  # a line longer than the block
+                buf = np.concatenate([buf, np.empty(len(buf), dtype=np.uint8)])
+                carry = end
+                continue
+            if last + 1 <= start:  # the file's end, nothing left
+                return
+            out = _columns(last + 1 - start, k)
+            if out is None or not out.feed(buf[:last + 1], start, separator[0]):
+                yield None
+                return
+            piece = out.finish(repeated=False)
+            if piece is None:
+                yield None
+                return
+            if not whole:  # the file's end: every row
+                yield _with_repeats(piece, k)
+                return
+            # the last query may go on in the next block: its lines are read again there
+            cut = int(piece.heads[-1])
+            if cut == 0:  # one query fills the block: a larger block
+                buf = np.concatenate([buf, np.empty(len(buf), dtype=np.uint8)])
+                carry = end
+                continue
+            again = _line_start(buf, start, last, piece.n_rows - cut)
+            yield _with_repeats(_rows(piece, 0, cut), k)
+            del piece, out
+            carry = end - again
+            buf[:carry] = buf[again:end].copy()
+            start = 0
+
+
+def _line_start(buf: np.ndarray, start: int, last: int, lines: int) -> int:
+    """Where the last ``lines`` lines of ``buf[start:last + 1]`` begin: after the line end
+    before them (``buf[last]`` ends the last line; one line per scanned row, so fewer
+    lines than the scan's rows are never asked for)."""
+    window = 1 << 14
+    while True:
+        lo = max(start, last + 1 - window)
+        tail = buf[lo:last + 1].tobytes()
+        pos = len(tail)
+        for _ in range(lines + 1):
+            pos = tail.rfind(b"\n", 0, pos)
+            if pos < 0:
+                break
+        if pos >= 0:
+            return lo + pos + 1
+        if lo == start:
+            return start  # every line of the block
+        window *= 4
+
+
+def _rows(run: ScannedRun, a: int, b: int) -> ScannedRun:
+    """Rows ``a`` to ``b - 1`` of a scanned run (``a`` a head, or 0); views of its arrays
+    where they can be."""
+    qo, co = run.query_offsets, run.chunk_offsets
+    heads = run.heads[(run.heads >= a) & (run.heads < b)] - a
+    return ScannedRun(query_offsets=qo[a:b + 1] - qo[a],
+                      query_bytes=run.query_bytes[qo[a]:qo[b]],
+                      chunk_offsets=co[a:b + 1] - co[a],
+                      chunk_bytes=run.chunk_bytes[co[a]:co[b]],
+                      rank=run.rank[a:b], score=run.score[a:b],
+                      chunk_hash=run.chunk_hash[a:b], heads=heads, repeated_hash=False)
+
+
+def _with_repeats(run: ScannedRun, k) -> ScannedRun:
+    """``run`` with its ``repeated_hash`` found (some block of it holds a hash twice)."""
+    return replace(run, repeated_hash=bool(k.repeated_in_blocks(
+        run.chunk_hash, np.asarray(run.heads, dtype=np.int64), run.n_rows)))
 
 
 class KnownIds:

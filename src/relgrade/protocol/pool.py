@@ -20,6 +20,7 @@ The work is vectorised: ids are factorised once into sorted integer codes and ev
 
 from __future__ import annotations
 
+import hashlib
 import numbers
 from itertools import combinations
 from typing import TYPE_CHECKING
@@ -401,10 +402,19 @@ def pool_tables(candidates, *, depth: int, ties: str = "score", tail_sample: int
     if ties not in ("score", "rank"):
         raise InputError("ties must be `score` or `rank`", found=repr(ties))
     depth, tail_sample, tail_depth = _pool_params(depth, tail_sample, tail_depth, rng)
-    names = [str(a) for a in candidates]
+    pool, provenance, parts, arm_ids = _pooled_block(
+        candidates, id_codes([str(a) for a in candidates]), depth=depth, ties=ties,
+        tail_sample=tail_sample, tail_depth=tail_depth, rng=rng)
+    return pool, provenance, _stats_of([parts], arm_ids.to_pylist())
+
+
+def _pooled_block(candidates, arm_coding, *, depth, ties, tail_sample, tail_depth, rng):
+    """:func:`pool_tables` of ``candidates`` (params checked), with the statistics as
+    :func:`_stat_parts`: ``(pool, provenance, parts, arm_ids)``. ``arm_coding`` is
+    :func:`relgrade.ranking.id_codes` of the arm names, in ``candidates``' order."""
     tables = [candidates[a] for a in candidates]
     sizes = np.array([t.num_rows for t in tables], dtype=np.int64)
-    arm_codes, arm_ids = id_codes(names)
+    arm_codes, arm_ids = arm_coding
     ac = np.repeat(arm_codes, sizes)
     qc, qu = id_codes(pa.chunked_array([c for t in tables for c in t["query_id"].chunks],
                                        type=pa.large_string()))
@@ -417,8 +427,112 @@ def pool_tables(candidates, *, depth: int, ties: str = "score", tail_sample: int
         else np.empty(0, dtype=np.int64)
     rank = _canonical_ranks(ac * max(len(qu), 1) + qc, score, cc, len(cu),
                             rank=raw_rank if ties == "rank" else None)
-    return _pool_codes(qc, qu, cc, cu, ac, arm_ids, rank, score, depth=depth,
-                       tail_sample=tail_sample, tail_depth=tail_depth, rng=rng)
+    pool, provenance, parts = _pool_code_parts(
+        qc, qu, cc, cu, ac, arm_ids, rank, score, depth=depth, tail_sample=tail_sample,
+        tail_depth=tail_depth, rng=rng)
+    return pool, provenance, parts, arm_ids
+
+
+class PoolBlocks:
+    """The pool built a block of queries at a time: :func:`pool_tables` of every arm's
+    candidates, cut into blocks of whole queries handed over in query order, so that only
+    one block's rows are held at once.
+
+    Each :meth:`add` returns the block's pool and provenance rows, which, stacked in the
+    order they come, are :func:`pool_tables`' tables of all the blocks' candidates at once;
+    :meth:`stats` and :meth:`manifest` are its statistics and :func:`pool_manifest` of its
+    pool, from what each block leaves (counts, a running sha256, each query's Jaccard).
+
+    Parameters
+    ----------
+    arms : sequence of str
+        The arms, in the order :func:`pool_tables` would be given them.
+    depth, ties, tail_sample, tail_depth, rng
+        As :func:`pool_tables`; the tail sample's keys are drawn block after block, in
+        (query_id, chunk_id) order, as one draw over all of them.
+
+    Raises
+    ------
+    InputError
+        As :func:`pool_tables`, for the params.
+
+    Examples
+    --------
+    >>> blocks = PoolBlocks(["a"], depth=1)
+    >>> def rows(q, c):
+    ...     return {"a": pa.table({"query_id": arrow_strings([q]),
+    ...                            "chunk_id": arrow_strings([c]),
+    ...                            "rank": arrow_array(np.array([1])),
+    ...                            "score": arrow_array(np.array([1.0]))})}
+    >>> [blocks.add(rows(q, "c"))[0].num_rows for q in ("q1", "q2")]
+    [1, 1]
+    >>> blocks.stats()["pairs"], blocks.manifest(seed=1, depth=1, tail_sample=0,
+    ...                                          tail_depth=None, arms=["a"])["queries"]
+    (2, 2)
+    """
+
+    def __init__(self, arms, *, depth: int, ties: str = "score", tail_sample: int = 0,
+                 tail_depth: int | None = None, rng: np.random.Generator | None = None):
+        if ties not in ("score", "rank"):
+            raise InputError("ties must be `score` or `rank`", found=repr(ties))
+        self._params = dict(zip(("depth", "tail_sample", "tail_depth"), _pool_params(
+            depth, tail_sample, tail_depth, rng)), ties=ties, rng=rng)
+        self.arms = [str(a) for a in arms]
+        self._arm_coding = id_codes(self.arms)
+        self._parts: list[dict] = []
+        self._digest = hashlib.sha256()
+        self._pairs = self._queries = 0
+        self._last: str | None = None
+
+    def add(self, candidates) -> tuple[pa.Table, pa.Table]:
+        """Pool one block of queries.
+
+        Parameters
+        ----------
+        candidates : mapping of str to pyarrow.Table
+            Every arm of ``arms``, in that order -> its candidate rows for this block's
+            queries (:func:`pool_tables`' tables; an arm without a row here: an empty
+            table of the same columns). Every query of the block sorts after every query
+            of the blocks before it (UTF-8 byte order), and no later block holds it.
+
+        Returns
+        -------
+        pool, provenance : pyarrow.Table
+            This block's rows of :func:`pool_tables`' pool and provenance.
+
+        Raises
+        ------
+        InputError
+            As :func:`pool_tables`.
+        ValueError
+            ``candidates`` names other arms, or a query of the block does not sort after
+            the previous block's queries.
+        """
+        if [str(a) for a in candidates] != self.arms:
+            raise ValueError(f"a block's arms {list(candidates)} are not {self.arms}")
+        pool, provenance, parts, _ = _pooled_block(candidates, self._arm_coding,
+                                                   **self._params)
+        if pool.num_rows:
+            q = arrow_ids(pool["query_id"])
+            if self._last is not None and not pc.greater(q[0], self._last).as_py():
+                raise ValueError(f"block of query {q[0].as_py()} after query {self._last}")
+            self._last = q[pool.num_rows - 1].as_py()
+            self._digest.update(pool_bytes(pool))
+            self._pairs += pool.num_rows
+            self._queries += int(pc.count_distinct(q).as_py())
+        self._parts.append(parts)
+        return pool, provenance
+
+    def stats(self) -> dict:
+        """The pool statistics of every block so far (as :func:`pool_tables`)."""
+        return _stats_of(self._parts, self._arm_coding[1].to_pylist())
+
+    def manifest(self, *, seed: int, depth: int, tail_sample: int, tail_depth: int | None,
+                 arms) -> dict:
+        """:func:`pool_manifest` of the pool of every block so far."""
+        return _manifest("p-" + self._digest.hexdigest()[:12], pairs=self._pairs,
+                         queries=self._queries, seed=seed, depth=depth,
+                         tail_sample=tail_sample, tail_depth=tail_depth, arms=arms)
 
 
 #: The longest ids :func:`short_id_codes` codes by numbers (two 8-byte words hold 15 bytes
@@ -675,6 +789,15 @@ def _pool_codes(qc, qu, cc, cu, ac, au, rank, score, *, depth, tail_sample, tail
     the byte-ordered distinct ids ``qu``/``cu``/``au`` (pyarrow arrays); ``rank`` (int64,
     canonical) and ``score`` (float64) per row; params already checked. Rows ranked below
     the deepest pooled rank are ignored."""
+    pool, provenance, parts = _pool_code_parts(
+        qc, qu, cc, cu, ac, au, rank, score, depth=depth, tail_sample=tail_sample,
+        tail_depth=tail_depth, rng=rng)
+    return pool, provenance, _stats_of([parts], au.to_pylist())
+
+
+def _pool_code_parts(qc, qu, cc, cu, ac, au, rank, score, *, depth, tail_sample, tail_depth,
+                     rng) -> tuple[pa.Table, pa.Table, dict]:
+    """:func:`_pool_codes` with the statistics as :func:`_stat_parts`."""
     deepest = tail_depth if tail_sample > 0 else depth
     if rank.size and int(rank.max()) > deepest:
         within = rank <= deepest
@@ -743,11 +866,11 @@ def _pool_codes(qc, qu, cc, cu, ac, au, rank, score, *, depth, tail_sample, tail
             arrow_array(top[rows].view(np.int8))),
     })
 
-    stats = _stats(pool_keys=all_keys, n_c=n_c, depth_keys=depth_keys,
-                   depth_counts=depth_counts, pair_idx=pair_idx, top_arm=ac[top_sorted],
-                   top_query=qc[top_sorted], arms=au.to_pylist(), n_q=n_q,
-                   tail_pairs=int(tail_keys.size))
-    return pool, provenance, stats
+    parts = _stat_parts(pool_keys=all_keys, n_c=n_c, depth_keys=depth_keys,
+                        depth_counts=depth_counts, pair_idx=pair_idx,
+                        top_arm=ac[top_sorted], top_query=qc[top_sorted], n_a=len(au),
+                        n_q=n_q, tail_pairs=int(tail_keys.size))
+    return pool, provenance, parts
 
 
 def _ids_at(uniques: pa.Array, codes: np.ndarray) -> pa.Array:
@@ -770,16 +893,14 @@ def _runs_of(sorted_keys: np.ndarray, *, index: bool = False
     return sorted_keys[first], np.diff(np.r_[first, sorted_keys.size]), where
 
 
-def _stats(*, pool_keys, n_c, depth_keys, depth_counts, pair_idx, top_arm, top_query, arms,
-           n_q, tail_pairs) -> dict:
-    """Pool statistics on integer codes (see :func:`build_pool`): ``pair_idx[i]`` is the
-    position in ``depth_keys`` of top-depth row ``i`` found by arm ``top_arm[i]`` for query
-    ``top_query[i]`` (rows in any order)."""
+def _stat_parts(*, pool_keys, n_c, depth_keys, depth_counts, pair_idx, top_arm, top_query,
+                n_a, n_q, tail_pairs) -> dict:
+    """What the pool statistics (see :func:`build_pool`) need of one block of queries, on
+    integer codes: ``pair_idx[i]`` is the position in ``depth_keys`` of top-depth row ``i``
+    found by arm ``top_arm[i]`` for query ``top_query[i]`` (rows in any order).
+    :func:`_stats_of` combines the parts of blocks of disjoint queries, in query order."""
     sizes = np.bincount(pool_keys // n_c, minlength=n_q)
     sizes = sizes[sizes > 0]
-    n_depth = depth_keys.size
-    arms = [str(a) for a in arms]
-    n_a = len(arms)
 
     # Arms that found each top-depth pair; pairs only one arm found, credited to that arm.
     found_by = depth_counts[pair_idx]
@@ -794,28 +915,60 @@ def _stats(*, pool_keys, n_c, depth_keys, depth_counts, pair_idx, top_arm, top_q
     incidence[shared_pos[pair_idx[rows]], top_arm[rows]] = True
     pair_query = depth_keys[shared] // n_c
     set_size = np.bincount(top_query * n_a + top_arm, minlength=n_q * n_a).reshape(n_q, n_a)
-    overlap: dict[str, dict[str, float]] = {}
+    jaccard = []
     for a, b in combinations(range(n_a), 2):
         inter = np.bincount(pair_query[incidence[:, a] & incidence[:, b]],
                             minlength=n_q).astype(np.float64)
         union = set_size[:, a] + set_size[:, b] - inter
         seen = union > 0
-        value = float(np.mean(inter[seen] / union[seen])) if seen.any() else None
-        overlap.setdefault(arms[a], {})[arms[b]] = _round(value)
-
+        jaccard.append(inter[seen] / union[seen])
     return {
-        "pairs": int(pool_keys.size),
-        "queries": int(sizes.size),
+        "pairs": int(pool_keys.size), "tail_pairs": tail_pairs,
+        # the sizes of the queries pooled: how many, their sum (exact), least and most
+        "queries": int(sizes.size), "size_sum": int(sizes.sum()),
+        "size_min": int(sizes.min()) if sizes.size else None,
+        "size_max": int(sizes.max()) if sizes.size else None,
+        "jaccard": jaccard,  # per pair of arms, each query's Jaccard (queries in order)
+        "depth_pairs": int(depth_keys.size),
+        "found_by_one": int(np.count_nonzero(depth_counts == 1)),
+        "found_by_two": int(np.count_nonzero(depth_counts == 2)),
+        "unique": unique,
+    }
+
+
+def _stats_of(parts: list[dict], arms) -> dict:
+    """The pool statistics (see :func:`build_pool`) of blocks of disjoint queries, from
+    each block's :func:`_stat_parts` in query order: the same values as of one block of
+    them all (means are sums of exact integers over counts, and the Jaccard mean is taken
+    over every query's value at once, in the same order)."""
+    arms = [str(a) for a in arms]
+    n_a = len(arms)
+    queries = sum(p["queries"] for p in parts)
+    sized = [p for p in parts if p["queries"]]
+    n_depth = sum(p["depth_pairs"] for p in parts)
+    overlap: dict[str, dict[str, float]] = {}
+    for j, (a, b) in enumerate(combinations(range(n_a), 2)):
+        values = np.concatenate([p["jaccard"][j] for p in parts])
+        value = float(np.mean(values)) if values.size else None
+        overlap.setdefault(arms[a], {})[arms[b]] = _round(value)
+    unique = np.zeros(n_a, dtype=np.int64)
+    for p in parts:
+        unique += p["unique"]
+    return {
+        "pairs": sum(p["pairs"] for p in parts),
+        "queries": queries,
         "arms": n_a,
-        "tail_pairs": tail_pairs,
+        "tail_pairs": sum(p["tail_pairs"] for p in parts),
         "size": {
-            "min": int(sizes.min()) if sizes.size else 0,
-            "mean": _round(float(sizes.mean())) if sizes.size else 0.0,
-            "max": int(sizes.max()) if sizes.size else 0,
+            "min": min(p["size_min"] for p in sized) if sized else 0,
+            "mean": _round(sum(p["size_sum"] for p in parts) / queries) if queries else 0.0,
+            "max": max(p["size_max"] for p in sized) if sized else 0,
         },
         "overlap": overlap,
-        "found_by_one": _round(float(np.mean(depth_counts == 1))) if n_depth else 0.0,
-        "found_by_two": _round(float(np.mean(depth_counts == 2))) if n_depth else 0.0,
+        "found_by_one": _round(sum(p["found_by_one"] for p in parts) / n_depth)
+        if n_depth else 0.0,
+        "found_by_two": _round(sum(p["found_by_two"] for p in parts) / n_depth)
+        if n_depth else 0.0,
         "unique": {arm: int(u) for arm, u in zip(arms, unique)},
     }
 
@@ -941,13 +1094,22 @@ def pool_manifest(pool: pd.DataFrame | pa.Table, *, seed: int, depth: int, tail_
         ``{"pool_version", "seed", "depth", "tail_sample", "tail_depth", "pairs",
         "queries", "arms"}``; ``arms`` is the sorted list of arm names pooled.
     """
+    return _manifest(pool_version(pool), pairs=int(len(pool)),
+                     queries=int(pc.count_distinct(arrow_ids(pool["query_id"])).as_py()),
+                     seed=seed, depth=depth, tail_sample=tail_sample,
+                     tail_depth=tail_depth, arms=arms)
+
+
+def _manifest(version: str, *, pairs: int, queries: int, seed, depth, tail_sample,
+              tail_depth, arms) -> dict:
+    """The manifest's dict (:func:`pool_manifest`), its keys in their order."""
     return {
-        "pool_version": pool_version(pool),
+        "pool_version": version,
         "seed": int(seed),
         "depth": int(depth),
         "tail_sample": int(tail_sample),
         "tail_depth": None if tail_depth is None else int(tail_depth),
-        "pairs": int(len(pool)),
-        "queries": int(pc.count_distinct(arrow_ids(pool["query_id"])).as_py()),
+        "pairs": int(pairs),
+        "queries": int(queries),
         "arms": sorted(str(a) for a in arms),
     }
