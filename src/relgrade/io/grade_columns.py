@@ -52,6 +52,7 @@ DICTIONARY_COLUMNS = ("intent_sha256", "rubric_version", "rubric_sha256", "grade
 
 _BOM = b"\xef\xbb\xbf"
 _BLOCK = 1 << 24  # bytes per block when a sidecar is checked for UTF-8
+_ROUND_BLOCK = 1 << 22  # bytes of a grade file per block of RoundBlocks
 
 
 def _parse(source, schema: pa.Schema, *, unexpected: str) -> pa.Table | None:
@@ -264,9 +265,12 @@ class RoundBlocks:
         The grade file (``round-N.jsonl``) and its sidecar (``round-N.bank.jsonl``); both
         must exist (see :meth:`of`).
     block_size : int, optional
-        Bytes of the grade file read at a time (16 MiB).
+        Bytes of the grade file read at a time (4 MiB: about 40,000 rows).
     bank_block_size : int, optional
-        Bytes of the sidecar parsed at a time (8 MiB; at least its longest line).
+        Bytes of the sidecar parsed at a time (2 MiB; at least its longest line). With
+        the two defaults a block costs about 60 MiB while it is checked (measured on a
+        round of 1,336,314 rows: 16 and 8 MiB cost 250 MiB more at the peak, in the same
+        CPU-seconds).
 
     Attributes
     ----------
@@ -276,8 +280,8 @@ class RoundBlocks:
         Grade rows yielded so far.
     """
 
-    def __init__(self, grades, bank, *, block_size: int = _BLOCK,
-                 bank_block_size: int = _BLOCK // 2):
+    def __init__(self, grades, bank, *, block_size: int = _ROUND_BLOCK,
+                 bank_block_size: int = _ROUND_BLOCK // 2):
         self.grades, self.bank = Path(grades), Path(bank)
         self.block_size, self.bank_block_size = block_size, bank_block_size
         self.refused = False

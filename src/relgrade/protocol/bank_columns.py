@@ -293,13 +293,16 @@ def bank_of_column_blocks(blocks, *, name: str, spec: Mapping, round: int,
         kept.append((rows.select(["query_id", "chunk_id", "reason", "grade"]),
                      bank.select([*MADE_ON, "graded_at"])))
         del rows, bank
+        pa.default_memory_pool().release_unused()  # the block's other columns are garbage
     if getattr(blocks, "refused", False) or not kept:
         return None  # a reader refused a file; or no row (the row path handles it)
+    # each column in one piece (the bank's later filters and takes would join its chunks
+    # into a whole copy each time), one column at a time; the dictionary columns over one
+    # dictionary, for their codes
     rows = pa.concat_tables([r for r, _ in kept])
     bank = pa.concat_tables([b for _, b in kept]).unify_dictionaries()
     del kept
-    rows, bank = _combined(rows), _combined(bank)
-    pa.default_memory_pool().release_unused()  # the blocks' other columns are garbage now
+    rows, bank = _one_chunk(rows), _one_chunk(bank)
     if _repeated_made_on(rows.column("query_id"), rows.column("chunk_id"), bank):
         return None  # two rows of one pair made on the same content, intent and rubric
     pa.default_memory_pool().release_unused()
@@ -350,15 +353,16 @@ def _bank_frame(rows: pa.Table, bank: pa.Table, *, name: str, round: int) -> pd.
     return out[[*BANK, "sequence"]]
 
 
-def _combined(table: pa.Table) -> pa.Table:
-    """``table`` with each column in one chunk, one column at a time (each column's blocks
-    let go once it is copied)."""
-    for i, column_name in enumerate(table.column_names):
+def _one_chunk(table: pa.Table) -> pa.Table:
+    """``table`` with each column in one chunk, joined one column at a time (a column's
+    chunks are let go, and Arrow's freed buffers handed back, once it is joined)."""
+    for i, name in enumerate(table.column_names):
         column = table.column(i)
         if column.num_chunks > 1:
-            table = table.set_column(i, column_name,
+            table = table.set_column(i, name,
                                      pa.chunked_array([column.combine_chunks()], column.type))
             del column
+            pa.default_memory_pool().release_unused()
     return table
 
 

@@ -92,8 +92,9 @@ def run(ex):
         table = _queued_only(ex, table)
     if by_blocks:
         held.bank = pool = None  # counted: let them go before the table is written
+        release_unused()
         with io.ParquetBlocks(ex.path(out)) as w:
-            for block in table.blocks(io.ROW_GROUP_ROWS):
+            for block in table.blocks(WRITE_BLOCK_ROWS):
                 w.write(block)
                 del block
     else:
@@ -101,6 +102,18 @@ def run(ex):
     io.write_json(ex.path("grades_manifest"), manifest)
     for line in grades.coverage_lines(manifest):
         print(line)
+
+
+#: Rows of the sorted grades table taken at a time while it is written (the file's row
+#: groups are :data:`relgrade.io.files.ROW_GROUP_ROWS` rows, whatever this is).
+WRITE_BLOCK_ROWS = 65536
+
+
+def release_unused() -> None:
+    """Hand Arrow's freed buffers back to the system (the bank's columns live there)."""
+    import pyarrow as pa
+
+    pa.default_memory_pool().release_unused()
 
 
 def _origins(ex, table, shared):
