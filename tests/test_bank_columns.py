@@ -23,7 +23,7 @@ from relgrade.graders.cache import (CACHE_FIELDS, JUDGE_FIELDS, TEMPLATE_FIELDS,
                                     judge_counts, template_counts)
 from relgrade.graders.store import bank_path, read_bank
 from relgrade.io.files import iter_jsonl
-from relgrade.io.grade_columns import read_bank_columns, read_grade_columns
+from relgrade.io.grade_columns import RoundBlocks, read_bank_columns, read_grade_columns
 from relgrade.protocol import bank_columns, grades
 from relgrade.protocol.sidecar import row_sha256
 
@@ -74,7 +74,29 @@ def _both(path, spec=MODEL, scale=(0, 1, 2), words=15):
     hit = columns is not None and bank_columns.bank_of_columns(
         *columns, name="grader-a", spec=spec, round=1, scale=scale, max_reason_words=words,
         reasonless_formats=grades.REASONLESS_FORMATS) is not None
-    return run(columns), run(None), hit
+    whole = run(columns)
+    # the same files read a block of rows at a time (blocks of one line or a few, and
+    # the whole file): the same table, or the same refusal, word for word
+    for size in (16, 200, 1 << 20):
+        by_blocks = _by_blocks(path, size, spec=spec, scale=scale, words=words)
+        if isinstance(whole, str):
+            assert by_blocks == whole
+        else:
+            pd.testing.assert_frame_equal(by_blocks, whole)
+    return whole, run(None), hit
+
+
+def _by_blocks(path, size, *, spec, scale, words):
+    """bank_of_file of ``path`` read through RoundBlocks of ``size`` bytes (or its error)."""
+    blocks = RoundBlocks(path, bank_path(path), block_size=size)
+    f = grades.GraderFile(rows=iter_jsonl(path), source=path.as_posix(), sha256="", round=1,
+                          bank=None, bank_source=bank_path(path).as_posix(), blocks=blocks,
+                          load_bank=lambda: read_bank(path))
+    try:
+        return grades.bank_of_file(f, name="grader-a", spec=spec, scale=scale,
+                                   max_reason_words=words)
+    except InputError as e:
+        return str(e)
 
 
 def test_a_file_relgrade_wrote_is_built_from_columns_into_the_row_paths_table(tmp_path):
@@ -282,6 +304,44 @@ def test_a_grade_file_read_in_small_blocks_equals_it_read_in_one(tmp_path):
     assert whole.column("grade").to_pylist() == [i % 3 for i in range(40)]
     path.write_bytes(jsonl_bytes(rows)[:-1])  # no newline after the last line
     assert read_grade_columns(path, block_size=100).equals(whole)
+
+
+def test_a_round_read_in_blocks_of_rows_gives_the_banks_table_of_the_whole_files(tmp_path):
+    # 40 rows: grade blocks of one or two lines, sidecar blocks of about three lines (so a
+    # block of rows takes its lines from one or two sidecar blocks, and leaves some over),
+    # two trailing bank lines without rows, and times and intents that differ by block
+    rows = [{"query_id": f"q{i // 7}", "chunk_id": f"c{i}", "reason": f"fits {i % 3}",
+             "grade": i % 3} for i in range(40)]
+    lines = [_line(r, graded_at=f"2026-12-06T10:0{i // 10}:00Z",
+                   intent_sha256=f"{i // 7}" * 64) for i, r in enumerate(rows)]
+    extra = [_line({"query_id": "q9", "chunk_id": f"x{i}", "reason": "x", "grade": 0})
+             for i in range(2)]
+    path = _write(tmp_path, rows, lines + extra)
+    whole = bank_columns.bank_of_columns(
+        read_grade_columns(path), read_bank_columns(bank_path(path)), name="grader-a",
+        spec=MODEL, round=1, scale=(0, 1, 2), max_reason_words=15)
+    assert whole is not None and len(whole) == 40
+    for size, bank_size in ((100, 1024), (250, 700), (1 << 20, 1 << 20)):
+        blocks = RoundBlocks(path, bank_path(path), block_size=size, bank_block_size=bank_size)
+        got = bank_columns.bank_of_column_blocks(
+            blocks, name="grader-a", spec=MODEL, round=1, scale=(0, 1, 2),
+            max_reason_words=15)
+        pd.testing.assert_frame_equal(got, whole)
+        assert not blocks.refused and blocks.rows == 40
+    # a sidecar shorter than the file: no table (the row path words the refusal)
+    path = _write(tmp_path, rows, lines[:33])
+    blocks = RoundBlocks(path, bank_path(path), block_size=100, bank_block_size=1024)
+    assert bank_columns.bank_of_column_blocks(
+        blocks, name="grader-a", spec=MODEL, round=1, scale=(0, 1, 2),
+        max_reason_words=15) is None
+    assert not blocks.refused
+    # a bad line in the sidecar after the last row: refused, as the whole-file reader does
+    path = _write(tmp_path, rows, raw_bank=jsonl_bytes(lines + extra) + b"[1]\n")
+    blocks = RoundBlocks(path, bank_path(path), block_size=100, bank_block_size=1024)
+    assert bank_columns.bank_of_column_blocks(
+        blocks, name="grader-a", spec=MODEL, round=1, scale=(0, 1, 2),
+        max_reason_words=15) is None
+    assert blocks.refused and read_bank_columns(bank_path(path)) is None
 
 
 def test_a_bad_line_in_a_later_block_sends_the_file_to_the_row_path(tmp_path):

@@ -388,3 +388,28 @@ def test_long_table_sorts_ids_in_code_point_order_with_ties_in_row_order():
         ["Z", "auditor-b", 0], ["Z", "grader-a", 5], ["q1", "grader-a", 1],
         ["q1", "grader-a", 3], ["é", "auditor-b", 1], ["é", "grader-a", 0],
         ["€", "grader-a", 4], ["😀", "grader-a", 2]]
+
+
+def test_the_long_table_written_a_block_of_rows_at_a_time_has_the_bytes_of_one_write(
+        tmp_path):
+    from relgrade.io import files as io
+
+    rows = pd.DataFrame({"query_id": ["é", "q1", "😀", "q1", "€", "Z"],
+                         "chunk_id": ["c", "c", "c", "d", "c", "c"],
+                         "grade": [0, 1, 2, 0, 1, 2], "reason": ["r", "", "s", "t", "u", "v"]})
+    tables = {"grader-a": rows, "auditor-b": rows.iloc[[5, 0]]}
+    roles = {"grader-a": "grader", "auditor-b": "auditor"}
+    table = grades.long_table(tables, roles=roles, round=1)
+    long = grades.long_rows(tables, roles=roles, round=1)
+    assert len(long) == 8
+    # blocks of 3 rows (3, 3, 2), stacked, are the sorted table
+    parts = list(long.blocks(3))
+    assert [len(p) for p in parts] == [3, 3, 2]
+    pd.testing.assert_frame_equal(pd.concat(parts, ignore_index=True), table)
+    # the file written from blocks of 2 rows is the file of the whole table, byte for byte
+    with io.ParquetBlocks(tmp_path / "blocks.parquet") as w:
+        for part in long.blocks(2):
+            w.write(part)
+    io.write_parquet(tmp_path / "whole.parquet", table)
+    assert (tmp_path / "blocks.parquet").read_bytes() == \
+        (tmp_path / "whole.parquet").read_bytes()

@@ -23,7 +23,7 @@ from relgrade.errors import InputError, ProtocolError
 from relgrade.experiment.layout import inside_tree, repro_command, working_tree
 from relgrade.experiment.params import PARAMS_FILE, Params, load_params, parse_params
 from relgrade.graders.store import bank_path, read_bank
-from relgrade.io.grade_columns import read_bank_columns, read_round_columns
+from relgrade.io.grade_columns import RoundBlocks, read_bank_columns
 from relgrade.io import files as io
 from relgrade.io import githistory
 from relgrade.io.runs import read_run
@@ -328,10 +328,10 @@ class Experiment:
         return self.packets_folder(role)
 
     def grader_file(self, files) -> grades_mod.GraderFile:
-        """One grader's round files as the judgment bank reads them: as columns when both
-        files can be read so (:mod:`relgrade.io.grade_columns`), the rows streamed and the
-        bank lines read only if a row must be named in an error; else rows streamed and the
-        bank lines loaded.
+        """One grader's round files as the judgment bank reads them: when both exist, as
+        columns a block of rows at a time (:class:`relgrade.io.grade_columns.RoundBlocks`,
+        read when the bank is built), the rows streamed and the bank lines read only if a
+        row must be named in an error; else rows streamed and the bank lines loaded.
 
         Parameters
         ----------
@@ -345,15 +345,15 @@ class Experiment:
         """
         from relgrade.protocol import grades as grades_mod
 
-        columns = read_round_columns(files.grades, files.bank)
+        blocks = RoundBlocks.of(files.grades, files.bank)
         return grades_mod.GraderFile(
             rows=io.iter_jsonl(files.grades), source=files.grades.as_posix(),
             sha256=io.sha256_file(files.grades), round=files.round,
             meta=io.read_json(files.meta) if files.meta.exists() else None,
             meta_source=files.meta.as_posix(),
-            bank=None if columns is not None else self.read_bank(files),
-            bank_source=files.bank.as_posix(), columns=columns,
-            load_bank=None if columns is None else (lambda: self.read_bank(files)))
+            bank=None if blocks is not None else self.read_bank(files),
+            bank_source=files.bank.as_posix(), blocks=blocks,
+            load_bank=None if blocks is None else (lambda: self.read_bank(files)))
 
     def audit_ids(self, *, whole: bool = False) -> list[str] | None:
         """The audited query ids (``paths.audit``), in the file's order; None before the audit

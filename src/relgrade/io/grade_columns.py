@@ -52,6 +52,7 @@ DICTIONARY_COLUMNS = ("intent_sha256", "rubric_version", "rubric_sha256", "grade
 
 _BOM = b"\xef\xbb\xbf"
 _BLOCK = 1 << 24  # bytes per block when a sidecar is checked for UTF-8
+_ROUND_BLOCK = 1 << 22  # bytes of a grade file per block of RoundBlocks
 
 
 def _parse(source, schema: pa.Schema, *, unexpected: str) -> pa.Table | None:
@@ -95,39 +96,11 @@ def read_grade_columns(path, *, block_size: int = _BLOCK,
         refuses the file or it holds what only the row path reads (see the module): read it
         row by row then.
     """
-    parts, con = [], None
-    try:
-        with Path(path).open("rb") as f:
-            rest, first = b"", True
-            while True:
-                block = f.read(block_size)
-                data = rest + block
-                if block:
-                    cut = data.rfind(b"\n") + 1
-                    if not cut:
-                        rest = data  # no newline yet: a line longer than a block
-                        continue
-                    data, rest = data[:cut], data[cut:]
-                elif not data:
-                    break
-                if first and data.startswith(_BOM):
-                    return None
-                first = False
-                part = _grade_block(data)
-                if part is None:
-                    return None
-                if not digests:
-                    part = part.drop_columns(["line"])
-                elif part.num_rows:
-                    if con is None:
-                        con = _hasher()
-                    part = _hashed(con, part)
-                parts.append(part)
-                if not block:
-                    break
-    finally:
-        if con is not None:
-            con.close()
+    parts = []
+    for part in _grade_blocks(path, block_size, digests=digests):
+        if part is None:
+            return None
+        parts.append(part)
     schema = GRADE_ROW_SCHEMA.append(pa.field("keys_in_order", pa.bool_()))
     if digests:
         schema = schema.append(pa.field("line_sha256", pa.string()))
@@ -266,6 +239,195 @@ def read_round_columns(grades, bank) -> tuple[pa.Table, pa.Table] | None:
         return None
     lines = read_bank_columns(bank)
     return None if lines is None else (rows, lines)
+
+
+class RoundBlocks:
+    """A grade file and its bank sidecar read together, a block of rows at a time.
+
+    Iterating yields ``(rows, lines)``: the next block of the grade file as
+    :func:`read_grade_columns` reads it (``query_id``, ``chunk_id``, ``reason``, ``grade``,
+    ``keys_in_order``, ``line_sha256``; whole lines of ``block_size`` bytes at most) and the
+    sidecar's lines of the same rows as :func:`read_bank_columns` reads them (its
+    dictionary columns encoded per block: each block has its own dictionaries). Row i of
+    the file is paired with line i of the sidecar. Only one block of each file is held at a
+    time, so reading a round costs a block, not the files. Trailing sidecar lines without a
+    row are read (they must be what the reader accepts) but not yielded.
+
+    Iteration stops early, with :attr:`refused` set, when either reader would return None
+    for the whole file (see :func:`read_grade_columns` and :func:`read_bank_columns`: Arrow
+    refuses a line, or the file holds what only the row path reads). A sidecar with fewer
+    lines than the file has rows yields a last ``lines`` shorter than its ``rows``; the
+    caller sends that file to the row path, as :func:`read_round_columns`' caller does.
+
+    Parameters
+    ----------
+    grades, bank : str or os.PathLike
+        The grade file (``round-N.jsonl``) and its sidecar (``round-N.bank.jsonl``); both
+        must exist (see :meth:`of`).
+    block_size : int, optional
+        Bytes of the grade file read at a time (4 MiB: about 40,000 rows).
+    bank_block_size : int, optional
+        Bytes of the sidecar parsed at a time (2 MiB; at least its longest line). With
+        the two defaults a round of 1,336,314 rows read into the bank peaked 190 MiB
+        lower than with 16 and 8 MiB, in the same CPU-seconds.
+
+    Attributes
+    ----------
+    refused : bool
+        Whether a reader refused a file (set once iteration stops).
+    rows : int
+        Grade rows yielded so far.
+    """
+
+    def __init__(self, grades, bank, *, block_size: int = _ROUND_BLOCK,
+                 bank_block_size: int = _ROUND_BLOCK // 2):
+        self.grades, self.bank = Path(grades), Path(bank)
+        self.block_size, self.bank_block_size = block_size, bank_block_size
+        self.refused = False
+        self.rows = 0
+
+    @classmethod
+    def of(cls, grades, bank) -> RoundBlocks | None:
+        """The blocks of ``grades`` and ``bank``, or None when either file is missing."""
+        if not (Path(grades).is_file() and Path(bank).is_file()):
+            return None
+        return cls(grades, bank)
+
+    def __iter__(self):
+        self.refused, self.rows = False, 0
+        lines = _bank_lines(self.bank, self.bank_block_size)
+        if lines is None:
+            self.refused = True
+            return
+        held: list = []  # sidecar batches read ahead of the rows
+        have = 0
+        for rows in _grade_blocks(self.grades, self.block_size):
+            if rows is None:
+                self.refused = True
+                return
+            while have < rows.num_rows:
+                batch = next(lines, _END)
+                if batch is _END:
+                    break
+                if batch is None:
+                    self.refused = True
+                    return
+                held.append(batch)
+                have += batch.num_rows
+            if held:
+                taken = pa.concat_tables(held) if len(held) > 1 else held[0]
+            else:
+                taken = _dictionaries(BANK_LINE_SCHEMA.empty_table())
+            n = min(rows.num_rows, have)
+            part, rest = taken.slice(0, n), taken.slice(n)
+            held, have = ([rest], rest.num_rows) if rest.num_rows else ([], 0)
+            del taken
+            self.rows += rows.num_rows
+            yield rows, part
+            del rows, part
+        for batch in lines:  # trailing lines: read (and checked) but not yielded
+            if batch is None:
+                self.refused = True
+                return
+
+
+_END = object()
+
+
+def _grade_blocks(path, block_size: int, *, digests: bool = True):
+    """:func:`read_grade_columns`' blocks, one at a time (blocks without rows left out);
+    yields None once, and stops, when the file is not what the column path reads."""
+    con = None
+    try:
+        with Path(path).open("rb") as f:
+            rest, first = b"", True
+            while True:
+                block = f.read(block_size)
+                data = rest + block
+                if block:
+                    cut = data.rfind(b"\n") + 1
+                    if not cut:
+                        rest = data  # no newline yet: a line longer than a block
+                        continue
+                    data, rest = data[:cut], data[cut:]
+                elif not data:
+                    break
+                if first and data.startswith(_BOM):
+                    yield None
+                    return
+                first = False
+                part = _grade_block(data)
+                del data
+                if part is None:
+                    yield None
+                    return
+                if not digests:
+                    part = part.drop_columns(["line"])
+                elif part.num_rows:
+                    if con is None:
+                        con = _hasher()
+                    part = _hashed(con, part)
+                if part.num_rows:
+                    yield part
+                del part
+                if not block:
+                    break
+    finally:
+        if con is not None:
+            con.close()
+
+
+def _bank_lines(path: Path, block_size: int):
+    """:func:`read_bank_columns`' table of ``path`` as a stream of blocks (each block's
+    dictionary columns encoded on its own), after the same check of the whole file's bytes;
+    yields None once, and stops, where that reader would return None. None (not a
+    stream) when the bytes check already refuses the file."""
+    with path.open("rb") as f:
+        decoder = codecs.getincrementaldecoder("utf-8")()
+        last, count = b"", 0
+        while True:
+            block = f.read(_BLOCK)
+            if not block:
+                break
+            if not last and block.startswith(_BOM):
+                return None
+            try:
+                decoder.decode(block)
+            except UnicodeDecodeError:
+                return None
+            count += block.count(b"\n")
+            last = block
+        try:
+            decoder.decode(b"", final=True)
+        except UnicodeDecodeError:
+            return None
+    if last and not last.endswith(b"\n"):
+        return None
+    del last
+
+    def stream():
+        if count == 0:
+            return
+        seen = 0
+        try:
+            reader = pj.open_json(path, read_options=pj.ReadOptions(use_threads=False,
+                                                                    block_size=block_size),
+                                  parse_options=pj.ParseOptions(
+                                      explicit_schema=BANK_LINE_SCHEMA,
+                                      unexpected_field_behavior="ignore"))
+            for batch in reader:
+                part = _dictionaries(pa.Table.from_batches([batch]))
+                seen += part.num_rows
+                if seen > count:
+                    yield None  # two objects on one line
+                    return
+                yield part
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+            yield None
+            return
+        if seen != count:
+            yield None  # a blank line
+    return stream()
 
 
 def _stream(path: Path, schema: pa.Schema) -> pa.Table | None:

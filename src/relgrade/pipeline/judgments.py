@@ -189,7 +189,8 @@ def judgments(ex, pool: pd.DataFrame, audit_ids, *,
             gf = ex.grader_file(f)
             parts.append(grades.judgment_bank({name: [gf]}, **rules))
             if r == current:
-                files[name] = replace(gf, rows=(), bank=None, columns=None, load_bank=None)
+                files[name] = replace(gf, rows=(), bank=None, columns=None, load_bank=None,
+                                      blocks=None)
             del gf
     if parts:
         # the made-on columns stay categorical (pandas.concat would spell out every row's

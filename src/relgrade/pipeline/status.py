@@ -560,9 +560,11 @@ def read_status(ex: Experiment) -> dict:
                 assignment, queue = missing_assignment(ex, pool)
             held = judgments(ex, pool, audit, assignment=queue)
             key_owed = _key_owed(params, held.pending)
-            table, _ = grades.current_table(held.bank, graders=params.graders_dict(), pool=pool,
-                                            audit_query_ids=audit, round=params.grading.round,
-                                            intents_sha256=None, **held.now)
+            # counted, never written: the rows unsorted (no sorted copy of the table)
+            table = grades.current_table(held.bank, graders=params.graders_dict(), pool=pool,
+                                         audit_query_ids=audit, round=params.grading.round,
+                                         intents_sha256=None, whole=False,
+                                         **held.now)[0].rows
             reused = set() if held.shared is None else set(held.shared["grader"].astype(str))
             for name in sorted(set(held.files) | reused):
                 rows[name] = table[table["grader"] == name]

@@ -244,9 +244,76 @@ def bank_of_columns(rows: pa.Table, bank: pa.Table, *, name: str, spec: Mapping,
     if not n:
         return None  # nothing to gain; the row path handles an empty file
     bank = bank.slice(0, n)
+    if _breaks(rows, bank, spec=spec, scale=scale, max_reason_words=max_reason_words,
+               max_reason_chars=max_reason_chars, reasonless_formats=reasonless_formats):
+        return None
     qid, cid = rows.column("query_id"), rows.column("chunk_id")
-    grade = rows.column("grade")
-    reason = rows.column("reason")
+    if _repeated_made_on(qid, cid, bank):
+        return None  # two rows of one pair made on the same content, intent and rubric
+    pa.default_memory_pool().release_unused()  # the checks' temporaries are garbage now
+    return _bank_frame(rows, bank, name=name, round=round)
+
+
+def bank_of_column_blocks(blocks, *, name: str, spec: Mapping, round: int,
+                          scale: Iterable[int], max_reason_words: int,
+                          max_reason_chars: int = 300,
+                          reasonless_formats: Collection[str] = ()) -> pd.DataFrame | None:
+    """:func:`bank_of_columns` of a round read a block of rows at a time.
+
+    Each block is checked by the same rules as it comes and cut to the columns the bank
+    keeps (ids, reason, grade, made-on values, time) before the next is read, so the grade
+    lines' and bank lines' hashes and the sidecar's other fields are never held for the
+    whole file. "One grade per pair and made-on record", which spans blocks, is checked on
+    the kept columns at the end.
+
+    Parameters
+    ----------
+    blocks : iterable of (pyarrow.Table, pyarrow.Table)
+        :class:`relgrade.io.grade_columns.RoundBlocks`: the grade file's rows and the
+        sidecar's lines of the same rows, block by block (a block's ``lines`` shorter than
+        its ``rows`` when the sidecar ends first).
+    name, spec, round, scale, max_reason_words, max_reason_chars, reasonless_formats
+        As for :func:`bank_of_columns`.
+
+    Returns
+    -------
+    pandas.DataFrame of shape (n_rows, 13), or None
+        The table :func:`bank_of_columns` gives for the whole files (equal to it, column
+        by column); None when it would give None (a row breaks a rule, the sidecar has
+        fewer lines than the file has rows, the file has no row) or when ``blocks`` stops
+        because a reader refused a file (then see its ``refused``).
+    """
+    kept = []
+    for rows, bank in blocks:
+        if rows.num_rows > bank.num_rows:
+            return None  # grade rows without their bank lines
+        if _breaks(rows, bank, spec=spec, scale=scale, max_reason_words=max_reason_words,
+                   max_reason_chars=max_reason_chars, reasonless_formats=reasonless_formats):
+            return None
+        kept.append((rows.select(["query_id", "chunk_id", "reason", "grade"]),
+                     bank.select([*MADE_ON, "graded_at"])))
+        del rows, bank
+        pa.default_memory_pool().release_unused()  # the block's other columns are garbage
+    if getattr(blocks, "refused", False) or not kept:
+        return None  # a reader refused a file; or no row (the row path handles it)
+    # each column in one piece (the bank's later filters and takes would join its chunks
+    # into a whole copy each time), one column at a time; the dictionary columns over one
+    # dictionary, for their codes
+    rows = pa.concat_tables([r for r, _ in kept])
+    bank = pa.concat_tables([b for _, b in kept]).unify_dictionaries()
+    del kept
+    rows, bank = _one_chunk(rows), _one_chunk(bank)
+    if _repeated_made_on(rows.column("query_id"), rows.column("chunk_id"), bank):
+        return None  # two rows of one pair made on the same content, intent and rubric
+    pa.default_memory_pool().release_unused()
+    return _bank_frame(rows, bank, name=name, round=round)
+
+
+def _breaks(rows: pa.Table, bank: pa.Table, *, spec: Mapping, scale: Iterable[int],
+            max_reason_words: int, max_reason_chars: int,
+            reasonless_formats: Collection[str]) -> bool:
+    """Whether any of ``rows`` breaks a row rule or its pairing with the line of ``bank``
+    beside it (as many lines as rows), as :func:`bank_of_columns` states them."""
     fmt = bank.column("imported_format")
     reasonless = pc.fill_null(pc.is_in(fmt, value_set=pa.array(sorted(reasonless_formats),
                                                                  pa.string())), False)
@@ -261,25 +328,42 @@ def bank_of_columns(rows: pa.Table, bank: pa.Table, *, name: str, spec: Mapping,
         empty = pc.fill_null(pc.equal(col, ""), True)
         bad |= empty.to_numpy(zero_copy_only=False).astype(bool)
     if bad.any():
-        return None
+        return True
     digest = bank.column("row_sha256")
     if digest.null_count < len(digest):  # a line without one: bound by the pair alone
         same = pc.fill_null(pc.equal(rows.column("line_sha256"), digest), True)
         if not pc.all(same).as_py():
-            return None
-    if _repeated_made_on(qid, cid, bank):
-        return None  # two rows of one pair made on the same content, intent and rubric
-    pa.default_memory_pool().release_unused()  # the checks' temporaries are garbage now
-    out = pd.DataFrame({"query_id": _strings(qid), "chunk_id": _strings(cid)})
+            return True
+    return False
+
+
+def _bank_frame(rows: pa.Table, bank: pa.Table, *, name: str, round: int) -> pd.DataFrame:
+    """The judgment bank's table of checked rows and their bank lines (same length)."""
+    n = rows.num_rows
+    out = pd.DataFrame({"query_id": _strings(rows.column("query_id")),
+                        "chunk_id": _strings(rows.column("chunk_id"))})
     out["grader"] = name
     out["round"] = int(round)
-    out["grade"] = pd.Series(grade.to_numpy(), dtype="int64")
-    out["reason"] = _strings(reason)
+    out["grade"] = pd.Series(rows.column("grade").to_numpy(), dtype="int64")
+    out["reason"] = _strings(rows.column("reason"))
     for k in MADE_ON:
         out[k] = _held(bank.column(k), k)
     out["graded_at"] = _held(bank.column("graded_at"), "graded_at")
     out["sequence"] = np.arange(n, dtype="int64")
     return out[[*BANK, "sequence"]]
+
+
+def _one_chunk(table: pa.Table) -> pa.Table:
+    """``table`` with each column in one chunk, joined one column at a time (a column's
+    chunks are let go, and Arrow's freed buffers handed back, once it is joined)."""
+    for i, name in enumerate(table.column_names):
+        column = table.column(i)
+        if column.num_chunks > 1:
+            table = table.set_column(i, name,
+                                     pa.chunked_array([column.combine_chunks()], column.type))
+            del column
+            pa.default_memory_pool().release_unused()
+    return table
 
 
 def _repeated_made_on(qid, cid, bank: pa.Table) -> bool:

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import Callable, Collection, Iterable, Mapping
+from typing import Any, Callable, Collection, Iterable, Mapping
 
 import numpy as np
 import pandas as pd
@@ -546,6 +546,59 @@ def long_table(tables: Mapping[str, pd.DataFrame], *, roles: Mapping[str, str],
         one, else the row's position in it); one row per (pair, grader, round), sorted by
         (query_id, chunk_id, grader) in Python string order.
     """
+    return long_rows(tables, roles=roles, round=round).table()
+
+
+@dataclass(frozen=True)
+class LongRows:
+    """The long grades table as its rows in grader order and the order that sorts them.
+
+    :func:`long_table` is ``LongRows.table()``; a writer that takes the table a block of rows
+    at a time (:meth:`blocks`) never holds a second, sorted copy of it.
+
+    Attributes
+    ----------
+    rows : pandas.DataFrame of shape (n_rows, 8)
+        Columns :data:`relgrade.schema.GRADES` with :func:`long_table`'s dtypes, each
+        grader's rows together, in the order the ``tables`` were given.
+    order : numpy.ndarray of int64, shape (n_rows,)
+        Positions in ``rows`` in the table's order: (query_id, chunk_id, grader) in Python
+        string order, ties in row order.
+    """
+
+    rows: pd.DataFrame
+    order: np.ndarray
+
+    def __len__(self) -> int:
+        return len(self.order)
+
+    def table(self) -> pd.DataFrame:
+        """The whole sorted table (:func:`long_table`'s result)."""
+        return self.rows.iloc[self.order].reset_index(drop=True)[GRADES]
+
+    def blocks(self, size: int):
+        """The sorted table in consecutive blocks of ``size`` rows (the last one shorter; one
+        empty block when there is no row): stacked, they are :meth:`table`."""
+        if not len(self.order):
+            yield self.table()
+            return
+        for start in range(0, len(self.order), size):
+            yield self.rows.iloc[self.order[start:start + size]].reset_index(drop=True)[GRADES]
+
+
+def long_rows(tables: Mapping[str, pd.DataFrame], *, roles: Mapping[str, str],
+              round: int) -> LongRows:
+    """:func:`long_table`, unsorted: its rows and the order that sorts them.
+
+    Parameters
+    ----------
+    tables, roles, round
+        As for :func:`long_table`.
+
+    Returns
+    -------
+    LongRows
+    """
     parts = []
     for name, df in tables.items():
         part = df[["query_id", "chunk_id"]].copy()
@@ -561,6 +614,7 @@ def long_table(tables: Mapping[str, pd.DataFrame], *, roles: Mapping[str, str],
         out = pd.DataFrame({c: pd.Series([], dtype="str") for c in GRADES})
     else:
         out = pd.concat(parts, ignore_index=True)
+    del parts
     out = out.astype({"query_id": "str", "chunk_id": "str", "grader": "str", "role": "str",
                       "round": "int64", "grade": "int64", "reason": "str",
                       "sequence": "int64"})
@@ -570,7 +624,7 @@ def long_table(tables: Mapping[str, pd.DataFrame], *, roles: Mapping[str, str],
         else []
     order = np.lexsort(keys) if keys else np.zeros(0, dtype=np.int64)
     del keys
-    return out.iloc[order].reset_index(drop=True)[GRADES]
+    return LongRows(rows=out, order=np.asarray(order, dtype=np.int64))
 
 
 def grader_entry(name: str, spec: Mapping, *, graded: pd.DataFrame, pool: pd.DataFrame,
@@ -654,7 +708,14 @@ class GraderFile:
         ``rows`` and the bank lines are read only when a row breaks a rule, to word it.
     load_bank : callable or None
         Returns the bank lines when ``bank`` is None because they were not read yet (with
-        ``columns``); None when ``bank`` is all there is.
+        ``columns`` or ``blocks``); None when ``bank`` is all there is.
+    blocks : relgrade.io.grade_columns.RoundBlocks or None
+        The grade file and its bank sidecar read together a block of rows at a time; the
+        judgment bank is then built from them
+        (:func:`relgrade.protocol.bank_columns.bank_of_column_blocks`), holding one block of
+        the files at a time, and ``rows`` and the bank lines are read only to word a
+        refusal (the bank lines first when a reader refused a file, as when ``columns`` is
+        None).
     """
 
     rows: Iterable[tuple[int, Mapping]]
@@ -667,6 +728,7 @@ class GraderFile:
     bank_source: str | None = None
     columns: tuple | None = None
     load_bank: Callable[[], list | None] | None = None
+    blocks: Any = None
 
 
 def collect_grades(
@@ -799,7 +861,7 @@ def bank_of_file(f: GraderFile, *, name: str, spec: Mapping, scale: Iterable[int
 
     Notes
     -----
-    With ``f.columns`` the rules are checked over columns first
+    With ``f.columns`` (or ``f.blocks``) the rules are checked over columns first
     (:func:`relgrade.protocol.bank_columns.bank_of_columns`); the rows are read one by one
     only when a row breaks one, to name the first such row as the row path does.
     """
@@ -810,8 +872,19 @@ def bank_of_file(f: GraderFile, *, name: str, spec: Mapping, scale: Iterable[int
             reasonless_formats=REASONLESS_FORMATS)
         if out is not None:
             return out
+    early = None
+    if f.blocks is not None:
+        out = bank_columns.bank_of_column_blocks(
+            f.blocks, name=name, spec=spec, round=int(f.round or 0), scale=scale,
+            max_reason_words=max_reason_words, max_reason_chars=max_reason_chars,
+            reasonless_formats=REASONLESS_FORMATS)
+        if out is not None:
+            return out
+        if f.blocks.refused:  # as when the files are not read as columns: the lines first
+            early = [f.load_bank()]
     rows = [(line, row) for line, row in f.rows]
-    bank_lines = f.bank if f.load_bank is None else f.load_bank()
+    bank_lines = early[0] if early is not None else \
+        f.bank if f.load_bank is None else f.load_bank()
     # a grade imported from TREC qrels has no reason, whatever the grader's kind: its bank
     # line says so (and the sidecar pairing below checks the line is the row's)
     df = validate_grader_file(rows, name=name, spec=spec, pool_pairs=None,
@@ -908,7 +981,7 @@ def current_table(bank: pd.DataFrame, *, graders: Mapping, pool: pd.DataFrame,
                   intents_sha256: str | None,
                   files: Mapping[str, GraderFile] | None = None,
                   key_pairs: pd.DataFrame | None = None,
-                  carry=None) -> tuple[pd.DataFrame, dict]:
+                  carry=None, whole: bool = True) -> tuple[pd.DataFrame | LongRows, dict]:
     """The grades table of the current pool: current grades only, and its manifest.
 
     Parameters
@@ -933,10 +1006,14 @@ def current_table(bank: pd.DataFrame, *, graders: Mapping, pool: pd.DataFrame,
         Triage mode: the people's queue (``query_id``, ``chunk_id``), the pairs the key
         grader and the auditor are measured against in the manifest's coverage (the triage
         grader's against the whole pool). The whole pool when not given.
+    whole : bool, default True
+        Return the sorted table; False: its rows unsorted and their order
+        (:class:`LongRows`), for a reader that counts them or a writer that takes them a
+        block at a time.
 
     Returns
     -------
-    grades : pandas.DataFrame
+    grades : pandas.DataFrame or LongRows
         :data:`relgrade.schema.GRADES`: per grader, its current grade of each pool pair (an
         auditor's on the audited queries only); a stale grade, or one of a pair outside the
         pool, is never in it.
@@ -975,7 +1052,9 @@ def current_table(bank: pd.DataFrame, *, graders: Mapping, pool: pd.DataFrame,
                 "round": int(round), "rounds": sorted({int(r) for r in bank["round"]}),
                 "intents_sha256": intents_sha256, "pool_pairs": n_pairs,
                 "graders": entries}
-    return long_table(tables, roles=roles, round=round), manifest
+    del now
+    rows = long_rows(tables, roles=roles, round=round)
+    return (rows.table() if whole else rows), manifest
 
 
 def coverage_lines(manifest: Mapping, *, limit: int = 10) -> list[str]:

@@ -58,14 +58,17 @@ def run(ex):
         key_pairs = triage.people_queue(held.triage_queue)
         _people_in_queue(ex, held, pool)
     step("the current grade of every pool pair")
+    # the table is sorted as it is written, a row group at a time, unless rows are added
+    # to it or taken from it first (grades reused from other experiments, a rater panel)
+    by_blocks = held.shared is None and grading.mode != "raters"
     table, manifest = grades.current_table(
         held.bank, graders=ex.params.graders_dict(), pool=pool, audit_query_ids=audit_ids,
         round=grading.round,
         intents_sha256=io.read_json(ex.path("intents_manifest")).get("sha256"),
-        files=held.files, key_pairs=key_pairs, **held.now)
+        files=held.files, key_pairs=key_pairs, whole=not by_blocks, **held.now)
     # what each grader made and owes, counted as `relgrade status` counts it
-    manifest["judging"] = judgment_counts(pending_status(ex, held=held, table=table,
-                                                         adjudication=False))
+    manifest["judging"] = judgment_counts(pending_status(
+        ex, held=held, table=table.rows if by_blocks else table, adjudication=False))
     if held.shared is not None:  # grades reused from other experiments: each row's origin
         table, manifest["shared"] = _origins(ex, table, held.shared)
     if held.scope is not None:  # a partial regrade: which rounds merged, how many pairs again
@@ -87,10 +90,30 @@ def run(ex):
     out = "rater_grades" if grading.mode == "raters" else "grades"
     if grading.mode == "raters":
         table = _queued_only(ex, table)
-    io.write_parquet(ex.path(out), table)
+    if by_blocks:
+        held.bank = pool = None  # counted: let them go before the table is written
+        release_unused()
+        with io.ParquetBlocks(ex.path(out)) as w:
+            for block in table.blocks(WRITE_BLOCK_ROWS):
+                w.write(block)
+                del block
+    else:
+        io.write_parquet(ex.path(out), table)
     io.write_json(ex.path("grades_manifest"), manifest)
     for line in grades.coverage_lines(manifest):
         print(line)
+
+
+#: Rows of the sorted grades table taken at a time while it is written (the file's row
+#: groups are :data:`relgrade.io.files.ROW_GROUP_ROWS` rows, whatever this is).
+WRITE_BLOCK_ROWS = 65536
+
+
+def release_unused() -> None:
+    """Hand Arrow's freed buffers back to the system (the bank's columns live there)."""
+    import pyarrow as pa
+
+    pa.default_memory_pool().release_unused()
 
 
 def _origins(ex, table, shared):
