@@ -140,3 +140,38 @@ def test_clicks_pairs_writes_its_pairs_without_importing_pandas_or_pyarrow(tmp_p
     assert out.exists()
     assert "duckdb" in heavy and "numpy" in heavy
     assert "pandas" not in heavy and "pyarrow" not in heavy
+
+
+def test_the_program_collects_its_garbage_then_freezes_what_is_left_at_exit():
+    # the program's process (main called as the console script calls it) registers, at
+    # exit, a collection and then gc.freeze: a cycle the command left unreachable is still
+    # finalized, and the interpreter's shutdown walks none of what is left. The probe's own
+    # exit hook, registered first, runs after relgrade's (atexit runs the last registered
+    # first).
+    probe = ("import atexit, gc, sys\n"
+             "gc.disable()\n"
+             "atexit.register(lambda: print('frozen', gc.get_freeze_count() > 0))\n"
+             "class Cycle:\n"
+             "    def __del__(self):\n"
+             "        print('finalized')\n"
+             "c = Cycle(); c.me = c; del c\n"
+             "from relgrade.cli import main\n"
+             "sys.argv = ['relgrade', '--version']\n"
+             "main()\n")
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.splitlines() == [f"relgrade, version {__version__}", "finalized",
+                                       "frozen True"]
+
+
+def test_the_cli_called_in_process_leaves_the_collector_alone():
+    # click's test runner calls main.main, as a longer-lived process would: nothing is
+    # frozen at that process's exit
+    probe = ("import atexit, gc\n"
+             "atexit.register(lambda: print('frozen', gc.get_freeze_count() > 0))\n"
+             "from click.testing import CliRunner\n"
+             "from relgrade.cli import main\n"
+             "print(CliRunner().invoke(main, ['--version']).exit_code)\n")
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.splitlines() == ["0", "frozen False"]

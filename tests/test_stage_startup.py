@@ -67,3 +67,22 @@ def test_a_stage_process_finds_bytecode_for_every_module_it_imports():
 
     missing = [f for f in files if not Path(importlib.util.cache_from_source(str(f))).is_file()]
     assert missing == []
+
+
+def test_a_stage_s_work_runs_with_its_imports_frozen_out_of_the_collector(tmp_path):
+    # relgrade.pipeline.runner.run_stage freezes what the imports made before the work, so
+    # the collector walks neither it during the work nor at the process's exit; what the work
+    # makes afterwards is collected as before
+    import os
+
+    (tmp_path / "params.yaml").write_text("seed: 7\npaths:\n  pool: data/pool/pool.parquet\n")
+    probe = ("import gc, relgrade.pipeline.runner as runner\n"
+             "def main(ex):\n"
+             "    made = [[]]\n"
+             "    tracked = [id(o) for o in gc.get_objects()]\n"
+             "    print(gc.get_freeze_count() > 0, id(runner.require_rendered) in tracked,\n"
+             "          id(made) in tracked, ex.params.seed)\n"
+             "runner.run_stage(main)\n")
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                         check=True, cwd=tmp_path, env={**os.environ, "DVC_STAGE": ""})
+    assert out.stdout.split() == ["True", "False", "True", "7"]
