@@ -70,8 +70,8 @@ def test_ppi_plus_plus_replaces_the_model_key_numbers_and_keeps_them_beside():
     deep = out["comparisons"][1]
     assert deep["estimator"] == "model-only" and deep["delta"] == 0.05
     assert deep["verdict"] == (
-        "not a decision, the model key alone (no PPI++ on R@10; list it in ppi.measures for "
-        "people's verdict): no detectable difference on R@10")
+        "not a decision (the model key alone, no PPI++ on this measure; list it in "
+        "ppi.measures for people's verdict): no detectable difference on R@10")
     assert out["arms"]["bm25"][DEEP]["estimator"] == "model-only"
     assert out["verdicts"] == [c["verdict"], deep["verdict"]]
     assert out["estimator"]["decides"] == "ppi++" and out["estimator"]["measures"] == [P]

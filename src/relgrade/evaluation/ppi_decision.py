@@ -281,8 +281,8 @@ def govern(report: dict, ppi: dict, *, source=None) -> dict:
             c["estimator"] = MODEL_ONLY
             # people decide only the measures the ppi stage estimated: the model key's
             # verdict is shown as what it is, never as a decision
-            c["verdict"] = (f"not a decision, the model key alone (no PPI++ on {m}; list it in "
-                            f"ppi.measures for people's verdict): {c['verdict']}")
+            c["verdict"] = ("not a decision (the model key alone, no PPI++ on this measure; "
+                            f"list it in ppi.measures for people's verdict): {c['verdict']}")
             continue
         est = estimates[m]
         d = _difference(est, c["arm_a"], c["arm_b"])
