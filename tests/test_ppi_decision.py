@@ -288,3 +288,30 @@ def test_govern_gives_the_ppi_verdict_its_holm_family():
     out = govern(report(), rec)
     verdict = next(c["verdict"] for c in out["comparisons"] if c["measure"] == P)
     assert "excludes 0 only before correcting for the 2 comparisons made" in verdict
+
+
+def test_the_ppi_report_says_its_other_measures_and_key_translation_are_the_judges():
+    from tests.test_report_translation import TRANSLATION
+
+    record = ppi_record()
+    record["design"].update(level=0.9, queries=20, human_fraction=0.3, seed=1,
+                            human_sample=["q1"], rectifier="r", interval="jackknife")
+    record.update(judge_audit={"leniency": [], "order": [], "flags": [], "spread": 0.0,
+                               "max_spread": 0.15},
+                  budget={"reference": "r", "curve": [], "tau_0.9": {}})
+    d = decision.build_decision(govern(report(), record), primary=P, ppi=record,
+                                translation=TRANSLATION)
+    md = decision.to_markdown(d)
+    # R@10 is not decided by people: listed under "Other measures", never as a verdict
+    assert "\n## Other measures\n\n- not a decision (the model key alone" in md
+    assert "Verdicts on the other measures" not in md
+    section = md.split("## Translation from the previous key\n", 1)[1].split("\n## ", 1)[0]
+    assert ("Both keys are the model judge's (ppi mode): these are model-key means, not the "
+            "people's estimates") in " ".join(section.split())
+    html = decision.to_html(d)
+    assert '<h2 id="other-verdicts">Other measures</h2>' in html
+    assert "<p>Both keys are the model judge's (ppi mode)" in html
+    # outside ppi mode neither changes
+    single = decision.to_markdown(decision.build_decision(report(), primary=P,
+                                                          translation=TRANSLATION))
+    assert "model judge's" not in single
