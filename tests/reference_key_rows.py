@@ -60,9 +60,13 @@ def build_key(
     dropped = sorted(q for q, g in best.items() if g < relevant_min)
     kept = [r for r in rows if r[0] not in set(dropped)]
     if not kept:
-        raise InputError("no query has a chunk graded relevant: the key would be empty",
-                         item=key_grader, found=f"{len(dropped)} queries dropped",
-                         fix="Check the grades and params scale.relevant_min")
+        # the message as relgrade words it now (it gained the grader's words and the file)
+        raise InputError("no query has a chunk graded relevant by the key grader: the key "
+                         "would be empty", item=key_grader,
+                         found=f"{len(dropped)} queries dropped, every grade of "
+                               f"{key_grader} below scale.relevant_min {relevant_min}",
+                         fix=f"Check {key_grader}'s grades (a grader that grades every pair "
+                             "0 makes no key) and params scale.relevant_min")
     key = pd.DataFrame({
         "query_id": pd.Series([r[0] for r in kept], dtype="str"),
         "chunk_id": pd.Series([r[1] for r in kept], dtype="str"),

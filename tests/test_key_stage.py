@@ -353,3 +353,18 @@ def test_a_command_whose_judge_made_none_of_the_grades_is_not_named_as_theirs(tm
         f"params now name 'python3 judge2.py' (judge {now[:12]}), which made none of the "
         "key's grades; the command that made them is not known here (see params.yaml's git "
         "history)")}
+
+
+def test_a_key_grader_that_graded_every_pair_0_is_refused_naming_the_grades_file(tmp_path):
+    p = _stage_dir(tmp_path)
+    grades = _grades([("q1", "a", "grader-a", 0), ("q1", "b", "grader-a", 0),
+                      ("q2", "c", "grader-a", 0), ("q1", "a", "auditor-b", 1)])
+    grades.to_parquet(tmp_path / p["grades"], index=False)
+    proc = _run_stage(tmp_path)
+    assert proc.returncode == 1
+    assert proc.stderr.splitlines()[-1] == (
+        f"Error: {p['grades']}: grader-a: no query has a chunk graded relevant by the key "
+        "grader: the key would be empty (found 2 queries dropped, every grade of grader-a "
+        "below scale.relevant_min 1). Check grader-a's grades (a grader that grades every "
+        "pair 0 makes no key) and params scale.relevant_min")
+    assert not (tmp_path / p["key"]).exists()

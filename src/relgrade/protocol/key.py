@@ -175,6 +175,7 @@ def build_key(
     round: int,
     pool: pd.DataFrame,
     relevant_min: int,
+    source=None,
 ) -> tuple[pd.DataFrame, list[str]]:
     """Build the key from the key grader's grades of the pool.
 
@@ -191,6 +192,8 @@ def build_key(
         Columns ``query_id``, ``chunk_id``: every pair the key must grade.
     relevant_min : int
         The lowest grade that counts as relevant (params ``scale.relevant_min``).
+    source : str or os.PathLike, optional
+        The grades table's file, named by the error of a key left empty.
 
     Returns
     -------
@@ -243,9 +246,12 @@ def build_key(
     kept = table.filter(pc.invert(pc.is_in(table["query_id"],
                                            value_set=pa.array(dropped, pa.large_string()))))
     if not kept.num_rows:
-        raise InputError("no query has a chunk graded relevant: the key would be empty",
-                         item=key_grader, found=f"{len(dropped)} queries dropped",
-                         fix="Check the grades and params scale.relevant_min")
+        raise InputError("no query has a chunk graded relevant by the key grader: the key "
+                         "would be empty", path=source, item=key_grader,
+                         found=f"{len(dropped)} queries dropped, every grade of "
+                               f"{key_grader} below scale.relevant_min {relevant_min}",
+                         fix=f"Check {key_grader}'s grades (a grader that grades every pair "
+                             "0 makes no key) and params scale.relevant_min")
     return _frame(kept), dropped
 
 

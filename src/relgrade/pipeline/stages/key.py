@@ -377,7 +377,7 @@ def run(ex):
         grades_table, key_grader=ex.params.need("grading.key_grader"),
         round=grading.round,
         pool=io.read_table(ex.path("pool"), columns=["query_id", "chunk_id"], only=True),
-        relevant_min=ex.params.need("scale").relevant_min)
+        relevant_min=ex.params.need("scale").relevant_min, source=ex.path("grades"))
     if "shared" not in manifests["grades"]:
         del grades_table  # read again by nothing below
     pa.default_memory_pool().release_unused()  # the grades' and the joins' blocks
