@@ -202,15 +202,21 @@ def test_a_used_up_sample_is_not_called_an_early_stop():
             "decided") in note
 
 
-def test_the_ppi_report_names_the_holm_family_of_every_p_value():
-    # PPI++ decides P, whose family is its 1 comparison (the ppi record's differences on
-    # P); R@10 stays model-only, adjusted by the compare stage over both comparisons (2)
+def _report_record():
+    """A ppi record with what the report's prediction-powered section reads."""
     record = ppi_record()
     record["design"].update(level=0.9, queries=20, human_fraction=0.3, seed=1,
                             human_sample=["q1"], rectifier="r", interval="jackknife")
     record.update(judge_audit={"leniency": [], "order": [], "flags": [], "spread": 0.0,
                                "max_spread": 0.15},
                   budget={"reference": "r", "curve": [], "tau_0.9": {}})
+    return record
+
+
+def test_the_ppi_report_names_the_holm_family_of_every_p_value():
+    # PPI++ decides P, whose family is its 1 comparison (the ppi record's differences on
+    # P); R@10 stays model-only, adjusted by the compare stage over both comparisons (2)
+    record = _report_record()
     out = govern(report(), record)
     md = decision.to_markdown(decision.build_decision(out, primary=P, ppi=record))
     assert ("- Holm: `PPI++ verdicts over the 1 comparison on their measure "
@@ -293,12 +299,7 @@ def test_govern_gives_the_ppi_verdict_its_holm_family():
 def test_the_ppi_report_says_its_other_measures_and_key_translation_are_the_judges():
     from tests.test_report_translation import TRANSLATION
 
-    record = ppi_record()
-    record["design"].update(level=0.9, queries=20, human_fraction=0.3, seed=1,
-                            human_sample=["q1"], rectifier="r", interval="jackknife")
-    record.update(judge_audit={"leniency": [], "order": [], "flags": [], "spread": 0.0,
-                               "max_spread": 0.15},
-                  budget={"reference": "r", "curve": [], "tau_0.9": {}})
+    record = _report_record()
     d = decision.build_decision(govern(report(), record), primary=P, ppi=record,
                                 translation=TRANSLATION)
     md = decision.to_markdown(d)

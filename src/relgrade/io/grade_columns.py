@@ -187,30 +187,12 @@ def read_bank_columns(path, fields=None) -> pa.Table | None:
         :func:`relgrade.graders.store.read_bank` then, which refuses or reads it as before.
     """
     path = Path(path)
-    with path.open("rb") as f:
-        decoder = codecs.getincrementaldecoder("utf-8")()
-        last, lines = b"", 0
-        while True:
-            block = f.read(_BLOCK)
-            if not block:
-                break
-            if not last and block.startswith(_BOM):
-                return None
-            try:
-                decoder.decode(block)
-            except UnicodeDecodeError:
-                return None
-            lines += block.count(b"\n")
-            last = block
-        try:
-            decoder.decode(b"", final=True)
-        except UnicodeDecodeError:
-            return None
-    if last and not last.endswith(b"\n"):
-        return None  # a torn last line: read_bank leaves it out
+    lines = _bank_line_count(path)
+    if lines is None:
+        return None
     schema = BANK_LINE_SCHEMA if fields is None else \
         pa.schema([f for f in BANK_LINE_SCHEMA if f.name in set(fields)])
-    if not last:
+    if not lines:  # an empty file
         return _dictionaries(schema.empty_table())
     table = _stream(path, schema)
     if table is None or table.num_rows != lines:
@@ -377,14 +359,14 @@ def _grade_blocks(path, block_size: int, *, digests: bool = True):
             con.close()
 
 
-def _bank_lines(path: Path, block_size: int):
-    """:func:`read_bank_columns`' table of ``path`` as a stream of blocks (each block's
-    dictionary columns encoded on its own), after the same check of the whole file's bytes;
-    yields None once, and stops, where that reader would return None. None (not a
-    stream) when the bytes check already refuses the file."""
+def _bank_line_count(path: Path) -> int | None:
+    """The newlines of bank sidecar ``path`` when its bytes are what the column path reads
+    (UTF-8 throughout, no byte-order mark, a newline at the end), else None (read with
+    :func:`relgrade.graders.store.read_bank` then: a torn last line, which it leaves out,
+    or bytes it refuses)."""
     with path.open("rb") as f:
         decoder = codecs.getincrementaldecoder("utf-8")()
-        last, count = b"", 0
+        last, lines = b"", 0
         while True:
             block = f.read(_BLOCK)
             if not block:
@@ -395,15 +377,23 @@ def _bank_lines(path: Path, block_size: int):
                 decoder.decode(block)
             except UnicodeDecodeError:
                 return None
-            count += block.count(b"\n")
+            lines += block.count(b"\n")
             last = block
         try:
             decoder.decode(b"", final=True)
         except UnicodeDecodeError:
             return None
-    if last and not last.endswith(b"\n"):
+    return None if last and not last.endswith(b"\n") else lines
+
+
+def _bank_lines(path: Path, block_size: int):
+    """:func:`read_bank_columns`' table of ``path`` as a stream of blocks (each block's
+    dictionary columns encoded on its own), after the same check of the whole file's bytes;
+    yields None once, and stops, where that reader would return None. None (not a
+    stream) when the bytes check already refuses the file."""
+    count = _bank_line_count(path)
+    if count is None:
         return None
-    del last
 
     def stream():
         if count == 0:

@@ -102,6 +102,25 @@ def _parquet_table(path: Path) -> pa.Table | None:
     return table.cast(RUN_SCHEMA)
 
 
+def _csv_options(delim: bytes, block_size: int) -> dict:
+    """Arrow's CSV reader options for TREC run lines split on ``delim``: the six fields
+    typed (ids as large strings), no quoting, escaping, nulls or booleans, blank lines kept
+    (so the rules see them), one thread, ``block_size`` bytes a block."""
+    import pyarrow.csv as pacsv  # only a TREC text run needs the CSV reader
+
+    types = {"query_id": pa.large_string(), "q0": pa.string(), "chunk_id": pa.large_string(),
+             "rank": pa.int64(), "score": pa.float64(), "tag": pa.string()}
+    return dict(
+        read_options=pacsv.ReadOptions(column_names=_TREC_FIELDS, use_threads=False,
+                                       block_size=block_size),
+        parse_options=pacsv.ParseOptions(delimiter=delim.decode(), quote_char=False,
+                                         double_quote=False, escape_char=False,
+                                         ignore_empty_lines=False),
+        convert_options=pacsv.ConvertOptions(column_types=types, null_values=[],
+                                             true_values=[], false_values=[],
+                                             strings_can_be_null=False))
+
+
 def trec_table(path) -> pa.Table | None:
     """A TREC run parsed by Arrow's CSV reader (one thread), or None when the file is not
     one it takes as it is (see :func:`read_run_table`'s notes; None leaves the file to
@@ -122,19 +141,8 @@ def trec_table(path) -> pa.Table | None:
     if separator is None:
         return None
     delim, needles = separator
-    types = {"query_id": pa.large_string(), "q0": pa.string(), "chunk_id": pa.large_string(),
-             "rank": pa.int64(), "score": pa.float64(), "tag": pa.string()}
     try:
-        table = pacsv.read_csv(
-            str(path),
-            read_options=pacsv.ReadOptions(column_names=_TREC_FIELDS, use_threads=False,
-                                           block_size=1 << 24),
-            parse_options=pacsv.ParseOptions(delimiter=delim.decode(), quote_char=False,
-                                             double_quote=False, escape_char=False,
-                                             ignore_empty_lines=False),
-            convert_options=pacsv.ConvertOptions(column_types=types, null_values=[],
-                                                 true_values=[], false_values=[],
-                                                 strings_can_be_null=False))
+        table = pacsv.read_csv(str(path), **_csv_options(delim, 1 << 24))
     except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError):
         return None
     for name in ("query_id", "q0", "chunk_id", "tag"):
@@ -203,19 +211,9 @@ def trec_query_blocks(path, *, block_bytes: int = 1 << 22) -> Iterator[pa.Table]
     if separator is None:
         raise RunNotInBlocks(str(path))
     delim, needles = separator
-    types = {"query_id": pa.large_string(), "q0": pa.string(), "chunk_id": pa.large_string(),
-             "rank": pa.int64(), "score": pa.float64(), "tag": pa.string()}
     from relgrade.io.batches import line_blocks
 
-    options = dict(
-        read_options=pacsv.ReadOptions(column_names=_TREC_FIELDS, use_threads=False,
-                                       block_size=block_bytes),
-        parse_options=pacsv.ParseOptions(delimiter=delim.decode(), quote_char=False,
-                                         double_quote=False, escape_char=False,
-                                         ignore_empty_lines=False),
-        convert_options=pacsv.ConvertOptions(column_types=types, null_values=[],
-                                             true_values=[], false_values=[],
-                                             strings_can_be_null=False))
+    options = _csv_options(delim, block_bytes)
     carry, previous = None, None
     # each block of whole lines parsed on its own: Arrow's streaming reader reads the whole
     # file ahead of the batches it hands out
