@@ -321,42 +321,44 @@ def _grade_blocks(path, block_size: int, *, digests: bool = True):
     yields None once, and stops, when the file is not what the column path reads."""
     con = None
     try:
-        with Path(path).open("rb") as f:
-            rest, first = b"", True
-            while True:
-                block = f.read(block_size)
-                data = rest + block
-                if block:
-                    cut = data.rfind(b"\n") + 1
-                    if not cut:
-                        rest = data  # no newline yet: a line longer than a block
-                        continue
-                    data, rest = data[:cut], data[cut:]
-                elif not data:
-                    break
-                if first and data.startswith(_BOM):
-                    yield None
-                    return
-                first = False
-                part = _grade_block(data)
-                del data
-                if part is None:
-                    yield None
-                    return
-                if not digests:
-                    part = part.drop_columns(["line"])
-                elif part.num_rows:
-                    if con is None:
-                        con = _hasher()
-                    part = _hashed(con, part)
-                if part.num_rows:
-                    yield part
-                del part
-                if not block:
-                    break
+        for part in _parsed_blocks(path, block_size):
+            if part is None:
+                yield None
+                return
+            if not digests:
+                part = part.drop_columns(["line"])
+            elif part.num_rows:
+                if con is None:
+                    con = _hasher()
+                part = _hashed(con, part)
+            if part.num_rows:
+                yield part
+            del part
     finally:
         if con is not None:
             con.close()
+
+
+def _parsed_blocks(path, block_size: int, digest=None):
+    """Grade file ``path`` in blocks of whole lines (:func:`relgrade.io.batches.line_blocks`),
+    each parsed by :func:`_grade_block`; ``digest`` (a hashlib object), when given, is fed
+    every byte read. Yields None once, and stops, at a byte-order mark or a block the
+    column path refuses."""
+    from relgrade.io.batches import line_blocks
+
+    first = True
+    for data in line_blocks(path, block_size):
+        if digest is not None:
+            digest.update(data)
+        if first and data.startswith(_BOM):
+            yield None
+            return
+        first = False
+        part = _grade_block(data)
+        del data
+        yield part
+        if part is None:
+            return
 
 
 def _bank_line_count(path: Path) -> int | None:
@@ -519,33 +521,12 @@ class GradeBlocks:
         import hashlib
 
         digest = hashlib.sha256()
-        with self.path.open("rb") as f:
-            rest, first = b"", True
-            while True:
-                block = f.read(self.block_size)
-                digest.update(block)
-                data = rest + block
-                if block:
-                    cut = data.rfind(b"\n") + 1
-                    if not cut:
-                        rest = data  # no newline yet: a line longer than a block
-                        continue
-                    data, rest = data[:cut], data[cut:]
-                elif not data:
-                    break
-                if first and data.startswith(_BOM):
-                    yield None
-                    return
-                first = False
-                part = _grade_block(data)
-                del data
-                if part is None:
-                    yield None
-                    return
-                part = part.drop_columns(["line"])
-                if part.num_rows:
-                    yield part
-                del part
-                if not block:
-                    break
+        for part in _parsed_blocks(self.path, self.block_size, digest):
+            if part is None:
+                yield None
+                return
+            part = part.drop_columns(["line"])
+            if part.num_rows:
+                yield part
+            del part
         self.sha256 = digest.hexdigest()
