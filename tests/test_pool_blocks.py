@@ -146,6 +146,30 @@ def test_a_block_before_the_last_ones_queries_is_refused():
         blocks.add({"b": second["a"]})
 
 
+def test_pooling_a_second_block_does_not_load_pandas():
+    # the order check compares the block's first query with the last one before it; a
+    # Python str there would make pyarrow import pandas (0.3 CPU-s of the stage's process)
+    import subprocess
+    import sys
+
+    probe = (
+        "import sys\n"
+        "import numpy as np\n"
+        "from relgrade.protocol.pool import PoolBlocks\n"
+        "from relgrade.ranking import arrow_array, arrow_strings\n"
+        "def rows(q):\n"
+        "    return {'a': __import__('pyarrow').table({\n"
+        "        'query_id': arrow_strings([q, q]), 'chunk_id': arrow_strings(['c1', 'c2']),\n"
+        "        'rank': arrow_array(np.array([1, 2])),\n"
+        "        'score': arrow_array(np.array([2.0, 1.0]))})}\n"
+        "blocks = PoolBlocks(['a'], depth=1)\n"
+        "got = [blocks.add(rows(q))[0].num_rows for q in ('q1', 'q2', 'q3')]\n"
+        "print(got, blocks.stats()['pairs'], 'pandas' in sys.modules)\n")
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split("\n")[0] == "[1, 1, 1] 3 False"
+
+
 # --- the stage -----------------------------------------------------------------------------
 
 def _stage(root, runs, **pool):

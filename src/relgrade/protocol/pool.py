@@ -482,7 +482,10 @@ class PoolBlocks:
         self._parts: list[dict] = []
         self._digest = hashlib.sha256()
         self._pairs = self._queries = 0
-        self._last: str | None = None
+        # the previous block's last query id, an Arrow scalar: compared with another
+        # scalar, a Python str would be converted by pyarrow, which imports pandas (about
+        # 0.3 CPU-s of the stage's process; benchmarks/README.md, "Pooling")
+        self._last: pa.Scalar | None = None
 
     def add(self, candidates) -> tuple[pa.Table, pa.Table]:
         """Pool one block of queries.
@@ -515,8 +518,9 @@ class PoolBlocks:
         if pool.num_rows:
             q = arrow_ids(pool["query_id"])
             if self._last is not None and not pc.greater(q[0], self._last).as_py():
-                raise ValueError(f"block of query {q[0].as_py()} after query {self._last}")
-            self._last = q[pool.num_rows - 1].as_py()
+                raise ValueError(f"block of query {q[0].as_py()} after query "
+                                 f"{self._last.as_py()}")
+            self._last = q[pool.num_rows - 1]
             self._digest.update(pool_bytes(pool))
             self._pairs += pool.num_rows
             self._queries += int(pc.count_distinct(q).as_py())
