@@ -64,6 +64,36 @@ def test_query_rows_names_the_file_and_the_missing_column(tmp_path):
         batches.query_rows(tmp_path / "absent.parquet", ["query_id"], ["q1"])
 
 
+@pytest.mark.parametrize("rows", [1, 2, 3, 1000])
+def test_iter_rows_where_in_gives_the_kept_rows_batch_by_batch_in_file_order(tmp_path, rows):
+    path, _ = _grades(tmp_path)
+    blocks = list(batches.iter_rows_where_in(path, ["query_id", "chunk_id", "round"],
+                                             "query_id", ["q2", "q10"], rows=rows))
+    # batches that keep no row are skipped; the blocks together are query_rows' table
+    assert all(len(b) for b in blocks) and len(blocks) <= -(-7 // rows)
+    got = pd.concat(blocks, ignore_index=True)
+    pd.testing.assert_frame_equal(got, batches.query_rows(
+        path, ["query_id", "chunk_id", "round"], ["q2", "q10"]))
+    assert got["chunk_id"].tolist() == ["a", "b", "e"]
+
+
+def test_iter_rows_where_in_names_the_missing_column_on_the_call(tmp_path):
+    path, _ = _grades(tmp_path)
+    # no batch asked for: the file and its columns are checked when the reader is made
+    with pytest.raises(InputError, match="missing column[(]s[)] grade"):
+        batches.iter_rows_where_in(path, ["query_id", "grade"], "query_id", ["q1"])
+    with pytest.raises(InputError, match="file not found"):
+        batches.iter_rows_where_in(tmp_path / "absent.parquet", ["query_id"], "query_id", [])
+
+
+def test_iter_rows_where_in_of_a_jsonl_table_is_one_block(tmp_path):
+    path = tmp_path / "t.jsonl"
+    path.write_text('{"query_id": "q1", "chunk_id": "a"}\n{"query_id": "q2", "chunk_id": "b"}\n')
+    blocks = list(batches.iter_rows_where_in(path, ["query_id", "chunk_id"], "query_id", {"q2"}))
+    assert [b.to_dict(orient="records") for b in blocks] == [[{"query_id": "q2",
+                                                                "chunk_id": "b"}]]
+
+
 @pytest.mark.parametrize("rows", [1, 3, 1000])
 def test_distinct_text_gives_each_value_once_across_batches(tmp_path, rows):
     path, _ = _grades(tmp_path)

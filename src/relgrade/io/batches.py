@@ -233,25 +233,61 @@ def rows_where_in(path, columns: list[str], column: str, values, *,
         The file is missing or unreadable, or lacks a column of ``columns``.
     """
     import pyarrow as pa
-    import pyarrow.compute as pc
 
     path = Path(path)
-    wanted = sorted({str(q) for q in values})
     if path.suffix.lower() != ".parquet":
         from relgrade.io.files import read_table
 
+        wanted = sorted({str(q) for q in values})
         df = read_table(path, columns=columns)[columns]
         return df[df[column].astype(str).isin(wanted)].reset_index(drop=True)
     pf = _parquet_file(path, columns)
-    value_set = pa.array(wanted, type=pa.large_string())
-    kept = []
-    for batch in pf.iter_batches(batch_size=rows, columns=columns):
-        mask = pc.is_in(_as_text(batch.column(columns.index(column))), value_set=value_set)
-        kept.append(batch.filter(mask))
+    kept = list(_kept_batches(pf, columns, column, values, rows))
     schema = kept[0].schema if kept else pf.schema_arrow
     table = pa.Table.from_batches(kept, schema=schema) if kept else \
         schema.empty_table().select(columns)
     return table.to_pandas()[columns]
+
+
+def iter_rows_where_in(path, columns: list[str], column: str, values, *,
+                       rows: int = BATCH_ROWS) -> Iterator[pd.DataFrame]:
+    """:func:`rows_where_in` a batch at a time: memory holds one batch and its kept rows.
+
+    Parameters
+    ----------
+    path, columns, column, values, rows
+        As :func:`rows_where_in`.
+
+    Returns
+    -------
+    iterator of pandas.DataFrame of shape (n_kept_in_batch, len(columns))
+        The kept rows of one batch (batches that keep none are skipped), in the file's
+        order; a ``.jsonl`` or ``.tsv`` table's kept rows as one frame.
+
+    Raises
+    ------
+    InputError
+        As :func:`rows_where_in`, on the call (the file is opened and its columns checked
+        before the first batch is asked for).
+    """
+    path = Path(path)
+    if path.suffix.lower() != ".parquet":
+        return iter([rows_where_in(path, columns, column, values, rows=rows)])
+    pf = _parquet_file(path, columns)
+    return (batch.to_pandas()[columns]
+            for batch in _kept_batches(pf, columns, column, values, rows) if batch.num_rows)
+
+
+def _kept_batches(pf, columns: list[str], column: str, values, rows: int):
+    """Per batch of ``pf``, its rows whose ``column`` as text is in ``values`` (an Arrow
+    batch, possibly empty)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    value_set = pa.array(sorted({str(q) for q in values}), type=pa.large_string())
+    for batch in pf.iter_batches(batch_size=rows, columns=columns):
+        mask = pc.is_in(_as_text(batch.column(columns.index(column))), value_set=value_set)
+        yield batch.filter(mask)
 
 
 def distinct_text(path, column: str, *, rows: int = BATCH_ROWS):

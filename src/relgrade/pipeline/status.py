@@ -566,8 +566,10 @@ def read_status(ex: Experiment) -> dict:
                                          intents_sha256=None, whole=False,
                                          **held.now)[0].rows
             reused = set() if held.shared is None else set(held.shared["grader"].astype(str))
+            # only the pair columns the progress counts read: a copy of every column of
+            # each grader's rows, made while the bank is held, was the command's peak
             for name in sorted(set(held.files) | reused):
-                rows[name] = table[table["grader"] == name]
+                rows[name] = table.loc[table["grader"] == name, ["query_id", "chunk_id"]]
             pending = pending_status(ex, held=held, table=table)
             if held.owed_by is not None and params.grading.mode != "triage":
                 round_owed = _round_owed(held, table, [params.grading.key_grader,

@@ -23,7 +23,7 @@ from relgrade.io import batches as stream
 from relgrade.io import files as io
 from relgrade.pipeline.cost import people_seconds
 from relgrade.protocol import triage
-from relgrade.protocol.audit import audit_coverage
+from relgrade.protocol.audit import audit_coverage_blocks
 from relgrade.pipeline.stages.audit import params_shown
 from relgrade.protocol.gate import (
     NOT_THE_RUBRIC,
@@ -86,23 +86,23 @@ def run(ex):
     owed = owed_calibrations(ex, key_judges(ex), seconds_of=people_seconds(ex))
     measures = io.read_json(ex.path("agreement"))
     audited = ex.audit_ids() or []
-    # the coverage reads the audited queries' rows alone: the grades and the pool are read a
-    # batch at a time and only those rows kept, so memory does not grow with the pool
-    grades = stream.query_rows(ex.path("grades"), ["query_id", "chunk_id", "grader", "round"],
-                               audited)
+    # the coverage reads the audited queries' rows alone, a batch at a time, and holds them
+    # as compact codes (protocol.audit.audit_coverage_blocks): memory does not grow with the
+    # pool
+    grades = (g[g["round"] == grading.round] for g in stream.iter_rows_where_in(
+        ex.path("grades"), ["query_id", "chunk_id", "grader", "round"], "query_id", audited))
     if grading.mode == "triage":
         # the audit covers what people grade: the triage queue's pairs of the audited queries
         path = ex.path("triage_queue")
         pool = triage.people_queue(triage.typed_queue(io.read_table(path), path=path))
         pooled = len(set(pool["query_id"].astype(str)))
+        pool = [pool]
     else:
-        pool = stream.query_rows(ex.path("pool"), ["query_id", "chunk_id"], audited)
+        pool = stream.iter_rows_where_in(ex.path("pool"), ["query_id", "chunk_id"],
+                                         "query_id", audited)
         pooled = len(stream.distinct_text(ex.path("pool"), "query_id"))
-    coverage = audit_coverage(
-        pool,
-        grades[grades["round"] == grading.round],
-        audit_ids=audited,
-        key_grader=key_grader, auditor=auditor)
+    coverage = audit_coverage_blocks(
+        pool, grades, audit_ids=audited, key_grader=key_grader, auditor=auditor)
     families = family_warnings(
         key_grader=key_grader, auditor=auditor,
         graders={name: g.get("family") for name, g in p.graders_dict().items()},
