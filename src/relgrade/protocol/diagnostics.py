@@ -600,6 +600,137 @@ def _means(values: np.ndarray, groups: np.ndarray) -> pd.Series:
     return pd.Series(values).groupby(groups, sort=True).mean()
 
 
+@dataclass(frozen=True)
+class Shown:
+    """One grader's grades shown at a known display position, as the position-bias fit
+    reads them, in table order.
+
+    Attributes
+    ----------
+    position, grade : ndarray of float64, shape (n,)
+        Display position and grade, each centred on its display's mean (one display = one
+        query for one role and round).
+    query : ndarray of int, shape (n,)
+        The query of each grade as a code that sorts as the ids do (the fit's clusters).
+    thirds : ndarray of int64, shape (2, 3)
+        The sum (row 0) and the number (row 1) of the grades, as whole numbers, in each
+        third of their display.
+    """
+
+    position: np.ndarray
+    grade: np.ndarray
+    query: np.ndarray
+    thirds: np.ndarray
+
+    @classmethod
+    def of_rows(cls, position: np.ndarray, grade: np.ndarray, display: np.ndarray,
+                size: np.ndarray, query: np.ndarray) -> "Shown":
+        """The fit's inputs of a grader's shown grades: ``position`` (int), ``grade``
+        (whole numbers, int), ``display`` (a code per display), ``size`` (that display's
+        number of chunks) and ``query`` (cluster codes), shape (n,) each, in table order.
+        Every display's rows must all be here (the centring means are the display's)."""
+        third = np.clip(3 * position // np.maximum(size, 1), 0, 2)
+        thirds = np.zeros((2, 3), dtype=np.int64)
+        np.add.at(thirds[0], third, grade.astype(np.int64))
+        np.add.at(thirds[1], third, 1)
+        return cls(position=_centred(position.astype(float), display),
+                   grade=_centred(grade.astype(float), display), query=query, thirds=thirds)
+
+    @classmethod
+    def joined(cls, parts: Sequence["Shown"]) -> "Shown":
+        """Parts of one grader's rows (whole displays each), stacked in order."""
+        return cls(position=np.concatenate([p.position for p in parts]),
+                   grade=np.concatenate([p.grade for p in parts]),
+                   query=np.concatenate([p.query for p in parts]),
+                   thirds=np.sum([p.thirds for p in parts], axis=0, dtype=np.int64))
+
+
+@dataclass(frozen=True)
+class GraderRows:
+    """One grader's graded rows of a round, as :func:`diagnose_rows` reads them.
+
+    Attributes
+    ----------
+    name : str
+    role : str or None
+        The role of its first graded row (table order); None without a ``role`` column.
+    count : int
+        How many rows hold a grade.
+    shown : Shown or None
+        Its grades shown at a known display position; None when none is (or no display
+        positions were given).
+    sequence : ndarray of int, shape (count,), or None
+        The order-of-grading column of its graded rows, in table order; None when absent.
+    grade : ndarray, shape (count,), or None
+        Their grades (int or float dtype); None with ``sequence``.
+    query : ndarray of int, shape (count,), or None
+        Their queries as codes that sort as the ids do; None with ``sequence``.
+    """
+
+    name: str
+    role: str | None
+    count: int
+    shown: Shown | None = None
+    sequence: np.ndarray | None = None
+    grade: np.ndarray | None = None
+    query: np.ndarray | None = None
+
+
+@dataclass(frozen=True)
+class RoundRows:
+    """A round's grades as the diagnostics and the audit's notes read them, grader by
+    grader: what a caller that reads the grades table a block of queries at a time builds
+    (the agreement stage), in place of :class:`GradeCodes`.
+
+    Attributes
+    ----------
+    in_round : frozenset of str
+        The graders holding a row of the round (with or without a grade).
+    graders : tuple of GraderRows
+        Every grader with a grade in the round, in name order.
+    positions : bool
+        Whether display positions were joined (position bias is computed).
+    sequence : bool
+        Whether the table has the order-of-grading column (drift is computed).
+    """
+
+    in_round: frozenset
+    graders: tuple
+    positions: bool
+    sequence: bool
+
+
+def _round_rows(codes: GradeCodes, positions: PositionCodes | None) -> RoundRows:
+    """:class:`RoundRows` of a round's grades held as codes (every graded row)."""
+    in_round = frozenset(codes.grader_names())
+    codes = codes.with_grades()
+    grade = codes.grade.astype(float)
+    shown: dict[int, Shown] = {}
+    if positions is not None:
+        hit, position, display, size = _positions_of(codes, positions)
+        # the join's grades are whole numbers, as the display table's merge typed them
+        whole = grade[hit].astype(np.int64)
+        who = codes.grader[hit]
+        for i in np.unique(who):
+            mine = np.flatnonzero(who == i)
+            shown[int(i)] = Shown.of_rows(position[mine], whole[mine], display[mine],
+                                          size[mine], codes.query[hit[mine]])
+        del hit, position, display, size, whole, who
+    rows = []
+    for i in np.unique(codes.grader):  # graders in name order
+        mine = np.flatnonzero(codes.grader == i)
+        has = codes.sequence is not None
+        rows.append(GraderRows(
+            name=codes.graders[i],
+            role=str(codes.roles[codes.role[mine[0]]]) if codes.role is not None else None,
+            count=len(mine), shown=shown.get(int(i)),
+            sequence=codes.sequence[mine] if has else None,
+            grade=codes.grade[mine] if has else None,
+            query=codes.query[mine] if has else None))
+    return RoundRows(in_round=in_round, graders=tuple(rows), positions=positions is not None,
+                     sequence=codes.sequence is not None)
+
+
 def diagnose(codes: GradeCodes, positions: PositionCodes | None = None, *, bins: int = 5,
              level: float = 0.95, graders: Sequence[str] | None = None,
              order: str = "sequence") -> dict:
@@ -627,23 +758,49 @@ def diagnose(codes: GradeCodes, positions: PositionCodes | None = None, *, bins:
         ``bins`` is not a positive integer (when drift is computed), ``level`` outside
         (0, 1), or the position table lists one pair twice.
     """
-    codes = codes.with_grades()
+    return diagnose_rows(_round_rows(codes, positions), bins=bins, level=level,
+                         graders=graders, order=order)
+
+
+def diagnose_rows(rows: RoundRows, *, bins: int = 5, level: float = 0.95,
+                  graders: Sequence[str] | None = None, order: str = "sequence") -> dict:
+    """:func:`grading_diagnostics` of a round's grades held grader by grader.
+
+    Parameters
+    ----------
+    rows : RoundRows
+    bins, level, graders, order
+        As :func:`diagnose`.
+
+    Returns
+    -------
+    dict
+        As :func:`grading_diagnostics`.
+
+    Raises
+    ------
+    InputError
+        ``bins`` is not a positive integer (when drift is computed) or ``level`` outside
+        (0, 1).
+
+    Notes
+    -----
+    Each slope is fitted on the grader's whole arrays in table order (the least-squares
+    sums are BLAS products, whose last bits depend on the order and blocking of the sum).
+    The means by third are sums of whole numbers divided by counts: exact in any order
+    below 2**53, so parts may be summed separately and give pandas' group mean's bits.
+    """
     out: dict = {}
     notes: list[str] = []
     flags: list[str] = []
-    counts = np.bincount(codes.grader, minlength=len(codes.graders))
-    _, first = np.unique(codes.grader, return_index=True)
-    first_of = dict(zip(np.unique(codes.grader).tolist(), first.tolist()))
-    index = {name: i for i, name in enumerate(codes.graders)}
-    present = {codes.graders[i] for i in first_of}
-    for grader in sorted(present | {str(x) for x in (graders or [])}):
-        i = index.get(grader)
-        n = int(counts[i]) if i is not None else 0
+    mine = {r.name: r for r in rows.graders}
+    for grader in sorted(set(mine) | {str(x) for x in (graders or [])}):
+        r = mine.get(grader)
         out[grader] = {}
-        if codes.role is not None and n:
-            out[grader]["role"] = str(codes.roles[codes.role[first_of[i]]])
-        out[grader]["grades"] = n
-        if not n:
+        if r is not None and r.role is not None:
+            out[grader]["role"] = r.role
+        out[grader]["grades"] = r.count if r is not None else 0
+        if r is None:
             notes.append(f"{grader} has no grades: nothing to diagnose")
 
     def record(grader, what, fit):
@@ -657,34 +814,25 @@ def diagnose(codes: GradeCodes, positions: PositionCodes | None = None, *, bins:
                          f"{'display position' if what == 'position' else 'whole sequence'}"
                          f", interval [{fit['low']:+.3f}, {fit['high']:+.3f}] excludes 0")
 
-    grade = codes.grade.astype(float)
-    if positions is not None:
-        hit, position, display, size = _positions_of(codes, positions)
-        # the join's grades are whole numbers, as the display table's merge typed them
-        whole = grade[hit].astype(np.int64)
-        third = np.clip(3 * position // size, 0, 2)
-        who = codes.grader[hit]
-        for i in np.unique(who):  # graders in name order
-            mine = np.flatnonzero(who == i)
-            fit = slope_interval(_centred(position[mine].astype(float), display[mine]),
-                                 _centred(whole[mine].astype(float), display[mine]),
-                                 codes.query[hit[mine]], level=level, intercept=False)
-            record(codes.graders[i], "position", fit)
-            means = _means(whole[mine], third[mine])
-            out[codes.graders[i]]["mean_by_third"] = {
-                name: float(means[t]) for t, name in enumerate(("first", "middle", "last"))
-                if t in means.index}
-        del hit, position, display, size, whole, third, who
+    if rows.positions:
+        for r in rows.graders:  # graders in name order
+            if r.shown is None:
+                continue
+            fit = slope_interval(r.shown.position, r.shown.grade, r.shown.query, level=level,
+                                 intercept=False)
+            record(r.name, "position", fit)
+            sums, counts = r.shown.thirds
+            out[r.name]["mean_by_third"] = {
+                name: float(sums[t]) / int(counts[t])
+                for t, name in enumerate(("first", "middle", "last")) if counts[t]}
     else:
         notes.append("position bias not computed: no display positions were given")
-    if codes.sequence is not None:
+    if rows.sequence:
         if not isinstance(bins, (int, np.integer)) or isinstance(bins, bool) or bins < 1:
             raise InputError("bins must be a positive integer", found=repr(bins))
-        for i in np.unique(codes.grader):  # graders in name order
-            mine = np.flatnonzero(codes.grader == i)
-            name = codes.graders[i]
-            sequence = codes.sequence[mine]
-            n = len(mine)
+        for r in rows.graders:  # graders in name order
+            name, sequence, n = r.name, r.sequence, r.count
+            grade = r.grade.astype(float)
             if len(np.unique(sequence)) < n:
                 notes.append(f"{name}: its `{order}` values repeat (grades of two files "
                              "merged in one round): ties are read in table order")
@@ -693,11 +841,10 @@ def diagnose(codes: GradeCodes, positions: PositionCodes | None = None, *, bins:
             rank[ranked] = np.arange(n, dtype=float)
             stretch = (rank * bins // n).astype(np.int64) + 1
             # the stretches' means are of whole grades, as leniency_drift's table has them
-            means = _means(grade[mine].astype(np.int64), stretch)
+            means = _means(grade.astype(np.int64), stretch)
             rank = np.arange(n, dtype=float)
             span = rank / (n - 1) if n > 1 else rank
-            fit = slope_interval(span, grade[mine][ranked], codes.query[mine][ranked],
-                                 level=level)
+            fit = slope_interval(span, grade[ranked], r.query[ranked], level=level)
             record(name, "drift", fit)
             out[name]["mean_by_stretch"] = {str(int(b)): float(m)
                                            for b, m in zip(means.index, means.to_numpy())}
