@@ -87,7 +87,12 @@ def slope_interval(x, y, groups, *, level: float = 0.95, intercept: bool = True)
         raise InputError("slope inputs must have one value per grade",
                          found=f"{x.size}, {y.size} and {g.size} values")
     none = {"slope": None, "low": None, "high": None, "excludes_zero": None}
-    X = np.column_stack([np.ones_like(x), x]) if intercept else x[:, None]
+    if intercept:  # np.column_stack([ones, x]): the same layout, without the ones' copy
+        X = np.empty((x.size, 2))
+        X[:, 0] = 1.0
+        X[:, 1] = x
+    else:
+        X = x[:, None]
     k = X.shape[1]
     if x.size <= k:
         return none
@@ -97,12 +102,19 @@ def slope_interval(x, y, groups, *, level: float = 0.95, intercept: bool = True)
     bread = np.linalg.inv(xtx)
     beta = bread @ X.T @ y
     slope = float(beta[-1])
-    _, codes = np.unique(g, return_inverse=True)
+    codes = _group_codes(g)
     n_groups = int(codes.max()) + 1
     if n_groups < 2:
         return {**none, "slope": slope}
     score = np.zeros((n_groups, k))
-    np.add.at(score, codes, X * (y - X @ beta)[:, None])
+    resid = X @ beta
+    np.subtract(y, resid, out=resid)
+    # np.add.at adds row after row, so a block of rows at a time makes each group's sum
+    # the same additions in the same order, without a product array of every row
+    for start in range(0, x.size, _SCORE_ROWS):
+        rows = slice(start, start + _SCORE_ROWS)
+        np.add.at(score, codes[rows], X[rows] * resid[rows, None])
+    del resid
     n = x.size
     c = n_groups / (n_groups - 1) * (n - 1) / (n - k)
     var = c * (bread @ (score.T @ score) @ bread)[-1, -1]
@@ -110,6 +122,25 @@ def slope_interval(x, y, groups, *, level: float = 0.95, intercept: bool = True)
     low, high = slope - half, slope + half
     return {"slope": slope, "low": low, "high": high,
             "excludes_zero": bool(low > 0 or high < 0)}
+
+
+#: Rows whose scores are summed at once by :func:`slope_interval`.
+_SCORE_ROWS = 1 << 16
+
+
+def _group_codes(groups: np.ndarray) -> np.ndarray:
+    """``np.unique(groups, return_inverse=True)[1]``: each value's rank among the distinct
+    values; for whole numbers of a narrow range by a table over the range (no sorted copy
+    of the values), as int32."""
+    if groups.dtype.kind in "iu" and groups.size:
+        low, high = int(groups.min()), int(groups.max())
+        if high - low < max(4 * groups.size, 1 << 16):
+            at = (groups - low).astype(np.int32, copy=False) if low else groups
+            present = np.zeros(high - low + 1, dtype=bool)
+            present[at] = True
+            rank = np.cumsum(present, dtype=np.int32) - 1
+            return rank[at]
+    return np.unique(groups, return_inverse=True)[1].reshape(-1)
 
 
 def position_bias(grades: pd.DataFrame, positions: pd.DataFrame) -> pd.DataFrame:
@@ -832,7 +863,6 @@ def diagnose_rows(rows: RoundRows, *, bins: int = 5, level: float = 0.95,
             raise InputError("bins must be a positive integer", found=repr(bins))
         for r in rows.graders:  # graders in name order
             name, sequence, n = r.name, r.sequence, r.count
-            grade = r.grade.astype(float)
             if len(np.unique(sequence)) < n:
                 notes.append(f"{name}: its `{order}` values repeat (grades of two files "
                              "merged in one round): ties are read in table order")
@@ -840,11 +870,17 @@ def diagnose_rows(rows: RoundRows, *, bins: int = 5, level: float = 0.95,
             rank = np.empty(n, dtype=float)
             rank[ranked] = np.arange(n, dtype=float)
             stretch = (rank * bins // n).astype(np.int64) + 1
+            del rank
             # the stretches' means are of whole grades, as leniency_drift's table has them
-            means = _means(grade.astype(np.int64), stretch)
-            rank = np.arange(n, dtype=float)
-            span = rank / (n - 1) if n > 1 else rank
-            fit = slope_interval(span, grade[ranked], r.query[ranked], level=level)
+            means = _means(r.grade.astype(float).astype(np.int64), stretch)
+            del stretch
+            span = np.arange(n, dtype=float)
+            if n > 1:
+                span /= n - 1
+            # each array made just before the fit, and one at a time (a grader's whole pool)
+            grade = r.grade[ranked].astype(float)
+            fit = slope_interval(span, grade, r.query[ranked], level=level)
+            del ranked, span, grade
             record(name, "drift", fit)
             out[name]["mean_by_stretch"] = {str(int(b)): float(m)
                                            for b, m in zip(means.index, means.to_numpy())}

@@ -257,6 +257,8 @@ def _by_query_blocks(table: ParquetColumns, orders, *, round: int,  # noqa: A002
     if shows:
         for s in streams:
             s.upto(None)  # the rest of the orders: checked, not kept
+        del streams
+    pa.default_memory_pool().release_unused()  # Arrow's pool keeps the batches' buffers
     whole = RoundRows(
         in_round=frozenset(str(n) for n in in_round),
         graders=tuple(GraderRows(
