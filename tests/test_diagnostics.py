@@ -219,3 +219,21 @@ def test_slope_interval_summed_by_blocks_of_rows_has_the_one_product_bits(rows, 
         got = dg.slope_interval(x, y, groups, intercept=intercept)
         assert (got["slope"], got["low"], got["high"]) == \
             _slope_by_one_product(x, y, groups, intercept)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_means_by_stretch_are_leniency_drifts_table(seed):
+    # sums of whole grades over counts: the bits of pandas' group means, grades truncated
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(1, 400))
+    g = pd.DataFrame({"query_id": [f"q{i}" for i in rng.integers(0, 30, n)],
+                      "chunk_id": [f"c{i}" for i in range(n)],
+                      "grader": rng.choice(["ga", "gb"], n),
+                      "grade": rng.integers(0, 4, n) + rng.choice([0.0, 0.5], n),
+                      "sequence": rng.integers(0, n, n)})
+    bins = int(rng.integers(1, 7))
+    table = dg.leniency_drift(g, bins=bins)
+    got = dg.grading_diagnostics(g, bins=bins)["graders"]
+    for grader, rows in table.groupby("grader"):
+        assert got[grader]["mean_by_stretch"] == {
+            str(b): m for b, m in zip(rows["bin"], rows["mean_grade"])}

@@ -133,7 +133,7 @@ def test_agreement_stage_by_query_blocks_gives_the_whole_tables_diagnostics(
     audited, rows = stage._by_query_blocks(ParquetColumns(tmp_path / "g.parquet"),
                                            tmp_path / "o.parquet", round=1, audit_ids=audit)
     want_audited, codes = stage._grades(ParquetColumns(tmp_path / "g.parquet"), audit)
-    pd.testing.assert_frame_equal(audited, want_audited)
+    pd.testing.assert_frame_equal(audited, want_audited.drop(columns=["reason"]))
     want = dg.diagnose(codes.of_round(1), stage._positions(tmp_path / "o.parquet"),
                        graders=["ga", "gb", "gc"])
     assert dg.diagnose_rows(rows, graders=["ga", "gb", "gc"]) == want
@@ -157,3 +157,29 @@ def test_agreement_stage_reads_whole_tables_out_of_query_order_or_a_pair_shown_t
     with pytest.raises(InputError, match="not in query_id order"):
         stage._by_query_blocks(ParquetColumns(tmp_path / "g.parquet"),
                                tmp_path / "o.parquet", round=1, audit_ids=[])
+
+
+def test_agreement_stage_by_blocks_writes_the_whole_paths_report_reasons_included(tmp_path):
+    from relgrade.protocol import agreement
+
+    grades, orders = _experiment(np.random.default_rng(5), 40)
+    grades["reason"] = [f"why {i}" for i in range(len(grades))]
+    grades.loc[3, "reason"] = None
+    io.write_parquet(tmp_path / "g.parquet", grades)
+    io.write_parquet(tmp_path / "o.parquet", orders)
+    audit = sorted({q for q in grades["query_id"] if int(q[1:]) % 3 == 0})
+    queries = pd.DataFrame({"query_id": sorted(set(grades["query_id"])), "group": "g"})
+    common = dict(audit_ids=audit, queries=queries, grader="ga", auditor="gb", round=1,
+                  scale=[0, 1, 2, 3], relevant_min=2, graders=["ga", "gb"])
+    audited, rows = stage._by_query_blocks(ParquetColumns(tmp_path / "g.parquet"),
+                                           tmp_path / "o.parquet", round=1, audit_ids=audit)
+    got = agreement.audit_agreement(audited, whole=rows, **common)
+    stage._with_reasons(got.disagreements, tmp_path / "g.parquet", round=1)
+    want_audited, codes = stage._grades(ParquetColumns(tmp_path / "g.parquet"), audit)
+    want = agreement.audit_agreement(want_audited, whole=codes,
+                                     positions=stage._positions(tmp_path / "o.parquet"),
+                                     **common)
+    assert len(want.disagreements) > 3
+    assert got.metrics == want.metrics
+    pd.testing.assert_frame_equal(got.confusion, want.confusion)
+    pd.testing.assert_frame_equal(got.disagreements, want.disagreements)

@@ -626,11 +626,6 @@ def _centred(values: np.ndarray, groups: np.ndarray) -> np.ndarray:
     return (s - s.groupby(groups).transform("mean")).to_numpy(float)
 
 
-def _means(values: np.ndarray, groups: np.ndarray) -> pd.Series:
-    """The mean of ``values`` per group, groups sorted (pandas' group mean)."""
-    return pd.Series(values).groupby(groups, sort=True).mean()
-
-
 @dataclass(frozen=True)
 class Shown:
     """One grader's grades shown at a known display position, as the position-bias fit
@@ -867,23 +862,24 @@ def diagnose_rows(rows: RoundRows, *, bins: int = 5, level: float = 0.95,
                 notes.append(f"{name}: its `{order}` values repeat (grades of two files "
                              "merged in one round): ties are read in table order")
             ranked = np.argsort(sequence, kind="stable")  # ties in table order
-            rank = np.empty(n, dtype=float)
-            rank[ranked] = np.arange(n, dtype=float)
-            stretch = (rank * bins // n).astype(np.int64) + 1
-            del rank
-            # the stretches' means are of whole grades, as leniency_drift's table has them
-            means = _means(r.grade.astype(float).astype(np.int64), stretch)
+            # the grades in grading order: the fit's y, and the stretches' whole grades
+            grade = r.grade[ranked].astype(float)
+            query = r.query[ranked]
+            del ranked
+            # the grade at place j of n is in stretch floor(j * bins / n) + 1; each mean is a
+            # sum of whole numbers over a count: exact in any order (pandas' group mean)
+            stretch = (np.arange(n, dtype=float) * bins // n).astype(np.int64)
+            sums = np.bincount(stretch, weights=np.trunc(grade))
+            counts = np.bincount(stretch)
             del stretch
             span = np.arange(n, dtype=float)
             if n > 1:
                 span /= n - 1
-            # each array made just before the fit, and one at a time (a grader's whole pool)
-            grade = r.grade[ranked].astype(float)
-            fit = slope_interval(span, grade, r.query[ranked], level=level)
-            del ranked, span, grade
+            fit = slope_interval(span, grade, query, level=level)
+            del span, grade, query
             record(name, "drift", fit)
-            out[name]["mean_by_stretch"] = {str(int(b)): float(m)
-                                           for b, m in zip(means.index, means.to_numpy())}
+            out[name]["mean_by_stretch"] = {str(b + 1): float(sums[b]) / int(counts[b])
+                                           for b in range(len(counts)) if counts[b]}
     else:
         notes.append(f"leniency drift not computed: the grades table has no `{order}` column "
                      "recording the order of grading")

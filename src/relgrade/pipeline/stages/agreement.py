@@ -20,7 +20,8 @@ from relgrade.canonical import significant_floats
 from relgrade.errors import InputError
 from relgrade.experiment.progress import QUIET_SECONDS, step_printer
 from relgrade.io import files as io
-from relgrade.io.batches import distinct_text, iter_query_blocks, iter_table_batches
+from relgrade.io.batches import (distinct_text, iter_query_blocks, iter_table_batches,
+                                 query_rows)
 from relgrade.io.parquet_columns import ParquetColumns
 from relgrade.protocol import agreement
 from relgrade.protocol.diagnostics import GradeCodes, GraderRows, PositionCodes, RoundRows, Shown
@@ -64,6 +65,8 @@ def run(ex):
         graders=sorted(ex.params.graders),
         panel=sorted(n for n, g in ex.params.graders_dict().items() if g["role"] == "rater")
         if grading.mode == "raters" else None, whole=whole)
+    if isinstance(whole, RoundRows):
+        _with_reasons(report.disagreements, ex.path("grades"), round=grading.round)
     del grades, whole
     # Diagnostics are per-grader tables: kept beside the gate's measures, not among them, so
     # `dvc metrics show` stays a readable table.
@@ -164,7 +167,8 @@ class _Whole(Exception):
 
 def _by_query_blocks(table: ParquetColumns, orders, *, round: int,  # noqa: A002
                      audit_ids) -> tuple[pd.DataFrame, RoundRows]:
-    """The audited queries' rows of the grades table (every column) and the round's grades
+    """The audited queries' rows of the grades table (every column but the reasons, which
+    :func:`_with_reasons` reads for the disagreements alone) and the round's grades
     grader by grader with their display positions joined, the grades and the orders read a
     block of whole queries at a time (both are written in query order; the orders once per
     role, each role's rows in query order).
@@ -185,7 +189,7 @@ def _by_query_blocks(table: ParquetColumns, orders, *, round: int,  # noqa: A002
         The files cannot be read.
     """
     names = table.names
-    if "round" not in names or "role" not in names:
+    if "round" not in names or "role" not in names or "reason" not in names:
         raise _Whole("no round or role column")
     sequence = "sequence" in names
     columns = ["query_id", "chunk_id", "grader", "role", "round", "grade"] + \
@@ -216,7 +220,9 @@ def _by_query_blocks(table: ParquetColumns, orders, *, round: int,  # noqa: A002
         if len(graders) >= 3:
             raise _Whole("three or more graders")
         query = arrow_ids(block["query_id"])
-        audited.append(np.asarray(pc.is_in(query, value_set=audit), dtype=bool))
+        kept = np.flatnonzero(np.asarray(pc.is_in(query, value_set=audit), dtype=bool))
+        if len(kept):
+            audited.append(block.iloc[kept])
         # the query's code sorts as its id does: the blocks come in query order
         code, distinct = pd.factorize(block["query_id"])
         code = (code + queries_before).astype(np.int32)
@@ -233,9 +239,10 @@ def _by_query_blocks(table: ParquetColumns, orders, *, round: int,  # noqa: A002
             at, position, display, size = _display_rows(
                 pd.concat(shown, ignore_index=True) if shown else None, block.iloc[rows], keys)
             del shown
-        who = block["grader"].to_numpy()[rows]
-        for name in sorted(set(who.tolist())):
-            sel = who == name
+        # the graders as codes in name order (no str per row)
+        who, named = pd.factorize(block["grader"].iloc[rows], sort=True)
+        for i, name in enumerate(named.tolist()):
+            sel = who == i
             own = rows[sel]
             roles.setdefault(name, str(block["role"].iat[own[0]]))
             got = parts.setdefault(name, {"count": [], "shown": [], "sequence": [],
@@ -254,6 +261,7 @@ def _by_query_blocks(table: ParquetColumns, orders, *, round: int,  # noqa: A002
                         position[row], grade[took].astype(float).astype(np.int64),
                         display[row], size[row], code[took]))
         del block
+        pa.default_memory_pool().release_unused()  # the block's Arrow buffers are garbage
     if shows:
         for s in streams:
             s.upto(None)  # the rest of the orders: checked, not kept
@@ -269,7 +277,9 @@ def _by_query_blocks(table: ParquetColumns, orders, *, round: int,  # noqa: A002
             query=np.concatenate(got["query"]) if sequence else None)
             for name, got in sorted(parts.items())),
         positions=shows, sequence=sequence)
-    return table.rows(np.concatenate(audited) if audited else np.zeros(0, dtype=bool)), whole
+    audited = pd.concat(audited, ignore_index=True) if audited else \
+        table.schema.empty_table().select(columns).to_pandas()
+    return audited, whole
 
 
 def _compact(grade: np.ndarray) -> np.ndarray:
@@ -352,3 +362,24 @@ class _RoleRows:
         if len(out) and out.duplicated(self._keys).any():
             raise _Whole("a pair listed twice")
         return out
+
+
+def _with_reasons(report: pd.DataFrame, path, *, round: int) -> None:  # noqa: A002
+    """Fill the disagreement report's ``grader_reason`` and ``auditor_reason`` (made from
+    rows read without their reasons) with the reasons of those rows of round ``round``,
+    read for the report's queries alone: a reason that is not text is empty, as
+    :func:`relgrade.protocol.agreement.pair_grades` reads it."""
+    if not len(report):
+        return
+    rows = query_rows(path, ["query_id", "chunk_id", "grader", "round", "reason"],
+                      sorted(set(report["query_id"])))
+    # the report's pairs' rows alone become Python objects
+    rows = rows[((rows["round"] == int(round)) & rows["chunk_id"].isin(
+        set(report["chunk_id"]))).to_numpy()]
+    said = {(q, c, g): r if isinstance(r, str) else "" for q, c, g, r in zip(
+        rows["query_id"], rows["chunk_id"], rows["grader"], rows["reason"])}
+    for who, column in (("grader", "grader_reason"), ("auditor", "auditor_reason")):
+        report[column] = pd.Series(
+            [said.get((q, c, g), "") for q, c, g in
+             zip(report["query_id"], report["chunk_id"], report[who])],
+            index=report.index, dtype=str)
