@@ -87,14 +87,16 @@ def slope_interval(x, y, groups, *, level: float = 0.95, intercept: bool = True)
         raise InputError("slope inputs must have one value per grade",
                          found=f"{x.size}, {y.size} and {g.size} values")
     none = {"slope": None, "low": None, "high": None, "excludes_zero": None}
+    n = x.size
     if intercept:  # np.column_stack([ones, x]): the same layout, without the ones' copy
-        X = np.empty((x.size, 2))
+        X = np.empty((n, 2))
         X[:, 0] = 1.0
         X[:, 1] = x
+        del x  # held in X (a caller's temporary array is freed here)
     else:
         X = x[:, None]
     k = X.shape[1]
-    if x.size <= k:
+    if n <= k:
         return none
     xtx = X.T @ X
     if abs(np.linalg.det(xtx)) < 1e-12 * max(1.0, float(np.abs(xtx).max())) ** k:
@@ -111,11 +113,10 @@ def slope_interval(x, y, groups, *, level: float = 0.95, intercept: bool = True)
     np.subtract(y, resid, out=resid)
     # np.add.at adds row after row, so a block of rows at a time makes each group's sum
     # the same additions in the same order, without a product array of every row
-    for start in range(0, x.size, _SCORE_ROWS):
+    for start in range(0, n, _SCORE_ROWS):
         rows = slice(start, start + _SCORE_ROWS)
         np.add.at(score, codes[rows], X[rows] * resid[rows, None])
     del resid
-    n = x.size
     c = n_groups / (n_groups - 1) * (n - 1) / (n - k)
     var = c * (bread @ (score.T @ score) @ bread)[-1, -1]
     half = float(t_dist.ppf((1 + level) / 2, n_groups - 1) * np.sqrt(max(var, 0.0)))
@@ -788,6 +789,14 @@ def diagnose(codes: GradeCodes, positions: PositionCodes | None = None, *, bins:
                          graders=graders, order=order)
 
 
+def _span(n: int) -> np.ndarray:
+    """Places 0..n-1 scaled to [0, 1] (``arange(n) / (n - 1)``; ``arange(n)`` for n <= 1)."""
+    span = np.arange(n, dtype=float)
+    if n > 1:
+        span /= n - 1
+    return span
+
+
 def diagnose_rows(rows: RoundRows, *, bins: int = 5, level: float = 0.95,
                   graders: Sequence[str] | None = None, order: str = "sequence") -> dict:
     """:func:`grading_diagnostics` of a round's grades held grader by grader.
@@ -872,11 +881,9 @@ def diagnose_rows(rows: RoundRows, *, bins: int = 5, level: float = 0.95,
             sums = np.bincount(stretch, weights=np.trunc(grade))
             counts = np.bincount(stretch)
             del stretch
-            span = np.arange(n, dtype=float)
-            if n > 1:
-                span /= n - 1
-            fit = slope_interval(span, grade, query, level=level)
-            del span, grade, query
+            # the place in the sequence from 0 to 1, made in the call: freed once copied
+            fit = slope_interval(_span(n), grade, query, level=level)
+            del grade, query
             record(name, "drift", fit)
             out[name]["mean_by_stretch"] = {str(b + 1): float(sums[b]) / int(counts[b])
                                            for b in range(len(counts)) if counts[b]}
