@@ -133,7 +133,7 @@ def test_agreement_stage_by_query_blocks_gives_the_whole_tables_diagnostics(
     audited, rows = stage._by_query_blocks(ParquetColumns(tmp_path / "g.parquet"),
                                            tmp_path / "o.parquet", round=1, audit_ids=audit)
     want_audited, codes = stage._grades(ParquetColumns(tmp_path / "g.parquet"), audit)
-    pd.testing.assert_frame_equal(audited, want_audited.drop(columns=["reason"]))
+    pd.testing.assert_frame_equal(audited, want_audited[stage.AUDITED_COLUMNS])
     want = dg.diagnose(codes.of_round(1), stage._positions(tmp_path / "o.parquet"),
                        graders=["ga", "gb", "gc"])
     assert dg.diagnose_rows(rows, graders=["ga", "gb", "gc"]) == want

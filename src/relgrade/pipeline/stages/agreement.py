@@ -154,6 +154,10 @@ def _positions(path) -> PositionCodes | pd.DataFrame:
         round=_small(table.values("round")) if "round" in table.names else None)
 
 
+#: The audited rows' columns the block path keeps: what the pairing reads (the reasons
+#: are read for the disagreements alone, see :func:`_with_reasons`).
+AUDITED_COLUMNS = ["query_id", "chunk_id", "grader", "round", "grade"]
+
 #: Grade rows read at once by the block path (whole queries are kept together): the
 #: stage's memory is about one such block and its display rows, beside the fits' arrays.
 BLOCK_ROWS = 1 << 17
@@ -167,8 +171,8 @@ class _Whole(Exception):
 
 def _by_query_blocks(table: ParquetColumns, orders, *, round: int,  # noqa: A002
                      audit_ids) -> tuple[pd.DataFrame, RoundRows]:
-    """The audited queries' rows of the grades table (every column but the reasons, which
-    :func:`_with_reasons` reads for the disagreements alone) and the round's grades
+    """The audited queries' rows of the grades table (:data:`AUDITED_COLUMNS`: the reasons
+    are read for the disagreements alone, by :func:`_with_reasons`) and the round's grades
     grader by grader with their display positions joined, the grades and the orders read a
     block of whole queries at a time (both are written in query order; the orders once per
     role, each role's rows in query order).
@@ -222,7 +226,7 @@ def _by_query_blocks(table: ParquetColumns, orders, *, round: int,  # noqa: A002
         query = arrow_ids(block["query_id"])
         kept = np.flatnonzero(np.asarray(pc.is_in(query, value_set=audit), dtype=bool))
         if len(kept):
-            audited.append(block.iloc[kept])
+            audited.append(block.iloc[kept][AUDITED_COLUMNS])
         # the query's code sorts as its id does: the blocks come in query order
         code, distinct = pd.factorize(block["query_id"])
         code = (code + queries_before).astype(np.int32)
@@ -278,7 +282,7 @@ def _by_query_blocks(table: ParquetColumns, orders, *, round: int,  # noqa: A002
             for name, got in sorted(parts.items())),
         positions=shows, sequence=sequence)
     audited = pd.concat(audited, ignore_index=True) if audited else \
-        table.schema.empty_table().select(columns).to_pandas()
+        table.schema.empty_table().select(AUDITED_COLUMNS).to_pandas()
     return audited, whole
 
 
