@@ -621,31 +621,31 @@ def _positions_of(codes: GradeCodes, positions: PositionCodes
             sizes[display].astype(np.int64))
 
 
-def _centred(values: np.ndarray, groups: np.ndarray) -> np.ndarray:
-    """Values centred on their group's mean (pandas' group mean: the same sums)."""
-    s = pd.Series(values)
-    return (s - s.groupby(groups).transform("mean")).to_numpy(float)
-
-
 @dataclass(frozen=True)
 class Shown:
     """One grader's grades shown at a known display position, as the position-bias fit
-    reads them, in table order.
+    reads them, in table order: whole numbers and their displays' means, centred when the
+    fit needs them (:meth:`centred`), a few bytes a grade until then.
 
     Attributes
     ----------
-    position, grade : ndarray of float64, shape (n,)
-        Display position and grade, each centred on its display's mean (one display = one
-        query for one role and round).
+    position, grade : ndarray of int, shape (n,)
+        Display position and grade (whole numbers).
+    display : ndarray of int32, shape (n,)
+        Each grade's display (one query for one role and round) as a position in the means.
+    position_mean, grade_mean : ndarray of float64, shape (n_displays,)
+        Each display's mean position and grade over these rows (pandas' group mean).
     query : ndarray of int, shape (n,)
         The query of each grade as a code that sorts as the ids do (the fit's clusters).
     thirds : ndarray of int64, shape (2, 3)
-        The sum (row 0) and the number (row 1) of the grades, as whole numbers, in each
-        third of their display.
+        The sum (row 0) and the number (row 1) of the grades in each third of their display.
     """
 
     position: np.ndarray
     grade: np.ndarray
+    display: np.ndarray
+    position_mean: np.ndarray
+    grade_mean: np.ndarray
     query: np.ndarray
     thirds: np.ndarray
 
@@ -660,16 +660,44 @@ class Shown:
         thirds = np.zeros((2, 3), dtype=np.int64)
         np.add.at(thirds[0], third, grade.astype(np.int64))
         np.add.at(thirds[1], third, 1)
-        return cls(position=_centred(position.astype(float), display),
-                   grade=_centred(grade.astype(float), display), query=query, thirds=thirds)
+        at, _ = pd.factorize(display)
+        # pandas' group means (those s.groupby(d).transform("mean") broadcasts)
+        means = [pd.Series(v.astype(float)).groupby(at).mean().to_numpy(float)
+                 for v in (position, grade)]
+        return cls(position=_narrow(position), grade=_narrow(grade),
+                   display=at.astype(np.int32), position_mean=means[0], grade_mean=means[1],
+                   query=query, thirds=thirds)
 
     @classmethod
     def joined(cls, parts: Sequence["Shown"]) -> "Shown":
         """Parts of one grader's rows (whole displays each), stacked in order."""
+        offsets = np.cumsum([0] + [len(p.position_mean) for p in parts[:-1]])
         return cls(position=np.concatenate([p.position for p in parts]),
                    grade=np.concatenate([p.grade for p in parts]),
+                   display=np.concatenate([p.display + np.int32(o)
+                                           for p, o in zip(parts, offsets)]),
+                   position_mean=np.concatenate([p.position_mean for p in parts]),
+                   grade_mean=np.concatenate([p.grade_mean for p in parts]),
                    query=np.concatenate([p.query for p in parts]),
                    thirds=np.sum([p.thirds for p in parts], axis=0, dtype=np.int64))
+
+    def centred(self) -> tuple[np.ndarray, np.ndarray]:
+        """Position and grade centred on their display's mean, float64, shape (n,) each:
+        ``value - mean``, the subtraction pandas' ``s - s.groupby(d).transform("mean")``
+        makes."""
+        return (self.position.astype(float) - self.position_mean[self.display],
+                self.grade.astype(float) - self.grade_mean[self.display])
+
+
+def _narrow(values: np.ndarray) -> np.ndarray:
+    """Whole numbers in the narrowest of int8, int16, int32 that holds them (same values)."""
+    if values.dtype.kind in "iu" and len(values):
+        low, high = int(values.min()), int(values.max())
+        for dtype in (np.int8, np.int16, np.int32):
+            info = np.iinfo(dtype)
+            if info.min <= low and high <= info.max:
+                return values.astype(dtype)
+    return values
 
 
 @dataclass(frozen=True)
@@ -853,8 +881,9 @@ def diagnose_rows(rows: RoundRows, *, bins: int = 5, level: float = 0.95,
         for r in rows.graders:  # graders in name order
             if r.shown is None:
                 continue
-            fit = slope_interval(r.shown.position, r.shown.grade, r.shown.query, level=level,
-                                 intercept=False)
+            x, y = r.shown.centred()
+            fit = slope_interval(x, y, r.shown.query, level=level, intercept=False)
+            del x, y
             record(r.name, "position", fit)
             sums, counts = r.shown.thirds
             out[r.name]["mean_by_third"] = {
