@@ -3,12 +3,16 @@
 Writes the agreement metrics, the confusion pairs for dvc's confusion plot and the private
 disagreement report. It always reports, however poor the agreement; the gate stage decides.
 
-The grades table and the display orders are pool-sized; of the grades only the audited
-queries' rows are read whole (reasons included). The rest is read a column at a time as
-compact codes (:class:`relgrade.protocol.diagnostics.GradeCodes`), which the notes and the
-grading diagnostics read: a few bytes per grade, not a string per id. With three or more
-graders in the round (a rater panel, an extra auditor) the table is read whole, as the
-many-rater agreement reads it.
+The grades table and the display orders are pool-sized. Both are written in query order
+(the orders one role after another), so they are read a block of whole queries at a time
+(:func:`_by_query_blocks`): each grade is joined to its display row inside its block and
+only what the fits need is kept, a few bytes per grade
+(:class:`relgrade.protocol.diagnostics.RoundRows`), with the audited queries' rows for the
+pairing; the reasons are read for the disagreements alone. When the order or another rule
+of that path does not hold, the audited rows are read whole and every row as codes
+(:class:`relgrade.protocol.diagnostics.GradeCodes`), and that path words any refusal. With
+three or more graders in the round (a rater panel, an extra auditor) the table is read
+whole, as the many-rater agreement reads it.
 """
 
 import numpy as np
