@@ -177,3 +177,63 @@ def test_every_grader_of_the_round_is_diagnosed_with_its_role():
     assert {k: v["role"] for k, v in out["graders"].items()} == {"ga": "grader",
                                                                 "gb": "grader",
                                                                 "r1": "rater"}
+
+
+def test_group_codes_are_the_ranks_np_unique_gives():
+    from relgrade.protocol.diagnostics import _group_codes
+
+    # distinct values 3, 7, 9 rank 0, 1, 2
+    assert _group_codes(np.array([7, 3, 9, 7, 3], dtype=np.int32)).tolist() == [1, 0, 2, 1, 0]
+    rng = np.random.default_rng(0)
+    for values in (rng.integers(-50, 50, 400), rng.integers(0, 2**40, 30),
+                   rng.integers(5, 9, 7).astype(np.uint8), np.array(["b", "a", "b"])):
+        assert _group_codes(values).tolist() == \
+            np.unique(values, return_inverse=True)[1].tolist()
+
+
+def _slope_by_one_product(x, y, groups, intercept):
+    """slope_interval's point and interval as first written: every product made at once."""
+    from scipy.stats import t as t_dist
+
+    X = np.column_stack([np.ones_like(x), x]) if intercept else x[:, None]
+    k = X.shape[1]
+    bread = np.linalg.inv(X.T @ X)
+    beta = bread @ X.T @ y
+    _, codes = np.unique(groups, return_inverse=True)
+    g = int(codes.max()) + 1
+    score = np.zeros((g, k))
+    np.add.at(score, codes, X * (y - X @ beta)[:, None])
+    n = x.size
+    var = g / (g - 1) * (n - 1) / (n - k) * (bread @ (score.T @ score) @ bread)[-1, -1]
+    half = float(t_dist.ppf(0.975, g - 1) * np.sqrt(max(var, 0.0)))
+    return float(beta[-1]), float(beta[-1]) - half, float(beta[-1]) + half
+
+
+@pytest.mark.parametrize("rows", [7, 1 << 16])
+def test_slope_interval_summed_by_blocks_of_rows_has_the_one_product_bits(rows, monkeypatch):
+    rng = np.random.default_rng(1)
+    x, y = rng.normal(size=5000), rng.normal(size=5000)
+    groups = rng.integers(0, 300, 5000).astype(np.int32)
+    monkeypatch.setattr(dg, "_SCORE_ROWS", rows)
+    for intercept in (True, False):
+        got = dg.slope_interval(x, y, groups, intercept=intercept)
+        assert (got["slope"], got["low"], got["high"]) == \
+            _slope_by_one_product(x, y, groups, intercept)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_means_by_stretch_are_leniency_drifts_table(seed):
+    # sums of whole grades over counts: the bits of pandas' group means, grades truncated
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(1, 400))
+    g = pd.DataFrame({"query_id": [f"q{i}" for i in rng.integers(0, 30, n)],
+                      "chunk_id": [f"c{i}" for i in range(n)],
+                      "grader": rng.choice(["ga", "gb"], n),
+                      "grade": rng.integers(0, 4, n) + rng.choice([0.0, 0.5], n),
+                      "sequence": rng.integers(0, n, n)})
+    bins = int(rng.integers(1, 7))
+    table = dg.leniency_drift(g, bins=bins)
+    got = dg.grading_diagnostics(g, bins=bins)["graders"]
+    for grader, rows in table.groupby("grader"):
+        assert got[grader]["mean_by_stretch"] == {
+            str(b): m for b, m in zip(rows["bin"], rows["mean_grade"])}

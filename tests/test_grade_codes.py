@@ -89,3 +89,97 @@ def test_agreement_stage_reads_the_audited_rows_whole_and_every_row_as_codes(tmp
         audited, table[table["query_id"] == "q10"].reset_index(drop=True))
     assert len(whole) == 6 and whole.graders == ("ga", "gb")
     assert dg.diagnose(whole) == dg.grading_diagnostics(table)
+
+
+def _experiment(rng, queries: int) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """A grades table in (query, chunk, grader) order (ga grades every pair, gb the pairs of
+    every third query) and its display orders, grader role first, each role in query
+    order; a few pairs of ga are not shown, a few display rows not graded."""
+    grades, orders = [], []
+    for q in sorted(f"q{i}" for i in range(queries)):
+        chunks = sorted(f"c{j}" for j in rng.choice(40, size=rng.integers(1, 9),
+                                                    replace=False))
+        for role, grader in (("grader", "ga"), ("auditor", "gb")):
+            if grader == "gb" and int(q[1:]) % 3:
+                continue
+            for p, c in enumerate(rng.permutation(chunks)):
+                orders.append({"query_id": q, "chunk_id": str(c), "role": role, "round": 1,
+                               "position": p})
+            for c in chunks:
+                if rng.random() < 0.9:
+                    grades.append({"query_id": q, "chunk_id": c, "grader": grader,
+                                   "role": role, "round": int(rng.choice([1, 1, 1, 2])),
+                                   "grade": int(rng.integers(0, 4)),
+                                   "reason": f"{grader} on {c}"})
+    grades = pd.DataFrame(grades).sort_values(["query_id", "chunk_id", "grader"],
+                                              kind="stable", ignore_index=True)
+    grades["sequence"] = rng.permutation(len(grades))
+    orders = pd.DataFrame(orders)
+    orders = orders.sort_values("role", key=lambda r: r != "grader", kind="stable",
+                                ignore_index=True)
+    return grades, orders
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_agreement_stage_by_query_blocks_gives_the_whole_tables_diagnostics(
+        tmp_path, monkeypatch, seed):
+    rng = np.random.default_rng(seed)
+    grades, orders = _experiment(rng, int(rng.integers(1, 60)))
+    io.write_parquet(tmp_path / "g.parquet", grades)
+    io.write_parquet(tmp_path / "o.parquet", orders)
+    # blocks of a few rows: queries span batches, displays never span blocks
+    monkeypatch.setattr(stage, "BLOCK_ROWS", int(rng.integers(1, 20)))
+    audit = sorted({q for q in grades["query_id"] if int(q[1:]) % 3 == 0})
+    audited, rows = stage._by_query_blocks(ParquetColumns(tmp_path / "g.parquet"),
+                                           tmp_path / "o.parquet", round=1, audit_ids=audit)
+    want_audited, codes = stage._grades(ParquetColumns(tmp_path / "g.parquet"), audit)
+    pd.testing.assert_frame_equal(audited, want_audited[stage.AUDITED_COLUMNS])
+    want = dg.diagnose(codes.of_round(1), stage._positions(tmp_path / "o.parquet"),
+                       graders=["ga", "gb", "gc"])
+    assert dg.diagnose_rows(rows, graders=["ga", "gb", "gc"]) == want
+    assert rows.in_round == frozenset(codes.of_round(1).grader_names())
+
+
+def test_agreement_stage_reads_whole_tables_out_of_query_order_or_a_pair_shown_twice(
+        tmp_path):
+    grades, orders = _experiment(np.random.default_rng(3), 20)
+    io.write_parquet(tmp_path / "g.parquet", grades)
+    io.write_parquet(tmp_path / "o.parquet",
+                     pd.concat([orders.iloc[:5], orders.iloc[[4]], orders.iloc[5:]]))
+    with pytest.raises(stage._Whole, match="listed twice"):
+        stage._by_query_blocks(ParquetColumns(tmp_path / "g.parquet"),
+                               tmp_path / "o.parquet", round=1, audit_ids=[])
+    io.write_parquet(tmp_path / "o.parquet", orders.iloc[::-1])
+    with pytest.raises(stage._Whole, match="not in query order"):
+        stage._by_query_blocks(ParquetColumns(tmp_path / "g.parquet"),
+                               tmp_path / "o.parquet", round=1, audit_ids=[])
+    io.write_parquet(tmp_path / "g.parquet", grades.iloc[::-1])
+    with pytest.raises(InputError, match="not in query_id order"):
+        stage._by_query_blocks(ParquetColumns(tmp_path / "g.parquet"),
+                               tmp_path / "o.parquet", round=1, audit_ids=[])
+
+
+def test_agreement_stage_by_blocks_writes_the_whole_paths_report_reasons_included(tmp_path):
+    from relgrade.protocol import agreement
+
+    grades, orders = _experiment(np.random.default_rng(5), 40)
+    grades["reason"] = [f"why {i}" for i in range(len(grades))]
+    grades.loc[3, "reason"] = None
+    io.write_parquet(tmp_path / "g.parquet", grades)
+    io.write_parquet(tmp_path / "o.parquet", orders)
+    audit = sorted({q for q in grades["query_id"] if int(q[1:]) % 3 == 0})
+    queries = pd.DataFrame({"query_id": sorted(set(grades["query_id"])), "group": "g"})
+    common = dict(audit_ids=audit, queries=queries, grader="ga", auditor="gb", round=1,
+                  scale=[0, 1, 2, 3], relevant_min=2, graders=["ga", "gb"])
+    audited, rows = stage._by_query_blocks(ParquetColumns(tmp_path / "g.parquet"),
+                                           tmp_path / "o.parquet", round=1, audit_ids=audit)
+    got = agreement.audit_agreement(audited, whole=rows, **common)
+    stage._with_reasons(got.disagreements, tmp_path / "g.parquet", round=1)
+    want_audited, codes = stage._grades(ParquetColumns(tmp_path / "g.parquet"), audit)
+    want = agreement.audit_agreement(want_audited, whole=codes,
+                                     positions=stage._positions(tmp_path / "o.parquet"),
+                                     **common)
+    assert len(want.disagreements) > 3
+    assert got.metrics == want.metrics
+    pd.testing.assert_frame_equal(got.confusion, want.confusion)
+    pd.testing.assert_frame_equal(got.disagreements, want.disagreements)

@@ -35,8 +35,8 @@ import pyarrow as pa
 
 from relgrade.errors import InputError
 from relgrade.protocol import bands, reliability
-from relgrade.protocol.diagnostics import (GradeCodes, PositionCodes, diagnose,
-                                            grading_diagnostics)
+from relgrade.protocol.diagnostics import (GradeCodes, PositionCodes, RoundRows, diagnose,
+                                            diagnose_rows, grading_diagnostics)
 from relgrade.protocol.reliability import Resampling
 from relgrade.ranking import id_codes
 from relgrade.schema import PAIR, RATINGS, check_scale, normalised_grades, require
@@ -1225,7 +1225,7 @@ def audit_agreement(grades: pd.DataFrame, *, audit_ids: Iterable[str], queries: 
                     resampling: Resampling | None = None,
                     graders: Sequence[str] | None = None,
                     panel: Sequence[str] | None = None,
-                    whole: GradeCodes | None = None) -> AuditReport:
+                    whole: GradeCodes | RoundRows | None = None) -> AuditReport:
     """Agreement of the key grader and the auditor on the audit sample, ready to write.
 
     Parameters
@@ -1255,12 +1255,15 @@ def audit_agreement(grades: pd.DataFrame, *, audit_ids: Iterable[str], queries: 
         A rater panel's raters (role ``rater``): ``many_raters`` is then their agreement
         alone, over the pairs each of them graded (the aggregate, auditor and expert left
         out). Without it, every grader of the round when there are three or more.
-    whole : GradeCodes, optional
+    whole : GradeCodes or RoundRows, optional
         Every row of the grades table as codes
-        (:class:`relgrade.protocol.diagnostics.GradeCodes`), when ``grades`` holds the
-        audited queries' rows only (with their reasons): the notes and the diagnostics then
-        read it, and the results are those of the whole table. Not with three or more
-        graders in the round (the many-rater agreement reads the table itself).
+        (:class:`relgrade.protocol.diagnostics.GradeCodes`), or the round's rows grader by
+        grader with their display positions joined
+        (:class:`relgrade.protocol.diagnostics.RoundRows`; ``positions`` is then not
+        read), when ``grades`` holds the audited queries' rows only (with their reasons):
+        the notes and the diagnostics then read it, and the results are those of the whole
+        table. Not with three or more graders in the round (the many-rater agreement reads
+        the table itself).
 
     Returns
     -------
@@ -1305,8 +1308,11 @@ def audit_agreement(grades: pd.DataFrame, *, audit_ids: Iterable[str], queries: 
             g = g[pd.to_numeric(g["round"], errors="coerce") == int(round)]
         in_round = set(g["grader"].unique())
     else:
-        g = whole.of_round(round) if whole.round is not None else whole
-        in_round = g.grader_names()
+        if isinstance(whole, RoundRows):
+            g, in_round = whole, set(whole.in_round)
+        else:
+            g = whole.of_round(round) if whole.round is not None else whole
+            in_round = g.grader_names()
         if len(in_round) >= 3:
             raise ValueError("three or more graders in the round: pass the grades table "
                              "whole, not as codes")
@@ -1360,9 +1366,12 @@ def audit_agreement(grades: pd.DataFrame, *, audit_ids: Iterable[str], queries: 
         metrics["diagnostics"] = grading_diagnostics(g, positions, graders=graders,
                                                      level=level)
     else:
-        if positions is not None and not isinstance(positions, PositionCodes):
-            positions = PositionCodes.of_table(positions)
-        metrics["diagnostics"] = diagnose(g, positions, graders=graders, level=level)
+        if isinstance(g, RoundRows):
+            metrics["diagnostics"] = diagnose_rows(g, graders=graders, level=level)
+        else:
+            if positions is not None and not isinstance(positions, PositionCodes):
+                positions = PositionCodes.of_table(positions)
+            metrics["diagnostics"] = diagnose(g, positions, graders=graders, level=level)
     del g
     confusion = pd.DataFrame({"grader": paired["grade_a"].astype(np.int64),
                               "auditor": paired["grade_b"].astype(np.int64)})

@@ -87,9 +87,16 @@ def slope_interval(x, y, groups, *, level: float = 0.95, intercept: bool = True)
         raise InputError("slope inputs must have one value per grade",
                          found=f"{x.size}, {y.size} and {g.size} values")
     none = {"slope": None, "low": None, "high": None, "excludes_zero": None}
-    X = np.column_stack([np.ones_like(x), x]) if intercept else x[:, None]
+    n = x.size
+    if intercept:  # np.column_stack([ones, x]): the same layout, without the ones' copy
+        X = np.empty((n, 2))
+        X[:, 0] = 1.0
+        X[:, 1] = x
+        del x  # held in X (a caller's temporary array is freed here)
+    else:
+        X = x[:, None]
     k = X.shape[1]
-    if x.size <= k:
+    if n <= k:
         return none
     xtx = X.T @ X
     if abs(np.linalg.det(xtx)) < 1e-12 * max(1.0, float(np.abs(xtx).max())) ** k:
@@ -97,19 +104,44 @@ def slope_interval(x, y, groups, *, level: float = 0.95, intercept: bool = True)
     bread = np.linalg.inv(xtx)
     beta = bread @ X.T @ y
     slope = float(beta[-1])
-    _, codes = np.unique(g, return_inverse=True)
+    codes = _group_codes(g)
     n_groups = int(codes.max()) + 1
     if n_groups < 2:
         return {**none, "slope": slope}
     score = np.zeros((n_groups, k))
-    np.add.at(score, codes, X * (y - X @ beta)[:, None])
-    n = x.size
+    resid = X @ beta
+    np.subtract(y, resid, out=resid)
+    # np.add.at adds row after row, so a block of rows at a time makes each group's sum
+    # the same additions in the same order, without a product array of every row
+    for start in range(0, n, _SCORE_ROWS):
+        rows = slice(start, start + _SCORE_ROWS)
+        np.add.at(score, codes[rows], X[rows] * resid[rows, None])
+    del resid
     c = n_groups / (n_groups - 1) * (n - 1) / (n - k)
     var = c * (bread @ (score.T @ score) @ bread)[-1, -1]
     half = float(t_dist.ppf((1 + level) / 2, n_groups - 1) * np.sqrt(max(var, 0.0)))
     low, high = slope - half, slope + half
     return {"slope": slope, "low": low, "high": high,
             "excludes_zero": bool(low > 0 or high < 0)}
+
+
+#: Rows whose scores are summed at once by :func:`slope_interval`.
+_SCORE_ROWS = 1 << 16
+
+
+def _group_codes(groups: np.ndarray) -> np.ndarray:
+    """``np.unique(groups, return_inverse=True)[1]``: each value's rank among the distinct
+    values; for whole numbers of a narrow range by a table over the range (no sorted copy
+    of the values), as int32."""
+    if groups.dtype.kind in "iu" and groups.size:
+        low, high = int(groups.min()), int(groups.max())
+        if high - low < max(4 * groups.size, 1 << 16):
+            at = (groups - low).astype(np.int32, copy=False) if low else groups
+            present = np.zeros(high - low + 1, dtype=bool)
+            present[at] = True
+            rank = np.cumsum(present, dtype=np.int32) - 1
+            return rank[at]
+    return np.unique(groups, return_inverse=True)[1].reshape(-1)
 
 
 def position_bias(grades: pd.DataFrame, positions: pd.DataFrame) -> pd.DataFrame:
@@ -589,15 +621,169 @@ def _positions_of(codes: GradeCodes, positions: PositionCodes
             sizes[display].astype(np.int64))
 
 
-def _centred(values: np.ndarray, groups: np.ndarray) -> np.ndarray:
-    """Values centred on their group's mean (pandas' group mean: the same sums)."""
-    s = pd.Series(values)
-    return (s - s.groupby(groups).transform("mean")).to_numpy(float)
+@dataclass(frozen=True)
+class Shown:
+    """One grader's grades shown at a known display position, as the position-bias fit
+    reads them, in table order: whole numbers and their displays' means, centred when the
+    fit needs them (:meth:`centred`), a few bytes a grade until then.
+
+    Attributes
+    ----------
+    position, grade : ndarray of int, shape (n,)
+        Display position and grade (whole numbers).
+    display : ndarray of int32, shape (n,)
+        Each grade's display (one query for one role and round) as a position in the means.
+    position_mean, grade_mean : ndarray of float64, shape (n_displays,)
+        Each display's mean position and grade over these rows (pandas' group mean).
+    query : ndarray of int, shape (n,)
+        The query of each grade as a code that sorts as the ids do (the fit's clusters).
+    thirds : ndarray of int64, shape (2, 3)
+        The sum (row 0) and the number (row 1) of the grades in each third of their display.
+    """
+
+    position: np.ndarray
+    grade: np.ndarray
+    display: np.ndarray
+    position_mean: np.ndarray
+    grade_mean: np.ndarray
+    query: np.ndarray
+    thirds: np.ndarray
+
+    @classmethod
+    def of_rows(cls, position: np.ndarray, grade: np.ndarray, display: np.ndarray,
+                size: np.ndarray, query: np.ndarray) -> "Shown":
+        """The fit's inputs of a grader's shown grades: ``position`` (int), ``grade``
+        (whole numbers, int), ``display`` (a code per display), ``size`` (that display's
+        number of chunks) and ``query`` (cluster codes), shape (n,) each, in table order.
+        Every display's rows must all be here (the centring means are the display's)."""
+        third = np.clip(3 * position // np.maximum(size, 1), 0, 2)
+        thirds = np.zeros((2, 3), dtype=np.int64)
+        np.add.at(thirds[0], third, grade.astype(np.int64))
+        np.add.at(thirds[1], third, 1)
+        at, _ = pd.factorize(display)
+        # pandas' group means (those s.groupby(d).transform("mean") broadcasts)
+        means = [pd.Series(v.astype(float)).groupby(at).mean().to_numpy(float)
+                 for v in (position, grade)]
+        return cls(position=_narrow(position), grade=_narrow(grade),
+                   display=at.astype(np.int32), position_mean=means[0], grade_mean=means[1],
+                   query=query, thirds=thirds)
+
+    @classmethod
+    def joined(cls, parts: Sequence["Shown"]) -> "Shown":
+        """Parts of one grader's rows (whole displays each), stacked in order."""
+        offsets = np.cumsum([0] + [len(p.position_mean) for p in parts[:-1]])
+        return cls(position=np.concatenate([p.position for p in parts]),
+                   grade=np.concatenate([p.grade for p in parts]),
+                   display=np.concatenate([p.display + np.int32(o)
+                                           for p, o in zip(parts, offsets)]),
+                   position_mean=np.concatenate([p.position_mean for p in parts]),
+                   grade_mean=np.concatenate([p.grade_mean for p in parts]),
+                   query=np.concatenate([p.query for p in parts]),
+                   thirds=np.sum([p.thirds for p in parts], axis=0, dtype=np.int64))
+
+    def centred(self) -> tuple[np.ndarray, np.ndarray]:
+        """Position and grade centred on their display's mean, float64, shape (n,) each:
+        ``value - mean``, the subtraction pandas' ``s - s.groupby(d).transform("mean")``
+        makes."""
+        return (self.position.astype(float) - self.position_mean[self.display],
+                self.grade.astype(float) - self.grade_mean[self.display])
 
 
-def _means(values: np.ndarray, groups: np.ndarray) -> pd.Series:
-    """The mean of ``values`` per group, groups sorted (pandas' group mean)."""
-    return pd.Series(values).groupby(groups, sort=True).mean()
+def _narrow(values: np.ndarray) -> np.ndarray:
+    """Whole numbers in the narrowest of int8, int16, int32 that holds them (same values)."""
+    if values.dtype.kind in "iu" and len(values):
+        low, high = int(values.min()), int(values.max())
+        for dtype in (np.int8, np.int16, np.int32):
+            info = np.iinfo(dtype)
+            if info.min <= low and high <= info.max:
+                return values.astype(dtype)
+    return values
+
+
+@dataclass(frozen=True)
+class GraderRows:
+    """One grader's graded rows of a round, as :func:`diagnose_rows` reads them.
+
+    Attributes
+    ----------
+    name : str
+    role : str or None
+        The role of its first graded row (table order); None without a ``role`` column.
+    count : int
+        How many rows hold a grade.
+    shown : Shown or None
+        Its grades shown at a known display position; None when none is (or no display
+        positions were given).
+    sequence : ndarray of int, shape (count,), or None
+        The order-of-grading column of its graded rows, in table order; None when absent.
+    grade : ndarray, shape (count,), or None
+        Their grades (int or float dtype); None with ``sequence``.
+    query : ndarray of int, shape (count,), or None
+        Their queries as codes that sort as the ids do; None with ``sequence``.
+    """
+
+    name: str
+    role: str | None
+    count: int
+    shown: Shown | None = None
+    sequence: np.ndarray | None = None
+    grade: np.ndarray | None = None
+    query: np.ndarray | None = None
+
+
+@dataclass(frozen=True)
+class RoundRows:
+    """A round's grades as the diagnostics and the audit's notes read them, grader by
+    grader: what a caller that reads the grades table a block of queries at a time builds
+    (the agreement stage), in place of :class:`GradeCodes`.
+
+    Attributes
+    ----------
+    in_round : frozenset of str
+        The graders holding a row of the round (with or without a grade).
+    graders : tuple of GraderRows
+        Every grader with a grade in the round, in name order.
+    positions : bool
+        Whether display positions were joined (position bias is computed).
+    sequence : bool
+        Whether the table has the order-of-grading column (drift is computed).
+    """
+
+    in_round: frozenset
+    graders: tuple
+    positions: bool
+    sequence: bool
+
+
+def _round_rows(codes: GradeCodes, positions: PositionCodes | None) -> RoundRows:
+    """:class:`RoundRows` of a round's grades held as codes (every graded row)."""
+    in_round = frozenset(codes.grader_names())
+    codes = codes.with_grades()
+    grade = codes.grade.astype(float)
+    shown: dict[int, Shown] = {}
+    if positions is not None:
+        hit, position, display, size = _positions_of(codes, positions)
+        # the join's grades are whole numbers, as the display table's merge typed them
+        whole = grade[hit].astype(np.int64)
+        who = codes.grader[hit]
+        for i in np.unique(who):
+            mine = np.flatnonzero(who == i)
+            shown[int(i)] = Shown.of_rows(position[mine], whole[mine], display[mine],
+                                          size[mine], codes.query[hit[mine]])
+        del hit, position, display, size, whole, who
+    rows = []
+    for i in np.unique(codes.grader):  # graders in name order
+        mine = np.flatnonzero(codes.grader == i)
+        has = codes.sequence is not None
+        rows.append(GraderRows(
+            name=codes.graders[i],
+            role=str(codes.roles[codes.role[mine[0]]]) if codes.role is not None else None,
+            count=len(mine), shown=shown.get(int(i)),
+            sequence=codes.sequence[mine] if has else None,
+            grade=codes.grade[mine] if has else None,
+            query=codes.query[mine] if has else None))
+    return RoundRows(in_round=in_round, graders=tuple(rows), positions=positions is not None,
+                     sequence=codes.sequence is not None)
 
 
 def diagnose(codes: GradeCodes, positions: PositionCodes | None = None, *, bins: int = 5,
@@ -627,23 +813,57 @@ def diagnose(codes: GradeCodes, positions: PositionCodes | None = None, *, bins:
         ``bins`` is not a positive integer (when drift is computed), ``level`` outside
         (0, 1), or the position table lists one pair twice.
     """
-    codes = codes.with_grades()
+    return diagnose_rows(_round_rows(codes, positions), bins=bins, level=level,
+                         graders=graders, order=order)
+
+
+def _span(n: int) -> np.ndarray:
+    """Places 0..n-1 scaled to [0, 1] (``arange(n) / (n - 1)``; ``arange(n)`` for n <= 1)."""
+    span = np.arange(n, dtype=float)
+    if n > 1:
+        span /= n - 1
+    return span
+
+
+def diagnose_rows(rows: RoundRows, *, bins: int = 5, level: float = 0.95,
+                  graders: Sequence[str] | None = None, order: str = "sequence") -> dict:
+    """:func:`grading_diagnostics` of a round's grades held grader by grader.
+
+    Parameters
+    ----------
+    rows : RoundRows
+    bins, level, graders, order
+        As :func:`diagnose`.
+
+    Returns
+    -------
+    dict
+        As :func:`grading_diagnostics`.
+
+    Raises
+    ------
+    InputError
+        ``bins`` is not a positive integer (when drift is computed) or ``level`` outside
+        (0, 1).
+
+    Notes
+    -----
+    Each slope is fitted on the grader's whole arrays in table order (the least-squares
+    sums are BLAS products, whose last bits depend on the order and blocking of the sum).
+    The means by third are sums of whole numbers divided by counts: exact in any order
+    below 2**53, so parts may be summed separately and give pandas' group mean's bits.
+    """
     out: dict = {}
     notes: list[str] = []
     flags: list[str] = []
-    counts = np.bincount(codes.grader, minlength=len(codes.graders))
-    _, first = np.unique(codes.grader, return_index=True)
-    first_of = dict(zip(np.unique(codes.grader).tolist(), first.tolist()))
-    index = {name: i for i, name in enumerate(codes.graders)}
-    present = {codes.graders[i] for i in first_of}
-    for grader in sorted(present | {str(x) for x in (graders or [])}):
-        i = index.get(grader)
-        n = int(counts[i]) if i is not None else 0
+    mine = {r.name: r for r in rows.graders}
+    for grader in sorted(set(mine) | {str(x) for x in (graders or [])}):
+        r = mine.get(grader)
         out[grader] = {}
-        if codes.role is not None and n:
-            out[grader]["role"] = str(codes.roles[codes.role[first_of[i]]])
-        out[grader]["grades"] = n
-        if not n:
+        if r is not None and r.role is not None:
+            out[grader]["role"] = r.role
+        out[grader]["grades"] = r.count if r is not None else 0
+        if r is None:
             notes.append(f"{grader} has no grades: nothing to diagnose")
 
     def record(grader, what, fit):
@@ -657,50 +877,45 @@ def diagnose(codes: GradeCodes, positions: PositionCodes | None = None, *, bins:
                          f"{'display position' if what == 'position' else 'whole sequence'}"
                          f", interval [{fit['low']:+.3f}, {fit['high']:+.3f}] excludes 0")
 
-    grade = codes.grade.astype(float)
-    if positions is not None:
-        hit, position, display, size = _positions_of(codes, positions)
-        # the join's grades are whole numbers, as the display table's merge typed them
-        whole = grade[hit].astype(np.int64)
-        third = np.clip(3 * position // size, 0, 2)
-        who = codes.grader[hit]
-        for i in np.unique(who):  # graders in name order
-            mine = np.flatnonzero(who == i)
-            fit = slope_interval(_centred(position[mine].astype(float), display[mine]),
-                                 _centred(whole[mine].astype(float), display[mine]),
-                                 codes.query[hit[mine]], level=level, intercept=False)
-            record(codes.graders[i], "position", fit)
-            means = _means(whole[mine], third[mine])
-            out[codes.graders[i]]["mean_by_third"] = {
-                name: float(means[t]) for t, name in enumerate(("first", "middle", "last"))
-                if t in means.index}
-        del hit, position, display, size, whole, third, who
+    if rows.positions:
+        for r in rows.graders:  # graders in name order
+            if r.shown is None:
+                continue
+            x, y = r.shown.centred()
+            fit = slope_interval(x, y, r.shown.query, level=level, intercept=False)
+            del x, y
+            record(r.name, "position", fit)
+            sums, counts = r.shown.thirds
+            out[r.name]["mean_by_third"] = {
+                name: float(sums[t]) / int(counts[t])
+                for t, name in enumerate(("first", "middle", "last")) if counts[t]}
     else:
         notes.append("position bias not computed: no display positions were given")
-    if codes.sequence is not None:
+    if rows.sequence:
         if not isinstance(bins, (int, np.integer)) or isinstance(bins, bool) or bins < 1:
             raise InputError("bins must be a positive integer", found=repr(bins))
-        for i in np.unique(codes.grader):  # graders in name order
-            mine = np.flatnonzero(codes.grader == i)
-            name = codes.graders[i]
-            sequence = codes.sequence[mine]
-            n = len(mine)
+        for r in rows.graders:  # graders in name order
+            name, sequence, n = r.name, r.sequence, r.count
             if len(np.unique(sequence)) < n:
                 notes.append(f"{name}: its `{order}` values repeat (grades of two files "
                              "merged in one round): ties are read in table order")
             ranked = np.argsort(sequence, kind="stable")  # ties in table order
-            rank = np.empty(n, dtype=float)
-            rank[ranked] = np.arange(n, dtype=float)
-            stretch = (rank * bins // n).astype(np.int64) + 1
-            # the stretches' means are of whole grades, as leniency_drift's table has them
-            means = _means(grade[mine].astype(np.int64), stretch)
-            rank = np.arange(n, dtype=float)
-            span = rank / (n - 1) if n > 1 else rank
-            fit = slope_interval(span, grade[mine][ranked], codes.query[mine][ranked],
-                                 level=level)
+            # the grades in grading order: the fit's y, and the stretches' whole grades
+            grade = r.grade[ranked].astype(float)
+            query = r.query[ranked]
+            del ranked
+            # the grade at place j of n is in stretch floor(j * bins / n) + 1; each mean is a
+            # sum of whole numbers over a count: exact in any order (pandas' group mean)
+            stretch = (np.arange(n, dtype=float) * bins // n).astype(np.int64)
+            sums = np.bincount(stretch, weights=np.trunc(grade))
+            counts = np.bincount(stretch)
+            del stretch
+            # the place in the sequence from 0 to 1, made in the call: freed once copied
+            fit = slope_interval(_span(n), grade, query, level=level)
+            del grade, query
             record(name, "drift", fit)
-            out[name]["mean_by_stretch"] = {str(int(b)): float(m)
-                                           for b, m in zip(means.index, means.to_numpy())}
+            out[name]["mean_by_stretch"] = {str(b + 1): float(sums[b]) / int(counts[b])
+                                           for b in range(len(counts)) if counts[b]}
     else:
         notes.append(f"leniency drift not computed: the grades table has no `{order}` column "
                      "recording the order of grading")

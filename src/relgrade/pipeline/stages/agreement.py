@@ -3,24 +3,32 @@
 Writes the agreement metrics, the confusion pairs for dvc's confusion plot and the private
 disagreement report. It always reports, however poor the agreement; the gate stage decides.
 
-The grades table and the display orders are pool-sized; of the grades only the audited
-queries' rows are read whole (reasons included). The rest is read a column at a time as
-compact codes (:class:`relgrade.protocol.diagnostics.GradeCodes`), which the notes and the
-grading diagnostics read: a few bytes per grade, not a string per id. With three or more
-graders in the round (a rater panel, an extra auditor) the table is read whole, as the
-many-rater agreement reads it.
+The grades table and the display orders are pool-sized. Both are written in query order
+(the orders one role after another), so they are read a block of whole queries at a time
+(:func:`_by_query_blocks`): each grade is joined to its display row inside its block and
+only what the fits need is kept, a few bytes per grade
+(:class:`relgrade.protocol.diagnostics.RoundRows`), with the audited queries' rows for the
+pairing; the reasons are read for the disagreements alone. When the order or another rule
+of that path does not hold, the audited rows are read whole and every row as codes
+(:class:`relgrade.protocol.diagnostics.GradeCodes`), and that path words any refusal. With
+three or more graders in the round (a rater panel, an extra auditor) the table is read
+whole, as the many-rater agreement reads it.
 """
 
 import numpy as np
 import pandas as pd
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from relgrade.canonical import significant_floats
+from relgrade.errors import InputError
 from relgrade.experiment.progress import QUIET_SECONDS, step_printer
 from relgrade.io import files as io
+from relgrade.io.batches import (distinct_text, iter_query_blocks, iter_table_batches,
+                                 query_rows)
 from relgrade.io.parquet_columns import ParquetColumns
 from relgrade.protocol import agreement
-from relgrade.protocol.diagnostics import GradeCodes, PositionCodes
+from relgrade.protocol.diagnostics import GradeCodes, GraderRows, PositionCodes, RoundRows, Shown
 from relgrade.protocol.reliability import Resampling
 from relgrade.ranking import arrow_ids, codes_in
 from relgrade.rng import derive_seed
@@ -44,19 +52,25 @@ def run(ex):
         table = ParquetColumns(ex.path("grades"))
         table.require(GRADE_COLUMNS)
         audit_ids = ex.audit_ids() or []
-        grades, whole = _grades(table, audit_ids)
+        try:
+            grades, whole = _by_query_blocks(table, orders, round=grading.round,
+                                             audit_ids=audit_ids)
+        except (_Whole, InputError):  # read whole: that path words what is wrong
+            grades, whole = _grades(table, audit_ids)
         del table
     report = agreement.audit_agreement(
         grades, audit_ids=audit_ids,
         queries=io.read_table(ex.path("queries"), columns=["query_id", "group"]),
         grader=grader, auditor=auditor, round=grading.round, scale=scale.grades,
         relevant_min=scale.relevant_min,
-        positions=(_positions(orders) if whole is not None and orders.suffix == ".parquet"
-                   else io.read_table(orders))
-        if orders.exists() else None, resampling=resampling,
+        positions=None if isinstance(whole, RoundRows) or not orders.exists() else
+        _positions(orders) if whole is not None and orders.suffix == ".parquet"
+        else io.read_table(orders), resampling=resampling,
         graders=sorted(ex.params.graders),
         panel=sorted(n for n, g in ex.params.graders_dict().items() if g["role"] == "rater")
         if grading.mode == "raters" else None, whole=whole)
+    if isinstance(whole, RoundRows):
+        _with_reasons(report.disagreements, ex.path("grades"), round=grading.round)
     del grades, whole
     # Diagnostics are per-grader tables: kept beside the gate's measures, not among them, so
     # `dvc metrics show` stays a readable table.
@@ -142,3 +156,238 @@ def _positions(path) -> PositionCodes | pd.DataFrame:
         chunks=coded["chunk_id"][1], position=_small(table.values("position")), role=role,
         roles=None if roles is None else tuple(roles.to_pylist()),
         round=_small(table.values("round")) if "round" in table.names else None)
+
+
+#: The audited rows' columns the block path keeps: what the pairing reads (the reasons
+#: are read for the disagreements alone, see :func:`_with_reasons`).
+AUDITED_COLUMNS = ["query_id", "chunk_id", "grader", "round", "grade"]
+
+#: Grade rows read at once by the block path (whole queries are kept together): the
+#: stage's memory is about one such block and its display rows, beside the fits' arrays.
+BLOCK_ROWS = 1 << 17
+
+
+class _Whole(Exception):
+    """The grades or orders hold what only the whole-table path handles or words (a
+    missing id, a third grader, a pair shown twice, rows out of query order, a column
+    missing or of another type): that path reads them instead, from scratch."""
+
+
+def _by_query_blocks(table: ParquetColumns, orders, *, round: int,  # noqa: A002
+                     audit_ids) -> tuple[pd.DataFrame, RoundRows]:
+    """The audited queries' rows of the grades table (:data:`AUDITED_COLUMNS`: the reasons
+    are read for the disagreements alone, by :func:`_with_reasons`) and the round's grades
+    grader by grader with their display positions joined, the grades and the orders read a
+    block of whole queries at a time (both are written in query order; the orders once per
+    role, each role's rows in query order).
+
+    Held whole: per grade of the round, its grade, place in the grading order and query code
+    (the drift's fit) and, when shown, its centred position and grade (the position fit):
+    the slopes' sums are taken over each grader's whole arrays in table order, as
+    :func:`relgrade.protocol.diagnostics.diagnose` takes them. The values are those of
+    :func:`~relgrade.protocol.diagnostics.diagnose` over the whole table: each display's
+    rows (one query, role and round) are in one block, so its centring means are the same
+    sums of the same values in the same order.
+
+    Raises
+    ------
+    _Whole
+        See the class; nothing is kept.
+    InputError
+        The files cannot be read.
+    """
+    names = table.names
+    if "round" not in names or "role" not in names or "reason" not in names:
+        raise _Whole("no round or role column")
+    sequence = "sequence" in names
+    columns = ["query_id", "chunk_id", "grader", "role", "round", "grade"] + \
+        (["sequence"] if sequence else [])
+    shows = orders.exists()
+    if shows:
+        if orders.suffix.lower() != ".parquet":
+            raise _Whole("orders not in Parquet")
+        shown_columns = ParquetColumns(orders).names
+        if any(c not in shown_columns for c in ("query_id", "chunk_id", "position", "role")):
+            raise _Whole("the orders lack a column")
+        by_round = "round" in shown_columns
+        keys = ["query_id", "chunk_id", "role"] + (["round"] if by_round else [])
+        streams = [_RoleRows(orders, role, keys + ["position"])
+                   for role in sorted(distinct_text(orders, "role").to_pylist())]
+    audit = pa.array(sorted({str(q) for q in audit_ids}), type=pa.large_string())
+    audited, in_round, graders = [], set(), set()
+    parts: dict[str, dict[str, list]] = {}
+    roles: dict[str, str] = {}
+    queries_before = 0
+    for block in iter_query_blocks(table.path, columns, rows=BLOCK_ROWS,
+                                   writer="the grades stage"):
+        if any(block[c].isna().any() for c in ("query_id", "chunk_id", "grader", "role")):
+            raise _Whole("a missing id")
+        if block["round"].dtype.kind not in "iu" or block["grade"].dtype.kind not in "iuf":
+            raise _Whole("a round or grade of another type")
+        graders.update(block["grader"].unique().tolist())
+        if len(graders) >= 3:
+            raise _Whole("three or more graders")
+        query = arrow_ids(block["query_id"])
+        kept = np.flatnonzero(np.asarray(pc.is_in(query, value_set=audit), dtype=bool))
+        if len(kept):
+            audited.append(block.iloc[kept][AUDITED_COLUMNS])
+        # the query's code sorts as its id does: the blocks come in query order
+        code, distinct = pd.factorize(block["query_id"])
+        code = (code + queries_before).astype(np.int32)
+        queries_before += len(distinct)
+        mine = (block["round"] == int(round)).to_numpy()
+        in_round.update(block["grader"][mine].unique().tolist())
+        grade = block["grade"].to_numpy()
+        if grade.dtype.kind == "f":
+            mine &= ~np.isnan(grade)
+        rows = np.flatnonzero(mine)
+        if shows:
+            last = block["query_id"].iat[-1]
+            shown = [part for s in streams if len(part := s.upto(last))]
+            at, position, display, size = _display_rows(
+                pd.concat(shown, ignore_index=True) if shown else None, block.iloc[rows], keys)
+            del shown
+        # the graders as codes in name order (no str per row)
+        who, named = pd.factorize(block["grader"].iloc[rows], sort=True)
+        for i, name in enumerate(named.tolist()):
+            sel = who == i
+            own = rows[sel]
+            roles.setdefault(name, str(block["role"].iat[own[0]]))
+            got = parts.setdefault(name, {"count": [], "shown": [], "sequence": [],
+                                          "grade": [], "query": []})
+            got["count"].append(len(own))
+            if sequence:
+                got["sequence"].append(_small(block["sequence"].to_numpy()[own]))
+                got["grade"].append(_compact(grade[own]))
+                got["query"].append(code[own])
+            if shows:
+                row = at[sel]
+                took = own[row >= 0]
+                row = row[row >= 0]
+                if len(took):
+                    got["shown"].append(Shown.of_rows(
+                        position[row], grade[took].astype(float).astype(np.int64),
+                        display[row], size[row], code[took]))
+        del block
+        pa.default_memory_pool().release_unused()  # the block's Arrow buffers are garbage
+    if shows:
+        for s in streams:
+            s.upto(None)  # the rest of the orders: checked, not kept
+        del streams
+    pa.default_memory_pool().release_unused()  # Arrow's pool keeps the batches' buffers
+    whole = RoundRows(
+        in_round=frozenset(str(n) for n in in_round),
+        graders=tuple(GraderRows(
+            name=str(name), role=roles[name], count=sum(got["count"]),
+            shown=Shown.joined(got["shown"]) if got["shown"] else None,
+            sequence=np.concatenate(got["sequence"]) if sequence else None,
+            grade=np.concatenate(got["grade"]) if sequence else None,
+            query=np.concatenate(got["query"]) if sequence else None)
+            for name, got in sorted(parts.items())),
+        positions=shows, sequence=sequence)
+    audited = pd.concat(audited, ignore_index=True) if audited else \
+        table.schema.empty_table().select(AUDITED_COLUMNS).to_pandas()
+    return audited, whole
+
+
+def _compact(grade: np.ndarray) -> np.ndarray:
+    """Whole-number grades as int8 when they fit (the same values, an eighth of the bytes)."""
+    if grade.dtype.kind in "iu" and len(grade) and -128 <= grade.min() and grade.max() < 128:
+        return grade.astype(np.int8)
+    return grade
+
+
+def _display_rows(shown: pd.DataFrame | None, graded: pd.DataFrame, keys: list[str]):
+    """Each graded row's display row among ``shown`` (-1 when not shown), and per display
+    row its position, its display's code (one query, role and round) and that display's
+    size; ``shown`` holds every display row of the graded rows' queries (None: none).
+
+    Raises
+    ------
+    _Whole
+        A display row's round or position is not a whole number.
+    """
+    if shown is None:
+        none = np.zeros(0, dtype=np.int64)
+        return np.full(len(graded), -1, dtype=np.int64), none, none, none
+    if shown["position"].dtype.kind not in "iu" or (
+            "round" in keys and shown["round"].dtype.kind not in "iu"):
+        raise _Whole("a position or round of another type")
+    at = pd.MultiIndex.from_frame(shown[keys]).get_indexer(
+        pd.MultiIndex.from_frame(graded[keys]))
+    display = shown.groupby([k for k in keys if k != "chunk_id"], sort=False).ngroup()
+    display = display.to_numpy(np.int64)
+    return (np.asarray(at, dtype=np.int64), shown["position"].to_numpy().astype(np.int64),
+            display, np.bincount(display)[display])
+
+
+class _RoleRows:
+    """One role's rows of the orders table, whole queries at a time, in query order (the
+    packets stage writes each role's rows in query order, the roles one after another).
+
+    Raises
+    ------
+    _Whole
+        The role's rows are not in query order, or one pair is listed twice for the role
+        and round (that path names the pair).
+    """
+
+    def __init__(self, path, role: str, columns: list[str]):
+        self._batches = iter_table_batches(path, columns, rows=BLOCK_ROWS)
+        self._role, self._keys = role, [c for c in columns if c != "position"]
+        self._carry = None
+        self._last = None
+
+    def upto(self, last: str | None) -> pd.DataFrame:
+        """The rows not handed out yet whose query is ``last`` or sorts before it (every
+        one when ``last`` is None), checked."""
+        parts = []
+        while True:
+            if self._carry is not None:
+                q = self._carry["query_id"]
+                n = len(q) if last is None else int((q <= last).sum())
+                parts.append(self._carry.iloc[:n])
+                if n < len(q):
+                    self._carry = self._carry.iloc[n:]
+                    break
+                self._carry = None
+            batch = next(self._batches, None)
+            if batch is None:
+                break
+            rows = batch[(batch["role"].astype(str) == self._role).to_numpy()]
+            if not len(rows):
+                continue
+            if rows["query_id"].isna().any() or rows["chunk_id"].isna().any():
+                raise _Whole("a missing id")
+            q = arrow_ids(rows["query_id"]).combine_chunks()
+            if (self._last is not None and q[0].as_py() < self._last) or (len(q) > 1 and pc.any(
+                    pc.less(q.slice(1), q.slice(0, len(q) - 1))).as_py()):
+                raise _Whole("the orders are not in query order")
+            self._last = q[len(q) - 1].as_py()
+            self._carry = rows.reset_index(drop=True)
+        out = pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(
+            columns=self._keys + ["position"])
+        if len(out) and out.duplicated(self._keys).any():
+            raise _Whole("a pair listed twice")
+        return out
+
+
+def _with_reasons(report: pd.DataFrame, path, *, round: int) -> None:  # noqa: A002
+    """Fill the disagreement report's ``grader_reason`` and ``auditor_reason`` (made from
+    rows read without their reasons) with the reasons of those rows of round ``round``,
+    read for the report's queries alone: a reason that is not text is empty, as
+    :func:`relgrade.protocol.agreement.pair_grades` reads it."""
+    if not len(report):
+        return
+    rows = query_rows(path, ["query_id", "chunk_id", "grader", "round", "reason"],
+                      sorted(set(report["query_id"])))
+    # the report's pairs' rows alone become Python objects
+    rows = rows[((rows["round"] == int(round)) & rows["chunk_id"].isin(
+        set(report["chunk_id"]))).to_numpy()]
+    said = {(q, c, g): r if isinstance(r, str) else "" for q, c, g, r in zip(
+        rows["query_id"], rows["chunk_id"], rows["grader"], rows["reason"])}
+    for who, column in (("grader", "grader_reason"), ("auditor", "auditor_reason")):
+        report[column] = pd.Series(
+            [said.get((q, c, g), "") for q, c, g in
+             zip(report["query_id"], report["chunk_id"], report[who])],
+            index=report.index, dtype=str)
