@@ -22,6 +22,8 @@ as ``relgrade status`` counts them (:func:`relgrade.pipeline.judgments.judgment_
 decision report prices it.
 """
 
+import contextlib
+
 import pandas as pd
 
 from relgrade.pipeline import sharing
@@ -33,6 +35,11 @@ from relgrade.protocol import bank, grades, triage
 
 
 def run(ex):
+    with returning_allocator():
+        _run(ex)
+
+
+def _run(ex):
     grading = ex.params.grading
     step = step_printer("grades", 3, quiet=QUIET_SECONDS)
     step("the judgment bank: every grade file, checked, and what is owed")
@@ -107,6 +114,33 @@ def run(ex):
 #: Rows of the sorted grades table taken at a time while it is written (the file's row
 #: groups are :data:`relgrade.io.files.ROW_GROUP_ROWS` rows, whatever this is).
 WRITE_BLOCK_ROWS = 65536
+
+
+@contextlib.contextmanager
+def returning_allocator():
+    """Arrow's buffers from jemalloc while the stage runs, the previous default pool put
+    back afterwards (unchanged where pyarrow was built without jemalloc).
+
+    The stage's Arrow memory is a long climb of short-lived blocks and copies (each
+    round's blocks, the checks, the currency and pool lookups) under the bank it holds:
+    Arrow's default allocator (mimalloc in pyarrow's wheels) keeps much of what they free,
+    jemalloc hands it back, and the peak is lower in the same CPU-seconds
+    (benchmarks/README.md, "The grades stage's current grades as positions"). Buffers
+    keep the pool they came from, so a table made before or after is unaffected.
+    """
+    import pyarrow as pa
+
+    try:
+        pool = pa.jemalloc_memory_pool()
+    except NotImplementedError:  # a pyarrow built without it
+        yield
+        return
+    before = pa.default_memory_pool()
+    pa.set_memory_pool(pool)
+    try:
+        yield
+    finally:
+        pa.set_memory_pool(before)
 
 
 def release_unused() -> None:
