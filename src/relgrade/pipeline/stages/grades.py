@@ -22,12 +22,11 @@ as ``relgrade status`` counts them (:func:`relgrade.pipeline.judgments.judgment_
 decision report prices it.
 """
 
-import contextlib
-
 import pandas as pd
 
 from relgrade.pipeline import sharing
-from relgrade.pipeline.judgments import judgment_counts, judgments, pending_status
+from relgrade.pipeline.judgments import (bank_allocator, judgment_counts, judgments,
+                                         pending_status)
 from relgrade.experiment.layout import grade_commands
 from relgrade.experiment.progress import QUIET_SECONDS, step_printer
 from relgrade.io import files as io
@@ -35,7 +34,7 @@ from relgrade.protocol import bank, grades, triage
 
 
 def run(ex):
-    with returning_allocator():
+    with bank_allocator():
         _run(ex)
 
 
@@ -114,33 +113,6 @@ def _run(ex):
 #: Rows of the sorted grades table taken at a time while it is written (the file's row
 #: groups are :data:`relgrade.io.files.ROW_GROUP_ROWS` rows, whatever this is).
 WRITE_BLOCK_ROWS = 65536
-
-
-@contextlib.contextmanager
-def returning_allocator():
-    """Arrow's buffers from jemalloc while the stage runs, the previous default pool put
-    back afterwards (unchanged where pyarrow was built without jemalloc).
-
-    The stage's Arrow memory is a long climb of short-lived blocks and copies (each
-    round's blocks, the checks, the currency and pool lookups) under the bank it holds:
-    Arrow's default allocator (mimalloc in pyarrow's wheels) keeps much of what they free,
-    jemalloc hands it back, and the peak is lower in the same CPU-seconds
-    (benchmarks/README.md, "The grades stage's current grades as positions"). Buffers
-    keep the pool they came from, so a table made before or after is unaffected.
-    """
-    import pyarrow as pa
-
-    try:
-        pool = pa.jemalloc_memory_pool()
-    except NotImplementedError:  # a pyarrow built without it
-        yield
-        return
-    before = pa.default_memory_pool()
-    pa.set_memory_pool(pool)
-    try:
-        yield
-    finally:
-        pa.set_memory_pool(before)
 
 
 def release_unused() -> None:
