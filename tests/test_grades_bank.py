@@ -127,3 +127,23 @@ def test_the_table_keeps_each_rows_position_in_its_file_as_sequence():
 def test_a_grade_under_another_rubric_version_is_stale():
     judged = _bank({"grader-a": [_file([("q1", "a", 2)])]})
     assert bank.currency(judged, **dict(NOW, rubric_version="v2")).tolist() == ["rubric"]
+
+
+def test_the_latest_round_s_current_grade_of_a_pair_is_the_one_in_the_table():
+    judged = _bank({"grader-a": [_file([("q1", "a", 0), ("q1", "b", 1)], round_=1),
+                                 _file([("q1", "a", 2)], round_=2)]})
+    table, manifest = _table(judged, [("q1", "a"), ("q1", "b")], audit=())
+    assert table[["chunk_id", "grade", "sequence"]].values.tolist() == [["a", 2, 0],
+                                                                        ["b", 1, 1]]
+    assert manifest["rounds"] == [1, 2]
+    assert manifest["graders"]["grader-a"]["bank_rows"] == 3
+    assert manifest["graders"]["grader-a"]["unused"] == 1
+
+
+def test_current_positions_are_the_bank_rows_of_the_latest_current_pool_grades():
+    # bank rows: 0 = round 1 (q1, a), 1 = round 1 (q1, b), 2 = round 2 (q1, a)
+    judged = _bank({"grader-a": [_file([("q1", "a", 0), ("q1", "b", 1)], round_=1),
+                                 _file([("q1", "a", 2)], round_=2)]})
+    pool = pd.DataFrame([("q1", "a"), ("q1", "b")], columns=["query_id", "chunk_id"])
+    assert grades.current_positions(judged, pool=pool, **NOW).tolist() == [1, 2]
+    assert grades.current_positions(judged, pool=pool.iloc[1:], **NOW).tolist() == [1]

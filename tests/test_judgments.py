@@ -318,3 +318,17 @@ def test_a_key_file_read_as_columns_equals_it_read_one_object_per_line(tmp_path)
         pd.testing.assert_frame_equal(got, pd.DataFrame(read_jsonl(path), columns=cols))
     got = read_key_table(tmp_path / "canonical.jsonl")
     assert got["grade"].tolist() == [2, 0] and got["chunk_id"].tolist() == ["a", "b"]
+
+
+def test_the_bank_allocator_puts_the_previous_arrow_pool_back_when_done():
+    import pyarrow as pa
+
+    from relgrade.pipeline.judgments import bank_allocator
+
+    before = pa.default_memory_pool().backend_name
+    with bank_allocator():
+        inside = pa.default_memory_pool().backend_name
+        made = pa.array(["a", "b"])
+    assert pa.default_memory_pool().backend_name == before
+    assert inside in ("jemalloc", before)  # jemalloc where pyarrow was built with it
+    assert made.to_pylist() == ["a", "b"]  # a buffer made inside outlives the switch

@@ -25,7 +25,7 @@ from relgrade.pipeline.design import unfilled_parts
 from relgrade.experiment.files import Experiment
 from relgrade.experiment.layout import (disagreements_file, grade_commands, packets_build_command,
                                       repro_command, review_command)
-from relgrade.pipeline.judgments import judgments, pending_status
+from relgrade.pipeline.judgments import bank_allocator, judgments, pending_status
 from relgrade.pipeline.panel import is_panel
 from relgrade.pipeline.since_repro import (inputs_since_repro, params_since_repro,
                                            stages_behind)
@@ -558,13 +558,15 @@ def read_status(ex: Experiment) -> dict:
                 # the packets stage has not run on this pool, or failed: say so, and count
                 # the raters' work from the queues it would deal (none, if it would refuse)
                 assignment, queue = missing_assignment(ex, pool)
-            held = judgments(ex, pool, audit, assignment=queue)
-            key_owed = _key_owed(params, held.pending)
-            # counted, never written: the rows unsorted (no sorted copy of the table)
-            table = grades.current_table(held.bank, graders=params.graders_dict(), pool=pool,
-                                         audit_query_ids=audit, round=params.grading.round,
-                                         intents_sha256=None, whole=False,
-                                         **held.now)[0].rows
+            with bank_allocator():  # the bank's blocks and copies handed back as freed
+                held = judgments(ex, pool, audit, assignment=queue)
+                key_owed = _key_owed(params, held.pending)
+                # counted, never written: the rows unsorted (no sorted copy of the table)
+                table = grades.current_table(held.bank, graders=params.graders_dict(),
+                                             pool=pool, audit_query_ids=audit,
+                                             round=params.grading.round,
+                                             intents_sha256=None, whole=False,
+                                             **held.now)[0].rows
             reused = set() if held.shared is None else set(held.shared["grader"].astype(str))
             # only the pair columns the progress counts read: a copy of every column of
             # each grader's rows, made while the bank is held, was the command's peak

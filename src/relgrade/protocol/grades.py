@@ -22,7 +22,7 @@ import pandas as pd
 
 from relgrade.errors import InputError
 from relgrade.protocol import bank_columns, sidecar
-from relgrade.protocol.bank import current_grades, pair_member
+from relgrade.protocol.bank import currency, current_grades, pair_member
 from relgrade.ranking import id_codes
 from relgrade.schema import (
     BANK,
@@ -615,6 +615,12 @@ def long_rows(tables: Mapping[str, pd.DataFrame], *, roles: Mapping[str, str],
     else:
         out = pd.concat(parts, ignore_index=True)
     del parts
+    return _long_rows_of(out)
+
+
+def _long_rows_of(out: pd.DataFrame) -> LongRows:
+    """:class:`LongRows` of the stacked rows ``out`` (the columns of :func:`long_rows`'
+    stack, in its order), cast to the table's dtypes."""
     out = out.astype({"query_id": "str", "chunk_id": "str", "grader": "str", "role": "str",
                       "round": "int64", "grade": "int64", "reason": "str",
                       "sequence": "int64"})
@@ -1025,36 +1031,117 @@ def current_table(bank: pd.DataFrame, *, graders: Mapping, pool: pd.DataFrame,
     files = files or {}
     audit = sorted({str(q) for q in audit_query_ids})
     n_pairs = len(pool[["query_id", "chunk_id"]].astype(str).drop_duplicates())
-    now = current_grades(bank, content=content, intents=intents, rubric_sha256=rubric_sha256,
-                         rubric_version=rubric_version, carry=carry,
-                         columns=["reason", "grade", "sequence"])
-    now = now[pair_member(now, pool)]
-    tables, roles, entries = {}, {}, {}
+    # which bank rows are in the table, as positions: the columns are taken once, at the
+    # end (a copy of the bank per step, filter and grader would each cost the bank again)
+    chosen = current_positions(bank, pool=pool, content=content, intents=intents,
+                               rubric_sha256=rubric_sha256, rubric_version=rubric_version,
+                               carry=carry)
+    grader_col = bank["grader"].to_numpy(dtype=object)
+    in_audit = bank["query_id"].isin(audit).to_numpy()
+    sequence = bank["sequence"].to_numpy(dtype="int64")
+    picked, roles, names = [], {}, []
     for name in sorted(graders):
         spec = graders[name]
         roles[name] = spec["role"]
-        mine = now[now["grader"] == name]
+        mine = chosen[grader_col[chosen] == name]
         if spec["role"] == "auditor":
-            mine = mine[mine["query_id"].isin(audit)]
-        mine = mine.sort_values("sequence", kind="stable")
-        if len(mine):
-            tables[name] = mine[["query_id", "chunk_id", "reason", "grade", "sequence"]]
+            mine = mine[in_audit[mine]]
+        # each grader's rows in grading order, ties in the order the rows were chosen
+        mine = mine[np.argsort(sequence[mine], kind="stable")]
+        picked.append(mine)
+        names.append(name)
+    del chosen, in_audit
+    taken = bank[["query_id", "chunk_id", "reason", "grade", "sequence"]].iloc[
+        np.concatenate(picked) if picked else np.zeros(0, np.int64)].reset_index(drop=True)
+    tables, entries, start = {}, {}, 0
+    for name, mine in zip(names, picked):
+        spec = graders[name]
+        graded = taken.iloc[start:start + len(mine)]
+        start += len(mine)
+        if len(graded):
+            tables[name] = graded
         f = files.get(name)
         owed = pool if key_pairs is None or spec["role"] == TRIAGE_ROLE else key_pairs
-        entry = grader_entry(name, spec, graded=mine, pool=owed, audit_query_ids=audit,
+        entry = grader_entry(name, spec, graded=graded, pool=owed, audit_query_ids=audit,
                              rubric_version=rubric_version, round=round,
                              file=None if f is None else f.source,
                              sha256=None if f is None else f.sha256)
-        n_bank = int((bank["grader"] == name).sum())
-        entry.update({"bank_rows": n_bank, "unused": n_bank - int(len(mine))})
+        n_bank = int((grader_col == name).sum())
+        entry.update({"bank_rows": n_bank, "unused": n_bank - int(len(graded))})
         entries[name] = entry
+    del grader_col, sequence
     manifest = {"rubric_version": rubric_version, "rubric_sha256": rubric_sha256,
                 "round": int(round), "rounds": sorted({int(r) for r in bank["round"]}),
                 "intents_sha256": intents_sha256, "pool_pairs": n_pairs,
                 "graders": entries}
-    del now
-    rows = long_rows(tables, roles=roles, round=round)
+    if not tables:
+        rows = long_rows({}, roles=roles, round=round)
+    else:
+        # ``taken`` is already the graders' tables stacked in order: long_rows' rows
+        # without a copy per grader
+        sizes = [len(m) for m in picked]
+        rows = _long_rows_of(pd.DataFrame({
+            "query_id": taken["query_id"], "chunk_id": taken["chunk_id"],
+            "grader": pd.Series(np.repeat(np.array(names, dtype=object), sizes),
+                                dtype="str"),
+            "role": pd.Series(np.repeat(np.array([roles[n] for n in names], dtype=object),
+                                        sizes), dtype="str"),
+            "round": int(round), "grade": taken["grade"].astype("int64"),
+            "reason": taken["reason"], "sequence": taken["sequence"].astype("int64")},
+            copy=False))  # the taken columns themselves, not a second copy of them
+    del tables, taken, picked
     return (rows.table() if whole else rows), manifest
+
+
+def current_positions(bank: pd.DataFrame, *, pool: pd.DataFrame, content: pd.Series,
+                      intents: pd.Series, rubric_sha256: str,
+                      rubric_version: str | None = None, carry=None) -> np.ndarray:
+    """The bank rows of the current grades of pool pairs, as positions.
+
+    The rows of ``current_grades(bank, ...)`` whose pair is in ``pool``, in that order,
+    found over codes: no copy of the bank is made.
+
+    Parameters
+    ----------
+    bank : pandas.DataFrame of shape (n, >= 8)
+        :func:`judgment_bank`'s table (``grader``, ``query_id``, ``chunk_id``, ``round`` and
+        the columns of :func:`relgrade.protocol.bank.currency`).
+    pool : pandas.DataFrame
+        ``query_id``, ``chunk_id`` (compared as str).
+    content, intents, rubric_sha256, rubric_version, carry
+        As for :func:`relgrade.protocol.bank.currency`.
+
+    Returns
+    -------
+    numpy.ndarray of int64, shape (n_current,)
+        Positions in ``bank``: per (grader, query_id, chunk_id) the current grade of the
+        highest ``round``, within a round the last recorded (as
+        :func:`relgrade.protocol.bank.latest_grades` keeps it), in the order
+        ``latest_grades`` leaves them (by round, then bank order), pool pairs only.
+    """
+    now = currency(bank, content=content, intents=intents, rubric_sha256=rubric_sha256,
+                   rubric_version=rubric_version, carry=carry).eq("current").to_numpy()
+    at = np.flatnonzero(now)
+    del now
+    if "round" in bank.columns:
+        at = at[np.argsort(bank["round"].to_numpy()[at], kind="stable")]
+    # the last of each (grader, query, chunk) in that order: the first seen backwards
+    key = np.zeros(len(bank), dtype=np.int64)
+    for k in ("grader", "query_id", "chunk_id"):
+        codes, uniques = id_codes(bank[k])
+        if len(key) and int(key.max()) >= (2 ** 62) // max(len(uniques), 1):
+            key = np.unique(key, return_inverse=True)[1].astype(np.int64)  # dense again
+        key = key * max(len(uniques), 1) + codes
+        del codes, uniques
+    _, first_back = np.unique(key[at][::-1], return_index=True)
+    del key
+    last = np.zeros(len(at), dtype=bool)
+    last[len(at) - 1 - first_back] = True
+    at = at[last]
+    del last, first_back
+    member = pair_member(pd.DataFrame({"query_id": bank["query_id"],
+                                       "chunk_id": bank["chunk_id"]}), pool)
+    return at[member[at]]
 
 
 def coverage_lines(manifest: Mapping, *, limit: int = 10) -> list[str]:

@@ -25,7 +25,8 @@ decision report prices it.
 import pandas as pd
 
 from relgrade.pipeline import sharing
-from relgrade.pipeline.judgments import judgment_counts, judgments, pending_status
+from relgrade.pipeline.judgments import (bank_allocator, judgment_counts, judgments,
+                                         pending_status)
 from relgrade.experiment.layout import grade_commands
 from relgrade.experiment.progress import QUIET_SECONDS, step_printer
 from relgrade.io import files as io
@@ -33,6 +34,11 @@ from relgrade.protocol import bank, grades, triage
 
 
 def run(ex):
+    with bank_allocator():
+        _run(ex)
+
+
+def _run(ex):
     grading = ex.params.grading
     step = step_printer("grades", 3, quiet=QUIET_SECONDS)
     step("the judgment bank: every grade file, checked, and what is owed")
