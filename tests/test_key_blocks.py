@@ -213,3 +213,30 @@ def test_same_bytes_says_whether_the_blocks_are_the_file(tmp_path):
         for block in blocks:
             same.take(memoryview(block))
         assert same.finish() is want, blocks
+
+
+def test_latest_counts_of_sidecar_blocks_are_the_whole_tables_counts():
+    from relgrade.graders.cache import judge_counts, template_counts
+    from relgrade.protocol.key_blocks import latest_value_counts
+
+    t = pa.table({"query_id": ["q1", "q1", "q2", "q2"], "chunk_id": ["a", "b", "a", "c"],
+                  "judge": ["j2", "", None, "j1"],
+                  "template_sha256": pa.array(["t", "t", "t", None]).dictionary_encode()})
+    got = latest_value_counts([t.slice(0, 3), t.slice(3)], {"judge": "none",
+                                                           "template_sha256": "no t"})
+    # first come: j2 (line 1), none (lines 2 and 3), j1 (line 4)
+    assert got == {"judge": {"j2": 1, "none": 2, "j1": 1},
+                   "template_sha256": {"t": 3, "no t": 1}}
+    assert got["judge"] == {k.replace("identity not recorded", "none"): v
+                            for k, v in judge_counts(t).items()}
+    assert got["template_sha256"] == {k.replace("template not recorded", "no t"): v
+                                      for k, v in template_counts(t).items()}
+
+
+def test_a_pair_on_two_sidecar_lines_or_a_refused_block_is_counted_whole():
+    from relgrade.protocol.key_blocks import latest_value_counts
+
+    t = pa.table({"query_id": ["q1", "q1"], "chunk_id": ["a", "a"], "judge": ["j1", "j2"]})
+    assert latest_value_counts([t], {"judge": "none"}) is None  # the last line decides: whole
+    assert latest_value_counts([t.slice(0, 1), None], {"judge": "none"}) is None
+

@@ -19,7 +19,11 @@ those bytes. The key file (params ``paths.key``) is written in exactly this form
 The key is built, sorted, written and compared as Arrow columns, never as a Python object
 per pair: Arrow orders strings by their UTF-8 bytes, which is code point order, and a
 string JSON escapes (a quote, a backslash, a control character) is written by the
-:mod:`json` module itself, so the bytes are those of the definition above.
+:mod:`json` module itself, so the bytes are those of the definition above. Since the
+grades table is written in query order, the key stage makes the key a block of whole
+queries at a time (:func:`key_table` per block, :func:`key_lines`, :func:`made_on_lines`;
+see :mod:`relgrade.protocol.key_blocks`): the blocks' lines, one after the other, are the
+key's bytes.
 """
 
 from __future__ import annotations

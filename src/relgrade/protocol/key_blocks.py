@@ -8,6 +8,10 @@ queries in canonical order. Blocks come in ascending query order, so their lines
 after the other, are the key's bytes; :class:`KeyDigest` hashes them as they come, and
 holds only the hash, two counts and the dropped query ids.
 
+The key's record counts the key grader's grades per judge identity and prompt template
+from its bank sidecar; :func:`latest_value_counts` counts them from the sidecar's blocks,
+holding a pair hash and a code per line instead of the lines.
+
 Nothing here words an error for the whole key: a block that breaks a rule of
 :func:`relgrade.protocol.key.build_key` raises as that block, and the caller then builds
 the key whole, which names what is wrong as it always did.
@@ -16,7 +20,7 @@ the key whole, which names what is wrong as it always did.
 from __future__ import annotations
 
 import hashlib
-from typing import Iterable, Iterator
+from typing import Iterable, Iterator, Mapping
 
 import numpy as np
 import pandas as pd
@@ -24,6 +28,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from relgrade.protocol.key import KeyTotals, key_lines
+from relgrade.protocol.pool import text_hashes
 
 
 def with_pool_rows(grade_blocks: Iterable[pd.DataFrame],
@@ -139,3 +144,67 @@ class KeyDigest:
     def totals(self) -> KeyTotals:
         """The key's hash (hex sha256 of every line so far) and its counts."""
         return KeyTotals(self._hash.hexdigest(), self._pairs, self._queries)
+
+
+def latest_value_counts(blocks: Iterable[pa.Table | None],
+                        fields: Mapping[str, str]) -> dict[str, dict[str, int]] | None:
+    """Pairs per value of each field on each pair's last bank line, from a sidecar's blocks,
+    holding a 64-bit hash of each line's pair and a code per field, not the lines.
+
+    What :func:`relgrade.graders.cache.judge_counts` and
+    :func:`relgrade.graders.cache.template_counts` count on a whole sidecar table, when
+    every line is of another pair (no pair hash repeats: then each line is its pair's last,
+    whatever the hash); None when a pair may repeat (two lines with one hash), a block is
+    None (the column reader refused the file) or an id is missing: count the whole table
+    then.
+
+    Parameters
+    ----------
+    blocks : iterable of pyarrow.Table or None
+        The sidecar's lines in file order, in blocks with ``query_id``, ``chunk_id`` and
+        the fields (string or dictionary columns).
+    fields : mapping of str to str
+        Field → the value counted for a line without it (null or empty).
+
+    Returns
+    -------
+    dict of str to dict of str to int, or None
+        Per field, value → lines, in the order the values first come.
+
+    Examples
+    --------
+    >>> t = pa.table({"query_id": ["q", "q"], "chunk_id": ["a", "b"], "judge": ["j", None]})
+    >>> latest_value_counts([t], {"judge": "none"})
+    {'judge': {'j': 1, 'none': 1}}
+    >>> latest_value_counts([t, t], {"judge": "none"}) is None
+    True
+    """
+    hashes: list[np.ndarray] = []
+    words: dict[str, dict[str, int]] = {f: {} for f in fields}
+    codes: dict[str, list[np.ndarray]] = {f: [] for f in fields}
+    for block in blocks:
+        if block is None or block.column("query_id").null_count \
+                or block.column("chunk_id").null_count:
+            return None
+        q, c = text_hashes(block.column("query_id")), text_hashes(block.column("chunk_id"))
+        hashes.append(q * np.uint64(0x9E3779B97F4A7C15) ^ c)  # wraps: a hash, not a value
+        for field, missing in fields.items():
+            value = block.column(field).cast(pa.string())
+            value = pc.if_else(pc.fill_null(pc.equal(value, ""), True), missing, value)
+            coded = pc.dictionary_encode(value).combine_chunks()
+            seen = words[field]
+            own = np.array([seen.setdefault(w, len(seen))
+                            for w in coded.dictionary.to_pylist()], dtype=np.int64)
+            codes[field].append(own[coded.indices.to_numpy(zero_copy_only=False)]
+                                if len(own) else np.zeros(0, np.int64))
+    every = np.concatenate(hashes) if hashes else np.zeros(0, np.uint64)
+    if len(np.unique(every)) != len(every):
+        return None
+    out = {}
+    for field in fields:
+        at = np.concatenate(codes[field]) if codes[field] else np.zeros(0, np.int64)
+        names = list(words[field])
+        present, first = np.unique(at, return_index=True)
+        counts = np.bincount(at, minlength=len(names))
+        out[field] = {names[k]: int(counts[k]) for k in present[np.argsort(first)]}
+    return out

@@ -42,10 +42,10 @@ from relgrade.experiment.progress import QUIET_SECONDS, step_printer
 from relgrade.io import files as io
 from relgrade.graders.cache import (NOT_RECORDED, TEMPLATE_FIELDS,
                                     TEMPLATE_NOT_RECORDED, judge_counts, template_counts)
-from relgrade.io.grade_columns import read_grade_columns
+from relgrade.io.grade_columns import bank_blocks, read_grade_columns
 from relgrade.io.trec import check_qrels_ids, qrels_lines, write_trec_qrels
 from relgrade.experiment.key_blocks import KeyBlocks, NotInBlocks
-from relgrade.protocol.key_blocks import KeyDigest
+from relgrade.protocol.key_blocks import KeyDigest, latest_value_counts
 from relgrade.protocol import corrections as corrections_mod
 from relgrade.experiment import revisions
 from relgrade.protocol import key, ledger, triage
@@ -169,14 +169,31 @@ def _judges_and_templates(ex):
     graders = ex.params.graders
     judges, templates = {}, {}
     for name, files in ex.grader_round_files().items():
-        bank = ex.bank_table(files, TEMPLATE_FIELDS)
-        judges[name] = judge_counts(bank)
+        counts = _bank_counts(files)
+        if counts is None:  # the sidecar whole (or the grade file's rows), as before
+            bank = ex.bank_table(files, TEMPLATE_FIELDS)
+            counts = {"judge": judge_counts(bank), "template_sha256": template_counts(bank)}
+        judges[name] = counts["judge"]
         named = set(judges[name]) - {NOT_RECORDED}
         if name in graders and graders[name].role == "auditor":
             continue  # the auditor's grades are compared with the key, never part of it
         if (name in graders and graders[name].kind == "model") or named:
-            templates[name] = template_counts(bank) or {TEMPLATE_NOT_RECORDED: 0}
+            templates[name] = counts["template_sha256"] or {TEMPLATE_NOT_RECORDED: 0}
     return {k: v for k, v in judges.items() if set(v) - {NOT_RECORDED}}, templates
+
+
+def _bank_counts(files):
+    """A grader's grades per judge identity and per prompt template
+    (:func:`judge_counts`, :func:`template_counts`) from its bank sidecar read a block at a
+    time, holding a hash and two codes per line; None when the whole sidecar must be
+    counted (no sidecar, one the column reader refuses, a pair on two lines)."""
+    if not files.bank.is_file():
+        return None
+    blocks = bank_blocks(files.bank)
+    if blocks is None:
+        return None
+    return latest_value_counts(blocks, {"judge": NOT_RECORDED,
+                                        "template_sha256": TEMPLATE_NOT_RECORDED})
 
 
 def _write(files, table, record, gate, ex, made_on):
