@@ -222,7 +222,6 @@ def _write_blocks(files, blocks):
                 out.append(key.made_on_lines(block.table, block.made_on))
             yield out
     io.write_blocks_together(paths, lines())
-    pa.default_memory_pool().release_unused()  # the blocks' joins: before the bank is counted
 
 
 def _write_whole(files, table, made_on):
