@@ -30,6 +30,12 @@ def _raw(hexes) -> np.ndarray:
     return np.frombuffer(bytes.fromhex("".join(hexes)), dtype=np.uint8).reshape(-1, 32)
 
 
+def _hexes(raw: np.ndarray) -> np.ndarray:
+    """Raw digests (uint8, shape (n, 32)) as 64-hex-digit strings (object, shape (n,))."""
+    text = raw.tobytes().hex()
+    return np.array([text[i: i + 64] for i in range(0, len(text), 64)], dtype=object)
+
+
 class MadeOnNow:
     """What a grade of any pair is made on today (:meth:`Experiment.made_on_now`), as arrays.
 
@@ -137,6 +143,37 @@ class MadeOnNow:
                     "intent_sha256": intent[64 * k: 64 * k + 64], **self.rubric}
                 k += 1
         return lambda row: table.get((str(row["query_id"]), str(row["chunk_id"])))
+
+    def table(self, pairs: pd.DataFrame) -> pd.DataFrame | None:
+        """What each pair of ``pairs`` is made on, as
+        :meth:`relgrade.experiment.files.Experiment.made_on_now_table` gives it for pairs
+        it knows, without the corpus read whole.
+
+        Parameters
+        ----------
+        pairs : pandas.DataFrame of shape (n_pairs, >= 2)
+            ``query_id``, ``chunk_id`` (text, as ``str`` gives it).
+
+        Returns
+        -------
+        pandas.DataFrame of shape (n_pairs, 6) or None
+            ``query_id``, ``chunk_id`` as given, then ``content_sha256``,
+            ``intent_sha256``, ``rubric_version``, ``rubric_sha256`` (str); None when a
+            pair's chunk or query is unknown (``made_on_now_table`` then says what it
+            writes for it).
+        """
+        qid = pa.array(pairs["query_id"].astype(str), pa.large_string())
+        cid = pa.array(pairs["chunk_id"].astype(str), pa.large_string())
+        q, c = self.queries.codes(qid), self.chunks.codes(cid)
+        if (q < 0).any() or (c < 0).any():
+            return None
+        out = pd.DataFrame({"query_id": pairs["query_id"].to_numpy(),
+                            "chunk_id": pairs["chunk_id"].to_numpy()})
+        out["content_sha256"] = _hexes(self.content[c])
+        out["intent_sha256"] = _hexes(self.intents[q])
+        for name, value in self.rubric.items():
+            out[name] = value
+        return out
 
     def __call__(self, row: dict) -> dict | None:
         """What grade row ``row`` is made on (``content_sha256``, ``intent_sha256``,

@@ -13,7 +13,7 @@ import json
 import os
 import tempfile
 from pathlib import Path
-from typing import TYPE_CHECKING, Iterable, Iterator
+from typing import TYPE_CHECKING, Iterable, Iterator, Sequence
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -731,6 +731,71 @@ def write_blocks(path, blocks: Iterable[bytes]) -> None:
     with atomic_path(path) as tmp, open(tmp, "wb") as f:
         for block in blocks:
             f.write(block)
+
+
+def write_blocks_together(paths: Sequence, blocks: Iterable[Sequence[bytes]]) -> None:
+    """Write several files at once from one stream, each atomically: the files
+    :func:`write_blocks` would write one after the other, made in a single pass.
+
+    Parameters
+    ----------
+    paths : sequence of str or os.PathLike
+        The files, each replaced whole, or all left as they were.
+    blocks : iterable of sequences of bytes
+        Consumed once; item ``i`` of each goes to ``paths[i]``, in order.
+
+    Raises
+    ------
+    InputError
+        A folder cannot be made or written (:func:`atomic_path`), before any write.
+    OSError
+        A write failed (a full disk): no file is replaced (nor are those that would have
+        followed).
+    """
+    with contextlib.ExitStack() as stack:
+        outs = [stack.enter_context(open(stack.enter_context(atomic_path(p)), "wb"))
+                for p in paths]
+        for parts in blocks:
+            for f, part in zip(outs, parts):
+                f.write(part)
+
+
+class SameBytes:
+    """Whether a stream of byte blocks is, in all, exactly a file's bytes, checked as the
+    blocks come (the file read alongside, never whole).
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        The file; it must exist.
+
+    Examples
+    --------
+    >>> import tempfile, os
+    >>> fd, name = tempfile.mkstemp(); os.write(fd, b"abcdef"); os.close(fd)
+    6
+    >>> same = SameBytes(name); same.take(b"abc"); same.take(b"def"); same.finish()
+    True
+    >>> same = SameBytes(name); same.take(b"abc"); same.finish()
+    False
+    >>> os.remove(name)
+    """
+
+    def __init__(self, path):
+        self._file = open(path, "rb")
+        self._same = True
+
+    def take(self, data) -> None:
+        """Compare the next ``len(data)`` bytes of the file with ``data``."""
+        if self._same:
+            data = memoryview(data).cast("B")  # bytes' own format: compared as one block
+            self._same = self._file.read(data.nbytes) == data
+
+    def finish(self) -> bool:
+        """True when every block so far matched and the file has no byte more; closes it."""
+        same = self._same and self._file.read(1) == b""
+        self._file.close()
+        return same
 
 
 def write_text(path, text: str) -> None:

@@ -388,6 +388,15 @@ def _bank_line_count(path: Path) -> int | None:
     return None if last and not last.endswith(b"\n") else lines
 
 
+def bank_blocks(path, block_size: int = _ROUND_BLOCK // 2):
+    """A bank sidecar's lines as :func:`read_bank_columns` reads them (all fields), a block
+    at a time: an iterator of tables (each block's dictionary columns encoded on its own)
+    that yields None once, and stops, where that reader would return None; or None when
+    the file's bytes already send it to :func:`relgrade.graders.store.read_bank`. For a
+    count that holds a few numbers per line, not the lines."""
+    return _bank_lines(Path(path), block_size)
+
+
 def _bank_lines(path: Path, block_size: int):
     """:func:`read_bank_columns`' table of ``path`` as a stream of blocks (each block's
     dictionary columns encoded on its own), after the same check of the whole file's bytes;

@@ -531,6 +531,55 @@ def write_trec_qrels(path, qrels: pd.DataFrame) -> None:
                  table["grade"].cast(pa.int64()).cast(pa.string())], path)
 
 
+def qrels_lines(qrels: pa.Table, path) -> memoryview:
+    """The lines :func:`write_trec_qrels` writes for ``qrels``, for a writer that writes a
+    block of rows at a time (the blocks' lines, one after the other, are the file).
+
+    Parameters
+    ----------
+    qrels : pyarrow.Table
+        ``query_id``, ``chunk_id`` (string), ``grade`` (integer), in the order to write.
+    path : str or os.PathLike
+        The file they go to, named in the error.
+
+    Returns
+    -------
+    memoryview
+        ``query_id 0 chunk_id grade`` and LF per row (empty for no row).
+
+    Raises
+    ------
+    InputError
+        An id is empty or holds whitespace (:func:`write_trec_qrels`' message).
+    """
+    check_qrels_ids(qrels, path)
+    if qrels.num_rows == 0:
+        return memoryview(b"")
+    parts = [c.cast(pa.large_string()) for c in
+             (qrels["query_id"], pa.scalar("0"), qrels["chunk_id"],
+              qrels["grade"].cast(pa.int64()).cast(pa.string()))]
+    line = pc.binary_join_element_wise(*parts, pa.scalar(" ", pa.large_string()))
+    line = pc.binary_join_element_wise(line, pa.scalar("", pa.large_string()),
+                                       pa.scalar("\n", pa.large_string()))
+    line = line.combine_chunks() if isinstance(line, pa.ChunkedArray) else line
+    offsets = np.frombuffer(line.buffers()[1], dtype=np.int64)[
+        line.offset: line.offset + len(line) + 1]
+    return memoryview(line.buffers()[2])[offsets[0]: offsets[-1]]
+
+
+def check_qrels_ids(qrels: pa.Table, path) -> None:
+    """Refuse ids a TREC qrels file cannot hold, as :func:`write_trec_qrels` does.
+
+    Raises
+    ------
+    InputError
+        A ``query_id`` or ``chunk_id`` is empty or holds whitespace (the first in row
+        order, query ids checked first; ``path`` named).
+    """
+    _check_ids(qrels["query_id"], "query id", path)
+    _check_ids(qrels["chunk_id"], "chunk id", path)
+
+
 def _write_empty(path) -> None:
     with atomic_path(path) as tmp:
         tmp.write_bytes(b"")

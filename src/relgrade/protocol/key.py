@@ -19,13 +19,18 @@ those bytes. The key file (params ``paths.key``) is written in exactly this form
 The key is built, sorted, written and compared as Arrow columns, never as a Python object
 per pair: Arrow orders strings by their UTF-8 bytes, which is code point order, and a
 string JSON escapes (a quote, a backslash, a control character) is written by the
-:mod:`json` module itself, so the bytes are those of the definition above.
+:mod:`json` module itself, so the bytes are those of the definition above. Since the
+grades table is written in query order, the key stage makes the key a block of whole
+queries at a time (:func:`key_table` per block, :func:`key_lines`, :func:`made_on_lines`;
+see :mod:`relgrade.protocol.key_blocks`): the blocks' lines, one after the other, are the
+key's bytes.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+from dataclasses import dataclass
 from typing import Iterable, Iterator, Mapping
 
 import numpy as np
@@ -162,10 +167,87 @@ def _word(text: str) -> pa.Scalar:
     return pa.scalar(text, pa.large_string())
 
 
-def _key_lines(table: pa.Table) -> memoryview:
+def key_lines(table: pa.Table) -> memoryview:
+    """The canonical lines (see the module docstring) of a sorted key table.
+
+    Parameters
+    ----------
+    table : pyarrow.Table
+        ``query_id``, ``chunk_id`` (string), ``grade`` (integer), already in canonical
+        order (as :func:`key_table` returns it); one block of whole queries of a key gives
+        that block's part of the key's bytes.
+
+    Returns
+    -------
+    memoryview
+        The LF-terminated lines, one per row, in the table's order (empty for no row).
+    """
     return _jsonl({"query_id": _json_strings(table["query_id"]),
                    "chunk_id": _json_strings(table["chunk_id"]),
                    "grade": table["grade"].cast(pa.large_string())})
+
+
+def key_table(
+    grades: pd.DataFrame,
+    *,
+    key_grader: str,
+    round: int,
+    pool: pd.DataFrame,
+    relevant_min: int,
+) -> tuple[pa.Table, list[str]]:
+    """:func:`build_key`'s key as Arrow columns, before the refusal of an empty key.
+
+    Parameters
+    ----------
+    grades, key_grader, round, pool, relevant_min
+        As :func:`build_key`. A block of whole queries of the grades table with the pool's
+        rows of the same queries gives that block's part of the key.
+
+    Returns
+    -------
+    key : pyarrow.Table of shape (n_pairs, 3)
+        ``query_id``, ``chunk_id`` (large_string, the ids as ``str`` gives them),
+        ``grade`` (int64), sorted by (query_id, chunk_id) in code point order, without the
+        dropped queries; possibly empty.
+    dropped_query_ids : list of str
+        Queries whose whole pool has no grade >= ``relevant_min``, sorted.
+
+    Raises
+    ------
+    InputError
+        As :func:`build_key`, except for the empty key.
+    """
+    mine = grades[(grades["grader"].astype(str) == key_grader)
+                  & (grades["round"].astype("int64") == int(round))]
+    table = _sorted_table(mine)
+    pairs = ["query_id", "chunk_id"]
+    pool_pairs = pa.table({"query_id": _ids(pool["query_id"]), "chunk_id": _ids(pool["chunk_id"])})
+    outside = table.join(pool_pairs, keys=pairs, join_type="left anti", use_threads=False)
+    if outside.num_rows:  # named: the first in the key's order
+        first = pc.sort_indices(outside, sort_keys=[(p, "ascending") for p in pairs])[0].as_py()
+        q, c = outside["query_id"][first].as_py(), outside["chunk_id"][first].as_py()
+        raise InputError("the key grader graded a pair outside the pool", item=f"pair ({q}, {c})",
+                         found=f"{outside.num_rows} such pairs",
+                         fix="Rerun the grades stage against the current pool")
+    # every pool row without a key grade (a pair the pool lists twice counts twice), per query
+    lacking = pool_pairs.join(table.select(pairs), keys=pairs, join_type="left anti",
+                              use_threads=False)
+    if lacking.num_rows:
+        per = _by_query(lacking.group_by("query_id", use_threads=False)
+                        .aggregate([("chunk_id", "count")]))
+        missing = dict(zip(per["query_id"].to_pylist(), per["chunk_id_count"].to_pylist()))
+        n = sum(missing.values())
+        shown = ", ".join(f"{q} ({k})" for q, k in list(missing.items())[:10])
+        more = f" and {len(missing) - 10} more" if len(missing) > 10 else ""
+        raise InputError(f"{n} pool pairs lack a grade from the key grader, in "
+                         f"{len(missing)} queries: {shown}{more}", item=key_grader,
+                         fix=f"Grade them (`relgrade grade` grades only the missing pairs) "
+                             f"for round {int(round)}")
+    best = _by_query(table.group_by("query_id", use_threads=False).aggregate([("grade", "max")]))
+    dropped = best["query_id"].filter(pc.less(best["grade_max"], relevant_min)).to_pylist()
+    kept = table.filter(pc.invert(pc.is_in(table["query_id"],
+                                           value_set=pa.array(dropped, pa.large_string()))))
+    return kept, dropped
 
 
 def build_key(
@@ -215,36 +297,8 @@ def build_key(
     Dropping follows the protocol: a query with nothing relevant in its pool scores 0 for
     every arm, and keeping it only pulls the arms' means towards each other.
     """
-    mine = grades[(grades["grader"].astype(str) == key_grader)
-                  & (grades["round"].astype("int64") == int(round))]
-    table = _sorted_table(mine)
-    pairs = ["query_id", "chunk_id"]
-    pool_pairs = pa.table({"query_id": _ids(pool["query_id"]), "chunk_id": _ids(pool["chunk_id"])})
-    outside = table.join(pool_pairs, keys=pairs, join_type="left anti", use_threads=False)
-    if outside.num_rows:  # named: the first in the key's order
-        first = pc.sort_indices(outside, sort_keys=[(p, "ascending") for p in pairs])[0].as_py()
-        q, c = outside["query_id"][first].as_py(), outside["chunk_id"][first].as_py()
-        raise InputError("the key grader graded a pair outside the pool", item=f"pair ({q}, {c})",
-                         found=f"{outside.num_rows} such pairs",
-                         fix="Rerun the grades stage against the current pool")
-    # every pool row without a key grade (a pair the pool lists twice counts twice), per query
-    lacking = pool_pairs.join(table.select(pairs), keys=pairs, join_type="left anti",
-                              use_threads=False)
-    if lacking.num_rows:
-        per = _by_query(lacking.group_by("query_id", use_threads=False)
-                        .aggregate([("chunk_id", "count")]))
-        missing = dict(zip(per["query_id"].to_pylist(), per["chunk_id_count"].to_pylist()))
-        n = sum(missing.values())
-        shown = ", ".join(f"{q} ({k})" for q, k in list(missing.items())[:10])
-        more = f" and {len(missing) - 10} more" if len(missing) > 10 else ""
-        raise InputError(f"{n} pool pairs lack a grade from the key grader, in "
-                         f"{len(missing)} queries: {shown}{more}", item=key_grader,
-                         fix=f"Grade them (`relgrade grade` grades only the missing pairs) "
-                             f"for round {int(round)}")
-    best = _by_query(table.group_by("query_id", use_threads=False).aggregate([("grade", "max")]))
-    dropped = best["query_id"].filter(pc.less(best["grade_max"], relevant_min)).to_pylist()
-    kept = table.filter(pc.invert(pc.is_in(table["query_id"],
-                                           value_set=pa.array(dropped, pa.large_string()))))
+    kept, dropped = key_table(grades, key_grader=key_grader, round=round, pool=pool,
+                              relevant_min=relevant_min)
     if not kept.num_rows:
         raise InputError("no query has a chunk graded relevant by the key grader: the key "
                          "would be empty", path=source, item=key_grader,
@@ -292,12 +346,12 @@ def key_bytes(key: pd.DataFrame) -> bytes:
     ...                         "grade": [0, 2]}))
     b'{"query_id":"q1","chunk_id":"\\xc3\\xa9","grade":2}\\n{"query_id":"q2","chunk_id":"7","grade":0}\\n'
     """
-    return _key_lines(_sorted_table(key)).tobytes()
+    return key_lines(_sorted_table(key)).tobytes()
 
 
 def key_sha256(key: pd.DataFrame) -> str:
     """The key's hash: hex sha256 of :func:`key_bytes` (64 lowercase hex characters)."""
-    return hashlib.sha256(_key_lines(_sorted_table(key))).hexdigest()
+    return hashlib.sha256(key_lines(_sorted_table(key))).hexdigest()
 
 
 #: Columns of a key's made-on table: what each key row's grade was made on.
@@ -365,21 +419,50 @@ def made_on_blocks(key: pd.DataFrame, made_on: pd.DataFrame, *,
     InputError
         A key pair has no made-on row: raised by the call, before any block.
     """
-    table = _with_made_on(_sorted_table(key), made_on)
+    encoded = _made_on_encoded(_sorted_table(key), made_on)
+    n = len(encoded["query_id"])
+
+    def blocks():
+        for start in range(0, n, rows):
+            yield _jsonl({name: values.slice(start, rows)
+                          for name, values in encoded.items()}).tobytes()
+    return blocks()
+
+
+def made_on_lines(table: pa.Table, made_on: pd.DataFrame) -> memoryview:
+    """:func:`made_on_bytes` of a key table already in canonical order, not sorted again.
+
+    Parameters
+    ----------
+    table : pyarrow.Table
+        A sorted key table (:func:`key_table`), or one block of whole queries of it.
+    made_on : pandas.DataFrame
+        As :func:`made_on_bytes`: a made-on row for at least every pair of ``table``.
+
+    Returns
+    -------
+    memoryview
+        The made-on lines of ``table``'s rows, in its order.
+
+    Raises
+    ------
+    InputError
+        A pair of ``table`` has no made-on row (the message of :func:`made_on_bytes`).
+    """
+    return _jsonl(_made_on_encoded(table, made_on))
+
+
+def _made_on_encoded(table: pa.Table, made_on: pd.DataFrame) -> dict:
+    """The columns of :data:`MADE_ON_COLUMNS` JSON-encoded for the sorted key ``table``'s
+    rows; refuses a pair without a made-on row."""
+    table = _with_made_on(table, made_on)
     made = table["made"].to_numpy()
     if not made.all():
         i = int(np.flatnonzero(~made)[0])
         raise InputError("a key pair without what its grade was made on",
                          item=f"pair ({table['query_id'][i].as_py()}, "
                               f"{table['chunk_id'][i].as_py()})")
-    encoded = {name: _json_strings(table[name]) for name in MADE_ON_COLUMNS}
-    del table
-
-    def blocks():
-        for start in range(0, len(made), rows):
-            yield _jsonl({name: values.slice(start, rows)
-                          for name, values in encoded.items()}).tobytes()
-    return blocks()
+    return {name: _json_strings(table[name]) for name in MADE_ON_COLUMNS}
 
 
 def _made_on_table(made_on: pd.DataFrame) -> pa.Table:
@@ -554,8 +637,28 @@ def grader_setup(grades_manifest: Mapping) -> dict:
             for name, e in grades_manifest.get("graders", {}).items()}
 
 
+@dataclass(frozen=True)
+class KeyTotals:
+    """What a key's record says of the key itself, without the key: for a key made and
+    hashed a block of queries at a time.
+
+    Attributes
+    ----------
+    sha256 : str
+        :func:`key_sha256` of the whole key (its lines hashed as they were made).
+    pairs : int
+        Rows of the key.
+    queries : int
+        Distinct query ids of the key.
+    """
+
+    sha256: str
+    pairs: int
+    queries: int
+
+
 def build_record(
-    key: pd.DataFrame,
+    key: pd.DataFrame | KeyTotals,
     *,
     frozen_at: str,
     rubric_version: str,
@@ -571,8 +674,8 @@ def build_record(
 
     Parameters
     ----------
-    key : pandas.DataFrame
-        The key (see :func:`build_key`).
+    key : pandas.DataFrame or KeyTotals
+        The key (see :func:`build_key`), or its hash and counts.
     frozen_at : str
         UTC time, ISO 8601.
     rubric_version : str
@@ -614,8 +717,10 @@ def build_record(
     inputs = {name: manifests[name].get("sha256") for name in ("corpus", "queries", "intents")}
     inputs["pool"] = pool_sha256
     inputs["grades"] = {g: e["sha256"] for g, e in grades["graders"].items() if e["sha256"]}
+    if not isinstance(key, KeyTotals):
+        key = KeyTotals(key_sha256(key), int(len(key)), int(key["query_id"].nunique()))
     return {
-        "key_sha256": key_sha256(key),
+        "key_sha256": key.sha256,
         "frozen_at": frozen_at,
         "rubric_version": str(rubric_version),
         "round": int(round),
@@ -624,8 +729,8 @@ def build_record(
         "input_sha256": inputs,
         "dropped_queries": sorted(dropped_queries),
         "post_hoc": bool(post_hoc),
-        "pairs": int(len(key)),
-        "queries": int(key["query_id"].nunique()),
+        "pairs": key.pairs,
+        "queries": key.queries,
         "deviations": [str(d) for d in deviations],
     } | dict(provenance or {})
 

@@ -42,8 +42,10 @@ from relgrade.experiment.progress import QUIET_SECONDS, step_printer
 from relgrade.io import files as io
 from relgrade.graders.cache import (NOT_RECORDED, TEMPLATE_FIELDS,
                                     TEMPLATE_NOT_RECORDED, judge_counts, template_counts)
-from relgrade.io.grade_columns import read_grade_columns
-from relgrade.io.trec import write_trec_qrels
+from relgrade.io.grade_columns import bank_blocks, read_grade_columns
+from relgrade.io.trec import check_qrels_ids, qrels_lines, write_trec_qrels
+from relgrade.experiment.key_blocks import KeyBlocks, NotInBlocks
+from relgrade.protocol.key_blocks import KeyDigest, latest_value_counts
 from relgrade.protocol import corrections as corrections_mod
 from relgrade.experiment import revisions
 from relgrade.protocol import key, ledger, triage
@@ -167,26 +169,66 @@ def _judges_and_templates(ex):
     graders = ex.params.graders
     judges, templates = {}, {}
     for name, files in ex.grader_round_files().items():
-        bank = ex.bank_table(files, TEMPLATE_FIELDS)
-        judges[name] = judge_counts(bank)
+        counts = _bank_counts(files)
+        if counts is None:  # the sidecar whole (or the grade file's rows), as before
+            bank = ex.bank_table(files, TEMPLATE_FIELDS)
+            counts = {"judge": judge_counts(bank), "template_sha256": template_counts(bank)}
+        judges[name] = counts["judge"]
         named = set(judges[name]) - {NOT_RECORDED}
         if name in graders and graders[name].role == "auditor":
             continue  # the auditor's grades are compared with the key, never part of it
         if (name in graders and graders[name].kind == "model") or named:
-            templates[name] = template_counts(bank) or {TEMPLATE_NOT_RECORDED: 0}
+            templates[name] = counts["template_sha256"] or {TEMPLATE_NOT_RECORDED: 0}
     return {k: v for k, v in judges.items() if set(v) - {NOT_RECORDED}}, templates
 
 
+def _bank_counts(files):
+    """A grader's grades per judge identity and per prompt template
+    (:func:`judge_counts`, :func:`template_counts`) from its bank sidecar read a block at a
+    time, holding a hash and two codes per line; None when the whole sidecar must be
+    counted (no sidecar, one the column reader refuses, a pair on two lines)."""
+    if not files.bank.is_file():
+        return None
+    blocks = bank_blocks(files.bank)
+    if blocks is None:
+        return None
+    return latest_value_counts(blocks, {"judge": NOT_RECORDED,
+                                        "template_sha256": TEMPLATE_NOT_RECORDED})
+
+
 def _write(files, table, record, gate, ex, made_on):
-    """Key, qrels and made-on table, then the record holding their hashes (written last)."""
-    io.write_bytes(files.key, key.key_bytes(table))
-    write_trec_qrels(files.qrels, key.qrels_frame(table))
+    """Key, qrels and made-on table, then the record holding their hashes (written last).
+    ``table`` is the key whole, or its blocks (:class:`KeyBlocks`: the three files written
+    together, a block at a time)."""
+    if isinstance(table, KeyBlocks):
+        _write_blocks(files, table)
+    else:
+        _write_whole(files, table, made_on)
     record |= _provenance(ex, gate, io.sha256_file(files.qrels))
     if files.made_on is not None:
-        io.write_blocks(files.made_on, key.made_on_blocks(table, made_on))
         record["made_on_sha256"] = io.sha256_file(files.made_on)
     io.write_json(files.record, record)
     return record
+
+
+def _write_blocks(files, blocks):
+    """The key's, qrels' and made-on file's lines, each block's as it is made."""
+    paths = [files.key, files.qrels] + ([files.made_on] if files.made_on is not None else [])
+
+    def lines():
+        for block in blocks:
+            out = [key.key_lines(block.table), qrels_lines(block.table, files.qrels)]
+            if files.made_on is not None:
+                out.append(key.made_on_lines(block.table, block.made_on))
+            yield out
+    io.write_blocks_together(paths, lines())
+
+
+def _write_whole(files, table, made_on):
+    io.write_bytes(files.key, key.key_bytes(table))
+    write_trec_qrels(files.qrels, key.qrels_frame(table))
+    if files.made_on is not None:
+        io.write_blocks(files.made_on, key.made_on_blocks(table, made_on))
 
 
 NO_PREVIOUS = ("No previous key: the frozen key ({frozen}) of pool {pool} replaced no key "
@@ -212,12 +254,14 @@ def _keep_previous(ex, key_sha256, used):
     if not files.record.exists():
         return None
     try:
-        _, old = ex.read_key()
+        _, old = ex.checked_key()  # the hashes first: a rerun's key is the standing one
+        old_sha256 = old.get("key_sha256")
+        if old_sha256 == key_sha256 or not any(e.get("key_sha256") == old_sha256
+                                               for e in used):
+            return None
+        ex.read_key()  # a key kept as a reference must read as one
     except (InputError, ProtocolError):
         return None  # a torn key is rewritten, never kept as a reference
-    old_sha256 = old.get("key_sha256")
-    if old_sha256 == key_sha256 or not any(e.get("key_sha256") == old_sha256 for e in used):
-        return None
     kept = ex.key_files(previous=True)
     with io.atomic_dir(ex.path("key_previous")) as tmp:
         for name in ("key", "qrels", "made_on", "record"):
@@ -365,34 +409,30 @@ def run(ex):
     key.require_gate(gate, source=gate_path)
     manifests = {name: io.read_json(ex.path(f"{name}_manifest"))
                  for name in ("corpus", "queries", "intents", "pool", "grades")}
-    if "shared" in manifests["grades"]:  # the shared counts read each row's origin too
-        grades_table = io.read_table(ex.path("grades"))
-    else:  # the columns the key and triage read: not the reasons
-        grades_table = io.read_table(ex.path("grades"), only=True, columns=[
-            "query_id", "chunk_id", "grader", "round", "grade"])
-    design, provenance = None, None
-    if grading.mode == "triage":
-        grades_table, design, provenance = _triage(ex, grades_table)
-    table, dropped = key.build_key(
-        grades_table, key_grader=ex.params.need("grading.key_grader"),
-        round=grading.round,
-        pool=io.read_table(ex.path("pool"), columns=["query_id", "chunk_id"], only=True),
-        relevant_min=ex.params.need("scale").relevant_min, source=ex.path("grades"))
-    if "shared" not in manifests["grades"]:
-        del grades_table  # read again by nothing below
-    pa.default_memory_pool().release_unused()  # the grades' and the joins' blocks
-    step("the ledger, the rounds and what the key revises")
-    used = ex.ledger()
-    _check_rounds(ex, manifests["grades"], grading.round)
-    made_on = _made_on(ex, table)
-    revises, regraded = _revision(ex, table, made_on)
-    pa.default_memory_pool().release_unused()  # the frozen key's and the comparison's
+    blocked = _key_in_blocks(ex, manifests)
+    grades_table = design = provenance = made_on = None
+    if blocked is not None:  # the usual case: the key made a block of whole queries at a time
+        table, totals, dropped = blocked.blocks, blocked.totals, blocked.dropped
+        step("the ledger, the rounds and what the key revises")
+        used = ex.ledger()
+        _check_rounds(ex, manifests["grades"], grading.round)
+        revises, regraded = blocked.revision(ex)
+    else:
+        table, dropped, grades_table, design, provenance = _whole_key(ex, manifests)
+        step("the ledger, the rounds and what the key revises")
+        used = ex.ledger()
+        _check_rounds(ex, manifests["grades"], grading.round)
+        made_on = _made_on(ex, table)
+        revises, regraded = _revision(ex, table, made_on)
+        pa.default_memory_pool().release_unused()  # the frozen key's and the comparison's
+        totals = key.KeyTotals(key.key_sha256(table), int(len(table)),
+                               int(table["query_id"].nunique()))
     status = ledger.check_void(used, pool_version=manifests["pool"]["pool_version"],
                                rubric_version=rubric_version, round=grading.round,
-                               key_sha256=key.key_sha256(table), post_hoc=grading.post_hoc,
+                               key_sha256=totals.sha256, post_hoc=grading.post_hoc,
                                revises=revises)
     record = key.build_record(
-        table, frozen_at=_frozen_at(ex, key.key_sha256(table), post_hoc=status == ledger.POST_HOC),
+        totals, frozen_at=_frozen_at(ex, totals.sha256, post_hoc=status == ledger.POST_HOC),
         rubric_version=rubric_version, round=grading.round, manifests=manifests,
         pool_sha256=io.sha256_file(ex.path("pool")), dropped_queries=dropped,
         post_hoc=status == ledger.POST_HOC, deviations=grading.deviations)
@@ -430,6 +470,115 @@ def run(ex):
           f"{record['queries']} queries, dropped {', '.join(dropped) or 'none'}")
 
 
+def _whole_key(ex, manifests):
+    """The key built whole from the grades table (the path for triage, shared grades,
+    corrections, and wherever the blocks do not hold): the key, its dropped queries, the
+    grades table (kept only for the shared counts) and triage's design and provenance."""
+    grading = ex.params.grading
+    if "shared" in manifests["grades"]:  # the shared counts read each row's origin too
+        grades_table = io.read_table(ex.path("grades"))
+    else:  # the columns the key and triage read: not the reasons
+        grades_table = io.read_table(ex.path("grades"), only=True, columns=[
+            "query_id", "chunk_id", "grader", "round", "grade"])
+    design, provenance = None, None
+    if grading.mode == "triage":
+        grades_table, design, provenance = _triage(ex, grades_table)
+    table, dropped = key.build_key(
+        grades_table, key_grader=ex.params.need("grading.key_grader"),
+        round=grading.round,
+        pool=io.read_table(ex.path("pool"), columns=["query_id", "chunk_id"], only=True),
+        relevant_min=ex.params.need("scale").relevant_min, source=ex.path("grades"))
+    if "shared" not in manifests["grades"]:
+        grades_table = None  # read again by nothing below
+    pa.default_memory_pool().release_unused()  # the grades' and the joins' blocks
+    return table, dropped, grades_table, design, provenance
+
+
+class _Blocked:
+    """The key made a block at a time (:class:`KeyBlocks`), hashed and counted, with how it
+    stands against the frozen key."""
+
+    def __init__(self, blocks, totals, dropped, compared):
+        self.blocks, self.totals, self.dropped = blocks, totals, dropped
+        self._compared = compared  # None (nothing to compare), True (same bytes), an error
+
+    def revision(self, ex):
+        """What :func:`_revision` says of this key: (None, None) when there is no frozen
+        key to compare with or it is this key byte for byte (its made-on file too); else
+        the frozen key is compared whole, as before."""
+        if isinstance(self._compared, Exception):
+            raise self._compared  # the frozen key's record unreadable: where _revision met it
+        if self._compared is None or self._compared is True:
+            return None, None
+        table = key.qrels_frame(pa.concat_tables([b.table for b in self.blocks]).to_pandas())
+        return _revision(ex, table, _made_on(ex, table))
+
+
+def _key_in_blocks(ex, manifests):
+    """The key made, hashed and compared with the frozen one a block of whole queries at a
+    time, as a :class:`_Blocked`; None when the whole path must build it: triage, grades
+    shared from other experiments, post-hoc corrections, a table out of query order, or
+    anything the whole path refuses (it words the error)."""
+    grading = ex.params.grading
+    files = ex.key_files()
+    if grading.mode == "triage" or "shared" in manifests["grades"] or files.qrels is None \
+            or ex.grader_files(ex.params.need("grading.key_grader")).corrections.exists():
+        return None
+    blocks = KeyBlocks.open(ex)
+    if blocks is None:
+        return None
+    try:
+        standing = _standing(ex)
+    except InputError as e:
+        standing = e
+    streams = standing if isinstance(standing, tuple) else ()
+    digest = KeyDigest()
+    try:
+        for block in blocks:
+            lines = digest.add(block.table, block.dropped)
+            made = key.made_on_lines(block.table, block.made_on)
+            check_qrels_ids(block.table, files.qrels)
+            if streams:
+                streams[0].take(lines)
+                streams[1].take(made)
+    except (InputError, NotInBlocks):
+        return None
+    finally:
+        same = all([s.finish() for s in streams])
+        pa.default_memory_pool().release_unused()
+    if not digest.totals().pairs:
+        return None  # the empty key: refused by the whole path
+    compared = standing if isinstance(standing, Exception) else (
+        None if standing is None else same or False)
+    return _Blocked(blocks, digest.totals(), digest.dropped, compared)
+
+
+def _standing(ex):
+    """The frozen key's and its made-on file's bytes, to compare with the new key's as its
+    blocks are made: a pair of :class:`relgrade.io.files.SameBytes`; None where
+    :func:`_revision` finds nothing to compare with (no frozen key, no made-on file or
+    hash, a torn key).
+
+    Raises
+    ------
+    InputError
+        The record is unreadable (as :meth:`Experiment.read_key_made_on` says it).
+    """
+    files = ex.key_files()
+    if not files.record.exists() or not files.key.exists():
+        return None
+    if files.made_on is None or not files.made_on.exists():
+        return None
+    want = io.read_json(files.record).get("made_on_sha256")
+    if want is None or io.sha256_file(files.made_on) != want:
+        return None  # no made-on hash, or a torn made-on file: no revision
+    try:
+        ex.checked_key()
+    except ProtocolError:
+        return None  # a torn frozen key cannot vouch for a revision
+    return io.SameBytes(files.key), io.SameBytes(files.made_on)
+
+
 def _corrections(ex):
     """The key grader's post-hoc corrections of this round (``relgrade grade correct``), in
     the order recorded; empty without a corrections file."""
@@ -454,9 +603,10 @@ def _write_post_hoc(ex, table, record, gate, made_on, corrections, *, frozen=Non
             print(f"note: {len(aside)} correction{'s' if len(aside) != 1 else ''} made on "
                   "other content, or of pairs the key no longer holds, set aside")
     folder = ex.path("key_post_hoc")
-    record = record | {"key_sha256": key.key_sha256(table), "post_hoc": True,
-                       "frozen_at": _frozen_at(ex, key.key_sha256(table), post_hoc=True),
-                       **notes}
+    # a key in blocks has no corrections (those take the whole path): its hash is the record's
+    sha256 = record["key_sha256"] if isinstance(table, KeyBlocks) else key.key_sha256(table)
+    record = record | {"key_sha256": sha256, "post_hoc": True,
+                       "frozen_at": _frozen_at(ex, sha256, post_hoc=True), **notes}
     with io.atomic_dir(folder) as tmp:  # the files swapped in as one folder
         names = ex.key_files(post_hoc=True)
         record = _write(type(names)(key=tmp / names.key.name, qrels=tmp / names.qrels.name,
