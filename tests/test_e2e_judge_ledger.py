@@ -35,12 +35,14 @@ def test_a_required_calibration_stops_the_gate_until_judge_record_then_the_loop_
     assert any("need model-m" in x for x in seen)
     params_path = root / exp / "params.yaml"
     params = yaml.safe_load(params_path.read_text())
-    params["judges"] = {"max_age_days": 30, "require_calibration": True}
+    # the human sample's pairs stand as the calibration (above the floor set here)
+    params["judges"] = {"max_age_days": 30, "require_calibration": True,
+                        "recheck": {"min_pairs": 10}}
     params_path.write_text(yaml.safe_dump(params, sort_keys=False))
     tiny.run(root, "relgrade", "pipeline", "render", "--experiment", exp)
     stages = yaml.safe_load((root / exp / "dvc.yaml").read_text())["stages"]
     for stage in ("gate", "ppi"):
-        assert {"judges.max_age_days", "judges.require_calibration"} <= \
+        assert {"judges.max_age_days", "judges.require_calibration", "judges.recheck"} <= \
             set(stages[stage]["params"])
     for _ in range(4):
         proc = tiny.run(root, "dvc", "repro", f"{exp}/dvc.yaml", check=False)

@@ -111,6 +111,28 @@ def test_a_calibration_older_than_the_age_or_under_another_rubric_is_stale():
     assert calibration_state([], rubric_sha256="r1", now=now, max_age_days=30)[0] == "none"
 
 
+def test_a_measurement_on_fewer_pairs_than_the_recheck_floor_does_not_calibrate():
+    now = datetime(2026, 1, 2, tzinfo=timezone.utc)
+    small = {"measured_at": "2026-01-01T00:00:00Z", "rubric_sha256": "r1", "pairs": 5,
+             "queries": 3}
+    state, why, last = calibration_state([small], rubric_sha256="r1", now=now,
+                                         max_age_days=90, min_pairs=50)
+    assert (state, last) == ("small", small)
+    assert why == ("measured on 5 pairs (3 queries), fewer than judges.recheck.min_pairs "
+                   "(50): too few to count as a calibration")
+    # 50 pairs is enough; so is a drawn re-check of any size (its plan sized it)
+    assert calibration_state([small | {"pairs": 50}], rubric_sha256="r1", now=now,
+                             max_age_days=90, min_pairs=50)[0] == "calibrated"
+    drawn = small | {"interval": {"method": "stratified-delta"}}
+    assert calibration_state([drawn], rubric_sha256="r1", now=now, max_age_days=90,
+                             min_pairs=50)[0] == "calibrated"
+    # a later small measurement leaves an earlier one that counts standing
+    older = small | {"pairs": 80, "measured_at": "2025-12-20T00:00:00Z"}
+    state, _, last = calibration_state([older, small], rubric_sha256="r1", now=now,
+                                       max_age_days=90, min_pairs=50)
+    assert (state, last) == ("calibrated", older)
+
+
 # --- the ledger file -------------------------------------------------------------------------
 
 def test_ledger_lines_are_chained_and_a_hand_edit_is_refused_naming_the_line(tmp_path):
@@ -200,6 +222,7 @@ def calibration_line(output: str) -> str:
 
 
 def test_judge_status_names_the_owed_recheck_then_shows_the_recorded_measurement(root):
+    edit_params(root, **{"judges.recheck.min_pairs": 10})  # the audit's 14 pairs count
     res = invoke(root, "judge", "status")
     assert res.exit_code == 0, res.output
     assert "no calibration recorded; owed: a re-check against people, relgrade judge " \
@@ -263,7 +286,31 @@ def test_a_changed_prompt_template_is_an_uncalibrated_judge_and_the_old_one_stay
     assert len(read_ledger(root / "judges/ledger.jsonl")) == 1
 
 
+def test_a_measurement_on_fewer_pairs_than_the_floor_is_kept_but_leaves_the_recheck_owed(root):
+    # the default floor, judges.recheck.min_pairs 50, is above the audit's 14 pairs: the
+    # re-check is owed, not a record of those 14
+    # (the re-check is drawn from the grades table, which this set-up has not built)
+    line = judge_line(invoke(root, "judge", "status").output)
+    assert "no calibration recorded; owed: a re-check against people, which cannot be " \
+           "planned yet" in line and "relgrade judge record" not in line
+    res = invoke(root, "judge", "record")
+    assert res.exit_code == 0, res.output
+    (entry,) = read_ledger(root / "judges/ledger.jsonl")
+    assert entry["pairs"] == 14
+    assert (f"judge: grader-a identity {entry['judge'][:12]} is not calibrated by it: "
+            "measured on 14 pairs (2 queries), fewer than judges.recheck.min_pairs (50): too "
+            "few to count as a calibration; see relgrade judge status for what is owed") \
+        in res.output
+    line = judge_line(invoke(root, "judge", "status").output)
+    assert ": calibrated" not in line
+    assert f"identity {entry['judge'][:12]}: measured on 14 pairs (2 queries), fewer than " \
+           "judges.recheck.min_pairs (50): too few to count as a calibration; owed: a " \
+           "re-check against people" in line
+    assert ": calibrated" not in calibration_line(invoke(root, "status").output)
+
+
 def test_an_edited_rubric_is_owed_a_recheck_that_regrading_and_recording_clear(root):
+    edit_params(root, **{"judges.recheck.min_pairs": 10})  # the audit's 14 pairs count
     assert invoke(root, "judge", "record").exit_code == 0
     (old,) = read_ledger(root / "judges/ledger.jsonl")
     rubric = root / "rubric/v1.md"
@@ -284,6 +331,7 @@ def test_an_edited_rubric_is_owed_a_recheck_that_regrading_and_recording_clear(r
 
 
 def test_a_calibration_older_than_judges_max_age_days_is_owed_again(root):
+    edit_params(root, **{"judges.recheck.min_pairs": 10})  # the audit's 14 pairs count
     assert invoke(root, "judge", "record").exit_code == 0
     edit_params(root, **{"judges.max_age_days": 1e-9})
     line = judge_line(invoke(root, "judge", "status").output)

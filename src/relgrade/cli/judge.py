@@ -36,8 +36,9 @@ def judge_cmd():
 @handle_errors
 def status_cmd(params_path, as_json):
     """Print each model grader's judge identity now, whether a calibration against people
-    holds for it (none, stale: older than judges.max_age_days or under another rubric, or
-    calibrated), and every measurement the ledger keeps for the grader in this experiment.
+    holds for it (none; small: every measurement rests on fewer pairs than
+    judges.recheck.min_pairs; stale: older than judges.max_age_days or under another rubric;
+    or calibrated), and every measurement the ledger keeps for the grader in this experiment.
     A missing or stale calibration is work owed, printed with the command that records it;
     the exit status is 0. A ledger line edited by hand is an Error naming its line."""
     from relgrade.experiment.calibration import (entry_line, judge_states, ledger_path,
@@ -78,8 +79,9 @@ def record_cmd(params_path, grader, against, identity):
     intervals, the confusion matrix, leniency overall and per arm family, self-consistency,
     the pairs it rests on. The same measurement is not appended twice. Commit the ledger."""
     from relgrade.errors import InputError
-    from relgrade.experiment.calibration import (entry_line, ledger_path, model_judges, record,
-                                                 resolve_identity)
+    from relgrade.experiment.calibration import (entry_line, experiment_name,
+                                                 identity_calibration, ledger_path,
+                                                 model_judges, record, resolve_identity)
     from relgrade.experiment.files import Experiment
 
     ex = Experiment.load(params_path)
@@ -96,6 +98,13 @@ def record_cmd(params_path, grader, against, identity):
         entry, appended = record(ex, name, against=against, judge=judge)
         verb = "recorded in" if appended else "already in"
         click.echo(f"judge: {name} {verb} {path}: {entry_line(entry)}")
+        state, why = identity_calibration(ex, name, entry["judge"])
+        if state != "calibrated":
+            # a measurement too small to hold (or one that does not count for another
+            # reason) is kept, but the user must not read "recorded" as "calibrated"
+            where = "" if experiment_name(ex) == "." else f" --experiment {experiment_name(ex)}"
+            click.echo(f"judge: {name} identity {entry['judge'][:12]} is not calibrated by it: "
+                       f"{why}; see relgrade judge status{where} for what is owed")
     click.echo(f"Commit {path}.")
 
 

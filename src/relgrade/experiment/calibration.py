@@ -336,9 +336,11 @@ def identity_calibration(ex, grader: str, judge: str, *,
     name = experiment_name(ex)
     mine = [e for e in read_ledger(ledger_path(ex)) if e.get("experiment") == name
             and e.get("grader") == grader and e.get("judge") == judge]
+    j = judges_params(ex)
     state, why, _ = calibration_state(mine, rubric_sha256=ex.rubric_sha256(),
                                       now=now or datetime.now(timezone.utc),
-                                      max_age_days=judges_params(ex).max_age_days)
+                                      max_age_days=j.max_age_days,
+                                      min_pairs=j.recheck.min_pairs)
     return state, why
 
 
@@ -353,9 +355,10 @@ def identity_state(ex, grader: str, judge: str, *, entries, rubric_sha256: str,
     state adds ``recheck``: what the targeted re-check owes
     (:func:`relgrade.experiment.recheck.owed`, with ``words``), priced by ``seconds_of``
     (grader name -> seconds per judgment; without it no re-check is described)."""
+    j = judges_params(ex)
     state, why, latest = calibration_state(
         [e for e in entries if e.get("judge") == judge], rubric_sha256=rubric_sha256, now=now,
-        max_age_days=judges_params(ex).max_age_days)
+        max_age_days=j.max_age_days, min_pairs=j.recheck.min_pairs)
     owed, ready = None, None
     if state != "calibrated" and not people(ex):
         # no command could pay it: not owed work, a fact about the experiment
@@ -372,7 +375,7 @@ def identity_state(ex, grader: str, judge: str, *, entries, rubric_sha256: str,
         except InputError:
             ready = None  # no human grader to measure against: judge record says so
     out = {"grader": grader, "judge": judge, "state": state, "why": why, "latest": latest,
-           "entries": entries, "owed": owed, "ready": ready}
+           "entries": entries, "owed": owed, "ready": ready, "min_pairs": j.recheck.min_pairs}
     if state != "calibrated" and current and seconds_of is not None \
             and grader in key_judges(ex):
         out["recheck"] = recheck_state(ex, grader, judge, state=state, ready=ready,
@@ -383,9 +386,11 @@ def identity_state(ex, grader: str, judge: str, *, entries, rubric_sha256: str,
 def recheck_state(ex, grader: str, judge: str, *, state: str, ready, seconds_of) -> dict | None:
     """The re-check owed by ``grader``'s identity now ``judge`` (see :func:`identity_state`),
     or None when the calibration can be recorded from pairs people already graded (a first
-    calibration on the audit or human sample)."""
+    calibration on the audit or human sample, when they are at least params
+    ``judges.recheck.min_pairs``: fewer would not count as a calibration)."""
     drawn = recheck.read_draw(ex, grader, judge) is not None
-    if not drawn and state == "none" and ready and ready["pairs"]:
+    if not drawn and state == "none" and ready \
+            and ready["pairs"] >= judges_params(ex).recheck.min_pairs:
         return None
     against = ready["against"] if ready else None
     try:
@@ -536,6 +541,9 @@ def state_line(s: dict) -> str:
     basis = (" (neither grading.key_grader nor grading.auditor is a human grader: name one "
              "with --against NAME)") if not ready else (
         f" ({ready['pairs']} pairs graded by {ready['against']} have a grade of this identity"
-        + ("; grade some with it first" if not ready["pairs"] else "") + ")")
+        + ("; grade some with it first" if not ready["pairs"] else
+           f"; a calibration rests on at least {s['min_pairs']} (judges.recheck.min_pairs): "
+           "grade more with it first" if ready["pairs"] < s.get("min_pairs", 1) else "")
+        + ")")
     return (head + f"{'calibration stale, ' if s['state'] == 'stale' else ''}{s['why']}; "
                    f"owed: a re-check against people, {s['owed']}{basis}")

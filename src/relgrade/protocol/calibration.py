@@ -6,8 +6,9 @@ both graded: weighted (quadratic) and binary Cohen's kappa with query-unit inter
 :func:`~relgrade.protocol.agreement.audit_intervals`), the confusion matrix, and the
 **leniency**, the mean of (model grade - human grade), overall and per arm family, with a
 query-clustered interval. :func:`calibration_state` says whether a recorded calibration
-still applies to a judge identity now: none recorded, stale (too old, or measured under
-another rubric) or current.
+still applies to a judge identity now: none recorded, too small (every measurement rests on
+fewer pairs than a re-check's floor), stale (too old, or measured under another rubric) or
+current.
 
 Tables in, dicts out; the ledger file is :mod:`relgrade.io.judge_ledger`'s.
 """
@@ -29,7 +30,7 @@ from relgrade.protocol.reliability import Resampling
 PAIRED = ["query_id", "chunk_id", "model", "human"]
 
 #: The states :func:`calibration_state` gives.
-STATES = ("calibrated", "none", "stale")
+STATES = ("calibrated", "none", "small", "stale")
 
 
 def leniency(diff, queries, *, level: float = 0.95) -> dict:
@@ -174,39 +175,75 @@ def _when(text: str, *, what: str) -> datetime:
     return t if t.tzinfo else t.replace(tzinfo=timezone.utc)
 
 
+def counts_as_calibration(entry: Mapping, *, min_pairs: int) -> bool:
+    """Whether one ledger entry rests on enough pairs to stand as a calibration: at least
+    ``min_pairs`` (params ``judges.recheck.min_pairs``), or measured on a drawn re-check
+    (``interval.method`` ``stratified-delta``), which the re-check's plan sized already and
+    which may hold fewer pairs only when the judge graded fewer."""
+    if (entry.get("interval") or {}).get("method") == "stratified-delta":
+        return True
+    return int(entry.get("pairs") or 0) >= min_pairs
+
+
 def calibration_state(entries: Sequence[Mapping], *, rubric_sha256: str, now: datetime,
-                      max_age_days: float) -> tuple[str, str, Mapping | None]:
+                      max_age_days: float, min_pairs: int = 0) -> tuple[str, str, Mapping | None]:
     """Whether a judge identity's calibration still holds.
+
+    Only entries that rest on enough pairs count (:func:`counts_as_calibration`): a
+    kappa measured on five pairs says little about the judge, so a measurement that small
+    is kept in the ledger but leaves the calibration owed (state ``small``).
 
     Parameters
     ----------
     entries : sequence of mapping
         The ledger entries of one judge identity in one experiment, oldest first; each has
-        ``measured_at`` (ISO 8601, UTC) and ``rubric_sha256``.
+        ``measured_at`` (ISO 8601, UTC), ``rubric_sha256`` and ``pairs``.
     rubric_sha256 : str
         The experiment's rubric now (64 hex).
     now : datetime.datetime
         The time to age against (timezone-aware).
     max_age_days : float
         Params ``judges.max_age_days``: a calibration measured longer ago is stale.
+    min_pairs : int, default 0
+        Params ``judges.recheck.min_pairs``: the fewest pairs a measurement not made on a
+        drawn re-check rests on to count (0: every entry counts).
 
     Returns
     -------
     (str, str, mapping or None)
-        The state (one of :data:`STATES`), why in words, and the newest entry (None when
-        there is none).
+        The state (one of :data:`STATES`), why in words, and the newest entry that counts
+        (the newest entry when none counts; None when there is none).
+
+    Raises
+    ------
+    InputError
+        An entry's ``measured_at`` is not an ISO 8601 time.
 
     Examples
     --------
     >>> from datetime import datetime, timezone
-    >>> e = {"measured_at": "2026-01-01T00:00:00Z", "rubric_sha256": "r1"}
+    >>> e = {"measured_at": "2026-01-01T00:00:00Z", "rubric_sha256": "r1", "pairs": 60}
     >>> calibration_state([e], rubric_sha256="r1", max_age_days=30,
     ...                   now=datetime(2026, 3, 1, tzinfo=timezone.utc))[:2]
     ('stale', 'measured 59 days ago, older than judges.max_age_days (30)')
+    >>> calibration_state([e | {"pairs": 5, "queries": 3}], rubric_sha256="r1",
+    ...                   max_age_days=90, min_pairs=50,
+    ...                   now=datetime(2026, 1, 2, tzinfo=timezone.utc))[:2]
+    ('small', 'measured on 5 pairs (3 queries), fewer than judges.recheck.min_pairs (50): too few to count as a calibration')
     """
     if not entries:
         return "none", "no calibration recorded", None
-    last = max(entries, key=lambda e: _when(e["measured_at"], what="measured_at"))
+
+    def newest(es):
+        return max(es, key=lambda e: _when(e["measured_at"], what="measured_at"))
+
+    counting = [e for e in entries if counts_as_calibration(e, min_pairs=min_pairs)]
+    if not counting:
+        last = newest(entries)
+        return ("small", f"measured on {last.get('pairs')} pairs ({last.get('queries')} "
+                         f"queries), fewer than judges.recheck.min_pairs ({min_pairs}): too "
+                         "few to count as a calibration", last)
+    last = newest(counting)
     if last["rubric_sha256"] != rubric_sha256:
         return ("stale", f"measured under rubric {str(last['rubric_sha256'])[:12]}, the "
                          f"rubric is now {rubric_sha256[:12]}", last)
