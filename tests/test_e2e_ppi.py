@@ -338,8 +338,15 @@ def test_ppi_decides_the_report_the_decision_files_and_dvc_metrics_show(ppi_run)
     # `relgrade compare` recomputes the model key's statistics: labelled as such
     ad_hoc = tiny.run(root, "relgrade", "compare", "tfidf", "bm25", "--experiment",
                       "experiments/ppi")
-    assert ad_hoc.stderr.startswith("ppi mode: the numbers below are the model key's alone "
-                                    "(model-only)")
+    # on stdout, beside the numbers, so a piped or saved copy keeps it; every verdict too
+    assert ad_hoc.stdout.startswith("ppi mode: the numbers below are the model key's alone "
+                                    "(model-only), not a decision")
+    verdicts = [ln for ln in ad_hoc.stdout.splitlines() if " between tfidf and bm25" in ln]
+    assert verdicts and all(ln.startswith("model-only, not a decision: ") for ln in verdicts)
+    as_json = tiny.run(root, "relgrade", "compare", "tfidf", "bm25", "--experiment",
+                       "experiments/ppi", "--json")
+    assert as_json.stderr.startswith("ppi mode: the numbers below are the model key's alone")
+    json.loads(as_json.stdout)
 
 
 def test_status_the_report_and_budget_price_the_model_in_calls_and_people_in_hours(ppi_run):

@@ -109,8 +109,9 @@ def compare_cmd(names, qrels_path, per_query_paths, measure_names, fmt, params_p
     the compare stage (params metrics.pairs, every measure), plus this pair if the design
     does not already hold it, so the numbers equal those in metrics/comparisons.json. With
     the key, runs, grades and audit present, the verdict also weighs the label-noise band.
-    In ppi mode these are the model key's numbers alone (model-only), and a first line (on
-    stderr) says so: the decision there is PPI++'s (metrics/comparisons.json).
+    In ppi mode these are the model key's numbers alone (model-only): a first line says so
+    (on stderr for --format json and latex) and each verdict line starts "model-only, not a
+    decision:"; the decision there is PPI++'s (relgrade metrics show).
 
     On plain files, `relgrade compare --qrels QRELS RUN_A RUN_B [RUN...]` scores each run
     (a query a run does not answer scores 0; a query with nothing relevant in the qrels is
@@ -165,11 +166,15 @@ def _compare_arms(arm_a, arm_b, measure, fmt, params_path, workers):
         design.append((arm_a, arm_b))
     result = cmp.full_report(**kwargs, pairs=design, workers=workers)
     view = result.subset(pair=(arm_a, arm_b), measure=measure)
-    if ex.params.grading.mode == "ppi":  # these are the model key's numbers: say so first
-        click.echo("ppi mode: the numbers below are the model key's alone (model-only); the "
-                   "decision is PPI++'s (metrics/comparisons.json, relgrade metrics show, the "
-                   "report's verdicts)", err=True)
-    _print(view, fmt, measure=measure, pair=(arm_a, arm_b))
+    model_only = ex.params.grading.mode == "ppi"
+    if model_only:  # these are the model key's numbers: say so first
+        label = ("ppi mode: the numbers below are the model key's alone (model-only), not a "
+                 "decision; the decision is PPI++'s (relgrade metrics show, "
+                 "metrics/comparisons.json, the report's verdicts)")
+        # a text or markdown reader may pipe stdout alone: the label goes with the numbers;
+        # JSON and LaTeX stay parseable, their label on stderr
+        click.echo(label, err=fmt in ("json", "latex"))
+    _print(view, fmt, measure=measure, pair=(arm_a, arm_b), model_only=model_only)
 
 
 def _compare_files(names, qrels_path, per_query_paths, measure_names, fmt, workers, plain):
@@ -351,7 +356,7 @@ def _with_groups(per_query, groups, path):
     return per_query.assign(group=per_query["query_id"].map(mapping))
 
 
-def _print(result, fmt, *, measure=None, pair=None):
+def _print(result, fmt, *, measure=None, pair=None, model_only=False):
     if fmt == "json":
         click.echo(result.to_json(), nl=False)
         return
@@ -370,4 +375,5 @@ def _print(result, fmt, *, measure=None, pair=None):
     for table in result.rich_tables(measure=measure, pair=pair):
         console.print(table)
     for line in result.verdicts():
-        click.echo(line)
+        # in ppi mode a verdict line copied alone must still say whose numbers it holds
+        click.echo(f"model-only, not a decision: {line}" if model_only else line)
