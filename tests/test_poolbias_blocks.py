@@ -75,3 +75,28 @@ def test_an_arm_left_out_loses_only_the_pairs_it_alone_brought():
     for row in rep["leave_one_arm_out"]:
         assert row["removed_pairs"] == int((in_key["arm"] == row["arm"]).sum())
     assert rep["unique_pairs"] == unique.groupby("arm").size().to_dict()
+
+
+def test_blocks_values_are_laid_out_as_the_stacked_table_by_arm_then_measure_then_row():
+    from relgrade.evaluation.poolbias import _Stacked
+
+    s = _Stacked(["m1", "m2"])
+    s.add(pd.DataFrame({"arm": ["b", "a", "a"], "query_id": ["q1"] * 3,
+                        "measure": ["m2", "x", "m2"], "value": [1.0, 2.0, 3.0]}))
+    s.add(pd.DataFrame({"arm": ["a", "b", "a"], "query_id": ["q2"] * 3,
+                        "measure": ["m1", "m2", "m2"], "value": [4.0, 5.0, 6.0]}))
+    f = s.frame()
+    # a: m1 (asked first), m2, then x (not asked: after the asked ones); then b
+    assert f.to_dict("list") == {"arm": ["a", "a", "a", "a", "b", "b"],
+                                 "measure": ["m1", "m2", "m2", "x", "m2", "m2"],
+                                 "value": [4.0, 3.0, 6.0, 2.0, 1.0, 5.0]}
+
+
+def test_one_block_is_kept_as_given():
+    from relgrade.evaluation.poolbias import _Stacked
+
+    block = pd.DataFrame({"arm": ["b", "a"], "query_id": ["q1", "q1"], "measure": ["m", "m"],
+                          "value": [1.0, 2.0]})
+    s = _Stacked(["m"])
+    s.add(block)
+    assert s.frame() is block

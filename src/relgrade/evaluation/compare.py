@@ -56,6 +56,7 @@ from statsmodels.stats.multitest import multipletests
 from relgrade.errors import InputError
 from relgrade.evaluation import planned, stats
 from relgrade.evaluation.measures import value_range
+from relgrade.evaluation.per_query_codes import PerQueryCodes
 from relgrade.evaluation.report import Comparison, PairResult, Segment
 from relgrade.evaluation.resample import ResamplePlan
 from relgrade.evaluation.settings import Settings, design_pairs
@@ -84,47 +85,12 @@ PARALLEL_MIN_WORK = 10_000_000
 
 # --- building ------------------------------------------------------------------------
 
-def _check_per_query(per_query: pd.DataFrame) -> pd.DataFrame:
-    missing = [c for c in ("arm", "query_id", "measure", "value") if c not in per_query.columns]
-    if missing:
-        raise InputError(f"per-query table lacks column(s) {', '.join(missing)}",
-                         found="columns " + ", ".join(map(str, per_query.columns)))
-    df = per_query.copy()
-    for c in ("arm", "query_id", "measure"):
-        df[c] = df[c].astype(str)
-    df["group"] = df["group"].astype(str) if "group" in df.columns else "all"
-    df["value"] = pd.to_numeric(df["value"], errors="coerce").astype(np.float64)
-    bad = ~np.isfinite(df["value"].to_numpy())
-    if bad.any():
-        r = df[bad].iloc[0]
-        raise InputError("per-query value must be a finite number",
-                         item=f"arm {r['arm']}, query {r['query_id']}, measure {r['measure']}",
-                         found=repr(per_query.loc[r.name, "value"]))
-    dup = df.duplicated(["arm", "query_id", "measure"])
-    if dup.any():
-        r = df[dup].iloc[0]
-        raise InputError("a query has two values for one arm and measure",
-                         item=f"arm {r['arm']}, query {r['query_id']}, measure {r['measure']}")
-    return df
-
-
-def _matrix(df: pd.DataFrame, measure: str, arms: list[str]):
-    """Queries (sorted), their groups and the (n_arms, n_queries) matrix for one measure."""
-    sub = df[df["measure"] == measure]
-    wide = sub.pivot(index="query_id", columns="arm", values="value")
-    wide = wide.reindex(columns=arms).sort_index()
-    if wide.isna().to_numpy().any():
-        q, a = next((q, a) for q in wide.index for a in arms if pd.isna(wide.at[q, a]))
-        raise InputError("per-query values missing", item=f"arm {a}, query {q}, measure {measure}",
-                         fix="every arm needs a value for every query of a measure; the "
-                             "metrics stage scores a query missing from a run as 0")
-    pairs = sub[["query_id", "group"]].drop_duplicates()
-    if pairs["query_id"].duplicated().any():
-        q = pairs.loc[pairs["query_id"].duplicated(), "query_id"].iloc[0]
-        raise InputError("a query belongs to two groups", item=f"query {q}")
-    qids = [str(q) for q in wide.index]
-    groups = pairs.set_index("query_id")["group"].reindex(wide.index).astype(str).tolist()
-    return qids, groups, wide.to_numpy(dtype=np.float64).T.copy()
+def _coded(per_query) -> PerQueryCodes:
+    """``per_query`` (a stacked frame or :class:`PerQueryCodes`) as codes, checked."""
+    codes = per_query if isinstance(per_query, PerQueryCodes) \
+        else PerQueryCodes.from_frame(per_query)
+    codes.check()
+    return codes
 
 
 def _align_weights(weights, qids: list[str]):
@@ -376,7 +342,7 @@ def _plans_and_resamples(values: dict, weights, arms: list[str], idx_pairs: list
     return main, segs, plans
 
 
-def compare_arms(per_query: pd.DataFrame, *, settings: Settings,
+def compare_arms(per_query: pd.DataFrame | PerQueryCodes, *, settings: Settings,
                  pairs: Iterable[tuple[str, str]] | None = None,
                  measures: Sequence[str] | None = None, weights=None,
                  workers: int | None = None) -> Comparison:
@@ -384,10 +350,12 @@ def compare_arms(per_query: pd.DataFrame, *, settings: Settings,
 
     Parameters
     ----------
-    per_query : pandas.DataFrame of shape (n_rows, 5)
+    per_query : pandas.DataFrame of shape (n_rows, 5), or PerQueryCodes
         ``arm`` (str), ``query_id`` (str), ``group`` (str, optional: one group when
         absent), ``measure`` (str), ``value`` (float): the metrics stage's per-query files
-        stacked. Every arm needs a value for every query a measure is defined on. Not
+        stacked, or the same rows coded
+        (:class:`relgrade.evaluation.per_query_codes.PerQueryCodes`, as the stage reads
+        them). Every arm needs a value for every query a measure is defined on. Not
         modified.
     settings : Settings
         Seed, resamples, permutations, level, alpha, power, baseline (see
@@ -429,11 +397,11 @@ def compare_arms(per_query: pd.DataFrame, *, settings: Settings,
     cancellation is flagged when one query group's difference interval lies wholly above 0
     and another's wholly below (the groups' intervals are not Holm-adjusted).
     """
-    df = _check_per_query(per_query)
-    arms = sorted(df["arm"].unique())
+    codes = _coded(per_query)
+    arms = list(codes.arms)
     if not arms:
         raise InputError("per-query table is empty", fix="run the metrics stage first")
-    all_measures = [str(m) for m in pd.unique(df["measure"])]
+    all_measures = list(codes.measures)
     if measures is None:
         measures = [m for m in all_measures if not m.startswith(NOT_COMPARED)]
     else:
@@ -459,7 +427,7 @@ def compare_arms(per_query: pd.DataFrame, *, settings: Settings,
             raise InputError("an arm cannot be compared with itself here", item=a)
     values = {}
     for m in measures:
-        values[m] = _matrix(df, m, arms)
+        values[m] = codes.matrix(m, arms)
     idx_pairs = [(arms.index(a), arms.index(b)) for a, b in pairs]
     if workers is None:
         work = sum(len(values[m][0]) for m in measures) * len(arms) * \
@@ -499,7 +467,7 @@ def compare_arms(per_query: pd.DataFrame, *, settings: Settings,
                           for m in measures for i, arm in enumerate(arms)})
 
 
-def full_report(per_query: pd.DataFrame, *, settings: Settings, qrels: pd.DataFrame | None = None,
+def full_report(per_query: pd.DataFrame | PerQueryCodes, *, settings: Settings, qrels: pd.DataFrame | None = None,
                 runs: pd.DataFrame | None = None, provenance=None,
                 depth: int | None = None, cutoffs: Sequence[int] = (),
                 grades: pd.DataFrame | None = None, audit_queries: Sequence[str] | None = None,
@@ -594,6 +562,7 @@ def full_report(per_query: pd.DataFrame, *, settings: Settings, qrels: pd.DataFr
             progress(what)
 
     step("paired comparisons (bootstrap intervals, sign-flip tests)")
+    per_query = _coded(per_query)  # coded once, for the comparisons and the band
     result = compare_arms(per_query, settings=settings, pairs=pairs, measures=measures,
                           weights=weights, workers=workers)
     result.record = record
@@ -633,7 +602,8 @@ def full_report(per_query: pd.DataFrame, *, settings: Settings, qrels: pd.DataFr
         aud_pq = metrics.per_query(qrels=akey, run=arun, measures=result.measures, ties=ties,
                                    relevant_min=relevant_min,
                                    inclusion=inclusion if inferred else None)
-        grader_pq = _check_per_query(per_query)
+        # the grader's values of the compared measures (the band reads no others)
+        grader_pq = per_query.frame(result.measures)
         w = None if weights is None else {str(k): float(v) for k, v in dict(weights).items()}
         bands = noise.noise_deltas(grader=grader_pq, auditor=aud_pq,
                                    comparisons=[p.key for p in result.pairs], weights=w)

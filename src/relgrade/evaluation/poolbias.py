@@ -327,15 +327,63 @@ def unique_contributions_blocks(blocks, *, depth: int) -> pd.DataFrame:
     return out.sort_values(["arm", "query_id", "chunk_id"]).reset_index(drop=True)
 
 
-def _in_order(per_query: pd.DataFrame, measures: Sequence[str]) -> pd.DataFrame:
-    """Blocks' per-query tables stacked into the order one call over every query gives: by
-    arm, then measure in the order asked, then query (each block's queries follow the
-    previous block's)."""
-    rank = {str(m): i for i, m in enumerate(measures)}
-    key = per_query["measure"].map(lambda m: rank.get(str(m), len(rank)))
-    arm_codes, _ = pd.factorize(per_query["arm"].astype(str), sort=True)
-    order = np.lexsort((key.to_numpy(dtype=np.int64), arm_codes))
-    return per_query.iloc[order].reset_index(drop=True)
+class _Stacked:
+    """Blocks' per-query tables stacked into the order one call over every query gives (by
+    arm, then measure in the order asked, then query: each block's queries follow the
+    previous block's), held compactly.
+
+    The first block is kept as given (one block is used as one call gives it); from the
+    second on, each block's values are kept as one float array per (arm, measure), in
+    row order, beside the group's first row (its place in the stacked rows), and the
+    query ids are dropped: the means read the values of each (arm, measure) in the
+    stacked order and nothing else, so :meth:`frame` gives a table whose groups, their
+    order and each group's values in order are those of the stacked table.
+    """
+
+    def __init__(self, measures: Sequence[str]):
+        self.rank = {str(m): i for i, m in enumerate(measures)}
+        self.first: pd.DataFrame | None = None
+        self.values: dict = {}           # (arm, measure) -> [arrays]
+        self.seen: dict = {}             # (arm, measure) -> first stacked row
+        self.rows = 0
+        self.blocks = 0
+
+    def add(self, per_query: pd.DataFrame) -> None:
+        self.blocks += 1
+        if self.blocks == 1:
+            self.first = per_query
+            return
+        if self.first is not None:
+            first, self.first = self.first, None
+            self._keep(first)
+        self._keep(per_query)
+
+    def _keep(self, per_query: pd.DataFrame) -> None:
+        arm = per_query["arm"].to_numpy()
+        measure = per_query["measure"].to_numpy()
+        value = per_query["value"].to_numpy()
+        codes, uniques = pd.factorize(pd.MultiIndex.from_arrays([arm, measure]), sort=False)
+        order = np.argsort(codes, kind="stable")     # each group's rows, in row order
+        cuts = np.searchsorted(codes[order], np.arange(len(uniques) + 1))
+        for k, (a, m) in enumerate(uniques):
+            at = order[cuts[k]:cuts[k + 1]]
+            self.seen.setdefault((a, m), self.rows + int(at[0]))
+            self.values.setdefault((a, m), []).append(value[at])
+        self.rows += len(per_query)
+
+    def frame(self, columns=("arm", "measure", "value")) -> pd.DataFrame:
+        """The stacked table's ``arm``, ``measure`` and ``value`` (one block: the block)."""
+        if self.blocks <= 1:
+            return self.first
+        keys = sorted(self.seen, key=lambda g: (str(g[0]), self.rank.get(str(g[1]),
+                                                                        len(self.rank)),
+                                                self.seen[g]))
+        parts = [np.concatenate(self.values[g]) for g in keys]
+        sizes = [len(v) for v in parts]
+        return pd.DataFrame({
+            "arm": np.repeat(np.array([g[0] for g in keys], dtype=object), sizes),
+            "measure": np.repeat(np.array([g[1] for g in keys], dtype=object), sizes),
+            "value": np.concatenate(parts) if parts else np.zeros(0)})[list(columns)]
 
 
 def _scored(qrels: pd.DataFrame, runs: pd.DataFrame, arms: Sequence[str],
@@ -397,8 +445,10 @@ def pool_bias_blocks(blocks, *, unique: pd.DataFrame, arms: Sequence[str], depth
     judged_names = [f"Judged@{int(k)}" for k in cutoffs]
     by_query = unique.sort_values(["query_id", "chunk_id", "arm"], kind="stable")
     uq = by_query["query_id"].astype(str).to_numpy()
-    judged, full, condensed = [], [], []
-    reduced = {a: [] for a in arms}
+    # per-query values kept as arrays per (arm, measure), not frames of every query id
+    judged, full = _Stacked(judged_names), _Stacked(measures)
+    condensed = _Stacked(measures)
+    reduced = {a: _Stacked(measures) for a in arms}
     removed = {a: [0, 0] for a in arms}
     blocks = iter(blocks)
     first = next(blocks, None)
@@ -424,11 +474,11 @@ def pool_bias_blocks(blocks, *, unique: pd.DataFrame, arms: Sequence[str], depth
             yield from blocks
 
     for qrels, runs in chain():
-        judged.append(_scored(qrels, runs, within, measures=judged_names, ties=ties))
+        judged.add(_scored(qrels, runs, within, measures=judged_names, ties=ties))
         _need(runs, ["arm", "query_id", "chunk_id", "rank", "score"], "runs")
         _need(qrels, ["query_id", "chunk_id", "grade"], "key")
-        full.append(_scored(qrels, runs, within, measures=measures, ties=ties,
-                            relevant_min=relevant_min))
+        full.add(_scored(qrels, runs, within, measures=measures, ties=ties,
+                         relevant_min=relevant_min))
         key = qrels.assign(query_id=qrels["query_id"].astype(str),
                            chunk_id=qrels["chunk_id"].astype(str))
         ids = np.sort(key["query_id"].unique().astype(object)) if len(key) else np.array([])
@@ -446,34 +496,29 @@ def pool_bias_blocks(blocks, *, unique: pd.DataFrame, arms: Sequence[str], depth
             removed[arm][0] += int(drop.sum())
             removed[arm][1] += int((key.loc[drop, "grade"].astype(int) >= relevant_min).sum())
             run = runs[runs["arm"].astype(str) == arm].drop(columns="arm")
-            reduced[arm].append(metrics.per_query(
+            reduced[arm].add(metrics.per_query(
                 qrels=key[~drop], run=run, measures=measures, ties=ties,
                 relevant_min=relevant_min).assign(arm=arm))
-        condensed.append(_scored(qrels, condensed_runs(runs, qrels), within,
-                                 measures=measures, ties=ties, relevant_min=relevant_min))
-
-    def stacked(parts, names):
-        if len(parts) == 1:
-            return parts[0]
-        return _in_order(pd.concat(parts, ignore_index=True), names)
+        condensed.add(_scored(qrels, condensed_runs(runs, qrels), within,
+                              measures=measures, ties=ties, relevant_min=relevant_min))
 
     counts = unique.groupby("arm").size()
-    judged_means = _means(stacked(judged, judged_names))
+    judged_means = _means(judged.frame())
     judged_means["k"] = judged_means["measure"].str.split("@").str[1].astype(int)
     judged_out = judged_means.rename(columns={"mean": "judged"})[["arm", "k", "judged"]]
     judged_out["unjudged_share"] = 1.0 - judged_out["judged"]
     judged_out = judged_out.sort_values(["arm", "k"]).reset_index(drop=True)
 
-    full_means = _means(stacked(full, measures))
+    full_means = _means(full.frame())
     indexed = full_means.set_index(["arm", "measure"])
     rows = []
     for arm in arms:
-        red = stacked(reduced[arm], measures) if reduced[arm] else \
+        red = reduced[arm].frame() if reduced[arm].blocks else \
             pd.DataFrame({"measure": [], "value": []})
         rows += _loo_rows(arm, arms, indexed, red, removed=removed[arm])
     loo = pd.DataFrame(rows, columns=LOO_COLUMNS)
 
-    con = _means(stacked(condensed, measures))
+    con = _means(condensed.frame())
     out = full_means.merge(con, on=["arm", "measure"], how="left", suffixes=("_std", "_con"))
     out = pd.DataFrame({"arm": out["arm"], "measure": out["measure"],
                         "standard": out["mean_std"], "condensed": out["mean_con"].fillna(0.0)})

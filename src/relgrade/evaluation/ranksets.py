@@ -442,15 +442,43 @@ def table_rank_sets(per_query: pd.DataFrame, *, measure: str, rng: np.random.Gen
         arm = wide.index[wide.isna().any(axis=1)][0]
         raise InputError("per-query values missing", item=f"arm {arm}, measure {measure}",
                          fix="every arm needs a value for every query of a measure")
+    return matrix_rank_sets(wide.to_numpy(dtype=np.float64), arms=list(wide.index),
+                            query_ids=list(wide.columns), measure=measure, rng=rng,
+                            level=level, n_resamples=n_resamples, weights=weights)
+
+
+def matrix_rank_sets(values, *, arms, query_ids, measure: str, rng: np.random.Generator,
+                     level: float = 0.95, n_resamples: int = 1000, weights=None) -> dict:
+    """:func:`table_rank_sets` of one measure's values already laid out as a matrix.
+
+    Parameters
+    ----------
+    values : numpy.ndarray of shape (K, Q), float64
+        Arm ``k``'s value on query ``q`` (arms sorted, queries in code point order, as
+        :func:`relgrade.evaluation.compare.compare_arms` holds them).
+    arms : sequence of str, length K
+    query_ids : sequence of str, length Q
+    measure, rng, level, n_resamples, weights
+        As in :func:`table_rank_sets`.
+
+    Returns
+    -------
+    dict
+        As :func:`table_rank_sets`.
+
+    Raises
+    ------
+    InputError
+        A query without a weight, or as :func:`rank_sets`.
+    """
     w = None
     if weights is not None:
         ws = pd.Series(weights, dtype=np.float64)
         ws.index = ws.index.astype(str)
-        missing = [q for q in wide.columns if q not in ws.index]
+        missing = [q for q in query_ids if q not in ws.index]
         if missing:
             raise InputError("a query has no traffic weight", item=f"query {missing[0]}")
-        w = ws.reindex(wide.columns).to_numpy()
-    r = rank_sets(wide.to_numpy(dtype=np.float64), rng=rng, level=level,
-                  n_resamples=n_resamples, weights=w)
-    return {"measure": measure, "method": METHOD, "queries": int(wide.shape[1])} | \
-        r.to_dict(list(wide.index))
+        w = ws.reindex(query_ids).to_numpy()
+    r = rank_sets(values, rng=rng, level=level, n_resamples=n_resamples, weights=w)
+    return {"measure": measure, "method": METHOD, "queries": int(len(query_ids))} | \
+        r.to_dict(list(arms))

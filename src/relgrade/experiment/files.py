@@ -1187,7 +1187,7 @@ class Experiment:
 
     # --- comparing arms --------------------------------------------------------------
 
-    def compare_inputs(self, *, full: bool = True) -> dict:
+    def compare_inputs(self, *, full: bool = True, stacked=None) -> dict:
         """Everything :func:`relgrade.evaluation.compare.full_report` needs, read from the files.
 
         Parameters
@@ -1198,6 +1198,12 @@ class Experiment:
             pool-bias inputs never. With a sampled tail (params ``pool.tail_sample`` > 0)
             the pool table's inclusion probabilities (``paths.pool``) are passed as
             ``inclusion``, for the inferred measures.
+        stacked : callable, optional
+            Given an iterator of ``(arm, per-query table)`` (``query_id``, ``measure``,
+            ``value``; arms in sorted order, each file read as the iterator reaches it), it
+            returns what is passed as ``per_query`` (the stage codes the tables as they come,
+            :meth:`relgrade.evaluation.per_query_codes.PerQueryCodes.from_tables`). Default:
+            the tables stacked into one frame with an ``arm`` column.
 
         Returns
         -------
@@ -1222,18 +1228,24 @@ class Experiment:
         metrics = p.need("metrics")
         arms = sorted(map(str, p.arms or {}))
         pq_dir = self.path("per_query")
-        tables = []
-        for arm in arms:
-            path = pq_dir / f"{arm}.parquet"
-            if not path.exists():
-                raise InputError("per-query values missing", path=path, item=f"arm {arm}",
-                                 fix="Run the metrics stage first: "
-                                     f"{repro_command(self, 'metrics')}")
-            t = io.read_table(path, columns=["query_id", "measure", "value"])
-            tables.append(t.assign(arm=arm))
-        if not tables:
+
+        def tables():
+            for arm in arms:
+                path = pq_dir / f"{arm}.parquet"
+                if not path.exists():
+                    raise InputError("per-query values missing", path=path,
+                                     item=f"arm {arm}",
+                                     fix="Run the metrics stage first: "
+                                         f"{repro_command(self, 'metrics')}")
+                yield arm, io.read_table(path, columns=["query_id", "measure", "value"])
+
+        if not arms:
             raise InputError("params lists no arms", path=p.source, item="arms")
-        kwargs = {"per_query": pd.concat(tables, ignore_index=True), "settings": settings,
+        if stacked is not None:  # each arm's table handed over as read, never stacked here
+            per_query = stacked(tables())
+        else:
+            per_query = pd.concat([t.assign(arm=a) for a, t in tables()], ignore_index=True)
+        kwargs = {"per_query": per_query, "settings": settings,
                   "ties": p.runs.ties,
                   "relevant_min": p.scale.relevant_min if p.scale is not None else 1,
                   "cutoffs": list(metrics.cutoffs),

@@ -23,6 +23,7 @@ import json
 import pandas as pd
 
 from relgrade.evaluation import compare, decision, ppi_decision, ranksets
+from relgrade.evaluation.per_query_codes import PerQueryCodes
 from relgrade.experiment.progress import step_printer
 from relgrade.io import files as io
 from relgrade.rng import stage_rng
@@ -34,7 +35,8 @@ def _csv(path, df):
 
 
 def run(ex):
-    inputs = ex.compare_inputs(full=True)
+    # every arm's per-query values coded as each file is read: no frame of string columns
+    inputs = ex.compare_inputs(full=True, stacked=PerQueryCodes.from_tables)
     result = compare.full_report(**inputs, progress=step_printer("compare", 3))
     primary = ex.params.need("metrics").primary
     text = result.to_json()
@@ -62,13 +64,16 @@ def run(ex):
 
 
 def _rank_sets(ex, inputs, result, primary):
-    """The arms' rank-sets on the primary measure (the first compared when it was not)."""
+    """The arms' rank-sets on the primary measure (the first compared when it was not),
+    from the comparison's own matrix of it (the per-query table is not pivoted again)."""
     measure = primary if primary in result.measures else result.measures[0]
     settings = inputs["settings"]
-    out = ranksets.table_rank_sets(inputs["per_query"], measure=measure,
-                                   rng=stage_rng(settings.seed, "rank-sets"),
-                                   level=settings.level, n_resamples=settings.n_resamples,
-                                   weights=inputs.get("weights"))
+    qids, _, values = result.values[measure]
+    out = ranksets.matrix_rank_sets(values, arms=result.arms, query_ids=qids,
+                                    measure=measure,
+                                    rng=stage_rng(settings.seed, "rank-sets"),
+                                    level=settings.level, n_resamples=settings.n_resamples,
+                                    weights=inputs.get("weights"))
     return out | {"seed": settings.seed, "stream": "rank-sets"}
 
 
