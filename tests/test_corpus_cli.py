@@ -181,8 +181,8 @@ def test_edit_of_a_source_spec_exports_it_once_points_params_at_it_and_edits_one
     assert params["corpus"]["input"] == "data/input/chunks.jsonl"
     assert res.output.splitlines()[1:] == [
         f"Edited chunk {cid} in experiments/pkg/data/input/chunks.jsonl",
-        "No pool built yet: nothing graded is affected; `dvc repro experiments/pkg/dvc.yaml` "
-        "builds on the edited corpus."]
+        f"No pool built yet, and no grade of chunk {cid}: nothing graded is affected; "
+        "`dvc repro experiments/pkg/dvc.yaml` builds on the edited corpus."]
     # the design record keeps naming the pinned source the edited chunks came from
     from relgrade.experiment.files import Experiment
     from relgrade.pipeline.design import write_design

@@ -153,3 +153,25 @@ def test_after_pairs_leave_the_pool_an_imported_regrade_is_taken_and_the_key_ign
     assert res.returncode == 0, res.stderr
     assert (f"note: A (data/grades/grader-a/round-1.jsonl): {n_a} superseded "
             f"grade{'s' if n_a != 1 else ''} skipped") in res.stdout
+
+
+def test_corpus_edit_with_the_pool_removed_names_the_grades_it_makes_stale(frozen_built,
+                                                                          tmp_path):
+    # a stage that fails after DVC cleared its outputs (a bad params value) leaves the pool
+    # off disk while the bank keeps its grades: the edit must not say nothing is affected
+    root = tiny.copy_repo(frozen_built, tmp_path / "exp")
+    audit = [json.loads(x)["query_id"]
+             for x in (root / "data/audit/audit.jsonl").read_text().splitlines()]
+    cid = f"{audit[0]}-answer"
+    grades = pd.read_parquet(root / "data/graded/grades.parquet")
+    mine = grades[grades.chunk_id == cid].groupby("grader").size()
+    (root / "data/pool/pool.parquet").unlink()
+    (root / "blank.txt").write_text("This page intentionally left blank.")
+    edit = tiny.run(root, "relgrade", "corpus", "edit", cid, "--text-file", "blank.txt")
+    graded = ", ".join(f"{n} by {g}" for g, n in mine.items())
+    assert edit.stdout.splitlines() == [
+        f"Edited chunk {cid} in data/input/chunks.jsonl",
+        f"data/pool/pool.parquet is not on disk, but chunk {cid} has grades ({graded}): with "
+        "its new text they are stale once `dvc repro` builds the pool again, and it stops on "
+        "them, naming the graders and the commands."]
+    assert set(mine.index) == {"grader-a", "auditor-b"}

@@ -146,8 +146,7 @@ def edit_cmd(chunk_id, text_file, params_path):
 
     pool_path, chunks_path = ex.path("pool"), ex.path("chunks")
     if not (pool_path.is_file() and chunks_path.is_file()):
-        click.echo(f"No pool built yet: nothing graded is affected; `{repro_command(ex)}` "
-                   "builds on the edited corpus.")
+        _without_pool(ex, chunk_id, pool_path if not pool_path.is_file() else chunks_path)
         return
     built = read_table(chunks_path, columns=["chunk_id", "header", "text"])
     built.loc[built["chunk_id"].astype(str) == chunk_id, "text"] = text
@@ -164,3 +163,36 @@ def edit_cmd(chunk_id, text_file, params_path):
     click.echo("If the new text changes what an arm retrieves, the pool changes too: pairs "
                "may leave it or join it, `dvc repro` names what is owed then, and the key it "
                "freezes is a new pool version (not a revision of this one).")
+
+
+def _without_pool(ex, chunk_id: str, missing) -> None:
+    """What an edit owes when the pool or the chunk table is not on disk: a pool never built
+    owes nothing, but outputs DVC removed (a stage that failed after DVC cleared them) leave
+    the grades in the bank, and the edited chunk's grades turn stale when the pool is built
+    again."""
+    import pyarrow.compute as pc
+
+    from relgrade.experiment.layout import repro_command
+    from relgrade.io.files import read_jsonl
+    from relgrade.io.grade_columns import read_grade_columns
+
+    repro = repro_command(ex)
+    # the round's grade files alone: without the chunk table nothing can be judged current,
+    # and a grade of the chunk is what its new text makes stale
+    per = {}
+    for name, files in ex.grader_round_files().items():
+        t = read_grade_columns(files.grades, digests=False)
+        n = (int(pc.sum(pc.equal(t.column("chunk_id"), chunk_id)).as_py() or 0)
+             if t is not None else
+             sum(1 for r in read_jsonl(files.grades) if str(r.get("chunk_id")) == chunk_id))
+        if n:
+            per[name] = n
+    if not per:
+        click.echo(f"No pool built yet, and no grade of chunk {chunk_id}: nothing graded is "
+                   f"affected; `{repro}` builds on the edited corpus.")
+        return
+    where = Path(missing).resolve().relative_to(ex.working_tree()).as_posix()
+    graded = ", ".join(f"{n} by {g}" for g, n in per.items())
+    click.echo(f"{where} is not on disk, but chunk {chunk_id} has grades ({graded}): with its "
+               f"new text they are stale once `{repro}` builds the pool again, and it stops "
+               "on them, naming the graders and the commands.")
