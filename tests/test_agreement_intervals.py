@@ -451,3 +451,85 @@ def test_fleiss_and_alpha_cluster_intervals_are_jackknife_t_of_statsmodels_and_k
     assert (ka.low, ka.high) == pytest.approx(expected(lambda m: krippendorff.alpha(
         reliability_data=data[m].T, value_domain=[0, 1, 2, 3], level_of_measurement="ordinal")))
     assert fk.method == ka.method == "jackknife-t"
+
+
+# --- per-query cell counts in place of one-hot rows -------------------------------------
+
+def _one_hot_interval(a, b, labels, weights, clusters, seed, resamples=200, level=0.9):
+    """The interval as the one-hot rows summed by np.add.at per query gave it."""
+    k = len(labels)
+    cells = np.array([labels.index(int(x)) * k + labels.index(int(y)) for x, y in zip(a, b)])
+    onehot = np.zeros((len(cells), k * k))
+    onehot[np.arange(len(cells)), cells] = 1.0
+    _, code = np.unique(np.asarray(clusters).astype(str), return_inverse=True)
+    per_query = np.zeros((code.max() + 1, k * k))
+    np.add.at(per_query, code, onehot)
+    w = rl._disagreement_weights(k, weights)
+    return rl._of_units(per_query, lambda t: rl._kappa_of_tables(t, w),
+                        rng=np.random.default_rng(seed), resamples=resamples, level=level,
+                        clustered=True, transform=rl.fisher_z)
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+@pytest.mark.parametrize("weights", [None, "linear", "quadratic"])
+def test_cluster_kappa_interval_from_cell_counts_equals_the_one_hot_rows_to_the_bit(seed,
+                                                                                   weights):
+    rng = np.random.default_rng(seed)
+    n = 3000
+    a = rng.integers(0, 4, n)
+    b = np.where(rng.random(n) < 0.7, a, rng.integers(0, 4, n))
+    # query ids whose text order is not their number order (q10 before q2)
+    clusters = np.array([f"q{i}" for i in rng.integers(0, 40, n)], dtype=object)
+    got = rl.cohen_kappa_interval(a, b, labels=[0, 1, 2, 3], weights=weights,
+                                  rng=np.random.default_rng(5), resamples=200, level=0.9,
+                                  clusters=clusters)
+    assert got == _one_hot_interval(a, b, [0, 1, 2, 3], weights, clusters, 5)
+    assert got.method == rl.METHOD_CLUSTERED and got.units == 40
+
+
+def test_cluster_kappa_fallback_resamples_the_same_query_counts():
+    # every pair of query q1 agrees on grade 1 alone: without q0 kappa is 0/0, so the
+    # interval falls back to resampled queries, drawn from the counts per query
+    a = np.array([0, 1, 1, 0, 1, 1])
+    b = np.array([0, 1, 0, 0, 1, 1])
+    clusters = np.array(["q0", "q0", "q0", "q1", "q1", "q1"])
+    a[3:], b[3:] = 1, 1
+    got = rl.cohen_kappa_interval(a, b, labels=[0, 1], rng=np.random.default_rng(3),
+                                  resamples=300, level=0.9, clusters=clusters)
+    assert got.method == rl.METHOD_FALLBACK
+    assert got == _one_hot_interval(a, b, [0, 1], None, clusters, 3, resamples=300)
+
+
+def test_cell_counts_of_a_pair_table_by_hand():
+    # pairs (0,0) (0,1) (2,1) (2,1) on labels [0, 1, 2]: cells 0, 1, 7, 7
+    counts = rl._cell_counts(np.array([0, 0, 2, 2]), np.array([0, 1, 1, 1]), [0, 1, 2])
+    assert counts.tolist() == [1.0, 1.0, 0, 0, 0, 0, 0, 2.0, 0]
+
+
+def test_a_grade_off_the_scale_still_raises_as_the_label_lookup_did():
+    with pytest.raises(KeyError):
+        rl.cohen_kappa_point(np.array([0, 5]), np.array([0, 1]), labels=[0, 1])
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_cluster_share_interval_from_bincount_equals_the_rows_summed_by_add_at(seed):
+    rng = np.random.default_rng(seed)
+    n = 2000
+    hits = rng.random(n) < 0.2
+    clusters = np.array([f"q{i}" for i in rng.integers(0, 30, n)])
+    got = rl.share_interval(hits, rng=np.random.default_rng(1), resamples=100, level=0.95,
+                            clusters=clusters)
+    rows = np.column_stack([hits.astype(float), np.ones(n)])
+    with np.errstate(all="ignore"):
+        want = rl._of_units(rl.cluster_sums(rows, clusters), lambda t: t[:, 0] / t[:, 1],
+                            rng=np.random.default_rng(1), resamples=100, level=0.95,
+                            clustered=True, transform=rl.arcsine_root)
+    assert got == want
+
+
+def test_clusters_of_another_length_keep_their_message():
+    with pytest.raises(InputError, match="one unit per judged pair") as e:
+        rl.cohen_kappa_interval([0, 1, 1], [0, 1, 0], labels=[0, 1],
+                                rng=np.random.default_rng(0), resamples=10, level=0.9,
+                                clusters=["q1", "q2"])
+    assert "2 units for 3 pairs" in str(e.value)

@@ -247,15 +247,44 @@ def cluster_sums(per_item: np.ndarray, clusters) -> np.ndarray:
     InputError
         ``clusters`` does not have one entry per item.
     """
-    c = np.asarray(clusters).astype(str)
-    if c.shape != (per_item.shape[0],):
-        raise InputError("the clusters must name one unit per judged pair",
-                         found=f"{c.size} units for {per_item.shape[0]} pairs")
-    _, code = np.unique(c, return_inverse=True)
-    code = code.reshape(-1)
-    out = np.zeros((int(code.max()) + 1 if code.size else 0, per_item.shape[1]))
+    code, n_clusters = cluster_codes(clusters, per_item.shape[0])
+    out = np.zeros((n_clusters, per_item.shape[1]))
     np.add.at(out, code, per_item)
     return out
+
+
+def cluster_codes(clusters, n_items: int) -> tuple[np.ndarray, int]:
+    """Each item's cluster as its rank among the distinct clusters read as text (the
+    order of :func:`cluster_sums`' rows), and how many clusters there are.
+
+    Parameters
+    ----------
+    clusters : array-like of shape (n_items,)
+        The unit of each item (a query id); a text array is read as it is (no copy).
+    n_items : int
+
+    Returns
+    -------
+    tuple
+        ``(code, n_clusters)``: ``code`` of shape (n_items,), int64, in
+        ``[0, n_clusters)``.
+
+    Raises
+    ------
+    InputError
+        ``clusters`` does not have ``n_items`` entries.
+    """
+    c = np.asarray(clusters)
+    if c.dtype.kind != "U":
+        c = c.astype(str)
+    if c.shape != (n_items,):
+        raise InputError("the clusters must name one unit per judged pair",
+                         found=f"{c.size} units for {n_items} pairs")
+    if not c.size:
+        return np.zeros(0, dtype=np.int64), 0
+    _, code = np.unique(c, return_inverse=True)
+    code = code.reshape(-1).astype(np.int64, copy=False)
+    return code, int(code.max()) + 1
 
 
 #: The method of a clustered interval (see :func:`jackknife_t`), and its fallback.
@@ -350,14 +379,22 @@ def _bootstrap(per_item: np.ndarray, stat, *, rng: np.random.Generator, resample
     _check(resamples, level)
     if clusters is not None:
         per_item = cluster_sums(per_item, clusters)
-    unit = UNIT_QUERY if clusters is not None else UNIT_PAIR
-    method = METHOD_CLUSTERED if clusters is not None else "percentile"
+    return _of_units(per_item, stat, rng=rng, resamples=resamples, level=level,
+                     clustered=clusters is not None, transform=transform)
+
+
+def _of_units(per_item: np.ndarray, stat, *, rng: np.random.Generator, resamples: int,
+              level: float, clustered: bool, transform=None) -> Interval:
+    """:func:`_bootstrap` of units' rows already summed per cluster (``clustered``) or of
+    items; ``resamples`` and ``level`` already checked."""
+    unit = UNIT_QUERY if clustered else UNIT_PAIR
+    method = METHOD_CLUSTERED if clustered else "percentile"
     n = per_item.shape[0]
-    if n == 0 or (clusters is not None and n == 1):
+    if n == 0 or (clustered and n == 1):
         # one query: every resample is that query, so nothing measures how another
         # query would differ; no interval rather than one of zero width
         return Interval(None, None, int(resamples), int(resamples), unit, n, method)
-    if clusters is not None:
+    if clustered:
         ends = jackknife_t(per_item, stat, level=level, transform=transform)
         if ends is not None:
             return Interval(ends[0], ends[1], 0, 0, unit, n, method)
@@ -386,7 +423,7 @@ def _bootstrap(per_item: np.ndarray, stat, *, rng: np.random.Generator, resample
     undefined = int(v.size - ok.size)
     if ok.size == 0:
         return Interval(None, None, int(resamples), undefined, unit, n, method)
-    low, high = np.quantile(ok, quantile_levels(level, n, expanded=clusters is not None))
+    low, high = np.quantile(ok, quantile_levels(level, n, expanded=clustered))
     return Interval(float(low), float(high), int(resamples), undefined, unit, n, method)
 
 
@@ -419,13 +456,44 @@ def _kappa_of_tables(tables: np.ndarray, w: np.ndarray) -> np.ndarray:
     return out
 
 
-def _cell_table(a: np.ndarray, b: np.ndarray, labels: list[int]) -> np.ndarray:
+def _cells(a: np.ndarray, b: np.ndarray, labels: list[int]) -> np.ndarray:
+    """Each pair's cell of the k×k table, ``index(a) * k + index(b)`` with ``index`` a
+    grade's place in ``labels``: shape (n,), int64.
+
+    Raises
+    ------
+    KeyError, ValueError, TypeError
+        A grade is not in ``labels`` (or not a number), as ``labels.index`` by
+        ``int(grade)`` raises it.
+    """
     code = {g: i for i, g in enumerate(labels)}
     k = len(labels)
-    cells = np.array([code[int(x)] * k + code[int(y)] for x, y in zip(a, b)], dtype=np.int64)
-    onehot = np.zeros((len(cells), k * k))
+    lab = np.asarray(labels, dtype=np.int64)
+    if len(code) == k and a.dtype.kind in "iu" and b.dtype.kind in "iu":
+        # whole-number grades found in the sorted labels (no Python int per pair)
+        order = np.argsort(lab, kind="stable")
+        found = []
+        for v in (a, b):
+            at = order[np.clip(np.searchsorted(lab[order], v), 0, k - 1)] if k else v
+            if not k or not np.array_equal(lab[at], v):
+                break
+            found.append(at.astype(np.int64))
+        else:
+            return found[0] * k + found[1]
+    return np.array([code[int(x)] * k + code[int(y)] for x, y in zip(a, b)], dtype=np.int64)
+
+
+def _cell_table(a: np.ndarray, b: np.ndarray, labels: list[int]) -> np.ndarray:
+    cells = _cells(a, b, labels)
+    onehot = np.zeros((len(cells), len(labels) ** 2))
     onehot[np.arange(len(cells)), cells] = 1.0
     return onehot
+
+
+def _cell_counts(a: np.ndarray, b: np.ndarray, labels: list[int]) -> np.ndarray:
+    """The k×k table's counts, flattened: shape (k*k,), float; the one-hot rows' sum, whose
+    sums of ones are exact integers in any order."""
+    return np.bincount(_cells(a, b, labels), minlength=len(labels) ** 2).astype(float)
 
 
 def cohen_kappa_point(a, b, *, labels, weights: str | None = None) -> float | None:
@@ -452,7 +520,7 @@ def cohen_kappa_point(a, b, *, labels, weights: str | None = None) -> float | No
     a, b = np.asarray(a), np.asarray(b)
     if a.size == 0:
         return None
-    value = _kappa_of_tables(_cell_table(a, b, labels).sum(axis=0)[None, :], w)[0]
+    value = _kappa_of_tables(_cell_counts(a, b, labels)[None, :], w)[0]
     return float(value) if np.isfinite(value) else None
 
 
@@ -494,10 +562,21 @@ def cohen_kappa_interval(a, b, *, labels, weights: str | None = None,
     labels = [int(x) for x in labels]
     w = _disagreement_weights(len(labels), weights)
     a, b = np.asarray(a), np.asarray(b)
-    per_item = _cell_table(a, b, labels) if a.size else np.zeros((0, len(labels) ** 2))
-    return _bootstrap(per_item, lambda t: _kappa_of_tables(t, w), rng=rng,
-                      resamples=resamples, level=level, clusters=clusters,
-                      transform=fisher_z)
+    if clusters is None:
+        per_item = _cell_table(a, b, labels) if a.size else np.zeros((0, len(labels) ** 2))
+        return _bootstrap(per_item, lambda t: _kappa_of_tables(t, w), rng=rng,
+                          resamples=resamples, level=level, transform=fisher_z)
+    m = len(labels) ** 2
+    cells = _cells(a, b, labels) if a.size else np.zeros(0, dtype=np.int64)
+    _check(resamples, level)
+    # each query's cell counts: the one-hot rows' sums (np.add.at adds 1.0 at a time,
+    # exact integers), without a row of k*k floats per pair
+    code, n_clusters = cluster_codes(clusters, cells.size)
+    per_query = np.bincount(code * m + cells, minlength=n_clusters * m)
+    del code, cells
+    per_query = per_query.reshape(n_clusters, m).astype(float)
+    return _of_units(per_query, lambda t: _kappa_of_tables(t, w), rng=rng,
+                     resamples=resamples, level=level, clustered=True, transform=fisher_z)
 
 
 def share_interval(hits, *, rng: np.random.Generator, resamples: int, level: float,
@@ -523,11 +602,23 @@ def share_interval(hits, *, rng: np.random.Generator, resamples: int, level: flo
         ``resamples`` or ``level`` out of range, or ``clusters`` of another length.
     """
     h = np.asarray(hits, dtype=float).reshape(-1)
-    per_item = np.column_stack([h, np.ones(h.size)]) if h.size else np.zeros((0, 2))
+    if clusters is None:
+        per_item = np.column_stack([h, np.ones(h.size)]) if h.size else np.zeros((0, 2))
+        with np.errstate(all="ignore"):
+            return _bootstrap(per_item, lambda t: t[:, 0] / t[:, 1], rng=rng,
+                              resamples=resamples, level=level, transform=arcsine_root)
+    _check(resamples, level)
+    # bincount adds each item's weight in item order from 0.0, as np.add.at over the
+    # (hit, 1) rows does: the same sums, without the rows
+    code, n_clusters = cluster_codes(clusters, h.size)
+    per_query = np.empty((n_clusters, 2))
+    per_query[:, 0] = np.bincount(code, weights=h, minlength=n_clusters)
+    per_query[:, 1] = np.bincount(code, minlength=n_clusters)
+    del code
     with np.errstate(all="ignore"):
-        return _bootstrap(per_item, lambda t: t[:, 0] / t[:, 1], rng=rng,
-                          resamples=resamples, level=level, clusters=clusters,
-                          transform=arcsine_root)
+        return _of_units(per_query, lambda t: t[:, 0] / t[:, 1], rng=rng,
+                         resamples=resamples, level=level, clustered=True,
+                         transform=arcsine_root)
 
 
 # --- Fleiss' kappa ---------------------------------------------------------------------
