@@ -209,12 +209,12 @@ def _slope_by_one_product(x, y, groups, intercept):
     return float(beta[-1]), float(beta[-1]) - half, float(beta[-1]) + half
 
 
-@pytest.mark.parametrize("rows", [7, 1 << 16])
+@pytest.mark.parametrize("rows", [64, 1 << 16])
 def test_slope_interval_summed_by_blocks_of_rows_has_the_one_product_bits(rows, monkeypatch):
     rng = np.random.default_rng(1)
     x, y = rng.normal(size=5000), rng.normal(size=5000)
     groups = rng.integers(0, 300, 5000).astype(np.int32)
-    monkeypatch.setattr(dg, "_SCORE_ROWS", rows)
+    monkeypatch.setattr(dg, "_DESIGN_ROWS", rows)
     for intercept in (True, False):
         got = dg.slope_interval(x, y, groups, intercept=intercept)
         assert (got["slope"], got["low"], got["high"]) == \
@@ -237,3 +237,34 @@ def test_means_by_stretch_are_leniency_drifts_table(seed):
     for grader, rows in table.groupby("grader"):
         assert got[grader]["mean_by_stretch"] == {
             str(b): m for b, m in zip(rows["bin"], rows["mean_grade"])}
+
+
+@pytest.mark.parametrize("n", [100_003, 300_001])
+def test_drift_fit_of_a_long_sequence_has_the_one_product_bits(n):
+    # the drift's inputs: places 0..1 in grading order, whole grades, many queries; the
+    # design matrix made a block at a time after X'X, its products the whole one's
+    rng = np.random.default_rng(n)
+    x = np.arange(n, dtype=float) / (n - 1)
+    y = rng.integers(0, 4, n).astype(float)
+    groups = rng.integers(0, n // 40, n).astype(np.int32)
+    got = dg.slope_interval(x, y, groups)
+    assert (got["slope"], got["low"], got["high"]) == _slope_by_one_product(x, y, groups, True)
+
+
+@pytest.mark.parametrize(("n", "bins", "rows"), [(10, 3, 4), (2, 5, 64), (1000, 5, 64),
+                                                 (100_003, 7, 1 << 16)])
+def test_stretch_sums_by_blocks_are_the_whole_sequences(n, bins, rows, monkeypatch):
+    rng = np.random.default_rng(n)
+    grade = rng.integers(0, 4, n) + rng.choice([0.0, 0.5], n)
+    stretch = (np.arange(n, dtype=float) * bins // n).astype(np.int64)
+    monkeypatch.setattr(dg, "_DESIGN_ROWS", rows)
+    sums, counts = dg._stretch_sums(grade, bins)
+    assert sums.tolist() == np.bincount(stretch, weights=np.trunc(grade)).tolist()
+    assert counts.tolist() == np.bincount(stretch).tolist()
+
+
+def test_stretch_sums_by_hand():
+    # 5 grades in 2 stretches: places 0, 1, 2 -> 0 (j * 2 // 5 = 0, 0, 0), 3, 4 -> 1;
+    # grades truncated: 1, 2, 3 | 0, 3
+    sums, counts = dg._stretch_sums(np.array([1.5, 2.0, 3.0, 0.5, 3.0]), 2)
+    assert sums.tolist() == [6.0, 3.0] and counts.tolist() == [3, 2]

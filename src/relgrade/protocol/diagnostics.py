@@ -88,35 +88,42 @@ def slope_interval(x, y, groups, *, level: float = 0.95, intercept: bool = True)
                          found=f"{x.size}, {y.size} and {g.size} values")
     none = {"slope": None, "low": None, "high": None, "excludes_zero": None}
     n = x.size
-    if intercept:  # np.column_stack([ones, x]): the same layout, without the ones' copy
-        X = np.empty((n, 2))
-        X[:, 0] = 1.0
-        X[:, 1] = x
-        del x  # held in X (a caller's temporary array is freed here)
-    else:
-        X = x[:, None]
-    k = X.shape[1]
+    k = 2 if intercept else 1
     if n <= k:
         return none
+    # X'X over the whole design matrix at once (numpy hands X.T @ X to BLAS as one
+    # product: its sum's order is BLAS's); the matrix is freed right after
+    X = _design(x, intercept)
     xtx = X.T @ X
+    del X
     if abs(np.linalg.det(xtx)) < 1e-12 * max(1.0, float(np.abs(xtx).max())) ** k:
         return none
     bread = np.linalg.inv(xtx)
-    beta = bread @ X.T @ y
+    # (X'X)^-1 X' has one column per row of X, each the product of bread with that row
+    # alone: made from the design's rows a block at a time, the same products as the
+    # whole product's; its product with y is one BLAS sum over every row, as before
+    hat = np.empty((k, n))
+    for start in range(0, n, _DESIGN_ROWS):
+        rows = slice(start, start + _DESIGN_ROWS)
+        hat[:, rows] = bread @ _design(x[rows], intercept).T
+    beta = hat @ y
+    del hat
     slope = float(beta[-1])
     codes = _group_codes(g)
     n_groups = int(codes.max()) + 1
     if n_groups < 2:
         return {**none, "slope": slope}
     score = np.zeros((n_groups, k))
-    resid = X @ beta
-    np.subtract(y, resid, out=resid)
     # np.add.at adds row after row, so a block of rows at a time makes each group's sum
-    # the same additions in the same order, without a product array of every row
-    for start in range(0, n, _SCORE_ROWS):
-        rows = slice(start, start + _SCORE_ROWS)
-        np.add.at(score, codes[rows], X[rows] * resid[rows, None])
-    del resid
+    # the same additions in the same order, without a product array of every row; each
+    # fitted value is the product of one row of X with beta, the same a block at a time
+    for start in range(0, n, _DESIGN_ROWS):
+        rows = slice(start, start + _DESIGN_ROWS)
+        design = _design(x[rows], intercept)
+        resid = design @ beta
+        np.subtract(y[rows], resid, out=resid)
+        np.add.at(score, codes[rows], design * resid[:, None])
+    del design, resid
     c = n_groups / (n_groups - 1) * (n - 1) / (n - k)
     var = c * (bread @ (score.T @ score) @ bread)[-1, -1]
     half = float(t_dist.ppf((1 + level) / 2, n_groups - 1) * np.sqrt(max(var, 0.0)))
@@ -125,8 +132,20 @@ def slope_interval(x, y, groups, *, level: float = 0.95, intercept: bool = True)
             "excludes_zero": bool(low > 0 or high < 0)}
 
 
-#: Rows whose scores are summed at once by :func:`slope_interval`.
-_SCORE_ROWS = 1 << 16
+#: Rows of the design matrix made at once by :func:`slope_interval` (after X'X): a
+#: multiple of every BLAS kernel's unroll, so the last block's tail is the whole product's.
+_DESIGN_ROWS = 1 << 16
+
+
+def _design(x: np.ndarray, intercept: bool) -> np.ndarray:
+    """The design matrix of ``x`` (float64, shape (n,)): ``np.column_stack([ones, x])``
+    (shape (n, 2), C order) with ``intercept``, else ``x[:, None]`` (a view)."""
+    if not intercept:
+        return x[:, None]
+    X = np.empty((x.size, 2))
+    X[:, 0] = 1.0
+    X[:, 1] = x
+    return X
 
 
 def _group_codes(groups: np.ndarray) -> np.ndarray:
@@ -817,6 +836,31 @@ def diagnose(codes: GradeCodes, positions: PositionCodes | None = None, *, bins:
                          graders=graders, order=order)
 
 
+def _stretch_sums(grade: np.ndarray, bins: int) -> tuple[np.ndarray, np.ndarray]:
+    """Per stretch of the grading order, the sum of the whole grades (``trunc``) and
+    their number: the grade at place j of n is in stretch ``floor(j * bins / n)`` (float
+    arithmetic). ``grade``: float, shape (n,), in grading order; returns float64 sums and
+    int64 counts, shape (number of stretches,).
+
+    Made a block of places at a time: each place's stretch is its own product, and the
+    sums are of whole numbers, exact in any order below 2**53 (pandas' group mean's bits).
+    """
+    n = grade.size
+    sums = np.zeros(0)
+    counts = np.zeros(0, dtype=np.int64)
+    for start in range(0, n, _DESIGN_ROWS):
+        place = np.arange(start, min(start + _DESIGN_ROWS, n), dtype=float)
+        stretch = (place * bins // n).astype(np.int64)
+        part = np.bincount(stretch, weights=np.trunc(grade[start:start + _DESIGN_ROWS]))
+        many = np.bincount(stretch)
+        if len(part) > len(sums):
+            sums = np.concatenate([sums, np.zeros(len(part) - len(sums))])
+            counts = np.concatenate([counts, np.zeros(len(many) - len(counts), np.int64)])
+        sums[:len(part)] += part
+        counts[:len(many)] += many
+    return sums, counts
+
+
 def _span(n: int) -> np.ndarray:
     """Places 0..n-1 scaled to [0, 1] (``arange(n) / (n - 1)``; ``arange(n)`` for n <= 1)."""
     span = np.arange(n, dtype=float)
@@ -906,10 +950,7 @@ def diagnose_rows(rows: RoundRows, *, bins: int = 5, level: float = 0.95,
             del ranked
             # the grade at place j of n is in stretch floor(j * bins / n) + 1; each mean is a
             # sum of whole numbers over a count: exact in any order (pandas' group mean)
-            stretch = (np.arange(n, dtype=float) * bins // n).astype(np.int64)
-            sums = np.bincount(stretch, weights=np.trunc(grade))
-            counts = np.bincount(stretch)
-            del stretch
+            sums, counts = _stretch_sums(grade, bins)
             # the place in the sequence from 0 to 1, made in the call: freed once copied
             fit = slope_interval(_span(n), grade, query, level=level)
             del grade, query
