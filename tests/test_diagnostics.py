@@ -268,3 +268,34 @@ def test_stretch_sums_by_hand():
     # grades truncated: 1, 2, 3 | 0, 3
     sums, counts = dg._stretch_sums(np.array([1.5, 2.0, 3.0, 0.5, 3.0]), 2)
     assert sums.tolist() == [6.0, 3.0] and counts.tolist() == [3, 2]
+
+
+def test_span_is_the_places_scaled_to_one_block_by_block():
+    # 5 places: 0, 1/4, 2/4, 3/4, 1
+    assert dg.Span(5)[0:5].tolist() == [0.0, 0.25, 0.5, 0.75, 1.0]
+    assert dg.Span(5)[3:9].tolist() == [0.75, 1.0]
+    assert dg.Span(1)[0:1].tolist() == [0.0]
+    n = 100_003
+    whole = np.arange(n, dtype=float)
+    whole /= n - 1
+    assert np.array_equal(np.concatenate([dg.Span(n)[s:s + 4096] for s in range(0, n, 4096)]),
+                          whole)
+
+
+@pytest.mark.parametrize("n", [2, 999, 200_001])
+def test_drift_fit_on_a_span_has_the_whole_arrays_bits(n):
+    rng = np.random.default_rng(n)
+    y = rng.integers(0, 4, n).astype(float)
+    groups = rng.integers(0, max(n // 40, 2), n).astype(np.int32)
+    x = np.arange(n, dtype=float)
+    x /= max(n - 1, 1)
+    assert dg.slope_interval(dg.Span(n), y, groups) == dg.slope_interval(x, y, groups)
+
+
+def test_shown_keeps_one_query_a_display_and_gives_each_grade_its_display_query():
+    # displays 7, 7, 3, 7 of queries 2, 2, 0, 2: the grades' queries come back in order
+    shown = dg.Shown.of_rows(np.array([0, 1, 0, 2]), np.array([1, 0, 3, 2]),
+                             np.array([7, 7, 3, 7]), np.array([3, 3, 1, 3]),
+                             np.array([2, 2, 0, 2], dtype=np.int32))
+    assert shown.display_query.tolist() == [2, 0]
+    assert shown.query.tolist() == [2, 2, 0, 2]

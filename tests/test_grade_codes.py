@@ -183,3 +183,43 @@ def test_agreement_stage_by_blocks_writes_the_whole_paths_report_reasons_include
     assert got.metrics == want.metrics
     pd.testing.assert_frame_equal(got.confusion, want.confusion)
     pd.testing.assert_frame_equal(got.disagreements, want.disagreements)
+
+
+def test_the_stage_fixes_glibcs_mmap_threshold_and_does_nothing_without_glibc(monkeypatch):
+    import ctypes
+
+    calls = []
+
+    class Libc:
+        def gnu_get_libc_version(self):
+            return b"2.36"
+
+        def mallopt(self, param, value):
+            calls.append((param, value))
+            return 1
+
+    class Fn:  # ctypes function stand-ins accept restype/argtypes
+        def __init__(self, f):
+            self.f = f
+
+        def __call__(self, *a):
+            return self.f(*a)
+
+    libc = Libc()
+    monkeypatch.setattr(ctypes, "CDLL", lambda name: type("L", (), {
+        "gnu_get_libc_version": Fn(libc.gnu_get_libc_version),
+        "mallopt": Fn(libc.mallopt)})())
+    assert stage._arrays_off_the_heap() is True
+    assert calls == [(-3, 1 << 20)]  # M_MMAP_THRESHOLD, 1 MiB
+
+    def no_libc(name):
+        raise OSError("no C library of that name")
+
+    monkeypatch.setattr(ctypes, "CDLL", no_libc)
+    assert stage._arrays_off_the_heap() is False
+
+    # a C library without glibc's version call (musl): nothing is set
+    monkeypatch.setattr(ctypes, "CDLL", lambda name: type("L", (), {
+        "mallopt": Fn(libc.mallopt)})())
+    assert stage._arrays_off_the_heap() is False
+    assert len(calls) == 1

@@ -43,7 +43,8 @@ def slope_interval(x, y, groups, *, level: float = 0.95, intercept: bool = True)
     Parameters
     ----------
     x, y : array-like of shape (n,), float
-        Regressor (display position, or place in the grading sequence) and grade.
+        Regressor (display position, or place in the grading sequence) and grade; ``x``
+        may be a :class:`Span` (the places in a sequence, made a block at a time).
     groups : array-like of shape (n,)
         Cluster of each observation (the query): grades of one query are not independent.
     level : float, default 0.95
@@ -80,7 +81,7 @@ def slope_interval(x, y, groups, *, level: float = 0.95, intercept: bool = True)
 
     if not (isinstance(level, (int, float)) and 0 < level < 1):
         raise InputError("the confidence level must lie in (0, 1)", found=repr(level))
-    x = np.asarray(x, dtype=float)
+    x = x if isinstance(x, Span) else np.asarray(x, dtype=float)
     y = np.asarray(y, dtype=float)
     g = np.asarray(groups)
     if not (x.shape == y.shape == g.shape):
@@ -93,7 +94,7 @@ def slope_interval(x, y, groups, *, level: float = 0.95, intercept: bool = True)
         return none
     # X'X over the whole design matrix at once (numpy hands X.T @ X to BLAS as one
     # product: its sum's order is BLAS's); the matrix is freed right after
-    X = _design(x, intercept)
+    X = _whole_design(x, intercept)
     xtx = X.T @ X
     del X
     if abs(np.linalg.det(xtx)) < 1e-12 * max(1.0, float(np.abs(xtx).max())) ** k:
@@ -146,6 +147,60 @@ def _design(x: np.ndarray, intercept: bool) -> np.ndarray:
     X[:, 0] = 1.0
     X[:, 1] = x
     return X
+
+
+def _whole_design(x, intercept: bool) -> np.ndarray:
+    """:func:`_design` of every row of ``x`` (an array or a :class:`Span`, filled a block
+    at a time: no whole copy of a span beside the matrix)."""
+    if not isinstance(x, Span):
+        return _design(x, intercept)
+    if not intercept:
+        return x[0:x.size][:, None]
+    X = np.empty((x.size, 2))
+    X[:, 0] = 1.0
+    for start in range(0, x.size, _DESIGN_ROWS):
+        X[start:start + _DESIGN_ROWS, 1] = x[start:start + _DESIGN_ROWS]
+    return X
+
+
+@dataclass(frozen=True)
+class Span:
+    """The places 0..n-1 of a sequence scaled to [0, 1], ``arange(n) / (n - 1)``
+    (``arange(n)`` for n <= 1), float64, made for the rows asked for: a regressor of
+    :func:`slope_interval` without its whole array.
+
+    Attributes
+    ----------
+    n : int
+        How many places.
+    """
+
+    n: int
+
+    @property
+    def size(self) -> int:
+        return self.n
+
+    @property
+    def shape(self) -> tuple[int]:
+        return (self.n,)
+
+    def __getitem__(self, rows: slice) -> np.ndarray:
+        """The places of ``rows`` (a slice of step 1), float64: each the same division as
+        the whole array's.
+
+        Raises
+        ------
+        ValueError
+            ``rows`` has another step.
+        """
+        start, stop, step = rows.indices(self.n)
+        if step != 1:
+            raise ValueError("a span is read by slices of step 1")
+        part = np.arange(start, stop, dtype=float)
+        if self.n > 1:
+            part /= self.n - 1
+        return part
 
 
 def _group_codes(groups: np.ndarray) -> np.ndarray:
@@ -654,8 +709,9 @@ class Shown:
         Each grade's display (one query for one role and round) as a position in the means.
     position_mean, grade_mean : ndarray of float64, shape (n_displays,)
         Each display's mean position and grade over these rows (pandas' group mean).
-    query : ndarray of int, shape (n,)
-        The query of each grade as a code that sorts as the ids do (the fit's clusters).
+    display_query : ndarray of int, shape (n_displays,)
+        Each display's query as a code that sorts as the ids do (a display is one
+        query's): :attr:`query` per grade, the fit's clusters, made when the fit needs it.
     thirds : ndarray of int64, shape (2, 3)
         The sum (row 0) and the number (row 1) of the grades in each third of their display.
     """
@@ -665,8 +721,13 @@ class Shown:
     display: np.ndarray
     position_mean: np.ndarray
     grade_mean: np.ndarray
-    query: np.ndarray
+    display_query: np.ndarray
     thirds: np.ndarray
+
+    @property
+    def query(self) -> np.ndarray:
+        """The query code of each grade, shape (n,): its display's."""
+        return self.display_query[self.display]
 
     @classmethod
     def of_rows(cls, position: np.ndarray, grade: np.ndarray, display: np.ndarray,
@@ -683,9 +744,12 @@ class Shown:
         # pandas' group means (those s.groupby(d).transform("mean") broadcasts)
         means = [pd.Series(v.astype(float)).groupby(at).mean().to_numpy(float)
                  for v in (position, grade)]
+        # one query a display: kept per display, not per grade
+        display_query = np.zeros(len(means[0]), dtype=query.dtype)
+        display_query[at] = query
         return cls(position=_narrow(position), grade=_narrow(grade),
                    display=at.astype(np.int32), position_mean=means[0], grade_mean=means[1],
-                   query=query, thirds=thirds)
+                   display_query=display_query, thirds=thirds)
 
     @classmethod
     def joined(cls, parts: Sequence["Shown"]) -> "Shown":
@@ -697,7 +761,7 @@ class Shown:
                                            for p, o in zip(parts, offsets)]),
                    position_mean=np.concatenate([p.position_mean for p in parts]),
                    grade_mean=np.concatenate([p.grade_mean for p in parts]),
-                   query=np.concatenate([p.query for p in parts]),
+                   display_query=np.concatenate([p.display_query for p in parts]),
                    thirds=np.sum([p.thirds for p in parts], axis=0, dtype=np.int64))
 
     def centred(self) -> tuple[np.ndarray, np.ndarray]:
@@ -861,14 +925,6 @@ def _stretch_sums(grade: np.ndarray, bins: int) -> tuple[np.ndarray, np.ndarray]
     return sums, counts
 
 
-def _span(n: int) -> np.ndarray:
-    """Places 0..n-1 scaled to [0, 1] (``arange(n) / (n - 1)``; ``arange(n)`` for n <= 1)."""
-    span = np.arange(n, dtype=float)
-    if n > 1:
-        span /= n - 1
-    return span
-
-
 def diagnose_rows(rows: RoundRows, *, bins: int = 5, level: float = 0.95,
                   graders: Sequence[str] | None = None, order: str = "sequence") -> dict:
     """:func:`grading_diagnostics` of a round's grades held grader by grader.
@@ -926,8 +982,9 @@ def diagnose_rows(rows: RoundRows, *, bins: int = 5, level: float = 0.95,
             if r.shown is None:
                 continue
             x, y = r.shown.centred()
-            fit = slope_interval(x, y, r.shown.query, level=level, intercept=False)
-            del x, y
+            query = r.shown.query
+            fit = slope_interval(x, y, query, level=level, intercept=False)
+            del x, y, query
             record(r.name, "position", fit)
             sums, counts = r.shown.thirds
             out[r.name]["mean_by_third"] = {
@@ -951,8 +1008,8 @@ def diagnose_rows(rows: RoundRows, *, bins: int = 5, level: float = 0.95,
             # the grade at place j of n is in stretch floor(j * bins / n) + 1; each mean is a
             # sum of whole numbers over a count: exact in any order (pandas' group mean)
             sums, counts = _stretch_sums(grade, bins)
-            # the place in the sequence from 0 to 1, made in the call: freed once copied
-            fit = slope_interval(_span(n), grade, query, level=level)
+            # the place in the sequence from 0 to 1, made a block at a time in the fit
+            fit = slope_interval(Span(n), grade, query, level=level)
             del grade, query
             record(name, "drift", fit)
             out[name]["mean_by_stretch"] = {str(b + 1): float(sums[b]) / int(counts[b])

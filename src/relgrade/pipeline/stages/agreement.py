@@ -35,6 +35,7 @@ from relgrade.rng import derive_seed
 
 
 def run(ex):
+    _arrays_off_the_heap()
     grading, scale = ex.params.grading, ex.params.need("scale")
     step = step_printer("agreement", 2, quiet=QUIET_SECONDS)
     step("kappas and their intervals, resampling the audited queries")
@@ -69,9 +70,10 @@ def run(ex):
         graders=sorted(ex.params.graders),
         panel=sorted(n for n, g in ex.params.graders_dict().items() if g["role"] == "rater")
         if grading.mode == "raters" else None, whole=whole)
-    if isinstance(whole, RoundRows):
+    by_blocks = isinstance(whole, RoundRows)
+    del grades, whole  # the report holds what is written: freed before the reasons' read
+    if by_blocks:
         _with_reasons(report.disagreements, ex.path("grades"), round=grading.round)
-    del grades, whole
     # Diagnostics are per-grader tables: kept beside the gate's measures, not among them, so
     # `dvc metrics show` stays a readable table.
     step("writing the agreement, the confusion pairs and the disagreements")
@@ -94,6 +96,39 @@ def run(ex):
     for note in m["notes"]:
         print(f"note: {note}")
 
+
+
+#: Allocations at least this large are mapped on their own (glibc's ``M_MMAP_THRESHOLD``).
+MMAP_THRESHOLD = 1 << 20
+
+
+def _arrays_off_the_heap() -> bool:
+    """Have glibc map every allocation of :data:`MMAP_THRESHOLD` bytes or more on its own,
+    so a freed array's memory goes back to the system at once; True when set, False (and
+    nothing done) where the C library is not glibc.
+
+    glibc starts with a threshold of 128 KiB and raises it to the size of each mapped block
+    freed (up to 32 MiB): after the block pass frees its first large arrays, the fits'
+    arrays of tens of MiB come from the heap, and what they leave there when freed stays in
+    the process. A fixed threshold also stops that raising.
+    """
+    import ctypes
+    import ctypes.util
+
+    name = ctypes.util.find_library("c")
+    try:
+        libc = ctypes.CDLL(name)
+        gnu = libc.gnu_get_libc_version
+        mallopt = libc.mallopt
+    except (OSError, AttributeError, TypeError):  # not glibc: its own allocator's rules
+        return False
+    gnu.restype = ctypes.c_char_p
+    mallopt.argtypes, mallopt.restype = [ctypes.c_int, ctypes.c_int], ctypes.c_int
+    return bool(gnu()) and mallopt(_M_MMAP_THRESHOLD, MMAP_THRESHOLD) == 1
+
+
+#: mallopt's parameter number of the mmap threshold (glibc's malloc.h).
+_M_MMAP_THRESHOLD = -3
 
 
 #: The grades table's columns the stage requires (the others are read when present).
