@@ -299,3 +299,11 @@ def test_shown_keeps_one_query_a_display_and_gives_each_grade_its_display_query(
                              np.array([2, 2, 0, 2], dtype=np.int32))
     assert shown.display_query.tolist() == [2, 0]
     assert shown.query.tolist() == [2, 2, 0, 2]
+
+
+@pytest.mark.parametrize("values", [[3, 1, 2], [3, 1, 3], [1.0, np.nan, 2.0],
+                                    [np.nan, 1.0, np.nan], [0.0, -0.0], [5], []])
+def test_repeats_are_what_numpys_unique_counts(values):
+    values = np.asarray(values)
+    ordered = values[np.argsort(values, kind="stable")]
+    assert dg._has_repeats(ordered) == (len(np.unique(values)) < len(values))

@@ -223,3 +223,18 @@ def test_the_stage_fixes_glibcs_mmap_threshold_and_does_nothing_without_glibc(mo
         "mallopt": Fn(libc.mallopt)})())
     assert stage._arrays_off_the_heap() is False
     assert len(calls) == 1
+
+
+def test_handing_back_without_glibc_releases_arrows_pool_alone(monkeypatch):
+    import ctypes
+
+    released = []
+
+    def no_libc(name):
+        raise OSError("no C library of that name")
+
+    monkeypatch.setattr(ctypes, "CDLL", no_libc)
+    monkeypatch.setattr(stage.pa, "default_memory_pool",
+                        lambda: type("P", (), {"release_unused": lambda self: released.append(1)})())
+    stage._hand_back()
+    assert released == [1]

@@ -900,6 +900,18 @@ def diagnose(codes: GradeCodes, positions: PositionCodes | None = None, *, bins:
                          graders=graders, order=order)
 
 
+def _has_repeats(ordered: np.ndarray) -> bool:
+    """Whether sorted values (NaNs last, as numpy sorts them) hold a value twice, NaNs
+    counted as one value: ``len(np.unique(values)) < len(values)``, without a hash set of
+    every value (numpy's unique of integers allocates one per value, and the freed heap
+    stays with the process)."""
+    if ordered.size < 2:
+        return False
+    if bool((ordered[1:] == ordered[:-1]).any()):
+        return True
+    return ordered.dtype.kind in "fc" and bool(np.isnan(ordered[-2:]).all())
+
+
 def _stretch_sums(grade: np.ndarray, bins: int) -> tuple[np.ndarray, np.ndarray]:
     """Per stretch of the grading order, the sum of the whole grades (``trunc``) and
     their number: the grade at place j of n is in stretch ``floor(j * bins / n)`` (float
@@ -997,10 +1009,10 @@ def diagnose_rows(rows: RoundRows, *, bins: int = 5, level: float = 0.95,
             raise InputError("bins must be a positive integer", found=repr(bins))
         for r in rows.graders:  # graders in name order
             name, sequence, n = r.name, r.sequence, r.count
-            if len(np.unique(sequence)) < n:
+            ranked = np.argsort(sequence, kind="stable")  # ties in table order
+            if _has_repeats(sequence[ranked]):
                 notes.append(f"{name}: its `{order}` values repeat (grades of two files "
                              "merged in one round): ties are read in table order")
-            ranked = np.argsort(sequence, kind="stable")  # ties in table order
             # the grades in grading order: the fit's y, and the stretches' whole grades
             grade = r.grade[ranked].astype(float)
             query = r.query[ranked]

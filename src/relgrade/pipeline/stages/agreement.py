@@ -15,6 +15,9 @@ three or more graders in the round (a rater panel, an extra auditor) the table i
 whole, as the many-rater agreement reads it.
 """
 
+import ctypes
+import ctypes.util
+
 import numpy as np
 import pandas as pd
 import pyarrow as pa
@@ -59,6 +62,7 @@ def run(ex):
         except (_Whole, InputError):  # read whole: that path words what is wrong
             grades, whole = _grades(table, audit_ids)
         del table
+        _hand_back()  # the blocks' parts, stacked
     report = agreement.audit_agreement(
         grades, audit_ids=audit_ids,
         queries=io.read_table(ex.path("queries"), columns=["query_id", "group"]),
@@ -112,19 +116,37 @@ def _arrays_off_the_heap() -> bool:
     arrays of tens of MiB come from the heap, and what they leave there when freed stays in
     the process. A fixed threshold also stops that raising.
     """
-    import ctypes
-    import ctypes.util
-
-    name = ctypes.util.find_library("c")
-    try:
-        libc = ctypes.CDLL(name)
-        gnu = libc.gnu_get_libc_version
-        mallopt = libc.mallopt
-    except (OSError, AttributeError, TypeError):  # not glibc: its own allocator's rules
+    libc = _glibc()
+    if libc is None:
         return False
-    gnu.restype = ctypes.c_char_p
-    mallopt.argtypes, mallopt.restype = [ctypes.c_int, ctypes.c_int], ctypes.c_int
-    return bool(gnu()) and mallopt(_M_MMAP_THRESHOLD, MMAP_THRESHOLD) == 1
+    libc.mallopt.argtypes, libc.mallopt.restype = [ctypes.c_int, ctypes.c_int], ctypes.c_int
+    return libc.mallopt(_M_MMAP_THRESHOLD, MMAP_THRESHOLD) == 1
+
+
+def _hand_back() -> None:
+    """Give the memory freed since the last call back to the system: Arrow's pool's unused
+    pages, and (glibc only) every whole free page of the heap (``malloc_trim(0)``).
+
+    A block's pandas and Arrow temporaries are many allocations below the mmap threshold;
+    freed, they leave holes all through the heap that glibc hands back only at its top, so
+    the process would keep the block pass's largest heap while the fits run.
+    """
+    pa.default_memory_pool().release_unused()
+    libc = _glibc()
+    if libc is not None:
+        libc.malloc_trim.argtypes, libc.malloc_trim.restype = [ctypes.c_size_t], ctypes.c_int
+        libc.malloc_trim(0)
+
+
+def _glibc():
+    """The C library when it is glibc (ctypes), else None."""
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c"))
+        version = libc.gnu_get_libc_version
+    except (OSError, AttributeError, TypeError):  # not glibc: its own allocator's rules
+        return None
+    version.restype = ctypes.c_char_p
+    return libc if version() else None
 
 
 #: mallopt's parameter number of the mmap threshold (glibc's malloc.h).
@@ -304,12 +326,12 @@ def _by_query_blocks(table: ParquetColumns, orders, *, round: int,  # noqa: A002
                         position[row], grade[took].astype(float).astype(np.int64),
                         display[row], size[row], code[took]))
         del block
-        pa.default_memory_pool().release_unused()  # the block's Arrow buffers are garbage
+        _hand_back()  # the block's temporaries are garbage
     if shows:
         for s in streams:
             s.upto(None)  # the rest of the orders: checked, not kept
         del streams
-    pa.default_memory_pool().release_unused()  # Arrow's pool keeps the batches' buffers
+    _hand_back()  # Arrow's pool keeps the batches' buffers
     whole = RoundRows(
         in_round=frozenset(str(n) for n in in_round),
         graders=tuple(GraderRows(
