@@ -16,7 +16,6 @@ whole, as the many-rater agreement reads it.
 """
 
 import ctypes
-import ctypes.util
 
 import numpy as np
 import pandas as pd
@@ -139,9 +138,11 @@ def _hand_back() -> None:
 
 
 def _glibc():
-    """The C library when it is glibc (ctypes), else None."""
+    """The C library when it is glibc (ctypes), else None: the process's own symbols
+    (``dlopen(NULL)``), so no search for the library's file runs (``find_library`` starts
+    ``ldconfig``)."""
     try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c"))
+        libc = ctypes.CDLL(None)
         version = libc.gnu_get_libc_version
     except (OSError, AttributeError, TypeError):  # not glibc: its own allocator's rules
         return None
