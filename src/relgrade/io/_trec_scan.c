@@ -1019,8 +1019,9 @@ py_unknown_at(PyObject *self, PyObject *args)
             break;
         }
         const uint64_t h = hashes != NULL ? hashes[i] : text_hash(bytes + f, e - f);
-        const int found = short_ids ? in_short_table(table, mask, bytes + f, e - f, h)
-                                    : in_table(table, mask, known, n_known, bytes + f, e - f, h);
+        const int found = short_ids
+            ? in_short_table(table, mask, bytes + f, e - f, h)
+            : in_table(table, mask, known, n_known, bytes + f, e - f, h);
         if (found < 0) {
             bad = 2;
             break;
