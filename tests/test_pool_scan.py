@@ -42,6 +42,28 @@ def test_known_ids_find_exactly_their_ids():
     assert _unknown_at(KnownIds.build(pa.array([], pa.string())), ["c1"]) == 0
 
 
+def test_ids_of_at_most_15_bytes_are_held_in_the_table_and_found_exactly():
+    fifteen = "abcdefgh1234567"                        # 15 bytes: the longest held so
+    known = KnownIds.build(pa.array(["", "c1", "doc2097151", fifteen, "é"]))
+    assert known._short
+    assert _unknown_at(known, ["", "c1", "doc2097151", fifteen, "é"]) == -1
+    assert _unknown_at(known, ["c1\x00"]) == 0         # the zero padding is not a byte
+    assert _unknown_at(known, ["c"]) == 0               # a prefix
+    assert _unknown_at(known, ["abcdefgh1234568"]) == 0   # differs in the 15th byte
+    assert _unknown_at(known, ["abcdefgi1234567"]) == 0   # differs in the 8th byte
+    assert _unknown_at(known, [fifteen + "8"]) == 0     # 16 bytes, a known id's prefix
+    assert _unknown_at(known, ["doc2097151"], rows=np.array([0], dtype=np.int64)) == -1
+
+
+def test_a_known_id_of_16_bytes_makes_the_table_refer_to_the_bytes():
+    known = KnownIds.build(pa.array(["c1", "abcdefgh12345678"]))
+    assert not known._short
+    assert _unknown_at(known, ["abcdefgh12345678", "c1"]) == -1
+    assert _unknown_at(known, ["abcdefgh1234567"]) == 0
+    data, offsets = _buffers(["c1", "abcdefgh12345678"])
+    assert not K.id_table(data, offsets, np.empty(8, dtype=np.uint64), True)  # too long
+
+
 def test_a_hash_that_matches_a_known_ids_hash_passes_only_the_same_bytes():
     # a collision forced by handing c9 the hash of c1: the bytes decide
     known = KnownIds.build(pa.array(["c1", "c2"]))
@@ -59,9 +81,10 @@ def test_only_the_rows_asked_for_are_checked():
     assert _unknown_at(known, values, rows=np.array([2, 3, 1], dtype=np.int64)) == 1
 
 
-def test_known_ids_agree_with_arrow_is_in_on_random_ids():
+@pytest.mark.parametrize("prefix", ["doc", "a-longer-chunk-prefix-"])  # short and long ids
+def test_known_ids_agree_with_arrow_is_in_on_random_ids(prefix):
     rng = np.random.default_rng(5)
-    corpus = [f"doc{i}" for i in rng.choice(20000, size=9000, replace=False)]
+    corpus = [f"{prefix}{i}" for i in rng.choice(20000, size=9000, replace=False)]
     # a sliced, chunked column with a null: the slice's offsets are used as they stand,
     # the null names no id
     column = pa.chunked_array([pa.array(["zz"] + corpus[:4000]).slice(1),
@@ -69,7 +92,7 @@ def test_known_ids_agree_with_arrow_is_in_on_random_ids():
     known = KnownIds.build(column)
     assert known.n_ids == 9000
     for _ in range(200):
-        values = [f"doc{i}" for i in rng.integers(0, 20000, size=rng.integers(1, 6))]
+        values = [f"{prefix}{i}" for i in rng.integers(0, 20000, size=rng.integers(1, 6))]
         want = pa.compute.is_in(pa.array(values), value_set=pa.array(corpus)).to_pylist()
         got = _unknown_at(known, values)
         assert got == (want.index(False) if False in want else -1)
@@ -92,6 +115,7 @@ def test_known_ids_agree_with_arrow_is_in_on_random_ids():
     (lambda t, d, o: K.id_table(d, np.array([0, 9], dtype=np.int64), t.copy()),
      "within known_bytes"),
     (lambda t, d, o: K.unknown_at(t, d, d, o.astype(np.int32), None, None), "int64"),
+    (lambda t, d, o: K.unknown_at(t, d, d, o.astype(np.int32), None, None, True), "int64"),
 ])
 def test_the_compiled_check_refuses_arrays_that_do_not_fit(call, message):
     data, offsets = _buffers(["abc"])

@@ -720,6 +720,24 @@ py_repeated_in_blocks(PyObject *self, PyObject *args)
 #define REF_MAX_LEN ((UINT64_C(1) << REF_LEN_BITS) - 1)
 #define REF_MAX_START ((UINT64_C(1) << (64 - REF_LEN_BITS)) - 2)
 
+/* A table of short ids (every known id at most SHORT_MAX bytes) holds each id itself, not a
+ * reference: slot s is table[2s] (the id's bytes 0-7, little-endian, zero-padded) and
+ * table[2s + 1] (its bytes 8-14 above its length + 1 in the low byte: never 0, so 0 still
+ * marks an empty slot). A probe then compares two words in the slot it has already
+ * loaded, with no second cache miss into the known bytes (the chunk ids of a corpus are
+ * usually that short). */
+#define SHORT_MAX 15
+
+/* An id of at most SHORT_MAX bytes as the two words a short table holds. */
+static inline void
+short_words(const uint8_t *b, int64_t len, uint64_t *w0, uint64_t *w1)
+{
+    uint8_t pad[16] = {0};
+    memcpy(pad, b, (size_t)len);
+    *w0 = load_le64(pad);
+    *w1 = (load_le64(pad + 8) << 8) | (uint64_t)(len + 1);
+}
+
 /* The table's size in slots, or 0 when its length is not 2 * a power of two. */
 static uint64_t
 table_slots(Py_ssize_t items)
@@ -768,7 +786,7 @@ known_id_hash(const uint8_t *bytes, Py_ssize_t n_bytes, const int64_t *off, Py_s
  * id cannot be referenced, -1 on bad offsets. */
 static int
 fill_table(uint64_t *table, uint64_t size, const uint8_t *bytes, Py_ssize_t n_bytes,
-           const int64_t *off, Py_ssize_t n)
+           const int64_t *off, Py_ssize_t n, int short_ids)
 {
     const uint64_t mask = size - 1;
     uint64_t ring[PREFETCH_AHEAD];
@@ -793,28 +811,38 @@ fill_table(uint64_t *table, uint64_t size, const uint8_t *bytes, Py_ssize_t n_by
         /* off[r], off[r + 1] were checked when id r was hashed */
         const int64_t f = off[r], e = off[r + 1];
         uint64_t slot = h & mask;
+        uint64_t w0 = h, w1 = (((uint64_t)f + 1) << REF_LEN_BITS) | (uint64_t)(e - f);
+        if (short_ids) {
+            if (e - f > SHORT_MAX) {
+                return 0;
+            }
+            short_words(bytes + f, e - f, &w0, &w1);
+        }
         while (table[2 * slot + 1] != 0) {  /* ends: fewer ids than slots */
             slot = (slot + 1) & mask;
         }
-        table[2 * slot] = h;
-        table[2 * slot + 1] = (((uint64_t)f + 1) << REF_LEN_BITS) | (uint64_t)(e - f);
+        table[2 * slot] = w0;
+        table[2 * slot + 1] = w1;
     }
     return 1;
 }
 
 PyDoc_STRVAR(id_table_doc,
-"id_table(known_bytes, known_off, table) -> bool\n\n"
+"id_table(known_bytes, known_off, table, short=False) -> bool\n\n"
 "Fill table (uint64, 2 * size items, size a power of two > len(known_off) - 1) with the\n"
 "ids known_bytes[known_off[r]:known_off[r + 1]] (uint8; int64 offsets, non-decreasing,\n"
 "within known_bytes), keyed by their text_hash (hash_ids' hash). False (and the table\n"
 "unusable) when an id is 2^24 bytes or longer or starts past 2^40 - 2; ValueError for\n"
-"bad offsets or a table of the wrong size.");
+"bad offsets or a table of the wrong size. With short true, each slot holds its id's\n"
+"bytes themselves (False when an id is longer than 15 bytes): unknown_at must then be\n"
+"told short too.");
 
 static PyObject *
 py_id_table(PyObject *self, PyObject *args)
 {
     PyObject *o_bytes, *o_off, *o_table;
-    if (!PyArg_ParseTuple(args, "OOO:id_table", &o_bytes, &o_off, &o_table)) {
+    int short_ids = 0;
+    if (!PyArg_ParseTuple(args, "OOO|p:id_table", &o_bytes, &o_off, &o_table, &short_ids)) {
         return NULL;
     }
     Py_buffer vb, vo, vt;
@@ -837,7 +865,7 @@ py_id_table(PyObject *self, PyObject *args)
         uint64_t *table = vt.buf;
         Py_BEGIN_ALLOW_THREADS
         memset(table, 0, (size_t)vt.len);
-        status = fill_table(table, size, vb.buf, length(&vb), vo.buf, n);
+        status = fill_table(table, size, vb.buf, length(&vb), vo.buf, n, short_ids);
         Py_END_ALLOW_THREADS
     }
     PyBuffer_Release(&vt);
@@ -884,22 +912,49 @@ in_table(const uint64_t *table, uint64_t mask, const uint8_t *known, Py_ssize_t 
     return 0;
 }
 
+/* Whether the id id[0:len] (hash h) is in a short table (see SHORT_MAX): its two words
+ * against each slot's, no known bytes read. An id longer than SHORT_MAX is in no short
+ * table. Returns 1 or 0. */
+static inline int
+in_short_table(const uint64_t *table, uint64_t mask, const uint8_t *id, int64_t len,
+               uint64_t h)
+{
+    if (len > SHORT_MAX) {
+        return 0;
+    }
+    uint64_t w0, w1;
+    short_words(id, len, &w0, &w1);
+    uint64_t slot = h & mask;
+    for (uint64_t tries = 0; tries <= mask; tries++, slot = (slot + 1) & mask) {
+        const uint64_t got = table[2 * slot + 1];
+        if (got == 0) {
+            return 0;
+        }
+        if (got == w1 && table[2 * slot] == w0) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
 PyDoc_STRVAR(unknown_at_doc,
-"unknown_at(table, known_bytes, bytes, off, hashes, rows) -> int\n\n"
+"unknown_at(table, known_bytes, bytes, off, hashes, rows, short=False) -> int\n\n"
 "The first item whose id is not in the table id_table filled from known_bytes, -1 when\n"
 "every one is: item i is the string bytes[off[r]:off[r + 1]] (uint8; int64 offsets\n"
 "within bytes) of row r = rows[i] (int64, 0 <= r < len(off) - 1), or r = i for every\n"
 "row when rows is None. hashes (uint64, one per item): their text_hash when the caller\n"
 "has it, else None (computed here). Ids compare byte for byte where the hashes match, so\n"
 "a hash collision never passes an unknown id. ValueError for bad offsets, rows, a\n"
-"hashes array of another length, or a table that does not match known_bytes.");
+"hashes array of another length, or a table that does not match known_bytes. short: the\n"
+"table was filled with short=True (known_bytes is then not read).");
 
 static PyObject *
 py_unknown_at(PyObject *self, PyObject *args)
 {
     PyObject *o_table, *o_known, *o_bytes, *o_off, *o_hashes, *o_rows;
-    if (!PyArg_ParseTuple(args, "OOOOOO:unknown_at", &o_table, &o_known, &o_bytes, &o_off,
-                          &o_hashes, &o_rows)) {
+    int short_ids = 0;
+    if (!PyArg_ParseTuple(args, "OOOOOO|p:unknown_at", &o_table, &o_known, &o_bytes, &o_off,
+                          &o_hashes, &o_rows, &short_ids)) {
         return NULL;
     }
     enum { TABLE, KNOWN, BYTES, OFF, HASHES, ROWS, N_ARGS };
@@ -945,7 +1000,7 @@ py_unknown_at(PyObject *self, PyObject *args)
             if (i + PREFETCH_AHEAD < n_items) {
                 prefetch(table + 2 * (hashes[i + PREFETCH_AHEAD] & mask));
             }
-            if (i + PREFETCH_AHEAD / 2 < n_items) {
+            if (!short_ids && i + PREFETCH_AHEAD / 2 < n_items) {
                 const uint64_t ref = table[2 * (hashes[i + PREFETCH_AHEAD / 2] & mask) + 1];
                 const uint64_t start = (ref >> REF_LEN_BITS) - 1;
                 if (ref != 0 && start < (uint64_t)n_known) {
@@ -964,7 +1019,9 @@ py_unknown_at(PyObject *self, PyObject *args)
             break;
         }
         const uint64_t h = hashes != NULL ? hashes[i] : text_hash(bytes + f, e - f);
-        const int found = in_table(table, mask, known, n_known, bytes + f, e - f, h);
+        const int found = short_ids
+            ? in_short_table(table, mask, bytes + f, e - f, h)
+            : in_table(table, mask, known, n_known, bytes + f, e - f, h);
         if (found < 0) {
             bad = 2;
             break;

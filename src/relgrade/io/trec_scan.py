@@ -411,6 +411,11 @@ def _with_repeats(run: ScannedRun, k) -> ScannedRun:
         run.chunk_hash, np.asarray(run.heads, dtype=np.int64), run.n_rows)))
 
 
+#: The longest ids a :class:`KnownIds` table holds in its slots (two 8-byte words hold 15
+#: bytes and the length); a longer one makes the table hold references to the ids' bytes.
+SHORT_ID_BYTES = 15
+
+
 class KnownIds:
     """Known ids (a query set, a corpus's chunk ids) in a compiled hash table, for an exact
     check of every id a scanned run names.
@@ -418,7 +423,11 @@ class KnownIds:
     Built once from the ids' Arrow buffers (no Python object per id): each id is keyed by
     the 64-bit hash the scan gives each chunk id (``ScannedRun.chunk_hash``), and a probe
     that finds its hash compares the bytes themselves, so a hash collision never passes an
-    unknown id. Use :meth:`build`, which answers None where the table cannot be made.
+    unknown id. When every id is at most :data:`SHORT_ID_BYTES` bytes (a corpus's chunk
+    ids, usually), the table holds the ids' bytes themselves in place of their hash and
+    a reference, so a probe compares them in the slot it reads, without a second cache
+    miss into the ids' bytes. Use :meth:`build`, which answers None where the table cannot
+    be made.
 
     Attributes
     ----------
@@ -426,8 +435,10 @@ class KnownIds:
         How many ids the table holds (repeats kept; nulls dropped).
     """
 
-    def __init__(self, data: np.ndarray, table: np.ndarray, n_ids: int, compiled):
+    def __init__(self, data: np.ndarray, table: np.ndarray, n_ids: int, compiled, *,
+                 short: bool = False):
         self._data, self._table, self.n_ids, self._k = data, table, n_ids, compiled
+        self._short = short
 
     @classmethod
     def build(cls, ids) -> KnownIds | None:
@@ -460,9 +471,14 @@ class KnownIds:
         data, offsets = _string_buffers(arr)
         slots = 1 << max(1, (2 * n - 1).bit_length())  # at most half full
         table = np.empty(2 * slots, dtype=np.uint64)
-        if not k.id_table(data, offsets, table):
+        # ids held in the slots when every one is short enough, else references to them
+        # (the first long id stops the short fill; no array of lengths is made: a
+        # temporary the size of the corpus, freed, would move glibc's mmap threshold and
+        # leave the run's blocks in a heap that keeps about 100 MiB more)
+        short = bool(k.id_table(data, offsets, table, True))
+        if not short and not k.id_table(data, offsets, table):
             return None
-        return cls(data, table, n, k)
+        return cls(data, table, n, k, short=short)
 
     def unknown_at(self, data: np.ndarray, offsets: np.ndarray, *,
                    hashes: np.ndarray | None = None, rows: np.ndarray | None = None) -> int:
@@ -493,7 +509,8 @@ class KnownIds:
             Offsets outside ``data``, ``rows`` outside the strings, or ``hashes`` of
             another length.
         """
-        return int(self._k.unknown_at(self._table, self._data, data, offsets, hashes, rows))
+        return int(self._k.unknown_at(self._table, self._data, data, offsets, hashes, rows,
+                                      self._short))
 
 
 def _string_buffers(arr) -> tuple[np.ndarray, np.ndarray]:
