@@ -757,3 +757,35 @@ def test_the_bank_keeps_made_on_hashes_as_categoricals_across_graders(exp):
     for k in ("intent_sha256", "rubric_sha256", "graded_at"):
         assert isinstance(held.bank[k].dtype, pd.CategoricalDtype), k
     assert held.bank["intent_sha256"].nunique() == 2
+
+
+def test_a_pool_the_last_repro_built_and_a_failed_stage_removed_is_named_as_missing(exp):
+    # dvc repro ran the pool stage at depth 7; then params said 10, the pool stage ran again
+    # and failed, and DVC had deleted its outputs before running it: the lock still records
+    # the pool the earlier run built
+    root, p = exp
+    (root / p["pool"]).unlink()
+    (root / "dvc.lock").write_text(yaml.safe_dump({"schema": "2.0", "stages": {"pool": {
+        "cmd": "python stages/pool.py",
+        "params": {"params.yaml": {"pool.depth": 7}},
+        "outs": [{"path": p["pool"], "hash": "md5", "md5": "0" * 32, "size": 1},
+                 {"path": p["pool_manifest"], "hash": "md5", "md5": "1" * 32, "size": 1}]}}}))
+    lines = _status(root).splitlines()
+    assert ("pool: missing: the last dvc repro built it (dvc.lock records data/pool/pool.parquet) "
+            "and it is gone since: DVC deletes a stage's outputs before running the stage, so "
+            "a pool stage that failed (on a bad params value, say) leaves none; params "
+            "pool.depth changed since it ran; run `dvc repro` to build it again (it names the "
+            "cause again if it is still there)") in lines
+    assert "pool: not built yet" not in lines
+    doc = json.loads(_status(root, "--json"))
+    assert doc["pool"] == {"state": "removed", "path": "data/pool/pool.parquet",
+                           "stage": "pool", "params": ["pool.depth"], "repro": "dvc repro"}
+
+
+def test_a_pool_no_repro_ever_built_is_still_not_built_yet(exp):
+    root, p = exp
+    (root / p["pool"]).unlink()
+    (root / "dvc.lock").write_text(yaml.safe_dump({"schema": "2.0", "stages": {"corpus": {
+        "cmd": "python stages/corpus.py",
+        "outs": [{"path": p["corpus_manifest"], "hash": "md5", "md5": "0" * 32, "size": 1}]}}}))
+    assert "pool: not built yet" in _status(root).splitlines()

@@ -181,6 +181,35 @@ def stop_line(stop: Mapping) -> str:
             + run + changed)
 
 
+def removed_line(name: str, s: Mapping) -> str:
+    """The line of a step whose output an earlier ``dvc repro`` built and is gone now.
+
+    Parameters
+    ----------
+    name : str
+        The step's name (``pool``).
+    s : mapping
+        Its ``removed`` state: ``path`` (as ``dvc.lock`` records it), ``stage``, ``params``
+        (list of the params keys the stage read that changed since it ran) and ``repro``.
+
+    Returns
+    -------
+    str
+        E.g. ``"pool: missing: the last dvc repro built it (dvc.lock records
+        data/pool/pool.parquet) and it is gone since: DVC deletes a stage's outputs before
+        running the stage, so a pool stage that failed (on a bad params value, say) leaves
+        none; params pool.depth changed since it ran; run `dvc repro` to build it again (it
+        names the cause again if it is still there)"``.
+    """
+    changed = (f"; params {', '.join(s['params'])} changed since it ran"
+               if s.get("params") else "")
+    return (f"{name}: missing: the last dvc repro built it (dvc.lock records {s['path']}) and "
+            f"it is gone since: DVC deletes a stage's outputs before running the stage, so a "
+            f"{s['stage']} stage that failed (on a bad params value, say) leaves none"
+            f"{changed}; run `{s['repro']}` to build it again (it names the cause again if "
+            "it is still there)")
+
+
 def status_lines(st: Mapping) -> list[str]:
     """The status as plain-words lines (see the module docstring).
 
@@ -215,6 +244,8 @@ def status_lines(st: Mapping) -> list[str]:
 
     def not_done(name, s, absent):
         # a step short of its done state: the error that kept it from being read, or what is owed
+        if s["state"] == "removed":
+            return removed_line(name, s)
         return unreadable(name, s) if s["state"] == "unreadable" else f"{name}: {absent}"
 
     c = st["corpus"]

@@ -201,6 +201,42 @@ def params_since_repro(ex, *, read: dict | None = None) -> dict:
             "repro": repro_command(ex)}
 
 
+def removed_outputs(ex, *, read: dict | None = None) -> dict[str, str]:
+    """The outputs the last ``dvc repro`` recorded that are gone now, and the stage of each.
+
+    DVC deletes a stage's outputs before it runs the stage's command and writes the lock
+    only when the command succeeds: a stage that failed (a bad params value, say) leaves its
+    outputs missing while ``dvc.lock`` still records them as built.
+
+    Parameters
+    ----------
+    ex : relgrade.experiment.files.Experiment
+        The experiment (its ``dvc.lock`` beside the params file).
+    read : dict, optional
+        Resolved path → parsed YAML, shared with :func:`params_since_repro` (filled here).
+
+    Returns
+    -------
+    dict of str to str
+        Output path (relative to the folder of ``dvc.lock``, as the lock spells it) → the name
+        of the stage that recorded it; empty without a lock, with an unreadable one, or when
+        every recorded output exists.
+    """
+    lock_path, _ = ex.dvc_files()
+    got = _lock_and_params(ex, lock_path, read)
+    if isinstance(got, dict):
+        return {}
+    stages, _ = got
+    gone: dict[str, str] = {}
+    for stage, entry in stages.items():
+        outs = entry.get("outs") if isinstance(entry, Mapping) else None
+        for out in outs if isinstance(outs, list) else ():
+            path = out.get("path") if isinstance(out, Mapping) else None
+            if isinstance(path, str) and not (lock_path.parent / path).exists():
+                gone.setdefault(path, str(stage))
+    return gone
+
+
 # --- inputs edited since the last run ----------------------------------------------------
 
 def _kept_outputs(dvc_yaml: Path, raw, read: dict | None = None) -> set[str] | None:
