@@ -135,3 +135,21 @@ def test_an_edited_audit_lock_and_a_new_grade_file_are_the_changes_dvc_status_se
     text, _ = _status(repo)
     assert "inputs: changed since the last dvc repro: data/audit/lock.json edited; " \
         "data/grades edited" in text
+
+
+def test_a_pool_a_failed_pool_stage_removed_is_named_missing_with_the_repro_that_remakes_it(
+        repo):
+    _set_depth(repo, -1)
+    proc = tiny.run(repo, "dvc", "repro", check=False)
+    assert proc.returncode != 0  # the pool stage refused the depth, after DVC cleared it
+    assert not (repo / "data/pool/pool.parquet").exists()
+    _set_depth(repo, 6)  # the user mends the value (another than the last run's)
+    text, changed = _status(repo)
+    assert ("pool: missing: the last dvc repro built it (dvc.lock records data/pool/pool.parquet) "
+            "and it is gone since: DVC deletes a stage's outputs before running the stage, so "
+            "a pool stage that failed (on a bad params value, say) leaves none; params "
+            "pool.depth changed since it ran; run `dvc repro` to build it again (it names the "
+            "cause again if it is still there)") in text
+    tiny.run(repo, "dvc", "repro", "pool")
+    pool_line = next(line for line in _status(repo)[0] if line.startswith("pool:"))
+    assert pool_line.split()[2:4] == ["pairs", "over"]  # built again at depth 6
