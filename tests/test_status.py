@@ -328,8 +328,10 @@ def test_frozen_key_metrics_and_a_pool_that_grew_since(exp):
         # no current key, first: the frozen one is the old pool's, not "key: frozen"
         # grader-a lacks q1's n1 and q3's e, f; auditor-b the audited q2's c, d
         "key: no current key until the owed grades are in: 3 pairs need grader-a (3 new), 2 "
-        "need auditor-b (audit query q2); run `relgrade grade import --grader grader-a FILE` "
-        "and `relgrade grade import --grader auditor-b FILE`, then `dvc repro`",
+        "need auditor-b (audit query q2); run `relgrade packets export --role grader --out "
+        "grader-a-packets.jsonl` and `relgrade packets export --role auditor --out "
+        "auditor-b-packets.jsonl`, then `relgrade grade import --grader grader-a FILE` and "
+        "`relgrade grade import --grader auditor-b FILE`, then `dvc repro`",
         f"key: frozen key kept for the old pool (not current): sha256 {KEY_HASH}, pool "
         "p-111111111111, 5 pairs over 2 queries; dropped queries: q3",
         "metrics bm25: present (key 9f9f9f9f9f9f, the old pool's key)",
@@ -368,8 +370,10 @@ def test_a_key_of_this_pool_with_pairs_owed_is_the_previous_key_not_the_current_
     assert [x for x in lines if x.startswith(("key:", "metrics bm25:"))] == [
         # grader-a lacks q1's n1 and q3's e, f; auditor-b the audited q2's c, d
         "key: no current key until the owed grades are in: 3 pairs need grader-a (3 new), 2 "
-        "need auditor-b (audit query q2); run `relgrade grade import --grader grader-a FILE` "
-        "and `relgrade grade import --grader auditor-b FILE`, then `dvc repro`",
+        "need auditor-b (audit query q2); run `relgrade packets export --role grader --out "
+        "grader-a-packets.jsonl` and `relgrade packets export --role auditor --out "
+        "auditor-b-packets.jsonl`, then `relgrade grade import --grader grader-a FILE` and "
+        "`relgrade grade import --grader auditor-b FILE`, then `dvc repro`",
         f"key: previous key kept (not current): sha256 {KEY_HASH}, pool p-222222222222, "
         "5 pairs over 2 queries; dropped queries: q3",
         "metrics bm25: present (key 9f9f9f9f9f9f, the previous key)"]
@@ -407,7 +411,11 @@ def test_the_key_line_of_an_experiment_below_the_top_names_its_own_dvc_repro(exp
     (line,) = [x for x in _status(sub).splitlines() if x.startswith("key: no current key")]
     assert line.endswith(", then `dvc repro experiments/sub/dvc.yaml`"), line
     commands = re.findall(r"`([^`]*)`", line)
-    assert commands == ["relgrade grade import --grader grader-a --experiment "
+    assert commands == ["relgrade packets export --role grader --out grader-a-packets.jsonl "
+                        "--experiment experiments/sub",
+                        "relgrade packets export --role auditor --out auditor-b-packets.jsonl "
+                        "--experiment experiments/sub",
+                        "relgrade grade import --grader grader-a --experiment "
                         "experiments/sub FILE",
                         "relgrade grade import --grader auditor-b --experiment "
                         "experiments/sub FILE",
@@ -789,3 +797,24 @@ def test_a_pool_no_repro_ever_built_is_still_not_built_yet(exp):
         "cmd": "python stages/corpus.py",
         "outs": [{"path": p["corpus_manifest"], "hash": "md5", "md5": "0" * 32, "size": 1}]}}}))
     assert "pool: not built yet" in _status(root).splitlines()
+
+
+def test_a_grader_without_a_command_is_told_the_packets_export_that_writes_its_file(exp):
+    # grades made elsewhere are made from the role's packets: the command that writes them
+    # comes first, with --grader for a grader who is not the role's own (grading.key_grader)
+    from relgrade.experiment.files import Experiment
+    from relgrade.experiment.layout import grade_commands
+
+    root, _ = exp
+    params = yaml.safe_load((root / "params.yaml").read_text())
+    params["graders"]["grader-c"] = {"role": "grader", "kind": "import", "family": "people"}
+    params["graders"]["person-h"] = {"role": "auditor", "kind": "human", "family": "people"}
+    (root / "params.yaml").write_text(yaml.safe_dump(params))
+    how = grade_commands(Experiment.load(root / "params.yaml"))
+    assert how["grader-a"] == ("relgrade packets export --role grader --out "
+                               "grader-a-packets.jsonl`, then `relgrade grade import --grader "
+                               "grader-a FILE")
+    assert how["grader-c"] == ("relgrade packets export --role grader --grader grader-c --out "
+                               "grader-c-packets.jsonl`, then `relgrade grade import --grader "
+                               "grader-c FILE")
+    assert how["person-h"] == "relgrade serve"  # people grade on the page: no file to export
