@@ -41,7 +41,7 @@ def test_status_right_after_the_last_repro_says_nothing_of_params(repo):
     assert not [line for line in text if line.startswith("params:")]
 
 
-def test_an_added_arm_is_named_as_neither_pooled_nor_priced_until_dvc_repro(repo):
+def test_an_added_arm_is_left_out_of_the_last_runs_lines_and_priced_on_its_own_line(repo):
     before, _ = _status(repo)
     pool_line = next(line for line in before if line.startswith("pool:"))
     tiny.run(repo, "relgrade", "arm", "add", "extra", "--run", "data/input/runs/lexical.trec")
@@ -49,9 +49,9 @@ def test_an_added_arm_is_named_as_neither_pooled_nor_priced_until_dvc_repro(repo
     assert text[:2] == [
         "params: changed since the last dvc repro: arm extra added",
         "  the pool, grading and cost below are the last run's: arm extra has no run and no "
-        "pool pairs yet, so its pairs are neither counted nor priced; `dvc repro` makes its "
-        "run and pools it, then stops at the grading owed, which `relgrade status` then "
-        "counts and prices"]
+        "pool pairs yet, so they leave its pairs out (the next line prices them); `dvc repro` "
+        "makes its run and pools it, then stops at the grading owed, which `relgrade status` "
+        "then counts and prices"]
     assert pool_line in text  # the pool is still the last run's, and says so above
     # every stage that read params `arms` (each arm's run and the pool) reruns, and the new
     # arm's own stages run for the first time

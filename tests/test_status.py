@@ -818,3 +818,22 @@ def test_a_grader_without_a_command_is_told_the_packets_export_that_writes_its_f
                                "grader-c-packets.jsonl`, then `relgrade grade import --grader "
                                "grader-c FILE")
     assert how["person-h"] == "relgrade serve"  # people grade on the page: no file to export
+
+
+def test_an_added_arm_priced_on_its_own_line_is_not_said_to_be_unpriced():
+    from relgrade.cli.status import params_changed_lines
+
+    pc = {"state": "changed", "keys": {"arms": {}}, "stages": ["pool"], "repro": "dvc repro",
+          "arms": {"added": ["x"], "removed": [], "changed": []},
+          "pending_pool": {"pairs": 12, "new_pairs": 2, "pairs_now": 10,
+                           "owed": {"grader-a": 2}, "made_in_memory": ["x"]}}
+    assert params_changed_lines(pc)[1:] == [
+        "  the pool, grading and cost below are the last run's: arm x has no run and no pool "
+        "pairs yet, so they leave its pairs out (the next line prices them); `dvc repro` makes "
+        "its run and pools it, then stops at the grading owed, which `relgrade status` then "
+        "counts and prices",
+        "  pending, priced from its run made in memory: the pool with arm x holds 12 pairs, 2 "
+        "of them new (today 10); then owed: grader-a 2 judgments"]
+    # without a pool to price against: neither counted nor priced, as said
+    del pc["pending_pool"]
+    assert "its pairs are neither counted nor priced" in params_changed_lines(pc)[1]

@@ -496,13 +496,17 @@ def params_changed_lines(pc: Mapping, *, dvc_broken: bool = False) -> list[str]:
     if arms.get("added"):
         added = _names("arm", arms["added"])
         its = "its" if len(arms["added"]) == 1 else "their"
+        plan = pc.get("pending_pool")
+        # priced in memory below: the lines after this one leave them out, that one does not
+        priced = bool(plan) and "error" not in plan
+        counts = (f"they leave {its} pairs out (the next line prices them)" if priced else
+                  f"{its} pairs are neither counted nor priced")
         out.append(f"  the pool, grading and cost below are the last run's: {added} "
                    f"{'has' if len(arms['added']) == 1 else 'have'} no run and no pool "
-                   f"pairs yet, so {its} pairs are neither counted nor priced; `{repro}` "
+                   f"pairs yet, so {counts}; `{repro}` "
                    f"makes {its} run{'' if its == 'its' else 's'} and pools "
                    f"{'it' if its == 'its' else 'them'}, then stops at the grading owed, "
                    "which `relgrade status` then counts and prices")
-        plan = pc.get("pending_pool")
         if plan and "error" in plan:
             out.append(f"  pending: the pool with {added} cannot be planned now: "
                        f"{plan['error']}")
