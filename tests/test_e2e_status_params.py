@@ -153,3 +153,29 @@ def test_a_pool_a_failed_pool_stage_removed_is_named_missing_with_the_repro_that
     tiny.run(repo, "dvc", "repro", "pool")
     pool_line = next(line for line in _status(repo)[0] if line.startswith("pool:"))
     assert pool_line.split()[2:4] == ["pairs", "over"]  # built again at depth 6
+
+
+def test_after_a_repro_that_stopped_for_grading_the_params_line_names_where_it_stopped(
+        frozen_built, tmp_path):
+    # an arm added to a frozen experiment: dvc repro pools it and stops at the grades owed,
+    # so the stages after grades never recorded the new arms: not an edit since that run
+    repo = tiny.copy_repo(frozen_built, tmp_path / "repo")
+    # dense's run with each query's first chunk swapped for one no arm ranks there: new pairs
+    rows = [line.split() for line in
+            (repo / "data/input/runs/dense.trec").read_text().splitlines()]
+    ids = [c["chunk_id"] for c in tiny.chunks()]
+    firsts = {}
+    for r in rows:
+        firsts.setdefault(r[0], r)
+    for q, r in firsts.items():
+        ranked = {x[2] for x in rows if x[0] == q}
+        r[2] = next(c for c in ids if c not in ranked and not c.startswith(q))
+    (repo / "extra.trec").write_text("".join(" ".join(r) + "\n" for r in rows))
+    tiny.run(repo, "relgrade", "arm", "add", "extra", "--run", "extra.trec")
+    proc = tiny.run(repo, "dvc", "repro", check=False)
+    assert "Pending: " in proc.stderr
+    text, changed = _status(repo)
+    assert changed["stopped"] == ["grades"]
+    assert text[0].startswith("params: changed since stage")
+    assert text[0].endswith(" last ran (the last dvc repro stopped at stage grades: see its "
+                            "Pending or Error line): arms edited")

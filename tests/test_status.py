@@ -772,12 +772,7 @@ def test_a_pool_the_last_repro_built_and_a_failed_stage_removed_is_named_as_miss
     # and failed, and DVC had deleted its outputs before running it: the lock still records
     # the pool the earlier run built
     root, p = exp
-    (root / p["pool"]).unlink()
-    (root / "dvc.lock").write_text(yaml.safe_dump({"schema": "2.0", "stages": {"pool": {
-        "cmd": "python stages/pool.py",
-        "params": {"params.yaml": {"pool.depth": 7}},
-        "outs": [{"path": p["pool"], "hash": "md5", "md5": "0" * 32, "size": 1},
-                 {"path": p["pool_manifest"], "hash": "md5", "md5": "1" * 32, "size": 1}]}}}))
+    _lock_with_a_removed_pool(root, p)
     lines = _status(root).splitlines()
     assert ("pool: missing: the last dvc repro built it (dvc.lock records data/pool/pool.parquet) "
             "and it is gone since: DVC deletes a stage's outputs before running the stage, so "
@@ -788,6 +783,34 @@ def test_a_pool_the_last_repro_built_and_a_failed_stage_removed_is_named_as_miss
     doc = json.loads(_status(root, "--json"))
     assert doc["pool"] == {"state": "removed", "path": "data/pool/pool.parquet",
                            "stage": "pool", "params": ["pool.depth"], "repro": "dvc repro"}
+    # the params line says the stage stopped, not that params changed since that run
+    assert lines[0] == ("params: changed since stage pool last ran (the last dvc repro stopped "
+                        "at stage pool: see its Pending or Error line): pool.depth 7 -> 10")
+
+
+def _lock_with_a_removed_pool(root, p, *, cached=True):
+    """A DVC repository whose lock records the pool stage's run at depth 7 (params now say
+    10), the pool file gone; with ``cached``, its md5 in the DVC cache (made here)."""
+    (root / p["pool"]).unlink()
+    (root / ".dvc" / "tmp").mkdir(parents=True)
+    if cached:
+        obj = root / ".dvc/cache/files/md5/00" / ("0" * 30)
+        obj.parent.mkdir(parents=True)
+        obj.write_bytes(b"x")
+    (root / "dvc.lock").write_text(yaml.safe_dump({"schema": "2.0", "stages": {"pool": {
+        "cmd": "python stages/pool.py",
+        "params": {"params.yaml": {"pool.depth": 7}},
+        "outs": [{"path": p["pool"], "hash": "md5", "md5": "0" * 32, "size": 1},
+                 {"path": p["pool_manifest"], "hash": "md5", "md5": "1" * 32, "size": 1}]}}}))
+
+
+def test_a_pool_a_fresh_clone_has_not_pulled_is_not_built_yet_not_removed(exp):
+    # the lock records the pool, but its md5 is in no cache here: never made on this machine
+    root, p = exp
+    _lock_with_a_removed_pool(root, p, cached=False)
+    lines = _status(root).splitlines()
+    assert "pool: not built yet" in lines
+    assert lines[0] == "params: changed since the last dvc repro: pool.depth 7 -> 10"
 
 
 def test_a_pool_no_repro_ever_built_is_still_not_built_yet(exp):
@@ -837,3 +860,21 @@ def test_an_added_arm_priced_on_its_own_line_is_not_said_to_be_unpriced():
     # without a pool to price against: neither counted nor priced, as said
     del pc["pending_pool"]
     assert "its pairs are neither counted nor priced" in params_changed_lines(pc)[1]
+
+
+def test_a_change_a_stopped_repro_left_unrecorded_names_where_it_stopped():
+    from relgrade.cli.status import inputs_changed_lines, params_changed_lines
+
+    pc = {"state": "changed", "keys": {"arms": {"was": {}, "now": {}}}, "stages": ["gate"],
+          "repro": "dvc repro", "arms": {"added": [], "removed": [], "changed": []},
+          "stopped": ["grades"]}
+    assert params_changed_lines(pc) == [
+        "params: changed since stage gate last ran (the last dvc repro stopped at stage "
+        "grades: see its Pending or Error line): arms edited",
+        "  `dvc repro` reruns stage gate; what is below is the last run's"]
+    ic = {"state": "changed", "repro": "dvc repro", "stages": ["key", "report"],
+          "paths": {"data/audit/lock.json": {"change": "edited", "stages": ["key", "report"]}},
+          "stopped": ["grades"]}
+    assert inputs_changed_lines(ic)[0] == (
+        "inputs: changed since stages key, report last ran (the last dvc repro stopped at "
+        "stage grades: see its Pending or Error line): data/audit/lock.json edited")

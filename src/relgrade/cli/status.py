@@ -491,7 +491,7 @@ def params_changed_lines(pc: Mapping, *, dvc_broken: bool = False) -> list[str]:
             parts.append(f"{key} edited")
         else:
             parts.append(f"{key} {_value(change['was'])} -> {_value(change['now'])}")
-    out = [f"params: changed since the last dvc repro: {'; '.join(parts)}"]
+    out = [f"params: changed since {_since(pc)}: {'; '.join(parts)}"]
     repro = pc["repro"]
     if arms.get("added"):
         added = _names("arm", arms["added"])
@@ -520,6 +520,17 @@ def params_changed_lines(pc: Mapping, *, dvc_broken: bool = False) -> list[str]:
         out.append(f"  `{repro}` reruns {_names('stage', pc['stages'])}; what is below is "
                    "the last run's")
     return out
+
+
+def _since(changed: Mapping) -> str:
+    """Since when a params or inputs change counts: the last ``dvc repro``, or, when that
+    run stopped (``changed["stopped"]``: stages whose outputs it left gone), the last run of
+    the stages that recorded the change, naming where it stopped."""
+    stopped = changed.get("stopped")
+    if not stopped:
+        return "the last dvc repro"
+    return (f"{_names('stage', changed['stages'])} last ran (the last dvc repro stopped at "
+            f"{_names('stage', stopped)}: see its Pending or Error line)")
 
 
 def inputs_changed_lines(ic: Mapping) -> list[str]:
@@ -551,7 +562,7 @@ def inputs_changed_lines(ic: Mapping) -> list[str]:
     if ic.get("state") != "changed":
         return []
     parts = [f"{path} {c['change']}" for path, c in ic["paths"].items()]
-    return [f"inputs: changed since the last dvc repro: {'; '.join(parts)}",
+    return [f"inputs: changed since {_since(ic)}: {'; '.join(parts)}",
             f"  `{ic['repro']}` reruns {_names('stage', ic['stages'])} and those after them; "
             "their outputs below are the last run's"]
 

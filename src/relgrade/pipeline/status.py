@@ -30,7 +30,7 @@ from relgrade.experiment.layout import (disagreements_file, grade_commands, pack
 from relgrade.pipeline.judgments import bank_allocator, judgments, pending_status
 from relgrade.pipeline.panel import is_panel
 from relgrade.pipeline.since_repro import (inputs_since_repro, params_since_repro,
-                                           removed_outputs, stages_behind)
+                                           removed_outputs, stages_behind, stopped_stages)
 from relgrade.experiment.params import Params
 from relgrade.io import files as io
 from relgrade.protocol import bank, grades, triage
@@ -707,6 +707,12 @@ def read_status(ex: Experiment) -> dict:
         st["params_changed"]["pending_pool"] = _pending_pool(ex, added)
     # inputs edited since the last run (a grade file, the audit lock): the same
     st["inputs_changed"] = inputs_since_repro(ex, read=read)
+    # a dvc repro that stopped (owed grading, an error) left later stages' records as they
+    # were: what differs from them is not an edit since that run
+    stopped = stopped_stages(ex, read=read)
+    for changed in (st["params_changed"], st["inputs_changed"]):
+        if stopped and changed.get("state") == "changed":
+            changed["stopped"] = stopped
     # a decision stage that stopped after its input was remade: its files are of the old input
     behind = stages_behind(ex, read=read)
     if behind:
