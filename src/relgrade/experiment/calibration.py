@@ -543,7 +543,7 @@ def state_line(s: dict) -> str:
         f" ({ready['pairs']} pairs graded by {ready['against']} have a grade of this identity"
         + ("; grade some with it first" if not ready["pairs"] else
            f"; a calibration rests on at least {s['min_pairs']} (judges.recheck.min_pairs): "
-           "grade more with it first" if ready["pairs"] < s.get("min_pairs", 1) else "")
+           "grade more with it first" if ready["pairs"] < s["min_pairs"] else "")
         + ")")
     return (head + f"{'calibration stale, ' if s['state'] == 'stale' else ''}{s['why']}; "
                    f"owed: a re-check against people, {s['owed']}{basis}")
