@@ -383,3 +383,22 @@ def test_remove_takes_a_holes_arm_out_of_holes_and_the_section_with_its_last_arm
     assert check.exit_code == 0, check.output
     res = arm("remove", "fresh")
     assert res.exit_code == 1 and "not an arm of the experiment (found bm25, tfidf)" in res.output
+
+
+def test_remove_of_a_run_arm_says_its_copied_run_is_kept_and_add_takes_it_back(
+        repo):  # noqa: F811
+    assert init("--arm", "bm25=bm25", "--run", "ext=in/runs/ext.trec",
+                "--run", "other=in/runs/ext.trec").exit_code == 0
+    res = arm("remove", "other")
+    assert res.exit_code == 0, res.output
+    copy = f"{EXP}/data/input/runs/other.trec"
+    assert res.output.splitlines()[1] == (
+        f"Kept its run {copy}, the copy `arm add` made: it records what the arm ranked when "
+        f"its pairs were pooled; `git rm {copy}` drops it, and `relgrade arm add other --run "
+        f"{copy}` brings the arm back.")
+    assert (repo / copy).is_file()
+    # the command it names works as printed: the copy is its own source
+    before = (repo / copy).read_bytes()
+    res = arm("add", "other", "--run", copy)
+    assert res.exit_code == 0, res.output
+    assert (repo / copy).read_bytes() == before

@@ -68,7 +68,8 @@ def test_an_auditor_at_half_its_pairs_stops_the_pipeline_naming_the_counts(tmp_p
     word = "query" if len(incomplete) == 1 else "queries"
     # the grades stage names the auditor's pending pairs before the gate is reached
     assert (f"grading: {m - n} pairs need auditor-b (audit {word} {', '.join(incomplete)}); "
-            "run `relgrade grade import --grader auditor-b FILE`") in proc.stderr, \
+            "run `relgrade packets export --role auditor --out auditor-b-packets.jsonl`, then "
+            "`relgrade grade import --grader auditor-b FILE`") in proc.stderr, \
         proc.stderr
     assert not (tmp_path / "data/gate/gate.json").exists()
     assert not (tmp_path / "data/key/key.jsonl").exists()

@@ -175,3 +175,29 @@ def test_corpus_edit_with_the_pool_removed_names_the_grades_it_makes_stale(froze
         "its new text they are stale once `dvc repro` builds the pool again, and it stops on "
         "them, naming the graders and the commands."]
     assert set(mine.index) == {"grader-a", "auditor-b"}
+
+
+def test_a_second_edit_names_its_chunks_pairs_and_the_grading_owed_before_it(frozen_built,
+                                                                             tmp_path):
+    # two chunks edited before `dvc repro`: it stops on both chunks' pairs, and the second
+    # edit's forecast says so, not only its own chunk's
+    root = tiny.copy_repo(frozen_built, tmp_path / "exp")
+    audit = [json.loads(x)["query_id"]
+             for x in (root / "data/audit/audit.jsonl").read_text().splitlines()]
+    first, second = f"{audit[0]}-answer", f"{audit[1]}-answer"
+    pool = pd.read_parquet(root / "data/pool/pool.parquet")
+    n = {c: len(pool[pool.chunk_id == c]) for c in (first, second)}
+    m = {c: int(pool[pool.chunk_id == c].query_id.isin(audit).sum()) for c in (first, second)}
+    (root / "blank.txt").write_text("This page intentionally left blank.")
+    tiny.run(root, "relgrade", "corpus", "edit", first, "--text-file", "blank.txt")
+    edit = tiny.run(root, "relgrade", "corpus", "edit", second, "--text-file", "blank.txt")
+    a, b = n[first] + n[second], m[first] + m[second]
+    assert edit.stdout.splitlines()[1] == (
+        f"`dvc repro` will then stop on {a + b} pairs, {n[second] + m[second]} of chunk "
+        f"{second} and {n[first] + m[first]} of other chunks owed before the edit: grading: "
+        f"{a} pairs need grader-a ({a} stale), {b} need{'s' if b == 1 else ''} auditor-b "
+        f"({b} stale); run `relgrade grade run --grader grader-a` and "
+        "`relgrade grade run --grader auditor-b`")
+    proc = tiny.run(root, "dvc", "repro", check=False)
+    line, = _pending_line(proc)
+    assert line.startswith(f"Pending: grading: {a} pairs need grader-a ({a} stale), {b} need")

@@ -76,7 +76,9 @@ def _pending_line(proc) -> str:
 
 def _owed(a: int, b: int) -> str:
     return (f"Pending: grading: {a} pairs need grader-a ({a} stale), {b} need auditor-b ({b} "
-            "stale); run `relgrade grade import --grader grader-a FILE` and "
+            "stale); run `relgrade packets export --role grader --out grader-a-packets.jsonl` "
+            "and `relgrade packets export --role auditor --out auditor-b-packets.jsonl`, then "
+            "`relgrade grade import --grader grader-a FILE` and "
             "`relgrade grade import --grader auditor-b FILE`, then `dvc repro` again. This is "
             "work owed, not a failure: DVC reports the stage as failed so that the pipeline "
             "stops here.")

@@ -41,7 +41,7 @@ def test_status_right_after_the_last_repro_says_nothing_of_params(repo):
     assert not [line for line in text if line.startswith("params:")]
 
 
-def test_an_added_arm_is_named_as_neither_pooled_nor_priced_until_dvc_repro(repo):
+def test_an_added_arm_is_left_out_of_the_last_runs_lines_and_priced_on_its_own_line(repo):
     before, _ = _status(repo)
     pool_line = next(line for line in before if line.startswith("pool:"))
     tiny.run(repo, "relgrade", "arm", "add", "extra", "--run", "data/input/runs/lexical.trec")
@@ -49,9 +49,9 @@ def test_an_added_arm_is_named_as_neither_pooled_nor_priced_until_dvc_repro(repo
     assert text[:2] == [
         "params: changed since the last dvc repro: arm extra added",
         "  the pool, grading and cost below are the last run's: arm extra has no run and no "
-        "pool pairs yet, so its pairs are neither counted nor priced; `dvc repro` makes its "
-        "run and pools it, then stops at the grading owed, which `relgrade status` then "
-        "counts and prices"]
+        "pool pairs yet, so they leave its pairs out (the next line prices them); `dvc repro` "
+        "makes its run and pools it, then stops at the grading owed, which `relgrade status` "
+        "then counts and prices"]
     assert pool_line in text  # the pool is still the last run's, and says so above
     # every stage that read params `arms` (each arm's run and the pool) reruns, and the new
     # arm's own stages run for the first time
@@ -135,3 +135,47 @@ def test_an_edited_audit_lock_and_a_new_grade_file_are_the_changes_dvc_status_se
     text, _ = _status(repo)
     assert "inputs: changed since the last dvc repro: data/audit/lock.json edited; " \
         "data/grades edited" in text
+
+
+def test_a_pool_a_failed_pool_stage_removed_is_named_missing_with_the_repro_that_remakes_it(
+        repo):
+    _set_depth(repo, -1)
+    proc = tiny.run(repo, "dvc", "repro", check=False)
+    assert proc.returncode != 0  # the pool stage refused the depth, after DVC cleared it
+    assert not (repo / "data/pool/pool.parquet").exists()
+    _set_depth(repo, 6)  # the user mends the value (another than the last run's)
+    text, changed = _status(repo)
+    assert ("pool: missing: the last dvc repro built it (dvc.lock records data/pool/pool.parquet) "
+            "and it is gone since: DVC deletes a stage's outputs before running the stage, so "
+            "a pool stage that failed (on a bad params value, say) leaves none; params "
+            "pool.depth changed since it ran; run `dvc repro` to build it again (it names the "
+            "cause again if it is still there)") in text
+    tiny.run(repo, "dvc", "repro", "pool")
+    pool_line = next(line for line in _status(repo)[0] if line.startswith("pool:"))
+    assert pool_line.split()[2:4] == ["pairs", "over"]  # built again at depth 6
+
+
+def test_after_a_repro_that_stopped_for_grading_the_params_line_names_where_it_stopped(
+        frozen_built, tmp_path):
+    # an arm added to a frozen experiment: dvc repro pools it and stops at the grades owed,
+    # so the stages after grades never recorded the new arms: not an edit since that run
+    repo = tiny.copy_repo(frozen_built, tmp_path / "repo")
+    # dense's run with each query's first chunk swapped for one no arm ranks there: new pairs
+    rows = [line.split() for line in
+            (repo / "data/input/runs/dense.trec").read_text().splitlines()]
+    ids = [c["chunk_id"] for c in tiny.chunks()]
+    firsts = {}
+    for r in rows:
+        firsts.setdefault(r[0], r)
+    for q, r in firsts.items():
+        ranked = {x[2] for x in rows if x[0] == q}
+        r[2] = next(c for c in ids if c not in ranked and not c.startswith(q))
+    (repo / "extra.trec").write_text("".join(" ".join(r) + "\n" for r in rows))
+    tiny.run(repo, "relgrade", "arm", "add", "extra", "--run", "extra.trec")
+    proc = tiny.run(repo, "dvc", "repro", check=False)
+    assert "Pending: " in proc.stderr
+    text, changed = _status(repo)
+    assert changed["stopped"] == ["grades"]
+    assert text[0].startswith("params: changed since stage")
+    assert text[0].endswith(" last ran (the last dvc repro stopped at stage grades: see its "
+                            "Pending or Error line): arms edited")

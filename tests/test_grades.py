@@ -319,9 +319,11 @@ def test_stage_stops_with_the_pending_work_and_writes_nothing(tmp_path):
     proc = _run_stage(repo, tmp_path)
     assert proc.returncode == 3  # pending work, not a failure: DVC stops the pipeline here
     assert proc.stderr == ("Pending: grading: 2 pairs need grader-a (2 new), 2 need auditor-b "
-                           "(audit query q2); run `relgrade grade import --grader grader-a FILE` "
-                           "and `relgrade grade import --grader auditor-b FILE`, then "
-                           "`dvc repro` again. This is work owed, not a failure: DVC reports "
+                           "(audit query q2); run `relgrade packets export --role grader "
+                           "--out grader-a-packets.jsonl` and `relgrade packets export --role "
+                           "auditor --out auditor-b-packets.jsonl`, then `relgrade grade import "
+                           "--grader grader-a FILE` and `relgrade grade import --grader "
+                           "auditor-b FILE`, then `dvc repro` again. This is work owed, not a failure: DVC reports "
                            "the stage as failed so that the pipeline stops here.\n")
     assert not (tmp_path / p["grades"]).exists()
     assert not (tmp_path / p["grades_manifest"]).exists()

@@ -220,3 +220,32 @@ def test_a_previous_key_edited_by_hand_is_refused_and_nothing_is_written(tmp_pat
         _main()(ex)
     assert "previous/key.jsonl" in str(e.value)
     assert not (tmp_path / "out").exists()
+
+
+def test_a_new_arm_is_named_and_left_out_of_the_order_both_keys_judged():
+    # bm25 and dense were judged by both keys; fresh joined since (previous number: its
+    # pairs never judged)
+    arms = TRANSLATION["arms"] + [{"arm": "fresh", "previous": 0.1, "current": 0.9,
+                                    "shift": 0.8, "rank_previous": 3, "rank_current": 1}]
+    same = dict(TRANSLATION, arms=arms, order_previous=["dense", "bm25", "fresh"],
+                order_current=["fresh", "dense", "bm25"], kendall_tau=1.0,
+                order_changed=False, arms_new=["fresh"])
+    assert decision.translation_cells(same)["summary"] == (
+        "the order of the arms both keys judged is the same (Kendall τ 1.000 over the arms "
+        "both keys judged); the full order changed through fresh alone, new to the previous "
+        "key (its pairs that key lacks count as not relevant under it)")
+    kept = dict(same, order_current=["dense", "bm25", "fresh"])
+    assert decision.translation_cells(kept)["summary"] == (
+        "the arms' order is the same under both keys (Kendall τ 1.000 over the arms both keys "
+        "judged; fresh, new to the previous key, left out: its pairs that key lacks count as "
+        "not relevant under it); each arm's number moved by its shift")
+    moved = dict(same, kendall_tau=-1.0, order_changed=True)
+    assert decision.translation_cells(moved)["summary"] == (
+        "the order of the arms both keys judged changed (Kendall τ -1.000 over the arms both "
+        "keys judged): numbers published under the previous key do not carry over; fresh, new "
+        "to the previous key, left out: its pairs that key lacks count as not relevant under "
+        "it")
+    tied = dict(kept, kendall_tau=None)
+    assert decision.translation_cells(tied)["summary"].startswith(
+        "the arms' order is the same under both keys (Kendall τ undefined over the arms both "
+        "keys judged: fewer than two, or tied under a key; fresh, new")

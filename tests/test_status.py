@@ -328,8 +328,10 @@ def test_frozen_key_metrics_and_a_pool_that_grew_since(exp):
         # no current key, first: the frozen one is the old pool's, not "key: frozen"
         # grader-a lacks q1's n1 and q3's e, f; auditor-b the audited q2's c, d
         "key: no current key until the owed grades are in: 3 pairs need grader-a (3 new), 2 "
-        "need auditor-b (audit query q2); run `relgrade grade import --grader grader-a FILE` "
-        "and `relgrade grade import --grader auditor-b FILE`, then `dvc repro`",
+        "need auditor-b (audit query q2); run `relgrade packets export --role grader --out "
+        "grader-a-packets.jsonl` and `relgrade packets export --role auditor --out "
+        "auditor-b-packets.jsonl`, then `relgrade grade import --grader grader-a FILE` and "
+        "`relgrade grade import --grader auditor-b FILE`, then `dvc repro`",
         f"key: frozen key kept for the old pool (not current): sha256 {KEY_HASH}, pool "
         "p-111111111111, 5 pairs over 2 queries; dropped queries: q3",
         "metrics bm25: present (key 9f9f9f9f9f9f, the old pool's key)",
@@ -368,8 +370,10 @@ def test_a_key_of_this_pool_with_pairs_owed_is_the_previous_key_not_the_current_
     assert [x for x in lines if x.startswith(("key:", "metrics bm25:"))] == [
         # grader-a lacks q1's n1 and q3's e, f; auditor-b the audited q2's c, d
         "key: no current key until the owed grades are in: 3 pairs need grader-a (3 new), 2 "
-        "need auditor-b (audit query q2); run `relgrade grade import --grader grader-a FILE` "
-        "and `relgrade grade import --grader auditor-b FILE`, then `dvc repro`",
+        "need auditor-b (audit query q2); run `relgrade packets export --role grader --out "
+        "grader-a-packets.jsonl` and `relgrade packets export --role auditor --out "
+        "auditor-b-packets.jsonl`, then `relgrade grade import --grader grader-a FILE` and "
+        "`relgrade grade import --grader auditor-b FILE`, then `dvc repro`",
         f"key: previous key kept (not current): sha256 {KEY_HASH}, pool p-222222222222, "
         "5 pairs over 2 queries; dropped queries: q3",
         "metrics bm25: present (key 9f9f9f9f9f9f, the previous key)"]
@@ -407,7 +411,11 @@ def test_the_key_line_of_an_experiment_below_the_top_names_its_own_dvc_repro(exp
     (line,) = [x for x in _status(sub).splitlines() if x.startswith("key: no current key")]
     assert line.endswith(", then `dvc repro experiments/sub/dvc.yaml`"), line
     commands = re.findall(r"`([^`]*)`", line)
-    assert commands == ["relgrade grade import --grader grader-a --experiment "
+    assert commands == ["relgrade packets export --role grader --out grader-a-packets.jsonl "
+                        "--experiment experiments/sub",
+                        "relgrade packets export --role auditor --out auditor-b-packets.jsonl "
+                        "--experiment experiments/sub",
+                        "relgrade grade import --grader grader-a --experiment "
                         "experiments/sub FILE",
                         "relgrade grade import --grader auditor-b --experiment "
                         "experiments/sub FILE",
@@ -757,3 +765,116 @@ def test_the_bank_keeps_made_on_hashes_as_categoricals_across_graders(exp):
     for k in ("intent_sha256", "rubric_sha256", "graded_at"):
         assert isinstance(held.bank[k].dtype, pd.CategoricalDtype), k
     assert held.bank["intent_sha256"].nunique() == 2
+
+
+def test_a_pool_the_last_repro_built_and_a_failed_stage_removed_is_named_as_missing(exp):
+    # dvc repro ran the pool stage at depth 7; then params said 10, the pool stage ran again
+    # and failed, and DVC had deleted its outputs before running it: the lock still records
+    # the pool the earlier run built
+    root, p = exp
+    _lock_with_a_removed_pool(root, p)
+    lines = _status(root).splitlines()
+    assert ("pool: missing: the last dvc repro built it (dvc.lock records data/pool/pool.parquet) "
+            "and it is gone since: DVC deletes a stage's outputs before running the stage, so "
+            "a pool stage that failed (on a bad params value, say) leaves none; params "
+            "pool.depth changed since it ran; run `dvc repro` to build it again (it names the "
+            "cause again if it is still there)") in lines
+    assert "pool: not built yet" not in lines
+    doc = json.loads(_status(root, "--json"))
+    assert doc["pool"] == {"state": "removed", "path": "data/pool/pool.parquet",
+                           "stage": "pool", "params": ["pool.depth"], "repro": "dvc repro"}
+    # the params line says the stage stopped, not that params changed since that run
+    assert lines[0] == ("params: changed since stage pool last ran (the last dvc repro stopped "
+                        "at stage pool: see its Pending or Error line): pool.depth 7 -> 10")
+
+
+def _lock_with_a_removed_pool(root, p, *, cached=True):
+    """A DVC repository whose lock records the pool stage's run at depth 7 (params now say
+    10), the pool file gone; with ``cached``, its md5 in the DVC cache (made here)."""
+    (root / p["pool"]).unlink()
+    (root / ".dvc" / "tmp").mkdir(parents=True)
+    if cached:
+        obj = root / ".dvc/cache/files/md5/00" / ("0" * 30)
+        obj.parent.mkdir(parents=True)
+        obj.write_bytes(b"x")
+    (root / "dvc.lock").write_text(yaml.safe_dump({"schema": "2.0", "stages": {"pool": {
+        "cmd": "python stages/pool.py",
+        "params": {"params.yaml": {"pool.depth": 7}},
+        "outs": [{"path": p["pool"], "hash": "md5", "md5": "0" * 32, "size": 1},
+                 {"path": p["pool_manifest"], "hash": "md5", "md5": "1" * 32, "size": 1}]}}}))
+
+
+def test_a_pool_a_fresh_clone_has_not_pulled_is_not_built_yet_not_removed(exp):
+    # the lock records the pool, but its md5 is in no cache here: never made on this machine
+    root, p = exp
+    _lock_with_a_removed_pool(root, p, cached=False)
+    lines = _status(root).splitlines()
+    assert "pool: not built yet" in lines
+    assert lines[0] == "params: changed since the last dvc repro: pool.depth 7 -> 10"
+
+
+def test_a_pool_no_repro_ever_built_is_still_not_built_yet(exp):
+    root, p = exp
+    (root / p["pool"]).unlink()
+    (root / "dvc.lock").write_text(yaml.safe_dump({"schema": "2.0", "stages": {"corpus": {
+        "cmd": "python stages/corpus.py",
+        "outs": [{"path": p["corpus_manifest"], "hash": "md5", "md5": "0" * 32, "size": 1}]}}}))
+    assert "pool: not built yet" in _status(root).splitlines()
+
+
+def test_a_grader_without_a_command_is_told_the_packets_export_that_writes_its_file(exp):
+    # grades made elsewhere are made from the role's packets: the command that writes them
+    # comes first, with --grader for a grader who is not the role's own (grading.key_grader)
+    from relgrade.experiment.files import Experiment
+    from relgrade.experiment.layout import grade_commands
+
+    root, _ = exp
+    params = yaml.safe_load((root / "params.yaml").read_text())
+    params["graders"]["grader-c"] = {"role": "grader", "kind": "import", "family": "people"}
+    params["graders"]["person-h"] = {"role": "auditor", "kind": "human", "family": "people"}
+    (root / "params.yaml").write_text(yaml.safe_dump(params))
+    how = grade_commands(Experiment.load(root / "params.yaml"))
+    assert how["grader-a"] == ("relgrade packets export --role grader --out "
+                               "grader-a-packets.jsonl`, then `relgrade grade import --grader "
+                               "grader-a FILE")
+    assert how["grader-c"] == ("relgrade packets export --role grader --grader grader-c --out "
+                               "grader-c-packets.jsonl`, then `relgrade grade import --grader "
+                               "grader-c FILE")
+    assert how["person-h"] == "relgrade serve"  # people grade on the page: no file to export
+
+
+def test_an_added_arm_priced_on_its_own_line_is_not_said_to_be_unpriced():
+    from relgrade.cli.status import params_changed_lines
+
+    pc = {"state": "changed", "keys": {"arms": {}}, "stages": ["pool"], "repro": "dvc repro",
+          "arms": {"added": ["x"], "removed": [], "changed": []},
+          "pending_pool": {"pairs": 12, "new_pairs": 2, "pairs_now": 10,
+                           "owed": {"grader-a": 2}, "made_in_memory": ["x"]}}
+    assert params_changed_lines(pc)[1:] == [
+        "  the pool, grading and cost below are the last run's: arm x has no run and no pool "
+        "pairs yet, so they leave its pairs out (the next line prices them); `dvc repro` makes "
+        "its run and pools it, then stops at the grading owed, which `relgrade status` then "
+        "counts and prices",
+        "  pending, priced from its run made in memory: the pool with arm x holds 12 pairs, 2 "
+        "of them new (today 10); then owed: grader-a 2 judgments"]
+    # without a pool to price against: neither counted nor priced, as said
+    del pc["pending_pool"]
+    assert "its pairs are neither counted nor priced" in params_changed_lines(pc)[1]
+
+
+def test_a_change_a_stopped_repro_left_unrecorded_names_where_it_stopped():
+    from relgrade.cli.status import inputs_changed_lines, params_changed_lines
+
+    pc = {"state": "changed", "keys": {"arms": {"was": {}, "now": {}}}, "stages": ["gate"],
+          "repro": "dvc repro", "arms": {"added": [], "removed": [], "changed": []},
+          "stopped": ["grades"]}
+    assert params_changed_lines(pc) == [
+        "params: changed since stage gate last ran (the last dvc repro stopped at stage "
+        "grades: see its Pending or Error line): arms edited",
+        "  `dvc repro` reruns stage gate; what is below is the last run's"]
+    ic = {"state": "changed", "repro": "dvc repro", "stages": ["key", "report"],
+          "paths": {"data/audit/lock.json": {"change": "edited", "stages": ["key", "report"]}},
+          "stopped": ["grades"]}
+    assert inputs_changed_lines(ic)[0] == (
+        "inputs: changed since stages key, report last ran (the last dvc repro stopped at "
+        "stage grades: see its Pending or Error line): data/audit/lock.json edited")

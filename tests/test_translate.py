@@ -10,7 +10,7 @@ import pytest
 import scipy.stats as sps
 
 from relgrade.errors import InputError
-from relgrade.evaluation.translate import diff_decisions, kendall_tau_b, translate
+from relgrade.evaluation.translate import diff_decisions, kendall_tau_b, pooled_depth, translate
 
 
 def _run(rows):
@@ -230,3 +230,52 @@ def test_a_model_key_mean_and_a_ppi_estimate_are_not_comparable():
     assert d["reason"] == "not comparable: estimator the key's mean vs ppi++"
     assert d["estimators"] == ("the key's mean", "ppi++")
     assert diff_decisions(after, after)["comparable"] is True
+
+
+# Arm z joined after the previous key froze: its first pair n is not in it.
+WITH_NEW = {"x": _run([("q1", "a", 1), ("q1", "b", 2)]),
+            "y": _run([("q1", "b", 1), ("q1", "a", 2)]),
+            "z": _run([("q1", "n", 1), ("q1", "a", 2)])}
+BEFORE_Z = _key([("q1", "a", 1), ("q1", "b", 0)])
+AFTER_Z = _key([("q1", "a", 1), ("q1", "b", 0), ("q1", "n", 1)])
+
+
+def test_an_arm_new_to_the_previous_key_is_left_out_of_tau_and_the_order():
+    t = translate(runs=WITH_NEW, previous=BEFORE_Z, current=AFTER_Z, measure="RR@10", depth=2)
+    # RR: previous x 1, y 1/2, z 1/2 (n never judged: not relevant); current x 1, y 1/2, z 1
+    assert [(r["arm"], r["previous"], r["current"]) for r in t.arms] == [
+        ("x", 1.0, 1.0), ("z", 0.5, 1.0), ("y", 0.5, 0.5)]
+    assert t.arms_new == ["z"]
+    # the full order moved (x > y > z, then x > z > y) through z alone; x > y under both
+    assert t.order_previous == ["x", "y", "z"] and t.order_current == ["x", "z", "y"]
+    assert t.order_changed is False
+    assert t.kendall_tau == 1.0  # over x, y: one concordant pair
+    assert t.to_dict()["arms_new"] == ["z"]
+
+
+def test_without_the_pool_depth_every_arm_counts_in_tau_as_before():
+    t = translate(runs=WITH_NEW, previous=BEFORE_Z, current=AFTER_Z, measure="RR@10")
+    # pairs xy concordant, xz tied now, yz tied before: 1 / sqrt((3 - 1) (3 - 1)) = 0.5
+    assert t.kendall_tau == pytest.approx(0.5)
+    assert t.order_changed is True and t.arms_new == []
+    assert "arms_new" not in t.to_dict()
+
+
+def test_a_pool_made_deeper_singles_out_no_arm():
+    # at depth 2 the previous key lacks a pair of every arm (x's b, y's a): no arm is new
+    shallow = _key([("q1", "a", 1), ("q1", "b", 0)])
+    runs = {"x": _run([("q1", "a", 1), ("q1", "c", 2)]),
+            "y": _run([("q1", "b", 1), ("q1", "d", 2)])}
+    t = translate(runs=runs, previous=shallow, current=shallow, measure="RR@10", depth=2)
+    assert t.arms_new == []
+
+
+def test_the_pool_depth_is_read_from_the_key_as_the_deepest_rank_every_arm_is_held_to():
+    # the current key holds x's a, b, y's b, a and z's n, a: every pair, to rank 2
+    assert pooled_depth(WITH_NEW, AFTER_Z) == 2
+    # the previous key lacks z's first pair n: no arm is held past rank 0 in it
+    assert pooled_depth(WITH_NEW, BEFORE_Z) == 0
+    # x's second pair c is missing from a key of a and b: x and y are held to rank 1
+    runs = {"x": _run([("q1", "a", 1), ("q1", "c", 2)]),
+            "y": _run([("q1", "b", 1), ("q1", "a", 2)])}
+    assert pooled_depth(runs, BEFORE_Z) == 1

@@ -15,13 +15,16 @@ export PATH="$PWD/.venv/bin:$PATH"
 # printed as one, and the job ends there (exit 0) until the grading is done.
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
+# the hint to run again names this job's own arguments (one experiment's dvc.yaml, say)
+again="bash tools/repro.sh"
+for arg in "$@"; do again+=" $(printf '%q' "$arg")"; done
 if [ "$#" -gt 0 ]; then set -- "$@"; else set -- --all-pipelines; fi
 if ! dvc repro "$@" 2>&1 | tee "$log"; then
   if grep -q '^Pending: ' "$log"; then
     echo
     echo "To do (grading owed; nothing failed):"
     grep '^Pending: ' "$log" | sed 's/^Pending: /  - /'
-    echo "Then run this job again: bash tools/repro.sh"
+    echo "Then run this job again: $again"
     exit 0
   fi
   exit 1

@@ -23,10 +23,15 @@ def _where(ex) -> str:
     return "." if rel == "." else rel
 
 
-def _next(ex) -> list[str]:
+def _next(ex, owed: int | None = None) -> list[str]:
+    """What to run next; ``owed``: the judgments the pool with the arm owes, when priced
+    (0: ``dvc repro`` has no grading to stop at)."""
     from relgrade.experiment.layout import repro_command
 
     repro = repro_command(ex, cwd=Path.cwd())
+    if owed == 0:
+        return [f"Next: {repro}; no judgment is owed with this pool, so it does not stop for "
+                "grading."]
     return [f"Next: {repro} (it stops at the grading owed, naming the command), grade, then "
             f"{repro} again."]
 
@@ -102,7 +107,8 @@ def add_cmd(name, kind, run, fuse, depth, on_key, model_grader, human_grader, hu
         note = frozen_key_note(ex, name, run=run)
         if note:
             click.echo(note)
-    for line in _next(ex):
+    owed = plan["cost"].get("pending") if isinstance(plan, dict) else None
+    for line in _next(ex, owed):
         click.echo(line)
 
 
@@ -182,5 +188,23 @@ def remove_cmd(name, params_path):
                    "recorded for its holes stay).")
         return
     click.echo(f"Removed arm {name} from {where}/params.yaml; rendered {where}/dvc.yaml.")
+    kept = _kept_copy(before, name)
+    if kept:
+        click.echo(kept)
     click.echo(f"Pending: none; `{repro_command(ex, cwd=Path.cwd())}` re-pools without it "
                "(no grading is owed).")
+
+
+def _kept_copy(ex, name: str) -> str | None:
+    """The line saying an external arm's copied run stays, and why; None for a computed
+    arm, or one whose run file is gone."""
+    import os
+
+    arm = (ex.params.arms or {}).get(name)
+    source = getattr(arm, "source", None)
+    if not source or not ex.file(source).is_file():
+        return None
+    path = Path(os.path.relpath(ex.file(source).resolve(), Path.cwd())).as_posix()
+    return (f"Kept its run {path}, the copy `arm add` made: it records what the arm ranked "
+            f"when its pairs were pooled; `git rm {path}` drops it, and "
+            f"`relgrade arm add {name} --run {path}` brings the arm back.")

@@ -8,7 +8,7 @@ from pathlib import Path
 import click
 
 from relgrade.cli.options import params_option
-from relgrade.cli.render import handle_errors
+from relgrade.cli.render import counted, handle_errors
 
 _FILE = click.Path(dir_okay=False, path_type=Path)
 
@@ -111,7 +111,8 @@ def edit_cmd(chunk_id, text_file, params_path):
     """Replace the text of chunk CHUNK_ID in the experiment's corpus input. A source spec is
     first exported once to an editable chunks.jsonl beside it (chunks.origin.json records the
     spec's sha256) and params corpus.input is pointed at it; a chunks file is edited in place.
-    Prints what `dvc repro` will then owe: the pool pairs of that chunk, per grader."""
+    Prints what `dvc repro` will then owe: the pool pairs of that chunk, per grader, and
+    the grading owed before the edit, which stops it too."""
     from relgrade.errors import InputError
     from relgrade.experiment import chunk_edit
     from relgrade.experiment.files import Experiment
@@ -149,13 +150,26 @@ def edit_cmd(chunk_id, text_file, params_path):
         _without_pool(ex, chunk_id, pool_path if not pool_path.is_file() else chunks_path)
         return
     built = read_table(chunks_path, columns=["chunk_id", "header", "text"])
-    built.loc[built["chunk_id"].astype(str) == chunk_id, "text"] = text
+    # the corpus as the next dvc repro builds it: this edit and any made before it since
+    edited = {str(r["chunk_id"]): r["text"] for r in rows}
+    ids = built["chunk_id"].astype(str)
+    built["text"] = [edited.get(c, t) for c, t in zip(ids, built["text"])]
     pool = read_table(pool_path, columns=["query_id", "chunk_id"])
-    owed = judgments(ex, pool, ex.audit_ids() or [], chunks=built).pending
-    owed = owed[owed["chunk_id"].astype(str) == chunk_id]
+    every = judgments(ex, pool, ex.audit_ids() or [], chunks=built).pending
+    mine = every["chunk_id"].astype(str) == chunk_id
+    owed = every[mine]
     repro = repro_command(ex)
+    # grading owed before the edit (other chunks' pairs) stops dvc repro too: say both
+    before = int((~mine).sum())
     if owed.empty:
-        click.echo(f"Chunk {chunk_id} is in no pool pair: `{repro}` owes no grading for it.")
+        click.echo(f"Chunk {chunk_id} is in no pool pair: `{repro}` owes no grading for it."
+                   + (f" It still stops on the {counted(before, 'pair')} owed before the "
+                      "edit: " + pending_message(every, how=grade_commands(ex))
+                      if before else ""))
+    elif before:
+        click.echo(f"`{repro}` will then stop on {len(every)} pairs, {len(owed)} of chunk "
+                   f"{chunk_id} and {before} of other chunks owed before the edit: "
+                   + pending_message(every, how=grade_commands(ex)))
     else:
         click.echo(f"`{repro}` will then stop on: "
                    + pending_message(owed, how=grade_commands(ex)))

@@ -83,6 +83,7 @@ def record_cmd(params_path, grader, against, identity):
                                                  identity_calibration, ledger_path,
                                                  model_judges, record, resolve_identity)
     from relgrade.experiment.files import Experiment
+    from relgrade.io.judge_ledger import read_ledger
 
     ex = Experiment.load(params_path)
     if identity and not grader:
@@ -94,11 +95,12 @@ def record_cmd(params_path, grader, against, identity):
         click.echo("judge: no model grader with a command in this experiment")
         return
     path = ledger_path(ex).relative_to(ex.working_tree()).as_posix()
+    entries = read_ledger(ledger_path(ex))  # read once: record() appends what it writes
     for name in names:
-        entry, appended = record(ex, name, against=against, judge=judge)
+        entry, appended = record(ex, name, against=against, judge=judge, entries=entries)
         verb = "recorded in" if appended else "already in"
         click.echo(f"judge: {name} {verb} {path}: {entry_line(entry)}")
-        state, why = identity_calibration(ex, name, entry["judge"])
+        state, why = identity_calibration(ex, name, entry["judge"], entries=entries)
         if state != "calibrated":
             # a measurement too small to hold (or one that does not count for another
             # reason) is kept, but the user must not read "recorded" as "calibrated"

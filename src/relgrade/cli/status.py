@@ -181,6 +181,35 @@ def stop_line(stop: Mapping) -> str:
             + run + changed)
 
 
+def removed_line(name: str, s: Mapping) -> str:
+    """The line of a step whose output an earlier ``dvc repro`` built and is gone now.
+
+    Parameters
+    ----------
+    name : str
+        The step's name (``pool``).
+    s : mapping
+        Its ``removed`` state: ``path`` (as ``dvc.lock`` records it), ``stage``, ``params``
+        (list of the params keys the stage read that changed since it ran) and ``repro``.
+
+    Returns
+    -------
+    str
+        E.g. ``"pool: missing: the last dvc repro built it (dvc.lock records
+        data/pool/pool.parquet) and it is gone since: DVC deletes a stage's outputs before
+        running the stage, so a pool stage that failed (on a bad params value, say) leaves
+        none; params pool.depth changed since it ran; run `dvc repro` to build it again (it
+        names the cause again if it is still there)"``.
+    """
+    changed = (f"; params {', '.join(s['params'])} changed since it ran"
+               if s.get("params") else "")
+    return (f"{name}: missing: the last dvc repro built it (dvc.lock records {s['path']}) and "
+            f"it is gone since: DVC deletes a stage's outputs before running the stage, so a "
+            f"{s['stage']} stage that failed (on a bad params value, say) leaves none"
+            f"{changed}; run `{s['repro']}` to build it again (it names the cause again if "
+            "it is still there)")
+
+
 def status_lines(st: Mapping) -> list[str]:
     """The status as plain-words lines (see the module docstring).
 
@@ -215,6 +244,8 @@ def status_lines(st: Mapping) -> list[str]:
 
     def not_done(name, s, absent):
         # a step short of its done state: the error that kept it from being read, or what is owed
+        if s["state"] == "removed":
+            return removed_line(name, s)
         return unreadable(name, s) if s["state"] == "unreadable" else f"{name}: {absent}"
 
     c = st["corpus"]
@@ -460,18 +491,22 @@ def params_changed_lines(pc: Mapping, *, dvc_broken: bool = False) -> list[str]:
             parts.append(f"{key} edited")
         else:
             parts.append(f"{key} {_value(change['was'])} -> {_value(change['now'])}")
-    out = [f"params: changed since the last dvc repro: {'; '.join(parts)}"]
+    out = [f"params: changed since {_since(pc)}: {'; '.join(parts)}"]
     repro = pc["repro"]
     if arms.get("added"):
         added = _names("arm", arms["added"])
         its = "its" if len(arms["added"]) == 1 else "their"
+        plan = pc.get("pending_pool")
+        # priced in memory below: the lines after this one leave them out, that one does not
+        priced = bool(plan) and "error" not in plan
+        counts = (f"they leave {its} pairs out (the next line prices them)" if priced else
+                  f"{its} pairs are neither counted nor priced")
         out.append(f"  the pool, grading and cost below are the last run's: {added} "
                    f"{'has' if len(arms['added']) == 1 else 'have'} no run and no pool "
-                   f"pairs yet, so {its} pairs are neither counted nor priced; `{repro}` "
+                   f"pairs yet, so {counts}; `{repro}` "
                    f"makes {its} run{'' if its == 'its' else 's'} and pools "
                    f"{'it' if its == 'its' else 'them'}, then stops at the grading owed, "
                    "which `relgrade status` then counts and prices")
-        plan = pc.get("pending_pool")
         if plan and "error" in plan:
             out.append(f"  pending: the pool with {added} cannot be planned now: "
                        f"{plan['error']}")
@@ -485,6 +520,17 @@ def params_changed_lines(pc: Mapping, *, dvc_broken: bool = False) -> list[str]:
         out.append(f"  `{repro}` reruns {_names('stage', pc['stages'])}; what is below is "
                    "the last run's")
     return out
+
+
+def _since(changed: Mapping) -> str:
+    """Since when a params or inputs change counts: the last ``dvc repro``, or, when that
+    run stopped (``changed["stopped"]``: stages whose outputs it left gone), the last run of
+    the stages that recorded the change, naming where it stopped."""
+    stopped = changed.get("stopped")
+    if not stopped:
+        return "the last dvc repro"
+    return (f"{_names('stage', changed['stages'])} last ran (the last dvc repro stopped at "
+            f"{_names('stage', stopped)}: see its Pending or Error line)")
 
 
 def inputs_changed_lines(ic: Mapping) -> list[str]:
@@ -516,7 +562,7 @@ def inputs_changed_lines(ic: Mapping) -> list[str]:
     if ic.get("state") != "changed":
         return []
     parts = [f"{path} {c['change']}" for path, c in ic["paths"].items()]
-    return [f"inputs: changed since the last dvc repro: {'; '.join(parts)}",
+    return [f"inputs: changed since {_since(ic)}: {'; '.join(parts)}",
             f"  `{ic['repro']}` reruns {_names('stage', ic['stages'])} and those after them; "
             "their outputs below are the last run's"]
 

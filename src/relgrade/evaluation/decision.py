@@ -534,8 +534,9 @@ def translation_cells(translation: dict) -> dict:
         ``measure``; ``sides``: rows ``{"which", "key", "pool", "rubric", "round",
         "queries"}`` for the previous and the current key; ``arms``: rows ``{"arm",
         "previous", "current", "shift", "rank"}``; ``order_previous``, ``order_current``
-        (arms joined by " > "), ``tau`` (Kendall's tau-b, 3 decimals), ``summary`` (one
-        sentence: whether the order changed), ``why`` (one sentence: why the key changed,
+        (arms joined by " > "), ``tau`` (Kendall's tau-b, 3 decimals, over the arms both
+        keys judged), ``summary`` (one sentence: whether the order changed, naming the arms
+        new to the previous key, ``translation["arms_new"]``, left out of it), ``why`` (one sentence: why the key changed,
         from ``translation["regraded"]`` — the count of pairs a revision regraded on edited
         content — or the two pool versions; "" when neither tells).
     """
@@ -551,7 +552,10 @@ def translation_cells(translation: dict) -> dict:
              "rank": f"{r['rank_previous']} → {r['rank_current']}"}
             for r in translation["arms"]]
     tau = _num(translation.get("kendall_tau"), 3)
-    if translation["order_changed"]:
+    new = list(translation.get("arms_new") or [])
+    if new:
+        summary = _translation_with_new_arms(translation, tau, new)
+    elif translation["order_changed"]:
         summary = (f"the arms' order changed between the keys (Kendall τ {tau}): numbers "
                    "published under the previous key do not carry over")
     else:
@@ -571,6 +575,29 @@ def translation_cells(translation: dict) -> dict:
             "order_previous": _order(translation["order_previous"]),
             "order_current": _order(translation["order_current"]), "tau": tau,
             "shared": _int(translation.get("queries_shared")), "summary": summary}
+
+
+def _translation_with_new_arms(translation: dict, tau: str, new: list) -> str:
+    """The translation's summary when arms are new to the previous key: its tau and order
+    are of the arms both keys judged (a new arm's previous number counts pairs never judged
+    as not relevant), and a change of the full order made by the new arms alone says so."""
+    names = ", ".join(new)
+    theirs = "its" if len(new) == 1 else "their"
+    over = (f"Kendall τ {tau} over the arms both keys judged"
+            if translation.get("kendall_tau") is not None else
+            "Kendall τ undefined over the arms both keys judged: fewer than two, or tied "
+            "under a key")
+    aside = (f"{names}, new to the previous key, left out: {theirs} pairs that key lacks "
+             "count as not relevant under it")
+    if translation["order_changed"]:
+        return (f"the order of the arms both keys judged changed ({over}): numbers published "
+                f"under the previous key do not carry over; {aside}")
+    if list(translation["order_previous"]) != list(translation["order_current"]):
+        return (f"the order of the arms both keys judged is the same ({over}); the full "
+                f"order changed through {names} alone, new to the previous key ({theirs} "
+                "pairs that key lacks count as not relevant under it)")
+    return (f"the arms' order is the same under both keys ({over}; {aside}); each arm's "
+            "number moved by its shift")
 
 
 def cost_cells(cost: dict) -> dict:

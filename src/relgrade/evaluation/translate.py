@@ -99,9 +99,13 @@ class Translation:
     order_previous, order_current : list of str
         The arms best first under each key (score descending, ties by arm name).
     kendall_tau : float or None
-        :func:`kendall_tau_b` between the two scorings.
+        :func:`kendall_tau_b` between the two scorings, over the arms both keys judged
+        (every arm but those of ``arms_new``).
     order_changed : bool
-        The two orders differ.
+        The two orders of the arms both keys judged differ.
+    arms_new : list of str
+        The arms new to the previous key (sorted): it lacks some pair of their pools, which
+        count as not relevant under it; empty when every arm is judged by both keys.
     """
 
     measure: str
@@ -113,14 +117,119 @@ class Translation:
     order_current: list
     kendall_tau: float | None
     order_changed: bool
+    arms_new: list = ()
 
     def to_dict(self) -> dict:
-        """The translation as plain JSON-ready values (same field names)."""
-        return {"measure": self.measure, "previous": dict(self.previous),
-                "current": dict(self.current), "queries_shared": self.queries_shared,
-                "arms": [dict(r) for r in self.arms], "order_previous": list(self.order_previous),
-                "order_current": list(self.order_current), "kendall_tau": self.kendall_tau,
-                "order_changed": self.order_changed}
+        """The translation as plain JSON-ready values (same field names; ``arms_new`` only
+        when some arm is new to the previous key)."""
+        out = {"measure": self.measure, "previous": dict(self.previous),
+               "current": dict(self.current), "queries_shared": self.queries_shared,
+               "arms": [dict(r) for r in self.arms], "order_previous": list(self.order_previous),
+               "order_current": list(self.order_current), "kendall_tau": self.kendall_tau,
+               "order_changed": self.order_changed}
+        if self.arms_new:
+            out["arms_new"] = list(self.arms_new)
+        return out
+
+
+def pooled_depth(runs: Mapping[str, pd.DataFrame], key: pd.DataFrame, *,
+                 ties: str = "score") -> int:
+    """The deepest rank to which a key holds every arm's pairs: the depth of the pool it was
+    made from, read from the key itself (on its queries).
+
+    Parameters
+    ----------
+    runs : mapping of str to pandas.DataFrame
+        Arm → its run (``query_id``, ``chunk_id``, ``rank``, ``score``).
+    key : pandas.DataFrame
+        Qrels (``query_id``, ``chunk_id``, ``grade``).
+    ties : {"score", "rank"}, default "score"
+        params ``runs.ties``.
+
+    Returns
+    -------
+    int
+        ``d`` ≥ 0: every arm's top ``d`` on the key's queries is in the key, and some arm's
+        pair at rank ``d + 1`` is not (its deepest rank when every pair is in the key).
+
+    Examples
+    --------
+    >>> run = pd.DataFrame({"query_id": ["q1", "q1", "q1"], "chunk_id": ["a", "b", "c"],
+    ...                     "rank": [1, 2, 3], "score": [3.0, 2.0, 1.0]})
+    >>> key = pd.DataFrame({"query_id": ["q1", "q1"], "chunk_id": ["a", "b"], "grade": [1, 0]})
+    >>> pooled_depth({"x": run}, key)
+    2
+    """
+    from relgrade.ranking import canonical_ranking
+
+    held = set(zip(key["query_id"].astype(str), key["chunk_id"].astype(str)))
+    queries = {q for q, _ in held}
+    depth = None
+    deepest = 0
+    for arm in runs:
+        ranked = canonical_ranking(runs[arm], ties=ties)
+        ranked = ranked[ranked["query_id"].astype(str).isin(queries)]
+        if ranked.empty:
+            continue
+        deepest = max(deepest, int(ranked["rank"].max()))
+        lacks = [p not in held for p in zip(ranked["query_id"].astype(str),
+                                            ranked["chunk_id"].astype(str))]
+        if any(lacks):
+            first = int(ranked["rank"].to_numpy()[lacks].min()) - 1
+            depth = first if depth is None else min(depth, first)
+    return deepest if depth is None else depth
+
+
+def new_to_key(runs: Mapping[str, pd.DataFrame], key: pd.DataFrame, *, depth: int,
+               ties: str = "score") -> list[str]:
+    """The arms a key did not judge: some pair of their top ``depth`` on the key's queries is
+    not in the key (an arm added to the pool after it froze), while another arm's are all in
+    it. When no arm's are (a pool made deeper since, say), no arm is singled out.
+
+    Parameters
+    ----------
+    runs : mapping of str to pandas.DataFrame
+        Arm → its run (``query_id``, ``chunk_id``, ``rank``, ``score``).
+    key : pandas.DataFrame
+        Qrels (``query_id``, ``chunk_id``, ``grade``).
+    depth : int
+        The pool depth to check to (:func:`pooled_depth`); below 1, no arm is new.
+    ties : {"score", "rank"}, default "score"
+        params ``runs.ties``.
+
+    Returns
+    -------
+    list of str
+        The arms, sorted; empty when the key holds every arm's pooled pairs, or no arm's.
+
+    Examples
+    --------
+    >>> run = pd.DataFrame({"query_id": ["q1", "q1"], "chunk_id": ["a", "b"],
+    ...                     "rank": [1, 2], "score": [2.0, 1.0]})
+    >>> key = pd.DataFrame({"query_id": ["q1"], "chunk_id": ["a"], "grade": [1]})
+    >>> old = run.assign(chunk_id=["a", "c"])
+    >>> new_to_key({"x": run, "y": old}, key, depth=1)
+    []
+    >>> new_to_key({"x": run, "y": old}, key, depth=2)  # each lacks one: none singled out
+    []
+    >>> key2 = pd.DataFrame({"query_id": ["q1", "q1"], "chunk_id": ["a", "c"], "grade": [1, 0]})
+    >>> new_to_key({"x": run, "y": old}, key2, depth=2)
+    ['x']
+    """
+    from relgrade.ranking import top_k
+
+    if depth < 1:
+        return []
+    held = set(zip(key["query_id"].astype(str), key["chunk_id"].astype(str)))
+    queries = {q for q, _ in held}
+    lacking = []
+    for arm in sorted(runs, key=str):
+        top = top_k(runs[arm], depth, ties=ties)
+        on = top["query_id"].astype(str).isin(queries)
+        pairs = zip(top.loc[on, "query_id"].astype(str), top.loc[on, "chunk_id"].astype(str))
+        if any(p not in held for p in pairs):
+            lacking.append(str(arm))
+    return lacking if len(lacking) < len(runs) else []
 
 
 def _score(key: pd.DataFrame, stacked: pd.DataFrame, arms, measure: str, *, relevant_min: int,
@@ -143,7 +252,7 @@ def _score(key: pd.DataFrame, stacked: pd.DataFrame, arms, measure: str, *, rele
 def translate(*, runs: Mapping[str, pd.DataFrame], previous: pd.DataFrame,
               current: pd.DataFrame, measure: str, relevant_min: int = 1, ties: str = "score",
               previous_record: Mapping | None = None,
-              current_record: Mapping | None = None) -> Translation:
+              current_record: Mapping | None = None, depth: int | None = None) -> Translation:
     """Score every arm's run under two keys and compare.
 
     Parameters
@@ -162,6 +271,11 @@ def translate(*, runs: Mapping[str, pd.DataFrame], previous: pd.DataFrame,
     previous_record, current_record : mapping, optional
         The two keys' records; their ``key_sha256``, ``pool_version``, ``rubric_version``
         and ``round`` are copied.
+    depth : int, optional
+        The current pool's depth (:func:`pooled_depth` of the current key): the arms with a
+        pair of their top ``depth`` the previous key lacks (:func:`new_to_key`) are left out
+        of Kendall's tau and of ``order_changed``, their previous number being that of pairs
+        never judged. None: every arm counts.
 
     Returns
     -------
@@ -206,12 +320,19 @@ def translate(*, runs: Mapping[str, pd.DataFrame], previous: pd.DataFrame,
         record = record or {}
         return {**{k: record.get(k) for k in KEY_FIELDS}, "queries": len(queries)}
 
+    # an arm the previous key never judged scores its unjudged pairs as not relevant there:
+    # its move says nothing of whether the keys order the arms alike
+    fresh = [] if depth is None else new_to_key(runs, previous, depth=depth, ties=ties)
+    both = [a for a in arms if a not in fresh]
     return Translation(measure=str(measure), previous=side(previous_record, q_before),
                        current=side(current_record, q_after),
                        queries_shared=len(q_before & q_after), arms=rows,
                        order_previous=order_before, order_current=order_after,
-                       kendall_tau=kendall_tau_b(before, after),
-                       order_changed=order_before != order_after)
+                       kendall_tau=kendall_tau_b({a: before[a] for a in both},
+                                                 {a: after[a] for a in both}),
+                       order_changed=([a for a in order_before if a in both]
+                                      != [a for a in order_after if a in both]),
+                       arms_new=fresh)
 
 
 #: What a decision file without ``estimator`` holds: the frozen key's own mean.

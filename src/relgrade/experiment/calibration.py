@@ -200,10 +200,12 @@ def measure(ex, grader: str, *, against: str | None = None, judge: str | None = 
                      "level": boot.level}}
 
 
-def record(ex, grader: str, *, against: str | None = None,
-           judge: str | None = None) -> tuple[dict, bool]:
+def record(ex, grader: str, *, against: str | None = None, judge: str | None = None,
+           entries: list[dict] | None = None) -> tuple[dict, bool]:
     """Measure ``grader`` (:func:`measure`) and append it to the ledger unless its newest
     entry for the same experiment, judge and people grader holds the same measurement.
+    ``entries``: the ledger's entries, read already (None: the ledger is read here); an
+    entry appended is appended to the list too, so that a caller reads the ledger once.
 
     Returns
     -------
@@ -217,7 +219,8 @@ def record(ex, grader: str, *, against: str | None = None,
         (:func:`relgrade.io.judge_ledger.read_ledger`).
     """
     path = ledger_path(ex)
-    entries = read_ledger(path)
+    if entries is None:
+        entries = read_ledger(path)
     entry = None
     if judge is None and grader in model_judges(ex):
         entry = measure_from_recheck(ex, grader, against=against, entries=entries)
@@ -227,7 +230,9 @@ def record(ex, grader: str, *, against: str | None = None,
             == (entry["experiment"], entry["judge"], entry["against"])]
     if same and {k: v for k, v in same[-1].items() if k not in ("prev", "sha256")} == entry:
         return same[-1], False
-    return append_entry(path, entry), True
+    written = append_entry(path, entry)
+    entries.append(written)
+    return written, True
 
 
 def measure_from_recheck(ex, grader: str, *, against: str | None,
@@ -316,11 +321,12 @@ def judge_states(ex, *, now: datetime | None = None, seconds_of=None) -> list[di
     return out
 
 
-def identity_calibration(ex, grader: str, judge: str, *,
-                         now: datetime | None = None) -> tuple[str, str]:
+def identity_calibration(ex, grader: str, judge: str, *, now: datetime | None = None,
+                         entries: list[dict] | None = None) -> tuple[str, str]:
     """Whether ``grader``'s identity ``judge`` has a calibration that holds in this
     experiment (:func:`relgrade.protocol.calibration.calibration_state` over the ledger's
     entries of this experiment, grader and identity, aged by params ``judges.max_age_days``).
+    ``entries``: the ledger's entries, read already (None: the ledger is read here).
 
     Returns
     -------
@@ -334,7 +340,8 @@ def identity_calibration(ex, grader: str, judge: str, *,
         The ledger does not read.
     """
     name = experiment_name(ex)
-    mine = [e for e in read_ledger(ledger_path(ex)) if e.get("experiment") == name
+    every = read_ledger(ledger_path(ex)) if entries is None else entries
+    mine = [e for e in every if e.get("experiment") == name
             and e.get("grader") == grader and e.get("judge") == judge]
     j = judges_params(ex)
     state, why, _ = calibration_state(mine, rubric_sha256=ex.rubric_sha256(),
@@ -379,18 +386,18 @@ def identity_state(ex, grader: str, judge: str, *, entries, rubric_sha256: str,
     if state != "calibrated" and current and seconds_of is not None \
             and grader in key_judges(ex):
         out["recheck"] = recheck_state(ex, grader, judge, state=state, ready=ready,
-                                       seconds_of=seconds_of)
+                                       seconds_of=seconds_of, min_pairs=j.recheck.min_pairs)
     return out
 
 
-def recheck_state(ex, grader: str, judge: str, *, state: str, ready, seconds_of) -> dict | None:
+def recheck_state(ex, grader: str, judge: str, *, state: str, ready, seconds_of,
+                  min_pairs: int) -> dict | None:
     """The re-check owed by ``grader``'s identity now ``judge`` (see :func:`identity_state`),
     or None when the calibration can be recorded from pairs people already graded (a first
-    calibration on the audit or human sample, when they are at least params
+    calibration on the audit or human sample, when they are at least ``min_pairs``, params
     ``judges.recheck.min_pairs``: fewer would not count as a calibration)."""
     drawn = recheck.read_draw(ex, grader, judge) is not None
-    if not drawn and state == "none" and ready \
-            and ready["pairs"] >= judges_params(ex).recheck.min_pairs:
+    if not drawn and state == "none" and ready and ready["pairs"] >= min_pairs:
         return None
     against = ready["against"] if ready else None
     try:
@@ -543,7 +550,7 @@ def state_line(s: dict) -> str:
         f" ({ready['pairs']} pairs graded by {ready['against']} have a grade of this identity"
         + ("; grade some with it first" if not ready["pairs"] else
            f"; a calibration rests on at least {s['min_pairs']} (judges.recheck.min_pairs): "
-           "grade more with it first" if ready["pairs"] < s.get("min_pairs", 1) else "")
+           "grade more with it first" if ready["pairs"] < s["min_pairs"] else "")
         + ")")
     return (head + f"{'calibration stale, ' if s['state'] == 'stale' else ''}{s['why']}; "
                    f"owed: a re-check against people, {s['owed']}{basis}")

@@ -463,7 +463,10 @@ def grade_commands(ex) -> dict[str, str]:
     dict of str to str
         Grader name → ``relgrade grade run --grader NAME`` for a grader with a ``command``,
         ``relgrade serve`` for a person (kind ``human``: grades in the browser), else
-        ``relgrade grade import --grader NAME FILE`` (grades made elsewhere); each with
+        ``relgrade grade import --grader NAME FILE`` (grades made elsewhere), after
+        ``relgrade packets export --role ROLE --out NAME-packets.jsonl`` (+
+        :data:`relgrade.protocol.bank.THEN`) for a grader or auditor, the file of packets
+        it grades from (with ``--grader NAME`` when it is not the role's own); each with
         ``--experiment PATH`` when the experiment is not the repository's top one (``PATH``
         relative to the repository). An experiment outside any repository gets no suffix.
         While the packets must be rebuilt first (:meth:`Experiment.packets_stale`, e.g.
@@ -484,8 +487,25 @@ def grade_commands(ex) -> dict[str, str]:
         elif grader.get("kind") == "human":
             out[name] = f"{first}relgrade serve{where}"
         else:
-            out[name] = f"{first}relgrade grade import --grader {name}{where} FILE"
+            out[name] = f"{first}{_export_first(ex, name, grader, where)}" \
+                        f"relgrade grade import --grader {name}{where} FILE"
     return out
+
+
+def _export_first(ex, name: str, grader, where: str) -> str:
+    """For a grader of grades made elsewhere: ``relgrade packets export ...`` + ``THEN``,
+    the command that writes the packets it grades from (its role's, only the pairs it owes
+    once it has grades), or "" for a role without packets to export."""
+    from relgrade.protocol.bank import THEN
+
+    role = grader.get("role")
+    if role not in ("grader", "auditor"):  # relgrade.schema.ROLES: the roles with packets
+        return ""
+    mine = ex.params.grading.key_grader if role == "grader" else ex.params.grading.auditor
+    # the export keeps the owed pairs of the role's grader unless told whose
+    who = "" if name == mine else f" --grader {name}"
+    return (f"relgrade packets export --role {role}{who} --out {name}-packets.jsonl{where}"
+            + THEN)
 
 
 def packets_build_command(ex, grader: str, queries: Sequence[str]) -> str | None:

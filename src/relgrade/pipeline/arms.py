@@ -141,7 +141,9 @@ def add_arm(ex: Experiment, name: str, *, kind: str | None = None, run: Path | N
         if run is not None:
             target = ex.file(spec["source"])
             target.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copyfile(run, target)
+            # the copy an earlier `arm remove` kept is added back as it is
+            if not (target.exists() and target.samefile(run)):
+                shutil.copyfile(run, target)
         new = Experiment(ex.root, params)
         write_text(ex.root / "dvc.yaml", render(new))
         _gitignore(new, name, keep=True)

@@ -201,6 +201,77 @@ def params_since_repro(ex, *, read: dict | None = None) -> dict:
             "repro": repro_command(ex)}
 
 
+def removed_outputs(ex, *, read: dict | None = None) -> dict[str, str]:
+    """The outputs the last ``dvc repro`` recorded that are gone now, and the stage of each.
+
+    DVC deletes a stage's outputs before it runs the stage's command and writes the lock
+    only when the command succeeds: a stage that failed (a bad params value, say) leaves its
+    outputs missing while ``dvc.lock`` still records them as built. Only an output whose
+    recorded md5 is in the repository's DVC cache (``.dvc/cache``) counts: it was made (or
+    pulled) here; in a fresh clone, before ``dvc pull`` or ``dvc repro``, none is.
+
+    Parameters
+    ----------
+    ex : relgrade.experiment.files.Experiment
+        The experiment (its ``dvc.lock`` beside the params file).
+    read : dict, optional
+        Resolved path → parsed YAML, shared with :func:`params_since_repro` (filled here).
+
+    Returns
+    -------
+    dict of str to str
+        Output path (relative to the folder of ``dvc.lock``, as the lock spells it) → the name
+        of the stage that recorded it; empty without a lock, with an unreadable one, or when
+        every recorded output exists.
+    """
+    lock_path, rwlock = ex.dvc_files()
+    got = _lock_and_params(ex, lock_path, read)
+    if isinstance(got, dict) or rwlock is None:
+        return {}
+    stages, _ = got
+    cache = rwlock.parent.parent / "cache" / "files" / "md5"
+    gone: dict[str, str] = {}
+    for stage, entry in stages.items():
+        outs = entry.get("outs") if isinstance(entry, Mapping) else None
+        for out in outs if isinstance(outs, list) else ():
+            path = out.get("path") if isinstance(out, Mapping) else None
+            md5 = str(out.get("md5") or "") if isinstance(out, Mapping) else ""
+            if not (isinstance(path, str) and len(md5) >= 3) or \
+                    (lock_path.parent / path).exists():
+                continue
+            if (cache / md5[:2] / md5[2:]).exists():  # made here, then removed
+                gone.setdefault(path, str(stage))
+    return gone
+
+
+def stopped_stages(ex, *, read: dict | None = None) -> list[str]:
+    """The stages the last ``dvc repro`` ran and did not finish: stages ``dvc.yaml`` still
+    has whose outputs, recorded by an earlier run in ``dvc.lock``, are gone (DVC deletes
+    them before running a stage's command; a stage that stops on owed grading or fails
+    leaves none and its lock entry as it was).
+
+    Parameters
+    ----------
+    ex : relgrade.experiment.files.Experiment
+        The experiment.
+    read : dict, optional
+        As :func:`params_since_repro`'s.
+
+    Returns
+    -------
+    list of str
+        The stage names, sorted; empty without a lock or when every recorded output exists.
+    """
+    gone = set(removed_outputs(ex, read=read).values())
+    if not gone:
+        return []
+    lock_path, _ = ex.dvc_files()
+    got = _lock_and_params(ex, lock_path, read)
+    defined = None if isinstance(got, dict) else _stages_now(
+        lock_path.with_name("dvc.yaml"), got[1], read)
+    return sorted(s for s in gone if defined is None or s in defined)
+
+
 # --- inputs edited since the last run ----------------------------------------------------
 
 def _kept_outputs(dvc_yaml: Path, raw, read: dict | None = None) -> set[str] | None:

@@ -12,7 +12,9 @@ names exactly the pairs that lack a grade, grouped by query, so only those get g
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Callable, Iterable, Mapping
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -28,7 +30,7 @@ from relgrade.experiment.layout import (disagreements_file, grade_commands, pack
 from relgrade.pipeline.judgments import bank_allocator, judgments, pending_status
 from relgrade.pipeline.panel import is_panel
 from relgrade.pipeline.since_repro import (inputs_since_repro, params_since_repro,
-                                           stages_behind)
+                                           removed_outputs, stages_behind, stopped_stages)
 from relgrade.experiment.params import Params
 from relgrade.io import files as io
 from relgrade.protocol import bank, grades, triage
@@ -699,11 +701,18 @@ def read_status(ex: Experiment) -> dict:
     # params edited since the last run: what is above is the last run's
     read: dict = {}  # one parse of dvc.lock, dvc.yaml and params for both comparisons
     st["params_changed"] = params_since_repro(ex, read=read)
+    _removed_steps(ex, st, read)
     added = (st["params_changed"].get("arms") or {}).get("added") or []
     if st["params_changed"].get("state") == "changed" and added and pool is not None:
         st["params_changed"]["pending_pool"] = _pending_pool(ex, added)
     # inputs edited since the last run (a grade file, the audit lock): the same
     st["inputs_changed"] = inputs_since_repro(ex, read=read)
+    # a dvc repro that stopped (owed grading, an error) left later stages' records as they
+    # were: what differs from them is not an edit since that run
+    stopped = stopped_stages(ex, read=read)
+    for changed in (st["params_changed"], st["inputs_changed"]):
+        if stopped and changed.get("state") == "changed":
+            changed["stopped"] = stopped
     # a decision stage that stopped after its input was remade: its files are of the old input
     behind = stages_behind(ex, read=read)
     if behind:
@@ -712,6 +721,33 @@ def read_status(ex: Experiment) -> dict:
     if warnings:
         st["warnings"] = warnings
     return st
+
+
+#: Status step → its params ``paths`` entry, for the steps a missing output leaves unbuilt.
+_BUILT_STEPS = {"corpus": "corpus_manifest", "queries": "queries_manifest", "pool": "pool"}
+
+
+def _removed_steps(ex: Experiment, st: dict, read: dict) -> None:
+    """Turn a ``missing`` corpus, queries or pool that the last ``dvc repro`` built (its
+    ``dvc.lock`` records the file) into ``removed``: the stage that recorded it, the params
+    keys that stage read which changed since (the usual cause: a bad value made the stage
+    fail, and DVC had deleted its outputs before running it) and the command to run."""
+    if not any(st[step]["state"] == "missing" for step in _BUILT_STEPS):
+        return
+    gone = removed_outputs(ex, read=read)
+    changed = st["params_changed"]
+    for step, name in _BUILT_STEPS.items():
+        if st[step]["state"] != "missing":
+            continue
+        path = ex.path(name)
+        rel = Path(os.path.relpath(path, ex.dvc_files()[0].parent)).as_posix()
+        if rel not in gone:
+            continue
+        stage = gone[rel]
+        keys = (sorted(k for k, v in (changed.get("keys") or {}).items())
+                if stage in (changed.get("stages") or ()) else [])
+        st[step] = {"state": "removed", "path": rel, "stage": stage, "params": keys,
+                    "repro": repro_command(ex)}
 
 
 def missing_assignment(ex: Experiment, pool: pd.DataFrame) -> tuple[dict, pd.DataFrame]:

@@ -179,7 +179,29 @@ def counts_as_calibration(entry: Mapping, *, min_pairs: int) -> bool:
     """Whether one ledger entry rests on enough pairs to stand as a calibration: at least
     ``min_pairs`` (params ``judges.recheck.min_pairs``), or measured on a drawn re-check
     (``interval.method`` ``stratified-delta``), which the re-check's plan sized already and
-    which may hold fewer pairs only when the judge graded fewer."""
+    which may hold fewer pairs only when the judge graded fewer.
+
+    Parameters
+    ----------
+    entry : mapping
+        One judge ledger entry: ``pairs`` (int, the pairs the agreement was measured on;
+        absent counts as 0) and, optionally, ``interval`` (mapping with ``method``, str).
+    min_pairs : int
+        The fewest pairs a measurement not made on a drawn re-check needs.
+
+    Returns
+    -------
+    bool
+        True when the entry stands as a calibration.
+
+    Examples
+    --------
+    >>> counts_as_calibration({"pairs": 5}, min_pairs=30)
+    False
+    >>> counts_as_calibration({"pairs": 5, "interval": {"method": "stratified-delta"}},
+    ...                       min_pairs=30)
+    True
+    """
     if (entry.get("interval") or {}).get("method") == "stratified-delta":
         return True
     return int(entry.get("pairs") or 0) >= min_pairs

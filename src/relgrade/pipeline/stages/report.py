@@ -48,7 +48,10 @@ def _translation(ex, measure):
     out = translate.translate(
         runs=runs, previous=previous, current=current, measure=measure,
         relevant_min=ex.params.need("scale").relevant_min, ties=ex.params.runs.ties,
-        previous_record=previous_record, current_record=current_record).to_dict()
+        previous_record=previous_record, current_record=current_record,
+        # the current pool's depth, read from its key: an arm whose top pairs the previous
+        # key lacks joined since, and is left out of the order's comparison
+        depth=translate.pooled_depth(runs, current, ties=ex.params.runs.ties)).to_dict()
     # a revision (regraded on edited content) says so; its pairs are in the key record
     if current_record.get("revises") == previous_record.get("key_sha256"):
         out["regraded"] = len(current_record.get("regraded") or [])
