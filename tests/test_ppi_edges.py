@@ -244,3 +244,15 @@ def test_the_report_says_undefined_for_a_difference_with_no_spread():
     (pair,) = decision.ppi_cells(_ppi_json({"custom": est}))["measures"][0]["pairs"]
     assert (pair["model_sig"], pair["human_sig"], pair["ppi_sig"]) == (
         "undefined (no spread)", "no", "no")
+
+
+@pytest.mark.parametrize("p_holm, shown", [(6.8e-05, "6.8e-05"), (0.0026, "0.0026"),
+                                           (0.68, "0.68"), (None, "—")])
+def test_the_ppi_sections_holm_p_is_printed_as_the_reports_other_p_values(p_holm, shown):
+    # it was printed to 3 decimals, so a p of 6.8e-05 read "0.000" beside the headline's
+    # "p=6.8e-05 after Holm"
+    model, human = _flat_model_difference()
+    est = ppi_table(model, human, measure="custom")
+    est["differences"][0]["ppi++"]["p_holm"] = p_holm
+    (pair,) = decision.ppi_cells(_ppi_json({"custom": est}))["measures"][0]["pairs"]
+    assert pair["ppi_holm"] == shown

@@ -47,6 +47,14 @@ def _p(p) -> str:
     return UNDEFINED if p is None else f"{p:.2g}"
 
 
+def _p_finite(p) -> str:
+    """A p-value as the report's other p-values are printed (two significant digits, so a
+    small one reads ``6.8e-05``, not ``0.000``); "—" when undefined."""
+    if p is None or (isinstance(p, float) and not math.isfinite(p)):
+        return UNDEFINED
+    return _p(p)
+
+
 def _int(n) -> str:
     return UNDEFINED if n is None else str(n)
 
@@ -443,11 +451,15 @@ def _rests_on(ci: dict, power: dict) -> dict:
 
     Outside ppi mode, the arm's queries and its power analysis as they are. On a PPI++ row
     the power analysis is the model key's (the compare stage's), labelled ``(model-only)``;
-    and with ``lambda`` 0 PPI++ equals human-only, so the row counts the human sample's
-    queries, not all of them.
+    with ``lambda`` above 0 the row rests on every query's model grades and the human
+    sample's people's grades, and says both; with ``lambda`` 0 PPI++ equals human-only, so
+    the row counts the human sample's queries, not all of them.
 
     Examples
     --------
+    >>> _rests_on({"n": 36, "estimator": "ppi++", "lambda": 0.4, "human_n": 10},
+    ...           {"n_needed": 97})
+    {'n': '36 (10 by people)', 'needed': '97 (model-only)'}
     >>> _rests_on({"n": 36, "estimator": "ppi++", "lambda": 0.0, "human_n": 11},
     ...           {"n_needed": 97})
     {'n': '11 (people only: λ = 0)', 'needed': '97 (model-only)'}
@@ -457,8 +469,9 @@ def _rests_on(ci: dict, power: dict) -> dict:
     n, needed = _int(ci.get("n")), _int(power.get("n_needed"))
     if ci.get("estimator") != "ppi++":
         return {"n": n, "needed": needed}
-    if ci.get("lambda") == 0 and ci.get("human_n") is not None:
-        n = f"{_int(ci['human_n'])} (people only: λ = 0)"
+    if ci.get("human_n") is not None:
+        n = (f"{_int(ci['human_n'])} (people only: λ = 0)" if ci.get("lambda") == 0
+             else f"{n} ({_int(ci['human_n'])} by people)")
     if needed != UNDEFINED:
         needed += " (model-only)"
     return {"n": n, "needed": needed}
@@ -838,7 +851,7 @@ def ppi_cells(ppi: dict) -> dict:
                 for a, r in est["arms"].items()]
         pairs = [{"pair": f"{r['arm_a']} − {r['arm_b']}",
                   "ppi": _iv(r["ppi++"]) + _capped(r["ppi++"]),
-                  "ppi_holm": _num(r["ppi++"]["p_holm"], 3),
+                  "ppi_holm": _p_finite(r["ppi++"]["p_holm"]),
                   "ppi_sig": "yes" if r["ppi++"]["significant"] else "no",
                   "model": _iv(r["model-only"]),
                   "model_sig": _significant(r["model-only"]),
