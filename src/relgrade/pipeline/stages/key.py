@@ -185,11 +185,12 @@ def _judges_and_templates(ex):
 def _bank_counts(files):
     """A grader's grades per judge identity and per prompt template
     (:func:`judge_counts`, :func:`template_counts`) from its bank sidecar read a block at a
-    time, holding a hash and two codes per line; None when the whole sidecar must be
+    time, holding a hash per line and a count per value; None when the whole sidecar must be
     counted (no sidecar, one the column reader refuses, a pair on two lines)."""
     if not files.bank.is_file():
         return None
-    blocks = bank_blocks(files.bank)
+    # the three fields counted (and the pair), as the whole count reads them: not every field
+    blocks = bank_blocks(files.bank, fields=TEMPLATE_FIELDS)
     if blocks is None:
         return None
     return latest_value_counts(blocks, {"judge": NOT_RECORDED,
