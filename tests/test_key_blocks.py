@@ -255,3 +255,21 @@ def test_the_corpus_hashed_one_chunk_at_a_time_gives_each_chunk_its_content_hash
     chunks = pd.read_parquet(ex.path("chunks"))
     assert now.chunks.ids.to_pylist() == ["a", "b", "c"]
     assert [bytes(d).hex() for d in now.content] == content_sha256(chunks).tolist()
+
+
+def test_the_key_is_made_with_arrows_jemalloc_pool_and_the_previous_pool_put_back(
+        tmp_path, monkeypatch):
+    before = pa.default_memory_pool().backend_name
+    seen = []
+    real = stage._key_in_blocks
+
+    def spy(ex, manifests):
+        seen.append(pa.default_memory_pool().backend_name)
+        return real(ex, manifests)
+
+    monkeypatch.setattr(stage, "_key_in_blocks", spy)
+    p = _in_order(tmp_path)
+    stage.run(Experiment.load(tmp_path / "params.yaml"))
+    assert seen in (["jemalloc"], [before])  # jemalloc where pyarrow was built with it
+    assert pa.default_memory_pool().backend_name == before
+    assert (tmp_path / p["key"]).exists()

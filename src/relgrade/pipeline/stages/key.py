@@ -402,6 +402,23 @@ def _ppi_design(ex, gate):
 
 
 def run(ex):
+    # Arrow's buffers from jemalloc, the previous pool put back after (as
+    # relgrade.pipeline.judgments.bank_allocator does; imported, it would bring the bank's
+    # modules into the stage): the key is made twice a block at a time (hashed, then
+    # written) and the sidecar counted by blocks, and the default pool keeps much of what
+    # they free
+    before = pa.default_memory_pool()
+    try:
+        pa.set_memory_pool(pa.jemalloc_memory_pool())
+    except NotImplementedError:  # a pyarrow built without it
+        pass
+    try:
+        _run(ex)
+    finally:
+        pa.set_memory_pool(before)
+
+
+def _run(ex):
     gate_path, grading = ex.path("gate"), ex.params.grading
     step = step_printer("key", 3, quiet=QUIET_SECONDS)
     step("the key from the key grader's grades")
