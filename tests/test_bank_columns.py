@@ -268,6 +268,21 @@ def test_template_counts_from_columns_equal_those_from_lines(tmp_path):
     assert list(template_counts(table)) == list(template_counts(read_bank(path)))
 
 
+def test_sidecar_blocks_of_three_fields_build_those_and_skip_a_bad_other_field(tmp_path):
+    from relgrade.io.grade_columns import bank_blocks
+    rows = _rows()
+    lines = [_line(r, judge="j1", template_sha256="t1") for r in rows]
+    lines[1].update(judge="j2", graded_at=5)  # a time that is not text: a field not counted
+    path = _write(tmp_path, rows, lines)
+    assert list(bank_blocks(bank_path(path))) == [None]  # every field: refused
+    # blocks of about two lines (a line is about 450 bytes)
+    blocks = list(bank_blocks(bank_path(path), block_size=1000, fields=TEMPLATE_FIELDS))
+    assert len(blocks) == 2 and all(b.column_names == list(TEMPLATE_FIELDS) for b in blocks)
+    # the whole count with the same fields reads the file too: the same lines
+    assert [j for b in blocks for j in b.column("judge").to_pylist()] == ["j1", "j2", "j1"]
+    assert read_bank_columns(bank_path(path), TEMPLATE_FIELDS).num_rows == 3
+
+
 def test_whitespace_is_exactly_what_str_isspace_calls_whitespace():
     spaces = [chr(c) for c in range(0x110000) if chr(c).isspace()]
     others = [chr(c) for c in range(0x3001) if not chr(c).isspace()

@@ -227,6 +227,7 @@ def test_latest_counts_of_sidecar_blocks_are_the_whole_tables_counts():
     # first come: j2 (line 1), none (lines 2 and 3), j1 (line 4)
     assert got == {"judge": {"j2": 1, "none": 2, "j1": 1},
                    "template_sha256": {"t": 3, "no t": 1}}
+    assert list(got["judge"]) == ["j2", "none", "j1"]  # j1 first comes in the second block
     assert got["judge"] == {k.replace("identity not recorded", "none"): v
                             for k, v in judge_counts(t).items()}
     assert got["template_sha256"] == {k.replace("template not recorded", "no t"): v
@@ -239,4 +240,36 @@ def test_a_pair_on_two_sidecar_lines_or_a_refused_block_is_counted_whole():
     t = pa.table({"query_id": ["q1", "q1"], "chunk_id": ["a", "a"], "judge": ["j1", "j2"]})
     assert latest_value_counts([t], {"judge": "none"}) is None  # the last line decides: whole
     assert latest_value_counts([t.slice(0, 1), None], {"judge": "none"}) is None
+    # the pair's two lines in two blocks: whole too
+    assert latest_value_counts([t.slice(0, 1), t.slice(1)], {"judge": "none"}) is None
 
+
+def test_the_corpus_hashed_one_chunk_at_a_time_gives_each_chunk_its_content_hash(
+        tmp_path, monkeypatch):
+    from relgrade.experiment import made_on
+    from relgrade.protocol.bank import content_sha256
+    _in_order(tmp_path)
+    ex = Experiment.load(tmp_path / "params.yaml")
+    monkeypatch.setattr(made_on, "_BATCH", 1)  # three batches of one chunk, read in turn
+    now = made_on.MadeOnNow.load(ex)
+    chunks = pd.read_parquet(ex.path("chunks"))
+    assert now.chunks.ids.to_pylist() == ["a", "b", "c"]
+    assert [bytes(d).hex() for d in now.content] == content_sha256(chunks).tolist()
+
+
+def test_the_key_is_made_with_arrows_jemalloc_pool_and_the_previous_pool_put_back(
+        tmp_path, monkeypatch):
+    before = pa.default_memory_pool().backend_name
+    seen = []
+    real = stage._key_in_blocks
+
+    def spy(ex, manifests):
+        seen.append(pa.default_memory_pool().backend_name)
+        return real(ex, manifests)
+
+    monkeypatch.setattr(stage, "_key_in_blocks", spy)
+    p = _in_order(tmp_path)
+    stage.run(Experiment.load(tmp_path / "params.yaml"))
+    assert seen in (["jemalloc"], [before])  # jemalloc where pyarrow was built with it
+    assert pa.default_memory_pool().backend_name == before
+    assert (tmp_path / p["key"]).exists()

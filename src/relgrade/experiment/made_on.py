@@ -22,7 +22,10 @@ from relgrade.protocol.grade_blocks import IdCodes
 from relgrade.ranking import arrow_ids
 
 #: Chunks hashed at a time while the corpus is read.
-_BATCH = 65536
+_BATCH = 8192
+#: Bytes of the chunks file read at a time: the reader streams a column chunk's pages
+#: through a buffer this size instead of holding the whole row group's column chunks.
+_BUFFER = 1 << 16
 
 
 def _raw(hexes) -> np.ndarray:
@@ -91,7 +94,10 @@ class MadeOnNow:
             return None
         columns = ["chunk_id", "header", "text"]
         try:
-            f = pq.ParquetFile(chunks_path)
+            # streamed a batch at a time: the corpus is one row group of every chunk, which
+            # the default reader (whole column chunks, 64k-row batches) decodes at about
+            # 250 bytes a chunk at once
+            f = pq.ParquetFile(chunks_path, pre_buffer=False, buffer_size=_BUFFER)
         except (OSError, pa.ArrowException):
             return None
         with f:

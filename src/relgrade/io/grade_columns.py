@@ -388,23 +388,29 @@ def _bank_line_count(path: Path) -> int | None:
     return None if last and not last.endswith(b"\n") else lines
 
 
-def bank_blocks(path, block_size: int = _ROUND_BLOCK // 2):
-    """A bank sidecar's lines as :func:`read_bank_columns` reads them (all fields), a block
-    at a time: an iterator of tables (each block's dictionary columns encoded on its own)
-    that yields None once, and stops, where that reader would return None; or None when
-    the file's bytes already send it to :func:`relgrade.graders.store.read_bank`. For a
-    count that holds a few numbers per line, not the lines."""
-    return _bank_lines(Path(path), block_size)
+def bank_blocks(path, block_size: int = _ROUND_BLOCK // 2, fields=None):
+    """A bank sidecar's lines as :func:`read_bank_columns` reads them, a block at a time:
+    an iterator of tables (each block's dictionary columns encoded on its own) that yields
+    None once, and stops, where that reader would return None; or None when the file's
+    bytes already send it to :func:`relgrade.graders.store.read_bank`. For a count that
+    holds a few numbers per line, not the lines.
+
+    ``fields``: only these fields of :data:`BANK_LINE_SCHEMA`, as
+    ``read_bank_columns(path, fields)`` reads them (the others are skipped, never built:
+    a count of three fields parses three); all of them when None."""
+    return _bank_lines(Path(path), block_size, fields)
 
 
-def _bank_lines(path: Path, block_size: int):
-    """:func:`read_bank_columns`' table of ``path`` as a stream of blocks (each block's
-    dictionary columns encoded on its own), after the same check of the whole file's bytes;
-    yields None once, and stops, where that reader would return None. None (not a
-    stream) when the bytes check already refuses the file."""
+def _bank_lines(path: Path, block_size: int, fields=None):
+    """:func:`read_bank_columns`' table of ``path`` (``fields`` only, all when None) as a
+    stream of blocks (each block's dictionary columns encoded on its own), after the same
+    check of the whole file's bytes; yields None once, and stops, where that reader would
+    return None. None (not a stream) when the bytes check already refuses the file."""
     count = _bank_line_count(path)
     if count is None:
         return None
+    schema = BANK_LINE_SCHEMA if fields is None else \
+        pa.schema([f for f in BANK_LINE_SCHEMA if f.name in set(fields)])
 
     def stream():
         if count == 0:
@@ -414,7 +420,7 @@ def _bank_lines(path: Path, block_size: int):
             reader = pj.open_json(path, read_options=pj.ReadOptions(use_threads=False,
                                                                     block_size=block_size),
                                   parse_options=pj.ParseOptions(
-                                      explicit_schema=BANK_LINE_SCHEMA,
+                                      explicit_schema=schema,
                                       unexpected_field_behavior="ignore"))
             for batch in reader:
                 part = _dictionaries(pa.Table.from_batches([batch]))

@@ -10,7 +10,7 @@ holds only the hash, two counts and the dropped query ids.
 
 The key's record counts the key grader's grades per judge identity and prompt template
 from its bank sidecar; :func:`latest_value_counts` counts them from the sidecar's blocks,
-holding a pair hash and a code per line instead of the lines.
+holding a pair hash per line and a count per value instead of the lines.
 
 Nothing here words an error for the whole key: a block that breaks a rule of
 :func:`relgrade.protocol.key.build_key` raises as that block, and the caller then builds
@@ -149,7 +149,7 @@ class KeyDigest:
 def latest_value_counts(blocks: Iterable[pa.Table | None],
                         fields: Mapping[str, str]) -> dict[str, dict[str, int]] | None:
     """Pairs per value of each field on each pair's last bank line, from a sidecar's blocks,
-    holding a 64-bit hash of each line's pair and a code per field, not the lines.
+    holding a 64-bit hash of each line's pair and a count per value, not the lines.
 
     What :func:`relgrade.graders.cache.judge_counts` and
     :func:`relgrade.graders.cache.template_counts` count on a whole sidecar table, when
@@ -181,13 +181,16 @@ def latest_value_counts(blocks: Iterable[pa.Table | None],
     """
     hashes: list[np.ndarray] = []
     words: dict[str, dict[str, int]] = {f: {} for f in fields}
-    codes: dict[str, list[np.ndarray]] = {f: [] for f in fields}
+    # lines per value code: a value's code is its rank of first coming (each block's
+    # dictionary is in the order its values first come), so the counts need no codes kept
+    counts: dict[str, np.ndarray] = {f: np.zeros(0, np.int64) for f in fields}
     for block in blocks:
         if block is None or block.column("query_id").null_count \
                 or block.column("chunk_id").null_count:
             return None
         q, c = text_hashes(block.column("query_id")), text_hashes(block.column("chunk_id"))
         hashes.append(q * np.uint64(0x9E3779B97F4A7C15) ^ c)  # wraps: a hash, not a value
+        del q, c
         for field, missing in fields.items():
             value = block.column(field).cast(pa.string())
             value = pc.if_else(pc.fill_null(pc.equal(value, ""), True), missing, value)
@@ -195,16 +198,28 @@ def latest_value_counts(blocks: Iterable[pa.Table | None],
             seen = words[field]
             own = np.array([seen.setdefault(w, len(seen))
                             for w in coded.dictionary.to_pylist()], dtype=np.int64)
-            codes[field].append(own[coded.indices.to_numpy(zero_copy_only=False)]
-                                if len(own) else np.zeros(0, np.int64))
-    every = np.concatenate(hashes) if hashes else np.zeros(0, np.uint64)
-    if len(np.unique(every)) != len(every):
+            if len(own):
+                at = np.bincount(own[coded.indices.to_numpy(zero_copy_only=False)],
+                                 minlength=len(seen))
+                at[:len(counts[field])] += counts[field]
+                counts[field] = at
+    every = _joined_hashes(hashes)
+    every.sort()  # in place: a repeated hash sits beside its twin
+    if bool(np.any(every[1:] == every[:-1])):
         return None
-    out = {}
-    for field in fields:
-        at = np.concatenate(codes[field]) if codes[field] else np.zeros(0, np.int64)
-        names = list(words[field])
-        present, first = np.unique(at, return_index=True)
-        counts = np.bincount(at, minlength=len(names))
-        out[field] = {names[k]: int(counts[k]) for k in present[np.argsort(first)]}
+    return {field: {name: int(n) for name, n in zip(words[field], counts[field].tolist()) if n}
+            for field in fields}
+
+
+def _joined_hashes(parts: list[np.ndarray]) -> np.ndarray:
+    """``np.concatenate(parts)`` (uint64, shape (sum of lengths,)), each part let go once it
+    is copied: the copy costs one part beside the result, not every part. Empties
+    ``parts``."""
+    out = np.empty(sum(len(p) for p in parts), np.uint64)
+    at = 0
+    parts.reverse()
+    while parts:
+        part = parts.pop()
+        out[at: at + len(part)] = part
+        at += len(part)
     return out

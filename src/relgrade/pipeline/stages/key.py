@@ -185,11 +185,12 @@ def _judges_and_templates(ex):
 def _bank_counts(files):
     """A grader's grades per judge identity and per prompt template
     (:func:`judge_counts`, :func:`template_counts`) from its bank sidecar read a block at a
-    time, holding a hash and two codes per line; None when the whole sidecar must be
+    time, holding a hash per line and a count per value; None when the whole sidecar must be
     counted (no sidecar, one the column reader refuses, a pair on two lines)."""
     if not files.bank.is_file():
         return None
-    blocks = bank_blocks(files.bank)
+    # the three fields counted (and the pair), as the whole count reads them: not every field
+    blocks = bank_blocks(files.bank, fields=TEMPLATE_FIELDS)
     if blocks is None:
         return None
     return latest_value_counts(blocks, {"judge": NOT_RECORDED,
@@ -401,6 +402,23 @@ def _ppi_design(ex, gate):
 
 
 def run(ex):
+    # Arrow's buffers from jemalloc, the previous pool put back after (as
+    # relgrade.pipeline.judgments.bank_allocator does; imported, it would bring the bank's
+    # modules into the stage): the key is made twice a block at a time (hashed, then
+    # written) and the sidecar counted by blocks, and the default pool keeps much of what
+    # they free
+    before = pa.default_memory_pool()
+    try:
+        pa.set_memory_pool(pa.jemalloc_memory_pool())
+    except NotImplementedError:  # a pyarrow built without it
+        pass
+    try:
+        _run(ex)
+    finally:
+        pa.set_memory_pool(before)
+
+
+def _run(ex):
     gate_path, grading = ex.path("gate"), ex.params.grading
     step = step_printer("key", 3, quiet=QUIET_SECONDS)
     step("the key from the key grader's grades")
