@@ -38,27 +38,89 @@ def pytest_sessionstart(session):
     compileall.compile_dir(Path(relgrade.__file__).parent, quiet=2)
 
 
+# what each worker did at each shared build (one JSON line each), in the run's temporary root
+BUILDS_LOG = "shared-builds.jsonl"
+
+
 def _built_once(tmp_path_factory, name, build):
     """The folder ``name`` made by ``build(folder)`` once for the whole run: under pytest-xdist
     the workers share the run's temporary root, the first to take the lock builds it and the
     others wait and use it (a build that failed is removed and made again by the next).
+    How long the caller waited for the lock and, if it built, how long the build took are
+    appended to the run's ``shared-builds.jsonl`` (summed up at the end of the run).
 
     Returns the folder (a :class:`pathlib.Path`); nothing may change it afterwards.
     """
+    import json
+    import time
+
     from filelock import FileLock
 
     base = tmp_path_factory.getbasetemp()
     # an xdist worker's root is one folder of the run's (PYTEST_XDIST_WORKER names it)
     shared = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
     root, done = shared / name, shared / f"{name}.done"
+    asked = time.monotonic()
+    built_s = None
     with FileLock(str(shared / f"{name}.lock")):
+        waited_s = time.monotonic() - asked
         if not done.exists():
             if root.exists():
                 shutil.rmtree(root)
             root.mkdir()
             build(root)
             done.touch()
+            built_s = time.monotonic() - asked - waited_s
+    record = {"build": name, "worker": os.environ.get("PYTEST_XDIST_WORKER", "main"),
+              "waited_s": round(waited_s, 1), "built_s": built_s and round(built_s, 1)}
+    with open(shared / BUILDS_LOG, "a") as log:  # one short line: an atomic append
+        log.write(json.dumps(record) + "\n")
     return root
+
+
+def shared_build_lines(records):
+    """The end-of-run summary of the shared builds: ``records`` are the dicts ``_built_once``
+    logs (``build``, ``worker``, ``waited_s`` float, ``built_s`` float or None).
+
+    Returns a list of str: one line per build that was made (who made it, in how many wall
+    seconds, and which workers waited for it while it was being made, longer than a second),
+    then the seconds workers spent waiting in all; an empty list for no records.
+    """
+    lines, idle = [], 0.0
+    for name in dict.fromkeys(r["build"] for r in records):
+        mine = [r for r in records if r["build"] == name]
+        made = [r for r in mine if r["built_s"] is not None]
+        waits = [r for r in mine if r["built_s"] is None and r["waited_s"] >= 1]
+        idle += sum(r["waited_s"] for r in waits)
+        line = (f"{name}: built by {made[0]['worker']} in {made[0]['built_s']:.0f} s"
+                if made else f"{name}: built before")
+        if waits:
+            line += "; waited for by " + ", ".join(f"{r['worker']} {r['waited_s']:.0f} s"
+                                                   for r in waits)
+        lines.append(line)
+    if lines:
+        lines.append(f"workers idle waiting for a shared build: {idle:.0f} s in all")
+    return lines
+
+
+def pytest_terminal_summary(terminalreporter, config):
+    """At the end of a run (on the xdist controller, or the one process), the shared builds:
+    a worker waiting for another's build is a core idle, which the modules' order can cause
+    (tools/test.sh). Nothing is printed when no test asked for a shared build."""
+    import json
+
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        return
+    factory = getattr(config, "_tmp_path_factory", None)  # pytest's own, as tmp_path uses
+    if factory is None:
+        return
+    log = factory.getbasetemp() / BUILDS_LOG
+    if not log.exists():
+        return
+    lines = shared_build_lines([json.loads(x) for x in log.read_text().splitlines() if x])
+    terminalreporter.section("shared builds (tests/conftest.py)")
+    for line in lines:
+        terminalreporter.write_line(line)
 
 
 @pytest.fixture(scope="session")

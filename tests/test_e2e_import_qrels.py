@@ -11,18 +11,20 @@ import pytest
 import yaml
 
 from tests.e2e import tiny
-from tests.test_e2e_init_modes import _repo
 
 pytestmark = [pytest.mark.slow]
 
 
-def test_a_human_graders_qrels_reach_the_key_and_the_bank_names_the_file(tmp_path_factory):
-    root = _repo(tmp_path_factory, "qrels")  # the tiny inputs in a new git + DVC repository
+def test_a_human_graders_qrels_reach_the_key_and_the_bank_names_the_file(tmp_path_factory,
+                                                                         packets_built):
+    # the tiny experiment with intents reviewed and `dvc repro packets` run (shared, see
+    # tests/conftest.py): of the stages up to the packets only the packets read the graders,
+    # so `dvc repro packets` makes them again for the human grader
+    root = tiny.copy_repo(packets_built, tmp_path_factory.mktemp("qrels"))
     params = yaml.safe_load((root / "params.yaml").read_text())
     params["graders"]["grader-a"] = {"role": "grader", "kind": "human", "family": "people",
                                      "person": "an assessor of an earlier campaign"}
     (root / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
-    tiny.run(root, "relgrade", "intents", "review", "--reviewer", "auditor-b")
     tiny.run(root, "dvc", "repro", "packets")
     pool = pd.read_parquet(root / "data/pool/pool.parquet")
     pairs = sorted(zip(pool.query_id, pool.chunk_id))

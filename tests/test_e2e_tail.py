@@ -15,19 +15,20 @@ import pytest
 import yaml
 
 from tests.e2e import tiny
-from tests.test_e2e_init_modes import _repo
 
 pytestmark = [pytest.mark.slow]
 
 
 @pytest.fixture(scope="module")
-def tailed(tmp_path_factory):
-    root = _repo(tmp_path_factory, "tail")  # the tiny inputs in a new git + DVC repository
+def tailed(tmp_path_factory, packets_built):
+    # the tiny experiment with intents reviewed and `dvc repro packets` run (shared, see
+    # tests/conftest.py); the tail's params and pipeline make `dvc repro packets` run the
+    # pool again and every stage after it, as a new experiment would
+    root = tiny.copy_repo(packets_built, tmp_path_factory.mktemp("tail"))
     params = yaml.safe_load((root / "params.yaml").read_text())
     params["pool"]["tail_sample"] = 2
     (root / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
     tiny.run(root, "relgrade", "pipeline", "render")  # the tail mode's dvc.yaml
-    tiny.run(root, "relgrade", "intents", "review", "--reviewer", "auditor-b")
     tiny.run(root, "dvc", "repro", "packets")
     pool = pd.read_parquet(root / "data/pool/pool.parquet")
     audit = {json.loads(line)["query_id"]

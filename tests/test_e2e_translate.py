@@ -12,7 +12,6 @@ import scipy.stats as sps
 import yaml
 
 from tests.e2e import tiny
-from tests.test_e2e_init_modes import _repo
 
 pytestmark = [pytest.mark.slow]
 
@@ -56,13 +55,14 @@ def _run(path):
 
 
 @pytest.fixture(scope="module")
-def deepened(tmp_path_factory):
-    root = _repo(tmp_path_factory, "translate")  # the tiny inputs in a new git + DVC repository
+def deepened(tmp_path_factory, packets_built):
+    # the tiny experiment with intents reviewed and `dvc repro packets` run (shared, see
+    # tests/conftest.py): no stage up to the packets reads the primary measure set below
+    root = tiny.copy_repo(packets_built, tmp_path_factory.mktemp("translate"))
     _params(root, lambda p: p["metrics"].update(primary="nDCG(dcg='exp-log2')@10"))
-    tiny.run(root, "relgrade", "intents", "review", "--reviewer", "auditor-b")
     # Both graders grade every pair the arms return (their top 8), from the truth table,
-    # before any pool exists: the depth-5 pool and the depth-8 one find every grade made,
-    # so the two keys cost two runs of the pipeline and no grading between them.
+    # not only the depth-5 pool's: the depth-5 pool and the depth-8 one find every grade
+    # made, so the two keys cost two runs of the pipeline and no grading between them.
     pairs = {(q, c) for rows in tiny.runs().values() for q, c, _ in rows}
     for grader in ("grader-a", "auditor-b"):
         tiny.write_grades(root, grader, tiny.grade_rows(pairs))
