@@ -350,10 +350,33 @@ def judgments_made_of(ex, sizes: Mapping, *, rounds) -> dict[str, dict[int, int]
 
 
 def others_pending(ex, judged, pool, audit_ids, *, now, regrade, key_pairs,
-                    skip) -> pd.DataFrame:
+                   skip) -> pd.DataFrame:
     """What the declared graders of role grader or auditor outside ``skip`` owe: counted by
     :func:`relgrade.protocol.bank.pending_work`'s rules, each as the key grader (the pool) or
-    the auditor (the audited queries) it stands beside."""
+    the auditor (the audited queries) it stands beside.
+
+    Parameters
+    ----------
+    ex : relgrade.experiment.files.Experiment
+        The experiment (its graders).
+    judged : pandas.DataFrame
+        The judgment bank (:attr:`Judgments.bank`), or its rows of some whole queries.
+    pool : pandas.DataFrame
+        The pool (``query_id``, ``chunk_id``), or its pairs of the same queries.
+    audit_ids : iterable of str
+        The locked audit sample.
+    now : dict
+        What a grade must be made on to be current (:func:`current_now`).
+    regrade, key_pairs
+        As for :func:`relgrade.protocol.bank.pending_work`.
+    skip : set of str
+        Graders left out (the key grader, the auditor, the triage grader).
+
+    Returns
+    -------
+    pandas.DataFrame
+        :data:`relgrade.schema.PENDING`, graders in name order (empty when none owes).
+    """
     key_grader = ex.params.need("grading.key_grader")
     auditor = ex.params.need("grading.auditor")
     frames = [pd.DataFrame(columns=PENDING)]

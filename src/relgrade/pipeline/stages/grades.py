@@ -17,6 +17,12 @@ With params ``grading.share_from``, grades reused from other experiments' banks 
 this round's (:mod:`relgrade.pipeline.sharing`); the table then carries an ``origin``
 column and the manifest a ``shared`` section (per source, per grader, the pairs reused).
 
+In the common round (one round, nothing shared, neither triage nor a rater panel) the bank
+is read, made current and written a block of whole queries at a time
+(:mod:`relgrade.pipeline.judgments_blocks`): the same bytes, in memory that does not grow
+with the bank. A file out of query order, any broken rule or any work owed sends the stage
+to the whole path, which words every error and note as before.
+
 The manifest's ``judging`` block holds, per grader, the judgments spent and pending, counted
 as ``relgrade status`` counts them (:func:`relgrade.pipeline.judgments.judgment_counts`); the
 decision report prices it.
