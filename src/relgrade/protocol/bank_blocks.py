@@ -46,8 +46,10 @@ def out_of_order(query_ids, previous: str | None) -> bool:
 
     Examples
     --------
-    >>> out_of_order(pa.array(["q1", "q1", "q2"]), "q0"), out_of_order(pa.array(["q2", "q1"]), None)
-    (False, True)
+    >>> out_of_order(pa.array(["q1", "q1", "q2"]), "q0")
+    False
+    >>> out_of_order(pa.array(["q2", "q1"]), None)
+    True
     """
     q = _text(query_ids).combine_chunks()
     if not len(q):
