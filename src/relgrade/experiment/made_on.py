@@ -181,6 +181,34 @@ class MadeOnNow:
             out[name] = value
         return out
 
+    def series_for(self, query_ids, chunk_ids) -> dict:
+        """Today's hashes of some queries and chunks as
+        :func:`relgrade.pipeline.judgments.current_now` gives them for all.
+
+        Parameters
+        ----------
+        query_ids, chunk_ids : array-like of str
+            Distinct ids (a block of the bank's rows' ids).
+
+        Returns
+        -------
+        dict
+            ``content``: pandas.Series of str (64 hex digits) indexed by chunk id, and
+            ``intents`` by query id, for the ids known today only (an id left out is a
+            chunk gone, or a query without an intent line).
+        """
+        out = {}
+        for name, ids, known, raw in (("content", chunk_ids, self.chunks, self.content),
+                                      ("intents", query_ids, self.queries, self.intents)):
+            arr = pa.array([str(v) for v in ids], pa.large_string())
+            at = known.codes(arr)
+            hit = at >= 0
+            out[name] = pd.Series(_hexes(raw[at[hit]]) if hit.any() else
+                                  np.zeros(0, dtype=object),
+                                  index=pd.Index(np.asarray(arr.to_pylist(), dtype=object)[hit],
+                                                 dtype=object), dtype=object)
+        return out
+
     def __call__(self, row: dict) -> dict | None:
         """What grade row ``row`` is made on (``content_sha256``, ``intent_sha256``,
         ``rubric_version``, ``rubric_sha256``), or None for a chunk or query unknown."""

@@ -284,7 +284,7 @@ def judgments(ex, pool: pd.DataFrame, audit_ids, *,
         pending = pd.concat([rater_pending(ex, judged, now, pool, queue=assignment),
                              pending[pending["grader"] != key_grader]], ignore_index=True)
     else:
-        others = _others_pending(ex, judged, pool, audit_ids, now=now, regrade=scope,
+        others = others_pending(ex, judged, pool, audit_ids, now=now, regrade=scope,
                                  key_pairs=key_pairs, skip={key_grader, auditor, model})
     return Judgments(bank=judged, files=files, rounds=chain, scope=scope, now=now,
                      pending=pending, round_pairs=round_pairs, triage_queue=queue,
@@ -312,10 +312,33 @@ def judgments_made(ex, judged: pd.DataFrame, *, rounds) -> dict[str, dict[int, i
     dict
         Grader → {round: judgments}, graders in name order, rounds ascending.
     """
+    sizes = {(str(g), int(r)): int(n)
+             for (g, r), n in judged.groupby(["grader", "round"]).size().items()}
+    return judgments_made_of(ex, sizes, rounds=rounds)
+
+
+def judgments_made_of(ex, sizes: Mapping, *, rounds) -> dict[str, dict[int, int]]:
+    """:func:`judgments_made` from the judgments counted per grader and round already.
+
+    Parameters
+    ----------
+    ex : relgrade.experiment.files.Experiment
+        The experiment.
+    sizes : mapping of (str, int) to int
+        (grader, round) → the rows its file of a round in ``rounds`` holds (none left out).
+    rounds : iterable of int
+        As for :func:`judgments_made`.
+
+    Returns
+    -------
+    dict
+        As :func:`judgments_made`.
+    """
     rounds = {int(r) for r in rounds}
     out: dict[str, dict[int, int]] = {}
-    for (g, r), n in judged.groupby(["grader", "round"]).size().items():
-        out.setdefault(str(g), {})[int(r)] = int(n)
+    for (g, r), n in sizes.items():
+        if n:
+            out.setdefault(str(g), {})[int(r)] = int(n)
     for r in range(1, int(ex.params.grading.round) + 1):
         if r in rounds:
             continue
@@ -326,11 +349,34 @@ def judgments_made(ex, judged: pd.DataFrame, *, rounds) -> dict[str, dict[int, i
     return {g: dict(sorted(out[g].items())) for g in sorted(out)}
 
 
-def _others_pending(ex, judged, pool, audit_ids, *, now, regrade, key_pairs,
-                    skip) -> pd.DataFrame:
+def others_pending(ex, judged, pool, audit_ids, *, now, regrade, key_pairs,
+                   skip) -> pd.DataFrame:
     """What the declared graders of role grader or auditor outside ``skip`` owe: counted by
     :func:`relgrade.protocol.bank.pending_work`'s rules, each as the key grader (the pool) or
-    the auditor (the audited queries) it stands beside."""
+    the auditor (the audited queries) it stands beside.
+
+    Parameters
+    ----------
+    ex : relgrade.experiment.files.Experiment
+        The experiment (its graders).
+    judged : pandas.DataFrame
+        The judgment bank (:attr:`Judgments.bank`), or its rows of some whole queries.
+    pool : pandas.DataFrame
+        The pool (``query_id``, ``chunk_id``), or its pairs of the same queries.
+    audit_ids : iterable of str
+        The locked audit sample.
+    now : dict
+        What a grade must be made on to be current (:func:`current_now`).
+    regrade, key_pairs
+        As for :func:`relgrade.protocol.bank.pending_work`.
+    skip : set of str
+        Graders left out (the key grader, the auditor, the triage grader).
+
+    Returns
+    -------
+    pandas.DataFrame
+        :data:`relgrade.schema.PENDING`, graders in name order (empty when none owes).
+    """
     key_grader = ex.params.need("grading.key_grader")
     auditor = ex.params.need("grading.auditor")
     frames = [pd.DataFrame(columns=PENDING)]

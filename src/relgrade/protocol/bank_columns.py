@@ -309,6 +309,65 @@ def bank_of_column_blocks(blocks, *, name: str, spec: Mapping, round: int,
     return _bank_frame(rows, bank, name=name, round=round)
 
 
+def block_breaks(rows: pa.Table, bank: pa.Table, *, spec: Mapping, scale: Iterable[int],
+                 max_reason_words: int, max_reason_chars: int = 300,
+                 reasonless_formats: Collection[str] = ()) -> bool:
+    """Whether one block of :class:`relgrade.io.grade_columns.RoundBlocks` breaks a row rule
+    of :func:`bank_of_columns`: a row without its bank line beside it, or any rule of a row
+    and its line (the pair, the made-on values, the row's hash).
+
+    Parameters
+    ----------
+    rows : pyarrow.Table of shape (n, 6)
+        A block of the grade file's rows.
+    bank : pyarrow.Table of shape (m, 11)
+        The sidecar's lines of the same rows (``m < n`` when the sidecar ended first).
+    spec, scale, max_reason_words, max_reason_chars, reasonless_formats
+        As for :func:`bank_of_columns`.
+
+    Returns
+    -------
+    bool
+        True when the block must go to the row path (which words the error).
+    """
+    if rows.num_rows > bank.num_rows:
+        return True
+    return _breaks(rows, bank, spec=spec, scale=scale, max_reason_words=max_reason_words,
+                   max_reason_chars=max_reason_chars, reasonless_formats=reasonless_formats)
+
+
+def bank_frame(rows: pa.Table, bank: pa.Table, *, name: str, round: int,
+               first: int = 0) -> pd.DataFrame | None:
+    """Checked rows of one grader and their bank lines as judgment-bank rows, or None when
+    two rows of one pair were made on the same content, intent and rubric.
+
+    Parameters
+    ----------
+    rows : pyarrow.Table of shape (n, >= 4)
+        ``query_id``, ``chunk_id``, ``reason``, ``grade`` (checked by :func:`block_breaks`).
+    bank : pyarrow.Table of shape (n, >= 5)
+        Their lines' :data:`relgrade.schema.MADE_ON` values and ``graded_at``.
+    name : str
+        The grader.
+    round : int
+        The file's round.
+    first : int, default 0
+        The 0-based place of the first row in its file (``sequence`` counts from it).
+
+    Returns
+    -------
+    pandas.DataFrame of shape (n, 13) or None
+        As :func:`bank_of_columns` gives the same rows; every pair's rows must all be in
+        ``rows`` for the one-grade-per-made-on-record rule to be the file's.
+    """
+    if rows.num_rows and _repeated_made_on(rows.column("query_id"), rows.column("chunk_id"),
+                                           bank):
+        return None
+    out = _bank_frame(rows, bank, name=name, round=round)
+    out["sequence"] = np.arange(first, first + rows.num_rows, dtype="int64")
+    return out
+
+
 def _breaks(rows: pa.Table, bank: pa.Table, *, spec: Mapping, scale: Iterable[int],
             max_reason_words: int, max_reason_chars: int,
             reasonless_formats: Collection[str]) -> bool:

@@ -17,6 +17,12 @@ With params ``grading.share_from``, grades reused from other experiments' banks 
 this round's (:mod:`relgrade.pipeline.sharing`); the table then carries an ``origin``
 column and the manifest a ``shared`` section (per source, per grader, the pairs reused).
 
+In the common round (one round, nothing shared, neither triage nor a rater panel) the bank
+is read, made current and written a block of whole queries at a time
+(:mod:`relgrade.pipeline.judgments_blocks`): the same bytes, in memory that does not grow
+with the bank. A file out of query order, any broken rule or any work owed sends the stage
+to the whole path, which words every error and note as before.
+
 The manifest's ``judging`` block holds, per grader, the judgments spent and pending, counted
 as ``relgrade status`` counts them (:func:`relgrade.pipeline.judgments.judgment_counts`); the
 decision report prices it.
@@ -24,7 +30,8 @@ decision report prices it.
 
 import pandas as pd
 
-from relgrade.pipeline import sharing
+from relgrade.errors import InputError
+from relgrade.pipeline import judgments_blocks, sharing
 from relgrade.pipeline.judgments import (bank_allocator, judgment_counts, judgments,
                                          pending_status)
 from relgrade.experiment.layout import grade_commands
@@ -42,6 +49,8 @@ def _run(ex):
     grading = ex.params.grading
     step = step_printer("grades", 3, quiet=QUIET_SECONDS)
     step("the judgment bank: every grade file, checked, and what is owed")
+    if judgments_blocks.eligible(ex) and _by_blocks(ex):
+        return
     pool = io.read_table(ex.path("pool"), columns=["query_id", "chunk_id"])
     audit_ids = ex.audit_ids() or []
     held = judgments(ex, pool, audit_ids)
@@ -108,6 +117,25 @@ def _run(ex):
     io.write_json(ex.path("grades_manifest"), manifest)
     for line in grades.coverage_lines(manifest):
         print(line)
+
+
+def _by_blocks(ex) -> bool:
+    """The common round's grades table and manifest made a block of whole queries at a time
+    (:func:`relgrade.pipeline.judgments_blocks.grades_by_blocks`); False, with nothing
+    written, when the whole path must make them (it words every error and note)."""
+    try:
+        intents_sha256 = io.read_json(ex.path("intents_manifest")).get("sha256")
+        audit_ids = ex.audit_ids() or []
+    except InputError:
+        return False  # the whole path says so, in its order
+    manifest = judgments_blocks.grades_by_blocks(ex, ex.path("grades"), audit_ids=audit_ids,
+                                                 intents_sha256=intents_sha256)
+    if manifest is None:
+        return False
+    io.write_json(ex.path("grades_manifest"), manifest)
+    for line in grades.coverage_lines(manifest):
+        print(line)
+    return True
 
 
 #: Rows of the sorted grades table taken at a time while it is written (the file's row
