@@ -100,3 +100,88 @@ def test_one_block_is_kept_as_given():
     s = _Stacked(["m"])
     s.add(block)
     assert s.frame() is block
+
+
+def test_each_groups_mean_from_its_own_values_is_the_stacked_tables_group_mean_bit_for_bit():
+    from relgrade.evaluation.poolbias import _means, _Stacked
+
+    # a's m: 1e16, 1, 1, -1e16 in stacked order: pandas' compensated group sum keeps both
+    # 1s (2 / 4 = 0.5) where adding in order would lose them (0.0)
+    s = _Stacked(["m", "n"])
+    s.add(pd.DataFrame({"arm": ["a", "b", "a"], "query_id": ["q1"] * 3,
+                        "measure": ["m", "m", "n"], "value": [1e16, 0.1, 0.2]}))
+    s.add(pd.DataFrame({"arm": ["a", "a", "b", "a"], "query_id": ["q2", "q2", "q2", "q3"],
+                        "measure": ["m", "n", "m", "m"], "value": [1.0, 0.7, 0.2, 1.0]}))
+    s.add(pd.DataFrame({"arm": ["b", "a", "a"], "query_id": ["q4"] * 3,
+                        "measure": ["m", "m", "n"], "value": [0.3, -1e16, 0.1]}))
+    got = s.means()
+    want = _means(s.frame())
+    pd.testing.assert_frame_equal(got, want)
+    assert got["mean"].tolist() == want["mean"].tolist()  # bit for bit
+    assert got.to_dict("list")["arm"] == ["a", "a", "b"]
+    assert got.to_dict("list")["measure"] == ["m", "n", "m"]
+    assert got["mean"].iloc[0] == 0.5
+    assert got["queries"].tolist() == [4, 3, 3]
+
+
+def test_one_blocks_means_are_the_blocks_group_means():
+    from relgrade.evaluation.poolbias import _means, _Stacked
+
+    block = pd.DataFrame({"arm": ["b", "a", "b"], "query_id": ["q1", "q1", "q2"],
+                          "measure": ["m", "m", "m"], "value": [1.0, 2.0, 4.0]})
+    s = _Stacked(["m"])
+    s.add(block)
+    pd.testing.assert_frame_equal(s.means(), _means(block))
+    assert s.means().to_dict("list") == {"arm": ["b", "a"], "measure": ["m", "m"],
+                                         "mean": [2.5, 2.0], "queries": [2, 1]}
+
+
+@pytest.mark.parametrize("seed,cuts,parts", [(6, [3, 9], 5), (7, list(range(1, 22)), 23),
+                                             (8, [], 3), (9, [11], 1)])
+def test_the_unique_pairs_by_provenance_block_beside_the_key_give_the_same_report(
+        seed, cuts, parts):
+    key, runs, prov = _experiment(seed)
+    whole = poolbias.pool_bias_report(qrels=key, runs=runs, provenance=prov, depth=4,
+                                      measures=MEASURES, cutoffs=[3, 5])
+    pieces = [prov[prov["query_id"].isin(set(b))] for b in
+              np.array_split(np.array(sorted(prov["query_id"].unique())), parts)]
+    by_blocks = poolbias.pool_bias_blocks(
+        _blocks(key, runs, cuts),
+        unique=(poolbias.unique_contributions(p, depth=4) for p in pieces),
+        arms=["x", "y", "z"], depth=4, measures=MEASURES, cutoffs=[3, 5])
+    assert by_blocks == whole
+
+
+def _pairs(rows):
+    return pd.DataFrame(rows, columns=["arm", "query_id", "chunk_id"])
+
+
+def test_the_unique_pairs_cursor_holds_only_the_queries_not_yet_reached():
+    from relgrade.evaluation.poolbias import _UniqueCursor
+
+    parts = iter([_pairs([["x", "q1", "a"], ["y", "q2", "b"], ["x", "q2", "c"]]),
+                  _pairs([]),
+                  _pairs([["y", "q3", "d"]]),
+                  _pairs([["x", "q5", "e"]])])
+    cur = _UniqueCursor(parts)
+    assert len(cur.held) == 1  # the first part is made at once
+    assert cur.of(np.array(["q1"])).values.tolist() == [["x", "q1", "a"]]
+    assert [p.values.tolist() for p in cur.held] == [[["y", "q2", "b"], ["x", "q2", "c"]]]
+    assert cur.of(np.array(["q2", "q3"])).values.tolist() == [
+        ["y", "q2", "b"], ["x", "q2", "c"], ["y", "q3", "d"]]
+    assert cur.held == []
+    assert len(cur.of(np.array(["q4"]))) == 0  # q5's part read, and kept for later
+    assert [p.values.tolist() for p in cur.held] == [[["x", "q5", "e"]]]
+    assert cur.totals() == {"x": 3, "y": 2}
+
+
+def test_a_bad_provenance_is_refused_before_any_block_is_scored():
+    def key_blocks():
+        raise AssertionError("scored before the provenance was checked")
+        yield
+
+    with pytest.raises(poolbias.InputError, match="provenance lacks column"):
+        poolbias.pool_bias_blocks(
+            key_blocks(), arms=["x"], depth=4, measures=["R@5"], cutoffs=[5],
+            unique=(poolbias.unique_contributions(p, depth=4)
+                    for p in [pd.DataFrame({"query_id": ["q"]})]))

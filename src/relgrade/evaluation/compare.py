@@ -571,7 +571,9 @@ def full_report(per_query: pd.DataFrame | PerQueryCodes, *, settings: Settings, 
     if blocks is not None and provenance is not None and runs is not None \
             and depth is not None:
         checked = [m for m in result.measures if m not in inferred]
-        pairs_unique = poolbias.unique_contributions_blocks(provenance(), depth=int(depth))
+        # each provenance block's unique pairs, read beside the key's blocks: never all
+        pairs_unique = (poolbias.unique_contributions(part, depth=int(depth))
+                        for part in provenance())
         result.pool_bias = poolbias.pool_bias_blocks(
             blocks(), unique=pairs_unique,
             arms=(list(run_arms) if run_arms is not None

@@ -90,13 +90,13 @@ def _means(per_query: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame({"mean": g.mean(), "queries": g.size()}).reset_index()
 
 
-def _loo_rows(arm: str, arms, full: pd.DataFrame, reduced: pd.DataFrame, *,
+def _loo_rows(arm: str, arms, full: pd.DataFrame, red_means: pd.DataFrame, *,
               removed: tuple[int, int]) -> list[dict]:
     """The leave-one-out rows of ``arm``, one per measure of ``full`` (indexed by arm and
-    measure: ``mean``, ``queries``) against its per-query values on the reduced key
-    (``reduced``: ``measure``, ``value``); ``removed`` is (pairs, relevant pairs) the
-    reduced key lacks. Shared by the whole-table and the block paths."""
-    red_means = reduced.groupby("measure", sort=False)["value"].agg(["mean", "size"])
+    measure: ``mean``, ``queries``) against its means on the reduced key (``red_means``,
+    indexed by measure: ``mean``, ``size``; :func:`_reduced_means`); ``removed`` is
+    (pairs, relevant pairs) the reduced key lacks. Shared by the whole-table and the block
+    paths."""
     rows = []
     for m in full.index.get_level_values("measure").unique():
         f = float(full.loc[(arm, m), "mean"]) if (arm, m) in full.index else 0.0
@@ -112,6 +112,12 @@ def _loo_rows(arm: str, arms, full: pd.DataFrame, reduced: pd.DataFrame, *,
                      "queries_reduced": int(red_means.loc[m, "size"])
                      if m in red_means.index else 0})
     return rows
+
+
+def _reduced_means(reduced: pd.DataFrame) -> pd.DataFrame:
+    """One arm's per-query values on its reduced key (``measure``, ``value``) → per measure
+    (index, in order of first appearance) its ``mean`` and ``size``."""
+    return reduced.groupby("measure", sort=False)["value"].agg(["mean", "size"])
 
 
 def _rank(score: float, others: Sequence[float]) -> int:
@@ -186,7 +192,7 @@ def leave_one_arm_out(*, qrels: pd.DataFrame, runs: pd.DataFrame, provenance: pd
         run = runs[runs["arm"].astype(str) == arm].drop(columns="arm")
         red = metrics.per_query(qrels=reduced_key, run=run, measures=measures, ties=ties,
                                 relevant_min=relevant_min)
-        rows += _loo_rows(arm, arms, full, red,
+        rows += _loo_rows(arm, arms, full, _reduced_means(red),
                           removed=(int(drop.sum()), removed_relevant))
     return pd.DataFrame(rows, columns=LOO_COLUMNS)
 
@@ -327,6 +333,64 @@ def unique_contributions_blocks(blocks, *, depth: int) -> pd.DataFrame:
     return out.sort_values(["arm", "query_id", "chunk_id"]).reset_index(drop=True)
 
 
+class _UniqueCursor:
+    """The unique pairs of a provenance read a block of whole queries at a time, beside the
+    key's blocks: each call gives the pairs of the key block's queries, and only the pairs
+    of queries not yet reached are held (not every pair one arm alone brought in, with its
+    ids as strings).
+
+    ``parts`` gives :func:`unique_contributions` of each provenance block, in query order
+    (text by code point, as the blocks are read); the key's blocks come in the same order.
+    The first part is made at once, so the provenance's errors come before any scoring, as
+    when the whole table was made first.
+    """
+
+    def __init__(self, parts):
+        self.parts = iter(parts)
+        self.held: list[pd.DataFrame] = []
+        self.counts: dict = {}
+        self.done = False
+        self._pull()
+
+    def _pull(self) -> str | None:
+        """The next non-empty part's last query id, the part held and counted (None: no
+        parts left)."""
+        for part in self.parts:
+            if not len(part):
+                continue
+            part = part.assign(query_id=part["query_id"].astype(str))
+            for arm, n in part.groupby("arm").size().items():
+                self.counts[arm] = self.counts.get(arm, 0) + int(n)
+            self.held.append(part)
+            return str(part["query_id"].max())
+        self.done = True
+        return None
+
+    def of(self, ids: np.ndarray) -> pd.DataFrame:
+        """The held pairs (``arm``, ``query_id``, ``chunk_id``) of ``ids`` (sorted query ids of
+        one key block, after every earlier block's); pairs of queries up to the last of
+        ``ids`` are then let go."""
+        last = str(ids[-1])
+        upto = max((str(p["query_id"].max()) for p in self.held), default=None)
+        while not self.done and (upto is None or upto < last):  # a query is in one part
+            upto = self._pull() or upto
+        if not self.held:
+            return pd.DataFrame({"arm": [], "query_id": [], "chunk_id": []}, dtype=object)
+        here = pd.concat(self.held, ignore_index=True) if len(self.held) > 1 \
+            else self.held[0]
+        q = here["query_id"]
+        later = here[q > last]
+        self.held = [later] if len(later) else []
+        return here[q.isin(ids)]
+
+    def totals(self) -> dict:
+        """Every part's pairs per arm (the provenance read to its end)."""
+        while not self.done:
+            self._pull()
+        self.held = []
+        return self.counts
+
+
 class _Stacked:
     """Blocks' per-query tables stacked into the order one call over every query gives (by
     arm, then measure in the order asked, then query: each block's queries follow the
@@ -375,15 +439,50 @@ class _Stacked:
         """The stacked table's ``arm``, ``measure`` and ``value`` (one block: the block)."""
         if self.blocks <= 1:
             return self.first
-        keys = sorted(self.seen, key=lambda g: (str(g[0]), self.rank.get(str(g[1]),
-                                                                        len(self.rank)),
-                                                self.seen[g]))
+        keys = self._order()
         parts = [np.concatenate(self.values[g]) for g in keys]
         sizes = [len(v) for v in parts]
         return pd.DataFrame({
             "arm": np.repeat(np.array([g[0] for g in keys], dtype=object), sizes),
             "measure": np.repeat(np.array([g[1] for g in keys], dtype=object), sizes),
             "value": np.concatenate(parts) if parts else np.zeros(0)})[list(columns)]
+
+    def _order(self) -> list:
+        """The (arm, measure) groups in the stacked table's order."""
+        return sorted(self.seen, key=lambda g: (str(g[0]), self.rank.get(str(g[1]),
+                                                                         len(self.rank)),
+                                                self.seen[g]))
+
+    def means(self) -> pd.DataFrame:
+        """``_means(self.frame())`` without laying the values out as one table.
+
+        Returns
+        -------
+        pandas.DataFrame
+            ``arm``, ``measure`` (object), ``mean`` (float64), ``queries`` (int64): one row
+            per (arm, measure), in the stacked table's order (one block: the block's groups
+            in order of first appearance).
+
+        Notes
+        -----
+        pandas' group mean adds each group's values in row order, compensated, one running
+        sum per group: a group's mean depends on its own values alone. Each group's values
+        here are its rows of the stacked table in order, so taking its mean by the same
+        group mean over that array alone gives the same bits.
+        """
+        if self.blocks <= 1:
+            return _means(self.first)
+        keys = self._order()
+        mean = np.empty(len(keys), dtype=np.float64)
+        size = np.empty(len(keys), dtype=np.int64)
+        for i, g in enumerate(keys):
+            values = np.concatenate(self.values[g])
+            one = np.zeros(len(values), dtype=np.intp)   # one group: pandas' own group mean
+            mean[i] = pd.Series(values).groupby(one).mean().iloc[0]
+            size[i] = len(values)
+        return pd.DataFrame({"arm": np.array([g[0] for g in keys], dtype=object),
+                             "measure": np.array([g[1] for g in keys], dtype=object),
+                             "mean": mean, "queries": size})
 
 
 def _scored(qrels: pd.DataFrame, runs: pd.DataFrame, arms: Sequence[str],
@@ -404,7 +503,7 @@ def _scored(qrels: pd.DataFrame, runs: pd.DataFrame, arms: Sequence[str],
     return pd.concat([out, *extra], ignore_index=True)[["arm", "query_id", "measure", "value"]]
 
 
-def pool_bias_blocks(blocks, *, unique: pd.DataFrame, arms: Sequence[str], depth: int,
+def pool_bias_blocks(blocks, *, unique, arms: Sequence[str], depth: int,
                      measures: Sequence[str], cutoffs: Sequence[int], ties: str = "score",
                      relevant_min: int = 1) -> dict:
     """:func:`pool_bias_report` computed a block of whole queries at a time.
@@ -420,9 +519,12 @@ def pool_bias_blocks(blocks, *, unique: pd.DataFrame, arms: Sequence[str], depth
         ``(qrels, runs)`` per block, in query order: the key's rows of some queries (every
         row of each) and the stacked runs' rows of the same queries (``arm``, ``query_id``,
         ``chunk_id``, ``rank``, ``score``). A query's rows are in one block only.
-    unique : pandas.DataFrame
+    unique : pandas.DataFrame or iterable of pandas.DataFrame
         :func:`unique_contributions` of the whole provenance (or
-        :func:`unique_contributions_blocks`).
+        :func:`unique_contributions_blocks`), or of each of the provenance's blocks of whole
+        queries in query order (``unique_contributions(b, depth=depth) for b in blocks``),
+        read beside the key's blocks so that only the pairs of queries not yet reached are
+        held; the first is made before any block is scored.
     arms : sequence of str
         The arms of the whole runs table (sorted), as :func:`pool_bias_report` finds them.
     depth, measures, cutoffs, ties, relevant_min
@@ -443,8 +545,8 @@ def pool_bias_blocks(blocks, *, unique: pd.DataFrame, arms: Sequence[str], depth
         raise InputError("pool.depth must be a positive integer", found=repr(depth))
     arms = [str(a) for a in arms]
     judged_names = [f"Judged@{int(k)}" for k in cutoffs]
-    by_query = unique.sort_values(["query_id", "chunk_id", "arm"], kind="stable")
-    uq = by_query["query_id"].astype(str).to_numpy()
+    # the unique pairs a key block's queries at a time, not every pair with string ids
+    pairs = _UniqueCursor([unique] if isinstance(unique, pd.DataFrame) else unique)
     # per-query values kept as arrays per (arm, measure), not frames of every query id
     judged, full = _Stacked(judged_names), _Stacked(measures)
     condensed = _Stacked(measures)
@@ -482,12 +584,8 @@ def pool_bias_blocks(blocks, *, unique: pd.DataFrame, arms: Sequence[str], depth
         key = qrels.assign(query_id=qrels["query_id"].astype(str),
                            chunk_id=qrels["chunk_id"].astype(str))
         ids = np.sort(key["query_id"].unique().astype(object)) if len(key) else np.array([])
-        if len(ids):
-            lo, hi = np.searchsorted(uq, ids[0], "left"), np.searchsorted(uq, ids[-1], "right")
-            here = by_query.iloc[lo:hi]
-            here = here[here["query_id"].astype(str).isin(ids)]
-        else:
-            here = by_query.iloc[:0]
+        here = pairs.of(ids) if len(ids) else \
+            pd.DataFrame({"arm": [], "query_id": [], "chunk_id": []}, dtype=object)
         pair_index = pd.MultiIndex.from_frame(key[["query_id", "chunk_id"]])
         for arm in arms:
             mine = here[here["arm"] == arm]
@@ -502,23 +600,25 @@ def pool_bias_blocks(blocks, *, unique: pd.DataFrame, arms: Sequence[str], depth
         condensed.add(_scored(qrels, condensed_runs(runs, qrels), within,
                               measures=measures, ties=ties, relevant_min=relevant_min))
 
-    counts = unique.groupby("arm").size()
-    judged_means = _means(judged.frame())
+    counts = pairs.totals()
+    # each group's mean from its own values: the stacked table is never laid out
+    judged_means = judged.means()
     judged_means["k"] = judged_means["measure"].str.split("@").str[1].astype(int)
     judged_out = judged_means.rename(columns={"mean": "judged"})[["arm", "k", "judged"]]
     judged_out["unjudged_share"] = 1.0 - judged_out["judged"]
     judged_out = judged_out.sort_values(["arm", "k"]).reset_index(drop=True)
 
-    full_means = _means(full.frame())
+    full_means = full.means()
     indexed = full_means.set_index(["arm", "measure"])
     rows = []
     for arm in arms:
-        red = reduced[arm].frame() if reduced[arm].blocks else \
-            pd.DataFrame({"measure": [], "value": []})
+        red = _reduced_means(pd.DataFrame({"measure": [], "value": []})) \
+            if not reduced[arm].blocks else reduced[arm].means().set_index("measure")[
+                ["mean", "queries"]].rename(columns={"queries": "size"})
         rows += _loo_rows(arm, arms, indexed, red, removed=removed[arm])
     loo = pd.DataFrame(rows, columns=LOO_COLUMNS)
 
-    con = _means(condensed.frame())
+    con = condensed.means()
     out = full_means.merge(con, on=["arm", "measure"], how="left", suffixes=("_std", "_con"))
     out = pd.DataFrame({"arm": out["arm"], "measure": out["measure"],
                         "standard": out["mean_std"], "condensed": out["mean_con"].fillna(0.0)})
