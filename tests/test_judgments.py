@@ -320,13 +320,13 @@ def test_a_key_file_read_as_columns_equals_it_read_one_object_per_line(tmp_path)
     assert got["grade"].tolist() == [2, 0] and got["chunk_id"].tolist() == ["a", "b"]
 
 
-def test_the_bank_allocator_puts_the_previous_arrow_pool_back_when_done():
+def test_arrow_from_jemalloc_puts_the_previous_arrow_pool_back_when_done():
     import pyarrow as pa
 
-    from relgrade.pipeline.judgments import bank_allocator
+    from relgrade.pipeline.memory import arrow_from_jemalloc
 
     before = pa.default_memory_pool().backend_name
-    with bank_allocator():
+    with arrow_from_jemalloc():
         inside = pa.default_memory_pool().backend_name
         made = pa.array(["a", "b"])
     assert pa.default_memory_pool().backend_name == before

@@ -11,7 +11,6 @@ status`` and for the grades manifest the decision report prices the judging from
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 
@@ -104,34 +103,6 @@ class Judgments:
         rnd = max(self.rounds)
         mine = self.bank[self.bank["round"].astype(int) == rnd]
         return {str(g): int(n) for g, n in mine.groupby("grader").size().items()}
-
-
-@contextlib.contextmanager
-def bank_allocator():
-    """Arrow's buffers from jemalloc while the judgment bank is read and worked on, the
-    previous default pool put back afterwards (unchanged where pyarrow was built without
-    jemalloc).
-
-    Reading the bank and making its grades current is a long climb of short-lived blocks
-    and copies (each round's blocks, the checks, the currency and pool lookups) under the
-    bank itself: Arrow's default allocator (mimalloc in pyarrow's wheels) keeps much of
-    what they free, jemalloc hands it back, and the peak is lower in the same CPU-seconds
-    (benchmarks/README.md, "The grades stage's current grades as positions"). Buffers
-    keep the pool they came from, so a table made before or after is unaffected.
-    """
-    import pyarrow as pa
-
-    try:
-        pool = pa.jemalloc_memory_pool()
-    except NotImplementedError:  # a pyarrow built without it
-        yield
-        return
-    before = pa.default_memory_pool()
-    pa.set_memory_pool(pool)
-    try:
-        yield
-    finally:
-        pa.set_memory_pool(before)
 
 
 def round_modes(ex, rounds) -> dict[int, str]:

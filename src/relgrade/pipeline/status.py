@@ -27,7 +27,8 @@ from relgrade.pipeline.design import unfilled_parts
 from relgrade.experiment.files import Experiment
 from relgrade.experiment.layout import (disagreements_file, grade_commands, packets_build_command,
                                       repro_command, review_command)
-from relgrade.pipeline.judgments import bank_allocator, judgments, pending_status
+from relgrade.pipeline.judgments import judgments, pending_status
+from relgrade.pipeline.memory import arrow_from_jemalloc
 from relgrade.pipeline.panel import is_panel
 from relgrade.pipeline.since_repro import (inputs_since_repro, params_since_repro,
                                            removed_outputs, stages_behind, stopped_stages)
@@ -560,7 +561,7 @@ def read_status(ex: Experiment) -> dict:
                 # the packets stage has not run on this pool, or failed: say so, and count
                 # the raters' work from the queues it would deal (none, if it would refuse)
                 assignment, queue = missing_assignment(ex, pool)
-            with bank_allocator():  # the bank's blocks and copies handed back as freed
+            with arrow_from_jemalloc():  # the bank's blocks and copies handed back as freed
                 held = judgments(ex, pool, audit, assignment=queue)
                 key_owed = _key_owed(params, held.pending)
                 # counted, never written: the rows unsorted (no sorted copy of the table)

@@ -15,8 +15,6 @@ three or more graders in the round (a rater panel, an extra auditor) the table i
 whole, as the many-rater agreement reads it.
 """
 
-import ctypes
-
 import numpy as np
 import pandas as pd
 import pyarrow as pa
@@ -29,6 +27,7 @@ from relgrade.io import files as io
 from relgrade.io.batches import (distinct_text, iter_query_blocks, iter_table_batches,
                                  query_rows)
 from relgrade.io.parquet_columns import ParquetColumns
+from relgrade.pipeline.memory import arrays_off_the_heap, hand_back
 from relgrade.protocol import agreement
 from relgrade.protocol.diagnostics import GradeCodes, GraderRows, PositionCodes, RoundRows, Shown
 from relgrade.protocol.reliability import Resampling
@@ -37,7 +36,7 @@ from relgrade.rng import derive_seed
 
 
 def run(ex):
-    _arrays_off_the_heap()
+    arrays_off_the_heap()
     grading, scale = ex.params.grading, ex.params.need("scale")
     step = step_printer("agreement", 2, quiet=QUIET_SECONDS)
     step("kappas and their intervals, resampling the audited queries")
@@ -61,7 +60,7 @@ def run(ex):
         except (_Whole, InputError):  # read whole: that path words what is wrong
             grades, whole = _grades(table, audit_ids)
         del table
-        _hand_back()  # the blocks' parts, stacked
+        hand_back()  # the blocks' parts, stacked
     report = agreement.audit_agreement(
         grades, audit_ids=audit_ids,
         queries=io.read_table(ex.path("queries"), columns=["query_id", "group"]),
@@ -99,59 +98,6 @@ def run(ex):
     for note in m["notes"]:
         print(f"note: {note}")
 
-
-
-#: Allocations at least this large are mapped on their own (glibc's ``M_MMAP_THRESHOLD``).
-MMAP_THRESHOLD = 1 << 20
-
-
-def _arrays_off_the_heap() -> bool:
-    """Have glibc map every allocation of :data:`MMAP_THRESHOLD` bytes or more on its own,
-    so a freed array's memory goes back to the system at once; True when set, False (and
-    nothing done) where the C library is not glibc.
-
-    glibc starts with a threshold of 128 KiB and raises it to the size of each mapped block
-    freed (up to 32 MiB): after the block pass frees its first large arrays, the fits'
-    arrays of tens of MiB come from the heap, and what they leave there when freed stays in
-    the process. A fixed threshold also stops that raising.
-    """
-    libc = _glibc()
-    if libc is None:
-        return False
-    libc.mallopt.argtypes, libc.mallopt.restype = [ctypes.c_int, ctypes.c_int], ctypes.c_int
-    return libc.mallopt(_M_MMAP_THRESHOLD, MMAP_THRESHOLD) == 1
-
-
-def _hand_back() -> None:
-    """Give the memory freed since the last call back to the system: Arrow's pool's unused
-    pages, and (glibc only) every whole free page of the heap (``malloc_trim(0)``).
-
-    A block's pandas and Arrow temporaries are many allocations below the mmap threshold;
-    freed, they leave holes all through the heap that glibc hands back only at its top, so
-    the process would keep the block pass's largest heap while the fits run.
-    """
-    pa.default_memory_pool().release_unused()
-    libc = _glibc()
-    if libc is not None:
-        libc.malloc_trim.argtypes, libc.malloc_trim.restype = [ctypes.c_size_t], ctypes.c_int
-        libc.malloc_trim(0)
-
-
-def _glibc():
-    """The C library when it is glibc (ctypes), else None: the process's own symbols
-    (``dlopen(NULL)``), so no search for the library's file runs (``find_library`` starts
-    ``ldconfig``)."""
-    try:
-        libc = ctypes.CDLL(None)
-        version = libc.gnu_get_libc_version
-    except (OSError, AttributeError, TypeError):  # not glibc: its own allocator's rules
-        return None
-    version.restype = ctypes.c_char_p
-    return libc if version() else None
-
-
-#: mallopt's parameter number of the mmap threshold (glibc's malloc.h).
-_M_MMAP_THRESHOLD = -3
 
 
 #: The grades table's columns the stage requires (the others are read when present).
@@ -327,12 +273,12 @@ def _by_query_blocks(table: ParquetColumns, orders, *, round: int,  # noqa: A002
                         position[row], grade[took].astype(float).astype(np.int64),
                         display[row], size[row], code[took]))
         del block
-        _hand_back()  # the block's temporaries are garbage
+        hand_back()  # the block's temporaries are garbage
     if shows:
         for s in streams:
             s.upto(None)  # the rest of the orders: checked, not kept
         del streams
-    _hand_back()  # Arrow's pool keeps the batches' buffers
+    hand_back()  # Arrow's pool keeps the batches' buffers
     whole = RoundRows(
         in_round=frozenset(str(n) for n in in_round),
         graders=tuple(GraderRows(

@@ -32,8 +32,8 @@ import pandas as pd
 
 from relgrade.errors import InputError
 from relgrade.pipeline import judgments_blocks, sharing
-from relgrade.pipeline.judgments import (bank_allocator, judgment_counts, judgments,
-                                         pending_status)
+from relgrade.pipeline.judgments import judgment_counts, judgments, pending_status
+from relgrade.pipeline.memory import arrow_from_jemalloc
 from relgrade.experiment.layout import grade_commands
 from relgrade.experiment.progress import QUIET_SECONDS, step_printer
 from relgrade.io import files as io
@@ -41,7 +41,7 @@ from relgrade.protocol import bank, grades, triage
 
 
 def run(ex):
-    with bank_allocator():
+    with arrow_from_jemalloc():
         _run(ex)
 
 

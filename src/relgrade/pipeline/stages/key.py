@@ -44,6 +44,7 @@ from relgrade.graders.cache import (NOT_RECORDED, TEMPLATE_FIELDS,
                                     TEMPLATE_NOT_RECORDED, judge_counts, template_counts)
 from relgrade.io.grade_columns import bank_blocks, read_grade_columns
 from relgrade.io.trec import check_qrels_ids, qrels_lines, write_trec_qrels
+from relgrade.pipeline.memory import arrow_from_jemalloc
 from relgrade.experiment.key_blocks import KeyBlocks, NotInBlocks
 from relgrade.protocol.key_blocks import KeyDigest, latest_value_counts
 from relgrade.protocol import corrections as corrections_mod
@@ -402,20 +403,10 @@ def _ppi_design(ex, gate):
 
 
 def run(ex):
-    # Arrow's buffers from jemalloc, the previous pool put back after (as
-    # relgrade.pipeline.judgments.bank_allocator does; imported, it would bring the bank's
-    # modules into the stage): the key is made twice a block at a time (hashed, then
-    # written) and the sidecar counted by blocks, and the default pool keeps much of what
-    # they free
-    before = pa.default_memory_pool()
-    try:
-        pa.set_memory_pool(pa.jemalloc_memory_pool())
-    except NotImplementedError:  # a pyarrow built without it
-        pass
-    try:
+    # the key is made twice a block at a time (hashed, then written) and the sidecar
+    # counted by blocks: Arrow's default pool would keep much of what they free
+    with arrow_from_jemalloc():
         _run(ex)
-    finally:
-        pa.set_memory_pool(before)
 
 
 def _run(ex):
