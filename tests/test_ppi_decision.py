@@ -265,11 +265,12 @@ def test_with_lambda_0_the_arms_and_rank_sets_say_they_rest_on_the_human_sample(
     assert ("From PPI++ estimates (model key on every query, rectified on 6 human-graded "
             "queries; here λ = 0, so each estimate is the human-only one and rests on those "
             "6 queries alone) over 20 queries") in md
-    # with lambda above 0 the rows keep every query the model graded
+    # with lambda above 0 the rows keep every query the model graded, and say how many of
+    # them people graded
     md = decision.to_markdown(decision.build_decision(govern(report(), ppi_record()),
                                                       primary=P, rank_sets=ranks))
-    assert f"| dense | {P} | 0.4700 | [0.4000, 0.5400] (ppi++) | 0.0300 | 20 | 100 " \
-           "(model-only) |" in md.splitlines()
+    assert f"| dense | {P} | 0.4700 | [0.4000, 0.5400] (ppi++) | 0.0300 | 20 (6 by people) " \
+           "| 100 (model-only) |" in md.splitlines()
     assert "λ = 0" not in md
 
 
