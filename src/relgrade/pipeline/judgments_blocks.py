@@ -87,12 +87,60 @@ def grades_by_blocks(ex, out, *, audit_ids, intents_sha256,
     """
     try:
         return _by_blocks(ex, out, audit_ids=audit_ids, intents_sha256=intents_sha256,
-                          rows=rows)
+                          rows=rows)[0]
     except (_Whole, InputError):
         return None
 
 
-def _by_blocks(ex, out, *, audit_ids, intents_sha256, rows):
+def judgments_by_blocks(ex, *, audit_ids, visit,
+                        rows: int = BLOCK_ROWS) -> tuple[Judgments, pd.DataFrame] | None:
+    """The common round's judgments read a block of whole queries at a time, for counting
+    (``relgrade status``): nothing is written.
+
+    Parameters
+    ----------
+    ex : relgrade.experiment.files.Experiment
+        The experiment (:func:`eligible`).
+    audit_ids : iterable of str
+        The locked audit sample.
+    visit : callable
+        ``visit(pool, table)``, called once per block in query order: ``pool`` the block's
+        pool rows (``query_id``, ``chunk_id``), ``table`` its current grades
+        (:func:`relgrade.protocol.grades.current_table`'s rows of those queries).
+    rows : int, optional
+        Pool rows read at a time.
+
+    Returns
+    -------
+    (Judgments, pandas.DataFrame) or None
+        The round's judgments without the bank (``pending`` empty, ``made``,
+        ``made_by_round``, ``others_pending``, ``files`` names) and a table of one
+        ``grader`` column, a row per current grade (what
+        :func:`relgrade.pipeline.judgments.pending_status` counts); None when the whole path
+        must answer (as :func:`grades_by_blocks`, also when any work is owed).
+    """
+    try:
+        _, held, table = _by_blocks(ex, None, audit_ids=audit_ids, intents_sha256=None,
+                                    rows=rows, visit=visit)
+    except (_Whole, InputError):
+        return None
+    return held, table
+
+
+class _NoWriter:
+    """Where the blocks go when nothing is written."""
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+    def write(self, table) -> None:
+        pass
+
+
+def _by_blocks(ex, out, *, audit_ids, intents_sha256, rows, visit=None):
     grading = ex.params.grading
     current = int(grading.round)
     graders = ex.params.graders_dict()
@@ -121,7 +169,8 @@ def _by_blocks(ex, out, *, audit_ids, intents_sha256, rows):
     entries: dict[str, dict] = {}
     others, counts, rounds = [], {name: 0 for name in sorted(graders)}, set()
     n_pairs = 0
-    with io.ParquetBlocks(out) as writer:  # an exception leaves ``out`` as it was
+    sink = _NoWriter() if out is None else io.ParquetBlocks(out)
+    with sink as writer:  # an exception leaves ``out`` as it was
         for pool in iter_query_blocks(ex.path("pool"), ["query_id", "chunk_id"], rows=rows,
                                       writer="the pool stage"):
             if not len(pool):
@@ -147,6 +196,8 @@ def _by_blocks(ex, out, *, audit_ids, intents_sha256, rows):
             n_pairs += manifest["pool_pairs"]
             for name, n in table["grader"].value_counts().items():
                 counts[str(name)] += int(n)
+            if visit is not None:
+                visit(pool, table)
             if len(table):
                 writer.write(table)
             del table
@@ -177,9 +228,10 @@ def _by_blocks(ex, out, *, audit_ids, intents_sha256, rows):
         table = pd.DataFrame({"grader": pd.Categorical.from_codes(
             bank_blocks.grader_codes(names, [counts[n] for n in names]), categories=names)})
         # what each grader made and owes, counted as `relgrade status` counts it
-        manifest["judging"] = judgment_counts(pending_status(ex, held=held, table=table,
-                                                             adjudication=False))
-    return manifest
+        if out is not None:
+            manifest["judging"] = judgment_counts(pending_status(ex, held=held, table=table,
+                                                                 adjudication=False))
+    return manifest, held, table
 
 
 def _block_bank(cursors, last, *, current) -> pd.DataFrame | None:

@@ -139,6 +139,75 @@ def _pool_progress(out: dict, rows: pd.DataFrame, pool: pd.DataFrame,
                   "not_started": not_started}
 
 
+class CountedProgress:
+    """One grader's :func:`_pool_progress` summed over blocks of whole queries given in
+    query order (code point order, the order the pool is written in): the counts added,
+    the partial and not-started queries of each block appended (they then come out in the
+    order one pass over the whole pool gives)."""
+
+    def __init__(self):
+        self.rows = self.graded = self.of = 0
+        self.partial: dict = {}
+        self.not_started: list = []
+
+    def add(self, rows: pd.DataFrame, pool: pd.DataFrame, scope: set | None) -> None:
+        """Count one block: ``rows`` the grader's current grades (``query_id``,
+        ``chunk_id``) of the queries of ``pool`` (``query_id``, ``chunk_id``, whole
+        queries); ``scope`` the audited queries for an auditor, else None."""
+        block = _pool_progress({}, rows, pool, scope)
+        self.rows += len(rows)
+        self.graded += block["graded"]
+        self.of += block["of"]
+        self.partial.update(block["partial"])
+        self.not_started.extend(block["not_started"])
+
+    def progress(self, spec: Mapping) -> dict:
+        """What :func:`_grader_progress` returns for the grader (``spec``: its params)."""
+        out = {"role": spec.get("role"), "kind": spec.get("kind"),
+               "state": "graded" if self.rows else "not started"}
+        if self.of and self.graded == self.of:
+            out["state"] = "complete"
+        return out | {"graded": self.graded, "of": self.of, "partial": self.partial,
+                      "not_started": self.not_started}
+
+
+def _status_by_blocks(ex: Experiment, audit) -> dict | None:
+    """The bank's part of :func:`read_status` in the common round, read a block of whole
+    queries at a time (:func:`relgrade.pipeline.judgments_blocks.judgments_by_blocks`):
+    ``{"held", "table", "rows", "counted"}``, ``rows`` holding only the key grader's and the
+    auditor's grades of the audited queries (the would-be gate's coverage); None when the
+    whole path must answer (another mode, a file out of order, a broken rule, owed work)."""
+    from relgrade.pipeline import judgments_blocks
+
+    params = ex.params
+    if not judgments_blocks.eligible(ex) or is_panel(ex):
+        return None
+    graders = {n: g for n, g in params.graders_dict().items() if g["role"] not in PANEL_ROLES}
+    scope = {str(q) for q in audit}
+    audited_ids = sorted(scope)
+    counted = {name: CountedProgress() for name in graders}
+    gate_names = {params.grading.key_grader, params.grading.auditor} - {None}
+    audited: dict[str, list] = {name: [] for name in gate_names}
+
+    def visit(pool, table):
+        for name, c in counted.items():
+            mine = table.loc[table["grader"] == name, ["query_id", "chunk_id"]]
+            c.add(mine, pool, scope if graders[name]["role"] == "auditor" else None)
+            if name in audited:
+                on = mine["query_id"].astype(str).isin(audited_ids).to_numpy(dtype=bool)
+                audited[name].append(mine[on])
+
+    got = judgments_blocks.judgments_by_blocks(ex, audit_ids=audit, visit=visit)
+    if got is None:
+        return None
+    held, table = got
+    empty = pd.DataFrame({"query_id": pd.Series([], dtype="str"),
+                          "chunk_id": pd.Series([], dtype="str")})
+    rows = {name: pd.concat([empty, *audited[name]], ignore_index=True)
+            for name in held.files if name in audited}
+    return {"held": held, "table": table, "rows": rows, "counted": counted}
+
+
 def _passed_gate(gate: Mapping, params: Params) -> dict:
     """A pass record as status reports it: what passed, under which gates, with what warnings.
 
@@ -211,6 +280,7 @@ def experiment_status(
     round_owed: Mapping[str, Mapping] | None = None,
     sample_advice: str | Callable[[], str] = ONE_CATEGORY_ADVICE,
     disagreements: str | None = None,
+    counted: Mapping[str, "CountedProgress"] | None = None,
 ) -> dict:
     """The experiment's state, one entry per protocol step.
 
@@ -262,6 +332,10 @@ def experiment_status(
     disagreements : str, optional
         The disagreements file, named in a failed gate's regrade advice
         (:func:`relgrade.experiment.layout.disagreements_file`).
+    counted : mapping of str to CountedProgress, optional
+        grader → its progress over the pool counted a block of queries at a time
+        (:class:`CountedProgress`), used instead of its ``grader_rows`` entry (which then
+        needs only the audited queries' rows, for the gate's coverage).
 
     Returns
     -------
@@ -319,10 +393,11 @@ def experiment_status(
             return pool
         return triage_pairs
 
-    round_owed = dict(round_owed or {})
-    st["grading"] = {name: _grader_progress(rows.get(name), spec=graders[name],
-                                            pool=owed_by(name), audit=audit,
-                                            owed=round_owed.get(name)) | {"round": rnd}
+    round_owed, counted = dict(round_owed or {}), dict(counted or {})
+    st["grading"] = {name: (counted[name].progress(graders[name]) if name in counted else
+                            _grader_progress(rows.get(name), spec=graders[name],
+                                             pool=owed_by(name), audit=audit,
+                                             owed=round_owed.get(name))) | {"round": rnd}
                      for name in sorted(graders, key=lambda n: (
                          graders[n]["role"] != "grader", n))}
     if params.grading.mode == "triage":
@@ -551,6 +626,7 @@ def read_status(ex: Experiment) -> dict:
     rows: dict = {}
     blocked_by: dict[str, str] = {}
     pending, triage_pairs, round_owed, key_owed = None, None, None, None
+    counted = None  # grader → CountedProgress, when the bank was read a block at a time
     # a refused rubric is the rubric's fault: no grade can be judged current, and no
     # grader's file is blamed for it
     assignment = None
@@ -562,19 +638,26 @@ def read_status(ex: Experiment) -> dict:
                 # the raters' work from the queues it would deal (none, if it would refuse)
                 assignment, queue = missing_assignment(ex, pool)
             with arrow_from_jemalloc():  # the bank's blocks and copies handed back as freed
-                held = judgments(ex, pool, audit, assignment=queue)
+                # the common round, nothing owed: counted a block of queries at a time
+                by_blocks = None if queue is not None else _status_by_blocks(ex, audit)
+                if by_blocks is not None:
+                    held, table = by_blocks["held"], by_blocks["table"]
+                    counted = by_blocks["counted"]
+                else:
+                    held = judgments(ex, pool, audit, assignment=queue)
+                    # counted, never written: the rows unsorted (no sorted copy of the table)
+                    table = grades.current_table(held.bank, graders=params.graders_dict(),
+                                                 pool=pool, audit_query_ids=audit,
+                                                 round=params.grading.round,
+                                                 intents_sha256=None, whole=False,
+                                                 **held.now)[0].rows
                 key_owed = _key_owed(params, held.pending)
-                # counted, never written: the rows unsorted (no sorted copy of the table)
-                table = grades.current_table(held.bank, graders=params.graders_dict(),
-                                             pool=pool, audit_query_ids=audit,
-                                             round=params.grading.round,
-                                             intents_sha256=None, whole=False,
-                                             **held.now)[0].rows
             reused = set() if held.shared is None else set(held.shared["grader"].astype(str))
             # only the pair columns the progress counts read: a copy of every column of
             # each grader's rows, made while the bank is held, was the command's peak
             for name in sorted(set(held.files) | reused):
-                rows[name] = table.loc[table["grader"] == name, ["query_id", "chunk_id"]]
+                rows[name] = (by_blocks["rows"].get(name) if by_blocks is not None else
+                              table.loc[table["grader"] == name, ["query_id", "chunk_id"]])
             pending = pending_status(ex, held=held, table=table)
             if held.owed_by is not None and params.grading.mode != "triage":
                 round_owed = _round_owed(held, table, [params.grading.key_grader,
@@ -642,7 +725,7 @@ def read_status(ex: Experiment) -> dict:
         record=record, problems=problems, post_hoc_record=post_hoc, ledger=ledger,
         dvc=dvc_health(*ex.dvc_files()), triage_pairs=triage_pairs, round_owed=round_owed,
         sample_advice=lambda: _sample_advice(ex, pool, audit, triage_pairs),
-        disagreements=disagreements_file(ex))
+        disagreements=disagreements_file(ex), counted=counted)
     if rubric is not None:
         st["rubric"] = rubric
         for g in st["grading"].values():
