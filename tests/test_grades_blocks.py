@@ -91,14 +91,19 @@ def test_a_file_out_of_query_order_goes_to_the_whole_path_with_the_same_bytes(
     assert by_blocks == whole and whole[0] is not None
 
 
-def test_a_stale_grade_stops_the_stage_with_the_whole_paths_words(tmp_path, monkeypatch):
-    _, p = _stage_dir(tmp_path)
-    _graded(tmp_path, p)
+def _first_grade_stale(tmp_path, p) -> None:
+    """grader-a's first grade made on other text: stale, so its pair is owed again."""
     path = tmp_path / p["grades_in"] / "grader-a/round-1.bank.jsonl"
     lines = path.read_text().splitlines()
     first = json.loads(lines[0])
-    first["content_sha256"] = "0" * 64  # made on other text: stale
+    first["content_sha256"] = "0" * 64
     path.write_text("\n".join([json.dumps(first), *lines[1:]]) + "\n")
+
+
+def test_a_stale_grade_stops_the_stage_with_the_whole_paths_words(tmp_path, monkeypatch):
+    _, p = _stage_dir(tmp_path)
+    _graded(tmp_path, p)
+    _first_grade_stale(tmp_path, p)
     (by_blocks, whole), answered = _run_both(tmp_path, p, monkeypatch)
     # (q1, c1) is owed again: the stage stops, worded by the whole path both ways
     assert answered == [False]

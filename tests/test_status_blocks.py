@@ -10,7 +10,7 @@ import yaml
 from relgrade.experiment.files import Experiment
 from relgrade.pipeline import judgments_blocks, status
 from tests.test_grades import _row, _stage_dir
-from tests.test_grades_blocks import _graded
+from tests.test_grades_blocks import _first_grade_stale, _graded
 
 
 def _both(root, monkeypatch):
@@ -84,11 +84,7 @@ def test_a_pool_pair_missing_a_grade_is_counted_by_the_whole_path_the_same(
 def test_a_stale_grade_is_counted_by_the_whole_path_the_same(tmp_path, monkeypatch):
     _, p = _stage_dir(tmp_path)
     _graded(tmp_path, p)
-    path = tmp_path / p["grades_in"] / "grader-a/round-1.bank.jsonl"
-    lines = path.read_text().splitlines()
-    first = json.loads(lines[0])
-    first["content_sha256"] = "0" * 64  # made on other text: stale
-    path.write_text("\n".join([json.dumps(first), *lines[1:]]) + "\n")
+    _first_grade_stale(tmp_path, p)
     (by_blocks, whole), answered = _both(tmp_path, monkeypatch)
     assert answered == [False]
     assert by_blocks == whole
