@@ -26,7 +26,16 @@ def arrow_from_jemalloc():
     """Arrow's buffers from jemalloc inside the ``with`` block, the previous default pool
     put back afterwards; unchanged where pyarrow was built without jemalloc.
 
-    Buffers keep the pool they came from, so a table made before or after is unaffected.
+    Yields
+    ------
+    None
+        Nothing: the switch is process-wide (``pyarrow.set_memory_pool``) for the block.
+
+    Notes
+    -----
+    Raises nothing of its own; an exception inside the block passes through after the
+    previous pool is put back. Buffers keep the pool they came from, so a table made before
+    or after is unaffected.
     """
     try:
         pool = pa.jemalloc_memory_pool()

@@ -143,7 +143,19 @@ class CountedProgress:
     """One grader's :func:`_pool_progress` summed over blocks of whole queries given in
     query order (code point order, the order the pool is written in): the counts added,
     the partial and not-started queries of each block appended (they then come out in the
-    order one pass over the whole pool gives)."""
+    order one pass over the whole pool gives).
+
+    Attributes
+    ----------
+    rows : int
+        The grader's current grades counted so far.
+    graded, of : int
+        Pool pairs (an auditor's: of the audited queries) graded, and in all.
+    partial : dict of str to dict
+        Query id → ``{"missing": [chunk ids], "pool": pairs}``, queries begun, not finished.
+    not_started : list of str
+        Query ids with pool pairs and no grade of the grader.
+    """
 
     def __init__(self):
         self.rows = self.graded = self.of = 0
